@@ -1,0 +1,54 @@
+"""Turn sequence lengths into documents: what the strategies actually place.
+
+A document is a run of tokens ``[offset, offset + length)`` of one input
+sequence, with ``1 <= length <= max_seq_length``. Empty sequences give no
+document; an over-long sequence gives one, several or none, by the overflow
+policy.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from packing.validation import OVERFLOW_POLICIES, as_lengths, check_choice, check_positive_int
+
+Int64Array = npt.NDArray[np.int64]
+
+
+class Documents(NamedTuple):
+    """Parallel arrays, one entry per document, in input order."""
+
+    sequence: Int64Array
+    offset: Int64Array
+    length: Int64Array
+
+
+def documents(lengths: npt.ArrayLike, max_seq_length: int, overflow: str = "truncate") -> Documents:
+    """The documents that ``overflow`` makes of sequences with these ``lengths``. O(n + documents).
+
+    >>> documents([3, 0, 9], 4, "split").length.tolist()
+    [3, 4, 4, 1]
+    >>> documents([3, 0, 9], 4, "split").offset.tolist()
+    [0, 0, 4, 8]
+    >>> documents([3, 0, 9], 4, "drop").sequence.tolist()
+    [0]
+    """
+    capacity = check_positive_int(max_seq_length, "max_seq_length")
+    check_choice(overflow, "overflow policy", OVERFLOW_POLICIES)
+    n = as_lengths(lengths)
+    index = np.arange(len(n), dtype=np.int64)
+    if overflow == "truncate":
+        keep = n > 0
+        return Documents(index[keep], np.zeros(int(keep.sum()), dtype=np.int64), np.minimum(n[keep], capacity))
+    if overflow == "drop":
+        keep = (n > 0) & (n <= capacity)
+        return Documents(index[keep], np.zeros(int(keep.sum()), dtype=np.int64), n[keep])
+    pieces = -(-n // capacity)
+    sequence = np.repeat(index, pieces)
+    first_piece = np.repeat(np.cumsum(pieces) - pieces, pieces)
+    offset = (np.arange(len(sequence), dtype=np.int64) - first_piece) * capacity
+    length = np.minimum(n[sequence] - offset, capacity)
+    return Documents(sequence, offset, length)

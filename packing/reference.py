@@ -1,0 +1,95 @@
+"""Straightforward plain-Python versions of the strategies, written for reading, not speed.
+
+They take document lengths (each 1..capacity) and return the block of every
+document, with the same tie-breaking rules as the fast versions, so tests can
+check the fast paths against them and benchmarks can measure the speed-up.
+Each is O(n × blocks) or worse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+
+def longest_first(lengths: Sequence[int]) -> list[int]:
+    """Indices longest first, ties in input order."""
+    return sorted(range(len(lengths)), key=lambda i: -lengths[i])
+
+
+def next_fit(lengths: Sequence[int], capacity: int) -> list[int]:
+    """>>> next_fit([3, 2, 2, 4], 5)
+    [0, 0, 1, 2]
+    """
+    blocks, block, room = [], -1, 0
+    for size in lengths:
+        if size > room:
+            block, room = block + 1, capacity
+        room -= size
+        blocks.append(block)
+    return blocks
+
+
+def first_fit(lengths: Sequence[int], capacity: int, order: Sequence[int] | None = None) -> list[int]:
+    """>>> first_fit([3, 4, 2, 1], 5)
+    [0, 1, 0, 1]
+    """
+    rooms: list[int] = []
+    blocks = [0] * len(lengths)
+    for item in order if order is not None else range(len(lengths)):
+        size = lengths[item]
+        for b, room in enumerate(rooms):
+            if room >= size:
+                rooms[b] -= size
+                blocks[item] = b
+                break
+        else:
+            rooms.append(capacity - size)
+            blocks[item] = len(rooms) - 1
+    return blocks
+
+
+def first_fit_decreasing(lengths: Sequence[int], capacity: int) -> list[int]:
+    """>>> first_fit_decreasing([1, 4, 3, 2], 5)
+    [0, 0, 1, 1]
+    """
+    return first_fit(lengths, capacity, longest_first(lengths))
+
+
+def best_fit_decreasing(lengths: Sequence[int], capacity: int) -> list[int]:
+    """Fullest block that fits; among equally full ones, the one that reached that room most recently.
+
+    >>> best_fit_decreasing([2, 4, 3, 1], 5)
+    [1, 0, 1, 0]
+    """
+    rooms: list[int] = []
+    touched: list[int] = []
+    blocks = [0] * len(lengths)
+    for step, item in enumerate(longest_first(lengths)):
+        size = lengths[item]
+        fits = [b for b, room in enumerate(rooms) if size <= room < capacity]
+        if fits:
+            b = min(fits, key=lambda b: (rooms[b], -touched[b]))
+            rooms[b] -= size
+            touched[b] = step
+        else:
+            rooms.append(capacity - size)
+            touched.append(step)
+            b = len(rooms) - 1
+        blocks[item] = b
+    return blocks
+
+
+def no_packing(lengths: Sequence[int], capacity: int) -> list[int]:
+    """>>> no_packing([3, 1], 5)
+    [0, 1]
+    """
+    return list(range(len(lengths)))
+
+
+REFERENCES: dict[str, Callable[[Sequence[int], int], list[int]]] = {
+    "next_fit": next_fit,
+    "first_fit": first_fit,
+    "ffd": first_fit_decreasing,
+    "bfd": best_fit_decreasing,
+    "none": no_packing,
+}

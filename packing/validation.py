@@ -1,0 +1,90 @@
+"""Argument checks shared by every entry point.
+
+Each check raises ``TypeError`` (wrong kind of value) or ``ValueError`` (right
+kind, wrong value) with a message that says where the problem is and what was
+expected, so a caller never has to read a traceback to fix their input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from numbers import Integral
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+OVERFLOW_POLICIES: dict[str, str] = {
+    "truncate": "keep the first max_seq_length tokens of an over-long sequence",
+    "split": "cut an over-long sequence into pieces of at most max_seq_length, each its own document",
+    "drop": "leave an over-long sequence out",
+}
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def check_positive_int(value: Any, name: str) -> int:
+    """Return ``value`` as an ``int`` if it is an integer >= 1 (bools and floats refused).
+
+    >>> check_positive_int(4, "max_seq_length")
+    4
+    >>> check_positive_int(4.0, "max_seq_length")
+    Traceback (most recent call last):
+    ...
+    TypeError: max_seq_length must be an integer >= 1, got 4.0 (float)
+    """
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an integer >= 1, got {value!r} ({_type_name(value)})")
+    if value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value}")
+    return int(value)
+
+
+def check_token_id(value: Any, name: str) -> int:
+    """Return ``value`` as an ``int`` if it is a non-negative integer (bools refused)."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be a non-negative integer, got {value!r} ({_type_name(value)})")
+    if value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value}")
+    return int(value)
+
+
+def check_choice(value: Any, name: str, choices: Iterable[str]) -> str:
+    """Return ``value`` if it is one of ``choices``; otherwise say which names exist."""
+    options = list(choices)
+    if not isinstance(value, str) or value not in options:
+        raise ValueError(f"unknown {name} {value!r}; expected one of: {', '.join(options)}")
+    return value
+
+
+def as_lengths(lengths: Sequence[int] | npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """Return sequence lengths as a new 1-D ``int64`` array, refusing anything but integers >= 0.
+
+    >>> as_lengths([3, 0, 5]).tolist()
+    [3, 0, 5]
+    >>> as_lengths([3, -1])
+    Traceback (most recent call last):
+    ...
+    ValueError: lengths[1]: expected a non-negative integer, got -1
+    """
+    array = np.asarray(lengths)
+    if array.ndim != 1:
+        if array.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        raise ValueError(f"lengths must be a flat list of integers, got an array of shape {array.shape}")
+    if array.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if array.dtype.kind not in "iu":
+        for index, value in enumerate(array.tolist()):
+            if isinstance(value, bool) or not isinstance(value, Integral):
+                raise TypeError(
+                    f"lengths[{index}]: expected a non-negative integer, got {value!r} ({_type_name(value)})"
+                )
+        array = array.astype(np.int64)
+    negative = np.flatnonzero(array < 0)
+    if negative.size:
+        index = int(negative[0])
+        raise ValueError(f"lengths[{index}]: expected a non-negative integer, got {array[index]}")
+    return np.array(array, dtype=np.int64, copy=True)

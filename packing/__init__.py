@@ -11,6 +11,8 @@ boundaries that keep packed samples from leaking into each other.
 
 from packing.bounds import LowerBounds, lower_bounds
 from packing.classic import pack_sequences
+from packing.cost import ComputeCost, compute_cost
+from packing.explain import MAX_EXPLAIN_DOCUMENTS, Placement, Step, explain
 from packing.optimal import MAX_OPTIMAL_DOCUMENTS
 from packing.packed import IGNORE_INDEX, PackedBatch, materialize, pack
 from packing.plan import PackingPlan, Piece, plan
@@ -21,17 +23,23 @@ from packing.validation import OVERFLOW_POLICIES
 
 __all__ = [
     "IGNORE_INDEX",
+    "MAX_EXPLAIN_DOCUMENTS",
     "MAX_OPTIMAL_DOCUMENTS",
     "OVERFLOW_POLICIES",
     "STRATEGIES",
+    "ComputeCost",
     "LowerBounds",
     "PackedBatch",
     "PackingPlan",
     "PackingStats",
     "Piece",
+    "Placement",
     "Samples",
+    "Step",
     "Strategy",
     "chat_sample",
+    "compute_cost",
+    "explain",
     "lower_bounds",
     "materialize",
     "pack",

@@ -145,5 +145,17 @@ def assign_blocks(
 ) -> tuple[Int64Array, Int64Array]:
     """Run a no-split strategy: ``(block of each document, placement order)``."""
     if strategy == "spfhp":
-        return spfhp_blocks(lengths, capacity, max_per_block), longest_first_order(lengths, capacity)
+        order = longest_first_order(lengths, capacity)
+        return _number_by_opening(spfhp_blocks(lengths, capacity, max_per_block), order), order
     return ASSIGNERS[strategy](lengths, capacity)
+
+
+def _number_by_opening(blocks: Int64Array, order: Int64Array) -> Int64Array:
+    """Renumber blocks so that block k is the k-th to receive a document in ``order``. O(n + B log B)."""
+    if len(blocks) == 0:
+        return blocks
+    first_use = np.full(int(blocks.max()) + 1, len(blocks), dtype=np.int64)
+    np.minimum.at(first_use, blocks[order], np.arange(len(order), dtype=np.int64))
+    rank = np.empty_like(first_use)
+    rank[np.argsort(first_use, kind="stable")] = np.arange(len(first_use), dtype=np.int64)
+    return rank[blocks]

@@ -1,0 +1,55 @@
+"""Step-by-step explanations replay exactly what the planner does."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+import packing
+
+SMALL = st.lists(st.integers(min_value=0, max_value=12), max_size=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(lengths=SMALL, capacity=st.integers(min_value=1, max_value=10))
+@pytest.mark.parametrize("strategy", list(packing.STRATEGIES))
+@pytest.mark.parametrize("overflow", list(packing.OVERFLOW_POLICIES))
+def test_steps_rebuild_the_plan(strategy: str, overflow: str, lengths: list[int], capacity: int) -> None:
+    if strategy == "optimal":
+        assume(sum(-(-n // capacity) for n in lengths) <= packing.MAX_OPTIMAL_DOCUMENTS)
+    layout = packing.plan(lengths, capacity, strategy, overflow)
+    steps = packing.explain(lengths, capacity, strategy, overflow)
+    blocks: dict[int, list[tuple[int, int, int, int]]] = {}
+    for step in steps:
+        consumed = 0
+        for placement in step.placements:
+            blocks.setdefault(placement.block, []).append(
+                (placement.position, step.sequence, step.start + consumed, placement.length)
+            )
+            consumed += placement.length
+        assert consumed == step.length
+        assert step.reason
+    rebuilt = [
+        [packing.Piece(seq, start, length) for _, seq, start, length in sorted(blocks[b])] for b in sorted(blocks)
+    ]
+    assert rebuilt == layout.blocks()
+    if steps:
+        assert list(steps[-1].fill) == [sum(p.length for p in block) for block in layout.blocks()]
+
+
+def test_split_step_says_where_the_cut_is() -> None:
+    step = packing.explain([2, 3, 1], 4)[1]
+    assert step.placements == (packing.Placement(0, 2, 2), packing.Placement(1, 0, 1))
+    assert "cut" in step.reason
+
+
+def test_best_fit_reason_names_the_room() -> None:
+    steps = packing.explain([5, 3, 2], 6, "bfd")
+    assert steps[-1].placements == (packing.Placement(1, 3, 2),)
+    assert "least room" in steps[-1].reason and "3 left" in steps[-1].reason
+
+
+def test_explain_refuses_large_inputs() -> None:
+    with pytest.raises(ValueError, match="limited to 500"):
+        packing.explain([1] * 501, 4)

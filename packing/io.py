@@ -49,7 +49,7 @@ from packing.workloads import workload_from_json
 Int64Array = npt.NDArray[np.int64]
 PathType = str | os.PathLike[str]
 Source = PathType | IO[bytes]
-Layout = Literal["list", "input_ids", "prompt", "length"]
+Layout = Literal["list", "tokens", "length"]
 
 FORMATS = ("jsonl", "json", "csv", "parquet")
 """Input formats ``read_dataset`` understands."""
@@ -365,19 +365,19 @@ def _names(columns: list[str]) -> str:
 
 
 def _layout(table: _Table, label: str) -> Layout:
-    """Which samples the columns describe; unknown or incomplete columns are refused."""
+    """Whether rows are token samples, lengths, or plain token lists; unusable columns are refused."""
     if not table.has_objects:
         return "list"
     columns = table.columns
     if "input_ids" in columns:
-        return "input_ids"
+        return "tokens"
     if "prompt" in columns or "completion" in columns:
         missing = [name for name in ("prompt", "completion") if name not in columns]
         if missing:
             raise DatasetError(
                 f"{label}: column '{missing[0]}' is missing; found columns {_names(columns)}, expected {_EXPECTED}"
             )
-        return "prompt"
+        return "tokens"
     if "length" in columns:
         return "length"
     raise DatasetError(f"{label}: no usable columns; found columns {_names(columns)}, expected {_EXPECTED}")
@@ -393,7 +393,7 @@ def _dataset(table: _Table, label: str) -> Dataset:
     samples: list[Any] = []
     lengths = []
     for where, item in table.rows:
-        sample, length = _token_sample(item, layout, f"{label}, {where}")
+        sample, length = _token_sample(_pick(item, table.columns, f"{label}, {where}"), f"{label}, {where}")
         samples.append(sample)
         lengths.append(length)
     return Dataset(samples, np.asarray(lengths, dtype=np.int64), label, "tokens")
@@ -408,22 +408,25 @@ def _length(item: Any, where: str) -> int:
     return int(value)
 
 
-def _pick(item: Any, layout: Layout, where: str) -> Any:
-    """The part of a row that makes the sample; a missing column is an error."""
-    if layout == "list" or not isinstance(item, Mapping):
+def _pick(item: Any, columns: list[str], where: str) -> Any:
+    """The part of a row that makes the sample: ``input_ids`` (with ``loss_mask``) when the row has
+    them, else ``prompt`` and ``completion``; a missing value is an error."""
+    if not isinstance(item, Mapping):
         return item
-    needed = ("input_ids",) if layout == "input_ids" else ("prompt", "completion")
-    for name in needed:
+    if item.get("input_ids") is not None:
+        return {"input_ids": item["input_ids"], "loss_mask": item.get("loss_mask")}
+    if "prompt" not in columns:
+        raise DatasetError(f"{where}: no value in column 'input_ids'")
+    if "input_ids" in columns and item.get("prompt") is None and item.get("completion") is None:
+        raise DatasetError(f"{where}: no value in column 'input_ids', nor in 'prompt' and 'completion'")
+    for name in ("prompt", "completion"):
         if item.get(name) is None:
             raise DatasetError(f"{where}: no value in column '{name}'")
-    if layout == "prompt":
-        return {"prompt": item["prompt"], "completion": item["completion"]}
-    return {"input_ids": item["input_ids"], "loss_mask": item.get("loss_mask")}
+    return {"prompt": item["prompt"], "completion": item["completion"]}
 
 
-def _token_sample(item: Any, layout: Layout, where: str) -> tuple[Any, int]:
+def _token_sample(picked: Any, where: str) -> tuple[Any, int]:
     """A checked sample (numpy arrays inside) and its length in tokens. O(tokens)."""
-    picked = _pick(item, layout, where)
     try:
         tokens, mask = read_sample(picked, 0)
     except (TypeError, ValueError, OverflowError) as error:

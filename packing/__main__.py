@@ -1,0 +1,11 @@
+"""``python -m packing``: the command line (see ``packing.cli``).
+
+>>> from packing.cli import main
+>>> main(["pack", "data.jsonl", "--max-seq-length", "0", "--strategy", "bfd", "--output", "out.parquet"])
+2
+"""
+
+from packing.cli import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,445 @@
+"""The command line: ``python -m packing pack`` writes packed blocks, ``python -m packing compare`` compares strategies.
+
+Usage::
+
+    python -m packing pack data.jsonl --max-seq-length 2048 --strategy bfd --output blocks.parquet
+    python -m packing compare lengths.json --max-seq-length 2048 --strategies split,ffd,bfd
+
+Bad input (a missing file, an unknown column, a non-integer token, an output
+that cannot be written, a bad option) gives one line on stderr,
+``packing: error: ...``, and exit code 2: no traceback, and no half-written
+output file.
+
+>>> import json, os, tempfile
+>>> source = os.path.join(tempfile.mkdtemp(), "lengths.json")
+>>> _ = open(source, "w").write(json.dumps({"lengths": [6, 5, 3, 2]}))
+>>> main(["compare", source, "--max-seq-length", "8", "--strategies", "next_fit,bfd"])
+input: ...lengths.json, 4 sequences, 16 tokens, longest 6; max_seq_length 8, overflow truncate
+<BLANKLINE>
+strategy  blocks  lower bound  efficiency  padding  tokens lost  sequences cut  dropped  time
+next_fit       3            2     66.67 %        8            0              0        0  ...
+bfd            2            2    100.00 %        0            0              0        0  ...
+<BLANKLINE>
+lower bound: ...
+0
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from packing.bounds import lower_bounds
+from packing.io import FORMATS, Dataset, block_order, read_dataset, write_jsonl, write_parquet
+from packing.optimal import MAX_OPTIMAL_DOCUMENTS
+from packing.overflow import documents
+from packing.packed import PackedBatch, pack
+from packing.plan import plan
+from packing.stats import PackingStats
+from packing.strategies import STRATEGIES
+from packing.validation import OVERFLOW_POLICIES
+
+Writer = Callable[[PackedBatch, Path, npt.NDArray[np.int64]], None]
+WRITERS: dict[str, Writer] = {".parquet": write_parquet, ".jsonl": write_jsonl}
+"""Output writers by file extension."""
+COMPARE_HEADER = [
+    "strategy",
+    "blocks",
+    "lower bound",
+    "efficiency",
+    "padding",
+    "tokens lost",
+    "sequences cut",
+    "dropped",
+]
+BOUND_NOTE = (
+    "lower bound: the fewest blocks any packing could use; ceil(tokens / max_seq_length) when sequences "
+    "may be split, the Martello-Toth L2 bound otherwise"
+)
+
+
+class UsageError(Exception):
+    """A problem with the command line or its files, reported as one line and exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser that raises instead of printing usage and exiting."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+# ---------------------------------------------------------------- arguments
+
+
+def _positive_int(text: str) -> int:
+    """``--max-seq-length`` and friends: an integer >= 1.
+
+    >>> _positive_int("512")
+    512
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def _strategy_list(text: str) -> list[str]:
+    """A comma-separated list of strategy names, each checked, duplicates removed.
+
+    >>> _strategy_list("bfd, split,bfd")
+    ['bfd', 'split']
+    """
+    names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    if not names:
+        raise argparse.ArgumentTypeError("expected at least one strategy name")
+    for name in names:
+        if name not in STRATEGIES:
+            raise argparse.ArgumentTypeError(f"unknown strategy {name!r}; expected one of: {', '.join(STRATEGIES)}")
+    return names
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("input", help="dataset file: .jsonl, .json, .csv or .parquet")
+    parser.add_argument(
+        "--max-seq-length", type=_positive_int, required=True, metavar="N", help="tokens per block (>= 1)"
+    )
+    parser.add_argument(
+        "--overflow",
+        choices=list(OVERFLOW_POLICIES),
+        default="truncate",
+        help="what to do with a sequence longer than N (default: truncate)",
+    )
+    parser.add_argument("--format", choices=FORMATS, help="input format (default: from the file extension)")
+
+
+def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
+    parser = commands.add_parser(
+        "pack",
+        help="pack a dataset and write the blocks to .parquet or .jsonl",
+        description="Pack token sequences into blocks of exactly N tokens and write them, one row per block, "
+        "with columns input_ids, labels, loss_mask, position_ids, sequence_ids and seq_lengths.",
+    )
+    _add_common(parser)
+    parser.add_argument("--strategy", choices=list(STRATEGIES), required=True, help="packing strategy")
+    parser.add_argument(
+        "--loss",
+        choices=("completion", "all"),
+        default="completion",
+        help="prompt/completion samples: train on the completion only (default) or on all tokens",
+    )
+    parser.add_argument("--pad-token-id", type=_non_negative_int, default=0, metavar="ID", help="default: 0")
+    parser.add_argument("--seed", type=_non_negative_int, default=0, help="seed of the block shuffle (default: 0)")
+    parser.add_argument(
+        "--no-shuffle",
+        action="store_true",
+        help="write blocks in plan order (decreasing strategies then put the longest samples first)",
+    )
+    parser.add_argument(
+        "--max-sequences-per-block", type=_positive_int, metavar="K", help="cap on documents per block (spfhp only)"
+    )
+    parser.add_argument("--output", "-o", required=True, help="output file, .parquet or .jsonl")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
+    parser.set_defaults(run=_run_pack)
+
+
+def _add_compare(commands: argparse._SubParsersAction[_Parser]) -> None:
+    parser = commands.add_parser(
+        "compare",
+        help="compare strategies on a dataset's lengths",
+        description="Plan every strategy on the sequence lengths of a dataset (token columns, a 'length' "
+        "column or a histogram JSON) and print blocks, lower bound, efficiency, losses and time.",
+    )
+    _add_common(parser)
+    parser.add_argument(
+        "--strategies",
+        type=_strategy_list,
+        default=list(STRATEGIES),
+        metavar="A,B,...",
+        help=f"strategies to compare (default: all of {', '.join(STRATEGIES)})",
+    )
+    parser.set_defaults(run=_run_compare)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``packing`` argument parser with its ``pack`` and ``compare`` commands.
+
+    >>> build_parser().parse_args(["compare", "x.csv", "--max-seq-length", "8"]).strategies[:2]
+    ['split', 'next_fit']
+    """
+    parser = _Parser(prog="packing", description="Sample packing for language-model fine-tuning.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_pack(commands)
+    _add_compare(commands)
+    return parser
+
+
+# ---------------------------------------------------------------- output helpers
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Plain text columns: the first left-aligned, the others right-aligned, two spaces apart.
+
+    A row shorter than the others (a note such as ``n/a``) is not aligned past its
+    first cell. O(cells).
+
+    >>> print(format_table(["name", "n"], [["a", "10"], ["bb", "2"], ["c", "n/a (skipped)"]]))
+    name   n
+    a     10
+    bb     2
+    c     n/a (skipped)
+    """
+    lines = [list(header), *map(list, rows)]
+    full = max(len(line) for line in lines)
+    widths = [max(len(line[column]) for line in lines if len(line) == full) for column in range(full)]
+    out = []
+    for line in lines:
+        if len(line) < full:
+            out.append("  ".join([line[0].ljust(widths[0]), *line[1:]]).rstrip())
+            continue
+        cells = [line[0].ljust(widths[0])] + [
+            cell.rjust(width) for cell, width in zip(line[1:], widths[1:], strict=True)
+        ]
+        out.append("  ".join(cells).rstrip())
+    return "\n".join(out)
+
+
+def format_pairs(pairs: Sequence[tuple[str, str]]) -> str:
+    """``name  value`` lines, names padded to the longest.
+
+    >>> print(format_pairs([("blocks", "3"), ("efficiency", "75.00 %")]))
+    blocks      3
+    efficiency  75.00 %
+    """
+    width = max((len(name) for name, _ in pairs), default=0)
+    return "\n".join(f"{name.ljust(width)}  {value}" for name, value in pairs)
+
+
+def _seconds(value: float) -> str:
+    """A duration for people.
+
+    >>> _seconds(0.01234), _seconds(2.5)
+    ('12.3 ms', '2.50 s')
+    """
+    return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.2f} %"
+
+
+def _bound(lengths: npt.NDArray[np.int64], capacity: int, overflow: str, strategy: str) -> int:
+    """The lower bound that applies to ``strategy``: tokens/capacity if it splits, L2 otherwise."""
+    bounds = lower_bounds(lengths, capacity, overflow)
+    return bounds.simple if STRATEGIES[strategy].splits_sequences else bounds.l2
+
+
+def _describe_input(dataset: Dataset) -> str:
+    lengths = dataset.lengths
+    longest = int(lengths.max()) if len(lengths) else 0
+    return f"{dataset.source}, {len(lengths):,} sequences, {int(lengths.sum()):,} tokens, longest {longest:,}"
+
+
+def _stderr_is_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
+class Progress:
+    """Stage messages on stderr (when ``show``) and the time each stage took.
+
+    >>> progress = Progress(show=False)
+    >>> with progress.stage("read", "reading"):
+    ...     pass
+    >>> list(progress.times)
+    ['read']
+    """
+
+    def __init__(self, show: bool) -> None:
+        self.show = show
+        self.times: dict[str, float] = {}
+
+    def _say(self, text: str, end: str = "\n") -> None:
+        if self.show:
+            print(text, end=end, file=sys.stderr, flush=True)
+
+    @contextmanager
+    def stage(self, key: str, message: str) -> Iterator[None]:
+        self._say(f"{message} ...", end="")
+        start = time.perf_counter()
+        try:
+            yield
+        except BaseException:
+            self._say(" failed")
+            raise
+        self.times[key] = time.perf_counter() - start
+        self._say(f" done in {_seconds(self.times[key])}")
+
+
+# ---------------------------------------------------------------- pack
+
+
+def _writer(output: Path) -> Writer:
+    """The writer for the output's extension, after checking the file can be created there."""
+    writer = WRITERS.get(output.suffix.lower())
+    if writer is None:
+        raise UsageError(f"--output must end in .parquet or .jsonl, got '{output}'")
+    folder = output.parent
+    if output.is_dir():
+        raise UsageError(f"cannot write {output}: it is a directory")
+    if not folder.is_dir():
+        raise UsageError(f"cannot write {output}: no such directory '{folder}'")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write {output}: permission denied in '{folder}'")
+    return writer
+
+
+def _pack_batch(args: argparse.Namespace, dataset: Dataset) -> PackedBatch:
+    if dataset.samples is None:
+        raise UsageError(
+            f"{dataset.source} holds sequence lengths only; 'pack' needs token ids "
+            "(use 'compare' to compare strategies on lengths)"
+        )
+    return pack(
+        dataset.samples,
+        args.max_seq_length,
+        strategy=args.strategy,
+        overflow=args.overflow,
+        pad_token_id=args.pad_token_id,
+        completion_only_loss=args.loss == "completion",
+        max_sequences_per_block=args.max_sequences_per_block,
+    )
+
+
+def _pack_summary(args: argparse.Namespace, dataset: Dataset, stats: PackingStats, progress: Progress) -> str:
+    """The table printed after ``pack``."""
+    order = "in plan order" if args.no_shuffle else f"shuffled (seed {args.seed})"
+    times = ", ".join(f"{key} {_seconds(value)}" for key, value in progress.times.items())
+    rows = [
+        ("input", _describe_input(dataset)),
+        ("strategy", f"{args.strategy}, max_seq_length {args.max_seq_length:,}, overflow {args.overflow}"),
+        ("blocks", f"{stats.num_blocks:,}"),
+        ("lower bound", f"{_bound(dataset.lengths, args.max_seq_length, args.overflow, args.strategy):,}"),
+        ("efficiency", _percent(stats.efficiency)),
+        ("padding tokens", f"{stats.padding_tokens:,}"),
+        ("tokens lost", f"{stats.tokens_lost:,}"),
+        ("sequences truncated", f"{stats.sequences_truncated:,}"),
+        ("sequences split", f"{stats.sequences_split:,}"),
+        ("sequences dropped", f"{stats.sequences_dropped:,}"),
+        ("trainable tokens", f"{stats.trainable_tokens:,} (loss on {args.loss})"),
+        ("time", f"{_seconds(sum(progress.times.values()))} ({times})"),
+        ("output", f"{args.output}, {stats.num_blocks:,} blocks {order}"),
+    ]
+    return format_pairs(rows)
+
+
+def _run_pack(args: argparse.Namespace) -> int:
+    output = Path(args.output)
+    writer = _writer(output)
+    if args.max_sequences_per_block is not None and args.strategy != "spfhp":
+        raise UsageError("--max-sequences-per-block works with --strategy spfhp only")
+    progress = Progress(show=not args.quiet and _stderr_is_terminal())
+    with progress.stage("read", f"reading {args.input}"):
+        dataset = read_dataset(args.input, args.format)
+    with progress.stage("pack", f"packing {len(dataset.lengths):,} sequences with {args.strategy}"):
+        batch = _pack_batch(args, dataset)
+    order = block_order(batch.num_blocks, shuffle=not args.no_shuffle, seed=args.seed)
+    with progress.stage("write", f"writing {batch.num_blocks:,} blocks to {output}"):
+        try:
+            writer(batch, output, order)
+        except OSError as error:
+            raise UsageError(f"cannot write {output}: {error.strerror or error}") from None
+    print(_pack_summary(args, dataset, batch.stats, progress))
+    return 0
+
+
+# ---------------------------------------------------------------- compare
+
+
+def _compare_row(name: str, dataset: Dataset, capacity: int, overflow: str) -> list[str]:
+    """One strategy's line of the comparison; ``optimal`` says n/a where it refuses."""
+    lengths = dataset.lengths
+    if name == "optimal" and len(documents(lengths, capacity, overflow).length) > MAX_OPTIMAL_DOCUMENTS:
+        return [name, "n/a (too many sequences)"]
+    start = time.perf_counter()
+    try:
+        stats = plan(lengths, capacity, name, overflow).stats
+    except ValueError:
+        if name != "optimal":
+            raise
+        return [name, "n/a (search too long)"]
+    elapsed = time.perf_counter() - start
+    return [
+        name,
+        f"{stats.num_blocks:,}",
+        f"{_bound(lengths, capacity, overflow, name):,}",
+        _percent(stats.efficiency),
+        f"{stats.padding_tokens:,}",
+        f"{stats.tokens_lost:,}",
+        f"{stats.sequences_truncated + stats.sequences_split:,}",
+        f"{stats.sequences_dropped:,}",
+        _seconds(elapsed),
+    ]
+
+
+def _run_compare(args: argparse.Namespace) -> int:
+    dataset = read_dataset(args.input, args.format)
+    rows = [_compare_row(name, dataset, args.max_seq_length, args.overflow) for name in args.strategies]
+    print(f"input: {_describe_input(dataset)}; max_seq_length {args.max_seq_length:,}, overflow {args.overflow}")
+    print()
+    print(format_table([*COMPARE_HEADER, "time"], rows))
+    print()
+    print(BOUND_NOTE)
+    return 0
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def _fail(message: str) -> int:
+    first = message.strip().splitlines()[0] if message.strip() else "failed"
+    print(f"packing: error: {first}", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code.
+
+    0 on success, 2 on bad input (one line on stderr), 130 when interrupted.
+
+    >>> main(["compare", "missing.jsonl", "--max-seq-length", "8"])
+    2
+    """
+    try:
+        args = build_parser().parse_args(argv)
+        code: int = args.run(args)
+    except SystemExit as stop:  # --help
+        return stop.code if isinstance(stop.code, int) else 0
+    except (UsageError, ValueError) as error:
+        return _fail(str(error))
+    except MemoryError:
+        return _fail("not enough memory; try a smaller input or a smaller --max-seq-length")
+    except KeyboardInterrupt:
+        print("packing: interrupted", file=sys.stderr)
+        return 130
+    return code

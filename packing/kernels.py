@@ -90,44 +90,134 @@ def _add_count(counts: Int64Array, size: int, leaf: int, delta: int) -> None:  #
 
 
 @njit(cache=True, nogil=True)
-def best_fit_blocks(lengths: Int64Array, order: Int64Array, capacity: int) -> Int64Array:  # pragma: no cover
-    """Block of every document, placing them in ``order``, each into the fullest block it fits.
+def _grow(array: Int64Array) -> Int64Array:  # pragma: no cover
+    """A copy of ``array`` with twice the room."""
+    bigger = np.empty(2 * array.shape[0], dtype=array.dtype)
+    bigger[: array.shape[0]] = array
+    return bigger
 
-    Open blocks are kept in one stack per amount of room left; a sum-segment
-    tree over the room values finds the smallest room >= the document in
-    O(log capacity). Among blocks with equal room, the one that reached that
-    room most recently wins. O(n log capacity + capacity).
+
+@njit(cache=True, nogil=True)
+def best_fit_decreasing_layout(lengths: Int64Array, capacity: int) -> tuple[Int64Array, Int64Array]:  # pragma: no cover
+    """Best-fit decreasing, simulated a whole length class at a time: ``(block_starts, items)`` in CSR form.
+
+    Documents are placed longest first (ties in input order), each into the
+    open block with the least room that still fits; among blocks with equal
+    room, the one that reached that room most recently. Block ``b`` holds
+    ``items[block_starts[b]:block_starts[b + 1]]`` in placement order.
+
+    Identical blocks that share a room form a group, so all documents of one
+    length are placed with a few group operations instead of one search each: a
+    block with room r takes r // length documents of that length in a row,
+    exactly as the one-at-a-time rule would give it. Groups sit in one stack per
+    room; a sum-segment tree over rooms finds the smallest room that fits. The
+    simulation needs only the length histogram and records "runs" (these
+    documents of this length go to these blocks); a second pass over the input
+    writes every document into its slot. O(n + capacity + runs × log capacity).
     """
-    n = order.shape[0]
-    blocks = np.empty(lengths.shape[0], dtype=np.int64)
+    n = lengths.shape[0]
+    histogram = np.zeros(capacity + 1, dtype=np.int64)
+    for i in range(n):
+        histogram[lengths[i]] += 1
     size = 1
     while size < capacity + 1:
         size *= 2
-    counts = np.zeros(2 * size, dtype=np.int64)
-    head = np.full(capacity + 1, -1, dtype=np.int64)
-    below = np.empty(n, dtype=np.int64)  # next block down the same stack
-    room = np.empty(n, dtype=np.int64)
+    tree = np.zeros(2 * size, dtype=np.int64)  # number of groups per room
+    head = np.full(capacity + 1, -1, dtype=np.int64)  # top group of each room's stack
+    # group g: blocks buf[g_start[g] : g_start[g] + g_count[g]] (last on top), each holding g_items[g] documents
+    g_start = np.empty(1024, dtype=np.int64)
+    g_count = np.empty(1024, dtype=np.int64)
+    g_items = np.empty(1024, dtype=np.int64)
+    g_below = np.empty(1024, dtype=np.int64)
+    # run r: per_block documents of one length into each of the blocks buf[r_seg[r] : r_seg[r] + r_take[r]]
+    r_take = np.empty(1024, dtype=np.int64)
+    r_per = np.empty(1024, dtype=np.int64)
+    r_seg = np.empty(1024, dtype=np.int64)
+    r_base = np.empty(1024, dtype=np.int64)
+    first_run = np.zeros(capacity + 2, dtype=np.int64)
+    buf = np.empty(1024, dtype=np.int64)
+    block_items = np.zeros(max(n, 1), dtype=np.int64)
+    groups = 0
+    runs = 0
+    used = 0
     opened = 0
-    for k in range(n):
-        item = order[k]
-        need = lengths[item]
-        best = _first_nonempty_at_or_after(counts, size, need)
-        if best == -1:
-            block = opened
-            opened += 1
-            room[block] = capacity
-        else:
-            block = head[best]
-            head[best] = below[block]
-            _add_count(counts, size, best, -1)
-        blocks[item] = block
-        room[block] -= need
-        left = room[block]
-        if left > 0:
-            below[block] = head[left]
-            head[left] = block
-            _add_count(counts, size, left, 1)
-    return blocks
+    for length in range(capacity, 0, -1):
+        first_run[length] = runs
+        left = histogram[length]
+        while left > 0:
+            if groups + 2 > g_start.shape[0]:
+                g_start, g_count, g_items, g_below = _grow(g_start), _grow(g_count), _grow(g_items), _grow(g_below)
+            if runs + 2 > r_take.shape[0]:
+                r_take, r_per, r_seg, r_base = _grow(r_take), _grow(r_per), _grow(r_seg), _grow(r_base)
+            while used + left + 2 > buf.shape[0]:
+                buf = _grow(buf)
+            room = _first_nonempty_at_or_after(tree, size, length)
+            if room == -1:  # nothing fits: open blocks, each taking as many as fit
+                per_block = min(left, capacity // length)
+                take = left // per_block
+                source = -1
+                base = 0
+            else:
+                source = head[room]
+                per_block = room // length
+                take = min(g_count[source], left // per_block)
+                if take == 0:
+                    take, per_block = 1, left
+                base = g_items[source]
+            r_seg[runs] = used
+            r_take[runs] = take
+            r_per[runs] = per_block
+            r_base[runs] = base
+            runs += 1
+            g_start[groups] = used
+            g_count[groups] = take
+            g_items[groups] = base + per_block
+            for b in range(take):
+                if source == -1:
+                    block = opened
+                    opened += 1
+                else:
+                    block = buf[g_start[source] + g_count[source] - 1 - b]
+                buf[used] = block
+                used += 1
+                block_items[block] += per_block
+            left -= take * per_block
+            if source != -1:
+                g_count[source] -= take
+                if g_count[source] == 0:
+                    head[room] = g_below[source]
+                    _add_count(tree, size, room, -1)
+                new_room = room - per_block * length
+            else:
+                new_room = capacity - per_block * length
+            if new_room > 0:
+                g_below[groups] = head[new_room]
+                head[new_room] = groups
+                _add_count(tree, size, new_room, 1)
+            groups += 1
+    first_run[0] = runs
+    block_starts = np.zeros(opened + 1, dtype=np.int64)
+    for b in range(opened):
+        block_starts[b + 1] = block_starts[b] + block_items[b]
+    # second pass: the j-th document of each length goes to the run that covers j
+    items = np.empty(n, dtype=np.int64)
+    seen = np.zeros(capacity + 1, dtype=np.int64)
+    run_of = first_run[: capacity + 1].copy()
+    run_first_j = np.zeros(capacity + 1, dtype=np.int64)
+    for i in range(n):
+        length = lengths[i]
+        j = seen[length]
+        seen[length] = j + 1
+        r = run_of[length]
+        k = j - run_first_j[length]
+        while k >= r_take[r] * r_per[r]:
+            run_first_j[length] += r_take[r] * r_per[r]
+            k -= r_take[r] * r_per[r]
+            r += 1
+        run_of[length] = r
+        block = buf[r_seg[r] + k // r_per[r]]
+        items[block_starts[block] + r_base[r] + k % r_per[r]] = i
+    return block_starts, items
 
 
 @njit(cache=True, nogil=True)
@@ -163,7 +253,7 @@ def shortest_first_order(lengths: Int64Array, capacity: int) -> Int64Array:
 def group_by_block(
     blocks: Int64Array, order: Int64Array, num_blocks: int
 ) -> tuple[Int64Array, Int64Array]:  # pragma: no cover
-    """Documents grouped by block (stable in ``order``) and the CSR offsets of each block. O(n)."""
+    """CSR offsets of each block and the documents grouped by block (stable in ``order``). O(n)."""
     starts = np.zeros(num_blocks + 1, dtype=np.int64)
     for k in range(order.shape[0]):
         starts[blocks[order[k]] + 1] += 1
@@ -176,4 +266,64 @@ def group_by_block(
         b = blocks[item]
         grouped[fill[b]] = item
         fill[b] += 1
-    return grouped, starts
+    return starts, grouped
+
+
+@njit(cache=True, nogil=True)
+def tally_plan(
+    lengths: Int64Array,
+    block_starts: Int64Array,
+    piece_sequence: Int64Array,
+    piece_length: Int64Array,
+    whole: bool,
+) -> tuple[Int64Array, Int64Array]:  # pragma: no cover
+    """Counts for the statistics of a plan and the tokens in every block. O(n + pieces).
+
+    Counts, in order: packed tokens, tokens truncated, tokens dropped, sequences
+    truncated, sequences dropped, sequences split, empty sequences, input tokens.
+    ``whole`` says every sequence is one whole piece, which skips the per-sequence tally.
+    """
+    n = lengths.shape[0]
+    num_blocks = block_starts.shape[0] - 1
+    fill = np.zeros(num_blocks, dtype=np.int64)
+    counts = np.zeros(8, dtype=np.int64)
+    for b in range(num_blocks):
+        total = 0
+        for p in range(block_starts[b], block_starts[b + 1]):
+            total += piece_length[p]
+        fill[b] = total
+        counts[0] += total
+    if whole:
+        counts[7] = counts[0]
+        return counts, fill
+    kept = np.zeros(n, dtype=np.int64)
+    pieces = np.zeros(n, dtype=np.int64)
+    for p in range(piece_sequence.shape[0]):
+        kept[piece_sequence[p]] += piece_length[p]
+        pieces[piece_sequence[p]] += 1
+    counts[0] = 0
+    for i in range(n):
+        counts[0] += kept[i]
+        counts[7] += lengths[i]
+        if lengths[i] == 0:
+            counts[6] += 1
+        elif pieces[i] == 0:
+            counts[2] += lengths[i]
+            counts[4] += 1
+        elif kept[i] < lengths[i]:
+            counts[1] += lengths[i] - kept[i]
+            counts[3] += 1
+        if pieces[i] > 1:
+            counts[5] += 1
+    return counts, fill
+
+
+def blocks_of_items(block_starts: Int64Array, items: Int64Array) -> Int64Array:
+    """The block of every item, from a CSR layout. O(n).
+
+    >>> blocks_of_items(np.array([0, 2, 3]), np.array([2, 0, 1])).tolist()
+    [0, 1, 0]
+    """
+    blocks = np.empty(len(items), dtype=np.int64)
+    blocks[items] = np.repeat(np.arange(len(block_starts) - 1, dtype=np.int64), np.diff(block_starts))
+    return blocks

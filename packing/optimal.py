@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.bounds import martello_toth_l2, simple_bound
-from packing.kernels import best_fit_blocks, longest_first_order
+from packing.kernels import best_fit_decreasing_layout, blocks_of_items, longest_first_order
 
 Int64Array = npt.NDArray[np.int64]
 
@@ -41,7 +41,7 @@ def optimal_blocks(lengths: Int64Array, capacity: int) -> Int64Array:
             f"this input has {n}. Use 'bfd', which is within a few blocks of optimal on real data."
         )
     order = longest_first_order(lengths, capacity)
-    best = best_fit_blocks(lengths, order, capacity)
+    best = blocks_of_items(*best_fit_decreasing_layout(lengths, capacity))
     if n == 0:
         return best
     target = max(simple_bound(int(lengths.sum()), capacity), martello_toth_l2(lengths, capacity))

@@ -38,8 +38,14 @@ def documents(lengths: npt.ArrayLike, max_seq_length: int, overflow: str = "trun
     """
     capacity = check_positive_int(max_seq_length, "max_seq_length")
     check_choice(overflow, "overflow policy", OVERFLOW_POLICIES)
-    n = as_lengths(lengths)
+    return documents_of(as_lengths(lengths), capacity, overflow)
+
+
+def documents_of(n: Int64Array, capacity: int, overflow: str) -> Documents:
+    """``documents`` for arguments that are already checked."""
     index = np.arange(len(n), dtype=np.int64)
+    if len(n) == 0 or (overflow != "split" and n.min() >= 1 and n.max() <= capacity):
+        return Documents(index, np.zeros(len(n), dtype=np.int64), n)  # one whole document per sequence
     if overflow == "truncate":
         keep = n > 0
         return Documents(index[keep], np.zeros(int(keep.sum()), dtype=np.int64), np.minimum(n[keep], capacity))

@@ -7,10 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from packing.kernels import group_by_block
-from packing.overflow import Documents, documents
+from packing.overflow import Documents, documents_of
 from packing.stats import PackingStats, compute_stats
-from packing.strategies import STRATEGIES, assign_blocks
+from packing.strategies import STRATEGIES, layout_blocks
 from packing.validation import OVERFLOW_POLICIES, as_lengths, check_choice, check_positive_int
 
 Int64Array = npt.NDArray[np.int64]
@@ -140,13 +139,17 @@ def plan(
         if strategy != "spfhp":
             raise ValueError("max_sequences_per_block is supported by strategy 'spfhp' only")
     sizes = as_lengths(lengths)
-    docs = documents(sizes, capacity, overflow)
+    docs = documents_of(sizes, capacity, overflow)
+    whole = overflow != "split" and len(docs.sequence) == len(sizes)  # document i is all of sequence i
     if strategy == "split":
         block_starts, sequence, start, length = _split_layout(docs, capacity)
     else:
-        blocks, order = assign_blocks(strategy, docs.length, capacity, max_sequences_per_block)
-        num_blocks = int(blocks.max()) + 1 if len(blocks) else 0
-        grouped, block_starts = group_by_block(blocks, order, num_blocks)
-        sequence, start, length = docs.sequence[grouped], docs.offset[grouped], docs.length[grouped]
-    stats = compute_stats(sizes, capacity, block_starts, sequence, length)
+        block_starts, grouped = layout_blocks(strategy, docs.length, capacity, max_sequences_per_block)
+        if whole:
+            sequence, start = grouped, np.zeros(len(grouped), dtype=np.int64)
+        else:
+            sequence, start = docs.sequence[grouped], docs.offset[grouped]
+        length = docs.length[grouped]
+    whole = whole and bool(len(sizes) == 0 or sizes.max() <= capacity)
+    stats = compute_stats(sizes, capacity, block_starts, sequence, length, whole)
     return PackingPlan(capacity, strategy, overflow, sizes, block_starts, sequence, start, length, stats)

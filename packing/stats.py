@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from packing.kernels import tally_plan
+
 Int64Array = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
@@ -66,35 +68,32 @@ def compute_stats(
     block_starts: Int64Array,
     piece_sequence: Int64Array,
     piece_length: Int64Array,
+    whole: bool = False,
 ) -> PackingStats:
-    """Statistics of a plan, assuming every packed token is trainable. O(n + pieces)."""
+    """Statistics of a plan, assuming every packed token is trainable. O(n + pieces).
+
+    ``whole=True`` promises that every sequence is exactly one piece (nothing empty, cut or lost).
+    """
+    counts, fill = tally_plan(lengths, block_starts, piece_sequence, piece_length, whole)
+    packed, truncated, dropped, n_truncated, n_dropped, n_split, empty, total = (int(c) for c in counts)
     num_blocks = len(block_starts) - 1
-    kept = np.bincount(piece_sequence, weights=piece_length, minlength=len(lengths)).astype(np.int64)
-    pieces = np.bincount(piece_sequence, minlength=len(lengths))
-    present = pieces > 0
-    nonempty = lengths > 0
-    dropped = nonempty & ~present
-    truncated = present & (kept < lengths)
-    packed_tokens = int(kept.sum())
-    input_tokens = int(lengths.sum())
     slots = num_blocks * capacity
-    fill = np.add.reduceat(piece_length, block_starts[:-1]) if num_blocks else np.zeros(0, dtype=np.int64)
     return PackingStats(
         max_seq_length=capacity,
         num_sequences=len(lengths),
-        empty_sequences=int((~nonempty).sum()),
+        empty_sequences=empty,
         num_blocks=num_blocks,
-        lower_bound=-(-packed_tokens // capacity),
-        input_tokens=input_tokens,
-        packed_tokens=packed_tokens,
-        padding_tokens=slots - packed_tokens,
-        efficiency=packed_tokens / slots if slots else 1.0,
-        tokens_truncated=int((lengths - kept)[truncated].sum()),
-        tokens_dropped=int(lengths[dropped].sum()),
-        sequences_truncated=int(truncated.sum()),
-        sequences_dropped=int(dropped.sum()),
-        sequences_split=int((pieces > 1).sum()),
-        trainable_tokens=packed_tokens,
+        lower_bound=-(-packed // capacity),
+        input_tokens=total,
+        packed_tokens=packed,
+        padding_tokens=slots - packed,
+        efficiency=packed / slots if slots else 1.0,
+        tokens_truncated=truncated,
+        tokens_dropped=dropped,
+        sequences_truncated=n_truncated,
+        sequences_dropped=n_dropped,
+        sequences_split=n_split,
+        trainable_tokens=packed,
         samples_without_trainable_tokens=0,
         block_utilization=fill / capacity,
     )

@@ -15,7 +15,14 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.histogram import spfhp_blocks
-from packing.kernels import best_fit_blocks, first_fit_blocks, longest_first_order, next_fit_blocks
+from packing.kernels import (
+    best_fit_decreasing_layout,
+    blocks_of_items,
+    first_fit_blocks,
+    group_by_block,
+    longest_first_order,
+    next_fit_blocks,
+)
 from packing.optimal import MAX_OPTIMAL_DOCUMENTS, optimal_blocks
 
 Int64Array = npt.NDArray[np.int64]
@@ -122,8 +129,8 @@ def _ffd(lengths: Int64Array, capacity: int) -> tuple[Int64Array, Int64Array]:
 
 
 def _bfd(lengths: Int64Array, capacity: int) -> tuple[Int64Array, Int64Array]:
-    order = longest_first_order(lengths, capacity)
-    return best_fit_blocks(lengths, order, capacity), order
+    block_starts, items = best_fit_decreasing_layout(lengths, capacity)
+    return blocks_of_items(block_starts, items), longest_first_order(lengths, capacity)
 
 
 def _optimal(lengths: Int64Array, capacity: int) -> tuple[Int64Array, Int64Array]:
@@ -148,6 +155,17 @@ def assign_blocks(
         order = longest_first_order(lengths, capacity)
         return _number_by_opening(spfhp_blocks(lengths, capacity, max_per_block), order), order
     return ASSIGNERS[strategy](lengths, capacity)
+
+
+def layout_blocks(
+    strategy: str, lengths: Int64Array, capacity: int, max_per_block: int | None = None
+) -> tuple[Int64Array, Int64Array]:
+    """Run a no-split strategy: ``(block_starts, items)``, block b holding ``items[block_starts[b]:block_starts[b+1]]``."""
+    if strategy == "bfd":
+        return best_fit_decreasing_layout(lengths, capacity)
+    blocks, order = assign_blocks(strategy, lengths, capacity, max_per_block)
+    num_blocks = int(blocks.max()) + 1 if len(blocks) else 0
+    return group_by_block(blocks, order, num_blocks)
 
 
 def _number_by_opening(blocks: Int64Array, order: Int64Array) -> Int64Array:

@@ -1,0 +1,188 @@
+"""Calls into the packing library shaped for display: a window of blocks, strategy comparisons, sweeps.
+
+No packing decisions are made here: every layout comes from ``packing.plan`` / ``packing.explain``
+and every token array from ``packing.materialize``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+import packing
+from packing.explain import MAX_EXPLAIN_DOCUMENTS
+
+Int64Array = npt.NDArray[np.int64]
+MAX_DRAW_CELLS = 65_536
+"""Most cells (blocks × max_seq_length) a heatmap draws at once."""
+CHUNK_CELLS = 4_000_000
+"""Cells materialized at a time when counting trainable tokens over a whole dataset."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """Blocks ``first .. first + count - 1`` of a plan, materialized; ``sequence_ids`` are global indices."""
+
+    first: int
+    batch: packing.PackedBatch
+    sequence_ids: Int64Array
+    has_tokens: bool
+
+    @property
+    def count(self) -> int:
+        return self.batch.num_blocks
+
+
+def sub_plan(layout: packing.PackingPlan, start: int, stop: int) -> tuple[packing.PackingPlan, Int64Array]:
+    """Blocks ``start:stop`` of a plan as a plan of their own over just the sequences they use.
+
+    Returns the sub-plan and the global index of each of its sequences. O(pieces in the window).
+    """
+    lo, hi = int(layout.block_starts[start]), int(layout.block_starts[stop])
+    sequences = np.unique(layout.piece_sequence[lo:hi])
+    local = np.searchsorted(sequences, layout.piece_sequence[lo:hi]).astype(np.int64)
+    part = packing.PackingPlan(
+        layout.max_seq_length,
+        layout.strategy,
+        layout.overflow,
+        layout.lengths[sequences],
+        layout.block_starts[start : stop + 1] - lo,
+        local,
+        layout.piece_start[lo:hi],
+        layout.piece_length[lo:hi],
+        layout.stats,
+    )
+    return part, sequences
+
+
+def subset_samples(flat: packing.Samples | None, lengths: Int64Array, sequences: Int64Array) -> packing.Samples:
+    """The samples ``sequences`` of ``flat``; placeholder tokens (0, all trained) for lengths-only data."""
+    sizes = lengths[sequences]
+    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    if flat is None:
+        total = int(offsets[-1])
+        return packing.Samples(np.zeros(total, np.int64), np.ones(total, np.int8), offsets)
+    ranges = [np.arange(flat.offsets[s], flat.offsets[s + 1]) for s in sequences.tolist()]
+    index = np.concatenate(ranges) if ranges else np.zeros(0, np.int64)
+    return packing.Samples(flat.tokens[index], flat.loss_mask[index], offsets)
+
+
+def window(
+    layout: packing.PackingPlan, flat: packing.Samples | None, first: int, count: int, pad_token_id: int
+) -> Window:
+    """Materialize only blocks ``first .. first + count - 1`` (clipped to the plan)."""
+    first = max(0, min(first, layout.num_blocks - 1))
+    stop = min(layout.num_blocks, first + max(1, count))
+    part, sequences = sub_plan(layout, first, stop)
+    batch = packing.materialize(part, subset_samples(flat, layout.lengths, sequences), pad_token_id)
+    global_ids = np.where(batch.sequence_ids >= 0, sequences[np.maximum(batch.sequence_ids, 0)], -1)
+    return Window(first, batch, global_ids, flat is not None)
+
+
+def window_blocks(max_seq_length: int, wanted: int) -> int:
+    """How many blocks of this length fit in one drawing (0 if not even one does)."""
+    return min(wanted, MAX_DRAW_CELLS // max_seq_length)
+
+
+def trainable_tokens(layout: packing.PackingPlan, flat: packing.Samples | None) -> int:
+    """Tokens with loss mask 1 over the whole plan, materializing a few thousand blocks at a time."""
+    if flat is None:
+        return layout.stats.packed_tokens
+    step = max(1, CHUNK_CELLS // layout.max_seq_length)
+    total = 0
+    for first in range(0, layout.num_blocks, step):
+        total += int(window(layout, flat, first, step, 0).batch.loss_mask.sum(dtype=np.int64))
+    return total
+
+
+@dataclass(frozen=True)
+class StrategyRun:
+    """One strategy on the data: its plan (or why it could not run) and how long planning took."""
+
+    strategy: str
+    layout: packing.PackingPlan | None
+    seconds: float
+    error: str = ""
+
+
+def run_strategy(lengths: Int64Array, max_seq_length: int, strategy: str, overflow: str) -> StrategyRun:
+    """``packing.plan`` timed; a refusal (e.g. ``optimal`` on a large input) becomes ``error``."""
+    started = time.perf_counter()
+    try:
+        layout = packing.plan(lengths, max_seq_length, strategy, overflow)
+    except ValueError as error:
+        return StrategyRun(strategy, None, time.perf_counter() - started, str(error))
+    return StrategyRun(strategy, layout, time.perf_counter() - started)
+
+
+def compare(lengths: Int64Array, max_seq_length: int, overflow: str) -> list[StrategyRun]:
+    """Every strategy in ``packing.STRATEGIES`` (no packing included) on the same lengths."""
+    return [run_strategy(lengths, max_seq_length, name, overflow) for name in packing.STRATEGIES]
+
+
+def sweep(lengths: Int64Array, sizes: list[int], strategies: list[str], overflow: str) -> list[dict[str, Any]]:
+    """Blocks and efficiency of each strategy at each max_seq_length (rows for a table or a chart)."""
+    rows = []
+    for size in sizes:
+        for name in strategies:
+            run = run_strategy(lengths, size, name, overflow)
+            stats = run.layout.stats if run.layout else None
+            rows.append(
+                {
+                    "max_seq_length": size,
+                    "strategy": name,
+                    "blocks": stats.num_blocks if stats else None,
+                    "efficiency": stats.efficiency if stats else None,
+                    "tokens lost": stats.tokens_lost if stats else None,
+                    "note": run.error,
+                }
+            )
+    return rows
+
+
+def explain_steps(lengths: Int64Array, max_seq_length: int, strategy: str, overflow: str) -> list[packing.Step]:
+    """``packing.explain`` for these lengths; raises ``ValueError`` with a plain message when it refuses."""
+    if len(lengths) > MAX_EXPLAIN_DOCUMENTS:
+        raise ValueError(
+            f"stepping through is limited to {MAX_EXPLAIN_DOCUMENTS} sequences; this input has {len(lengths):,}"
+        )
+    return packing.explain(lengths, max_seq_length, strategy, overflow)
+
+
+def step_grid(steps: list[packing.Step], upto: int, max_seq_length: int) -> Int64Array:
+    """Sequence index in each cell after steps ``0..upto`` (-1 where a block is still empty)."""
+    blocks = len(steps[upto].fill) if steps else 0
+    grid = np.full((blocks, max_seq_length), -1, dtype=np.int64)
+    for step in steps[: upto + 1]:
+        for place in step.placements:
+            grid[place.block, place.position : place.position + place.length] = step.sequence
+    return grid
+
+
+@dataclass(frozen=True)
+class AttentionView:
+    """One block's attention: what a plain causal mask allows vs the block-diagonal mask."""
+
+    causal: npt.NDArray[np.bool_]
+    document: npt.NDArray[np.bool_]
+    cross: npt.NDArray[np.bool_]
+    position_plain: Int64Array
+    position_restart: Int64Array
+    real_tokens: int
+
+    @property
+    def cross_pairs(self) -> int:
+        return int(self.cross.sum())
+
+
+def attention_view(batch: packing.PackedBatch, block: int) -> AttentionView:
+    """The naive causal mask over a block's real tokens, ``PackedBatch.attention_mask`` and their difference."""
+    document = batch.attention_mask(block)
+    real = batch.sequence_ids[block] >= 0
+    causal = np.tril(real[:, None] & real[None, :])
+    plain = np.where(real, np.arange(batch.max_seq_length), 0)
+    return AttentionView(causal, document, causal & ~document, plain, batch.position_ids[block], int(real.sum()))

@@ -1,0 +1,119 @@
+"""Ready-made inputs: the classic example, one per follow-up question, synthetic lengths and real workloads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+Int64Array = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Example:
+    """A pasted-text example with the settings that show its point."""
+
+    key: str
+    title: str
+    question: str
+    text: str
+    max_seq_length: int
+    strategy: str
+    completion_only_loss: bool = True
+    look_at: str = "Result"
+
+
+EXAMPLES: dict[str, Example] = {
+    e.key: e
+    for e in (
+        Example(
+            "classic",
+            "Classic interview example",
+            "Concatenate [[1, 2], [3, 4, 5], [6]] into blocks of 4 tokens, pad with 0, return loss masks.",
+            "[[1, 2], [3, 4, 5], [6]]",
+            4,
+            "split",
+        ),
+        Example(
+            "no_split",
+            "Follow-up: pack without splitting sequences",
+            "What if a sequence must never be cut across blocks? That is bin packing: compare the strategies.",
+            "[[1, 2, 3], [4, 5], [6, 7, 8, 9], [10], [11, 12], [13, 14, 15]]",
+            6,
+            "bfd",
+            look_at="Compare",
+        ),
+        Example(
+            "masking",
+            "Follow-up: instruction/response masking",
+            "What if only the response should be trained on? Prompt tokens get loss mask 0.",
+            "5 6 7 | 8 9\n10 11 | 12 13 14\n15 16 17 18 | 19",
+            8,
+            "split",
+            look_at="Result",
+        ),
+        Example(
+            "attention",
+            "Follow-up: cross-document attention",
+            "Packed documents share a block: what stops one from attending to another, and what about positions?",
+            "[[1, 2, 3], [4, 5], [6, 7, 8]]",
+            8,
+            "bfd",
+            look_at="Attention & positions",
+        ),
+    )
+}
+DEFAULT_EXAMPLE = "classic"
+
+DISTRIBUTIONS: dict[str, str] = {
+    "lognormal": "Log-normal (chat-like: many short, a long tail)",
+    "uniform": "Uniform between 1 and the longest length",
+    "bimodal": "Bimodal (short questions and long documents)",
+}
+
+
+def synthetic_lengths(count: int, distribution: str, seed: int, max_length: int) -> Int64Array:
+    """``count`` random sequence lengths in ``[1, max_length]``; the same arguments give the same lengths.
+
+    >>> synthetic_lengths(5, "uniform", 0, 10).tolist()
+    [9, 7, 6, 3, 4]
+    """
+    rng = np.random.default_rng(seed)
+    if distribution == "lognormal":
+        raw = rng.lognormal(np.log(max_length / 8), 1.0, count)
+    elif distribution == "uniform":
+        raw = rng.integers(1, max_length + 1, count)
+    elif distribution == "bimodal":
+        long = rng.random(count) < 0.3
+        raw = np.where(long, rng.normal(0.7 * max_length, 0.1 * max_length, count), rng.normal(max_length / 10, max_length / 30, count))
+    else:
+        raise ValueError(f"unknown distribution {distribution!r}; expected one of: {', '.join(DISTRIBUTIONS)}")
+    return np.clip(np.round(raw), 1, max_length).astype(np.int64)
+
+
+def synthetic_code(count: int, distribution: str, seed: int, max_length: int) -> str:
+    """Python lines that rebuild ``synthetic_lengths(...)`` as ``lengths`` with numpy alone."""
+    draw = {
+        "lognormal": f"raw = rng.lognormal(np.log({max_length} / 8), 1.0, {count})",
+        "uniform": f"raw = rng.integers(1, {max_length + 1}, {count})",
+        "bimodal": (
+            f"long = rng.random({count}) < 0.3\n"
+            f"raw = np.where(long, rng.normal({0.7 * max_length!r}, {0.1 * max_length!r}, {count}), "
+            f"rng.normal({max_length} / 10, {max_length} / 30, {count}))"
+        ),
+    }[distribution]
+    return (
+        f"rng = np.random.default_rng({seed})\n{draw}\n"
+        f"lengths = np.clip(np.round(raw), 1, {max_length}).astype(np.int64)"
+    )
+
+
+def workload_sample(lengths: Int64Array, count: int, seed: int = 0) -> Int64Array:
+    """The first ``count`` lengths of a seeded shuffle: shipped workloads are sorted, a data loader is not.
+
+    >>> workload_sample(np.arange(1, 6), 3).tolist()
+    [3, 5, 4]
+    """
+    order = np.random.default_rng(seed).permutation(len(lengths))
+    return np.asarray(lengths, dtype=np.int64)[order[: max(0, count)]]

@@ -1,0 +1,112 @@
+"""Downloads of a packed result and a Python snippet that reproduces it with the library."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+import packing
+from explorer.examples import synthetic_code
+
+MAX_EXPORT_CELLS = 8_000_000
+"""Largest packed result (blocks × max_seq_length) the page builds for download."""
+MAX_INLINE_CHARS = 4_000
+"""Longest sample list written literally into the snippet."""
+
+
+def _written(batch: packing.PackedBatch, suffix: str) -> bytes:
+    """Bytes of ``packing.io.write_jsonl`` / ``write_parquet`` output (they write files atomically)."""
+    from packing.io import write_jsonl, write_parquet
+
+    writer = write_jsonl if suffix == ".jsonl" else write_parquet
+    with tempfile.TemporaryDirectory() as folder:
+        target = Path(folder) / f"blocks{suffix}"
+        writer(batch, target)
+        return target.read_bytes()
+
+
+def jsonl_bytes(batch: packing.PackedBatch) -> bytes:
+    """One JSON object per block: input_ids, labels, loss_mask, position_ids, sequence_ids, seq_lengths."""
+    return _written(batch, ".jsonl")
+
+
+def parquet_bytes(batch: packing.PackedBatch) -> bytes:
+    """One Parquet row per block with the same columns as the JSON lines."""
+    return _written(batch, ".parquet")
+
+
+def layout_csv(layout: packing.PackingPlan) -> bytes:
+    """The plan of lengths-only data: one row per piece (block, position, sequence, start, length), 1-based blocks."""
+    frame = pd.DataFrame(
+        {
+            "block": layout.piece_block() + 1,
+            "position": layout.piece_position(),
+            "sequence": layout.piece_sequence + 1,
+            "start": layout.piece_start,
+            "length": layout.piece_length,
+        }
+    )
+    return frame.to_csv(index=False).encode("utf-8")
+
+
+@dataclass(frozen=True)
+class DataRecipe:
+    """How the snippet gets its data: exactly one of the fields is used, in this order."""
+
+    samples: list[Any] | None = None
+    upload_name: str | None = None
+    synthetic: tuple[int, str, int, int] | None = None
+    workload: tuple[str, int] | None = None
+
+
+def _data_lines(recipe: DataRecipe) -> tuple[list[str], bool]:
+    """Lines that define ``samples`` (token data) or ``lengths`` (lengths only), and which one."""
+    if recipe.samples is not None:
+        text = json.dumps(recipe.samples)
+        if len(text) > MAX_INLINE_CHARS:
+            return ["samples = [...]  # your sequences: lists of token ids or prompt/completion dicts"], True
+        return [f"samples = {text}"], True
+    if recipe.upload_name is not None:
+        return [
+            "from packing.io import read_dataset",
+            "",
+            f"data = read_dataset({recipe.upload_name!r})",
+            "samples, lengths = data.samples, data.lengths",
+        ], False
+    if recipe.synthetic is not None:
+        return ["import numpy as np", "", synthetic_code(*recipe.synthetic)], False
+    if recipe.workload is not None:
+        name, count = recipe.workload
+        return [
+            "import numpy as np",
+            "from packing.workloads import load_workload",
+            "",
+            f"lengths = load_workload({name!r}).lengths",
+            f"lengths = lengths[np.random.default_rng(0).permutation(len(lengths))[:{count}]]",
+        ], False
+    raise ValueError("the recipe names no data")
+
+
+def snippet(recipe: DataRecipe, max_seq_length: int, strategy: str, overflow: str, pad_token_id: int, completion_only_loss: bool, tokens: bool) -> str:
+    """A short, runnable Python program that packs the same data with the same settings."""
+    lines, _ = _data_lines(recipe)
+    if tokens:
+        body = [
+            f"batch = packing.pack(samples, max_seq_length={max_seq_length}, strategy={strategy!r}, "
+            f"overflow={overflow!r}, pad_token_id={pad_token_id}, completion_only_loss={completion_only_loss})",
+            "blocks, masks = batch.to_lists()",
+            "for number, (ids, mask) in enumerate(zip(blocks, masks), start=1):",
+            '    print(f"Block {number}: {ids} -> mask: {mask}")',
+            "print(batch.stats.summary())",
+        ]
+    else:
+        body = [
+            f"layout = packing.plan(lengths, max_seq_length={max_seq_length}, strategy={strategy!r}, overflow={overflow!r})",
+            'print(layout.num_blocks, "blocks,", f"{layout.stats.efficiency:.2%} efficiency")',
+        ]
+    return "\n".join(["import packing", *lines, "", *body]) + "\n"

@@ -1,0 +1,298 @@
+"""Plotly figures of packings. Each builder takes plain arrays and returns a ``go.Figure``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+Int64Array = npt.NDArray[np.int64]
+SEQUENCE_COLORS = (
+    "#4C78A8",
+    "#F58518",
+    "#54A24B",
+    "#B279A2",
+    "#E45756",
+    "#72B7B2",
+    "#EECA3B",
+    "#9D755D",
+    "#FF9DA6",
+    "#3B5BA5",
+    "#88D27A",
+    "#D67195",
+)
+PAD_COLOR = "#d4d4d8"
+MASK_COLORS = {"trained": "#15803d", "masked prompt": "#f59e0b", "padding": PAD_COLOR}
+STRATEGY_COLORS = dict(
+    zip(
+        ("split", "next_fit", "first_fit", "ffd", "bfd", "spfhp", "optimal", "none"),
+        ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#EECA3B", "#9D755D"),
+        strict=True,
+    )
+)
+MAX_TEXT_CELLS = 800
+"""Largest drawing that prints a token id inside every cell."""
+MAX_STACKED_PIECES = 400
+"""Most pieces the utilization chart stacks by sequence; above it, one bar per block."""
+MAX_BAR_BLOCKS = 2_000
+"""Most blocks drawn as bars; above it, the chart shows how many blocks have each fill."""
+_LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "template": "plotly_white"}
+
+
+def _discrete(colors: Sequence[str]) -> list[list[float | str]]:
+    """A colorscale that maps integer ``z`` in ``0 .. len(colors) - 1`` to exactly one colour each."""
+    n = len(colors)
+    scale: list[list[float | str]] = []
+    for i, color in enumerate(colors):
+        scale += [[i / n, color], [(i + 1) / n, color]]
+    return scale
+
+
+def _block_labels(first: int, count: int) -> list[str]:
+    return [f"Block {first + i + 1}" for i in range(count)]
+
+
+def sequence_colour_index(sequence_ids: Int64Array) -> Int64Array:
+    """Colour slot of every cell: the sequence modulo the palette, and one past the palette for padding."""
+    return np.where(sequence_ids >= 0, sequence_ids % len(SEQUENCE_COLORS), len(SEQUENCE_COLORS))
+
+
+def _hover(sequence_ids: Int64Array, token_ids: Int64Array | None, position_ids: Int64Array, loss_mask: Int64Array) -> npt.NDArray[np.object_]:
+    token = np.full(sequence_ids.shape, "n/a (lengths only)", dtype=object) if token_ids is None else token_ids.astype(object)
+    source = np.where(sequence_ids >= 0, (sequence_ids + 1).astype(object), "padding")
+    return np.stack((source, token, position_ids, loss_mask), axis=-1)
+
+
+def mask_kind(loss_mask: Int64Array, sequence_ids: Int64Array) -> Int64Array:
+    """0 = trained, 1 = masked prompt, 2 = padding."""
+    return np.where(sequence_ids < 0, 2, np.where(loss_mask == 1, 0, 1))
+
+
+def block_figure(
+    sequence_ids: Int64Array,
+    loss_mask: Int64Array,
+    position_ids: Int64Array,
+    token_ids: Int64Array | None = None,
+    first_block: int = 0,
+) -> go.Figure:
+    """Blocks coloured by source sequence (padding grey) with the loss mask aligned underneath.
+
+    Arrays have shape ``(blocks, max_seq_length)``; ``token_ids`` is None for lengths-only data.
+    Small drawings print the token id in every cell.
+    """
+    blocks, width = sequence_ids.shape
+    labels = _block_labels(first_block, blocks)
+    hover = _hover(sequence_ids, token_ids, position_ids, loss_mask)
+    template = (
+        "%{y}, position %{x}<br>token id: %{customdata[1]}<br>sequence: %{customdata[0]}"
+        "<br>position id: %{customdata[2]}<br>loss mask: %{customdata[3]}<extra></extra>"
+    )
+    show_text = token_ids is not None and blocks * width <= MAX_TEXT_CELLS
+    text = np.where(sequence_ids >= 0, token_ids, 0).astype(str) if show_text and token_ids is not None else None
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12, subplot_titles=("Blocks (colour = source sequence)", "Loss mask"))
+    n = len(SEQUENCE_COLORS)
+    fig.add_trace(
+        go.Heatmap(
+            z=sequence_colour_index(sequence_ids),
+            x=list(range(width)),
+            y=labels,
+            customdata=hover,
+            hovertemplate=template,
+            colorscale=_discrete([*SEQUENCE_COLORS, PAD_COLOR]),
+            zmin=-0.5,
+            zmax=n + 0.5,
+            showscale=False,
+            xgap=1 if width <= 256 else 0,
+            ygap=2,
+            text=text,
+            texttemplate="%{text}" if text is not None else None,
+            name="blocks",
+        ),
+        row=1,
+        col=1,
+    )
+    kinds = mask_kind(loss_mask, sequence_ids)
+    mask_text = np.array(["trained", "masked prompt", "padding"], dtype=object)[kinds]
+    fig.add_trace(
+        go.Heatmap(
+            z=kinds,
+            x=list(range(width)),
+            y=labels,
+            customdata=np.concatenate((hover, mask_text[..., None]), axis=-1),
+            hovertemplate=template.replace("<extra>", " (%{customdata[4]})<extra>"),
+            colorscale=_discrete(list(MASK_COLORS.values())),
+            zmin=-0.5,
+            zmax=2.5,
+            showscale=False,
+            xgap=1 if width <= 256 else 0,
+            ygap=2,
+            text=loss_mask.astype(str) if show_text else None,
+            texttemplate="%{text}" if show_text else None,
+            name="loss mask",
+        ),
+        row=2,
+        col=1,
+    )
+    for name, color in MASK_COLORS.items():  # legend entries for the three mask colours
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", marker={"color": color, "symbol": "square", "size": 12}, name=name), row=2, col=1)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title_text="position in block", row=2, col=1)
+    row_height = 30 if blocks <= 12 else 14
+    fig.update_layout(height=180 + 2 * row_height * blocks, legend={"orientation": "h", "y": -0.15}, **_LAYOUT)
+    return fig
+
+
+def grid_figure(sequence_ids: Int64Array, title: str = "", token_ids: Int64Array | None = None, highlight: Int64Array | None = None) -> go.Figure:
+    """A compact heatmap of blocks coloured by sequence (for comparisons and step-through).
+
+    ``highlight`` is a boolean array of cells to outline (the piece being placed).
+    """
+    blocks, width = sequence_ids.shape
+    labels = _block_labels(0, blocks)
+    text = None
+    if token_ids is not None and blocks * width <= MAX_TEXT_CELLS:
+        text = np.where(sequence_ids >= 0, token_ids, 0).astype(str)
+    elif blocks * width <= MAX_TEXT_CELLS:
+        text = np.where(sequence_ids >= 0, (sequence_ids + 1).astype(str), "")
+    n = len(SEQUENCE_COLORS)
+    fig = go.Figure(
+        go.Heatmap(
+            z=sequence_colour_index(sequence_ids),
+            x=list(range(width)),
+            y=labels,
+            customdata=np.where(sequence_ids >= 0, (sequence_ids + 1).astype(object), "empty"),
+            hovertemplate="%{y}, position %{x}<br>sequence: %{customdata}<extra></extra>",
+            colorscale=_discrete([*SEQUENCE_COLORS, PAD_COLOR]),
+            zmin=-0.5,
+            zmax=n + 0.5,
+            showscale=False,
+            xgap=1 if width <= 256 else 0,
+            ygap=2,
+            text=text,
+            texttemplate="%{text}" if text is not None else None,
+        )
+    )
+    if highlight is not None:
+        for block, position in zip(*np.nonzero(highlight), strict=True):
+            fig.add_shape(type="rect", x0=position - 0.5, x1=position + 0.5, y0=block - 0.5, y1=block + 0.5, line={"color": "black", "width": 3})
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title=title, height=90 + 32 * max(1, blocks), **_LAYOUT)
+    return fig
+
+
+def utilization_figure(utilization: npt.NDArray[np.float64], pieces: tuple[Int64Array, Int64Array, Int64Array] | None = None, max_seq_length: int = 1) -> go.Figure:
+    """Per-block fill with the mean marked. ``pieces`` = (block, sequence, length) arrays stacks each bar by sequence."""
+    blocks = len(utilization)
+    mean = float(utilization.mean()) if blocks else 0.0
+    fig = go.Figure()
+    if blocks > MAX_BAR_BLOCKS:
+        fig.add_trace(go.Histogram(x=utilization * 100, nbinsx=50, marker_color=SEQUENCE_COLORS[0], name="blocks"))
+        fig.add_vline(x=mean * 100, line_dash="dash", annotation_text=f"mean {mean:.1%}")
+        fig.update_layout(title=f"Fill of {blocks:,} blocks", xaxis_title="fill (%)", yaxis_title="blocks", **_LAYOUT)
+        return fig
+    x = np.arange(1, blocks + 1)
+    if pieces is not None and len(pieces[0]) <= MAX_STACKED_PIECES:
+        block, sequence, length = pieces
+        for seq in np.unique(sequence):
+            chosen = sequence == seq
+            fig.add_trace(
+                go.Bar(
+                    x=block[chosen] + 1,
+                    y=length[chosen] / max_seq_length * 100,
+                    name=f"sequence {seq + 1}",
+                    marker_color=SEQUENCE_COLORS[seq % len(SEQUENCE_COLORS)],
+                    hovertemplate=f"sequence {seq + 1}<br>block %{{x}}: %{{y:.1f}}% of the block<extra></extra>",
+                    showlegend=len(np.unique(sequence)) <= 12,
+                )
+            )
+        fig.update_layout(barmode="stack")
+    else:
+        fig.add_trace(go.Bar(x=x, y=utilization * 100, marker_color=SEQUENCE_COLORS[0], name="fill", hovertemplate="block %{x}: %{y:.1f}%<extra></extra>"))
+    fig.add_hline(y=mean * 100, line_dash="dash", annotation_text=f"mean {mean:.1%}", annotation_position="top left")
+    fig.update_layout(title="Block utilization", xaxis_title="block", yaxis_title="fill (%)", yaxis_range=[0, 105], **_LAYOUT)
+    return fig
+
+
+def length_histogram(lengths: Int64Array, max_seq_length: int, bins: int = 60) -> go.Figure:
+    """Histogram of input lengths with ``max_seq_length`` marked (computed with numpy, fast on millions)."""
+    fig = go.Figure()
+    if len(lengths):
+        top = max(int(lengths.max()), max_seq_length)
+        edges = np.linspace(0, top + 1, min(bins, top + 1) + 1)
+        counts, edges = np.histogram(lengths, bins=edges)
+        centres = (edges[:-1] + edges[1:]) / 2
+        fig.add_trace(go.Bar(x=centres, y=counts, width=np.diff(edges), marker_color=SEQUENCE_COLORS[0], name="sequences", hovertemplate="length %{x:.0f}: %{y:,} sequences<extra></extra>"))
+    fig.add_vline(x=max_seq_length, line_color="#E45756", line_dash="dash", annotation_text=f"max_seq_length = {max_seq_length:,}")
+    fig.update_layout(title="Input lengths", xaxis_title="tokens", yaxis_title="sequences", bargap=0.05, **_LAYOUT)
+    return fig
+
+
+def compare_figure(strategies: Sequence[str], blocks: Sequence[float | None], efficiency: Sequence[float | None], lower_bound: int) -> go.Figure:
+    """Blocks (with the lower bound marked) and efficiency of every strategy, side by side."""
+    colors = [STRATEGY_COLORS.get(s, SEQUENCE_COLORS[0]) for s in strategies]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("Blocks (fewer is better)", "Efficiency (higher is better)"))
+    fig.add_trace(go.Bar(x=list(strategies), y=list(blocks), marker_color=colors, name="blocks"), row=1, col=1)
+    fig.add_hline(y=lower_bound, line_dash="dash", annotation_text=f"lower bound {lower_bound:,}", row=1, col=1)
+    eff = [None if e is None else e * 100 for e in efficiency]
+    fig.add_trace(go.Bar(x=list(strategies), y=eff, marker_color=colors, name="efficiency %"), row=1, col=2)
+    fig.update_yaxes(range=[0, 105], title_text="%", row=1, col=2)
+    fig.update_layout(showlegend=False, height=380, **_LAYOUT)
+    return fig
+
+
+def sweep_figure(sizes: Sequence[int], series: dict[str, tuple[Sequence[float | None], Sequence[float | None]]]) -> go.Figure:
+    """Efficiency and block count against max_seq_length, one line per strategy: ``series[name] = (efficiency, blocks)``."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("Efficiency vs max_seq_length", "Blocks vs max_seq_length"))
+    for name, (eff, blocks) in series.items():
+        color = STRATEGY_COLORS.get(name, SEQUENCE_COLORS[0])
+        fig.add_trace(go.Scatter(x=list(sizes), y=[None if e is None else e * 100 for e in eff], mode="lines+markers", name=name, line_color=color, legendgroup=name), row=1, col=1)
+        fig.add_trace(go.Scatter(x=list(sizes), y=list(blocks), mode="lines+markers", name=name, line_color=color, legendgroup=name, showlegend=False), row=1, col=2)
+    fig.update_xaxes(type="log", title_text="max_seq_length")
+    fig.update_yaxes(title_text="efficiency (%)", row=1, col=1)
+    fig.update_yaxes(title_text="blocks", type="log", row=1, col=2)
+    fig.update_layout(height=420, **_LAYOUT)
+    return fig
+
+
+def attention_figure(causal: npt.NDArray[np.bool_], document: npt.NDArray[np.bool_]) -> go.Figure:
+    """The plain causal mask (cross-document pairs in red) next to the block-diagonal mask."""
+    cross = causal & ~document
+    left = np.where(cross, 2, np.where(causal, 1, 0))
+    right = document.astype(np.int64)
+    colors = ["#f4f4f5", "#4C78A8", "#dc2626"]
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.08, subplot_titles=(f"Plain causal mask: {int(cross.sum()):,} cross-document pairs (red)", "Block-diagonal mask (PackedBatch.attention_mask)"))
+    names = np.array(["blocked", "allowed", "cross-document (leak)"], dtype=object)
+    for col, z in ((1, left), (2, right)):
+        fig.add_trace(
+            go.Heatmap(z=z, colorscale=_discrete(colors), zmin=-0.5, zmax=2.5, showscale=False, customdata=names[z], hovertemplate="query %{y} → key %{x}: %{customdata}<extra></extra>", xgap=1 if z.shape[0] <= 64 else 0, ygap=1 if z.shape[0] <= 64 else 0),
+            row=1,
+            col=col,
+        )
+    fig.update_yaxes(autorange="reversed", title_text="query position", scaleanchor="x", row=1, col=1)
+    fig.update_yaxes(autorange="reversed", scaleanchor="x2", row=1, col=2)
+    fig.update_xaxes(title_text="key position")
+    fig.update_layout(height=460, **_LAYOUT)
+    return fig
+
+
+def positions_figure(plain: Int64Array, restart: Int64Array, sequence_ids: Int64Array) -> go.Figure:
+    """Position ids along a block: counting straight through vs restarting at every document."""
+    x = np.arange(len(plain))
+    real = sequence_ids >= 0
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=x[real], y=plain[real], mode="lines+markers", name="without restarts (0 .. n-1)", line={"color": "#E45756", "dash": "dash"}))
+    fig.add_trace(
+        go.Scatter(
+            x=x[real],
+            y=restart[real],
+            mode="lines+markers",
+            name="with restarts (PackedBatch.position_ids)",
+            line_color="#4C78A8",
+            marker={"color": [SEQUENCE_COLORS[s % len(SEQUENCE_COLORS)] for s in sequence_ids[real]], "size": 8},
+        )
+    )
+    fig.update_layout(title="Position ids", xaxis_title="position in block", yaxis_title="position id", height=340, legend={"orientation": "h", "y": -0.25}, **_LAYOUT)
+    return fig

@@ -202,7 +202,7 @@ def _read_jsonl(handle: IO[bytes], label: str) -> _Table:
         where = f"line {number}"
         text = _decode(raw, label, where)
         if text.strip():
-            rows.append((where, _parse_json(text, label, where)))
+            rows.append((where, _parse_json(text.rstrip("\r\n"), label, where)))
     return _table(rows)
 
 
@@ -440,13 +440,13 @@ def _token_sample(picked: Any, where: str) -> tuple[Any, int]:
 
 
 def _token_message(picked: Any, message: str, where: str) -> str:
-    """Reword a ``read_sample`` message with the file and row, pointing at the first bad token."""
+    """Reword a ``read_sample`` message with the file and row, pointing at the first bad value."""
     if isinstance(picked, Mapping):
-        columns = [(name, picked[name]) for name in ("input_ids", "prompt", "completion") if name in picked]
+        columns = [(name, picked[name]) for name in (*_TOKEN_COLUMNS,) if picked.get(name) is not None]
     else:
         columns = [("", picked)]
     for name, values in columns:
-        problem = _first_bad_token(values)
+        problem = _first_bad_value(values, flags=name == "loss_mask")
         if problem is not None:
             return f"{where}{f', column {name!r}' if name else ''}, {problem}"
     rest = message.removeprefix("sample 0")
@@ -455,14 +455,17 @@ def _token_message(picked: Any, message: str, where: str) -> str:
     return where + re.sub(r"^ '([^']+)'", r", column '\1'", rest)
 
 
-def _first_bad_token(values: Any) -> str | None:
-    """What is wrong with the first item of a list that is not a token id (None if all are). O(length)."""
+def _first_bad_value(values: Any, flags: bool = False) -> str | None:
+    """What is wrong with the first item of a list that is not a token id (or, with ``flags``,
+    not 0 or 1); None if all are fine. O(length)."""
     if not isinstance(values, list):
         return None
     for position, value in enumerate(values):
+        if flags and value not in (0, 1):
+            return f"position {position}: expected 0 or 1, got {value!r}"
         if isinstance(value, int) and not isinstance(value, bool) and value > _MAX_INT64:
             return f"position {position}: token id {value} does not fit in 64 bits"
-        if not _is_count(value):
+        if not flags and not _is_count(value):
             return (
                 f"position {position}: expected a non-negative integer token id, got {value!r} ({type(value).__name__})"
             )

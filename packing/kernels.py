@@ -98,22 +98,26 @@ def _grow(array: Int64Array) -> Int64Array:  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def best_fit_decreasing_layout(lengths: Int64Array, capacity: int) -> tuple[Int64Array, Int64Array]:  # pragma: no cover
-    """Best-fit decreasing, simulated a whole length class at a time: ``(block_starts, items)`` in CSR form.
+def best_fit_decreasing_layout(
+    lengths: Int64Array, capacity: int
+) -> tuple[Int64Array, Int64Array, Int64Array]:  # pragma: no cover
+    """Best-fit decreasing, simulated a whole length class at a time: ``(block_starts, items, item_lengths)``.
 
     Documents are placed longest first (ties in input order), each into the
     open block with the least room that still fits; among blocks with equal
     room, the one that reached that room most recently. Block ``b`` holds
-    ``items[block_starts[b]:block_starts[b + 1]]`` in placement order.
+    ``items[block_starts[b]:block_starts[b + 1]]`` in placement order (CSR form),
+    whose lengths are the same slice of ``item_lengths``.
 
     Identical blocks that share a room form a group, so all documents of one
     length are placed with a few group operations instead of one search each: a
     block with room r takes r // length documents of that length in a row,
     exactly as the one-at-a-time rule would give it. Groups sit in one stack per
     room; a sum-segment tree over rooms finds the smallest room that fits. The
-    simulation needs only the length histogram and records "runs" (these
-    documents of this length go to these blocks); a second pass over the input
-    writes every document into its slot. O(n + capacity + runs × log capacity).
+    simulation needs only the length histogram and records "runs" (the next
+    documents of this length go to these blocks); a counting sort by length then
+    lets each run copy its documents into their blocks' slots, mostly in order.
+    O(n + capacity + runs × log capacity).
     """
     n = lengths.shape[0]
     histogram = np.zeros(capacity + 1, dtype=np.int64)
@@ -134,7 +138,7 @@ def best_fit_decreasing_layout(lengths: Int64Array, capacity: int) -> tuple[Int6
     r_per = np.empty(1024, dtype=np.int64)
     r_seg = np.empty(1024, dtype=np.int64)
     r_base = np.empty(1024, dtype=np.int64)
-    first_run = np.zeros(capacity + 2, dtype=np.int64)
+    r_len = np.empty(1024, dtype=np.int64)
     buf = np.empty(1024, dtype=np.int64)
     block_items = np.zeros(max(n, 1), dtype=np.int64)
     groups = 0
@@ -142,13 +146,13 @@ def best_fit_decreasing_layout(lengths: Int64Array, capacity: int) -> tuple[Int6
     used = 0
     opened = 0
     for length in range(capacity, 0, -1):
-        first_run[length] = runs
         left = histogram[length]
         while left > 0:
             if groups + 2 > g_start.shape[0]:
                 g_start, g_count, g_items, g_below = _grow(g_start), _grow(g_count), _grow(g_items), _grow(g_below)
             if runs + 2 > r_take.shape[0]:
-                r_take, r_per, r_seg, r_base = _grow(r_take), _grow(r_per), _grow(r_seg), _grow(r_base)
+                r_take, r_per, r_seg = _grow(r_take), _grow(r_per), _grow(r_seg)
+                r_base, r_len = _grow(r_base), _grow(r_len)
             while used + left + 2 > buf.shape[0]:
                 buf = _grow(buf)
             room = _first_nonempty_at_or_after(tree, size, length)
@@ -168,6 +172,7 @@ def best_fit_decreasing_layout(lengths: Int64Array, capacity: int) -> tuple[Int6
             r_take[runs] = take
             r_per[runs] = per_block
             r_base[runs] = base
+            r_len[runs] = length
             runs += 1
             g_start[groups] = used
             g_count[groups] = take
@@ -195,29 +200,32 @@ def best_fit_decreasing_layout(lengths: Int64Array, capacity: int) -> tuple[Int6
                 head[new_room] = groups
                 _add_count(tree, size, new_room, 1)
             groups += 1
-    first_run[0] = runs
     block_starts = np.zeros(opened + 1, dtype=np.int64)
     for b in range(opened):
         block_starts[b + 1] = block_starts[b] + block_items[b]
-    # second pass: the j-th document of each length goes to the run that covers j
-    items = np.empty(n, dtype=np.int64)
-    seen = np.zeros(capacity + 1, dtype=np.int64)
-    run_of = first_run[: capacity + 1].copy()
-    run_first_j = np.zeros(capacity + 1, dtype=np.int64)
+    # documents of each length in input order (a counting sort), then each run takes the next ones
+    next_of_length = np.zeros(capacity + 2, dtype=np.int64)
+    for v in range(1, capacity + 1):
+        next_of_length[v + 1] = next_of_length[v] + histogram[v]
+    by_length = np.empty(n, dtype=np.int64)
     for i in range(n):
-        length = lengths[i]
-        j = seen[length]
-        seen[length] = j + 1
-        r = run_of[length]
-        k = j - run_first_j[length]
-        while k >= r_take[r] * r_per[r]:
-            run_first_j[length] += r_take[r] * r_per[r]
-            k -= r_take[r] * r_per[r]
-            r += 1
-        run_of[length] = r
-        block = buf[r_seg[r] + k // r_per[r]]
-        items[block_starts[block] + r_base[r] + k % r_per[r]] = i
-    return block_starts, items
+        by_length[next_of_length[lengths[i]]] = i
+        next_of_length[lengths[i]] += 1
+    items = np.empty(n, dtype=np.int64)
+    item_lengths = np.empty(n, dtype=np.int64)
+    cursor = np.zeros(capacity + 1, dtype=np.int64)
+    for r in range(runs):
+        length = r_len[r]
+        source = next_of_length[length] - histogram[length] + cursor[length]
+        per_block = r_per[r]
+        for b in range(r_take[r]):
+            slot = block_starts[buf[r_seg[r] + b]] + r_base[r]
+            for k in range(per_block):
+                items[slot + k] = by_length[source]
+                item_lengths[slot + k] = length
+                source += 1
+        cursor[length] += r_take[r] * per_block
+    return block_starts, items, item_lengths
 
 
 @njit(cache=True, nogil=True)
@@ -253,7 +261,10 @@ def shortest_first_order(lengths: Int64Array, capacity: int) -> Int64Array:
 def group_by_block(
     blocks: Int64Array, order: Int64Array, num_blocks: int
 ) -> tuple[Int64Array, Int64Array]:  # pragma: no cover
-    """CSR offsets of each block and the documents grouped by block (stable in ``order``). O(n)."""
+    """CSR offsets of each block and the documents grouped by block (stable in ``order``). O(n).
+
+    Block ``b`` holds ``grouped[starts[b]:starts[b + 1]]``.
+    """
     starts = np.zeros(num_blocks + 1, dtype=np.int64)
     for k in range(order.shape[0]):
         starts[blocks[order[k]] + 1] += 1
@@ -318,7 +329,7 @@ def tally_plan(
     return counts, fill
 
 
-def blocks_of_items(block_starts: Int64Array, items: Int64Array) -> Int64Array:
+def blocks_of_items(block_starts: Int64Array, items: Int64Array, *_: Int64Array) -> Int64Array:
     """The block of every item, from a CSR layout. O(n).
 
     >>> blocks_of_items(np.array([0, 2, 3]), np.array([2, 0, 1])).tolist()

@@ -19,11 +19,15 @@ Int64Array = npt.NDArray[np.int64]
 
 
 class Documents(NamedTuple):
-    """Parallel arrays, one entry per document, in input order."""
+    """Parallel arrays, one entry per document, in input order.
+
+    ``whole`` is True when document i is all of sequence i (nothing empty, cut or left out).
+    """
 
     sequence: Int64Array
     offset: Int64Array
     length: Int64Array
+    whole: bool = False
 
 
 def documents(lengths: npt.ArrayLike, max_seq_length: int, overflow: str = "truncate") -> Documents:
@@ -44,8 +48,8 @@ def documents(lengths: npt.ArrayLike, max_seq_length: int, overflow: str = "trun
 def documents_of(n: Int64Array, capacity: int, overflow: str) -> Documents:
     """``documents`` for arguments that are already checked."""
     index = np.arange(len(n), dtype=np.int64)
-    if len(n) == 0 or (overflow != "split" and n.min() >= 1 and n.max() <= capacity):
-        return Documents(index, np.zeros(len(n), dtype=np.int64), n)  # one whole document per sequence
+    if len(n) == 0 or (n.min() >= 1 and n.max() <= capacity):
+        return Documents(index, np.zeros(len(n), dtype=np.int64), n, whole=True)
     if overflow == "truncate":
         keep = n > 0
         return Documents(index[keep], np.zeros(int(keep.sum()), dtype=np.int64), np.minimum(n[keep], capacity))

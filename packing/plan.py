@@ -140,16 +140,13 @@ def plan(
             raise ValueError("max_sequences_per_block is supported by strategy 'spfhp' only")
     sizes = as_lengths(lengths)
     docs = documents_of(sizes, capacity, overflow)
-    whole = overflow != "split" and len(docs.sequence) == len(sizes)  # document i is all of sequence i
     if strategy == "split":
         block_starts, sequence, start, length = _split_layout(docs, capacity)
     else:
-        block_starts, grouped = layout_blocks(strategy, docs.length, capacity, max_sequences_per_block)
-        if whole:
+        block_starts, grouped, length = layout_blocks(strategy, docs.length, capacity, max_sequences_per_block)
+        if docs.whole:  # document i is sequence i, from its first token
             sequence, start = grouped, np.zeros(len(grouped), dtype=np.int64)
         else:
             sequence, start = docs.sequence[grouped], docs.offset[grouped]
-        length = docs.length[grouped]
-    whole = whole and bool(len(sizes) == 0 or sizes.max() <= capacity)
-    stats = compute_stats(sizes, capacity, block_starts, sequence, length, whole)
+    stats = compute_stats(sizes, capacity, block_starts, sequence, length, docs.whole)
     return PackingPlan(capacity, strategy, overflow, sizes, block_starts, sequence, start, length, stats)

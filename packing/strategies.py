@@ -129,8 +129,7 @@ def _ffd(lengths: Int64Array, capacity: int) -> tuple[Int64Array, Int64Array]:
 
 
 def _bfd(lengths: Int64Array, capacity: int) -> tuple[Int64Array, Int64Array]:
-    block_starts, items = best_fit_decreasing_layout(lengths, capacity)
-    return blocks_of_items(block_starts, items), longest_first_order(lengths, capacity)
+    return blocks_of_items(*best_fit_decreasing_layout(lengths, capacity)), longest_first_order(lengths, capacity)
 
 
 def _optimal(lengths: Int64Array, capacity: int) -> tuple[Int64Array, Int64Array]:
@@ -159,13 +158,17 @@ def assign_blocks(
 
 def layout_blocks(
     strategy: str, lengths: Int64Array, capacity: int, max_per_block: int | None = None
-) -> tuple[Int64Array, Int64Array]:
-    """Run a no-split strategy: ``(block_starts, items)``, block b holding ``items[block_starts[b]:block_starts[b+1]]``."""
+) -> tuple[Int64Array, Int64Array, Int64Array]:
+    """Run a no-split strategy in CSR form: ``(block_starts, items, item_lengths)``.
+
+    Block b holds documents ``items[block_starts[b]:block_starts[b + 1]]``, in order.
+    """
     if strategy == "bfd":
         return best_fit_decreasing_layout(lengths, capacity)
     blocks, order = assign_blocks(strategy, lengths, capacity, max_per_block)
     num_blocks = int(blocks.max()) + 1 if len(blocks) else 0
-    return group_by_block(blocks, order, num_blocks)
+    block_starts, items = group_by_block(blocks, order, num_blocks)
+    return block_starts, items, lengths[items]
 
 
 def _number_by_opening(blocks: Int64Array, order: Int64Array) -> Int64Array:

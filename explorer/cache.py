@@ -68,13 +68,17 @@ def trainable(key: str, _layout: packing.PackingPlan, _flat: packing.Samples | N
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
-def window(key: str, _layout: packing.PackingPlan, _flat: packing.Samples | None, first: int, count: int, pad: int) -> Window:
+def window(
+    key: str, _layout: packing.PackingPlan, _flat: packing.Samples | None, first: int, count: int, pad: int
+) -> Window:
     """Blocks ``first .. first + count - 1`` materialized."""
     return compute.window(_layout, _flat, first, count, pad)
 
 
 @st.cache_data(max_entries=32, show_spinner="Running every strategy…")
-def compare(key: str, _lengths: np.ndarray, max_seq_length: int, overflow: str) -> tuple[list[StrategyRun], dict[str, packing.ComputeCost]]:
+def compare(
+    key: str, _lengths: np.ndarray, max_seq_length: int, overflow: str
+) -> tuple[list[StrategyRun], dict[str, packing.ComputeCost]]:
     """Every strategy on the same lengths, with each one's compute estimate."""
     runs = compute.compare(_lengths, max_seq_length, overflow)
     costs = {run.strategy: packing.compute_cost(run.layout) for run in runs if run.layout is not None}
@@ -82,7 +86,9 @@ def compare(key: str, _lengths: np.ndarray, max_seq_length: int, overflow: str) 
 
 
 @st.cache_data(max_entries=32, show_spinner="Sweeping max_seq_length…")
-def sweep(key: str, _lengths: np.ndarray, sizes: tuple[int, ...], strategies: tuple[str, ...], overflow: str) -> list[dict[str, Any]]:
+def sweep(
+    key: str, _lengths: np.ndarray, sizes: tuple[int, ...], strategies: tuple[str, ...], overflow: str
+) -> list[dict[str, Any]]:
     """Blocks and efficiency per strategy and max_seq_length."""
     return compute.sweep(_lengths, list(sizes), list(strategies), overflow)
 

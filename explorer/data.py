@@ -55,7 +55,9 @@ def synthetic(count: int, distribution: str, seed: int, max_length: int) -> Data
     if not 1 <= count <= MAX_SYNTHETIC:
         raise InputError(f"the number of sequences must be between 1 and {MAX_SYNTHETIC:,}, got {count:,}")
     lengths = synthetic_lengths(count, distribution, seed, max_length)
-    return Dataset(f"{count:,} synthetic lengths ({DISTRIBUTIONS[distribution].split(' (')[0].lower()}, seed {seed})", lengths)
+    return Dataset(
+        f"{count:,} synthetic lengths ({DISTRIBUTIONS[distribution].split(' (')[0].lower()}, seed {seed})", lengths
+    )
 
 
 def workload(name: str, count: int) -> Dataset:

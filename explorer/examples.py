@@ -86,7 +86,11 @@ def synthetic_lengths(count: int, distribution: str, seed: int, max_length: int)
         raw = rng.integers(1, max_length + 1, count)
     elif distribution == "bimodal":
         long = rng.random(count) < 0.3
-        raw = np.where(long, rng.normal(0.7 * max_length, 0.1 * max_length, count), rng.normal(max_length / 10, max_length / 30, count))
+        raw = np.where(
+            long,
+            rng.normal(0.7 * max_length, 0.1 * max_length, count),
+            rng.normal(max_length / 10, max_length / 30, count),
+        )
     else:
         raise ValueError(f"unknown distribution {distribution!r}; expected one of: {', '.join(DISTRIBUTIONS)}")
     return np.clip(np.round(raw), 1, max_length).astype(np.int64)

@@ -92,13 +92,27 @@ def _data_lines(recipe: DataRecipe) -> tuple[list[str], bool]:
     raise ValueError("the recipe names no data")
 
 
-def snippet(recipe: DataRecipe, max_seq_length: int, strategy: str, overflow: str, pad_token_id: int, completion_only_loss: bool, tokens: bool) -> str:
+def snippet(
+    recipe: DataRecipe,
+    max_seq_length: int,
+    strategy: str,
+    overflow: str,
+    pad_token_id: int,
+    completion_only_loss: bool,
+    tokens: bool,
+) -> str:
     """A short, runnable Python program that packs the same data with the same settings."""
     lines, _ = _data_lines(recipe)
     if tokens:
         body = [
-            f"batch = packing.pack(samples, max_seq_length={max_seq_length}, strategy={strategy!r}, "
-            f"overflow={overflow!r}, pad_token_id={pad_token_id}, completion_only_loss={completion_only_loss})",
+            "batch = packing.pack(",
+            "    samples,",
+            f"    max_seq_length={max_seq_length},",
+            f"    strategy={strategy!r},",
+            f"    overflow={overflow!r},",
+            f"    pad_token_id={pad_token_id},",
+            f"    completion_only_loss={completion_only_loss},",
+            ")",
             "blocks, masks = batch.to_lists()",
             "for number, (ids, mask) in enumerate(zip(blocks, masks), start=1):",
             '    print(f"Block {number}: {ids} -> mask: {mask}")',
@@ -109,4 +123,4 @@ def snippet(recipe: DataRecipe, max_seq_length: int, strategy: str, overflow: st
             f"layout = packing.plan(lengths, max_seq_length={max_seq_length}, strategy={strategy!r}, overflow={overflow!r})",
             'print(layout.num_blocks, "blocks,", f"{layout.stats.efficiency:.2%} efficiency")',
         ]
-    return "\n".join(["import packing", *lines, "", *body]) + "\n"
+    return "\n".join(["import packing", "", *lines, "", *body]) + "\n"

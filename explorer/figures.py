@@ -51,6 +51,11 @@ def _discrete(colors: Sequence[str]) -> list[list[float | str]]:
     return scale
 
 
+def _position_tick(width: int) -> int:
+    """A whole-number tick step that gives at most about 16 ticks."""
+    return max(1, -(-width // 16))
+
+
 def _block_labels(first: int, count: int) -> list[str]:
     return [f"Block {first + i + 1}" for i in range(count)]
 
@@ -60,10 +65,23 @@ def sequence_colour_index(sequence_ids: Int64Array) -> Int64Array:
     return np.where(sequence_ids >= 0, sequence_ids % len(SEQUENCE_COLORS), len(SEQUENCE_COLORS))
 
 
-def _hover(sequence_ids: Int64Array, token_ids: Int64Array | None, position_ids: Int64Array, loss_mask: Int64Array) -> npt.NDArray[np.object_]:
-    token = np.full(sequence_ids.shape, "n/a (lengths only)", dtype=object) if token_ids is None else token_ids.astype(object)
-    source = np.where(sequence_ids >= 0, (sequence_ids + 1).astype(object), "padding")
-    return np.stack((source, token, position_ids, loss_mask), axis=-1)
+def _hover(
+    sequence_ids: Int64Array, token_ids: Int64Array | None, position_ids: Int64Array, loss_mask: Int64Array
+) -> Int64Array:
+    """Numbers shown on hover, per cell: sequence (1-based, 0 = padding), token id, position id, loss mask.
+
+    Kept numeric so Plotly sends it as a compact binary array.
+    """
+    token = np.zeros_like(sequence_ids) if token_ids is None else token_ids
+    return np.stack((sequence_ids + 1, token, position_ids, loss_mask.astype(np.int64)), axis=-1).astype(np.int64)
+
+
+def _hover_template(has_tokens: bool) -> str:
+    token = "token id: %{customdata[1]}<br>" if has_tokens else ""
+    return (
+        "%{y}, position %{x}<br>" + token + "sequence: %{customdata[0]} (0 = padding)"
+        "<br>position id: %{customdata[2]}<br>loss mask: %{customdata[3]}<extra></extra>"
+    )
 
 
 def mask_kind(loss_mask: Int64Array, sequence_ids: Int64Array) -> Int64Array:
@@ -86,18 +104,21 @@ def block_figure(
     blocks, width = sequence_ids.shape
     labels = _block_labels(first_block, blocks)
     hover = _hover(sequence_ids, token_ids, position_ids, loss_mask)
-    template = (
-        "%{y}, position %{x}<br>token id: %{customdata[1]}<br>sequence: %{customdata[0]}"
-        "<br>position id: %{customdata[2]}<br>loss mask: %{customdata[3]}<extra></extra>"
-    )
+    template = _hover_template(token_ids is not None)
     show_text = token_ids is not None and blocks * width <= MAX_TEXT_CELLS
     text = np.where(sequence_ids >= 0, token_ids, 0).astype(str) if show_text and token_ids is not None else None
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12, subplot_titles=("Blocks (colour = source sequence)", "Loss mask"))
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.12,
+        subplot_titles=("Blocks (colour = source sequence)", "Loss mask"),
+    )
     n = len(SEQUENCE_COLORS)
     fig.add_trace(
         go.Heatmap(
             z=sequence_colour_index(sequence_ids),
-            x=list(range(width)),
+            x=np.arange(width),
             y=labels,
             customdata=hover,
             hovertemplate=template,
@@ -115,14 +136,13 @@ def block_figure(
         col=1,
     )
     kinds = mask_kind(loss_mask, sequence_ids)
-    mask_text = np.array(["trained", "masked prompt", "padding"], dtype=object)[kinds]
     fig.add_trace(
         go.Heatmap(
             z=kinds,
-            x=list(range(width)),
+            x=np.arange(width),
             y=labels,
-            customdata=np.concatenate((hover, mask_text[..., None]), axis=-1),
-            hovertemplate=template.replace("<extra>", " (%{customdata[4]})<extra>"),
+            customdata=hover,
+            hovertemplate=template,
             colorscale=_discrete(list(MASK_COLORS.values())),
             zmin=-0.5,
             zmax=2.5,
@@ -137,18 +157,31 @@ def block_figure(
         col=1,
     )
     for name, color in MASK_COLORS.items():  # legend entries for the three mask colours
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", marker={"color": color, "symbol": "square", "size": 12}, name=name), row=2, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=[None], y=[None], mode="markers", marker={"color": color, "symbol": "square", "size": 12}, name=name
+            ),
+            row=2,
+            col=1,
+        )
     fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(dtick=_position_tick(width))
     fig.update_xaxes(title_text="position in block", row=2, col=1)
     row_height = 30 if blocks <= 12 else 14
     fig.update_layout(height=180 + 2 * row_height * blocks, legend={"orientation": "h", "y": -0.15}, **_LAYOUT)
     return fig
 
 
-def grid_figure(sequence_ids: Int64Array, title: str = "", token_ids: Int64Array | None = None, highlight: Int64Array | None = None) -> go.Figure:
+def grid_figure(
+    sequence_ids: Int64Array,
+    title: str = "",
+    token_ids: Int64Array | None = None,
+    highlight: Sequence[tuple[int, int, int]] = (),
+) -> go.Figure:
     """A compact heatmap of blocks coloured by sequence (for comparisons and step-through).
 
-    ``highlight`` is a boolean array of cells to outline (the piece being placed).
+    Cells show token ids when given, else the 1-based sequence number (small drawings only).
+    ``highlight`` lists runs ``(block, position, length)`` to outline (the piece being placed).
     """
     blocks, width = sequence_ids.shape
     labels = _block_labels(0, blocks)
@@ -161,7 +194,7 @@ def grid_figure(sequence_ids: Int64Array, title: str = "", token_ids: Int64Array
     fig = go.Figure(
         go.Heatmap(
             z=sequence_colour_index(sequence_ids),
-            x=list(range(width)),
+            x=np.arange(width),
             y=labels,
             customdata=np.where(sequence_ids >= 0, (sequence_ids + 1).astype(object), "empty"),
             hovertemplate="%{y}, position %{x}<br>sequence: %{customdata}<extra></extra>",
@@ -175,15 +208,26 @@ def grid_figure(sequence_ids: Int64Array, title: str = "", token_ids: Int64Array
             texttemplate="%{text}" if text is not None else None,
         )
     )
-    if highlight is not None:
-        for block, position in zip(*np.nonzero(highlight), strict=True):
-            fig.add_shape(type="rect", x0=position - 0.5, x1=position + 0.5, y0=block - 0.5, y1=block + 0.5, line={"color": "black", "width": 3})
+    for block, position, length in highlight:
+        fig.add_shape(
+            type="rect",
+            x0=position - 0.5,
+            x1=position + length - 0.5,
+            y0=block - 0.5,
+            y1=block + 0.5,
+            line={"color": "black", "width": 3},
+        )
+    fig.update_xaxes(dtick=_position_tick(width))
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(title=title, height=90 + 32 * max(1, blocks), **_LAYOUT)
     return fig
 
 
-def utilization_figure(utilization: npt.NDArray[np.float64], pieces: tuple[Int64Array, Int64Array, Int64Array] | None = None, max_seq_length: int = 1) -> go.Figure:
+def utilization_figure(
+    utilization: npt.NDArray[np.float64],
+    pieces: tuple[Int64Array, Int64Array, Int64Array] | None = None,
+    max_seq_length: int = 1,
+) -> go.Figure:
     """Per-block fill with the mean marked. ``pieces`` = (block, sequence, length) arrays stacks each bar by sequence."""
     blocks = len(utilization)
     mean = float(utilization.mean()) if blocks else 0.0
@@ -210,9 +254,19 @@ def utilization_figure(utilization: npt.NDArray[np.float64], pieces: tuple[Int64
             )
         fig.update_layout(barmode="stack")
     else:
-        fig.add_trace(go.Bar(x=x, y=utilization * 100, marker_color=SEQUENCE_COLORS[0], name="fill", hovertemplate="block %{x}: %{y:.1f}%<extra></extra>"))
+        fig.add_trace(
+            go.Bar(
+                x=x,
+                y=utilization * 100,
+                marker_color=SEQUENCE_COLORS[0],
+                name="fill",
+                hovertemplate="block %{x}: %{y:.1f}%<extra></extra>",
+            )
+        )
     fig.add_hline(y=mean * 100, line_dash="dash", annotation_text=f"mean {mean:.1%}", annotation_position="top left")
-    fig.update_layout(title="Block utilization", xaxis_title="block", yaxis_title="fill (%)", yaxis_range=[0, 105], **_LAYOUT)
+    fig.update_layout(
+        title="Block utilization", xaxis_title="block", yaxis_title="fill (%)", yaxis_range=[0, 105], **_LAYOUT
+    )
     return fig
 
 
@@ -221,21 +275,46 @@ def length_histogram(lengths: Int64Array, max_seq_length: int, bins: int = 60) -
     fig = go.Figure()
     if len(lengths):
         top = max(int(lengths.max()), max_seq_length)
-        edges = np.linspace(0, top + 1, min(bins, top + 1) + 1)
+        # one bar per length for short sequences, else ``bins`` equal bars
+        edges = np.arange(0, top + 1) + 0.5 if top <= bins else np.linspace(0, top + 1, bins + 1)
         counts, edges = np.histogram(lengths, bins=edges)
         centres = (edges[:-1] + edges[1:]) / 2
-        fig.add_trace(go.Bar(x=centres, y=counts, width=np.diff(edges), marker_color=SEQUENCE_COLORS[0], name="sequences", hovertemplate="length %{x:.0f}: %{y:,} sequences<extra></extra>"))
-    fig.add_vline(x=max_seq_length, line_color="#E45756", line_dash="dash", annotation_text=f"max_seq_length = {max_seq_length:,}")
+        fig.add_trace(
+            go.Bar(
+                x=centres,
+                y=counts,
+                width=np.diff(edges),
+                marker_color=SEQUENCE_COLORS[0],
+                name="sequences",
+                hovertemplate="length %{x:.0f}: %{y:,} sequences<extra></extra>",
+            )
+        )
+        if counts.max() <= 10:
+            fig.update_yaxes(dtick=1)
+    fig.add_vline(
+        x=max_seq_length, line_color="#E45756", line_dash="dash", annotation_text=f"max_seq_length = {max_seq_length:,}"
+    )
     fig.update_layout(title="Input lengths", xaxis_title="tokens", yaxis_title="sequences", bargap=0.05, **_LAYOUT)
     return fig
 
 
-def compare_figure(strategies: Sequence[str], blocks: Sequence[float | None], efficiency: Sequence[float | None], lower_bound: int) -> go.Figure:
+def compare_figure(
+    strategies: Sequence[str], blocks: Sequence[float | None], efficiency: Sequence[float | None], lower_bound: int
+) -> go.Figure:
     """Blocks (with the lower bound marked) and efficiency of every strategy, side by side."""
     colors = [STRATEGY_COLORS.get(s, SEQUENCE_COLORS[0]) for s in strategies]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Blocks (fewer is better)", "Efficiency (higher is better)"))
     fig.add_trace(go.Bar(x=list(strategies), y=list(blocks), marker_color=colors, name="blocks"), row=1, col=1)
-    fig.add_hline(y=lower_bound, line_dash="dash", annotation_text=f"lower bound {lower_bound:,}", row=1, col=1)
+    fig.add_hline(
+        y=lower_bound,
+        line_dash="dash",
+        annotation_text=f"lower bound {lower_bound:,}",
+        annotation_position="top left",
+        row=1,
+        col=1,
+    )
+    if max((b for b in blocks if b is not None), default=0) <= 10:
+        fig.update_yaxes(dtick=1, row=1, col=1)
     eff = [None if e is None else e * 100 for e in efficiency]
     fig.add_trace(go.Bar(x=list(strategies), y=eff, marker_color=colors, name="efficiency %"), row=1, col=2)
     fig.update_yaxes(range=[0, 105], title_text="%", row=1, col=2)
@@ -243,16 +322,42 @@ def compare_figure(strategies: Sequence[str], blocks: Sequence[float | None], ef
     return fig
 
 
-def sweep_figure(sizes: Sequence[int], series: dict[str, tuple[Sequence[float | None], Sequence[float | None]]]) -> go.Figure:
+def sweep_figure(
+    sizes: Sequence[int], series: dict[str, tuple[Sequence[float | None], Sequence[float | None]]]
+) -> go.Figure:
     """Efficiency and block count against max_seq_length, one line per strategy: ``series[name] = (efficiency, blocks)``."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Efficiency vs max_seq_length", "Blocks vs max_seq_length"))
     for name, (eff, blocks) in series.items():
         color = STRATEGY_COLORS.get(name, SEQUENCE_COLORS[0])
-        fig.add_trace(go.Scatter(x=list(sizes), y=[None if e is None else e * 100 for e in eff], mode="lines+markers", name=name, line_color=color, legendgroup=name), row=1, col=1)
-        fig.add_trace(go.Scatter(x=list(sizes), y=list(blocks), mode="lines+markers", name=name, line_color=color, legendgroup=name, showlegend=False), row=1, col=2)
-    fig.update_xaxes(type="log", title_text="max_seq_length")
-    fig.update_yaxes(title_text="efficiency (%)", row=1, col=1)
-    fig.update_yaxes(title_text="blocks", type="log", row=1, col=2)
+        fig.add_trace(
+            go.Scatter(
+                x=list(sizes),
+                y=[None if e is None else e * 100 for e in eff],
+                mode="lines+markers",
+                name=name,
+                line_color=color,
+                legendgroup=name,
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=list(sizes),
+                y=list(blocks),
+                mode="lines+markers",
+                name=name,
+                line_color=color,
+                legendgroup=name,
+                showlegend=False,
+            ),
+            row=1,
+            col=2,
+        )
+    wide = len(sizes) > 1 and max(sizes) >= 16 * max(1, min(sizes))
+    fig.update_xaxes(type="log" if wide else "linear", title_text="max_seq_length")
+    fig.update_yaxes(title_text="efficiency (%)", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="blocks", rangemode="tozero", row=1, col=2)
     fig.update_layout(height=420, **_LAYOUT)
     return fig
 
@@ -263,17 +368,36 @@ def attention_figure(causal: npt.NDArray[np.bool_], document: npt.NDArray[np.boo
     left = np.where(cross, 2, np.where(causal, 1, 0))
     right = document.astype(np.int64)
     colors = ["#f4f4f5", "#4C78A8", "#dc2626"]
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.08, subplot_titles=(f"Plain causal mask: {int(cross.sum()):,} cross-document pairs (red)", "Block-diagonal mask (PackedBatch.attention_mask)"))
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.08,
+        subplot_titles=(
+            f"Plain causal mask: {int(cross.sum()):,} cross-document pairs (red)",
+            "Block-diagonal mask (PackedBatch.attention_mask)",
+        ),
+    )
     names = np.array(["blocked", "allowed", "cross-document (leak)"], dtype=object)
     for col, z in ((1, left), (2, right)):
         fig.add_trace(
-            go.Heatmap(z=z, colorscale=_discrete(colors), zmin=-0.5, zmax=2.5, showscale=False, customdata=names[z], hovertemplate="query %{y} → key %{x}: %{customdata}<extra></extra>", xgap=1 if z.shape[0] <= 64 else 0, ygap=1 if z.shape[0] <= 64 else 0),
+            go.Heatmap(
+                z=z,
+                colorscale=_discrete(colors),
+                zmin=-0.5,
+                zmax=2.5,
+                showscale=False,
+                customdata=names[z],
+                hovertemplate="query %{y} → key %{x}: %{customdata}<extra></extra>",
+                xgap=1 if z.shape[0] <= 64 else 0,
+                ygap=1 if z.shape[0] <= 64 else 0,
+            ),
             row=1,
             col=col,
         )
     fig.update_yaxes(autorange="reversed", title_text="query position", scaleanchor="x", row=1, col=1)
     fig.update_yaxes(autorange="reversed", scaleanchor="x2", row=1, col=2)
-    fig.update_xaxes(title_text="key position")
+    fig.update_yaxes(dtick=_position_tick(len(causal)))
+    fig.update_xaxes(title_text="key position", dtick=_position_tick(len(causal)))
     fig.update_layout(height=460, **_LAYOUT)
     return fig
 
@@ -283,7 +407,15 @@ def positions_figure(plain: Int64Array, restart: Int64Array, sequence_ids: Int64
     x = np.arange(len(plain))
     real = sequence_ids >= 0
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=x[real], y=plain[real], mode="lines+markers", name="without restarts (0 .. n-1)", line={"color": "#E45756", "dash": "dash"}))
+    fig.add_trace(
+        go.Scatter(
+            x=x[real],
+            y=plain[real],
+            mode="lines+markers",
+            name="without restarts (0 .. n-1)",
+            line={"color": "#E45756", "dash": "dash"},
+        )
+    )
     fig.add_trace(
         go.Scatter(
             x=x[real],
@@ -294,5 +426,13 @@ def positions_figure(plain: Int64Array, restart: Int64Array, sequence_ids: Int64
             marker={"color": [SEQUENCE_COLORS[s % len(SEQUENCE_COLORS)] for s in sequence_ids[real]], "size": 8},
         )
     )
-    fig.update_layout(title="Position ids", xaxis_title="position in block", yaxis_title="position id", height=340, legend={"orientation": "h", "y": -0.25}, **_LAYOUT)
+    fig.update_xaxes(dtick=_position_tick(len(plain)))
+    fig.update_layout(
+        title="Position ids",
+        xaxis_title="position in block",
+        yaxis_title="position id",
+        height=340,
+        legend={"orientation": "h", "y": -0.25},
+        **_LAYOUT,
+    )
     return fig

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +33,7 @@ def new_problem(seed: int) -> Problem:
     count = int(rng.integers(3, 7))
     lengths = rng.integers(1, size + 1, count).tolist()
     bounds = np.cumsum([0, *lengths])
-    sequences = [list(range(int(a) + 1, int(b) + 1)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    sequences = [list(range(int(a) + 1, int(b) + 1)) for a, b in itertools.pairwise(bounds)]
     return Problem(sequences, size, str(rng.choice(PRACTICE_STRATEGIES)))
 
 

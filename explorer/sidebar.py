@@ -119,7 +119,11 @@ def _synthetic_inputs() -> tuple[Any, ...]:
 
 def _workload_inputs() -> tuple[Any, ...]:
     name = st.selectbox(
-        "Distribution", list(WORKLOADS), key="workload", format_func=lambda n: load_workload(n).title, on_change=_workload_changed
+        "Distribution",
+        list(WORKLOADS),
+        key="workload",
+        format_func=lambda n: load_workload(n).title,
+        on_change=_workload_changed,
     )
     total = len(load_workload(name).lengths)
     count = st.number_input(
@@ -177,7 +181,9 @@ def render() -> Choice:
     """Draw the sidebar and return the choices."""
     with st.sidebar:
         st.header("Data")
-        source = st.radio("Source", list(state.SOURCES), key="source", format_func=state.SOURCES.get, on_change=_source_changed)
+        source = st.radio(
+            "Source", list(state.SOURCES), key="source", format_func=state.SOURCES.get, on_change=_source_changed
+        )
         upload = None
         if source == "paste":
             spec: tuple[Any, ...] | None = _paste_inputs()

@@ -25,7 +25,7 @@ class Metric:
 
 
 def _pct(value: float) -> str:
-    return f"{value:.1%}"
+    return f"{value:.2%}"
 
 
 def headline(stats: packing.PackingStats, bounds: packing.LowerBounds, strategy: str, trainable: int) -> list[Metric]:
@@ -47,7 +47,9 @@ def headline(stats: packing.PackingStats, bounds: packing.LowerBounds, strategy:
             f"{stats.tokens_truncated:,} / {stats.tokens_dropped:,}",
             f"{stats.sequences_truncated:,} sequences truncated, {stats.sequences_dropped:,} dropped by the overflow policy.",
         ),
-        Metric("Sequences cut", f"{stats.sequences_split:,}", "Sequences whose tokens are spread over more than one block."),
+        Metric(
+            "Sequences cut", f"{stats.sequences_split:,}", "Sequences whose tokens are spread over more than one block."
+        ),
         Metric("Trainable tokens", f"{trainable:,}", "Tokens with loss mask 1 (real, not a masked prompt)."),
     ]
 
@@ -66,7 +68,11 @@ def classic_text(input_ids: Int64Array, loss_mask: Int64Array, first_block: int 
 
 
 def blocks_table(
-    input_ids: Int64Array, loss_mask: Int64Array, sequence_ids: Int64Array, first_block: int = 0, with_tokens: bool = True
+    input_ids: Int64Array,
+    loss_mask: Int64Array,
+    sequence_ids: Int64Array,
+    first_block: int = 0,
+    with_tokens: bool = True,
 ) -> pd.DataFrame:
     """One row per block: its sequences (1-based), fill, padding, and the token ids and mask when known."""
     rows = []
@@ -116,7 +122,9 @@ def compare_table(runs: Sequence[StrategyRun], costs: dict[str, packing.ComputeC
     return pd.DataFrame(rows)
 
 
-def sweep_series(rows: Sequence[dict[str, object]]) -> tuple[list[int], dict[str, tuple[list[float | None], list[float | None]]]]:
+def sweep_series(
+    rows: Sequence[dict[str, object]],
+) -> tuple[list[int], dict[str, tuple[list[float | None], list[float | None]]]]:
     """Sweep rows regrouped for ``figures.sweep_figure``: sizes, and per strategy (efficiency, blocks)."""
     frame = pd.DataFrame(rows)
     sizes = sorted({int(s) for s in frame["max_seq_length"]})

@@ -133,7 +133,9 @@ def render_result(ctx: Context) -> None:
         view = cache.window(ctx.with_settings(), layout, ctx.flat, first, count, s.pad_token_id)
         batch = view.batch
         tokens = batch.input_ids if view.has_tokens else None
-        st.plotly_chart(figures.block_figure(view.sequence_ids, batch.loss_mask, batch.position_ids, tokens, first), key="blocks")
+        st.plotly_chart(
+            figures.block_figure(view.sequence_ids, batch.loss_mask, batch.position_ids, tokens, first), key="blocks"
+        )
     left, right = st.columns(2)
     pieces = (layout.piece_block(), layout.piece_sequence, layout.piece_length) if layout.num_blocks <= 60 else None
     left.plotly_chart(figures.utilization_figure(layout.stats.block_utilization, pieces, s.max_seq_length), key="util")
@@ -177,7 +179,10 @@ def render_compare(ctx: Context) -> None:
     )
     ok = [r for r in runs if r.layout is not None]
     chart = figures.compare_figure(
-        [r.strategy for r in ok], [r.layout.stats.num_blocks for r in ok], [r.layout.stats.efficiency for r in ok], bounds.simple
+        [r.strategy for r in ok],
+        [r.layout.stats.num_blocks for r in ok],
+        [r.layout.stats.efficiency for r in ok],
+        bounds.simple,
     )
     st.plotly_chart(chart, key="compare")
     st.markdown(
@@ -197,7 +202,14 @@ def _mini_heatmaps(ctx: Context, runs: list[StrategyRun]) -> None:
     columns = st.columns(2)
     for i, run in enumerate(runs):
         layout = run.layout
-        view = cache.window(f"{ctx.key}|{run.strategy}|{ctx.settings.key()}", layout, ctx.flat, 0, layout.num_blocks, ctx.settings.pad_token_id)
+        view = cache.window(
+            f"{ctx.key}|{run.strategy}|{ctx.settings.key()}",
+            layout,
+            ctx.flat,
+            0,
+            layout.num_blocks,
+            ctx.settings.pad_token_id,
+        )
         tokens = view.batch.input_ids if view.has_tokens else None
         title = f"{packing.STRATEGIES[run.strategy].title}: {layout.num_blocks} blocks"
         columns[i % 2].plotly_chart(figures.grid_figure(view.sequence_ids, title, tokens), key=f"mini_{run.strategy}")
@@ -216,7 +228,9 @@ def render_sweep(ctx: Context) -> None:
     s = ctx.settings
     default_strategies = [n for n in packing.STRATEGIES if n != "optimal"]
     names = st.multiselect("Strategies", list(packing.STRATEGIES), default=default_strategies, key="sweep_strategies")
-    text = st.text_input("max_seq_length values", value=_default_sizes(s.max_seq_length), key=f"sweep_sizes_{s.max_seq_length}")
+    text = st.text_input(
+        "max_seq_length values", value=_default_sizes(s.max_seq_length), key=f"sweep_sizes_{s.max_seq_length}"
+    )
     try:
         sizes = sorted(set(parse_ids(text, "max_seq_length values")))
     except InputError as error:
@@ -235,9 +249,7 @@ def render_sweep(ctx: Context) -> None:
     notes = sorted({r["note"] for r in rows if r["note"]})
     for note in notes:
         st.caption(f"Not shown: {note}")
-    st.dataframe(
-        rows, hide_index=True, column_config={"efficiency": st.column_config.NumberColumn(format="percent")}
-    )
+    st.dataframe(rows, hide_index=True, column_config={"efficiency": st.column_config.NumberColumn(format="percent")})
 
 
 # ------------------------------------------------------------------------------ Attention & positions
@@ -251,8 +263,12 @@ def render_attention(ctx: Context) -> None:
     s = ctx.settings
     busiest = int(np.argmax(np.diff(layout.block_starts))) + 1
     st.session_state["attention_block"] = min(st.session_state.get("attention_block", busiest), layout.num_blocks)
-    number = st.number_input(
-        "Block", min_value=1, max_value=layout.num_blocks, step=1, key="attention_block",
+    number = st.columns(3)[0].number_input(
+        "Block",
+        min_value=1,
+        max_value=layout.num_blocks,
+        step=1,
+        key="attention_block",
         help=f"Block {busiest} holds the most documents.",
     )
     view = cache.window(ctx.with_settings(), layout, ctx.flat, int(number) - 1, 1, s.pad_token_id)
@@ -266,8 +282,12 @@ def render_attention(ctx: Context) -> None:
     if s.max_seq_length <= MAX_ATTENTION_DRAW:
         st.plotly_chart(figures.attention_figure(att.causal, att.document), key="attention")
     else:
-        st.info(f"Masks of {s.max_seq_length:,} × {s.max_seq_length:,} are counted above but drawn only up to {MAX_ATTENTION_DRAW} tokens.")
-    st.plotly_chart(figures.positions_figure(att.position_plain, att.position_restart, view.sequence_ids[0]), key="positions")
+        st.info(
+            f"Masks of {s.max_seq_length:,} × {s.max_seq_length:,} are counted above but drawn only up to {MAX_ATTENTION_DRAW} tokens."
+        )
+    st.plotly_chart(
+        figures.positions_figure(att.position_plain, att.position_restart, view.sequence_ids[0]), key="positions"
+    )
     st.caption(
         "Without restarts, the second document's first token sits at position "
         "len(first document): the model sees it as a continuation. With restarts every document starts at 0."
@@ -300,11 +320,9 @@ def render_steps(ctx: Context) -> None:
         st.plotly_chart(figures.utilization_figure(np.asarray(step.fill) / s.max_seq_length), key="step_fill")
         return
     grid = compute.step_grid(steps, number - 1, s.max_seq_length)
-    highlight = np.zeros(grid.shape, dtype=bool)
-    for p in step.placements:
-        highlight[p.block, p.position : p.position + p.length] = True
-    highlight = highlight if highlight.sum() <= 256 else None
-    st.plotly_chart(figures.grid_figure(grid, "Blocks so far (outlined: this step)", None, highlight), key="step_grid")
+    runs = [(p.block, p.position, p.length) for p in step.placements]
+    title = "Blocks so far (outlined: this step)"
+    st.plotly_chart(figures.grid_figure(grid, title, None, runs), key="step_grid")
 
 
 # ----------------------------------------------------------------------------------------- Practice
@@ -350,7 +368,9 @@ def render_export(ctx: Context, choice: Choice) -> None:
         cells = layout.num_blocks * s.max_seq_length
         if ctx.flat is None:
             st.info("This data has lengths only (no token ids), so the download is the layout: one row per piece.")
-            st.download_button("Download layout (CSV)", lambda: export.layout_csv(layout), "layout.csv", "text/csv", on_click="ignore")
+            st.download_button(
+                "Download layout (CSV)", lambda: export.layout_csv(layout), "layout.csv", "text/csv", on_click="ignore"
+            )
         elif cells > export.MAX_EXPORT_CELLS:
             st.warning(
                 f"The packed result has {cells:,} token slots, more than this page builds for download "
@@ -358,15 +378,37 @@ def render_export(ctx: Context, choice: Choice) -> None:
             )
         else:
             flat, pad = ctx.flat, s.pad_token_id
-            st.markdown("One row per block: `input_ids`, `labels`, `loss_mask`, `position_ids`, `sequence_ids`, `seq_lengths`.")
-            left, right = st.columns(2)
-            left.download_button("Download JSON lines", lambda: export.jsonl_bytes(packing.materialize(layout, flat, pad)), "packed.jsonl", "application/jsonl", on_click="ignore")
-            right.download_button("Download Parquet", lambda: export.parquet_bytes(packing.materialize(layout, flat, pad)), "packed.parquet", "application/vnd.apache.parquet", on_click="ignore")
+            st.markdown(
+                "One row per block: `input_ids`, `labels`, `loss_mask`, `position_ids`, `sequence_ids`, `seq_lengths`."
+            )
+            left, right, _ = st.columns([1, 1, 3])
+            left.download_button(
+                "Download JSON lines",
+                lambda: export.jsonl_bytes(packing.materialize(layout, flat, pad)),
+                "packed.jsonl",
+                "application/jsonl",
+                on_click="ignore",
+            )
+            right.download_button(
+                "Download Parquet",
+                lambda: export.parquet_bytes(packing.materialize(layout, flat, pad)),
+                "packed.parquet",
+                "application/vnd.apache.parquet",
+                on_click="ignore",
+            )
     st.subheader("Reproduce with the library")
-    code = export.snippet(_recipe(ctx.dataset, choice), s.max_seq_length, s.strategy, s.overflow, s.pad_token_id, s.completion_only, ctx.flat is not None)
+    code = export.snippet(
+        _recipe(ctx.dataset, choice),
+        s.max_seq_length,
+        s.strategy,
+        s.overflow,
+        s.pad_token_id,
+        s.completion_only,
+        ctx.flat is not None,
+    )
     st.code(code, language="python")
     st.subheader("Share")
-    st.code("?" + urlencode(state.write_params(st.session_state)), language=None)
+    st.code("?" + urlencode(state.write_params(st.session_state)), language=None, wrap_lines=True)
     st.caption("Append this to the page's address, or copy the address bar: it already holds it.")
 
 

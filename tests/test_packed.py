@@ -1,0 +1,237 @@
+"""Packed batches: the arrays a trainer consumes, checked on small hand-worked examples."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import packing
+from packing import IGNORE_INDEX, chat_sample, materialize, pack, plan, read_samples
+
+X = IGNORE_INDEX
+
+
+def test_ignore_index_is_the_hugging_face_value() -> None:
+    assert IGNORE_INDEX == -100
+
+
+def test_plain_and_prompt_completion_samples() -> None:
+    # [1, 2] then prompt [3] + completion [4, 5], blocks of 4: the completion is cut after the 4.
+    batch = pack([[1, 2], {"prompt": [3], "completion": [4, 5]}], 4)
+    assert batch.num_blocks == 2
+    assert batch.max_seq_length == 4
+    assert batch.input_ids.tolist() == [[1, 2, 3, 4], [5, 0, 0, 0]]
+    assert batch.loss_mask.tolist() == [[1, 1, 0, 1], [1, 0, 0, 0]]
+    # first token of every document (1, 3, and 5 which starts block 1) has no label; 3 is a prompt token
+    assert batch.labels.tolist() == [[X, 2, X, 4], [X, X, X, X]]
+    assert batch.position_ids.tolist() == [[0, 1, 0, 1], [0, 0, 0, 0]]
+    assert batch.sequence_ids.tolist() == [[0, 0, 1, 1], [1, -1, -1, -1]]
+    assert batch.seq_lengths(0).tolist() == [2, 2]
+    assert batch.seq_lengths(1).tolist() == [1]
+    assert batch.cu_seqlens(0).tolist() == [0, 2, 4]
+    assert batch.cu_seqlens(1).tolist() == [0, 1]
+    assert batch.stats.trainable_tokens == 4
+    assert batch.stats.samples_without_trainable_tokens == 0
+
+
+def test_completion_only_loss_false_trains_on_the_prompt_too() -> None:
+    batch = pack([[1, 2], {"prompt": [3], "completion": [4, 5]}], 4, completion_only_loss=False)
+    assert batch.loss_mask.tolist() == [[1, 1, 1, 1], [1, 0, 0, 0]]
+    assert batch.labels.tolist() == [[X, 2, X, 4], [X, X, X, X]]
+    assert batch.stats.trainable_tokens == 5
+
+
+def test_classic_example_through_pack() -> None:
+    batch = pack([[1, 2], [3, 4, 5], [6]], 4)
+    assert batch.to_lists() == ([[1, 2, 3, 4], [5, 6, 0, 0]], [[1, 1, 1, 1], [1, 1, 0, 0]])
+    assert batch.labels.tolist() == [[X, 2, X, 4], [X, X, X, X]]
+    assert batch.position_ids.tolist() == [[0, 1, 0, 1], [0, 0, 0, 0]]
+    assert batch.sequence_ids.tolist() == [[0, 0, 1, 1], [1, 2, -1, -1]]
+
+
+def test_to_lists_gives_plain_ints() -> None:
+    blocks, masks = pack([[1, 2], [3]], 2).to_lists()
+    assert (blocks, masks) == ([[1, 2], [3, 0]], [[1, 1], [1, 0]])
+    assert all(type(v) is int for rows in (blocks, masks) for row in rows for v in row)
+
+
+def test_first_fit_decreasing_reorders_documents() -> None:
+    # ffd on lengths [2, 3, 1] into 4: 3 (seq 1) opens b0, 2 (seq 0) opens b1, 1 (seq 2) fits b0
+    batch = pack([[1, 2], [3, 4, 5], [6]], 4, strategy="ffd")
+    assert batch.input_ids.tolist() == [[3, 4, 5, 6], [1, 2, 0, 0]]
+    assert batch.sequence_ids.tolist() == [[1, 1, 1, 2], [0, 0, -1, -1]]
+    assert batch.position_ids.tolist() == [[0, 1, 2, 0], [0, 1, 0, 0]]
+    assert batch.labels.tolist() == [[X, 4, 5, X], [X, 2, X, X]]
+
+
+def test_pad_token_id_fills_padding_but_not_the_masks() -> None:
+    batch = pack([[1, 2], [3]], 2, pad_token_id=9)
+    assert batch.pad_token_id == 9
+    assert batch.input_ids.tolist() == [[1, 2], [3, 9]]
+    assert batch.loss_mask.tolist() == [[1, 1], [1, 0]]
+    assert batch.labels.tolist() == [[X, 2], [X, X]]
+    assert batch.sequence_ids.tolist() == [[0, 0], [1, -1]]
+
+
+def test_masked_samples_and_chat_samples() -> None:
+    chat = chat_sample([("user", [1, 2]), ("assistant", [3, 4])])
+    assert chat == {"input_ids": [1, 2, 3, 4], "loss_mask": [0, 0, 1, 1]}
+    batch = pack([chat, {"input_ids": [5, 6], "loss_mask": [1, 0]}], 5)
+    # stream [1, 2, 3, 4, 5 | 6]: sample 1 is cut after its first token, so 6 starts a piece and has no label
+    assert batch.input_ids.tolist() == [[1, 2, 3, 4, 5], [6, 0, 0, 0, 0]]
+    assert batch.loss_mask.tolist() == [[0, 0, 1, 1, 1], [0, 0, 0, 0, 0]]
+    assert batch.labels.tolist() == [[X, X, 3, 4, X], [X, X, X, X, X]]
+    assert batch.position_ids.tolist() == [[0, 1, 2, 3, 0], [0, 0, 0, 0, 0]]
+    assert batch.sequence_ids.tolist() == [[0, 0, 0, 0, 1], [1, -1, -1, -1, -1]]
+    assert batch.stats.trainable_tokens == 3
+
+
+def test_numpy_arrays_and_masks_given_as_booleans() -> None:
+    samples = [np.array([7, 8], dtype=np.int32), {"input_ids": np.array([9, 10]), "loss_mask": [True, False]}]
+    batch = pack(samples, 4)
+    assert batch.input_ids.tolist() == [[7, 8, 9, 10]]
+    assert batch.loss_mask.tolist() == [[1, 1, 1, 0]]
+    assert batch.labels.tolist() == [[X, 8, X, X]]
+
+
+def test_split_overflow_restarts_positions_and_labels_at_every_piece() -> None:
+    # [1..5] into 2 with split overflow: documents [1, 2], [3, 4], [5], each its own block under 'none'
+    batch = pack([[1, 2, 3, 4, 5]], 2, strategy="none", overflow="split")
+    assert batch.input_ids.tolist() == [[1, 2], [3, 4], [5, 0]]
+    assert batch.position_ids.tolist() == [[0, 1], [0, 1], [0, 0]]
+    assert batch.labels.tolist() == [[X, 2], [X, 4], [X, X]]
+    assert batch.sequence_ids.tolist() == [[0, 0], [0, 0], [0, -1]]
+    assert batch.stats.sequences_split == 1
+    assert batch.stats.tokens_lost == 0
+
+
+def test_two_pieces_of_one_sequence_in_one_block_are_separate_documents() -> None:
+    # Split overflow makes documents [1, 2, 3, 4] and [5, 6] of sample 1; the split strategy then cuts the stream
+    # [9, 1, 2, 3 | 4, 5, 6], so block 1 holds the rest of the first document ([4]) and then the second one.
+    batch = pack([[9], [1, 2, 3, 4, 5, 6]], 4, strategy="split", overflow="split")
+    assert batch.input_ids.tolist() == [[9, 1, 2, 3], [4, 5, 6, 0]]
+    assert batch.position_ids.tolist() == [[0, 0, 1, 2], [0, 0, 1, 0]]
+    assert batch.sequence_ids.tolist() == [[0, 1, 1, 1], [1, 1, 1, -1]]
+    assert batch.seq_lengths(1).tolist() == [1, 2]
+    assert batch.labels.tolist() == [[X, X, 2, 3], [X, X, 6, X]]
+    assert batch.attention_mask(1).astype(int).tolist() == [
+        [1, 0, 0, 0],
+        [0, 1, 0, 0],
+        [0, 1, 1, 0],
+        [0, 0, 0, 0],
+    ]
+
+
+def test_attention_mask_is_causal_within_documents_only() -> None:
+    batch = pack([[1, 2], [3]], 4)
+    mask = batch.attention_mask(0)
+    assert mask.dtype == np.bool_
+    assert mask.astype(int).tolist() == [
+        [1, 0, 0, 0],
+        [1, 1, 0, 0],
+        [0, 0, 1, 0],
+        [0, 0, 0, 0],
+    ]
+
+
+def test_attention_mask_of_a_continued_document() -> None:
+    batch = pack([[1, 2, 3], [4, 5, 6]], 4)  # block 1 is [5, 6, pad, pad]: one document piece
+    assert batch.attention_mask(1).astype(int).tolist() == [
+        [1, 0, 0, 0],
+        [1, 1, 0, 0],
+        [0, 0, 0, 0],
+        [0, 0, 0, 0],
+    ]
+
+
+def test_block_and_iter_blocks_give_json_ready_dicts() -> None:
+    batch = pack([[1, 2], [3, 4, 5], [6]], 4)
+    first = {
+        "input_ids": [1, 2, 3, 4],
+        "labels": [X, 2, X, 4],
+        "loss_mask": [1, 1, 1, 1],
+        "position_ids": [0, 1, 0, 1],
+        "sequence_ids": [0, 0, 1, 1],
+        "seq_lengths": [2, 2],
+        "cu_seqlens": [0, 2, 4],
+    }
+    second = {
+        "input_ids": [5, 6, 0, 0],
+        "labels": [X, X, X, X],
+        "loss_mask": [1, 1, 0, 0],
+        "position_ids": [0, 0, 0, 0],
+        "sequence_ids": [1, 2, -1, -1],
+        "seq_lengths": [1, 1],
+        "cu_seqlens": [0, 1, 2],
+    }
+    assert batch.block(0) == first
+    assert batch.block(1) == second
+    assert batch.block(-1) == second
+    assert list(batch.iter_blocks()) == [first, second]
+    assert json.loads(json.dumps(list(batch.iter_blocks()))) == [first, second]
+
+
+def test_block_out_of_range() -> None:
+    with pytest.raises(IndexError):
+        pack([[1, 2]], 4).block(1)
+
+
+@pytest.mark.parametrize("strategy", list(packing.STRATEGIES))
+def test_no_samples_or_only_empty_ones_give_zero_blocks(strategy: str) -> None:
+    for samples in ([], [[], {"prompt": [], "completion": []}]):
+        batch = pack(samples, 3, strategy)
+        assert batch.num_blocks == 0
+        for array in (batch.input_ids, batch.labels, batch.loss_mask, batch.position_ids, batch.sequence_ids):
+            assert array.shape == (0, 3)
+        assert batch.to_lists() == ([], [])
+        assert list(batch.iter_blocks()) == []
+        assert batch.stats.trainable_tokens == 0
+
+
+def test_samples_without_trainable_tokens_counts_completions_cut_off_by_truncation() -> None:
+    # sample 0 is truncated to its prompt [1, 2, 3]: packed, but nothing to learn from
+    samples = [{"prompt": [1, 2, 3], "completion": [4, 5]}, [6], {"prompt": [7], "completion": []}]
+    batch = pack(samples, 3, strategy="none")
+    assert batch.input_ids.tolist() == [[1, 2, 3], [6, 0, 0], [7, 0, 0]]
+    assert batch.loss_mask.tolist() == [[0, 0, 0], [1, 0, 0], [0, 0, 0]]
+    assert batch.stats.samples_without_trainable_tokens == 2  # sample 0 (cut off) and sample 2 (no completion)
+    assert batch.stats.trainable_tokens == 1
+    assert batch.stats.tokens_truncated == 2
+    assert batch.stats.sequences_truncated == 1
+
+
+def test_dropped_samples_are_not_counted_as_without_trainable_tokens() -> None:
+    samples = [{"prompt": [1, 2, 3], "completion": [4, 5]}, [6]]
+    batch = pack(samples, 3, strategy="none", overflow="drop")
+    assert batch.input_ids.tolist() == [[6, 0, 0]]
+    assert batch.stats.samples_without_trainable_tokens == 0
+    assert batch.stats.tokens_dropped == 5
+    assert batch.stats.sequences_dropped == 1
+
+
+def test_spfhp_cap_through_pack() -> None:
+    # lengths [3, 1, 1, 1] into 6 with at most 2 per block: (3, 1), (1), (1)
+    batch = pack([[1, 1, 1], [2], [3], [4]], 6, strategy="spfhp", max_sequences_per_block=2)
+    assert batch.input_ids.tolist() == [[1, 1, 1, 2, 0, 0], [3, 0, 0, 0, 0, 0], [4, 0, 0, 0, 0, 0]]
+    assert batch.position_ids.tolist() == [[0, 1, 2, 0, 0, 0], [0] * 6, [0] * 6]
+
+
+def test_pack_is_plan_then_materialize() -> None:
+    samples = [[1, 2, 3], {"prompt": [4], "completion": [5, 6]}, [7]]
+    packed = pack(samples, 4, "bfd", pad_token_id=3)
+    layout = plan([3, 3, 1], 4, "bfd")
+    built = materialize(layout, read_samples(samples), pad_token_id=3)
+    for name in ("input_ids", "labels", "loss_mask", "position_ids", "sequence_ids"):
+        assert np.array_equal(getattr(packed, name), getattr(built, name))
+    assert packed.stats == built.stats
+    assert packed.plan.blocks() == layout.blocks()
+
+
+def test_stats_of_a_batch_use_the_real_loss_masks() -> None:
+    batch = pack([{"prompt": [1, 2], "completion": [3]}, [4, 5]], 4)
+    assert batch.stats.trainable_tokens == 3
+    assert batch.plan.stats.trainable_tokens == 5  # the plan alone assumes every token is trained on
+    assert batch.stats.num_blocks == 2
+    assert batch.stats.efficiency == 5 / 8

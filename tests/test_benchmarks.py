@@ -1,0 +1,95 @@
+"""Smoke test of the benchmark entry point: `python benchmarks/run.py --quick` runs and prints the full table.
+
+Speed targets are judged by the benchmark itself on full sizes, never here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "run.py"
+
+COLUMNS = [
+    "workload",
+    "strategy",
+    "sequences",
+    "blocks",
+    "lower bound",
+    "L2 bound",
+    "efficiency",
+    "max eff. (L2)",
+    "time (median, min–max)",
+    "baseline (median)",
+    "ratio",
+    "target",
+    "met",
+]
+NO_SPLIT = ["next_fit", "first_fit", "ffd", "bfd", "spfhp", "none"]
+EXPECTED = {
+    "log-normal 20k": ["bfd", "ffd", "first_fit", "next_fit", "spfhp", "split"],
+    "log-normal 1,000 (subsample)": ["next_fit", "first_fit", "ffd", "bfd"],
+    "wikipedia_bert_512": ["bfd", "bfd (input sorted)", "spfhp"],
+    "squad_1_1_bert_384": NO_SPLIT,
+    "openchat_v1_2048": NO_SPLIT,
+    "pack split": ["split"],
+}
+
+
+def run_benchmark(*args: str) -> subprocess.CompletedProcess[str]:
+    # run from another directory: the script must find the package on its own
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT / "tests", timeout=240
+    )
+
+
+def table(stdout: str) -> tuple[list[str], list[dict[str, str]]]:
+    lines = [line for line in stdout.splitlines() if line.startswith("|")]
+    split = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
+    header, rule, body = split[0], split[1], split[2:]
+    assert all(set(cell) == {"-"} for cell in rule)
+    return header, [dict(zip(header, row, strict=True)) for row in body]
+
+
+@pytest.fixture(scope="module")
+def quick() -> subprocess.CompletedProcess[str]:
+    return run_benchmark("--quick", "--repeat", "1")
+
+
+def test_quick_run_prints_every_row_and_column(quick: subprocess.CompletedProcess[str]) -> None:
+    assert quick.returncode == 0, quick.stderr
+    header, rows = table(quick.stdout)
+    assert header == COLUMNS
+    got: dict[str, list[str]] = {}
+    for row in rows:
+        prefix = next(p for p in EXPECTED if row["workload"].startswith(p))
+        got.setdefault(prefix, []).append(row["strategy"])
+    assert got == EXPECTED
+    for row in rows:
+        assert int(row["blocks"].replace(",", "")) >= int(row["lower bound"].replace(",", ""))
+        assert row["efficiency"].endswith("%")
+        assert row["time (median, min–max)"] != ""
+    # the fast paths give exactly the blocks of the plain-Python references
+    assert [r["met"] for r in rows if r["workload"].startswith("log-normal 1,000")] == ["same blocks: yes"] * 4
+    assert "followed by padding: yes" in quick.stdout
+    assert "nproc" in quick.stdout and "CPU" in quick.stdout
+
+
+def test_only_runs_the_chosen_section_and_writes_the_report(tmp_path: Path) -> None:
+    out = tmp_path / "report.md"
+    result = run_benchmark("--quick", "--repeat", "1", "--only", "openchat", "--output", str(out))
+    assert result.returncode == 0, result.stderr
+    _, rows = table(result.stdout)
+    assert [row["strategy"] for row in rows] == NO_SPLIT
+    assert all(row["target"] == "published Multipack 99.64 %" for row in rows)
+    assert out.read_text(encoding="utf-8").strip() == result.stdout.strip()
+
+
+def test_unknown_section_is_refused() -> None:
+    result = run_benchmark("--only", "nope")
+    assert result.returncode == 2
+    assert "unknown section 'nope'" in result.stderr

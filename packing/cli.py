@@ -74,6 +74,7 @@ class _Parser(argparse.ArgumentParser):
     """An argument parser that raises instead of printing usage and exiting."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        """Raise ``UsageError`` so ``main`` prints one line and returns 2."""
         raise UsageError(message)
 
 
@@ -96,6 +97,7 @@ def _positive_int(text: str) -> int:
 
 
 def _non_negative_int(text: str) -> int:
+    """``--pad-token-id`` and ``--seed``: an integer >= 0."""
     try:
         value = int(text)
     except ValueError:
@@ -121,6 +123,7 @@ def _strategy_list(text: str) -> list[str]:
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
+    """The input and options both commands take."""
     parser.add_argument("input", help="dataset file: .jsonl, .json, .csv or .parquet")
     parser.add_argument(
         "--max-seq-length", type=_positive_int, required=True, metavar="N", help="tokens per block (>= 1)"
@@ -135,6 +138,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
+    """The ``pack`` command and its options."""
     parser = commands.add_parser(
         "pack",
         help="pack a dataset and write the blocks to .parquet or .jsonl",
@@ -165,6 +169,7 @@ def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
 
 
 def _add_compare(commands: argparse._SubParsersAction[_Parser]) -> None:
+    """The ``compare`` command and its options."""
     parser = commands.add_parser(
         "compare",
         help="compare strategies on a dataset's lengths",
@@ -246,6 +251,7 @@ def _seconds(value: float) -> str:
 
 
 def _percent(value: float) -> str:
+    """A fraction as a percentage with two decimals."""
     return f"{100 * value:.2f} %"
 
 
@@ -256,12 +262,14 @@ def _bound(lengths: npt.NDArray[np.int64], capacity: int, overflow: str, strateg
 
 
 def _describe_input(dataset: Dataset) -> str:
+    """The input file in one line: sequences, tokens, longest."""
     lengths = dataset.lengths
     longest = int(lengths.max()) if len(lengths) else 0
     return f"{dataset.source}, {len(lengths):,} sequences, {int(lengths.sum()):,} tokens, longest {longest:,}"
 
 
 def _stderr_is_terminal() -> bool:
+    """Whether progress messages would reach a person."""
     return sys.stderr.isatty()
 
 
@@ -285,6 +293,7 @@ class Progress:
 
     @contextmanager
     def stage(self, key: str, message: str) -> Iterator[None]:
+        """Announce ``message``, time the block under ``key``, then say how long it took (or that it failed)."""
         self._say(f"{message} ...", end="")
         start = time.perf_counter()
         try:
@@ -315,6 +324,7 @@ def _writer(output: Path) -> Writer:
 
 
 def _pack_batch(args: argparse.Namespace, dataset: Dataset) -> PackedBatch:
+    """Pack the dataset's samples with the command's options; lengths-only data is refused."""
     if dataset.samples is None:
         raise UsageError(
             f"{dataset.source} holds sequence lengths only; 'pack' needs token ids "
@@ -354,6 +364,7 @@ def _pack_summary(args: argparse.Namespace, dataset: Dataset, stats: PackingStat
 
 
 def _run_pack(args: argparse.Namespace) -> int:
+    """``pack``: read, pack, write in shuffled (or plan) order, print the summary. O(tokens)."""
     output = Path(args.output)
     writer = _writer(output)
     if args.max_sequences_per_block is not None and args.strategy != "spfhp":
@@ -403,6 +414,7 @@ def _compare_row(name: str, dataset: Dataset, capacity: int, overflow: str) -> l
 
 
 def _run_compare(args: argparse.Namespace) -> int:
+    """``compare``: plan every chosen strategy on the lengths and print the table. O(sequences) each."""
     dataset = read_dataset(args.input, args.format)
     rows = [_compare_row(name, dataset, args.max_seq_length, args.overflow) for name in args.strategies]
     print(f"input: {_describe_input(dataset)}; max_seq_length {args.max_seq_length:,}, overflow {args.overflow}")
@@ -417,6 +429,7 @@ def _run_compare(args: argparse.Namespace) -> int:
 
 
 def _fail(message: str) -> int:
+    """Print the first line of ``message`` as ``packing: error: ...`` and return exit code 2."""
     first = message.strip().splitlines()[0] if message.strip() else "failed"
     print(f"packing: error: {first}", file=sys.stderr)
     return 2
@@ -426,6 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code.
 
     0 on success, 2 on bad input (one line on stderr), 130 when interrupted.
+    O(input tokens + output tokens) for ``pack``; the strategies' cost for ``compare``.
 
     >>> main(["compare", "missing.jsonl", "--max-seq-length", "8"])
     2

@@ -68,7 +68,14 @@ _PARQUET_CHUNK_VALUES = 1 << 22
 
 
 class DatasetError(ValueError):
-    """A dataset file that cannot be read, with a one-line message saying where and what was expected."""
+    """A dataset file that cannot be read, with a one-line message saying where and what was expected.
+
+    >>> import io
+    >>> read_dataset(io.BytesIO(b"text\\nhello\\n"), name="notes.csv")
+    Traceback (most recent call last):
+    ...
+    packing.io.DatasetError: notes.csv: no usable columns; found columns 'text', expected 'input_ids' (optionally with 'loss_mask'), 'prompt' and 'completion', or 'length'
+    """
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,6 +86,13 @@ class Dataset:
     numpy arrays, ``{"prompt", "completion"}`` dicts or ``{"input_ids", "loss_mask"}``
     dicts); it is ``None`` for lengths-only data. ``lengths`` (tokens per sample) is
     always set. ``source`` names the file in messages.
+
+    >>> import io
+    >>> data = read_dataset(io.BytesIO(b"prompt,completion\\n1 2,3\\n"), name="pairs.csv")
+    >>> data.kind, data.source, data.lengths.tolist()
+    ('tokens', 'pairs.csv', [3])
+    >>> {key: value.tolist() for key, value in data.samples[0].items()}
+    {'prompt': [1, 2], 'completion': [3]}
     """
 
     samples: list[Any] | None
@@ -124,6 +138,7 @@ def read_dataset(source: Source, format: str | None = None, name: str | None = N
 
 
 def _label(source: Source, name: str | None) -> str:
+    """How messages name the file: ``name``, the path, or the file object's name."""
     if name is not None:
         return name
     if isinstance(source, (str, os.PathLike)):
@@ -161,6 +176,7 @@ def _binary(source: Source, label: str) -> Iterator[IO[bytes]]:
 
 
 def _os_reason(error: OSError) -> str:
+    """Why a file could not be opened, in a few words."""
     if isinstance(error, FileNotFoundError):
         return "no such file"
     if isinstance(error, IsADirectoryError):
@@ -171,6 +187,7 @@ def _os_reason(error: OSError) -> str:
 
 
 def _decode(raw: bytes, label: str, where: str) -> str:
+    """One line as text (UTF-8, a leading byte-order mark dropped)."""
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -178,6 +195,7 @@ def _decode(raw: bytes, label: str, where: str) -> str:
 
 
 def _parse_json(text: str, label: str, where: str) -> Any:
+    """One JSON value; a syntax error names the line and character."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
@@ -244,6 +262,7 @@ def _histogram(data: dict[str, Any], label: str) -> Dataset:
 
 
 def _check_counts(values: Any, where: str) -> None:
+    """Refuse anything but a list of non-negative integers. O(len(values))."""
     if not isinstance(values, list):
         raise DatasetError(f"{where}: expected a list of non-negative integers, got {type(values).__name__}")
     for position, value in enumerate(values):
@@ -252,6 +271,7 @@ def _check_counts(values: Any, where: str) -> None:
 
 
 def _is_count(value: Any) -> bool:
+    """True for an integer (not a bool) in 0 .. 2**63 - 1."""
     return not isinstance(value, bool) and isinstance(value, Integral) and 0 <= int(value) <= _MAX_INT64
 
 
@@ -272,6 +292,7 @@ def _read_csv(handle: IO[bytes], label: str) -> _Table:
 
 
 def _csv_rows(reader: Any, label: str) -> _Table:
+    """The header, then every non-blank row as a dict of parsed cells. O(cells)."""
     header = next(reader, None)
     if header is None:
         raise DatasetError(f"{label}: the file is empty; expected a header line with column names")
@@ -361,6 +382,7 @@ _READERS = {"jsonl": _read_jsonl, "json": _read_json, "csv": _read_csv, "parquet
 
 
 def _names(columns: list[str]) -> str:
+    """Column names quoted and comma-separated, for messages."""
     return ", ".join(repr(name) for name in columns) if columns else "none"
 
 
@@ -384,6 +406,7 @@ def _layout(table: _Table, label: str) -> Layout:
 
 
 def _dataset(table: _Table, label: str) -> Dataset:
+    """Check every row and build the dataset. O(total tokens)."""
     layout = _layout(table, label)
     if not table.rows:
         raise DatasetError(f"{label}: the file holds no samples")
@@ -400,6 +423,7 @@ def _dataset(table: _Table, label: str) -> Dataset:
 
 
 def _length(item: Any, where: str) -> int:
+    """The ``length`` value of one row, checked."""
     if not isinstance(item, Mapping) or item.get("length") is None:
         raise DatasetError(f"{where}: no value in column 'length'")
     value = item["length"]
@@ -442,7 +466,7 @@ def _token_sample(picked: Any, where: str) -> tuple[Any, int]:
 def _token_message(picked: Any, message: str, where: str) -> str:
     """Reword a ``read_sample`` message with the file and row, pointing at the first bad value."""
     if isinstance(picked, Mapping):
-        columns = [(name, picked[name]) for name in (*_TOKEN_COLUMNS,) if picked.get(name) is not None]
+        columns = [(name, picked[name]) for name in _TOKEN_COLUMNS if picked.get(name) is not None]
     else:
         columns = [("", picked)]
     for name, values in columns:
@@ -494,6 +518,7 @@ def block_order(num_blocks: int, shuffle: bool = True, seed: int = 0) -> Int64Ar
 
 
 def _check_order(order: npt.ArrayLike | None, num_blocks: int) -> Int64Array:
+    """The rows to write: ``order`` checked, or every block in plan order."""
     if order is None:
         return np.arange(num_blocks, dtype=np.int64)
     rows = np.asarray(order)
@@ -565,6 +590,7 @@ def write_parquet(batch: PackedBatch, path: PathType, order: npt.ArrayLike | Non
 
 
 def _block_record(batch: PackedBatch, block: int) -> dict[str, list[int]]:
+    """One block as a dict of ``OUTPUT_COLUMNS`` lists. O(max_seq_length)."""
     return {
         "input_ids": batch.input_ids[block].tolist(),
         "labels": batch.labels[block].tolist(),

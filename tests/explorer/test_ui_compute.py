@@ -1,0 +1,105 @@
+"""Windows of blocks, comparisons, sweeps, steps and attention views agree with the library."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import packing
+from explorer import compute
+
+SAMPLES = [
+    [1, 2],
+    {"prompt": [3, 4], "completion": [5]},
+    [6, 7, 8, 9, 10],
+    [11],
+    {"input_ids": [12, 13], "loss_mask": [0, 1]},
+    [14, 15, 16],
+]
+
+
+@pytest.mark.parametrize("strategy", ["split", "next_fit", "first_fit", "ffd", "bfd", "spfhp", "none"])
+@pytest.mark.parametrize(("first", "count"), [(0, 100), (1, 2), (2, 1)])
+def test_window_equals_the_same_rows_of_a_full_pack(strategy: str, first: int, count: int) -> None:
+    full = packing.pack(SAMPLES, 4, strategy, overflow="split", pad_token_id=9)
+    flat = packing.read_samples(SAMPLES)
+    view = compute.window(full.plan, flat, first, count, 9)
+    rows = slice(view.first, view.first + view.count)
+    assert view.first == min(first, full.num_blocks - 1)
+    assert np.array_equal(view.batch.input_ids, full.input_ids[rows])
+    assert np.array_equal(view.batch.loss_mask, full.loss_mask[rows])
+    assert np.array_equal(view.batch.labels, full.labels[rows])
+    assert np.array_equal(view.batch.position_ids, full.position_ids[rows])
+    assert np.array_equal(view.sequence_ids, full.sequence_ids[rows])
+
+
+def test_window_of_lengths_only_data_places_every_piece() -> None:
+    layout = packing.plan([3, 5, 2, 7], 6, "bfd")
+    view = compute.window(layout, None, 0, 10, 0)
+    assert not view.has_tokens
+    for block in range(layout.num_blocks):
+        expected = np.concatenate([np.full(p.length, p.sequence) for p in layout.block(block)])
+        assert np.array_equal(view.sequence_ids[block][: len(expected)], expected)
+        assert (view.sequence_ids[block][len(expected) :] == -1).all()
+
+
+def test_trainable_tokens_over_chunks_matches_a_full_pack(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compute, "CHUNK_CELLS", 8)  # two blocks of 4 per chunk
+    full = packing.pack(SAMPLES, 4, "ffd")
+    assert compute.trainable_tokens(full.plan, packing.read_samples(SAMPLES)) == full.stats.trainable_tokens
+    assert compute.trainable_tokens(full.plan, None) == full.stats.packed_tokens
+
+
+def test_window_blocks_respects_the_drawing_limit() -> None:
+    assert compute.window_blocks(4, 16) == 16
+    assert compute.window_blocks(2048, 200) == compute.MAX_DRAW_CELLS // 2048
+    assert compute.window_blocks(compute.MAX_DRAW_CELLS + 1, 16) == 0
+
+
+def test_compare_runs_every_strategy_and_reports_refusals() -> None:
+    runs = compute.compare(np.full(60, 3), 8, "truncate")
+    assert [r.strategy for r in runs] == list(packing.STRATEGIES)
+    optimal = next(r for r in runs if r.strategy == "optimal")
+    assert optimal.layout is None and "40" in optimal.error
+    none = next(r for r in runs if r.strategy == "none")
+    assert none.layout is not None and none.layout.num_blocks == 60
+
+
+def test_sweep_rows() -> None:
+    rows = compute.sweep(np.array([3, 5, 2]), [4, 8], ["split", "none"], "truncate")
+    assert [(r["max_seq_length"], r["strategy"], r["blocks"]) for r in rows] == [
+        (4, "split", 3),
+        (4, "none", 3),
+        (8, "split", 2),
+        (8, "none", 3),
+    ]
+
+
+def test_steps_end_in_the_plans_blocks() -> None:
+    lengths = np.array([3, 5, 2, 7, 1])
+    for strategy in ("split", "ffd", "next_fit"):
+        steps = compute.explain_steps(lengths, 8, strategy, "truncate")
+        grid = compute.step_grid(steps, len(steps) - 1, 8)
+        layout = packing.plan(lengths, 8, strategy)
+        view = compute.window(layout, None, 0, layout.num_blocks, 0)
+        assert np.array_equal(grid, view.sequence_ids), strategy
+    first = compute.step_grid(compute.explain_steps(lengths, 8, "split", "truncate"), 0, 8)
+    assert first.tolist() == [[0, 0, 0, -1, -1, -1, -1, -1]]
+
+
+def test_steps_refuse_large_inputs_in_plain_words() -> None:
+    with pytest.raises(ValueError, match="limited to"):
+        compute.explain_steps(np.ones(100_000, dtype=np.int64), 8, "split", "truncate")
+
+
+def test_attention_view_counts_cross_document_pairs() -> None:
+    batch = packing.pack([[1, 2, 3], [4, 5], [6]], 8, "split")
+    view = compute.attention_view(batch, 0)
+    real = 6
+    same_document = sum(n * (n + 1) // 2 for n in (3, 2, 1))
+    assert view.real_tokens == real
+    assert int(view.causal.sum()) == real * (real + 1) // 2
+    assert int(view.document.sum()) == same_document
+    assert view.cross_pairs == real * (real + 1) // 2 - same_document
+    assert view.position_plain[:real].tolist() == [0, 1, 2, 3, 4, 5]
+    assert view.position_restart[:real].tolist() == [0, 1, 2, 0, 1, 0]

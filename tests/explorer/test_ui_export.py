@@ -1,0 +1,86 @@
+"""Downloads and the reproducing snippet."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import packing
+from explorer import export
+from explorer.examples import synthetic_lengths
+
+pytest.importorskip("packing.io")
+
+
+def test_jsonl_and_parquet_hold_the_packed_blocks() -> None:
+    batch = packing.pack([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]], 4)
+    lines = [json.loads(line) for line in export.jsonl_bytes(batch).decode().splitlines()]
+    assert [line["input_ids"] for line in lines] == [[1, 2, 3, 4], [5, 6, 0, 0]]
+    assert lines[0]["labels"] == [-100, 2, -100, 4]
+    assert lines[1]["seq_lengths"] == [1, 1]
+    for column in ("input_ids", "labels", "loss_mask", "position_ids", "seq_lengths"):
+        assert column in lines[0]
+    table = pq.read_table(io.BytesIO(export.parquet_bytes(batch)))
+    assert table.column("input_ids").to_pylist() == [[1, 2, 3, 4], [5, 6, 0, 0]]
+    assert table.column("loss_mask").to_pylist() == [[1, 1, 0, 1], [1, 1, 0, 0]]
+
+
+def test_layout_csv() -> None:
+    text = export.layout_csv(packing.plan([2, 3, 1], 4)).decode()
+    assert text.splitlines() == [
+        "block,position,sequence,start,length",
+        "1,0,1,0,2",
+        "1,2,2,0,2",
+        "2,0,2,2,1",
+        "2,1,3,0,1",
+    ]
+
+
+def _run(code: str) -> tuple[dict[str, object], str]:
+    namespace: dict[str, object] = {}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(code, namespace)
+    return namespace, out.getvalue()
+
+
+def test_snippet_reproduces_a_token_packing() -> None:
+    samples = [[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]]
+    code = export.snippet(export.DataRecipe(samples=samples), 4, "ffd", "truncate", 9, False, tokens=True)
+    namespace, printed = _run(code)
+    expected = packing.pack(samples, 4, "ffd", pad_token_id=9, completion_only_loss=False)
+    assert namespace["blocks"] == expected.input_ids.tolist()
+    assert namespace["masks"] == expected.loss_mask.tolist()
+    assert "Block 1:" in printed
+
+
+def test_snippet_reproduces_synthetic_lengths() -> None:
+    code = export.snippet(
+        export.DataRecipe(synthetic=(500, "bimodal", 4, 1024)), 1024, "bfd", "truncate", 0, True, tokens=False
+    )
+    namespace, _ = _run(code)
+    expected = packing.plan(synthetic_lengths(500, "bimodal", 4, 1024), 1024, "bfd")
+    assert namespace["layout"].num_blocks == expected.num_blocks  # type: ignore[attr-defined]
+
+
+def test_snippet_for_workloads_and_uploads() -> None:
+    namespace, _ = _run(
+        export.snippet(export.DataRecipe(workload=("openchat_v1_2048", 100)), 2048, "split", "truncate", 0, True, False)
+    )
+    assert len(namespace["lengths"]) == 100  # type: ignore[arg-type]
+    upload = export.snippet(export.DataRecipe(upload_name="train.jsonl"), 8, "split", "truncate", 0, True, True)
+    assert "read_dataset('train.jsonl')" in upload and "packing.pack(" in upload
+
+
+def test_snippet_elides_long_sample_lists() -> None:
+    samples = [list(range(100))] * 100
+    code = export.snippet(export.DataRecipe(samples=samples), 8, "split", "truncate", 0, True, True)
+    assert "samples = [...]" in code and len(code) < 1000
+    with pytest.raises(ValueError, match="no data"):
+        export.snippet(export.DataRecipe(), 8, "split", "truncate", 0, True, True)
+    assert np.iinfo(np.int64).max > export.MAX_EXPORT_CELLS

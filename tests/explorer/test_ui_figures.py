@@ -1,0 +1,100 @@
+"""Figure builders: the right traces, colours, text and markers."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+import packing
+from explorer import compute, figures
+
+
+def _classic() -> compute.Window:
+    batch = packing.pack([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]], 4)
+    return compute.window(
+        batch.plan, packing.read_samples([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]]), 0, 9, 0
+    )
+
+
+def test_block_figure_colours_sequences_and_greys_padding() -> None:
+    view = _classic()
+    fig = figures.block_figure(view.sequence_ids, view.batch.loss_mask, view.batch.position_ids, view.batch.input_ids)
+    blocks, mask = fig.data[0], fig.data[1]
+    assert isinstance(blocks, go.Heatmap) and isinstance(mask, go.Heatmap)
+    z = np.asarray(blocks.z)
+    pad_slot = len(figures.SEQUENCE_COLORS)
+    assert z.tolist() == [[0, 0, 1, 1], [1, 2, pad_slot, pad_slot]]
+    assert blocks.colorscale[-1][1] == figures.PAD_COLOR
+    assert list(blocks.y) == ["Block 1", "Block 2"]
+    assert np.asarray(blocks.text).tolist() == [["1", "2", "3", "4"], ["5", "6", "0", "0"]]
+    # loss mask row: trained 0, masked prompt 1, padding 2
+    assert np.asarray(mask.z).tolist() == [[0, 0, 1, 0], [0, 0, 2, 2]]
+    hover = np.asarray(blocks.customdata)
+    assert hover[0, 2].tolist() == [2, 3, 0, 0]  # sequence 2 (1-based), token 3, position id 0, mask 0
+    assert "token id" in blocks.hovertemplate and "loss mask" in blocks.hovertemplate
+    legend = {trace.name for trace in fig.data if isinstance(trace, go.Scatter)}
+    assert legend == {"trained", "masked prompt", "padding"}
+
+
+def test_block_figure_without_tokens_or_when_large_prints_nothing_in_cells() -> None:
+    layout = packing.plan([300, 200, 100], 512, "bfd")
+    view = compute.window(layout, None, 0, 5, 0)
+    fig = figures.block_figure(view.sequence_ids, view.batch.loss_mask, view.batch.position_ids, None)
+    assert fig.data[0].text is None
+    assert "token id" not in fig.data[0].hovertemplate
+
+
+def test_grid_figure_outlines_the_highlighted_run() -> None:
+    grid = np.array([[0, 0, 1, -1], [2, -1, -1, -1]])
+    fig = figures.grid_figure(grid, "t", None, [(0, 2, 1)])
+    assert len(fig.layout.shapes) == 1
+    shape = fig.layout.shapes[0]
+    assert (shape.x0, shape.x1, shape.y0, shape.y1) == (1.5, 2.5, -0.5, 0.5)
+    assert np.asarray(fig.data[0].text).tolist() == [["1", "1", "2", ""], ["3", "", "", ""]]
+
+
+def test_utilization_stacks_small_inputs_and_summarises_large_ones() -> None:
+    layout = packing.plan([2, 3, 1], 4)
+    pieces = (layout.piece_block(), layout.piece_sequence, layout.piece_length)
+    small = figures.utilization_figure(layout.stats.block_utilization, pieces, 4)
+    assert [trace.name for trace in small.data] == ["sequence 1", "sequence 2", "sequence 3"]
+    assert small.layout.barmode == "stack"
+    assert small.layout.shapes[0].y0 == 75.0  # the mean line
+    plain = figures.utilization_figure(layout.stats.block_utilization)
+    assert len(plain.data) == 1 and list(plain.data[0].y) == [100.0, 50.0]
+    large = figures.utilization_figure(np.full(figures.MAX_BAR_BLOCKS + 1, 0.5))
+    assert isinstance(large.data[0], go.Histogram)
+
+
+def test_length_histogram_marks_max_seq_length() -> None:
+    fig = figures.length_histogram(np.array([1, 2, 2, 9]), 4)
+    assert int(np.asarray(fig.data[0].y).sum()) == 4
+    assert fig.layout.shapes[0].x0 == 4
+    big = figures.length_histogram(np.random.default_rng(0).integers(1, 5000, 100_000), 2048)
+    assert int(np.asarray(big.data[0].y).sum()) == 100_000 and len(big.data[0].x) == 60
+
+
+def test_compare_and_sweep_figures() -> None:
+    fig = figures.compare_figure(["split", "none"], [2, 3], [0.75, 0.5], 2)
+    assert list(fig.data[0].y) == [2, 3] and list(fig.data[1].y) == [75.0, 50.0]
+    sweep = figures.sweep_figure([4, 8], {"split": ([0.75, 0.75], [2, 1]), "none": ([0.5, None], [3, None])})
+    assert [t.name for t in sweep.data if t.showlegend is not False] == ["split", "none"]
+    assert len(sweep.data) == 4
+
+
+def test_attention_figure_marks_cross_document_pairs() -> None:
+    batch = packing.pack([[1, 2], [3, 4]], 4)
+    view = compute.attention_view(batch, 0)
+    fig = figures.attention_figure(view.causal, view.document)
+    left = np.asarray(fig.data[0].z)
+    assert int((left == 2).sum()) == view.cross_pairs == 4
+    assert "4 cross-document pairs" in fig.layout.annotations[0].text
+    assert np.array_equal(np.asarray(fig.data[1].z), view.document.astype(int))
+
+
+def test_positions_figure_has_both_lines() -> None:
+    batch = packing.pack([[1, 2], [3, 4, 5]], 8)
+    view = compute.attention_view(batch, 0)
+    fig = figures.positions_figure(view.position_plain, view.position_restart, batch.sequence_ids[0])
+    assert list(fig.data[0].y) == [0, 1, 2, 3, 4]
+    assert list(fig.data[1].y) == [0, 1, 0, 1, 2]

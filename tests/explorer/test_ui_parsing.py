@@ -1,0 +1,93 @@
+"""Reading pasted sequences and typed practice answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from explorer.parsing import InputError, parse_blocks, parse_ids, parse_sequences
+
+
+def test_json_list_of_lists() -> None:
+    parsed = parse_sequences("[[1, 2], [3, 4, 5], [6]]")
+    assert parsed.samples == [[1, 2], [3, 4, 5], [6]]
+    assert not parsed.has_prompts
+
+
+def test_one_sequence_per_line_with_spaces_or_commas() -> None:
+    parsed = parse_sequences("1 2\n\n3,4, 5\n# a comment\n6")
+    assert parsed.samples == [[1, 2], [3, 4, 5], [6]]
+    assert parsed.lines == [1, 3, 5]
+
+
+def test_one_json_list_per_line() -> None:
+    assert parse_sequences("[1, 2]\n[3]").samples == [[1, 2], [3]]
+
+
+def test_prompt_completion_pairs_with_a_bar() -> None:
+    parsed = parse_sequences("5 6 7 | 8 9\n10 | 11")
+    assert parsed.samples == [{"prompt": [5, 6, 7], "completion": [8, 9]}, {"prompt": [10], "completion": [11]}]
+    assert parsed.has_prompts
+
+
+def test_json_objects_one_per_line() -> None:
+    text = '{"prompt": [1], "completion": [2, 3]}\n{"input_ids": [4, 5], "loss_mask": [0, 1]}\n{"input_ids": [6]}'
+    assert parse_sequences(text).samples == [
+        {"prompt": [1], "completion": [2, 3]},
+        {"input_ids": [4, 5], "loss_mask": [0, 1]},
+        {"input_ids": [6]},
+    ]
+
+
+def test_json_list_of_objects() -> None:
+    assert parse_sequences('[{"prompt": [1], "completion": [2]}, [3]]').samples == [
+        {"prompt": [1], "completion": [2]},
+        [3],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", "no sequences"),
+        ("1 2\n3 x", "line 2: expected token ids"),
+        ("[[1, 2], [3, x]]", "line 1, column 14: invalid JSON"),
+        ("[[1, 2],\n [3, -4]]", "line 2 (sequence 2): expected a non-negative integer token id, got -4"),
+        ("[[1, 2],\n [3, 1.5]]", "line 2 (sequence 2)"),
+        ('{"prompt": [1]}', "line 1: a prompt/completion object needs both keys; 'completion' is missing"),
+        ("1 | 2 | 3", "line 1: expected one '|'"),
+        ('{"input_ids": [1, 2], "loss_mask": [1]}', "line 1: expected 'loss_mask' to be 0/1 values"),
+        ('{"tokens": [1]}', "line 1: expected an object with 'prompt' and 'completion', or 'input_ids'"),
+        ('{"prompt": [1], ', "line 1, column"),
+        ("[1, 2]\n[3, x]", "line 2: expected a JSON list of token ids"),
+        ('{"a": 1}\n[[1]]', "line 1"),
+        ("7\n8 9 | 1a", "line 2: expected token ids"),
+        ("[1, 2", "line 1, column 6: invalid JSON"),
+        ('"text"', "line 1: expected token ids"),
+    ],
+)
+def test_errors_name_the_line_and_what_was_expected(text: str, expected: str) -> None:
+    with pytest.raises(InputError) as caught:
+        parse_sequences(text)
+    assert expected in str(caught.value)
+
+
+def test_parse_ids() -> None:
+    assert parse_ids(" 1,2  3 ", "x") == [1, 2, 3]
+    assert parse_ids("", "x") == []
+    with pytest.raises(InputError, match="where: expected token ids"):
+        parse_ids("1 -2", "where")
+
+
+def test_blocks_in_every_accepted_form() -> None:
+    text = "Block 1: [1, 2, 3, 4] -> mask: [1, 1, 1, 1]\n[5, 6, 0, 0]\n7 8\n\n9,10"
+    assert parse_blocks(text) == [[1, 2, 3, 4], [5, 6, 0, 0], [7, 8], [9, 10]]
+    assert parse_blocks("[[1, 2], [3]]") == [[1, 2], [3]]
+
+
+def test_block_errors() -> None:
+    with pytest.raises(InputError, match="no blocks"):
+        parse_blocks("  ")
+    with pytest.raises(InputError, match="line 2: expected token ids"):
+        parse_blocks("1 2\n3 y")
+    with pytest.raises(InputError, match="line 1: expected a block"):
+        parse_blocks("Block 1: nothing")

@@ -1,0 +1,218 @@
+"""The page driven through Streamlit's AppTest: every tab, strategy, example and source, bad input, and links."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import packing
+from explorer.examples import EXAMPLES
+from explorer.views import TABS
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+CLASSIC = "Block 1: [1, 2, 3, 4] -> mask: [1, 1, 1, 1]\nBlock 2: [5, 6, 0, 0] -> mask: [1, 1, 0, 0]"
+TIMEOUT = 60
+
+
+def _app(**params: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update(params)
+    return at.run()
+
+
+def _clean(at: AppTest) -> None:
+    """No exception and no error message on the page."""
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def _metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def _charts(at: AppTest) -> dict[str, dict[str, Any]]:
+    return {chart.key: json.loads(chart.proto.spec) for chart in at.get("plotly_chart")}
+
+
+def _open(at: AppTest, tab: str) -> AppTest:
+    at.session_state["tab"] = tab
+    return at.run()
+
+
+def test_default_page_shows_the_classic_example() -> None:
+    at = _app()
+    _clean(at)
+    assert [c.value for c in at.code] == [CLASSIC]
+    metrics = _metrics(at)
+    assert metrics["Blocks"] == "2" and metrics["Efficiency"] == "75.00%" and metrics["Padding"] == "2"
+    assert {"blocks", "util", "lengths"} <= set(_charts(at))
+    assert at.dataframe[0].value["input_ids"].tolist() == ["[1, 2, 3, 4]", "[5, 6, 0, 0]"]
+
+
+@pytest.mark.parametrize("strategy", list(packing.STRATEGIES))
+def test_every_strategy_renders(strategy: str) -> None:
+    at = _app()
+    at.sidebar.selectbox(key="strategy").set_value(strategy).run()
+    _clean(at)
+    expected = packing.pack([[1, 2], [3, 4, 5], [6]], 4, strategy).num_blocks
+    assert _metrics(at)["Blocks"] == str(expected)
+    assert at.code[0].value.count("Block ") == expected
+
+
+def test_every_tab_renders_with_its_content() -> None:
+    at = _app()
+    checks = {
+        "Result": lambda: at.code[0].value == CLASSIC,
+        "Compare": lambda: at.dataframe[0].value["strategy"].tolist() == list(packing.STRATEGIES),
+        "Sweep": lambda: "sweep" in _charts(at),
+        "Attention & positions": lambda: _metrics(at)["Cross-document pairs a plain causal mask allows"] == "4",
+        "Step through": lambda: any("Step 1 of 3" in m.value for m in at.markdown),
+        "Practice": lambda: any(b.label == "Check" for b in at.button),
+        "Export": lambda: any("packing.pack(" in c.value for c in at.code),
+    }
+    assert set(checks) == set(TABS)
+    for tab in TABS:
+        _open(at, tab)
+        _clean(at)
+        assert checks[tab](), tab
+
+
+@pytest.mark.parametrize("key", list(EXAMPLES))
+def test_every_example_loads(key: str) -> None:
+    at = _app()
+    at.sidebar.selectbox(key="example").set_value(key).run()
+    _clean(at)
+    example = EXAMPLES[key]
+    assert at.sidebar.text_area(key="sequences").value == example.text
+    assert at.sidebar.number_input(key="max_seq_length").value == example.max_seq_length
+    _open(at, example.look_at)
+    _clean(at)
+
+
+def test_masking_example_masks_prompts() -> None:
+    at = _app()
+    at.sidebar.selectbox(key="example").set_value("masking").run()
+    metrics = _metrics(at)
+    assert metrics["Trainable tokens"] == "6"  # 15 tokens, 9 of them in prompts
+    assert "masked prompt" in json.dumps(_charts(at)["blocks"])
+    at.sidebar.toggle(key="completion_only").set_value(False).run()
+    _clean(at)
+    assert _metrics(at)["Trainable tokens"] == "15"
+
+
+def test_bad_input_shows_a_message_naming_the_line() -> None:
+    at = _app()
+    at.sidebar.text_area(key="sequences").set_value("1 2\n3 x").run()
+    assert not at.exception
+    assert any("line 2" in e.value and "expected token ids" in e.value for e in at.error)
+    _open(at, "Practice")  # the rest of the page keeps working
+    assert not at.exception and any(b.label == "Check" for b in at.button)
+
+
+def test_query_parameters_restore_the_state() -> None:
+    at = _app(sequences="[[1,2],[3,4,5],[6]]", max_seq_length="4", strategy="ffd", overflow="drop")
+    _clean(at)
+    assert at.session_state["strategy"] == "ffd" and at.session_state["overflow"] == "drop"
+    expected = packing.pack([[1, 2], [3, 4, 5], [6]], 4, "ffd").to_lists()[0]
+    assert f"Block 1: {expected[0]}" in at.code[0].value
+    classic = _app(sequences="[[1,2],[3,4,5],[6]]", max_seq_length="4", strategy="split")
+    assert classic.code[0].value == CLASSIC
+
+
+def test_a_link_can_open_a_tab_and_other_sources() -> None:
+    at = _app(
+        source="synthetic",
+        count="300",
+        distribution="bimodal",
+        seed="3",
+        max_length="512",
+        max_seq_length="512",
+        tab="Compare",
+    )
+    _clean(at)
+    assert at.session_state["syn_dist"] == "bimodal"
+    assert len(at.dataframe[0].value) == len(packing.STRATEGIES)
+    workload = _app(source="workload", workload="squad_1_1_bert_384", sample="2000", max_seq_length="384")
+    _clean(workload)
+    assert "2,000 sequences" in " ".join(c.value for c in workload.caption)
+
+
+def test_bad_link_parameters_are_reported_not_fatal() -> None:
+    at = _app(max_seq_length="zero", strategy="magic")
+    assert not at.exception
+    warnings = " ".join(w.value for w in at.warning)
+    assert "max_seq_length='zero'" in warnings and "strategy='magic'" in warnings
+    assert at.code[0].value == CLASSIC
+
+
+def test_optimal_on_a_large_input_says_so_and_the_rest_works() -> None:
+    at = _app(source="synthetic", count="500", max_length="256", max_seq_length="256", strategy="optimal")
+    assert not at.exception
+    assert any("cannot pack this input" in w.value for w in at.warning)
+    _open(at, "Compare")
+    _clean(at)
+    table = at.dataframe[0].value.set_index("strategy")
+    assert "40" in table.at["optimal", "note"] and table.at["bfd", "blocks"] > 0
+
+
+def test_too_long_blocks_are_not_drawn_but_counted() -> None:
+    at = _app(source="synthetic", count="50", max_length="100000", max_seq_length="100000")
+    assert not at.exception
+    assert any("too large to draw" in w.value for w in at.warning)
+    assert "Blocks" in _metrics(at)
+
+
+def test_stepping_through_a_large_input_is_refused_in_plain_words() -> None:
+    at = _app(source="synthetic", count="2000", max_length="512", max_seq_length="512", tab="Step through")
+    assert not at.exception
+    assert any("limited to" in w.value for w in at.warning)
+
+
+def test_large_inputs_show_a_window_and_rerender_quickly() -> None:
+    at = _app(source="synthetic", count="10000", max_length="2048", max_seq_length="2048", strategy="bfd")
+    _clean(at)
+    total = int(_metrics(at)["Blocks"].replace(",", ""))
+    assert any(f"of {total:,}" in c.value for c in at.caption)
+    assert len(_charts(at)["blocks"]["data"][0]["y"]) == 16  # only the window is drawn
+    timings = []
+    for strategy in ("ffd", "split", "bfd"):
+        at.sidebar.selectbox(key="strategy").set_value(strategy)
+        started = time.perf_counter()
+        at.run()
+        timings.append(time.perf_counter() - started)
+        _clean(at)
+    assert min(timings) < 3.0, timings
+    at.number_input(key="result_first").set_value(total).run()
+    _clean(at)
+    assert _charts(at)["blocks"]["data"][0]["y"] == [f"Block {total}"]
+
+
+def test_practice_checks_an_answer() -> None:
+    at = _open(_app(), "Practice")
+    seed = at.session_state["practice_seed"]
+    from explorer.practice import new_problem
+
+    expected = new_problem(seed).expected()
+    at.text_area(key="practice_answer").set_value("\n".join(" ".join(map(str, b)) for b in expected)).run()
+    assert any("Correct" in s.value for s in at.success)
+    at.text_area(key="practice_answer").set_value("1 2 3 4 5 6 7 8 9").run()
+    assert not at.exception and at.error
+    at.text_area(key="practice_answer").set_value("1 two").run()
+    assert any("Could not read your answer" in e.value for e in at.error)
+
+
+def test_uploads_are_packed() -> None:
+    pytest.importorskip("packing.io")
+    at = _app(source="upload")
+    assert any("Upload a file" in i.value for i in at.info)
+    at.sidebar.get("file_uploader")[0].upload("train.jsonl", b'{"input_ids": [1, 2, 3]}\n{"input_ids": [4, 5]}\n').run()
+    _clean(at)
+    assert at.code[0].value.startswith("Block 1: [1, 2, 3, 4]")
+    bad = _app(source="upload")
+    bad.sidebar.get("file_uploader")[0].upload("bad.json", b'[[1, 2], [3, "x"]]').run()
+    assert not bad.exception and any("bad.json" in e.value for e in bad.error)

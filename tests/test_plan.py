@@ -221,6 +221,18 @@ def test_stats_of_split_with_truncation() -> None:
     assert stats.samples_without_trainable_tokens == 0
 
 
+def test_stats_count_sequences_cut_across_blocks_when_every_sequence_fits() -> None:
+    # [2, 3, 1] into 4: nothing is empty, truncated or dropped, but sequence 1 is cut across the two blocks
+    stats = plan([2, 3, 1], 4).stats
+    assert stats.sequences_split == 1
+    assert stats.sequences_truncated == stats.sequences_dropped == stats.empty_sequences == 0
+    assert stats.tokens_lost == 0
+    assert stats.packed_tokens == stats.input_tokens == 6
+    assert stats.block_utilization.tolist() == [1.0, 0.5]
+    # the same lengths under a no-split strategy cut nothing
+    assert plan([2, 3, 1], 4, "next_fit").stats.sequences_split == 0
+
+
 def test_stats_of_split_with_dropping() -> None:
     # [3, 0, 9, 2] into 4, drop: documents 3 and 2; b0: seq0 + 1 token of seq3, b1: 1 token of seq3.
     stats = plan([3, 0, 9, 2], 4, "split", "drop").stats

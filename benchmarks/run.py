@@ -2,7 +2,7 @@
 
 One command, from the repository root::
 
-    python benchmarks/run.py                 # everything (a few minutes, ~14 GB peak in the `pack` section)
+    python benchmarks/run.py                 # everything: a few minutes, ~13 GiB peak memory (section `pack`)
     python benchmarks/run.py --quick         # tiny sizes, seconds: checks that everything runs
     python benchmarks/run.py --repeat 9 --only wikipedia,squad
     python benchmarks/run.py --output benchmarks/results.md
@@ -240,7 +240,7 @@ def section_lognormal(settings: Settings) -> list[Row]:
     n = 20_000 if settings.quick else 1_000_000
     capacity = 4096
     lengths = lognormal_lengths(n, 330)
-    name = f"log-normal {n // 1000:,}k, L={capacity}"
+    name = f"log-normal {n:,}, L={capacity}"
     settings.notes.append(
         f"**{name}**: lengths = max(1, round(lognormal(mean=log(330), sigma=1))) with numpy "
         f"`default_rng(0)`; median {int(np.median(lengths))}, {int((lengths > capacity).sum()):,} sequences "
@@ -267,7 +267,7 @@ def section_reference(settings: Settings) -> list[Row]:
     capacity = 4096
     lengths = lognormal_lengths(n, 330)  # the first n lengths of the log-normal workload
     documents = np.minimum(lengths, capacity).tolist()  # what the strategies place after truncation
-    name = f"log-normal {n:,} (subsample), L={capacity}"
+    name = f"log-normal subsample {n:,}, L={capacity}"
     settings.notes.append(
         f"**{name}**: the first {n:,} lengths of the log-normal workload. The baseline is the plain-Python "
         "version in `packing/reference.py` (O(n × blocks)); both sides get their natural input (a numpy "
@@ -366,7 +366,8 @@ def section_wikipedia(settings: Settings) -> list[Row]:
             spfhp = published["SPFHP_efficiency"]
             row.target = f"published SPFHP {100 * spfhp:.3f} %"
             delta = 100 * (row.efficiency - spfhp)
-            row.met = "n/a (quick)" if settings.quick else f"{delta:+.4f} pp vs published"
+            verdict = "matches" if abs(delta) < 0.001 else ("above" if delta > 0 else "below")
+            row.met = "n/a (quick)" if settings.quick else f"{verdict} (Δ {delta:+.4f} pp)"
         rows.append(row)
     return rows
 
@@ -516,14 +517,18 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def _git_commit() -> str:
+def _git(*args: str) -> str:
     try:
-        out = subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        )
+        out = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True)
         return out.stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        return ""
+
+
+def _git_commit() -> str:
+    commit = _git("rev-parse", "--short", "HEAD") or "unknown"
+    changed = _git("status", "--porcelain", "--", "packing")
+    return f"{commit} (with uncommitted changes in packing/)" if changed else commit
 
 
 def machine_lines() -> list[str]:

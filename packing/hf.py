@@ -62,7 +62,7 @@ def _check_flag(value: Any, name: str) -> bool:
     return value
 
 
-def _batch_samples(batch: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _batch_samples(batch: Mapping[str, Any]) -> list[Any]:
     """The rows of a column batch as the sample dicts ``packing.pack`` reads. O(rows)."""
     if "prompt" in batch or "completion" in batch:
         missing = [key for key in ("prompt", "completion") if key not in batch]
@@ -78,10 +78,12 @@ def _batch_samples(batch: Mapping[str, Any]) -> list[dict[str, Any]]:
         ids = batch["input_ids"]
         masks = batch.get("loss_mask")
         if masks is None:
-            return [{"input_ids": row} for row in ids]
+            return list(ids)  # plain token lists: every token is trained on
         if len(masks) != len(ids):
             raise ValueError(f"columns 'input_ids' and 'loss_mask' differ in length: {len(ids)} != {len(masks)}")
-        return [{"input_ids": row, "loss_mask": mask} for row, mask in zip(ids, masks, strict=True)]
+        return [
+            row if mask is None else {"input_ids": row, "loss_mask": mask} for row, mask in zip(ids, masks, strict=True)
+        ]
     raise ValueError(
         f"a batch needs an 'input_ids' column or 'prompt' and 'completion' columns; got columns {sorted(map(str, batch))}"
     )

@@ -179,10 +179,19 @@ class AttentionView:
         return int(self.cross.sum())
 
 
+def positions(batch: packing.PackedBatch, block: int) -> tuple[Int64Array, Int64Array]:
+    """Position ids of a block counted straight through (what a naive setup uses) and ``PackedBatch.position_ids``."""
+    real = batch.sequence_ids[block] >= 0
+    return np.where(real, np.arange(batch.max_seq_length), 0), batch.position_ids[block]
+
+
 def attention_view(batch: packing.PackedBatch, block: int) -> AttentionView:
-    """The naive causal mask over a block's real tokens, ``PackedBatch.attention_mask`` and their difference."""
+    """The naive causal mask over a block's real tokens, ``PackedBatch.attention_mask`` and their difference.
+
+    O(max_seq_length²) memory: callers limit the block size.
+    """
     document = batch.attention_mask(block)
     real = batch.sequence_ids[block] >= 0
     causal = np.tril(real[:, None] & real[None, :])
-    plain = np.where(real, np.arange(batch.max_seq_length), 0)
-    return AttentionView(causal, document, causal & ~document, plain, batch.position_ids[block], int(real.sum()))
+    plain, restart = positions(batch, block)
+    return AttentionView(causal, document, causal & ~document, plain, restart, int(real.sum()))

@@ -103,6 +103,8 @@ def snippet(
 ) -> str:
     """A short, runnable Python program that packs the same data with the same settings."""
     lines, _ = _data_lines(recipe)
+    imports = [line for line in lines if line.startswith(("import ", "from "))]
+    lines = [line for line in lines if line and line not in imports]
     if tokens:
         body = [
             "batch = packing.pack(",
@@ -123,4 +125,6 @@ def snippet(
             f"layout = packing.plan(lengths, max_seq_length={max_seq_length}, strategy={strategy!r}, overflow={overflow!r})",
             'print(layout.num_blocks, "blocks,", f"{layout.stats.efficiency:.2%} efficiency")',
         ]
-    return "\n".join(["import packing", "", *lines, "", *body]) + "\n"
+    plain = [line for line in imports if line.startswith("import ")]
+    named = [line for line in imports if line.startswith("from ")]
+    return "\n".join([*plain, "import packing", *named, "", *lines, "", *body]) + "\n"

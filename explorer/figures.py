@@ -37,8 +37,12 @@ MAX_TEXT_CELLS = 800
 """Largest drawing that prints a token id inside every cell."""
 MAX_STACKED_PIECES = 400
 """Most pieces the utilization chart stacks by sequence; above it, one bar per block."""
-MAX_BAR_BLOCKS = 2_000
-"""Most blocks drawn as bars; above it, the chart shows how many blocks have each fill."""
+MAX_BAR_BLOCKS = 150
+"""Most blocks drawn as separate bars; above it, one filled line."""
+MAX_ATTENTION_CELLS = 256
+"""Widest attention mask drawn pair by pair; wider ones are drawn in tiles."""
+MAX_LINE_BLOCKS = 20_000
+"""Most blocks drawn one by one; above it, the chart shows how many blocks have each fill."""
 _LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "template": "plotly_white"}
 
 
@@ -232,7 +236,7 @@ def utilization_figure(
     blocks = len(utilization)
     mean = float(utilization.mean()) if blocks else 0.0
     fig = go.Figure()
-    if blocks > MAX_BAR_BLOCKS:
+    if blocks > MAX_LINE_BLOCKS:
         fig.add_trace(go.Histogram(x=utilization * 100, nbinsx=50, marker_color=SEQUENCE_COLORS[0], name="blocks"))
         fig.add_vline(x=mean * 100, line_dash="dash", annotation_text=f"mean {mean:.1%}")
         fig.update_layout(title=f"Fill of {blocks:,} blocks", xaxis_title="fill (%)", yaxis_title="blocks", **_LAYOUT)
@@ -253,12 +257,24 @@ def utilization_figure(
                 )
             )
         fig.update_layout(barmode="stack")
-    else:
+    elif blocks <= MAX_BAR_BLOCKS:
         fig.add_trace(
             go.Bar(
                 x=x,
                 y=utilization * 100,
                 marker_color=SEQUENCE_COLORS[0],
+                name="fill",
+                hovertemplate="block %{x}: %{y:.1f}%<extra></extra>",
+            )
+        )
+    else:
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=utilization * 100,
+                mode="lines",
+                fill="tozeroy",
+                line={"color": SEQUENCE_COLORS[0], "width": 1},
                 name="fill",
                 hovertemplate="block %{x}: %{y:.1f}%<extra></extra>",
             )
@@ -355,41 +371,66 @@ def sweep_figure(
             col=2,
         )
     wide = len(sizes) > 1 and max(sizes) >= 16 * max(1, min(sizes))
-    fig.update_xaxes(type="log" if wide else "linear", title_text="max_seq_length")
+    fig.update_xaxes(type="log" if wide else "linear", title_text="max_seq_length", tickvals=list(sizes))
     fig.update_yaxes(title_text="efficiency (%)", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="blocks", rangemode="tozero", row=1, col=2)
     fig.update_layout(height=420, **_LAYOUT)
     return fig
 
 
-def attention_figure(causal: npt.NDArray[np.bool_], document: npt.NDArray[np.bool_]) -> go.Figure:
-    """The plain causal mask (cross-document pairs in red) next to the block-diagonal mask."""
+def pool_max(z: Int64Array, factor: int) -> Int64Array:
+    """Shrink a square matrix by ``factor`` in each direction, keeping the largest value of every tile.
+
+    >>> pool_max(np.array([[0, 1, 0], [2, 0, 0], [0, 0, 1]]), 2).tolist()
+    [[2, 0], [0, 1]]
+    """
+    if factor <= 1:
+        return z
+    size = -(-len(z) // factor) * factor
+    padded = np.zeros((size, size), dtype=z.dtype)
+    padded[: len(z), : len(z)] = z
+    tiles = size // factor
+    return padded.reshape(tiles, factor, tiles, factor).max(axis=(1, 3))
+
+
+def attention_figure(
+    causal: npt.NDArray[np.bool_], document: npt.NDArray[np.bool_], max_cells: int = MAX_ATTENTION_CELLS
+) -> go.Figure:
+    """The plain causal mask (cross-document pairs in red) next to the block-diagonal mask.
+
+    Blocks longer than ``max_cells`` are drawn in tiles of factor × factor pairs (a tile shows its
+    most notable pair: a leak over an allowed pair over a blocked one); counts are always exact.
+    """
     cross = causal & ~document
-    left = np.where(cross, 2, np.where(causal, 1, 0))
-    right = document.astype(np.int64)
+    factor = max(1, -(-len(causal) // max_cells))
+    left = pool_max(np.where(cross, 2, np.where(causal, 1, 0)), factor)
+    right = pool_max(document.astype(np.int64), factor)
+    axis = np.arange(len(left)) * factor
     colors = ["#f4f4f5", "#4C78A8", "#dc2626"]
+    tiles = f" (each cell: {factor}×{factor} pairs)" if factor > 1 else ""
     fig = make_subplots(
         rows=1,
         cols=2,
         horizontal_spacing=0.08,
         subplot_titles=(
-            f"Plain causal mask: {int(cross.sum()):,} cross-document pairs (red)",
+            f"Plain causal mask: {int(cross.sum()):,} cross-document pairs (red){tiles}",
             "Block-diagonal mask (PackedBatch.attention_mask)",
         ),
     )
-    names = np.array(["blocked", "allowed", "cross-document (leak)"], dtype=object)
+    gap = 1 if len(left) <= 64 else 0
     for col, z in ((1, left), (2, right)):
         fig.add_trace(
             go.Heatmap(
                 z=z,
+                x=axis,
+                y=axis,
                 colorscale=_discrete(colors),
                 zmin=-0.5,
                 zmax=2.5,
                 showscale=False,
-                customdata=names[z],
-                hovertemplate="query %{y} → key %{x}: %{customdata}<extra></extra>",
-                xgap=1 if z.shape[0] <= 64 else 0,
-                ygap=1 if z.shape[0] <= 64 else 0,
+                hovertemplate="query %{y} → key %{x}<br>0 blocked, 1 allowed, 2 cross-document: %{z}<extra></extra>",
+                xgap=gap,
+                ygap=gap,
             ),
             row=1,
             col=col,
@@ -398,7 +439,7 @@ def attention_figure(causal: npt.NDArray[np.bool_], document: npt.NDArray[np.boo
     fig.update_yaxes(autorange="reversed", scaleanchor="x2", row=1, col=2)
     fig.update_yaxes(dtick=_position_tick(len(causal)))
     fig.update_xaxes(title_text="key position", dtick=_position_tick(len(causal)))
-    fig.update_layout(height=460, **_LAYOUT)
+    fig.update_layout(height=480, **_LAYOUT)
     return fig
 
 
@@ -411,7 +452,7 @@ def positions_figure(plain: Int64Array, restart: Int64Array, sequence_ids: Int64
         go.Scatter(
             x=x[real],
             y=plain[real],
-            mode="lines+markers",
+            mode="lines+markers" if len(plain) <= 256 else "lines",
             name="without restarts (0 .. n-1)",
             line={"color": "#E45756", "dash": "dash"},
         )
@@ -420,7 +461,7 @@ def positions_figure(plain: Int64Array, restart: Int64Array, sequence_ids: Int64
         go.Scatter(
             x=x[real],
             y=restart[real],
-            mode="lines+markers",
+            mode="lines+markers" if len(plain) <= 256 else "lines",
             name="with restarts (PackedBatch.position_ids)",
             line_color="#4C78A8",
             marker={"color": [SEQUENCE_COLORS[s % len(SEQUENCE_COLORS)] for s in sequence_ids[real]], "size": 8},

@@ -97,8 +97,7 @@ def compare_table(runs: Sequence[StrategyRun], costs: dict[str, packing.ComputeC
     """Every strategy's numbers side by side; a strategy that refused shows why."""
     rows = []
     for run in runs:
-        info = packing.STRATEGIES[run.strategy]
-        row: dict[str, object] = {"strategy": run.strategy, "name": info.title}
+        row: dict[str, object] = {"strategy": run.strategy}
         if run.layout is None:
             row["note"] = run.error
             rows.append(row)
@@ -113,8 +112,8 @@ def compare_table(runs: Sequence[StrategyRun], costs: dict[str, packing.ComputeC
                 "sequences cut": stats.sequences_split,
                 "time (ms)": run.seconds * 1000,
                 "token slots": cost.token_slots,
-                "attention, document-masked": cost.attention_masked,
-                "attention, full blocks": cost.attention_full,
+                "attention (document-masked)": cost.attention_masked,
+                "attention (full blocks)": cost.attention_full,
                 "note": "",
             }
         )

@@ -22,8 +22,8 @@ TABS = ("Result", "Compare", "Sweep", "Attention & positions", "Step through", "
 DEFAULT_WINDOW = 16
 MAX_TEXT_WIDTH = 64
 """Widest block printed in the classic text form."""
-MAX_ATTENTION_DRAW = 512
-"""Widest block whose attention masks are drawn cell by cell."""
+MAX_ATTENTION_DRAW = 4_096
+"""Widest block whose attention masks are drawn (in tiles above ``figures.MAX_ATTENTION_CELLS``)."""
 MAX_SWEEP_SIZES = 16
 MAX_MINI_CELLS = 1_024
 
@@ -169,14 +169,21 @@ def render_compare(ctx: Context) -> None:
         f"{bounds.simple:,} blocks if sequences may be cut, {max(bounds.simple, bounds.l2):,} if not (Martello–Toth L2)."
     )
     frame = tables.compare_table(runs, costs)
+    whole = st.column_config.NumberColumn(format="localized")
     st.dataframe(
-        frame,
+        frame.drop(columns="note"),
         hide_index=True,
         column_config={
             "efficiency": st.column_config.NumberColumn(format="percent"),
             "time (ms)": st.column_config.NumberColumn(format="%.2f"),
+            **{name: whole for name in ("blocks", "padding", "tokens lost", "sequences cut", "token slots")},
+            "attention (document-masked)": whole,
+            "attention (full blocks)": whole,
         },
     )
+    for run in runs:
+        if run.error:
+            st.caption(f"**{run.strategy}** did not run: {run.error}")
     ok = [r for r in runs if r.layout is not None]
     chart = figures.compare_figure(
         [r.strategy for r in ok],
@@ -272,22 +279,23 @@ def render_attention(ctx: Context) -> None:
         help=f"Block {busiest} holds the most documents.",
     )
     view = cache.window(ctx.with_settings(), layout, ctx.flat, int(number) - 1, 1, s.pad_token_id)
-    att = compute.attention_view(view.batch, 0)
     lengths = view.batch.seq_lengths(0).tolist()
     columns = st.columns(3)
     columns[0].metric("Documents in the block", f"{len(lengths)}", help=f"seq_lengths = {lengths}")
-    columns[1].metric("Cross-document pairs a plain causal mask allows", f"{att.cross_pairs:,}")
-    columns[2].metric("Pairs the block-diagonal mask keeps", f"{int(att.document.sum()):,}")
+    if s.max_seq_length <= MAX_ATTENTION_DRAW:
+        att = compute.attention_view(view.batch, 0)
+        columns[1].metric("Cross-document pairs a plain causal mask allows", f"{att.cross_pairs:,}")
+        columns[2].metric("Pairs the block-diagonal mask keeps", f"{int(att.document.sum()):,}")
     st.caption(f"cu_seqlens (for flash-attention's variable-length kernels) = {view.batch.cu_seqlens(0).tolist()}")
     if s.max_seq_length <= MAX_ATTENTION_DRAW:
         st.plotly_chart(figures.attention_figure(att.causal, att.document), key="attention")
     else:
         st.info(
-            f"Masks of {s.max_seq_length:,} × {s.max_seq_length:,} are counted above but drawn only up to {MAX_ATTENTION_DRAW} tokens."
+            f"Attention masks are built and drawn for blocks of up to {MAX_ATTENTION_DRAW:,} tokens "
+            f"(a {s.max_seq_length:,}-token block has {s.max_seq_length**2:,} pairs)."
         )
-    st.plotly_chart(
-        figures.positions_figure(att.position_plain, att.position_restart, view.sequence_ids[0]), key="positions"
-    )
+    plain, restart = compute.positions(view.batch, 0)
+    st.plotly_chart(figures.positions_figure(plain, restart, view.sequence_ids[0]), key="positions")
     st.caption(
         "Without restarts, the second document's first token sits at position "
         "len(first document): the model sees it as a continuation. With restarts every document starts at 0."

@@ -62,8 +62,10 @@ def test_utilization_stacks_small_inputs_and_summarises_large_ones() -> None:
     assert small.layout.shapes[0].y0 == 75.0  # the mean line
     plain = figures.utilization_figure(layout.stats.block_utilization)
     assert len(plain.data) == 1 and list(plain.data[0].y) == [100.0, 50.0]
-    large = figures.utilization_figure(np.full(figures.MAX_BAR_BLOCKS + 1, 0.5))
-    assert isinstance(large.data[0], go.Histogram)
+    many = figures.utilization_figure(np.full(figures.MAX_BAR_BLOCKS + 1, 0.5))
+    assert isinstance(many.data[0], go.Scatter) and many.data[0].fill == "tozeroy"
+    huge = figures.utilization_figure(np.full(figures.MAX_LINE_BLOCKS + 1, 0.5))
+    assert isinstance(huge.data[0], go.Histogram)
 
 
 def test_length_histogram_marks_max_seq_length() -> None:
@@ -90,6 +92,17 @@ def test_attention_figure_marks_cross_document_pairs() -> None:
     assert int((left == 2).sum()) == view.cross_pairs == 4
     assert "4 cross-document pairs" in fig.layout.annotations[0].text
     assert np.array_equal(np.asarray(fig.data[1].z), view.document.astype(int))
+
+
+def test_wide_attention_masks_are_drawn_in_tiles() -> None:
+    batch = packing.pack([list(range(1, 301)), list(range(1, 201))], 1000)
+    view = compute.attention_view(batch, 0)
+    fig = figures.attention_figure(view.causal, view.document, max_cells=100)
+    left = np.asarray(fig.data[0].z)
+    assert left.shape == (100, 100)  # tiles of 10 x 10 pairs
+    assert (left == 2).any() and "10×10" in fig.layout.annotations[0].text
+    assert f"{view.cross_pairs:,} cross-document" in fig.layout.annotations[0].text
+    assert figures.pool_max(np.eye(4, dtype=np.int64), 2).tolist() == [[1, 0], [0, 1]]
 
 
 def test_positions_figure_has_both_lines() -> None:

@@ -52,8 +52,8 @@ def test_compare_table_shows_refusals() -> None:
     assert list(frame.index) == list(packing.STRATEGIES)
     assert "40" in frame.at["optimal", "note"]
     assert frame.at["none", "blocks"] == 50
-    assert frame.at["split", "attention, full blocks"] == frame.at["split", "blocks"] * 64
-    assert frame.at["none", "attention, document-masked"] == 50 * 9
+    assert frame.at["split", "attention (full blocks)"] == frame.at["split", "blocks"] * 64
+    assert frame.at["none", "attention (document-masked)"] == 50 * 9
 
 
 def test_sweep_series_regroups_rows() -> None:

@@ -45,7 +45,7 @@ def from_text(text: str) -> Dataset:
     parsed = parse_sequences(text)
     try:
         lengths = packing.read_samples(parsed.samples).lengths
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, OverflowError) as error:
         raise InputError(str(error)) from None
     return Dataset(f"{len(parsed.samples):,} pasted sequences", lengths, parsed.samples)
 

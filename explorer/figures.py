@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -238,7 +239,7 @@ def utilization_figure(
     fig = go.Figure()
     if blocks > MAX_LINE_BLOCKS:
         fig.add_trace(go.Histogram(x=utilization * 100, nbinsx=50, marker_color=SEQUENCE_COLORS[0], name="blocks"))
-        fig.add_vline(x=mean * 100, line_dash="dash", annotation_text=f"mean {mean:.1%}")
+        fig.add_vline(x=mean * 100, line_dash="dash", annotation_text=f"mean {mean:.2%}")
         fig.update_layout(title=f"Fill of {blocks:,} blocks", xaxis_title="fill (%)", yaxis_title="blocks", **_LAYOUT)
         return fig
     x = np.arange(1, blocks + 1)
@@ -279,7 +280,7 @@ def utilization_figure(
                 hovertemplate="block %{x}: %{y:.1f}%<extra></extra>",
             )
         )
-    fig.add_hline(y=mean * 100, line_dash="dash", annotation_text=f"mean {mean:.1%}", annotation_position="top left")
+    fig.add_hline(y=mean * 100, line_dash="dash", annotation_text=f"mean {mean:.2%}", annotation_position="top left")
     fig.update_layout(
         title="Block utilization", xaxis_title="block", yaxis_title="fill (%)", yaxis_range=[0, 105], **_LAYOUT
     )
@@ -314,13 +315,26 @@ def length_histogram(lengths: Int64Array, max_seq_length: int, bins: int = 60) -
     return fig
 
 
-def compare_figure(
-    strategies: Sequence[str], blocks: Sequence[float | None], efficiency: Sequence[float | None], lower_bound: int
-) -> go.Figure:
-    """Blocks (with the lower bound marked) and efficiency of every strategy, side by side."""
-    colors = [STRATEGY_COLORS.get(s, SEQUENCE_COLORS[0]) for s in strategies]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("Blocks (fewer is better)", "Efficiency (higher is better)"))
-    fig.add_trace(go.Bar(x=list(strategies), y=list(blocks), marker_color=colors, name="blocks"), row=1, col=1)
+def compare_figure(frame: pd.DataFrame, lower_bound: int) -> go.Figure:
+    """Blocks (lower bound marked), efficiency, tokens lost and sequences cut, and planning time per strategy.
+
+    ``frame`` is ``tables.compare_table``'s output; strategies that did not run are left out.
+    """
+    ran = frame.dropna(subset=["blocks"])
+    names = ran["strategy"].tolist()
+    colors = [STRATEGY_COLORS.get(s, SEQUENCE_COLORS[0]) for s in names]
+    fig = make_subplots(
+        rows=2,
+        cols=2,
+        vertical_spacing=0.18,
+        subplot_titles=(
+            "Blocks (fewer is better)",
+            "Efficiency % (higher is better)",
+            "Tokens lost and sequences cut",
+            "Planning time (ms)",
+        ),
+    )
+    fig.add_trace(go.Bar(x=names, y=ran["blocks"], marker_color=colors, name="blocks"), row=1, col=1)
     fig.add_hline(
         y=lower_bound,
         line_dash="dash",
@@ -329,12 +343,18 @@ def compare_figure(
         row=1,
         col=1,
     )
-    if max((b for b in blocks if b is not None), default=0) <= 10:
-        fig.update_yaxes(dtick=1, row=1, col=1)
-    eff = [None if e is None else e * 100 for e in efficiency]
-    fig.add_trace(go.Bar(x=list(strategies), y=eff, marker_color=colors, name="efficiency %"), row=1, col=2)
-    fig.update_yaxes(range=[0, 105], title_text="%", row=1, col=2)
-    fig.update_layout(showlegend=False, height=380, **_LAYOUT)
+    fig.add_trace(go.Bar(x=names, y=ran["efficiency"] * 100, marker_color=colors, name="efficiency %"), row=1, col=2)
+    fig.add_trace(go.Bar(x=names, y=ran["tokens lost"], marker_color="#E45756", name="tokens lost"), row=2, col=1)
+    fig.add_trace(go.Bar(x=names, y=ran["sequences cut"], marker_color="#4C78A8", name="sequences cut"), row=2, col=1)
+    fig.add_trace(
+        go.Bar(x=names, y=ran["time (ms)"], marker_color=colors, name="time (ms)", showlegend=False), row=2, col=2
+    )
+    fig.update_yaxes(range=[0, 105], row=1, col=2)
+    fig.update_yaxes(rangemode="tozero")
+    for trace in fig.data:
+        if trace.name in ("blocks", "efficiency %"):
+            trace.showlegend = False
+    fig.update_layout(barmode="group", height=620, legend={"orientation": "h", "y": -0.08}, **_LAYOUT)
     return fig
 
 

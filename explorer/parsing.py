@@ -17,6 +17,7 @@ FORMAT_HELP = (
     '[5, 6], "completion": [7]}`).'
 )
 TOKEN_IDS = "token ids (non-negative integers separated by spaces or commas)"
+MAX_TOKEN_ID = 2**63 - 1
 _SEPARATORS = re.compile(r"[\s,]+")
 _BRACKETS = re.compile(r"\[[^\[\]]*\]")
 
@@ -50,8 +51,10 @@ def parse_ids(field: str, where: str) -> list[int]:
     """
     items = [item for item in _SEPARATORS.split(field.strip()) if item]
     for item in items:
-        if not item.isdigit():
+        if not item.isascii() or not item.isdigit():
             raise InputError(f"{where}: expected {TOKEN_IDS}, got {item!r}")
+        if int(item) > MAX_TOKEN_ID:
+            raise InputError(f"{where}: token id {item} is too large (the largest is {MAX_TOKEN_ID})")
     return [int(item) for item in items]
 
 
@@ -61,6 +64,8 @@ def _check_ids(value: Any, where: str) -> list[int]:
     for item in value:
         if isinstance(item, bool) or not isinstance(item, int) or item < 0:
             raise InputError(f"{where}: expected a non-negative integer token id, got {json.dumps(item)}")
+        if item > MAX_TOKEN_ID:
+            raise InputError(f"{where}: token id {item} is too large (the largest is {MAX_TOKEN_ID})")
     return value
 
 

@@ -185,18 +185,19 @@ def render_compare(ctx: Context) -> None:
         if run.error:
             st.caption(f"**{run.strategy}** did not run: {run.error}")
     ok = [r for r in runs if r.layout is not None]
-    chart = figures.compare_figure(
-        [r.strategy for r in ok],
-        [r.layout.stats.num_blocks for r in ok],
-        [r.layout.stats.efficiency for r in ok],
-        bounds.simple,
-    )
-    st.plotly_chart(chart, key="compare")
+    st.plotly_chart(figures.compare_figure(frame, bounds.simple), key="compare")
     st.markdown(
         "**Compute estimate.** *Token slots* = blocks × max_seq_length: what every layer processes. "
         "*Attention with document masking* = sum of squared document lengths (each token attends within its "
         "document); *without* = blocks × max_seq_length² (every token attends across the whole block)."
     )
+    with st.expander("What each strategy does"):
+        st.markdown(
+            "\n".join(
+                f"- **{info.title}** (`{name}`, {info.complexity}): {info.description}"
+                for name, info in packing.STRATEGIES.items()
+            )
+        )
     _mini_heatmaps(ctx, ok)
 
 

@@ -105,11 +105,21 @@ def test_masking_example_masks_prompts() -> None:
     assert _metrics(at)["Trainable tokens"] == "15"
 
 
-def test_bad_input_shows_a_message_naming_the_line() -> None:
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1 2\n3 x", "line 2: expected token ids"),
+        ("[[1, 2], [3,", "line 1, column 13: invalid JSON"),
+        ("[[1, 2],\n [99999999999999999999]]", "line 2 (sequence 2): token id 99999999999999999999 is too large"),
+        ('{"prompt": [1]}', "'completion' is missing"),
+        ("", "no sequences"),
+    ],
+)
+def test_bad_input_shows_a_message_naming_the_line(text: str, message: str) -> None:
     at = _app()
-    at.sidebar.text_area(key="sequences").set_value("1 2\n3 x").run()
+    at.sidebar.text_area(key="sequences").set_value(text).run()
     assert not at.exception
-    assert any("line 2" in e.value and "expected token ids" in e.value for e in at.error)
+    assert any(message in e.value for e in at.error), [e.value for e in at.error]
     _open(at, "Practice")  # the rest of the page keeps working
     assert not at.exception and any(b.label == "Check" for b in at.button)
 

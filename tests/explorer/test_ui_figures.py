@@ -6,7 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 import packing
-from explorer import compute, figures
+from explorer import compute, figures, tables
 
 
 def _classic() -> compute.Window:
@@ -77,8 +77,15 @@ def test_length_histogram_marks_max_seq_length() -> None:
 
 
 def test_compare_and_sweep_figures() -> None:
-    fig = figures.compare_figure(["split", "none"], [2, 3], [0.75, 0.5], 2)
-    assert list(fig.data[0].y) == [2, 3] and list(fig.data[1].y) == [75.0, 50.0]
+    runs = compute.compare(np.array([2, 3, 1] * 20), 4, "truncate")
+    costs = {r.strategy: packing.compute_cost(r.layout) for r in runs if r.layout is not None}
+    fig = figures.compare_figure(tables.compare_table(runs, costs), 30)
+    ran = [r.strategy for r in runs if r.layout is not None]
+    assert "optimal" not in ran and list(fig.data[0].x) == ran
+    assert list(fig.data[0].y) == [next(r for r in runs if r.strategy == s).layout.num_blocks for s in ran]
+    assert max(fig.data[1].y) <= 100
+    assert {t.name for t in fig.data} == {"blocks", "efficiency %", "tokens lost", "sequences cut", "time (ms)"}
+    assert fig.layout.shapes[0].y0 == 30
     sweep = figures.sweep_figure([4, 8], {"split": ([0.75, 0.75], [2, 1]), "none": ([0.5, None], [3, None])})
     assert [t.name for t in sweep.data if t.showlegend is not False] == ["split", "none"]
     assert len(sweep.data) == 4

@@ -63,6 +63,9 @@ def test_json_list_of_objects() -> None:
         ("7\n8 9 | 1a", "line 2: expected token ids"),
         ("[1, 2", "line 1, column 6: invalid JSON"),
         ('"text"', "line 1: expected token ids"),
+        ("[[99999999999999999999]]", "line 1 (sequence 1): token id 99999999999999999999 is too large"),
+        ("1 99999999999999999999", "line 1: token id 99999999999999999999 is too large"),
+        ("1 ²", "line 1: expected token ids"),
     ],
 )
 def test_errors_name_the_line_and_what_was_expected(text: str, expected: str) -> None:

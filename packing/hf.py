@@ -30,7 +30,9 @@ them when called.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
+from dataclasses import replace
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.packed import PackedBatch, materialize, pack
-from packing.plan import plan
+from packing.plan import PackingPlan, plan
 from packing.samples import Samples
 from packing.validation import check_positive_int, check_token_id
 
@@ -281,46 +283,73 @@ def _table_samples(table: pa.Table, completion_only_loss: bool) -> Samples:
     return Samples(tokens, mask, offsets)
 
 
-def _fixed_rows(matrix: npt.NDArray[Any], rows: Int64Array, pa: Any) -> Any:
-    """Rows ``rows`` of a 2-D array as a chunked ``list<int64>`` column. O(rows × width)."""
-    width = matrix.shape[1]
-    step = max(1, _CHUNK_VALUES // width)
-    chunks = []
-    for lo in range(0, len(rows), step):
-        chosen = rows[lo : lo + step]
-        flat = matrix[chosen].astype(np.int64, copy=False).reshape(-1)
-        offsets = np.arange(len(chosen) + 1, dtype=np.int32) * np.int32(width)
-        chunks.append(pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat)))
-    return pa.chunked_array(chunks, type=pa.list_(pa.int64()))
+def _reorder_blocks(layout: PackingPlan, order: Int64Array) -> PackingPlan:
+    """The same plan with its blocks in ``order`` (block ``i`` of the result is block ``order[i]``). O(pieces)."""
+    counts = np.diff(layout.block_starts)[order]
+    pieces = _ranges(layout.block_starts[:-1][order], counts)
+    stats = layout.stats
+    if hasattr(stats, "block_utilization"):
+        stats = replace(stats, block_utilization=stats.block_utilization[order])
+    return replace(
+        layout,
+        block_starts=_offsets(counts),
+        piece_sequence=layout.piece_sequence[pieces],
+        piece_start=layout.piece_start[pieces],
+        piece_length=layout.piece_length[pieces],
+        stats=stats,
+    )
 
 
-def _ragged_rows(values: Int64Array, starts: Int64Array, rows: Int64Array, width: int, pa: Any) -> Any:
-    """Rows ``rows`` of a CSR array (``values[starts[r]:starts[r + 1]]``, at most ``width`` values a row)
-    as a chunked ``list<int64>`` column. O(rows + their values)."""
-    step = max(1, _CHUNK_VALUES // width)
-    counts_all = np.diff(starts)
-    chunks = []
-    for lo in range(0, len(rows), step):
-        chosen = rows[lo : lo + step]
-        counts = counts_all[chosen]
-        flat = values[_ranges(starts[:-1][chosen], counts)]
-        offsets = np.zeros(len(chosen) + 1, dtype=np.int32)
-        np.cumsum(counts, out=offsets[1:])
-        chunks.append(pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat.astype(np.int64, copy=False))))
-    return pa.chunked_array(chunks, type=pa.list_(pa.int64()))
+def _chunk_rows(num_rows: int, width: int) -> list[tuple[int, int]]:
+    """Row ranges of at most ``_CHUNK_VALUES`` values each (32-bit list offsets stay far from overflow)."""
+    step = max(1, _CHUNK_VALUES // max(width, 1))
+    return [(lo, min(lo + step, num_rows)) for lo in range(0, num_rows, step)]
 
 
-def _packed_table(packed: PackedBatch, rows: Int64Array) -> pa.Table:
+def _list_column_of(chunks: list[tuple[Int64Array, Int64Array]], pa: Any) -> Any:
+    """A chunked ``list<int64>`` column from ``(offsets, values)`` pairs; numpy buffers are shared, not copied."""
+    arrays = [
+        pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(values)) for offsets, values in chunks
+    ]
+    return pa.chunked_array(arrays, type=pa.list_(pa.int64()))
+
+
+def _packed_table(packed: PackedBatch) -> pa.Table:
+    """The packed blocks as an Arrow table of ``PACKED_COLUMNS``, one row per block, in block order.
+
+    The block arrays are handed to Arrow without copying (except ``loss_mask``, widened to int64).
+    O(blocks × max_seq_length).
+    """
     import pyarrow as pa
 
     layout = packed.plan
+    width = layout.max_seq_length
+    ranges = _chunk_rows(layout.num_blocks, width)
+
+    def fixed(matrix: npt.NDArray[Any]) -> Any:
+        flat = matrix.reshape(-1)
+        return _list_column_of(
+            [
+                (
+                    np.arange(hi - lo + 1, dtype=np.int64) * width,
+                    flat[lo * width : hi * width].astype(np.int64, copy=False),
+                )
+                for lo, hi in ranges
+            ],
+            pa,
+        )
+
+    starts = layout.block_starts
+    seq_lengths = _list_column_of(
+        [(starts[lo : hi + 1] - starts[lo], layout.piece_length[starts[lo] : starts[hi]]) for lo, hi in ranges], pa
+    )
     return pa.table(
         {
-            "input_ids": _fixed_rows(packed.input_ids, rows, pa),
-            "labels": _fixed_rows(packed.labels, rows, pa),
-            "loss_mask": _fixed_rows(packed.loss_mask, rows, pa),
-            "position_ids": _fixed_rows(packed.position_ids, rows, pa),
-            "seq_lengths": _ragged_rows(layout.piece_length, layout.block_starts, rows, layout.max_seq_length, pa),
+            "input_ids": fixed(packed.input_ids),
+            "labels": fixed(packed.labels),
+            "loss_mask": fixed(packed.loss_mask),
+            "position_ids": fixed(packed.position_ids),
+            "seq_lengths": seq_lengths,
         }
     )
 
@@ -362,13 +391,23 @@ def pack_dataset(
         check_token_id(seed, "seed")
     samples = _table_samples(_arrow_table(dataset), completion_only)
     layout = plan(samples.lengths, capacity, strategy, overflow, max_sequences_per_block)
-    packed = materialize(layout, samples, pad)
-    if shuffle:
-        rows = np.random.default_rng(seed).permutation(layout.num_blocks).astype(np.int64)
-    else:
-        rows = np.arange(layout.num_blocks, dtype=np.int64)
-    table = _packed_table(packed, rows)
-    del packed
+    if shuffle:  # reorder the plan, so the blocks are written in their final order and never copied
+        layout = _reorder_blocks(layout, np.random.default_rng(seed).permutation(layout.num_blocks).astype(np.int64))
+    table = _packed_table(materialize(layout, samples, pad))
     from datasets import Dataset
 
-    return Dataset(table)
+    settings = (capacity, strategy, overflow, pad, completion_only, max_sequences_per_block, shuffle, seed)
+    return Dataset(table, fingerprint=_fingerprint(dataset, settings))
+
+
+def _fingerprint(source: Any, settings: tuple[Any, ...]) -> str:
+    """A fingerprint for the packed dataset, derived from the source's and the settings when the source
+    has one (so ``datasets`` caching works across runs); random otherwise. Without it, ``datasets``
+    would hash the whole packed table, which takes seconds for millions of tokens."""
+    parent = getattr(source, "_fingerprint", None)
+    if not isinstance(parent, str):
+        from datasets.fingerprint import generate_random_fingerprint
+
+        return str(generate_random_fingerprint())
+    text = repr(("packing.hf.pack_dataset", parent, settings))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

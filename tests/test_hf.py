@@ -197,3 +197,12 @@ def test_pack_dataset_of_nothing_is_an_empty_dataset_with_the_columns() -> None:
     empty = pack_dataset(Dataset.from_dict({"input_ids": [[1]]}).select([]), 4)
     assert empty.num_rows == 0
     assert empty.column_names == list(PACKED_COLUMNS)
+
+
+def test_pack_dataset_fingerprint_follows_the_source_and_the_settings() -> None:
+    ds = Dataset.from_dict({"input_ids": [[1, 2], [3]]})
+    first = pack_dataset(ds, 4, seed=1)._fingerprint
+    assert pack_dataset(ds, 4, seed=1)._fingerprint == first
+    assert pack_dataset(ds, 4, seed=2)._fingerprint != first
+    assert pack_dataset(ds, 8, seed=1)._fingerprint != first
+    assert pack_dataset(Dataset.from_dict({"input_ids": [[1, 2], [4]]}), 4, seed=1)._fingerprint != first

@@ -375,8 +375,9 @@ def pack_dataset(
     from ``seed``, otherwise in plan order (which for the decreasing strategies puts the
     longest documents first).
 
-    O(tokens + blocks × max_seq_length) time plus the strategy's cost; memory about six
-    int64 arrays of blocks × max_seq_length while materializing.
+    O(tokens + blocks × max_seq_length) time plus the strategy's cost. Memory at the peak: the
+    input tokens plus about five int64 arrays of blocks × max_seq_length; four of them become
+    the returned dataset's columns without a copy.
 
     Example (``datasets`` needed, so not a doctest)::
 

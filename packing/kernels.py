@@ -329,6 +329,47 @@ def tally_plan(
     return counts, fill
 
 
+@njit(cache=True, nogil=True)
+def fill_blocks(
+    tokens: Int64Array,
+    mask: npt.NDArray[np.int8],
+    offsets: Int64Array,
+    block_starts: Int64Array,
+    piece_sequence: Int64Array,
+    piece_start: Int64Array,
+    piece_length: Int64Array,
+    pad_token_id: int,
+    ignore_index: int,
+    input_ids: Int64Array,
+    labels: Int64Array,
+    loss_mask: npt.NDArray[np.int8],
+    position_ids: Int64Array,
+    sequence_ids: Int64Array,
+) -> None:  # pragma: no cover
+    """Write every block's tokens, labels, mask, positions and sources, then its padding. O(blocks × capacity)."""
+    capacity = input_ids.shape[1]
+    for b in range(block_starts.shape[0] - 1):
+        pos = 0
+        for p in range(block_starts[b], block_starts[b + 1]):
+            sequence = piece_sequence[p]
+            source = offsets[sequence] + piece_start[p]
+            for k in range(piece_length[p]):
+                token = tokens[source + k]
+                trained = mask[source + k]
+                input_ids[b, pos] = token
+                loss_mask[b, pos] = trained
+                labels[b, pos] = token if trained != 0 and k > 0 else ignore_index
+                position_ids[b, pos] = k
+                sequence_ids[b, pos] = sequence
+                pos += 1
+        for q in range(pos, capacity):
+            input_ids[b, q] = pad_token_id
+            loss_mask[b, q] = 0
+            labels[b, q] = ignore_index
+            position_ids[b, q] = 0
+            sequence_ids[b, q] = -1
+
+
 def blocks_of_items(block_starts: Int64Array, items: Int64Array, *_: Int64Array) -> Int64Array:
     """The block of every item, from a CSR layout. O(n).
 

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from packing.kernels import fill_blocks
 from packing.plan import PackingPlan, plan
 from packing.samples import Samples, read_samples
 from packing.stats import PackingStats
@@ -101,34 +102,44 @@ class PackedBatch:
 
 
 def materialize(layout: PackingPlan, samples: Samples, pad_token_id: int = 0) -> PackedBatch:
-    """Fill a plan's pieces with the samples' tokens. O(num_blocks × max_seq_length), no loop per token."""
-    capacity, num_blocks = layout.max_seq_length, layout.num_blocks
-    shape = (num_blocks, capacity)
-    input_ids = np.full(shape, pad_token_id, dtype=np.int64)
-    loss_mask = np.zeros(shape, dtype=np.int8)
-    position_ids = np.zeros(shape, dtype=np.int64)
-    sequence_ids = np.full(shape, -1, dtype=np.int64)
-    lengths = layout.piece_length
-    total = int(lengths.sum())
-    piece_first = np.cumsum(lengths) - lengths  # where each piece starts among the packed tokens
-    within = np.arange(total, dtype=np.int64) - np.repeat(piece_first, lengths)
-    source = np.repeat(samples.offsets[layout.piece_sequence] + layout.piece_start, lengths) + within
-    target = np.repeat(layout.piece_block() * capacity + layout.piece_position(), lengths) + within
-    input_ids.reshape(-1)[target] = samples.tokens[source]
-    loss_mask.reshape(-1)[target] = samples.loss_mask[source]
-    position_ids.reshape(-1)[target] = within
-    sequence_ids.reshape(-1)[target] = np.repeat(layout.piece_sequence, lengths)
-    labels = np.where(loss_mask == 1, input_ids, IGNORE_INDEX)
-    labels.reshape(-1)[target[within == 0]] = IGNORE_INDEX
-    trainable_per_sample = np.bincount(
-        sequence_ids[sequence_ids >= 0], weights=loss_mask[sequence_ids >= 0], minlength=len(samples.lengths)
+    """Fill a plan's pieces with the samples' tokens. O(num_blocks × max_seq_length), one compiled pass."""
+    shape = (layout.num_blocks, layout.max_seq_length)
+    input_ids = np.empty(shape, dtype=np.int64)
+    labels = np.empty(shape, dtype=np.int64)
+    loss_mask = np.empty(shape, dtype=np.int8)
+    position_ids = np.empty(shape, dtype=np.int64)
+    sequence_ids = np.empty(shape, dtype=np.int64)
+    fill_blocks(
+        samples.tokens,
+        samples.loss_mask,
+        samples.offsets,
+        layout.block_starts,
+        layout.piece_sequence,
+        layout.piece_start,
+        layout.piece_length,
+        pad_token_id,
+        IGNORE_INDEX,
+        input_ids,
+        labels,
+        loss_mask,
+        position_ids,
+        sequence_ids,
     )
-    packed_samples = np.bincount(layout.piece_sequence, minlength=len(samples.lengths)) > 0
-    stats = layout.stats.with_trainable(
-        trainable_tokens=int(loss_mask.sum(dtype=np.int64)),
-        samples_without_trainable_tokens=int((packed_samples & (trainable_per_sample == 0)).sum()),
-    )
+    stats = layout.stats
+    if not samples.loss_mask.all():
+        trainable_tokens, without = _trainable_counts(layout, samples)
+        stats = stats.with_trainable(trainable_tokens, without)
     return PackedBatch(layout, input_ids, labels, loss_mask, position_ids, sequence_ids, pad_token_id, stats)
+
+
+def _trainable_counts(layout: PackingPlan, samples: Samples) -> tuple[int, int]:
+    """Trainable tokens kept, and packed samples left with none. O(total tokens)."""
+    trained = np.concatenate(([0], np.cumsum(samples.loss_mask, dtype=np.int64)))
+    first = samples.offsets[layout.piece_sequence] + layout.piece_start
+    per_piece = trained[first + layout.piece_length] - trained[first]
+    per_sample = np.bincount(layout.piece_sequence, weights=per_piece, minlength=len(samples.lengths))
+    packed = np.bincount(layout.piece_sequence, minlength=len(samples.lengths)) > 0
+    return int(per_piece.sum()), int((packed & (per_sample == 0)).sum())
 
 
 def pack(

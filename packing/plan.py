@@ -148,5 +148,6 @@ def plan(
             sequence, start = grouped, np.zeros(len(grouped), dtype=np.int64)
         else:
             sequence, start = docs.sequence[grouped], docs.offset[grouped]
-    stats = compute_stats(sizes, capacity, block_starts, sequence, length, docs.whole)
+    one_piece_each = docs.whole and strategy != "split"  # no sequence was cut, lost or left empty
+    stats = compute_stats(sizes, capacity, block_starts, sequence, length, one_piece_each)
     return PackingPlan(capacity, strategy, overflow, sizes, block_starts, sequence, start, length, stats)

@@ -33,36 +33,55 @@ def _describe(value: object) -> str:
     return f"{value!r} ({type(value).__name__})"
 
 
+def _token_values(value: Any, where: str) -> npt.NDArray[np.integer[Any]]:
+    """Check that ``value`` is a flat list (or 1-D array) of integers; signs are checked later. O(length)."""
+    if type(value) is np.ndarray and value.ndim == 1 and value.dtype.kind in "iu":
+        array: npt.NDArray[np.integer[Any]] = value  # the common case, without a copy
+    elif isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
+        raise TypeError(f"{where}: expected a list of token ids, got {_describe(value)}")
+    elif len(value) == 0:
+        return np.zeros(0, dtype=np.int64)
+    else:
+        try:
+            array = np.asarray(value)
+        except ValueError:
+            array = np.asarray(value, dtype=object)
+        if array.ndim != 1:
+            raise TypeError(f"{where}: expected a flat list of token ids, got nested values of shape {array.shape}")
+        mixed = array.dtype.kind not in "iu" or (not isinstance(value, np.ndarray) and bool in set(map(type, value)))
+        if mixed:
+            # numpy converts mixed lists as a whole ([1, True] to ints, [1, "x"] to strings): name the first bad item
+            items = value.tolist() if isinstance(value, np.ndarray) else value
+            for position, item in enumerate(items):
+                if isinstance(item, bool) or not isinstance(item, Integral):
+                    raise TypeError(
+                        f"{where}, position {position}: expected a non-negative integer token id, got {_describe(item)}"
+                    )
+            if array.dtype.kind not in "iu":
+                array = np.asarray(items, dtype=np.int64)
+    if array.dtype == np.uint64 and array.size and int(array.max()) > np.iinfo(np.int64).max:
+        raise ValueError(f"{where}: token ids must fit in int64")
+    return array
+
+
+def _first_negative(tokens: npt.NDArray[np.integer[Any]]) -> int:
+    """Index of the first negative token, or -1. O(length)."""
+    if tokens.size == 0 or tokens.dtype.kind == "u" or tokens.min() >= 0:
+        return -1
+    return int(np.flatnonzero(tokens < 0)[0])
+
+
+def _negative_error(where: str, position: int, value: int) -> ValueError:
+    return ValueError(f"{where}, position {position}: expected a non-negative integer token id, got {value}")
+
+
 def _token_array(value: Any, where: str) -> Int64Array:
     """Check one list (or 1-D array) of token ids and return it as int64. O(length)."""
-    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
-        raise TypeError(f"{where}: expected a list of token ids, got {_describe(value)}")
-    if len(value) == 0:
-        return np.zeros(0, dtype=np.int64)
-    try:
-        array = np.asarray(value)
-    except ValueError:
-        array = np.asarray(value, dtype=object)
-    if array.ndim != 1:
-        raise TypeError(f"{where}: expected a flat list of token ids, got nested values of shape {array.shape}")
-    if array.dtype.kind not in "iu":
-        items = array.tolist()
-        for position, item in enumerate(items):
-            if isinstance(item, bool) or not isinstance(item, Integral):
-                raise TypeError(
-                    f"{where}, position {position}: expected a non-negative integer token id, got {_describe(item)}"
-                )
-        array = np.asarray(items, dtype=np.int64)
-    if array.dtype.kind == "u" and array.size and int(array.max()) > np.iinfo(np.int64).max:
-        raise ValueError(f"{where}: token ids must fit in int64")
-    array = array.astype(np.int64, copy=False)
-    negative = np.flatnonzero(array < 0)
-    if negative.size:
-        position = int(negative[0])
-        raise ValueError(
-            f"{where}, position {position}: expected a non-negative integer token id, got {int(array[position])}"
-        )
-    return array
+    array = _token_values(value, where)
+    negative = _first_negative(array)
+    if negative >= 0:
+        raise _negative_error(where, negative, int(array[negative]))
+    return array.astype(np.int64, copy=False)
 
 
 def _mask_array(value: Any, where: str, expected_length: int) -> Int8Array:
@@ -83,7 +102,7 @@ def _mask_array(value: Any, where: str, expected_length: int) -> Int8Array:
     bad = np.flatnonzero((array != 0) & (array != 1))
     if bad.size:
         position = int(bad[0])
-        raise ValueError(f"{where}, position {position}: expected 0 or 1, got {array[position]!r}")
+        raise ValueError(f"{where}, position {position}: expected 0 or 1, got {array[position].item()!r}")
     return array.astype(np.int8)
 
 
@@ -130,23 +149,38 @@ def read_sample(sample: Any, index: int, completion_only_loss: bool = True) -> t
 def read_samples(samples: Iterable[Any], completion_only_loss: bool = True) -> Samples:
     """Check and flatten every sample. O(total tokens). Never modifies the input.
 
+    Plain token samples are concatenated as they are and checked once, all together;
+    only dict samples carry a mask of their own.
+
     >>> s = read_samples([[1, 2], {"prompt": [3], "completion": [4]}])
     >>> s.tokens.tolist(), s.loss_mask.tolist(), s.offsets.tolist()
     ([1, 2, 3, 4], [1, 1, 0, 1], [0, 2, 4])
     """
     if isinstance(samples, (str, bytes, Mapping)) or not isinstance(samples, Iterable):
         raise TypeError(f"samples must be a list of samples ({SAMPLE_FORMS}), got {type(samples).__name__}")
-    tokens: list[Int64Array] = []
-    masks: list[Int8Array] = []
+    tokens: list[npt.NDArray[np.integer[Any]]] = []
+    masked: list[tuple[int, Int8Array]] = []
     for index, sample in enumerate(samples):
-        t, m = read_sample(sample, index, completion_only_loss)
-        tokens.append(t)
-        masks.append(m)
+        if isinstance(sample, Mapping):
+            t, m = read_sample(sample, index, completion_only_loss)
+            tokens.append(t)
+            if not m.all():
+                masked.append((index, m))
+        elif isinstance(sample, (str, bytes)) or not isinstance(sample, (Sequence, np.ndarray)):
+            raise TypeError(f"sample {index}: expected {SAMPLE_FORMS}, got {_describe(sample)}")
+        else:
+            tokens.append(_token_values(sample, f"sample {index}"))
     offsets = np.zeros(len(tokens) + 1, dtype=np.int64)
     np.cumsum([len(t) for t in tokens], out=offsets[1:])
-    if not tokens:
-        return Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), offsets)
-    return Samples(np.concatenate(tokens), np.concatenate(masks), offsets)
+    flat = np.concatenate(tokens, dtype=np.int64, casting="unsafe") if tokens else np.zeros(0, np.int64)
+    negative = _first_negative(flat)
+    if negative >= 0:
+        index = int(np.searchsorted(offsets, negative, side="right")) - 1
+        raise _negative_error(f"sample {index}", negative - int(offsets[index]), int(flat[negative]))
+    loss_mask = np.ones(len(flat), dtype=np.int8)
+    for index, mask in masked:
+        loss_mask[offsets[index] : offsets[index + 1]] = mask
+    return Samples(flat, loss_mask, offsets)
 
 
 def chat_sample(

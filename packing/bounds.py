@@ -7,6 +7,8 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from packing.validation import check_positive_int
+
 Int64Array = npt.NDArray[np.int64]
 
 
@@ -78,8 +80,9 @@ def lower_bounds(lengths: npt.ArrayLike, max_seq_length: int, overflow: str = "t
     """
     from packing.overflow import documents
 
-    docs = documents(lengths, max_seq_length, overflow)
+    capacity = check_positive_int(max_seq_length, "max_seq_length")
+    docs = documents(lengths, capacity, overflow)
     return LowerBounds(
-        simple=simple_bound(int(docs.length.sum()), max_seq_length),
-        l2=martello_toth_l2(docs.length, max_seq_length),
+        simple=simple_bound(int(docs.length.sum()), capacity),
+        l2=martello_toth_l2(docs.length, capacity),
     )

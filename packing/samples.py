@@ -33,12 +33,28 @@ def _describe(value: object) -> str:
     return f"{value!r} ({type(value).__name__})"
 
 
+INT64_MAX = int(np.iinfo(np.int64).max)
+
+
+def _check_items(items: Iterable[Any], where: str) -> None:
+    """Name the first item that is not an integer token id that fits in int64 (the slow, exact check)."""
+    for position, item in enumerate(items):
+        if isinstance(item, bool) or not isinstance(item, Integral):
+            raise TypeError(
+                f"{where}, position {position}: expected a non-negative integer token id, got {_describe(item)}"
+            )
+        if int(item) > INT64_MAX:
+            raise ValueError(f"{where}, position {position}: token id {item} does not fit in 64 bits")
+
+
 def _token_values(value: Any, where: str) -> npt.NDArray[np.integer[Any]]:
     """Check that ``value`` is a flat list (or 1-D array) of integers; signs are checked later. O(length)."""
     if type(value) is np.ndarray and value.ndim == 1 and value.dtype.kind in "iu":
         array: npt.NDArray[np.integer[Any]] = value  # the common case, without a copy
     elif isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
         raise TypeError(f"{where}: expected a list of token ids, got {_describe(value)}")
+    elif isinstance(value, np.ndarray) and value.ndim != 1:
+        raise TypeError(f"{where}: expected a flat list of token ids, got an array of shape {value.shape}")
     elif len(value) == 0:
         return np.zeros(0, dtype=np.int64)
     else:
@@ -48,19 +64,13 @@ def _token_values(value: Any, where: str) -> npt.NDArray[np.integer[Any]]:
             array = np.asarray(value, dtype=object)
         if array.ndim != 1:
             raise TypeError(f"{where}: expected a flat list of token ids, got nested values of shape {array.shape}")
-        mixed = array.dtype.kind not in "iu" or (not isinstance(value, np.ndarray) and bool in set(map(type, value)))
-        if mixed:
-            # numpy converts mixed lists as a whole ([1, True] to ints, [1, "x"] to strings): name the first bad item
+        # numpy converts a mixed list as a whole ([1, True] to ints, [1, "x"] to strings): find the bad item
+        if array.dtype.kind not in "iu" or (not isinstance(value, np.ndarray) and bool in set(map(type, value))):
             items = value.tolist() if isinstance(value, np.ndarray) else value
-            for position, item in enumerate(items):
-                if isinstance(item, bool) or not isinstance(item, Integral):
-                    raise TypeError(
-                        f"{where}, position {position}: expected a non-negative integer token id, got {_describe(item)}"
-                    )
-            if array.dtype.kind not in "iu":
-                array = np.asarray(items, dtype=np.int64)
-    if array.dtype == np.uint64 and array.size and int(array.max()) > np.iinfo(np.int64).max:
-        raise ValueError(f"{where}: token ids must fit in int64")
+            _check_items(items, where)
+            array = np.asarray(items, dtype=np.int64)
+    if array.dtype == np.uint64 and array.size and int(array.max()) > INT64_MAX:
+        _check_items(array.tolist(), where)
     return array
 
 
@@ -89,15 +99,18 @@ def _mask_array(value: Any, where: str, expected_length: int) -> Int8Array:
     if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
         raise TypeError(f"{where}: expected a list of 0/1 values, got {_describe(value)}")
     array = np.asarray(value)
-    if len(array) != expected_length or array.ndim != 1:
+    if array.ndim != 1:
+        raise TypeError(f"{where}: expected a flat list of 0/1 values, got an array of shape {array.shape}")
+    if len(array) != expected_length:
         raise ValueError(f"{where}: expected {expected_length} values (one per token), got {len(array)}")
     if array.size == 0:
         return np.zeros(0, dtype=np.int8)
     if array.dtype.kind == "b":
         return array.astype(np.int8)
     if array.dtype.kind not in "iu":
-        for position, item in enumerate(array.tolist()):
-            if item not in (0, 1) or not isinstance(item, Integral):
+        items = value.tolist() if isinstance(value, np.ndarray) else value
+        for position, item in enumerate(items):
+            if not isinstance(item, Integral) or item not in (0, 1):
                 raise ValueError(f"{where}, position {position}: expected 0 or 1, got {_describe(item)}")
     bad = np.flatnonzero((array != 0) & (array != 1))
     if bad.size:
@@ -191,7 +204,7 @@ def chat_sample(
     >>> chat_sample([("user", [1, 2]), ("assistant", [3, 4]), ("user", [5]), ("assistant", [6])])
     {'input_ids': [1, 2, 3, 4, 5, 6], 'loss_mask': [0, 0, 1, 1, 0, 1]}
     """
-    trained = set(train_on)
+    trained = {train_on} if isinstance(train_on, str) else set(train_on)
     input_ids: list[int] = []
     loss_mask: list[int] = []
     for turn, item in enumerate(turns):

@@ -48,6 +48,8 @@ def check_token_id(value: Any, name: str) -> int:
         raise TypeError(f"{name} must be a non-negative integer, got {value!r} ({_type_name(value)})")
     if value < 0:
         raise ValueError(f"{name} must be a non-negative integer, got {value}")
+    if int(value) > np.iinfo(np.int64).max:
+        raise ValueError(f"{name} must fit in 64 bits, got {value}")
     return int(value)
 
 
@@ -69,22 +71,24 @@ def as_lengths(lengths: Sequence[int] | npt.ArrayLike) -> npt.NDArray[np.int64]:
     ...
     ValueError: lengths[1]: expected a non-negative integer, got -1
     """
-    array = np.asarray(lengths)
+    array = np.asarray(lengths) if not isinstance(lengths, np.ndarray) else lengths
     if array.ndim != 1:
         if array.size == 0:
             return np.zeros(0, dtype=np.int64)
         raise ValueError(f"lengths must be a flat list of integers, got an array of shape {array.shape}")
     if array.size == 0:
         return np.zeros(0, dtype=np.int64)
-    if array.dtype.kind not in "iu":
-        for index, value in enumerate(array.tolist()):
+    # numpy converts a mixed list as a whole ([2, True] to ints, [1, 2.5] to floats): find the bad item
+    given: Any = lengths
+    if array.dtype.kind not in "iu" or (not isinstance(given, np.ndarray) and bool in set(map(type, given))):
+        items = given.tolist() if isinstance(given, np.ndarray) else list(given)
+        for index, value in enumerate(items):
             if isinstance(value, bool) or not isinstance(value, Integral):
                 raise TypeError(
                     f"lengths[{index}]: expected a non-negative integer, got {value!r} ({_type_name(value)})"
                 )
-        array = array.astype(np.int64)
-    negative = np.flatnonzero(array < 0)
-    if negative.size:
-        index = int(negative[0])
+        array = np.asarray(items, dtype=np.int64)
+    if array.min() < 0:
+        index = int(np.flatnonzero(array < 0)[0])
         raise ValueError(f"lengths[{index}]: expected a non-negative integer, got {array[index]}")
     return np.array(array, dtype=np.int64, copy=True)

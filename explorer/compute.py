@@ -154,10 +154,14 @@ def explain_steps(lengths: Int64Array, max_seq_length: int, strategy: str, overf
 
 
 def step_grid(steps: list[packing.Step], upto: int, max_seq_length: int) -> Int64Array:
-    """Sequence index in each cell after steps ``0..upto`` (-1 where a block is still empty)."""
-    blocks = len(steps[upto].fill) if steps else 0
+    """Sequence index in each cell after steps ``0..upto`` (-1 where nothing is placed yet).
+
+    Only blocks opened so far are included, whatever length ``Step.fill`` has.
+    """
+    done = steps[: upto + 1]
+    blocks = max((p.block + 1 for step in done for p in step.placements), default=0)
     grid = np.full((blocks, max_seq_length), -1, dtype=np.int64)
-    for step in steps[: upto + 1]:
+    for step in done:
         for place in step.placements:
             grid[place.block, place.position : place.position + place.length] = step.sequence
     return grid

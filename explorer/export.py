@@ -70,7 +70,10 @@ def _data_lines(recipe: DataRecipe) -> tuple[list[str], bool]:
         text = json.dumps(recipe.samples)
         if len(text) > MAX_INLINE_CHARS:
             return ["samples = [...]  # your sequences: lists of token ids or prompt/completion dicts"], True
-        return [f"samples = {text}"], True
+        if len(text) <= 80:
+            return [f"samples = {text}"], True
+        items = "\n".join(f"    {json.dumps(sample)}," for sample in recipe.samples)
+        return [f"samples = [\n{items}\n]"], True
     if recipe.upload_name is not None:
         return [
             "from packing.io import read_dataset",

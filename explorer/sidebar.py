@@ -99,7 +99,11 @@ def _workload_changed() -> None:
 
 def _paste_inputs() -> tuple[Any, ...]:
     st.selectbox(
-        "Example", list(EXAMPLES), key="example", format_func=lambda k: EXAMPLES[k].title, on_change=_load_example
+        "Load an example",
+        list(EXAMPLES),
+        key="example",
+        format_func=lambda k: EXAMPLES[k].title,
+        on_change=_load_example,
     )
     example = EXAMPLES[st.session_state["example"]]
     st.caption(f"{example.question} Look at the **{example.look_at}** tab.")

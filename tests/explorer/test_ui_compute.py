@@ -85,6 +85,8 @@ def test_steps_end_in_the_plans_blocks() -> None:
         assert np.array_equal(grid, view.sequence_ids), strategy
     first = compute.step_grid(compute.explain_steps(lengths, 8, "split", "truncate"), 0, 8)
     assert first.tolist() == [[0, 0, 0, -1, -1, -1, -1, -1]]
+    longest_first = compute.step_grid(compute.explain_steps(lengths, 8, "bfd", "truncate"), 0, 8)
+    assert longest_first.tolist() == [[3] * 7 + [-1]]  # only the block opened so far
 
 
 def test_steps_refuse_large_inputs_in_plain_words() -> None:

@@ -43,6 +43,8 @@ def test_every_example_parses_and_makes_its_point() -> None:
 
     assert cut("split") > 0  # the classic method cuts a sequence here
     assert cut(no_split.strategy) == 0
+    assert packing.plan(lengths, no_split.max_seq_length, "optimal").num_blocks == 2
+    assert packing.plan(lengths, no_split.max_seq_length, no_split.strategy).num_blocks == 3
 
 
 @pytest.mark.parametrize("distribution", list(DISTRIBUTIONS))

@@ -31,7 +31,7 @@ class Workload:
 
 
 def lengths_from_histogram(histogram: npt.ArrayLike) -> npt.NDArray[np.int64]:
-    """Expand ``histogram[i]`` = count of length ``i + 1`` into sorted lengths. O(n).
+    """Expand ``histogram[i]`` = count of length ``i + 1`` into lengths, shortest first. O(n).
 
     >>> lengths_from_histogram([2, 0, 1]).tolist()
     [1, 1, 3]
@@ -41,9 +41,14 @@ def lengths_from_histogram(histogram: npt.ArrayLike) -> npt.NDArray[np.int64]:
 
 
 def workload_from_json(name: str, data: dict[str, Any]) -> Workload:
-    """Build a workload from the JSON form (``histogram`` or ``lengths``)."""
+    """Build a workload from the JSON form (``histogram`` or ``lengths``).
+
+    A histogram carries no order, and sorted lengths would flatter or hurt the
+    strategies that keep input order, so its lengths come in a fixed random order (seed 0).
+    """
     if "histogram" in data:
         lengths = lengths_from_histogram(data["histogram"])
+        np.random.default_rng(0).shuffle(lengths)
     else:
         lengths = np.asarray(data["lengths"], dtype=np.int64)
     return Workload(

@@ -257,7 +257,7 @@ def utilization_figure(
                     showlegend=len(np.unique(sequence)) <= 12,
                 )
             )
-        fig.update_layout(barmode="stack")
+        fig.update_layout(barmode="stack", legend={"traceorder": "normal"})
     elif blocks <= MAX_BAR_BLOCKS:
         fig.add_trace(
             go.Bar(

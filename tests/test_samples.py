@@ -191,16 +191,7 @@ def test_chat_sample_errors_name_the_turn(turns: Any, error: type[Exception], me
         chat_sample(turns)
 
 
-@pytest.mark.xfail(
-    reason="BUG: train_on='assistant' (a bare string) is read as the set of its letters, so no turn is trained on "
-    "and the sample silently has no trainable token; it should mean ('assistant',) or be refused",
-    strict=True,
-)
 def test_chat_sample_train_on_a_single_role_name() -> None:
-    turns = [("user", [1]), ("assistant", [2])]
-    try:
-        sample = chat_sample(turns, train_on="assistant")
-    except (TypeError, ValueError) as error:
-        assert "train_on" in str(error)
-    else:
-        assert sample["loss_mask"] == [0, 1]
+    # a bare string is one role name, not a set of letters
+    turns = [("user", [1]), ("assistant", [2]), ("a", [3])]
+    assert chat_sample(turns, train_on="assistant") == {"input_ids": [1, 2, 3], "loss_mask": [0, 1, 0]}

@@ -119,8 +119,8 @@ def test_bad_token_ids_are_reported_with_sample_and_position(
 
 
 def test_huge_token_ids_that_fit_in_uint64_but_not_int64_are_refused() -> None:
-    with pytest.raises(ValueError, match=r"sample 0: token ids must fit in int64"):
-        pack([[2**63]], 4)
+    with pytest.raises(ValueError, match=r"sample 0, position 1: .*9223372036854775808.*64"):
+        pack([[1, 2**63]], 4)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -138,7 +138,7 @@ def test_huge_token_ids_that_fit_in_uint64_but_not_int64_are_refused() -> None:
         ([1, 0, -1], ValueError, r"sample 1 'loss_mask', position 2: expected 0 or 1, got .*-1"),
         ([0.5, 1, 0], ValueError, r"sample 1 'loss_mask', position 0: expected 0 or 1, got 0.5"),
         ([1, None, 0], ValueError, r"sample 1 'loss_mask', position 1: expected 0 or 1, got None"),
-        ([1, "1", 0], ValueError, r"sample 1 'loss_mask', position 0: expected 0 or 1"),
+        ([1, "1", 0], ValueError, r"sample 1 'loss_mask', position 1: expected 0 or 1, got '1' \(str\)"),
         ("101", TypeError, r"sample 1 'loss_mask': expected a list of 0/1 values, got '101' \(str\)"),
         (1, TypeError, r"sample 1 'loss_mask': expected a list of 0/1 values, got 1 \(int\)"),
         (np.array([1, 0, 3]), ValueError, r"sample 1 'loss_mask', position 2: expected 0 or 1"),
@@ -286,33 +286,20 @@ def test_failed_calls_leave_the_samples_alone() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Known bugs: these must start passing when the bugs are fixed
+# Mixed lists, ids too large for int64, 0-d arrays, numpy max_seq_length in lower_bounds
 # ---------------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    reason="BUG: a bool token id next to ints is silently read as 0/1 (numpy turns [1, True] into [1, 1]), "
-    "while [True] alone is refused",
-    strict=True,
-)
 def test_bool_token_id_among_integers_is_refused() -> None:
     with pytest.raises(TypeError, match=r"sample 0, position 1: expected a non-negative integer token id, got True"):
         pack([[1, True]], 4)
 
 
-@pytest.mark.xfail(
-    reason="BUG: a bool length next to ints is silently read as 1 (numpy turns [2, True] into [2, 1])", strict=True
-)
 def test_bool_length_among_integers_is_refused() -> None:
     with pytest.raises(TypeError, match=r"lengths\[1\]: expected a non-negative integer, got True \(bool\)"):
         plan([2, True], 4)
 
 
-@pytest.mark.xfail(
-    reason="BUG: with a float or str among ints, numpy converts the whole list first, so the error names "
-    "position 0 and its converted value (e.g. 'position 0 ... got 1.0 (float)') instead of the bad item",
-    strict=True,
-)
 @pytest.mark.parametrize(
     ("call", "message"),
     [
@@ -328,46 +315,39 @@ def test_error_names_the_position_of_the_bad_item_among_integers(call: Callable[
         call()
 
 
-@pytest.mark.xfail(
-    reason="BUG: a token id or pad_token_id too large for int64 (>= 2**64, or >= 2**63 next to a negative) "
-    "escapes as a bare OverflowError ('Python int too large to convert to C long') without the sample index",
-    strict=True,
-)
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: pack([[1, 2**70]], 4), r"sample 0"),
-        (lambda: pack([[1], [2**64]], 4), r"sample 1"),
-        (lambda: pack([[1]], 4, pad_token_id=2**70), r"pad_token_id"),
+        (
+            lambda: pack([[1, 2**70]], 4),
+            r"sample 0, position 1: token id 1180591620717411303424 does not fit in 64 bits",
+        ),
+        (lambda: pack([[1], [2**64]], 4), r"sample 1, position 0: .*18446744073709551616.*64 bits"),
+        (lambda: pack([[2**63, -1]], 4), r"sample 0, position 0: .*9223372036854775808.*64 bits"),
+        (lambda: pack([np.array([1, 2**63], dtype=np.uint64)], 4), r"sample 0, position 1: .*64 bits"),
+        (lambda: pack([[1]], 4, pad_token_id=2**70), r"pad_token_id must fit in 64 bits, got 1180591620717411303424"),
     ],
-    ids=["token 2**70", "token 2**64", "pad 2**70"],
+    ids=["token 2**70", "token 2**64", "2**63 next to a negative", "uint64 array", "pad 2**70"],
 )
 def test_token_ids_too_large_for_int64_are_refused_clearly(call: Callable[[], object], message: str) -> None:
-    with pytest.raises((TypeError, ValueError), match=message):
+    with pytest.raises(ValueError, match=message):
         call()
 
 
-@pytest.mark.xfail(
-    reason="BUG: a 0-d numpy array as tokens or loss mask raises a bare 'TypeError: len() of unsized object' "
-    "without the sample index",
-    strict=True,
-)
 @pytest.mark.parametrize(
-    "sample",
-    [np.array(5), {"input_ids": np.array(5)}, {"input_ids": [5], "loss_mask": np.array(1)}],
+    ("sample", "message"),
+    [
+        (np.array(5), r"sample 1: expected a flat list of token ids, got an array of shape \(\)"),
+        ({"input_ids": np.array(5)}, r"sample 1 'input_ids': expected a flat list of token ids"),
+        ({"input_ids": [5], "loss_mask": np.array(1)}, r"sample 1 'loss_mask': expected a flat list of 0/1 values"),
+    ],
     ids=["sample", "input_ids", "loss_mask"],
 )
-def test_zero_dimensional_arrays_are_reported_by_sample_index(sample: Any) -> None:
-    with pytest.raises((TypeError, ValueError), match=r"sample 1"):
+def test_zero_dimensional_arrays_are_reported_by_sample_index(sample: Any, message: str) -> None:
+    with pytest.raises(TypeError, match=message):
         pack([[1], sample], 4)
 
 
-@pytest.mark.xfail(
-    reason="BUG: lower_bounds computes with the caller's max_seq_length object instead of the validated int: "
-    "numpy unsigned values raise OverflowError ('Python integer -8 out of bounds for uint8'), np.int8(127) "
-    "raises \"'minlength' must not be negative\", other numpy ints leak into the result (simple=np.int16(1))",
-    strict=True,
-)
 @pytest.mark.parametrize("value", [np.uint8(4), np.uint64(4), np.int8(4), np.int16(4)])
 def test_lower_bounds_accept_numpy_integer_lengths(value: object) -> None:
     bounds = lower_bounds([3, 5], value)  # type: ignore[arg-type]

@@ -421,26 +421,42 @@ def test_fast_strategy_equals_the_reference_implementation(strategy: str, capaci
     assert order.tolist() == expected_order
 
 
+def reference_blocks(strategy: str, lengths: list[int], capacity: int) -> list[list[int]]:
+    """The sequences in each block, in placement order, as the plain-Python reference packs the truncated lengths."""
+    sequences = [i for i, n in enumerate(lengths) if n > 0]
+    docs = [min(lengths[i], capacity) for i in sequences]
+    assigned = reference.REFERENCES[strategy](docs, capacity)
+    placement = reference.longest_first(docs) if strategy in ("ffd", "bfd") else range(len(docs))
+    blocks: list[list[int]] = [[] for _ in range(max(assigned, default=-1) + 1)]
+    for item in placement:
+        blocks[assigned[item]].append(sequences[item])
+    return blocks
+
+
 @pytest.mark.parametrize("strategy", ["next_fit", "first_fit", "ffd", "bfd", "none"])
 def test_fast_strategy_equals_the_reference_on_larger_inputs(strategy: str) -> None:
     rng = np.random.default_rng(20240611)
     for capacity in (7, 128, 2048):
         skewed = np.minimum(rng.geometric(4 / capacity, size=600), capacity)
         uniform = rng.integers(1, capacity + 1, size=600)
-        for lengths in (skewed, uniform):
+        few_lengths = rng.choice([1, capacity // 3 + 1, capacity // 2 + 1, capacity], size=600)
+        for lengths in (skewed, uniform, few_lengths):
             blocks, _ = assign_blocks(strategy, lengths.astype(np.int64), capacity)
             assert blocks.tolist() == reference.REFERENCES[strategy](lengths.tolist(), capacity)
+        with_overflow = rng.integers(0, 2 * capacity, size=600)  # empty and over-long sequences too
+        for lengths in (uniform, few_lengths, with_overflow):
+            layout = packing.plan(lengths, capacity, strategy)
+            assert [[p.sequence for p in pieces] for pieces in layout.blocks()] == reference_blocks(
+                strategy, lengths.tolist(), capacity
+            )
 
 
 @pytest.mark.parametrize("strategy", ["next_fit", "first_fit", "ffd", "bfd", "none"])
 @settings(max_examples=100, deadline=None)
 @given(data=st.data(), capacity=st.integers(min_value=1, max_value=20))
 def test_plan_groups_documents_as_the_reference_assigns_them(strategy: str, capacity: int, data: st.DataObject) -> None:
-    lengths = data.draw(st.lists(st.integers(min_value=1, max_value=capacity), max_size=25))
-    assigned = reference.REFERENCES[strategy](lengths, capacity)
-    placement = reference.longest_first(lengths) if strategy in ("ffd", "bfd") else range(len(lengths))
-    expected: list[list[int]] = [[] for _ in range(max(assigned, default=-1) + 1)]
-    for item in placement:
-        expected[assigned[item]].append(item)
+    # lengths 1..capacity take the path where every sequence is one document; 0 and over-long ones the other
+    top = data.draw(st.sampled_from([capacity, 2 * capacity]))
+    lengths = data.draw(st.lists(st.integers(min_value=0 if top > capacity else 1, max_value=top), max_size=25))
     layout = packing.plan(lengths, capacity, strategy)
-    assert [[p.sequence for p in pieces] for pieces in layout.blocks()] == expected
+    assert [[p.sequence for p in pieces] for pieces in layout.blocks()] == reference_blocks(strategy, lengths, capacity)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -81,6 +82,7 @@ def synthetic_lengths(count: int, distribution: str, seed: int, max_length: int)
     [9, 7, 6, 3, 4]
     """
     rng = np.random.default_rng(seed)
+    raw: npt.NDArray[Any]
     if distribution == "lognormal":
         raw = rng.lognormal(np.log(max_length / 8), 1.0, count)
     elif distribution == "uniform":
@@ -94,7 +96,8 @@ def synthetic_lengths(count: int, distribution: str, seed: int, max_length: int)
         )
     else:
         raise ValueError(f"unknown distribution {distribution!r}; expected one of: {', '.join(DISTRIBUTIONS)}")
-    return np.clip(np.round(raw), 1, max_length).astype(np.int64)
+    lengths: Int64Array = np.clip(np.round(raw), 1, max_length).astype(np.int64)
+    return lengths
 
 
 def synthetic_code(count: int, distribution: str, seed: int, max_length: int) -> str:

@@ -51,7 +51,8 @@ def layout_csv(layout: packing.PackingPlan) -> bytes:
             "length": layout.piece_length,
         }
     )
-    return frame.to_csv(index=False).encode("utf-8")
+    text: str = frame.to_csv(index=False)
+    return text.encode("utf-8")
 
 
 @dataclass(frozen=True)

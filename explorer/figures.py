@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -11,6 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 Int64Array = npt.NDArray[np.int64]
+IntArray = npt.NDArray[np.integer[Any]]
 SEQUENCE_COLORS = (
     "#4C78A8",
     "#F58518",
@@ -71,7 +73,7 @@ def sequence_colour_index(sequence_ids: Int64Array) -> Int64Array:
 
 
 def _hover(
-    sequence_ids: Int64Array, token_ids: Int64Array | None, position_ids: Int64Array, loss_mask: Int64Array
+    sequence_ids: Int64Array, token_ids: Int64Array | None, position_ids: Int64Array, loss_mask: IntArray
 ) -> Int64Array:
     """Numbers shown on hover, per cell: sequence (1-based, 0 = padding), token id, position id, loss mask.
 
@@ -89,14 +91,14 @@ def _hover_template(has_tokens: bool) -> str:
     )
 
 
-def mask_kind(loss_mask: Int64Array, sequence_ids: Int64Array) -> Int64Array:
+def mask_kind(loss_mask: IntArray, sequence_ids: Int64Array) -> Int64Array:
     """0 = trained, 1 = masked prompt, 2 = padding."""
     return np.where(sequence_ids < 0, 2, np.where(loss_mask == 1, 0, 1))
 
 
 def block_figure(
     sequence_ids: Int64Array,
-    loss_mask: Int64Array,
+    loss_mask: IntArray,
     position_ids: Int64Array,
     token_ids: Int64Array | None = None,
     first_block: int = 0,
@@ -359,7 +361,7 @@ def compare_figure(frame: pd.DataFrame, lower_bound: int) -> go.Figure:
 
 
 def sweep_figure(
-    sizes: Sequence[int], series: dict[str, tuple[Sequence[float | None], Sequence[float | None]]]
+    sizes: Sequence[int], series: Mapping[str, tuple[Sequence[float | None], Sequence[float | None]]]
 ) -> go.Figure:
     """Efficiency and block count against max_seq_length, one line per strategy: ``series[name] = (efficiency, blocks)``."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Efficiency vs max_seq_length", "Blocks vs max_seq_length"))
@@ -410,7 +412,8 @@ def pool_max(z: Int64Array, factor: int) -> Int64Array:
     padded = np.zeros((size, size), dtype=z.dtype)
     padded[: len(z), : len(z)] = z
     tiles = size // factor
-    return padded.reshape(tiles, factor, tiles, factor).max(axis=(1, 3))
+    pooled: Int64Array = padded.reshape(tiles, factor, tiles, factor).max(axis=(1, 3))
+    return pooled
 
 
 def attention_figure(

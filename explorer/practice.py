@@ -23,7 +23,8 @@ class Problem:
 
     def expected(self) -> list[list[int]]:
         """The blocks ``packing.pack`` produces (padding 0)."""
-        return packing.pack(self.sequences, self.max_seq_length, self.strategy).input_ids.tolist()
+        blocks: list[list[int]] = packing.pack(self.sequences, self.max_seq_length, self.strategy).input_ids.tolist()
+        return blocks
 
 
 def new_problem(seed: int) -> Problem:

@@ -62,7 +62,7 @@ def restore_from_url() -> None:
 
 def share_in_url() -> None:
     """Write the current choices into the URL query string (only what changed)."""
-    wanted = state.write_params(st.session_state)
+    wanted = state.write_params(st.session_state.to_dict())
     current = st.query_params.to_dict()
     for name in state.PARAMS.values():
         if name in current and name not in wanted:
@@ -108,14 +108,16 @@ def _paste_inputs() -> tuple[Any, ...]:
     example = EXAMPLES[st.session_state["example"]]
     st.caption(f"{example.question} Look at the **{example.look_at}** tab.")
     text = st.text_area("Sequences", key="sequences", height=140, help=FORMAT_HELP)
-    if not state.sequences_in_url(st.session_state):
+    if not state.sequences_in_url(st.session_state.to_dict()):
         st.caption("This text is too long to keep in the page's URL; the link shares the settings only.")
     return ("paste", text)
 
 
 def _synthetic_inputs() -> tuple[Any, ...]:
     count = st.number_input("Sequences", min_value=1, max_value=1_000_000, step=1000, key="syn_count")
-    dist = st.selectbox("Length distribution", list(DISTRIBUTIONS), format_func=DISTRIBUTIONS.get, key="syn_dist")
+    dist = st.selectbox(
+        "Length distribution", list(DISTRIBUTIONS), format_func=lambda k: DISTRIBUTIONS[k], key="syn_dist"
+    )
     seed = st.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="syn_seed")
     longest = st.number_input("Longest length", min_value=1, max_value=state.MAX_SEQ_LENGTH, step=256, key="syn_max")
     return ("synthetic", int(count), str(dist), int(seed), int(longest))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -13,6 +14,7 @@ import packing
 from explorer.compute import StrategyRun
 
 Int64Array = npt.NDArray[np.int64]
+IntArray = npt.NDArray[np.integer[Any]]
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ def headline(stats: packing.PackingStats, bounds: packing.LowerBounds, strategy:
     ]
 
 
-def classic_text(input_ids: Int64Array, loss_mask: Int64Array, first_block: int = 0) -> str:
+def classic_text(input_ids: Int64Array, loss_mask: IntArray, first_block: int = 0) -> str:
     """The interview form: ``Block 1: [1, 2, 3, 4] -> mask: [1, 1, 1, 1]``, one line per block.
 
     >>> print(classic_text(np.array([[1, 2, 3, 4], [5, 6, 0, 0]]), np.array([[1, 1, 1, 1], [1, 1, 0, 0]])))
@@ -69,7 +71,7 @@ def classic_text(input_ids: Int64Array, loss_mask: Int64Array, first_block: int 
 
 def blocks_table(
     input_ids: Int64Array,
-    loss_mask: Int64Array,
+    loss_mask: IntArray,
     sequence_ids: Int64Array,
     first_block: int = 0,
     with_tokens: bool = True,

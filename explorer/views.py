@@ -198,20 +198,19 @@ def render_compare(ctx: Context) -> None:
                 for name, info in packing.STRATEGIES.items()
             )
         )
-    _mini_heatmaps(ctx, ok)
+    _mini_heatmaps(ctx, [(r.strategy, r.layout) for r in ok if r.layout is not None])
 
 
-def _mini_heatmaps(ctx: Context, runs: list[StrategyRun]) -> None:
-    cells = max(r.layout.num_blocks for r in runs) * ctx.settings.max_seq_length
+def _mini_heatmaps(ctx: Context, layouts: list[tuple[str, packing.PackingPlan]]) -> None:
+    cells = max(layout.num_blocks for _, layout in layouts) * ctx.settings.max_seq_length
     if cells > MAX_MINI_CELLS:
         st.caption("Side-by-side heatmaps are drawn for small inputs only.")
         return
     st.subheader("Side by side")
     columns = st.columns(2)
-    for i, run in enumerate(runs):
-        layout = run.layout
+    for i, (strategy, layout) in enumerate(layouts):
         view = cache.window(
-            f"{ctx.key}|{run.strategy}|{ctx.settings.key()}",
+            f"{ctx.key}|{strategy}|{ctx.settings.key()}",
             layout,
             ctx.flat,
             0,
@@ -219,8 +218,8 @@ def _mini_heatmaps(ctx: Context, runs: list[StrategyRun]) -> None:
             ctx.settings.pad_token_id,
         )
         tokens = view.batch.input_ids if view.has_tokens else None
-        title = f"{packing.STRATEGIES[run.strategy].title}: {layout.num_blocks} blocks"
-        columns[i % 2].plotly_chart(figures.grid_figure(view.sequence_ids, title, tokens), key=f"mini_{run.strategy}")
+        title = f"{packing.STRATEGIES[strategy].title}: {layout.num_blocks} blocks"
+        columns[i % 2].plotly_chart(figures.grid_figure(view.sequence_ids, title, tokens), key=f"mini_{strategy}")
 
 
 # -------------------------------------------------------------------------------------------- Sweep
@@ -417,7 +416,7 @@ def render_export(ctx: Context, choice: Choice) -> None:
     )
     st.code(code, language="python")
     st.subheader("Share")
-    st.code("?" + urlencode(state.write_params(st.session_state)), language=None, wrap_lines=True)
+    st.code("?" + urlencode(state.write_params(st.session_state.to_dict())), language=None, wrap_lines=True)
     st.caption("Append this to the page's address, or copy the address bar: it already holds it.")
 
 

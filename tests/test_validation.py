@@ -354,3 +354,48 @@ def test_lower_bounds_accept_numpy_integer_lengths(value: object) -> None:
     assert bounds == (2, 2)
     assert type(bounds.simple) is int and type(bounds.l2) is int
     assert lower_bounds([100, 100], np.int8(127)) == (2, 2)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Known bugs: these must start passing when the bugs are fixed
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    reason="BUG: a numpy bool (np.True_) next to ints is silently read as 1 (the mixed-list check looks for the "
+    "Python bool type only), while np.True_ alone and Python True next to ints are refused",
+    strict=True,
+)
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: pack([[1, np.True_]], 4), r"sample 0, position 1: expected a non-negative integer token id, got"),
+        (
+            lambda: pack([{"input_ids": [1, np.False_]}], 4),
+            r"sample 0 'input_ids', position 1: expected a non-negative",
+        ),
+        (lambda: plan([2, np.True_], 4), r"lengths\[1\]: expected a non-negative integer, got"),
+    ],
+    ids=["token", "input_ids", "length"],
+)
+def test_numpy_bool_among_integers_is_refused(call: Callable[[], object], message: str) -> None:
+    with pytest.raises(TypeError, match=message):
+        call()
+
+
+@pytest.mark.xfail(
+    reason="BUG: lengths too large for int64 are not refused: [2**63] wraps silently to -2**63 (the sequence is "
+    "'dropped', input_tokens is negative, lower_bounds gives (0, 0)); [3, 2**64] escapes as a bare OverflowError "
+    "'Python int too large to convert to C long' without the index",
+    strict=True,
+)
+@pytest.mark.parametrize(
+    ("lengths", "message"),
+    [([2**63], r"lengths\[0\]"), ([3, 2**64], r"lengths\[1\]")],
+    ids=["2**63", "2**64"],
+)
+def test_lengths_too_large_for_int64_are_refused(lengths: list[int], message: str) -> None:
+    with pytest.raises((TypeError, ValueError), match=message):
+        plan(lengths, 4)
+    with pytest.raises((TypeError, ValueError), match=message):
+        lower_bounds(lengths, 4)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -235,3 +238,45 @@ def test_stats_of_a_batch_use_the_real_loss_masks() -> None:
     assert batch.plan.stats.trainable_tokens == 5  # the plan alone assumes every token is trained on
     assert batch.stats.num_blocks == 2
     assert batch.stats.efficiency == 5 / 8
+
+
+MISMATCHED_PLAN = """
+from packing import materialize, plan, read_samples
+try:
+    materialize(plan({lengths}, 1000), read_samples({samples}))
+except (ValueError, IndexError) as error:
+    print(type(error).__name__)
+else:
+    print("accepted")
+"""
+
+
+@pytest.mark.xfail(
+    reason="BUG: materialize does not check that the plan was made for these samples; with a longer plan it reads "
+    "past the end of the token buffer and returns garbage ids (e.g. 140244734790880) and loss_mask values like -72, "
+    "or crashes the interpreter; with fewer planned sequences it silently leaves samples out",
+    strict=True,
+)
+@pytest.mark.parametrize(
+    ("lengths", "samples"),
+    [([5], [[1, 2]]), ([5, 3, 900], [[1, 2]]), ([2], [[1, 2], [3]])],
+    ids=["plan longer than the sample", "far longer", "fewer planned sequences"],
+)
+def test_materialize_refuses_a_plan_made_for_other_lengths(lengths: list[int], samples: list[list[int]]) -> None:
+    # in a child process: reading past the end of a buffer may crash the interpreter
+    code = MISMATCHED_PLAN.format(lengths=lengths, samples=samples)
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() in ("ValueError", "IndexError")
+
+
+@pytest.mark.xfail(
+    reason="BUG: materialize accepts pad_token_id=-5 and writes it into every padding slot; pack refuses it",
+    strict=True,
+)
+def test_materialize_checks_the_pad_token_id() -> None:
+    with pytest.raises(ValueError, match=r"pad_token_id must be a non-negative integer, got -5"):
+        materialize(plan([1], 4), read_samples([[1]]), pad_token_id=-5)

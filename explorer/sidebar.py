@@ -15,7 +15,9 @@ from explorer.examples import DEFAULT_EXAMPLE, DISTRIBUTIONS, EXAMPLES
 from explorer.parsing import FORMAT_HELP
 from packing.workloads import WORKLOADS, load_workload
 
-MAX_WORKLOAD_SEQUENCES = 2_000_000
+MAX_WORKLOAD_SEQUENCES = 1_000_000
+DEFAULT_WORKLOAD_SAMPLE = 200_000
+"""Sequences used by default from a distribution larger than this (0 = all for smaller ones)."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,12 @@ def _source_changed() -> None:
 
 
 def _workload_changed() -> None:
-    st.session_state["max_seq_length"] = load_workload(st.session_state["workload"]).max_seq_length
+    """Use the distribution's own max_seq_length, and a sample of a very large one."""
+    loaded = load_workload(st.session_state["workload"])
+    st.session_state["max_seq_length"] = loaded.max_seq_length
+    st.session_state["workload_count"] = (
+        0 if len(loaded.lengths) <= DEFAULT_WORKLOAD_SAMPLE else DEFAULT_WORKLOAD_SAMPLE
+    )
 
 
 def _paste_inputs() -> tuple[Any, ...]:

@@ -32,7 +32,8 @@ class Placement:
 class Step:
     """One document placed: which tokens of which sequence, where they went, and why.
 
-    ``fill[b]`` is the number of tokens in block ``b`` after this step.
+    ``fill[b]`` is the number of tokens in block ``b`` after this step, for every block opened so far
+    (blocks are numbered in the order they open).
     """
 
     index: int
@@ -150,7 +151,7 @@ def explain(
                 size,
                 (placement,),
                 new,
-                tuple(fill.tolist()),
+                tuple(fill[: len(rooms)].tolist()),
                 reason,
             )
         )

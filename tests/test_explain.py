@@ -21,7 +21,10 @@ def test_steps_rebuild_the_plan(strategy: str, overflow: str, lengths: list[int]
     layout = packing.plan(lengths, capacity, strategy, overflow)
     steps = packing.explain(lengths, capacity, strategy, overflow)
     blocks: dict[int, list[tuple[int, int, int, int]]] = {}
+    opened = 0
     for step in steps:
+        opened = max(opened, 1 + max(p.block for p in step.placements))
+        assert len(step.fill) == opened  # blocks open in number order; none is shown before it opens
         consumed = 0
         for placement in step.placements:
             blocks.setdefault(placement.block, []).append(

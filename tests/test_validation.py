@@ -89,6 +89,9 @@ def test_unknown_overflow_policy_lists_the_known_ones(name: object) -> None:
     ("samples", "error", "message"),
     [
         ([[1, 2], [3, -1]], ValueError, r"sample 1, position 1: expected a non-negative integer token id, got -1"),
+        ([[], [1], [], [2, -3]], ValueError, r"sample 3, position 1: expected a non-negative integer token id, got -3"),
+        ([[], [], [-1]], ValueError, r"sample 2, position 0: expected a non-negative integer token id, got -1"),
+        ([[1], {"input_ids": [2]}, [], [5, 6, -7]], ValueError, r"sample 3, position 2: .* got -7"),
         ([[4], [2.5]], TypeError, r"sample 1, position 0: expected a non-negative integer token id, got 2.5 \(float\)"),
         ([[1, None]], TypeError, r"sample 0, position 1: expected a non-negative integer token id, got None"),
         ([["a"]], TypeError, r"sample 0, position 0: expected a non-negative integer token id, got 'a' \(str\)"),

@@ -460,3 +460,25 @@ def test_plan_groups_documents_as_the_reference_assigns_them(strategy: str, capa
     lengths = data.draw(st.lists(st.integers(min_value=0 if top > capacity else 1, max_value=top), max_size=25))
     layout = packing.plan(lengths, capacity, strategy)
     assert [[p.sequence for p in pieces] for pieces in layout.blocks()] == reference_blocks(strategy, lengths, capacity)
+
+
+@pytest.mark.parametrize("overflow", OVERFLOW_NAMES)
+@pytest.mark.parametrize("strategy", NO_SPLIT)
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), capacity=st.integers(min_value=1, max_value=12))
+def test_blocks_are_numbered_by_opening_and_hold_documents_in_placement_order(
+    strategy: str, overflow: str, capacity: int, data: st.DataObject
+) -> None:
+    lengths = data.draw(st.lists(st.integers(min_value=0, max_value=2 * capacity), max_size=8))
+    blocks = packing.plan(lengths, capacity, strategy, overflow).blocks()
+
+    def placed(piece: packing.Piece) -> tuple[int, ...]:
+        """When a document is placed: input order, or longest first with ties in input order."""
+        if strategy in ("next_fit", "first_fit", "none"):
+            return (piece.sequence, piece.start)
+        return (-piece.length, piece.sequence, piece.start)
+
+    for pieces in blocks:
+        assert [placed(p) for p in pieces] == sorted(placed(p) for p in pieces)
+    firsts = [placed(pieces[0]) for pieces in blocks]
+    assert firsts == sorted(firsts)

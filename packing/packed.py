@@ -102,7 +102,16 @@ class PackedBatch:
 
 
 def materialize(layout: PackingPlan, samples: Samples, pad_token_id: int = 0) -> PackedBatch:
-    """Fill a plan's pieces with the samples' tokens. O(num_blocks × max_seq_length), one compiled pass."""
+    """Fill a plan's pieces with the samples' tokens. O(num_blocks × max_seq_length), one compiled pass.
+
+    The plan must have been made for these samples' lengths.
+    """
+    check_token_id(pad_token_id, "pad_token_id")
+    if not np.array_equal(layout.lengths, samples.lengths):
+        raise ValueError(
+            f"the plan was made for {len(layout.lengths)} sequences of other lengths than these "
+            f"{len(samples.lengths)} samples; plan with plan(samples.lengths, ...)"
+        )
     shape = (layout.num_blocks, layout.max_seq_length)
     input_ids = np.empty(shape, dtype=np.int64)
     labels = np.empty(shape, dtype=np.int64)

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from packing.validation import INT64_MAX, has_bools
+
 Int64Array = npt.NDArray[np.int64]
 Int8Array = npt.NDArray[np.int8]
 
@@ -33,13 +35,10 @@ def _describe(value: object) -> str:
     return f"{value!r} ({type(value).__name__})"
 
 
-INT64_MAX = int(np.iinfo(np.int64).max)
-
-
 def _check_items(items: Iterable[Any], where: str) -> None:
     """Name the first item that is not an integer token id that fits in int64 (the slow, exact check)."""
     for position, item in enumerate(items):
-        if isinstance(item, bool) or not isinstance(item, Integral):
+        if isinstance(item, (bool, np.bool_)) or not isinstance(item, Integral):
             raise TypeError(
                 f"{where}, position {position}: expected a non-negative integer token id, got {_describe(item)}"
             )
@@ -65,7 +64,7 @@ def _token_values(value: Any, where: str) -> npt.NDArray[np.integer[Any]]:
         if array.ndim != 1:
             raise TypeError(f"{where}: expected a flat list of token ids, got nested values of shape {array.shape}")
         # numpy converts a mixed list as a whole ([1, True] to ints, [1, "x"] to strings): find the bad item
-        if array.dtype.kind not in "iu" or (not isinstance(value, np.ndarray) and bool in set(map(type, value))):
+        if array.dtype.kind not in "iu" or (not isinstance(value, np.ndarray) and has_bools(value)):
             items = value.tolist() if isinstance(value, np.ndarray) else value
             _check_items(items, where)
             array = np.asarray(items, dtype=np.int64)

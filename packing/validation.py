@@ -21,6 +21,14 @@ OVERFLOW_POLICIES: dict[str, str] = {
 }
 
 
+INT64_MAX = int(np.iinfo(np.int64).max)
+
+
+def has_bools(values: Iterable[Any]) -> bool:
+    """True if a list holds Python or numpy booleans (numpy would read them as 0 and 1). O(n), in C."""
+    return not {bool, np.bool_}.isdisjoint(map(type, values))
+
+
 def _type_name(value: object) -> str:
     return type(value).__name__
 
@@ -48,7 +56,7 @@ def check_token_id(value: Any, name: str) -> int:
         raise TypeError(f"{name} must be a non-negative integer, got {value!r} ({_type_name(value)})")
     if value < 0:
         raise ValueError(f"{name} must be a non-negative integer, got {value}")
-    if int(value) > np.iinfo(np.int64).max:
+    if int(value) > INT64_MAX:
         raise ValueError(f"{name} must fit in 64 bits, got {value}")
     return int(value)
 
@@ -80,13 +88,16 @@ def as_lengths(lengths: Sequence[int] | npt.ArrayLike) -> npt.NDArray[np.int64]:
         return np.zeros(0, dtype=np.int64)
     # numpy converts a mixed list as a whole ([2, True] to ints, [1, 2.5] to floats): find the bad item
     given: Any = lengths
-    if array.dtype.kind not in "iu" or (not isinstance(given, np.ndarray) and bool in set(map(type, given))):
+    too_big = array.dtype == np.uint64 and int(array.max()) > INT64_MAX
+    if array.dtype.kind not in "iu" or too_big or (not isinstance(given, np.ndarray) and has_bools(given)):
         items = given.tolist() if isinstance(given, np.ndarray) else list(given)
         for index, value in enumerate(items):
-            if isinstance(value, bool) or not isinstance(value, Integral):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral):
                 raise TypeError(
                     f"lengths[{index}]: expected a non-negative integer, got {value!r} ({_type_name(value)})"
                 )
+            if int(value) > INT64_MAX:
+                raise ValueError(f"lengths[{index}]: {value} does not fit in 64 bits")
         array = np.asarray(items, dtype=np.int64)
     if array.min() < 0:
         index = int(np.flatnonzero(array < 0)[0])

@@ -251,12 +251,6 @@ else:
 """
 
 
-@pytest.mark.xfail(
-    reason="BUG: materialize does not check that the plan was made for these samples; with a longer plan it reads "
-    "past the end of the token buffer and returns garbage ids (e.g. 140244734790880) and loss_mask values like -72, "
-    "or crashes the interpreter; with fewer planned sequences it silently leaves samples out",
-    strict=True,
-)
 @pytest.mark.parametrize(
     ("lengths", "samples"),
     [([5], [[1, 2]]), ([5, 3, 900], [[1, 2]]), ([2], [[1, 2], [3]])],
@@ -273,10 +267,6 @@ def test_materialize_refuses_a_plan_made_for_other_lengths(lengths: list[int], s
     assert result.stdout.strip() in ("ValueError", "IndexError")
 
 
-@pytest.mark.xfail(
-    reason="BUG: materialize accepts pad_token_id=-5 and writes it into every padding slot; pack refuses it",
-    strict=True,
-)
 def test_materialize_checks_the_pad_token_id() -> None:
     with pytest.raises(ValueError, match=r"pad_token_id must be a non-negative integer, got -5"):
         materialize(plan([1], 4), read_samples([[1]]), pad_token_id=-5)

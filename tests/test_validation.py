@@ -360,15 +360,10 @@ def test_lower_bounds_accept_numpy_integer_lengths(value: object) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Known bugs: these must start passing when the bugs are fixed
+# Regressions: input that once slipped through or raised an unclear error
 # ---------------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    reason="BUG: a numpy bool (np.True_) next to ints is silently read as 1 (the mixed-list check looks for the "
-    "Python bool type only), while np.True_ alone and Python True next to ints are refused",
-    strict=True,
-)
 @pytest.mark.parametrize(
     ("call", "message"),
     [
@@ -386,12 +381,6 @@ def test_numpy_bool_among_integers_is_refused(call: Callable[[], object], messag
         call()
 
 
-@pytest.mark.xfail(
-    reason="BUG: lengths too large for int64 are not refused: [2**63] wraps silently to -2**63 (the sequence is "
-    "'dropped', input_tokens is negative, lower_bounds gives (0, 0)); [3, 2**64] escapes as a bare OverflowError "
-    "'Python int too large to convert to C long' without the index",
-    strict=True,
-)
 @pytest.mark.parametrize(
     ("lengths", "message"),
     [([2**63], r"lengths\[0\]"), ([3, 2**64], r"lengths\[1\]")],

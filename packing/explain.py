@@ -98,7 +98,12 @@ def _reason(strategy: str, size: int, block: int, new: bool, rooms: dict[int, in
         order = "In input order" if strategy == "first_fit" else "Longest first"
         return f"{order}: {where} is the first block with room for {_tokens(size)} ({room} left)."
     if strategy == "bfd":
-        return f"Longest first: {where} has the least room that still fits ({room} left for {_tokens(size)})."
+        reason = f"Longest first: {where} has the least room that still fits ({room} left for {_tokens(size)})"
+        tied = [b + 1 for b, r in rooms.items() if r == room and b != block]
+        if tied:
+            others = ", ".join(map(str, tied))
+            reason += f"; block {others} had the same room, and the block that reached it last wins the tie"
+        return reason + "."
     if strategy == "spfhp":
         return (
             f"Longest length first: {where} is a pack with the most room ({room} left), as shortest-pack-first prefers."

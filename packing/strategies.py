@@ -74,7 +74,8 @@ STRATEGIES: dict[str, Strategy] = {
         Strategy(
             "bfd",
             "Best-fit decreasing",
-            "Longest first; each sequence goes into the block with the least room that still fits.",
+            "Longest first; each sequence goes into the block with the least room that still fits "
+            "(on a tie, the block that reached that room last).",
             "O(n log L + L), L = max_seq_length",
             False,
         ),

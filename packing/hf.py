@@ -341,7 +341,11 @@ def _packed_table(packed: PackedBatch) -> pa.Table:
 
     starts = layout.block_starts
     seq_lengths = _list_column_of(
-        [(starts[lo : hi + 1] - starts[lo], layout.piece_length[starts[lo] : starts[hi]]) for lo, hi in ranges], pa
+        [
+            (starts[lo : hi + 1] - starts[lo], layout.piece_length[starts[lo] : starts[hi]].astype(np.int64))
+            for lo, hi in ranges
+        ],
+        pa,
     )
     return pa.table(
         {

@@ -10,11 +10,16 @@ Block numbers are given in the order blocks are opened.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 from numba import njit
 
 Int64Array = npt.NDArray[np.int64]
+Int32Array = npt.NDArray[np.int32]
+IntArray = npt.NDArray[np.integer[Any]]
+"""Any integer array (piece arrays are int32, inputs int64)."""
 
 
 @njit(cache=True, nogil=True)
@@ -100,7 +105,7 @@ def _grow(array: Int64Array) -> Int64Array:  # pragma: no cover
 @njit(cache=True, nogil=True)
 def best_fit_decreasing_layout(
     lengths: Int64Array, capacity: int
-) -> tuple[Int64Array, Int64Array, Int64Array]:  # pragma: no cover
+) -> tuple[Int64Array, Int32Array, Int32Array]:  # pragma: no cover
     """Best-fit decreasing, simulated a whole length class at a time: ``(block_starts, items, item_lengths)``.
 
     Documents are placed longest first (ties in input order), each into the
@@ -140,7 +145,7 @@ def best_fit_decreasing_layout(
     r_base = np.empty(1024, dtype=np.int64)
     r_len = np.empty(1024, dtype=np.int64)
     buf = np.empty(1024, dtype=np.int64)
-    block_items = np.zeros(max(n, 1), dtype=np.int64)
+    block_items = np.zeros(max(n, 1), dtype=np.int32)
     groups = 0
     runs = 0
     used = 0
@@ -207,12 +212,12 @@ def best_fit_decreasing_layout(
     next_of_length = np.zeros(capacity + 2, dtype=np.int64)
     for v in range(1, capacity + 1):
         next_of_length[v + 1] = next_of_length[v] + histogram[v]
-    by_length = np.empty(n, dtype=np.int64)
+    by_length = np.empty(n, dtype=np.int32)
     for i in range(n):
         by_length[next_of_length[lengths[i]]] = i
         next_of_length[lengths[i]] += 1
-    items = np.empty(n, dtype=np.int64)
-    item_lengths = np.empty(n, dtype=np.int64)
+    items = np.empty(n, dtype=np.int32)
+    item_lengths = np.empty(n, dtype=np.int32)
     cursor = np.zeros(capacity + 1, dtype=np.int64)
     for r in range(runs):
         length = r_len[r]
@@ -284,8 +289,8 @@ def group_by_block(
 def tally_plan(
     lengths: Int64Array,
     block_starts: Int64Array,
-    piece_sequence: Int64Array,
-    piece_length: Int64Array,
+    piece_sequence: IntArray,
+    piece_length: IntArray,
     whole: bool,
 ) -> tuple[Int64Array, Int64Array]:  # pragma: no cover
     """Counts for the statistics of a plan and the tokens in every block. O(n + pieces).
@@ -335,9 +340,9 @@ def fill_blocks(
     mask: npt.NDArray[np.int8],
     offsets: Int64Array,
     block_starts: Int64Array,
-    piece_sequence: Int64Array,
-    piece_start: Int64Array,
-    piece_length: Int64Array,
+    piece_sequence: IntArray,
+    piece_start: IntArray,
+    piece_length: IntArray,
     pad_token_id: int,
     ignore_index: int,
     input_ids: Int64Array,
@@ -370,7 +375,7 @@ def fill_blocks(
             sequence_ids[b, q] = -1
 
 
-def blocks_of_items(block_starts: Int64Array, items: Int64Array, *_: Int64Array) -> Int64Array:
+def blocks_of_items(block_starts: Int64Array, items: IntArray, *_: IntArray) -> Int64Array:
     """The block of every item, from a CSR layout. O(n).
 
     >>> blocks_of_items(np.array([0, 2, 3]), np.array([2, 0, 1])).tolist()

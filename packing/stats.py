@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.kernels import tally_plan
+from packing.kernels import IntArray, tally_plan
 
 Int64Array = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -66,8 +66,8 @@ def compute_stats(
     lengths: Int64Array,
     capacity: int,
     block_starts: Int64Array,
-    piece_sequence: Int64Array,
-    piece_length: Int64Array,
+    piece_sequence: IntArray,
+    piece_length: IntArray,
     whole: bool = False,
 ) -> PackingStats:
     """Statistics of a plan, assuming every packed token is trainable. O(n + pieces).

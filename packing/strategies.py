@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from packing.histogram import spfhp_blocks
 from packing.kernels import (
+    IntArray,
     best_fit_decreasing_layout,
     blocks_of_items,
     first_fit_blocks,
@@ -159,7 +160,7 @@ def assign_blocks(
 
 def layout_blocks(
     strategy: str, lengths: Int64Array, capacity: int, max_per_block: int | None = None
-) -> tuple[Int64Array, Int64Array, Int64Array]:
+) -> tuple[Int64Array, IntArray, IntArray]:
     """Run a no-split strategy in CSR form: ``(block_starts, items, item_lengths)``.
 
     Block b holds documents ``items[block_starts[b]:block_starts[b + 1]]``, in order.

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
+from numba import njit, prange
 
 Int64Array = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
@@ -334,7 +334,7 @@ def tally_plan(
     return counts, fill
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, parallel=True)
 def fill_blocks(
     tokens: Int64Array,
     mask: npt.NDArray[np.int8],
@@ -349,11 +349,14 @@ def fill_blocks(
     labels: Int64Array,
     loss_mask: npt.NDArray[np.int8],
     position_ids: Int64Array,
-    sequence_ids: Int64Array,
+    sequence_ids: Int32Array,
 ) -> None:  # pragma: no cover
-    """Write every block's tokens, labels, mask, positions and sources, then its padding. O(blocks × capacity)."""
+    """Write every block's tokens, labels, mask, positions and sources, then its padding.
+
+    Blocks are independent, so they are filled in parallel. O(blocks × capacity).
+    """
     capacity = input_ids.shape[1]
-    for b in range(block_starts.shape[0] - 1):
+    for b in prange(block_starts.shape[0] - 1):
         pos = 0
         for p in range(block_starts[b], block_starts[b + 1]):
             sequence = piece_sequence[p]

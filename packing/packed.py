@@ -29,7 +29,8 @@ class PackedBatch:
     - ``labels``: ``input_ids`` with -100 where there is no loss and at the first token of every document,
       so no token learns to predict the start of an unrelated sample.
     - ``position_ids``: 0, 1, 2, ... restarting at every document in a block; 0 in padding.
-    - ``sequence_ids``: index of the source sample of each token, -1 in padding.
+    - ``sequence_ids``: index of the source sample of each token, -1 in padding (int32; the others are int64,
+      ``loss_mask`` int8).
 
     >>> b = pack([[1, 2], {"prompt": [3], "completion": [4, 5]}], 4)
     >>> b.input_ids.tolist()
@@ -45,7 +46,7 @@ class PackedBatch:
     labels: Int64Array
     loss_mask: npt.NDArray[np.int8]
     position_ids: Int64Array
-    sequence_ids: Int64Array
+    sequence_ids: npt.NDArray[np.int32]
     pad_token_id: int
     stats: PackingStats
 
@@ -117,7 +118,7 @@ def materialize(layout: PackingPlan, samples: Samples, pad_token_id: int = 0) ->
     labels = np.empty(shape, dtype=np.int64)
     loss_mask = np.empty(shape, dtype=np.int8)
     position_ids = np.empty(shape, dtype=np.int64)
-    sequence_ids = np.empty(shape, dtype=np.int64)
+    sequence_ids = np.empty(shape, dtype=np.int32)
     fill_blocks(
         samples.tokens,
         samples.loss_mask,

@@ -117,11 +117,13 @@ def best_fit_decreasing_layout(
     Identical blocks that share a room form a group, so all documents of one
     length are placed with a few group operations instead of one search each: a
     block with room r takes r // length documents of that length in a row,
-    exactly as the one-at-a-time rule would give it. Groups sit in one stack per
-    room; a sum-segment tree over rooms finds the smallest room that fits. The
-    simulation needs only the length histogram and records "runs" (the next
-    documents of this length go to these blocks); a counting sort by length then
-    lets each run copy its documents into their blocks' slots, mostly in order.
+    exactly as the one-at-a-time rule would give it. Blocks are numbered as they
+    open, and taking blocks off either end of a group leaves ranges, so every
+    group is a range of block numbers with the end its stack top is at. Groups
+    sit in one stack per room; a sum-segment tree over rooms finds the smallest
+    room that fits. The simulation needs only the length histogram and records
+    "runs" (the next documents of this length go to these blocks); a counting
+    sort by length then lets each run copy its documents into consecutive blocks.
     O(n + capacity + runs × log capacity).
     """
     n = lengths.shape[0]
@@ -133,78 +135,75 @@ def best_fit_decreasing_layout(
         size *= 2
     tree = np.zeros(2 * size, dtype=np.int64)  # number of groups per room
     head = np.full(capacity + 1, -1, dtype=np.int64)  # top group of each room's stack
-    # group g: blocks buf[g_start[g] : g_start[g] + g_count[g]] (last on top), each holding g_items[g] documents
-    g_start = np.empty(1024, dtype=np.int64)
+    # group g: blocks g_first[g] .. g_first[g] + g_count[g] - 1, each holding g_items[g] documents;
+    # its top (the block that reached the room last) is the highest number if g_top_high[g], else the lowest
+    g_first = np.empty(1024, dtype=np.int64)
     g_count = np.empty(1024, dtype=np.int64)
     g_items = np.empty(1024, dtype=np.int64)
+    g_top_high = np.empty(1024, dtype=np.int64)
     g_below = np.empty(1024, dtype=np.int64)
-    # run r: per_block documents of one length into each of the blocks buf[r_seg[r] : r_seg[r] + r_take[r]]
+    # run r: r_per[r] documents of length r_len[r] into each of r_take[r] blocks, r_first[r] + k * r_step[r]
+    r_first = np.empty(1024, dtype=np.int64)
+    r_step = np.empty(1024, dtype=np.int64)
     r_take = np.empty(1024, dtype=np.int64)
     r_per = np.empty(1024, dtype=np.int64)
-    r_seg = np.empty(1024, dtype=np.int64)
     r_base = np.empty(1024, dtype=np.int64)
     r_len = np.empty(1024, dtype=np.int64)
-    buf = np.empty(1024, dtype=np.int64)
-    block_items = np.zeros(max(n, 1), dtype=np.int32)
     groups = 0
     runs = 0
-    used = 0
     opened = 0
     for length in range(capacity, 0, -1):
         left = histogram[length]
         while left > 0:
-            if groups + 2 > g_start.shape[0]:
-                g_start, g_count, g_items, g_below = _grow(g_start), _grow(g_count), _grow(g_items), _grow(g_below)
+            if groups + 2 > g_first.shape[0]:
+                g_first, g_count, g_items = _grow(g_first), _grow(g_count), _grow(g_items)
+                g_top_high, g_below = _grow(g_top_high), _grow(g_below)
             if runs + 2 > r_take.shape[0]:
-                r_take, r_per, r_seg = _grow(r_take), _grow(r_per), _grow(r_seg)
-                r_base, r_len = _grow(r_base), _grow(r_len)
-            while used + left + 2 > buf.shape[0]:
-                buf = _grow(buf)
+                r_first, r_step, r_take = _grow(r_first), _grow(r_step), _grow(r_take)
+                r_per, r_base, r_len = _grow(r_per), _grow(r_base), _grow(r_len)
             room = _first_nonempty_at_or_after(tree, size, length)
             if room == -1:  # nothing fits: open blocks, each taking as many as fit
                 per_block = min(left, capacity // length)
                 take = left // per_block
-                source = -1
-                base = 0
-            else:
+                first, step, base = opened, 1, 0
+                opened += take
+                new_room = capacity - per_block * length
+            else:  # the top blocks of the top group with the least room that fits
                 source = head[room]
                 per_block = room // length
                 take = min(g_count[source], left // per_block)
                 if take == 0:
                     take, per_block = 1, left
                 base = g_items[source]
-            r_seg[runs] = used
-            r_take[runs] = take
-            r_per[runs] = per_block
-            r_base[runs] = base
-            r_len[runs] = length
-            runs += 1
-            g_start[groups] = used
-            g_count[groups] = take
-            g_items[groups] = base + per_block
-            for b in range(take):
-                if source == -1:
-                    block = opened
-                    opened += 1
+                if g_top_high[source]:
+                    first, step = g_first[source] + g_count[source] - 1, -1
                 else:
-                    block = buf[g_start[source] + g_count[source] - 1 - b]
-                buf[used] = block
-                used += 1
-                block_items[block] += per_block
-            left -= take * per_block
-            if source != -1:
+                    first, step = g_first[source], 1
+                    g_first[source] += take
                 g_count[source] -= take
                 if g_count[source] == 0:
                     head[room] = g_below[source]
                     _add_count(tree, size, room, -1)
                 new_room = room - per_block * length
-            else:
-                new_room = capacity - per_block * length
+            r_first[runs], r_step[runs], r_take[runs] = first, step, take
+            r_per[runs], r_base[runs], r_len[runs] = per_block, base, length
+            runs += 1
+            left -= take * per_block
+            # the blocks just filled form a new group; the last one filled is its top
+            g_first[groups] = first if step == 1 else first - take + 1
+            g_count[groups] = take
+            g_items[groups] = base + per_block
+            g_top_high[groups] = 1 if step == 1 else 0
             if new_room > 0:
                 g_below[groups] = head[new_room]
                 head[new_room] = groups
                 _add_count(tree, size, new_room, 1)
             groups += 1
+    # every block ends in exactly one group: the last one it joined
+    block_items = np.zeros(opened, dtype=np.int64)
+    for g in range(groups):
+        for block in range(g_first[g], g_first[g] + g_count[g]):
+            block_items[block] = g_items[g]
     block_starts = np.zeros(opened + 1, dtype=np.int64)
     for b in range(opened):
         block_starts[b + 1] = block_starts[b] + block_items[b]
@@ -223,12 +222,14 @@ def best_fit_decreasing_layout(
         length = r_len[r]
         source = next_of_length[length] - histogram[length] + cursor[length]
         per_block = r_per[r]
-        for b in range(r_take[r]):
-            slot = block_starts[buf[r_seg[r] + b]] + r_base[r]
+        block = r_first[r]
+        for _ in range(r_take[r]):
+            slot = block_starts[block] + r_base[r]
             for k in range(per_block):
                 items[slot + k] = by_length[source]
                 item_lengths[slot + k] = length
                 source += 1
+            block += r_step[r]
         cursor[length] += r_take[r] * per_block
     return block_starts, items, item_lengths
 

@@ -26,7 +26,7 @@ def compute_cost(layout: PackingPlan) -> ComputeCost:
     >>> compute_cost(plan([2, 3, 1], 4))
     ComputeCost(token_slots=8, attention_masked=10, attention_full=32)
     """
-    lengths = layout.piece_length
+    lengths = layout.piece_length.astype(np.int64)  # squares overflow int32 past 46,340 tokens
     return ComputeCost(
         token_slots=layout.num_blocks * layout.max_seq_length,
         attention_masked=int(np.dot(lengths, lengths)),

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit, prange
+from numba import njit
 
 Int64Array = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
@@ -297,17 +297,21 @@ def tally_plan(
     """Counts for the statistics of a plan and the tokens in every block. O(n + pieces).
 
     Counts, in order: packed tokens, tokens truncated, tokens dropped, sequences
-    truncated, sequences dropped, sequences split, empty sequences, input tokens.
-    ``whole`` says every sequence is one whole piece, which skips the per-sequence tally.
+    truncated, sequences dropped, sequences split, empty sequences, input tokens,
+    samples whose every piece is one token long (so none of their tokens is a
+    training target). ``whole`` says every sequence is one whole piece, which
+    skips the per-sequence tally.
     """
     n = lengths.shape[0]
     num_blocks = block_starts.shape[0] - 1
     fill = np.zeros(num_blocks, dtype=np.int64)
-    counts = np.zeros(8, dtype=np.int64)
+    counts = np.zeros(9, dtype=np.int64)
     for b in range(num_blocks):
         total = 0
         for p in range(block_starts[b], block_starts[b + 1]):
             total += piece_length[p]
+            if whole and piece_length[p] == 1:
+                counts[8] += 1
         fill[b] = total
         counts[0] += total
     if whole:
@@ -332,10 +336,12 @@ def tally_plan(
             counts[3] += 1
         if pieces[i] > 1:
             counts[5] += 1
+        if pieces[i] > 0 and kept[i] == pieces[i]:
+            counts[8] += 1
     return counts, fill
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True)
 def fill_blocks(
     tokens: Int64Array,
     mask: npt.NDArray[np.int8],
@@ -354,10 +360,11 @@ def fill_blocks(
 ) -> None:  # pragma: no cover
     """Write every block's tokens, labels, mask, positions and sources, then its padding.
 
-    Blocks are independent, so they are filled in parallel. O(blocks × capacity).
+    O(blocks × capacity). Serial on purpose: a threaded kernel would make packing unsafe
+    in forked workers (data loaders, ``Dataset.map(num_proc=...)``).
     """
     capacity = input_ids.shape[1]
-    for b in prange(block_starts.shape[0] - 1):
+    for b in range(block_starts.shape[0] - 1):
         pos = 0
         for p in range(block_starts[b], block_starts[b + 1]):
             sequence = piece_sequence[p]

@@ -137,19 +137,21 @@ def materialize(layout: PackingPlan, samples: Samples, pad_token_id: int = 0) ->
     )
     stats = layout.stats
     if not samples.loss_mask.all():
-        trainable_tokens, without = _trainable_counts(layout, samples)
-        stats = stats.with_trainable(trainable_tokens, without)
+        stats = stats.with_trainable(*_trainable_counts(layout, samples))
     return PackedBatch(layout, input_ids, labels, loss_mask, position_ids, sequence_ids, pad_token_id, stats)
 
 
-def _trainable_counts(layout: PackingPlan, samples: Samples) -> tuple[int, int]:
-    """Trainable tokens kept, and packed samples left with none. O(total tokens)."""
+def _trainable_counts(layout: PackingPlan, samples: Samples) -> tuple[int, int, int]:
+    """Trainable tokens kept, the targets among them (not a document's first token), and packed
+    samples with no target. O(total tokens)."""
     trained = np.concatenate(([0], np.cumsum(samples.loss_mask, dtype=np.int64)))
     first = samples.offsets[layout.piece_sequence] + layout.piece_start
-    per_piece = trained[first + layout.piece_length] - trained[first]
-    per_sample = np.bincount(layout.piece_sequence, weights=per_piece, minlength=len(samples.lengths))
+    end = first + layout.piece_length
+    per_piece = trained[end] - trained[first]
+    targets = trained[end] - trained[first + 1]
+    per_sample = np.bincount(layout.piece_sequence, weights=targets, minlength=len(samples.lengths))
     packed = np.bincount(layout.piece_sequence, minlength=len(samples.lengths)) > 0
-    return int(per_piece.sum()), int((packed & (per_sample == 0)).sum())
+    return int(per_piece.sum()), int(targets.sum()), int((packed & (per_sample == 0)).sum())
 
 
 def pack(

@@ -173,7 +173,9 @@ def read_samples(samples: Iterable[Any], completion_only_loss: bool = True) -> S
     tokens: list[npt.NDArray[np.integer[Any]]] = []
     masked: list[tuple[int, Int8Array]] = []
     for index, sample in enumerate(samples):
-        if isinstance(sample, Mapping):
+        if type(sample) is np.ndarray and sample.ndim == 1 and sample.dtype.kind == "i":
+            tokens.append(sample)  # the common case at scale; signs are checked below, all at once
+        elif isinstance(sample, Mapping):
             t, m = read_sample(sample, index, completion_only_loss)
             tokens.append(t)
             if not m.all():

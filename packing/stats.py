@@ -19,8 +19,14 @@ class PackingStats:
     """Statistics of one packing. Every token that was cut or dropped is counted here.
 
     ``lower_bound`` is ceil(packed_tokens / max_seq_length); ``efficiency`` is
-    packed_tokens / (num_blocks × max_seq_length); ``block_utilization[b]`` is
-    the fraction of block b that holds real tokens.
+    packed_tokens / (num_blocks × max_seq_length) (0 when nothing is packed);
+    ``block_utilization[b]`` is the fraction of block b that holds real tokens.
+    ``trainable_tokens`` counts packed tokens under the loss mask; ``target_tokens``
+    counts the positions the loss is computed on (``labels != -100``): the trainable
+    tokens less the first token of every document, which no token may predict.
+    ``samples_without_trainable_tokens`` counts packed samples none of whose tokens
+    is a target, such as a prompt/completion pair whose completion was truncated away.
+    A plan made from lengths alone treats every token as trainable.
     """
 
     max_seq_length: int
@@ -38,6 +44,7 @@ class PackingStats:
     sequences_dropped: int
     sequences_split: int
     trainable_tokens: int
+    target_tokens: int
     samples_without_trainable_tokens: int
     block_utilization: FloatArray = field(repr=False, compare=False)
 
@@ -53,11 +60,14 @@ class PackingStats:
         values["tokens_lost"] = self.tokens_lost
         return values
 
-    def with_trainable(self, trainable_tokens: int, samples_without_trainable_tokens: int) -> PackingStats:
+    def with_trainable(
+        self, trainable_tokens: int, target_tokens: int, samples_without_trainable_tokens: int
+    ) -> PackingStats:
         """A copy with the loss-mask counts filled in from real masks."""
         return replace(
             self,
             trainable_tokens=trainable_tokens,
+            target_tokens=target_tokens,
             samples_without_trainable_tokens=samples_without_trainable_tokens,
         )
 
@@ -75,7 +85,7 @@ def compute_stats(
     ``whole=True`` promises that every sequence is exactly one piece (nothing empty, cut or lost).
     """
     counts, fill = tally_plan(lengths, block_starts, piece_sequence, piece_length, whole)
-    packed, truncated, dropped, n_truncated, n_dropped, n_split, empty, total = (int(c) for c in counts)
+    packed, truncated, dropped, n_truncated, n_dropped, n_split, empty, total, untrained = (int(c) for c in counts)
     num_blocks = len(block_starts) - 1
     slots = num_blocks * capacity
     return PackingStats(
@@ -87,13 +97,14 @@ def compute_stats(
         input_tokens=total,
         packed_tokens=packed,
         padding_tokens=slots - packed,
-        efficiency=packed / slots if slots else 1.0,
+        efficiency=packed / slots if slots else 0.0,
         tokens_truncated=truncated,
         tokens_dropped=dropped,
         sequences_truncated=n_truncated,
         sequences_dropped=n_dropped,
         sequences_split=n_split,
         trainable_tokens=packed,
-        samples_without_trainable_tokens=0,
+        target_tokens=packed - len(piece_length),
+        samples_without_trainable_tokens=untrained,
         block_utilization=fill / capacity,
     )

@@ -199,19 +199,29 @@ def test_samples_without_trainable_tokens_counts_completions_cut_off_by_truncati
     batch = pack(samples, 3, strategy="none")
     assert batch.input_ids.tolist() == [[1, 2, 3], [6, 0, 0], [7, 0, 0]]
     assert batch.loss_mask.tolist() == [[0, 0, 0], [1, 0, 0], [0, 0, 0]]
-    assert batch.stats.samples_without_trainable_tokens == 2  # sample 0 (cut off) and sample 2 (no completion)
+    # sample 0 (completion cut off), sample 1 (one token: nothing predicts it), sample 2 (no completion)
+    assert batch.stats.samples_without_trainable_tokens == 3
     assert batch.stats.trainable_tokens == 1
     assert batch.stats.tokens_truncated == 2
     assert batch.stats.sequences_truncated == 1
 
 
 def test_dropped_samples_are_not_counted_as_without_trainable_tokens() -> None:
-    samples = [{"prompt": [1, 2, 3], "completion": [4, 5]}, [6]]
+    samples = [{"prompt": [1, 2, 3], "completion": [4, 5]}, [6, 7]]
     batch = pack(samples, 3, strategy="none", overflow="drop")
-    assert batch.input_ids.tolist() == [[6, 0, 0]]
+    assert batch.input_ids.tolist() == [[6, 7, 0]]
     assert batch.stats.samples_without_trainable_tokens == 0
     assert batch.stats.tokens_dropped == 5
     assert batch.stats.sequences_dropped == 1
+
+
+def test_targets_exclude_every_document_start() -> None:
+    # [5] and [6, 7] share a block: token 5 is trainable but nothing may predict it, nor 6 from 5
+    batch = pack([[5], [6, 7]], 4, strategy="ffd")
+    assert batch.input_ids.tolist() == [[6, 7, 5, 0]]
+    assert batch.labels.tolist() == [[-100, 7, -100, -100]]
+    assert (batch.stats.trainable_tokens, batch.stats.target_tokens) == (3, 1)
+    assert batch.stats.samples_without_trainable_tokens == 1  # the one-token sample trains nothing
 
 
 def test_spfhp_cap_through_pack() -> None:

@@ -218,7 +218,8 @@ def test_stats_of_split_with_truncation() -> None:
     assert stats.sequences_split == 2
     assert stats.block_utilization.tolist() == [1.0, 1.0, 0.25]
     assert stats.trainable_tokens == 9  # a plan knows no masks: every packed token counts
-    assert stats.samples_without_trainable_tokens == 0
+    assert stats.target_tokens == 4  # 9 tokens in 5 pieces: no piece's first token is a target
+    assert stats.samples_without_trainable_tokens == 1  # seq3 is two one-token pieces, each a block start
 
 
 def test_stats_count_sequences_cut_across_blocks_when_every_sequence_fits() -> None:

@@ -262,7 +262,12 @@ def check_stats(batch: packing.PackedBatch, case: Case, overflow: str, found: li
     assert stats.sequences_split == sum(1 for p in pieces_per_sample if p > 1)
     kept_masks = [mask[:k] for mask, k in zip(case.masks, kept, strict=True)]
     assert stats.trainable_tokens == sum(map(sum, kept_masks)) == int(batch.loss_mask.sum())
-    assert stats.samples_without_trainable_tokens == sum(1 for m in kept_masks if m and sum(m) == 0)
+    # a target is a trainable token that is not the first of its document piece (labels != -100)
+    targets = [sum(sum(f.mask[1:]) for f in found if f.sample == i) for i in range(len(lengths))]
+    assert stats.target_tokens == sum(targets) == int((batch.labels != packing.IGNORE_INDEX).sum())
+    assert stats.samples_without_trainable_tokens == sum(
+        1 for m, t in zip(kept_masks, targets, strict=True) if m and t == 0
+    )
     utilization = [sum(len(f.tokens) for f in found if f.block == b) / capacity for b in range(batch.num_blocks)]
     assert np.allclose(stats.block_utilization, utilization)
 

@@ -67,6 +67,8 @@ def _check_flag(value: Any, name: str) -> bool:
 def _batch_samples(batch: Mapping[str, Any]) -> list[Any]:
     """The rows of a column batch as the sample dicts ``packing.pack`` reads. O(rows)."""
     if "prompt" in batch or "completion" in batch:
+        if "input_ids" in batch:
+            raise ValueError("a batch has both 'input_ids' and 'prompt'/'completion' columns; keep one form")
         missing = [key for key in ("prompt", "completion") if key not in batch]
         if missing:
             raise ValueError(f"a prompt/completion batch needs both columns; '{missing[0]}' is missing")
@@ -242,6 +244,8 @@ def _table_samples(table: pa.Table, completion_only_loss: bool) -> Samples:
     """All rows of ``table`` as flat ``Samples``, vectorised over rows. O(tokens + rows)."""
     names = set(table.column_names)
     if "prompt" in names or "completion" in names:
+        if "input_ids" in names:
+            raise ValueError("the dataset has both 'input_ids' and 'prompt'/'completion' columns; keep one form")
         missing = [key for key in ("prompt", "completion") if key not in names]
         if missing:
             raise ValueError(f"a prompt/completion dataset needs both columns; '{missing[0]}' is missing")

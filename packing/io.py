@@ -437,6 +437,8 @@ def _pick(item: Any, columns: list[str], where: str) -> Any:
     them, else ``prompt`` and ``completion``; a missing value is an error."""
     if not isinstance(item, Mapping):
         return item
+    if item.get("input_ids") is not None and (item.get("prompt") is not None or item.get("completion") is not None):
+        raise DatasetError(f"{where}: has both 'input_ids' and 'prompt'/'completion'; give one form per row")
     if item.get("input_ids") is not None:
         return {"input_ids": item["input_ids"], "loss_mask": item.get("loss_mask")}
     if "prompt" not in columns:

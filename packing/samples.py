@@ -132,6 +132,8 @@ def read_sample(sample: Any, index: int, completion_only_loss: bool = True) -> t
     where = f"sample {index}"
     if isinstance(sample, Mapping):
         if "prompt" in sample or "completion" in sample:
+            if sample.get("input_ids") is not None:
+                raise ValueError(f"{where}: has both 'input_ids' and 'prompt'/'completion'; give one form")
             missing = [key for key in ("prompt", "completion") if key not in sample]
             if missing:
                 raise ValueError(f"{where}: a prompt/completion sample needs both keys; '{missing[0]}' is missing")

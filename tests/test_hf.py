@@ -206,3 +206,11 @@ def test_pack_dataset_fingerprint_follows_the_source_and_the_settings() -> None:
     assert pack_dataset(ds, 4, seed=2)._fingerprint != first
     assert pack_dataset(ds, 8, seed=1)._fingerprint != first
     assert pack_dataset(Dataset.from_dict({"input_ids": [[1, 2], [4]]}), 4, seed=1)._fingerprint != first
+
+
+def test_both_sample_forms_in_one_dataset_are_refused() -> None:
+    both = {"input_ids": [[1, 2, 3]], "prompt": [[1, 2]], "completion": [[3]]}
+    with pytest.raises(ValueError, match="both 'input_ids' and 'prompt'/'completion'"):
+        pack_dataset(datasets.Dataset.from_dict(both), 4)
+    with pytest.raises(ValueError, match="both 'input_ids' and 'prompt'/'completion'"):
+        pack_batch(both, 4)

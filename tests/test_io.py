@@ -510,3 +510,10 @@ def test_block_order_is_a_seeded_permutation() -> None:
 def test_block_order_refuses_bad_arguments(count: Any, seed: int) -> None:
     with pytest.raises((TypeError, ValueError)):
         block_order(count, seed=seed)
+
+
+def test_a_row_with_both_forms_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "both.jsonl"
+    path.write_text(json.dumps({"prompt": [1, 2], "completion": [3], "input_ids": [1, 2, 3]}) + "\n")
+    with pytest.raises(DatasetError, match=r"line 1: has both 'input_ids' and 'prompt'/'completion'"):
+        read_dataset(path)

@@ -195,3 +195,8 @@ def test_chat_sample_train_on_a_single_role_name() -> None:
     # a bare string is one role name, not a set of letters
     turns = [("user", [1]), ("assistant", [2]), ("a", [3])]
     assert chat_sample(turns, train_on="assistant") == {"input_ids": [1, 2, 3], "loss_mask": [0, 1, 0]}
+
+
+def test_a_sample_with_both_forms_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"sample 0: has both 'input_ids' and 'prompt'/'completion'"):
+        read_samples([{"prompt": [1, 2], "completion": [3], "input_ids": [1, 2, 3]}])

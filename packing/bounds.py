@@ -7,7 +7,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from packing.validation import check_positive_int
+from packing.validation import check_max_seq_length
 
 Int64Array = npt.NDArray[np.int64]
 
@@ -80,7 +80,7 @@ def lower_bounds(lengths: npt.ArrayLike, max_seq_length: int, overflow: str = "t
     """
     from packing.overflow import documents
 
-    capacity = check_positive_int(max_seq_length, "max_seq_length")
+    capacity = check_max_seq_length(max_seq_length)
     docs = documents(lengths, capacity, overflow)
     return LowerBounds(
         simple=simple_bound(int(docs.length.sum()), capacity),

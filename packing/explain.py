@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from packing.overflow import Documents, documents
 from packing.strategies import STRATEGIES, assign_blocks
-from packing.validation import OVERFLOW_POLICIES, as_lengths, check_choice, check_positive_int
+from packing.validation import OVERFLOW_POLICIES, as_lengths, check_choice, check_max_seq_length
 
 MAX_EXPLAIN_DOCUMENTS = 500
 
@@ -126,7 +126,7 @@ def explain(
     >>> explain([3, 2, 2], 4, "bfd")[1].reason
     'No open block has 2 tokens of room (the most is 1), so block 2 is opened.'
     """
-    capacity = check_positive_int(max_seq_length, "max_seq_length")
+    capacity = check_max_seq_length(max_seq_length)
     check_choice(strategy, "strategy", STRATEGIES)
     check_choice(overflow, "overflow policy", OVERFLOW_POLICIES)
     docs = documents(as_lengths(lengths), capacity, overflow)

@@ -42,7 +42,7 @@ import numpy.typing as npt
 from packing.packed import PackedBatch, materialize, pack
 from packing.plan import PackingPlan, plan
 from packing.samples import Samples
-from packing.validation import check_positive_int, check_token_id
+from packing.validation import check_max_seq_length, check_token_id
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -393,7 +393,7 @@ def pack_dataset(
         packed["input_ids"]  # [[3, 4, 5, 6], [1, 2, 0, 0]]
         packed["seq_lengths"]  # [[3, 1], [2]]
     """
-    capacity = check_positive_int(max_seq_length, "max_seq_length")
+    capacity = check_max_seq_length(max_seq_length)
     pad = check_token_id(pad_token_id, "pad_token_id")
     completion_only = _check_flag(completion_only_loss, "completion_only_loss")
     if _check_flag(shuffle, "shuffle"):

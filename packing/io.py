@@ -200,6 +200,8 @@ def _parse_json(text: str, label: str, where: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as error:
         raise DatasetError(f"{label}, {where}, character {error.colno}: invalid JSON ({error.msg})") from None
+    except RecursionError:
+        raise DatasetError(f"{label}, {where}: JSON nested too deeply") from None
 
 
 def _table(rows: list[tuple[str, Any]]) -> _Table:
@@ -240,6 +242,8 @@ def _read_json(handle: IO[bytes], label: str) -> _Table | Dataset:
         raise DatasetError(
             f"{label}, line {error.lineno}, character {error.colno}: invalid JSON ({error.msg})"
         ) from None
+    except RecursionError:
+        raise DatasetError(f"{label}: JSON nested too deeply") from None
     if isinstance(data, list):
         return _table([(f"item {number}", item) for number, item in enumerate(data, start=1)])
     if isinstance(data, dict) and ("histogram" in data or "lengths" in data):

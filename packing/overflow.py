@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from packing.validation import OVERFLOW_POLICIES, as_lengths, check_choice, check_positive_int
+from packing.validation import OVERFLOW_POLICIES, as_lengths, check_choice, check_max_seq_length
 
 Int64Array = npt.NDArray[np.int64]
 
@@ -40,7 +40,7 @@ def documents(lengths: npt.ArrayLike, max_seq_length: int, overflow: str = "trun
     >>> documents([3, 0, 9], 4, "drop").sequence.tolist()
     [0]
     """
-    capacity = check_positive_int(max_seq_length, "max_seq_length")
+    capacity = check_max_seq_length(max_seq_length)
     check_choice(overflow, "overflow policy", OVERFLOW_POLICIES)
     return documents_of(as_lengths(lengths), capacity, overflow)
 

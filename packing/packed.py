@@ -13,7 +13,7 @@ from packing.kernels import fill_blocks
 from packing.plan import PackingPlan, plan
 from packing.samples import Samples, read_samples
 from packing.stats import PackingStats
-from packing.validation import check_positive_int, check_token_id
+from packing.validation import check_max_seq_length, check_token_id
 
 Int64Array = npt.NDArray[np.int64]
 IGNORE_INDEX = -100
@@ -174,7 +174,7 @@ def pack(
     >>> pack([[1, 2], [3, 4, 5], [6]], 4, strategy="ffd").to_lists()[0]
     [[3, 4, 5, 6], [1, 2, 0, 0]]
     """
-    check_positive_int(max_seq_length, "max_seq_length")
+    check_max_seq_length(max_seq_length)
     pad = check_token_id(pad_token_id, "pad_token_id")
     if not isinstance(completion_only_loss, bool):
         raise TypeError(f"completion_only_loss must be True or False, got {completion_only_loss!r}")

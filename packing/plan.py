@@ -11,12 +11,13 @@ from packing.kernels import IntArray
 from packing.overflow import Documents, documents_of
 from packing.stats import PackingStats, compute_stats
 from packing.strategies import STRATEGIES, layout_blocks
-from packing.validation import OVERFLOW_POLICIES, as_lengths, check_choice, check_positive_int
+from packing.validation import OVERFLOW_POLICIES, as_lengths, check_choice, check_max_seq_length, check_positive_int
 
 Int64Array = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
 MAX_SEQUENCES = 2**31 - 1
-"""Pieces store sequence indices, offsets and lengths as int32 (half the memory of int64)."""
+"""Pieces store sequence indices, offsets and lengths as int32 (half the memory of int64), which bounds
+the number of sequences and documents in one plan and the length of a sequence that is split."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ def plan(
     >>> plan([5, 3, 2, 4], 6, "bfd").num_blocks
     3
     """
-    capacity = check_positive_int(max_seq_length, "max_seq_length")
+    capacity = check_max_seq_length(max_seq_length)
     check_choice(strategy, "strategy", STRATEGIES)
     check_choice(overflow, "overflow policy", OVERFLOW_POLICIES)
     if max_sequences_per_block is not None:
@@ -146,7 +147,11 @@ def plan(
     sizes = as_lengths(lengths)
     if len(sizes) > MAX_SEQUENCES:
         raise ValueError(f"plan takes at most {MAX_SEQUENCES:,} sequences at once; got {len(sizes):,}")
+    if overflow == "split" and len(sizes) and int(sizes.max()) > MAX_SEQUENCES:
+        raise ValueError(f"overflow 'split' handles sequences of up to {MAX_SEQUENCES:,} tokens")
     docs = documents_of(sizes, capacity, overflow)
+    if len(docs.length) > MAX_SEQUENCES:
+        raise ValueError(f"plan takes at most {MAX_SEQUENCES:,} documents at once; got {len(docs.length):,}")
     sequence: IntArray
     start: IntArray
     length: IntArray

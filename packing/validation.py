@@ -36,18 +36,42 @@ def _type_name(value: object) -> str:
 def check_positive_int(value: Any, name: str) -> int:
     """Return ``value`` as an ``int`` if it is an integer >= 1 (bools and floats refused).
 
-    >>> check_positive_int(4, "max_seq_length")
+    >>> check_positive_int(4, "max_sequences_per_block")
     4
-    >>> check_positive_int(4.0, "max_seq_length")
+    >>> check_positive_int(4.0, "max_sequences_per_block")
     Traceback (most recent call last):
     ...
-    TypeError: max_seq_length must be an integer >= 1, got 4.0 (float)
+    TypeError: max_sequences_per_block must be an integer >= 1, got 4.0 (float)
     """
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{name} must be an integer >= 1, got {value!r} ({_type_name(value)})")
     if value < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value}")
     return int(value)
+
+
+MAX_SEQ_LENGTH = 2**24
+"""The longest block supported (16,777,216 tokens): strategies keep a few arrays indexed by room left."""
+
+
+def check_max_seq_length(value: Any) -> int:
+    """Return ``max_seq_length`` as an ``int`` if it is an integer in [1, MAX_SEQ_LENGTH].
+
+    >>> check_max_seq_length(4096)
+    4096
+    >>> check_max_seq_length(True)
+    Traceback (most recent call last):
+    ...
+    TypeError: max_seq_length must be an integer >= 1, got True (bool)
+    >>> check_max_seq_length(2**40)
+    Traceback (most recent call last):
+    ...
+    ValueError: max_seq_length must be at most 16,777,216, got 1,099,511,627,776
+    """
+    capacity = check_positive_int(value, "max_seq_length")
+    if capacity > MAX_SEQ_LENGTH:
+        raise ValueError(f"max_seq_length must be at most {MAX_SEQ_LENGTH:,}, got {capacity:,}")
+    return capacity
 
 
 def check_token_id(value: Any, name: str) -> int:

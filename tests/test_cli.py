@@ -418,3 +418,15 @@ def test_python_m_packing_end_to_end(tmp_path: Path) -> None:
     assert failed.returncode == 2
     assert failed.stdout == ""
     assert failed.stderr == "packing: error: nope.jsonl: no such file\n"
+
+
+def test_absurd_sizes_and_deep_json_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lengths = tmp_path / "l.json"
+    lengths.write_text('{"lengths": [3, 4]}')
+    assert main(["compare", str(lengths), "--max-seq-length", "100000000000000000000"]) == 2
+    assert "max_seq_length must be at most 16,777,216" in capsys.readouterr().err
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    assert main(["compare", str(deep), "--max-seq-length", "8"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("packing: error:") and "nested too deeply" in err and "Traceback" not in err

@@ -391,3 +391,13 @@ def test_lengths_too_large_for_int64_are_refused(lengths: list[int], message: st
         plan(lengths, 4)
     with pytest.raises((TypeError, ValueError), match=message):
         lower_bounds(lengths, 4)
+
+
+def test_sizes_past_the_int32_pieces_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"max_seq_length must be at most 16,777,216"):
+        plan([3], 2**25)
+    with pytest.raises(ValueError, match=r"overflow 'split' handles sequences of up to 2,147,483,647 tokens"):
+        plan([2**31 + 10], 2**20, "bfd", "split")
+    truncated = plan([3 * 10**9], 2**20, "bfd")  # truncation keeps offsets at 0: no limit needed
+    assert truncated.piece_length.tolist() == [2**20]
+    assert truncated.stats.tokens_truncated == 3 * 10**9 - 2**20

@@ -88,6 +88,11 @@ def _reason(strategy: str, size: int, block: int, new: bool, rooms: dict[int, in
         current = rooms[max(rooms)]
         if strategy == "next_fit":
             return f"It needs {_tokens(size)} but the current block has only {current} left, so {where} is started."
+        if max(rooms.values()) >= size and strategy == "spfhp":
+            return (
+                f"No pack left by longer sequences fits it, and shortest-pack-first gives each such sequence "
+                f"a pack of its own (even where one of its length left room): {where} opens."
+            )
         if max(rooms.values()) >= size:
             return f"A new block ({where}) is opened for it: the search proved this gives the fewest blocks overall."
         return f"No open block has {_tokens(size)} of room (the most is {max(rooms.values())}), so {where} is opened."

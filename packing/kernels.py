@@ -235,6 +235,151 @@ def best_fit_decreasing_layout(
 
 
 @njit(cache=True, nogil=True)
+def _last_nonempty(counts: Int64Array, size: int) -> int:  # pragma: no cover
+    """Largest leaf index whose count is positive, or -1 (sum-segment tree)."""
+    if counts[1] == 0:
+        return -1
+    node = 1
+    while node < size:
+        node = 2 * node + 1 if counts[2 * node + 1] > 0 else 2 * node
+    return node - size
+
+
+@njit(cache=True, nogil=True)
+def _deal(
+    lengths: Int64Array,
+    capacity: int,
+    histogram: Int64Array,
+    opened: int,
+    block_items: Int64Array,
+    runs: int,
+    r_first: Int64Array,
+    r_step: Int64Array,
+    r_take: Int64Array,
+    r_per: Int64Array,
+    r_base: Int64Array,
+    r_len: Int64Array,
+) -> tuple[Int64Array, Int32Array, Int32Array]:  # pragma: no cover
+    """CSR layout from recorded runs: the j-th document of each length (in input order) takes that
+    length's j-th slot. O(n + runs + blocks)."""
+    n = lengths.shape[0]
+    block_starts = np.zeros(opened + 1, dtype=np.int64)
+    for b in range(opened):
+        block_starts[b + 1] = block_starts[b] + block_items[b]
+    next_of_length = np.zeros(capacity + 2, dtype=np.int64)
+    for v in range(1, capacity + 1):
+        next_of_length[v + 1] = next_of_length[v] + histogram[v]
+    by_length = np.empty(n, dtype=np.int32)
+    for i in range(n):
+        by_length[next_of_length[lengths[i]]] = i
+        next_of_length[lengths[i]] += 1
+    items = np.empty(n, dtype=np.int32)
+    item_lengths = np.empty(n, dtype=np.int32)
+    cursor = np.zeros(capacity + 1, dtype=np.int64)
+    for r in range(runs):
+        length = r_len[r]
+        source = next_of_length[length] - histogram[length] + cursor[length]
+        per_block = r_per[r]
+        block = r_first[r]
+        for _ in range(r_take[r]):
+            slot = block_starts[block] + r_base[r]
+            for k in range(per_block):
+                items[slot + k] = by_length[source]
+                item_lengths[slot + k] = length
+                source += 1
+            block += r_step[r]
+        cursor[length] += r_take[r] * per_block
+    return block_starts, items, item_lengths
+
+
+@njit(cache=True, nogil=True)
+def spfhp_layout(
+    lengths: Int64Array, capacity: int, max_per_block: int
+) -> tuple[Int64Array, Int32Array, Int32Array]:  # pragma: no cover
+    """Shortest-pack-first histogram packing (Krell et al. 2021): ``(block_starts, items, item_lengths)``.
+
+    Lengths are taken longest first; every sequence of a length goes into the
+    open pack with the most room that fits it (the "shortest" pack), one
+    sequence per pack per step, and the sequences of that length that fit no
+    pack open packs of their own, one each (so two of them never share a pack,
+    as in the published algorithm). A pack is closed when full or when it holds
+    ``max_per_block`` sequences. Identical packs that share a room form a group
+    (a range of block numbers), so the work depends on the number of groups,
+    not of sequences; documents are dealt to their packs in input order.
+    O(n + capacity + runs × log capacity).
+    """
+    n = lengths.shape[0]
+    histogram = np.zeros(capacity + 1, dtype=np.int64)
+    for i in range(n):
+        histogram[lengths[i]] += 1
+    size = 1
+    while size < capacity + 1:
+        size *= 2
+    tree = np.zeros(2 * size, dtype=np.int64)
+    head = np.full(capacity + 1, -1, dtype=np.int64)
+    g_first = np.empty(1024, dtype=np.int64)
+    g_count = np.empty(1024, dtype=np.int64)
+    g_items = np.empty(1024, dtype=np.int64)
+    g_top_high = np.empty(1024, dtype=np.int64)
+    g_below = np.empty(1024, dtype=np.int64)
+    r_first = np.empty(1024, dtype=np.int64)
+    r_step = np.empty(1024, dtype=np.int64)
+    r_take = np.empty(1024, dtype=np.int64)
+    r_per = np.empty(1024, dtype=np.int64)
+    r_base = np.empty(1024, dtype=np.int64)
+    r_len = np.empty(1024, dtype=np.int64)
+    groups = 0
+    runs = 0
+    opened = 0
+    for length in range(capacity, 0, -1):
+        left = histogram[length]
+        while left > 0:
+            if groups + 2 > g_first.shape[0]:
+                g_first, g_count, g_items = _grow(g_first), _grow(g_count), _grow(g_items)
+                g_top_high, g_below = _grow(g_top_high), _grow(g_below)
+            if runs + 2 > r_take.shape[0]:
+                r_first, r_step, r_take = _grow(r_first), _grow(r_step), _grow(r_take)
+                r_per, r_base, r_len = _grow(r_per), _grow(r_base), _grow(r_len)
+            room = _last_nonempty(tree, size)
+            if room < length:  # nothing fits: a pack of its own for every one left
+                take, first, step, base = left, opened, 1, 0
+                opened += take
+                new_room = capacity - length
+            else:
+                source = head[room]
+                take = min(g_count[source], left)
+                base = g_items[source]
+                if g_top_high[source]:
+                    first, step = g_first[source] + g_count[source] - 1, -1
+                else:
+                    first, step = g_first[source], 1
+                    g_first[source] += take
+                g_count[source] -= take
+                if g_count[source] == 0:
+                    head[room] = g_below[source]
+                    _add_count(tree, size, room, -1)
+                new_room = room - length
+            r_first[runs], r_step[runs], r_take[runs] = first, step, take
+            r_per[runs], r_base[runs], r_len[runs] = 1, base, length
+            runs += 1
+            left -= take
+            g_first[groups] = first if step == 1 else first - take + 1
+            g_count[groups] = take
+            g_items[groups] = base + 1
+            g_top_high[groups] = 1 if step == 1 else 0
+            if new_room > 0 and base + 1 < max_per_block:
+                g_below[groups] = head[new_room]
+                head[new_room] = groups
+                _add_count(tree, size, new_room, 1)
+            groups += 1
+    block_items = np.zeros(opened, dtype=np.int64)
+    for g in range(groups):
+        for block in range(g_first[g], g_first[g] + g_count[g]):
+            block_items[block] = g_items[g]
+    return _deal(lengths, capacity, histogram, opened, block_items, runs, r_first, r_step, r_take, r_per, r_base, r_len)
+
+
+@njit(cache=True, nogil=True)
 def stable_order_by_key(keys: Int64Array, num_keys: int) -> Int64Array:  # pragma: no cover
     """Indices sorting ``keys`` (each in ``[0, num_keys)``) ascending, ties in input order.
 

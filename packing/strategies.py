@@ -1,9 +1,9 @@
 """The packing strategies: names, what they do, and how each assigns documents to blocks.
 
 Every no-split strategy is one function ``(lengths, capacity, max_per_block) ->
-(blocks, order)``: the block of every document (numbered in order of opening)
-and the order documents were placed in, which is also their order inside a
-block. The splitting strategy cuts documents, so the planner handles it apart.
+(block_starts, items, item_lengths)``: its blocks in CSR form, numbered in the
+order they opened, each holding its documents in the order they were placed.
+The splitting strategy cuts documents, so the planner handles it apart.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from packing.histogram import spfhp_blocks
 from packing.kernels import (
     IntArray,
     best_fit_decreasing_layout,
@@ -23,11 +22,12 @@ from packing.kernels import (
     group_by_block,
     longest_first_order,
     next_fit_blocks,
+    spfhp_layout,
 )
 from packing.optimal import MAX_OPTIMAL_DOCUMENTS, optimal_blocks
 
 Int64Array = npt.NDArray[np.int64]
-Assigner = Callable[[Int64Array, int], tuple[Int64Array, Int64Array]]
+Layout = tuple[Int64Array, IntArray, IntArray]
 
 
 @dataclass(frozen=True)
@@ -77,15 +77,15 @@ STRATEGIES: dict[str, Strategy] = {
             "Best-fit decreasing",
             "Longest first; each sequence goes into the block with the least room that still fits "
             "(on a tie, the block that reached that room last).",
-            "O(n log L + L), L = max_seq_length",
+            "O(n + L + groups × log L), L = max_seq_length",
             False,
         ),
         Strategy(
             "spfhp",
             "Shortest-pack-first histogram packing",
-            "Krell et al. 2021: works on the length histogram, longest length first, into the pack "
-            "with the most room; optional cap on sequences per block.",
-            "O(n + L × pack types)",
+            "Krell et al. 2021: longest length first, each sequence into the pack with the most room; "
+            "sequences of a length that fit no pack get a pack each; optional cap on sequences per block.",
+            "O(n + L + groups × log L)",
             False,
         ),
         Strategy(
@@ -107,78 +107,82 @@ STRATEGIES: dict[str, Strategy] = {
 }
 
 
-def _in_order(lengths: Int64Array) -> Int64Array:
-    return np.arange(len(lengths), dtype=np.int64)
-
-
-def _none(lengths: Int64Array, capacity: int) -> tuple[Int64Array, Int64Array]:
-    order = _in_order(lengths)
-    return order, order
-
-
-def _next_fit(lengths: Int64Array, capacity: int) -> tuple[Int64Array, Int64Array]:
-    return next_fit_blocks(lengths, capacity), _in_order(lengths)
-
-
-def _first_fit(lengths: Int64Array, capacity: int) -> tuple[Int64Array, Int64Array]:
-    order = _in_order(lengths)
-    return first_fit_blocks(lengths, order, capacity), order
-
-
-def _ffd(lengths: Int64Array, capacity: int) -> tuple[Int64Array, Int64Array]:
-    order = longest_first_order(lengths, capacity)
-    return first_fit_blocks(lengths, order, capacity), order
-
-
-def _bfd(lengths: Int64Array, capacity: int) -> tuple[Int64Array, Int64Array]:
-    return blocks_of_items(*best_fit_decreasing_layout(lengths, capacity)), longest_first_order(lengths, capacity)
-
-
-def _optimal(lengths: Int64Array, capacity: int) -> tuple[Int64Array, Int64Array]:
-    return optimal_blocks(lengths, capacity), longest_first_order(lengths, capacity)
-
-
-ASSIGNERS: dict[str, Assigner] = {
-    "none": _none,
-    "next_fit": _next_fit,
-    "first_fit": _first_fit,
-    "ffd": _ffd,
-    "bfd": _bfd,
-    "optimal": _optimal,
-}
-
-
-def assign_blocks(
-    strategy: str, lengths: Int64Array, capacity: int, max_per_block: int | None = None
-) -> tuple[Int64Array, Int64Array]:
-    """Run a no-split strategy: ``(block of each document, placement order)``."""
-    if strategy == "spfhp":
-        order = longest_first_order(lengths, capacity)
-        return _number_by_opening(spfhp_blocks(lengths, capacity, max_per_block), order), order
-    return ASSIGNERS[strategy](lengths, capacity)
-
-
-def layout_blocks(
-    strategy: str, lengths: Int64Array, capacity: int, max_per_block: int | None = None
-) -> tuple[Int64Array, IntArray, IntArray]:
-    """Run a no-split strategy in CSR form: ``(block_starts, items, item_lengths)``.
-
-    Block b holds documents ``items[block_starts[b]:block_starts[b + 1]]``, in order.
-    """
-    if strategy == "bfd":
-        return best_fit_decreasing_layout(lengths, capacity)
-    blocks, order = assign_blocks(strategy, lengths, capacity, max_per_block)
+def _grouped(lengths: Int64Array, blocks: Int64Array, order: Int64Array) -> Layout:
+    """CSR form of a block per document, documents in each block in ``order``. O(n)."""
     num_blocks = int(blocks.max()) + 1 if len(blocks) else 0
     block_starts, items = group_by_block(blocks, order, num_blocks)
     return block_starts, items, lengths[items]
 
 
-def _number_by_opening(blocks: Int64Array, order: Int64Array) -> Int64Array:
-    """Renumber blocks so that block k is the k-th to receive a document in ``order``. O(n + B log B)."""
-    if len(blocks) == 0:
-        return blocks
-    first_use = np.full(int(blocks.max()) + 1, len(blocks), dtype=np.int64)
-    np.minimum.at(first_use, blocks[order], np.arange(len(order), dtype=np.int64))
-    rank = np.empty_like(first_use)
-    rank[np.argsort(first_use, kind="stable")] = np.arange(len(first_use), dtype=np.int64)
-    return rank[blocks]
+def _none(lengths: Int64Array, capacity: int, max_per_block: int) -> Layout:
+    order = np.arange(len(lengths), dtype=np.int64)
+    return _grouped(lengths, order, order)
+
+
+def _next_fit(lengths: Int64Array, capacity: int, max_per_block: int) -> Layout:
+    return _grouped(lengths, next_fit_blocks(lengths, capacity), np.arange(len(lengths), dtype=np.int64))
+
+
+def _first_fit(lengths: Int64Array, capacity: int, max_per_block: int) -> Layout:
+    order = np.arange(len(lengths), dtype=np.int64)
+    return _grouped(lengths, first_fit_blocks(lengths, order, capacity), order)
+
+
+def _ffd(lengths: Int64Array, capacity: int, max_per_block: int) -> Layout:
+    order = longest_first_order(lengths, capacity)
+    return _grouped(lengths, first_fit_blocks(lengths, order, capacity), order)
+
+
+def _bfd(lengths: Int64Array, capacity: int, max_per_block: int) -> Layout:
+    return best_fit_decreasing_layout(lengths, capacity)
+
+
+def _spfhp(lengths: Int64Array, capacity: int, max_per_block: int) -> Layout:
+    return spfhp_layout(lengths, capacity, max_per_block)
+
+
+def _optimal(lengths: Int64Array, capacity: int, max_per_block: int) -> Layout:
+    return _grouped(lengths, optimal_blocks(lengths, capacity), longest_first_order(lengths, capacity))
+
+
+LAYOUTS: dict[str, Callable[[Int64Array, int, int], Layout]] = {
+    "next_fit": _next_fit,
+    "first_fit": _first_fit,
+    "ffd": _ffd,
+    "bfd": _bfd,
+    "spfhp": _spfhp,
+    "optimal": _optimal,
+    "none": _none,
+}
+"""Every no-split strategy as ``(lengths, capacity, max_per_block) -> (block_starts, items, item_lengths)``."""
+
+LONGEST_FIRST = frozenset({"ffd", "bfd", "spfhp", "optimal"})
+"""Strategies that place documents longest first (ties in input order); the others keep input order."""
+
+
+def layout_blocks(strategy: str, lengths: Int64Array, capacity: int, max_per_block: int | None = None) -> Layout:
+    """Run a no-split strategy in CSR form: ``(block_starts, items, item_lengths)``.
+
+    Block b holds documents ``items[block_starts[b]:block_starts[b + 1]]`` in the order they were
+    placed; blocks are numbered in the order they opened. Complexity: the strategy's.
+
+    >>> [a.tolist() for a in layout_blocks("bfd", np.array([5, 3, 2, 4]), 6)]
+    [[0, 1, 3, 4], [0, 3, 2, 1], [5, 4, 2, 3]]
+    """
+    return LAYOUTS[strategy](lengths, capacity, max_per_block if max_per_block is not None else capacity + 1)
+
+
+def assign_blocks(
+    strategy: str, lengths: Int64Array, capacity: int, max_per_block: int | None = None
+) -> tuple[Int64Array, Int64Array]:
+    """Run a no-split strategy: ``(block of each document, placement order)``. O(n) beyond the strategy.
+
+    >>> [a.tolist() for a in assign_blocks("ffd", np.array([5, 3, 2, 4]), 6)]
+    [[0, 2, 1, 1], [0, 3, 1, 2]]
+    """
+    block_starts, items, _ = layout_blocks(strategy, lengths, capacity, max_per_block)
+    if strategy in LONGEST_FIRST:
+        order = longest_first_order(lengths, capacity)
+    else:
+        order = np.arange(len(lengths), dtype=np.int64)
+    return blocks_of_items(block_starts, items), order

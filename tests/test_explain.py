@@ -56,3 +56,33 @@ def test_best_fit_reason_names_the_room() -> None:
 def test_explain_refuses_large_inputs() -> None:
     with pytest.raises(ValueError, match="limited to 500"):
         packing.explain([1] * 501, 4)
+
+
+@settings(max_examples=80, deadline=None)
+@given(lengths=st.lists(st.integers(min_value=1, max_value=10), max_size=9), capacity=st.integers(1, 10))
+@pytest.mark.parametrize("strategy", ["next_fit", "first_fit", "ffd", "bfd", "spfhp"])
+def test_every_step_follows_the_stated_rule(strategy: str, lengths: list[int], capacity: int) -> None:
+    """Replaying the steps, each placement obeys the strategy's rule given the rooms at that moment."""
+    rooms: dict[int, int] = {}
+    opened_by: dict[int, int] = {}  # block -> length of the document that opened it
+    for step in packing.explain(lengths, capacity, strategy):
+        block, size = step.placements[0].block, step.length
+        fits = {b: r for b, r in rooms.items() if r >= size}
+        if step.opened:
+            if strategy == "next_fit":
+                assert not rooms or rooms[max(rooms)] < size
+            elif strategy == "spfhp":  # only packs opened by this same length may still fit
+                assert all(opened_by[b] == size for b in fits)
+            else:
+                assert not fits
+            rooms[block], opened_by[block] = capacity, size
+        elif strategy == "next_fit":
+            assert block == max(rooms)
+        elif strategy in ("first_fit", "ffd"):
+            assert block == min(fits)
+        elif strategy == "bfd":
+            assert rooms[block] == min(fits.values())
+        else:
+            assert rooms[block] == max(fits.values())
+        assert rooms[block] >= size
+        rooms[block] -= size

@@ -79,6 +79,46 @@ def best_fit_decreasing(lengths: Sequence[int], capacity: int) -> list[int]:
     return blocks
 
 
+def shortest_pack_first(lengths: Sequence[int], capacity: int, max_per_block: int | None = None) -> list[list[int]]:
+    """The packs (lists of lengths) of shortest-pack-first histogram packing, as Krell et al. 2021 describe it.
+
+    Lengths from longest to shortest; all sequences of one length are placed at once, each pack taking at
+    most one, into the packs with the most room that fits (a group of identical packs is split when only
+    some of it is needed; among packs with equal room, the group made last goes first); the sequences left
+    over open a pack each. A pack leaves play when full or holding ``max_per_block`` sequences.
+
+    >>> shortest_pack_first([2, 3, 2, 1], 5)
+    [[3, 2], [2, 1]]
+    """
+    limit = max_per_block if max_per_block is not None else capacity + 1
+    open_packs: dict[int, list[tuple[int, list[int]]]] = {}  # room -> stack of (count, pack)
+    closed: list[tuple[int, list[int]]] = []
+
+    def add(count: int, pack: list[int]) -> None:
+        room = capacity - sum(pack)
+        if room == 0 or len(pack) >= limit:
+            closed.append((count, pack))
+        else:
+            open_packs.setdefault(room, []).append((count, pack))
+
+    for length in range(capacity, 0, -1):
+        left = sum(1 for n in lengths if n == length)
+        while left:
+            fitting = [room for room, stack in open_packs.items() if stack and room >= length]
+            if not fitting:
+                add(left, [length])
+                break
+            room = max(fitting)
+            count, pack = open_packs[room].pop()
+            placed = min(count, left)
+            if count > placed:
+                open_packs[room].append((count - placed, pack))
+            left -= placed
+            add(placed, [*pack, length])
+    everything = closed + [group for stack in open_packs.values() for group in stack]
+    return sorted((pack for count, pack in everything for _ in range(count)), key=lambda p: (-sum(p), p))
+
+
 def no_packing(lengths: Sequence[int], capacity: int) -> list[int]:
     """>>> no_packing([3, 1], 5)
     [0, 1]

@@ -487,3 +487,15 @@ def test_blocks_are_numbered_by_opening_and_hold_documents_in_placement_order(
         assert [placed(p) for p in pieces] == sorted(placed(p) for p in pieces)
     firsts = [placed(pieces[0]) for pieces in blocks]
     assert firsts == sorted(firsts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lengths=st.lists(st.integers(min_value=1, max_value=16), max_size=40),
+    capacity=st.integers(min_value=16, max_value=24),
+    cap=st.one_of(st.none(), st.integers(min_value=1, max_value=4)),
+)
+def test_spfhp_makes_the_packs_of_the_published_algorithm(lengths: list[int], capacity: int, cap: int | None) -> None:
+    layout = packing.plan(lengths, capacity, "spfhp", max_sequences_per_block=cap)
+    packs = [[p.length for p in block] for block in layout.blocks()]
+    assert sorted(packs, key=lambda p: (-sum(p), p)) == reference.shortest_pack_first(lengths, capacity, cap)

@@ -280,3 +280,14 @@ def test_materialize_refuses_a_plan_made_for_other_lengths(lengths: list[int], s
 def test_materialize_checks_the_pad_token_id() -> None:
     with pytest.raises(ValueError, match=r"pad_token_id must be a non-negative integer, got -5"):
         materialize(plan([1], 4), read_samples([[1]]), pad_token_id=-5)
+
+
+def test_the_readme_recipe_for_flash_attention_varlen_inputs() -> None:
+    batch = pack([[1, 2, 3], [4, 5], [6, 7, 8, 9], [10]], 5, strategy="bfd")
+    lo, hi = 0, batch.num_blocks
+    tokens = batch.input_ids[lo:hi][batch.sequence_ids[lo:hi] >= 0]
+    lengths = np.concatenate([batch.seq_lengths(b) for b in range(lo, hi)])
+    cu_seqlens = np.concatenate(([0], np.cumsum(lengths))).astype(np.int32)
+    documents = [tokens[a:b].tolist() for a, b in zip(cu_seqlens[:-1], cu_seqlens[1:], strict=True)]
+    assert sorted(documents) == [[1, 2, 3], [4, 5], [6, 7, 8, 9], [10]]
+    assert int(lengths.max()) == 4 and cu_seqlens.dtype == np.int32

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -288,6 +289,6 @@ def test_the_readme_recipe_for_flash_attention_varlen_inputs() -> None:
     tokens = batch.input_ids[lo:hi][batch.sequence_ids[lo:hi] >= 0]
     lengths = np.concatenate([batch.seq_lengths(b) for b in range(lo, hi)])
     cu_seqlens = np.concatenate(([0], np.cumsum(lengths))).astype(np.int32)
-    documents = [tokens[a:b].tolist() for a, b in zip(cu_seqlens[:-1], cu_seqlens[1:], strict=True)]
+    documents = [tokens[a:b].tolist() for a, b in itertools.pairwise(cu_seqlens)]
     assert sorted(documents) == [[1, 2, 3], [4, 5], [6, 7, 8, 9], [10]]
     assert int(lengths.max()) == 4 and cu_seqlens.dtype == np.int32

@@ -7,6 +7,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from packing.overflow import documents
 from packing.validation import check_max_seq_length
 
 Int64Array = npt.NDArray[np.int64]
@@ -71,15 +72,13 @@ def martello_toth_l2(lengths: Int64Array, capacity: int) -> int:
 
 
 def lower_bounds(lengths: npt.ArrayLike, max_seq_length: int, overflow: str = "truncate") -> LowerBounds:
-    """Both lower bounds for ``lengths`` once ``overflow`` has been applied to over-long ones.
+    """Both lower bounds for ``lengths`` once ``overflow`` has been applied to over-long ones. O(n + L).
 
     >>> lower_bounds([6, 6, 6, 4, 4, 4], 10)
     LowerBounds(simple=3, l2=3)
     >>> lower_bounds([7, 7, 7], 10)
     LowerBounds(simple=3, l2=3)
     """
-    from packing.overflow import documents
-
     capacity = check_max_seq_length(max_seq_length)
     docs = documents(lengths, capacity, overflow)
     return LowerBounds(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from packing.overflow import Documents, documents
+from packing.overflow import Documents, documents_of
 from packing.strategies import STRATEGIES, assign_blocks
 from packing.validation import OVERFLOW_POLICIES, as_lengths, check_choice, check_max_seq_length
 
@@ -134,7 +134,7 @@ def explain(
     capacity = check_max_seq_length(max_seq_length)
     check_choice(strategy, "strategy", STRATEGIES)
     check_choice(overflow, "overflow policy", OVERFLOW_POLICIES)
-    docs = documents(as_lengths(lengths), capacity, overflow)
+    docs = documents_of(as_lengths(lengths), capacity, overflow)
     if len(docs.length) > MAX_EXPLAIN_DOCUMENTS:
         raise ValueError(
             f"step-by-step explanations are limited to {MAX_EXPLAIN_DOCUMENTS} sequences; this input has {len(docs.length)}"

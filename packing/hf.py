@@ -291,9 +291,7 @@ def _reorder_blocks(layout: PackingPlan, order: Int64Array) -> PackingPlan:
     """The same plan with its blocks in ``order`` (block ``i`` of the result is block ``order[i]``). O(pieces)."""
     counts = np.diff(layout.block_starts)[order]
     pieces = _ranges(layout.block_starts[:-1][order], counts)
-    stats = layout.stats
-    if hasattr(stats, "block_utilization"):
-        stats = replace(stats, block_utilization=stats.block_utilization[order])
+    stats = replace(layout.stats, block_utilization=layout.stats.block_utilization[order])
     return replace(
         layout,
         block_starts=_offsets(counts),
@@ -384,7 +382,8 @@ def pack_dataset(
     longest documents first).
 
     O(tokens + blocks × max_seq_length) time plus the strategy's cost. Memory at the peak: the
-    input tokens plus about five int64 arrays of blocks × max_seq_length; four of them become
+    input tokens plus the block arrays (four int64, one int32 and one int8, each of blocks ×
+    max_seq_length); four of them become
     the returned dataset's columns without a copy.
 
     Example (``datasets`` needed, so not a doctest)::

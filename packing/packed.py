@@ -105,14 +105,19 @@ class PackedBatch:
 def materialize(layout: PackingPlan, samples: Samples, pad_token_id: int = 0) -> PackedBatch:
     """Fill a plan's pieces with the samples' tokens. O(num_blocks × max_seq_length), one compiled pass.
 
-    The plan must have been made for these samples' lengths.
+    The plan must have been made for these samples' lengths; its pieces are checked before any write.
+
+    >>> samples = read_samples([[1, 2], [3, 4, 5], [6]])
+    >>> materialize(plan(samples.lengths, 4, "ffd"), samples).input_ids.tolist()
+    [[3, 4, 5, 6], [1, 2, 0, 0]]
     """
-    check_token_id(pad_token_id, "pad_token_id")
+    pad = check_token_id(pad_token_id, "pad_token_id")
     if not np.array_equal(layout.lengths, samples.lengths):
         raise ValueError(
             f"the plan was made for {len(layout.lengths)} sequences of other lengths than these "
             f"{len(samples.lengths)} samples; plan with plan(samples.lengths, ...)"
         )
+    _check_pieces(layout)
     shape = (layout.num_blocks, layout.max_seq_length)
     input_ids = np.empty(shape, dtype=np.int64)
     labels = np.empty(shape, dtype=np.int64)
@@ -127,7 +132,7 @@ def materialize(layout: PackingPlan, samples: Samples, pad_token_id: int = 0) ->
         layout.piece_sequence,
         layout.piece_start,
         layout.piece_length,
-        pad_token_id,
+        pad,
         IGNORE_INDEX,
         input_ids,
         labels,
@@ -138,7 +143,28 @@ def materialize(layout: PackingPlan, samples: Samples, pad_token_id: int = 0) ->
     stats = layout.stats
     if not samples.loss_mask.all():
         stats = stats.with_trainable(*_trainable_counts(layout, samples))
-    return PackedBatch(layout, input_ids, labels, loss_mask, position_ids, sequence_ids, pad_token_id, stats)
+    return PackedBatch(layout, input_ids, labels, loss_mask, position_ids, sequence_ids, pad, stats)
+
+
+def _check_pieces(layout: PackingPlan) -> None:
+    """Refuse a plan whose pieces would write outside its blocks or read outside its sequences. O(pieces)."""
+    starts, sequence = layout.block_starts, layout.piece_sequence
+    first, length = layout.piece_start.astype(np.int64), layout.piece_length.astype(np.int64)
+    problem = ""
+    if len(starts) == 0 or starts[0] != 0 or starts[-1] != len(sequence) or np.any(np.diff(starts) < 1):
+        problem = "block_starts must rise from 0 to the number of pieces, every block holding a piece"
+    elif not (len(sequence) == len(first) == len(length)):
+        problem = "the piece arrays differ in length"
+    elif len(length) and (length.min() < 1 or first.min() < 0):
+        problem = "every piece needs a length >= 1 and a start >= 0"
+    elif len(sequence) and (sequence.min() < 0 or sequence.max() >= len(layout.lengths)):
+        problem = "a piece names a sequence the plan does not have"
+    elif len(length) and np.any(first + length > layout.lengths[sequence]):
+        problem = "a piece reaches past the end of its sequence"
+    elif layout.num_blocks and np.add.reduceat(length, starts[:-1]).max(initial=0) > layout.max_seq_length:
+        problem = f"a block holds more than max_seq_length={layout.max_seq_length} tokens"
+    if problem:
+        raise ValueError(f"invalid plan: {problem}")
 
 
 def _trainable_counts(layout: PackingPlan, samples: Samples) -> tuple[int, int, int]:

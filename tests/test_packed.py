@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -292,3 +294,31 @@ def test_the_readme_recipe_for_flash_attention_varlen_inputs() -> None:
     documents = [tokens[a:b].tolist() for a, b in itertools.pairwise(cu_seqlens)]
     assert sorted(documents) == [[1, 2, 3], [4, 5], [6, 7, 8, 9], [10]]
     assert int(lengths.max()) == 4 and cu_seqlens.dtype == np.int32
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"piece_length": np.array([6], dtype=np.int32)}, "reaches past the end of its sequence"),
+        ({"piece_start": np.array([10**9], dtype=np.int32)}, "reaches past the end of its sequence"),
+        ({"piece_sequence": np.array([3], dtype=np.int32)}, "names a sequence the plan does not have"),
+        ({"block_starts": np.array([0, 0, 1])}, "every block holding a piece"),
+        ({"piece_length": np.array([0], dtype=np.int32)}, "length >= 1"),
+    ],
+    ids=["too long", "far start", "unknown sequence", "empty block", "empty piece"],
+)
+def test_materialize_refuses_a_hand_built_plan_that_would_write_out_of_bounds(
+    change: dict[str, Any], message: str
+) -> None:
+    samples = read_samples([[1, 2, 3, 4, 5]])
+    layout = dataclasses.replace(plan(samples.lengths, 8, "bfd"), **change)
+    with pytest.raises(ValueError, match=f"invalid plan: .*{message}"):
+        materialize(layout, samples)
+
+
+def test_materialize_refuses_a_plan_that_overfills_a_block() -> None:
+    samples = read_samples([[1, 2, 3], [4, 5, 6]])
+    layout = plan(samples.lengths, 4, "bfd")  # two blocks of one piece each
+    merged = dataclasses.replace(layout, block_starts=np.array([0, 2]))
+    with pytest.raises(ValueError, match="holds more than max_seq_length=4 tokens"):
+        materialize(merged, samples)

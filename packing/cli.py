@@ -357,6 +357,8 @@ def _pack_summary(args: argparse.Namespace, dataset: Dataset, stats: PackingStat
         ("sequences split", f"{stats.sequences_split:,}"),
         ("sequences dropped", f"{stats.sequences_dropped:,}"),
         ("trainable tokens", f"{stats.trainable_tokens:,} (loss on {args.loss})"),
+        ("training targets", f"{stats.target_tokens:,} (labels != -100: less each document's first token)"),
+        ("samples training nothing", f"{stats.samples_without_trainable_tokens:,}"),
         ("time", f"{_seconds(sum(progress.times.values()))} ({times})"),
         ("output", f"{args.output}, {stats.num_blocks:,} blocks {order}"),
     ]

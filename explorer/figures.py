@@ -11,6 +11,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from explorer.formatting import percent
+
 Int64Array = npt.NDArray[np.int64]
 IntArray = npt.NDArray[np.integer[Any]]
 SEQUENCE_COLORS = (
@@ -47,6 +49,26 @@ MAX_ATTENTION_CELLS = 256
 MAX_LINE_BLOCKS = 20_000
 """Most blocks drawn one by one; above it, the chart shows how many blocks have each fill."""
 _LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "template": "plotly_white"}
+NOTE_BACKGROUND = "rgba(255, 255, 255, 0.85)"
+
+
+def _note() -> dict[str, Any]:
+    """Style of a line label (mean, lower bound, max_seq_length): on a white backing, readable over bars.
+
+    A new dict every time: Plotly writes the label's position into the dict it is given.
+    """
+    return {"bgcolor": NOTE_BACKGROUND, "font": {"color": "#1f2937"}}
+
+
+def count_axis(largest: float) -> dict[str, Any]:
+    """Axis settings for whole-number counts: a tick per unit when they are few, never a fractional tick.
+
+    >>> count_axis(3)
+    {'dtick': 1, 'tickformat': ',d'}
+    >>> count_axis(5000)
+    {'tickformat': ',d'}
+    """
+    return {"dtick": 1, "tickformat": ",d"} if largest <= 10 else {"tickformat": ",d"}
 
 
 def _discrete(colors: Sequence[str]) -> list[list[float | str]]:
@@ -58,9 +80,19 @@ def _discrete(colors: Sequence[str]) -> list[list[float | str]]:
     return scale
 
 
-def _position_tick(width: int) -> int:
-    """A whole-number tick step that gives at most about 16 ticks."""
-    return max(1, -(-width // 16))
+def position_tick(width: int, most: int = 16) -> int:
+    """A round tick step (1, 2 or 5 times a power of ten) that gives at most ``most`` ticks over ``width`` positions.
+
+    >>> position_tick(4), position_tick(384), position_tick(2048), position_tick(1024, most=8)
+    (1, 50, 200, 200)
+    """
+    wanted = max(1, -(-width // most))
+    step = 1
+    while True:
+        for factor in (1, 2, 5):
+            if step * factor >= wanted:
+                return step * factor
+        step *= 10
 
 
 def _block_labels(first: int, count: int) -> list[str]:
@@ -113,7 +145,7 @@ def block_figure(
     hover = _hover(sequence_ids, token_ids, position_ids, loss_mask)
     template = _hover_template(token_ids is not None)
     show_text = token_ids is not None and blocks * width <= MAX_TEXT_CELLS
-    text = np.where(sequence_ids >= 0, token_ids, 0).astype(str) if show_text and token_ids is not None else None
+    text = token_ids.astype(str) if show_text and token_ids is not None else None
     fig = make_subplots(
         rows=2,
         cols=1,
@@ -172,7 +204,7 @@ def block_figure(
             col=1,
         )
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(dtick=_position_tick(width))
+    fig.update_xaxes(dtick=position_tick(width))
     fig.update_xaxes(title_text="position in block", row=2, col=1)
     row_height = 30 if blocks <= 12 else 14
     fig.update_layout(height=180 + 2 * row_height * blocks, legend={"orientation": "h", "y": -0.15}, **_LAYOUT)
@@ -187,14 +219,15 @@ def grid_figure(
 ) -> go.Figure:
     """A compact heatmap of blocks coloured by sequence (for comparisons and step-through).
 
-    Cells show token ids when given, else the 1-based sequence number (small drawings only).
+    Cells show token ids when given (padding shows the pad id; a negative id leaves the cell blank), else the
+    1-based sequence number (small drawings only).
     ``highlight`` lists runs ``(block, position, length)`` to outline (the piece being placed).
     """
     blocks, width = sequence_ids.shape
     labels = _block_labels(0, blocks)
     text = None
     if token_ids is not None and blocks * width <= MAX_TEXT_CELLS:
-        text = np.where(sequence_ids >= 0, token_ids, 0).astype(str)
+        text = np.where(token_ids >= 0, token_ids.astype(str), "")
     elif blocks * width <= MAX_TEXT_CELLS:
         text = np.where(sequence_ids >= 0, (sequence_ids + 1).astype(str), "")
     n = len(SEQUENCE_COLORS)
@@ -224,7 +257,7 @@ def grid_figure(
             y1=block + 0.5,
             line={"color": "black", "width": 3},
         )
-    fig.update_xaxes(dtick=_position_tick(width))
+    fig.update_xaxes(dtick=position_tick(width))
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(title=title, height=90 + 32 * max(1, blocks), **_LAYOUT)
     return fig
@@ -232,7 +265,7 @@ def grid_figure(
 
 def utilization_figure(
     utilization: npt.NDArray[np.float64],
-    pieces: tuple[Int64Array, Int64Array, Int64Array] | None = None,
+    pieces: tuple[IntArray, IntArray, IntArray] | None = None,
     max_seq_length: int = 1,
 ) -> go.Figure:
     """Per-block fill with the mean marked. ``pieces`` = (block, sequence, length) arrays stacks each bar by sequence."""
@@ -240,9 +273,29 @@ def utilization_figure(
     mean = float(utilization.mean()) if blocks else 0.0
     fig = go.Figure()
     if blocks > MAX_LINE_BLOCKS:
-        fig.add_trace(go.Histogram(x=utilization * 100, nbinsx=50, marker_color=SEQUENCE_COLORS[0], name="blocks"))
-        fig.add_vline(x=mean * 100, line_dash="dash", annotation_text=f"mean {mean:.2%}")
-        fig.update_layout(title=f"Fill of {blocks:,} blocks", xaxis_title="fill (%)", yaxis_title="blocks", **_LAYOUT)
+        counts, edges = np.histogram(utilization * 100, bins=np.linspace(0, 100, 51))
+        fig.add_trace(
+            go.Bar(
+                x=(edges[:-1] + edges[1:]) / 2,
+                y=counts,
+                width=np.diff(edges),
+                marker_color=SEQUENCE_COLORS[0],
+                name="blocks",
+                hovertemplate="fill %{x:.0f}% (±1): %{y:,} blocks<extra></extra>",
+            )
+        )
+        fig.add_vline(
+            x=mean * 100,
+            line_dash="dash",
+            annotation_text=f"mean {percent(mean)}",
+            annotation_position="top left",
+            annotation=_note(),
+        )
+        fig.update_xaxes(range=[0, 101])
+        fig.update_yaxes(count_axis(int(counts.max())))
+        fig.update_layout(
+            title=f"Fill of {blocks:,} blocks", xaxis_title="fill (%)", yaxis_title="blocks", bargap=0.05, **_LAYOUT
+        )
         return fig
     x = np.arange(1, blocks + 1)
     if pieces is not None and len(pieces[0]) <= MAX_STACKED_PIECES:
@@ -282,7 +335,14 @@ def utilization_figure(
                 hovertemplate="block %{x}: %{y:.1f}%<extra></extra>",
             )
         )
-    fig.add_hline(y=mean * 100, line_dash="dash", annotation_text=f"mean {mean:.2%}", annotation_position="top left")
+    fig.add_hline(
+        y=mean * 100,
+        line_dash="dash",
+        annotation_text=f"mean {percent(mean)}",
+        annotation_position="bottom left",
+        annotation=_note(),
+    )
+    fig.update_xaxes(count_axis(blocks) if blocks <= 20 else {"tickformat": ",d"})
     fig.update_layout(
         title="Block utilization", xaxis_title="block", yaxis_title="fill (%)", yaxis_range=[0, 105], **_LAYOUT
     )
@@ -292,8 +352,8 @@ def utilization_figure(
 def length_histogram(lengths: Int64Array, max_seq_length: int, bins: int = 60) -> go.Figure:
     """Histogram of input lengths with ``max_seq_length`` marked (computed with numpy, fast on millions)."""
     fig = go.Figure()
+    top = max(int(lengths.max()) if len(lengths) else 0, max_seq_length)
     if len(lengths):
-        top = max(int(lengths.max()), max_seq_length)
         # one bar per length for short sequences, else ``bins`` equal bars
         edges = np.arange(0, top + 1) + 0.5 if top <= bins else np.linspace(0, top + 1, bins + 1)
         counts, edges = np.histogram(lengths, bins=edges)
@@ -308,11 +368,16 @@ def length_histogram(lengths: Int64Array, max_seq_length: int, bins: int = 60) -
                 hovertemplate="length %{x:.0f}: %{y:,} sequences<extra></extra>",
             )
         )
-        if counts.max() <= 10:
-            fig.update_yaxes(dtick=1)
+        fig.update_yaxes(count_axis(int(counts.max())))
     fig.add_vline(
-        x=max_seq_length, line_color="#E45756", line_dash="dash", annotation_text=f"max_seq_length = {max_seq_length:,}"
+        x=max_seq_length,
+        line_color="#E45756",
+        line_dash="dash",
+        annotation_text=f"max_seq_length = {max_seq_length:,}",
+        annotation_position="top left" if max_seq_length >= top / 2 else "top right",
+        annotation=_note(),
     )
+    fig.update_xaxes(range=[0, top * 1.02 + 1])
     fig.update_layout(title="Input lengths", xaxis_title="tokens", yaxis_title="sequences", bargap=0.05, **_LAYOUT)
     return fig
 
@@ -342,6 +407,7 @@ def compare_figure(frame: pd.DataFrame, lower_bound: int) -> go.Figure:
         line_dash="dash",
         annotation_text=f"lower bound {lower_bound:,}",
         annotation_position="top left",
+        annotation=_note(),
         row=1,
         col=1,
     )
@@ -351,8 +417,11 @@ def compare_figure(frame: pd.DataFrame, lower_bound: int) -> go.Figure:
     fig.add_trace(
         go.Bar(x=names, y=ran["time (ms)"], marker_color=colors, name="time (ms)", showlegend=False), row=2, col=2
     )
-    fig.update_yaxes(range=[0, 105], row=1, col=2)
     fig.update_yaxes(rangemode="tozero")
+    fig.update_yaxes(range=[0, 105], row=1, col=2)
+    fig.update_yaxes(count_axis(float(ran["blocks"].max()) if len(ran) else 0), row=1, col=1)
+    lost_or_cut = ran[["tokens lost", "sequences cut"]].to_numpy().max() if len(ran) else 0
+    fig.update_yaxes(count_axis(float(lost_or_cut)), row=2, col=1)
     for trace in fig.data:
         if trace.name in ("blocks", "efficiency %"):
             trace.showlegend = False
@@ -434,9 +503,9 @@ def attention_figure(
     fig = make_subplots(
         rows=1,
         cols=2,
-        horizontal_spacing=0.08,
+        horizontal_spacing=0.1,
         subplot_titles=(
-            f"Plain causal mask: {int(cross.sum()):,} cross-document pairs (red){tiles}",
+            f"Plain causal mask (red: {int(cross.sum()):,} cross-document pairs)",
             "Block-diagonal mask (PackedBatch.attention_mask)",
         ),
     )
@@ -460,8 +529,9 @@ def attention_figure(
         )
     fig.update_yaxes(autorange="reversed", title_text="query position", scaleanchor="x", row=1, col=1)
     fig.update_yaxes(autorange="reversed", scaleanchor="x2", row=1, col=2)
-    fig.update_yaxes(dtick=_position_tick(len(causal)))
-    fig.update_xaxes(title_text="key position", dtick=_position_tick(len(causal)))
+    step = position_tick(len(causal), most=8)
+    fig.update_yaxes(dtick=step, showgrid=False, zeroline=False)
+    fig.update_xaxes(title_text="key position" + tiles, dtick=step, showgrid=False, zeroline=False)
     fig.update_layout(height=480, **_LAYOUT)
     return fig
 
@@ -490,7 +560,7 @@ def positions_figure(plain: Int64Array, restart: Int64Array, sequence_ids: Int64
             marker={"color": [SEQUENCE_COLORS[s % len(SEQUENCE_COLORS)] for s in sequence_ids[real]], "size": 8},
         )
     )
-    fig.update_xaxes(dtick=_position_tick(len(plain)))
+    fig.update_xaxes(dtick=position_tick(len(plain)))
     fig.update_layout(
         title="Position ids",
         xaxis_title="position in block",

@@ -7,7 +7,14 @@ import importlib
 
 import pytest
 
-MODULES = ["explorer.parsing", "explorer.examples", "explorer.state", "explorer.tables"]
+MODULES = [
+    "explorer.parsing",
+    "explorer.examples",
+    "explorer.state",
+    "explorer.tables",
+    "explorer.formatting",
+    "explorer.figures",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

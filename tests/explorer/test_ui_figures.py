@@ -64,8 +64,36 @@ def test_utilization_stacks_small_inputs_and_summarises_large_ones() -> None:
     assert len(plain.data) == 1 and list(plain.data[0].y) == [100.0, 50.0]
     many = figures.utilization_figure(np.full(figures.MAX_BAR_BLOCKS + 1, 0.5))
     assert isinstance(many.data[0], go.Scatter) and many.data[0].fill == "tozeroy"
-    huge = figures.utilization_figure(np.full(figures.MAX_LINE_BLOCKS + 1, 0.5))
-    assert isinstance(huge.data[0], go.Histogram)
+    assert small.layout.xaxis.dtick == 1  # block numbers are whole: no tick at block 1.5
+    huge = figures.utilization_figure(np.r_[np.full(figures.MAX_LINE_BLOCKS, 0.5), 1.0])
+    assert isinstance(huge.data[0], go.Bar) and int(np.asarray(huge.data[0].y).sum()) == figures.MAX_LINE_BLOCKS + 1
+    assert list(huge.layout.xaxis.range) == [0, 101]  # fill never goes past 100 %
+    assert np.asarray(huge.data[0].y)[-1] == 1  # a full block counts in the last bar
+
+
+def test_line_labels_are_readable_over_bars() -> None:
+    layout = packing.plan([2, 3, 1], 4)
+    for fig in (
+        figures.utilization_figure(layout.stats.block_utilization),
+        figures.length_histogram(np.array([1, 2, 3]), 4),
+    ):
+        assert fig.layout.annotations[0].bgcolor == figures.NOTE_BACKGROUND
+    # each label keeps its own place however many figures were built before
+    again = figures.length_histogram(np.array([1, 2, 3]), 4).layout.annotations[0]
+    assert (again.x, again.xref, again.yref) == (4, "x", "y domain")
+    mean = figures.utilization_figure(layout.stats.block_utilization).layout.annotations[0]
+    assert (mean.y, mean.yref, mean.xref) == (75.0, "y", "x domain")
+
+
+def test_padding_cells_print_the_pad_token_id() -> None:
+    samples = [[1, 2], [3, 4, 5], [6]]
+    batch = packing.pack(samples, 4, pad_token_id=7)
+    view = compute.window(batch.plan, packing.read_samples(samples), 0, 9, 7)
+    fig = figures.block_figure(view.sequence_ids, view.batch.loss_mask, view.batch.position_ids, view.batch.input_ids)
+    assert np.asarray(fig.data[0].text).tolist() == [["1", "2", "3", "4"], ["5", "6", "7", "7"]]
+    grid = figures.grid_figure(view.sequence_ids, "", view.batch.input_ids)
+    assert np.asarray(grid.data[0].text)[1].tolist() == ["5", "6", "7", "7"]
+    assert figures.position_tick(2048) == 200 and figures.position_tick(6) == 1
 
 
 def test_length_histogram_marks_max_seq_length() -> None:
@@ -107,7 +135,7 @@ def test_wide_attention_masks_are_drawn_in_tiles() -> None:
     fig = figures.attention_figure(view.causal, view.document, max_cells=100)
     left = np.asarray(fig.data[0].z)
     assert left.shape == (100, 100)  # tiles of 10 x 10 pairs
-    assert (left == 2).any() and "10×10" in fig.layout.annotations[0].text
+    assert (left == 2).any() and "10×10" in fig.layout.xaxis.title.text
     assert f"{view.cross_pairs:,} cross-document" in fig.layout.annotations[0].text
     assert figures.pool_max(np.eye(4, dtype=np.int64), 2).tolist() == [[1, 0], [0, 1]]
 

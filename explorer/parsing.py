@@ -20,6 +20,8 @@ TOKEN_IDS = "token ids (non-negative integers separated by spaces or commas)"
 MAX_TOKEN_ID = 2**63 - 1
 _SEPARATORS = re.compile(r"[\s,]+")
 _BRACKETS = re.compile(r"\[[^\[\]]*\]")
+_LIST_OF_LISTS = re.compile(r"\[\s*[\[{\]]")
+"""Text that opens a JSON list of lists or objects (``[[``, ``[{``, ``[]``); other text is read line by line."""
 
 
 class InputError(ValueError):
@@ -114,7 +116,13 @@ def _parse_json_array(text: str) -> ParsedInput:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
-        raise InputError(f"line {error.lineno}, column {error.colno}: invalid JSON ({error.msg})") from None
+        where = f"line {error.lineno}, column {error.colno}"
+        if error.msg == "Extra data":
+            raise InputError(
+                f"{where}: unexpected text after the end of the JSON list; paste one list of lists like "
+                "[[1, 2], [3]], or one sequence per line"
+            ) from None
+        raise InputError(f"{where}: invalid JSON ({error.msg})") from None
     if not isinstance(value, list):
         raise InputError("line 1: expected a JSON list of sequences")
     samples, lines = [], []
@@ -136,8 +144,11 @@ def _parse_line(line: str, where: str) -> Any:
     if line.startswith("["):
         try:
             return _check_ids(json.loads(line), where)
-        except json.JSONDecodeError:
-            raise InputError(f"{where}: expected a JSON list of token ids like [1, 2, 3]") from None
+        except json.JSONDecodeError as error:
+            raise InputError(
+                f"{where}: expected a JSON list of token ids like [1, 2, 3] (invalid JSON at column {error.colno}: "
+                f"{error.msg})"
+            ) from None
     if "|" in line:
         parts = line.split("|")
         if len(parts) != 2:
@@ -151,13 +162,15 @@ def parse_sequences(text: str) -> ParsedInput:
 
     >>> parse_sequences("[[1, 2], [3, 4, 5], [6]]").samples
     [[1, 2], [3, 4, 5], [6]]
+    >>> parse_sequences("[1, 2, 3]\\n4 5").samples
+    [[1, 2, 3], [4, 5]]
     >>> parse_sequences("5 6 7 | 8 9").samples
     [{'prompt': [5, 6, 7], 'completion': [8, 9]}]
     """
     stripped = text.strip()
     if not stripped:
         raise InputError("no sequences: paste at least one sequence. " + FORMAT_HELP)
-    if stripped.startswith("[") and not _looks_like_list_per_line(stripped):
+    if _LIST_OF_LISTS.match(stripped):
         return _parse_json_array(text)
     samples, lines = [], []
     for number, raw in enumerate(text.splitlines(), start=1):
@@ -167,12 +180,6 @@ def parse_sequences(text: str) -> ParsedInput:
         samples.append(_parse_line(line, f"line {number}"))
         lines.append(number)
     return ParsedInput(samples, lines)
-
-
-def _looks_like_list_per_line(text: str) -> bool:
-    """True for one JSON list per line (``[1, 2]\\n[3]``) rather than one JSON list of lists."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return len(lines) > 1 and all(line.startswith("[") and not line.startswith("[[") for line in lines)
 
 
 def parse_blocks(text: str) -> list[list[int]]:

@@ -21,6 +21,9 @@ def test_one_sequence_per_line_with_spaces_or_commas() -> None:
 
 def test_one_json_list_per_line() -> None:
     assert parse_sequences("[1, 2]\n[3]").samples == [[1, 2], [3]]
+    assert parse_sequences("[1, 2, 3]").samples == [[1, 2, 3]]  # a single JSON list is one sequence
+    assert parse_sequences("[1, 2]\n3 4\n5 | 6").samples == [[1, 2], [3, 4], {"prompt": [5], "completion": [6]}]
+    assert parse_sequences("[\n  [1, 2],\n  [3]\n]").samples == [[1, 2], [3]]
 
 
 def test_prompt_completion_pairs_with_a_bar() -> None:
@@ -61,7 +64,8 @@ def test_json_list_of_objects() -> None:
         ("[1, 2]\n[3, x]", "line 2: expected a JSON list of token ids"),
         ('{"a": 1}\n[[1]]', "line 1"),
         ("7\n8 9 | 1a", "line 2: expected token ids"),
-        ("[1, 2", "line 1, column 6: invalid JSON"),
+        ("[1, 2", "line 1: expected a JSON list of token ids like [1, 2, 3] (invalid JSON at column 6"),
+        ("[[1, 2]]\n[[3]]", "line 2, column 1: unexpected text after the end of the JSON list"),
         ('"text"', "line 1: expected token ids"),
         ("[[99999999999999999999]]", "line 1 (sequence 1): token id 99999999999999999999 is too large"),
         ("1 99999999999999999999", "line 1: token id 99999999999999999999 is too large"),

@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 import packing
 from explorer.examples import DISTRIBUTIONS, synthetic_lengths, workload_sample
+from explorer.formatting import plural
 from explorer.parsing import InputError, parse_sequences
 from packing.workloads import load_workload
 
@@ -47,7 +48,7 @@ def from_text(text: str) -> Dataset:
         lengths = packing.read_samples(parsed.samples).lengths
     except (TypeError, ValueError, OverflowError) as error:
         raise InputError(str(error)) from None
-    return Dataset(f"{len(parsed.samples):,} pasted sequences", lengths, parsed.samples)
+    return Dataset(plural(len(parsed.samples), "pasted sequence"), lengths, parsed.samples)
 
 
 def synthetic(count: int, distribution: str, seed: int, max_length: int) -> Dataset:
@@ -56,7 +57,8 @@ def synthetic(count: int, distribution: str, seed: int, max_length: int) -> Data
         raise InputError(f"the number of sequences must be between 1 and {MAX_SYNTHETIC:,}, got {count:,}")
     lengths = synthetic_lengths(count, distribution, seed, max_length)
     return Dataset(
-        f"{count:,} synthetic lengths ({DISTRIBUTIONS[distribution].split(' (')[0].lower()}, seed {seed})", lengths
+        f"{plural(count, 'synthetic length')} ({DISTRIBUTIONS[distribution].split(' (')[0].lower()}, seed {seed})",
+        lengths,
     )
 
 
@@ -65,10 +67,10 @@ def workload(name: str, count: int) -> Dataset:
     loaded = load_workload(name)
     total = len(loaded.lengths)
     count = total if count <= 0 else min(count, total)
-    note = f"{loaded.title}. Source: {loaded.source}."
+    note = f"Source: {loaded.source}."
     if count < total:
         note += f" Using {count:,} of {total:,} sequences (a seeded random sample)."
-    return Dataset(f"{loaded.title} ({count:,} sequences)", workload_sample(loaded.lengths, count), note=note)
+    return Dataset(f"{loaded.title} ({plural(count, 'sequence')})", workload_sample(loaded.lengths, count), note=note)
 
 
 def from_upload(name: str, data: bytes) -> Dataset:
@@ -85,5 +87,5 @@ def from_upload(name: str, data: bytes) -> Dataset:
         raise InputError(str(error)) from None
     lengths = np.asarray(read.lengths, dtype=np.int64)
     samples = list(read.samples) if read.samples is not None else None
-    kind = "samples" if samples is not None else "lengths"
-    return Dataset(f"{name}: {len(lengths):,} {kind}", lengths, samples)
+    kind = "sample" if samples is not None else "length"
+    return Dataset(f"{name}: {plural(len(lengths), kind)}", lengths, samples)

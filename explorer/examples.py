@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from packing.workloads import load_workload
 
 Int64Array = npt.NDArray[np.int64]
 
@@ -125,3 +128,36 @@ def workload_sample(lengths: Int64Array, count: int, seed: int = 0) -> Int64Arra
     """
     order = np.random.default_rng(seed).permutation(len(lengths))
     return np.asarray(lengths, dtype=np.int64)[order[: max(0, count)]]
+
+
+@dataclass(frozen=True)
+class WorkloadInfo:
+    """What the sidebar shows about a shipped distribution, without keeping its lengths."""
+
+    title: str
+    source: str
+    max_seq_length: int
+    sequences: int
+
+
+@functools.cache
+def workload_info(name: str) -> WorkloadInfo:
+    """Title, source, max_seq_length and size of a shipped workload; loaded once per process (the largest takes ~1 s).
+
+    >>> workload_info("squad_1_1_bert_384").sequences
+    88641
+    """
+    loaded = load_workload(name)
+    return WorkloadInfo(loaded.title, loaded.source, loaded.max_seq_length, len(loaded.lengths))
+
+
+def suggested_max_seq_length(longest: int, ceiling: int) -> int:
+    """The smallest power of two that holds the longest sequence (at least 4, at most ``ceiling``).
+
+    >>> suggested_max_seq_length(3, 1 << 20), suggested_max_seq_length(299, 1 << 20), suggested_max_seq_length(5000, 4096)
+    (4, 512, 4096)
+    """
+    size = 4
+    while size < longest and size < ceiling:
+        size *= 2
+    return min(size, ceiling)

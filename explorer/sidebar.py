@@ -9,11 +9,11 @@ from typing import Any
 import streamlit as st
 
 import packing
-from explorer import state
+from explorer import cache, state
 from explorer.data import MAX_UPLOAD_MB
-from explorer.examples import DEFAULT_EXAMPLE, DISTRIBUTIONS, EXAMPLES
-from explorer.parsing import FORMAT_HELP
-from packing.workloads import WORKLOADS, load_workload
+from explorer.examples import DEFAULT_EXAMPLE, DISTRIBUTIONS, EXAMPLES, suggested_max_seq_length, workload_info
+from explorer.parsing import FORMAT_HELP, InputError
+from packing.workloads import WORKLOADS
 
 MAX_WORKLOAD_SEQUENCES = 1_000_000
 DEFAULT_WORKLOAD_SAMPLE = 200_000
@@ -60,6 +60,9 @@ def restore_from_url() -> None:
     restored = state.read_params(st.query_params.to_dict())
     st.session_state.update(restored.values)
     st.session_state["_url_warnings"] = restored.warnings
+    example = state.example_for(st.session_state["sequences"])
+    if example is not None:
+        st.session_state["example"] = example
 
 
 def share_in_url() -> None:
@@ -97,11 +100,9 @@ def _source_changed() -> None:
 
 def _workload_changed() -> None:
     """Use the distribution's own max_seq_length, and a sample of a very large one."""
-    loaded = load_workload(st.session_state["workload"])
-    st.session_state["max_seq_length"] = loaded.max_seq_length
-    st.session_state["workload_count"] = (
-        0 if len(loaded.lengths) <= DEFAULT_WORKLOAD_SAMPLE else DEFAULT_WORKLOAD_SAMPLE
-    )
+    info = workload_info(st.session_state["workload"])
+    st.session_state["max_seq_length"] = info.max_seq_length
+    st.session_state["workload_count"] = 0 if info.sequences <= DEFAULT_WORKLOAD_SAMPLE else DEFAULT_WORKLOAD_SAMPLE
 
 
 def _paste_inputs() -> tuple[Any, ...]:
@@ -113,7 +114,10 @@ def _paste_inputs() -> tuple[Any, ...]:
         on_change=_load_example,
     )
     example = EXAMPLES[st.session_state["example"]]
-    st.caption(f"{example.question} Look at the **{example.look_at}** tab.")
+    if st.session_state.get("sequences", "") == example.text:
+        st.caption(f"{example.question} Look at the **{example.look_at}** tab.")
+    else:
+        st.caption("Your own sequences. Pick an example above to load it and its settings.")
     text = st.text_area("Sequences", key="sequences", height=140, help=FORMAT_HELP)
     if not state.sequences_in_url(st.session_state.to_dict()):
         st.caption("This text is too long to keep in the page's URL; the link shares the settings only.")
@@ -135,10 +139,10 @@ def _workload_inputs() -> tuple[Any, ...]:
         "Distribution",
         list(WORKLOADS),
         key="workload",
-        format_func=lambda n: load_workload(n).title,
+        format_func=lambda n: workload_info(n).title,
         on_change=_workload_changed,
     )
-    total = len(load_workload(name).lengths)
+    total = workload_info(name).sequences
     count = st.number_input(
         "Sequences to use (0 = all)",
         min_value=0,
@@ -168,7 +172,18 @@ def _upload_inputs() -> tuple[tuple[Any, ...] | None, bytes | None]:
     if file is None:
         return None, None
     raw = file.getvalue()
-    return ("upload", file.name, hashlib.sha1(raw).hexdigest()), raw
+    spec = ("upload", file.name, hashlib.sha1(raw).hexdigest())
+    if st.session_state.get("_upload_seen") != spec:
+        # a new file: size the blocks to its longest sequence (the user can change it afterwards)
+        st.session_state["_upload_seen"] = spec
+        try:
+            dataset = cache.load_dataset(cache.spec_key(spec), spec, raw)
+        except InputError:
+            return spec, raw  # the page reports the problem
+        if len(dataset.lengths):
+            longest = int(dataset.lengths.max())
+            st.session_state["max_seq_length"] = suggested_max_seq_length(longest, state.MAX_SEQ_LENGTH)
+    return spec, raw
 
 
 def _settings() -> Settings:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 import packing
 from explorer.examples import DEFAULT_EXAMPLE, DISTRIBUTIONS, EXAMPLES
@@ -159,3 +160,21 @@ def write_params(state: Mapping[str, Any]) -> dict[str, str]:
 def sequences_in_url(state: Mapping[str, Any]) -> bool:
     """False when the pasted text is too long to share in the URL."""
     return len(str(state.get("sequences", ""))) <= MAX_URL_SEQUENCES
+
+
+def share_link(base_url: str | None, state: Mapping[str, Any]) -> str:
+    """The page address with the query string that reopens ``state`` (just the query string without an address).
+
+    >>> share_link("http://localhost:8501/", {**DEFAULTS, "max_seq_length": 8}).split("&")[:3]
+    ['http://localhost:8501/?source=paste', 'max_seq_length=8', 'strategy=split']
+    """
+    return f"{base_url or ''}?{urlencode(write_params(state))}"
+
+
+def example_for(text: str) -> str | None:
+    """The example whose text this is (so a link to an example shows it in the example picker), else None.
+
+    >>> example_for(EXAMPLES["masking"].text), example_for("1 2 3")
+    ('masking', None)
+    """
+    return next((key for key, example in EXAMPLES.items() if example.text == text), None)

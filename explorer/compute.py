@@ -43,8 +43,8 @@ def sub_plan(layout: packing.PackingPlan, start: int, stop: int) -> tuple[packin
     Returns the sub-plan and the global index of each of its sequences. O(pieces in the window).
     """
     lo, hi = int(layout.block_starts[start]), int(layout.block_starts[stop])
-    sequences = np.unique(layout.piece_sequence[lo:hi])
-    local = np.searchsorted(sequences, layout.piece_sequence[lo:hi]).astype(np.int64)
+    sequences = np.unique(layout.piece_sequence[lo:hi]).astype(np.int64)
+    local = np.searchsorted(sequences, layout.piece_sequence[lo:hi]).astype(np.int32)
     part = packing.PackingPlan(
         layout.max_seq_length,
         layout.strategy,
@@ -164,6 +164,21 @@ def step_grid(steps: list[packing.Step], upto: int, max_seq_length: int) -> Int6
     for step in done:
         for place in step.placements:
             grid[place.block, place.position : place.position + place.length] = step.sequence
+    return grid
+
+
+def step_tokens(steps: list[packing.Step], upto: int, max_seq_length: int, flat: packing.Samples) -> Int64Array:
+    """Token id in each cell after steps ``0..upto``, like ``step_grid`` (-1 where nothing is placed yet)."""
+    done = steps[: upto + 1]
+    blocks = max((p.block + 1 for step in done for p in step.placements), default=0)
+    grid = np.full((blocks, max_seq_length), -1, dtype=np.int64)
+    for step in done:
+        offset = int(flat.offsets[step.sequence]) + step.start
+        for place in step.placements:
+            grid[place.block, place.position : place.position + place.length] = flat.tokens[
+                offset : offset + place.length
+            ]
+            offset += place.length
     return grid
 
 

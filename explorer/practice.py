@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 import packing
+from explorer.formatting import plural
 
 PRACTICE_STRATEGIES = ("split", "next_fit", "first_fit", "ffd", "bfd")
 
@@ -77,7 +78,19 @@ def check_answer(expected: list[list[int]], answer: list[list[int]], max_seq_len
     elif too_long:
         message = f"Block {too_long[0]} has more than {max_seq_length} tokens."
     elif len(padded) != len(expected):
-        message = f"You gave {len(padded)} blocks; the strategy makes {len(expected)}."
+        message = f"You gave {plural(len(padded), 'block')}; the strategy makes {len(expected)}."
     else:
         message = f"{int((~table['match']).sum())} of {len(expected)} blocks differ."
     return Feedback(correct, message, table)
+
+
+def sidebar_values(problem: Problem) -> dict[str, object]:
+    """Sidebar widget values that load ``problem`` as pasted data, so the other tabs can replay it."""
+    return {
+        "source": "paste",
+        "sequences": str(problem.sequences),
+        "max_seq_length": problem.max_seq_length,
+        "strategy": problem.strategy,
+        "overflow": "truncate",
+        "pad_token_id": 0,
+    }

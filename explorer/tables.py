@@ -12,6 +12,7 @@ import pandas as pd
 
 import packing
 from explorer.compute import StrategyRun
+from explorer.formatting import percent
 
 Int64Array = npt.NDArray[np.int64]
 IntArray = npt.NDArray[np.integer[Any]]
@@ -26,10 +27,6 @@ class Metric:
     help: str
 
 
-def _pct(value: float) -> str:
-    return f"{value:.2%}"
-
-
 def headline(stats: packing.PackingStats, bounds: packing.LowerBounds, strategy: str, trainable: int) -> list[Metric]:
     """The numbers every packing should be judged by (they always cover the whole input)."""
     splits = packing.STRATEGIES[strategy].splits_sequences
@@ -42,7 +39,7 @@ def headline(stats: packing.PackingStats, bounds: packing.LowerBounds, strategy:
     return [
         Metric("Blocks", f"{stats.num_blocks:,}", f"Blocks of {stats.max_seq_length:,} tokens."),
         Metric("Lower bound", f"{bound:,}", bound_help),
-        Metric("Efficiency", _pct(stats.efficiency), "Real tokens / (blocks × max_seq_length)."),
+        Metric("Efficiency", percent(stats.efficiency), "Real tokens / (blocks × max_seq_length)."),
         Metric("Padding", f"{stats.padding_tokens:,}", "Pad tokens added to fill the blocks."),
         Metric(
             "Tokens truncated / dropped",
@@ -123,6 +120,30 @@ def compare_table(runs: Sequence[StrategyRun], costs: dict[str, packing.ComputeC
     return pd.DataFrame(rows)
 
 
+def compare_display(frame: pd.DataFrame) -> pd.DataFrame:
+    """The comparison table as shown: only strategies that ran (refusals are explained under it), efficiency in %."""
+    shown = frame.dropna(subset=["blocks"]).drop(columns="note").reset_index(drop=True)
+    shown["efficiency"] = shown["efficiency"] * 100
+    for column in ("blocks", "padding", "tokens lost", "sequences cut", "token slots"):
+        shown[column] = shown[column].astype("int64")
+    return shown.rename(
+        columns={
+            "efficiency": "efficiency (%)",
+            "attention (document-masked)": "attention (masked)",
+            "attention (full blocks)": "attention (full)",
+        }
+    )
+
+
+def sweep_display(rows: Sequence[dict[str, object]]) -> pd.DataFrame:
+    """Sweep rows as shown: efficiency in %, and the note column only when some strategy did not run."""
+    frame = pd.DataFrame(rows)
+    frame["efficiency"] = frame["efficiency"].astype("float64") * 100
+    if not frame["note"].astype(bool).any():
+        frame = frame.drop(columns="note")
+    return frame.rename(columns={"efficiency": "efficiency (%)"})
+
+
 def sweep_series(
     rows: Sequence[dict[str, object]],
 ) -> tuple[list[int], dict[str, tuple[list[float | None], list[float | None]]]]:
@@ -141,3 +162,36 @@ def sweep_series(
 
 def _maybe(value: object) -> float | None:
     return None if value is None or pd.isna(value) else float(value)  # type: ignore[arg-type]
+
+
+def refusal(strategy: str, error: str, sequences: int) -> str:
+    """Why a strategy did not pack this data, in plain words, with what to do instead."""
+    if strategy == "optimal" and sequences > packing.MAX_OPTIMAL_DOCUMENTS:
+        return (
+            f"Optimal packing searches for the proven fewest blocks, which is only feasible for up to "
+            f"{packing.MAX_OPTIMAL_DOCUMENTS} sequences; this data has {sequences:,}. Best-fit decreasing (bfd) is "
+            "usually within a few blocks of the optimum on real data; the Compare tab shows every other strategy."
+        )
+    return f"Strategy '{strategy}' cannot pack this data: {error}"
+
+
+LOSS_WARNING = 0.1
+"""Share of the input tokens lost to the overflow policy above which the Result tab warns."""
+
+
+def loss_note(stats: packing.PackingStats, longest: int) -> str | None:
+    """A warning when the overflow policy throws away much of the data (None when little or nothing is lost).
+
+    >>> print(loss_note(packing.plan([10, 2], 4).stats, 10))
+    50% of the tokens (6 of 12) are lost: 1 of 2 sequences is longer than max_seq_length 4 (the longest has 10 tokens). Raise max_seq_length, or choose overflow 'split' to keep every token.
+    """
+    if stats.input_tokens == 0 or stats.tokens_lost <= LOSS_WARNING * stats.input_tokens:
+        return None
+    over = stats.sequences_truncated + stats.sequences_dropped
+    verb = "is" if over == 1 else "are"
+    return (
+        f"{stats.tokens_lost / stats.input_tokens:.0%} of the tokens ({stats.tokens_lost:,} of {stats.input_tokens:,}) "
+        f"are lost: {over:,} of {stats.num_sequences:,} sequences {verb} longer than max_seq_length "
+        f"{stats.max_seq_length:,} (the longest has {longest:,} tokens). Raise max_seq_length, or choose overflow "
+        "'split' to keep every token."
+    )

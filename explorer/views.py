@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from urllib.parse import urlencode
 
 import numpy as np
 import streamlit as st
@@ -75,9 +74,20 @@ def build_context(choice: Choice) -> Context | None:
     return Context(dataset, key, s, flat, run)
 
 
+def _use_strategy(name: str) -> None:
+    st.session_state["strategy"] = name
+
+
 def _need_plan(ctx: Context) -> packing.PackingPlan | None:
     if ctx.run.layout is None:
-        st.warning(f"Strategy '{ctx.settings.strategy}' cannot pack this input: {ctx.run.error}")
+        st.warning(tables.refusal(ctx.settings.strategy, ctx.run.error, len(ctx.lengths)))
+        if ctx.settings.strategy != "bfd":
+            st.button(
+                "Use best-fit decreasing instead",
+                key=f"use_bfd_{st.session_state.get('tab', '')}",
+                on_click=_use_strategy,
+                args=("bfd",),
+            )
         return None
     if ctx.run.layout.num_blocks == 0:
         st.warning("Nothing to pack: every sequence is empty or was dropped by the overflow policy.")
@@ -122,6 +132,9 @@ def render_result(ctx: Context) -> None:
         return
     _metrics(ctx, layout)
     s = ctx.settings
+    lost = tables.loss_note(layout.stats, int(ctx.lengths.max()))
+    if lost:
+        st.warning(lost)
     if compute.window_blocks(s.max_seq_length, 1) == 0:
         st.warning(
             f"A block of {s.max_seq_length:,} tokens is too large to draw (the limit is {compute.MAX_DRAW_CELLS:,} "
@@ -153,10 +166,45 @@ def _result_text(view: compute.Window) -> None:
         st.caption(f"The classic text form is printed for blocks of up to {MAX_TEXT_WIDTH} tokens; see the table.")
     st.subheader("Blocks")
     table = tables.blocks_table(batch.input_ids, batch.loss_mask, view.sequence_ids, view.first, view.has_tokens)
-    st.dataframe(table, hide_index=True)
+    wide = st.column_config.TextColumn(width="large")
+    st.dataframe(
+        table,
+        hide_index=True,
+        column_config={
+            "block": st.column_config.NumberColumn(width="small"),
+            "sequences": st.column_config.TextColumn(help="Source sequences in the block, numbered from 1."),
+            "tokens": _WHOLE,
+            "padding": _WHOLE,
+            "trained": st.column_config.NumberColumn(format="localized", help="Tokens with loss mask 1."),
+            "input_ids": wide,
+            "loss_mask": wide,
+        },
+    )
 
 
 # ------------------------------------------------------------------------------------------ Compare
+
+
+_WHOLE = st.column_config.NumberColumn(format="localized")
+_COMPARE_COLUMNS = {
+    "blocks": _WHOLE,
+    "efficiency (%)": st.column_config.NumberColumn(format="%.2f%%", help="Real tokens / (blocks × max_seq_length)."),
+    "padding": st.column_config.NumberColumn(format="localized", help="Pad tokens added to fill the blocks."),
+    "tokens lost": st.column_config.NumberColumn(
+        format="localized", help="Truncated or dropped by the overflow policy."
+    ),
+    "sequences cut": st.column_config.NumberColumn(
+        format="localized", help="Sequences whose tokens are spread over more than one block."
+    ),
+    "time (ms)": st.column_config.NumberColumn(format="%.2f", help="Planning time on this machine."),
+    "token slots": st.column_config.NumberColumn(format="localized", help="blocks × max_seq_length."),
+    "attention (masked)": st.column_config.NumberColumn(
+        format="compact", help="Sum of squared document lengths: attention kept within documents."
+    ),
+    "attention (full)": st.column_config.NumberColumn(
+        format="compact", help="blocks × max_seq_length²: every token attends across its whole block."
+    ),
+}
 
 
 def render_compare(ctx: Context) -> None:
@@ -169,27 +217,17 @@ def render_compare(ctx: Context) -> None:
         f"{bounds.simple:,} blocks if sequences may be cut, {max(bounds.simple, bounds.l2):,} if not (Martello–Toth L2)."
     )
     frame = tables.compare_table(runs, costs)
-    whole = st.column_config.NumberColumn(format="localized")
-    st.dataframe(
-        frame.drop(columns="note"),
-        hide_index=True,
-        column_config={
-            "efficiency": st.column_config.NumberColumn(format="percent"),
-            "time (ms)": st.column_config.NumberColumn(format="%.2f"),
-            **{name: whole for name in ("blocks", "padding", "tokens lost", "sequences cut", "token slots")},
-            "attention (document-masked)": whole,
-            "attention (full blocks)": whole,
-        },
-    )
+    st.dataframe(tables.compare_display(frame), hide_index=True, column_config=_COMPARE_COLUMNS)
     for run in runs:
         if run.error:
-            st.caption(f"**{run.strategy}** did not run: {run.error}")
+            st.caption(f"**{run.strategy}** did not run. {tables.refusal(run.strategy, run.error, len(ctx.lengths))}")
     ok = [r for r in runs if r.layout is not None]
     st.plotly_chart(figures.compare_figure(frame, bounds.simple), key="compare")
     st.markdown(
         "**Compute estimate.** *Token slots* = blocks × max_seq_length: what every layer processes. "
-        "*Attention with document masking* = sum of squared document lengths (each token attends within its "
-        "document); *without* = blocks × max_seq_length² (every token attends across the whole block)."
+        "*Attention (masked)* = sum of squared document lengths (each token attends within its document); "
+        "*attention (full)* = blocks × max_seq_length² (every token attends across the whole block). "
+        "Large numbers are abbreviated: K = thousand, M = million, B = billion."
     )
     with st.expander("What each strategy does"):
         st.markdown(
@@ -233,6 +271,10 @@ def _default_sizes(size: int) -> str:
 def render_sweep(ctx: Context) -> None:
     """Efficiency and blocks against max_seq_length, one line per strategy."""
     s = ctx.settings
+    st.caption(
+        f"How the number of blocks and the efficiency change with max_seq_length, for every strategy "
+        f"(overflow '{s.overflow}'). Efficiency = real tokens / (blocks × max_seq_length)."
+    )
     default_strategies = [n for n in packing.STRATEGIES if n != "optimal"]
     names = st.multiselect("Strategies", list(packing.STRATEGIES), default=default_strategies, key="sweep_strategies")
     text = st.text_input(
@@ -256,7 +298,16 @@ def render_sweep(ctx: Context) -> None:
     notes = sorted({r["note"] for r in rows if r["note"]})
     for note in notes:
         st.caption(f"Not shown: {note}")
-    st.dataframe(rows, hide_index=True, column_config={"efficiency": st.column_config.NumberColumn(format="percent")})
+    st.dataframe(
+        tables.sweep_display(rows),
+        hide_index=True,
+        column_config={
+            "max_seq_length": _WHOLE,
+            "blocks": _WHOLE,
+            "efficiency (%)": st.column_config.NumberColumn(format="%.2f%%"),
+            "tokens lost": _WHOLE,
+        },
+    )
 
 
 # ------------------------------------------------------------------------------ Attention & positions
@@ -268,6 +319,11 @@ def render_attention(ctx: Context) -> None:
     if layout is None:
         return
     s = ctx.settings
+    st.caption(
+        "A block holds several documents. A plain causal mask lets each token attend to the earlier documents "
+        "of its block too (red); the block-diagonal mask keeps attention inside each document, and position ids "
+        "restart at 0 for every document."
+    )
     busiest = int(np.argmax(np.diff(layout.block_starts))) + 1
     st.session_state["attention_block"] = min(st.session_state.get("attention_block", busiest), layout.num_blocks)
     number = st.columns(3)[0].number_input(
@@ -311,14 +367,19 @@ def render_steps(ctx: Context) -> None:
     try:
         steps = cache.explain(ctx.key, ctx.lengths, s.max_seq_length, s.strategy, s.overflow)
     except ValueError as error:
-        st.warning(f"Cannot step through this input: {error}")
+        st.warning(
+            f"Cannot step through this input: {error}. Paste a few sequences, or use a small synthetic dataset "
+            "or sample, to replay a strategy."
+        )
         return
     if not steps:
         st.info("Nothing to place: every sequence is empty or was dropped.")
         return
+    info = packing.STRATEGIES[s.strategy]
+    st.caption(f"{info.title} replayed one sequence at a time: move the slider to see where each one goes, and why.")
     number = 1 if len(steps) == 1 else st.slider("Step", 1, len(steps), key=f"step_{ctx.with_settings()}")
     step = steps[number - 1]
-    pieces = ", ".join(f"block {p.block + 1} at {p.position}" for p in step.placements)
+    pieces = ", ".join(f"block {p.block + 1} at position {p.position}" for p in step.placements)
     st.markdown(
         f"**Step {number} of {len(steps)}** — sequence {step.sequence + 1}, tokens {step.start}–{step.start + step.length - 1} "
         f"({step.length} tokens) → {pieces}."
@@ -328,9 +389,13 @@ def render_steps(ctx: Context) -> None:
         st.plotly_chart(figures.utilization_figure(np.asarray(step.fill) / s.max_seq_length), key="step_fill")
         return
     grid = compute.step_grid(steps, number - 1, s.max_seq_length)
+    tokens = None if ctx.flat is None else compute.step_tokens(steps, number - 1, s.max_seq_length, ctx.flat)
     runs = [(p.block, p.position, p.length) for p in step.placements]
-    title = "Blocks so far (outlined: this step)"
-    st.plotly_chart(figures.grid_figure(grid, title, None, runs), key="step_grid")
+    shown = "token ids" if tokens is not None else "sequence numbers"
+    title = f"Blocks so far ({shown}; colour = sequence; outlined: this step)"
+    st.plotly_chart(figures.grid_figure(grid, title, tokens, runs), key="step_grid")
+    if number == len(steps):
+        st.caption("Last step: these are the blocks of the Result tab (the empty cells become padding).")
 
 
 # ----------------------------------------------------------------------------------------- Practice
@@ -360,9 +425,28 @@ def render_practice() -> None:
     except InputError as error:
         st.error(f"Could not read your answer — {error}")
         return
-    feedback = practice.check_answer(problem.expected(), given, problem.max_seq_length)
+    expected = problem.expected()
+    feedback = practice.check_answer(expected, given, problem.max_seq_length)
     (st.success if feedback.correct else st.error)(feedback.message)
-    st.dataframe(feedback.rows, hide_index=True)
+    rows = feedback.rows.assign(match=feedback.rows["match"].map({True: "✓", False: "✗"}))
+    if feedback.correct:
+        st.dataframe(rows, hide_index=True)
+        return
+    st.dataframe(rows.drop(columns="expected"), hide_index=True)
+    left, right = st.columns(2)
+    with left.expander("Show the expected blocks"):
+        st.code("\n".join(" ".join(map(str, block)) for block in expected), language=None)
+    right.button(
+        "Replay this problem step by step",
+        on_click=_load_problem,
+        args=(problem,),
+        help="Loads the problem into the sidebar; then open the Step through tab.",
+    )
+
+
+def _load_problem(problem: practice.Problem) -> None:
+    st.session_state.update(practice.sidebar_values(problem))
+    st.session_state["tab"] = "Step through"
 
 
 # ------------------------------------------------------------------------------------------- Export
@@ -387,7 +471,8 @@ def render_export(ctx: Context, choice: Choice) -> None:
         else:
             flat, pad = ctx.flat, s.pad_token_id
             st.markdown(
-                "One row per block: `input_ids`, `labels`, `loss_mask`, `position_ids`, `sequence_ids`, `seq_lengths`."
+                "One row per block: `input_ids`, `labels` (-100 where no loss), `loss_mask`, `position_ids`, "
+                "`sequence_ids` (the source sample, counted from 0; -1 in padding) and `seq_lengths`."
             )
             left, right, _ = st.columns([1, 1, 3])
             left.download_button(
@@ -416,8 +501,11 @@ def render_export(ctx: Context, choice: Choice) -> None:
     )
     st.code(code, language="python")
     st.subheader("Share")
-    st.code("?" + urlencode(state.write_params(st.session_state.to_dict())), language=None, wrap_lines=True)
-    st.caption("Append this to the page's address, or copy the address bar: it already holds it.")
+    st.code(state.share_link(st.context.url, st.session_state.to_dict()), language=None, wrap_lines=True)
+    st.caption(
+        "This link opens the same data and settings on the Result tab (copy it with the button at its right). "
+        "The address bar holds the same link, with the open tab."
+    )
 
 
 def _recipe(dataset: Dataset, choice: Choice) -> export.DataRecipe:

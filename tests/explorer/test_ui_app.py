@@ -146,7 +146,7 @@ def test_a_link_can_open_a_tab_and_other_sources() -> None:
     )
     _clean(at)
     assert at.session_state["syn_dist"] == "bimodal"
-    assert len(at.dataframe[0].value) == len(packing.STRATEGIES)
+    assert at.dataframe[0].value["strategy"].tolist() == [s for s in packing.STRATEGIES if s != "optimal"]
     workload = _app(source="workload", workload="squad_1_1_bert_384", sample="2000", max_seq_length="384")
     _clean(workload)
     assert "2,000 sequences" in " ".join(c.value for c in workload.caption)
@@ -163,12 +163,16 @@ def test_bad_link_parameters_are_reported_not_fatal() -> None:
 def test_optimal_on_a_large_input_says_so_and_the_rest_works() -> None:
     at = _app(source="synthetic", count="500", max_length="256", max_seq_length="256", strategy="optimal")
     assert not at.exception
-    assert any("cannot pack this input" in w.value for w in at.warning)
+    assert any("only feasible for up to 40 sequences; this data has 500" in w.value for w in at.warning)
     _open(at, "Compare")
     _clean(at)
     table = at.dataframe[0].value.set_index("strategy")
-    assert table.at["bfd", "blocks"] > 0
+    assert table.at["bfd", "blocks"] > 0 and "optimal" not in table.index  # no row of empty cells
     assert any("optimal** did not run" in c.value and "40" in c.value for c in at.caption)
+    _open(at, "Result")
+    at.button(key="use_bfd_Result").click().run()
+    _clean(at)
+    assert at.session_state["strategy"] == "bfd" and "Blocks" in _metrics(at)
 
 
 def test_too_long_blocks_are_not_drawn_but_counted() -> None:
@@ -227,3 +231,77 @@ def test_uploads_are_packed() -> None:
     bad = _app(source="upload")
     bad.sidebar.get("file_uploader")[0].upload("bad.json", b'[[1, 2], [3, "x"]]').run()
     assert not bad.exception and any("bad.json" in e.value for e in bad.error)
+
+
+def test_a_link_to_an_example_shows_it_and_edited_text_says_so() -> None:
+    masking = EXAMPLES["masking"]
+    at = _app(sequences=masking.text, max_seq_length="8")
+    _clean(at)
+    assert at.session_state["example"] == "masking"
+    assert any(masking.question in c.value for c in at.sidebar.caption)
+    at.sidebar.text_area(key="sequences").set_value("1 2 3\n4 5").run()
+    assert any("Your own sequences" in c.value for c in at.sidebar.caption)
+    assert not any(masking.question in c.value for c in at.sidebar.caption)
+
+
+def test_padding_cells_show_the_chosen_pad_token_id() -> None:
+    at = _app(sequences="[[1,2],[3,4,5],[6]]", max_seq_length="4", strategy="split", pad_token_id="7")
+    _clean(at)
+    assert at.code[0].value.startswith("Block 1: [1, 2, 3, 4]") and "[5, 6, 7, 7]" in at.code[0].value
+    assert _charts(at)["blocks"]["data"][0]["text"][1] == ["5", "6", "7", "7"]
+
+
+def test_an_upload_gets_blocks_that_fit_its_longest_sequence_and_big_losses_are_flagged() -> None:
+    pytest.importorskip("packing.io")
+    at = _app(source="upload")  # max_seq_length is still the classic example's 4
+    rows = "length\n" + "\n".join(str(n) for n in (299, 120, 64, 7))
+    at.sidebar.get("file_uploader")[0].upload("lengths.csv", rows.encode()).run()
+    _clean(at)
+    assert at.session_state["max_seq_length"] == 512
+    assert not any("are lost" in w.value for w in at.warning)
+    at.sidebar.number_input(key="max_seq_length").set_value(16).run()  # the user's choice is kept
+    _clean(at)
+    assert at.session_state["max_seq_length"] == 16
+    assert any("are lost" in w.value and "longest has 299 tokens" in w.value for w in at.warning)
+
+
+def test_share_link_and_tab_captions() -> None:
+    at = _open(_app(sequences="[[1,2],[3]]", max_seq_length="3", strategy="ffd"), "Export")
+    _clean(at)
+    link = at.code[-1].value
+    assert link.startswith("?source=paste") and "strategy=ffd" in link  # AppTest has no page address
+    for tab, words in {
+        "Sweep": "Efficiency = real tokens",
+        "Attention & positions": "block-diagonal mask",
+        "Step through": "replayed one sequence at a time",
+    }.items():
+        _open(at, tab)
+        _clean(at)
+        assert any(words in c.value for c in at.caption), tab
+
+
+def test_a_wrong_practice_answer_hides_the_solution_and_offers_a_replay() -> None:
+    at = _open(_app(), "Practice")
+    at.text_area(key="practice_answer").set_value("1").run()
+    assert at.error and not at.exception
+    table = at.dataframe[0].value
+    assert "expected" not in table and set(table["match"]) <= {"✓", "✗"}
+    at.button[-1].click().run()  # "Replay this problem step by step"
+    _clean(at)
+    from explorer.practice import new_problem
+
+    problem = new_problem(at.session_state["practice_seed"])
+    assert at.session_state["tab"] == "Step through" and at.session_state["strategy"] == problem.strategy
+    assert any("Step 1 of" in m.value for m in at.markdown)
+
+
+def test_reruns_on_a_real_distribution_do_not_reload_every_distribution() -> None:
+    at = _app(source="workload", workload="squad_1_1_bert_384", max_seq_length="384", strategy="bfd")
+    _clean(at)
+    timings = []
+    for _ in range(2):
+        started = time.perf_counter()
+        at.run()
+        timings.append(time.perf_counter() - started)
+    _clean(at)
+    assert min(timings) < 0.5, timings  # loading the 16-million-sequence distribution takes 0.7-1.2 s

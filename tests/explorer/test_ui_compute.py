@@ -89,6 +89,17 @@ def test_steps_end_in_the_plans_blocks() -> None:
     assert longest_first.tolist() == [[3] * 7 + [-1]]  # only the block opened so far
 
 
+@pytest.mark.parametrize(("strategy", "overflow"), [("split", "truncate"), ("ffd", "split"), ("bfd", "truncate")])
+def test_step_tokens_at_the_last_step_are_the_packed_blocks(strategy: str, overflow: str) -> None:
+    flat = packing.read_samples(SAMPLES)
+    steps = compute.explain_steps(flat.lengths, 4, strategy, overflow)
+    batch = packing.pack(SAMPLES, 4, strategy, overflow=overflow, pad_token_id=99)
+    tokens = compute.step_tokens(steps, len(steps) - 1, 4, flat)
+    assert np.array_equal(np.where(tokens >= 0, tokens, 99), batch.input_ids)
+    first = compute.step_tokens(steps, 0, 4, flat)
+    assert (first[compute.step_grid(steps, 0, 4) < 0] == -1).all()  # nothing placed yet: blank
+
+
 def test_steps_refuse_large_inputs_in_plain_words() -> None:
     with pytest.raises(ValueError, match="limited to"):
         compute.explain_steps(np.ones(100_000, dtype=np.int64), 8, "split", "truncate")

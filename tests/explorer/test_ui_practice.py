@@ -34,10 +34,19 @@ def test_a_wrong_answer_shows_where() -> None:
 
 def test_missing_extra_and_overlong_blocks() -> None:
     missing = practice.check_answer([[1, 2, 0], [3, 0, 0]], [[1, 2]], 3)
-    assert not missing.correct and "You gave 1 blocks" in missing.message
+    assert not missing.correct and "You gave 1 block;" in missing.message
     assert missing.rows["yours"].tolist() == ["[1, 2]", "(missing)"]
     extra = practice.check_answer([[1, 2, 3]], [[1, 2, 3], [4]], 3)
     assert extra.rows["expected"].tolist() == ["[1, 2, 3]", "(none)"]
     too_long = practice.check_answer([[1, 2, 3]], [[1, 2, 3, 4]], 3)
     assert not too_long.correct and "more than 3 tokens" in too_long.message
     assert too_long.rows["differs at positions"].tolist() == ["3"]
+
+
+def test_a_problem_loads_into_the_sidebar_as_pasted_data() -> None:
+    from explorer.parsing import parse_sequences
+
+    problem = practice.new_problem(5)
+    values = practice.sidebar_values(problem)
+    assert parse_sequences(str(values["sequences"])).samples == problem.sequences
+    assert values["max_seq_length"] == problem.max_seq_length and values["strategy"] == problem.strategy

@@ -61,3 +61,46 @@ def test_sweep_series_regroups_rows() -> None:
     sizes, series = tables.sweep_series(rows)
     assert sizes == [4, 8]
     assert series["split"][1] == [3.0, 2.0] and series["none"][1] == [3.0, 3.0]
+
+
+def test_compare_display_keeps_the_strategies_that_ran_in_percent_and_whole_numbers() -> None:
+    lengths = np.full(50, 3)
+    runs = compute.compare(lengths, 8, "truncate")
+    costs = {r.strategy: packing.compute_cost(r.layout) for r in runs if r.layout is not None}
+    shown = tables.compare_display(tables.compare_table(runs, costs))
+    assert shown["strategy"].tolist() == [s for s in packing.STRATEGIES if s != "optimal"]
+    assert "note" not in shown and not shown.isna().any().any()  # no row of empty cells
+    assert shown.set_index("strategy").at["none", "efficiency (%)"] == 3 / 8 * 100
+    assert str(shown["blocks"].dtype) == "int64"
+
+
+def test_compare_counts_attention_past_32_bits() -> None:
+    lengths = np.full(1_000, 50_000)  # squared lengths sum to 2.5e12
+    runs = compute.compare(lengths, 65_536, "truncate")
+    costs = {r.strategy: packing.compute_cost(r.layout) for r in runs if r.layout is not None}
+    frame = tables.compare_table(runs, costs).set_index("strategy")
+    assert frame.at["bfd", "attention (document-masked)"] == 1_000 * 50_000**2
+
+
+def test_sweep_display_shows_notes_only_when_a_strategy_did_not_run() -> None:
+    rows = compute.sweep(np.array([3, 5, 2]), [8], ["split", "none"], "truncate")
+    shown = tables.sweep_display(rows)
+    assert "note" not in shown and shown["efficiency (%)"].tolist() == [10 / 16 * 100, 10 / 24 * 100]
+    refused = tables.sweep_display(compute.sweep(np.ones(50, dtype=np.int64), [8], ["optimal"], "truncate"))
+    assert "40" in refused.at[0, "note"]
+
+
+def test_efficiency_never_reads_100_percent_with_padding_left() -> None:
+    lengths = [383] + [384] * 999
+    layout = packing.plan(lengths, 384, "bfd")
+    bounds = packing.lower_bounds(lengths, 384)
+    metrics = {m.label: m.value for m in tables.headline(layout.stats, bounds, "bfd", 0)}
+    assert metrics["Efficiency"] == "99.9997%" and metrics["Padding"] == "1"
+
+
+def test_refusals_and_losses_are_explained_in_plain_words() -> None:
+    message = tables.refusal("optimal", "too many", 88_641)
+    assert "up to 40 sequences; this data has 88,641" in message and "bfd" in message
+    assert tables.refusal("ffd", "some reason", 3) == "Strategy 'ffd' cannot pack this data: some reason"
+    assert tables.loss_note(packing.plan([4, 4, 5], 4).stats, 5) is None  # 1 of 13 tokens: under 10 %
+    assert "longer than max_seq_length 4" in str(tables.loss_note(packing.plan([299, 3], 4).stats, 299))

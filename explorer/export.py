@@ -63,6 +63,7 @@ class DataRecipe:
     upload_name: str | None = None
     synthetic: tuple[int, str, int, int] | None = None
     workload: tuple[str, int] | None = None
+    """(name, sequences); 0 sequences = all of them."""
 
 
 def _data_lines(recipe: DataRecipe) -> tuple[list[str], bool]:
@@ -86,12 +87,13 @@ def _data_lines(recipe: DataRecipe) -> tuple[list[str], bool]:
         return ["import numpy as np", "", synthetic_code(*recipe.synthetic)], False
     if recipe.workload is not None:
         name, count = recipe.workload
+        sample = f"[:{count}]" if count > 0 else ""  # 0: every sequence, in the page's shuffled order
         return [
             "import numpy as np",
             "from packing.workloads import load_workload",
             "",
             f"lengths = load_workload({name!r}).lengths",
-            f"lengths = lengths[np.random.default_rng(0).permutation(len(lengths))[:{count}]]",
+            f"lengths = lengths[np.random.default_rng(0).permutation(len(lengths)){sample}]",
         ], False
     raise ValueError("the recipe names no data")
 

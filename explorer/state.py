@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import packing
 from explorer.examples import DEFAULT_EXAMPLE, DISTRIBUTIONS, EXAMPLES
@@ -165,10 +165,13 @@ def sequences_in_url(state: Mapping[str, Any]) -> bool:
 def share_link(base_url: str | None, state: Mapping[str, Any]) -> str:
     """The page address with the query string that reopens ``state`` (just the query string without an address).
 
-    >>> share_link("http://localhost:8501/", {**DEFAULTS, "max_seq_length": 8}).split("&")[:3]
+    >>> share_link("http://localhost:8501", {**DEFAULTS, "max_seq_length": 8}).split("&")[:3]
     ['http://localhost:8501/?source=paste', 'max_seq_length=8', 'strategy=split']
     """
-    return f"{base_url or ''}?{urlencode(write_params(state))}"
+    base = base_url or ""
+    if base and not urlsplit(base).path:
+        base += "/"
+    return f"{base}?{urlencode(write_params(state))}"
 
 
 def example_for(text: str) -> str | None:

@@ -515,5 +515,7 @@ def _recipe(dataset: Dataset, choice: Choice) -> export.DataRecipe:
     if spec[0] == "synthetic":
         return export.DataRecipe(synthetic=(int(spec[1]), str(spec[2]), int(spec[3]), int(spec[4])))
     if spec[0] == "workload":
-        return export.DataRecipe(workload=(str(spec[1]), int(spec[2])))
+        # what the user asked for, which may be more than the page handles at once (0 = all)
+        requested = int(st.session_state.get("workload_count", spec[2]))
+        return export.DataRecipe(workload=(str(spec[1]), requested))
     return export.DataRecipe(samples=dataset.samples)

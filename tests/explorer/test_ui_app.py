@@ -305,3 +305,13 @@ def test_reruns_on_a_real_distribution_do_not_reload_every_distribution() -> Non
         timings.append(time.perf_counter() - started)
     _clean(at)
     assert min(timings) < 0.5, timings  # loading the 16-million-sequence distribution takes 0.7-1.2 s
+
+
+def test_the_export_snippet_packs_what_the_sidebar_asked_for() -> None:
+    at = _app(source="workload", workload="openchat_v1_2048", sample="0", max_seq_length="2048", tab="Export")
+    _clean(at)
+    snippet = next(c.value for c in at.code if "load_workload" in c.value)
+    assert "permutation(len(lengths))]" in snippet  # every sequence, not a slice of them
+    at.sidebar.number_input(key="workload_count").set_value(1000).run()
+    _clean(at)
+    assert any("permutation(len(lengths))[:1000]]" in c.value for c in at.code)

@@ -73,6 +73,10 @@ def test_snippet_for_workloads_and_uploads() -> None:
         export.snippet(export.DataRecipe(workload=("openchat_v1_2048", 100)), 2048, "split", "truncate", 0, True, False)
     )
     assert len(namespace["lengths"]) == 100  # type: ignore[arg-type]
+    every, _ = _run(
+        export.snippet(export.DataRecipe(workload=("openchat_v1_2048", 0)), 2048, "bfd", "truncate", 0, True, False)
+    )
+    assert len(every["lengths"]) == 6_144  # type: ignore[arg-type]
     upload = export.snippet(export.DataRecipe(upload_name="train.jsonl"), 8, "split", "truncate", 0, True, True)
     assert "read_dataset('train.jsonl')" in upload and "packing.pack(" in upload
 

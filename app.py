@@ -11,6 +11,7 @@ from explorer import sidebar, views
 
 st.set_page_config(page_title="packing explorer", page_icon="📦", layout="wide")
 sidebar.restore_from_url()
+views.keep_widget_state()
 choice = sidebar.render()
 sidebar.share_in_url()
 

@@ -45,6 +45,22 @@ class Context:
         return f"{self.key}|{self.settings.key()}"
 
 
+_KEPT_WIDGETS = ("result_first", "result_count", "attention_block", "sweep_strategies", "practice_answer")
+_KEPT_PREFIXES = ("sweep_sizes_", "step_slider_")
+
+
+def keep_widget_state() -> None:
+    """Keep what was set in tabs that are closed now.
+
+    Only the open tab is drawn, and Streamlit forgets the value of a widget that a run does not draw:
+    without this, the block window, the sweep's choices, the step and a half-typed practice answer
+    would reset whenever another tab is opened. Assigning a value marks it as the app's own.
+    """
+    for key in list(st.session_state.keys()):
+        if key in _KEPT_WIDGETS or key.startswith(_KEPT_PREFIXES):
+            st.session_state[key] = st.session_state[key]
+
+
 @contextmanager
 def guard(what: str) -> Iterator[None]:
     """Show an unexpected failure as a short message instead of a traceback; the rest of the page goes on."""
@@ -161,12 +177,12 @@ def _result_text(view: compute.Window) -> None:
     batch = view.batch
     if view.has_tokens and batch.max_seq_length <= MAX_TEXT_WIDTH:
         st.subheader("Classic form")
-        st.code(tables.classic_text(batch.input_ids, batch.loss_mask, view.first), language=None)
+        st.code(tables.classic_text(batch.input_ids, batch.loss_mask, view.first), language=None, wrap_lines=True)
     elif view.has_tokens:
         st.caption(f"The classic text form is printed for blocks of up to {MAX_TEXT_WIDTH} tokens; see the table.")
     st.subheader("Blocks")
     table = tables.blocks_table(batch.input_ids, batch.loss_mask, view.sequence_ids, view.first, view.has_tokens)
-    wide = st.column_config.TextColumn(width="large")
+    wide = st.column_config.TextColumn(width="medium")
     st.dataframe(
         table,
         hide_index=True,
@@ -196,7 +212,11 @@ _COMPARE_COLUMNS = {
     "sequences cut": st.column_config.NumberColumn(
         format="localized", help="Sequences whose tokens are spread over more than one block."
     ),
-    "time (ms)": st.column_config.NumberColumn(format="%.2f", help="Planning time on this machine."),
+    "time (ms)": st.column_config.NumberColumn(
+        format="%.2f",
+        help="Planning time on this machine, measured once; the first run of a strategy may include loading its "
+        "compiled code, so differences under a few milliseconds are noise.",
+    ),
     "token slots": st.column_config.NumberColumn(format="localized", help="blocks × max_seq_length."),
     "attention (masked)": st.column_config.NumberColumn(
         format="compact", help="Sum of squared document lengths: attention kept within documents."
@@ -276,10 +296,10 @@ def render_sweep(ctx: Context) -> None:
         f"(overflow '{s.overflow}'). Efficiency = real tokens / (blocks × max_seq_length)."
     )
     default_strategies = [n for n in packing.STRATEGIES if n != "optimal"]
-    names = st.multiselect("Strategies", list(packing.STRATEGIES), default=default_strategies, key="sweep_strategies")
-    text = st.text_input(
-        "max_seq_length values", value=_default_sizes(s.max_seq_length), key=f"sweep_sizes_{s.max_seq_length}"
-    )
+    st.session_state.setdefault("sweep_strategies", default_strategies)
+    st.session_state.setdefault(f"sweep_sizes_{s.max_seq_length}", _default_sizes(s.max_seq_length))
+    names = st.multiselect("Strategies", list(packing.STRATEGIES), key="sweep_strategies")
+    text = st.text_input("max_seq_length values", key=f"sweep_sizes_{s.max_seq_length}")
     try:
         sizes = sorted(set(parse_ids(text, "max_seq_length values")))
     except InputError as error:
@@ -377,7 +397,7 @@ def render_steps(ctx: Context) -> None:
         return
     info = packing.STRATEGIES[s.strategy]
     st.caption(f"{info.title} replayed one sequence at a time: move the slider to see where each one goes, and why.")
-    number = 1 if len(steps) == 1 else st.slider("Step", 1, len(steps), key=f"step_{ctx.with_settings()}")
+    number = 1 if len(steps) == 1 else st.slider("Step", 1, len(steps), key=f"step_slider_{ctx.with_settings()}")
     step = steps[number - 1]
     pieces = ", ".join(f"block {p.block + 1} at position {p.position}" for p in step.placements)
     st.markdown(

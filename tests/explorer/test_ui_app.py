@@ -315,3 +315,23 @@ def test_the_export_snippet_packs_what_the_sidebar_asked_for() -> None:
     at.sidebar.number_input(key="workload_count").set_value(1000).run()
     _clean(at)
     assert any("permutation(len(lengths))[:1000]]" in c.value for c in at.code)
+
+
+def test_choices_made_in_a_tab_survive_a_visit_to_another_tab() -> None:
+    at = _app(source="synthetic", count="2000", max_length="512", max_seq_length="512", strategy="bfd")
+    at.number_input(key="result_first").set_value(5).run()
+    at.number_input(key="result_count").set_value(3).run()
+    _open(at, "Sweep")
+    at.multiselect(key="sweep_strategies").set_value(["bfd", "none"]).run()
+    _open(at, "Practice")
+    at.text_area(key="practice_answer").set_value("1 2 3").run()
+    _open(at, "Compare")
+    _open(at, "Result")
+    _clean(at)
+    assert (at.number_input(key="result_first").value, at.number_input(key="result_count").value) == (5, 3)
+    assert _charts(at)["blocks"]["data"][0]["y"] == ["Block 5", "Block 6", "Block 7"]
+    _open(at, "Sweep")
+    _clean(at)
+    assert at.multiselect(key="sweep_strategies").value == ["bfd", "none"]
+    _open(at, "Practice")
+    assert at.text_area(key="practice_answer").value == "1 2 3"

@@ -49,6 +49,17 @@ MAX_ATTENTION_CELLS = 256
 MAX_LINE_BLOCKS = 20_000
 """Most blocks drawn one by one; above it, the chart shows how many blocks have each fill."""
 _LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "template": "plotly_white"}
+
+
+def _legend_below() -> dict[str, Any]:
+    """Layout with the legend in its own strip under the x-axis title, whatever the figure's width and height."""
+    return {
+        "legend": {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0},
+        "margin": {"l": 10, "r": 10, "t": 40, "b": 70},
+        "template": "plotly_white",
+    }
+
+
 NOTE_BACKGROUND = "rgba(255, 255, 255, 0.85)"
 
 
@@ -207,7 +218,7 @@ def block_figure(
     fig.update_xaxes(dtick=position_tick(width))
     fig.update_xaxes(title_text="position in block", row=2, col=1)
     row_height = 30 if blocks <= 12 else 14
-    fig.update_layout(height=180 + 2 * row_height * blocks, legend={"orientation": "h", "y": -0.15}, **_LAYOUT)
+    fig.update_layout(height=210 + 2 * row_height * blocks, **_legend_below())
     return fig
 
 
@@ -425,7 +436,7 @@ def compare_figure(frame: pd.DataFrame, lower_bound: int) -> go.Figure:
     for trace in fig.data:
         if trace.name in ("blocks", "efficiency %"):
             trace.showlegend = False
-    fig.update_layout(barmode="group", height=620, legend={"orientation": "h", "y": -0.08}, **_LAYOUT)
+    fig.update_layout(barmode="group", height=650, **_legend_below())
     return fig
 
 
@@ -565,8 +576,7 @@ def positions_figure(plain: Int64Array, restart: Int64Array, sequence_ids: Int64
         title="Position ids",
         xaxis_title="position in block",
         yaxis_title="position id",
-        height=340,
-        legend={"orientation": "h", "y": -0.25},
-        **_LAYOUT,
+        height=370,
+        **_legend_below(),
     )
     return fig

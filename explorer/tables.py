@@ -42,9 +42,10 @@ def headline(stats: packing.PackingStats, bounds: packing.LowerBounds, strategy:
         Metric("Efficiency", percent(stats.efficiency), "Real tokens / (blocks × max_seq_length)."),
         Metric("Padding", f"{stats.padding_tokens:,}", "Pad tokens added to fill the blocks."),
         Metric(
-            "Tokens truncated / dropped",
+            "Truncated / dropped",
             f"{stats.tokens_truncated:,} / {stats.tokens_dropped:,}",
-            f"{stats.sequences_truncated:,} sequences truncated, {stats.sequences_dropped:,} dropped by the overflow policy.",
+            f"Tokens lost to the overflow policy: {stats.sequences_truncated:,} sequences truncated, "
+            f"{stats.sequences_dropped:,} dropped.",
         ),
         Metric(
             "Sequences cut", f"{stats.sequences_split:,}", "Sequences whose tokens are spread over more than one block."

@@ -28,7 +28,7 @@ def test_headline_numbers() -> None:
     assert metrics["Trainable tokens"] == "12"
     truncated = packing.plan(lengths, 4, "split", "truncate")
     numbers = {m.label: m.value for m in tables.headline(truncated.stats, bounds, "split", 0)}
-    assert numbers["Tokens truncated / dropped"] == "5 / 0"
+    assert numbers["Truncated / dropped"] == "5 / 0"
 
 
 def test_blocks_table() -> None:

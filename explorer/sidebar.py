@@ -88,13 +88,21 @@ def _load_example() -> None:
 
 
 def _source_changed() -> None:
-    """Pick a sensible max_seq_length for the new kind of data."""
-    source = st.session_state["source"]
-    if source == "synthetic":
+    """Back to a source used before: its own max_seq_length again. A new one: a sensible max_seq_length for it.
+
+    Pasted text is never replaced, except the untouched text of an example, which brings its settings back.
+    """
+    source, previous = st.session_state["source"], st.session_state.get("_source_shown")
+    if previous:
+        st.session_state[f"_max_seq_length_{previous}"] = st.session_state["max_seq_length"]
+    remembered = st.session_state.get(f"_max_seq_length_{source}")
+    if remembered is not None:
+        st.session_state["max_seq_length"] = remembered
+    elif source == "synthetic":
         st.session_state["max_seq_length"] = st.session_state["syn_max"]
     elif source == "workload":
         _workload_changed()
-    elif source == "paste":
+    elif source == "paste" and state.example_for(st.session_state.get("sequences", "")) is not None:
         _load_example()
 
 
@@ -212,6 +220,7 @@ def render() -> Choice:
         source = st.radio(
             "Source", list(state.SOURCES), key="source", format_func=state.SOURCES.get, on_change=_source_changed
         )
+        st.session_state["_source_shown"] = source
         upload = None
         if source == "paste":
             spec: tuple[Any, ...] | None = _paste_inputs()

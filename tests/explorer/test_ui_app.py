@@ -335,3 +335,19 @@ def test_choices_made_in_a_tab_survive_a_visit_to_another_tab() -> None:
     assert at.multiselect(key="sweep_strategies").value == ["bfd", "none"]
     _open(at, "Practice")
     assert at.text_area(key="practice_answer").value == "1 2 3"
+
+
+def test_going_back_to_pasted_text_keeps_it_and_its_max_seq_length() -> None:
+    at = _app()
+    at.sidebar.text_area(key="sequences").set_value("1 2 3\n4 5").run()
+    at.sidebar.number_input(key="max_seq_length").set_value(5).run()
+    at.sidebar.radio(key="source").set_value("synthetic").run()
+    _clean(at)
+    assert at.session_state["max_seq_length"] == 2048  # a size that fits the synthetic lengths
+    at.sidebar.number_input(key="max_seq_length").set_value(1024).run()
+    at.sidebar.radio(key="source").set_value("paste").run()
+    _clean(at)
+    assert at.session_state["sequences"] == "1 2 3\n4 5" and at.session_state["max_seq_length"] == 5
+    assert at.code[0].value == "Block 1: [1, 2, 3, 4, 5] -> mask: [1, 1, 1, 1, 1]"
+    at.sidebar.radio(key="source").set_value("synthetic").run()
+    assert at.session_state["max_seq_length"] == 1024

@@ -98,6 +98,13 @@ def _data_lines(recipe: DataRecipe) -> tuple[list[str], bool]:
     raise ValueError("the recipe names no data")
 
 
+def _writes_a_file(recipe: DataRecipe) -> bool:
+    """Files and long pasted lists are written to Parquet; a few pasted sequences are printed block by block."""
+    if recipe.samples is not None:
+        return len(json.dumps(recipe.samples)) > MAX_INLINE_CHARS
+    return recipe.upload_name is not None
+
+
 def snippet(
     recipe: DataRecipe,
     max_seq_length: int,
@@ -109,6 +116,8 @@ def snippet(
 ) -> str:
     """A short, runnable Python program that packs the same data with the same settings."""
     lines, _ = _data_lines(recipe)
+    if tokens and _writes_a_file(recipe):
+        lines = ["from packing.io import write_parquet", *lines]
     imports = [line for line in lines if line.startswith(("import ", "from "))]
     lines = [line for line in lines if line and line not in imports]
     if tokens:
@@ -121,16 +130,26 @@ def snippet(
             f"    pad_token_id={pad_token_id},",
             f"    completion_only_loss={completion_only_loss},",
             ")",
-            "blocks, masks = batch.to_lists()",
-            "for number, (ids, mask) in enumerate(zip(blocks, masks), start=1):",
-            '    print(f"Block {number}: {ids} -> mask: {mask}")',
-            "print(batch.stats.summary())",
         ]
+        if _writes_a_file(recipe):
+            body += ['write_parquet(batch, "packed.parquet")  # one row per block', "print(batch.stats.summary())"]
+        else:
+            body += [
+                "blocks, masks = batch.to_lists()",
+                "for number, (ids, mask) in enumerate(zip(blocks, masks), start=1):",
+                '    print(f"Block {number}: {ids} -> mask: {mask}")',
+                "print(batch.stats.summary())",
+            ]
     else:
         body = [
             f"layout = packing.plan(lengths, max_seq_length={max_seq_length}, strategy={strategy!r}, overflow={overflow!r})",
             'print(layout.num_blocks, "blocks,", f"{layout.stats.efficiency:.2%} efficiency")',
         ]
     plain = [line for line in imports if line.startswith("import ")]
-    named = [line for line in imports if line.startswith("from ")]
+    names: dict[str, list[str]] = {}
+    for line in imports:
+        if line.startswith("from "):
+            module, _, imported = line[len("from ") :].partition(" import ")
+            names.setdefault(module, []).extend(imported.split(", "))
+    named = [f"from {module} import {', '.join(sorted(set(items)))}" for module, items in names.items()]
     return "\n".join([*plain, "import packing", *named, "", *lines, "", *body]) + "\n"

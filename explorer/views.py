@@ -57,7 +57,7 @@ def keep_widget_state() -> None:
     would reset whenever another tab is opened. Assigning a value marks it as the app's own.
     """
     for key in list(st.session_state.keys()):
-        if key in _KEPT_WIDGETS or key.startswith(_KEPT_PREFIXES):
+        if key in _KEPT_WIDGETS or (isinstance(key, str) and key.startswith(_KEPT_PREFIXES)):
             st.session_state[key] = st.session_state[key]
 
 

@@ -60,6 +60,15 @@ def restore_from_url() -> None:
     restored = state.read_params(st.query_params.to_dict())
     st.session_state.update(restored.values)
     st.session_state["_url_warnings"] = restored.warnings
+    # a link to generated or real data that does not say how long blocks are: a size that fits that data
+    source = st.session_state["source"]
+    if "max_seq_length" not in restored.values and source == "synthetic":
+        st.session_state["max_seq_length"] = st.session_state["syn_max"]
+    elif "max_seq_length" not in restored.values and source == "workload":
+        st.session_state["max_seq_length"] = workload_info(st.session_state["workload"]).max_seq_length
+    if "workload_count" not in restored.values and source == "workload":
+        big = workload_info(st.session_state["workload"]).sequences > DEFAULT_WORKLOAD_SAMPLE
+        st.session_state["workload_count"] = DEFAULT_WORKLOAD_SAMPLE if big else 0
     example = state.example_for(st.session_state["sequences"])
     if example is not None:
         st.session_state["example"] = example

@@ -351,3 +351,14 @@ def test_going_back_to_pasted_text_keeps_it_and_its_max_seq_length() -> None:
     assert at.code[0].value == "Block 1: [1, 2, 3, 4, 5] -> mask: [1, 1, 1, 1, 1]"
     at.sidebar.radio(key="source").set_value("synthetic").run()
     assert at.session_state["max_seq_length"] == 1024
+
+
+def test_a_link_to_generated_or_real_data_without_a_block_size_gets_one_that_fits() -> None:
+    at = _app(source="workload", workload="openchat_v1_2048")
+    _clean(at)
+    assert at.session_state["max_seq_length"] == 2048 and not any("are lost" in w.value for w in at.warning)
+    synthetic = _app(source="synthetic", count="500", max_length="300")
+    _clean(synthetic)
+    assert synthetic.session_state["max_seq_length"] == 300
+    chosen = _app(source="synthetic", count="500", max_length="300", max_seq_length="64")
+    assert chosen.session_state["max_seq_length"] == 64  # what the link says wins

@@ -30,7 +30,8 @@ SEQUENCE_COLORS = (
     "#D67195",
 )
 PAD_COLOR = "#d4d4d8"
-MASK_COLORS = {"trained": "#15803d", "masked prompt": "#f59e0b", "padding": PAD_COLOR}
+MASK_COLORS = {"trained": "#15803d", "masked prompt": "#7c3aed", "padding": PAD_COLOR}
+"""Green, violet, grey: violet is no sequence's colour, so the loss-mask row never echoes the block row above it."""
 STRATEGY_COLORS = dict(
     zip(
         ("split", "next_fit", "first_fit", "ffd", "bfd", "spfhp", "optimal", "none"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import colorsys
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -34,6 +36,18 @@ def test_block_figure_colours_sequences_and_greys_padding() -> None:
     assert "token id" in blocks.hovertemplate and "loss mask" in blocks.hovertemplate
     legend = {trace.name for trace in fig.data if isinstance(trace, go.Scatter)}
     assert legend == {"trained", "masked prompt", "padding"}
+    # three distinct mask colours, none of them a sequence colour (the rows above use those)
+    assert len(set(figures.MASK_COLORS.values())) == 3
+    palette = {c.lower() for c in figures.SEQUENCE_COLORS}
+    assert not palette & {figures.MASK_COLORS["trained"].lower(), figures.MASK_COLORS["masked prompt"].lower()}
+    assert figures.MASK_COLORS["padding"] == figures.PAD_COLOR
+
+    def hue(color: str) -> float:
+        return colorsys.rgb_to_hls(*(int(color[i : i + 2], 16) / 255 for i in (1, 3, 5)))[0] * 360
+
+    masked = hue(figures.MASK_COLORS["masked prompt"])
+    nearest = min(min(abs(masked - hue(c)), 360 - abs(masked - hue(c))) for c in figures.SEQUENCE_COLORS)
+    assert nearest > 30, nearest  # an amber masked prompt sat 10° from the orange of sequence 2
 
 
 def test_block_figure_without_tokens_or_when_large_prints_nothing_in_cells() -> None:

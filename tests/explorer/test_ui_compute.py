@@ -116,3 +116,23 @@ def test_attention_view_counts_cross_document_pairs() -> None:
     assert view.cross_pairs == real * (real + 1) // 2 - same_document
     assert view.position_plain[:real].tolist() == [0, 1, 2, 3, 4, 5]
     assert view.position_restart[:real].tolist() == [0, 1, 2, 0, 1, 0]
+
+
+def test_quick_plans_are_timed_best_of_several_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    plan = packing.plan
+
+    def counted(*args: object, **kwargs: object) -> packing.PackingPlan:
+        calls.append(1)
+        return plan(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(packing, "plan", counted)
+    runs = compute.compare(np.array([3, 5, 2]), 8, "truncate")
+    assert all(r.layout is not None for r in runs) and len(calls) == compute.TIMING_RUNS * len(runs)
+    calls.clear()
+    monkeypatch.setattr(compute, "QUICK_SECONDS", 0.0)  # every plan counts as slow: timed once
+    compute.compare(np.array([3, 5, 2]), 8, "truncate")
+    assert len(calls) == len(runs)
+    calls.clear()
+    compute.run_strategy(np.array([3, 5, 2]), 8, "ffd", "truncate")  # the page's own plan: once
+    assert len(calls) == 1

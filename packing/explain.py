@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.overflow import Documents, documents_of
-from packing.strategies import STRATEGIES, assign_blocks
+from packing.strategies import LONGEST_FIRST, STRATEGIES, assign_blocks
 from packing.validation import OVERFLOW_POLICIES, as_lengths, check_choice, check_max_seq_length
 
 MAX_EXPLAIN_DOCUMENTS = 500
@@ -84,7 +84,8 @@ def _reason(strategy: str, size: int, block: int, new: bool, rooms: dict[int, in
         if strategy == "none":
             return f"No packing: every sequence gets a block of its own ({where})."
         if not rooms:
-            return f"The first sequence opens {where}."
+            first = "The longest sequence goes first and" if strategy in LONGEST_FIRST else "The first sequence"
+            return f"{first} opens {where}."
         current = rooms[max(rooms)]
         if strategy == "next_fit":
             return f"It needs {_tokens(size)} but the current block has only {current} left, so {where} is started."

@@ -37,8 +37,9 @@ def optimal_blocks(lengths: Int64Array, capacity: int) -> Int64Array:
     n = len(lengths)
     if n > MAX_OPTIMAL_DOCUMENTS:
         raise ValueError(
-            f"strategy 'optimal' proves the minimum only for up to {MAX_OPTIMAL_DOCUMENTS} documents; "
-            f"this input has {n}. Use 'bfd', which is within a few blocks of optimal on real data."
+            f"strategy 'optimal' proves the minimum only for up to {MAX_OPTIMAL_DOCUMENTS} sequences "
+            f"(counted after the overflow policy); this input has {n:,}. Use 'bfd', which is within a few "
+            f"blocks of optimal on real data."
         )
     order = longest_first_order(lengths, capacity)
     best = blocks_of_items(*best_fit_decreasing_layout(lengths, capacity))

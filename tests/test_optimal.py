@@ -162,8 +162,8 @@ def test_optimal_accepts_exactly_the_maximum_number_of_documents() -> None:
 )
 def test_optimal_refuses_too_many_documents(lengths: list[int], capacity: int, overflow: str) -> None:
     message = (
-        rf"strategy 'optimal' proves the minimum only for up to {MAX_OPTIMAL_DOCUMENTS} documents; "
-        rf"this input has {MAX_OPTIMAL_DOCUMENTS + 1}\. Use 'bfd'"
+        rf"strategy 'optimal' proves the minimum only for up to {MAX_OPTIMAL_DOCUMENTS} sequences "
+        rf"\(counted after the overflow policy\); this input has {MAX_OPTIMAL_DOCUMENTS + 1}\. Use 'bfd'"
     )
     with pytest.raises(ValueError, match=message):
         plan(lengths, capacity, "optimal", overflow)

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from importlib import resources
@@ -61,9 +62,12 @@ def workload_from_json(name: str, data: dict[str, Any]) -> Workload:
     )
 
 
+@functools.cache
 def load_workload(name: str) -> Workload:
-    """Load one of ``WORKLOADS`` from the package data. O(sequences)."""
+    """Load one of ``WORKLOADS`` from the package data, once per process (its arrays are read-only). O(sequences)."""
     if name not in WORKLOADS:
         raise ValueError(f"unknown workload {name!r}; expected one of: {', '.join(WORKLOADS)}")
     text = resources.files(__package__).joinpath(f"{name}.json").read_text(encoding="utf-8")
-    return workload_from_json(name, json.loads(text))
+    workload = workload_from_json(name, json.loads(text))
+    workload.lengths.flags.writeable = False  # shared by every caller
+    return workload

@@ -62,9 +62,11 @@ def bounds(key: str, _lengths: np.ndarray, max_seq_length: int, overflow: str) -
 
 
 @st.cache_data(max_entries=64, show_spinner="Counting trainable tokens…")
-def trainable(key: str, _layout: packing.PackingPlan, _flat: packing.Samples | None, pad: int) -> int:
-    """Trainable tokens over the whole plan. ``key`` names data, settings and loss choice."""
-    return compute.trainable_tokens(_layout, _flat)
+def trainable(
+    key: str, _layout: packing.PackingPlan, _flat: packing.Samples | None, pad: int
+) -> packing.TrainableCounts:
+    """Trainable tokens and training targets over the whole plan. ``key`` names data, settings and loss."""
+    return compute.trainable_counts(_layout, _flat)
 
 
 @st.cache_data(max_entries=128, show_spinner=False)

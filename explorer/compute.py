@@ -19,8 +19,6 @@ from packing.explain import MAX_EXPLAIN_DOCUMENTS
 Int64Array = npt.NDArray[np.int64]
 MAX_DRAW_CELLS = 65_536
 """Most cells (blocks × max_seq_length) a heatmap draws at once."""
-CHUNK_CELLS = 4_000_000
-"""Cells materialized at a time when counting trainable tokens over a whole dataset."""
 
 
 @dataclass(frozen=True)
@@ -88,15 +86,14 @@ def window_blocks(max_seq_length: int, wanted: int) -> int:
     return min(wanted, MAX_DRAW_CELLS // max_seq_length)
 
 
-def trainable_tokens(layout: packing.PackingPlan, flat: packing.Samples | None) -> int:
-    """Tokens with loss mask 1 over the whole plan, materializing a few thousand blocks at a time."""
+def trainable_counts(layout: packing.PackingPlan, flat: packing.Samples | None) -> packing.TrainableCounts:
+    """Trainable tokens and training targets over the whole plan (lengths-only data: every token trains)."""
     if flat is None:
-        return layout.stats.packed_tokens
-    step = max(1, CHUNK_CELLS // layout.max_seq_length)
-    total = 0
-    for first in range(0, layout.num_blocks, step):
-        total += int(window(layout, flat, first, step, 0).batch.loss_mask.sum(dtype=np.int64))
-    return total
+        stats = layout.stats
+        return packing.TrainableCounts(
+            stats.trainable_tokens, stats.target_tokens, stats.samples_without_trainable_tokens
+        )
+    return packing.count_trainable(layout, flat)
 
 
 @dataclass(frozen=True)

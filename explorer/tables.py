@@ -27,7 +27,9 @@ class Metric:
     help: str
 
 
-def headline(stats: packing.PackingStats, bounds: packing.LowerBounds, strategy: str, trainable: int) -> list[Metric]:
+def headline(
+    stats: packing.PackingStats, bounds: packing.LowerBounds, strategy: str, trainable: packing.TrainableCounts
+) -> list[Metric]:
     """The numbers every packing should be judged by (they always cover the whole input)."""
     splits = packing.STRATEGIES[strategy].splits_sequences
     bound = bounds.simple if splits else max(bounds.simple, bounds.l2)
@@ -50,7 +52,22 @@ def headline(stats: packing.PackingStats, bounds: packing.LowerBounds, strategy:
         Metric(
             "Sequences cut", f"{stats.sequences_split:,}", "Sequences whose tokens are spread over more than one block."
         ),
-        Metric("Trainable tokens", f"{trainable:,}", "Tokens with loss mask 1 (real, not a masked prompt)."),
+        Metric(
+            "Trainable tokens",
+            f"{trainable.trainable_tokens:,}",
+            "Tokens with loss mask 1 (real, not a masked prompt).",
+        ),
+        Metric(
+            "Training targets",
+            f"{trainable.target_tokens:,}",
+            "Positions the loss is computed on (labels ≠ -100): the trainable tokens less the first token of "
+            "every document in a block, which nothing before it may predict."
+            + (
+                f" {trainable.samples_without_trainable_tokens:,} packed samples train nothing."
+                if trainable.samples_without_trainable_tokens
+                else ""
+            ),
+        ),
     ]
 
 

@@ -14,7 +14,7 @@ from packing.classic import pack_sequences
 from packing.cost import ComputeCost, compute_cost
 from packing.explain import MAX_EXPLAIN_DOCUMENTS, Placement, Step, explain
 from packing.optimal import MAX_OPTIMAL_DOCUMENTS
-from packing.packed import IGNORE_INDEX, PackedBatch, materialize, pack
+from packing.packed import IGNORE_INDEX, PackedBatch, TrainableCounts, count_trainable, materialize, pack
 from packing.plan import PackingPlan, Piece, plan
 from packing.samples import Samples, chat_sample, read_samples
 from packing.stats import PackingStats
@@ -37,8 +37,10 @@ __all__ = [
     "Samples",
     "Step",
     "Strategy",
+    "TrainableCounts",
     "chat_sample",
     "compute_cost",
+    "count_trainable",
     "explain",
     "lower_bounds",
     "materialize",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -142,7 +142,7 @@ def materialize(layout: PackingPlan, samples: Samples, pad_token_id: int = 0) ->
     )
     stats = layout.stats
     if not samples.loss_mask.all():
-        stats = stats.with_trainable(*_trainable_counts(layout, samples))
+        stats = stats.with_trainable(*count_trainable(layout, samples))
     return PackedBatch(layout, input_ids, labels, loss_mask, position_ids, sequence_ids, pad, stats)
 
 
@@ -167,9 +167,22 @@ def _check_pieces(layout: PackingPlan) -> None:
         raise ValueError(f"invalid plan: {problem}")
 
 
-def _trainable_counts(layout: PackingPlan, samples: Samples) -> tuple[int, int, int]:
-    """Trainable tokens kept, the targets among them (not a document's first token), and packed
-    samples with no target. O(total tokens)."""
+class TrainableCounts(NamedTuple):
+    """Loss-mask statistics of a plan filled with samples (see ``PackingStats``)."""
+
+    trainable_tokens: int
+    target_tokens: int
+    samples_without_trainable_tokens: int
+
+
+def count_trainable(layout: PackingPlan, samples: Samples) -> TrainableCounts:
+    """Trainable tokens kept, the training targets among them (not a document's first token), and packed
+    samples with no target, without building any block. O(total tokens).
+
+    >>> samples = read_samples([{"prompt": [1, 2], "completion": [3, 4]}, [5]])
+    >>> count_trainable(plan(samples.lengths, 4, "ffd"), samples)
+    TrainableCounts(trainable_tokens=3, target_tokens=2, samples_without_trainable_tokens=1)
+    """
     trained = np.concatenate(([0], np.cumsum(samples.loss_mask, dtype=np.int64)))
     first = samples.offsets[layout.piece_sequence] + layout.piece_start
     end = first + layout.piece_length
@@ -177,7 +190,7 @@ def _trainable_counts(layout: PackingPlan, samples: Samples) -> tuple[int, int, 
     targets = trained[end] - trained[first + 1]
     per_sample = np.bincount(layout.piece_sequence, weights=targets, minlength=len(samples.lengths))
     packed = np.bincount(layout.piece_sequence, minlength=len(samples.lengths)) > 0
-    return int(per_piece.sum()), int(targets.sum()), int((packed & (per_sample == 0)).sum())
+    return TrainableCounts(int(per_piece.sum()), int(targets.sum()), int((packed & (per_sample == 0)).sum()))
 
 
 def pack(

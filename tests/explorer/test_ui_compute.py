@@ -43,11 +43,12 @@ def test_window_of_lengths_only_data_places_every_piece() -> None:
         assert (view.sequence_ids[block][len(expected) :] == -1).all()
 
 
-def test_trainable_tokens_over_chunks_matches_a_full_pack(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(compute, "CHUNK_CELLS", 8)  # two blocks of 4 per chunk
+def test_trainable_counts_match_a_full_pack() -> None:
     full = packing.pack(SAMPLES, 4, "ffd")
-    assert compute.trainable_tokens(full.plan, packing.read_samples(SAMPLES)) == full.stats.trainable_tokens
-    assert compute.trainable_tokens(full.plan, None) == full.stats.packed_tokens
+    counts = compute.trainable_counts(full.plan, packing.read_samples(SAMPLES))
+    assert counts.trainable_tokens == full.stats.trainable_tokens == int(full.loss_mask.sum())
+    assert counts.target_tokens == full.stats.target_tokens == int((full.labels != packing.IGNORE_INDEX).sum())
+    assert compute.trainable_counts(full.plan, None).trainable_tokens == full.stats.packed_tokens
 
 
 def test_window_blocks_respects_the_drawing_limit() -> None:

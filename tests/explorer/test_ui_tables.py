@@ -20,14 +20,18 @@ def test_headline_numbers() -> None:
     lengths = [2, 3, 1, 9]
     layout = packing.plan(lengths, 4, "ffd", "split")
     bounds = packing.lower_bounds(lengths, 4, "split")
-    metrics = {m.label: m.value for m in tables.headline(layout.stats, bounds, "ffd", 12)}
+    counts = packing.TrainableCounts(12, 9, 1)
+    metrics = {m.label: m.value for m in tables.headline(layout.stats, bounds, "ffd", counts)}
     assert metrics["Blocks"] == str(layout.num_blocks)
     assert metrics["Lower bound"] == str(max(bounds.simple, bounds.l2))
     assert metrics["Efficiency"] == f"{layout.stats.efficiency:.2%}"
     assert metrics["Padding"] == str(layout.stats.padding_tokens)
     assert metrics["Trainable tokens"] == "12"
+    assert metrics["Training targets"] == "9"
     truncated = packing.plan(lengths, 4, "split", "truncate")
-    numbers = {m.label: m.value for m in tables.headline(truncated.stats, bounds, "split", 0)}
+    numbers = {
+        m.label: m.value for m in tables.headline(truncated.stats, bounds, "split", packing.TrainableCounts(0, 0, 0))
+    }
     assert numbers["Truncated / dropped"] == "5 / 0"
 
 
@@ -94,7 +98,7 @@ def test_efficiency_never_reads_100_percent_with_padding_left() -> None:
     lengths = [383] + [384] * 999
     layout = packing.plan(lengths, 384, "bfd")
     bounds = packing.lower_bounds(lengths, 384)
-    metrics = {m.label: m.value for m in tables.headline(layout.stats, bounds, "bfd", 0)}
+    metrics = {m.label: m.value for m in tables.headline(layout.stats, bounds, "bfd", packing.TrainableCounts(0, 0, 0))}
     assert metrics["Efficiency"] == "99.9997%" and metrics["Padding"] == "1"
 
 

@@ -199,39 +199,10 @@ def best_fit_decreasing_layout(
                 head[new_room] = groups
                 _add_count(tree, size, new_room, 1)
             groups += 1
-    # every block ends in exactly one group: the last one it joined
-    block_items = np.zeros(opened, dtype=np.int64)
-    for g in range(groups):
-        for block in range(g_first[g], g_first[g] + g_count[g]):
-            block_items[block] = g_items[g]
-    block_starts = np.zeros(opened + 1, dtype=np.int64)
-    for b in range(opened):
-        block_starts[b + 1] = block_starts[b] + block_items[b]
-    # documents of each length in input order (a counting sort), then each run takes the next ones
-    next_of_length = np.zeros(capacity + 2, dtype=np.int64)
-    for v in range(1, capacity + 1):
-        next_of_length[v + 1] = next_of_length[v] + histogram[v]
-    by_length = np.empty(n, dtype=np.int32)
-    for i in range(n):
-        by_length[next_of_length[lengths[i]]] = i
-        next_of_length[lengths[i]] += 1
-    items = np.empty(n, dtype=np.int32)
-    item_lengths = np.empty(n, dtype=np.int32)
-    cursor = np.zeros(capacity + 1, dtype=np.int64)
-    for r in range(runs):
-        length = r_len[r]
-        source = next_of_length[length] - histogram[length] + cursor[length]
-        per_block = r_per[r]
-        block = r_first[r]
-        for _ in range(r_take[r]):
-            slot = block_starts[block] + r_base[r]
-            for k in range(per_block):
-                items[slot + k] = by_length[source]
-                item_lengths[slot + k] = length
-                source += 1
-            block += r_step[r]
-        cursor[length] += r_take[r] * per_block
-    return block_starts, items, item_lengths
+    return _deal(
+        lengths, capacity, histogram, opened, groups, g_first, g_count, g_items,
+        runs, r_first, r_step, r_take, r_per, r_base, r_len,
+    )  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
@@ -251,7 +222,10 @@ def _deal(
     capacity: int,
     histogram: Int64Array,
     opened: int,
-    block_items: Int64Array,
+    groups: int,
+    g_first: Int64Array,
+    g_count: Int64Array,
+    g_items: Int64Array,
     runs: int,
     r_first: Int64Array,
     r_step: Int64Array,
@@ -260,9 +234,13 @@ def _deal(
     r_base: Int64Array,
     r_len: Int64Array,
 ) -> tuple[Int64Array, Int32Array, Int32Array]:  # pragma: no cover
-    """CSR layout from recorded runs: the j-th document of each length (in input order) takes that
-    length's j-th slot. O(n + runs + blocks)."""
+    """CSR layout from a group simulation: block sizes from the groups, then the j-th document of each
+    length (in input order) takes that length's j-th slot among the recorded runs. O(n + runs + blocks)."""
     n = lengths.shape[0]
+    block_items = np.zeros(opened, dtype=np.int64)
+    for g in range(groups):  # every block ends in exactly one group: the last one it joined
+        for block in range(g_first[g], g_first[g] + g_count[g]):
+            block_items[block] = g_items[g]
     block_starts = np.zeros(opened + 1, dtype=np.int64)
     for b in range(opened):
         block_starts[b + 1] = block_starts[b] + block_items[b]
@@ -372,11 +350,10 @@ def spfhp_layout(
                 head[new_room] = groups
                 _add_count(tree, size, new_room, 1)
             groups += 1
-    block_items = np.zeros(opened, dtype=np.int64)
-    for g in range(groups):
-        for block in range(g_first[g], g_first[g] + g_count[g]):
-            block_items[block] = g_items[g]
-    return _deal(lengths, capacity, histogram, opened, block_items, runs, r_first, r_step, r_take, r_per, r_base, r_len)
+    return _deal(
+        lengths, capacity, histogram, opened, groups, g_first, g_count, g_items,
+        runs, r_first, r_step, r_take, r_per, r_base, r_len,
+    )  # fmt: skip
 
 
 @njit(cache=True, nogil=True)

@@ -103,109 +103,6 @@ def _grow(array: Int64Array) -> Int64Array:  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def best_fit_decreasing_layout(
-    lengths: Int64Array, capacity: int
-) -> tuple[Int64Array, Int32Array, Int32Array]:  # pragma: no cover
-    """Best-fit decreasing, simulated a whole length class at a time: ``(block_starts, items, item_lengths)``.
-
-    Documents are placed longest first (ties in input order), each into the
-    open block with the least room that still fits; among blocks with equal
-    room, the one that reached that room most recently. Block ``b`` holds
-    ``items[block_starts[b]:block_starts[b + 1]]`` in placement order (CSR form),
-    whose lengths are the same slice of ``item_lengths``.
-
-    Identical blocks that share a room form a group, so all documents of one
-    length are placed with a few group operations instead of one search each: a
-    block with room r takes r // length documents of that length in a row,
-    exactly as the one-at-a-time rule would give it. Blocks are numbered as they
-    open, and taking blocks off either end of a group leaves ranges, so every
-    group is a range of block numbers with the end its stack top is at. Groups
-    sit in one stack per room; a sum-segment tree over rooms finds the smallest
-    room that fits. The simulation needs only the length histogram and records
-    "runs" (the next documents of this length go to these blocks); a counting
-    sort by length then lets each run copy its documents into consecutive blocks.
-    O(n + capacity + runs × log capacity).
-    """
-    n = lengths.shape[0]
-    histogram = np.zeros(capacity + 1, dtype=np.int64)
-    for i in range(n):
-        histogram[lengths[i]] += 1
-    size = 1
-    while size < capacity + 1:
-        size *= 2
-    tree = np.zeros(2 * size, dtype=np.int64)  # number of groups per room
-    head = np.full(capacity + 1, -1, dtype=np.int64)  # top group of each room's stack
-    # group g: blocks g_first[g] .. g_first[g] + g_count[g] - 1, each holding g_items[g] documents;
-    # its top (the block that reached the room last) is the highest number if g_top_high[g], else the lowest
-    g_first = np.empty(1024, dtype=np.int64)
-    g_count = np.empty(1024, dtype=np.int64)
-    g_items = np.empty(1024, dtype=np.int64)
-    g_top_high = np.empty(1024, dtype=np.int64)
-    g_below = np.empty(1024, dtype=np.int64)
-    # run r: r_per[r] documents of length r_len[r] into each of r_take[r] blocks, r_first[r] + k * r_step[r]
-    r_first = np.empty(1024, dtype=np.int64)
-    r_step = np.empty(1024, dtype=np.int64)
-    r_take = np.empty(1024, dtype=np.int64)
-    r_per = np.empty(1024, dtype=np.int64)
-    r_base = np.empty(1024, dtype=np.int64)
-    r_len = np.empty(1024, dtype=np.int64)
-    groups = 0
-    runs = 0
-    opened = 0
-    for length in range(capacity, 0, -1):
-        left = histogram[length]
-        while left > 0:
-            if groups + 2 > g_first.shape[0]:
-                g_first, g_count, g_items = _grow(g_first), _grow(g_count), _grow(g_items)
-                g_top_high, g_below = _grow(g_top_high), _grow(g_below)
-            if runs + 2 > r_take.shape[0]:
-                r_first, r_step, r_take = _grow(r_first), _grow(r_step), _grow(r_take)
-                r_per, r_base, r_len = _grow(r_per), _grow(r_base), _grow(r_len)
-            room = _first_nonempty_at_or_after(tree, size, length)
-            if room == -1:  # nothing fits: open blocks, each taking as many as fit
-                per_block = min(left, capacity // length)
-                take = left // per_block
-                first, step, base = opened, 1, 0
-                opened += take
-                new_room = capacity - per_block * length
-            else:  # the top blocks of the top group with the least room that fits
-                source = head[room]
-                per_block = room // length
-                take = min(g_count[source], left // per_block)
-                if take == 0:
-                    take, per_block = 1, left
-                base = g_items[source]
-                if g_top_high[source]:
-                    first, step = g_first[source] + g_count[source] - 1, -1
-                else:
-                    first, step = g_first[source], 1
-                    g_first[source] += take
-                g_count[source] -= take
-                if g_count[source] == 0:
-                    head[room] = g_below[source]
-                    _add_count(tree, size, room, -1)
-                new_room = room - per_block * length
-            r_first[runs], r_step[runs], r_take[runs] = first, step, take
-            r_per[runs], r_base[runs], r_len[runs] = per_block, base, length
-            runs += 1
-            left -= take * per_block
-            # the blocks just filled form a new group; the last one filled is its top
-            g_first[groups] = first if step == 1 else first - take + 1
-            g_count[groups] = take
-            g_items[groups] = base + per_block
-            g_top_high[groups] = 1 if step == 1 else 0
-            if new_room > 0:
-                g_below[groups] = head[new_room]
-                head[new_room] = groups
-                _add_count(tree, size, new_room, 1)
-            groups += 1
-    return _deal(
-        lengths, capacity, histogram, opened, groups, g_first, g_count, g_items,
-        runs, r_first, r_step, r_take, r_per, r_base, r_len,
-    )  # fmt: skip
-
-
-@njit(cache=True, nogil=True)
 def _last_nonempty(counts: Int64Array, size: int) -> int:  # pragma: no cover
     """Largest leaf index whose count is positive, or -1 (sum-segment tree)."""
     if counts[1] == 0:
@@ -271,20 +168,29 @@ def _deal(
 
 
 @njit(cache=True, nogil=True)
-def spfhp_layout(
-    lengths: Int64Array, capacity: int, max_per_block: int
+def _pack_groups(
+    lengths: Int64Array, capacity: int, max_per_block: int, most_room: bool
 ) -> tuple[Int64Array, Int32Array, Int32Array]:  # pragma: no cover
-    """Shortest-pack-first histogram packing (Krell et al. 2021): ``(block_starts, items, item_lengths)``.
+    """Decreasing packing simulated a whole length class at a time: ``(block_starts, items, item_lengths)``.
 
-    Lengths are taken longest first; every sequence of a length goes into the
-    open pack with the most room that fits it (the "shortest" pack), one
-    sequence per pack per step, and the sequences of that length that fit no
-    pack open packs of their own, one each (so two of them never share a pack,
-    as in the published algorithm). A pack is closed when full or when it holds
-    ``max_per_block`` sequences. Identical packs that share a room form a group
-    (a range of block numbers), so the work depends on the number of groups,
-    not of sequences; documents are dealt to their packs in input order.
-    O(n + capacity + runs × log capacity).
+    Lengths are taken longest first (documents of one length in input order).
+    With ``most_room=False`` (best-fit decreasing) a document goes into the open
+    block with the least room that fits, so a block with room r takes r // length
+    documents of that length in a row, and new blocks take as many as fit. With
+    ``most_room=True`` (shortest-pack-first) it goes into the block with the most
+    room, one document per block per step, and the documents that fit no block
+    get a new block each. Among blocks with equal room, the one that reached that
+    room most recently goes first. A block is closed when full or when it holds
+    ``max_per_block`` documents.
+
+    Identical blocks that share a room form a group, so all documents of one
+    length are placed with a few group operations instead of one search each.
+    Blocks are numbered as they open, and taking blocks off either end of a group
+    leaves ranges, so every group is a range of block numbers with the end its
+    stack top is at. Groups sit in one stack per room; a sum-segment tree over
+    rooms finds the room to use. The simulation needs only the length histogram
+    and records "runs" (the next documents of this length go to these blocks),
+    which ``_deal`` turns into blocks. O(n + capacity + runs × log capacity).
     """
     n = lengths.shape[0]
     histogram = np.zeros(capacity + 1, dtype=np.int64)
@@ -293,13 +199,16 @@ def spfhp_layout(
     size = 1
     while size < capacity + 1:
         size *= 2
-    tree = np.zeros(2 * size, dtype=np.int64)
-    head = np.full(capacity + 1, -1, dtype=np.int64)
+    tree = np.zeros(2 * size, dtype=np.int64)  # number of groups per room
+    head = np.full(capacity + 1, -1, dtype=np.int64)  # top group of each room's stack
+    # group g: blocks g_first[g] .. g_first[g] + g_count[g] - 1, each holding g_items[g] documents;
+    # its top (the block that reached the room last) is the highest number if g_top_high[g], else the lowest
     g_first = np.empty(1024, dtype=np.int64)
     g_count = np.empty(1024, dtype=np.int64)
     g_items = np.empty(1024, dtype=np.int64)
     g_top_high = np.empty(1024, dtype=np.int64)
     g_below = np.empty(1024, dtype=np.int64)
+    # run r: r_per[r] documents of length r_len[r] into each of r_take[r] blocks, r_first[r] + k * r_step[r]
     r_first = np.empty(1024, dtype=np.int64)
     r_step = np.empty(1024, dtype=np.int64)
     r_take = np.empty(1024, dtype=np.int64)
@@ -318,14 +227,23 @@ def spfhp_layout(
             if runs + 2 > r_take.shape[0]:
                 r_first, r_step, r_take = _grow(r_first), _grow(r_step), _grow(r_take)
                 r_per, r_base, r_len = _grow(r_per), _grow(r_base), _grow(r_len)
-            room = _last_nonempty(tree, size)
-            if room < length:  # nothing fits: a pack of its own for every one left
-                take, first, step, base = left, opened, 1, 0
-                opened += take
-                new_room = capacity - length
+            if most_room:
+                room = _last_nonempty(tree, size)
+                room = room if room >= length else -1
             else:
+                room = _first_nonempty_at_or_after(tree, size, length)
+            if room == -1:  # nothing fits: open blocks
+                per_block = 1 if most_room else min(left, capacity // length)
+                take = left // per_block
+                first, step, base = opened, 1, 0
+                opened += take
+                new_room = capacity - per_block * length
+            else:  # the top blocks of the top group in that room
                 source = head[room]
-                take = min(g_count[source], left)
+                per_block = 1 if most_room else room // length
+                take = min(g_count[source], left // per_block)
+                if take == 0:
+                    take, per_block = 1, left
                 base = g_items[source]
                 if g_top_high[source]:
                     first, step = g_first[source] + g_count[source] - 1, -1
@@ -336,16 +254,17 @@ def spfhp_layout(
                 if g_count[source] == 0:
                     head[room] = g_below[source]
                     _add_count(tree, size, room, -1)
-                new_room = room - length
+                new_room = room - per_block * length
             r_first[runs], r_step[runs], r_take[runs] = first, step, take
-            r_per[runs], r_base[runs], r_len[runs] = 1, base, length
+            r_per[runs], r_base[runs], r_len[runs] = per_block, base, length
             runs += 1
-            left -= take
+            left -= take * per_block
+            # the blocks just filled form a new group; the last one filled is its top
             g_first[groups] = first if step == 1 else first - take + 1
             g_count[groups] = take
-            g_items[groups] = base + 1
+            g_items[groups] = base + per_block
             g_top_high[groups] = 1 if step == 1 else 0
-            if new_room > 0 and base + 1 < max_per_block:
+            if new_room > 0 and base + per_block < max_per_block:
                 g_below[groups] = head[new_room]
                 head[new_room] = groups
                 _add_count(tree, size, new_room, 1)
@@ -354,6 +273,32 @@ def spfhp_layout(
         lengths, capacity, histogram, opened, groups, g_first, g_count, g_items,
         runs, r_first, r_step, r_take, r_per, r_base, r_len,
     )  # fmt: skip
+
+
+def best_fit_decreasing_layout(lengths: Int64Array, capacity: int) -> tuple[Int64Array, Int32Array, Int32Array]:
+    """Best-fit decreasing: ``(block_starts, items, item_lengths)``, block ``b`` holding
+    ``items[block_starts[b]:block_starts[b + 1]]`` in placement order. Longest first (ties in input
+    order), each document into the open block with the least room that fits; among equal rooms, the
+    block that reached it last. O(n + capacity + runs × log capacity), see ``_pack_groups``.
+
+    >>> [a.tolist() for a in best_fit_decreasing_layout(np.array([2, 4, 3, 1]), 5)]
+    [[0, 2, 4], [1, 3, 2, 0], [4, 1, 3, 2]]
+    """
+    return _pack_groups(lengths, capacity, capacity + 1, False)
+
+
+def spfhp_layout(lengths: Int64Array, capacity: int, max_per_block: int) -> tuple[Int64Array, Int32Array, Int32Array]:
+    """Shortest-pack-first histogram packing (Krell et al. 2021), in the form of ``best_fit_decreasing_layout``.
+
+    Longest length first; every sequence of a length goes into the open pack with the most room that
+    fits, one per pack per step, and those that fit no pack open a pack each (two of them never share
+    one, as in the published algorithm); a pack closes when full or holding ``max_per_block`` sequences.
+    O(n + capacity + runs × log capacity), see ``_pack_groups``.
+
+    >>> [a.tolist() for a in spfhp_layout(np.array([2, 3, 2, 1]), 5, 6)]
+    [[0, 2, 4], [1, 0, 2, 3], [3, 2, 2, 1]]
+    """
+    return _pack_groups(lengths, capacity, max_per_block, True)
 
 
 @njit(cache=True, nogil=True)

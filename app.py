@@ -7,40 +7,30 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import sidebar, views
+from explorer import page, sidebar
+from explorer.safety import escape
+from explorer.tabs import TABS, TITLES
 
 st.set_page_config(page_title="packing explorer", page_icon="📦", layout="wide")
-sidebar.restore_from_url()
-views.keep_widget_state()
-choice = sidebar.render()
-sidebar.share_in_url()
+page.warm_up()
+sidebar.check_link()
+source, settings, problem = sidebar.render()
 
 st.title("Sample packing explorer")
-for warning in st.session_state.get("_url_warnings", []):
-    st.warning(f"Ignored a link parameter: {warning}")
+for warning in st.session_state.get("_link_warnings", []):
+    st.warning(f"Ignored a link parameter: {escape(warning)}")
 
-context = views.build_context(choice)
-if context is not None:
-    st.caption(f"**Data:** {context.dataset.label}. {context.dataset.note}")
+context = page.build_context(source, settings, problem)
+if context.dataset is not None:
+    st.caption(f"**Data:** {escape(context.dataset.label)}. {context.dataset.note}")
+if context.problem:
+    (st.info if source is None else st.error)(escape(context.problem))
 
-tabs = st.tabs(views.TABS, key="tab", on_change="rerun", bind="query-params")
-for tab, name in zip(tabs, views.TABS, strict=True):
+for tab, spec in zip(st.tabs(TITLES, key="tab", on_change="rerun", bind="query-params"), TABS, strict=True):
     if not tab.open:
         continue
-    with tab, views.guard(name):
-        if name == "Practice":
-            views.render_practice()
-        elif context is None:
-            st.info("Fix or choose the data in the sidebar to see this tab.")
-        elif name == "Result":
-            views.render_result(context)
-        elif name == "Compare":
-            views.render_compare(context)
-        elif name == "Sweep":
-            views.render_sweep(context)
-        elif name == "Attention & positions":
-            views.render_attention(context)
-        elif name == "Step through":
-            views.render_steps(context)
+    with tab, page.guard(spec.title):
+        if spec.needs_data and context.problem:
+            st.info("Fix or choose the data and settings in the sidebar to see this tab.")
         else:
-            views.render_export(context, choice)
+            spec.render(context)

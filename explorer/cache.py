@@ -1,101 +1,86 @@
-"""Cached calls for the page. Big inputs are passed as ``_``-prefixed arguments (not hashed) next to a
-short ``key`` that identifies them, so a rerun never re-hashes millions of tokens.
+"""The library calls of the page, shared by every session through ``explorer.memo`` (byte budget, time to live).
 
-Datasets and flattened samples are shared objects (``cache_resource``, never modified);
-packing results are ``cache_data``.
+Every function takes the real inputs (a source, numbers, names) and loads what it needs through ``dataset``, so
+an argument only ever changes a result, never just a key.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
-import numpy as np
-import streamlit as st
-
 import packing
-from explorer import compute, data
+from explorer import compute
 from explorer.compute import StrategyRun, Window
-from explorer.data import Dataset
-
-Spec = tuple[Any, ...]
-
-
-def spec_key(spec: Spec) -> str:
-    """A short stable identifier of a data specification."""
-    return hashlib.sha1(repr(spec).encode("utf-8")).hexdigest()[:16]
+from explorer.memo import memoized
+from explorer.model import Dataset, Settings
+from explorer.sources import Source
 
 
-@st.cache_resource(max_entries=16, show_spinner="Reading the data…")
-def load_dataset(key: str, spec: Spec, _upload: bytes | None = None) -> Dataset:
-    """The dataset a specification describes; raises ``InputError`` on bad input (not cached)."""
-    kind = spec[0]
-    if kind == "paste":
-        return data.from_text(spec[1])
-    if kind == "synthetic":
-        return data.synthetic(*spec[1:])
-    if kind == "workload":
-        return data.workload(*spec[1:])
-    if kind == "upload" and _upload is not None:
-        return data.from_upload(spec[1], _upload)
-    raise ValueError(f"unknown data source {kind!r}")
+@memoized
+def dataset(source: Source, completion_only: bool) -> Dataset:
+    """The dataset of ``source``; raises ``InputError`` on bad input (not stored)."""
+    return source.load(completion_only if source.has_tokens else True)
 
 
-@st.cache_resource(max_entries=16, show_spinner="Reading the samples…")
-def flat_samples(key: str, _dataset: Dataset, completion_only: bool) -> packing.Samples | None:
-    """All samples' tokens and loss masks, flat (None for lengths-only data)."""
-    if _dataset.samples is None:
-        return None
-    return packing.read_samples(_dataset.samples, completion_only)
+def _lengths(source: Source, completion_only: bool) -> Any:
+    return dataset(source, completion_only).lengths
 
 
-@st.cache_data(max_entries=64, show_spinner="Packing…")
-def plan(key: str, _lengths: np.ndarray, max_seq_length: int, strategy: str, overflow: str) -> StrategyRun:
+@memoized
+def plan(source: Source, completion_only: bool, max_seq_length: int, strategy: str, overflow: str) -> StrategyRun:
     """``packing.plan`` (timed; a refusal is reported in ``error``)."""
-    return compute.run_strategy(_lengths, max_seq_length, strategy, overflow)
+    return compute.run_strategy(_lengths(source, completion_only), max_seq_length, strategy, overflow)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def bounds(key: str, _lengths: np.ndarray, max_seq_length: int, overflow: str) -> packing.LowerBounds:
+def settings_plan(source: Source, settings: Settings) -> StrategyRun:
+    s = settings
+    return plan(source, s.completion_only, s.max_seq_length, s.strategy, s.overflow)
+
+
+@memoized
+def bounds(source: Source, completion_only: bool, max_seq_length: int, overflow: str) -> packing.LowerBounds:
     """``packing.lower_bounds``."""
-    return packing.lower_bounds(_lengths, max_seq_length, overflow)
+    return packing.lower_bounds(_lengths(source, completion_only), max_seq_length, overflow)
 
 
-@st.cache_data(max_entries=64, show_spinner="Counting trainable tokens…")
-def trainable(
-    key: str, _layout: packing.PackingPlan, _flat: packing.Samples | None, pad: int
-) -> packing.TrainableCounts:
-    """Trainable tokens and training targets over the whole plan. ``key`` names data, settings and loss."""
-    return compute.trainable_counts(_layout, _flat)
+@memoized
+def trainable(source: Source, settings: Settings) -> packing.TrainableCounts:
+    """Trainable tokens and training targets over the whole plan."""
+    layout = settings_plan(source, settings).layout
+    assert layout is not None
+    return compute.trainable_counts(layout, dataset(source, settings.completion_only).samples)
 
 
-@st.cache_data(max_entries=128, show_spinner=False)
-def window(
-    key: str, _layout: packing.PackingPlan, _flat: packing.Samples | None, first: int, count: int, pad: int
-) -> Window:
-    """Blocks ``first .. first + count - 1`` materialized."""
-    return compute.window(_layout, _flat, first, count, pad)
+@memoized
+def window(source: Source, settings: Settings, strategy: str, first: int, count: int) -> Window:
+    """Blocks ``first .. first + count - 1`` of ``strategy``'s plan, materialized."""
+    s = settings
+    layout = plan(source, s.completion_only, s.max_seq_length, strategy, s.overflow).layout
+    assert layout is not None
+    return compute.window(layout, dataset(source, s.completion_only).samples, first, count, s.pad_token_id)
 
 
-@st.cache_data(max_entries=32, show_spinner="Running every strategy…")
+@memoized
 def compare(
-    key: str, _lengths: np.ndarray, max_seq_length: int, overflow: str
+    source: Source, completion_only: bool, max_seq_length: int, overflow: str
 ) -> tuple[list[StrategyRun], dict[str, packing.ComputeCost]]:
     """Every strategy on the same lengths, with each one's compute estimate."""
-    runs = compute.compare(_lengths, max_seq_length, overflow)
+    runs = compute.compare(_lengths(source, completion_only), max_seq_length, overflow)
     costs = {run.strategy: packing.compute_cost(run.layout) for run in runs if run.layout is not None}
     return runs, costs
 
 
-@st.cache_data(max_entries=32, show_spinner="Sweeping max_seq_length…")
+@memoized
 def sweep(
-    key: str, _lengths: np.ndarray, sizes: tuple[int, ...], strategies: tuple[str, ...], overflow: str
+    source: Source, completion_only: bool, sizes: tuple[int, ...], strategies: tuple[str, ...], overflow: str
 ) -> list[dict[str, Any]]:
-    """Blocks and efficiency per strategy and max_seq_length."""
-    return compute.sweep(_lengths, list(sizes), list(strategies), overflow)
+    """Blocks, efficiency and tokens lost per strategy and max_seq_length."""
+    return compute.sweep(_lengths(source, completion_only), list(sizes), list(strategies), overflow)
 
 
-@st.cache_data(max_entries=32, show_spinner="Replaying the strategy…")
-def explain(key: str, _lengths: np.ndarray, max_seq_length: int, strategy: str, overflow: str) -> list[packing.Step]:
+@memoized
+def explain(
+    source: Source, completion_only: bool, max_seq_length: int, strategy: str, overflow: str
+) -> list[packing.Step]:
     """``packing.explain`` steps (raises ``ValueError`` when the input is too large)."""
-    return compute.explain_steps(_lengths, max_seq_length, strategy, overflow)
+    return compute.explain_steps(_lengths(source, completion_only), max_seq_length, strategy, overflow)

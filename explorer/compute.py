@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 import packing
+from explorer.safety import describe
 from packing.explain import MAX_EXPLAIN_DOCUMENTS
 
 Int64Array = npt.NDArray[np.int64]
@@ -72,9 +73,14 @@ def subset_samples(flat: packing.Samples | None, lengths: Int64Array, sequences:
 def window(
     layout: packing.PackingPlan, flat: packing.Samples | None, first: int, count: int, pad_token_id: int
 ) -> Window:
-    """Materialize only blocks ``first .. first + count - 1`` (clipped to the plan)."""
+    """Materialize only blocks ``first .. first + count - 1`` (clipped to the plan). O(tokens in the window)."""
     first = max(0, min(first, layout.num_blocks - 1))
     stop = min(layout.num_blocks, first + max(1, count))
+    select = getattr(layout, "select", None)
+    if select is not None and flat is not None:  # the plan's own window: stats describe exactly these blocks
+        part = select(np.arange(first, stop))
+        batch = packing.materialize(part, flat, pad_token_id)
+        return Window(first, batch, batch.sequence_ids.astype(np.int64), True)
     part, sequences = sub_plan(layout, first, stop)
     batch = packing.materialize(part, subset_samples(flat, layout.lengths, sequences), pad_token_id)
     global_ids = np.where(batch.sequence_ids >= 0, sequences[np.maximum(batch.sequence_ids, 0)], -1)
@@ -104,6 +110,9 @@ class StrategyRun:
     layout: packing.PackingPlan | None
     seconds: float
     error: str = ""
+    limit: int | None = None
+    """For a strategy that refuses inputs above a size (``TooManyDocuments``): its limit and this input's count."""
+    count: int | None = None
 
 
 QUICK_SECONDS = 0.05
@@ -124,8 +133,9 @@ def run_strategy(
         started = time.perf_counter()
         try:
             layout = packing.plan(lengths, max_seq_length, strategy, overflow)
-        except ValueError as error:
-            return StrategyRun(strategy, None, time.perf_counter() - started, str(error))
+        except ValueError as error:  # a refusal the library raises on purpose (a PackingError once it has one)
+            limit, count = getattr(error, "limit", None), getattr(error, "count", None)
+            return StrategyRun(strategy, None, time.perf_counter() - started, describe(error), limit, count)
         best = min(best, time.perf_counter() - started)
         if best >= QUICK_SECONDS:
             break
@@ -151,6 +161,7 @@ def sweep(lengths: Int64Array, sizes: list[int], strategies: list[str], overflow
                     "blocks": stats.num_blocks if stats else None,
                     "efficiency": stats.efficiency if stats else None,
                     "tokens lost": stats.tokens_lost if stats else None,
+                    "lost share": stats.tokens_lost / stats.input_tokens if stats and stats.input_tokens else None,
                     "note": run.error,
                 }
             )

@@ -87,13 +87,14 @@ def _data_lines(recipe: DataRecipe) -> tuple[list[str], bool]:
         return ["import numpy as np", "", synthetic_code(*recipe.synthetic)], False
     if recipe.workload is not None:
         name, count = recipe.workload
-        sample = f"[:{count}]" if count > 0 else ""  # 0: every sequence, in the page's shuffled order
+        if count <= 0:  # every sequence, in the file's order (as ``packing compare`` reads it)
+            return ["from packing.workloads import load_workload", "", f"lengths = load_workload({name!r}).lengths"], False
         return [
             "import numpy as np",
             "from packing.workloads import load_workload",
             "",
             f"lengths = load_workload({name!r}).lengths",
-            f"lengths = lengths[np.random.default_rng(0).permutation(len(lengths)){sample}]",
+            f"lengths = lengths[np.random.default_rng(0).permutation(len(lengths))[:{count}]]  # a seeded sample",
         ], False
     raise ValueError("the recipe names no data")
 

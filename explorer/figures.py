@@ -30,8 +30,19 @@ SEQUENCE_COLORS = (
     "#D67195",
 )
 PAD_COLOR = "#d4d4d8"
-MASK_COLORS = {"trained": "#15803d", "masked prompt": "#7c3aed", "padding": PAD_COLOR}
-"""Green, violet, grey: violet is no sequence's colour, so the loss-mask row never echoes the block row above it."""
+MASK_COLORS = {
+    "target (loss mask 1, label = token)": "#15803d",
+    "document start (loss mask 1, label -100)": "#86efac",
+    "masked prompt (loss mask 0, label -100)": "#7c3aed",
+    "padding": PAD_COLOR,
+}
+"""Dark green, light green, violet, grey: violet is no sequence's colour, so the row never echoes the block row
+above it, and the first token of a document (in the loss mask, but with label -100: nothing before it may predict
+it) is told apart from a real training target."""
+BASELINE = "none"
+"""The no-packing baseline: drawn off the scale of the strategies rather than flattening them."""
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+MARKERS = ("circle", "square", "diamond", "triangle-up", "x", "cross", "star", "triangle-down")
 STRATEGY_COLORS = dict(
     zip(
         ("split", "next_fit", "first_fit", "ffd", "bfd", "spfhp", "optimal", "none"),
@@ -116,28 +127,88 @@ def sequence_colour_index(sequence_ids: Int64Array) -> Int64Array:
     return np.where(sequence_ids >= 0, sequence_ids % len(SEQUENCE_COLORS), len(SEQUENCE_COLORS))
 
 
+def heatmap(
+    z: IntArray,
+    colors: Sequence[str],
+    *,
+    y: Sequence[str] | None = None,
+    x: IntArray | None = None,
+    text: npt.NDArray[Any] | None = None,
+    customdata: npt.NDArray[Any] | None = None,
+    hovertemplate: str | None = None,
+    name: str = "",
+) -> go.Heatmap:
+    """The one heatmap of the page: integer ``z`` in ``0 .. len(colors) - 1``, one colour each, cells outlined when
+    small, optional text printed in the cells. Used by the blocks, the loss mask, the comparison and step grids and
+    the attention masks."""
+    rows, width = z.shape
+    gap = 1 if width <= 256 else 0
+    return go.Heatmap(
+        z=z,
+        x=np.arange(width) if x is None else x,
+        y=y,
+        colorscale=_discrete(colors),
+        zmin=-0.5,
+        zmax=len(colors) - 0.5,
+        showscale=False,
+        xgap=gap,
+        ygap=2 if y is not None else gap,
+        text=text,
+        texttemplate="%{text}" if text is not None else None,
+        customdata=customdata,
+        hovertemplate=hovertemplate,
+        name=name,
+    )
+
+
+def exact_axes(fig: go.Figure, width: int, rows: int, **where: int) -> None:
+    """Axes that span exactly the cells: positions ``0 .. width - 1`` across, rows top to bottom, nothing beyond."""
+    fig.update_xaxes(range=[-0.5, width - 0.5], autorange=False, constrain="domain", **where)
+    fig.update_yaxes(range=[rows - 0.5, -0.5], autorange=False, constrain="domain", **where)
+
+
 def _hover(
-    sequence_ids: Int64Array, token_ids: Int64Array | None, position_ids: Int64Array, loss_mask: IntArray
+    sequence_ids: Int64Array,
+    token_ids: Int64Array | None,
+    position_ids: Int64Array,
+    loss_mask: IntArray,
+    labels: Int64Array | None,
 ) -> Int64Array:
-    """Numbers shown on hover, per cell: sequence (1-based, 0 = padding), token id, position id, loss mask.
+    """Numbers shown on hover, per cell: sequence (1-based, 0 = padding), token id, position id, loss mask, label.
 
     Kept numeric so Plotly sends it as a compact binary array.
     """
     token = np.zeros_like(sequence_ids) if token_ids is None else token_ids
-    return np.stack((sequence_ids + 1, token, position_ids, loss_mask.astype(np.int64)), axis=-1).astype(np.int64)
+    label = np.full_like(sequence_ids, -100) if labels is None else labels
+    return np.stack(
+        (sequence_ids + 1, token, position_ids, loss_mask.astype(np.int64), label), axis=-1
+    ).astype(np.int64)
 
 
 def _hover_template(has_tokens: bool) -> str:
     token = "token id: %{customdata[1]}<br>" if has_tokens else ""
     return (
         "%{y}, position %{x}<br>" + token + "sequence: %{customdata[0]} (0 = padding)"
-        "<br>position id: %{customdata[2]}<br>loss mask: %{customdata[3]}<extra></extra>"
+        "<br>position id: %{customdata[2]}<br>loss mask: %{customdata[3]}<br>label: %{customdata[4]}<extra></extra>"
     )
 
 
-def mask_kind(loss_mask: IntArray, sequence_ids: Int64Array) -> Int64Array:
-    """0 = trained, 1 = masked prompt, 2 = padding."""
-    return np.where(sequence_ids < 0, 2, np.where(loss_mask == 1, 0, 1))
+def mask_kind(loss_mask: IntArray, sequence_ids: Int64Array, labels: Int64Array | None = None) -> Int64Array:
+    """0 = a training target, 1 = a document start (loss mask 1 but label -100), 2 = masked prompt, 3 = padding.
+
+    Without ``labels`` the first token of every run of one sequence is taken as its document start.
+
+    >>> mask_kind(np.array([[1, 1, 0, 0]]), np.array([[0, 0, 1, -1]])).tolist()
+    [[1, 0, 2, 3]]
+    """
+    if labels is None:
+        start = np.ones_like(sequence_ids, dtype=bool)
+        start[:, 1:] = sequence_ids[:, 1:] != sequence_ids[:, :-1]
+        no_label = start
+    else:
+        no_label = labels == -100
+    kind = np.where(loss_mask == 1, np.where(no_label, 1, 0), 2)
+    return np.where(sequence_ids < 0, 3, kind).astype(np.int64)
 
 
 def block_figure(
@@ -146,15 +217,16 @@ def block_figure(
     position_ids: Int64Array,
     token_ids: Int64Array | None = None,
     first_block: int = 0,
+    labels: Int64Array | None = None,
 ) -> go.Figure:
-    """Blocks coloured by source sequence (padding grey) with the loss mask aligned underneath.
+    """Blocks coloured by source sequence (padding grey) with the loss mask and labels aligned underneath.
 
     Arrays have shape ``(blocks, max_seq_length)``; ``token_ids`` is None for lengths-only data.
-    Small drawings print the token id in every cell.
+    Small drawings print the token id in every cell (and the loss mask underneath).
     """
     blocks, width = sequence_ids.shape
-    labels = _block_labels(first_block, blocks)
-    hover = _hover(sequence_ids, token_ids, position_ids, loss_mask)
+    names = _block_labels(first_block, blocks)
+    hover = _hover(sequence_ids, token_ids, position_ids, loss_mask, labels)
     template = _hover_template(token_ids is not None)
     show_text = token_ids is not None and blocks * width <= MAX_TEXT_CELLS
     text = token_ids.astype(str) if show_text and token_ids is not None else None
@@ -162,52 +234,36 @@ def block_figure(
         rows=2,
         cols=1,
         shared_xaxes=True,
-        vertical_spacing=0.12,
-        subplot_titles=("Blocks (colour = source sequence)", "Loss mask"),
+        vertical_spacing=0.16,
+        subplot_titles=("Blocks (colour = source sequence)", "Loss mask and labels"),
     )
-    n = len(SEQUENCE_COLORS)
     fig.add_trace(
-        go.Heatmap(
-            z=sequence_colour_index(sequence_ids),
-            x=np.arange(width),
-            y=labels,
+        heatmap(
+            sequence_colour_index(sequence_ids),
+            [*SEQUENCE_COLORS, PAD_COLOR],
+            y=names,
+            text=text,
             customdata=hover,
             hovertemplate=template,
-            colorscale=_discrete([*SEQUENCE_COLORS, PAD_COLOR]),
-            zmin=-0.5,
-            zmax=n + 0.5,
-            showscale=False,
-            xgap=1 if width <= 256 else 0,
-            ygap=2,
-            text=text,
-            texttemplate="%{text}" if text is not None else None,
             name="blocks",
         ),
         row=1,
         col=1,
     )
-    kinds = mask_kind(loss_mask, sequence_ids)
     fig.add_trace(
-        go.Heatmap(
-            z=kinds,
-            x=np.arange(width),
-            y=labels,
+        heatmap(
+            mask_kind(loss_mask, sequence_ids, labels),
+            list(MASK_COLORS.values()),
+            y=names,
+            text=loss_mask.astype(str) if show_text else None,
             customdata=hover,
             hovertemplate=template,
-            colorscale=_discrete(list(MASK_COLORS.values())),
-            zmin=-0.5,
-            zmax=2.5,
-            showscale=False,
-            xgap=1 if width <= 256 else 0,
-            ygap=2,
-            text=loss_mask.astype(str) if show_text else None,
-            texttemplate="%{text}" if show_text else None,
             name="loss mask",
         ),
         row=2,
         col=1,
     )
-    for name, color in MASK_COLORS.items():  # legend entries for the three mask colours
+    for name, color in MASK_COLORS.items():  # legend entries for the mask colours
         fig.add_trace(
             go.Scatter(
                 x=[None], y=[None], mode="markers", marker={"color": color, "symbol": "square", "size": 12}, name=name
@@ -215,11 +271,14 @@ def block_figure(
             row=2,
             col=1,
         )
-    fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(dtick=position_tick(width))
+    for row in (1, 2):
+        exact_axes(fig, width, blocks, row=row, col=1)
+    fig.update_xaxes(dtick=position_tick(width, most=10))
     fig.update_xaxes(title_text="position in block", row=2, col=1)
     row_height = 30 if blocks <= 12 else 14
-    fig.update_layout(height=210 + 2 * row_height * blocks, **_legend_below())
+    layout = _legend_below()
+    layout["margin"] = {"l": 10, "r": 10, "t": 40, "b": 110}
+    fig.update_layout(height=260 + 2 * row_height * blocks, **layout)
     return fig
 
 
@@ -236,28 +295,19 @@ def grid_figure(
     ``highlight`` lists runs ``(block, position, length)`` to outline (the piece being placed).
     """
     blocks, width = sequence_ids.shape
-    labels = _block_labels(0, blocks)
     text = None
     if token_ids is not None and blocks * width <= MAX_TEXT_CELLS:
         text = np.where(token_ids >= 0, token_ids.astype(str), "")
     elif blocks * width <= MAX_TEXT_CELLS:
         text = np.where(sequence_ids >= 0, (sequence_ids + 1).astype(str), "")
-    n = len(SEQUENCE_COLORS)
     fig = go.Figure(
-        go.Heatmap(
-            z=sequence_colour_index(sequence_ids),
-            x=np.arange(width),
-            y=labels,
+        heatmap(
+            sequence_colour_index(sequence_ids),
+            [*SEQUENCE_COLORS, PAD_COLOR],
+            y=_block_labels(0, blocks),
+            text=text,
             customdata=np.where(sequence_ids >= 0, (sequence_ids + 1).astype(object), "empty"),
             hovertemplate="%{y}, position %{x}<br>sequence: %{customdata}<extra></extra>",
-            colorscale=_discrete([*SEQUENCE_COLORS, PAD_COLOR]),
-            zmin=-0.5,
-            zmax=n + 0.5,
-            showscale=False,
-            xgap=1 if width <= 256 else 0,
-            ygap=2,
-            text=text,
-            texttemplate="%{text}" if text is not None else None,
         )
     )
     for block, position, length in highlight:
@@ -269,9 +319,9 @@ def grid_figure(
             y1=block + 0.5,
             line={"color": "black", "width": 3},
         )
-    fig.update_xaxes(dtick=position_tick(width))
-    fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title=title, height=90 + 32 * max(1, blocks), **_LAYOUT)
+    exact_axes(fig, width, blocks)
+    fig.update_xaxes(dtick=position_tick(width, most=10))
+    fig.update_layout(title={"text": title, "font": {"size": 14}}, height=90 + 32 * max(1, blocks), **_LAYOUT)
     return fig
 
 
@@ -394,90 +444,117 @@ def length_histogram(lengths: Int64Array, max_seq_length: int, bins: int = 60) -
     return fig
 
 
-def compare_figure(frame: pd.DataFrame, lower_bound: int) -> go.Figure:
-    """Blocks (lower bound marked), efficiency, tokens lost and sequences cut, and planning time per strategy.
+def _off_scale(values: Sequence[float], names: Sequence[str]) -> float | None:
+    """The axis end that keeps the packing strategies readable when the no-packing baseline is far larger
+    (None when no clipping is needed)."""
+    others = [v for v, n in zip(values, names, strict=True) if n != BASELINE and v == v]
+    baseline = [v for v, n in zip(values, names, strict=True) if n == BASELINE and v == v]
+    if not others or not baseline or max(others) <= 0 or baseline[0] <= 1.6 * max(others):
+        return None
+    return 1.25 * max(others)
+
+
+def compare_bars(names: Sequence[str], values: Sequence[float], title: str, number: str = ",d") -> go.Figure:
+    """One measure per strategy as horizontal bars (names stay readable at any width). The no-packing baseline
+    runs off the scale with its value printed, so it never flattens the strategies."""
+    colors = [STRATEGY_COLORS.get(n, SEQUENCE_COLORS[0]) for n in names]
+    end = _off_scale(values, names)
+    shown = [v if end is None or n != BASELINE else end for v, n in zip(values, names, strict=True)]
+    labels = [
+        ((f"{round(v):,}" if number == ",d" else f"{v:{number}}") + (" (off the scale)" if end is not None and n == BASELINE else ""))
+        for v, n in zip(values, names, strict=True)
+    ]
+    fig = go.Figure(
+        go.Bar(
+            y=list(names),
+            x=shown,
+            orientation="h",
+            marker_color=colors,
+            text=labels,
+            textposition="auto",
+            cliponaxis=False,
+            customdata=list(values),
+            hovertemplate="%{y}: %{customdata:" + number + "}<extra></extra>",
+        )
+    )
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_xaxes(rangemode="tozero", tickformat=number if number != ".2f" else None, nticks=5, automargin=True)
+    if end is not None:
+        fig.update_xaxes(range=[0, end])
+    fig.update_layout(
+        title={"text": title, "font": {"size": 14}},
+        height=70 + 28 * max(1, len(names)),
+        showlegend=False,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        template="plotly_white",
+    )
+    return fig
+
+
+def compare_figures(frame: pd.DataFrame, lower_bound: int) -> list[go.Figure]:
+    """Blocks (lower bound marked), efficiency, tokens lost, sequences cut and planning time: one small chart each.
 
     ``frame`` is ``tables.compare_table``'s output; strategies that did not run are left out.
     """
     ran = frame.dropna(subset=["blocks"])
     names = ran["strategy"].tolist()
-    colors = [STRATEGY_COLORS.get(s, SEQUENCE_COLORS[0]) for s in names]
-    fig = make_subplots(
-        rows=2,
-        cols=2,
-        vertical_spacing=0.18,
-        subplot_titles=(
-            "Blocks (fewer is better)",
-            "Efficiency % (higher is better)",
-            "Tokens lost and sequences cut",
-            "Planning time (ms)",
-        ),
-    )
-    fig.add_trace(go.Bar(x=names, y=ran["blocks"], marker_color=colors, name="blocks"), row=1, col=1)
-    fig.add_hline(
-        y=lower_bound,
+    blocks = compare_bars(names, ran["blocks"].astype(float).tolist(), "Blocks (fewer is better)")
+    blocks.add_vline(
+        x=lower_bound,
         line_dash="dash",
         annotation_text=f"lower bound {lower_bound:,}",
-        annotation_position="top left",
+        annotation_position="bottom right",
         annotation=_note(),
-        row=1,
-        col=1,
     )
-    fig.add_trace(go.Bar(x=names, y=ran["efficiency"] * 100, marker_color=colors, name="efficiency %"), row=1, col=2)
-    fig.add_trace(go.Bar(x=names, y=ran["tokens lost"], marker_color="#E45756", name="tokens lost"), row=2, col=1)
-    fig.add_trace(go.Bar(x=names, y=ran["sequences cut"], marker_color="#4C78A8", name="sequences cut"), row=2, col=1)
-    fig.add_trace(
-        go.Bar(x=names, y=ran["time (ms)"], marker_color=colors, name="time (ms)", showlegend=False), row=2, col=2
+    efficiency = compare_bars(
+        names, (ran["efficiency"] * 100).tolist(), "Efficiency % (higher is better)", number=".2f"
     )
-    fig.update_yaxes(rangemode="tozero")
-    fig.update_yaxes(range=[0, 105], row=1, col=2)
-    fig.update_yaxes(count_axis(float(ran["blocks"].max()) if len(ran) else 0), row=1, col=1)
-    lost_or_cut = ran[["tokens lost", "sequences cut"]].to_numpy().max() if len(ran) else 0
-    fig.update_yaxes(count_axis(float(lost_or_cut)), row=2, col=1)
-    for trace in fig.data:
-        if trace.name in ("blocks", "efficiency %"):
-            trace.showlegend = False
-    fig.update_layout(barmode="group", height=650, **_legend_below())
-    return fig
+    efficiency.update_xaxes(range=[0, 105])
+    lost = compare_bars(names, ran["tokens lost"].astype(float).tolist(), "Tokens lost to the overflow policy")
+    cut = compare_bars(names, ran["sequences cut"].astype(float).tolist(), "Sequences cut across blocks")
+    time_ms = compare_bars(names, ran["time (ms)"].tolist(), "Planning time (ms)", number=".2f")
+    return [blocks, efficiency, lost, cut, time_ms]
 
 
 def sweep_figure(
-    sizes: Sequence[int], series: Mapping[str, tuple[Sequence[float | None], Sequence[float | None]]]
+    sizes: Sequence[int],
+    series: Mapping[str, tuple[Sequence[float | None], Sequence[float | None]]],
+    lost: Mapping[str, Sequence[float | None]] | None = None,
 ) -> go.Figure:
-    """Efficiency and block count against max_seq_length, one line per strategy: ``series[name] = (efficiency, blocks)``."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("Efficiency vs max_seq_length", "Blocks vs max_seq_length"))
-    for name, (eff, blocks) in series.items():
-        color = STRATEGY_COLORS.get(name, SEQUENCE_COLORS[0])
-        fig.add_trace(
-            go.Scatter(
-                x=list(sizes),
-                y=[None if e is None else e * 100 for e in eff],
-                mode="lines+markers",
-                name=name,
-                line_color=color,
-                legendgroup=name,
-            ),
-            row=1,
-            col=1,
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=list(sizes),
-                y=list(blocks),
-                mode="lines+markers",
-                name=name,
-                line_color=color,
-                legendgroup=name,
-                showlegend=False,
-            ),
-            row=1,
-            col=2,
-        )
+    """Efficiency, tokens lost (% of the input) and blocks against max_seq_length, one line per strategy, stacked
+    so that no axis title can sit on another chart at any width: ``series[name] = (efficiency, blocks)``,
+    ``lost[name]`` = share of the input tokens lost. Lines that coincide are told apart by dash and marker."""
+    rows = 3 if lost is not None else 2
+    titles = ["Efficiency (%): real tokens / token slots"]
+    if lost is not None:
+        titles.append("Tokens lost (% of the input): truncated or dropped")
+    titles.append("Blocks")
+    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.09, subplot_titles=titles)
+    for i, (name, (eff, blocks)) in enumerate(series.items()):
+        style = {
+            "line": {"color": STRATEGY_COLORS.get(name, SEQUENCE_COLORS[0]), "dash": DASHES[i % len(DASHES)]},
+            "marker": {"symbol": MARKERS[i % len(MARKERS)], "size": 8},
+            "mode": "lines+markers",
+            "legendgroup": name,
+        }
+        x = list(sizes)
+        fig.add_trace(go.Scatter(x=x, y=[None if e is None else e * 100 for e in eff], name=name, **style), 1, 1)
+        if lost is not None:
+            share = [None if v is None else v * 100 for v in lost.get(name, [])]
+            fig.add_trace(go.Scatter(x=x, y=share, name=name, showlegend=False, **style), 2, 1)
+        fig.add_trace(go.Scatter(x=x, y=list(blocks), name=name, showlegend=False, **style), rows, 1)
     wide = len(sizes) > 1 and max(sizes) >= 16 * max(1, min(sizes))
-    fig.update_xaxes(type="log" if wide else "linear", title_text="max_seq_length", tickvals=list(sizes))
-    fig.update_yaxes(title_text="efficiency (%)", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title_text="blocks", rangemode="tozero", row=1, col=2)
-    fig.update_layout(height=420, **_LAYOUT)
+    ticks = list(sizes) if len(sizes) <= 8 else None
+    fig.update_xaxes(type="log" if wide else "linear", tickvals=ticks, tickformat=",d", tickangle=0)
+    fig.update_xaxes(title_text="max_seq_length", row=rows, col=1)
+    fig.update_yaxes(rangemode="tozero", tickformat=",.0f", nticks=5)
+    fig.update_yaxes(range=[0, 105], row=1, col=1)
+    if lost is not None:
+        fig.update_yaxes(range=[0, 105], row=2, col=1)
+    all_blocks = [b for _, blocks in series.values() for b in blocks if b]
+    if all_blocks and max(all_blocks) > 10 * max(1, min(all_blocks)):
+        fig.update_yaxes(type="log", rangemode=None, tickformat="~s", row=rows, col=1)  # the baseline keeps its place
+    fig.update_layout(height=260 * rows, **_legend_below())
     return fig
 
 
@@ -497,55 +574,52 @@ def pool_max(z: Int64Array, factor: int) -> Int64Array:
     return pooled
 
 
-def attention_figure(
+def attention_figures(
     causal: npt.NDArray[np.bool_], document: npt.NDArray[np.bool_], max_cells: int = MAX_ATTENTION_CELLS
-) -> go.Figure:
-    """The plain causal mask (cross-document pairs in red) next to the block-diagonal mask.
+) -> tuple[go.Figure, go.Figure]:
+    """The plain causal mask (cross-document pairs in red) and the block-diagonal mask, as two square figures
+    whose axes span exactly the block (query and key positions ``0 .. max_seq_length - 1``).
 
     Blocks longer than ``max_cells`` are drawn in tiles of factor × factor pairs (a tile shows its
     most notable pair: a leak over an allowed pair over a blocked one); counts are always exact.
     """
     cross = causal & ~document
-    factor = max(1, -(-len(causal) // max_cells))
+    size = len(causal)
+    factor = max(1, -(-size // max_cells))
     left = pool_max(np.where(cross, 2, np.where(causal, 1, 0)), factor)
     right = pool_max(document.astype(np.int64), factor)
-    axis = np.arange(len(left)) * factor
     colors = ["#f4f4f5", "#4C78A8", "#dc2626"]
-    tiles = f" (each cell: {factor}×{factor} pairs)" if factor > 1 else ""
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        horizontal_spacing=0.1,
-        subplot_titles=(
-            f"Plain causal mask (red: {int(cross.sum()):,} cross-document pairs)",
-            "Block-diagonal mask (PackedBatch.attention_mask)",
-        ),
-    )
-    gap = 1 if len(left) <= 64 else 0
-    for col, z in ((1, left), (2, right)):
-        fig.add_trace(
-            go.Heatmap(
-                z=z,
+    tiles = f" ({factor}×{factor} pairs a cell)" if factor > 1 else ""
+    figures = []
+    for z, title in ((left, "Plain causal mask"), (right, "Block-diagonal mask")):
+        axis = np.arange(len(z)) * factor + (factor - 1) / 2
+        fig = go.Figure(
+            heatmap(
+                z,
+                colors,
                 x=axis,
-                y=axis,
-                colorscale=_discrete(colors),
-                zmin=-0.5,
-                zmax=2.5,
-                showscale=False,
                 hovertemplate="query %{y} → key %{x}<br>0 blocked, 1 allowed, 2 cross-document: %{z}<extra></extra>",
-                xgap=gap,
-                ygap=gap,
-            ),
-            row=1,
-            col=col,
+            )
         )
-    fig.update_yaxes(autorange="reversed", title_text="query position", scaleanchor="x", row=1, col=1)
-    fig.update_yaxes(autorange="reversed", scaleanchor="x2", row=1, col=2)
-    step = position_tick(len(causal), most=8)
-    fig.update_yaxes(dtick=step, showgrid=False, zeroline=False)
-    fig.update_xaxes(title_text="key position" + tiles, dtick=step, showgrid=False, zeroline=False)
-    fig.update_layout(height=480, **_LAYOUT)
-    return fig
+        fig.data[0].y = axis
+        step = position_tick(size, most=6)
+        fig.update_xaxes(
+            range=[-0.5, size - 0.5], autorange=False, dtick=step, title_text="key position" + tiles, showgrid=False
+        )
+        fig.update_yaxes(
+            range=[size - 0.5, -0.5],
+            autorange=False,
+            dtick=step,
+            title_text="query position",
+            scaleanchor="x",
+            constrain="domain",
+            showgrid=False,
+            zeroline=False,
+        )
+        fig.update_xaxes(constrain="domain", zeroline=False)
+        fig.update_layout(title={"text": title, "font": {"size": 14}}, height=420, **_LAYOUT)
+        figures.append(fig)
+    return figures[0], figures[1]
 
 
 def positions_figure(plain: Int64Array, restart: Int64Array, sequence_ids: Int64Array) -> go.Figure:

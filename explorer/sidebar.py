@@ -1,89 +1,55 @@
-"""The sidebar: where the data comes from and the packing settings. Returns what the user chose."""
+"""The sidebar: where the data comes from and the packing settings, every choice bound to the page's URL with
+Streamlit's own ``bind="query-params"`` (widget key = parameter name, today's names). Returns a ``Source`` and the
+``Settings``."""
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 
 import packing
-from explorer import cache, state
-from explorer.data import MAX_UPLOAD_MB
+from explorer import cache, links
 from explorer.examples import DEFAULT_EXAMPLE, DISTRIBUTIONS, EXAMPLES, suggested_max_seq_length, workload_info
+from explorer.model import MAX_PAD_TOKEN_ID, MAX_SEED, MAX_SEQ_LENGTH, MAX_SEQUENCES, MAX_UPLOAD_MB, Settings
 from explorer.parsing import FORMAT_HELP, InputError
+from explorer.sources import MAX_URL_TEXT, SOURCES, Paste, Source, Synthetic, Upload, Workload, default_sample
 from packing.workloads import WORKLOADS
 
-MAX_WORKLOAD_SEQUENCES = 1_000_000
-DEFAULT_WORKLOAD_SAMPLE = 200_000
-"""Sequences used by default from a distribution larger than this (0 = all for smaller ones)."""
+BIND = "query-params"
+DEFAULT_TEXT = EXAMPLES[DEFAULT_EXAMPLE].text
+DEFAULT_WORKLOAD = "openchat_v1_2048"
+LOSS = {"completion": "the completions only", "all": "every token"}
 
 
-@dataclass(frozen=True)
-class Settings:
-    """How to pack."""
+def _forget_link_value(name: str) -> None:
+    """Remove ``name`` from the address before a widget reads it (a value Streamlit cannot parse would crash it)."""
+    try:  # Streamlit seeds bound widgets from the URL of the first request; there is no public way to drop one
+        from streamlit.runtime.state import get_session_state
 
-    max_seq_length: int
-    strategy: str
-    overflow: str
-    pad_token_id: int
-    completion_only: bool
-
-    def key(self) -> str:
-        return f"{self.max_seq_length}|{self.strategy}|{self.overflow}|{self.pad_token_id}|{self.completion_only}"
-
-
-@dataclass(frozen=True)
-class Choice:
-    """The data specification (hashable), uploaded bytes if any, and the settings."""
-
-    spec: tuple[Any, ...] | None
-    upload: bytes | None
-    settings: Settings
+        with get_session_state().query_params() as params:
+            params._initial_query_params.pop(name, None)
+    except Exception:  # a Streamlit without this internal: the parameter is still removed from the address below
+        pass
+    try:
+        del st.query_params[name]
+    except Exception:
+        pass
 
 
-def restore_from_url() -> None:
-    """On a session's first run, put URL parameters into the widgets (and say what was ignored).
-
-    Every run also re-assigns the choices, so a widget that is hidden for a while (another data
-    source) keeps its value instead of being reset.
-    """
-    if st.session_state.get("_restored"):
-        for key in (*state.DEFAULTS, "example"):
-            if key in st.session_state:
-                st.session_state[key] = st.session_state[key]
+def check_link() -> None:
+    """On a session's first run: drop (and report) link parameters no widget can use; read the pasted text."""
+    if st.session_state.get("_link_checked"):
         return
-    st.session_state["_restored"] = True
-    for key, value in state.DEFAULTS.items():
-        st.session_state.setdefault(key, value)
-    restored = state.read_params(st.query_params.to_dict())
-    st.session_state.update(restored.values)
-    st.session_state["_url_warnings"] = restored.warnings
-    # a link to generated or real data that does not say how long blocks are: a size that fits that data
-    source = st.session_state["source"]
-    if "max_seq_length" not in restored.values and source == "synthetic":
-        st.session_state["max_seq_length"] = st.session_state["syn_max"]
-    elif "max_seq_length" not in restored.values and source == "workload":
-        st.session_state["max_seq_length"] = workload_info(st.session_state["workload"]).max_seq_length
-    if "workload_count" not in restored.values and source == "workload":
-        big = workload_info(st.session_state["workload"]).sequences > DEFAULT_WORKLOAD_SAMPLE
-        st.session_state["workload_count"] = DEFAULT_WORKLOAD_SAMPLE if big else 0
-    example = state.example_for(st.session_state["sequences"])
-    if example is not None:
-        st.session_state["example"] = example
-
-
-def share_in_url() -> None:
-    """Write the current choices into the URL query string (only what changed)."""
-    wanted = state.write_params(st.session_state.to_dict())
-    current = st.query_params.to_dict()
-    for name in state.PARAMS.values():
-        if name in current and name not in wanted:
-            del st.query_params[name]
-    for name, value in wanted.items():
-        if current.get(name) != value:
-            st.query_params[name] = value
+    st.session_state["_link_checked"] = True
+    params = st.query_params.to_dict()
+    drop, warnings = links.check_link(params)
+    for name in drop:
+        _forget_link_value(name)
+    st.session_state["_link_warnings"] = warnings
+    st.session_state["sequences"] = params.get("sequences", DEFAULT_TEXT)
+    example = next((k for k, e in EXAMPLES.items() if e.text == st.session_state["sequences"]), None)
+    st.session_state["example"] = example or DEFAULT_EXAMPLE
 
 
 def _load_example() -> None:
@@ -92,153 +58,235 @@ def _load_example() -> None:
         sequences=example.text,
         max_seq_length=example.max_seq_length,
         strategy=example.strategy,
-        completion_only=example.completion_only_loss,
+        loss="completion" if example.completion_only_loss else "all",
     )
 
 
 def _source_changed() -> None:
-    """Back to a source used before: its own max_seq_length again. A new one: a sensible max_seq_length for it.
-
-    Pasted text is never replaced, except the untouched text of an example, which brings its settings back.
-    """
+    """Back to a source used before: its own max_seq_length again. A new one: a size that fits its data."""
     source, previous = st.session_state["source"], st.session_state.get("_source_shown")
     if previous:
-        st.session_state[f"_max_seq_length_{previous}"] = st.session_state["max_seq_length"]
+        st.session_state[f"_max_seq_length_{previous}"] = st.session_state.get("max_seq_length")
     remembered = st.session_state.get(f"_max_seq_length_{source}")
     if remembered is not None:
         st.session_state["max_seq_length"] = remembered
     elif source == "synthetic":
-        st.session_state["max_seq_length"] = st.session_state["syn_max"]
+        st.session_state["max_seq_length"] = int(st.session_state.get("max_length", 2048))
     elif source == "workload":
         _workload_changed()
-    elif source == "paste" and state.example_for(st.session_state.get("sequences", "")) is not None:
+    elif source == "paste" and st.session_state.get("sequences") in {e.text for e in EXAMPLES.values()}:
         _load_example()
 
 
 def _workload_changed() -> None:
     """Use the distribution's own max_seq_length, and a sample of a very large one."""
-    info = workload_info(st.session_state["workload"])
-    st.session_state["max_seq_length"] = info.max_seq_length
-    st.session_state["workload_count"] = 0 if info.sequences <= DEFAULT_WORKLOAD_SAMPLE else DEFAULT_WORKLOAD_SAMPLE
+    name = st.session_state.get("workload", DEFAULT_WORKLOAD)
+    st.session_state["max_seq_length"] = workload_info(name).max_seq_length
+    st.session_state["sample"] = default_sample(name)
 
 
-def _paste_inputs() -> tuple[Any, ...]:
+def _paste_inputs() -> Paste:
     st.selectbox(
         "Load an example",
         list(EXAMPLES),
         key="example",
         format_func=lambda k: EXAMPLES[k].title,
         on_change=_load_example,
+        persist_state="session",
     )
     example = EXAMPLES[st.session_state["example"]]
     if st.session_state.get("sequences", "") == example.text:
         st.caption(f"{example.question} Look at the **{example.look_at}** tab.")
     else:
         st.caption("Your own sequences. Pick an example above to load it and its settings.")
-    text = st.text_area("Sequences", key="sequences", height=140, help=FORMAT_HELP)
-    if not state.sequences_in_url(st.session_state.to_dict()):
-        st.caption("This text is too long to keep in the page's URL; the link shares the settings only.")
-    return ("paste", text)
+    text = st.text_area("Sequences", key="sequences", height=140, help=FORMAT_HELP, persist_state="session")
+    if len(text) > MAX_URL_TEXT:
+        st.caption(f"This text is longer than a link carries ({MAX_URL_TEXT:,} characters): the link shares the settings only.")
+    return Paste(text)
 
 
-def _synthetic_inputs() -> tuple[Any, ...]:
-    count = st.number_input("Sequences", min_value=1, max_value=1_000_000, step=1000, key="syn_count")
-    dist = st.selectbox(
-        "Length distribution", list(DISTRIBUTIONS), format_func=lambda k: DISTRIBUTIONS[k], key="syn_dist"
+def _synthetic_inputs() -> Synthetic:
+    count = st.number_input(
+        "Sequences", value=10_000, min_value=1, max_value=MAX_SEQUENCES, step=1000, key="count", bind=BIND
     )
-    seed = st.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="syn_seed")
-    longest = st.number_input("Longest length", min_value=1, max_value=state.MAX_SEQ_LENGTH, step=256, key="syn_max")
-    return ("synthetic", int(count), str(dist), int(seed), int(longest))
+    dist = st.selectbox("Length distribution", list(DISTRIBUTIONS), key="distribution", bind=BIND)
+    st.caption(DISTRIBUTIONS[dist])
+    seed = st.number_input("Seed", value=0, min_value=0, max_value=MAX_SEED, step=1, key="seed", bind=BIND)
+    longest = st.number_input(
+        "Longest length", value=2048, min_value=1, max_value=MAX_SEQ_LENGTH, step=256, key="max_length", bind=BIND
+    )
+    for key, value, default in (
+        ("count", count, 10_000),
+        ("distribution", dist, next(iter(DISTRIBUTIONS))),
+        ("seed", seed, 0),
+        ("max_length", longest, 2048),
+    ):
+        _remember(key, value, default)
+    return Synthetic(int(count), str(dist), int(seed), int(longest))
 
 
-def _workload_inputs() -> tuple[Any, ...]:
+def _workload_inputs() -> Workload:
     name = st.selectbox(
         "Distribution",
         list(WORKLOADS),
+        index=list(WORKLOADS).index(DEFAULT_WORKLOAD),
         key="workload",
-        format_func=lambda n: workload_info(n).title,
         on_change=_workload_changed,
+        bind=BIND,
     )
+    st.caption(workload_info(name).title)
     total = workload_info(name).sequences
     count = st.number_input(
         "Sequences to use (0 = all)",
+        value=default_sample(name),
         min_value=0,
         max_value=100_000_000,
         step=10_000,
-        key="workload_count",
-        help=f"A seeded random sample; this distribution has {total:,} sequences. "
-        f"The page works with up to {MAX_WORKLOAD_SEQUENCES:,} at a time.",
+        key="sample",
+        bind=BIND,
+        help=f"This distribution has {total:,} sequences. All of them are used in the file's order (as `packing "
+        f"compare` reads them); fewer are a seeded random sample. The page works with up to {MAX_SEQUENCES:,} at a time.",
     )
-    used = total if count == 0 else min(int(count), total)
-    if used > MAX_WORKLOAD_SEQUENCES:
+    _remember("workload", name, DEFAULT_WORKLOAD)
+    _remember("sample", count, default_sample(name))
+    source = Workload(str(name), int(count))
+    if (total if count == 0 else min(int(count), total)) > MAX_SEQUENCES:
         st.warning(
-            f"{used:,} sequences is more than this page handles at once ({MAX_WORKLOAD_SEQUENCES:,}); "
-            f"using {MAX_WORKLOAD_SEQUENCES:,}. The Export tab's snippet packs all of them with the library."
+            f"That is more sequences than this page handles at once ({MAX_SEQUENCES:,}); using a random sample of "
+            f"{MAX_SEQUENCES:,}. The Export tab's snippet packs all of them with the library."
         )
-        used = MAX_WORKLOAD_SEQUENCES
-    return ("workload", str(name), used)
+    return source
 
 
-def _upload_inputs() -> tuple[tuple[Any, ...] | None, bytes | None]:
+def _upload_inputs() -> Upload | None:
     file = st.file_uploader(
         "JSONL, JSON, CSV or Parquet",
         type=["jsonl", "json", "csv", "parquet"],
         help="Columns or keys: input_ids (optionally loss_mask), prompt and completion, or length "
-        f"(lengths only). Up to {MAX_UPLOAD_MB} MB.",
+        f"(lengths only). Up to {MAX_UPLOAD_MB} MB and {MAX_SEQUENCES:,} sequences.",
     )
     if file is None:
-        return None, None
-    raw = file.getvalue()
-    spec = ("upload", file.name, hashlib.sha1(raw).hexdigest())
-    if st.session_state.get("_upload_seen") != spec:
+        return None
+    source = Upload.of(file.name, file.getvalue())
+    if st.session_state.get("_upload_seen") != source.cache_key:
         # a new file: size the blocks to its longest sequence (the user can change it afterwards)
-        st.session_state["_upload_seen"] = spec
+        st.session_state["_upload_seen"] = source.cache_key
         try:
-            dataset = cache.load_dataset(cache.spec_key(spec), spec, raw)
+            data = cache.dataset(source, _loss_value() == "completion")
         except InputError:
-            return spec, raw  # the page reports the problem
-        if len(dataset.lengths):
-            longest = int(dataset.lengths.max())
-            st.session_state["max_seq_length"] = suggested_max_seq_length(longest, state.MAX_SEQ_LENGTH)
-    return spec, raw
+            return source  # the page reports the problem
+        if data.sequences:
+            longest = int(data.lengths.max())
+            st.session_state["max_seq_length"] = suggested_max_seq_length(longest, MAX_SEQ_LENGTH)
+    return source
 
 
-def _settings() -> Settings:
+def _loss_value() -> str:
+    return str(st.session_state.get("loss", "completion"))
+
+
+def _settings(source: Source | None) -> tuple[Settings, str]:
     st.header("Settings")
-    size = st.number_input("max_seq_length", min_value=1, max_value=state.MAX_SEQ_LENGTH, step=1, key="max_seq_length")
-    strategy = st.selectbox(
-        "Strategy", list(packing.STRATEGIES), key="strategy", format_func=lambda s: packing.STRATEGIES[s].title
+    default = source.default_max_seq_length() if source is not None else 4
+    size = st.number_input(
+        "max_seq_length",
+        value=default,
+        step=1,
+        key="max_seq_length",
+        bind=BIND,
+        help=f"Tokens per block: a whole number from 1 to {MAX_SEQ_LENGTH:,}.",
     )
+    problem = links_problem(size)
+    if problem:
+        st.error(problem)
+    strategy = st.selectbox("Strategy", list(packing.STRATEGIES), key="strategy", bind=BIND)
     info = packing.STRATEGIES[strategy]
-    st.caption(f"{info.description} Cost: {info.complexity}.")
-    overflow = st.selectbox("Over-long sequences", list(packing.OVERFLOW_POLICIES), key="overflow")
+    st.caption(f"**{info.title}.** {info.description} Cost: {info.complexity}.")
+    overflow = st.selectbox("Over-long sequences", list(packing.OVERFLOW_POLICIES), key="overflow", bind=BIND)
     st.caption(f"**{overflow}**: {packing.OVERFLOW_POLICIES[overflow]}.")
-    pad = st.number_input("Pad token id", min_value=0, max_value=2**31 - 1, step=1, key="pad_token_id")
-    completion_only = st.toggle(
-        "Loss on completions only",
-        key="completion_only",
-        help="On: prompt tokens of prompt/completion samples get loss mask 0. Off: loss on all tokens.",
+    pad = st.number_input(
+        "Pad token id", value=0, min_value=0, max_value=MAX_PAD_TOKEN_ID, step=1, key="pad_token_id", bind=BIND
     )
-    return Settings(int(size), str(strategy), str(overflow), int(pad), bool(completion_only))
+    loss = st.radio(
+        "Loss on",
+        list(LOSS),
+        captions=list(LOSS.values()),
+        key="loss",
+        horizontal=True,
+        bind=BIND,
+        help="Completions only: prompt tokens of prompt/completion samples get loss mask 0. All tokens: loss on all.",
+    )
+    for key, value, fallback in (
+        ("max_seq_length", size, default),
+        ("strategy", strategy, next(iter(packing.STRATEGIES))),
+        ("overflow", overflow, next(iter(packing.OVERFLOW_POLICIES))),
+        ("pad_token_id", pad, 0),
+        ("loss", loss, "completion"),
+    ):
+        _remember(key, value, fallback)
+    valid = int(size) if not problem else 1
+    return Settings(valid, str(strategy), str(overflow), int(pad), loss == "completion"), problem
 
 
-def render() -> Choice:
-    """Draw the sidebar and return the choices."""
+def links_problem(size: Any) -> str:
+    from explorer.model import seq_length_problem
+
+    return seq_length_problem(size) or ""
+
+
+def render() -> tuple[Source | None, Settings, str]:
+    """Draw the sidebar; return the source (None before a file is uploaded), the settings, and why the settings
+    cannot be used (empty when they can)."""
+    st.session_state["_link_now"] = {}
     with st.sidebar:
         st.header("Data")
-        source = st.radio(
-            "Source", list(state.SOURCES), key="source", format_func=state.SOURCES.get, on_change=_source_changed
+        kind = st.radio(
+            "Source",
+            list(SOURCES),
+            captions=[s.title for s in SOURCES.values()],
+            key="source",
+            on_change=_source_changed,
+            bind=BIND,
         )
-        st.session_state["_source_shown"] = source
-        upload = None
-        if source == "paste":
-            spec: tuple[Any, ...] | None = _paste_inputs()
-        elif source == "synthetic":
-            spec = _synthetic_inputs()
-        elif source == "workload":
-            spec = _workload_inputs()
+        st.session_state["_source_shown"] = kind
+        _remember("source", kind, "paste")
+        source: Source | None
+        if kind == "paste":
+            source = _paste_inputs()
+        elif kind == "synthetic":
+            source = _synthetic_inputs()
+        elif kind == "workload":
+            source = _workload_inputs()
         else:
-            spec, upload = _upload_inputs()
-        settings = _settings()
-        st.caption("The page's URL keeps these choices: copy it to share this view.")
-    return Choice(spec, upload, settings)
+            source = _upload_inputs()
+        settings, problem = _settings(source)
+        st.caption("The page's address keeps these choices: copy it to share this view.")
+    _sync_sequences(source)
+    return source, settings, problem
+
+
+def _sync_sequences(source: Source | None) -> None:
+    """Keep short pasted text in the address (``sequences``, as links always had it); drop long text."""
+    text = st.session_state.get("sequences", DEFAULT_TEXT)
+    wanted = isinstance(source, Paste) and text != DEFAULT_TEXT and len(text) <= MAX_URL_TEXT
+    current = st.query_params.get("sequences")
+    if wanted and current != text:
+        st.query_params["sequences"] = text
+    elif not wanted and current is not None:
+        del st.query_params["sequences"]
+
+
+def _remember(key: str, value: Any, default: Any) -> None:
+    """Note a bound choice of this run, for the share link (kept only when it differs from its default, as
+    Streamlit keeps it in the address)."""
+    if value != default:
+        st.session_state["_link_now"][key] = str(value)
+
+
+def share_params(source: Source | None) -> dict[str, str]:
+    """The query parameters of a link that reopens this view on the Result tab: every bound choice that differs
+    from its default, and pasted text short enough for a link."""
+    params = dict(st.session_state.get("_link_now", {}))
+    if isinstance(source, Paste) and source.text != DEFAULT_TEXT and source.in_link:
+        params["sequences"] = source.text
+    return params

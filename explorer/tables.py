@@ -12,7 +12,7 @@ import pandas as pd
 
 import packing
 from explorer.compute import StrategyRun
-from explorer.formatting import percent
+from explorer.formatting import percent, plural
 
 Int64Array = npt.NDArray[np.int64]
 IntArray = npt.NDArray[np.integer[Any]]
@@ -31,11 +31,12 @@ def headline(
     stats: packing.PackingStats, bounds: packing.LowerBounds, strategy: str, trainable: packing.TrainableCounts
 ) -> list[Metric]:
     """The numbers every packing should be judged by (they always cover the whole input)."""
-    splits = packing.STRATEGIES[strategy].splits_sequences
-    bound = bounds.simple if splits else max(bounds.simple, bounds.l2)
+    info = packing.STRATEGIES[strategy]
+    simple = getattr(info, "bound", "simple" if info.splits_sequences else "l2") == "simple"
+    bound = bounds.simple if simple else max(bounds.simple, bounds.l2)
     bound_help = (
         "ceil(tokens / max_seq_length): no packing can use fewer blocks."
-        if splits
+        if simple
         else "Martello–Toth L2 bound: no packing that keeps sequences whole can use fewer blocks."
     )
     return [
@@ -46,7 +47,7 @@ def headline(
         Metric(
             "Truncated / dropped",
             f"{stats.tokens_truncated:,} / {stats.tokens_dropped:,}",
-            f"Tokens lost to the overflow policy: {stats.sequences_truncated:,} sequences truncated, "
+            f"Tokens lost to the overflow policy: {plural(stats.sequences_truncated, 'sequence')} truncated, "
             f"{stats.sequences_dropped:,} dropped.",
         ),
         Metric(
@@ -61,12 +62,7 @@ def headline(
             "Training targets",
             f"{trainable.target_tokens:,}",
             "Positions the loss is computed on (labels ≠ -100): the trainable tokens less the first token of "
-            "every document in a block, which nothing before it may predict."
-            + (
-                f" {trainable.samples_without_trainable_tokens:,} packed samples train nothing."
-                if trainable.samples_without_trainable_tokens
-                else ""
-            ),
+            "every document in a block, which nothing before it may predict.",
         ),
     ]
 
@@ -154,43 +150,67 @@ def compare_display(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def sweep_display(rows: Sequence[dict[str, object]]) -> pd.DataFrame:
-    """Sweep rows as shown: efficiency in %, and the note column only when some strategy did not run."""
+    """Sweep rows as shown: efficiency and tokens lost in %, and the note column only when some strategy did not
+    run."""
     frame = pd.DataFrame(rows)
     frame["efficiency"] = frame["efficiency"].astype("float64") * 100
+    frame["lost share"] = frame["lost share"].astype("float64") * 100
     if not frame["note"].astype(bool).any():
         frame = frame.drop(columns="note")
-    return frame.rename(columns={"efficiency": "efficiency (%)"})
+    return frame.rename(columns={"efficiency": "efficiency (%)", "lost share": "tokens lost (%)"})
 
 
 def sweep_series(
     rows: Sequence[dict[str, object]],
-) -> tuple[list[int], dict[str, tuple[list[float | None], list[float | None]]]]:
-    """Sweep rows regrouped for ``figures.sweep_figure``: sizes, and per strategy (efficiency, blocks)."""
+) -> tuple[list[int], dict[str, tuple[list[float | None], list[float | None]]], dict[str, list[float | None]]]:
+    """Sweep rows regrouped for ``figures.sweep_figure``: sizes, per strategy (efficiency, blocks), and per
+    strategy the share of the input tokens lost."""
     frame = pd.DataFrame(rows)
     sizes = sorted({int(s) for s in frame["max_seq_length"]})
-    series = {}
+    series, lost = {}, {}
     for name, group in frame.groupby("strategy", sort=False):
         by_size = group.set_index("max_seq_length")
         series[str(name)] = (
             [_maybe(by_size.at[s, "efficiency"]) for s in sizes],
             [_maybe(by_size.at[s, "blocks"]) for s in sizes],
         )
-    return sizes, series
+        lost[str(name)] = [_maybe(by_size.at[s, "lost share"]) for s in sizes]
+    return sizes, series, lost
 
 
 def _maybe(value: object) -> float | None:
     return None if value is None or pd.isna(value) else float(value)  # type: ignore[arg-type]
 
 
-def refusal(strategy: str, error: str, sequences: int) -> str:
-    """Why a strategy did not pack this data, in plain words, with what to do instead."""
-    if strategy == "optimal" and sequences > packing.MAX_OPTIMAL_DOCUMENTS:
+def refusal(run: StrategyRun, on_compare_tab: bool = False) -> str:
+    """Why a strategy did not pack this data, in plain words from the refusal's own fields, with what to do
+    instead (the pointer to the Compare tab only elsewhere)."""
+    info = packing.STRATEGIES[run.strategy]
+    elsewhere = "" if on_compare_tab else " The Compare tab shows every other strategy."
+    if run.limit is not None and run.count is not None:
         return (
-            f"Optimal packing searches for the proven fewest blocks, which is only feasible for up to "
-            f"{packing.MAX_OPTIMAL_DOCUMENTS} sequences; this data has {sequences:,}. Best-fit decreasing (bfd) is "
-            "usually within a few blocks of the optimum on real data; the Compare tab shows every other strategy."
+            f"{info.title} searches for the proven fewest blocks, which is only feasible for up to "
+            f"{run.limit:,} documents; this data has {run.count:,}. Best-fit decreasing (bfd) is usually within a "
+            f"few blocks of the optimum on real data.{elsewhere}"
         )
-    return f"Strategy '{strategy}' cannot pack this data: {error}"
+    return f"{info.title} cannot pack this data: {run.error}"
+
+
+def untrained_note(trainable: packing.TrainableCounts) -> str | None:
+    """A sentence when some packed samples have no training target at all (None when every one has).
+
+    >>> print(untrained_note(packing.TrainableCounts(5, 3, 1)))
+    1 packed sample trains nothing: none of its tokens is a training target (a one-token sample, or a prompt whose completion was cut away).
+    """
+    count = trainable.samples_without_trainable_tokens
+    if not count:
+        return None
+    verb = "trains" if count == 1 else "train"
+    its = "its tokens is" if count == 1 else "their tokens is"
+    return (
+        f"{plural(count, 'packed sample')} {verb} nothing: none of {its} a training target (a one-token sample, "
+        "or a prompt whose completion was cut away)."
+    )
 
 
 LOSS_WARNING = 0.1
@@ -209,7 +229,7 @@ def loss_note(stats: packing.PackingStats, longest: int) -> str | None:
     verb = "is" if over == 1 else "are"
     return (
         f"{stats.tokens_lost / stats.input_tokens:.0%} of the tokens ({stats.tokens_lost:,} of {stats.input_tokens:,}) "
-        f"are lost: {over:,} of {stats.num_sequences:,} sequences {verb} longer than max_seq_length "
+        f"are lost: {over:,} of {plural(stats.num_sequences, 'sequence')} {verb} longer than max_seq_length "
         f"{stats.max_seq_length:,} (the longest has {longest:,} tokens). Raise max_seq_length, or choose overflow "
         "'split' to keep every token."
     )

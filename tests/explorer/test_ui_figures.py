@@ -20,7 +20,9 @@ def _classic() -> compute.Window:
 
 def test_block_figure_colours_sequences_and_greys_padding() -> None:
     view = _classic()
-    fig = figures.block_figure(view.sequence_ids, view.batch.loss_mask, view.batch.position_ids, view.batch.input_ids)
+    fig = figures.block_figure(
+        view.sequence_ids, view.batch.loss_mask, view.batch.position_ids, view.batch.input_ids, 0, view.batch.labels
+    )
     blocks, mask = fig.data[0], fig.data[1]
     assert isinstance(blocks, go.Heatmap) and isinstance(mask, go.Heatmap)
     z = np.asarray(blocks.z)
@@ -29,23 +31,27 @@ def test_block_figure_colours_sequences_and_greys_padding() -> None:
     assert blocks.colorscale[-1][1] == figures.PAD_COLOR
     assert list(blocks.y) == ["Block 1", "Block 2"]
     assert np.asarray(blocks.text).tolist() == [["1", "2", "3", "4"], ["5", "6", "0", "0"]]
-    # loss mask row: trained 0, masked prompt 1, padding 2
-    assert np.asarray(mask.z).tolist() == [[0, 0, 1, 0], [0, 0, 2, 2]]
+    # loss mask row: target 0, document start (mask 1, label -100) 1, masked prompt 2, padding 3;
+    # sequence 1 = [1, 2]: 1 starts it; sequence 2 = prompt 3 + completion 4 5, whose piece in block 2 starts
+    # that block's part of the document (label -100 again); sequence 3 = [6] starts at 6
+    labels = view.batch.labels.tolist()
+    assert labels == [[-100, 2, -100, 4], [-100, -100, -100, -100]]
+    assert np.asarray(mask.z).tolist() == [[1, 0, 2, 0], [1, 1, 3, 3]]
     hover = np.asarray(blocks.customdata)
-    assert hover[0, 2].tolist() == [2, 3, 0, 0]  # sequence 2 (1-based), token 3, position id 0, mask 0
-    assert "token id" in blocks.hovertemplate and "loss mask" in blocks.hovertemplate
-    legend = {trace.name for trace in fig.data if isinstance(trace, go.Scatter)}
-    assert legend == {"trained", "masked prompt", "padding"}
-    # three distinct mask colours, none of them a sequence colour (the rows above use those)
-    assert len(set(figures.MASK_COLORS.values())) == 3
+    assert hover[0, 2].tolist() == [2, 3, 0, 0, -100]  # sequence 2 (1-based), token 3, position 0, mask 0, label
+    assert "token id" in blocks.hovertemplate and "label" in blocks.hovertemplate
+    legend = [trace.name for trace in fig.data if isinstance(trace, go.Scatter)]
+    assert legend == list(figures.MASK_COLORS) and any("label -100" in name for name in legend)
+    # distinct mask colours, the trained ones none of a sequence's colour (the rows above use those)
+    assert len(set(figures.MASK_COLORS.values())) == 4
     palette = {c.lower() for c in figures.SEQUENCE_COLORS}
-    assert not palette & {figures.MASK_COLORS["trained"].lower(), figures.MASK_COLORS["masked prompt"].lower()}
-    assert figures.MASK_COLORS["padding"] == figures.PAD_COLOR
+    assert not palette & {c.lower() for c in list(figures.MASK_COLORS.values())[:3]}
+    assert list(figures.MASK_COLORS.values())[-1] == figures.PAD_COLOR
 
     def hue(color: str) -> float:
         return colorsys.rgb_to_hls(*(int(color[i : i + 2], 16) / 255 for i in (1, 3, 5)))[0] * 360
 
-    masked = hue(figures.MASK_COLORS["masked prompt"])
+    masked = hue(figures.MASK_COLORS["masked prompt (loss mask 0, label -100)"])
     nearest = min(min(abs(masked - hue(c)), 360 - abs(masked - hue(c))) for c in figures.SEQUENCE_COLORS)
     assert nearest > 30, nearest  # an amber masked prompt sat 10° from the orange of sequence 2
 
@@ -103,7 +109,9 @@ def test_padding_cells_print_the_pad_token_id() -> None:
     samples = [[1, 2], [3, 4, 5], [6]]
     batch = packing.pack(samples, 4, pad_token_id=7)
     view = compute.window(batch.plan, packing.read_samples(samples), 0, 9, 7)
-    fig = figures.block_figure(view.sequence_ids, view.batch.loss_mask, view.batch.position_ids, view.batch.input_ids)
+    fig = figures.block_figure(
+        view.sequence_ids, view.batch.loss_mask, view.batch.position_ids, view.batch.input_ids, 0, view.batch.labels
+    )
     assert np.asarray(fig.data[0].text).tolist() == [["1", "2", "3", "4"], ["5", "6", "7", "7"]]
     grid = figures.grid_figure(view.sequence_ids, "", view.batch.input_ids)
     assert np.asarray(grid.data[0].text)[1].tolist() == ["5", "6", "7", "7"]
@@ -118,40 +126,74 @@ def test_length_histogram_marks_max_seq_length() -> None:
     assert int(np.asarray(big.data[0].y).sum()) == 100_000 and len(big.data[0].x) == 60
 
 
-def test_compare_and_sweep_figures() -> None:
-    runs = compute.compare(np.array([2, 3, 1] * 20), 4, "truncate")
+def test_compare_figures_are_small_horizontal_bars_and_the_baseline_runs_off_the_scale() -> None:
+    lengths = np.array([1, 2, 3] * 20)
+    runs = compute.compare(lengths, 6, "truncate")
     costs = {r.strategy: packing.compute_cost(r.layout) for r in runs if r.layout is not None}
-    fig = figures.compare_figure(tables.compare_table(runs, costs), 30)
+    charts = figures.compare_figures(tables.compare_table(runs, costs), 30)
     ran = [r.strategy for r in runs if r.layout is not None]
-    assert "optimal" not in ran and list(fig.data[0].x) == ran
-    assert list(fig.data[0].y) == [next(r for r in runs if r.strategy == s).layout.num_blocks for s in ran]
-    assert max(fig.data[1].y) <= 100
-    assert {t.name for t in fig.data} == {"blocks", "efficiency %", "tokens lost", "sequences cut", "time (ms)"}
-    assert fig.layout.shapes[0].y0 == 30
-    sweep = figures.sweep_figure([4, 8], {"split": ([0.75, 0.75], [2, 1]), "none": ([0.5, None], [3, None])})
-    assert [t.name for t in sweep.data if t.showlegend is not False] == ["split", "none"]
-    assert len(sweep.data) == 4
+    blocks = charts[0].data[0]
+    assert "optimal" not in ran and list(blocks.y) == ran and blocks.orientation == "h"
+    true_blocks = [next(r for r in runs if r.strategy == s).layout.num_blocks for s in ran]
+    assert list(blocks.customdata) == true_blocks  # hover and text keep the real numbers
+    # 'none' needs 60 blocks, the others 20: its bar is clipped at the axis end, its value printed
+    end = charts[0].layout.xaxis.range[1]
+    assert end < 60 and blocks.x[ran.index("none")] == end and "60 (off the scale)" in blocks.text[ran.index("none")]
+    assert max(v for n, v in zip(ran, blocks.x, strict=True) if n != "none") < end
+    assert max(charts[1].data[0].x) <= 100
+    assert charts[0].layout.shapes[0].x0 == 30  # the lower bound as given
 
 
-def test_attention_figure_marks_cross_document_pairs() -> None:
+def test_the_baseline_is_not_clipped_when_it_is_close() -> None:
+    fig = figures.compare_bars(["bfd", "none"], [10.0, 12.0], "Blocks")
+    assert fig.layout.xaxis.range is None and list(fig.data[0].x) == [10.0, 12.0]
+
+
+def test_sweep_figure_stacks_efficiency_tokens_lost_and_blocks() -> None:
+    rows = compute.sweep(np.array([10, 3, 3, 2]), [4, 8, 16], ["bfd", "ffd", "none"], "truncate")
+    sizes, series, lost = tables.sweep_series(rows)
+    fig = figures.sweep_figure(sizes, series, lost)
+    assert [t.name for t in fig.data if t.showlegend is not False] == ["bfd", "ffd", "none"]
+    assert len(fig.data) == 9 and {t.yaxis for t in fig.data} == {"y", "y2", "y3"}
+    lost_bfd = next(t for t in fig.data if t.yaxis == "y2" and t.name == "bfd")
+    assert list(lost_bfd.y) == [6 / 18 * 100, 2 / 18 * 100, 0.0]  # the 10-token sequence truncated to 4, then 8
+    # identical lines (bfd and ffd) are told apart by dash and marker
+    bfd, ffd = (next(t for t in fig.data if t.yaxis == "y" and t.name == n) for n in ("bfd", "ffd"))
+    assert list(bfd.y) == list(ffd.y) and (bfd.line.dash, bfd.marker.symbol) != (ffd.line.dash, ffd.marker.symbol)
+    titles = [a.text for a in fig.layout.annotations]
+    assert any("Tokens lost" in t for t in titles)
+
+
+def test_attention_figures_mark_cross_document_pairs_and_span_exactly_the_block() -> None:
     batch = packing.pack([[1, 2], [3, 4]], 4)
     view = compute.attention_view(batch, 0)
-    fig = figures.attention_figure(view.causal, view.document)
-    left = np.asarray(fig.data[0].z)
+    causal, document = figures.attention_figures(view.causal, view.document)
+    left = np.asarray(causal.data[0].z)
     assert int((left == 2).sum()) == view.cross_pairs == 4
-    assert "4 cross-document pairs" in fig.layout.annotations[0].text
-    assert np.array_equal(np.asarray(fig.data[1].z), view.document.astype(int))
+    assert np.array_equal(np.asarray(document.data[0].z), view.document.astype(int))
+    for fig in (causal, document):
+        assert list(fig.layout.xaxis.range) == [-0.5, 3.5] and list(fig.layout.yaxis.range) == [3.5, -0.5]
+        assert fig.layout.xaxis.autorange is False and fig.layout.yaxis.autorange is False
 
 
 def test_wide_attention_masks_are_drawn_in_tiles() -> None:
     batch = packing.pack([list(range(1, 301)), list(range(1, 201))], 1000)
     view = compute.attention_view(batch, 0)
-    fig = figures.attention_figure(view.causal, view.document, max_cells=100)
-    left = np.asarray(fig.data[0].z)
+    causal, _ = figures.attention_figures(view.causal, view.document, max_cells=100)
+    left = np.asarray(causal.data[0].z)
     assert left.shape == (100, 100)  # tiles of 10 x 10 pairs
-    assert (left == 2).any() and "10×10" in fig.layout.xaxis.title.text
-    assert f"{view.cross_pairs:,} cross-document" in fig.layout.annotations[0].text
+    assert (left == 2).any() and "10×10" in causal.layout.xaxis.title.text
+    assert list(causal.layout.xaxis.range) == [-0.5, 999.5]
     assert figures.pool_max(np.eye(4, dtype=np.int64), 2).tolist() == [[1, 0], [0, 1]]
+
+
+def test_block_and_grid_axes_span_exactly_the_blocks() -> None:
+    view = _classic()
+    fig = figures.block_figure(view.sequence_ids, view.batch.loss_mask, view.batch.position_ids, None)
+    for axis in ("yaxis", "yaxis2"):
+        assert list(fig.layout[axis].range) == [1.5, -0.5]
+    grid = figures.grid_figure(view.sequence_ids, "t")
+    assert list(grid.layout.xaxis.range) == [-0.5, 3.5] and list(grid.layout.yaxis.range) == [1.5, -0.5]
 
 
 def test_positions_figure_has_both_lines() -> None:

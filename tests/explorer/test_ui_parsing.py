@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from explorer.parsing import InputError, parse_blocks, parse_ids, parse_sequences
+from explorer.sources import Paste
 
 
 def test_json_list_of_lists() -> None:
@@ -53,29 +54,49 @@ def test_json_list_of_objects() -> None:
     [
         ("", "no sequences"),
         ("1 2\n3 x", "line 2: expected token ids"),
-        ("[[1, 2], [3, x]]", "line 1, column 14: invalid JSON"),
-        ("[[1, 2],\n [3, -4]]", "line 2 (sequence 2): expected a non-negative integer token id, got -4"),
-        ("[[1, 2],\n [3, 1.5]]", "line 2 (sequence 2)"),
-        ('{"prompt": [1]}', "line 1: a prompt/completion object needs both keys; 'completion' is missing"),
+        ("[[1, 2], [3, x]]", "line 1, column 14: expected a JSON list of sequences (invalid JSON"),
         ("1 | 2 | 3", "line 1: expected one '|'"),
-        ('{"input_ids": [1, 2], "loss_mask": [1]}', "line 1: expected 'loss_mask' to be 0/1 values"),
-        ('{"tokens": [1]}', "line 1: expected an object with 'prompt' and 'completion', or 'input_ids'"),
         ('{"prompt": [1], ', "line 1, column"),
-        ("[1, 2]\n[3, x]", "line 2: expected a JSON list of token ids"),
-        ('{"a": 1}\n[[1]]', "line 1"),
+        ("[1, 2]\n[3, x]", "line 2, column 5: expected a JSON list of token ids"),
         ("7\n8 9 | 1a", "line 2: expected token ids"),
-        ("[1, 2", "line 1: expected a JSON list of token ids like [1, 2, 3] (invalid JSON at column 6"),
+        ("[1, 2", "line 1, column 6: expected a JSON list of token ids like [1, 2, 3] (invalid JSON"),
         ("[[1, 2]]\n[[3]]", "line 2, column 1: unexpected text after the end of the JSON list"),
         ('"text"', "line 1: expected token ids"),
-        ("[[99999999999999999999]]", "line 1 (sequence 1): token id 99999999999999999999 is too large"),
-        ("1 99999999999999999999", "line 1: token id 99999999999999999999 is too large"),
+        ("1 99999999999999999999", "line 1: token id '99999999999999999999' is too large"),
         ("1 ²", "line 1: expected token ids"),
+        ("[[1, 2], 3]", "line 1 (sequence 2): expected a list of token ids or an object, got 3"),
+        ("[" * 50_000, "nested too deeply"),
+        ("[[" + "9" * 5000 + "]]", "a number has too many digits"),
+        ("1 " + "9" * 5000, "is too large"),
     ],
 )
 def test_errors_name_the_line_and_what_was_expected(text: str, expected: str) -> None:
     with pytest.raises(InputError) as caught:
         parse_sequences(text)
+    message = str(caught.value)
+    assert expected in message and "\n" not in message and len(message) < 300, message[:400]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[[1, 2],\n [3, -4]]", "line 2 (sequence 2), position 1: expected a non-negative integer token id, got -4"),
+        ("[[1, 2],\n [3, 1.5]]", "line 2 (sequence 2)"),
+        ('{"prompt": [1]}', "line 1 (sequence 1)"),
+        ('{"input_ids": [1, 2], "loss_mask": [1]}', "line 1 (sequence 1), 'loss_mask'"),
+        ('{"tokens": [1]}', "line 1 (sequence 1): expected"),
+        ("[[99999999999999999999]]", "line 1 (sequence 1), position 0"),
+    ],
+)
+def test_the_librarys_reader_judges_the_rows_and_the_page_names_the_line(text: str, expected: str) -> None:
+    with pytest.raises(InputError) as caught:
+        Paste(text).load(True)
     assert expected in str(caught.value)
+
+
+def test_boolean_loss_masks_are_read_as_by_pack() -> None:
+    data = Paste('{"input_ids": [1, 2], "loss_mask": [true, false]}').load(True)
+    assert data.samples is not None and data.samples.loss_mask.tolist() == [1, 0]
 
 
 def test_parse_ids() -> None:
@@ -86,9 +107,10 @@ def test_parse_ids() -> None:
 
 
 def test_blocks_in_every_accepted_form() -> None:
-    text = "Block 1: [1, 2, 3, 4] -> mask: [1, 1, 1, 1]\n[5, 6, 0, 0]\n7 8\n\n9,10"
-    assert parse_blocks(text) == [[1, 2, 3, 4], [5, 6, 0, 0], [7, 8], [9, 10]]
-    assert parse_blocks("[[1, 2], [3]]") == [[1, 2], [3]]
+    text = "Block 1: [1, 2, 3, 4] -> mask: [1, 1, 1, 1]\n[5, 6, 0, 0]\n7 8 -> 0 1\n\n9,10"
+    blocks = parse_blocks(text)
+    assert [b.ids for b in blocks] == [[1, 2, 3, 4], [5, 6, 0, 0], [7, 8], [9, 10]]
+    assert [b.mask for b in blocks] == [[1, 1, 1, 1], None, [0, 1], None]
 
 
 def test_block_errors() -> None:
@@ -98,3 +120,5 @@ def test_block_errors() -> None:
         parse_blocks("1 2\n3 y")
     with pytest.raises(InputError, match="line 1: expected a block"):
         parse_blocks("Block 1: nothing")
+    with pytest.raises(InputError, match=r"line 1 \(mask\): expected token ids"):
+        parse_blocks("1 2 -> 1 x")

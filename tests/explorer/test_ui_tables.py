@@ -62,9 +62,10 @@ def test_compare_table_shows_refusals() -> None:
 
 def test_sweep_series_regroups_rows() -> None:
     rows = compute.sweep(np.array([3, 5, 2]), [8, 4], ["split", "none"], "truncate")
-    sizes, series = tables.sweep_series(rows)
+    sizes, series, lost = tables.sweep_series(rows)
     assert sizes == [4, 8]
     assert series["split"][1] == [3.0, 2.0] and series["none"][1] == [3.0, 3.0]
+    assert lost["split"] == [1 / 10, 0.0]  # the 5-token sequence loses 1 token at 4
 
 
 def test_compare_display_keeps_the_strategies_that_ran_in_percent_and_whole_numbers() -> None:
@@ -103,8 +104,11 @@ def test_efficiency_never_reads_100_percent_with_padding_left() -> None:
 
 
 def test_refusals_and_losses_are_explained_in_plain_words() -> None:
-    message = tables.refusal("optimal", "too many", 88_641)
-    assert "up to 40 sequences; this data has 88,641" in message and "bfd" in message
-    assert tables.refusal("ffd", "some reason", 3) == "Strategy 'ffd' cannot pack this data: some reason"
+    refused = compute.StrategyRun("optimal", None, 0.0, "too many", limit=40, count=88_641)
+    message = tables.refusal(refused)
+    assert "up to 40 documents; this data has 88,641" in message and "bfd" in message and "Compare tab" in message
+    assert "Compare tab" not in tables.refusal(refused, on_compare_tab=True)
+    title = packing.STRATEGIES["ffd"].title
+    assert tables.refusal(compute.StrategyRun("ffd", None, 0.0, "some reason")) == f"{title} cannot pack this data: some reason"
     assert tables.loss_note(packing.plan([4, 4, 5], 4).stats, 5) is None  # 1 of 13 tokens: under 10 %
     assert "longer than max_seq_length 4" in str(tables.loss_note(packing.plan([299, 3], 4).stats, 299))

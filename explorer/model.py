@@ -1,0 +1,125 @@
+"""What the page works with: the limits it enforces, the packing ``Settings`` and the ``Context`` a tab draws from.
+
+Plain Python (no Streamlit), so every rule here is unit-tested directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+import packing
+
+if TYPE_CHECKING:
+    from explorer.sources import Source
+
+Int64Array = npt.NDArray[np.int64]
+
+MAX_SEQ_LENGTH = 2**24
+"""The library's own limit on ``max_seq_length`` (``packing.validation.MAX_SEQ_LENGTH``)."""
+MAX_SEQUENCES = 1_000_000
+"""Most sequences any source may expand to (pasted, uploaded, generated or sampled)."""
+MAX_TOKENS = 16_000_000
+"""Most tokens pasted or uploaded token data may hold (about 150 MB as arrays)."""
+MAX_UPLOAD_MB = 200
+MAX_PASTE_CHARS = 2_000_000
+"""Longest pasted text read (about 400,000 short token ids)."""
+MAX_PAD_TOKEN_ID = 2**31 - 1
+MAX_SEED = 2**31 - 1
+
+
+def grammar_count(count: int, noun: str, nouns: str | None = None) -> str:
+    """``count`` with the noun in the right number, thousands separated (``plural`` for every page module).
+
+    >>> grammar_count(0, "block"), grammar_count(1, "block"), grammar_count(2_000, "block")
+    ('0 blocks', '1 block', '2,000 blocks')
+    """
+    return f"{count:,} {noun if count == 1 else (nouns or noun + 's')}"
+
+
+def seq_length_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be a ``max_seq_length``, in plain words (None when it can).
+
+    >>> print(seq_length_problem(0))
+    max_seq_length must be a whole number from 1 to 16,777,216 tokens; 0 is too small.
+    >>> seq_length_problem(4) is None
+    True
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        return f"max_seq_length must be a whole number from 1 to {MAX_SEQ_LENGTH:,} tokens."
+    if value < 1:
+        return f"max_seq_length must be a whole number from 1 to {MAX_SEQ_LENGTH:,} tokens; {int(value):,} is too small."
+    if value > MAX_SEQ_LENGTH:
+        return (
+            f"max_seq_length must be a whole number from 1 to {MAX_SEQ_LENGTH:,} tokens (the library's limit); "
+            f"{int(value):,} is too large."
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How to pack. Hashable: a cache key made of the real choices."""
+
+    max_seq_length: int
+    strategy: str
+    overflow: str
+    pad_token_id: int
+    completion_only: bool
+
+    @property
+    def strategy_info(self) -> packing.Strategy:
+        return packing.STRATEGIES[self.strategy]
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """What gets packed: ``lengths`` always; ``samples`` (flat tokens and loss masks) unless lengths only.
+
+    ``rows`` keeps the pasted rows (small by construction) so the snippet can print them.
+    """
+
+    label: str
+    lengths: Int64Array
+    samples: packing.Samples | None = None
+    note: str = ""
+    rows: tuple[Any, ...] | None = None
+
+    @property
+    def has_tokens(self) -> bool:
+        return self.samples is not None
+
+    @property
+    def has_masked_tokens(self) -> bool:
+        """True if some real token is left out of the loss (a prompt or an explicit 0 in a loss mask)."""
+        return self.samples is not None and bool((self.samples.loss_mask == 0).any())
+
+    @property
+    def sequences(self) -> int:
+        return len(self.lengths)
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything a tab draws from: the source, its dataset (None when it could not be read), the settings, and
+    the chosen strategy's plan (None when the strategy refused or the settings are out of range)."""
+
+    source: Source | None
+    settings: Settings
+    dataset: Dataset | None = None
+    layout: packing.PackingPlan | None = None
+    refusal: str = ""
+    problem: str = ""
+    """Why there is nothing to show (unreadable data, an out-of-range setting), already in plain words."""
+
+    @property
+    def lengths(self) -> Int64Array:
+        assert self.dataset is not None
+        return self.dataset.lengths
+
+    @property
+    def samples(self) -> packing.Samples | None:
+        return None if self.dataset is None else self.dataset.samples

@@ -1,0 +1,85 @@
+"""Page plumbing shared by ``app.py`` and the tabs: the first-start compile, the error guard, and the ``Context``."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import streamlit as st
+
+import packing
+from explorer import cache
+from explorer.model import Context, Settings
+from explorer.parsing import InputError
+from explorer.safety import describe, escape
+from explorer.sources import Source
+
+_LOG = logging.getLogger("explorer")
+_WARM = threading.Event()
+_WARM_LOCK = threading.Lock()
+
+
+def compile_everything() -> float:
+    """Run every strategy, ``explain``, ``count_trainable``, ``materialize`` and ``lower_bounds`` once on a tiny
+    input, so that numba compiles (or loads from its on-disk cache) every kernel the page uses now, at start,
+    and not piecemeal at the first use of each strategy. Returns the seconds it took."""
+    started = time.perf_counter()
+    lengths = np.array([3, 5, 2, 4, 1, 6], dtype=np.int64)
+    samples = packing.read_samples([[1, 2, 3], {"prompt": [4, 5], "completion": [6, 7, 8]}, [9, 10], [1] * 4, [2], [3] * 6])
+    for overflow in packing.OVERFLOW_POLICIES:
+        for name in packing.STRATEGIES:
+            layout = packing.plan(lengths, 6, name, overflow)
+            packing.count_trainable(layout, samples)
+            packing.materialize(layout, samples, 0)
+        packing.lower_bounds(lengths, 6, overflow)
+    for name in packing.STRATEGIES:
+        packing.explain(lengths, 6, name)
+    return time.perf_counter() - started
+
+
+def warm_up() -> None:
+    """Compile once per process behind one progress message; later sessions pass straight through."""
+    if _WARM.is_set():
+        return
+    with _WARM_LOCK:
+        if _WARM.is_set():
+            return
+        with st.spinner("Preparing the packing kernels (the first start after installing compiles them once)…"):
+            seconds = compile_everything()
+        _LOG.info("packing kernels ready in %.1f s", seconds)
+        _WARM.set()
+
+
+@contextmanager
+def guard(what: str) -> Iterator[None]:
+    """Show an unexpected failure as one short line instead of a traceback; the rest of the page goes on."""
+    try:
+        yield
+    except Exception as error:  # the page must never show a traceback or a server path
+        _LOG.exception("%s failed", what)
+        st.error(f"{what} could not be shown: {escape(describe(error))}")
+
+
+def build_context(source: Source | None, settings: Settings, problem: str) -> Context:
+    """Load the data and plan it; every problem is put in plain words in ``Context.problem``."""
+    if source is None:
+        return Context(None, settings, problem="Upload a file in the sidebar (JSONL, JSON, CSV or Parquet) to pack it.")
+    try:
+        dataset = cache.dataset(source, settings.completion_only)
+    except InputError as error:
+        return Context(source, settings, problem=f"Could not read the data: {error}")
+    if not dataset.sequences:
+        return Context(source, settings, dataset, problem="The data holds no sequences.")
+    if problem:
+        return Context(source, settings, dataset, problem=problem + " The tabs show the last valid result again once it is.")
+    run = cache.settings_plan(source, settings)
+    refusal = ""
+    if run.layout is None:
+        from explorer.tables import refusal as word
+
+        refusal = word(run)
+    return Context(source, settings, dataset, run.layout, refusal)

@@ -1,0 +1,276 @@
+"""Where the data comes from: one small class per source, each with its loading, its label, what a link to it
+reproduces, and the lines of Python that rebuild it.
+
+A source is a frozen dataclass of the user's real choices, so it is its own cache key (an upload is keyed by the
+SHA-256 of its bytes, never by the bytes). ``load`` raises ``InputError`` with one plain line on bad input, and
+refuses data that expands past ``MAX_SEQUENCES`` sequences or ``MAX_TOKENS`` tokens before building it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+import packing
+from explorer.examples import DISTRIBUTIONS, synthetic_lengths, workload_info, workload_sample
+from explorer.export import DataRecipe
+from explorer.model import MAX_SEQ_LENGTH, MAX_SEQUENCES, MAX_TOKENS, MAX_UPLOAD_MB, Dataset, grammar_count
+from explorer.parsing import InputError, parse_sequences
+from explorer.safety import describe, quote
+from packing.workloads import WORKLOADS, load_workload
+
+MAX_URL_TEXT = 4_000
+"""Longest pasted text a link carries (browsers and servers cap the length of an address)."""
+MAX_SYNTHETIC = MAX_SEQUENCES
+DEFAULT_WORKLOAD_SAMPLE = 200_000
+"""Sequences used by default from a distribution larger than this (0 = all of a smaller one)."""
+_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, OverflowError, RecursionError, MemoryError)
+
+
+def read_rows(rows: Iterable[Any], completion_only_loss: bool = True) -> packing.Samples:
+    """The library's one reader of rows (``packing.reader.read_rows``; ``packing.read_samples`` before it)."""
+    try:
+        from packing.reader import read_rows as reader
+    except ImportError:
+        return packing.read_samples(rows, completion_only_loss)
+    return reader(rows, completion_only_loss=completion_only_loss)  # type: ignore[no-any-return]
+
+
+def check_size(sequences: int, tokens: int | None, what: str) -> None:
+    """Refuse data larger than the page handles, naming the limit."""
+    if sequences > MAX_SEQUENCES:
+        raise InputError(f"{what} holds {sequences:,} sequences; the explorer reads up to {MAX_SEQUENCES:,} at a time")
+    if tokens is not None and tokens > MAX_TOKENS:
+        raise InputError(f"{what} holds {tokens:,} tokens; the explorer reads up to {MAX_TOKENS:,} at a time")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Base of the data sources."""
+
+    kind: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    has_tokens: ClassVar[bool] = False
+
+    @property
+    def cache_key(self) -> tuple[Any, ...]:
+        return (type(self).__name__, *(getattr(self, f) for f in self.__dataclass_fields__))
+
+    def load(self, completion_only: bool) -> Dataset:
+        raise NotImplementedError
+
+    def link_reproduces(self) -> str:
+        """What a link to this page opens: a sentence for the Export tab."""
+        return "This link opens the same data and settings."
+
+    def recipe(self) -> DataRecipe:
+        raise NotImplementedError
+
+    def default_max_seq_length(self) -> int:
+        """A block size that fits this data when the user has not chosen one."""
+        return 4
+
+
+@dataclass(frozen=True)
+class Paste(Source):
+    """Sequences typed or pasted into the sidebar (or an example)."""
+
+    text: str
+    kind: ClassVar[str] = "paste"
+    title: ClassVar[str] = "Paste sequences or pick an example"
+    has_tokens: ClassVar[bool] = True
+
+    def load(self, completion_only: bool) -> Dataset:
+        parsed = parse_sequences(self.text)
+        try:
+            samples = read_rows(parsed.samples, completion_only)
+        except _ERRORS as error:
+            raise InputError(describe(error, name_sample=parsed.where)) from None
+        check_size(len(samples.lengths), int(samples.lengths.sum()), "the pasted text")
+        label = grammar_count(len(parsed.samples), "pasted sequence")
+        return Dataset(label, samples.lengths, samples, rows=tuple(parsed.samples))
+
+    @property
+    def in_link(self) -> bool:
+        return len(self.text) <= MAX_URL_TEXT
+
+    def link_reproduces(self) -> str:
+        if self.in_link:
+            return "This link opens the same sequences and settings."
+        return (
+            f"The pasted text has {len(self.text):,} characters, more than a link carries ({MAX_URL_TEXT:,}): this "
+            "link opens the same settings with the classic example's sequences. Share the text itself, or a file."
+        )
+
+    def recipe(self) -> DataRecipe:
+        return DataRecipe(samples=parse_sequences(self.text).samples)
+
+
+@dataclass(frozen=True)
+class Synthetic(Source):
+    """Random lengths (lengths only) from one of ``DISTRIBUTIONS``."""
+
+    count: int
+    distribution: str
+    seed: int
+    max_length: int
+    kind: ClassVar[str] = "synthetic"
+    title: ClassVar[str] = "Synthetic dataset"
+
+    def load(self, completion_only: bool) -> Dataset:
+        if not 1 <= self.count <= MAX_SYNTHETIC:
+            raise InputError(f"the number of sequences must be between 1 and {MAX_SYNTHETIC:,}; got {self.count:,}")
+        if not 1 <= self.max_length <= MAX_SEQ_LENGTH:
+            raise InputError(f"the longest length must be between 1 and {MAX_SEQ_LENGTH:,}; got {self.max_length:,}")
+        if self.distribution not in DISTRIBUTIONS:
+            raise InputError(f"unknown distribution {quote(self.distribution)}; expected one of {', '.join(DISTRIBUTIONS)}")
+        lengths = synthetic_lengths(self.count, self.distribution, self.seed, self.max_length)
+        kind = DISTRIBUTIONS[self.distribution].split(" (")[0].lower()
+        return Dataset(f"{grammar_count(self.count, 'synthetic length')} ({kind}, seed {self.seed})", lengths)
+
+    def recipe(self) -> DataRecipe:
+        return DataRecipe(synthetic=(self.count, self.distribution, self.seed, self.max_length))
+
+    def default_max_seq_length(self) -> int:
+        return max(1, min(self.max_length, MAX_SEQ_LENGTH))
+
+
+@dataclass(frozen=True)
+class Workload(Source):
+    """A shipped real length distribution: all of it in the file's order (as ``packing compare`` reads it), or a
+    seeded random sample of ``count`` sequences."""
+
+    name: str
+    count: int
+    """0 = every sequence."""
+    kind: ClassVar[str] = "workload"
+    title: ClassVar[str] = "Real length distribution"
+
+    @property
+    def total(self) -> int:
+        return workload_info(self.name).sequences
+
+    @property
+    def used(self) -> int:
+        """Sequences the page works with: the request, at most the distribution and ``MAX_SEQUENCES``."""
+        wanted = self.total if self.count <= 0 else min(self.count, self.total)
+        return min(wanted, MAX_SEQUENCES)
+
+    def load(self, completion_only: bool) -> Dataset:
+        if self.name not in WORKLOADS:
+            raise InputError(f"unknown distribution {quote(self.name)}; expected one of {', '.join(WORKLOADS)}")
+        loaded = load_workload(self.name)
+        total, used = len(loaded.lengths), self.used
+        note = f"Source: {loaded.source}."
+        if used == total:
+            lengths = np.asarray(loaded.lengths, dtype=np.int64)
+            note += " Every sequence, in the file's order (sorted by length), as `packing compare` reads it."
+        else:
+            lengths = workload_sample(loaded.lengths, used)
+            note += f" A seeded random sample of {used:,} of the {total:,} sequences, in random order."
+        return Dataset(f"{loaded.title} ({grammar_count(used, 'sequence')})", lengths, note=note)
+
+    def recipe(self) -> DataRecipe:
+        return DataRecipe(workload=(self.name, 0 if self.used == self.total else self.used))
+
+    def default_max_seq_length(self) -> int:
+        return workload_info(self.name).max_seq_length if self.name in WORKLOADS else 4
+
+
+def default_sample(name: str) -> int:
+    """Sequences used by default from a distribution: all of a small one, a sample of a very large one."""
+    if name not in WORKLOADS:
+        return 0
+    return 0 if workload_info(name).sequences <= DEFAULT_WORKLOAD_SAMPLE else DEFAULT_WORKLOAD_SAMPLE
+
+
+def _histogram_total(data: bytes) -> int | None:
+    """Sequences a JSON histogram file expands to (None when it is not one), counted before anything is built."""
+    head = data[:1024].lstrip()
+    if not head.startswith(b"{"):
+        return None
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError, MemoryError):
+        return None  # the library's reader words the problem
+    if not isinstance(value, dict):
+        return None
+    counts = value.get("histogram", value.get("lengths"))
+    if not isinstance(counts, list):
+        return None
+    return sum(c for c in counts if isinstance(c, int) and not isinstance(c, bool) and c > 0)
+
+
+@dataclass(frozen=True)
+class Upload(Source):
+    """An uploaded JSONL, JSON, CSV or Parquet file, read by the library's file reader."""
+
+    name: str
+    digest: str
+    data: bytes = field(default=b"", compare=False, hash=False, repr=False)
+    kind: ClassVar[str] = "upload"
+    title: ClassVar[str] = "Upload a file"
+
+    @classmethod
+    def of(cls, name: str, data: bytes) -> Upload:
+        return cls(name, hashlib.sha256(data).hexdigest(), data)
+
+    @property
+    def cache_key(self) -> tuple[Any, ...]:
+        return ("Upload", self.name, self.digest)
+
+    @property
+    def has_tokens(self) -> bool:  # type: ignore[override]
+        return True
+
+    def load(self, completion_only: bool) -> Dataset:
+        shown = quote(self.name, 60).strip("'\"")
+        if len(self.data) > MAX_UPLOAD_MB * 2**20:
+            raise InputError(f"{shown} is {len(self.data) / 2**20:,.0f} MB; files up to {MAX_UPLOAD_MB} MB can be read")
+        total = _histogram_total(self.data)
+        if total is not None:
+            check_size(total, None, shown)
+        read = _read_file(self.name, self.data)
+        lengths = np.asarray(read.lengths, dtype=np.int64)
+        samples = getattr(read, "samples", None)
+        check_size(len(lengths), int(lengths.sum()) if samples is not None else None, shown)
+        flat: packing.Samples | None = None
+        if isinstance(samples, packing.Samples):
+            flat = samples
+        elif samples is not None:
+            try:
+                flat = read_rows(samples, completion_only)
+            except _ERRORS as error:
+                raise InputError(describe(error, shown)) from None
+        kind = "sample" if flat is not None else "length"
+        return Dataset(f"{shown}: {grammar_count(len(lengths), kind)}", lengths, flat)
+
+    def link_reproduces(self) -> str:
+        return "A link cannot carry an uploaded file: this one opens the same settings, without the file."
+
+    def recipe(self) -> DataRecipe:
+        return DataRecipe(upload_name=self.name)
+
+
+def _read_file(name: str, data: bytes) -> Any:
+    """``packing.read_dataset`` (``packing.io.read_dataset`` before it) on the uploaded bytes."""
+    reader: Callable[..., Any] | None = getattr(packing, "read_dataset", None)
+    try:
+        if reader is None:
+            from packing.io import read_dataset as reader
+    except Exception:  # the reader is optional: a broken or missing module must not take the page down
+        raise InputError("reading files is not available in this installation of packing") from None
+    shown = quote(name, 60).strip("'\"")
+    try:
+        return reader(io.BytesIO(data), name=name)
+    except (*_ERRORS, OSError, UnicodeError) as error:
+        raise InputError(describe(error, shown)) from None
+
+
+SOURCES: dict[str, type[Source]] = {s.kind: s for s in (Paste, Synthetic, Workload, Upload)}

@@ -1,0 +1,90 @@
+"""Compare: every strategy on the same data, as a table, small charts, a compute estimate and (small inputs)
+side-by-side heatmaps."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import packing
+from explorer import cache, figures, tables
+from explorer.model import Context
+from explorer.tabs.common import WHOLE
+
+MAX_MINI_CELLS = 1_024
+COLUMNS = {
+    "blocks": WHOLE,
+    "efficiency (%)": st.column_config.NumberColumn(format="%.2f%%", help="Real tokens / (blocks × max_seq_length)."),
+    "padding": st.column_config.NumberColumn(format="localized", help="Pad tokens added to fill the blocks."),
+    "tokens lost": st.column_config.NumberColumn(format="localized", help="Truncated or dropped by the overflow policy."),
+    "sequences cut": st.column_config.NumberColumn(
+        format="localized", help="Sequences whose tokens are spread over more than one block."
+    ),
+    "time (ms)": st.column_config.NumberColumn(
+        format="%.2f",
+        help="Planning time on this machine (best of three for quick plans); differences under a few "
+        "milliseconds are noise.",
+    ),
+    "token slots": st.column_config.NumberColumn(format="localized", help="blocks × max_seq_length."),
+    "attention (masked)": st.column_config.NumberColumn(
+        format="compact", help="Sum of squared document lengths: attention kept within documents."
+    ),
+    "attention (full)": st.column_config.NumberColumn(
+        format="compact", help="blocks × max_seq_length²: every token attends across its whole block."
+    ),
+}
+
+
+def render(ctx: Context) -> None:
+    s = ctx.settings
+    assert ctx.source is not None
+    runs, costs = cache.compare(ctx.source, s.completion_only, s.max_seq_length, s.overflow)
+    bounds = cache.bounds(ctx.source, s.completion_only, s.max_seq_length, s.overflow)
+    st.caption(
+        f"Every strategy at max_seq_length {s.max_seq_length:,} with overflow '{s.overflow}'. Lower bounds: "
+        f"{bounds.simple:,} blocks if sequences may be cut, {max(bounds.simple, bounds.l2):,} if not (Martello–Toth L2)."
+    )
+    frame = tables.compare_table(runs, costs)
+    st.dataframe(tables.compare_display(frame), hide_index=True, column_config=COLUMNS)
+    for run in runs:
+        if run.error:
+            st.caption(f"{packing.STRATEGIES[run.strategy].title} did not run. {tables.refusal(run, on_compare_tab=True)}")
+    charts = figures.compare_figures(frame, bounds.simple)
+    if any(r.strategy == figures.BASELINE for r in runs if r.layout is not None):
+        st.caption(
+            "'none' is the no-packing baseline (one block per sequence). When it is far above the others its bar "
+            "runs off the scale, with its value printed, so the strategies stay comparable."
+        )
+    for i in range(0, len(charts), 2):
+        for column, fig, j in zip(st.columns(2), charts[i : i + 2], range(i, i + 2), strict=False):
+            column.plotly_chart(fig, key=f"compare_{j}")
+    st.markdown(
+        "**Compute estimate.** *Token slots* = blocks × max_seq_length: what every layer processes. "
+        "*Attention (masked)* = sum of squared document lengths (each token attends within its document); "
+        "*attention (full)* = blocks × max_seq_length² (every token attends across the whole block). "
+        "Large numbers are abbreviated: K = thousand, M = million, B = billion."
+    )
+    with st.expander("What each strategy does"):
+        st.markdown(
+            "\n".join(
+                f"- **{info.title}** — `{name}`, {info.complexity}. {info.description}"
+                for name, info in packing.STRATEGIES.items()
+            )
+        )
+    _mini_heatmaps(ctx, [r.strategy for r in runs if r.layout is not None], max(
+        (r.layout.num_blocks for r in runs if r.layout is not None), default=0
+    ))
+
+
+def _mini_heatmaps(ctx: Context, strategies: list[str], most_blocks: int) -> None:
+    if not strategies or most_blocks * ctx.settings.max_seq_length > MAX_MINI_CELLS:
+        st.caption("Side-by-side heatmaps are drawn for small inputs only.")
+        return
+    assert ctx.source is not None
+    st.subheader("Side by side")
+    columns = st.columns(2)
+    for i, strategy in enumerate(strategies):
+        view = cache.window(ctx.source, ctx.settings, strategy, 0, most_blocks)
+        tokens = view.batch.input_ids if view.has_tokens else None
+        blocks = view.batch.num_blocks
+        title = f"{packing.STRATEGIES[strategy].title}: {blocks} {'block' if blocks == 1 else 'blocks'}"
+        columns[i % 2].plotly_chart(figures.grid_figure(view.sequence_ids, title, tokens), key=f"mini_{strategy}")

@@ -1,0 +1,117 @@
+"""Result: headline numbers, the blocks with their loss mask and labels, utilization, lengths, classic text, table."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import packing
+from explorer import cache, compute, figures, tables
+from explorer.compute import Window
+from explorer.model import Context
+from explorer.tabs.common import WHOLE, need_plan
+
+DEFAULT_WINDOW = 16
+MAX_TEXT_WIDTH = 64
+"""Widest block printed in the classic text form."""
+
+
+def _metrics(ctx: Context, layout: packing.PackingPlan) -> packing.TrainableCounts:
+    s = ctx.settings
+    assert ctx.source is not None
+    bounds = cache.bounds(ctx.source, s.completion_only, s.max_seq_length, s.overflow)
+    trained = cache.trainable(ctx.source, s)
+    numbers = tables.headline(layout.stats, bounds, s.strategy, trained)
+    for row in (numbers[:4], numbers[4:]):
+        for column, metric in zip(st.columns(4), row, strict=False):
+            column.metric(metric.label, metric.value, help=metric.help)
+    return trained
+
+
+def _window_controls(layout: packing.PackingPlan) -> tuple[int, int]:
+    """First block (0-based) and how many to draw; the numbers elsewhere always cover every block."""
+    per_drawing = compute.window_blocks(layout.max_seq_length, 200)
+    total = layout.num_blocks
+    if total <= min(DEFAULT_WINDOW, per_drawing):
+        return 0, total
+    st.session_state["result_first"] = min(int(st.session_state.get("result_first", 1)), total)
+    st.session_state["result_count"] = min(
+        int(st.session_state.get("result_count", min(DEFAULT_WINDOW, per_drawing))), per_drawing
+    )
+    left, right = st.columns(2)
+    first = left.number_input(
+        "First block shown", min_value=1, max_value=total, step=1, key="result_first", persist_state="session"
+    )
+    count = right.number_input(
+        "Blocks shown", min_value=1, max_value=per_drawing, step=1, key="result_count", persist_state="session"
+    )
+    last = min(total, first + count - 1)
+    st.caption(f"Showing blocks {first:,}–{last:,} of {total:,}. The numbers above cover all of them.")
+    return int(first) - 1, int(count)
+
+
+def render(ctx: Context) -> None:
+    layout = need_plan(ctx, "result")
+    if layout is None:
+        return
+    assert ctx.source is not None
+    trained = _metrics(ctx, layout)
+    s = ctx.settings
+    lost = tables.loss_note(layout.stats, int(ctx.lengths.max()))
+    if lost:
+        st.warning(lost)
+    untrained = tables.untrained_note(trained)
+    if untrained and ctx.samples is not None:
+        st.info(untrained)
+    view: Window | None = None
+    if compute.window_blocks(s.max_seq_length, 1) == 0:
+        st.warning(
+            f"A block of {s.max_seq_length:,} tokens is too large to draw (the limit is {compute.MAX_DRAW_CELLS:,} "
+            "cells per drawing); the numbers above and the charts below cover everything."
+        )
+    else:
+        first, count = _window_controls(layout)
+        view = cache.window(ctx.source, s, s.strategy, first, count)
+        batch = view.batch
+        tokens = batch.input_ids if view.has_tokens else None
+        labels = batch.labels if view.has_tokens else None
+        st.plotly_chart(
+            figures.block_figure(view.sequence_ids, batch.loss_mask, batch.position_ids, tokens, first, labels),
+            key="blocks",
+        )
+        if view.has_tokens:
+            st.caption(
+                "Loss mask and labels: a dark green token is a training target (its label is the token). A light "
+                "green one is in the loss mask but starts a document, so its label is -100: nothing before it in "
+                "the block may predict it. Violet tokens are masked prompt tokens, grey is padding."
+            )
+    left, right = st.columns(2)
+    pieces = (layout.piece_block(), layout.piece_sequence, layout.piece_length) if layout.num_blocks <= 60 else None
+    left.plotly_chart(figures.utilization_figure(layout.stats.block_utilization, pieces, s.max_seq_length), key="util")
+    right.plotly_chart(figures.length_histogram(ctx.lengths, s.max_seq_length), key="lengths")
+    if view is not None:
+        _result_text(view)
+
+
+def _result_text(view: Window) -> None:
+    batch = view.batch
+    if view.has_tokens and batch.max_seq_length <= MAX_TEXT_WIDTH:
+        st.subheader("Classic form")
+        st.code(tables.classic_text(batch.input_ids, batch.loss_mask, view.first), language=None, wrap_lines=True)
+    elif view.has_tokens:
+        st.caption(f"The classic text form is printed for blocks of up to {MAX_TEXT_WIDTH} tokens; see the table.")
+    st.subheader("Blocks")
+    table = tables.blocks_table(batch.input_ids, batch.loss_mask, view.sequence_ids, view.first, view.has_tokens)
+    wide = st.column_config.TextColumn(width="medium")
+    st.dataframe(
+        table,
+        hide_index=True,
+        column_config={
+            "block": st.column_config.NumberColumn(width="small"),
+            "sequences": st.column_config.TextColumn(help="Source sequences in the block, numbered from 1."),
+            "tokens": WHOLE,
+            "padding": WHOLE,
+            "trained": st.column_config.NumberColumn(format="localized", help="Tokens with loss mask 1."),
+            "input_ids": wide,
+            "loss_mask": wide,
+        },
+    )

@@ -88,7 +88,11 @@ def _data_lines(recipe: DataRecipe) -> tuple[list[str], bool]:
     if recipe.workload is not None:
         name, count = recipe.workload
         if count <= 0:  # every sequence, in the file's order (as ``packing compare`` reads it)
-            return ["from packing.workloads import load_workload", "", f"lengths = load_workload({name!r}).lengths"], False
+            return [
+                "from packing.workloads import load_workload",
+                "",
+                f"lengths = load_workload({name!r}).lengths",
+            ], False
         return [
             "import numpy as np",
             "from packing.workloads import load_workload",

@@ -132,7 +132,7 @@ def heatmap(
     colors: Sequence[str],
     *,
     y: Sequence[str] | None = None,
-    x: IntArray | None = None,
+    x: npt.NDArray[Any] | None = None,
     text: npt.NDArray[Any] | None = None,
     customdata: npt.NDArray[Any] | None = None,
     hovertemplate: str | None = None,
@@ -141,7 +141,7 @@ def heatmap(
     """The one heatmap of the page: integer ``z`` in ``0 .. len(colors) - 1``, one colour each, cells outlined when
     small, optional text printed in the cells. Used by the blocks, the loss mask, the comparison and step grids and
     the attention masks."""
-    rows, width = z.shape
+    width = z.shape[1]
     gap = 1 if width <= 256 else 0
     return go.Heatmap(
         z=z,
@@ -180,9 +180,9 @@ def _hover(
     """
     token = np.zeros_like(sequence_ids) if token_ids is None else token_ids
     label = np.full_like(sequence_ids, -100) if labels is None else labels
-    return np.stack(
-        (sequence_ids + 1, token, position_ids, loss_mask.astype(np.int64), label), axis=-1
-    ).astype(np.int64)
+    return np.stack((sequence_ids + 1, token, position_ids, loss_mask.astype(np.int64), label), axis=-1).astype(
+        np.int64
+    )
 
 
 def _hover_template(has_tokens: bool) -> str:
@@ -461,7 +461,10 @@ def compare_bars(names: Sequence[str], values: Sequence[float], title: str, numb
     end = _off_scale(values, names)
     shown = [v if end is None or n != BASELINE else end for v, n in zip(values, names, strict=True)]
     labels = [
-        ((f"{round(v):,}" if number == ",d" else f"{v:{number}}") + (" (off the scale)" if end is not None and n == BASELINE else ""))
+        (
+            (f"{round(v):,}" if number == ",d" else f"{v:{number}}")
+            + (" (off the scale)" if end is not None and n == BASELINE else "")
+        )
         for v, n in zip(values, names, strict=True)
     ]
     fig = go.Figure(

@@ -112,9 +112,7 @@ class MemoStore:
 
     def stats(self) -> MemoStats:
         with self._lock:
-            return MemoStats(
-                len(self._entries), self._bytes, self.max_bytes, self._hits, self._misses, self._evictions
-            )
+            return MemoStats(len(self._entries), self._bytes, self.max_bytes, self._hits, self._misses, self._evictions)
 
     def clear(self) -> None:
         with self._lock:

@@ -51,7 +51,9 @@ def seq_length_problem(value: Any) -> str | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
         return f"max_seq_length must be a whole number from 1 to {MAX_SEQ_LENGTH:,} tokens."
     if value < 1:
-        return f"max_seq_length must be a whole number from 1 to {MAX_SEQ_LENGTH:,} tokens; {int(value):,} is too small."
+        return (
+            f"max_seq_length must be a whole number from 1 to {MAX_SEQ_LENGTH:,} tokens; {int(value):,} is too small."
+        )
     if value > MAX_SEQ_LENGTH:
         return (
             f"max_seq_length must be a whole number from 1 to {MAX_SEQ_LENGTH:,} tokens (the library's limit); "

@@ -29,7 +29,9 @@ def compile_everything() -> float:
     and not piecemeal at the first use of each strategy. Returns the seconds it took."""
     started = time.perf_counter()
     lengths = np.array([3, 5, 2, 4, 1, 6], dtype=np.int64)
-    samples = packing.read_samples([[1, 2, 3], {"prompt": [4, 5], "completion": [6, 7, 8]}, [9, 10], [1] * 4, [2], [3] * 6])
+    samples = packing.read_samples(
+        [[1, 2, 3], {"prompt": [4, 5], "completion": [6, 7, 8]}, [9, 10], [1] * 4, [2], [3] * 6]
+    )
     for overflow in packing.OVERFLOW_POLICIES:
         for name in packing.STRATEGIES:
             layout = packing.plan(lengths, 6, name, overflow)
@@ -75,7 +77,9 @@ def build_context(source: Source | None, settings: Settings, problem: str) -> Co
     if not dataset.sequences:
         return Context(source, settings, dataset, problem="The data holds no sequences.")
     if problem:
-        return Context(source, settings, dataset, problem=problem + " The tabs show the last valid result again once it is.")
+        return Context(
+            source, settings, dataset, problem=problem + " The tabs show the last valid result again once it is."
+        )
     run = cache.settings_plan(source, settings)
     refusal = ""
     if run.layout is None:

@@ -4,7 +4,8 @@ Streamlit's own ``bind="query-params"`` (widget key = parameter name, today's na
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Literal
 
 import streamlit as st
 
@@ -16,7 +17,7 @@ from explorer.parsing import FORMAT_HELP, InputError
 from explorer.sources import MAX_URL_TEXT, SOURCES, Paste, Source, Synthetic, Upload, Workload, default_sample
 from packing.workloads import WORKLOADS
 
-BIND = "query-params"
+BIND: Literal["query-params"] = "query-params"
 DEFAULT_TEXT = EXAMPLES[DEFAULT_EXAMPLE].text
 DEFAULT_WORKLOAD = "openchat_v1_2048"
 LOSS = {"completion": "the completions only", "all": "every token"}
@@ -31,10 +32,8 @@ def _forget_link_value(name: str) -> None:
             params._initial_query_params.pop(name, None)
     except Exception:  # a Streamlit without this internal: the parameter is still removed from the address below
         pass
-    try:
+    with contextlib.suppress(Exception):  # already gone
         del st.query_params[name]
-    except Exception:
-        pass
 
 
 def check_link() -> None:
@@ -101,7 +100,9 @@ def _paste_inputs() -> Paste:
         st.caption("Your own sequences. Pick an example above to load it and its settings.")
     text = st.text_area("Sequences", key="sequences", height=140, help=FORMAT_HELP, persist_state="session")
     if len(text) > MAX_URL_TEXT:
-        st.caption(f"This text is longer than a link carries ({MAX_URL_TEXT:,} characters): the link shares the settings only.")
+        st.caption(
+            f"This text is longer than a link carries ({MAX_URL_TEXT:,} characters): the link shares the settings only."
+        )
     return Paste(text)
 
 

@@ -129,7 +129,9 @@ class Synthetic(Source):
         if not 1 <= self.max_length <= MAX_SEQ_LENGTH:
             raise InputError(f"the longest length must be between 1 and {MAX_SEQ_LENGTH:,}; got {self.max_length:,}")
         if self.distribution not in DISTRIBUTIONS:
-            raise InputError(f"unknown distribution {quote(self.distribution)}; expected one of {', '.join(DISTRIBUTIONS)}")
+            raise InputError(
+                f"unknown distribution {quote(self.distribution)}; expected one of {', '.join(DISTRIBUTIONS)}"
+            )
         lengths = synthetic_lengths(self.count, self.distribution, self.seed, self.max_length)
         kind = DISTRIBUTIONS[self.distribution].split(" (")[0].lower()
         return Dataset(f"{grammar_count(self.count, 'synthetic length')} ({kind}, seed {self.seed})", lengths)

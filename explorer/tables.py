@@ -40,7 +40,7 @@ def headline(
         else "Martello–Toth L2 bound: no packing that keeps sequences whole can use fewer blocks."
     )
     return [
-        Metric("Blocks", f"{stats.num_blocks:,}", f"Blocks of {stats.max_seq_length:,} tokens."),
+        Metric("Blocks", f"{stats.num_blocks:,}", f"Blocks of {plural(stats.max_seq_length, 'token')}."),
         Metric("Lower bound", f"{bound:,}", bound_help),
         Metric("Efficiency", percent(stats.efficiency), "Real tokens / (blocks × max_seq_length)."),
         Metric("Padding", f"{stats.padding_tokens:,}", "Pad tokens added to fill the blocks."),

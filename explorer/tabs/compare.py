@@ -7,7 +7,7 @@ import streamlit as st
 
 import packing
 from explorer import cache, figures, tables
-from explorer.model import Context
+from explorer.model import Context, grammar_count
 from explorer.tabs.common import WHOLE
 
 MAX_MINI_CELLS = 1_024
@@ -15,7 +15,9 @@ COLUMNS = {
     "blocks": WHOLE,
     "efficiency (%)": st.column_config.NumberColumn(format="%.2f%%", help="Real tokens / (blocks × max_seq_length)."),
     "padding": st.column_config.NumberColumn(format="localized", help="Pad tokens added to fill the blocks."),
-    "tokens lost": st.column_config.NumberColumn(format="localized", help="Truncated or dropped by the overflow policy."),
+    "tokens lost": st.column_config.NumberColumn(
+        format="localized", help="Truncated or dropped by the overflow policy."
+    ),
     "sequences cut": st.column_config.NumberColumn(
         format="localized", help="Sequences whose tokens are spread over more than one block."
     ),
@@ -41,13 +43,16 @@ def render(ctx: Context) -> None:
     bounds = cache.bounds(ctx.source, s.completion_only, s.max_seq_length, s.overflow)
     st.caption(
         f"Every strategy at max_seq_length {s.max_seq_length:,} with overflow '{s.overflow}'. Lower bounds: "
-        f"{bounds.simple:,} blocks if sequences may be cut, {max(bounds.simple, bounds.l2):,} if not (Martello–Toth L2)."
+        f"{grammar_count(bounds.simple, 'block')} if sequences may be cut, {max(bounds.simple, bounds.l2):,} if not "
+        "(Martello–Toth L2)."
     )
     frame = tables.compare_table(runs, costs)
     st.dataframe(tables.compare_display(frame), hide_index=True, column_config=COLUMNS)
     for run in runs:
         if run.error:
-            st.caption(f"{packing.STRATEGIES[run.strategy].title} did not run. {tables.refusal(run, on_compare_tab=True)}")
+            st.caption(
+                f"{packing.STRATEGIES[run.strategy].title} did not run. {tables.refusal(run, on_compare_tab=True)}"
+            )
     charts = figures.compare_figures(frame, bounds.simple)
     if any(r.strategy == figures.BASELINE for r in runs if r.layout is not None):
         st.caption(
@@ -70,9 +75,11 @@ def render(ctx: Context) -> None:
                 for name, info in packing.STRATEGIES.items()
             )
         )
-    _mini_heatmaps(ctx, [r.strategy for r in runs if r.layout is not None], max(
-        (r.layout.num_blocks for r in runs if r.layout is not None), default=0
-    ))
+    _mini_heatmaps(
+        ctx,
+        [r.strategy for r in runs if r.layout is not None],
+        max((r.layout.num_blocks for r in runs if r.layout is not None), default=0),
+    )
 
 
 def _mini_heatmaps(ctx: Context, strategies: list[str], most_blocks: int) -> None:

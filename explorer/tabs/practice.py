@@ -64,7 +64,9 @@ def render(ctx: Context) -> None:
     with left.expander("Show the expected blocks"):
         blocks, masks = expected
         st.code(
-            "\n".join(f"{' '.join(map(str, b))} -> {' '.join(map(str, m))}" for b, m in zip(blocks, masks, strict=True)),
+            "\n".join(
+                f"{' '.join(map(str, b))} -> {' '.join(map(str, m))}" for b, m in zip(blocks, masks, strict=True)
+            ),
             language=None,
         )
     right.button(

@@ -48,7 +48,9 @@ def test_right_blocks_without_masks_ask_for_the_masks() -> None:
 
 def test_right_blocks_with_a_wrong_mask_say_so() -> None:
     feedback = practice.check_answer(EXPECTED, _typed([[1, 2, 3, 4], [5, 6]], [[1, 1, 1, 1], [1, 1]]), 4)
-    assert not feedback.correct and feedback.message.startswith("The token ids are right, but 1 of 2 loss masks differs")
+    assert not feedback.correct and feedback.message.startswith(
+        "The token ids are right, but 1 of 2 loss masks differs"
+    )
 
 
 def test_a_wrong_answer_shows_where() -> None:

@@ -9,8 +9,8 @@ import pytest
 
 import packing
 from explorer import sources
-from explorer.model import MAX_UPLOAD_MB
 from explorer.examples import DISTRIBUTIONS, EXAMPLES, synthetic_code, synthetic_lengths, workload_sample
+from explorer.model import MAX_UPLOAD_MB
 from explorer.parsing import InputError, parse_sequences
 from packing.workloads import WORKLOADS, load_workload
 
@@ -129,7 +129,11 @@ def test_an_upload_is_keyed_by_its_digest_not_its_bytes() -> None:
 @pytest.mark.parametrize(
     ("name", "data", "message"),
     [
-        ("h.json", b'{"histogram": [0, 1000000000000]}', "1,000,000,000,000 sequences; the explorer reads up to 1,000,000"),
+        (
+            "h.json",
+            b'{"histogram": [0, 1000000000000]}',
+            "1,000,000,000,000 sequences; the explorer reads up to 1,000,000",
+        ),
         ("n.json", b"[" * 100_000 + b"]" * 100_000, "n.json"),
         ("big.csv", b"input_ids\n" + b"9" * 5000 + b"\n", "big.csv"),
         ("s.json", b'[["' + b"x" * 1_000_000 + b'"]]', "s.json"),

@@ -109,6 +109,9 @@ def test_refusals_and_losses_are_explained_in_plain_words() -> None:
     assert "up to 40 documents; this data has 88,641" in message and "bfd" in message and "Compare tab" in message
     assert "Compare tab" not in tables.refusal(refused, on_compare_tab=True)
     title = packing.STRATEGIES["ffd"].title
-    assert tables.refusal(compute.StrategyRun("ffd", None, 0.0, "some reason")) == f"{title} cannot pack this data: some reason"
+    assert (
+        tables.refusal(compute.StrategyRun("ffd", None, 0.0, "some reason"))
+        == f"{title} cannot pack this data: some reason"
+    )
     assert tables.loss_note(packing.plan([4, 4, 5], 4).stats, 5) is None  # 1 of 13 tokens: under 10 %
     assert "longer than max_seq_length 4" in str(tables.loss_note(packing.plan([299, 3], 4).stats, 299))

@@ -130,11 +130,23 @@ def read_dataset(
         return content
     if not content.rows:
         raise DatasetError(label, None, "the file holds no samples")
+    _check_columns(content.rows, label)
     try:
         samples = read_rows(content.rows, completion_only_loss=completion_only_loss)
     except SampleError as error:
         raise DatasetError.from_sample(label, content.where[error.sample or 0], error) from None
     return Dataset(samples, label)
+
+
+def _check_columns(rows: list[Any], label: str) -> None:
+    """Refuse rows that are all objects without a single column the reader uses. O(rows × keys)."""
+    if not all(isinstance(row, dict) for row in rows):
+        return
+    seen: dict[str, None] = {}
+    for row in rows:
+        seen.update(dict.fromkeys(map(str, row)))
+    if not set(seen) & set(FIELDS):
+        raise DatasetError(label, None, f"no usable columns; found {_names(list(seen))}, expected {_expected()}")
 
 
 def _label(source: Source, name: str | None) -> str:

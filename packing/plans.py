@@ -250,7 +250,7 @@ def _options(strategy: str, max_sequences_per_block: int | None, time_limit: flo
     for name, value in given.items():
         if value is not None and name not in accepted:
             users = [s.name for s in STRATEGIES.values() if name in s.options]
-            raise SettingError(name, f"no {name} with strategy {strategy!r} (only with {', '.join(users)})", value)
+            raise SettingError(name, f"no value with strategy {strategy!r} (it applies to {', '.join(users)})", value)
     if max_sequences_per_block is not None:
         check_positive_int(max_sequences_per_block, "max_sequences_per_block")
     if time_limit is not None and (

@@ -111,10 +111,12 @@ class Samples:
 # ---------------------------------------------------------------- one row, in Python
 
 
-def _values(value: Any, index: int, field: str | None, expected: str) -> npt.NDArray[Any]:
+def _values(value: Any, index: int | None, field: str | None, expected: str) -> npt.NDArray[Any]:
     """``value`` as a 1-D numpy array if it is a flat list or 1-D array; else a SampleError. O(length)."""
     if type(value) is np.ndarray and value.ndim == 1:
         return value
+    if isinstance(value, np.ndarray) and value.ndim != 1:
+        raise SampleError(index, field, None, f"a flat list of {expected}s", f"<an array of shape {value.shape}>")
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (Sequence, np.ndarray)):
         raise SampleError(index, field, None, f"a list of {expected}s", value)
     if len(value) == 0:
@@ -129,7 +131,7 @@ def _values(value: Any, index: int, field: str | None, expected: str) -> npt.NDA
     return array
 
 
-def _first_bad_item(items: Sequence[Any], index: int, field: str | None, flags: bool) -> SampleError:
+def _first_bad_item(items: Sequence[Any], index: int | None, field: str | None, flags: bool) -> SampleError:
     """The error for the first item of ``items`` that is not an integer token id (or a 0/1 flag). O(length)."""
     for position, item in enumerate(items):
         if flags:
@@ -148,7 +150,7 @@ def _has_bools(values: Iterable[Any]) -> bool:
     return not {bool, np.bool_}.isdisjoint(map(type, values))
 
 
-def token_array(value: Any, index: int, field: str | None) -> Int64Array:
+def token_array(value: Any, index: int | None, field: str | None) -> Int64Array:
     """Check one list (or 1-D array) of token ids and return it as int64. O(length).
 
     >>> token_array([1, 2], 0, None).tolist()
@@ -184,7 +186,7 @@ def mask_array(value: Any, index: int, field: str, length: int) -> Int8Array:
     if array.dtype.kind == "b":
         return array.astype(np.int8)
     if array.dtype.kind not in "iu" or (array.size and ((array != 0) & (array != 1)).any()):
-        raise _first_bad_item(array.tolist(), index, field, flags=True)
+        raise _first_bad_item(array.tolist() if type(value) is np.ndarray else value, index, field, flags=True)
     return array.astype(np.int8)
 
 
@@ -433,8 +435,6 @@ def read_table(table: pa.Table, *, completion_only_loss: bool = True) -> Samples
     if "length" in names:
         length_given = ~table.column("length").is_null().to_numpy(zero_copy_only=False).astype(bool)
     tokens_rows = ids | pair
-    if rows and not tokens_rows.any():
-        return _lengths_table(table, completion_only)
     bad = (ids & pair) | (pair & ~(prompt & completion)) | ~(tokens_rows | length_given) | (~ids & any_mask)
     id_len = np.where(ids, columns["input_ids"].lengths, 0) if "input_ids" in columns else np.zeros(rows, np.int64)
     for name in TOKEN_FIELDS:
@@ -446,6 +446,10 @@ def read_table(table: pa.Table, *, completion_only_loss: bool = True) -> Samples
             bad |= given(name) & (column.lengths != id_len)
             if column.values.dtype.kind != "b":
                 bad |= _rows_flagged(column, (column.values != 0) & (column.values != 1))
+    if rows and not tokens_rows.any() and not bad.any():
+        return _lengths_table(table, completion_only)
+    if not rows:
+        return Samples(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8), np.zeros(1, dtype=np.int64))
     first_kind: RowKind = "tokens" if tokens_rows[0] else "length"
     mixed = _first((tokens_rows != tokens_rows[0]) & ~bad)
     first_bad = _first(bad)
@@ -510,7 +514,7 @@ def chat_sample(
         if not isinstance(item, tuple) or len(item) != 2 or not isinstance(item[0], str):
             raise SampleError(None, f"turn {turn}", None, "a (role, tokens) pair", item)
         role, ids = item
-        values = token_array(ids, turn, role).tolist()
+        values = token_array(ids, None, f"turn {turn} ({role})").tolist()
         input_ids.extend(values)
         loss_mask.extend([int(role in trained)] * len(values))
     return {"input_ids": input_ids, "loss_mask": loss_mask}

@@ -191,7 +191,7 @@ def test_pack_dataset_checks_its_arguments() -> None:
         pack_dataset(ds, 4.0)  # type: ignore[arg-type]
     with pytest.raises(SettingError, match="shuffle"):
         pack_dataset(ds, 4, shuffle=1)  # type: ignore[arg-type]
-    with pytest.raises(SettingError, match="dataset: expected a datasets.Dataset"):
+    with pytest.raises(SettingError, match=r"dataset: expected a datasets\.Dataset"):
         pack_dataset([[1, 2]], 4)
 
 

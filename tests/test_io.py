@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,7 @@ def plain(data: Any) -> list[tuple[list[int], list[int]]]:
     samples = data.samples
     assert samples.tokens is not None and samples.loss_mask is not None
     edges = samples.offsets.tolist()
-    return [
-        (samples.tokens[a:b].tolist(), samples.loss_mask[a:b].tolist()) for a, b in zip(edges, edges[1:], strict=False)
-    ]
+    return [(samples.tokens[a:b].tolist(), samples.loss_mask[a:b].tolist()) for a, b in itertools.pairwise(edges)]
 
 
 def write_lines(path: Path, rows: list[Any]) -> Path:

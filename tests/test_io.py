@@ -498,3 +498,69 @@ def test_a_row_with_both_forms_is_refused(tmp_path: Path) -> None:
         DatasetError, match=r"line 1: expected one form, 'input_ids' or 'prompt'/'completion', got <both>"
     ):
         read_dataset(path)
+
+
+# ---------------------------------------------------------------- interrupted and concurrent writes
+
+SLOW_WRITER = """
+import sys, time, pathlib
+import pyarrow.parquet as pq
+from packing.cli import main
+
+def stalled(self, *args, **kwargs):
+    pathlib.Path(sys.argv[1]).write_text("writing")
+    time.sleep(60)
+
+pq.ParquetWriter.write_table = stalled
+sys.exit(main(["pack", sys.argv[2], "--max-seq-length", "4", "-q", "-o", sys.argv[3]]))
+"""
+
+
+def start_slow_writer(tmp_path: Path, output: Path) -> Any:
+    import subprocess
+    import sys
+    import time
+
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"input_ids": [1, 2, 3]}\n')
+    ready = tmp_path / "ready"
+    process = subprocess.Popen([sys.executable, "-c", SLOW_WRITER, str(ready), str(source), str(output)])
+    for _ in range(600):
+        if ready.exists():
+            return process
+        time.sleep(0.05)
+    process.kill()
+    raise AssertionError("the writer never started writing")
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_a_signal_during_a_write_keeps_the_old_output_and_leaves_no_temporary(tmp_path: Path, signal_name: str) -> None:
+    import signal
+
+    output = tmp_path / "out.parquet"
+    output.write_bytes(b"previous run")
+    process = start_slow_writer(tmp_path, output)
+    process.send_signal(getattr(signal, signal_name))
+    code = process.wait(timeout=30)
+    assert code == (128 + signal.SIGTERM if signal_name == "SIGTERM" else 130)
+    assert output.read_bytes() == b"previous run"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.parquet", "ready"]
+
+
+def test_a_second_writer_of_the_same_output_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from packing.cli import main
+
+    output = tmp_path / "out.parquet"
+    process = start_slow_writer(tmp_path, output)
+    try:
+        code = main(["pack", str(tmp_path / "in.jsonl"), "--max-seq-length", "4", "-q", "-o", str(output)])
+        err = capsys.readouterr().err
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+    assert code == 2
+    assert f"another run (process {process.pid}) is writing this file; wait for it" in err
+    # the killed writer left its lock and temporary file behind; the next run cleans up and succeeds
+    assert main(["pack", str(tmp_path / "in.jsonl"), "--max-seq-length", "4", "-q", "-o", str(output)]) == 0
+    assert pq.read_table(output).column("input_ids").to_pylist() == [[1, 2, 3, 0]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.parquet", "ready"]

@@ -63,10 +63,12 @@ class PackingPlan:
     certificate: Any = field(default=None, compare=False)
     """For ``optimal``: the proof of how close the plan is to the fewest blocks possible."""
     _trusted: bool = field(default=False, repr=False, compare=False)
+    """Skip the check for this one construction (the planner's own plans); never copied by ``replace``."""
 
     def __post_init__(self) -> None:
         if not self._trusted:
             check_pieces(self)
+        object.__setattr__(self, "_trusted", False)  # ``dataclasses.replace`` of this plan is checked again
 
     @property
     def num_blocks(self) -> int:

@@ -27,14 +27,22 @@ def _lengths(source: Source, completion_only: bool) -> Any:
 
 
 @memoized
-def plan(source: Source, completion_only: bool, max_seq_length: int, strategy: str, overflow: str) -> StrategyRun:
+def plan(
+    source: Source,
+    completion_only: bool,
+    max_seq_length: int,
+    strategy: str,
+    overflow: str,
+    options: tuple[tuple[str, int], ...] = (),
+) -> StrategyRun:
     """``packing.plan`` (timed; a refusal is reported in ``error``)."""
-    return compute.run_strategy(_lengths(source, completion_only), max_seq_length, strategy, overflow)
+    lengths = _lengths(source, completion_only)
+    return compute.run_strategy(lengths, max_seq_length, strategy, overflow, options=options)
 
 
 def settings_plan(source: Source, settings: Settings) -> StrategyRun:
     s = settings
-    return plan(source, s.completion_only, s.max_seq_length, s.strategy, s.overflow)
+    return plan(source, s.completion_only, s.max_seq_length, s.strategy, s.overflow, s.options)
 
 
 @memoized
@@ -55,7 +63,8 @@ def trainable(source: Source, settings: Settings) -> packing.TrainableCounts:
 def window(source: Source, settings: Settings, strategy: str, first: int, count: int) -> Window:
     """Blocks ``first .. first + count - 1`` of ``strategy``'s plan, materialized."""
     s = settings
-    layout = plan(source, s.completion_only, s.max_seq_length, strategy, s.overflow).layout
+    options = s.options if strategy == s.strategy else ()
+    layout = plan(source, s.completion_only, s.max_seq_length, strategy, s.overflow, options).layout
     assert layout is not None
     return compute.window(layout, dataset(source, s.completion_only).samples, first, count, s.pad_token_id)
 
@@ -80,7 +89,7 @@ def sweep(
 
 @memoized
 def explain(
-    source: Source, completion_only: bool, max_seq_length: int, strategy: str, overflow: str
+    source: Source, completion_only: bool, max_seq_length: int, strategy: str, overflow: str, seed: int = 0
 ) -> list[packing.Step]:
     """``packing.explain`` steps (raises ``ValueError`` when the input is too large)."""
-    return compute.explain_steps(_lengths(source, completion_only), max_seq_length, strategy, overflow)
+    return compute.explain_steps(_lengths(source, completion_only), max_seq_length, strategy, overflow, seed)

@@ -15,7 +15,6 @@ import numpy.typing as npt
 
 import packing
 from explorer.safety import describe
-from packing.explain import MAX_EXPLAIN_DOCUMENTS
 
 Int64Array = npt.NDArray[np.int64]
 MAX_DRAW_CELLS = 65_536
@@ -36,55 +35,26 @@ class Window:
         return self.batch.num_blocks
 
 
-def sub_plan(layout: packing.PackingPlan, start: int, stop: int) -> tuple[packing.PackingPlan, Int64Array]:
-    """Blocks ``start:stop`` of a plan as a plan of their own over just the sequences they use.
-
-    Returns the sub-plan and the global index of each of its sequences. O(pieces in the window).
-    """
-    lo, hi = int(layout.block_starts[start]), int(layout.block_starts[stop])
-    sequences = np.unique(layout.piece_sequence[lo:hi]).astype(np.int64)
-    local = np.searchsorted(sequences, layout.piece_sequence[lo:hi]).astype(np.int32)
-    part = packing.PackingPlan(
-        layout.max_seq_length,
-        layout.strategy,
-        layout.overflow,
-        layout.lengths[sequences],
-        layout.block_starts[start : stop + 1] - lo,
-        local,
-        layout.piece_start[lo:hi],
-        layout.piece_length[lo:hi],
-        layout.stats,
+def placeholder_samples(lengths: Int64Array) -> packing.Samples:
+    """Samples of these lengths whose every token is 0 and trained: what lengths-only data is drawn with. The token
+    and mask arrays are broadcast views of one value, so they take no memory whatever the data's size. O(n)."""
+    offsets = np.concatenate(([0], np.cumsum(lengths, dtype=np.int64)))
+    total = int(offsets[-1])
+    return packing.Samples(
+        np.broadcast_to(np.zeros(1, np.int64), (total,)), np.broadcast_to(np.ones(1, np.int8), (total,)), offsets
     )
-    return part, sequences
-
-
-def subset_samples(flat: packing.Samples | None, lengths: Int64Array, sequences: Int64Array) -> packing.Samples:
-    """The samples ``sequences`` of ``flat``; placeholder tokens (0, all trained) for lengths-only data."""
-    sizes = lengths[sequences]
-    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
-    if flat is None:
-        total = int(offsets[-1])
-        return packing.Samples(np.zeros(total, np.int64), np.ones(total, np.int8), offsets)
-    ranges = [np.arange(flat.offsets[s], flat.offsets[s + 1]) for s in sequences.tolist()]
-    index = np.concatenate(ranges) if ranges else np.zeros(0, np.int64)
-    return packing.Samples(flat.tokens[index], flat.loss_mask[index], offsets)
 
 
 def window(
     layout: packing.PackingPlan, flat: packing.Samples | None, first: int, count: int, pad_token_id: int
 ) -> Window:
-    """Materialize only blocks ``first .. first + count - 1`` (clipped to the plan). O(tokens in the window)."""
+    """Materialize only blocks ``first .. first + count - 1`` (clipped to the plan), through the plan's own
+    ``select``. O(tokens in the window + sequences)."""
     first = max(0, min(first, layout.num_blocks - 1))
     stop = min(layout.num_blocks, first + max(1, count))
-    select = getattr(layout, "select", None)
-    if select is not None and flat is not None:  # the plan's own window: stats describe exactly these blocks
-        part = select(np.arange(first, stop))
-        batch = packing.materialize(part, flat, pad_token_id)
-        return Window(first, batch, batch.sequence_ids.astype(np.int64), True)
-    part, sequences = sub_plan(layout, first, stop)
-    batch = packing.materialize(part, subset_samples(flat, layout.lengths, sequences), pad_token_id)
-    global_ids = np.where(batch.sequence_ids >= 0, sequences[np.maximum(batch.sequence_ids, 0)], -1)
-    return Window(first, batch, global_ids, flat is not None)
+    samples = flat if flat is not None else placeholder_samples(layout.lengths)
+    batch = packing.materialize(layout, samples, pad_token_id, blocks=np.arange(first, stop))
+    return Window(first, batch, batch.sequence_ids.astype(np.int64), flat is not None)
 
 
 def window_blocks(max_seq_length: int, wanted: int) -> int:
@@ -121,7 +91,12 @@ TIMING_RUNS = 3
 
 
 def run_strategy(
-    lengths: Int64Array, max_seq_length: int, strategy: str, overflow: str, best_of: int = 1
+    lengths: Int64Array,
+    max_seq_length: int,
+    strategy: str,
+    overflow: str,
+    best_of: int = 1,
+    options: tuple[tuple[str, int], ...] = (),
 ) -> StrategyRun:
     """``packing.plan`` timed; a refusal (e.g. ``optimal`` on a large input) becomes ``error``.
 
@@ -132,10 +107,11 @@ def run_strategy(
     for _ in range(best_of):
         started = time.perf_counter()
         try:
-            layout = packing.plan(lengths, max_seq_length, strategy, overflow)
-        except ValueError as error:  # a refusal the library raises on purpose (a PackingError once it has one)
-            limit, count = getattr(error, "limit", None), getattr(error, "count", None)
-            return StrategyRun(strategy, None, time.perf_counter() - started, describe(error), limit, count)
+            layout = packing.plan(lengths, max_seq_length, strategy, overflow, **dict(options))  # type: ignore[arg-type]
+        except packing.TooManyDocuments as error:  # a refusal, worded from its fields
+            return StrategyRun(strategy, None, time.perf_counter() - started, describe(error), error.limit, error.count)
+        except packing.PackingError as error:
+            return StrategyRun(strategy, None, time.perf_counter() - started, describe(error))
         best = min(best, time.perf_counter() - started)
         if best >= QUICK_SECONDS:
             break
@@ -168,13 +144,15 @@ def sweep(lengths: Int64Array, sizes: list[int], strategies: list[str], overflow
     return rows
 
 
-def explain_steps(lengths: Int64Array, max_seq_length: int, strategy: str, overflow: str) -> list[packing.Step]:
+def explain_steps(
+    lengths: Int64Array, max_seq_length: int, strategy: str, overflow: str, seed: int = 0
+) -> list[packing.Step]:
     """``packing.explain`` for these lengths; raises ``ValueError`` with a plain message when it refuses."""
-    if len(lengths) > MAX_EXPLAIN_DOCUMENTS:
+    if len(lengths) > packing.MAX_EXPLAIN_DOCUMENTS:
         raise ValueError(
-            f"stepping through is limited to {MAX_EXPLAIN_DOCUMENTS} sequences; this input has {len(lengths):,}"
+            f"stepping through is limited to {packing.MAX_EXPLAIN_DOCUMENTS} sequences; this input has {len(lengths):,}"
         )
-    return packing.explain(lengths, max_seq_length, strategy, overflow)
+    return packing.explain(lengths, max_seq_length, strategy, overflow, seed=seed)
 
 
 def step_grid(steps: list[packing.Step], upto: int, max_seq_length: int) -> Int64Array:

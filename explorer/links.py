@@ -50,6 +50,8 @@ PARAMS: dict[str, Choice | Whole] = {
     "workload": Choice(tuple(WORKLOADS)),
     "sample": Whole(0, 100_000_000),
     "problem": Whole(1, 999_999),
+    "strategy_seed": Whole(0, MAX_SEED),
+    "max_sequences_per_block": Whole(0, MAX_SEQUENCES),
 }
 """Parameter name (= widget key) and the values it takes. ``sequences`` and ``tab`` are checked where they are
 read (the parser, ``st.tabs``)."""
@@ -59,7 +61,7 @@ def check_link(params: Mapping[str, str | list[str]]) -> tuple[list[str], list[s
     """The parameters to drop, and a plain sentence for each.
 
     >>> check_link({"strategy": "[Click here](https://x.y)", "max_seq_length": "9" * 500, "seed": "3"})
-    (['max_seq_length', 'strategy'], ["max_seq_length='99999999999999999999999999999999999999… is not a whole number", "strategy='[Click here](https://x.y)' is not one of split, next_fit, first_fit, ffd, bfd, spfhp, optimal, none"])
+    (['max_seq_length', 'strategy'], ["max_seq_length='99999999999999999999999999999999999999… is not a whole number", "strategy='[Click here](https://x.y)' is not one of split, next_fit, first_fit, first_fit_shuffle, ffd, bfd, spfhp, optimal, none"])
     """
     drop, warnings = [], []
     for name in sorted(params):

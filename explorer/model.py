@@ -71,6 +71,8 @@ class Settings:
     overflow: str
     pad_token_id: int
     completion_only: bool
+    options: tuple[tuple[str, int], ...] = ()
+    """The chosen strategy's own options (``Strategy.options``), as (name, value) pairs."""
 
     @property
     def strategy_info(self) -> packing.Strategy:

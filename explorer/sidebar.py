@@ -20,6 +20,11 @@ from packing.workloads import WORKLOADS
 BIND: Literal["query-params"] = "query-params"
 DEFAULT_TEXT = EXAMPLES[DEFAULT_EXAMPLE].text
 DEFAULT_WORKLOAD = "openchat_v1_2048"
+ORDER = {
+    "input": "in input order",
+    "longest_first": "longest first (equal lengths in input order)",
+    "random": "in a random order drawn from the shuffle seed",
+}
 LOSS = {"completion": "the completions only", "all": "every token"}
 
 
@@ -202,7 +207,8 @@ def _settings(source: Source | None) -> tuple[Settings, str]:
         st.error(problem)
     strategy = st.selectbox("Strategy", list(packing.STRATEGIES), key="strategy", bind=BIND)
     info = packing.STRATEGIES[strategy]
-    st.caption(f"**{info.title}.** {info.description} Cost: {info.complexity}.")
+    st.caption(f"**{info.title}.** {info.description} Places documents {ORDER[info.order]}. Cost: {info.complexity}.")
+    options = _strategy_options(info)
     overflow = st.selectbox("Over-long sequences", list(packing.OVERFLOW_POLICIES), key="overflow", bind=BIND)
     st.caption(f"**{overflow}**: {packing.OVERFLOW_POLICIES[overflow]}.")
     pad = st.number_input(
@@ -226,7 +232,32 @@ def _settings(source: Source | None) -> tuple[Settings, str]:
     ):
         _remember(key, value, fallback)
     valid = int(size) if not problem else 1
-    return Settings(valid, str(strategy), str(overflow), int(pad), loss == "completion"), problem
+    return Settings(valid, str(strategy), str(overflow), int(pad), loss == "completion", options), problem
+
+
+def _strategy_options(info: packing.Strategy) -> tuple[tuple[str, int], ...]:
+    """Widgets for the options the chosen strategy accepts (``Strategy.options``)."""
+    options: list[tuple[str, int]] = []
+    if "seed" in info.options:
+        seed = st.number_input(
+            "Shuffle seed", value=0, min_value=0, max_value=MAX_SEED, step=1, key="strategy_seed", bind=BIND
+        )
+        _remember("strategy_seed", seed, 0)
+        options.append(("seed", int(seed)))
+    if "max_sequences_per_block" in info.options:
+        cap = st.number_input(
+            "Most sequences per block (0 = no cap)",
+            value=0,
+            min_value=0,
+            max_value=MAX_SEQUENCES,
+            step=1,
+            key="max_sequences_per_block",
+            bind=BIND,
+        )
+        _remember("max_sequences_per_block", cap, 0)
+        if cap:
+            options.append(("max_sequences_per_block", int(cap)))
+    return tuple(options)
 
 
 def links_problem(size: Any) -> str:

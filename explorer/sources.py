@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -34,12 +34,8 @@ _ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, OverflowError
 
 
 def read_rows(rows: Iterable[Any], completion_only_loss: bool = True) -> packing.Samples:
-    """The library's one reader of rows (``packing.reader.read_rows``; ``packing.read_samples`` before it)."""
-    try:
-        from packing.reader import read_rows as reader
-    except ImportError:
-        return packing.read_samples(rows, completion_only_loss)
-    return reader(rows, completion_only_loss=completion_only_loss)  # type: ignore[no-any-return]
+    """The library's one reader of rows (``packing.read_rows``): the paste box reads exactly what ``pack`` reads."""
+    return packing.read_rows(rows, completion_only_loss=completion_only_loss)
 
 
 def check_size(sequences: int, tokens: int | None, what: str) -> None:
@@ -238,18 +234,10 @@ class Upload(Source):
         total = _histogram_total(self.data)
         if total is not None:
             check_size(total, None, shown)
-        read = _read_file(self.name, self.data)
+        read = _read_file(self.name, self.data, completion_only)
         lengths = np.asarray(read.lengths, dtype=np.int64)
-        samples = getattr(read, "samples", None)
-        check_size(len(lengths), int(lengths.sum()) if samples is not None else None, shown)
-        flat: packing.Samples | None = None
-        if isinstance(samples, packing.Samples):
-            flat = samples
-        elif samples is not None:
-            try:
-                flat = read_rows(samples, completion_only)
-            except _ERRORS as error:
-                raise InputError(describe(error, shown)) from None
+        flat: packing.Samples | None = read.samples if read.samples.has_tokens else None
+        check_size(len(lengths), int(lengths.sum()) if flat is not None else None, shown)
         kind = "sample" if flat is not None else "length"
         return Dataset(f"{shown}: {grammar_count(len(lengths), kind)}", lengths, flat)
 
@@ -260,17 +248,11 @@ class Upload(Source):
         return DataRecipe(upload_name=self.name)
 
 
-def _read_file(name: str, data: bytes) -> Any:
-    """``packing.read_dataset`` (``packing.io.read_dataset`` before it) on the uploaded bytes."""
-    reader: Callable[..., Any] | None = getattr(packing, "read_dataset", None)
-    try:
-        if reader is None:
-            from packing.io import read_dataset as reader
-    except Exception:  # the reader is optional: a broken or missing module must not take the page down
-        raise InputError("reading files is not available in this installation of packing") from None
+def _read_file(name: str, data: bytes, completion_only: bool) -> packing.Dataset:
+    """``packing.read_dataset`` on the uploaded bytes; its typed errors are worded from their fields."""
     shown = quote(name, 60).strip("'\"")
     try:
-        return reader(io.BytesIO(data), name=name)
+        return packing.read_dataset(io.BytesIO(data), name=name, completion_only_loss=completion_only)
     except (*_ERRORS, OSError, UnicodeError) as error:
         raise InputError(describe(error, shown)) from None
 

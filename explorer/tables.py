@@ -32,7 +32,7 @@ def headline(
 ) -> list[Metric]:
     """The numbers every packing should be judged by (they always cover the whole input)."""
     info = packing.STRATEGIES[strategy]
-    simple = getattr(info, "bound", "simple" if info.splits_sequences else "l2") == "simple"
+    simple = info.bound == "simple"
     bound = bounds.simple if simple else max(bounds.simple, bounds.l2)
     bound_help = (
         "ceil(tokens / max_seq_length): no packing can use fewer blocks."

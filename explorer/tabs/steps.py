@@ -26,7 +26,8 @@ def render(ctx: Context) -> None:
     s = ctx.settings
     assert ctx.source is not None
     try:
-        steps = cache.explain(ctx.source, s.completion_only, s.max_seq_length, s.strategy, s.overflow)
+        seed = dict(s.options).get("seed", 0)
+        steps = cache.explain(ctx.source, s.completion_only, s.max_seq_length, s.strategy, s.overflow, seed)
     except ValueError as error:
         st.warning(
             f"Cannot step through this input: {escape(str(error))}. Paste a few sequences, or use a small synthetic "

@@ -19,7 +19,7 @@ pytest.importorskip("packing.io")
 
 
 def test_jsonl_and_parquet_hold_the_packed_blocks() -> None:
-    batch = packing.pack([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]], 4)
+    batch = packing.pack([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]], 4, "split")
     lines = [json.loads(line) for line in export.jsonl_bytes(batch).decode().splitlines()]
     assert [line["input_ids"] for line in lines] == [[1, 2, 3, 4], [5, 6, 0, 0]]
     assert lines[0]["labels"] == [-100, 2, -100, 4]
@@ -32,7 +32,7 @@ def test_jsonl_and_parquet_hold_the_packed_blocks() -> None:
 
 
 def test_layout_csv() -> None:
-    text = export.layout_csv(packing.plan([2, 3, 1], 4)).decode()
+    text = export.layout_csv(packing.plan([2, 3, 1], 4, "split")).decode()
     assert text.splitlines() == [
         "block,position,sequence,start,length",
         "1,0,1,0,2",

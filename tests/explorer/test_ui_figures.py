@@ -12,7 +12,7 @@ from explorer import compute, figures, tables
 
 
 def _classic() -> compute.Window:
-    batch = packing.pack([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]], 4)
+    batch = packing.pack([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]], 4, "split")
     return compute.window(
         batch.plan, packing.read_samples([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]]), 0, 9, 0
     )
@@ -74,7 +74,7 @@ def test_grid_figure_outlines_the_highlighted_run() -> None:
 
 
 def test_utilization_stacks_small_inputs_and_summarises_large_ones() -> None:
-    layout = packing.plan([2, 3, 1], 4)
+    layout = packing.plan([2, 3, 1], 4, "split")
     pieces = (layout.piece_block(), layout.piece_sequence, layout.piece_length)
     small = figures.utilization_figure(layout.stats.block_utilization, pieces, 4)
     assert [trace.name for trace in small.data] == ["sequence 1", "sequence 2", "sequence 3"]
@@ -92,7 +92,7 @@ def test_utilization_stacks_small_inputs_and_summarises_large_ones() -> None:
 
 
 def test_line_labels_are_readable_over_bars() -> None:
-    layout = packing.plan([2, 3, 1], 4)
+    layout = packing.plan([2, 3, 1], 4, "split")
     for fig in (
         figures.utilization_figure(layout.stats.block_utilization),
         figures.length_histogram(np.array([1, 2, 3]), 4),
@@ -107,7 +107,7 @@ def test_line_labels_are_readable_over_bars() -> None:
 
 def test_padding_cells_print_the_pad_token_id() -> None:
     samples = [[1, 2], [3, 4, 5], [6]]
-    batch = packing.pack(samples, 4, pad_token_id=7)
+    batch = packing.pack(samples, 4, "split", pad_token_id=7)
     view = compute.window(batch.plan, packing.read_samples(samples), 0, 9, 7)
     fig = figures.block_figure(
         view.sequence_ids, view.batch.loss_mask, view.batch.position_ids, view.batch.input_ids, 0, view.batch.labels
@@ -165,7 +165,7 @@ def test_sweep_figure_stacks_efficiency_tokens_lost_and_blocks() -> None:
 
 
 def test_attention_figures_mark_cross_document_pairs_and_span_exactly_the_block() -> None:
-    batch = packing.pack([[1, 2], [3, 4]], 4)
+    batch = packing.pack([[1, 2], [3, 4]], 4, "split")
     view = compute.attention_view(batch, 0)
     causal, document = figures.attention_figures(view.causal, view.document)
     left = np.asarray(causal.data[0].z)
@@ -177,7 +177,7 @@ def test_attention_figures_mark_cross_document_pairs_and_span_exactly_the_block(
 
 
 def test_wide_attention_masks_are_drawn_in_tiles() -> None:
-    batch = packing.pack([list(range(1, 301)), list(range(1, 201))], 1000)
+    batch = packing.pack([list(range(1, 301)), list(range(1, 201))], 1000, "split")
     view = compute.attention_view(batch, 0)
     causal, _ = figures.attention_figures(view.causal, view.document, max_cells=100)
     left = np.asarray(causal.data[0].z)
@@ -197,7 +197,7 @@ def test_block_and_grid_axes_span_exactly_the_blocks() -> None:
 
 
 def test_positions_figure_has_both_lines() -> None:
-    batch = packing.pack([[1, 2], [3, 4, 5]], 8)
+    batch = packing.pack([[1, 2], [3, 4, 5]], 8, "split")
     view = compute.attention_view(batch, 0)
     fig = figures.positions_figure(view.position_plain, view.position_restart, batch.sequence_ids[0])
     assert list(fig.data[0].y) == [0, 1, 2, 3, 4]

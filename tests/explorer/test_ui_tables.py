@@ -9,7 +9,7 @@ from explorer import compute, tables
 
 
 def test_classic_text_form() -> None:
-    batch = packing.pack([[1, 2], [3, 4, 5], [6]], 4)
+    batch = packing.pack([[1, 2], [3, 4, 5], [6]], 4, "split")
     assert tables.classic_text(batch.input_ids, batch.loss_mask) == (
         "Block 1: [1, 2, 3, 4] -> mask: [1, 1, 1, 1]\nBlock 2: [5, 6, 0, 0] -> mask: [1, 1, 0, 0]"
     )
@@ -37,7 +37,7 @@ def test_headline_numbers() -> None:
 
 def test_blocks_table() -> None:
     samples = [[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]]
-    batch = packing.pack(samples, 4)
+    batch = packing.pack(samples, 4, "split")
     frame = tables.blocks_table(batch.input_ids, batch.loss_mask, batch.sequence_ids)
     assert frame["block"].tolist() == [1, 2]
     assert frame["sequences"].tolist() == ["1, 2", "2, 3"]
@@ -113,5 +113,5 @@ def test_refusals_and_losses_are_explained_in_plain_words() -> None:
         tables.refusal(compute.StrategyRun("ffd", None, 0.0, "some reason"))
         == f"{title} cannot pack this data: some reason"
     )
-    assert tables.loss_note(packing.plan([4, 4, 5], 4).stats, 5) is None  # 1 of 13 tokens: under 10 %
-    assert "longer than max_seq_length 4" in str(tables.loss_note(packing.plan([299, 3], 4).stats, 299))
+    assert tables.loss_note(packing.plan([4, 4, 5], 4, "split").stats, 5) is None  # 1 of 13 tokens: under 10 %
+    assert "longer than max_seq_length 4" in str(tables.loss_note(packing.plan([299, 3], 4, "split").stats, 299))

@@ -107,7 +107,7 @@ def run_strategy(
     for _ in range(best_of):
         started = time.perf_counter()
         try:
-            layout = packing.plan(lengths, max_seq_length, strategy, overflow, **dict(options))  # type: ignore[arg-type]
+            layout = packing.plan(lengths, max_seq_length, strategy, overflow, **dict(options))
         except packing.TooManyDocuments as error:  # a refusal, worded from its fields
             return StrategyRun(strategy, None, time.perf_counter() - started, describe(error), error.limit, error.count)
         except packing.PackingError as error:
@@ -174,6 +174,7 @@ def step_tokens(steps: list[packing.Step], upto: int, max_seq_length: int, flat:
     done = steps[: upto + 1]
     blocks = max((p.block + 1 for step in done for p in step.placements), default=0)
     grid = np.full((blocks, max_seq_length), -1, dtype=np.int64)
+    assert flat.tokens is not None, "step_tokens needs token data"
     for step in done:
         offset = int(flat.offsets[step.sequence]) + step.start
         for place in step.placements:

@@ -99,7 +99,8 @@ class Dataset:
     @property
     def has_masked_tokens(self) -> bool:
         """True if some real token is left out of the loss (a prompt or an explicit 0 in a loss mask)."""
-        return self.samples is not None and bool((self.samples.loss_mask == 0).any())
+        mask = None if self.samples is None else self.samples.loss_mask
+        return mask is not None and bool(np.any(mask == 0))
 
     @property
     def sequences(self) -> int:

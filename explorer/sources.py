@@ -30,7 +30,8 @@ MAX_URL_TEXT = 4_000
 MAX_SYNTHETIC = MAX_SEQUENCES
 DEFAULT_WORKLOAD_SAMPLE = 200_000
 """Sequences used by default from a distribution larger than this (0 = all of a smaller one)."""
-_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, OverflowError, RecursionError, MemoryError)
+_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, OverflowError, RecursionError, MemoryError)
+_FILE_ERRORS: tuple[type[Exception], ...] = (*_ERRORS, OSError, UnicodeError)
 
 
 def read_rows(rows: Iterable[Any], completion_only_loss: bool = True) -> packing.Samples:
@@ -253,7 +254,7 @@ def _read_file(name: str, data: bytes, completion_only: bool) -> packing.Dataset
     shown = quote(name, 60).strip("'\"")
     try:
         return packing.read_dataset(io.BytesIO(data), name=name, completion_only_loss=completion_only)
-    except (*_ERRORS, OSError, UnicodeError) as error:
+    except _FILE_ERRORS as error:
         raise InputError(describe(error, shown)) from None
 
 

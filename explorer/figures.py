@@ -11,6 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+import packing
 from explorer.formatting import percent
 
 Int64Array = npt.NDArray[np.int64]
@@ -43,13 +44,8 @@ BASELINE = "none"
 """The no-packing baseline: drawn off the scale of the strategies rather than flattening them."""
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 MARKERS = ("circle", "square", "diamond", "triangle-up", "x", "cross", "star", "triangle-down")
-STRATEGY_COLORS = dict(
-    zip(
-        ("split", "next_fit", "first_fit", "ffd", "bfd", "spfhp", "optimal", "none"),
-        ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#EECA3B", "#9D755D"),
-        strict=True,
-    )
-)
+STRATEGY_COLORS = {name: SEQUENCE_COLORS[i % len(SEQUENCE_COLORS)] for i, name in enumerate(packing.STRATEGIES)}
+"""One colour per strategy of the registry, in its order (a new strategy gets its own without a hand-typed name)."""
 MAX_TEXT_CELLS = 800
 """Largest drawing that prints a token id inside every cell."""
 MAX_STACKED_PIECES = 400
@@ -455,17 +451,15 @@ def _off_scale(values: Sequence[float], names: Sequence[str]) -> float | None:
 
 
 def compare_bars(names: Sequence[str], values: Sequence[float], title: str, number: str = ",d") -> go.Figure:
-    """One measure per strategy as horizontal bars (names stay readable at any width). The no-packing baseline
-    runs off the scale with its value printed, so it never flattens the strategies."""
+    """One measure per strategy as horizontal bars (names stay readable at any width), values printed level.
+    The no-packing baseline runs off the scale with its value printed, so it never flattens the strategies."""
     colors = [STRATEGY_COLORS.get(n, SEQUENCE_COLORS[0]) for n in names]
     end = _off_scale(values, names)
-    shown = [v if end is None or n != BASELINE else end for v, n in zip(values, names, strict=True)]
+    clipped = [end is not None and n == BASELINE for n in names]
+    shown = [end if c else v for v, c in zip(values, clipped, strict=True)]
     labels = [
-        (
-            (f"{round(v):,}" if number == ",d" else f"{v:{number}}")
-            + (" (off the scale)" if end is not None and n == BASELINE else "")
-        )
-        for v, n in zip(values, names, strict=True)
+        (f"{round(v):,}" if number == ",d" else f"{v:{number}}") + (" (off the scale)" if c else "")
+        for v, c in zip(values, clipped, strict=True)
     ]
     fig = go.Figure(
         go.Bar(
@@ -474,7 +468,9 @@ def compare_bars(names: Sequence[str], values: Sequence[float], title: str, numb
             orientation="h",
             marker_color=colors,
             text=labels,
-            textposition="auto",
+            textposition=["inside" if c else "outside" for c in clipped],
+            insidetextanchor="end",
+            textangle=0,
             cliponaxis=False,
             customdata=list(values),
             hovertemplate="%{y}: %{customdata:" + number + "}<extra></extra>",
@@ -482,8 +478,8 @@ def compare_bars(names: Sequence[str], values: Sequence[float], title: str, numb
     )
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_xaxes(rangemode="tozero", tickformat=number if number != ".2f" else None, nticks=5, automargin=True)
-    if end is not None:
-        fig.update_xaxes(range=[0, end])
+    top = max((v for v, c in zip(values, clipped, strict=True) if not c and v == v), default=0.0)
+    fig.update_xaxes(range=[0, end if end is not None else 1.25 * top if top > 0 else 1])  # room for the values
     fig.update_layout(
         title={"text": title, "font": {"size": 14}},
         height=70 + 28 * max(1, len(names)),
@@ -501,19 +497,10 @@ def compare_figures(frame: pd.DataFrame, lower_bound: int) -> list[go.Figure]:
     """
     ran = frame.dropna(subset=["blocks"])
     names = ran["strategy"].tolist()
-    blocks = compare_bars(names, ran["blocks"].astype(float).tolist(), "Blocks (fewer is better)")
-    blocks.add_vline(
-        x=lower_bound,
-        line_dash="dash",
-        annotation_text=f"lower bound {lower_bound:,}",
-        annotation_position="bottom right",
-        annotation=_note(),
-    )
-    efficiency = compare_bars(
-        names, (ran["efficiency"] * 100).tolist(), "Efficiency % (higher is better)", number=".2f"
-    )
-    efficiency.update_xaxes(range=[0, 105])
-    lost = compare_bars(names, ran["tokens lost"].astype(float).tolist(), "Tokens lost to the overflow policy")
+    blocks = compare_bars(names, ran["blocks"].astype(float).tolist(), f"Blocks (dashed: lower bound {lower_bound:,})")
+    blocks.add_vline(x=lower_bound, line_dash="dash", line_color="#1f2937")
+    efficiency = compare_bars(names, (ran["efficiency"] * 100).tolist(), "Efficiency %", number=".2f")
+    lost = compare_bars(names, ran["tokens lost"].astype(float).tolist(), "Tokens lost (overflow policy)")
     cut = compare_bars(names, ran["sequences cut"].astype(float).tolist(), "Sequences cut across blocks")
     time_ms = compare_bars(names, ran["time (ms)"].tolist(), "Planning time (ms)", number=".2f")
     return [blocks, efficiency, lost, cut, time_ms]
@@ -614,13 +601,11 @@ def attention_figures(
             autorange=False,
             dtick=step,
             title_text="query position",
-            scaleanchor="x",
-            constrain="domain",
             showgrid=False,
             zeroline=False,
         )
-        fig.update_xaxes(constrain="domain", zeroline=False)
-        fig.update_layout(title={"text": title, "font": {"size": 14}}, height=420, **_LAYOUT)
+        fig.update_xaxes(zeroline=False)
+        fig.update_layout(title={"text": title, "font": {"size": 14}}, height=380, **_LAYOUT)
         figures.append(fig)
     return figures[0], figures[1]
 

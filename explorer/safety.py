@@ -40,13 +40,22 @@ def _safe_repr(value: object, limit: int) -> str:
         return type(value).__name__
 
 
-def escape(text: str) -> str:
-    """``text`` with every Markdown/HTML character escaped, safe inside ``st.markdown`` and friends.
+_AUTOLINK = re.compile(r"(?i)(https?|ftp|mailto|file|data|javascript)(:)|\b(www)(\.)|(@)")
+WORD_JOINER = "\u2060"
+"""An invisible character put inside ``https:``, ``www.`` and ``@`` so Markdown's autolinking finds no address."""
 
-    >>> escape("[Click](https://x.y) ![i](u) <b>")
-    '\\\\[Click\\\\]\\\\(https\\\\://x\\\\.y\\\\) \\\\!\\\\[i\\\\]\\\\(u\\\\) \\\\<b\\\\>'
+
+def escape(text: str) -> str:
+    """``text`` with every Markdown/HTML character escaped and autolinks broken: safe inside ``st.markdown``,
+    ``st.warning`` and friends, shown exactly as typed.
+
+    >>> escape("[Click](https://x.y) <b>").replace(WORD_JOINER, "~")
+    '\\\\[Click\\\\]\\\\(https~\\\\://x\\\\.y\\\\) \\\\<b\\\\>'
     """
-    return _MARKDOWN.sub(r"\\\1", text)
+    joined = _AUTOLINK.sub(
+        lambda m: WORD_JOINER.join(g for g in m.groups() if g) if not m.group(5) else "@" + WORD_JOINER, text
+    )
+    return _MARKDOWN.sub(r"\\\1", joined)
 
 
 def one_line(text: str, limit: int = 300) -> str:

@@ -1,8 +1,14 @@
-"""The explorer in a real browser: start `streamlit run app.py` and drive it with headless Chromium."""
+"""The explorer in a real browser: start `streamlit run app.py` and drive it with headless Chromium at phone,
+laptop and wide-screen widths. Every chart's axes and the absence of overlaps are read from Plotly's own layout
+(``_fullLayout``, ``calcdata``, the drawn text); hostile links must leave no exception and no foreign markup.
+
+Screenshots of every tab at every width are written to ``docs/screenshots/`` when ``PACKING_SCREENSHOTS=1``.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -12,15 +18,15 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = ROOT / "test-artifacts"
+SCREENSHOTS = ROOT / "docs" / "screenshots"
 CLASSIC_QUERY = "/?sequences=[[1,2],[3,4,5],[6]]&max_seq_length=4&strategy=split"
-MASKING_QUERY = (
-    "/?sequences=5+6+7+%7C+8+9%0A10+11+%7C+12+13+14%0A15+16+17+18+%7C+19&max_seq_length=8&strategy=split&pad_token_id=2"
-)
+MASKING = "5 6 7 | 8 9\n10 11 | 12 13 14\n15 16 17 18 | 19"
+MASKING_QUERY = f"/?sequences={quote(MASKING)}&max_seq_length=8&strategy=split&pad_token_id=2"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -28,13 +34,49 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-START_TIMEOUT = 30.0
+START_TIMEOUT = 90.0
+WIDTHS = (400, 1000, 1400)
+TAB_PAGES = {
+    "Result": ("result", MASKING_QUERY),
+    "Compare": (
+        "compare",
+        "/?sequences="
+        + quote("[[1, 2, 3, 4], [5, 6, 7], [8, 9, 10], [11, 12], [13, 14], [15, 16]]")
+        + "&max_seq_length=8&strategy=bfd",
+    ),
+    "Sweep": ("sweep", "/?source=workload&workload=squad_1_1_bert_384&sample=20000"),
+    "Attention & positions": (
+        "attention_positions",
+        "/?sequences=" + quote("[[1, 2, 3], [4, 5], [6, 7, 8]]") + "&max_seq_length=8&strategy=bfd",
+    ),
+    "Step through": (
+        "step_through",
+        "/?sequences=" + quote("[[1, 2, 3], [4, 5], [6, 7, 8], [9]]") + "&max_seq_length=8&strategy=bfd",
+    ),
+    "Practice": ("practice", "/?problem=3"),
+    "Export": ("export", MASKING_QUERY),
+}
+HOSTILE = [
+    "/?strategy=" + quote("[Click here](https://example.com/x)"),
+    "/?sequences=" + quote("![x](https://example.com/x.png)"),
+    "/?sequences=" + quote("<img src=https://example.com/y.png>"),
+    "/?sequences=" + "%5B" * 3000,
+    "/?max_seq_length=" + "9" * 3000,
+    "/?max_seq_length=1e400&count=" + "9" * 400 + "&source=synthetic",
+    "/?source=" + quote("<b>bold</b>") + "&tab=" + quote("[t](https://example.com)"),
+]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def _port() -> int:
+    """A free port in 8600-8699."""
+    for port in range(8600 + os.getpid() % 50, 8700):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 8600-8699")
 
 
 def _wait_until_healthy(port: int, server: subprocess.Popen[bytes]) -> None:
@@ -58,13 +100,10 @@ def browser_and_base() -> Iterator[tuple[Any, str]]:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip("no chromium executable on PATH (install Debian's chromium to run this test)")
-    port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    port = _port()
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
+    command += ["--server.address", "127.0.0.1", "--server.port", str(port)]
+    server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_until_healthy(port, server)
         with sync_api.sync_playwright() as playwright:
@@ -82,49 +121,159 @@ def browser_and_base() -> Iterator[tuple[Any, str]]:
             server.wait()
 
 
-@pytest.mark.timeout(90)
-def test_classic_link_in_a_real_browser(browser_and_base: tuple[Any, str]) -> None:
-    browser, base = browser_and_base
-    page = browser.new_page(viewport={"width": 1400, "height": 1600})
-    page.goto(f"{base}{CLASSIC_QUERY}", timeout=30_000)
-    page.get_by_text("Block 1: [1, 2, 3, 4] -> mask: [1, 1, 1, 1]").wait_for(timeout=30_000)
-    page.get_by_text("Block 2: [5, 6, 0, 0] -> mask: [1, 1, 0, 0]").wait_for(timeout=5_000)
-    page.locator(".js-plotly-plot").first.wait_for(timeout=15_000)
-    assert page.locator('[data-testid="stException"]').count() == 0
-    assert "max_seq_length=4" in page.url and "strategy=split" in page.url
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "classic.png"))
-    page.close()
+def _settle(page: Any, timeout: float = 60.0) -> None:
+    """Wait until the app has finished running (no 'Running…' status) and the charts have been drawn."""
+    deadline = time.monotonic() + timeout
+    page.wait_for_selector('[data-testid="stApp"]', timeout=30_000)
+    quiet = 0
+    while time.monotonic() < deadline:
+        running = page.locator('[data-testid="stStatusWidget"]').count() > 0
+        spinner = page.locator('[data-testid="stSpinner"]').count() > 0
+        quiet = 0 if running or spinner else quiet + 1
+        if quiet >= 4:
+            return
+        page.wait_for_timeout(250)
 
 
-def _boxes_overlap(a: dict[str, float], b: dict[str, float]) -> bool:
+# Every chart: for each heatmap, the axes' ranges against the bricks Plotly computed; the boxes of the titles,
+# axis titles, subplot titles and legend as drawn; and the chart's right edge against the window.
+_CHART_FACTS = """
+(gd) => {
+  const fl = gd._fullLayout;
+  const heatmaps = [];
+  (gd.calcdata || []).forEach((cd, i) => {
+    const trace = gd._fullData[i];
+    if (!trace || trace.type !== 'heatmap' || !cd[0] || !cd[0].x) return;
+    const xa = fl[trace.xaxis.replace('x', 'xaxis')], ya = fl[trace.yaxis.replace('y', 'yaxis')];
+    const xs = Array.from(cd[0].x), ys = Array.from(cd[0].y);
+    heatmaps.push({x: [xs[0], xs[xs.length - 1]], y: [ys[0], ys[ys.length - 1]],
+                   xrange: xa.range.slice(), yrange: ya.range.slice(), xtype: xa.type, ytype: ya.type});
+  });
+  const boxes = [];
+  const add = (el, name) => {
+    const r = el.getBoundingClientRect();
+    if (r.width > 0 && r.height > 0 && (el.textContent || '').trim() !== '' || name === 'legend')
+      if (r.width > 0 && r.height > 0) boxes.push({name, x: r.x, y: r.y, w: r.width, h: r.height});
+  };
+  gd.querySelectorAll('.infolayer text').forEach((el) => {
+    const cls = el.getAttribute('class') || '';
+    if (/(^|\\s)(gtitle|[xy]\\d*title)(\\s|$)/.test(cls)) add(el, cls);
+  });
+  gd.querySelectorAll('.annotation').forEach((el) => {
+    const index = Number(el.getAttribute('data-index'));
+    const a = fl.annotations[index];
+    if (a && a.xref === 'paper' && a.yref === 'paper') add(el.querySelector('text') || el, 'subplot title ' + index);
+  });
+  const legend = gd.querySelector('.legend .bg');
+  if (legend) add(legend, 'legend');
+  const rect = gd.getBoundingClientRect();
+  return {heatmaps, boxes, right: rect.right, width: window.innerWidth};
+}
+"""
+
+
+def _overlap(a: dict[str, float], b: dict[str, float]) -> bool:
+    slack = 1.0
     return not (
-        a["x"] + a["width"] <= b["x"]
-        or b["x"] + b["width"] <= a["x"]
-        or a["y"] + a["height"] <= b["y"]
-        or b["y"] + b["height"] <= a["y"]
+        a["x"] + a["w"] <= b["x"] + slack
+        or b["x"] + b["w"] <= a["x"] + slack
+        or a["y"] + a["h"] <= b["y"] + slack
+        or b["y"] + b["h"] <= a["y"] + slack
     )
 
 
-@pytest.mark.timeout(90)
-def test_layout_download_and_share_link_in_a_real_browser(browser_and_base: tuple[Any, str]) -> None:
-    """At a narrow width the legend stays clear of the axis title; the JSON lines download holds the
-    Result tab's blocks; the share link opens the same result in a new page."""
+def _check_charts(page: Any, where: str) -> int:
+    """Assert, for every chart on the page, axes exactly the heatmap cells and no overlapping titles or legend."""
+    charts = page.locator(".js-plotly-plot")
+    for i in range(charts.count()):
+        facts = charts.nth(i).evaluate(_CHART_FACTS)
+        for heat in facts["heatmaps"]:
+            low, high = sorted(heat["x"])
+            assert sorted(heat["xrange"]) == pytest.approx([low, high], abs=1e-6), (where, i, heat)
+            low, high = sorted(heat["y"])
+            assert sorted(heat["yrange"]) == pytest.approx([low, high], abs=1e-6), (where, i, heat)
+        boxes = facts["boxes"]
+        for a in range(len(boxes)):
+            for b in range(a + 1, len(boxes)):
+                assert not _overlap(boxes[a], boxes[b]), (where, i, boxes[a], boxes[b])
+        assert facts["right"] <= facts["width"] + 1, (where, i, "chart wider than the window")
+    return int(charts.count())
+
+
+def _no_exception(page: Any) -> None:
+    assert page.locator('[data-testid="stException"]').count() == 0
+    body = page.locator("body").inner_text()
+    assert "Traceback" not in body and "site-packages" not in body
+
+
+@pytest.mark.timeout(120)
+def test_classic_link_in_a_real_browser(browser_and_base: tuple[Any, str]) -> None:
+    browser, base = browser_and_base
+    page = browser.new_page(viewport={"width": 1400, "height": 1600})
+    page.goto(f"{base}{CLASSIC_QUERY}", timeout=60_000)
+    page.get_by_text("Block 1: [1, 2, 3, 4] -> mask: [1, 1, 1, 1]").wait_for(timeout=60_000)
+    page.get_by_text("Block 2: [5, 6, 0, 0] -> mask: [1, 1, 0, 0]").wait_for(timeout=5_000)
+    page.locator(".js-plotly-plot").first.wait_for(timeout=15_000)
+    _no_exception(page)
+    page.close()
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_tab_at_every_width_has_exact_axes_and_no_overlaps(browser_and_base: tuple[Any, str], width: int) -> None:
+    browser, base = browser_and_base
+    shoot = os.environ.get("PACKING_SCREENSHOTS") == "1"
+    page = browser.new_page(viewport={"width": width, "height": 1100})
+    drawn = 0
+    for tab, (name, query) in TAB_PAGES.items():
+        page.goto(f"{base}{query}&tab={quote(tab)}", timeout=60_000)
+        page.get_by_role("tab", name=tab, exact=True).wait_for(timeout=60_000)
+        _settle(page)
+        _no_exception(page)
+        drawn += _check_charts(page, f"{tab} at {width} px")
+        if shoot:  # the page scrolls inside Streamlit's main block: grow the window to the content first
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            height = page.evaluate(
+                "() => Math.max(800, ...[...document.querySelectorAll('[data-testid=\"stMain\"], section')]"
+                ".map((e) => e.scrollHeight))"
+            )
+            page.set_viewport_size({"width": width, "height": min(int(height) + 40, 6000)})
+            _settle(page)
+            page.screenshot(path=str(SCREENSHOTS / f"{name}_{width}.png"))
+            page.set_viewport_size({"width": width, "height": 1100})
+    assert drawn >= 10
+    page.close()
+
+
+@pytest.mark.timeout(300)
+def test_hostile_links_leave_no_exception_and_no_foreign_markup(browser_and_base: tuple[Any, str]) -> None:
+    browser, base = browser_and_base
+    page = browser.new_page(viewport={"width": 1000, "height": 1000})
+    for query in HOSTILE:
+        page.goto(f"{base}{query}", timeout=60_000)
+        page.locator('[data-testid="stApp"]').wait_for(timeout=60_000)
+        _settle(page)
+        _no_exception(page)
+        assert page.locator('a[href*="example.com"]').count() == 0, query[:60]
+        assert page.locator('img[src*="example.com"]').count() == 0, query[:60]
+        assert page.locator("b:text('bold')").count() == 0, query[:60]
+    page.close()
+
+
+@pytest.mark.timeout(180)
+def test_download_and_share_link_in_a_real_browser(browser_and_base: tuple[Any, str]) -> None:
+    """The JSON lines download holds the Result tab's blocks; the share link opens the same result."""
     browser, base = browser_and_base
     page = browser.new_page(viewport={"width": 1000, "height": 1400})
-    page.goto(f"{base}{MASKING_QUERY}", timeout=30_000)
+    page.goto(f"{base}{MASKING_QUERY}", timeout=60_000)
     first_block = "Block 1: [5, 6, 7, 8, 9, 10, 11, 12] -> mask: [0, 0, 0, 1, 1, 0, 0, 1]"
-    page.get_by_text("Block 1: [5, 6, 7, 8, 9, 10, 11, 12]").wait_for(timeout=30_000)
+    page.get_by_text("Block 1: [5, 6, 7, 8, 9, 10, 11, 12]").wait_for(timeout=60_000)
     classic = page.locator('[data-testid="stCode"]').first.inner_text()
     assert classic.replace("\n", " ").startswith(first_block)
     assert "[13, 14, 15, 16, 17, 18, 19, 2]" in classic  # padding is the chosen pad id
-    blocks = page.locator(".js-plotly-plot").first
-    legend = blocks.locator(".legend").bounding_box()
-    axis_title = blocks.locator("text.x2title").bounding_box()
-    assert legend is not None and axis_title is not None and not _boxes_overlap(legend, axis_title)
 
     page.get_by_role("tab", name="Export").click()
-    with page.expect_download(timeout=30_000) as download:
+    with page.expect_download(timeout=60_000) as download:
         page.get_by_role("button", name="Download JSON lines").click()
     rows = [json.loads(line) for line in Path(download.value.path()).read_text().splitlines()]
     lines = [f"Block {i + 1}: {row['input_ids']} -> mask: {row['loss_mask']}" for i, row in enumerate(rows)]
@@ -133,11 +282,10 @@ def test_layout_download_and_share_link_in_a_real_browser(browser_and_base: tupl
     link = page.locator('[data-testid="stCode"]').last.inner_text().strip()
     assert link.startswith(base) and "pad_token_id=2" in link
     shared = browser.new_page(viewport={"width": 1400, "height": 1400})
-    shared.goto(link, timeout=30_000)
-    shared.get_by_text("Block 1: [5, 6, 7, 8, 9, 10, 11, 12]").wait_for(timeout=30_000)
+    shared.goto(link, timeout=60_000)
+    shared.get_by_text("Block 1: [5, 6, 7, 8, 9, 10, 11, 12]").wait_for(timeout=60_000)
     assert shared.locator('[data-testid="stCode"]').first.inner_text() == classic
-    assert (
-        shared.locator('[data-testid="stException"]').count() + page.locator('[data-testid="stException"]').count() == 0
-    )
+    _no_exception(shared)
+    _no_exception(page)
     shared.close()
     page.close()

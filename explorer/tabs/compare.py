@@ -93,5 +93,5 @@ def _mini_heatmaps(ctx: Context, strategies: list[str], most_blocks: int) -> Non
         view = cache.window(ctx.source, ctx.settings, strategy, 0, most_blocks)
         tokens = view.batch.input_ids if view.has_tokens else None
         blocks = view.batch.num_blocks
-        title = f"{packing.STRATEGIES[strategy].title}: {blocks} {'block' if blocks == 1 else 'blocks'}"
+        title = f"{strategy}: {grammar_count(blocks, 'block')}"
         columns[i % 2].plotly_chart(figures.grid_figure(view.sequence_ids, title, tokens), key=f"mini_{strategy}")

@@ -35,10 +35,18 @@ def best_setting(rows: list[dict[str, Any]]) -> str:
     whole = [r for r in ran if r["tokens lost"] == 0]
     if whole:
         best = max(whole, key=lambda r: (r["efficiency"], -r["max_seq_length"]))
-        return (
+        sentence = (
             f"Best without losing a token: {best['strategy']} at max_seq_length {best['max_seq_length']:,} "
             f"({percent(best['efficiency'])} efficiency)."
         )
+        kept = [r for r in whole if not packing.STRATEGIES[r["strategy"]].splits_sequences]
+        if packing.STRATEGIES[best["strategy"]].splits_sequences and kept:
+            other = max(kept, key=lambda r: (r["efficiency"], -r["max_seq_length"]))
+            sentence += (
+                f" Keeping every sequence whole: {other['strategy']} at max_seq_length "
+                f"{other['max_seq_length']:,} ({percent(other['efficiency'])})."
+            )
+        return sentence
     best = min(ran, key=lambda r: (r["lost share"], -r["efficiency"]))
     return (
         f"Every setting here loses tokens; the least is {best['strategy']} at max_seq_length "

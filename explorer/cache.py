@@ -10,7 +10,7 @@ from typing import Any
 
 import packing
 from explorer import compute
-from explorer.compute import StrategyRun, Window
+from explorer.compute import RunSummary, StrategyRun, Window
 from explorer.memo import memoized
 from explorer.model import Dataset, Settings
 from explorer.sources import Source
@@ -72,11 +72,12 @@ def window(source: Source, settings: Settings, strategy: str, first: int, count:
 @memoized
 def compare(
     source: Source, completion_only: bool, max_seq_length: int, overflow: str
-) -> tuple[list[StrategyRun], dict[str, packing.ComputeCost]]:
-    """Every strategy on the same lengths, with each one's compute estimate."""
+) -> tuple[list[RunSummary], dict[str, packing.ComputeCost]]:
+    """Every strategy on the same lengths, with each one's compute estimate (statistics only: the plans are not
+    kept, so the entry stays small whatever the data's size)."""
     runs = compute.compare(_lengths(source, completion_only), max_seq_length, overflow)
     costs = {run.strategy: packing.compute_cost(run.layout) for run in runs if run.layout is not None}
-    return runs, costs
+    return [RunSummary.of(run) for run in runs], costs
 
 
 @memoized

@@ -84,6 +84,34 @@ class StrategyRun:
     """For a strategy that refuses inputs above a size (``TooManyDocuments``): its limit and this input's count."""
     count: int | None = None
 
+    @property
+    def ran(self) -> bool:
+        return self.stats is not None
+
+    @property
+    def stats(self) -> packing.PackingStats | None:
+        return None if self.layout is None else self.layout.stats
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What the comparison keeps of a run: its statistics, never the plan (a million-sequence plan is tens of MB)."""
+
+    strategy: str
+    stats: packing.PackingStats | None
+    seconds: float
+    error: str = ""
+    limit: int | None = None
+    count: int | None = None
+
+    @property
+    def ran(self) -> bool:
+        return self.stats is not None
+
+    @classmethod
+    def of(cls, run: StrategyRun) -> RunSummary:
+        return cls(run.strategy, run.stats, run.seconds, run.error, run.limit, run.count)
+
 
 QUICK_SECONDS = 0.05
 """Plans faster than this are timed again (best of ``TIMING_RUNS``): a first call also loads compiled code."""

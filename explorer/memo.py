@@ -30,7 +30,7 @@ import numpy as np
 P = ParamSpec("P")
 R = TypeVar("R")
 
-DEFAULT_BUDGET_MB = int(os.environ.get("PACKING_EXPLORER_CACHE_MB", "1024"))
+DEFAULT_BUDGET_MB = int(os.environ.get("PACKING_EXPLORER_CACHE_MB", "512"))
 DEFAULT_TTL_SECONDS = float(os.environ.get("PACKING_EXPLORER_CACHE_TTL", "1800"))
 
 
@@ -203,10 +203,36 @@ def _key_of(value: Any) -> Hashable:
     return value if key is None else key  # type: ignore[no-any-return]
 
 
+def _libc() -> Any:
+    """glibc, to give freed memory back to the system (None elsewhere)."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
+if _LIBC is not None:
+    # Large arrays get pages of their own, returned to the system when freed. Without a fixed threshold glibc
+    # raises it after the first frees, and the arrays of evicted datasets stay in the heap for good.
+    _LIBC.mallopt(-3, 256 * 1024)  # M_MMAP_THRESHOLD
+
+
+def release_memory() -> None:
+    """Hand the heap's free pages back to the system (after evictions)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
 def _sweep_forever(store: MemoStore, every: float) -> None:
     while True:
         time.sleep(every)
+        before = store.stats().evictions
         store.expire()
+        if store.stats().evictions != before:
+            release_memory()
 
 
 threading.Thread(target=_sweep_forever, args=(STORE, 60.0), name="memo-sweeper", daemon=True).start()

@@ -11,7 +11,7 @@ import numpy.typing as npt
 import pandas as pd
 
 import packing
-from explorer.compute import StrategyRun
+from explorer.compute import RunSummary, StrategyRun
 from explorer.formatting import percent, plural
 
 Int64Array = npt.NDArray[np.int64]
@@ -106,16 +106,16 @@ def blocks_table(
     return pd.DataFrame(rows)
 
 
-def compare_table(runs: Sequence[StrategyRun], costs: dict[str, packing.ComputeCost]) -> pd.DataFrame:
+def compare_table(runs: Sequence[StrategyRun | RunSummary], costs: dict[str, packing.ComputeCost]) -> pd.DataFrame:
     """Every strategy's numbers side by side; a strategy that refused shows why."""
     rows = []
     for run in runs:
         row: dict[str, object] = {"strategy": run.strategy}
-        if run.layout is None:
+        if run.stats is None:
             row["note"] = run.error
             rows.append(row)
             continue
-        stats, cost = run.layout.stats, costs[run.strategy]
+        stats, cost = run.stats, costs[run.strategy]
         row.update(
             {
                 "blocks": stats.num_blocks,
@@ -182,7 +182,7 @@ def _maybe(value: object) -> float | None:
     return None if value is None or pd.isna(value) else float(value)  # type: ignore[arg-type]
 
 
-def refusal(run: StrategyRun, on_compare_tab: bool = False) -> str:
+def refusal(run: StrategyRun | RunSummary, on_compare_tab: bool = False) -> str:
     """Why a strategy did not pack this data, in plain words from the refusal's own fields, with what to do
     instead (the pointer to the Compare tab only elsewhere)."""
     info = packing.STRATEGIES[run.strategy]

@@ -54,7 +54,7 @@ def render(ctx: Context) -> None:
                 f"{packing.STRATEGIES[run.strategy].title} did not run. {tables.refusal(run, on_compare_tab=True)}"
             )
     charts = figures.compare_figures(frame, bounds.simple)
-    if any(r.strategy == figures.BASELINE for r in runs if r.layout is not None):
+    if any(r.strategy == figures.BASELINE for r in runs if r.ran):
         st.caption(
             "'none' is the no-packing baseline (one block per sequence). When it is far above the others its bar "
             "runs off the scale, with its value printed, so the strategies stay comparable."
@@ -77,8 +77,8 @@ def render(ctx: Context) -> None:
         )
     _mini_heatmaps(
         ctx,
-        [r.strategy for r in runs if r.layout is not None],
-        max((r.layout.num_blocks for r in runs if r.layout is not None), default=0),
+        [r.strategy for r in runs if r.ran],
+        max((r.stats.num_blocks for r in runs if r.stats is not None), default=0),
     )
 
 

@@ -1,0 +1,53 @@
+"""Memory soak: open many different large datasets on a running explorer and report the server's memory.
+
+    streamlit run app.py --server.headless true --server.address 127.0.0.1 --server.port 8652 &
+    python benchmarks/explorer_soak.py --port 8652 --pid <server pid> [--links 42] [--sequences 1000000]
+
+Each link is a new session on synthetic data of its own seed (nothing shared), visiting Result and Compare;
+the resident set size (``VmRSS``) of the server is printed every few links and after an idle minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from pathlib import Path
+
+from explorer_load import one_run
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8652)
+    parser.add_argument("--pid", type=int, required=True)
+    parser.add_argument("--links", type=int, default=42)
+    parser.add_argument("--sequences", type=int, default=1_000_000)
+    parser.add_argument("--idle", type=float, default=0.0, help="seconds to wait at the end, then measure again")
+    args = parser.parse_args()
+    url = f"ws://127.0.0.1:{args.port}/_stcore/stream"
+    print(f"start: {rss_mb(args.pid):,.0f} MB", flush=True)
+    peak = 0.0
+    started = time.perf_counter()
+    for i in range(args.links):
+        for tab in ("Result", "Compare"):
+            query = f"source=synthetic&count={args.sequences}&max_length=4096&seed={5000 + i}&strategy=bfd&tab={tab}"
+            asyncio.run(one_run(url, query, 600))
+        peak = max(peak, rss_mb(args.pid))
+        if (i + 1) % 6 == 0 or i + 1 == args.links:
+            print(f"after {i + 1} links: {rss_mb(args.pid):,.0f} MB (peak {peak:,.0f} MB)", flush=True)
+    print(f"{args.links} links in {time.perf_counter() - started:.0f} s", flush=True)
+    if args.idle:
+        time.sleep(args.idle)
+        print(f"after {args.idle:.0f} s idle: {rss_mb(args.pid):,.0f} MB", flush=True)
+
+
+if __name__ == "__main__":
+    main()

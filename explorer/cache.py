@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import packing
-from explorer import compute
+from explorer import compute, figures, tables
 from explorer.compute import RunSummary, StrategyRun, Window
 from explorer.memo import memoized
 from explorer.model import Dataset, Settings
@@ -67,6 +67,46 @@ def window(source: Source, settings: Settings, strategy: str, first: int, count:
     layout = plan(source, s.completion_only, s.max_seq_length, strategy, s.overflow, options).layout
     assert layout is not None
     return compute.window(layout, dataset(source, s.completion_only).samples, first, count, s.pad_token_id)
+
+
+@memoized
+def block_figure(source: Source, settings: Settings, first: int, count: int) -> Any:
+    """The Result tab's blocks and loss mask for a window (built once for every session that shows it)."""
+    view = window(source, settings, settings.strategy, first, count)
+    batch = view.batch
+    tokens = batch.input_ids if view.has_tokens else None
+    labels = batch.labels if view.has_tokens else None
+    return figures.block_figure(view.sequence_ids, batch.loss_mask, batch.position_ids, tokens, first, labels)
+
+
+@memoized
+def summary_figures(source: Source, settings: Settings) -> tuple[Any, Any]:
+    """The Result tab's utilization and length charts."""
+    layout = settings_plan(source, settings).layout
+    assert layout is not None
+    pieces = (layout.piece_block(), layout.piece_sequence, layout.piece_length) if layout.num_blocks <= 60 else None
+    lengths = _lengths(source, settings.completion_only)
+    return (
+        figures.utilization_figure(layout.stats.block_utilization, pieces, settings.max_seq_length),
+        figures.length_histogram(lengths, settings.max_seq_length),
+    )
+
+
+@memoized
+def compare_figures(source: Source, completion_only: bool, max_seq_length: int, overflow: str) -> list[Any]:
+    """The Compare tab's charts."""
+    runs, costs = compare(source, completion_only, max_seq_length, overflow)
+    lower = bounds(source, completion_only, max_seq_length, overflow).simple
+    return figures.compare_figures(tables.compare_table(runs, costs), lower)
+
+
+@memoized
+def sweep_figure(
+    source: Source, completion_only: bool, sizes: tuple[int, ...], strategies: tuple[str, ...], overflow: str
+) -> Any:
+    """The Sweep tab's chart."""
+    xs, series, lost = tables.sweep_series(sweep(source, completion_only, sizes, strategies, overflow))
+    return figures.sweep_figure(xs, series, lost)
 
 
 @memoized

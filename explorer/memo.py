@@ -61,7 +61,9 @@ def deep_size(value: Any, _seen: set[int] | None = None) -> int:
         return size + sum(deep_size(item, seen) for item in value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return size + sum(deep_size(getattr(value, f.name), seen) for f in dataclasses.fields(value))
-    if hasattr(value, "to_plotly_json") or hasattr(value, "memory_usage"):  # figures, frames: measured roughly
+    if hasattr(value, "_data") and hasattr(value, "_layout"):  # a plotly figure: its traces and layout
+        return size + deep_size(value._data, seen) + deep_size(value._layout, seen)
+    if hasattr(value, "memory_usage"):  # a pandas frame
         try:
             return size + int(value.memory_usage(deep=True).sum())
         except Exception:

@@ -53,7 +53,7 @@ def render(ctx: Context) -> None:
             st.caption(
                 f"{packing.STRATEGIES[run.strategy].title} did not run. {tables.refusal(run, on_compare_tab=True)}"
             )
-    charts = figures.compare_figures(frame, bounds.simple)
+    charts = cache.compare_figures(ctx.source, s.completion_only, s.max_seq_length, s.overflow)
     if any(r.strategy == figures.BASELINE for r in runs if r.ran):
         st.caption(
             "'none' is the no-packing baseline (one block per sequence). When it is far above the others its bar "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 import packing
-from explorer import cache, compute, figures, tables
+from explorer import cache, compute, tables
 from explorer.compute import Window
 from explorer.model import Context
 from explorer.tabs.common import WHOLE, need_plan
@@ -71,13 +71,7 @@ def render(ctx: Context) -> None:
     else:
         first, count = _window_controls(layout)
         view = cache.window(ctx.source, s, s.strategy, first, count)
-        batch = view.batch
-        tokens = batch.input_ids if view.has_tokens else None
-        labels = batch.labels if view.has_tokens else None
-        st.plotly_chart(
-            figures.block_figure(view.sequence_ids, batch.loss_mask, batch.position_ids, tokens, first, labels),
-            key="blocks",
-        )
+        st.plotly_chart(cache.block_figure(ctx.source, s, first, count), key="blocks")
         if view.has_tokens:
             st.caption(
                 "Loss mask and labels: a dark green token is a training target (its label is the token). A light "
@@ -85,9 +79,9 @@ def render(ctx: Context) -> None:
                 "the block may predict it. Violet tokens are masked prompt tokens, grey is padding."
             )
     left, right = st.columns(2)
-    pieces = (layout.piece_block(), layout.piece_sequence, layout.piece_length) if layout.num_blocks <= 60 else None
-    left.plotly_chart(figures.utilization_figure(layout.stats.block_utilization, pieces, s.max_seq_length), key="util")
-    right.plotly_chart(figures.length_histogram(ctx.lengths, s.max_seq_length), key="lengths")
+    utilization, lengths = cache.summary_figures(ctx.source, s)
+    left.plotly_chart(utilization, key="util")
+    right.plotly_chart(lengths, key="lengths")
     if view is not None:
         _result_text(view)
 

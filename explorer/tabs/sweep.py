@@ -7,7 +7,7 @@ from typing import Any
 import streamlit as st
 
 import packing
-from explorer import cache, figures, tables
+from explorer import cache, tables
 from explorer.formatting import percent
 from explorer.model import MAX_SEQ_LENGTH, Context
 from explorer.parsing import InputError, parse_ids
@@ -88,8 +88,9 @@ def render(ctx: Context) -> None:
     best = best_setting(rows)
     if best:
         st.info(best)
-    xs, series, lost = tables.sweep_series(rows)
-    st.plotly_chart(figures.sweep_figure(xs, series, lost), key="sweep")
+    st.plotly_chart(
+        cache.sweep_figure(ctx.source, s.completion_only, tuple(sizes), tuple(names), s.overflow), key="sweep"
+    )
     for note in sorted({r["note"] for r in rows if r["note"]}):
         st.caption(f"Not shown: {escape(note)}")
     st.dataframe(

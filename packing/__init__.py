@@ -19,6 +19,7 @@ from packing.plan import PackingPlan, Piece, plan
 from packing.samples import Samples, chat_sample, read_samples
 from packing.stats import PackingStats
 from packing.strategies import STRATEGIES, Strategy
+from packing.text import ByteTokenizer, decode_documents, encode_rows, is_text_row, load_tokenizer
 from packing.validation import OVERFLOW_POLICIES
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "MAX_OPTIMAL_DOCUMENTS",
     "OVERFLOW_POLICIES",
     "STRATEGIES",
+    "ByteTokenizer",
     "ComputeCost",
     "LowerBounds",
     "PackedBatch",
@@ -41,7 +43,11 @@ __all__ = [
     "chat_sample",
     "compute_cost",
     "count_trainable",
+    "decode_documents",
+    "encode_rows",
     "explain",
+    "is_text_row",
+    "load_tokenizer",
     "lower_bounds",
     "materialize",
     "pack",

@@ -135,6 +135,11 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         help="what to do with a sequence longer than N (default: truncate)",
     )
     parser.add_argument("--format", choices=FORMATS, help="input format (default: from the file extension)")
+    parser.add_argument(
+        "--tokenizer",
+        metavar="SPEC",
+        help="tokenize text rows (text, prompt/completion, messages) with 'bytes', a tokenizer folder or a hub name",
+    )
 
 
 def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
@@ -305,6 +310,29 @@ class Progress:
         self._say(f" done in {_seconds(self.times[key])}")
 
 
+# ---------------------------------------------------------------- reading (and tokenizing)
+
+
+def _read_input(args: argparse.Namespace, progress: Progress | None = None, message: str = "") -> Dataset:
+    """The input dataset; with ``--tokenizer``, its text rows tokenized first (token rows kept as they are)."""
+    if args.tokenizer is None:
+        return read_dataset(args.input, args.format)
+    from packing.text import text_dataset
+
+    def report(done: int, total: int) -> None:
+        if progress is not None:
+            progress._say(f"\r{message} ... {done:,}/{total:,} rows", end="")
+
+    dataset: Dataset = text_dataset(
+        args.input,
+        args.tokenizer,
+        args.format,
+        completion_only_loss=getattr(args, "loss", "completion") == "completion",
+        progress=report,
+    )
+    return dataset
+
+
 # ---------------------------------------------------------------- pack
 
 
@@ -372,8 +400,9 @@ def _run_pack(args: argparse.Namespace) -> int:
     if args.max_sequences_per_block is not None and args.strategy != "spfhp":
         raise UsageError("--max-sequences-per-block works with --strategy spfhp only")
     progress = Progress(show=not args.quiet and _stderr_is_terminal())
-    with progress.stage("read", f"reading {args.input}"):
-        dataset = read_dataset(args.input, args.format)
+    message = f"reading {args.input}" + (f" and tokenizing with {args.tokenizer}" if args.tokenizer else "")
+    with progress.stage("read", message):
+        dataset = _read_input(args, progress, message)
     with progress.stage("pack", f"packing {len(dataset.lengths):,} sequences with {args.strategy}"):
         batch = _pack_batch(args, dataset)
     order = block_order(batch.num_blocks, shuffle=not args.no_shuffle, seed=args.seed)
@@ -418,7 +447,7 @@ def _compare_row(name: str, dataset: Dataset, capacity: int, overflow: str) -> l
 
 def _run_compare(args: argparse.Namespace) -> int:
     """``compare``: plan every chosen strategy on the lengths and print the table. O(sequences) each."""
-    dataset = read_dataset(args.input, args.format)
+    dataset = _read_input(args)
     rows = [_compare_row(name, dataset, args.max_seq_length, args.overflow) for name in args.strategies]
     print(f"input: {_describe_input(dataset)}; max_seq_length {args.max_seq_length:,}, overflow {args.overflow}")
     print()

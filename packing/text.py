@@ -377,10 +377,10 @@ def _check_messages(value: Any, sample: int, field: str) -> list[Message]:
     for position, message in enumerate(value):
         if not isinstance(message, Mapping):
             raise SampleError(sample, field, position, "a message {'role': str, 'content': str}", message)
-        if not isinstance(message.get("role"), str):
-            raise SampleError(sample, field, position, "a message with a string 'role'", message.get("role"))
-        if not isinstance(message.get("content"), str):
-            raise SampleError(sample, field, position, "a message with a string 'content'", message.get("content"))
+        for key in ("role", "content"):
+            if not isinstance(message.get(key), str):
+                got = message.get(key, "<missing>")
+                raise SampleError(sample, field, position, f"a message with a string {key!r}", got)
     return list(value)
 
 
@@ -513,20 +513,16 @@ def _with_eos(encoded: Encoded, eos: int) -> tuple[Int64Array, Int64Array]:
 
 def _render(tokenizer: Any, messages: Sequence[Message], generation_prompt: bool, sample: int, field: str) -> str:
     """The chat template's text for ``messages``; a template error names the sample."""
-    if not isinstance(tokenizer, ByteTokenizer) and not callable(getattr(tokenizer, "apply_chat_template", None)):
-        raise SettingError(
-            "tokenizer", "a tokenizer with a chat template (for 'messages' rows)", tokenizer_name(tokenizer)
-        )
+    if not isinstance(tokenizer, ByteTokenizer) and (
+        not callable(getattr(tokenizer, "apply_chat_template", None)) or not getattr(tokenizer, "chat_template", None)
+    ):
+        raise SettingError("tokenizer", "a tokenizer with a chat template (for chat rows)", tokenizer_name(tokenizer))
     try:
         text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=generation_prompt)
     except SettingError:
         raise
     except Exception as error:
         message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        if "chat_template" in message or "chat template" in message:
-            raise SettingError(
-                "tokenizer", "a tokenizer with a chat template (for chat rows)", tokenizer_name(tokenizer)
-            ) from None
         raise SampleError(
             sample, field, None, "a conversation the chat template can render", f"<{message[:60]}>"
         ) from None
@@ -546,6 +542,24 @@ def _prefix_error(sample: int, field: str, turn: int) -> SampleError:
     )
 
 
+def _opening(tokenizer: Any, whole: str, sample: int) -> str:
+    """What precedes an assistant turn that opens a conversation: the template's rendering of no messages
+    with the generation prompt, or (when the template refuses an empty conversation) the rendering up to
+    the end of the first generation prompt in it, as a one-message probe renders it."""
+    try:
+        return _render(tokenizer, [], True, sample, "messages")
+    except SampleError:
+        pass
+    probe = [{"role": "user", "content": "x"}]
+    without = _render(tokenizer, probe, False, sample, "messages")
+    with_prompt = _render(tokenizer, probe, True, sample, "messages")
+    prompt = with_prompt[len(without) :] if with_prompt.startswith(without) else ""
+    found = whole.find(prompt) if prompt else -1
+    if found < 0:
+        raise _prefix_error(sample, "messages", 0)
+    return whole[: found + len(prompt)]
+
+
 def chat_spans(tokenizer: Any, messages: Sequence[Message], sample: int = 0) -> tuple[str, list[tuple[int, int]]]:
     """The rendered conversation and the character spans ``[start, end)`` of its assistant turns' trained
     parts, found by rendering prefix by prefix. O(turns × rendering).
@@ -558,7 +572,11 @@ def chat_spans(tokenizer: Any, messages: Sequence[Message], sample: int = 0) -> 
     for turn, message in enumerate(messages):
         if message.get("role") != "assistant":
             continue
-        before = _render(tokenizer, messages[:turn], True, sample, "messages")
+        before = (
+            _render(tokenizer, messages[:turn], True, sample, "messages")
+            if turn
+            else _opening(tokenizer, whole, sample)
+        )
         through = (
             whole if turn == len(messages) - 1 else _render(tokenizer, messages[: turn + 1], False, sample, "messages")
         )
@@ -717,13 +735,13 @@ def encode_rows(
     *,
     completion_only_loss: bool = True,
     indices: Sequence[int] | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Int64Array, Int8Array, Int64Array]:
     """Tokenize text rows: flat ``tokens`` (int64), ``loss_mask`` (int8) and ``offsets`` (int64, n + 1).
 
     Row ``i`` is ``tokens[offsets[i]:offsets[i + 1]]``. Rows are tokenized in chunks, each form of a
     chunk in one batch call. ``indices[i]`` is how errors number row ``i`` (default ``i``);
-    ``progress(done)`` is called after each chunk with the number of rows done. Every row must be text
+    ``progress(done, total)`` is called after each chunk with the number of rows done. Every row must be text
     (:func:`is_text_row`); errors are :class:`SampleError` (the row) or :class:`SettingError` (the
     tokenizer). O(characters + chat turns × template rendering).
 
@@ -765,7 +783,7 @@ def encode_rows(
             mask_parts.append(mask_item)
         lengths.append(np.array([len(item) for item in chunk_ids if item is not None], dtype=np.int64))
         if progress is not None:
-            progress(chunk.stop)
+            progress(chunk.stop, len(row_list))
     offsets = np.zeros(len(row_list) + 1, dtype=np.int64)
     if lengths:
         np.cumsum(np.concatenate(lengths), out=offsets[1:])
@@ -863,7 +881,7 @@ def tokenize_file_rows(
     *,
     label: str,
     completion_only_loss: bool = True,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[Any]:
     """File rows with every text row replaced by ``{"input_ids", "loss_mask"}`` arrays; other rows as they
     are. A bad row's error names the file and the line. O(characters)."""
@@ -888,3 +906,48 @@ def tokenize_file_rows(
             "loss_mask": mask[offsets[slot] : offsets[slot + 1]],
         }
     return out
+
+
+def text_dataset(
+    source: str | os.PathLike[str],
+    tokenizer: Any,
+    format: str | None = None,
+    *,
+    completion_only_loss: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> Any:
+    """A ``packing.io.Dataset`` from a file whose rows may be text: text rows tokenized, token rows checked,
+    every sample as ``{"input_ids", "loss_mask"}`` arrays. Errors name the file and the line. O(characters).
+
+    >>> import json, os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "chats.jsonl")
+    >>> _ = open(path, "w").write(json.dumps({"text": "hi"}) + "\\n" + json.dumps([1, 2, 3]) + "\\n")
+    >>> text_dataset(path, "bytes").lengths.tolist()
+    [3, 3]
+    """
+    from packing.io import Dataset
+    from packing.samples import read_sample
+
+    label = os.fspath(source)
+    rows, wheres = read_text_file(source, format)
+    if not rows:
+        raise ValueError(f"{label}: the file holds no samples")
+    samples = tokenize_file_rows(
+        rows,
+        wheres,
+        load_tokenizer(tokenizer),
+        label=label,
+        completion_only_loss=completion_only_loss,
+        progress=progress,
+    )
+    lengths = np.zeros(len(samples), dtype=np.int64)
+    for index, (row, sample) in enumerate(zip(rows, samples, strict=True)):
+        if sample is row:  # not text: a token row, checked as the token reader does
+            try:
+                ids, mask = read_sample(row, index, completion_only_loss)
+            except (TypeError, ValueError) as error:
+                detail = str(error).split(": ", 1)[-1]
+                raise ValueError(f"{label}, {wheres[index]}: {detail}") from None
+            samples[index] = {"input_ids": ids, "loss_mask": mask}
+        lengths[index] = len(samples[index]["input_ids"])
+    return Dataset(samples, lengths, label, "tokens")

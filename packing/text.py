@@ -48,6 +48,10 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from packing.errors import DatasetError, SampleError, SettingError
+from packing.io import Dataset
+from packing.reader import Samples
+
 Int64Array = npt.NDArray[np.int64]
 Int8Array = npt.NDArray[np.int8]
 TextForm = Literal["text", "prompt_completion", "messages", "conversational"]
@@ -63,63 +67,6 @@ TEXT_FORMS: dict[str, str] = {
 
 _GENERATION_MARKER = re.compile(r"\{%-?\s*generation\s*-?%\}")
 _CHUNK_ROWS = 2048
-_QUOTE_LIMIT = 40
-
-
-# ---------------------------------------------------------------- errors
-# Signature-compatible with packing.errors (issue 7); replace these two definitions with
-# ``from packing.errors import SampleError, SettingError`` once that module is on main.
-
-
-def _quote(value: object, limit: int = _QUOTE_LIMIT) -> str:
-    """``repr(value)`` cut to ``limit`` characters. O(limit)."""
-    if isinstance(value, (str, bytes)) and len(value) > limit:
-        value = value[: limit + 1]
-    elif isinstance(value, (list, tuple)) and len(value) > limit:
-        value = type(value)(value[: limit // 2 + 1])
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _got(value: object) -> str:
-    if isinstance(value, str) and value.startswith("<") and value.endswith(">"):
-        return value
-    if isinstance(value, bool) or not isinstance(value, int):
-        return f"{_quote(value)} ({type(value).__name__})"
-    return _quote(value)
-
-
-class SampleError(ValueError):
-    """A row that cannot be tokenized: ``sample`` (index), ``field``, ``position``, ``expected``, ``got``.
-
-    >>> str(SampleError(3, "messages", 1, "a message with a string 'role'", None))
-    "sample 3, 'messages', position 1: expected a message with a string 'role', got None (NoneType)"
-    """
-
-    def __init__(self, sample: int | None, field: str | None, position: int | None, expected: str, got: object) -> None:
-        self.sample = sample
-        self.field = field
-        self.position = position
-        self.expected = expected
-        self.got = _got(got)
-        head = f"sample {sample}" if sample is not None else "a sample"
-        parts = [head] + ([repr(field)] if field is not None else [])
-        parts += [f"position {position}"] if position is not None else []
-        super().__init__(f"{', '.join(parts)}: expected {expected}, got {self.got}")
-
-
-class SettingError(ValueError):
-    """A bad argument (here: a tokenizer that cannot be loaded or used): ``name``, ``expected``, ``got``.
-
-    >>> str(SettingError("tokenizer", "'bytes', a folder or a hub name", 3))
-    "tokenizer: expected 'bytes', a folder or a hub name, got 3"
-    """
-
-    def __init__(self, name: str, expected: str, got: object) -> None:
-        self.name = name
-        self.expected = expected
-        self.got = _got(got)
-        super().__init__(f"{name}: expected {expected}, got {self.got}")
 
 
 # ---------------------------------------------------------------- the byte tokenizer
@@ -285,7 +232,7 @@ def load_tokenizer(spec: Any, *, local_files_only: bool = False) -> Any:
     >>> load_tokenizer("./no/such/folder")
     Traceback (most recent call last):
     ...
-    packing.text.SettingError: tokenizer: expected 'bytes', a folder with tokenizer files, a tokenizer.json file or a hub name, got <'./no/such/folder' (no such folder or file)>
+    packing.errors.SettingError: tokenizer: expected 'bytes', a folder with tokenizer files, a tokenizer.json file or a hub name, got <'./no/such/folder' (no such folder or file)>
     """
     if isinstance(spec, ByteTokenizer) or (not isinstance(spec, (str, os.PathLike)) and _is_tokenizer_object(spec)):
         return spec
@@ -824,13 +771,13 @@ def decode_documents(batch: Any, tokenizer: Any, *, skip_special_tokens: bool = 
 
 def read_text_file(source: str | os.PathLike[str], format: str | None = None) -> tuple[list[Any], list[str]]:
     """Every row of a ``.jsonl``, ``.json`` (a list), ``.csv`` (strings) or ``.parquet`` file, unchecked,
-    with where each is (``line 3``, ``item 2``, ``row 5``). O(bytes).
-
-    Errors are ``ValueError`` naming the file and the line.
+    with where each one is (``line 3``, ``item 2``, ``row 5``). Problems raise :class:`DatasetError`. O(bytes).
     """
     label = os.fspath(source)
     kind = (format or Path(label).suffix.lstrip(".")).lower()
     kind = {"ndjson": "jsonl", "pq": "parquet"}.get(kind, kind)
+    if kind not in ("jsonl", "json", "csv", "parquet"):
+        raise DatasetError(label, None, "expected a .jsonl, .json, .csv or .parquet file")
     try:
         if kind == "parquet":
             import pyarrow.parquet as pq
@@ -839,73 +786,70 @@ def read_text_file(source: str | os.PathLike[str], format: str | None = None) ->
             return rows, [f"row {index + 1}" for index in range(len(rows))]
         raw = Path(label).read_bytes()
     except OSError as error:
-        raise ValueError(f"{label}: {error.strerror or error}") from None
+        raise DatasetError(label, None, str(error.strerror or error)) from None
     except Exception as error:
-        raise ValueError(f"{label}: not a readable Parquet file ({str(error)[:80]})") from None
+        raise DatasetError(label, None, f"not a readable Parquet file ({str(error)[:80]})") from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         bad_line = raw[: error.start].count(b"\n") + 1
-        raise ValueError(f"{label}, line {bad_line}: not valid UTF-8 text") from None
+        raise DatasetError(label, f"line {bad_line}", "not valid UTF-8 text") from None
     if kind == "csv":
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        rows = [dict(row) for row in reader]
+        rows = [dict(row) for row in csv.DictReader(io.StringIO(text, newline=""))]
         return rows, [f"line {index + 2}" for index in range(len(rows))]
     if kind == "json":
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:
             if error.msg != "Extra data":
-                raise ValueError(f"{label}, line {error.lineno}: invalid JSON ({error.msg})") from None
+                raise DatasetError(label, f"line {error.lineno}", f"invalid JSON ({error.msg})") from None
         else:
             if not isinstance(data, list):
-                raise ValueError(f"{label}: expected a list of rows or one JSON object per line")
+                raise DatasetError(label, None, "expected a list of rows, or one JSON object per line")
             return data, [f"item {index + 1}" for index in range(len(data))]
-    elif kind != "jsonl":
-        raise ValueError(f"{label}: expected a .jsonl, .json, .csv or .parquet file")
     rows, wheres = [], []
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as error:
-                raise ValueError(f"{label}, line {number}: invalid JSON ({error.msg})") from None
+                raise DatasetError(label, f"line {number}", f"invalid JSON ({error.msg})") from None
             wheres.append(f"line {number}")
     return rows, wheres
 
 
-def tokenize_file_rows(
-    rows: Sequence[Any],
-    wheres: Sequence[str],
+def read_text_rows(
+    rows: Iterable[Any],
     tokenizer: Any,
     *,
-    label: str,
     completion_only_loss: bool = True,
     progress: Callable[[int, int], None] | None = None,
-) -> list[Any]:
-    """File rows with every text row replaced by ``{"input_ids", "loss_mask"}`` arrays; other rows as they
-    are. A bad row's error names the file and the line. O(characters)."""
-    text_positions = [index for index, row in enumerate(rows) if is_text_row(row)]
-    try:
-        tokens, mask, offsets = encode_rows(
-            [rows[i] for i in text_positions],
-            tokenizer,
-            completion_only_loss=completion_only_loss,
-            indices=text_positions,
-            progress=progress,
-        )
-    except SampleError as error:
-        where = wheres[error.sample] if error.sample is not None else "a row"
-        field = f", {error.field!r}" if error.field is not None else ""
-        position = f", position {error.position}" if error.position is not None else ""
-        raise ValueError(f"{label}, {where}{field}{position}: expected {error.expected}, got {error.got}") from None
-    out = list(rows)
-    for slot, index in enumerate(text_positions):
-        out[index] = {
-            "input_ids": tokens[offsets[slot] : offsets[slot + 1]],
-            "loss_mask": mask[offsets[slot] : offsets[slot + 1]],
-        }
-    return out
+) -> Samples:
+    """Rows of any form as one :class:`~packing.reader.Samples`: text rows tokenized (:func:`encode_rows`),
+    every other row read by :func:`packing.reader.read_rows`; errors number rows from 0 in the input order.
+    O(characters + tokens).
+
+    >>> s = read_text_rows([{"text": "hi"}, [7, 8], {"prompt": "a", "completion": "b"}], "bytes")
+    >>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()
+    ([104, 105, 256, 7, 8, 97, 98, 256], [1, 1, 1, 1, 1, 0, 1, 1], [3, 2, 3])
+    """
+    from packing.reader import read_rows
+
+    row_list = list(rows)
+    positions = [index for index, row in enumerate(row_list) if is_text_row(row)]
+    tokens, mask, offsets = encode_rows(
+        [row_list[i] for i in positions],
+        tokenizer,
+        completion_only_loss=completion_only_loss,
+        indices=positions,
+        progress=progress,
+    )
+    if len(positions) == len(row_list):
+        return Samples(tokens, mask, offsets)
+    for slot, index in enumerate(positions):
+        start, end = offsets[slot], offsets[slot + 1]
+        row_list[index] = {"input_ids": tokens[start:end], "loss_mask": mask[start:end]}
+    return read_rows(row_list, completion_only_loss=completion_only_loss)
 
 
 def text_dataset(
@@ -915,9 +859,9 @@ def text_dataset(
     *,
     completion_only_loss: bool = True,
     progress: Callable[[int, int], None] | None = None,
-) -> Any:
-    """A ``packing.io.Dataset`` from a file whose rows may be text: text rows tokenized, token rows checked,
-    every sample as ``{"input_ids", "loss_mask"}`` arrays. Errors name the file and the line. O(characters).
+) -> Dataset:
+    """A ``packing.io.Dataset`` from a file whose rows may be text (:func:`read_text_rows`); errors are
+    :class:`DatasetError` naming the file and the line. O(characters + tokens).
 
     >>> import json, os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "chats.jsonl")
@@ -925,29 +869,14 @@ def text_dataset(
     >>> text_dataset(path, "bytes").lengths.tolist()
     [3, 3]
     """
-    from packing.io import Dataset
-    from packing.samples import read_sample
-
     label = os.fspath(source)
     rows, wheres = read_text_file(source, format)
     if not rows:
-        raise ValueError(f"{label}: the file holds no samples")
-    samples = tokenize_file_rows(
-        rows,
-        wheres,
-        load_tokenizer(tokenizer),
-        label=label,
-        completion_only_loss=completion_only_loss,
-        progress=progress,
-    )
-    lengths = np.zeros(len(samples), dtype=np.int64)
-    for index, (row, sample) in enumerate(zip(rows, samples, strict=True)):
-        if sample is row:  # not text: a token row, checked as the token reader does
-            try:
-                ids, mask = read_sample(row, index, completion_only_loss)
-            except (TypeError, ValueError) as error:
-                detail = str(error).split(": ", 1)[-1]
-                raise ValueError(f"{label}, {wheres[index]}: {detail}") from None
-            samples[index] = {"input_ids": ids, "loss_mask": mask}
-        lengths[index] = len(samples[index]["input_ids"])
-    return Dataset(samples, lengths, label, "tokens")
+        raise DatasetError(label, None, "the file holds no samples")
+    try:
+        samples = read_text_rows(
+            rows, load_tokenizer(tokenizer), completion_only_loss=completion_only_loss, progress=progress
+        )
+    except SampleError as error:
+        raise DatasetError.from_sample(label, wheres[error.sample or 0], error) from None
+    return Dataset(samples, label)

@@ -24,10 +24,9 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).parent))
 
 import packing
+from packing.errors import SampleError, SettingError
 from packing.text import (
     ByteTokenizer,
-    SampleError,
-    SettingError,
     decode_documents,
     encode_rows,
     encode_texts,

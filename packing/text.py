@@ -224,7 +224,8 @@ def load_tokenizer(spec: Any, *, local_files_only: bool = False) -> Any:
     ``tokenizer.json`` file or a Hugging Face hub name.
 
     Folders, files and names are loaded with ``transformers`` (imported here, an optional dependency).
-    A hub name is looked up in the local cache first; ``local_files_only=True`` never goes online.
+    A hub name is looked up in the local cache first, then on the hub, unless ``local_files_only=True`` or
+    the ``HF_HUB_OFFLINE`` environment variable is set (then it never goes online).
     Every failure is a :class:`SettingError` that says what to do. O(1) plus the loading.
 
     >>> load_tokenizer("bytes")
@@ -252,22 +253,38 @@ def load_tokenizer(spec: Any, *, local_files_only: bool = False) -> Any:
         raise SettingError(
             "tokenizer", "'bytes', or transformers installed to load other tokenizers (pip install transformers)", text
         ) from None
-    try:
-        if path.is_file():
-            fast: Any = transformers.PreTrainedTokenizerFast
-            return fast(tokenizer_file=str(path))
-        if path.is_dir():
-            return transformers.AutoTokenizer.from_pretrained(str(path))
+    if path.exists():
         try:
-            return transformers.AutoTokenizer.from_pretrained(text, local_files_only=True)
-        except Exception:
-            if local_files_only:
-                raise
-            return transformers.AutoTokenizer.from_pretrained(text)
+            if path.is_file():
+                fast: Any = transformers.PreTrainedTokenizerFast
+                return fast(tokenizer_file=str(path))
+            return transformers.AutoTokenizer.from_pretrained(str(path))
+        except Exception as error:
+            kind = "a file" if path.is_file() else "a folder"
+            raise SettingError(
+                "tokenizer", expected, f"<{text!r}: {kind} that cannot be loaded ({_reason(error)})>"
+            ) from None
+    try:
+        return transformers.AutoTokenizer.from_pretrained(text, local_files_only=True)
     except Exception as error:
-        reason = str(error).strip().splitlines()[0][:80] if str(error).strip() else type(error).__name__
-        where = "a folder" if path.is_dir() else "a file" if path.is_file() else "a hub name (not in the local cache)"
-        raise SettingError("tokenizer", expected, f"<{text!r}: {where} that cannot be loaded ({reason})>") from None
+        cached_reason = _reason(error)
+    if local_files_only or os.environ.get("HF_HUB_OFFLINE", "").lower() not in ("", "0", "false", "no"):
+        raise SettingError("tokenizer", expected, f"<{text!r}: not a folder, and not in the local cache (offline)>")
+    try:
+        return transformers.AutoTokenizer.from_pretrained(text)
+    except Exception as error:
+        online = _reason(error)
+    if "connect" in online.lower() or "resolve" in online.lower():
+        reason = "not a folder, not in the local cache, and the hub cannot be reached"
+    else:
+        reason = f"a hub name that cannot be loaded ({online or cached_reason})"
+    raise SettingError("tokenizer", expected, f"<{text!r}: {reason}>")
+
+
+def _reason(error: BaseException) -> str:
+    """The first line of an error, cut to 100 characters, for a message."""
+    text = str(error).strip()
+    return text.splitlines()[0][:100] if text else type(error).__name__
 
 
 def tokenizer_name(tokenizer: Any) -> str:

@@ -373,10 +373,17 @@ def test_load_tokenizer_forms(folders: dict[str, Path], chatml: Any, monkeypatch
     assert packing.load_tokenizer is load_tokenizer
     with pytest.raises(SettingError, match="no such folder"):
         load_tokenizer(str(folders["chatml"] / "missing"))
-    with pytest.raises(SettingError, match="not in the local cache"):
+    with pytest.raises(SettingError, match=r"not in the local cache \(offline\)"):
         load_tokenizer("packing-tests/no-such-tokenizer", local_files_only=True)
     with pytest.raises(SettingError):
         load_tokenizer(42)
+    empty = folders["chatml"].parent / "empty"
+    empty.mkdir(exist_ok=True)
+    with pytest.raises(SettingError, match="a folder that cannot be loaded"):
+        load_tokenizer(str(empty))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(SettingError, match=r"not in the local cache \(offline\)"):
+        load_tokenizer("packing-tests/no-such-tokenizer")
     monkeypatch.setitem(sys.modules, "transformers", None)
     with pytest.raises(SettingError, match="pip install transformers"):
         load_tokenizer(str(folders["chatml"]))
@@ -477,3 +484,21 @@ def test_cli_compare_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "tokenizer: expected" in capsys.readouterr().err
     # without --tokenizer text rows are refused as before
     assert main(["compare", str(write_jsonl(tmp_path / "t.jsonl", [{"text": "a"}])), "--max-seq-length", "8"]) == 2
+
+
+def test_cli_reads_text_rows_from_parquet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import pyarrow as pa
+
+    from packing.cli import main
+
+    source = tmp_path / "chats.parquet"
+    pq.write_table(pa.Table.from_pylist([{"messages": CHAT[:3]}, {"messages": CHAT[1:3]}]), source)
+    output = tmp_path / "blocks.jsonl"
+    argv = ["pack", str(source), "--tokenizer", "bytes", "--max-seq-length", "256", "--no-shuffle"]
+    assert main([*argv, "--strategy", "next_fit", "--output", str(output)]) == 0
+    capsys.readouterr()
+    [block] = [json.loads(line) for line in output.read_text().splitlines()]
+    expected = [tokenize_segments(ByteTokenizer(), chatml_segments(chat)) for chat in (CHAT[:3], CHAT[1:3])]
+    assert block["seq_lengths"] == [len(ids) for ids, _ in expected]
+    assert block["input_ids"][: sum(block["seq_lengths"])] == expected[0][0] + expected[1][0]
+    assert block["loss_mask"][: sum(block["seq_lengths"])] == expected[0][1] + expected[1][1]

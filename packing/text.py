@@ -43,14 +43,16 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from packing.errors import DatasetError, SampleError, SettingError
-from packing.io import Dataset
-from packing.reader import Samples
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; imported where used, so io and reader may import this module
+    from packing.io import Dataset
+    from packing.reader import Samples
 
 Int64Array = npt.NDArray[np.int64]
 Int8Array = npt.NDArray[np.int8]
@@ -850,7 +852,7 @@ def read_text_rows(
     >>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()
     ([104, 105, 256, 7, 8, 97, 98, 256], [1, 1, 1, 1, 1, 0, 1, 1], [3, 2, 3])
     """
-    from packing.reader import read_rows
+    from packing.reader import Samples, read_rows
 
     row_list = list(rows)
     positions = [index for index, row in enumerate(row_list) if is_text_row(row)]
@@ -886,6 +888,8 @@ def text_dataset(
     >>> text_dataset(path, "bytes").lengths.tolist()
     [3, 3]
     """
+    from packing.io import Dataset
+
     label = os.fspath(source)
     rows, wheres = read_text_file(source, format)
     if not rows:

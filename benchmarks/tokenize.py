@@ -73,12 +73,13 @@ def make_chats(count: int, seed: int = 0) -> list[list[dict[str, str]]]:
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
     vocabulary = ["".join(rng.choice(letters, size=int(n))) for n in rng.integers(1, 10, size=3000)]
     vocabulary += ["café", "naïve", "日本語", "Größe", "señor", "✓", "2+2=4", "?", "!", "."]
-    zipf = 1.0 / np.arange(1, len(vocabulary) + 1)
-    zipf /= zipf.sum()
+    cumulative = np.cumsum(1.0 / np.arange(1, len(vocabulary) + 1))
+    cumulative /= cumulative[-1]  # Zipf's law over the vocabulary
 
     def sentence(median_words: float) -> str:
         n = max(1, int(rng.lognormal(np.log(median_words), 0.7)))
-        return " ".join(vocabulary[i] for i in rng.choice(len(vocabulary), size=n, p=zipf))
+        picks = np.minimum(np.searchsorted(cumulative, rng.random(n)), len(vocabulary) - 1)
+        return " ".join(vocabulary[i] for i in picks.tolist())
 
     chats = []
     for _ in range(count):

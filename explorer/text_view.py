@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from packing.errors import DatasetError, SampleError
+from packing.errors import DatasetError, SampleError, SettingError
 from packing.text import encode_rows, encode_texts, load_tokenizer, text_forms, turn_bounds
 
 REPLACEMENT = "\ufffd"
@@ -190,6 +190,41 @@ def turn_table(view: RowView) -> list[dict[str, Any]]:
             line["trained"] += 1
             line["trained text"] += view.pieces[index]
     return table
+
+
+def block_labels(batch: Any, block: int, per_sample: Sequence[Sequence[str]], padding: str = "padding") -> list[str]:
+    """One value per position of ``block`` taken from the sample each token comes from: ``per_sample[s][i]`` is
+    the value of token ``i`` of sample ``s`` (a role, a piece, a hover text); padding gets ``padding``.
+    Pieces of samples cut across blocks are followed through the plan. O(max_seq_length).
+
+    >>> import packing
+    >>> batch = packing.pack([[1, 2, 3], [4]], 3, strategy="split", overflow="split")
+    >>> block_labels(batch, 1, [["a", "b", "c"], ["d"]])
+    ['d', 'padding', 'padding']
+    """
+    layout = batch.plan
+    labels: list[str] = []
+    for piece in range(int(layout.block_starts[block]), int(layout.block_starts[block + 1])):
+        sample, start = int(layout.piece_sequence[piece]), int(layout.piece_start[piece])
+        labels.extend(per_sample[sample][start : start + int(layout.piece_length[piece])])
+    return labels + [padding] * (int(batch.max_seq_length) - len(labels))
+
+
+def choose_tokenizer(spec: str) -> tuple[Any, str | None]:
+    """A tokenizer for the explorer, never going online: ``(tokenizer, None)``, or ``(None, message)`` with a
+    plain sentence for the page when it cannot be loaded (transformers missing, no such folder, not cached).
+
+    >>> choose_tokenizer("bytes")
+    (ByteTokenizer(), None)
+    >>> choose_tokenizer("  ")[1]
+    'Choose a tokenizer: bytes, a folder with tokenizer files, or a model name in the local cache.'
+    """
+    if not spec.strip():
+        return None, "Choose a tokenizer: bytes, a folder with tokenizer files, or a model name in the local cache."
+    try:
+        return load_tokenizer(spec.strip(), local_files_only=True), None
+    except SettingError as error:
+        return None, f"Cannot load the tokenizer {spec.strip()!r}: expected {error.expected}, got {error.got}."
 
 
 # ---------------------------------------------------------------- examples and pasted text

@@ -120,3 +120,40 @@ def test_parse_text_rows() -> None:
     with pytest.raises(DatasetError) as caught:
         parse_text_rows('{"text": "a"}\n{"text": ')
     assert (caught.value.source, caught.value.where) == ("pasted text", "line 2")
+
+
+@pytest.mark.parametrize(("strategy", "capacity"), [("split", 24), ("bfd", 128)])
+def test_block_labels_follow_samples_into_blocks(strategy: str, capacity: int) -> None:
+    import packing
+    from explorer.text_view import block_labels
+
+    rows = list(EXAMPLES.values())
+    views = [view_row(row, "bytes") for row in rows]
+    samples = [{"input_ids": v.ids, "loss_mask": v.trained} for v in views]
+    batch = packing.pack(samples, capacity, strategy=strategy, overflow="split")
+    roles = [v.roles for v in views]
+    for block in range(batch.num_blocks):
+        got = block_labels(batch, block, roles)
+        assert len(got) == capacity
+        for sample, label in zip(batch.sequence_ids[block].tolist(), got, strict=True):
+            assert (label == "padding") == (sample < 0)
+        # the pieces shown are the tokens the block holds
+        pieces = block_labels(batch, block, [[str(i) for i in v.ids] for v in views], padding="-")
+        real = batch.sequence_ids[block] >= 0
+        assert [int(p) for p in pieces if p != "-"] == batch.input_ids[block][real].tolist()
+    if strategy == "split":  # input order, cut at block boundaries: every role in order
+        flat = [label for b in range(batch.num_blocks) for label in block_labels(batch, b, roles) if label != "padding"]
+        assert flat == [role for v in views for role in v.roles]
+
+
+def test_choose_tokenizer(bpe: Any, tmp_path: Path) -> None:
+    from explorer.text_view import choose_tokenizer
+
+    tokenizer, message = choose_tokenizer(bpe.name_or_path)
+    assert message is None and tokenizer.encode("ab", add_special_tokens=False) == bpe.encode(
+        "ab", add_special_tokens=False
+    )
+    tokenizer, message = choose_tokenizer(str(tmp_path / "missing"))
+    assert tokenizer is None and message is not None and "no such folder" in message
+    tokenizer, message = choose_tokenizer("packing-tests/not-cached")
+    assert tokenizer is None and message is not None and "not in the local cache" in message

@@ -502,3 +502,21 @@ def test_cli_reads_text_rows_from_parquet(tmp_path: Path, capsys: pytest.Capture
     assert block["seq_lengths"] == [len(ids) for ids, _ in expected]
     assert block["input_ids"][: sum(block["seq_lengths"])] == expected[0][0] + expected[1][0]
     assert block["loss_mask"][: sum(block["seq_lengths"])] == expected[0][1] + expected[1][1]
+
+
+def test_tokenize_benchmark_runs() -> None:
+    """Smoke run of benchmarks/tokenize.py on a few chats (from another folder: it finds the package itself)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "tokenize.py"), "--quick", "--chats", "60", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        cwd=root / "tests",
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("| ")]
+    assert lines[0].startswith("| case | rows | tokens | trained |")
+    assert [line.split(" | ")[1] for line in lines[1:]] == ["60"] * 5

@@ -44,8 +44,8 @@ from packing.packed import PackedBatch, materialize
 from packing.plans import plan
 from packing.schema import help_text
 from packing.stats import PackingStats
-from packing.strategies import DEFAULT_STRATEGY, STRATEGIES
-from packing.validation import OVERFLOW_POLICIES
+from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, StrategyName
+from packing.validation import OVERFLOW_POLICIES, OverflowPolicy
 
 Writer = Callable[[PackedBatch, Path], None]
 WRITERS: dict[str, Writer] = {".parquet": write_parquet, ".jsonl": write_jsonl}
@@ -389,7 +389,7 @@ def _run_pack(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- compare
 
 
-def _compare_row(name: str, dataset: Dataset, capacity: int, overflow: str) -> list[str]:
+def _compare_row(name: StrategyName, dataset: Dataset, capacity: int, overflow: OverflowPolicy) -> list[str]:
     """One strategy's line of the comparison; a strategy that refuses the input says why."""
     lengths = dataset.lengths
     plan(lengths[:1], capacity, name, overflow)  # load the compiled code first: time the packing, not the loading

@@ -19,8 +19,15 @@ from packing.errors import SettingError, TooManyDocuments
 from packing.kernels import IntArray
 from packing.overflow import Documents, documents_of
 from packing.stats import PackingStats, compute_stats
-from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, Options, layout_blocks
-from packing.validation import OVERFLOW_POLICIES, as_lengths, check_choice, check_max_seq_length, check_positive_int
+from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, Options, StrategyName, layout_blocks
+from packing.validation import (
+    OVERFLOW_POLICIES,
+    OverflowPolicy,
+    as_lengths,
+    check_choice,
+    check_max_seq_length,
+    check_positive_int,
+)
 
 Int64Array = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
@@ -306,8 +313,8 @@ def _windowed_layout(
 def plan(
     lengths: npt.ArrayLike,
     max_seq_length: int,
-    strategy: str = DEFAULT_STRATEGY,
-    overflow: str = "truncate",
+    strategy: StrategyName = DEFAULT_STRATEGY,
+    overflow: OverflowPolicy = "truncate",
     *,
     max_sequences_per_block: int | None = None,
     window: int | None = None,

@@ -520,3 +520,27 @@ def test_tokenize_benchmark_runs() -> None:
     lines = [line for line in done.stdout.splitlines() if line.startswith("| ")]
     assert lines[0].startswith("| case | rows | tokens | trained |")
     assert [line.split(" | ")[1] for line in lines[1:]] == ["60"] * 5
+
+
+def test_cli_shows_tokenizing_progress(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import packing.cli as cli
+
+    monkeypatch.setattr(cli, "_stderr_is_terminal", lambda: True)
+    source = write_jsonl(
+        tmp_path / "chats.jsonl", [{"messages": CHAT}, {"text": "a"}, {"prompt": "b", "completion": "c"}]
+    )
+    argv = [
+        "pack",
+        str(source),
+        "--tokenizer",
+        "bytes",
+        "--max-seq-length",
+        "256",
+        "--output",
+        str(tmp_path / "o.jsonl"),
+    ]
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert f"\rreading {source} and tokenizing with bytes ... 3/3 rows done in " in err

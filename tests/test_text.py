@@ -11,6 +11,7 @@ a newline before a word), so their concatenation is the tokenization of the whol
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -462,6 +463,8 @@ def test_cli_packs_a_chat_jsonl(
     assert [found[i] for i in range(len(chats))] == expected
     trained = sum(sum(mask) for _, mask in expected)
     assert f"{trained:,} (loss on completion)" in out
+    # the chat without an assistant turn trains nothing, and is counted as such
+    assert re.search(r"^samples training nothing +1$", out, re.MULTILINE)
 
 
 def test_cli_compare_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from packing.errors import DatasetError, SampleError, SettingError
-from packing.text import encode_rows, encode_texts, load_tokenizer, text_forms, turn_bounds
+from packing.text import decode_documents, encode_rows, encode_texts, load_tokenizer, text_forms, turn_bounds
 
 REPLACEMENT = "\ufffd"
 VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
@@ -208,6 +208,34 @@ def block_labels(batch: Any, block: int, per_sample: Sequence[Sequence[str]], pa
         sample, start = int(layout.piece_sequence[piece]), int(layout.piece_start[piece])
         labels.extend(per_sample[sample][start : start + int(layout.piece_length[piece])])
     return labels + [padding] * (int(batch.max_seq_length) - len(labels))
+
+
+def documents_table(batch: Any, tokenizer: Any, *, skip_special_tokens: bool = False) -> list[dict[str, Any]]:
+    """The export's round trip: one line per document of a packed batch with its block, sample, tokens, trained
+    tokens and decoded text (``packing.decode_documents``), in block order. O(tokens).
+
+    >>> import packing
+    >>> tokens, mask, offsets = encode_rows([{"text": "hi"}, {"prompt": "a", "completion": "b"}], "bytes")
+    >>> batch = packing.pack([{"input_ids": tokens[:3], "loss_mask": mask[:3]}, {"input_ids": tokens[3:], "loss_mask": mask[3:]}], 8, strategy="next_fit")
+    >>> [(d["block"], d["sample"], d["tokens"], d["trained"], d["text"]) for d in documents_table(batch, "bytes")]
+    [(0, 0, 3, 3, 'hi<|endoftext|>'), (0, 1, 3, 2, 'ab<|endoftext|>')]
+    """
+    texts = decode_documents(batch, tokenizer, skip_special_tokens=skip_special_tokens)
+    table: list[dict[str, Any]] = []
+    for block in range(int(batch.num_blocks)):
+        start = 0
+        for length in batch.seq_lengths(block).tolist():
+            table.append(
+                {
+                    "block": block,
+                    "sample": int(batch.sequence_ids[block, start]),
+                    "tokens": int(length),
+                    "trained": int(batch.loss_mask[block, start : start + length].sum()),
+                    "text": texts[len(table)],
+                }
+            )
+            start += length
+    return table
 
 
 def choose_tokenizer(spec: str) -> tuple[Any, str | None]:

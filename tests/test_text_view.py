@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import doctest
+import itertools
 import sys
 from pathlib import Path
 from typing import Any
@@ -157,3 +158,21 @@ def test_choose_tokenizer(bpe: Any, tmp_path: Path) -> None:
     assert tokenizer is None and message is not None and "no such folder" in message
     tokenizer, message = choose_tokenizer("packing-tests/not-cached")
     assert tokenizer is None and message is not None and "not in the local cache" in message
+
+
+def test_documents_table_round_trip(bpe: Any) -> None:
+    import packing
+    from explorer.text_view import documents_table
+
+    rows = list(EXAMPLES.values())
+    tokens, mask, offsets = encode_rows(rows, bpe)
+    samples = [{"input_ids": tokens[a:b], "loss_mask": mask[a:b]} for a, b in itertools.pairwise(offsets)]
+    batch = packing.pack(samples, 128, strategy="bfd")
+    table = documents_table(batch, bpe)
+    assert sorted(line["sample"] for line in table) == list(range(len(rows)))
+    for line in table:
+        a, b = offsets[line["sample"]], offsets[line["sample"] + 1]
+        assert line["tokens"] == b - a and line["trained"] == int(mask[a:b].sum())
+        assert line["text"] == bpe.decode(tokens[a:b].tolist())
+    chat_line = next(line for line in table if line["sample"] == list(EXAMPLES).index("messages"))
+    assert chat_line["text"] == bpe.apply_chat_template(EXAMPLES["messages"]["messages"], tokenize=False)

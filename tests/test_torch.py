@@ -84,10 +84,13 @@ def test_every_sample_once_equal_steps_no_empty_block(
 
 
 def test_uneven_blocks_are_spread_over_extra_blocks() -> None:
-    # 5 full blocks of 4 documents for 8 ranks: 3 blocks are split so every rank has one
+    # 5 full blocks of 4 documents for 8 ranks: 20 documents over 8 blocks, as evenly as whole documents allow
     lengths = [4] * 20
     blocks = epoch_blocks(lengths, 16, 8, seed=0)
     assert [len(b) for b in blocks] == [1] * 8
+    assert sorted(len(b[0]) for b in blocks) == [2, 2, 2, 2, 3, 3, 3, 3]
+    # without balancing, blocks with the most documents are halved until there are enough
+    blocks = epoch_blocks(lengths, 16, 8, seed=0, balance=False)
     assert sorted(len(b[0]) for b in blocks) == [2, 2, 2, 2, 2, 2, 4, 4]
 
 
@@ -131,6 +134,7 @@ def test_balanced_compute_on_a_skewed_distribution(replicas: int) -> None:
     ours = PackingSampler(lengths, 4096, num_replicas=replicas, rank=0, seed=0)
     dealt = PackingSampler(lengths, 4096, num_replicas=replicas, rank=0, seed=0, balance=False)
     assert ours.imbalance <= 0.02
+    assert ours.schedule.worst_step_imbalance <= 0.02  # the part-filled last blocks are evened out too
     assert ours.imbalance < dealt.imbalance
     # the costs reported are those of the blocks: the default per-document cost summed
     schedule = ours.schedule

@@ -15,8 +15,7 @@ ranks) and the sampler's imbalance per epoch.
 from __future__ import annotations
 
 import argparse
-import os
-import socket
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -46,9 +45,9 @@ def synthetic_samples(count: int, seed: int = 0) -> list[dict[str, list[int]]]:
 
 
 def train(rank: int, world_size: int, port: int, args: argparse.Namespace) -> None:
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+    # the rendezvous store lives in the launching process (see main), so no port can be taken in between
+    store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=60))
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=timedelta(seconds=60))
     torch.set_num_threads(1)
     torch.manual_seed(0)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
     config = LlamaConfig(
@@ -87,12 +86,6 @@ def train(rank: int, world_size: int, port: int, args: argparse.Namespace) -> No
     dist.destroy_process_group()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nproc", type=int, default=2)
@@ -101,7 +94,8 @@ def main() -> None:
     parser.add_argument("--max-seq-length", type=int, default=256)
     parser.add_argument("--lr", type=float, default=3e-3)
     args = parser.parse_args()
-    mp.spawn(train, args=(args.nproc, free_port(), args), nprocs=args.nproc, join=True)
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)  # localhost, a free port
+    mp.spawn(train, args=(args.nproc, store.port, args), nprocs=args.nproc, join=True)
 
 
 if __name__ == "__main__":

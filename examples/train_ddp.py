@@ -24,7 +24,6 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from packing.torch import PackingSampler, collate
 
@@ -48,6 +47,8 @@ def train(rank: int, world_size: int, port: int, args: argparse.Namespace) -> No
     # the rendezvous store lives in the launching process (see main), so no port can be taken in between
     store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=60))
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=timedelta(seconds=60))
+    from transformers import LlamaConfig, LlamaForCausalLM  # here: the launching process does not need it
+
     torch.set_num_threads(1)
     torch.manual_seed(0)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
     config = LlamaConfig(

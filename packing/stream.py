@@ -15,17 +15,30 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from packing.errors import SampleError, SettingError
 from packing.packed import materialize
-from packing.plan import plan
-from packing.samples import Samples, read_sample, read_samples
-from packing.strategies import STRATEGIES
-from packing.validation import check_max_seq_length, check_positive_int
+from packing.plans import plan
+from packing.reader import Samples, read_rows
+from packing.strategies import STRATEGIES, StrategyName
+from packing.validation import OverflowPolicy, check_max_seq_length, check_positive_int
 
 Int64Array = npt.NDArray[np.int64]
 Block = dict[str, npt.NDArray[Any]]
 
+CHUNK_BLOCKS = 64
+"""Blocks materialized at once."""
 CARRY_BELOW = 0.99
 """A block filled below this fraction of ``max_seq_length`` goes back into the buffer (each document once)."""
+
+
+def _tokens(samples: Samples) -> Int64Array:
+    assert samples.tokens is not None  # checked when read
+    return samples.tokens
+
+
+def _mask(samples: Samples) -> npt.NDArray[np.int8]:
+    assert samples.loss_mask is not None  # checked when read
+    return samples.loss_mask
 
 
 def _concat(parts: list[Samples]) -> Samples:
@@ -36,8 +49,8 @@ def _concat(parts: list[Samples]) -> Samples:
         offsets.append(part.offsets[1:] + base)
         base += int(part.offsets[-1])
     return Samples(
-        np.concatenate([p.tokens for p in parts]).astype(np.int64, copy=False),
-        np.concatenate([p.loss_mask for p in parts]).astype(np.int8, copy=False),
+        np.concatenate([_tokens(p) for p in parts]).astype(np.int64, copy=False),
+        np.concatenate([_mask(p) for p in parts]).astype(np.int8, copy=False),
         np.concatenate(offsets),
     )
 
@@ -48,7 +61,7 @@ def _subset(samples: Samples, rows: Int64Array) -> Samples:
     offsets = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     index = np.repeat(samples.offsets[:-1][rows] - offsets[:-1], lengths) + np.arange(offsets[-1], dtype=np.int64)
-    return Samples(samples.tokens[index], samples.loss_mask[index], offsets)
+    return Samples(_tokens(samples)[index], _mask(samples)[index], offsets)
 
 
 def _capped(carry: npt.NDArray[np.bool_], fill: Int64Array, count: Int64Array, limit: int) -> npt.NDArray[np.bool_]:
@@ -66,11 +79,15 @@ def _capped(carry: npt.NDArray[np.bool_], fill: Int64Array, count: Int64Array, l
 def _read(rows: list[Any], first: int, completion_only_loss: bool) -> Samples:
     """Read a buffer of rows; an error names the sample by its position in the stream."""
     try:
-        return read_samples(rows, completion_only_loss)
-    except (TypeError, ValueError):
-        for index, row in enumerate(rows):  # find the bad row again, and name it by its stream position
-            read_sample(row, first + index, completion_only_loss)
+        samples = read_rows(rows, completion_only_loss)
+    except SampleError as error:
+        if error.sample is not None:
+            error.sample += first
+            error.args = (error.where_and_what(),)
         raise
+    if samples.tokens is None:
+        raise SettingError("samples", "samples with token ids", "<lengths only>")
+    return samples
 
 
 def stream(
@@ -78,8 +95,8 @@ def stream(
     max_seq_length: int,
     *,
     buffer_size: int = 10_000,
-    strategy: str = "bfd",
-    overflow: str = "truncate",
+    strategy: StrategyName = "bfd",
+    overflow: OverflowPolicy = "truncate",
     pad_token_id: int = 0,
     completion_only_loss: bool = True,
     seed: int | None = 0,
@@ -105,7 +122,7 @@ def stream(
     size = check_positive_int(buffer_size, "buffer_size")
     if strategy not in STRATEGIES or STRATEGIES[strategy].splits_sequences:
         choices = ", ".join(name for name, s in STRATEGIES.items() if not s.splits_sequences)
-        raise ValueError(f"stream: strategy must keep samples whole, one of {choices}; got {strategy!r}")
+        raise SettingError("strategy", f"a strategy that keeps samples whole ({choices})", strategy)
     rng = np.random.default_rng(seed) if seed is not None else None
     carried = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(1, np.int64))
     carried_ids = np.zeros(0, dtype=np.int64)
@@ -128,7 +145,9 @@ def stream(
         position += len(rows)
         if len(ids) == 0:
             break
-        layout = plan(buffer.lengths, capacity, strategy=strategy, overflow=overflow)
+        random_order = "seed" in STRATEGIES[strategy].options
+        plan_seed = (int(rng.integers(2**31)) if rng is not None else 0) if random_order else None
+        layout = plan(buffer.lengths, capacity, strategy, overflow, seed=plan_seed)
         fill = np.zeros(layout.num_blocks, dtype=np.int64)
         np.add.at(fill, layout.piece_block(), layout.piece_length)
         carry_block = np.zeros(layout.num_blocks, dtype=bool)
@@ -146,20 +165,18 @@ def stream(
         emit = np.flatnonzero(~carry_block)
         if rng is not None:
             emit = rng.permutation(emit)
-        batch = materialize(layout, buffer, pad_token_id)
-        for b in emit.tolist():
-            sequence = batch.sequence_ids[b]
-            yield {
-                "input_ids": batch.input_ids[b].copy(),
-                "labels": batch.labels[b].copy(),
-                "loss_mask": batch.loss_mask[b].copy(),
-                "position_ids": batch.position_ids[b].copy(),
-                "sequence_ids": np.where(sequence >= 0, ids[np.maximum(sequence, 0)], -1).astype(np.int32),
-                "seq_lengths": layout.piece_length[layout.block_starts[b] : layout.block_starts[b + 1]].astype(
-                    np.int32
-                ),
-            }
-        del batch
+        for first in range(0, len(emit), CHUNK_BLOCKS):  # a few blocks at a time: memory is the buffer's
+            batch = materialize(layout, buffer, pad_token_id, blocks=emit[first : first + CHUNK_BLOCKS])
+            for b in range(batch.num_blocks):
+                sequence = batch.sequence_ids[b]
+                yield {
+                    "input_ids": batch.input_ids[b].copy(),
+                    "labels": batch.labels[b].copy(),
+                    "loss_mask": batch.loss_mask[b].copy(),
+                    "position_ids": batch.position_ids[b].copy(),
+                    "sequence_ids": np.where(sequence >= 0, ids[np.maximum(sequence, 0)], -1).astype(np.int32),
+                    "seq_lengths": batch.seq_lengths(b).astype(np.int32),
+                }
 
 
 def _dataset_blocks(dataset: Any, max_seq_length: int, options: dict[str, Any]) -> Iterator[dict[str, Any]]:

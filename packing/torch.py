@@ -42,8 +42,9 @@ try:
 except ImportError as error:  # pragma: no cover - exercised only without torch
     raise ImportError("packing.torch needs PyTorch: pip install torch") from error
 
-from packing import IGNORE_INDEX, PackedBatch, materialize, plan, read_samples
-from packing.strategies import STRATEGIES
+from packing import IGNORE_INDEX, DatasetError, PackedBatch, SampleError, SettingError, materialize, plan, read_rows
+from packing.schema import COLUMNS
+from packing.strategies import STRATEGIES, StrategyName
 
 Int64Array = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -73,9 +74,9 @@ def _world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
         rank = torch.distributed.get_rank() if initialized else 0
     for name, value, low in (("num_replicas", num_replicas, 1), ("rank", rank, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"PackingSampler: {name} must be an integer >= {low}, got {value!r}")
+            raise SettingError(name, f"an integer >= {low}", value)
     if rank >= num_replicas:
-        raise ValueError(f"PackingSampler: rank must be in 0..{num_replicas - 1}, got {rank}")
+        raise SettingError("rank", f"a rank in 0..{num_replicas - 1}", rank)
     return int(num_replicas), int(rank)
 
 
@@ -160,7 +161,7 @@ def build_schedule(
     max_seq_length: int,
     num_replicas: int,
     *,
-    strategy: str = "bfd",
+    strategy: StrategyName = "bfd",
     seed: int = 0,
     epoch: int = 0,
     shuffle: bool = True,
@@ -187,29 +188,31 @@ def build_schedule(
     """
     sizes = np.asarray(lengths)
     if sizes.ndim != 1 or (sizes.size and sizes.dtype.kind not in "iu"):
-        raise ValueError("PackingSampler: lengths must be a flat list of integers")
+        raise SettingError("lengths", "a flat list of integers", f"<an array of shape {sizes.shape}>")
     sizes = sizes.astype(np.int64)
     if sizes.size and int(sizes.min()) < 0:
-        raise ValueError(f"PackingSampler: lengths must be >= 0, got {int(sizes.min())}")
+        raise SettingError("lengths", "non-negative lengths", int(sizes.min()))
     if strategy not in STRATEGIES or STRATEGIES[strategy].splits_sequences:
         choices = ", ".join(name for name, s in STRATEGIES.items() if not s.splits_sequences)
-        raise ValueError(f"PackingSampler: strategy must keep samples whole, one of {choices}; got {strategy!r}")
+        raise SettingError("strategy", f"a strategy that keeps samples whole ({choices})", strategy)
     rng = np.random.default_rng([seed, epoch])
     order = rng.permutation(len(sizes)) if shuffle else np.arange(len(sizes))
-    layout = plan(sizes[order], max_seq_length, strategy=strategy)
+    random_order = "seed" in STRATEGIES[strategy].options
+    layout = plan(sizes[order], max_seq_length, strategy, seed=int(rng.integers(2**31)) if random_order else None)
     docs = order[layout.piece_sequence.astype(np.int64)]
     block_of = layout.piece_block()
     weigh = cost if cost is not None else default_cost
     doc_cost = np.asarray(weigh(sizes[docs]), dtype=np.float64)
     if doc_cost.shape != docs.shape:
-        raise ValueError(f"PackingSampler: cost must return one value per length, got shape {doc_cost.shape}")
+        raise SettingError("cost", "a function giving one value per length", f"<{doc_cost.size} values>")
     num_blocks = layout.num_blocks
     steps = -(-num_blocks // num_replicas)
     wanted = steps * num_replicas
     if len(docs) < wanted or num_blocks == 0:
-        raise ValueError(
-            f"PackingSampler: {len(docs)} non-empty samples cannot give {num_replicas} ranks one non-empty block "
-            f"each for {max(steps, 1)} steps; use fewer ranks or more samples"
+        raise SettingError(
+            "num_replicas",
+            f"at most as many blocks ({num_replicas} ranks × {max(steps, 1)} steps) as non-empty samples ({len(docs)})",
+            num_replicas,
         )
     if wanted > num_blocks:
         counts = np.bincount(block_of, minlength=num_blocks)
@@ -276,7 +279,7 @@ class PackingSampler(Sampler[list[int]]):
         lengths: npt.ArrayLike,
         max_seq_length: int,
         *,
-        strategy: str = "bfd",
+        strategy: StrategyName = "bfd",
         num_replicas: int | None = None,
         rank: int | None = None,
         seed: int = 0,
@@ -360,7 +363,7 @@ def _documents(rows: Sequence[Any], completion_only_loss: bool) -> tuple[Int64Ar
             parts.append((ids, labels, seq[seq > 0]))
         return tuple(np.concatenate([p[k] for p in parts]) for k in range(3))  # type: ignore[return-value]
     if any(_is_block(row) for row in rows):
-        raise ValueError("collate: rows mix packed blocks (with 'seq_lengths') and samples; give one kind")
+        raise SettingError("rows", "packed blocks (with 'seq_lengths') only, or samples only", "<both>")
     plain = []
     given_labels: dict[int, Int64Array] = {}
     for index, row in enumerate(rows):
@@ -370,13 +373,15 @@ def _documents(rows: Sequence[Any], completion_only_loss: bool) -> tuple[Int64Ar
                 given_labels[index] = np.asarray(row["labels"], dtype=np.int64)
                 row = {"input_ids": row["input_ids"]}
         plain.append(_numpy(row))
-    samples = read_samples(plain, completion_only_loss)
+    samples = read_rows(plain, completion_only_loss)
+    if samples.tokens is None or samples.loss_mask is None:
+        raise SettingError("rows", "samples with token ids", "<lengths only>")
     lengths = samples.lengths
     labels = np.where(samples.loss_mask.astype(bool), samples.tokens, IGNORE_INDEX)
     for index, values in given_labels.items():
         lo, hi = int(samples.offsets[index]), int(samples.offsets[index + 1])
         if len(values) != hi - lo:
-            raise ValueError(f"collate: sample {index} 'labels': expected {hi - lo} values, got {len(values)}")
+            raise SampleError(index, "labels", None, f"{hi - lo} values (one per token)", f"<{len(values)} values>")
         labels[lo:hi] = values
     labels[samples.offsets[:-1][lengths > 0]] = IGNORE_INDEX
     return samples.tokens, labels, lengths[lengths > 0]
@@ -399,7 +404,7 @@ def collate(rows: Sequence[Any], *, completion_only_loss: bool = True) -> dict[s
     """
     tokens, labels, lengths = _documents(rows, completion_only_loss)
     if len(lengths) == 0:
-        raise ValueError("collate: every row is empty; expected at least one token")
+        raise SettingError("rows", "at least one token", "<only empty rows>")
     cu = np.zeros(len(lengths) + 1, dtype=np.int32)
     np.cumsum(lengths, out=cu[1:])
     positions = np.arange(len(tokens), dtype=np.int64) - np.repeat(cu[:-1].astype(np.int64), lengths)
@@ -422,17 +427,15 @@ def _collate_fixed(
     if rows and all(_is_block(row) for row in rows):
         grids = {key: np.stack([np.asarray(_numpy(row[key]), dtype=np.int64) for row in rows]) for key in _FIXED_KEYS}
         if grids["input_ids"].shape[1] != max_seq_length:
-            raise ValueError(
-                f"collate_fixed: blocks have {grids['input_ids'].shape[1]} tokens, expected {max_seq_length}"
-            )
+            raise SettingError("max_seq_length", "the length of the blocks given", max_seq_length)
         return {key: torch.from_numpy(grid) for key, grid in grids.items()}
     tokens, labels, lengths = _documents(rows, completion_only_loss)
     if len(lengths) == 0:
-        raise ValueError("collate_fixed: every row is empty; expected at least one token")
+        raise SettingError("rows", "at least one token", "<only empty rows>")
     starts = np.concatenate(([0], np.cumsum(lengths)))
     rows_as_samples = [{"input_ids": tokens[a:b], "loss_mask": (labels[a:b] != IGNORE_INDEX).astype(np.int8)}
                        for a, b in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True)]  # fmt: skip
-    samples = read_samples(rows_as_samples)
+    samples = read_rows(rows_as_samples)
     batch = materialize(plan(samples.lengths, max_seq_length, strategy="next_fit"), samples, pad_token_id)
     # labels: the documents' own labels (which may differ from input_ids) where the block has a target
     out_labels = np.full(batch.input_ids.shape, IGNORE_INDEX, dtype=np.int64)
@@ -473,8 +476,8 @@ def collate_fixed(
 
 # ---------------------------------------------------------------- dataset
 
-BLOCK_COLUMNS = ("input_ids", "labels", "loss_mask", "position_ids", "sequence_ids", "seq_lengths")
-_DTYPES = {"loss_mask": np.int8, "sequence_ids": np.int32, "seq_lengths": np.int32}
+BLOCK_COLUMNS = tuple(column.name for column in COLUMNS)
+_DTYPES = {column.name: np.dtype(column.dtype) for column in COLUMNS}
 
 
 class PackedDataset(Dataset[dict[str, torch.Tensor]]):
@@ -508,7 +511,7 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
         handle = self._open()
         missing = [c for c in BLOCK_COLUMNS if c not in handle.schema_arrow.names]
         if missing:
-            raise ValueError(f"PackedDataset: {self._path!r} is not a packed file; it lacks column {missing[0]!r}")
+            raise DatasetError(self._path, None, f"not a packed file: no column {missing[0]!r}")
         rows = [handle.metadata.row_group(g).num_rows for g in range(handle.num_row_groups)]
         self._group_starts = np.concatenate(([0], np.cumsum(rows, dtype=np.int64)))
         self._length = int(self._group_starts[-1])
@@ -564,6 +567,4 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
             arrays = {}
             for name, (offsets, values) in self._row_group(group).items():
                 arrays[name] = values[offsets[local] : offsets[local + 1]]
-        return {
-            name: torch.from_numpy(np.array(arrays[name], dtype=_DTYPES.get(name, np.int64))) for name in BLOCK_COLUMNS
-        }
+        return {name: torch.from_numpy(np.array(arrays[name], dtype=_DTYPES[name])) for name in BLOCK_COLUMNS}

@@ -47,7 +47,7 @@ def expected(row: Any) -> tuple[list[int], list[int]]:
     max_seq_length=st.integers(10, 24),
     buffer_size=st.integers(1, 12),
     seed=st.one_of(st.none(), st.integers(0, 3)),
-    strategy=st.sampled_from(["bfd", "ffd", "first_fit", "next_fit", "spfhp"]),
+    strategy=st.sampled_from(["bfd", "ffd", "first_fit", "first_fit_shuffle", "next_fit", "spfhp"]),
 )
 def test_every_token_once_with_stream_positions(
     rows: list[Any], max_seq_length: int, buffer_size: int, seed: int | None, strategy: str
@@ -137,7 +137,7 @@ def test_efficiency_close_to_packing_everything_at_once() -> None:
 
 
 def test_refuses_splitting_strategies_and_bad_buffers() -> None:
-    with pytest.raises(ValueError, match="keep samples whole"):
+    with pytest.raises(packing.SettingError, match="keeps samples whole"):
         next(stream([[1]], 4, strategy="split"))
     with pytest.raises(ValueError, match="buffer_size"):
         next(stream([[1]], 4, buffer_size=0))
@@ -145,8 +145,9 @@ def test_refuses_splitting_strategies_and_bad_buffers() -> None:
 
 def test_a_bad_row_is_named_by_its_stream_position() -> None:
     rows = [[1, 2]] * 25 + [[3, -4]]
-    with pytest.raises(ValueError, match=r"^sample 25, position 1"):
+    with pytest.raises(packing.SampleError, match=r"^sample 25, position 1: expected a non-negative") as caught:
         list(stream(rows, 4, buffer_size=10))
+    assert (caught.value.sample, caught.value.position) == (25, 1)
 
 
 def test_hugging_face_iterable_dataset() -> None:

@@ -59,7 +59,7 @@ def epoch_blocks(lengths: Any, max_seq_length: int, replicas: int, **kwargs: Any
     replicas=st.sampled_from([1, 2, 3, 8]),
     seed=st.integers(0, 3),
     epoch=st.integers(0, 3),
-    strategy=st.sampled_from(["bfd", "ffd", "first_fit", "next_fit", "spfhp", "none"]),
+    strategy=st.sampled_from(["bfd", "ffd", "first_fit", "first_fit_shuffle", "next_fit", "spfhp", "none"]),
 )
 def test_every_sample_once_equal_steps_no_empty_block(
     lengths: list[int], max_seq_length: int, replicas: int, seed: int, epoch: int, strategy: str
@@ -67,7 +67,7 @@ def test_every_sample_once_equal_steps_no_empty_block(
     nonempty = sum(1 for n in lengths if n > 0)
     try:
         blocks = epoch_blocks(lengths, max_seq_length, replicas, seed=seed, epoch=epoch, strategy=strategy)
-    except ValueError as error:
+    except packing.SettingError as error:
         # refused only when there are too few non-empty samples for one block per rank and step
         blocks_needed = packing.plan(lengths, max_seq_length, strategy=strategy).num_blocks
         steps = max(1, -(-blocks_needed // replicas))
@@ -96,8 +96,9 @@ def test_uneven_blocks_are_spread_over_extra_blocks() -> None:
 
 
 def test_too_few_samples_for_the_ranks_is_refused() -> None:
-    with pytest.raises(ValueError, match="3 non-empty samples cannot give 4 ranks"):
+    with pytest.raises(packing.SettingError, match=r"4 ranks × 1 steps\) as non-empty samples \(3\)") as caught:
         PackingSampler([5, 0, 5, 5], 16, num_replicas=4, rank=0)
+    assert caught.value.name == "num_replicas"
 
 
 def test_long_samples_get_a_block_of_their_own() -> None:
@@ -174,11 +175,11 @@ def test_custom_cost() -> None:
 
 
 def test_bad_arguments() -> None:
-    with pytest.raises(ValueError, match=r"rank must be in 0\.\.1"):
+    with pytest.raises(ValueError, match=r"^rank: expected a rank in 0\.\.1, got 2$"):
         PackingSampler([1, 2], 4, num_replicas=2, rank=2)
-    with pytest.raises(ValueError, match="keep samples whole"):
+    with pytest.raises(packing.SettingError, match=r"^strategy: expected a strategy that keeps samples whole"):
         PackingSampler([1, 2], 4, strategy="split", num_replicas=1, rank=0)
-    with pytest.raises(ValueError, match="lengths must be >= 0"):
+    with pytest.raises(packing.SettingError, match=r"^lengths: expected non-negative lengths, got -2$"):
         PackingSampler([1, -2], 4, num_replicas=1, rank=0)
 
 
@@ -258,7 +259,7 @@ def test_collate_equals_data_collator_with_flattening(rows: list[Any]) -> None:
     transformers = pytest.importorskip("transformers")
     features = [as_transformers_feature(row) for row in rows]
     if all(len(f["input_ids"]) == 0 for f in features):
-        with pytest.raises(ValueError, match="every row is empty"):
+        with pytest.raises(packing.SettingError, match=r"^rows: expected at least one token"):
             collate(rows)
         return
     # transformers uses labels for every feature when the first has them: give plain rows explicit labels too
@@ -374,7 +375,7 @@ def test_packed_dataset_over_parquet_row_groups(tmp_path: Path) -> None:
     assert sum(b["input_ids"].shape[1] for b in loader) == int(batch.stats.packed_tokens)
     table = pa.table({"input_ids": [[1]]})
     pq.write_table(table, tmp_path / "plain.parquet")
-    with pytest.raises(ValueError, match="lacks column 'labels'"):
+    with pytest.raises(packing.DatasetError, match="not a packed file: no column 'labels'"):
         PackedDataset(tmp_path / "plain.parquet")
 
 

@@ -28,7 +28,7 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 import packing  # noqa: E402
-from packing.stream import stream  # noqa: E402
+from packing.streaming import stream  # noqa: E402
 
 L = 2048
 TARGET_POINTS = 0.2

@@ -1,4 +1,4 @@
-"""packing.stream: packing an iterable in a bounded buffer."""
+"""packing.stream (packing/streaming.py): packing an iterable in a bounded buffer."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing.stream import stream, stream_dataset
+from packing.streaming import stream, stream_dataset
 
 token_lists = st.lists(st.integers(0, 1000), min_size=0, max_size=10)
 rows_strategy = st.lists(

@@ -25,7 +25,7 @@ from packing.validation import OverflowPolicy, check_max_seq_length, check_posit
 Int64Array = npt.NDArray[np.int64]
 Block = dict[str, npt.NDArray[Any]]
 
-CHUNK_BLOCKS = 64
+CHUNK_BLOCKS = 256
 """Blocks materialized at once."""
 CARRY_BELOW = 0.99
 """A block filled below this fraction of ``max_seq_length`` goes back into the buffer (each document once)."""

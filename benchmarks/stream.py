@@ -78,7 +78,7 @@ def main() -> None:
     counts = (5_000, 20_000) if args.quick else (25_000, 100_000)
     buffers = (1_000, 10_000) if args.quick else (1_000, 10_000, 100_000)
     list(stream(rows(lengths_of(100)), L, buffer_size=50))  # compile once
-    print("| samples | packing | blocks | efficiency | vs global bfd | peak memory | time |")
+    print("| samples | packing | blocks | efficiency | vs global bfd | peak memory | time (under tracemalloc) |")
     print("|---|---|---|---|---|---|---|")
     for count in counts:
         lengths = lengths_of(count)

@@ -280,6 +280,22 @@ def test_collate_keeps_given_labels_and_takes_tensors() -> None:
     assert_same_batch(collate(as_tensors), reference(features))
 
 
+def test_collate_reads_every_mask_name() -> None:
+    transformers = pytest.importorskip("transformers")
+    rows = [
+        {"input_ids": [1, 2, 3], "completion_mask": [0, 1, 1], "attention_mask": [1, 1, 1]},
+        {"input_ids": [4, 5, 6], "assistant_masks": [1, 0, 1]},
+        {"input_ids": [7, 8], "loss_mask": [True, True]},
+    ]
+    features = [
+        {"input_ids": [1, 2, 3], "labels": [-100, 2, 3]},
+        {"input_ids": [4, 5, 6], "labels": [4, -100, 6]},
+        {"input_ids": [7, 8], "labels": [7, 8]},
+    ]
+    reference = transformers.DataCollatorWithFlattening(return_flash_attn_kwargs=True, return_position_ids=True)
+    assert_same_batch(collate(rows), reference(features))
+
+
 def test_packed_forward_keeps_documents_apart() -> None:
     """A real model: logits of the collated documents equal those of each document alone (no attention_mask)."""
     transformers = pytest.importorskip("transformers")
@@ -385,6 +401,15 @@ def test_packed_dataset_over_parquet_row_groups(tmp_path: Path) -> None:
 def test_import_packing_does_not_import_torch() -> None:
     code = "import sys, packing; packing.pack([[1]], 2); sys.exit(int('torch' in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=False).returncode == 0
+
+
+def test_a_clear_error_without_torch() -> None:
+    code = (
+        "import sys; sys.modules['torch'] = None\n"  # as if torch were not installed
+        "try:\n    import packing.torch\nexcept ImportError as e:\n    print(e)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "packing.torch needs PyTorch: pip install torch"
 
 
 def test_two_process_ddp_example_lowers_the_loss() -> None:

@@ -477,6 +477,7 @@ def collate_fixed(
 # ---------------------------------------------------------------- dataset
 
 BLOCK_COLUMNS = tuple(column.name for column in COLUMNS)
+IPC_SUFFIXES = (".arrow", ".feather", ".ipc")
 _DTYPES = {column.name: np.dtype(column.dtype) for column in COLUMNS}
 
 
@@ -485,10 +486,12 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
     ``position_ids`` (int64), ``loss_mask`` (int8), ``sequence_ids`` (int32, -1 in padding), all of length
     ``max_seq_length``, and ``seq_lengths`` (int32, the block's documents).
 
-    ``source`` is a ``PackedBatch`` or the path of a packed Parquet file (``packing pack ... --output x.parquet``).
-    A file is opened through a memory map and read one row group at a time, on demand (the last few are kept),
-    never loaded whole; the dataset pickles without its open file, so DataLoader workers each open their own.
-    ``collate`` turns a list of items into the padding-free batch, ``collate_fixed`` stacks them.
+    ``source`` is a ``PackedBatch`` or the path of a packed file with the schema's columns: Parquet
+    (``packing pack ... --output x.parquet``) or an Arrow IPC file (``.arrow``, ``.feather``, ``.ipc``; e.g.
+    ``batch.to_arrow()`` written with ``pyarrow.ipc.new_file``). A file is opened through a memory map and never
+    loaded whole: Parquet is decoded one row group at a time, on demand (the last few are kept); an Arrow IPC
+    file is read in place (zero-copy). The dataset pickles without its open file, so DataLoader workers each open
+    their own. ``collate`` turns a list of items into the padding-free batch, ``collate_fixed`` stacks them.
     O(max_seq_length) per item, plus decoding a row group when it is first touched.
 
     >>> import packing
@@ -508,11 +511,22 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
             self._length = source.num_blocks
             return
         self._path = os.fspath(source)
-        handle = self._open()
-        missing = [c for c in BLOCK_COLUMNS if c not in handle.schema_arrow.names]
+        self._ipc = self._path.lower().endswith(IPC_SUFFIXES)
+        import pyarrow as pa
+
+        try:
+            handle = self._open()
+        except pa.ArrowInvalid as error:
+            kind = "an Arrow IPC file" if self._ipc else "a Parquet file"
+            raise DatasetError(self._path, None, f"not {kind} ({str(error)[:60]})") from error
+        names = handle.schema.names if self._ipc else handle.schema_arrow.names
+        missing = [c for c in BLOCK_COLUMNS if c not in names]
         if missing:
             raise DatasetError(self._path, None, f"not a packed file: no column {missing[0]!r}")
-        rows = [handle.metadata.row_group(g).num_rows for g in range(handle.num_row_groups)]
+        if self._ipc:
+            rows = [handle.get_batch(g).num_rows for g in range(handle.num_record_batches)]
+        else:
+            rows = [handle.metadata.row_group(g).num_rows for g in range(handle.num_row_groups)]
         self._group_starts = np.concatenate(([0], np.cumsum(rows, dtype=np.int64)))
         self._length = int(self._group_starts[-1])
 
@@ -521,7 +535,8 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
             import pyarrow as pa
             import pyarrow.parquet as pq
 
-            self._file = pq.ParquetFile(pa.memory_map(self._path, "r"))
+            mapped = pa.memory_map(self._path, "r")
+            self._file = pa.ipc.open_file(mapped) if self._ipc else pq.ParquetFile(mapped)
         return self._file
 
     def __getstate__(self) -> dict[str, Any]:
@@ -535,10 +550,15 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
 
     def _row_group(self, group: int) -> dict[str, tuple[Int64Array, npt.NDArray[Any]]]:
         if group not in self._cache:
-            table = self._open().read_row_group(group, columns=list(BLOCK_COLUMNS))
+            handle = self._open()
+            if self._ipc:
+                table = handle.get_batch(group).select(list(BLOCK_COLUMNS))  # zero-copy from the memory map
+            else:
+                table = handle.read_row_group(group, columns=list(BLOCK_COLUMNS))
             columns = {}
             for name in BLOCK_COLUMNS:
-                array = table.column(name).combine_chunks()
+                column = table.column(name)
+                array = column.combine_chunks() if hasattr(column, "combine_chunks") else column
                 offsets = array.offsets.to_numpy().astype(np.int64)
                 values = array.values.to_numpy(zero_copy_only=False)
                 columns[name] = (offsets - offsets[0], values[offsets[0] : offsets[-1]])

@@ -393,6 +393,28 @@ def test_packed_dataset_over_parquet_row_groups(tmp_path: Path) -> None:
     pq.write_table(table, tmp_path / "plain.parquet")
     with pytest.raises(packing.DatasetError, match="not a packed file: no column 'labels'"):
         PackedDataset(tmp_path / "plain.parquet")
+    (tmp_path / "junk.parquet").write_bytes(b"not parquet")
+    with pytest.raises(packing.DatasetError, match="not a Parquet file"):
+        PackedDataset(tmp_path / "junk.parquet")
+
+
+def test_packed_dataset_over_an_arrow_ipc_file(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    _, batch = packed_example()
+    path = tmp_path / "blocks.arrow"
+    table = batch.to_arrow()
+    with pa.ipc.new_file(path, table.schema) as writer:
+        for record_batch in table.to_batches(max_chunksize=4):
+            writer.write_batch(record_batch)
+    data = PackedDataset(path)
+    reference = PackedDataset(batch)
+    assert len(data) == len(reference)
+    for index in np.random.default_rng(1).permutation(len(data)).tolist():
+        for key, value in reference[index].items():
+            assert data[index][key].dtype == value.dtype and torch.equal(data[index][key], value), key
+    (tmp_path / "junk.arrow").write_bytes(b"not arrow")
+    with pytest.raises(packing.DatasetError, match="not an Arrow IPC file"):
+        PackedDataset(tmp_path / "junk.arrow")
 
 
 # ---------------------------------------------------------------- imports and the worked example

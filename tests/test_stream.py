@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tracemalloc
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -165,3 +168,19 @@ def test_hugging_face_iterable_dataset() -> None:
     plain = [{"prompt": p, "completion": c} for p, c in zip(rows["prompt"], rows["completion"], strict=True)]
     ours = [{k: v.tolist() for k, v in b.items()} for b in stream(plain, 16, buffer_size=7, seed=1)]
     assert list(packed) == ours
+
+
+def test_stream_benchmark_quick_run() -> None:
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "stream.py"), "--quick"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    rows = done.stdout.splitlines()[2:]
+    assert sum("global bfd" in row for row in rows) == 2
+    assert sum("`stream`, buffer" in row for row in rows) == 3
+    assert "target ≤ 0.2: met" in done.stdout

@@ -452,3 +452,17 @@ def test_two_process_ddp_example_lowers_the_loss() -> None:
     epochs = re.findall(r"^epoch (\d+): (\d+) steps, imbalance", done.stdout, flags=re.M)
     assert len(epochs) == 2 and len(losses) == sum(int(steps) for _, steps in epochs) >= 10
     assert np.mean(losses[-3:]) < 0.6 * np.mean(losses[:3])
+
+
+def test_sampler_benchmark_quick_run() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "sampler.py"), "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    rows = [line.split(" | ") for line in done.stdout.splitlines()[2:]]
+    assert [row[1] for row in rows] == ["2", "8", "2", "8"]
+    assert all(row[7] == "met" for row in rows)

@@ -21,6 +21,7 @@ from packing.reader import MaskedSample, PromptCompletion, Sample, Samples, chat
 from packing.schema import COLUMNS, Column
 from packing.stats import PackingStats
 from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, Strategy, StrategyName
+from packing.streaming import stream
 from packing.validation import OVERFLOW_POLICIES, OverflowPolicy
 
 read_samples = read_rows
@@ -69,4 +70,5 @@ __all__ = [
     "read_rows",
     "read_samples",
     "read_table",
+    "stream",
 ]

@@ -648,7 +648,7 @@ def _read_trl(table: pa.Table, source: str) -> _Parsed:
         build = _from_lengths(offsets, lengths, fill_exactly=True)
         document = build.document
         bad.extend(build.bad_cells)
-        variant = "bfd: seq_lengths"
+        variant = "seq_lengths"
     else:
         document = _row_of(offsets, int(offsets[-1]))
         variant = "wrapped: no document boundaries"
@@ -715,19 +715,18 @@ def _read_flattening(table: pa.Table, source: str) -> _Parsed:
     positions = _values(columns["position_ids"])
     bad: list[Int64Array] = []
     cu = _cu_starts(table, "cu_seq_lens_q", offsets, source)
-    if positions is not None:
-        document = _from_starts(offsets, positions == 0, np.zeros(total, dtype=bool))
-        if cu is not None:
-            bad.append(_mismatch(offsets, document, cu[0]))
-            bad.extend(cu[1])
-        known = True
-    elif cu is not None:
+    known = True
+    if cu is not None:  # explicit boundaries first; position ids are then checked against them
         document = _from_starts(offsets, cu[0], np.zeros(total, dtype=bool))
         bad.extend(cu[1])
-        known = True
+        variant = "cu_seq_lens"
+    elif positions is not None:
+        document = _from_starts(offsets, positions == 0, np.zeros(total, dtype=bool))
+        variant = "position ids"
     else:
         document = _row_of(offsets, total)
         known = False
+        variant = "no document boundaries"
     seq_idx = columns["seq_idx"]
     if seq_idx is not None:
         changes = np.zeros(total, dtype=bool)
@@ -744,6 +743,7 @@ def _read_flattening(table: pa.Table, source: str) -> _Parsed:
         None,
         _values(labels),
         np.full(len(tokens.lengths), known, dtype=bool),
+        variant,
     )
     return _Parsed(layout, bad)
 

@@ -845,26 +845,26 @@ def _read_segment_ids(table: pa.Table, source: str) -> _Parsed:
     positions = _values(columns["position_ids"])
     labels = columns["labels"]
     targets = labels.values != IGNORE_INDEX if labels is not None else None
-    numbered = bool(mask.max(initial=0) >= 2)
+    rows = _row_of(offsets, total)
+    numbered_rows = _row_max(offsets, mask) >= 2  # a block numbering its documents; others hold 0/1 or one document
+    numbered = numbered_rows[rows]
     padding = mask == 0
     bad: list[Int64Array] = []
-    known = True
-    variant = ""
-    if numbered:
-        changes = np.ones(total, dtype=bool)
-        changes[1:] = mask[1:] != mask[:-1]
-        document = _from_starts(offsets, changes, padding)
-        variant = "document numbers"
-    elif positions is not None:
-        padding = padding | _trailing_padding(offsets, positions, targets)
-        document = _from_starts(offsets, positions == 0, padding)
-        variant = "0/1 mask: documents from position ids"
+    known = np.ones(len(tokens.lengths), dtype=bool)
+    changes = np.ones(total, dtype=bool)
+    changes[1:] = mask[1:] != mask[:-1]
+    if positions is not None:
+        padding |= _trailing_padding(offsets, positions, targets) & ~numbered & ~_row_has(offsets, mask == 0)[rows]
+        opens = np.where(numbered, changes, positions == 0)
+        variant = "document numbers" if numbered_rows.any() else "0/1 mask: documents from position ids"
     else:
-        document = _row_of(offsets, total).copy()
-        document[padding] = -1
-        document = _renumber(document)
-        known = False
-        variant = "0/1 mask: no document boundaries"
+        opens = changes
+        if not numbered_rows.any():
+            known[:] = False
+            variant = "0/1 mask: no document boundaries"
+        else:
+            variant = "document numbers"
+    document = _from_starts(offsets, opens, padding)
     layout = PackedLayout(
         "segment_ids",
         offsets,
@@ -874,10 +874,25 @@ def _read_segment_ids(table: pa.Table, source: str) -> _Parsed:
         positions,
         mask,
         _values(labels),
-        np.full(len(tokens.lengths), known, dtype=bool),
+        known,
         variant,
     )
     return _Parsed(layout, bad)
+
+
+def _row_max(offsets: Int64Array, values: Int64Array) -> Int64Array:
+    """The largest value of every block (-1 for an empty block). O(tokens)."""
+    result = np.full(len(offsets) - 1, -1, dtype=np.int64)
+    nonempty = np.flatnonzero(np.diff(offsets) > 0)
+    if len(nonempty):
+        result[nonempty] = np.maximum.reduceat(values, offsets[:-1][nonempty])
+    return result
+
+
+def _row_has(offsets: Int64Array, flags: BoolArray) -> BoolArray:
+    """Whether any token of every block is flagged."""
+    has: BoolArray = _row_max(offsets, flags.astype(np.int64)) > 0
+    return has
 
 
 def _trailing_padding(offsets: Int64Array, positions: Int64Array, targets: BoolArray | None) -> BoolArray:
@@ -970,10 +985,11 @@ def _checks(parsed: _Parsed, capacity: int, capacity_given: bool, used: Int64Arr
     unknown_blocks = np.flatnonzero(~layout.boundaries_known & (np.diff(offsets) > 0))
     cells["no_document_boundaries"] = offsets[:-1][unknown_blocks]
     mask = layout.attention_mask
-    if mask is not None and mask.max(initial=0) <= 1:
+    if mask is not None:
         docs = np.bincount(rows[starts], minlength=layout.num_blocks)
         open_mask = np.bincount(rows[(mask == 0) & (document >= 0)], minlength=layout.num_blocks) == 0
-        blocks = np.flatnonzero((docs >= 2) & open_mask & layout.boundaries_known)
+        flat_mask = _row_max(offsets, mask) <= 1
+        blocks = np.flatnonzero((docs >= 2) & open_mask & flat_mask & layout.boundaries_known)
         second = np.flatnonzero(starts & inner)
         first_inner = second[np.searchsorted(rows[second], blocks)] if len(blocks) else np.zeros(0, dtype=np.int64)
         cells["all_ones_attention_mask"] = first_inner

@@ -4,8 +4,8 @@
 
 - ``packing``: this project's columns ``input_ids``, ``labels`` (int64), ``loss_mask`` (int8),
   ``position_ids`` (int64), ``sequence_ids`` (int32, -1 = padding), ``seq_lengths`` (int32);
-- ``trl``: TRL ``pack_dataset``'s ``input_ids`` (no padding) and ``seq_lengths``, with the loss as
-  ``completion_mask``; TRL's padding-free collator derives position ids and drops the loss at document starts;
+- ``trl``: TRL ``pack_dataset``'s ``input_ids`` (no padding) and ``seq_lengths``, with ``labels`` (which
+  TRL's collator takes as they are); its padding-free collator derives position ids from ``seq_lengths``;
 - ``flattening``: ``DataCollatorWithFlattening``'s ``input_ids``, ``labels`` (-100 at each document's first
   token) and ``position_ids`` restarting at 0, no padding;
 - ``torchtune``: ``tokens``, ``labels``, ``input_pos`` and ``seq_lens``, padded to ``max_seq_length``, the padding
@@ -23,7 +23,7 @@ O(blocks × max_seq_length), numpy throughout.
 >>> from packing import pack
 >>> batch = pack([[1, 2, 3], [4, 5], [6]], 4, strategy="ffd")
 >>> export(batch, "trl").to_pydict()
-{'input_ids': [[1, 2, 3, 6], [4, 5]], 'seq_lengths': [[3, 1], [2]], 'completion_mask': [[1, 1, 1, 1], [1, 1]]}
+{'input_ids': [[1, 2, 3, 6], [4, 5]], 'labels': [[-100, 2, 3, -100], [-100, 5]], 'seq_lengths': [[3, 1], [2]]}
 >>> export(batch, "torchtune").to_pydict()["seq_lens"]
 [[3, 1], [2, 2]]
 >>> export(batch, "megatron").to_pydict()["loss_mask"]
@@ -179,8 +179,8 @@ def _trl(rows: _Rows) -> pa.Table:
     return pa.table(
         {
             "input_ids": _real(rows, batch.input_ids, pa.int64()),
+            "labels": _real(rows, batch.labels, pa.int64()),
             "seq_lengths": _column(rows.doc_lengths, rows.doc_counts, pa.int32()),
-            "completion_mask": _real(rows, batch.loss_mask, pa.int8()),
         }
     )
 

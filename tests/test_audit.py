@@ -210,9 +210,7 @@ def test_torchtune_layout_clean() -> None:
 
 def test_torchtune_training_on_inputs_leaks_across_documents() -> None:
     # labels equal to tokens (train_on_input): each later document's first token is predicted by the one before
-    table = pa.Table.from_pylist(
-        [_torchtune_pack([([5, 6, 7], [5, 6, 7]), ([8, 9], [8, 9]), ([4], [4])], 8)]
-    )
+    table = pa.Table.from_pylist([_torchtune_pack([([5, 6, 7], [5, 6, 7]), ([8, 9], [8, 9]), ([4], [4])], 8)])
     report = audit(table)
     assert report.counts() == {"cross_document_label": 2}
     assert report.finding("cross_document_label").examples == ((0, 3), (0, 5))
@@ -533,12 +531,40 @@ def test_cli_pack_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     source.write_text("".join(json.dumps({"input_ids": row}) + "\n" for row in rows))
     for layout in ("torchtune", "megatron", "packing"):
         output = tmp_path / f"{layout}.parquet"
-        code = main(["pack", str(source), "--max-seq-length", "16", "--strategy", "bfd", "--format", layout,
-                     "-o", str(output), "-q"])
+        code = main(
+            [
+                "pack",
+                str(source),
+                "--max-seq-length",
+                "16",
+                "--strategy",
+                "bfd",
+                "--format",
+                layout,
+                "-o",
+                str(output),
+                "-q",
+            ]
+        )
         assert code == 0
         report = audit(output, max_seq_length=16)
         assert (report.format, report.findings, report.num_documents) == (layout, (), len(rows))
         assert Counter(tuple(d.tolist()) for d in report.layout.documents()) == Counter(map(tuple, rows))
     capsys.readouterr()
-    assert main(["pack", str(source), "--max-seq-length", "16", "--strategy", "bfd", "--format", "keras",
-                 "-o", str(tmp_path / "x.parquet")]) == 2
+    assert (
+        main(
+            [
+                "pack",
+                str(source),
+                "--max-seq-length",
+                "16",
+                "--strategy",
+                "bfd",
+                "--format",
+                "keras",
+                "-o",
+                str(tmp_path / "x.parquet"),
+            ]
+        )
+        == 2
+    )

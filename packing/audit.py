@@ -62,7 +62,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from packing.io import DatasetError
+from packing.arrays import ranges
+from packing.errors import DatasetError, SettingError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -294,9 +295,9 @@ _BLOCK_KINDS = frozenset({"no_document_boundaries", "all_ones_attention_mask", "
 # ---------------------------------------------------------------- reading
 
 
-def _error(source: str, message: str) -> DatasetError:
+def _error(source: str, reason: str, where: str | None = None) -> DatasetError:
     """The error for a source that cannot be read as packed data."""
-    return DatasetError(f"{source}: {message}")
+    return DatasetError(source, where, reason)
 
 
 def _read_file(path: str | os.PathLike[str]) -> pa.Table:
@@ -338,9 +339,8 @@ def _to_table(source: Any) -> tuple[pa.Table, str]:
             return table, "<dataset>"
     if isinstance(source, Mapping):
         return _mapping_table(source), "<batch>"
-    raise TypeError(
-        "audit() takes a .parquet/.jsonl path, a pyarrow.Table, a datasets.Dataset or a dict of columns, "
-        f"got {type(source).__name__}"
+    raise SettingError(
+        "source", "a .parquet/.jsonl path, a pyarrow.Table, a datasets.Dataset or a dict of columns", type(source)
     )
 
 
@@ -398,7 +398,7 @@ def _list_column(table: pa.Table, name: str, source: str) -> _Column | None:
         raise _error(source, f"column '{name}': expected lists of integers, got {kind}")
     if column.null_count:
         row = int(np.flatnonzero(pc.is_null(column).to_numpy(zero_copy_only=False))[0])
-        raise _error(source, f"row {row + 1}, column '{name}': expected a list, got null")
+        raise _error(source, f"column '{name}': expected a list, got null", f"row {row + 1}")
     lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False).astype(np.int64)
     flat = pc.list_flatten(column)
     if flat.null_count:
@@ -431,14 +431,6 @@ def _detect(columns: set[str], source: str) -> LayoutName:
 
 
 # ---------------------------------------------------------------- building documents
-
-
-def _ranges(starts: Int64Array, lengths: Int64Array) -> Int64Array:
-    """Concatenation of ``arange(s, s + n)`` for every ``(s, n)``. O(sum of lengths)."""
-    total = int(lengths.sum())
-    before = np.cumsum(lengths) - lengths
-    result: Int64Array = np.arange(total, dtype=np.int64) + np.repeat(starts - before, lengths)
-    return result
 
 
 def _row_of(offsets: Int64Array, total: int) -> Int64Array:
@@ -475,7 +467,7 @@ def _from_lengths(row_offsets: Int64Array, lengths: _Column, fill_exactly: bool)
     document = np.full(total, -1, dtype=np.int64)
     real = kept > 0
     numbers = np.cumsum(real) - 1
-    document[_ranges(start[real], kept[real])] = np.repeat(numbers[real], kept[real])
+    document[ranges(start[real], kept[real])] = np.repeat(numbers[real], kept[real])
     sums = np.bincount(entry_row, weights=values, minlength=len(row_length)).astype(np.int64)
     bad_rows = (sums > row_length) | (np.bincount(entry_row[lengths.values < 0], minlength=len(row_length)) > 0)
     if fill_exactly:
@@ -552,8 +544,9 @@ def _check_lengths(column: _Column | None, name: str, reference: _Column, refere
         row = int(differ[0])
         raise _error(
             source,
-            f"row {row + 1}, column '{name}': {int(column.lengths[row])} values, expected "
-            f"{int(reference.lengths[row])} like '{reference_name}'",
+            f"column '{name}': {int(column.lengths[row])} values, expected {int(reference.lengths[row])} like "
+            f"'{reference_name}'",
+            f"row {row + 1}",
         )
 
 
@@ -770,7 +763,7 @@ def _read_torchtune(table: pa.Table, source: str) -> _Parsed:
         padded = positions[pad_starts] != 0
         if padded.any():
             document = document.copy()
-            document[_ranges(pad_starts[padded], last[padded])] = -1
+            document[ranges(pad_starts[padded], last[padded])] = -1
             document = _renumber(document)
     labels = columns["labels"]
     layout = PackedLayout(
@@ -930,7 +923,7 @@ _READERS = {
 def _parse(source: Any, format: str | None) -> tuple[_Parsed, str]:
     table, name = _to_table(source)
     if format is not None and format not in _READERS:
-        raise ValueError(f"format: expected one of {', '.join(LAYOUTS)}, got {format!r}")
+        raise SettingError("format", f"one of {', '.join(LAYOUTS)}", format)
     layout = format if format is not None else _detect(set(map(str, table.column_names)), name)
     return _READERS[layout](table, name), name
 
@@ -1028,7 +1021,7 @@ def audit(source: Any, *, max_seq_length: int | None = None, format: str | None 
     if max_seq_length is not None and (
         isinstance(max_seq_length, bool) or not isinstance(max_seq_length, (int, np.integer)) or max_seq_length < 1
     ):
-        raise ValueError(f"max_seq_length: expected an integer >= 1, got {max_seq_length!r}")
+        raise SettingError("max_seq_length", "an integer >= 1", max_seq_length)
     parsed, name = _parse(source, format)
     layout = parsed.layout
     offsets, document = layout.row_offsets, layout.document

@@ -34,15 +34,16 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
+from packing.arrays import offsets_of, ranges
+from packing.errors import SettingError
+from packing.io import atomic_path
 from packing.packed import IGNORE_INDEX, PackedBatch
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -64,17 +65,19 @@ class _Rows:
         count = batch.num_blocks
         rows = np.arange(count, dtype=np.int64) if order is None else np.asarray(order)
         if rows.ndim != 1 or (rows.size and rows.dtype.kind not in "iu"):
-            raise ValueError("order must be a flat array of block indexes")
+            raise SettingError("order", "a flat array of block indexes", f"<array of shape {rows.shape}>")
         if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= count):
-            raise ValueError(f"order holds block indexes outside 0..{count - 1}")
+            raise SettingError(
+                "order", f"block indexes in 0..{count - 1}", f"<indexes {int(rows.min())}..{int(rows.max())}>"
+            )
         self.batch = batch
         self.rows = rows.astype(np.int64)
         starts = batch.plan.block_starts
         self.doc_counts = np.diff(starts)[self.rows].astype(np.int64)
-        pieces = _ranges(starts[:-1][self.rows], self.doc_counts)
+        pieces = ranges(starts[:-1][self.rows], self.doc_counts)
         self.doc_lengths = batch.plan.piece_length[pieces].astype(np.int64)
         self.used = (
-            np.add.reduceat(self.doc_lengths, _offsets(self.doc_counts)[:-1]) if len(self.rows) else self.doc_counts
+            np.add.reduceat(self.doc_lengths, offsets_of(self.doc_counts)[:-1]) if len(self.rows) else self.doc_counts
         )
         self.used = np.where(self.doc_counts > 0, self.used, 0).astype(np.int64)
         self.width = batch.max_seq_length
@@ -91,7 +94,7 @@ class _Rows:
     def document(self) -> Int64Array:
         """Per cell: the document's number within its block (0, 1, ...), -1 in padding."""
         numbers = np.full((len(self.rows), self.width), -1, dtype=np.int64)
-        within = _ranges(np.zeros(len(self.doc_counts), dtype=np.int64), self.doc_counts)
+        within = ranges(np.zeros(len(self.doc_counts), dtype=np.int64), self.doc_counts)
         numbers[self.real] = np.repeat(within, self.doc_lengths)
         return numbers
 
@@ -101,32 +104,18 @@ class _Rows:
         ends = np.cumsum(self.doc_lengths) - 1
         flat = last.reshape(-1)
         row_of_doc = np.repeat(np.arange(len(self.rows), dtype=np.int64), self.doc_counts)
-        before = _offsets(self.doc_counts)
+        before = offsets_of(self.doc_counts)
         base = np.concatenate(([0], np.cumsum(self.doc_lengths)))[before[:-1]]
         local_end = ends - np.repeat(base, self.doc_counts)
         flat[row_of_doc * self.width + local_end] = True
         return last
 
 
-def _offsets(counts: Int64Array) -> Int64Array:
-    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    return offsets
-
-
-def _ranges(starts: Int64Array, lengths: Int64Array) -> Int64Array:
-    """Concatenation of ``arange(s, s + n)`` for every ``(s, n)``. O(sum of lengths)."""
-    total = int(lengths.sum())
-    before = np.cumsum(lengths) - lengths
-    result: Int64Array = np.arange(total, dtype=np.int64) + np.repeat(starts - before, lengths)
-    return result
-
-
 def _column(values: npt.NDArray[Any], lengths: Int64Array, kind: Any) -> Any:
     """A chunked Arrow ``list<kind>`` column with rows of ``lengths`` values taken from ``values`` in order."""
     import pyarrow as pa
 
-    offsets = _offsets(lengths)
+    offsets = offsets_of(lengths)
     chunks: list[Any] = []
     first = 0
     rows = len(lengths)
@@ -157,19 +146,8 @@ def _targets(batch: PackedBatch) -> npt.NDArray[np.bool_]:
 
 
 def _packing(rows: _Rows) -> pa.Table:
-    import pyarrow as pa
-
-    batch = rows.batch
-    return pa.table(
-        {
-            "input_ids": _fixed(rows, batch.input_ids, pa.int64()),
-            "labels": _fixed(rows, batch.labels, pa.int64()),
-            "loss_mask": _fixed(rows, batch.loss_mask, pa.int8()),
-            "position_ids": _fixed(rows, batch.position_ids, pa.int64()),
-            "sequence_ids": _fixed(rows, batch.sequence_ids, pa.int32()),
-            "seq_lengths": _column(rows.doc_lengths, rows.doc_counts, pa.int32()),
-        }
-    )
+    table: pa.Table = rows.batch.to_arrow(rows.rows)
+    return table
 
 
 def _trl(rows: _Rows) -> pa.Table:
@@ -213,8 +191,8 @@ def _torchtune(rows: _Rows) -> pa.Table:
     has_pad = pad > 0
     counts = rows.doc_counts + has_pad
     lengths = np.zeros(int(counts.sum()), dtype=np.int64)
-    slots = _offsets(counts)
-    real_slots = _ranges(slots[:-1], rows.doc_counts)
+    slots = offsets_of(counts)
+    real_slots = ranges(slots[:-1], rows.doc_counts)
     lengths[real_slots] = rows.doc_lengths
     lengths[slots[1:][has_pad] - 1] = pad[has_pad]
     return pa.table(
@@ -235,8 +213,8 @@ def _megatron(rows: _Rows) -> pa.Table:
     shifted = np.zeros_like(targets)
     shifted[:, :-1] = targets[:, 1:]
     shifted &= ~rows.last_of_document()
-    starts = _offsets(rows.doc_lengths)[:-1] - np.repeat(
-        np.concatenate(([0], np.cumsum(rows.doc_lengths)))[_offsets(rows.doc_counts)[:-1]], rows.doc_counts
+    starts = offsets_of(rows.doc_lengths)[:-1] - np.repeat(
+        np.concatenate(([0], np.cumsum(rows.doc_lengths)))[offsets_of(rows.doc_counts)[:-1]], rows.doc_counts
     )
     return pa.table(
         {
@@ -285,26 +263,12 @@ def export(batch: PackedBatch, format: str = "packing", order: npt.ArrayLike | N
     >>> export(pack([[1]], 2), "keras")
     Traceback (most recent call last):
     ...
-    ValueError: format: expected one of packing, trl, flattening, torchtune, megatron, segment_ids, got 'keras'
+    packing.errors.SettingError: format: expected one of packing, trl, flattening, torchtune, megatron, segment_ids, got 'keras'
     """
     if format not in _EXPORTERS:
-        raise ValueError(f"format: expected one of {', '.join(EXPORT_FORMATS)}, got {format!r}")
+        raise SettingError("format", f"one of {', '.join(EXPORT_FORMATS)}", format)
     table: pa.Table = _EXPORTERS[format](_Rows(batch, order))
     return table
-
-
-@contextmanager
-def _atomic(path: PathType) -> Iterator[Path]:
-    """A temporary path next to ``path``, renamed onto it when the block succeeds, removed otherwise."""
-    target = Path(path)
-    temporary = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
-    os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-    try:
-        yield temporary
-        os.replace(temporary, target)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
 
 
 def write_table(table: pa.Table, path: PathType) -> None:
@@ -321,8 +285,8 @@ def write_table(table: pa.Table, path: PathType) -> None:
 
     suffix = Path(path).suffix.lower()
     if suffix not in (".parquet", ".jsonl"):
-        raise ValueError(f"output: expected a .parquet or .jsonl path, got {os.fspath(path)!r}")
-    with _atomic(path) as temporary:
+        raise SettingError("output", "a .parquet or .jsonl path", os.fspath(path))
+    with atomic_path(path) as temporary:
         if suffix == ".parquet":
             pq.write_table(table, temporary)
             return

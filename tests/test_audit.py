@@ -18,7 +18,7 @@ import packing
 from packing.audit import FINDING_KINDS, audit, read_packed
 from packing.cli import main
 from packing.formats import export
-from packing.io import DatasetError
+from packing.errors import DatasetError
 
 
 def _kinds(report: packing.audit.AuditReport) -> dict[str, int]:
@@ -499,7 +499,7 @@ def test_files_and_errors(tmp_path: Path) -> None:
         audit(tmp_path / "bad.parquet")
     with pytest.raises(DatasetError, match="no packed token column"):
         audit(pa.table({"text": [[1]]}))
-    with pytest.raises(DatasetError, match="row 2, column 'labels': 1 values, expected 2"):
+    with pytest.raises(DatasetError, match="row 2: column 'labels': 1 values, expected 2"):
         audit(pa.table({"input_ids": [[1], [2, 3]], "labels": [[1], [2]], "position_ids": [[0], [0, 1]]}))
     with pytest.raises(ValueError, match="max_seq_length"):
         audit(table, max_seq_length=0)

@@ -178,14 +178,14 @@ class PackedLayout:
         """
         order = np.flatnonzero(self.document >= 0)
         counts = np.bincount(self.document[order], minlength=self.num_documents)
-        return np.split(self.input_ids[order], np.cumsum(counts)[:-1])
+        return np.split(self.input_ids[order], np.cumsum(counts)[:-1]) if len(counts) else []
 
     def document_targets(self) -> list[BoolArray]:
         """Which tokens of every document are prediction targets (its first token never is). O(tokens)."""
         order = np.flatnonzero(self.document >= 0)
         targets = self.real_targets()[order]
         counts = np.bincount(self.document[order], minlength=self.num_documents)
-        return np.split(targets, np.cumsum(counts)[:-1])
+        return np.split(targets, np.cumsum(counts)[:-1]) if len(counts) else []
 
     def real_targets(self) -> BoolArray:
         """``targets``, or every real token when the data has no loss information."""

@@ -263,7 +263,7 @@ def export(batch: PackedBatch, format: str = "packing", order: npt.ArrayLike | N
     >>> export(pack([[1]], 2), "keras")
     Traceback (most recent call last):
     ...
-    packing.errors.SettingError: format: expected one of packing, trl, flattening, torchtune, megatron, segment_ids, got 'keras'
+    packing.errors.SettingError: format: expected one of packing, trl, flattening, torchtune, megatron, segment_ids, got 'keras' (str)
     """
     if format not in _EXPORTERS:
         raise SettingError("format", f"one of {', '.join(EXPORT_FORMATS)}", format)

@@ -42,7 +42,7 @@ class BlockGrid:
     tokens: Int64Array
     positions: Int64Array | None
     targets: npt.NDArray[np.int8]
-    """1 = a target, 0 = no loss, -1 = padding, -2 = beyond the block."""
+    """1 = a target (padding included: that is a finding), 0 = no loss, -1 = padding, -2 = beyond the block."""
 
 
 def default_blocks(report: AuditReport, count: int = 8) -> list[int]:
@@ -85,7 +85,8 @@ def block_grid(report: AuditReport, blocks: Sequence[int]) -> BlockGrid:
         tokens[row, :n] = layout.input_ids[cells]
         if positions is not None and layout.position_ids is not None:
             positions[row, :n] = layout.position_ids[cells]
-        targets[row, :n] = np.where(layout.document[cells] < 0, -1, real_targets[cells].astype(np.int8))
+        trained = real_targets[cells]
+        targets[row, :n] = np.where(trained, 1, np.where(layout.document[cells] < 0, -1, 0))
     return BlockGrid(chosen, document, tokens, positions, targets)
 
 

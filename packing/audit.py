@@ -80,7 +80,7 @@ LAYOUT_TITLES: dict[str, str] = {
     "flattening": "transformers DataCollatorWithFlattening",
     "torchtune": "torchtune PackedDataset",
     "megatron": "NeMo / Megatron packed sequences",
-    "segment_ids": "segment ids in attention_mask (LLaMA-Factory neat packing, Axolotl)",
+    "segment_ids": "segment ids in attention_mask, as LLaMA-Factory neat packing and Axolotl",
 }
 FINDING_KINDS = (
     "cross_document_label",

@@ -267,15 +267,17 @@ class AuditReport:
         """
         variant = f" ({self.layout.variant})" if self.layout.variant else ""
         lines = [f"Layout: {LAYOUT_TITLES[self.format]}{variant}."]
-        plural = "s" if self.num_blocks != 1 else ""
+        one = self.num_blocks == 1
         lines.append(
-            f"{self.num_blocks:,} block{plural} of up to {self.max_seq_length:,} positions hold {self.tokens:,} tokens "
-            f"and {self.padding_tokens:,} padding tokens: {100 * self.efficiency:.2f} % of the positions are used."
+            f"{self.num_blocks:,} block{'' if one else 's'} of up to {self.max_seq_length:,} positions "
+            f"hold{'s' if one else ''} {self.tokens:,} tokens and {self.padding_tokens:,} padding tokens: "
+            f"{100 * self.efficiency:.2f} % of the positions are used."
         )
         if self.num_documents is None:
             lines.append("The number of documents is unknown: nothing marks where one ends.")
         else:
-            lines.append(f"They hold {self.num_documents:,} documents.")
+            count = self.num_documents
+            lines.append(f"{'It holds' if one else 'They hold'} {count:,} document{'' if count == 1 else 's'}.")
         if self.clean:
             lines.append("No problems found: documents cannot see or predict each other, and padding is not trained.")
             return lines

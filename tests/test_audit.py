@@ -15,14 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing.audit import FINDING_KINDS, audit, read_packed
+from packing.audit import FINDING_DESCRIPTIONS, FINDING_KINDS, audit, read_packed
 from packing.cli import main
 from packing.errors import DatasetError
 from packing.formats import export
-
-
-def _kinds(report: packing.audit.AuditReport) -> dict[str, int]:
-    return report.counts()
 
 
 def _random_ids(seed: int, count: int, longest: int) -> list[list[int]]:
@@ -483,7 +479,7 @@ def test_block_too_long_only_with_a_given_capacity() -> None:
 
 
 def test_every_kind_is_documented() -> None:
-    assert set(FINDING_KINDS) == set(packing.audit.FINDING_DESCRIPTIONS)
+    assert set(FINDING_KINDS) == set(FINDING_DESCRIPTIONS)
 
 
 # ---------------------------------------------------------------- inputs and errors

@@ -11,11 +11,11 @@ import pyarrow as pa
 import packing
 from explorer import inspect_view
 from explorer.figures import PAD_COLOR, SEQUENCE_COLORS
-from packing.audit import audit
+from packing.audit import AuditReport, audit
 from packing.formats import export
 
 
-def _leaky_report() -> packing.audit.AuditReport:
+def _leaky_report() -> AuditReport:
     batch = packing.pack([[1, 2, 3], [4, 5], [6, 7], [8]], 5, strategy="next_fit")  # [1 2 3 4 5] [6 7 8 . .]
     table = export(batch, "packing")
     labels = table.column("labels").to_pylist()

@@ -19,8 +19,15 @@ from packing.errors import SettingError, TooManyDocuments
 from packing.kernels import IntArray
 from packing.overflow import Documents, documents_of
 from packing.stats import PackingStats, compute_stats
-from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, Options, layout_blocks
-from packing.validation import OVERFLOW_POLICIES, as_lengths, check_choice, check_max_seq_length, check_positive_int
+from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, Options, StrategyName, layout_blocks
+from packing.validation import (
+    OVERFLOW_POLICIES,
+    OverflowPolicy,
+    as_lengths,
+    check_choice,
+    check_max_seq_length,
+    check_positive_int,
+)
 
 Int64Array = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
@@ -63,10 +70,12 @@ class PackingPlan:
     certificate: Any = field(default=None, compare=False)
     """For ``optimal``: the proof of how close the plan is to the fewest blocks possible."""
     _trusted: bool = field(default=False, repr=False, compare=False)
+    """Skip the check for this one construction (the planner's own plans); never copied by ``replace``."""
 
     def __post_init__(self) -> None:
         if not self._trusted:
             check_pieces(self)
+        object.__setattr__(self, "_trusted", False)  # ``dataclasses.replace`` of this plan is checked again
 
     @property
     def num_blocks(self) -> int:
@@ -304,8 +313,8 @@ def _windowed_layout(
 def plan(
     lengths: npt.ArrayLike,
     max_seq_length: int,
-    strategy: str = DEFAULT_STRATEGY,
-    overflow: str = "truncate",
+    strategy: StrategyName = DEFAULT_STRATEGY,
+    overflow: OverflowPolicy = "truncate",
     *,
     max_sequences_per_block: int | None = None,
     window: int | None = None,

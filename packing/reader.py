@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 import numpy as np
 import numpy.typing as npt
 
-from packing.arrays import ranges
+from packing.arrays import copy_runs
 from packing.errors import SampleError, SettingError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -463,21 +463,29 @@ def read_table(table: pa.Table, *, completion_only_loss: bool = True) -> Samples
     c_len = np.where(pair, columns["completion"].lengths, 0) if "completion" in columns else zero
     offsets = np.zeros(rows + 1, dtype=np.int64)
     np.cumsum(id_len + p_len + c_len, out=offsets[1:])
-    tokens = np.empty(int(offsets[-1]), dtype=np.int64)
-    loss_mask = np.ones(len(tokens), dtype=np.int8)
     starts = offsets[:-1]
-    if "input_ids" in columns:
-        tokens[ranges(starts[ids], id_len[ids])] = columns["input_ids"].values
-    if pair.any():
-        prompt_at = ranges(starts[pair], p_len[pair])
-        tokens[prompt_at] = columns["prompt"].values
-        tokens[ranges(starts[pair] + p_len[pair], c_len[pair])] = columns["completion"].values
-        if completion_only:
-            loss_mask[prompt_at] = 0
+    if ids.all():  # one form: the column's values are the tokens, in order
+        tokens = columns["input_ids"].values.astype(np.int64, copy=False)
+    else:
+        tokens = np.empty(int(offsets[-1]), dtype=np.int64)
+        if "input_ids" in columns:
+            copy_runs(columns["input_ids"].values, tokens, starts[ids], id_len[ids])
+        if pair.any():
+            copy_runs(columns["prompt"].values, tokens, starts[pair], p_len[pair])
+            copy_runs(columns["completion"].values, tokens, starts[pair] + p_len[pair], c_len[pair])
+    loss_mask = np.ones(len(tokens), dtype=np.int8)
+    if pair.any() and completion_only:
+        copy_runs(np.zeros(int(p_len.sum()), dtype=np.int8), loss_mask, starts[pair], p_len[pair])
     for name in MASK_FIELDS:
-        if name in columns and given(name).any():
-            rows_with = given(name)
-            loss_mask[ranges(starts[rows_with], id_len[rows_with])] &= columns[name].values.astype(np.int8)
+        rows_with = given(name)
+        if name in columns and rows_with.any():
+            values = columns[name].values.astype(np.int8)
+            if rows_with.all() and ids.all():
+                loss_mask &= values
+            else:
+                mask = np.ones(len(tokens), dtype=np.int8)
+                copy_runs(values, mask, starts[rows_with], id_len[rows_with])
+                loss_mask &= mask
     return Samples(tokens, loss_mask, offsets)
 
 

@@ -52,12 +52,13 @@ A clean dataset has no findings. Everything is vectorized over the flat token ar
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -302,47 +303,53 @@ def _error(source: str, reason: str, where: str | None = None) -> DatasetError:
     return DatasetError(source, where, reason)
 
 
-def _read_file(path: str | os.PathLike[str]) -> pa.Table:
-    """A Parquet or JSON-lines file as a table."""
+def _read_file(source: str | os.PathLike[str] | IO[bytes], label: str) -> pa.Table:
+    """A Parquet or JSON-lines file (a path or a binary file object) as a table; ``label`` names it."""
     import pyarrow as pa
     import pyarrow.json as pj
     import pyarrow.parquet as pq
 
-    label = os.fspath(path)
-    target = Path(path)
-    if not target.exists():
-        raise _error(label, "no such file")
-    if target.is_dir():
-        raise _error(label, "is a directory, expected a file")
-    suffix = target.suffix.lower()
+    if isinstance(source, (str, os.PathLike)):
+        target = Path(source)
+        if not target.exists():
+            raise _error(label, "no such file")
+        if target.is_dir():
+            raise _error(label, "is a directory, expected a file")
+    suffix = Path(label).suffix.lower()
+    if suffix not in (".parquet", ".pq", ".jsonl", ".ndjson", ".json"):
+        raise _error(label, "expected a .parquet or .jsonl file")
+    parquet = suffix in (".parquet", ".pq")
     try:
-        if suffix in (".parquet", ".pq"):
-            return pq.read_table(target)
-        if suffix in (".jsonl", ".ndjson", ".json"):
-            return pj.read_json(target)
+        return pq.read_table(source) if parquet else pj.read_json(source)
     except (pa.ArrowException, OSError, ValueError) as error:
         reason = str(error).strip().splitlines()[0][:80] if str(error).strip() else type(error).__name__
-        kind = "Parquet" if suffix in (".parquet", ".pq") else "JSON lines"
-        raise _error(label, f"not a readable {kind} file ({reason})") from None
-    raise _error(label, "expected a .parquet or .jsonl file")
+        raise _error(label, f"not a readable {'Parquet' if parquet else 'JSON lines'} file ({reason})") from None
 
 
-def _to_table(source: Any) -> tuple[pa.Table, str]:
+def _to_table(source: Any, name: str | None) -> tuple[pa.Table, str]:
     """Any accepted source as ``(table, name for messages)``."""
     import pyarrow as pa
 
     if isinstance(source, (str, os.PathLike)):
-        return _read_file(source), os.fspath(source)
+        label = name or os.fspath(source)
+        return _read_file(source, label), label
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        source = io.BytesIO(bytes(source))
+    if hasattr(source, "read"):  # a binary file object, such as an upload
+        label = name or str(getattr(source, "name", None) or "<uploaded file>")
+        return _read_file(source, label), label
     if isinstance(source, pa.Table):
-        return source, "<table>"
+        return source, name or "<table>"
     if hasattr(source, "with_format") and hasattr(source, "column_names"):  # datasets.Dataset
         table = source.with_format("arrow")[:]
         if isinstance(table, pa.Table):
-            return table, "<dataset>"
+            return table, name or "<dataset>"
     if isinstance(source, Mapping):
-        return _mapping_table(source), "<batch>"
+        return _mapping_table(source), name or "<batch>"
     raise SettingError(
-        "source", "a .parquet/.jsonl path, a pyarrow.Table, a datasets.Dataset or a dict of columns", type(source)
+        "source",
+        "a .parquet/.jsonl path or file, a pyarrow.Table, a datasets.Dataset or a dict of columns",
+        type(source),
     )
 
 
@@ -926,8 +933,8 @@ _READERS = {
 }
 
 
-def _parse(source: Any, format: str | None) -> tuple[_Parsed, str]:
-    table, name = _to_table(source)
+def _parse(source: Any, format: str | None, name: str | None = None) -> tuple[_Parsed, str]:
+    table, name = _to_table(source, name)
     if format is not None and format not in _READERS:
         raise SettingError("format", f"one of {', '.join(LAYOUTS)}", format)
     layout = format if format is not None else _detect(set(map(str, table.column_names)), name)
@@ -1009,12 +1016,16 @@ def _checks(parsed: _Parsed, capacity: int, capacity_given: bool, used: Int64Arr
     return findings
 
 
-def audit(source: Any, *, max_seq_length: int | None = None, format: str | None = None) -> AuditReport:
+def audit(
+    source: Any, *, max_seq_length: int | None = None, format: str | None = None, name: str | None = None
+) -> AuditReport:
     """Recognise a packed dataset's layout, count what it holds and check every invariant.
 
-    ``source`` is a ``.parquet`` / ``.jsonl`` path, a ``pyarrow.Table``, a ``datasets.Dataset`` or a dict
-    of columns (rows, or a collator's arrays of shape ``(rows, T)``). ``max_seq_length`` is the block
-    capacity (default: the longest block); ``format`` forces a layout instead of recognising it.
+    ``source`` is a ``.parquet`` / ``.jsonl`` path, a binary file object or ``bytes`` of such a file (an
+    upload; ``name`` gives its file name), a ``pyarrow.Table``, a ``datasets.Dataset`` or a dict of columns
+    (rows, or a collator's arrays of shape ``(rows, T)``). ``max_seq_length`` is the block capacity (default:
+    the longest block); ``format`` forces a layout instead of recognising it; ``name`` is how the report and
+    its errors name the source.
     O(tokens + blocks), numpy throughout.
 
     >>> import pyarrow as pa
@@ -1030,7 +1041,7 @@ def audit(source: Any, *, max_seq_length: int | None = None, format: str | None 
         isinstance(max_seq_length, bool) or not isinstance(max_seq_length, (int, np.integer)) or max_seq_length < 1
     ):
         raise SettingError("max_seq_length", "an integer >= 1", max_seq_length)
-    parsed, name = _parse(source, format)
+    parsed, name = _parse(source, format, name)
     layout = parsed.layout
     offsets, document = layout.row_offsets, layout.document
     total = len(document)

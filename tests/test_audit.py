@@ -571,3 +571,42 @@ def test_cli_pack_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         )
         == 2
     )
+
+
+def test_uploads_as_bytes_or_file_objects(tmp_path: Path) -> None:
+    batch = packing.pack([[1, 2, 3], [4, 5], [6]], 4, strategy="ffd")
+    target = tmp_path / "blocks.parquet"
+    pq.write_table(export(batch, "megatron"), target)
+    data = target.read_bytes()
+    report = audit(data, name="upload.parquet")
+    assert (report.source, report.format, report.num_documents, report.findings) == (
+        "upload.parquet",
+        "megatron",
+        3,
+        (),
+    )
+    with open(target, "rb") as handle:
+        assert audit(handle).source == str(target)
+    lines = "".join(json.dumps(row) + "\n" for row in export(batch, "flattening").to_pylist()).encode()
+    assert audit(lines, name="rows.jsonl").format == "flattening"
+    with pytest.raises(DatasetError, match=r"^upload\.bin: expected a \.parquet or \.jsonl file$"):
+        audit(data, name="upload.bin")
+    with pytest.raises(DatasetError, match=r"^rows\.parquet: not a readable Parquet file"):
+        audit(lines, name="rows.parquet")
+
+
+def test_this_projects_datasets_adapter_and_an_empty_table() -> None:
+    datasets = pytest.importorskip("datasets")
+    from packing.hf import pack_batch, pack_dataset
+
+    source = datasets.Dataset.from_dict({"input_ids": [[1, 2, 3], [4, 5], [6], [7, 8, 9, 10]]})
+    whole = audit(pack_dataset(source, max_seq_length=5))
+    shards = source.map(
+        pack_batch, batched=True, batch_size=2, remove_columns=source.column_names, fn_kwargs={"max_seq_length": 5}
+    )
+    for report in (whole, audit(shards.with_format("torch"))):
+        assert (report.format, report.num_documents, report.tokens, report.findings) == ("packing", 4, 10, ())
+    empty = audit(
+        pa.table({"input_ids": pa.array([], pa.list_(pa.int64())), "seq_lengths": pa.array([], pa.list_(pa.int32()))})
+    )
+    assert (empty.num_blocks, empty.num_documents, empty.tokens, empty.efficiency, empty.findings) == (0, 0, 0, 0.0, ())

@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from explorer.figures import PAD_COLOR, SEQUENCE_COLORS
-from packing.audit import FINDING_KINDS, LAYOUT_TITLES, AuditReport
+from packing.audit import FINDING_KINDS, LAYOUT_TITLES, AuditReport, audit
 
 Int64Array = npt.NDArray[np.int64]
 BEYOND_COLOR = "#ffffff"
@@ -43,6 +43,16 @@ class BlockGrid:
     positions: Int64Array | None
     targets: npt.NDArray[np.int8]
     """1 = a target (padding included: that is a finding), 0 = no loss, -1 = padding, -2 = beyond the block."""
+
+
+def load_report(data: bytes, name: str, max_seq_length: int | None = None) -> AuditReport:
+    """Audit an uploaded ``.parquet`` / ``.jsonl`` file; a file that cannot be read raises
+    :class:`packing.errors.DatasetError` (show ``str(error)``). O(tokens).
+
+    >>> load_report(b'{"input_ids": [1, 2, 3], "seq_lengths": [2, 1]}\\n', "rows.jsonl").num_documents
+    2
+    """
+    return audit(data, max_seq_length=max_seq_length, name=name)
 
 
 def default_blocks(report: AuditReport, count: int = 8) -> list[int]:

@@ -35,7 +35,10 @@ def trl_source() -> Any:
     pytest.importorskip("trl")
     ids = _random_ids(0, 300, 40)
     completion = [[0] * (len(row) // 2) + [1] * (len(row) - len(row) // 2) for row in ids]
-    return ids, datasets.Dataset.from_dict({"input_ids": ids, "completion_mask": completion})
+    attention = [[1] * len(row) for row in ids]  # what a tokenizer adds; TRL's collators never use it
+    return ids, datasets.Dataset.from_dict(
+        {"input_ids": ids, "attention_mask": attention, "completion_mask": completion}
+    )
 
 
 def _trl_pack(dataset: Any, length: int, strategy: str) -> Any:

@@ -361,10 +361,10 @@ def _mapping_table(columns: Mapping[str, Any]) -> pa.Table:
     for name, value in columns.items():
         array = value.numpy() if hasattr(value, "numpy") and not isinstance(value, np.ndarray) else value
         if isinstance(array, np.ndarray):
-            if array.ndim == 2:
-                data[str(name)] = list(array)
-            elif array.ndim == 1:
-                data[str(name)] = [array]
+            if array.ndim in (1, 2) and array.dtype.kind in "iub":
+                grid = array.reshape(1, -1) if array.ndim == 1 else array
+                offsets = np.arange(grid.shape[0] + 1, dtype=np.int64) * grid.shape[1]
+                data[str(name)] = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(grid.reshape(-1)))
             continue  # scalars such as max_length_q carry nothing per token
         if isinstance(array, list):
             data[str(name)] = array

@@ -535,7 +535,7 @@ def _audit_text(report: AuditReport) -> str:
         [item.kind, f"{item.count:,}", ", ".join(f"({b}, {p})" for b, p in item.examples)] for item in report.findings
     ]
     lines.append(f"findings: {len(report.findings)}")
-    lines.append(format_table(["kind", "count", "first cells (block, position)"], rows))
+    lines.append(format_table(["kind", "count", "first (block, position)"], rows))
     lines.append("")
     lines.extend(f"{item.kind}: {item.description}" for item in report.findings)
     return "\n".join(lines)

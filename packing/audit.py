@@ -481,6 +481,7 @@ def _from_lengths(row_offsets: Int64Array, lengths: _Column, fill_exactly: bool)
     bad_rows = (sums > row_length) | (np.bincount(entry_row[lengths.values < 0], minlength=len(row_length)) > 0)
     if fill_exactly:
         bad_rows |= sums != row_length
+    bad_rows &= row_length > 0  # an empty block has no cell to point at, and nothing to leak
     build = _Build(document)
     if bad_rows.any():
         rows = np.flatnonzero(bad_rows)
@@ -707,6 +708,7 @@ def _cu_starts(
     bad_rows[has] = value[last[has]] != row_length[has]
     bad_rows[~has] = row_length[~has] > 0
     bad_rows |= np.bincount(entry_row[~local_ok & (value != row_length[entry_row])], minlength=len(row_length)) > 0
+    bad_rows &= row_length > 0
     cells = [offsets[np.flatnonzero(bad_rows)].astype(np.int64)] if bad_rows.any() else []
     return starts, cells
 
@@ -818,6 +820,7 @@ def _read_megatron(table: pa.Table, source: str) -> _Parsed:
     rising[first[has]] = True
     bad_rows |= np.bincount(entry_row[~rising], minlength=len(row_length)) > 0
     document = _from_starts(offsets, opens, np.zeros(total, dtype=bool))
+    bad_rows &= row_length > 0
     bad = [offsets[:-1][np.flatnonzero(bad_rows)].astype(np.int64)] if bad_rows.any() else []
     targets = None
     if loss_mask is not None:

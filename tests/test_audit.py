@@ -613,3 +613,38 @@ def test_this_projects_datasets_adapter_and_an_empty_table() -> None:
         pa.table({"input_ids": pa.array([], pa.list_(pa.int64())), "seq_lengths": pa.array([], pa.list_(pa.int32()))})
     )
     assert (empty.num_blocks, empty.num_documents, empty.tokens, empty.efficiency, empty.findings) == (0, 0, 0, 0.0, ())
+
+
+_LAYOUT_COLUMNS = {
+    "packing": (["input_ids", "labels", "loss_mask", "position_ids", "sequence_ids"], ["seq_lengths"]),
+    "trl": (["input_ids", "completion_mask"], ["seq_lengths"]),
+    "flattening": (["input_ids", "labels", "position_ids", "seq_idx"], ["cu_seq_lens_q"]),
+    "torchtune": (["tokens", "labels", "input_pos"], ["seq_lens"]),
+    "megatron": (["input_ids", "loss_mask"], ["seq_start_id"]),
+    "segment_ids": (["input_ids", "labels", "attention_mask", "position_ids"], []),
+}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(sorted(_LAYOUT_COLUMNS)), st.data())
+def test_arbitrary_values_give_a_report_or_a_dataset_error(layout: str, data: st.DataObject) -> None:
+    per_token, per_block = _LAYOUT_COLUMNS[layout]
+    blocks = data.draw(st.integers(0, 4))
+    lengths = data.draw(st.lists(st.integers(0, 7), min_size=blocks, max_size=blocks))
+    values = st.integers(-101, 9)
+    columns: dict[str, list[list[int]]] = {}
+    for name in per_token:
+        columns[name] = [data.draw(st.lists(values, min_size=n, max_size=n)) for n in lengths]
+    for name in per_block:
+        columns[name] = [data.draw(st.lists(values, max_size=4)) for _ in lengths]
+    table = pa.table({name: pa.array(rows, pa.list_(pa.int64())) for name, rows in columns.items()})
+    try:
+        report = audit(table, format=layout)
+    except packing.PackingError:
+        return
+    assert report.num_blocks == blocks
+    assert report.tokens + report.padding_tokens == sum(lengths)
+    assert set(report.counts()) <= set(FINDING_KINDS)
+    for item in report.findings:
+        assert item.count >= len(item.examples) >= 1
+        assert all(0 <= b < blocks and 0 <= p < max(lengths[b], 1) for b, p in item.examples)

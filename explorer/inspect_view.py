@@ -29,6 +29,14 @@ BEYOND_COLOR = "#ffffff"
 """Cells past the end of a shorter (unpadded) block."""
 TARGET_COLORS = {"target": "#15803d", "no loss": "#7c3aed", "padding": PAD_COLOR, "beyond the block": BEYOND_COLOR}
 FINDING_COLOR = "#dc2626"
+_FINDING_PANELS = {
+    "cross_document_label": (2,),
+    "padding_trained": (2,),
+    "label_mismatch": (2,),
+    "position_not_reset": (3,),
+    "inconsistent_boundaries": (3,),
+}
+"""Besides the blocks, the panel (2 = loss targets, 3 = position ids) where each kind of finding shows."""
 MAX_TEXT_CELLS = 400
 """Token ids are printed in the cells of drawings up to this size."""
 
@@ -105,11 +113,12 @@ def finding_cells(report: AuditReport, blocks: Sequence[int]) -> list[tuple[str,
     layout = report.layout
     row_of = {int(block): row for row, block in enumerate(blocks)}
     out = []
+    chosen = np.array(sorted(row_of), dtype=np.int64)
     for item in report.findings:
         owners = layout.block_of(item.cells)
-        for cell, block in zip(item.cells.tolist(), owners.tolist(), strict=True):
-            if block in row_of:
-                out.append((item.kind, row_of[block], int(cell - layout.row_offsets[block])))
+        keep = np.isin(owners, chosen)
+        for cell, block in zip(item.cells[keep].tolist(), owners[keep].tolist(), strict=True):
+            out.append((item.kind, row_of[block], int(cell - layout.row_offsets[block])))
     return out
 
 
@@ -154,15 +163,14 @@ def inspect_figure(report: AuditReport, blocks: Sequence[int] | None = None) -> 
         "<br>position id: %{customdata[2]}<br>target: %{customdata[3]} (1 = loss)<br>%{customdata[4]}<extra></extra>"
     )
     show_text = rows * width <= MAX_TEXT_CELLS
+    titles = [
+        f"{LAYOUT_TITLES[report.format]}: blocks (colour = document, red = finding)",
+        "Loss targets (the label each token is trained to predict at its position)",
+    ]
+    if grid.positions is not None:
+        titles.append("Position ids (white = 0: where attention kernels see a document start)")
     fig = make_subplots(
-        rows=2,
-        cols=1,
-        shared_xaxes=True,
-        vertical_spacing=0.12,
-        subplot_titles=(
-            f"{LAYOUT_TITLES[report.format]}: blocks (colour = document, red = finding)",
-            "Loss targets (the label each token is trained to predict at its position)",
-        ),
+        rows=len(titles), cols=1, shared_xaxes=True, vertical_spacing=0.3 / len(titles), subplot_titles=titles
     )
     n = len(SEQUENCE_COLORS)
     gap = 1 if width <= 256 else 0
@@ -205,22 +213,46 @@ def inspect_figure(report: AuditReport, blocks: Sequence[int] | None = None) -> 
         row=2,
         col=1,
     )
+    if grid.positions is not None:
+        shown = np.where(grid.document == -2, np.nan, grid.positions.astype(np.float64))
+        fig.add_trace(
+            go.Heatmap(
+                z=shown,
+                x=np.arange(width),
+                y=labels,
+                customdata=hover,
+                hovertemplate=template,
+                colorscale=[[0.0, "#ffffff"], [1.0, "#1e3a8a"]],
+                showscale=False,
+                xgap=gap,
+                ygap=2,
+                text=grid.positions.astype(str) if show_text else None,
+                texttemplate="%{text}" if show_text else None,
+                name="position ids",
+            ),
+            row=3,
+            col=1,
+        )
     for kind in FINDING_KINDS:
         cells = [(row, position) for k, row, position in marks if k == kind]
         if not cells:
             continue
-        fig.add_trace(
-            go.Scatter(
-                x=[position for _, position in cells],
-                y=[labels[row] for row, _ in cells],
-                mode="markers",
-                marker={"symbol": "square-open", "size": 14, "color": FINDING_COLOR, "line": {"width": 3}},
-                name=kind,
-                hovertemplate=f"{kind}<br>%{{y}}, position %{{x}}<extra></extra>",
-            ),
-            row=1,
-            col=1,
-        )
+        panels = [1, *(panel for panel in _FINDING_PANELS.get(kind, ()) if panel <= len(titles))]
+        for panel in panels:
+            fig.add_trace(
+                go.Scatter(
+                    x=[position for _, position in cells],
+                    y=[labels[row] for row, _ in cells],
+                    mode="markers",
+                    marker={"symbol": "square-open", "size": 14, "color": FINDING_COLOR, "line": {"width": 3}},
+                    name=kind,
+                    legendgroup=kind,
+                    showlegend=panel == 1,
+                    hovertemplate=f"{kind}<br>%{{y}}, position %{{x}}<extra></extra>",
+                ),
+                row=panel,
+                col=1,
+            )
     for name, color in TARGET_COLORS.items():
         fig.add_trace(
             go.Scatter(
@@ -230,10 +262,10 @@ def inspect_figure(report: AuditReport, blocks: Sequence[int] | None = None) -> 
             col=1,
         )
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title_text="position in block", row=2, col=1)
+    fig.update_xaxes(title_text="position in block", row=len(titles), col=1)
     row_height = 30 if rows <= 12 else 14
     fig.update_layout(
-        height=230 + 2 * row_height * rows,
+        height=150 + 80 * len(titles) + len(titles) * row_height * rows,
         legend={"orientation": "h", "yanchor": "top", "y": -0.15, "xanchor": "left", "x": 0},
         margin={"t": 60},
     )

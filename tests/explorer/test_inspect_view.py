@@ -35,7 +35,13 @@ def test_planted_defects_are_marked_on_their_cells() -> None:
     assert report.counts() == {"cross_document_label": 1, "padding_trained": 1}
     assert inspect_view.default_blocks(report) == [0, 1]
     fig = inspect_view.inspect_figure(report)
-    markers = {trace.name: trace for trace in fig.data if isinstance(trace, go.Scatter) and trace.x[0] is not None}
+    markers = {
+        trace.name: trace
+        for trace in fig.data
+        if isinstance(trace, go.Scatter) and trace.x[0] is not None and trace.showlegend
+    }
+    repeated = [trace.name for trace in fig.data if isinstance(trace, go.Scatter) and trace.showlegend is False]
+    assert sorted(repeated) == ["cross_document_label", "padding_trained"]  # again on the loss targets
     assert set(markers) == {"cross_document_label", "padding_trained"}
     assert (list(markers["cross_document_label"].x), list(markers["cross_document_label"].y)) == ([3], ["Block 0"])
     assert (list(markers["padding_trained"].x), list(markers["padding_trained"].y)) == ([4], ["Block 1"])
@@ -82,3 +88,19 @@ def test_report_in_words_and_tables() -> None:
     clean = audit(export(packing.pack([[1, 2], [3]], 4), "torchtune"))
     assert inspect_view.report_lines(clean)[-1].startswith("No problems found")
     assert inspect_view.findings_rows(clean) == []
+
+
+def test_position_findings_show_on_the_position_ids() -> None:
+    batch = packing.pack([[1, 2, 3], [4, 5]], 6, strategy="next_fit")  # [1 2 3 4 5 .]
+    table = export(batch, "segment_ids")
+    positions = table.column("position_ids").to_pylist()
+    positions[0][3:5] = [3, 4]  # the second document's positions run on
+    table = table.set_column(table.column_names.index("position_ids"), "position_ids", pa.array(positions))
+    report = audit(table)
+    assert report.counts() == {"position_not_reset": 1}
+    fig = inspect_view.inspect_figure(report)
+    heatmaps = [trace for trace in fig.data if isinstance(trace, go.Heatmap)]
+    assert [trace.name for trace in heatmaps] == ["documents", "targets", "position ids"]
+    assert np.asarray(heatmaps[2].text).tolist() == [["0", "1", "2", "3", "4", "0"]]
+    marks = [trace for trace in fig.data if isinstance(trace, go.Scatter) and trace.name == "position_not_reset"]
+    assert sorted((trace.yaxis, list(trace.x)) for trace in marks) == [("y", [3]), ("y3", [3])]

@@ -6,8 +6,10 @@ checks every invariant that keeps packed documents apart. Layouts (``format``):
 - ``packing``: this project (``input_ids``, ``labels``, ``loss_mask``, ``position_ids``,
   ``sequence_ids``, ``seq_lengths``; padding after ``sum(seq_lengths)``);
 - ``trl``: TRL ``pack_dataset``: ``input_ids`` with ``seq_lengths`` (``bfd``, ``bfd_split``), or
-  ``input_ids`` alone (``wrapped``, which keeps no boundaries); an optional ``completion_mask`` or
-  ``assistant_masks`` marks the loss; TRL's padding-free collator drops the loss at every document start;
+  ``input_ids`` alone (``wrapped``, which keeps no boundaries); optional ``labels``, ``completion_mask`` or
+  ``assistant_masks`` mark the loss; TRL's padding-free collator drops the loss at every document start,
+  so that is not a finding here, and builds its own attention mask, so a carried ``attention_mask`` is not
+  checked;
 - ``flattening``: transformers ``DataCollatorWithFlattening``: ``input_ids``, ``labels`` (-100 at each
   example's first token), ``position_ids`` restarting at 0, optionally ``cu_seq_lens_q`` and ``seq_idx``;
 - ``torchtune``: ``tokens``, ``labels``, ``input_pos``, ``seq_lens``; the padding is one more entry of
@@ -1076,5 +1078,11 @@ def audit(
 
 
 def report_json(report: AuditReport) -> str:
-    """The report's summary as JSON text."""
+    """The report's summary (:meth:`AuditReport.summary`) as JSON text.
+
+    >>> import pyarrow as pa
+    >>> summary = json.loads(report_json(audit(pa.table({"input_ids": [[1, 2]], "seq_lengths": [[2]]}))))
+    >>> summary["format"], summary["num_documents"], summary["findings"]
+    ('trl', 1, [])
+    """
     return json.dumps(report.summary(), indent=2)

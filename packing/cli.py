@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from packing.audit import LAYOUTS, AuditReport, audit
+from packing.audit import LAYOUTS, AuditReport, audit, report_json
 from packing.bounds import lower_bounds
 from packing.compare import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
 from packing.errors import PackingError
@@ -500,6 +500,7 @@ def _add_audit(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     parser.add_argument("--format", choices=LAYOUTS, help="layout to read (default: recognised from the columns)")
     parser.add_argument("--strict", action="store_true", help="exit with code 1 when anything is found")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(run=_run_audit)
 
 
@@ -544,7 +545,7 @@ def _audit_text(report: AuditReport) -> str:
 def _run_audit(args: argparse.Namespace) -> int:
     """``audit``: read, check, print; 1 with ``--strict`` when anything was found. O(tokens)."""
     report = audit(args.input, max_seq_length=args.max_seq_length, format=args.format)
-    print(_audit_text(report))
+    print(report_json(report) if args.json else _audit_text(report))
     return 1 if args.strict and not report.clean else 0
 
 

@@ -526,6 +526,14 @@ def test_cli_audit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", str(leaky), "--strict"]) == 1
     out = capsys.readouterr().out
     assert "no_document_boundaries" in out and "documents       unknown (no boundaries)" in out
+    assert main(["audit", str(leaky), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["format"], summary["num_documents"], summary["findings"][0]["kind"]) == (
+        "trl",
+        None,
+        "no_document_boundaries",
+    )
+    assert summary["findings"][0]["count"] == batch.num_blocks
     assert main(["audit", str(tmp_path / "missing.jsonl")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"packing: error: {tmp_path / 'missing.jsonl'}: no such file"]

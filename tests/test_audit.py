@@ -88,6 +88,23 @@ def test_trl_wrapped_has_no_document_boundaries(trl_source: Any) -> None:
     assert np.concatenate(read_packed(packed).documents()).tolist() == [t for row in ids for t in row]
 
 
+def test_cli_audits_trl_files(trl_source: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ids, dataset = trl_source
+    wrapped = tmp_path / "wrapped.parquet"
+    _trl_pack(dataset, 64, "wrapped").to_parquet(wrapped)
+    bfd = tmp_path / "bfd.parquet"
+    _trl_pack(dataset, 64, "bfd").to_parquet(bfd)
+    capsys.readouterr()
+    assert main(["audit", str(wrapped), "--max-seq-length", "64", "--strict"]) == 1
+    out = capsys.readouterr().out
+    assert "format          trl (wrapped: no document boundaries)" in out
+    assert f"tokens          {sum(map(len, ids)):,}" in out
+    assert "no_document_boundaries" in out
+    assert main(["audit", str(bfd), "--max-seq-length", "64", "--strict"]) == 0
+    out = capsys.readouterr().out
+    assert f"documents       {len(ids):,}" in out and "findings: none" in out
+
+
 def test_trl_bfd_split_and_truncation(trl_source: Any) -> None:
     ids, dataset = trl_source
     report = audit(_trl_pack(dataset, 16, "bfd"), max_seq_length=16)

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.arrays import offsets_of, ranges
+from packing.arrays import check_block_indexes, offsets_of, ranges
 from packing.errors import SettingError
 from packing.io import atomic_path
 from packing.packed import IGNORE_INDEX, PackedBatch
@@ -63,13 +63,7 @@ class _Rows:
 
     def __init__(self, batch: PackedBatch, order: npt.ArrayLike | None) -> None:
         count = batch.num_blocks
-        rows = np.arange(count, dtype=np.int64) if order is None else np.asarray(order)
-        if rows.ndim != 1 or (rows.size and rows.dtype.kind not in "iu"):
-            raise SettingError("order", "a flat array of block indexes", f"<array of shape {rows.shape}>")
-        if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= count):
-            raise SettingError(
-                "order", f"block indexes in 0..{count - 1}", f"<indexes {int(rows.min())}..{int(rows.max())}>"
-            )
+        rows = np.arange(count, dtype=np.int64) if order is None else check_block_indexes(order, count, "order")
         self.batch = batch
         self.rows = rows.astype(np.int64)
         starts = batch.plan.block_starts

@@ -318,14 +318,31 @@ def _read_file(source: str | os.PathLike[str] | IO[bytes], label: str) -> pa.Tab
         if target.is_dir():
             raise _error(label, "is a directory, expected a file")
     suffix = Path(label).suffix.lower()
-    if suffix not in (".parquet", ".pq", ".jsonl", ".ndjson", ".json"):
-        raise _error(label, "expected a .parquet or .jsonl file")
-    parquet = suffix in (".parquet", ".pq")
+    kinds = {".parquet": "Parquet", ".pq": "Parquet", ".jsonl": "JSON lines", ".ndjson": "JSON lines"}
+    kinds.update({".json": "JSON lines", ".arrow": "Arrow", ".feather": "Arrow", ".ipc": "Arrow"})
+    if suffix not in kinds:
+        raise _error(label, "expected a .parquet, .jsonl or .arrow file")
+    kind = kinds[suffix]
     try:
-        return pq.read_table(source) if parquet else pj.read_json(source)
+        if kind == "Parquet":
+            return pq.read_table(source)
+        if kind == "JSON lines":
+            return pj.read_json(source)
+        return _read_arrow(source)
     except (pa.ArrowException, OSError, ValueError) as error:
         reason = str(error).strip().splitlines()[0][:80] if str(error).strip() else type(error).__name__
-        raise _error(label, f"not a readable {'Parquet' if parquet else 'JSON lines'} file ({reason})") from None
+        raise _error(label, f"not a readable {kind} file ({reason})") from None
+
+
+def _read_arrow(source: str | os.PathLike[str] | IO[bytes]) -> pa.Table:
+    """An Arrow IPC file, or an IPC stream (what ``datasets`` writes with ``save_to_disk``)."""
+    import pyarrow as pa
+
+    data = Path(source).read_bytes() if isinstance(source, (str, os.PathLike)) else source.read()
+    try:
+        return pa.ipc.open_file(pa.BufferReader(data)).read_all()
+    except pa.ArrowInvalid:
+        return pa.ipc.open_stream(pa.BufferReader(data)).read_all()
 
 
 def _to_table(source: Any, name: str | None) -> tuple[pa.Table, str]:

@@ -494,7 +494,7 @@ def _add_audit(commands: argparse._SubParsersAction[_Parser]) -> None:
         "flattening, torchtune, Megatron, segment ids), count blocks, documents, tokens and padding, and list "
         "what lets documents see or predict each other or trains padding.",
     )
-    parser.add_argument("input", help="packed dataset: .parquet or .jsonl, one row per block")
+    parser.add_argument("input", help="packed dataset: .parquet, .jsonl or .arrow, one row per block")
     parser.add_argument(
         "--max-seq-length", type=_positive_int, metavar="N", help="block capacity (default: the longest block)"
     )

@@ -617,10 +617,28 @@ def test_uploads_as_bytes_or_file_objects(tmp_path: Path) -> None:
         assert audit(handle).source == str(target)
     lines = "".join(json.dumps(row) + "\n" for row in export(batch, "flattening").to_pylist()).encode()
     assert audit(lines, name="rows.jsonl").format == "flattening"
-    with pytest.raises(DatasetError, match=r"^upload\.bin: expected a \.parquet or \.jsonl file$"):
+    with pytest.raises(DatasetError, match=r"^upload\.bin: expected a \.parquet, \.jsonl or \.arrow file$"):
         audit(data, name="upload.bin")
     with pytest.raises(DatasetError, match=r"^rows\.parquet: not a readable Parquet file"):
         audit(lines, name="rows.parquet")
+
+
+def test_arrow_files_and_streams(tmp_path: Path) -> None:
+    import pyarrow.feather as feather
+
+    batch = packing.pack([[1, 2, 3], [4, 5], [6]], 4, strategy="ffd")
+    table = export(batch, "segment_ids")
+    ipc_file = tmp_path / "blocks.arrow"
+    feather.write_feather(table, ipc_file)
+    stream = tmp_path / "stream.arrow"
+    with pa.OSFile(str(stream), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    for path in (ipc_file, stream):
+        report = audit(path)
+        assert (report.format, report.num_documents, report.findings) == ("segment_ids", 3, ())
+    (tmp_path / "bad.arrow").write_bytes(b"nope")
+    with pytest.raises(DatasetError, match=r"bad\.arrow: not a readable Arrow file"):
+        audit(tmp_path / "bad.arrow")
 
 
 def test_this_projects_datasets_adapter_and_an_empty_table() -> None:

@@ -302,13 +302,14 @@ def _spread(fill: npt.NDArray[np.float64]) -> tuple[float, float, float]:
 
 
 def findings_rows(report: AuditReport) -> list[dict[str, Any]]:
-    """One row per finding: kind, count, first cells and what it means."""
+    """One row per finding: kind, count, first cells, what it means and what to change."""
     return [
         {
             "kind": item.kind,
             "count": item.count,
             "first cells (block, position)": ", ".join(f"({b}, {p})" for b, p in item.examples),
             "meaning": item.description,
+            "fix": item.fix,
         }
         for item in report.findings
     ]

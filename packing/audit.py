@@ -110,6 +110,19 @@ FINDING_DESCRIPTIONS = {
     "label_mismatch": "labels that are neither -100 nor the token at their position (shifted twice?)",
     "block_too_long": "blocks holding more positions than max_seq_length",
 }
+FINDING_FIXES = {
+    "cross_document_label": "set the label of every document's first token to -100",
+    "position_not_reset": "restart position ids at 0 at every document",
+    "no_document_boundaries": "pack with boundaries (TRL: strategy='bfd'; this project: any strategy), or train "
+    "without packing",
+    "padding_trained": "set labels to -100 (and the loss mask to 0) on padding",
+    "inconsistent_boundaries": "derive every boundary column from the same document lengths",
+    "all_ones_attention_mask": "drop the attention mask and pass position ids to a kernel that uses them "
+    "(flash-attention varlen, SDPA packed), or number the documents in the mask",
+    "label_mismatch": "keep labels equal to input_ids (the model shifts them) or -100",
+    "block_too_long": "repack with this max_seq_length",
+}
+"""What to change, per kind of finding."""
 MAX_EXAMPLES = 5
 """Cells listed per finding."""
 IGNORE_INDEX = -100
@@ -135,6 +148,11 @@ class Finding:
     def description(self) -> str:
         """The finding in plain words."""
         return FINDING_DESCRIPTIONS[self.kind]
+
+    @property
+    def fix(self) -> str:
+        """What to change."""
+        return FINDING_FIXES[self.kind]
 
 
 @dataclass(frozen=True, eq=False)
@@ -266,7 +284,7 @@ class AuditReport:
         2 blocks of up to 4 positions hold 6 tokens and 0 padding tokens: 75.00 % of the positions are used.
         The number of documents is unknown: nothing marks where one ends.
         1 problem found:
-        - no_document_boundaries in 2 blocks (first at block 0, position 0; block 1, position 0): documents concatenated with nothing that tells them apart: attention and labels cross them.
+        - no_document_boundaries in 2 blocks (first at block 0, position 0; block 1, position 0): documents concatenated with nothing that tells them apart: attention and labels cross them. Fix: pack with boundaries (TRL: strategy='bfd'; this project: any strategy), or train without packing.
         """
         variant = f" ({self.layout.variant})" if self.layout.variant else ""
         lines = [f"Layout: {LAYOUT_TITLES[self.format]}{variant}."]
@@ -290,7 +308,9 @@ class AuditReport:
             if item.count == 1:
                 unit = unit[:-1]
             where = "; ".join(f"block {b}, position {p}" for b, p in item.examples[:2])
-            lines.append(f"- {item.kind} in {item.count:,} {unit} (first at {where}): {item.description}.")
+            lines.append(
+                f"- {item.kind} in {item.count:,} {unit} (first at {where}): {item.description}. Fix: {item.fix}."
+            )
         return lines
 
 

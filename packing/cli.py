@@ -538,7 +538,7 @@ def _audit_text(report: AuditReport) -> str:
     lines.append(f"findings: {len(report.findings)}")
     lines.append(format_table(["kind", "count", "first (block, position)"], rows))
     lines.append("")
-    lines.extend(f"{item.kind}: {item.description}" for item in report.findings)
+    lines.extend(f"{item.kind}: {item.description}; fix: {item.fix}" for item in report.findings)
     return "\n".join(lines)
 
 

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing.audit import FINDING_DESCRIPTIONS, FINDING_KINDS, audit, read_packed
+from packing.audit import FINDING_DESCRIPTIONS, FINDING_FIXES, FINDING_KINDS, audit, read_packed
 from packing.cli import main
 from packing.errors import DatasetError
 from packing.formats import export
@@ -499,7 +499,7 @@ def test_block_too_long_only_with_a_given_capacity() -> None:
 
 
 def test_every_kind_is_documented() -> None:
-    assert set(FINDING_KINDS) == set(FINDING_DESCRIPTIONS)
+    assert set(FINDING_KINDS) == set(FINDING_DESCRIPTIONS) == set(FINDING_FIXES)
 
 
 # ---------------------------------------------------------------- inputs and errors

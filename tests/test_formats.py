@@ -131,6 +131,10 @@ def test_trl_export_through_trl_padding_free_collator() -> None:
     assert out["input_ids"][0].tolist() == batch.input_ids[real].tolist()
     assert out["position_ids"][0].tolist() == batch.position_ids[real].tolist()
     assert out["labels"][0].tolist() == batch.labels[real].tolist()
+    # the collator's own output (flattened, with cu_seq_lens and seq_idx) audits clean as well
+    report = audit(dict(out))
+    assert (report.format, report.layout.variant, report.findings) == ("flattening", "cu_seq_lens", ())
+    assert report.num_documents == sum(len(batch.seq_lengths(b)) for b in range(batch.num_blocks))
 
 
 def test_flattening_export_equals_the_transformers_collator() -> None:

@@ -490,7 +490,7 @@ def _add_audit(commands: argparse._SubParsersAction[_Parser]) -> None:
     parser = commands.add_parser(
         "audit",
         help="check a packed dataset made by this project or another tool",
-        description="Recognise the layout of a packed .parquet or .jsonl file (this project, TRL, transformers "
+        description="Recognise the layout of a packed .parquet, .jsonl or .arrow file (this project, TRL, transformers "
         "flattening, torchtune, Megatron, segment ids), count blocks, documents, tokens and padding, and list "
         "what lets documents see or predict each other or trains padding.",
     )

@@ -3,7 +3,8 @@ findings marked on their cells, and the report in plain words.
 
 >>> import pyarrow as pa
 >>> from packing.audit import audit
->>> report = audit(pa.table({"input_ids": [[1, 2, 3, 4]], "labels": [[-100, 2, 3, 4]], "attention_mask": [[1, 1, 2, 2]]}))
+>>> rows = {"input_ids": [[1, 2, 3, 4]], "labels": [[-100, 2, 3, 4]], "attention_mask": [[1, 1, 2, 2]]}
+>>> report = audit(pa.table(rows))
 >>> [row["kind"] for row in findings_rows(report)]
 ['cross_document_label']
 >>> finding_cells(report, [0])

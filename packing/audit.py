@@ -987,7 +987,8 @@ def read_packed(source: Any, *, format: str | None = None) -> PackedLayout:
     """Read packed data of any known layout into one form (see :class:`PackedLayout`). O(tokens).
 
     >>> import pyarrow as pa
-    >>> layout = read_packed(pa.table({"input_ids": [[5, 6, 7, 0]], "seq_start_id": [[0, 2]], "loss_mask": [[1, 0, 0, 0]]}))
+    >>> rows = {"input_ids": [[5, 6, 7, 0]], "seq_start_id": [[0, 2]], "loss_mask": [[1, 0, 0, 0]]}
+    >>> layout = read_packed(pa.table(rows))
     >>> layout.format, layout.document.tolist(), layout.targets.tolist()
     ('megatron', [0, 0, 1, 1], [False, True, False, False])
     """

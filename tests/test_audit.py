@@ -182,7 +182,7 @@ def test_flattening_planted_defects() -> None:
     assert merged.counts() == {"cross_document_label": 2, **({"inconsistent_boundaries": 1} if jump else {})}
 
 
-# ---------------------------------------------------------------- torchtune PackedDataset (hand-built, documented layout)
+# ---------------------------------------------------------------- torchtune PackedDataset (hand-built, as documented)
 
 
 def _torchtune_pack(samples: list[tuple[list[int], list[int]]], width: int) -> dict[str, list[int]]:

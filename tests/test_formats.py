@@ -66,6 +66,12 @@ def test_every_export_round_trips_through_audit(batch: packing.PackedBatch, layo
     read = read_packed(table)
     got = [(d.tolist(), t.tolist()) for d, t in zip(read.documents(), read.document_targets(), strict=True)]
     assert got == expected
+    # the counts agree with the packing's own statistics
+    if layout in ("packing", "torchtune", "segment_ids"):  # padded to max_seq_length
+        assert report.padding_tokens == batch.stats.padding_tokens
+    if layout != "megatron" and batch.num_blocks:  # megatron counts length - 1 positions per document
+        assert report.efficiency == pytest.approx(batch.stats.efficiency)
+        assert report.block_fill.tolist() == pytest.approx(batch.stats.block_utilization.tolist())
 
 
 @pytest.mark.parametrize("layout", EXPORT_FORMATS)

@@ -110,7 +110,11 @@ def test_trl_bfd_split_and_truncation(trl_source: Any) -> None:
     report = audit(_trl_pack(dataset, 16, "bfd"), max_seq_length=16)
     assert report.findings == ()
     assert report.tokens == sum(min(len(row), 16) for row in ids)
-    split = audit(_trl_pack(dataset, 16, "bfd_split"), max_seq_length=16)
+    try:
+        split_packed = _trl_pack(dataset, 16, "bfd_split")
+    except ValueError:  # TRL before bfd_split
+        pytest.skip("this TRL has no strategy 'bfd_split'")
+    split = audit(split_packed, max_seq_length=16)
     assert split.findings == ()
     assert split.tokens == sum(map(len, ids))
     assert split.num_documents == sum(-(-len(row) // 16) for row in ids)

@@ -2,7 +2,7 @@
 findings marked on their cells, and the report in plain words.
 
 >>> import pyarrow as pa
->>> from packing.audit import audit
+>>> from packing.auditing import audit
 >>> rows = {"input_ids": [[1, 2, 3, 4]], "labels": [[-100, 2, 3, 4]], "attention_mask": [[1, 1, 2, 2]]}
 >>> report = audit(pa.table(rows))
 >>> [row["kind"] for row in findings_rows(report)]
@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from explorer.figures import PAD_COLOR, SEQUENCE_COLORS
-from packing.audit import FINDING_KINDS, LAYOUT_TITLES, AuditReport, audit
+from packing.auditing import FINDING_KINDS, LAYOUT_TITLES, AuditReport, audit
 
 Int64Array = npt.NDArray[np.int64]
 BEYOND_COLOR = "#ffffff"
@@ -68,7 +68,7 @@ def default_blocks(report: AuditReport, count: int = 8) -> list[int]:
     """Blocks worth showing first: those with findings (in order), then the others. O(findings + count).
 
     >>> import pyarrow as pa
-    >>> from packing.audit import audit
+    >>> from packing.auditing import audit
     >>> default_blocks(audit(pa.table({"input_ids": [[1], [2], [3]], "seq_lengths": [[1], [1], [2]]})), 2)
     [2, 0]
     """
@@ -277,7 +277,7 @@ def summary_rows(report: AuditReport) -> list[tuple[str, str]]:
     """``(name, value)`` rows of the counts, as the command line prints them.
 
     >>> import pyarrow as pa
-    >>> from packing.audit import audit
+    >>> from packing.auditing import audit
     >>> summary_rows(audit(pa.table({"input_ids": [[1, 2, 3, 0]], "seq_lengths": [[3]], "labels": [[-100, 2, 3, -100]],
     ...                                    "position_ids": [[0, 1, 2, 0]]})))[:4]
     [('format', "packing (this project's blocks)"), ('blocks', '1'), ('documents', '1'), ('tokens', '3')]

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from packing.audit import LAYOUTS, AuditReport, audit, report_json
+from packing.auditing import LAYOUTS, AuditReport, audit, report_json
 from packing.bounds import lower_bounds
 from packing.compare import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
 from packing.errors import PackingError

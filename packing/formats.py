@@ -17,7 +17,7 @@
 - ``segment_ids``: ``input_ids``, ``labels``, ``attention_mask`` holding the document number 1..k of each
   token (0 = padding) and ``position_ids``, padded: LLaMA-Factory's neat packing.
 
-Every export passes :func:`packing.audit.audit` without findings and reads back as the same documents.
+Every export passes :func:`packing.auditing.audit` without findings and reads back as the same documents.
 O(blocks × max_seq_length), numpy throughout.
 
 >>> from packing import pack
@@ -53,7 +53,7 @@ Int64Array = npt.NDArray[np.int64]
 PathType = str | os.PathLike[str]
 
 EXPORT_FORMATS = ("packing", "trl", "flattening", "torchtune", "megatron", "segment_ids")
-"""Layouts :func:`export` writes (the same names :func:`packing.audit.audit` reports)."""
+"""Layouts :func:`export` writes (the same names :func:`packing.auditing.audit` reports)."""
 _CHUNK_VALUES = 1 << 22
 """Values per Arrow chunk (keeps 32-bit list offsets far from overflow)."""
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing.audit import audit, read_packed
+from packing.auditing import audit, read_packed
 from packing.formats import EXPORT_FORMATS, export, write_table
 
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 import packing
 from explorer import inspect_view
 from explorer.figures import PAD_COLOR, SEQUENCE_COLORS
-from packing.audit import AuditReport, audit
+from packing.auditing import AuditReport, audit
 from packing.formats import export
 
 

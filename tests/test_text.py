@@ -547,3 +547,18 @@ def test_cli_shows_tokenizing_progress(
     assert cli.main(argv) == 0
     err = capsys.readouterr().err
     assert f"\rreading {source} and tokenizing with bytes ... 3/3 rows done in " in err
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(prompt=conversations, answer=contents)
+def test_conversational_prompt_completion_property(
+    chatml: Any, backend: Any, prompt: list[dict[str, str]], answer: str
+) -> None:
+    completion = [{"role": "assistant", "content": answer}]
+    [(ids, mask)] = rows_of(*encode_rows([{"prompt": prompt, "completion": completion}], chatml))
+    head = [*chatml_segments(prompt, trained=False), ("<|im_start|>", 0), ("assistant\n", 0)]
+    assert (ids, mask) == tokenize_segments(backend, [*head, (answer, 1), ("<|im_end|>", 1), ("\n", 1)])
+    # the same conversation as 'messages' trains the same answer, plus the prompt's own assistant turns
+    [(chat_ids, chat_mask)] = rows_of(*encode_rows([{"messages": [*prompt, *completion]}], chatml))
+    assert chat_ids == ids
+    assert [m for m, c in zip(chat_mask, mask, strict=True) if c] == [1] * sum(mask)

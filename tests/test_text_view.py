@@ -176,3 +176,16 @@ def test_documents_table_round_trip(bpe: Any) -> None:
         assert line["text"] == bpe.decode(tokens[a:b].tolist())
     chat_line = next(line for line in table if line["sample"] == list(EXAMPLES).index("messages"))
     assert chat_line["text"] == bpe.apply_chat_template(EXAMPLES["messages"]["messages"], tokenize=False)
+
+
+def test_roles_with_generation_markers(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    from text_fixtures import MARKED, save_tokenizer
+
+    tokenizer = load_tokenizer(str(save_tokenizer(tmp_path / "marked", MARKED)))
+    view = view_row({"messages": CHAT}, tokenizer)
+    table = turn_table(view)
+    assert [line["role"] for line in table] == [m["role"] for m in CHAT]
+    assert [line["trained text"] for line in table] == [
+        f"{m['content']}<|endoftext|>" if m["role"] == "assistant" else "" for m in CHAT
+    ]

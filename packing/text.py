@@ -83,7 +83,8 @@ class ByteTokenizer:
 
     Chat template (ChatML): each message is ``<|im_start|>{role}\\n{content}<|im_end|>\\n``; the
     generation prompt is ``<|im_start|>assistant\\n``. An assistant turn's trained tokens are its content,
-    ``<|im_end|>`` and the newline. O(characters) for every method.
+    ``<|im_end|>`` and the newline. A message's ``tool_calls`` (if any) follow its content as JSON.
+    O(characters) for every method.
 
     >>> tok = ByteTokenizer()
     >>> tok.encode("né")
@@ -203,10 +204,12 @@ class ByteTokenizer:
         parts = []
         for position, message in enumerate(conversation):
             role, content = message.get("role"), message.get("content")
+            if content is None and message.get("tool_calls") is not None:
+                content = ""
             if not isinstance(role, str) or not isinstance(content, str):
-                raise SettingError(
-                    f"message {position}", "{'role': str, 'content': str}", dict(message) if message else message
-                )
+                raise ValueError(f"message {position}: expected {{'role': str, 'content': str}}")
+            if message.get("tool_calls") is not None:
+                content += json.dumps(message["tool_calls"], ensure_ascii=False)
             parts.append(f"<|im_start|>{role}\n{content}<|im_end|>\n")
         if add_generation_prompt:
             parts.append("<|im_start|>assistant\n")
@@ -343,10 +346,14 @@ def _check_messages(value: Any, sample: int, field: str) -> list[Message]:
     for position, message in enumerate(value):
         if not isinstance(message, Mapping):
             raise SampleError(sample, field, position, "a message {'role': str, 'content': str}", message)
-        for key in ("role", "content"):
-            if not isinstance(message.get(key), str):
-                got = message.get(key, "<missing>")
-                raise SampleError(sample, field, position, f"a message with a string {key!r}", got)
+        if not isinstance(message.get("role"), str):
+            raise SampleError(
+                sample, field, position, "a message with a string 'role'", message.get("role", "<missing>")
+            )
+        content = message.get("content")
+        if not isinstance(content, str) and not (content is None and message.get("tool_calls") is not None):
+            expected = "a message with a string 'content' (or none, with 'tool_calls')"
+            raise SampleError(sample, field, position, expected, message.get("content", "<missing>"))
     return list(value)
 
 

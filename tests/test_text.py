@@ -562,3 +562,21 @@ def test_conversational_prompt_completion_property(
     [(chat_ids, chat_mask)] = rows_of(*encode_rows([{"messages": [*prompt, *completion]}], chatml))
     assert chat_ids == ids
     assert [m for m, c in zip(chat_mask, mask, strict=True) if c] == [1] * sum(mask)
+
+
+def test_tool_calls_without_content(chatml: Any) -> None:
+    call = [{"type": "function", "function": {"name": "add", "arguments": {"a": 2, "b": 2}}}]
+    chat = [
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": None, "tool_calls": call},
+        {"role": "tool", "content": "4"},
+        {"role": "assistant", "content": "It is 4."},
+    ]
+    tokens, mask, _ = encode_rows([{"messages": chat}], "bytes")
+    trained = ByteTokenizer().decode(tokens[mask == 1])
+    assert trained == json.dumps(call) + "<|im_end|>\nIt is 4.<|im_end|>\n"
+    # a template that cannot render a message without content: the error names the sample
+    with pytest.raises(SampleError) as caught:
+        encode_rows([{"text": "a"}, {"messages": chat}], chatml)
+    assert (caught.value.sample, caught.value.field) == (1, "messages")
+    assert caught.value.expected == "a conversation the chat template can render"

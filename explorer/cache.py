@@ -12,8 +12,10 @@ import packing
 from explorer import compute, figures, tables
 from explorer.compute import RunSummary, StrategyRun, Window
 from explorer.memo import memoized
-from explorer.model import Dataset, Settings
-from explorer.sources import Source
+from explorer.model import MAX_UPLOAD_MB, Dataset, Settings
+from explorer.parsing import InputError
+from explorer.safety import describe
+from explorer.sources import Source, Upload
 
 
 @memoized
@@ -107,6 +109,19 @@ def sweep_figure(
     """The Sweep tab's chart."""
     xs, series, lost = tables.sweep_series(sweep(source, completion_only, sizes, strategies, overflow))
     return figures.sweep_figure(xs, series, lost)
+
+
+@memoized
+def audit(upload: Upload) -> Any:
+    """``packing.audit`` of an uploaded packed file (``explorer.inspect_view.load_report``), keyed by its digest."""
+    from explorer import inspect_view
+
+    if len(upload.data) > MAX_UPLOAD_MB * 2**20:
+        raise InputError(f"the file is {len(upload.data) / 2**20:,.0f} MB; files up to {MAX_UPLOAD_MB} MB can be read")
+    try:
+        return inspect_view.load_report(upload.data, upload.name)
+    except (packing.PackingError, ValueError, TypeError, OSError, RecursionError, MemoryError) as error:
+        raise InputError(describe(error)) from None
 
 
 @memoized

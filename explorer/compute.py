@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -135,7 +135,7 @@ def run_strategy(
     for _ in range(best_of):
         started = time.perf_counter()
         try:
-            layout = packing.plan(lengths, max_seq_length, strategy, overflow, **dict(options))
+            layout = packing.plan(lengths, max_seq_length, strategy_name(strategy), overflow_policy(overflow), **dict(options))
         except packing.TooManyDocuments as error:  # a refusal, worded from its fields
             return StrategyRun(strategy, None, time.perf_counter() - started, describe(error), error.limit, error.count)
         except packing.PackingError as error:
@@ -180,7 +180,17 @@ def explain_steps(
         raise ValueError(
             f"stepping through is limited to {packing.MAX_EXPLAIN_DOCUMENTS} sequences; this input has {len(lengths):,}"
         )
-    return packing.explain(lengths, max_seq_length, strategy, overflow, seed=seed)
+    return packing.explain(lengths, max_seq_length, strategy_name(strategy), overflow_policy(overflow), seed=seed)
+
+
+def strategy_name(strategy: str) -> packing.StrategyName:
+    """A strategy name from a widget (checked by the library)."""
+    return cast(packing.StrategyName, strategy)
+
+
+def overflow_policy(overflow: str) -> packing.OverflowPolicy:
+    """An overflow policy name from a widget (checked by the library)."""
+    return cast(packing.OverflowPolicy, overflow)
 
 
 def step_grid(steps: list[packing.Step], upto: int, max_seq_length: int) -> Int64Array:

@@ -33,14 +33,14 @@ def compile_everything() -> float:
     samples = packing.read_rows(rows)
     for overflow in packing.OVERFLOW_POLICIES:
         for name in packing.STRATEGIES:
-            layout = packing.plan(lengths, 6, name, overflow)
+            layout = packing.plan(lengths, 6, compute.strategy_name(name), compute.overflow_policy(overflow))
             packing.count_trainable(layout, samples)
             compute.window(layout, samples, 0, 2, 0)
             compute.window(layout, None, 0, 2, 0)  # lengths-only data: placeholder tokens
             packing.compute_cost(layout)
-        packing.lower_bounds(lengths, 6, overflow)
+        packing.lower_bounds(lengths, 6, compute.overflow_policy(overflow))
     for name in packing.STRATEGIES:
-        packing.explain(lengths, 6, name)
+        packing.explain(lengths, 6, compute.strategy_name(name))
     _read_files(rows)
     return time.perf_counter() - started
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -29,7 +29,7 @@ class Problem:
 
     def expected(self) -> tuple[list[list[int]], list[list[int]]]:
         """The blocks and loss masks ``packing.pack`` produces (padding 0, loss on completions only)."""
-        batch = packing.pack(self.sequences, self.max_seq_length, self.strategy)
+        batch = packing.pack(self.sequences, self.max_seq_length, cast(packing.StrategyName, self.strategy))
         return batch.input_ids.tolist(), batch.loss_mask.tolist()
 
     @property

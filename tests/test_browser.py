@@ -54,6 +54,7 @@ TAB_PAGES = {
         "/?sequences=" + quote("[[1, 2, 3], [4, 5], [6, 7, 8], [9]]") + "&max_seq_length=8&strategy=bfd",
     ),
     "Practice": ("practice", "/?problem=3"),
+    "Inspect": ("inspect", "/?sequences=1"),
     "Export": ("export", MASKING_QUERY),
 }
 HOSTILE = [

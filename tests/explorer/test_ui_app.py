@@ -502,3 +502,23 @@ def test_every_sentence_reads_right_for_one() -> None:
     _open(at, "Compare")
     _clean(at)
     assert not re.search(r"\b1 blocks\b", _all_text(at))
+
+
+def test_the_inspect_tab_audits_an_uploaded_packed_file() -> None:
+    from explorer import export
+
+    batch = packing.pack([[1, 2], [3, 4, 5], [6]], 4, "split")
+    at = _app(tab="Inspect")
+    _clean(at)
+    assert any("Upload a packed file" in i for i in _texts(at, "info"))
+    at.get("file_uploader")[0].upload("blocks.jsonl", export.jsonl_bytes(batch)).run()
+    _clean(at)
+    summary = at.dataframe[0].value
+    assert summary.iloc[1, 1] == "2" and "packing" in summary.iloc[0, 1]  # 2 blocks, this project's layout
+    assert "inspect" in _charts(at)
+    bad = _app(tab="Inspect")
+    bad.get("file_uploader")[0].upload("[x](https:__e.com).jsonl", b"not json\n").run()
+    assert not bad.exception
+    _no_markup_from_users(bad)
+    errors = _texts(bad, "error")
+    assert errors and all(len(e) < 400 for e in errors)

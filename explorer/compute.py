@@ -135,7 +135,9 @@ def run_strategy(
     for _ in range(best_of):
         started = time.perf_counter()
         try:
-            layout = packing.plan(lengths, max_seq_length, strategy_name(strategy), overflow_policy(overflow), **dict(options))
+            layout = packing.plan(
+                lengths, max_seq_length, strategy_name(strategy), overflow_policy(overflow), **dict(options)
+            )
         except packing.TooManyDocuments as error:  # a refusal, worded from its fields
             return StrategyRun(strategy, None, time.perf_counter() - started, describe(error), error.limit, error.count)
         except packing.PackingError as error:

@@ -54,6 +54,9 @@ MAX_BAR_BLOCKS = 150
 """Most blocks drawn as separate bars; above it, one filled line."""
 MAX_ATTENTION_CELLS = 256
 """Widest attention mask drawn pair by pair; wider ones are drawn in tiles."""
+MAX_MASK_HOVER_CELLS = 8_192
+"""Largest drawing whose loss-mask row repeats the full hover of the block row (the data is sent once per row)."""
+MASK_HOVER = "%{y}, position %{x}: the row above has the details<extra></extra>"
 MAX_LINE_BLOCKS = 20_000
 """Most blocks drawn one by one; above it, the chart shows how many blocks have each fill."""
 _LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "template": "plotly_white"}
@@ -170,22 +173,26 @@ def _hover(
     loss_mask: IntArray,
     labels: Int64Array | None,
 ) -> Int64Array:
-    """Numbers shown on hover, per cell: sequence (1-based, 0 = padding), token id, position id, loss mask, label.
+    """Numbers shown on hover, per cell: sequence (1-based, 0 = padding), position id, and with token data also
+    the token id, loss mask and label (lengths-only data has nothing more to say: every real token trains).
 
-    Kept numeric so Plotly sends it as a compact binary array.
+    Kept numeric (int32 when the values fit) so the page sends as little as it can.
     """
-    token = np.zeros_like(sequence_ids) if token_ids is None else token_ids
-    label = np.full_like(sequence_ids, -100) if labels is None else labels
-    return np.stack((sequence_ids + 1, token, position_ids, loss_mask.astype(np.int64), label), axis=-1).astype(
-        np.int64
-    )
+    columns = [sequence_ids + 1, position_ids]
+    if token_ids is not None:
+        label = np.full_like(sequence_ids, -100) if labels is None else labels
+        columns += [token_ids, loss_mask.astype(np.int64), label]
+    stacked = np.stack(columns, axis=-1)
+    small = stacked.size == 0 or (int(stacked.max()) < 2**31 and int(stacked.min()) >= -(2**31))
+    return stacked.astype(np.int32 if small else np.int64)
 
 
 def _hover_template(has_tokens: bool) -> str:
-    token = "token id: %{customdata[1]}<br>" if has_tokens else ""
+    head = "%{y}, position %{x}<br>sequence: %{customdata[0]} (0 = padding)<br>position id: %{customdata[1]}"
+    if not has_tokens:
+        return head + "<extra></extra>"
     return (
-        "%{y}, position %{x}<br>" + token + "sequence: %{customdata[0]} (0 = padding)"
-        "<br>position id: %{customdata[2]}<br>loss mask: %{customdata[3]}<br>label: %{customdata[4]}<extra></extra>"
+        head + "<br>token id: %{customdata[2]}<br>loss mask: %{customdata[3]}<br>label: %{customdata[4]}<extra></extra>"
     )
 
 
@@ -204,7 +211,7 @@ def mask_kind(loss_mask: IntArray, sequence_ids: Int64Array, labels: Int64Array 
     else:
         no_label = labels == -100
     kind = np.where(loss_mask == 1, np.where(no_label, 1, 0), 2)
-    return np.where(sequence_ids < 0, 3, kind).astype(np.int64)
+    return np.where(sequence_ids < 0, 3, kind).astype(np.int8)
 
 
 def block_figure(
@@ -252,8 +259,8 @@ def block_figure(
             list(MASK_COLORS.values()),
             y=names,
             text=loss_mask.astype(str) if show_text else None,
-            customdata=hover,
-            hovertemplate=template,
+            customdata=hover if blocks * width <= MAX_MASK_HOVER_CELLS else None,
+            hovertemplate=template if blocks * width <= MAX_MASK_HOVER_CELLS else MASK_HOVER,
             name="loss mask",
         ),
         row=2,

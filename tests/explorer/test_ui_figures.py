@@ -38,7 +38,7 @@ def test_block_figure_colours_sequences_and_greys_padding() -> None:
     assert labels == [[-100, 2, -100, 4], [-100, -100, -100, -100]]
     assert np.asarray(mask.z).tolist() == [[1, 0, 2, 0], [1, 1, 3, 3]]
     hover = np.asarray(blocks.customdata)
-    assert hover[0, 2].tolist() == [2, 3, 0, 0, -100]  # sequence 2 (1-based), token 3, position 0, mask 0, label
+    assert hover[0, 2].tolist() == [2, 0, 3, 0, -100]  # sequence 2 (1-based), position 0, token 3, mask 0, label
     assert "token id" in blocks.hovertemplate and "label" in blocks.hovertemplate
     legend = [trace.name for trace in fig.data if isinstance(trace, go.Scatter)]
     assert legend == list(figures.MASK_COLORS) and any("label -100" in name for name in legend)

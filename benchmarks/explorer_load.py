@@ -6,7 +6,7 @@ one interaction's server-side latency. Users work on 10,000-sequence synthetic d
 users share a cache entry), visiting Result, Compare and Sweep with three strategies.
 
     streamlit run app.py --server.headless true --server.address 127.0.0.1 --server.port 8650 &
-    python benchmarks/explorer_load.py --port 8650 --sessions 1 5 20 [--quick]
+    python -P benchmarks/explorer_load.py --port 8650 --sessions 1 5 20 [--quick]
 
 Prints a table of p50/p95 latency per concurrency level. Stop the server by its pid afterwards.
 """

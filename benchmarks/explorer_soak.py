@@ -1,7 +1,7 @@
 """Memory soak: open many different large datasets on a running explorer and report the server's memory.
 
     streamlit run app.py --server.headless true --server.address 127.0.0.1 --server.port 8652 &
-    python benchmarks/explorer_soak.py --port 8652 --pid <server pid> [--links 42] [--sequences 1000000]
+    python -P benchmarks/explorer_soak.py --port 8652 --pid <server pid> [--links 42] [--sequences 1000000]
 
 Each link is a new session on synthetic data of its own seed (nothing shared), visiting Result and Compare;
 the resident set size (``VmRSS``) of the server is printed every few links and after an idle minute.
@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import time
 from pathlib import Path
 
-from explorer_load import one_run
+sys.path.insert(0, str(Path(__file__).parent))  # after the standard library is loaded (run with python -P)
+from explorer_load import one_run  # noqa: E402
 
 
 def rss_mb(pid: int) -> float:

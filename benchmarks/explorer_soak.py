@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))  # after the standard library is loaded (run with python -P)
-from explorer_load import one_run  # noqa: E402
+from explorer_load import one_run
 
 
 def rss_mb(pid: int) -> float:

@@ -522,9 +522,9 @@ def sweep_figure(
     so that no axis title can sit on another chart at any width: ``series[name] = (efficiency, blocks)``,
     ``lost[name]`` = share of the input tokens lost. Lines that coincide are told apart by dash and marker."""
     rows = 3 if lost is not None else 2
-    titles = ["Efficiency (%): real tokens / token slots"]
+    titles = ["Efficiency (%)"]
     if lost is not None:
-        titles.append("Tokens lost (% of the input): truncated or dropped")
+        titles.append("Tokens lost (% of the input)")
     titles.append("Blocks")
     fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.09, subplot_titles=titles)
     for i, (name, (eff, blocks)) in enumerate(series.items()):

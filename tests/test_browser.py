@@ -168,7 +168,8 @@ _CHART_FACTS = """
   const legend = gd.querySelector('.legend .bg');
   if (legend) add(legend, 'legend');
   const rect = gd.getBoundingClientRect();
-  return {heatmaps, boxes, right: rect.right, width: window.innerWidth};
+  return {heatmaps, boxes, right: rect.right, width: window.innerWidth,
+          chart: {x: rect.x, y: rect.y, w: rect.width, h: rect.height}};
 }
 """
 
@@ -194,6 +195,10 @@ def _check_charts(page: Any, where: str) -> int:
             low, high = sorted(heat["y"])
             assert sorted(heat["yrange"]) == pytest.approx([low, high], abs=1e-6), (where, i, heat)
         boxes = facts["boxes"]
+        chart = facts["chart"]
+        for box in boxes:  # nothing cut off at the chart's edges
+            inside = box["x"] >= chart["x"] - 1 and box["x"] + box["w"] <= chart["x"] + chart["w"] + 1
+            assert inside, (where, i, box, chart)
         for a in range(len(boxes)):
             for b in range(a + 1, len(boxes)):
                 assert not _overlap(boxes[a], boxes[b]), (where, i, boxes[a], boxes[b])

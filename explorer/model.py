@@ -82,15 +82,12 @@ class Settings:
 @dataclass(frozen=True)
 class Dataset:
     """What gets packed: ``lengths`` always; ``samples`` (flat tokens and loss masks) unless lengths only.
-
-    ``rows`` keeps the pasted rows (small by construction) so the snippet can print them.
-    """
+    Only arrays are kept: the rows a file or a paste was read from are dropped once read."""
 
     label: str
     lengths: Int64Array
     samples: packing.Samples | None = None
     note: str = ""
-    rows: tuple[Any, ...] | None = None
 
     @property
     def has_tokens(self) -> bool:

@@ -91,7 +91,7 @@ class Paste(Source):
             raise InputError(describe(error, name_sample=parsed.where)) from None
         check_size(len(samples.lengths), int(samples.lengths.sum()), "the pasted text")
         label = grammar_count(len(parsed.samples), "pasted sequence")
-        return Dataset(label, samples.lengths, samples, rows=tuple(parsed.samples))
+        return Dataset(label, samples.lengths, samples)
 
     @property
     def in_link(self) -> bool:

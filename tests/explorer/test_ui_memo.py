@@ -31,9 +31,9 @@ def test_the_store_never_holds_more_than_its_budget_and_evicts_the_least_recentl
     assert list(store._entries) == [8, 9, 6, 10]  # least recently used first; 7 was evicted
 
 
-def test_an_entry_larger_than_a_quarter_of_the_budget_is_computed_but_not_kept() -> None:
+def test_an_entry_larger_than_a_third_of_the_budget_is_computed_but_not_kept() -> None:
     store = MemoStore(max_bytes=4_000_000, ttl=1e9)
-    value = store.get_or_compute("big", lambda: np.zeros(200_000, np.int64))  # 1.6 MB > 1 MB
+    value = store.get_or_compute("big", lambda: np.zeros(200_000, np.int64))  # 1.6 MB > 1.33 MB
     assert len(value) == 200_000 and store.stats().entries == 0
 
 

@@ -522,3 +522,13 @@ def test_the_inspect_tab_audits_an_uploaded_packed_file() -> None:
     _no_markup_from_users(bad)
     errors = _texts(bad, "error")
     assert errors and all(len(e) < 400 for e in errors)
+
+
+def test_samples_that_train_nothing_are_said_on_the_page_not_only_in_a_tooltip() -> None:
+    at = _app(sequences="[[1], [2, 3], [4]]", max_seq_length="4", strategy="split")
+    _clean(at)
+    assert any(i.startswith("2 packed samples train nothing") for i in _texts(at, "info"))
+    one = _app(sequences="[[1], [2, 3]]", max_seq_length="4", strategy="split")
+    assert any(i.startswith("1 packed sample trains nothing: none of its tokens") for i in _texts(one, "info"))
+    none = _app(sequences="[[1, 2], [3, 4]]", max_seq_length="4", strategy="split")
+    assert not any("trains nothing" in i or "train nothing" in i for i in _texts(none, "info"))

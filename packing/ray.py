@@ -1,0 +1,485 @@
+"""Packing a Ray Data dataset past one machine: the same blocks as ``packing.pack``, assembled by Ray.
+
+The tokens stay on the cluster; only lengths travel to the driver:
+
+1. every row gets a stable id (its place in the input) and a distributed ``map_batches`` reads
+   its lengths (the library's Arrow reader, so bad rows are refused exactly as on one machine);
+2. the driver plans globally from the lengths alone (``packing.plan``, any strategy) and, with
+   ``shuffle``, permutes the blocks as single-machine packing does with the same seed;
+3. every row is cut into the pieces the plan gives it, each tagged with its block and its place
+   in the block, and Ray Data's own grouping (``groupby(...).map_groups``) brings the pieces of
+   each block together; with ``ordered`` a ``sort`` puts the blocks in plan order;
+4. the library's materializer fills the blocks (``packing.materialize``) into the output schema's
+   columns, with ``sequence_ids`` holding global row ids.
+
+The result is one row per block, the columns of ``packing.schema`` (``input_ids``, ``labels``,
+``loss_mask``, ``position_ids``, ``sequence_ids``, ``seq_lengths``), equal to single-machine packing
+of the same rows with the same settings. Write it with Ray Data's writers (``write_parquet``).
+
+Ray is an optional dependency (``pip install "ray[data]"``), imported when a function here runs,
+never by ``import packing``.
+
+Example (needs a Ray cluster, so not a doctest)::
+
+    import ray, packing.ray
+    ray.init()
+    ds = ray.data.read_parquet("s3://bucket/tokenized/")      # input_ids, or prompt/completion
+    packed = packing.ray.pack_dataset(ds, 4096, strategy="bfd", shuffle=True, seed=0)
+    packed.write_parquet("s3://bucket/packed/")
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from packing.packed import PackedBatch, materialize
+from packing.plan import PackingPlan, plan
+from packing.samples import Samples
+from packing.stats import compute_stats
+from packing.validation import check_max_seq_length, check_token_id
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import pyarrow as pa
+    import ray.data
+
+Int64Array = npt.NDArray[np.int64]
+Int32Array = npt.NDArray[np.int32]
+
+TOKENS_PER_TASK = 1 << 21
+"""Token slots handled by one assembling or materializing call (about 60 MB of output columns)."""
+
+_UID = "__packing_uid"
+_GROUP, _BLOCK, _KEY, _ROW = "__packing_group", "__packing_block", "__packing_key", "__packing_row"
+_TOKENS, _MASK, _DOC_LENGTHS, _DOC_ROWS = "__packing_tokens", "__packing_mask", "__packing_docs", "__packing_rows"
+_LENGTH, _BAD = "__packing_length", "__packing_bad"
+_UNREAD, _REFUSED = -2, -1
+"""Lengths reported for the rows of a batch with a bad row: not read, and the row the reader refused."""
+_ROW_BITS = 33
+"""``monotonically_increasing_id`` puts the task index above bit 33 and the row within the task below."""
+
+
+def _require_ray() -> Any:
+    try:
+        import ray
+        import ray.data
+    except ImportError as error:  # pragma: no cover - exercised only without Ray
+        raise ImportError('packing.ray needs Ray Data: pip install "ray[data]"') from error
+    return ray
+
+
+def _ranges(starts: Int64Array, lengths: Int64Array) -> Int64Array:
+    """Concatenation of ``arange(s, s + n)`` for every ``(s, n)``. O(sum of lengths).
+
+    >>> _ranges(np.array([10, 0, 5]), np.array([2, 0, 3])).tolist()
+    [10, 11, 5, 6, 7]
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    before = np.cumsum(lengths) - lengths
+    result: Int64Array = np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - before, lengths)
+    return result
+
+
+def _offsets(lengths: npt.ArrayLike) -> Int64Array:
+    counts = np.asarray(lengths, dtype=np.int64)
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return offsets
+
+
+def _read_table(table: pa.Table, completion_only_loss: bool) -> Samples:
+    """The library's Arrow reader (same rules and errors as ``packing.pack`` on these rows)."""
+    from packing.hf import _table_samples
+
+    return _table_samples(table, completion_only_loss)
+
+
+def _list_array(offsets: Int64Array, values: npt.NDArray[Any]) -> pa.Array:
+    import pyarrow as pa
+
+    return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values))
+
+
+def _flat(column: Any) -> npt.NDArray[Any]:
+    """The values of a list column, flattened, as numpy. O(values)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    values = pc.list_flatten(column)
+    return values.to_numpy(zero_copy_only=False)
+
+
+def _int_column(table: pa.Table, name: str) -> Int64Array:
+    return np.asarray(table.column(name).to_numpy(), dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------------------------
+# Step 1: lengths, where the data lives
+
+
+def _lengths_batch(batch: pa.Table, completion_only_loss: bool) -> pa.Table:
+    """Each row's id and length; a batch with a bad row gives that row alone, length -1, its values kept."""
+    import pyarrow as pa
+
+    uid = _int_column(batch, _UID)
+    rows = batch.drop_columns([_UID])
+    try:
+        lengths = _read_table(rows, completion_only_loss).lengths
+    except ValueError as error:  # a bad row: named on the driver with its global row id
+        local = _bad_row(rows, completion_only_loss, error)
+        sink = io.BytesIO()
+        with pa.ipc.new_stream(sink, rows.schema) as writer:
+            writer.write_table(rows.slice(local, 1))
+        length = np.full(len(uid), _UNREAD, dtype=np.int64)
+        length[local] = _REFUSED
+        bad: list[bytes | None] = [None] * len(uid)
+        bad[local] = sink.getvalue()
+        return pa.table({_UID: pa.array(uid, pa.int64()), _LENGTH: pa.array(length), _BAD: pa.array(bad, pa.binary())})
+    return pa.table(
+        {
+            _UID: pa.array(uid, pa.int64()),
+            _LENGTH: pa.array(lengths, pa.int64()),
+            _BAD: pa.nulls(len(uid), pa.binary()),
+        }
+    )
+
+
+def _bad_row(rows: pa.Table, completion_only_loss: bool, error: ValueError) -> int:
+    """The first row of ``rows`` the reader refuses (the one ``error`` names). O(rows · log rows) re-reads."""
+    sample = getattr(error, "sample", None)
+    if isinstance(sample, int) and 0 <= sample < rows.num_rows:
+        return sample
+    lo, hi = 0, rows.num_rows  # the prefix rows[:hi] fails, rows[:lo] reads
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        try:
+            _read_table(rows.slice(0, mid), completion_only_loss)
+            lo = mid
+        except ValueError:
+            hi = mid
+    return lo
+
+
+@dataclass(frozen=True)
+class _RowIds:
+    """Global row ids from ``monotonically_increasing_id`` values: a task's rows are numbered 0, 1, ...,
+    and tasks run in input order, so row = rows of the earlier tasks + number within the task."""
+
+    tasks: Int64Array
+    first_row: Int64Array
+
+    @classmethod
+    def of(cls, uid: Int64Array) -> _RowIds:
+        task = uid >> _ROW_BITS
+        tasks, counts = np.unique(task, return_counts=True)
+        return cls(tasks.astype(np.int64), _offsets(counts)[:-1])
+
+    def rows(self, uid: Int64Array) -> Int64Array:
+        task = np.searchsorted(self.tasks, uid >> _ROW_BITS)
+        result: Int64Array = self.first_row[task] + (uid & ((1 << _ROW_BITS) - 1))
+        return result
+
+
+def _collect_lengths(lengths_ds: ray.data.Dataset, completion_only_loss: bool) -> tuple[_RowIds, Int64Array]:
+    """Gather every row's length on the driver, in row order; raise the first bad row's error. O(rows)."""
+    import pyarrow as pa
+
+    ray = _require_ray()
+    tables = [ray.get(ref) for ref in lengths_ds.to_arrow_refs()]
+    table = pa.concat_tables(tables) if tables else None
+    if table is None or table.num_rows == 0:
+        return _RowIds(np.zeros(0, np.int64), np.zeros(0, np.int64)), np.zeros(0, dtype=np.int64)
+    uid = _int_column(table, _UID)
+    length = _int_column(table, _LENGTH)
+    ids = _RowIds.of(uid)
+    bad = np.flatnonzero(length == _REFUSED)
+    if bad.size:
+        first = bad[np.argmin(ids.rows(uid[bad]))]
+        _raise_bad_row(table.column(_BAD)[int(first)].as_py(), int(ids.rows(uid[first : first + 1])[0]), completion_only_loss)
+    lengths = np.empty(len(uid), dtype=np.int64)
+    lengths[ids.rows(uid)] = length
+    return ids, lengths
+
+
+def _raise_bad_row(row: bytes, index: int, completion_only_loss: bool) -> None:
+    """Raise the reader's error for the refused row, under its global row id (as on one machine)."""
+    import pyarrow as pa
+
+    table = pa.ipc.open_stream(row).read_all()
+    try:
+        _read_table(table, completion_only_loss)
+    except ValueError as error:
+        raise type(error)(str(error).replace("sample 0", f"sample {index}", 1)) from None
+    raise AssertionError(f"row {index} was refused on a worker but reads on the driver")  # pragma: no cover
+
+
+# ---------------------------------------------------------------------------------------------
+# Step 2: the plan, and every row's pieces
+
+
+@dataclass(frozen=True)
+class _Pieces:
+    """The plan's pieces by row (CSR over global row ids), each with its final block, its sort key
+    (its place among all pieces in final block order), its start in the row and its length."""
+
+    row_ids: _RowIds
+    row_starts: Int64Array
+    block: Int64Array
+    key: Int64Array
+    start: Int32Array
+    length: Int32Array
+    blocks_per_group: int
+
+
+def _pieces_by_row(layout: PackingPlan, order: Int64Array | None, row_ids: _RowIds, blocks_per_group: int) -> _Pieces:
+    """O(pieces log pieces) for the sort by row."""
+    counts = np.diff(layout.block_starts)
+    final = np.arange(layout.num_blocks, dtype=np.int64)
+    if order is not None:
+        final[order] = np.arange(layout.num_blocks, dtype=np.int64)  # block order[i] is written i-th
+    block = np.repeat(final, counts)
+    first_of_final = _offsets(counts[order] if order is not None else counts)
+    within = np.arange(len(block), dtype=np.int64) - np.repeat(layout.block_starts[:-1], counts)
+    key = first_of_final[block] + within
+    by_row = np.argsort(layout.piece_sequence, kind="stable")
+    row_starts = _offsets(np.bincount(layout.piece_sequence, minlength=len(layout.lengths)))
+    return _Pieces(
+        row_ids,
+        row_starts,
+        block[by_row],
+        key[by_row],
+        layout.piece_start[by_row],
+        layout.piece_length[by_row],
+        blocks_per_group,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Step 3: pieces tagged with their block, grouped by Ray Data
+
+
+def _piece_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            (_GROUP, pa.int64()),
+            (_BLOCK, pa.int64()),
+            (_KEY, pa.int64()),
+            (_ROW, pa.int64()),
+            (_TOKENS, pa.large_list(pa.int64())),
+            (_MASK, pa.large_list(pa.int8())),
+        ]
+    )
+
+
+def _tag_batch(batch: pa.Table, pieces_ref: list[Any], completion_only_loss: bool) -> pa.Table:
+    """One output row per piece of every input row: its group, block, key, global row and tokens. O(tokens)."""
+    import pyarrow as pa
+
+    ray = _require_ray()
+    pieces: _Pieces = ray.get(pieces_ref[0])
+    rows = pieces.row_ids.rows(_int_column(batch, _UID))
+    samples = _read_table(batch.drop_columns([_UID]), completion_only_loss)
+    counts = pieces.row_starts[rows + 1] - pieces.row_starts[rows]
+    which = _ranges(pieces.row_starts[rows], counts)
+    local = np.repeat(np.arange(len(rows), dtype=np.int64), counts)
+    length = pieces.length[which].astype(np.int64)
+    at = _ranges(samples.offsets[local] + pieces.start[which], length)
+    offsets = _offsets(length)
+    block = pieces.block[which]
+    return pa.table(
+        [
+            pa.array(block // pieces.blocks_per_group, pa.int64()),
+            pa.array(block, pa.int64()),
+            pa.array(pieces.key[which], pa.int64()),
+            pa.array(rows[local], pa.int64()),
+            _list_array(offsets, samples.tokens[at]),
+            _list_array(offsets, samples.loss_mask[at]),
+        ],
+        schema=_piece_schema(),
+    )
+
+
+def _block_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            (_BLOCK, pa.int64()),
+            (_TOKENS, pa.large_list(pa.int64())),
+            (_MASK, pa.large_list(pa.int8())),
+            (_DOC_LENGTHS, pa.large_list(pa.int32())),
+            (_DOC_ROWS, pa.large_list(pa.int64())),
+        ]
+    )
+
+
+def _gather_group(group: pa.Table) -> pa.Table:
+    """The pieces of some blocks as one compact row per block: tokens, mask, document lengths and rows,
+    in the plan's order. O(tokens + pieces log pieces)."""
+    import pyarrow as pa
+
+    group = group.take(np.argsort(_int_column(group, _KEY), kind="stable"))
+    block = _int_column(group, _BLOCK)
+    starts = np.flatnonzero(np.diff(block, prepend=-1))
+    doc_offsets = np.append(starts, len(block)).astype(np.int64)
+    doc_lengths = np.asarray(
+        _flat_lengths(group.column(_TOKENS)), dtype=np.int64
+    )  # tokens per piece, in key order
+    token_offsets = _offsets(np.add.reduceat(doc_lengths, starts) if len(starts) else np.zeros(0, np.int64))
+    return pa.table(
+        [
+            pa.array(block[starts], pa.int64()),
+            _list_array(token_offsets, _flat(group.column(_TOKENS)).astype(np.int64, copy=False)),
+            _list_array(token_offsets, _flat(group.column(_MASK)).astype(np.int8, copy=False)),
+            _list_array(doc_offsets, doc_lengths.astype(np.int32)),
+            _list_array(doc_offsets, _int_column(group, _ROW)),
+        ],
+        schema=_block_schema(),
+    )
+
+
+def _flat_lengths(column: Any) -> Int64Array:
+    import pyarrow.compute as pc
+
+    return np.asarray(pc.list_value_length(column).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------------------------
+# Step 4: the library's materializer, per batch of blocks
+
+
+def _materialize_batch(
+    blocks: pa.Table, max_seq_length: int, strategy: str, overflow: str, pad_token_id: int
+) -> pa.Table:
+    """Compact blocks to the output schema's columns through ``packing.materialize``. O(blocks × max_seq_length)."""
+    doc_lengths = _flat(blocks.column(_DOC_LENGTHS)).astype(np.int64, copy=False)
+    doc_rows = _flat(blocks.column(_DOC_ROWS)).astype(np.int64, copy=False)
+    block_starts = _offsets(_flat_lengths(blocks.column(_DOC_LENGTHS)))
+    samples = Samples(
+        _flat(blocks.column(_TOKENS)).astype(np.int64, copy=False),
+        _flat(blocks.column(_MASK)).astype(np.int8, copy=False),
+        _offsets(doc_lengths),
+    )
+    pieces = len(doc_lengths)
+    sequence = np.arange(pieces, dtype=np.int32)
+    length = doc_lengths.astype(np.int32)
+    layout = PackingPlan(
+        max_seq_length,
+        strategy,
+        overflow,
+        doc_lengths,
+        block_starts,
+        sequence,
+        np.zeros(pieces, dtype=np.int32),
+        length,
+        compute_stats(doc_lengths, max_seq_length, block_starts, sequence, length, True),
+    )
+    batch = materialize(layout, samples, pad_token_id)
+    local = batch.sequence_ids
+    global_ids = np.where(local >= 0, doc_rows[np.maximum(local, 0)], -1).astype(np.int32)
+    return _to_arrow(replace(batch, sequence_ids=global_ids))
+
+
+def _to_arrow(batch: PackedBatch) -> pa.Table:
+    """The output schema's columns, one row per block (mirrors ``packing.schema``). O(blocks × max_seq_length)."""
+    import pyarrow as pa
+
+    width = batch.max_seq_length
+    fixed = np.arange(batch.num_blocks + 1, dtype=np.int64) * width
+    columns = {
+        "input_ids": batch.input_ids.reshape(-1).astype(np.int64, copy=False),
+        "labels": batch.labels.reshape(-1).astype(np.int64, copy=False),
+        "loss_mask": batch.loss_mask.reshape(-1).astype(np.int8, copy=False),
+        "position_ids": batch.position_ids.reshape(-1).astype(np.int64, copy=False),
+        "sequence_ids": batch.sequence_ids.reshape(-1).astype(np.int32, copy=False),
+    }
+    arrays = {
+        name: pa.ListArray.from_arrays(pa.array(fixed.astype(np.int32)), pa.array(values))
+        for name, values in columns.items()
+    }
+    arrays["seq_lengths"] = pa.ListArray.from_arrays(
+        pa.array(batch.plan.block_starts.astype(np.int32)), pa.array(batch.plan.piece_length.astype(np.int32))
+    )
+    return pa.table(arrays)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def pack_dataset(
+    ds: ray.data.Dataset,
+    max_seq_length: int,
+    *,
+    strategy: str = "bfd",
+    overflow: str = "truncate",
+    pad_token_id: int = 0,
+    completion_only_loss: bool = True,
+    max_sequences_per_block: int | None = None,
+    shuffle: bool = True,
+    seed: int = 0,
+    ordered: bool = True,
+) -> ray.data.Dataset:
+    """Pack a Ray dataset with one global plan: a dataset of blocks equal to ``packing.pack`` on its rows.
+
+    Rows are in any form ``packing.pack`` reads (``input_ids`` with an optional ``loss_mask``, or
+    ``prompt`` and ``completion``; other columns are ignored). Row ``i`` is the ``i``-th row of the
+    input in Ray's row order (``sequence_ids`` hold these ids). The input is executed once
+    (``materialize``); the driver receives 16 bytes per row (id and length) and plans; the pieces
+    of each block travel through Ray Data's hash shuffle (``groupby``), the compact blocks through a
+    ``sort`` when ``ordered`` (to read them in plan order, set Ray's
+    ``DataContext.execution_options.preserve_order = True``, as for any ordered Ray output).
+    With ``shuffle`` the blocks come in the order single-machine packing gives with ``seed``
+    (``numpy.random.default_rng(seed).permutation(num_blocks)``).
+
+    Raises the first bad row's error, with its global row id, before anything is written.
+    Cost: O(tokens) on the cluster plus two shuffles of the packed tokens (9 bytes per token);
+    O(rows) memory and the strategy's planning time on the driver.
+    """
+    ray = _require_ray()
+    capacity = check_max_seq_length(max_seq_length)
+    pad = check_token_id(pad_token_id, "pad_token_id")
+    completion_only = _check_flag(completion_only_loss, "completion_only_loss")
+    if _check_flag(shuffle, "shuffle"):
+        check_token_id(seed, "seed")
+    _check_flag(ordered, "ordered")
+    plan(np.zeros(0, dtype=np.int64), capacity, strategy, overflow, max_sequences_per_block)  # settings, early
+    from ray.data.expressions import monotonically_increasing_id
+
+    indexed = ds.with_column(_UID, monotonically_increasing_id()).materialize()
+    lengths_ds = indexed.map_batches(
+        _lengths_batch, batch_format="pyarrow", fn_kwargs={"completion_only_loss": completion_only}
+    )
+    row_ids, lengths = _collect_lengths(lengths_ds, completion_only)
+    layout = plan(lengths, capacity, strategy, overflow, max_sequences_per_block)
+    order = np.random.default_rng(seed).permutation(layout.num_blocks).astype(np.int64) if shuffle else None
+    blocks_per_group = max(1, TOKENS_PER_TASK // capacity)
+    pieces_ref = ray.put(_pieces_by_row(layout, order, row_ids, blocks_per_group))
+    tagged = indexed.map_batches(
+        _tag_batch,
+        batch_format="pyarrow",
+        fn_kwargs={"pieces_ref": [pieces_ref], "completion_only_loss": completion_only},
+    )
+    blocks = tagged.groupby(_GROUP).map_groups(_gather_group, batch_format="pyarrow")
+    if ordered:
+        blocks = blocks.sort(_BLOCK)
+    return blocks.map_batches(
+        _materialize_batch,
+        batch_format="pyarrow",
+        batch_size=blocks_per_group,
+        fn_kwargs={"max_seq_length": capacity, "strategy": strategy, "overflow": overflow, "pad_token_id": pad},
+    )

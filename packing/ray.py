@@ -202,7 +202,9 @@ def _collect_lengths(lengths_ds: ray.data.Dataset, completion_only_loss: bool) -
     bad = np.flatnonzero(length == _REFUSED)
     if bad.size:
         first = bad[np.argmin(ids.rows(uid[bad]))]
-        _raise_bad_row(table.column(_BAD)[int(first)].as_py(), int(ids.rows(uid[first : first + 1])[0]), completion_only_loss)
+        _raise_bad_row(
+            table.column(_BAD)[int(first)].as_py(), int(ids.rows(uid[first : first + 1])[0]), completion_only_loss
+        )
     lengths = np.empty(len(uid), dtype=np.int64)
     lengths[ids.rows(uid)] = length
     return ids, lengths
@@ -331,9 +333,7 @@ def _gather_group(group: pa.Table) -> pa.Table:
     block = _int_column(group, _BLOCK)
     starts = np.flatnonzero(np.diff(block, prepend=-1))
     doc_offsets = np.append(starts, len(block)).astype(np.int64)
-    doc_lengths = np.asarray(
-        _flat_lengths(group.column(_TOKENS)), dtype=np.int64
-    )  # tokens per piece, in key order
+    doc_lengths = np.asarray(_flat_lengths(group.column(_TOKENS)), dtype=np.int64)  # tokens per piece, in key order
     token_offsets = _offsets(np.add.reduceat(doc_lengths, starts) if len(starts) else np.zeros(0, np.int64))
     return pa.table(
         [
@@ -466,6 +466,9 @@ def pack_dataset(
     )
     row_ids, lengths = _collect_lengths(lengths_ds, completion_only)
     layout = plan(lengths, capacity, strategy, overflow, max_sequences_per_block)
+    if layout.num_blocks == 0:  # nothing to pack: the schema's columns, no rows
+        empty = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(len(lengths) + 1, np.int64))
+        return ray.data.from_arrow(_to_arrow(materialize(layout, empty, pad)))
     order = np.random.default_rng(seed).permutation(layout.num_blocks).astype(np.int64) if shuffle else None
     blocks_per_group = max(1, TOKENS_PER_TASK // capacity)
     pieces_ref = ray.put(_pieces_by_row(layout, order, row_ids, blocks_per_group))

@@ -1,0 +1,185 @@
+"""packing.ray on a local Ray cluster: the same blocks as single-machine packing, bad rows named alike."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ray[data]')")
+pytest.importorskip("ray.data", reason="Ray Data is not installed (pip install 'ray[data]')")
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+import packing  # noqa: E402
+from packing.ray import pack_dataset  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+COLUMNS = ["input_ids", "labels", "loss_mask", "position_ids", "sequence_ids", "seq_lengths"]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[None]:
+    """A local two-CPU cluster whose workers import this checkout of ``packing``; blocks read in order."""
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}},
+    )
+    context = ray.data.DataContext.get_current()
+    saved = context.execution_options.preserve_order, context.enable_progress_bars
+    context.execution_options.preserve_order = True
+    context.enable_progress_bars = False
+    try:
+        yield
+    finally:
+        context.execution_options.preserve_order, context.enable_progress_bars = saved
+        ray.shutdown()
+
+
+def single_machine(rows: list[Any], max_seq_length: int, shuffle: bool, seed: int, **settings: Any) -> list[dict]:
+    """``packing.pack`` on the same rows, blocks in the order single-machine shuffling gives."""
+    batch = packing.pack(rows, max_seq_length, **settings)
+    order = np.random.default_rng(seed).permutation(batch.num_blocks) if shuffle else np.arange(batch.num_blocks)
+    return [
+        {
+            "input_ids": batch.input_ids[b].tolist(),
+            "labels": batch.labels[b].tolist(),
+            "loss_mask": batch.loss_mask[b].tolist(),
+            "position_ids": batch.position_ids[b].tolist(),
+            "sequence_ids": batch.sequence_ids[b].tolist(),
+            "seq_lengths": batch.seq_lengths(int(b)).tolist(),
+        }
+        for b in order
+    ]
+
+
+def as_lists(rows: list[dict]) -> list[dict]:
+    return [{name: [int(v) for v in row[name]] for name in COLUMNS} for row in rows]
+
+
+def random_rows(n: int, seed: int, max_length: int, forms: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Rows of the given forms, with empty and over-long ones; token ids start at 1."""
+    rng = np.random.default_rng(seed)
+    rows: list[dict[str, Any]] = []
+    for i in range(n):
+        length = int(rng.integers(0, max_length + 1))
+        tokens = rng.integers(1, 50_000, length).tolist()
+        form = forms[i % len(forms)]
+        if form == "tokens":
+            rows.append({"input_ids": tokens})
+        elif form == "masked":
+            rows.append({"input_ids": tokens, "loss_mask": rng.integers(0, 2, length).tolist()})
+        else:
+            cut = int(rng.integers(0, length + 1))
+            rows.append({"prompt": tokens[:cut], "completion": tokens[cut:]})
+    return rows
+
+
+def python_rows(rows: list[dict[str, Any]]) -> list[Any]:
+    """The rows as ``packing.pack`` takes them one by one (a plain token list for ``input_ids`` alone)."""
+    return [row["input_ids"] if set(row) == {"input_ids"} else row for row in rows]
+
+
+def test_importing_packing_or_packing_ray_does_not_import_ray() -> None:
+    code = "import sys, packing, packing.ray; print('ray' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split() == ["False"]
+
+
+@pytest.mark.parametrize(
+    ("forms", "max_seq_length", "settings", "shuffle"),
+    [
+        (("tokens",), 32, {"strategy": "bfd"}, True),
+        (("tokens",), 32, {"strategy": "split"}, False),  # rows cut at block boundaries: several pieces a row
+        (("masked",), 24, {"strategy": "next_fit", "overflow": "split"}, True),
+        (("pair",), 40, {"strategy": "ffd", "overflow": "drop", "pad_token_id": 7}, False),
+        (("pair",), 40, {"strategy": "bfd", "completion_only_loss": False}, True),
+    ],
+)
+def test_same_blocks_as_single_machine(
+    cluster: None, forms: tuple[str, ...], max_seq_length: int, settings: dict[str, Any], shuffle: bool
+) -> None:
+    rows = random_rows(230, seed=len(settings) + max_seq_length, max_length=50, forms=forms)
+    ds = ray.data.from_items(rows, override_num_blocks=6)
+    packed = pack_dataset(ds, max_seq_length, shuffle=shuffle, seed=11, **settings)
+    got = as_lists(packed.take_all())
+    assert got == single_machine(python_rows(rows), max_seq_length, shuffle, 11, **settings)
+    assert packed.columns() == COLUMNS
+
+
+def test_optimal_and_a_capped_strategy_plan_from_the_same_lengths(cluster: None) -> None:
+    rows = random_rows(30, seed=5, max_length=12, forms=("tokens",))
+    ds = ray.data.from_items(rows, override_num_blocks=3)
+    for settings in ({"strategy": "optimal"}, {"strategy": "spfhp", "max_sequences_per_block": 2}):
+        got = as_lists(pack_dataset(ds, 16, shuffle=True, seed=2, **settings).take_all())
+        assert got == single_machine(python_rows(rows), 16, True, 2, **settings)
+
+
+def test_shuffled_blocks_match_the_hugging_face_adapter(cluster: None) -> None:
+    """An independent single-machine path with its own shuffle: the same blocks in the same order."""
+    hf = pytest.importorskip("packing.hf")
+    rows = random_rows(120, seed=9, max_length=30, forms=("tokens",))
+    table = pa.table({"input_ids": [row["input_ids"] for row in rows]})
+    pytest.importorskip("datasets")
+    expected = hf.pack_dataset(table, 32, strategy="bfd", shuffle=True, seed=4)
+    got = pack_dataset(ray.data.from_arrow(table), 32, strategy="bfd", shuffle=True, seed=4).take_all()
+    assert [list(row["input_ids"]) for row in got] == expected["input_ids"]
+    assert [list(row["seq_lengths"]) for row in got] == expected["seq_lengths"]
+
+
+def test_bad_row_is_named_by_its_global_row_id(cluster: None) -> None:
+    rows = random_rows(90, seed=3, max_length=20, forms=("tokens",))
+    rows[61] = {"input_ids": [5, -4, 6]}
+    rows[77] = {"input_ids": [1, -9]}  # a later bad row, in another block of the input
+    ds = ray.data.from_items(rows, override_num_blocks=5)
+    with pytest.raises(ValueError) as on_one_machine:
+        packing.pack(python_rows(rows), 16)
+    with pytest.raises(ValueError) as on_the_cluster:
+        pack_dataset(ds, 16)
+    assert str(on_the_cluster.value) == str(on_one_machine.value)
+    assert "sample 61" in str(on_the_cluster.value)
+
+
+def test_settings_are_checked_before_anything_runs(cluster: None) -> None:
+    ds = ray.data.from_items([{"input_ids": [1, 2]}])
+    with pytest.raises(ValueError, match="strategy"):
+        pack_dataset(ds, 8, strategy="best")
+    with pytest.raises((ValueError, TypeError), match="max_seq_length"):
+        pack_dataset(ds, 0)
+    with pytest.raises(TypeError, match="shuffle"):
+        pack_dataset(ds, 8, shuffle=1)  # type: ignore[arg-type]
+
+
+def test_written_with_write_parquet(cluster: None, tmp_path: Path) -> None:
+    rows = random_rows(150, seed=8, max_length=40, forms=("tokens",))
+    packed = pack_dataset(ray.data.from_items(rows, override_num_blocks=4), 48, strategy="bfd", seed=1)
+    packed.write_parquet(str(tmp_path / "out"))
+    files = sorted((tmp_path / "out").glob("*.parquet"))
+    assert files
+    table = pa.concat_tables([pq.read_table(f) for f in files])
+    assert table.column_names == COLUMNS
+    assert [str(table.schema.field(c).type.value_type) for c in COLUMNS] == [
+        "int64",
+        "int64",
+        "int8",
+        "int64",
+        "int32",
+        "int32",
+    ]
+    expected = single_machine(python_rows(rows), 48, True, 1, strategy="bfd")
+    assert as_lists(table.to_pylist()) == expected
+
+
+def test_no_tokens_give_no_blocks(cluster: None) -> None:
+    nothing = ray.data.from_items([{"input_ids": [1]}]).filter(lambda row: False)
+    assert pack_dataset(nothing, 8).take_all() == []
+    empty_rows = pack_dataset(ray.data.from_items([{"input_ids": []}, {"input_ids": []}]), 8)
+    assert empty_rows.take_all() == []
+    assert empty_rows.columns() == COLUMNS

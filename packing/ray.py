@@ -53,6 +53,9 @@ Int32Array = npt.NDArray[np.int32]
 TOKENS_PER_TASK = 1 << 21
 """Token slots handled by one assembling or materializing call (about 60 MB of output columns)."""
 
+_MAX_PARTITIONS = 200
+"""At most this many hash partitions for the grouping (Ray Data's default); fewer when there are fewer groups."""
+
 _UID = "__packing_uid"
 _GROUP, _BLOCK, _KEY, _ROW = "__packing_group", "__packing_block", "__packing_key", "__packing_row"
 _TOKENS, _MASK, _DOC_LENGTHS, _DOC_ROWS = "__packing_tokens", "__packing_mask", "__packing_docs", "__packing_rows"
@@ -228,37 +231,47 @@ def _raise_bad_row(row: bytes, index: int, completion_only_loss: bool) -> None:
 
 @dataclass(frozen=True)
 class _Pieces:
-    """The plan's pieces by row (CSR over global row ids), each with its final block, its sort key
-    (its place among all pieces in final block order), its start in the row and its length."""
+    """The plan's pieces by row (CSR over global row ids: 16 bytes a piece and 8 a row), each with its
+    key (its place among all pieces in final block order), its start in the row and its length;
+    ``block_keys[b]`` is the key of final block ``b``'s first piece."""
 
     row_ids: _RowIds
     row_starts: Int64Array
-    block: Int64Array
     key: Int64Array
     start: Int32Array
     length: Int32Array
+    block_keys: Int64Array
     blocks_per_group: int
+
+    def block(self, key: Int64Array) -> Int64Array:
+        """The final block of pieces with these keys. O(k log blocks)."""
+        result: Int64Array = np.searchsorted(self.block_keys, key, side="right") - 1
+        return result
 
 
 def _pieces_by_row(layout: PackingPlan, order: Int64Array | None, row_ids: _RowIds, blocks_per_group: int) -> _Pieces:
-    """O(pieces log pieces) for the sort by row."""
+    """O(pieces) when no row has two pieces, O(pieces log pieces) otherwise (a sort by row)."""
     counts = np.diff(layout.block_starts)
-    final = np.arange(layout.num_blocks, dtype=np.int64)
-    if order is not None:
-        final[order] = np.arange(layout.num_blocks, dtype=np.int64)  # block order[i] is written i-th
-    block = np.repeat(final, counts)
-    first_of_final = _offsets(counts[order] if order is not None else counts)
-    within = np.arange(len(block), dtype=np.int64) - np.repeat(layout.block_starts[:-1], counts)
-    key = first_of_final[block] + within
-    by_row = np.argsort(layout.piece_sequence, kind="stable")
-    row_starts = _offsets(np.bincount(layout.piece_sequence, minlength=len(layout.lengths)))
+    blocks = np.arange(layout.num_blocks, dtype=np.int64) if order is None else order
+    block_keys = _offsets(counts[blocks])
+    final_first = np.empty(layout.num_blocks, dtype=np.int64)
+    final_first[blocks] = block_keys[:-1]  # where the first piece of plan block order[i] lands
+    within = np.arange(len(layout.piece_sequence), dtype=np.int64) - np.repeat(layout.block_starts[:-1], counts)
+    key = np.repeat(final_first, counts) + within
+    per_row = np.bincount(layout.piece_sequence, minlength=len(layout.lengths))
+    row_starts = _offsets(per_row)
+    if per_row.max(initial=0) <= 1:  # one piece a row at most: a scatter
+        by_row = np.empty(len(key), dtype=np.int64)
+        by_row[row_starts[layout.piece_sequence]] = np.arange(len(key), dtype=np.int64)
+    else:
+        by_row = np.argsort(layout.piece_sequence, kind="stable")
     return _Pieces(
         row_ids,
         row_starts,
-        block[by_row],
         key[by_row],
         layout.piece_start[by_row],
         layout.piece_length[by_row],
+        block_keys,
         blocks_per_group,
     )
 
@@ -296,12 +309,13 @@ def _tag_batch(batch: pa.Table, pieces_ref: list[Any], completion_only_loss: boo
     length = pieces.length[which].astype(np.int64)
     at = _ranges(samples.offsets[local] + pieces.start[which], length)
     offsets = _offsets(length)
-    block = pieces.block[which]
+    key = pieces.key[which]
+    block = pieces.block(key)
     return pa.table(
         [
             pa.array(block // pieces.blocks_per_group, pa.int64()),
             pa.array(block, pa.int64()),
-            pa.array(pieces.key[which], pa.int64()),
+            pa.array(key, pa.int64()),
             pa.array(rows[local], pa.int64()),
             _list_array(offsets, samples.tokens[at]),
             _list_array(offsets, samples.loss_mask[at]),
@@ -470,14 +484,18 @@ def pack_dataset(
         empty = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(len(lengths) + 1, np.int64))
         return ray.data.from_arrow(_to_arrow(materialize(layout, empty, pad)))
     order = np.random.default_rng(seed).permutation(layout.num_blocks).astype(np.int64) if shuffle else None
-    blocks_per_group = max(1, TOKENS_PER_TASK // capacity)
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    blocks_per_group = max(1, min(TOKENS_PER_TASK // capacity, -(-layout.num_blocks // (4 * cpus))))
+    groups = -(-layout.num_blocks // blocks_per_group)
     pieces_ref = ray.put(_pieces_by_row(layout, order, row_ids, blocks_per_group))
     tagged = indexed.map_batches(
         _tag_batch,
         batch_format="pyarrow",
         fn_kwargs={"pieces_ref": [pieces_ref], "completion_only_loss": completion_only},
     )
-    blocks = tagged.groupby(_GROUP).map_groups(_gather_group, batch_format="pyarrow")
+    blocks = tagged.groupby(_GROUP, num_partitions=min(groups, _MAX_PARTITIONS)).map_groups(
+        _gather_group, batch_format="pyarrow"
+    )
     if ordered:
         blocks = blocks.sort(_BLOCK)
     return blocks.map_batches(

@@ -116,7 +116,8 @@ def _flat(column: Any) -> npt.NDArray[Any]:
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     values = pc.list_flatten(column)
-    return values.to_numpy(zero_copy_only=False)
+    flat: npt.NDArray[Any] = values.to_numpy(zero_copy_only=False)
+    return flat
 
 
 def _int_column(table: pa.Table, name: str) -> Int64Array:
@@ -464,7 +465,7 @@ def pack_dataset(
     Cost: O(tokens) on the cluster plus two shuffles of the packed tokens (9 bytes per token);
     O(rows) memory and the strategy's planning time on the driver.
     """
-    ray = _require_ray()
+    cluster = _require_ray()
     capacity = check_max_seq_length(max_seq_length)
     pad = check_token_id(pad_token_id, "pad_token_id")
     completion_only = _check_flag(completion_only_loss, "completion_only_loss")
@@ -482,12 +483,13 @@ def pack_dataset(
     layout = plan(lengths, capacity, strategy, overflow, max_sequences_per_block)
     if layout.num_blocks == 0:  # nothing to pack: the schema's columns, no rows
         empty = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(len(lengths) + 1, np.int64))
-        return ray.data.from_arrow(_to_arrow(materialize(layout, empty, pad)))
+        nothing: ray.data.Dataset = cluster.data.from_arrow(_to_arrow(materialize(layout, empty, pad)))
+        return nothing
     order = np.random.default_rng(seed).permutation(layout.num_blocks).astype(np.int64) if shuffle else None
-    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    cpus = max(1, int(cluster.cluster_resources().get("CPU", 1)))
     blocks_per_group = max(1, min(TOKENS_PER_TASK // capacity, -(-layout.num_blocks // (4 * cpus))))
     groups = -(-layout.num_blocks // blocks_per_group)
-    pieces_ref = ray.put(_pieces_by_row(layout, order, row_ids, blocks_per_group))
+    pieces_ref = cluster.put(_pieces_by_row(layout, order, row_ids, blocks_per_group))
     tagged = indexed.map_batches(
         _tag_batch,
         batch_format="pyarrow",
@@ -498,9 +500,10 @@ def pack_dataset(
     )
     if ordered:
         blocks = blocks.sort(_BLOCK)
-    return blocks.map_batches(
+    packed: ray.data.Dataset = blocks.map_batches(
         _materialize_batch,
         batch_format="pyarrow",
         batch_size=blocks_per_group,
         fn_kwargs={"max_seq_length": capacity, "strategy": strategy, "overflow": overflow, "pad_token_id": pad},
     )
+    return packed

@@ -38,16 +38,16 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.bounds import lower_bounds
-from packing.io import FORMATS, Dataset, block_order, read_dataset, write_jsonl, write_parquet
-from packing.optimal import MAX_OPTIMAL_DOCUMENTS
-from packing.overflow import documents
-from packing.packed import PackedBatch, pack
-from packing.plan import plan
+from packing.errors import PackingError
+from packing.io import FORMATS, Dataset, read_dataset, write_jsonl, write_parquet
+from packing.packed import PackedBatch, materialize
+from packing.plans import plan
+from packing.schema import help_text
 from packing.stats import PackingStats
-from packing.strategies import STRATEGIES
+from packing.strategies import DEFAULT_STRATEGY, STRATEGIES
 from packing.validation import OVERFLOW_POLICIES
 
-Writer = Callable[[PackedBatch, Path, npt.NDArray[np.int64]], None]
+Writer = Callable[[PackedBatch, Path], None]
 WRITERS: dict[str, Writer] = {".parquet": write_parquet, ".jsonl": write_jsonl}
 """Output writers by file extension."""
 COMPARE_HEADER = [
@@ -143,10 +143,12 @@ def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
         "pack",
         help="pack a dataset and write the blocks to .parquet or .jsonl",
         description="Pack token sequences into blocks of exactly N tokens and write them, one row per block, "
-        "with columns input_ids, labels, loss_mask, position_ids, sequence_ids and seq_lengths.",
+        f"with columns {help_text()}.",
     )
     _add_common(parser)
-    parser.add_argument("--strategy", choices=list(STRATEGIES), required=True, help="packing strategy")
+    parser.add_argument(
+        "--strategy", choices=list(STRATEGIES), default=DEFAULT_STRATEGY, help=f"default: {DEFAULT_STRATEGY}"
+    )
     parser.add_argument(
         "--loss",
         choices=("completion", "all"),
@@ -324,21 +326,22 @@ def _writer(output: Path) -> Writer:
 
 
 def _pack_batch(args: argparse.Namespace, dataset: Dataset) -> PackedBatch:
-    """Pack the dataset's samples with the command's options; lengths-only data is refused."""
-    if dataset.samples is None:
+    """Plan, shuffle (unless ``--no-shuffle``) and fill the dataset's samples; lengths-only data is refused."""
+    if dataset.kind == "lengths":
         raise UsageError(
             f"{dataset.source} holds sequence lengths only; 'pack' needs token ids "
             "(use 'compare' to compare strategies on lengths)"
         )
-    return pack(
-        dataset.samples,
+    layout = plan(
+        dataset.lengths,
         args.max_seq_length,
-        strategy=args.strategy,
-        overflow=args.overflow,
-        pad_token_id=args.pad_token_id,
-        completion_only_loss=args.loss == "completion",
+        args.strategy,
+        args.overflow,
         max_sequences_per_block=args.max_sequences_per_block,
     )
+    if not args.no_shuffle:
+        layout = layout.shuffle(args.seed)
+    return materialize(layout, dataset.samples, args.pad_token_id)
 
 
 def _pack_summary(args: argparse.Namespace, dataset: Dataset, stats: PackingStats, progress: Progress) -> str:
@@ -369,17 +372,14 @@ def _run_pack(args: argparse.Namespace) -> int:
     """``pack``: read, pack, write in shuffled (or plan) order, print the summary. O(tokens)."""
     output = Path(args.output)
     writer = _writer(output)
-    if args.max_sequences_per_block is not None and args.strategy != "spfhp":
-        raise UsageError("--max-sequences-per-block works with --strategy spfhp only")
     progress = Progress(show=not args.quiet and _stderr_is_terminal())
     with progress.stage("read", f"reading {args.input}"):
-        dataset = read_dataset(args.input, args.format)
+        dataset = read_dataset(args.input, args.format, completion_only_loss=args.loss == "completion")
     with progress.stage("pack", f"packing {len(dataset.lengths):,} sequences with {args.strategy}"):
         batch = _pack_batch(args, dataset)
-    order = block_order(batch.num_blocks, shuffle=not args.no_shuffle, seed=args.seed)
     with progress.stage("write", f"writing {batch.num_blocks:,} blocks to {output}"):
         try:
-            writer(batch, output, order)
+            writer(batch, output)
         except OSError as error:
             raise UsageError(f"cannot write {output}: {error.strerror or error}") from None
     print(_pack_summary(args, dataset, batch.stats, progress))
@@ -390,18 +390,14 @@ def _run_pack(args: argparse.Namespace) -> int:
 
 
 def _compare_row(name: str, dataset: Dataset, capacity: int, overflow: str) -> list[str]:
-    """One strategy's line of the comparison; ``optimal`` says n/a where it refuses."""
+    """One strategy's line of the comparison; a strategy that refuses the input says why."""
     lengths = dataset.lengths
-    if name == "optimal" and len(documents(lengths, capacity, overflow).length) > MAX_OPTIMAL_DOCUMENTS:
-        return [name, "n/a (too many sequences)"]
     plan(lengths[:1], capacity, name, overflow)  # load the compiled code first: time the packing, not the loading
     start = time.perf_counter()
     try:
         stats = plan(lengths, capacity, name, overflow).stats
-    except ValueError:
-        if name != "optimal":
-            raise
-        return [name, "n/a (search too long)"]
+    except PackingError as error:
+        return [name, f"n/a ({error})"]
     elapsed = time.perf_counter() - start
     return [
         name,
@@ -452,8 +448,10 @@ def main(argv: list[str] | None = None) -> int:
         code: int = args.run(args)
     except SystemExit as stop:  # --help
         return stop.code if isinstance(stop.code, int) else 0
-    except (UsageError, ValueError) as error:
+    except (UsageError, PackingError) as error:
         return _fail(str(error))
+    except OSError as error:
+        return _fail(f"{error.filename or 'file'}: {error.strerror or error}")
     except MemoryError:
         return _fail("not enough memory; try a smaller input or a smaller --max-seq-length")
     except KeyboardInterrupt:

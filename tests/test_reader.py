@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from packing import chat_sample, pack, read_samples
-from packing.samples import read_sample
+from packing.reader import read_row
 
 
 def flat(samples: Any, completion_only_loss: bool = True) -> tuple[list[int], list[int], list[int]]:

@@ -37,10 +37,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.packed import PackedBatch, materialize
-from packing.plan import PackingPlan, plan
-from packing.samples import Samples
+from packing.arrays import offsets_of, ranges
+from packing.errors import SampleError, SettingError
+from packing.packed import materialize
+from packing.plans import PackingPlan, plan
+from packing.reader import FIELDS, TOKEN_FIELDS, Samples, read_row, read_table
 from packing.stats import compute_stats
+from packing.strategies import DEFAULT_STRATEGY
 from packing.validation import check_max_seq_length, check_token_id
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -75,33 +78,6 @@ def _require_ray() -> Any:
     return ray
 
 
-def _ranges(starts: Int64Array, lengths: Int64Array) -> Int64Array:
-    """Concatenation of ``arange(s, s + n)`` for every ``(s, n)``. O(sum of lengths).
-
-    >>> _ranges(np.array([10, 0, 5]), np.array([2, 0, 3])).tolist()
-    [10, 11, 5, 6, 7]
-    """
-    starts = np.asarray(starts, dtype=np.int64)
-    lengths = np.asarray(lengths, dtype=np.int64)
-    before = np.cumsum(lengths) - lengths
-    result: Int64Array = np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - before, lengths)
-    return result
-
-
-def _offsets(lengths: npt.ArrayLike) -> Int64Array:
-    counts = np.asarray(lengths, dtype=np.int64)
-    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    return offsets
-
-
-def _read_table(table: pa.Table, completion_only_loss: bool) -> Samples:
-    """The library's Arrow reader (same rules and errors as ``packing.pack`` on these rows)."""
-    from packing.hf import _table_samples
-
-    return _table_samples(table, completion_only_loss)
-
-
 def _list_array(offsets: Int64Array, values: npt.NDArray[Any]) -> pa.Array:
     import pyarrow as pa
 
@@ -120,6 +96,11 @@ def _flat(column: Any) -> npt.NDArray[Any]:
     return flat
 
 
+def _fields(table: pa.Table) -> list[str]:
+    """The columns the reader looks at; the others (and ours) stay behind."""
+    return [name for name in FIELDS if name in table.column_names]
+
+
 def _int_column(table: pa.Table, name: str) -> Int64Array:
     return np.asarray(table.column(name).to_numpy(), dtype=np.int64)
 
@@ -129,15 +110,15 @@ def _int_column(table: pa.Table, name: str) -> Int64Array:
 
 
 def _lengths_batch(batch: pa.Table, completion_only_loss: bool) -> pa.Table:
-    """Each row's id and length; a batch with a bad row gives that row alone, length -1, its values kept."""
+    """Each row's id and length; in a batch with a bad row, that row's values are kept for the driver."""
     import pyarrow as pa
 
     uid = _int_column(batch, _UID)
-    rows = batch.drop_columns([_UID])
+    rows = batch.select(_fields(batch))
     try:
-        lengths = _read_table(rows, completion_only_loss).lengths
-    except ValueError as error:  # a bad row: named on the driver with its global row id
-        local = _bad_row(rows, completion_only_loss, error)
+        lengths = read_table(rows, completion_only_loss=completion_only_loss).lengths
+    except SampleError as error:  # named on the driver with its global row id
+        local = error.sample if error.sample is not None else 0
         sink = io.BytesIO()
         with pa.ipc.new_stream(sink, rows.schema) as writer:
             writer.write_table(rows.slice(local, 1))
@@ -155,22 +136,6 @@ def _lengths_batch(batch: pa.Table, completion_only_loss: bool) -> pa.Table:
     )
 
 
-def _bad_row(rows: pa.Table, completion_only_loss: bool, error: ValueError) -> int:
-    """The first row of ``rows`` the reader refuses (the one ``error`` names). O(rows · log rows) re-reads."""
-    sample = getattr(error, "sample", None)
-    if isinstance(sample, int) and 0 <= sample < rows.num_rows:
-        return sample
-    lo, hi = 0, rows.num_rows  # the prefix rows[:hi] fails, rows[:lo] reads
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        try:
-            _read_table(rows.slice(0, mid), completion_only_loss)
-            lo = mid
-        except ValueError:
-            hi = mid
-    return lo
-
-
 @dataclass(frozen=True)
 class _RowIds:
     """Global row ids from ``monotonically_increasing_id`` values: a task's rows are numbered 0, 1, ...,
@@ -183,7 +148,7 @@ class _RowIds:
     def of(cls, uid: Int64Array) -> _RowIds:
         task = uid >> _ROW_BITS
         tasks, counts = np.unique(task, return_counts=True)
-        return cls(tasks.astype(np.int64), _offsets(counts)[:-1])
+        return cls(tasks.astype(np.int64), offsets_of(counts)[:-1])
 
     def rows(self, uid: Int64Array) -> Int64Array:
         task = np.searchsorted(self.tasks, uid >> _ROW_BITS)
@@ -215,15 +180,13 @@ def _collect_lengths(lengths_ds: ray.data.Dataset, completion_only_loss: bool) -
 
 
 def _raise_bad_row(row: bytes, index: int, completion_only_loss: bool) -> None:
-    """Raise the reader's error for the refused row, under its global row id (as on one machine)."""
+    """Raise the reader's error for the refused row under its global row id, as on one machine."""
     import pyarrow as pa
 
-    table = pa.ipc.open_stream(row).read_all()
-    try:
-        _read_table(table, completion_only_loss)
-    except ValueError as error:
-        raise type(error)(str(error).replace("sample 0", f"sample {index}", 1)) from None
-    raise AssertionError(f"row {index} was refused on a worker but reads on the driver")  # pragma: no cover
+    record = pa.ipc.open_stream(row).read_all().to_pylist()[0]
+    kind, _, _ = read_row(record, index, completion_only_loss)  # raises the SampleError, naming sample ``index``
+    # read alone, the row is fine: it was refused for its kind (a length only among rows with tokens)
+    raise SampleError(index, None, None, "token ids (every row needs tokens to be packed)", f"<a {kind} row>")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,29 +213,23 @@ class _Pieces:
         return result
 
 
-def _pieces_by_row(layout: PackingPlan, order: Int64Array | None, row_ids: _RowIds, blocks_per_group: int) -> _Pieces:
-    """O(pieces) when no row has two pieces, O(pieces log pieces) otherwise (a sort by row)."""
-    counts = np.diff(layout.block_starts)
-    blocks = np.arange(layout.num_blocks, dtype=np.int64) if order is None else order
-    block_keys = _offsets(counts[blocks])
-    final_first = np.empty(layout.num_blocks, dtype=np.int64)
-    final_first[blocks] = block_keys[:-1]  # where the first piece of plan block order[i] lands
-    within = np.arange(len(layout.piece_sequence), dtype=np.int64) - np.repeat(layout.block_starts[:-1], counts)
-    key = np.repeat(final_first, counts) + within
+def _pieces_by_row(layout: PackingPlan, row_ids: _RowIds, blocks_per_group: int) -> _Pieces:
+    """The pieces of the (already shuffled) plan by row; a piece's key is its place in the plan.
+    O(pieces) when no row has two pieces, O(pieces log pieces) otherwise (a sort by row)."""
     per_row = np.bincount(layout.piece_sequence, minlength=len(layout.lengths))
-    row_starts = _offsets(per_row)
+    row_starts = offsets_of(per_row)
     if per_row.max(initial=0) <= 1:  # one piece a row at most: a scatter
-        by_row = np.empty(len(key), dtype=np.int64)
-        by_row[row_starts[layout.piece_sequence]] = np.arange(len(key), dtype=np.int64)
+        by_row = np.empty(len(layout.piece_sequence), dtype=np.int64)
+        by_row[row_starts[layout.piece_sequence]] = np.arange(len(by_row), dtype=np.int64)
     else:
         by_row = np.argsort(layout.piece_sequence, kind="stable")
     return _Pieces(
         row_ids,
         row_starts,
-        key[by_row],
+        by_row,
         layout.piece_start[by_row],
         layout.piece_length[by_row],
-        block_keys,
+        layout.block_starts,
         blocks_per_group,
     )
 
@@ -303,13 +260,14 @@ def _tag_batch(batch: pa.Table, pieces_ref: list[Any], completion_only_loss: boo
     ray = _require_ray()
     pieces: _Pieces = ray.get(pieces_ref[0])
     rows = pieces.row_ids.rows(_int_column(batch, _UID))
-    samples = _read_table(batch.drop_columns([_UID]), completion_only_loss)
+    samples = read_table(batch.select(_fields(batch)), completion_only_loss=completion_only_loss)
+    assert samples.tokens is not None and samples.loss_mask is not None  # checked by the lengths pass
     counts = pieces.row_starts[rows + 1] - pieces.row_starts[rows]
-    which = _ranges(pieces.row_starts[rows], counts)
+    which = ranges(pieces.row_starts[rows], counts)
     local = np.repeat(np.arange(len(rows), dtype=np.int64), counts)
     length = pieces.length[which].astype(np.int64)
-    at = _ranges(samples.offsets[local] + pieces.start[which], length)
-    offsets = _offsets(length)
+    at = ranges(samples.offsets[local] + pieces.start[which], length)
+    offsets = offsets_of(length)
     key = pieces.key[which]
     block = pieces.block(key)
     return pa.table(
@@ -349,7 +307,7 @@ def _gather_group(group: pa.Table) -> pa.Table:
     starts = np.flatnonzero(np.diff(block, prepend=-1))
     doc_offsets = np.append(starts, len(block)).astype(np.int64)
     doc_lengths = np.asarray(_flat_lengths(group.column(_TOKENS)), dtype=np.int64)  # tokens per piece, in key order
-    token_offsets = _offsets(np.add.reduceat(doc_lengths, starts) if len(starts) else np.zeros(0, np.int64))
+    token_offsets = offsets_of(np.add.reduceat(doc_lengths, starts) if len(starts) else np.zeros(0, np.int64))
     return pa.table(
         [
             pa.array(block[starts], pa.int64()),
@@ -378,11 +336,11 @@ def _materialize_batch(
     """Compact blocks to the output schema's columns through ``packing.materialize``. O(blocks × max_seq_length)."""
     doc_lengths = _flat(blocks.column(_DOC_LENGTHS)).astype(np.int64, copy=False)
     doc_rows = _flat(blocks.column(_DOC_ROWS)).astype(np.int64, copy=False)
-    block_starts = _offsets(_flat_lengths(blocks.column(_DOC_LENGTHS)))
+    block_starts = offsets_of(_flat_lengths(blocks.column(_DOC_LENGTHS)))
     samples = Samples(
         _flat(blocks.column(_TOKENS)).astype(np.int64, copy=False),
         _flat(blocks.column(_MASK)).astype(np.int8, copy=False),
-        _offsets(doc_lengths),
+        offsets_of(doc_lengths),
     )
     pieces = len(doc_lengths)
     sequence = np.arange(pieces, dtype=np.int32)
@@ -401,30 +359,7 @@ def _materialize_batch(
     batch = materialize(layout, samples, pad_token_id)
     local = batch.sequence_ids
     global_ids = np.where(local >= 0, doc_rows[np.maximum(local, 0)], -1).astype(np.int32)
-    return _to_arrow(replace(batch, sequence_ids=global_ids))
-
-
-def _to_arrow(batch: PackedBatch) -> pa.Table:
-    """The output schema's columns, one row per block (mirrors ``packing.schema``). O(blocks × max_seq_length)."""
-    import pyarrow as pa
-
-    width = batch.max_seq_length
-    fixed = np.arange(batch.num_blocks + 1, dtype=np.int64) * width
-    columns = {
-        "input_ids": batch.input_ids.reshape(-1).astype(np.int64, copy=False),
-        "labels": batch.labels.reshape(-1).astype(np.int64, copy=False),
-        "loss_mask": batch.loss_mask.reshape(-1).astype(np.int8, copy=False),
-        "position_ids": batch.position_ids.reshape(-1).astype(np.int64, copy=False),
-        "sequence_ids": batch.sequence_ids.reshape(-1).astype(np.int32, copy=False),
-    }
-    arrays = {
-        name: pa.ListArray.from_arrays(pa.array(fixed.astype(np.int32)), pa.array(values))
-        for name, values in columns.items()
-    }
-    arrays["seq_lengths"] = pa.ListArray.from_arrays(
-        pa.array(batch.plan.block_starts.astype(np.int32)), pa.array(batch.plan.piece_length.astype(np.int32))
-    )
-    return pa.table(arrays)
+    return replace(batch, sequence_ids=global_ids).to_arrow()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -432,7 +367,7 @@ def _to_arrow(batch: PackedBatch) -> pa.Table:
 
 def _check_flag(value: Any, name: str) -> bool:
     if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
+        raise SettingError(name, "True or False", value)
     return value
 
 
@@ -440,30 +375,32 @@ def pack_dataset(
     ds: ray.data.Dataset,
     max_seq_length: int,
     *,
-    strategy: str = "bfd",
+    strategy: str = DEFAULT_STRATEGY,
     overflow: str = "truncate",
     pad_token_id: int = 0,
     completion_only_loss: bool = True,
     max_sequences_per_block: int | None = None,
+    time_limit: float | None = None,
     shuffle: bool = True,
     seed: int = 0,
     ordered: bool = True,
 ) -> ray.data.Dataset:
     """Pack a Ray dataset with one global plan: a dataset of blocks equal to ``packing.pack`` on its rows.
 
-    Rows are in any form ``packing.pack`` reads (``input_ids`` with an optional ``loss_mask``, or
-    ``prompt`` and ``completion``; other columns are ignored). Row ``i`` is the ``i``-th row of the
-    input in Ray's row order (``sequence_ids`` hold these ids). The input is executed once
-    (``materialize``); the driver receives 16 bytes per row (id and length) and plans; the pieces
-    of each block travel through Ray Data's hash shuffle (``groupby``), the compact blocks through a
-    ``sort`` when ``ordered`` (to read them in plan order, set Ray's
-    ``DataContext.execution_options.preserve_order = True``, as for any ordered Ray output).
-    With ``shuffle`` the blocks come in the order single-machine packing gives with ``seed``
-    (``numpy.random.default_rng(seed).permutation(num_blocks)``).
+    Rows are in any form the reader accepts (token lists under ``input_ids`` with an optional loss
+    mask, or ``prompt`` and ``completion``, mixed freely; other columns are ignored). Row ``i`` is the
+    ``i``-th row of the input in Ray's order (``sequence_ids`` hold these ids). The input is
+    executed once (``materialize``); the driver receives about 20 bytes per row (id and length)
+    and plans with ``strategy`` and its options (``max_sequences_per_block``, ``time_limit``); the
+    pieces of each block travel through Ray Data's hash shuffle (``groupby``), the compact blocks
+    through a ``sort`` when ``ordered``. To read the blocks in that order, set Ray's
+    ``DataContext.execution_options.preserve_order = True`` (as for any ordered Ray output);
+    ``ordered=False`` skips the sort and leaves the order to Ray. With ``shuffle`` the order is
+    ``plan.shuffle(seed)``'s, the same as single-machine packing with that seed.
 
-    Raises the first bad row's error, with its global row id, before anything is written.
-    Cost: O(tokens) on the cluster plus two shuffles of the packed tokens (9 bytes per token);
-    O(rows) memory and the strategy's planning time on the driver.
+    Raises the first bad row's :class:`~packing.SampleError`, with its global row id, before anything
+    is packed. Cost: O(tokens) on the cluster and two shuffles of the packed tokens (9 bytes a
+    token); O(rows) memory and the strategy's planning time on the driver.
     """
     cluster = _require_ray()
     capacity = check_max_seq_length(max_seq_length)
@@ -472,24 +409,31 @@ def pack_dataset(
     if _check_flag(shuffle, "shuffle"):
         check_token_id(seed, "seed")
     _check_flag(ordered, "ordered")
-    plan(np.zeros(0, dtype=np.int64), capacity, strategy, overflow, max_sequences_per_block)  # settings, early
+    options: dict[str, Any] = {"max_sequences_per_block": max_sequences_per_block, "time_limit": time_limit}
+    plan(np.zeros(0, dtype=np.int64), capacity, strategy, overflow, **options)  # the settings, before any work
     from ray.data.expressions import monotonically_increasing_id
 
     indexed = ds.with_column(_UID, monotonically_increasing_id()).materialize()
+    schema = indexed.schema()
+    names = list(schema.names) if schema is not None else []
+    if indexed.count() and not any(name in names for name in TOKEN_FIELDS):
+        raise SettingError("ds", f"rows with tokens (a column of {', '.join(TOKEN_FIELDS)})", f"<columns {names}>")
     lengths_ds = indexed.map_batches(
         _lengths_batch, batch_format="pyarrow", fn_kwargs={"completion_only_loss": completion_only}
     )
     row_ids, lengths = _collect_lengths(lengths_ds, completion_only)
-    layout = plan(lengths, capacity, strategy, overflow, max_sequences_per_block)
+    layout = plan(lengths, capacity, strategy, overflow, **options)
     if layout.num_blocks == 0:  # nothing to pack: the schema's columns, no rows
         empty = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(len(lengths) + 1, np.int64))
-        nothing: ray.data.Dataset = cluster.data.from_arrow(_to_arrow(materialize(layout, empty, pad)))
+        nothing: ray.data.Dataset = cluster.data.from_arrow(materialize(layout, empty, pad).to_arrow())
         return nothing
-    order = np.random.default_rng(seed).permutation(layout.num_blocks).astype(np.int64) if shuffle else None
+    if shuffle:
+        layout = layout.shuffle(seed)
     cpus = max(1, int(cluster.cluster_resources().get("CPU", 1)))
     blocks_per_group = max(1, min(TOKENS_PER_TASK // capacity, -(-layout.num_blocks // (4 * cpus))))
     groups = -(-layout.num_blocks // blocks_per_group)
-    pieces_ref = cluster.put(_pieces_by_row(layout, order, row_ids, blocks_per_group))
+    pieces_ref = cluster.put(_pieces_by_row(layout, row_ids, blocks_per_group))
+    del layout, lengths
     tagged = indexed.map_batches(
         _tag_batch,
         batch_format="pyarrow",

@@ -82,11 +82,6 @@ def random_rows(n: int, seed: int, max_length: int, forms: tuple[str, ...]) -> l
     return rows
 
 
-def python_rows(rows: list[dict[str, Any]]) -> list[Any]:
-    """The rows as ``packing.pack`` takes them one by one (a plain token list for ``input_ids`` alone)."""
-    return [row["input_ids"] if set(row) == {"input_ids"} else row for row in rows]
-
-
 def test_importing_packing_or_packing_ray_does_not_import_ray() -> None:
     code = "import sys, packing, packing.ray; print('ray' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
@@ -96,8 +91,8 @@ def test_importing_packing_or_packing_ray_does_not_import_ray() -> None:
 @pytest.mark.parametrize(
     ("forms", "max_seq_length", "settings", "shuffle"),
     [
-        (("tokens",), 32, {"strategy": "bfd"}, True),
-        (("tokens",), 32, {"strategy": "split"}, False),  # rows cut at block boundaries: several pieces a row
+        (("tokens", "masked", "pair"), 32, {"strategy": "bfd"}, True),
+        (("pair", "tokens", "masked"), 32, {"strategy": "split"}, False),  # rows cut at block boundaries
         (("masked",), 24, {"strategy": "next_fit", "overflow": "split"}, True),
         (("pair",), 40, {"strategy": "ffd", "overflow": "drop", "pad_token_id": 7}, False),
         (("pair",), 40, {"strategy": "bfd", "completion_only_loss": False}, True),
@@ -110,7 +105,7 @@ def test_same_blocks_as_single_machine(
     ds = ray.data.from_items(rows, override_num_blocks=6)
     packed = pack_dataset(ds, max_seq_length, shuffle=shuffle, seed=11, **settings)
     got = as_lists(packed.take_all())
-    assert got == single_machine(python_rows(rows), max_seq_length, shuffle, 11, **settings)
+    assert got == single_machine(rows, max_seq_length, shuffle, 11, **settings)
     assert packed.columns() == COLUMNS
 
 
@@ -119,7 +114,7 @@ def test_optimal_and_a_capped_strategy_plan_from_the_same_lengths(cluster: None)
     ds = ray.data.from_items(rows, override_num_blocks=3)
     for settings in ({"strategy": "optimal"}, {"strategy": "spfhp", "max_sequences_per_block": 2}):
         got = as_lists(pack_dataset(ds, 16, shuffle=True, seed=2, **settings).take_all())
-        assert got == single_machine(python_rows(rows), 16, True, 2, **settings)
+        assert got == single_machine(rows, 16, True, 2, **settings)
 
 
 def test_shuffled_blocks_match_the_hugging_face_adapter(cluster: None) -> None:
@@ -139,22 +134,31 @@ def test_bad_row_is_named_by_its_global_row_id(cluster: None) -> None:
     rows[61] = {"input_ids": [5, -4, 6]}
     rows[77] = {"input_ids": [1, -9]}  # a later bad row, in another block of the input
     ds = ray.data.from_items(rows, override_num_blocks=5)
-    with pytest.raises(ValueError) as on_one_machine:
-        packing.pack(python_rows(rows), 16)
-    with pytest.raises(ValueError) as on_the_cluster:
+    with pytest.raises(packing.SampleError) as on_one_machine:
+        packing.pack(rows, 16)
+    with pytest.raises(packing.SampleError) as on_the_cluster:
         pack_dataset(ds, 16)
     assert str(on_the_cluster.value) == str(on_one_machine.value)
-    assert "sample 61" in str(on_the_cluster.value)
+    got, expected = on_the_cluster.value, on_one_machine.value
+    assert (got.sample, got.field, got.position, got.got) == (
+        expected.sample,
+        expected.field,
+        expected.position,
+        expected.got,
+    )
+    assert got.sample == 61
 
 
 def test_settings_are_checked_before_anything_runs(cluster: None) -> None:
     ds = ray.data.from_items([{"input_ids": [1, 2]}])
-    with pytest.raises(ValueError, match="strategy"):
+    with pytest.raises(packing.SettingError, match="strategy"):
         pack_dataset(ds, 8, strategy="best")
-    with pytest.raises((ValueError, TypeError), match="max_seq_length"):
+    with pytest.raises(packing.SettingError, match="max_seq_length"):
         pack_dataset(ds, 0)
-    with pytest.raises(TypeError, match="shuffle"):
+    with pytest.raises(packing.SettingError, match="shuffle"):
         pack_dataset(ds, 8, shuffle=1)  # type: ignore[arg-type]
+    with pytest.raises(packing.SettingError, match="max_sequences_per_block"):
+        pack_dataset(ds, 8, strategy="bfd", max_sequences_per_block=2)
 
 
 def test_written_with_write_parquet(cluster: None, tmp_path: Path) -> None:
@@ -173,7 +177,7 @@ def test_written_with_write_parquet(cluster: None, tmp_path: Path) -> None:
         "int32",
         "int32",
     ]
-    expected = single_machine(python_rows(rows), 48, True, 1, strategy="bfd")
+    expected = single_machine(rows, 48, True, 1, strategy="bfd")
     assert as_lists(table.to_pylist()) == expected
 
 
@@ -183,3 +187,5 @@ def test_no_tokens_give_no_blocks(cluster: None) -> None:
     empty_rows = pack_dataset(ray.data.from_items([{"input_ids": []}, {"input_ids": []}]), 8)
     assert empty_rows.take_all() == []
     assert empty_rows.columns() == COLUMNS
+    with pytest.raises(packing.SettingError, match="rows with tokens"):
+        pack_dataset(ray.data.from_items([{"text": "no tokens"}]), 8)

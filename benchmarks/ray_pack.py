@@ -21,6 +21,9 @@ per-batch packing) against one global plan, from lengths alone.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
+import gc
 import itertools
 import os
 import statistics
@@ -68,14 +71,9 @@ def write_rows(directory: Path, lengths: Int64Array, files: int, seed: int = 1) 
 
 def single_process(source: Path, target: Path, max_seq_length: int, seed: int) -> pa.Table:
     """Read, plan, shuffle, materialize and write in one process with the library."""
-    from packing.ray import _read_table, _to_arrow  # the same reader and output schema as the cluster's
-
-    table = pq.read_table(source)
-    samples = _read_table(table, True)
-    layout = packing.plan(samples.lengths, max_seq_length, "bfd")
-    order = np.random.default_rng(seed).permutation(layout.num_blocks)
-    out = _to_arrow(packing.materialize(layout, samples))
-    out = out.take(order)
+    samples = packing.read_table(pq.read_table(source))
+    layout = packing.plan(samples.lengths, max_seq_length, "bfd").shuffle(seed)
+    out = packing.materialize(layout, samples).to_arrow()
     pq.write_table(out, target)
     return out
 
@@ -90,6 +88,9 @@ class PeakMemory:
     """The driver's peak resident memory above where it started, sampled every 5 ms in a thread."""
 
     def __init__(self) -> None:
+        gc.collect()
+        with contextlib.suppress(OSError):  # hand freed heap pages back, so new arrays show in the resident size
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
         self.base = resident_bytes()
         self.peak = self.base
         self._stop = threading.Event()

@@ -148,6 +148,29 @@ def shard_local_table(lengths: Int64Array, max_seq_length: int, batch_sizes: lis
     return rows
 
 
+def driver_steps(lengths: Int64Array, max_seq_length: int) -> dict[str, float]:
+    """What the driver does between receiving the lengths and launching the shuffle, timed step by step."""
+    from packing.ray import _pieces_by_row, _RowIds
+
+    uid = np.arange(len(lengths), dtype=np.int64)  # one task's row numbers
+    steps: dict[str, list[float]] = {"row ids": [], "plan (bfd)": [], "shuffle": [], "pieces by row": []}
+    for _ in range(3):
+        t0 = time.perf_counter()
+        ids = _RowIds.of(uid)
+        order = np.empty(len(uid), dtype=np.int64)
+        order[ids.rows(uid)] = lengths
+        t1 = time.perf_counter()
+        layout = packing.plan(order, max_seq_length, "bfd")
+        t2 = time.perf_counter()
+        shuffled = layout.shuffle(0)
+        t3 = time.perf_counter()
+        _pieces_by_row(shuffled, ids, 1)
+        t4 = time.perf_counter()
+        for name, seconds in zip(steps, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+            steps[name].append(seconds)
+    return {name: statistics.median(values) for name, values in steps.items()}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -218,6 +241,11 @@ def main(argv: list[str] | None = None) -> None:
         f"(groupby), the same again as compact blocks (sort).\n"
     )
     standard = lognormal_lengths(100_000 if args.quick else 1_000_000, 330)
+    print(f"Driver work alone on {len(standard):,} lengths (median 330, L=4096), median of 3:\n")
+    print("| step | time |")
+    print("|---|---|")
+    for step, seconds in driver_steps(standard, 4096).items():
+        print(f"| {step} | {seconds * 1000:,.0f} ms |")
     for name, data, width in (
         (f"these {rows:,} rows, L={args.max_seq_length}", lengths, args.max_seq_length),
         (f"{len(standard):,} log-normal lengths (median 330), L=4096", standard, 4096),

@@ -138,21 +138,36 @@ def _lengths_batch(batch: pa.Table, completion_only_loss: bool) -> pa.Table:
 
 @dataclass(frozen=True)
 class _RowIds:
-    """Global row ids from ``monotonically_increasing_id`` values: a task's rows are numbered 0, 1, ...,
-    and tasks run in input order, so row = rows of the earlier tasks + number within the task."""
+    """Global row ids from ``monotonically_increasing_id`` values (task index above bit 33, the row's
+    number within its task below): tasks are numbered in input order and a task numbers its rows
+    0, 1, ..., so a row's id is the number of rows in earlier tasks plus its number in its task.
+
+    >>> uid = np.array([(7 << 33) + 1, 7 << 33, 2 << 33, (2 << 33) + 1, (7 << 33) + 2])
+    >>> _RowIds.of(uid).rows(uid).tolist()
+    [3, 2, 0, 1, 4]
+    """
 
     tasks: Int64Array
     first_row: Int64Array
+    count: Int64Array
 
     @classmethod
     def of(cls, uid: Int64Array) -> _RowIds:
-        task = uid >> _ROW_BITS
-        tasks, counts = np.unique(task, return_counts=True)
-        return cls(tasks.astype(np.int64), offsets_of(counts)[:-1])
+        """From every row's value. O(rows log rows)."""
+        tasks, count = np.unique(uid >> _ROW_BITS, return_counts=True)
+        return cls(tasks.astype(np.int64), offsets_of(count)[:-1], count.astype(np.int64))
 
     def rows(self, uid: Int64Array) -> Int64Array:
+        """The global row ids of these values. O(k log tasks)."""
         task = np.searchsorted(self.tasks, uid >> _ROW_BITS)
-        result: Int64Array = self.first_row[task] + (uid & ((1 << _ROW_BITS) - 1))
+        number = uid & ((1 << _ROW_BITS) - 1)
+        if len(uid) and (
+            int(task.max()) >= len(self.tasks)
+            or not np.array_equal(self.tasks[task], uid >> _ROW_BITS)
+            or bool(np.any(number >= self.count[task]))
+        ):
+            raise RuntimeError("Ray's row ids are not numbered 0, 1, ... within each task; cannot order the rows")
+        result: Int64Array = self.first_row[task] + number
         return result
 
 
@@ -164,7 +179,7 @@ def _collect_lengths(lengths_ds: ray.data.Dataset, completion_only_loss: bool) -
     tables = [ray.get(ref) for ref in lengths_ds.to_arrow_refs()]
     table = pa.concat_tables(tables) if tables else None
     if table is None or table.num_rows == 0:
-        return _RowIds(np.zeros(0, np.int64), np.zeros(0, np.int64)), np.zeros(0, dtype=np.int64)
+        return _RowIds.of(np.zeros(0, np.int64)), np.zeros(0, dtype=np.int64)
     uid = _int_column(table, _UID)
     length = _int_column(table, _LENGTH)
     ids = _RowIds.of(uid)

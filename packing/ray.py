@@ -269,11 +269,15 @@ def _piece_schema() -> pa.Schema:
 
 
 def _tag_batch(batch: pa.Table, pieces_ref: list[Any], completion_only_loss: bool) -> pa.Table:
+    """``_tag_pieces`` with the pieces from the object store (shared memory, not copied)."""
+    ray = _require_ray()
+    return _tag_pieces(batch, ray.get(pieces_ref[0]), completion_only_loss)
+
+
+def _tag_pieces(batch: pa.Table, pieces: _Pieces, completion_only_loss: bool) -> pa.Table:
     """One output row per piece of every input row: its group, block, key, global row and tokens. O(tokens)."""
     import pyarrow as pa
 
-    ray = _require_ray()
-    pieces: _Pieces = ray.get(pieces_ref[0])
     rows = pieces.row_ids.rows(_int_column(batch, _UID))
     samples = read_table(batch.select(_fields(batch)), completion_only_loss=completion_only_loss)
     assert samples.tokens is not None and samples.loss_mask is not None  # checked by the lengths pass

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ray[data]')")
 pytest.importorskip("ray.data", reason="Ray Data is not installed (pip install 'ray[data]')")
@@ -112,9 +114,9 @@ def test_same_blocks_as_single_machine(
 def test_optimal_and_a_capped_strategy_plan_from_the_same_lengths(cluster: None) -> None:
     rows = random_rows(30, seed=5, max_length=12, forms=("tokens",))
     ds = ray.data.from_items(rows, override_num_blocks=3)
-    for settings in ({"strategy": "optimal"}, {"strategy": "spfhp", "max_sequences_per_block": 2}):
-        got = as_lists(pack_dataset(ds, 16, shuffle=True, seed=2, **settings).take_all())
-        assert got == single_machine(rows, 16, True, 2, **settings)
+    for options in ({"strategy": "optimal"}, {"strategy": "spfhp", "max_sequences_per_block": 2}):
+        got = as_lists(pack_dataset(ds, 16, shuffle=True, seed=2, **options).take_all())
+        assert got == single_machine(rows, 16, True, 2, **options)
 
 
 def test_shuffled_blocks_match_the_hugging_face_adapter(cluster: None) -> None:
@@ -189,3 +191,63 @@ def test_no_tokens_give_no_blocks(cluster: None) -> None:
     assert empty_rows.columns() == COLUMNS
     with pytest.raises(packing.SettingError, match="rows with tokens"):
         pack_dataset(ray.data.from_items([{"text": "no tokens"}]), 8)
+
+
+# The pipeline's steps without a cluster: any cut of the input into batches, any order of the pieces
+# out of the shuffle and any cut of the blocks into batches give single-machine packing's blocks.
+
+row_forms = st.sampled_from(("tokens", "masked", "pair"))
+
+
+@st.composite
+def pipelines(draw: st.DrawFn) -> tuple[list[dict[str, Any]], int, dict[str, Any], int | None, int, int, int]:
+    forms = tuple(draw(st.lists(row_forms, min_size=1, max_size=3)))
+    rows = random_rows(draw(st.integers(0, 40)), draw(st.integers(0, 10**6)), draw(st.integers(0, 12)), forms)
+    max_seq_length = draw(st.integers(1, 10))
+    strategy = draw(st.sampled_from(("split", "next_fit", "first_fit", "ffd", "bfd", "spfhp", "none")))
+    overflow = draw(st.sampled_from(("truncate", "split", "drop")))
+    seed = draw(st.none() | st.integers(0, 1000))
+    return (
+        rows,
+        max_seq_length,
+        {"strategy": strategy, "overflow": overflow},
+        seed,
+        *draw(st.tuples(st.integers(1, 7), st.integers(1, 5), st.integers(0, 2**32 - 1))),
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(pipelines())
+def test_the_steps_give_single_machine_blocks_whatever_the_batches_and_the_shuffle_order(
+    case: tuple[list[dict[str, Any]], int, dict[str, Any], int | None, int, int, int],
+) -> None:
+    from packing import ray as steps
+
+    rows, max_seq_length, settings_, seed, input_batch, block_batch, shuffle_seed = case
+    keys = sorted(set().union(*rows)) if rows else ["input_ids"]  # every row's keys (from_pylist takes the first's)
+    table = pa.table({key: pa.array([row.get(key) for row in rows], pa.list_(pa.int64())) for key in keys})
+    uid = np.arange(len(rows), dtype=np.int64) + (3 << 33)  # one task's rows
+    table = table.append_column(steps._UID, pa.array(uid))
+    samples = packing.read_table(table)
+    layout = packing.plan(samples.lengths, max_seq_length, **settings_)
+    if seed is not None:
+        layout = layout.shuffle(seed)
+    pieces = steps._pieces_by_row(layout, steps._RowIds.of(uid), blocks_per_group=2)
+    tagged = [
+        steps._tag_pieces(table.slice(lo, input_batch), pieces, True) for lo in range(0, max(len(rows), 1), input_batch)
+    ]
+    shuffled = pa.concat_tables(tagged)
+    shuffled = shuffled.take(np.random.default_rng(shuffle_seed).permutation(shuffled.num_rows))
+    groups = np.asarray(shuffled.column(steps._GROUP).to_numpy(), dtype=np.int64)
+    gathered = [steps._gather_group(shuffled.filter(pa.array(groups == g))) for g in np.unique(groups)]
+    blocks = pa.concat_tables(gathered) if gathered else None
+    expected = single_machine(rows, max_seq_length, seed is not None, seed or 0, **settings_)
+    if blocks is None:
+        assert expected == []
+        return
+    blocks = blocks.sort_by(steps._BLOCK)
+    out = [
+        steps._materialize_batch(blocks.slice(lo, block_batch), max_seq_length, settings_["strategy"], "truncate", 0)
+        for lo in range(0, blocks.num_rows, block_batch)
+    ]
+    assert as_lists(pa.concat_tables(out).to_pylist()) == expected

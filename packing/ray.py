@@ -171,25 +171,35 @@ class _RowIds:
         return result
 
 
-def _collect_lengths(lengths_ds: ray.data.Dataset, completion_only_loss: bool) -> tuple[_RowIds, Int64Array]:
-    """Gather every row's length on the driver, in row order; raise the first bad row's error. O(rows)."""
-    import pyarrow as pa
+def _collect_lengths(
+    lengths_ds: ray.data.Dataset, num_rows: int, completion_only_loss: bool
+) -> tuple[_RowIds, Int64Array]:
+    """Gather every row's length on the driver, in row order; raise the first bad row's error.
 
+    The batches are copied one at a time into two arrays of ``num_rows`` (16 bytes a row). O(rows).
+    """
     ray = _require_ray()
-    tables = [ray.get(ref) for ref in lengths_ds.to_arrow_refs()]
-    table = pa.concat_tables(tables) if tables else None
-    if table is None or table.num_rows == 0:
-        return _RowIds.of(np.zeros(0, np.int64)), np.zeros(0, dtype=np.int64)
-    uid = _int_column(table, _UID)
-    length = _int_column(table, _LENGTH)
+    uid = np.empty(num_rows, dtype=np.int64)
+    length = np.empty(num_rows, dtype=np.int64)
+    refused: list[tuple[int, bytes]] = []
+    filled = 0
+    for ref in lengths_ds.to_arrow_refs():
+        table = ray.get(ref)
+        if table.num_rows == 0:  # an empty batch may come without columns
+            continue
+        rows = slice(filled, filled + table.num_rows)
+        uid[rows], length[rows] = _int_column(table, _UID), _int_column(table, _LENGTH)
+        for index in np.flatnonzero(length[rows] == _REFUSED).tolist():
+            refused.append((int(uid[filled + index]), table.column(_BAD)[index].as_py()))
+        filled += table.num_rows
+        del table
+    if filled != num_rows:  # pragma: no cover - a materialized dataset does not change
+        raise RuntimeError(f"the lengths pass gave {filled} rows for a dataset of {num_rows}")
     ids = _RowIds.of(uid)
-    bad = np.flatnonzero(length == _REFUSED)
-    if bad.size:
-        first = bad[np.argmin(ids.rows(uid[bad]))]
-        _raise_bad_row(
-            table.column(_BAD)[int(first)].as_py(), int(ids.rows(uid[first : first + 1])[0]), completion_only_loss
-        )
-    lengths = np.empty(len(uid), dtype=np.int64)
+    if refused:
+        row, values = min((int(ids.rows(np.array([u]))[0]), values) for u, values in refused)
+        _raise_bad_row(values, row, completion_only_loss)
+    lengths = np.empty(num_rows, dtype=np.int64)
     lengths[ids.rows(uid)] = length
     return ids, lengths
 
@@ -435,12 +445,13 @@ def pack_dataset(
     indexed = ds.with_column(_UID, monotonically_increasing_id()).materialize()
     schema = indexed.schema()
     names = list(schema.names) if schema is not None else []
-    if indexed.count() and not any(name in names for name in TOKEN_FIELDS):
+    num_rows = indexed.count()
+    if num_rows and not any(name in names for name in TOKEN_FIELDS):
         raise SettingError("ds", f"rows with tokens (a column of {', '.join(TOKEN_FIELDS)})", f"<columns {names}>")
     lengths_ds = indexed.map_batches(
         _lengths_batch, batch_format="pyarrow", fn_kwargs={"completion_only_loss": completion_only}
     )
-    row_ids, lengths = _collect_lengths(lengths_ds, completion_only)
+    row_ids, lengths = _collect_lengths(lengths_ds, num_rows, completion_only)
     layout = plan(lengths, capacity, strategy, overflow, **options)
     if layout.num_blocks == 0:  # nothing to pack: the schema's columns, no rows
         empty = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(len(lengths) + 1, np.int64))
@@ -451,8 +462,10 @@ def pack_dataset(
     cpus = max(1, int(cluster.cluster_resources().get("CPU", 1)))
     blocks_per_group = max(1, min(TOKENS_PER_TASK // capacity, -(-layout.num_blocks // (4 * cpus))))
     groups = -(-layout.num_blocks // blocks_per_group)
-    pieces_ref = cluster.put(_pieces_by_row(layout, row_ids, blocks_per_group))
-    del layout, lengths
+    pieces = _pieces_by_row(layout, row_ids, blocks_per_group)
+    del layout, lengths  # the driver keeps nothing of the plan but what it broadcasts
+    pieces_ref = cluster.put(pieces)
+    del pieces
     tagged = indexed.map_batches(
         _tag_batch,
         batch_format="pyarrow",

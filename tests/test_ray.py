@@ -131,6 +131,13 @@ def test_shuffled_blocks_match_the_hugging_face_adapter(cluster: None) -> None:
     assert [list(row["seq_lengths"]) for row in got] == expected["seq_lengths"]
 
 
+def test_unordered_output_holds_the_same_blocks(cluster: None) -> None:
+    rows = random_rows(120, seed=12, max_length=30, forms=("tokens", "pair"))
+    packed = pack_dataset(ray.data.from_items(rows, override_num_blocks=4), 32, seed=5, ordered=False)
+    expected = single_machine(rows, 32, True, 5, strategy="bfd")
+    assert sorted(map(repr, as_lists(packed.take_all()))) == sorted(map(repr, expected))
+
+
 def test_bad_row_is_named_by_its_global_row_id(cluster: None) -> None:
     rows = random_rows(90, seed=3, max_length=20, forms=("tokens",))
     rows[61] = {"input_ids": [5, -4, 6]}

@@ -41,7 +41,7 @@ from packing.arrays import offsets_of, ranges
 from packing.errors import SampleError, SettingError
 from packing.packed import materialize
 from packing.plans import PackingPlan, plan
-from packing.reader import FIELDS, TOKEN_FIELDS, Samples, read_row, read_table
+from packing.reader import FIELDS, TOKEN_FIELDS, Samples, _mixed_error, read_row, read_table
 from packing.stats import compute_stats
 from packing.strategies import DEFAULT_STRATEGY
 from packing.validation import check_max_seq_length, check_token_id
@@ -116,7 +116,10 @@ def _lengths_batch(batch: pa.Table, completion_only_loss: bool) -> pa.Table:
     uid = _int_column(batch, _UID)
     rows = batch.select(_fields(batch))
     try:
-        lengths = read_table(rows, completion_only_loss=completion_only_loss).lengths
+        samples = read_table(rows, completion_only_loss=completion_only_loss)
+        if samples.tokens is None and len(samples):  # lengths only: nothing to pack (named on the driver)
+            raise SampleError(0, None, None, "token ids", "<a length only>")
+        lengths = samples.lengths
     except SampleError as error:  # named on the driver with its global row id
         local = error.sample if error.sample is not None else 0
         sink = io.BytesIO()
@@ -210,8 +213,8 @@ def _raise_bad_row(row: bytes, index: int, completion_only_loss: bool) -> None:
 
     record = pa.ipc.open_stream(row).read_all().to_pylist()[0]
     kind, _, _ = read_row(record, index, completion_only_loss)  # raises the SampleError, naming sample ``index``
-    # read alone, the row is fine: it was refused for its kind (a length only among rows with tokens)
-    raise SampleError(index, None, None, "token ids (every row needs tokens to be packed)", f"<a {kind} row>")
+    # read alone, the row is fine: it was refused for its kind, a length only where packing needs tokens
+    raise _mixed_error(index, "tokens", kind)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -158,6 +158,22 @@ def test_bad_row_is_named_by_its_global_row_id(cluster: None) -> None:
     assert got.sample == 61
 
 
+@pytest.mark.parametrize("override_num_blocks", [1, 4])
+def test_a_length_only_row_among_token_rows_is_refused_as_on_one_machine(
+    cluster: None, override_num_blocks: int
+) -> None:
+    rows: list[dict[str, Any]] = [*random_rows(30, seed=2, max_length=9, forms=("tokens",)), {"length": 3}]
+    rows += random_rows(20, seed=4, max_length=9, forms=("pair",))
+    keys = sorted(set().union(*rows))  # every row with every column, as in a table (null = absent)
+    rows = [{key: row.get(key) for key in keys} for row in rows]
+    with pytest.raises(packing.SampleError) as on_one_machine:
+        packing.pack(rows, 8)
+    with pytest.raises(packing.SampleError) as on_the_cluster:
+        pack_dataset(ray.data.from_items(rows, override_num_blocks=override_num_blocks), 8)
+    assert str(on_the_cluster.value) == str(on_one_machine.value)
+    assert on_the_cluster.value.sample == 30
+
+
 def test_settings_are_checked_before_anything_runs(cluster: None) -> None:
     ds = ray.data.from_items([{"input_ids": [1, 2]}])
     with pytest.raises(packing.SettingError, match="strategy"):

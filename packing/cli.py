@@ -16,9 +16,9 @@ output file.
 >>> main(["compare", source, "--max-seq-length", "8", "--strategies", "next_fit,bfd"])
 input: ...lengths.json, 4 sequences, 16 tokens, longest 6; max_seq_length 8, overflow truncate
 <BLANKLINE>
-strategy  blocks  lower bound  efficiency  padding  tokens lost  sequences cut  dropped  time
-next_fit       3            2     66.67 %        8            0              0        0  ...
-bfd            2            2    100.00 %        0            0              0        0  ...
+strategy  blocks  lower bound  gap  efficiency  padding  tokens lost  sequences cut  dropped  time
+next_fit       3            2    1     66.67 %        8            0              0        0  ...
+bfd            2            2    0    100.00 %        0            0              0        0  ...
 <BLANKLINE>
 lower bound: ...
 0
@@ -37,8 +37,11 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from packing.auditing import LAYOUTS, AuditReport, audit, report_json
 from packing.bounds import lower_bounds
+from packing.compare import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
 from packing.errors import PackingError
+from packing.formats import EXPORT_FORMATS, export, write_table
 from packing.io import FORMATS, Dataset, read_dataset, write_jsonl, write_parquet
 from packing.packed import PackedBatch, materialize
 from packing.plans import plan
@@ -54,6 +57,7 @@ COMPARE_HEADER = [
     "strategy",
     "blocks",
     "lower bound",
+    "gap",
     "efficiency",
     "padding",
     "tokens lost",
@@ -107,19 +111,24 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
-def _strategy_list(text: str) -> list[str]:
-    """A comma-separated list of strategy names, each checked, duplicates removed.
+def _strategy_list(text: str) -> list[Contender]:
+    """A comma-separated list of strategies, each ``NAME`` or ``NAME/WINDOW``, checked, duplicates removed.
 
-    >>> _strategy_list("bfd, split,bfd")
-    ['bfd', 'split']
+    >>> [c.label for c in _strategy_list("bfd, split,bfd,bfd/1000")]
+    ['bfd', 'split', 'bfd, windows of 1,000']
     """
     names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
     if not names:
         raise argparse.ArgumentTypeError("expected at least one strategy name")
+    contenders = []
     for name in names:
-        if name not in STRATEGIES:
+        if name.partition("/")[0].strip() not in STRATEGIES:
             raise argparse.ArgumentTypeError(f"unknown strategy {name!r}; expected one of: {', '.join(STRATEGIES)}")
-    return names
+        try:
+            contenders.append(Contender.parse(name))
+        except PackingError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+    return contenders
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -134,7 +143,14 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         default="truncate",
         help="what to do with a sequence longer than N (default: truncate)",
     )
-    parser.add_argument("--format", choices=FORMATS, help="input format (default: from the file extension)")
+    parser.add_argument(
+        "--input-format", dest="format", choices=FORMATS, help="input file format (default: from the file extension)"
+    )
+    parser.add_argument(
+        "--tokenizer",
+        metavar="SPEC",
+        help="tokenize text rows (text, prompt/completion, messages) with 'bytes', a tokenizer folder or a hub name",
+    )
 
 
 def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
@@ -166,6 +182,13 @@ def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
         "--max-sequences-per-block", type=_positive_int, metavar="K", help="cap on documents per block (spfhp only)"
     )
     parser.add_argument("--output", "-o", required=True, help="output file, .parquet or .jsonl")
+    parser.add_argument(
+        "--format",
+        dest="export_format",
+        choices=EXPORT_FORMATS,
+        default="packing",
+        help="layout of the output: this project's columns (default) or another framework's",
+    )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
     parser.set_defaults(run=_run_pack)
 
@@ -182,9 +205,13 @@ def _add_compare(commands: argparse._SubParsersAction[_Parser]) -> None:
     parser.add_argument(
         "--strategies",
         type=_strategy_list,
-        default=list(STRATEGIES),
-        metavar="A,B,...",
-        help=f"strategies to compare (default: all of {', '.join(STRATEGIES)})",
+        default=list(DEFAULT_CONTENDERS),
+        metavar="A,B/W,...",
+        help=f"strategies to compare, NAME/W packing each window of W sequences on its own (default: all of "
+        f"{', '.join(STRATEGIES)}, and bfd/{TRL_WINDOW} as TRL packs by default)",
+    )
+    parser.add_argument(
+        "--time-limit", type=float, default=None, metavar="S", help="seconds for 'optimal' (default: 60)"
     )
     parser.set_defaults(run=_run_compare)
 
@@ -192,13 +219,14 @@ def _add_compare(commands: argparse._SubParsersAction[_Parser]) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The ``packing`` argument parser with its ``pack`` and ``compare`` commands.
 
-    >>> build_parser().parse_args(["compare", "x.csv", "--max-seq-length", "8"]).strategies[:2]
+    >>> [c.label for c in build_parser().parse_args(["compare", "x.csv", "--max-seq-length", "8"]).strategies[:2]]
     ['split', 'next_fit']
     """
     parser = _Parser(prog="packing", description="Sample packing for language-model fine-tuning.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_pack(commands)
     _add_compare(commands)
+    _add_audit(commands)
     return parser
 
 
@@ -307,6 +335,30 @@ class Progress:
         self._say(f" done in {_seconds(self.times[key])}")
 
 
+# ---------------------------------------------------------------- reading (and tokenizing)
+
+
+def _read_input(args: argparse.Namespace, progress: Progress | None = None, message: str = "") -> Dataset:
+    """The input dataset; with ``--tokenizer``, its text rows tokenized first (token rows read as they are)."""
+    completion_only_loss = getattr(args, "loss", "completion") == "completion"
+    if args.tokenizer is None:
+        return read_dataset(args.input, args.format, completion_only_loss=completion_only_loss)
+    from packing.text import text_dataset
+
+    def report(done: int, total: int) -> None:
+        if progress is not None:
+            progress._say(f"\r{message} ... {done:,}/{total:,} rows", end="")
+
+    dataset: Dataset = text_dataset(
+        args.input,
+        args.tokenizer,
+        args.format,
+        completion_only_loss=completion_only_loss,
+        progress=report,
+    )
+    return dataset
+
+
 # ---------------------------------------------------------------- pack
 
 
@@ -371,10 +423,11 @@ def _pack_summary(args: argparse.Namespace, dataset: Dataset, stats: PackingStat
 def _run_pack(args: argparse.Namespace) -> int:
     """``pack``: read, pack, write in shuffled (or plan) order, print the summary. O(tokens)."""
     output = Path(args.output)
-    writer = _writer(output)
+    writer = _export_writer(args.export_format, _writer(output))
     progress = Progress(show=not args.quiet and _stderr_is_terminal())
-    with progress.stage("read", f"reading {args.input}"):
-        dataset = read_dataset(args.input, args.format, completion_only_loss=args.loss == "completion")
+    message = f"reading {args.input}" + (f" and tokenizing with {args.tokenizer}" if args.tokenizer else "")
+    with progress.stage("read", message):
+        dataset = _read_input(args, progress, message)
     with progress.stage("pack", f"packing {len(dataset.lengths):,} sequences with {args.strategy}"):
         batch = _pack_batch(args, dataset)
     with progress.stage("write", f"writing {batch.num_blocks:,} blocks to {output}"):
@@ -389,39 +442,141 @@ def _run_pack(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- compare
 
 
-def _compare_row(name: str, dataset: Dataset, capacity: int, overflow: str) -> list[str]:
-    """One strategy's line of the comparison; a strategy that refuses the input says why."""
-    lengths = dataset.lengths
-    plan(lengths[:1], capacity, name, overflow)  # load the compiled code first: time the packing, not the loading
-    start = time.perf_counter()
-    try:
-        stats = plan(lengths, capacity, name, overflow).stats
-    except PackingError as error:
-        return [name, f"n/a ({error})"]
-    elapsed = time.perf_counter() - start
+def _compare_cells(row: Row) -> list[str]:
+    """One contender's line of the comparison; one that refuses the input says why."""
+    if row.stats is None:
+        return [row.label, f"n/a ({row.refusal})"]
+    stats = row.stats
     return [
-        name,
+        row.label,
         f"{stats.num_blocks:,}",
-        f"{_bound(lengths, capacity, overflow, name):,}",
+        f"{row.bound:,}",
+        f"{row.gap:,}",
         _percent(stats.efficiency),
         f"{stats.padding_tokens:,}",
         f"{stats.tokens_lost:,}",
         f"{stats.sequences_truncated + stats.sequences_split:,}",
         f"{stats.sequences_dropped:,}",
-        _seconds(elapsed),
+        _seconds(row.seconds),
     ]
+
+
+def _certificate_lines(rows: list[Row]) -> list[str]:
+    """What the optimum proves, in words, and how far each no-split contender is from it."""
+    proven = [row for row in rows if row.layout is not None and row.layout.certificate is not None]
+    if not proven:
+        return []
+    best = proven[0]
+    certificate = best.layout.certificate  # type: ignore[union-attr]
+    blocks = best.stats.num_blocks  # type: ignore[union-attr]
+    lines = [
+        f"optimal: no packing without splitting can use fewer than {certificate.lower_bound:,} blocks "
+        f"(proof: {certificate.kind}); the plan found uses {blocks:,}"
+        + (
+            " (proven optimal)"
+            if blocks == certificate.lower_bound
+            else f", at most {blocks - certificate.lower_bound:,} above the best possible"
+        )
+    ]
+    for row in rows:
+        if row.stats is not None and row is not best and not STRATEGIES[row.contender.strategy].splits_sequences:
+            more = row.stats.num_blocks - certificate.lower_bound
+            lines.append(f"  {row.label} uses {more:,} more" if more else f"  {row.label} reaches it too")
+    return lines
 
 
 def _run_compare(args: argparse.Namespace) -> int:
     """``compare``: plan every chosen strategy on the lengths and print the table. O(sequences) each."""
-    dataset = read_dataset(args.input, args.format)
-    rows = [_compare_row(name, dataset, args.max_seq_length, args.overflow) for name in args.strategies]
+    dataset = _read_input(args)
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise UsageError(f"--time-limit must be a number of seconds > 0, got {args.time_limit}")
+    with Progress(show=_stderr_is_terminal()).stage("plan", "planning"):
+        rows = compare(dataset.lengths, args.max_seq_length, args.overflow, args.strategies, time_limit=args.time_limit)
     print(f"input: {_describe_input(dataset)}; max_seq_length {args.max_seq_length:,}, overflow {args.overflow}")
     print()
-    print(format_table([*COMPARE_HEADER, "time"], rows))
+    print(format_table([*COMPARE_HEADER, "time"], [_compare_cells(row) for row in rows]))
     print()
-    print(BOUND_NOTE)
+    for line in [*_certificate_lines(rows), BOUND_NOTE]:
+        print(line)
     return 0
+
+
+# ---------------------------------------------------------------- export formats and audit
+
+
+def _export_writer(layout: str, writer: Writer) -> Writer:
+    """The writer for ``pack --format``: this project's own writer, or an export in another layout."""
+    if layout == "packing":
+        return writer
+
+    def write(batch: PackedBatch, path: Path) -> None:
+        write_table(export(batch, layout), path)
+
+    return write
+
+
+def _add_audit(commands: argparse._SubParsersAction[_Parser]) -> None:
+    """The ``audit`` command and its options."""
+    parser = commands.add_parser(
+        "audit",
+        help="check a packed dataset made by this project or another tool",
+        description="Recognise the layout of a packed .parquet, .jsonl or .arrow file (this project, TRL, "
+        "transformers flattening, torchtune, Megatron, segment ids), count blocks, documents, tokens and padding, "
+        "and list what lets documents see or predict each other or trains padding.",
+    )
+    parser.add_argument("input", help="packed dataset: .parquet, .jsonl or .arrow, one row per block")
+    parser.add_argument(
+        "--max-seq-length", type=_positive_int, metavar="N", help="block capacity (default: the longest block)"
+    )
+    parser.add_argument("--format", choices=LAYOUTS, help="layout to read (default: recognised from the columns)")
+    parser.add_argument("--strict", action="store_true", help="exit with code 1 when anything is found")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(run=_run_audit)
+
+
+def _audit_text(report: AuditReport) -> str:
+    """The report as ``name  value`` lines, then a table of the findings."""
+    fill = report.block_fill
+    capacity = f"{report.max_seq_length:,}" + ("" if report.max_seq_length_given else " (longest block)")
+    variant = f" ({report.layout.variant})" if report.layout.variant else ""
+    documents = "unknown (no boundaries)" if report.num_documents is None else f"{report.num_documents:,}"
+    pairs = [
+        ("input", report.source),
+        ("format", f"{report.format}{variant}"),
+        ("blocks", f"{report.num_blocks:,}"),
+        ("documents", documents),
+        ("tokens", f"{report.tokens:,}"),
+        ("padding tokens", f"{report.padding_tokens:,}"),
+        ("max_seq_length", capacity),
+        ("efficiency", _percent(report.efficiency)),
+    ]
+    if len(fill):
+        pairs.append(
+            (
+                "block fill",
+                f"min {_percent(float(fill.min()))}, median {_percent(float(np.median(fill)))}, "
+                f"max {_percent(float(fill.max()))}",
+            )
+        )
+    lines = [format_pairs(pairs), ""]
+    if report.clean:
+        lines.append("findings: none")
+        return "\n".join(lines)
+    rows = [
+        [item.kind, f"{item.count:,}", ", ".join(f"({b}, {p})" for b, p in item.examples)] for item in report.findings
+    ]
+    lines.append(f"findings: {len(report.findings)}")
+    lines.append(format_table(["kind", "count", "first (block, position)"], rows))
+    lines.append("")
+    lines.extend(f"{item.kind}: {item.description}; fix: {item.fix}" for item in report.findings)
+    return "\n".join(lines)
+
+
+def _run_audit(args: argparse.Namespace) -> int:
+    """``audit``: read, check, print; 1 with ``--strict`` when anything was found. O(tokens)."""
+    report = audit(args.input, max_seq_length=args.max_seq_length, format=args.format)
+    print(report_json(report) if args.json else _audit_text(report))
+    return 1 if args.strict and not report.clean else 0
 
 
 # ---------------------------------------------------------------- entry point

@@ -14,8 +14,8 @@ import numpy.typing as npt
 
 from packing.errors import TooManyDocuments
 from packing.overflow import Documents, documents_of
-from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, Options, assign_blocks
-from packing.validation import OVERFLOW_POLICIES, as_lengths, check_choice, check_max_seq_length
+from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, Options, StrategyName, assign_blocks
+from packing.validation import OVERFLOW_POLICIES, OverflowPolicy, as_lengths, check_choice, check_max_seq_length
 
 MAX_EXPLAIN_DOCUMENTS = 500
 
@@ -124,8 +124,8 @@ def _reason(strategy: str, size: int, block: int, new: bool, rooms: dict[int, in
 def explain(
     lengths: npt.ArrayLike,
     max_seq_length: int,
-    strategy: str = DEFAULT_STRATEGY,
-    overflow: str = "truncate",
+    strategy: StrategyName = DEFAULT_STRATEGY,
+    overflow: OverflowPolicy = "truncate",
     *,
     seed: int = 0,
 ) -> list[Step]:

@@ -31,8 +31,8 @@ from packing.packed import materialize, pack
 from packing.plans import plan
 from packing.reader import read_rows, read_table
 from packing.schema import NAMES
-from packing.strategies import DEFAULT_STRATEGY
-from packing.validation import check_max_seq_length, check_token_id
+from packing.strategies import DEFAULT_STRATEGY, StrategyName
+from packing.validation import OverflowPolicy, check_max_seq_length, check_token_id
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -61,8 +61,8 @@ def _rows(batch: Mapping[str, Any]) -> list[dict[str, Any]]:
 def pack_batch(
     batch: Mapping[str, Any],
     max_seq_length: int,
-    strategy: str = DEFAULT_STRATEGY,
-    overflow: str = "truncate",
+    strategy: StrategyName = DEFAULT_STRATEGY,
+    overflow: OverflowPolicy = "truncate",
     pad_token_id: int = 0,
     completion_only_loss: bool = True,
     max_sequences_per_block: int | None = None,
@@ -115,8 +115,8 @@ def _arrow_table(dataset: Any) -> pa.Table:
 def pack_dataset(
     dataset: Any,
     max_seq_length: int,
-    strategy: str = DEFAULT_STRATEGY,
-    overflow: str = "truncate",
+    strategy: StrategyName = DEFAULT_STRATEGY,
+    overflow: OverflowPolicy = "truncate",
     pad_token_id: int = 0,
     completion_only_loss: bool = True,
     max_sequences_per_block: int | None = None,

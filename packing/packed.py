@@ -15,8 +15,8 @@ from packing.plans import PackingPlan, check_pieces, plan
 from packing.reader import Samples, read_rows
 from packing.schema import record, to_arrow
 from packing.stats import PackingStats
-from packing.strategies import DEFAULT_STRATEGY
-from packing.validation import check_max_seq_length, check_token_id
+from packing.strategies import DEFAULT_STRATEGY, StrategyName
+from packing.validation import OverflowPolicy, check_max_seq_length, check_token_id
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -196,8 +196,8 @@ def count_trainable(layout: PackingPlan, samples: Samples) -> TrainableCounts:
 def pack(
     samples: Any,
     max_seq_length: int,
-    strategy: str = DEFAULT_STRATEGY,
-    overflow: str = "truncate",
+    strategy: StrategyName = DEFAULT_STRATEGY,
+    overflow: OverflowPolicy = "truncate",
     *,
     pad_token_id: int = 0,
     completion_only_loss: bool = True,

@@ -415,7 +415,10 @@ def test_lower_bounds_accept_numpy_integer_lengths(value: object) -> None:
             lambda: pack([{"input_ids": [1, np.False_]}], 4),
             rf"^sample 0, 'input_ids', position 1: {TOKEN}, got (np\.)?False_? \(bool\)$",
         ),
-        (lambda: plan([2, np.True_], 4), r"^lengths\[1\]: expected a non-negative integer, got (np\.)?True_? \(bool\)$"),
+        (
+            lambda: plan([2, np.True_], 4),
+            r"^lengths\[1\]: expected a non-negative integer, got (np\.)?True_? \(bool\)$",
+        ),
     ],
     ids=["token", "input_ids", "length"],
 )
@@ -430,7 +433,9 @@ def test_numpy_bool_among_integers_is_refused(call: Callable[[], object], messag
     ids=["2**63", "2**64"],
 )
 def test_lengths_too_large_for_int64_are_refused(lengths: list[int], message: str) -> None:
-    with pytest.raises(SettingError, match=rf"^{message}: expected an integer that fits in 64 bits, got {lengths[-1]}$"):
+    with pytest.raises(
+        SettingError, match=rf"^{message}: expected an integer that fits in 64 bits, got {lengths[-1]}$"
+    ):
         plan(lengths, 4)
     with pytest.raises(SettingError, match=rf"^{message}: expected an integer that fits in 64 bits"):
         lower_bounds(lengths, 4)

@@ -43,8 +43,8 @@ from packing.packed import materialize
 from packing.plans import PackingPlan, plan
 from packing.reader import FIELDS, TOKEN_FIELDS, Samples, _mixed_error, read_row, read_table
 from packing.stats import compute_stats
-from packing.strategies import DEFAULT_STRATEGY
-from packing.validation import check_max_seq_length, check_token_id
+from packing.strategies import DEFAULT_STRATEGY, StrategyName
+from packing.validation import OverflowPolicy, check_max_seq_length, check_token_id
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -407,8 +407,8 @@ def pack_dataset(
     ds: ray.data.Dataset,
     max_seq_length: int,
     *,
-    strategy: str = DEFAULT_STRATEGY,
-    overflow: str = "truncate",
+    strategy: StrategyName = DEFAULT_STRATEGY,
+    overflow: OverflowPolicy = "truncate",
     pad_token_id: int = 0,
     completion_only_loss: bool = True,
     max_sequences_per_block: int | None = None,

@@ -421,12 +421,13 @@ def pack_dataset(
 
     Rows are in any form the reader accepts (token lists under ``input_ids`` with an optional loss
     mask, or ``prompt`` and ``completion``, mixed freely; other columns are ignored). Row ``i`` is the
-    ``i``-th row of the input in Ray's order (``sequence_ids`` hold these ids). The input is
-    executed once (``materialize``); the driver receives about 20 bytes per row (id and length)
-    and plans with ``strategy`` and its options (``max_sequences_per_block``, ``time_limit``); the
-    pieces of each block travel through Ray Data's hash shuffle (``groupby``), the compact blocks
-    through a ``sort`` when ``ordered``. To read the blocks in that order, set Ray's
-    ``DataContext.execution_options.preserve_order = True`` (as for any ordered Ray output);
+    ``i``-th row Ray produces (``sequence_ids`` hold these ids): with Ray's
+    ``DataContext.execution_options.preserve_order = True`` that is the input order, the same on
+    every run; without it Ray may hand rows over in another order. The input is executed once
+    (``materialize``); the driver receives 16 bytes a row (id and length) and plans with
+    ``strategy`` and its options (``max_sequences_per_block``, ``time_limit``); the pieces of each
+    block travel through Ray Data's hash shuffle (``groupby``), the compact blocks through a
+    ``sort`` when ``ordered``, so that (with ``preserve_order``) they are read in plan order;
     ``ordered=False`` skips the sort and leaves the order to Ray. With ``shuffle`` the order is
     ``plan.shuffle(seed)``'s, the same as single-machine packing with that seed.
 

@@ -339,24 +339,19 @@ class Progress:
 
 
 def _read_input(args: argparse.Namespace, progress: Progress | None = None, message: str = "") -> Dataset:
-    """The input dataset; with ``--tokenizer``, its text rows tokenized first (token rows read as they are)."""
-    completion_only_loss = getattr(args, "loss", "completion") == "completion"
-    if args.tokenizer is None:
-        return read_dataset(args.input, args.format, completion_only_loss=completion_only_loss)
-    from packing.text import text_dataset
+    """The input dataset through the one reader; with ``--tokenizer``, text rows are tokenized (with a count)."""
 
     def report(done: int, total: int) -> None:
         if progress is not None:
             progress._say(f"\r{message} ... {done:,}/{total:,} rows", end="")
 
-    dataset: Dataset = text_dataset(
+    return read_dataset(
         args.input,
-        args.tokenizer,
         args.format,
-        completion_only_loss=completion_only_loss,
+        completion_only_loss=getattr(args, "loss", "completion") == "completion",
+        tokenizer=args.tokenizer,
         progress=report,
     )
-    return dataset
 
 
 # ---------------------------------------------------------------- pack

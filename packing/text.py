@@ -34,8 +34,6 @@ characters overlap a trained span (the rule ``return_assistant_tokens_mask`` fol
 
 from __future__ import annotations
 
-import csv
-import io
 import itertools
 import json
 import os
@@ -48,10 +46,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from packing.errors import DatasetError, SampleError, SettingError
+from packing.errors import SampleError, SettingError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; imported where used, so io and reader may import this module
-    from packing.io import Dataset
     from packing.reader import Samples
 
 Int64Array = npt.NDArray[np.int64]
@@ -792,58 +789,6 @@ def decode_documents(batch: Any, tokenizer: Any, *, skip_special_tokens: bool = 
     return texts
 
 
-# ---------------------------------------------------------------- files of text rows
-
-
-def read_text_file(source: str | os.PathLike[str], format: str | None = None) -> tuple[list[Any], list[str]]:
-    """Every row of a ``.jsonl``, ``.json`` (a list), ``.csv`` (strings) or ``.parquet`` file, unchecked,
-    with where each one is (``line 3``, ``item 2``, ``row 5``). Problems raise :class:`DatasetError`. O(bytes).
-    """
-    label = os.fspath(source)
-    kind = (format or Path(label).suffix.lstrip(".")).lower()
-    kind = {"ndjson": "jsonl", "pq": "parquet"}.get(kind, kind)
-    if kind not in ("jsonl", "json", "csv", "parquet"):
-        raise DatasetError(label, None, "expected a .jsonl, .json, .csv or .parquet file")
-    try:
-        if kind == "parquet":
-            import pyarrow.parquet as pq
-
-            rows = pq.read_table(label).to_pylist()
-            return rows, [f"row {index + 1}" for index in range(len(rows))]
-        raw = Path(label).read_bytes()
-    except OSError as error:
-        raise DatasetError(label, None, str(error.strerror or error)) from None
-    except Exception as error:
-        raise DatasetError(label, None, f"not a readable Parquet file ({str(error)[:80]})") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        bad_line = raw[: error.start].count(b"\n") + 1
-        raise DatasetError(label, f"line {bad_line}", "not valid UTF-8 text") from None
-    if kind == "csv":
-        rows = [dict(row) for row in csv.DictReader(io.StringIO(text, newline=""))]
-        return rows, [f"line {index + 2}" for index in range(len(rows))]
-    if kind == "json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as error:
-            if error.msg != "Extra data":
-                raise DatasetError(label, f"line {error.lineno}", f"invalid JSON ({error.msg})") from None
-        else:
-            if not isinstance(data, list):
-                raise DatasetError(label, None, "expected a list of rows, or one JSON object per line")
-            return data, [f"item {index + 1}" for index in range(len(data))]
-    rows, wheres = [], []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as error:
-                raise DatasetError(label, f"line {number}", f"invalid JSON ({error.msg})") from None
-            wheres.append(f"line {number}")
-    return rows, wheres
-
-
 def read_text_rows(
     rows: Iterable[Any],
     tokenizer: Any,
@@ -876,35 +821,3 @@ def read_text_rows(
         start, end = offsets[slot], offsets[slot + 1]
         row_list[index] = {"input_ids": tokens[start:end], "loss_mask": mask[start:end]}
     return read_rows(row_list, completion_only_loss=completion_only_loss)
-
-
-def text_dataset(
-    source: str | os.PathLike[str],
-    tokenizer: Any,
-    format: str | None = None,
-    *,
-    completion_only_loss: bool = True,
-    progress: Callable[[int, int], None] | None = None,
-) -> Dataset:
-    """A ``packing.io.Dataset`` from a file whose rows may be text (:func:`read_text_rows`); errors are
-    :class:`DatasetError` naming the file and the line. O(characters + tokens).
-
-    >>> import json, os, tempfile
-    >>> path = os.path.join(tempfile.mkdtemp(), "chats.jsonl")
-    >>> _ = open(path, "w").write(json.dumps({"text": "hi"}) + "\\n" + json.dumps([1, 2, 3]) + "\\n")
-    >>> text_dataset(path, "bytes").lengths.tolist()
-    [3, 3]
-    """
-    from packing.io import Dataset
-
-    label = os.fspath(source)
-    rows, wheres = read_text_file(source, format)
-    if not rows:
-        raise DatasetError(label, None, "the file holds no samples")
-    try:
-        samples = read_text_rows(
-            rows, load_tokenizer(tokenizer), completion_only_loss=completion_only_loss, progress=progress
-        )
-    except SampleError as error:
-        raise DatasetError.from_sample(label, wheres[error.sample or 0], error) from None
-    return Dataset(samples, label)

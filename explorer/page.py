@@ -66,11 +66,12 @@ def warm_up() -> None:
     """Compile once per process behind one progress message; later sessions pass straight through."""
     if _WARM.is_set():
         return
-    with _WARM_LOCK:
+    # every session that arrives meanwhile shows the same message and waits for the one compilation
+    message = "Preparing the packing kernels (the first start after installing compiles them once)…"
+    with st.spinner(message), _WARM_LOCK:
         if _WARM.is_set():
             return
-        with st.spinner("Preparing the packing kernels (the first start after installing compiles them once)…"):
-            seconds = compile_everything()
+        seconds = compile_everything()
         _LOG.info("packing kernels ready in %.1f s", seconds)
         _WARM.set()
 

@@ -75,8 +75,9 @@ def render(ctx: Context) -> None:
         if view.has_tokens:
             st.caption(
                 "Loss mask and labels: a dark green token is a training target (its label is the token). A light "
-                "green one is in the loss mask but starts a document, so its label is -100: nothing before it in "
-                "the block may predict it. Violet tokens are masked prompt tokens, grey is padding."
+                "green one is in the loss mask but is the first token of a document (or of its part in this block), "
+                "so its label is -100: nothing before it in the block may predict it. Violet tokens are masked "
+                "prompt tokens, grey is padding."
             )
     left, right = st.columns(2)
     utilization, lengths = cache.summary_figures(ctx.source, s)

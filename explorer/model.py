@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 import packing
+from explorer.formatting import plural
 
 if TYPE_CHECKING:
     from explorer.sources import Source
@@ -37,7 +38,7 @@ def grammar_count(count: int, noun: str, nouns: str | None = None) -> str:
     >>> grammar_count(0, "block"), grammar_count(1, "block"), grammar_count(2_000, "block")
     ('0 blocks', '1 block', '2,000 blocks')
     """
-    return f"{count:,} {noun if count == 1 else (nouns or noun + 's')}"
+    return plural(count, noun, nouns)
 
 
 def seq_length_problem(value: Any) -> str | None:

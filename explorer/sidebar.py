@@ -12,7 +12,15 @@ import streamlit as st
 import packing
 from explorer import cache, links
 from explorer.examples import DEFAULT_EXAMPLE, DISTRIBUTIONS, EXAMPLES, suggested_max_seq_length, workload_info
-from explorer.model import MAX_PAD_TOKEN_ID, MAX_SEED, MAX_SEQ_LENGTH, MAX_SEQUENCES, MAX_UPLOAD_MB, Settings
+from explorer.model import (
+    MAX_PAD_TOKEN_ID,
+    MAX_SEED,
+    MAX_SEQ_LENGTH,
+    MAX_SEQUENCES,
+    MAX_UPLOAD_MB,
+    Settings,
+    seq_length_problem,
+)
 from explorer.parsing import FORMAT_HELP, InputError
 from explorer.sources import MAX_URL_TEXT, SOURCES, Paste, Source, Synthetic, Upload, Workload, default_sample
 from packing.workloads import WORKLOADS
@@ -202,7 +210,7 @@ def _settings(source: Source | None) -> tuple[Settings, str]:
         bind=BIND,
         help=f"Tokens per block: a whole number from 1 to {MAX_SEQ_LENGTH:,}.",
     )
-    problem = links_problem(size)
+    problem = seq_length_problem(size) or ""
     if problem:
         st.error(problem)
     strategy = st.selectbox("Strategy", list(packing.STRATEGIES), key="strategy", bind=BIND)
@@ -258,12 +266,6 @@ def _strategy_options(info: packing.Strategy) -> tuple[tuple[str, int], ...]:
         if cap:
             options.append(("max_sequences_per_block", int(cap)))
     return tuple(options)
-
-
-def links_problem(size: Any) -> str:
-    from explorer.model import seq_length_problem
-
-    return seq_length_problem(size) or ""
 
 
 def render() -> tuple[Source | None, Settings, str]:

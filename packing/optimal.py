@@ -1,54 +1,572 @@
-"""The proven minimum number of blocks for small inputs (exact bin packing).
+"""The fewest blocks that hold every document whole, with a certificate that no packing uses fewer.
 
-Branch and bound: documents longest first; each goes into an open block with
-room (trying each distinct amount of room only once, since blocks with equal
-room are interchangeable) or a new block. Best-fit decreasing gives the first
-upper bound; the Martello–Toth L2 bound gives the target, and the search stops
-as soon as a packing meets it. A branch is cut when even perfectly filling the
-open blocks' room could not beat the best packing found. Exponential in the
-worst case, so it refuses more than ``MAX_OPTIMAL_DOCUMENTS`` documents and
-gives up (with a clear error) after ``MAX_OPTIMAL_NODES`` search steps.
+Real length distributions have few distinct lengths, and on their histogram bin packing is a cutting-stock
+problem. ``solve`` works in steps, stopping as soon as the plan found meets a lower bound:
+
+1. best-fit decreasing (BFD) against the L1 and Martello–Toth L2 bounds;
+2. small inputs (up to ``MAX_OPTIMAL_DOCUMENTS`` documents): an exhaustive branch and bound;
+3. when the bound is L1 and few BFD blocks have room left: only those blocks' documents are packed again;
+4. Gilmore–Gomory column generation: a linear master problem over block patterns (HiGHS, warm restarts)
+   whose duals price a bounded-knapsack dynamic program (numba) for the next pattern, with Wentges dual
+   smoothing. Integer prices (the duals scaled and floored) give the bound
+   ``ceil(sum(count[w] * price[w]) / V)``, exact whatever the solver's tolerances
+   (see ``packing.certificate``). The integer plan: the LP's pattern counts rounded down, over-covered
+   documents removed, rounded-up copies of fractional patterns added while the leftovers allow, the
+   leftovers packed again (column generation on them, BFD, FFD, first-fit) and, last, a small
+   integer program over the known patterns.
+
+``time_limit`` (seconds) bounds steps 2–4; when it runs out the best plan found comes back with its
+certified gap.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
+from numba import njit
 
 from packing.bounds import martello_toth_l2, simple_bound
-from packing.kernels import best_fit_decreasing_layout, blocks_of_items, longest_first_order
+from packing.certificate import Certificate, CertificateKind
+from packing.kernels import best_fit_decreasing_layout, blocks_of_items, first_fit_blocks, longest_first_order
 
 Int64Array = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
 
 MAX_OPTIMAL_DOCUMENTS = 40
+"""Inputs up to this many documents are solved by an exhaustive search (then proven even where no bound is tight)."""
 MAX_OPTIMAL_NODES = 2_000_000
+"""Search steps the exhaustive search may take before the general method takes over."""
+
+_PRICE_SCALE = 2**30
+"""Duals are scaled by this and floored to integer prices."""
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class OptimalResult:
+    """``blocks[i]``: block of document i (0..k-1, no gaps); ``proven``: no packing uses fewer blocks.
+
+    ``proven`` is ``certificate.proven``, or True after an exhaustive search of a small input (where
+    no bound is tight, ``certificate.gap`` stays above 0 although the plan is optimal).
+    """
+
+    blocks: Int64Array
+    certificate: Certificate
+    proven: bool
+
+    @property
+    def num_blocks(self) -> int:
+        return self.certificate.num_blocks
 
 
 class _SearchTooLarge(Exception):
     pass
 
 
-def optimal_blocks(lengths: Int64Array, capacity: int) -> Int64Array:
-    """Block of every document in a packing with the fewest blocks possible.
+# ----------------------------------------------------------------------------------------------------------
+# Compiled kernels
 
-    >>> int(optimal_blocks(np.array([4, 3, 3, 2, 2, 2]), 8).max()) + 1
-    2
+
+@njit(cache=True, nogil=True)
+def _bounded_knapsack(
+    weights: Int64Array, values: Int64Array, counts: Int64Array, capacity: int
+) -> tuple[int, Int64Array]:  # pragma: no cover - compiled
+    """Best total value of at most ``counts[i]`` items ``i`` within ``capacity``, and how many of each.
+
+    Each count splits into bundles of 1, 2, 4, ... items, each a 0/1 choice; a bit table remembers the
+    choices for the way back. O(capacity × bundles), bundles = sum of log2(min(count, capacity / weight)).
+    """
+    m = weights.shape[0]
+    bundles = 0
+    for i in range(m):
+        left = min(counts[i], capacity // weights[i]) if values[i] > 0 else 0
+        step = 1
+        while left > 0:
+            left -= min(step, left)
+            step *= 2
+            bundles += 1
+    bundle_item = np.empty(bundles, dtype=np.int64)
+    bundle_size = np.empty(bundles, dtype=np.int64)
+    j = 0
+    for i in range(m):
+        left = min(counts[i], capacity // weights[i]) if values[i] > 0 else 0
+        step = 1
+        while left > 0:
+            take = min(step, left)
+            bundle_item[j] = i
+            bundle_size[j] = take
+            left -= take
+            step *= 2
+            j += 1
+    best = np.zeros(capacity + 1, dtype=np.int64)
+    chosen = np.zeros((bundles, capacity + 1), dtype=np.bool_)
+    for j in range(bundles):
+        weight = weights[bundle_item[j]] * bundle_size[j]
+        gain = values[bundle_item[j]] * bundle_size[j]
+        for room in range(capacity, weight - 1, -1):
+            candidate = best[room - weight] + gain
+            if candidate > best[room]:
+                best[room] = candidate
+                chosen[j, room] = True
+    take_count = np.zeros(m, dtype=np.int64)
+    room = capacity
+    for j in range(bundles - 1, -1, -1):
+        if chosen[j, room]:
+            take_count[bundle_item[j]] += bundle_size[j]
+            room -= weights[bundle_item[j]] * bundle_size[j]
+    return best[capacity], take_count
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Patterns: a multiset of distinct-length indices, stored sparse
+
+
+@dataclass
+class _Pattern:
+    items: Int64Array  # indices into the distinct lengths
+    counts: Int64Array
+
+
+def _pattern(take: Int64Array) -> _Pattern:
+    nz = np.flatnonzero(take)
+    return _Pattern(nz.astype(np.int64), take[nz].astype(np.int64))
+
+
+def _patterns_of_blocks(blocks: Int64Array, item_of_doc: Int64Array, m: int) -> tuple[list[_Pattern], Int64Array]:
+    """The distinct block contents of a packing and how many blocks have each. O(n log n)."""
+    if blocks.size == 0:
+        return [], np.zeros(0, dtype=np.int64)
+    num_blocks = int(blocks.max()) + 1
+    key = blocks * m + item_of_doc
+    pairs, per_pair = np.unique(key, return_counts=True)
+    pair_block, pair_item = pairs // m, pairs % m
+    starts = np.searchsorted(pair_block, np.arange(num_blocks + 1))
+    # a block's content, hashed: two random 64-bit sums (wrapping) over its (item, count) pairs
+    rng = np.random.default_rng(12345)
+    salt = rng.integers(0, 2**63, size=(2, m), dtype=np.int64).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        h1 = np.add.reduceat(salt[0][pair_item] * per_pair.astype(np.uint64), starts[:-1])
+        h2 = np.add.reduceat(salt[1][pair_item] * (per_pair.astype(np.uint64) + np.uint64(7)), starts[:-1])
+    keys = np.stack([h1, h2], axis=1)
+    _, first, times = np.unique(keys, axis=0, return_index=True, return_counts=True)
+    patterns = [
+        _Pattern(pair_item[starts[b] : starts[b + 1]].copy(), per_pair[starts[b] : starts[b + 1]].astype(np.int64))
+        for b in first.tolist()
+    ]
+    # hash collisions are astronomically unlikely, but a wrong pattern count would break the plan: check coverage
+    return patterns, times.astype(np.int64)
+
+
+def _coverage(patterns: list[_Pattern], mult: Int64Array, m: int) -> Int64Array:
+    cover = np.zeros(m, dtype=np.int64)
+    for p, k in zip(patterns, mult.tolist(), strict=True):
+        if k:
+            cover[p.items] += p.counts * k
+    return cover
+
+
+# ----------------------------------------------------------------------------------------------------------
+# HiGHS master problem
+
+
+@contextlib.contextmanager
+def _quiet_stdout() -> Iterator[None]:
+    """HiGHS prints a banner to file descriptor 1 the first time one is made; send it nowhere."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(fd)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), fd)
+            yield
+    finally:
+        os.dup2(saved, fd)
+        os.close(saved)
+
+
+def _highs() -> Any:
+    try:
+        import highspy
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "strategy 'optimal' needs the HiGHS solver for inputs its exact search cannot settle: "
+            "pip install highspy"
+        ) from None
+    with _quiet_stdout():
+        h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    return h
+
+
+class _Master:
+    """min sum(x) subject to pattern coverage >= demand, x >= 0, columns added as they are priced."""
+
+    def __init__(self, demand: Int64Array, integer: bool = False) -> None:
+        import highspy
+
+        self.h = _highs()
+        self.inf = highspy.kHighsInf
+        self.m = len(demand)
+        self.patterns: list[_Pattern] = []
+        self.h.addRows(
+            self.m,
+            demand.astype(np.float64),
+            np.full(self.m, self.inf),
+            0,
+            np.zeros(self.m, dtype=np.int32),
+            np.zeros(0, dtype=np.int32),
+            np.zeros(0),
+        )
+        self.integer = integer
+
+    def add(self, patterns: list[_Pattern]) -> None:
+        if not patterns:
+            return
+        starts = np.cumsum([0] + [len(p.items) for p in patterns[:-1]]).astype(np.int32)
+        index = np.concatenate([p.items for p in patterns]).astype(np.int32)
+        value = np.concatenate([p.counts for p in patterns]).astype(np.float64)
+        k = len(patterns)
+        first = len(self.patterns)
+        self.h.addCols(k, np.ones(k), np.zeros(k), np.full(k, self.inf), len(index), starts, index, value)
+        if self.integer:
+            import highspy
+
+            cols = np.arange(first, first + k, dtype=np.int32)
+            self.h.changeColsIntegrality(k, cols, np.full(k, highspy.HighsVarType.kInteger))
+        self.patterns.extend(patterns)
+
+    def solve(self) -> tuple[float, FloatArray, FloatArray]:
+        """(objective, pattern values, row duals)."""
+        self.h.run()
+        solution = self.h.getSolution()
+        x = np.asarray(solution.col_value, dtype=np.float64)
+        duals = np.asarray(solution.row_dual, dtype=np.float64) if not self.integer else np.zeros(self.m)
+        return float(self.h.getInfo().objective_function_value), x, duals
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Column generation on a histogram
+
+
+@dataclass
+class _Histogram:
+    weights: Int64Array  # distinct lengths, longest first
+    demand: Int64Array  # documents of each
+
+
+@dataclass
+class _Prices:
+    bound: int
+    prices: Int64Array
+    value: int
+
+
+def _price_bound(hist: _Histogram, prices: Int64Array, capacity: int) -> tuple[int, int, Int64Array]:
+    """(ceil(sum(demand * price) / V), V, best pattern) for integer prices."""
+    value, take = _bounded_knapsack(hist.weights, prices, hist.demand, capacity)
+    total = int(np.dot(hist.demand, prices)) if len(prices) else 0
+    return (-(-total // int(value)) if value > 0 else 0), int(value), take
+
+
+def _singletons(hist: _Histogram, capacity: int) -> list[_Pattern]:
+    out = []
+    for i, w in enumerate(hist.weights.tolist()):
+        k = min(capacity // w, int(hist.demand[i]))
+        out.append(_Pattern(np.array([i], dtype=np.int64), np.array([k], dtype=np.int64)))
+    return out
+
+
+@dataclass
+class _ColumnGeneration:
+    master: _Master
+    x: FloatArray
+    objective: float
+    best_prices: _Prices | None
+    converged: bool
+
+
+def _column_generation(
+    hist: _Histogram,
+    capacity: int,
+    initial: list[_Pattern],
+    deadline: float,
+    stop_at: int,
+    want_bound: bool,
+) -> _ColumnGeneration:
+    """Solve the master LP by pricing patterns until no pattern improves it, the rounded-up dual bound
+    reaches ``stop_at``, or the deadline passes."""
+    master = _Master(hist.demand)
+    master.add(_singletons(hist, capacity) + initial)
+    best: _Prices | None = None
+    stable: FloatArray | None = None  # smoothing centre: the duals with the best bound so far
+    stable_bound = -1.0
+    alpha = 0.8
+    objective, x, duals = master.solve()
+    converged = False
+    demand_f = hist.demand.astype(np.float64)
+    while True:
+        duals = np.maximum(duals, 0.0)
+        point = duals if stable is None else alpha * stable + (1 - alpha) * duals
+        prices = np.floor(point * _PRICE_SCALE).astype(np.int64)
+        bound, value, take = _price_bound(hist, prices, capacity)
+        if want_bound and (best is None or bound > best.bound):
+            best = _Prices(bound, prices, value)
+        if value > 0:
+            smooth_bound = float(np.dot(demand_f, prices)) / value
+            if smooth_bound > stable_bound:
+                stable_bound, stable = smooth_bound, point.copy()
+        if best is not None and best.bound >= stop_at:
+            break
+        reduced = 1.0 - float(np.dot(duals, take))
+        if reduced < -_EPS:
+            master.add([_pattern(take)])
+        elif stable is not None and not np.array_equal(point, duals):
+            # mis-pricing at the smoothed point: price at the LP duals themselves
+            alpha = max(0.0, alpha - 0.2) if alpha > 0.3 else 0.0
+            prices = np.floor(duals * _PRICE_SCALE).astype(np.int64)
+            bound, value, take = _price_bound(hist, prices, capacity)
+            if want_bound and (best is None or bound > best.bound):
+                best = _Prices(bound, prices, value)
+            if value > 0 and float(np.dot(demand_f, prices)) / value > stable_bound:
+                stable_bound, stable = float(np.dot(demand_f, prices)) / value, duals.copy()
+            reduced = 1.0 - float(np.dot(duals, take))
+            if reduced < -_EPS:
+                master.add([_pattern(take)])
+            else:
+                converged = True
+                break
+        else:
+            converged = True
+            break
+        if time.perf_counter() > deadline:
+            break
+        objective, x, duals = master.solve()
+    if len(x) < len(master.patterns):
+        objective, x, duals = master.solve()
+    return _ColumnGeneration(master, x, objective, best, converged)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# From the LP to an integer plan
+
+
+@dataclass
+class _Plan:
+    patterns: list[_Pattern]
+    mult: Int64Array
+
+    @property
+    def num_blocks(self) -> int:
+        return int(self.mult.sum())
+
+
+def _round_down(patterns: list[_Pattern], x: FloatArray, demand: Int64Array) -> tuple[_Plan, Int64Array]:
+    """Whole copies of the LP's patterns, over-covered documents taken out; returns (plan, leftover demand)."""
+    m = len(demand)
+    mult = np.floor(x + 1e-7).astype(np.int64)
+    keep = np.flatnonzero(mult > 0)
+    pats = [patterns[i] for i in keep.tolist()]
+    mult = mult[keep]
+    cover = _coverage(pats, mult, m)
+    excess = np.maximum(cover - demand, 0)
+    if excess.any():
+        pats, mult = _remove_excess(pats, mult, excess)
+    left = demand - _coverage(pats, mult, m)
+    # rounded-up copies of fractional patterns, largest fraction first, while the leftovers allow
+    frac = x - np.floor(x + 1e-7)
+    for i in np.argsort(-frac, kind="stable").tolist():
+        if frac[i] <= 1e-7:
+            break
+        p = patterns[i]
+        if np.all(left[p.items] >= p.counts):
+            left[p.items] -= p.counts
+            pats.append(p)
+            mult = np.append(mult, 1)
+    return _Plan(pats, mult.astype(np.int64)), left
+
+
+def _remove_excess(
+    pats: list[_Pattern], mult: Int64Array, excess: Int64Array
+) -> tuple[list[_Pattern], Int64Array]:
+    """Take ``excess[i]`` documents of length i out of the plan's blocks (blocks stay valid)."""
+    excess = excess.copy()
+    out_p: list[_Pattern] = []
+    out_m: list[int] = []
+    for p, k in zip(pats, mult.tolist(), strict=True):
+        hit = excess[p.items] > 0
+        if not hit.any():
+            out_p.append(p)
+            out_m.append(k)
+            continue
+        # strip copies one kind of change at a time: `full` copies lose min(count, need) each
+        counts = p.counts.copy()
+        remaining = k
+        while remaining > 0 and (excess[p.items] > 0).any():
+            need = excess[p.items]
+            per_copy = np.minimum(counts, need)
+            copies = min(remaining, int(np.min(np.where(per_copy > 0, need // np.maximum(per_copy, 1), remaining))))
+            copies = max(copies, 1)
+            new_counts = counts - per_copy
+            excess[p.items] -= per_copy * copies
+            keep = new_counts > 0
+            if keep.any():
+                out_p.append(_Pattern(p.items[keep], new_counts[keep]))
+                out_m.append(copies)
+            remaining -= copies
+        if remaining > 0:
+            out_p.append(_Pattern(p.items, counts))
+            out_m.append(remaining)
+    return out_p, np.array(out_m, dtype=np.int64)
+
+
+def _heuristic_plans(hist: _Histogram, left: Int64Array, capacity: int) -> Iterator[_Plan]:
+    """Packings of the leftover documents by BFD, FFD and first-fit (shortest first)."""
+    lengths = np.repeat(hist.weights, left)
+    if lengths.size == 0:
+        yield _Plan([], np.zeros(0, dtype=np.int64))
+        return
+    item = np.repeat(np.arange(len(left), dtype=np.int64), left)
+    m = len(left)
+    candidates = [
+        lambda: blocks_of_items(*best_fit_decreasing_layout(lengths, capacity)),
+        lambda: first_fit_blocks(lengths, longest_first_order(lengths, capacity), capacity),
+        lambda: first_fit_blocks(lengths, np.arange(len(lengths) - 1, -1, -1, dtype=np.int64), capacity),
+    ]
+    for make in candidates:
+        pats, mult = _patterns_of_blocks(make(), item, m)
+        yield _Plan(pats, mult)
+
+
+def _join(a: _Plan, b: _Plan) -> _Plan:
+    return _Plan(a.patterns + b.patterns, np.concatenate((a.mult, b.mult)).astype(np.int64))
+
+
+def _exact_leftovers(
+    hist: _Histogram, left: Int64Array, capacity: int, pool: list[_Pattern], deadline: float, target: int
+) -> _Plan | None:
+    """Integer program over the known patterns that fit the leftovers (HiGHS MIP), within the deadline."""
+    room = deadline - time.perf_counter()
+    if room <= 0.05:
+        return None
+    fits = [p for p in pool if np.all(left[p.items] >= p.counts)]
+    sub = _Histogram(hist.weights, left)
+    master = _Master(left, integer=True)
+    master.add(_singletons(sub, capacity) + fits)
+    master.h.setOptionValue("time_limit", float(room))
+    master.h.setOptionValue("objective_bound", float(target) + 0.5)
+    _, x, _ = master.solve()
+    if len(x) != len(master.patterns):
+        return None
+    mult = np.rint(x).astype(np.int64)
+    keep = np.flatnonzero(mult > 0)
+    pats = [master.patterns[i] for i in keep.tolist()]
+    mult = mult[keep]
+    cover = _coverage(pats, mult, len(left))
+    if np.any(cover < left):
+        return None
+    if np.any(cover > left):
+        pats, mult = _remove_excess(pats, mult, cover - left)
+    return _Plan(pats, mult)
+
+
+def _integer_plan(
+    hist: _Histogram, capacity: int, lp: _ColumnGeneration, target: int, deadline: float, depth: int = 0
+) -> _Plan:
+    """A plan from the LP solution; tries to reach ``target`` blocks."""
+    base, left = _round_down(lp.master.patterns, lp.x, hist.demand)
+    need = target - base.num_blocks
+    best: _Plan | None = None
+    for rest in _heuristic_plans(hist, left, capacity):
+        if best is None or rest.num_blocks < best.num_blocks:
+            best = rest
+        if rest.num_blocks <= need:
+            break
+    assert best is not None
+    if best.num_blocks > need and left.sum() > 0 and depth < 3 and time.perf_counter() < deadline:
+        # the leftovers as a problem of their own: column generation again, then round again
+        sub = _Histogram(hist.weights, left)
+        fits = [p for p in lp.master.patterns if np.all(left[p.items] >= p.counts)]
+        sub_lp = _column_generation(sub, capacity, fits + best.patterns, deadline, stop_at=1 << 62, want_bound=False)
+        again = _integer_plan(sub, capacity, sub_lp, need, deadline, depth + 1)
+        if again.num_blocks < best.num_blocks:
+            best = again
+        if best.num_blocks > need and depth == 0:
+            exact = _exact_leftovers(hist, left, capacity, sub_lp.master.patterns + best.patterns, deadline, need)
+            if exact is not None and exact.num_blocks < best.num_blocks:
+                best = exact
+    return _join(base, best)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Plans as block indexes
+
+
+def _assign(plan: _Plan, docs_by_item: Int64Array, demand: Int64Array, blocks: Int64Array, first_block: int) -> int:
+    """Write the block of every document of ``docs_by_item`` (grouped by item, ``demand[i]`` each) into
+    ``blocks``, numbering the plan's blocks from ``first_block``; returns the next free block. O(n)."""
+    m = len(demand)
+    pat_of: list[Int64Array] = []
+    item_of: list[Int64Array] = []
+    count_of: list[Int64Array] = []
+    for j, p in enumerate(plan.patterns):
+        pat_of.append(np.full(len(p.items), j, dtype=np.int64))
+        item_of.append(p.items)
+        count_of.append(p.counts)
+    if not pat_of:
+        if demand.sum():
+            raise AssertionError("optimal: plan does not cover the documents")
+        return first_block
+    pat = np.concatenate(pat_of)
+    item = np.concatenate(item_of)
+    count = np.concatenate(count_of)
+    mult = plan.mult[pat]
+    base = first_block + np.concatenate(([0], np.cumsum(plan.mult)[:-1]))[pat]
+    order = np.argsort(item, kind="stable")
+    pat, item, count, mult, base = pat[order], item[order], count[order], mult[order], base[order]
+    total = count * mult
+    if not np.array_equal(np.bincount(item, weights=total, minlength=m).astype(np.int64), demand):
+        raise AssertionError("optimal: plan does not cover every document exactly once")
+    segment = np.repeat(np.arange(len(total)), total)
+    starts = np.concatenate(([0], np.cumsum(total)[:-1]))
+    k = np.arange(int(total.sum()), dtype=np.int64) - starts[segment]
+    blocks[docs_by_item] = base[segment] + k // count[segment]
+    return first_block + plan.num_blocks
+
+
+def _renumber(blocks: Int64Array) -> Int64Array:
+    if blocks.size == 0:
+        return blocks
+    used = np.zeros(int(blocks.max()) + 1, dtype=np.int64)
+    used[blocks] = 1
+    new = np.cumsum(used) - 1
+    out: Int64Array = new[blocks]
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Exhaustive search for small inputs
+
+
+def _branch_and_bound(lengths: Int64Array, capacity: int, best: Int64Array, target: int) -> Int64Array:
+    """Fewest blocks by exhaustive search (documents longest first; equal rooms tried once).
+
+    Raises ``_SearchTooLarge`` after ``MAX_OPTIMAL_NODES`` steps. Exponential in the worst case.
     """
     n = len(lengths)
-    if n > MAX_OPTIMAL_DOCUMENTS:
-        raise ValueError(
-            f"strategy 'optimal' proves the minimum only for up to {MAX_OPTIMAL_DOCUMENTS} sequences "
-            f"(counted after the overflow policy); this input has {n:,}. Use 'bfd', which is within a few "
-            f"blocks of optimal on real data."
-        )
     order = longest_first_order(lengths, capacity)
-    best = blocks_of_items(*best_fit_decreasing_layout(lengths, capacity))
-    if n == 0:
-        return best
-    target = max(simple_bound(int(lengths.sum()), capacity), martello_toth_l2(lengths, capacity))
     best_count = int(best.max()) + 1
-    if best_count == target:
-        return best
     sizes = lengths[order].tolist()
     suffix = np.concatenate((np.cumsum(np.asarray(sizes)[::-1])[::-1], [0])).tolist()
     rooms: list[int] = []
@@ -87,15 +605,156 @@ def optimal_blocks(lengths: Int64Array, capacity: int) -> Int64Array:
                 return True
         return False
 
-    try:
-        search(0, 0)
-    except _SearchTooLarge:
-        raise ValueError(
-            f"strategy 'optimal' could not prove the minimum within {MAX_OPTIMAL_NODES:,} search steps "
-            f"for these {n} documents; use 'bfd' instead"
-        ) from None
+    search(0, 0)
     if best_choice is None:
         return best
     blocks = np.empty(n, dtype=np.int64)
     blocks[order] = best_choice
     return blocks
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The solver
+
+
+def _simple_certificate(l1: int, l2: int, num_blocks: int) -> Certificate:
+    kind: CertificateKind = "L1" if l1 >= l2 else "L2"
+    return Certificate(max(l1, l2), kind, num_blocks)
+
+
+def _price_certificate(hist: _Histogram, prices: _Prices, num_blocks: int) -> Certificate:
+    table = {int(w): int(p) for w, p in zip(hist.weights.tolist(), prices.prices.tolist(), strict=True) if p > 0}
+    return Certificate(prices.bound, "dual prices", num_blocks, table, prices.value)
+
+
+def _result(blocks: Int64Array, certificate: Certificate, searched: bool = False) -> OptimalResult:
+    return OptimalResult(blocks, certificate, certificate.proven or searched)
+
+
+def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> OptimalResult:
+    """A packing of ``lengths`` (each 1..capacity) into the fewest blocks of ``capacity``, and its certificate.
+
+    Stops as soon as the plan meets a lower bound; after ``time_limit`` seconds returns the best plan found
+    with its certified gap. Time: O(n) to build the histogram and expand the plan, plus column generation on
+    the histogram (each pricing step O(capacity × distinct lengths × log n)); exponential only in the
+    exhaustive search of inputs of at most ``MAX_OPTIMAL_DOCUMENTS`` documents.
+
+    >>> r = solve(np.array([5, 4, 11, 4, 5, 2, 2]), 11)
+    >>> r.blocks.tolist(), r.certificate.lower_bound, r.certificate.kind, r.proven
+    ([1, 1, 0, 2, 2, 1, 2], 3, 'L1', True)
+    >>> r = solve(np.array([6, 6, 6, 4, 4, 4]), 10)
+    >>> r.certificate.lower_bound, r.certificate.kind, r.certificate.gap
+    (3, 'L2', 0)
+    """
+    start = time.perf_counter()
+    deadline = start + max(0.0, float(time_limit))
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    n = len(lengths)
+    if n == 0:
+        return _result(np.zeros(0, dtype=np.int64), Certificate(0, "L1", 0))
+    if int(lengths.min()) < 1 or int(lengths.max()) > capacity:
+        raise ValueError(f"optimal: document lengths must be 1..{capacity}, got {int(lengths.min())}..{int(lengths.max())}")
+    l1 = simple_bound(int(lengths.sum()), capacity)
+    l2 = martello_toth_l2(lengths, capacity)
+    bound = max(l1, l2)
+    best = blocks_of_items(*best_fit_decreasing_layout(lengths, capacity))
+    best_count = int(best.max()) + 1
+    if best_count <= bound:
+        return _result(best, _simple_certificate(l1, l2, best_count))
+    searched = False
+    if n <= MAX_OPTIMAL_DOCUMENTS:
+        with contextlib.suppress(_SearchTooLarge):
+            best = _branch_and_bound(lengths, capacity, best, bound)
+            best_count = int(best.max()) + 1
+            searched = True
+            if best_count <= bound:
+                return _result(best, _simple_certificate(l1, l2, best_count))
+
+    # histogram: distinct lengths longest first
+    order = longest_first_order(lengths, capacity)
+    counts = np.bincount(lengths, minlength=capacity + 1)
+    weights = np.flatnonzero(counts)[::-1].astype(np.int64)
+    demand = counts[weights].astype(np.int64)
+    item_index = np.zeros(capacity + 1, dtype=np.int64)
+    item_index[weights] = np.arange(len(weights))
+    hist = _Histogram(weights, demand)
+    m = len(weights)
+
+    if l1 >= l2 and not searched:
+        repacked = _repack_open_blocks(lengths, capacity, best, item_index, m, l1, deadline)
+        if repacked is not None:
+            return _result(repacked, _simple_certificate(l1, l2, l1))
+
+    patterns, times = _patterns_of_blocks(best, item_index[lengths], m)
+    top = np.argsort(-times, kind="stable")[:2000]
+    initial = [patterns[i] for i in top.tolist()]
+    lp = _column_generation(hist, capacity, initial, deadline, stop_at=best_count, want_bound=True)
+    certificate = _simple_certificate(l1, l2, best_count)
+    if lp.best_prices is not None and lp.best_prices.bound > certificate.lower_bound:
+        certificate = _price_certificate(hist, lp.best_prices, best_count)
+    if best_count > certificate.lower_bound and not searched:
+        plan = _integer_plan(hist, capacity, lp, certificate.lower_bound, deadline)
+        if plan.num_blocks < best_count:
+            blocks = np.empty(n, dtype=np.int64)
+            _assign(plan, order, demand, blocks, 0)
+            best, best_count = _renumber(blocks), plan.num_blocks
+    certificate = Certificate(
+        certificate.lower_bound, certificate.kind, best_count, certificate.prices, certificate.value
+    )
+    return _result(best, certificate, searched)
+
+
+def _repack_open_blocks(
+    lengths: Int64Array,
+    capacity: int,
+    blocks: Int64Array,
+    item_index: Int64Array,
+    m: int,
+    target: int,
+    deadline: float,
+) -> Int64Array | None:
+    """When the bound is L1: keep the full blocks of a packing and pack the rest again to L1 of theirs."""
+    fill = np.bincount(blocks, weights=lengths).astype(np.int64)
+    open_block = fill < capacity
+    full = int((~open_block).sum())
+    rest = np.flatnonzero(open_block[blocks])
+    if rest.size == 0 or rest.size * 4 > lengths.size * 3:
+        return None
+    sub_lengths = lengths[rest]
+    sub = solve_histogram_plan(sub_lengths, capacity, target - full, deadline)
+    if sub is None:
+        return None
+    out = blocks.copy()
+    full_ids = np.cumsum(~open_block) - 1
+    out = full_ids[blocks]
+    out[rest] = full + sub
+    return _renumber(out)
+
+
+def solve_histogram_plan(lengths: Int64Array, capacity: int, target: int, deadline: float) -> Int64Array | None:
+    """Blocks of a packing of ``lengths`` into at most ``target`` blocks by column generation and rounding, or None."""
+    order = longest_first_order(lengths, capacity)
+    counts = np.bincount(lengths, minlength=capacity + 1)
+    weights = np.flatnonzero(counts)[::-1].astype(np.int64)
+    demand = counts[weights].astype(np.int64)
+    item_index = np.zeros(capacity + 1, dtype=np.int64)
+    item_index[weights] = np.arange(len(weights))
+    hist = _Histogram(weights, demand)
+    start = blocks_of_items(*best_fit_decreasing_layout(lengths, capacity))
+    patterns, _ = _patterns_of_blocks(start, item_index[lengths], len(weights))
+    lp = _column_generation(hist, capacity, patterns, deadline, stop_at=target, want_bound=True)
+    plan = _integer_plan(hist, capacity, lp, target, deadline)
+    if plan.num_blocks > target:
+        return None
+    blocks = np.empty(len(lengths), dtype=np.int64)
+    _assign(plan, order, demand, blocks, 0)
+    return _renumber(blocks)
+
+
+def optimal_blocks(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Int64Array:
+    """Block of every document in a packing with the fewest blocks possible (``solve(...).blocks``).
+
+    >>> int(optimal_blocks(np.array([4, 3, 3, 2, 2, 2]), 8).max()) + 1
+    2
+    """
+    return solve(np.asarray(lengths, dtype=np.int64), capacity, time_limit).blocks

@@ -22,6 +22,7 @@ certified gap.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import time
@@ -165,6 +166,23 @@ def _patterns_of_blocks(blocks: Int64Array, item_of_doc: Int64Array, m: int) -> 
     return patterns, times.astype(np.int64)
 
 
+def _sample_patterns(
+    layout: tuple[Int64Array, Any, Any], item_index: Int64Array, m: int, limit: int = 100_000, keep: int = 2000
+) -> list[_Pattern]:
+    """The ``keep`` most frequent block contents of a CSR layout (of an even sample of at most ``limit``
+    of its blocks). O(limit × documents per block)."""
+    block_starts, items, item_lengths = layout
+    num_blocks = len(block_starts) - 1
+    step = max(1, -(-num_blocks // limit))
+    picked = np.arange(0, num_blocks, step, dtype=np.int64)
+    sizes = block_starts[picked + 1] - block_starts[picked]
+    where = np.repeat(block_starts[picked] - np.concatenate(([0], np.cumsum(sizes)[:-1])), sizes)
+    where += np.arange(int(sizes.sum()), dtype=np.int64)
+    sample_blocks = np.repeat(np.arange(len(picked), dtype=np.int64), sizes)
+    patterns, times = _patterns_of_blocks(sample_blocks, item_index[np.asarray(item_lengths)[where]], m)
+    top = np.argsort(-times, kind="stable")[:keep]
+    return [patterns[i] for i in top.tolist()]
+
 def _coverage(patterns: list[_Pattern], mult: Int64Array, m: int) -> Int64Array:
     cover = np.zeros(m, dtype=np.int64)
     for p, k in zip(patterns, mult.tolist(), strict=True):
@@ -303,10 +321,11 @@ def _column_generation(
     initial: list[_Pattern],
     deadline: float,
     stop_at: int,
-    want_bound: bool,
+    known: int,
 ) -> _ColumnGeneration:
     """Solve the master LP by pricing patterns until no pattern improves it, the rounded-up dual bound
-    reaches ``stop_at``, or the deadline passes."""
+    reaches ``stop_at``, the LP value rounds up to a bound already ``known`` (so no better bound can come),
+    or the deadline passes. Each step: one knapsack, one warm-started LP re-solve."""
     master = _Master(hist.demand)
     master.add(_singletons(hist, capacity) + initial)
     best: _Prices | None = None
@@ -321,13 +340,15 @@ def _column_generation(
         point = duals if stable is None else alpha * stable + (1 - alpha) * duals
         prices = np.floor(point * _PRICE_SCALE).astype(np.int64)
         bound, value, take = _price_bound(hist, prices, capacity)
-        if want_bound and (best is None or bound > best.bound):
+        if (best is None or bound > best.bound):
             best = _Prices(bound, prices, value)
         if value > 0:
             smooth_bound = float(np.dot(demand_f, prices)) / value
             if smooth_bound > stable_bound:
                 stable_bound, stable = smooth_bound, point.copy()
         if best is not None and best.bound >= stop_at:
+            break
+        if known >= 0 and math.ceil(objective - 1e-6) <= max(known, best.bound if best else 0):
             break
         reduced = 1.0 - float(np.dot(duals, take))
         if reduced < -_EPS:
@@ -337,7 +358,7 @@ def _column_generation(
             alpha = max(0.0, alpha - 0.2) if alpha > 0.3 else 0.0
             prices = np.floor(duals * _PRICE_SCALE).astype(np.int64)
             bound, value, take = _price_bound(hist, prices, capacity)
-            if want_bound and (best is None or bound > best.bound):
+            if (best is None or bound > best.bound):
                 best = _Prices(bound, prices, value)
             if value > 0 and float(np.dot(demand_f, prices)) / value > stable_bound:
                 stable_bound, stable = float(np.dot(demand_f, prices)) / value, duals.copy()
@@ -498,7 +519,7 @@ def _integer_plan(
         # the leftovers as a problem of their own: column generation again, then round again
         sub = _Histogram(hist.weights, left)
         fits = [p for p in lp.master.patterns if np.all(left[p.items] >= p.counts)]
-        sub_lp = _column_generation(sub, capacity, fits + best.patterns, deadline, stop_at=1 << 62, want_bound=False)
+        sub_lp = _column_generation(sub, capacity, fits + best.patterns, deadline, stop_at=1 << 62, known=-1)
         again = _integer_plan(sub, capacity, sub_lp, need, deadline, depth + 1)
         if again.num_blocks < best.num_blocks:
             best = again
@@ -513,56 +534,62 @@ def _integer_plan(
 # Plans as block indexes
 
 
+@njit(cache=True, nogil=True)
+def _write_blocks(
+    docs_by_item: Int64Array,
+    triple_count: Int64Array,
+    triple_mult: Int64Array,
+    triple_base: Int64Array,
+    blocks: Int64Array,
+) -> int:  # pragma: no cover - compiled
+    """Give each (count per block, copies, first block) triple, in item order, its next documents:
+    ``count`` to each of ``mult`` consecutive blocks. Returns the documents written. O(n)."""
+    pos = 0
+    for t in range(triple_count.shape[0]):
+        count = triple_count[t]
+        base = triple_base[t]
+        for copy in range(triple_mult[t]):
+            for _ in range(count):
+                blocks[docs_by_item[pos]] = base + copy
+                pos += 1
+    return pos
+
+
 def _assign(plan: _Plan, docs_by_item: Int64Array, demand: Int64Array, blocks: Int64Array, first_block: int) -> int:
     """Write the block of every document of ``docs_by_item`` (grouped by item, ``demand[i]`` each) into
-    ``blocks``, numbering the plan's blocks from ``first_block``; returns the next free block. O(n)."""
+    ``blocks``, numbering the plan's blocks from ``first_block`` with no gaps; returns the next free block.
+    O(n + plan size)."""
     m = len(demand)
-    pat_of: list[Int64Array] = []
-    item_of: list[Int64Array] = []
-    count_of: list[Int64Array] = []
-    for j, p in enumerate(plan.patterns):
-        pat_of.append(np.full(len(p.items), j, dtype=np.int64))
-        item_of.append(p.items)
-        count_of.append(p.counts)
-    if not pat_of:
+    kept = [(p, k) for p, k in zip(plan.patterns, plan.mult.tolist(), strict=True) if k > 0 and p.counts.sum() > 0]
+    if not kept:
         if demand.sum():
-            raise AssertionError("optimal: plan does not cover the documents")
+            raise AssertionError("optimal: the plan does not cover the documents")
         return first_block
-    pat = np.concatenate(pat_of)
-    item = np.concatenate(item_of)
-    count = np.concatenate(count_of)
-    mult = plan.mult[pat]
-    base = first_block + np.concatenate(([0], np.cumsum(plan.mult)[:-1]))[pat]
+    mults = np.array([k for _, k in kept], dtype=np.int64)
+    bases = first_block + np.concatenate(([0], np.cumsum(mults)[:-1]))
+    sizes = [len(p.items) for p, _ in kept]
+    item = np.concatenate([p.items for p, _ in kept])
+    count = np.concatenate([p.counts for p, _ in kept])
+    mult = np.repeat(mults, sizes)
+    base = np.repeat(bases, sizes)
     order = np.argsort(item, kind="stable")
-    pat, item, count, mult, base = pat[order], item[order], count[order], mult[order], base[order]
-    total = count * mult
-    if not np.array_equal(np.bincount(item, weights=total, minlength=m).astype(np.int64), demand):
-        raise AssertionError("optimal: plan does not cover every document exactly once")
-    segment = np.repeat(np.arange(len(total)), total)
-    starts = np.concatenate(([0], np.cumsum(total)[:-1]))
-    k = np.arange(int(total.sum()), dtype=np.int64) - starts[segment]
-    blocks[docs_by_item] = base[segment] + k // count[segment]
-    return first_block + plan.num_blocks
-
-
-def _renumber(blocks: Int64Array) -> Int64Array:
-    if blocks.size == 0:
-        return blocks
-    used = np.zeros(int(blocks.max()) + 1, dtype=np.int64)
-    used[blocks] = 1
-    new = np.cumsum(used) - 1
-    out: Int64Array = new[blocks]
-    return out
+    item, count, mult, base = item[order], count[order], mult[order], base[order]
+    if np.any(count < 0) or not np.array_equal(np.bincount(item, weights=count * mult, minlength=m), demand):
+        raise AssertionError("optimal: the plan does not cover every document exactly once")
+    _write_blocks(docs_by_item, count, mult, base, blocks)
+    return first_block + int(mults.sum())
 
 
 # ----------------------------------------------------------------------------------------------------------
 # Exhaustive search for small inputs
 
 
-def _branch_and_bound(lengths: Int64Array, capacity: int, best: Int64Array, target: int) -> Int64Array:
+def _branch_and_bound(
+    lengths: Int64Array, capacity: int, best: Int64Array, target: int, deadline: float
+) -> Int64Array:
     """Fewest blocks by exhaustive search (documents longest first; equal rooms tried once).
 
-    Raises ``_SearchTooLarge`` after ``MAX_OPTIMAL_NODES`` steps. Exponential in the worst case.
+    Raises ``_SearchTooLarge`` after ``MAX_OPTIMAL_NODES`` steps or past the deadline. Exponential in the worst case.
     """
     n = len(lengths)
     order = longest_first_order(lengths, capacity)
@@ -578,7 +605,7 @@ def _branch_and_bound(lengths: Int64Array, capacity: int, best: Int64Array, targ
         """Place documents i.. ; True once a packing with ``target`` blocks is found."""
         nonlocal best_count, best_choice, nodes
         nodes += 1
-        if nodes > MAX_OPTIMAL_NODES:
+        if nodes > MAX_OPTIMAL_NODES or (nodes % 4096 == 0 and time.perf_counter() > deadline):
             raise _SearchTooLarge
         if i == n:
             best_count, best_choice = len(rooms), chosen.copy()
@@ -635,120 +662,114 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
     """A packing of ``lengths`` (each 1..capacity) into the fewest blocks of ``capacity``, and its certificate.
 
     Stops as soon as the plan meets a lower bound; after ``time_limit`` seconds returns the best plan found
-    with its certified gap. Time: O(n) to build the histogram and expand the plan, plus column generation on
-    the histogram (each pricing step O(capacity × distinct lengths × log n)); exponential only in the
-    exhaustive search of inputs of at most ``MAX_OPTIMAL_DOCUMENTS`` documents.
+    with its certified gap. Time: O(n + capacity) for the bounds, best-fit decreasing, the histogram and
+    expanding the plan, plus column generation on the histogram (each pricing step O(capacity × distinct
+    lengths × log n), one LP re-solve); exponential only in the exhaustive search of inputs of at most
+    ``MAX_OPTIMAL_DOCUMENTS`` documents.
 
     >>> r = solve(np.array([5, 4, 11, 4, 5, 2, 2]), 11)
     >>> r.blocks.tolist(), r.certificate.lower_bound, r.certificate.kind, r.proven
     ([1, 1, 0, 2, 2, 1, 2], 3, 'L1', True)
-    >>> r = solve(np.array([6, 6, 6, 4, 4, 4]), 10)
+    >>> r = solve(np.array([6, 6, 6]), 10)
     >>> r.certificate.lower_bound, r.certificate.kind, r.certificate.gap
     (3, 'L2', 0)
     """
-    start = time.perf_counter()
-    deadline = start + max(0.0, float(time_limit))
+    deadline = time.perf_counter() + max(0.0, float(time_limit))
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)
     n = len(lengths)
     if n == 0:
         return _result(np.zeros(0, dtype=np.int64), Certificate(0, "L1", 0))
     if int(lengths.min()) < 1 or int(lengths.max()) > capacity:
-        raise ValueError(f"optimal: document lengths must be 1..{capacity}, got {int(lengths.min())}..{int(lengths.max())}")
+        raise ValueError(
+            f"optimal: document lengths must be in 1..{capacity}, got {int(lengths.min())}..{int(lengths.max())}"
+        )
     l1 = simple_bound(int(lengths.sum()), capacity)
     l2 = martello_toth_l2(lengths, capacity)
     bound = max(l1, l2)
-    best = blocks_of_items(*best_fit_decreasing_layout(lengths, capacity))
-    best_count = int(best.max()) + 1
+    layout = best_fit_decreasing_layout(lengths, capacity)
+    best_count = len(layout[0]) - 1
+    best: Int64Array | None = None  # the best plan's blocks; None while it is the BFD layout
     if best_count <= bound:
-        return _result(best, _simple_certificate(l1, l2, best_count))
+        return _result(blocks_of_items(*layout), _simple_certificate(l1, l2, best_count))
     searched = False
     if n <= MAX_OPTIMAL_DOCUMENTS:
         with contextlib.suppress(_SearchTooLarge):
-            best = _branch_and_bound(lengths, capacity, best, bound)
+            best = _branch_and_bound(lengths, capacity, blocks_of_items(*layout), bound, deadline)
             best_count = int(best.max()) + 1
             searched = True
             if best_count <= bound:
                 return _result(best, _simple_certificate(l1, l2, best_count))
 
-    # histogram: distinct lengths longest first
-    order = longest_first_order(lengths, capacity)
-    counts = np.bincount(lengths, minlength=capacity + 1)
-    weights = np.flatnonzero(counts)[::-1].astype(np.int64)
-    demand = counts[weights].astype(np.int64)
-    item_index = np.zeros(capacity + 1, dtype=np.int64)
-    item_index[weights] = np.arange(len(weights))
-    hist = _Histogram(weights, demand)
-    m = len(weights)
-
     if l1 >= l2 and not searched:
-        repacked = _repack_open_blocks(lengths, capacity, best, item_index, m, l1, deadline)
+        repacked = _repack_open_blocks(lengths, capacity, layout, l1, deadline)
         if repacked is not None:
             return _result(repacked, _simple_certificate(l1, l2, l1))
 
-    patterns, times = _patterns_of_blocks(best, item_index[lengths], m)
-    top = np.argsort(-times, kind="stable")[:2000]
-    initial = [patterns[i] for i in top.tolist()]
-    lp = _column_generation(hist, capacity, initial, deadline, stop_at=best_count, want_bound=True)
+    hist, order, item_index = _histogram(lengths, capacity)
+    initial = _sample_patterns(layout, item_index, len(hist.weights))
     certificate = _simple_certificate(l1, l2, best_count)
-    if lp.best_prices is not None and lp.best_prices.bound > certificate.lower_bound:
-        certificate = _price_certificate(hist, lp.best_prices, best_count)
-    if best_count > certificate.lower_bound and not searched:
+    lp = _column_generation(hist, capacity, initial, deadline, stop_at=best_count, known=-1)
+    for attempt in range(2):
+        if lp.best_prices is not None and lp.best_prices.bound > certificate.lower_bound:
+            certificate = _price_certificate(hist, lp.best_prices, best_count)
+        if best_count <= certificate.lower_bound or searched:
+            break
         plan = _integer_plan(hist, capacity, lp, certificate.lower_bound, deadline)
         if plan.num_blocks < best_count:
-            blocks = np.empty(n, dtype=np.int64)
-            _assign(plan, order, demand, blocks, 0)
-            best, best_count = _renumber(blocks), plan.num_blocks
+            best = np.empty(n, dtype=np.int64)
+            best_count = _assign(plan, order, hist.demand, best, 0)
+        if best_count <= certificate.lower_bound or lp.converged or attempt or time.perf_counter() > deadline:
+            break
+        # the LP was stopped early for a rounding attempt that fell short: solve it to the end
+        lp = _column_generation(hist, capacity, lp.master.patterns, deadline, stop_at=best_count, known=-1)
+    if best is None:
+        best = blocks_of_items(*layout)
     certificate = Certificate(
         certificate.lower_bound, certificate.kind, best_count, certificate.prices, certificate.value
     )
     return _result(best, certificate, searched)
 
 
+def _histogram(lengths: Int64Array, capacity: int) -> tuple[_Histogram, Int64Array, Int64Array]:
+    """(distinct lengths longest first with their counts, documents longest first, item of each length). O(n + L)."""
+    order = longest_first_order(lengths, capacity)
+    counts = np.bincount(lengths, minlength=capacity + 1)
+    weights = np.flatnonzero(counts)[::-1].astype(np.int64)
+    item_index = np.zeros(capacity + 1, dtype=np.int64)
+    item_index[weights] = np.arange(len(weights))
+    return _Histogram(weights, counts[weights].astype(np.int64)), order, item_index
+
+
 def _repack_open_blocks(
     lengths: Int64Array,
     capacity: int,
-    blocks: Int64Array,
-    item_index: Int64Array,
-    m: int,
+    layout: tuple[Int64Array, Any, Any],
     target: int,
     deadline: float,
 ) -> Int64Array | None:
-    """When the bound is L1: keep the full blocks of a packing and pack the rest again to L1 of theirs."""
+    """When the bound is L1: keep the full blocks of a packing and pack the documents of the others again,
+    into ``target`` blocks in all; None when that fails. O(n) plus the repacking."""
+    blocks = blocks_of_items(*layout)
     fill = np.bincount(blocks, weights=lengths).astype(np.int64)
     open_block = fill < capacity
     full = int((~open_block).sum())
     rest = np.flatnonzero(open_block[blocks])
-    if rest.size == 0 or rest.size * 4 > lengths.size * 3:
+    if rest.size * 4 > lengths.size * 3:
         return None
     sub_lengths = lengths[rest]
-    sub = solve_histogram_plan(sub_lengths, capacity, target - full, deadline)
-    if sub is None:
+    hist, order, item_index = _histogram(sub_lengths, capacity)
+    sub_layout = best_fit_decreasing_layout(sub_lengths, capacity)
+    initial = _sample_patterns(sub_layout, item_index, len(hist.weights))
+    lp = _column_generation(hist, capacity, initial, deadline, stop_at=target - full, known=-1)
+    plan = _integer_plan(hist, capacity, lp, target - full, deadline)
+    if plan.num_blocks > target - full:
         return None
-    out = blocks.copy()
     full_ids = np.cumsum(~open_block) - 1
-    out = full_ids[blocks]
-    out[rest] = full + sub
-    return _renumber(out)
-
-
-def solve_histogram_plan(lengths: Int64Array, capacity: int, target: int, deadline: float) -> Int64Array | None:
-    """Blocks of a packing of ``lengths`` into at most ``target`` blocks by column generation and rounding, or None."""
-    order = longest_first_order(lengths, capacity)
-    counts = np.bincount(lengths, minlength=capacity + 1)
-    weights = np.flatnonzero(counts)[::-1].astype(np.int64)
-    demand = counts[weights].astype(np.int64)
-    item_index = np.zeros(capacity + 1, dtype=np.int64)
-    item_index[weights] = np.arange(len(weights))
-    hist = _Histogram(weights, demand)
-    start = blocks_of_items(*best_fit_decreasing_layout(lengths, capacity))
-    patterns, _ = _patterns_of_blocks(start, item_index[lengths], len(weights))
-    lp = _column_generation(hist, capacity, patterns, deadline, stop_at=target, want_bound=True)
-    plan = _integer_plan(hist, capacity, lp, target, deadline)
-    if plan.num_blocks > target:
-        return None
-    blocks = np.empty(len(lengths), dtype=np.int64)
-    _assign(plan, order, demand, blocks, 0)
-    return _renumber(blocks)
+    out: Int64Array = full_ids[blocks]
+    sub = np.empty(len(rest), dtype=np.int64)
+    _assign(plan, order, hist.demand, sub, full)
+    out[rest] = sub
+    return out
 
 
 def optimal_blocks(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Int64Array:

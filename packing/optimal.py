@@ -49,6 +49,8 @@ MAX_OPTIMAL_NODES = 2_000_000
 _PRICE_SCALE = 2**30
 """Duals are scaled by this and floored to integer prices."""
 _EPS = 1e-9
+_SMOOTHING = 0.8
+_BOTH_POINTS = True
 
 
 @dataclass(frozen=True)
@@ -225,6 +227,7 @@ def _highs() -> Any:
     with _quiet_stdout():
         h = highspy.Highs()
     h.setOptionValue("output_flag", False)
+    h.setOptionValue("simplex_strategy", 4)  # primal simplex: a new column keeps the basis primal feasible
     return h
 
 
@@ -316,65 +319,58 @@ class _ColumnGeneration:
 
 
 def _column_generation(
-    hist: _Histogram,
-    capacity: int,
-    initial: list[_Pattern],
-    deadline: float,
-    stop_at: int,
-    known: int,
+    hist: _Histogram, capacity: int, initial: list[_Pattern], deadline: float, stop_at: int
 ) -> _ColumnGeneration:
     """Solve the master LP by pricing patterns until no pattern improves it, the rounded-up dual bound
-    reaches ``stop_at``, the LP value rounds up to a bound already ``known`` (so no better bound can come),
-    or the deadline passes. Each step: one knapsack, one warm-started LP re-solve."""
+    reaches ``stop_at``, or the deadline passes.
+
+    Each step prices one knapsack at the smoothed duals (Wentges: ``alpha`` × the duals with the best bound
+    so far + the rest × the LP's duals) and, when that finds nothing (or ``BOTH_POINTS``), one at the LP's
+    duals; then one warm-started LP re-solve. Every priced point's integer prices are a valid bound.
+    """
     master = _Master(hist.demand)
     master.add(_singletons(hist, capacity) + initial)
     best: _Prices | None = None
     stable: FloatArray | None = None  # smoothing centre: the duals with the best bound so far
     stable_bound = -1.0
-    alpha = 0.8
-    objective, x, duals = master.solve()
-    converged = False
+    alpha = _SMOOTHING
     demand_f = hist.demand.astype(np.float64)
-    while True:
-        duals = np.maximum(duals, 0.0)
-        point = duals if stable is None else alpha * stable + (1 - alpha) * duals
+
+    def price(point: FloatArray) -> Int64Array:
+        nonlocal best, stable, stable_bound
         prices = np.floor(point * _PRICE_SCALE).astype(np.int64)
         bound, value, take = _price_bound(hist, prices, capacity)
-        if (best is None or bound > best.bound):
+        if best is None or bound > best.bound:
             best = _Prices(bound, prices, value)
         if value > 0:
-            smooth_bound = float(np.dot(demand_f, prices)) / value
-            if smooth_bound > stable_bound:
-                stable_bound, stable = smooth_bound, point.copy()
+            smooth = float(np.dot(demand_f, prices)) / value
+            if smooth > stable_bound:
+                stable_bound, stable = smooth, point.copy()
+        return take
+
+    objective, x, duals = master.solve()
+    converged = False
+    while True:
+        duals = np.maximum(duals, 0.0)
+        found: list[_Pattern] = []
+        if stable is not None and alpha > 0:
+            take = price(alpha * stable + (1 - alpha) * duals)
+            if 1.0 - float(np.dot(duals, take)) < -_EPS:
+                found.append(_pattern(take))
+            else:
+                alpha = max(0.0, alpha - 0.1)
+        if not found or _BOTH_POINTS:
+            take = price(duals)
+            if 1.0 - float(np.dot(duals, take)) < -_EPS:
+                found.append(_pattern(take))
         if best is not None and best.bound >= stop_at:
             break
-        if known >= 0 and math.ceil(objective - 1e-6) <= max(known, best.bound if best else 0):
-            break
-        reduced = 1.0 - float(np.dot(duals, take))
-        if reduced < -_EPS:
-            master.add([_pattern(take)])
-        elif stable is not None and not np.array_equal(point, duals):
-            # mis-pricing at the smoothed point: price at the LP duals themselves
-            alpha = max(0.0, alpha - 0.2) if alpha > 0.3 else 0.0
-            prices = np.floor(duals * _PRICE_SCALE).astype(np.int64)
-            bound, value, take = _price_bound(hist, prices, capacity)
-            if (best is None or bound > best.bound):
-                best = _Prices(bound, prices, value)
-            if value > 0 and float(np.dot(demand_f, prices)) / value > stable_bound:
-                stable_bound, stable = float(np.dot(demand_f, prices)) / value, duals.copy()
-            reduced = 1.0 - float(np.dot(duals, take))
-            if reduced < -_EPS:
-                master.add([_pattern(take)])
-            else:
-                converged = True
-                break
-        else:
+        if not found:
             converged = True
             break
         if time.perf_counter() > deadline:
             break
-        objective, x, duals = master.solve()
-    if len(x) < len(master.patterns):
+        master.add(found)
         objective, x, duals = master.solve()
     return _ColumnGeneration(master, x, objective, best, converged)
 
@@ -519,7 +515,7 @@ def _integer_plan(
         # the leftovers as a problem of their own: column generation again, then round again
         sub = _Histogram(hist.weights, left)
         fits = [p for p in lp.master.patterns if np.all(left[p.items] >= p.counts)]
-        sub_lp = _column_generation(sub, capacity, fits + best.patterns, deadline, stop_at=1 << 62, known=-1)
+        sub_lp = _column_generation(sub, capacity, fits + best.patterns, deadline, stop_at=1 << 62)
         again = _integer_plan(sub, capacity, sub_lp, need, deadline, depth + 1)
         if again.num_blocks < best.num_blocks:
             best = again
@@ -708,7 +704,7 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
     hist, order, item_index = _histogram(lengths, capacity)
     initial = _sample_patterns(layout, item_index, len(hist.weights))
     certificate = _simple_certificate(l1, l2, best_count)
-    lp = _column_generation(hist, capacity, initial, deadline, stop_at=best_count, known=-1)
+    lp = _column_generation(hist, capacity, initial, deadline, stop_at=best_count)
     for attempt in range(2):
         if lp.best_prices is not None and lp.best_prices.bound > certificate.lower_bound:
             certificate = _price_certificate(hist, lp.best_prices, best_count)
@@ -721,7 +717,7 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
         if best_count <= certificate.lower_bound or lp.converged or attempt or time.perf_counter() > deadline:
             break
         # the LP was stopped early for a rounding attempt that fell short: solve it to the end
-        lp = _column_generation(hist, capacity, lp.master.patterns, deadline, stop_at=best_count, known=-1)
+        lp = _column_generation(hist, capacity, lp.master.patterns, deadline, stop_at=best_count)
     if best is None:
         best = blocks_of_items(*layout)
     certificate = Certificate(
@@ -760,7 +756,7 @@ def _repack_open_blocks(
     hist, order, item_index = _histogram(sub_lengths, capacity)
     sub_layout = best_fit_decreasing_layout(sub_lengths, capacity)
     initial = _sample_patterns(sub_layout, item_index, len(hist.weights))
-    lp = _column_generation(hist, capacity, initial, deadline, stop_at=target - full, known=-1)
+    lp = _column_generation(hist, capacity, initial, deadline, stop_at=target - full)
     plan = _integer_plan(hist, capacity, lp, target - full, deadline)
     if plan.num_blocks > target - full:
         return None

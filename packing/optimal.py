@@ -292,6 +292,7 @@ class _Prices:
     bound: int
     prices: Int64Array
     value: int
+    point: FloatArray  # the duals they were floored from
 
 
 def _price_bound(hist: _Histogram, prices: Int64Array, capacity: int) -> tuple[int, int, Int64Array]:
@@ -341,7 +342,7 @@ def _column_generation(
         prices = np.floor(point * _PRICE_SCALE).astype(np.int64)
         bound, value, take = _price_bound(hist, prices, capacity)
         if best is None or bound > best.bound:
-            best = _Prices(bound, prices, value)
+            best = _Prices(bound, prices, value, point)
         if value > 0:
             smooth = float(np.dot(demand_f, prices)) / value
             if smooth > stable_bound:
@@ -645,6 +646,22 @@ def _simple_certificate(l1: int, l2: int, num_blocks: int) -> Certificate:
     return Certificate(max(l1, l2), kind, num_blocks)
 
 
+def _small_prices(hist: _Histogram, capacity: int, found: _Prices, deadline: float) -> _Prices:
+    """The same bound from the smallest prices found: the duals scaled by 1, 2, ..., 64 and floored, else the
+    scaled prices divided by their greatest common divisor. O(64 knapsacks) at most."""
+    for scale in range(1, 65):
+        if time.perf_counter() > deadline:
+            break
+        prices = np.floor(found.point * scale + 1e-9).astype(np.int64)
+        if not prices.any():
+            continue
+        bound, value, _ = _price_bound(hist, prices, capacity)
+        if bound >= found.bound:
+            return _Prices(bound, prices, value, found.point)
+    common = int(np.gcd.reduce(np.append(found.prices, found.value)))
+    return _Prices(found.bound, found.prices // common, found.value // common, found.point)
+
+
 def _price_certificate(hist: _Histogram, prices: _Prices, num_blocks: int) -> Certificate:
     table = {int(w): int(p) for w, p in zip(hist.weights.tolist(), prices.prices.tolist(), strict=True) if p > 0}
     return Certificate(prices.bound, "dual prices", num_blocks, table, prices.value)
@@ -707,7 +724,8 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
     lp = _column_generation(hist, capacity, initial, deadline, stop_at=best_count)
     for attempt in range(2):
         if lp.best_prices is not None and lp.best_prices.bound > certificate.lower_bound:
-            certificate = _price_certificate(hist, lp.best_prices, best_count)
+            small = _small_prices(hist, capacity, lp.best_prices, deadline + 1.0)
+            certificate = _price_certificate(hist, small, best_count)
         if best_count <= certificate.lower_bound or searched:
             break
         plan = _integer_plan(hist, capacity, lp, certificate.lower_bound, deadline)

@@ -22,11 +22,10 @@ certified gap.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,7 +172,7 @@ def _sample_patterns(
 ) -> list[_Pattern]:
     """The ``keep`` most frequent block contents of a CSR layout (of an even sample of at most ``limit``
     of its blocks). O(limit × documents per block)."""
-    block_starts, items, item_lengths = layout
+    block_starts, _, item_lengths = layout
     num_blocks = len(block_starts) - 1
     step = max(1, -(-num_blocks // limit))
     picked = np.arange(0, num_blocks, step, dtype=np.int64)
@@ -184,6 +183,7 @@ def _sample_patterns(
     patterns, times = _patterns_of_blocks(sample_blocks, item_index[np.asarray(item_lengths)[where]], m)
     top = np.argsort(-times, kind="stable")[:keep]
     return [patterns[i] for i in top.tolist()]
+
 
 def _coverage(patterns: list[_Pattern], mult: Int64Array, m: int) -> Int64Array:
     cover = np.zeros(m, dtype=np.int64)
@@ -221,11 +221,11 @@ def _highs() -> Any:
         import highspy
     except ImportError:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "strategy 'optimal' needs the HiGHS solver for inputs its exact search cannot settle: "
-            "pip install highspy"
+            "strategy 'optimal' needs the HiGHS solver for inputs its exact search cannot settle: pip install highspy"
         ) from None
+    highs: Any = highspy.Highs
     with _quiet_stdout():
-        h = highspy.Highs()
+        h = highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("simplex_strategy", 4)  # primal simplex: a new column keeps the basis primal feasible
     return h
@@ -415,9 +415,7 @@ def _round_down(patterns: list[_Pattern], x: FloatArray, demand: Int64Array) -> 
     return _Plan(pats, mult.astype(np.int64)), left
 
 
-def _remove_excess(
-    pats: list[_Pattern], mult: Int64Array, excess: Int64Array
-) -> tuple[list[_Pattern], Int64Array]:
+def _remove_excess(pats: list[_Pattern], mult: Int64Array, excess: Int64Array) -> tuple[list[_Pattern], Int64Array]:
     """Take ``excess[i]`` documents of length i out of the plan's blocks (blocks stay valid)."""
     excess = excess.copy()
     out_p: list[_Pattern] = []
@@ -457,7 +455,7 @@ def _heuristic_plans(hist: _Histogram, left: Int64Array, capacity: int) -> Itera
         return
     item = np.repeat(np.arange(len(left), dtype=np.int64), left)
     m = len(left)
-    candidates = [
+    candidates: list[Callable[[], Int64Array]] = [
         lambda: blocks_of_items(*best_fit_decreasing_layout(lengths, capacity)),
         lambda: first_fit_blocks(lengths, longest_first_order(lengths, capacity), capacity),
         lambda: first_fit_blocks(lengths, np.arange(len(lengths) - 1, -1, -1, dtype=np.int64), capacity),
@@ -581,9 +579,7 @@ def _assign(plan: _Plan, docs_by_item: Int64Array, demand: Int64Array, blocks: I
 # Exhaustive search for small inputs
 
 
-def _branch_and_bound(
-    lengths: Int64Array, capacity: int, best: Int64Array, target: int, deadline: float
-) -> Int64Array:
+def _branch_and_bound(lengths: Int64Array, capacity: int, best: Int64Array, target: int, deadline: float) -> Int64Array:
     """Fewest blocks by exhaustive search (documents longest first; equal rooms tried once).
 
     Raises ``_SearchTooLarge`` after ``MAX_OPTIMAL_NODES`` steps or past the deadline. Exponential in the worst case.

@@ -472,8 +472,9 @@ def _join(a: _Plan, b: _Plan) -> _Plan:
 def _exact_leftovers(
     hist: _Histogram, left: Int64Array, capacity: int, pool: list[_Pattern], deadline: float, target: int
 ) -> _Plan | None:
-    """Integer program over the known patterns that fit the leftovers (HiGHS MIP), within the deadline."""
-    room = deadline - time.perf_counter()
+    """Integer program over the known patterns that fit the leftovers (HiGHS MIP), for a third of the time left;
+    None when it finds no plan."""
+    room = (deadline - time.perf_counter()) / 3  # leave time for the next, wider attempts
     if room <= 0.05:
         return None
     fits = [p for p in pool if np.all(left[p.items] >= p.counts)]
@@ -497,32 +498,70 @@ def _exact_leftovers(
     return _Plan(pats, mult)
 
 
-def _integer_plan(
-    hist: _Histogram, capacity: int, lp: _ColumnGeneration, target: int, deadline: float, depth: int = 0
+def _pack_leftovers(
+    hist: _Histogram, left: Int64Array, capacity: int, pool: list[_Pattern], need: int, deadline: float, depth: int
 ) -> _Plan:
-    """A plan from the LP solution; tries to reach ``target`` blocks."""
-    base, left = _round_down(lp.master.patterns, lp.x, hist.demand)
-    need = target - base.num_blocks
+    """A packing of the leftover documents, in at most ``need`` blocks if it can find one: BFD, FFD,
+    first-fit; then column generation on the leftovers alone, rounded again (up to 3 levels deep); then,
+    at the top level, an integer program over the patterns known."""
     best: _Plan | None = None
     for rest in _heuristic_plans(hist, left, capacity):
         if best is None or rest.num_blocks < best.num_blocks:
             best = rest
         if rest.num_blocks <= need:
-            break
+            return rest
     assert best is not None
-    if best.num_blocks > need and left.sum() > 0 and depth < 3 and time.perf_counter() < deadline:
-        # the leftovers as a problem of their own: column generation again, then round again
-        sub = _Histogram(hist.weights, left)
-        fits = [p for p in lp.master.patterns if np.all(left[p.items] >= p.counts)]
-        sub_lp = _column_generation(sub, capacity, fits + best.patterns, deadline, stop_at=1 << 62)
-        again = _integer_plan(sub, capacity, sub_lp, need, deadline, depth + 1)
-        if again.num_blocks < best.num_blocks:
-            best = again
-        if best.num_blocks > need and depth == 0:
-            exact = _exact_leftovers(hist, left, capacity, sub_lp.master.patterns + best.patterns, deadline, need)
-            if exact is not None and exact.num_blocks < best.num_blocks:
-                best = exact
-    return _join(base, best)
+    if left.sum() == 0 or depth >= 3 or time.perf_counter() > deadline:
+        return best
+    sub = _Histogram(hist.weights, left)
+    fits = [p for p in pool if np.all(left[p.items] >= p.counts)]
+    # stop as soon as the leftovers provably need more than `need` blocks
+    sub_lp = _column_generation(sub, capacity, fits + best.patterns, deadline, stop_at=need + 1)
+    if sub_lp.best_prices is not None and sub_lp.best_prices.bound > need:
+        return best
+    again = _integer_plan(sub, capacity, sub_lp, need, deadline, depth + 1)
+    if again.num_blocks < best.num_blocks:
+        best = again
+    if best.num_blocks > need and depth == 0:
+        exact = _exact_leftovers(hist, left, capacity, sub_lp.master.patterns + best.patterns, deadline, need)
+        if exact is not None and exact.num_blocks < best.num_blocks:
+            best = exact
+    return best
+
+
+def _release(plan: _Plan, left: Int64Array, blocks: int, rng: np.random.Generator) -> tuple[_Plan, Int64Array]:
+    """Take ``blocks`` blocks, chosen at random, out of ``plan``; their documents join ``left``."""
+    chosen = np.zeros(len(plan.mult), dtype=np.int64)
+    picks = rng.choice(plan.num_blocks, size=min(blocks, plan.num_blocks), replace=False)
+    np.add.at(chosen, np.searchsorted(np.cumsum(plan.mult), picks, side="right"), 1)
+    left = left.copy()
+    for i in np.flatnonzero(chosen).tolist():
+        p = plan.patterns[i]
+        left[p.items] += p.counts * chosen[i]
+    return _Plan(plan.patterns, plan.mult - chosen), left
+
+
+def _integer_plan(
+    hist: _Histogram, capacity: int, lp: _ColumnGeneration, target: int, deadline: float, depth: int = 0
+) -> _Plan:
+    """A plan from the LP solution that tries to reach ``target`` blocks: the LP rounded down, the leftovers
+    packed by ``_pack_leftovers``. At the top level, while that falls short and time is left, ever more
+    rounded-down blocks (16, 64, 256, ...) are taken apart and packed again with the leftovers."""
+    base, left = _round_down(lp.master.patterns, lp.x, hist.demand)
+    rng = np.random.default_rng(0)
+    best: _Plan | None = None
+    released = 0
+    while True:
+        kept, rest_left = _release(base, left, released, rng) if released else (base, left)
+        rest = _pack_leftovers(hist, rest_left, capacity, lp.master.patterns, target - kept.num_blocks, deadline, depth)
+        plan = _join(kept, rest)
+        if best is None or plan.num_blocks < best.num_blocks:
+            best = plan
+        if best.num_blocks <= target or depth > 0 or released >= base.num_blocks:
+            return best
+        if time.perf_counter() > deadline:
+            return best
+        released = max(16, 4 * released)
 
 
 # ----------------------------------------------------------------------------------------------------------

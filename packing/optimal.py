@@ -12,8 +12,9 @@ problem. ``solve`` works in steps, stopping as soon as the plan found meets a lo
    ``ceil(sum(count[w] * price[w]) / V)``, exact whatever the solver's tolerances
    (see ``packing.certificate``). The integer plan: the LP's pattern counts rounded down, over-covered
    documents removed, rounded-up copies of fractional patterns added while the leftovers allow, the
-   leftovers packed again (column generation on them, BFD, FFD, first-fit) and, last, a small
-   integer program over the known patterns.
+   leftovers packed again (BFD, FFD, first-fit, then column generation on them alone, then a small
+   integer program over the known patterns); while that falls short, ever more of the rounded blocks
+   are taken apart and packed again with the leftovers.
 
 ``time_limit`` (seconds) bounds steps 2–4; when it runs out the best plan found comes back with its
 certified gap.
@@ -570,28 +571,36 @@ def _integer_plan(
 
 @njit(cache=True, nogil=True)
 def _write_blocks(
-    docs_by_item: Int64Array,
+    doc_items: Int64Array,
+    first_triple: Int64Array,
     triple_count: Int64Array,
     triple_mult: Int64Array,
     triple_base: Int64Array,
     blocks: Int64Array,
-) -> int:  # pragma: no cover - compiled
-    """Give each (count per block, copies, first block) triple, in item order, its next documents:
-    ``count`` to each of ``mult`` consecutive blocks. Returns the documents written. O(n)."""
-    pos = 0
-    for t in range(triple_count.shape[0]):
-        count = triple_count[t]
-        base = triple_base[t]
-        for copy in range(triple_mult[t]):
-            for _ in range(count):
-                blocks[docs_by_item[pos]] = base + copy
-                pos += 1
-    return pos
+) -> None:  # pragma: no cover - compiled
+    """One pass over the documents in input order: the next document of item ``j`` goes to the block its
+    triples (grouped by item from ``first_triple[j]``; ``count`` documents in each of ``mult`` consecutive
+    blocks from ``base``) assign next. Per-item cursors only, so O(n) with sequential writes."""
+    m = first_triple.shape[0] - 1
+    triple = first_triple[:m].copy()
+    copy = np.zeros(m, dtype=np.int64)
+    within = np.zeros(m, dtype=np.int64)
+    for i in range(doc_items.shape[0]):
+        j = doc_items[i]
+        t = triple[j]
+        blocks[i] = triple_base[t] + copy[j]
+        within[j] += 1
+        if within[j] == triple_count[t]:
+            within[j] = 0
+            copy[j] += 1
+            if copy[j] == triple_mult[t]:
+                copy[j] = 0
+                triple[j] = t + 1
 
 
-def _assign(plan: _Plan, docs_by_item: Int64Array, demand: Int64Array, blocks: Int64Array, first_block: int) -> int:
-    """Write the block of every document of ``docs_by_item`` (grouped by item, ``demand[i]`` each) into
-    ``blocks``, numbering the plan's blocks from ``first_block`` with no gaps; returns the next free block.
+def _assign(plan: _Plan, doc_items: Int64Array, demand: Int64Array, blocks: Int64Array, first_block: int) -> int:
+    """Write the block of every document (``doc_items[i]``: its item; ``demand[j]`` documents of item ``j``)
+    into ``blocks``, numbering the plan's blocks from ``first_block`` with no gaps; returns the next free block.
     O(n + plan size)."""
     m = len(demand)
     kept = [(p, k) for p, k in zip(plan.patterns, plan.mult.tolist(), strict=True) if k > 0 and p.counts.sum() > 0]
@@ -606,11 +615,14 @@ def _assign(plan: _Plan, docs_by_item: Int64Array, demand: Int64Array, blocks: I
     count = np.concatenate([p.counts for p, _ in kept])
     mult = np.repeat(mults, sizes)
     base = np.repeat(bases, sizes)
+    keep = count > 0
+    item, count, mult, base = item[keep], count[keep], mult[keep], base[keep]
     order = np.argsort(item, kind="stable")
     item, count, mult, base = item[order], count[order], mult[order], base[order]
     if np.any(count < 0) or not np.array_equal(np.bincount(item, weights=count * mult, minlength=m), demand):
         raise AssertionError("optimal: the plan does not cover every document exactly once")
-    _write_blocks(docs_by_item, count, mult, base, blocks)
+    first_triple = np.searchsorted(item, np.arange(m + 1)).astype(np.int64)
+    _write_blocks(doc_items, first_triple, count, mult, base, blocks)
     return first_block + int(mults.sum())
 
 
@@ -753,7 +765,7 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
         if repacked is not None:
             return _result(repacked, _simple_certificate(l1, l2, l1))
 
-    hist, order, item_index = _histogram(lengths, capacity)
+    hist, doc_items, item_index = _histogram(lengths, capacity)
     initial = _sample_patterns(layout, item_index, len(hist.weights))
     certificate = _simple_certificate(l1, l2, best_count)
     lp = _column_generation(hist, capacity, initial, deadline, stop_at=best_count)
@@ -766,7 +778,7 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
         plan = _integer_plan(hist, capacity, lp, certificate.lower_bound, deadline)
         if plan.num_blocks < best_count:
             best = np.empty(n, dtype=np.int64)
-            best_count = _assign(plan, order, hist.demand, best, 0)
+            best_count = _assign(plan, doc_items, hist.demand, best, 0)
         if best_count <= certificate.lower_bound or lp.converged or attempt or time.perf_counter() > deadline:
             break
         # the LP was stopped early for a rounding attempt that fell short: solve it to the end
@@ -780,13 +792,12 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
 
 
 def _histogram(lengths: Int64Array, capacity: int) -> tuple[_Histogram, Int64Array, Int64Array]:
-    """(distinct lengths longest first with their counts, documents longest first, item of each length). O(n + L)."""
-    order = longest_first_order(lengths, capacity)
+    """(distinct lengths longest first with their counts, item of each document, item of each length). O(n + L)."""
     counts = np.bincount(lengths, minlength=capacity + 1)
     weights = np.flatnonzero(counts)[::-1].astype(np.int64)
     item_index = np.zeros(capacity + 1, dtype=np.int64)
     item_index[weights] = np.arange(len(weights))
-    return _Histogram(weights, counts[weights].astype(np.int64)), order, item_index
+    return _Histogram(weights, counts[weights].astype(np.int64)), item_index[lengths], item_index
 
 
 def _repack_open_blocks(
@@ -806,7 +817,7 @@ def _repack_open_blocks(
     if rest.size * 4 > lengths.size * 3:
         return None
     sub_lengths = lengths[rest]
-    hist, order, item_index = _histogram(sub_lengths, capacity)
+    hist, doc_items, item_index = _histogram(sub_lengths, capacity)
     sub_layout = best_fit_decreasing_layout(sub_lengths, capacity)
     initial = _sample_patterns(sub_layout, item_index, len(hist.weights))
     lp = _column_generation(hist, capacity, initial, deadline, stop_at=target - full)
@@ -816,7 +827,7 @@ def _repack_open_blocks(
     full_ids = np.cumsum(~open_block) - 1
     out: Int64Array = full_ids[blocks]
     sub = np.empty(len(rest), dtype=np.int64)
-    _assign(plan, order, hist.demand, sub, full)
+    _assign(plan, doc_items, hist.demand, sub, full)
     out[rest] = sub
     return out
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import typing
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,9 +30,26 @@ IGNORE = -100
 
 
 def test_the_registries_name_every_strategy_and_policy() -> None:
-    assert set(STRATEGY_NAMES) == {"split", "next_fit", "first_fit", "ffd", "bfd", "spfhp", "optimal", "none"}
+    assert set(STRATEGY_NAMES) == {
+        "split",
+        "next_fit",
+        "first_fit",
+        "first_fit_shuffle",
+        "ffd",
+        "bfd",
+        "spfhp",
+        "optimal",
+        "none",
+    }
     assert set(OVERFLOW_NAMES) == {"truncate", "split", "drop"}
     assert [name for name in STRATEGY_NAMES if packing.STRATEGIES[name].splits_sequences] == ["split"]
+    assert set(typing.get_args(packing.StrategyName)) == set(STRATEGY_NAMES)
+    assert set(typing.get_args(packing.OverflowPolicy)) == set(OVERFLOW_NAMES)
+    for name, entry in packing.STRATEGIES.items():
+        assert entry.name == name
+        assert entry.order in ("input", "longest_first", "random")
+        assert entry.bound == ("simple" if entry.splits_sequences else "l2")
+        assert (entry.layout is None) == entry.splits_sequences
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -477,10 +495,18 @@ def test_blocks_are_numbered_by_opening_and_hold_documents_in_placement_order(
     lengths = data.draw(st.lists(st.integers(min_value=0, max_value=2 * capacity), max_size=8))
     blocks = packing.plan(lengths, capacity, strategy, overflow).blocks()
 
+    order = packing.STRATEGIES[strategy].order
+    docs = document_lengths(lengths, capacity, overflow)
+    # first_fit_shuffle places documents in the order of a permutation drawn from its seed (0 by default)
+    shuffled = np.random.default_rng(0).permutation(len(docs)).tolist()
+    drawn_at = {(docs[d][0], docs[d][1]): rank for rank, d in enumerate(shuffled)}
+
     def placed(piece: packing.Piece) -> tuple[int, ...]:
-        """When a document is placed: input order, or longest first with ties in input order."""
-        if strategy in ("next_fit", "first_fit", "none"):
+        """When a document is placed: input order, longest first with ties in input order, or shuffled."""
+        if order == "input":
             return (piece.sequence, piece.start)
+        if order == "random":
+            return (drawn_at[piece.sequence, piece.start],)
         return (-piece.length, piece.sequence, piece.start)
 
     for pieces in blocks:

@@ -36,6 +36,7 @@ from numba import njit
 
 from packing.bounds import martello_toth_l2, simple_bound
 from packing.certificate import Certificate, CertificateKind
+from packing.errors import SettingError
 from packing.kernels import best_fit_decreasing_layout, blocks_of_items, first_fit_blocks, longest_first_order
 
 Int64Array = npt.NDArray[np.int64]
@@ -739,10 +740,9 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
     n = len(lengths)
     if n == 0:
         return _result(np.zeros(0, dtype=np.int64), Certificate(0, "L1", 0))
-    if int(lengths.min()) < 1 or int(lengths.max()) > capacity:
-        raise ValueError(
-            f"optimal: document lengths must be in 1..{capacity}, got {int(lengths.min())}..{int(lengths.max())}"
-        )
+    bad = np.flatnonzero((lengths < 1) | (lengths > capacity))
+    if bad.size:
+        raise SettingError("lengths", f"document lengths in 1..{capacity}", int(lengths[bad[0]]))
     l1 = simple_bound(int(lengths.sum()), capacity)
     l2 = martello_toth_l2(lengths, capacity)
     bound = max(l1, l2)
@@ -771,7 +771,7 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
     lp = _column_generation(hist, capacity, initial, deadline, stop_at=best_count)
     for attempt in range(2):
         if lp.best_prices is not None and lp.best_prices.bound > certificate.lower_bound:
-            small = _small_prices(hist, capacity, lp.best_prices, deadline + 1.0)
+            small = _small_prices(hist, capacity, lp.best_prices, time.perf_counter() + 0.25)
             certificate = _price_certificate(hist, small, best_count)
         if best_count <= certificate.lower_bound or searched:
             break

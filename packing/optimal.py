@@ -47,6 +47,9 @@ MAX_OPTIMAL_DOCUMENTS = 40
 MAX_OPTIMAL_NODES = 2_000_000
 """Search steps the exhaustive search may take before the general method takes over."""
 
+MAX_KNAPSACK_CELLS = 200_000_000
+"""Beyond this many cells (bytes) in the pricing table (block size × about the distinct lengths), ``solve``
+returns best-fit decreasing with its L1 / L2 certificate instead of generating columns."""
 _PRICE_SCALE = 2**30
 """Duals are scaled by this and floored to integer prices."""
 _EPS = 1e-9
@@ -295,6 +298,13 @@ class _Prices:
     prices: Int64Array
     value: int
     point: FloatArray  # the duals they were floored from
+
+
+def _knapsack_cells(hist: _Histogram, capacity: int) -> int:
+    """Size of the pricing knapsack's choice table: (capacity + 1) × bundles of 1, 2, 4, ... documents."""
+    fit = np.minimum(hist.demand, capacity // hist.weights)
+    bundles = int(np.ceil(np.log2(fit + 1)).sum())
+    return (capacity + 1) * bundles
 
 
 def _price_bound(hist: _Histogram, prices: Int64Array, capacity: int) -> tuple[int, int, Int64Array]:
@@ -760,12 +770,17 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
             if best_count <= bound:
                 return _result(best, _simple_certificate(l1, l2, best_count))
 
+    hist, doc_items, item_index = _histogram(lengths, capacity)
+    if _knapsack_cells(hist, capacity) > MAX_KNAPSACK_CELLS:
+        # too many distinct lengths for this block size: the pricing table would not fit in memory
+        blocks = best if best is not None else blocks_of_items(*layout)
+        return _result(blocks, _simple_certificate(l1, l2, best_count), searched)
+
     if l1 >= l2 and not searched:
         repacked = _repack_open_blocks(lengths, capacity, layout, l1, deadline)
         if repacked is not None:
             return _result(repacked, _simple_certificate(l1, l2, l1))
 
-    hist, doc_items, item_index = _histogram(lengths, capacity)
     initial = _sample_patterns(layout, item_index, len(hist.weights))
     certificate = _simple_certificate(l1, l2, best_count)
     lp = _column_generation(hist, capacity, initial, deadline, stop_at=best_count)

@@ -391,3 +391,14 @@ def test_verify_rejects_tampered_certificates() -> None:
     assert not Certificate(l1 + 1, "L1", blocks).verify(lengths, 7)
     assert not Certificate(l2, "L2", blocks, prices, value).verify(lengths, 7)  # prices belong to dual prices
     assert not Certificate(l1, "L1", blocks).verify(lengths, 5)  # documents of 6 do not fit blocks of 5
+
+
+def test_too_large_a_pricing_table_falls_back_to_bfd_with_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(optimal_module, "MAX_KNAPSACK_CELLS", 0)
+    raw = HARD * 8
+    lengths = np.array(raw, dtype=np.int64)
+    result = solve(lengths, 7)
+    check_result(lengths, 7, result)
+    recheck_certificate(raw, 7, result.certificate)
+    assert result.certificate.kind in ("L1", "L2")
+    assert result.certificate.num_blocks == heuristic_counts(lengths, 7)["bfd"]

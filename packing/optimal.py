@@ -23,7 +23,6 @@ certified gap.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import sys
 import time
@@ -333,11 +332,10 @@ class _ColumnGeneration:
 
 
 def _column_generation(
-    hist: _Histogram, capacity: int, initial: list[_Pattern], deadline: float, stop_at: int, known: int = -1
+    hist: _Histogram, capacity: int, initial: list[_Pattern], deadline: float, stop_at: int
 ) -> _ColumnGeneration:
     """Solve the master LP by pricing patterns until no pattern improves it, the rounded-up dual bound
-    reaches ``stop_at``, the LP value rounds up to a bound already proven (``known`` or found here: no
-    better bound can come, and the plan is rounded from there), or the deadline passes.
+    reaches ``stop_at``, or the deadline passes.
 
     Each step prices one knapsack at the smoothed duals (Wentges: ``alpha`` × the duals with the best bound
     so far + the rest × the LP's duals) and, when that finds nothing (or ``BOTH_POINTS``), one at the LP's
@@ -379,8 +377,6 @@ def _column_generation(
             if 1.0 - float(np.dot(duals, take)) < -_EPS:
                 found.append(_pattern(take))
         if best is not None and best.bound >= stop_at:
-            break
-        if known >= 0 and math.ceil(objective - 1e-6) <= max(known, best.bound if best is not None else 0):
             break
         if not found:
             converged = True
@@ -564,7 +560,6 @@ def _integer_plan(
     target: int,
     deadline: float,
     depth: int = 0,
-    widen: bool = True,
 ) -> _Plan:
     """A plan from the LP solution that tries to reach ``target`` blocks: the LP rounded down, the leftovers
     packed by ``_pack_leftovers``. At the top level, while that falls short and time is left, ever more
@@ -579,7 +574,7 @@ def _integer_plan(
         plan = _join(kept, rest)
         if best is None or plan.num_blocks < best.num_blocks:
             best = plan
-        if best.num_blocks <= target or depth > 0 or not widen or released >= base.num_blocks:
+        if best.num_blocks <= target or depth > 0 or released >= base.num_blocks:
             return best
         if time.perf_counter() > deadline:
             return best
@@ -793,22 +788,15 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
 
     initial = _sample_patterns(layout, item_index, len(hist.weights))
     certificate = _simple_certificate(l1, l2, best_count)
-    lp = _column_generation(hist, capacity, initial, deadline, stop_at=best_count, known=bound)
-    for attempt in range(2):
-        if lp.best_prices is not None and lp.best_prices.bound > certificate.lower_bound:
-            small = _small_prices(hist, capacity, lp.best_prices, time.perf_counter() + 0.25)
-            certificate = _price_certificate(hist, small, best_count)
-        if best_count <= certificate.lower_bound or searched:
-            break
-        # an LP stopped early gets one quick rounding; the converged one gets the full effort
-        plan = _integer_plan(hist, capacity, lp, certificate.lower_bound, deadline, widen=lp.converged)
+    lp = _column_generation(hist, capacity, initial, deadline, stop_at=best_count)
+    if lp.best_prices is not None and lp.best_prices.bound > certificate.lower_bound:
+        small = _small_prices(hist, capacity, lp.best_prices, time.perf_counter() + 0.25)
+        certificate = _price_certificate(hist, small, best_count)
+    if best_count > certificate.lower_bound and not searched:
+        plan = _integer_plan(hist, capacity, lp, certificate.lower_bound, deadline)
         if plan.num_blocks < best_count:
             best = np.empty(n, dtype=np.int64)
             best_count = _assign(plan, doc_items, hist.demand, best, 0)
-        if best_count <= certificate.lower_bound or lp.converged or attempt or time.perf_counter() > deadline:
-            break
-        # the LP was stopped early for a rounding attempt that fell short: solve it to the end
-        lp = _column_generation(hist, capacity, lp.master.patterns, deadline, stop_at=best_count)
     if best is None:
         best = blocks_of_items(*layout)
     certificate = Certificate(

@@ -53,8 +53,11 @@ returns best-fit decreasing with its L1 / L2 certificate instead of generating c
 _PRICE_SCALE = 2**30
 """Duals are scaled by this and floored to integer prices."""
 _EPS = 1e-9
+"""A pattern enters the master problem when its reduced cost is below -_EPS."""
 _SMOOTHING = 0.8
+"""Wentges smoothing: weight of the best duals so far in the pricing point (lowered after each mis-pricing)."""
 _BOTH_POINTS = True
+"""Price at the LP's own duals too in every step (two columns per LP re-solve: fewer re-solves)."""
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -20,7 +24,11 @@ from packing.workloads import load_workload
 
 optimal_module = importlib.import_module("packing.optimal")
 
-NO_SPLIT = [name for name, strategy in packing.STRATEGIES.items() if not strategy.splits_sequences]
+NO_SPLIT = [
+    cast("packing.StrategyName", strategy.name)
+    for strategy in packing.STRATEGIES.values()
+    if not strategy.splits_sequences
+]
 
 
 def set_partitions(n: int) -> Iterator[list[int]]:
@@ -87,7 +95,9 @@ def test_optimal_equals_brute_force(capacity: int, data: st.DataObject) -> None:
 @pytest.mark.parametrize("overflow", list(packing.OVERFLOW_POLICIES))
 @settings(max_examples=100, deadline=None)
 @given(data=st.data(), capacity=st.integers(min_value=1, max_value=12))
-def test_optimal_equals_brute_force_after_overflow(overflow: str, capacity: int, data: st.DataObject) -> None:
+def test_optimal_equals_brute_force_after_overflow(
+    overflow: packing.OverflowPolicy, capacity: int, data: st.DataObject
+) -> None:
     size = 3 if overflow == "split" else 7  # split makes up to 3 documents of each of these sequences
     lengths = data.draw(st.lists(st.integers(min_value=0, max_value=2 * capacity + 1), max_size=size))
     docs = documents(lengths, capacity, overflow)
@@ -99,7 +109,9 @@ def test_optimal_equals_brute_force_after_overflow(overflow: str, capacity: int,
 @pytest.mark.parametrize("overflow", list(packing.OVERFLOW_POLICIES))
 @settings(max_examples=150, deadline=None)
 @given(data=st.data(), capacity=st.integers(min_value=1, max_value=20))
-def test_bounds_optimal_and_heuristics_are_ordered(overflow: str, capacity: int, data: st.DataObject) -> None:
+def test_bounds_optimal_and_heuristics_are_ordered(
+    overflow: packing.OverflowPolicy, capacity: int, data: st.DataObject
+) -> None:
     lengths = data.draw(st.lists(st.integers(min_value=0, max_value=2 * capacity), max_size=8))
     bounds = lower_bounds(lengths, capacity, overflow)
     best = plan(lengths, capacity, "optimal", overflow).num_blocks
@@ -136,7 +148,7 @@ def test_lower_bounds_by_hand(lengths: list[int], capacity: int, expected: Lower
         ("split", LowerBounds(3, 4)),
     ],
 )
-def test_lower_bounds_apply_the_overflow_policy_first(overflow: str, expected: LowerBounds) -> None:
+def test_lower_bounds_apply_the_overflow_policy_first(overflow: packing.OverflowPolicy, expected: LowerBounds) -> None:
     assert lower_bounds([15, 6, 6], 10, overflow) == expected
     assert plan([15, 6, 6], 10, "optimal", overflow).num_blocks == expected.l2
 
@@ -424,3 +436,16 @@ def test_any_time_limit_gives_a_valid_plan_and_a_true_gap(
     assert result.certificate.num_blocks <= heuristic_counts(lengths, capacity)["bfd"]
     if len(raw) <= 7:
         assert result.certificate.lower_bound <= brute_force_min_blocks(raw, capacity)
+
+
+def test_the_benchmark_runs_in_quick_mode() -> None:
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "optimal.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--quick", "--only", "squad"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| SQuAD")]
+    assert len(rows) == 1
+    cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
+    assert cells[5].startswith("40,195 ") and cells[6] == "40,195" and cells[7] == "0"
+    assert cells[8] == "dual prices ✓"

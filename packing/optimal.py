@@ -778,16 +778,16 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
             if best_count <= bound:
                 return _result(best, _simple_certificate(l1, l2, best_count))
 
+    if l1 >= l2 and not searched:
+        repacked = _repack_open_blocks(lengths, capacity, layout, l1, deadline)
+        if repacked is not None:
+            return _result(repacked, _simple_certificate(l1, l2, l1))
+
     hist, doc_items, item_index = _histogram(lengths, capacity)
     if _knapsack_cells(hist, capacity) > MAX_KNAPSACK_CELLS:
         # too many distinct lengths for this block size: the pricing table would not fit in memory
         blocks = best if best is not None else blocks_of_items(*layout)
         return _result(blocks, _simple_certificate(l1, l2, best_count), searched)
-
-    if l1 >= l2 and not searched:
-        repacked = _repack_open_blocks(lengths, capacity, layout, l1, deadline)
-        if repacked is not None:
-            return _result(repacked, _simple_certificate(l1, l2, l1))
 
     initial = _sample_patterns(layout, item_index, len(hist.weights))
     certificate = _simple_certificate(l1, l2, best_count)
@@ -835,6 +835,8 @@ def _repack_open_blocks(
         return None
     sub_lengths = lengths[rest]
     hist, doc_items, item_index = _histogram(sub_lengths, capacity)
+    if _knapsack_cells(hist, capacity) > MAX_KNAPSACK_CELLS:
+        return None
     sub_layout = best_fit_decreasing_layout(sub_lengths, capacity)
     initial = _sample_patterns(sub_layout, item_index, len(hist.weights))
     lp = _column_generation(hist, capacity, initial, deadline, stop_at=target - full)

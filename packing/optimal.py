@@ -52,6 +52,8 @@ MAX_KNAPSACK_CELLS = 200_000_000
 returns best-fit decreasing with its L1 / L2 certificate instead of generating columns."""
 _PRICE_SCALE = 2**30
 """Duals are scaled by this and floored to integer prices."""
+_LP_SHARE = 0.8
+"""Share of ``time_limit`` the main column generation may use; the rest is for the integer plan."""
 _EPS = 1e-9
 """A pattern enters the master problem when its reduced cost is below -_EPS."""
 _SMOOTHING = 0.8
@@ -753,7 +755,8 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
     >>> r.certificate.lower_bound, r.certificate.kind, r.certificate.gap
     (3, 'L2', 0)
     """
-    deadline = time.perf_counter() + max(0.0, float(time_limit))
+    started = time.perf_counter()
+    deadline = started + max(0.0, float(time_limit))
     lengths = np.ascontiguousarray(lengths, dtype=np.int64)
     n = len(lengths)
     if n == 0:
@@ -791,7 +794,9 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
 
     initial = _sample_patterns(layout, item_index, len(hist.weights))
     certificate = _simple_certificate(l1, l2, best_count)
-    lp = _column_generation(hist, capacity, initial, deadline, stop_at=best_count)
+    # the LP may take most of the time; a fifth stays for turning it into whole blocks
+    lp_deadline = started + _LP_SHARE * max(0.0, float(time_limit))
+    lp = _column_generation(hist, capacity, initial, lp_deadline, stop_at=best_count)
     if lp.best_prices is not None and lp.best_prices.bound > certificate.lower_bound:
         small = _small_prices(hist, capacity, lp.best_prices, time.perf_counter() + 0.25)
         certificate = _price_certificate(hist, small, best_count)

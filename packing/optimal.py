@@ -169,12 +169,19 @@ def _patterns_of_blocks(blocks: Int64Array, item_of_doc: Int64Array, m: int) -> 
         h2 = np.add.reduceat(salt[1][pair_item] * (per_pair.astype(np.uint64) + np.uint64(7)), starts[:-1])
     keys = np.stack([h1, h2], axis=1)
     _, first, times = np.unique(keys, axis=0, return_index=True, return_counts=True)
-    patterns = [
-        _Pattern(pair_item[starts[b] : starts[b + 1]].copy(), per_pair[starts[b] : starts[b + 1]].astype(np.int64))
-        for b in first.tolist()
-    ]
-    # hash collisions are astronomically unlikely, but a wrong pattern count would break the plan: check coverage
-    return patterns, times.astype(np.int64)
+
+    def content(b: int) -> _Pattern:
+        return _Pattern(
+            pair_item[starts[b] : starts[b + 1]].copy(), per_pair[starts[b] : starts[b + 1]].astype(np.int64)
+        )
+
+    patterns = [content(b) for b in first.tolist()]
+    counts = times.astype(np.int64)
+    # two blocks of different content with equal hashes are astronomically unlikely; should it happen, the
+    # documents would not add up: then every block stands for itself
+    if not np.array_equal(_coverage(patterns, counts, m), np.bincount(item_of_doc, minlength=m)):
+        return [content(b) for b in range(num_blocks)], np.ones(num_blocks, dtype=np.int64)
+    return patterns, counts
 
 
 def _sample_patterns(

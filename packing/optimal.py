@@ -251,7 +251,7 @@ def _highs() -> Any:
 class _Master:
     """min sum(x) subject to pattern coverage >= demand, x >= 0, columns added as they are priced."""
 
-    def __init__(self, demand: Int64Array, integer: bool = False) -> None:
+    def __init__(self, demand: Int64Array, integer: bool = False, exchanges: bool = False) -> None:
         import highspy
 
         self.h = _highs()
@@ -268,6 +268,16 @@ class _Master:
             np.zeros(0),
         )
         self.integer = integer
+        self.offset = 0
+        if exchanges and self.m > 1:
+            # dual-optimal inequalities: a longer document may stand in for a shorter one (price of item i >=
+            # price of item i + 1, lengths longest first); zero-cost columns ahead of the patterns
+            k = self.m - 1
+            index = np.stack([np.arange(k), np.arange(1, k + 1)], axis=1).ravel().astype(np.int32)
+            value = np.tile([-1.0, 1.0], k)
+            starts = np.arange(0, 2 * k, 2, dtype=np.int32)
+            self.h.addCols(k, np.zeros(k), np.zeros(k), np.full(k, self.inf), 2 * k, starts, index, value)
+            self.offset = k
 
     def add(self, patterns: list[_Pattern]) -> None:
         if not patterns:
@@ -276,7 +286,7 @@ class _Master:
         index = np.concatenate([p.items for p in patterns]).astype(np.int32)
         value = np.concatenate([p.counts for p in patterns]).astype(np.float64)
         k = len(patterns)
-        first = len(self.patterns)
+        first = self.offset + len(self.patterns)
         self.h.addCols(k, np.ones(k), np.zeros(k), np.full(k, self.inf), len(index), starts, index, value)
         if self.integer:
             import highspy
@@ -289,7 +299,7 @@ class _Master:
         """(objective, pattern values, row duals)."""
         self.h.run()
         solution = self.h.getSolution()
-        x = np.asarray(solution.col_value, dtype=np.float64)
+        x = np.asarray(solution.col_value, dtype=np.float64)[self.offset :]
         duals = np.asarray(solution.row_dual, dtype=np.float64) if not self.integer else np.zeros(self.m)
         return float(self.h.getInfo().objective_function_value), x, duals
 
@@ -344,7 +354,7 @@ class _ColumnGeneration:
 
 
 def _column_generation(
-    hist: _Histogram, capacity: int, initial: list[_Pattern], deadline: float, stop_at: int
+    hist: _Histogram, capacity: int, initial: list[_Pattern], deadline: float, stop_at: int, exchanges: bool = False
 ) -> _ColumnGeneration:
     """Solve the master LP by pricing patterns until no pattern improves it, the rounded-up dual bound
     reaches ``stop_at``, or the deadline passes.
@@ -353,7 +363,7 @@ def _column_generation(
     so far + the rest × the LP's duals) and, when that finds nothing (or ``BOTH_POINTS``), one at the LP's
     duals; then one warm-started LP re-solve. Every priced point's integer prices are a valid bound.
     """
-    master = _Master(hist.demand)
+    master = _Master(hist.demand, exchanges=exchanges)
     master.add(_singletons(hist, capacity) + initial)
     best: _Prices | None = None
     stable: FloatArray | None = None  # smoothing centre: the duals with the best bound so far
@@ -803,11 +813,15 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
     certificate = _simple_certificate(l1, l2, best_count)
     # the LP may take most of the time; a fifth stays for turning it into whole blocks
     lp_deadline = started + _LP_SHARE * max(0.0, float(time_limit))
-    lp = _column_generation(hist, capacity, initial, lp_deadline, stop_at=best_count)
+    # for the bound: with exchange columns (longer documents standing in for shorter ones) the duals
+    # stay ordered by length and the LP converges in a fraction of the steps
+    lp = _column_generation(hist, capacity, initial, lp_deadline, stop_at=best_count, exchanges=True)
     if lp.best_prices is not None and lp.best_prices.bound > certificate.lower_bound:
         small = _small_prices(hist, capacity, lp.best_prices, time.perf_counter() + 0.25)
         certificate = _price_certificate(hist, small, best_count)
     if best_count > certificate.lower_bound and not searched:
+        # for the plan: the same patterns without exchanges, so that the LP's solution packs real documents
+        lp = _column_generation(hist, capacity, lp.master.patterns, lp_deadline, stop_at=1 << 62)
         plan = _integer_plan(hist, capacity, lp, certificate.lower_bound, deadline)
         if plan.num_blocks < best_count:
             best = np.empty(n, dtype=np.int64)

@@ -39,7 +39,13 @@ from numba import njit
 from packing.bounds import martello_toth_l2, simple_bound
 from packing.certificate import Certificate, CertificateKind
 from packing.errors import SettingError
-from packing.kernels import best_fit_decreasing_layout, blocks_of_items, first_fit_blocks, longest_first_order
+from packing.kernels import (
+    best_fit_decreasing_layout,
+    blocks_of_items,
+    first_fit_blocks,
+    longest_first_order,
+    next_fit_blocks,
+)
 
 Int64Array = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -808,7 +814,9 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
     hist, doc_items, item_index = _histogram(lengths, capacity)
     if _knapsack_cells(hist, capacity) > MAX_KNAPSACK_CELLS:
         # too many distinct lengths for this block size: the pricing table would not fit in memory
-        blocks = best if best is not None else blocks_of_items(*layout)
+        blocks, best_count = _best_of_greedy(
+            lengths, capacity, best if best is not None else blocks_of_items(*layout), best_count
+        )
         return _result(blocks, _simple_certificate(l1, l2, best_count), searched)
 
     initial = _sample_patterns(layout, item_index, len(hist.weights))
@@ -830,10 +838,28 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
             best_count = _assign(plan, doc_items, hist.demand, best, 0)
     if best is None:
         best = blocks_of_items(*layout)
+    if best_count > certificate.lower_bound and not searched:
+        best, best_count = _best_of_greedy(lengths, capacity, best, best_count)
     certificate = Certificate(
         certificate.lower_bound, certificate.kind, best_count, certificate.prices, certificate.value
     )
     return _result(best, certificate, searched)
+
+
+def _best_of_greedy(lengths: Int64Array, capacity: int, best: Int64Array, best_count: int) -> tuple[Int64Array, int]:
+    """The plan unless first-fit decreasing, first-fit or next-fit (input order) uses fewer blocks. O(n log n)."""
+    order = np.arange(len(lengths), dtype=np.int64)
+    makers: tuple[Callable[[], Int64Array], ...] = (
+        lambda: first_fit_blocks(lengths, longest_first_order(lengths, capacity), capacity),
+        lambda: first_fit_blocks(lengths, order, capacity),
+        lambda: next_fit_blocks(lengths, capacity),
+    )
+    for make in makers:
+        blocks = make()
+        count = int(blocks.max()) + 1
+        if count < best_count:
+            best, best_count = blocks, count
+    return best, best_count
 
 
 def _histogram(lengths: Int64Array, capacity: int) -> tuple[_Histogram, Int64Array, Int64Array]:

@@ -18,7 +18,13 @@ from hypothesis import strategies as st
 import packing
 from packing import LowerBounds, lower_bounds, plan
 from packing.certificate import Certificate, knapsack_value
-from packing.kernels import best_fit_decreasing_layout, blocks_of_items, first_fit_blocks, longest_first_order
+from packing.kernels import (
+    best_fit_decreasing_layout,
+    blocks_of_items,
+    first_fit_blocks,
+    longest_first_order,
+    next_fit_blocks,
+)
 from packing.optimal import MAX_OPTIMAL_DOCUMENTS, OptimalResult, optimal_blocks, solve
 from packing.workloads import load_workload
 
@@ -233,6 +239,7 @@ def heuristic_counts(lengths: npt.NDArray[np.int64], capacity: int) -> dict[str,
         "bfd": int(blocks_of_items(*best_fit_decreasing_layout(lengths, capacity)).max()) + 1,
         "ffd": int(first_fit_blocks(lengths, order, capacity).max()) + 1,
         "first_fit": int(first_fit_blocks(lengths, np.arange(len(lengths), dtype=np.int64), capacity).max()) + 1,
+        "next_fit": int(next_fit_blocks(lengths, capacity).max()) + 1,
     }
 
 
@@ -405,7 +412,9 @@ def test_verify_rejects_tampered_certificates() -> None:
     assert not Certificate(l1, "L1", blocks).verify(lengths, 5)  # documents of 6 do not fit blocks of 5
 
 
-def test_too_large_a_pricing_table_falls_back_to_bfd_with_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_too_large_a_pricing_table_falls_back_to_greedy_plans_with_their_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(optimal_module, "MAX_KNAPSACK_CELLS", 0)
     raw = HARD * 8
     lengths = np.array(raw, dtype=np.int64)
@@ -413,7 +422,7 @@ def test_too_large_a_pricing_table_falls_back_to_bfd_with_its_bound(monkeypatch:
     check_result(lengths, 7, result)
     recheck_certificate(raw, 7, result.certificate)
     assert result.certificate.kind in ("L1", "L2")
-    assert result.certificate.num_blocks == heuristic_counts(lengths, 7)["bfd"]
+    assert result.certificate.num_blocks == min(heuristic_counts(lengths, 7).values())
 
 
 @settings(max_examples=60, deadline=None)

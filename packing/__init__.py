@@ -9,11 +9,13 @@ boundaries that keep packed samples from leaking into each other.
 ([[1, 2, 3, 4], [5, 6, 0, 0]], [[1, 1, 1, 1], [1, 1, 0, 0]])
 """
 
+from packing.auditing import AuditReport, Finding, audit
 from packing.bounds import LowerBounds, lower_bounds
 from packing.classic import pack_sequences
 from packing.cost import ComputeCost, compute_cost
 from packing.errors import DatasetError, PackingError, SampleError, SettingError, TooManyDocuments
 from packing.explanation import MAX_EXPLAIN_DOCUMENTS, Placement, Step, explain
+from packing.formats import EXPORT_FORMATS, export
 from packing.io import Dataset, read_dataset
 from packing.packed import IGNORE_INDEX, PackedBatch, TrainableCounts, count_trainable, materialize, pack
 from packing.plans import PackingPlan, Piece, plan
@@ -21,6 +23,7 @@ from packing.reader import MaskedSample, PromptCompletion, Sample, Samples, chat
 from packing.schema import COLUMNS, Column
 from packing.stats import PackingStats
 from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, Strategy, StrategyName
+from packing.streaming import stream
 from packing.validation import OVERFLOW_POLICIES, OverflowPolicy
 
 read_samples = read_rows
@@ -29,14 +32,17 @@ read_samples = read_rows
 __all__ = [
     "COLUMNS",
     "DEFAULT_STRATEGY",
+    "EXPORT_FORMATS",
     "IGNORE_INDEX",
     "MAX_EXPLAIN_DOCUMENTS",
     "OVERFLOW_POLICIES",
     "STRATEGIES",
+    "AuditReport",
     "Column",
     "ComputeCost",
     "Dataset",
     "DatasetError",
+    "Finding",
     "LowerBounds",
     "MaskedSample",
     "OverflowPolicy",
@@ -56,10 +62,12 @@ __all__ = [
     "StrategyName",
     "TooManyDocuments",
     "TrainableCounts",
+    "audit",
     "chat_sample",
     "compute_cost",
     "count_trainable",
     "explain",
+    "export",
     "lower_bounds",
     "materialize",
     "pack",
@@ -69,4 +77,5 @@ __all__ = [
     "read_rows",
     "read_samples",
     "read_table",
+    "stream",
 ]

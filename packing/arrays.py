@@ -24,6 +24,22 @@ def ranges(starts: npt.ArrayLike, lengths: npt.ArrayLike) -> Int64Array:
     return result
 
 
+def check_block_indexes(blocks: npt.ArrayLike, num_blocks: int, name: str = "blocks") -> Int64Array:
+    """Block indexes, checked: a flat list of integers in ``0..num_blocks - 1``. O(len(blocks)).
+
+    >>> check_block_indexes([2, 0], 3).tolist()
+    [2, 0]
+    """
+    from packing.errors import SettingError
+
+    rows = np.asarray(blocks)
+    if rows.ndim != 1 or (rows.size and rows.dtype.kind not in "iu"):
+        raise SettingError(name, "a flat list of block indexes", f"<an array of shape {rows.shape}>")
+    if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= num_blocks):
+        raise SettingError(name, f"block indexes in 0..{num_blocks - 1}", f"<indexes {rows.min()}..{rows.max()}>")
+    return rows.astype(np.int64)
+
+
 def offsets_of(lengths: npt.ArrayLike) -> Int64Array:
     """CSR offsets: 0, then the running sum of ``lengths``. O(n).
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.arrays import offsets_of, ranges
+from packing.arrays import check_block_indexes, offsets_of, ranges
 from packing.errors import SettingError, TooManyDocuments
 from packing.kernels import IntArray
 from packing.overflow import Documents, documents_of
@@ -92,7 +92,7 @@ class PackingPlan:
         >>> window.num_blocks, window.stats.num_blocks, window.stats.packed_tokens
         (2, 2, 7)
         """
-        rows = _block_indexes(blocks, self.num_blocks)
+        rows = check_block_indexes(blocks, self.num_blocks)
         counts = np.diff(self.block_starts)[rows]
         pieces = ranges(self.block_starts[:-1][rows], counts)
         starts = offsets_of(counts)
@@ -116,7 +116,7 @@ class PackingPlan:
         >>> [[piece.sequence for piece in block] for block in p.permute([2, 0, 1]).blocks()]
         [[2, 3], [0], [1]]
         """
-        rows = _block_indexes(order, self.num_blocks)
+        rows = check_block_indexes(order, self.num_blocks, "order")
         if len(rows) != self.num_blocks or len(np.unique(rows)) != self.num_blocks:
             raise SettingError("order", f"a permutation of the {self.num_blocks} block indexes", "<another list>")
         counts = np.diff(self.block_starts)[rows]
@@ -186,16 +186,6 @@ class PackingPlan:
             raise IndexError(f"block {index} does not exist; the plan has {self.num_blocks} blocks")
         index %= self.num_blocks
         return int(self.block_starts[index]), int(self.block_starts[index + 1])
-
-
-def _block_indexes(blocks: npt.ArrayLike, num_blocks: int) -> Int64Array:
-    """Block indexes, checked: a flat list of integers in ``0..num_blocks - 1``. O(len(blocks))."""
-    rows = np.asarray(blocks)
-    if rows.ndim != 1 or (rows.size and rows.dtype.kind not in "iu"):
-        raise SettingError("blocks", "a flat list of block indexes", f"<an array of shape {rows.shape}>")
-    if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= num_blocks):
-        raise SettingError("blocks", f"block indexes in 0..{num_blocks - 1}", f"<indexes {rows.min()}..{rows.max()}>")
-    return rows.astype(np.int64)
 
 
 def _selection_stats(

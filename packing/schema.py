@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.arrays import ranges
+from packing.arrays import check_block_indexes, ranges
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -117,7 +117,11 @@ def to_arrow(batch: PackedBatch, order: npt.ArrayLike | None = None) -> pa.Table
     import pyarrow as pa
 
     layout = batch.plan
-    rows = np.arange(batch.num_blocks, dtype=np.int64) if order is None else _check_order(order, batch.num_blocks)
+    rows = (
+        np.arange(batch.num_blocks, dtype=np.int64)
+        if order is None
+        else check_block_indexes(order, batch.num_blocks, "order")
+    )
     width = batch.max_seq_length
     grids = {name: getattr(batch, name) for name in GRID_COLUMNS}
     in_order = order is None
@@ -143,18 +147,6 @@ def to_arrow(batch: PackedBatch, order: npt.ArrayLike | None = None) -> pa.Table
     return pa.table(
         {name: pa.chunked_array(arrays[name], type=schema.field(name).type) for name in NAMES}, schema=schema
     )
-
-
-def _check_order(order: npt.ArrayLike, num_blocks: int) -> Int64Array:
-    """``order`` as block indexes, checked. O(len(order))."""
-    from packing.errors import SettingError
-
-    rows = np.asarray(order)
-    if rows.ndim != 1 or (rows.size and rows.dtype.kind not in "iu"):
-        raise SettingError("order", "a flat list of block indexes", f"<an array of shape {rows.shape}>")
-    if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= num_blocks):
-        raise SettingError("order", f"block indexes in 0..{num_blocks - 1}", f"<indexes {rows.min()}..{rows.max()}>")
-    return rows.astype(np.int64)
 
 
 def record(batch: PackedBatch, block: int) -> dict[str, list[int]]:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import packing
 from packing import PackingPlan, Piece, SettingError, materialize, plan, read_rows, reference
+from packing.reference import documents as reference_documents
 
 STRATEGY_NAMES = list(packing.STRATEGIES)
 OVERFLOW_NAMES = list(packing.OVERFLOW_POLICIES)
@@ -399,19 +400,6 @@ def test_window_by_hand() -> None:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def documents(lengths: list[int], capacity: int, overflow: str) -> list[tuple[int, int, int]]:
-    """(sequence, start, length) of every document an overflow policy makes, in input order."""
-    docs = []
-    for i, n in enumerate(lengths):
-        if overflow == "truncate" and n:
-            docs.append((i, 0, min(n, capacity)))
-        elif overflow == "drop" and 0 < n <= capacity:
-            docs.append((i, 0, n))
-        elif overflow == "split":
-            docs += [(i, s, min(capacity, n - s)) for s in range(0, n, capacity)]
-    return docs
-
-
 @pytest.mark.parametrize("overflow", OVERFLOW_NAMES)
 @settings(max_examples=150, deadline=None)
 @given(
@@ -422,7 +410,7 @@ def documents(lengths: list[int], capacity: int, overflow: str) -> list[tuple[in
 def test_shuffled_first_fit_is_first_fit_over_the_seeded_order(
     overflow: str, lengths: list[int], capacity: int, seed: int
 ) -> None:
-    docs = documents(lengths, capacity, overflow)
+    docs = reference_documents(lengths, capacity, overflow)
     order = np.random.default_rng(seed).permutation(len(docs)).tolist()
     assigned = reference.first_fit([n for _, _, n in docs], capacity, order)
     expected: list[list[tuple[int, int, int]]] = [[] for _ in range(max(assigned, default=-1) + 1)]

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import packing
 from packing import reference
+from packing.reference import documents as reference_documents
 from packing.strategies import assign_blocks
 
 STRATEGY_NAMES = list(packing.STRATEGIES)
@@ -369,19 +370,6 @@ def test_spfhp_never_puts_more_than_max_sequences_per_block_into_a_block(
         assert sum(1 for f in found if f.block == b) <= cap
 
 
-def document_lengths(lengths: list[int], capacity: int, overflow: str) -> list[tuple[int, int, int]]:
-    """(sequence, offset, length) of every document the policy makes, in input order."""
-    docs = []
-    for i, n in enumerate(lengths):
-        if overflow == "truncate" and n:
-            docs.append((i, 0, min(n, capacity)))
-        elif overflow == "drop" and 0 < n <= capacity:
-            docs.append((i, 0, n))
-        elif overflow == "split":
-            docs += [(i, start, min(capacity, n - start)) for start in range(0, n, capacity)]
-    return docs
-
-
 @pytest.mark.parametrize("overflow", OVERFLOW_NAMES)
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 @settings(max_examples=60, deadline=None)
@@ -393,7 +381,7 @@ def test_plan_pieces_cover_exactly_the_kept_tokens(
         lengths = data.draw(st.lists(st.integers(min_value=0, max_value=3 * capacity), max_size=8))
     else:
         lengths = data.draw(st.lists(st.integers(min_value=0, max_value=40), max_size=30))
-    docs = document_lengths(lengths, capacity, overflow)
+    docs = reference_documents(lengths, capacity, overflow)
     before = list(lengths)
     layout = packing.plan(lengths, capacity, strategy, overflow)
     assert lengths == before
@@ -496,7 +484,7 @@ def test_blocks_are_numbered_by_opening_and_hold_documents_in_placement_order(
     blocks = packing.plan(lengths, capacity, strategy, overflow).blocks()
 
     order = packing.STRATEGIES[strategy].order
-    docs = document_lengths(lengths, capacity, overflow)
+    docs = reference_documents(lengths, capacity, overflow)
     # first_fit_shuffle places documents in the order of a permutation drawn from its seed (0 by default)
     shuffled = np.random.default_rng(0).permutation(len(docs)).tolist()
     drawn_at = {(docs[d][0], docs[d][1]): rank for rank, d in enumerate(shuffled)}

@@ -831,7 +831,8 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
         certificate = _price_certificate(hist, small, best_count)
     if best_count > certificate.lower_bound and not searched:
         # for the plan: the same patterns without exchanges, so that the LP's solution packs real documents
-        lp = _column_generation(hist, capacity, lp.master.patterns, lp_deadline, stop_at=1 << 62)
+        priced = lp.master.patterns[len(hist.weights) :]  # the singletons come again by themselves
+        lp = _column_generation(hist, capacity, priced, lp_deadline, stop_at=1 << 62)
         plan = _integer_plan(hist, capacity, lp, certificate.lower_bound, deadline)
         if plan.num_blocks < best_count:
             best = np.empty(n, dtype=np.int64)

@@ -458,3 +458,23 @@ def test_the_benchmark_runs_in_quick_mode() -> None:
     cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
     assert cells[5].startswith("40,195 ") and cells[6] == "40,195" and cells[7] == "0"
     assert cells[8] == "dual prices ✓"
+
+
+def test_block_contents_stay_exact_even_if_their_hashes_collide(monkeypatch: pytest.MonkeyPatch) -> None:
+    # blocks of a packing are grouped by a hash of their contents; with every hash equal (all salts 0),
+    # the grouping must notice that the documents no longer add up and keep every block apart
+    class ZeroSalts:
+        def integers(self, low: int, high: int, size: tuple[int, int], dtype: type) -> npt.NDArray[np.int64]:
+            return np.zeros(size, dtype=np.int64)
+
+    blocks = np.array([0, 0, 1, 1, 2], dtype=np.int64)
+    items = np.array([0, 1, 0, 0, 2], dtype=np.int64)
+    exact = optimal_module._patterns_of_blocks(blocks, items, 3)
+    monkeypatch.setattr(optimal_module.np.random, "default_rng", lambda seed: ZeroSalts())
+    collided = optimal_module._patterns_of_blocks(blocks, items, 3)
+    for patterns, times in (exact, collided):
+        cover = np.zeros(3, dtype=np.int64)
+        for pattern, k in zip(patterns, times.tolist(), strict=True):
+            cover[pattern.items] += pattern.counts * k
+        assert cover.tolist() == [3, 1, 1]
+    assert len(exact[0]) == 3 and len(collided[0]) == 3

@@ -740,9 +740,10 @@ def _simple_certificate(l1: int, l2: int, num_blocks: int) -> Certificate:
 
 
 def _small_prices(hist: _Histogram, capacity: int, found: _Prices, deadline: float) -> _Prices:
-    """The same bound from the smallest prices found: the duals scaled by 1, 2, ..., 64 and floored, else the
-    scaled prices divided by their greatest common divisor. O(64 knapsacks) at most."""
-    for scale in range(1, 65):
+    """The same bound from the smallest prices found by the deadline: the duals scaled by 1, 2, ..., 256,
+    then 512, 1024, ... and floored; else the scaled prices divided by their greatest common divisor.
+    One knapsack per scale tried."""
+    for scale in [*range(1, 257), *(2**k for k in range(9, 30))]:
         if time.perf_counter() > deadline:
             break
         prices = np.floor(found.point * scale + 1e-9).astype(np.int64)
@@ -827,7 +828,7 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
     # stay ordered by length and the LP converges in a fraction of the steps
     lp = _column_generation(hist, capacity, initial, lp_deadline, stop_at=best_count, exchanges=True)
     if lp.best_prices is not None and lp.best_prices.bound > certificate.lower_bound:
-        small = _small_prices(hist, capacity, lp.best_prices, time.perf_counter() + 0.25)
+        small = _small_prices(hist, capacity, lp.best_prices, time.perf_counter() + 0.5)
         certificate = _price_certificate(hist, small, best_count)
     if best_count > certificate.lower_bound and not searched:
         # for the plan: the same patterns without exchanges, so that the LP's solution packs real documents

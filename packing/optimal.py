@@ -617,7 +617,8 @@ def _integer_plan(
 
 @njit(cache=True, nogil=True)
 def _write_blocks(
-    doc_items: Int64Array,
+    lengths: Int64Array,
+    item_index: Int64Array,
     first_triple: Int64Array,
     triple_count: Int64Array,
     triple_mult: Int64Array,
@@ -631,8 +632,8 @@ def _write_blocks(
     triple = first_triple[:m].copy()
     copy = np.zeros(m, dtype=np.int64)
     within = np.zeros(m, dtype=np.int64)
-    for i in range(doc_items.shape[0]):
-        j = doc_items[i]
+    for i in range(lengths.shape[0]):
+        j = item_index[lengths[i]]
         t = triple[j]
         blocks[i] = triple_base[t] + copy[j]
         within[j] += 1
@@ -644,8 +645,10 @@ def _write_blocks(
                 triple[j] = t + 1
 
 
-def _assign(plan: _Plan, doc_items: Int64Array, demand: Int64Array, blocks: Int64Array, first_block: int) -> int:
-    """Write the block of every document (``doc_items[i]``: its item; ``demand[j]`` documents of item ``j``)
+def _assign(
+    plan: _Plan, lengths: Int64Array, item_index: Int64Array, demand: Int64Array, blocks: Int64Array, first_block: int
+) -> int:
+    """Write the block of every document (``item_index[lengths[i]]``: its item; ``demand[j]`` documents of item ``j``)
     into ``blocks``, numbering the plan's blocks from ``first_block`` with no gaps; returns the next free block.
     O(n + plan size)."""
     m = len(demand)
@@ -668,7 +671,7 @@ def _assign(plan: _Plan, doc_items: Int64Array, demand: Int64Array, blocks: Int6
     if np.any(count < 0) or not np.array_equal(np.bincount(item, weights=count * mult, minlength=m), demand):
         raise AssertionError("optimal: the plan does not cover every document exactly once")
     first_triple = np.searchsorted(item, np.arange(m + 1)).astype(np.int64)
-    _write_blocks(doc_items, first_triple, count, mult, base, blocks)
+    _write_blocks(lengths, item_index, first_triple, count, mult, base, blocks)
     return first_block + int(mults.sum())
 
 
@@ -812,7 +815,7 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
         if repacked is not None:
             return _result(repacked, _simple_certificate(l1, l2, l1))
 
-    hist, doc_items, item_index = _histogram(lengths, capacity)
+    hist, item_index = _histogram(lengths, capacity)
     if _knapsack_cells(hist, capacity) > MAX_KNAPSACK_CELLS:
         # too many distinct lengths for this block size: the pricing table would not fit in memory
         blocks, best_count = _best_of_greedy(
@@ -837,7 +840,7 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
         plan = _integer_plan(hist, capacity, lp, certificate.lower_bound, deadline)
         if plan.num_blocks < best_count:
             best = np.empty(n, dtype=np.int64)
-            best_count = _assign(plan, doc_items, hist.demand, best, 0)
+            best_count = _assign(plan, lengths, item_index, hist.demand, best, 0)
     if best is None:
         best = blocks_of_items(*layout)
     if best_count > certificate.lower_bound and not searched:
@@ -864,13 +867,13 @@ def _best_of_greedy(lengths: Int64Array, capacity: int, best: Int64Array, best_c
     return best, best_count
 
 
-def _histogram(lengths: Int64Array, capacity: int) -> tuple[_Histogram, Int64Array, Int64Array]:
-    """(distinct lengths longest first with their counts, item of each document, item of each length). O(n + L)."""
+def _histogram(lengths: Int64Array, capacity: int) -> tuple[_Histogram, Int64Array]:
+    """(distinct lengths longest first with their counts, item of each length). O(n + L)."""
     counts = np.bincount(lengths, minlength=capacity + 1)
     weights = np.flatnonzero(counts)[::-1].astype(np.int64)
     item_index = np.zeros(capacity + 1, dtype=np.int64)
     item_index[weights] = np.arange(len(weights))
-    return _Histogram(weights, counts[weights].astype(np.int64)), item_index[lengths], item_index
+    return _Histogram(weights, counts[weights].astype(np.int64)), item_index
 
 
 def _repack_open_blocks(
@@ -890,7 +893,7 @@ def _repack_open_blocks(
     if rest.size * 4 > lengths.size * 3:
         return None
     sub_lengths = lengths[rest]
-    hist, doc_items, item_index = _histogram(sub_lengths, capacity)
+    hist, item_index = _histogram(sub_lengths, capacity)
     if _knapsack_cells(hist, capacity) > MAX_KNAPSACK_CELLS:
         return None
     sub_layout = best_fit_decreasing_layout(sub_lengths, capacity)
@@ -902,7 +905,7 @@ def _repack_open_blocks(
     full_ids = np.cumsum(~open_block) - 1
     out: Int64Array = full_ids[blocks]
     sub = np.empty(len(rest), dtype=np.int64)
-    _assign(plan, doc_items, hist.demand, sub, full)
+    _assign(plan, sub_lengths, item_index, hist.demand, sub, full)
     out[rest] = sub
     return out
 

@@ -616,6 +616,18 @@ def _integer_plan(
 
 
 @njit(cache=True, nogil=True)
+def _count_lengths(lengths: Int64Array, capacity: int) -> tuple[Int64Array, int]:  # pragma: no cover - compiled
+    """(documents of each length 0..capacity, index of the first length outside 1..capacity or -1). O(n)."""
+    counts = np.zeros(capacity + 1, dtype=np.int64)
+    for i in range(lengths.shape[0]):
+        length = lengths[i]
+        if length < 1 or length > capacity:
+            return counts, i
+        counts[length] += 1
+    return counts, -1
+
+
+@njit(cache=True, nogil=True)
 def _write_blocks(
     lengths: Int64Array,
     item_index: Int64Array,
@@ -625,7 +637,8 @@ def _write_blocks(
     triple_base: Int64Array,
     blocks: Int64Array,
 ) -> None:  # pragma: no cover - compiled
-    """One pass over the documents in input order: the next document of item ``j`` goes to the block its
+    """One pass over the documents in input order: the next document of item ``j`` (``item_index[length]``)
+    goes to the block its
     triples (grouped by item from ``first_triple[j]``; ``count`` documents in each of ``mult`` consecutive
     blocks from ``base``) assign next. Per-item cursors only, so O(n) with sequential writes."""
     m = first_triple.shape[0] - 1
@@ -790,10 +803,10 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
     n = len(lengths)
     if n == 0:
         return _result(np.zeros(0, dtype=np.int64), Certificate(0, "L1", 0))
-    bad = np.flatnonzero((lengths < 1) | (lengths > capacity))
-    if bad.size:
-        raise SettingError("lengths", f"document lengths in 1..{capacity}", int(lengths[bad[0]]))
-    l1 = simple_bound(int(lengths.sum()), capacity)
+    counts, bad = _count_lengths(lengths, capacity)
+    if bad >= 0:
+        raise SettingError("lengths", f"document lengths in 1..{capacity}", int(lengths[bad]))
+    l1 = simple_bound(int(np.dot(counts, np.arange(capacity + 1, dtype=np.int64))), capacity)
     l2 = martello_toth_l2(lengths, capacity)
     bound = max(l1, l2)
     layout = best_fit_decreasing_layout(lengths, capacity)
@@ -815,7 +828,7 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
         if repacked is not None:
             return _result(repacked, _simple_certificate(l1, l2, l1))
 
-    hist, item_index = _histogram(lengths, capacity)
+    hist, item_index = _histogram(counts, capacity)
     if _knapsack_cells(hist, capacity) > MAX_KNAPSACK_CELLS:
         # too many distinct lengths for this block size: the pricing table would not fit in memory
         blocks, best_count = _best_of_greedy(
@@ -867,9 +880,9 @@ def _best_of_greedy(lengths: Int64Array, capacity: int, best: Int64Array, best_c
     return best, best_count
 
 
-def _histogram(lengths: Int64Array, capacity: int) -> tuple[_Histogram, Int64Array]:
-    """(distinct lengths longest first with their counts, item of each length). O(n + L)."""
-    counts = np.bincount(lengths, minlength=capacity + 1)
+def _histogram(counts: Int64Array, capacity: int) -> tuple[_Histogram, Int64Array]:
+    """(distinct lengths longest first with their counts, item of each length) from ``counts[w]`` = documents
+    of length ``w``. O(L)."""
     weights = np.flatnonzero(counts)[::-1].astype(np.int64)
     item_index = np.zeros(capacity + 1, dtype=np.int64)
     item_index[weights] = np.arange(len(weights))
@@ -893,7 +906,7 @@ def _repack_open_blocks(
     if rest.size * 4 > lengths.size * 3:
         return None
     sub_lengths = lengths[rest]
-    hist, item_index = _histogram(sub_lengths, capacity)
+    hist, item_index = _histogram(_count_lengths(sub_lengths, capacity)[0], capacity)
     if _knapsack_cells(hist, capacity) > MAX_KNAPSACK_CELLS:
         return None
     sub_layout = best_fit_decreasing_layout(sub_lengths, capacity)

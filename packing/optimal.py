@@ -307,8 +307,12 @@ class _Master:
         """(objective, pattern values, row duals)."""
         self.h.run()
         solution = self.h.getSolution()
-        x = np.asarray(solution.col_value, dtype=np.float64)[self.offset :]
-        duals = np.asarray(solution.row_dual, dtype=np.float64) if not self.integer else np.zeros(self.m)
+        # a failed solve leaves values that are no use but cannot break the plan or the bound: the plan is
+        # checked to cover every document, and any prices give a valid bound
+        x = np.nan_to_num(np.asarray(solution.col_value, dtype=np.float64)[self.offset :], nan=0.0, posinf=0.0)
+        duals = np.zeros(self.m)
+        if not self.integer:
+            duals = np.nan_to_num(np.asarray(solution.row_dual, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
         return float(self.h.getInfo().objective_function_value), x, duals
 
 

@@ -24,6 +24,7 @@ from packing.schema import COLUMNS, Column
 from packing.stats import PackingStats
 from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, Strategy, StrategyName
 from packing.streaming import stream
+from packing.text import ByteTokenizer, decode_documents, encode_rows, is_text_row, load_tokenizer
 from packing.validation import OVERFLOW_POLICIES, OverflowPolicy
 
 read_samples = read_rows
@@ -38,6 +39,7 @@ __all__ = [
     "OVERFLOW_POLICIES",
     "STRATEGIES",
     "AuditReport",
+    "ByteTokenizer",
     "Column",
     "ComputeCost",
     "Dataset",
@@ -66,8 +68,12 @@ __all__ = [
     "chat_sample",
     "compute_cost",
     "count_trainable",
+    "decode_documents",
+    "encode_rows",
     "explain",
     "export",
+    "is_text_row",
+    "load_tokenizer",
     "lower_bounds",
     "materialize",
     "pack",

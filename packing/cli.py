@@ -146,6 +146,11 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--input-format", dest="format", choices=FORMATS, help="input file format (default: from the file extension)"
     )
+    parser.add_argument(
+        "--tokenizer",
+        metavar="SPEC",
+        help="tokenize text rows (text, prompt/completion, messages) with 'bytes', a tokenizer folder or a hub name",
+    )
 
 
 def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
@@ -330,6 +335,25 @@ class Progress:
         self._say(f" done in {_seconds(self.times[key])}")
 
 
+# ---------------------------------------------------------------- reading (and tokenizing)
+
+
+def _read_input(args: argparse.Namespace, progress: Progress | None = None, message: str = "") -> Dataset:
+    """The input dataset through the one reader; with ``--tokenizer``, text rows are tokenized (with a count)."""
+
+    def report(done: int, total: int) -> None:
+        if progress is not None:
+            progress._say(f"\r{message} ... {done:,}/{total:,} rows", end="")
+
+    return read_dataset(
+        args.input,
+        args.format,
+        completion_only_loss=getattr(args, "loss", "completion") == "completion",
+        tokenizer=args.tokenizer,
+        progress=report,
+    )
+
+
 # ---------------------------------------------------------------- pack
 
 
@@ -396,8 +420,9 @@ def _run_pack(args: argparse.Namespace) -> int:
     output = Path(args.output)
     writer = _export_writer(args.export_format, _writer(output))
     progress = Progress(show=not args.quiet and _stderr_is_terminal())
-    with progress.stage("read", f"reading {args.input}"):
-        dataset = read_dataset(args.input, args.format, completion_only_loss=args.loss == "completion")
+    message = f"reading {args.input}" + (f" and tokenizing with {args.tokenizer}" if args.tokenizer else "")
+    with progress.stage("read", message):
+        dataset = _read_input(args, progress, message)
     with progress.stage("pack", f"packing {len(dataset.lengths):,} sequences with {args.strategy}"):
         batch = _pack_batch(args, dataset)
     with progress.stage("write", f"writing {batch.num_blocks:,} blocks to {output}"):
@@ -457,7 +482,7 @@ def _certificate_lines(rows: list[Row]) -> list[str]:
 
 def _run_compare(args: argparse.Namespace) -> int:
     """``compare``: plan every chosen strategy on the lengths and print the table. O(sequences) each."""
-    dataset = read_dataset(args.input, args.format)
+    dataset = _read_input(args)
     if args.time_limit is not None and not args.time_limit > 0:
         raise UsageError(f"--time-limit must be a number of seconds > 0, got {args.time_limit}")
     with Progress(show=_stderr_is_terminal()).stage("plan", "planning"):

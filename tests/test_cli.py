@@ -267,7 +267,12 @@ def tiny(tmp_path: Path) -> Path:
     ("make_input", "extra", "expected"),
     [
         (lambda d: d / "missing.jsonl", [], "missing.jsonl: no such file"),
-        (lambda d: write_jsonl(d / "cols.jsonl", [{"text": [1]}]), [], "no usable columns; found 'text'"),
+        (lambda d: write_jsonl(d / "cols.jsonl", [{"note": [1]}]), [], "no usable columns; found 'note'"),
+        (
+            lambda d: write_jsonl(d / "text.jsonl", [{"text": "hello"}]),
+            [],
+            "line 1, 'text': expected token ids (a text row needs a tokenizer: tokenizer=... or --tokenizer)",
+        ),
         (
             lambda d: write_jsonl(d / "tok.jsonl", [[1], [2, "x"]]),
             [],

@@ -15,17 +15,22 @@ rechecked with ``Certificate.verify`` (not timed). In ``--quick`` mode targets a
 
 from __future__ import annotations
 
-import argparse
-import statistics
+import os
 import sys
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # `python benchmarks/optimal.py` puts benchmarks/, not the root, on the path
-    sys.path.insert(0, str(ROOT))
+# `python benchmarks/optimal.py` puts benchmarks/ first on the path, where a module may shadow one of the
+# standard library (benchmarks/tokenize.py would stand in for `tokenize`): the repository root goes there
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_ROOT = os.path.dirname(_HERE)
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 
 import numpy as np  # noqa: E402
 import numpy.typing as npt  # noqa: E402

@@ -19,7 +19,7 @@ import os
 import sys
 
 # `python benchmarks/optimal.py` puts benchmarks/ first on the path, where a module may shadow one of the
-# standard library (benchmarks/tokenize.py would stand in for `tokenize`): the repository root goes there
+# standard library (benchmarks/tokenization.py would stand in for `tokenize`): the repository root goes there
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(_HERE)
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]

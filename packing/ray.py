@@ -41,8 +41,7 @@ from packing.arrays import offsets_of, ranges
 from packing.errors import SampleError, SettingError
 from packing.packed import materialize
 from packing.plans import PackingPlan, plan
-from packing.reader import FIELDS, TOKEN_FIELDS, Samples, _mixed_error, read_row, read_table
-from packing.stats import compute_stats
+from packing.reader import FIELDS, TOKEN_FIELDS, Samples, mixed_kinds_error, read_row, read_table
 from packing.strategies import DEFAULT_STRATEGY, StrategyName
 from packing.validation import OverflowPolicy, check_max_seq_length, check_token_id
 
@@ -214,7 +213,7 @@ def _raise_bad_row(row: bytes, index: int, completion_only_loss: bool) -> None:
     record = pa.ipc.open_stream(row).read_all().to_pylist()[0]
     kind, _, _ = read_row(record, index, completion_only_loss)  # raises the SampleError, naming sample ``index``
     # read alone, the row is fine: it was refused for its kind, a length only where packing needs tokens
-    raise _mixed_error(index, "tokens", kind)
+    raise mixed_kinds_error(index, "tokens", kind)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,20 +373,7 @@ def _materialize_batch(
         _flat(blocks.column(_MASK)).astype(np.int8, copy=False),
         offsets_of(doc_lengths),
     )
-    pieces = len(doc_lengths)
-    sequence = np.arange(pieces, dtype=np.int32)
-    length = doc_lengths.astype(np.int32)
-    layout = PackingPlan(
-        max_seq_length,
-        strategy,
-        overflow,
-        doc_lengths,
-        block_starts,
-        sequence,
-        np.zeros(pieces, dtype=np.int32),
-        length,
-        compute_stats(doc_lengths, max_seq_length, block_starts, sequence, length, True),
-    )
+    layout = PackingPlan.of_blocks(doc_lengths, block_starts, max_seq_length, strategy, overflow)
     batch = materialize(layout, samples, pad_token_id)
     local = batch.sequence_ids
     global_ids = np.where(local >= 0, doc_rows[np.maximum(local, 0)], -1).astype(np.int32)

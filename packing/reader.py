@@ -279,7 +279,7 @@ def read_row(
     return "tokens", tokens, _row_mask(row, index, len(tokens))
 
 
-def _mixed_error(index: int, first: RowKind, kind: RowKind) -> SampleError:
+def mixed_kinds_error(index: int, first: RowKind, kind: RowKind) -> SampleError:
     """A row whose kind differs from row 0's: tokens and lengths only do not mix."""
     expected = "token ids" if first == "tokens" else "a length only"
     got = "<a length only>" if kind == "length" else "<token ids>"
@@ -342,7 +342,7 @@ def read_rows(
         if first_kind is None:
             first_kind = kind
         elif kind != first_kind:
-            raise _mixed_error(index, first_kind, kind)
+            raise mixed_kinds_error(index, first_kind, kind)
         pieces.append(values)
         if mask is not None and not mask.all():
             masks.append((index, mask))
@@ -486,7 +486,7 @@ def read_table(
     mixed = _first((tokens_rows != tokens_rows[0]) & ~bad)
     first_bad = _first(bad)
     if mixed is not None and (first_bad is None or mixed < first_bad) and not bad[0]:
-        raise _mixed_error(mixed, first_kind, "length" if first_kind == "tokens" else "tokens")
+        raise mixed_kinds_error(mixed, first_kind, "length" if first_kind == "tokens" else "tokens")
     if first_bad is not None:
         raise _row_error(table, first_bad, completion_only)
 

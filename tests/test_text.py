@@ -508,12 +508,12 @@ def test_cli_reads_text_rows_from_parquet(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_tokenize_benchmark_runs() -> None:
-    """Smoke run of benchmarks/tokenize.py on a few chats (from another folder: it finds the package itself)."""
+    """Smoke run of benchmarks/tokenization.py on a few chats (from another folder: it finds the package itself)."""
     import subprocess
 
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run(
-        [sys.executable, str(root / "benchmarks" / "tokenize.py"), "--quick", "--chats", "60", "--repeat", "1"],
+        [sys.executable, str(root / "benchmarks" / "tokenization.py"), "--quick", "--chats", "60", "--repeat", "1"],
         capture_output=True,
         text=True,
         cwd=root / "tests",

@@ -2,8 +2,8 @@
 
 One command, from the repository root::
 
-    python benchmarks/tokenize.py            # 100,000 chats, 3 interleaved runs: a few minutes on two cores
-    python benchmarks/tokenize.py --quick    # 2,000 chats, seconds: checks that everything runs
+    python benchmarks/tokenization.py            # 100,000 chats, 3 interleaved runs: a few minutes on two cores
+    python benchmarks/tokenization.py --quick    # 2,000 chats, seconds: checks that everything runs
 
 Nothing is downloaded: a byte-level BPE (vocabulary 4,096) is trained on the synthetic corpus first
 (not timed), saved with two chat templates (ChatML without generation markers, so masks come from
@@ -37,7 +37,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # `python benchmarks/tokenize.py` puts benchmarks/, not the root, on the path
+if str(ROOT) not in sys.path:  # `python benchmarks/tokenization.py` puts benchmarks/, not the root, on the path
     sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402

@@ -148,9 +148,22 @@ def run_strategy(
     return StrategyRun(strategy, layout, best)
 
 
+PAGE_TIME_LIMIT = 5
+"""Seconds a strategy with a ``time_limit`` option (the proven optimum) may search inside the comparison and the
+sweep; it then returns its best plan with a certified gap."""
+
+
+def page_options(strategy: str) -> tuple[tuple[str, int], ...]:
+    """The options the page passes to ``strategy`` when it runs it beside the others (``Strategy.options``)."""
+    return (("time_limit", PAGE_TIME_LIMIT),) if "time_limit" in packing.STRATEGIES[strategy].options else ()
+
+
 def compare(lengths: Int64Array, max_seq_length: int, overflow: str) -> list[StrategyRun]:
     """Every strategy in ``packing.STRATEGIES`` (no packing included) on the same lengths."""
-    return [run_strategy(lengths, max_seq_length, name, overflow, TIMING_RUNS) for name in packing.STRATEGIES]
+    return [
+        run_strategy(lengths, max_seq_length, name, overflow, TIMING_RUNS, page_options(name))
+        for name in packing.STRATEGIES
+    ]
 
 
 def sweep(lengths: Int64Array, sizes: list[int], strategies: list[str], overflow: str) -> list[dict[str, Any]]:
@@ -158,7 +171,7 @@ def sweep(lengths: Int64Array, sizes: list[int], strategies: list[str], overflow
     rows = []
     for size in sizes:
         for name in strategies:
-            run = run_strategy(lengths, size, name, overflow)
+            run = run_strategy(lengths, size, name, overflow, options=page_options(name))
             stats = run.layout.stats if run.layout else None
             rows.append(
                 {

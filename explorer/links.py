@@ -51,6 +51,7 @@ PARAMS: dict[str, Choice | Whole] = {
     "sample": Whole(0, 100_000_000),
     "problem": Whole(1, 999_999),
     "strategy_seed": Whole(0, MAX_SEED),
+    "time_limit": Whole(1, 600),
     "max_sequences_per_block": Whole(0, MAX_SEQUENCES),
 }
 """Parameter name (= widget key) and the values it takes. ``sequences`` and ``tab`` are checked where they are

@@ -41,6 +41,11 @@ def compile_everything() -> float:
         packing.lower_bounds(lengths, 6, compute.overflow_policy(overflow))
     for name in packing.STRATEGIES:
         packing.explain(lengths, 6, compute.strategy_name(name))
+    # the proven optimum's column generation (LP pricing) and the plan it rounds to, which tiny inputs never reach:
+    # here greedy needs 28 blocks and the optimum 26
+    hard = np.array([26, 26, 26, 25, 25, 24, 24, 23, 23] * 8 + [49, 50, 51] * 5)
+    packing.plan(np.array([3] * 30 + [5] * 7 + [2] * 9), 8, "optimal", time_limit=compute.PAGE_TIME_LIMIT)
+    packing.plan(hard, 100, "optimal", time_limit=compute.PAGE_TIME_LIMIT)
     _read_files(rows)
     return time.perf_counter() - started
 

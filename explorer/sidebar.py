@@ -10,7 +10,7 @@ from typing import Any, Literal
 import streamlit as st
 
 import packing
-from explorer import cache, links
+from explorer import cache, compute, links
 from explorer.examples import DEFAULT_EXAMPLE, DISTRIBUTIONS, EXAMPLES, suggested_max_seq_length, workload_info
 from explorer.model import (
     MAX_PAD_TOKEN_ID,
@@ -252,6 +252,19 @@ def _strategy_options(info: packing.Strategy) -> tuple[tuple[str, int], ...]:
         )
         _remember("strategy_seed", seed, 0)
         options.append(("seed", int(seed)))
+    if "time_limit" in info.options:
+        seconds = st.number_input(
+            "Time limit (s)",
+            value=compute.PAGE_TIME_LIMIT,
+            min_value=1,
+            max_value=600,
+            step=1,
+            key="time_limit",
+            bind=BIND,
+            help="After this long the search returns its best plan with a certified gap to the optimum.",
+        )
+        _remember("time_limit", seconds, compute.PAGE_TIME_LIMIT)
+        options.append(("time_limit", int(seconds)))
     if "max_sequences_per_block" in info.options:
         cap = st.number_input(
             "Most sequences per block (0 = no cap)",

@@ -213,6 +213,29 @@ def untrained_note(trainable: packing.TrainableCounts) -> str | None:
     )
 
 
+CERTIFICATE_KINDS = {
+    "L1": "the token-count bound",
+    "L2": "the Martello–Toth L2 bound",
+    "dual prices": "a linear-programming dual bound anyone can recheck",
+}
+
+
+def certificate_note(certificate: object, blocks: int) -> str:
+    """What the proven optimum's certificate says: the lower bound it proves and the gap left (0 = optimal).
+
+    >>> print(certificate_note(packing.plan([5, 3, 2, 4], 6, "optimal").certificate, 3))
+    Certified: no packing that keeps sequences whole uses fewer than 3 blocks (the token-count bound), so these 3 blocks are optimal.
+    """
+    bound = int(getattr(certificate, "lower_bound", 0))
+    kind = str(getattr(certificate, "kind", ""))
+    named = CERTIFICATE_KINDS.get(kind, f"the {kind} bound")
+    gap = blocks - bound
+    head = f"Certified: no packing that keeps sequences whole uses fewer than {plural(bound, 'block')} ({named})"
+    if gap <= 0:
+        return f"{head}, so these {plural(blocks, 'block')} are optimal."
+    return f"{head}; these {plural(blocks, 'block')} are at most {plural(gap, 'block')} above the optimum."
+
+
 LOSS_WARNING = 0.1
 """Share of the input tokens lost to the overflow policy above which the Result tab warns."""
 

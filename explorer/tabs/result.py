@@ -59,6 +59,9 @@ def render(ctx: Context) -> None:
     lost = tables.loss_note(layout.stats, int(ctx.lengths.max()))
     if lost:
         st.warning(lost)
+    certificate = getattr(layout, "certificate", None)
+    if certificate is not None:
+        st.caption(tables.certificate_note(certificate, layout.num_blocks))
     untrained = tables.untrained_note(trained)
     if untrained and ctx.samples is not None:
         st.info(untrained)

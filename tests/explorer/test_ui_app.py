@@ -198,7 +198,7 @@ def test_a_link_can_open_a_tab_and_other_sources() -> None:
     )
     _clean(at)
     assert at.session_state["distribution"] == "bimodal" and at.session_state["count"] == 300
-    assert at.dataframe[0].value["strategy"].tolist() == [s for s in packing.STRATEGIES if s != "optimal"]
+    assert at.dataframe[0].value["strategy"].tolist() == list(packing.STRATEGIES)
     workload = _app(source="workload", workload="squad_1_1_bert_384", sample="2000", max_seq_length="384")
     _clean(workload)
     assert "2,000 sequences" in " ".join(_texts(workload, "caption"))
@@ -254,10 +254,28 @@ def test_out_of_range_max_seq_length_is_answered_in_plain_words_where_the_user_l
     assert not at.exception and not at.main.get("error")
 
 
-def test_optimal_on_a_large_input_says_so_and_the_rest_works() -> None:
+def test_the_proven_optimum_runs_within_the_page_time_limit_and_shows_its_certificate() -> None:
     at = _app(source="synthetic", count="500", max_length="256", max_seq_length="256", strategy="optimal")
+    _clean(at)
+    assert any(c.startswith("Certified: no packing that keeps sequences whole") for c in _texts(at, "caption"))
+    assert at.sidebar.number_input(key="time_limit").value == 5
+    _open(at, "Compare")
+    _clean(at)
+    assert "optimal" in at.dataframe[0].value["strategy"].tolist()
+
+
+def test_a_refusal_says_so_offers_bfd_and_the_rest_works(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = packing.plan
+
+    def refusing(lengths, max_seq_length, strategy="bfd", overflow="truncate", **options):  # type: ignore[no-untyped-def]
+        if strategy == "optimal":
+            raise packing.TooManyDocuments("optimal", 40, len(lengths))
+        return real(lengths, max_seq_length, strategy, overflow, **options)
+
+    monkeypatch.setattr(packing, "plan", refusing)
+    at = _app(source="synthetic", count="501", seed="77", max_length="256", max_seq_length="256", strategy="optimal")
     assert not at.exception
-    assert any("40" in w and "500" in w for w in _texts(at, "warning"))
+    assert any("40" in w and "501" in w for w in _texts(at, "warning"))
     _open(at, "Compare")
     _clean(at)
     table = at.dataframe[0].value.set_index("strategy")

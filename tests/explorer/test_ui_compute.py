@@ -57,13 +57,29 @@ def test_window_blocks_respects_the_drawing_limit() -> None:
     assert compute.window_blocks(compute.MAX_DRAW_CELLS + 1, 16) == 0
 
 
-def test_compare_runs_every_strategy_and_reports_refusals() -> None:
+def test_compare_runs_every_strategy_and_the_optimum_within_the_page_time_limit() -> None:
     runs = compute.compare(np.full(60, 3), 8, "truncate")
     assert [r.strategy for r in runs] == list(packing.STRATEGIES)
     optimal = next(r for r in runs if r.strategy == "optimal")
-    assert optimal.layout is None and "40" in optimal.error
+    assert optimal.layout is not None and optimal.layout.num_blocks == 30  # two 3-token sequences per block of 8
+    assert optimal.layout.certificate is not None and optimal.layout.certificate.lower_bound == 30
     none = next(r for r in runs if r.strategy == "none")
     assert none.layout is not None and none.layout.num_blocks == 60
+    assert compute.page_options("optimal") == (("time_limit", compute.PAGE_TIME_LIMIT),)
+    assert compute.page_options("bfd") == ()
+
+
+def test_a_refusal_is_kept_with_its_fields(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = packing.plan
+
+    def refusing(lengths, max_seq_length, strategy="bfd", overflow="truncate", **options):  # type: ignore[no-untyped-def]
+        if strategy == "optimal":
+            raise packing.TooManyDocuments("optimal", 40, len(lengths))
+        return real(lengths, max_seq_length, strategy, overflow, **options)
+
+    monkeypatch.setattr(packing, "plan", refusing)
+    run = next(r for r in compute.compare(np.full(60, 3), 8, "truncate") if r.strategy == "optimal")
+    assert run.layout is None and (run.limit, run.count) == (40, 60) and "40" in run.error
 
 
 def test_sweep_rows() -> None:

@@ -48,9 +48,15 @@ def test_blocks_table() -> None:
     assert "input_ids" not in lengths_only and lengths_only["block"].tolist() == [6, 7]
 
 
+def _refused(runs: list[compute.StrategyRun]) -> list[compute.StrategyRun]:
+    """The runs with optimal's replaced by a refusal (as a strategy with a size limit gives)."""
+    refusal = compute.StrategyRun("optimal", None, 0.0, "expected at most 40 documents, got 50", 40, 50)
+    return [refusal if r.strategy == "optimal" else r for r in runs]
+
+
 def test_compare_table_shows_refusals() -> None:
     lengths = np.full(50, 3)
-    runs = compute.compare(lengths, 8, "truncate")
+    runs = _refused(compute.compare(lengths, 8, "truncate"))
     costs = {r.strategy: packing.compute_cost(r.layout) for r in runs if r.layout is not None}
     frame = tables.compare_table(runs, costs).set_index("strategy")
     assert list(frame.index) == list(packing.STRATEGIES)
@@ -70,7 +76,7 @@ def test_sweep_series_regroups_rows() -> None:
 
 def test_compare_display_keeps_the_strategies_that_ran_in_percent_and_whole_numbers() -> None:
     lengths = np.full(50, 3)
-    runs = compute.compare(lengths, 8, "truncate")
+    runs = _refused(compute.compare(lengths, 8, "truncate"))
     costs = {r.strategy: packing.compute_cost(r.layout) for r in runs if r.layout is not None}
     shown = tables.compare_display(tables.compare_table(runs, costs))
     assert shown["strategy"].tolist() == [s for s in packing.STRATEGIES if s != "optimal"]
@@ -91,8 +97,9 @@ def test_sweep_display_shows_notes_only_when_a_strategy_did_not_run() -> None:
     rows = compute.sweep(np.array([3, 5, 2]), [8], ["split", "none"], "truncate")
     shown = tables.sweep_display(rows)
     assert "note" not in shown and shown["efficiency (%)"].tolist() == [10 / 16 * 100, 10 / 24 * 100]
-    refused = tables.sweep_display(compute.sweep(np.ones(50, dtype=np.int64), [8], ["optimal"], "truncate"))
-    assert "40" in refused.at[0, "note"]
+    rows = compute.sweep(np.ones(50, dtype=np.int64), [8], ["bfd"], "truncate")
+    rows[0].update({"blocks": None, "efficiency": None, "tokens lost": None, "lost share": None, "note": "refused"})
+    assert tables.sweep_display(rows).at[0, "note"] == "refused"
 
 
 def test_efficiency_never_reads_100_percent_with_padding_left() -> None:

@@ -20,6 +20,28 @@ Int64Array = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
 IntArray = npt.NDArray[np.integer[Any]]
 """Any integer array (piece arrays are int32, inputs int64)."""
+Layout = tuple[Int64Array, Int32Array, Int32Array]
+"""``(block_starts, items, item_lengths)``: blocks in CSR form."""
+
+
+@njit(cache=True, nogil=True)
+def _all_within(values: Int64Array, low: int, high: int) -> bool:  # pragma: no cover
+    inside = True
+    for i in range(values.shape[0]):
+        if values[i] < low or values[i] > high:
+            inside = False
+            break
+    return inside
+
+
+def all_within(values: Int64Array, low: int, high: int) -> bool:
+    """Whether every value lies in ``[low, high]`` (True when there are none): one pass that stops at the
+    first value outside. O(n).
+
+    >>> all_within(np.array([3, 1, 4]), 1, 4), all_within(np.array([3, 0]), 1, 4)
+    (True, False)
+    """
+    return bool(_all_within(values, low, high))
 
 
 @njit(cache=True, nogil=True)
@@ -113,6 +135,35 @@ def _last_nonempty(counts: Int64Array, size: int) -> int:  # pragma: no cover
     return node - size
 
 
+Simulation = tuple[
+    int,
+    int,
+    Int64Array,
+    Int64Array,
+    Int64Array,
+    int,
+    Int64Array,
+    Int64Array,
+    Int64Array,
+    Int64Array,
+    Int64Array,
+    Int64Array,
+]
+"""What a group simulation records: ``(opened, groups, g_first, g_count, g_items, runs, r_first, r_step,
+r_take, r_per, r_base, r_len)``: blocks opened, the groups (ranges of blocks filled together, with the
+documents each then holds) and the runs (``r_per`` documents of length ``r_len`` into each of ``r_take``
+blocks ``r_first + k × r_step``, after the ``r_base`` they already hold)."""
+
+
+@njit(cache=True, nogil=True)
+def _histogram(lengths: Int64Array, capacity: int) -> Int64Array:  # pragma: no cover
+    """``histogram[v]``: how many of ``lengths`` (each in ``[0, capacity]``) equal ``v``. O(n + capacity)."""
+    histogram = np.zeros(capacity + 1, dtype=np.int64)
+    for i in range(lengths.shape[0]):
+        histogram[lengths[i]] += 1
+    return histogram
+
+
 @njit(cache=True, nogil=True)
 def _deal(
     lengths: Int64Array,
@@ -130,47 +181,75 @@ def _deal(
     r_per: Int64Array,
     r_base: Int64Array,
     r_len: Int64Array,
-) -> tuple[Int64Array, Int32Array, Int32Array]:  # pragma: no cover
-    """CSR layout from a group simulation: block sizes from the groups, then the j-th document of each
-    length (in input order) takes that length's j-th slot among the recorded runs. O(n + runs + blocks)."""
+    by_length: Int32Array,
+    block_starts: Int64Array,
+    items: Int32Array,
+    item_lengths: Int32Array,
+) -> None:  # pragma: no cover
+    """Write the CSR layout of a group simulation into ``block_starts``, ``items`` and ``item_lengths``:
+    block sizes from the groups, then the j-th document of each length (in input order) takes that
+    length's j-th slot among the recorded runs. ``by_length`` is scratch room for n indices.
+    O(n + runs + blocks)."""
     n = lengths.shape[0]
-    block_items = np.zeros(opened, dtype=np.int64)
+    block_starts[0] = 0
     for g in range(groups):  # every block ends in exactly one group: the last one it joined
-        for block in range(g_first[g], g_first[g] + g_count[g]):
-            block_items[block] = g_items[g]
-    block_starts = np.zeros(opened + 1, dtype=np.int64)
+        size = g_items[g]
+        for block in range(g_first[g] + 1, g_first[g] + g_count[g] + 1):
+            block_starts[block] = size
     for b in range(opened):
-        block_starts[b + 1] = block_starts[b] + block_items[b]
+        block_starts[b + 1] += block_starts[b]
     next_of_length = np.zeros(capacity + 2, dtype=np.int64)
     for v in range(1, capacity + 1):
         next_of_length[v + 1] = next_of_length[v] + histogram[v]
-    by_length = np.empty(n, dtype=np.int32)
-    for i in range(n):
-        by_length[next_of_length[lengths[i]]] = i
-        next_of_length[lengths[i]] += 1
-    items = np.empty(n, dtype=np.int32)
-    item_lengths = np.empty(n, dtype=np.int32)
+    for i in range(n):  # indices grouped by length, each group in input order
+        v = lengths[i]
+        by_length[next_of_length[v]] = i
+        next_of_length[v] += 1
     cursor = np.zeros(capacity + 1, dtype=np.int64)
     for r in range(runs):
         length = r_len[r]
         source = next_of_length[length] - histogram[length] + cursor[length]
         per_block = r_per[r]
         block = r_first[r]
-        for _ in range(r_take[r]):
-            slot = block_starts[block] + r_base[r]
-            for k in range(per_block):
-                items[slot + k] = by_length[source]
-                item_lengths[slot + k] = length
+        base = r_base[r]
+        step = r_step[r]
+        take = r_take[r]
+        if per_block == 1:
+            for _ in range(take):
+                slot = block_starts[block] + base
+                items[slot] = by_length[source]
+                item_lengths[slot] = length
                 source += 1
-            block += r_step[r]
-        cursor[length] += r_take[r] * per_block
+                block += step
+        else:
+            for _ in range(take):
+                slot = block_starts[block] + base
+                for k in range(per_block):
+                    items[slot + k] = by_length[source + k]
+                    item_lengths[slot + k] = length
+                source += per_block
+                block += step
+        cursor[length] += take * per_block
+
+
+def _layout_of(lengths: Int64Array, capacity: int, histogram: Int64Array, simulation: Simulation) -> Layout:
+    """Allocate the CSR arrays of a simulation and deal. O(n + runs + blocks).
+
+    The large arrays come from numpy rather than from compiled code: numpy asks the kernel for huge
+    pages, which makes first touching them several times cheaper."""
+    n = lengths.shape[0]
+    block_starts = np.empty(simulation[0] + 1, dtype=np.int64)
+    items = np.empty(n, dtype=np.int32)
+    item_lengths = np.empty(n, dtype=np.int32)
+    by_length = np.empty(n, dtype=np.int32)
+    _deal(lengths, capacity, histogram, *simulation, by_length, block_starts, items, item_lengths)
     return block_starts, items, item_lengths
 
 
 @njit(cache=True, nogil=True)
-def _pack_groups(
-    lengths: Int64Array, capacity: int, max_per_block: int, most_room: bool
-) -> tuple[Int64Array, Int32Array, Int32Array]:  # pragma: no cover
+def _simulate_groups(
+    histogram: Int64Array, capacity: int, max_per_block: int, most_room: bool
+) -> Simulation:  # pragma: no cover
     """Decreasing packing simulated a whole length class at a time: ``(block_starts, items, item_lengths)``.
 
     Lengths are taken longest first (documents of one length in input order).
@@ -190,12 +269,8 @@ def _pack_groups(
     stack top is at. Groups sit in one stack per room; a sum-segment tree over
     rooms finds the room to use. The simulation needs only the length histogram
     and records "runs" (the next documents of this length go to these blocks),
-    which ``_deal`` turns into blocks. O(n + capacity + runs × log capacity).
+    which ``_deal`` turns into blocks. O(capacity + runs × log capacity).
     """
-    n = lengths.shape[0]
-    histogram = np.zeros(capacity + 1, dtype=np.int64)
-    for i in range(n):
-        histogram[lengths[i]] += 1
     size = 1
     while size < capacity + 1:
         size *= 2
@@ -269,22 +344,20 @@ def _pack_groups(
                 head[new_room] = groups
                 _add_count(tree, size, new_room, 1)
             groups += 1
-    return _deal(
-        lengths, capacity, histogram, opened, groups, g_first, g_count, g_items,
-        runs, r_first, r_step, r_take, r_per, r_base, r_len,
-    )  # fmt: skip
+    return opened, groups, g_first, g_count, g_items, runs, r_first, r_step, r_take, r_per, r_base, r_len
 
 
 def best_fit_decreasing_layout(lengths: Int64Array, capacity: int) -> tuple[Int64Array, Int32Array, Int32Array]:
     """Best-fit decreasing: ``(block_starts, items, item_lengths)``, block ``b`` holding
     ``items[block_starts[b]:block_starts[b + 1]]`` in placement order. Longest first (ties in input
     order), each document into the open block with the least room that fits; among equal rooms, the
-    block that reached it last. O(n + capacity + runs × log capacity), see ``_pack_groups``.
+    block that reached it last. O(n + capacity + runs × log capacity), see ``_simulate_groups``.
 
     >>> [a.tolist() for a in best_fit_decreasing_layout(np.array([2, 4, 3, 1]), 5)]
     [[0, 2, 4], [1, 3, 2, 0], [4, 1, 3, 2]]
     """
-    return _pack_groups(lengths, capacity, capacity + 1, False)
+    histogram = _histogram(lengths, capacity)
+    return _layout_of(lengths, capacity, histogram, _simulate_groups(histogram, capacity, capacity + 1, False))
 
 
 def spfhp_layout(lengths: Int64Array, capacity: int, max_per_block: int) -> tuple[Int64Array, Int32Array, Int32Array]:
@@ -293,12 +366,13 @@ def spfhp_layout(lengths: Int64Array, capacity: int, max_per_block: int) -> tupl
     Longest length first; every sequence of a length goes into the open pack with the most room that
     fits, one per pack per step, and those that fit no pack open a pack each (two of them never share
     one, as in the published algorithm); a pack closes when full or holding ``max_per_block`` sequences.
-    O(n + capacity + runs × log capacity), see ``_pack_groups``.
+    O(n + capacity + runs × log capacity), see ``_simulate_groups``.
 
     >>> [a.tolist() for a in spfhp_layout(np.array([2, 3, 2, 1]), 5, 6)]
     [[0, 2, 4], [1, 0, 2, 3], [3, 2, 2, 1]]
     """
-    return _pack_groups(lengths, capacity, max_per_block, True)
+    histogram = _histogram(lengths, capacity)
+    return _layout_of(lengths, capacity, histogram, _simulate_groups(histogram, capacity, max_per_block, True))
 
 
 @njit(cache=True, nogil=True)
@@ -354,38 +428,34 @@ def group_by_block(
 
 
 @njit(cache=True, nogil=True)
-def tally_plan(
+def _tally(
     lengths: Int64Array,
     block_starts: Int64Array,
     piece_sequence: IntArray,
     piece_length: IntArray,
     whole: bool,
-) -> tuple[Int64Array, Int64Array]:  # pragma: no cover
-    """Counts for the statistics of a plan and the tokens in every block. O(n + pieces).
-
-    Counts, in order: packed tokens, tokens truncated, tokens dropped, sequences
-    truncated, sequences dropped, sequences split, empty sequences, input tokens,
-    samples whose every piece is one token long (so none of their tokens is a
-    training target). ``whole`` says every sequence is one whole piece, which
-    skips the per-sequence tally.
-    """
+    counts: Int64Array,
+    fill: Int64Array,
+    kept: Int64Array,
+    pieces: Int64Array,
+) -> None:  # pragma: no cover
+    """``tally_plan`` into arrays it is given (``kept`` and ``pieces`` zeroed, unused when ``whole``)."""
     n = lengths.shape[0]
-    num_blocks = block_starts.shape[0] - 1
-    fill = np.zeros(num_blocks, dtype=np.int64)
-    counts = np.zeros(9, dtype=np.int64)
-    for b in range(num_blocks):
-        total = 0
+    total = 0
+    for p in range(piece_length.shape[0]):
+        size = piece_length[p]
+        total += size
+        if whole and size == 1:
+            counts[8] += 1
+    counts[0] = total
+    for b in range(block_starts.shape[0] - 1):
+        tokens = 0
         for p in range(block_starts[b], block_starts[b + 1]):
-            total += piece_length[p]
-            if whole and piece_length[p] == 1:
-                counts[8] += 1
-        fill[b] = total
-        counts[0] += total
+            tokens += piece_length[p]
+        fill[b] = tokens
     if whole:
-        counts[7] = counts[0]
-        return counts, fill
-    kept = np.zeros(n, dtype=np.int64)
-    pieces = np.zeros(n, dtype=np.int64)
+        counts[7] = total
+        return
     for p in range(piece_sequence.shape[0]):
         kept[piece_sequence[p]] += piece_length[p]
         pieces[piece_sequence[p]] += 1
@@ -405,6 +475,32 @@ def tally_plan(
             counts[5] += 1
         if pieces[i] > 0 and kept[i] == pieces[i]:
             counts[8] += 1
+
+
+def tally_plan(
+    lengths: Int64Array,
+    block_starts: Int64Array,
+    piece_sequence: IntArray,
+    piece_length: IntArray,
+    whole: bool,
+) -> tuple[Int64Array, Int64Array]:
+    """Counts for the statistics of a plan and the tokens in every block. O(n + pieces).
+
+    Counts, in order: packed tokens, tokens truncated, tokens dropped, sequences
+    truncated, sequences dropped, sequences split, empty sequences, input tokens,
+    samples whose every piece is one token long (so none of their tokens is a
+    training target). ``whole`` says every sequence is one whole piece, which
+    skips the per-sequence tally.
+
+    >>> [a.tolist() for a in tally_plan(np.array([3, 1]), np.array([0, 1, 2]), np.array([0, 1]), np.array([3, 1]), True)]
+    [[4, 0, 0, 0, 0, 0, 0, 4, 1], [3, 1]]
+    """
+    counts = np.zeros(9, dtype=np.int64)
+    fill = np.empty(len(block_starts) - 1, dtype=np.int64)
+    size = 0 if whole else len(lengths)
+    kept = np.zeros(size, dtype=np.int64)
+    pieces = np.zeros(size, dtype=np.int64)
+    _tally(lengths, block_starts, piece_sequence, piece_length, whole, counts, fill, kept, pieces)
     return counts, fill
 
 

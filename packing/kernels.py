@@ -376,6 +376,123 @@ def spfhp_layout(lengths: Int64Array, capacity: int, max_per_block: int) -> tupl
 
 
 @njit(cache=True, nogil=True)
+def _leftmost_with_room(tree: Int64Array, size: int, need: int) -> int:  # pragma: no cover
+    """Smallest leaf index whose value is at least ``need``, or -1 (max-segment tree). O(log size)."""
+    if tree[1] < need:
+        return -1
+    node = 1
+    while node < size:
+        node = 2 * node if tree[2 * node] >= need else 2 * node + 1
+    return node - size
+
+
+@njit(cache=True, nogil=True)
+def _set_room(tree: Int64Array, size: int, leaf: int, room: int) -> None:  # pragma: no cover
+    """Set one leaf of a max-segment tree and update its ancestors (until one does not change)."""
+    node = leaf + size
+    tree[node] = room
+    node //= 2
+    while node >= 1:
+        best = max(tree[2 * node], tree[2 * node + 1])
+        if tree[node] == best:
+            break
+        tree[node] = best
+        node //= 2
+
+
+@njit(cache=True, nogil=True)
+def _simulate_first_fit(
+    histogram: Int64Array, capacity: int, tree: Int64Array, group_blocks: Int64Array, group_items: Int64Array
+) -> Simulation:  # pragma: no cover
+    """First-fit decreasing simulated a whole length class at a time, recorded as in ``_simulate_groups``.
+
+    Lengths are taken longest first. The first block with room r >= length takes r // length
+    documents of that length in a row (the blocks before it still have no room for one), so
+    consecutive blocks opened together and filled alike stay together as a group: a range of blocks
+    with one room, which takes its documents with one operation. Placing into a group may split it
+    in two ranges (the blocks filled, the blocks left as they were); groups never interleave.
+
+    A max-segment tree over block numbers holds each group's room at its first block (0 elsewhere),
+    so the first group with room for a length is a search from the root; ``group_blocks`` and
+    ``group_items`` hold, at a group's first block, how many blocks it spans and how many documents
+    each holds. ``tree`` (zeros, twice a power of two at least the number of blocks) and the other
+    two (zeros, that power of two long) are given by the caller. O(capacity + runs × log blocks).
+    """
+    size = tree.shape[0] // 2
+    g_first = np.empty(1024, dtype=np.int64)
+    g_count = np.empty(1024, dtype=np.int64)
+    g_items = np.empty(1024, dtype=np.int64)
+    r_first = np.empty(1024, dtype=np.int64)
+    r_step = np.empty(1024, dtype=np.int64)
+    r_take = np.empty(1024, dtype=np.int64)
+    r_per = np.empty(1024, dtype=np.int64)
+    r_base = np.empty(1024, dtype=np.int64)
+    r_len = np.empty(1024, dtype=np.int64)
+    groups = 0
+    runs = 0
+    opened = 0
+    for length in range(capacity, 0, -1):
+        left = histogram[length]
+        while left > 0:
+            if runs + 1 > r_take.shape[0]:
+                g_first, g_count, g_items = _grow(g_first), _grow(g_count), _grow(g_items)
+                r_first, r_step, r_take = _grow(r_first), _grow(r_step), _grow(r_take)
+                r_per, r_base, r_len = _grow(r_per), _grow(r_base), _grow(r_len)
+            first = _leftmost_with_room(tree, size, length)
+            if first == -1:  # no block has room: open blocks, as many documents in each as fit
+                per_block = min(left, capacity // length)
+                take = left // per_block
+                first, base, room, blocks = opened, 0, capacity, take
+                if opened + take > size:
+                    raise RuntimeError("first-fit simulation: more blocks than its bound")
+                opened += take
+            else:  # the first blocks of the first group with room
+                room, blocks, base = tree[first + size], group_blocks[first], group_items[first]
+                per_block = room // length
+                take = min(blocks, left // per_block)
+                if take == 0:  # fewer documents left than one block takes: all into its first block
+                    take, per_block = 1, left
+            group_blocks[first] = take
+            group_items[first] = base + per_block
+            _set_room(tree, size, first, room - per_block * length)
+            if blocks > take:  # the rest of the group stays as it was
+                group_blocks[first + take] = blocks - take
+                group_items[first + take] = base
+                _set_room(tree, size, first + take, room)
+            r_first[runs], r_step[runs], r_take[runs] = first, 1, take
+            r_per[runs], r_base[runs], r_len[runs] = per_block, base, length
+            runs += 1
+            g_first[groups], g_count[groups], g_items[groups] = first, take, base + per_block
+            groups += 1
+            left -= take * per_block
+    return opened, groups, g_first, g_count, g_items, runs, r_first, r_step, r_take, r_per, r_base, r_len
+
+
+def first_fit_decreasing_layout(lengths: Int64Array, capacity: int) -> Layout:
+    """First-fit decreasing in the form of ``best_fit_decreasing_layout``: longest first (ties in input
+    order), each document into the first block (in opening order) with room for it.
+
+    Any two blocks of a first-fit packing hold more than ``capacity`` tokens together, so there are
+    at most 2 × tokens / capacity + 1 blocks, which sizes the simulation's tree.
+    O(n + capacity + runs × log blocks), see ``_simulate_first_fit``.
+
+    >>> [a.tolist() for a in first_fit_decreasing_layout(np.array([1, 4, 3, 2]), 5)]
+    [[0, 2, 4], [1, 0, 2, 3], [4, 1, 3, 2]]
+    """
+    histogram = _histogram(lengths, capacity)
+    tokens = int(np.dot(histogram, np.arange(capacity + 1, dtype=np.int64)))
+    bound = min(len(lengths), 2 * (-(-tokens // capacity)) + 1)
+    size = 1
+    while size < bound:
+        size *= 2
+    tree = np.zeros(2 * size, dtype=np.int64)
+    group_blocks = np.zeros(size, dtype=np.int64)
+    group_items = np.zeros(size, dtype=np.int64)
+    simulation = _simulate_first_fit(histogram, capacity, tree, group_blocks, group_items)
+    return _layout_of(lengths, capacity, histogram, simulation)
+
+
+@njit(cache=True, nogil=True)
 def stable_order_by_key(keys: Int64Array, num_keys: int) -> Int64Array:  # pragma: no cover
     """Indices sorting ``keys`` (each in ``[0, num_keys)``) ascending, ties in input order.
 

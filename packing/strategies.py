@@ -19,6 +19,7 @@ from packing.kernels import (
     best_fit_decreasing_layout,
     blocks_of_items,
     first_fit_blocks,
+    first_fit_decreasing_layout,
     group_by_block,
     longest_first_order,
     next_fit_blocks,
@@ -129,8 +130,7 @@ def _first_fit(lengths: Int64Array, capacity: int, max_per_block: int) -> Layout
 
 
 def _ffd(lengths: Int64Array, capacity: int, max_per_block: int) -> Layout:
-    order = longest_first_order(lengths, capacity)
-    return _grouped(lengths, first_fit_blocks(lengths, order, capacity), order)
+    return first_fit_decreasing_layout(lengths, capacity)
 
 
 def _bfd(lengths: Int64Array, capacity: int, max_per_block: int) -> Layout:

@@ -14,9 +14,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import njit
 
 Int64Array = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
@@ -554,7 +552,7 @@ def _tally(
     piece_length: IntArray,
     whole: bool,
     counts: Int64Array,
-    fill: Int64Array,
+    fill: Int32Array,
     kept: Int64Array,
     pieces: Int64Array,
 ) -> None:  # pragma: no cover
@@ -602,8 +600,8 @@ def tally_plan(
     piece_sequence: IntArray,
     piece_length: IntArray,
     whole: bool,
-) -> tuple[Int64Array, Int64Array]:
-    """Counts for the statistics of a plan and the tokens in every block. O(n + pieces).
+) -> tuple[Int64Array, Int32Array]:
+    """Counts for the statistics of a plan and the tokens in every block (int32). O(n + pieces).
 
     Counts, in order: packed tokens, tokens truncated, tokens dropped, sequences
     truncated, sequences dropped, sequences split, empty sequences, input tokens,
@@ -615,7 +613,7 @@ def tally_plan(
     [[4, 0, 0, 0, 0, 0, 0, 4, 1], [3, 1]]
     """
     counts = np.zeros(9, dtype=np.int64)
-    fill = np.empty(len(block_starts) - 1, dtype=np.int64)
+    fill = np.empty(len(block_starts) - 1, dtype=np.int32)  # a block holds at most 2**24 tokens
     size = 0 if whole else len(lengths)
     kept = np.zeros(size, dtype=np.int64)
     pieces = np.zeros(size, dtype=np.int64)
@@ -623,81 +621,7 @@ def tally_plan(
     return counts, fill
 
 
-def _stream_store_typing(typingctx: Any, array: Any, index: Any, value: Any) -> Any:  # pragma: no cover - compiled
-    """``array[index] = value`` (1-D, C-contiguous) with a non-temporal hint: the store goes to memory without
-    first reading the cache line it lands in, which saves a third of the memory traffic of filling large
-    arrays that are not read again soon. Other architectures may treat it as a plain store."""
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        array_type = signature.args[0]
-        view = context.make_array(array_type)(context, builder, args[0])
-        pointer = builder.gep(view.data, [args[1]])
-        stored = context.cast(builder, args[2], signature.args[2], array_type.dtype)
-        instruction = builder.store(stored, pointer)
-        instruction.set_metadata("nontemporal", builder.module.add_metadata([ir.IntType(32)(1)]))
-        return context.get_dummy_value()
-
-    return types.void(array, index, value), codegen
-
-
-_stream_store: Any = intrinsic(_stream_store_typing)
-
-
-def _store_fence_typing(typingctx: Any) -> Any:  # pragma: no cover - compiled
-    """Order every store before it (non-temporal stores included) before any later one."""
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        builder.fence("seq_cst")
-        return context.get_dummy_value()
-
-    return types.void(), codegen
-
-
-_store_fence: Any = intrinsic(_store_fence_typing)
-
-
 @njit(cache=True, nogil=True)
-def _fill(
-    tokens: Int64Array,
-    mask: npt.NDArray[np.int8],
-    offsets: Int64Array,
-    block_starts: Int64Array,
-    piece_sequence: IntArray,
-    piece_start: IntArray,
-    piece_length: IntArray,
-    pad_token_id: int,
-    ignore_index: int,
-    capacity: int,
-    input_ids: Int64Array,
-    labels: Int64Array,
-    loss_mask: npt.NDArray[np.int8],
-    position_ids: Int64Array,
-    sequence_ids: Int32Array,
-) -> None:  # pragma: no cover
-    """``fill_blocks`` on the grids seen flat (one row of ``capacity`` after another)."""
-    for b in range(block_starts.shape[0] - 1):
-        pos = b * capacity
-        for p in range(block_starts[b], block_starts[b + 1]):
-            sequence = piece_sequence[p]
-            source = offsets[sequence] + piece_start[p]
-            for k in range(piece_length[p]):
-                token = tokens[source + k]
-                trained = mask[source + k]
-                _stream_store(input_ids, pos, token)
-                loss_mask[pos] = trained
-                _stream_store(labels, pos, token if trained != 0 and k > 0 else ignore_index)
-                _stream_store(position_ids, pos, k)
-                _stream_store(sequence_ids, pos, sequence)
-                pos += 1
-        for q in range(pos, (b + 1) * capacity):
-            _stream_store(input_ids, q, pad_token_id)
-            loss_mask[q] = 0
-            _stream_store(labels, q, ignore_index)
-            _stream_store(position_ids, q, 0)
-            _stream_store(sequence_ids, q, -1)
-    _store_fence()
-
-
 def fill_blocks(
     tokens: Int64Array,
     mask: npt.NDArray[np.int8],
@@ -713,29 +637,33 @@ def fill_blocks(
     loss_mask: npt.NDArray[np.int8],
     position_ids: Int64Array,
     sequence_ids: Int32Array,
-) -> None:
+) -> None:  # pragma: no cover
     """Write every block's tokens, labels, mask, positions and sources, then its padding.
 
-    The five grids (``num_blocks × capacity``, C-contiguous) are written once each, with non-temporal
-    stores where the type allows. O(blocks × capacity). Serial on purpose: a threaded kernel would make
-    packing unsafe in forked workers (data loaders, ``Dataset.map(num_proc=...)``).
-
-    >>> grids = [np.empty((1, 4), dtype) for dtype in (np.int64, np.int64, np.int8, np.int64, np.int32)]
-    >>> one = np.ones(3, np.int8)
-    >>> fill_blocks(np.array([7, 8, 9]), one, np.array([0, 3]), np.array([0, 1]), np.array([0]), np.array([1]),
-    ...             np.array([2]), 0, -100, *grids)
-    >>> [g.tolist()[0] for g in grids]
-    [[8, 9, 0, 0], [-100, 9, -100, -100], [1, 1, 0, 0], [0, 1, 0, 0], [0, 0, -1, -1]]
+    O(blocks × capacity). Serial on purpose: a threaded kernel would make packing unsafe
+    in forked workers (data loaders, ``Dataset.map(num_proc=...)``).
     """
-    grids = (input_ids, labels, loss_mask, position_ids, sequence_ids)
-    if any(not grid.flags.c_contiguous or grid.shape != input_ids.shape for grid in grids):
-        raise ValueError("fill_blocks needs five C-contiguous grids of one shape")
     capacity = input_ids.shape[1]
-    _fill(
-        tokens, mask, offsets, block_starts, piece_sequence, piece_start, piece_length, pad_token_id, ignore_index,
-        capacity, input_ids.reshape(-1), labels.reshape(-1), loss_mask.reshape(-1), position_ids.reshape(-1),
-        sequence_ids.reshape(-1),
-    )  # fmt: skip
+    for b in range(block_starts.shape[0] - 1):
+        pos = 0
+        for p in range(block_starts[b], block_starts[b + 1]):
+            sequence = piece_sequence[p]
+            source = offsets[sequence] + piece_start[p]
+            for k in range(piece_length[p]):
+                token = tokens[source + k]
+                trained = mask[source + k]
+                input_ids[b, pos] = token
+                loss_mask[b, pos] = trained
+                labels[b, pos] = token if trained != 0 and k > 0 else ignore_index
+                position_ids[b, pos] = k
+                sequence_ids[b, pos] = sequence
+                pos += 1
+        for q in range(pos, capacity):
+            input_ids[b, q] = pad_token_id
+            loss_mask[b, q] = 0
+            labels[b, q] = ignore_index
+            position_ids[b, q] = 0
+            sequence_ids[b, q] = -1
 
 
 def blocks_of_items(block_starts: Int64Array, items: IntArray, *_: IntArray) -> Int64Array:

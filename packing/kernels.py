@@ -26,17 +26,15 @@ Layout = tuple[Int64Array, Int32Array, Int32Array]
 
 @njit(cache=True, nogil=True)
 def _all_within(values: Int64Array, low: int, high: int) -> bool:  # pragma: no cover
-    inside = True
-    for i in range(values.shape[0]):
-        if values[i] < low or values[i] > high:
-            inside = False
-            break
-    return inside
+    smallest, largest = low, high
+    for i in range(values.shape[0]):  # no early exit: a plain min/max loop vectorizes
+        smallest = min(smallest, values[i])
+        largest = max(largest, values[i])
+    return smallest >= low and largest <= high
 
 
 def all_within(values: Int64Array, low: int, high: int) -> bool:
-    """Whether every value lies in ``[low, high]`` (True when there are none): one pass that stops at the
-    first value outside. O(n).
+    """Whether every value lies in ``[low, high]`` (True when there are none), in one pass. O(n).
 
     >>> all_within(np.array([3, 1, 4]), 1, 4), all_within(np.array([3, 0]), 1, 4)
     (True, False)
@@ -552,7 +550,7 @@ def _tally(
     piece_length: IntArray,
     whole: bool,
     counts: Int64Array,
-    fill: Int32Array,
+    fill: Int64Array,
     kept: Int64Array,
     pieces: Int64Array,
 ) -> None:  # pragma: no cover
@@ -600,8 +598,8 @@ def tally_plan(
     piece_sequence: IntArray,
     piece_length: IntArray,
     whole: bool,
-) -> tuple[Int64Array, Int32Array]:
-    """Counts for the statistics of a plan and the tokens in every block (int32). O(n + pieces).
+) -> tuple[Int64Array, Int64Array]:
+    """Counts for the statistics of a plan and the tokens in every block. O(n + pieces).
 
     Counts, in order: packed tokens, tokens truncated, tokens dropped, sequences
     truncated, sequences dropped, sequences split, empty sequences, input tokens,
@@ -613,7 +611,7 @@ def tally_plan(
     [[4, 0, 0, 0, 0, 0, 0, 4, 1], [3, 1]]
     """
     counts = np.zeros(9, dtype=np.int64)
-    fill = np.empty(len(block_starts) - 1, dtype=np.int32)  # a block holds at most 2**24 tokens
+    fill = np.empty(len(block_starts) - 1, dtype=np.int64)
     size = 0 if whole else len(lengths)
     kept = np.zeros(size, dtype=np.int64)
     pieces = np.zeros(size, dtype=np.int64)

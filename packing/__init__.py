@@ -12,31 +12,50 @@ boundaries that keep packed samples from leaking into each other.
 from packing.bounds import LowerBounds, lower_bounds
 from packing.classic import pack_sequences
 from packing.cost import ComputeCost, compute_cost
-from packing.explain import MAX_EXPLAIN_DOCUMENTS, Placement, Step, explain
-from packing.optimal import MAX_OPTIMAL_DOCUMENTS
+from packing.errors import DatasetError, PackingError, SampleError, SettingError, TooManyDocuments
+from packing.explanation import MAX_EXPLAIN_DOCUMENTS, Placement, Step, explain
+from packing.io import Dataset, read_dataset
 from packing.packed import IGNORE_INDEX, PackedBatch, TrainableCounts, count_trainable, materialize, pack
-from packing.plan import PackingPlan, Piece, plan
-from packing.samples import Samples, chat_sample, read_samples
+from packing.plans import PackingPlan, Piece, plan
+from packing.reader import MaskedSample, PromptCompletion, Sample, Samples, chat_sample, read_rows, read_table
+from packing.schema import COLUMNS, Column
 from packing.stats import PackingStats
-from packing.strategies import STRATEGIES, Strategy
-from packing.validation import OVERFLOW_POLICIES
+from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, Strategy, StrategyName
+from packing.streaming import stream
+from packing.validation import OVERFLOW_POLICIES, OverflowPolicy
+
+read_samples = read_rows
+"""The reader of Python rows under its earlier name (the same function)."""
 
 __all__ = [
+    "COLUMNS",
+    "DEFAULT_STRATEGY",
     "IGNORE_INDEX",
     "MAX_EXPLAIN_DOCUMENTS",
-    "MAX_OPTIMAL_DOCUMENTS",
     "OVERFLOW_POLICIES",
     "STRATEGIES",
+    "Column",
     "ComputeCost",
+    "Dataset",
+    "DatasetError",
     "LowerBounds",
+    "MaskedSample",
+    "OverflowPolicy",
     "PackedBatch",
+    "PackingError",
     "PackingPlan",
     "PackingStats",
     "Piece",
     "Placement",
+    "PromptCompletion",
+    "Sample",
+    "SampleError",
     "Samples",
+    "SettingError",
     "Step",
     "Strategy",
+    "StrategyName",
+    "TooManyDocuments",
     "TrainableCounts",
     "chat_sample",
     "compute_cost",
@@ -47,5 +66,9 @@ __all__ = [
     "pack",
     "pack_sequences",
     "plan",
+    "read_dataset",
+    "read_rows",
     "read_samples",
+    "read_table",
+    "stream",
 ]

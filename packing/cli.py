@@ -16,9 +16,9 @@ output file.
 >>> main(["compare", source, "--max-seq-length", "8", "--strategies", "next_fit,bfd"])
 input: ...lengths.json, 4 sequences, 16 tokens, longest 6; max_seq_length 8, overflow truncate
 <BLANKLINE>
-strategy  blocks  lower bound  efficiency  padding  tokens lost  sequences cut  dropped  time
-next_fit       3            2     66.67 %        8            0              0        0  ...
-bfd            2            2    100.00 %        0            0              0        0  ...
+strategy  blocks  lower bound  gap  efficiency  padding  tokens lost  sequences cut  dropped  time
+next_fit       3            2    1     66.67 %        8            0              0        0  ...
+bfd            2            2    0    100.00 %        0            0              0        0  ...
 <BLANKLINE>
 lower bound: ...
 0
@@ -38,22 +38,24 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.bounds import lower_bounds
-from packing.io import FORMATS, Dataset, block_order, read_dataset, write_jsonl, write_parquet
-from packing.optimal import MAX_OPTIMAL_DOCUMENTS
-from packing.overflow import documents
-from packing.packed import PackedBatch, pack
-from packing.plan import plan
+from packing.compare import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
+from packing.errors import PackingError
+from packing.io import FORMATS, Dataset, read_dataset, write_jsonl, write_parquet
+from packing.packed import PackedBatch, materialize
+from packing.plans import plan
+from packing.schema import help_text
 from packing.stats import PackingStats
-from packing.strategies import STRATEGIES
+from packing.strategies import DEFAULT_STRATEGY, STRATEGIES
 from packing.validation import OVERFLOW_POLICIES
 
-Writer = Callable[[PackedBatch, Path, npt.NDArray[np.int64]], None]
+Writer = Callable[[PackedBatch, Path], None]
 WRITERS: dict[str, Writer] = {".parquet": write_parquet, ".jsonl": write_jsonl}
 """Output writers by file extension."""
 COMPARE_HEADER = [
     "strategy",
     "blocks",
     "lower bound",
+    "gap",
     "efficiency",
     "padding",
     "tokens lost",
@@ -107,19 +109,24 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
-def _strategy_list(text: str) -> list[str]:
-    """A comma-separated list of strategy names, each checked, duplicates removed.
+def _strategy_list(text: str) -> list[Contender]:
+    """A comma-separated list of strategies, each ``NAME`` or ``NAME/WINDOW``, checked, duplicates removed.
 
-    >>> _strategy_list("bfd, split,bfd")
-    ['bfd', 'split']
+    >>> [c.label for c in _strategy_list("bfd, split,bfd,bfd/1000")]
+    ['bfd', 'split', 'bfd, windows of 1,000']
     """
     names = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
     if not names:
         raise argparse.ArgumentTypeError("expected at least one strategy name")
+    contenders = []
     for name in names:
-        if name not in STRATEGIES:
+        if name.partition("/")[0].strip() not in STRATEGIES:
             raise argparse.ArgumentTypeError(f"unknown strategy {name!r}; expected one of: {', '.join(STRATEGIES)}")
-    return names
+        try:
+            contenders.append(Contender.parse(name))
+        except PackingError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+    return contenders
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -143,10 +150,12 @@ def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
         "pack",
         help="pack a dataset and write the blocks to .parquet or .jsonl",
         description="Pack token sequences into blocks of exactly N tokens and write them, one row per block, "
-        "with columns input_ids, labels, loss_mask, position_ids, sequence_ids and seq_lengths.",
+        f"with columns {help_text()}.",
     )
     _add_common(parser)
-    parser.add_argument("--strategy", choices=list(STRATEGIES), required=True, help="packing strategy")
+    parser.add_argument(
+        "--strategy", choices=list(STRATEGIES), default=DEFAULT_STRATEGY, help=f"default: {DEFAULT_STRATEGY}"
+    )
     parser.add_argument(
         "--loss",
         choices=("completion", "all"),
@@ -180,9 +189,13 @@ def _add_compare(commands: argparse._SubParsersAction[_Parser]) -> None:
     parser.add_argument(
         "--strategies",
         type=_strategy_list,
-        default=list(STRATEGIES),
-        metavar="A,B,...",
-        help=f"strategies to compare (default: all of {', '.join(STRATEGIES)})",
+        default=list(DEFAULT_CONTENDERS),
+        metavar="A,B/W,...",
+        help=f"strategies to compare, NAME/W packing each window of W sequences on its own (default: all of "
+        f"{', '.join(STRATEGIES)}, and bfd/{TRL_WINDOW} as TRL packs by default)",
+    )
+    parser.add_argument(
+        "--time-limit", type=float, default=None, metavar="S", help="seconds for 'optimal' (default: 60)"
     )
     parser.set_defaults(run=_run_compare)
 
@@ -190,7 +203,7 @@ def _add_compare(commands: argparse._SubParsersAction[_Parser]) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The ``packing`` argument parser with its ``pack`` and ``compare`` commands.
 
-    >>> build_parser().parse_args(["compare", "x.csv", "--max-seq-length", "8"]).strategies[:2]
+    >>> [c.label for c in build_parser().parse_args(["compare", "x.csv", "--max-seq-length", "8"]).strategies[:2]]
     ['split', 'next_fit']
     """
     parser = _Parser(prog="packing", description="Sample packing for language-model fine-tuning.")
@@ -324,21 +337,22 @@ def _writer(output: Path) -> Writer:
 
 
 def _pack_batch(args: argparse.Namespace, dataset: Dataset) -> PackedBatch:
-    """Pack the dataset's samples with the command's options; lengths-only data is refused."""
-    if dataset.samples is None:
+    """Plan, shuffle (unless ``--no-shuffle``) and fill the dataset's samples; lengths-only data is refused."""
+    if dataset.kind == "lengths":
         raise UsageError(
             f"{dataset.source} holds sequence lengths only; 'pack' needs token ids "
             "(use 'compare' to compare strategies on lengths)"
         )
-    return pack(
-        dataset.samples,
+    layout = plan(
+        dataset.lengths,
         args.max_seq_length,
-        strategy=args.strategy,
-        overflow=args.overflow,
-        pad_token_id=args.pad_token_id,
-        completion_only_loss=args.loss == "completion",
+        args.strategy,
+        args.overflow,
         max_sequences_per_block=args.max_sequences_per_block,
     )
+    if not args.no_shuffle:
+        layout = layout.shuffle(args.seed)
+    return materialize(layout, dataset.samples, args.pad_token_id)
 
 
 def _pack_summary(args: argparse.Namespace, dataset: Dataset, stats: PackingStats, progress: Progress) -> str:
@@ -369,17 +383,14 @@ def _run_pack(args: argparse.Namespace) -> int:
     """``pack``: read, pack, write in shuffled (or plan) order, print the summary. O(tokens)."""
     output = Path(args.output)
     writer = _writer(output)
-    if args.max_sequences_per_block is not None and args.strategy != "spfhp":
-        raise UsageError("--max-sequences-per-block works with --strategy spfhp only")
     progress = Progress(show=not args.quiet and _stderr_is_terminal())
     with progress.stage("read", f"reading {args.input}"):
-        dataset = read_dataset(args.input, args.format)
+        dataset = read_dataset(args.input, args.format, completion_only_loss=args.loss == "completion")
     with progress.stage("pack", f"packing {len(dataset.lengths):,} sequences with {args.strategy}"):
         batch = _pack_batch(args, dataset)
-    order = block_order(batch.num_blocks, shuffle=not args.no_shuffle, seed=args.seed)
     with progress.stage("write", f"writing {batch.num_blocks:,} blocks to {output}"):
         try:
-            writer(batch, output, order)
+            writer(batch, output)
         except OSError as error:
             raise UsageError(f"cannot write {output}: {error.strerror or error}") from None
     print(_pack_summary(args, dataset, batch.stats, progress))
@@ -389,42 +400,62 @@ def _run_pack(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- compare
 
 
-def _compare_row(name: str, dataset: Dataset, capacity: int, overflow: str) -> list[str]:
-    """One strategy's line of the comparison; ``optimal`` says n/a where it refuses."""
-    lengths = dataset.lengths
-    if name == "optimal" and len(documents(lengths, capacity, overflow).length) > MAX_OPTIMAL_DOCUMENTS:
-        return [name, "n/a (too many sequences)"]
-    plan(lengths[:1], capacity, name, overflow)  # load the compiled code first: time the packing, not the loading
-    start = time.perf_counter()
-    try:
-        stats = plan(lengths, capacity, name, overflow).stats
-    except ValueError:
-        if name != "optimal":
-            raise
-        return [name, "n/a (search too long)"]
-    elapsed = time.perf_counter() - start
+def _compare_cells(row: Row) -> list[str]:
+    """One contender's line of the comparison; one that refuses the input says why."""
+    if row.stats is None:
+        return [row.label, f"n/a ({row.refusal})"]
+    stats = row.stats
     return [
-        name,
+        row.label,
         f"{stats.num_blocks:,}",
-        f"{_bound(lengths, capacity, overflow, name):,}",
+        f"{row.bound:,}",
+        f"{row.gap:,}",
         _percent(stats.efficiency),
         f"{stats.padding_tokens:,}",
         f"{stats.tokens_lost:,}",
         f"{stats.sequences_truncated + stats.sequences_split:,}",
         f"{stats.sequences_dropped:,}",
-        _seconds(elapsed),
+        _seconds(row.seconds),
     ]
+
+
+def _certificate_lines(rows: list[Row]) -> list[str]:
+    """What the optimum proves, in words, and how far each no-split contender is from it."""
+    proven = [row for row in rows if row.layout is not None and row.layout.certificate is not None]
+    if not proven:
+        return []
+    best = proven[0]
+    certificate = best.layout.certificate  # type: ignore[union-attr]
+    blocks = best.stats.num_blocks  # type: ignore[union-attr]
+    lines = [
+        f"optimal: no packing without splitting can use fewer than {certificate.lower_bound:,} blocks "
+        f"(proof: {certificate.kind}); the plan found uses {blocks:,}"
+        + (
+            " (proven optimal)"
+            if blocks == certificate.lower_bound
+            else f", at most {blocks - certificate.lower_bound:,} above the best possible"
+        )
+    ]
+    for row in rows:
+        if row.stats is not None and row is not best and not STRATEGIES[row.contender.strategy].splits_sequences:
+            more = row.stats.num_blocks - certificate.lower_bound
+            lines.append(f"  {row.label} uses {more:,} more" if more else f"  {row.label} reaches it too")
+    return lines
 
 
 def _run_compare(args: argparse.Namespace) -> int:
     """``compare``: plan every chosen strategy on the lengths and print the table. O(sequences) each."""
     dataset = read_dataset(args.input, args.format)
-    rows = [_compare_row(name, dataset, args.max_seq_length, args.overflow) for name in args.strategies]
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise UsageError(f"--time-limit must be a number of seconds > 0, got {args.time_limit}")
+    with Progress(show=_stderr_is_terminal()).stage("plan", "planning"):
+        rows = compare(dataset.lengths, args.max_seq_length, args.overflow, args.strategies, time_limit=args.time_limit)
     print(f"input: {_describe_input(dataset)}; max_seq_length {args.max_seq_length:,}, overflow {args.overflow}")
     print()
-    print(format_table([*COMPARE_HEADER, "time"], rows))
+    print(format_table([*COMPARE_HEADER, "time"], [_compare_cells(row) for row in rows]))
     print()
-    print(BOUND_NOTE)
+    for line in [*_certificate_lines(rows), BOUND_NOTE]:
+        print(line)
     return 0
 
 
@@ -452,8 +483,10 @@ def main(argv: list[str] | None = None) -> int:
         code: int = args.run(args)
     except SystemExit as stop:  # --help
         return stop.code if isinstance(stop.code, int) else 0
-    except (UsageError, ValueError) as error:
+    except (UsageError, PackingError) as error:
         return _fail(str(error))
+    except OSError as error:
+        return _fail(f"{error.filename or 'file'}: {error.strerror or error}")
     except MemoryError:
         return _fail("not enough memory; try a smaller input or a smaller --max-seq-length")
     except KeyboardInterrupt:

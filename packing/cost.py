@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from packing.plan import PackingPlan
+from packing.plans import PackingPlan
 
 
 class ComputeCost(NamedTuple):
@@ -23,7 +23,7 @@ def compute_cost(layout: PackingPlan) -> ComputeCost:
     """Training-compute estimate of a plan. O(pieces).
 
     >>> from packing import plan
-    >>> compute_cost(plan([2, 3, 1], 4))
+    >>> compute_cost(plan([2, 3, 1], 4, "split"))
     ComputeCost(token_slots=8, attention_masked=10, attention_full=32)
     """
     lengths = layout.piece_length.astype(np.int64)  # squares overflow int32 past 46,340 tokens

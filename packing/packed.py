@@ -4,16 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
+from packing.errors import SettingError
 from packing.kernels import fill_blocks
-from packing.plan import PackingPlan, plan
-from packing.samples import Samples, read_samples
+from packing.plans import PackingPlan, check_pieces, plan
+from packing.reader import Samples, read_rows
+from packing.schema import record, to_arrow
 from packing.stats import PackingStats
-from packing.validation import check_max_seq_length, check_token_id
+from packing.strategies import DEFAULT_STRATEGY, StrategyName
+from packing.validation import OverflowPolicy, check_max_seq_length, check_token_id
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import pyarrow as pa
 
 Int64Array = npt.NDArray[np.int64]
 IGNORE_INDEX = -100
@@ -32,7 +38,7 @@ class PackedBatch:
     - ``sequence_ids``: index of the source sample of each token, -1 in padding (int32; the others are int64,
       ``loss_mask`` int8).
 
-    >>> b = pack([[1, 2], {"prompt": [3], "completion": [4, 5]}], 4)
+    >>> b = pack([[1, 2], {"prompt": [3], "completion": [4, 5]}], 4, strategy="split")
     >>> b.input_ids.tolist()
     [[1, 2, 3, 4], [5, 0, 0, 0]]
     >>> b.labels.tolist()
@@ -85,39 +91,52 @@ class PackedBatch:
         return self.input_ids.tolist(), self.loss_mask.astype(np.int64).tolist()
 
     def block(self, index: int) -> dict[str, list[int]]:
-        """Block ``index`` as a plain dict of lists (for JSON lines, Parquet, datasets)."""
-        return {
-            "input_ids": self.input_ids[index].tolist(),
-            "labels": self.labels[index].tolist(),
-            "loss_mask": self.loss_mask[index].astype(np.int64).tolist(),
-            "position_ids": self.position_ids[index].tolist(),
-            "sequence_ids": self.sequence_ids[index].tolist(),
-            "seq_lengths": self.seq_lengths(index).tolist(),
-            "cu_seqlens": self.cu_seqlens(index).tolist(),
-        }
+        """Block ``index`` as a plain dict of the schema's columns (``packing.schema.COLUMNS``)."""
+        return record(self, index)
 
     def iter_blocks(self) -> Iterator[dict[str, list[int]]]:
         """Every block as a plain dict of lists, in order. O(num_blocks × max_seq_length)."""
         for index in range(self.num_blocks):
             yield self.block(index)
 
+    def to_arrow(self, order: npt.ArrayLike | None = None) -> pa.Table:
+        """The blocks as a ``pyarrow.Table`` of the schema's columns, one row per block, in ``order``
+        (default: plan order). O(blocks × max_seq_length).
 
-def materialize(layout: PackingPlan, samples: Samples, pad_token_id: int = 0) -> PackedBatch:
+        >>> pack([[1, 2], [3]], 4).to_arrow().column_names
+        ['input_ids', 'labels', 'loss_mask', 'position_ids', 'sequence_ids', 'seq_lengths']
+        """
+        return to_arrow(self, order)
+
+
+def materialize(
+    layout: PackingPlan, samples: Samples, pad_token_id: int = 0, blocks: npt.ArrayLike | None = None
+) -> PackedBatch:
     """Fill a plan's pieces with the samples' tokens. O(num_blocks × max_seq_length), one compiled pass.
 
-    The plan must have been made for these samples' lengths; its pieces are checked before any write.
+    ``blocks`` picks the blocks to build, in order (``layout.select(blocks)``); the result's plan is
+    that selection. The plan must have been made for these samples' lengths.
 
-    >>> samples = read_samples([[1, 2], [3, 4, 5], [6]])
+    >>> samples = read_rows([[1, 2], [3, 4, 5], [6]])
     >>> materialize(plan(samples.lengths, 4, "ffd"), samples).input_ids.tolist()
     [[3, 4, 5, 6], [1, 2, 0, 0]]
+    >>> materialize(plan(samples.lengths, 4, "ffd"), samples, blocks=[1]).input_ids.tolist()
+    [[1, 2, 0, 0]]
     """
     pad = check_token_id(pad_token_id, "pad_token_id")
+    if not isinstance(samples, Samples):
+        raise SettingError("samples", "a Samples (packing.read_rows)", type(samples).__name__)
+    if samples.tokens is None or samples.loss_mask is None:
+        raise SettingError("samples", "token ids (lengths-only data can be planned, not packed)", "<lengths only>")
     if not np.array_equal(layout.lengths, samples.lengths):
-        raise ValueError(
-            f"the plan was made for {len(layout.lengths)} sequences of other lengths than these "
-            f"{len(samples.lengths)} samples; plan with plan(samples.lengths, ...)"
+        raise SettingError(
+            "plan",
+            f"a plan for these {len(samples.lengths)} samples' lengths (plan(samples.lengths, ...))",
+            f"<a plan for {len(layout.lengths)} sequences of other lengths>",
         )
-    _check_pieces(layout)
+    check_pieces(layout)
+    if blocks is not None:
+        layout = layout.select(blocks)
     shape = (layout.num_blocks, layout.max_seq_length)
     input_ids = np.empty(shape, dtype=np.int64)
     labels = np.empty(shape, dtype=np.int64)
@@ -146,27 +165,6 @@ def materialize(layout: PackingPlan, samples: Samples, pad_token_id: int = 0) ->
     return PackedBatch(layout, input_ids, labels, loss_mask, position_ids, sequence_ids, pad, stats)
 
 
-def _check_pieces(layout: PackingPlan) -> None:
-    """Refuse a plan whose pieces would write outside its blocks or read outside its sequences. O(pieces)."""
-    starts, sequence = layout.block_starts, layout.piece_sequence
-    first, length = layout.piece_start.astype(np.int64), layout.piece_length.astype(np.int64)
-    problem = ""
-    if len(starts) == 0 or starts[0] != 0 or starts[-1] != len(sequence) or np.any(np.diff(starts) < 1):
-        problem = "block_starts must rise from 0 to the number of pieces, every block holding a piece"
-    elif not (len(sequence) == len(first) == len(length)):
-        problem = "the piece arrays differ in length"
-    elif len(length) and (length.min() < 1 or first.min() < 0):
-        problem = "every piece needs a length >= 1 and a start >= 0"
-    elif len(sequence) and (sequence.min() < 0 or sequence.max() >= len(layout.lengths)):
-        problem = "a piece names a sequence the plan does not have"
-    elif len(length) and np.any(first + length > layout.lengths[sequence]):
-        problem = "a piece reaches past the end of its sequence"
-    elif layout.num_blocks and np.add.reduceat(length, starts[:-1]).max(initial=0) > layout.max_seq_length:
-        problem = f"a block holds more than max_seq_length={layout.max_seq_length} tokens"
-    if problem:
-        raise ValueError(f"invalid plan: {problem}")
-
-
 class TrainableCounts(NamedTuple):
     """Loss-mask statistics of a plan filled with samples (see ``PackingStats``)."""
 
@@ -179,10 +177,12 @@ def count_trainable(layout: PackingPlan, samples: Samples) -> TrainableCounts:
     """Trainable tokens kept, the training targets among them (not a document's first token), and packed
     samples with no target, without building any block. O(total tokens).
 
-    >>> samples = read_samples([{"prompt": [1, 2], "completion": [3, 4]}, [5]])
+    >>> samples = read_rows([{"prompt": [1, 2], "completion": [3, 4]}, [5]])
     >>> count_trainable(plan(samples.lengths, 4, "ffd"), samples)
     TrainableCounts(trainable_tokens=3, target_tokens=2, samples_without_trainable_tokens=1)
     """
+    if samples.loss_mask is None:
+        raise SettingError("samples", "token ids with their loss mask", "<lengths only>")
     trained = np.concatenate(([0], np.cumsum(samples.loss_mask, dtype=np.int64)))
     first = samples.offsets[layout.piece_sequence] + layout.piece_start
     end = first + layout.piece_length
@@ -196,27 +196,39 @@ def count_trainable(layout: PackingPlan, samples: Samples) -> TrainableCounts:
 def pack(
     samples: Any,
     max_seq_length: int,
-    strategy: str = "split",
-    overflow: str = "truncate",
+    strategy: StrategyName = DEFAULT_STRATEGY,
+    overflow: OverflowPolicy = "truncate",
+    *,
     pad_token_id: int = 0,
     completion_only_loss: bool = True,
     max_sequences_per_block: int | None = None,
+    window: int | None = None,
+    time_limit: float | None = None,
+    seed: int | None = None,
 ) -> PackedBatch:
     """Pack samples into blocks of exactly ``max_seq_length`` tokens: ``plan`` then ``materialize``.
 
-    ``samples`` items are token lists (all trained on), ``{"prompt", "completion"}`` dicts (loss on the
-    completion only, unless ``completion_only_loss=False``) or ``{"input_ids", "loss_mask"}`` dicts.
-    O(total tokens) plus the strategy's cost.
+    ``samples`` is a list of rows in any form the reader accepts (token lists, ``{"prompt",
+    "completion"}``, ``{"input_ids", "loss_mask"}``; see ``packing.reader``), a ``Samples``, or a
+    dataset from ``packing.read_dataset`` (read once, not checked again). ``strategy`` defaults to
+    ``bfd``; the options are ``plan``'s. O(total tokens) plus the strategy's cost.
 
-    >>> pack([[1, 2], [3, 4, 5], [6]], 4).to_lists()
+    >>> pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split").to_lists()
     ([[1, 2, 3, 4], [5, 6, 0, 0]], [[1, 1, 1, 1], [1, 1, 0, 0]])
-    >>> pack([[1, 2], [3, 4, 5], [6]], 4, strategy="ffd").to_lists()[0]
+    >>> pack([[1, 2], [3, 4, 5], [6]], 4).to_lists()[0]
     [[3, 4, 5, 6], [1, 2, 0, 0]]
     """
     check_max_seq_length(max_seq_length)
     pad = check_token_id(pad_token_id, "pad_token_id")
-    if not isinstance(completion_only_loss, bool):
-        raise TypeError(f"completion_only_loss must be True or False, got {completion_only_loss!r}")
-    flat = read_samples(samples, completion_only_loss)
-    layout = plan(flat.lengths, max_seq_length, strategy, overflow, max_sequences_per_block)
+    flat = read_rows(getattr(samples, "samples", samples), completion_only_loss=completion_only_loss)
+    layout = plan(
+        flat.lengths,
+        max_seq_length,
+        strategy,
+        overflow,
+        max_sequences_per_block=max_sequences_per_block,
+        window=window,
+        time_limit=time_limit,
+        seed=seed,
+    )
     return materialize(layout, flat, pad)

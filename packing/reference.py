@@ -133,3 +133,20 @@ REFERENCES: dict[str, Callable[[Sequence[int], int], list[int]]] = {
     "bfd": best_fit_decreasing,
     "none": no_packing,
 }
+
+
+def documents(lengths: Sequence[int], capacity: int, overflow: str) -> list[tuple[int, int, int]]:
+    """``(sequence, offset, length)`` of every document an overflow policy makes, in input order.
+
+    >>> documents([3, 0, 9], 4, "split")
+    [(0, 0, 3), (2, 0, 4), (2, 4, 4), (2, 8, 1)]
+    """
+    docs = []
+    for i, n in enumerate(lengths):
+        if overflow == "truncate" and n:
+            docs.append((i, 0, min(n, capacity)))
+        elif overflow == "drop" and 0 < n <= capacity:
+            docs.append((i, 0, n))
+        elif overflow == "split":
+            docs += [(i, start, min(capacity, n - start)) for start in range(0, n, capacity)]
+    return docs

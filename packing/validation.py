@@ -1,19 +1,23 @@
 """Argument checks shared by every entry point.
 
-Each check raises ``TypeError`` (wrong kind of value) or ``ValueError`` (right
-kind, wrong value) with a message that says where the problem is and what was
-expected, so a caller never has to read a traceback to fix their input.
+Each check raises :class:`packing.errors.SettingError` with the argument's name,
+what was expected and what was found, so a caller never has to read a traceback
+to fix their input.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from numbers import Integral
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from packing.errors import SettingError
+
+OverflowPolicy = Literal["truncate", "split", "drop"]
+"""What happens to a sequence longer than ``max_seq_length``."""
 OVERFLOW_POLICIES: dict[str, str] = {
     "truncate": "keep the first max_seq_length tokens of an over-long sequence",
     "split": "cut an over-long sequence into pieces of at most max_seq_length, each its own document",
@@ -29,10 +33,6 @@ def has_bools(values: Iterable[Any]) -> bool:
     return not {bool, np.bool_}.isdisjoint(map(type, values))
 
 
-def _type_name(value: object) -> str:
-    return type(value).__name__
-
-
 def check_positive_int(value: Any, name: str) -> int:
     """Return ``value`` as an ``int`` if it is an integer >= 1 (bools and floats refused).
 
@@ -41,12 +41,10 @@ def check_positive_int(value: Any, name: str) -> int:
     >>> check_positive_int(4.0, "max_sequences_per_block")
     Traceback (most recent call last):
     ...
-    TypeError: max_sequences_per_block must be an integer >= 1, got 4.0 (float)
+    packing.errors.SettingError: max_sequences_per_block: expected an integer >= 1, got 4.0 (float)
     """
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TypeError(f"{name} must be an integer >= 1, got {value!r} ({_type_name(value)})")
-    if value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value}")
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+        raise SettingError(name, "an integer >= 1", value)
     return int(value)
 
 
@@ -62,26 +60,24 @@ def check_max_seq_length(value: Any) -> int:
     >>> check_max_seq_length(True)
     Traceback (most recent call last):
     ...
-    TypeError: max_seq_length must be an integer >= 1, got True (bool)
+    packing.errors.SettingError: max_seq_length: expected an integer >= 1, got True (bool)
     >>> check_max_seq_length(2**40)
     Traceback (most recent call last):
     ...
-    ValueError: max_seq_length must be at most 16,777,216, got 1,099,511,627,776
+    packing.errors.SettingError: max_seq_length: expected at most 16,777,216, got 1099511627776
     """
     capacity = check_positive_int(value, "max_seq_length")
     if capacity > MAX_SEQ_LENGTH:
-        raise ValueError(f"max_seq_length must be at most {MAX_SEQ_LENGTH:,}, got {capacity:,}")
+        raise SettingError("max_seq_length", f"at most {MAX_SEQ_LENGTH:,}", capacity)
     return capacity
 
 
 def check_token_id(value: Any, name: str) -> int:
     """Return ``value`` as an ``int`` if it is a non-negative integer (bools refused)."""
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TypeError(f"{name} must be a non-negative integer, got {value!r} ({_type_name(value)})")
-    if value < 0:
-        raise ValueError(f"{name} must be a non-negative integer, got {value}")
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
+        raise SettingError(name, "a non-negative integer", value)
     if int(value) > INT64_MAX:
-        raise ValueError(f"{name} must fit in 64 bits, got {value}")
+        raise SettingError(name, "an integer that fits in 64 bits", value)
     return int(value)
 
 
@@ -89,7 +85,7 @@ def check_choice(value: Any, name: str, choices: Iterable[str]) -> str:
     """Return ``value`` if it is one of ``choices``; otherwise say which names exist."""
     options = list(choices)
     if not isinstance(value, str) or value not in options:
-        raise ValueError(f"unknown {name} {value!r}; expected one of: {', '.join(options)}")
+        raise SettingError(name, f"one of {', '.join(options)}", value)
     return value
 
 
@@ -101,13 +97,13 @@ def as_lengths(lengths: Sequence[int] | npt.ArrayLike) -> npt.NDArray[np.int64]:
     >>> as_lengths([3, -1])
     Traceback (most recent call last):
     ...
-    ValueError: lengths[1]: expected a non-negative integer, got -1
+    packing.errors.SettingError: lengths[1]: expected a non-negative integer, got -1
     """
     array = np.asarray(lengths) if not isinstance(lengths, np.ndarray) else lengths
     if array.ndim != 1:
         if array.size == 0:
             return np.zeros(0, dtype=np.int64)
-        raise ValueError(f"lengths must be a flat list of integers, got an array of shape {array.shape}")
+        raise SettingError("lengths", "a flat list of integers", f"<an array of shape {array.shape}>")
     if array.size == 0:
         return np.zeros(0, dtype=np.int64)
     # numpy converts a mixed list as a whole ([2, True] to ints, [1, 2.5] to floats): find the bad item
@@ -117,13 +113,11 @@ def as_lengths(lengths: Sequence[int] | npt.ArrayLike) -> npt.NDArray[np.int64]:
         items = given.tolist() if isinstance(given, np.ndarray) else list(given)
         for index, value in enumerate(items):
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral):
-                raise TypeError(
-                    f"lengths[{index}]: expected a non-negative integer, got {value!r} ({_type_name(value)})"
-                )
+                raise SettingError(f"lengths[{index}]", "a non-negative integer", value)
             if int(value) > INT64_MAX:
-                raise ValueError(f"lengths[{index}]: {value} does not fit in 64 bits")
+                raise SettingError(f"lengths[{index}]", "an integer that fits in 64 bits", value)
         array = np.asarray(items, dtype=np.int64)
     if array.min() < 0:
         index = int(np.flatnonzero(array < 0)[0])
-        raise ValueError(f"lengths[{index}]: expected a non-negative integer, got {array[index]}")
+        raise SettingError(f"lengths[{index}]", "a non-negative integer", int(array[index]))
     return np.array(array, dtype=np.int64, copy=True)

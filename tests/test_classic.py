@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packing import pack_sequences
+from packing import SettingError, pack_sequences
 
 
 def test_classic_example() -> None:
@@ -118,12 +118,13 @@ def test_input_is_not_modified() -> None:
 
 
 @pytest.mark.parametrize(
-    ("max_seq_length", "error"),
-    [(0, ValueError), (-4, ValueError), (True, TypeError), (4.0, TypeError), ("4", TypeError), (None, TypeError)],
+    ("max_seq_length", "shown"),
+    [(0, "0"), (-4, "-4"), (True, r"True \(bool\)"), (4.0, r"4.0 \(float\)"), ("4", r"'4' \(str\)"), (None, "None")],
 )
-def test_max_seq_length_must_be_an_integer_of_at_least_one(max_seq_length: object, error: type[Exception]) -> None:
-    with pytest.raises(error, match=r"max_seq_length must be an integer >= 1, got"):
+def test_max_seq_length_must_be_an_integer_of_at_least_one(max_seq_length: object, shown: str) -> None:
+    with pytest.raises(SettingError, match=rf"^max_seq_length: expected an integer >= 1, got {shown}") as error:
         pack_sequences([[1, 2, 3]], max_seq_length)  # type: ignore[arg-type]
+    assert error.value.name == "max_seq_length"
 
 
 def spec_pack(sequences: list[list[int]], max_seq_length: int) -> tuple[list[list[int]], list[list[int]]]:

@@ -11,7 +11,7 @@ import pytest
 
 datasets = pytest.importorskip("datasets")
 
-from packing import IGNORE_INDEX, pack  # noqa: E402
+from packing import COLUMNS, IGNORE_INDEX, SampleError, SettingError, pack  # noqa: E402
 from packing.hf import PACKED_COLUMNS, pack_batch, pack_dataset  # noqa: E402
 
 Dataset = datasets.Dataset
@@ -37,10 +37,11 @@ def test_pack_dataset_tiny_input_by_hand() -> None:
         "labels": [[-100, 4, 5, -100], [-100, 2, -100, -100]],
         "loss_mask": [[1, 1, 1, 1], [1, 1, 0, 0]],
         "position_ids": [[0, 1, 2, 0], [0, 1, 0, 0]],
+        "sequence_ids": [[1, 1, 1, 2], [0, 0, -1, -1]],
         "seq_lengths": [[3, 1], [2]],
     }
-    for name in PACKED_COLUMNS:
-        assert str(packed.features[name].feature.dtype) == "int64"
+    for column in COLUMNS:  # the one schema's dtypes
+        assert str(packed.features[column.name].feature.dtype) == column.dtype
 
 
 def test_pack_dataset_pad_token_strategy_and_overflow() -> None:
@@ -116,6 +117,7 @@ def test_prompt_completion_masking_global_and_shard_local() -> None:
         "labels": [[-100, -100, 3, 4, -100, 6, 7, -100]],
         "loss_mask": [[0, 0, 1, 1, 0, 1, 1, 0]],
         "position_ids": [[0, 1, 2, 3, 0, 1, 2, 0]],
+        "sequence_ids": [[0, 0, 0, 0, 1, 1, 1, -1]],
         "seq_lengths": [[4, 3]],
     }
     mapped = ds.map(
@@ -167,13 +169,13 @@ def test_pack_batch_reads_loss_mask_column_and_ignores_other_columns() -> None:
 @pytest.mark.parametrize(
     ("columns", "error", "message"),
     [
-        ({"text": [[1]]}, ValueError, "needs an 'input_ids' column"),
-        ({"prompt": [[1]]}, ValueError, "'completion' is missing"),
-        ({"input_ids": [[1, -2]]}, ValueError, "sample 0 'input_ids', position 1"),
-        ({"input_ids": [[1, 2], [3]], "loss_mask": [[1, 1], [2]]}, ValueError, "sample 1 'loss_mask', position 0"),
-        ({"input_ids": [[1, 2]], "loss_mask": [[1]]}, ValueError, "expected 2 values"),
-        ({"input_ids": [[1.5]]}, TypeError, "lists of integers"),
-        ({"input_ids": [[1], None]}, ValueError, "sample 1 'input_ids'"),
+        ({"text": [[1]]}, SampleError, "sample 0: expected a list of token ids, or a dict with 'input_ids'"),
+        ({"prompt": [[1]]}, SampleError, "sample 0, 'completion': expected a list of token ids"),
+        ({"input_ids": [[1, -2]]}, SampleError, "sample 0, 'input_ids', position 1"),
+        ({"input_ids": [[1, 2], [3]], "loss_mask": [[1, 1], [2]]}, SampleError, "sample 1, 'loss_mask', position 0"),
+        ({"input_ids": [[1, 2]], "loss_mask": [[1]]}, SampleError, "expected 2 values"),
+        ({"input_ids": [[1.5]]}, SampleError, r"position 0: expected a non-negative integer token id, got 1\.5"),
+        ({"input_ids": [[1], None]}, SampleError, "sample 1: expected a list of token ids"),
     ],
 )
 def test_pack_dataset_reports_bad_input(columns: dict[str, list[object]], error: type[Exception], message: str) -> None:
@@ -183,13 +185,13 @@ def test_pack_dataset_reports_bad_input(columns: dict[str, list[object]], error:
 
 def test_pack_dataset_checks_its_arguments() -> None:
     ds = Dataset.from_dict({"input_ids": [[1]]})
-    with pytest.raises(ValueError, match="unknown strategy"):
+    with pytest.raises(SettingError, match="strategy: expected one of split, next_fit"):
         pack_dataset(ds, 4, strategy="best")
-    with pytest.raises(TypeError, match="max_seq_length"):
+    with pytest.raises(SettingError, match="max_seq_length"):
         pack_dataset(ds, 4.0)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="shuffle"):
+    with pytest.raises(SettingError, match="shuffle"):
         pack_dataset(ds, 4, shuffle=1)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="dataset must be"):
+    with pytest.raises(SettingError, match=r"dataset: expected a datasets\.Dataset"):
         pack_dataset([[1, 2]], 4)
 
 
@@ -210,7 +212,14 @@ def test_pack_dataset_fingerprint_follows_the_source_and_the_settings() -> None:
 
 def test_both_sample_forms_in_one_dataset_are_refused() -> None:
     both = {"input_ids": [[1, 2, 3]], "prompt": [[1, 2]], "completion": [[3]]}
-    with pytest.raises(ValueError, match="both 'input_ids' and 'prompt'/'completion'"):
+    message = "sample 0: expected one form, 'input_ids' or 'prompt'/'completion', got <both>"
+    with pytest.raises(SampleError, match=message):
         pack_dataset(datasets.Dataset.from_dict(both), 4)
-    with pytest.raises(ValueError, match="both 'input_ids' and 'prompt'/'completion'"):
+    with pytest.raises(SampleError, match=message):
         pack_batch(both, 4)
+    # rows of mixed forms, as Dataset.from_list makes them (nulls in the other form's columns), are fine
+    mixed = [{"input_ids": [1, 2], "prompt": None, "completion": None}, {"prompt": [3], "completion": [4]}]
+    assert pack_dataset(datasets.Dataset.from_list(mixed), 4, shuffle=False)["input_ids"] == [[1, 2, 3, 4]]
+    assert pack_batch({"input_ids": [[1, 2], None], "prompt": [None, [3]], "completion": [None, [4]]}, 4)[
+        "loss_mask"
+    ] == [[1, 1, 0, 1]]

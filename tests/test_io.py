@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -13,17 +14,19 @@ import pyarrow.parquet as pq
 import pytest
 
 import packing.io as pio
-from packing import pack
-from packing.io import DatasetError, block_order, read_dataset, write_jsonl, write_parquet
+from packing import COLUMNS, SettingError, pack
+from packing.io import DatasetError, read_dataset, write_jsonl, write_parquet
+from packing.schema import arrow_schema
 
 WORKLOADS = Path(__file__).resolve().parents[1] / "packing" / "workloads"
 
 
-def plain(sample: Any) -> Any:
-    """A stored sample as plain lists, for comparisons."""
-    if isinstance(sample, dict):
-        return {key: np.asarray(value).tolist() for key, value in sample.items()}
-    return np.asarray(sample).tolist()
+def plain(data: Any) -> list[tuple[list[int], list[int]]]:
+    """Every sample of a dataset as (tokens, loss mask) lists, for comparisons."""
+    samples = data.samples
+    assert samples.tokens is not None and samples.loss_mask is not None
+    edges = samples.offsets.tolist()
+    return [(samples.tokens[a:b].tolist(), samples.loss_mask[a:b].tolist()) for a, b in itertools.pairwise(edges)]
 
 
 def write_lines(path: Path, rows: list[Any]) -> Path:
@@ -49,15 +52,13 @@ def test_jsonl_input_ids_with_optional_loss_mask(tmp_path: Path) -> None:
     assert data.source == str(path)
     assert data.lengths.dtype == np.int64
     assert data.lengths.tolist() == [3, 1]
-    assert data.samples is not None
-    assert [plain(s) for s in data.samples] == [{"input_ids": [1, 2, 3], "loss_mask": [0, 1, 1]}, [4]]
+    assert plain(data) == [([1, 2, 3], [0, 1, 1]), ([4], [1])]
 
 
 def test_jsonl_prompt_completion_keeps_the_split(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "d.jsonl", [{"prompt": [1, 2], "completion": [3], "id": "a"}])
     data = read_dataset(path)
-    assert data.samples is not None
-    assert [plain(s) for s in data.samples] == [{"prompt": [1, 2], "completion": [3]}]
+    assert plain(data) == [([1, 2, 3], [0, 0, 1])]
     assert data.lengths.tolist() == [3]
 
 
@@ -65,15 +66,13 @@ def test_jsonl_skips_blank_lines_and_mixes_sample_forms(tmp_path: Path) -> None:
     path = tmp_path / "d.jsonl"
     path.write_text('{"input_ids": [1, 2]}\n\n{"prompt": [3], "completion": [4, 5]}\n[6]\n')
     data = read_dataset(path)
-    assert data.samples is not None
-    assert [plain(s) for s in data.samples] == [[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]]
+    assert plain(data) == [([1, 2], [1, 1]), ([3, 4, 5], [0, 1, 1]), ([6], [1])]
 
 
 def test_read_samples_pack_like_the_literal_samples(tmp_path: Path) -> None:
     samples = [[1, 2, 3], {"prompt": [4, 5], "completion": [6]}, {"input_ids": [7, 8], "loss_mask": [0, 1]}]
     data = read_dataset(write_lines(tmp_path / "d.jsonl", samples))
-    assert data.samples is not None
-    from_file = pack(data.samples, 4, "ffd")
+    from_file = pack(data, 4, "ffd")
     direct = pack(samples, 4, "ffd")
     assert from_file.input_ids.tolist() == direct.input_ids.tolist()
     assert from_file.labels.tolist() == direct.labels.tolist()
@@ -86,8 +85,7 @@ def test_json_list_of_lists_and_list_of_objects(tmp_path: Path) -> None:
     objects.write_text(json.dumps([{"input_ids": [5, 6, 7]}, {"input_ids": [8]}]))
     assert read_dataset(lists).lengths.tolist() == [2, 1, 0]
     data = read_dataset(objects)
-    assert data.samples is not None
-    assert [plain(s) for s in data.samples] == [[5, 6, 7], [8]]
+    assert plain(data) == [([5, 6, 7], [1, 1, 1]), ([8], [1])]
 
 
 def test_json_file_holding_json_lines_is_read_as_lines(tmp_path: Path) -> None:
@@ -99,22 +97,18 @@ def test_csv_token_cells_in_both_spellings(tmp_path: Path) -> None:
     path = tmp_path / "d.csv"
     path.write_text('input_ids,loss_mask,note\n1 2 3,0 1 1,x\n"[4, 5]","[1,1]",y\n')
     data = read_dataset(path)
-    assert data.samples is not None
-    assert [plain(s) for s in data.samples] == [
-        {"input_ids": [1, 2, 3], "loss_mask": [0, 1, 1]},
-        {"input_ids": [4, 5], "loss_mask": [1, 1]},
-    ]
+    assert plain(data) == [([1, 2, 3], [0, 1, 1]), ([4, 5], [1, 1])]
 
 
 def test_csv_prompt_completion_and_empty_prompt(tmp_path: Path) -> None:
     path = tmp_path / "d.csv"
-    path.write_text("prompt,completion\n1 2,3\n,4 5\n")
+    path.write_text("prompt,completion\n1 2,3\n[],4 5\n")
     data = read_dataset(path)
-    assert data.samples is not None
-    assert [plain(s) for s in data.samples] == [
-        {"prompt": [1, 2], "completion": [3]},
-        {"prompt": [], "completion": [4, 5]},
-    ]
+    assert plain(data) == [([1, 2, 3], [0, 0, 1]), ([4, 5], [1, 1])]
+    path.write_text("prompt,completion\n1 2,3\n,4 5\n")  # an empty cell is a null, not an empty list
+    assert error_of(path) == (
+        f"{path}, line 3, 'prompt': expected a list of token ids (a prompt needs a completion), got None (NoneType)"
+    )
 
 
 def test_csv_long_token_cell_beyond_the_default_field_limit(tmp_path: Path) -> None:
@@ -130,8 +124,7 @@ def test_parquet_list_columns(tmp_path: Path) -> None:
     pq.write_table(table, path)
     data = read_dataset(path)
     assert data.lengths.tolist() == [3, 1, 0]
-    assert data.samples is not None
-    assert plain(data.samples[0]) == {"input_ids": [1, 2, 3], "loss_mask": [0, 1, 1]}
+    assert plain(data)[0] == ([1, 2, 3], [0, 1, 1])
 
 
 def test_parquet_sliced_multi_chunk_table_keeps_row_boundaries(tmp_path: Path) -> None:
@@ -139,16 +132,14 @@ def test_parquet_sliced_multi_chunk_table_keeps_row_boundaries(tmp_path: Path) -
     path = tmp_path / "d.parquet"
     pq.write_table(chunks.slice(1), path, row_group_size=2)
     data = read_dataset(path)
-    assert data.samples is not None
-    assert [plain(s) for s in data.samples] == [[3], [4, 5, 6], [7]]
+    assert [tokens for tokens, _ in plain(data)] == [[3], [4, 5, 6], [7]]
 
 
 def test_parquet_prompt_completion(tmp_path: Path) -> None:
     path = tmp_path / "d.parquet"
     pq.write_table(pa.table({"prompt": [[1, 2]], "completion": [[3, 4, 5]]}), path)
     data = read_dataset(path)
-    assert data.samples is not None
-    assert plain(data.samples[0]) == {"prompt": [1, 2], "completion": [3, 4, 5]}
+    assert plain(data) == [([1, 2, 3, 4, 5], [0, 0, 1, 1, 1])]
 
 
 @pytest.mark.parametrize("suffix", ["csv", "jsonl", "parquet"])
@@ -162,7 +153,7 @@ def test_length_column_gives_lengths_only(tmp_path: Path, suffix: str) -> None:
         pq.write_table(pa.table({"length": [5, 0, 7]}), path)
     data = read_dataset(path)
     assert data.kind == "lengths"
-    assert data.samples is None
+    assert data.samples.tokens is None
     assert data.lengths.tolist() == [5, 0, 7]
 
 
@@ -170,7 +161,7 @@ def test_histogram_json_like_the_workloads(tmp_path: Path) -> None:
     path = tmp_path / "h.json"
     path.write_text(json.dumps({"max_seq_length": 8, "histogram": [2, 0, 1]}))
     data = read_dataset(path)
-    assert (data.kind, data.samples, sorted(data.lengths.tolist())) == ("lengths", None, [1, 1, 3])
+    assert (data.kind, data.samples.tokens, sorted(data.lengths.tolist())) == ("lengths", None, [1, 1, 3])
 
 
 def test_lengths_json_and_bundled_workload(tmp_path: Path) -> None:
@@ -203,7 +194,7 @@ def test_parquet_file_object() -> None:
 def test_dataset_is_frozen(tmp_path: Path) -> None:
     data = read_dataset(io.BytesIO(b"[[1]]"), format="json")
     with pytest.raises(AttributeError):
-        data.kind = "lengths"  # type: ignore[misc]
+        data.source = "other"  # type: ignore[misc]
 
 
 # ---------------------------------------------------------------- errors
@@ -243,22 +234,26 @@ def test_unknown_columns_lists_found_and_expected(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "d.jsonl", [{"text": "hi", "label": 1}])
     message = error_of(path)
     assert "no usable columns" in message
-    assert "found columns 'text', 'label'" in message
-    assert "expected 'input_ids' (optionally with 'loss_mask'), 'prompt' and 'completion', or 'length'" in message
+    assert "found 'text', 'label'" in message
+    assert "expected 'input_ids' (with a loss mask), 'prompt' and 'completion', or 'length'" in message
 
 
 def test_prompt_without_completion_column(tmp_path: Path) -> None:
     path = tmp_path / "d.csv"
     path.write_text("prompt,id\n1 2,a\n")
-    assert error_of(path).startswith(f"{path}: column 'completion' is missing; found columns 'prompt', 'id'")
+    assert error_of(path) == (
+        f"{path}, line 2, 'completion': expected a list of token ids (a prompt needs a completion), got None (NoneType)"
+    )
 
 
 def test_row_without_a_value(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "d.jsonl", [{"prompt": [1], "completion": [2]}, {"prompt": [3]}])
-    assert error_of(path) == f"{path}, line 2: no value in column 'completion'"
+    assert error_of(path) == (
+        f"{path}, line 2, 'completion': expected a list of token ids (a prompt needs a completion), got None (NoneType)"
+    )
     nulls = tmp_path / "d.parquet"
     pq.write_table(pa.table({"input_ids": [[1], None]}), nulls)
-    assert error_of(nulls) == f"{nulls}, row 2: no value in column 'input_ids'"
+    assert error_of(nulls).startswith(f"{nulls}, row 2: expected a list of token ids, or a dict with")
 
 
 @pytest.mark.parametrize(
@@ -266,20 +261,23 @@ def test_row_without_a_value(tmp_path: Path) -> None:
     [
         (
             {"input_ids": [1, "x", 3]},
-            "column 'input_ids', position 1: expected a non-negative integer token id, got 'x' (str)",
+            "'input_ids', position 1: expected a non-negative integer token id, got 'x' (str)",
         ),
         (
             {"input_ids": [1, 2, 2.5]},
-            "column 'input_ids', position 2: expected a non-negative integer token id, got 2.5 (float)",
+            "'input_ids', position 2: expected a non-negative integer token id, got 2.5 (float)",
         ),
         (
             {"prompt": [1], "completion": [2, -3]},
-            "column 'completion', position 1: expected a non-negative integer token id, got -3 (int)",
+            "'completion', position 1: expected a non-negative integer token id, got -3",
         ),
-        ({"input_ids": [1, 2**70]}, f"column 'input_ids', position 1: token id {2**70} does not fit in 64 bits"),
-        ({"input_ids": "1 2"}, "column 'input_ids': expected a list of token ids, got '1 2' (str)"),
-        ({"input_ids": [1, 2], "loss_mask": [1]}, "column 'loss_mask': expected 2 values (one per token), got 1"),
-        ({"input_ids": [1, 2], "loss_mask": [1, 2]}, "column 'loss_mask', position 1: expected 0 or 1, got 2"),
+        (
+            {"input_ids": [1, 2**70]},
+            "'input_ids', position 1: expected a token id that fits in 64 bits, got 1180591620717411303424",
+        ),
+        ({"input_ids": "1 2"}, "'input_ids': expected a list of token ids, got '1 2' (str)"),
+        ({"input_ids": [1, 2], "loss_mask": [1]}, "'loss_mask': expected 2 values (one per token), got <1 values>"),
+        ({"input_ids": [1, 2], "loss_mask": [1, 2]}, "'loss_mask', position 1: expected 0 or 1, got 2"),
     ],
 )
 def test_bad_token_names_file_line_column_and_position(tmp_path: Path, row: dict[str, Any], expected: str) -> None:
@@ -304,7 +302,7 @@ def test_bad_token_in_csv_cell(tmp_path: Path) -> None:
     path.write_text("input_ids\n1 2\n1 x 3\n")
     assert (
         error_of(path)
-        == f"{path}, line 3, column 'input_ids', position 1: expected a non-negative integer token id, got 'x'"
+        == f"{path}, line 3, 'input_ids', position 1: expected a non-negative integer token id, got 'x' (str)"
     )
 
 
@@ -312,20 +310,20 @@ def test_bad_token_in_parquet(tmp_path: Path) -> None:
     path = tmp_path / "d.parquet"
     pq.write_table(pa.table({"input_ids": [[1, 2], [3, -4]]}), path)
     message = error_of(path)
-    assert message.startswith(f"{path}, row 2, column 'input_ids', position 1: expected a non-negative integer")
+    assert message == f"{path}, row 2, 'input_ids', position 1: expected a non-negative integer token id, got -4"
 
 
 def test_csv_row_with_wrong_number_of_cells(tmp_path: Path) -> None:
     path = tmp_path / "d.csv"
     path.write_text("input_ids,id\n1 2,a\n3\n")
-    assert error_of(path) == f"{path}, line 3: expected 2 cells (columns 'input_ids', 'id'), got 1"
+    assert error_of(path) == f"{path}, line 3: expected 2 cells ('input_ids', 'id'), got 1"
 
 
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("length\n3\nfoo\n", "line 3, column 'length': expected a non-negative integer, got 'foo'"),
-        ("length\n-3\n", "line 2, column 'length': expected a non-negative integer, got -3"),
+        ("length\n3\nfoo\n", "line 3, 'length': expected a non-negative integer, got 'foo' (str)"),
+        ("length\n-3\n", "line 2, 'length': expected a non-negative integer, got -3"),
     ],
 )
 def test_bad_length(tmp_path: Path, text: str, expected: str) -> None:
@@ -341,7 +339,7 @@ def test_bad_histogram(tmp_path: Path) -> None:
     path.write_text(json.dumps({"histogram": [0, 0]}))
     assert error_of(path) == f"{path}: the histogram holds no sequences"
     path.write_text(json.dumps({"samples": []}))
-    assert "found an object with keys 'samples'" in error_of(path)
+    assert "found \"an object with keys 'samples'\"" in error_of(path)
 
 
 @pytest.mark.parametrize(
@@ -404,20 +402,20 @@ def test_write_parquet_rows_and_schema(tmp_path: Path) -> None:
     path = tmp_path / "out.parquet"
     write_parquet(tiny_batch(), path)
     table = pq.read_table(path)
-    assert table.column_names == list(pio.OUTPUT_COLUMNS)
-    assert all(pa.types.is_list(field.type) and pa.types.is_integer(field.type.value_type) for field in table.schema)
+    assert table.column_names == [column.name for column in COLUMNS]
+    assert table.schema == arrow_schema()
     assert table.to_pylist() == EXPECTED_ROWS
 
 
 def test_write_parquet_in_given_order_and_several_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pio, "_PARQUET_CHUNK_VALUES", 4)  # one block per record batch
+    monkeypatch.setattr(pio, "_PARQUET_CHUNK_ROWS", 4)  # one block per row group
     path = tmp_path / "out.parquet"
     write_parquet(tiny_batch(), path, order=np.array([2, 0, 1]))
     assert pq.read_table(path).to_pylist() == [EXPECTED_ROWS[2], EXPECTED_ROWS[0], EXPECTED_ROWS[1]]
 
 
 def test_write_multi_document_blocks(tmp_path: Path) -> None:
-    batch = pack([[1, 2], [3, 4, 5], [6]], 4)
+    batch = pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split")
     path = tmp_path / "out.jsonl"
     write_jsonl(batch, path, order=[1, 0])
     rows = [json.loads(line) for line in path.read_text().splitlines()]
@@ -426,7 +424,7 @@ def test_write_multi_document_blocks(tmp_path: Path) -> None:
 
 
 def test_write_jsonl_matches_parquet(tmp_path: Path) -> None:
-    order = block_order(3, seed=5)
+    order = np.random.default_rng(5).permutation(3)
     write_jsonl(tiny_batch(), tmp_path / "out.jsonl", order)
     write_parquet(tiny_batch(), tmp_path / "out.parquet", order)
     lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
@@ -438,13 +436,13 @@ def test_write_empty_batch(tmp_path: Path) -> None:
     write_parquet(pack([[]], 4), path)
     table = pq.read_table(path)
     assert table.num_rows == 0
-    assert table.column_names == list(pio.OUTPUT_COLUMNS)
+    assert table.column_names == [column.name for column in COLUMNS]
 
 
 def test_bad_order_is_refused_before_writing(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"outside 0\.\.2"):
+    with pytest.raises(SettingError, match=r"block indexes in 0\.\.2"):
         write_parquet(tiny_batch(), tmp_path / "out.parquet", order=[0, 3])
-    with pytest.raises(ValueError, match="flat array"):
+    with pytest.raises(SettingError, match="flat list"):
         write_jsonl(tiny_batch(), tmp_path / "out.jsonl", order=[[0, 1]])
     assert list(tmp_path.iterdir()) == []
 
@@ -458,7 +456,7 @@ def test_failed_parquet_write_leaves_the_old_file_and_no_temporary(
     def fail(self: Any, *args: Any, **kwargs: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(pq.ParquetWriter, "write_batch", fail)
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", fail)
     with pytest.raises(OSError, match="No space left"):
         write_parquet(tiny_batch(), path)
     assert path.read_bytes() == b"previous"
@@ -467,14 +465,15 @@ def test_failed_parquet_write_leaves_the_old_file_and_no_temporary(
 
 def test_failed_jsonl_write_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
+    dumps = json.dumps
 
-    def record(batch: Any, block: int) -> dict[str, list[int]]:
-        calls.append(block)
+    def interrupted(value: Any) -> str:
+        calls.append(value)
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return {"input_ids": [block]}
+        return dumps(value)
 
-    monkeypatch.setattr(pio, "_block_record", record)
+    monkeypatch.setattr(pio.json, "dumps", interrupted)
     with pytest.raises(KeyboardInterrupt):
         write_jsonl(tiny_batch(), tmp_path / "out.jsonl")
     assert list(tmp_path.iterdir()) == []
@@ -492,28 +491,76 @@ def test_written_file_permissions_follow_umask(tmp_path: Path) -> None:
     assert path.stat().st_mode & 0o044 != 0  # readable by others, unlike a private temporary file
 
 
-# ---------------------------------------------------------------- block order
-
-
-def test_block_order_is_a_seeded_permutation() -> None:
-    first = block_order(100, seed=7)
-    assert first.dtype == np.int64
-    assert sorted(first.tolist()) == list(range(100))
-    assert first.tolist() != list(range(100))
-    assert block_order(100, seed=7).tolist() == first.tolist()
-    assert block_order(100, seed=8).tolist() != first.tolist()
-    assert block_order(5, shuffle=False).tolist() == [0, 1, 2, 3, 4]
-    assert block_order(0).tolist() == []
-
-
-@pytest.mark.parametrize(("count", "seed"), [(-1, 0), (3, -1), (2.5, 0)])
-def test_block_order_refuses_bad_arguments(count: Any, seed: int) -> None:
-    with pytest.raises((TypeError, ValueError)):
-        block_order(count, seed=seed)
-
-
 def test_a_row_with_both_forms_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "both.jsonl"
     path.write_text(json.dumps({"prompt": [1, 2], "completion": [3], "input_ids": [1, 2, 3]}) + "\n")
-    with pytest.raises(DatasetError, match=r"line 1: has both 'input_ids' and 'prompt'/'completion'"):
+    with pytest.raises(
+        DatasetError, match=r"line 1: expected one form, 'input_ids' or 'prompt'/'completion', got <both>"
+    ):
         read_dataset(path)
+
+
+# ---------------------------------------------------------------- interrupted and concurrent writes
+
+SLOW_WRITER = """
+import sys, time, pathlib
+import pyarrow.parquet as pq
+from packing.cli import main
+
+def stalled(self, *args, **kwargs):
+    pathlib.Path(sys.argv[1]).write_text("writing")
+    time.sleep(60)
+
+pq.ParquetWriter.write_table = stalled
+sys.exit(main(["pack", sys.argv[2], "--max-seq-length", "4", "-q", "-o", sys.argv[3]]))
+"""
+
+
+def start_slow_writer(tmp_path: Path, output: Path) -> Any:
+    import subprocess
+    import sys
+    import time
+
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"input_ids": [1, 2, 3]}\n')
+    ready = tmp_path / "ready"
+    process = subprocess.Popen([sys.executable, "-c", SLOW_WRITER, str(ready), str(source), str(output)])
+    for _ in range(600):
+        if ready.exists():
+            return process
+        time.sleep(0.05)
+    process.kill()
+    raise AssertionError("the writer never started writing")
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_a_signal_during_a_write_keeps_the_old_output_and_leaves_no_temporary(tmp_path: Path, signal_name: str) -> None:
+    import signal
+
+    output = tmp_path / "out.parquet"
+    output.write_bytes(b"previous run")
+    process = start_slow_writer(tmp_path, output)
+    process.send_signal(getattr(signal, signal_name))
+    code = process.wait(timeout=30)
+    assert code == (128 + signal.SIGTERM if signal_name == "SIGTERM" else 130)
+    assert output.read_bytes() == b"previous run"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.parquet", "ready"]
+
+
+def test_a_second_writer_of_the_same_output_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from packing.cli import main
+
+    output = tmp_path / "out.parquet"
+    process = start_slow_writer(tmp_path, output)
+    try:
+        code = main(["pack", str(tmp_path / "in.jsonl"), "--max-seq-length", "4", "-q", "-o", str(output)])
+        err = capsys.readouterr().err
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+    assert code == 2
+    assert f"another run (process {process.pid}) is writing this file; wait for it" in err
+    # the killed writer left its lock and temporary file behind; the next run cleans up and succeeds
+    assert main(["pack", str(tmp_path / "in.jsonl"), "--max-seq-length", "4", "-q", "-o", str(output)]) == 0
+    assert pq.read_table(output).column("input_ids").to_pylist() == [[1, 2, 3, 0]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.parquet", "ready"]

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 import packing
 import packing.optimal
-from packing import MAX_OPTIMAL_DOCUMENTS, LowerBounds, lower_bounds, plan
+from packing import LowerBounds, lower_bounds, plan
+from packing.optimal import MAX_OPTIMAL_DOCUMENTS
 
 NO_SPLIT = [name for name, strategy in packing.STRATEGIES.items() if not strategy.splits_sequences]
 

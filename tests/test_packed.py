@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 import packing
-from packing import IGNORE_INDEX, chat_sample, materialize, pack, plan, read_samples
+from packing import IGNORE_INDEX, SettingError, chat_sample, materialize, pack, plan, read_samples
 
 X = IGNORE_INDEX
 
@@ -25,7 +26,7 @@ def test_ignore_index_is_the_hugging_face_value() -> None:
 
 def test_plain_and_prompt_completion_samples() -> None:
     # [1, 2] then prompt [3] + completion [4, 5], blocks of 4: the completion is cut after the 4.
-    batch = pack([[1, 2], {"prompt": [3], "completion": [4, 5]}], 4)
+    batch = pack([[1, 2], {"prompt": [3], "completion": [4, 5]}], 4, strategy="split")
     assert batch.num_blocks == 2
     assert batch.max_seq_length == 4
     assert batch.input_ids.tolist() == [[1, 2, 3, 4], [5, 0, 0, 0]]
@@ -43,14 +44,14 @@ def test_plain_and_prompt_completion_samples() -> None:
 
 
 def test_completion_only_loss_false_trains_on_the_prompt_too() -> None:
-    batch = pack([[1, 2], {"prompt": [3], "completion": [4, 5]}], 4, completion_only_loss=False)
+    batch = pack([[1, 2], {"prompt": [3], "completion": [4, 5]}], 4, strategy="split", completion_only_loss=False)
     assert batch.loss_mask.tolist() == [[1, 1, 1, 1], [1, 0, 0, 0]]
     assert batch.labels.tolist() == [[X, 2, X, 4], [X, X, X, X]]
     assert batch.stats.trainable_tokens == 5
 
 
 def test_classic_example_through_pack() -> None:
-    batch = pack([[1, 2], [3, 4, 5], [6]], 4)
+    batch = pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split")
     assert batch.to_lists() == ([[1, 2, 3, 4], [5, 6, 0, 0]], [[1, 1, 1, 1], [1, 1, 0, 0]])
     assert batch.labels.tolist() == [[X, 2, X, 4], [X, X, X, X]]
     assert batch.position_ids.tolist() == [[0, 1, 0, 1], [0, 0, 0, 0]]
@@ -58,7 +59,7 @@ def test_classic_example_through_pack() -> None:
 
 
 def test_to_lists_gives_plain_ints() -> None:
-    blocks, masks = pack([[1, 2], [3]], 2).to_lists()
+    blocks, masks = pack([[1, 2], [3]], 2, strategy="split").to_lists()
     assert (blocks, masks) == ([[1, 2], [3, 0]], [[1, 1], [1, 0]])
     assert all(type(v) is int for rows in (blocks, masks) for row in rows for v in row)
 
@@ -73,7 +74,7 @@ def test_first_fit_decreasing_reorders_documents() -> None:
 
 
 def test_pad_token_id_fills_padding_but_not_the_masks() -> None:
-    batch = pack([[1, 2], [3]], 2, pad_token_id=9)
+    batch = pack([[1, 2], [3]], 2, strategy="split", pad_token_id=9)
     assert batch.pad_token_id == 9
     assert batch.input_ids.tolist() == [[1, 2], [3, 9]]
     assert batch.loss_mask.tolist() == [[1, 1], [1, 0]]
@@ -84,7 +85,7 @@ def test_pad_token_id_fills_padding_but_not_the_masks() -> None:
 def test_masked_samples_and_chat_samples() -> None:
     chat = chat_sample([("user", [1, 2]), ("assistant", [3, 4])])
     assert chat == {"input_ids": [1, 2, 3, 4], "loss_mask": [0, 0, 1, 1]}
-    batch = pack([chat, {"input_ids": [5, 6], "loss_mask": [1, 0]}], 5)
+    batch = pack([chat, {"input_ids": [5, 6], "loss_mask": [1, 0]}], 5, strategy="split")
     # stream [1, 2, 3, 4, 5 | 6]: sample 1 is cut after its first token, so 6 starts a piece and has no label
     assert batch.input_ids.tolist() == [[1, 2, 3, 4, 5], [6, 0, 0, 0, 0]]
     assert batch.loss_mask.tolist() == [[0, 0, 1, 1, 1], [0, 0, 0, 0, 0]]
@@ -96,7 +97,7 @@ def test_masked_samples_and_chat_samples() -> None:
 
 def test_numpy_arrays_and_masks_given_as_booleans() -> None:
     samples = [np.array([7, 8], dtype=np.int32), {"input_ids": np.array([9, 10]), "loss_mask": [True, False]}]
-    batch = pack(samples, 4)
+    batch = pack(samples, 4, strategy="split")
     assert batch.input_ids.tolist() == [[7, 8, 9, 10]]
     assert batch.loss_mask.tolist() == [[1, 1, 1, 0]]
     assert batch.labels.tolist() == [[X, 8, X, X]]
@@ -131,7 +132,7 @@ def test_two_pieces_of_one_sequence_in_one_block_are_separate_documents() -> Non
 
 
 def test_attention_mask_is_causal_within_documents_only() -> None:
-    batch = pack([[1, 2], [3]], 4)
+    batch = pack([[1, 2], [3]], 4, strategy="split")
     mask = batch.attention_mask(0)
     assert mask.dtype == np.bool_
     assert mask.astype(int).tolist() == [
@@ -143,7 +144,7 @@ def test_attention_mask_is_causal_within_documents_only() -> None:
 
 
 def test_attention_mask_of_a_continued_document() -> None:
-    batch = pack([[1, 2, 3], [4, 5, 6]], 4)  # block 1 is [5, 6, pad, pad]: one document piece
+    batch = pack([[1, 2, 3], [4, 5, 6]], 4, strategy="split")  # block 1 is [5, 6, pad, pad]: one document piece
     assert batch.attention_mask(1).astype(int).tolist() == [
         [1, 0, 0, 0],
         [1, 1, 0, 0],
@@ -152,8 +153,8 @@ def test_attention_mask_of_a_continued_document() -> None:
     ]
 
 
-def test_block_and_iter_blocks_give_json_ready_dicts() -> None:
-    batch = pack([[1, 2], [3, 4, 5], [6]], 4)
+def test_block_and_iter_blocks_give_json_ready_dicts_of_the_schema_columns() -> None:
+    batch = pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split")
     first = {
         "input_ids": [1, 2, 3, 4],
         "labels": [X, 2, X, 4],
@@ -161,7 +162,6 @@ def test_block_and_iter_blocks_give_json_ready_dicts() -> None:
         "position_ids": [0, 1, 0, 1],
         "sequence_ids": [0, 0, 1, 1],
         "seq_lengths": [2, 2],
-        "cu_seqlens": [0, 2, 4],
     }
     second = {
         "input_ids": [5, 6, 0, 0],
@@ -170,9 +170,11 @@ def test_block_and_iter_blocks_give_json_ready_dicts() -> None:
         "position_ids": [0, 0, 0, 0],
         "sequence_ids": [1, 2, -1, -1],
         "seq_lengths": [1, 1],
-        "cu_seqlens": [0, 1, 2],
     }
     assert batch.block(0) == first
+    # exactly the schema's columns, in the schema's order (flash-attention's cu_seqlens stays a method)
+    assert list(batch.block(0)) == [column.name for column in packing.COLUMNS]
+    assert batch.cu_seqlens(0).tolist() == [0, 2, 4] and batch.cu_seqlens(1).tolist() == [0, 1, 2]
     assert batch.block(1) == second
     assert batch.block(-1) == second
     assert list(batch.iter_blocks()) == [first, second]
@@ -181,7 +183,7 @@ def test_block_and_iter_blocks_give_json_ready_dicts() -> None:
 
 def test_block_out_of_range() -> None:
     with pytest.raises(IndexError):
-        pack([[1, 2]], 4).block(1)
+        pack([[1, 2]], 4, strategy="split").block(1)
 
 
 @pytest.mark.parametrize("strategy", list(packing.STRATEGIES))
@@ -246,7 +248,7 @@ def test_pack_is_plan_then_materialize() -> None:
 
 
 def test_stats_of_a_batch_use_the_real_loss_masks() -> None:
-    batch = pack([{"prompt": [1, 2], "completion": [3]}, [4, 5]], 4)
+    batch = pack([{"prompt": [1, 2], "completion": [3]}, [4, 5]], 4, strategy="split")
     assert batch.stats.trainable_tokens == 3
     assert batch.plan.stats.trainable_tokens == 5  # the plan alone assumes every token is trained on
     assert batch.stats.num_blocks == 2
@@ -254,11 +256,11 @@ def test_stats_of_a_batch_use_the_real_loss_masks() -> None:
 
 
 MISMATCHED_PLAN = """
-from packing import materialize, plan, read_samples
+from packing import SettingError, materialize, plan, read_samples
 try:
-    materialize(plan({lengths}, 1000), read_samples({samples}))
-except (ValueError, IndexError) as error:
-    print(type(error).__name__)
+    materialize(plan({lengths}, 1000, "split"), read_samples({samples}))
+except SettingError as error:
+    print(type(error).__name__, error.name)
 else:
     print("accepted")
 """
@@ -277,11 +279,11 @@ def test_materialize_refuses_a_plan_made_for_other_lengths(lengths: list[int], s
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120, check=False
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip() in ("ValueError", "IndexError")
+    assert result.stdout.strip() == "SettingError plan"
 
 
 def test_materialize_checks_the_pad_token_id() -> None:
-    with pytest.raises(ValueError, match=r"pad_token_id must be a non-negative integer, got -5"):
+    with pytest.raises(SettingError, match=r"^pad_token_id: expected a non-negative integer, got -5$"):
         materialize(plan([1], 4), read_samples([[1]]), pad_token_id=-5)
 
 
@@ -296,29 +298,75 @@ def test_the_readme_recipe_for_flash_attention_varlen_inputs() -> None:
     assert int(lengths.max()) == 4 and cu_seqlens.dtype == np.int32
 
 
+def tampered(layout: packing.PackingPlan, change: dict[str, Any]) -> packing.PackingPlan:
+    """A plan whose fields were overwritten after it was made (past the check at construction)."""
+    copy = dataclasses.replace(layout)
+    for name, value in change.items():
+        object.__setattr__(copy, name, value)
+    return copy
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"piece_length": np.array([6], dtype=np.int32)}, "reaches past the end of its sequence"),
-        ({"piece_start": np.array([10**9], dtype=np.int32)}, "reaches past the end of its sequence"),
-        ({"piece_sequence": np.array([3], dtype=np.int32)}, "names a sequence the plan does not have"),
+        ({"piece_length": np.array([6], dtype=np.int32)}, "pieces within their sequences"),
+        ({"piece_start": np.array([10**9], dtype=np.int32)}, "pieces within their sequences"),
+        ({"piece_sequence": np.array([3], dtype=np.int32)}, "pieces naming sequences the plan has"),
         ({"block_starts": np.array([0, 0, 1])}, "every block holding a piece"),
-        ({"piece_length": np.array([0], dtype=np.int32)}, "length >= 1"),
+        ({"piece_length": np.array([0], dtype=np.int32)}, "pieces with a length >= 1"),
     ],
     ids=["too long", "far start", "unknown sequence", "empty block", "empty piece"],
 )
-def test_materialize_refuses_a_hand_built_plan_that_would_write_out_of_bounds(
-    change: dict[str, Any], message: str
-) -> None:
+def test_a_hand_built_plan_that_would_write_out_of_bounds_is_refused(change: dict[str, Any], message: str) -> None:
     samples = read_samples([[1, 2, 3, 4, 5]])
-    layout = dataclasses.replace(plan(samples.lengths, 8, "bfd"), **change)
-    with pytest.raises(ValueError, match=f"invalid plan: .*{message}"):
-        materialize(layout, samples)
+    layout = plan(samples.lengths, 8, "bfd")
+    with pytest.raises(SettingError, match=f"^plan: expected .*{re.escape(message)}") as error:
+        dataclasses.replace(layout, **change)  # refused when it is made
+    assert error.value.name == "plan"
+    with pytest.raises(SettingError, match=f"^plan: expected .*{re.escape(message)}"):
+        materialize(tampered(layout, change), samples)  # and again before any block is written
 
 
-def test_materialize_refuses_a_plan_that_overfills_a_block() -> None:
+def test_a_plan_that_overfills_a_block_is_refused() -> None:
     samples = read_samples([[1, 2, 3], [4, 5, 6]])
     layout = plan(samples.lengths, 4, "bfd")  # two blocks of one piece each
-    merged = dataclasses.replace(layout, block_starts=np.array([0, 2]))
-    with pytest.raises(ValueError, match="holds more than max_seq_length=4 tokens"):
-        materialize(merged, samples)
+    message = r"^plan: expected blocks of at most max_seq_length=4 tokens"
+    with pytest.raises(SettingError, match=message):
+        dataclasses.replace(layout, block_starts=np.array([0, 2]))
+    with pytest.raises(SettingError, match=message):
+        materialize(tampered(layout, {"block_starts": np.array([0, 2])}), samples)
+
+
+def test_to_arrow_holds_the_schema_columns_one_row_per_block() -> None:
+    pa = pytest.importorskip("pyarrow")
+    batch = pack([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6, 7, 8]], 4, strategy="split", pad_token_id=9)
+    table = batch.to_arrow()
+    assert table.column_names == [column.name for column in packing.COLUMNS]
+    for column in packing.COLUMNS:
+        assert table.schema.field(column.name).type == pa.list_(pa.from_numpy_dtype(np.dtype(column.dtype)))
+    assert table.num_rows == batch.num_blocks == 2
+    assert table.to_pylist() == list(batch.iter_blocks())
+    # worked by hand: stream [1, 2, 3, 4 | 5, 6, 7, 8]
+    assert table.column("input_ids").to_pylist() == [[1, 2, 3, 4], [5, 6, 7, 8]]
+    assert table.column("seq_lengths").to_pylist() == [[2, 2], [1, 3]]
+    assert table.column("sequence_ids").to_pylist() == [[0, 0, 1, 1], [1, 2, 2, 2]]
+
+
+def test_to_arrow_in_an_order_gives_those_blocks() -> None:
+    pytest.importorskip("pyarrow")
+    batch = pack([[1], [2, 2], [3, 3, 3], [4, 4, 4, 4]], 4, strategy="none")
+    rows = batch.to_arrow().to_pylist()
+    assert batch.to_arrow([3, 0, 0]).to_pylist() == [rows[3], rows[0], rows[0]]
+    assert batch.to_arrow([]).num_rows == 0
+    with pytest.raises(SettingError, match=r"^order: expected block indexes in 0\.\.3"):
+        batch.to_arrow([4])
+
+
+def test_materialize_takes_samples_that_were_read() -> None:
+    with pytest.raises(SettingError, match=r"^samples: expected a Samples") as error:
+        materialize(plan([2], 4), [[1, 2]])  # type: ignore[arg-type]
+    assert error.value.name == "samples"
+    lengths_only = read_samples([{"length": 2}])
+    assert plan(lengths_only, 4).num_blocks == 1  # lengths are enough to plan ...
+    with pytest.raises(SettingError, match=r"^samples: expected token ids \(lengths-only data"):
+        materialize(plan(lengths_only, 4), lengths_only)  # ... but not to pack

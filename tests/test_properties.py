@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import typing
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 
 import packing
 from packing import reference
+from packing.reference import documents as reference_documents
 from packing.strategies import assign_blocks
 
 STRATEGY_NAMES = list(packing.STRATEGIES)
@@ -29,9 +31,26 @@ IGNORE = -100
 
 
 def test_the_registries_name_every_strategy_and_policy() -> None:
-    assert set(STRATEGY_NAMES) == {"split", "next_fit", "first_fit", "ffd", "bfd", "spfhp", "optimal", "none"}
+    assert set(STRATEGY_NAMES) == {
+        "split",
+        "next_fit",
+        "first_fit",
+        "first_fit_shuffle",
+        "ffd",
+        "bfd",
+        "spfhp",
+        "optimal",
+        "none",
+    }
     assert set(OVERFLOW_NAMES) == {"truncate", "split", "drop"}
     assert [name for name in STRATEGY_NAMES if packing.STRATEGIES[name].splits_sequences] == ["split"]
+    assert set(typing.get_args(packing.StrategyName)) == set(STRATEGY_NAMES)
+    assert set(typing.get_args(packing.OverflowPolicy)) == set(OVERFLOW_NAMES)
+    for name, entry in packing.STRATEGIES.items():
+        assert entry.name == name
+        assert entry.order in ("input", "longest_first", "random")
+        assert entry.bound == ("simple" if entry.splits_sequences else "l2")
+        assert (entry.layout is None) == entry.splits_sequences
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -351,19 +370,6 @@ def test_spfhp_never_puts_more_than_max_sequences_per_block_into_a_block(
         assert sum(1 for f in found if f.block == b) <= cap
 
 
-def document_lengths(lengths: list[int], capacity: int, overflow: str) -> list[tuple[int, int, int]]:
-    """(sequence, offset, length) of every document the policy makes, in input order."""
-    docs = []
-    for i, n in enumerate(lengths):
-        if overflow == "truncate" and n:
-            docs.append((i, 0, min(n, capacity)))
-        elif overflow == "drop" and 0 < n <= capacity:
-            docs.append((i, 0, n))
-        elif overflow == "split":
-            docs += [(i, start, min(capacity, n - start)) for start in range(0, n, capacity)]
-    return docs
-
-
 @pytest.mark.parametrize("overflow", OVERFLOW_NAMES)
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
 @settings(max_examples=60, deadline=None)
@@ -375,7 +381,7 @@ def test_plan_pieces_cover_exactly_the_kept_tokens(
         lengths = data.draw(st.lists(st.integers(min_value=0, max_value=3 * capacity), max_size=8))
     else:
         lengths = data.draw(st.lists(st.integers(min_value=0, max_value=40), max_size=30))
-    docs = document_lengths(lengths, capacity, overflow)
+    docs = reference_documents(lengths, capacity, overflow)
     before = list(lengths)
     layout = packing.plan(lengths, capacity, strategy, overflow)
     assert lengths == before
@@ -477,10 +483,18 @@ def test_blocks_are_numbered_by_opening_and_hold_documents_in_placement_order(
     lengths = data.draw(st.lists(st.integers(min_value=0, max_value=2 * capacity), max_size=8))
     blocks = packing.plan(lengths, capacity, strategy, overflow).blocks()
 
+    order = packing.STRATEGIES[strategy].order
+    docs = reference_documents(lengths, capacity, overflow)
+    # first_fit_shuffle places documents in the order of a permutation drawn from its seed (0 by default)
+    shuffled = np.random.default_rng(0).permutation(len(docs)).tolist()
+    drawn_at = {(docs[d][0], docs[d][1]): rank for rank, d in enumerate(shuffled)}
+
     def placed(piece: packing.Piece) -> tuple[int, ...]:
-        """When a document is placed: input order, or longest first with ties in input order."""
-        if strategy in ("next_fit", "first_fit", "none"):
+        """When a document is placed: input order, longest first with ties in input order, or shuffled."""
+        if order == "input":
             return (piece.sequence, piece.start)
+        if order == "random":
+            return (drawn_at[piece.sequence, piece.start],)
         return (-piece.length, piece.sequence, piece.start)
 
     for pieces in blocks:

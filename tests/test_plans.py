@@ -5,11 +5,13 @@ Expected layouts are worked out by hand in the comments next to them.
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pytest
 
 import packing
-from packing import Piece, plan
+from packing import Piece, SettingError, plan
 
 
 def sequences_per_block(layout: packing.PackingPlan) -> list[list[int]]:
@@ -23,7 +25,7 @@ def sequences_per_block(layout: packing.PackingPlan) -> list[list[int]]:
 
 def test_split_plan_layout_in_csr_form() -> None:
     # [2, 3, 1] into blocks of 4: sequence 1 gets 2 slots in block 0, its last token starts block 1.
-    layout = plan([2, 3, 1], 4)
+    layout = plan([2, 3, 1], 4, "split")
     assert (layout.strategy, layout.overflow, layout.max_seq_length) == ("split", "truncate", 4)
     assert layout.num_blocks == 2
     assert layout.block_starts.tolist() == [0, 2, 4]
@@ -40,7 +42,7 @@ def test_split_plan_layout_in_csr_form() -> None:
 
 
 def test_block_helpers_and_negative_indices() -> None:
-    layout = plan([2, 3, 1], 4)
+    layout = plan([2, 3, 1], 4, "split")
     assert layout.block(0) == [Piece(0, 0, 2), Piece(1, 0, 2)]
     assert layout.block(-1) == layout.block(1) == [Piece(1, 2, 1), Piece(2, 0, 1)]
     assert layout.seq_lengths(0).tolist() == [2, 2]
@@ -51,7 +53,7 @@ def test_block_helpers_and_negative_indices() -> None:
 
 @pytest.mark.parametrize("index", [2, 5, -3])
 def test_block_index_out_of_range_is_an_index_error(index: int) -> None:
-    layout = plan([2, 3, 1], 4)
+    layout = plan([2, 3, 1], 4, "split")
     with pytest.raises(IndexError, match=rf"block {index} does not exist; the plan has 2 blocks"):
         layout.block(index)
     with pytest.raises(IndexError):
@@ -118,7 +120,7 @@ def test_optimal_on_the_same_input_uses_two_blocks() -> None:
 
 def test_split_on_the_same_input_cuts_across_blocks() -> None:
     # stream of 12 tokens: seq0 [0,1), seq1 [1,4), seq2 [4,9) cut at 7, seq3 [9,12)
-    assert plan([1, 3, 5, 3], 7).blocks() == [
+    assert plan([1, 3, 5, 3], 7, "split").blocks() == [
         [Piece(0, 0, 1), Piece(1, 0, 3), Piece(2, 0, 3)],
         [Piece(2, 3, 2), Piece(3, 0, 3)],
     ]
@@ -160,8 +162,60 @@ def test_spfhp_max_sequences_per_block(cap: int | None, expected: list[list[int]
 
 @pytest.mark.parametrize("strategy", [name for name in packing.STRATEGIES if name != "spfhp"])
 def test_max_sequences_per_block_is_refused_by_other_strategies(strategy: str) -> None:
-    with pytest.raises(ValueError, match="max_sequences_per_block is supported by strategy 'spfhp' only"):
+    message = rf"^max_sequences_per_block: expected no value with strategy '{strategy}' \(it applies to spfhp\), got 2$"
+    with pytest.raises(SettingError, match=message) as error:
         plan([1, 2], 4, strategy, max_sequences_per_block=2)
+    assert error.value.name == "max_sequences_per_block"
+
+
+OPTION_VALUES = {"max_sequences_per_block": 2, "time_limit": 5.0, "seed": 3}
+
+
+@pytest.mark.parametrize("option", list(OPTION_VALUES))
+@pytest.mark.parametrize("strategy", list(packing.STRATEGIES))
+def test_each_option_is_accepted_exactly_by_the_strategies_whose_entry_lists_it(strategy: str, option: str) -> None:
+    # The registry is the one place that says which strategy takes which option: plan() follows it.
+    accepts = option in packing.STRATEGIES[strategy].options
+    assert accepts == (
+        (strategy, option)
+        in {("spfhp", "max_sequences_per_block"), ("optimal", "time_limit"), ("first_fit_shuffle", "seed")}
+    )
+    value = OPTION_VALUES[option]
+    if accepts:
+        layout = plan([1, 2, 3], 4, strategy, **{option: value})  # type: ignore[arg-type]
+        assert sorted(piece.sequence for block in layout.blocks() for piece in block) == [0, 1, 2]
+    else:
+        with pytest.raises(SettingError, match=rf"^{option}: expected no value with strategy '{strategy}'"):
+            plan([1, 2, 3], 4, strategy, **{option: value})  # type: ignore[arg-type]
+
+
+def test_options_are_keyword_only() -> None:
+    with pytest.raises(TypeError):
+        plan([1, 2], 4, "spfhp", "truncate", 2)  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("strategy", "option", "value", "message"),
+    [
+        ("optimal", "time_limit", 0, r"^time_limit: expected a number of seconds > 0, got 0$"),
+        ("optimal", "time_limit", True, r"^time_limit: expected a number of seconds > 0, got True \(bool\)$"),
+        ("first_fit_shuffle", "seed", -1, r"^seed: expected a non-negative integer, got -1$"),
+        ("first_fit_shuffle", "seed", 1.5, r"^seed: expected a non-negative integer, got 1.5 \(float\)$"),
+        ("ffd", "window", 0, r"^window: expected an integer >= 1, got 0$"),
+        ("bfd", "window", True, r"^window: expected an integer >= 1, got True \(bool\)$"),
+    ],
+)
+def test_bad_option_values_are_setting_errors(strategy: str, option: str, value: object, message: str) -> None:
+    with pytest.raises(SettingError, match=message) as error:
+        plan([1, 2], 4, strategy, **{option: value})  # type: ignore[arg-type]
+    assert error.value.name == option
+
+
+def test_the_default_strategy_is_best_fit_decreasing() -> None:
+    assert packing.DEFAULT_STRATEGY == "bfd"
+    lengths = [1, 3, 5, 3, 2, 6]
+    assert plan(lengths, 7).strategy == "bfd"
+    assert plan(lengths, 7).blocks() == plan(lengths, 7, "bfd").blocks()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -200,7 +254,7 @@ def test_split_strategy_with_split_overflow_restarts_each_piece_as_a_document() 
 def test_stats_of_split_with_truncation() -> None:
     # [3, 0, 9, 2] into 4, truncate: documents 3, 4, 2 = 9 tokens.
     # b0: seq0 (3) + 1 token of seq2; b1: 3 tokens of seq2 + 1 of seq3; b2: 1 token of seq3.
-    stats = plan([3, 0, 9, 2], 4).stats
+    stats = plan([3, 0, 9, 2], 4, "split").stats
     assert stats.max_seq_length == 4
     assert stats.num_sequences == 4
     assert stats.empty_sequences == 1
@@ -224,7 +278,7 @@ def test_stats_of_split_with_truncation() -> None:
 
 def test_stats_count_sequences_cut_across_blocks_when_every_sequence_fits() -> None:
     # [2, 3, 1] into 4: nothing is empty, truncated or dropped, but sequence 1 is cut across the two blocks
-    stats = plan([2, 3, 1], 4).stats
+    stats = plan([2, 3, 1], 4, "split").stats
     assert stats.sequences_split == 1
     assert stats.sequences_truncated == stats.sequences_dropped == stats.empty_sequences == 0
     assert stats.tokens_lost == 0
@@ -276,9 +330,18 @@ def test_stats_of_split_overflow() -> None:
 
 
 def test_stats_summary_is_a_plain_dict_with_tokens_lost() -> None:
-    stats = plan([3, 0, 9, 2], 4).stats
+    stats = plan([3, 0, 9, 2], 4, "split").stats
     summary = stats.summary()
     assert "block_utilization" not in summary
     assert summary["tokens_lost"] == 5
     assert summary["num_blocks"] == 3
     assert summary["efficiency"] == 0.75
+
+
+def test_the_modules_are_not_shadowed_by_the_functions() -> None:
+    import packing.explanation
+    import packing.plans
+
+    assert isinstance(packing.plans, types.ModuleType) and isinstance(packing.explanation, types.ModuleType)
+    assert packing.plan is packing.plans.plan and callable(packing.plan)
+    assert packing.explain is packing.explanation.explain and callable(packing.explain)

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from packing import chat_sample, pack, read_samples
-from packing.samples import read_sample
+from packing import SampleError, chat_sample, pack, read_rows, read_samples
+from packing.reader import read_row
 
 
 def flat(samples: Any, completion_only_loss: bool = True) -> tuple[list[int], list[int], list[int]]:
@@ -19,7 +19,7 @@ def flat(samples: Any, completion_only_loss: bool = True) -> tuple[list[int], li
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# read_samples / read_sample
+# read_rows (alias read_samples) / read_row
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -30,6 +30,10 @@ def test_samples_are_flattened_with_offsets() -> None:
     assert result.offsets.tolist() == [0, 2, 4, 4, 5]
     assert result.lengths.tolist() == [2, 2, 0, 1]
     assert result.tokens.dtype.kind == "i" and result.loss_mask.dtype.kind == "i"
+
+
+def test_read_samples_is_the_one_reader() -> None:
+    assert read_samples is read_rows
 
 
 def test_no_samples() -> None:
@@ -100,12 +104,13 @@ def test_samples_may_come_from_a_generator() -> None:
         yield [2, 3]
 
     assert flat(generate()) == ([1, 2, 3], [1, 1, 1], [0, 1, 3])
-    assert pack(generate(), 2).to_lists() == ([[1, 2], [3, 0]], [[1, 1], [1, 0]])
+    assert pack(generate(), 2, strategy="split").to_lists() == ([[1, 2], [3, 0]], [[1, 1], [1, 0]])
 
 
 def test_a_generator_of_token_ids_is_not_a_sample() -> None:
-    with pytest.raises(TypeError, match=r"sample 1: expected a list of token ids"):
+    with pytest.raises(SampleError, match=r"^sample 1: expected a list of token ids, .* \(generator\)$") as error:
         read_samples([[1], (t for t in [1, 2])])
+    assert (error.value.sample, error.value.field, error.value.position) == (1, None, None)
 
 
 def test_reading_copies_the_data() -> None:
@@ -118,13 +123,17 @@ def test_reading_copies_the_data() -> None:
     assert mask.tolist() == [1, 0, 1]
 
 
-def test_read_sample_reports_the_index_it_is_given() -> None:
-    tokens, mask = read_sample({"prompt": [5, 6], "completion": [7]}, 0)
-    assert (tokens.tolist(), mask.tolist()) == ([5, 6, 7], [0, 0, 1])
-    with pytest.raises(TypeError, match=r"^sample 41: expected a list of token ids"):
-        read_sample(3.5, 41)
-    with pytest.raises(ValueError, match=r"^sample 7, position 2: expected a non-negative integer token id, got -1$"):
-        read_sample([0, 1, -1], 7)
+def test_read_row_reports_the_index_it_is_given() -> None:
+    kind, tokens, mask = read_row({"prompt": [5, 6], "completion": [7]}, 0)
+    assert mask is not None
+    assert (kind, tokens.tolist(), mask.tolist()) == ("tokens", [5, 6, 7], [0, 0, 1])
+    kind, tokens, mask = read_row([4, 5], 3)
+    assert (kind, tokens.tolist(), mask) == ("tokens", [4, 5], None)  # None: every token is trained on
+    with pytest.raises(SampleError, match=r"^sample 41: expected a list of token ids, .* got 3.5 \(float\)$") as error:
+        read_row(3.5, 41)
+    assert (error.value.sample, error.value.field, error.value.position) == (41, None, None)
+    with pytest.raises(SampleError, match=r"^sample 7, position 2: expected a non-negative integer token id, got -1$"):
+        read_row([0, 1, -1], 7)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -171,24 +180,38 @@ def test_chat_sample_does_not_modify_the_turns() -> None:
 
 
 @pytest.mark.parametrize(
-    ("turns", "error", "message"),
+    ("turns", "field", "position", "message"),
     [
         (
             [("user", [1]), ["assistant", [2]]],
-            TypeError,
-            r"turn 1: expected a \(role, tokens\) pair, got \['assistant'",
+            "turn 1",
+            None,
+            r"'turn 1': expected a \(role, tokens\) pair, got \['assistant'",
         ),
-        ([(3, [1])], TypeError, r"turn 0: expected a \(role, tokens\) pair, got \(3, \[1\]\) \(tuple\)"),
-        ([("user", [1], "extra")], TypeError, r"turn 0: expected a \(role, tokens\) pair"),
-        (["user"], TypeError, r"turn 0: expected a \(role, tokens\) pair, got 'user' \(str\)"),
-        ([("user", [1]), ("assistant", [2, -1])], ValueError, r"turn 1 \(assistant\), position 1: .* got -1"),
-        ([("user", "hello")], TypeError, r"turn 0 \(user\): expected a list of token ids, got 'hello' \(str\)"),
-        ([("user", [1.5])], TypeError, r"turn 0 \(user\), position 0: .* got 1.5 \(float\)"),
+        ([(3, [1])], "turn 0", None, r"'turn 0': expected a \(role, tokens\) pair, got \(3, \[1\]\) \(tuple\)$"),
+        ([("user", [1], "extra")], "turn 0", None, r"'turn 0': expected a \(role, tokens\) pair"),
+        (["user"], "turn 0", None, r"'turn 0': expected a \(role, tokens\) pair, got 'user' \(str\)$"),
+        (
+            [("user", [1]), ("assistant", [2, -1])],
+            "turn 1 (assistant)",
+            1,
+            r"'turn 1 \(assistant\)', position 1: .* got -1$",
+        ),
+        (
+            [("user", "hello")],
+            "turn 0 (user)",
+            None,
+            r"'turn 0 \(user\)': expected a list of token ids, got 'hello' \(str\)$",
+        ),
+        ([("user", [1.5])], "turn 0 (user)", 0, r"'turn 0 \(user\)', position 0: .* got 1.5 \(float\)$"),
     ],
 )
-def test_chat_sample_errors_name_the_turn(turns: Any, error: type[Exception], message: str) -> None:
-    with pytest.raises(error, match=message):
+def test_chat_sample_errors_name_the_turn(turns: Any, field: str, position: int | None, message: str) -> None:
+    with pytest.raises(SampleError, match=message) as error:
         chat_sample(turns)
+    # a turn is not a sample: the turn (and its role) is the field, no sample index is claimed
+    assert (error.value.sample, error.value.field, error.value.position) == (None, field, position)
+    assert not str(error.value).startswith("sample ")
 
 
 def test_chat_sample_train_on_a_single_role_name() -> None:
@@ -198,5 +221,7 @@ def test_chat_sample_train_on_a_single_role_name() -> None:
 
 
 def test_a_sample_with_both_forms_is_refused() -> None:
-    with pytest.raises(ValueError, match=r"sample 0: has both 'input_ids' and 'prompt'/'completion'"):
+    message = r"^sample 0: expected one form, 'input_ids' or 'prompt'/'completion', got <both>$"
+    with pytest.raises(SampleError, match=message) as error:
         read_samples([{"prompt": [1, 2], "completion": [3], "input_ids": [1, 2, 3]}])
+    assert (error.value.sample, error.value.field, error.value.position) == (0, None, None)

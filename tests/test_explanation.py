@@ -17,7 +17,9 @@ SMALL = st.lists(st.integers(min_value=0, max_value=12), max_size=8)
 @pytest.mark.parametrize("overflow", list(packing.OVERFLOW_POLICIES))
 def test_steps_rebuild_the_plan(strategy: str, overflow: str, lengths: list[int], capacity: int) -> None:
     if strategy == "optimal":
-        assume(sum(-(-n // capacity) for n in lengths) <= packing.MAX_OPTIMAL_DOCUMENTS)
+        limit = packing.STRATEGIES["optimal"].max_documents
+        assert limit is not None
+        assume(sum(-(-n // capacity) for n in lengths) <= limit)
     layout = packing.plan(lengths, capacity, strategy, overflow)
     steps = packing.explain(lengths, capacity, strategy, overflow)
     blocks: dict[int, list[tuple[int, int, int, int]]] = {}
@@ -42,7 +44,7 @@ def test_steps_rebuild_the_plan(strategy: str, overflow: str, lengths: list[int]
 
 
 def test_split_step_says_where_the_cut_is() -> None:
-    step = packing.explain([2, 3, 1], 4)[1]
+    step = packing.explain([2, 3, 1], 4, "split")[1]
     assert step.placements == (packing.Placement(0, 2, 2), packing.Placement(1, 0, 1))
     assert "cut" in step.reason
 
@@ -54,13 +56,39 @@ def test_best_fit_reason_names_the_room() -> None:
 
 
 def test_explain_refuses_large_inputs() -> None:
-    with pytest.raises(ValueError, match="limited to 500"):
+    assert packing.MAX_EXPLAIN_DOCUMENTS == 500
+    with pytest.raises(packing.TooManyDocuments, match=r"^explain: expected at most 500 documents, got 501$") as error:
         packing.explain([1] * 501, 4)
+    assert (error.value.strategy, error.value.limit, error.value.count) == ("explain", 500, 501)
+    assert isinstance(error.value, packing.SettingError)
+    # the limit counts documents, after the overflow policy: 250 sequences split in two are 500 documents
+    assert len(packing.explain([8] * 250, 4, "split", "split")) == 500
+    with pytest.raises(packing.TooManyDocuments):
+        packing.explain([8] * 251, 4, "split", "split")
+
+
+def test_the_default_strategy_is_explained_by_default() -> None:
+    assert packing.explain([5, 3, 2], 6) == packing.explain([5, 3, 2], 6, packing.DEFAULT_STRATEGY)
+
+
+@settings(max_examples=60, deadline=None)
+@given(lengths=SMALL, capacity=st.integers(min_value=1, max_value=10), seed=st.integers(0, 2**32))
+def test_shuffled_first_fit_steps_rebuild_the_plan_of_the_same_seed(
+    lengths: list[int], capacity: int, seed: int
+) -> None:
+    layout = packing.plan(lengths, capacity, "first_fit_shuffle", seed=seed)
+    steps = packing.explain(lengths, capacity, "first_fit_shuffle", seed=seed)
+    blocks: dict[int, list[tuple[int, int, int, int]]] = {}
+    for step in steps:
+        (placement,) = step.placements
+        blocks.setdefault(placement.block, []).append((placement.position, step.sequence, step.start, step.length))
+    rebuilt = [[packing.Piece(*piece[1:]) for piece in sorted(blocks[b])] for b in sorted(blocks)]
+    assert rebuilt == layout.blocks()
 
 
 @settings(max_examples=80, deadline=None)
 @given(lengths=st.lists(st.integers(min_value=1, max_value=10), max_size=9), capacity=st.integers(1, 10))
-@pytest.mark.parametrize("strategy", ["next_fit", "first_fit", "ffd", "bfd", "spfhp"])
+@pytest.mark.parametrize("strategy", ["next_fit", "first_fit", "first_fit_shuffle", "ffd", "bfd", "spfhp"])
 def test_every_step_follows_the_stated_rule(strategy: str, lengths: list[int], capacity: int) -> None:
     """Replaying the steps, each placement obeys the strategy's rule given the rooms at that moment."""
     rooms: dict[int, int] = {}
@@ -78,7 +106,7 @@ def test_every_step_follows_the_stated_rule(strategy: str, lengths: list[int], c
             rooms[block], opened_by[block] = capacity, size
         elif strategy == "next_fit":
             assert block == max(rooms)
-        elif strategy in ("first_fit", "ffd"):
+        elif strategy in ("first_fit", "first_fit_shuffle", "ffd"):
             assert block == min(fits)
         elif strategy == "bfd":
             assert rooms[block] == min(fits.values())

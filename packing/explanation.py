@@ -12,9 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from packing.errors import TooManyDocuments
 from packing.overflow import Documents, documents_of
-from packing.strategies import LONGEST_FIRST, STRATEGIES, assign_blocks
-from packing.validation import OVERFLOW_POLICIES, as_lengths, check_choice, check_max_seq_length
+from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, Options, StrategyName, assign_blocks
+from packing.validation import OVERFLOW_POLICIES, OverflowPolicy, as_lengths, check_choice, check_max_seq_length
 
 MAX_EXPLAIN_DOCUMENTS = 500
 
@@ -84,7 +85,8 @@ def _reason(strategy: str, size: int, block: int, new: bool, rooms: dict[int, in
         if strategy == "none":
             return f"No packing: every sequence gets a block of its own ({where})."
         if not rooms:
-            first = "The longest sequence goes first and" if strategy in LONGEST_FIRST else "The first sequence"
+            longest = STRATEGIES[strategy].order == "longest_first"
+            first = "The longest sequence goes first and" if longest else "The first sequence"
             return f"{first} opens {where}."
         current = rooms[max(rooms)]
         if strategy == "next_fit":
@@ -100,8 +102,10 @@ def _reason(strategy: str, size: int, block: int, new: bool, rooms: dict[int, in
     room = rooms[block]
     if strategy == "next_fit":
         return f"It fits the current block ({where}, {room} tokens of room)."
-    if strategy in ("first_fit", "ffd"):
-        order = "In input order" if strategy == "first_fit" else "Longest first"
+    if strategy in ("first_fit", "ffd", "first_fit_shuffle"):
+        order = {"first_fit": "In input order", "ffd": "Longest first", "first_fit_shuffle": "In shuffled order"}[
+            strategy
+        ]
         return f"{order}: {where} is the first block with room for {_tokens(size)} ({room} left)."
     if strategy == "bfd":
         reason = f"Longest first: {where} has the least room that still fits ({room} left for {_tokens(size)})"
@@ -118,13 +122,19 @@ def _reason(strategy: str, size: int, block: int, new: bool, rooms: dict[int, in
 
 
 def explain(
-    lengths: npt.ArrayLike, max_seq_length: int, strategy: str = "split", overflow: str = "truncate"
+    lengths: npt.ArrayLike,
+    max_seq_length: int,
+    strategy: StrategyName = DEFAULT_STRATEGY,
+    overflow: OverflowPolicy = "truncate",
+    *,
+    seed: int = 0,
 ) -> list[Step]:
     """Every placement step of ``strategy`` on these lengths, with a one-sentence reason each.
 
-    Refuses more than ``MAX_EXPLAIN_DOCUMENTS`` documents. O(documents × blocks).
+    Refuses more than ``MAX_EXPLAIN_DOCUMENTS`` documents (``TooManyDocuments``). ``seed`` is
+    ``first_fit_shuffle``'s. O(documents × blocks).
 
-    >>> steps = explain([2, 3, 1], 4)
+    >>> steps = explain([2, 3, 1], 4, "split")
     >>> [s.placements for s in steps][1]
     (Placement(block=0, position=2, length=2), Placement(block=1, position=0, length=1))
     >>> steps[1].reason
@@ -137,12 +147,10 @@ def explain(
     check_choice(overflow, "overflow policy", OVERFLOW_POLICIES)
     docs = documents_of(as_lengths(lengths), capacity, overflow)
     if len(docs.length) > MAX_EXPLAIN_DOCUMENTS:
-        raise ValueError(
-            f"step-by-step explanations are limited to {MAX_EXPLAIN_DOCUMENTS} sequences; this input has {len(docs.length)}"
-        )
+        raise TooManyDocuments("explain", MAX_EXPLAIN_DOCUMENTS, len(docs.length))
     if strategy == "split":
         return _split_steps(docs, capacity)
-    blocks, order = assign_blocks(strategy, docs.length, capacity)
+    blocks, order = assign_blocks(strategy, docs.length, capacity, Options(seed=seed))
     num_blocks = int(blocks.max()) + 1 if len(blocks) else 0
     fill = np.zeros(num_blocks, dtype=np.int64)
     rooms: dict[int, int] = {}

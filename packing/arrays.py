@@ -1,0 +1,78 @@
+"""Small array helpers shared by the reader, the plan and the writers (CSR offsets and index ranges)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+import numpy.typing as npt
+
+Int64Array = npt.NDArray[np.int64]
+
+
+def ranges(starts: npt.ArrayLike, lengths: npt.ArrayLike) -> Int64Array:
+    """Concatenation of ``arange(s, s + n)`` for every ``(s, n)``. O(sum of lengths).
+
+    >>> ranges([10, 0, 5], [2, 0, 3]).tolist()
+    [10, 11, 5, 6, 7]
+    """
+    first = np.asarray(starts, dtype=np.int64)
+    count = np.asarray(lengths, dtype=np.int64)
+    before = np.cumsum(count) - count
+    result: Int64Array = np.arange(int(count.sum()), dtype=np.int64) + np.repeat(first - before, count)
+    return result
+
+
+def check_block_indexes(blocks: npt.ArrayLike, num_blocks: int, name: str = "blocks") -> Int64Array:
+    """Block indexes, checked: a flat list of integers in ``0..num_blocks - 1``. O(len(blocks)).
+
+    >>> check_block_indexes([2, 0], 3).tolist()
+    [2, 0]
+    """
+    from packing.errors import SettingError
+
+    rows = np.asarray(blocks)
+    if rows.ndim != 1 or (rows.size and rows.dtype.kind not in "iu"):
+        raise SettingError(name, "a flat list of block indexes", f"<an array of shape {rows.shape}>")
+    if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= num_blocks):
+        raise SettingError(name, f"block indexes in 0..{num_blocks - 1}", f"<indexes {rows.min()}..{rows.max()}>")
+    return rows.astype(np.int64)
+
+
+def offsets_of(lengths: npt.ArrayLike) -> Int64Array:
+    """CSR offsets: 0, then the running sum of ``lengths``. O(n).
+
+    >>> offsets_of([2, 0, 3]).tolist()
+    [0, 2, 2, 5]
+    """
+    count = np.asarray(lengths, dtype=np.int64)
+    offsets = np.zeros(len(count) + 1, dtype=np.int64)
+    np.cumsum(count, out=offsets[1:])
+    return offsets
+
+
+@numba.njit(cache=True, nogil=True)
+def _copy_runs(
+    source: npt.NDArray[Any], starts: Int64Array, target: npt.NDArray[Any], at: Int64Array, lengths: Int64Array
+) -> None:  # pragma: no cover - compiled
+    position = 0
+    for run in range(len(lengths)):
+        count = lengths[run]
+        first = starts[run] if len(starts) else position
+        for offset in range(count):
+            target[at[run] + offset] = source[first + offset]
+        position += count
+
+
+def copy_runs(source: npt.NDArray[Any], target: npt.NDArray[Any], at: Int64Array, lengths: Int64Array) -> None:
+    """Copy consecutive runs of ``source`` (run ``i`` has ``lengths[i]`` values) to ``target[at[i]:]``. O(values).
+
+    The compiled loop copies in place, without the index arrays a numpy scatter would build.
+
+    >>> target = np.zeros(6, dtype=np.int64)
+    >>> copy_runs(np.array([1, 2, 3]), target, np.array([4, 0]), np.array([2, 1]))
+    >>> target.tolist()
+    [3, 0, 0, 0, 1, 2]
+    """
+    _copy_runs(source, np.zeros(0, dtype=np.int64), target, at.astype(np.int64), lengths.astype(np.int64))

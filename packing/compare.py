@@ -1,0 +1,126 @@
+"""Strategies side by side on the same lengths, with what trainers really do as rows of their own.
+
+A :class:`Contender` is a strategy, optionally packed per window of consecutive input
+sequences (what trainers that pack per ``datasets.map`` batch do). :func:`compare`
+plans each on the same lengths and reports blocks, efficiency, losses, time and the
+gap to the lower bound that applies; the command line's ``compare`` and the
+explorer's Compare tab print its rows.
+
+>>> rows = compare([6, 5, 3, 2], 8, contenders=[Contender("next_fit"), Contender("bfd")])
+>>> [(row.label, row.stats.num_blocks, row.gap) for row in rows]
+[('next_fit', 3, 1), ('bfd', 2, 0)]
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from packing.bounds import lower_bounds
+from packing.errors import PackingError, SettingError
+from packing.plans import PackingPlan, plan
+from packing.stats import PackingStats
+from packing.strategies import STRATEGIES, StrategyName
+from packing.validation import OverflowPolicy, check_choice, check_positive_int
+
+TRL_WINDOW = 1_000
+"""Rows per ``datasets.map`` batch: TRL and LLaMA-Factory pack each such batch on its own."""
+
+
+@dataclass(frozen=True)
+class Contender:
+    """A strategy, packed globally (``window`` None) or per window of ``window`` input sequences."""
+
+    strategy: StrategyName
+    window: int | None = None
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        check_choice(self.strategy, "strategy", STRATEGIES)
+        if self.window is not None:
+            check_positive_int(self.window, "window")
+
+    @property
+    def label(self) -> str:
+        """``bfd``, or ``bfd, windows of 1,000 (TRL's default)``."""
+        if self.window is None:
+            return self.strategy
+        return f"{self.strategy}, windows of {self.window:,}" + (f" ({self.note})" if self.note else "")
+
+    @classmethod
+    def parse(cls, text: str) -> Contender:
+        """``bfd`` or ``bfd/1000`` (per window of 1,000 sequences).
+
+        >>> Contender.parse("bfd/1000").label
+        'bfd, windows of 1,000'
+        """
+        name, _, window = text.strip().partition("/")
+        if window and not window.strip().isdigit():
+            raise SettingError("strategies", "NAME or NAME/WINDOW, WINDOW a whole number of sequences", text)
+        return cls(name.strip(), int(window) if window else None)  # type: ignore[arg-type]
+
+
+DEFAULT_CONTENDERS: tuple[Contender, ...] = (
+    *(Contender(name) for name in STRATEGIES),  # type: ignore[arg-type]
+    Contender("bfd", TRL_WINDOW, "TRL's default"),
+)
+"""Every strategy globally, and bfd per map batch of 1,000 rows as TRL packs by default."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One contender's result: its plan's ``stats`` (None when it refused, with the ``refusal``)."""
+
+    contender: Contender
+    stats: PackingStats | None
+    bound: int
+    seconds: float
+    refusal: str = ""
+    layout: PackingPlan | None = None
+
+    @property
+    def label(self) -> str:
+        return self.contender.label
+
+    @property
+    def gap(self) -> int | None:
+        """Blocks above the lower bound that applies to the strategy (None when it refused)."""
+        return None if self.stats is None else self.stats.num_blocks - self.bound
+
+
+def compare(
+    lengths: npt.ArrayLike,
+    max_seq_length: int,
+    overflow: OverflowPolicy = "truncate",
+    contenders: tuple[Contender, ...] | list[Contender] = DEFAULT_CONTENDERS,
+    *,
+    time_limit: float | None = None,
+) -> list[Row]:
+    """Plan every contender on the same lengths. The strategies' cost each.
+
+    Times are for planning alone (the compiled code is loaded before the clock starts).
+    ``time_limit`` bounds ``optimal``. A contender that refuses the input (a typed
+    ``PackingError``) gets a row with its ``refusal``.
+    """
+    sizes = np.asarray(lengths)
+    bounds = lower_bounds(sizes, max_seq_length, overflow)
+    rows: list[Row] = []
+    for contender in contenders:
+        entry = STRATEGIES[contender.strategy]
+        bound = bounds.simple if entry.bound == "simple" else bounds.l2
+        limit = time_limit if "time_limit" in entry.options else None
+        try:
+            plan(sizes[:1], max_seq_length, contender.strategy, overflow)  # load compiled code: time the packing
+            start = time.perf_counter()
+            layout = plan(
+                sizes, max_seq_length, contender.strategy, overflow, window=contender.window, time_limit=limit
+            )
+            elapsed = time.perf_counter() - start
+        except PackingError as error:
+            rows.append(Row(contender, None, bound, 0.0, str(error)))
+            continue
+        rows.append(Row(contender, layout.stats, bound, elapsed, layout=layout))
+    return rows

@@ -1,0 +1,160 @@
+"""The errors ``packing`` raises on purpose, with fields that callers format.
+
+Every error the library raises on purpose is a :class:`PackingError`. Each kind
+carries its facts as fields (which sample, which field, which position, what was
+expected, what was found), so the command line, the explorer and file readers
+word them in their own context by reading fields, never by rewriting text.
+Quoted values are cut to a few dozen characters: a 50 MB string in a file
+gives a one-line message.
+
+>>> error = SampleError(3, "input_ids", 2, "a non-negative integer token id", -4)
+>>> str(error)
+"sample 3, 'input_ids', position 2: expected a non-negative integer token id, got -4"
+>>> error.sample, error.field, error.position
+(3, 'input_ids', 2)
+>>> isinstance(error, ValueError) and isinstance(error, PackingError)
+True
+"""
+
+from __future__ import annotations
+
+QUOTE_LIMIT = 40
+"""The most characters of a user's value an error message repeats."""
+
+
+def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(value)`` cut to at most ``limit`` characters, with an ellipsis where it was cut. O(limit).
+
+    Long containers and strings are cut before they are printed in full, so quoting
+    a 50 MB value costs as little as quoting a short one.
+
+    >>> quote("x" * 100)
+    "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…"
+    >>> quote([1, 2, 3])
+    '[1, 2, 3]'
+    """
+    if isinstance(value, (str, bytes)) and len(value) > limit:
+        value = value[: limit + 1]
+    elif isinstance(value, (list, tuple)) and len(value) > limit:
+        value = type(value)(value[: limit // 2 + 1])
+    try:
+        text = repr(value)
+    except RecursionError:
+        text = f"<deeply nested {type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _got(value: object) -> str:
+    """What was found: the value (quoted) and, for non-numbers, its type."""
+    if isinstance(value, str) and value.startswith("<") and value.endswith(">"):
+        return value  # a description such as '<3 values>' rather than a value
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"{quote(value)} ({type(value).__name__})"
+    return quote(value)
+
+
+class PackingError(Exception):
+    """Base of every error ``packing`` raises on purpose (bad samples, settings, files).
+
+    Catch this (and ``OSError`` for files) to report a user's mistake; anything
+    else is a bug and should surface as one.
+    """
+
+
+class SampleError(PackingError, ValueError):
+    """A sample (row) that cannot be read: where it is and what was expected.
+
+    ``sample`` is the row's index (from 0; None when not known), ``field`` the
+    column or key (None for a plain token list), ``position`` the index inside
+    that field (None for the field as a whole), ``expected`` what would have been
+    accepted and ``got`` a short description of what was found.
+
+    >>> str(SampleError(0, None, None, "a list of token ids", "hello"))
+    "sample 0: expected a list of token ids, got 'hello' (str)"
+    """
+
+    def __init__(self, sample: int | None, field: str | None, position: int | None, expected: str, got: object) -> None:
+        self.sample = sample
+        self.field = field
+        self.position = position
+        self.expected = expected
+        self.got = _got(got)
+        super().__init__(self.where_and_what())
+
+    @property
+    def location(self) -> str:
+        """Field and position: ``'input_ids', position 2`` (empty for a whole sample)."""
+        parts = [repr(self.field)] if self.field is not None else []
+        if self.position is not None:
+            parts.append(f"position {self.position}")
+        return ", ".join(parts)
+
+    @property
+    def problem(self) -> str:
+        """``expected ..., got ...``."""
+        return f"expected {self.expected}, got {self.got}"
+
+    def where_and_what(self, row: str | None = None) -> str:
+        """The message, with ``row`` (such as ``"notes.jsonl, line 4"``) in place of ``sample N``.
+
+        >>> SampleError(3, "prompt", 0, "a non-negative integer token id", "x").where_and_what("a.csv, line 5")
+        "a.csv, line 5, 'prompt', position 0: expected a non-negative integer token id, got 'x' (str)"
+        """
+        head = row if row is not None else (f"sample {self.sample}" if self.sample is not None else "a sample")
+        location = self.location
+        return f"{head}{', ' + location if location else ''}: {self.problem}"
+
+
+class SettingError(PackingError, ValueError):
+    """A bad argument: ``name`` (such as ``max_seq_length``), what was ``expected`` and what was found.
+
+    >>> str(SettingError("max_seq_length", "an integer >= 1", 0))
+    'max_seq_length: expected an integer >= 1, got 0'
+    """
+
+    def __init__(self, name: str, expected: str, got: object) -> None:
+        self.name = name
+        self.expected = expected
+        self.got = _got(got)
+        super().__init__(f"{name}: expected {expected}, got {self.got}")
+
+
+class TooManyDocuments(SettingError):
+    """A strategy that refuses an input this large: ``strategy``, its ``limit`` and the ``count`` given.
+
+    >>> error = TooManyDocuments("explain", 2000, 2001)
+    >>> str(error), error.limit, error.count
+    ('explain: expected at most 2,000 documents, got 2001', 2000, 2001)
+    """
+
+    def __init__(self, strategy: str, limit: int, count: int) -> None:
+        super().__init__(strategy, f"at most {limit:,} documents", count)
+        self.strategy = strategy
+        self.limit = limit
+        self.count = count
+
+
+class DatasetError(PackingError, ValueError):
+    """A dataset file that cannot be read: ``source`` (the file), ``where`` in it (``line 3``, ``row 7``;
+    None for the file as a whole) and ``reason``; ``cause`` is the :class:`SampleError` behind it, if any.
+
+    >>> str(DatasetError("notes.csv", None, "the file is empty"))
+    'notes.csv: the file is empty'
+    >>> cause = SampleError(1, "input_ids", 0, "a non-negative integer token id", -1)
+    >>> str(DatasetError.from_sample("d.jsonl", "line 2", cause))
+    "d.jsonl, line 2, 'input_ids', position 0: expected a non-negative integer token id, got -1"
+    """
+
+    def __init__(self, source: str, where: str | None, reason: str, cause: SampleError | None = None) -> None:
+        self.source = source
+        self.where = where
+        self.reason = reason
+        self.cause = cause
+        head = f"{source}, {where}" if where else source
+        super().__init__(f"{head}{', ' if cause is not None and cause.location else ': '}{reason}")
+
+    @classmethod
+    def from_sample(cls, source: str, where: str, cause: SampleError) -> DatasetError:
+        """The file-level error for a bad row: the row's place in the file, then the sample error's fields."""
+        reason = f"{cause.location}: {cause.problem}" if cause.location else cause.problem
+        return cls(source, where, reason, cause)

@@ -1,0 +1,528 @@
+"""The one reader of samples: what a row is, for Python rows and Arrow tables alike.
+
+A row (sample) is one of these forms:
+
+- a token list: a list or 1-D integer array of token ids, every token trained on;
+- ``{"input_ids": [...]}``, optionally with a per-token loss mask under ``loss_mask``
+  (TRL's ``completion_mask`` and ``assistant_masks`` are read as loss masks too; when a
+  row has several, a token is trained on only where all of them are 1);
+- ``{"prompt": [...], "completion": [...]}``: loss on the completion only (unless
+  ``completion_only_loss=False``);
+- ``{"length": n}``: a length alone, enough to plan but not to pack.
+
+One rule for every entry point: a key whose value is null (``None``) is absent, so rows
+of mixed forms in one table (where each row has nulls in the other form's columns)
+read as they would one by one; booleans in a loss mask are 1/0 (elsewhere they are
+refused: ``True`` is not a token id). Anything else raises :class:`SampleError` with
+the row, the field, the position and what was expected.
+
+:func:`read_rows` reads Python rows; :func:`read_table` reads a ``pyarrow.Table``
+column by column, without a Python loop per row, and reports a bad row exactly as
+:func:`read_rows` would (it re-reads that one row in Python to word the error).
+
+>>> s = read_rows([[1, 2], {"prompt": [3], "completion": [4]}, {"input_ids": [5, 6], "loss_mask": [True, False]}])
+>>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()
+([1, 2, 3, 4, 5, 6], [1, 1, 0, 1, 1, 0], [2, 2, 2])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from numbers import Integral
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+import numpy as np
+import numpy.typing as npt
+
+from packing.arrays import copy_runs
+from packing.errors import SampleError, SettingError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import pyarrow as pa
+
+Int64Array = npt.NDArray[np.int64]
+Int8Array = npt.NDArray[np.int8]
+RowKind = Literal["tokens", "length"]
+
+INT64_MAX = int(np.iinfo(np.int64).max)
+TOKEN = "a non-negative integer token id"
+FLAG = "0 or 1"
+FORMS = "a list of token ids, or a dict with 'input_ids' (and a 'loss_mask'), 'prompt' and 'completion', or 'length'"
+MASK_FIELDS = ("loss_mask", "completion_mask", "assistant_masks")
+"""Columns read as a per-token loss mask (``loss_mask``, and TRL's names), ANDed when a row has several."""
+TOKEN_FIELDS = ("input_ids", "prompt", "completion")
+FIELDS = (*TOKEN_FIELDS, *MASK_FIELDS, "length")
+"""Every column the reader looks at; others are ignored."""
+
+
+class PromptCompletion(TypedDict):
+    """A prompt/completion sample: loss on the completion only by default."""
+
+    prompt: Sequence[int]
+    completion: Sequence[int]
+
+
+class _MaskedBase(TypedDict):
+    input_ids: Sequence[int]
+
+
+class MaskedSample(_MaskedBase, total=False):
+    """Token ids with a per-token 0/1 loss mask (absent: train on every token)."""
+
+    loss_mask: Sequence[int]
+
+
+TokenList = Sequence[int] | npt.NDArray[np.integer[Any]]
+Sample = TokenList | PromptCompletion | MaskedSample
+"""The sample forms ``pack`` accepts."""
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Samples read and checked, flat: sample ``i`` is ``tokens[offsets[i]:offsets[i + 1]]``.
+
+    ``tokens`` and ``loss_mask`` are None for lengths-only data (rows of ``{"length": n}``),
+    which can be planned but not packed. ``pack`` and ``plan`` take a ``Samples`` as it is,
+    without checking it again.
+
+    >>> read_rows([{"length": 5}, {"length": 0}]).lengths.tolist()
+    [5, 0]
+    """
+
+    tokens: Int64Array | None
+    loss_mask: Int8Array | None
+    offsets: Int64Array
+
+    @property
+    def lengths(self) -> Int64Array:
+        """Tokens per sample. O(n)."""
+        return np.diff(self.offsets)
+
+    @property
+    def has_tokens(self) -> bool:
+        """False for lengths-only data."""
+        return self.tokens is not None
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+
+# ---------------------------------------------------------------- one row, in Python
+
+
+def _values(value: Any, index: int | None, field: str | None, expected: str) -> npt.NDArray[Any]:
+    """``value`` as a 1-D numpy array if it is a flat list or 1-D array; else a SampleError. O(length)."""
+    if type(value) is np.ndarray and value.ndim == 1:
+        return value
+    if isinstance(value, np.ndarray) and value.ndim != 1:
+        raise SampleError(index, field, None, f"a flat list of {expected}s", f"<an array of shape {value.shape}>")
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (Sequence, np.ndarray)):
+        raise SampleError(index, field, None, f"a list of {expected}s", value)
+    if len(value) == 0:
+        return np.zeros(0, dtype=np.int64)
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError, OverflowError, RecursionError):
+        array = np.asarray(value, dtype=object) if not isinstance(value, np.ndarray) else value
+    if array.ndim != 1:
+        array = np.empty(len(value), dtype=object)
+        array[:] = list(value)  # ragged or nested: the first bad item is found below
+    return array
+
+
+def _first_bad_item(items: Sequence[Any], index: int | None, field: str | None, flags: bool) -> SampleError:
+    """The error for the first item of ``items`` that is not an integer token id (or a 0/1 flag). O(length)."""
+    for position, item in enumerate(items):
+        if flags:
+            if isinstance(item, (bool, np.bool_)) or (isinstance(item, Integral) and item in (0, 1)):
+                continue
+            return SampleError(index, field, position, FLAG, item)
+        if isinstance(item, (bool, np.bool_)) or not isinstance(item, Integral) or int(item) < 0:
+            return SampleError(index, field, position, TOKEN, item)
+        if int(item) > INT64_MAX:
+            return SampleError(index, field, position, "a token id that fits in 64 bits", item)
+    raise AssertionError("no bad item found")  # pragma: no cover - callers checked that one exists
+
+
+def _has_bools(values: Iterable[Any]) -> bool:
+    """True if a list holds Python or numpy booleans (numpy reads them as 0 and 1). O(n), in C."""
+    return not {bool, np.bool_}.isdisjoint(map(type, values))
+
+
+def token_array(value: Any, index: int | None, field: str | None) -> Int64Array:
+    """Check one list (or 1-D array) of token ids and return it as int64. O(length).
+
+    >>> token_array([1, 2], 0, None).tolist()
+    [1, 2]
+    >>> token_array([1, True], 4, "prompt")
+    Traceback (most recent call last):
+    ...
+    packing.errors.SampleError: sample 4, 'prompt', position 1: expected a non-negative integer token id, got True (bool)
+    """
+    array = _values(value, index, field, "token id")
+    ok = array.dtype.kind == "i" or (array.dtype.kind == "u" and (not array.size or int(array.max()) <= INT64_MAX))
+    if not ok or (type(value) is not np.ndarray and _has_bools(value)):
+        raise _first_bad_item(array.tolist() if type(value) is np.ndarray else value, index, field, flags=False)
+    if array.size and array.dtype.kind == "i" and array.min() < 0:
+        position = int(np.flatnonzero(array < 0)[0])
+        raise SampleError(index, field, position, TOKEN, int(array[position]))
+    return array.astype(np.int64, copy=False)
+
+
+def mask_array(value: Any, index: int, field: str, length: int) -> Int8Array:
+    """Check a loss mask (0/1 or booleans, one per token) and return it as int8. O(length).
+
+    >>> mask_array([True, 0], 0, "loss_mask", 2).tolist()
+    [1, 0]
+    >>> mask_array([1], 2, "loss_mask", 3)
+    Traceback (most recent call last):
+    ...
+    packing.errors.SampleError: sample 2, 'loss_mask': expected 3 values (one per token), got <1 values>
+    """
+    array = _values(value, index, field, "0/1 value")
+    if len(array) != length:
+        raise SampleError(index, field, None, f"{length} values (one per token)", f"<{len(array)} values>")
+    if array.dtype.kind == "b":
+        return array.astype(np.int8)
+    if array.dtype.kind not in "iu" or (array.size and ((array != 0) & (array != 1)).any()):
+        raise _first_bad_item(array.tolist() if type(value) is np.ndarray else value, index, field, flags=True)
+    return array.astype(np.int8)
+
+
+def _present(row: Mapping[str, Any], field: str) -> bool:
+    return row.get(field) is not None
+
+
+def _dict_form(row: Mapping[str, Any], index: int) -> Literal["input_ids", "prompt", "length"]:
+    """Which form a dict row has, by its non-null keys; a row with none or two forms is refused."""
+    has_ids = _present(row, "input_ids")
+    has_pair = _present(row, "prompt") or _present(row, "completion")
+    if has_ids and has_pair:
+        raise SampleError(index, None, None, "one form, 'input_ids' or 'prompt'/'completion'", "<both>")
+    if has_pair:
+        for field in ("prompt", "completion"):
+            if not _present(row, field):
+                raise SampleError(index, field, None, "a list of token ids (a prompt needs a completion)", None)
+        return "prompt"
+    if has_ids:
+        return "input_ids"
+    if _present(row, "length"):
+        return "length"
+    keys = sorted(str(key) for key, value in row.items() if value is not None)
+    raise SampleError(index, None, None, FORMS, f"<keys {', '.join(keys) or 'none'}>")
+
+
+def _no_stray_mask(row: Mapping[str, Any], index: int, form: str) -> None:
+    for field in MASK_FIELDS:
+        if _present(row, field):
+            raise SampleError(
+                index, field, None, f"no loss mask in a {form} row (a mask goes with 'input_ids')", "a mask"
+            )
+
+
+def _row_mask(row: Mapping[str, Any], index: int, length: int) -> Int8Array | None:
+    """The AND of every loss-mask field the row has, or None (train on every token)."""
+    mask: Int8Array | None = None
+    for field in MASK_FIELDS:
+        if _present(row, field):
+            values = mask_array(row[field], index, field, length)
+            mask = values if mask is None else mask & values
+    return mask
+
+
+def _length_value(value: Any, index: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral) or not 0 <= int(value) <= INT64_MAX:
+        raise SampleError(index, "length", None, "a non-negative integer", value)
+    return int(value)
+
+
+def read_row(
+    row: Any, index: int = 0, completion_only_loss: bool = True
+) -> tuple[RowKind, Int64Array, Int8Array | None]:
+    """What one row is: ``("tokens", tokens, mask or None)`` or ``("length", [n], None)``. O(length).
+
+    A mask of None means every token is trained on.
+
+    >>> kind, tokens, mask = read_row({"prompt": [5, 6], "completion": [7]})
+    >>> kind, tokens.tolist(), mask.tolist()
+    ('tokens', [5, 6, 7], [0, 0, 1])
+    >>> read_row("hello", 3)
+    Traceback (most recent call last):
+    ...
+    packing.errors.SampleError: sample 3: expected a list of token ids, or a dict with 'input_ids' (and a 'loss_mask'), 'prompt' and 'completion', or 'length', got 'hello' (str)
+    """
+    if not isinstance(row, Mapping):
+        if isinstance(row, (str, bytes)) or not isinstance(row, (Sequence, np.ndarray)):
+            raise SampleError(index, None, None, FORMS, row)
+        return "tokens", token_array(row, index, None), None
+    form = _dict_form(row, index)
+    if form == "length":
+        _no_stray_mask(row, index, "length")
+        return "length", np.array([_length_value(row["length"], index)], dtype=np.int64), None
+    if form == "prompt":
+        _no_stray_mask(row, index, "prompt/completion")
+        prompt = token_array(row["prompt"], index, "prompt")
+        completion = token_array(row["completion"], index, "completion")
+        mask = np.ones(len(prompt) + len(completion), dtype=np.int8)
+        if completion_only_loss:
+            mask[: len(prompt)] = 0
+        return "tokens", np.concatenate((prompt, completion)), mask
+    tokens = token_array(row["input_ids"], index, "input_ids")
+    return "tokens", tokens, _row_mask(row, index, len(tokens))
+
+
+def _mixed_error(index: int, first: RowKind, kind: RowKind) -> SampleError:
+    """A row whose kind differs from row 0's: tokens and lengths only do not mix."""
+    expected = "token ids" if first == "tokens" else "a length only"
+    got = "<a length only>" if kind == "length" else "<token ids>"
+    return SampleError(
+        index, None, None, f"{expected} like sample 0 (all rows have tokens or all have lengths only)", got
+    )
+
+
+def _check_flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise SettingError(name, "True or False", value)
+    return value
+
+
+def _offsets(lengths: Iterable[int] | Int64Array, count: int) -> Int64Array:
+    offsets = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(lengths, dtype=np.int64, count=count), out=offsets[1:])
+    return offsets
+
+
+def read_rows(rows: Iterable[Any], completion_only_loss: bool = True) -> Samples:
+    """Check and flatten Python rows of any form. O(total tokens); never modifies the input.
+
+    All rows have tokens, or all have lengths only. A ``Samples`` is returned as it is.
+
+    >>> s = read_rows([[1, 2], {"input_ids": [3, 4], "prompt": None, "completion": None}])
+    >>> s.tokens.tolist(), s.offsets.tolist()
+    ([1, 2, 3, 4], [0, 2, 4])
+    >>> read_rows([[1, 2], {"length": 3}])
+    Traceback (most recent call last):
+    ...
+    packing.errors.SampleError: sample 1: expected token ids like sample 0 (all rows have tokens or all have lengths only), got <a length only>
+    """
+    if isinstance(rows, Samples):
+        return rows
+    completion_only = _check_flag(completion_only_loss, "completion_only_loss")
+    if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
+        raise SettingError("samples", f"a list of samples ({FORMS})", rows)
+    pieces: list[Int64Array] = []
+    masks: list[tuple[int, Int8Array]] = []
+    first_kind: RowKind | None = None
+    for index, row in enumerate(rows):
+        kind, values, mask = read_row(row, index, completion_only)
+        if first_kind is None:
+            first_kind = kind
+        elif kind != first_kind:
+            raise _mixed_error(index, first_kind, kind)
+        pieces.append(values)
+        if mask is not None and not mask.all():
+            masks.append((index, mask))
+    if first_kind == "length":
+        return Samples(None, None, _offsets((int(p[0]) for p in pieces), len(pieces)))
+    offsets = _offsets(map(len, pieces), len(pieces))
+    tokens = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+    loss_mask = np.ones(len(tokens), dtype=np.int8)
+    for index, mask in masks:
+        loss_mask[offsets[index] : offsets[index + 1]] = mask
+    return Samples(tokens, loss_mask, offsets)
+
+
+# ---------------------------------------------------------------- Arrow tables, column by column
+
+
+@dataclass(frozen=True)
+class _ListColumn:
+    """A list column's flat values, each row's length and which rows are null."""
+
+    values: npt.NDArray[Any]
+    lengths: Int64Array
+    null: npt.NDArray[np.bool_]
+
+
+def _list_column(table: pa.Table, name: str, flags: bool) -> _ListColumn | None:
+    """The column as flat numpy arrays, or None when its type needs the row-by-row reader to judge it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    column = table.column(name)
+    rows = len(column)
+    if pa.types.is_null(column.type):
+        return _ListColumn(np.zeros(0, dtype=np.int64), np.zeros(rows, dtype=np.int64), np.ones(rows, dtype=bool))
+    kind = column.type
+    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)):
+        return None
+    value_type = kind.value_type
+    if not (
+        pa.types.is_integer(value_type) or pa.types.is_null(value_type) or (flags and pa.types.is_boolean(value_type))
+    ):
+        return None
+    values = pc.list_flatten(column)
+    if values.null_count:
+        return None  # a null inside a list: the row reader names it
+    null = pc.is_null(column).to_numpy(zero_copy_only=False).astype(bool)
+    lengths = pc.list_value_length(column).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    flat = values.to_numpy(zero_copy_only=False) if len(values) else np.zeros(0, dtype=np.int64)
+    if flat.dtype.kind == "u" and flat.size and int(flat.max()) > INT64_MAX:
+        return None
+    return _ListColumn(flat, lengths, null)
+
+
+def _row_error(table: pa.Table, row: int, completion_only_loss: bool) -> SampleError:
+    """The error ``read_row`` gives for row ``row`` of ``table``: one row read in Python, so both readers agree."""
+    names = [name for name in FIELDS if name in table.column_names]
+    record = table.select(names).slice(row, 1).to_pylist()[0]
+    try:
+        read_row(record, row, completion_only_loss)
+    except SampleError as error:
+        return error
+    raise AssertionError(f"row {row} was refused by the table reader but not by the row reader")  # pragma: no cover
+
+
+def _first(rows: npt.NDArray[np.bool_]) -> int | None:
+    found = np.flatnonzero(rows)
+    return int(found[0]) if found.size else None
+
+
+def _rows_flagged(column: _ListColumn, flagged: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+    """Which rows hold a flagged value. O(values) when any value is flagged, O(1) otherwise."""
+    rows = np.zeros(len(column.lengths), dtype=bool)
+    if flagged.any():
+        lengths = np.where(column.null, 0, column.lengths)
+        rows[np.repeat(np.arange(len(lengths)), lengths)[flagged]] = True
+    return rows
+
+
+def read_table(table: pa.Table, *, completion_only_loss: bool = True) -> Samples:
+    """Check and flatten the rows of a ``pyarrow.Table``, column by column. O(total tokens + rows).
+
+    Same rules and same errors as :func:`read_rows` on ``table.to_pylist()``, without a
+    Python loop per row. Columns other than the reader's (``FIELDS``) are ignored.
+
+    >>> import pyarrow as pa
+    >>> t = pa.table({"input_ids": [[1, 2], None], "prompt": [None, [3]], "completion": [None, [4, 5]]})
+    >>> s = read_table(t)
+    >>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()
+    ([1, 2, 3, 4, 5], [1, 1, 0, 1, 1], [2, 3])
+    """
+    completion_only = _check_flag(completion_only_loss, "completion_only_loss")
+    rows = table.num_rows
+    names = set(table.column_names)
+    columns: dict[str, _ListColumn] = {}
+    for name in FIELDS:
+        if name in names and name != "length":
+            column = _list_column(table, name, flags=name in MASK_FIELDS)
+            if column is None:  # a type only the row reader can judge (floats, strings, nested lists, nulls inside)
+                return read_rows(
+                    table.select([n for n in FIELDS if n in names]).to_pylist(), completion_only_loss=completion_only
+                )
+            columns[name] = column
+
+    def given(name: str) -> npt.NDArray[np.bool_]:
+        return ~columns[name].null if name in columns else np.zeros(rows, dtype=bool)
+
+    ids, prompt, completion = given("input_ids"), given("prompt"), given("completion")
+    pair = prompt | completion
+    any_mask = np.zeros(rows, dtype=bool)
+    for name in MASK_FIELDS:
+        any_mask |= given(name)
+    length_given = np.zeros(rows, dtype=bool)
+    if "length" in names:
+        length_given = ~table.column("length").is_null().to_numpy(zero_copy_only=False).astype(bool)
+    tokens_rows = ids | pair
+    bad = (ids & pair) | (pair & ~(prompt & completion)) | ~(tokens_rows | length_given) | (~ids & any_mask)
+    id_len = np.where(ids, columns["input_ids"].lengths, 0) if "input_ids" in columns else np.zeros(rows, np.int64)
+    for name in TOKEN_FIELDS:
+        if name in columns and columns[name].values.dtype.kind == "i":
+            bad |= _rows_flagged(columns[name], columns[name].values < 0)
+    for name in MASK_FIELDS:
+        if name in columns:
+            column = columns[name]
+            bad |= given(name) & (column.lengths != id_len)
+            if column.values.dtype.kind != "b":
+                bad |= _rows_flagged(column, (column.values != 0) & (column.values != 1))
+    if rows and not tokens_rows.any() and not bad.any():
+        return _lengths_table(table, completion_only)
+    if not rows:
+        return Samples(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8), np.zeros(1, dtype=np.int64))
+    first_kind: RowKind = "tokens" if tokens_rows[0] else "length"
+    mixed = _first((tokens_rows != tokens_rows[0]) & ~bad)
+    first_bad = _first(bad)
+    if mixed is not None and (first_bad is None or mixed < first_bad) and not bad[0]:
+        raise _mixed_error(mixed, first_kind, "length" if first_kind == "tokens" else "tokens")
+    if first_bad is not None:
+        raise _row_error(table, first_bad, completion_only)
+
+    zero = np.zeros(rows, dtype=np.int64)
+    p_len = np.where(pair, columns["prompt"].lengths, 0) if "prompt" in columns else zero
+    c_len = np.where(pair, columns["completion"].lengths, 0) if "completion" in columns else zero
+    offsets = np.zeros(rows + 1, dtype=np.int64)
+    np.cumsum(id_len + p_len + c_len, out=offsets[1:])
+    starts = offsets[:-1]
+    if ids.all():  # one form: the column's values are the tokens, in order
+        tokens = columns["input_ids"].values.astype(np.int64, copy=False)
+    else:
+        tokens = np.empty(int(offsets[-1]), dtype=np.int64)
+        if "input_ids" in columns:
+            copy_runs(columns["input_ids"].values, tokens, starts[ids], id_len[ids])
+        if pair.any():
+            copy_runs(columns["prompt"].values, tokens, starts[pair], p_len[pair])
+            copy_runs(columns["completion"].values, tokens, starts[pair] + p_len[pair], c_len[pair])
+    loss_mask = np.ones(len(tokens), dtype=np.int8)
+    if pair.any() and completion_only:
+        copy_runs(np.zeros(int(p_len.sum()), dtype=np.int8), loss_mask, starts[pair], p_len[pair])
+    for name in MASK_FIELDS:
+        rows_with = given(name)
+        if name in columns and rows_with.any():
+            values = columns[name].values.astype(np.int8)
+            if rows_with.all() and ids.all():
+                loss_mask &= values
+            else:
+                mask = np.ones(len(tokens), dtype=np.int8)
+                copy_runs(values, mask, starts[rows_with], id_len[rows_with])
+                loss_mask &= mask
+    return Samples(tokens, loss_mask, offsets)
+
+
+def _lengths_table(table: pa.Table, completion_only_loss: bool) -> Samples:
+    """A table of lengths only. O(rows)."""
+    import pyarrow as pa
+
+    column = table.column("length")
+    if not pa.types.is_integer(column.type) or column.null_count:
+        return read_rows(table.select(["length"]).to_pylist(), completion_only_loss=completion_only_loss)
+    values = column.to_numpy().astype(np.int64, copy=False) if len(column) else np.zeros(0, dtype=np.int64)
+    bad = np.flatnonzero(values < 0) if values.dtype.kind == "i" else np.zeros(0, dtype=np.int64)
+    if column.type == pa.uint64() and values.size and int(column.to_numpy().max()) > INT64_MAX:
+        return read_rows(table.select(["length"]).to_pylist(), completion_only_loss=completion_only_loss)
+    if bad.size:
+        raise _row_error(table, int(bad[0]), completion_only_loss)
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(values, out=offsets[1:])
+    return Samples(None, None, offsets)
+
+
+def chat_sample(
+    turns: Iterable[tuple[str, Sequence[int]]], train_on: Iterable[str] = ("assistant",)
+) -> dict[str, list[int]]:
+    """A masked sample from ``(role, tokens)`` turns: loss only on the roles in ``train_on``. O(tokens).
+
+    >>> chat_sample([("user", [1, 2]), ("assistant", [3, 4]), ("user", [5]), ("assistant", [6])])
+    {'input_ids': [1, 2, 3, 4, 5, 6], 'loss_mask': [0, 0, 1, 1, 0, 1]}
+    """
+    trained = {train_on} if isinstance(train_on, str) else set(train_on)
+    input_ids: list[int] = []
+    loss_mask: list[int] = []
+    for turn, item in enumerate(turns):
+        if not isinstance(item, tuple) or len(item) != 2 or not isinstance(item[0], str):
+            raise SampleError(None, f"turn {turn}", None, "a (role, tokens) pair", item)
+        role, ids = item
+        values = token_array(ids, None, f"turn {turn} ({role})").tolist()
+        input_ids.extend(values)
+        loss_mask.extend([int(role in trained)] * len(values))
+    return {"input_ids": input_ids, "loss_mask": loss_mask}

@@ -1,0 +1,161 @@
+"""The one output schema: the columns of a packed block, in order, with dtype and meaning.
+
+Everything that writes packed blocks makes them from :data:`COLUMNS` through
+:func:`to_arrow`: ``PackedBatch.to_arrow``, the Parquet and JSON lines writers, the
+Hugging Face ``datasets`` adapter, the command line and the explorer's downloads.
+One row per block; every column but ``seq_lengths`` holds exactly ``max_seq_length``
+values per row.
+
+>>> [column.name for column in COLUMNS]
+['input_ids', 'labels', 'loss_mask', 'position_ids', 'sequence_ids', 'seq_lengths']
+>>> print(markdown_table())  # doctest: +ELLIPSIS
+| column | type | meaning |
+|---|---|---|
+| `input_ids` | list of int64 | token ids; the padding id in padding |
+...
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from packing.arrays import check_block_indexes, ranges
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import pyarrow as pa
+
+    from packing.packed import PackedBatch
+
+Int64Array = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One output column: its ``name``, numpy ``dtype`` of its values, and what it means."""
+
+    name: str
+    dtype: str
+    meaning: str
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("input_ids", "int64", "token ids; the padding id in padding"),
+    Column(
+        "labels",
+        "int64",
+        "training targets: input_ids with -100 where there is no loss and at the first token of every document",
+    ),
+    Column("loss_mask", "int8", "1 = a real token that is trained on; 0 = padding or a masked (prompt) token"),
+    Column("position_ids", "int64", "0, 1, 2, ... restarting at every document in the block; 0 in padding"),
+    Column("sequence_ids", "int32", "index of the source sample of each token; -1 in padding"),
+    Column(
+        "seq_lengths",
+        "int32",
+        "lengths of the documents in the block, in order (flash-attention's cu_seqlens is [0, *cumsum])",
+    ),
+)
+"""The output columns, in order."""
+
+NAMES: tuple[str, ...] = tuple(column.name for column in COLUMNS)
+GRID_COLUMNS: tuple[str, ...] = NAMES[:-1]
+"""The columns with one value per token slot (``max_seq_length`` per block)."""
+
+CHUNK_VALUES = 1 << 24
+"""Values per Arrow chunk: keeps every chunk's 32-bit list offsets far from overflow."""
+
+
+def arrow_schema() -> pa.Schema:
+    """The schema as Arrow types: a list of the column's dtype for each column.
+
+    >>> str(arrow_schema().field("loss_mask").type)
+    'list<item: int8>'
+    """
+    import pyarrow as pa
+
+    return pa.schema([(column.name, pa.list_(pa.from_numpy_dtype(np.dtype(column.dtype)))) for column in COLUMNS])
+
+
+def markdown_table() -> str:
+    """The schema as a Markdown table (the README's table is this one)."""
+    lines = ["| column | type | meaning |", "|---|---|---|"]
+    lines += [f"| `{c.name}` | list of {c.dtype} | {c.meaning} |" for c in COLUMNS]
+    return "\n".join(lines)
+
+
+def help_text() -> str:
+    """One line listing the columns, for ``--help``."""
+    return ", ".join(NAMES)
+
+
+def _chunks(num_rows: int, width: int) -> list[tuple[int, int]]:
+    step = max(1, CHUNK_VALUES // max(width, 1))
+    return [(lo, min(lo + step, num_rows)) for lo in range(0, num_rows, step)]
+
+
+def _list_array(offsets: Int64Array, values: npt.NDArray[Any]) -> pa.Array:
+    import pyarrow as pa
+
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(values))
+
+
+def to_arrow(batch: PackedBatch, order: npt.ArrayLike | None = None) -> pa.Table:
+    """The blocks as a ``pyarrow.Table`` of :data:`COLUMNS`, one row per block. O(blocks × max_seq_length).
+
+    ``order`` lists the blocks to write, in order (default: every block in plan order);
+    reorder the plan instead (``plan.shuffle``) to avoid the copy. Values are handed to
+    Arrow without copying when already in block order.
+
+    >>> from packing import pack
+    >>> table = to_arrow(pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split"))
+    >>> table.column("input_ids").to_pylist(), table.column("seq_lengths").to_pylist()
+    ([[1, 2, 3, 4], [5, 6, 0, 0]], [[2, 2], [1, 1]])
+    """
+    import pyarrow as pa
+
+    layout = batch.plan
+    rows = (
+        np.arange(batch.num_blocks, dtype=np.int64)
+        if order is None
+        else check_block_indexes(order, batch.num_blocks, "order")
+    )
+    width = batch.max_seq_length
+    grids = {name: getattr(batch, name) for name in GRID_COLUMNS}
+    in_order = order is None
+    if not in_order:
+        grids = {name: grid[rows] for name, grid in grids.items()}
+    counts = np.diff(layout.block_starts)[rows]
+    firsts = layout.block_starts[:-1][rows]
+    dtypes = {column.name: np.dtype(column.dtype) for column in COLUMNS}
+    arrays: dict[str, list[pa.Array]] = {name: [] for name in NAMES}
+    for lo, hi in _chunks(len(rows), width):
+        fixed = np.arange(hi - lo + 1, dtype=np.int64) * width
+        for name, grid in grids.items():
+            values = grid[lo:hi].reshape(-1).astype(dtypes[name], copy=False)
+            arrays[name].append(_list_array(fixed, values))
+        piece_offsets = np.zeros(hi - lo + 1, dtype=np.int64)
+        np.cumsum(counts[lo:hi], out=piece_offsets[1:])
+        if in_order:
+            pieces = layout.piece_length[layout.block_starts[lo] : layout.block_starts[hi]]
+        else:
+            pieces = layout.piece_length[ranges(firsts[lo:hi], counts[lo:hi])]
+        arrays["seq_lengths"].append(_list_array(piece_offsets, pieces.astype(np.int32, copy=False)))
+    schema = arrow_schema()
+    return pa.table(
+        {name: pa.chunked_array(arrays[name], type=schema.field(name).type) for name in NAMES}, schema=schema
+    )
+
+
+def record(batch: PackedBatch, block: int) -> dict[str, list[int]]:
+    """Block ``block`` as a plain dict of :data:`COLUMNS` lists. O(max_seq_length).
+
+    >>> from packing import pack
+    >>> record(pack([[1, 2], [3]], 4), 0)["labels"]
+    [-100, 2, -100, -100]
+    """
+    values: dict[str, list[int]] = {name: getattr(batch, name)[block].tolist() for name in GRID_COLUMNS}
+    values["seq_lengths"] = batch.seq_lengths(block).tolist()
+    return values

@@ -1,0 +1,590 @@
+"""Packing inside a PyTorch training loop: a batch sampler across data-parallel ranks, padding-free collates,
+and a dataset over packed blocks.
+
+``import packing`` never imports torch; ``import packing.torch`` does (``pip install torch``).
+
+- ``PackingSampler(lengths, max_seq_length)``: a batch sampler; each step yields the sample indices of this rank's
+  packed block. Every sample once per epoch across ranks, the same number of steps on every rank, no empty block,
+  and the blocks of one step dealt so that the slowest rank's compute is close to the mean.
+- ``collate(rows)``: the padding-free batch of ``transformers.DataCollatorWithFlattening`` (one row of all tokens,
+  ``position_ids`` restarting per document, flash-attention boundaries). ``collate_fixed(max_seq_length)``: blocks
+  of exactly ``max_seq_length`` tokens (static shapes), also without ``attention_mask``.
+- ``PackedDataset(batch_or_path)``: a map-style dataset of packed blocks, from a ``PackedBatch`` or a packed Parquet
+  file read one row group at a time through a memory map.
+
+>>> import packing.torch as pt
+>>> lengths = [5, 3, 2, 4, 6, 1]
+>>> sampler = pt.PackingSampler(lengths, 6, num_replicas=2, rank=0, seed=1)
+>>> len(sampler), sum(len(b) for b in sampler) > 0
+(2, True)
+>>> batch = pt.collate([[1, 2, 3], {"prompt": [4], "completion": [5, 6]}])
+>>> batch["input_ids"].tolist(), batch["labels"].tolist(), batch["position_ids"].tolist()
+([[1, 2, 3, 4, 5, 6]], [[-100, 2, 3, -100, 5, 6]], [[0, 1, 2, 0, 1, 2]])
+>>> batch["cu_seq_lens_q"].tolist(), batch["max_length_q"]
+([0, 3, 6], 3)
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+try:
+    import torch
+    from torch.utils.data import Dataset, Sampler
+except ImportError as error:  # pragma: no cover - exercised only without torch
+    raise ImportError("packing.torch needs PyTorch: pip install torch") from error
+
+from packing import IGNORE_INDEX, DatasetError, PackedBatch, SampleError, SettingError, materialize, plan, read_rows
+from packing.schema import COLUMNS
+from packing.strategies import STRATEGIES, StrategyName
+
+Int64Array = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+CostFunction = Callable[[Int64Array], npt.ArrayLike]
+
+LINEAR_COST_PER_TOKEN = 24576
+"""Default weight of a token's linear work against attention's ``ℓ²`` (the per-document cost is
+``24576·ℓ + ℓ²``, the weighting verl uses to balance sequences across ranks)."""
+
+
+def default_cost(lengths: Int64Array) -> FloatArray:
+    """Compute cost of documents of these lengths: ``24576·ℓ + ℓ²`` (linear work plus causal attention). O(n).
+
+    >>> default_cost(np.array([1, 1000])).tolist()
+    [24577.0, 25576000.0]
+    """
+    ell = np.asarray(lengths, dtype=np.float64)
+    return LINEAR_COST_PER_TOKEN * ell + ell * ell
+
+
+def _world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
+    """``(num_replicas, rank)``: the given values, else torch.distributed's, else a single process."""
+    initialized = torch.distributed.is_available() and torch.distributed.is_initialized()
+    if num_replicas is None:
+        num_replicas = torch.distributed.get_world_size() if initialized else 1
+    if rank is None:
+        rank = torch.distributed.get_rank() if initialized else 0
+    for name, value, low in (("num_replicas", num_replicas, 1), ("rank", rank, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise SettingError(name, f"an integer >= {low}", value)
+    if rank >= num_replicas:
+        raise SettingError("rank", f"a rank in 0..{num_replicas - 1}", rank)
+    return int(num_replicas), int(rank)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One epoch of blocks for every rank: step ``s`` gives rank ``r`` block ``s * num_replicas + r``, whose
+    sample indices are ``indices[block_starts[b]:block_starts[b + 1]]``; ``costs[s, r]`` is that block's cost."""
+
+    num_replicas: int
+    block_starts: Int64Array
+    indices: Int64Array
+    costs: FloatArray
+
+    @property
+    def num_steps(self) -> int:
+        return int(self.costs.shape[0])
+
+    def block(self, step: int, rank: int) -> Int64Array:
+        """Sample indices of rank ``rank``'s block at step ``step``."""
+        b = step * self.num_replicas + rank
+        return self.indices[self.block_starts[b] : self.block_starts[b + 1]]
+
+    @property
+    def imbalance(self) -> float:
+        """How much longer an epoch takes than with perfectly even ranks: the sum over steps of the slowest rank's
+        cost, over the sum of the mean rank's cost, minus 1 (0.0 = perfectly balanced)."""
+        mean = float(self.costs.mean(axis=1).sum())
+        return float(self.costs.max(axis=1).sum()) / mean - 1.0 if mean > 0 else 0.0
+
+    @property
+    def worst_step_imbalance(self) -> float:
+        """The largest per-step ratio of the slowest rank's cost to the mean, minus 1."""
+        mean = self.costs.mean(axis=1)
+        ratios = np.divide(self.costs.max(axis=1), mean, out=np.ones_like(mean), where=mean > 0)
+        return float(ratios.max(initial=1.0)) - 1.0
+
+
+def _halves(docs: Int64Array, costs: FloatArray) -> tuple[Int64Array, Int64Array]:
+    """Split a block's documents into two non-empty parts of similar cost (heaviest first, each into the lighter
+    part); each part keeps the block's order. O(d log d)."""
+    order = np.argsort(-costs, kind="stable")
+    side = np.zeros(len(docs), dtype=bool)
+    load = [0.0, 0.0]
+    for i in order.tolist():
+        part = 0 if load[0] <= load[1] else 1
+        side[i] = part == 1
+        load[part] += float(costs[i])
+    return docs[~side], docs[side]
+
+
+def _even_out_cheapest(
+    block_of: Int64Array, doc_cost: FloatArray, tokens: Int64Array, capacity: int, replicas: int, steps: int = 2
+) -> None:
+    """Re-deal the documents of the ``steps × replicas`` cheapest blocks (a plan's last, part-filled blocks and
+    the halves made for extra blocks) over as many blocks, heaviest first into the cheapest block with room
+    (longest processing time first), so the last steps' blocks cost about the same. In place; kept as it was
+    when a document would fit nowhere. O(d log d + d × blocks) for the d documents of those blocks."""
+    num_blocks = int(block_of.max()) + 1
+    count = min(num_blocks, steps * replicas)
+    if count < 2:
+        return
+    block_cost = np.bincount(block_of, weights=doc_cost, minlength=num_blocks)
+    chosen = np.argsort(block_cost, kind="stable")[:count]
+    members = np.flatnonzero(np.isin(block_of, chosen))
+    load = np.zeros(count)
+    fill = np.zeros(count, dtype=np.int64)
+    target = np.empty(len(members), dtype=np.int64)
+    for i in np.argsort(-doc_cost[members], kind="stable").tolist():
+        room = fill + tokens[members[i]] <= capacity
+        if not room.any():
+            return
+        bin_ = int(np.flatnonzero(room)[np.argmin(load[room])])
+        target[i] = bin_
+        load[bin_] += doc_cost[members[i]]
+        fill[bin_] += tokens[members[i]]
+    if int((fill > 0).sum()) == count:  # no block left empty
+        block_of[members] = chosen[target]
+
+
+def build_schedule(
+    lengths: npt.ArrayLike,
+    max_seq_length: int,
+    num_replicas: int,
+    *,
+    strategy: StrategyName = "bfd",
+    seed: int = 0,
+    epoch: int = 0,
+    shuffle: bool = True,
+    cost: CostFunction | None = None,
+    balance: bool = True,
+) -> Schedule:
+    """Pack one epoch and deal its blocks to ``num_replicas`` ranks (what ``PackingSampler`` does on every rank).
+
+    1. The samples are permuted with ``(seed, epoch)`` (when ``shuffle``) and planned with ``strategy``, so
+       neighbours change between epochs. A sample longer than ``max_seq_length`` gets a block of its own.
+    2. When the blocks do not divide evenly into ``num_replicas``, the blocks with the most documents are split
+       in two (halves of similar cost) until they do; empty samples join blocks round-robin.
+    3. With ``balance``, the documents of the ``2 × num_replicas`` cheapest blocks (part-filled ones) are
+       re-dealt over as many blocks, heaviest first into the cheapest block with room; then blocks are sorted by
+       cost and every ``num_replicas`` consecutive ones form a step, which minimises the sum over steps of the
+       slowest rank's cost for these blocks. Otherwise blocks are dealt in a random order (the baseline).
+       Steps, and ranks within a step, are then shuffled.
+
+    O(n + the strategy's cost + blocks log blocks).
+
+    >>> s = build_schedule([5, 3, 2, 4, 6, 1], 6, 2, seed=0)
+    >>> s.num_steps, sorted(s.indices.tolist())
+    (2, [0, 1, 2, 3, 4, 5])
+    """
+    sizes = np.asarray(lengths)
+    if sizes.ndim != 1 or (sizes.size and sizes.dtype.kind not in "iu"):
+        raise SettingError("lengths", "a flat list of integers", f"<an array of shape {sizes.shape}>")
+    sizes = sizes.astype(np.int64)
+    if sizes.size and int(sizes.min()) < 0:
+        raise SettingError("lengths", "non-negative lengths", int(sizes.min()))
+    if strategy not in STRATEGIES or STRATEGIES[strategy].splits_sequences:
+        choices = ", ".join(name for name, s in STRATEGIES.items() if not s.splits_sequences)
+        raise SettingError("strategy", f"a strategy that keeps samples whole ({choices})", strategy)
+    rng = np.random.default_rng([seed, epoch])
+    order = rng.permutation(len(sizes)) if shuffle else np.arange(len(sizes))
+    random_order = "seed" in STRATEGIES[strategy].options
+    layout = plan(sizes[order], max_seq_length, strategy, seed=int(rng.integers(2**31)) if random_order else None)
+    docs = order[layout.piece_sequence.astype(np.int64)]
+    block_of = layout.piece_block()
+    weigh = cost if cost is not None else default_cost
+    doc_cost = np.asarray(weigh(sizes[docs]), dtype=np.float64)
+    if doc_cost.shape != docs.shape:
+        raise SettingError("cost", "a function giving one value per length", f"<{doc_cost.size} values>")
+    num_blocks = layout.num_blocks
+    steps = -(-num_blocks // num_replicas)
+    wanted = steps * num_replicas
+    if len(docs) < wanted or num_blocks == 0:
+        raise SettingError(
+            "num_replicas",
+            f"at most as many blocks ({num_replicas} ranks × {max(steps, 1)} steps) as non-empty samples ({len(docs)})",
+            num_replicas,
+        )
+    if wanted > num_blocks:
+        counts = np.bincount(block_of, minlength=num_blocks)
+        candidates = np.argsort(-counts, kind="stable")[: wanted - num_blocks]
+        heap = [(-int(counts[b]), int(b)) for b in candidates]
+        heapq.heapify(heap)
+        for new in range(num_blocks, wanted):
+            _, donor = heapq.heappop(heap)  # the block with the most documents; at least 2 (checked above)
+            members = np.flatnonzero(block_of == donor)
+            keep, move = _halves(members, doc_cost[members])
+            block_of[move] = new
+            heapq.heappush(heap, (-len(keep), donor))
+            heapq.heappush(heap, (-len(move), new))
+    if balance:
+        _even_out_cheapest(block_of, doc_cost, np.minimum(sizes[docs], max_seq_length), max_seq_length, num_replicas)
+    empties = np.flatnonzero(sizes == 0)
+    if empties.size:
+        empties = rng.permutation(empties) if shuffle else empties
+        docs = np.concatenate((docs, empties))
+        block_of = np.concatenate((block_of, np.arange(len(empties), dtype=np.int64) % wanted))
+        doc_cost = np.concatenate((doc_cost, np.zeros(len(empties))))
+    block_cost = np.bincount(block_of, weights=doc_cost, minlength=wanted)
+    if balance:
+        dealt = np.argsort(-block_cost, kind="stable").reshape(steps, num_replicas)
+    else:
+        dealt = (rng.permutation(wanted) if shuffle else np.arange(wanted)).reshape(steps, num_replicas)
+    if shuffle:
+        dealt = rng.permuted(dealt[rng.permutation(steps)], axis=1)
+    rank_of_block = np.empty(wanted, dtype=np.int64)
+    rank_of_block[dealt.reshape(-1)] = np.arange(wanted)
+    position = rank_of_block[block_of]
+    grouped = np.argsort(position, kind="stable")  # keeps each block's documents in plan order
+    block_starts = np.zeros(wanted + 1, dtype=np.int64)
+    np.cumsum(np.bincount(position, minlength=wanted), out=block_starts[1:])
+    return Schedule(num_replicas, block_starts, docs[grouped].astype(np.int64), block_cost[dealt].astype(np.float64))
+
+
+class PackingSampler(Sampler[list[int]]):
+    """A batch sampler that packs samples into blocks of at most ``max_seq_length`` tokens, for
+    ``DataLoader(dataset, batch_sampler=sampler, collate_fn=collate)``: each step yields the indices of the
+    samples in this rank's block.
+
+    - ``len(sampler)`` is the number of steps of the epoch, the same on every rank (it may change by one between
+      epochs, as each epoch is packed anew); every sample appears in exactly one block of one rank per epoch;
+      no block is empty. Fewer non-empty samples than ranks × steps is refused.
+    - ``set_epoch(epoch)`` repacks from ``(seed, epoch)``: the same on every rank and run, different between epochs.
+    - The blocks of a step are chosen so the slowest rank's cost is close to the mean; the cost of a document of
+      ``ℓ`` tokens is ``cost(ℓ)`` (vectorized over an int64 array), by default ``24576·ℓ + ℓ²``.
+      ``imbalance`` reports it (``balance=False`` deals blocks in random order, the usual behaviour).
+    - ``num_replicas`` and ``rank`` default to ``torch.distributed``'s world size and rank (1 and 0 without it).
+
+    Every rank computes the whole epoch's schedule: O(n + the strategy's cost + blocks log blocks) per epoch.
+
+    >>> lengths = [7, 1, 3, 5, 2, 6, 4, 8]
+    >>> ranks = [PackingSampler(lengths, 8, num_replicas=2, rank=r, seed=3) for r in range(2)]
+    >>> [len(s) for s in ranks]
+    [3, 3]
+    >>> sorted(i for s in ranks for block in s for i in block)
+    [0, 1, 2, 3, 4, 5, 6, 7]
+    """
+
+    def __init__(
+        self,
+        lengths: npt.ArrayLike,
+        max_seq_length: int,
+        *,
+        strategy: StrategyName = "bfd",
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        seed: int = 0,
+        shuffle: bool = True,
+        cost: CostFunction | None = None,
+        balance: bool = True,
+    ) -> None:
+        super().__init__()
+        self.lengths = np.asarray(lengths).copy()
+        self.max_seq_length = max_seq_length
+        self.strategy = strategy
+        self.num_replicas, self.rank = _world(num_replicas, rank)
+        self.seed = seed
+        self.shuffle = shuffle
+        self.cost = cost
+        self.balance = balance
+        self.epoch = 0
+        self._schedule: Schedule | None = None
+        self.schedule  # noqa: B018 - check the arguments now, not at the first step
+
+    def set_epoch(self, epoch: int) -> None:
+        """Pack epoch ``epoch`` next (call it before iterating, on every rank, with the same value)."""
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self._schedule = None
+
+    @property
+    def schedule(self) -> Schedule:
+        """This epoch's blocks for every rank, with their costs (computed once per epoch)."""
+        if self._schedule is None:
+            self._schedule = build_schedule(
+                self.lengths,
+                self.max_seq_length,
+                self.num_replicas,
+                strategy=self.strategy,
+                seed=self.seed,
+                epoch=self.epoch,
+                shuffle=self.shuffle,
+                cost=self.cost,
+                balance=self.balance,
+            )
+        return self._schedule
+
+    @property
+    def imbalance(self) -> float:
+        """This epoch's sum over steps of the slowest rank's cost over that of the mean rank, minus 1."""
+        return self.schedule.imbalance
+
+    def __len__(self) -> int:
+        return self.schedule.num_steps
+
+    def __iter__(self) -> Iterator[list[int]]:
+        schedule = self.schedule
+        for step in range(schedule.num_steps):
+            yield schedule.block(step, self.rank).tolist()
+
+
+# ---------------------------------------------------------------- collate
+
+
+def _numpy(value: Any) -> Any:
+    """Tensors as numpy arrays (the reader takes lists and arrays); anything else unchanged."""
+    return value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else value
+
+
+def _is_block(row: Any) -> bool:
+    return isinstance(row, Mapping) and "seq_lengths" in row
+
+
+def _documents(rows: Sequence[Any], completion_only_loss: bool) -> tuple[Int64Array, Int64Array, Int64Array]:
+    """Tokens, labels (-100 on masked tokens and every document's first token) and lengths of the non-empty
+    documents of ``rows``, concatenated. Packed blocks (rows with ``seq_lengths``) give their documents.
+    A row with ``labels`` (and ``input_ids``) keeps its labels, as transformers' collators do. O(tokens)."""
+    if rows and all(_is_block(row) for row in rows):
+        parts = []
+        for row in rows:
+            seq = np.asarray(_numpy(row["seq_lengths"]), dtype=np.int64)
+            total = int(seq.sum())
+            ids = np.asarray(_numpy(row["input_ids"]), dtype=np.int64)[:total]
+            labels = np.asarray(_numpy(row["labels"]), dtype=np.int64)[:total]
+            parts.append((ids, labels, seq[seq > 0]))
+        return tuple(np.concatenate([p[k] for p in parts]) for k in range(3))  # type: ignore[return-value]
+    if any(_is_block(row) for row in rows):
+        raise SettingError("rows", "packed blocks (with 'seq_lengths') only, or samples only", "<both>")
+    plain = []
+    given_labels: dict[int, Int64Array] = {}
+    for index, row in enumerate(rows):
+        if isinstance(row, Mapping):
+            row = {key: _numpy(value) for key, value in row.items()}
+            if "labels" in row and row.get("input_ids") is not None:
+                given_labels[index] = np.asarray(row["labels"], dtype=np.int64)
+                row = {"input_ids": row["input_ids"]}
+        plain.append(_numpy(row))
+    samples = read_rows(plain, completion_only_loss)
+    if samples.tokens is None or samples.loss_mask is None:
+        raise SettingError("rows", "samples with token ids", "<lengths only>")
+    lengths = samples.lengths
+    labels = np.where(samples.loss_mask.astype(bool), samples.tokens, IGNORE_INDEX)
+    for index, values in given_labels.items():
+        lo, hi = int(samples.offsets[index]), int(samples.offsets[index + 1])
+        if len(values) != hi - lo:
+            raise SampleError(index, "labels", None, f"{hi - lo} values (one per token)", f"<{len(values)} values>")
+        labels[lo:hi] = values
+    labels[samples.offsets[:-1][lengths > 0]] = IGNORE_INDEX
+    return samples.tokens, labels, lengths[lengths > 0]
+
+
+def collate(rows: Sequence[Any], *, completion_only_loss: bool = True) -> dict[str, Any]:
+    """The padding-free batch of ``rows``: every document's tokens in one row, as
+    ``transformers.DataCollatorWithFlattening(return_flash_attn_kwargs=True, return_position_ids=True)`` returns
+    it for the same documents (a drop-in ``collate_fn``).
+
+    Rows are samples in any form ``packing.pack`` accepts (token lists, ``{"prompt", "completion"}``,
+    ``{"input_ids", "loss_mask"}``, or ``{"input_ids", "labels"}`` whose labels are kept), or packed blocks (rows
+    with ``seq_lengths``, such as ``PackedDataset`` items); tensors are accepted. Empty documents are skipped.
+    Returns ``input_ids``, ``labels`` (-100 on masked tokens and each document's first token) and ``position_ids``
+    as int64 tensors of shape ``(1, T)``; ``cu_seq_lens_q`` = ``cu_seq_lens_k`` (int32, ``[0, ...cumulative
+    lengths]``) and ``max_length_q`` = ``max_length_k`` (ints). Pass no ``attention_mask`` to the model. O(T).
+
+    >>> collate([[5, 6], {"input_ids": [7, 8, 9], "loss_mask": [0, 1, 1]}])["labels"].tolist()
+    [[-100, 6, -100, 8, 9]]
+    """
+    tokens, labels, lengths = _documents(rows, completion_only_loss)
+    if len(lengths) == 0:
+        raise SettingError("rows", "at least one token", "<only empty rows>")
+    cu = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=cu[1:])
+    positions = np.arange(len(tokens), dtype=np.int64) - np.repeat(cu[:-1].astype(np.int64), lengths)
+    longest = int(lengths.max())
+    cu_tensor = torch.from_numpy(cu)
+    return {
+        "input_ids": torch.from_numpy(tokens.astype(np.int64))[None],
+        "labels": torch.from_numpy(labels.astype(np.int64))[None],
+        "position_ids": torch.from_numpy(positions)[None],
+        "cu_seq_lens_q": cu_tensor,
+        "cu_seq_lens_k": cu_tensor,
+        "max_length_q": longest,
+        "max_length_k": longest,
+    }
+
+
+def _collate_fixed(
+    rows: Sequence[Any], *, max_seq_length: int, pad_token_id: int, completion_only_loss: bool
+) -> dict[str, torch.Tensor]:
+    if rows and all(_is_block(row) for row in rows):
+        grids = {key: np.stack([np.asarray(_numpy(row[key]), dtype=np.int64) for row in rows]) for key in _FIXED_KEYS}
+        if grids["input_ids"].shape[1] != max_seq_length:
+            raise SettingError("max_seq_length", "the length of the blocks given", max_seq_length)
+        return {key: torch.from_numpy(grid) for key, grid in grids.items()}
+    tokens, labels, lengths = _documents(rows, completion_only_loss)
+    if len(lengths) == 0:
+        raise SettingError("rows", "at least one token", "<only empty rows>")
+    starts = np.concatenate(([0], np.cumsum(lengths)))
+    rows_as_samples = [{"input_ids": tokens[a:b], "loss_mask": (labels[a:b] != IGNORE_INDEX).astype(np.int8)}
+                       for a, b in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True)]  # fmt: skip
+    samples = read_rows(rows_as_samples)
+    batch = materialize(plan(samples.lengths, max_seq_length, strategy="next_fit"), samples, pad_token_id)
+    # labels: the documents' own labels (which may differ from input_ids) where the block has a target
+    out_labels = np.full(batch.input_ids.shape, IGNORE_INDEX, dtype=np.int64)
+    real = batch.sequence_ids >= 0
+    flat_positions = starts[batch.sequence_ids[real]] + batch.position_ids[real]
+    out_labels[real] = labels[flat_positions]
+    return {
+        "input_ids": torch.from_numpy(batch.input_ids),
+        "labels": torch.from_numpy(out_labels),
+        "position_ids": torch.from_numpy(batch.position_ids),
+    }
+
+
+_FIXED_KEYS = ("input_ids", "labels", "position_ids")
+
+
+def collate_fixed(
+    max_seq_length: int, *, pad_token_id: int = 0, completion_only_loss: bool = True
+) -> Callable[[Sequence[Any]], dict[str, torch.Tensor]]:
+    """A ``collate_fn`` giving blocks of exactly ``max_seq_length`` tokens (static shapes, e.g. for compiled
+    models): ``input_ids``, ``labels``, ``position_ids`` of shape ``(blocks, max_seq_length)`` and **no**
+    ``attention_mask``; documents restart ``position_ids`` at 0, so transformers keeps them apart, and padding
+    (``pad_token_id``, label -100, position 0) comes last. A sampler's block is one row; more documents than fit
+    go on into further rows (next-fit; a document longer than a block is truncated). Packed blocks pass through,
+    stacked. Picklable (DataLoader workers). O(rows × max_seq_length).
+
+    >>> batch = collate_fixed(4)([[1, 2], [3]])
+    >>> batch["input_ids"].tolist(), batch["labels"].tolist(), batch["position_ids"].tolist()
+    ([[1, 2, 3, 0]], [[-100, 2, -100, -100]], [[0, 1, 0, 0]])
+    """
+    return functools.partial(
+        _collate_fixed,
+        max_seq_length=max_seq_length,
+        pad_token_id=pad_token_id,
+        completion_only_loss=completion_only_loss,
+    )
+
+
+# ---------------------------------------------------------------- dataset
+
+BLOCK_COLUMNS = tuple(column.name for column in COLUMNS)
+IPC_SUFFIXES = (".arrow", ".feather", ".ipc")
+_DTYPES = {column.name: np.dtype(column.dtype) for column in COLUMNS}
+
+
+class PackedDataset(Dataset[dict[str, torch.Tensor]]):
+    """A map-style dataset of packed blocks: item ``i`` is block ``i`` as tensors ``input_ids``, ``labels``,
+    ``position_ids`` (int64), ``loss_mask`` (int8), ``sequence_ids`` (int32, -1 in padding), all of length
+    ``max_seq_length``, and ``seq_lengths`` (int32, the block's documents).
+
+    ``source`` is a ``PackedBatch`` or the path of a packed file with the schema's columns: Parquet
+    (``packing pack ... --output x.parquet``) or an Arrow IPC file (``.arrow``, ``.feather``, ``.ipc``; e.g.
+    ``batch.to_arrow()`` written with ``pyarrow.ipc.new_file``). A file is opened through a memory map and never
+    loaded whole: Parquet is decoded one row group at a time, on demand (the last few are kept); an Arrow IPC
+    file is read in place (zero-copy). The dataset pickles without its open file, so DataLoader workers each open
+    their own. ``collate`` turns a list of items into the padding-free batch, ``collate_fixed`` stacks them.
+    O(max_seq_length) per item, plus decoding a row group when it is first touched.
+
+    >>> import packing
+    >>> data = PackedDataset(packing.pack([[1, 2], [3, 4, 5], [6]], 4, strategy="bfd"))
+    >>> len(data), data[0]["input_ids"].tolist(), data[0]["seq_lengths"].tolist()
+    (2, [3, 4, 5, 6], [3, 1])
+    """
+
+    def __init__(self, source: PackedBatch | str | os.PathLike[str], *, cached_row_groups: int = 2) -> None:
+        self._batch: PackedBatch | None = None
+        self._path: str | None = None
+        self._file: Any = None
+        self._cache: dict[int, dict[str, tuple[Int64Array, npt.NDArray[Any]]]] = {}
+        self._cached_row_groups = cached_row_groups
+        if isinstance(source, PackedBatch):
+            self._batch = source
+            self._length = source.num_blocks
+            return
+        self._path = os.fspath(source)
+        self._ipc = self._path.lower().endswith(IPC_SUFFIXES)
+        import pyarrow as pa
+
+        try:
+            handle = self._open()
+        except pa.ArrowInvalid as error:
+            kind = "an Arrow IPC file" if self._ipc else "a Parquet file"
+            raise DatasetError(self._path, None, f"not {kind} ({str(error)[:60]})") from error
+        names = handle.schema.names if self._ipc else handle.schema_arrow.names
+        missing = [c for c in BLOCK_COLUMNS if c not in names]
+        if missing:
+            raise DatasetError(self._path, None, f"not a packed file: no column {missing[0]!r}")
+        if self._ipc:
+            rows = [handle.get_batch(g).num_rows for g in range(handle.num_record_batches)]
+        else:
+            rows = [handle.metadata.row_group(g).num_rows for g in range(handle.num_row_groups)]
+        self._group_starts = np.concatenate(([0], np.cumsum(rows, dtype=np.int64)))
+        self._length = int(self._group_starts[-1])
+
+    def _open(self) -> Any:
+        if self._file is None:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            mapped = pa.memory_map(self._path, "r")
+            self._file = pa.ipc.open_file(mapped) if self._ipc else pq.ParquetFile(mapped)
+        return self._file
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_file"] = None
+        state["_cache"] = {}
+        return state
+
+    def __len__(self) -> int:
+        return self._length
+
+    def _row_group(self, group: int) -> dict[str, tuple[Int64Array, npt.NDArray[Any]]]:
+        if group not in self._cache:
+            handle = self._open()
+            if self._ipc:
+                table = handle.get_batch(group).select(list(BLOCK_COLUMNS))  # zero-copy from the memory map
+            else:
+                table = handle.read_row_group(group, columns=list(BLOCK_COLUMNS))
+            columns = {}
+            for name in BLOCK_COLUMNS:
+                column = table.column(name)
+                array = column.combine_chunks() if hasattr(column, "combine_chunks") else column
+                offsets = array.offsets.to_numpy().astype(np.int64)
+                values = array.values.to_numpy(zero_copy_only=False)
+                columns[name] = (offsets - offsets[0], values[offsets[0] : offsets[-1]])
+            while len(self._cache) >= max(1, self._cached_row_groups):
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[group] = columns
+        return self._cache[group]
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        if not -self._length <= index < self._length:
+            raise IndexError(f"PackedDataset: block {index} does not exist; there are {self._length}")
+        index %= self._length
+        if self._batch is not None:
+            b = self._batch
+            arrays: dict[str, npt.NDArray[Any]] = {
+                "input_ids": b.input_ids[index],
+                "labels": b.labels[index],
+                "loss_mask": b.loss_mask[index],
+                "position_ids": b.position_ids[index],
+                "sequence_ids": b.sequence_ids[index],
+                "seq_lengths": b.seq_lengths(index),
+            }
+        else:
+            group = int(np.searchsorted(self._group_starts, index, side="right")) - 1
+            local = index - int(self._group_starts[group])
+            arrays = {}
+            for name, (offsets, values) in self._row_group(group).items():
+                arrays[name] = values[offsets[local] : offsets[local + 1]]
+        return {name: torch.from_numpy(np.array(arrays[name], dtype=_DTYPES[name])) for name in BLOCK_COLUMNS}

@@ -6,6 +6,13 @@ is compiled once by numba and cached on disk next to this file, so later
 processes start without compiling.
 
 Block numbers are given in the order blocks are opened.
+
+The decreasing strategies (bfd, spfhp, ffd) never place documents one at a
+time: they simulate a whole length class at once over groups of identical
+blocks, recording "runs" (the next documents of this length go to these
+blocks), and ``_deal`` turns the runs into blocks in one pass. Large arrays
+are allocated with numpy, not inside compiled code: numpy asks the kernel for
+huge pages, which makes first touching them several times cheaper.
 """
 
 from __future__ import annotations

@@ -193,7 +193,7 @@ STRATEGIES: dict[str, Strategy] = {
             "ffd",
             "First-fit decreasing",
             "Longest first; each sequence goes into the first open block with room.",
-            "O(n log n)",
+            "O(n + L + groups × log n)",
             "longest_first",
             _ffd,
         ),

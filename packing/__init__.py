@@ -9,11 +9,13 @@ boundaries that keep packed samples from leaking into each other.
 ([[1, 2, 3, 4], [5, 6, 0, 0]], [[1, 1, 1, 1], [1, 1, 0, 0]])
 """
 
+from packing.auditing import AuditReport, Finding, audit
 from packing.bounds import LowerBounds, lower_bounds
 from packing.classic import pack_sequences
 from packing.cost import ComputeCost, compute_cost
 from packing.errors import DatasetError, PackingError, SampleError, SettingError, TooManyDocuments
 from packing.explanation import MAX_EXPLAIN_DOCUMENTS, Placement, Step, explain
+from packing.formats import EXPORT_FORMATS, export
 from packing.io import Dataset, read_dataset
 from packing.packed import IGNORE_INDEX, PackedBatch, TrainableCounts, count_trainable, materialize, pack
 from packing.plans import PackingPlan, Piece, plan
@@ -22,6 +24,7 @@ from packing.schema import COLUMNS, Column
 from packing.stats import PackingStats
 from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, Strategy, StrategyName
 from packing.streaming import stream
+from packing.text import ByteTokenizer, decode_documents, encode_rows, is_text_row, load_tokenizer
 from packing.validation import OVERFLOW_POLICIES, OverflowPolicy
 
 read_samples = read_rows
@@ -30,14 +33,18 @@ read_samples = read_rows
 __all__ = [
     "COLUMNS",
     "DEFAULT_STRATEGY",
+    "EXPORT_FORMATS",
     "IGNORE_INDEX",
     "MAX_EXPLAIN_DOCUMENTS",
     "OVERFLOW_POLICIES",
     "STRATEGIES",
+    "AuditReport",
+    "ByteTokenizer",
     "Column",
     "ComputeCost",
     "Dataset",
     "DatasetError",
+    "Finding",
     "LowerBounds",
     "MaskedSample",
     "OverflowPolicy",
@@ -57,10 +64,16 @@ __all__ = [
     "StrategyName",
     "TooManyDocuments",
     "TrainableCounts",
+    "audit",
     "chat_sample",
     "compute_cost",
     "count_trainable",
+    "decode_documents",
+    "encode_rows",
     "explain",
+    "export",
+    "is_text_row",
+    "load_tokenizer",
     "lower_bounds",
     "materialize",
     "pack",

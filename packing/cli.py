@@ -37,9 +37,11 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from packing.auditing import LAYOUTS, AuditReport, audit, report_json
 from packing.bounds import lower_bounds
 from packing.compare import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
 from packing.errors import PackingError
+from packing.formats import EXPORT_FORMATS, export, write_table
 from packing.io import FORMATS, Dataset, read_dataset, write_jsonl, write_parquet
 from packing.packed import PackedBatch, materialize
 from packing.plans import plan
@@ -141,7 +143,14 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         default="truncate",
         help="what to do with a sequence longer than N (default: truncate)",
     )
-    parser.add_argument("--format", choices=FORMATS, help="input format (default: from the file extension)")
+    parser.add_argument(
+        "--input-format", dest="format", choices=FORMATS, help="input file format (default: from the file extension)"
+    )
+    parser.add_argument(
+        "--tokenizer",
+        metavar="SPEC",
+        help="tokenize text rows (text, prompt/completion, messages) with 'bytes', a tokenizer folder or a hub name",
+    )
 
 
 def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
@@ -173,6 +182,13 @@ def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
         "--max-sequences-per-block", type=_positive_int, metavar="K", help="cap on documents per block (spfhp only)"
     )
     parser.add_argument("--output", "-o", required=True, help="output file, .parquet or .jsonl")
+    parser.add_argument(
+        "--format",
+        dest="export_format",
+        choices=EXPORT_FORMATS,
+        default="packing",
+        help="layout of the output: this project's columns (default) or another framework's",
+    )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
     parser.set_defaults(run=_run_pack)
 
@@ -210,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_pack(commands)
     _add_compare(commands)
+    _add_audit(commands)
     return parser
 
 
@@ -318,6 +335,25 @@ class Progress:
         self._say(f" done in {_seconds(self.times[key])}")
 
 
+# ---------------------------------------------------------------- reading (and tokenizing)
+
+
+def _read_input(args: argparse.Namespace, progress: Progress | None = None, message: str = "") -> Dataset:
+    """The input dataset through the one reader; with ``--tokenizer``, text rows are tokenized (with a count)."""
+
+    def report(done: int, total: int) -> None:
+        if progress is not None:
+            progress._say(f"\r{message} ... {done:,}/{total:,} rows", end="")
+
+    return read_dataset(
+        args.input,
+        args.format,
+        completion_only_loss=getattr(args, "loss", "completion") == "completion",
+        tokenizer=args.tokenizer,
+        progress=report,
+    )
+
+
 # ---------------------------------------------------------------- pack
 
 
@@ -382,10 +418,11 @@ def _pack_summary(args: argparse.Namespace, dataset: Dataset, stats: PackingStat
 def _run_pack(args: argparse.Namespace) -> int:
     """``pack``: read, pack, write in shuffled (or plan) order, print the summary. O(tokens)."""
     output = Path(args.output)
-    writer = _writer(output)
+    writer = _export_writer(args.export_format, _writer(output))
     progress = Progress(show=not args.quiet and _stderr_is_terminal())
-    with progress.stage("read", f"reading {args.input}"):
-        dataset = read_dataset(args.input, args.format, completion_only_loss=args.loss == "completion")
+    message = f"reading {args.input}" + (f" and tokenizing with {args.tokenizer}" if args.tokenizer else "")
+    with progress.stage("read", message):
+        dataset = _read_input(args, progress, message)
     with progress.stage("pack", f"packing {len(dataset.lengths):,} sequences with {args.strategy}"):
         batch = _pack_batch(args, dataset)
     with progress.stage("write", f"writing {batch.num_blocks:,} blocks to {output}"):
@@ -445,7 +482,7 @@ def _certificate_lines(rows: list[Row]) -> list[str]:
 
 def _run_compare(args: argparse.Namespace) -> int:
     """``compare``: plan every chosen strategy on the lengths and print the table. O(sequences) each."""
-    dataset = read_dataset(args.input, args.format)
+    dataset = _read_input(args)
     if args.time_limit is not None and not args.time_limit > 0:
         raise UsageError(f"--time-limit must be a number of seconds > 0, got {args.time_limit}")
     with Progress(show=_stderr_is_terminal()).stage("plan", "planning"):
@@ -457,6 +494,84 @@ def _run_compare(args: argparse.Namespace) -> int:
     for line in [*_certificate_lines(rows), BOUND_NOTE]:
         print(line)
     return 0
+
+
+# ---------------------------------------------------------------- export formats and audit
+
+
+def _export_writer(layout: str, writer: Writer) -> Writer:
+    """The writer for ``pack --format``: this project's own writer, or an export in another layout."""
+    if layout == "packing":
+        return writer
+
+    def write(batch: PackedBatch, path: Path) -> None:
+        write_table(export(batch, layout), path)
+
+    return write
+
+
+def _add_audit(commands: argparse._SubParsersAction[_Parser]) -> None:
+    """The ``audit`` command and its options."""
+    parser = commands.add_parser(
+        "audit",
+        help="check a packed dataset made by this project or another tool",
+        description="Recognise the layout of a packed .parquet, .jsonl or .arrow file (this project, TRL, "
+        "transformers flattening, torchtune, Megatron, segment ids), count blocks, documents, tokens and padding, "
+        "and list what lets documents see or predict each other or trains padding.",
+    )
+    parser.add_argument("input", help="packed dataset: .parquet, .jsonl or .arrow, one row per block")
+    parser.add_argument(
+        "--max-seq-length", type=_positive_int, metavar="N", help="block capacity (default: the longest block)"
+    )
+    parser.add_argument("--format", choices=LAYOUTS, help="layout to read (default: recognised from the columns)")
+    parser.add_argument("--strict", action="store_true", help="exit with code 1 when anything is found")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(run=_run_audit)
+
+
+def _audit_text(report: AuditReport) -> str:
+    """The report as ``name  value`` lines, then a table of the findings."""
+    fill = report.block_fill
+    capacity = f"{report.max_seq_length:,}" + ("" if report.max_seq_length_given else " (longest block)")
+    variant = f" ({report.layout.variant})" if report.layout.variant else ""
+    documents = "unknown (no boundaries)" if report.num_documents is None else f"{report.num_documents:,}"
+    pairs = [
+        ("input", report.source),
+        ("format", f"{report.format}{variant}"),
+        ("blocks", f"{report.num_blocks:,}"),
+        ("documents", documents),
+        ("tokens", f"{report.tokens:,}"),
+        ("padding tokens", f"{report.padding_tokens:,}"),
+        ("max_seq_length", capacity),
+        ("efficiency", _percent(report.efficiency)),
+    ]
+    if len(fill):
+        pairs.append(
+            (
+                "block fill",
+                f"min {_percent(float(fill.min()))}, median {_percent(float(np.median(fill)))}, "
+                f"max {_percent(float(fill.max()))}",
+            )
+        )
+    lines = [format_pairs(pairs), ""]
+    if report.clean:
+        lines.append("findings: none")
+        return "\n".join(lines)
+    rows = [
+        [item.kind, f"{item.count:,}", ", ".join(f"({b}, {p})" for b, p in item.examples)] for item in report.findings
+    ]
+    lines.append(f"findings: {len(report.findings)}")
+    lines.append(format_table(["kind", "count", "first (block, position)"], rows))
+    lines.append("")
+    lines.extend(f"{item.kind}: {item.description}; fix: {item.fix}" for item in report.findings)
+    return "\n".join(lines)
+
+
+def _run_audit(args: argparse.Namespace) -> int:
+    """``audit``: read, check, print; 1 with ``--strict`` when anything was found. O(tokens)."""
+    report = audit(args.input, max_seq_length=args.max_seq_length, format=args.format)
+    print(report_json(report) if args.json else _audit_text(report))
+    return 1 if args.strict and not report.clean else 0
 
 
 # ---------------------------------------------------------------- entry point

@@ -14,7 +14,7 @@ explorer's Compare tab print its rows.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -123,4 +123,16 @@ def compare(
             rows.append(Row(contender, None, bound, 0.0, str(error)))
             continue
         rows.append(Row(contender, layout.stats, bound, elapsed, layout=layout))
-    return rows
+    return _with_proven_bound(rows)
+
+
+def _with_proven_bound(rows: list[Row]) -> list[Row]:
+    """Where an optimal plan came with a certificate, its bound (at least L2) is every no-split row's bound."""
+    proofs = [row.layout.certificate.lower_bound for row in rows if row.layout is not None and row.layout.certificate]
+    if not proofs:
+        return rows
+    best = max(proofs)
+    return [
+        replace(row, bound=max(row.bound, best)) if not STRATEGIES[row.contender.strategy].splits_sequences else row
+        for row in rows
+    ]

@@ -53,12 +53,29 @@ def _got(value: object) -> str:
     return quote(value)
 
 
+def _restore(kind: type[PackingError], args: tuple[object, ...], fields: dict[str, object]) -> PackingError:
+    """An error rebuilt from its message and fields, without calling ``__init__`` again (for pickle)."""
+    error = kind.__new__(kind)
+    error.args = args
+    error.__dict__.update(fields)
+    return error
+
+
 class PackingError(Exception):
     """Base of every error ``packing`` raises on purpose (bad samples, settings, files).
 
     Catch this (and ``OSError`` for files) to report a user's mistake; anything
-    else is a bug and should surface as one.
+    else is a bug and should surface as one. Errors pickle with their fields, so they
+    cross process boundaries (``datasets.map(num_proc=...)``, Ray workers) intact.
+
+    >>> import pickle
+    >>> error = pickle.loads(pickle.dumps(SampleError(2, "prompt", 1, "a token id", -1)))
+    >>> error.sample, error.field, str(error)
+    (2, 'prompt', "sample 2, 'prompt', position 1: expected a token id, got -1")
     """
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return _restore, (type(self), self.args, dict(self.__dict__))
 
 
 class SampleError(PackingError, ValueError):

@@ -66,6 +66,7 @@ def pack_batch(
     pad_token_id: int = 0,
     completion_only_loss: bool = True,
     max_sequences_per_block: int | None = None,
+    tokenizer: Any = None,
 ) -> dict[str, list[list[int]]]:
     """Pack one batch of rows (a dict of columns) into blocks: the schema's columns.
 
@@ -94,6 +95,7 @@ def pack_batch(
         pad_token_id=pad_token_id,
         completion_only_loss=completion_only_loss,
         max_sequences_per_block=max_sequences_per_block,
+        tokenizer=tokenizer,
     )
     columns: dict[str, list[list[int]]] = packed.to_arrow().to_pydict()
     return columns
@@ -122,12 +124,13 @@ def pack_dataset(
     max_sequences_per_block: int | None = None,
     shuffle: bool = True,
     seed: int = 0,
+    tokenizer: Any = None,
 ) -> Dataset:
     """Pack a whole dataset at once (global packing) into a new ``datasets.Dataset`` of the schema's columns.
 
     ``dataset`` is a ``datasets.Dataset`` (any selection or shuffle already applied to it is
     respected), a ``pyarrow.Table`` or a dict of columns, with rows in any form the reader
-    accepts. The columns are read through Arrow with no Python loop per row, one plan is made
+    accepts (text rows too, with a ``tokenizer``). The columns are read through Arrow with no Python loop per row, one plan is made
     over every length, and the blocks are materialized; with ``shuffle`` (the default) the
     blocks come out in the order ``plan.shuffle(seed)`` gives, otherwise in plan order (which
     for the decreasing strategies puts the longest documents first).
@@ -149,9 +152,9 @@ def pack_dataset(
     if _check_flag(shuffle, "shuffle"):
         check_token_id(seed, "seed")
     if isinstance(dataset, Mapping):  # Python columns: the row reader
-        samples = read_rows(_rows(dataset), completion_only_loss=completion_only)
+        samples = read_rows(_rows(dataset), completion_only, tokenizer=tokenizer)
     else:
-        samples = read_table(_arrow_table(dataset), completion_only_loss=completion_only)
+        samples = read_table(_arrow_table(dataset), completion_only_loss=completion_only, tokenizer=tokenizer)
     layout = plan(samples.lengths, capacity, strategy, overflow, max_sequences_per_block=max_sequences_per_block)
     if shuffle:  # reorder the plan, so the blocks are written in their final order and never copied
         layout = layout.shuffle(seed)

@@ -30,7 +30,7 @@ import os
 import re
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,14 +103,22 @@ class _Rows:
 
 
 def read_dataset(
-    source: Source, format: str | None = None, name: str | None = None, *, completion_only_loss: bool = True
+    source: Source,
+    format: str | None = None,
+    name: str | None = None,
+    *,
+    completion_only_loss: bool = True,
+    tokenizer: Any = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Dataset:
     """Read samples (or lengths) from a path or a binary file object. O(total tokens).
 
     ``format`` is ``jsonl``, ``json``, ``csv`` or ``parquet``; without it the extension of
     ``name`` or of the path decides. ``name`` is how messages refer to the file (needed for
     file objects such as uploads). ``completion_only_loss`` is applied to prompt/completion
-    rows as they are read.
+    rows as they are read. With a ``tokenizer``, text rows (``text``, ``messages``, ``prompt`` and
+    ``completion`` as text) are tokenized with their masks (``packing.text``); in a CSV file the
+    ``text``, ``prompt`` and ``completion`` cells are then text.
 
     >>> import io
     >>> read_dataset(io.BytesIO(b"length\\n5\\n7\\n"), name="lengths.csv").lengths.tolist()
@@ -124,15 +132,19 @@ def read_dataset(
     kind = _format(format, label)
     with _binary(source, label) as handle:
         if kind == "parquet":
-            return _read_parquet(handle, label, completion_only_loss)
-        content = _READERS[kind](handle, label)
+            return _read_parquet(handle, label, completion_only_loss, tokenizer, progress)
+        content = (
+            _read_csv(handle, label, text=tokenizer is not None) if kind == "csv" else _READERS[kind](handle, label)
+        )
     if isinstance(content, Dataset):
         return content
     if not content.rows:
         raise DatasetError(label, None, "the file holds no samples")
     _check_columns(content.rows, label)
     try:
-        samples = read_rows(content.rows, completion_only_loss=completion_only_loss)
+        samples = read_rows(
+            content.rows, completion_only_loss=completion_only_loss, tokenizer=tokenizer, progress=progress
+        )
     except SampleError as error:
         raise DatasetError.from_sample(label, content.where[error.sample or 0], error) from None
     return Dataset(samples, label)
@@ -275,23 +287,23 @@ def _histogram(data: dict[str, Any], label: str) -> Dataset:
     return Dataset(Samples(None, None, offsets_of(workload.lengths)), label)
 
 
-def _read_csv(handle: IO[bytes], label: str) -> _Rows:
+def _read_csv(handle: IO[bytes], label: str, text: bool = False) -> _Rows:
     """A header line with column names, then one sample per line. O(bytes)."""
     if csv.field_size_limit() < _CSV_FIELD_LIMIT:
         csv.field_size_limit(_CSV_FIELD_LIMIT)  # long token lists exceed the 128 KiB default
-    text = io.TextIOWrapper(handle, encoding="utf-8-sig", newline="")
-    reader = csv.reader(text)
+    wrapper = io.TextIOWrapper(handle, encoding="utf-8-sig", newline="")
+    reader = csv.reader(wrapper)
     try:
-        return _csv_rows(reader, label)
+        return _csv_rows(reader, label, text)
     except UnicodeDecodeError:
         raise DatasetError(label, f"line {reader.line_num + 1}", "not valid UTF-8 text") from None
     except csv.Error as error:
         raise DatasetError(label, f"line {reader.line_num}", f"invalid CSV ({quote(str(error))})") from None
     finally:
-        text.detach()  # leave the caller's file object open
+        wrapper.detach()  # leave the caller's file object open
 
 
-def _csv_rows(reader: Any, label: str) -> _Rows:
+def _csv_rows(reader: Any, label: str, text: bool = False) -> _Rows:
     """The header, then every non-blank row as a dict of parsed cells. O(cells)."""
     header = next(reader, None)
     if header is None:
@@ -307,7 +319,7 @@ def _csv_rows(reader: Any, label: str) -> _Rows:
         place = f"line {reader.line_num}"
         if len(cells) != len(columns):
             raise DatasetError(label, place, f"expected {len(columns)} cells ({_names(columns)}), got {len(cells)}")
-        rows.append({c: _csv_cell(c, cell) for c, cell in zip(columns, cells, strict=True) if c in FIELDS})
+        rows.append({c: _csv_cell(c, cell, text) for c, cell in zip(columns, cells, strict=True) if c in FIELDS})
         where.append(place)
     return _Rows(rows, where)
 
@@ -317,23 +329,34 @@ def _number(part: str) -> int | str:
     return int(part) if _INTEGER.fullmatch(part) else part
 
 
-def _csv_cell(column: str, cell: str) -> Any:
-    """A CSV cell as its value: None when empty, a list for list columns, an integer for ``length``.
+def _csv_cell(column: str, cell: str, text: bool = False) -> Any:
+    """A CSV cell as its value: None when empty, a list for list columns, an integer for ``length``;
+    with ``text``, the cell itself for the text columns (``text``, ``prompt``, ``completion``).
 
     >>> _csv_cell("input_ids", " [1, 2,3] "), _csv_cell("prompt", ""), _csv_cell("length", "7")
     ([1, 2, 3], None, 7)
     """
-    text = cell.strip()
-    if not text:
+    stripped = cell.strip()
+    if not stripped:
         return None
+    if text and column in ("text", "prompt", "completion"):
+        return cell
+    if column == "messages":
+        return _parse_json(cell, "CSV cell", "column 'messages'")
     if column == "length":
-        return _number(text)
-    if text.startswith("[") and text.endswith("]"):
-        text = text[1:-1]
-    return [_number(part) for part in _SEPARATORS.split(text) if part]
+        return _number(stripped)
+    if stripped.startswith("[") and stripped.endswith("]"):
+        stripped = stripped[1:-1]
+    return [_number(part) for part in _SEPARATORS.split(stripped) if part]
 
 
-def _read_parquet(handle: IO[bytes], label: str, completion_only_loss: bool) -> Dataset:
+def _read_parquet(
+    handle: IO[bytes],
+    label: str,
+    completion_only_loss: bool,
+    tokenizer: Any = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Dataset:
     """A Parquet file through Arrow: only the reader's columns are read, and checked column by column."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -353,13 +376,13 @@ def _read_parquet(handle: IO[bytes], label: str, completion_only_loss: bool) -> 
     if table.num_rows == 0:
         raise DatasetError(label, None, "the file holds no samples")
     try:
-        samples = read_table(table, completion_only_loss=completion_only_loss)
+        samples = read_table(table, completion_only_loss=completion_only_loss, tokenizer=tokenizer, progress=progress)
     except SampleError as error:
         raise DatasetError.from_sample(label, f"row {(error.sample or 0) + 1}", error) from None
     return Dataset(samples, label)
 
 
-_READERS = {"jsonl": _read_jsonl, "json": _read_json, "csv": _read_csv}
+_READERS = {"jsonl": _read_jsonl, "json": _read_json}
 
 
 def _names(columns: list[str]) -> str:
@@ -369,7 +392,7 @@ def _names(columns: list[str]) -> str:
 
 
 def _expected() -> str:
-    return "'input_ids' (with a loss mask), 'prompt' and 'completion', or 'length'"
+    return "'input_ids' (with a loss mask), 'prompt' and 'completion', 'length', or text ('text', 'messages')"
 
 
 # ---------------------------------------------------------------- writing

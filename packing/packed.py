@@ -205,13 +205,16 @@ def pack(
     window: int | None = None,
     time_limit: float | None = None,
     seed: int | None = None,
+    tokenizer: Any = None,
 ) -> PackedBatch:
     """Pack samples into blocks of exactly ``max_seq_length`` tokens: ``plan`` then ``materialize``.
 
     ``samples`` is a list of rows in any form the reader accepts (token lists, ``{"prompt",
     "completion"}``, ``{"input_ids", "loss_mask"}``; see ``packing.reader``), a ``Samples``, or a
     dataset from ``packing.read_dataset`` (read once, not checked again). ``strategy`` defaults to
-    ``bfd``; the options are ``plan``'s. O(total tokens) plus the strategy's cost.
+    ``bfd``; the options are ``plan``'s. With a ``tokenizer`` (``packing.load_tokenizer``'s
+    specs: ``"bytes"``, a folder, a tokenizer object), text rows are tokenized with their chat
+    template and masks. O(total tokens) plus the strategy's cost.
 
     >>> pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split").to_lists()
     ([[1, 2, 3, 4], [5, 6, 0, 0]], [[1, 1, 1, 1], [1, 1, 0, 0]])
@@ -220,7 +223,7 @@ def pack(
     """
     check_max_seq_length(max_seq_length)
     pad = check_token_id(pad_token_id, "pad_token_id")
-    flat = read_rows(getattr(samples, "samples", samples), completion_only_loss=completion_only_loss)
+    flat = read_rows(getattr(samples, "samples", samples), completion_only_loss, tokenizer=tokenizer)
     layout = plan(
         flat.lengths,
         max_seq_length,

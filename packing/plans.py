@@ -81,6 +81,40 @@ class PackingPlan:
     def num_blocks(self) -> int:
         return len(self.block_starts) - 1
 
+    @classmethod
+    def of_blocks(
+        cls,
+        lengths: npt.ArrayLike,
+        block_starts: npt.ArrayLike,
+        max_seq_length: int,
+        strategy: str = "none",
+        overflow: str = "truncate",
+    ) -> PackingPlan:
+        """A plan in which sequence ``i`` is one whole document and block ``b`` holds sequences
+        ``block_starts[b]:block_starts[b + 1]``, in order: blocks grouped elsewhere (a cluster, a stream).
+        Checked like any hand-made plan. O(n).
+
+        >>> PackingPlan.of_blocks([3, 1, 2], [0, 2, 3], 4).blocks()[0]
+        [Piece(sequence=0, start=0, length=3), Piece(sequence=1, start=0, length=1)]
+        """
+        sizes = as_lengths(lengths)
+        starts = np.asarray(block_starts, dtype=np.int64)
+        capacity = check_max_seq_length(max_seq_length)
+        sequence = np.arange(len(sizes), dtype=np.int32)
+        length = sizes.astype(np.int32)
+        layout = cls(
+            capacity,
+            strategy,
+            overflow,
+            sizes,
+            starts,
+            sequence,
+            np.zeros(len(sizes), dtype=np.int32),
+            length,
+            compute_stats(sizes, capacity, starts, sequence, length, bool(len(sizes) == 0 or sizes.min() >= 1)),
+        )
+        return layout
+
     def select(self, blocks: npt.ArrayLike) -> PackingPlan:
         """A plan of just these blocks, in this order; its statistics describe exactly them. O(pieces in them).
 
@@ -263,17 +297,17 @@ def _options(strategy: str, max_sequences_per_block: int | None, time_limit: flo
 
 def _layout(
     docs: Documents, capacity: int, strategy: str, options: Options
-) -> tuple[Int64Array, IntArray, IntArray, IntArray]:
-    """``(block_starts, sequence, start, length)`` of the pieces of ``docs``. The strategy's cost."""
+) -> tuple[Int64Array, IntArray, IntArray, IntArray, Any]:
+    """``(block_starts, sequence, start, length, certificate)`` of the pieces of ``docs``. The strategy's cost."""
     if strategy == "split":
-        return _split_layout(docs, capacity)
+        return (*_split_layout(docs, capacity), None)
     limit = STRATEGIES[strategy].max_documents
     if limit is not None and len(docs.length) > limit:
         raise TooManyDocuments(strategy, limit, len(docs.length))
-    block_starts, grouped, length = layout_blocks(strategy, docs.length, capacity, options)
+    block_starts, grouped, length, certificate = layout_blocks(strategy, docs.length, capacity, options)
     if docs.whole:  # document i is sequence i, from its first token
-        return block_starts, grouped, np.zeros(len(grouped), dtype=np.int32), length
-    return block_starts, docs.sequence[grouped], docs.offset[grouped], length
+        return block_starts, grouped, np.zeros(len(grouped), dtype=np.int32), length, certificate
+    return block_starts, docs.sequence[grouped], docs.offset[grouped], length, certificate
 
 
 def _windows(docs: Documents, count: int, window: int) -> list[Documents]:
@@ -288,7 +322,7 @@ def _windowed_layout(
     docs: Documents, count: int, capacity: int, strategy: str, options: Options, window: int
 ) -> tuple[Int64Array, IntArray, IntArray, IntArray]:
     """Each window of input sequences packed on its own, the windows' blocks one after another."""
-    parts = [_layout(part, capacity, strategy, options) for part in _windows(docs, count, window)]
+    parts = [_layout(part, capacity, strategy, options)[:4] for part in _windows(docs, count, window)]
     if not parts:
         return np.zeros(1, dtype=np.int64), *(np.zeros(0, dtype=np.int32) for _ in range(3))  # type: ignore[return-value]
     piece_counts = [len(part[1]) for part in parts]
@@ -341,8 +375,9 @@ def plan(
         raise SettingError("lengths", f"at most {MAX_SEQUENCES:,} documents", f"<{len(docs.length):,} documents>")
     if window is not None and window < len(sizes):
         block_starts, sequence, start, length = _windowed_layout(docs, len(sizes), capacity, strategy, options, window)
+        certificate = None
     else:
-        block_starts, sequence, start, length = _layout(docs, capacity, strategy, options)
+        block_starts, sequence, start, length, certificate = _layout(docs, capacity, strategy, options)
     piece_sequence, piece_start, piece_length = (a.astype(np.int32, copy=False) for a in (sequence, start, length))
     one_piece_each = docs.whole and strategy != "split"  # no sequence was cut, lost or left empty
     stats = compute_stats(sizes, capacity, block_starts, piece_sequence, piece_length, one_piece_each)
@@ -356,5 +391,6 @@ def plan(
         piece_start,
         piece_length,
         stats,
+        certificate,
         _trusted=True,
     )

@@ -27,7 +27,7 @@ column by column, without a Python loop per row, and reports a bad row exactly a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from packing.arrays import copy_runs
 from packing.errors import SampleError, SettingError
+from packing.text import is_text_row
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -52,8 +53,11 @@ FORMS = "a list of token ids, or a dict with 'input_ids' (and a 'loss_mask'), 'p
 MASK_FIELDS = ("loss_mask", "completion_mask", "assistant_masks")
 """Columns read as a per-token loss mask (``loss_mask``, and TRL's names), ANDed when a row has several."""
 TOKEN_FIELDS = ("input_ids", "prompt", "completion")
-FIELDS = (*TOKEN_FIELDS, *MASK_FIELDS, "length")
+TEXT_FIELDS = ("text", "messages")
+"""Columns of text rows (with ``prompt``/``completion`` as strings or messages): they need a tokenizer."""
+FIELDS = (*TOKEN_FIELDS, *MASK_FIELDS, "length", *TEXT_FIELDS)
 """Every column the reader looks at; others are ignored."""
+NEEDS_TOKENIZER = "token ids (a text row needs a tokenizer: tokenizer=... or --tokenizer)"
 
 
 class PromptCompletion(TypedDict):
@@ -256,6 +260,9 @@ def read_row(
         if isinstance(row, (str, bytes)) or not isinstance(row, (Sequence, np.ndarray)):
             raise SampleError(index, None, None, FORMS, row)
         return "tokens", token_array(row, index, None), None
+    if is_text_row(row):
+        field = next((name for name in (*TEXT_FIELDS, "prompt", "completion") if _present(row, name)), None)
+        raise SampleError(index, field, None, NEEDS_TOKENIZER, row.get(field) if field else row)
     form = _dict_form(row, index)
     if form == "length":
         _no_stray_mask(row, index, "length")
@@ -272,7 +279,7 @@ def read_row(
     return "tokens", tokens, _row_mask(row, index, len(tokens))
 
 
-def _mixed_error(index: int, first: RowKind, kind: RowKind) -> SampleError:
+def mixed_kinds_error(index: int, first: RowKind, kind: RowKind) -> SampleError:
     """A row whose kind differs from row 0's: tokens and lengths only do not mix."""
     expected = "token ids" if first == "tokens" else "a length only"
     got = "<a length only>" if kind == "length" else "<token ids>"
@@ -293,10 +300,19 @@ def _offsets(lengths: Iterable[int] | Int64Array, count: int) -> Int64Array:
     return offsets
 
 
-def read_rows(rows: Iterable[Any], completion_only_loss: bool = True) -> Samples:
+def read_rows(
+    rows: Iterable[Any],
+    completion_only_loss: bool = True,
+    *,
+    tokenizer: Any = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Samples:
     """Check and flatten Python rows of any form. O(total tokens); never modifies the input.
 
     All rows have tokens, or all have lengths only. A ``Samples`` is returned as it is.
+    With a ``tokenizer`` (anything ``packing.load_tokenizer`` takes), text rows (``text``,
+    ``messages``, ``prompt``/``completion`` as strings or messages) are tokenized with their
+    chat template and masks (``packing.text``); ``progress(done, total)`` follows them.
 
     >>> s = read_rows([[1, 2], {"input_ids": [3, 4], "prompt": None, "completion": None}])
     >>> s.tokens.tolist(), s.offsets.tolist()
@@ -309,6 +325,13 @@ def read_rows(rows: Iterable[Any], completion_only_loss: bool = True) -> Samples
     if isinstance(rows, Samples):
         return rows
     completion_only = _check_flag(completion_only_loss, "completion_only_loss")
+    if tokenizer is not None:
+        from packing.text import load_tokenizer, read_text_rows
+
+        text_rows = read_text_rows(
+            rows, load_tokenizer(tokenizer), completion_only_loss=completion_only, progress=progress
+        )
+        return text_rows
     if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
         raise SettingError("samples", f"a list of samples ({FORMS})", rows)
     pieces: list[Int64Array] = []
@@ -319,7 +342,7 @@ def read_rows(rows: Iterable[Any], completion_only_loss: bool = True) -> Samples
         if first_kind is None:
             first_kind = kind
         elif kind != first_kind:
-            raise _mixed_error(index, first_kind, kind)
+            raise mixed_kinds_error(index, first_kind, kind)
         pieces.append(values)
         if mask is not None and not mask.all():
             masks.append((index, mask))
@@ -398,7 +421,13 @@ def _rows_flagged(column: _ListColumn, flagged: npt.NDArray[np.bool_]) -> npt.ND
     return rows
 
 
-def read_table(table: pa.Table, *, completion_only_loss: bool = True) -> Samples:
+def read_table(
+    table: pa.Table,
+    *,
+    completion_only_loss: bool = True,
+    tokenizer: Any = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Samples:
     """Check and flatten the rows of a ``pyarrow.Table``, column by column. O(total tokens + rows).
 
     Same rules and same errors as :func:`read_rows` on ``table.to_pylist()``, without a
@@ -413,6 +442,9 @@ def read_table(table: pa.Table, *, completion_only_loss: bool = True) -> Samples
     completion_only = _check_flag(completion_only_loss, "completion_only_loss")
     rows = table.num_rows
     names = set(table.column_names)
+    if tokenizer is not None or names & set(TEXT_FIELDS):  # text rows: tokenized (or refused) row by row
+        records = table.select([n for n in FIELDS if n in names]).to_pylist()
+        return read_rows(records, completion_only, tokenizer=tokenizer, progress=progress)
     columns: dict[str, _ListColumn] = {}
     for name in FIELDS:
         if name in names and name != "length":
@@ -454,7 +486,7 @@ def read_table(table: pa.Table, *, completion_only_loss: bool = True) -> Samples
     mixed = _first((tokens_rows != tokens_rows[0]) & ~bad)
     first_bad = _first(bad)
     if mixed is not None and (first_bad is None or mixed < first_bad) and not bad[0]:
-        raise _mixed_error(mixed, first_kind, "length" if first_kind == "tokens" else "tokens")
+        raise mixed_kinds_error(mixed, first_kind, "length" if first_kind == "tokens" else "tokens")
     if first_bad is not None:
         raise _row_error(table, first_bad, completion_only)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -34,10 +34,23 @@ from packing.kernels import (
     next_fit_blocks,
     spfhp_layout,
 )
-from packing.optimal import MAX_OPTIMAL_DOCUMENTS, optimal_blocks
+from packing.optimal import solve
 
 Int64Array = npt.NDArray[np.int64]
-Layout = tuple[Int64Array, IntArray, IntArray]
+
+
+class Layout(NamedTuple):
+    """A no-split strategy's blocks in CSR form; ``certificate`` proves how close they are to the fewest
+    possible (``optimal`` only)."""
+
+    block_starts: Int64Array
+    items: IntArray
+    item_lengths: IntArray
+    certificate: Any = None
+
+
+DEFAULT_TIME_LIMIT = 60.0
+"""Seconds ``optimal`` searches before it returns its best plan with a certified gap."""
 StrategyName = Literal["split", "next_fit", "first_fit", "first_fit_shuffle", "ffd", "bfd", "spfhp", "optimal", "none"]
 """The strategy names ``plan`` and ``pack`` accept."""
 Order = Literal["input", "longest_first", "random"]
@@ -95,7 +108,7 @@ def _grouped(lengths: Int64Array, blocks: Int64Array, order: Int64Array) -> Layo
     """CSR form of a block per document, documents in each block in ``order``. O(n)."""
     num_blocks = int(blocks.max()) + 1 if len(blocks) else 0
     block_starts, items = group_by_block(blocks, order, num_blocks)
-    return block_starts, items, lengths[items]
+    return Layout(block_starts, items, lengths[items])
 
 
 def _none(lengths: Int64Array, capacity: int, options: Options) -> Layout:
@@ -123,20 +136,23 @@ def random_order(count: int, seed: int) -> Int64Array:
 
 
 def _ffd(lengths: Int64Array, capacity: int, options: Options) -> Layout:
-    return first_fit_decreasing_layout(lengths, capacity)
+    return Layout(*first_fit_decreasing_layout(lengths, capacity))
 
 
 def _bfd(lengths: Int64Array, capacity: int, options: Options) -> Layout:
-    return best_fit_decreasing_layout(lengths, capacity)
+    return Layout(*best_fit_decreasing_layout(lengths, capacity))
 
 
 def _spfhp(lengths: Int64Array, capacity: int, options: Options) -> Layout:
     cap = options.max_sequences_per_block
-    return spfhp_layout(lengths, capacity, cap if cap is not None else capacity + 1)
+    return Layout(*spfhp_layout(lengths, capacity, cap if cap is not None else capacity + 1))
 
 
 def _optimal(lengths: Int64Array, capacity: int, options: Options) -> Layout:
-    return _grouped(lengths, optimal_blocks(lengths, capacity), longest_first_order(lengths, capacity))
+    limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
+    result = solve(lengths, capacity, limit)
+    grouped = _grouped(lengths, result.blocks, longest_first_order(lengths, capacity))
+    return Layout(*grouped[:3], result.certificate)
 
 
 def _entry(
@@ -219,13 +235,13 @@ STRATEGIES: dict[str, Strategy] = {
         _entry(
             "optimal",
             "Optimal (proven minimum)",
-            f"Branch and bound to the fewest blocks possible; small inputs only "
-            f"(at most {MAX_OPTIMAL_DOCUMENTS} sequences).",
-            "exponential worst case",
+            "The fewest blocks possible, with a certificate anyone can recheck: column generation on the "
+            "length histogram (HiGHS LP, knapsack pricing), exact search for small inputs; after time_limit "
+            "seconds (default 60) the best plan found and its certified gap.",
+            "O(n + L) plus column generation on the distinct lengths",
             "longest_first",
             _optimal,
             frozenset({"time_limit"}),
-            MAX_OPTIMAL_DOCUMENTS,
         ),
         _entry(
             "none",
@@ -265,7 +281,7 @@ def layout_blocks(strategy: str, lengths: Int64Array, capacity: int, options: Op
     layout = STRATEGIES[strategy].layout
     if layout is None:
         raise ValueError(f"strategy {strategy!r} splits documents; plan lays it out")
-    return layout(lengths, capacity, options or Options())
+    return Layout(*layout(lengths, capacity, options or Options()))
 
 
 def assign_blocks(
@@ -277,5 +293,5 @@ def assign_blocks(
     [[0, 2, 1, 1], [0, 3, 1, 2]]
     """
     chosen = options or Options()
-    block_starts, items, _ = layout_blocks(strategy, lengths, capacity, chosen)
+    block_starts, items, *_ = layout_blocks(strategy, lengths, capacity, chosen)
     return blocks_of_items(block_starts, items), placement_order(STRATEGIES[strategy], lengths, capacity, chosen.seed)

@@ -220,12 +220,18 @@ def test_compare_histogram_json(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "4 sequences, 16 tokens, longest 6" in out
 
 
-def test_compare_bundled_workload_optimal_is_not_available(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "compare", str(SQUAD), "--max-seq-length", "384", "--strategies", "bfd,optimal")
+def test_compare_proves_the_optimum_of_a_bundled_workload(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["compare", str(SQUAD), "--max-seq-length", "384", "--strategies", "bfd,optimal,bfd/1000"]
+    code, out, _ = run(capsys, *argv)
     assert code == 0
     table = compare_rows(out)
-    assert table["optimal"] == ["n/a (optimal: expected at most 40 documents, got 88641)"]
-    assert int(table["bfd"][0].replace(",", "")) >= int(table["bfd"][1].replace(",", ""))
+    assert table["optimal"][:3] == ["40,195", "40,195", "0"]  # blocks, the proven bound, gap
+    assert table["bfd"][:3] == ["40,631", "40,195", "436"]
+    windowed = int(table["bfd, windows of 1,000"][0].replace(",", ""))
+    assert windowed > 40_631  # per-window packing (TRL's default) needs more blocks than global bfd
+    assert "no packing without splitting can use fewer than 40,195 blocks (proof: dual prices)" in out
+    assert "(proven optimal)" in out
+    assert "bfd uses 436 more" in out
 
 
 def test_compare_on_token_file_and_length_column_agree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -267,7 +273,12 @@ def tiny(tmp_path: Path) -> Path:
     ("make_input", "extra", "expected"),
     [
         (lambda d: d / "missing.jsonl", [], "missing.jsonl: no such file"),
-        (lambda d: write_jsonl(d / "cols.jsonl", [{"text": [1]}]), [], "no usable columns; found 'text'"),
+        (lambda d: write_jsonl(d / "cols.jsonl", [{"note": [1]}]), [], "no usable columns; found 'note'"),
+        (
+            lambda d: write_jsonl(d / "text.jsonl", [{"text": "hello"}]),
+            [],
+            "line 1, 'text': expected token ids (a text row needs a tokenizer: tokenizer=... or --tokenizer)",
+        ),
         (
             lambda d: write_jsonl(d / "tok.jsonl", [[1], [2, "x"]]),
             [],
@@ -300,8 +311,8 @@ def tiny(tmp_path: Path) -> Path:
         ),
         (
             lambda d: write_jsonl(d / "many.jsonl", [[1]] * 50),
-            ["--strategy", "optimal"],
-            "optimal: expected at most 40 documents, got 50",
+            ["--strategy", "optimal", "--max-sequences-per-block", "2"],
+            "max_sequences_per_block: expected no value with strategy 'optimal' (it applies to spfhp), got 2",
         ),
         (
             lambda d: write_jsonl(d / "bad.jsonl", [[1]]),

@@ -49,6 +49,12 @@ def columns(batch: packing.PackedBatch) -> dict[str, list[Any]]:
     return result
 
 
+def table_of(rows: list[Any]) -> pa.Table:
+    """Rows as one table with every key any row has (``pa.Table.from_pylist`` takes the first row's keys)."""
+    names = list(dict.fromkeys(key for row in rows for key in row))
+    return pa.table({name: [row.get(name) for row in rows] for name in names})
+
+
 def via_pack(rows: list[Any], tmp_path: Path) -> Outcome:
     return outcome(lambda: columns(pack(rows, L, "ffd")))
 
@@ -61,12 +67,12 @@ def via_jsonl(rows: list[Any], tmp_path: Path) -> Outcome:
 
 def via_parquet(rows: list[Any], tmp_path: Path) -> Outcome:
     path = tmp_path / "rows.parquet"
-    pq.write_table(pa.Table.from_pylist(rows), path)
+    pq.write_table(table_of(rows), path)
     return outcome(lambda: columns(pack(read_dataset(path), L, "ffd")))
 
 
 def via_table(rows: list[Any], tmp_path: Path) -> Outcome:
-    return outcome(lambda: columns(pack(read_table(pa.Table.from_pylist(rows)), L, "ffd")))
+    return outcome(lambda: columns(pack(read_table(table_of(rows)), L, "ffd")))
 
 
 def via_pack_batch(rows: list[Any], tmp_path: Path) -> Outcome:
@@ -77,7 +83,8 @@ def via_pack_batch(rows: list[Any], tmp_path: Path) -> Outcome:
 
 def via_pack_dataset(rows: list[Any], tmp_path: Path) -> Outcome:
     datasets = pytest.importorskip("datasets")
-    return outcome(lambda: pack_dataset(datasets.Dataset.from_list(rows), L, "ffd", shuffle=False)[:])
+    rows_table = datasets.Dataset.from_dict(table_of(rows).to_pydict())
+    return outcome(lambda: pack_dataset(rows_table, L, "ffd", shuffle=False)[:])
 
 
 def via_cli(rows: list[Any], tmp_path: Path) -> Outcome:
@@ -175,7 +182,7 @@ def read_outcome(read: Callable[[], packing.Samples]) -> Any:
 @given(st.lists(rows(), min_size=1, max_size=8), st.booleans())
 def test_read_table_agrees_with_read_rows(batch: list[dict[str, Any]], completion_only: bool) -> None:
     try:
-        table = pa.Table.from_pylist(batch)
+        table = table_of(batch)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return  # rows Arrow cannot hold as one table (such as [True, 2] in one list)
     by_rows = read_outcome(lambda: read_rows(table.to_pylist(), completion_only_loss=completion_only))
@@ -198,3 +205,34 @@ def test_reading_and_packing_a_file_checks_it_once(tmp_path: Path, monkeypatch: 
     batch = pack(dataset, 8)
     assert calls == []  # the Samples read from the file are not read again
     assert np.array_equal(batch.stats.packed_tokens, 5)
+
+
+TEXT_ROWS: list[Any] = [
+    {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hé!"}]},
+    {"prompt": "2+2=", "completion": "4"},
+    {"text": "plain"},
+    {"input_ids": [1, 2, 3], "loss_mask": [0, 1, 1]},
+]
+
+
+def test_text_rows_through_every_entry_point(tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    expected = columns(pack(TEXT_ROWS, 32, "ffd", tokenizer="bytes"))
+    path = tmp_path / "text.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in TEXT_ROWS))
+    assert columns(pack(read_dataset(path, tokenizer="bytes"), 32, "ffd")) == expected
+    table = table_of(TEXT_ROWS)
+    pq.write_table(table, tmp_path / "text.parquet")
+    assert columns(pack(read_dataset(tmp_path / "text.parquet", tokenizer="bytes"), 32, "ffd")) == expected
+    assert columns(pack(read_table(table, tokenizer="bytes"), 32, "ffd")) == expected
+    hf_rows = datasets.Dataset.from_dict(table.to_pydict())  # from_list would keep the first row's keys only
+    hf = pack_dataset(hf_rows, 32, "ffd", shuffle=False, tokenizer="bytes")
+    assert hf[:] == expected
+    output = tmp_path / "out.parquet"
+    argv = ["pack", str(path), "--max-seq-length", "32", "--strategy", "ffd", "--no-shuffle", "-q"]
+    assert main([*argv, "--tokenizer", "bytes", "-o", str(output)]) == 0
+    assert pq.read_table(output).to_pydict() == expected
+    # without a tokenizer, every entry point refuses the first text row the same way
+    assert via_pack(TEXT_ROWS, tmp_path) == via_jsonl(TEXT_ROWS, tmp_path) == via_table(TEXT_ROWS, tmp_path)
+    kind, fields = via_pack(TEXT_ROWS, tmp_path)
+    assert kind == "error" and fields[:2] == (0, "messages")

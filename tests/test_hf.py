@@ -169,7 +169,8 @@ def test_pack_batch_reads_loss_mask_column_and_ignores_other_columns() -> None:
 @pytest.mark.parametrize(
     ("columns", "error", "message"),
     [
-        ({"text": [[1]]}, SampleError, "sample 0: expected a list of token ids, or a dict with 'input_ids'"),
+        ({"note": [[1]]}, SampleError, "sample 0: expected a list of token ids, or a dict with 'input_ids'"),
+        ({"text": ["hello"]}, SampleError, "sample 0, 'text': expected token ids \\(a text row needs a tokenizer"),
         ({"prompt": [[1]]}, SampleError, "sample 0, 'completion': expected a list of token ids"),
         ({"input_ids": [[1, -2]]}, SampleError, "sample 0, 'input_ids', position 1"),
         ({"input_ids": [[1, 2], [3]], "loss_mask": [[1, 1], [2]]}, SampleError, "sample 1, 'loss_mask', position 0"),

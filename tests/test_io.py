@@ -231,11 +231,11 @@ def test_not_utf8(tmp_path: Path) -> None:
 
 
 def test_unknown_columns_lists_found_and_expected(tmp_path: Path) -> None:
-    path = write_lines(tmp_path / "d.jsonl", [{"text": "hi", "label": 1}])
+    path = write_lines(tmp_path / "d.jsonl", [{"note": "hi", "label": 1}])
     message = error_of(path)
     assert "no usable columns" in message
-    assert "found 'text', 'label'" in message
-    assert "expected 'input_ids' (with a loss mask), 'prompt' and 'completion', or 'length'" in message
+    assert "found 'note', 'label'" in message
+    assert "expected 'input_ids' (with a loss mask), 'prompt' and 'completion', 'length', or text" in message
 
 
 def test_prompt_without_completion_column(tmp_path: Path) -> None:

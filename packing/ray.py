@@ -1,0 +1,475 @@
+"""Packing a Ray Data dataset past one machine: the same blocks as ``packing.pack``, assembled by Ray.
+
+The tokens stay on the cluster; only lengths travel to the driver:
+
+1. every row gets a stable id (its place in the input) and a distributed ``map_batches`` reads
+   its lengths (the library's Arrow reader, so bad rows are refused exactly as on one machine);
+2. the driver plans globally from the lengths alone (``packing.plan``, any strategy) and, with
+   ``shuffle``, permutes the blocks as single-machine packing does with the same seed;
+3. every row is cut into the pieces the plan gives it, each tagged with its block and its place
+   in the block, and Ray Data's own grouping (``groupby(...).map_groups``) brings the pieces of
+   each block together; with ``ordered`` a ``sort`` puts the blocks in plan order;
+4. the library's materializer fills the blocks (``packing.materialize``) into the output schema's
+   columns, with ``sequence_ids`` holding global row ids.
+
+The result is one row per block, the columns of ``packing.schema`` (``input_ids``, ``labels``,
+``loss_mask``, ``position_ids``, ``sequence_ids``, ``seq_lengths``), equal to single-machine packing
+of the same rows with the same settings. Write it with Ray Data's writers (``write_parquet``).
+
+Ray is an optional dependency (``pip install "ray[data]"``), imported when a function here runs,
+never by ``import packing``.
+
+Example (needs a Ray cluster, so not a doctest)::
+
+    import ray, packing.ray
+    ray.init()
+    ds = ray.data.read_parquet("s3://bucket/tokenized/")      # input_ids, or prompt/completion
+    packed = packing.ray.pack_dataset(ds, 4096, strategy="bfd", shuffle=True, seed=0)
+    packed.write_parquet("s3://bucket/packed/")
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from packing.arrays import offsets_of, ranges
+from packing.errors import SampleError, SettingError
+from packing.packed import materialize
+from packing.plans import PackingPlan, plan
+from packing.reader import FIELDS, TOKEN_FIELDS, Samples, mixed_kinds_error, read_row, read_table
+from packing.strategies import DEFAULT_STRATEGY, StrategyName
+from packing.validation import OverflowPolicy, check_max_seq_length, check_token_id
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import pyarrow as pa
+    import ray.data
+
+Int64Array = npt.NDArray[np.int64]
+Int32Array = npt.NDArray[np.int32]
+
+TOKENS_PER_TASK = 1 << 21
+"""Token slots handled by one assembling or materializing call (about 60 MB of output columns)."""
+
+_MAX_PARTITIONS = 200
+"""At most this many hash partitions for the grouping (Ray Data's default); fewer when there are fewer groups."""
+
+_UID = "__packing_uid"
+_GROUP, _BLOCK, _KEY, _ROW = "__packing_group", "__packing_block", "__packing_key", "__packing_row"
+_TOKENS, _MASK, _DOC_LENGTHS, _DOC_ROWS = "__packing_tokens", "__packing_mask", "__packing_docs", "__packing_rows"
+_LENGTH, _BAD = "__packing_length", "__packing_bad"
+_UNREAD, _REFUSED = -2, -1
+"""Lengths reported for the rows of a batch with a bad row: not read, and the row the reader refused."""
+_ROW_BITS = 33
+"""``monotonically_increasing_id`` puts the task index above bit 33 and the row within the task below."""
+
+
+def _require_ray() -> Any:
+    try:
+        import ray
+        import ray.data
+    except ImportError as error:  # pragma: no cover - exercised only without Ray
+        raise ImportError('packing.ray needs Ray Data: pip install "ray[data]"') from error
+    return ray
+
+
+def _list_array(offsets: Int64Array, values: npt.NDArray[Any]) -> pa.Array:
+    import pyarrow as pa
+
+    return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values))
+
+
+def _flat(column: Any) -> npt.NDArray[Any]:
+    """The values of a list column, flattened, as numpy. O(values)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    values = pc.list_flatten(column)
+    flat: npt.NDArray[Any] = values.to_numpy(zero_copy_only=False)
+    return flat
+
+
+def _fields(table: pa.Table) -> list[str]:
+    """The columns the reader looks at; the others (and ours) stay behind."""
+    return [name for name in FIELDS if name in table.column_names]
+
+
+def _int_column(table: pa.Table, name: str) -> Int64Array:
+    return np.asarray(table.column(name).to_numpy(), dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------------------------
+# Step 1: lengths, where the data lives
+
+
+def _lengths_batch(batch: pa.Table, completion_only_loss: bool) -> pa.Table:
+    """Each row's id and length; in a batch with a bad row, that row's values are kept for the driver."""
+    import pyarrow as pa
+
+    uid = _int_column(batch, _UID)
+    rows = batch.select(_fields(batch))
+    try:
+        samples = read_table(rows, completion_only_loss=completion_only_loss)
+        if samples.tokens is None and len(samples):  # lengths only: nothing to pack (named on the driver)
+            raise SampleError(0, None, None, "token ids", "<a length only>")
+        lengths = samples.lengths
+    except SampleError as error:  # named on the driver with its global row id
+        local = error.sample if error.sample is not None else 0
+        sink = io.BytesIO()
+        with pa.ipc.new_stream(sink, rows.schema) as writer:
+            writer.write_table(rows.slice(local, 1))
+        length = np.full(len(uid), _UNREAD, dtype=np.int64)
+        length[local] = _REFUSED
+        bad: list[bytes | None] = [None] * len(uid)
+        bad[local] = sink.getvalue()
+        return pa.table({_UID: pa.array(uid, pa.int64()), _LENGTH: pa.array(length), _BAD: pa.array(bad, pa.binary())})
+    return pa.table(
+        {
+            _UID: pa.array(uid, pa.int64()),
+            _LENGTH: pa.array(lengths, pa.int64()),
+            _BAD: pa.nulls(len(uid), pa.binary()),
+        }
+    )
+
+
+@dataclass(frozen=True)
+class _RowIds:
+    """Global row ids from ``monotonically_increasing_id`` values (task index above bit 33, the row's
+    number within its task below): tasks are numbered in input order and a task numbers its rows
+    0, 1, ..., so a row's id is the number of rows in earlier tasks plus its number in its task.
+
+    >>> uid = np.array([(7 << 33) + 1, 7 << 33, 2 << 33, (2 << 33) + 1, (7 << 33) + 2])
+    >>> _RowIds.of(uid).rows(uid).tolist()
+    [3, 2, 0, 1, 4]
+    """
+
+    tasks: Int64Array
+    first_row: Int64Array
+    count: Int64Array
+
+    @classmethod
+    def of(cls, uid: Int64Array) -> _RowIds:
+        """From every row's value. O(rows log rows)."""
+        tasks, count = np.unique(uid >> _ROW_BITS, return_counts=True)
+        return cls(tasks.astype(np.int64), offsets_of(count)[:-1], count.astype(np.int64))
+
+    def rows(self, uid: Int64Array) -> Int64Array:
+        """The global row ids of these values. O(k log tasks)."""
+        task = np.searchsorted(self.tasks, uid >> _ROW_BITS)
+        number = uid & ((1 << _ROW_BITS) - 1)
+        if len(uid) and (
+            int(task.max()) >= len(self.tasks)
+            or not np.array_equal(self.tasks[task], uid >> _ROW_BITS)
+            or bool(np.any(number >= self.count[task]))
+        ):
+            raise RuntimeError("Ray's row ids are not numbered 0, 1, ... within each task; cannot order the rows")
+        result: Int64Array = self.first_row[task] + number
+        return result
+
+
+def _collect_lengths(
+    lengths_ds: ray.data.Dataset, num_rows: int, completion_only_loss: bool
+) -> tuple[_RowIds, Int64Array]:
+    """Gather every row's length on the driver, in row order; raise the first bad row's error.
+
+    The batches are copied one at a time into two arrays of ``num_rows`` (16 bytes a row). O(rows).
+    """
+    ray = _require_ray()
+    uid = np.empty(num_rows, dtype=np.int64)
+    length = np.empty(num_rows, dtype=np.int64)
+    refused: list[tuple[int, bytes]] = []
+    filled = 0
+    for ref in lengths_ds.to_arrow_refs():
+        table = ray.get(ref)
+        if table.num_rows == 0:  # an empty batch may come without columns
+            continue
+        rows = slice(filled, filled + table.num_rows)
+        uid[rows], length[rows] = _int_column(table, _UID), _int_column(table, _LENGTH)
+        for index in np.flatnonzero(length[rows] == _REFUSED).tolist():
+            refused.append((int(uid[filled + index]), table.column(_BAD)[index].as_py()))
+        filled += table.num_rows
+        del table
+    if filled != num_rows:  # pragma: no cover - a materialized dataset does not change
+        raise RuntimeError(f"the lengths pass gave {filled} rows for a dataset of {num_rows}")
+    ids = _RowIds.of(uid)
+    if refused:
+        row, values = min((int(ids.rows(np.array([u]))[0]), values) for u, values in refused)
+        _raise_bad_row(values, row, completion_only_loss)
+    lengths = np.empty(num_rows, dtype=np.int64)
+    lengths[ids.rows(uid)] = length
+    return ids, lengths
+
+
+def _raise_bad_row(row: bytes, index: int, completion_only_loss: bool) -> None:
+    """Raise the reader's error for the refused row under its global row id, as on one machine."""
+    import pyarrow as pa
+
+    record = pa.ipc.open_stream(row).read_all().to_pylist()[0]
+    kind, _, _ = read_row(record, index, completion_only_loss)  # raises the SampleError, naming sample ``index``
+    # read alone, the row is fine: it was refused for its kind, a length only where packing needs tokens
+    raise mixed_kinds_error(index, "tokens", kind)
+
+
+# ---------------------------------------------------------------------------------------------
+# Step 2: the plan, and every row's pieces
+
+
+@dataclass(frozen=True)
+class _Pieces:
+    """The plan's pieces by row (CSR over global row ids: 16 bytes a piece and 8 a row), each with its
+    key (its place among all pieces in final block order), its start in the row and its length;
+    ``block_keys[b]`` is the key of final block ``b``'s first piece."""
+
+    row_ids: _RowIds
+    row_starts: Int64Array
+    key: Int64Array
+    start: Int32Array
+    length: Int32Array
+    block_keys: Int64Array
+    blocks_per_group: int
+
+    def block(self, key: Int64Array) -> Int64Array:
+        """The final block of pieces with these keys. O(k log blocks)."""
+        result: Int64Array = np.searchsorted(self.block_keys, key, side="right") - 1
+        return result
+
+
+def _pieces_by_row(layout: PackingPlan, row_ids: _RowIds, blocks_per_group: int) -> _Pieces:
+    """The pieces of the (already shuffled) plan by row; a piece's key is its place in the plan.
+    O(pieces) when no row has two pieces, O(pieces log pieces) otherwise (a sort by row)."""
+    per_row = np.bincount(layout.piece_sequence, minlength=len(layout.lengths))
+    row_starts = offsets_of(per_row)
+    if per_row.max(initial=0) <= 1:  # one piece a row at most: a scatter
+        by_row = np.empty(len(layout.piece_sequence), dtype=np.int64)
+        by_row[row_starts[layout.piece_sequence]] = np.arange(len(by_row), dtype=np.int64)
+    else:
+        by_row = np.argsort(layout.piece_sequence, kind="stable")
+    return _Pieces(
+        row_ids,
+        row_starts,
+        by_row,
+        layout.piece_start[by_row],
+        layout.piece_length[by_row],
+        layout.block_starts,
+        blocks_per_group,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Step 3: pieces tagged with their block, grouped by Ray Data
+
+
+def _piece_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            (_GROUP, pa.int64()),
+            (_BLOCK, pa.int64()),
+            (_KEY, pa.int64()),
+            (_ROW, pa.int64()),
+            (_TOKENS, pa.large_list(pa.int64())),
+            (_MASK, pa.large_list(pa.int8())),
+        ]
+    )
+
+
+def _tag_batch(batch: pa.Table, pieces_ref: list[Any], completion_only_loss: bool) -> pa.Table:
+    """``_tag_pieces`` with the pieces from the object store (shared memory, not copied)."""
+    ray = _require_ray()
+    return _tag_pieces(batch, ray.get(pieces_ref[0]), completion_only_loss)
+
+
+def _tag_pieces(batch: pa.Table, pieces: _Pieces, completion_only_loss: bool) -> pa.Table:
+    """One output row per piece of every input row: its group, block, key, global row and tokens. O(tokens)."""
+    import pyarrow as pa
+
+    rows = pieces.row_ids.rows(_int_column(batch, _UID))
+    samples = read_table(batch.select(_fields(batch)), completion_only_loss=completion_only_loss)
+    assert samples.tokens is not None and samples.loss_mask is not None  # checked by the lengths pass
+    counts = pieces.row_starts[rows + 1] - pieces.row_starts[rows]
+    which = ranges(pieces.row_starts[rows], counts)
+    local = np.repeat(np.arange(len(rows), dtype=np.int64), counts)
+    length = pieces.length[which].astype(np.int64)
+    at = ranges(samples.offsets[local] + pieces.start[which], length)
+    offsets = offsets_of(length)
+    key = pieces.key[which]
+    block = pieces.block(key)
+    return pa.table(
+        [
+            pa.array(block // pieces.blocks_per_group, pa.int64()),
+            pa.array(block, pa.int64()),
+            pa.array(key, pa.int64()),
+            pa.array(rows[local], pa.int64()),
+            _list_array(offsets, samples.tokens[at]),
+            _list_array(offsets, samples.loss_mask[at]),
+        ],
+        schema=_piece_schema(),
+    )
+
+
+def _block_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            (_BLOCK, pa.int64()),
+            (_TOKENS, pa.large_list(pa.int64())),
+            (_MASK, pa.large_list(pa.int8())),
+            (_DOC_LENGTHS, pa.large_list(pa.int32())),
+            (_DOC_ROWS, pa.large_list(pa.int64())),
+        ]
+    )
+
+
+def _gather_group(group: pa.Table) -> pa.Table:
+    """The pieces of some blocks as one compact row per block: tokens, mask, document lengths and rows,
+    in the plan's order. O(tokens + pieces log pieces)."""
+    import pyarrow as pa
+
+    group = group.take(np.argsort(_int_column(group, _KEY), kind="stable"))
+    block = _int_column(group, _BLOCK)
+    starts = np.flatnonzero(np.diff(block, prepend=-1))
+    doc_offsets = np.append(starts, len(block)).astype(np.int64)
+    doc_lengths = np.asarray(_flat_lengths(group.column(_TOKENS)), dtype=np.int64)  # tokens per piece, in key order
+    token_offsets = offsets_of(np.add.reduceat(doc_lengths, starts) if len(starts) else np.zeros(0, np.int64))
+    return pa.table(
+        [
+            pa.array(block[starts], pa.int64()),
+            _list_array(token_offsets, _flat(group.column(_TOKENS)).astype(np.int64, copy=False)),
+            _list_array(token_offsets, _flat(group.column(_MASK)).astype(np.int8, copy=False)),
+            _list_array(doc_offsets, doc_lengths.astype(np.int32)),
+            _list_array(doc_offsets, _int_column(group, _ROW)),
+        ],
+        schema=_block_schema(),
+    )
+
+
+def _flat_lengths(column: Any) -> Int64Array:
+    import pyarrow.compute as pc
+
+    return np.asarray(pc.list_value_length(column).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------------------------
+# Step 4: the library's materializer, per batch of blocks
+
+
+def _materialize_batch(
+    blocks: pa.Table, max_seq_length: int, strategy: str, overflow: str, pad_token_id: int
+) -> pa.Table:
+    """Compact blocks to the output schema's columns through ``packing.materialize``. O(blocks × max_seq_length)."""
+    doc_lengths = _flat(blocks.column(_DOC_LENGTHS)).astype(np.int64, copy=False)
+    doc_rows = _flat(blocks.column(_DOC_ROWS)).astype(np.int64, copy=False)
+    block_starts = offsets_of(_flat_lengths(blocks.column(_DOC_LENGTHS)))
+    samples = Samples(
+        _flat(blocks.column(_TOKENS)).astype(np.int64, copy=False),
+        _flat(blocks.column(_MASK)).astype(np.int8, copy=False),
+        offsets_of(doc_lengths),
+    )
+    layout = PackingPlan.of_blocks(doc_lengths, block_starts, max_seq_length, strategy, overflow)
+    batch = materialize(layout, samples, pad_token_id)
+    local = batch.sequence_ids
+    global_ids = np.where(local >= 0, doc_rows[np.maximum(local, 0)], -1).astype(np.int32)
+    return replace(batch, sequence_ids=global_ids).to_arrow()
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise SettingError(name, "True or False", value)
+    return value
+
+
+def pack_dataset(
+    ds: ray.data.Dataset,
+    max_seq_length: int,
+    *,
+    strategy: StrategyName = DEFAULT_STRATEGY,
+    overflow: OverflowPolicy = "truncate",
+    pad_token_id: int = 0,
+    completion_only_loss: bool = True,
+    max_sequences_per_block: int | None = None,
+    time_limit: float | None = None,
+    shuffle: bool = True,
+    seed: int = 0,
+    ordered: bool = True,
+) -> ray.data.Dataset:
+    """Pack a Ray dataset with one global plan: a dataset of blocks equal to ``packing.pack`` on its rows.
+
+    Rows are in any form the reader accepts (token lists under ``input_ids`` with an optional loss
+    mask, or ``prompt`` and ``completion``, mixed freely; other columns are ignored). Row ``i`` is the
+    ``i``-th row Ray produces (``sequence_ids`` hold these ids): with Ray's
+    ``DataContext.execution_options.preserve_order = True`` that is the input order, the same on
+    every run; without it Ray may hand rows over in another order. The input is executed once
+    (``materialize``); the driver receives 16 bytes a row (id and length) and plans with
+    ``strategy`` and its options (``max_sequences_per_block``, ``time_limit``); the pieces of each
+    block travel through Ray Data's hash shuffle (``groupby``), the compact blocks through a
+    ``sort`` when ``ordered``, so that (with ``preserve_order``) they are read in plan order;
+    ``ordered=False`` skips the sort and leaves the order to Ray. With ``shuffle`` the order is
+    ``plan.shuffle(seed)``'s, the same as single-machine packing with that seed.
+
+    Raises the first bad row's :class:`~packing.SampleError`, with its global row id, before anything
+    is packed. Cost: O(tokens) on the cluster and two shuffles of the packed tokens (9 bytes a
+    token); O(rows) memory and the strategy's planning time on the driver.
+    """
+    cluster = _require_ray()
+    capacity = check_max_seq_length(max_seq_length)
+    pad = check_token_id(pad_token_id, "pad_token_id")
+    completion_only = _check_flag(completion_only_loss, "completion_only_loss")
+    if _check_flag(shuffle, "shuffle"):
+        check_token_id(seed, "seed")
+    _check_flag(ordered, "ordered")
+    options: dict[str, Any] = {"max_sequences_per_block": max_sequences_per_block, "time_limit": time_limit}
+    plan(np.zeros(0, dtype=np.int64), capacity, strategy, overflow, **options)  # the settings, before any work
+    from ray.data.expressions import monotonically_increasing_id
+
+    indexed = ds.with_column(_UID, monotonically_increasing_id()).materialize()
+    schema = indexed.schema()
+    names = list(schema.names) if schema is not None else []
+    num_rows = indexed.count()
+    if num_rows and not any(name in names for name in TOKEN_FIELDS):
+        raise SettingError("ds", f"rows with tokens (a column of {', '.join(TOKEN_FIELDS)})", f"<columns {names}>")
+    lengths_ds = indexed.map_batches(
+        _lengths_batch, batch_format="pyarrow", fn_kwargs={"completion_only_loss": completion_only}
+    )
+    row_ids, lengths = _collect_lengths(lengths_ds, num_rows, completion_only)
+    layout = plan(lengths, capacity, strategy, overflow, **options)
+    if layout.num_blocks == 0:  # nothing to pack: the schema's columns, no rows
+        empty = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(len(lengths) + 1, np.int64))
+        nothing: ray.data.Dataset = cluster.data.from_arrow(materialize(layout, empty, pad).to_arrow())
+        return nothing
+    if shuffle:
+        layout = layout.shuffle(seed)
+    cpus = max(1, int(cluster.cluster_resources().get("CPU", 1)))
+    blocks_per_group = max(1, min(TOKENS_PER_TASK // capacity, -(-layout.num_blocks // (4 * cpus))))
+    groups = -(-layout.num_blocks // blocks_per_group)
+    pieces = _pieces_by_row(layout, row_ids, blocks_per_group)
+    del layout, lengths  # the driver keeps nothing of the plan but what it broadcasts
+    pieces_ref = cluster.put(pieces)
+    del pieces
+    tagged = indexed.map_batches(
+        _tag_batch,
+        batch_format="pyarrow",
+        fn_kwargs={"pieces_ref": [pieces_ref], "completion_only_loss": completion_only},
+    )
+    blocks = tagged.groupby(_GROUP, num_partitions=min(groups, _MAX_PARTITIONS)).map_groups(
+        _gather_group, batch_format="pyarrow"
+    )
+    if ordered:
+        blocks = blocks.sort(_BLOCK)
+    packed: ray.data.Dataset = blocks.map_batches(
+        _materialize_batch,
+        batch_format="pyarrow",
+        batch_size=blocks_per_group,
+        fn_kwargs={"max_seq_length": capacity, "strategy": strategy, "overflow": overflow, "pad_token_id": pad},
+    )
+    return packed

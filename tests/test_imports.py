@@ -1,0 +1,27 @@
+"""``import packing`` stays light: optional peers are imported only when a feature that needs them is used."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+OPTIONAL = ("torch", "transformers", "tokenizers", "ray", "highspy", "datasets", "streamlit", "plotly")
+
+
+def test_importing_packing_imports_no_optional_peer() -> None:
+    code = f"import sys, packing; print(*[m for m in {OPTIONAL!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == []
+
+
+def test_no_module_is_shadowed_by_a_function() -> None:
+    code = (
+        "import importlib, packing, pkgutil, types\n"
+        "for info in pkgutil.iter_modules(packing.__path__):\n"
+        "    importlib.import_module('packing.' + info.name)\n"
+        "    value = getattr(packing, info.name)\n"
+        "    assert isinstance(value, types.ModuleType), info.name\n"
+        "print('ok')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr[-2000:]

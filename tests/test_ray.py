@@ -1,0 +1,276 @@
+"""packing.ray on a local Ray cluster: the same blocks as single-machine packing, bad rows named alike."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'ray[data]')")
+pytest.importorskip("ray.data", reason="Ray Data is not installed (pip install 'ray[data]')")
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+import packing  # noqa: E402
+from packing.ray import pack_dataset  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+COLUMNS = ["input_ids", "labels", "loss_mask", "position_ids", "sequence_ids", "seq_lengths"]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[None]:
+    """A local two-CPU cluster whose workers import this checkout of ``packing``; blocks read in order."""
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}},
+    )
+    context = ray.data.DataContext.get_current()
+    saved = context.execution_options.preserve_order, context.enable_progress_bars
+    context.execution_options.preserve_order = True
+    context.enable_progress_bars = False
+    try:
+        yield
+    finally:
+        context.execution_options.preserve_order, context.enable_progress_bars = saved
+        ray.shutdown()
+
+
+def single_machine(rows: list[Any], max_seq_length: int, shuffle: bool, seed: int, **settings: Any) -> list[dict]:
+    """``packing.pack`` on the same rows, blocks in the order single-machine shuffling gives."""
+    batch = packing.pack(rows, max_seq_length, **settings)
+    order = np.random.default_rng(seed).permutation(batch.num_blocks) if shuffle else np.arange(batch.num_blocks)
+    return [
+        {
+            "input_ids": batch.input_ids[b].tolist(),
+            "labels": batch.labels[b].tolist(),
+            "loss_mask": batch.loss_mask[b].tolist(),
+            "position_ids": batch.position_ids[b].tolist(),
+            "sequence_ids": batch.sequence_ids[b].tolist(),
+            "seq_lengths": batch.seq_lengths(int(b)).tolist(),
+        }
+        for b in order
+    ]
+
+
+def as_lists(rows: list[dict]) -> list[dict]:
+    return [{name: [int(v) for v in row[name]] for name in COLUMNS} for row in rows]
+
+
+def random_rows(n: int, seed: int, max_length: int, forms: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Rows of the given forms, with empty and over-long ones; token ids start at 1."""
+    rng = np.random.default_rng(seed)
+    rows: list[dict[str, Any]] = []
+    for i in range(n):
+        length = int(rng.integers(0, max_length + 1))
+        tokens = rng.integers(1, 50_000, length).tolist()
+        form = forms[i % len(forms)]
+        if form == "tokens":
+            rows.append({"input_ids": tokens})
+        elif form == "masked":
+            rows.append({"input_ids": tokens, "loss_mask": rng.integers(0, 2, length).tolist()})
+        else:
+            cut = int(rng.integers(0, length + 1))
+            rows.append({"prompt": tokens[:cut], "completion": tokens[cut:]})
+    return rows
+
+
+def test_importing_packing_or_packing_ray_does_not_import_ray() -> None:
+    code = "import sys, packing, packing.ray; print('ray' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split() == ["False"]
+
+
+@pytest.mark.parametrize(
+    ("forms", "max_seq_length", "settings", "shuffle"),
+    [
+        (("tokens", "masked", "pair"), 32, {"strategy": "bfd"}, True),
+        (("pair", "tokens", "masked"), 32, {"strategy": "split"}, False),  # rows cut at block boundaries
+        (("masked",), 24, {"strategy": "next_fit", "overflow": "split"}, True),
+        (("pair",), 40, {"strategy": "ffd", "overflow": "drop", "pad_token_id": 7}, False),
+        (("pair",), 40, {"strategy": "bfd", "completion_only_loss": False}, True),
+    ],
+)
+def test_same_blocks_as_single_machine(
+    cluster: None, forms: tuple[str, ...], max_seq_length: int, settings: dict[str, Any], shuffle: bool
+) -> None:
+    rows = random_rows(230, seed=len(settings) + max_seq_length, max_length=50, forms=forms)
+    ds = ray.data.from_items(rows, override_num_blocks=6)
+    packed = pack_dataset(ds, max_seq_length, shuffle=shuffle, seed=11, **settings)
+    got = as_lists(packed.take_all())
+    assert got == single_machine(rows, max_seq_length, shuffle, 11, **settings)
+    assert packed.columns() == COLUMNS
+
+
+def test_optimal_and_a_capped_strategy_plan_from_the_same_lengths(cluster: None) -> None:
+    rows = random_rows(30, seed=5, max_length=12, forms=("tokens",))
+    ds = ray.data.from_items(rows, override_num_blocks=3)
+    for options in ({"strategy": "optimal"}, {"strategy": "spfhp", "max_sequences_per_block": 2}):
+        got = as_lists(pack_dataset(ds, 16, shuffle=True, seed=2, **options).take_all())
+        assert got == single_machine(rows, 16, True, 2, **options)
+
+
+def test_shuffled_blocks_match_the_hugging_face_adapter(cluster: None) -> None:
+    """An independent single-machine path with its own shuffle: the same blocks in the same order."""
+    hf = pytest.importorskip("packing.hf")
+    rows = random_rows(120, seed=9, max_length=30, forms=("tokens",))
+    table = pa.table({"input_ids": [row["input_ids"] for row in rows]})
+    pytest.importorskip("datasets")
+    expected = hf.pack_dataset(table, 32, strategy="bfd", shuffle=True, seed=4)
+    got = pack_dataset(ray.data.from_arrow(table), 32, strategy="bfd", shuffle=True, seed=4).take_all()
+    assert [list(row["input_ids"]) for row in got] == expected["input_ids"]
+    assert [list(row["seq_lengths"]) for row in got] == expected["seq_lengths"]
+
+
+def test_unordered_output_holds_the_same_blocks(cluster: None) -> None:
+    rows = random_rows(120, seed=12, max_length=30, forms=("tokens", "pair"))
+    packed = pack_dataset(ray.data.from_items(rows, override_num_blocks=4), 32, seed=5, ordered=False)
+    expected = single_machine(rows, 32, True, 5, strategy="bfd")
+    assert sorted(map(repr, as_lists(packed.take_all()))) == sorted(map(repr, expected))
+
+
+def test_bad_row_is_named_by_its_global_row_id(cluster: None) -> None:
+    rows = random_rows(90, seed=3, max_length=20, forms=("tokens",))
+    rows[61] = {"input_ids": [5, -4, 6]}
+    rows[77] = {"input_ids": [1, -9]}  # a later bad row, in another block of the input
+    ds = ray.data.from_items(rows, override_num_blocks=5)
+    with pytest.raises(packing.SampleError) as on_one_machine:
+        packing.pack(rows, 16)
+    with pytest.raises(packing.SampleError) as on_the_cluster:
+        pack_dataset(ds, 16)
+    assert str(on_the_cluster.value) == str(on_one_machine.value)
+    got, expected = on_the_cluster.value, on_one_machine.value
+    assert (got.sample, got.field, got.position, got.got) == (
+        expected.sample,
+        expected.field,
+        expected.position,
+        expected.got,
+    )
+    assert got.sample == 61
+
+
+@pytest.mark.parametrize("override_num_blocks", [1, 4])
+def test_a_length_only_row_among_token_rows_is_refused_as_on_one_machine(
+    cluster: None, override_num_blocks: int
+) -> None:
+    rows: list[dict[str, Any]] = [*random_rows(30, seed=2, max_length=9, forms=("tokens",)), {"length": 3}]
+    rows += random_rows(20, seed=4, max_length=9, forms=("pair",))
+    keys = sorted(set().union(*rows))  # every row with every column, as in a table (null = absent)
+    rows = [{key: row.get(key) for key in keys} for row in rows]
+    with pytest.raises(packing.SampleError) as on_one_machine:
+        packing.pack(rows, 8)
+    with pytest.raises(packing.SampleError) as on_the_cluster:
+        pack_dataset(ray.data.from_items(rows, override_num_blocks=override_num_blocks), 8)
+    assert str(on_the_cluster.value) == str(on_one_machine.value)
+    assert on_the_cluster.value.sample == 30
+
+
+def test_settings_are_checked_before_anything_runs(cluster: None) -> None:
+    ds = ray.data.from_items([{"input_ids": [1, 2]}])
+    with pytest.raises(packing.SettingError, match="strategy"):
+        pack_dataset(ds, 8, strategy="best")
+    with pytest.raises(packing.SettingError, match="max_seq_length"):
+        pack_dataset(ds, 0)
+    with pytest.raises(packing.SettingError, match="shuffle"):
+        pack_dataset(ds, 8, shuffle=1)  # type: ignore[arg-type]
+    with pytest.raises(packing.SettingError, match="max_sequences_per_block"):
+        pack_dataset(ds, 8, strategy="bfd", max_sequences_per_block=2)
+
+
+def test_written_with_write_parquet(cluster: None, tmp_path: Path) -> None:
+    rows = random_rows(150, seed=8, max_length=40, forms=("tokens",))
+    packed = pack_dataset(ray.data.from_items(rows, override_num_blocks=4), 48, strategy="bfd", seed=1)
+    packed.write_parquet(str(tmp_path / "out"))
+    files = sorted((tmp_path / "out").glob("*.parquet"))
+    assert files
+    table = pa.concat_tables([pq.read_table(f) for f in files])
+    assert table.column_names == COLUMNS
+    assert [str(table.schema.field(c).type.value_type) for c in COLUMNS] == [
+        "int64",
+        "int64",
+        "int8",
+        "int64",
+        "int32",
+        "int32",
+    ]
+    expected = single_machine(rows, 48, True, 1, strategy="bfd")
+    assert as_lists(table.to_pylist()) == expected
+
+
+def test_no_tokens_give_no_blocks(cluster: None) -> None:
+    nothing = ray.data.from_items([{"input_ids": [1]}]).filter(lambda row: False)
+    assert pack_dataset(nothing, 8).take_all() == []
+    empty_rows = pack_dataset(ray.data.from_items([{"input_ids": []}, {"input_ids": []}]), 8)
+    assert empty_rows.take_all() == []
+    assert empty_rows.columns() == COLUMNS
+    with pytest.raises(packing.SettingError, match="rows with tokens"):
+        pack_dataset(ray.data.from_items([{"text": "no tokens"}]), 8)
+
+
+# The pipeline's steps without a cluster: any cut of the input into batches, any order of the pieces
+# out of the shuffle and any cut of the blocks into batches give single-machine packing's blocks.
+
+row_forms = st.sampled_from(("tokens", "masked", "pair"))
+
+
+@st.composite
+def pipelines(draw: st.DrawFn) -> tuple[list[dict[str, Any]], int, dict[str, Any], int | None, int, int, int]:
+    forms = tuple(draw(st.lists(row_forms, min_size=1, max_size=3)))
+    rows = random_rows(draw(st.integers(0, 40)), draw(st.integers(0, 10**6)), draw(st.integers(0, 12)), forms)
+    max_seq_length = draw(st.integers(1, 10))
+    strategy = draw(st.sampled_from(("split", "next_fit", "first_fit", "ffd", "bfd", "spfhp", "none")))
+    overflow = draw(st.sampled_from(("truncate", "split", "drop")))
+    seed = draw(st.none() | st.integers(0, 1000))
+    return (
+        rows,
+        max_seq_length,
+        {"strategy": strategy, "overflow": overflow},
+        seed,
+        *draw(st.tuples(st.integers(1, 7), st.integers(1, 5), st.integers(0, 2**32 - 1))),
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(pipelines())
+def test_the_steps_give_single_machine_blocks_whatever_the_batches_and_the_shuffle_order(
+    case: tuple[list[dict[str, Any]], int, dict[str, Any], int | None, int, int, int],
+) -> None:
+    from packing import ray as steps
+
+    rows, max_seq_length, settings_, seed, input_batch, block_batch, shuffle_seed = case
+    keys = sorted(set().union(*rows)) if rows else ["input_ids"]  # every row's keys (from_pylist takes the first's)
+    table = pa.table({key: pa.array([row.get(key) for row in rows], pa.list_(pa.int64())) for key in keys})
+    uid = np.arange(len(rows), dtype=np.int64) + (3 << 33)  # one task's rows
+    table = table.append_column(steps._UID, pa.array(uid))
+    samples = packing.read_table(table)
+    layout = packing.plan(samples.lengths, max_seq_length, **settings_)
+    if seed is not None:
+        layout = layout.shuffle(seed)
+    pieces = steps._pieces_by_row(layout, steps._RowIds.of(uid), blocks_per_group=2)
+    tagged = [
+        steps._tag_pieces(table.slice(lo, input_batch), pieces, True) for lo in range(0, max(len(rows), 1), input_batch)
+    ]
+    shuffled = pa.concat_tables(tagged)
+    shuffled = shuffled.take(np.random.default_rng(shuffle_seed).permutation(shuffled.num_rows))
+    groups = np.asarray(shuffled.column(steps._GROUP).to_numpy(), dtype=np.int64)
+    gathered = [steps._gather_group(shuffled.filter(pa.array(groups == g))) for g in np.unique(groups)]
+    blocks = pa.concat_tables(gathered) if gathered else None
+    expected = single_machine(rows, max_seq_length, seed is not None, seed or 0, **settings_)
+    if blocks is None:
+        assert expected == []
+        return
+    blocks = blocks.sort_by(steps._BLOCK)
+    out = [
+        steps._materialize_batch(blocks.slice(lo, block_batch), max_seq_length, settings_["strategy"], "truncate", 0)
+        for lo in range(0, blocks.num_rows, block_batch)
+    ]
+    assert as_lists(pa.concat_tables(out).to_pylist()) == expected

@@ -680,3 +680,21 @@ def blocks_of_items(block_starts: Int64Array, items: IntArray, *_: IntArray) -> 
     blocks = np.empty(len(items), dtype=np.int64)
     blocks[items] = np.repeat(np.arange(len(block_starts) - 1, dtype=np.int64), np.diff(block_starts))
     return blocks
+
+
+@njit(cache=True, nogil=True)
+def piece_mask_sums(
+    loss_mask: npt.NDArray[np.int8], offsets: Int64Array, sequence: IntArray, start: IntArray, length: IntArray
+) -> tuple[Int64Array, Int64Array]:  # pragma: no cover - compiled
+    """Per piece: masked tokens in it, and masked tokens after its first (the training targets). O(tokens)."""
+    pieces = len(length)
+    trained = np.zeros(pieces, dtype=np.int64)
+    targets = np.zeros(pieces, dtype=np.int64)
+    for p in range(pieces):
+        first = offsets[sequence[p]] + start[p]
+        total = 0
+        for t in range(first, first + length[p]):
+            total += loss_mask[t]
+        trained[p] = total
+        targets[p] = total - (loss_mask[first] if length[p] > 0 else 0)
+    return trained, targets

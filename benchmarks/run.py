@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import gc
 import os
 import platform
@@ -46,7 +47,7 @@ from packing.workloads import load_workload  # noqa: E402
 
 Int64Array = npt.NDArray[np.int64]
 
-SECTIONS = ("lognormal", "reference", "wikipedia", "squad", "openchat", "pack")
+SECTIONS = ("lognormal", "reference", "wikipedia", "squad", "openchat", "pack", "compile")
 NO_SPLIT = ("next_fit", "first_fit", "ffd", "bfd", "spfhp", "none")
 COLUMNS = (
     "workload",
@@ -197,10 +198,25 @@ def _verdicts(checks: Sequence[tuple[str, bool]], quick: bool, judged_in_quick: 
 
 
 @dataclass
+class Target:
+    """One speed target: ``ratio`` (time / baseline, both medians of the same interleaved runs) at most ``limit``."""
+
+    name: str
+    ratio: float
+    limit: float
+    judged: bool  # False in --quick mode: sizes too small to judge
+
+    def line(self) -> str:
+        verdict = ("met" if self.ratio <= self.limit else "NOT met") if self.judged else "not judged (quick)"
+        return f"{self.name}: **{self.ratio:.2f}×** (target ≤ {self.limit:g}×): {verdict}"
+
+
+@dataclass
 class Settings:
     quick: bool
     repeat: int
     notes: list[str] = field(default_factory=list)
+    targets: list[Target] = field(default_factory=list)
 
 
 def lognormal_lengths(n: int, median: float, sigma: float = 1.0, seed: int = 0) -> Int64Array:
@@ -262,7 +278,17 @@ def section_lognormal(settings: Settings) -> list[Row]:
     for strategy in ("bfd", "ffd", "first_fit", "next_fit", "spfhp", "split"):
         progress(f"{name}: {strategy}")
         row = plan_row(settings, name, lengths, capacity, strategy, bounds)
-        if strategy == "bfd":
+        if strategy == "ffd":  # timed again, alternately with bfd, for the ratio
+            times, bfd_times = measure_pair(
+                lambda: plan(lengths, capacity, "ffd"), lambda: plan(lengths, capacity, "bfd"), settings.repeat
+            )
+            row.times, row.baseline_name, row.baseline_times, row.ratio_kind = times, "bfd", bfd_times, "times"
+            row.target = "plan < 1 s; time ≤ 3× bfd"
+            row.met = _verdicts([("time", row.time < 1.0), ("ratio", row.ratio <= 3.0)], settings.quick)
+            settings.targets.append(
+                Target(f"`ffd` on {n:,} log-normal lengths / `bfd`", row.ratio, 3.0, not settings.quick)
+            )
+        elif strategy == "bfd":
             row.target = "plan < 0.3 s; blocks ≤ lower bound + 0.05 %"
             checks = [("time", row.time < 0.3), ("blocks", row.blocks <= bounds.simple * 1.0005)]
             row.met = _verdicts(checks, settings.quick, judged_in_quick=("blocks",))
@@ -293,7 +319,9 @@ def section_reference(settings: Settings) -> list[Row]:
         progress(f"{name}: {strategy} against the reference")
         plan(lengths[:100], capacity, strategy)
         times, ref_times = measure_pair(
-            lambda s=strategy: plan(lengths, capacity, s), lambda r=reference: r(documents, capacity), settings.repeat
+            functools.partial(plan, lengths, capacity, strategy),
+            functools.partial(reference, documents, capacity),
+            settings.repeat,
         )
         layout = plan(lengths, capacity, strategy)
         block_of = np.empty(n, dtype=np.int64)
@@ -333,7 +361,7 @@ def section_wikipedia(settings: Settings) -> list[Row]:
         f"**{name}**: {len(shuffled):,} lengths expanded from the published histogram, in a fixed random "
         "order (as `load_workload` returns them), as in a real dataset; the row marked "
         "*(input sorted)* gets the same lengths sorted ascending. The baseline is one `numpy.sort` "
-        "of the same array, timed alternately with the strategy."
+        "of the same array, timed alternately with the strategy, both after one full-size warm-up call."
     )
     bounds = lower_bounds(shuffled, capacity)
     rows = []
@@ -343,9 +371,9 @@ def section_wikipedia(settings: Settings) -> list[Row]:
         ("spfhp", "spfhp", shuffled),
     ):
         progress(f"{name}: {label}")
-        plan(lengths[:2000], capacity, strategy)
+        plan(lengths, capacity, strategy), np.sort(lengths)  # warm-up at full size: kernels loaded, memory in use
         times, sort_times = measure_pair(
-            lambda s=strategy, x=lengths: plan(x, capacity, s), lambda x=lengths: np.sort(x), settings.repeat
+            functools.partial(plan, lengths, capacity, strategy), functools.partial(np.sort, lengths), settings.repeat
         )
         layout = plan(lengths, capacity, strategy)
         row = Row(
@@ -372,6 +400,9 @@ def section_wikipedia(settings: Settings) -> list[Row]:
             )
             checks = [("efficiency", row.efficiency >= 0.999), ("time", row.ratio <= 4.0)]
             row.met = _verdicts(checks, settings.quick)
+            settings.targets.append(
+                Target(f"Wikipedia `plan(..., 'bfd')` ({label}) / one `numpy.sort`", row.ratio, 4.0, not settings.quick)
+            )
         else:
             spfhp = published["SPFHP_efficiency"]
             row.target = f"published SPFHP {100 * spfhp:.3f} %"
@@ -499,6 +530,14 @@ def section_pack(settings: Settings) -> list[Row]:
         target="time ≤ 5× concatenate",
     )
     row.met = _verdicts([("time", row.ratio <= 5.0)], settings.quick)
+    settings.targets.append(
+        Target(
+            f"`pack(..., 'split')` of {total / 1e6:.0f} M tokens / one `numpy.concatenate`",
+            row.ratio,
+            5.0,
+            not settings.quick,
+        )
+    )
     peak_text = f"{peak / 2**30:.1f} GiB" if peak is not None else "not measured"
     settings.notes.append(
         f"**{name}**: {n:,} samples of log-normal length (mean {total / n:.0f}, sigma 1) holding {total:,} "
@@ -510,6 +549,44 @@ def section_pack(settings: Settings) -> list[Row]:
         f"this section: {peak_text}."
     )
     return [row]
+
+
+COMPILE_SCRIPT = """
+import time
+start = time.perf_counter()
+import numpy as np
+from packing import pack, plan
+for strategy in ("split", "next_fit", "first_fit", "ffd", "bfd", "spfhp", "none"):
+    plan(np.array([3, 5, 2, 7]), 8, strategy)
+pack([[1, 2, 3], {"prompt": [4], "completion": [5, 6]}], 4, "bfd")
+pack([[1, 2, 3], [4, 5]], 4, "split", overflow="split")
+print(time.perf_counter() - start)
+"""
+
+
+def section_compile(settings: Settings) -> list[Row]:
+    """Time a fresh process's first plans and packs with an empty numba cache, then with the cache it left."""
+    if settings.quick:
+        settings.notes.append("**compile**: not measured in quick mode.")
+        return []
+    import tempfile
+
+    times = []
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(ROOT)}
+        for label in ("empty cache", "warm cache"):
+            progress(f"compile: a new process, {label}")
+            out = subprocess.run(
+                [sys.executable, "-c", COMPILE_SCRIPT], capture_output=True, text=True, env=env, check=True
+            )
+            times.append(float(out.stdout.strip().splitlines()[-1]))
+    settings.notes.append(
+        f"**compile**: a new process that imports `packing` and makes its first plan with every no-split "
+        f"strategy and `split`, and packs twice (plain and prompt/completion samples): {times[0]:.1f} s with "
+        f"an empty numba cache (every kernel compiled once), {times[1]:.2f} s when the cache is warm "
+        "(`cache=True`: kernels load from disk)."
+    )
+    return []
 
 
 # --------------------------------------------------------------------------------------------
@@ -593,6 +670,7 @@ def run(args: argparse.Namespace) -> str:
         "squad": lambda: section_real_no_split(settings, "squad_1_1_bert_384", from_histogram=True),
         "openchat": lambda: section_real_no_split(settings, "openchat_v1_2048", from_histogram=False),
         "pack": lambda: section_pack(settings),
+        "compile": lambda: section_compile(settings),
     }
     rows: list[Row] = []
     started = time.perf_counter()
@@ -614,6 +692,9 @@ def run(args: argparse.Namespace) -> str:
         "(`packing.lower_bounds`), valid when no sequence is split; *max eff. (L2)* = the efficiency of a "
         "packing with exactly L2 blocks; efficiency = tokens / (blocks × L).",
         "",
+        *(["Speed targets (ratios of medians measured alternately in the same run):", ""] if settings.targets else []),
+        *[f"- {target.line()}" for target in settings.targets],
+        *([""] if settings.targets else []),
         markdown_table(rows),
         "",
         "Notes:",

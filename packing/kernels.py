@@ -6,6 +6,13 @@ is compiled once by numba and cached on disk next to this file, so later
 processes start without compiling.
 
 Block numbers are given in the order blocks are opened.
+
+The decreasing strategies (bfd, spfhp, ffd) never place documents one at a
+time: they simulate a whole length class at once over groups of identical
+blocks, recording "runs" (the next documents of this length go to these
+blocks), and ``_deal`` turns the runs into blocks in one pass. Large arrays
+are allocated with numpy, not inside compiled code: numpy asks the kernel for
+huge pages, which makes first touching them several times cheaper.
 """
 
 from __future__ import annotations
@@ -20,6 +27,26 @@ Int64Array = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
 IntArray = npt.NDArray[np.integer[Any]]
 """Any integer array (piece arrays are int32, inputs int64)."""
+Layout = tuple[Int64Array, Int32Array, Int32Array]
+"""``(block_starts, items, item_lengths)``: blocks in CSR form."""
+
+
+@njit(cache=True, nogil=True)
+def _all_within(values: Int64Array, low: int, high: int) -> bool:  # pragma: no cover
+    smallest, largest = low, high
+    for i in range(values.shape[0]):  # no early exit: a plain min/max loop vectorizes
+        smallest = min(smallest, values[i])
+        largest = max(largest, values[i])
+    return smallest >= low and largest <= high
+
+
+def all_within(values: Int64Array, low: int, high: int) -> bool:
+    """Whether every value lies in ``[low, high]`` (True when there are none), in one pass. O(n).
+
+    >>> all_within(np.array([3, 1, 4]), 1, 4), all_within(np.array([3, 0]), 1, 4)
+    (True, False)
+    """
+    return bool(_all_within(values, low, high))
 
 
 @njit(cache=True, nogil=True)
@@ -113,6 +140,35 @@ def _last_nonempty(counts: Int64Array, size: int) -> int:  # pragma: no cover
     return node - size
 
 
+Simulation = tuple[
+    int,
+    int,
+    Int64Array,
+    Int64Array,
+    Int64Array,
+    int,
+    Int64Array,
+    Int64Array,
+    Int64Array,
+    Int64Array,
+    Int64Array,
+    Int64Array,
+]
+"""What a group simulation records: ``(opened, groups, g_first, g_count, g_items, runs, r_first, r_step,
+r_take, r_per, r_base, r_len)``: blocks opened, the groups (ranges of blocks filled together, with the
+documents each then holds) and the runs (``r_per`` documents of length ``r_len`` into each of ``r_take``
+blocks ``r_first + k × r_step``, after the ``r_base`` they already hold)."""
+
+
+@njit(cache=True, nogil=True)
+def _histogram(lengths: Int64Array, capacity: int) -> Int64Array:  # pragma: no cover
+    """``histogram[v]``: how many of ``lengths`` (each in ``[0, capacity]``) equal ``v``. O(n + capacity)."""
+    histogram = np.zeros(capacity + 1, dtype=np.int64)
+    for i in range(lengths.shape[0]):
+        histogram[lengths[i]] += 1
+    return histogram
+
+
 @njit(cache=True, nogil=True)
 def _deal(
     lengths: Int64Array,
@@ -130,47 +186,75 @@ def _deal(
     r_per: Int64Array,
     r_base: Int64Array,
     r_len: Int64Array,
-) -> tuple[Int64Array, Int32Array, Int32Array]:  # pragma: no cover
-    """CSR layout from a group simulation: block sizes from the groups, then the j-th document of each
-    length (in input order) takes that length's j-th slot among the recorded runs. O(n + runs + blocks)."""
+    by_length: Int32Array,
+    block_starts: Int64Array,
+    items: Int32Array,
+    item_lengths: Int32Array,
+) -> None:  # pragma: no cover
+    """Write the CSR layout of a group simulation into ``block_starts``, ``items`` and ``item_lengths``:
+    block sizes from the groups, then the j-th document of each length (in input order) takes that
+    length's j-th slot among the recorded runs. ``by_length`` is scratch room for n indices.
+    O(n + runs + blocks)."""
     n = lengths.shape[0]
-    block_items = np.zeros(opened, dtype=np.int64)
+    block_starts[0] = 0
     for g in range(groups):  # every block ends in exactly one group: the last one it joined
-        for block in range(g_first[g], g_first[g] + g_count[g]):
-            block_items[block] = g_items[g]
-    block_starts = np.zeros(opened + 1, dtype=np.int64)
+        size = g_items[g]
+        for block in range(g_first[g] + 1, g_first[g] + g_count[g] + 1):
+            block_starts[block] = size
     for b in range(opened):
-        block_starts[b + 1] = block_starts[b] + block_items[b]
+        block_starts[b + 1] += block_starts[b]
     next_of_length = np.zeros(capacity + 2, dtype=np.int64)
     for v in range(1, capacity + 1):
         next_of_length[v + 1] = next_of_length[v] + histogram[v]
-    by_length = np.empty(n, dtype=np.int32)
-    for i in range(n):
-        by_length[next_of_length[lengths[i]]] = i
-        next_of_length[lengths[i]] += 1
-    items = np.empty(n, dtype=np.int32)
-    item_lengths = np.empty(n, dtype=np.int32)
+    for i in range(n):  # indices grouped by length, each group in input order
+        v = lengths[i]
+        by_length[next_of_length[v]] = i
+        next_of_length[v] += 1
     cursor = np.zeros(capacity + 1, dtype=np.int64)
     for r in range(runs):
         length = r_len[r]
         source = next_of_length[length] - histogram[length] + cursor[length]
         per_block = r_per[r]
         block = r_first[r]
-        for _ in range(r_take[r]):
-            slot = block_starts[block] + r_base[r]
-            for k in range(per_block):
-                items[slot + k] = by_length[source]
-                item_lengths[slot + k] = length
+        base = r_base[r]
+        step = r_step[r]
+        take = r_take[r]
+        if per_block == 1:
+            for _ in range(take):
+                slot = block_starts[block] + base
+                items[slot] = by_length[source]
+                item_lengths[slot] = length
                 source += 1
-            block += r_step[r]
-        cursor[length] += r_take[r] * per_block
+                block += step
+        else:
+            for _ in range(take):
+                slot = block_starts[block] + base
+                for k in range(per_block):
+                    items[slot + k] = by_length[source + k]
+                    item_lengths[slot + k] = length
+                source += per_block
+                block += step
+        cursor[length] += take * per_block
+
+
+def _layout_of(lengths: Int64Array, capacity: int, histogram: Int64Array, simulation: Simulation) -> Layout:
+    """Allocate the CSR arrays of a simulation and deal. O(n + runs + blocks).
+
+    The large arrays come from numpy rather than from compiled code: numpy asks the kernel for huge
+    pages, which makes first touching them several times cheaper."""
+    n = lengths.shape[0]
+    block_starts = np.empty(simulation[0] + 1, dtype=np.int64)
+    items = np.empty(n, dtype=np.int32)
+    item_lengths = np.empty(n, dtype=np.int32)
+    by_length = np.empty(n, dtype=np.int32)
+    _deal(lengths, capacity, histogram, *simulation, by_length, block_starts, items, item_lengths)
     return block_starts, items, item_lengths
 
 
 @njit(cache=True, nogil=True)
-def _pack_groups(
-    lengths: Int64Array, capacity: int, max_per_block: int, most_room: bool
-) -> tuple[Int64Array, Int32Array, Int32Array]:  # pragma: no cover
+def _simulate_groups(
+    histogram: Int64Array, capacity: int, max_per_block: int, most_room: bool
+) -> Simulation:  # pragma: no cover
     """Decreasing packing simulated a whole length class at a time: ``(block_starts, items, item_lengths)``.
 
     Lengths are taken longest first (documents of one length in input order).
@@ -190,12 +274,8 @@ def _pack_groups(
     stack top is at. Groups sit in one stack per room; a sum-segment tree over
     rooms finds the room to use. The simulation needs only the length histogram
     and records "runs" (the next documents of this length go to these blocks),
-    which ``_deal`` turns into blocks. O(n + capacity + runs × log capacity).
+    which ``_deal`` turns into blocks. O(capacity + runs × log capacity).
     """
-    n = lengths.shape[0]
-    histogram = np.zeros(capacity + 1, dtype=np.int64)
-    for i in range(n):
-        histogram[lengths[i]] += 1
     size = 1
     while size < capacity + 1:
         size *= 2
@@ -269,22 +349,20 @@ def _pack_groups(
                 head[new_room] = groups
                 _add_count(tree, size, new_room, 1)
             groups += 1
-    return _deal(
-        lengths, capacity, histogram, opened, groups, g_first, g_count, g_items,
-        runs, r_first, r_step, r_take, r_per, r_base, r_len,
-    )  # fmt: skip
+    return opened, groups, g_first, g_count, g_items, runs, r_first, r_step, r_take, r_per, r_base, r_len
 
 
 def best_fit_decreasing_layout(lengths: Int64Array, capacity: int) -> tuple[Int64Array, Int32Array, Int32Array]:
     """Best-fit decreasing: ``(block_starts, items, item_lengths)``, block ``b`` holding
     ``items[block_starts[b]:block_starts[b + 1]]`` in placement order. Longest first (ties in input
     order), each document into the open block with the least room that fits; among equal rooms, the
-    block that reached it last. O(n + capacity + runs × log capacity), see ``_pack_groups``.
+    block that reached it last. O(n + capacity + runs × log capacity), see ``_simulate_groups``.
 
     >>> [a.tolist() for a in best_fit_decreasing_layout(np.array([2, 4, 3, 1]), 5)]
     [[0, 2, 4], [1, 3, 2, 0], [4, 1, 3, 2]]
     """
-    return _pack_groups(lengths, capacity, capacity + 1, False)
+    histogram = _histogram(lengths, capacity)
+    return _layout_of(lengths, capacity, histogram, _simulate_groups(histogram, capacity, capacity + 1, False))
 
 
 def spfhp_layout(lengths: Int64Array, capacity: int, max_per_block: int) -> tuple[Int64Array, Int32Array, Int32Array]:
@@ -293,12 +371,130 @@ def spfhp_layout(lengths: Int64Array, capacity: int, max_per_block: int) -> tupl
     Longest length first; every sequence of a length goes into the open pack with the most room that
     fits, one per pack per step, and those that fit no pack open a pack each (two of them never share
     one, as in the published algorithm); a pack closes when full or holding ``max_per_block`` sequences.
-    O(n + capacity + runs × log capacity), see ``_pack_groups``.
+    O(n + capacity + runs × log capacity), see ``_simulate_groups``.
 
     >>> [a.tolist() for a in spfhp_layout(np.array([2, 3, 2, 1]), 5, 6)]
     [[0, 2, 4], [1, 0, 2, 3], [3, 2, 2, 1]]
     """
-    return _pack_groups(lengths, capacity, max_per_block, True)
+    histogram = _histogram(lengths, capacity)
+    return _layout_of(lengths, capacity, histogram, _simulate_groups(histogram, capacity, max_per_block, True))
+
+
+@njit(cache=True, nogil=True)
+def _leftmost_with_room(tree: Int64Array, size: int, need: int) -> int:  # pragma: no cover
+    """Smallest leaf index whose value is at least ``need``, or -1 (max-segment tree). O(log size)."""
+    if tree[1] < need:
+        return -1
+    node = 1
+    while node < size:
+        node = 2 * node if tree[2 * node] >= need else 2 * node + 1
+    return node - size
+
+
+@njit(cache=True, nogil=True)
+def _set_room(tree: Int64Array, size: int, leaf: int, room: int) -> None:  # pragma: no cover
+    """Set one leaf of a max-segment tree and update its ancestors (until one does not change)."""
+    node = leaf + size
+    tree[node] = room
+    node //= 2
+    while node >= 1:
+        best = max(tree[2 * node], tree[2 * node + 1])
+        if tree[node] == best:
+            break
+        tree[node] = best
+        node //= 2
+
+
+@njit(cache=True, nogil=True)
+def _simulate_first_fit(
+    histogram: Int64Array, capacity: int, tree: Int64Array, group_blocks: Int64Array, group_items: Int64Array
+) -> Simulation:  # pragma: no cover
+    """First-fit decreasing simulated a whole length class at a time, recorded as in ``_simulate_groups``.
+
+    Lengths are taken longest first. The first block with room r >= length takes r // length
+    documents of that length in a row (the blocks before it still have no room for one), so
+    consecutive blocks opened together and filled alike stay together as a group: a range of blocks
+    with one room, which takes its documents with one operation. Placing into a group may split it
+    in two ranges (the blocks filled, the blocks left as they were); groups never interleave.
+
+    A max-segment tree over block numbers holds each group's room at its first block (0 elsewhere),
+    so the first group with room for a length is a search from the root; ``group_blocks`` and
+    ``group_items`` hold, at a group's first block, how many blocks it spans and how many documents
+    each holds. ``tree`` (zeros, twice a power of two at least the number of blocks) and the other
+    two (zeros, that power of two long) are given by the caller. O(capacity + runs × log blocks).
+    """
+    size = tree.shape[0] // 2
+    g_first = np.empty(1024, dtype=np.int64)
+    g_count = np.empty(1024, dtype=np.int64)
+    g_items = np.empty(1024, dtype=np.int64)
+    r_first = np.empty(1024, dtype=np.int64)
+    r_step = np.empty(1024, dtype=np.int64)
+    r_take = np.empty(1024, dtype=np.int64)
+    r_per = np.empty(1024, dtype=np.int64)
+    r_base = np.empty(1024, dtype=np.int64)
+    r_len = np.empty(1024, dtype=np.int64)
+    groups = 0
+    runs = 0
+    opened = 0
+    for length in range(capacity, 0, -1):
+        left = histogram[length]
+        while left > 0:
+            if runs + 1 > r_take.shape[0]:
+                g_first, g_count, g_items = _grow(g_first), _grow(g_count), _grow(g_items)
+                r_first, r_step, r_take = _grow(r_first), _grow(r_step), _grow(r_take)
+                r_per, r_base, r_len = _grow(r_per), _grow(r_base), _grow(r_len)
+            first = _leftmost_with_room(tree, size, length)
+            if first == -1:  # no block has room: open blocks, as many documents in each as fit
+                per_block = min(left, capacity // length)
+                take = left // per_block
+                first, base, room, blocks = opened, 0, capacity, take
+                if opened + take > size:
+                    raise RuntimeError("first-fit simulation: more blocks than its bound")
+                opened += take
+            else:  # the first blocks of the first group with room
+                room, blocks, base = tree[first + size], group_blocks[first], group_items[first]
+                per_block = room // length
+                take = min(blocks, left // per_block)
+                if take == 0:  # fewer documents left than one block takes: all into its first block
+                    take, per_block = 1, left
+            group_blocks[first] = take
+            group_items[first] = base + per_block
+            _set_room(tree, size, first, room - per_block * length)
+            if blocks > take:  # the rest of the group stays as it was
+                group_blocks[first + take] = blocks - take
+                group_items[first + take] = base
+                _set_room(tree, size, first + take, room)
+            r_first[runs], r_step[runs], r_take[runs] = first, 1, take
+            r_per[runs], r_base[runs], r_len[runs] = per_block, base, length
+            runs += 1
+            g_first[groups], g_count[groups], g_items[groups] = first, take, base + per_block
+            groups += 1
+            left -= take * per_block
+    return opened, groups, g_first, g_count, g_items, runs, r_first, r_step, r_take, r_per, r_base, r_len
+
+
+def first_fit_decreasing_layout(lengths: Int64Array, capacity: int) -> Layout:
+    """First-fit decreasing in the form of ``best_fit_decreasing_layout``: longest first (ties in input
+    order), each document into the first block (in opening order) with room for it.
+
+    Any two blocks of a first-fit packing hold more than ``capacity`` tokens together, so there are
+    at most 2 × tokens / capacity + 1 blocks, which sizes the simulation's tree.
+    O(n + capacity + runs × log blocks), see ``_simulate_first_fit``.
+
+    >>> [a.tolist() for a in first_fit_decreasing_layout(np.array([1, 4, 3, 2]), 5)]
+    [[0, 2, 4], [1, 0, 2, 3], [4, 1, 3, 2]]
+    """
+    histogram = _histogram(lengths, capacity)
+    tokens = int(np.dot(histogram, np.arange(capacity + 1, dtype=np.int64)))
+    bound = min(len(lengths), 2 * (-(-tokens // capacity)) + 1)
+    size = 1
+    while size < bound:
+        size *= 2
+    tree = np.zeros(2 * size, dtype=np.int64)
+    group_blocks = np.zeros(size, dtype=np.int64)
+    group_items = np.zeros(size, dtype=np.int64)
+    simulation = _simulate_first_fit(histogram, capacity, tree, group_blocks, group_items)
+    return _layout_of(lengths, capacity, histogram, simulation)
 
 
 @njit(cache=True, nogil=True)
@@ -354,38 +550,34 @@ def group_by_block(
 
 
 @njit(cache=True, nogil=True)
-def tally_plan(
+def _tally(
     lengths: Int64Array,
     block_starts: Int64Array,
     piece_sequence: IntArray,
     piece_length: IntArray,
     whole: bool,
-) -> tuple[Int64Array, Int64Array]:  # pragma: no cover
-    """Counts for the statistics of a plan and the tokens in every block. O(n + pieces).
-
-    Counts, in order: packed tokens, tokens truncated, tokens dropped, sequences
-    truncated, sequences dropped, sequences split, empty sequences, input tokens,
-    samples whose every piece is one token long (so none of their tokens is a
-    training target). ``whole`` says every sequence is one whole piece, which
-    skips the per-sequence tally.
-    """
+    counts: Int64Array,
+    fill: Int64Array,
+    kept: Int64Array,
+    pieces: Int64Array,
+) -> None:  # pragma: no cover
+    """``tally_plan`` into arrays it is given (``kept`` and ``pieces`` zeroed, unused when ``whole``)."""
     n = lengths.shape[0]
-    num_blocks = block_starts.shape[0] - 1
-    fill = np.zeros(num_blocks, dtype=np.int64)
-    counts = np.zeros(9, dtype=np.int64)
-    for b in range(num_blocks):
-        total = 0
+    total = 0
+    for p in range(piece_length.shape[0]):
+        size = piece_length[p]
+        total += size
+        if whole and size == 1:
+            counts[8] += 1
+    counts[0] = total
+    for b in range(block_starts.shape[0] - 1):
+        tokens = 0
         for p in range(block_starts[b], block_starts[b + 1]):
-            total += piece_length[p]
-            if whole and piece_length[p] == 1:
-                counts[8] += 1
-        fill[b] = total
-        counts[0] += total
+            tokens += piece_length[p]
+        fill[b] = tokens
     if whole:
-        counts[7] = counts[0]
-        return counts, fill
-    kept = np.zeros(n, dtype=np.int64)
-    pieces = np.zeros(n, dtype=np.int64)
+        counts[7] = total
+        return
     for p in range(piece_sequence.shape[0]):
         kept[piece_sequence[p]] += piece_length[p]
         pieces[piece_sequence[p]] += 1
@@ -405,6 +597,32 @@ def tally_plan(
             counts[5] += 1
         if pieces[i] > 0 and kept[i] == pieces[i]:
             counts[8] += 1
+
+
+def tally_plan(
+    lengths: Int64Array,
+    block_starts: Int64Array,
+    piece_sequence: IntArray,
+    piece_length: IntArray,
+    whole: bool,
+) -> tuple[Int64Array, Int64Array]:
+    """Counts for the statistics of a plan and the tokens in every block. O(n + pieces).
+
+    Counts, in order: packed tokens, tokens truncated, tokens dropped, sequences
+    truncated, sequences dropped, sequences split, empty sequences, input tokens,
+    samples whose every piece is one token long (so none of their tokens is a
+    training target). ``whole`` says every sequence is one whole piece, which
+    skips the per-sequence tally.
+
+    >>> [a.tolist() for a in tally_plan(np.array([3, 1]), np.array([0, 1, 2]), np.array([0, 1]), np.array([3, 1]), True)]
+    [[4, 0, 0, 0, 0, 0, 0, 4, 1], [3, 1]]
+    """
+    counts = np.zeros(9, dtype=np.int64)
+    fill = np.empty(len(block_starts) - 1, dtype=np.int64)
+    size = 0 if whole else len(lengths)
+    kept = np.zeros(size, dtype=np.int64)
+    pieces = np.zeros(size, dtype=np.int64)
+    _tally(lengths, block_starts, piece_sequence, piece_length, whole, counts, fill, kept, pieces)
     return counts, fill
 
 
@@ -462,3 +680,21 @@ def blocks_of_items(block_starts: Int64Array, items: IntArray, *_: IntArray) -> 
     blocks = np.empty(len(items), dtype=np.int64)
     blocks[items] = np.repeat(np.arange(len(block_starts) - 1, dtype=np.int64), np.diff(block_starts))
     return blocks
+
+
+@njit(cache=True, nogil=True)
+def piece_mask_sums(
+    loss_mask: npt.NDArray[np.int8], offsets: Int64Array, sequence: IntArray, start: IntArray, length: IntArray
+) -> tuple[Int64Array, Int64Array]:  # pragma: no cover - compiled
+    """Per piece: masked tokens in it, and masked tokens after its first (the training targets). O(tokens)."""
+    pieces = len(length)
+    trained = np.zeros(pieces, dtype=np.int64)
+    targets = np.zeros(pieces, dtype=np.int64)
+    for p in range(pieces):
+        first = offsets[sequence[p]] + start[p]
+        total = 0
+        for t in range(first, first + length[p]):
+            total += loss_mask[t]
+        trained[p] = total
+        targets[p] = total - (loss_mask[first] if length[p] > 0 else 0)
+    return trained, targets

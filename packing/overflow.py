@@ -8,26 +8,45 @@ policy.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 import numpy.typing as npt
 
+from packing.kernels import all_within
 from packing.validation import OVERFLOW_POLICIES, as_lengths, check_choice, check_max_seq_length
 
 Int64Array = npt.NDArray[np.int64]
 
 
-class Documents(NamedTuple):
-    """Parallel arrays, one entry per document, in input order.
+class Documents:
+    """Parallel arrays, one entry per document, in input order: ``sequence``, ``offset``, ``length``.
 
-    ``whole`` is True when document i is all of sequence i (nothing empty, cut or left out).
+    ``whole`` is True when document i is all of sequence i (nothing empty, cut or left out); then
+    ``sequence`` and ``offset`` may be left out (``None``) and are made on first use.
     """
 
-    sequence: Int64Array
-    offset: Int64Array
-    length: Int64Array
-    whole: bool = False
+    __slots__ = ("_offset", "_sequence", "length", "whole")
+
+    def __init__(
+        self, sequence: Int64Array | None, offset: Int64Array | None, length: Int64Array, whole: bool = False
+    ) -> None:
+        if not whole and (sequence is None or offset is None):
+            raise ValueError("only whole documents may leave out their sequences and offsets")
+        self._sequence = sequence
+        self._offset = offset
+        self.length = length
+        self.whole = whole
+
+    @property
+    def sequence(self) -> Int64Array:
+        if self._sequence is None:
+            self._sequence = np.arange(len(self.length), dtype=np.int64)
+        return self._sequence
+
+    @property
+    def offset(self) -> Int64Array:
+        if self._offset is None:
+            self._offset = np.zeros(len(self.length), dtype=np.int64)
+        return self._offset
 
 
 def documents(lengths: npt.ArrayLike, max_seq_length: int, overflow: str = "truncate") -> Documents:
@@ -47,9 +66,9 @@ def documents(lengths: npt.ArrayLike, max_seq_length: int, overflow: str = "trun
 
 def documents_of(n: Int64Array, capacity: int, overflow: str) -> Documents:
     """``documents`` for arguments that are already checked."""
+    if all_within(n, 1, capacity):  # the common case: sequences and offsets are made only if asked for
+        return Documents(None, None, n, whole=True)
     index = np.arange(len(n), dtype=np.int64)
-    if len(n) == 0 or (n.min() >= 1 and n.max() <= capacity):
-        return Documents(index, np.zeros(len(n), dtype=np.int64), n, whole=True)
     if overflow == "truncate":
         keep = n > 0
         return Documents(index[keep], np.zeros(int(keep.sum()), dtype=np.int64), np.minimum(n[keep], capacity))

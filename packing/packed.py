@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.errors import SettingError
-from packing.kernels import fill_blocks
+from packing.kernels import fill_blocks, piece_mask_sums
 from packing.plans import PackingPlan, check_pieces, plan
 from packing.reader import Samples, read_rows
 from packing.schema import record, to_arrow
@@ -183,11 +183,9 @@ def count_trainable(layout: PackingPlan, samples: Samples) -> TrainableCounts:
     """
     if samples.loss_mask is None:
         raise SettingError("samples", "token ids with their loss mask", "<lengths only>")
-    trained = np.concatenate(([0], np.cumsum(samples.loss_mask, dtype=np.int64)))
-    first = samples.offsets[layout.piece_sequence] + layout.piece_start
-    end = first + layout.piece_length
-    per_piece = trained[end] - trained[first]
-    targets = trained[end] - trained[first + 1]
+    per_piece, targets = piece_mask_sums(
+        samples.loss_mask, samples.offsets, layout.piece_sequence, layout.piece_start, layout.piece_length
+    )
     per_sample = np.bincount(layout.piece_sequence, weights=targets, minlength=len(samples.lengths))
     packed = np.bincount(layout.piece_sequence, minlength=len(samples.lengths)) > 0
     return TrainableCounts(int(per_piece.sum()), int(targets.sum()), int((packed & (per_sample == 0)).sum()))

@@ -302,6 +302,10 @@ def tokenizer_name(tokenizer: Any) -> str:
 # ---------------------------------------------------------------- row forms
 
 
+def _is_token_list(value: Any) -> bool:
+    return isinstance(value, (list, tuple, np.ndarray)) and not _is_message_list(value)
+
+
 def _is_message_list(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and len(value) > 0 and isinstance(value[0], Mapping)
 
@@ -314,6 +318,9 @@ def text_forms(row: Any) -> list[TextForm]:
     """
     if not isinstance(row, Mapping) or row.get("input_ids") is not None:
         return []
+    prompt, completion = row.get("prompt"), row.get("completion")
+    if _is_token_list(prompt) and _is_token_list(completion):
+        return []  # a token prompt/completion pair: other text columns are extra data
     forms: list[TextForm] = []
     if row.get("text") is not None:
         forms.append("text")

@@ -225,3 +225,22 @@ def test_a_sample_with_both_forms_is_refused() -> None:
     with pytest.raises(SampleError, match=message) as error:
         read_samples([{"prompt": [1, 2], "completion": [3], "input_ids": [1, 2, 3]}])
     assert (error.value.sample, error.value.field, error.value.position) == (0, None, None)
+
+
+def test_integer_arrays_are_checked_all_at_once_but_errors_keep_row_order() -> None:
+    import numpy as np
+
+    from packing import SampleError, read_rows
+
+    rows = [np.array([1, 2]), np.array([3, -4]), [5, "x"]]
+    with pytest.raises(SampleError) as caught:  # row 1's negative comes before row 2's string
+        read_rows(rows)
+    assert (caught.value.sample, caught.value.position, caught.value.got) == (1, 1, "-4")
+    with pytest.raises(SampleError) as later:
+        read_rows([np.array([1, 2], dtype=np.int32), [5, "x"], np.array([-1])])
+    assert (later.value.sample, later.value.position) == (1, 1)
+    flat = read_rows([np.array([1, 2], dtype=np.int16), np.array([3]), [4]])
+    assert flat.tokens is not None and flat.tokens.dtype == np.int64 and flat.tokens.tolist() == [1, 2, 3, 4]
+    with pytest.raises(SampleError) as negative:
+        read_rows([np.array([1]), np.array([2, 3, -9])])
+    assert (negative.value.sample, negative.value.position, negative.value.got) == (1, 2, "-9")

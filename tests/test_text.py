@@ -337,7 +337,8 @@ def test_text_forms(row: Any, forms: list[str]) -> None:
         ({"prompt": "x", "completion": [1]}, "completion", None, "a string"),
         ({"prompt": CHAT[:1]}, "completion", None, "a list of messages"),
         ({"text": "x", "messages": CHAT}, "messages", None, "one text form"),
-        ({"text": "x", "prompt": [1], "completion": [2]}, "prompt", None, "one form"),
+        ({"text": "x", "prompt": "y", "completion": "z"}, "prompt", None, "one text form"),
+        ({"text": "x", "prompt": [1], "completion": [2]}, None, None, "a text row"),  # a token pair, text extra
         ([1, 2], None, None, "a text row"),
     ],
 )

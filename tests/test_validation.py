@@ -122,7 +122,7 @@ TOKEN = "expected a non-negative integer token id"
         (
             [{"prompt": [1], "completion": "abc"}],
             (0, "completion", None),
-            r"^sample 0, 'completion': expected a list of token ids, got 'abc' \(str\)$",
+            r"^sample 0, 'completion': expected token ids \(a text row needs a tokenizer: tokenizer=\.\.\. or --tokenizer\), got 'abc' \(str\)$",
         ),
         ([{"input_ids": [0, -5]}], (0, "input_ids", 1), r"^sample 0, 'input_ids', position 1: .* got -5$"),
         ([{"input_ids": 5}], (0, "input_ids", None), r"^sample 0, 'input_ids': expected a list of token ids, got 5$"),
@@ -195,7 +195,7 @@ NEEDS_BOTH = re.escape("expected a list of token ids (a prompt needs a completio
         ({1, 2}, None, rf"^sample 2: {FORMS}, got {{1, 2}} \(set\)$"),
         ({"prompt": [1]}, "completion", rf"^sample 2, 'completion': {NEEDS_BOTH}$"),
         ({"completion": [1]}, "prompt", rf"^sample 2, 'prompt': {NEEDS_BOTH}$"),
-        ({"text": [1]}, None, rf"^sample 2: {FORMS}, got <keys text>$"),
+        ({"note": [1]}, None, rf"^sample 2: {FORMS}, got <keys note>$"),
         ({}, None, rf"^sample 2: {FORMS}, got <keys none>$"),
     ],
 )

@@ -66,7 +66,7 @@ class DataRecipe:
     """(name, sequences); 0 sequences = all of them."""
 
 
-def _data_lines(recipe: DataRecipe) -> tuple[list[str], bool]:
+def _data_lines(recipe: DataRecipe, completion_only_loss: bool = True) -> tuple[list[str], bool]:
     """Lines that define ``samples`` (token data) or ``lengths`` (lengths only), and which one."""
     if recipe.samples is not None:
         text = json.dumps(recipe.samples)
@@ -77,10 +77,8 @@ def _data_lines(recipe: DataRecipe) -> tuple[list[str], bool]:
         items = "\n".join(f"    {json.dumps(sample)}," for sample in recipe.samples)
         return [f"samples = [\n{items}\n]"], True
     if recipe.upload_name is not None:
-        return [
-            "from packing.io import read_dataset",
-            "",
-            f"data = read_dataset({recipe.upload_name!r})",
+        return [  # the loss rule is applied as the file is read (pack takes the samples as they are)
+            f"data = packing.read_dataset({recipe.upload_name!r}, completion_only_loss={completion_only_loss})",
             "samples, lengths = data.samples, data.lengths",
         ], False
     if recipe.synthetic is not None:
@@ -120,7 +118,7 @@ def snippet(
     tokens: bool,
 ) -> str:
     """A short, runnable Python program that packs the same data with the same settings."""
-    lines, _ = _data_lines(recipe)
+    lines, _ = _data_lines(recipe, completion_only_loss)
     if tokens and _writes_a_file(recipe):
         lines = ["from packing.io import write_parquet", *lines]
     imports = [line for line in lines if line.startswith(("import ", "from "))]

@@ -79,10 +79,10 @@ def test_snippet_for_workloads_and_uploads() -> None:
     )
     assert len(every["lengths"]) == 6_144  # type: ignore[arg-type]
     upload = export.snippet(export.DataRecipe(upload_name="train.jsonl"), 8, "split", "truncate", 0, True, True)
-    assert "read_dataset('train.jsonl')" in upload and "packing.pack(" in upload
+    assert "packing.read_dataset('train.jsonl', completion_only_loss=True)" in upload and "packing.pack(" in upload
     # a dataset is written to a file (the page's download limit sends people here), not printed block by block
     assert 'write_parquet(batch, "packed.parquet")' in upload and "to_lists" not in upload
-    assert "from packing.io import read_dataset, write_parquet\n" in upload
+    assert "from packing.io import write_parquet\n" in upload
 
 
 def test_the_upload_snippet_writes_the_packed_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -91,6 +91,11 @@ def test_the_upload_snippet_writes_the_packed_file(tmp_path: Path, monkeypatch: 
     _run(export.snippet(export.DataRecipe(upload_name="train.jsonl"), 4, "split", "truncate", 0, True, True))
     written = pq.read_table(tmp_path / "packed.parquet").column("input_ids").to_pylist()
     assert written == [[1, 2, 3, 4], [5, 0, 0, 0]]
+    # loss on every token: the prompt is trained on too, as on the page
+    (tmp_path / "train.jsonl").write_text('{"prompt": [1, 2], "completion": [3]}\n')
+    _run(export.snippet(export.DataRecipe(upload_name="train.jsonl"), 4, "split", "truncate", 0, False, True))
+    mask = pq.read_table(tmp_path / "packed.parquet").column("loss_mask").to_pylist()
+    assert mask == [[1, 1, 1, 0]]
 
 
 def test_snippet_elides_long_sample_lists() -> None:

@@ -72,7 +72,8 @@ def _split_steps(docs: Documents, capacity: int) -> list[Step]:
         else:
             reason = (
                 f"Only {_tokens(first.length)} fit in block {first.block + 1}, so the sequence is cut: "
-                f"the other {_tokens(int(length) - first.length)} start block {placements[-1].block + 1}."
+                f"the other {_tokens(int(length) - first.length)} "
+                f"{'starts' if int(length) - first.length == 1 else 'start'} block {placements[-1].block + 1}."
             )
         steps.append(Step(index, int(seq), int(start), int(length), tuple(placements), opened, tuple(fill), reason))
     return steps
@@ -138,7 +139,7 @@ def explain(
     >>> [s.placements for s in steps][1]
     (Placement(block=0, position=2, length=2), Placement(block=1, position=0, length=1))
     >>> steps[1].reason
-    'Only 2 tokens fit in block 1, so the sequence is cut: the other 1 token start block 2.'
+    'Only 2 tokens fit in block 1, so the sequence is cut: the other 1 token starts block 2.'
     >>> explain([3, 2, 2], 4, "bfd")[1].reason
     'No open block has 2 tokens of room (the most is 1), so block 2 is opened.'
     """

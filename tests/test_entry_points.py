@@ -236,3 +236,26 @@ def test_text_rows_through_every_entry_point(tmp_path: Path) -> None:
     assert via_pack(TEXT_ROWS, tmp_path) == via_jsonl(TEXT_ROWS, tmp_path) == via_table(TEXT_ROWS, tmp_path)
     kind, fields = via_pack(TEXT_ROWS, tmp_path)
     assert kind == "error" and fields[:2] == (0, "messages")
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_explorer_paste_box_reads_rows_as_pack_does(case: str) -> None:
+    from explorer.parsing import InputError
+    from explorer.sources import Paste
+
+    rows = CASES[case]
+    text = "\n".join(json.dumps(row) for row in rows)
+    try:
+        expected = read_rows(rows)
+    except SampleError as error:
+        with pytest.raises(InputError) as caught:
+            Paste(text).load(True)
+        message = str(caught.value)
+        assert f"line {(error.sample or 0) + 1}" in message
+        assert (f"{error.location}: " if error.location else ": ") + error.problem in message
+        return
+    samples = Paste(text).load(True).samples
+    assert samples is not None and samples.tokens is not None and expected.tokens is not None
+    assert samples.tokens.tolist() == expected.tokens.tolist()
+    assert samples.loss_mask is not None and expected.loss_mask is not None
+    assert samples.loss_mask.tolist() == expected.loss_mask.tolist()

@@ -64,6 +64,8 @@ class DataRecipe:
     synthetic: tuple[int, str, int, int] | None = None
     workload: tuple[str, int] | None = None
     """(name, sequences); 0 sequences = all of them."""
+    tokenizer: str | None = None
+    """What tokenizes text ``samples`` (``packing.load_tokenizer``); None for token data."""
 
 
 def _data_lines(recipe: DataRecipe, completion_only_loss: bool = True) -> tuple[list[str], bool]:
@@ -132,6 +134,7 @@ def snippet(
             f"    overflow={overflow!r},",
             f"    pad_token_id={pad_token_id},",
             f"    completion_only_loss={completion_only_loss},",
+            *([f"    tokenizer={recipe.tokenizer!r},"] if recipe.tokenizer is not None else []),
             ")",
         ]
         if _writes_a_file(recipe):

@@ -48,6 +48,8 @@ STRATEGY_COLORS = {name: SEQUENCE_COLORS[i % len(SEQUENCE_COLORS)] for i, name i
 """One colour per strategy of the registry, in its order (a new strategy gets its own without a hand-typed name)."""
 MAX_TEXT_CELLS = 800
 """Largest drawing that prints a token id inside every cell."""
+MAX_PIECE_WIDTH = 64
+"""Widest block whose cells print the decoded token (wider cells are too narrow to read; the hover has it)."""
 MAX_STACKED_PIECES = 400
 """Most pieces the utilization chart stacks by sequence; above it, one bar per block."""
 MAX_BAR_BLOCKS = 150
@@ -136,6 +138,7 @@ def heatmap(
     customdata: npt.NDArray[Any] | None = None,
     hovertemplate: str | None = None,
     name: str = "",
+    hovertext: npt.NDArray[Any] | None = None,
 ) -> go.Heatmap:
     """The one heatmap of the page: integer ``z`` in ``0 .. len(colors) - 1``, one colour each, cells outlined when
     small, optional text printed in the cells. Used by the blocks, the loss mask, the comparison and step grids and
@@ -156,6 +159,7 @@ def heatmap(
         texttemplate="%{text}" if text is not None else None,
         customdata=customdata,
         hovertemplate=hovertemplate,
+        hovertext=hovertext,
         name=name,
     )
 
@@ -221,11 +225,14 @@ def block_figure(
     token_ids: Int64Array | None = None,
     first_block: int = 0,
     labels: Int64Array | None = None,
+    pieces: tuple[Sequence[Sequence[str]], Sequence[Sequence[str]]] | None = None,
 ) -> go.Figure:
     """Blocks coloured by source sequence (padding grey) with the loss mask and labels aligned underneath.
 
     Arrays have shape ``(blocks, max_seq_length)``; ``token_ids`` is None for lengths-only data.
-    Small drawings print the token id in every cell (and the loss mask underneath).
+    Small drawings print the token id in every cell (and the loss mask underneath). ``pieces`` (text data) is the
+    cell labels and hover texts of every position (``text_view.window_cells``, already made safe for Plotly):
+    the decoded piece is printed in the cell when cells are wide enough, and its id and text are on hover.
     """
     blocks, width = sequence_ids.shape
     names = _block_labels(first_block, blocks)
@@ -233,6 +240,11 @@ def block_figure(
     template = _hover_template(token_ids is not None)
     show_text = token_ids is not None and blocks * width <= MAX_TEXT_CELLS
     text = token_ids.astype(str) if show_text and token_ids is not None else None
+    hovertext = None
+    if pieces is not None:
+        text = np.array(pieces[0], dtype=object) if show_text and width <= MAX_PIECE_WIDTH else None
+        hovertext = np.array(pieces[1], dtype=object)
+        template = template.replace("<extra></extra>", "<br>%{hovertext}<extra></extra>")
     fig = make_subplots(
         rows=2,
         cols=1,
@@ -249,6 +261,7 @@ def block_figure(
             customdata=hover,
             hovertemplate=template,
             name="blocks",
+            hovertext=hovertext,
         ),
         row=1,
         col=1,

@@ -35,7 +35,7 @@ class Whole:
     high: int | None
 
 
-SOURCES = ("paste", "synthetic", "workload", "upload")
+SOURCES = ("paste", "text", "synthetic", "workload", "upload")
 PARAMS: dict[str, Choice | Whole] = {
     "source": Choice(SOURCES),
     "max_seq_length": Whole(None, None),  # any whole number; an out-of-range one is answered on the page

@@ -104,3 +104,13 @@ def describe(error: BaseException, where: str = "", name_sample: Callable[[int],
         return one_line(f"{prefix}the data expands to more than this server can hold")
     message = one_line(str(error)) or type(error).__name__
     return f"{where}: {message}" if where and not message.startswith(where) else message
+
+
+def plot_text(text: str) -> str:
+    """``text`` for a Plotly label or hover: ``&``, ``<`` and ``>`` as entities, so none of the tags Plotly
+    renders (``<a href>``, ``<b>``, ``<br>``) can come from user text; Plotly shows the characters as typed.
+
+    >>> plot_text("<a href='x'>&</a>")
+    "&lt;a href='x'&gt;&amp;&lt;/a&gt;"
+    """
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

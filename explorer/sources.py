@@ -20,9 +20,18 @@ import numpy as np
 import packing
 from explorer.examples import DISTRIBUTIONS, synthetic_lengths, workload_info, workload_sample
 from explorer.export import DataRecipe
-from explorer.model import MAX_SEQ_LENGTH, MAX_SEQUENCES, MAX_TOKENS, MAX_UPLOAD_MB, Dataset, grammar_count
+from explorer.model import (
+    MAX_PASTE_CHARS,
+    MAX_SEQ_LENGTH,
+    MAX_SEQUENCES,
+    MAX_TOKENS,
+    MAX_UPLOAD_MB,
+    Dataset,
+    grammar_count,
+)
 from explorer.parsing import InputError, parse_sequences
 from explorer.safety import describe, quote
+from explorer.text_view import choose_tokenizer, example_text, parse_text_rows
 from packing.workloads import WORKLOADS, load_workload
 
 MAX_URL_TEXT = 4_000
@@ -107,6 +116,69 @@ class Paste(Source):
 
     def recipe(self) -> DataRecipe:
         return DataRecipe(samples=parse_sequences(self.text).samples)
+
+
+DEFAULT_TEXT_ROWS = example_text("messages")
+DEFAULT_TOKENIZER = "bytes"
+TEXT_MAX_SEQ_LENGTH = 64
+"""Block size of the text examples: narrow enough that every cell prints its token."""
+
+
+@dataclass(frozen=True)
+class Text(Source):
+    """Text rows pasted into the sidebar (JSON lines of ``text``, ``prompt``/``completion`` or ``messages``),
+    tokenized by the library (``packing.read_rows(..., tokenizer=...)``) with its chat template and loss masks."""
+
+    text: str
+    tokenizer: str = DEFAULT_TOKENIZER
+    kind: ClassVar[str] = "text"
+    title: ClassVar[str] = "Paste text, prompt/completion or chat rows"
+    has_tokens: ClassVar[bool] = True
+
+    def rows(self) -> list[Any]:
+        """The pasted rows (``text_view.parse_text_rows``); raises ``InputError`` with one line."""
+        if len(self.text) > MAX_PASTE_CHARS:
+            raise InputError(f"the pasted text has {len(self.text):,} characters; up to {MAX_PASTE_CHARS:,} are read")
+        try:
+            rows = parse_text_rows(self.text)
+        except _ERRORS as error:
+            raise InputError(describe(error)) from None
+        check_size(len(rows), None, "the pasted text")
+        return rows
+
+    def load_tokenizer(self) -> Any:
+        """The chosen tokenizer, never from the network; raises ``InputError`` with its plain message."""
+        tokenizer, message = choose_tokenizer(self.tokenizer)
+        if message is not None:
+            raise InputError(message)
+        return tokenizer
+
+    def load(self, completion_only: bool) -> Dataset:
+        rows = self.rows()
+        tokenizer = self.load_tokenizer()
+        try:
+            samples = packing.read_rows(rows, completion_only, tokenizer=tokenizer)
+        except _ERRORS as error:
+            raise InputError(describe(error, name_sample=lambda i: f"row {i + 1}")) from None
+        check_size(len(samples.lengths), int(samples.lengths.sum()), "the pasted text")
+        label = f"{grammar_count(len(rows), 'text row')}, tokenized with {quote(self.tokenizer.strip(), 40)}"
+        return Dataset(label, samples.lengths, samples)
+
+    def link_reproduces(self) -> str:
+        return (
+            "A link does not carry pasted text rows: this one opens the same tokenizer and settings with the chat "
+            "example. Share the rows themselves."
+        )
+
+    def recipe(self) -> DataRecipe:
+        try:
+            rows = self.rows()
+        except InputError:
+            rows = []
+        return DataRecipe(samples=rows, tokenizer=self.tokenizer.strip())
+
+    def default_max_seq_length(self) -> int:
+        return TEXT_MAX_SEQ_LENGTH
 
 
 @dataclass(frozen=True)
@@ -258,4 +330,4 @@ def _read_file(name: str, data: bytes, completion_only: bool) -> packing.Dataset
         raise InputError(describe(error, shown)) from None
 
 
-SOURCES: dict[str, type[Source]] = {s.kind: s for s in (Paste, Synthetic, Workload, Upload)}
+SOURCES: dict[str, type[Source]] = {s.kind: s for s in (Paste, Text, Synthetic, Workload, Upload)}

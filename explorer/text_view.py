@@ -333,3 +333,44 @@ def parse_text_rows(text: str, name: str = "pasted text") -> list[Any]:
     if isinstance(data, list) and data and all(isinstance(item, dict) and "role" in item for item in data):
         return [{"messages": data}]
     return list(data) if isinstance(data, list) else [data]
+
+
+CONTEXT_TOKENS = 8
+"""Tokens decoded before a piece that starts inside a sample, so its first characters come out whole."""
+
+
+def window_cells(batch: Any, samples: Any, tokenizer: Any, padding: str = "padding") -> tuple[list[list[str]], list[list[str]]]:
+    """Cell labels and hover texts of every position of a (windowed) packed batch, shape ``(blocks,
+    max_seq_length)``: each piece of a sample is decoded from the sample's own tokens (with a few tokens of
+    context before it when it starts inside the sample), so characters and spaces come out as in the whole
+    sample. Padding gets an empty label and the hover ``padding``. O(tokens in the batch).
+
+    >>> import packing
+    >>> samples = packing.read_rows([{"text": "héllo"}], tokenizer="bytes")
+    >>> batch = packing.pack(samples, 4, strategy="split", overflow="split")
+    >>> labels, hovers = window_cells(batch, samples, "bytes")
+    >>> labels
+    [['h', '…', 'é', 'l'], ['l', 'o', '<|endofte…', '']]
+    >>> hovers[1][0], hovers[1][3]
+    ("id 108: 'l'", 'padding')
+    """
+    tokenizer = load_tokenizer(tokenizer)
+    layout = batch.plan
+    width = int(batch.max_seq_length)
+    all_labels: list[list[str]] = []
+    all_hovers: list[list[str]] = []
+    for block in range(int(layout.num_blocks)):
+        labels: list[str] = []
+        hovers: list[str] = []
+        for piece in range(int(layout.block_starts[block]), int(layout.block_starts[block + 1])):
+            sample, start = int(layout.piece_sequence[piece]), int(layout.piece_start[piece])
+            length = int(layout.piece_length[piece])
+            base = int(samples.offsets[sample])
+            context = max(0, start - CONTEXT_TOKENS)
+            ids = samples.tokens[base + context : base + start + length].tolist()
+            cells = token_cells(ids, tokenizer)
+            labels.extend(cells.labels[start - context :])
+            hovers.extend(cells.hovers[start - context :])
+        all_labels.append(labels + [""] * (width - len(labels)))
+        all_hovers.append(hovers + [padding] * (width - len(hovers)))
+    return all_labels, all_hovers

@@ -14,8 +14,11 @@ from explorer.compute import RunSummary, StrategyRun, Window
 from explorer.memo import memoized
 from explorer.model import MAX_UPLOAD_MB, Dataset, Settings
 from explorer.parsing import InputError
-from explorer.safety import describe
-from explorer.sources import Source, Upload
+from explorer.safety import describe, plot_text
+from explorer.sources import Source, Text, Upload
+
+MAX_TURN_ROWS = 20
+"""Most rows whose turns the Result tab tabulates (the rows of the blocks shown, in order)."""
 
 
 @memoized
@@ -78,7 +81,34 @@ def block_figure(source: Source, settings: Settings, first: int, count: int) -> 
     batch = view.batch
     tokens = batch.input_ids if view.has_tokens else None
     labels = batch.labels if view.has_tokens else None
-    return figures.block_figure(view.sequence_ids, batch.loss_mask, batch.position_ids, tokens, first, labels)
+    pieces = None
+    if isinstance(source, Text) and batch.num_blocks * batch.max_seq_length <= figures.MAX_MASK_HOVER_CELLS:
+        pieces = text_cells(source, settings, first, count)
+    return figures.block_figure(view.sequence_ids, batch.loss_mask, batch.position_ids, tokens, first, labels, pieces)
+
+
+@memoized
+def text_cells(source: Text, settings: Settings, first: int, count: int) -> tuple[list[list[str]], list[list[str]]]:
+    """Cell labels and hover texts (decoded pieces with their ids) of a window of text data, safe for Plotly."""
+    from explorer.text_view import window_cells
+
+    view = window(source, settings, settings.strategy, first, count)
+    samples = dataset(source, settings.completion_only).samples
+    labels, hovers = window_cells(view.batch, samples, source.load_tokenizer())
+    return [[plot_text(t) for t in row] for row in labels], [[plot_text(t) for t in row] for row in hovers]
+
+
+@memoized
+def turns(source: Text, completion_only: bool, rows: tuple[int, ...]) -> list[dict[str, Any]]:
+    """One line per turn of each of ``rows`` (0-based): the row (1-based), role, tokens, trained tokens and texts."""
+    from explorer.text_view import turn_table, view_row
+
+    every, tokenizer = source.rows(), source.load_tokenizer()
+    table: list[dict[str, Any]] = []
+    for row in rows:
+        for line in turn_table(view_row(every[row], tokenizer, completion_only_loss=completion_only)):
+            table.append({"sequence": row + 1, **line})
+    return table
 
 
 @memoized

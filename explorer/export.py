@@ -40,6 +40,18 @@ def parquet_bytes(batch: packing.PackedBatch) -> bytes:
     return _written(batch, ".parquet")
 
 
+def documents_jsonl(batch: packing.PackedBatch, tokenizer: Any) -> bytes:
+    """One JSON object per packed document (``text_view.documents_table``): block, sample, tokens, trained, text.
+
+    >>> print(documents_jsonl(packing.pack([{"text": "hi"}], 4, tokenizer="bytes"), "bytes").decode(), end="")
+    {"block": 0, "sample": 0, "tokens": 3, "trained": 3, "text": "hi<|endoftext|>"}
+    """
+    from explorer.text_view import documents_table
+
+    lines = (json.dumps(line, ensure_ascii=False) + "\n" for line in documents_table(batch, tokenizer))
+    return "".join(lines).encode("utf-8")
+
+
 def layout_csv(layout: packing.PackingPlan) -> bytes:
     """The plan of lengths-only data: one row per piece (block, position, sequence, start, length), 1-based blocks."""
     frame = pd.DataFrame(

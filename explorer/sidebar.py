@@ -22,7 +22,21 @@ from explorer.model import (
     seq_length_problem,
 )
 from explorer.parsing import FORMAT_HELP, InputError
-from explorer.sources import MAX_URL_TEXT, SOURCES, Paste, Source, Synthetic, Upload, Workload, default_sample
+from explorer.sources import (
+    DEFAULT_TEXT_ROWS,
+    DEFAULT_TOKENIZER,
+    MAX_URL_TEXT,
+    SOURCES,
+    TEXT_MAX_SEQ_LENGTH,
+    Paste,
+    Source,
+    Synthetic,
+    Text,
+    Upload,
+    Workload,
+    default_sample,
+)
+from explorer.text_view import EXAMPLE_TITLES, example_text
 from packing.workloads import WORKLOADS
 
 BIND: Literal["query-params"] = "query-params"
@@ -88,6 +102,9 @@ def _source_changed() -> None:
         _workload_changed()
     elif source == "paste" and st.session_state.get("sequences") in {e.text for e in EXAMPLES.values()}:
         _load_example()
+    elif source == "text":
+        st.session_state["_text_shown"] = True
+        _load_text_example(rows=False)
 
 
 def _workload_changed() -> None:
@@ -117,6 +134,50 @@ def _paste_inputs() -> Paste:
             f"This text is longer than a link carries ({MAX_URL_TEXT:,} characters): the link shares the settings only."
         )
     return Paste(text)
+
+
+def _load_text_example(rows: bool = True) -> None:
+    """The chosen text example (``rows``: its text too) with blocks narrow enough to print every token, and
+    over-long rows split across blocks so the whole conversation is seen."""
+    if rows:
+        st.session_state["text_rows"] = example_text(st.session_state.get("text_example", "messages"))
+    st.session_state.update(max_seq_length=TEXT_MAX_SEQ_LENGTH, overflow="split")
+
+
+def _text_inputs() -> Text:
+    st.selectbox(
+        "Load an example",
+        list(EXAMPLE_TITLES),
+        index=list(EXAMPLE_TITLES).index("messages"),
+        key="text_example",
+        format_func=lambda k: EXAMPLE_TITLES[k],
+        on_change=_load_text_example,
+        persist_state="session",
+    )
+    st.session_state.setdefault("text_rows", DEFAULT_TEXT_ROWS)
+    if not st.session_state.get("_text_shown"):  # opened on this source (a link): the example's settings
+        st.session_state["_text_shown"] = True
+        if "max_seq_length" not in st.query_params and "overflow" not in st.query_params:
+            _load_text_example(rows=False)
+    text = st.text_area(
+        "Text rows",
+        key="text_rows",
+        height=160,
+        persist_state="session",
+        help='One JSON object per line: {"text": ...}, {"prompt": ..., "completion": ...} or {"messages": '
+        '[{"role": ..., "content": ...}, ...]}. Plain text (not JSON) is one text row.',
+    )
+    tokenizer = st.text_input(
+        "Tokenizer",
+        value=DEFAULT_TOKENIZER,
+        key="tokenizer",
+        bind=BIND,
+        help="bytes: the built-in UTF-8 byte tokenizer (ids 0-255 are bytes, then special tokens). With transformers "
+        "installed: a folder with tokenizer files, or a model name already in the local cache (nothing is downloaded).",
+    )
+    _remember("tokenizer", tokenizer, DEFAULT_TOKENIZER)
+    st.caption("Chats are rendered with the tokenizer's chat template; the loss is on the assistant turns.")
+    return Text(str(text), str(tokenizer))
 
 
 def _synthetic_inputs() -> Synthetic:
@@ -300,6 +361,8 @@ def render() -> tuple[Source | None, Settings, str]:
         source: Source | None
         if kind == "paste":
             source = _paste_inputs()
+        elif kind == "text":
+            source = _text_inputs()
         elif kind == "synthetic":
             source = _synthetic_inputs()
         elif kind == "workload":

@@ -339,7 +339,9 @@ CONTEXT_TOKENS = 8
 """Tokens decoded before a piece that starts inside a sample, so its first characters come out whole."""
 
 
-def window_cells(batch: Any, samples: Any, tokenizer: Any, padding: str = "padding") -> tuple[list[list[str]], list[list[str]]]:
+def window_cells(
+    batch: Any, samples: Any, tokenizer: Any, padding: str = "padding"
+) -> tuple[list[list[str]], list[list[str]]]:
     """Cell labels and hover texts of every position of a (windowed) packed batch, shape ``(blocks,
     max_seq_length)``: each piece of a sample is decoded from the sample's own tokens (with a few tokens of
     context before it when it starts inside the sample), so characters and spaces come out as in the whole

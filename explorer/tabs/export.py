@@ -9,6 +9,7 @@ import streamlit as st
 import packing
 from explorer import export, sidebar
 from explorer.model import Context
+from explorer.sources import Text
 from explorer.tabs.common import need_plan
 
 
@@ -24,6 +25,22 @@ def share_link(base_url: str | None, params: dict[str, str]) -> str:
     if base and not base.endswith("/"):
         base += "/"
     return f"{base}?{urlencode(params)}"
+
+
+def _documents(source: Text, layout: packing.PackingPlan, samples: packing.Samples, pad: int) -> None:
+    """The round trip: every packed document decoded back to text through the same tokenizer."""
+    tokenizer = source.load_tokenizer()
+    st.download_button(
+        "Download decoded documents (JSON lines)",
+        lambda: export.documents_jsonl(packing.materialize(layout, samples, pad), tokenizer),
+        "documents.jsonl",
+        "application/jsonl",
+        on_click="ignore",
+    )
+    st.caption(
+        "One line per packed document, in block order: block and sample (from 0), tokens, trained tokens, and its "
+        "text decoded with the same tokenizer (packing.decode_documents), special tokens included."
+    )
 
 
 def render(ctx: Context) -> None:
@@ -64,6 +81,8 @@ def render(ctx: Context) -> None:
                 "application/vnd.apache.parquet",
                 on_click="ignore",
             )
+            if isinstance(ctx.source, Text):
+                _documents(ctx.source, layout, samples, pad)
     st.subheader("Reproduce with the library")
     code = export.snippet(
         ctx.source.recipe(),

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import streamlit as st
 
 import packing
-from explorer import cache, compute, tables
+from explorer import cache, compute, figures, tables
 from explorer.compute import Window
 from explorer.model import Context
+from explorer.sources import Text
 from explorer.tabs.common import WHOLE, need_plan
 
 DEFAULT_WINDOW = 16
@@ -75,6 +79,18 @@ def render(ctx: Context) -> None:
         first, count = _window_controls(layout)
         view = cache.window(ctx.source, s, s.strategy, first, count)
         st.plotly_chart(cache.block_figure(ctx.source, s, first, count), key="blocks")
+        if isinstance(ctx.source, Text):
+            cells = view.count * s.max_seq_length
+            if cells <= figures.MAX_TEXT_CELLS and s.max_seq_length <= figures.MAX_PIECE_WIDTH:
+                st.caption(
+                    "Each cell prints its token as text (␣ a space, ↵ a new line, … a token holding part of a "
+                    "character); hover a cell for its id."
+                )
+            elif cells <= figures.MAX_MASK_HOVER_CELLS:
+                st.caption(
+                    f"Hover a cell for its token's text and id (cells print text in blocks of up to "
+                    f"{figures.MAX_PIECE_WIDTH} tokens, {figures.MAX_TEXT_CELLS} cells per drawing)."
+                )
         if view.has_tokens:
             st.caption(
                 "Loss mask and labels: a dark green token is a training target (its label is the token). A light "
@@ -86,8 +102,60 @@ def render(ctx: Context) -> None:
     utilization, lengths = cache.summary_figures(ctx.source, s)
     left.plotly_chart(utilization, key="util")
     right.plotly_chart(lengths, key="lengths")
+    if view is not None and isinstance(ctx.source, Text):
+        _turns(ctx.source, s.completion_only, view)
     if view is not None:
         _result_text(view)
+
+
+def loss_words(tokens: int, trained: int) -> str:
+    """Whether a turn is trained, in words.
+
+    >>> loss_words(5, 5), loss_words(5, 2), loss_words(5, 0)
+    ('trained', 'partly trained', 'not trained')
+    """
+    return "trained" if trained == tokens else "partly trained" if trained else "not trained"
+
+
+def _turns(source: Text, completion_only: bool, view: Window) -> None:
+    """The turns of the rows in the blocks shown: role, tokens and exactly which text is trained."""
+    ids = view.sequence_ids.ravel()
+    seen = ids[ids >= 0]
+    _, where = np.unique(seen, return_index=True)
+    rows = [int(r) for r in seen[np.sort(where)]]
+    shown = rows[: cache.MAX_TURN_ROWS]
+    st.subheader("Turns")
+    table: list[dict[str, Any]] = [
+        {
+            "sequence": line["sequence"],
+            "turn": line["turn"] + 1 if line["turn"] >= 0 else None,
+            "role": line["role"],
+            "tokens": line["tokens"],
+            "trained": line["trained"],
+            "loss": loss_words(line["tokens"], line["trained"]),
+            "trained text": line["trained text"],
+            "text": line["text"],
+        }
+        for line in cache.turns(source, completion_only, tuple(shown))
+    ]
+    st.dataframe(
+        table,
+        hide_index=True,
+        column_config={
+            "sequence": st.column_config.NumberColumn(width="small", help="The row, numbered from 1."),
+            "turn": st.column_config.NumberColumn(width="small", help="The message of a chat, numbered from 1."),
+            "tokens": WHOLE,
+            "trained": st.column_config.NumberColumn(format="localized", help="Tokens with loss mask 1."),
+            "trained text": st.column_config.TextColumn(width="large", help="The text of the trained tokens."),
+            "text": st.column_config.TextColumn(width="large"),
+        },
+    )
+    more = f" (the first {len(shown)} of the {len(rows)} rows in these blocks)" if len(rows) > len(shown) else ""
+    st.caption(
+        f"Every turn of the rows in the blocks shown{more}, with the text each one trains on. A chat's template "
+        "tokens between messages belong to the message they open, so an assistant turn's header is not trained "
+        "and its end-of-turn tokens are."
+    )
 
 
 def _result_text(view: Window) -> None:

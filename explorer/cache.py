@@ -94,7 +94,8 @@ def text_cells(source: Text, settings: Settings, first: int, count: int) -> tupl
 
     view = window(source, settings, settings.strategy, first, count)
     samples = dataset(source, settings.completion_only).samples
-    labels, hovers = window_cells(view.batch, samples, source.load_tokenizer())
+    limit = max(1, min(figures.PIECE_CHARACTERS // settings.max_seq_length, 10))  # what a cell's width holds
+    labels, hovers = window_cells(view.batch, samples, source.load_tokenizer(), limit=limit)
     return [[plot_text(t) for t in row] for row in labels], [[plot_text(t) for t in row] for row in hovers]
 
 

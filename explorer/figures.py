@@ -50,6 +50,9 @@ MAX_TEXT_CELLS = 800
 """Largest drawing that prints a token id inside every cell."""
 MAX_PIECE_WIDTH = 64
 """Widest block whose cells print the decoded token (wider cells are too narrow to read; the hover has it)."""
+PIECE_CHARACTERS = 128
+"""Characters a row of cells prints across the page: a cell of a block of ``L`` tokens shows ``128 // L``."""
+PIECE_FONT = 10
 MAX_STACKED_PIECES = 400
 """Most pieces the utilization chart stacks by sequence; above it, one bar per block."""
 MAX_BAR_BLOCKS = 150
@@ -139,6 +142,7 @@ def heatmap(
     hovertemplate: str | None = None,
     name: str = "",
     hovertext: npt.NDArray[Any] | None = None,
+    textfont: dict[str, Any] | None = None,
 ) -> go.Heatmap:
     """The one heatmap of the page: integer ``z`` in ``0 .. len(colors) - 1``, one colour each, cells outlined when
     small, optional text printed in the cells. Used by the blocks, the loss mask, the comparison and step grids and
@@ -160,6 +164,7 @@ def heatmap(
         customdata=customdata,
         hovertemplate=hovertemplate,
         hovertext=hovertext,
+        textfont=textfont,
         name=name,
     )
 
@@ -262,6 +267,7 @@ def block_figure(
             hovertemplate=template,
             name="blocks",
             hovertext=hovertext,
+            textfont={"size": PIECE_FONT} if pieces is not None else None,
         ),
         row=1,
         col=1,

@@ -120,7 +120,7 @@ class Paste(Source):
 
 DEFAULT_TEXT_ROWS = example_text("messages")
 DEFAULT_TOKENIZER = "bytes"
-TEXT_MAX_SEQ_LENGTH = 64
+TEXT_MAX_SEQ_LENGTH = 32
 """Block size of the text examples: narrow enough that every cell prints its token."""
 
 

@@ -88,7 +88,7 @@ def cell_label(piece: str, limit: int = LABEL_LIMIT) -> str:
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 
 
-def token_cells(ids: Sequence[int], tokenizer: Any) -> TokenCells:
+def token_cells(ids: Sequence[int], tokenizer: Any, limit: int = LABEL_LIMIT) -> TokenCells:
     """Pieces, cell labels and hover texts for token ids (a block of a packed batch, or one sample).
 
     >>> cells = token_cells([72, 105, 32, 195, 169, 256], "bytes")
@@ -102,7 +102,7 @@ def token_cells(ids: Sequence[int], tokenizer: Any) -> TokenCells:
         f"id {int(value)}: {piece!r}" if piece else f"id {int(value)}: part of {group!r}"
         for value, piece, group in zip(ids, pieces, groups, strict=True)
     ]
-    return TokenCells(pieces, [cell_label(piece) for piece in pieces], hovers)
+    return TokenCells(pieces, [cell_label(piece, limit) for piece in pieces], hovers)
 
 
 # ---------------------------------------------------------------- one row, with roles
@@ -340,12 +340,13 @@ CONTEXT_TOKENS = 8
 
 
 def window_cells(
-    batch: Any, samples: Any, tokenizer: Any, padding: str = "padding"
+    batch: Any, samples: Any, tokenizer: Any, padding: str = "padding", limit: int = LABEL_LIMIT
 ) -> tuple[list[list[str]], list[list[str]]]:
     """Cell labels and hover texts of every position of a (windowed) packed batch, shape ``(blocks,
     max_seq_length)``: each piece of a sample is decoded from the sample's own tokens (with a few tokens of
     context before it when it starts inside the sample), so characters and spaces come out as in the whole
-    sample. Padding gets an empty label and the hover ``padding``. O(tokens in the batch).
+    sample. Labels have at most ``limit`` characters; padding gets an empty label and the hover ``padding``.
+    O(tokens in the batch).
 
     >>> import packing
     >>> samples = packing.read_rows([{"text": "héllo"}], tokenizer="bytes")
@@ -370,7 +371,7 @@ def window_cells(
             base = int(samples.offsets[sample])
             context = max(0, start - CONTEXT_TOKENS)
             ids = samples.tokens[base + context : base + start + length].tolist()
-            cells = token_cells(ids, tokenizer)
+            cells = token_cells(ids, tokenizer, limit)
             labels.extend(cells.labels[start - context :])
             hovers.extend(cells.hovers[start - context :])
         all_labels.append(labels + [""] * (width - len(labels)))

@@ -19,7 +19,7 @@ from streamlit.testing.v1 import AppTest
 import packing
 from explorer import export, figures
 from explorer.safety import plot_text
-from explorer.sources import Text
+from explorer.sources import TEXT_MAX_SEQ_LENGTH, Text
 from explorer.text_view import EXAMPLES, example_text, window_cells
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -93,8 +93,9 @@ def test_cells_print_the_decoded_tokens_with_their_ids_on_hover() -> None:
     _clean(at)
     blocks = _chart(at)["data"][0]
     samples = packing.read_rows([EXAMPLES["messages"]], tokenizer="bytes")
-    first_block = samples.tokens[:64].tolist()
-    assert blocks["text"][0][:3] == [plot_text("<|im_star…"), "s", "y"]  # "<|im_start|>", "system"
+    first_block = samples.tokens[:TEXT_MAX_SEQ_LENGTH].tolist()
+    shown = figures.PIECE_CHARACTERS // TEXT_MAX_SEQ_LENGTH  # characters a cell of these blocks holds
+    assert blocks["text"][0][:3] == [plot_text("<|im_start|>"[: shown - 1] + "…"), "s", "y"]
     assert blocks["hovertext"][0][1] == f"id {first_block[1]}: 's'"
     assert "%{hovertext}" in blocks["hovertemplate"]
 

@@ -152,7 +152,8 @@ def _turns(source: Text, completion_only: bool, view: Window) -> None:
     )
     more = f" (the first {len(shown)} of the {len(rows)} rows in these blocks)" if len(rows) > len(shown) else ""
     st.caption(
-        f"Every turn of the rows in the blocks shown{more}, with the text each one trains on. A chat's template "
+        f"Every turn of the rows in the blocks shown{more}, as tokenized before packing (its loss mask; truncation "
+        "and document starts are in the blocks above), with the text each one trains on. A chat's template "
         "tokens between messages belong to the message they open, so an assistant turn's header is not trained "
         "and its end-of-turn tokens are."
     )

@@ -200,3 +200,43 @@ def test_pieces_print_in_cells_only_when_wide_enough() -> None:
         wide_ids, wide_ids, wide_ids, wide_ids, pieces=([["a"] * wide_ids.size], [["id 0: 'a'"] * wide_ids.size])
     )
     assert wide.data[0].text is None and wide.data[0].hovertext is not None
+
+
+def _fixtures() -> Any:
+    """``tests/text_fixtures.py`` (the tiny BPE tokenizer built on the spot), from this folder."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "text_fixtures", Path(__file__).resolve().parents[1] / "text_fixtures.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("template", ["CHATML", "MARKED"])
+def test_a_tokenizer_folder_is_used_with_its_chat_template(tmp_path: Path, template: str) -> None:
+    pytest.importorskip("transformers")
+    pytest.importorskip("tokenizers")
+    fixtures = _fixtures()
+    folder = fixtures.save_tokenizer(tmp_path / "tok", getattr(fixtures, template))
+    at = _app(tokenizer=str(folder))
+    _clean(at)
+    turns = _turns(at)
+    answers = [m["content"] for m in EXAMPLES["messages"]["messages"] if m["role"] == "assistant"]
+    end = "<|im_end|>" if template == "CHATML" else "<|endoftext|>"
+    assert list(turns.loc[turns["trained"] > 0, "trained text"]) == [
+        a + end + ("\n" if end == "<|im_end|>" else "") for a in answers
+    ]
+    samples = packing.read_rows([EXAMPLES["messages"]], tokenizer=str(folder))
+    assert int(turns["trained"].sum()) == int(samples.loss_mask.sum())
+    hovers = [h for row in _chart(at)["data"][0]["hovertext"] for h in row if h != "padding"]
+    assert [int(h.split(":")[0][3:]) for h in hovers] == samples.tokens.tolist()
+
+
+def test_a_folder_without_tokenizer_files_is_one_plain_line(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    at = _app(tokenizer=str(tmp_path))
+    assert not at.exception
+    assert len(at.error) == 1 and "Cannot load the tokenizer" in re.sub(r"\\(.)", r"\1", str(at.error[0].value))

@@ -165,11 +165,11 @@ def inspect_figure(report: AuditReport, blocks: Sequence[int] | None = None) -> 
     )
     show_text = rows * width <= MAX_TEXT_CELLS
     titles = [
-        f"{LAYOUT_TITLES[report.format]}: blocks (colour = document, red = finding)",
-        "Loss targets (the label each token is trained to predict at its position)",
+        "Blocks (colour = document, red = finding)",
+        "Loss targets (green = trained)",
     ]
     if grid.positions is not None:
-        titles.append("Position ids (white = 0: where attention kernels see a document start)")
+        titles.append("Position ids (0 = a document starts)")
     fig = make_subplots(
         rows=len(titles), cols=1, shared_xaxes=True, vertical_spacing=0.3 / len(titles), subplot_titles=titles
     )

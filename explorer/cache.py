@@ -83,7 +83,10 @@ def block_figure(source: Source, settings: Settings, first: int, count: int) -> 
     labels = batch.labels if view.has_tokens else None
     pieces = None
     if isinstance(source, Text) and batch.num_blocks * batch.max_seq_length <= figures.MAX_MASK_HOVER_CELLS:
-        pieces = text_cells(source, settings, first, count)
+        try:
+            pieces = text_cells(source, settings, first, count)
+        except (ValueError, TypeError, InputError):  # a tokenizer that cannot decode these ids: ids only
+            pieces = None
     return figures.block_figure(view.sequence_ids, batch.loss_mask, batch.position_ids, tokens, first, labels, pieces)
 
 

@@ -32,6 +32,7 @@ from explorer.model import (
 from explorer.parsing import InputError, parse_sequences
 from explorer.safety import describe, quote
 from explorer.text_view import choose_tokenizer, example_text, parse_text_rows
+from packing.text import text_forms
 from packing.workloads import WORKLOADS, load_workload
 
 MAX_URL_TEXT = 4_000
@@ -119,6 +120,7 @@ class Paste(Source):
 
 
 DEFAULT_TEXT_ROWS = example_text("messages")
+TEXT_FORM_KEYS = ("text", "prompt and completion", "messages")
 DEFAULT_TOKENIZER = "bytes"
 TEXT_MAX_SEQ_LENGTH = 32
 """Block size of the text examples: narrow enough that every cell prints its token."""
@@ -155,6 +157,12 @@ class Text(Source):
 
     def load(self, completion_only: bool) -> Dataset:
         rows = self.rows()
+        for number, row in enumerate(rows, start=1):
+            if not text_forms(row):
+                raise InputError(
+                    f"row {number}: expected a text row ({', '.join(TEXT_FORM_KEYS)}), got {quote(row)}; "
+                    "token ids go in the paste source"
+                )
         tokenizer = self.load_tokenizer()
         try:
             samples = packing.read_rows(rows, completion_only, tokenizer=tokenizer)

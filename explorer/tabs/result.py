@@ -11,6 +11,8 @@ import packing
 from explorer import cache, compute, figures, tables
 from explorer.compute import Window
 from explorer.model import Context
+from explorer.parsing import InputError
+from explorer.safety import describe, escape
 from explorer.sources import Text
 from explorer.tabs.common import WHOLE, need_plan
 
@@ -125,6 +127,11 @@ def _turns(source: Text, completion_only: bool, view: Window) -> None:
     rows = [int(r) for r in seen[np.sort(where)]]
     shown = rows[: cache.MAX_TURN_ROWS]
     st.subheader("Turns")
+    try:
+        lines = cache.turns(source, completion_only, tuple(shown))
+    except (ValueError, TypeError, InputError) as error:  # a row the per-turn view cannot follow
+        st.info(f"The turns cannot be shown: {escape(describe(error))}")
+        return
     table: list[dict[str, Any]] = [
         {
             "sequence": line["sequence"],
@@ -136,7 +143,7 @@ def _turns(source: Text, completion_only: bool, view: Window) -> None:
             "trained text": line["trained text"],
             "text": line["text"],
         }
-        for line in cache.turns(source, completion_only, tuple(shown))
+        for line in lines
     ]
     st.dataframe(
         table,

@@ -105,7 +105,9 @@ def test_cells_print_the_decoded_tokens_with_their_ids_on_hover() -> None:
     [
         ('{"text": 3}', "row 1, 'text': expected a string, got 3"),
         ('{"text": "ok"}\n{"messages": "not a list"', "line 2: invalid JSON"),
-        ('{"text": "ok"}\n{"nothing": 1}', "row 2"),
+        ('{"text": "ok"}\n{"nothing": 1}', "row 2: expected a text row"),
+        ("[[1, 2, 3], [4, 5]]", "row 1: expected a text row"),
+        ('{"text": "ok"}\n{"input_ids": [1, 2]}', "row 2: expected a text row"),
     ],
 )
 def test_a_malformed_row_is_one_line(text: str, expected: str) -> None:

@@ -32,6 +32,7 @@ from explorer.model import (
 from explorer.parsing import InputError, parse_sequences
 from explorer.safety import describe, quote
 from explorer.text_view import choose_tokenizer, example_text, parse_text_rows
+from packing.reader import NEEDS_TOKENIZER
 from packing.text import text_forms
 from packing.workloads import WORKLOADS, load_workload
 
@@ -330,10 +331,22 @@ class Upload(Source):
 
 
 def _read_file(name: str, data: bytes, completion_only: bool) -> packing.Dataset:
-    """``packing.read_dataset`` on the uploaded bytes; its typed errors are worded from their fields."""
+    """``packing.read_dataset`` on the uploaded bytes; its typed errors are worded from their fields.
+
+    A file of text rows (text, prompt/completion as text, chats) is read again with the text source's
+    default tokenizer (``bytes``), so it packs with its chat template and loss masks.
+    """
     shown = quote(name, 60).strip("'\"")
     try:
-        return packing.read_dataset(io.BytesIO(data), name=name, completion_only_loss=completion_only)
+        try:
+            return packing.read_dataset(io.BytesIO(data), name=name, completion_only_loss=completion_only)
+        except packing.DatasetError as error:
+            if error.cause is None or error.cause.expected != NEEDS_TOKENIZER:
+                raise
+            tokenizer, _ = choose_tokenizer(DEFAULT_TOKENIZER)
+            return packing.read_dataset(
+                io.BytesIO(data), name=name, completion_only_loss=completion_only, tokenizer=tokenizer
+            )
     except _FILE_ERRORS as error:
         raise InputError(describe(error, shown)) from None
 

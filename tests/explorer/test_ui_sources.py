@@ -170,3 +170,27 @@ def test_links_say_what_they_reproduce() -> None:
     long = sources.Paste("1 2\n" * 2000)
     assert not long.in_link and "classic example" in long.link_reproduces()
     assert "cannot carry an uploaded file" in sources.Upload.of("a.csv", b"length\n1\n").link_reproduces()
+
+
+def test_an_uploaded_file_of_text_rows_is_tokenized_with_bytes() -> None:
+    import io
+    import json
+
+    import packing
+    from explorer.sources import Upload
+
+    rows = [
+        {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}]},
+        {"prompt": "2+2=", "completion": "4"},
+    ]
+    data = "".join(json.dumps(row) + "\n" for row in rows).encode()
+    loaded = Upload.of("chats.jsonl", data).load(True)
+    expected = packing.read_dataset(io.BytesIO(data), name="chats.jsonl", tokenizer="bytes").samples
+    assert loaded.samples is not None and loaded.samples.tokens is not None and expected.tokens is not None
+    assert loaded.samples.tokens.tolist() == expected.tokens.tolist()
+    assert loaded.samples.loss_mask is not None and expected.loss_mask is not None
+    assert loaded.samples.loss_mask.tolist() == expected.loss_mask.tolist()
+    assert 0 < int(expected.loss_mask.sum()) < len(expected.loss_mask)  # only the answers are trained
+    tokens = Upload.of("ids.jsonl", b'{"input_ids": [1, 2, 3]}\n').load(True)  # token files are read as before
+    assert tokens.samples is not None and tokens.samples.tokens is not None
+    assert tokens.samples.tokens.tolist() == [1, 2, 3]

@@ -84,6 +84,7 @@ def train(rank: int, world_size: int, port: int, args: argparse.Namespace) -> No
             step += 1
         if rank == 0:
             print(f"epoch {epoch}: {len(sampler)} steps, imbalance {sampler.imbalance:.4%}", flush=True)
+    dist.barrier()  # no rank tears gloo down while the other still has work in flight (it aborted at exit)
     dist.destroy_process_group()
 
 

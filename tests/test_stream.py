@@ -13,26 +13,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sample_rows import rows as sample_rows
 
 import packing
 from packing.streaming import stream, stream_dataset
 
-token_lists = st.lists(st.integers(0, 1000), min_size=0, max_size=10)
-rows_strategy = st.lists(
-    st.one_of(
-        token_lists,
-        st.fixed_dictionaries({"prompt": token_lists, "completion": token_lists}),
-        token_lists.flatmap(
-            lambda ids: st.fixed_dictionaries(
-                {
-                    "input_ids": st.just(ids),
-                    "loss_mask": st.lists(st.integers(0, 1), min_size=len(ids), max_size=len(ids)),
-                }
-            )
-        ),
-    ),
-    max_size=40,
-)
+rows_strategy = sample_rows(max_tokens=10)
 
 
 def expected(row: Any) -> tuple[list[int], list[int]]:

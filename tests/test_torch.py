@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
+from sample_rows import rows as sample_rows  # noqa: E402
+
 import packing  # noqa: E402
 from packing.torch import (  # noqa: E402
     PackedDataset,
@@ -208,23 +210,7 @@ def test_with_a_dataloader() -> None:
 
 # ---------------------------------------------------------------- collate against transformers
 
-token_lists = st.lists(st.integers(0, 1000), min_size=0, max_size=12)
-rows_strategy = st.lists(
-    st.one_of(
-        token_lists,
-        st.fixed_dictionaries({"prompt": token_lists, "completion": token_lists}),
-        token_lists.flatmap(
-            lambda ids: st.fixed_dictionaries(
-                {
-                    "input_ids": st.just(ids),
-                    "loss_mask": st.lists(st.integers(0, 1), min_size=len(ids), max_size=len(ids)),
-                }
-            )
-        ),
-    ),
-    min_size=1,
-    max_size=6,
-)
+rows_strategy = sample_rows(max_tokens=12, min_size=1, max_size=6)
 
 
 def as_transformers_feature(row: Any) -> dict[str, list[int]]:

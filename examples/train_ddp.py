@@ -15,6 +15,8 @@ ranks) and the sampler's imbalance per epoch.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from datetime import timedelta
 from typing import Any
 
@@ -84,8 +86,13 @@ def train(rank: int, world_size: int, port: int, args: argparse.Namespace) -> No
             step += 1
         if rank == 0:
             print(f"epoch {epoch}: {len(sampler)} steps, imbalance {sampler.imbalance:.4%}", flush=True)
-    dist.barrier()  # no rank tears gloo down while the other still has work in flight (it aborted at exit)
+    dist.barrier()  # no rank tears gloo down while the other still has work in flight
     dist.destroy_process_group()
+    del store
+    # training is done and reported; leave without the interpreter's teardown, where torch's gloo threads
+    # sometimes abort the process ("terminate called without an active exception") after a clean run
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def main() -> None:

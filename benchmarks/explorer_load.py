@@ -6,15 +6,30 @@ one interaction's server-side latency. Users work on 10,000-sequence synthetic d
 users share a cache entry), visiting Result, Compare and Sweep with three strategies.
 
     streamlit run app.py --server.headless true --server.address 127.0.0.1 --server.port 8650 &
-    python -P benchmarks/explorer_load.py --port 8650 --sessions 1 5 20 [--quick]
+    python -P benchmarks/explorer_load.py --port 8650 --sessions 1 5 20 [--think 3] [--heavy 1] [--repeat 3]
 
-Prints a table of p50/p95 latency per concurrency level. Stop the server by its pid afterwards.
+- ``--think T``: each user pauses between interactions, exponentially distributed with mean ``T`` seconds (a
+  person reading the chart before the next click); 0, the default, sends the next link the moment the last one
+  finished, which keeps every session busy all the time (a load no two-core server can serve in 2x: 20 sessions
+  need 20 interactions' work per interaction time, so the bound is ``sessions / cores`` times one session).
+- ``--heavy K``: K of the users (at every level with more than K sessions) work on 1,000,000-sequence data
+  instead; their own times are left out of the table, which shows what their heavy work costs everyone else.
+- ``--repeat R``: the levels run R times, interleaved (1, 5, 20, 1, 5, 20, ...), and each level's times are
+  pooled, so that a quiet or busy minute of this shared machine does not fall on one level only.
+
+- ``--pid P``: the server's process id; the table then gives the server's CPU seconds per interaction and the
+  least p50 that ``sessions`` busy users can see on this machine's cores (``sessions x CPU / cores``, when every
+  session always has work waiting).
+
+Prints p50/p95 latency per concurrency level and the p50/p95 ratios to one session. Stop the server by its pid.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import random
 import statistics
 import time
 import urllib.request
@@ -25,18 +40,19 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 TABS = ("Result", "Compare", "Sweep")
 STRATEGIES = ("bfd", "first_fit", "split")
+HEAVY_SEQUENCES = 1_000_000
 
 
-def links(user: int, rounds: int, sequences: int, shared: bool = False) -> list[str]:
+def links(user: int, rounds: int, sequences: int, shared: bool = False, run: int = 0, base: int = 1000) -> list[str]:
     """The links user ``user`` opens, in order (with ``shared``, every user opens the same links: one shared
-    dataset, as when a class opens a link a teacher sent)."""
+    dataset, as when a class opens a link a teacher sent). Each ``run`` of a level has seeds of its own, so a
+    repeat meets a cold cache as the first run did; ``base`` sets them apart from earlier invocations."""
+    seed = base + 1000 * run + (0 if shared else user)
     out = []
     for i in range(rounds):
         tab = TABS[i % len(TABS)]
         strategy = STRATEGIES[(i // len(TABS)) % len(STRATEGIES)]
-        out.append(
-            f"source=synthetic&count={sequences}&max_length=2048&seed={1000 if shared else 1000 + user}&strategy={strategy}&tab={tab}"
-        )
+        out.append(f"source=synthetic&count={sequences}&max_length=2048&seed={seed}&strategy={strategy}&tab={tab}")
     return out
 
 
@@ -56,14 +72,35 @@ async def one_run(url: str, query: str, timeout: float) -> float:
                 return time.perf_counter() - started
 
 
-async def user(url: str, queries: list[str], timeout: float) -> list[float]:
-    return [await one_run(url, q, timeout) for q in queries]
+async def user(url: str, queries: list[str], timeout: float, think: float, rng: random.Random) -> list[float]:
+    """One user's interactions, with a pause of mean ``think`` seconds before each (the first one staggered)."""
+    times = []
+    for query in queries:
+        if think > 0:
+            await asyncio.sleep(rng.expovariate(1 / think))
+        times.append(await one_run(url, query, timeout))
+    return times
 
 
-async def level(url: str, sessions: int, rounds: int, sequences: int, timeout: float, shared: bool) -> list[float]:
-    queries = [links(u, rounds, sequences, shared) for u in range(sessions)]
-    results = await asyncio.gather(*(user(url, q, timeout) for q in queries))
-    return [t for r in results for t in r]
+async def level(
+    url: str, sessions: int, rounds: int, sequences: int, args: argparse.Namespace, run: int
+) -> list[float]:
+    """The light users' latencies with ``sessions`` users at once (the heavy users' are left out)."""
+    heavy = args.heavy if sessions > args.heavy else 0
+    tasks = []
+    for u in range(sessions):
+        count = HEAVY_SEQUENCES if u < heavy else sequences
+        rng = random.Random(7919 * u + run)
+        queries = links(u, rounds, count, args.shared, 100 * run + sessions, args.seed)
+        tasks.append(user(url, queries, 600, args.think, rng))
+    results = await asyncio.gather(*tasks)
+    return [t for r in results[heavy:] for t in r]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process ``pid`` so far (Linux)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -79,6 +116,13 @@ def main() -> None:
     parser.add_argument("--sequences", type=int, default=10_000)
     parser.add_argument("--quick", action="store_true", help="2 links per user")
     parser.add_argument("--shared", action="store_true", help="every user opens the same links (one dataset)")
+    parser.add_argument("--think", type=float, default=0.0, help="mean pause between a user's interactions (s)")
+    parser.add_argument("--heavy", type=int, default=0, help="users on 1,000,000-sequence data")
+    parser.add_argument("--repeat", type=int, default=1, help="interleaved runs of every level")
+    parser.add_argument("--pid", type=int, default=0, help="the server's pid, to report its CPU per interaction")
+    parser.add_argument(
+        "--seed", type=int, default=int(time.time()) % 2000 * 1_000_000, help="first seed (default: new data)"
+    )
     args = parser.parse_args()
     rounds = 2 if args.quick else args.rounds
     base = f"127.0.0.1:{args.port}"
@@ -86,13 +130,27 @@ def main() -> None:
         assert reply.status == 200
     url = f"ws://{base}/_stcore/stream"
     asyncio.run(one_run(url, "", 120))  # the first run compiles or loads the kernels
-    print("| sessions | interactions | p50 (s) | p95 (s) | mean (s) |")
-    print("|---|---|---|---|---|")
-    for sessions in args.sessions:
-        times = asyncio.run(level(url, sessions, rounds, args.sequences, 600, args.shared))
+    pooled: dict[int, list[float]] = {s: [] for s in args.sessions}
+    cpu: dict[int, float] = dict.fromkeys(args.sessions, 0.0)
+    for run in range(args.repeat):
+        for sessions in args.sessions:
+            before = cpu_seconds(args.pid) if args.pid else 0.0
+            pooled[sessions] += asyncio.run(level(url, sessions, rounds, args.sequences, args, run))
+            cpu[sessions] += cpu_seconds(args.pid) - before if args.pid else 0.0
+    base_p50 = percentile(pooled[args.sessions[0]], 0.5)
+    base_p95 = percentile(pooled[args.sessions[0]], 0.95)
+    print(f"think {args.think:g} s, heavy users {args.heavy}, {args.repeat} interleaved run(s), seed {args.seed}")
+    cores = os.cpu_count() or 1
+    print("| sessions | interactions | p50 (s) | p95 (s) | mean (s) | p50 ratio | p95 ratio | CPU (s) | busy bound (s) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for sessions, times in pooled.items():
+        p50, p95 = percentile(times, 0.5), percentile(times, 0.95)
+        # CPU per interaction, counting the heavy users' interactions too (their work is on the same cores)
+        total = args.repeat * sessions * rounds
+        per = cpu[sessions] / total if args.pid else float("nan")
         print(
-            f"| {sessions} | {len(times)} | {percentile(times, 0.5):.2f} | {percentile(times, 0.95):.2f} | "
-            f"{statistics.fmean(times):.2f} |",
+            f"| {sessions} | {len(times)} | {p50:.3f} | {p95:.3f} | {statistics.fmean(times):.3f} | "
+            f"{p50 / base_p50:.1f}x | {p95 / base_p95:.1f}x | {per:.3f} | {max(1, sessions / cores) * per:.3f} |",
             flush=True,
         )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -78,6 +79,11 @@ def warm_up() -> None:
             return
         seconds = compile_everything()
         _LOG.info("packing kernels ready in %.1f s", seconds)
+        # What is loaded by now (Streamlit, Plotly, numba and the compiled kernels: most of the heap) lives as
+        # long as the server; frozen, the garbage collector's full passes no longer walk it on every session's
+        # behalf (with `runner.postScriptGC = false` in .streamlit/config.toml, see there).
+        gc.collect()
+        gc.freeze()
         _WARM.set()
 
 

@@ -99,7 +99,8 @@ async def level(
 
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU time of process ``pid`` so far (Linux)."""
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -141,7 +142,9 @@ def main() -> None:
     base_p95 = percentile(pooled[args.sessions[0]], 0.95)
     print(f"think {args.think:g} s, heavy users {args.heavy}, {args.repeat} interleaved run(s), seed {args.seed}")
     cores = os.cpu_count() or 1
-    print("| sessions | interactions | p50 (s) | p95 (s) | mean (s) | p50 ratio | p95 ratio | CPU (s) | busy bound (s) |")
+    print(
+        "| sessions | interactions | p50 (s) | p95 (s) | mean (s) | p50 ratio | p95 ratio | CPU (s) | busy bound (s) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for sessions, times in pooled.items():
         p50, p95 = percentile(times, 0.5), percentile(times, 0.95)

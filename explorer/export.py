@@ -77,7 +77,8 @@ class DataRecipe:
     workload: tuple[str, int] | None = None
     """(name, sequences); 0 sequences = all of them."""
     tokenizer: str | None = None
-    """What tokenizes text ``samples`` (``packing.load_tokenizer``); None for token data."""
+    """What tokenizes text ``samples`` or the text rows of an uploaded file (``packing.load_tokenizer``); None for
+    token data."""
 
 
 def _data_lines(recipe: DataRecipe, completion_only_loss: bool = True) -> tuple[list[str], bool]:
@@ -91,8 +92,11 @@ def _data_lines(recipe: DataRecipe, completion_only_loss: bool = True) -> tuple[
         items = "\n".join(f"    {json.dumps(sample)}," for sample in recipe.samples)
         return [f"samples = [\n{items}\n]"], True
     if recipe.upload_name is not None:
-        return [  # the loss rule is applied as the file is read (pack takes the samples as they are)
-            f"data = packing.read_dataset({recipe.upload_name!r}, completion_only_loss={completion_only_loss})",
+        # the loss rule is applied as the file is read (pack takes the samples as they are); the tokenizer is used
+        # only if the file holds text rows
+        tokenizer = f", tokenizer={recipe.tokenizer!r}" if recipe.tokenizer is not None else ""
+        return [
+            f"data = packing.read_dataset({recipe.upload_name!r}, completion_only_loss={completion_only_loss}{tokenizer})",
             "samples, lengths = data.samples, data.lengths",
         ], False
     if recipe.synthetic is not None:
@@ -146,7 +150,7 @@ def snippet(
             f"    overflow={overflow!r},",
             f"    pad_token_id={pad_token_id},",
             f"    completion_only_loss={completion_only_loss},",
-            *([f"    tokenizer={recipe.tokenizer!r},"] if recipe.tokenizer is not None else []),
+            *([f"    tokenizer={recipe.tokenizer!r},"] if recipe.tokenizer is not None and recipe.samples else []),
             ")",
         ]
         if _writes_a_file(recipe):

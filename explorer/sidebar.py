@@ -167,17 +167,24 @@ def _text_inputs() -> Text:
         help='One JSON object per line: {"text": ...}, {"prompt": ..., "completion": ...} or {"messages": '
         '[{"role": ..., "content": ...}, ...]}. Plain text (not JSON) is one text row.',
     )
+    tokenizer = _tokenizer_input()
+    st.caption("Chats are rendered with the tokenizer's chat template; the loss is on the assistant turns.")
+    return Text(str(text), tokenizer)
+
+
+def _tokenizer_input(note: str = "") -> str:
+    """The tokenizer of text rows (one widget, ``tokenizer`` in the link, for pasted text and uploaded files)."""
     tokenizer = st.text_input(
         "Tokenizer",
         value=DEFAULT_TOKENIZER,
         key="tokenizer",
         bind=BIND,
         help="bytes: the built-in UTF-8 byte tokenizer (ids 0-255 are bytes, then special tokens). With transformers "
-        "installed: a folder with tokenizer files, or a model name already in the local cache (nothing is downloaded).",
+        "installed: a folder with tokenizer files, or a model name already in the local cache (nothing is downloaded)."
+        + note,
     )
     _remember("tokenizer", tokenizer, DEFAULT_TOKENIZER)
-    st.caption("Chats are rendered with the tokenizer's chat template; the loss is on the assistant turns.")
-    return Text(str(text), str(tokenizer))
+    return str(tokenizer)
 
 
 def _synthetic_inputs() -> Synthetic:
@@ -240,9 +247,12 @@ def _upload_inputs() -> Upload | None:
         help="Columns or keys: input_ids (optionally loss_mask), prompt and completion, or length "
         f"(lengths only). Up to {MAX_UPLOAD_MB} MB and {MAX_SEQUENCES:,} sequences.",
     )
+    tokenizer = _tokenizer_input(
+        " Used only when the file holds text, prompt/completion text or chats; token files are read as they are."
+    )
     if file is None:
         return None
-    source = Upload.of(file.name, file.getvalue())
+    source = Upload.of(file.name, file.getvalue(), tokenizer)
     if st.session_state.get("_upload_seen") != source.cache_key:
         # a new file: size the blocks to its longest sequence (the user can change it afterwards)
         st.session_state["_upload_seen"] = source.cache_key

@@ -294,16 +294,18 @@ class Upload(Source):
     name: str
     digest: str
     data: bytes = field(default=b"", compare=False, hash=False, repr=False)
+    tokenizer: str = DEFAULT_TOKENIZER
+    """What tokenizes a file of text or chat rows (``packing.load_tokenizer``); a file of tokens ignores it."""
     kind: ClassVar[str] = "upload"
     title: ClassVar[str] = "Upload a file"
 
     @classmethod
-    def of(cls, name: str, data: bytes) -> Upload:
-        return cls(name, hashlib.sha256(data).hexdigest(), data)
+    def of(cls, name: str, data: bytes, tokenizer: str = DEFAULT_TOKENIZER) -> Upload:
+        return cls(name, hashlib.sha256(data).hexdigest(), data, tokenizer.strip())
 
     @property
     def cache_key(self) -> tuple[Any, ...]:
-        return ("Upload", self.name, self.digest)
+        return ("Upload", self.name, self.digest, self.tokenizer)
 
     @property
     def has_tokens(self) -> bool:  # type: ignore[override]
@@ -316,37 +318,40 @@ class Upload(Source):
         total = _histogram_total(self.data)
         if total is not None:
             check_size(total, None, shown)
-        read = _read_file(self.name, self.data, completion_only)
+        read, tokenized = _read_file(self.name, self.data, completion_only, self.tokenizer)
         lengths = np.asarray(read.lengths, dtype=np.int64)
         flat: packing.Samples | None = read.samples if read.samples.has_tokens else None
         check_size(len(lengths), int(lengths.sum()) if flat is not None else None, shown)
-        kind = "sample" if flat is not None else "length"
-        return Dataset(f"{shown}: {grammar_count(len(lengths), kind)}", lengths, flat)
+        kind = "text row" if tokenized else "sample" if flat is not None else "length"
+        label = f"{shown}: {grammar_count(len(lengths), kind)}"
+        return Dataset(label + (f", tokenized with {quote(self.tokenizer, 40)}" if tokenized else ""), lengths, flat)
 
     def link_reproduces(self) -> str:
         return "A link cannot carry an uploaded file: this one opens the same settings, without the file."
 
     def recipe(self) -> DataRecipe:
-        return DataRecipe(upload_name=self.name)
+        return DataRecipe(upload_name=self.name, tokenizer=self.tokenizer)
 
 
-def _read_file(name: str, data: bytes, completion_only: bool) -> packing.Dataset:
-    """``packing.read_dataset`` on the uploaded bytes; its typed errors are worded from their fields.
+def _read_file(name: str, data: bytes, completion_only: bool, tokenizer: str) -> tuple[packing.Dataset, bool]:
+    """``packing.read_dataset`` on the uploaded bytes, and whether it held text rows; its typed errors are worded
+    from their fields.
 
-    A file of text rows (text, prompt/completion as text, chats) is read again with the text source's
-    default tokenizer (``bytes``), so it packs with its chat template and loss masks.
+    A file of text rows (text, prompt/completion as text, chats) is read again with the chosen tokenizer, so it
+    packs with its chat template and loss masks; a file of tokens never loads a tokenizer.
     """
     shown = quote(name, 60).strip("'\"")
     try:
         try:
-            return packing.read_dataset(io.BytesIO(data), name=name, completion_only_loss=completion_only)
+            return packing.read_dataset(io.BytesIO(data), name=name, completion_only_loss=completion_only), False
         except packing.DatasetError as error:
             if error.cause is None or error.cause.expected != NEEDS_TOKENIZER:
                 raise
-            tokenizer, _ = choose_tokenizer(DEFAULT_TOKENIZER)
-            return packing.read_dataset(
-                io.BytesIO(data), name=name, completion_only_loss=completion_only, tokenizer=tokenizer
-            )
+        loaded, message = choose_tokenizer(tokenizer)
+        if message is not None:
+            raise InputError(f"{shown} holds text rows. {message}")
+        read = packing.read_dataset(io.BytesIO(data), name=name, completion_only_loss=completion_only, tokenizer=loaded)
+        return read, True
     except _FILE_ERRORS as error:
         raise InputError(describe(error, shown)) from None
 

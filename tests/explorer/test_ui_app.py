@@ -357,6 +357,21 @@ def test_uploads_are_packed_and_hostile_files_give_one_line() -> None:
         assert all(len(e) < 400 for e in errors), (name, errors)
 
 
+def test_an_uploaded_file_of_chats_is_tokenized_with_the_chosen_tokenizer() -> None:
+    chats = b'{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}]}\n' * 2
+    at = _app(source="upload")
+    at.sidebar.get("file_uploader")[0].upload("chats.jsonl", chats).run()
+    _clean(at)
+    assert any("2 text rows, tokenized with 'bytes'" in c for c in _texts(at, "caption"))
+    # a tokenizer that cannot be loaded (from the box or a link) is answered in one line, naming the file
+    bad = _app(source="upload", tokenizer="[x](https://e.com)")
+    bad.sidebar.get("file_uploader")[0].upload("chats.jsonl", chats).run()
+    assert not bad.exception
+    _no_markup_from_users(bad)
+    errors = _texts(bad, "error")
+    assert len(errors) == 1 and "chats.jsonl holds text rows" in errors[0] and "\n" not in errors[0], errors
+
+
 def test_a_link_to_an_example_shows_it_and_edited_text_says_so() -> None:
     masking = EXAMPLES["masking"]
     at = _app(sequences=masking.text, max_seq_length="8")

@@ -105,3 +105,22 @@ def test_snippet_elides_long_sample_lists() -> None:
     with pytest.raises(ValueError, match="no data"):
         export.snippet(export.DataRecipe(), 8, "split", "truncate", 0, True, True)
     assert np.iinfo(np.int64).max > export.MAX_EXPORT_CELLS
+
+
+def test_the_upload_snippet_tokenizes_a_file_of_chats_as_the_page_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from explorer.sources import Upload
+
+    rows = [{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}]}] * 3
+    data = "".join(json.dumps(row) + "\n" for row in rows).encode()
+    (tmp_path / "chats.jsonl").write_bytes(data)
+    monkeypatch.chdir(tmp_path)
+    source = Upload.of("chats.jsonl", data, "bytes")
+    code = export.snippet(source.recipe(), 64, "bfd", "truncate", 0, True, True)
+    assert "tokenizer='bytes')" in code  # read with the tokenizer; pack gets tokens
+    _run(code)
+    page = packing.pack(source.load(True).samples, 64, "bfd")
+    written = pq.read_table(tmp_path / "packed.parquet")
+    assert written.column("input_ids").to_pylist() == page.input_ids.tolist()
+    assert written.column("loss_mask").to_pylist() == page.loss_mask.tolist()

@@ -229,8 +229,9 @@ def test_streamlit_does_not_collect_garbage_after_every_run() -> None:
     """``runner.postScriptGC`` (on by default) runs ``gc.collect(2)`` after each script run, holding the GIL for
     every session while it walks the heap: 75 ms of a 90 ms interaction when measured. The page's memory is bounded
     by its own cache (``explorer/memo.py``), so the project's config turns it off."""
-    import tomllib
     from pathlib import Path
+
+    import tomllib
 
     config = tomllib.loads((Path(__file__).resolve().parents[2] / ".streamlit" / "config.toml").read_text())
     assert config["runner"]["postScriptGC"] is False

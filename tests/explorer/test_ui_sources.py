@@ -121,7 +121,7 @@ def test_uploads_are_read_with_the_library() -> None:
 def test_an_upload_is_keyed_by_its_digest_not_its_bytes() -> None:
     a = sources.Upload.of("a.jsonl", b"[1, 2]\n")
     b = sources.Upload.of("a.jsonl", b"[1, 2]\n")
-    assert a == b and hash(a) == hash(b) and a.cache_key == ("Upload", "a.jsonl", a.digest)
+    assert a == b and hash(a) == hash(b) and a.cache_key == ("Upload", "a.jsonl", a.digest, "bytes")
     assert b"[1, 2]" not in repr(a.cache_key).encode()
     assert a != sources.Upload.of("a.jsonl", b"[1, 3]\n")
 
@@ -194,3 +194,23 @@ def test_an_uploaded_file_of_text_rows_is_tokenized_with_bytes() -> None:
     tokens = Upload.of("ids.jsonl", b'{"input_ids": [1, 2, 3]}\n').load(True)  # token files are read as before
     assert tokens.samples is not None and tokens.samples.tokens is not None
     assert tokens.samples.tokens.tolist() == [1, 2, 3]
+
+
+def test_an_upload_of_text_rows_uses_the_chosen_tokenizer_and_says_so() -> None:
+    import json
+
+    from explorer.parsing import InputError
+    from explorer.sources import Upload
+
+    data = (json.dumps({"prompt": "2+2=", "completion": "4"}) + "\n").encode()
+    loaded = Upload.of("qa.jsonl", data, " bytes ").load(True)
+    assert loaded.label == "qa.jsonl: 1 text row, tokenized with 'bytes'"
+    with pytest.raises(InputError) as refused:  # a tokenizer that cannot be loaded: one plain line, no traceback
+        Upload.of("qa.jsonl", data, "/no/such/tokenizer/folder").load(True)
+    assert str(refused.value).startswith("qa.jsonl holds text rows. Cannot load the tokenizer")
+    assert "\n" not in str(refused.value)
+    # a file of tokens never loads the tokenizer, whatever it is
+    tokens = Upload.of("ids.jsonl", b'{"input_ids": [1, 2, 3]}\n', "/no/such/tokenizer/folder").load(True)
+    assert tokens.label == "ids.jsonl: 1 sample"
+    # the tokenizer is part of what identifies the data (the cache keeps one entry per choice)
+    assert Upload.of("qa.jsonl", data, "bytes").cache_key != Upload.of("qa.jsonl", data, "other").cache_key

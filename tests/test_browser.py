@@ -36,26 +36,24 @@ CHROMIUM_ARGS = [
 ]
 START_TIMEOUT = 90.0
 WIDTHS = (400, 1000, 1400)
-TAB_PAGES = {
-    "Result": ("result", MASKING_QUERY),
-    "Compare": (
-        "compare",
+PAGES = {  # (tab, screenshot name): link
+    ("Result", "result"): MASKING_QUERY,
+    ("Result", "text"): "/?source=text",  # a chat through the byte tokenizer: decoded cells and the turns
+    ("Compare", "compare"): (
         "/?sequences="
         + quote("[[1, 2, 3, 4], [5, 6, 7], [8, 9, 10], [11, 12], [13, 14], [15, 16]]")
-        + "&max_seq_length=8&strategy=bfd",
+        + "&max_seq_length=8&strategy=bfd"
     ),
-    "Sweep": ("sweep", "/?source=workload&workload=squad_1_1_bert_384&sample=20000"),
-    "Attention & positions": (
-        "attention_positions",
-        "/?sequences=" + quote("[[1, 2, 3], [4, 5], [6, 7, 8]]") + "&max_seq_length=8&strategy=bfd",
+    ("Sweep", "sweep"): "/?source=workload&workload=squad_1_1_bert_384&sample=20000",
+    ("Attention & positions", "attention_positions"): (
+        "/?sequences=" + quote("[[1, 2, 3], [4, 5], [6, 7, 8]]") + "&max_seq_length=8&strategy=bfd"
     ),
-    "Step through": (
-        "step_through",
-        "/?sequences=" + quote("[[1, 2, 3], [4, 5], [6, 7, 8], [9]]") + "&max_seq_length=8&strategy=bfd",
+    ("Step through", "step_through"): (
+        "/?sequences=" + quote("[[1, 2, 3], [4, 5], [6, 7, 8], [9]]") + "&max_seq_length=8&strategy=bfd"
     ),
-    "Practice": ("practice", "/?problem=3"),
-    "Inspect": ("inspect", "/?sequences=1"),
-    "Export": ("export", MASKING_QUERY),
+    ("Practice", "practice"): "/?problem=3",
+    ("Inspect", "inspect"): "/?sequences=1",
+    ("Export", "export"): MASKING_QUERY,
 }
 HOSTILE = [
     "/?strategy=" + quote("[Click here](https://example.com/x)"),
@@ -231,7 +229,7 @@ def test_every_tab_at_every_width_has_exact_axes_and_no_overlaps(browser_and_bas
     shoot = os.environ.get("PACKING_SCREENSHOTS") == "1"
     page = browser.new_page(viewport={"width": width, "height": 1100})
     drawn = 0
-    for tab, (name, query) in TAB_PAGES.items():
+    for (tab, name), query in PAGES.items():
         page.goto(f"{base}{query}&tab={quote(tab)}", timeout=60_000)
         page.get_by_role("tab", name=tab, exact=True).wait_for(timeout=60_000)
         _settle(page)

@@ -6,16 +6,19 @@ an argument only ever changes a result, never just a key.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import packing
 from explorer import compute, figures, tables
-from explorer.compute import RunSummary, StrategyRun, Window
+from explorer.compute import StrategyRun, Window
 from explorer.memo import memoized
 from explorer.model import MAX_UPLOAD_MB, Dataset, Settings
 from explorer.parsing import InputError
 from explorer.safety import describe, plot_text
 from explorer.sources import Source, Text, Upload
+from packing.compare import Row
+from packing.compare import compare as compare_contenders
 
 MAX_TURN_ROWS = 20
 """Most rows whose turns the Result tab tabulates (the rows of the blocks shown, in order)."""
@@ -161,12 +164,19 @@ def audit(upload: Upload) -> Any:
 @memoized
 def compare(
     source: Source, completion_only: bool, max_seq_length: int, overflow: str
-) -> tuple[list[RunSummary], dict[str, packing.ComputeCost]]:
-    """Every strategy on the same lengths, with each one's compute estimate (statistics only: the plans are not
-    kept, so the entry stays small whatever the data's size)."""
-    runs = compute.compare(_lengths(source, completion_only), max_seq_length, overflow)
-    costs = {run.strategy: packing.compute_cost(run.layout) for run in runs if run.layout is not None}
-    return [RunSummary.of(run) for run in runs], costs
+) -> tuple[list[Row], dict[str, packing.ComputeCost]]:
+    """``packing.compare``'s rows (every strategy, and bfd per window of 1,000 rows as TRL packs), each with the
+    lower bound that applies to it (the optimum's proven one for strategies that keep sequences whole), and each
+    row's compute estimate by label. Statistics only: the plans are not kept, so the entry stays small whatever
+    the data's size."""
+    rows = compare_contenders(
+        _lengths(source, completion_only),
+        max_seq_length,
+        compute.overflow_policy(overflow),
+        time_limit=compute.PAGE_TIME_LIMIT,
+    )
+    costs = {row.label: packing.compute_cost(row.layout) for row in rows if row.layout is not None}
+    return [replace(row, layout=None) for row in rows], costs
 
 
 @memoized

@@ -93,59 +93,25 @@ class StrategyRun:
         return None if self.layout is None else self.layout.stats
 
 
-@dataclass(frozen=True)
-class RunSummary:
-    """What the comparison keeps of a run: its statistics, never the plan (a million-sequence plan is tens of MB)."""
-
-    strategy: str
-    stats: packing.PackingStats | None
-    seconds: float
-    error: str = ""
-    limit: int | None = None
-    count: int | None = None
-
-    @property
-    def ran(self) -> bool:
-        return self.stats is not None
-
-    @classmethod
-    def of(cls, run: StrategyRun) -> RunSummary:
-        return cls(run.strategy, run.stats, run.seconds, run.error, run.limit, run.count)
-
-
-QUICK_SECONDS = 0.05
-"""Plans faster than this are timed again (best of ``TIMING_RUNS``): a first call also loads compiled code."""
-TIMING_RUNS = 3
-
-
 def run_strategy(
     lengths: Int64Array,
     max_seq_length: int,
     strategy: str,
     overflow: str,
-    best_of: int = 1,
     options: tuple[tuple[str, int], ...] = (),
 ) -> StrategyRun:
-    """``packing.plan`` timed; a refusal (e.g. ``optimal`` on a large input) becomes ``error``.
-
-    With ``best_of`` > 1 a quick plan is repeated and the best time kept, so that timings of small
-    inputs compare the strategies rather than start-up costs.
-    """
-    best = float("inf")
-    for _ in range(best_of):
-        started = time.perf_counter()
-        try:
-            layout = packing.plan(
-                lengths, max_seq_length, strategy_name(strategy), overflow_policy(overflow), **dict(options)
-            )
-        except packing.TooManyDocuments as error:  # a refusal, worded from its fields
-            return StrategyRun(strategy, None, time.perf_counter() - started, describe(error), error.limit, error.count)
-        except packing.PackingError as error:
-            return StrategyRun(strategy, None, time.perf_counter() - started, describe(error))
-        best = min(best, time.perf_counter() - started)
-        if best >= QUICK_SECONDS:
-            break
-    return StrategyRun(strategy, layout, best)
+    """``packing.plan`` timed; a refusal (a typed ``PackingError``) becomes ``error``, with the limit and count
+    of a ``TooManyDocuments``. O(what the strategy costs)."""
+    started = time.perf_counter()
+    try:
+        layout = packing.plan(
+            lengths, max_seq_length, strategy_name(strategy), overflow_policy(overflow), **dict(options)
+        )
+    except packing.TooManyDocuments as error:  # a refusal, worded from its fields
+        return StrategyRun(strategy, None, time.perf_counter() - started, describe(error), error.limit, error.count)
+    except packing.PackingError as error:
+        return StrategyRun(strategy, None, time.perf_counter() - started, describe(error))
+    return StrategyRun(strategy, layout, time.perf_counter() - started)
 
 
 PAGE_TIME_LIMIT = 5
@@ -156,14 +122,6 @@ sweep; it then returns its best plan with a certified gap."""
 def page_options(strategy: str) -> tuple[tuple[str, int], ...]:
     """The options the page passes to ``strategy`` when it runs it beside the others (``Strategy.options``)."""
     return (("time_limit", PAGE_TIME_LIMIT),) if "time_limit" in packing.STRATEGIES[strategy].options else ()
-
-
-def compare(lengths: Int64Array, max_seq_length: int, overflow: str) -> list[StrategyRun]:
-    """Every strategy in ``packing.STRATEGIES`` (no packing included) on the same lengths."""
-    return [
-        run_strategy(lengths, max_seq_length, name, overflow, TIMING_RUNS, page_options(name))
-        for name in packing.STRATEGIES
-    ]
 
 
 def sweep(lengths: Int64Array, sizes: list[int], strategies: list[str], overflow: str) -> list[dict[str, Any]]:

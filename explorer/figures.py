@@ -498,7 +498,7 @@ def _off_scale(values: Sequence[float], names: Sequence[str]) -> float | None:
 def compare_bars(names: Sequence[str], values: Sequence[float], title: str, number: str = ",d") -> go.Figure:
     """One measure per strategy as horizontal bars (names stay readable at any width), values printed level.
     The no-packing baseline runs off the scale with its value printed, so it never flattens the strategies."""
-    colors = [STRATEGY_COLORS.get(n, SEQUENCE_COLORS[0]) for n in names]
+    colors = [STRATEGY_COLORS.get(n.split("/")[0], SEQUENCE_COLORS[0]) for n in names]  # bfd/1,000 as bfd
     end = _off_scale(values, names)
     clipped = [end is not None and n == BASELINE for n in names]
     shown = [end if c else v for v, c in zip(values, clipped, strict=True)]
@@ -541,7 +541,7 @@ def compare_figures(frame: pd.DataFrame, lower_bound: int) -> list[go.Figure]:
     ``frame`` is ``tables.compare_table``'s output; strategies that did not run are left out.
     """
     ran = frame.dropna(subset=["blocks"])
-    names = ran["strategy"].tolist()
+    names = ran["short"].tolist() if "short" in ran else ran["strategy"].tolist()
     blocks = compare_bars(names, ran["blocks"].astype(float).tolist(), f"Blocks (dashed: lower bound {lower_bound:,})")
     blocks.add_vline(x=lower_bound, line_dash="dash", line_color="#1f2937")
     efficiency = compare_bars(names, (ran["efficiency"] * 100).tolist(), "Efficiency %", number=".2f")

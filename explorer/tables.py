@@ -11,8 +11,10 @@ import numpy.typing as npt
 import pandas as pd
 
 import packing
-from explorer.compute import RunSummary, StrategyRun
+from explorer.compute import StrategyRun
 from explorer.formatting import percent, plural
+from explorer.model import grammar_count
+from packing.compare import Row
 
 Int64Array = npt.NDArray[np.int64]
 IntArray = npt.NDArray[np.integer[Any]]
@@ -106,39 +108,84 @@ def blocks_table(
     return pd.DataFrame(rows)
 
 
-def compare_table(runs: Sequence[StrategyRun | RunSummary], costs: dict[str, packing.ComputeCost]) -> pd.DataFrame:
-    """Every strategy's numbers side by side; a strategy that refused shows why."""
-    rows = []
-    for run in runs:
-        row: dict[str, object] = {"strategy": run.strategy}
-        if run.stats is None:
-            row["note"] = run.error
-            rows.append(row)
+def compare_table(rows: Sequence[Row], costs: dict[str, packing.ComputeCost]) -> pd.DataFrame:
+    """Every contender's numbers side by side (named as in ``short_label``, with its note: ``bfd/1,000 (TRL's
+    default)``), with its gap to the lower bound that applies to it; a contender that refused shows why.
+    O(contenders)."""
+    out = []
+    for row in rows:
+        note = row.contender.note
+        line: dict[str, object] = {
+            "strategy": short_label(row) + (f" ({note})" if note else ""),
+            "short": short_label(row),
+        }
+        if row.stats is None:
+            line["note"] = row.refusal
+            out.append(line)
             continue
-        stats, cost = run.stats, costs[run.strategy]
-        row.update(
+        stats, cost = row.stats, costs[row.label]
+        line.update(
             {
                 "blocks": stats.num_blocks,
+                "above the bound": row.gap,
                 "efficiency": stats.efficiency,
                 "padding": stats.padding_tokens,
                 "tokens lost": stats.tokens_lost,
                 "sequences cut": stats.sequences_split,
-                "time (ms)": run.seconds * 1000,
+                "time (ms)": row.seconds * 1000,
                 "token slots": cost.token_slots,
                 "attention (document-masked)": cost.attention_masked,
                 "attention (full blocks)": cost.attention_full,
                 "note": "",
             }
         )
-        rows.append(row)
-    return pd.DataFrame(rows)
+        out.append(line)
+    return pd.DataFrame(out)
+
+
+def short_label(row: Row) -> str:
+    """A contender's name in a chart: ``bfd``, or ``bfd/1,000`` when it packs per window of 1,000 rows.
+
+    >>> from packing.compare import DEFAULT_CONTENDERS
+    >>> rows = [Row(c, None, 0, 0.0) for c in DEFAULT_CONTENDERS[-1:]]
+    >>> short_label(rows[0])
+    'bfd/1,000'
+    """
+    window = row.contender.window
+    return row.contender.strategy if window is None else f"{row.contender.strategy}/{window:,}"
+
+
+def compare_caption(rows: Sequence[Row], bounds: packing.LowerBounds, max_seq_length: int, overflow: str) -> str:
+    """What the Compare tab compares, and the lower bounds its gaps are measured from: tokens / max_seq_length
+    when sequences may be cut, and Martello–Toth L2, or the optimum's proven bound when it is higher, when not.
+
+    >>> rows = packing.compare.compare([6, 5, 3, 2], 8)
+    >>> print(compare_caption(rows, packing.lower_bounds([6, 5, 3, 2], 8), 8, "truncate"))
+    Every strategy at max_seq_length 8 with overflow 'truncate', and bfd per window of 1,000 rows (TRL's default; bfd/1,000 below). Lower bounds: 2 blocks if sequences may be cut, 2 if not (Martello–Toth L2). Above the bound: blocks more than the bound that applies to the strategy.
+    """
+    whole = max(bounds.simple, bounds.l2)
+    proven = max(
+        (r.bound for r in rows if not packing.STRATEGIES[r.contender.strategy].splits_sequences), default=whole
+    )
+    kind = "proven by the optimum's certificate" if proven > whole else "Martello–Toth L2"
+    extra = "".join(
+        f", and {r.contender.strategy} per window of {r.contender.window:,} rows"
+        + (f" ({r.contender.note}; {short_label(r)} below)" if r.contender.note else f" ({short_label(r)} below)")
+        for r in rows
+        if r.contender.window is not None
+    )
+    return (
+        f"Every strategy at max_seq_length {max_seq_length:,} with overflow '{overflow}'{extra}. Lower bounds: "
+        f"{grammar_count(bounds.simple, 'block')} if sequences may be cut, {proven:,} if not ({kind}). "
+        "Above the bound: blocks more than the bound that applies to the strategy."
+    )
 
 
 def compare_display(frame: pd.DataFrame) -> pd.DataFrame:
     """The comparison table as shown: only strategies that ran (refusals are explained under it), efficiency in %."""
-    shown = frame.dropna(subset=["blocks"]).drop(columns="note").reset_index(drop=True)
+    shown = frame.dropna(subset=["blocks"]).drop(columns=["note", "short"]).reset_index(drop=True)
     shown["efficiency"] = shown["efficiency"] * 100
-    for column in ("blocks", "padding", "tokens lost", "sequences cut", "token slots"):
+    for column in ("blocks", "above the bound", "padding", "tokens lost", "sequences cut", "token slots"):
         shown[column] = shown[column].astype("int64")
     return shown.rename(
         columns={
@@ -182,16 +229,14 @@ def _maybe(value: object) -> float | None:
     return None if value is None or pd.isna(value) else float(value)  # type: ignore[arg-type]
 
 
-def refusal(run: StrategyRun | RunSummary, on_compare_tab: bool = False) -> str:
-    """Why a strategy did not pack this data, in plain words from the refusal's own fields, with what to do
-    instead (the pointer to the Compare tab only elsewhere)."""
+def refusal(run: StrategyRun) -> str:
+    """Why the page's strategy did not pack this data, in plain words from the refusal's own fields, and where
+    the other strategies are."""
     info = packing.STRATEGIES[run.strategy]
-    elsewhere = "" if on_compare_tab else " The Compare tab shows every other strategy."
     if run.limit is not None and run.count is not None:
         return (
-            f"{info.title} searches for the proven fewest blocks, which is only feasible for up to "
-            f"{run.limit:,} documents; this data has {run.count:,}. Best-fit decreasing (bfd) is usually within a "
-            f"few blocks of the optimum on real data.{elsewhere}"
+            f"{info.title} takes at most {run.limit:,} documents; this data has {run.count:,}. "
+            "The Compare tab shows every other strategy."
         )
     return f"{info.title} cannot pack this data: {run.error}"
 

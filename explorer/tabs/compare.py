@@ -8,11 +8,18 @@ import streamlit as st
 import packing
 from explorer import cache, figures, tables
 from explorer.model import Context, grammar_count
+from explorer.safety import escape
 from explorer.tabs.common import WHOLE
 
 MAX_MINI_CELLS = 1_024
 COLUMNS = {
     "blocks": WHOLE,
+    "above the bound": st.column_config.NumberColumn(
+        format="localized",
+        help="Blocks more than the lower bound that applies: tokens / max_seq_length for strategies that cut "
+        "sequences; for those that keep them whole, Martello–Toth L2 or the optimum's proven bound, if higher. "
+        "0 means the strategy is optimal here.",
+    ),
     "efficiency (%)": st.column_config.NumberColumn(format="%.2f%%", help="Real tokens / (blocks × max_seq_length)."),
     "padding": st.column_config.NumberColumn(format="localized", help="Pad tokens added to fill the blocks."),
     "tokens lost": st.column_config.NumberColumn(
@@ -23,7 +30,7 @@ COLUMNS = {
     ),
     "time (ms)": st.column_config.NumberColumn(
         format="%.2f",
-        help="Planning time on this machine (best of three for quick plans); differences under a few "
+        help="Planning time on this machine (one run, compiled code already loaded); differences under a few "
         "milliseconds are noise.",
     ),
     "token slots": st.column_config.NumberColumn(format="localized", help="blocks × max_seq_length."),
@@ -39,22 +46,16 @@ COLUMNS = {
 def render(ctx: Context) -> None:
     s = ctx.settings
     assert ctx.source is not None
-    runs, costs = cache.compare(ctx.source, s.completion_only, s.max_seq_length, s.overflow)
+    rows, costs = cache.compare(ctx.source, s.completion_only, s.max_seq_length, s.overflow)
     bounds = cache.bounds(ctx.source, s.completion_only, s.max_seq_length, s.overflow)
-    st.caption(
-        f"Every strategy at max_seq_length {s.max_seq_length:,} with overflow '{s.overflow}'. Lower bounds: "
-        f"{grammar_count(bounds.simple, 'block')} if sequences may be cut, {max(bounds.simple, bounds.l2):,} if not "
-        "(Martello–Toth L2)."
-    )
-    frame = tables.compare_table(runs, costs)
+    st.caption(tables.compare_caption(rows, bounds, s.max_seq_length, s.overflow))
+    frame = tables.compare_table(rows, costs)
     st.dataframe(tables.compare_display(frame), hide_index=True, column_config=COLUMNS)
-    for run in runs:
-        if run.error:
-            st.caption(
-                f"{packing.STRATEGIES[run.strategy].title} did not run. {tables.refusal(run, on_compare_tab=True)}"
-            )
+    for row in rows:
+        if row.refusal:
+            st.caption(escape(f"{row.label} did not run: {row.refusal}"))
     charts = cache.compare_figures(ctx.source, s.completion_only, s.max_seq_length, s.overflow)
-    if any(r.strategy == figures.BASELINE for r in runs if r.ran):
+    if any(row.label == figures.BASELINE for row in rows if row.stats is not None):
         st.caption(
             "'none' is the no-packing baseline (one block per sequence). When it is far above the others its bar "
             "runs off the scale, with its value printed, so the strategies stay comparable."
@@ -75,10 +76,11 @@ def render(ctx: Context) -> None:
                 for name, info in packing.STRATEGIES.items()
             )
         )
+    whole = [row for row in rows if row.stats is not None and row.contender.window is None]
     _mini_heatmaps(
         ctx,
-        [r.strategy for r in runs if r.ran],
-        max((r.stats.num_blocks for r in runs if r.stats is not None), default=0),
+        [row.contender.strategy for row in whole],
+        max((row.stats.num_blocks for row in whole if row.stats is not None), default=0),
     )
 
 

@@ -12,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import packing
+import packing.compare
 from explorer.examples import EXAMPLES
 from explorer.memo import STORE
 from explorer.tabs import TITLES
@@ -20,6 +21,10 @@ APP = str(Path(__file__).resolve().parents[2] / "app.py")
 CLASSIC = "Block 1: [1, 2, 3, 4] -> mask: [1, 1, 1, 1]\nBlock 2: [5, 6, 0, 0] -> mask: [1, 1, 0, 0]"
 TIMEOUT = 120
 MESSAGES = ("markdown", "caption", "warning", "error", "info", "success")
+
+
+COMPARED = [*packing.STRATEGIES, "bfd/1,000 (TRL's default)"]
+"""The Compare tab's rows: every strategy, and bfd per window of 1,000 rows as TRL packs by default."""
 
 
 def _app(**params: str) -> AppTest:
@@ -92,7 +97,7 @@ def test_every_tab_renders_with_its_content() -> None:
     at = _app()
     checks = {
         "Result": lambda: at.code[0].value == CLASSIC,
-        "Compare": lambda: at.dataframe[0].value["strategy"].tolist() == list(packing.STRATEGIES),
+        "Compare": lambda: at.dataframe[0].value["strategy"].tolist() == COMPARED,
         "Sweep": lambda: "sweep" in _charts(at),
         "Attention & positions": lambda: _metrics(at)["Cross-document pairs a plain causal mask allows"] == "4",
         "Step through": lambda: any("Step 1 of 3" in m for m in _texts(at, "markdown")),
@@ -198,7 +203,7 @@ def test_a_link_can_open_a_tab_and_other_sources() -> None:
     )
     _clean(at)
     assert at.session_state["distribution"] == "bimodal" and at.session_state["count"] == 300
-    assert at.dataframe[0].value["strategy"].tolist() == list(packing.STRATEGIES)
+    assert at.dataframe[0].value["strategy"].tolist() == COMPARED
     workload = _app(source="workload", workload="squad_1_1_bert_384", sample="2000", max_seq_length="384")
     _clean(workload)
     assert "2,000 sequences" in " ".join(_texts(workload, "caption"))
@@ -273,6 +278,7 @@ def test_a_refusal_says_so_offers_bfd_and_the_rest_works(monkeypatch: pytest.Mon
         return real(lengths, max_seq_length, strategy, overflow, **options)
 
     monkeypatch.setattr(packing, "plan", refusing)
+    monkeypatch.setattr(packing.compare, "plan", refusing)  # the Compare tab's packing.compare
     at = _app(source="synthetic", count="501", seed="77", max_length="256", max_seq_length="256", strategy="optimal")
     assert not at.exception
     assert any("40" in w and "501" in w for w in _texts(at, "warning"))

@@ -57,14 +57,19 @@ def test_window_blocks_respects_the_drawing_limit() -> None:
     assert compute.window_blocks(compute.MAX_DRAW_CELLS + 1, 16) == 0
 
 
-def test_compare_runs_every_strategy_and_the_optimum_within_the_page_time_limit() -> None:
-    runs = compute.compare(np.full(60, 3), 8, "truncate")
-    assert [r.strategy for r in runs] == list(packing.STRATEGIES)
-    optimal = next(r for r in runs if r.strategy == "optimal")
-    assert optimal.layout is not None and optimal.layout.num_blocks == 30  # two 3-token sequences per block of 8
-    assert optimal.layout.certificate is not None and optimal.layout.certificate.lower_bound == 30
-    none = next(r for r in runs if r.strategy == "none")
-    assert none.layout is not None and none.layout.num_blocks == 60
+def test_compare_runs_every_strategy_trls_windows_and_the_optimum_within_the_page_time_limit() -> None:
+    from explorer import cache
+    from explorer.sources import Paste
+
+    rows, costs = cache.compare(Paste("\n".join(["1 2 3"] * 60)), True, 8, "truncate")
+    labels = [row.label for row in rows]
+    assert labels == [*packing.STRATEGIES, "bfd, windows of 1,000 (TRL's default)"]  # the library's labels
+    by_label = {row.label: row for row in rows}
+    optimal = by_label["optimal"]
+    assert optimal.stats is not None and optimal.stats.num_blocks == 30  # two 3-token sequences per block of 8
+    assert optimal.gap == 0 and by_label["none"].stats is not None and by_label["none"].stats.num_blocks == 60
+    assert all(row.layout is None for row in rows)  # the cache keeps statistics, not plans
+    assert set(costs) == set(labels)
     assert compute.page_options("optimal") == (("time_limit", compute.PAGE_TIME_LIMIT),)
     assert compute.page_options("bfd") == ()
 
@@ -78,7 +83,7 @@ def test_a_refusal_is_kept_with_its_fields(monkeypatch: pytest.MonkeyPatch) -> N
         return real(lengths, max_seq_length, strategy, overflow, **options)
 
     monkeypatch.setattr(packing, "plan", refusing)
-    run = next(r for r in compute.compare(np.full(60, 3), 8, "truncate") if r.strategy == "optimal")
+    run = compute.run_strategy(np.full(60, 3), 8, "optimal", "truncate")
     assert run.layout is None and (run.limit, run.count) == (40, 60) and "40" in run.error
 
 
@@ -135,7 +140,7 @@ def test_attention_view_counts_cross_document_pairs() -> None:
     assert view.position_restart[:real].tolist() == [0, 1, 2, 0, 1, 0]
 
 
-def test_quick_plans_are_timed_best_of_several_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_pages_own_plan_is_planned_once(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
     plan = packing.plan
 
@@ -144,12 +149,5 @@ def test_quick_plans_are_timed_best_of_several_runs(monkeypatch: pytest.MonkeyPa
         return plan(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(packing, "plan", counted)
-    runs = compute.compare(np.array([3, 5, 2]), 8, "truncate")
-    assert all(r.layout is not None for r in runs) and len(calls) == compute.TIMING_RUNS * len(runs)
-    calls.clear()
-    monkeypatch.setattr(compute, "QUICK_SECONDS", 0.0)  # every plan counts as slow: timed once
-    compute.compare(np.array([3, 5, 2]), 8, "truncate")
-    assert len(calls) == len(runs)
-    calls.clear()
-    compute.run_strategy(np.array([3, 5, 2]), 8, "ffd", "truncate")  # the page's own plan: once
-    assert len(calls) == 1
+    run = compute.run_strategy(np.array([3, 5, 2]), 8, "ffd", "truncate")
+    assert len(calls) == 1 and run.layout is not None and run.seconds >= 0

@@ -127,14 +127,17 @@ def test_length_histogram_marks_max_seq_length() -> None:
 
 
 def test_compare_figures_are_small_horizontal_bars_and_the_baseline_runs_off_the_scale() -> None:
+    from packing.compare import compare
+
     lengths = np.array([1, 2, 3] * 20)
-    runs = compute.compare(lengths, 6, "truncate")
-    costs = {r.strategy: packing.compute_cost(r.layout) for r in runs if r.layout is not None}
+    runs = compare(lengths, 6)
+    costs = {r.label: packing.compute_cost(r.layout) for r in runs if r.layout is not None}
     charts = figures.compare_figures(tables.compare_table(runs, costs), 30)
-    ran = [r.strategy for r in runs if r.layout is not None]
+    ran = [tables.short_label(r) for r in runs if r.layout is not None]
     blocks = charts[0].data[0]
-    assert list(blocks.y) == ran == list(packing.STRATEGIES) and blocks.orientation == "h"
-    true_blocks = [next(r for r in runs if r.strategy == s).layout.num_blocks for s in ran]
+    assert list(blocks.y) == ran == [*packing.STRATEGIES, "bfd/1,000"] and blocks.orientation == "h"
+    assert blocks.marker.color[-1] == figures.STRATEGY_COLORS["bfd"]  # TRL's windows in bfd's colour
+    true_blocks = [r.stats.num_blocks for r in runs if r.stats is not None]
     assert list(blocks.customdata) == true_blocks  # hover and text keep the real numbers
     # 'none' needs 60 blocks, the others 20: its bar is clipped at the axis end, its value printed
     end = charts[0].layout.xaxis.range[1]

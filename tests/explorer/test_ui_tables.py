@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 import packing
 from explorer import compute, tables
+from packing.compare import Row, compare
 
 
 def test_classic_text_form() -> None:
@@ -48,20 +51,28 @@ def test_blocks_table() -> None:
     assert "input_ids" not in lengths_only and lengths_only["block"].tolist() == [6, 7]
 
 
-def _refused(runs: list[compute.StrategyRun]) -> list[compute.StrategyRun]:
-    """The runs with optimal's replaced by a refusal (as a strategy with a size limit gives)."""
-    refusal = compute.StrategyRun("optimal", None, 0.0, "expected at most 40 documents, got 50", 40, 50)
-    return [refusal if r.strategy == "optimal" else r for r in runs]
+def _rows(lengths: object, max_seq_length: int) -> tuple[list[Row], dict[str, packing.ComputeCost]]:
+    """``packing.compare``'s rows with optimal's replaced by a refusal (as a strategy with a size limit gives)."""
+    rows = compare(lengths, max_seq_length)  # type: ignore[arg-type]
+    costs = {r.label: packing.compute_cost(r.layout) for r in rows if r.layout is not None}
+    return [
+        replace(r, stats=None, layout=None, refusal="expected at most 40 documents, got 50")
+        if r.label == "optimal"
+        else r
+        for r in rows
+    ], costs
 
 
-def test_compare_table_shows_refusals() -> None:
-    lengths = np.full(50, 3)
-    runs = _refused(compute.compare(lengths, 8, "truncate"))
-    costs = {r.strategy: packing.compute_cost(r.layout) for r in runs if r.layout is not None}
-    frame = tables.compare_table(runs, costs).set_index("strategy")
-    assert list(frame.index) == list(packing.STRATEGIES)
+def test_compare_table_shows_refusals_gaps_and_trls_windows() -> None:
+    rows, costs = _rows(np.full(50, 3), 8)
+    frame = tables.compare_table(rows, costs).set_index("strategy")
+    assert list(frame.index) == [*packing.STRATEGIES, "bfd/1,000 (TRL's default)"]
+    assert frame.at["bfd/1,000 (TRL's default)", "short"] == "bfd/1,000"
     assert "40" in frame.at["optimal", "note"]
-    assert frame.at["none", "blocks"] == 50
+    assert (
+        frame.at["none", "blocks"] == 50 and frame.at["none", "above the bound"] == 50 - 25
+    )  # whole: L2, two per block
+    assert frame.at["split", "above the bound"] == frame.at["split", "blocks"] - 19  # cut: 150 tokens / 8
     assert frame.at["split", "attention (full blocks)"] == frame.at["split", "blocks"] * 64
     assert frame.at["none", "attention (document-masked)"] == 50 * 9
 
@@ -75,22 +86,34 @@ def test_sweep_series_regroups_rows() -> None:
 
 
 def test_compare_display_keeps_the_strategies_that_ran_in_percent_and_whole_numbers() -> None:
-    lengths = np.full(50, 3)
-    runs = _refused(compute.compare(lengths, 8, "truncate"))
-    costs = {r.strategy: packing.compute_cost(r.layout) for r in runs if r.layout is not None}
-    shown = tables.compare_display(tables.compare_table(runs, costs))
-    assert shown["strategy"].tolist() == [s for s in packing.STRATEGIES if s != "optimal"]
-    assert "note" not in shown and not shown.isna().any().any()  # no row of empty cells
+    rows, costs = _rows(np.full(50, 3), 8)
+    shown = tables.compare_display(tables.compare_table(rows, costs))
+    expected = [s for s in packing.STRATEGIES if s != "optimal"] + ["bfd/1,000 (TRL's default)"]
+    assert shown["strategy"].tolist() == expected
+    assert "note" not in shown and "short" not in shown and not shown.isna().any().any()  # no row of empty cells
     assert shown.set_index("strategy").at["none", "efficiency (%)"] == 3 / 8 * 100
-    assert str(shown["blocks"].dtype) == "int64"
+    assert str(shown["blocks"].dtype) == "int64" and str(shown["above the bound"].dtype) == "int64"
 
 
 def test_compare_counts_attention_past_32_bits() -> None:
     lengths = np.full(1_000, 50_000)  # squared lengths sum to 2.5e12
-    runs = compute.compare(lengths, 65_536, "truncate")
-    costs = {r.strategy: packing.compute_cost(r.layout) for r in runs if r.layout is not None}
-    frame = tables.compare_table(runs, costs).set_index("strategy")
+    rows = compare(lengths, 65_536)
+    costs = {r.label: packing.compute_cost(r.layout) for r in rows if r.layout is not None}
+    frame = tables.compare_table(rows, costs).set_index("strategy")
     assert frame.at["bfd", "attention (document-masked)"] == 1_000 * 50_000**2
+
+
+def test_the_compare_caption_names_the_proven_bound_when_it_beats_l2() -> None:
+    lengths = [26, 26, 26, 25, 25, 24, 24, 23, 23] * 8 + [49, 50, 51] * 5  # greedy 28 blocks, optimum 26
+    rows = compare(lengths, 100, time_limit=5)
+    bounds = packing.lower_bounds(lengths, 100)
+    caption = tables.compare_caption(rows, bounds, 100, "truncate")
+    proven = next(r.bound for r in rows if r.label == "bfd")
+    if proven > max(bounds.simple, bounds.l2):
+        assert f"{proven:,} if not (proven by the optimum's certificate)" in caption
+    else:
+        assert f"{proven:,} if not (Martello–Toth L2)" in caption
+    assert "(TRL's default; bfd/1,000 below)" in caption
 
 
 def test_sweep_display_shows_notes_only_when_a_strategy_did_not_run() -> None:
@@ -113,8 +136,7 @@ def test_efficiency_never_reads_100_percent_with_padding_left() -> None:
 def test_refusals_and_losses_are_explained_in_plain_words() -> None:
     refused = compute.StrategyRun("optimal", None, 0.0, "too many", limit=40, count=88_641)
     message = tables.refusal(refused)
-    assert "up to 40 documents; this data has 88,641" in message and "bfd" in message and "Compare tab" in message
-    assert "Compare tab" not in tables.refusal(refused, on_compare_tab=True)
+    assert "at most 40 documents; this data has 88,641" in message and "Compare tab" in message
     title = packing.STRATEGIES["ffd"].title
     assert (
         tables.refusal(compute.StrategyRun("ffd", None, 0.0, "some reason"))

@@ -13,6 +13,7 @@ from explorer.tabs.common import WHOLE
 
 MAX_MINI_CELLS = 1_024
 COLUMNS = {
+    "strategy": st.column_config.TextColumn(width=190, pinned=True),  # bfd/1,000 (TRL's default) in full
     "blocks": WHOLE,
     "above the bound": st.column_config.NumberColumn(
         format="localized",

@@ -14,6 +14,8 @@ users share a cache entry), visiting Result, Compare and Sweep with three strate
   need 20 interactions' work per interaction time, so the bound is ``sessions / cores`` times one session).
 - ``--heavy K``: K of the users (at every level with more than K sessions) work on 1,000,000-sequence data
   instead; their own times are left out of the table, which shows what their heavy work costs everyone else.
+- One session is the baseline: as many users as the busiest level has, one after the other (the same mix of
+  datasets and tabs, nothing at the same time).
 - ``--repeat R``: the levels run R times, interleaved (1, 5, 20, 1, 5, 20, ...), and each level's times are
   pooled, so that a quiet or busy minute of this shared machine does not fall on one level only.
 
@@ -82,10 +84,24 @@ async def user(url: str, queries: list[str], timeout: float, think: float, rng: 
     return times
 
 
+async def alone(url: str, users: int, rounds: int, sequences: int, args: argparse.Namespace, run: int) -> list[float]:
+    """The one-session baseline: ``users`` users (data of their own, as at the busiest level) one after the other,
+    so that it holds the same mix of work (some datasets make the proven optimum search longer) with nothing
+    else running."""
+    times = []
+    for u in range(users):
+        queries = links(u, rounds, sequences, args.shared, 100 * run + 1, args.seed)
+        times += await user(url, queries, 600, 0.0, random.Random(u))
+    return times
+
+
 async def level(
     url: str, sessions: int, rounds: int, sequences: int, args: argparse.Namespace, run: int
 ) -> list[float]:
-    """The light users' latencies with ``sessions`` users at once (the heavy users' are left out)."""
+    """The light users' latencies with ``sessions`` users at once (the heavy users' are left out); one session is
+    ``alone``'s baseline."""
+    if sessions == 1:
+        return await alone(url, max(args.sessions), rounds, sequences, args, run)
     heavy = args.heavy if sessions > args.heavy else 0
     tasks = []
     for u in range(sessions):
@@ -149,7 +165,7 @@ def main() -> None:
     for sessions, times in pooled.items():
         p50, p95 = percentile(times, 0.5), percentile(times, 0.95)
         # CPU per interaction, counting the heavy users' interactions too (their work is on the same cores)
-        total = args.repeat * sessions * rounds
+        total = args.repeat * (max(args.sessions) if sessions == 1 else sessions) * rounds
         per = cpu[sessions] / total if args.pid else float("nan")
         print(
             f"| {sessions} | {len(times)} | {p50:.3f} | {p95:.3f} | {statistics.fmean(times):.3f} | "

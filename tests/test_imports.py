@@ -25,3 +25,26 @@ def test_no_module_is_shadowed_by_a_function() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_every_compiled_kernel_releases_the_gil() -> None:
+    """The explorer serves every session from one process, and the data loaders run beside training: a kernel
+    that kept the GIL would stop every other thread while it packs (``benchmarks/gil.py`` measures it)."""
+    import importlib
+    import pkgutil
+
+    from numba.core.registry import CPUDispatcher
+
+    import packing
+
+    kernels = {}
+    for info in pkgutil.iter_modules(packing.__path__):
+        try:
+            module = importlib.import_module(f"packing.{info.name}")
+        except ImportError:  # an optional peer that is not installed
+            continue
+        for name, value in vars(module).items():
+            if isinstance(value, CPUDispatcher) and value.__module__ == module.__name__:
+                kernels[f"{info.name}.{name}"] = value.targetoptions.get("nogil", False)
+    assert len(kernels) >= 15, sorted(kernels)
+    assert [name for name, nogil in kernels.items() if not nogil] == []

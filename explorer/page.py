@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import sys
 import threading
 import time
@@ -21,7 +22,7 @@ from explorer.safety import describe, escape
 from explorer.sources import Source
 
 _LOG = logging.getLogger("explorer")
-SWITCH_INTERVAL = 0.001
+SWITCH_INTERVAL = float(os.environ.get("PACKING_EXPLORER_SWITCH_INTERVAL", "0.001"))
 """Seconds a thread holds the GIL before another waiting one gets it (Python's default: 0.005)."""
 _WARM = threading.Event()
 _WARM_LOCK = threading.Lock()

@@ -46,31 +46,28 @@ def _spin(stop: threading.Event, out: list[int]) -> None:
     out.append(count)
 
 
-def spin_rate(work: Callable[[], object], least: float = 0.5) -> tuple[float, float]:
-    """Iterations per second of a spinning thread while ``work()`` runs (again and again for at least ``least``
-    seconds, so that starting the thread is noise), and the seconds one ``work()`` took."""
-    stop, out = threading.Event(), []  # type: ignore[var-annotated]
-    thread = threading.Thread(target=_spin, args=(stop, out))
-    thread.start()
-    started = time.perf_counter()
-    calls = 0
-    while calls == 0 or time.perf_counter() - started < least:
-        work()
-        calls += 1
-    seconds = time.perf_counter() - started
-    stop.set()
-    thread.join()
-    return out[0] / seconds, seconds / calls
-
-
 def per_call(work: Callable[[], object], least: float = 0.5) -> float:
-    """Seconds per ``work()`` alone, called again and again for at least ``least`` seconds (as ``spin_rate``)."""
+    """Seconds per ``work()``, called again and again for at least ``least`` seconds (so that starting a thread
+    next to it is noise)."""
     started = time.perf_counter()
     calls = 0
     while calls == 0 or time.perf_counter() - started < least:
         work()
         calls += 1
     return (time.perf_counter() - started) / calls
+
+
+def spin_rate(work: Callable[[], object], least: float = 0.5) -> tuple[float, float]:
+    """Iterations per second of a spinning thread while ``work()`` runs (``per_call``), and the seconds one
+    ``work()`` took next to it."""
+    stop, out = threading.Event(), []  # type: ignore[var-annotated]
+    thread = threading.Thread(target=_spin, args=(stop, out))
+    started = time.perf_counter()
+    thread.start()
+    took = per_call(work, least)
+    stop.set()
+    thread.join()
+    return out[0] / (time.perf_counter() - started), took
 
 
 def workloads() -> dict[str, Callable[[], object]]:

@@ -269,16 +269,7 @@ def test_the_proven_optimum_runs_within_the_page_time_limit_and_shows_its_certif
     assert "optimal" in at.dataframe[0].value["strategy"].tolist()
 
 
-def test_a_refusal_says_so_offers_bfd_and_the_rest_works(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = packing.plan
-
-    def refusing(lengths, max_seq_length, strategy="bfd", overflow="truncate", **options):  # type: ignore[no-untyped-def]
-        if strategy == "optimal":
-            raise packing.TooManyDocuments("optimal", 40, len(lengths))
-        return real(lengths, max_seq_length, strategy, overflow, **options)
-
-    monkeypatch.setattr(packing, "plan", refusing)
-    monkeypatch.setattr(packing.compare, "plan", refusing)  # the Compare tab's packing.compare
+def test_a_refusal_says_so_offers_bfd_and_the_rest_works(optimal_refuses: None) -> None:
     at = _app(source="synthetic", count="501", seed="77", max_length="256", max_seq_length="256", strategy="optimal")
     assert not at.exception
     assert any("40" in w and "501" in w for w in _texts(at, "warning"))

@@ -74,15 +74,7 @@ def test_compare_runs_every_strategy_trls_windows_and_the_optimum_within_the_pag
     assert compute.page_options("bfd") == ()
 
 
-def test_a_refusal_is_kept_with_its_fields(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = packing.plan
-
-    def refusing(lengths, max_seq_length, strategy="bfd", overflow="truncate", **options):  # type: ignore[no-untyped-def]
-        if strategy == "optimal":
-            raise packing.TooManyDocuments("optimal", 40, len(lengths))
-        return real(lengths, max_seq_length, strategy, overflow, **options)
-
-    monkeypatch.setattr(packing, "plan", refusing)
+def test_a_refusal_is_kept_with_its_fields(optimal_refuses: None) -> None:
     run = compute.run_strategy(np.full(60, 3), 8, "optimal", "truncate")
     assert run.layout is None and (run.limit, run.count) == (40, 60) and "40" in run.error
 

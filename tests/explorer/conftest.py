@@ -1,0 +1,23 @@
+"""Fixtures shared by the explorer's tests."""
+
+from __future__ import annotations
+
+import pytest
+
+import packing
+import packing.compare
+
+
+@pytest.fixture
+def optimal_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``optimal`` refuses every input with ``TooManyDocuments`` (limit 40), as a strategy with a size limit does:
+    in the page's own plan (``packing.plan``) and in the Compare tab's ``packing.compare``."""
+    real = packing.plan
+
+    def refusing(lengths, max_seq_length, strategy="bfd", overflow="truncate", **options):  # type: ignore[no-untyped-def]
+        if strategy == "optimal":
+            raise packing.TooManyDocuments("optimal", 40, len(lengths))
+        return real(lengths, max_seq_length, strategy, overflow, **options)
+
+    monkeypatch.setattr(packing, "plan", refusing)
+    monkeypatch.setattr(packing.compare, "plan", refusing)

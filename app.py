@@ -1,36 +1,47 @@
 """The packing explorer: paste or load sequences, choose how to pack them, and see every consequence.
 
 Run with ``streamlit run app.py``. Layout and wiring only; the work lives in ``explorer/``.
+
+Streamlit runs this page as ``__main__``. The search workers (``explorer.workers``) start with ``spawn``, which
+imports this file again as ``__mp_main__``: the guard at the bottom keeps them from drawing a page, and the
+imports inside ``main`` keep them from loading the page's modules.
 """
 
 from __future__ import annotations
 
-import streamlit as st
 
-from explorer import page, sidebar
-from explorer.safety import escape
-from explorer.tabs import TABS, TITLES
+def main() -> None:
+    """One run of the page: the sidebar, the data's headline and the open tab."""
+    import streamlit as st
 
-st.set_page_config(page_title="packing explorer", page_icon="📦", layout="wide")
-page.warm_up()
-sidebar.check_link()
-source, settings, problem = sidebar.render()
+    from explorer import page, sidebar
+    from explorer.safety import escape
+    from explorer.tabs import TABS, TITLES
 
-st.title("Sample packing explorer")
-for warning in st.session_state.get("_link_warnings", []):
-    st.warning(f"Ignored a link parameter: {escape(warning)}")
+    st.set_page_config(page_title="packing explorer", page_icon="📦", layout="wide")
+    page.warm_up()
+    sidebar.check_link()
+    source, settings, problem = sidebar.render()
 
-context = page.build_context(source, settings, problem)
-if context.dataset is not None:
-    st.caption(f"**Data:** {escape(context.dataset.label)}. {context.dataset.note}")
-if context.problem:
-    (st.info if source is None else st.error)(escape(context.problem))
+    st.title("Sample packing explorer")
+    for warning in st.session_state.get("_link_warnings", []):
+        st.warning(f"Ignored a link parameter: {escape(warning)}")
 
-for tab, spec in zip(st.tabs(TITLES, key="tab", on_change="rerun", bind="query-params"), TABS, strict=True):
-    if not tab.open:
-        continue
-    with tab, page.guard(spec.title):
-        if spec.needs_data and context.problem:
-            st.info("Fix or choose the data and settings in the sidebar to see this tab.")
-        else:
-            spec.render(context)
+    context = page.build_context(source, settings, problem)
+    if context.dataset is not None:
+        st.caption(f"**Data:** {escape(context.dataset.label)}. {context.dataset.note}")
+    if context.problem:
+        (st.info if source is None else st.error)(escape(context.problem))
+
+    for tab, spec in zip(st.tabs(TITLES, key="tab", on_change="rerun", bind="query-params"), TABS, strict=True):
+        if not tab.open:
+            continue
+        with tab, page.guard(spec.title):
+            if spec.needs_data and context.problem:
+                st.info("Fix or choose the data and settings in the sidebar to see this tab.")
+            else:
+                spec.render(context)
+
+
+if __name__ == "__main__":
+    main()

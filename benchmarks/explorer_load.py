@@ -5,8 +5,10 @@ as after any widget change) and the time from sending the run request to the ser
 one interaction's server-side latency. Users work on 10,000-sequence synthetic data of their own seed (no two
 users share a cache entry), visiting Result, Compare and Sweep with three strategies.
 
-    streamlit run app.py --server.headless true --server.address 127.0.0.1 --server.port 8650 &
-    python -P benchmarks/explorer_load.py --port 8650 --sessions 1 5 20 [--think 3] [--heavy 1] [--repeat 3]
+    python -P benchmarks/explorer_load.py --serve --sessions 1 5 20 [--think 3] [--heavy 1] [--repeat 3]
+
+or, against a server you started (``streamlit run app.py --server.headless true --server.address 127.0.0.1
+--server.port 8650 &``), ``python -P benchmarks/explorer_load.py --port 8650 --pid PID ...``.
 
 - ``--think T``: each user pauses between interactions, exponentially distributed with mean ``T`` seconds (a
   person reading the chart before the next click); 0, the default, sends the next link the moment the last one
@@ -19,7 +21,11 @@ users share a cache entry), visiting Result, Compare and Sweep with three strate
 - ``--repeat R``: the levels run R times, interleaved (1, 5, 20, 1, 5, 20, ...), and each level's times are
   pooled, so that a quiet or busy minute of this shared machine does not fall on one level only.
 
-- ``--pid P``: the server's process id; the table then gives the server's CPU seconds per interaction and the
+- ``--serve``: the benchmark starts ``streamlit run app.py`` itself, a new server for every level of every run,
+  so that every level meets a cold cache with the same datasets (on one running server each level needs data of
+  its own, and a few datasets make the proven optimum search to its 5 s limit: one level may get more of them).
+  The server's environment is the benchmark's (``PACKING_EXPLORER_WORKERS=0`` to search in the server).
+- ``--pid P``: the server's process id (and its search workers'); the table then gives the server's CPU seconds per interaction and the
   least p50 that ``sessions`` busy users can see on this machine's cores (``sessions x CPU / cores``, when every
   session always has work waiting).
 
@@ -33,8 +39,10 @@ import asyncio
 import os
 import random
 import statistics
+import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import websockets
 from streamlit.proto.BackMsg_pb2 import BackMsg
@@ -44,11 +52,14 @@ TABS = ("Result", "Compare", "Sweep")
 STRATEGIES = ("bfd", "first_fit", "split")
 HEAVY_SEQUENCES = 1_000_000
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from servers import start_server, stop_server  # noqa: E402
+
 
 def links(user: int, rounds: int, sequences: int, shared: bool = False, run: int = 0, base: int = 1000) -> list[str]:
     """The links user ``user`` opens, in order (with ``shared``, every user opens the same links: one shared
-    dataset, as when a class opens a link a teacher sent). Each ``run`` of a level has seeds of its own, so a
-    repeat meets a cold cache as the first run did; ``base`` sets them apart from earlier invocations."""
+    dataset, as when a class opens a link a teacher sent). Each ``run`` has seeds of its own, so that it meets a
+    cold cache as the first one did; ``base`` sets them apart from earlier invocations."""
     seed = base + 1000 * run + (0 if shared else user)
     out = []
     for i in range(rounds):
@@ -74,30 +85,40 @@ async def one_run(url: str, query: str, timeout: float) -> float:
                 return time.perf_counter() - started
 
 
-async def user(url: str, queries: list[str], timeout: float, think: float, rng: random.Random) -> list[float]:
+Timing = tuple[str, float]
+"""One interaction: the tab its link opened, and its seconds."""
+
+
+async def user(url: str, queries: list[str], timeout: float, think: float, rng: random.Random) -> list[Timing]:
     """One user's interactions, with a pause of mean ``think`` seconds before each (the first one staggered)."""
     times = []
     for query in queries:
         if think > 0:
             await asyncio.sleep(rng.expovariate(1 / think))
-        times.append(await one_run(url, query, timeout))
+        times.append((query.rpartition("tab=")[2], await one_run(url, query, timeout)))
     return times
 
 
-async def alone(url: str, users: int, rounds: int, sequences: int, args: argparse.Namespace, run: int) -> list[float]:
+def data_run(sessions: int, run: int, args: argparse.Namespace) -> int:
+    """Which data a level's run opens: with ``--serve`` (a new server, so a cold cache, for every level) every
+    level of a run opens the same datasets; on one running server each level needs data of its own."""
+    return run if args.serve else 100 * run + sessions
+
+
+async def alone(url: str, users: int, rounds: int, sequences: int, args: argparse.Namespace, run: int) -> list[Timing]:
     """The one-session baseline: ``users`` users (data of their own, as at the busiest level) one after the other,
     so that it holds the same mix of work (some datasets make the proven optimum search longer) with nothing
     else running."""
     times = []
     for u in range(users):
-        queries = links(u, rounds, sequences, args.shared, 100 * run + 1, args.seed)
+        queries = links(u, rounds, sequences, args.shared, data_run(1, run, args), args.seed)
         times += await user(url, queries, 600, 0.0, random.Random(u))
     return times
 
 
 async def level(
     url: str, sessions: int, rounds: int, sequences: int, args: argparse.Namespace, run: int
-) -> list[float]:
+) -> list[Timing]:
     """The light users' latencies with ``sessions`` users at once (the heavy users' are left out); one session is
     ``alone``'s baseline."""
     if sessions == 1:
@@ -107,17 +128,30 @@ async def level(
     for u in range(sessions):
         count = HEAVY_SEQUENCES if u < heavy else sequences
         rng = random.Random(7919 * u + run)
-        queries = links(u, rounds, count, args.shared, 100 * run + sessions, args.seed)
+        queries = links(u, rounds, count, args.shared, data_run(sessions, run, args), args.seed)
         tasks.append(user(url, queries, 600, args.think, rng))
     results = await asyncio.gather(*tasks)
     return [t for r in results[heavy:] for t in r]
 
 
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of process ``pid`` so far (Linux)."""
+def _stat(pid: int) -> list[str]:
     with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return stat.read().rsplit(")", 1)[1].split()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time so far of process ``pid`` and of its living children (the search workers) (Linux)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = _stat(int(entry))
+        except OSError:  # gone meanwhile
+            continue
+        if int(entry) == pid or int(fields[1]) == pid:
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -137,32 +171,47 @@ def main() -> None:
     parser.add_argument("--heavy", type=int, default=0, help="users on 1,000,000-sequence data")
     parser.add_argument("--repeat", type=int, default=1, help="interleaved runs of every level")
     parser.add_argument("--pid", type=int, default=0, help="the server's pid, to report its CPU per interaction")
+    parser.add_argument("--serve", action="store_true", help="a new server for every level (the same data in each)")
+    parser.add_argument("--settle", type=float, default=8.0, help="with --serve: seconds after the first run")
     parser.add_argument(
         "--seed", type=int, default=int(time.time()) % 2000 * 1_000_000, help="first seed (default: new data)"
     )
     args = parser.parse_args()
     rounds = 2 if args.quick else args.rounds
-    base = f"127.0.0.1:{args.port}"
-    with urllib.request.urlopen(f"http://{base}/_stcore/health", timeout=5) as reply:
-        assert reply.status == 200
-    url = f"ws://{base}/_stcore/stream"
-    asyncio.run(one_run(url, "", 120))  # the first run compiles or loads the kernels
-    pooled: dict[int, list[float]] = {s: [] for s in args.sessions}
+    url = f"ws://127.0.0.1:{args.port}/_stcore/stream"
+    if not args.serve:
+        with urllib.request.urlopen(f"http://127.0.0.1:{args.port}/_stcore/health", timeout=5) as reply:
+            assert reply.status == 200
+        asyncio.run(one_run(url, "", 120))  # the first run compiles or loads the kernels
+    pooled: dict[int, list[Timing]] = {s: [] for s in args.sessions}
     cpu: dict[int, float] = dict.fromkeys(args.sessions, 0.0)
     for run in range(args.repeat):
         for sessions in args.sessions:
+            server = start_server(args.port) if args.serve else None
+            if server is not None:
+                args.pid = server.pid
+                asyncio.run(one_run(url, "", 120))  # the first run loads the kernels; then the workers start
+                time.sleep(args.settle)
             before = cpu_seconds(args.pid) if args.pid else 0.0
             pooled[sessions] += asyncio.run(level(url, sessions, rounds, args.sequences, args, run))
             cpu[sessions] += cpu_seconds(args.pid) - before if args.pid else 0.0
-    base_p50 = percentile(pooled[args.sessions[0]], 0.5)
-    base_p95 = percentile(pooled[args.sessions[0]], 0.95)
-    print(f"think {args.think:g} s, heavy users {args.heavy}, {args.repeat} interleaved run(s), seed {args.seed}")
+            if server is not None:
+                stop_server(server)
+    first = [t for _, t in pooled[args.sessions[0]]]
+    base_p50, base_p95 = percentile(first, 0.5), percentile(first, 0.95)
+    server_note = ", a new server per level" if args.serve else ""
+    workers = os.environ.get("PACKING_EXPLORER_WORKERS", "default")
+    print(
+        f"think {args.think:g} s, heavy users {args.heavy}, {args.repeat} interleaved run(s), seed {args.seed}"
+        f"{server_note}, PACKING_EXPLORER_WORKERS={workers}"
+    )
     cores = os.cpu_count() or 1
     print(
         "| sessions | interactions | p50 (s) | p95 (s) | mean (s) | p50 ratio | p95 ratio | CPU (s) | busy bound (s) |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    for sessions, times in pooled.items():
+    for sessions, timings in pooled.items():
+        times = [t for _, t in timings]
         p50, p95 = percentile(times, 0.5), percentile(times, 0.95)
         # CPU per interaction, counting the heavy users' interactions too (their work is on the same cores)
         total = args.repeat * (max(args.sessions) if sessions == 1 else sessions) * rounds
@@ -172,6 +221,14 @@ def main() -> None:
             f"{p50 / base_p50:.1f}x | {p95 / base_p95:.1f}x | {per:.3f} | {max(1, sessions / cores) * per:.3f} |",
             flush=True,
         )
+    print("\n| sessions | tab | interactions | p50 (s) | p95 (s) | max (s) |\n|---|---|---|---|---|---|")
+    for sessions, timings in pooled.items():
+        for tab in TABS:
+            times = [t for name, t in timings if name == tab]
+            print(
+                f"| {sessions} | {tab} | {len(times)} | {percentile(times, 0.5):.3f} | {percentile(times, 0.95):.3f} | "
+                f"{max(times):.3f} |"
+            )
 
 
 if __name__ == "__main__":

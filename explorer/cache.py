@@ -6,11 +6,10 @@ an argument only ever changes a result, never just a key.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import packing
-from explorer import compute, figures, tables
+from explorer import compute, figures, tables, workers
 from explorer.compute import StrategyRun, Window
 from explorer.memo import memoized
 from explorer.model import MAX_UPLOAD_MB, Dataset, Settings
@@ -18,7 +17,6 @@ from explorer.parsing import InputError
 from explorer.safety import describe, plot_text
 from explorer.sources import Source, Text, Upload
 from packing.compare import Row
-from packing.compare import compare as compare_contenders
 
 MAX_TURN_ROWS = 20
 """Most rows whose turns the Result tab tabulates (the rows of the blocks shown, in order)."""
@@ -45,6 +43,8 @@ def plan(
 ) -> StrategyRun:
     """``packing.plan`` (timed; a refusal is reported in ``error``)."""
     lengths = _lengths(source, completion_only)
+    if compute.searches(strategy):  # a search: in a worker process (explorer.workers)
+        return workers.run(compute.run_strategy, lengths, max_seq_length, strategy, overflow, options)
     return compute.run_strategy(lengths, max_seq_length, strategy, overflow, options=options)
 
 
@@ -168,23 +168,16 @@ def compare(
     """``packing.compare``'s rows (every strategy, and bfd per window of 1,000 rows as TRL packs), each with the
     lower bound that applies to it (the optimum's proven one for strategies that keep sequences whole), and each
     row's compute estimate by label. Statistics only: the plans are not kept, so the entry stays small whatever
-    the data's size."""
-    rows = compare_contenders(
-        _lengths(source, completion_only),
-        max_seq_length,
-        compute.overflow_policy(overflow),
-        time_limit=compute.PAGE_TIME_LIMIT,
-    )
-    costs = {row.label: packing.compute_cost(row.layout) for row in rows if row.layout is not None}
-    return [replace(row, layout=None) for row in rows], costs
+    the data's size. Runs in a worker process (``explorer.workers``)."""
+    return workers.run(compute.compare, _lengths(source, completion_only), max_seq_length, overflow)
 
 
 @memoized
 def sweep(
     source: Source, completion_only: bool, sizes: tuple[int, ...], strategies: tuple[str, ...], overflow: str
 ) -> list[dict[str, Any]]:
-    """Blocks, efficiency and tokens lost per strategy and max_seq_length."""
-    return compute.sweep(_lengths(source, completion_only), list(sizes), list(strategies), overflow)
+    """Blocks, efficiency and tokens lost per strategy and max_seq_length (in a worker process)."""
+    return workers.run(compute.sweep, _lengths(source, completion_only), list(sizes), list(strategies), overflow)
 
 
 @memoized

@@ -7,7 +7,7 @@ and every token array from ``packing.materialize``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import numpy as np
@@ -15,6 +15,8 @@ import numpy.typing as npt
 
 import packing
 from explorer.safety import describe
+from packing.compare import Row
+from packing.compare import compare as compare_contenders
 
 Int64Array = npt.NDArray[np.int64]
 MAX_DRAW_CELLS = 65_536
@@ -117,6 +119,22 @@ def run_strategy(
 PAGE_TIME_LIMIT = 5
 """Seconds a strategy with a ``time_limit`` option (the proven optimum) may search inside the comparison and the
 sweep; it then returns its best plan with a certified gap."""
+
+
+def searches(strategy: str) -> bool:
+    """Whether ``strategy`` searches (it takes a ``time_limit``): the page runs it in a worker process."""
+    entry = packing.STRATEGIES.get(strategy)
+    return entry is not None and "time_limit" in entry.options
+
+
+def compare(
+    lengths: Int64Array, max_seq_length: int, overflow: str
+) -> tuple[list[Row], dict[str, packing.ComputeCost]]:
+    """``packing.compare``'s rows with the plans dropped (statistics only, small whatever the data's size) and each
+    row's compute estimate by label; the proven optimum searches up to ``PAGE_TIME_LIMIT``. O(every strategy)."""
+    rows = compare_contenders(lengths, max_seq_length, overflow_policy(overflow), time_limit=PAGE_TIME_LIMIT)
+    costs = {row.label: packing.compute_cost(row.layout) for row in rows if row.layout is not None}
+    return [replace(row, layout=None) for row in rows], costs
 
 
 def page_options(strategy: str) -> tuple[tuple[str, int], ...]:

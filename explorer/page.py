@@ -15,7 +15,7 @@ import numpy as np
 import streamlit as st
 
 import packing
-from explorer import cache, compute
+from explorer import cache, compute, workers
 from explorer.model import Context, Settings
 from explorer.parsing import InputError
 from explorer.safety import describe, escape
@@ -92,6 +92,7 @@ def warm_up() -> None:
         # while other sessions run Python. The proven optimum returns about a thousand times: 8.6 s instead of
         # 0.44 s next to a busy thread at the default 5 ms, 2.2 s at 1 ms (benchmarks/gil.py).
         sys.setswitchinterval(SWITCH_INTERVAL)
+        workers.start_soon()  # the searches' processes, once the first page is out
         _WARM.set()
 
 

@@ -21,3 +21,12 @@ def optimal_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(packing, "plan", refusing)
     monkeypatch.setattr(packing.compare, "plan", refusing)
+
+
+@pytest.fixture(autouse=True)
+def searches_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's searches run in the test's own process (so that fixtures like ``optimal_refuses`` reach them);
+    ``test_ui_workers`` starts real worker processes."""
+    from explorer import workers
+
+    monkeypatch.setattr(workers, "WORKERS", 0)

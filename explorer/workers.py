@@ -1,0 +1,123 @@
+"""Searches in processes of their own, so that one session's proven optimum does not slow every other session.
+
+The page's library calls release the GIL while their compiled kernels run, and most are one call. The proven
+optimum's column generation is a thousand short calls (a knapsack, an LP re-solve), and each return waits for
+the GIL while other sessions run Python: next to one busy thread its 0.44 s search took 2.2 s, and the sessions
+it waits behind wait in turn (``benchmarks/gil.py``). In a worker process it has a GIL of its own.
+
+- ``run(function, *args)`` calls ``function`` in a worker and returns its result, or calls it here when workers
+  are off (``PACKING_EXPLORER_WORKERS=0``), cannot start, or one died (a search killed by the system): a page
+  never fails for want of a worker.
+- Workers are started with ``spawn`` (a server's threads make ``fork`` unsafe), ``WORKERS`` of them (default:
+  the machine's cores, at most 2), and load the compiled kernels once, some seconds after the first page has
+  been served (``start_soon``), so that they do not compete with it.
+- Arguments and results cross by pickling: lengths and statistics, never a session's tokens.
+- ``spawn`` imports the server's ``__main__`` in every worker, and under Streamlit that is the page's script:
+  ``app.py`` draws its page only when run as ``__main__`` (a worker imports it as ``__mp_main__``), and a worker
+  never starts workers of its own.
+
+>>> run(sum, [1, 2, 3]) if WORKERS == 0 else 6
+6
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, TypeVar
+
+_LOG = logging.getLogger("explorer")
+R = TypeVar("R")
+
+WORKERS = int(os.environ.get("PACKING_EXPLORER_WORKERS", str(min(2, os.cpu_count() or 1))))
+"""Worker processes for searches; 0 runs them in the server's own process."""
+START_DELAY = 5.0
+"""Seconds after the first page before the workers start (a search that comes sooner starts them itself)."""
+
+_POOL: Executor | None = None
+_LOCK = threading.Lock()
+
+
+def _prepare_worker() -> None:
+    """In each new worker: load the kernels the searches use (from numba's on-disk cache)."""
+    import numpy as np
+
+    import packing
+
+    hard = np.array([26, 26, 26, 25, 25, 24, 24, 23, 23] * 8 + [49, 50, 51] * 5)
+    packing.plan(hard, 100, "optimal", time_limit=5)
+    for name in packing.STRATEGIES:
+        packing.plan(np.array([3, 5, 2, 4, 1, 6]), 6, name)  # type: ignore[arg-type]
+
+
+def _noop() -> None:
+    return None
+
+
+def _call(function: Callable[..., R], *args: Any) -> R:
+    """In a worker: ``function(*args)``, then what it freed goes back to the system (a search on a million
+    sequences allocates hundreds of MB for a moment)."""
+    from explorer.memo import release_memory
+
+    try:
+        return function(*args)
+    finally:
+        release_memory()
+
+
+def pool() -> Executor | None:
+    """The shared pool, created at the first call (None when workers are off or cannot start). O(1)."""
+    global _POOL
+    if WORKERS <= 0 or multiprocessing.parent_process() is not None:  # a worker never starts workers of its own
+        return None
+    with _LOCK:
+        if _POOL is None:
+            try:
+                context = multiprocessing.get_context("spawn")
+                _POOL = ProcessPoolExecutor(WORKERS, mp_context=context, initializer=_prepare_worker)
+            except (OSError, ValueError) as error:  # no processes allowed here: searches run in the server
+                _LOG.warning("search workers unavailable (%s); searching in the server's process", error)
+                return None
+        return _POOL
+
+
+def start_soon(delay: float = START_DELAY) -> None:
+    """Start the workers ``delay`` seconds from now, in the background (each loads its kernels once)."""
+
+    def start() -> None:
+        executor = pool()
+        if executor is not None:
+            for _ in range(WORKERS):
+                executor.submit(_noop)
+
+    timer = threading.Timer(delay, start)
+    timer.daemon = True
+    timer.start()
+
+
+def _discard(broken: Executor) -> None:
+    global _POOL
+    with _LOCK:
+        if _POOL is broken:
+            _POOL = None
+    broken.shutdown(wait=False, cancel_futures=True)
+
+
+def run(function: Callable[..., R], *args: Any) -> R:
+    """``function(*args)`` in a worker process (``function`` importable by name, arguments and result picklable),
+    or here when there is none. Exceptions the function raises are raised here, as they are. O(the function +
+    pickling its arguments and result)."""
+    executor = pool()
+    if executor is None:
+        return function(*args)
+    try:
+        return executor.submit(_call, function, *args).result()
+    except BrokenProcessPool:  # a worker died (killed by the system): a new pool next time, this call here
+        _LOG.warning("a search worker died; running %s in the server's process", function.__name__)
+        _discard(executor)
+        return function(*args)

@@ -2,9 +2,12 @@
 
 Run with ``streamlit run app.py``. Layout and wiring only; the work lives in ``explorer/``.
 
-Streamlit runs this page as ``__main__``. The search workers (``explorer.workers``) start with ``spawn``, which
-imports this file again as ``__mp_main__``: the guard at the bottom keeps them from drawing a page, and the
-imports inside ``main`` keep them from loading the page's modules.
+The file is read three ways:
+- ``streamlit run app.py`` imports it as ``app`` and finds ``app``, the server (``st.App``), whose lifespan loads
+  the page's modules and kernels as it starts (``explorer.serving``);
+- the server runs it as ``__main__`` for every visit: ``main`` draws the page;
+- the search workers (``explorer.workers``) start with ``spawn``, which imports it as ``__mp_main__``: nothing
+  runs, and the imports inside ``main`` keep them from loading the page's modules.
 """
 
 from __future__ import annotations
@@ -45,3 +48,9 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+elif __name__ == "app":
+    import streamlit as st
+
+    from explorer.serving import lifespan
+
+    app = st.App(__file__, lifespan=lifespan)

@@ -13,7 +13,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def start_server(port: int, timeout: float = 60.0) -> subprocess.Popen[bytes]:
     """``streamlit run app.py`` on ``port`` (this process's environment), returned once it answers its health
-    check."""
+    check. Refuses a port that already answers (a server left running would answer the health check instead)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1):
+            raise SystemExit(f"port {port} already answers: stop that server first")
+    except OSError:
+        pass
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
     command += ["--server.address", "127.0.0.1", "--server.port", str(port)]
     server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -78,7 +78,13 @@ def warm_up() -> None:
         return
     # every session that arrives meanwhile shows the same message and waits for the one compilation
     message = "Preparing the packing kernels (the first start after installing compiles them once)…"
-    with st.spinner(message), _WARM_LOCK:
+    with st.spinner(message):
+        prepare()
+
+
+def prepare() -> None:
+    """Compile (or load) every kernel once per process; callers at the same time wait for the one compilation."""
+    with _WARM_LOCK:
         if _WARM.is_set():
             return
         seconds = compile_everything()

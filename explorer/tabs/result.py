@@ -80,6 +80,7 @@ def render(ctx: Context) -> None:
     else:
         first, count = _window_controls(layout)
         view = cache.window(ctx.source, s, s.strategy, first, count)
+        _classic_form(view)
         st.plotly_chart(cache.block_figure(ctx.source, s, first, count), key="blocks")
         if isinstance(ctx.source, Text):
             cells = view.count * s.max_seq_length
@@ -166,12 +167,15 @@ def _turns(source: Text, completion_only: bool, view: Window) -> None:
     )
 
 
-def _result_text(view: Window) -> None:
+def _classic_form(view: Window) -> None:
     batch = view.batch
     if view.has_tokens and batch.max_seq_length <= MAX_TEXT_WIDTH:
-        st.subheader("Classic form")
         st.code(tables.classic_text(batch.input_ids, batch.loss_mask, view.first), language=None, wrap_lines=True)
-    elif view.has_tokens:
+
+
+def _result_text(view: Window) -> None:
+    batch = view.batch
+    if view.has_tokens and batch.max_seq_length > MAX_TEXT_WIDTH:
         st.caption(f"The classic text form is printed for blocks of up to {MAX_TEXT_WIDTH} tokens; see the table.")
     st.subheader("Blocks")
     table = tables.blocks_table(batch.input_ids, batch.loss_mask, view.sequence_ids, view.first, view.has_tokens)

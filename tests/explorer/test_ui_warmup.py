@@ -69,3 +69,41 @@ def test_no_page_compiles_anything_after_the_first_start() -> None:
 
 if __name__ == "__main__":
     print(json.dumps(check_in_this_process()))
+
+
+WARM_AT_START = """
+import asyncio, json, sys, time
+import streamlit as st
+import app  # as `streamlit run app.py` imports it, to find the server
+from explorer import page, serving
+
+async def start() -> float:
+    async with serving.lifespan(app.app):
+        started = time.monotonic()
+        while not page._WARM.is_set() and time.monotonic() - started < 300:
+            await asyncio.sleep(0.05)
+    return time.monotonic() - started
+
+waited = asyncio.run(start())
+print(json.dumps({"server": isinstance(app.app, st.App), "warm": page._WARM.is_set(),
+                  "tabs loaded": "explorer.tabs.result" in sys.modules, "waited": waited}))
+"""
+
+
+def test_streamlit_run_finds_a_server_that_warms_the_page_before_the_first_visit() -> None:
+    """``streamlit run app.py`` serves ``app.app`` (an ``st.App``); its lifespan loads the page's modules and every
+    kernel with no visitor at all (Streamlit's own server ran nothing of the page's before the first visit)."""
+    from streamlit.web.server.app_discovery import discover_asgi_app
+
+    found = discover_asgi_app(Path(APP))
+    assert found.is_asgi_app and found.import_string == "app:app"
+    done = subprocess.run(
+        [sys.executable, "-c", WARM_AT_START], cwd=Path(APP).parent, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert {k: result[k] for k in ("server", "warm", "tabs loaded")} == {
+        "server": True,
+        "warm": True,
+        "tabs loaded": True,
+    }

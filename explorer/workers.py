@@ -16,7 +16,7 @@ it waits behind wait in turn (``benchmarks/gil.py``). In a worker process it has
   ``app.py`` draws its page only when run as ``__main__`` (a worker imports it as ``__mp_main__``), and a worker
   never starts workers of its own.
 
->>> run(sum, [1, 2, 3]) if WORKERS == 0 else 6
+>>> run(sum, [1, 2, 3])  # in a worker, or here when workers are off
 6
 """
 

@@ -20,6 +20,7 @@ MODULES = [
     "explorer.tables",
     "explorer.formatting",
     "explorer.figures",
+    "explorer.workers",
 ]
 
 

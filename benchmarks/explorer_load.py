@@ -139,18 +139,28 @@ def _stat(pid: int) -> list[str]:
         return stat.read().rsplit(")", 1)[1].split()
 
 
+def family(pid: int) -> list[int]:
+    """Process ``pid`` and its living children (the server and its search workers) (Linux)."""
+    out = [pid]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != pid:
+            try:
+                if int(_stat(int(entry))[1]) == pid:
+                    out.append(int(entry))
+            except OSError:  # gone meanwhile
+                continue
+    return out
+
+
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU time so far of process ``pid`` and of its living children (the search workers) (Linux)."""
     total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for member in family(pid):
         try:
-            fields = _stat(int(entry))
-        except OSError:  # gone meanwhile
+            fields = _stat(member)
+        except OSError:
             continue
-        if int(entry) == pid or int(fields[1]) == pid:
-            total += int(fields[11]) + int(fields[12])
+        total += int(fields[11]) + int(fields[12])
     return total / os.sysconf("SC_CLK_TCK")
 
 

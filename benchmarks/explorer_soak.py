@@ -4,7 +4,8 @@
     python -P benchmarks/explorer_soak.py --port 8652 --pid <server pid> [--links 42] [--sequences 1000000]
 
 Each link is a new session on synthetic data of its own seed (nothing shared), visiting Result and Compare;
-the resident set size (``VmRSS``) of the server is printed every few links and after an idle minute.
+the resident set size (``VmRSS``) of the server and of its children (the search workers, the resource tracker) is
+printed every few links and after an idle minute.
 """
 
 from __future__ import annotations
@@ -16,14 +17,28 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))  # after the standard library is loaded (run with python -P)
-from explorer_load import one_run
+from explorer_load import family, one_run
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:  # gone meanwhile
+        return 0.0
+    return next((int(line.split()[1]) / 1024 for line in lines if line.startswith("VmRSS:")), 0.0)
 
 
 def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
+    """Resident memory of the server and its search workers, in MB."""
+    return sum(_rss_mb(member) for member in family(pid))
+
+
+def memory(pid: int) -> str:
+    """``1,234 MB (server 800 MB + 2 workers ...)``."""
+    members = family(pid)
+    server, others = _rss_mb(pid), [_rss_mb(m) for m in members[1:]]
+    parts = " + ".join(f"{m:,.0f}" for m in others)
+    return f"{server + sum(others):,.0f} MB (server {server:,.0f} MB" + (f", children {parts} MB)" if others else ")")
 
 
 def main() -> None:
@@ -35,7 +50,7 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=0.0, help="seconds to wait at the end, then measure again")
     args = parser.parse_args()
     url = f"ws://127.0.0.1:{args.port}/_stcore/stream"
-    print(f"start: {rss_mb(args.pid):,.0f} MB", flush=True)
+    print(f"start: {memory(args.pid)}", flush=True)
     peak = 0.0
     started = time.perf_counter()
     for i in range(args.links):
@@ -44,11 +59,11 @@ def main() -> None:
             asyncio.run(one_run(url, query, 600))
         peak = max(peak, rss_mb(args.pid))
         if (i + 1) % 6 == 0 or i + 1 == args.links:
-            print(f"after {i + 1} links: {rss_mb(args.pid):,.0f} MB (peak {peak:,.0f} MB)", flush=True)
+            print(f"after {i + 1} links: {memory(args.pid)}, peak {peak:,.0f} MB", flush=True)
     print(f"{args.links} links in {time.perf_counter() - started:.0f} s", flush=True)
     if args.idle:
         time.sleep(args.idle)
-        print(f"after {args.idle:.0f} s idle: {rss_mb(args.pid):,.0f} MB", flush=True)
+        print(f"after {args.idle:.0f} s idle: {memory(args.pid)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,9 @@ R = TypeVar("R")
 
 WORKERS = int(os.environ.get("PACKING_EXPLORER_WORKERS", str(min(2, os.cpu_count() or 1))))
 """Worker processes for searches; 0 runs them in the server's own process."""
+TASKS_PER_WORKER = 50
+"""Searches a worker serves before a new one replaces it: what a worker's heap keeps between searches stays
+bounded (its first load is a second of one core's time, once per this many searches)."""
 START_DELAY = 5.0
 """Seconds after the first page before the workers start (a search that comes sooner starts them itself)."""
 
@@ -43,8 +46,20 @@ _POOL: Executor | None = None
 _LOCK = threading.Lock()
 
 
+def _exit_with_the_server() -> None:
+    """In a worker: exit as soon as the server's process is gone (stopped by any means, even killed), so that no
+    worker outlives it."""
+    from multiprocessing.connection import wait
+
+    server = multiprocessing.parent_process()
+    if server is not None:
+        wait([server.sentinel])
+        os._exit(0)
+
+
 def _prepare_worker() -> None:
-    """In each new worker: load the kernels the searches use (from numba's on-disk cache)."""
+    """In each new worker: watch the server, and load the kernels the searches use (from numba's on-disk cache)."""
+    threading.Thread(target=_exit_with_the_server, name="server-watch", daemon=True).start()
     import numpy as np
 
     import packing
@@ -79,7 +94,9 @@ def pool() -> Executor | None:
         if _POOL is None:
             try:
                 context = multiprocessing.get_context("spawn")
-                _POOL = ProcessPoolExecutor(WORKERS, mp_context=context, initializer=_prepare_worker)
+                _POOL = ProcessPoolExecutor(
+                    WORKERS, mp_context=context, initializer=_prepare_worker, max_tasks_per_child=TASKS_PER_WORKER
+                )
             except (OSError, ValueError) as error:  # no processes allowed here: searches run in the server
                 _LOG.warning("search workers unavailable (%s); searching in the server's process", error)
                 return None

@@ -19,6 +19,9 @@ from explorer.tabs.common import WHOLE, need_plan
 DEFAULT_WINDOW = 16
 MAX_TEXT_WIDTH = 64
 """Widest block printed in the classic text form."""
+FIRST_TEXT_WIDTH = 16
+"""Blocks up to this wide (an interview question's size) print their classic form first, above the charts; wider
+ones after them, where it does not push the drawing out of sight."""
 
 
 def _metrics(ctx: Context, layout: packing.PackingPlan) -> packing.TrainableCounts:
@@ -80,7 +83,8 @@ def render(ctx: Context) -> None:
     else:
         first, count = _window_controls(layout)
         view = cache.window(ctx.source, s, s.strategy, first, count)
-        _classic_form(view)
+        if s.max_seq_length <= FIRST_TEXT_WIDTH:
+            _classic_form(view)
         st.plotly_chart(cache.block_figure(ctx.source, s, first, count), key="blocks")
         if isinstance(ctx.source, Text):
             cells = view.count * s.max_seq_length
@@ -175,7 +179,10 @@ def _classic_form(view: Window) -> None:
 
 def _result_text(view: Window) -> None:
     batch = view.batch
-    if view.has_tokens and batch.max_seq_length > MAX_TEXT_WIDTH:
+    if view.has_tokens and FIRST_TEXT_WIDTH < batch.max_seq_length <= MAX_TEXT_WIDTH:
+        st.subheader("Classic form")
+        _classic_form(view)
+    elif view.has_tokens and batch.max_seq_length > MAX_TEXT_WIDTH:
         st.caption(f"The classic text form is printed for blocks of up to {MAX_TEXT_WIDTH} tokens; see the table.")
     st.subheader("Blocks")
     table = tables.blocks_table(batch.input_ids, batch.loss_mask, view.sequence_ids, view.first, view.has_tokens)

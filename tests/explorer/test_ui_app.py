@@ -562,3 +562,13 @@ def test_samples_that_train_nothing_are_said_on_the_page_not_only_in_a_tooltip()
     assert any(i.startswith("1 packed sample trains nothing: none of its tokens") for i in _texts(one, "info"))
     none = _app(sequences="[[1, 2], [3, 4]]", max_seq_length="4", strategy="split")
     assert not any("trains nothing" in i or "train nothing" in i for i in _texts(none, "info"))
+
+
+def test_the_classic_form_opens_the_result_tab_for_small_blocks_and_follows_the_charts_for_wide_ones() -> None:
+    small = _app(sequences="[[1,2],[3,4,5],[6]]", max_seq_length="4", strategy="split")
+    wide = _app(sequences="[[1,2,3,4,5,6,7,8,9,10],[11,12,13,14,15,16,17,18,19,20,21,22]]", max_seq_length="20")
+    for at in (small, wide):
+        _clean(at)
+        assert len(at.code) == 1 and at.code[0].value.startswith("Block 1: [1, 2, 3")
+    assert "Classic form" not in [h.value for h in small.subheader]  # first, above the drawing: no heading
+    assert "Classic form" in [h.value for h in wide.subheader]

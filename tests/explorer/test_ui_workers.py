@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -82,3 +84,30 @@ def test_a_worker_under_streamlit_does_not_run_the_page(one_worker: None, monkey
     page.__file__ = APP
     monkeypatch.setitem(sys.modules, "__main__", page)
     assert workers.run(worker_imports) == (False, False)
+
+
+def test_a_worker_is_replaced_after_its_share_of_searches(one_worker: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workers, "TASKS_PER_WORKER", 2)
+    first, second, third = (workers.run(os.getpid) for _ in range(3))
+    assert first == second != third
+
+
+SERVER_THAT_DIES = """
+import os, sys
+sys.path.insert(0, os.getcwd())
+from explorer import workers
+workers.WORKERS = 1
+print(workers.run(os.getpid), flush=True)
+os._exit(9)  # the server is killed: no clean shutdown of its pool
+"""
+
+
+def test_no_worker_outlives_a_killed_server() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SERVER_THAT_DIES], cwd=Path(APP).parent, capture_output=True, text=True, timeout=120
+    )
+    worker = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{worker}").exists()

@@ -3,8 +3,8 @@
 Run with ``streamlit run app.py``. Layout and wiring only; the work lives in ``explorer/``.
 
 The file is read three ways:
-- ``streamlit run app.py`` imports it as ``app`` and finds ``app``, the server (``st.App``), whose lifespan loads
-  the page's modules and kernels as it starts (``explorer.serving``);
+- ``streamlit run app.py`` imports it (as ``app``) and finds ``app``, the server (``st.App``), whose lifespan
+  loads the page's modules and kernels as it starts (``explorer.serving``);
 - the server runs it as ``__main__`` for every visit: ``main`` draws the page;
 - the search workers (``explorer.workers``) start with ``spawn``, which imports it as ``__mp_main__``: nothing
   runs, and the imports inside ``main`` keep them from loading the page's modules.
@@ -48,7 +48,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-elif __name__ == "app":
+elif __name__ != "__mp_main__":  # imported by `streamlit run` (under whatever name the file has)
     import streamlit as st
 
     from explorer.serving import lifespan

@@ -198,15 +198,17 @@ def main() -> None:
     for run in range(args.repeat):
         for sessions in args.sessions:
             server = start_server(args.port) if args.serve else None
-            if server is not None:
-                args.pid = server.pid
-                asyncio.run(one_run(url, "", 120))  # the first run loads the kernels; then the workers start
-                time.sleep(args.settle)
-            before = cpu_seconds(args.pid) if args.pid else 0.0
-            pooled[sessions] += asyncio.run(level(url, sessions, rounds, args.sequences, args, run))
-            cpu[sessions] += cpu_seconds(args.pid) - before if args.pid else 0.0
-            if server is not None:
-                stop_server(server)
+            try:
+                if server is not None:
+                    args.pid = server.pid
+                    asyncio.run(one_run(url, "", 120))  # the server has warmed up; its workers start meanwhile
+                    time.sleep(args.settle)
+                before = cpu_seconds(args.pid) if args.pid else 0.0
+                pooled[sessions] += asyncio.run(level(url, sessions, rounds, args.sequences, args, run))
+                cpu[sessions] += cpu_seconds(args.pid) - before if args.pid else 0.0
+            finally:
+                if server is not None:
+                    stop_server(server)
     first = [t for _, t in pooled[args.sessions[0]]]
     base_p50, base_p95 = percentile(first, 0.5), percentile(first, 0.95)
     server_note = ", a new server per level" if args.serve else ""

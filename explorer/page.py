@@ -98,7 +98,7 @@ def prepare() -> None:
         # while other sessions run Python. The proven optimum returns about a thousand times: 8.6 s instead of
         # 0.44 s next to a busy thread at the default 5 ms, 2.2 s at 1 ms (benchmarks/gil.py).
         sys.setswitchinterval(SWITCH_INTERVAL)
-        workers.start_soon()  # the searches' processes, once the first page is out
+        workers.start_soon()  # the searches' processes, a few seconds from now
         _WARM.set()
 
 

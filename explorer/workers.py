@@ -5,18 +5,22 @@ optimum's column generation is a thousand short calls (a knapsack, an LP re-solv
 the GIL while other sessions run Python: next to one busy thread its 0.44 s search took 2.2 s, and the sessions
 it waits behind wait in turn (``benchmarks/gil.py``). In a worker process it has a GIL of its own.
 
-- ``run(function, *args)`` calls ``function`` in a worker and returns its result, or calls it here when workers
-  are off (``PACKING_EXPLORER_WORKERS=0``), cannot start, or one died (a search killed by the system): a page
-  never fails for want of a worker.
+- ``run(function, *args)`` calls ``function`` in an idle worker and returns its result. Nothing ever queues for
+  a worker: when every worker is busy (a link may ask ``optimal`` to search for minutes), when workers are off
+  (``PACKING_EXPLORER_WORKERS=0``) or cannot start, the call runs here, in the server, as it did before workers.
+- A worker that dies (killed by the system, say out of memory) takes no page with it: the call is tried once
+  more in a new worker, and if that one dies too the call fails with a ``WorkerDied`` (one line on the page),
+  never run in the server, whose memory every session shares.
 - Workers are started with ``spawn`` (a server's threads make ``fork`` unsafe), ``WORKERS`` of them (default:
-  the machine's cores, at most 2), and load the compiled kernels once, some seconds after the first page has
-  been served (``start_soon``), so that they do not compete with it.
+  the machine's cores, at most 2), ``START_DELAY`` seconds after the server has warmed up (``start_soon``; a
+  search that comes sooner starts them itself), and load the compiled kernels once. Each watches the server and
+  exits with it, however the server is stopped.
 - Arguments and results cross by pickling: lengths and statistics, never a session's tokens.
 - ``spawn`` imports the server's ``__main__`` in every worker, and under Streamlit that is the page's script:
   ``app.py`` draws its page only when run as ``__main__`` (a worker imports it as ``__mp_main__``), and a worker
   never starts workers of its own.
 
->>> run(sum, [1, 2, 3])  # in a worker, or here when workers are off
+>>> run(sum, [1, 2, 3])  # in a worker, or here when workers are off or busy
 6
 """
 
@@ -36,14 +40,20 @@ R = TypeVar("R")
 
 WORKERS = int(os.environ.get("PACKING_EXPLORER_WORKERS", str(min(2, os.cpu_count() or 1))))
 """Worker processes for searches; 0 runs them in the server's own process."""
-TASKS_PER_WORKER = 50
-"""Searches a worker serves before a new one replaces it: what a worker's heap keeps between searches stays
-bounded (its first load is a second of one core's time, once per this many searches)."""
 START_DELAY = 5.0
-"""Seconds after the first page before the workers start (a search that comes sooner starts them itself)."""
+"""Seconds after the server's warm-up before the workers start (a search that comes sooner starts them itself)."""
 
 _POOL: Executor | None = None
 _LOCK = threading.Lock()
+_BUSY = 0  # calls in the workers now (under _LOCK)
+
+
+class WorkerDied(RuntimeError):
+    """A search's worker process died twice in a row (killed by the system, most likely for want of memory)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"the worker process running {name} stopped (out of memory?); try a smaller input")
 
 
 def _exit_with_the_server() -> None:
@@ -94,9 +104,7 @@ def pool() -> Executor | None:
         if _POOL is None:
             try:
                 context = multiprocessing.get_context("spawn")
-                _POOL = ProcessPoolExecutor(
-                    WORKERS, mp_context=context, initializer=_prepare_worker, max_tasks_per_child=TASKS_PER_WORKER
-                )
+                _POOL = ProcessPoolExecutor(WORKERS, mp_context=context, initializer=_prepare_worker)
             except (OSError, ValueError) as error:  # no processes allowed here: searches run in the server
                 _LOG.warning("search workers unavailable (%s); searching in the server's process", error)
                 return None
@@ -125,16 +133,40 @@ def _discard(broken: Executor) -> None:
     broken.shutdown(wait=False, cancel_futures=True)
 
 
-def run(function: Callable[..., R], *args: Any) -> R:
-    """``function(*args)`` in a worker process (``function`` importable by name, arguments and result picklable),
-    or here when there is none. Exceptions the function raises are raised here, as they are. O(the function +
-    pickling its arguments and result)."""
+def _claim() -> Executor | None:
+    """The pool, with one of its workers counted busy for the caller; None when every worker is busy (or none)."""
+    global _BUSY
     executor = pool()
-    if executor is None:
-        return function(*args)
-    try:
-        return executor.submit(_call, function, *args).result()
-    except BrokenProcessPool:  # a worker died (killed by the system): a new pool next time, this call here
-        _LOG.warning("a search worker died; running %s in the server's process", function.__name__)
-        _discard(executor)
-        return function(*args)
+    with _LOCK:
+        if executor is None or _BUSY >= WORKERS:
+            return None
+        _BUSY += 1
+        return executor
+
+
+def _release() -> None:
+    global _BUSY
+    with _LOCK:
+        _BUSY -= 1
+
+
+def run(function: Callable[..., R], *args: Any) -> R:
+    """``function(*args)`` in an idle worker process (``function`` importable by name, arguments and result
+    picklable), or here when no worker is idle. Exceptions the function raises are raised here, as they are; a
+    worker that dies twice raises ``WorkerDied``. O(the function + pickling its arguments and result)."""
+    for attempt in range(2):
+        executor = _claim()
+        if executor is None:
+            return function(*args)
+        try:
+            return executor.submit(_call, function, *args).result()
+        except BrokenProcessPool:  # a worker died: a new pool, and this call once more in it
+            _LOG.warning("a search worker died running %s (attempt %d)", function.__name__, attempt + 1)
+            _discard(executor)
+        except OSError as error:  # no process can start here (limits, a sandbox): this call in the server
+            _LOG.warning("search workers cannot start (%s); running %s here", error, function.__name__)
+            _discard(executor)
+            return function(*args)
+        finally:
+            _release()
+    raise WorkerDied(function.__name__)

@@ -517,6 +517,7 @@ sys.exit(main(["pack", sys.argv[2], "--max-seq-length", "4", "-q", "-o", sys.arg
 
 
 def start_slow_writer(tmp_path: Path, output: Path) -> Any:
+    import signal
     import subprocess
     import sys
     import time
@@ -524,7 +525,12 @@ def start_slow_writer(tmp_path: Path, output: Path) -> Any:
     source = tmp_path / "in.jsonl"
     source.write_text('{"input_ids": [1, 2, 3]}\n')
     ready = tmp_path / "ready"
-    process = subprocess.Popen([sys.executable, "-c", SLOW_WRITER, str(ready), str(source), str(output)])
+    # as if started from a terminal: a job started in the background of a script inherits SIGINT ignored, and
+    # Python then never turns Ctrl-C into KeyboardInterrupt
+    process = subprocess.Popen(
+        [sys.executable, "-c", SLOW_WRITER, str(ready), str(source), str(output)],
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     for _ in range(600):
         if ready.exists():
             return process

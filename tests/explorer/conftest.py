@@ -30,3 +30,4 @@ def searches_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
     from explorer import workers
 
     monkeypatch.setattr(workers, "WORKERS", 0)
+    monkeypatch.setattr(workers, "start_soon", lambda delay=0.0: None)  # no timer may start real ones later

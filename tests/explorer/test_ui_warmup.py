@@ -78,14 +78,16 @@ import app  # as `streamlit run app.py` imports it, to find the server
 from explorer import page, serving
 
 async def start() -> float:
+    global at_enter
     async with serving.lifespan(app.app):
+        at_enter = page._WARM.is_set()  # the server listens at once: the warm-up runs beside it
         started = time.monotonic()
         while not page._WARM.is_set() and time.monotonic() - started < 300:
             await asyncio.sleep(0.05)
     return time.monotonic() - started
 
 waited = asyncio.run(start())
-print(json.dumps({"server": isinstance(app.app, st.App), "warm": page._WARM.is_set(),
+print(json.dumps({"server": isinstance(app.app, st.App), "warm": page._WARM.is_set(), "warm at enter": at_enter,
                   "tabs loaded": "explorer.tabs.result" in sys.modules, "waited": waited}))
 """
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 import types
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ def one_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A pool of one real worker process for the test, shut down after it."""
     monkeypatch.setattr(workers, "WORKERS", 1)
     monkeypatch.setattr(workers, "_POOL", None)
+    monkeypatch.setattr(workers, "_BUSY", 0)
     yield
     executor = workers._POOL
     if executor is not None:
@@ -36,6 +38,14 @@ def die_in_a_worker(server: int) -> str:
     if os.getpid() != server:
         os._exit(3)
     return "ran in the server"
+
+
+def die_once(marker: str) -> int:
+    """Kill the process it runs in the first time (leaving ``marker``); afterwards, its process id."""
+    if not os.path.exists(marker):
+        Path(marker).touch()
+        os._exit(3)
+    return os.getpid()
 
 
 def test_a_search_runs_in_another_process_and_answers_as_the_server_would(one_worker: None) -> None:
@@ -59,10 +69,27 @@ def test_an_error_in_a_worker_is_raised_here_with_its_fields(one_worker: None) -
     assert raised.value.name == "max_seq_length"
 
 
-def test_a_dead_worker_costs_the_call_nothing_and_the_next_call_gets_a_new_one(one_worker: None) -> None:
-    server = os.getpid()
-    assert workers.run(die_in_a_worker, server) == "ran in the server"
-    assert workers.run(os.getpid) not in (server, None)
+def test_a_worker_that_dies_once_costs_the_call_nothing(one_worker: None, tmp_path: Path) -> None:
+    assert workers.run(die_once, str(tmp_path / "died")) not in (os.getpid(), None)
+
+
+def test_a_search_whose_workers_keep_dying_fails_in_one_line_and_never_runs_in_the_server(one_worker: None) -> None:
+    with pytest.raises(workers.WorkerDied, match="die_in_a_worker"):
+        workers.run(die_in_a_worker, os.getpid())
+    assert workers.run(os.getpid) != os.getpid()  # and the next search gets a new worker
+
+
+def test_nothing_waits_for_a_busy_worker(one_worker: None) -> None:
+    """With the one worker busy (a long search), the next call runs in the server at once instead of queueing."""
+    long_search = threading.Thread(target=workers.run, args=(time.sleep, 3.0))
+    long_search.start()
+    deadline = time.monotonic() + 60
+    while workers._BUSY == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert workers._BUSY == 1
+    assert workers.run(os.getpid) == os.getpid()
+    long_search.join()
+    assert workers._BUSY == 0 and workers.run(os.getpid) != os.getpid()
 
 
 def test_with_workers_off_everything_runs_here(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -86,12 +113,6 @@ def test_a_worker_under_streamlit_does_not_run_the_page(one_worker: None, monkey
     assert workers.run(worker_imports) == (False, False)
 
 
-def test_a_worker_is_replaced_after_its_share_of_searches(one_worker: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(workers, "TASKS_PER_WORKER", 2)
-    first, second, third = (workers.run(os.getpid) for _ in range(3))
-    assert first == second != third
-
-
 SERVER_THAT_DIES = """
 import os, sys
 sys.path.insert(0, os.getcwd())
@@ -106,8 +127,18 @@ def test_no_worker_outlives_a_killed_server() -> None:
     done = subprocess.run(
         [sys.executable, "-c", SERVER_THAT_DIES], cwd=Path(APP).parent, capture_output=True, text=True, timeout=120
     )
-    worker = int(done.stdout.split()[0])
+    assert done.returncode == 9 and done.stdout.strip().isdigit(), done.stderr[-2000:]
+    worker = int(done.stdout)
     deadline = time.monotonic() + 30
-    while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:
+    while alive(worker) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not Path(f"/proc/{worker}").exists()
+    assert not alive(worker)
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (an exited one no parent has reaped yet, a zombie, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

@@ -43,7 +43,7 @@ def plan(
 ) -> StrategyRun:
     """``packing.plan`` (timed; a refusal is reported in ``error``)."""
     lengths = _lengths(source, completion_only)
-    if compute.searches(strategy):  # a search: in a worker process (explorer.workers)
+    if compute.in_worker(strategy, options):  # a search within the page's time limit: in a worker process
         return workers.run(compute.run_strategy, lengths, max_seq_length, strategy, overflow, options)
     return compute.run_strategy(lengths, max_seq_length, strategy, overflow, options=options)
 

@@ -17,6 +17,7 @@ import packing
 from explorer.safety import describe
 from packing.compare import Row
 from packing.compare import compare as compare_contenders
+from packing.strategies import DEFAULT_TIME_LIMIT
 
 Int64Array = npt.NDArray[np.int64]
 MAX_DRAW_CELLS = 65_536
@@ -121,10 +122,18 @@ PAGE_TIME_LIMIT = 5
 sweep; it then returns its best plan with a certified gap."""
 
 
-def searches(strategy: str) -> bool:
-    """Whether ``strategy`` searches (it takes a ``time_limit``): the page runs it in a worker process."""
+def in_worker(strategy: str, options: tuple[tuple[str, int], ...] = ()) -> bool:
+    """Whether the page plans ``strategy`` in a worker process (``explorer.workers``): a search (it takes a
+    ``time_limit``) bounded by ``PAGE_TIME_LIMIT``, like every search of the Compare and Sweep tabs. A longer one
+    (a link may ask for minutes) runs in the server, so that it never holds a worker others wait for.
+
+    >>> in_worker("bfd"), in_worker("optimal", (("time_limit", 5),)), in_worker("optimal", (("time_limit", 600),))
+    (False, True, False)
+    """
     entry = packing.STRATEGIES.get(strategy)
-    return entry is not None and "time_limit" in entry.options
+    if entry is None or "time_limit" not in entry.options:
+        return False
+    return dict(options).get("time_limit", DEFAULT_TIME_LIMIT) <= PAGE_TIME_LIMIT
 
 
 def compare(

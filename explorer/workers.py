@@ -5,9 +5,10 @@ optimum's column generation is a thousand short calls (a knapsack, an LP re-solv
 the GIL while other sessions run Python: next to one busy thread its 0.44 s search took 2.2 s, and the sessions
 it waits behind wait in turn (``benchmarks/gil.py``). In a worker process it has a GIL of its own.
 
-- ``run(function, *args)`` calls ``function`` in an idle worker and returns its result. Nothing ever queues for
-  a worker: when every worker is busy (a link may ask ``optimal`` to search for minutes), when workers are off
-  (``PACKING_EXPLORER_WORKERS=0``) or cannot start, the call runs here, in the server, as it did before workers.
+- ``run(function, *args)`` calls ``function`` in a worker and returns its result; calls wait their turn when
+  every worker is busy, so callers send only searches bounded by the page's own time limit (a link may ask
+  ``optimal`` to search for minutes: that search runs in the server, ``explorer.compute.in_worker``). When
+  workers are off (``PACKING_EXPLORER_WORKERS=0``) or cannot start, the call runs here, in the server.
 - A worker that dies (killed by the system, say out of memory) takes no page with it: the call is tried once
   more in a new worker, and if that one dies too the call fails with a ``WorkerDied`` (one line on the page),
   never run in the server, whose memory every session shares.
@@ -20,7 +21,7 @@ it waits behind wait in turn (``benchmarks/gil.py``). In a worker process it has
   ``app.py`` draws its page only when run as ``__main__`` (a worker imports it as ``__mp_main__``), and a worker
   never starts workers of its own.
 
->>> run(sum, [1, 2, 3])  # in a worker, or here when workers are off or busy
+>>> run(sum, [1, 2, 3])  # in a worker, or here when workers are off
 6
 """
 
@@ -45,7 +46,6 @@ START_DELAY = 5.0
 
 _POOL: Executor | None = None
 _LOCK = threading.Lock()
-_BUSY = 0  # calls in the workers now (under _LOCK)
 
 
 class WorkerDied(RuntimeError):
@@ -133,29 +133,12 @@ def _discard(broken: Executor) -> None:
     broken.shutdown(wait=False, cancel_futures=True)
 
 
-def _claim() -> Executor | None:
-    """The pool, with one of its workers counted busy for the caller; None when every worker is busy (or none)."""
-    global _BUSY
-    executor = pool()
-    with _LOCK:
-        if executor is None or _BUSY >= WORKERS:
-            return None
-        _BUSY += 1
-        return executor
-
-
-def _release() -> None:
-    global _BUSY
-    with _LOCK:
-        _BUSY -= 1
-
-
 def run(function: Callable[..., R], *args: Any) -> R:
-    """``function(*args)`` in an idle worker process (``function`` importable by name, arguments and result
-    picklable), or here when no worker is idle. Exceptions the function raises are raised here, as they are; a
-    worker that dies twice raises ``WorkerDied``. O(the function + pickling its arguments and result)."""
+    """``function(*args)`` in a worker process (``function`` importable by name, arguments and result picklable;
+    waits for a free worker), or here when there is none. Exceptions the function raises are raised here, as they
+    are; a worker that dies twice raises ``WorkerDied``. O(the function + pickling its arguments and result)."""
     for attempt in range(2):
-        executor = _claim()
+        executor = pool()
         if executor is None:
             return function(*args)
         try:
@@ -167,6 +150,4 @@ def run(function: Callable[..., R], *args: Any) -> R:
             _LOG.warning("search workers cannot start (%s); running %s here", error, function.__name__)
             _discard(executor)
             return function(*args)
-        finally:
-            _release()
     raise WorkerDied(function.__name__)

@@ -21,6 +21,7 @@ MODULES = [
     "explorer.formatting",
     "explorer.figures",
     "explorer.workers",
+    "explorer.compute",
 ]
 
 

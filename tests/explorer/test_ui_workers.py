@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 import types
 from collections.abc import Iterator
@@ -25,7 +24,6 @@ def one_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A pool of one real worker process for the test, shut down after it."""
     monkeypatch.setattr(workers, "WORKERS", 1)
     monkeypatch.setattr(workers, "_POOL", None)
-    monkeypatch.setattr(workers, "_BUSY", 0)
     yield
     executor = workers._POOL
     if executor is not None:
@@ -77,19 +75,6 @@ def test_a_search_whose_workers_keep_dying_fails_in_one_line_and_never_runs_in_t
     with pytest.raises(workers.WorkerDied, match="die_in_a_worker"):
         workers.run(die_in_a_worker, os.getpid())
     assert workers.run(os.getpid) != os.getpid()  # and the next search gets a new worker
-
-
-def test_nothing_waits_for_a_busy_worker(one_worker: None) -> None:
-    """With the one worker busy (a long search), the next call runs in the server at once instead of queueing."""
-    long_search = threading.Thread(target=workers.run, args=(time.sleep, 3.0))
-    long_search.start()
-    deadline = time.monotonic() + 60
-    while workers._BUSY == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert workers._BUSY == 1
-    assert workers.run(os.getpid) == os.getpid()
-    long_search.join()
-    assert workers._BUSY == 0 and workers.run(os.getpid) != os.getpid()
 
 
 def test_with_workers_off_everything_runs_here(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -146,6 +146,25 @@ def compare(
     return [replace(row, layout=None) for row in rows], costs
 
 
+WARM_LENGTHS = (3, 5, 2, 4, 1, 6)
+"""A tiny input every strategy packs (at max_seq_length 6) to compile its kernels."""
+_HARD_FOR_GREEDY = [26, 26, 26, 25, 25, 24, 24, 23, 23] * 8 + [49, 50, 51] * 5
+
+
+def warm_searches() -> None:
+    """Compile (or load from numba's cache) the kernels of every search the Compare and Sweep tabs run: each
+    strategy under each overflow policy, its compute estimate, the lower bounds, and the proven optimum's column
+    generation (LP pricing) and the plan it rounds to, which tiny inputs never reach (on ``_HARD_FOR_GREEDY``
+    greedy needs 28 blocks of 100 and the optimum 26). The page's first start and every search worker call it."""
+    lengths = np.array(WARM_LENGTHS, dtype=np.int64)
+    for overflow in packing.OVERFLOW_POLICIES:
+        for name in packing.STRATEGIES:
+            packing.compute_cost(packing.plan(lengths, 6, strategy_name(name), overflow_policy(overflow)))
+        packing.lower_bounds(lengths, 6, overflow_policy(overflow))
+    packing.plan(np.array([3] * 30 + [5] * 7 + [2] * 9), 8, "optimal", time_limit=PAGE_TIME_LIMIT)
+    packing.plan(np.array(_HARD_FOR_GREEDY), 100, "optimal", time_limit=PAGE_TIME_LIMIT)
+
+
 def page_options(strategy: str) -> tuple[tuple[str, int], ...]:
     """The options the page passes to ``strategy`` when it runs it beside the others (``Strategy.options``)."""
     return (("time_limit", PAGE_TIME_LIMIT),) if "time_limit" in packing.STRATEGIES[strategy].options else ()

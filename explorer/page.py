@@ -33,7 +33,8 @@ def compile_everything() -> float:
     input, so that numba compiles (or loads from its on-disk cache) every kernel the page uses now, at start,
     and not piecemeal at the first use of each strategy. Returns the seconds it took."""
     started = time.perf_counter()
-    lengths = np.array([3, 5, 2, 4, 1, 6], dtype=np.int64)
+    compute.warm_searches()
+    lengths = np.array(compute.WARM_LENGTHS, dtype=np.int64)
     rows: list[object] = [[1, 2, 3], {"prompt": [4, 5], "completion": [6, 7, 8]}, [9, 10], [1] * 4, [2], [3] * 6]
     samples = packing.read_rows(rows)
     for overflow in packing.OVERFLOW_POLICIES:
@@ -42,15 +43,8 @@ def compile_everything() -> float:
             packing.count_trainable(layout, samples)
             compute.window(layout, samples, 0, 2, 0)
             compute.window(layout, None, 0, 2, 0)  # lengths-only data: placeholder tokens
-            packing.compute_cost(layout)
-        packing.lower_bounds(lengths, 6, compute.overflow_policy(overflow))
     for name in packing.STRATEGIES:
         packing.explain(lengths, 6, compute.strategy_name(name))
-    # the proven optimum's column generation (LP pricing) and the plan it rounds to, which tiny inputs never reach:
-    # here greedy needs 28 blocks and the optimum 26
-    hard = np.array([26, 26, 26, 25, 25, 24, 24, 23, 23] * 8 + [49, 50, 51] * 5)
-    packing.plan(np.array([3] * 30 + [5] * 7 + [2] * 9), 8, "optimal", time_limit=compute.PAGE_TIME_LIMIT)
-    packing.plan(hard, 100, "optimal", time_limit=compute.PAGE_TIME_LIMIT)
     _read_files(rows)
     return time.perf_counter() - started
 

@@ -70,14 +70,9 @@ def _exit_with_the_server() -> None:
 def _prepare_worker() -> None:
     """In each new worker: watch the server, and load the kernels the searches use (from numba's on-disk cache)."""
     threading.Thread(target=_exit_with_the_server, name="server-watch", daemon=True).start()
-    import numpy as np
+    from explorer import compute
 
-    import packing
-
-    hard = np.array([26, 26, 26, 25, 25, 24, 24, 23, 23] * 8 + [49, 50, 51] * 5)
-    packing.plan(hard, 100, "optimal", time_limit=5)
-    for name in packing.STRATEGIES:
-        packing.plan(np.array([3, 5, 2, 4, 1, 6]), 6, name)  # type: ignore[arg-type]
+    compute.warm_searches()
 
 
 def _noop() -> None:

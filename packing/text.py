@@ -297,8 +297,7 @@ def _hub_reachable(timeout: float = 2.0) -> bool:
     import threading
 
     try:
-        from huggingface_hub import constants
-        from huggingface_hub.utils import get_session
+        from huggingface_hub import constants, get_session
     except ImportError:  # pragma: no cover - transformers without the hub client: let it try
         return True
     answered: list[bool] = []

@@ -205,7 +205,8 @@ def _leave(key: str) -> None:
 
 
 def _remove_stale_temporaries(target: Path) -> None:
-    """Temporary files of ``target`` left by killed writers (none can be alive: this one holds the lock)."""
+    """Temporary files of ``target`` left by killed writers (none can be alive: this one holds the lock). O(files
+    in the folder)."""
     for stale in target.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
         try:
             if stale.is_file() or stale.is_symlink():
@@ -236,7 +237,10 @@ def exclusive(path: PathType) -> Iterator[None]:
                 _remove_stale_temporaries(target)
                 yield
             finally:
-                _release(lock, descriptor)
+                try:
+                    _remove_stale_temporaries(target)  # one a signal cut off between its creation and its ``try``
+                finally:
+                    _release(lock, descriptor)
     finally:
         _leave(key)
 

@@ -43,6 +43,7 @@ from packing.compare import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, comp
 from packing.errors import PackingError
 from packing.formats import EXPORT_FORMATS, export, write_table
 from packing.io import FORMATS, Dataset, read_dataset, write_jsonl, write_parquet
+from packing.outputs import exclusive
 from packing.packed import PackedBatch, materialize
 from packing.plans import plan
 from packing.schema import help_text
@@ -416,20 +417,25 @@ def _pack_summary(args: argparse.Namespace, dataset: Dataset, stats: PackingStat
 
 
 def _run_pack(args: argparse.Namespace) -> int:
-    """``pack``: read, pack, write in shuffled (or plan) order, print the summary. O(tokens)."""
+    """``pack``: read, pack, write in shuffled (or plan) order, print the summary. O(tokens).
+
+    The output's lock is held from before reading to after writing, so of two runs packing the same
+    output the second is refused at once instead of overwriting the first's result.
+    """
     output = Path(args.output)
     writer = _export_writer(args.export_format, _writer(output))
     progress = Progress(show=not args.quiet and _stderr_is_terminal())
     message = f"reading {args.input}" + (f" and tokenizing with {args.tokenizer}" if args.tokenizer else "")
-    with progress.stage("read", message):
-        dataset = _read_input(args, progress, message)
-    with progress.stage("pack", f"packing {len(dataset.lengths):,} sequences with {args.strategy}"):
-        batch = _pack_batch(args, dataset)
-    with progress.stage("write", f"writing {batch.num_blocks:,} blocks to {output}"):
-        try:
-            writer(batch, output)
-        except OSError as error:
-            raise UsageError(f"cannot write {output}: {error.strerror or error}") from None
+    with exclusive(output):
+        with progress.stage("read", message):
+            dataset = _read_input(args, progress, message)
+        with progress.stage("pack", f"packing {len(dataset.lengths):,} sequences with {args.strategy}"):
+            batch = _pack_batch(args, dataset)
+        with progress.stage("write", f"writing {batch.num_blocks:,} blocks to {output}"):
+            try:
+                writer(batch, output)
+            except OSError as error:
+                raise UsageError(f"cannot write {output}: {error.strerror or error}") from None
     print(_pack_summary(args, dataset, batch.stats, progress))
     return 0
 

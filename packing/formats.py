@@ -43,7 +43,7 @@ import numpy.typing as npt
 
 from packing.arrays import check_block_indexes, offsets_of, ranges
 from packing.errors import SettingError
-from packing.io import atomic_path
+from packing.outputs import atomic_path
 from packing.packed import IGNORE_INDEX, PackedBatch
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

@@ -10,10 +10,11 @@ list of samples, or a histogram object like the bundled workloads (``histogram``
 is a null. A problem raises :class:`~packing.errors.DatasetError` naming the file, the
 line or row (from 1), the column, the position and what was expected.
 
-Outputs are the schema's columns (:mod:`packing.schema`), written atomically: to a
-temporary file next to the target, renamed onto it only once complete. A failure,
-Ctrl-C or SIGTERM leaves the old output as it was and no temporary file; a second
-writer of the same path is refused while the first runs.
+Outputs are the schema's columns (:mod:`packing.schema`), written atomically
+(:func:`~packing.outputs.atomic_path`): to a temporary file next to the target, renamed
+onto it only once complete. A failure, Ctrl-C, SIGTERM or SIGHUP leaves the old output
+as it was and no temporary or lock file; a second writer of the same path, in another
+process or thread, is refused while the first runs.
 
 >>> import io
 >>> data = read_dataset(io.BytesIO(b'{"input_ids": [1, 2, 3]}\\n{"input_ids": [4]}\\n'), format="jsonl")
@@ -28,8 +29,6 @@ import io
 import json
 import os
 import re
-import signal
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ import numpy.typing as npt
 
 from packing.arrays import offsets_of
 from packing.errors import DatasetError, SampleError, quote
+from packing.outputs import atomic_path
 from packing.packed import PackedBatch
 from packing.reader import FIELDS, TOKEN_FIELDS, Samples, read_rows, read_table
 from packing.schema import NAMES, arrow_schema
@@ -396,92 +396,6 @@ def _expected() -> str:
 
 
 # ---------------------------------------------------------------- writing
-
-
-class _Terminated(BaseException):
-    """SIGTERM during a write: unwinds like Ctrl-C so the temporary file is removed."""
-
-
-@contextmanager
-def _terminate_as_exception() -> Iterator[None]:
-    """While writing, SIGTERM raises instead of killing the process at once (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, frame: Any) -> None:
-        raise _Terminated(signum)
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    except _Terminated:
-        signal.signal(signal.SIGTERM, previous)
-        raise SystemExit(128 + signal.SIGTERM) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-@contextmanager
-def _exclusive(target: Path) -> Iterator[None]:
-    """A lock file next to ``target`` for the duration of the write; a live second writer is refused."""
-    lock = target.with_name(f".{target.name}.lock")
-    for _ in range(2):
-        try:
-            descriptor = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            break
-        except FileExistsError:
-            try:
-                owner = int(lock.read_text().strip() or 0)
-            except (OSError, ValueError):
-                owner = 0
-            if owner and _alive(owner) and owner != os.getpid():
-                raise DatasetError(
-                    os.fspath(target), None, f"another run (process {owner}) is writing this file; wait for it"
-                ) from None
-            lock.unlink(missing_ok=True)  # left by a run that was killed
-    else:  # pragma: no cover - a race lost twice
-        raise DatasetError(os.fspath(target), None, "another run is writing this file; wait for it")
-    try:
-        os.write(descriptor, str(os.getpid()).encode())
-        os.close(descriptor)
-        yield
-    finally:
-        lock.unlink(missing_ok=True)
-
-
-@contextmanager
-def atomic_path(path: PathType) -> Iterator[Path]:
-    """A temporary path next to ``path``, renamed onto it when the block succeeds, removed otherwise.
-
-    Ctrl-C and SIGTERM included: the old file stays as it was and no temporary file is left. A
-    second writer of the same path is refused while this one runs; temporary files of writers
-    that were killed (SIGKILL) are removed.
-    """
-    target = Path(path)
-    with _exclusive(target), _terminate_as_exception():
-        for stale in target.parent.glob(f".{target.name}.*.tmp"):
-            pid = stale.name[len(target.name) + 2 : -4]
-            if pid.isdigit() and not _alive(int(pid)):
-                stale.unlink(missing_ok=True)
-        temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666))
-        try:
-            yield temporary
-            os.replace(temporary, target)
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
 
 
 def write_parquet(batch: PackedBatch, path: PathType, order: npt.ArrayLike | None = None) -> None:

@@ -227,7 +227,8 @@ def load_tokenizer(spec: Any, *, local_files_only: bool = False) -> Any:
 
     Folders, files and names are loaded with ``transformers`` (imported here, an optional dependency).
     A hub name is looked up in the local cache first, then on the hub, unless ``local_files_only=True`` or
-    the ``HF_HUB_OFFLINE`` environment variable is set (then it never goes online).
+    the ``HF_HUB_OFFLINE`` environment variable is set (then it never goes online); a hub that does not
+    answer a 2 s probe fails at once instead of after ``transformers``' retries.
     Every failure is a :class:`SettingError` that says what to do. O(1) plus the loading.
 
     >>> load_tokenizer("bytes")
@@ -272,6 +273,10 @@ def load_tokenizer(spec: Any, *, local_files_only: bool = False) -> Any:
         cached_reason = _reason(error)
     if local_files_only or os.environ.get("HF_HUB_OFFLINE", "").lower() not in ("", "0", "false", "no"):
         raise SettingError("tokenizer", expected, f"<{text!r}: not a folder, and not in the local cache (offline)>")
+    if not _hub_reachable():
+        raise SettingError(
+            "tokenizer", expected, f"<{text!r}: not a folder, not in the local cache, and the hub cannot be reached>"
+        )
     try:
         return transformers.AutoTokenizer.from_pretrained(text)
     except Exception as error:
@@ -281,6 +286,33 @@ def load_tokenizer(spec: Any, *, local_files_only: bool = False) -> Any:
     else:
         reason = f"a hub name that cannot be loaded ({online or cached_reason})"
     raise SettingError("tokenizer", expected, f"<{text!r}: {reason}>")
+
+
+def _hub_reachable(timeout: float = 2.0) -> bool:
+    """Whether the Hugging Face hub answers at all (any HTTP status) within ``timeout`` seconds, through the
+    hub client's own session (its proxies and endpoint). Without it a name missing from the cache takes
+    ``transformers`` about 50 s of retries to fail when there is no network. The probe runs in a daemon
+    thread so a resolver that hangs is bounded too. O(1).
+    """
+    import threading
+
+    try:
+        from huggingface_hub import constants, get_session
+    except ImportError:  # pragma: no cover - transformers without the hub client: let it try
+        return True
+    answered: list[bool] = []
+
+    def probe() -> None:
+        try:
+            get_session().head(constants.ENDPOINT, timeout=timeout)
+            answered.append(True)
+        except Exception:
+            answered.append(False)
+
+    thread = threading.Thread(target=probe, name="packing-hub-probe", daemon=True)
+    thread.start()
+    thread.join(timeout + 0.5)
+    return bool(answered and answered[0])
 
 
 def _reason(error: BaseException) -> str:

@@ -397,7 +397,6 @@ def _check_table(table: pa.Table, label: str, limits: ReadLimits) -> None:
     """Refuse a table of more blocks, or a list column of more values, than ``limits`` allows, before its
     columns become arrays. O(columns + chunks)."""
     import pyarrow as pa
-
     import pyarrow.compute as pc
 
     check_count(label, "blocks", table.num_rows, limits.max_rows)
@@ -409,7 +408,9 @@ def _check_table(table: pa.Table, label: str, limits: ReadLimits) -> None:
             values = int(pc.sum(pc.list_value_length(column)).as_py() or 0)
             if values > limits.max_tokens:
                 raise DatasetError(
-                    label, None, f"column '{name}' holds {values:,} values, more than the limit of {limits.max_tokens:,}"
+                    label,
+                    None,
+                    f"column '{name}' holds {values:,} values, more than the limit of {limits.max_tokens:,}",
                 )
 
 

@@ -402,7 +402,7 @@ def _read_parquet(
     return Dataset(samples, label)
 
 
-_READERS = {"jsonl": _read_jsonl, "json": _read_json}
+_READERS: dict[str, Callable[[bytes, str, ReadLimits], _Rows | Dataset]] = {"jsonl": _read_jsonl, "json": _read_json}
 
 
 def _names(columns: list[str]) -> str:

@@ -15,7 +15,7 @@ JsonScan(rows=2, longest_line=25)
 >>> scan_json(b"[" * 100 + b"]" * 100, "x.json", limits)
 Traceback (most recent call last):
 ...
-packing.errors.DatasetError: x.json, line 1: JSON nested deeper than 64 levels (refused before parsing)
+packing.errors.DatasetError: x.json, line 1: JSON nested too deeply (more than 64 levels; refused before parsing)
 """
 
 from __future__ import annotations
@@ -256,7 +256,9 @@ def scan_json(data: bytes, label: str, limits: ReadLimits = NO_LIMITS) -> JsonSc
     status, line, rows, longest = _scan(array, int(limits.max_depth), int(limits.max_line_bytes or 0))
     if status == 1:
         where = f"line {line}"
-        raise DatasetError(label, where, f"JSON nested deeper than {limits.max_depth} levels (refused before parsing)")
+        raise DatasetError(
+            label, where, f"JSON nested too deeply (more than {limits.max_depth} levels; refused before parsing)"
+        )
     if status == 2:
         raise DatasetError(label, f"line {line}", f"a line longer than the limit of {limits.max_line_bytes:,} bytes")
     check_count(label, "lines", rows, limits.max_rows)

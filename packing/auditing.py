@@ -489,10 +489,10 @@ def _list_column(table: pa.Table, name: str, source: str) -> _Column | None:
     if not (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)):
         if pa.types.is_null(kind):
             return None
-        raise _error(source, f"column '{name}': expected lists of integers, got {kind}")
+        raise _error(source, f"column '{name}': expected lists of integers, got {_type_name(kind)}")
     value_type = kind.value_type
     if not (pa.types.is_integer(value_type) or pa.types.is_boolean(value_type) or pa.types.is_null(value_type)):
-        raise _error(source, f"column '{name}': expected lists of integers, got {kind}")
+        raise _error(source, f"column '{name}': expected lists of integers, got {_type_name(kind)}")
     if column.null_count:
         row = int(np.flatnonzero(pc.is_null(column).to_numpy(zero_copy_only=False))[0])
         raise _error(source, f"column '{name}': expected a list, got null", f"row {row + 1}")
@@ -508,6 +508,12 @@ def _list_column(table: pa.Table, name: str, source: str) -> _Column | None:
         reason = f"column '{name}': expected integers that fit in int64, got {int(values[position])}"
         raise _error(source, reason, f"row {row + 1}")
     return _Column(values.astype(np.int64, copy=False), lengths)
+
+
+def _type_name(kind: Any, limit: int = 60) -> str:
+    """An Arrow type for messages, cut to ``limit`` characters (a crafted file can nest it 60 levels deep)."""
+    text = str(kind)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _detect(columns: set[str], source: str) -> LayoutName:

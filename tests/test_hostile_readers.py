@@ -295,3 +295,14 @@ def test_ids_outside_int32_are_a_finding() -> None:
     found = report.finding("token_id_out_of_range")
     assert found is not None and found.count == 1 and found.examples == ((0, 1),)
     assert audit(pa.table({"input_ids": [[1, 2**31 - 1]], "seq_lengths": [[2]]})).clean
+
+
+def test_a_nested_type_within_the_depth_limit_is_one_short_line() -> None:
+    depth = 60
+    data = b'{"input_ids": ' + b"[" * depth + b"1" + b"]" * depth + b', "seq_lengths": [1]}\n'
+    with pytest.raises(DatasetError, match="expected lists of integers, got list<item: list") as caught:
+        audit(io.BytesIO(data), name="nested.jsonl")
+    assert len(str(caught.value)) < 140
+    with pytest.raises(DatasetError, match="expected a non-negative integer token id") as caught:
+        read_dataset(io.BytesIO(data), name="nested.jsonl")
+    assert len(str(caught.value)) < 140

@@ -271,6 +271,11 @@ def _type_depth(kind: Any) -> int:
     return (1 + max(map(_type_depth, children), default=0)) if children else 0
 
 
+def _leaves(kind: Any) -> int:
+    """How many Parquet leaf columns an Arrow type is stored in (a list of integers: 1). O(fields)."""
+    return sum(_leaves(kind.field(i).type) for i in range(kind.num_fields)) if kind.num_fields else 1
+
+
 # ---------------------------------------------------------------- Parquet
 
 
@@ -292,12 +297,13 @@ def check_parquet(file: pq.ParquetFile, columns: list[str] | None, label: str, l
             raise DatasetError(label, None, reason)
     values: dict[str, int] = {}
     uncompressed = 0
+    owners = [name for name in schema.names for _ in range(_leaves(schema.field(name).type))]
     for group in range(metadata.num_row_groups):
         row_group = metadata.row_group(group)
         for index in range(row_group.num_columns):
             chunk = row_group.column(index)
-            top = chunk.path_in_schema.split(".", 1)[0]
-            if top in wanted:
+            top = owners[index] if len(owners) == row_group.num_columns else chunk.path_in_schema.split(".", 1)[0]
+            if columns is None or top in wanted:
                 values[top] = values.get(top, 0) + int(chunk.num_values)
                 uncompressed += int(chunk.total_uncompressed_size)
     if limits.max_tokens is not None:

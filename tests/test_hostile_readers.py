@@ -306,3 +306,11 @@ def test_a_nested_type_within_the_depth_limit_is_one_short_line() -> None:
     with pytest.raises(DatasetError, match="expected a non-negative integer token id") as caught:
         read_dataset(io.BytesIO(data), name="nested.jsonl")
     assert len(str(caught.value)) <= 150
+
+
+def test_a_bomb_in_a_column_named_with_a_dot_is_counted(tmp_path: Path) -> None:
+    path = tmp_path / "dotted.parquet"
+    bomb = pa.LargeListArray.from_arrays(pa.array([0, 500_000]), pa.array(np.zeros(500_000, dtype=np.int64)))
+    pq.write_table(pa.table({"input_ids": [[1, 2]], "seq_lengths": [[2]], "a.b": bomb}), path)
+    with pytest.raises(DatasetError, match=r"column 'a\.b' holds 500,000 values"):
+        audit(path, limits=ReadLimits(max_tokens=1_000))

@@ -368,7 +368,7 @@ def _decode(handle: IO[bytes], kind: str, label: str, limits: ReadLimits) -> pa.
             scan = scan_json(data, label, limits)
             options = pj.ReadOptions(block_size=min(max(1 << 20, scan.longest_line + 2), 2**31 - 1))
             return pj.read_json(pa.BufferReader(data), read_options=options)
-        return _read_arrow(data)
+        return _read_arrow(data, label, limits)
     except (pa.ArrowException, OSError, ValueError) as error:
         if isinstance(error, DatasetError):
             raise
@@ -376,14 +376,28 @@ def _decode(handle: IO[bytes], kind: str, label: str, limits: ReadLimits) -> pa.
         raise _error(label, f"not a readable {kind} file ({reason})") from None
 
 
-def _read_arrow(data: bytes) -> pa.Table:
-    """An Arrow IPC file, or an IPC stream (what ``datasets`` writes with ``save_to_disk``)."""
+def _read_arrow(data: bytes, label: str, limits: ReadLimits) -> pa.Table:
+    """An Arrow IPC file, or an IPC stream (what ``datasets`` writes with ``save_to_disk``), read batch by
+    batch: the rows and the bytes read so far are checked against ``limits`` after each batch (a compressed
+    batch is only as large as one batch before it is refused). O(bytes)."""
     import pyarrow as pa
 
     try:
-        return pa.ipc.open_file(pa.BufferReader(data)).read_all()
+        file = pa.ipc.open_file(pa.BufferReader(data))
+        batches = (file.get_batch(index) for index in range(file.num_record_batches))
+        schema = file.schema
     except pa.ArrowInvalid:
-        return pa.ipc.open_stream(pa.BufferReader(data)).read_all()
+        stream = pa.ipc.open_stream(pa.BufferReader(data))
+        batches, schema = iter(stream), stream.schema
+    kept: list[pa.RecordBatch] = []
+    rows = size = 0
+    for batch in batches:
+        rows, size = rows + batch.num_rows, size + batch.nbytes
+        check_count(label, "blocks", rows, limits.max_rows)
+        if limits.max_bytes is not None and size > limits.max_bytes:
+            raise DatasetError(label, None, f"holds more than the limit of {limits.max_bytes:,} bytes once read")
+        kept.append(batch)
+    return pa.Table.from_batches(kept, schema=schema)
 
 
 def _to_table(source: Any, name: str | None, limits: ReadLimits) -> tuple[pa.Table, str]:

@@ -314,3 +314,19 @@ def test_a_bomb_in_a_column_named_with_a_dot_is_counted(tmp_path: Path) -> None:
     pq.write_table(pa.table({"input_ids": [[1, 2]], "seq_lengths": [[2]], "a.b": bomb}), path)
     with pytest.raises(DatasetError, match=r"column 'a\.b' holds 500,000 values"):
         audit(path, limits=ReadLimits(max_tokens=1_000))
+
+
+@pytest.mark.parametrize("writer", ["file", "stream"])
+def test_arrow_ipc_is_bounded_batch_by_batch(tmp_path: Path, writer: str) -> None:
+    path = tmp_path / "blocks.arrow"
+    table = pa.table({"input_ids": [[1, 2]] * 3_000, "seq_lengths": [[2]] * 3_000})
+    options = pa.ipc.IpcWriteOptions(compression="zstd")
+    new = pa.ipc.new_file if writer == "file" else pa.ipc.new_stream
+    with new(path, table.schema, options=options) as sink:
+        for batch in table.to_batches(max_chunksize=1_000):
+            sink.write_batch(batch)
+    assert audit(path).num_blocks == 3_000
+    with pytest.raises(DatasetError, match="holds 2,000 blocks, more than the limit of 1,500"):
+        audit(path, limits=ReadLimits(max_rows=1_500))
+    with pytest.raises(DatasetError, match="more than the limit of 20,000 bytes once read"):
+        audit(path, limits=ReadLimits(max_bytes=20_000))

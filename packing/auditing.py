@@ -361,7 +361,7 @@ def _decode(handle: IO[bytes], kind: str, label: str, limits: ReadLimits) -> pa.
     try:
         if kind == "Parquet":
             file = pq.ParquetFile(handle)
-            check_parquet(file, None, label, limits)
+            check_parquet(file, None, label, limits, "blocks")
             return file.read()
         data = read_bounded(handle, label, limits)
         if kind == "JSON lines":

@@ -386,7 +386,7 @@ def _read_parquet(
         if not columns:
             found = _names(list(file.schema_arrow.names))
             raise DatasetError(label, None, f"no usable columns; found {found}, expected {_expected()}")
-        check_parquet(file, columns, label, limits_of(limits))
+        check_parquet(file, columns, label, limits_of(limits), "samples")
         table = file.read(columns=columns)
     except (pa.ArrowException, OSError, ValueError) as error:
         if isinstance(error, DatasetError):

@@ -279,15 +279,17 @@ def _leaves(kind: Any) -> int:
 # ---------------------------------------------------------------- Parquet
 
 
-def check_parquet(file: pq.ParquetFile, columns: list[str] | None, label: str, limits: ReadLimits) -> None:
-    """Refuse a Parquet file from its metadata alone, before a value is decoded: more than ``max_rows`` rows,
-    a column (of ``columns``; None = all) holding more list values than ``max_tokens`` plus one per row
-    (a list's values, from its column chunks' value counts: 200 M zeros compress to a few KB but count
-    200 M), more than ``max_bytes`` of uncompressed column data, or types nested deeper than ``max_depth``.
-    O(row groups × columns)."""
+def check_parquet(
+    file: pq.ParquetFile, columns: list[str] | None, label: str, limits: ReadLimits, rows_are: str = "rows"
+) -> None:
+    """Refuse a Parquet file from its metadata alone, before a value is decoded: more than ``max_rows`` rows
+    (``rows_are`` names them in messages: samples, blocks); a column (of ``columns``; None = all) holding
+    more list values than ``max_tokens`` plus one per row, counted from its column chunks' value counts
+    (200 M zeros compress to a few KB but count 200 M); more than ``max_bytes`` of uncompressed column
+    data; or types nested deeper than ``max_depth``. O(row groups × columns)."""
     metadata = file.metadata
     rows = int(metadata.num_rows)
-    check_count(label, "rows", rows, limits.max_rows)
+    check_count(label, rows_are, rows, limits.max_rows)
     schema = file.schema_arrow
     wanted = set(schema.names if columns is None else columns)
     for name in wanted:

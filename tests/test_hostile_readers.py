@@ -198,7 +198,7 @@ def test_a_parquet_bomb_is_refused_from_its_metadata(tmp_path: Path) -> None:
 def test_parquet_rows_and_uncompressed_bytes_from_metadata(tmp_path: Path) -> None:
     path = tmp_path / "blocks.parquet"
     pq.write_table(pa.table({"input_ids": [[1, 2]] * 5_000, "seq_lengths": [[2]] * 5_000}), path)
-    with pytest.raises(DatasetError, match="holds 5,000 rows, more than the limit of 1,000"):
+    with pytest.raises(DatasetError, match="holds 5,000 blocks, more than the limit of 1,000"):
         read_packed(path, limits=ReadLimits(max_rows=1_000))
     with pytest.raises(DatasetError, match="once uncompressed"):
         read_dataset(path, limits=ReadLimits(max_bytes=100))

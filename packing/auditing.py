@@ -340,16 +340,20 @@ def _read_file(source: str | os.PathLike[str] | IO[bytes], label: str, limits: R
     A path must be a regular file (:func:`packing.limits.open_input`); ``limits`` are checked before
     decoding: a Parquet file's metadata, a file's size, JSON's nesting (scanned before ``pyarrow.json``,
     which crashes the process on deep nesting) and its lines."""
+    if isinstance(source, (str, os.PathLike)):
+        with open_input(source, label) as handle:  # a missing file or a folder is named as such first
+            return _decode(handle, _file_kind(label), label, limits)
+    return _decode(source, _file_kind(label), label, limits)
+
+
+def _file_kind(label: str) -> str:
+    """Parquet, JSON lines or Arrow, from the file name's extension."""
     suffix = Path(label).suffix.lower()
     kinds = {".parquet": "Parquet", ".pq": "Parquet", ".jsonl": "JSON lines", ".ndjson": "JSON lines"}
     kinds.update({".json": "JSON lines", ".arrow": "Arrow", ".feather": "Arrow", ".ipc": "Arrow"})
     if suffix not in kinds:
         raise _error(label, "expected a .parquet, .jsonl or .arrow file")
-    kind = kinds[suffix]
-    if isinstance(source, (str, os.PathLike)):
-        with open_input(source, label) as handle:
-            return _decode(handle, kind, label, limits)
-    return _decode(source, kind, label, limits)
+    return kinds[suffix]
 
 
 def _decode(handle: IO[bytes], kind: str, label: str, limits: ReadLimits) -> pa.Table:

@@ -37,7 +37,10 @@ Findings (``Finding.kind``), each with a count and the first few ``(block, posit
 - ``all_ones_attention_mask``: a block of several documents whose 0/1 attention mask lets them see each
   other (count: blocks);
 - ``label_mismatch``: a label that is neither -100 nor the token at its position (labels shifted twice);
-- ``block_too_long``: a block holding more than ``max_seq_length`` positions (only with ``max_seq_length``).
+- ``block_too_long``: a block holding more than ``max_seq_length`` positions (only with ``max_seq_length``);
+- ``token_id_out_of_range``: a token id outside 0..2**31 - 1 (no vocabulary is that large; an int32 column
+  would wrap it). Ids that do not even fit in int64 (uint64 above 2**63 - 1) are refused with a
+  DatasetError instead: every array here is int64, so they cannot be checked at all.
 
 A clean dataset has no findings. Everything is vectorized over the flat token arrays: O(tokens + blocks).
 
@@ -67,6 +70,7 @@ import numpy.typing as npt
 
 from packing.arrays import ranges
 from packing.errors import DatasetError, SettingError
+from packing.limits import ReadLimits, check_count, check_parquet, limits_of, open_input, read_bounded, scan_json
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -94,6 +98,7 @@ FINDING_KINDS = (
     "all_ones_attention_mask",
     "label_mismatch",
     "block_too_long",
+    "token_id_out_of_range",
 )
 """Every kind of finding, in the order reports list them."""
 FINDING_DESCRIPTIONS = {
@@ -109,6 +114,7 @@ FINDING_DESCRIPTIONS = {
     "them attend to each other",
     "label_mismatch": "labels that are neither -100 nor the token at their position (shifted twice?)",
     "block_too_long": "blocks holding more positions than max_seq_length",
+    "token_id_out_of_range": "token ids outside 0..2**31 - 1: no vocabulary has them, and int32 consumers wrap them",
 }
 FINDING_FIXES = {
     "cross_document_label": "set the label of every document's first token to -100",
@@ -121,11 +127,14 @@ FINDING_FIXES = {
     "(flash-attention varlen, SDPA packed), or number the documents in the mask",
     "label_mismatch": "keep labels equal to input_ids (the model shifts them) or -100",
     "block_too_long": "repack with this max_seq_length",
+    "token_id_out_of_range": "tokenize again: token ids are indexes into the vocabulary",
 }
 """What to change, per kind of finding."""
 MAX_EXAMPLES = 5
 """Cells listed per finding."""
 IGNORE_INDEX = -100
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
 
 
 # ---------------------------------------------------------------- results
@@ -325,58 +334,116 @@ def _error(source: str, reason: str, where: str | None = None) -> DatasetError:
     return DatasetError(source, where, reason)
 
 
-def _read_file(source: str | os.PathLike[str] | IO[bytes], label: str) -> pa.Table:
-    """A Parquet or JSON-lines file (a path or a binary file object) as a table; ``label`` names it."""
-    import pyarrow as pa
-    import pyarrow.json as pj
-    import pyarrow.parquet as pq
+def _read_file(source: str | os.PathLike[str] | IO[bytes], label: str, limits: ReadLimits) -> pa.Table:
+    """A Parquet or JSON-lines file (a path or a binary file object) as a table; ``label`` names it.
 
+    A path must be a regular file (:func:`packing.limits.open_input`); ``limits`` are checked before
+    decoding: a Parquet file's metadata, a file's size, JSON's nesting (scanned before ``pyarrow.json``,
+    which crashes the process on deep nesting) and its lines."""
     if isinstance(source, (str, os.PathLike)):
-        target = Path(source)
-        if not target.exists():
-            raise _error(label, "no such file")
-        if target.is_dir():
-            raise _error(label, "is a directory, expected a file")
+        with open_input(source, label) as handle:  # a missing file or a folder is named as such first
+            return _decode(handle, _file_kind(label), label, limits)
+    return _decode(source, _file_kind(label), label, limits)
+
+
+def _file_kind(label: str) -> str:
+    """Parquet, JSON lines or Arrow, from the file name's extension."""
     suffix = Path(label).suffix.lower()
     kinds = {".parquet": "Parquet", ".pq": "Parquet", ".jsonl": "JSON lines", ".ndjson": "JSON lines"}
     kinds.update({".json": "JSON lines", ".arrow": "Arrow", ".feather": "Arrow", ".ipc": "Arrow"})
     if suffix not in kinds:
         raise _error(label, "expected a .parquet, .jsonl or .arrow file")
-    kind = kinds[suffix]
+    return kinds[suffix]
+
+
+def _decode(handle: IO[bytes], kind: str, label: str, limits: ReadLimits) -> pa.Table:
+    """The table in ``handle`` (``kind``: Parquet, JSON lines or Arrow), each within ``limits`` before decoding."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+    import pyarrow.parquet as pq
+
     try:
         if kind == "Parquet":
-            return pq.read_table(source)
+            file = pq.ParquetFile(handle)
+            check_parquet(file, None, label, limits, "blocks")
+            return file.read()
+        data = read_bounded(handle, label, limits)
         if kind == "JSON lines":
-            return pj.read_json(source)
-        return _read_arrow(source)
+            scan = scan_json(data, label, limits)
+            options = pj.ReadOptions(block_size=min(max(1 << 20, scan.longest_line + 2), 2**31 - 1))
+            return pj.read_json(pa.BufferReader(data), read_options=options)
+        return _read_arrow(data, label, limits)
     except (pa.ArrowException, OSError, ValueError) as error:
+        if isinstance(error, DatasetError):
+            raise
         reason = str(error).strip().splitlines()[0][:80] if str(error).strip() else type(error).__name__
         raise _error(label, f"not a readable {kind} file ({reason})") from None
 
 
-def _read_arrow(source: str | os.PathLike[str] | IO[bytes]) -> pa.Table:
-    """An Arrow IPC file, or an IPC stream (what ``datasets`` writes with ``save_to_disk``)."""
+def _read_arrow(data: bytes, label: str, limits: ReadLimits) -> pa.Table:
+    """An Arrow IPC file, or an IPC stream (what ``datasets`` writes with ``save_to_disk``), read batch by
+    batch: the rows and the bytes read so far are checked against ``limits`` after each batch (a compressed
+    batch is only as large as one batch before it is refused). O(bytes)."""
     import pyarrow as pa
 
-    data = Path(source).read_bytes() if isinstance(source, (str, os.PathLike)) else source.read()
     try:
-        return pa.ipc.open_file(pa.BufferReader(data)).read_all()
+        file = pa.ipc.open_file(pa.BufferReader(data))
+        batches = (file.get_batch(index) for index in range(file.num_record_batches))
+        schema = file.schema
     except pa.ArrowInvalid:
-        return pa.ipc.open_stream(pa.BufferReader(data)).read_all()
+        stream = pa.ipc.open_stream(pa.BufferReader(data))
+        batches, schema = iter(stream), stream.schema
+    kept: list[pa.RecordBatch] = []
+    rows = size = 0
+    for batch in batches:
+        rows, size = rows + batch.num_rows, size + batch.nbytes
+        check_count(label, "blocks", rows, limits.max_rows)
+        if limits.max_bytes is not None and size > limits.max_bytes:
+            raise DatasetError(label, None, f"holds more than the limit of {limits.max_bytes:,} bytes once read")
+        kept.append(batch)
+    return pa.Table.from_batches(kept, schema=schema)
 
 
-def _to_table(source: Any, name: str | None) -> tuple[pa.Table, str]:
+def _to_table(source: Any, name: str | None, limits: ReadLimits) -> tuple[pa.Table, str]:
+    """Any accepted source as ``(table, name for messages)``, within ``limits`` (:func:`_check_table`)."""
+    table, label = _any_table(source, name, limits)
+    _check_table(table, label, limits)
+    return table, label
+
+
+def _check_table(table: pa.Table, label: str, limits: ReadLimits) -> None:
+    """Refuse a table of more blocks, or a list column of more values, than ``limits`` allows, before its
+    columns become arrays. O(columns + chunks)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    check_count(label, "blocks", table.num_rows, limits.max_rows)
+    if limits.max_tokens is None:
+        return
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        kind = column.type
+        if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+            values = int(pc.sum(pc.list_value_length(column)).as_py() or 0)
+            if values > limits.max_tokens:
+                raise DatasetError(
+                    label,
+                    None,
+                    f"column '{name}' holds {values:,} values, more than the limit of {limits.max_tokens:,}",
+                )
+
+
+def _any_table(source: Any, name: str | None, limits: ReadLimits) -> tuple[pa.Table, str]:
     """Any accepted source as ``(table, name for messages)``."""
     import pyarrow as pa
 
     if isinstance(source, (str, os.PathLike)):
         label = name or os.fspath(source)
-        return _read_file(source, label), label
+        return _read_file(source, label, limits), label
     if isinstance(source, (bytes, bytearray, memoryview)):
         source = io.BytesIO(bytes(source))
     if hasattr(source, "read"):  # a binary file object, such as an upload
         label = name or str(getattr(source, "name", None) or "<uploaded file>")
-        return _read_file(source, label), label
+        return _read_file(source, label, limits), label
     if isinstance(source, pa.Table):
         return source, name or "<table>"
     if hasattr(source, "with_format") and hasattr(source, "column_names"):  # datasets.Dataset
@@ -440,10 +507,10 @@ def _list_column(table: pa.Table, name: str, source: str) -> _Column | None:
     if not (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)):
         if pa.types.is_null(kind):
             return None
-        raise _error(source, f"column '{name}': expected lists of integers, got {kind}")
+        raise _error(source, f"column '{name}': expected lists of integers, got {_type_name(kind)}")
     value_type = kind.value_type
     if not (pa.types.is_integer(value_type) or pa.types.is_boolean(value_type) or pa.types.is_null(value_type)):
-        raise _error(source, f"column '{name}': expected lists of integers, got {kind}")
+        raise _error(source, f"column '{name}': expected lists of integers, got {_type_name(kind)}")
     if column.null_count:
         row = int(np.flatnonzero(pc.is_null(column).to_numpy(zero_copy_only=False))[0])
         raise _error(source, f"column '{name}': expected a list, got null", f"row {row + 1}")
@@ -452,7 +519,19 @@ def _list_column(table: pa.Table, name: str, source: str) -> _Column | None:
     if flat.null_count:
         raise _error(source, f"column '{name}': lists must not contain nulls")
     values = flat.to_numpy(zero_copy_only=False) if len(flat) else np.zeros(0, dtype=np.int64)
+    if values.dtype.kind == "u" and values.size and int(values.max()) > _INT64_MAX:
+        # 2**64 - 1 would wrap to -1 in int64 and every check after it would read another value
+        position = int(np.flatnonzero(values > _INT64_MAX)[0])
+        row = int(np.searchsorted(np.cumsum(lengths), position, side="right"))
+        reason = f"column '{name}': expected integers that fit in int64, got {int(values[position])}"
+        raise _error(source, reason, f"row {row + 1}")
     return _Column(values.astype(np.int64, copy=False), lengths)
+
+
+def _type_name(kind: Any, limit: int = 60) -> str:
+    """An Arrow type for messages, cut to ``limit`` characters (a crafted file can nest it 60 levels deep)."""
+    text = str(kind)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _detect(columns: set[str], source: str) -> LayoutName:
@@ -975,16 +1054,22 @@ _READERS = {
 }
 
 
-def _parse(source: Any, format: str | None, name: str | None = None) -> tuple[_Parsed, str]:
-    table, name = _to_table(source, name)
+def _parse(
+    source: Any, format: str | None, name: str | None = None, limits: ReadLimits | None = None
+) -> tuple[_Parsed, str]:
+    table, name = _to_table(source, name, limits_of(limits))
     if format is not None and format not in _READERS:
         raise SettingError("format", f"one of {', '.join(LAYOUTS)}", format)
     layout = format if format is not None else _detect(set(map(str, table.column_names)), name)
     return _READERS[layout](table, name), name
 
 
-def read_packed(source: Any, *, format: str | None = None) -> PackedLayout:
+def read_packed(source: Any, *, format: str | None = None, limits: ReadLimits | None = None) -> PackedLayout:
     """Read packed data of any known layout into one form (see :class:`PackedLayout`). O(tokens).
+
+    ``limits`` (a :class:`~packing.limits.ReadLimits`) bounds the file's bytes, the blocks
+    (``max_rows``) and the values of any list column (``max_tokens``), checked before decoding (a
+    Parquet file's metadata, a file's size) or, for a table given, before its columns become arrays.
 
     >>> import pyarrow as pa
     >>> rows = {"input_ids": [[5, 6, 7, 0]], "seq_start_id": [[0, 2]], "loss_mask": [[1, 0, 0, 0]]}
@@ -992,7 +1077,7 @@ def read_packed(source: Any, *, format: str | None = None) -> PackedLayout:
     >>> layout.format, layout.document.tolist(), layout.targets.tolist()
     ('megatron', [0, 0, 1, 1], [False, True, False, False])
     """
-    parsed, _ = _parse(source, format)
+    parsed, _ = _parse(source, format, limits=limits)
     return parsed.layout
 
 
@@ -1050,6 +1135,8 @@ def _checks(parsed: _Parsed, capacity: int, capacity_given: bool, used: Int64Arr
         )
     if capacity_given:
         cells["block_too_long"] = offsets[:-1][np.flatnonzero(used > capacity)]
+    ids = layout.input_ids
+    cells["token_id_out_of_range"] = np.flatnonzero((ids < 0) | (ids > _INT32_MAX))
     findings = []
     for kind in FINDING_KINDS:
         if kind in cells:
@@ -1060,7 +1147,12 @@ def _checks(parsed: _Parsed, capacity: int, capacity_given: bool, used: Int64Arr
 
 
 def audit(
-    source: Any, *, max_seq_length: int | None = None, format: str | None = None, name: str | None = None
+    source: Any,
+    *,
+    max_seq_length: int | None = None,
+    format: str | None = None,
+    name: str | None = None,
+    limits: ReadLimits | None = None,
 ) -> AuditReport:
     """Recognise a packed dataset's layout, count what it holds and check every invariant.
 
@@ -1068,7 +1160,7 @@ def audit(
     upload; ``name`` gives its file name), a ``pyarrow.Table``, a ``datasets.Dataset`` or a dict of columns
     (rows, or a collator's arrays of shape ``(rows, T)``). ``max_seq_length`` is the block capacity (default:
     the longest block); ``format`` forces a layout instead of recognising it; ``name`` is how the report and
-    its errors name the source.
+    its errors name the source; ``limits`` bounds what is read, as in :func:`read_packed`.
     O(tokens + blocks), numpy throughout.
 
     >>> import pyarrow as pa
@@ -1084,7 +1176,7 @@ def audit(
         isinstance(max_seq_length, bool) or not isinstance(max_seq_length, (int, np.integer)) or max_seq_length < 1
     ):
         raise SettingError("max_seq_length", "an integer >= 1", max_seq_length)
-    parsed, name = _parse(source, format, name)
+    parsed, name = _parse(source, format, name, limits)
     layout = parsed.layout
     offsets, document = layout.row_offsets, layout.document
     total = len(document)

@@ -40,6 +40,7 @@ import numpy.typing as npt
 
 from packing.arrays import offsets_of
 from packing.errors import DatasetError, SampleError, quote
+from packing.limits import ReadLimits, check_count, check_parquet, limits_of, open_input, read_bounded, scan_json
 from packing.outputs import atomic_path
 from packing.packed import PackedBatch
 from packing.reader import FIELDS, TOKEN_FIELDS, Samples, read_rows, read_table
@@ -110,6 +111,7 @@ def read_dataset(
     completion_only_loss: bool = True,
     tokenizer: Any = None,
     progress: Callable[[int, int], None] | None = None,
+    limits: ReadLimits | None = None,
 ) -> Dataset:
     """Read samples (or lengths) from a path or a binary file object. O(total tokens).
 
@@ -130,16 +132,19 @@ def read_dataset(
     """
     label = _label(source, name)
     kind = _format(format, label)
+    bounds = limits_of(limits)
     with _binary(source, label) as handle:
         if kind == "parquet":
-            return _read_parquet(handle, label, completion_only_loss, tokenizer, progress)
-        content = (
-            _read_csv(handle, label, text=tokenizer is not None) if kind == "csv" else _READERS[kind](handle, label)
-        )
+            return _bounded(_read_parquet(handle, label, completion_only_loss, tokenizer, progress, bounds), bounds)
+        if kind == "csv":
+            content: _Rows | Dataset = _read_csv(_csv_input(handle, label, bounds), label, tokenizer is not None)
+        else:
+            content = _READERS[kind](read_bounded(handle, label, bounds), label, bounds)
     if isinstance(content, Dataset):
-        return content
+        return _bounded(content, bounds)
     if not content.rows:
         raise DatasetError(label, None, "the file holds no samples")
+    check_count(label, "samples", len(content.rows), bounds.max_rows)
     _check_columns(content.rows, label)
     try:
         samples = read_rows(
@@ -147,7 +152,19 @@ def read_dataset(
         )
     except SampleError as error:
         raise DatasetError.from_sample(label, content.where[error.sample or 0], error) from None
-    return Dataset(samples, label)
+    return _bounded(Dataset(samples, label), bounds)
+
+
+def _bounded(data: Dataset, limits: ReadLimits) -> Dataset:
+    """``data``, refused when it holds (or, lengths only, stands for) more samples or tokens than ``limits``. O(1)."""
+    check_count(data.source, "samples", len(data), limits.max_rows)
+    check_count(data.source, "tokens", int(data.samples.offsets[-1]), limits.max_tokens)
+    return data
+
+
+def _csv_input(handle: IO[bytes], label: str, limits: ReadLimits) -> IO[bytes]:
+    """The CSV file as it is, or (with ``max_bytes``) its bytes read within the limit."""
+    return handle if limits.max_bytes is None else io.BytesIO(read_bounded(handle, label, limits))
 
 
 def _check_columns(rows: list[Any], label: str) -> None:
@@ -187,31 +204,20 @@ def _format(format: str | None, label: str) -> str:
 
 @contextmanager
 def _binary(source: Source, label: str) -> Iterator[IO[bytes]]:
-    """The file opened for binary reading (a path), or the file object itself (left open)."""
+    """The file opened for binary reading (a path: a regular file, see :func:`packing.limits.open_input`), or
+    the file object itself (left open)."""
     if not isinstance(source, (str, os.PathLike)):
         yield source
         return
-    try:
-        handle = open(source, "rb")  # noqa: SIM115 - closed by the with block below
-    except OSError as error:
-        raise DatasetError(label, None, _os_reason(error)) from None
-    with handle:
+    with open_input(source, label) as handle:
         yield handle
 
 
-def _os_reason(error: OSError) -> str:
-    """Why a file could not be opened, in a few words."""
-    if isinstance(error, FileNotFoundError):
-        return "no such file"
-    if isinstance(error, IsADirectoryError):
-        return "is a directory, expected a file"
-    if isinstance(error, PermissionError):
-        return "permission denied"
-    return f"cannot read the file ({error.strerror or error})"
-
-
-def _parse_json(text: str, label: str, where: str | None) -> Any:
-    """One JSON value; a syntax error names the line and character."""
+def _parse_json(text: str, label: str, where: str | None, scanned: bool = True) -> Any:
+    """One JSON value; a syntax error names the line and character. Unless ``scanned`` (the file's bytes were),
+    the text is scanned for nesting first (:func:`packing.limits.scan_json`)."""
+    if not scanned:
+        scan_json(text.encode("utf-8", "surrogatepass"), label)
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
@@ -223,11 +229,14 @@ def _parse_json(text: str, label: str, where: str | None) -> Any:
         raise DatasetError(label, where, "a number too long to read (more than 4,300 digits)") from None
 
 
-def _read_jsonl(handle: IO[bytes], label: str) -> _Rows:
-    """One JSON value per line; blank lines are skipped. O(bytes)."""
+def _read_jsonl(data: bytes, label: str, limits: ReadLimits, scanned: bool = False) -> _Rows:
+    """One JSON value per line; blank lines are skipped. The bytes are scanned (nesting, lines) before any
+    line is parsed. O(bytes)."""
+    if not scanned:
+        scan_json(data, label, limits)
     rows: list[Any] = []
     where: list[str] = []
-    for number, raw in enumerate(handle, start=1):
+    for number, raw in enumerate(io.BytesIO(data), start=1):
         place = f"line {number}"
         try:
             text = raw.decode("utf-8-sig")
@@ -239,9 +248,10 @@ def _read_jsonl(handle: IO[bytes], label: str) -> _Rows:
     return _Rows(rows, where)
 
 
-def _read_json(handle: IO[bytes], label: str) -> _Rows | Dataset:
-    """A list of samples, a histogram object, or (when it is really JSON lines) one value per line."""
-    raw = handle.read()
+def _read_json(raw: bytes, label: str, limits: ReadLimits) -> _Rows | Dataset:
+    """A list of samples, a histogram object, or (when it is really JSON lines) one value per line; scanned
+    (nesting) before it is parsed."""
+    scan_json(raw, label, ReadLimits(max_depth=limits.max_depth))
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
@@ -251,14 +261,14 @@ def _read_json(handle: IO[bytes], label: str) -> _Rows | Dataset:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         if error.msg == "Extra data":
-            return _read_jsonl(io.BytesIO(raw), label)
+            return _read_jsonl(raw, label, limits)
         data = _parse_json(text, label, None)
     except (RecursionError, ValueError):
         data = _parse_json(text, label, None)
     if isinstance(data, list):
         return _Rows(data, [f"item {number}" for number in range(1, len(data) + 1)])
     if isinstance(data, dict) and ("histogram" in data or "lengths" in data):
-        return _histogram(data, label)
+        return _histogram(data, label, limits)
     found = f"an object with keys {_names(list(map(str, data)))}" if isinstance(data, dict) else type(data).__name__
     raise DatasetError(
         label,
@@ -268,8 +278,9 @@ def _read_json(handle: IO[bytes], label: str) -> _Rows | Dataset:
     )
 
 
-def _histogram(data: dict[str, Any], label: str) -> Dataset:
-    """Lengths from a histogram object like ``packing/workloads/*.json``. O(sequences)."""
+def _histogram(data: dict[str, Any], label: str, limits: ReadLimits) -> Dataset:
+    """Lengths from a histogram object like ``packing/workloads/*.json``; the sequences and tokens it stands
+    for are checked against ``limits`` (and 2**63) from its counts, before it is expanded. O(sequences)."""
     key = "histogram" if "histogram" in data else "lengths"
     values = data[key]
     if not isinstance(values, list):
@@ -281,6 +292,12 @@ def _histogram(data: dict[str, Any], label: str) -> Dataset:
             )
     if key == "histogram" and sum(values) > 2**31:
         raise DatasetError(label, f"key '{key}'", f"expected at most 2**31 sequences, got {sum(values):,}")
+    sequences = sum(values) if key == "histogram" else len(values)
+    tokens = sum(length * count for length, count in enumerate(values)) if key == "histogram" else sum(values)
+    check_count(label, "sequences", sequences, limits.max_rows)
+    check_count(label, "tokens", tokens, limits.max_tokens)
+    if tokens >= 2**63:
+        raise DatasetError(label, f"key '{key}'", f"expected lengths adding up to less than 2**63, got {tokens:,}")
     workload = workload_from_json(label, {key: values, "max_seq_length": 0})
     if not len(workload.lengths):
         raise DatasetError(label, None, f"the {key} holds no sequences")
@@ -342,7 +359,7 @@ def _csv_cell(column: str, cell: str, text: bool = False) -> Any:
     if text and column in ("text", "prompt", "completion"):
         return cell
     if column == "messages":
-        return _parse_json(cell, "CSV cell", "column 'messages'")
+        return _parse_json(cell, "CSV cell", "column 'messages'", scanned=False)
     if column == "length":
         return _number(stripped)
     if stripped.startswith("[") and stripped.endswith("]"):
@@ -356,8 +373,10 @@ def _read_parquet(
     completion_only_loss: bool,
     tokenizer: Any = None,
     progress: Callable[[int, int], None] | None = None,
+    limits: ReadLimits | None = None,
 ) -> Dataset:
-    """A Parquet file through Arrow: only the reader's columns are read, and checked column by column."""
+    """A Parquet file through Arrow: only the reader's columns are read, and checked column by column; the
+    file's metadata is checked against ``limits`` first (:func:`packing.limits.check_parquet`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -367,6 +386,7 @@ def _read_parquet(
         if not columns:
             found = _names(list(file.schema_arrow.names))
             raise DatasetError(label, None, f"no usable columns; found {found}, expected {_expected()}")
+        check_parquet(file, columns, label, limits_of(limits), "samples")
         table = file.read(columns=columns)
     except (pa.ArrowException, OSError, ValueError) as error:
         if isinstance(error, DatasetError):
@@ -382,7 +402,7 @@ def _read_parquet(
     return Dataset(samples, label)
 
 
-_READERS = {"jsonl": _read_jsonl, "json": _read_json}
+_READERS: dict[str, Callable[[bytes, str, ReadLimits], _Rows | Dataset]] = {"jsonl": _read_jsonl, "json": _read_json}
 
 
 def _names(columns: list[str]) -> str:

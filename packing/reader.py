@@ -299,6 +299,15 @@ def _check_flag(value: Any, name: str) -> bool:
 def _offsets(lengths: Iterable[int] | Int64Array, count: int) -> Int64Array:
     offsets = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(np.fromiter(lengths, dtype=np.int64, count=count), out=offsets[1:])
+    return _no_overflow(offsets)
+
+
+def _no_overflow(offsets: Int64Array) -> Int64Array:
+    """``offsets`` (running sums of non-negative lengths, each below 2**63), unless their total passed 2**63 - 1:
+    the first sum that did wraps to a negative number, and the row that made it is refused. O(n)."""
+    if len(offsets) and int(offsets.min()) < 0:
+        row = int(np.flatnonzero(offsets < 0)[0]) - 1
+        raise SampleError(row, "length", None, "lengths adding up to less than 2**63", "<a larger sum>")
     return offsets
 
 
@@ -567,7 +576,7 @@ def _lengths_table(table: pa.Table, completion_only_loss: bool) -> Samples:
         raise _row_error(table, int(bad[0]), completion_only_loss)
     offsets = np.zeros(len(values) + 1, dtype=np.int64)
     np.cumsum(values, out=offsets[1:])
-    return Samples(None, None, offsets)
+    return Samples(None, None, _no_overflow(offsets))
 
 
 def chat_sample(

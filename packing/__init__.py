@@ -17,6 +17,7 @@ from packing.errors import DatasetError, PackingError, SampleError, SettingError
 from packing.explanation import MAX_EXPLAIN_DOCUMENTS, Placement, Step, explain
 from packing.formats import EXPORT_FORMATS, export
 from packing.io import Dataset, read_dataset
+from packing.limits import ReadLimits
 from packing.packed import IGNORE_INDEX, PackedBatch, TrainableCounts, count_trainable, materialize, pack
 from packing.plans import PackingPlan, Piece, plan
 from packing.reader import MaskedSample, PromptCompletion, Sample, Samples, chat_sample, read_rows, read_table
@@ -55,6 +56,7 @@ __all__ = [
     "Piece",
     "Placement",
     "PromptCompletion",
+    "ReadLimits",
     "Sample",
     "SampleError",
     "Samples",

@@ -88,8 +88,8 @@ def valid_certificates(draw: st.DrawFn) -> tuple[Certificate, list[int], int]:
     kind = draw(st.sampled_from(["L1", "L2", "dual prices"]))
     blocks = min_blocks(raw, capacity) + draw(st.integers(min_value=0, max_value=2))
     if kind != "dual prices":
-        bound = Certificate(0, kind, 0).recompute(raw, capacity)
-        return Certificate(bound, kind, blocks), raw, capacity
+        bound = Loose(0, kind, 0).recompute(raw, capacity)
+        return Loose(bound, kind, blocks), raw, capacity
     prices = {w: draw(st.integers(min_value=0, max_value=9)) for w in sorted(set(raw))}
     lengths = np.array(raw, dtype=np.int64)
     value = knapsack_value(lengths, prices, capacity)

@@ -537,13 +537,135 @@ def _opening(tokenizer: Any, whole: str, sample: int) -> str:
     return whole[: found + len(prompt)]
 
 
+MAX_PREFIX_TURNS = 1024
+"""Most messages in a chat whose turns cannot be found in one rendering (the fallback renders every
+prefix: O(turns × rendering), quadratic in the chat's length)."""
+
+_MAX_ROLES = 16
+"""Most distinct roles a chat may have for the one-rendering path (each costs one probe rendering)."""
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """A chat rendered once: its text, where each message starts (``bounds[i]``; ``bounds[-1]`` is the
+    end), and the generation prompt the template adds after a message, by that message's role."""
+
+    whole: str
+    bounds: list[int]
+    prompts: dict[str, str]
+
+
+def _layout(tokenizer: Any, messages: Sequence[Message], sample: int) -> _Layout | None:
+    """Where each message of a chat starts in its one rendering, or None when that cannot be made out.
+
+    Message 0 ends where the rendering of it alone ends. Every later message is ``header + content +
+    footer``, the header and footer of its role learned from the rendering of the prefix that ends
+    with the role's first message after message 0 (one probe per role) and then checked at every
+    message of that role: the whole rendering must be exactly these pieces, end to end, or the chat
+    goes to the prefix-by-prefix path. A message without string content (tool calls), content the
+    template changes, or a template whose prefixes are not prefixes also go there. O(distinct roles
+    renderings + characters), against O(turns) renderings prefix by prefix.
+    """
+    if len({str(m.get("role")) for m in messages}) > _MAX_ROLES:
+        return None
+    if any(not isinstance(m.get("content"), str) or m.get("tool_calls") is not None for m in messages):
+        return None
+    whole = _render(tokenizer, messages, False, sample, "messages")
+    first = whole if len(messages) == 1 else _render(tokenizer, messages[:1], False, sample, "messages")
+    if not whole.startswith(first):
+        return None
+    bounds = [0, len(first)]
+    pieces: dict[str, tuple[str, str]] = {}  # role -> (header, footer)
+    for index in range(1, len(messages)):
+        role, content, start = messages[index]["role"], messages[index]["content"], bounds[-1]
+        if role not in pieces:
+            end = len(whole)
+            if index < len(messages) - 1:
+                prefix = _render(tokenizer, messages[: index + 1], False, sample, "messages")
+                if not whole.startswith(prefix):
+                    return None
+                end = len(prefix)
+            found = whole.find(content, start, end)
+            if found < 0:
+                return None
+            pieces[role] = (whole[start:found], whole[found + len(content) : end])
+        header, footer = pieces[role]
+        middle = start + len(header)
+        if not (whole.startswith(header, start) and whole.startswith(content, middle)):
+            return None
+        if not whole.startswith(footer, middle + len(content)):
+            return None
+        bounds.append(middle + len(content) + len(footer))
+    if bounds[-1] != len(whole):
+        return None
+    return _Layout(whole, bounds, {})
+
+
+def _generation_prompts(tokenizer: Any, messages: Sequence[Message], layout: _Layout, sample: int) -> bool:
+    """Learn what the generation prompt adds after a message, for each role that precedes an assistant
+    turn (one rendering per role), and check it at every assistant turn. False when the rendering with
+    the generation prompt does not continue into the turn as it does in the whole."""
+    whole, bounds = layout.whole, layout.bounds
+    for turn in range(1, len(messages)):
+        if messages[turn].get("role") != "assistant":
+            continue
+        before = str(messages[turn - 1]["role"])
+        if before not in layout.prompts:
+            rendered = _render(tokenizer, messages[:turn], True, sample, "messages")
+            if not (whole.startswith(rendered) and bounds[turn] <= len(rendered) <= bounds[turn + 1]):
+                return False
+            layout.prompts[before] = rendered[bounds[turn] :]
+        prompt = layout.prompts[before]
+        if not whole.startswith(prompt, bounds[turn]) or bounds[turn] + len(prompt) > bounds[turn + 1]:
+            return False
+    return True
+
+
+def _too_many_turns(sample: int, messages: Sequence[Message]) -> SampleError:
+    return SampleError(
+        sample,
+        "messages",
+        None,
+        f"at most {MAX_PREFIX_TURNS:,} messages for a chat whose turns the template does not render one "
+        "after the other (tool calls, changed content)",
+        f"<{len(messages):,} messages>",
+    )
+
+
 def chat_spans(tokenizer: Any, messages: Sequence[Message], sample: int = 0) -> tuple[str, list[tuple[int, int]]]:
     """The rendered conversation and the character spans ``[start, end)`` of its assistant turns' trained
-    parts, found by rendering prefix by prefix. O(turns × rendering).
+    parts: from the end of the generation prompt after the messages before the turn to the start of the
+    next message. Rendered once (plus one probe per role, see :func:`_layout`): O(characters + roles
+    renderings); a chat that cannot be laid out from one rendering is rendered prefix by prefix,
+    O(turns × rendering), and refused over ``MAX_PREFIX_TURNS`` messages.
 
     >>> chat_spans(ByteTokenizer(), [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
     ('<|im_start|>user\\na<|im_end|>\\n<|im_start|>assistant\\nb<|im_end|>\\n', [(51, 63)])
     """
+    layout = _layout(tokenizer, messages, sample)
+    if layout is not None and _generation_prompts(tokenizer, messages, layout, sample):
+        whole, bounds = layout.whole, layout.bounds
+        spans = []
+        for turn, message in enumerate(messages):
+            if message.get("role") != "assistant":
+                continue
+            if turn:
+                start = bounds[turn] + len(layout.prompts[str(messages[turn - 1]["role"])])
+            else:
+                opening = _opening(tokenizer, whole, sample)
+                start = len(opening)
+                if not whole.startswith(opening) or start > bounds[1]:
+                    raise _prefix_error(sample, "messages", turn)
+            if bounds[turn + 1] > start:
+                spans.append((start, bounds[turn + 1]))
+        return whole, spans
+    return _prefix_spans(tokenizer, messages, sample)
+
+
+def _prefix_spans(tokenizer: Any, messages: Sequence[Message], sample: int) -> tuple[str, list[tuple[int, int]]]:
+    """:func:`chat_spans` prefix by prefix: O(turns × rendering), so refused over ``MAX_PREFIX_TURNS``."""
+    if len(messages) > MAX_PREFIX_TURNS:
+        raise _too_many_turns(sample, messages)
     whole = _render(tokenizer, messages, False, sample, "messages")
     spans = []
     for turn, message in enumerate(messages):
@@ -566,11 +688,17 @@ def chat_spans(tokenizer: Any, messages: Sequence[Message], sample: int = 0) -> 
 
 def turn_bounds(tokenizer: Any, messages: Sequence[Message], sample: int = 0) -> tuple[str, list[int]]:
     """The rendered conversation and where each message starts in it (rendering of the messages before it),
-    for showing roles. Refuses a template whose prefixes are not prefixes. O(turns × rendering).
+    for showing roles. Rendered once as :func:`chat_spans` does, else prefix by prefix (refused over
+    ``MAX_PREFIX_TURNS`` messages); refuses a template whose prefixes are not prefixes.
 
     >>> turn_bounds(ByteTokenizer(), [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])[1]
     [0, 29]
     """
+    layout = _layout(tokenizer, messages, sample)
+    if layout is not None:
+        return layout.whole, layout.bounds[:-1]
+    if len(messages) > MAX_PREFIX_TURNS:
+        raise _too_many_turns(sample, messages)
     whole = _render(tokenizer, messages, False, sample, "messages")
     bounds = [0]
     for turn in range(1, len(messages)):

@@ -172,3 +172,37 @@ def test_a_long_chat_that_needs_the_prefix_path_is_refused_in_one_line(tokenizer
     tokens, mask, _ = encode_rows([{"messages": chat[:MAX_PREFIX_TURNS]}], "bytes")
     assert '[{"name": "f"}]<|im_end|>' in ByteTokenizer().decode(tokens[mask == 1])
     assert int(np.sum(mask)) > 0
+
+
+NESTED_LOOPS = (
+    "{%- for m in messages -%}{{- m['role'] + ': ' + m['content'] + '\\n' -}}{%- endfor -%}"
+    "{%- for a in range(3000) -%}{%- for b in range(3000) -%}{{- 'x' -}}{%- endfor -%}{%- endfor -%}"
+)
+"""Nine million characters of output for any chat: stopped at the rendering cap (about one million)."""
+
+
+@pytest.mark.parametrize("marked", [False, True])
+def test_a_template_of_nested_loops_is_stopped_at_the_rendering_cap(
+    tmp_path: Path, marked: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from packing import text
+    from packing.text import load_tokenizer
+
+    template = NESTED_LOOPS + ("{% generation %}{% endgeneration %}" if marked else "")
+    tokenizer = load_tokenizer(str(save_tokenizer(tmp_path / "loops", template)))
+    blocks = []
+    original = text._BoundedTemplate.generate
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        for block in original(self, *args, **kwargs):
+            blocks.append(len(block))
+            yield block
+
+    monkeypatch.setattr(text._BoundedTemplate, "generate", counted)
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    with pytest.raises(SampleError, match=r"expected a chat template rendering of at most 1,049,2\d\d characters"):
+        encode_rows([{"text": "fine"}, {"messages": chat}], tokenizer)
+    # stopped there, not run to the end (the marked path renders the failing chat once more, to name it)
+    assert sum(blocks) <= (1 + marked) * (text.RENDER_FACTOR * 40 + text.RENDER_SLACK)
+    # outside packing's calls the template renders as transformers renders it, in full
+    assert len(tokenizer.apply_chat_template(chat, tokenize=False)) == 9_000_000 + len("user: hi\nassistant: yo\n")

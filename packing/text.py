@@ -22,7 +22,11 @@ Chat masks come from the template's generation markers (``{% generation %}``, th
 assistant turn ``k`` covers the characters between the rendering of the first ``k`` messages with
 the generation prompt and the rendering of the first ``k + 1`` messages. A template whose prefix
 renderings are not prefixes of the whole conversation is refused. A token is trained when its
-characters overlap a trained span (the rule ``return_assistant_tokens_mask`` follows).
+characters overlap a trained span (the rule ``return_assistant_tokens_mask`` follows). Those
+boundaries are found in one rendering of the whole chat (plus one probe per role), so a chat costs
+O(characters), not O(turns) renderings; only chats that cannot be laid out that way (tool calls,
+content the template changes) are rendered prefix by prefix, up to ``MAX_PREFIX_TURNS`` messages.
+Every rendering is stopped past ``RENDER_FACTOR`` × the messages' characters + ``RENDER_SLACK``.
 
 ``"bytes"`` is a built-in UTF-8 byte tokenizer that needs no download (see :class:`ByteTokenizer`).
 
@@ -947,7 +951,7 @@ def encode_rows(
     chunk in one batch call. ``indices[i]`` is how errors number row ``i`` (default ``i``);
     ``progress(done, total)`` is called after each chunk with the number of rows done. Every row must be text
     (:func:`is_text_row`); errors are :class:`SampleError` (the row) or :class:`SettingError` (the
-    tokenizer). O(characters + chat turns × template rendering).
+    tokenizer). O(characters + a few template renderings per chat, see :func:`chat_spans`).
 
     >>> tokens, mask, offsets = encode_rows(
     ...     [{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}], "bytes")

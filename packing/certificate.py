@@ -20,12 +20,15 @@ Three kinds of proof that no packing can use fewer than ``lower_bound`` blocks:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from numbers import Integral
+from typing import Literal, TypeGuard
 
 import numpy as np
 import numpy.typing as npt
 
 from packing.bounds import martello_toth_l2, simple_bound
+from packing.errors import SettingError
+from packing.validation import MAX_SEQ_LENGTH, as_lengths
 
 Int64Array = npt.NDArray[np.int64]
 CertificateKind = Literal["L1", "L2", "dual prices"]
@@ -110,32 +113,87 @@ class Certificate:
             return martello_toth_l2(docs, capacity)
         if self.prices is None:
             raise ValueError("a 'dual prices' certificate needs prices")
-        value = knapsack_value(docs, self.prices, capacity)
-        if value <= 0:
-            return 0
-        values, counts = np.unique(docs, return_counts=True)
-        total = sum(int(c) * int(self.prices.get(int(v), 0)) for v, c in zip(values, counts, strict=True))
-        return -(-total // value)
+        return _price_bound(docs, self.prices, knapsack_value(docs, self.prices, capacity))
 
     def verify(self, lengths: npt.ArrayLike, capacity: int) -> bool:
-        """True when the bound rechecks exactly on ``lengths`` and the plan does not beat it.
+        """True when the bound rechecks exactly on ``lengths`` and the plan does not beat it; False for
+        anything else, a malformed certificate or input included (never raises).
 
-        For dual prices, ``value`` must equal the knapsack optimum recomputed here and the bound must be
-        ``ceil(sum(count[w] * price[w]) / value)``, all in integer arithmetic.
+        Well formed: ``lower_bound`` and ``num_blocks`` integers with ``0 <= lower_bound <= num_blocks``
+        (bools and floats refused); ``lengths`` a flat list of integers in ``1..capacity``; for dual
+        prices, ``prices`` a dict from lengths present in ``lengths`` to integers in ``[0, 2**62)`` and
+        ``value`` the knapsack optimum recomputed here, the bound being ``ceil(sum(count[w] * price[w]) /
+        value)``, all in integer arithmetic; the other kinds carry neither. Time as :meth:`recompute`.
 
         >>> Certificate(2, "L1", 3).verify([3, 3, 3], 5)
         True
         >>> Certificate(3, "L1", 3).verify([3, 3, 3], 5)
         False
+        >>> Certificate(1, "dual prices", 1, {3: 1.0}, 1).verify([3], 5)  # a float price
+        False
         """
-        docs = np.asarray(lengths, dtype=np.int64)
-        if docs.size and (docs.min() < 1 or docs.max() > capacity):
+        docs = _documents(lengths, capacity)
+        if docs is None or not _counts_ok(self.lower_bound, self.num_blocks):
             return False
-        if self.kind == "dual prices":
-            if self.prices is None or self.value is None:
-                return False
-            if knapsack_value(docs, self.prices, capacity) != self.value:
-                return False
-        elif self.prices is not None or self.value is not None:
+        if not isinstance(self.kind, str) or self.kind not in ("L1", "L2", "dual prices"):
             return False
-        return self.recompute(docs, capacity) == self.lower_bound and self.num_blocks >= self.lower_bound
+        if self.kind != "dual prices":
+            bound = int(self.recompute(docs, capacity))
+            return self.prices is None and self.value is None and bound == int(self.lower_bound)
+        prices = _clean_prices(self.prices, docs)
+        if prices is None or not _is_int(self.value) or int(self.value) < 0:
+            return False
+        try:
+            value = knapsack_value(docs, prices, capacity)
+        except OverflowError:
+            return False
+        return value == int(self.value) and _price_bound(docs, prices, value) == int(self.lower_bound)
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    """An integer (Python or numpy), not a bool."""
+    return isinstance(value, Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def _counts_ok(lower_bound: object, num_blocks: object) -> bool:
+    """Integers with 0 <= lower_bound <= num_blocks."""
+    return _is_int(lower_bound) and _is_int(num_blocks) and 0 <= int(lower_bound) <= int(num_blocks)
+
+
+def _documents(lengths: npt.ArrayLike, capacity: object) -> Int64Array | None:
+    """``lengths`` as int64 when every one is an integer in 1..capacity (capacity an integer in
+    1..MAX_SEQ_LENGTH); None otherwise. O(n)."""
+    if not _is_int(capacity) or not 1 <= int(capacity) <= MAX_SEQ_LENGTH:
+        return None
+    try:
+        docs = as_lengths(lengths)
+    except (SettingError, ValueError, TypeError, OverflowError):
+        return None
+    if docs.size and (docs.min() < 1 or docs.max() > int(capacity)):
+        return None
+    return docs
+
+
+def _clean_prices(prices: object, docs: Int64Array) -> dict[int, int] | None:
+    """``prices`` as plain ints when it is a dict from lengths present in ``docs`` to integers in
+    ``[0, 2**62)``; None otherwise. O(distinct lengths + n log n)."""
+    if not isinstance(prices, dict):
+        return None
+    present = set(np.unique(docs).tolist())
+    clean: dict[int, int] = {}
+    for length, price in prices.items():
+        if not (_is_int(length) and _is_int(price)) or int(length) not in present:
+            return None
+        if not 0 <= int(price) < _MAX_DP_VALUE:
+            return None
+        clean[int(length)] = int(price)
+    return clean
+
+
+def _price_bound(docs: Int64Array, prices: dict[int, int], value: int) -> int:
+    """``ceil(sum(count[w] * price[w]) / value)`` in Python integers (0 when ``value <= 0``)."""
+    if value <= 0:
+        return 0
+    values, counts = np.unique(docs, return_counts=True)
+    total = sum(int(c) * int(prices.get(int(v), 0)) for v, c in zip(values, counts, strict=True))
+    return -(-total // value)

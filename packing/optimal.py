@@ -46,6 +46,7 @@ from packing.kernels import (
     longest_first_order,
     next_fit_blocks,
 )
+from packing.validation import as_lengths, check_max_seq_length, check_time_limit
 
 Int64Array = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -801,9 +802,11 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
     >>> r.certificate.lower_bound, r.certificate.kind, r.certificate.gap
     (3, 'L2', 0)
     """
+    time_limit = check_time_limit(time_limit)
+    capacity = check_max_seq_length(capacity)
+    lengths = as_lengths(lengths)
     started = time.perf_counter()
-    deadline = started + max(0.0, float(time_limit))
-    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    deadline = started + time_limit
     n = len(lengths)
     if n == 0:
         return _result(np.zeros(0, dtype=np.int64), Certificate(0, "L1", 0))
@@ -843,7 +846,7 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
     initial = _sample_patterns(layout, item_index, len(hist.weights))
     certificate = _simple_certificate(l1, l2, best_count)
     # the LP may take most of the time; a fifth stays for turning it into whole blocks
-    lp_deadline = started + _LP_SHARE * max(0.0, float(time_limit))
+    lp_deadline = started + _LP_SHARE * time_limit
     # for the bound: with exchange columns (longer documents standing in for shorter ones) the duals
     # stay ordered by length and the LP converges in a fraction of the steps
     lp = _column_generation(hist, capacity, initial, lp_deadline, stop_at=best_count, exchanges=True)
@@ -933,4 +936,4 @@ def optimal_blocks(lengths: Int64Array, capacity: int, time_limit: float = 60.0)
     >>> int(optimal_blocks(np.array([4, 3, 3, 2, 2, 2]), 8).max()) + 1
     2
     """
-    return solve(np.asarray(lengths, dtype=np.int64), capacity, time_limit).blocks
+    return solve(lengths, capacity, time_limit).blocks

@@ -27,6 +27,7 @@ from packing.validation import (
     check_choice,
     check_max_seq_length,
     check_positive_int,
+    check_time_limit,
 )
 
 Int64Array = npt.NDArray[np.int64]
@@ -286,13 +287,10 @@ def _options(strategy: str, max_sequences_per_block: int | None, time_limit: flo
             raise SettingError(name, f"no value with strategy {strategy!r} (it applies to {', '.join(users)})", value)
     if max_sequences_per_block is not None:
         check_positive_int(max_sequences_per_block, "max_sequences_per_block")
-    if time_limit is not None and (
-        isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not time_limit > 0
-    ):
-        raise SettingError("time_limit", "a number of seconds > 0", time_limit)
+    limit = None if time_limit is None else check_time_limit(time_limit)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
         raise SettingError("seed", "a non-negative integer", seed)
-    return Options(max_sequences_per_block, None if time_limit is None else float(time_limit), int(seed or 0))
+    return Options(max_sequences_per_block, limit, int(seed or 0))
 
 
 def _layout(

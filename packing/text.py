@@ -22,7 +22,11 @@ Chat masks come from the template's generation markers (``{% generation %}``, th
 assistant turn ``k`` covers the characters between the rendering of the first ``k`` messages with
 the generation prompt and the rendering of the first ``k + 1`` messages. A template whose prefix
 renderings are not prefixes of the whole conversation is refused. A token is trained when its
-characters overlap a trained span (the rule ``return_assistant_tokens_mask`` follows).
+characters overlap a trained span (the rule ``return_assistant_tokens_mask`` follows). Those
+boundaries are found in one rendering of the whole chat (plus one probe per role), so a chat costs
+O(characters), not O(turns) renderings; only chats that cannot be laid out that way (tool calls,
+content the template changes) are rendered prefix by prefix, up to ``MAX_PREFIX_TURNS`` messages.
+Every rendering is stopped past ``RENDER_FACTOR`` × the messages' characters + ``RENDER_SLACK``.
 
 ``"bytes"`` is a built-in UTF-8 byte tokenizer that needs no download (see :class:`ByteTokenizer`).
 
@@ -34,11 +38,13 @@ characters overlap a trained span (the rule ``return_assistant_tokens_mask`` fol
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import itertools
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -520,21 +526,117 @@ def _with_eos(encoded: Encoded, eos: int) -> tuple[Int64Array, Int64Array]:
     return out, new_offsets
 
 
+RENDER_FACTOR = 16
+RENDER_SLACK = 1 << 20
+"""A chat template's rendering may hold at most ``RENDER_FACTOR`` × the characters of the messages it
+renders + ``RENDER_SLACK`` characters (a template of nested loops is stopped there, not run for minutes)."""
+
+_RENDER_CAP: contextvars.ContextVar[int | None] = contextvars.ContextVar("render_cap", default=None)
+
+
+class _RenderTooLarge(Exception):
+    """A rendering went past the cap of its call (see :func:`_bounded_rendering`)."""
+
+
+class _BoundedTemplate:
+    """A compiled Jinja template (transformers' sandboxed one) whose output is produced block by block
+    (``Template.generate``) and stopped past the cap set for the current call; without a cap it is the
+    template itself."""
+
+    def __init__(self, template: Any) -> None:
+        self._template = template
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._template, name)
+
+    def generate(self, *args: Any, **kwargs: Any) -> Iterator[str]:
+        cap = _RENDER_CAP.get()
+        if cap is None:
+            yield from self._template.generate(*args, **kwargs)
+            return
+        size = 0
+        for block in self._template.generate(*args, **kwargs):
+            size += len(block)
+            if size > cap:
+                raise _RenderTooLarge(cap)
+            yield block
+
+    def render(self, *args: Any, **kwargs: Any) -> str:
+        if _RENDER_CAP.get() is None:
+            return str(self._template.render(*args, **kwargs))
+        return "".join(self.generate(*args, **kwargs))
+
+
+def _install_render_bound() -> None:
+    """Make transformers compile chat templates as :class:`_BoundedTemplate` (once; a no-op without
+    transformers or with a version that compiles elsewhere)."""
+    try:
+        from transformers.utils import chat_template_utils
+    except ImportError:
+        return
+    original = getattr(chat_template_utils, "_compile_jinja_template", None)
+    if original is None or getattr(original, "bounded_by_packing", False):
+        return
+
+    def compile_bounded(chat_template: Any) -> _BoundedTemplate:
+        return _BoundedTemplate(original(chat_template))
+
+    compile_bounded.bounded_by_packing = True  # type: ignore[attr-defined]
+    chat_template_utils._compile_jinja_template = compile_bounded  # type: ignore[assignment]
+
+
+def _text_size(value: Any) -> int:
+    """Characters of the strings in messages (contents, roles, tool calls), for the rendering cap. O(size)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, Mapping):
+        return sum(_text_size(key) + _text_size(item) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return sum(_text_size(item) for item in value)
+    return 8
+
+
+@contextlib.contextmanager
+def _bounded_rendering(tokenizer: Any, messages: Any) -> Iterator[int]:
+    """Cap the chat template renderings done inside at ``RENDER_FACTOR`` × the messages' characters +
+    ``RENDER_SLACK`` (this thread or task only); yields the cap."""
+    cap = RENDER_FACTOR * _text_size(messages) + RENDER_SLACK
+    if not isinstance(tokenizer, ByteTokenizer):
+        _install_render_bound()
+    token = _RENDER_CAP.set(cap)
+    try:
+        yield cap
+    finally:
+        _RENDER_CAP.reset(token)
+
+
+def _too_large(sample: int, field: str, cap: int) -> SampleError:
+    return SampleError(
+        sample, field, None, f"a chat template rendering of at most {cap:,} characters", "<a longer rendering>"
+    )
+
+
 def _render(tokenizer: Any, messages: Sequence[Message], generation_prompt: bool, sample: int, field: str) -> str:
-    """The chat template's text for ``messages``; a template error names the sample."""
+    """The chat template's text for ``messages``; a template error names the sample. The rendering is
+    stopped past ``RENDER_FACTOR`` × the messages' characters + ``RENDER_SLACK`` (a :class:`SampleError`)."""
     if not isinstance(tokenizer, ByteTokenizer) and (
         not callable(getattr(tokenizer, "apply_chat_template", None)) or not getattr(tokenizer, "chat_template", None)
     ):
         raise SettingError("tokenizer", "a tokenizer with a chat template (for chat rows)", tokenizer_name(tokenizer))
-    try:
-        text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=generation_prompt)
-    except SettingError:
-        raise
-    except Exception as error:
-        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise SampleError(
-            sample, field, None, "a conversation the chat template can render", f"<{message[:60]}>"
-        ) from None
+    with _bounded_rendering(tokenizer, messages) as cap:
+        try:
+            text = tokenizer.apply_chat_template(
+                list(messages), tokenize=False, add_generation_prompt=generation_prompt
+            )
+        except SettingError:
+            raise
+        except _RenderTooLarge:
+            raise _too_large(sample, field, cap) from None
+        except Exception as error:
+            message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise SampleError(
+                sample, field, None, "a conversation the chat template can render", f"<{message[:60]}>"
+            ) from None
     if not isinstance(text, str):
         raise SettingError("tokenizer", "apply_chat_template(tokenize=False) to return a string", text)
     return text
@@ -569,13 +671,135 @@ def _opening(tokenizer: Any, whole: str, sample: int) -> str:
     return whole[: found + len(prompt)]
 
 
+MAX_PREFIX_TURNS = 1024
+"""Most messages in a chat whose turns cannot be found in one rendering (the fallback renders every
+prefix: O(turns × rendering), quadratic in the chat's length)."""
+
+_MAX_ROLES = 16
+"""Most distinct roles a chat may have for the one-rendering path (each costs one probe rendering)."""
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """A chat rendered once: its text, where each message starts (``bounds[i]``; ``bounds[-1]`` is the
+    end), and the generation prompt the template adds after a message, by that message's role."""
+
+    whole: str
+    bounds: list[int]
+    prompts: dict[str, str]
+
+
+def _layout(tokenizer: Any, messages: Sequence[Message], sample: int) -> _Layout | None:
+    """Where each message of a chat starts in its one rendering, or None when that cannot be made out.
+
+    Message 0 ends where the rendering of it alone ends. Every later message is ``header + content +
+    footer``, the header and footer of its role learned from the rendering of the prefix that ends
+    with the role's first message after message 0 (one probe per role) and then checked at every
+    message of that role: the whole rendering must be exactly these pieces, end to end, or the chat
+    goes to the prefix-by-prefix path. A message without string content (tool calls), content the
+    template changes, or a template whose prefixes are not prefixes also go there. O(distinct roles
+    renderings + characters), against O(turns) renderings prefix by prefix.
+    """
+    if len({str(m.get("role")) for m in messages}) > _MAX_ROLES:
+        return None
+    if any(not isinstance(m.get("content"), str) or m.get("tool_calls") is not None for m in messages):
+        return None
+    whole = _render(tokenizer, messages, False, sample, "messages")
+    first = whole if len(messages) == 1 else _render(tokenizer, messages[:1], False, sample, "messages")
+    if not whole.startswith(first):
+        return None
+    bounds = [0, len(first)]
+    pieces: dict[str, tuple[str, str]] = {}  # role -> (header, footer)
+    for index in range(1, len(messages)):
+        role, content, start = messages[index]["role"], messages[index]["content"], bounds[-1]
+        if role not in pieces:
+            end = len(whole)
+            if index < len(messages) - 1:
+                prefix = _render(tokenizer, messages[: index + 1], False, sample, "messages")
+                if not whole.startswith(prefix):
+                    return None
+                end = len(prefix)
+            found = whole.find(content, start, end)
+            if found < 0:
+                return None
+            pieces[role] = (whole[start:found], whole[found + len(content) : end])
+        header, footer = pieces[role]
+        middle = start + len(header)
+        if not (whole.startswith(header, start) and whole.startswith(content, middle)):
+            return None
+        if not whole.startswith(footer, middle + len(content)):
+            return None
+        bounds.append(middle + len(content) + len(footer))
+    if bounds[-1] != len(whole):
+        return None
+    return _Layout(whole, bounds, {})
+
+
+def _generation_prompts(tokenizer: Any, messages: Sequence[Message], layout: _Layout, sample: int) -> bool:
+    """Learn what the generation prompt adds after a message, for each role that precedes an assistant
+    turn (one rendering per role), and check it at every assistant turn. False when the rendering with
+    the generation prompt does not continue into the turn as it does in the whole."""
+    whole, bounds = layout.whole, layout.bounds
+    for turn in range(1, len(messages)):
+        if messages[turn].get("role") != "assistant":
+            continue
+        before = str(messages[turn - 1]["role"])
+        if before not in layout.prompts:
+            rendered = _render(tokenizer, messages[:turn], True, sample, "messages")
+            if not (whole.startswith(rendered) and bounds[turn] <= len(rendered) <= bounds[turn + 1]):
+                return False
+            layout.prompts[before] = rendered[bounds[turn] :]
+        prompt = layout.prompts[before]
+        if not whole.startswith(prompt, bounds[turn]) or bounds[turn] + len(prompt) > bounds[turn + 1]:
+            return False
+    return True
+
+
+def _too_many_turns(sample: int, messages: Sequence[Message]) -> SampleError:
+    return SampleError(
+        sample,
+        "messages",
+        None,
+        f"at most {MAX_PREFIX_TURNS:,} messages for a chat whose turns the template does not render one "
+        "after the other (tool calls, changed content)",
+        f"<{len(messages):,} messages>",
+    )
+
+
 def chat_spans(tokenizer: Any, messages: Sequence[Message], sample: int = 0) -> tuple[str, list[tuple[int, int]]]:
     """The rendered conversation and the character spans ``[start, end)`` of its assistant turns' trained
-    parts, found by rendering prefix by prefix. O(turns × rendering).
+    parts: from the end of the generation prompt after the messages before the turn to the start of the
+    next message. Rendered once (plus one probe per role, see :func:`_layout`): O(characters + roles
+    renderings); a chat that cannot be laid out from one rendering is rendered prefix by prefix,
+    O(turns × rendering), and refused over ``MAX_PREFIX_TURNS`` messages.
 
     >>> chat_spans(ByteTokenizer(), [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
     ('<|im_start|>user\\na<|im_end|>\\n<|im_start|>assistant\\nb<|im_end|>\\n', [(51, 63)])
     """
+    layout = _layout(tokenizer, messages, sample)
+    if layout is not None and _generation_prompts(tokenizer, messages, layout, sample):
+        whole, bounds = layout.whole, layout.bounds
+        spans = []
+        for turn, message in enumerate(messages):
+            if message.get("role") != "assistant":
+                continue
+            if turn:
+                start = bounds[turn] + len(layout.prompts[str(messages[turn - 1]["role"])])
+            else:
+                opening = _opening(tokenizer, whole, sample)
+                start = len(opening)
+                if not whole.startswith(opening) or start > bounds[1]:
+                    raise _prefix_error(sample, "messages", turn)
+            if bounds[turn + 1] > start:
+                spans.append((start, bounds[turn + 1]))
+        return whole, spans
+    return _prefix_spans(tokenizer, messages, sample)
+
+
+def _prefix_spans(tokenizer: Any, messages: Sequence[Message], sample: int) -> tuple[str, list[tuple[int, int]]]:
+    """:func:`chat_spans` prefix by prefix: O(turns × rendering), so refused over ``MAX_PREFIX_TURNS``."""
+    if len(messages) > MAX_PREFIX_TURNS:
+        raise _too_many_turns(sample, messages)
     whole = _render(tokenizer, messages, False, sample, "messages")
     spans = []
     for turn, message in enumerate(messages):
@@ -598,11 +822,17 @@ def chat_spans(tokenizer: Any, messages: Sequence[Message], sample: int = 0) -> 
 
 def turn_bounds(tokenizer: Any, messages: Sequence[Message], sample: int = 0) -> tuple[str, list[int]]:
     """The rendered conversation and where each message starts in it (rendering of the messages before it),
-    for showing roles. Refuses a template whose prefixes are not prefixes. O(turns × rendering).
+    for showing roles. Rendered once as :func:`chat_spans` does, else prefix by prefix (refused over
+    ``MAX_PREFIX_TURNS`` messages); refuses a template whose prefixes are not prefixes.
 
     >>> turn_bounds(ByteTokenizer(), [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])[1]
     [0, 29]
     """
+    layout = _layout(tokenizer, messages, sample)
+    if layout is not None:
+        return layout.whole, layout.bounds[:-1]
+    if len(messages) > MAX_PREFIX_TURNS:
+        raise _too_many_turns(sample, messages)
     whole = _render(tokenizer, messages, False, sample, "messages")
     bounds = [0]
     for turn in range(1, len(messages)):
@@ -676,9 +906,10 @@ def _encode_chats(tokenizer: Any, conversations: list[list[Message]], samples: l
     ``return_assistant_tokens_mask``; otherwise prefix renderings and character spans."""
     if has_generation_markers(tokenizer):
         try:
-            out = tokenizer.apply_chat_template(
-                conversations, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
-            )
+            with _bounded_rendering(tokenizer, conversations):
+                out = tokenizer.apply_chat_template(
+                    conversations, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+                )
         except Exception:
             # find the conversation that fails, so the error names it
             for conversation, sample in zip(conversations, samples, strict=True):
@@ -752,7 +983,7 @@ def encode_rows(
     chunk in one batch call. ``indices[i]`` is how errors number row ``i`` (default ``i``);
     ``progress(done, total)`` is called after each chunk with the number of rows done. Every row must be text
     (:func:`is_text_row`); errors are :class:`SampleError` (the row) or :class:`SettingError` (the
-    tokenizer). O(characters + chat turns × template rendering).
+    tokenizer). O(characters + a few template renderings per chat, see :func:`chat_spans`).
 
     >>> tokens, mask, offsets = encode_rows(
     ...     [{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}], "bytes")

@@ -7,8 +7,9 @@ to fix their input.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Any, Literal
 
 import numpy as np
@@ -70,6 +71,23 @@ def check_max_seq_length(value: Any) -> int:
     if capacity > MAX_SEQ_LENGTH:
         raise SettingError("max_seq_length", f"at most {MAX_SEQ_LENGTH:,}", capacity)
     return capacity
+
+
+def check_time_limit(value: Any) -> float:
+    """Return ``time_limit`` as a ``float`` if it is a finite number of seconds > 0 (bools refused).
+
+    The one rule for every entry point that takes a time limit (``plan``, ``packing.optimal.solve``).
+
+    >>> check_time_limit(2)
+    2.0
+    >>> check_time_limit(float("nan"))
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: time_limit: expected a finite number of seconds > 0, got nan (float)
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real) or not math.isfinite(value) or value <= 0:
+        raise SettingError("time_limit", "a finite number of seconds > 0", value)
+    return float(value)
 
 
 def check_token_id(value: Any, name: str) -> int:

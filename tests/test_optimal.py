@@ -330,10 +330,10 @@ def test_a_hard_instance_under_a_small_time_limit_returns_its_best_plan_and_gap(
     assert result.proven == (result.certificate.gap == 0)
 
 
-def test_no_time_at_all_still_gives_a_valid_plan() -> None:
+def test_almost_no_time_still_gives_a_valid_plan() -> None:
     raw = HARD * 8
     lengths = np.array(raw, dtype=np.int64)
-    result = solve(lengths, 7, time_limit=0.0)
+    result = solve(lengths, 7, time_limit=1e-9)
     check_result(lengths, 7, result)
     recheck_certificate(raw, 7, result.certificate)
     assert result.certificate.num_blocks <= heuristic_counts(lengths, 7)["bfd"]
@@ -343,6 +343,27 @@ def test_optimal_blocks_is_solve_blocks() -> None:
     lengths = np.array([5, 4, 11, 4, 5, 2, 2], dtype=np.int64)
     assert optimal_blocks(lengths, 11).tolist() == solve(lengths, 11).blocks.tolist()
     assert optimal_blocks(np.zeros(0, dtype=np.int64), 11).tolist() == []
+
+
+@pytest.mark.parametrize("time_limit", [0, 0.0, -1, float("nan"), float("inf"), -float("inf"), True, "5", None, [5]])
+def test_solve_checks_time_limit_as_plan_does(time_limit: object) -> None:
+    # one rule (packing.validation.check_time_limit): the same message from solve and from plan
+    with pytest.raises(packing.SettingError, match=r"^time_limit: expected a finite number of seconds > 0, got ") as e:
+        solve(np.array([4, 5], dtype=np.int64), 10, time_limit=time_limit)  # type: ignore[arg-type]
+    if time_limit is not None:  # plan takes None as its default
+        with pytest.raises(packing.SettingError) as from_plan:
+            plan([4, 5], 10, "optimal", time_limit=time_limit)  # type: ignore[arg-type]
+        assert str(e.value) == str(from_plan.value)
+
+
+@pytest.mark.parametrize(
+    ("lengths", "capacity", "name"),
+    [([4.5, 5], 10, "lengths[0]"), ([4, 5], 10.0, "max_seq_length"), ([4, 5], 2**40, "max_seq_length")],
+)
+def test_solve_checks_lengths_and_capacity_as_plan_does(lengths: object, capacity: object, name: str) -> None:
+    with pytest.raises(packing.SettingError) as error:
+        solve(lengths, capacity)  # type: ignore[arg-type]
+    assert error.value.name == name
 
 
 def test_solve_rejects_lengths_outside_one_to_capacity() -> None:
@@ -429,7 +450,7 @@ def test_too_large_a_pricing_table_falls_back_to_greedy_plans_with_their_bound(
 @given(
     data=st.data(),
     capacity=st.integers(min_value=10, max_value=60),
-    time_limit=st.sampled_from([0.0, 0.001, 0.01]),
+    time_limit=st.sampled_from([1e-9, 0.001, 0.01]),
 )
 def test_any_time_limit_gives_a_valid_plan_and_a_true_gap(
     capacity: int, time_limit: float, data: st.DataObject

@@ -197,8 +197,9 @@ def test_options_are_keyword_only() -> None:
 @pytest.mark.parametrize(
     ("strategy", "option", "value", "message"),
     [
-        ("optimal", "time_limit", 0, r"^time_limit: expected a number of seconds > 0, got 0$"),
-        ("optimal", "time_limit", True, r"^time_limit: expected a number of seconds > 0, got True \(bool\)$"),
+        ("optimal", "time_limit", 0, r"^time_limit: expected a finite number of seconds > 0, got 0$"),
+        ("optimal", "time_limit", True, r"^time_limit: expected a finite number of seconds > 0, got True \(bool\)$"),
+        ("optimal", "time_limit", float("inf"), r"^time_limit: expected a finite number of seconds > 0, got inf"),
         ("first_fit_shuffle", "seed", -1, r"^seed: expected a non-negative integer, got -1$"),
         ("first_fit_shuffle", "seed", 1.5, r"^seed: expected a non-negative integer, got 1.5 \(float\)$"),
         ("ffd", "window", 0, r"^window: expected an integer >= 1, got 0$"),

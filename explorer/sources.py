@@ -21,6 +21,7 @@ import packing
 from explorer.examples import DISTRIBUTIONS, synthetic_lengths, workload_info, workload_sample
 from explorer.export import DataRecipe
 from explorer.model import (
+    MAX_LENGTH_TOKENS,
     MAX_PASTE_CHARS,
     MAX_SEQ_LENGTH,
     MAX_SEQUENCES,
@@ -56,6 +57,50 @@ def check_size(sequences: int, tokens: int | None, what: str) -> None:
         raise InputError(f"{what} holds {sequences:,} sequences; the explorer reads up to {MAX_SEQUENCES:,} at a time")
     if tokens is not None and tokens > MAX_TOKENS:
         raise InputError(f"{what} holds {tokens:,} tokens; the explorer reads up to {MAX_TOKENS:,} at a time")
+
+
+def check_lengths(lengths: Any, what: str) -> None:
+    """Refuse lengths-only data standing for more than ``MAX_LENGTH_TOKENS`` tokens (summed in floats: no
+    overflow). O(n).
+
+    >>> check_lengths(np.array([10**12]), "up.csv")
+    Traceback (most recent call last):
+    ...
+    explorer.parsing.InputError: up.csv stands for 1,000,000,000,000 tokens; the explorer plans lengths standing for up to 10,000,000,000
+    """
+    tokens = float(np.sum(np.asarray(lengths, dtype=np.float64)))
+    if tokens > MAX_LENGTH_TOKENS:
+        raise InputError(
+            f"{what} stands for {tokens:,.0f} tokens; the explorer plans lengths standing for up to "
+            f"{MAX_LENGTH_TOKENS:,}"
+        )
+
+
+def check_parquet(data: bytes, what: str, rows: str = "sequences") -> None:
+    """Refuse a Parquet file whose footer declares more than ``MAX_SEQUENCES`` rows or, in any column, more than
+    ``MAX_TOKENS`` values (a list column's values are its tokens), before a byte of it is decoded: a few KB of
+    compressed zeros can declare hundreds of millions. Not a Parquet file: nothing to check. O(columns x row
+    groups) on the footer.
+    """
+    if not data.startswith(b"PAR1"):
+        return
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.ParquetFile(io.BytesIO(data)).metadata
+        counts: dict[str, int] = {}
+        for group in range(meta.num_row_groups):
+            chunk = meta.row_group(group)
+            for column in range(chunk.num_columns):
+                path = chunk.column(column).path_in_schema
+                counts[path] = counts.get(path, 0) + int(chunk.column(column).num_values)
+    except Exception:  # an unreadable footer: the reader words it
+        return
+    if meta.num_rows > MAX_SEQUENCES:
+        raise InputError(f"{what} declares {meta.num_rows:,} {rows}; the explorer reads up to {MAX_SEQUENCES:,}")
+    most = max(counts.values(), default=0)
+    if most > MAX_TOKENS:
+        raise InputError(f"{what} declares {most:,} values in one column; the explorer reads up to {MAX_TOKENS:,}")
 
 
 @dataclass(frozen=True)
@@ -211,6 +256,7 @@ class Synthetic(Source):
                 f"unknown distribution {quote(self.distribution)}; expected one of {', '.join(DISTRIBUTIONS)}"
             )
         lengths = synthetic_lengths(self.count, self.distribution, self.seed, self.max_length)
+        check_lengths(lengths, "the synthetic data")
         kind = DISTRIBUTIONS[self.distribution].split(" (")[0].lower()
         return Dataset(f"{grammar_count(self.count, 'synthetic length')} ({kind}, seed {self.seed})", lengths)
 
@@ -254,6 +300,7 @@ class Workload(Source):
         else:
             lengths = workload_sample(loaded.lengths, used)
             note += f" A seeded random sample of {used:,} of the {total:,} sequences, in random order."
+        check_lengths(lengths, "the distribution")
         return Dataset(f"{loaded.title} ({grammar_count(used, 'sequence')})", lengths, note=note)
 
     def recipe(self) -> DataRecipe:
@@ -318,10 +365,13 @@ class Upload(Source):
         total = _histogram_total(self.data)
         if total is not None:
             check_size(total, None, shown)
+        check_parquet(self.data, shown)
         read, tokenized = _read_file(self.name, self.data, completion_only, self.tokenizer)
         lengths = np.asarray(read.lengths, dtype=np.int64)
         flat: packing.Samples | None = read.samples if read.samples.has_tokens else None
         check_size(len(lengths), int(lengths.sum()) if flat is not None else None, shown)
+        if flat is None:
+            check_lengths(lengths, shown)
         kind = "text row" if tokenized else "sample" if flat is not None else "length"
         label = f"{shown}: {grammar_count(len(lengths), kind)}"
         return Dataset(label + (f", tokenized with {quote(self.tokenizer, 40)}" if tokenized else ""), lengths, flat)

@@ -89,6 +89,20 @@ def test_no_path_a_visitor_types_is_read() -> None:
     assert len(messages) == 1, messages
 
 
+def test_the_page_is_no_filesystem_oracle(tmp_path: Path) -> None:
+    """A folder that is not a tokenizer, a missing one beside it, and a system file (read and parsed before):
+    the same line on the page, whatever the name's kind."""
+    (tmp_path / "private").mkdir()
+    names = [str(tmp_path / "private"), str(tmp_path / "missing"), "/etc/passwd"]
+    lines = set()
+    for name in names:
+        at = _app({"source": "text", "tokenizer": name})
+        _no_leak(at, name)
+        (error,) = _errors(at)
+        lines.add(error.replace(repr(name)[:39] + "…" if len(repr(name)) > 40 else repr(name), "NAME"))
+    assert len(lines) == 1, lines
+
+
 def test_only_folders_under_the_operators_folder_are_offered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root, outside = tmp_path / "tokenizers", tmp_path / "outside"
     (root / "empty").mkdir(parents=True)
@@ -248,6 +262,17 @@ def _sweep() -> list[dict[str, str | list[str]]]:
             }
             cases.append({"source": source.get(name, "paste"), name: value} if name != "source" else {name: value})
     cases.append({name: "9" * 400 for name in NAMES if name != "sequences"})
+    cases += [{"source": "text", "tokenizer": "a" * 300}, {"source": "text", "tokenizer": "~nosuchuser"}]
+    cases.append(
+        {
+            "source": "synthetic",
+            "count": "10",
+            "distribution": "uniform",
+            "max_length": "16777216",
+            "max_seq_length": "1",
+            "overflow": "split",
+        }
+    )
     cases.append({"source": ["text", "synthetic"], "tokenizer": ["bytes", "/root/.ssh"], "count": ["1", "-1"]})
     cases.append({"strategy": "optimal", "time_limit": "600", "max_seq_length": "1", "overflow": "split"})
     return cases

@@ -182,8 +182,7 @@ def _tokenizer_input(note: str = "") -> str:
         bind=BIND,
         help="bytes: the built-in UTF-8 byte tokenizer (ids 0-255 are bytes, then special tokens). With transformers "
         "installed: the name of a tokenizer folder the server's operator offers (PACKING_EXPLORER_TOKENIZERS); "
-        "nothing is downloaded and no other path is read."
-        + note,
+        "nothing is downloaded and no other path is read." + note,
     )
     _remember("tokenizer", tokenizer, DEFAULT_TOKENIZER)
     return str(tokenizer)

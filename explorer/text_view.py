@@ -284,9 +284,7 @@ def tokenizer_root() -> str | None:
 
 
 def offered_tokenizers() -> str:
-    """What the tokenizer box accepts, in words: ``bytes`` and the operator folder's sub-folders (a few named).
-
-    """
+    """What the tokenizer box accepts, in words: ``bytes`` and the operator folder's sub-folders (a few named)."""
     root = tokenizer_root()
     names: list[str] = []
     if root is not None:

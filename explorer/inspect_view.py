@@ -26,7 +26,7 @@ from explorer.figures import PAD_COLOR, SEQUENCE_COLORS
 from explorer.model import MAX_SEQUENCES, MAX_TOKENS
 from explorer.parsing import InputError
 from explorer.safety import quote
-from explorer.sources import check_parquet
+from explorer.sources import check_parquet, check_values, read_limits
 from packing.auditing import FINDING_KINDS, LAYOUT_TITLES, AuditReport, audit
 
 Int64Array = npt.NDArray[np.int64]
@@ -66,7 +66,7 @@ def load_report(data: bytes, name: str, max_seq_length: int | None = None) -> Au
     2
     """
     check_packed_size(data, name)
-    return audit(data, max_seq_length=max_seq_length, name=name)
+    return audit(data, max_seq_length=max_seq_length, name=name, **read_limits(audit, MAX_SEQUENCES, MAX_TOKENS))
 
 
 MAX_AUDITED_VALUES = 4 * MAX_TOKENS
@@ -91,9 +91,7 @@ def check_packed_size(data: bytes, name: str) -> None:
     lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     if lines > MAX_SEQUENCES:
         raise InputError(f"{shown} holds {lines:,} lines (blocks); the explorer audits up to {MAX_SEQUENCES:,}")
-    values = data.count(b",")
-    if values > MAX_AUDITED_VALUES:
-        raise InputError(f"{shown} holds about {values:,} values; the explorer audits up to {MAX_AUDITED_VALUES:,}")
+    check_values(data, shown, MAX_AUDITED_VALUES)
 
 
 def default_blocks(report: AuditReport, count: int = 8) -> list[int]:

@@ -9,6 +9,7 @@ refuses data that expands past ``MAX_SEQUENCES`` sequences or ``MAX_TOKENS`` tok
 from __future__ import annotations
 
 import hashlib
+import inspect
 import io
 import json
 from collections.abc import Iterable
@@ -40,6 +41,8 @@ from packing.workloads import WORKLOADS, load_workload
 MAX_URL_TEXT = 4_000
 """Longest pasted text a link carries (browsers and servers cap the length of an address)."""
 MAX_SYNTHETIC = MAX_SEQUENCES
+MAX_FILE_VALUES = 4 * MAX_TOKENS
+"""Most values an uploaded file may spell out (ids and a loss mask of ``MAX_TOKENS`` tokens, with room)."""
 DEFAULT_WORKLOAD_SAMPLE = 200_000
 """Sequences used by default from a distribution larger than this (0 = all of a smaller one)."""
 _ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, OverflowError, RecursionError, MemoryError)
@@ -74,6 +77,34 @@ def check_lengths(lengths: Any, what: str) -> None:
             f"{what} stands for {tokens:,.0f} tokens; the explorer plans lengths standing for up to "
             f"{MAX_LENGTH_TOKENS:,}"
         )
+
+
+def read_limits(reader: Any, rows: int, tokens: int) -> dict[str, Any]:
+    """``limits=`` for one of the library's readers (``packing.limits.ReadLimits``: bytes, rows and tokens checked
+    before decoding), as keyword arguments; none for a reader that takes no limits yet (the explorer's own checks
+    here apply either way)."""
+    if "limits" not in inspect.signature(reader).parameters:
+        return {}
+    from packing.limits import ReadLimits  # type: ignore[import-not-found, unused-ignore]
+
+    return {"limits": ReadLimits(max_bytes=MAX_UPLOAD_MB * 2**20, max_tokens=tokens, max_rows=rows)}
+
+
+def check_values(data: bytes, what: str, limit: int) -> None:
+    """Refuse JSON, JSON lines or CSV text with more than ``limit`` values before it is parsed: every value but a
+    list's first follows a comma, so the commas bound the values from above (text rows count their commas too).
+    Parquet is checked from its footer (``check_parquet``). O(bytes), in C.
+
+    >>> check_values(b"[" + b"0," * 11 + b"0]", "x.json", 10)
+    Traceback (most recent call last):
+    ...
+    explorer.parsing.InputError: x.json holds about 11 values; the explorer reads up to 10
+    """
+    if data.startswith(b"PAR1"):
+        return
+    values = data.count(b",")
+    if values > limit:
+        raise InputError(f"{what} holds about {values:,} values; the explorer reads up to {limit:,}")
 
 
 def check_parquet(data: bytes, what: str, rows: str = "sequences") -> None:
@@ -366,6 +397,7 @@ class Upload(Source):
         if total is not None:
             check_size(total, None, shown)
         check_parquet(self.data, shown)
+        check_values(self.data, shown, MAX_FILE_VALUES)
         read, tokenized = _read_file(self.name, self.data, completion_only, self.tokenizer)
         lengths = np.asarray(read.lengths, dtype=np.int64)
         flat: packing.Samples | None = read.samples if read.samples.has_tokens else None
@@ -383,6 +415,11 @@ class Upload(Source):
         return DataRecipe(upload_name=self.name, tokenizer=self.tokenizer)
 
 
+_LIMITS = read_limits(packing.read_dataset, MAX_SEQUENCES, MAX_LENGTH_TOKENS)
+"""The sidebar reader's limits: tokens at the bound of lengths-only data (token files are bounded before reading
+by ``check_parquet`` and ``check_values``, and after by ``check_size``)."""
+
+
 def _read_file(name: str, data: bytes, completion_only: bool, tokenizer: str) -> tuple[packing.Dataset, bool]:
     """``packing.read_dataset`` on the uploaded bytes, and whether it held text rows; its typed errors are worded
     from their fields.
@@ -393,14 +430,18 @@ def _read_file(name: str, data: bytes, completion_only: bool, tokenizer: str) ->
     shown = quote(name, 60).strip("'\"")
     try:
         try:
-            return packing.read_dataset(io.BytesIO(data), name=name, completion_only_loss=completion_only), False
+            return packing.read_dataset(
+                io.BytesIO(data), name=name, completion_only_loss=completion_only, **_LIMITS
+            ), False
         except packing.DatasetError as error:
             if error.cause is None or error.cause.expected != NEEDS_TOKENIZER:
                 raise
         loaded, message = choose_tokenizer(tokenizer)
         if message is not None:
             raise InputError(f"{shown} holds text rows. {message}")
-        read = packing.read_dataset(io.BytesIO(data), name=name, completion_only_loss=completion_only, tokenizer=loaded)
+        read = packing.read_dataset(
+            io.BytesIO(data), name=name, completion_only_loss=completion_only, tokenizer=loaded, **_LIMITS
+        )
         return read, True
     except _FILE_ERRORS as error:
         raise InputError(describe(error, shown)) from None

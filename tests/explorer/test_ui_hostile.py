@@ -287,3 +287,13 @@ def test_crafted_links_give_plain_lines_only(params: dict[str, str | list[str]])
         for element in at.get(kind):
             live = re.sub(r"\\.", "", str(element.value))
             assert "<script" not in live and "](" not in live, (kind, element.value)
+
+
+def test_the_sweep_leaves_out_sizes_that_expand_past_the_bound() -> None:
+    link = {"source": "synthetic", "count": "1000", "max_length": "100000", "overflow": "split", "tab": "Sweep"}
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update(link)
+    at.run()
+    at.text_input(key="sweep_sizes_100000").set_value("1, 100000").run()
+    _no_leak(at)
+    assert any("Left out max_seq_length 1:" in w for w in (_plain(e.value) for e in at.warning))

@@ -25,6 +25,12 @@ MAX_SEQUENCES = 1_000_000
 """Most sequences any source may expand to (pasted, uploaded, generated or sampled)."""
 MAX_TOKENS = 16_000_000
 """Most tokens pasted or uploaded token data may hold (about 150 MB as arrays)."""
+MAX_LENGTH_TOKENS = 10_000_000_000
+"""Most tokens lengths-only data may stand for (generated, sampled or uploaded lengths): the plan of more is
+refused before it is built."""
+MAX_PIECES = 4_000_000
+"""Most pieces (a document, or a part of one cut by ``split``) a plan may expand to, counted from the lengths
+before packing: a piece costs a few arrays' entries, so this keeps one plan to some hundred MB."""
 MAX_UPLOAD_MB = 200
 MAX_PASTE_CHARS = 2_000_000
 """Longest pasted text read (about 400,000 short token ids)."""
@@ -61,6 +67,44 @@ def seq_length_problem(value: Any) -> str | None:
             f"{int(value):,} is too large."
         )
     return None
+
+
+def pieces_of(lengths: Int64Array, max_seq_length: int, strategy: str, overflow: str) -> int:
+    """Pieces a plan of ``lengths`` expands to, from the lengths alone (an upper bound): one per sequence, or
+    ``ceil(length / max_seq_length)`` per sequence when over-long ones are split (``overflow="split"``), one per
+    sequence and per block for the ``split`` strategy (it cuts the stream at every block's end). O(n), in floats so no product overflows.
+
+    >>> pieces_of(np.array([10, 3]), 4, "bfd", "split"), pieces_of(np.array([10, 3]), 4, "bfd", "truncate")
+    (4, 2)
+    >>> pieces_of(np.array([10, 3]), 4, "split", "truncate")
+    6
+    """
+    values, size = np.asarray(lengths, dtype=np.float64), max(1, max_seq_length)
+    if strategy == "split":  # the stream cut at every block's end: a piece per sequence and per cut
+        pieces = len(values) + float(np.ceil(np.sum(values) / size))
+    elif overflow == "split":
+        pieces = float(np.sum(np.ceil(values / size)))
+    else:
+        return len(values)
+    return int(min(pieces, 2.0**62))
+
+
+def plan_problem(lengths: Int64Array, max_seq_length: int, strategy: str, overflow: str) -> str:
+    """Why a plan of ``lengths`` is refused before it is built (empty when it is not): more than ``MAX_PIECES``
+    pieces (blocks are never more than pieces). One plain line. O(n).
+
+    >>> plan_problem(np.array([2**24] * 10), 1, "bfd", "split")[:60]
+    'These settings cut the data into about 167,772,160 pieces; t'
+    >>> plan_problem(np.array([5, 3]), 4, "bfd", "split")
+    ''
+    """
+    pieces = pieces_of(lengths, max_seq_length, strategy, overflow)
+    if pieces > MAX_PIECES:
+        return (
+            f"These settings cut the data into about {pieces:,} pieces; the explorer plans up to {MAX_PIECES:,} "
+            "at a time. Choose a larger max_seq_length, overflow truncate, or fewer or shorter sequences."
+        )
+    return ""
 
 
 @dataclass(frozen=True)

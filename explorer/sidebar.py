@@ -19,6 +19,7 @@ from explorer.model import (
     MAX_SEQUENCES,
     MAX_UPLOAD_MB,
     Settings,
+    plan_problem,
     seq_length_problem,
 )
 from explorer.parsing import FORMAT_HELP, InputError
@@ -180,8 +181,8 @@ def _tokenizer_input(note: str = "") -> str:
         key="tokenizer",
         bind=BIND,
         help="bytes: the built-in UTF-8 byte tokenizer (ids 0-255 are bytes, then special tokens). With transformers "
-        "installed: a folder with tokenizer files, or a model name already in the local cache (nothing is downloaded)."
-        + note,
+        "installed: the name of a tokenizer folder the server's operator offers (PACKING_EXPLORER_TOKENIZERS); "
+        "nothing is downloaded and no other path is read." + note,
     )
     _remember("tokenizer", tokenizer, DEFAULT_TOKENIZER)
     return str(tokenizer)
@@ -310,8 +311,21 @@ def _settings(source: Source | None) -> tuple[Settings, str]:
         ("loss", loss, "completion"),
     ):
         _remember(key, value, fallback)
+    if not problem and source is not None:
+        problem = _expansion_problem(source, int(size), str(strategy), str(overflow), loss == "completion")
     valid = int(size) if not problem else 1
     return Settings(valid, str(strategy), str(overflow), int(pad), loss == "completion", options), problem
+
+
+def _expansion_problem(source: Source, size: int, strategy: str, overflow: str, completion_only: bool) -> str:
+    """Why these settings would expand the data past what a plan may hold (``model.plan_problem``), counted from
+    the lengths before anything is packed; empty when they do not, or when the data cannot be read (the page
+    says why)."""
+    try:
+        lengths = cache.dataset(source, completion_only).lengths
+    except InputError:
+        return ""
+    return plan_problem(lengths, size, strategy, overflow)
 
 
 def _strategy_options(info: packing.Strategy) -> tuple[tuple[str, int], ...]:

@@ -9,6 +9,7 @@ refuses data that expands past ``MAX_SEQUENCES`` sequences or ``MAX_TOKENS`` tok
 from __future__ import annotations
 
 import hashlib
+import inspect
 import io
 import json
 from collections.abc import Iterable
@@ -21,6 +22,7 @@ import packing
 from explorer.examples import DISTRIBUTIONS, synthetic_lengths, workload_info, workload_sample
 from explorer.export import DataRecipe
 from explorer.model import (
+    MAX_LENGTH_TOKENS,
     MAX_PASTE_CHARS,
     MAX_SEQ_LENGTH,
     MAX_SEQUENCES,
@@ -39,6 +41,8 @@ from packing.workloads import WORKLOADS, load_workload
 MAX_URL_TEXT = 4_000
 """Longest pasted text a link carries (browsers and servers cap the length of an address)."""
 MAX_SYNTHETIC = MAX_SEQUENCES
+MAX_FILE_VALUES = 4 * MAX_TOKENS
+"""Most values an uploaded file may spell out (ids and a loss mask of ``MAX_TOKENS`` tokens, with room)."""
 DEFAULT_WORKLOAD_SAMPLE = 200_000
 """Sequences used by default from a distribution larger than this (0 = all of a smaller one)."""
 _ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, OverflowError, RecursionError, MemoryError)
@@ -56,6 +60,78 @@ def check_size(sequences: int, tokens: int | None, what: str) -> None:
         raise InputError(f"{what} holds {sequences:,} sequences; the explorer reads up to {MAX_SEQUENCES:,} at a time")
     if tokens is not None and tokens > MAX_TOKENS:
         raise InputError(f"{what} holds {tokens:,} tokens; the explorer reads up to {MAX_TOKENS:,} at a time")
+
+
+def check_lengths(lengths: Any, what: str) -> None:
+    """Refuse lengths-only data standing for more than ``MAX_LENGTH_TOKENS`` tokens (summed in floats: no
+    overflow). O(n).
+
+    >>> check_lengths(np.array([10**12]), "up.csv")
+    Traceback (most recent call last):
+    ...
+    explorer.parsing.InputError: up.csv stands for 1,000,000,000,000 tokens; the explorer plans lengths standing for up to 10,000,000,000
+    """
+    tokens = float(np.sum(np.asarray(lengths, dtype=np.float64)))
+    if tokens > MAX_LENGTH_TOKENS:
+        raise InputError(
+            f"{what} stands for {tokens:,.0f} tokens; the explorer plans lengths standing for up to "
+            f"{MAX_LENGTH_TOKENS:,}"
+        )
+
+
+def read_limits(reader: Any, rows: int, tokens: int) -> dict[str, Any]:
+    """``limits=`` for one of the library's readers (``packing.limits.ReadLimits``: bytes, rows and tokens checked
+    before decoding), as keyword arguments; none for a reader that takes no limits yet (the explorer's own checks
+    here apply either way)."""
+    if "limits" not in inspect.signature(reader).parameters:
+        return {}
+    from packing.limits import ReadLimits  # type: ignore[import-not-found, unused-ignore]
+
+    return {"limits": ReadLimits(max_bytes=MAX_UPLOAD_MB * 2**20, max_tokens=tokens, max_rows=rows)}
+
+
+def check_values(data: bytes, what: str, limit: int) -> None:
+    """Refuse JSON, JSON lines or CSV text with more than ``limit`` values before it is parsed: every value but a
+    list's first follows a comma, so the commas bound the values from above (text rows count their commas too).
+    Parquet is checked from its footer (``check_parquet``). O(bytes), in C.
+
+    >>> check_values(b"[" + b"0," * 11 + b"0]", "x.json", 10)
+    Traceback (most recent call last):
+    ...
+    explorer.parsing.InputError: x.json holds about 11 values; the explorer reads up to 10
+    """
+    if data.startswith(b"PAR1"):
+        return
+    values = data.count(b",")
+    if values > limit:
+        raise InputError(f"{what} holds about {values:,} values; the explorer reads up to {limit:,}")
+
+
+def check_parquet(data: bytes, what: str, rows: str = "sequences") -> None:
+    """Refuse a Parquet file whose footer declares more than ``MAX_SEQUENCES`` rows or, in any column, more than
+    ``MAX_TOKENS`` values (a list column's values are its tokens), before a byte of it is decoded: a few KB of
+    compressed zeros can declare hundreds of millions. Not a Parquet file: nothing to check. O(columns x row
+    groups) on the footer.
+    """
+    if not data.startswith(b"PAR1"):
+        return
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.ParquetFile(io.BytesIO(data)).metadata
+        counts: dict[str, int] = {}
+        for group in range(meta.num_row_groups):
+            chunk = meta.row_group(group)
+            for column in range(chunk.num_columns):
+                path = chunk.column(column).path_in_schema
+                counts[path] = counts.get(path, 0) + int(chunk.column(column).num_values)
+    except Exception:  # an unreadable footer: the reader words it
+        return
+    if meta.num_rows > MAX_SEQUENCES:
+        raise InputError(f"{what} declares {meta.num_rows:,} {rows}; the explorer reads up to {MAX_SEQUENCES:,}")
+    most = max(counts.values(), default=0)
+    if most > MAX_TOKENS:
+        raise InputError(f"{what} declares {most:,} values in one column; the explorer reads up to {MAX_TOKENS:,}")
 
 
 @dataclass(frozen=True)
@@ -211,6 +287,7 @@ class Synthetic(Source):
                 f"unknown distribution {quote(self.distribution)}; expected one of {', '.join(DISTRIBUTIONS)}"
             )
         lengths = synthetic_lengths(self.count, self.distribution, self.seed, self.max_length)
+        check_lengths(lengths, "the synthetic data")
         kind = DISTRIBUTIONS[self.distribution].split(" (")[0].lower()
         return Dataset(f"{grammar_count(self.count, 'synthetic length')} ({kind}, seed {self.seed})", lengths)
 
@@ -254,6 +331,7 @@ class Workload(Source):
         else:
             lengths = workload_sample(loaded.lengths, used)
             note += f" A seeded random sample of {used:,} of the {total:,} sequences, in random order."
+        check_lengths(lengths, "the distribution")
         return Dataset(f"{loaded.title} ({grammar_count(used, 'sequence')})", lengths, note=note)
 
     def recipe(self) -> DataRecipe:
@@ -318,10 +396,14 @@ class Upload(Source):
         total = _histogram_total(self.data)
         if total is not None:
             check_size(total, None, shown)
+        check_parquet(self.data, shown)
+        check_values(self.data, shown, MAX_FILE_VALUES)
         read, tokenized = _read_file(self.name, self.data, completion_only, self.tokenizer)
         lengths = np.asarray(read.lengths, dtype=np.int64)
         flat: packing.Samples | None = read.samples if read.samples.has_tokens else None
         check_size(len(lengths), int(lengths.sum()) if flat is not None else None, shown)
+        if flat is None:
+            check_lengths(lengths, shown)
         kind = "text row" if tokenized else "sample" if flat is not None else "length"
         label = f"{shown}: {grammar_count(len(lengths), kind)}"
         return Dataset(label + (f", tokenized with {quote(self.tokenizer, 40)}" if tokenized else ""), lengths, flat)
@@ -331,6 +413,11 @@ class Upload(Source):
 
     def recipe(self) -> DataRecipe:
         return DataRecipe(upload_name=self.name, tokenizer=self.tokenizer)
+
+
+_LIMITS = read_limits(packing.read_dataset, MAX_SEQUENCES, MAX_LENGTH_TOKENS)
+"""The sidebar reader's limits: tokens at the bound of lengths-only data (token files are bounded before reading
+by ``check_parquet`` and ``check_values``, and after by ``check_size``)."""
 
 
 def _read_file(name: str, data: bytes, completion_only: bool, tokenizer: str) -> tuple[packing.Dataset, bool]:
@@ -343,14 +430,18 @@ def _read_file(name: str, data: bytes, completion_only: bool, tokenizer: str) ->
     shown = quote(name, 60).strip("'\"")
     try:
         try:
-            return packing.read_dataset(io.BytesIO(data), name=name, completion_only_loss=completion_only), False
+            return packing.read_dataset(
+                io.BytesIO(data), name=name, completion_only_loss=completion_only, **_LIMITS
+            ), False
         except packing.DatasetError as error:
             if error.cause is None or error.cause.expected != NEEDS_TOKENIZER:
                 raise
         loaded, message = choose_tokenizer(tokenizer)
         if message is not None:
             raise InputError(f"{shown} holds text rows. {message}")
-        read = packing.read_dataset(io.BytesIO(data), name=name, completion_only_loss=completion_only, tokenizer=loaded)
+        read = packing.read_dataset(
+            io.BytesIO(data), name=name, completion_only_loss=completion_only, tokenizer=loaded, **_LIMITS
+        )
         return read, True
     except _FILE_ERRORS as error:
         raise InputError(describe(error, shown)) from None

@@ -17,14 +17,24 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from packing.errors import DatasetError, SampleError, SettingError
-from packing.text import decode_documents, encode_rows, encode_texts, load_tokenizer, text_forms, turn_bounds
+from packing.errors import DatasetError, SampleError
+from packing.text import (
+    ByteTokenizer,
+    decode_documents,
+    encode_rows,
+    encode_texts,
+    load_tokenizer,
+    text_forms,
+    turn_bounds,
+)
 
 REPLACEMENT = "\ufffd"
 VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
@@ -56,7 +66,7 @@ def token_pieces(ids: Sequence[int], tokenizer: Any) -> tuple[list[str], list[st
     >>> token_pieces([104, 230, 151, 165], "bytes")
     (['h', '', '', '日'], ['h', '日', '日', '日'])
     """
-    tokenizer = load_tokenizer(tokenizer)
+    tokenizer = loaded(tokenizer)
     values = [int(value) for value in ids]
     pieces: list[str] = []
     groups: list[str] = []
@@ -148,7 +158,7 @@ def view_row(row: Any, tokenizer: Any, *, completion_only_loss: bool = True) -> 
     >>> sorted(set(view.roles))
     ['assistant', 'user']
     """
-    tokenizer = load_tokenizer(tokenizer)
+    tokenizer = loaded(tokenizer)
     forms = text_forms(row)
     tokens, mask, _ = encode_rows([row], tokenizer, completion_only_loss=completion_only_loss)
     ids = tokens.tolist()
@@ -220,7 +230,7 @@ def documents_table(batch: Any, tokenizer: Any, *, skip_special_tokens: bool = F
     >>> [(d["block"], d["sample"], d["tokens"], d["trained"], d["text"]) for d in documents_table(batch, "bytes")]
     [(0, 0, 3, 3, 'hi<|endoftext|>'), (0, 1, 3, 2, 'ab<|endoftext|>')]
     """
-    texts = decode_documents(batch, tokenizer, skip_special_tokens=skip_special_tokens)
+    texts = decode_documents(batch, loaded(tokenizer), skip_special_tokens=skip_special_tokens)
     table: list[dict[str, Any]] = []
     for block in range(int(batch.num_blocks)):
         start = 0
@@ -238,21 +248,111 @@ def documents_table(batch: Any, tokenizer: Any, *, skip_special_tokens: bool = F
     return table
 
 
+TOKENIZERS_ENV = "PACKING_EXPLORER_TOKENIZERS"
+"""The operator's folder of tokenizer folders (off when unset): a visitor names one of its folders, never a path."""
+SHIPPED_TOKENIZERS = ("bytes",)
+"""Tokenizers every server offers (the library's own; no tokenizer folder is shipped with the explorer)."""
+MAX_TOKENIZER_NAME = 100
+_FOLDER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)?")
+"""A folder, or a folder inside one (``org/model``), under the operator's folder: no ``~``, no ``..``, no root."""
+
+
+def tokenizer_problem(spec: str) -> str:
+    """The one sentence for every tokenizer that is not used, whatever the reason (missing, unreadable, not a
+    tokenizer, not allowed): the page never tells one from another, so it is no oracle of the server's files.
+
+    >>> print(tokenizer_problem("/etc/passwd"))
+    Cannot load the tokenizer '/etc/passwd': expected bytes or the name of a tokenizer folder this server offers.
+    """
+    return f"Cannot load the tokenizer {quote_name(spec)}: expected {offered_tokenizers()}."
+
+
+def quote_name(spec: str) -> str:
+    """``spec`` quoted, cut to a few dozen characters (the page's ``safety.quote`` rule, kept here to avoid a cycle).
+
+    >>> quote_name("x" * 50)
+    "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…"
+    """
+    text = repr(spec.strip()[:41])
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def tokenizer_root() -> str | None:
+    """The operator's tokenizer folder (``PACKING_EXPLORER_TOKENIZERS``, resolved), or None when none is set."""
+    root = os.environ.get(TOKENIZERS_ENV, "").strip()
+    return os.path.realpath(root) if root and os.path.isdir(root) else None
+
+
+def offered_tokenizers() -> str:
+    """What the tokenizer box accepts, in words: ``bytes`` and the operator folder's sub-folders (a few named)."""
+    root = tokenizer_root()
+    names: list[str] = []
+    if root is not None:
+        try:
+            names = sorted(n for n in os.listdir(root) if _FOLDER_NAME.fullmatch(n))[:8]
+        except OSError:
+            names = []
+    shown = f" ({', '.join(names)})" if names else ""
+    return f"bytes or the name of a tokenizer folder this server offers{shown}"
+
+
+def tokenizer_path(spec: str) -> str | None:
+    """The folder a visitor's tokenizer name stands for, or ``"bytes"``; None when it names nothing offered.
+
+    Only a name (``[A-Za-z0-9_][A-Za-z0-9._-]*``, at most one ``/``, up to ``MAX_TOKENIZER_NAME`` characters)
+    of a folder under ``PACKING_EXPLORER_TOKENIZERS`` whose real path (symbolic links resolved) stays inside it.
+    No ``~`` expansion, no absolute path, no ``..``. O(len(spec)) plus one ``realpath``.
+
+    >>> tokenizer_path("bytes"), tokenizer_path("~root"), tokenizer_path("../../etc/passwd"), tokenizer_path("/etc")
+    ('bytes', None, None, None)
+    """
+    name = spec.strip()
+    if name in SHIPPED_TOKENIZERS:
+        return name
+    root = tokenizer_root()
+    if root is None or len(name) > MAX_TOKENIZER_NAME or not _FOLDER_NAME.fullmatch(name):
+        return None
+    if any(part in (".", "..") for part in name.split("/")):
+        return None
+    try:
+        path = os.path.realpath(os.path.join(root, name))
+        inside = path.startswith(root + os.sep) and os.path.isdir(path)
+    except (OSError, ValueError):
+        return None
+    return path if inside else None
+
+
+def loaded(tokenizer: Any) -> Any:
+    """A tokenizer object as is; a name through :func:`choose_tokenizer` (raises ``ValueError`` with its line)."""
+    if not isinstance(tokenizer, str):
+        return load_tokenizer(tokenizer, local_files_only=True)
+    chosen, message = choose_tokenizer(tokenizer)
+    if message is not None:
+        raise ValueError(message)
+    return chosen
+
+
 def choose_tokenizer(spec: str) -> tuple[Any, str | None]:
-    """A tokenizer for the explorer, never going online: ``(tokenizer, None)``, or ``(None, message)`` with a
-    plain sentence for the page when it cannot be loaded (transformers missing, no such folder, not cached).
+    """A tokenizer for the explorer, never going online and never outside the operator's tokenizer folder:
+    ``(tokenizer, None)``, or ``(None, message)`` with one plain sentence, the same for every refusal
+    (:func:`tokenizer_problem`); nothing read from a file is shown.
 
     >>> choose_tokenizer("bytes")
     (ByteTokenizer(), None)
     >>> choose_tokenizer("  ")[1]
-    'Choose a tokenizer: bytes, a folder with tokenizer files, or a model name in the local cache.'
+    'Choose a tokenizer: bytes or the name of a tokenizer folder this server offers.'
     """
     if not spec.strip():
-        return None, "Choose a tokenizer: bytes, a folder with tokenizer files, or a model name in the local cache."
+        return None, f"Choose a tokenizer: {offered_tokenizers()}."
+    path = tokenizer_path(spec)
+    if path is None:
+        return None, tokenizer_problem(spec)
+    if path == "bytes":
+        return ByteTokenizer(), None
     try:
-        return load_tokenizer(spec.strip(), local_files_only=True), None
-    except SettingError as error:
-        return None, f"Cannot load the tokenizer {spec.strip()!r}: expected {error.expected}, got {error.got}."
+        return load_tokenizer(path, local_files_only=True), None
+    except Exception:  # whatever the folder holds: the same sentence, nothing of it echoed
+        return None, tokenizer_problem(spec)
 
 
 # ---------------------------------------------------------------- examples and pasted text
@@ -357,7 +457,7 @@ def window_cells(
     >>> hovers[1][0], hovers[1][3]
     ("id 108: 'l'", 'padding')
     """
-    tokenizer = load_tokenizer(tokenizer)
+    tokenizer = loaded(tokenizer)
     layout = batch.plan
     width = int(batch.max_seq_length)
     all_labels: list[list[str]] = []

@@ -9,7 +9,7 @@ import streamlit as st
 import packing
 from explorer import cache, tables
 from explorer.formatting import percent
-from explorer.model import MAX_SEQ_LENGTH, Context
+from explorer.model import MAX_PIECES, MAX_SEQ_LENGTH, Context, plan_problem
 from explorer.parsing import InputError, parse_ids
 from explorer.safety import escape
 from explorer.tabs.common import WHOLE
@@ -84,6 +84,15 @@ def render(ctx: Context) -> None:
     if len(sizes) > MAX_SWEEP_SIZES:
         st.warning(f"Using the first {MAX_SWEEP_SIZES} of {len(sizes)} values.")
         sizes = sizes[:MAX_SWEEP_SIZES]
+    expanding = [v for v in sizes if any(plan_problem(ctx.lengths, v, n, s.overflow) for n in names)]
+    if expanding:
+        st.warning(
+            f"Left out max_seq_length {', '.join(f'{v:,}' for v in expanding[:4])}: the data would be cut into more "
+            f"than {MAX_PIECES:,} pieces."
+        )
+        sizes = [v for v in sizes if v not in expanding]
+    if not sizes:
+        return
     rows = cache.sweep(ctx.source, s.completion_only, tuple(sizes), tuple(names), s.overflow)
     best = best_setting(rows)
     if best:

@@ -218,12 +218,15 @@ def _fixtures() -> Any:
 
 
 @pytest.mark.parametrize("template", ["CHATML", "MARKED"])
-def test_a_tokenizer_folder_is_used_with_its_chat_template(tmp_path: Path, template: str) -> None:
+def test_a_tokenizer_folder_is_used_with_its_chat_template(
+    tmp_path: Path, template: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("transformers")
     pytest.importorskip("tokenizers")
     fixtures = _fixtures()
-    folder = fixtures.save_tokenizer(tmp_path / "tok", getattr(fixtures, template))
-    at = _app(tokenizer=str(folder))
+    folder = fixtures.save_tokenizer(tmp_path / template.lower(), getattr(fixtures, template))
+    monkeypatch.setenv("PACKING_EXPLORER_TOKENIZERS", str(tmp_path))  # the operator offers its folders by name
+    at = _app(tokenizer=template.lower())  # a name per folder: the page's shared memo is keyed by the name
     _clean(at)
     turns = _turns(at)
     answers = [m["content"] for m in EXAMPLES["messages"]["messages"] if m["role"] == "assistant"]

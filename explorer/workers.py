@@ -33,6 +33,7 @@ reliable way to stop it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -93,10 +94,8 @@ def _exit_with_the_server() -> None:
 def _serve(connection: Connection, niceness: int) -> None:
     """A worker's life: lower its priority, watch the server, load the kernels, say so, then answer calls one at
     a time until the server closes the connection."""
-    try:
+    with contextlib.suppress(OSError):
         os.nice(niceness)
-    except OSError:
-        pass
     threading.Thread(target=_exit_with_the_server, name="server-watch", daemon=True).start()
     from explorer import compute
     from explorer.memo import release_memory

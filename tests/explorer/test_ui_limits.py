@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from explorer import cache, compute
@@ -38,3 +39,69 @@ def test_the_page_plans_a_long_search_in_the_long_lane_within_its_deadline() -> 
     assert compute.search_deadline(options) <= compute.MAX_TIME_LIMIT + 30
     run = cache.plan(Synthetic(50, "uniform", 1, 32), True, 32, "optimal", "truncate", (("time_limit", 600),))
     assert run.layout is not None
+
+
+HOSTILE = {
+    "source": "synthetic",
+    "count": "50000",
+    "max_length": "2048",
+    "distribution": "uniform",
+    "seed": "5",
+    "max_seq_length": "2500",
+    "strategy": "optimal",
+    "time_limit": "600",
+}
+"""The recipe's link: the proven optimum asked for ten minutes, on lengths that keep it searching to its limit."""
+
+
+def test_closing_the_tab_of_a_long_search_stops_its_worker(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The visitor leaves while the page waits for its search: the run is stopped (here by AppTest's timeout, as
+    Streamlit stops a run whose session closed), and the worker searching for it is killed, not left to run."""
+    import threading
+    import time
+
+    from explorer import page, workers
+
+    page.prepare()  # the kernels loaded first: the run's time goes to the search
+    monkeypatch.setattr(workers, "WORKERS", 1)
+    workers.shutdown()
+    seen: set[int] = set()
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            seen.update(workers.busy_pids())
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update(HOSTILE)
+    try:
+        deadline = time.monotonic() + 60
+        with pytest.raises(RuntimeError, match="timed out"):
+            at.run(timeout=6)
+        assert wait_until(lambda: not workers.busy_pids(), deadline)
+    finally:
+        done.set()
+        watcher.join()
+        workers.shutdown()
+    assert seen, "the search did not run in a worker"
+    assert wait_until(lambda: not any(alive(pid) for pid in seen), time.monotonic() + 60)
+
+
+def wait_until(predicate, deadline: float) -> bool:  # type: ignore[no-untyped-def]
+    import time
+
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return bool(predicate())
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

@@ -39,7 +39,7 @@ def dataset(source: Source, completion_only: bool) -> Dataset:
     try:
         return workers.run(type(source).load, source, flag, lane_name="load", seconds=LOAD_SECONDS)
     except (workers.TimedOut, workers.WorkerDied) as error:
-        raise InputError(f"reading it {error}") from None
+        raise InputError(str(error)) from None
 
 
 def _lengths(source: Source, completion_only: bool) -> Any:
@@ -130,7 +130,7 @@ def turns(source: Text, completion_only: bool, rows: tuple[int, ...]) -> list[di
     try:  # the chat template renders again: in the load lane, bounded like the reading
         return workers.run(compute.turn_lines, source, completion_only, rows, lane_name="load", seconds=LOAD_SECONDS)
     except (workers.TimedOut, workers.WorkerDied) as error:
-        raise InputError(f"showing them {error}") from None
+        raise InputError(str(error)) from None
 
 
 @memoized

@@ -128,7 +128,7 @@ def build_context(source: Source | None, settings: Settings, problem: str) -> Co
     try:
         run = cache.settings_plan(source, settings)
     except (workers.TimedOut, workers.WorkerDied) as error:
-        return Context(source, settings, dataset, problem=f"Planning the data {error}.")
+        return Context(source, settings, dataset, problem=f"Planning the data: {error}.")
     refusal = ""
     if run.layout is None:
         from explorer.tables import refusal as word

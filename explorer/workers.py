@@ -78,7 +78,7 @@ class TimedOut(RuntimeError):
 
     def __init__(self, name: str, seconds: float) -> None:
         self.name, self.seconds = name, seconds
-        super().__init__(f"this took longer than the {seconds:,.0f} s the explorer gives it, and was stopped")
+        super().__init__(f"it took longer than the {seconds:g} s the explorer gives it, and was stopped")
 
 
 def _exit_with_the_server() -> None:
@@ -291,4 +291,5 @@ def _call(
             worker.kill()
             _LOG.info("stopped the worker %s running %s", pid, function.__name__)
             if where.name == "search":  # replaced now, so that the next search finds it warm
-                where.give_back(where.start())
+                with contextlib.suppress(OSError):
+                    where.give_back(where.start())

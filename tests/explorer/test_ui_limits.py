@@ -105,3 +105,48 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def chat_upload(turns: int) -> bytes:
+    """One JSONL row of a chat with ``turns`` messages (the recipe's upload had 100,000)."""
+    import json
+
+    messages = [{"role": ("user", "assistant")[i % 2], "content": f"turn {i}"} for i in range(turns)]
+    return (json.dumps({"messages": messages}) + "\n").encode()
+
+
+def test_an_upload_is_read_in_a_worker_as_the_server_reads_it(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    from explorer import workers
+    from explorer.sources import Upload
+
+    monkeypatch.setattr(workers, "WORKERS", 1)
+    workers.shutdown()
+    upload = Upload.of("chat.jsonl", chat_upload(40))
+    try:
+        far = cache.dataset(upload, True)
+    finally:
+        workers.shutdown()
+    here = upload.load(True)
+    assert far.label == here.label and np.array_equal(far.lengths, here.lengths)
+    assert far.samples is not None and here.samples is not None
+    assert np.array_equal(np.asarray(far.samples.loss_mask), np.asarray(here.samples.loss_mask))
+
+
+def test_an_upload_that_takes_too_long_is_stopped_in_one_line(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The recipe's 100,000-turn chat: reading it past the deadline stops its worker, and the page says so in
+    one line (the deadline is tiny here, so that the test stays fast whatever the tokenizer's speed)."""
+    from explorer import workers
+    from explorer.parsing import InputError
+    from explorer.sources import Upload
+
+    monkeypatch.setattr(workers, "WORKERS", 1)
+    monkeypatch.setattr(cache, "LOAD_SECONDS", 0.01)
+    workers.shutdown()
+    try:
+        with pytest.raises(InputError, match=r"^it took longer than the 0.01 s the explorer gives it, and was stopped$"):
+            cache.dataset(Upload.of("long chat.jsonl", chat_upload(100_000)), True)
+        assert workers.busy_pids() == []
+    finally:
+        workers.shutdown()

@@ -145,7 +145,9 @@ def test_an_upload_that_takes_too_long_is_stopped_in_one_line(monkeypatch) -> No
     monkeypatch.setattr(cache, "LOAD_SECONDS", 0.01)
     workers.shutdown()
     try:
-        with pytest.raises(InputError, match=r"^it took longer than the 0.01 s the explorer gives it, and was stopped$"):
+        with pytest.raises(
+            InputError, match=r"^it took longer than the 0.01 s the explorer gives it, and was stopped$"
+        ):
             cache.dataset(Upload.of("long chat.jsonl", chat_upload(100_000)), True)
         assert workers.busy_pids() == []
     finally:

@@ -145,7 +145,7 @@ def time_limit_note(strategy: str, options: tuple[tuple[str, int], ...]) -> str:
 
     >>> time_limit_note("optimal", (("time_limit", 5),))
     ''
-    >>> time_limit_note("optimal", (("time_limit", 600),))[:60]
+    >>> time_limit_note("optimal", (("time_limit", 600),))[:61]
     'The link asks the search to run for up to 600 s; the explorer'
     """
     asked = asked_time_limit(options) if search_lane(strategy, options) else None

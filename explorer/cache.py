@@ -165,13 +165,16 @@ def sweep_figure(
 
 @memoized
 def audit(upload: Upload) -> Any:
-    """``packing.audit`` of an uploaded packed file (``explorer.inspect_view.load_report``), keyed by its digest."""
+    """``packing.audit`` of an uploaded packed file (``explorer.inspect_view.load_report``), keyed by its digest;
+    read in a worker of the load lane, like an upload to pack."""
     from explorer import inspect_view
 
     if len(upload.data) > MAX_UPLOAD_MB * 2**20:
         raise InputError(f"the file is {len(upload.data) / 2**20:,.0f} MB; files up to {MAX_UPLOAD_MB} MB can be read")
-    try:
-        return inspect_view.load_report(upload.data, upload.name)
+    try:  # in the load lane: a reader that crashes on a crafted file takes only its worker down
+        return workers.run(inspect_view.load_report, upload.data, upload.name, lane_name="load", seconds=LOAD_SECONDS)
+    except (workers.TimedOut, workers.WorkerDied) as error:
+        raise InputError(str(error)) from None
     except (packing.PackingError, ValueError, TypeError, OSError, RecursionError, MemoryError) as error:
         raise InputError(describe(error)) from None
 

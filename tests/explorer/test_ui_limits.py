@@ -152,3 +152,32 @@ def test_an_upload_that_takes_too_long_is_stopped_in_one_line(monkeypatch) -> No
         assert workers.busy_pids() == []
     finally:
         workers.shutdown()
+
+
+CRASHING_AUDIT = """
+import os, sys
+sys.path.insert(0, os.getcwd())
+from explorer import cache, workers
+from explorer.parsing import InputError
+from explorer.sources import Upload
+workers.WORKERS = 1
+deep = b'{"input_ids": ' + b"[" * 20_000 + b"1" + b"]" * 20_000 + b"}\\n"
+try:
+    cache.audit(Upload.of("deep.jsonl", deep))
+    print("read")
+except InputError as error:
+    print("refused:", error)
+"""
+
+
+def test_a_file_that_crashes_its_reader_on_the_inspect_tab_leaves_the_server_running() -> None:
+    """The recipe's 40 KB file nested 20,000 deep made ``pyarrow.json.read_json`` crash the whole server: read
+    in a worker, at most the worker goes down (in a subprocess here, as it is the server that could crash)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", CRASHING_AUDIT], cwd=Path(APP).parent, capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith(("refused:", "read")) and "Traceback" not in done.stdout

@@ -70,7 +70,10 @@ class WorkerDied(RuntimeError):
 
     def __init__(self, name: str) -> None:
         self.name = name
-        super().__init__(f"the worker process running {name} stopped (out of memory?); try a smaller input")
+        super().__init__(
+            f"the worker process running {name} stopped (out of memory, or it crashed on the input); "
+            "try a smaller or simpler input"
+        )
 
 
 class TimedOut(RuntimeError):

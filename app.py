@@ -29,6 +29,8 @@ def main() -> None:
     st.title("Sample packing explorer")
     for warning in st.session_state.get("_link_warnings", []):
         st.warning(f"Ignored a link parameter: {escape(warning)}")
+    if page.limits_note(settings):
+        st.info(page.limits_note(settings))
 
     context = page.build_context(source, settings, problem)
     if context.dataset is not None:

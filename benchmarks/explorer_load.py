@@ -21,6 +21,12 @@ or, against a server you started (``streamlit run app.py --server.headless true 
 - ``--repeat R``: the levels run R times, interleaved (1, 5, 20, 1, 5, 20, ...), and each level's times are
   pooled, so that a quiet or busy minute of this shared machine does not fall on one level only.
 
+- ``--hostile H``: H more sessions (at every level but the baseline), each opening a hostile link again and
+  again: the proven optimum asked to search for 600 s (``HOSTILE``: 50,000 uniform lengths that keep it searching
+  to its limit, a seed of its own each time), the tab closed after ``--hold`` seconds (six browser tabs of such
+  a link, closed and opened again). The table's last columns give the load average at the level's end and the
+  server's CPU per second in the ``--after`` seconds after the last hostile tab closed (about 0 when its work
+  was stopped with it).
 - ``--serve``: the benchmark starts ``streamlit run app.py`` itself, a new server for every level of every run,
   so that every level meets a cold cache with the same datasets (on one running server each level needs data of
   its own, and a few datasets make the proven optimum search to its 5 s limit: one level may get more of them).
@@ -36,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import statistics
@@ -43,6 +50,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import websockets
 from streamlit.proto.BackMsg_pb2 import BackMsg
@@ -51,6 +59,10 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 TABS = ("Result", "Compare", "Sweep")
 STRATEGIES = ("bfd", "first_fit", "split")
 HEAVY_SEQUENCES = 1_000_000
+HOSTILE = (
+    "source=synthetic&count=50000&max_length=2048&distribution=uniform&seed={seed}&max_seq_length=2500"
+    "&strategy=optimal&time_limit=600&tab=Result"
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from servers import start_server, stop_server  # noqa: E402
@@ -83,6 +95,28 @@ async def one_run(url: str, query: str, timeout: float) -> float:
             forward.ParseFromString(raw)
             if forward.WhichOneof("type") == "script_finished":
                 return time.perf_counter() - started
+
+
+async def hostile(url: str, index: int, stop: asyncio.Event, hold: float, run: int) -> int:
+    """One hostile visitor's tab: open ``HOSTILE``, close the tab after ``hold`` seconds, again until ``stop``.
+    Returns how many tabs it opened."""
+    opened = 0
+    while not stop.is_set():
+        seed = 500_000 + 10_000 * run + 100 * index + opened
+        async with websockets.connect(url, subprotocols=["streamlit"], max_size=None, open_timeout=60) as ws:
+            message = BackMsg()
+            message.rerun_script.query_string = HOSTILE.format(seed=seed)
+            message.rerun_script.page_script_hash = ""
+            await ws.send(message.SerializeToString())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(_drain(ws, stop), timeout=hold)
+        opened += 1
+    return opened
+
+
+async def _drain(ws: websockets.ClientConnection, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        await ws.recv()
 
 
 Timing = tuple[str, float]
@@ -124,13 +158,17 @@ async def level(
     if sessions == 1:
         return await alone(url, max(args.sessions), rounds, sequences, args, run)
     heavy = args.heavy if sessions > args.heavy else 0
-    tasks = []
+    tasks: list[Any] = []
     for u in range(sessions):
         count = HEAVY_SEQUENCES if u < heavy else sequences
         rng = random.Random(7919 * u + run)
         queries = links(u, rounds, count, args.shared, data_run(sessions, run, args), args.seed)
         tasks.append(user(url, queries, 600, args.think, rng))
+    stop = asyncio.Event()
+    hostiles = [asyncio.create_task(hostile(url, i, stop, args.hold, run)) for i in range(args.hostile)]
     results = await asyncio.gather(*tasks)
+    stop.set()
+    args.hostile_tabs = sum(await asyncio.gather(*hostiles))
     return [t for r in results[heavy:] for t in r]
 
 
@@ -169,6 +207,10 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
+def _mean(values: list[float]) -> str:
+    return f"{statistics.fmean(values):.2f}" if values else "-"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8650)
@@ -179,6 +221,9 @@ def main() -> None:
     parser.add_argument("--shared", action="store_true", help="every user opens the same links (one dataset)")
     parser.add_argument("--think", type=float, default=0.0, help="mean pause between a user's interactions (s)")
     parser.add_argument("--heavy", type=int, default=0, help="users on 1,000,000-sequence data")
+    parser.add_argument("--hostile", type=int, default=0, help="sessions opening a 600 s optimal link, closing it")
+    parser.add_argument("--hold", type=float, default=8.0, help="seconds a hostile tab stays open")
+    parser.add_argument("--after", type=float, default=10.0, help="seconds the server's CPU is read after a level")
     parser.add_argument("--repeat", type=int, default=1, help="interleaved runs of every level")
     parser.add_argument("--pid", type=int, default=0, help="the server's pid, to report its CPU per interaction")
     parser.add_argument("--serve", action="store_true", help="a new server for every level (the same data in each)")
@@ -195,6 +240,9 @@ def main() -> None:
         asyncio.run(one_run(url, "", 120))  # the first run compiles or loads the kernels
     pooled: dict[int, list[Timing]] = {s: [] for s in args.sessions}
     cpu: dict[int, float] = dict.fromkeys(args.sessions, 0.0)
+    load: dict[int, list[float]] = {s: [] for s in args.sessions}
+    idle: dict[int, list[float]] = {s: [] for s in args.sessions}
+    tabs: dict[int, int] = dict.fromkeys(args.sessions, 0)
     for run in range(args.repeat):
         for sessions in args.sessions:
             server = start_server(args.port) if args.serve else None
@@ -204,8 +252,16 @@ def main() -> None:
                     asyncio.run(one_run(url, "", 120))  # the server has warmed up; its workers start meanwhile
                     time.sleep(args.settle)
                 before = cpu_seconds(args.pid) if args.pid else 0.0
+                args.hostile_tabs = 0
                 pooled[sessions] += asyncio.run(level(url, sessions, rounds, args.sequences, args, run))
                 cpu[sessions] += cpu_seconds(args.pid) - before if args.pid else 0.0
+                load[sessions].append(os.getloadavg()[0])
+                tabs[sessions] += args.hostile_tabs
+                if args.pid:  # what the server still burns once every tab is closed
+                    time.sleep(2.0)
+                    before, started = cpu_seconds(args.pid), time.monotonic()
+                    time.sleep(args.after)
+                    idle[sessions].append((cpu_seconds(args.pid) - before) / (time.monotonic() - started))
             finally:
                 if server is not None:
                     stop_server(server)
@@ -215,13 +271,15 @@ def main() -> None:
     workers = os.environ.get("PACKING_EXPLORER_WORKERS", "default")
     print(
         f"think {args.think:g} s, heavy users {args.heavy}, {args.repeat} interleaved run(s), seed {args.seed}"
-        f"{server_note}, PACKING_EXPLORER_WORKERS={workers}"
+        f"{server_note}, PACKING_EXPLORER_WORKERS={workers}, hostile sessions {args.hostile} (tabs held "
+        f"{args.hold:g} s)"
     )
     cores = os.cpu_count() or 1
     print(
-        "| sessions | interactions | p50 (s) | p95 (s) | mean (s) | p50 ratio | p95 ratio | CPU (s) | busy bound (s) |"
+        "| sessions | interactions | p50 (s) | p95 (s) | mean (s) | p50 ratio | p95 ratio | CPU (s) | busy bound (s) "
+        "| hostile tabs | load avg (1 min) | CPU/s after |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for sessions, timings in pooled.items():
         times = [t for _, t in timings]
         p50, p95 = percentile(times, 0.5), percentile(times, 0.95)
@@ -230,7 +288,8 @@ def main() -> None:
         per = cpu[sessions] / total if args.pid else float("nan")
         print(
             f"| {sessions} | {len(times)} | {p50:.3f} | {p95:.3f} | {statistics.fmean(times):.3f} | "
-            f"{p50 / base_p50:.1f}x | {p95 / base_p95:.1f}x | {per:.3f} | {max(1, sessions / cores) * per:.3f} |",
+            f"{p50 / base_p50:.1f}x | {p95 / base_p95:.1f}x | {per:.3f} | {max(1, sessions / cores) * per:.3f} | "
+            f"{tabs[sessions]} | {_mean(load[sessions])} | {_mean(idle[sessions])} |",
             flush=True,
         )
     print("\n| sessions | tab | interactions | p50 (s) | p95 (s) | max (s) |\n|---|---|---|---|---|---|")

@@ -18,14 +18,28 @@ from explorer.safety import describe, plot_text
 from explorer.sources import Source, Text, Upload
 from packing.compare import Row
 
+SWEEP_SECONDS = 120.0
+"""Seconds the Sweep tab's searches may take in their worker (16 sizes of every strategy, the optimum's 5 s each)."""
 MAX_TURN_ROWS = 20
 """Most rows whose turns the Result tab tabulates (the rows of the blocks shown, in order)."""
 
 
+LOAD_SECONDS = 60.0
+"""Seconds reading and tokenizing an upload or pasted text rows may take in its worker."""
+
+
 @memoized
 def dataset(source: Source, completion_only: bool) -> Dataset:
-    """The dataset of ``source``; raises ``InputError`` on bad input (not stored)."""
-    return source.load(completion_only if source.has_tokens else True)
+    """The dataset of ``source``; raises ``InputError`` on bad input (not stored). An upload or text rows are read
+    in a worker of the load lane (a parser that crashes, a chat template that loops, a tokenizer that takes
+    minutes: stopped after ``LOAD_SECONDS`` or when the visitor leaves); the other sources are small recipes."""
+    flag = completion_only if source.has_tokens else True
+    if not isinstance(source, Upload | Text):
+        return source.load(flag)
+    try:
+        return workers.run(type(source).load, source, flag, lane_name="load", seconds=LOAD_SECONDS)
+    except (workers.TimedOut, workers.WorkerDied) as error:
+        raise InputError(str(error)) from None
 
 
 def _lengths(source: Source, completion_only: bool) -> Any:
@@ -41,11 +55,16 @@ def plan(
     overflow: str,
     options: tuple[tuple[str, int], ...] = (),
 ) -> StrategyRun:
-    """``packing.plan`` (timed; a refusal is reported in ``error``)."""
+    """``packing.plan`` (timed; a refusal is reported in ``error``); a search runs in a worker, for at most
+    ``compute.MAX_TIME_LIMIT`` seconds (``compute.search_lane``)."""
     lengths = _lengths(source, completion_only)
-    if compute.in_worker(strategy, options):  # a search within the page's time limit: in a worker process
-        return workers.run(compute.run_strategy, lengths, max_seq_length, strategy, overflow, options)
-    return compute.run_strategy(lengths, max_seq_length, strategy, overflow, options=options)
+    options = compute.capped(options)  # a link may ask for minutes
+    lane = compute.search_lane(strategy, options)
+    if lane is None:  # the compiled greedy kernels: in the server
+        return compute.run_strategy(lengths, max_seq_length, strategy, overflow, options=options)
+    seconds = compute.search_deadline(options)
+    args = (lengths, max_seq_length, strategy, overflow, options)
+    return workers.run(compute.run_strategy, *args, lane_name=lane, seconds=seconds)
 
 
 def settings_plan(source: Source, settings: Settings) -> StrategyRun:
@@ -108,14 +127,10 @@ def text_cells(source: Text, settings: Settings, first: int, count: int) -> tupl
 @memoized
 def turns(source: Text, completion_only: bool, rows: tuple[int, ...]) -> list[dict[str, Any]]:
     """One line per turn of each of ``rows`` (0-based): the row (1-based), role, tokens, trained tokens and texts."""
-    from explorer.text_view import turn_table, view_row
-
-    every, tokenizer = source.rows(), source.load_tokenizer()
-    table: list[dict[str, Any]] = []
-    for row in rows:
-        for line in turn_table(view_row(every[row], tokenizer, completion_only_loss=completion_only)):
-            table.append({"sequence": row + 1, **line})
-    return table
+    try:  # the chat template renders again: in the load lane, bounded like the reading
+        return workers.run(compute.turn_lines, source, completion_only, rows, lane_name="load", seconds=LOAD_SECONDS)
+    except (workers.TimedOut, workers.WorkerDied) as error:
+        raise InputError(str(error)) from None
 
 
 @memoized
@@ -150,13 +165,16 @@ def sweep_figure(
 
 @memoized
 def audit(upload: Upload) -> Any:
-    """``packing.audit`` of an uploaded packed file (``explorer.inspect_view.load_report``), keyed by its digest."""
+    """``packing.audit`` of an uploaded packed file (``explorer.inspect_view.load_report``), keyed by its digest;
+    read in a worker of the load lane, like an upload to pack."""
     from explorer import inspect_view
 
     if len(upload.data) > MAX_UPLOAD_MB * 2**20:
         raise InputError(f"the file is {len(upload.data) / 2**20:,.0f} MB; files up to {MAX_UPLOAD_MB} MB can be read")
-    try:
-        return inspect_view.load_report(upload.data, upload.name)
+    try:  # in the load lane: a reader that crashes on a crafted file takes only its worker down
+        return workers.run(inspect_view.load_report, upload.data, upload.name, lane_name="load", seconds=LOAD_SECONDS)
+    except (workers.TimedOut, workers.WorkerDied) as error:
+        raise InputError(str(error)) from None
     except (packing.PackingError, ValueError, TypeError, OSError, RecursionError, MemoryError) as error:
         raise InputError(describe(error)) from None
 
@@ -177,7 +195,8 @@ def sweep(
     source: Source, completion_only: bool, sizes: tuple[int, ...], strategies: tuple[str, ...], overflow: str
 ) -> list[dict[str, Any]]:
     """Blocks, efficiency and tokens lost per strategy and max_seq_length (in a worker process)."""
-    return workers.run(compute.sweep, _lengths(source, completion_only), list(sizes), list(strategies), overflow)
+    lengths = _lengths(source, completion_only)
+    return workers.run(compute.sweep, lengths, list(sizes), list(strategies), overflow, seconds=SWEEP_SECONDS)
 
 
 @memoized

@@ -122,18 +122,74 @@ PAGE_TIME_LIMIT = 5
 sweep; it then returns its best plan with a certified gap."""
 
 
-def in_worker(strategy: str, options: tuple[tuple[str, int], ...] = ()) -> bool:
-    """Whether the page plans ``strategy`` in a worker process (``explorer.workers``): a search (it takes a
-    ``time_limit``) bounded by ``PAGE_TIME_LIMIT``, like every search of the Compare and Sweep tabs. A longer one
-    (a link may ask for minutes) runs in the server, so that it never holds a worker others wait for.
+MAX_TIME_LIMIT = 30
+"""Most seconds the page lets one plan's search run, whatever a link asks (``capped``)."""
 
-    >>> in_worker("bfd"), in_worker("optimal", (("time_limit", 5),)), in_worker("optimal", (("time_limit", 600),))
-    (False, True, False)
+
+def asked_time_limit(options: tuple[tuple[str, int], ...]) -> int | None:
+    """The ``time_limit`` in ``options`` (None without one)."""
+    return dict(options).get("time_limit")
+
+
+def capped(options: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
+    """``options`` with ``time_limit`` at most ``MAX_TIME_LIMIT``: what the page runs. O(options).
+
+    >>> capped((("time_limit", 600), ("seed", 1))), capped((("time_limit", 5),))
+    ((('time_limit', 30), ('seed', 1)), (('time_limit', 5),))
+    """
+    return tuple((k, min(v, MAX_TIME_LIMIT) if k == "time_limit" else v) for k, v in options)
+
+
+def time_limit_note(strategy: str, options: tuple[tuple[str, int], ...]) -> str:
+    """The sentence telling a visitor that the page searches for less time than the link asked ('' if it does not).
+
+    >>> time_limit_note("optimal", (("time_limit", 5),))
+    ''
+    >>> time_limit_note("optimal", (("time_limit", 600),))[:61]
+    'The link asks the search to run for up to 600 s; the explorer'
+    """
+    asked = asked_time_limit(options) if search_lane(strategy, options) else None
+    if asked is None or asked <= MAX_TIME_LIMIT:
+        return ""
+    return (
+        f"The link asks the search to run for up to {asked:,} s; the explorer searches for at most "
+        f"{MAX_TIME_LIMIT} s per plan and shows the best plan found by then, with its certified gap. For a longer "
+        "search, run `packing.plan` yourself."
+    )
+
+
+def search_lane(strategy: str, options: tuple[tuple[str, int], ...] = ()) -> str | None:
+    """Which workers' lane (``explorer.workers``) plans ``strategy``: a search (it takes a ``time_limit``)
+    bounded by ``PAGE_TIME_LIMIT``, like every search of the Compare and Sweep tabs, goes to ``"search"``; a
+    longer one a link asked for (capped at ``MAX_TIME_LIMIT``) to ``"long"``, so that it never holds a worker the
+    others wait for; anything else (fast compiled kernels) is planned in the server (None).
+
+    >>> search_lane("bfd"), search_lane("optimal", (("time_limit", 5),)), search_lane("optimal", (("time_limit", 600),))
+    (None, 'search', 'long')
     """
     entry = packing.STRATEGIES.get(strategy)
     if entry is None or "time_limit" not in entry.options:
-        return False
-    return dict(options).get("time_limit", DEFAULT_TIME_LIMIT) <= PAGE_TIME_LIMIT
+        return None
+    return "search" if dict(options).get("time_limit", DEFAULT_TIME_LIMIT) <= PAGE_TIME_LIMIT else "long"
+
+
+def search_deadline(options: tuple[tuple[str, int], ...]) -> float:
+    """Seconds a worker may take on a plan with these (capped) options before it is stopped: the search's own
+    limit, then time to round and certify its plan."""
+    return float(dict(options).get("time_limit", DEFAULT_TIME_LIMIT)) + 30.0
+
+
+def turn_lines(source: Any, completion_only: bool, rows: tuple[int, ...]) -> list[dict[str, Any]]:
+    """One line per turn of each of ``rows`` (0-based) of a ``Text`` source: the row (1-based), role, tokens,
+    trained tokens and texts (``explorer.text_view.turn_table``); renders the chat template once per row."""
+    from explorer.text_view import turn_table, view_row
+
+    every, tokenizer = source.rows(), source.load_tokenizer()
+    table: list[dict[str, Any]] = []
+    for row in rows:
+        for line in turn_table(view_row(every[row], tokenizer, completion_only_loss=completion_only)):
+            table.append({"sequence": row + 1, **line})
+    return table
 
 
 def compare(

@@ -143,7 +143,9 @@ class MemoStore:
     def get_or_compute(self, key: Hashable, compute: Callable[[], R]) -> R:
         """The stored value of ``key``, else ``compute()`` (once, however many callers ask at the same time).
 
-        An exception is not stored: it reaches every caller waiting for this computation.
+        An exception is not stored: it reaches every caller waiting for this computation, except the stop of the
+        owner's script run (a ``BaseException``, like Streamlit's ``StopException``): then a waiting caller computes
+        the value itself. A waiting caller's own stopped run stops its wait (``stop_check``).
         """
         with self._lock:
             self._expire_locked()
@@ -159,7 +161,11 @@ class MemoStore:
                 flight = self._flights[key] = _Flight()
                 self._misses += 1
         if not owner:
-            flight.done.wait()
+            check = stop_check()
+            while not flight.done.wait(0.1):  # a stopped script run stops waiting too
+                check()
+            if flight.error is not None and not isinstance(flight.error, Exception):
+                return self.get_or_compute(key, compute)  # the owner's run was stopped: this one computes it
             if flight.error is not None:
                 raise flight.error
             return flight.value  # type: ignore[no-any-return]
@@ -204,6 +210,24 @@ def _key_of(value: Any) -> Hashable:
     their digest, so the store never keeps the bytes), else the value itself."""
     key = getattr(value, "cache_key", None)
     return value if key is None else key  # type: ignore[no-any-return]
+
+
+def _never() -> None:
+    return None
+
+
+def stop_check() -> Callable[[], None]:
+    """What raises Streamlit's stop (``StopException``, ``RerunException``) in the calling thread once its script
+    run should end (the visitor left, or the page reruns), to be called now and then while waiting; a no-op
+    outside a script run. It is the check Streamlit's own cache runs while a session waits for another's
+    computation (``get_run_yield_check``; Streamlit has no public one). O(1)."""
+    if "streamlit" not in sys.modules:  # a worker, a test, the CLI: nothing to stop
+        return _never
+    try:
+        from streamlit.runtime.scriptrunner_utils.script_run_context import get_run_yield_check
+    except ImportError:  # another Streamlit: runs are not stopped while waiting
+        return _never
+    return get_run_yield_check() or _never
 
 
 def _libc() -> Any:

@@ -96,6 +96,11 @@ def prepare() -> None:
         _WARM.set()
 
 
+def limits_note(settings: Settings) -> str:
+    """What the page does not do as the link asked, in plain words ('' when it does all of it)."""
+    return compute.time_limit_note(settings.strategy, settings.options)
+
+
 @contextmanager
 def guard(what: str) -> Iterator[None]:
     """Show an unexpected failure as one short line instead of a traceback; the rest of the page goes on."""
@@ -120,7 +125,10 @@ def build_context(source: Source | None, settings: Settings, problem: str) -> Co
         return Context(
             source, settings, dataset, problem=problem + " The tabs show the last valid result again once it is."
         )
-    run = cache.settings_plan(source, settings)
+    try:
+        run = cache.settings_plan(source, settings)
+    except (workers.TimedOut, workers.WorkerDied) as error:
+        return Context(source, settings, dataset, problem=f"Planning the data: {error}.")
     refusal = ""
     if run.layout is None:
         from explorer.tables import refusal as word

@@ -87,3 +87,32 @@ def test_sizes_count_shared_arrays_once_and_uploads_are_keyed_without_their_byte
     assert 800_000 <= deep_size({"x": a, "y": [a, a[:10]]}) < 900_000
     upload = Upload.of("f.jsonl", b"x" * 1_000_000)
     assert deep_size(upload.cache_key) < 1_000
+
+
+class Stopped(BaseException):
+    """What Streamlit raises in a script run that should end (its ``StopException`` is a ``BaseException``)."""
+
+
+def test_a_caller_waiting_on_a_stopped_run_computes_the_value_itself() -> None:
+    """One session's run stopped (its visitor left) while another waited for the same entry: the other gets the
+    value, not the first one's stop (which would end its own run silently)."""
+    store = MemoStore(max_bytes=10**9, ttl=1e9)
+    started, results = threading.Event(), []
+
+    def stopped() -> int:
+        started.set()
+        time.sleep(0.3)
+        raise Stopped
+
+    def owner() -> None:
+        with pytest.raises(Stopped):
+            store.get_or_compute("k", stopped)
+
+    first = threading.Thread(target=owner)
+    first.start()
+    started.wait()
+    waiter = threading.Thread(target=lambda: results.append(store.get_or_compute("k", lambda: 7)))
+    waiter.start()
+    first.join()
+    waiter.join()
+    assert results == [7]

@@ -1,4 +1,5 @@
-"""The searches' worker processes (``explorer.workers``): real processes, the same answers as in the server."""
+"""The worker processes (``explorer.workers``): real processes, the same answers as in the server, stopped at
+their deadline and when the script run that waits for them stops."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import subprocess
 import sys
 import time
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -23,12 +25,9 @@ APP = str(Path(__file__).resolve().parents[2] / "app.py")
 def one_worker(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A pool of one real worker process for the test, shut down after it."""
     monkeypatch.setattr(workers, "WORKERS", 1)
-    monkeypatch.setattr(workers, "_POOL", None)
+    workers.shutdown()
     yield
-    executor = workers._POOL
-    if executor is not None:
-        executor.shutdown(wait=True, cancel_futures=True)
-    workers._POOL = None
+    workers.shutdown()
 
 
 def die_in_a_worker(server: int) -> str:
@@ -79,7 +78,7 @@ def test_a_search_whose_workers_keep_dying_fails_in_one_line_and_never_runs_in_t
 
 def test_with_workers_off_everything_runs_here(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(workers, "WORKERS", 0)
-    assert workers.pool() is None
+    assert workers.lane("search") is None
     assert workers.run(os.getpid) == os.getpid()
 
 
@@ -127,3 +126,64 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def spin(marker: str) -> None:
+    """Leave this process's id in ``marker``, then run Python forever (as a chat template of nested loops does)."""
+    Path(marker).write_text(str(os.getpid()))
+    while True:
+        pass
+
+
+def wait_for(predicate: Callable[[], bool], seconds: float = 60) -> bool:
+    deadline = time.monotonic() + seconds
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_a_call_past_its_deadline_is_stopped_and_its_worker_replaced(one_worker: None, tmp_path: Path) -> None:
+    marker = tmp_path / "pid"
+    with pytest.raises(workers.TimedOut, match="took longer than the 1 s the explorer gives it"):
+        workers.run(spin, str(marker), seconds=1)
+    assert marker.exists() and not alive(int(marker.read_text()))  # killed, and reaped
+    assert workers.run(os.getpid) not in (os.getpid(), int(marker.read_text()))  # a new worker answers
+
+
+def run_in_a_script(function, marker, lane_name):  # type: ignore[no-untyped-def]
+    """An app's script (AppTest runs its source, without this module's imports): a long call in a worker."""
+    from explorer import workers
+
+    workers.run(function, marker, lane_name=lane_name, seconds=600)
+
+
+@pytest.mark.parametrize("lane_name", ["search", "load"])
+def test_a_stopped_script_run_kills_the_worker_it_waits_for(
+    one_worker: None, tmp_path: Path, lane_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Streamlit stops a run (the visitor closed the tab, or the page reruns) by raising its ``StopException`` in
+    the script's thread at its next check: here AppTest's run timeout asks for that stop."""
+    from streamlit.testing.v1 import AppTest
+
+    marker = tmp_path / "pid"
+    # its worker started here, from a main module without a file: spawn would import AppTest's script
+    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
+    workers.run(os.getpid, lane_name=lane_name)
+    app = AppTest.from_function(run_in_a_script, args=(spin, str(marker), lane_name))
+    with pytest.raises(RuntimeError, match="timed out"):
+        app.run(timeout=2)
+    assert wait_for(marker.exists)
+    pid = int(marker.read_text())
+    assert wait_for(lambda: not alive(pid)), "the worker kept running after its script run stopped"
+    assert workers.busy_pids() == []
+
+
+def slow_square(value: int) -> int:
+    time.sleep(0.5)
+    return value * value
+
+
+def test_a_lane_waits_for_its_worker_and_a_stopped_wait_leaves_the_queue(one_worker: None) -> None:
+    with ThreadPoolExecutor(3) as threads:
+        squares = list(threads.map(lambda v: workers.run(slow_square, v), range(3)))
+    assert squares == [0, 1, 4]

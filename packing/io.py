@@ -291,11 +291,11 @@ def _histogram(data: dict[str, Any], label: str, limits: ReadLimits) -> Dataset:
             raise DatasetError(
                 label, f"key '{key}', position {position}", f"expected a non-negative integer, got {quote(value)}"
             )
-    if key == "histogram" and sum(values) > 2**31:
-        raise DatasetError(label, f"key '{key}'", f"expected at most 2**31 sequences, got {sum(values):,}")
     sequences = sum(values) if key == "histogram" else len(values)
-    tokens = sum(length * count for length, count in enumerate(values)) if key == "histogram" else sum(values)
     check_count(label, "sequences", sequences, limits.max_rows)
+    if key == "histogram" and sequences > 2**31:
+        raise DatasetError(label, f"key '{key}'", f"expected at most 2**31 sequences, got {sequences:,}")
+    tokens = sum(length * count for length, count in enumerate(values)) if key == "histogram" else sum(values)
     check_count(label, "tokens", tokens, limits.length_tokens)
     if tokens >= 2**63:
         raise DatasetError(label, f"key '{key}'", f"expected lengths adding up to less than 2**63, got {tokens:,}")

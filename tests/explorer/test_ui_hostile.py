@@ -187,7 +187,7 @@ def test_pieces_are_counted_from_the_lengths() -> None:
 
 
 def test_lengths_only_data_is_bounded_by_the_tokens_it_stands_for() -> None:
-    # the library's reader refuses it first once it takes limits (packing.limits), the explorer's check otherwise
+    # the library's reader refuses it (ReadLimits.max_length_tokens); in-memory sources keep check_lengths
     with pytest.raises(InputError, match="1,000,000,000,000 tokens"):
         Upload.of("one.csv", b"length\n1000000000000\n").load(True)
     with pytest.raises(InputError, match="stands for"):

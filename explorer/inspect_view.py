@@ -23,11 +23,10 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from explorer.figures import PAD_COLOR, SEQUENCE_COLORS
-from explorer.model import MAX_SEQUENCES, MAX_TOKENS
-from explorer.parsing import InputError
-from explorer.safety import quote
-from explorer.sources import check_parquet, check_values, read_limits
+from explorer.model import MAX_SEQUENCES, MAX_TOKENS, MAX_UPLOAD_MB
+from explorer.sources import MAX_FILE_VALUES
 from packing.auditing import FINDING_KINDS, LAYOUT_TITLES, AuditReport, audit
+from packing.limits import ReadLimits
 
 Int64Array = npt.NDArray[np.int64]
 BEYOND_COLOR = "#ffffff"
@@ -65,33 +64,14 @@ def load_report(data: bytes, name: str, max_seq_length: int | None = None) -> Au
     >>> load_report(b'{"input_ids": [1, 2, 3], "seq_lengths": [2, 1]}\\n', "rows.jsonl").num_documents
     2
     """
-    check_packed_size(data, name)
-    return audit(data, max_seq_length=max_seq_length, name=name, **read_limits(audit, MAX_SEQUENCES, MAX_TOKENS))
+    return audit(data, max_seq_length=max_seq_length, name=name, limits=AUDIT_LIMITS)
 
 
-MAX_AUDITED_VALUES = 4 * MAX_TOKENS
-"""Most values a packed file may hold over its columns (ids, labels, masks, positions of ``MAX_TOKENS`` tokens)."""
-
-
-def check_packed_size(data: bytes, name: str) -> None:
-    """Refuse a packed file that declares more blocks than ``MAX_SEQUENCES`` or more values than the page audits,
-    before any of it is decoded: a Parquet file from its footer (``sources.check_parquet``), JSON lines from a
-    byte count of lines and commas (every value but a list's first follows a comma). O(bytes) in C.
-
-    >>> check_packed_size(b'{"input_ids": [1, 2]}\\n' * 3, "ok.jsonl")
-    >>> check_packed_size(b"[0]\\n" * 1_000_001, "many.jsonl")
-    Traceback (most recent call last):
-    ...
-    explorer.parsing.InputError: many.jsonl holds 1,000,001 lines (blocks); the explorer audits up to 1,000,000
-    """
-    shown = quote(name, 60).strip("'\"")
-    check_parquet(data, shown, "blocks")
-    if data.startswith(b"PAR1"):
-        return
-    lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-    if lines > MAX_SEQUENCES:
-        raise InputError(f"{shown} holds {lines:,} lines (blocks); the explorer audits up to {MAX_SEQUENCES:,}")
-    check_values(data, shown, MAX_AUDITED_VALUES)
+AUDIT_LIMITS = ReadLimits(
+    max_bytes=MAX_UPLOAD_MB * 2**20, max_tokens=MAX_TOKENS, max_rows=MAX_SEQUENCES, max_values=MAX_FILE_VALUES
+)
+"""What the Inspect tab audits (``packing.limits``, checked before decoding): blocks, list values per column
+(from a Parquet file's metadata), bytes, and the values JSON lines spell out (ids, labels, masks, positions)."""
 
 
 def default_blocks(report: AuditReport, count: int = 8) -> list[int]:

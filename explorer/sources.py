@@ -9,9 +9,7 @@ refuses data that expands past ``MAX_SEQUENCES`` sequences or ``MAX_TOKENS`` tok
 from __future__ import annotations
 
 import hashlib
-import inspect
 import io
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -34,6 +32,7 @@ from explorer.model import (
 from explorer.parsing import InputError, parse_sequences
 from explorer.safety import describe, quote
 from explorer.text_view import choose_tokenizer, example_text, parse_text_rows
+from packing.limits import ReadLimits
 from packing.reader import NEEDS_TOKENIZER
 from packing.text import text_forms
 from packing.workloads import WORKLOADS, load_workload
@@ -42,7 +41,7 @@ MAX_URL_TEXT = 4_000
 """Longest pasted text a link carries (browsers and servers cap the length of an address)."""
 MAX_SYNTHETIC = MAX_SEQUENCES
 MAX_FILE_VALUES = 4 * MAX_TOKENS
-"""Most values an uploaded file may spell out (ids and a loss mask of ``MAX_TOKENS`` tokens, with room)."""
+"""Most values an uploaded JSON text may spell out (ids, labels, masks of ``MAX_TOKENS`` tokens, with room)."""
 DEFAULT_WORKLOAD_SAMPLE = 200_000
 """Sequences used by default from a distribution larger than this (0 = all of a smaller one)."""
 _ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, OverflowError, RecursionError, MemoryError)
@@ -77,61 +76,6 @@ def check_lengths(lengths: Any, what: str) -> None:
             f"{what} stands for {tokens:,.0f} tokens; the explorer plans lengths standing for up to "
             f"{MAX_LENGTH_TOKENS:,}"
         )
-
-
-def read_limits(reader: Any, rows: int, tokens: int) -> dict[str, Any]:
-    """``limits=`` for one of the library's readers (``packing.limits.ReadLimits``: bytes, rows and tokens checked
-    before decoding), as keyword arguments; none for a reader that takes no limits yet (the explorer's own checks
-    here apply either way)."""
-    if "limits" not in inspect.signature(reader).parameters:
-        return {}
-    from packing.limits import ReadLimits  # type: ignore[import-not-found, unused-ignore]
-
-    return {"limits": ReadLimits(max_bytes=MAX_UPLOAD_MB * 2**20, max_tokens=tokens, max_rows=rows)}
-
-
-def check_values(data: bytes, what: str, limit: int) -> None:
-    """Refuse JSON, JSON lines or CSV text with more than ``limit`` values before it is parsed: every value but a
-    list's first follows a comma, so the commas bound the values from above (text rows count their commas too).
-    Parquet is checked from its footer (``check_parquet``). O(bytes), in C.
-
-    >>> check_values(b"[" + b"0," * 11 + b"0]", "x.json", 10)
-    Traceback (most recent call last):
-    ...
-    explorer.parsing.InputError: x.json holds about 11 values; the explorer reads up to 10
-    """
-    if data.startswith(b"PAR1"):
-        return
-    values = data.count(b",")
-    if values > limit:
-        raise InputError(f"{what} holds about {values:,} values; the explorer reads up to {limit:,}")
-
-
-def check_parquet(data: bytes, what: str, rows: str = "sequences") -> None:
-    """Refuse a Parquet file whose footer declares more than ``MAX_SEQUENCES`` rows or, in any column, more than
-    ``MAX_TOKENS`` values (a list column's values are its tokens), before a byte of it is decoded: a few KB of
-    compressed zeros can declare hundreds of millions. Not a Parquet file: nothing to check. O(columns x row
-    groups) on the footer.
-    """
-    if not data.startswith(b"PAR1"):
-        return
-    import pyarrow.parquet as pq
-
-    try:
-        meta = pq.ParquetFile(io.BytesIO(data)).metadata
-        counts: dict[str, int] = {}
-        for group in range(meta.num_row_groups):
-            chunk = meta.row_group(group)
-            for column in range(chunk.num_columns):
-                path = chunk.column(column).path_in_schema
-                counts[path] = counts.get(path, 0) + int(chunk.column(column).num_values)
-    except Exception:  # an unreadable footer: the reader words it
-        return
-    if meta.num_rows > MAX_SEQUENCES:
-        raise InputError(f"{what} declares {meta.num_rows:,} {rows}; the explorer reads up to {MAX_SEQUENCES:,}")
-    most = max(counts.values(), default=0)
-    if most > MAX_TOKENS:
-        raise InputError(f"{what} declares {most:,} values in one column; the explorer reads up to {MAX_TOKENS:,}")
 
 
 @dataclass(frozen=True)
@@ -348,23 +292,6 @@ def default_sample(name: str) -> int:
     return 0 if workload_info(name).sequences <= DEFAULT_WORKLOAD_SAMPLE else DEFAULT_WORKLOAD_SAMPLE
 
 
-def _histogram_total(data: bytes) -> int | None:
-    """Sequences a JSON histogram file expands to (None when it is not one), counted before anything is built."""
-    head = data[:1024].lstrip()
-    if not head.startswith(b"{"):
-        return None
-    try:
-        value = json.loads(data)
-    except (ValueError, RecursionError, MemoryError):
-        return None  # the library's reader words the problem
-    if not isinstance(value, dict):
-        return None
-    counts = value.get("histogram", value.get("lengths"))
-    if not isinstance(counts, list):
-        return None
-    return sum(c for c in counts if isinstance(c, int) and not isinstance(c, bool) and c > 0)
-
-
 @dataclass(frozen=True)
 class Upload(Source):
     """An uploaded JSONL, JSON, CSV or Parquet file, read by the library's file reader."""
@@ -393,17 +320,9 @@ class Upload(Source):
         shown = quote(self.name, 60).strip("'\"")
         if len(self.data) > MAX_UPLOAD_MB * 2**20:
             raise InputError(f"{shown} is {len(self.data) / 2**20:,.0f} MB; files up to {MAX_UPLOAD_MB} MB can be read")
-        total = _histogram_total(self.data)
-        if total is not None:
-            check_size(total, None, shown)
-        check_parquet(self.data, shown)
-        check_values(self.data, shown, MAX_FILE_VALUES)
         read, tokenized = _read_file(self.name, self.data, completion_only, self.tokenizer)
         lengths = np.asarray(read.lengths, dtype=np.int64)
         flat: packing.Samples | None = read.samples if read.samples.has_tokens else None
-        check_size(len(lengths), int(lengths.sum()) if flat is not None else None, shown)
-        if flat is None:
-            check_lengths(lengths, shown)
         kind = "text row" if tokenized else "sample" if flat is not None else "length"
         label = f"{shown}: {grammar_count(len(lengths), kind)}"
         return Dataset(label + (f", tokenized with {quote(self.tokenizer, 40)}" if tokenized else ""), lengths, flat)
@@ -415,9 +334,15 @@ class Upload(Source):
         return DataRecipe(upload_name=self.name, tokenizer=self.tokenizer)
 
 
-_LIMITS = read_limits(packing.read_dataset, MAX_SEQUENCES, MAX_LENGTH_TOKENS)
-"""The sidebar reader's limits: tokens at the bound of lengths-only data (token files are bounded before reading
-by ``check_parquet`` and ``check_values``, and after by ``check_size``)."""
+UPLOAD_LIMITS = ReadLimits(
+    max_bytes=MAX_UPLOAD_MB * 2**20,
+    max_tokens=MAX_TOKENS,
+    max_rows=MAX_SEQUENCES,
+    max_length_tokens=MAX_LENGTH_TOKENS,
+    max_values=MAX_FILE_VALUES,
+)
+"""What the page reads of an uploaded file (``packing.limits``, checked by the library's readers before decoding:
+bytes, samples, tokens, the tokens lengths-only data stands for, and the values JSON text spells out)."""
 
 
 def _read_file(name: str, data: bytes, completion_only: bool, tokenizer: str) -> tuple[packing.Dataset, bool]:
@@ -431,7 +356,7 @@ def _read_file(name: str, data: bytes, completion_only: bool, tokenizer: str) ->
     try:
         try:
             return packing.read_dataset(
-                io.BytesIO(data), name=name, completion_only_loss=completion_only, **_LIMITS
+                io.BytesIO(data), name=name, completion_only_loss=completion_only, limits=UPLOAD_LIMITS
             ), False
         except packing.DatasetError as error:
             if error.cause is None or error.cause.expected != NEEDS_TOKENIZER:
@@ -440,7 +365,7 @@ def _read_file(name: str, data: bytes, completion_only: bool, tokenizer: str) ->
         if message is not None:
             raise InputError(f"{shown} holds text rows. {message}")
         read = packing.read_dataset(
-            io.BytesIO(data), name=name, completion_only_loss=completion_only, tokenizer=loaded, **_LIMITS
+            io.BytesIO(data), name=name, completion_only_loss=completion_only, tokenizer=loaded, limits=UPLOAD_LIMITS
         )
         return read, True
     except _FILE_ERRORS as error:

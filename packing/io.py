@@ -158,7 +158,8 @@ def read_dataset(
 def _bounded(data: Dataset, limits: ReadLimits) -> Dataset:
     """``data``, refused when it holds (or, lengths only, stands for) more samples or tokens than ``limits``. O(1)."""
     check_count(data.source, "samples", len(data), limits.max_rows)
-    check_count(data.source, "tokens", int(data.samples.offsets[-1]), limits.max_tokens)
+    bound = limits.max_tokens if data.samples.has_tokens else limits.length_tokens
+    check_count(data.source, "tokens", int(data.samples.offsets[-1]), bound)
     return data
 
 
@@ -251,7 +252,7 @@ def _read_jsonl(data: bytes, label: str, limits: ReadLimits, scanned: bool = Fal
 def _read_json(raw: bytes, label: str, limits: ReadLimits) -> _Rows | Dataset:
     """A list of samples, a histogram object, or (when it is really JSON lines) one value per line; scanned
     (nesting) before it is parsed."""
-    scan_json(raw, label, ReadLimits(max_depth=limits.max_depth))
+    scan_json(raw, label, ReadLimits(max_depth=limits.max_depth, max_values=limits.max_values))
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
@@ -290,12 +291,12 @@ def _histogram(data: dict[str, Any], label: str, limits: ReadLimits) -> Dataset:
             raise DatasetError(
                 label, f"key '{key}', position {position}", f"expected a non-negative integer, got {quote(value)}"
             )
-    if key == "histogram" and sum(values) > 2**31:
-        raise DatasetError(label, f"key '{key}'", f"expected at most 2**31 sequences, got {sum(values):,}")
     sequences = sum(values) if key == "histogram" else len(values)
-    tokens = sum(length * count for length, count in enumerate(values)) if key == "histogram" else sum(values)
     check_count(label, "sequences", sequences, limits.max_rows)
-    check_count(label, "tokens", tokens, limits.max_tokens)
+    if key == "histogram" and sequences > 2**31:
+        raise DatasetError(label, f"key '{key}'", f"expected at most 2**31 sequences, got {sequences:,}")
+    tokens = sum(length * count for length, count in enumerate(values)) if key == "histogram" else sum(values)
+    check_count(label, "tokens", tokens, limits.length_tokens)
     if tokens >= 2**63:
         raise DatasetError(label, f"key '{key}'", f"expected lengths adding up to less than 2**63, got {tokens:,}")
     workload = workload_from_json(label, {key: values, "max_seq_length": 0})

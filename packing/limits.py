@@ -47,8 +47,12 @@ class ReadLimits:
 
     - ``max_bytes``: bytes of the file (JSON, JSON lines, CSV, Arrow), or of a Parquet file's column data
       once uncompressed (from its metadata);
-    - ``max_tokens``: tokens the input holds, or stands for (lengths-only input: the sum of its lengths;
-      packed data: positions over all blocks); a Parquet file's list values are counted from its metadata;
+    - ``max_tokens``: tokens the input holds (packed data: positions over all blocks); a Parquet file's list
+      values are counted from its metadata;
+    - ``max_length_tokens``: tokens lengths-only input stands for (the sum of its lengths: planning them costs
+      O(sequences), not O(tokens), so a caller may allow far more); None = ``max_tokens`` applies;
+    - ``max_values``: values JSON text spells out (commas outside strings, plus one a line), counted by
+      :func:`scan_json` before it is parsed (ids, labels and masks: a few per token);
     - ``max_rows``: samples (``read_dataset``) or blocks (``read_packed``, ``audit``);
     - ``max_depth``: nesting of JSON values (always checked);
     - ``max_line_bytes``: bytes of one line of JSON lines.
@@ -66,14 +70,28 @@ class ReadLimits:
     max_rows: int | None = None
     max_depth: int = MAX_JSON_DEPTH
     max_line_bytes: int | None = None
+    max_length_tokens: int | None = None
+    max_values: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_bytes", "max_tokens", "max_rows", "max_depth", "max_line_bytes"):
+        for name in _BOUNDS:
             value = getattr(self, name)
             if value is None and name != "max_depth":
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise SettingError(name, "None or an integer >= 1" if name != "max_depth" else "an integer >= 1", value)
+
+    @property
+    def length_tokens(self) -> int | None:
+        """The bound on the tokens lengths-only input stands for: ``max_length_tokens``, else ``max_tokens``.
+
+        >>> ReadLimits(max_tokens=10).length_tokens, ReadLimits(max_tokens=10, max_length_tokens=99).length_tokens
+        (10, 99)
+        """
+        return self.max_tokens if self.max_length_tokens is None else self.max_length_tokens
+
+
+_BOUNDS = ("max_bytes", "max_tokens", "max_rows", "max_depth", "max_line_bytes", "max_length_tokens", "max_values")
 
 
 NO_LIMITS = ReadLimits()
@@ -202,8 +220,10 @@ class JsonScan(NamedTuple):
 
 
 @njit(cache=True, nogil=True)
-def _scan(data: npt.NDArray[np.uint8], max_depth: int, max_line: int) -> tuple[int, int, int, int]:  # pragma: no cover
-    """(status, line, rows, longest): status 0 = fine, 1 = nested deeper than ``max_depth`` at ``line``,
+def _scan(
+    data: npt.NDArray[np.uint8], max_depth: int, max_line: int
+) -> tuple[int, int, int, int, int]:  # pragma: no cover
+    """(status, line, rows, longest, commas): commas outside strings; status 0 = fine, 1 = nested deeper than ``max_depth`` at ``line``,
     2 = ``line`` longer than ``max_line`` bytes (0 = no limit). Brackets inside strings do not count; a raw
     newline ends any string (JSON strings cannot hold one), so an unclosed quote hides nothing after it. O(bytes)."""
     depth = 0
@@ -214,6 +234,7 @@ def _scan(data: npt.NDArray[np.uint8], max_depth: int, max_line: int) -> tuple[i
     rows = 0
     content = False
     longest = 0
+    commas = 0
     for i in range(len(data)):
         c = data[i]
         if c == 10:
@@ -226,7 +247,7 @@ def _scan(data: npt.NDArray[np.uint8], max_depth: int, max_line: int) -> tuple[i
             line_start = i + 1
             continue
         if max_line and i - line_start >= max_line:
-            return 2, line, rows, longest
+            return 2, line, rows, longest, commas
         if c != 32 and c != 9 and c != 13:
             content = True
         if in_string:
@@ -241,19 +262,28 @@ def _scan(data: npt.NDArray[np.uint8], max_depth: int, max_line: int) -> tuple[i
         elif c == 91 or c == 123:
             depth += 1
             if depth > max_depth:
-                return 1, line, rows, longest
+                return 1, line, rows, longest, commas
         elif (c == 93 or c == 125) and depth > 0:
             depth -= 1
+        elif c == 44:
+            commas += 1
     longest = max(longest, len(data) - line_start)
     rows += content
-    return 0, line, rows, longest
+    return 0, line, rows, longest, commas
 
 
 def scan_json(data: bytes, label: str, limits: ReadLimits = NO_LIMITS) -> JsonScan:
     """Check raw JSON (or JSON lines) before it is parsed: nesting within ``max_depth``, every line within
-    ``max_line_bytes``, non-blank lines within ``max_rows``. O(bytes), one compiled pass, no copy."""
+    ``max_line_bytes``, non-blank lines within ``max_rows``, values (commas outside strings plus one a line:
+    an upper bound) within ``max_values``. O(bytes), one compiled pass, no copy.
+
+    >>> scan_json(b"[" + b"0," * 11 + b"0]", "x.json", ReadLimits(max_values=10))
+    Traceback (most recent call last):
+    ...
+    packing.errors.DatasetError: x.json: holds about 12 values, more than the limit of 10 (refused before parsing)
+    """
     array = np.frombuffer(data, dtype=np.uint8)
-    status, line, rows, longest = _scan(array, int(limits.max_depth), int(limits.max_line_bytes or 0))
+    status, line, rows, longest, commas = _scan(array, int(limits.max_depth), int(limits.max_line_bytes or 0))
     if status == 1:
         where = f"line {line}"
         raise DatasetError(
@@ -262,6 +292,10 @@ def scan_json(data: bytes, label: str, limits: ReadLimits = NO_LIMITS) -> JsonSc
     if status == 2:
         raise DatasetError(label, f"line {line}", f"a line longer than the limit of {limits.max_line_bytes:,} bytes")
     check_count(label, "lines", rows, limits.max_rows)
+    values = commas + max(rows, 1)
+    if limits.max_values is not None and values > limits.max_values:
+        reason = f"holds about {values:,} values, more than the limit of {limits.max_values:,} (refused before parsing)"
+        raise DatasetError(label, None, reason)
     return JsonScan(rows, longest)
 
 

@@ -256,6 +256,38 @@ def test_lengths_only_parquet_and_histograms_are_bounded(tmp_path: Path) -> None
         read_dataset(io.BytesIO(histogram), name="h.json", limits=ReadLimits(max_tokens=10**6))
 
 
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [
+        ("huge.json", b'{"lengths": [1000000000000]}'),
+        ("huge.csv", b"length\n1000000000000\n"),
+        ("h.json", b'{"histogram": [0, 2, 0, 0]}'),
+    ],
+)
+def test_lengths_only_input_has_its_own_token_bound(name: str, data: bytes) -> None:
+    # a server allows few tokens but lengths standing for many (planning costs O(sequences)): max_length_tokens
+    roomy = ReadLimits(max_tokens=1, max_length_tokens=10**13)
+    assert read_dataset(io.BytesIO(data), name=name, limits=roomy).kind == "lengths"
+    with pytest.raises(DatasetError, match=r"tokens, more than the limit of 1$"):
+        read_dataset(io.BytesIO(data), name=name, limits=ReadLimits(max_tokens=10**13, max_length_tokens=1))
+    with pytest.raises(DatasetError, match="holds 2 tokens, more than the limit of 1"):  # token data: max_tokens
+        read_dataset(io.BytesIO(b"[[1, 2]]"), name="t.json", limits=roomy)
+
+
+def test_json_values_are_counted_before_parsing() -> None:
+    wide = b"[" + b"0," * 99 + b"0]"  # 100 values
+    limits = ReadLimits(max_values=50)
+    with pytest.raises(DatasetError, match=r"w.json: holds about 100 values, more than the limit of 50 \(refused"):
+        read_dataset(io.BytesIO(b"[" + wide + b"]"), name="w.json", limits=limits)
+    with pytest.raises(DatasetError, match="holds about 100 values"):
+        read_dataset(io.BytesIO(b'{"input_ids": ' + wide + b"}\n"), name="w.jsonl", limits=limits)
+    with pytest.raises(DatasetError, match="holds about 100 values"):
+        audit(io.BytesIO(wide + b"\n"), name="w.jsonl", limits=limits)
+    commas_in_text = b'{"text": "' + b"," * 500 + b'"}\n'  # commas inside strings are no values
+    assert scan_json(commas_in_text, "t.jsonl", limits).rows == 1
+    assert len(read_dataset(io.BytesIO(b"[" + wide + b"]"), name="w.json", limits=ReadLimits(max_values=101))) == 1
+
+
 @pytest.mark.parametrize("name", ["sum.csv", "sum.jsonl"])
 def test_lengths_adding_up_past_int64_are_refused(tmp_path: Path, name: str) -> None:
     rows = [2**62, 2**62, 1]  # their running sum wrapped to a negative offset

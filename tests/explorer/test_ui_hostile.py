@@ -18,9 +18,10 @@ import pyarrow.parquet as pq
 import pytest
 from streamlit.testing.v1 import AppTest
 
+import packing
 from explorer import inspect_view, links, model
 from explorer.parsing import InputError
-from explorer.sources import Synthetic, Upload, check_parquet
+from explorer.sources import Synthetic, Upload
 from explorer.text_view import TOKENIZERS_ENV, choose_tokenizer, tokenizer_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -186,7 +187,7 @@ def test_pieces_are_counted_from_the_lengths() -> None:
 
 
 def test_lengths_only_data_is_bounded_by_the_tokens_it_stands_for() -> None:
-    # the library's reader refuses it first once it takes limits (packing.limits), the explorer's check otherwise
+    # the library's reader refuses it (ReadLimits.max_length_tokens); in-memory sources keep check_lengths
     with pytest.raises(InputError, match="1,000,000,000,000 tokens"):
         Upload.of("one.csv", b"length\n1000000000000\n").load(True)
     with pytest.raises(InputError, match="stands for"):
@@ -207,22 +208,24 @@ def _zeros_parquet(rows: int, width: int) -> bytes:
 def test_a_parquet_bomb_is_refused_from_its_footer() -> None:
     data = _zeros_parquet(4, 5_000_000)  # 20 M zeros in a few KB
     assert len(data) < 2**20
-    with pytest.raises(InputError, match="declares 20,000,000 values"):
-        check_parquet(data, "bomb.parquet")
-    with pytest.raises(InputError, match="declares 20,000,000 values"):
+    # the library's reader refuses it from the file's metadata (packing.limits.check_parquet), worded in one line
+    with pytest.raises(InputError, match=r"holds 20,000,000 values \(from the file.s metadata\)"):
         Upload.of("bomb.parquet", data).load(True)
 
 
 def test_the_inspect_tab_is_bounded_before_it_reads() -> None:
     many = _zeros_parquet(1_000_001, 1)
-    with pytest.raises(InputError, match="1,000,001 blocks"):
-        inspect_view.check_packed_size(many, "many.parquet")
+    with pytest.raises(packing.DatasetError, match="1,000,001 blocks"):
+        inspect_view.load_report(many, "many.parquet")
     at = _app({"tab": "Inspect"})
     at.get("file_uploader")[0].upload("many.parquet", many).run()
     _no_leak(at)
     assert any("1,000,001 blocks" in e for e in _errors(at)), _errors(at)
-    with pytest.raises(InputError, match="values"):
-        inspect_view.check_packed_size(b"[" + b"0," * (4 * model.MAX_TOKENS + 1) + b"0]\n", "wide.jsonl")
+    with pytest.raises(
+        packing.DatasetError,
+        match=r"holds about 64,000,002 values, more than the limit of 64,000,000 \(refused before parsing\)",
+    ):
+        inspect_view.load_report(b"[" + b"0," * (4 * model.MAX_TOKENS + 1) + b"0]\n", "wide.jsonl")
 
 
 # ---------------------------------------------------------------- every parameter, every kind of value

@@ -147,17 +147,21 @@ def test_block_labels_follow_samples_into_blocks(strategy: str, capacity: int) -
         assert flat == [role for v in views for role in v.roles]
 
 
-def test_choose_tokenizer(bpe: Any, tmp_path: Path) -> None:
-    from explorer.text_view import choose_tokenizer
+def test_choose_tokenizer(bpe: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder under the operator's PACKING_EXPLORER_TOKENIZERS loads by its name; a typed path, a missing
+    folder and a hub name all get the same refusal."""
+    from explorer.text_view import TOKENIZERS_ENV, choose_tokenizer
 
-    tokenizer, message = choose_tokenizer(bpe.name_or_path)
+    folder = Path(bpe.name_or_path)
+    monkeypatch.setenv(TOKENIZERS_ENV, str(folder.parent))
+    tokenizer, message = choose_tokenizer(folder.name)
     assert message is None and tokenizer.encode("ab", add_special_tokens=False) == bpe.encode(
         "ab", add_special_tokens=False
     )
-    tokenizer, message = choose_tokenizer(str(tmp_path / "missing"))
-    assert tokenizer is None and message is not None and "no such folder" in message
-    tokenizer, message = choose_tokenizer("packing-tests/not-cached")
-    assert tokenizer is None and message is not None and "not in the local cache" in message
+    names = (str(folder), "missing", "packing-tests/not-cached")
+    refusals = {str(choose_tokenizer(name)[1]).split(": ", 1)[-1] for name in names}
+    assert len(refusals) == 1 and "expected bytes or the name of a tokenizer folder" in refusals.pop()
+    assert all(choose_tokenizer(name)[0] is None for name in (str(folder), "missing"))
 
 
 def test_documents_table_round_trip(bpe: Any) -> None:

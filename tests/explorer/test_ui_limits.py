@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from processes import alive
 from streamlit.testing.v1 import AppTest
 
 from explorer import cache, compute
@@ -96,15 +97,6 @@ def wait_until(predicate, deadline: float) -> bool:  # type: ignore[no-untyped-d
     while not predicate() and time.monotonic() < deadline:
         time.sleep(0.05)
     return bool(predicate())
-
-
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (a zombie does not)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def chat_upload(turns: int) -> bytes:

@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from processes import alive
 
 ROOT = Path(__file__).resolve().parents[2]
 LINK = (
@@ -43,13 +44,6 @@ def children(pid: int) -> list[int]:
             except OSError:
                 continue
     return out
-
-
-def alive(pid: int) -> bool:
-    try:
-        return stat(pid)[0] != "Z"
-    except OSError:
-        return False
 
 
 def long_lane_worker(server: int) -> int | None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from processes import alive
 
 import packing
 from explorer import compute, workers
@@ -117,15 +118,6 @@ def test_no_worker_outlives_a_killed_server() -> None:
     while alive(worker) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(worker)
-
-
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (an exited one no parent has reaped yet, a zombie, does not)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def spin(marker: str) -> None:

@@ -33,7 +33,6 @@ from explorer.parsing import InputError, parse_sequences
 from explorer.safety import describe, quote
 from explorer.text_view import choose_tokenizer, example_text, parse_text_rows
 from packing.limits import ReadLimits
-from packing.reader import NEEDS_TOKENIZER
 from packing.text import text_forms
 from packing.workloads import WORKLOADS, load_workload
 
@@ -359,7 +358,7 @@ def _read_file(name: str, data: bytes, completion_only: bool, tokenizer: str) ->
                 io.BytesIO(data), name=name, completion_only_loss=completion_only, limits=UPLOAD_LIMITS
             ), False
         except packing.DatasetError as error:
-            if error.cause is None or error.cause.expected != NEEDS_TOKENIZER:
+            if not isinstance(error.cause, packing.NeedsTokenizer):
                 raise
         loaded, message = choose_tokenizer(tokenizer)
         if message is not None:

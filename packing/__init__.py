@@ -12,8 +12,9 @@ boundaries that keep packed samples from leaking into each other.
 from packing.auditing import AuditReport, Finding, audit
 from packing.bounds import LowerBounds, lower_bounds
 from packing.classic import pack_sequences
+from packing.compare import compare
 from packing.cost import ComputeCost, compute_cost
-from packing.errors import DatasetError, PackingError, SampleError, SettingError, TooManyDocuments
+from packing.errors import DatasetError, NeedsTokenizer, PackingError, SampleError, SettingError, TooManyDocuments
 from packing.explanation import MAX_EXPLAIN_DOCUMENTS, Placement, Step, explain
 from packing.formats import EXPORT_FORMATS, export
 from packing.io import Dataset, read_dataset
@@ -21,6 +22,7 @@ from packing.limits import ReadLimits
 from packing.packed import IGNORE_INDEX, PackedBatch, TrainableCounts, count_trainable, materialize, pack
 from packing.plans import PackingPlan, Piece, plan
 from packing.reader import MaskedSample, PromptCompletion, Sample, Samples, chat_sample, read_rows, read_table
+from packing.recipe import LOSS_RULES, LossRule, Recipe
 from packing.schema import COLUMNS, Column
 from packing.stats import PackingStats
 from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, Strategy, StrategyName
@@ -28,14 +30,12 @@ from packing.streaming import stream
 from packing.text import ByteTokenizer, decode_documents, encode_rows, is_text_row, load_tokenizer
 from packing.validation import OVERFLOW_POLICIES, OverflowPolicy
 
-read_samples = read_rows
-"""The reader of Python rows under its earlier name (the same function)."""
-
 __all__ = [
     "COLUMNS",
     "DEFAULT_STRATEGY",
     "EXPORT_FORMATS",
     "IGNORE_INDEX",
+    "LOSS_RULES",
     "MAX_EXPLAIN_DOCUMENTS",
     "OVERFLOW_POLICIES",
     "STRATEGIES",
@@ -46,8 +46,10 @@ __all__ = [
     "Dataset",
     "DatasetError",
     "Finding",
+    "LossRule",
     "LowerBounds",
     "MaskedSample",
+    "NeedsTokenizer",
     "OverflowPolicy",
     "PackedBatch",
     "PackingError",
@@ -57,6 +59,7 @@ __all__ = [
     "Placement",
     "PromptCompletion",
     "ReadLimits",
+    "Recipe",
     "Sample",
     "SampleError",
     "Samples",
@@ -68,6 +71,7 @@ __all__ = [
     "TrainableCounts",
     "audit",
     "chat_sample",
+    "compare",
     "compute_cost",
     "count_trainable",
     "decode_documents",
@@ -83,7 +87,6 @@ __all__ = [
     "plan",
     "read_dataset",
     "read_rows",
-    "read_samples",
     "read_table",
     "stream",
 ]

@@ -122,6 +122,33 @@ class SampleError(PackingError, ValueError):
         return f"{head}{', ' + location if location else ''}: {self.problem}"
 
 
+class NeedsTokenizer(SampleError):
+    """A text row (``text``, ``messages``, or ``prompt``/``completion`` as text) met without a tokenizer.
+
+    ``option`` is how the entry point it came from takes one: ``tokenizer=...`` in the library,
+    ``--tokenizer`` at the command line; :meth:`at` rewords it for another entry point.
+
+    >>> error = NeedsTokenizer(2, "messages", [{"role": "user"}])
+    >>> str(error)
+    "sample 2, 'messages': expected token ids (a text row needs a tokenizer: tokenizer=...), got [{'role': 'user'}] (list)"
+    >>> str(error.at("--tokenizer"))
+    "sample 2, 'messages': expected token ids (a text row needs a tokenizer: --tokenizer), got [{'role': 'user'}] (list)"
+    """
+
+    def __init__(self, sample: int | None, field: str | None, got: object, option: str = "tokenizer=...") -> None:
+        self.option = option
+        super().__init__(sample, field, None, f"token ids (a text row needs a tokenizer: {option})", got)
+
+    def at(self, option: str) -> NeedsTokenizer:
+        """The same error, naming ``option`` as the way to give a tokenizer. O(1)."""
+        error = _restore(type(self), self.args, dict(self.__dict__))
+        assert isinstance(error, NeedsTokenizer)
+        error.option = option
+        error.expected = f"token ids (a text row needs a tokenizer: {option})"
+        error.args = (error.where_and_what(),)
+        return error
+
+
 class SettingError(PackingError, ValueError):
     """A bad argument: ``name`` (such as ``max_seq_length``), what was ``expected`` and what was found.
 

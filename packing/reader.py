@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.arrays import copy_runs
-from packing.errors import SampleError, SettingError
+from packing.errors import NeedsTokenizer, SampleError, SettingError
 from packing.text import is_text_row
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -57,7 +57,6 @@ TEXT_FIELDS = ("text", "messages")
 """Columns of text rows (with ``prompt``/``completion`` as strings or messages): they need a tokenizer."""
 FIELDS = (*TOKEN_FIELDS, *MASK_FIELDS, "length", *TEXT_FIELDS)
 """Every column the reader looks at; others are ignored."""
-NEEDS_TOKENIZER = "token ids (a text row needs a tokenizer: tokenizer=... or --tokenizer)"
 
 
 class PromptCompletion(TypedDict):
@@ -264,7 +263,7 @@ def read_row(
         field = next((name for name in TEXT_FIELDS if _present(row, name)), None) or next(
             (name for name in ("prompt", "completion") if not isinstance(row.get(name), (list, np.ndarray))), "prompt"
         )
-        raise SampleError(index, field, None, NEEDS_TOKENIZER, row.get(field) if field else row)
+        raise NeedsTokenizer(index, field, row.get(field) if field else row)
     form = _dict_form(row, index)
     if form == "length":
         _no_stray_mask(row, index, "length")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import packing
-from packing import IGNORE_INDEX, SettingError, chat_sample, materialize, pack, plan, read_samples
+from packing import IGNORE_INDEX, SettingError, chat_sample, materialize, pack, plan, read_rows
 
 X = IGNORE_INDEX
 
@@ -240,7 +240,7 @@ def test_pack_is_plan_then_materialize() -> None:
     samples = [[1, 2, 3], {"prompt": [4], "completion": [5, 6]}, [7]]
     packed = pack(samples, 4, "bfd", pad_token_id=3)
     layout = plan([3, 3, 1], 4, "bfd")
-    built = materialize(layout, read_samples(samples), pad_token_id=3)
+    built = materialize(layout, read_rows(samples), pad_token_id=3)
     for name in ("input_ids", "labels", "loss_mask", "position_ids", "sequence_ids"):
         assert np.array_equal(getattr(packed, name), getattr(built, name))
     assert packed.stats == built.stats
@@ -256,9 +256,9 @@ def test_stats_of_a_batch_use_the_real_loss_masks() -> None:
 
 
 MISMATCHED_PLAN = """
-from packing import SettingError, materialize, plan, read_samples
+from packing import SettingError, materialize, plan, read_rows
 try:
-    materialize(plan({lengths}, 1000, "split"), read_samples({samples}))
+    materialize(plan({lengths}, 1000, "split"), read_rows({samples}))
 except SettingError as error:
     print(type(error).__name__, error.name)
 else:
@@ -284,7 +284,7 @@ def test_materialize_refuses_a_plan_made_for_other_lengths(lengths: list[int], s
 
 def test_materialize_checks_the_pad_token_id() -> None:
     with pytest.raises(SettingError, match=r"^pad_token_id: expected a non-negative integer, got -5$"):
-        materialize(plan([1], 4), read_samples([[1]]), pad_token_id=-5)
+        materialize(plan([1], 4), read_rows([[1]]), pad_token_id=-5)
 
 
 def test_the_readme_recipe_for_flash_attention_varlen_inputs() -> None:
@@ -318,7 +318,7 @@ def tampered(layout: packing.PackingPlan, change: dict[str, Any]) -> packing.Pac
     ids=["too long", "far start", "unknown sequence", "empty block", "empty piece"],
 )
 def test_a_hand_built_plan_that_would_write_out_of_bounds_is_refused(change: dict[str, Any], message: str) -> None:
-    samples = read_samples([[1, 2, 3, 4, 5]])
+    samples = read_rows([[1, 2, 3, 4, 5]])
     layout = plan(samples.lengths, 8, "bfd")
     with pytest.raises(SettingError, match=f"^plan: expected .*{re.escape(message)}") as error:
         dataclasses.replace(layout, **change)  # refused when it is made
@@ -328,7 +328,7 @@ def test_a_hand_built_plan_that_would_write_out_of_bounds_is_refused(change: dic
 
 
 def test_a_plan_that_overfills_a_block_is_refused() -> None:
-    samples = read_samples([[1, 2, 3], [4, 5, 6]])
+    samples = read_rows([[1, 2, 3], [4, 5, 6]])
     layout = plan(samples.lengths, 4, "bfd")  # two blocks of one piece each
     message = r"^plan: expected blocks of at most max_seq_length=4 tokens"
     with pytest.raises(SettingError, match=message):
@@ -366,7 +366,7 @@ def test_materialize_takes_samples_that_were_read() -> None:
     with pytest.raises(SettingError, match=r"^samples: expected a Samples") as error:
         materialize(plan([2], 4), [[1, 2]])  # type: ignore[arg-type]
     assert error.value.name == "samples"
-    lengths_only = read_samples([{"length": 2}])
+    lengths_only = read_rows([{"length": 2}])
     assert plan(lengths_only, 4).num_blocks == 1  # lengths are enough to plan ...
     with pytest.raises(SettingError, match=r"^samples: expected token ids \(lengths-only data"):
         materialize(plan(lengths_only, 4), lengths_only)  # ... but not to pack

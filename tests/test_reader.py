@@ -9,22 +9,22 @@ from typing import Any
 import numpy as np
 import pytest
 
-from packing import SampleError, chat_sample, pack, read_rows, read_samples
+from packing import SampleError, chat_sample, pack, read_rows
 from packing.reader import read_row
 
 
 def flat(samples: Any, completion_only_loss: bool = True) -> tuple[list[int], list[int], list[int]]:
-    result = read_samples(samples, completion_only_loss)
+    result = read_rows(samples, completion_only_loss)
     return result.tokens.tolist(), result.loss_mask.tolist(), result.offsets.tolist()
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# read_rows (alias read_samples) / read_row
+# read_rows / read_row
 # ---------------------------------------------------------------------------------------------------------------
 
 
 def test_samples_are_flattened_with_offsets() -> None:
-    result = read_samples([[1, 2], {"prompt": [3], "completion": [4]}, [], [5]])
+    result = read_rows([[1, 2], {"prompt": [3], "completion": [4]}, [], [5]])
     assert result.tokens.tolist() == [1, 2, 3, 4, 5]
     assert result.loss_mask.tolist() == [1, 1, 0, 1, 1]
     assert result.offsets.tolist() == [0, 2, 4, 4, 5]
@@ -32,13 +32,9 @@ def test_samples_are_flattened_with_offsets() -> None:
     assert result.tokens.dtype.kind == "i" and result.loss_mask.dtype.kind == "i"
 
 
-def test_read_samples_is_the_one_reader() -> None:
-    assert read_samples is read_rows
-
-
 def test_no_samples() -> None:
     assert flat([]) == ([], [], [0])
-    assert read_samples([]).lengths.tolist() == []
+    assert read_rows([]).lengths.tolist() == []
 
 
 @pytest.mark.parametrize(
@@ -109,14 +105,14 @@ def test_samples_may_come_from_a_generator() -> None:
 
 def test_a_generator_of_token_ids_is_not_a_sample() -> None:
     with pytest.raises(SampleError, match=r"^sample 1: expected a list of token ids, .* \(generator\)$") as error:
-        read_samples([[1], (t for t in [1, 2])])
+        read_rows([[1], (t for t in [1, 2])])
     assert (error.value.sample, error.value.field, error.value.position) == (1, None, None)
 
 
 def test_reading_copies_the_data() -> None:
     tokens = np.array([1, 2, 3], dtype=np.int64)
     mask = np.array([1, 0, 1], dtype=np.int8)
-    result = read_samples([tokens, {"input_ids": tokens, "loss_mask": mask}])
+    result = read_rows([tokens, {"input_ids": tokens, "loss_mask": mask}])
     result.tokens[:] = 0
     result.loss_mask[:] = 0
     assert tokens.tolist() == [1, 2, 3]
@@ -223,7 +219,7 @@ def test_chat_sample_train_on_a_single_role_name() -> None:
 def test_a_sample_with_both_forms_is_refused() -> None:
     message = r"^sample 0: expected one form, 'input_ids' or 'prompt'/'completion', got <both>$"
     with pytest.raises(SampleError, match=message) as error:
-        read_samples([{"prompt": [1, 2], "completion": [3], "input_ids": [1, 2, 3]}])
+        read_rows([{"prompt": [1, 2], "completion": [3], "input_ids": [1, 2, 3]}])
     assert (error.value.sample, error.value.field, error.value.position) == (0, None, None)
 
 

@@ -22,7 +22,7 @@ SAMPLES = [
 @pytest.mark.parametrize(("first", "count"), [(0, 100), (1, 2), (2, 1)])
 def test_window_equals_the_same_rows_of_a_full_pack(strategy: str, first: int, count: int) -> None:
     full = packing.pack(SAMPLES, 4, strategy, overflow="split", pad_token_id=9)
-    flat = packing.read_samples(SAMPLES)
+    flat = packing.read_rows(SAMPLES)
     view = compute.window(full.plan, flat, first, count, 9)
     rows = slice(view.first, view.first + view.count)
     assert view.first == min(first, full.num_blocks - 1)
@@ -45,7 +45,7 @@ def test_window_of_lengths_only_data_places_every_piece() -> None:
 
 def test_trainable_counts_match_a_full_pack() -> None:
     full = packing.pack(SAMPLES, 4, "ffd")
-    counts = compute.trainable_counts(full.plan, packing.read_samples(SAMPLES))
+    counts = compute.trainable_counts(full.plan, packing.read_rows(SAMPLES))
     assert counts.trainable_tokens == full.stats.trainable_tokens == int(full.loss_mask.sum())
     assert counts.target_tokens == full.stats.target_tokens == int((full.labels != packing.IGNORE_INDEX).sum())
     assert compute.trainable_counts(full.plan, None).trainable_tokens == full.stats.packed_tokens
@@ -105,7 +105,7 @@ def test_steps_end_in_the_plans_blocks() -> None:
 
 @pytest.mark.parametrize(("strategy", "overflow"), [("split", "truncate"), ("ffd", "split"), ("bfd", "truncate")])
 def test_step_tokens_at_the_last_step_are_the_packed_blocks(strategy: str, overflow: str) -> None:
-    flat = packing.read_samples(SAMPLES)
+    flat = packing.read_rows(SAMPLES)
     steps = compute.explain_steps(flat.lengths, 4, strategy, overflow)
     batch = packing.pack(SAMPLES, 4, strategy, overflow=overflow, pad_token_id=99)
     tokens = compute.step_tokens(steps, len(steps) - 1, 4, flat)

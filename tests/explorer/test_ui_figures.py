@@ -14,7 +14,7 @@ from explorer import compute, figures, tables
 def _classic() -> compute.Window:
     batch = packing.pack([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]], 4, "split")
     return compute.window(
-        batch.plan, packing.read_samples([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]]), 0, 9, 0
+        batch.plan, packing.read_rows([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]]), 0, 9, 0
     )
 
 
@@ -108,7 +108,7 @@ def test_line_labels_are_readable_over_bars() -> None:
 def test_padding_cells_print_the_pad_token_id() -> None:
     samples = [[1, 2], [3, 4, 5], [6]]
     batch = packing.pack(samples, 4, "split", pad_token_id=7)
-    view = compute.window(batch.plan, packing.read_samples(samples), 0, 9, 7)
+    view = compute.window(batch.plan, packing.read_rows(samples), 0, 9, 7)
     fig = figures.block_figure(
         view.sequence_ids, view.batch.loss_mask, view.batch.position_ids, view.batch.input_ids, 0, view.batch.labels
     )

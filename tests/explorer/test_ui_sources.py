@@ -36,7 +36,7 @@ def test_every_example_parses_and_makes_its_point() -> None:
     batch = packing.pack(parse_sequences(attention.text).samples, attention.max_seq_length, attention.strategy)
     assert max(len(batch.seq_lengths(b)) for b in range(batch.num_blocks)) >= 2  # documents share a block
     no_split = EXAMPLES["no_split"]
-    lengths = packing.read_samples(parse_sequences(no_split.text).samples).lengths
+    lengths = packing.read_rows(parse_sequences(no_split.text).samples).lengths
 
     def cut(strategy: str) -> int:
         pieces = [

@@ -13,9 +13,7 @@ from explorer import compute, figures, tables
 
 def _classic() -> compute.Window:
     batch = packing.pack([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]], 4, "split")
-    return compute.window(
-        batch.plan, packing.read_rows([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]]), 0, 9, 0
-    )
+    return compute.window(batch.plan, packing.read_rows([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]]), 0, 9, 0)
 
 
 def test_block_figure_colours_sequences_and_greys_padding() -> None:

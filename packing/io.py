@@ -42,7 +42,7 @@ from packing.arrays import offsets_of
 from packing.errors import DatasetError, SampleError, quote
 from packing.limits import ReadLimits, check_count, check_parquet, limits_of, open_input, read_bounded, scan_json
 from packing.outputs import atomic_path
-from packing.packed import PackedBatch
+from packing.packed import LazyBatch, PackedBatch
 from packing.reader import FIELDS, TOKEN_FIELDS, Samples, read_rows, read_table
 from packing.schema import NAMES, arrow_schema
 from packing.workloads import workload_from_json
@@ -59,7 +59,6 @@ _LIST_COLUMNS = (*TOKEN_FIELDS, "loss_mask", "completion_mask", "assistant_masks
 _INTEGER = re.compile(r"[+-]?\d{1,20}")
 _SEPARATORS = re.compile(r"[\s,]+")
 _CSV_FIELD_LIMIT = 2**31 - 1
-_PARQUET_CHUNK_ROWS = 1 << 22
 
 
 @dataclass(frozen=True, eq=False)
@@ -419,8 +418,17 @@ def _expected() -> str:
 # ---------------------------------------------------------------- writing
 
 
-def write_parquet(batch: PackedBatch, path: PathType, order: npt.ArrayLike | None = None) -> None:
-    """Write one row per block (the schema's columns), in ``order`` (default plan order), atomically.
+Blocks = PackedBatch | LazyBatch
+"""What the writers take: a made batch, or a plan and its samples made chunk by chunk while written."""
+
+
+def write_parquet(
+    batch: Blocks, path: PathType, order: npt.ArrayLike | None = None, *, chunk_tokens: int | None = None
+) -> None:
+    """Write one row per block (the schema's columns), in ``order`` (default plan order), atomically, one
+    Parquet row group per chunk of about ``chunk_tokens`` token slots (default
+    ``packing.packed.CHUNK_TOKENS``, about 4 M): a ``LazyBatch`` is
+    made chunk by chunk as it is written, so memory holds one chunk of the output, not all of it.
     O(blocks × max_seq_length).
 
     >>> import pyarrow.parquet as pq, tempfile, os
@@ -432,14 +440,16 @@ def write_parquet(batch: PackedBatch, path: PathType, order: npt.ArrayLike | Non
     """
     import pyarrow.parquet as pq
 
-    table = batch.to_arrow(order)
-    with atomic_path(path) as temporary, pq.ParquetWriter(temporary, arrow_schema()) as writer:
-        writer.write_table(table, row_group_size=max(1, _PARQUET_CHUNK_ROWS // batch.max_seq_length))
+    with atomic_path(path) as temporary, pq.ParquetWriter(temporary, arrow_schema(batch.int64)) as writer:
+        for chunk in batch.chunks(order, chunk_tokens):
+            writer.write_table(chunk.to_arrow(), row_group_size=chunk.num_blocks)
 
 
-def write_jsonl(batch: PackedBatch, path: PathType, order: npt.ArrayLike | None = None) -> None:
-    """Write one JSON object per block and line (the schema's columns), in ``order``, atomically.
-    O(blocks × max_seq_length).
+def write_jsonl(
+    batch: Blocks, path: PathType, order: npt.ArrayLike | None = None, *, chunk_tokens: int | None = None
+) -> None:
+    """Write one JSON object per block and line (the schema's columns), in ``order``, atomically, chunk by
+    chunk as ``write_parquet``. O(blocks × max_seq_length).
 
     >>> import json, tempfile, os
     >>> from packing import pack
@@ -448,9 +458,9 @@ def write_jsonl(batch: PackedBatch, path: PathType, order: npt.ArrayLike | None 
     >>> json.loads(open(target).readline())["labels"]
     [-100, 2, -100, -100]
     """
-    table = batch.to_arrow(order)
     with atomic_path(path) as temporary, open(temporary, "w", encoding="utf-8") as handle:
-        for chunk in table.to_batches(max_chunksize=1024):
-            columns = [chunk.column(name).to_pylist() for name in NAMES]
-            for values in zip(*columns, strict=True):
-                handle.write(json.dumps(dict(zip(NAMES, values, strict=True))) + "\n")
+        for chunk in batch.chunks(order, chunk_tokens):
+            for part in chunk.to_arrow().to_batches(max_chunksize=1024):
+                columns = [part.column(name).to_pylist() for name in NAMES]
+                for values in zip(*columns, strict=True):
+                    handle.write(json.dumps(dict(zip(NAMES, values, strict=True))) + "\n")

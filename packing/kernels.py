@@ -627,8 +627,8 @@ def tally_plan(
 
 
 @njit(cache=True, nogil=True)
-def fill_blocks(
-    tokens: Int64Array,
+def fill_tokens(
+    tokens: IntArray,
     mask: npt.NDArray[np.int8],
     offsets: Int64Array,
     block_starts: Int64Array,
@@ -636,38 +636,93 @@ def fill_blocks(
     piece_start: IntArray,
     piece_length: IntArray,
     pad_token_id: int,
-    ignore_index: int,
-    input_ids: Int64Array,
-    labels: Int64Array,
+    input_ids: IntArray,
     loss_mask: npt.NDArray[np.int8],
-    position_ids: Int64Array,
-    sequence_ids: Int32Array,
-) -> None:  # pragma: no cover
-    """Write every block's tokens, labels, mask, positions and sources, then its padding.
+) -> int:  # pragma: no cover - compiled
+    """Write every block's tokens and loss mask, then its padding; return the largest token id written
+    (so a narrow ``input_ids`` can be checked without another pass). ``mask`` may be a broadcast view
+    (stride 0). O(blocks × capacity), one sequential pass over the output.
 
-    O(blocks × capacity). Serial on purpose: a threaded kernel would make packing unsafe
-    in forked workers (data loaders, ``Dataset.map(num_proc=...)``).
+    Serial on purpose: a threaded kernel would make packing unsafe in forked workers (data loaders,
+    ``Dataset.map(num_proc=...)``).
     """
+    capacity = input_ids.shape[1]
+    largest = 0
+    for b in range(block_starts.shape[0] - 1):
+        pos = 0
+        for p in range(block_starts[b], block_starts[b + 1]):
+            source = offsets[piece_sequence[p]] + piece_start[p]
+            for k in range(piece_length[p]):
+                token = tokens[source + k]
+                largest = max(largest, token)
+                input_ids[b, pos + k] = token
+                loss_mask[b, pos + k] = mask[source + k]
+            pos += piece_length[p]
+        for q in range(pos, capacity):
+            input_ids[b, q] = pad_token_id
+            loss_mask[b, q] = 0
+    return largest
+
+
+@njit(cache=True, nogil=True)
+def fill_labels(
+    input_ids: IntArray,
+    loss_mask: npt.NDArray[np.int8],
+    block_starts: Int64Array,
+    piece_length: IntArray,
+    ignore_index: int,
+    labels: IntArray,
+) -> None:  # pragma: no cover - compiled
+    """The training targets of filled blocks: the id where the mask is 1, ``ignore_index`` where it is 0,
+    at every document's first token and in padding. O(blocks × capacity), one sequential pass."""
     capacity = input_ids.shape[1]
     for b in range(block_starts.shape[0] - 1):
         pos = 0
         for p in range(block_starts[b], block_starts[b + 1]):
-            sequence = piece_sequence[p]
-            source = offsets[sequence] + piece_start[p]
-            for k in range(piece_length[p]):
-                token = tokens[source + k]
-                trained = mask[source + k]
-                input_ids[b, pos] = token
-                loss_mask[b, pos] = trained
-                labels[b, pos] = token if trained != 0 and k > 0 else ignore_index
-                position_ids[b, pos] = k
-                sequence_ids[b, pos] = sequence
-                pos += 1
+            labels[b, pos] = ignore_index
+            for k in range(pos + 1, pos + piece_length[p]):
+                labels[b, k] = input_ids[b, k] if loss_mask[b, k] != 0 else ignore_index
+            pos += piece_length[p]
         for q in range(pos, capacity):
-            input_ids[b, q] = pad_token_id
-            loss_mask[b, q] = 0
             labels[b, q] = ignore_index
+
+
+@njit(cache=True, nogil=True)
+def fill_positions(
+    block_starts: Int64Array, piece_length: IntArray, position_ids: IntArray
+) -> None:  # pragma: no cover
+    """0, 1, 2, ... restarting at every piece of a block; 0 in padding. O(blocks × capacity)."""
+    capacity = position_ids.shape[1]
+    for b in range(block_starts.shape[0] - 1):
+        pos = 0
+        for p in range(block_starts[b], block_starts[b + 1]):
+            for k in range(piece_length[p]):
+                position_ids[b, pos + k] = k
+            pos += piece_length[p]
+        for q in range(pos, capacity):
             position_ids[b, q] = 0
+
+
+@njit(cache=True, nogil=True)
+def fill_sequences(
+    block_starts: Int64Array,
+    piece_sequence: IntArray,
+    piece_length: IntArray,
+    names: Int64Array,
+    sequence_ids: Int32Array,
+) -> None:  # pragma: no cover - compiled
+    """``names[sequence]`` of every token's source sequence (``names`` empty: the sequence itself); -1 in
+    padding. O(blocks × capacity)."""
+    capacity = sequence_ids.shape[1]
+    named = names.shape[0] > 0
+    for b in range(block_starts.shape[0] - 1):
+        pos = 0
+        for p in range(block_starts[b], block_starts[b + 1]):
+            name = names[piece_sequence[p]] if named else piece_sequence[p]
+            for k in range(pos, pos + piece_length[p]):
+                sequence_ids[b, k] = name
+            pos += piece_length[p]
+        for q in range(pos, capacity):
             sequence_ids[b, q] = -1
 
 

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from packing.errors import SettingError
-from packing.kernels import fill_blocks, piece_mask_sums
+from packing.arrays import check_block_indexes
+from packing.errors import SampleError, SettingError
+from packing.kernels import fill_labels, fill_positions, fill_sequences, fill_tokens, piece_mask_sums
 from packing.plans import PackingPlan, check_pieces, plan
 from packing.reader import Samples, read_rows
-from packing.schema import record, to_arrow
+from packing.schema import MAX_ID, record, to_arrow
 from packing.stats import PackingStats
 from packing.strategies import DEFAULT_STRATEGY, StrategyName
 from packing.validation import OverflowPolicy, check_max_seq_length, check_token_id
@@ -22,8 +24,42 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
 
 Int64Array = npt.NDArray[np.int64]
+IdArray = npt.NDArray[np.signedinteger[Any]]
+"""Ids, labels and positions: int32 (the compact schema), int64 when asked for."""
 IGNORE_INDEX = -100
 """Label value that Hugging Face losses skip."""
+
+
+CHUNK_TOKENS = 1 << 22
+"""Token slots per chunk when blocks are made and written chunk by chunk (about 70 MB of columns)."""
+
+
+def blocks_per_chunk(max_seq_length: int, tokens: int | None = None) -> int:
+    """Blocks in one chunk of about ``tokens`` slots (default ``CHUNK_TOKENS``; at least one block).
+
+    >>> blocks_per_chunk(4096), blocks_per_chunk(1 << 23)
+    (1024, 1)
+    """
+    if tokens is None:
+        tokens = CHUNK_TOKENS
+    if isinstance(tokens, bool) or not isinstance(tokens, (int, np.integer)) or tokens < 1:
+        raise SettingError("chunk_tokens", "a positive integer (token slots per chunk)", tokens)
+    return max(1, int(tokens) // max_seq_length)
+
+
+def chunk_rows(num_blocks: int, order: npt.ArrayLike | None, size: int) -> Iterator[Int64Array | slice]:
+    """The blocks of each chunk, in ``order`` (default: a slice of plan order), ``size`` blocks at a time.
+
+    >>> list(chunk_rows(5, None, 2)), [r.tolist() for r in chunk_rows(3, [2, 0, 1], 2)]
+    ([slice(0, 2, None), slice(2, 4, None), slice(4, 5, None)], [[2, 0], [1]])
+    """
+    if order is None:
+        for lo in range(0, num_blocks, size):
+            yield slice(lo, min(lo + size, num_blocks))
+        return
+    rows = check_block_indexes(order, num_blocks, "order")
+    for lo in range(0, len(rows), size):
+        yield rows[lo : lo + size]
 
 
 @dataclass(frozen=True)
@@ -35,12 +71,18 @@ class PackedBatch:
     - ``labels``: ``input_ids`` with -100 where there is no loss and at the first token of every document,
       so no token learns to predict the start of an unrelated sample.
     - ``position_ids``: 0, 1, 2, ... restarting at every document in a block; 0 in padding.
-    - ``sequence_ids``: index of the source sample of each token, -1 in padding (int32; the others are int64,
-      ``loss_mask`` int8).
+    - ``sequence_ids``: index of the source sample of each token (``sequence_names[index]`` when given),
+      -1 in padding.
+
+    The schema's dtypes (``packing.schema``): ids, labels and positions int32 (int64 when made with
+    ``int64=True``), ``sequence_ids`` int32, ``loss_mask`` int8. ``input_ids`` and ``loss_mask`` are
+    filled by ``materialize``; ``labels``, ``position_ids`` and ``sequence_ids`` are derived from them
+    and the plan on first access, in one sequential pass each, and kept: a batch whose derived
+    columns are never read costs 5 bytes a token, one read in full 17.
 
     >>> b = pack([[1, 2], {"prompt": [3], "completion": [4, 5]}], 4, strategy="split")
-    >>> b.input_ids.tolist()
-    [[1, 2, 3, 4], [5, 0, 0, 0]]
+    >>> b.input_ids.tolist(), b.input_ids.dtype.name
+    ([[1, 2, 3, 4], [5, 0, 0, 0]], 'int32')
     >>> b.labels.tolist()
     [[-100, 2, -100, 4], [-100, -100, -100, -100]]
     >>> b.position_ids.tolist()
@@ -48,13 +90,42 @@ class PackedBatch:
     """
 
     plan: PackingPlan
-    input_ids: Int64Array
-    labels: Int64Array
+    input_ids: IdArray
     loss_mask: npt.NDArray[np.int8]
-    position_ids: Int64Array
-    sequence_ids: npt.NDArray[np.int32]
     pad_token_id: int
     stats: PackingStats
+    sequence_names: Int64Array | None = None
+    """What ``sequence_ids`` calls each of the plan's sequences (a position in a stream, a row of a
+    dataset); None: the sequence's index."""
+
+    @property
+    def int64(self) -> bool:
+        """Whether ids, labels and positions are int64 (else int32, the compact schema)."""
+        return self.input_ids.dtype == np.int64
+
+    @cached_property
+    def labels(self) -> IdArray:
+        """Training targets (see the class), derived on first access. O(blocks × max_seq_length)."""
+        labels = np.empty_like(self.input_ids)
+        fill_labels(
+            self.input_ids, self.loss_mask, self.plan.block_starts, self.plan.piece_length, IGNORE_INDEX, labels
+        )
+        return labels
+
+    @cached_property
+    def position_ids(self) -> IdArray:
+        """Positions restarting at every document (see the class), derived on first access."""
+        positions = np.empty_like(self.input_ids)
+        fill_positions(self.plan.block_starts, self.plan.piece_length, positions)
+        return positions
+
+    @cached_property
+    def sequence_ids(self) -> npt.NDArray[np.int32]:
+        """Source sample of every token, -1 in padding (see the class), derived on first access."""
+        sequences = np.empty(self.input_ids.shape, dtype=np.int32)
+        names = self.sequence_names if self.sequence_names is not None else np.zeros(0, dtype=np.int64)
+        fill_sequences(self.plan.block_starts, self.plan.piece_sequence, self.plan.piece_length, names, sequences)
+        return sequences
 
     @property
     def num_blocks(self) -> int:
@@ -99,6 +170,27 @@ class PackedBatch:
         for index in range(self.num_blocks):
             yield self.block(index)
 
+    def chunks(self, order: npt.ArrayLike | None = None, tokens: int | None = None) -> Iterator[PackedBatch]:
+        """The blocks in ``order`` (default: plan order) as batches of about ``tokens`` slots each: views in
+        plan order, copies of one chunk otherwise. Derived columns not yet made here are made per chunk.
+
+        >>> [c.input_ids.tolist() for c in pack([[1, 2], [3]], 2).chunks(order=[1, 0], tokens=2)]
+        [[[3, 0]], [[1, 2]]]
+        """
+        for rows in chunk_rows(self.num_blocks, order, blocks_per_chunk(self.max_seq_length, tokens)):
+            yield self._part(rows)
+
+    def _part(self, rows: Int64Array | slice) -> PackedBatch:
+        """The blocks ``rows`` as a batch of their own (its stats describe them, without loss-mask counts)."""
+        layout = self.plan.select(np.arange(self.num_blocks)[rows] if isinstance(rows, slice) else rows)
+        part = PackedBatch(
+            layout, self.input_ids[rows], self.loss_mask[rows], self.pad_token_id, layout.stats, self.sequence_names
+        )
+        for name in ("labels", "position_ids", "sequence_ids"):
+            if name in self.__dict__:  # already made here: its rows, not made again
+                part.__dict__[name] = self.__dict__[name][rows]
+        return part
+
     def to_arrow(self, order: npt.ArrayLike | None = None) -> pa.Table:
         """The blocks as a ``pyarrow.Table`` of the schema's columns, one row per block, in ``order``
         (default: plan order). O(blocks × max_seq_length).
@@ -109,60 +201,177 @@ class PackedBatch:
         return to_arrow(self, order)
 
 
+@dataclass(frozen=True)
+class LazyBatch:
+    """A checked plan and the samples that fill it: a ``PackedBatch`` made only when asked for, whole
+    (``fill``) or chunk by chunk (``chunks``), so writing the blocks needs memory for the input and one
+    chunk, not the whole output. Made by :meth:`of`.
+
+    >>> lazy = LazyBatch.of(plan([2, 3, 1], 4, "split"), read_rows([[1, 2], [3, 4, 5], [6]]))
+    >>> [chunk.input_ids.tolist() for chunk in lazy.chunks(tokens=4)]
+    [[[1, 2, 3, 4]], [[5, 6, 0, 0]]]
+    >>> lazy.fill([1]).labels.tolist()  # 5 starts a piece: no target
+    [[-100, -100, -100, -100]]
+    """
+
+    plan: PackingPlan
+    samples: Samples
+    pad_token_id: int = 0
+    int64: bool = False
+    sequence_names: Int64Array | None = None
+
+    @classmethod
+    def of(
+        cls,
+        layout: PackingPlan,
+        samples: Samples,
+        pad_token_id: int = 0,
+        *,
+        int64: bool = False,
+        sequence_names: npt.ArrayLike | None = None,
+    ) -> LazyBatch:
+        """Check that ``layout`` was made for ``samples``' lengths and that the ids fit the schema's dtype
+        (see ``materialize``), once. O(pieces + sequences)."""
+        pad = check_token_id(pad_token_id, "pad_token_id")
+        wide = _check_int64(int64)
+        if not isinstance(samples, Samples):
+            raise SettingError("samples", "a Samples (packing.read_rows)", type(samples).__name__)
+        if samples.tokens is None or samples.loss_mask is None:
+            raise SettingError("samples", "token ids (lengths-only data can be planned, not packed)", "<lengths only>")
+        if not np.array_equal(layout.lengths, samples.lengths):
+            raise SettingError(
+                "plan",
+                f"a plan for these {len(samples.lengths)} samples' lengths (plan(samples.lengths, ...))",
+                f"<a plan for {len(layout.lengths)} sequences of other lengths>",
+            )
+        if not wide and pad > MAX_ID:
+            raise SettingError("pad_token_id", f"at most {MAX_ID} (the int32 schema; int64=True for larger ids)", pad)
+        names = _sequence_names(sequence_names, len(samples.lengths))
+        check_pieces(layout)
+        return cls(layout, samples, pad, wide, names)
+
+    @property
+    def num_blocks(self) -> int:
+        return self.plan.num_blocks
+
+    @property
+    def max_seq_length(self) -> int:
+        return self.plan.max_seq_length
+
+    @cached_property
+    def stats(self) -> PackingStats:
+        """The plan's statistics with the loss-mask counts, without building any block. O(tokens)."""
+        if not _has_masked(self.samples.loss_mask):  # type: ignore[arg-type]
+            return self.plan.stats
+        return self.plan.stats.with_trainable(*count_trainable(self.plan, self.samples))
+
+    def fill(self, blocks: npt.ArrayLike | slice | None = None) -> PackedBatch:
+        """The blocks ``blocks`` (default: all, in plan order) filled: one compiled pass writing ids and
+        mask. O(their slots)."""
+        layout = self.plan
+        if isinstance(blocks, slice):
+            blocks = np.arange(layout.num_blocks)[blocks]
+        if blocks is not None:
+            layout = layout.select(blocks)
+        shape = (layout.num_blocks, layout.max_seq_length)
+        input_ids = np.empty(shape, dtype=np.int64 if self.int64 else np.int32)
+        loss_mask = np.empty(shape, dtype=np.int8)
+        samples = self.samples
+        assert samples.tokens is not None and samples.loss_mask is not None  # checked by ``of``
+        largest = fill_tokens(
+            samples.tokens,
+            samples.loss_mask,
+            samples.offsets,
+            layout.block_starts,
+            layout.piece_sequence,
+            layout.piece_start,
+            layout.piece_length,
+            self.pad_token_id,
+            input_ids,
+            loss_mask,
+        )
+        if not self.int64 and largest > MAX_ID:
+            raise _too_large(samples)
+        stats = self.stats if blocks is None else layout.stats
+        if blocks is not None and _has_masked(samples.loss_mask):  # type: ignore[arg-type]
+            stats = stats.with_trainable(*count_trainable(layout, samples))
+        return PackedBatch(layout, input_ids, loss_mask, self.pad_token_id, stats, self.sequence_names)
+
+    def chunks(self, order: npt.ArrayLike | None = None, tokens: int | None = None) -> Iterator[PackedBatch]:
+        """The blocks in ``order`` (default: plan order), as batches of about ``tokens`` slots each, each
+        made when asked for. O(slots) in all; memory one chunk at a time."""
+        for rows in chunk_rows(self.num_blocks, order, blocks_per_chunk(self.max_seq_length, tokens)):
+            yield self.fill(rows)
+
+
 def materialize(
-    layout: PackingPlan, samples: Samples, pad_token_id: int = 0, blocks: npt.ArrayLike | None = None
+    layout: PackingPlan,
+    samples: Samples,
+    pad_token_id: int = 0,
+    blocks: npt.ArrayLike | None = None,
+    *,
+    int64: bool = False,
+    sequence_names: npt.ArrayLike | None = None,
 ) -> PackedBatch:
-    """Fill a plan's pieces with the samples' tokens. O(num_blocks × max_seq_length), one compiled pass.
+    """Fill a plan's pieces with the samples' tokens and loss mask. O(num_blocks × max_seq_length), one
+    compiled pass; the other columns are derived when first read (see ``PackedBatch``).
 
     ``blocks`` picks the blocks to build, in order (``layout.select(blocks)``); the result's plan is
-    that selection. The plan must have been made for these samples' lengths.
+    that selection. The plan must have been made for these samples' lengths. Ids are int32 (a packed
+    token id above 2**31 - 1 is refused with the sample and position), int64 with ``int64``.
+    ``sequence_names`` gives what ``sequence_ids`` calls each sample (default: its index). To make
+    the blocks chunk by chunk, use ``LazyBatch.of`` with the same arguments.
 
     >>> samples = read_rows([[1, 2], [3, 4, 5], [6]])
     >>> materialize(plan(samples.lengths, 4, "ffd"), samples).input_ids.tolist()
     [[3, 4, 5, 6], [1, 2, 0, 0]]
     >>> materialize(plan(samples.lengths, 4, "ffd"), samples, blocks=[1]).input_ids.tolist()
     [[1, 2, 0, 0]]
+    >>> materialize(plan([1], 4), read_rows([[2**31]]))
+    Traceback (most recent call last):
+    ...
+    packing.errors.SampleError: sample 0, position 0: expected a token id at most 2147483647 (the int32 schema; int64=True for larger ids), got 2147483648
     """
-    pad = check_token_id(pad_token_id, "pad_token_id")
-    if not isinstance(samples, Samples):
-        raise SettingError("samples", "a Samples (packing.read_rows)", type(samples).__name__)
-    if samples.tokens is None or samples.loss_mask is None:
-        raise SettingError("samples", "token ids (lengths-only data can be planned, not packed)", "<lengths only>")
-    if not np.array_equal(layout.lengths, samples.lengths):
+    lazy = LazyBatch.of(layout, samples, pad_token_id, int64=int64, sequence_names=sequence_names)
+    return lazy.fill(blocks)
+
+
+def _check_int64(value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise SettingError("int64", "True or False", value)
+    return bool(value)
+
+
+def _has_masked(mask: npt.NDArray[np.int8]) -> bool:
+    """Whether any token is masked; O(1) for the all-ones view the reader gives unmasked samples."""
+    if mask.size and mask.strides[0] == 0:
+        return not mask[0]
+    return not mask.all()
+
+
+def _sequence_names(names: npt.ArrayLike | None, count: int) -> Int64Array | None:
+    """``names`` as int64, one per sample, each in 0..2**31 - 1 (``sequence_ids`` is int32). O(count)."""
+    if names is None:
+        return None
+    values = np.asarray(names)
+    if values.shape != (count,) or values.dtype.kind not in "iu":
         raise SettingError(
-            "plan",
-            f"a plan for these {len(samples.lengths)} samples' lengths (plan(samples.lengths, ...))",
-            f"<a plan for {len(layout.lengths)} sequences of other lengths>",
+            "sequence_names", f"{count} integers, one per sample", f"<{values.dtype} of shape {values.shape}>"
         )
-    check_pieces(layout)
-    if blocks is not None:
-        layout = layout.select(blocks)
-    shape = (layout.num_blocks, layout.max_seq_length)
-    input_ids = np.empty(shape, dtype=np.int64)
-    labels = np.empty(shape, dtype=np.int64)
-    loss_mask = np.empty(shape, dtype=np.int8)
-    position_ids = np.empty(shape, dtype=np.int64)
-    sequence_ids = np.empty(shape, dtype=np.int32)
-    fill_blocks(
-        samples.tokens,
-        samples.loss_mask,
-        samples.offsets,
-        layout.block_starts,
-        layout.piece_sequence,
-        layout.piece_start,
-        layout.piece_length,
-        pad,
-        IGNORE_INDEX,
-        input_ids,
-        labels,
-        loss_mask,
-        position_ids,
-        sequence_ids,
-    )
-    stats = layout.stats
-    if not samples.loss_mask.all():
-        stats = stats.with_trainable(*count_trainable(layout, samples))
-    return PackedBatch(layout, input_ids, labels, loss_mask, position_ids, sequence_ids, pad, stats)
+    if count and (int(values.min()) < 0 or int(values.max()) > MAX_ID):
+        raise SettingError(
+            "sequence_names", f"sample indices in 0..{MAX_ID} (sequence_ids is int32)", int(values.max())
+        )
+    return values.astype(np.int64, copy=False)
+
+
+def _too_large(samples: Samples) -> SampleError:
+    """The error for the first token id above 2**31 - 1 (input order). O(tokens)."""
+    assert samples.tokens is not None
+    at = int(np.flatnonzero(samples.tokens > MAX_ID)[0])
+    sample = int(np.searchsorted(samples.offsets, at, side="right")) - 1
+    expected = f"a token id at most {MAX_ID} (the int32 schema; int64=True for larger ids)"
+    return SampleError(sample, None, at - int(samples.offsets[sample]), expected, int(samples.tokens[at]))
 
 
 class TrainableCounts(NamedTuple):
@@ -204,6 +413,7 @@ def pack(
     time_limit: float | None = None,
     seed: int | None = None,
     tokenizer: Any = None,
+    int64: bool = False,
 ) -> PackedBatch:
     """Pack samples into blocks of exactly ``max_seq_length`` tokens: ``plan`` then ``materialize``.
 
@@ -212,7 +422,8 @@ def pack(
     dataset from ``packing.read_dataset`` (read once, not checked again). ``strategy`` defaults to
     ``bfd``; the options are ``plan``'s. With a ``tokenizer`` (``packing.load_tokenizer``'s
     specs: ``"bytes"``, a folder, a tokenizer object), text rows are tokenized with their chat
-    template and masks. O(total tokens) plus the strategy's cost.
+    template and masks. Ids, labels and positions are int32 (``int64``: int64; see ``packing.schema``).
+    O(total tokens) plus the strategy's cost.
 
     >>> pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split").to_lists()
     ([[1, 2, 3, 4], [5, 6, 0, 0]], [[1, 1, 1, 1], [1, 1, 0, 0]])
@@ -232,4 +443,4 @@ def pack(
         time_limit=time_limit,
         seed=seed,
     )
-    return materialize(layout, flat, pad)
+    return materialize(layout, flat, pad, int64=int64)

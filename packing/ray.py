@@ -31,7 +31,7 @@ Example (needs a Ray cluster, so not a doctest)::
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -374,10 +374,7 @@ def _materialize_batch(
         offsets_of(doc_lengths),
     )
     layout = PackingPlan.of_blocks(doc_lengths, block_starts, max_seq_length, strategy, overflow)
-    batch = materialize(layout, samples, pad_token_id)
-    local = batch.sequence_ids
-    global_ids = np.where(local >= 0, doc_rows[np.maximum(local, 0)], -1).astype(np.int32)
-    return replace(batch, sequence_ids=global_ids).to_arrow()
+    return materialize(layout, samples, pad_token_id, sequence_names=doc_rows).to_arrow()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -44,6 +44,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 Int64Array = npt.NDArray[np.int64]
 Int8Array = npt.NDArray[np.int8]
+TokenArray = npt.NDArray[np.signedinteger[Any]]
+"""Flat token ids: int32 when read from 32-bit ids, else int64."""
 RowKind = Literal["tokens", "length"]
 
 INT64_MAX = int(np.iinfo(np.int64).max)
@@ -86,14 +88,16 @@ class Samples:
     """Samples read and checked, flat: sample ``i`` is ``tokens[offsets[i]:offsets[i + 1]]``.
 
     ``tokens`` and ``loss_mask`` are None for lengths-only data (rows of ``{"length": n}``),
-    which can be planned but not packed. ``pack`` and ``plan`` take a ``Samples`` as it is,
+    which can be planned but not packed. ``tokens`` is int32 when every source of ids was (at
+    most) 32-bit signed, int64 otherwise; ``loss_mask`` is int8, a read-only broadcast of 1
+    (no memory) when no token is masked. ``pack`` and ``plan`` take a ``Samples`` as it is,
     without checking it again.
 
     >>> read_rows([{"length": 5}, {"length": 0}]).lengths.tolist()
     [5, 0]
     """
 
-    tokens: Int64Array | None
+    tokens: TokenArray | None
     loss_mask: Int8Array | None
     offsets: Int64Array
 
@@ -153,8 +157,9 @@ def _has_bools(values: Iterable[Any]) -> bool:
     return not {bool, np.bool_}.isdisjoint(map(type, values))
 
 
-def token_array(value: Any, index: int | None, field: str | None) -> Int64Array:
-    """Check one list (or 1-D array) of token ids and return it as int64. O(length).
+def token_array(value: Any, index: int | None, field: str | None) -> TokenArray:
+    """Check one list (or 1-D array) of token ids and return it as int32 (an array of at most 32-bit
+    ids) or int64. O(length).
 
     >>> token_array([1, 2], 0, None).tolist()
     [1, 2]
@@ -170,7 +175,7 @@ def token_array(value: Any, index: int | None, field: str | None) -> Int64Array:
     if array.size and array.dtype.kind == "i" and array.min() < 0:
         position = int(np.flatnonzero(array < 0)[0])
         raise SampleError(index, field, position, TOKEN, int(array[position]))
-    return array.astype(np.int64, copy=False)
+    return array.astype(token_dtype([array.dtype]), copy=False)
 
 
 def mask_array(value: Any, index: int, field: str, length: int) -> Int8Array:
@@ -242,7 +247,7 @@ def _length_value(value: Any, index: int) -> int:
 
 def read_row(
     row: Any, index: int = 0, completion_only_loss: bool = True
-) -> tuple[RowKind, Int64Array, Int8Array | None]:
+) -> tuple[RowKind, TokenArray, Int8Array | None]:
     """What one row is: ``("tokens", tokens, mask or None)`` or ``("length", [n], None)``. O(length).
 
     A mask of None means every token is trained on.
@@ -310,7 +315,7 @@ def _no_overflow(offsets: Int64Array) -> Int64Array:
     return offsets
 
 
-def _first_negative(tokens: Int64Array, pieces: list[npt.NDArray[np.integer[Any]]]) -> None:
+def _first_negative(tokens: TokenArray, pieces: list[npt.NDArray[np.integer[Any]]]) -> None:
     """Raise the row reader's error for the first negative token, if any: one vectorized pass. O(tokens)."""
     if tokens.size and int(tokens.min()) < 0:
         position = int(np.flatnonzero(tokens < 0)[0])
@@ -319,10 +324,27 @@ def _first_negative(tokens: Int64Array, pieces: list[npt.NDArray[np.integer[Any]
         token_array(pieces[row], row, None)  # raises the SampleError naming the row and the position
 
 
-def _joined(pieces: list[npt.NDArray[np.integer[Any]]]) -> Int64Array:
+def token_dtype(dtypes: Iterable[np.dtype[Any]]) -> type[np.int32] | type[np.int64]:
+    """int32 when every one of ``dtypes`` fits in it (signed up to 32 bits, unsigned up to 16), else int64.
+
+    >>> token_dtype([np.dtype("int32"), np.dtype("uint8")]).__name__, token_dtype([np.dtype("uint32")]).__name__
+    ('int32', 'int64')
+    """
+    narrow = all((d.kind == "i" and d.itemsize <= 4) or (d.kind == "u" and d.itemsize <= 2) for d in dtypes)
+    return np.int32 if narrow else np.int64
+
+
+def all_ones(count: int) -> Int8Array:
+    """A loss mask of ``count`` ones that takes no memory (a read-only broadcast view). O(1)."""
+    return np.broadcast_to(np.ones(1, dtype=np.int8), (count,))
+
+
+def _joined(pieces: list[npt.NDArray[np.integer[Any]]]) -> TokenArray:
     if not pieces:
         return np.zeros(0, dtype=np.int64)
-    return np.concatenate(pieces, dtype=np.int64, casting="unsafe")
+    dtype = token_dtype(piece.dtype for piece in pieces if piece.size)
+    joined: TokenArray = np.concatenate(pieces, dtype=dtype, casting="unsafe")
+    return joined
 
 
 def read_rows(
@@ -389,6 +411,8 @@ def read_rows(
     if unchecked:
         _first_negative(tokens, pieces)
     offsets = _offsets(map(len, pieces), len(pieces))
+    if not masks:
+        return Samples(tokens, all_ones(len(tokens)), offsets)
     loss_mask = np.ones(len(tokens), dtype=np.int8)
     for index, mask in masks:
         loss_mask[offsets[index] : offsets[index + 1]] = mask
@@ -535,15 +559,20 @@ def read_table(
     offsets = np.zeros(rows + 1, dtype=np.int64)
     np.cumsum(id_len + p_len + c_len, out=offsets[1:])
     starts = offsets[:-1]
+    dtype = token_dtype(columns[name].values.dtype for name in TOKEN_FIELDS if name in columns)
+    tokens: TokenArray
     if ids.all():  # one form: the column's values are the tokens, in order
-        tokens = columns["input_ids"].values.astype(np.int64, copy=False)
+        tokens = columns["input_ids"].values.astype(dtype, copy=False)
     else:
-        tokens = np.empty(int(offsets[-1]), dtype=np.int64)
+        tokens = np.empty(int(offsets[-1]), dtype=dtype)
         if "input_ids" in columns:
             copy_runs(columns["input_ids"].values, tokens, starts[ids], id_len[ids])
         if pair.any():
             copy_runs(columns["prompt"].values, tokens, starts[pair], p_len[pair])
             copy_runs(columns["completion"].values, tokens, starts[pair] + p_len[pair], c_len[pair])
+    masked = (pair.any() and completion_only) or any(name in columns and given(name).any() for name in MASK_FIELDS)
+    if not masked:
+        return Samples(tokens, all_ones(len(tokens)), offsets)
     loss_mask = np.ones(len(tokens), dtype=np.int8)
     if pair.any() and completion_only:
         copy_runs(np.zeros(int(p_len.sum()), dtype=np.int8), loss_mask, starts[pair], p_len[pair])

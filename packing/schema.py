@@ -4,14 +4,16 @@ Everything that writes packed blocks makes them from :data:`COLUMNS` through
 :func:`to_arrow`: ``PackedBatch.to_arrow``, the Parquet and JSON lines writers, the
 Hugging Face ``datasets`` adapter, the command line and the explorer's downloads.
 One row per block; every column but ``seq_lengths`` holds exactly ``max_seq_length``
-values per row.
+values per row. Compact by default: ids, labels and positions are int32 (a token id above
+2**31 - 1 is refused, naming the sample and position), the loss mask one byte; with
+``int64=True`` (``packing.Recipe``) ``input_ids``, ``labels`` and ``position_ids`` are int64.
 
 >>> [column.name for column in COLUMNS]
 ['input_ids', 'labels', 'loss_mask', 'position_ids', 'sequence_ids', 'seq_lengths']
 >>> print(markdown_table())  # doctest: +ELLIPSIS
 | column | type | meaning |
 |---|---|---|
-| `input_ids` | list of int64 | token ids; the padding id in padding |
+| `input_ids` | list of int32 (int64 with `int64=True`) | token ids; the padding id in padding |
 ...
 """
 
@@ -35,22 +37,33 @@ Int64Array = npt.NDArray[np.int64]
 
 @dataclass(frozen=True)
 class Column:
-    """One output column: its ``name``, numpy ``dtype`` of its values, and what it means."""
+    """One output column: its ``name``, numpy ``dtype`` of its values, and what it means; ``wide`` columns
+    are int64 when the output is asked for in int64."""
 
     name: str
     dtype: str
     meaning: str
+    wide: bool = False
+
+    def dtype_for(self, int64: bool = False) -> np.dtype[Any]:
+        """The numpy dtype of the column's values (int64 for a ``wide`` column when ``int64``).
+
+        >>> COLUMNS[0].dtype_for(), COLUMNS[0].dtype_for(int64=True), COLUMNS[2].dtype_for(int64=True)
+        (dtype('int32'), dtype('int64'), dtype('int8'))
+        """
+        return np.dtype("int64" if int64 and self.wide else self.dtype)
 
 
 COLUMNS: tuple[Column, ...] = (
-    Column("input_ids", "int64", "token ids; the padding id in padding"),
+    Column("input_ids", "int32", "token ids; the padding id in padding", wide=True),
     Column(
         "labels",
-        "int64",
+        "int32",
         "training targets: input_ids with -100 where there is no loss and at the first token of every document",
+        wide=True,
     ),
     Column("loss_mask", "int8", "1 = a real token that is trained on; 0 = padding or a masked (prompt) token"),
-    Column("position_ids", "int64", "0, 1, 2, ... restarting at every document in the block; 0 in padding"),
+    Column("position_ids", "int32", "0, 1, 2, ... restarting at every document in the block; 0 in padding", wide=True),
     Column("sequence_ids", "int32", "index of the source sample of each token; -1 in padding"),
     Column(
         "seq_lengths",
@@ -64,25 +77,29 @@ NAMES: tuple[str, ...] = tuple(column.name for column in COLUMNS)
 GRID_COLUMNS: tuple[str, ...] = NAMES[:-1]
 """The columns with one value per token slot (``max_seq_length`` per block)."""
 
+MAX_ID = 2**31 - 1
+"""The largest token id (and sample index) the compact schema holds."""
 CHUNK_VALUES = 1 << 24
 """Values per Arrow chunk: keeps every chunk's 32-bit list offsets far from overflow."""
 
 
-def arrow_schema() -> pa.Schema:
-    """The schema as Arrow types: a list of the column's dtype for each column.
+def arrow_schema(int64: bool = False) -> pa.Schema:
+    """The schema as Arrow types: a list of the column's dtype for each column (``int64``: the wide
+    columns in int64).
 
-    >>> str(arrow_schema().field("loss_mask").type)
-    'list<item: int8>'
+    >>> str(arrow_schema().field("input_ids").type), str(arrow_schema(int64=True).field("input_ids").type)
+    ('list<item: int32>', 'list<item: int64>')
     """
     import pyarrow as pa
 
-    return pa.schema([(column.name, pa.list_(pa.from_numpy_dtype(np.dtype(column.dtype)))) for column in COLUMNS])
+    return pa.schema([(c.name, pa.list_(pa.from_numpy_dtype(c.dtype_for(int64)))) for c in COLUMNS])
 
 
 def markdown_table() -> str:
     """The schema as a Markdown table (the README's table is this one)."""
     lines = ["| column | type | meaning |", "|---|---|---|"]
-    lines += [f"| `{c.name}` | list of {c.dtype} | {c.meaning} |" for c in COLUMNS]
+    wide = " (int64 with `int64=True`)"
+    lines += [f"| `{c.name}` | list of {c.dtype}{wide if c.wide else ''} | {c.meaning} |" for c in COLUMNS]
     return "\n".join(lines)
 
 
@@ -129,7 +146,7 @@ def to_arrow(batch: PackedBatch, order: npt.ArrayLike | None = None) -> pa.Table
         grids = {name: grid[rows] for name, grid in grids.items()}
     counts = np.diff(layout.block_starts)[rows]
     firsts = layout.block_starts[:-1][rows]
-    dtypes = {column.name: np.dtype(column.dtype) for column in COLUMNS}
+    dtypes = {column.name: column.dtype_for(batch.int64) for column in COLUMNS}
     arrays: dict[str, list[pa.Array]] = {name: [] for name in NAMES}
     for lo, hi in _chunks(len(rows), width):
         fixed = np.arange(hi - lo + 1, dtype=np.int64) * width
@@ -143,7 +160,7 @@ def to_arrow(batch: PackedBatch, order: npt.ArrayLike | None = None) -> pa.Table
         else:
             pieces = layout.piece_length[ranges(firsts[lo:hi], counts[lo:hi])]
         arrays["seq_lengths"].append(_list_array(piece_offsets, pieces.astype(np.int32, copy=False)))
-    schema = arrow_schema()
+    schema = arrow_schema(batch.int64)
     return pa.table(
         {name: pa.chunked_array(arrays[name], type=schema.field(name).type) for name in NAMES}, schema=schema
     )

@@ -16,9 +16,10 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.errors import SampleError, SettingError
-from packing.packed import materialize
+from packing.packed import LazyBatch
 from packing.plans import plan
-from packing.reader import Samples, read_rows
+from packing.reader import Samples, TokenArray, all_ones, read_rows
+from packing.schema import COLUMNS
 from packing.strategies import STRATEGIES, StrategyName
 from packing.validation import OverflowPolicy, check_max_seq_length, check_positive_int
 
@@ -31,7 +32,7 @@ CARRY_BELOW = 0.99
 """A block filled below this fraction of ``max_seq_length`` goes back into the buffer (each document once)."""
 
 
-def _tokens(samples: Samples) -> Int64Array:
+def _tokens(samples: Samples) -> TokenArray:
     assert samples.tokens is not None  # checked when read
     return samples.tokens
 
@@ -41,18 +42,29 @@ def _mask(samples: Samples) -> npt.NDArray[np.int8]:
     return samples.loss_mask
 
 
+def _unmasked(mask: npt.NDArray[np.int8]) -> bool:
+    """Whether ``mask`` is the reader's all-ones view (no memory of its own). O(1)."""
+    return mask.size == 0 or (mask.strides[0] == 0 and bool(mask[0]))
+
+
 def _concat(parts: list[Samples]) -> Samples:
-    """One ``Samples`` from several, in order. O(tokens)."""
+    """One ``Samples`` from several, in order; the parts that hold tokens are copied once, a part alone
+    is returned as it is. Tokens stay int32 when every part's are. O(tokens)."""
+    parts = [part for part in parts if len(part)]
+    if len(parts) == 1:
+        return parts[0]
     offsets = [np.zeros(1, dtype=np.int64)]
     base = 0
     for part in parts:
         offsets.append(part.offsets[1:] + base)
         base += int(part.offsets[-1])
-    return Samples(
-        np.concatenate([_tokens(p) for p in parts]).astype(np.int64, copy=False),
-        np.concatenate([_mask(p) for p in parts]).astype(np.int8, copy=False),
-        np.concatenate(offsets),
-    )
+    tokens = np.concatenate([_tokens(p) for p in parts]) if parts else np.zeros(0, dtype=np.int32)
+    masks = [_mask(p) for p in parts]
+    if all(_unmasked(mask) for mask in masks):
+        mask = all_ones(len(tokens))
+    else:
+        mask = np.concatenate(masks).astype(np.int8, copy=False)
+    return Samples(tokens, mask, np.concatenate(offsets))
 
 
 def _subset(samples: Samples, rows: Int64Array) -> Samples:
@@ -61,7 +73,8 @@ def _subset(samples: Samples, rows: Int64Array) -> Samples:
     offsets = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     index = np.repeat(samples.offsets[:-1][rows] - offsets[:-1], lengths) + np.arange(offsets[-1], dtype=np.int64)
-    return Samples(_tokens(samples)[index], _mask(samples)[index], offsets)
+    mask = _mask(samples)
+    return Samples(_tokens(samples)[index], all_ones(len(index)) if _unmasked(mask) else mask[index], offsets)
 
 
 def _capped(carry: npt.NDArray[np.bool_], fill: Int64Array, count: Int64Array, limit: int) -> npt.NDArray[np.bool_]:
@@ -100,17 +113,20 @@ def stream(
     pad_token_id: int = 0,
     completion_only_loss: bool = True,
     seed: int | None = 0,
+    int64: bool = False,
 ) -> Iterator[Block]:
     """Pack an iterable of samples (any form ``pack`` accepts, any length, read once) into blocks of
     ``max_seq_length`` tokens, holding at most ``buffer_size`` samples at a time.
 
     Yields one dict per block with the packed schema's columns as numpy arrays: ``input_ids``, ``labels``,
-    ``position_ids`` (int64), ``loss_mask`` (int8), ``sequence_ids`` (int32; the sample's position in the stream,
+    ``position_ids`` (int32; int64 with ``int64``), ``loss_mask`` (int8), ``sequence_ids`` (int32; the sample's position in the stream,
     counted from its start; -1 in padding), all of length ``max_seq_length``, and ``seq_lengths`` (int32, the
     block's documents). Each buffer is packed with ``strategy``; documents of blocks filled below 99 % are carried
     into the next buffer once; the blocks of a buffer come out in a random order from ``seed`` (``None``: plan
     order). The last buffer is flushed whole. O(tokens) plus the strategy's cost per buffer; memory
-    O(buffer_size × sample length), independent of the stream's length.
+    O(buffer_size × sample length), independent of the stream's length: the buffer holds each token once
+    (4 bytes for 32-bit ids, 8 otherwise, plus 1 when masked), the rows as given are let go once read, and
+    blocks are made 256 at a time.
 
     >>> blocks = list(stream([[1, 2, 3], [4, 5], [6, 7, 8, 9]], 5, seed=None))
     >>> [b["input_ids"].tolist() for b in blocks]
@@ -124,7 +140,7 @@ def stream(
         choices = ", ".join(name for name, s in STRATEGIES.items() if not s.splits_sequences)
         raise SettingError("strategy", f"a strategy that keeps samples whole ({choices})", strategy)
     rng = np.random.default_rng(seed) if seed is not None else None
-    carried = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(1, np.int64))
+    carried = Samples(np.zeros(0, np.int32), all_ones(0), np.zeros(1, np.int64))
     carried_ids = np.zeros(0, dtype=np.int64)
     position = 0
     source = iter(samples)
@@ -138,11 +154,14 @@ def stream(
                 break
         else:
             finished = True
+        count = len(rows)
         fresh = _read(rows, position, completion_only_loss)
+        del rows  # the rows as given are not held while the buffer is packed
         buffer = _concat([carried, fresh])
-        ids = np.concatenate((carried_ids, np.arange(position, position + len(rows), dtype=np.int64)))
+        del fresh, carried
+        ids = np.concatenate((carried_ids, np.arange(position, position + count, dtype=np.int64)))
         was_carried = np.arange(len(ids)) < len(carried_ids)
-        position += len(rows)
+        position += count
         if len(ids) == 0:
             break
         random_order = "seed" in STRATEGIES[strategy].options
@@ -165,18 +184,18 @@ def stream(
         emit = np.flatnonzero(~carry_block)
         if rng is not None:
             emit = rng.permutation(emit)
-        for first in range(0, len(emit), CHUNK_BLOCKS):  # a few blocks at a time: memory is the buffer's
-            batch = materialize(layout, buffer, pad_token_id, blocks=emit[first : first + CHUNK_BLOCKS])
+        blocks = LazyBatch.of(layout, buffer, pad_token_id, int64=int64, sequence_names=ids)
+        for batch in blocks.chunks(emit, CHUNK_BLOCKS * capacity):  # a few blocks at a time: memory is the buffer's
             for b in range(batch.num_blocks):
-                sequence = batch.sequence_ids[b]
                 yield {
                     "input_ids": batch.input_ids[b].copy(),
                     "labels": batch.labels[b].copy(),
                     "loss_mask": batch.loss_mask[b].copy(),
                     "position_ids": batch.position_ids[b].copy(),
-                    "sequence_ids": np.where(sequence >= 0, ids[np.maximum(sequence, 0)], -1).astype(np.int32),
+                    "sequence_ids": batch.sequence_ids[b].copy(),
                     "seq_lengths": batch.seq_lengths(b).astype(np.int32),
                 }
+        del blocks, buffer
 
 
 def _dataset_blocks(dataset: Any, max_seq_length: int, options: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -199,19 +218,8 @@ def stream_dataset(dataset: Any, max_seq_length: int, **options: Any) -> Any:
     except ImportError as error:  # pragma: no cover - exercised only without datasets
         raise ImportError("stream_dataset needs Hugging Face datasets: pip install datasets") from error
 
-    def ints(kind: str) -> Any:
-        return datasets.List(datasets.Value(kind))
-
-    features = datasets.Features(
-        {
-            "input_ids": ints("int64"),
-            "labels": ints("int64"),
-            "loss_mask": ints("int8"),
-            "position_ids": ints("int64"),
-            "sequence_ids": ints("int32"),
-            "seq_lengths": ints("int32"),
-        }
-    )
+    wide = bool(options.get("int64", False))
+    features = datasets.Features({c.name: datasets.List(datasets.Value(c.dtype_for(wide).name)) for c in COLUMNS})
     return datasets.IterableDataset.from_generator(
         _dataset_blocks,
         features=features,

@@ -377,14 +377,15 @@ def _documents(rows: Sequence[Any], completion_only_loss: bool) -> tuple[Int64Ar
     if samples.tokens is None or samples.loss_mask is None:
         raise SettingError("rows", "samples with token ids", "<lengths only>")
     lengths = samples.lengths
-    labels = np.where(samples.loss_mask.astype(bool), samples.tokens, IGNORE_INDEX)
+    tokens = samples.tokens.astype(np.int64, copy=False)  # what torch takes
+    labels = np.where(samples.loss_mask.astype(bool), tokens, IGNORE_INDEX)
     for index, values in given_labels.items():
         lo, hi = int(samples.offsets[index]), int(samples.offsets[index + 1])
         if len(values) != hi - lo:
             raise SampleError(index, "labels", None, f"{hi - lo} values (one per token)", f"<{len(values)} values>")
         labels[lo:hi] = values
     labels[samples.offsets[:-1][lengths > 0]] = IGNORE_INDEX
-    return samples.tokens, labels, lengths[lengths > 0]
+    return tokens, labels, lengths[lengths > 0]
 
 
 def collate(rows: Sequence[Any], *, completion_only_loss: bool = True) -> dict[str, Any]:
@@ -443,9 +444,9 @@ def _collate_fixed(
     flat_positions = starts[batch.sequence_ids[real]] + batch.position_ids[real]
     out_labels[real] = labels[flat_positions]
     return {
-        "input_ids": torch.from_numpy(batch.input_ids),
+        "input_ids": torch.from_numpy(batch.input_ids.astype(np.int64)),
         "labels": torch.from_numpy(out_labels),
-        "position_ids": torch.from_numpy(batch.position_ids),
+        "position_ids": torch.from_numpy(batch.position_ids.astype(np.int64)),
     }
 
 
@@ -478,13 +479,16 @@ def collate_fixed(
 
 BLOCK_COLUMNS = tuple(column.name for column in COLUMNS)
 IPC_SUFFIXES = (".arrow", ".feather", ".ipc")
-_DTYPES = {column.name: np.dtype(column.dtype) for column in COLUMNS}
+_DTYPES = {column.name: column.dtype_for(int64=True) for column in COLUMNS}
+"""Item dtypes: the schema's, with ids, labels and positions as int64 (what embeddings and cross-entropy take),
+whatever the dtype stored."""
 
 
 class PackedDataset(Dataset[dict[str, torch.Tensor]]):
     """A map-style dataset of packed blocks: item ``i`` is block ``i`` as tensors ``input_ids``, ``labels``,
-    ``position_ids`` (int64), ``loss_mask`` (int8), ``sequence_ids`` (int32, -1 in padding), all of length
-    ``max_seq_length``, and ``seq_lengths`` (int32, the block's documents).
+    ``position_ids`` (int64, whatever the stored dtype: what embeddings and cross-entropy take), ``loss_mask``
+    (int8), ``sequence_ids`` (int32, -1 in padding), all of length ``max_seq_length``, and ``seq_lengths``
+    (int32, the block's documents).
 
     ``source`` is a ``PackedBatch`` or the path of a packed file with the schema's columns: Parquet
     (``packing pack ... --output x.parquet``) or an Arrow IPC file (``.arrow``, ``.feather``, ``.ipc``; e.g.

@@ -407,10 +407,10 @@ def test_write_parquet_rows_and_schema(tmp_path: Path) -> None:
     assert table.to_pylist() == EXPECTED_ROWS
 
 
-def test_write_parquet_in_given_order_and_several_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pio, "_PARQUET_CHUNK_ROWS", 4)  # one block per row group
+def test_write_parquet_in_given_order_and_several_chunks(tmp_path: Path) -> None:
     path = tmp_path / "out.parquet"
-    write_parquet(tiny_batch(), path, order=np.array([2, 0, 1]))
+    write_parquet(tiny_batch(), path, order=np.array([2, 0, 1]), chunk_tokens=4)  # one block per row group
+    assert pq.ParquetFile(path).metadata.num_row_groups == 3
     assert pq.read_table(path).to_pylist() == [EXPECTED_ROWS[2], EXPECTED_ROWS[0], EXPECTED_ROWS[1]]
 
 

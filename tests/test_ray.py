@@ -194,11 +194,11 @@ def test_written_with_write_parquet(cluster: None, tmp_path: Path) -> None:
     assert files
     table = pa.concat_tables([pq.read_table(f) for f in files])
     assert table.column_names == COLUMNS
-    assert [str(table.schema.field(c).type.value_type) for c in COLUMNS] == [
-        "int64",
-        "int64",
+    assert [str(table.schema.field(c).type.value_type) for c in COLUMNS] == [  # the compact schema
+        "int32",
+        "int32",
         "int8",
-        "int64",
+        "int32",
         "int32",
         "int32",
     ]

@@ -47,10 +47,10 @@ def test_every_token_once_with_stream_positions(
     seen: dict[int, tuple[list[int], list[int], list[int]]] = {}
     for block in blocks:
         assert {k: v.dtype for k, v in block.items()} == {
-            "input_ids": np.int64,
-            "labels": np.int64,
+            "input_ids": np.int32,  # the compact schema
+            "labels": np.int32,
             "loss_mask": np.int8,
-            "position_ids": np.int64,
+            "position_ids": np.int32,
             "sequence_ids": np.int32,
             "seq_lengths": np.int32,
         }

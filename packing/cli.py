@@ -44,14 +44,14 @@ from packing.errors import PackingError
 from packing.formats import EXPORT_FORMATS, export, write_table
 from packing.io import FORMATS, Dataset, read_dataset, write_jsonl, write_parquet
 from packing.outputs import exclusive
-from packing.packed import PackedBatch, materialize
+from packing.packed import LazyBatch
 from packing.plans import plan
 from packing.schema import help_text
 from packing.stats import PackingStats
 from packing.strategies import DEFAULT_STRATEGY, STRATEGIES
 from packing.validation import OVERFLOW_POLICIES
 
-Writer = Callable[[PackedBatch, Path], None]
+Writer = Callable[[LazyBatch, Path], None]
 WRITERS: dict[str, Writer] = {".parquet": write_parquet, ".jsonl": write_jsonl}
 """Output writers by file extension."""
 COMPARE_HEADER = [
@@ -373,8 +373,9 @@ def _writer(output: Path) -> Writer:
     return writer
 
 
-def _pack_batch(args: argparse.Namespace, dataset: Dataset) -> PackedBatch:
-    """Plan, shuffle (unless ``--no-shuffle``) and fill the dataset's samples; lengths-only data is refused."""
+def _pack_batch(args: argparse.Namespace, dataset: Dataset) -> LazyBatch:
+    """Plan and shuffle (unless ``--no-shuffle``) the dataset's samples, checked for filling; the blocks are
+    made chunk by chunk as they are written. Lengths-only data is refused."""
     if dataset.kind == "lengths":
         raise UsageError(
             f"{dataset.source} holds sequence lengths only; 'pack' needs token ids "
@@ -389,7 +390,7 @@ def _pack_batch(args: argparse.Namespace, dataset: Dataset) -> PackedBatch:
     )
     if not args.no_shuffle:
         layout = layout.shuffle(args.seed)
-    return materialize(layout, dataset.samples, args.pad_token_id)
+    return LazyBatch.of(layout, dataset.samples, args.pad_token_id)
 
 
 def _pack_summary(args: argparse.Namespace, dataset: Dataset, stats: PackingStats, progress: Progress) -> str:
@@ -510,8 +511,8 @@ def _export_writer(layout: str, writer: Writer) -> Writer:
     if layout == "packing":
         return writer
 
-    def write(batch: PackedBatch, path: Path) -> None:
-        write_table(export(batch, layout), path)
+    def write(batch: LazyBatch, path: Path) -> None:
+        write_table(export(batch.fill(), layout), path)  # another layout: the whole batch at once
 
     return write
 

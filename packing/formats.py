@@ -134,6 +134,13 @@ def _real(rows: _Rows, matrix: npt.NDArray[Any], kind: Any) -> Any:
     return _column(rows.flat_real(matrix), rows.used, kind)
 
 
+def _ids(batch: PackedBatch) -> Any:
+    """The Arrow type of ids, labels and positions: the batch's (int32, the compact schema, or int64)."""
+    import pyarrow as pa
+
+    return pa.from_numpy_dtype(batch.input_ids.dtype)
+
+
 def _targets(batch: PackedBatch) -> npt.NDArray[np.bool_]:
     targets: npt.NDArray[np.bool_] = batch.labels != IGNORE_INDEX
     return targets
@@ -150,8 +157,8 @@ def _trl(rows: _Rows) -> pa.Table:
     batch = rows.batch
     return pa.table(
         {
-            "input_ids": _real(rows, batch.input_ids, pa.int64()),
-            "labels": _real(rows, batch.labels, pa.int64()),
+            "input_ids": _real(rows, batch.input_ids, _ids(batch)),
+            "labels": _real(rows, batch.labels, _ids(batch)),
             "seq_lengths": _column(rows.doc_lengths, rows.doc_counts, pa.int32()),
         }
     )
@@ -163,9 +170,9 @@ def _flattening(rows: _Rows) -> pa.Table:
     batch = rows.batch
     return pa.table(
         {
-            "input_ids": _real(rows, batch.input_ids, pa.int64()),
-            "labels": _real(rows, batch.labels, pa.int64()),
-            "position_ids": _real(rows, batch.position_ids, pa.int64()),
+            "input_ids": _real(rows, batch.input_ids, _ids(batch)),
+            "labels": _real(rows, batch.labels, _ids(batch)),
+            "position_ids": _real(rows, batch.position_ids, _ids(batch)),
         }
     )
 
@@ -191,9 +198,9 @@ def _torchtune(rows: _Rows) -> pa.Table:
     lengths[slots[1:][has_pad] - 1] = pad[has_pad]
     return pa.table(
         {
-            "tokens": _fixed(rows, batch.input_ids, pa.int64()),
-            "labels": _fixed(rows, batch.labels, pa.int64()),
-            "input_pos": _column(positions.reshape(-1), np.full(len(rows.rows), width, dtype=np.int64), pa.int64()),
+            "tokens": _fixed(rows, batch.input_ids, _ids(batch)),
+            "labels": _fixed(rows, batch.labels, _ids(batch)),
+            "input_pos": _column(positions.reshape(-1), np.full(len(rows.rows), width, dtype=np.int64), _ids(batch)),
             "seq_lens": _column(lengths, counts, pa.int64()),
         }
     )
@@ -212,7 +219,7 @@ def _megatron(rows: _Rows) -> pa.Table:
     )
     return pa.table(
         {
-            "input_ids": _real(rows, batch.input_ids, pa.int64()),
+            "input_ids": _real(rows, batch.input_ids, _ids(batch)),
             "seq_start_id": _column(starts, rows.doc_counts, pa.int64()),
             "loss_mask": _column(shifted[rows.real].astype(np.int8), rows.used, pa.int8()),
         }
@@ -227,10 +234,10 @@ def _segment_ids(rows: _Rows) -> pa.Table:
     lengths = np.full(len(rows.rows), rows.width, dtype=np.int64)
     return pa.table(
         {
-            "input_ids": _fixed(rows, batch.input_ids, pa.int64()),
-            "labels": _fixed(rows, batch.labels, pa.int64()),
+            "input_ids": _fixed(rows, batch.input_ids, _ids(batch)),
+            "labels": _fixed(rows, batch.labels, _ids(batch)),
             "attention_mask": _column(segments.reshape(-1), lengths, pa.int64()),
-            "position_ids": _fixed(rows, batch.position_ids, pa.int64()),
+            "position_ids": _fixed(rows, batch.position_ids, _ids(batch)),
         }
     )
 

@@ -27,10 +27,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from packing.errors import SettingError
-from packing.packed import materialize, pack
+from packing.packed import LazyBatch, pack
 from packing.plans import plan
 from packing.reader import read_rows, read_table
-from packing.schema import NAMES
+from packing.schema import NAMES, arrow_schema
 from packing.strategies import DEFAULT_STRATEGY, StrategyName
 from packing.validation import OverflowPolicy, check_max_seq_length, check_token_id
 
@@ -135,10 +135,10 @@ def pack_dataset(
     blocks come out in the order ``plan.shuffle(seed)`` gives, otherwise in plan order (which
     for the decreasing strategies puts the longest documents first).
 
-    O(tokens + blocks × max_seq_length) time plus the strategy's cost. Memory at the peak: the
-    input tokens plus the block arrays (four int64, one int32 and one int8, each of blocks ×
-    max_seq_length); four of them become
-    the returned dataset's columns without a copy.
+    O(tokens + blocks × max_seq_length) time plus the strategy's cost. The blocks are made chunk by
+    chunk (``packing.LazyBatch``) and each chunk's columns become the returned dataset's without a
+    copy: memory at the peak is the input tokens plus the output (17 bytes a token slot in the
+    compact schema) plus nothing more than one chunk's temporaries.
 
     Example (``datasets`` needed, so not a doctest)::
 
@@ -158,8 +158,12 @@ def pack_dataset(
     layout = plan(samples.lengths, capacity, strategy, overflow, max_sequences_per_block=max_sequences_per_block)
     if shuffle:  # reorder the plan, so the blocks are written in their final order and never copied
         layout = layout.shuffle(seed)
-    table = materialize(layout, samples, pad).to_arrow()
+    import pyarrow as pa
     from datasets import Dataset
+
+    lazy = LazyBatch.of(layout, samples, pad)
+    schema = arrow_schema(lazy.int64)
+    table = pa.concat_tables([chunk.to_arrow() for chunk in lazy.chunks()] or [schema.empty_table()])
 
     settings = (capacity, strategy, overflow, pad, completion_only, max_sequences_per_block, shuffle, seed)
     return Dataset(table, fingerprint=_fingerprint(dataset, settings))

@@ -61,6 +61,7 @@ class RecipeOptions(TypedDict, total=False):
     loss: LossRule
     tokenizer: Any
     pad_token_id: int | None
+    int64: bool
 
 
 def _check_seed(value: Any) -> int | None:
@@ -74,7 +75,8 @@ def _check_seed(value: Any) -> int | None:
 
 @dataclass(frozen=True)
 class Recipe:
-    """How to pack: block size, strategy and its options, overflow, window, loss rule, tokenizer and padding.
+    """How to pack: block size, strategy and its options, overflow, window, loss rule, tokenizer, padding and
+    the output's integer width.
 
     Validated once, when made; immutable afterwards (``Recipe.of(recipe, **changes)`` makes a changed
     copy). ``pad_token_id=None`` means: the tokenizer's pad id (its EOS id when it has none, as
@@ -104,6 +106,8 @@ class Recipe:
     loss: LossRule = "completion"
     tokenizer: Any = field(default=None, compare=False)
     pad_token_id: int | None = None
+    int64: bool = False
+    """Ids, labels and positions as int64 instead of the compact schema's int32 (``packing.schema``)."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -124,6 +128,9 @@ class Recipe:
         set_(self, "seed", _check_seed(self.seed))
         if self.pad_token_id is not None:
             set_(self, "pad_token_id", check_token_id(self.pad_token_id, "pad_token_id"))
+        if not isinstance(self.int64, (bool, np.bool_)):
+            raise SettingError("int64", "True or False", self.int64)
+        set_(self, "int64", bool(self.int64))
         self._check_strategy_options()
 
     def _check_strategy_options(self) -> None:
@@ -151,7 +158,7 @@ class Recipe:
         >>> Recipe.of(None, 16, stratgy="split")
         Traceback (most recent call last):
         ...
-        packing.errors.SettingError: stratgy: expected one of the options strategy, overflow, window, time_limit, seed, max_sequences_per_block, loss, tokenizer, pad_token_id, got 'split' (str)
+        packing.errors.SettingError: stratgy: expected one of the options strategy, overflow, window, time_limit, seed, max_sequences_per_block, loss, tokenizer, pad_token_id, int64, got 'split' (str)
         >>> Recipe.of(None, None)
         Traceback (most recent call last):
         ...

@@ -104,11 +104,11 @@ def test_worked_examples() -> None:
         "position_ids": [[0, 1, 2, 0], [0, 1, 0, 0]],
     }
     table = export(batch, "packing")
-    assert [str(field.type) for field in table.schema] == [
-        "list<item: int64>",
-        "list<item: int64>",
+    assert [str(field.type) for field in table.schema] == [  # the compact schema
+        "list<item: int32>",
+        "list<item: int32>",
         "list<item: int8>",
-        "list<item: int64>",
+        "list<item: int32>",
         "list<item: int32>",
         "list<item: int32>",
     ]

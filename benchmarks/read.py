@@ -1,18 +1,25 @@
-"""Reading and packing a Parquet file against pyarrow reading it alone (issue target: at most 1.5x).
+"""Reading and packing a Parquet file against pyarrow reading it alone (target: at most 1.5x), and the peak
+resident memory of ``packing pack`` on a large file (target: the input's Arrow size + 1 GiB).
 
-    python benchmarks/read.py            # 100,000 rows, about 25 M tokens
-    python benchmarks/read.py --quick    # 2,000 rows: checks that it runs
+    python benchmarks/read.py                      # 100,000 rows, about 23 M tokens
+    python benchmarks/read.py --quick              # 2,000 rows: checks that it runs
+    python benchmarks/read.py --cli-tokens 150e6   # also `packing pack` of a ~150 M-token file, peak RSS
 
-Both sides are timed alternately in the same run (medians of ``--repeat`` runs), so load
-from other processes hits both alike. The packed side is ``packing.pack(packing.read_dataset(path),
-4096)``: the one reader checks every row once, column by column, then the plan and the
-materializer build every output array.
+The file is what ``datasets`` stores for tokenized data: ``input_ids`` as list<int32> and a loss mask
+(list<int8>), log-normal lengths (mean about 230). Both sides are timed alternately in the same run
+(medians of ``--repeat`` runs), so load from other processes hits both alike. The packed side is
+``packing.pack(packing.read_dataset(path), 4096)`` with every output column made and one value read from
+every 4 KiB page of each (``run.touch_every_column``): the one reader checks every row once, column by
+column, then the plan and the materializer build the blocks.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,22 +32,30 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
+from run import touch_every_column  # noqa: E402
 
 import packing  # noqa: E402
 
 
-def make_file(path: Path, rows: int, seed: int = 0) -> int:
-    """A Parquet file of ``rows`` token rows (log-normal lengths, mean about 250) and half with a loss mask."""
+def make_file(path: Path, rows: int, seed: int = 0, int64: bool = False) -> int:
+    """A Parquet file of ``rows`` token rows (log-normal lengths, mean about 230) with a loss mask; ids int32
+    (as ``datasets`` stores tokenizer output) unless ``int64``. Written in slices of 100,000 rows."""
     rng = np.random.default_rng(seed)
     lengths = np.clip(rng.lognormal(5.2, 0.7, rows).astype(np.int64), 1, 4096)
-    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
-    tokens = rng.integers(0, 50_000, int(offsets[-1]), dtype=np.int64)
-    ids = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(tokens))
-    mask_values = (rng.random(int(offsets[-1])) < 0.7).astype(np.int8)
-    masks = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(mask_values))
-    masks = pa.array([m if i % 2 else None for i, m in enumerate(masks.to_pylist())]) if rows <= 2_000 else masks
-    pq.write_table(pa.table({"input_ids": ids, "loss_mask": masks}), path)
-    return int(offsets[-1])
+    kind = pa.int64() if int64 else pa.int32()
+    schema = pa.schema([("input_ids", pa.list_(kind)), ("loss_mask", pa.list_(pa.int8()))])
+    with pq.ParquetWriter(path, schema) as writer:
+        for lo in range(0, rows, 100_000):
+            part = lengths[lo : lo + 100_000]
+            offsets = np.concatenate(([0], np.cumsum(part))).astype(np.int32)
+            tokens = rng.integers(0, 50_000, int(offsets[-1]), dtype=np.int64 if int64 else np.int32)
+            mask_values = (rng.random(int(offsets[-1])) < 0.7).astype(np.int8)
+            ids = pa.ListArray.from_arrays(pa.array(offsets), pa.array(tokens, kind))
+            masks = pa.ListArray.from_arrays(pa.array(offsets), pa.array(mask_values))
+            if rows <= 2_000:
+                masks = pa.array([m if i % 2 else None for i, m in enumerate(masks.to_pylist())], pa.list_(pa.int8()))
+            writer.write_table(pa.table({"input_ids": ids, "loss_mask": masks}, schema=schema))
+    return int(lengths.sum())
 
 
 def timed(call: object) -> float:
@@ -49,28 +64,63 @@ def timed(call: object) -> float:
     return time.perf_counter() - start
 
 
+def read_and_pack(path: Path) -> int:
+    return touch_every_column(packing.pack(packing.read_dataset(path), 4096))
+
+
+def cli_peak(tokens: float, folder: Path) -> None:
+    """Peak resident memory of ``python -m packing pack`` on a file of about ``tokens`` tokens, against the
+    Arrow size of the table ``pyarrow.parquet.read_table`` gives for it."""
+    path = folder / "big.parquet"
+    rows = int(tokens / 232)
+    total = make_file(path, rows, seed=1)
+    table = pq.read_table(path)
+    arrow = table.nbytes
+    del table
+    out = folder / "packed.parquet"
+    command = [sys.executable, "-m", "packing", "pack", str(path), "--output", str(out), "--max-seq-length", "4096"]
+    start = time.perf_counter()
+    subprocess.run(command, check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    limit = arrow + 2**30
+    blocks = pq.ParquetFile(out).metadata.num_rows
+    print(
+        f"packing pack: {rows:,} rows, {total:,} tokens -> {blocks:,} blocks in {seconds:.0f} s; input Arrow size "
+        f"{arrow / 2**30:.2f} GiB; peak RSS {peak / 2**30:.2f} GiB; target <= Arrow size + 1 GiB = "
+        f"{limit / 2**30:.2f} GiB: {'met' if peak <= limit else 'not met'}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--cli-tokens", type=float, default=0, help="also measure `packing pack` on this many tokens")
     args = parser.parse_args()
-    rows = 2_000 if args.quick else 100_000
+    rows = 2_000 if args.quick else args.rows
+    print(f"load average {os.getloadavg()[0]:.2f}, {os.getloadavg()[1]:.2f}, {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
     with tempfile.TemporaryDirectory() as folder:
+        if args.cli_tokens:  # first, so that it is the only child process measured
+            cli_peak(args.cli_tokens, Path(folder))
         path = Path(folder) / "rows.parquet"
         tokens = make_file(path, rows)
-        packing.pack(packing.read_dataset(path), 4096)  # warm-up: compiled kernels, file cache
+        read_and_pack(path)  # warm-up: compiled kernels, file cache
         arrow, reading, ours = [], [], []
         for _ in range(args.repeat):
             arrow.append(timed(lambda: pq.read_table(path)))
             reading.append(timed(lambda: packing.read_dataset(path)))
-            ours.append(timed(lambda: packing.pack(packing.read_dataset(path), 4096)))
+            ours.append(timed(lambda: read_and_pack(path)))
     a, r, o = statistics.median(arrow), statistics.median(reading), statistics.median(ours)
     verdict = "n/a (quick)" if args.quick else ("met" if o <= 1.5 * a else "not met")
-    print(f"rows {rows:,}, tokens {tokens:,}, repeat {args.repeat}")
+    print(f"rows {rows:,}, tokens {tokens:,} (int32 ids and a loss mask), repeat {args.repeat}")
     print(f"pyarrow read_table: median {a:.3f} s (min {min(arrow):.3f}, max {max(arrow):.3f})")
     print(f"read_dataset (every row checked): median {r:.3f} s (min {min(reading):.3f}), {r / a:.2f}x pyarrow")
-    print(f"read_dataset + pack(4096, bfd): median {o:.3f} s (min {min(ours):.3f}, max {max(ours):.3f})")
+    print(f"read_dataset + pack(4096, bfd), every column made and touched: median {o:.3f} s (min {min(ours):.3f}, "
+          f"max {max(ours):.3f})")  # fmt: skip
     print(f"ratio {o / a:.2f}x; target at most 1.5x: {verdict}")
+    print(f"load average {os.getloadavg()[0]:.2f}, {os.getloadavg()[1]:.2f}, {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import numpy as np
@@ -294,6 +295,14 @@ def mixed_kinds_error(index: int, first: RowKind, kind: RowKind) -> SampleError:
     )
 
 
+def _integer_arrays(rows: list[Any]) -> bool:
+    """Whether ``rows`` is a non-empty list of 1-D signed integer numpy arrays: a few passes in C, no Python
+    loop per row. O(rows)."""
+    if not rows or set(map(type, rows)) != {np.ndarray} or set(map(attrgetter("ndim"), rows)) != {1}:
+        return False
+    return all(dtype.kind == "i" for dtype in set(map(attrgetter("dtype"), rows)))
+
+
 def _check_flag(value: Any, name: str) -> bool:
     if not isinstance(value, bool):
         raise SettingError(name, "True or False", value)
@@ -342,7 +351,10 @@ def all_ones(count: int) -> Int8Array:
 def _joined(pieces: list[npt.NDArray[np.integer[Any]]]) -> TokenArray:
     if not pieces:
         return np.zeros(0, dtype=np.int64)
-    dtype = token_dtype(piece.dtype for piece in pieces if piece.size)
+    dtypes = set(map(attrgetter("dtype"), pieces))  # in C: a handful of distinct dtypes among many pieces
+    dtype = token_dtype(dtypes)
+    if dtype == np.int64 and len(dtypes) > 1:  # empty lists read as int64: only pieces with values count
+        dtype = token_dtype({piece.dtype for piece in pieces if piece.size})
     joined: TokenArray = np.concatenate(pieces, dtype=dtype, casting="unsafe")
     return joined
 
@@ -381,6 +393,10 @@ def read_rows(
         return text_rows
     if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
         raise SettingError("samples", f"a list of samples ({FORMS})", rows)
+    if isinstance(rows, list) and _integer_arrays(rows):  # token arrays: checked all at once, in C
+        tokens = _joined(rows)
+        _first_negative(tokens, rows)
+        return Samples(tokens, all_ones(len(tokens)), _offsets(map(len, rows), len(rows)))
     pieces: list[npt.NDArray[np.integer[Any]]] = []
     masks: list[tuple[int, Int8Array]] = []
     first_kind: RowKind | None = None

@@ -20,7 +20,7 @@ import packing
 from packing import IGNORE_INDEX, SampleError, SettingError, pack, plan, read_rows
 from packing.io import write_jsonl, write_parquet
 from packing.packed import LazyBatch
-from packing.schema import COLUMNS, MAX_ID, arrow_schema
+from packing.schema import MAX_ID, arrow_schema
 from packing.streaming import stream
 
 WIDE = ("input_ids", "labels", "position_ids")

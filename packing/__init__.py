@@ -19,7 +19,15 @@ from packing.explanation import MAX_EXPLAIN_DOCUMENTS, Placement, Step, explain
 from packing.formats import EXPORT_FORMATS, export
 from packing.io import Dataset, read_dataset
 from packing.limits import ReadLimits
-from packing.packed import IGNORE_INDEX, PackedBatch, TrainableCounts, count_trainable, materialize, pack
+from packing.packed import (
+    IGNORE_INDEX,
+    LazyBatch,
+    PackedBatch,
+    TrainableCounts,
+    count_trainable,
+    materialize,
+    pack,
+)
 from packing.plans import PackingPlan, Piece, plan
 from packing.reader import MaskedSample, PromptCompletion, Sample, Samples, chat_sample, read_rows, read_table
 from packing.recipe import LOSS_RULES, LossRule, Recipe
@@ -46,6 +54,7 @@ __all__ = [
     "Dataset",
     "DatasetError",
     "Finding",
+    "LazyBatch",
     "LossRule",
     "LowerBounds",
     "MaskedSample",

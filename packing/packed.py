@@ -293,7 +293,7 @@ class LazyBatch:
         if not self.int64 and largest > MAX_ID:
             raise _too_large(samples)
         stats = self.stats if blocks is None else layout.stats
-        if blocks is not None and _has_masked(samples.loss_mask):  # type: ignore[arg-type]
+        if blocks is not None and _has_masked(samples.loss_mask):
             stats = stats.with_trainable(*count_trainable(layout, samples))
         return PackedBatch(layout, input_ids, loss_mask, self.pad_token_id, stats, self.sequence_names)
 

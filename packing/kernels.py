@@ -630,6 +630,8 @@ def tally_plan(
 def fill_tokens(
     tokens: IntArray,
     mask: npt.NDArray[np.int8],
+    unmasked: bool,
+    check: bool,
     offsets: Int64Array,
     block_starts: Int64Array,
     piece_sequence: IntArray,
@@ -639,28 +641,33 @@ def fill_tokens(
     input_ids: IntArray,
     loss_mask: npt.NDArray[np.int8],
 ) -> int:  # pragma: no cover - compiled
-    """Write every block's tokens and loss mask, then its padding; return the largest token id written
-    (so a narrow ``input_ids`` can be checked without another pass). ``mask`` may be a broadcast view
-    (stride 0). O(blocks × capacity), one sequential pass over the output.
+    """Write every block's tokens and loss mask (all ones when ``unmasked``; ``mask`` is then not read),
+    then its padding, a piece at a time as contiguous copies; with ``check``, return the largest token id
+    written (so a narrow ``input_ids`` can be checked in the same pass), else 0. O(blocks × capacity),
+    one sequential pass over the output.
 
     Serial on purpose: a threaded kernel would make packing unsafe in forked workers (data loaders,
     ``Dataset.map(num_proc=...)``).
     """
-    capacity = input_ids.shape[1]
     largest = 0
     for b in range(block_starts.shape[0] - 1):
+        ids = input_ids[b]
+        trained = loss_mask[b]
         pos = 0
         for p in range(block_starts[b], block_starts[b + 1]):
             source = offsets[piece_sequence[p]] + piece_start[p]
-            for k in range(piece_length[p]):
-                token = tokens[source + k]
-                largest = max(largest, token)
-                input_ids[b, pos + k] = token
-                loss_mask[b, pos + k] = mask[source + k]
-            pos += piece_length[p]
-        for q in range(pos, capacity):
-            input_ids[b, q] = pad_token_id
-            loss_mask[b, q] = 0
+            length = piece_length[p]
+            if check:
+                for k in range(source, source + length):
+                    largest = max(largest, tokens[k])
+            ids[pos : pos + length] = tokens[source : source + length]
+            if unmasked:
+                trained[pos : pos + length] = 1
+            else:
+                trained[pos : pos + length] = mask[source : source + length]
+            pos += length
+        ids[pos:] = pad_token_id
+        trained[pos:] = 0
     return largest
 
 
@@ -675,16 +682,16 @@ def fill_labels(
 ) -> None:  # pragma: no cover - compiled
     """The training targets of filled blocks: the id where the mask is 1, ``ignore_index`` where it is 0,
     at every document's first token and in padding. O(blocks × capacity), one sequential pass."""
-    capacity = input_ids.shape[1]
     for b in range(block_starts.shape[0] - 1):
+        ids = input_ids[b]
+        trained = loss_mask[b]
+        out = labels[b]
+        for k in range(ids.shape[0]):  # branch-free: vectorizes
+            out[k] = ids[k] if trained[k] != 0 else ignore_index
         pos = 0
         for p in range(block_starts[b], block_starts[b + 1]):
-            labels[b, pos] = ignore_index
-            for k in range(pos + 1, pos + piece_length[p]):
-                labels[b, k] = input_ids[b, k] if loss_mask[b, k] != 0 else ignore_index
+            out[pos] = ignore_index
             pos += piece_length[p]
-        for q in range(pos, capacity):
-            labels[b, q] = ignore_index
 
 
 @njit(cache=True, nogil=True)
@@ -692,15 +699,14 @@ def fill_positions(
     block_starts: Int64Array, piece_length: IntArray, position_ids: IntArray
 ) -> None:  # pragma: no cover
     """0, 1, 2, ... restarting at every piece of a block; 0 in padding. O(blocks × capacity)."""
-    capacity = position_ids.shape[1]
     for b in range(block_starts.shape[0] - 1):
+        out = position_ids[b]
         pos = 0
         for p in range(block_starts[b], block_starts[b + 1]):
             for k in range(piece_length[p]):
-                position_ids[b, pos + k] = k
+                out[pos + k] = k
             pos += piece_length[p]
-        for q in range(pos, capacity):
-            position_ids[b, q] = 0
+        out[pos:] = 0
 
 
 @njit(cache=True, nogil=True)
@@ -713,17 +719,15 @@ def fill_sequences(
 ) -> None:  # pragma: no cover - compiled
     """``names[sequence]`` of every token's source sequence (``names`` empty: the sequence itself); -1 in
     padding. O(blocks × capacity)."""
-    capacity = sequence_ids.shape[1]
     named = names.shape[0] > 0
     for b in range(block_starts.shape[0] - 1):
+        out = sequence_ids[b]
         pos = 0
         for p in range(block_starts[b], block_starts[b + 1]):
             name = names[piece_sequence[p]] if named else piece_sequence[p]
-            for k in range(pos, pos + piece_length[p]):
-                sequence_ids[b, k] = name
+            out[pos : pos + piece_length[p]] = name
             pos += piece_length[p]
-        for q in range(pos, capacity):
-            sequence_ids[b, q] = -1
+        out[pos:] = -1
 
 
 def blocks_of_items(block_starts: Int64Array, items: IntArray, *_: IntArray) -> Int64Array:

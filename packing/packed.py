@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 Int64Array = npt.NDArray[np.int64]
 IdArray = npt.NDArray[np.signedinteger[Any]]
 """Ids, labels and positions: int32 (the compact schema), int64 when asked for."""
+_ONE = np.ones(1, dtype=np.int8)
+"""The mask handed to the kernel when no token is masked (it is not read)."""
 IGNORE_INDEX = -100
 """Label value that Hugging Face losses skip."""
 
@@ -278,9 +280,13 @@ class LazyBatch:
         loss_mask = np.empty(shape, dtype=np.int8)
         samples = self.samples
         assert samples.tokens is not None and samples.loss_mask is not None  # checked by ``of``
+        unmasked = not _has_masked(samples.loss_mask)
+        check = not self.int64 and samples.tokens.dtype.itemsize > 4
         largest = fill_tokens(
             samples.tokens,
-            samples.loss_mask,
+            _ONE if unmasked else samples.loss_mask,
+            unmasked,
+            check,
             samples.offsets,
             layout.block_starts,
             layout.piece_sequence,
@@ -290,7 +296,7 @@ class LazyBatch:
             input_ids,
             loss_mask,
         )
-        if not self.int64 and largest > MAX_ID:
+        if check and largest > MAX_ID:
             raise _too_large(samples)
         stats = self.stats if blocks is None else layout.stats
         if blocks is not None and _has_masked(samples.loss_mask):

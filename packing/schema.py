@@ -96,7 +96,7 @@ def arrow_schema(int64: bool = False) -> pa.Schema:
 
 
 def markdown_table() -> str:
-    """The schema as a Markdown table (the README's table is this one)."""
+    """The schema as a Markdown table (the table of ``docs/guides/outputs.md`` is this one)."""
     lines = ["| column | type | meaning |", "|---|---|---|"]
     wide = " (int64 with `int64=True`)"
     lines += [f"| `{c.name}` | list of {c.dtype}{wide if c.wide else ''} | {c.meaning} |" for c in COLUMNS]

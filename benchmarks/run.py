@@ -2,7 +2,7 @@
 
 One command, from the repository root::
 
-    python benchmarks/run.py                 # everything: about 2 minutes, ~7 GiB peak memory (section `pack`)
+    python benchmarks/run.py                 # everything: a few minutes, ~4 GiB peak memory (section `pack`)
     python benchmarks/run.py --quick         # tiny sizes, seconds: checks that everything runs
     python benchmarks/run.py --repeat 9 --only wikipedia,squad
     python benchmarks/run.py --output benchmarks/results.md
@@ -589,8 +589,8 @@ def section_pack(settings: Settings) -> list[Row]:
         "`packing.pack(samples, L, 'split', overflow='split')` then every output column made (input_ids and "
         "loss_mask by `pack`, labels, position_ids and sequence_ids on first access) and one value read from "
         "every 4 KiB page of each; the baseline is one `numpy.concatenate(samples)`. Building the samples is "
-        "timed in neither. Output checked: the packed tokens are the concatenation followed by padding, "
-        f"int32: {'yes' if same else 'NO'}. Peak traced memory (tracemalloc, numpy's allocations; the input "
+        "timed in neither. Output checked: the packed tokens (int32) are the concatenation followed by "
+        f"padding: {'yes' if same else 'NO'}. Peak traced memory (tracemalloc, numpy's allocations; the input "
         f"not counted) of pack + touch: {traced / 2**20:,.0f} MiB = {per_token:.1f} bytes per token "
         f"(one concatenate: {concat_traced / total:.1f}). Peak resident memory of the process during this "
         f"section: {peak_text}."

@@ -81,8 +81,7 @@ def main() -> None:
     counts = (5_000, 20_000) if args.quick else (25_000, 100_000)
     buffers = (1_000, 10_000) if args.quick else (1_000, 10_000, 100_000)
     list(stream(rows(lengths_of(100)), L, buffer_size=50))  # compile once
-    print(f"load average {os.getloadavg()[0]:.2f}, {os.getloadavg()[1]:.2f}, {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
-    print()
+    load_before = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     print(
         "| samples | packing | blocks | efficiency | vs global bfd | peak memory | per buffered token | time (under tracemalloc) |"
     )
@@ -107,7 +106,8 @@ def main() -> None:
                   f"{bytes_note} | {seconds:.1f} s |", flush=True)  # fmt: skip
 
     print()
-    print(f"load average {os.getloadavg()[0]:.2f}, {os.getloadavg()[1]:.2f}, {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
+    load_after = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    print(f"load average (1, 5, 15 min): {load_before} before, {load_after} after")
 
 
 if __name__ == "__main__":

@@ -548,15 +548,17 @@ def read_table(
     tokens_rows = ids | pair
     bad = (ids & pair) | (pair & ~(prompt & completion)) | ~(tokens_rows | length_given) | (~ids & any_mask)
     id_len = np.where(ids, columns["input_ids"].lengths, 0) if "input_ids" in columns else np.zeros(rows, np.int64)
-    for name in TOKEN_FIELDS:
-        if name in columns and columns[name].values.dtype.kind == "i":
-            bad |= _rows_flagged(columns[name], columns[name].values < 0)
+    for name in TOKEN_FIELDS:  # a reduction first: no temporary array unless a value is bad
+        values = columns[name].values if name in columns else None
+        if values is not None and values.dtype.kind == "i" and values.size and values.min() < 0:
+            bad |= _rows_flagged(columns[name], values < 0)
     for name in MASK_FIELDS:
         if name in columns:
             column = columns[name]
             bad |= given(name) & (column.lengths != id_len)
-            if column.values.dtype.kind != "b":
-                bad |= _rows_flagged(column, (column.values != 0) & (column.values != 1))
+            flags = column.values
+            if flags.dtype.kind != "b" and flags.size and (flags.min() < 0 or flags.max() > 1):
+                bad |= _rows_flagged(column, (flags != 0) & (flags != 1))
     if rows and not tokens_rows.any() and not bad.any():
         return _lengths_table(table, completion_only)
     if not rows:
@@ -589,19 +591,24 @@ def read_table(
     masked = (pair.any() and completion_only) or any(name in columns and given(name).any() for name in MASK_FIELDS)
     if not masked:
         return Samples(tokens, all_ones(len(tokens)), offsets)
-    loss_mask = np.ones(len(tokens), dtype=np.int8)
+    loss_mask: Int8Array | None = None
     if pair.any() and completion_only:
+        loss_mask = np.ones(len(tokens), dtype=np.int8)
         copy_runs(np.zeros(int(p_len.sum()), dtype=np.int8), loss_mask, starts[pair], p_len[pair])
     for name in MASK_FIELDS:
         rows_with = given(name)
         if name in columns and rows_with.any():
-            values = columns[name].values.astype(np.int8)
-            if rows_with.all() and ids.all():
-                loss_mask &= values
+            values = columns[name].values.astype(np.int8, copy=False)
+            if rows_with.all() and ids.all():  # the column is the mask: taken as it is when it is the first
+                mask = values
             else:
                 mask = np.ones(len(tokens), dtype=np.int8)
                 copy_runs(values, mask, starts[rows_with], id_len[rows_with])
+            if loss_mask is None:
+                loss_mask = mask if mask.flags.writeable else mask.copy()  # a flattened copy is ours to keep
+            else:
                 loss_mask &= mask
+    assert loss_mask is not None  # some row is masked (``masked``)
     return Samples(tokens, loss_mask, offsets)
 
 

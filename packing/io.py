@@ -43,7 +43,7 @@ from packing.errors import DatasetError, SampleError, quote
 from packing.limits import ReadLimits, check_count, check_parquet, limits_of, open_input, read_bounded, scan_json
 from packing.outputs import atomic_path
 from packing.packed import LazyBatch, PackedBatch
-from packing.reader import FIELDS, TOKEN_FIELDS, Samples, read_rows, read_table
+from packing.reader import FIELDS, MASK_FIELDS, TOKEN_FIELDS, Samples, all_ones, read_rows, read_table, token_dtype
 from packing.schema import NAMES, arrow_schema
 from packing.workloads import workload_from_json
 
@@ -387,6 +387,10 @@ def _read_parquet(
             found = _names(list(file.schema_arrow.names))
             raise DatasetError(label, None, f"no usable columns; found {found}, expected {_expected()}")
         check_parquet(file, columns, label, limits_of(limits), "samples")
+        if tokenizer is None:
+            by_groups = _read_row_groups(file, columns, completion_only_loss)
+            if by_groups is not None:
+                return Dataset(by_groups, label)
         table = file.read(columns=columns)
     except (pa.ArrowException, OSError, ValueError) as error:
         if isinstance(error, DatasetError):
@@ -400,6 +404,58 @@ def _read_parquet(
     except SampleError as error:
         raise DatasetError.from_sample(label, f"row {(error.sample or 0) + 1}", error) from None
     return Dataset(samples, label)
+
+
+def _token_bound(file: Any, names: set[str]) -> int:
+    """An upper bound on the values of the token columns ``names``, from the column chunks' value counts
+    (an empty or null list counts one). O(row groups × columns)."""
+    meta = file.metadata
+    return sum(
+        meta.row_group(g).column(c).num_values
+        for g in range(meta.num_row_groups)
+        for c in range(meta.num_columns)
+        if meta.row_group(g).column(c).path_in_schema.split(".")[0] in names
+    )
+
+
+def _read_row_groups(file: Any, columns: list[str], completion_only_loss: bool) -> Samples | None:
+    """Token rows read one row group at a time into arrays sized from the file's metadata, so the whole
+    Arrow table is never held next to its copy: memory is the samples plus one row group. None when the
+    file is not plain integer token rows in several row groups, or any group is refused or not token rows:
+    the caller then reads the whole table, which words every refusal exactly. O(values)."""
+    import pyarrow as pa
+
+    schema = file.schema_arrow
+    names = {name for name in columns if name in TOKEN_FIELDS}
+    kinds = [schema.field(name).type for name in names]
+    plain = not set(columns) - {*TOKEN_FIELDS, *MASK_FIELDS}
+    if file.num_row_groups < 2 or not file.metadata.num_rows or not names or not plain:
+        return None
+    if not all(pa.types.is_list(kind) and pa.types.is_integer(kind.value_type) for kind in kinds):
+        return None
+    dtype = token_dtype([np.dtype(kind.value_type.to_pandas_dtype()) for kind in kinds])
+    bound = _token_bound(file, names)
+    tokens = np.empty(bound, dtype=dtype)
+    mask: npt.NDArray[np.int8] | None = None  # made when the first masked group comes
+    offsets = [np.zeros(1, dtype=np.int64)]
+    total = 0
+    for group in range(file.num_row_groups):
+        try:
+            part = read_table(file.read_row_group(group, columns=columns), completion_only_loss=completion_only_loss)
+        except SampleError:
+            return None
+        if part.tokens is None or part.loss_mask is None or total + len(part.tokens) > bound:
+            return None
+        size = len(part.tokens)
+        tokens[total : total + size] = part.tokens
+        if mask is None and size and part.loss_mask.strides[0] != 0:
+            mask = np.empty(bound, dtype=np.int8)
+            mask[:total] = 1
+        if mask is not None:
+            mask[total : total + size] = part.loss_mask
+        offsets.append(part.offsets[1:] + total)
+        total += size
+    return Samples(tokens[:total], all_ones(total) if mask is None else mask[:total], np.concatenate(offsets))
 
 
 _READERS: dict[str, Callable[[bytes, str, ReadLimits], _Rows | Dataset]] = {"jsonl": _read_jsonl, "json": _read_json}

@@ -406,6 +406,10 @@ def _read_parquet(
     return Dataset(samples, label)
 
 
+_BATCH_ROWS = 1 << 14
+"""Rows read at a time from a Parquet file of token rows."""
+
+
 def _token_bound(file: Any, names: set[str]) -> int:
     """An upper bound on the values of the token columns ``names``, from the column chunks' value counts
     (an empty or null list counts one). O(row groups × columns)."""
@@ -419,9 +423,9 @@ def _token_bound(file: Any, names: set[str]) -> int:
 
 
 def _read_row_groups(file: Any, columns: list[str], completion_only_loss: bool) -> Samples | None:
-    """Token rows read one row group at a time into arrays sized from the file's metadata, so the whole
-    Arrow table is never held next to its copy: memory is the samples plus one row group. None when the
-    file is not plain integer token rows in several row groups, or any group is refused or not token rows:
+    """Token rows read ``_BATCH_ROWS`` rows at a time into arrays sized from the file's metadata, so the
+    whole Arrow table is never held next to its copy: memory is the samples plus one batch. None when the
+    file is not plain integer token rows (of at least two rows), or any batch is refused or not token rows:
     the caller then reads the whole table, which words every refusal exactly. O(values)."""
     import pyarrow as pa
 
@@ -429,7 +433,7 @@ def _read_row_groups(file: Any, columns: list[str], completion_only_loss: bool) 
     names = {name for name in columns if name in TOKEN_FIELDS}
     kinds = [schema.field(name).type for name in names]
     plain = not set(columns) - {*TOKEN_FIELDS, *MASK_FIELDS}
-    if file.num_row_groups < 2 or not file.metadata.num_rows or not names or not plain:
+    if file.metadata.num_rows < 2 or not names or not plain:
         return None
     if not all(pa.types.is_list(kind) and pa.types.is_integer(kind.value_type) for kind in kinds):
         return None
@@ -439,9 +443,9 @@ def _read_row_groups(file: Any, columns: list[str], completion_only_loss: bool) 
     mask: npt.NDArray[np.int8] | None = None  # made when the first masked group comes
     offsets = [np.zeros(1, dtype=np.int64)]
     total = 0
-    for group in range(file.num_row_groups):
+    for batch in file.iter_batches(batch_size=_BATCH_ROWS, columns=columns):
         try:
-            part = read_table(file.read_row_group(group, columns=columns), completion_only_loss=completion_only_loss)
+            part = read_table(pa.Table.from_batches([batch]), completion_only_loss=completion_only_loss)
         except SampleError:
             return None
         if part.tokens is None or part.loss_mask is None or total + len(part.tokens) > bound:

@@ -8,6 +8,7 @@ import json
 import tracemalloc
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -205,7 +206,9 @@ def test_parquet_read_by_row_groups_equals_reading_the_whole_table(
     table = pa.table(columns)
     path = tmp_path / "rows.parquet"
     pq.write_table(table, path, row_group_size=group)
-    read, whole = read_dataset(path).samples, read_table(pq.read_table(path))
+    with mock.patch("packing.io._BATCH_ROWS", group):  # several batches, across row groups
+        read = read_dataset(path).samples
+    whole = read_table(pq.read_table(path))
     assert read.tokens is not None and whole.tokens is not None
     assert read.tokens.tolist() == whole.tokens.tolist() and read.tokens.dtype == whole.tokens.dtype
     assert read.loss_mask.tolist() == whole.loss_mask.tolist()  # type: ignore[union-attr]
@@ -220,5 +223,5 @@ def test_parquet_refusal_in_a_later_row_group_names_the_row(tmp_path: Path) -> N
     path = tmp_path / "rows.parquet"
     ids = [[1, 2], [3], [4, -5], [6]]
     pq.write_table(pa.table({"input_ids": ids}), path, row_group_size=2)
-    with pytest.raises(DatasetError, match="row 3, 'input_ids', position 1"):
+    with mock.patch("packing.io._BATCH_ROWS", 2), pytest.raises(DatasetError, match="row 3, 'input_ids', position 1"):
         read_dataset(path)

@@ -521,11 +521,11 @@ def _add_audit(commands: argparse._SubParsersAction[_Parser]) -> None:
     parser = commands.add_parser(
         "audit",
         help="check a packed dataset made by this project or another tool",
-        description="Recognise the layout of a packed .parquet, .jsonl or .arrow file (this project, TRL, "
+        description="Recognise the layout of a packed .parquet, .jsonl, .arrow or NeMo .npy file (this project, TRL, "
         "transformers flattening, torchtune, Megatron, segment ids), count blocks, documents, tokens and padding, "
         "and list what lets documents see or predict each other or trains padding.",
     )
-    parser.add_argument("input", help="packed dataset: .parquet, .jsonl or .arrow, one row per block")
+    parser.add_argument("input", help="packed dataset: .parquet, .jsonl or .arrow or NeMo .npy, one row per block")
     parser.add_argument(
         "--max-seq-length", type=_positive_int, metavar="N", help="block capacity (default: the longest block)"
     )

@@ -590,10 +590,22 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _closed_pipe() -> int:
+    """Point standard output at the null device (the interpreter's last flush would fail again) and return
+    141, the status of a process a closed pipe stops (128 + SIGPIPE), with nothing printed."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no file descriptor behind stdout (a test's capture)
+        pass
+    return 141
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code.
 
-    0 on success, 2 on bad input (one line on stderr), 130 when interrupted.
+    0 on success, 2 on bad input (one line on stderr), 130 when interrupted, 141 (quietly) when standard
+    output is a pipe closed early (``packing audit f | head``).
     O(input tokens + output tokens) for ``pack``; the strategies' cost for ``compare``.
 
     >>> main(["compare", "missing.jsonl", "--max-seq-length", "8"])
@@ -602,10 +614,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         code: int = args.run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
     except SystemExit as stop:  # --help
         return stop.code if isinstance(stop.code, int) else 0
     except (UsageError, PackingError) as error:
         return _fail(str(error))
+    except BrokenPipeError:  # `packing audit f | head`: the reader has what it wanted
+        return _closed_pipe()
     except OSError as error:
         return _fail(f"{error.filename or 'file'}: {error.strerror or error}")
     except MemoryError:

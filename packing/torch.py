@@ -625,11 +625,12 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
         if not -self._length <= index < self._length:
             raise IndexError(f"PackedDataset: block {index} does not exist; there are {self._length}")
         index %= self._length
+        arrays: dict[str, npt.NDArray[Any]]
         if self._batch is None and self._path is None:
             arrays = self.report.layout.block_columns(index)
         elif self._batch is not None:
             b = self._batch
-            arrays: dict[str, npt.NDArray[Any]] = {
+            arrays = {
                 "input_ids": b.input_ids[index],
                 "labels": b.labels[index],
                 "loss_mask": b.loss_mask[index],

@@ -350,10 +350,13 @@ def _is_block(row: Any) -> bool:
     return isinstance(row, Mapping) and "seq_lengths" in row
 
 
-def _documents(rows: Sequence[Any], completion_only_loss: bool) -> tuple[Int64Array, Int64Array, Int64Array]:
+def _documents(
+    rows: Sequence[Any], completion_only_loss: bool, ignore_masks: bool = False
+) -> tuple[Int64Array, Int64Array, Int64Array]:
     """Tokens, labels (-100 on masked tokens and every document's first token) and lengths of the non-empty
     documents of ``rows``, concatenated. Packed blocks (rows with ``seq_lengths``) give their documents.
-    A row with ``labels`` (and ``input_ids``) keeps its labels, as transformers' collators do. O(tokens)."""
+    A row with ``labels`` (and ``input_ids``) keeps its labels, as transformers' collators do; with
+    ``ignore_masks`` a row with ``input_ids`` is read from them alone (its masks unused). O(tokens)."""
     if rows and all(_is_block(row) for row in rows):
         parts = []
         for row in rows:
@@ -372,6 +375,8 @@ def _documents(rows: Sequence[Any], completion_only_loss: bool) -> tuple[Int64Ar
             row = {key: _numpy(value) for key, value in row.items()}
             if "labels" in row and row.get("input_ids") is not None:
                 given_labels[index] = np.asarray(row["labels"], dtype=np.int64)
+                row = {"input_ids": row["input_ids"]}
+            elif ignore_masks and row.get("input_ids") is not None:
                 row = {"input_ids": row["input_ids"]}
         plain.append(_numpy(row))
     samples = read_rows(plain, completion_only_loss)
@@ -395,6 +400,7 @@ def collate(
     return_position_ids: bool = True,
     return_flash_attn_kwargs: bool = False,
     return_seq_idx: bool = False,
+    ignore_masks: bool = False,
 ) -> dict[str, Any]:
     """The padding-free batch of ``rows``: every document's tokens in one row, as
     ``transformers.DataCollatorWithFlattening`` returns it for the same documents with the same three options
@@ -412,17 +418,17 @@ def collate(
     - ``return_seq_idx`` (default ``False``): ``seq_idx`` (int32, ``(1, T)``), the document number of every token
       (0, 1, ...), which linear-attention layers need.
 
-    One difference, on purpose: a mask in the rows (``completion_mask``, ``assistant_masks``, ``loss_mask``, a
-    prompt) is applied to the labels, where transformers' collator ignores it and trains every token but each
-    document's first. ``completion_only_loss=False`` gives transformers' exact labels (masks ignored; labels given
-    in a row are still kept, as transformers keeps them). Pass no ``attention_mask`` to the model. O(T).
+    One difference, on purpose: a mask in a row with ``input_ids`` (``completion_mask``, ``assistant_masks``,
+    ``loss_mask``) is applied to the labels, where transformers' collator ignores it and trains every token but
+    each document's first. ``ignore_masks=True`` gives transformers' exact labels (masks unused; labels given in
+    a row are still kept, as transformers keeps them). Pass no ``attention_mask`` to the model. O(T).
 
     >>> collate([[5, 6], {"input_ids": [7, 8, 9], "loss_mask": [0, 1, 1]}])["labels"].tolist()
     [[-100, 6, -100, 8, 9]]
     >>> sorted(collate([[5, 6], [7]], return_seq_idx=True, return_flash_attn_kwargs=True))
     ['cu_seq_lens_k', 'cu_seq_lens_q', 'input_ids', 'labels', 'max_length_k', 'max_length_q', 'position_ids', 'seq_idx']
     """
-    tokens, labels, lengths = _documents(rows, completion_only_loss)
+    tokens, labels, lengths = _documents(rows, completion_only_loss, ignore_masks)
     if len(lengths) == 0:
         raise SettingError("rows", "at least one token", "<only empty rows>")
     cu = np.zeros(len(lengths) + 1, dtype=np.int32)

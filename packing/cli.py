@@ -358,11 +358,15 @@ def _read_input(args: argparse.Namespace, progress: Progress | None = None, mess
 # ---------------------------------------------------------------- pack
 
 
-def _writer(output: Path) -> Writer:
-    """The writer for the output's extension, after checking the file can be created there."""
+def _writer(output: Path, layout: str = "packing") -> Writer:
+    """The writer for the output's extension (``.npy`` for NeMo's ``megatron`` layout), after checking the file
+    can be created there."""
     writer = WRITERS.get(output.suffix.lower())
+    if layout == "megatron" and output.suffix.lower() == ".npy":
+        writer = write_parquet  # replaced by the export writer, which writes by extension
     if writer is None:
-        raise UsageError(f"--output must end in .parquet or .jsonl, got '{output}'")
+        npy = " (or .npy with --format megatron)"
+        raise UsageError(f"--output must end in .parquet or .jsonl{npy}, got '{output}'")
     folder = output.parent
     if output.is_dir():
         raise UsageError(f"cannot write {output}: it is a directory")
@@ -423,7 +427,7 @@ def _run_pack(args: argparse.Namespace) -> int:
     output the second is refused at once instead of overwriting the first's result.
     """
     output = Path(args.output)
-    writer = _export_writer(args.export_format, _writer(output))
+    writer = _export_writer(args.export_format, _writer(output, args.export_format))
     progress = Progress(show=not args.quiet and _stderr_is_terminal())
     message = f"reading {args.input}" + (f" and tokenizing with {args.tokenizer}" if args.tokenizer else "")
     with exclusive(output):

@@ -469,3 +469,14 @@ def test_audit_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
         f"{command[0]} -m packing audit {path} | head -n 1", shell=True, capture_output=True, env=env, timeout=300
     )
     assert shell.stdout.decode().startswith("input") and shell.stderr == b""
+
+
+def test_cli_packs_to_nemo_npy(tmp_path: Path) -> None:
+    source = tmp_path / "data.jsonl"
+    source.write_text('{"prompt": [1, 2], "completion": [3, 4]}\n{"prompt": [5], "completion": [6, 7, 8]}\n')
+    target = tmp_path / "packed.npy"
+    assert main(["pack", str(source), "--max-seq-length", "8", "--format", "megatron", "-o", str(target)]) == 0
+    rows = np.load(target, allow_pickle=True)
+    assert sorted(len(row["input_ids"]) for row in rows) == [8]
+    assert audit(target).format == "megatron" and audit(target).findings == ()
+    assert main(["pack", str(source), "--max-seq-length", "8", "-o", str(tmp_path / "x.npy")]) == 2

@@ -480,3 +480,25 @@ def test_cli_packs_to_nemo_npy(tmp_path: Path) -> None:
     assert sorted(len(row["input_ids"]) for row in rows) == [8]
     assert audit(target).format == "megatron" and audit(target).findings == ()
     assert main(["pack", str(source), "--max-seq-length", "8", "-o", str(tmp_path / "x.npy")]) == 2
+
+
+class _Huge:
+    def __reduce__(self) -> Any:
+        return (np._core.multiarray._reconstruct, (np.ndarray, (10**12,), b"b"))
+
+
+def test_npy_arrays_inside_rows_and_arrays_larger_than_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "arrays.npy"
+    row = {"input_ids": np.array([5, 6, 7, 8]), "seq_start_id": [0, np.int64(2)], "loss_mask": np.array([1.0, 0, 1, 0])}
+    np.save(path, [row])
+    report = audit(path)
+    assert (report.format, report.num_documents, report.findings) == ("megatron", 2, ())
+    rows = np.empty(1, dtype=object)
+    rows[0] = {"input_ids": _Huge()}
+    np.save(path, rows, allow_pickle=True)
+    with pytest.raises(DatasetError, match=r"refused: an array of shape \(1000000000000,\), larger than the file"):
+        audit(path)
+    rows[0] = {"input_ids": [[[1]]], "seq_start_id": [0]}
+    np.save(path, rows, allow_pickle=True)
+    with pytest.raises(DatasetError, match=r"key 'input_ids': expected a list of numbers \(row 1\)|row 1"):
+        audit(path)

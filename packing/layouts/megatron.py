@@ -253,7 +253,10 @@ def _rows_table(rows: Any, label: str) -> pa.Table:
 
 def _numbers(value: Any, name: str, label: str, row: int) -> npt.NDArray[Any]:
     """One row's list of numbers as integers; a mask's floats must be 0 or 1. O(values)."""
-    array = np.asarray(value) if isinstance(value, (list, tuple, np.ndarray)) else None
+    try:
+        array = np.asarray(value) if isinstance(value, (list, tuple, np.ndarray)) else None
+    except (ValueError, TypeError, RecursionError, OverflowError):  # ragged or nested too deeply
+        array = None
     if array is None or array.ndim != 1 or array.dtype.kind not in "iubf":
         raise error(label, f"key '{name}': expected a list of numbers", f"row {row}")
     if array.dtype.kind == "f":

@@ -39,7 +39,7 @@ import numpy.typing as npt
 
 from packing.auditing import LAYOUTS, AuditReport, audit, report_json
 from packing.bounds import lower_bounds
-from packing.compare import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
+from packing.comparison import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
 from packing.errors import PackingError
 from packing.formats import EXPORT_FORMATS, export, write_table
 from packing.io import FORMATS, Dataset, read_dataset, write_jsonl, write_parquet

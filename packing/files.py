@@ -145,7 +145,8 @@ def resolve(source: Any, format: str | None = None, name: str | None = None) -> 
         return Files(name or os.fspath(source), tuple(_expand(os.fspath(source), format)))
     if isinstance(source, (list, tuple)) and source and all(isinstance(p, (str, os.PathLike)) for p in source):
         found = {file.label: file for path in source for file in _expand(os.fspath(path), format)}
-        shown = ", ".join(os.fspath(path) for path in source[:3]) + (", ..." if len(source) > 3 else "")
+        given = sorted(os.fspath(path) for path in source)
+        shown = given[0] + (f" and {len(given) - 1} more" if len(given) > 1 else "")
         return Files(name or shown, tuple(found[label] for label in sorted(found)))
     raise SettingError(
         "source", "a path, a glob, a folder, a list of paths, or a binary file object", type(source).__name__
@@ -265,7 +266,8 @@ class Budget:
         except LimitError as error:
             if not self.files or self.limits == NO_LIMITS:
                 raise
-            note = f" (what the {self.files} files before it left of the limits over {self.label})"
+            before = "the file" if self.files == 1 else f"the {self.files} files"
+            note = f" (what {before} before it left of the limits over {self.label})"
             raise LimitError(error.source, error.where, error.reason + note) from None
 
 
@@ -310,10 +312,12 @@ def _opened(file: File) -> Iterator[IO[bytes]]:
         yield file.source
 
 
-def decode(file: File, limits: ReadLimits = NO_LIMITS, columns: Collection[str] | None = None) -> Content:
+def decode(
+    file: File, limits: ReadLimits = NO_LIMITS, columns: Collection[str] | None = None, rows_are: str = "rows"
+) -> Content:
     """What ``file`` holds, within ``limits`` (checked before decoding: a file's size, a Parquet file's
     metadata, JSON's nesting, lines and values); ``columns`` keeps only those columns of tables and CSV rows
-    (None: all). O(bytes).
+    (None: all); ``rows_are`` names rows in messages (samples, blocks). O(bytes).
 
     >>> import io
     >>> content = decode(File(io.BytesIO(b'[{"input_ids": [1]}, {"input_ids": [2, 3]}]'), "d.json", "json"))
@@ -322,16 +326,16 @@ def decode(file: File, limits: ReadLimits = NO_LIMITS, columns: Collection[str] 
     """
     with _opened(file) as handle:
         if file.format == "parquet":
-            return _parquet(handle, file, limits, columns)
+            return _parquet(handle, file, limits, columns, rows_are)
         if file.format == "csv":
-            return _csv(handle, file, limits, columns)
+            return _csv(handle, file, limits, columns, rows_are)
         data = read_bounded(handle, file.label, limits)
     if file.format == "arrow":
-        return _arrow(data, file, limits, columns)
+        return _arrow(data, file, limits, columns, rows_are)
     if file.format == "jsonl":
         scan = scan_json(data, file.label, limits)
         return _json_lines(data, file, scan.values)
-    return _json(data, file, limits)
+    return _json(data, file, limits, rows_are)
 
 
 def parse_json(text: str, label: str, where: str | None) -> Any:
@@ -363,7 +367,7 @@ def _json_lines(data: bytes, file: File, values: int) -> Content:
     return Content(file, rows, where, size=len(data), values=values)
 
 
-def _json(raw: bytes, file: File, limits: ReadLimits) -> Content:
+def _json(raw: bytes, file: File, limits: ReadLimits, rows_are: str = "rows") -> Content:
     """A list of rows, a histogram object, or (when it is really JSON lines) one value per line."""
     label = file.label
     scan = scan_json(raw, label, ReadLimits(max_depth=limits.max_depth, max_values=limits.max_values))
@@ -381,7 +385,7 @@ def _json(raw: bytes, file: File, limits: ReadLimits) -> Content:
     except (RecursionError, ValueError):
         data = parse_json(text, label, None)
     if isinstance(data, list):
-        check_count(label, "rows", len(data), limits.max_rows)
+        check_count(label, rows_are, len(data), limits.max_rows)
         where = [f"item {number}" for number in range(1, len(data) + 1)]
         return Content(file, data, where, size=len(raw), values=scan.values)
     if isinstance(data, dict) and ("histogram" in data or "lengths" in data):
@@ -421,7 +425,7 @@ def _histogram(data: dict[str, Any], label: str, limits: ReadLimits) -> Int64Arr
     return np.asarray(lengths, dtype=np.int64)
 
 
-def _csv(handle: IO[bytes], file: File, limits: ReadLimits, columns: Collection[str] | None) -> Content:
+def _csv(handle: IO[bytes], file: File, limits: ReadLimits, columns: Collection[str] | None, rows_are: str) -> Content:
     """A header line with column names, then one row per line as a dict of its (wanted) text cells. O(bytes)."""
     if csv.field_size_limit() < _CSV_FIELD_LIMIT:
         csv.field_size_limit(_CSV_FIELD_LIMIT)  # long token lists exceed the 128 KiB default
@@ -432,7 +436,7 @@ def _csv(handle: IO[bytes], file: File, limits: ReadLimits, columns: Collection[
     wrapper = io.TextIOWrapper(handle, encoding="utf-8-sig", newline="")
     reader = csv.reader(wrapper)
     try:
-        rows, where = _csv_rows(reader, file.label, columns, limits)
+        rows, where = _csv_rows(reader, file.label, columns, limits, rows_are)
     except UnicodeDecodeError:
         raise DatasetError(file.label, f"line {reader.line_num + 1}", "not valid UTF-8 text") from None
     except csv.Error as error:
@@ -443,7 +447,7 @@ def _csv(handle: IO[bytes], file: File, limits: ReadLimits, columns: Collection[
 
 
 def _csv_rows(
-    reader: Any, label: str, columns: Collection[str] | None, limits: ReadLimits
+    reader: Any, label: str, columns: Collection[str] | None, limits: ReadLimits, rows_are: str
 ) -> tuple[list[Any], list[str]]:
     """The header, then every non-blank row as a dict of its cells. O(cells)."""
     header = next(reader, None)
@@ -462,7 +466,7 @@ def _csv_rows(
             raise DatasetError(label, place, f"expected {len(names_)} cells ({names(names_)}), got {len(cells)}")
         rows.append({c: cell for c, cell in zip(names_, cells, strict=True) if columns is None or c in columns})
         where.append(place)
-        check_count(label, "rows", len(rows), limits.max_rows)
+        check_count(label, rows_are, len(rows), limits.max_rows)
     return rows, where
 
 
@@ -483,7 +487,9 @@ def _unreadable(file: File, error: Exception, kind: str) -> DatasetError:
     return DatasetError(file.label, None, f"not a readable {kind} file ({quote(reason, 80)})")
 
 
-def _parquet(handle: IO[bytes], file: File, limits: ReadLimits, columns: Collection[str] | None) -> Content:
+def _parquet(
+    handle: IO[bytes], file: File, limits: ReadLimits, columns: Collection[str] | None, rows_are: str
+) -> Content:
     """A Parquet file's (wanted) columns; its metadata is checked against ``limits`` first
     (:func:`packing.limits.check_parquet`), so a bomb is refused before a value is decoded."""
     import pyarrow as pa
@@ -495,7 +501,7 @@ def _parquet(handle: IO[bytes], file: File, limits: ReadLimits, columns: Collect
         if not wanted:
             found = names(list(parquet.schema_arrow.names))
             raise DatasetError(file.label, None, f"no usable columns; found {found}, expected {EXPECTED}")
-        check_parquet(parquet, wanted if columns is not None else None, file.label, limits, "rows")
+        check_parquet(parquet, wanted if columns is not None else None, file.label, limits, rows_are)
         table = parquet.read(columns=wanted)
     except (pa.ArrowException, OSError, ValueError) as error:
         if isinstance(error, DatasetError):
@@ -504,7 +510,7 @@ def _parquet(handle: IO[bytes], file: File, limits: ReadLimits, columns: Collect
     return Content(file, table=table, size=int(table.nbytes))
 
 
-def _arrow(data: bytes, file: File, limits: ReadLimits, columns: Collection[str] | None) -> Content:
+def _arrow(data: bytes, file: File, limits: ReadLimits, columns: Collection[str] | None, rows_are: str) -> Content:
     """An Arrow IPC file, or an IPC stream (what ``datasets`` writes with ``save_to_disk``), read batch by
     batch: the rows and the bytes read so far are checked against ``limits`` after each batch (a compressed
     batch is only as large as one batch before it is refused). O(bytes)."""
@@ -522,7 +528,7 @@ def _arrow(data: bytes, file: File, limits: ReadLimits, columns: Collection[str]
         rows = size = 0
         for batch in batches:
             rows, size = rows + batch.num_rows, size + batch.nbytes
-            check_count(file.label, "rows", rows, limits.max_rows)
+            check_count(file.label, rows_are, rows, limits.max_rows)
             if limits.max_bytes is not None and size > limits.max_bytes:
                 raise LimitError(file.label, None, f"holds more than the limit of {limits.max_bytes:,} bytes once read")
             kept.append(batch)
@@ -543,7 +549,7 @@ def _as_table(file: File, limits: ReadLimits) -> tuple[pa.Table, int]:
     import pyarrow.json as pj
 
     if file.format in ("parquet", "arrow"):
-        content = decode(file, limits)
+        content = decode(file, limits, rows_are="blocks")
         assert content.table is not None
         return content.table, 0
     if file.format == "csv":
@@ -554,7 +560,7 @@ def _as_table(file: File, limits: ReadLimits) -> tuple[pa.Table, int]:
         data = read_bounded(handle, file.label, limits)
     try:
         if file.format == "json":  # the same rule as for samples: a list of rows, or JSON lines
-            content = _json(data, file, limits)
+            content = _json(data, file, limits, "blocks")
             if content.rows is None or not all(isinstance(row, dict) for row in content.rows):
                 raise DatasetError(file.label, None, "expected packed blocks: JSON objects of columns, one per block")
             return pa.Table.from_pylist(content.rows), content.values

@@ -149,7 +149,7 @@ def read_dataset(
 
     for file in found.files:
         with budget.reading(file):
-            content = decode(file, budget.left(), FIELDS)
+            content = decode(file, budget.left(), FIELDS, "samples")
             samples = _samples(content, completion_only_loss, tokenizer, report if progress else None)
         if parts and parts[0].has_tokens != samples.has_tokens:
             raise _mixed(file, found.files[0], samples.has_tokens)

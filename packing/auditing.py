@@ -333,11 +333,12 @@ def _error(source: str, reason: str, where: str | None = None) -> DatasetError:
     return DatasetError(source, where, reason)
 
 
-def _to_table(source: Any, name: str | None, limits: ReadLimits) -> tuple[pa.Table, str]:
-    """Any accepted source as ``(table, name for messages)``, within ``limits`` (:func:`_check_table`)."""
-    table, label = _any_table(source, name, limits)
-    _check_table(table, label, limits)
-    return table, label
+def _to_table(source: Any, name: str | None, limits: ReadLimits) -> files.FileTable:
+    """Any accepted source as one table (with the files it came from, if any), within ``limits``
+    (:func:`_check_table`)."""
+    found = _any_table(source, name, limits)
+    _check_table(found.table, found.label, limits)
+    return found
 
 
 def _check_table(table: pa.Table, label: str, limits: ReadLimits) -> None:
@@ -361,20 +362,20 @@ def _check_table(table: pa.Table, label: str, limits: ReadLimits) -> None:
                 )
 
 
-def _any_table(source: Any, name: str | None, limits: ReadLimits) -> tuple[pa.Table, str]:
-    """Any accepted source as ``(table, name for messages)``."""
+def _any_table(source: Any, name: str | None, limits: ReadLimits) -> files.FileTable:
+    """Any accepted source as one table and its name for messages."""
     import pyarrow as pa
 
     if isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview, list, tuple)) or hasattr(source, "read"):
         return files.read_table(source, limits, name)  # paths, globs, folders, save_to_disk, uploads
     if isinstance(source, pa.Table):
-        return source, name or "<table>"
+        return files.FileTable(source, name or "<table>", ())
     if hasattr(source, "with_format") and hasattr(source, "column_names"):  # datasets.Dataset
         table = source.with_format("arrow")[:]
         if isinstance(table, pa.Table):
-            return table, name or "<dataset>"
+            return files.FileTable(table, name or "<dataset>", ())
     if isinstance(source, Mapping):
-        return _mapping_table(source), name or "<batch>"
+        return files.FileTable(_mapping_table(source), name or "<batch>", ())
     raise SettingError(
         "source",
         "a path, glob or folder of .parquet/.jsonl/.json/.arrow files, a file object, a pyarrow.Table, "
@@ -981,11 +982,15 @@ _READERS = {
 def _parse(
     source: Any, format: str | None, name: str | None = None, limits: ReadLimits | None = None
 ) -> tuple[_Parsed, str]:
-    table, name = _to_table(source, name, limits_of(limits))
+    found = _to_table(source, name, limits_of(limits))
+    table, name = found.table, found.label
     if format is not None and format not in _READERS:
         raise SettingError("format", f"one of {', '.join(LAYOUTS)}", format)
     layout = format if format is not None else _detect(set(map(str, table.column_names)), name)
-    return _READERS[layout](table, name), name
+    try:
+        return _READERS[layout](table, name), name
+    except DatasetError as error:  # a row of a dataset of several files: named by its file
+        raise found.locate(error) from None
 
 
 def read_packed(source: Any, *, format: str | None = None, limits: ReadLimits | None = None) -> PackedLayout:
@@ -1080,9 +1085,12 @@ def audit(
 ) -> AuditReport:
     """Recognise a packed dataset's layout, count what it holds and check every invariant.
 
-    ``source`` is a ``.parquet`` / ``.jsonl`` path, a binary file object or ``bytes`` of such a file (an
-    upload; ``name`` gives its file name), a ``pyarrow.Table``, a ``datasets.Dataset`` or a dict of columns
-    (rows, or a collator's arrays of shape ``(rows, T)``). ``max_seq_length`` is the block capacity (default:
+    ``source`` is what :func:`packing.read_dataset` takes (:mod:`packing.files`): a ``.parquet``,
+    ``.jsonl``, ``.json`` or ``.arrow`` path, several paths, a glob, a folder of shards or a ``datasets``
+    ``save_to_disk`` folder (read as one table, files in sorted order; a bad row is named by its file), a
+    binary file object or ``bytes`` of such a file (an upload; ``name`` gives its file name); or a
+    ``pyarrow.Table``, a ``datasets.Dataset`` or a dict of columns (rows, or a collator's arrays of shape
+    ``(rows, T)``). ``max_seq_length`` is the block capacity (default:
     the longest block); ``format`` forces a layout instead of recognising it; ``name`` is how the report and
     its errors name the source; ``limits`` bounds what is read, as in :func:`read_packed`.
     O(tokens + blocks), numpy throughout.

@@ -338,7 +338,7 @@ def decode(
     return _json(data, file, limits, rows_are)
 
 
-def parse_json(text: str, label: str, where: str | None) -> Any:
+def _parse_json(text: str, label: str, where: str | None) -> Any:
     """One JSON value (already scanned); a syntax error names the line and character."""
     try:
         return json.loads(text)
@@ -362,7 +362,7 @@ def _json_lines(data: bytes, file: File, values: int) -> Content:
         except UnicodeDecodeError:
             raise DatasetError(file.label, place, "not valid UTF-8 text") from None
         if text.strip():
-            rows.append(parse_json(text.rstrip("\r\n"), file.label, place))
+            rows.append(_parse_json(text.rstrip("\r\n"), file.label, place))
             where.append(place)
     return Content(file, rows, where, size=len(data), values=values)
 
@@ -381,9 +381,9 @@ def _json(raw: bytes, file: File, limits: ReadLimits, rows_are: str = "rows") ->
     except json.JSONDecodeError as error:
         if error.msg == "Extra data":
             return _json_lines(raw, file, scan_json(raw, label, limits).values)
-        data = parse_json(text, label, None)
+        data = _parse_json(text, label, None)
     except (RecursionError, ValueError):
-        data = parse_json(text, label, None)
+        data = _parse_json(text, label, None)
     if isinstance(data, list):
         check_count(label, rows_are, len(data), limits.max_rows)
         where = [f"item {number}" for number in range(1, len(data) + 1)]
@@ -586,13 +586,41 @@ def _list_values(table: pa.Table) -> int:
     return most
 
 
-def read_table(source: Any, limits: ReadLimits = NO_LIMITS, name: str | None = None) -> tuple[pa.Table, str]:
-    """Every file of ``source`` as one Arrow table (rows: blocks) and how messages name it; the files must
-    have the same columns. ``limits`` bound the whole (:class:`Budget`). O(bytes).
+@dataclass(frozen=True, eq=False)
+class FileTable:
+    """The files of a source as one table: row ``i`` of ``table`` is a row of the file that ``parts``
+    (``(file label, rows)`` in order) places it in; ``label`` names the whole."""
 
-    >>> import io, pyarrow as pa
-    >>> table, label = read_table(io.BytesIO(b'{"input_ids": [1, 2], "seq_lengths": [2]}\\n'), name="b.jsonl")
-    >>> label, table.column_names, table.num_rows
+    table: pa.Table
+    label: str
+    parts: tuple[tuple[str, int], ...]
+
+    def locate(self, error: DatasetError) -> DatasetError:
+        """``error`` about ``row N`` of the whole table, naming the file and its row instead. O(files).
+
+        >>> import pyarrow as pa
+        >>> whole = FileTable(pa.table({"x": [1, 2, 3]}), "data", (("data/a.jsonl", 2), ("data/b.jsonl", 1)))
+        >>> str(whole.locate(DatasetError("data", "row 3", "expected a list, got null")))
+        'data/b.jsonl, row 1: expected a list, got null'
+        """
+        found = re.fullmatch(r"row (\d+)(.*)", error.where or "")
+        if found is None or error.source != self.label or len(self.parts) < 2:
+            return error
+        row = int(found[1]) - 1
+        for label, rows in self.parts:
+            if row < rows:
+                return DatasetError(label, f"row {row + 1}{found[2]}", error.reason, error.cause)
+            row -= rows
+        return error
+
+
+def read_table(source: Any, limits: ReadLimits = NO_LIMITS, name: str | None = None) -> FileTable:
+    """Every file of ``source`` as one Arrow table (rows: blocks); the files must have the same columns.
+    ``limits`` bound the whole (:class:`Budget`). O(bytes).
+
+    >>> import io
+    >>> found = read_table(io.BytesIO(b'{"input_ids": [1, 2], "seq_lengths": [2]}\\n'), name="b.jsonl")
+    >>> found.label, found.table.column_names, found.table.num_rows
     ('b.jsonl', ['input_ids', 'seq_lengths'], 1)
     """
     import pyarrow as pa
@@ -603,23 +631,24 @@ def read_table(source: Any, limits: ReadLimits = NO_LIMITS, name: str | None = N
     for file in found.files:
         with budget.reading(file):
             table, values = _as_table(file, budget.left())
-            if tables and set(table.column_names) != set(tables[0].column_names):
-                first = found.files[0].label
-                reason = (
-                    f"columns {names(table.column_names)}, unlike {quote(first, 60)} "
-                    f"({names(tables[0].column_names)}); every file of a dataset has the same columns"
-                )
-                raise DatasetError(file.label, None, reason)
-            budget.spend(file.label, bytes=table.nbytes, rows=table.num_rows, tokens=_list_values(table), values=values)
-            tables.append(table)
+        if tables and set(table.column_names) != set(tables[0].column_names):
+            first = found.files[0].label
+            reason = (
+                f"columns {names(table.column_names)}, unlike {quote(first, 60)} "
+                f"({names(tables[0].column_names)}); every file of a dataset has the same columns"
+            )
+            raise DatasetError(file.label, None, reason)
+        budget.spend(file.label, bytes=table.nbytes, rows=table.num_rows, tokens=_list_values(table), values=values)
+        tables.append(table)
+    parts = tuple((file.label, int(table.num_rows)) for file, table in zip(found.files, tables, strict=True))
     if len(tables) == 1:
-        return tables[0], found.label
+        return FileTable(tables[0], found.label, parts)
     try:
-        return pa.concat_tables(tables, promote_options="permissive"), found.label
+        whole = pa.concat_tables(tables, promote_options="permissive")
     except (pa.ArrowException, ValueError) as error:
-        raise DatasetError(
-            found.label, None, f"files with columns of incompatible types ({quote(str(error), 80)})"
-        ) from None
+        reason = f"files with columns of incompatible types ({quote(str(error), 80)})"
+        raise DatasetError(found.label, None, reason) from None
+    return FileTable(whole, found.label, parts)
 
 
 # ---------------------------------------------------------------- messages

@@ -7,7 +7,8 @@ scanned by :func:`scan_json` (one compiled pass over the raw bytes, O(bytes), no
 parser sees it: nesting deeper than :attr:`ReadLimits.max_depth` is refused, so no parser can recurse
 until the process crashes (``pyarrow.json`` segfaults on 10,000 levels). :class:`ReadLimits` holds the
 optional bounds a caller such as a server passes (``limits=``): bytes, tokens and rows, checked from a
-file's size or a Parquet file's metadata before anything is decoded.
+file's size or a Parquet file's metadata before anything is decoded. They bound a whole dataset: over the
+files of a folder, the totals count (:meth:`ReadLimits.after` is what the files read so far left).
 
 >>> limits = ReadLimits(max_bytes=1_000, max_tokens=100)
 >>> scan_json(b'{"input_ids": [[1], [2]]}\\n\\n[3]\\n', "x.jsonl", limits)
@@ -44,7 +45,7 @@ MAX_JSON_DEPTH = 64
 
 @dataclass(frozen=True)
 class ReadLimits:
-    """Bounds on one input, checked before it is decoded; ``None`` = unbounded.
+    """Bounds on one input (all its files together), checked before it is decoded; ``None`` = unbounded.
 
     - ``max_bytes``: bytes of the file (JSON, JSON lines, CSV, Arrow), or of a Parquet file's column data
       once uncompressed (from its metadata);

@@ -316,6 +316,11 @@ def test_audit_of_a_folder_and_of_a_save_to_disk_folder(tmp_path: Path, capsys: 
     assert main(["audit", str(saved), "--strict"]) == 0
     assert main(["audit", str(folder / "part-*"), "--strict"]) == 0
     capsys.readouterr()
+    bad = pa.table({"input_ids": [[1, 2], None], "labels": [[1, 2], [3]], "seq_lengths": [[2], [1]]})
+    pq.write_table(bad, folder / "part-2.parquet")
+    with pytest.raises(DatasetError) as caught:  # a row of the whole is named by its file and its row there
+        packing.audit(folder)
+    assert str(caught.value) == f"{folder / 'part-2.parquet'}, row 2: column 'input_ids': expected a list, got null"
     pq.write_table(pa.table({"input_ids": [[1, 2]]}), folder / "part-2.parquet")
     assert main(["audit", str(folder)]) == 2
     err = capsys.readouterr().err

@@ -167,8 +167,9 @@ def _expand(path: str, format: str | None) -> list[File]:
     return [File(path, path, format_of(path, format))]
 
 
-def _readable(path: str, format: str | None) -> bool:
-    """Whether a file found in a folder or by a glob is read: not hidden, and of a known extension."""
+def _readable(path: str, format: str | None = None) -> bool:
+    """Whether a file found in a folder or by a glob is read: not hidden, and of a known extension (a glob's
+    matches: any, when ``format`` says what they hold)."""
     base = os.path.basename(path)
     extension = Path(base).suffix.lower().lstrip(".")
     return not base.startswith((".", "_")) and (format is not None or extension in EXTENSIONS)
@@ -182,9 +183,7 @@ def _folder(path: str, format: str | None) -> list[File]:
         splits = sorted(entry.name for entry in os.scandir(path) if entry.is_dir())
         raise DatasetError(path, None, f"a datasets DatasetDict folder; read one of its splits: {', '.join(splits)}")
     names = sorted(entry.name for entry in os.scandir(path) if not entry.is_dir())
-    files = [
-        File(os.path.join(path, n), os.path.join(path, n), format_of(n, format)) for n in names if _readable(n, format)
-    ]
+    files = [File(os.path.join(path, n), os.path.join(path, n), format_of(n, format)) for n in names if _readable(n)]
     if not files:
         raise DatasetError(path, None, f"a folder without dataset files ({_KINDS}; subfolders are not read)")
     return files

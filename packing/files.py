@@ -46,10 +46,9 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.errors import DatasetError, SettingError, quote
+from packing.errors import DatasetError, LimitError, SettingError, quote
 from packing.limits import (
     NO_LIMITS,
-    LimitError,
     ReadLimits,
     check_count,
     check_parquet,
@@ -222,7 +221,7 @@ class Budget:
     >>> budget.spend("data/b.jsonl", rows=3)
     Traceback (most recent call last):
     ...
-    packing.limits.LimitError: data: holds 6 samples in 2 files, more than the limit of 5
+    packing.errors.LimitError: data: holds 6 samples in 2 files, more than the limit of 5
     """
 
     def __init__(self, limits: ReadLimits, label: str, rows_are: str = "rows") -> None:

@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
-from packing.errors import DatasetError, SettingError
+from packing.errors import DatasetError, LimitError, SettingError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow.parquet as pq
@@ -112,10 +112,6 @@ class ReadLimits:
             max_length_tokens=left(self.max_length_tokens, tokens),
             max_values=left(self.max_values, values),
         )
-
-
-class LimitError(DatasetError):
-    """An input over one of the summed bounds of :class:`ReadLimits` (bytes, rows, tokens, values)."""
 
 
 _BOUNDS = ("max_bytes", "max_tokens", "max_rows", "max_depth", "max_line_bytes", "max_length_tokens", "max_values")
@@ -309,7 +305,7 @@ def scan_json(data: bytes, label: str, limits: ReadLimits = NO_LIMITS) -> JsonSc
     >>> scan_json(b"[" + b"0," * 11 + b"0]", "x.json", ReadLimits(max_values=10))
     Traceback (most recent call last):
     ...
-    packing.limits.LimitError: x.json: holds about 12 values, more than the limit of 10 (refused before parsing)
+    packing.errors.LimitError: x.json: holds about 12 values, more than the limit of 10 (refused before parsing)
     """
     array = np.frombuffer(data, dtype=np.uint8)
     status, line, rows, longest, commas = _scan(array, int(limits.max_depth), int(limits.max_line_bytes or 0))

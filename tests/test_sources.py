@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 import packing
 from packing import files
 from packing.cli import main
-from packing.errors import DatasetError
+from packing.errors import DatasetError, LimitError
 from packing.formats import export
 from packing.io import read_dataset
-from packing.limits import LimitError, ReadLimits
+from packing.limits import ReadLimits
 
 Rows = list[dict[str, Any]]
 

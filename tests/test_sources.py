@@ -368,3 +368,23 @@ def test_a_folder_of_shards_into_a_torch_dataloader(tmp_path: Path) -> None:
     ]
     assert np.array_equal(data.lengths, [len(row["input_ids"]) for row in everything])
     assert os.path.basename(data.files[1]) == "train-00001-of-00003.jsonl"
+
+
+@pytest.mark.timeout(30)
+def test_a_fifo_among_the_shards_is_refused_without_blocking(tmp_path: Path) -> None:
+    write(tmp_path / "a.jsonl", rows_of(1, 2))
+    os.mkfifo(tmp_path / "b.jsonl")  # no writer: opening it for reading would block forever
+    with pytest.raises(DatasetError, match=r"b\.jsonl: is a FIFO \(named pipe\), expected a regular file"):
+        read_dataset(tmp_path)
+    with pytest.raises(DatasetError, match="is a FIFO"):
+        packing.audit(str(tmp_path / "*.jsonl"))
+
+
+def test_a_format_for_a_glob_of_other_extensions(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text('{"input_ids": [1, 2]}\n')
+    (tmp_path / "b.txt").write_text('{"input_ids": [3]}\n')
+    assert read_dataset(str(tmp_path / "*.txt"), format="jsonl").lengths.tolist() == [2, 1]
+    with pytest.raises(DatasetError, match=r"\*\.txt: no \.jsonl, \.json, \.csv, \.parquet or \.arrow file matches"):
+        read_dataset(str(tmp_path / "*.txt"))
+    with pytest.raises(DatasetError, match="a folder without dataset files"):
+        read_dataset(tmp_path, format="jsonl")  # a folder reads the known extensions only

@@ -199,12 +199,16 @@ def _saved(path: str) -> list[File]:
     except ValueError:
         state = None
     entries = state.get("_data_files") if isinstance(state, dict) else None
-    names = [item.get("filename") for item in entries if isinstance(item, dict)] if isinstance(entries, list) else []
-    plain = [n for n in names if isinstance(n, str) and n and os.path.basename(n) == n and n not in (".", "..")]
-    if not plain or len(plain) != len(names) or len(plain) != len(entries or []):
+    names = [item.get("filename") if isinstance(item, dict) else None for item in entries or []]
+    if not isinstance(entries, list) or not names or not all(map(_plain_name, names)):
         expected = "a datasets save_to_disk state: '_data_files', a list of {'filename': name in this folder}"
         raise DatasetError(state_path, None, f"expected {expected}")
-    return [File(os.path.join(path, n), os.path.join(path, n), "arrow") for n in plain]
+    return [File(os.path.join(path, str(n)), os.path.join(path, str(n)), "arrow") for n in names]
+
+
+def _plain_name(name: Any) -> bool:
+    """Whether ``name`` names a file inside a folder (no path, not ``..``): what ``state.json`` may list."""
+    return isinstance(name, str) and name not in ("", ".", "..") and os.path.basename(name) == name
 
 
 # ---------------------------------------------------------------- bounds over all files
@@ -215,10 +219,10 @@ class Budget:
     before it is decoded), :meth:`spend` counts a file and checks the totals so far.
 
     >>> budget = Budget(ReadLimits(max_rows=5), "data", rows_are="samples")
-    >>> budget.spend("data/a.jsonl", rows=3)
+    >>> budget.spend(rows=3)
     >>> budget.left().max_rows
     2
-    >>> budget.spend("data/b.jsonl", rows=3)
+    >>> budget.spend(rows=3)
     Traceback (most recent call last):
     ...
     packing.errors.LimitError: data: holds 6 samples in 2 files, more than the limit of 5
@@ -235,7 +239,7 @@ class Budget:
         """The bounds of the next file: what the files before it left."""
         return self.limits if not self.files else self.limits.after(**self.used)
 
-    def spend(self, label: str, *, bytes: int = 0, rows: int = 0, tokens: int = 0, values: int = 0) -> None:
+    def spend(self, *, bytes: int = 0, rows: int = 0, tokens: int = 0, values: int = 0) -> None:
         """Count one more file; refuse the dataset once a total passes its bound."""
         self.files += 1
         for key, count in (("bytes", bytes), ("rows", rows), ("tokens", tokens), ("values", values)):
@@ -257,8 +261,8 @@ class Budget:
         check_count(self.label, f"tokens{files}", self.used["tokens"], bound)
 
     @contextmanager
-    def reading(self, file: File) -> Iterator[None]:
-        """Read ``file`` within what is left: a bound it passes is named as what the files before it left."""
+    def reading(self) -> Iterator[None]:
+        """Read the next file within what is left: a bound it passes is named as what the files before it left."""
         try:
             yield
         except LimitError as error:
@@ -276,8 +280,8 @@ class Budget:
 class Content:
     """What one file holds before the reader judges it: ``rows`` (Python values; CSV rows as dicts of text
     cells when ``cells``) with the place of each (``line 3``, ``item 2``), an Arrow ``table`` (row ``i`` is
-    ``row i + 1``), or the ``lengths`` of a histogram. ``size``: bytes read or decoded; ``values``: JSON
-    values scanned (an upper bound)."""
+    ``row i + 1``), or the ``lengths`` of a histogram. ``size``: bytes read or decoded (0 for CSV read
+    as a stream, without ``max_bytes``); ``values``: JSON values scanned (an upper bound)."""
 
     file: File
     rows: list[Any] | None = None
@@ -627,7 +631,7 @@ def read_table(source: Any, limits: ReadLimits = NO_LIMITS, name: str | None = N
     budget = Budget(limits, found.label, rows_are="blocks")
     tables: list[pa.Table] = []
     for file in found.files:
-        with budget.reading(file):
+        with budget.reading():
             table, values = _as_table(file, budget.left())
         if tables and set(table.column_names) != set(tables[0].column_names):
             first = found.files[0].label
@@ -636,7 +640,7 @@ def read_table(source: Any, limits: ReadLimits = NO_LIMITS, name: str | None = N
                 f"({names(tables[0].column_names)}); every file of a dataset has the same columns"
             )
             raise DatasetError(file.label, None, reason)
-        budget.spend(file.label, bytes=table.nbytes, rows=table.num_rows, tokens=_list_values(table), values=values)
+        budget.spend(bytes=table.nbytes, rows=table.num_rows, tokens=_list_values(table), values=values)
         tables.append(table)
     parts = tuple((file.label, int(table.num_rows)) for file, table in zip(found.files, tables, strict=True))
     if len(tables) == 1:

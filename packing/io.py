@@ -148,12 +148,12 @@ def read_dataset(
             progress(done[0] + count, done[0] + total)
 
     for file in found.files:
-        with budget.reading(file):
+        with budget.reading():
             content = decode(file, budget.left(), FIELDS, "samples")
             samples = _samples(content, completion_only_loss, tokenizer, report if progress else None)
         if parts and parts[0].has_tokens != samples.has_tokens:
             raise _mixed(file, found.files[0], samples.has_tokens)
-        budget.spend(file.label, bytes=content.size, rows=len(samples), tokens=int(samples.offsets[-1]))
+        budget.spend(bytes=content.size, rows=len(samples), tokens=int(samples.offsets[-1]))
         if budget.files == 1:
             _bounded(samples, file.label, budget.limits)
         else:

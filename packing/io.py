@@ -138,6 +138,11 @@ def read_dataset(
     ...
     packing.errors.DatasetError: .../shard-00001.jsonl, line 2, position 1: expected a non-negative integer token id, got 'x' (str)
     """
+    if tokenizer is not None:  # loaded once for every file
+        from packing.text import load_tokenizer
+
+        tokenizer = load_tokenizer(tokenizer)
+    reading: dict[str, Any] = {"completion_only_loss": completion_only_loss, "tokenizer": tokenizer}
     found = resolve(source, format, name)
     budget = Budget(limits_of(limits), found.label, rows_are="samples")
     parts: list[Samples] = []
@@ -150,7 +155,7 @@ def read_dataset(
     for file in found.files:
         with budget.reading():
             content = decode(file, budget.left(), FIELDS, "samples")
-            samples = _samples(content, completion_only_loss, tokenizer, report if progress else None)
+            samples = _samples(content, reading, report if progress else None)
         if parts and parts[0].has_tokens != samples.has_tokens:
             raise _mixed(file, found.files[0], samples.has_tokens)
         budget.spend(bytes=content.size, rows=len(samples), tokens=int(samples.offsets[-1]))
@@ -165,10 +170,9 @@ def read_dataset(
     return Dataset(Samples.join(parts), found.label, labels, tuple(int(start) for start in starts))
 
 
-def _samples(
-    content: Content, completion_only_loss: bool, tokenizer: Any, progress: Callable[[int, int], None] | None
-) -> Samples:
-    """The samples a file holds, through the one reader; a bad row is named by the file and its place."""
+def _samples(content: Content, reading: dict[str, Any], progress: Callable[[int, int], None] | None) -> Samples:
+    """The samples a file holds, through the one reader (``reading``: its keywords, the loss rule and the
+    tokenizer); a bad row is named by the file and its place."""
     label = content.file.label
     if content.lengths is not None:
         offsets = np.zeros(len(content.lengths) + 1, dtype=np.int64)
@@ -178,13 +182,13 @@ def _samples(
         raise DatasetError(label, None, "the file holds no samples")
     try:
         if content.table is not None:
-            options = {"completion_only_loss": completion_only_loss, "tokenizer": tokenizer, "progress": progress}
-            return read_table(content.table, **options)
+            return read_table(content.table, progress=progress, **reading)
         rows = content.rows or []
         if content.cells:
-            rows = [cells_row(cells, index, text=tokenizer is not None) for index, cells in enumerate(rows)]
+            text = reading.get("tokenizer") is not None
+            rows = [cells_row(cells, index, text=text) for index, cells in enumerate(rows)]
         _check_columns(rows, label)
-        return read_rows(rows, completion_only_loss=completion_only_loss, tokenizer=tokenizer, progress=progress)
+        return read_rows(rows, progress=progress, **reading)
     except SampleError as error:
         raise DatasetError.from_sample(label, content.place(error.sample or 0), error) from None
 

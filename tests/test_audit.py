@@ -620,7 +620,8 @@ def test_uploads_as_bytes_or_file_objects(tmp_path: Path) -> None:
     lines = "".join(json.dumps(row) + "\n" for row in export(batch, "flattening").to_pylist()).encode()
     assert audit(lines, name="rows.jsonl").format == "flattening"
     with pytest.raises(
-        DatasetError, match=r"^upload\.bin: expected a \.parquet, \.jsonl, \.arrow or \.npy \(NeMo\) file$"
+        DatasetError,
+        match=r"^upload\.bin: cannot tell the format from the file name; expected a \.jsonl, \.json, \.csv, \.parquet or \.arrow file$",
     ):
         audit(data, name="upload.bin")
     with pytest.raises(DatasetError, match=r"^rows\.parquet: not a readable Parquet file"):

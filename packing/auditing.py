@@ -1,25 +1,10 @@
 """Auditing packed datasets: what a file of packed blocks holds, and what is wrong with it.
 
 :func:`audit` reads packed data made by this project or by another tool, recognises its layout, and
-checks every invariant that keeps packed documents apart. Layouts (``format``):
-
-- ``packing``: this project (``input_ids``, ``labels``, ``loss_mask``, ``position_ids``,
-  ``sequence_ids``, ``seq_lengths``; padding after ``sum(seq_lengths)``);
-- ``trl``: TRL ``pack_dataset``: ``input_ids`` with ``seq_lengths`` (``bfd``, ``bfd_split``), or
-  ``input_ids`` alone (``wrapped``, which keeps no boundaries); optional ``labels``, ``completion_mask`` or
-  ``assistant_masks`` mark the loss; TRL's padding-free collator drops the loss at every document start,
-  so that is not a finding here, and builds its own attention mask, so a carried ``attention_mask`` is not
-  checked;
-- ``flattening``: transformers ``DataCollatorWithFlattening``: ``input_ids``, ``labels`` (-100 at each
-  example's first token), ``position_ids`` restarting at 0, optionally ``cu_seq_lens_q`` and ``seq_idx``;
-- ``torchtune``: ``tokens``, ``labels``, ``input_pos``, ``seq_lens``; the padding is one more entry of
-  ``seq_lens``, where ``input_pos`` keeps counting instead of restarting at 0;
-- ``megatron``: NeMo / Megatron packed rows: ``input_ids``, ``seq_start_id``, ``loss_mask`` shifted by one
-  (``loss_mask[i]`` trains the prediction of token ``i + 1``; each document's last entry is 0); each
-  document counts ``length - 1`` positions against the pack size;
-- ``segment_ids``: LLaMA-Factory neat packing / Axolotl: ``attention_mask`` holding the document number
-  1..k of each token (0 = padding), with ``labels`` and ``position_ids``; a 0/1 ``attention_mask`` is
-  LLaMA-Factory's plain packing, where only position ids separate documents.
+checks every invariant that keeps packed documents apart. The layouts (``format``: ``packing``, ``trl``,
+``flattening``, ``torchtune``, ``megatron``, ``segment_ids``) are read by their modules in
+:mod:`packing.layouts`, each into one common form (:class:`~packing.layouts.common.PackedLayout`); the checks
+below are written once over that form. Files are opened by :mod:`packing.files` (NeMo's ``.npy`` included).
 
 Labels follow the Hugging Face convention everywhere: the model shifts them, so a label at position ``j``
 is what the token at ``j - 1`` learns to predict, and a label on a document's first token makes the last

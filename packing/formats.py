@@ -1,21 +1,7 @@
 """Exports of packed blocks in other frameworks' layouts, as ``pyarrow`` tables (one row per block).
 
-``export(batch, format)`` with ``format`` one of :data:`EXPORT_FORMATS`:
-
-- ``packing``: this project's columns ``input_ids``, ``labels`` (int64), ``loss_mask`` (int8),
-  ``position_ids`` (int64), ``sequence_ids`` (int32, -1 = padding), ``seq_lengths`` (int32);
-- ``trl``: TRL ``pack_dataset``'s ``input_ids`` (no padding) and ``seq_lengths``, with ``labels`` (which
-  TRL's collator takes as they are); its padding-free collator derives position ids from ``seq_lengths``;
-- ``flattening``: ``DataCollatorWithFlattening``'s ``input_ids``, ``labels`` (-100 at each document's first
-  token) and ``position_ids`` restarting at 0, no padding;
-- ``torchtune``: ``tokens``, ``labels``, ``input_pos`` and ``seq_lens``, padded to ``max_seq_length``, the padding
-  appended to ``seq_lens`` as one more entry and ``input_pos`` counting on through it (capped at
-  ``max_seq_length - 1``), as torchtune's ``PackedDataset`` does;
-- ``megatron``: NeMo / Megatron packed rows ``input_ids`` (no padding), ``seq_start_id`` and ``loss_mask`` shifted
-  by one within each document (``loss_mask[i]`` trains the prediction of token ``i + 1``; 0 on every
-  document's last token); every block fits a pack size of ``max_seq_length``;
-- ``segment_ids``: ``input_ids``, ``labels``, ``attention_mask`` holding the document number 1..k of each
-  token (0 = padding) and ``position_ids``, padded: LLaMA-Factory's neat packing.
+``export(batch, format)`` with ``format`` one of :data:`EXPORT_FORMATS` (``packing``, ``trl``, ``flattening``,
+``torchtune``, ``megatron``, ``segment_ids``; each described in its module of :mod:`packing.layouts`).
 
 Each layout's writer lives with its reader in :mod:`packing.layouts`. Every export passes
 :func:`packing.auditing.audit` without findings and reads back as the same documents; ``write_table`` writes

@@ -376,14 +376,14 @@ def _read_input(args: argparse.Namespace, progress: Progress | None = None, mess
 
 
 def _writer(output: Path, layout: str = "packing") -> Writer:
-    """The writer for the output's extension (``.npy`` for NeMo's ``megatron`` layout), after checking the file
-    can be created there."""
-    writer = WRITERS.get(output.suffix.lower())
-    if layout == "megatron" and output.suffix.lower() == ".npy":
-        writer = write_parquet  # replaced by the export writer, which writes by extension
-    if writer is None:
+    """The writer of ``layout`` for the output's extension (``.npy``: NeMo's file, for ``megatron``), after
+    checking the file can be created there."""
+    suffix = output.suffix.lower()
+    writer = WRITERS.get(suffix) if layout == "packing" else _export_writer(layout)
+    if suffix not in WRITERS and not (layout == "megatron" and suffix == ".npy"):
         npy = " (or .npy with --format megatron)"
         raise UsageError(f"--output must end in .parquet or .jsonl{npy}, got '{output}'")
+    assert writer is not None
     folder = output.parent
     if output.is_dir():
         raise UsageError(f"cannot write {output}: it is a directory")
@@ -444,7 +444,7 @@ def _run_pack(args: argparse.Namespace) -> int:
     output the second is refused at once instead of overwriting the first's result.
     """
     output = Path(args.output)
-    writer = _export_writer(args.export_format, _writer(output, args.export_format))
+    writer = _writer(output, args.export_format)
     progress = Progress(show=not args.quiet and _stderr_is_terminal())
     message = f"reading {' '.join(args.input)}" + (f" and tokenizing with {args.tokenizer}" if args.tokenizer else "")
     with exclusive(output):
@@ -526,10 +526,8 @@ def _run_compare(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- export formats and audit
 
 
-def _export_writer(layout: str, writer: Writer) -> Writer:
-    """The writer for ``pack --format``: this project's own writer, or an export in another layout."""
-    if layout == "packing":
-        return writer
+def _export_writer(layout: str) -> Writer:
+    """The writer for ``pack --format LAYOUT`` other than this project's: the export, written by extension."""
 
     def write(batch: PackedBatch, path: Path) -> None:
         write_table(export(batch, layout), path)

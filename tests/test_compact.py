@@ -8,7 +8,6 @@ import json
 import tracemalloc
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -186,35 +185,6 @@ def test_stream_holds_a_few_bytes_per_buffered_token() -> None:
     assert large < 12 * buffered + 256 * 1024 * 40  # plus one chunk of 256 blocks being made
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    ids=st.lists(st.lists(st.integers(0, 9), max_size=6), min_size=1, max_size=12),
-    masked=st.booleans(),
-    group=st.integers(1, 5),
-)
-def test_parquet_read_by_row_groups_equals_reading_the_whole_table(
-    tmp_path: Path, ids: list[list[int]], masked: bool, group: int
-) -> None:
-    import pyarrow as pa
-
-    from packing.io import read_dataset
-    from packing.reader import read_table
-
-    columns: dict[str, Any] = {"input_ids": pa.array(ids, pa.list_(pa.int32()))}
-    if masked:
-        columns["loss_mask"] = [[(i + k) % 2 for k in range(len(row))] for i, row in enumerate(ids)]
-    table = pa.table(columns)
-    path = tmp_path / "rows.parquet"
-    pq.write_table(table, path, row_group_size=group)
-    with mock.patch("packing.io._BATCH_ROWS", group):  # several batches, across row groups
-        read = read_dataset(path).samples
-    whole = read_table(pq.read_table(path))
-    assert read.tokens is not None and whole.tokens is not None
-    assert read.tokens.tolist() == whole.tokens.tolist() and read.tokens.dtype == whole.tokens.dtype
-    assert read.loss_mask.tolist() == whole.loss_mask.tolist()  # type: ignore[union-attr]
-    assert read.offsets.tolist() == whole.offsets.tolist()
-
-
 def test_parquet_refusal_in_a_later_row_group_names_the_row(tmp_path: Path) -> None:
     import pyarrow as pa
 
@@ -223,5 +193,5 @@ def test_parquet_refusal_in_a_later_row_group_names_the_row(tmp_path: Path) -> N
     path = tmp_path / "rows.parquet"
     ids = [[1, 2], [3], [4, -5], [6]]
     pq.write_table(pa.table({"input_ids": ids}), path, row_group_size=2)
-    with mock.patch("packing.io._BATCH_ROWS", 2), pytest.raises(DatasetError, match="row 3, 'input_ids', position 1"):
+    with pytest.raises(DatasetError, match="row 3, 'input_ids', position 1"):
         read_dataset(path)

@@ -71,6 +71,7 @@ import numpy.typing as npt
 from packing.arrays import ranges
 from packing.errors import DatasetError, SettingError
 from packing.limits import ReadLimits, check_count, check_parquet, limits_of, open_input, read_bounded, scan_json
+from packing.validation import INT64_MAX
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -134,7 +135,6 @@ MAX_EXAMPLES = 5
 """Cells listed per finding."""
 IGNORE_INDEX = -100
 _INT32_MAX = 2**31 - 1
-_INT64_MAX = 2**63 - 1
 
 
 # ---------------------------------------------------------------- results
@@ -519,9 +519,9 @@ def _list_column(table: pa.Table, name: str, source: str) -> _Column | None:
     if flat.null_count:
         raise _error(source, f"column '{name}': lists must not contain nulls")
     values = flat.to_numpy(zero_copy_only=False) if len(flat) else np.zeros(0, dtype=np.int64)
-    if values.dtype.kind == "u" and values.size and int(values.max()) > _INT64_MAX:
+    if values.dtype.kind == "u" and values.size and int(values.max()) > INT64_MAX:
         # 2**64 - 1 would wrap to -1 in int64 and every check after it would read another value
-        position = int(np.flatnonzero(values > _INT64_MAX)[0])
+        position = int(np.flatnonzero(values > INT64_MAX)[0])
         row = int(np.searchsorted(np.cumsum(lengths), position, side="right"))
         reason = f"column '{name}': expected integers that fit in int64, got {int(values[position])}"
         raise _error(source, reason, f"row {row + 1}")

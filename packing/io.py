@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -44,8 +44,12 @@ from packing.limits import ReadLimits, check_count, check_parquet, limits_of, op
 from packing.outputs import atomic_path
 from packing.packed import PackedBatch
 from packing.reader import FIELDS, TOKEN_FIELDS, Samples, read_rows, read_table
+from packing.recipe import Recipe, RecipeOptions
 from packing.schema import NAMES, arrow_schema
 from packing.workloads import workload_from_json
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from typing import Unpack
 
 Int64Array = npt.NDArray[np.int64]
 PathType = str | os.PathLike[str]
@@ -108,17 +112,18 @@ def read_dataset(
     format: str | None = None,
     name: str | None = None,
     *,
-    completion_only_loss: bool = True,
-    tokenizer: Any = None,
     progress: Callable[[int, int], None] | None = None,
     limits: ReadLimits | None = None,
+    recipe: Recipe | None = None,
+    **options: Unpack[RecipeOptions],
 ) -> Dataset:
     """Read samples (or lengths) from a path or a binary file object. O(total tokens).
 
     ``format`` is ``jsonl``, ``json``, ``csv`` or ``parquet``; without it the extension of
     ``name`` or of the path decides. ``name`` is how messages refer to the file (needed for
-    file objects such as uploads). ``completion_only_loss`` is applied to prompt/completion
-    rows as they are read. With a ``tokenizer``, text rows (``text``, ``messages``, ``prompt`` and
+    file objects such as uploads). The options are every entry point's (:class:`~packing.Recipe`,
+    or ``recipe=``); reading uses the loss rule (``loss``, applied to prompt/completion rows as they
+    are read) and the ``tokenizer``, and ignores the rest. With a ``tokenizer``, text rows (``text``, ``messages``, ``prompt`` and
     ``completion`` as text) are tokenized with their masks (``packing.text``); in a CSV file the
     ``text``, ``prompt`` and ``completion`` cells are then text.
 
@@ -130,12 +135,14 @@ def read_dataset(
     ...
     packing.errors.DatasetError: bad.json, item 2, position 1: expected a non-negative integer token id, got 'x' (str)
     """
+    chosen = Recipe.for_reading(recipe, **options)
+    tokenizer = chosen.tokenizer
     label = _label(source, name)
     kind = _format(format, label)
     bounds = limits_of(limits)
     with _binary(source, label) as handle:
         if kind == "parquet":
-            return _bounded(_read_parquet(handle, label, completion_only_loss, tokenizer, progress, bounds), bounds)
+            return _bounded(_read_parquet(handle, label, chosen, progress, bounds), bounds)
         if kind == "csv":
             content: _Rows | Dataset = _read_csv(_csv_input(handle, label, bounds), label, tokenizer is not None)
         else:
@@ -147,9 +154,7 @@ def read_dataset(
     check_count(label, "samples", len(content.rows), bounds.max_rows)
     _check_columns(content.rows, label)
     try:
-        samples = read_rows(
-            content.rows, completion_only_loss=completion_only_loss, tokenizer=tokenizer, progress=progress
-        )
+        samples = read_rows(content.rows, progress=progress, **chosen.read_options())
     except SampleError as error:
         raise DatasetError.from_sample(label, content.where[error.sample or 0], error) from None
     return _bounded(Dataset(samples, label), bounds)
@@ -371,8 +376,7 @@ def _csv_cell(column: str, cell: str, text: bool = False) -> Any:
 def _read_parquet(
     handle: IO[bytes],
     label: str,
-    completion_only_loss: bool,
-    tokenizer: Any = None,
+    recipe: Recipe,
     progress: Callable[[int, int], None] | None = None,
     limits: ReadLimits | None = None,
 ) -> Dataset:
@@ -397,7 +401,7 @@ def _read_parquet(
     if table.num_rows == 0:
         raise DatasetError(label, None, "the file holds no samples")
     try:
-        samples = read_table(table, completion_only_loss=completion_only_loss, tokenizer=tokenizer, progress=progress)
+        samples = read_table(table, progress=progress, **recipe.read_options())
     except SampleError as error:
         raise DatasetError.from_sample(label, f"row {(error.sample or 0) + 1}", error) from None
     return Dataset(samples, label)

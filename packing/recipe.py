@@ -31,6 +31,7 @@ import numpy as np
 from packing.errors import SettingError
 from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, StrategyName
 from packing.validation import (
+    MAX_SEQ_LENGTH,
     OVERFLOW_POLICIES,
     OverflowPolicy,
     check_choice,
@@ -208,6 +209,19 @@ class Recipe:
         if max_seq_length is not None:
             changes["max_seq_length"] = max_seq_length
         return dataclasses.replace(recipe, **changes) if changes else recipe
+
+    @classmethod
+    def for_reading(cls, recipe: Recipe | None = None, max_seq_length: int | None = None, **options: Any) -> Recipe:
+        """The recipe of an entry point that may read rows without a block length (``read_dataset``, ``collate``):
+        :meth:`of`, with the largest ``max_seq_length`` allowed standing in when neither a length nor a recipe
+        is given (reading never uses it). O(1).
+
+        >>> Recipe.for_reading(tokenizer="bytes").read_options()["completion_only_loss"]
+        True
+        """
+        if recipe is None and max_seq_length is None:
+            max_seq_length = MAX_SEQ_LENGTH
+        return cls.of(recipe, max_seq_length, **options)
 
     def refuse(self, entry_point: str, names: Iterable[str]) -> None:
         """Raise ``SettingError`` if an option in ``names`` differs from its default: the entry point

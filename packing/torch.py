@@ -49,7 +49,7 @@ from packing.recipe import Recipe, RecipeOptions
 from packing.schema import COLUMNS
 from packing.stats import PackingStats
 from packing.strategies import STRATEGIES, StrategyName
-from packing.validation import MAX_SEQ_LENGTH, OverflowPolicy
+from packing.validation import OverflowPolicy
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
@@ -500,12 +500,6 @@ def _documents(rows: Sequence[Any], recipe: Recipe) -> tuple[Int64Array, Int64Ar
     return samples.tokens, labels, lengths[lengths > 0]
 
 
-def _recipe(recipe: Recipe | None, max_seq_length: int | None, options: dict[str, Any]) -> tuple[Recipe, bool]:
-    """The recipe a collate reads and caps with, and whether it caps (a length or a recipe was given)."""
-    capped = recipe is not None or max_seq_length is not None
-    return Recipe.of(recipe, max_seq_length if capped else MAX_SEQ_LENGTH, **options), capped
-
-
 def _cap(
     tokens: Int64Array, labels: Int64Array, lengths: Int64Array, recipe: Recipe
 ) -> tuple[Int64Array, Int64Array, Int64Array]:
@@ -562,7 +556,8 @@ def collate(
     >>> collate([[5, 6, 7, 8, 9]], 3)["input_ids"].tolist()
     [[5, 6, 7]]
     """
-    chosen, capped = _recipe(recipe, max_seq_length, {"overflow": overflow, **options})
+    chosen = Recipe.for_reading(recipe, max_seq_length, overflow=overflow, **options)
+    capped = recipe is not None or max_seq_length is not None
     tokens, labels, lengths = _documents(rows, chosen)
     if capped and not (rows and all(_is_block(row) for row in rows)):
         tokens, labels, lengths = _cap(tokens, labels, lengths, chosen)

@@ -70,10 +70,13 @@ Stage = Literal["read", "plan", "fill"]
 """Where an option acts: reading rows (``read``), laying out blocks (``plan``), filling them (``fill``)."""
 
 
-def _about(stage: Stage, help: str, choices: Iterable[str] = (), metavar: str | None = None) -> dict[str, Any]:
+def _about(
+    stage: Stage, help: str, choices: Iterable[str] = (), metavar: str | None = None, parse: type = str
+) -> dict[str, Any]:
     """A field's metadata, read by the command line's options and the explorer: its ``stage``, ``help``
-    text, ``choices`` (their order) and ``metavar``. Adding a field with this metadata reaches every entry point."""
-    return {"stage": stage, "help": help, "choices": tuple(choices), "metavar": metavar}
+    text, ``choices`` (their order), ``metavar`` and ``parse`` (how a typed value becomes the field's:
+    ``int``, ``float``, ``str``; the recipe checks it). Adding a field with this metadata reaches every entry point."""
+    return {"stage": stage, "help": help, "choices": tuple(choices), "metavar": metavar, "parse": parse}
 
 
 def _check_seed(value: Any) -> int | None:
@@ -107,7 +110,7 @@ class Recipe:
     packing.errors.SettingError: max_seq_length: expected an integer >= 1, got 0
     """
 
-    max_seq_length: int = field(metadata=_about("plan", "tokens per block (>= 1)", metavar="N"))
+    max_seq_length: int = field(metadata=_about("plan", "tokens per block (>= 1)", metavar="N", parse=int))
     strategy: StrategyName = field(
         default=DEFAULT_STRATEGY, metadata=_about("plan", "how sequences are placed in blocks", STRATEGIES)
     )
@@ -115,17 +118,19 @@ class Recipe:
         default="truncate", metadata=_about("plan", "what to do with a sequence longer than N", OVERFLOW_POLICIES)
     )
     window: int | None = field(
-        default=None, metadata=_about("plan", "pack each window of W consecutive sequences on its own", metavar="W")
+        default=None,
+        metadata=_about("plan", "pack each window of W consecutive sequences on its own", metavar="W", parse=int),
     )
     time_limit: float | None = field(
-        default=None, metadata=_about("plan", "seconds a search strategy (optimal) may take (default: 60)", metavar="S")
+        default=None,
+        metadata=_about("plan", "seconds a search strategy (optimal) may take (default: 60)", metavar="S", parse=float),
     )
     seed: int | None = field(
         default=None,
-        metadata=_about("plan", "seed of random orders: first_fit_shuffle, the block shuffle (default: 0)"),
+        metadata=_about("plan", "seed of random orders: first_fit_shuffle, the block shuffle (default: 0)", parse=int),
     )
     max_sequences_per_block: int | None = field(
-        default=None, metadata=_about("plan", "cap on documents per block (spfhp only)", metavar="K")
+        default=None, metadata=_about("plan", "cap on documents per block (spfhp only)", metavar="K", parse=int)
     )
     loss: LossRule = field(default="completion", metadata=_about("read", "which tokens are trained", LOSS_RULES))
     tokenizer: Any = field(
@@ -135,7 +140,9 @@ class Recipe:
     )
     pad_token_id: int | None = field(
         default=None,
-        metadata=_about("fill", "padding id (default: the tokenizer's pad id, its EOS, else 0)", metavar="ID"),
+        metadata=_about(
+            "fill", "padding id (default: the tokenizer's pad id, its EOS, else 0)", metavar="ID", parse=int
+        ),
     )
 
     def __post_init__(self) -> None:

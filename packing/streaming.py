@@ -166,9 +166,13 @@ def stream(
         carry_block = np.zeros(layout.num_blocks, dtype=bool)
         if not finished:
             carry_block = fill < CARRY_BELOW * capacity
-            # a document is carried once; a block holding one that already was is emitted
+            # a document is carried once, and a sample cut in pieces (overflow="split") never: a block holding
+            # one of these is emitted
+            cut = np.bincount(layout.piece_sequence, minlength=len(ids)) > 1
             again = np.zeros(layout.num_blocks, dtype=bool)
-            np.logical_or.at(again, layout.piece_block(), was_carried[layout.piece_sequence])
+            np.logical_or.at(
+                again, layout.piece_block(), was_carried[layout.piece_sequence] | cut[layout.piece_sequence]
+            )
             carry_block &= ~again
             carry_block = _capped(carry_block, fill, np.diff(layout.block_starts), size // 2)
         piece_carry = carry_block[layout.piece_block()]

@@ -149,7 +149,7 @@ def explain(
     docs = documents_of(as_lengths(lengths), capacity, overflow)
     if len(docs.length) > MAX_EXPLAIN_DOCUMENTS:
         raise TooManyDocuments("explain", MAX_EXPLAIN_DOCUMENTS, len(docs.length))
-    if strategy == "split":
+    if STRATEGIES[strategy].splits_sequences:
         return _split_steps(docs, capacity)
     blocks, order = assign_blocks(strategy, docs.length, capacity, Options(seed=seed))
     num_blocks = int(blocks.max()) + 1 if len(blocks) else 0

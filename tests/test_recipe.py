@@ -211,7 +211,7 @@ def test_every_door_gives_packs_documents(door: str, case: str, tmp_path: Path) 
 def cluster() -> Iterator[Any]:
     """A local Ray of two CPUs whose workers import this checkout; blocks read in order."""
     ray = pytest.importorskip("ray")
-    import ray.data
+    pytest.importorskip("ray.data")
 
     ray.init(
         num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}}
@@ -290,9 +290,9 @@ def test_a_recipe_or_keywords_are_the_same() -> None:
 
 
 def test_stream_and_the_sampler_refuse_a_strategy_that_cuts_samples() -> None:
-    with pytest.raises(SettingError, match="^strategy: expected a strategy that keeps samples whole"):
+    with pytest.raises(SettingError, match=r"^strategy: expected a strategy that keeps samples whole"):
         list(packing.stream(TOKEN_ROWS, LENGTH, strategy="split"))
-    with pytest.raises(SettingError, match="^strategy: expected a strategy that keeps samples whole"):
+    with pytest.raises(SettingError, match=r"^strategy: expected a strategy that keeps samples whole"):
         pt.PackingSampler([3, 4], LENGTH, strategy="split")
 
 
@@ -364,9 +364,9 @@ def test_the_issues_example_is_never_longer_than_max_seq_length() -> None:
 
 
 def test_collate_refuses_a_batch_longer_than_max_seq_length() -> None:
-    with pytest.raises(SettingError, match="^rows: expected at most max_seq_length=4 tokens in all"):
+    with pytest.raises(SettingError, match=r"^rows: expected at most max_seq_length=4 tokens in all"):
         pt.collate([[1, 2, 3], [4, 5]], 4)
-    with pytest.raises(SettingError, match="sampler.pieces"):
+    with pytest.raises(SettingError, match=r"sampler\.pieces"):
         pt.collate([[1, 2, 3, 4, 5]], 4, overflow="split")
     assert pt.collate([[1, 2, 3, 4, 5], [6]], 4, overflow="drop")["input_ids"].tolist() == [[6]]
 

@@ -3,6 +3,7 @@
 Usage::
 
     python -m packing pack data.jsonl --max-seq-length 2048 --strategy bfd --output blocks.parquet
+    python -m packing pack shards/ --max-seq-length 2048 --output blocks.parquet   # a folder (or glob) of shards
     python -m packing compare lengths.json --max-seq-length 2048 --strategies split,ffd,bfd
 
 Bad input (a missing file, an unknown column, a non-integer token, an output
@@ -41,7 +42,7 @@ import numpy.typing as npt
 
 from packing.auditing import LAYOUTS, AuditReport, audit, report_json
 from packing.bounds import lower_bounds
-from packing.compare import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
+from packing.comparison import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
 from packing.errors import PackingError, one_line
 from packing.formats import EXPORT_FORMATS, export, write_table
 from packing.io import FORMATS, Dataset, read_dataset, write_jsonl, write_parquet
@@ -123,6 +124,22 @@ def _strategy_list(text: str) -> list[Contender]:
     return contenders
 
 
+INPUT_HELP = (
+    "dataset: files (.jsonl, .json, .csv, .parquet, .arrow), a quoted glob ('data/*.parquet'), a folder of "
+    "shards or a datasets save_to_disk folder; several are read as one dataset, in sorted order"
+)
+
+
+def _input(args: argparse.Namespace) -> str | list[str]:
+    """The input argument(s): one path, glob or folder as it is, several as a list.
+
+    >>> _input(argparse.Namespace(input=["a.jsonl"])), _input(argparse.Namespace(input=["b.jsonl", "a.jsonl"]))
+    ('a.jsonl', ['b.jsonl', 'a.jsonl'])
+    """
+    inputs: list[str] = args.input
+    return inputs[0] if len(inputs) == 1 else inputs
+
+
 def _flag(name: str) -> str | None:
     """The command line's spelling of recipe option ``name`` (``--max-seq-length``); None for other names."""
     return "--" + name.replace("_", "-") if name in _RECIPE_NAMES else None
@@ -178,7 +195,7 @@ def _recipe(args: argparse.Namespace) -> Recipe:
 
 def _add_common(parser: argparse.ArgumentParser, stages: Sequence[str]) -> None:
     """The input and options both commands take: the recipe's fields acting at ``stages``, and overflow."""
-    parser.add_argument("input", help="dataset file: .jsonl, .json, .csv or .parquet")
+    parser.add_argument("input", nargs="+", help=INPUT_HELP)
     parser.add_argument(
         "--input-format", dest="format", choices=FORMATS, help="input file format (default: from the file extension)"
     )
@@ -364,7 +381,7 @@ def _read_input(args: argparse.Namespace, progress: Progress | None = None, mess
         if progress is not None:
             progress._say(f"\r{message} ... {done:,}/{total:,} rows", end="")
 
-    return read_dataset(args.input, args.format, progress=report, recipe=_recipe(args))
+    return read_dataset(_input(args), args.format, progress=report, recipe=_recipe(args))
 
 
 # ---------------------------------------------------------------- pack
@@ -435,7 +452,7 @@ def _run_pack(args: argparse.Namespace) -> int:
     recipe = _recipe(args)
     writer = _export_writer(args.export_format, _writer(output))
     progress = Progress(show=not args.quiet and _stderr_is_terminal())
-    message = f"reading {args.input}" + (f" and tokenizing with {args.tokenizer}" if args.tokenizer else "")
+    message = f"reading {' '.join(args.input)}" + (f" and tokenizing with {args.tokenizer}" if args.tokenizer else "")
     with exclusive(output):
         with progress.stage("read", message):
             dataset = _read_input(args, progress, message)
@@ -537,7 +554,7 @@ def _add_audit(commands: argparse._SubParsersAction[_Parser]) -> None:
         "transformers flattening, torchtune, Megatron, segment ids), count blocks, documents, tokens and padding, "
         "and list what lets documents see or predict each other or trains padding.",
     )
-    parser.add_argument("input", help="packed dataset: .parquet, .jsonl or .arrow, one row per block")
+    parser.add_argument("input", nargs="+", help="packed " + INPUT_HELP + "; one row per block")
     parser.add_argument(
         "--max-seq-length", type=_positive_int, metavar="N", help="block capacity (default: the longest block)"
     )
@@ -587,7 +604,7 @@ def _audit_text(report: AuditReport) -> str:
 
 def _run_audit(args: argparse.Namespace) -> int:
     """``audit``: read, check, print; 1 with ``--strict`` when anything was found. O(tokens)."""
-    report = audit(args.input, max_seq_length=args.max_seq_length, format=args.format)
+    report = audit(_input(args), max_seq_length=args.max_seq_length, format=args.format)
     print(report_json(report) if args.json else _audit_text(report))
     return 1 if args.strict and not report.clean else 0
 

@@ -233,3 +233,12 @@ def one_line(error: BaseException, option: Callable[[str], str | None] | None = 
     else:
         text = str(error)
     return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
+class LimitError(DatasetError):
+    """A dataset over one of the bounds a caller set (``packing.ReadLimits``: bytes, rows, tokens, values),
+    refused before it is decoded or as its totals grow; a server answers it as "too large".
+
+    >>> str(LimitError("big.jsonl", None, "holds 2,000 lines, more than the limit of 1,000"))
+    'big.jsonl: holds 2,000 lines, more than the limit of 1,000'
+    """

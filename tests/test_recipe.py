@@ -157,7 +157,7 @@ def by_sampler(options: dict[str, Any], tmp: Path) -> tuple[list[Document], set[
     data = sampler.pieces(rows)
     found: list[Document] = []
     for items in sampler:
-        batch = sampler.collate([data[item] for item in items])
+        batch = sampler.collate([data[item] for item in items], return_flash_attn_kwargs=True)
         assert batch["input_ids"].shape[1] <= LENGTH
         cu = batch["cu_seq_lens_q"].tolist()
         ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()

@@ -24,11 +24,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from numbers import Integral
-from typing import Any, Literal, TypedDict
+from typing import Any, TypedDict
 
 import numpy as np
 
 from packing.errors import SettingError
+from packing.loss import DEFAULT_ROLES, LossRules, check_flag, check_roles
+from packing.loss import LOSS_RULES as LOSS_RULES  # re-exported: packing.LOSS_RULES
+from packing.loss import LossRule as LossRule
 from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, StrategyName
 from packing.validation import (
     OVERFLOW_POLICIES,
@@ -39,14 +42,6 @@ from packing.validation import (
     check_time_limit,
     check_token_id,
 )
-
-LossRule = Literal["completion", "all"]
-"""What is trained: ``completion`` (assistant turns of a chat, the completion of a pair; plain token
-rows keep their own mask), ``all`` (every token of every document)."""
-LOSS_RULES: dict[str, str] = {
-    "completion": "train on the assistant turns of a chat and the completion of a prompt/completion pair",
-    "all": "train on every token",
-}
 
 
 class RecipeOptions(TypedDict, total=False):
@@ -61,6 +56,10 @@ class RecipeOptions(TypedDict, total=False):
     loss: LossRule
     tokenizer: Any
     pad_token_id: int | None
+    roles_to_train: tuple[str, ...] | list[str] | str
+    train_on_eos: bool
+    chat_template: str | None
+    num_proc: int | None
 
 
 def _check_seed(value: Any) -> int | None:
@@ -104,6 +103,12 @@ class Recipe:
     loss: LossRule = "completion"
     tokenizer: Any = field(default=None, compare=False)
     pad_token_id: int | None = None
+    # loss rules and tokenizer forms (packing.loss, packing.text); num_proc: processes that tokenize text
+    # rows (results identical to one process, so it is left out of equality)
+    roles_to_train: tuple[str, ...] = DEFAULT_ROLES
+    train_on_eos: bool = True
+    chat_template: str | None = None
+    num_proc: int | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -125,6 +130,19 @@ class Recipe:
         if self.pad_token_id is not None:
             set_(self, "pad_token_id", check_token_id(self.pad_token_id, "pad_token_id"))
         self._check_strategy_options()
+        self._check_text_options()
+
+    def _check_text_options(self) -> None:
+        """Check the loss rules (``roles_to_train``, ``train_on_eos``), ``chat_template`` and ``num_proc``."""
+        set_ = object.__setattr__
+        set_(self, "roles_to_train", check_roles(self.roles_to_train))
+        set_(self, "train_on_eos", check_flag(self.train_on_eos, "train_on_eos"))
+        if self.chat_template is not None and (not isinstance(self.chat_template, str) or not self.chat_template):
+            raise SettingError(
+                "chat_template", "a Jinja chat template or the path of a file holding one", self.chat_template
+            )
+        if self.num_proc is not None:
+            set_(self, "num_proc", check_positive_int(self.num_proc, "num_proc"))
 
     def _check_strategy_options(self) -> None:
         """Refuse a strategy option the strategy does not read (the registry's ``options``); ``seed`` is
@@ -151,7 +169,7 @@ class Recipe:
         >>> Recipe.of(None, 16, stratgy="split")
         Traceback (most recent call last):
         ...
-        packing.errors.SettingError: stratgy: expected one of the options strategy, overflow, window, time_limit, seed, max_sequences_per_block, loss, tokenizer, pad_token_id, got 'split' (str)
+        packing.errors.SettingError: stratgy: expected one of the options strategy, overflow, window, time_limit, seed, max_sequences_per_block, loss, tokenizer, pad_token_id, roles_to_train, train_on_eos, chat_template, num_proc, got 'split' (str)
         >>> Recipe.of(None, None)
         Traceback (most recent call last):
         ...
@@ -193,14 +211,24 @@ class Recipe:
         """Whether prompt tokens and non-assistant turns are masked (``loss`` other than ``all``)."""
         return self.loss != "all"
 
+    @property
+    def loss_rules(self) -> LossRules:
+        """``loss``, ``roles_to_train`` and ``train_on_eos`` as the readers take them (``loss_rules=``).
+
+        >>> Recipe(8, loss="last_turn", train_on_eos=False).loss_rules
+        LossRules(loss='last_turn', roles_to_train=('assistant',), train_on_eos=False)
+        """
+        return LossRules(self.loss, self.roles_to_train, self.train_on_eos)
+
     @cached_property
     def loaded_tokenizer(self) -> Any:
-        """The tokenizer object (``packing.load_tokenizer`` of ``tokenizer``), loaded once; None without one."""
+        """The tokenizer object (``packing.load_tokenizer`` of ``tokenizer`` with ``chat_template``), loaded
+        once; None without one."""
         if self.tokenizer is None:
             return None
         from packing.text import load_tokenizer
 
-        return load_tokenizer(self.tokenizer)
+        return load_tokenizer(self.tokenizer, chat_template=self.chat_template)
 
     @cached_property
     def pad_id(self) -> int:

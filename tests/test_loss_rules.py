@@ -154,11 +154,11 @@ def test_bad_weights_and_rules_are_refused_in_one_line(tokenizers: dict[str, Any
     chat = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b", "weight": 0.5}]
     with pytest.raises(SampleError, match=r"^sample 0, 'messages', position 1: expected a message 'weight' of 0 or 1"):
         encode_rows([{"messages": chat}], tokenizers["chatml"])
-    with pytest.raises(SettingError, match="^roles_to_train: expected one or more role names"):
+    with pytest.raises(SettingError, match=r"^roles_to_train: expected one or more role names"):
         Recipe(8, roles_to_train=[])
-    with pytest.raises(SettingError, match="^train_on_eos: expected True or False"):
+    with pytest.raises(SettingError, match=r"^train_on_eos: expected True or False"):
         Recipe(8, train_on_eos="yes")
-    with pytest.raises(SettingError, match="^loss: expected one of completion, last_turn, all"):
+    with pytest.raises(SettingError, match=r"^loss: expected one of completion, last_turn, all"):
         Recipe(8, loss="mask_history")
     assert Recipe(8, loss="last_turn", roles_to_train="assistant,tool").loss_rules == LossRules(
         "last_turn", ("assistant", "tool")
@@ -226,7 +226,7 @@ def test_marker_masks_are_transformers_assistant_masks(
 ) -> None:
     tokenizer = tokenizers["marked"]
     plain = [[{"role": m["role"], "content": m["content"]} for m in chat] for chat in batch]
-    tokens, mask, offsets = encode_rows([{"messages": chat} for chat in plain], tokenizer)
+    tokens, mask, _ = encode_rows([{"messages": chat} for chat in plain], tokenizer)
     out = tokenizer.apply_chat_template(plain, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
     assert tokens.tolist() == [t for ids in out["input_ids"] for t in ids]
     assert mask.tolist() == [f for flags in out["assistant_masks"] for f in flags]
@@ -274,7 +274,7 @@ def test_num_proc_gives_the_one_process_result(tokenizers: dict[str, Any]) -> No
         one = encode_rows(rows, tokenizer, loss_rules=LossRules(train_on_eos=False))
         two = encode_rows(rows, tokenizer, loss_rules=LossRules(train_on_eos=False), num_proc=2)
         for a, b in zip(one, two, strict=True):
-            assert a.dtype == b.dtype and np.array_equal(a, b)
+            assert a.dtype == b.dtype and a.tolist() == b.tolist()
     bad = [*rows[:3000], {"messages": [{"role": "user"}]}, *rows[3000:]]
-    with pytest.raises(SampleError, match="^sample 3000, 'messages', position 0"):
+    with pytest.raises(SampleError, match=r"^sample 3000, 'messages', position 0"):
         encode_rows(bad, tokenizers["chatml"], num_proc=2)

@@ -43,6 +43,7 @@ from packing.compare import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, comp
 from packing.errors import PackingError
 from packing.formats import EXPORT_FORMATS, export, write_table
 from packing.io import FORMATS, Dataset, read_dataset, write_jsonl, write_parquet
+from packing.loss import LossRules
 from packing.outputs import exclusive
 from packing.packed import PackedBatch, materialize
 from packing.plans import plan
@@ -150,8 +151,39 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tokenizer",
         metavar="SPEC",
-        help="tokenize text rows (text, prompt/completion, messages) with 'bytes', a tokenizer folder or a hub name",
+        help="tokenize text rows (text, prompt/completion, messages) with 'bytes', a tokenizer folder, "
+        "a tokenizer.json or .tiktoken file, or a hub name",
     )
+    _add_text_options(parser)
+
+
+def _add_text_options(parser: argparse.ArgumentParser) -> None:
+    """How text rows are tokenized and trained (the loss rules of ``packing.loss``), and on how many cores."""
+    parser.add_argument(
+        "--chat-template", metavar="PATH", help="render chats with the Jinja template in this file (any tokenizer)"
+    )
+    parser.add_argument(
+        "--roles-to-train",
+        default="assistant",
+        metavar="ROLES",
+        help="chat roles whose turns are trained, comma-separated (default: assistant)",
+    )
+    parser.add_argument(
+        "--no-train-on-eos",
+        dest="train_on_eos",
+        action="store_false",
+        help="leave out the end-of-turn tokens of trained turns (and the EOS after a completion)",
+    )
+    parser.add_argument(
+        "--num-proc", type=_positive_int, default=1, metavar="P", help="processes that tokenize text rows (default: 1)"
+    )
+
+
+def _loss_rules(args: argparse.Namespace) -> LossRules:
+    """The loss rules the command line's options name (``--chat-template`` is a path)."""
+    if getattr(args, "chat_template", None):
+        args.chat_template = Path(args.chat_template)
+    return LossRules(getattr(args, "loss", "completion"), args.roles_to_train, args.train_on_eos)
 
 
 def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
@@ -168,9 +200,10 @@ def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     parser.add_argument(
         "--loss",
-        choices=("completion", "all"),
+        choices=("completion", "last_turn", "all"),
         default="completion",
-        help="prompt/completion samples: train on the completion only (default) or on all tokens",
+        help="train on the completions and assistant turns (default), only each chat's last assistant turn, "
+        "or on all tokens",
     )
     parser.add_argument("--pad-token-id", type=_non_negative_int, default=0, metavar="ID", help="default: 0")
     parser.add_argument("--seed", type=_non_negative_int, default=0, help="seed of the block shuffle (default: 0)")
@@ -346,12 +379,20 @@ def _read_input(args: argparse.Namespace, progress: Progress | None = None, mess
         if progress is not None:
             progress._say(f"\r{message} ... {done:,}/{total:,} rows", end="")
 
+    rules = _loss_rules(args)
+    tokenizer = args.tokenizer
+    if tokenizer is not None and args.chat_template is not None:
+        from packing.text import load_tokenizer
+
+        tokenizer = load_tokenizer(tokenizer, chat_template=args.chat_template)
     return read_dataset(
         args.input,
         args.format,
-        completion_only_loss=getattr(args, "loss", "completion") == "completion",
-        tokenizer=args.tokenizer,
+        completion_only_loss=rules.masks_anything,
+        tokenizer=tokenizer,
         progress=report,
+        loss_rules=rules,
+        num_proc=args.num_proc,
     )
 
 

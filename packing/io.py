@@ -112,6 +112,8 @@ def read_dataset(
     tokenizer: Any = None,
     progress: Callable[[int, int], None] | None = None,
     limits: ReadLimits | None = None,
+    loss_rules: Any = None,
+    num_proc: int | None = None,
 ) -> Dataset:
     """Read samples (or lengths) from a path or a binary file object. O(total tokens).
 
@@ -119,8 +121,9 @@ def read_dataset(
     ``name`` or of the path decides. ``name`` is how messages refer to the file (needed for
     file objects such as uploads). ``completion_only_loss`` is applied to prompt/completion
     rows as they are read. With a ``tokenizer``, text rows (``text``, ``messages``, ``prompt`` and
-    ``completion`` as text) are tokenized with their masks (``packing.text``); in a CSV file the
-    ``text``, ``prompt`` and ``completion`` cells are then text.
+    ``completion`` as text) are tokenized with their masks (``packing.text``) by ``num_proc`` processes,
+    trained as ``loss_rules`` say (``Recipe.loss_rules``); in a CSV file the ``text``, ``prompt`` and
+    ``completion`` cells are then text.
 
     >>> import io
     >>> read_dataset(io.BytesIO(b"length\\n5\\n7\\n"), name="lengths.csv").lengths.tolist()
@@ -135,7 +138,10 @@ def read_dataset(
     bounds = limits_of(limits)
     with _binary(source, label) as handle:
         if kind == "parquet":
-            return _bounded(_read_parquet(handle, label, completion_only_loss, tokenizer, progress, bounds), bounds)
+            table = _read_parquet(
+                handle, label, completion_only_loss, tokenizer, progress, bounds, loss_rules, num_proc
+            )
+            return _bounded(table, bounds)
         if kind == "csv":
             content: _Rows | Dataset = _read_csv(_csv_input(handle, label, bounds), label, tokenizer is not None)
         else:
@@ -148,7 +154,12 @@ def read_dataset(
     _check_columns(content.rows, label)
     try:
         samples = read_rows(
-            content.rows, completion_only_loss=completion_only_loss, tokenizer=tokenizer, progress=progress
+            content.rows,
+            completion_only_loss=completion_only_loss,
+            tokenizer=tokenizer,
+            progress=progress,
+            loss_rules=loss_rules,
+            num_proc=num_proc,
         )
     except SampleError as error:
         raise DatasetError.from_sample(label, content.where[error.sample or 0], error) from None
@@ -375,6 +386,8 @@ def _read_parquet(
     tokenizer: Any = None,
     progress: Callable[[int, int], None] | None = None,
     limits: ReadLimits | None = None,
+    loss_rules: Any = None,
+    num_proc: int | None = None,
 ) -> Dataset:
     """A Parquet file through Arrow: only the reader's columns are read, and checked column by column; the
     file's metadata is checked against ``limits`` first (:func:`packing.limits.check_parquet`)."""
@@ -397,7 +410,14 @@ def _read_parquet(
     if table.num_rows == 0:
         raise DatasetError(label, None, "the file holds no samples")
     try:
-        samples = read_table(table, completion_only_loss=completion_only_loss, tokenizer=tokenizer, progress=progress)
+        samples = read_table(
+            table,
+            completion_only_loss=completion_only_loss,
+            tokenizer=tokenizer,
+            progress=progress,
+            loss_rules=loss_rules,
+            num_proc=num_proc,
+        )
     except SampleError as error:
         raise DatasetError.from_sample(label, f"row {(error.sample or 0) + 1}", error) from None
     return Dataset(samples, label)

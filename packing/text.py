@@ -1367,7 +1367,7 @@ def _render_marked(
         return None
     _install_render_bound()
     template = tokenizer.get_chat_template()
-    plain = [  # as apply_chat_template gives them: keys whose value is None left out
+    plain: Any = [  # as apply_chat_template gives them: keys whose value is None left out
         [{k: v for k, v in m.items() if v is not None} if None in m.values() else m for m in c] for c in conversations
     ]
     cap = max((_text_size(conversation) for conversation in conversations), default=0)

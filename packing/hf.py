@@ -26,13 +26,13 @@ import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from packing.errors import SettingError
+from packing.errors import SampleError, SettingError
 from packing.packed import materialize, pack
 from packing.plans import plan
-from packing.reader import read_rows, read_table
+from packing.reader import FIELDS, read_rows, read_table
 from packing.schema import NAMES
 from packing.strategies import DEFAULT_STRATEGY, StrategyName
-from packing.validation import OverflowPolicy, check_max_seq_length, check_token_id
+from packing.validation import OverflowPolicy, check_max_seq_length, check_positive_int, check_token_id
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -125,6 +125,8 @@ def pack_dataset(
     shuffle: bool = True,
     seed: int = 0,
     tokenizer: Any = None,
+    loss_rules: Any = None,
+    num_proc: int | None = None,
 ) -> Dataset:
     """Pack a whole dataset at once (global packing) into a new ``datasets.Dataset`` of the schema's columns.
 
@@ -133,7 +135,9 @@ def pack_dataset(
     accepts (text rows too, with a ``tokenizer``). The columns are read through Arrow with no Python loop per row, one plan is made
     over every length, and the blocks are materialized; with ``shuffle`` (the default) the
     blocks come out in the order ``plan.shuffle(seed)`` gives, otherwise in plan order (which
-    for the decreasing strategies puts the longest documents first).
+    for the decreasing strategies puts the longest documents first). ``loss_rules`` say what text rows train
+    (``Recipe.loss_rules``); with ``num_proc`` > 1 a ``datasets.Dataset``'s text rows are tokenized by
+    ``dataset.map(num_proc=...)``, in order, so the result is the one process's.
 
     O(tokens + blocks × max_seq_length) time plus the strategy's cost. Memory at the peak: the
     input tokens plus the block arrays (four int64, one int32 and one int8, each of blocks ×
@@ -152,9 +156,13 @@ def pack_dataset(
     if _check_flag(shuffle, "shuffle"):
         check_token_id(seed, "seed")
     if isinstance(dataset, Mapping):  # Python columns: the row reader
-        samples = read_rows(_rows(dataset), completion_only, tokenizer=tokenizer)
+        samples = read_rows(_rows(dataset), completion_only, tokenizer=tokenizer, loss_rules=loss_rules)
+    elif tokenizer is not None and num_proc is not None and num_proc > 1 and hasattr(dataset, "map"):
+        samples = read_table(_arrow_table(_tokenized(dataset, tokenizer, loss_rules, num_proc)))
     else:
-        samples = read_table(_arrow_table(dataset), completion_only_loss=completion_only, tokenizer=tokenizer)
+        samples = read_table(
+            _arrow_table(dataset), completion_only_loss=completion_only, tokenizer=tokenizer, loss_rules=loss_rules
+        )
     layout = plan(samples.lengths, capacity, strategy, overflow, max_sequences_per_block=max_sequences_per_block)
     if shuffle:  # reorder the plan, so the blocks are written in their final order and never copied
         layout = layout.shuffle(seed)
@@ -163,6 +171,47 @@ def pack_dataset(
 
     settings = (capacity, strategy, overflow, pad, completion_only, max_sequences_per_block, shuffle, seed)
     return Dataset(table, fingerprint=_fingerprint(dataset, settings))
+
+
+def _tokenized(dataset: Any, tokenizer: Any, loss_rules: Any, num_proc: int) -> Any:
+    """``dataset`` with its rows tokenized into ``input_ids`` and ``loss_mask`` by ``num_proc`` processes
+    (``datasets.map``: contiguous shards, joined in order); errors name the row in the whole dataset."""
+    from packing.text import load_tokenizer
+
+    check_positive_int(num_proc, "num_proc")
+    loaded = load_tokenizer(tokenizer)
+    columns = [name for name in dataset.column_names if name in FIELDS]
+    return dataset.select_columns(columns).map(
+        _tokenize_batch,
+        batched=True,
+        with_indices=True,
+        num_proc=num_proc,
+        remove_columns=columns,
+        fn_kwargs={"tokenizer": loaded, "loss_rules": loss_rules},
+        new_fingerprint=_fingerprint(dataset, ("packing.hf._tokenized", repr(loss_rules), num_proc)),
+    )
+
+
+def _tokenize_batch(
+    batch: Mapping[str, Any], indices: list[int], tokenizer: Any, loss_rules: Any
+) -> dict[str, list[Any]]:
+    """One ``datasets.map`` batch through the reader: ``input_ids`` and ``loss_mask`` per row."""
+    from packing.text import read_text_rows
+
+    try:
+        samples = read_text_rows(_rows(batch), tokenizer, loss_rules=loss_rules)
+    except SampleError as error:  # number the row as the whole dataset does
+        if error.sample is not None and 0 <= error.sample < len(indices):
+            error.sample = indices[error.sample]
+            error.args = (error.where_and_what(),)
+        raise
+    tokens, mask, offsets = samples.tokens, samples.loss_mask, samples.offsets
+    assert tokens is not None and mask is not None  # text rows always have tokens
+    starts, ends = offsets[:-1].tolist(), offsets[1:].tolist()
+    return {
+        "input_ids": [tokens[a:b] for a, b in zip(starts, ends, strict=True)],
+        "loss_mask": [mask[a:b] for a, b in zip(starts, ends, strict=True)],
+    }
 
 
 def _fingerprint(source: Any, settings: tuple[Any, ...]) -> str:

@@ -1004,11 +1004,19 @@ def _learned_layout(
         return None
     bounds = [0, len(first)]
     content0 = str(messages[0]["content"])
-    contents = [_once(first, content0, 0, len(first))]
+    known0 = shape.first.get(str(messages[0]["role"]))
+    if known0 is not None and first == known0[0] + content0 + known0[1]:
+        contents: list[tuple[int, int] | None] = [(len(known0[0]), len(known0[0]) + len(content0))]
+    else:
+        contents = [_once(first, content0, 0, len(first))]
     pieces: dict[str, tuple[str, str]] = {}
     certain: dict[str, bool] = {}
     for index in range(1, len(messages)):
         role, content, start = str(messages[index]["role"]), str(messages[index]["content"]), bounds[-1]
+        if role not in pieces and role in shape.pieces:  # learned for certain on an earlier chat
+            header, footer = shape.pieces[role]
+            if _fits(whole, start, header, content, footer) >= 0:
+                pieces[role], certain[role] = (header, footer), True
         if role not in pieces:
             end = len(whole)
             if index < len(messages) - 1:
@@ -1045,6 +1053,10 @@ def _learned_layout(
             opens[0] = len(opening)
         except SampleError as error:
             opening_error = error
+    for turn, message in enumerate(messages):  # an assistant's content starts where its generation prompt ends
+        opened = opens[turn]
+        if contents[turn] is None and opened is not None:
+            contents[turn] = _content_in(whole, message, opened, bounds[turn + 1])
     for role, piece in pieces.items():
         if certain[role]:
             shape.pieces.setdefault(role, piece)

@@ -204,6 +204,8 @@ def pack(
     time_limit: float | None = None,
     seed: int | None = None,
     tokenizer: Any = None,
+    loss_rules: Any = None,
+    num_proc: int | None = None,
 ) -> PackedBatch:
     """Pack samples into blocks of exactly ``max_seq_length`` tokens: ``plan`` then ``materialize``.
 
@@ -221,7 +223,13 @@ def pack(
     """
     check_max_seq_length(max_seq_length)
     pad = check_token_id(pad_token_id, "pad_token_id")
-    flat = read_rows(getattr(samples, "samples", samples), completion_only_loss, tokenizer=tokenizer)
+    flat = read_rows(  # loss_rules and num_proc: how text rows are trained and on how many processes tokenized
+        getattr(samples, "samples", samples),
+        completion_only_loss,
+        tokenizer=tokenizer,
+        loss_rules=loss_rules,
+        num_proc=num_proc,
+    )
     layout = plan(
         flat.lengths,
         max_seq_length,

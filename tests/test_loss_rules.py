@@ -278,3 +278,53 @@ def test_num_proc_gives_the_one_process_result(tokenizers: dict[str, Any]) -> No
     bad = [*rows[:3000], {"messages": [{"role": "user"}]}, *rows[3000:]]
     with pytest.raises(SampleError, match=r"^sample 3000, 'messages', position 0"):
         encode_rows(bad, tokenizers["chatml"], num_proc=2)
+
+
+def test_every_door_takes_the_rules_and_num_proc(
+    tokenizers: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """read_dataset, pack, hf.pack_dataset and the command line give the masks encode_rows gives in one
+    process, with two processes (chunks of 64 rows here, so a few hundred rows make several)."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    import packing
+    import packing.text
+    from packing.cli import main
+
+    tokenizer = tokenizers["chatml"]
+    chosen = LossRules("last_turn", train_on_eos=False)
+    monkeypatch.setattr(packing.text, "_CHUNK_ROWS", 64)
+    rows = [{"messages": [*CHAT[:5], {"role": "assistant", "content": f"Answer {i}."}]} for i in range(300)]
+    tokens, mask, _ = encode_rows(rows, tokenizer, loss_rules=chosen)
+    source = tmp_path / "chats.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+
+    read = packing.read_dataset(source, tokenizer=tokenizer, loss_rules=chosen, num_proc=2).samples
+    assert read.tokens is not None and read.loss_mask is not None
+    assert read.tokens.tolist() == tokens.tolist() and read.loss_mask.tolist() == mask.tolist()
+
+    packed = packing.pack(rows, 128, tokenizer=tokenizer, loss_rules=chosen, num_proc=2)
+    assert int(packed.loss_mask.sum()) == int(mask.sum())
+
+    pytest.importorskip("datasets")
+    from datasets import Dataset
+
+    from packing.hf import pack_dataset
+
+    table = Dataset.from_list(rows)
+    one = pack_dataset(table, 128, tokenizer=tokenizer, loss_rules=chosen, shuffle=False)
+    two = pack_dataset(table, 128, tokenizer=tokenizer, loss_rules=chosen, shuffle=False, num_proc=2)
+    assert one.to_dict() == two.to_dict()
+
+    template = tmp_path / "chatml.jinja"
+    template.write_text(CHATML, encoding="utf-8")
+    output = tmp_path / "blocks.parquet"
+    tokenizer.save_pretrained(str(tmp_path / "tok"))
+    code = main(["pack", str(source), "--tokenizer", str(tmp_path / "tok"), "-q", "--max-seq-length", "128",
+                 "--loss", "last_turn", "--no-train-on-eos", "--num-proc", "2", "--chat-template", str(template),
+                 "--output", str(output)])  # fmt: skip
+    assert code == 0
+    blocks = pq.read_table(output).to_pydict()
+    assert sum(sum(row) for row in blocks["loss_mask"]) == int(mask.sum())

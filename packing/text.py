@@ -14,19 +14,24 @@ Four row forms are text (everything else is left to the token reader):
   prompt rendered with the generation prompt, the whole conversation after it; loss on what the
   completion adds.
 
-``completion_only_loss=False`` trains on every token of every form. A row with a non-null
-``input_ids`` is a token row, whatever text it also carries.
+What is trained follows the loss rules (:class:`packing.loss.LossRules`: ``loss`` ``completion``,
+``last_turn`` or ``all``, ``roles_to_train``, ``train_on_eos``, and each message's ``weight`` of 0 or 1);
+the default is the above, ``completion_only_loss=False`` (``loss="all"``) trains on every token of every
+form. A row with a non-null ``input_ids`` is a token row, whatever text it also carries.
 
-Chat masks come from the template's generation markers (``{% generation %}``, through
-``return_assistant_tokens_mask``) when it has them; otherwise from rendering prefix by prefix: the
-assistant turn ``k`` covers the characters between the rendering of the first ``k`` messages with
-the generation prompt and the rendering of the first ``k + 1`` messages. A template whose prefix
-renderings are not prefixes of the whole conversation is refused. A token is trained when its
-characters overlap a trained span (the rule ``return_assistant_tokens_mask`` follows). Those
-boundaries are found in one rendering of the whole chat (plus one probe per role), so a chat costs
-O(characters), not O(turns) renderings; only chats that cannot be laid out that way (tool calls,
-content the template changes) are rendered prefix by prefix, up to ``MAX_PREFIX_TURNS`` messages.
-Every rendering is stopped past ``RENDER_FACTOR`` × the messages' characters + ``RENDER_SLACK``.
+Each chat is rendered once, the chats of a chunk in one batch call of the template, and tokenized in one
+batch call of the fast tokenizer with character offsets; the trained character spans are mapped to tokens
+through them (a token is trained when its characters overlap a trained span, the rule
+``return_assistant_tokens_mask`` follows). With generation markers (``{% generation %}``) the assistant
+spans are the template's own blocks, from transformers' renderer. Otherwise each message's place in the
+rendering is found as its role's header + content + footer, learned once per call from a few probe
+renderings and checked end to end on every chat (:func:`_layout`); the assistant turn ``k`` covers the
+characters between the rendering of the first ``k`` messages with the generation prompt and the start of
+message ``k + 1``. Chats that cannot be laid out that way (tool calls, content the template changes) are
+rendered prefix by prefix, up to ``MAX_PREFIX_TURNS`` messages; a template whose prefix renderings are not
+prefixes of the whole conversation is refused. Every rendering runs in transformers' Jinja sandbox and is
+stopped past ``RENDER_FACTOR`` × the messages' characters + ``RENDER_SLACK``. ``num_proc`` processes
+share the chunks, with the one process's result.
 
 ``"bytes"`` is a built-in UTF-8 byte tokenizer that needs no download (see :class:`ByteTokenizer`).
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 import packing
-import packing.compare
 
 
 @pytest.fixture
@@ -20,14 +21,14 @@ def optimal_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
         return real(lengths, max_seq_length, strategy, overflow, **options)
 
     monkeypatch.setattr(packing, "plan", refusing)
-    monkeypatch.setattr(packing.compare, "plan", refusing)
+    monkeypatch.setattr(importlib.import_module("packing.compare"), "plan", refusing)
 
 
 @pytest.fixture(autouse=True)
 def searches_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """The page's searches run in the test's own process (so that fixtures like ``optimal_refuses`` reach them);
     ``test_ui_workers`` starts real worker processes."""
-    from explorer import workers
+    from explorer.server import workers
 
     monkeypatch.setattr(workers, "WORKERS", 0)
     monkeypatch.setattr(workers, "start_soon", lambda delay=0.0: None)  # no timer may start real ones later

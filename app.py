@@ -23,7 +23,7 @@ def main() -> None:
 
     from explorer.core.safety import escape
     from explorer.ui import page, sidebar
-    from explorer.ui.tabs import TABS, TITLES
+    from explorer.ui.tabs import TAB_STYLE, TABS, TITLES
 
     st.set_page_config(page_title="packing explorer", page_icon="📦", layout="wide")
     page.warm_up()
@@ -42,6 +42,7 @@ def main() -> None:
     if context.problem:
         (st.info if source is None else st.error)(escape(context.problem))
 
+    st.html(TAB_STYLE)  # the tab bar wraps onto a second line on narrow screens: no tab hidden behind a scroller
     for tab, spec in zip(st.tabs(TITLES, key="tab", on_change="rerun", bind="query-params"), TABS, strict=True):
         if not tab.open:
             continue

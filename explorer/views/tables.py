@@ -204,6 +204,17 @@ def compare_display(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+COST_COLUMNS = ("token slots", "attention (masked)", "attention (full)")
+"""The compute estimate's columns, shown in a table of their own beside its explanation."""
+
+
+def compare_parts(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``compare_display`` as two narrower tables, each with the strategy: the plans' numbers, and the compute
+    estimate. O(contenders)."""
+    shown = compare_display(frame)
+    return shown.drop(columns=list(COST_COLUMNS)), shown[["strategy", *COST_COLUMNS]]
+
+
 def sweep_display(rows: Sequence[dict[str, object]]) -> pd.DataFrame:
     """Sweep rows as shown: efficiency and tokens lost in %, and the note column only when some strategy did not
     run."""

@@ -30,3 +30,11 @@ TABS: tuple[Tab, ...] = (
     Tab("Export", export.render),
 )
 TITLES = tuple(tab.title for tab in TABS)
+TAB_STYLE = (
+    "<style>[data-testid='stTabs'] [role='tablist'] {flex-wrap: wrap; row-gap: 0.25rem;}"
+    " [data-testid='stTabs'] [data-baseweb='tab-highlight'], [data-testid='stTabs'] [data-baseweb='tab-border']"
+    " {display: none;} [data-testid='stTabs'] [role='tab'][aria-selected='true'] {border-bottom: 2px solid"
+    " currentColor;}</style>"
+)
+"""The tab bar wraps instead of scrolling (eight tabs do not fit a phone or a laptop beside the sidebar), the
+open tab underlined on its own line."""

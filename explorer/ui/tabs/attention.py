@@ -9,7 +9,7 @@ from explorer.core import runs as compute
 from explorer.core.context import Context
 from explorer.core.model import grammar_count
 from explorer.server import cache
-from explorer.ui.tabs.common import need_plan
+from explorer.ui.tabs.common import cells_chart, need_plan
 from explorer.views import figures
 
 MAX_ATTENTION_DRAW = 4_096
@@ -52,8 +52,10 @@ def render(ctx: Context) -> None:
     if drawn:
         causal, document = figures.attention_figures(att.causal, att.document)
         left, right = st.columns(2)
-        left.plotly_chart(causal, key="attention_causal")
-        right.plotly_chart(document, key="attention_document")
+        with left:
+            cells_chart(causal, key="attention_causal")
+        with right:
+            cells_chart(document, key="attention_document")
         st.caption(
             f"Left: what a plain causal mask allows; red marks {grammar_count(att.cross_pairs, 'pair')} in which a "
             "token attends to another document. Right: PackedBatch.attention_mask, the block-diagonal mask."
@@ -64,7 +66,7 @@ def render(ctx: Context) -> None:
             f"(a {s.max_seq_length:,}-token block has {s.max_seq_length**2:,} pairs)."
         )
     plain, restart = compute.positions(view.batch, 0)
-    st.plotly_chart(figures.positions_figure(plain, restart, view.sequence_ids[0]), key="positions")
+    cells_chart(figures.positions_figure(plain, restart, view.sequence_ids[0]), key="positions")
     st.caption(
         "Without restarts, the second document's first token sits at position "
         "len(first document): the model sees it as a continuation. With restarts every document starts at 0."

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import streamlit as st
 
 import packing
@@ -9,6 +12,41 @@ from explorer.core.context import Context
 from explorer.core.safety import escape
 
 WHOLE = st.column_config.NumberColumn(format="localized")
+CHARACTER_PX = 7.0
+"""Pixels one character of cell text takes at most (Plotly's default 12 px font; 10 px for token pieces)."""
+AXIS_PX = 90
+"""Pixels a chart gives its y-axis labels ("Block 12") and margins."""
+
+
+def _cell_text_width(fig: Any) -> int:
+    """Narrowest chart (px) whose heatmap cells hold their printed text: columns × (longest text + a margin),
+    plus the axis; 0 when no heatmap prints text. O(cells)."""
+    needed = 0.0
+    for trace in fig.data:
+        if getattr(trace, "type", "") != "heatmap" or trace.text is None or trace.z is None:
+            continue
+        texts = np.asarray(trace.text, dtype=object).ravel()
+        longest = max((len(str(t)) for t in texts), default=0)
+        columns = np.asarray(trace.z).shape[-1]
+        needed = max(needed, columns * (longest * CHARACTER_PX + 4) + AXIS_PX)
+    return int(-(-needed // 100) * 100)
+
+
+def cells_chart(fig: Any, key: str) -> None:
+    """``st.plotly_chart``, whose cell text is hidden (hover still shows it) wherever the chart is narrower than
+    the text needs: a container query on the chart's own width, so a phone never sees labels spill into their
+    neighbours and a wide screen keeps them."""
+    needed = _cell_text_width(fig)
+    if not needed:
+        st.plotly_chart(fig, key=key)
+        return
+    where = f"[class*='st-key-cells{needed}_']"  # this chart's container, named after the width it needs
+    st.html(
+        f"<style>{where} {{container-type: inline-size;}} @container (max-width: {needed}px) "
+        f"{{{where} .heatmaplayer text {{display: none;}}}}</style>"
+    )
+    with st.container(key=f"cells{needed}_{key}"):
+        st.plotly_chart(fig, key=key)
 
 
 def _use_strategy(name: str) -> None:

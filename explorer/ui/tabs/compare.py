@@ -11,13 +11,13 @@ from explorer.core.context import Context
 from explorer.core.model import grammar_count
 from explorer.core.safety import escape
 from explorer.server import cache
-from explorer.ui.tabs.common import WHOLE
+from explorer.ui.tabs.common import WHOLE, cells_chart
 from explorer.views import figures, tables
 from packing.compare import Row
 
 MAX_MINI_CELLS = 1_024
 COLUMNS = {
-    "strategy": st.column_config.TextColumn(width=190, pinned=True),  # bfd/1,000 (TRL's default) in full
+    "strategy": st.column_config.TextColumn(width=170, pinned=True),  # bfd/1,000 (TRL's default) in full
     "blocks": WHOLE,
     "above the bound": st.column_config.NumberColumn(
         format="localized",
@@ -61,7 +61,8 @@ def render(ctx: Context) -> None:
     st.caption(tables.compare_caption(rows, bounds, s.max_seq_length, s.overflow))
     _optimum(ctx, rows)
     frame = tables.compare_table(rows, costs)
-    st.dataframe(tables.compare_display(frame), hide_index=True, column_config=COLUMNS)
+    plans, compute_cost = tables.compare_parts(frame)
+    st.dataframe(plans, hide_index=True, column_config=COLUMNS)
     for row in rows:
         if row.refusal:
             st.caption(escape(f"{row.label} did not run: {row.refusal}"))
@@ -81,6 +82,7 @@ def render(ctx: Context) -> None:
         "*attention (full)* = blocks × max_seq_length² (every token attends across the whole block). "
         "Large numbers are abbreviated: K = thousand, M = million, B = billion."
     )
+    st.dataframe(compute_cost, hide_index=True, column_config=COLUMNS)
     with st.expander("What each strategy does"):
         st.markdown(
             "\n".join(
@@ -140,4 +142,5 @@ def _mini_heatmaps(ctx: Context, strategies: list[str], most_blocks: int) -> Non
         tokens = view.batch.input_ids if view.has_tokens else None
         blocks = view.batch.num_blocks
         title = f"{strategy}: {grammar_count(blocks, 'block')}"
-        columns[i % 2].plotly_chart(figures.grid_figure(view.sequence_ids, title, tokens), key=f"mini_{strategy}")
+        with columns[i % 2]:
+            cells_chart(figures.grid_figure(view.sequence_ids, title, tokens), key=f"mini_{strategy}")

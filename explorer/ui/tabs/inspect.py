@@ -13,6 +13,7 @@ from explorer.core.parsing import InputError
 from explorer.core.safety import escape
 from explorer.core.sources import Upload
 from explorer.server import cache
+from explorer.ui.tabs.common import cells_chart
 from explorer.views import figures, tables
 
 MAX_SHOWN_BLOCKS = 16
@@ -46,4 +47,4 @@ def render(ctx: Context) -> None:
         st.dataframe(pd.DataFrame(findings), hide_index=True)
     blocks = default_blocks(report, MAX_SHOWN_BLOCKS)
     if blocks:
-        st.plotly_chart(figures.inspect_figure(report, blocks), key="inspect")
+        cells_chart(figures.inspect_figure(report, blocks), key="inspect")

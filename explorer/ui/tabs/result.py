@@ -16,7 +16,7 @@ from explorer.core.runs import Window
 from explorer.core.safety import describe, escape
 from explorer.core.sources import Text
 from explorer.server import cache
-from explorer.ui.tabs.common import WHOLE, need_plan
+from explorer.ui.tabs.common import WHOLE, cells_chart, need_plan
 from explorer.views import figures, tables
 
 DEFAULT_WINDOW = 16
@@ -95,7 +95,7 @@ def render(ctx: Context) -> None:
             figure = cache.block_figure(ctx.source, s, first, count)
         if s.max_seq_length <= FIRST_TEXT_WIDTH:
             _classic_form(view)
-        st.plotly_chart(figure, key="blocks")
+        cells_chart(figure, key="blocks")
         if isinstance(ctx.source, Text):
             cells = view.count * s.max_seq_length
             if cells <= figures.MAX_TEXT_CELLS and s.max_seq_length <= figures.MAX_PIECE_WIDTH:
@@ -170,10 +170,14 @@ def _turns(source: Text, completion_only: bool, view: Window) -> None:
         column_config={
             "sequence": st.column_config.NumberColumn(width="small", help="The row, numbered from 1."),
             "turn": st.column_config.NumberColumn(width="small", help="The message of a chat, numbered from 1."),
-            "tokens": WHOLE,
-            "trained": st.column_config.NumberColumn(format="localized", help="Tokens with loss mask 1."),
-            "trained text": st.column_config.TextColumn(width="large", help="The text of the trained tokens."),
-            "text": st.column_config.TextColumn(width="large"),
+            "tokens": st.column_config.NumberColumn(format="localized", width="small"),
+            "trained": st.column_config.NumberColumn(
+                format="localized", width="small", help="Tokens with loss mask 1."
+            ),
+            "role": st.column_config.TextColumn(width="small"),
+            "loss": st.column_config.TextColumn(width=100),
+            "trained text": st.column_config.TextColumn(width="medium", help="The text of the trained tokens."),
+            "text": st.column_config.TextColumn(width="medium", help="The turn's text; hover a cell for all of it."),
         },
     )
     more = f" (the first {len(shown)} of the {len(rows)} rows in these blocks)" if len(rows) > len(shown) else ""

@@ -11,6 +11,7 @@ from explorer.core.context import Context
 from explorer.core.model import grammar_count
 from explorer.core.safety import escape
 from explorer.server import cache
+from explorer.ui.tabs.common import cells_chart
 from explorer.views import figures
 
 
@@ -61,6 +62,6 @@ def render(ctx: Context) -> None:
     runs = [(p.block, p.position, p.length) for p in step.placements]
     shown = "token ids" if tokens is not None else "sequence numbers"
     title = f"Blocks so far ({shown}; outlined: this step)"
-    st.plotly_chart(figures.grid_figure(grid, title, tokens, runs), key="step_grid")
+    cells_chart(figures.grid_figure(grid, title, tokens, runs), key="step_grid")
     if number == len(steps):
         st.caption("Last step: these are the blocks of the Result tab (the empty cells become padding).")

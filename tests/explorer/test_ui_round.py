@@ -102,3 +102,79 @@ def test_a_gap_on_the_compare_tab_offers_a_longer_search(monkeypatch: pytest.Mon
     longer[0].click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert any("proved its" in str(s.value) for s in at.success)  # the small input: proven within the limit
+
+
+# ---------------------------------------------------------------- the hostile pass: one test per finding
+
+HUB_VISIT = """
+import sys
+from streamlit.testing.v1 import AppTest
+at = AppTest.from_file(sys.argv[1], default_timeout=120)
+at.query_params.update({"source": "text", "tokenizer": "openai-community/gpt2"})
+at.run()
+at = AppTest.from_file(sys.argv[1], default_timeout=120)
+at.query_params.update({"source": "upload", "tokenizer": "meta-llama/Llama-3.2-1B"})
+at.run()
+at.sidebar.get("file_uploader")[0].upload("chats.jsonl", b'{"text": "hello"}\\n').run()
+print("errors", len(at.error))
+"""
+
+
+def test_a_hub_name_in_the_tokenizer_box_never_reaches_the_hub(tmp_path: Path) -> None:
+    """A local endpoint stands in for the model hub (``HF_ENDPOINT``): a hub-style name typed in the tokenizer
+    box, for pasted rows and for an uploaded file, sends it no request (it got four before)."""
+    import http.server
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    requests: list[str] = []
+
+    class Hub(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            requests.append(self.path)
+            self.send_response(404)
+            self.end_headers()
+
+        do_HEAD = do_GET
+
+        def log_message(self, *args: object) -> None:
+            return None
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        env = {
+            **{k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")},
+            "HF_ENDPOINT": f"http://127.0.0.1:{server.server_address[1]}",
+            "HF_HOME": str(tmp_path),
+            "PACKING_EXPLORER_WORKERS": "0",
+        }
+        done = subprocess.run(
+            [sys.executable, "-c", HUB_VISIT, APP], env=env, cwd=Path(APP).parent, capture_output=True, text=True
+        )
+    finally:
+        server.shutdown()
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "errors 1" in done.stdout  # the one refusal, in one line
+    assert requests == []
+
+
+def test_a_crafted_lengths_only_upload_is_refused_before_its_plan_is_built() -> None:
+    """Four lengths of 16 M tokens, cut at every token by ``split``: 67 M pieces, refused in one line before the
+    plan is built (``plans._split_layout`` ran out of memory on it)."""
+    at = _app(source="upload", strategy="split", max_seq_length="1")
+    at.sidebar.get("file_uploader")[0].upload("crafted.csv", b"length\n" + b"16000000\n" * 4).run()
+    at.number_input(key="max_seq_length").set_value(1).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("pieces; the explorer plans up to" in str(e.value) for e in at.error), [e.value for e in at.error]
+    assert not at.get("plotly_chart")
+
+
+def test_an_upload_says_what_runs_while_it_is_read() -> None:
+    """The status line of a long upload names the file, its size and the tokenizer, and that it runs in a worker
+    it stops with the session (``explorer.core.sources.Upload.reading``)."""
+    line = sources.Upload.of("chats.jsonl", b"x" * 4_300_000, "bytes").reading()
+    assert "chats.jsonl" in line and "4.1 MB" in line and "'bytes'" in line and "worker" in line
+    assert sources.Text('{"text": "a"}\n{"text": "b"}').reading() == "Tokenizing 2 text rows with 'bytes'"

@@ -101,7 +101,7 @@ def render(ctx: Context) -> None:
             if cells <= figures.MAX_TEXT_CELLS and s.max_seq_length <= figures.MAX_PIECE_WIDTH:
                 st.caption(
                     "Each cell prints its token as text (␣ a space, ↵ a new line, … a token holding part of a "
-                    "character); hover a cell for its id."
+                    "character); hover a cell for its id, and on a screen too narrow to print them, for its text."
                 )
             elif cells <= figures.MAX_MASK_HOVER_CELLS:
                 st.caption(

@@ -80,7 +80,7 @@ def arrow_schema() -> pa.Schema:
 
 
 def markdown_table() -> str:
-    """The schema as a Markdown table (the README's table is this one)."""
+    """The schema as a Markdown table (the table of ``docs/guides/outputs.md`` is this one)."""
     lines = ["| column | type | meaning |", "|---|---|---|"]
     lines += [f"| `{c.name}` | list of {c.dtype} | {c.meaning} |" for c in COLUMNS]
     return "\n".join(lines)

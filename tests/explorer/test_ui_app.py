@@ -12,7 +12,6 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import packing
-import packing.compare
 from explorer.core.examples import EXAMPLES
 from explorer.server.memo import STORE
 from explorer.ui.tabs import TITLES

@@ -147,3 +147,21 @@ def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
     assert {"numpy", "pandas", "streamlit"} <= _imports(source, top_level_only=False)
     assert "streamlit" not in _imports(source, top_level_only=True)
     assert "pandas" not in _imports(source, top_level_only=True)
+
+
+def test_importing_core_views_and_server_starts_nothing() -> None:
+    """No thread, no worker process, no change to the allocator at import: each starts in an explicit function
+    (``memo.start``, ``workers.start_soon``, ``warmup.prepare``)."""
+    import subprocess
+    import sys
+
+    modules = [m for m in BELOW_UI if m != "explorer"]
+    code = (
+        "import importlib, threading, multiprocessing\n"
+        f"for name in {modules!r}:\n    importlib.import_module(name)\n"
+        "from explorer.server import memo\n"
+        "print(len(threading.enumerate()), len(multiprocessing.active_children()), memo._STARTED.is_set())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["1", "0", "False"]

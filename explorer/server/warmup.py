@@ -21,45 +21,11 @@ SWITCH_INTERVAL = float(os.environ.get("PACKING_EXPLORER_SWITCH_INTERVAL", "0.00
 """Seconds a thread holds the GIL before another waiting one gets it (Python's default: 0.005)."""
 _WARM = threading.Event()
 _WARM_LOCK = threading.Lock()
-_PAGE = threading.Event()
-_PAGE_LOCK = threading.Lock()
-_STARTED = threading.Event()
-CLASSIC_ROWS: tuple[object, ...] = ([1, 2], [3, 4, 5], [6])
-"""The classic example: what the first page of a visit packs."""
 
 
 def is_warm() -> bool:
     """True once ``prepare`` has run in this process."""
     return _WARM.is_set()
-
-
-def page_ready() -> bool:
-    """True once the kernels of the first page (the classic example's Result tab) are loaded."""
-    return _PAGE.is_set()
-
-
-def compile_first_page() -> float:
-    """Load the kernels the classic example's Result tab runs (read the rows, plan with ``split``, the bounds,
-    the trainable counts, a window of blocks): what a visit after a restart waits for, before the rest. Returns
-    the seconds it took."""
-    started = time.perf_counter()
-    samples = packing.read_rows(list(CLASSIC_ROWS))
-    layout = packing.plan(samples.lengths, 4, "split")
-    packing.lower_bounds(samples.lengths, 4)
-    packing.count_trainable(layout, samples)
-    compute.window(layout, samples, 0, 2, 0)
-    return time.perf_counter() - started
-
-
-def prepare_first_page() -> None:
-    """``compile_first_page`` once per process (callers at the same time wait for the one), then the full
-    ``prepare`` in the background unless it runs already."""
-    with _PAGE_LOCK:
-        if not _PAGE.is_set():
-            compile_first_page()
-            _PAGE.set()
-    if not _STARTED.is_set():
-        threading.Thread(target=prepare, name="warm-up", daemon=True).start()
 
 
 def compile_everything() -> float:
@@ -102,11 +68,9 @@ def _read_files(rows: list[object]) -> None:
 
 def prepare() -> None:
     """Compile (or load) every kernel once per process; callers at the same time wait for the one compilation."""
-    _STARTED.set()
     with _WARM_LOCK:
         if _WARM.is_set():
             return
-        prepare_first_page()
         seconds = compile_everything()
         _LOG.info("packing kernels ready in %.1f s", seconds)
         # What is loaded by now (Streamlit, Plotly, numba and the compiled kernels: most of the heap) lives as

@@ -49,14 +49,13 @@ def preload() -> None:
 
 
 def warm_up() -> None:
-    """Wait for the first page's kernels once per process, behind one progress message (the rest load in the
-    background); later sessions pass straight through."""
+    """Warm once per process behind one progress message; later sessions pass straight through."""
     memo.set_stop_check(streamlit_stop_check)
-    if warmup.page_ready():
+    if warmup.is_warm():
         return
     # every session that arrives meanwhile shows the same message and waits for the one compilation
     with st.spinner("Preparing the packing kernels (the first start after installing compiles them once)…"):
-        warmup.prepare_first_page()
+        warmup.prepare()
 
 
 def limits_note(settings: Settings) -> str:

@@ -3,6 +3,7 @@
 Usage::
 
     python -m packing pack data.jsonl --max-seq-length 2048 --strategy bfd --output blocks.parquet
+    python -m packing pack shards/ --max-seq-length 2048 --output blocks.parquet   # a folder (or glob) of shards
     python -m packing compare lengths.json --max-seq-length 2048 --strategies split,ffd,bfd
 
 Bad input (a missing file, an unknown column, a non-integer token, an output
@@ -39,7 +40,7 @@ import numpy.typing as npt
 
 from packing.auditing import LAYOUTS, AuditReport, audit, report_json
 from packing.bounds import lower_bounds
-from packing.compare import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
+from packing.comparison import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
 from packing.errors import PackingError
 from packing.formats import EXPORT_FORMATS, export, write_table
 from packing.io import FORMATS, Dataset, read_dataset, write_jsonl, write_parquet
@@ -132,9 +133,25 @@ def _strategy_list(text: str) -> list[Contender]:
     return contenders
 
 
+INPUT_HELP = (
+    "dataset: files (.jsonl, .json, .csv, .parquet, .arrow), a quoted glob ('data/*.parquet'), a folder of "
+    "shards or a datasets save_to_disk folder; several are read as one dataset, in sorted order"
+)
+
+
+def _input(args: argparse.Namespace) -> str | list[str]:
+    """The input argument(s): one path, glob or folder as it is, several as a list.
+
+    >>> _input(argparse.Namespace(input=["a.jsonl"])), _input(argparse.Namespace(input=["b.jsonl", "a.jsonl"]))
+    ('a.jsonl', ['b.jsonl', 'a.jsonl'])
+    """
+    inputs: list[str] = args.input
+    return inputs[0] if len(inputs) == 1 else inputs
+
+
 def _add_common(parser: argparse.ArgumentParser) -> None:
     """The input and options both commands take."""
-    parser.add_argument("input", help="dataset file: .jsonl, .json, .csv or .parquet")
+    parser.add_argument("input", nargs="+", help=INPUT_HELP)
     parser.add_argument(
         "--max-seq-length", type=_positive_int, required=True, metavar="N", help="tokens per block (>= 1)"
     )
@@ -347,7 +364,7 @@ def _read_input(args: argparse.Namespace, progress: Progress | None = None, mess
             progress._say(f"\r{message} ... {done:,}/{total:,} rows", end="")
 
     return read_dataset(
-        args.input,
+        _input(args),
         args.format,
         completion_only_loss=getattr(args, "loss", "completion") == "completion",
         tokenizer=args.tokenizer,
@@ -358,11 +375,15 @@ def _read_input(args: argparse.Namespace, progress: Progress | None = None, mess
 # ---------------------------------------------------------------- pack
 
 
-def _writer(output: Path) -> Writer:
-    """The writer for the output's extension, after checking the file can be created there."""
-    writer = WRITERS.get(output.suffix.lower())
-    if writer is None:
-        raise UsageError(f"--output must end in .parquet or .jsonl, got '{output}'")
+def _writer(output: Path, layout: str = "packing") -> Writer:
+    """The writer of ``layout`` for the output's extension (``.npy``: NeMo's file, for ``megatron``), after
+    checking the file can be created there."""
+    suffix = output.suffix.lower()
+    writer = WRITERS.get(suffix) if layout == "packing" else _export_writer(layout)
+    if suffix not in WRITERS and not (layout == "megatron" and suffix == ".npy"):
+        npy = " (or .npy with --format megatron)"
+        raise UsageError(f"--output must end in .parquet or .jsonl{npy}, got '{output}'")
+    assert writer is not None
     folder = output.parent
     if output.is_dir():
         raise UsageError(f"cannot write {output}: it is a directory")
@@ -423,9 +444,9 @@ def _run_pack(args: argparse.Namespace) -> int:
     output the second is refused at once instead of overwriting the first's result.
     """
     output = Path(args.output)
-    writer = _export_writer(args.export_format, _writer(output))
+    writer = _writer(output, args.export_format)
     progress = Progress(show=not args.quiet and _stderr_is_terminal())
-    message = f"reading {args.input}" + (f" and tokenizing with {args.tokenizer}" if args.tokenizer else "")
+    message = f"reading {' '.join(args.input)}" + (f" and tokenizing with {args.tokenizer}" if args.tokenizer else "")
     with exclusive(output):
         with progress.stage("read", message):
             dataset = _read_input(args, progress, message)
@@ -505,10 +526,8 @@ def _run_compare(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- export formats and audit
 
 
-def _export_writer(layout: str, writer: Writer) -> Writer:
-    """The writer for ``pack --format``: this project's own writer, or an export in another layout."""
-    if layout == "packing":
-        return writer
+def _export_writer(layout: str) -> Writer:
+    """The writer for ``pack --format LAYOUT`` other than this project's: the export, written by extension."""
 
     def write(batch: PackedBatch, path: Path) -> None:
         write_table(export(batch, layout), path)
@@ -521,11 +540,11 @@ def _add_audit(commands: argparse._SubParsersAction[_Parser]) -> None:
     parser = commands.add_parser(
         "audit",
         help="check a packed dataset made by this project or another tool",
-        description="Recognise the layout of a packed .parquet, .jsonl or .arrow file (this project, TRL, "
+        description="Recognise the layout of packed data, NeMo .npy files included (this project, TRL, "
         "transformers flattening, torchtune, Megatron, segment ids), count blocks, documents, tokens and padding, "
         "and list what lets documents see or predict each other or trains padding.",
     )
-    parser.add_argument("input", help="packed dataset: .parquet, .jsonl or .arrow, one row per block")
+    parser.add_argument("input", nargs="+", help="packed " + INPUT_HELP + "; one row per block")
     parser.add_argument(
         "--max-seq-length", type=_positive_int, metavar="N", help="block capacity (default: the longest block)"
     )
@@ -575,7 +594,7 @@ def _audit_text(report: AuditReport) -> str:
 
 def _run_audit(args: argparse.Namespace) -> int:
     """``audit``: read, check, print; 1 with ``--strict`` when anything was found. O(tokens)."""
-    report = audit(args.input, max_seq_length=args.max_seq_length, format=args.format)
+    report = audit(_input(args), max_seq_length=args.max_seq_length, format=args.format)
     print(report_json(report) if args.json else _audit_text(report))
     return 1 if args.strict and not report.clean else 0
 
@@ -590,10 +609,22 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _closed_pipe() -> int:
+    """Point standard output at the null device (the interpreter's last flush would fail again) and return
+    141, the status of a process a closed pipe stops (128 + SIGPIPE), with nothing printed."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no file descriptor behind stdout (a test's capture)
+        pass
+    return 141
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code.
 
-    0 on success, 2 on bad input (one line on stderr), 130 when interrupted.
+    0 on success, 2 on bad input (one line on stderr), 130 when interrupted, 141 (quietly) when standard
+    output is a pipe closed early (``packing audit f | head``).
     O(input tokens + output tokens) for ``pack``; the strategies' cost for ``compare``.
 
     >>> main(["compare", "missing.jsonl", "--max-seq-length", "8"])
@@ -602,10 +633,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         code: int = args.run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
     except SystemExit as stop:  # --help
         return stop.code if isinstance(stop.code, int) else 0
     except (UsageError, PackingError) as error:
         return _fail(str(error))
+    except BrokenPipeError:  # `packing audit f | head`: the reader has what it wanted
+        return _closed_pipe()
     except OSError as error:
         return _fail(f"{error.filename or 'file'}: {error.strerror or error}")
     except MemoryError:

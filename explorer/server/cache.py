@@ -19,7 +19,7 @@ from explorer.core.sources import Source, Text, Upload
 from explorer.server import workers
 from explorer.server.memo import memoized
 from explorer.views import figures, tables
-from packing.compare import Row
+from packing.comparison import Row
 
 SWEEP_SECONDS = 120.0
 """Seconds the Sweep tab's searches may take in their worker (16 sizes of every strategy, the optimum's 5 s each)."""

@@ -14,7 +14,7 @@ import packing
 from explorer.core.formatting import percent, plural
 from explorer.core.model import grammar_count
 from packing.auditing import LAYOUT_TITLES, AuditReport
-from packing.compare import Row
+from packing.comparison import Row
 
 Int64Array = npt.NDArray[np.int64]
 IntArray = npt.NDArray[np.integer[Any]]
@@ -154,7 +154,7 @@ def compare_table(rows: Sequence[Row], costs: dict[str, packing.ComputeCost]) ->
 def short_label(row: Row) -> str:
     """A contender's name in a chart: ``bfd``, or ``bfd/1,000`` when it packs per window of 1,000 rows.
 
-    >>> from packing.compare import DEFAULT_CONTENDERS
+    >>> from packing.comparison import DEFAULT_CONTENDERS
     >>> rows = [Row(c, None, 0, 0.0) for c in DEFAULT_CONTENDERS[-1:]]
     >>> short_label(rows[0])
     'bfd/1,000'
@@ -305,7 +305,7 @@ def optimum_note(row: Row, seconds: int) -> str:
     between them, saying when the time ran out before the gap closed.
 
     >>> stats = packing.plan([3, 3], 4, "bfd").stats
-    >>> from packing.compare import Contender
+    >>> from packing.comparison import Contender
     >>> print(optimum_note(Row(Contender("optimal"), stats, 1, 5.0), 5))
     The optimum's search stopped at its 5 s limit: its best plan has 2 blocks; no plan uses fewer than 1 block (the proven bound), so it is at most 1 block above the optimum.
     """

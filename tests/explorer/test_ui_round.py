@@ -15,7 +15,7 @@ from explorer.core import sources
 from explorer.core.runs import PAGE_TIME_LIMIT
 from explorer.server.memo import STORE
 from explorer.views import tables
-from packing.compare import Contender, Row
+from packing.comparison import Contender, Row
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 

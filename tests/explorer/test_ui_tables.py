@@ -9,7 +9,7 @@ import numpy as np
 import packing
 from explorer.core import runs as compute
 from explorer.views import tables
-from packing.compare import Contender, Row, compare
+from packing.comparison import Contender, Row, compare
 
 
 def test_classic_text_form() -> None:

@@ -13,7 +13,7 @@ from explorer.core.safety import escape
 from explorer.server import cache
 from explorer.ui.tabs.common import WHOLE, cells_chart
 from explorer.views import figures, tables
-from packing.compare import Row
+from packing.comparison import Row
 
 MAX_MINI_CELLS = 1_024
 COLUMNS = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 import numpy as np
@@ -12,8 +13,10 @@ from explorer.core.context import Context
 from explorer.core.safety import escape
 
 WHOLE = st.column_config.NumberColumn(format="localized")
-CHARACTER_PX = 7.0
-"""Pixels one character of cell text takes at most (Plotly's default 12 px font; 10 px for token pieces)."""
+CHARACTER_EM = 0.5
+"""Width of one character of cell text in font sizes (measured in Chromium: "<|i…" is 19.3 px at 10 px)."""
+DEFAULT_FONT = 12
+"""Plotly's font size where a trace sets none."""
 AXIS_PX = 90
 """Pixels a chart gives its y-axis labels ("Block 12") and margins."""
 
@@ -26,9 +29,10 @@ def _cell_text_width(fig: Any) -> int:
         if getattr(trace, "type", "") != "heatmap" or trace.text is None or trace.z is None:
             continue
         texts = np.asarray(trace.text, dtype=object).ravel()
-        longest = max((len(str(t)) for t in texts), default=0)
+        longest = max((len(html.unescape(str(t))) for t in texts), default=0)  # "&lt;" prints one character
         columns = np.asarray(trace.z).shape[-1]
-        needed = max(needed, columns * (longest * CHARACTER_PX + 4) + AXIS_PX)
+        font = trace.textfont.size or DEFAULT_FONT
+        needed = max(needed, columns * (longest * font * CHARACTER_EM + 3) + AXIS_PX)
     return int(-(-needed // 100) * 100)
 
 

@@ -91,9 +91,8 @@ def run_strategy(
     bound = bounds.simple if packing.STRATEGIES[strategy].bound == "simple" else bounds.l2
     started = time.perf_counter()
     try:
-        layout = packing.plan(
-            lengths, max_seq_length, strategy_name(strategy), overflow_policy(overflow), **dict(options)
-        )
+        given: dict[str, Any] = dict(options)  # the recipe's options: checked by the recipe
+        layout = packing.plan(lengths, max_seq_length, strategy_name(strategy), overflow_policy(overflow), **given)
     except packing.PackingError as error:  # a refusal, worded from its fields
         return Row(contender, None, bound, time.perf_counter() - started, describe(error), error=error)
     certificate = getattr(layout, "certificate", None)

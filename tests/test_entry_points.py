@@ -244,8 +244,8 @@ def test_text_rows_through_every_entry_point(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_explorer_paste_box_reads_rows_as_pack_does(case: str) -> None:
-    from explorer.parsing import InputError
-    from explorer.sources import Paste
+    from explorer.core.parsing import InputError
+    from explorer.core.sources import Paste
 
     rows = CASES[case]
     text = "\n".join(json.dumps(row) for row in rows)

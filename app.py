@@ -4,22 +4,26 @@ Run with ``streamlit run app.py``. Layout and wiring only; the work lives in ``e
 
 The file is read three ways:
 - ``streamlit run app.py`` imports it (as ``app``) and finds ``app``, the server (``st.App``), whose lifespan
-  loads the page's modules and kernels as it starts (``explorer.serving``);
+  loads the page's modules and kernels as it starts (``explorer.server.lifespan``, ``explorer.ui.page.preload``);
 - the server runs it as ``__main__`` for every visit: ``main`` draws the page;
-- the search workers (``explorer.workers``) start with ``spawn``, which imports it as ``__mp_main__``: nothing
+- the search workers (``explorer.server.workers``) start with ``spawn``, which imports it as ``__mp_main__``: nothing
   runs, and the imports inside ``main`` keep them from loading the page's modules.
 """
 
 from __future__ import annotations
+
+from explorer.server.lifespan import offline
+
+offline()  # before anything loads transformers, in the server and in every worker
 
 
 def main() -> None:
     """One run of the page: the sidebar, the data's headline and the open tab."""
     import streamlit as st
 
-    from explorer import page, sidebar
-    from explorer.safety import escape
-    from explorer.tabs import TABS, TITLES
+    from explorer.core.safety import escape
+    from explorer.ui import page, sidebar
+    from explorer.ui.tabs import TAB_STYLE, TABS, TITLES
 
     st.set_page_config(page_title="packing explorer", page_icon="📦", layout="wide")
     page.warm_up()
@@ -38,6 +42,7 @@ def main() -> None:
     if context.problem:
         (st.info if source is None else st.error)(escape(context.problem))
 
+    st.html(TAB_STYLE)  # the tab bar wraps onto a second line on narrow screens: no tab hidden behind a scroller
     for tab, spec in zip(st.tabs(TITLES, key="tab", on_change="rerun", bind="query-params"), TABS, strict=True):
         if not tab.open:
             continue
@@ -53,6 +58,12 @@ if __name__ == "__main__":
 elif __name__ != "__mp_main__":  # imported by `streamlit run` (under whatever name the file has)
     import streamlit as st
 
-    from explorer.serving import lifespan
+    from explorer.server.lifespan import warming
 
-    app = st.App(__file__, lifespan=lifespan)
+    def _preload() -> None:
+        from explorer.ui.page import preload
+
+        preload()
+
+    LIFESPAN = warming(_preload)
+    app = st.App(__file__, lifespan=LIFESPAN)

@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 import packing  # noqa: E402
-from explorer.examples import synthetic_lengths  # noqa: E402
+from explorer.core.examples import synthetic_lengths  # noqa: E402
 
 TARGET = 0.8
 """Least share of the GIL a heavy call should leave to other threads."""

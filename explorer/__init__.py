@@ -1,13 +1,11 @@
-"""The packing explorer's building blocks: parsing, data, figures, tables, state and export.
+"""The packing explorer, in four layers; a module imports only from its own layer and those listed before it.
 
-Everything here is plain Python (no Streamlit calls), so it can be unit-tested directly, except the page's
-plumbing (``explorer.page``), the sidebar (``explorer.sidebar``) and the tabs (``explorer.tabs``); ``app.py``
-only lays the page out.
+- ``explorer.core``: what the page knows (sources, parsing, examples, links, practice, export, safety, the model
+  of settings and data, runs of the library): plain Python, no Streamlit, no threads, no side effects at import.
+- ``explorer.views``: figures and tables as plain functions of core values (Plotly, pandas; no Streamlit).
+- ``explorer.server``: what one server process shares between sessions (the cache and its byte budget, worker
+  processes, the warm-up and the server's lifespan); nothing starts before its explicit start function.
+- ``explorer.ui``: the only modules that import Streamlit (the page's plumbing, the sidebar, the tabs).
+
+``app.py`` only lays the page out. ``tests/explorer/test_layers.py`` enforces the order.
 """
-
-import os
-
-# The server runs with the Hugging Face hub off: a tokenizer name never downloads anything (set before any
-# import of transformers or huggingface_hub, which read these once).
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["TRANSFORMERS_OFFLINE"] = "1"

@@ -14,7 +14,7 @@ explorer's Compare tab print its rows.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -80,6 +80,8 @@ class Row:
     seconds: float
     refusal: str = ""
     layout: PackingPlan | None = None
+    error: PackingError | None = field(default=None, compare=False)
+    """The refusal itself (``refusal`` is its message), for callers that word it from its fields."""
 
     @property
     def label(self) -> str:
@@ -120,7 +122,7 @@ def compare(
             )
             elapsed = time.perf_counter() - start
         except PackingError as error:
-            rows.append(Row(contender, None, bound, 0.0, str(error)))
+            rows.append(Row(contender, None, bound, 0.0, str(error), error=error))
             continue
         rows.append(Row(contender, layout.stats, bound, elapsed, layout=layout))
     return _with_proven_bound(rows)

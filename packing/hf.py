@@ -26,15 +26,18 @@ import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from packing.errors import SettingError
+from packing.errors import SampleError, SettingError
 from packing.packed import LazyBatch, pack
 from packing.plans import plan
-from packing.reader import read_rows, read_table
+from packing.reader import FIELDS, read_rows, read_table
+from packing.recipe import Recipe, RecipeOptions
 from packing.schema import NAMES, arrow_schema
-from packing.strategies import DEFAULT_STRATEGY, StrategyName
-from packing.validation import OverflowPolicy, check_max_seq_length, check_token_id
+from packing.strategies import StrategyName
+from packing.validation import OverflowPolicy
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from typing import Unpack
+
     import pyarrow as pa
     from datasets import Dataset
 
@@ -60,18 +63,18 @@ def _rows(batch: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def pack_batch(
     batch: Mapping[str, Any],
-    max_seq_length: int,
-    strategy: StrategyName = DEFAULT_STRATEGY,
-    overflow: OverflowPolicy = "truncate",
-    pad_token_id: int = 0,
-    completion_only_loss: bool = True,
-    max_sequences_per_block: int | None = None,
-    tokenizer: Any = None,
+    max_seq_length: int | None = None,
+    strategy: StrategyName | None = None,
+    overflow: OverflowPolicy | None = None,
+    *,
+    recipe: Recipe | None = None,
+    **options: Unpack[RecipeOptions],
 ) -> dict[str, list[list[int]]]:
     """Pack one batch of rows (a dict of columns) into blocks: the schema's columns.
 
-    The rows may have any form the reader accepts (other columns are ignored). The number of
-    rows changes, so with ``datasets`` drop the old columns::
+    The rows may have any form the reader accepts (other columns are ignored); the options are every
+    entry point's (:class:`~packing.Recipe`, or ``recipe=``). The number of rows changes, so with
+    ``datasets`` drop the old columns::
 
         dataset.map(pack_batch, batched=True, batch_size=1000, remove_columns=dataset.column_names,
                     fn_kwargs={"max_seq_length": 2048})
@@ -87,17 +90,8 @@ def pack_batch(
     """
     if not isinstance(batch, Mapping):
         raise SettingError("batch", "a dict of columns", type(batch).__name__)
-    packed = pack(
-        _rows(batch),
-        max_seq_length,
-        strategy,
-        overflow,
-        pad_token_id=pad_token_id,
-        completion_only_loss=completion_only_loss,
-        max_sequences_per_block=max_sequences_per_block,
-        tokenizer=tokenizer,
-    )
-    columns: dict[str, list[list[int]]] = packed.to_arrow().to_pydict()
+    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    columns: dict[str, list[list[int]]] = pack(_rows(batch), recipe=chosen).to_arrow().to_pydict()
     return columns
 
 
@@ -116,24 +110,24 @@ def _arrow_table(dataset: Any) -> pa.Table:
 
 def pack_dataset(
     dataset: Any,
-    max_seq_length: int,
-    strategy: StrategyName = DEFAULT_STRATEGY,
-    overflow: OverflowPolicy = "truncate",
-    pad_token_id: int = 0,
-    completion_only_loss: bool = True,
-    max_sequences_per_block: int | None = None,
+    max_seq_length: int | None = None,
+    strategy: StrategyName | None = None,
+    overflow: OverflowPolicy | None = None,
+    *,
     shuffle: bool = True,
-    seed: int = 0,
-    tokenizer: Any = None,
+    recipe: Recipe | None = None,
+    **options: Unpack[RecipeOptions],
 ) -> Dataset:
     """Pack a whole dataset at once (global packing) into a new ``datasets.Dataset`` of the schema's columns.
 
     ``dataset`` is a ``datasets.Dataset`` (any selection or shuffle already applied to it is
     respected), a ``pyarrow.Table`` or a dict of columns, with rows in any form the reader
-    accepts (text rows too, with a ``tokenizer``). The columns are read through Arrow with no Python loop per row, one plan is made
-    over every length, and the blocks are materialized; with ``shuffle`` (the default) the
-    blocks come out in the order ``plan.shuffle(seed)`` gives, otherwise in plan order (which
-    for the decreasing strategies puts the longest documents first).
+    accepts (text rows too, with a ``tokenizer``). The options are every entry point's
+    (:class:`~packing.Recipe`, or ``recipe=``). The columns are read through Arrow with no Python
+    loop per row, one plan is made over every length, and the blocks are materialized; with
+    ``shuffle`` (the default) the blocks come out in the order ``plan.shuffle(seed)`` gives (seed
+    default 0), otherwise in plan order (which for the decreasing strategies puts the longest
+    documents first).
 
     O(tokens + blocks × max_seq_length) time plus the strategy's cost. The blocks are made chunk by
     chunk (``packing.LazyBatch``) and each chunk's columns become the returned dataset's without a
@@ -146,27 +140,67 @@ def pack_dataset(
         packed["input_ids"]  # [[3, 4, 5, 6], [1, 2, 0, 0]]
         packed["seq_lengths"]  # [[3, 1], [2]]
     """
-    capacity = check_max_seq_length(max_seq_length)
-    pad = check_token_id(pad_token_id, "pad_token_id")
-    completion_only = _check_flag(completion_only_loss, "completion_only_loss")
-    if _check_flag(shuffle, "shuffle"):
-        check_token_id(seed, "seed")
+    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    _check_flag(shuffle, "shuffle")
     if isinstance(dataset, Mapping):  # Python columns: the row reader
-        samples = read_rows(_rows(dataset), completion_only, tokenizer=tokenizer)
+        samples = read_rows(_rows(dataset), **chosen.read_options())
+    elif chosen.tokenizer is not None and (chosen.num_proc or 1) > 1 and hasattr(dataset, "map"):
+        samples = read_table(_arrow_table(_tokenized(dataset, chosen)))
     else:
-        samples = read_table(_arrow_table(dataset), completion_only_loss=completion_only, tokenizer=tokenizer)
-    layout = plan(samples.lengths, capacity, strategy, overflow, max_sequences_per_block=max_sequences_per_block)
+        samples = read_table(_arrow_table(dataset), **chosen.read_options())
+    layout = plan(samples.lengths, recipe=chosen)
     if shuffle:  # reorder the plan, so the blocks are written in their final order and never copied
-        layout = layout.shuffle(seed)
+        layout = layout.shuffle(chosen.seed or 0)
     import pyarrow as pa
     from datasets import Dataset
 
-    lazy = LazyBatch.of(layout, samples, pad)
+    lazy = LazyBatch.of(layout, samples, chosen.pad_id, int64=chosen.int64)
     schema = arrow_schema(lazy.int64)
     table = pa.concat_tables([chunk.to_arrow() for chunk in lazy.chunks()] or [schema.empty_table()])
 
-    settings = (capacity, strategy, overflow, pad, completion_only, max_sequences_per_block, shuffle, seed)
-    return Dataset(table, fingerprint=_fingerprint(dataset, settings))
+    tokenizer = chosen.tokenizer
+    name = tokenizer if isinstance(tokenizer, str) else getattr(chosen.loaded_tokenizer, "name_or_path", None)
+    settings = (chosen.describe(), name, chosen.pad_id, shuffle, chosen.seed)
+    known = tokenizer is None or isinstance(name, str)  # a tokenizer object without a name: no stable fingerprint
+    return Dataset(table, fingerprint=_fingerprint(dataset if known else None, settings))
+
+
+def _tokenized(dataset: Any, recipe: Recipe) -> Any:
+    """``dataset`` with its rows tokenized into ``input_ids`` and ``loss_mask`` by the recipe's ``num_proc``
+    processes (``datasets.map``: contiguous shards, joined in order); errors name the row in the whole dataset."""
+    loaded, loss_rules, num_proc = recipe.loaded_tokenizer, recipe.loss_rules, recipe.num_proc
+    columns = [name for name in dataset.column_names if name in FIELDS]
+    return dataset.select_columns(columns).map(
+        _tokenize_batch,
+        batched=True,
+        with_indices=True,
+        num_proc=num_proc,
+        remove_columns=columns,
+        fn_kwargs={"tokenizer": loaded, "loss_rules": loss_rules},
+        new_fingerprint=_fingerprint(dataset, ("packing.hf._tokenized", repr(loss_rules), num_proc)),
+    )
+
+
+def _tokenize_batch(
+    batch: Mapping[str, Any], indices: list[int], tokenizer: Any, loss_rules: Any
+) -> dict[str, list[Any]]:
+    """One ``datasets.map`` batch through the reader: ``input_ids`` and ``loss_mask`` per row."""
+    from packing.text import read_text_rows
+
+    try:
+        samples = read_text_rows(_rows(batch), tokenizer, loss_rules=loss_rules)
+    except SampleError as error:  # number the row as the whole dataset does
+        if error.sample is not None and 0 <= error.sample < len(indices):
+            error.sample = indices[error.sample]
+            error.args = (error.where_and_what(),)
+        raise
+    tokens, mask, offsets = samples.tokens, samples.loss_mask, samples.offsets
+    assert tokens is not None and mask is not None  # text rows always have tokens
+    starts, ends = offsets[:-1].tolist(), offsets[1:].tolist()
+    return {
+        "input_ids": [tokens[a:b] for a, b in zip(starts, ends, strict=True)],
+        "loss_mask": [mask[a:b] for a, b in zip(starts, ends, strict=True)],
+    }
 
 
 def _fingerprint(source: Any, settings: tuple[Any, ...]) -> str:

@@ -41,7 +41,9 @@ import numpy.typing as npt
 from packing.arrays import copy_runs
 from packing.errors import DatasetError, NeedsTokenizer, SampleError, SettingError
 from packing.limits import scan_json
+from packing.loss import LossRules
 from packing.text import is_text_row
+from packing.validation import INT64_MAX, has_bools
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -52,7 +54,6 @@ TokenArray = npt.NDArray[np.signedinteger[Any]]
 """Flat token ids: int32 when read from 32-bit ids, else int64."""
 RowKind = Literal["tokens", "length"]
 
-INT64_MAX = int(np.iinfo(np.int64).max)
 TOKEN = "a non-negative integer token id"
 FLAG = "0 or 1"
 FORMS = "a list of token ids, or a dict with 'input_ids' (and a 'loss_mask'), 'prompt' and 'completion', or 'length'"
@@ -257,7 +258,7 @@ def token_array(value: Any, index: int | None, field: str | None) -> TokenArray:
     """
     array = _values(value, index, field, "token id")
     ok = array.dtype.kind == "i" or (array.dtype.kind == "u" and (not array.size or int(array.max()) <= INT64_MAX))
-    if not ok or (type(value) is not np.ndarray and _has_bools(value)):
+    if not ok or (type(value) is not np.ndarray and has_bools(value)):
         raise _first_bad_item(array.tolist() if type(value) is np.ndarray else value, index, field, flags=False)
     if array.size and array.dtype.kind == "i" and array.min() < 0:
         position = int(np.flatnonzero(array < 0)[0])
@@ -450,6 +451,8 @@ def read_rows(
     completion_only_loss: bool = True,
     *,
     tokenizer: Any = None,
+    loss_rules: LossRules | None = None,
+    num_proc: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Samples:
     """Check and flatten Python rows of any form. O(total tokens); never modifies the input.
@@ -457,7 +460,9 @@ def read_rows(
     All rows have tokens, or all have lengths only. A ``Samples`` is returned as it is.
     With a ``tokenizer`` (anything ``packing.load_tokenizer`` takes), text rows (``text``,
     ``messages``, ``prompt``/``completion`` as strings or messages) are tokenized with their
-    chat template and masks (``packing.text``); ``progress(done, total)`` follows them.
+    chat template and masks (``packing.text``) by ``num_proc`` processes (default one);
+    ``progress(done, total)`` follows them. ``loss_rules`` (:class:`packing.loss.LossRules`,
+    ``Recipe.loss_rules``) say what is trained, else ``completion_only_loss`` does.
 
     >>> s = read_rows([[1, 2], {"input_ids": [3, 4], "prompt": None, "completion": None}])
     >>> s.tokens.tolist(), s.offsets.tolist()
@@ -469,12 +474,17 @@ def read_rows(
     """
     if isinstance(rows, Samples):
         return rows
-    completion_only = _check_flag(completion_only_loss, "completion_only_loss")
+    completion_only = LossRules.of(loss_rules, _check_flag(completion_only_loss, "completion_only_loss")).masks_anything
     if tokenizer is not None:
         from packing.text import load_tokenizer, read_text_rows
 
         text_rows = read_text_rows(
-            rows, load_tokenizer(tokenizer), completion_only_loss=completion_only, progress=progress
+            rows,
+            load_tokenizer(tokenizer),
+            completion_only_loss=completion_only,
+            loss_rules=loss_rules,
+            num_proc=num_proc,
+            progress=progress,
         )
         return text_rows
     if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
@@ -591,6 +601,8 @@ def read_table(
     *,
     completion_only_loss: bool = True,
     tokenizer: Any = None,
+    loss_rules: LossRules | None = None,
+    num_proc: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Samples:
     """Check and flatten the rows of a ``pyarrow.Table``, column by column. O(total tokens + rows).
@@ -604,12 +616,14 @@ def read_table(
     >>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()
     ([1, 2, 3, 4, 5], [1, 1, 0, 1, 1], [2, 3])
     """
-    completion_only = _check_flag(completion_only_loss, "completion_only_loss")
+    completion_only = LossRules.of(loss_rules, _check_flag(completion_only_loss, "completion_only_loss")).masks_anything
     rows = table.num_rows
     names = set(table.column_names)
     if tokenizer is not None or names & set(TEXT_FIELDS):  # text rows: tokenized (or refused) row by row
         records = table.select([n for n in FIELDS if n in names]).to_pylist()
-        return read_rows(records, completion_only, tokenizer=tokenizer, progress=progress)
+        return read_rows(
+            records, completion_only, tokenizer=tokenizer, loss_rules=loss_rules, num_proc=num_proc, progress=progress
+        )
     columns: dict[str, _ListColumn] = {}
     for name in FIELDS:
         if name in names and name != "length":

@@ -204,6 +204,81 @@ def _check_charts(page: Any, where: str) -> int:
     return int(charts.count())
 
 
+# The page's layout at this width: labels cut with an ellipsis (buttons, metric labels, tabs), repeated tick labels
+# on an axis ("0 1 1"), text printed in a heatmap cell wider than the cell, and tables whose columns do not fit.
+_LAYOUT_FACTS = """
+() => {
+  const cut = [];
+  const visible = (el) => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+  const labels = document.querySelectorAll(
+    '[data-testid="stMain"] button *, [data-testid="stMain"] button, [data-testid="stMetricLabel"] *,'
+    + ' [data-testid="stMetricValue"] *, [data-testid="stMain"] [role="tab"] *');
+  labels.forEach((el) => {
+    if (!visible(el) || el.children.length > 0 && el.tagName !== 'BUTTON') return;
+    if (el.scrollWidth > el.clientWidth + 1) cut.push((el.textContent || '').trim().slice(0, 60));
+  });
+  const tabs = document.querySelector('[data-testid="stMain"] [role="tablist"]');
+  const hiddenTabs = [];
+  if (tabs) {
+    const box = tabs.getBoundingClientRect();
+    tabs.querySelectorAll('[role="tab"]').forEach((tab) => {
+      const r = tab.getBoundingClientRect();
+      if (r.right > box.right + 1 || r.left < box.left - 1) hiddenTabs.push(tab.textContent.trim());
+    });
+  }
+  const ticks = [];
+  const cells = [];
+  document.querySelectorAll('.js-plotly-plot').forEach((gd, chart) => {
+    gd.querySelectorAll('.xaxislayer-above, .yaxislayer-above').forEach((axis) => {
+      const texts = [...axis.querySelectorAll('.xtick text, .ytick text')].map((el) => el.textContent.trim())
+        .filter((text) => text !== '');
+      if (new Set(texts).size !== texts.length) ticks.push({chart, texts});
+    });
+    const fl = gd._fullLayout;
+    (gd._fullData || []).forEach((trace, i) => {
+      if (trace.type !== 'heatmap' || !trace.text || !trace.visible) return;
+      const xa = fl[trace.xaxis.replace('x', 'xaxis')];
+      const width = Math.abs(xa.l2p(1) - xa.l2p(0));
+      const layer = gd.querySelectorAll('.heatmaplayer > g')[i] || null;
+      const texts = layer ? layer.querySelectorAll('text') : gd.querySelectorAll('.heatmaplayer text');
+      texts.forEach((el) => {
+        const w = el.getBBox().width;
+        if (w > width + 0.5) cells.push({chart, text: el.textContent.slice(0, 20), w, width});
+      });
+    });
+  });
+  const tables = [];
+  document.querySelectorAll('[data-testid="stDataFrame"]').forEach((frame, index) => {
+    const scroller = frame.querySelector('.dvn-scroller');
+    if (scroller && scroller.scrollWidth > scroller.clientWidth + 1)
+      tables.push({index, scroll: scroller.scrollWidth, client: scroller.clientWidth});
+  });
+  return {cut, hiddenTabs, ticks, cells: cells.slice(0, 5), tables, window: window.innerWidth};
+}
+"""
+
+
+WIDE_FRAME = 900
+"""A table frame at least this wide (the main column at 1,400 px) shows every column without scrolling; narrower
+frames (a phone, a laptop beside the sidebar) scroll their tables inside themselves, the first column pinned."""
+
+
+def _check_layout(page: Any, where: str) -> None:
+    """No cut label, no tab out of sight, no repeated tick, no text past its cell, every table's columns shown
+    (on a wide screen; inside its own frame on a narrow one)."""
+    facts = page.evaluate(_LAYOUT_FACTS)
+    if os.environ.get("PACKING_LAYOUT_SURVEY"):  # list every defect instead of stopping at the first
+        print("LAYOUT", where, json.dumps({k: v for k, v in facts.items() if v and k != "window"}), flush=True)
+        return
+    assert facts["cut"] == [], (where, "cut labels", facts["cut"])
+    assert facts["hiddenTabs"] == [], (where, "tabs out of sight", facts["hiddenTabs"])
+    assert facts["ticks"] == [], (where, "repeated tick labels", facts["ticks"])
+    assert facts["cells"] == [], (where, "text wider than its cell", facts["cells"])
+    wide = [table for table in facts["tables"] if table["client"] >= WIDE_FRAME]
+    assert wide == [], (where, "tables wider than their frame on a wide screen", wide)
+    assert all(table["client"] <= facts["window"] for table in facts["tables"]), (where, "a table past the window")
+
+
 def _no_exception(page: Any) -> None:
     assert page.locator('[data-testid="stException"]').count() == 0
     body = page.locator("body").inner_text()
@@ -235,6 +310,7 @@ def test_every_tab_at_every_width_has_exact_axes_and_no_overlaps(browser_and_bas
         _settle(page)
         _no_exception(page)
         drawn += _check_charts(page, f"{tab} at {width} px")
+        _check_layout(page, f"{tab} ({name}) at {width} px")
         if shoot:  # the page scrolls inside Streamlit's main block: grow the window to the content first
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             height = page.evaluate(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import doctest
 import itertools
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,8 @@ for folder in (ROOT, Path(__file__).parent):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
-import explorer.text_view as text_view  # noqa: E402
-from explorer.text_view import EXAMPLES, parse_text_rows, token_cells, token_pieces, turn_table, view_row  # noqa: E402
+import explorer.core.text as text_view  # noqa: E402
+from explorer.core.text import EXAMPLES, parse_text_rows, token_cells, token_pieces, turn_table, view_row  # noqa: E402
 from packing.errors import DatasetError  # noqa: E402
 from packing.text import ByteTokenizer, encode_rows, load_tokenizer, text_forms  # noqa: E402
 
@@ -110,7 +111,9 @@ def test_every_example_has_its_form_and_views(form: str, bpe: Any) -> None:
         assert view.form == form
         assert len(view.ids) == len(view.pieces) == len(view.roles) == len(view.trained) > 0
         assert 0 < sum(view.trained) <= len(view.ids)
-    assert parse_text_rows(text_view.examples_jsonl()) == list(EXAMPLES.values())
+    assert parse_text_rows("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in EXAMPLES.values())) == list(
+        EXAMPLES.values()
+    )
 
 
 def test_parse_text_rows() -> None:
@@ -126,7 +129,7 @@ def test_parse_text_rows() -> None:
 @pytest.mark.parametrize(("strategy", "capacity"), [("split", 24), ("bfd", 128)])
 def test_block_labels_follow_samples_into_blocks(strategy: str, capacity: int) -> None:
     import packing
-    from explorer.text_view import block_labels
+    from explorer.core.text import block_labels
 
     rows = list(EXAMPLES.values())
     views = [view_row(row, "bytes") for row in rows]
@@ -150,7 +153,7 @@ def test_block_labels_follow_samples_into_blocks(strategy: str, capacity: int) -
 def test_choose_tokenizer(bpe: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A folder under the operator's PACKING_EXPLORER_TOKENIZERS loads by its name; a typed path, a missing
     folder and a hub name all get the same refusal."""
-    from explorer.text_view import TOKENIZERS_ENV, choose_tokenizer
+    from explorer.core.text import TOKENIZERS_ENV, choose_tokenizer
 
     folder = Path(bpe.name_or_path)
     monkeypatch.setenv(TOKENIZERS_ENV, str(folder.parent))
@@ -166,7 +169,7 @@ def test_choose_tokenizer(bpe: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def test_documents_table_round_trip(bpe: Any) -> None:
     import packing
-    from explorer.text_view import documents_table
+    from explorer.core.text import documents_table
 
     rows = list(EXAMPLES.values())
     tokens, mask, offsets = encode_rows(rows, bpe)

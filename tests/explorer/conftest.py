@@ -28,7 +28,7 @@ def optimal_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
 def searches_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """The page's searches run in the test's own process (so that fixtures like ``optimal_refuses`` reach them);
     ``test_ui_workers`` starts real worker processes."""
-    from explorer import workers
+    from explorer.server import workers
 
     monkeypatch.setattr(workers, "WORKERS", 0)
     monkeypatch.setattr(workers, "start_soon", lambda delay=0.0: None)  # no timer may start real ones later

@@ -17,3 +17,11 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def busy_pids() -> list[int]:
+    """Process ids of the explorer's workers running a call now, in every lane."""
+    from explorer.server import workers
+
+    with workers._LOCK:
+        return sorted(pid for each in workers._LANES.values() for pid in each.busy)

@@ -9,8 +9,9 @@ import plotly.graph_objects as go
 import pyarrow as pa
 
 import packing
-from explorer import inspect_view
-from explorer.figures import PAD_COLOR, SEQUENCE_COLORS
+from explorer.core import audit as audit_view
+from explorer.views import figures, tables
+from explorer.views.figures import PAD_COLOR, SEQUENCE_COLORS
 from packing.auditing import AuditReport, audit
 from packing.formats import export
 
@@ -26,15 +27,15 @@ def _leaky_report() -> AuditReport:
 
 
 def test_docstring_examples() -> None:
-    result = doctest.testmod(inspect_view, optionflags=doctest.NORMALIZE_WHITESPACE)
+    result = doctest.testmod(audit_view, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
 
 
 def test_planted_defects_are_marked_on_their_cells() -> None:
     report = _leaky_report()
     assert report.counts() == {"cross_document_label": 1, "padding_trained": 1}
-    assert inspect_view.default_blocks(report) == [0, 1]
-    fig = inspect_view.inspect_figure(report)
+    assert audit_view.default_blocks(report) == [0, 1]
+    fig = figures.inspect_figure(report)
     markers = {
         trace.name: trace
         for trace in fig.data
@@ -53,7 +54,7 @@ def test_planted_defects_are_marked_on_their_cells() -> None:
 
 def test_blocks_are_coloured_by_document_and_padding_is_grey() -> None:
     report = _leaky_report()
-    fig = inspect_view.inspect_figure(report, [0, 1])
+    fig = figures.inspect_figure(report, [0, 1])
     documents, targets = fig.data[0], fig.data[1]
     pad_slot = len(SEQUENCE_COLORS)
     assert np.asarray(documents.z).tolist() == [[0, 0, 0, 1, 1], [2, 2, 3, pad_slot, pad_slot]]
@@ -65,29 +66,29 @@ def test_blocks_are_coloured_by_document_and_padding_is_grey() -> None:
 
 def test_ragged_blocks_leave_cells_beyond_the_block_white() -> None:
     report = audit(pa.table({"input_ids": [[1, 2, 3], [4]], "seq_lengths": [[2, 1], [1]]}))
-    grid = inspect_view.block_grid(report, [0, 1])
+    grid = audit_view.block_grid(report, [0, 1])
     assert grid.document.tolist() == [[0, 0, 1], [2, -2, -2]]
     assert grid.targets.tolist() == [[0, 1, 0], [0, -2, -2]]
-    fig = inspect_view.inspect_figure(report, [0, 1])
+    fig = figures.inspect_figure(report, [0, 1])
     assert np.asarray(fig.data[0].z).tolist()[1][1:] == [len(SEQUENCE_COLORS) + 1] * 2
 
 
 def test_report_in_words_and_tables() -> None:
     report = _leaky_report()
-    lines = inspect_view.report_lines(report)
+    lines = report.describe()
     assert lines[0] == "Layout: this project's blocks."
     assert lines[1].startswith("2 blocks of up to 5 positions hold 8 tokens and 2 padding tokens: 80.00 %")
     assert any(line.startswith("- cross_document_label in 1 cell (first at block 0, position 3)") for line in lines)
-    rows = inspect_view.findings_rows(report)
+    rows = tables.audit_findings_rows(report)
     assert [(row["kind"], row["count"], row["first cells (block, position)"]) for row in rows] == [
         ("cross_document_label", 1, "(0, 3)"),
         ("padding_trained", 1, "(1, 4)"),
     ]
-    summary = dict(inspect_view.summary_rows(report))
+    summary = dict(tables.audit_summary_rows(report))
     assert summary["documents"] == "4" and summary["efficiency"] == "80.00 %"
     clean = audit(export(packing.pack([[1, 2], [3]], 4), "torchtune"))
-    assert inspect_view.report_lines(clean)[-1].startswith("No problems found")
-    assert inspect_view.findings_rows(clean) == []
+    assert clean.describe()[-1].startswith("No problems found")
+    assert tables.audit_findings_rows(clean) == []
 
 
 def test_position_findings_show_on_the_position_ids() -> None:
@@ -98,7 +99,7 @@ def test_position_findings_show_on_the_position_ids() -> None:
     table = table.set_column(table.column_names.index("position_ids"), "position_ids", pa.array(positions))
     report = audit(table)
     assert report.counts() == {"position_not_reset": 1}
-    fig = inspect_view.inspect_figure(report)
+    fig = figures.inspect_figure(report)
     heatmaps = [trace for trace in fig.data if isinstance(trace, go.Heatmap)]
     assert [trace.name for trace in heatmaps] == ["documents", "targets", "position ids"]
     assert np.asarray(heatmaps[2].text).tolist() == [["0", "1", "2", "3", "4", "0"]]

@@ -12,9 +12,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import packing
-from explorer.examples import EXAMPLES
-from explorer.memo import STORE
-from explorer.tabs import TITLES
+from explorer.core.examples import EXAMPLES
+from explorer.server.memo import STORE
+from explorer.ui.tabs import TITLES
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 CLASSIC = "Block 1: [1, 2, 3, 4] -> mask: [1, 1, 1, 1]\nBlock 2: [5, 6, 0, 0] -> mask: [1, 1, 0, 0]"
@@ -145,7 +145,7 @@ def test_masking_example_masks_prompts_and_tells_labels_from_the_loss_mask() -> 
     metrics = _metrics(at)
     assert metrics["Trainable tokens"] == "6"  # 15 tokens, 9 of them in prompts
     example = EXAMPLES["masking"]
-    from explorer.parsing import parse_sequences
+    from explorer.core.parsing import parse_sequences
 
     batch = packing.pack(parse_sequences(example.text).samples, example.max_seq_length, example.strategy)
     assert metrics["Training targets"] == str(int((batch.labels != -100).sum())) == "5"  # 13 starts block 2
@@ -316,7 +316,7 @@ def test_large_inputs_show_a_window_of_blocks() -> None:
 
 
 def test_practice_checks_blocks_and_masks_and_keeps_its_problem_in_the_link() -> None:
-    from explorer.practice import new_problem
+    from explorer.core.practice import new_problem
 
     at = _app(tab="Practice", problem="7")
     _clean(at)
@@ -436,7 +436,7 @@ def test_a_wrong_practice_answer_hides_the_solution_and_offers_a_replay() -> Non
     assert "expected" not in table and set(table["ids"]) <= {"✓", "✗"}
     at.button[-1].click().run()  # "Replay this problem step by step"
     _clean(at)
-    from explorer.practice import new_problem
+    from explorer.core.practice import new_problem
 
     problem = new_problem(at.session_state["problem"])
     assert at.session_state["tab"] == "Step through" and at.session_state["strategy"] == problem.strategy
@@ -534,7 +534,7 @@ def test_every_sentence_reads_right_for_one() -> None:
 
 
 def test_the_inspect_tab_audits_an_uploaded_packed_file() -> None:
-    from explorer import export
+    from explorer.core import export
 
     batch = packing.pack([[1, 2], [3, 4, 5], [6]], 4, "split")
     at = _app(tab="Inspect")

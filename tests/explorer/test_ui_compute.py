@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import packing
-from explorer import compute
+from explorer.core import runs as compute
 
 SAMPLES = [
     [1, 2],
@@ -58,8 +58,8 @@ def test_window_blocks_respects_the_drawing_limit() -> None:
 
 
 def test_compare_runs_every_strategy_trls_windows_and_the_optimum_within_the_page_time_limit() -> None:
-    from explorer import cache
-    from explorer.sources import Paste
+    from explorer.core.sources import Paste
+    from explorer.server import cache
 
     rows, costs = cache.compare(Paste("\n".join(["1 2 3"] * 60)), True, 8, "truncate")
     labels = [row.label for row in rows]
@@ -76,7 +76,8 @@ def test_compare_runs_every_strategy_trls_windows_and_the_optimum_within_the_pag
 
 def test_a_refusal_is_kept_with_its_fields(optimal_refuses: None) -> None:
     run = compute.run_strategy(np.full(60, 3), 8, "optimal", "truncate")
-    assert run.layout is None and (run.limit, run.count) == (40, 60) and "40" in run.error
+    assert run.layout is None and isinstance(run.error, packing.TooManyDocuments)
+    assert (run.error.limit, run.error.count) == (40, 60) and "40" in run.refusal
 
 
 def test_sweep_rows() -> None:

@@ -4,25 +4,22 @@ from __future__ import annotations
 
 import doctest
 import importlib
+from pathlib import Path
 
 import pytest
 
-MODULES = [
-    "explorer.parsing",
-    "explorer.examples",
-    "explorer.links",
-    "explorer.memo",
-    "explorer.model",
-    "explorer.safety",
-    "explorer.tabs.export",
-    "explorer.tabs.steps",
-    "explorer.tabs.sweep",
-    "explorer.tables",
-    "explorer.formatting",
-    "explorer.figures",
-    "explorer.workers",
-    "explorer.compute",
-]
+ROOT = Path(__file__).resolve().parents[2]
+
+MODULES = sorted(
+    name
+    for name in (
+        ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        for path in (ROOT / "explorer").rglob("*.py")
+        if path.name != "__init__.py"
+    )
+    if ">>> " in (ROOT / (name.replace(".", "/") + ".py")).read_text()
+)
+"""Every explorer module with an example in a docstring."""
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import packing
-from explorer import export
-from explorer.examples import synthetic_lengths
+from explorer.core import export
+from explorer.core.examples import synthetic_lengths
 
 pytest.importorskip("packing.io")
 
@@ -110,7 +110,7 @@ def test_snippet_elides_long_sample_lists() -> None:
 def test_the_upload_snippet_tokenizes_a_file_of_chats_as_the_page_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from explorer.sources import Upload
+    from explorer.core.sources import Upload
 
     rows = [{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}]}] * 3
     data = "".join(json.dumps(row) + "\n" for row in rows).encode()

@@ -8,7 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 import packing
-from explorer import compute, figures, tables
+from explorer.core import runs as compute
+from explorer.views import figures, tables
 
 
 def _classic() -> compute.Window:

@@ -19,10 +19,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import packing
-from explorer import inspect_view, links, model
-from explorer.parsing import InputError
-from explorer.sources import Synthetic, Upload
-from explorer.text_view import TOKENIZERS_ENV, choose_tokenizer, tokenizer_path
+from explorer.core import audit as inspect_view
+from explorer.core import links, model
+from explorer.core.parsing import InputError
+from explorer.core.sources import Synthetic, Upload
+from explorer.core.text import TOKENIZERS_ENV, choose_tokenizer, tokenizer_path
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
@@ -125,7 +126,8 @@ def test_only_folders_under_the_operators_folder_are_offered(tmp_path: Path, mon
 
 def test_the_explorer_runs_with_the_hub_offline() -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    code = "import explorer, os; print(os.environ['HF_HUB_OFFLINE'], os.environ['TRANSFORMERS_OFFLINE'])"
+    # the entry point, as `streamlit run` imports it and as every worker process imports it (``__mp_main__``)
+    code = "import app, os; print(os.environ['HF_HUB_OFFLINE'], os.environ['TRANSFORMERS_OFFLINE'])"
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["1", "1"]
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from processes import alive
+from processes import alive, busy_pids
 from streamlit.testing.v1 import AppTest
 
-from explorer import cache, compute
-from explorer.sources import Synthetic
+from explorer.core import runs as compute
+from explorer.core.sources import Synthetic
+from explorer.server import cache
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
@@ -61,9 +62,9 @@ def test_closing_the_tab_of_a_long_search_stops_its_worker(monkeypatch) -> None:
     import threading
     import time
 
-    from explorer import page, workers
+    from explorer.server import warmup, workers
 
-    page.prepare()  # the kernels loaded first: the run's time goes to the search
+    warmup.prepare()  # the kernels loaded first: the run's time goes to the search
     monkeypatch.setattr(workers, "WORKERS", 1)
     workers.shutdown()
     seen: set[int] = set()
@@ -71,7 +72,7 @@ def test_closing_the_tab_of_a_long_search_stops_its_worker(monkeypatch) -> None:
 
     def watch() -> None:
         while not done.is_set():
-            seen.update(workers.busy_pids())
+            seen.update(busy_pids())
             time.sleep(0.02)
 
     watcher = threading.Thread(target=watch, daemon=True)
@@ -82,7 +83,7 @@ def test_closing_the_tab_of_a_long_search_stops_its_worker(monkeypatch) -> None:
         deadline = time.monotonic() + 60
         with pytest.raises(RuntimeError, match="timed out"):
             at.run(timeout=6)
-        assert wait_until(lambda: not workers.busy_pids(), deadline)
+        assert wait_until(lambda: not busy_pids(), deadline)
     finally:
         done.set()
         watcher.join()
@@ -110,8 +111,8 @@ def chat_upload(turns: int) -> bytes:
 def test_an_upload_is_read_in_a_worker_as_the_server_reads_it(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import numpy as np
 
-    from explorer import workers
-    from explorer.sources import Upload
+    from explorer.core.sources import Upload
+    from explorer.server import workers
 
     monkeypatch.setattr(workers, "WORKERS", 1)
     workers.shutdown()
@@ -129,9 +130,9 @@ def test_an_upload_is_read_in_a_worker_as_the_server_reads_it(monkeypatch) -> No
 def test_an_upload_that_takes_too_long_is_stopped_in_one_line(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The recipe's 100,000-turn chat: reading it past the deadline stops its worker, and the page says so in
     one line (the deadline is tiny here, so that the test stays fast whatever the tokenizer's speed)."""
-    from explorer import workers
-    from explorer.parsing import InputError
-    from explorer.sources import Upload
+    from explorer.core.parsing import InputError
+    from explorer.core.sources import Upload
+    from explorer.server import workers
 
     monkeypatch.setattr(workers, "WORKERS", 1)
     monkeypatch.setattr(cache, "LOAD_SECONDS", 0.01)
@@ -141,7 +142,7 @@ def test_an_upload_that_takes_too_long_is_stopped_in_one_line(monkeypatch) -> No
             InputError, match=r"^it took longer than the 0.01 s the explorer gives it, and was stopped$"
         ):
             cache.dataset(Upload.of("long chat.jsonl", chat_upload(100_000)), True)
-        assert workers.busy_pids() == []
+        assert busy_pids() == []
     finally:
         workers.shutdown()
 
@@ -149,9 +150,9 @@ def test_an_upload_that_takes_too_long_is_stopped_in_one_line(monkeypatch) -> No
 CRASHING_AUDIT = """
 import os, sys
 sys.path.insert(0, os.getcwd())
-from explorer import cache, workers
-from explorer.parsing import InputError
-from explorer.sources import Upload
+from explorer.server import cache, workers
+from explorer.core.parsing import InputError
+from explorer.core.sources import Upload
 workers.WORKERS = 1
 deep = b'{"input_ids": ' + b"[" * 20_000 + b"1" + b"]" * 20_000 + b"}\\n"
 try:

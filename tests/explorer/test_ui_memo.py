@@ -8,8 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from explorer.memo import MemoStore, deep_size
-from explorer.sources import Upload
+from explorer.core.sources import Upload
+from explorer.server.memo import MemoStore, deep_size
 
 
 class Clock:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.parsing import InputError, parse_blocks, parse_ids, parse_sequences
-from explorer.sources import Paste
+from explorer.core.parsing import InputError, parse_blocks, parse_ids, parse_sequences
+from explorer.core.sources import Paste
 
 
 def test_json_list_of_lists() -> None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import packing
-from explorer import practice
-from explorer.parsing import TypedBlock, parse_blocks, parse_sequences
+from explorer.core import practice
+from explorer.core.parsing import TypedBlock, parse_blocks, parse_sequences
 
 
 def _typed(blocks: list[list[int]], masks: list[list[int]] | None = None) -> list[TypedBlock]:

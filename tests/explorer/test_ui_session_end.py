@@ -1,5 +1,5 @@
 """A real server: a visitor who closes the browser's connection while the page waits for a long search leaves
-no search running (``explorer.workers``: the run is stopped, and the worker searching for it killed)."""
+no search running (``explorer.server.workers``: the run is stopped, and the worker searching for it killed)."""
 
 from __future__ import annotations
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import packing
-from explorer import sources
-from explorer.examples import DISTRIBUTIONS, EXAMPLES, synthetic_code, synthetic_lengths, workload_sample
-from explorer.model import MAX_UPLOAD_MB
-from explorer.parsing import InputError, parse_sequences
+from explorer.core import sources
+from explorer.core.examples import DISTRIBUTIONS, EXAMPLES, synthetic_code, synthetic_lengths, workload_sample
+from explorer.core.model import MAX_UPLOAD_MB
+from explorer.core.parsing import InputError, parse_sequences
 from packing.workloads import WORKLOADS, load_workload
 
 
@@ -177,7 +177,7 @@ def test_an_uploaded_file_of_text_rows_is_tokenized_with_bytes() -> None:
     import json
 
     import packing
-    from explorer.sources import Upload
+    from explorer.core.sources import Upload
 
     rows = [
         {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}]},
@@ -199,8 +199,8 @@ def test_an_uploaded_file_of_text_rows_is_tokenized_with_bytes() -> None:
 def test_an_upload_of_text_rows_uses_the_chosen_tokenizer_and_says_so() -> None:
     import json
 
-    from explorer.parsing import InputError
-    from explorer.sources import Upload
+    from explorer.core.parsing import InputError
+    from explorer.core.sources import Upload
 
     data = (json.dumps({"prompt": "2+2=", "completion": "4"}) + "\n").encode()
     loaded = Upload.of("qa.jsonl", data, " bytes ").load(True)

@@ -7,8 +7,9 @@ from dataclasses import replace
 import numpy as np
 
 import packing
-from explorer import compute, tables
-from packing.comparison import Row, compare
+from explorer.core import runs as compute
+from explorer.views import tables
+from packing.comparison import Contender, Row, compare
 
 
 def test_classic_text_form() -> None:
@@ -134,12 +135,13 @@ def test_efficiency_never_reads_100_percent_with_padding_left() -> None:
 
 
 def test_refusals_and_losses_are_explained_in_plain_words() -> None:
-    refused = compute.StrategyRun("optimal", None, 0.0, "too many", limit=40, count=88_641)
+    error = packing.TooManyDocuments("optimal", 40, 88_641)
+    refused = Row(Contender("optimal"), None, 0, 0.0, "too many", error=error)
     message = tables.refusal(refused)
     assert "at most 40 documents; this data has 88,641" in message and "Compare tab" in message
     title = packing.STRATEGIES["ffd"].title
     assert (
-        tables.refusal(compute.StrategyRun("ffd", None, 0.0, "some reason"))
+        tables.refusal(Row(Contender("ffd"), None, 0, 0.0, "some reason"))
         == f"{title} cannot pack this data: some reason"
     )
     assert tables.loss_note(packing.plan([4, 4, 5], 4, "split").stats, 5) is None  # 1 of 13 tokens: under 10 %

@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
 import packing
-from explorer import export, figures
-from explorer.safety import plot_text
-from explorer.sources import TEXT_MAX_SEQ_LENGTH, Text
-from explorer.text_view import EXAMPLES, example_text, window_cells
+from explorer.core import export
+from explorer.core.safety import plot_text
+from explorer.core.sources import TEXT_MAX_SEQ_LENGTH, Text
+from explorer.core.text import EXAMPLES, example_text, window_cells
+from explorer.views import figures
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TIMEOUT = 120

@@ -1,4 +1,4 @@
-"""The first start compiles everything the page uses, once: after ``compile_everything`` no tab, strategy or
+"""The first start compiles everything the page uses, once: after ``warmup.compile_everything`` no tab, strategy or
 source makes numba compile anything more (the first version compiled in pieces, at the first use of each)."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from numba.core.registry import CPUDispatcher
 from streamlit.testing.v1 import AppTest
 
 import packing
-from explorer import page
-from explorer.tabs import TITLES
+from explorer.server import warmup
+from explorer.ui.tabs import TITLES
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
@@ -37,7 +37,7 @@ def _signatures() -> dict[str, int]:
 
 def check_in_this_process() -> dict[str, tuple[int, int]]:
     """Compile at start, then open every tab for several sources; the kernels whose signatures grew."""
-    page.compile_everything()
+    warmup.compile_everything()
     before = _signatures()
     assert before and any(before.values())
     links = [
@@ -75,20 +75,20 @@ WARM_AT_START = """
 import asyncio, json, sys, time
 import streamlit as st
 import app  # as `streamlit run app.py` imports it, to find the server
-from explorer import page, serving
+from explorer.server import warmup
 
 async def start() -> float:
     global at_enter
-    async with serving.lifespan(app.app):
-        at_enter = page._WARM.is_set()  # the server listens at once: the warm-up runs beside it
+    async with app.LIFESPAN(app.app):
+        at_enter = warmup.is_warm()  # the server listens at once: the warm-up runs beside it
         started = time.monotonic()
-        while not page._WARM.is_set() and time.monotonic() - started < 300:
+        while not warmup.is_warm() and time.monotonic() - started < 300:
             await asyncio.sleep(0.05)
     return time.monotonic() - started
 
 waited = asyncio.run(start())
-print(json.dumps({"server": isinstance(app.app, st.App), "warm": page._WARM.is_set(), "warm at enter": at_enter,
-                  "tabs loaded": "explorer.tabs.result" in sys.modules, "waited": waited}))
+print(json.dumps({"server": isinstance(app.app, st.App), "warm": warmup.is_warm(), "warm at enter": at_enter,
+                  "tabs loaded": "explorer.ui.tabs.result" in sys.modules, "waited": waited}))
 """
 
 

@@ -1,4 +1,4 @@
-"""The worker processes (``explorer.workers``): real processes, the same answers as in the server, stopped at
+"""The worker processes (``explorer.server.workers``): real processes, the same answers as in the server, stopped at
 their deadline and when the script run that waits for them stops."""
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from processes import alive
+from processes import alive, busy_pids
 
 import packing
-from explorer import compute, workers
+from explorer.core import runs as compute
+from explorer.server import workers
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
@@ -101,7 +102,7 @@ def test_a_worker_under_streamlit_does_not_run_the_page(one_worker: None, monkey
 SERVER_THAT_DIES = """
 import os, sys
 sys.path.insert(0, os.getcwd())
-from explorer import workers
+from explorer.server import workers
 workers.WORKERS = 1
 print(workers.run(os.getpid), flush=True)
 os._exit(9)  # the server is killed: no clean shutdown of its pool
@@ -144,7 +145,7 @@ def test_a_call_past_its_deadline_is_stopped_and_its_worker_replaced(one_worker:
 
 def run_in_a_script(function, marker, lane_name):  # type: ignore[no-untyped-def]
     """An app's script (AppTest runs its source, without this module's imports): a long call in a worker."""
-    from explorer import workers
+    from explorer.server import workers
 
     workers.run(function, marker, lane_name=lane_name, seconds=600)
 
@@ -167,7 +168,7 @@ def test_a_stopped_script_run_kills_the_worker_it_waits_for(
     assert wait_for(marker.exists)
     pid = int(marker.read_text())
     assert wait_for(lambda: not alive(pid)), "the worker kept running after its script run stopped"
-    assert workers.busy_pids() == []
+    assert busy_pids() == []
 
 
 def slow_square(value: int) -> int:

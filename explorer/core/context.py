@@ -1,0 +1,33 @@
+"""The ``Context`` a tab draws from: a source resolved once per run (its dataset, with the samples and the
+tokenizer that read them), the settings, and the chosen strategy's plan, handed down to every tab."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import packing
+from explorer.core.model import Dataset, Int64Array, Settings
+from explorer.core.sources import Source
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything a tab draws from: the source, its dataset (None when it could not be read), the settings, and
+    the chosen strategy's plan (None when the strategy refused or the settings are out of range)."""
+
+    source: Source | None
+    settings: Settings
+    dataset: Dataset | None = None
+    layout: packing.PackingPlan | None = None
+    refusal: str = ""
+    problem: str = ""
+    """Why there is nothing to show (unreadable data, an out-of-range setting), already in plain words."""
+
+    @property
+    def lengths(self) -> Int64Array:
+        assert self.dataset is not None
+        return self.dataset.lengths
+
+    @property
+    def samples(self) -> packing.Samples | None:
+        return None if self.dataset is None else self.dataset.samples

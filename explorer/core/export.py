@@ -1,0 +1,177 @@
+"""Downloads of a packed result and a Python snippet that reproduces it with the library."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+import packing
+from explorer.core.examples import synthetic_code
+
+MAX_EXPORT_CELLS = 8_000_000
+"""Largest packed result (blocks × max_seq_length) the page builds for download."""
+MAX_INLINE_CHARS = 4_000
+"""Longest sample list written literally into the snippet."""
+
+
+def _written(batch: packing.PackedBatch, suffix: str) -> bytes:
+    """Bytes of ``packing.io.write_jsonl`` / ``write_parquet`` output (they write files atomically)."""
+    from packing.io import write_jsonl, write_parquet
+
+    writer = write_jsonl if suffix == ".jsonl" else write_parquet
+    with tempfile.TemporaryDirectory() as folder:
+        target = Path(folder) / f"blocks{suffix}"
+        writer(batch, target)
+        return target.read_bytes()
+
+
+def jsonl_bytes(batch: packing.PackedBatch) -> bytes:
+    """One JSON object per block: input_ids, labels, loss_mask, position_ids, sequence_ids, seq_lengths."""
+    return _written(batch, ".jsonl")
+
+
+def parquet_bytes(batch: packing.PackedBatch) -> bytes:
+    """One Parquet row per block with the same columns as the JSON lines."""
+    return _written(batch, ".parquet")
+
+
+def documents_jsonl(batch: packing.PackedBatch, tokenizer: Any) -> bytes:
+    """One JSON object per packed document (``text_view.documents_table``): block, sample, tokens, trained, text.
+
+    >>> print(documents_jsonl(packing.pack([{"text": "hi"}], 4, tokenizer="bytes"), "bytes").decode(), end="")
+    {"block": 0, "sample": 0, "tokens": 3, "trained": 3, "text": "hi<|endoftext|>"}
+    """
+    from explorer.core.text import documents_table
+
+    lines = (json.dumps(line, ensure_ascii=False) + "\n" for line in documents_table(batch, tokenizer))
+    return "".join(lines).encode("utf-8")
+
+
+def layout_csv(layout: packing.PackingPlan) -> bytes:
+    """The plan of lengths-only data: one row per piece (block, position, sequence, start, length), 1-based blocks."""
+    frame = pd.DataFrame(
+        {
+            "block": layout.piece_block() + 1,
+            "position": layout.piece_position(),
+            "sequence": layout.piece_sequence + 1,
+            "start": layout.piece_start,
+            "length": layout.piece_length,
+        }
+    )
+    text: str = frame.to_csv(index=False)
+    return text.encode("utf-8")
+
+
+@dataclass(frozen=True)
+class DataRecipe:
+    """How the snippet gets its data: exactly one of the fields is used, in this order."""
+
+    samples: list[Any] | None = None
+    upload_name: str | None = None
+    synthetic: tuple[int, str, int, int] | None = None
+    workload: tuple[str, int] | None = None
+    """(name, sequences); 0 sequences = all of them."""
+    tokenizer: str | None = None
+    """What tokenizes text ``samples`` or the text rows of an uploaded file (``packing.load_tokenizer``); None for
+    token data."""
+
+
+def _data_lines(recipe: DataRecipe, completion_only_loss: bool = True) -> tuple[list[str], bool]:
+    """Lines that define ``samples`` (token data) or ``lengths`` (lengths only), and which one."""
+    if recipe.samples is not None:
+        text = json.dumps(recipe.samples)
+        if len(text) > MAX_INLINE_CHARS:
+            return ["samples = [...]  # your sequences: lists of token ids or prompt/completion dicts"], True
+        if len(text) <= 80:
+            return [f"samples = {text}"], True
+        items = "\n".join(f"    {json.dumps(sample)}," for sample in recipe.samples)
+        return [f"samples = [\n{items}\n]"], True
+    if recipe.upload_name is not None:
+        # the loss rule is applied as the file is read (pack takes the samples as they are); the tokenizer is used
+        # only if the file holds text rows
+        tokenizer = f", tokenizer={recipe.tokenizer!r}" if recipe.tokenizer is not None else ""
+        return [
+            f"data = packing.read_dataset({recipe.upload_name!r}, completion_only_loss={completion_only_loss}{tokenizer})",
+            "samples, lengths = data.samples, data.lengths",
+        ], False
+    if recipe.synthetic is not None:
+        return ["import numpy as np", "", synthetic_code(*recipe.synthetic)], False
+    if recipe.workload is not None:
+        name, count = recipe.workload
+        if count <= 0:  # every sequence, in the file's order (as ``packing compare`` reads it)
+            return [
+                "from packing.workloads import load_workload",
+                "",
+                f"lengths = load_workload({name!r}).lengths",
+            ], False
+        return [
+            "import numpy as np",
+            "from packing.workloads import load_workload",
+            "",
+            f"lengths = load_workload({name!r}).lengths",
+            f"lengths = lengths[np.random.default_rng(0).permutation(len(lengths))[:{count}]]  # a seeded sample",
+        ], False
+    raise ValueError("the recipe names no data")
+
+
+def _writes_a_file(recipe: DataRecipe) -> bool:
+    """Files and long pasted lists are written to Parquet; a few pasted sequences are printed block by block."""
+    if recipe.samples is not None:
+        return len(json.dumps(recipe.samples)) > MAX_INLINE_CHARS
+    return recipe.upload_name is not None
+
+
+def snippet(
+    recipe: DataRecipe,
+    max_seq_length: int,
+    strategy: str,
+    overflow: str,
+    pad_token_id: int,
+    completion_only_loss: bool,
+    tokens: bool,
+) -> str:
+    """A short, runnable Python program that packs the same data with the same settings."""
+    lines, _ = _data_lines(recipe, completion_only_loss)
+    if tokens and _writes_a_file(recipe):
+        lines = ["from packing.io import write_parquet", *lines]
+    imports = [line for line in lines if line.startswith(("import ", "from "))]
+    lines = [line for line in lines if line and line not in imports]
+    if tokens:
+        body = [
+            "batch = packing.pack(",
+            "    samples,",
+            f"    max_seq_length={max_seq_length},",
+            f"    strategy={strategy!r},",
+            f"    overflow={overflow!r},",
+            f"    pad_token_id={pad_token_id},",
+            f"    completion_only_loss={completion_only_loss},",
+            *([f"    tokenizer={recipe.tokenizer!r},"] if recipe.tokenizer is not None and recipe.samples else []),
+            ")",
+        ]
+        if _writes_a_file(recipe):
+            body += ['write_parquet(batch, "packed.parquet")  # one row per block', "print(batch.stats.summary())"]
+        else:
+            body += [
+                "blocks, masks = batch.to_lists()",
+                "for number, (ids, mask) in enumerate(zip(blocks, masks), start=1):",
+                '    print(f"Block {number}: {ids} -> mask: {mask}")',
+                "print(batch.stats.summary())",
+            ]
+    else:
+        body = [
+            f"layout = packing.plan(lengths, max_seq_length={max_seq_length}, strategy={strategy!r}, overflow={overflow!r})",
+            'print(layout.num_blocks, "blocks,", f"{layout.stats.efficiency:.2%} efficiency")',
+        ]
+    plain = [line for line in imports if line.startswith("import ")]
+    names: dict[str, list[str]] = {}
+    for line in imports:
+        if line.startswith("from "):
+            module, _, imported = line[len("from ") :].partition(" import ")
+            names.setdefault(module, []).extend(imported.split(", "))
+    named = [f"from {module} import {', '.join(sorted(set(items)))}" for module, items in names.items()]
+    return "\n".join([*plain, "import packing", *named, "", *lines, "", *body]) + "\n"

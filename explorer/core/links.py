@@ -1,0 +1,87 @@
+"""Links: which query parameters the page reads (today's names, so shared links keep working), and the check
+that runs on a session's first run before Streamlit binds them to widgets.
+
+The widgets themselves are bound with Streamlit's ``bind="query-params"`` (the widget key is the parameter
+name). Streamlit drops an unusable value silently, and crashes on a number of hundreds of digits, so the first
+run checks every parameter here, reports what it ignores (quoted, at most a few dozen characters) and removes
+it before any widget reads it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import packing
+from explorer.core.examples import DISTRIBUTIONS
+from explorer.core.model import MAX_PAD_TOKEN_ID, MAX_SEED, MAX_SEQUENCES
+from explorer.core.safety import quote
+from packing.workloads import WORKLOADS
+
+_INTEGER = re.compile(r"[+-]?\d{1,12}")
+"""What a number in a link may look like: Streamlit reads it as a float, so longer numbers are refused first."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    options: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Whole:
+    low: int | None
+    high: int | None
+
+
+SOURCES = ("paste", "text", "synthetic", "workload", "upload")
+PARAMS: dict[str, Choice | Whole] = {
+    "source": Choice(SOURCES),
+    "max_seq_length": Whole(None, None),  # any whole number; an out-of-range one is answered on the page
+    "strategy": Choice(tuple(packing.STRATEGIES)),
+    "overflow": Choice(tuple(packing.OVERFLOW_POLICIES)),
+    "pad_token_id": Whole(0, MAX_PAD_TOKEN_ID),
+    "loss": Choice(("completion", "all")),
+    "count": Whole(1, MAX_SEQUENCES),
+    "distribution": Choice(tuple(DISTRIBUTIONS)),
+    "seed": Whole(0, MAX_SEED),
+    "max_length": Whole(1, 2**24),
+    "workload": Choice(tuple(WORKLOADS)),
+    "sample": Whole(0, 100_000_000),
+    "problem": Whole(1, 999_999),
+    "strategy_seed": Whole(0, MAX_SEED),
+    "time_limit": Whole(1, 600),
+    "max_sequences_per_block": Whole(0, MAX_SEQUENCES),
+}
+"""Parameter name (= widget key) and the values it takes. ``sequences`` and ``tab`` are checked where they are
+read (the parser, ``st.tabs``)."""
+
+
+def check_link(params: Mapping[str, str | list[str]]) -> tuple[list[str], list[str]]:
+    """The parameters to drop, and a plain sentence for each.
+
+    >>> check_link({"strategy": "[Click here](https://x.y)", "max_seq_length": "9" * 500, "seed": "3"})
+    (['max_seq_length', 'strategy'], ["max_seq_length='99999999999999999999999999999999999999… is not a whole number", "strategy='[Click here](https://x.y)' is not one of split, next_fit, first_fit, first_fit_shuffle, ffd, bfd, spfhp, optimal, none"])
+    """
+    drop, warnings = [], []
+    for name in sorted(params):
+        rule = PARAMS.get(name)
+        if rule is None:
+            continue
+        value = params[name]
+        raw = value[-1] if isinstance(value, list) else value
+        shown = f"{name}={quote(raw)}"
+        if isinstance(rule, Choice):
+            if raw not in rule.options:
+                drop.append(name)
+                warnings.append(f"{shown} is not one of {', '.join(rule.options)}")
+            continue
+        if not _INTEGER.fullmatch(raw.strip()):
+            drop.append(name)
+            warnings.append(f"{shown} is not a whole number")
+            continue
+        number = int(raw)
+        if (rule.low is not None and number < rule.low) or (rule.high is not None and number > rule.high):
+            drop.append(name)
+            warnings.append(f"{shown} is not a whole number between {rule.low:,} and {rule.high:,}")
+    return drop, warnings

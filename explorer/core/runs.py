@@ -1,0 +1,324 @@
+"""Calls into the packing library shaped for display: a window of blocks, strategy comparisons, sweeps.
+
+No packing decisions are made here: every layout comes from ``packing.plan`` / ``packing.explain``
+and every token array from ``packing.materialize``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+import packing
+from explorer.core.safety import describe
+from packing.comparison import Contender, Row
+from packing.comparison import compare as compare_contenders
+from packing.strategies import DEFAULT_TIME_LIMIT
+
+Int64Array = npt.NDArray[np.int64]
+MAX_DRAW_CELLS = 65_536
+"""Most cells (blocks × max_seq_length) a heatmap draws at once."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """Blocks ``first .. first + count - 1`` of a plan, materialized; ``sequence_ids`` are global indices."""
+
+    first: int
+    batch: packing.PackedBatch
+    sequence_ids: Int64Array
+    has_tokens: bool
+
+    @property
+    def count(self) -> int:
+        return self.batch.num_blocks
+
+
+def placeholder_samples(lengths: Int64Array) -> packing.Samples:
+    """Samples of these lengths whose every token is 0 and trained: what lengths-only data is drawn with. The token
+    and mask arrays are broadcast views of one value, so they take no memory whatever the data's size. O(n)."""
+    offsets = np.concatenate(([0], np.cumsum(lengths, dtype=np.int64)))
+    total = int(offsets[-1])
+    return packing.Samples(
+        np.broadcast_to(np.zeros(1, np.int64), (total,)), np.broadcast_to(np.ones(1, np.int8), (total,)), offsets
+    )
+
+
+def window(
+    layout: packing.PackingPlan, flat: packing.Samples | None, first: int, count: int, pad_token_id: int
+) -> Window:
+    """Materialize only blocks ``first .. first + count - 1`` (clipped to the plan), through the plan's own
+    ``select``. O(tokens in the window + sequences)."""
+    first = max(0, min(first, layout.num_blocks - 1))
+    stop = min(layout.num_blocks, first + max(1, count))
+    samples = flat if flat is not None else placeholder_samples(layout.lengths)
+    batch = packing.materialize(layout, samples, pad_token_id, blocks=np.arange(first, stop))
+    return Window(first, batch, batch.sequence_ids.astype(np.int64), flat is not None)
+
+
+def window_blocks(max_seq_length: int, wanted: int) -> int:
+    """How many blocks of this length fit in one drawing (0 if not even one does)."""
+    return min(wanted, MAX_DRAW_CELLS // max_seq_length)
+
+
+def trainable_counts(layout: packing.PackingPlan, flat: packing.Samples | None) -> packing.TrainableCounts:
+    """Trainable tokens and training targets over the whole plan (lengths-only data: every token trains)."""
+    if flat is None:
+        stats = layout.stats
+        return packing.TrainableCounts(
+            stats.trainable_tokens, stats.target_tokens, stats.samples_without_trainable_tokens
+        )
+    return packing.count_trainable(layout, flat)
+
+
+def run_strategy(
+    lengths: Int64Array,
+    max_seq_length: int,
+    strategy: str,
+    overflow: str,
+    options: tuple[tuple[str, int], ...] = (),
+) -> Row:
+    """``packing.plan`` with the strategy's own ``options``, as one row of ``packing.compare`` (the run type the
+    Compare tab shows too): its plan and statistics, the lower bound that applies, the seconds planning took,
+    or the typed ``PackingError`` it refused with (``Row.error``, worded by ``explorer.core.safety.describe``).
+    O(what the strategy costs)."""
+    contender = Contender(strategy_name(strategy))
+    bounds = packing.lower_bounds(lengths, max_seq_length, overflow_policy(overflow))
+    bound = bounds.simple if packing.STRATEGIES[strategy].bound == "simple" else bounds.l2
+    started = time.perf_counter()
+    try:
+        given: dict[str, Any] = dict(options)  # the recipe's options: checked by the recipe
+        layout = packing.plan(lengths, max_seq_length, strategy_name(strategy), overflow_policy(overflow), **given)
+    except packing.PackingError as error:  # a refusal, worded from its fields
+        return Row(contender, None, bound, time.perf_counter() - started, describe(error), error=error)
+    certificate = getattr(layout, "certificate", None)
+    if certificate is not None:
+        bound = max(bound, certificate.lower_bound)
+    return Row(contender, layout.stats, bound, time.perf_counter() - started, layout=layout)
+
+
+PAGE_TIME_LIMIT = 5
+"""Seconds a strategy with a ``time_limit`` option (the proven optimum) may search inside the comparison and the
+sweep; it then returns its best plan with a certified gap."""
+
+
+MAX_TIME_LIMIT = 30
+"""Most seconds the page lets one plan's search run, whatever a link asks (``capped``)."""
+
+
+def asked_time_limit(options: tuple[tuple[str, int], ...]) -> int | None:
+    """The ``time_limit`` in ``options`` (None without one)."""
+    return dict(options).get("time_limit")
+
+
+def capped(options: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
+    """``options`` with ``time_limit`` at most ``MAX_TIME_LIMIT``: what the page runs. O(options).
+
+    >>> capped((("time_limit", 600), ("seed", 1))), capped((("time_limit", 5),))
+    ((('time_limit', 30), ('seed', 1)), (('time_limit', 5),))
+    """
+    return tuple((k, min(v, MAX_TIME_LIMIT) if k == "time_limit" else v) for k, v in options)
+
+
+def time_limit_note(strategy: str, options: tuple[tuple[str, int], ...]) -> str:
+    """The sentence telling a visitor that the page searches for less time than the link asked ('' if it does not).
+
+    >>> time_limit_note("optimal", (("time_limit", 5),))
+    ''
+    >>> time_limit_note("optimal", (("time_limit", 600),))[:61]
+    'The link asks the search to run for up to 600 s; the explorer'
+    """
+    asked = asked_time_limit(options) if search_lane(strategy, options) else None
+    if asked is None or asked <= MAX_TIME_LIMIT:
+        return ""
+    return (
+        f"The link asks the search to run for up to {asked:,} s; the explorer searches for at most "
+        f"{MAX_TIME_LIMIT} s per plan and shows the best plan found by then, with its certified gap. For a longer "
+        "search, run `packing.plan` yourself."
+    )
+
+
+def search_lane(strategy: str, options: tuple[tuple[str, int], ...] = ()) -> str | None:
+    """Which workers' lane (``explorer.server.workers``) plans ``strategy``: a search (it takes a ``time_limit``)
+    bounded by ``PAGE_TIME_LIMIT``, like every search of the Compare and Sweep tabs, goes to ``"search"``; a
+    longer one a link asked for (capped at ``MAX_TIME_LIMIT``) to ``"long"``, so that it never holds a worker the
+    others wait for; anything else (fast compiled kernels) is planned in the server (None).
+
+    >>> search_lane("bfd"), search_lane("optimal", (("time_limit", 5),)), search_lane("optimal", (("time_limit", 600),))
+    (None, 'search', 'long')
+    """
+    entry = packing.STRATEGIES.get(strategy)
+    if entry is None or "time_limit" not in entry.options:
+        return None
+    return "search" if dict(options).get("time_limit", DEFAULT_TIME_LIMIT) <= PAGE_TIME_LIMIT else "long"
+
+
+def search_seconds(options: tuple[tuple[str, int], ...]) -> int:
+    """Seconds a search with these options may run: its ``time_limit`` (capped), else the library's default."""
+    return int(dict(capped(options)).get("time_limit", DEFAULT_TIME_LIMIT))
+
+
+def search_deadline(options: tuple[tuple[str, int], ...]) -> float:
+    """Seconds a worker may take on a plan with these (capped) options before it is stopped: the search's own
+    limit, then time to round and certify its plan."""
+    return float(dict(options).get("time_limit", DEFAULT_TIME_LIMIT)) + 30.0
+
+
+def turn_lines(
+    every: tuple[Any, ...], tokenizer: Any, completion_only: bool, rows: tuple[int, ...]
+) -> list[dict[str, Any]]:
+    """One line per turn of each of ``rows`` (0-based) of the text rows ``every`` read with ``tokenizer`` (a
+    ``Dataset``'s own): the row (1-based), role, tokens, trained tokens and texts (``explorer.core.text.turn_table``);
+    renders the chat template once per row."""
+    from explorer.core.text import turn_table, view_row
+
+    table: list[dict[str, Any]] = []
+    for row in rows:
+        for line in turn_table(view_row(every[row], tokenizer, completion_only_loss=completion_only)):
+            table.append({"sequence": row + 1, **line})
+    return table
+
+
+def compare(
+    lengths: Int64Array, max_seq_length: int, overflow: str
+) -> tuple[list[Row], dict[str, packing.ComputeCost]]:
+    """``packing.compare``'s rows with the plans dropped (statistics only, small whatever the data's size) and each
+    row's compute estimate by label; the proven optimum searches up to ``PAGE_TIME_LIMIT``. O(every strategy)."""
+    rows = compare_contenders(lengths, max_seq_length, overflow_policy(overflow), time_limit=PAGE_TIME_LIMIT)
+    costs = {row.label: packing.compute_cost(row.layout) for row in rows if row.layout is not None}
+    worded = [replace(row, layout=None, refusal=describe(row.error) if row.error else row.refusal) for row in rows]
+    return worded, costs
+
+
+WARM_LENGTHS = (3, 5, 2, 4, 1, 6)
+"""A tiny input every strategy packs (at max_seq_length 6) to compile its kernels."""
+_HARD_FOR_GREEDY = [26, 26, 26, 25, 25, 24, 24, 23, 23] * 8 + [49, 50, 51] * 5
+
+
+def warm_searches() -> None:
+    """Compile (or load from numba's cache) the kernels of every search the Compare and Sweep tabs run: each
+    strategy under each overflow policy, its compute estimate, the lower bounds, and the proven optimum's column
+    generation (LP pricing) and the plan it rounds to, which tiny inputs never reach (on ``_HARD_FOR_GREEDY``
+    greedy needs 28 blocks of 100 and the optimum 26). The page's first start and every search worker call it."""
+    lengths = np.array(WARM_LENGTHS, dtype=np.int64)
+    for overflow in packing.OVERFLOW_POLICIES:
+        for name in packing.STRATEGIES:
+            packing.compute_cost(packing.plan(lengths, 6, strategy_name(name), overflow_policy(overflow)))
+        packing.lower_bounds(lengths, 6, overflow_policy(overflow))
+    packing.plan(np.array([3] * 30 + [5] * 7 + [2] * 9), 8, "optimal", time_limit=PAGE_TIME_LIMIT)
+    packing.plan(np.array(_HARD_FOR_GREEDY), 100, "optimal", time_limit=PAGE_TIME_LIMIT)
+
+
+def page_options(strategy: str) -> tuple[tuple[str, int], ...]:
+    """The options the page passes to ``strategy`` when it runs it beside the others (``Strategy.options``)."""
+    return (("time_limit", PAGE_TIME_LIMIT),) if "time_limit" in packing.STRATEGIES[strategy].options else ()
+
+
+def sweep(lengths: Int64Array, sizes: list[int], strategies: list[str], overflow: str) -> list[dict[str, Any]]:
+    """Blocks and efficiency of each strategy at each max_seq_length (rows for a table or a chart)."""
+    rows = []
+    for size in sizes:
+        for name in strategies:
+            run = run_strategy(lengths, size, name, overflow, options=page_options(name))
+            stats = run.stats
+            rows.append(
+                {
+                    "max_seq_length": size,
+                    "strategy": name,
+                    "blocks": stats.num_blocks if stats else None,
+                    "efficiency": stats.efficiency if stats else None,
+                    "tokens lost": stats.tokens_lost if stats else None,
+                    "lost share": stats.tokens_lost / stats.input_tokens if stats and stats.input_tokens else None,
+                    "note": run.refusal,
+                }
+            )
+    return rows
+
+
+def explain_steps(
+    lengths: Int64Array, max_seq_length: int, strategy: str, overflow: str, seed: int = 0
+) -> list[packing.Step]:
+    """``packing.explain`` for these lengths; raises ``ValueError`` with a plain message when it refuses."""
+    if len(lengths) > packing.MAX_EXPLAIN_DOCUMENTS:
+        raise ValueError(
+            f"stepping through is limited to {packing.MAX_EXPLAIN_DOCUMENTS} sequences; this input has {len(lengths):,}"
+        )
+    return packing.explain(lengths, max_seq_length, strategy_name(strategy), overflow_policy(overflow), seed=seed)
+
+
+def strategy_name(strategy: str) -> packing.StrategyName:
+    """A strategy name from a widget (checked by the library)."""
+    return cast(packing.StrategyName, strategy)
+
+
+def overflow_policy(overflow: str) -> packing.OverflowPolicy:
+    """An overflow policy name from a widget (checked by the library)."""
+    return cast(packing.OverflowPolicy, overflow)
+
+
+def step_grid(steps: list[packing.Step], upto: int, max_seq_length: int) -> Int64Array:
+    """Sequence index in each cell after steps ``0..upto`` (-1 where nothing is placed yet).
+
+    Only blocks opened so far are included, whatever length ``Step.fill`` has.
+    """
+    done = steps[: upto + 1]
+    blocks = max((p.block + 1 for step in done for p in step.placements), default=0)
+    grid = np.full((blocks, max_seq_length), -1, dtype=np.int64)
+    for step in done:
+        for place in step.placements:
+            grid[place.block, place.position : place.position + place.length] = step.sequence
+    return grid
+
+
+def step_tokens(steps: list[packing.Step], upto: int, max_seq_length: int, flat: packing.Samples) -> Int64Array:
+    """Token id in each cell after steps ``0..upto``, like ``step_grid`` (-1 where nothing is placed yet)."""
+    done = steps[: upto + 1]
+    blocks = max((p.block + 1 for step in done for p in step.placements), default=0)
+    grid = np.full((blocks, max_seq_length), -1, dtype=np.int64)
+    assert flat.tokens is not None, "step_tokens needs token data"
+    for step in done:
+        offset = int(flat.offsets[step.sequence]) + step.start
+        for place in step.placements:
+            grid[place.block, place.position : place.position + place.length] = flat.tokens[
+                offset : offset + place.length
+            ]
+            offset += place.length
+    return grid
+
+
+@dataclass(frozen=True)
+class AttentionView:
+    """One block's attention: what a plain causal mask allows vs the block-diagonal mask."""
+
+    causal: npt.NDArray[np.bool_]
+    document: npt.NDArray[np.bool_]
+    cross: npt.NDArray[np.bool_]
+    position_plain: Int64Array
+    position_restart: Int64Array
+    real_tokens: int
+
+    @property
+    def cross_pairs(self) -> int:
+        return int(self.cross.sum())
+
+
+def positions(batch: packing.PackedBatch, block: int) -> tuple[Int64Array, Int64Array]:
+    """Position ids of a block counted straight through (what a naive setup uses) and ``PackedBatch.position_ids``."""
+    real = batch.sequence_ids[block] >= 0
+    return np.where(real, np.arange(batch.max_seq_length), 0), batch.position_ids[block]
+
+
+def attention_view(batch: packing.PackedBatch, block: int) -> AttentionView:
+    """The naive causal mask over a block's real tokens, ``PackedBatch.attention_mask`` and their difference.
+
+    O(max_seq_length²) memory: callers limit the block size.
+    """
+    document = batch.attention_mask(block)
+    real = batch.sequence_ids[block] >= 0
+    causal = np.tril(real[:, None] & real[None, :])
+    plain, restart = positions(batch, block)
+    return AttentionView(causal, document, causal & ~document, plain, restart, int(real.sum()))

@@ -1,0 +1,281 @@
+"""The server's cache: shared by every session, bounded in bytes and in time, keyed by the real inputs.
+
+Streamlit's ``st.cache_data``/``st.cache_resource`` bound a cache by entry count and age only, and one large
+dataset per entry can take the server down for everyone. This store adds the missing byte budget:
+
+- every entry's size is measured (numpy arrays, dataclasses, containers) when it is stored;
+- the least recently used entries are evicted until the total fits ``MemoStore.max_bytes``;
+- an entry unused for ``ttl`` seconds is dropped (by the next access, and by a sweeper thread every minute once
+  ``start`` ran);
+- an entry larger than a third of the budget is computed but not kept (the largest dataset the page reads,
+  16,000,000 tokens, takes about 150 MB, within a third of the default 512 MiB);
+- concurrent sessions asking for the same missing entry wait for one computation instead of repeating it.
+
+Keys are tuples of the call's arguments, which must be hashable values (sources, settings, numbers, text);
+nothing big is ever part of a key. Values are shared objects: callers never modify them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import sys
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any, ParamSpec, TypeVar
+
+import numpy as np
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+DEFAULT_BUDGET_MB = int(os.environ.get("PACKING_EXPLORER_CACHE_MB", "512"))
+DEFAULT_TTL_SECONDS = float(os.environ.get("PACKING_EXPLORER_CACHE_TTL", "1800"))
+
+
+def deep_size(value: Any, _seen: set[int] | None = None) -> int:
+    """Bytes held by ``value``: numpy buffers, dataclass fields, containers and their items (each object once).
+
+    >>> deep_size(np.zeros(1000, np.int64)) >= 8000
+    True
+    >>> a = np.zeros(1000, np.int64)
+    >>> deep_size([a, a]) < 2 * 8000
+    True
+    """
+    seen = set() if _seen is None else _seen
+    if id(value) in seen:
+        return 0
+    seen.add(id(value))
+    if isinstance(value, np.ndarray):
+        base = value if value.base is None else value.base
+        if isinstance(base, np.ndarray) and base is not value:
+            return deep_size(base, seen) + sys.getsizeof(value) - (value.nbytes if value.base is None else 0)
+        return int(value.nbytes) + 112
+    size = sys.getsizeof(value)
+    if isinstance(value, str | bytes | int | float | bool) or value is None:
+        return size
+    if isinstance(value, dict):
+        return size + sum(deep_size(k, seen) + deep_size(v, seen) for k, v in value.items())
+    if isinstance(value, list | tuple | set | frozenset):
+        return size + sum(deep_size(item, seen) for item in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return size + sum(deep_size(getattr(value, f.name), seen) for f in dataclasses.fields(value))
+    if hasattr(value, "_data") and hasattr(value, "_layout"):  # a plotly figure: its traces and layout
+        return size + deep_size(value._data, seen) + deep_size(value._layout, seen)
+    if hasattr(value, "memory_usage"):  # a pandas frame
+        try:
+            return size + int(value.memory_usage(deep=True).sum())
+        except Exception:
+            return size + 1_000_000
+    if hasattr(value, "__dict__"):
+        return size + deep_size(vars(value), seen)
+    return size
+
+
+@dataclasses.dataclass
+class _Entry:
+    value: Any
+    size: int
+    used: float
+
+
+class _Flight:
+    """One computation in progress; other callers of the same key wait on it."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoStats:
+    entries: int
+    bytes: int
+    max_bytes: int
+    hits: int
+    misses: int
+    evictions: int
+
+
+class MemoStore:
+    """A thread-safe LRU store with a byte budget and an idle time to live."""
+
+    def __init__(self, max_bytes: int, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_bytes = max_bytes
+        self.ttl = ttl
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
+        self._flights: dict[Hashable, _Flight] = {}
+        self._bytes = 0
+        self._hits = self._misses = self._evictions = 0
+
+    def stats(self) -> MemoStats:
+        with self._lock:
+            return MemoStats(len(self._entries), self._bytes, self.max_bytes, self._hits, self._misses, self._evictions)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+    def expire(self) -> None:
+        """Drop every entry unused for ``ttl`` seconds."""
+        with self._lock:
+            self._expire_locked()
+
+    def _expire_locked(self) -> None:
+        limit = self._clock() - self.ttl
+        while self._entries:
+            key, entry = next(iter(self._entries.items()))
+            if entry.used >= limit:
+                break
+            self._drop_locked(key)
+
+    def _drop_locked(self, key: Hashable) -> None:
+        entry = self._entries.pop(key)
+        self._bytes -= entry.size
+        self._evictions += 1
+
+    def get_or_compute(self, key: Hashable, compute: Callable[[], R]) -> R:
+        """The stored value of ``key``, else ``compute()`` (once, however many callers ask at the same time).
+
+        An exception is not stored: it reaches every caller waiting for this computation, except the stop of the
+        owner's script run (a ``BaseException``, like Streamlit's ``StopException``): then a waiting caller computes
+        the value itself. A waiting caller's own stopped run stops its wait (``stop_check``).
+        """
+        with self._lock:
+            self._expire_locked()
+            entry = self._entries.get(key)
+            if entry is not None:
+                entry.used = self._clock()
+                self._entries.move_to_end(key)
+                self._hits += 1
+                return entry.value  # type: ignore[no-any-return]
+            flight = self._flights.get(key)
+            owner = flight is None
+            if flight is None:
+                flight = self._flights[key] = _Flight()
+                self._misses += 1
+        if not owner:
+            check = stop_check()
+            while not flight.done.wait(0.1):  # a stopped script run stops waiting too
+                check()
+            if flight.error is not None and not isinstance(flight.error, Exception):
+                return self.get_or_compute(key, compute)  # the owner's run was stopped: this one computes it
+            if flight.error is not None:
+                raise flight.error
+            return flight.value  # type: ignore[no-any-return]
+        try:
+            value = compute()
+        except BaseException as error:
+            flight.error = error
+            with self._lock:
+                del self._flights[key]
+            flight.done.set()
+            raise
+        flight.value = value
+        size = deep_size(value)
+        with self._lock:
+            del self._flights[key]
+            if size <= self.max_bytes // 3:
+                self._entries[key] = _Entry(value, size, self._clock())
+                self._bytes += size
+                while self._bytes > self.max_bytes and self._entries:
+                    self._drop_locked(next(iter(self._entries)))
+        flight.done.set()
+        return value
+
+
+STORE = MemoStore(DEFAULT_BUDGET_MB * 2**20, DEFAULT_TTL_SECONDS)
+
+
+def memoized(function: Callable[P, R]) -> Callable[P, R]:
+    """Cache ``function`` in ``STORE``, keyed by its name and (hashable) arguments."""
+    name = f"{function.__module__}.{function.__qualname__}"
+
+    @functools.wraps(function)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        key = (name, tuple(map(_key_of, args)), tuple(sorted((k, _key_of(v)) for k, v in kwargs.items())))
+        return STORE.get_or_compute(key, lambda: function(*args, **kwargs))
+
+    return wrapper
+
+
+def _key_of(value: Any) -> Hashable:
+    """What identifies an argument: its ``cache_key`` when it has one (a source holding uploaded bytes is keyed by
+    their digest, so the store never keeps the bytes), else the value itself."""
+    key = getattr(value, "cache_key", None)
+    return value if key is None else key  # type: ignore[no-any-return]
+
+
+def _never() -> None:
+    return None
+
+
+def _no_stop() -> Callable[[], None]:
+    return _never
+
+
+_STOP_CHECK: list[Callable[[], Callable[[], None]]] = [_no_stop]
+
+
+def set_stop_check(factory: Callable[[], Callable[[], None]]) -> None:
+    """Use ``factory`` for ``stop_check``: the page passes in the check of its framework's script runs."""
+    _STOP_CHECK[0] = factory
+
+
+def stop_check() -> Callable[[], None]:
+    """What raises the page's stop in the calling thread once its script run should end (the visitor left, or
+    the page reruns), to be called now and then while waiting; a no-op until the page passes one in
+    (``set_stop_check``), and in a worker, a test or the command line. O(1)."""
+    return _STOP_CHECK[0]()
+
+
+@functools.cache
+def _libc() -> Any:
+    """glibc, to give freed memory back to the system (None elsewhere)."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
+def release_memory() -> None:
+    """Hand the heap's free pages back to the system (after evictions)."""
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
+def _sweep_forever(store: MemoStore, every: float) -> None:
+    while True:
+        time.sleep(every)
+        before = store.stats().evictions
+        store.expire()
+        if store.stats().evictions != before:
+            release_memory()
+
+
+_STARTED = threading.Event()
+
+
+def start(store: MemoStore | None = None, every: float = 60.0) -> None:
+    """Start what the store needs in a long-lived server, once per process: large arrays get pages of their own
+    (glibc's ``M_MMAP_THRESHOLD`` fixed at 256 KiB; without it glibc raises the threshold after the first frees,
+    and the arrays of evicted datasets stay in the heap for good), and a sweeper thread drops idle entries every
+    ``every`` seconds. Importing this module does neither."""
+    if _STARTED.is_set():
+        return
+    _STARTED.set()
+    libc = _libc()
+    if libc is not None:
+        libc.mallopt(-3, 256 * 1024)  # M_MMAP_THRESHOLD
+    target = STORE if store is None else store
+    threading.Thread(target=_sweep_forever, args=(target, every), name="memo-sweeper", daemon=True).start()

@@ -1,0 +1,88 @@
+"""The server's warm-up: every kernel the page uses compiled (or loaded from numba's cache) once per process,
+before the first visitor, and what a long-lived server starts (the cache's sweeper, the search workers)."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+import packing
+from explorer.core import runs as compute
+from explorer.server import memo, workers
+
+_LOG = logging.getLogger("explorer")
+SWITCH_INTERVAL = float(os.environ.get("PACKING_EXPLORER_SWITCH_INTERVAL", "0.001"))
+"""Seconds a thread holds the GIL before another waiting one gets it (Python's default: 0.005)."""
+_WARM = threading.Event()
+_WARM_LOCK = threading.Lock()
+
+
+def is_warm() -> bool:
+    """True once ``prepare`` has run in this process."""
+    return _WARM.is_set()
+
+
+def compile_everything() -> float:
+    """Run every strategy, ``explain``, ``count_trainable``, ``materialize`` and ``lower_bounds`` once on a tiny
+    input, so that numba compiles (or loads from its on-disk cache) every kernel the page uses now, at start,
+    and not piecemeal at the first use of each strategy. Returns the seconds it took."""
+    started = time.perf_counter()
+    compute.warm_searches()
+    lengths = np.array(compute.WARM_LENGTHS, dtype=np.int64)
+    rows: list[object] = [[1, 2, 3], {"prompt": [4, 5], "completion": [6, 7, 8]}, [9, 10], [1] * 4, [2], [3] * 6]
+    samples = packing.read_rows(rows)
+    for overflow in packing.OVERFLOW_POLICIES:
+        for name in packing.STRATEGIES:
+            layout = packing.plan(lengths, 6, compute.strategy_name(name), compute.overflow_policy(overflow))
+            packing.count_trainable(layout, samples)
+            compute.window(layout, samples, 0, 2, 0)
+            compute.window(layout, None, 0, 2, 0)  # lengths-only data: placeholder tokens
+    for name in packing.STRATEGIES:
+        packing.explain(lengths, 6, compute.strategy_name(name))
+    _read_files(rows)
+    return time.perf_counter() - started
+
+
+def _read_files(rows: list[object]) -> None:
+    """Read a tiny upload in every file format, so the file readers' compiled loops are ready too."""
+    import io
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    lines = "\n".join(json.dumps({"input_ids": r} if isinstance(r, list) else r) for r in rows).encode()
+    packing.read_dataset(io.BytesIO(lines), name="warm.jsonl")
+    packing.read_dataset(io.BytesIO(b"length\n3\n5\n"), name="warm.csv")
+    table = pa.table({"input_ids": [[1, 2, 3], [4, 5]], "loss_mask": [[0, 1, 1], [1, 1]]})
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    packing.read_dataset(io.BytesIO(buffer.getvalue()), name="warm.parquet")
+
+
+def prepare() -> None:
+    """Compile (or load) every kernel once per process; callers at the same time wait for the one compilation."""
+    with _WARM_LOCK:
+        if _WARM.is_set():
+            return
+        seconds = compile_everything()
+        _LOG.info("packing kernels ready in %.1f s", seconds)
+        # What is loaded by now (Streamlit, Plotly, numba and the compiled kernels: most of the heap) lives as
+        # long as the server; frozen, the garbage collector's full passes no longer walk it on every session's
+        # behalf (with `runner.postScriptGC = false` in .streamlit/config.toml, see there).
+        gc.collect()
+        gc.freeze()
+        # A session's kernels and LP solves release the GIL; each return waits for it, up to the switch interval,
+        # while other sessions run Python. The proven optimum returns about a thousand times: 8.6 s instead of
+        # 0.44 s next to a busy thread at the default 5 ms, 2.2 s at 1 ms (benchmarks/gil.py).
+        sys.setswitchinterval(SWITCH_INTERVAL)
+        memo.start()  # the cache's sweeper and the allocator's threshold
+        workers.configure(compute.warm_searches)  # every worker loads the searches' kernels first
+        workers.start_soon()  # the searches' processes, a few seconds from now
+        _WARM.set()

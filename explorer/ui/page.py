@@ -1,0 +1,112 @@
+"""Page plumbing shared by ``app.py`` and the tabs: the warm-up behind one message, the error guard, the
+``Context`` of a run, and the Streamlit stop check the server's waits use."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import streamlit as st
+
+from explorer.core import runs as compute
+from explorer.core.context import Context
+from explorer.core.model import Settings, grammar_count, plan_problem
+from explorer.core.parsing import InputError
+from explorer.core.safety import describe, escape
+from explorer.core.sources import Source
+from explorer.server import cache, memo, warmup, workers
+
+_LOG = logging.getLogger("explorer")
+PAGE_MODULES = ("explorer.ui.sidebar", "explorer.ui.tabs", "plotly.graph_objects")
+"""What a visit imports: loaded by the server's warm-up, before the first visit."""
+
+
+def _never() -> None:
+    return None
+
+
+def streamlit_stop_check() -> Callable[[], None]:
+    """What raises Streamlit's stop (``StopException``, ``RerunException``) in the calling thread once its script
+    run should end, to be called now and then while waiting; a no-op outside a script run. It is the check
+    Streamlit's own cache runs while a session waits for another's computation; Streamlit has no public one, so
+    this is the page's one use of its internals (an import guarded for another Streamlit). O(1)."""
+    try:
+        from streamlit.runtime.scriptrunner_utils.script_run_context import get_run_yield_check
+    except ImportError:  # another Streamlit: runs are not stopped while waiting
+        return _never
+    return get_run_yield_check() or _never
+
+
+def preload() -> None:
+    """The server's warm-up (``explorer.server.lifespan``): the page's modules imported and every kernel loaded,
+    before the first visit."""
+    memo.set_stop_check(streamlit_stop_check)
+    for module in PAGE_MODULES:
+        importlib.import_module(module)
+    warmup.prepare()
+
+
+def warm_up() -> None:
+    """Warm once per process behind one progress message; later sessions pass straight through."""
+    memo.set_stop_check(streamlit_stop_check)
+    if warmup.is_warm():
+        return
+    # every session that arrives meanwhile shows the same message and waits for the one compilation
+    with st.spinner("Preparing the packing kernels (the first start after installing compiles them once)…"):
+        warmup.prepare()
+
+
+def limits_note(settings: Settings) -> str:
+    """What the page does not do as the link asked, in plain words ('' when it does all of it)."""
+    return compute.time_limit_note(settings.strategy, settings.options)
+
+
+@contextmanager
+def guard(what: str) -> Iterator[None]:
+    """Show an unexpected failure as one short line instead of a traceback; the rest of the page goes on."""
+    try:
+        yield
+    except Exception as error:  # the page must never show a traceback or a server path
+        _LOG.exception("%s failed", what)
+        st.error(f"{what} could not be shown: {escape(describe(error))}")
+
+
+def planning(settings: Settings, sequences: int) -> str:
+    """The status line while the chosen strategy plans: what runs, on how much, and a search's time limit."""
+    s = settings
+    text = f"Planning {grammar_count(sequences, 'sequence')} with {s.strategy} into blocks of {s.max_seq_length:,}"
+    if compute.search_lane(s.strategy, compute.capped(s.options)) is not None:
+        text += f", searching for the optimum for up to {compute.search_seconds(s.options):,} s"
+    return text + "…"
+
+
+def build_context(source: Source | None, settings: Settings, problem: str) -> Context:
+    """Load the data and plan it; every problem is put in plain words in ``Context.problem``."""
+    if source is None:
+        return Context(None, settings, problem="Upload a file in the sidebar (JSONL, JSON, CSV or Parquet) to pack it.")
+    try:
+        with st.spinner(f"{source.reading()}…", show_time=True):
+            dataset = cache.dataset(source, settings.completion_only)
+    except InputError as error:
+        return Context(source, settings, problem=f"Could not read the data: {error}")
+    if not dataset.sequences:
+        return Context(source, settings, dataset, problem="The data holds no sequences.")
+    s = settings
+    problem = problem or plan_problem(dataset.lengths, s.max_seq_length, s.strategy, s.overflow)
+    if problem:
+        return Context(
+            source, settings, dataset, problem=problem + " The tabs show the last valid result again once it is."
+        )
+    try:
+        with st.spinner(planning(settings, dataset.sequences), show_time=True):
+            run = cache.settings_plan(source, settings)
+    except (workers.TimedOut, workers.WorkerDied) as error:
+        return Context(source, settings, dataset, problem=f"Planning the data: {error}.")
+    refusal = ""
+    if run.layout is None:
+        from explorer.views.tables import refusal as word
+
+        refusal = word(run)
+    return Context(source, settings, dataset, run.layout, refusal)

@@ -1,0 +1,448 @@
+"""The sidebar: where the data comes from and the packing settings, every choice bound to the page's URL with
+Streamlit's own ``bind="query-params"`` (widget key = parameter name, today's names). Returns a ``Source`` and the
+``Settings``."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Literal
+
+import streamlit as st
+
+import packing
+from explorer.core import links
+from explorer.core import runs as compute
+from explorer.core.examples import DEFAULT_EXAMPLE, DISTRIBUTIONS, EXAMPLES, suggested_max_seq_length, workload_info
+from explorer.core.model import (
+    MAX_PAD_TOKEN_ID,
+    MAX_SEED,
+    MAX_SEQ_LENGTH,
+    MAX_SEQUENCES,
+    MAX_UPLOAD_MB,
+    Settings,
+    seq_length_problem,
+)
+from explorer.core.parsing import FORMAT_HELP, InputError
+from explorer.core.sources import (
+    DATA_STRATEGY,
+    DEFAULT_TEXT_ROWS,
+    DEFAULT_TOKENIZER,
+    EXAMPLE_STRATEGY,
+    MAX_URL_TEXT,
+    SOURCES,
+    TEXT_MAX_SEQ_LENGTH,
+    Paste,
+    Source,
+    Synthetic,
+    Text,
+    Upload,
+    Workload,
+    default_sample,
+)
+from explorer.core.text import EXAMPLE_TITLES, example_text
+from explorer.server import cache
+from packing.workloads import WORKLOADS
+
+BIND: Literal["query-params"] = "query-params"
+DEFAULT_TEXT = EXAMPLES[DEFAULT_EXAMPLE].text
+DEFAULT_WORKLOAD = "openchat_v1_2048"
+ORDER = {
+    "input": "in input order",
+    "longest_first": "longest first (equal lengths in input order)",
+    "random": "in a random order drawn from the shuffle seed",
+}
+LOSS = {"completion": "the completions only", "all": "every token"}
+STRATEGY_DEFAULTS = (
+    f"Starts with `{EXAMPLE_STRATEGY}` on the pasted examples (the classic answer's layout) and `{DATA_STRATEGY}` "
+    "on every data source (text rows, synthetic, distributions, files), as the library and the command line do."
+)
+
+
+def _forget_link_value(name: str) -> None:
+    """Remove ``name`` from the address (public ``st.query_params``, before any widget binds it); its widget
+    is not bound for this session (``_bind``), so it never reads the value."""
+    with contextlib.suppress(Exception):  # already gone, or already bound (Streamlit then owns it)
+        del st.query_params[name]
+
+
+def _bind(key: str) -> Literal["query-params"] | None:
+    """The widget ``key`` bound to the address, unless this session's link carried a value the page dropped:
+    Streamlit seeds a bound widget from the link as the session opened (a value like ``inf`` would stop the page),
+    so that widget starts from its default, unbound, for the session."""
+    return None if key in st.session_state.get("_unbound", ()) else BIND
+
+
+def check_link() -> None:
+    """On a session's first run: drop (and report) link parameters no widget can use; read the pasted text."""
+    if st.session_state.get("_link_checked"):
+        return
+    st.session_state["_link_checked"] = True
+    params = st.query_params.to_dict()
+    drop, warnings = links.check_link(params)
+    st.session_state["_unbound"] = frozenset(drop)
+    for name in drop:
+        _forget_link_value(name)
+    st.session_state["_link_warnings"] = warnings
+    st.session_state["sequences"] = params.get("sequences", DEFAULT_TEXT)
+    example = next((k for k, e in EXAMPLES.items() if e.text == st.session_state["sequences"]), None)
+    st.session_state["example"] = example or DEFAULT_EXAMPLE
+
+
+def _load_example() -> None:
+    example = EXAMPLES[st.session_state.get("example", DEFAULT_EXAMPLE)]
+    st.session_state.update(
+        sequences=example.text,
+        max_seq_length=example.max_seq_length,
+        strategy=example.strategy,
+        loss="completion" if example.completion_only_loss else "all",
+    )
+
+
+def _source_changed() -> None:
+    """Back to a source used before: its own max_seq_length again. A new one: a size that fits its data."""
+    source, previous = st.session_state["source"], st.session_state.get("_source_shown")
+    if previous:
+        st.session_state[f"_max_seq_length_{previous}"] = st.session_state.get("max_seq_length")
+        st.session_state[f"_strategy_{previous}"] = st.session_state.get("strategy")
+    st.session_state["strategy"] = st.session_state.get(f"_strategy_{source}") or SOURCES[source].default_strategy
+    remembered = st.session_state.get(f"_max_seq_length_{source}")
+    if remembered is not None:
+        st.session_state["max_seq_length"] = remembered
+    elif source == "synthetic":
+        st.session_state["max_seq_length"] = int(st.session_state.get("max_length", 2048))
+    elif source == "workload":
+        _workload_changed()
+    elif source == "paste" and st.session_state.get("sequences") in {e.text for e in EXAMPLES.values()}:
+        _load_example()
+    elif source == "text":
+        st.session_state["_text_shown"] = True
+        _load_text_example(rows=False)
+
+
+def _workload_changed() -> None:
+    """Use the distribution's own max_seq_length, and a sample of a very large one."""
+    name = st.session_state.get("workload", DEFAULT_WORKLOAD)
+    st.session_state["max_seq_length"] = workload_info(name).max_seq_length
+    st.session_state["sample"] = default_sample(name)
+
+
+def _paste_inputs() -> Paste:
+    st.selectbox(
+        "Load an example",
+        list(EXAMPLES),
+        key="example",
+        format_func=lambda k: EXAMPLES[k].title,
+        on_change=_load_example,
+        persist_state="session",
+    )
+    example = EXAMPLES[st.session_state["example"]]
+    if st.session_state.get("sequences", "") == example.text:
+        st.caption(f"{example.question} Look at the **{example.look_at}** tab.")
+    else:
+        st.caption("Your own sequences. Pick an example above to load it and its settings.")
+    text = st.text_area("Sequences", key="sequences", height=140, help=FORMAT_HELP, persist_state="session")
+    if len(text) > MAX_URL_TEXT:
+        st.caption(
+            f"This text is longer than a link carries ({MAX_URL_TEXT:,} characters): the link shares the settings only."
+        )
+    return Paste(text)
+
+
+def _load_text_example(rows: bool = True) -> None:
+    """The chosen text example (``rows``: its text too) with blocks narrow enough to print every token, and
+    over-long rows split across blocks so the whole conversation is seen."""
+    if rows:
+        st.session_state["text_rows"] = example_text(st.session_state.get("text_example", "messages"))
+    st.session_state.update(max_seq_length=TEXT_MAX_SEQ_LENGTH, overflow="split")
+
+
+def _text_inputs() -> Text:
+    st.selectbox(
+        "Load an example",
+        list(EXAMPLE_TITLES),
+        index=list(EXAMPLE_TITLES).index("messages"),
+        key="text_example",
+        format_func=lambda k: EXAMPLE_TITLES[k],
+        on_change=_load_text_example,
+        persist_state="session",
+    )
+    st.session_state.setdefault("text_rows", DEFAULT_TEXT_ROWS)
+    if not st.session_state.get("_text_shown"):  # opened on this source (a link): the example's settings
+        st.session_state["_text_shown"] = True
+        if "max_seq_length" not in st.query_params and "overflow" not in st.query_params:
+            _load_text_example(rows=False)
+    text = st.text_area(
+        "Text rows",
+        key="text_rows",
+        height=160,
+        persist_state="session",
+        help='One JSON object per line: {"text": ...}, {"prompt": ..., "completion": ...} or {"messages": '
+        '[{"role": ..., "content": ...}, ...]}. Plain text (not JSON) is one text row.',
+    )
+    tokenizer = _tokenizer_input()
+    st.caption("Chats are rendered with the tokenizer's chat template; the loss is on the assistant turns.")
+    return Text(str(text), tokenizer)
+
+
+def _tokenizer_input(note: str = "") -> str:
+    """The tokenizer of text rows (one widget, ``tokenizer`` in the link, for pasted text and uploaded files)."""
+    tokenizer = st.text_input(
+        "Tokenizer",
+        value=DEFAULT_TOKENIZER,
+        key="tokenizer",
+        bind=_bind("tokenizer"),
+        help="bytes: the built-in UTF-8 byte tokenizer (ids 0-255 are bytes, then special tokens). With transformers "
+        "installed: the name of a tokenizer folder the server's operator offers (PACKING_EXPLORER_TOKENIZERS); "
+        "nothing is downloaded and no other path is read." + note,
+    )
+    _remember("tokenizer", tokenizer, DEFAULT_TOKENIZER)
+    return str(tokenizer)
+
+
+def _synthetic_inputs() -> Synthetic:
+    count = st.number_input(
+        "Sequences", value=10_000, min_value=1, max_value=MAX_SEQUENCES, step=1000, key="count", bind=_bind("count")
+    )
+    dist = st.selectbox("Length distribution", list(DISTRIBUTIONS), key="distribution", bind=_bind("distribution"))
+    st.caption(DISTRIBUTIONS[dist])
+    seed = st.number_input("Seed", value=0, min_value=0, max_value=MAX_SEED, step=1, key="seed", bind=_bind("seed"))
+    longest = st.number_input(
+        "Longest length",
+        value=2048,
+        min_value=1,
+        max_value=MAX_SEQ_LENGTH,
+        step=256,
+        key="max_length",
+        bind=_bind("max_length"),
+    )
+    for key, value, default in (
+        ("count", count, 10_000),
+        ("distribution", dist, next(iter(DISTRIBUTIONS))),
+        ("seed", seed, 0),
+        ("max_length", longest, 2048),
+    ):
+        _remember(key, value, default)
+    return Synthetic(int(count), str(dist), int(seed), int(longest))
+
+
+def _workload_inputs() -> Workload:
+    name = st.selectbox(
+        "Distribution",
+        list(WORKLOADS),
+        index=list(WORKLOADS).index(DEFAULT_WORKLOAD),
+        key="workload",
+        on_change=_workload_changed,
+        bind=_bind("workload"),
+    )
+    st.caption(workload_info(name).title)
+    total = workload_info(name).sequences
+    count = st.number_input(
+        "Sequences to use (0 = all)",
+        value=default_sample(name),
+        min_value=0,
+        max_value=100_000_000,
+        step=10_000,
+        key="sample",
+        bind=_bind("sample"),
+        help=f"This distribution has {total:,} sequences. All of them are used in the file's order (as `packing "
+        f"compare` reads them); fewer are a seeded random sample. The page works with up to {MAX_SEQUENCES:,} at a time.",
+    )
+    _remember("workload", name, DEFAULT_WORKLOAD)
+    _remember("sample", count, default_sample(name))
+    source = Workload(str(name), int(count))
+    if (total if count == 0 else min(int(count), total)) > MAX_SEQUENCES:
+        st.warning(
+            f"That is more sequences than this page handles at once ({MAX_SEQUENCES:,}); using a random sample of "
+            f"{MAX_SEQUENCES:,}. The Export tab's snippet packs all of them with the library."
+        )
+    return source
+
+
+def _upload_inputs() -> Upload | None:
+    file = st.file_uploader(
+        "JSONL, JSON, CSV or Parquet",
+        type=["jsonl", "json", "csv", "parquet"],
+        help="Columns or keys: input_ids (optionally loss_mask), prompt and completion, or length "
+        f"(lengths only). Up to {MAX_UPLOAD_MB} MB and {MAX_SEQUENCES:,} sequences.",
+    )
+    tokenizer = _tokenizer_input(
+        " Used only when the file holds text, prompt/completion text or chats; token files are read as they are."
+    )
+    if file is None:
+        return None
+    source = Upload.of(file.name, file.getvalue(), tokenizer)
+    if st.session_state.get("_upload_seen") != source.cache_key:
+        # a new file: size the blocks to its longest sequence (the user can change it afterwards)
+        st.session_state["_upload_seen"] = source.cache_key
+        try:
+            with st.spinner(source.reading(), show_time=True):
+                data = cache.dataset(source, _loss_value() == "completion")
+        except InputError:
+            return source  # the page reports the problem
+        if data.sequences:
+            longest = int(data.lengths.max())
+            st.session_state["max_seq_length"] = suggested_max_seq_length(longest, MAX_SEQ_LENGTH)
+    return source
+
+
+def _loss_value() -> str:
+    return str(st.session_state.get("loss", "completion"))
+
+
+def _settings(source: Source | None) -> tuple[Settings, str]:
+    st.header("Settings")
+    default = source.default_max_seq_length() if source is not None else 4
+    size = st.number_input(
+        "max_seq_length",
+        value=default,
+        step=1,
+        key="max_seq_length",
+        bind=_bind("max_seq_length"),
+        help=f"Tokens per block: a whole number from 1 to {MAX_SEQ_LENGTH:,}.",
+    )
+    problem = seq_length_problem(size) or ""
+    if problem:
+        st.error(problem)
+    first = source.default_strategy if source is not None else DATA_STRATEGY
+    names = list(packing.STRATEGIES)
+    strategy = st.selectbox("Strategy", names, index=names.index(first), key="strategy", bind=_bind("strategy"))
+    info = packing.STRATEGIES[strategy]
+    st.caption(f"**{info.title}.** {info.description} Places documents {ORDER[info.order]}. Cost: {info.complexity}.")
+    st.caption(STRATEGY_DEFAULTS)
+    options = _strategy_options(info)
+    overflow = st.selectbox(
+        "Over-long sequences", list(packing.OVERFLOW_POLICIES), key="overflow", bind=_bind("overflow")
+    )
+    st.caption(f"**{overflow}**: {packing.OVERFLOW_POLICIES[overflow]}.")
+    pad = st.number_input(
+        "Pad token id",
+        value=0,
+        min_value=0,
+        max_value=MAX_PAD_TOKEN_ID,
+        step=1,
+        key="pad_token_id",
+        bind=_bind("pad_token_id"),
+    )
+    loss = st.radio(
+        "Loss on",
+        list(LOSS),
+        captions=list(LOSS.values()),
+        key="loss",
+        horizontal=True,
+        bind=_bind("loss"),
+        help="Completions only: prompt tokens of prompt/completion samples get loss mask 0. All tokens: loss on all.",
+    )
+    for key, value, fallback in (
+        ("max_seq_length", size, default),
+        ("strategy", strategy, first),
+        ("overflow", overflow, next(iter(packing.OVERFLOW_POLICIES))),
+        ("pad_token_id", pad, 0),
+        ("loss", loss, "completion"),
+    ):
+        _remember(key, value, fallback)
+    valid = int(size) if not problem else 1
+    return Settings(valid, str(strategy), str(overflow), int(pad), loss == "completion", options), problem
+
+
+def _strategy_options(info: packing.Strategy) -> tuple[tuple[str, int], ...]:
+    """Widgets for the options the chosen strategy accepts (``Strategy.options``)."""
+    options: list[tuple[str, int]] = []
+    if "seed" in info.options:
+        seed = st.number_input(
+            "Shuffle seed",
+            value=0,
+            min_value=0,
+            max_value=MAX_SEED,
+            step=1,
+            key="strategy_seed",
+            bind=_bind("strategy_seed"),
+        )
+        _remember("strategy_seed", seed, 0)
+        options.append(("seed", int(seed)))
+    if "time_limit" in info.options:
+        seconds = st.number_input(
+            "Time limit (s)",
+            value=compute.PAGE_TIME_LIMIT,
+            min_value=1,
+            max_value=600,
+            step=1,
+            key="time_limit",
+            bind=_bind("time_limit"),
+            help="After this long the search returns its best plan with a certified gap to the optimum.",
+        )
+        _remember("time_limit", seconds, compute.PAGE_TIME_LIMIT)
+        options.append(("time_limit", int(seconds)))
+    if "max_sequences_per_block" in info.options:
+        cap = st.number_input(
+            "Most sequences per block (0 = no cap)",
+            value=0,
+            min_value=0,
+            max_value=MAX_SEQUENCES,
+            step=1,
+            key="max_sequences_per_block",
+            bind=_bind("max_sequences_per_block"),
+        )
+        _remember("max_sequences_per_block", cap, 0)
+        if cap:
+            options.append(("max_sequences_per_block", int(cap)))
+    return tuple(options)
+
+
+def render() -> tuple[Source | None, Settings, str]:
+    """Draw the sidebar; return the source (None before a file is uploaded), the settings, and why the settings
+    cannot be used (empty when they can)."""
+    st.session_state["_link_now"] = {}
+    with st.sidebar:
+        st.header("Data")
+        kind = st.radio(
+            "Source",
+            list(SOURCES),
+            captions=[s.title for s in SOURCES.values()],
+            key="source",
+            on_change=_source_changed,
+            bind=_bind("source"),
+        )
+        st.session_state["_source_shown"] = kind
+        _remember("source", kind, "paste")
+        source: Source | None
+        if kind == "paste":
+            source = _paste_inputs()
+        elif kind == "text":
+            source = _text_inputs()
+        elif kind == "synthetic":
+            source = _synthetic_inputs()
+        elif kind == "workload":
+            source = _workload_inputs()
+        else:
+            source = _upload_inputs()
+        settings, problem = _settings(source)
+        st.caption("The page's address keeps these choices: copy it to share this view.")
+    _sync_sequences(source)
+    return source, settings, problem
+
+
+def _sync_sequences(source: Source | None) -> None:
+    """Keep short pasted text in the address (``sequences``, as links always had it); drop long text."""
+    text = st.session_state.get("sequences", DEFAULT_TEXT)
+    wanted = isinstance(source, Paste) and text != DEFAULT_TEXT and len(text) <= MAX_URL_TEXT
+    current = st.query_params.get("sequences")
+    if wanted and current != text:
+        st.query_params["sequences"] = text
+    elif not wanted and current is not None:
+        del st.query_params["sequences"]
+
+
+def _remember(key: str, value: Any, default: Any) -> None:
+    """Note a bound choice of this run, for the share link (kept only when it differs from its default, as
+    Streamlit keeps it in the address)."""
+    if value != default:
+        st.session_state["_link_now"][key] = str(value)
+
+
+def share_params(source: Source | None) -> dict[str, str]:
+    """The query parameters of a link that reopens this view on the Result tab: every bound choice that differs
+    from its default, and pasted text short enough for a link."""
+    params = dict(st.session_state.get("_link_now", {}))
+    if isinstance(source, Paste) and source.text != DEFAULT_TEXT and source.in_link:
+        params["sequences"] = source.text
+    return params

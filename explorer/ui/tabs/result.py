@@ -1,0 +1,220 @@
+"""Result: headline numbers, the blocks with their loss mask and labels, utilization, lengths, classic text, table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import streamlit as st
+
+import packing
+from explorer.core import runs as compute
+from explorer.core.context import Context
+from explorer.core.model import grammar_count
+from explorer.core.parsing import InputError
+from explorer.core.runs import Window
+from explorer.core.safety import describe, escape
+from explorer.core.sources import Text
+from explorer.server import cache
+from explorer.ui.tabs.common import WHOLE, cells_chart, need_plan
+from explorer.views import figures, tables
+
+DEFAULT_WINDOW = 16
+METRIC_WIDTH = 150
+"""Pixels of one headline number: its longest label ("Truncated / dropped") whole, two a row on a phone."""
+MAX_TEXT_WIDTH = 64
+"""Widest block printed in the classic text form."""
+FIRST_TEXT_WIDTH = 16
+"""Blocks up to this wide (an interview question's size) print their classic form first, above the charts; wider
+ones after them, where it does not push the drawing out of sight."""
+
+
+def _metrics(ctx: Context, layout: packing.PackingPlan) -> packing.TrainableCounts:
+    s = ctx.settings
+    assert ctx.source is not None
+    bounds = cache.bounds(ctx.source, s.completion_only, s.max_seq_length, s.overflow)
+    with st.spinner("Counting the training targets…", show_time=True):
+        trained = cache.trainable(ctx.source, s)
+    numbers = tables.headline(layout.stats, bounds, s.strategy, trained)
+    tiles = st.container(horizontal=True, wrap=True, gap="medium")  # as many a row as the width holds
+    for metric in numbers:
+        tiles.metric(metric.label, metric.value, help=metric.help, width=METRIC_WIDTH)
+    return trained
+
+
+def _window_controls(layout: packing.PackingPlan) -> tuple[int, int]:
+    """First block (0-based) and how many to draw; the numbers elsewhere always cover every block."""
+    per_drawing = compute.window_blocks(layout.max_seq_length, 200)
+    total = layout.num_blocks
+    if total <= min(DEFAULT_WINDOW, per_drawing):
+        return 0, total
+    st.session_state["result_first"] = min(int(st.session_state.get("result_first", 1)), total)
+    st.session_state["result_count"] = min(
+        int(st.session_state.get("result_count", min(DEFAULT_WINDOW, per_drawing))), per_drawing
+    )
+    left, right = st.columns(2)
+    first = left.number_input(
+        "First block shown", min_value=1, max_value=total, step=1, key="result_first", persist_state="session"
+    )
+    count = right.number_input(
+        "Blocks shown", min_value=1, max_value=per_drawing, step=1, key="result_count", persist_state="session"
+    )
+    last = min(total, first + count - 1)
+    st.caption(f"Showing blocks {first:,}–{last:,} of {total:,}. The numbers above cover all of them.")
+    return int(first) - 1, int(count)
+
+
+def render(ctx: Context) -> None:
+    layout = need_plan(ctx, "result")
+    if layout is None:
+        return
+    assert ctx.source is not None
+    trained = _metrics(ctx, layout)
+    s = ctx.settings
+    if ctx.samples is not None:
+        st.markdown(tables.MASK_AND_LABELS)
+    lost = tables.loss_note(layout.stats, int(ctx.lengths.max()))
+    if lost:
+        st.warning(lost)
+    certificate = getattr(layout, "certificate", None)
+    if certificate is not None:
+        st.caption(tables.certificate_note(certificate, layout.num_blocks))
+    untrained = tables.untrained_note(trained)
+    if untrained and ctx.samples is not None:
+        st.info(untrained)
+    view: Window | None = None
+    if compute.window_blocks(s.max_seq_length, 1) == 0:
+        st.warning(
+            f"A block of {s.max_seq_length:,} tokens is too large to draw (the limit is {compute.MAX_DRAW_CELLS:,} "
+            "cells per drawing); the numbers above and the charts below cover everything."
+        )
+    else:
+        first, count = _window_controls(layout)
+        with st.spinner(f"Drawing blocks {first + 1:,} to {first + count:,}…", show_time=True):
+            view = cache.window(ctx.source, s, s.strategy, first, count)
+            figure = cache.block_figure(ctx.source, s, first, count)
+        if s.max_seq_length <= FIRST_TEXT_WIDTH:
+            _classic_form(view)
+        cells_chart(figure, key="blocks")
+        if isinstance(ctx.source, Text):
+            cells = view.count * s.max_seq_length
+            if cells <= figures.MAX_TEXT_CELLS and s.max_seq_length <= figures.MAX_PIECE_WIDTH:
+                st.caption(
+                    "Each cell prints its token as text (␣ a space, ↵ a new line, … a token holding part of a "
+                    "character); hover a cell for its id, and on a screen too narrow to print them, for its text."
+                )
+            elif cells <= figures.MAX_MASK_HOVER_CELLS:
+                st.caption(
+                    f"Hover a cell for its token's text and id (cells print text in blocks of up to "
+                    f"{figures.MAX_PIECE_WIDTH} tokens, {figures.MAX_TEXT_CELLS} cells per drawing)."
+                )
+        if view.has_tokens:
+            st.caption(
+                "Loss mask and labels: a dark green token is a training target (its label is the token). A light "
+                "green one is in the loss mask but is the first token of a document (or of its part in this block), "
+                "so its label is -100: nothing before it in the block may predict it. Violet tokens are masked "
+                "prompt tokens, grey is padding."
+            )
+    left, right = st.columns(2)
+    with st.spinner("Drawing the block fill and the lengths…", show_time=True):
+        utilization, lengths = cache.summary_figures(ctx.source, s)
+    left.plotly_chart(utilization, key="util")
+    right.plotly_chart(lengths, key="lengths")
+    if view is not None and isinstance(ctx.source, Text):
+        _turns(ctx.source, s.completion_only, view)
+    if view is not None:
+        _result_text(view)
+
+
+def loss_words(tokens: int, trained: int) -> str:
+    """Whether a turn is trained, in words.
+
+    >>> loss_words(5, 5), loss_words(5, 2), loss_words(5, 0)
+    ('trained', 'partly trained', 'not trained')
+    """
+    return "trained" if trained == tokens else "partly trained" if trained else "not trained"
+
+
+def _turns(source: Text, completion_only: bool, view: Window) -> None:
+    """The turns of the rows in the blocks shown: role, tokens and exactly which text is trained."""
+    ids = view.sequence_ids.ravel()
+    seen = ids[ids >= 0]
+    _, where = np.unique(seen, return_index=True)
+    rows = [int(r) for r in seen[np.sort(where)]]
+    shown = rows[: cache.MAX_TURN_ROWS]
+    st.subheader("Turns")
+    try:
+        with st.spinner(
+            f"Rendering the turns of {grammar_count(len(shown), 'row')} with the chat template…", show_time=True
+        ):
+            lines = cache.turns(source, completion_only, tuple(shown))
+    except (ValueError, TypeError, InputError) as error:  # a row the per-turn view cannot follow
+        st.info(f"The turns cannot be shown: {escape(describe(error))}")
+        return
+    table: list[dict[str, Any]] = [
+        {
+            "sequence": line["sequence"],
+            "turn": line["turn"] + 1 if line["turn"] >= 0 else None,
+            "role": line["role"],
+            "tokens": line["tokens"],
+            "trained": line["trained"],
+            "loss": loss_words(line["tokens"], line["trained"]),
+            "trained text": line["trained text"],
+            "text": line["text"],
+        }
+        for line in lines
+    ]
+    st.dataframe(
+        table,
+        hide_index=True,
+        column_config={
+            "sequence": st.column_config.NumberColumn(width="small", help="The row, numbered from 1."),
+            "turn": st.column_config.NumberColumn(width="small", help="The message of a chat, numbered from 1."),
+            "tokens": st.column_config.NumberColumn(format="localized", width="small"),
+            "trained": st.column_config.NumberColumn(
+                format="localized", width="small", help="Tokens with loss mask 1."
+            ),
+            "role": st.column_config.TextColumn(width="small"),
+            "loss": st.column_config.TextColumn(width=100),
+            "trained text": st.column_config.TextColumn(width="medium", help="The text of the trained tokens."),
+            "text": st.column_config.TextColumn(width="medium", help="The turn's text; hover a cell for all of it."),
+        },
+    )
+    more = f" (the first {len(shown)} of the {len(rows)} rows in these blocks)" if len(rows) > len(shown) else ""
+    st.caption(
+        f"Every turn of the rows in the blocks shown{more}, as tokenized before packing (its loss mask; truncation "
+        "and document starts are in the blocks above), with the text each one trains on. A chat's template "
+        "tokens between messages belong to the message they open, so an assistant turn's header is not trained "
+        "and its end-of-turn tokens are."
+    )
+
+
+def _classic_form(view: Window) -> None:
+    batch = view.batch
+    if view.has_tokens and batch.max_seq_length <= MAX_TEXT_WIDTH:
+        st.code(tables.classic_text(batch.input_ids, batch.loss_mask, view.first), language=None, wrap_lines=False)
+
+
+def _result_text(view: Window) -> None:
+    batch = view.batch
+    if view.has_tokens and FIRST_TEXT_WIDTH < batch.max_seq_length <= MAX_TEXT_WIDTH:
+        st.subheader("Classic form")
+        _classic_form(view)
+    elif view.has_tokens and batch.max_seq_length > MAX_TEXT_WIDTH:
+        st.caption(f"The classic text form is printed for blocks of up to {MAX_TEXT_WIDTH} tokens; see the table.")
+    st.subheader("Blocks")
+    table = tables.blocks_table(batch.input_ids, batch.loss_mask, view.sequence_ids, view.first, view.has_tokens)
+    wide = st.column_config.TextColumn(width="medium")
+    st.dataframe(
+        table,
+        hide_index=True,
+        column_config={
+            "block": st.column_config.NumberColumn(width="small"),
+            "sequences": st.column_config.TextColumn(help="Source sequences in the block, numbered from 1."),
+            "tokens": WHOLE,
+            "padding": WHOLE,
+            "trained": st.column_config.NumberColumn(format="localized", help="Tokens with loss mask 1."),
+            "input_ids": wide,
+            "loss_mask": wide,
+        },
+    )

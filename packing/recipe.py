@@ -391,6 +391,6 @@ def option_fields(*stages: Stage) -> list[dataclasses.Field[Any]]:
     (``stage``, ``help``, ``choices``, ``metavar``): what the command line and the explorer build their options from.
 
     >>> [f.name for f in option_fields("fill")]
-    ['pad_token_id']
+    ['pad_token_id', 'int64']
     """
     return [f for f in dataclasses.fields(Recipe) if not stages or f.metadata.get("stage") in stages]

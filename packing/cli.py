@@ -50,6 +50,7 @@ from packing.schema import help_text
 from packing.stats import PackingStats
 from packing.strategies import DEFAULT_STRATEGY, STRATEGIES
 from packing.validation import OVERFLOW_POLICIES
+from packing.weighting import LOSS_MODES, LossMode
 
 Writer = Callable[[PackedBatch, Path], None]
 WRITERS: dict[str, Writer] = {".parquet": write_parquet, ".jsonl": write_jsonl}
@@ -189,6 +190,12 @@ def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
         choices=EXPORT_FORMATS,
         default="packing",
         help="layout of the output: this project's columns (default) or another framework's",
+    )
+    parser.add_argument(
+        "--loss-weights",
+        choices=LOSS_MODES,
+        help="also write a loss_weights column: per-token weights of this objective (token: mean over trained "
+        "tokens; sequence: mean over documents of their mean; sequence_sum; sqrt)",
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
     parser.set_defaults(run=_run_pack)
@@ -423,7 +430,7 @@ def _run_pack(args: argparse.Namespace) -> int:
     output the second is refused at once instead of overwriting the first's result.
     """
     output = Path(args.output)
-    writer = _export_writer(args.export_format, _writer(output))
+    writer = _export_writer(args.export_format, _writer(output), args.loss_weights)
     progress = Progress(show=not args.quiet and _stderr_is_terminal())
     message = f"reading {args.input}" + (f" and tokenizing with {args.tokenizer}" if args.tokenizer else "")
     with exclusive(output):
@@ -505,13 +512,14 @@ def _run_compare(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- export formats and audit
 
 
-def _export_writer(layout: str, writer: Writer) -> Writer:
-    """The writer for ``pack --format``: this project's own writer, or an export in another layout."""
-    if layout == "packing":
+def _export_writer(layout: str, writer: Writer, loss_weights: LossMode | None = None) -> Writer:
+    """The writer for ``pack --format``: this project's own writer, or an export in another layout (or with
+    ``--loss-weights``)."""
+    if layout == "packing" and loss_weights is None:
         return writer
 
     def write(batch: PackedBatch, path: Path) -> None:
-        write_table(export(batch, layout), path)
+        write_table(export(batch, layout, loss_weights=loss_weights), path)
 
     return write
 

@@ -45,6 +45,8 @@ from packing.arrays import check_block_indexes, offsets_of, ranges
 from packing.errors import SettingError
 from packing.outputs import atomic_path
 from packing.packed import IGNORE_INDEX, PackedBatch
+from packing.schema import LOSS_WEIGHTS
+from packing.weighting import LossMode
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -245,10 +247,21 @@ _EXPORTERS: dict[str, Callable[[_Rows], Any]] = {
 }
 
 
-def export(batch: PackedBatch, format: str = "packing", order: npt.ArrayLike | None = None) -> pa.Table:
+def export(
+    batch: PackedBatch,
+    format: str = "packing",
+    order: npt.ArrayLike | None = None,
+    loss_weights: LossMode | None = None,
+) -> pa.Table:
     """The blocks of ``batch`` in ``order`` (default: plan order) as a table in ``format``'s layout.
 
-    O(blocks × max_seq_length).
+    With ``loss_weights`` (an objective of ``packing.weighting``), also a ``loss_weights`` column (float32),
+    aligned with the layout's labels (with megatron's shifted ``loss_mask``), normalised over every block of
+    ``batch``. O(blocks × max_seq_length).
+
+    >>> from packing import pack
+    >>> export(pack([[1, 2], [3, 4, 5]], 8), "trl", loss_weights="sequence").column("loss_weights").to_pylist()
+    [[0.0, 0.25, 0.25, 0.0, 0.5]]
 
     >>> from packing import pack
     >>> table = export(pack([[1, 2], [3]], 4), "segment_ids")
@@ -261,8 +274,25 @@ def export(batch: PackedBatch, format: str = "packing", order: npt.ArrayLike | N
     """
     if format not in _EXPORTERS:
         raise SettingError("format", f"one of {', '.join(EXPORT_FORMATS)}", format)
-    table: pa.Table = _EXPORTERS[format](_Rows(batch, order))
+    rows = _Rows(batch, order)
+    table: pa.Table = _EXPORTERS[format](rows)
+    if loss_weights is not None:
+        table = table.append_column(LOSS_WEIGHTS.name, _weights_column(rows, format, batch.loss_weights(loss_weights)))
     return table
+
+
+def _weights_column(rows: _Rows, format: str, weights: npt.NDArray[np.float32]) -> Any:
+    """``weights`` laid out as ``format`` lays out its labels: padding-free layouts keep the real tokens, megatron
+    shifts them with its ``loss_mask`` (the weight of the token each position predicts). O(blocks × width)."""
+    import pyarrow as pa
+
+    if format == "megatron":
+        shifted = np.zeros_like(weights)
+        shifted[:, :-1] = weights[:, 1:]
+        weights = shifted
+    if format in ("trl", "flattening", "megatron"):
+        return _real(rows, weights, pa.float32())
+    return _fixed(rows, weights, pa.float32())
 
 
 def write_table(table: pa.Table, path: PathType) -> None:

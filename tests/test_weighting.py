@@ -27,6 +27,7 @@ from packing.weighting import (
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+import packing.torch  # noqa: E402
 from packing.torch import PackingSampler, collate, weighted_loss  # noqa: E402
 
 TOLERANCE = 1e-5
@@ -146,6 +147,34 @@ def test_exported_column_and_packed_dataset(tmp_path: Path) -> None:
     assert float(computed.sum()) == pytest.approx(1.0)  # each of the three documents: 1/3 spread over its targets
     from_batch = PackedDataset(batch, loss_weights="token")
     assert float(sum(from_batch[i]["loss_weights"].sum() for i in range(len(from_batch)))) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("layout", packing.EXPORT_FORMATS)
+def test_every_export_layout_carries_the_weights_of_its_labels(layout: str) -> None:
+    batch = packing.pack([[1, 2, 3, 4, 5, 6, 7], {"prompt": [4, 5], "completion": [6, 7, 8]}, [9, 10], [11]], 8)
+    table = packing.export(batch, layout, loss_weights="sqrt")
+    weights = table.column("loss_weights").to_pylist()
+    assert sum(map(sum, weights)) == pytest.approx(1.0)
+    trained = table.column("loss_mask" if layout == "megatron" else "labels").to_pylist()
+    for row_weights, row in zip(weights, trained, strict=True):
+        assert len(row_weights) == len(row)
+        is_target = [m == 1 for m in row] if layout == "megatron" else [label != -100 for label in row]
+        assert [w > 0 for w in row_weights] == is_target
+
+
+def test_pack_command_writes_the_column(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from packing.cli import main
+
+    source = tmp_path / "rows.jsonl"
+    source.write_text("[1, 2, 3]\n[4, 5]\n[6, 7, 8, 9]\n")
+    output = tmp_path / "packed.parquet"
+    assert main(["pack", str(source), "--max-seq-length", "8", "-o", str(output), "-q", "--loss-weights", "token"]) == 0
+    table = pq.read_table(output)
+    assert sum(map(sum, table.column("loss_weights").to_pylist())) == pytest.approx(1.0)
+    data = packing.torch.PackedDataset(output)  # type: ignore[attr-defined]
+    assert "loss_weights" in data[0]
 
 
 # ---------------------------------------------------------------- a real model: packed equals unpacked

@@ -380,7 +380,7 @@ class PackingSampler(Sampler[list[int]]):
 
     def loader(
         self, dataset: Any, loss_weights: LossMode, *, completion_only_loss: bool = True, **kwargs: Any
-    ) -> torch.utils.data.DataLoader[Any]:
+    ) -> StepLoader:
         """A ``DataLoader`` over ``dataset`` with this sampler whose batches (``collate``'s) carry ``loss_weights``
         for the objective ``loss_weights``, normalised over each optimizer step on every rank (needs
         ``trained_tokens``). ``kwargs`` go to the ``DataLoader`` (``num_workers``, ...)."""
@@ -388,7 +388,7 @@ class PackingSampler(Sampler[list[int]]):
         if self.trained_tokens is None:
             raise SettingError("trained_tokens", "trained tokens per sample (packing.weighting.trained_tokens)", None)
         collate_fn = functools.partial(collate, completion_only_loss=completion_only_loss, loss_weights=loss_weights)
-        return torch.utils.data.DataLoader(StepDataset(dataset), batch_sampler=self, collate_fn=collate_fn, **kwargs)
+        return StepLoader(StepDataset(dataset), batch_sampler=self, collate_fn=collate_fn, **kwargs)
 
 
 # ---------------------------------------------------------------- collate
@@ -556,6 +556,14 @@ class Step(list):  # type: ignore[type-arg]
 
     def __reduce__(self) -> Any:  # DataLoader workers receive the indices pickled
         return (Step, (list(self), self.totals))
+
+
+class StepLoader(torch.utils.data.DataLoader[Any]):
+    """``PackingSampler.loader``'s ``DataLoader``: ``set_epoch`` repacks its sampler (``transformers.Trainer``
+    calls it at every epoch)."""
+
+    def set_epoch(self, epoch: int) -> None:
+        self.batch_sampler.set_epoch(epoch)  # type: ignore[union-attr]
 
 
 class StepDataset(Dataset[Any]):

@@ -353,3 +353,54 @@ def test_two_ranks_with_accumulation_equal_the_unpacked_objective(tmp_path: Path
     assert set(results) == set(LOSS_MODES)
     for mode, diffs in results.items():
         assert diffs["loss"] < TOLERANCE and diffs["grad"] < TOLERANCE, (mode, diffs)
+
+
+class WeightedTrainer(transformers.Trainer):  # type: ignore[misc]
+    """The recipe of docs/guides/loss-weighting.md: batches from ``sampler.loader``, loss ``weighted_loss``."""
+
+    loss_is_scaled_for_ga = True  # the weights are normalised over the whole optimizer step: no division by k
+
+    def __init__(self, *args: Any, sampler: PackingSampler, loss_weights: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sampler, self.loss_weights = sampler, loss_weights
+
+    def get_train_dataloader(self) -> Any:
+        return self.sampler.loader(self.train_dataset, self.loss_weights)  # type: ignore[arg-type]
+
+    def compute_loss(
+        self, model: Any, inputs: dict[str, Any], return_outputs: bool = False, num_items_in_batch: Any = None
+    ) -> Any:
+        outputs = model(input_ids=inputs["input_ids"], position_ids=inputs["position_ids"], use_cache=False)
+        loss = weighted_loss(outputs.logits, inputs["labels"], inputs["loss_weights"])
+        loss = loss * self.accelerator.num_processes  # DDP averages the ranks' gradients
+        return (loss, outputs) if return_outputs else loss
+
+
+@pytest.mark.parametrize("mode", ["sequence", "sqrt"])
+def test_the_trainer_recipe_takes_the_unpacked_objectives_gradient(tmp_path: Path, mode: str) -> None:
+    """One optimizer step of two accumulated micro-batches with plain SGD at learning rate 1: the parameters move
+    by exactly minus the gradient of the unpacked objective of that step's documents."""
+    rows = documents(3)
+    samples = packing.read_rows(rows)
+    sampler = PackingSampler(
+        samples.lengths,
+        128,
+        num_replicas=1,
+        rank=0,
+        trained_tokens=trained_tokens(samples),
+        gradient_accumulation_steps=2,
+    )
+    model = tiny_llama()
+    before = [p.detach().clone() for p in model.parameters()]
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), max_steps=1, gradient_accumulation_steps=2, per_device_train_batch_size=1,
+        learning_rate=1.0, optim="sgd", lr_scheduler_type="constant", weight_decay=0.0, max_grad_norm=0.0,
+        report_to=[], use_cpu=True, save_strategy="no", logging_strategy="no", disable_tqdm=True,
+    )  # fmt: skip
+    WeightedTrainer(model=model, args=args, train_dataset=rows, sampler=sampler, loss_weights=mode).train()
+    steps = list(sampler)
+    reference_model = tiny_llama()
+    reference = unpacked_objective(unpacked_losses(reference_model, [rows[i] for s in (0, 1) for i in steps[s]]), mode)
+    expected = grad(reference, reference_model)
+    moved = [b - p.detach() for b, p in zip(before, model.parameters(), strict=True)]
+    assert max_diff(moved, expected) < TOLERANCE

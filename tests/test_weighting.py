@@ -404,3 +404,16 @@ def test_the_trainer_recipe_takes_the_unpacked_objectives_gradient(tmp_path: Pat
     expected = grad(reference, reference_model)
     moved = [b - p.detach() for b, p in zip(before, model.parameters(), strict=True)]
     assert max_diff(moved, expected) < TOLERANCE
+
+
+def test_the_step_totals_reach_dataloader_workers() -> None:
+    rows = documents(4)
+    samples = packing.read_rows(rows)
+    sampler = PackingSampler(samples.lengths, 128, num_replicas=2, rank=1, trained_tokens=trained_tokens(samples))
+    here = list(sampler.loader(rows, "token"))
+    there = list(sampler.loader(rows, "token", num_workers=1))
+    assert len(here) == len(there) == len(sampler)
+    for a, b in zip(here, there, strict=True):
+        torch.testing.assert_close(a["loss_weights"], b["loss_weights"])
+    # each step's weights are this rank's share: less than the whole step's objective
+    assert all(0 < float(batch["loss_weights"].sum()) < 1 for batch in here)

@@ -159,7 +159,7 @@ def compare_caption(rows: Sequence[Row], bounds: packing.LowerBounds, max_seq_le
     """What the Compare tab compares, and the lower bounds its gaps are measured from: tokens / max_seq_length
     when sequences may be cut, and Martello–Toth L2, or the optimum's proven bound when it is higher, when not.
 
-    >>> rows = packing.compare.compare([6, 5, 3, 2], 8)
+    >>> rows = packing.compare([6, 5, 3, 2], 8)
     >>> print(compare_caption(rows, packing.lower_bounds([6, 5, 3, 2], 8), 8, "truncate"))
     Every strategy at max_seq_length 8 with overflow 'truncate', and bfd per window of 1,000 rows (TRL's default; bfd/1,000 below). Lower bounds: 2 blocks if sequences may be cut, 2 if not (Martello–Toth L2). Above the bound: blocks more than the bound that applies to the strategy.
     """

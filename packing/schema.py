@@ -92,7 +92,8 @@ def arrow_schema(loss_weights: bool = False) -> pa.Schema:
 
 
 def markdown_table() -> str:
-    """The schema as a Markdown table (the README's table is this one), the optional column last."""
+    """The schema as a Markdown table (the table of ``docs/guides/outputs.md`` is this one), the optional
+    column last."""
     lines = ["| column | type | meaning |", "|---|---|---|"]
     lines += [f"| `{c.name}` | list of {c.dtype} | {c.meaning} |" for c in (*COLUMNS, LOSS_WEIGHTS)]
     return "\n".join(lines)

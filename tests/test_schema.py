@@ -1,4 +1,4 @@
-"""One schema makes every output: the writers, the datasets adapter, the command line and the README."""
+"""One schema makes every output: the writers, the datasets adapter, the command line and the docs."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def test_the_datasets_adapter_and_the_cli_use_it(tmp_path: Path) -> None:
     assert pq.read_table(tmp_path / "o.parquet").equals(expected)
 
 
-def test_help_and_readme_list_the_schema() -> None:
+def test_help_and_docs_list_the_schema() -> None:
     commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     assert ", ".join(NAMES) in commands["pack"].description
-    assert markdown_table() in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert markdown_table() in (ROOT / "docs" / "guides" / "outputs.md").read_text(encoding="utf-8")

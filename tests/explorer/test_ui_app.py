@@ -12,7 +12,6 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import packing
-import packing.compare
 from explorer.examples import EXAMPLES
 from explorer.memo import STORE
 from explorer.tabs import TITLES

@@ -251,7 +251,8 @@ def max_diff(a: list[Any], b: list[Any]) -> float:
 
 
 def loss_diff(value: Any, reference: Any) -> float:
-    return abs(float(value) - float(reference)) / max(1.0, abs(float(reference)))
+    value, reference = (float(x.detach()) if isinstance(x, torch.Tensor) else float(x) for x in (value, reference))
+    return abs(value - reference) / max(1.0, abs(reference))
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from explorer.model import MAX_UPLOAD_MB, Dataset, Settings
 from explorer.parsing import InputError
 from explorer.safety import describe, plot_text
 from explorer.sources import Source, Text, Upload
-from packing.compare import Row
+from packing.comparison import Row
 
 SWEEP_SECONDS = 120.0
 """Seconds the Sweep tab's searches may take in their worker (16 sizes of every strategy, the optimum's 5 s each)."""

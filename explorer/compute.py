@@ -15,8 +15,8 @@ import numpy.typing as npt
 
 import packing
 from explorer.safety import describe
-from packing.compare import Row
-from packing.compare import compare as compare_contenders
+from packing.comparison import Row
+from packing.comparison import compare as compare_contenders
 from packing.strategies import DEFAULT_TIME_LIMIT
 
 Int64Array = npt.NDArray[np.int64]

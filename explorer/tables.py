@@ -14,7 +14,7 @@ import packing
 from explorer.compute import StrategyRun
 from explorer.formatting import percent, plural
 from explorer.model import grammar_count
-from packing.compare import Row
+from packing.comparison import Row
 
 Int64Array = npt.NDArray[np.int64]
 IntArray = npt.NDArray[np.integer[Any]]
@@ -146,7 +146,7 @@ def compare_table(rows: Sequence[Row], costs: dict[str, packing.ComputeCost]) ->
 def short_label(row: Row) -> str:
     """A contender's name in a chart: ``bfd``, or ``bfd/1,000`` when it packs per window of 1,000 rows.
 
-    >>> from packing.compare import DEFAULT_CONTENDERS
+    >>> from packing.comparison import DEFAULT_CONTENDERS
     >>> rows = [Row(c, None, 0, 0.0) for c in DEFAULT_CONTENDERS[-1:]]
     >>> short_label(rows[0])
     'bfd/1,000'

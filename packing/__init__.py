@@ -12,9 +12,17 @@ boundaries that keep packed samples from leaking into each other.
 from packing.auditing import AuditReport, Finding, audit
 from packing.bounds import LowerBounds, lower_bounds
 from packing.classic import pack_sequences
-from packing.compare import compare
+from packing.comparison import compare
 from packing.cost import ComputeCost, compute_cost
-from packing.errors import DatasetError, NeedsTokenizer, PackingError, SampleError, SettingError, TooManyDocuments
+from packing.errors import (
+    DatasetError,
+    LimitError,
+    NeedsTokenizer,
+    PackingError,
+    SampleError,
+    SettingError,
+    TooManyDocuments,
+)
 from packing.explanation import MAX_EXPLAIN_DOCUMENTS, Placement, Step, explain
 from packing.formats import EXPORT_FORMATS, export
 from packing.io import Dataset, read_dataset
@@ -46,6 +54,7 @@ __all__ = [
     "Dataset",
     "DatasetError",
     "Finding",
+    "LimitError",
     "LossRule",
     "LowerBounds",
     "MaskedSample",

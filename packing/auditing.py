@@ -57,20 +57,19 @@ A clean dataset has no findings. Everything is vectorized over the flat token ar
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from packing import files
 from packing.arrays import ranges
 from packing.errors import DatasetError, SettingError
-from packing.limits import ReadLimits, check_count, check_parquet, limits_of, open_input, read_bounded, scan_json
+from packing.limits import ReadLimits, check_count, limits_of
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -334,81 +333,12 @@ def _error(source: str, reason: str, where: str | None = None) -> DatasetError:
     return DatasetError(source, where, reason)
 
 
-def _read_file(source: str | os.PathLike[str] | IO[bytes], label: str, limits: ReadLimits) -> pa.Table:
-    """A Parquet or JSON-lines file (a path or a binary file object) as a table; ``label`` names it.
-
-    A path must be a regular file (:func:`packing.limits.open_input`); ``limits`` are checked before
-    decoding: a Parquet file's metadata, a file's size, JSON's nesting (scanned before ``pyarrow.json``,
-    which crashes the process on deep nesting) and its lines."""
-    if isinstance(source, (str, os.PathLike)):
-        with open_input(source, label) as handle:  # a missing file or a folder is named as such first
-            return _decode(handle, _file_kind(label), label, limits)
-    return _decode(source, _file_kind(label), label, limits)
-
-
-def _file_kind(label: str) -> str:
-    """Parquet, JSON lines or Arrow, from the file name's extension."""
-    suffix = Path(label).suffix.lower()
-    kinds = {".parquet": "Parquet", ".pq": "Parquet", ".jsonl": "JSON lines", ".ndjson": "JSON lines"}
-    kinds.update({".json": "JSON lines", ".arrow": "Arrow", ".feather": "Arrow", ".ipc": "Arrow"})
-    if suffix not in kinds:
-        raise _error(label, "expected a .parquet, .jsonl or .arrow file")
-    return kinds[suffix]
-
-
-def _decode(handle: IO[bytes], kind: str, label: str, limits: ReadLimits) -> pa.Table:
-    """The table in ``handle`` (``kind``: Parquet, JSON lines or Arrow), each within ``limits`` before decoding."""
-    import pyarrow as pa
-    import pyarrow.json as pj
-    import pyarrow.parquet as pq
-
-    try:
-        if kind == "Parquet":
-            file = pq.ParquetFile(handle)
-            check_parquet(file, None, label, limits, "blocks")
-            return file.read()
-        data = read_bounded(handle, label, limits)
-        if kind == "JSON lines":
-            scan = scan_json(data, label, limits)
-            options = pj.ReadOptions(block_size=min(max(1 << 20, scan.longest_line + 2), 2**31 - 1))
-            return pj.read_json(pa.BufferReader(data), read_options=options)
-        return _read_arrow(data, label, limits)
-    except (pa.ArrowException, OSError, ValueError) as error:
-        if isinstance(error, DatasetError):
-            raise
-        reason = str(error).strip().splitlines()[0][:80] if str(error).strip() else type(error).__name__
-        raise _error(label, f"not a readable {kind} file ({reason})") from None
-
-
-def _read_arrow(data: bytes, label: str, limits: ReadLimits) -> pa.Table:
-    """An Arrow IPC file, or an IPC stream (what ``datasets`` writes with ``save_to_disk``), read batch by
-    batch: the rows and the bytes read so far are checked against ``limits`` after each batch (a compressed
-    batch is only as large as one batch before it is refused). O(bytes)."""
-    import pyarrow as pa
-
-    try:
-        file = pa.ipc.open_file(pa.BufferReader(data))
-        batches = (file.get_batch(index) for index in range(file.num_record_batches))
-        schema = file.schema
-    except pa.ArrowInvalid:
-        stream = pa.ipc.open_stream(pa.BufferReader(data))
-        batches, schema = iter(stream), stream.schema
-    kept: list[pa.RecordBatch] = []
-    rows = size = 0
-    for batch in batches:
-        rows, size = rows + batch.num_rows, size + batch.nbytes
-        check_count(label, "blocks", rows, limits.max_rows)
-        if limits.max_bytes is not None and size > limits.max_bytes:
-            raise DatasetError(label, None, f"holds more than the limit of {limits.max_bytes:,} bytes once read")
-        kept.append(batch)
-    return pa.Table.from_batches(kept, schema=schema)
-
-
-def _to_table(source: Any, name: str | None, limits: ReadLimits) -> tuple[pa.Table, str]:
-    """Any accepted source as ``(table, name for messages)``, within ``limits`` (:func:`_check_table`)."""
-    table, label = _any_table(source, name, limits)
-    _check_table(table, label, limits)
-    return table, label
+def _to_table(source: Any, name: str | None, limits: ReadLimits) -> files.FileTable:
+    """Any accepted source as one table (with the files it came from, if any), within ``limits``
+    (:func:`_check_table`)."""
+    found = _any_table(source, name, limits)
+    _check_table(found.table, found.label, limits)
+    return found
 
 
 def _check_table(table: pa.Table, label: str, limits: ReadLimits) -> None:
@@ -432,29 +362,24 @@ def _check_table(table: pa.Table, label: str, limits: ReadLimits) -> None:
                 )
 
 
-def _any_table(source: Any, name: str | None, limits: ReadLimits) -> tuple[pa.Table, str]:
-    """Any accepted source as ``(table, name for messages)``."""
+def _any_table(source: Any, name: str | None, limits: ReadLimits) -> files.FileTable:
+    """Any accepted source as one table and its name for messages."""
     import pyarrow as pa
 
-    if isinstance(source, (str, os.PathLike)):
-        label = name or os.fspath(source)
-        return _read_file(source, label, limits), label
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        source = io.BytesIO(bytes(source))
-    if hasattr(source, "read"):  # a binary file object, such as an upload
-        label = name or str(getattr(source, "name", None) or "<uploaded file>")
-        return _read_file(source, label, limits), label
+    if isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview, list, tuple)) or hasattr(source, "read"):
+        return files.read_table(source, limits, name)  # paths, globs, folders, save_to_disk, uploads
     if isinstance(source, pa.Table):
-        return source, name or "<table>"
+        return files.FileTable(source, name or "<table>", ())
     if hasattr(source, "with_format") and hasattr(source, "column_names"):  # datasets.Dataset
         table = source.with_format("arrow")[:]
         if isinstance(table, pa.Table):
-            return table, name or "<dataset>"
+            return files.FileTable(table, name or "<dataset>", ())
     if isinstance(source, Mapping):
-        return _mapping_table(source), name or "<batch>"
+        return files.FileTable(_mapping_table(source), name or "<batch>", ())
     raise SettingError(
         "source",
-        "a .parquet/.jsonl path or file, a pyarrow.Table, a datasets.Dataset or a dict of columns",
+        "a path, glob or folder of .parquet/.jsonl/.json/.arrow files, a file object, a pyarrow.Table, "
+        "a datasets.Dataset or a dict of columns",
         type(source),
     )
 
@@ -1057,11 +982,15 @@ _READERS = {
 def _parse(
     source: Any, format: str | None, name: str | None = None, limits: ReadLimits | None = None
 ) -> tuple[_Parsed, str]:
-    table, name = _to_table(source, name, limits_of(limits))
+    found = _to_table(source, name, limits_of(limits))
+    table, name = found.table, found.label
     if format is not None and format not in _READERS:
         raise SettingError("format", f"one of {', '.join(LAYOUTS)}", format)
     layout = format if format is not None else _detect(set(map(str, table.column_names)), name)
-    return _READERS[layout](table, name), name
+    try:
+        return _READERS[layout](table, name), name
+    except DatasetError as error:  # a row of a dataset of several files: named by its file
+        raise found.locate(error) from None
 
 
 def read_packed(source: Any, *, format: str | None = None, limits: ReadLimits | None = None) -> PackedLayout:
@@ -1156,9 +1085,12 @@ def audit(
 ) -> AuditReport:
     """Recognise a packed dataset's layout, count what it holds and check every invariant.
 
-    ``source`` is a ``.parquet`` / ``.jsonl`` path, a binary file object or ``bytes`` of such a file (an
-    upload; ``name`` gives its file name), a ``pyarrow.Table``, a ``datasets.Dataset`` or a dict of columns
-    (rows, or a collator's arrays of shape ``(rows, T)``). ``max_seq_length`` is the block capacity (default:
+    ``source`` is what :func:`packing.read_dataset` takes (:mod:`packing.files`): a ``.parquet``,
+    ``.jsonl``, ``.json`` or ``.arrow`` path, several paths, a glob, a folder of shards or a ``datasets``
+    ``save_to_disk`` folder (read as one table, files in sorted order; a bad row is named by its file), a
+    binary file object or ``bytes`` of such a file (an upload; ``name`` gives its file name); or a
+    ``pyarrow.Table``, a ``datasets.Dataset`` or a dict of columns (rows, or a collator's arrays of shape
+    ``(rows, T)``). ``max_seq_length`` is the block capacity (default:
     the longest block); ``format`` forces a layout instead of recognising it; ``name`` is how the report and
     its errors name the source; ``limits`` bounds what is read, as in :func:`read_packed`.
     O(tokens + blocks), numpy throughout.

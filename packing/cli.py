@@ -3,6 +3,7 @@
 Usage::
 
     python -m packing pack data.jsonl --max-seq-length 2048 --strategy bfd --output blocks.parquet
+    python -m packing pack shards/ --max-seq-length 2048 --output blocks.parquet   # a folder (or glob) of shards
     python -m packing compare lengths.json --max-seq-length 2048 --strategies split,ffd,bfd
 
 Bad input (a missing file, an unknown column, a non-integer token, an output
@@ -39,7 +40,7 @@ import numpy.typing as npt
 
 from packing.auditing import LAYOUTS, AuditReport, audit, report_json
 from packing.bounds import lower_bounds
-from packing.compare import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
+from packing.comparison import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
 from packing.errors import PackingError
 from packing.formats import EXPORT_FORMATS, export, write_table
 from packing.io import FORMATS, Dataset, read_dataset, write_jsonl, write_parquet
@@ -133,9 +134,25 @@ def _strategy_list(text: str) -> list[Contender]:
     return contenders
 
 
+INPUT_HELP = (
+    "dataset: files (.jsonl, .json, .csv, .parquet, .arrow), a quoted glob ('data/*.parquet'), a folder of "
+    "shards or a datasets save_to_disk folder; several are read as one dataset, in sorted order"
+)
+
+
+def _input(args: argparse.Namespace) -> str | list[str]:
+    """The input argument(s): one path, glob or folder as it is, several as a list.
+
+    >>> _input(argparse.Namespace(input=["a.jsonl"])), _input(argparse.Namespace(input=["b.jsonl", "a.jsonl"]))
+    ('a.jsonl', ['b.jsonl', 'a.jsonl'])
+    """
+    inputs: list[str] = args.input
+    return inputs[0] if len(inputs) == 1 else inputs
+
+
 def _add_common(parser: argparse.ArgumentParser) -> None:
     """The input and options both commands take."""
-    parser.add_argument("input", help="dataset file: .jsonl, .json, .csv or .parquet")
+    parser.add_argument("input", nargs="+", help=INPUT_HELP)
     parser.add_argument(
         "--max-seq-length", type=_positive_int, required=True, metavar="N", help="tokens per block (>= 1)"
     )
@@ -354,7 +371,7 @@ def _read_input(args: argparse.Namespace, progress: Progress | None = None, mess
             progress._say(f"\r{message} ... {done:,}/{total:,} rows", end="")
 
     return read_dataset(
-        args.input,
+        _input(args),
         args.format,
         completion_only_loss=getattr(args, "loss", "completion") == "completion",
         tokenizer=args.tokenizer,
@@ -432,7 +449,7 @@ def _run_pack(args: argparse.Namespace) -> int:
     output = Path(args.output)
     writer = _export_writer(args.export_format, _writer(output), args.loss_weights)
     progress = Progress(show=not args.quiet and _stderr_is_terminal())
-    message = f"reading {args.input}" + (f" and tokenizing with {args.tokenizer}" if args.tokenizer else "")
+    message = f"reading {' '.join(args.input)}" + (f" and tokenizing with {args.tokenizer}" if args.tokenizer else "")
     with exclusive(output):
         with progress.stage("read", message):
             dataset = _read_input(args, progress, message)
@@ -533,7 +550,7 @@ def _add_audit(commands: argparse._SubParsersAction[_Parser]) -> None:
         "transformers flattening, torchtune, Megatron, segment ids), count blocks, documents, tokens and padding, "
         "and list what lets documents see or predict each other or trains padding.",
     )
-    parser.add_argument("input", help="packed dataset: .parquet, .jsonl or .arrow, one row per block")
+    parser.add_argument("input", nargs="+", help="packed " + INPUT_HELP + "; one row per block")
     parser.add_argument(
         "--max-seq-length", type=_positive_int, metavar="N", help="block capacity (default: the longest block)"
     )
@@ -583,7 +600,7 @@ def _audit_text(report: AuditReport) -> str:
 
 def _run_audit(args: argparse.Namespace) -> int:
     """``audit``: read, check, print; 1 with ``--strict`` when anything was found. O(tokens)."""
-    report = audit(args.input, max_seq_length=args.max_seq_length, format=args.format)
+    report = audit(_input(args), max_seq_length=args.max_seq_length, format=args.format)
     print(report_json(report) if args.json else _audit_text(report))
     return 1 if args.strict and not report.clean else 0
 

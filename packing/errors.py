@@ -202,3 +202,12 @@ class DatasetError(PackingError, ValueError):
         """The file-level error for a bad row: the row's place in the file, then the sample error's fields."""
         reason = f"{cause.location}: {cause.problem}" if cause.location else cause.problem
         return cls(source, where, reason, cause)
+
+
+class LimitError(DatasetError):
+    """A dataset over one of the bounds a caller set (``packing.ReadLimits``: bytes, rows, tokens, values),
+    refused before it is decoded or as its totals grow; a server answers it as "too large".
+
+    >>> str(LimitError("big.jsonl", None, "holds 2,000 lines, more than the limit of 1,000"))
+    'big.jsonl: holds 2,000 lines, more than the limit of 1,000'
+    """

@@ -7,11 +7,12 @@ scanned by :func:`scan_json` (one compiled pass over the raw bytes, O(bytes), no
 parser sees it: nesting deeper than :attr:`ReadLimits.max_depth` is refused, so no parser can recurse
 until the process crashes (``pyarrow.json`` segfaults on 10,000 levels). :class:`ReadLimits` holds the
 optional bounds a caller such as a server passes (``limits=``): bytes, tokens and rows, checked from a
-file's size or a Parquet file's metadata before anything is decoded.
+file's size or a Parquet file's metadata before anything is decoded. They bound a whole dataset: over the
+files of a folder, the totals count (:meth:`ReadLimits.after` is what the files read so far left).
 
 >>> limits = ReadLimits(max_bytes=1_000, max_tokens=100)
 >>> scan_json(b'{"input_ids": [[1], [2]]}\\n\\n[3]\\n', "x.jsonl", limits)
-JsonScan(rows=2, longest_line=25)
+JsonScan(rows=2, longest_line=25, values=3)
 >>> scan_json(b"[" * 100 + b"]" * 100, "x.json", limits)
 Traceback (most recent call last):
 ...
@@ -20,6 +21,7 @@ packing.errors.DatasetError: x.json, line 1: JSON nested too deeply (more than 6
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import stat
@@ -30,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
-from packing.errors import DatasetError, SettingError
+from packing.errors import DatasetError, LimitError, SettingError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow.parquet as pq
@@ -43,7 +45,7 @@ MAX_JSON_DEPTH = 64
 
 @dataclass(frozen=True)
 class ReadLimits:
-    """Bounds on one input, checked before it is decoded; ``None`` = unbounded.
+    """Bounds on one input (all its files together), checked before it is decoded; ``None`` = unbounded.
 
     - ``max_bytes``: bytes of the file (JSON, JSON lines, CSV, Arrow), or of a Parquet file's column data
       once uncompressed (from its metadata);
@@ -89,6 +91,27 @@ class ReadLimits:
         (10, 99)
         """
         return self.max_tokens if self.max_length_tokens is None else self.max_length_tokens
+
+    def after(self, *, bytes: int = 0, rows: int = 0, tokens: int = 0, values: int = 0) -> ReadLimits:
+        """What is left of these bounds once earlier files of the same dataset used ``bytes``, ``rows``,
+        ``tokens`` and ``values`` (at least 1 of each: the totals are checked again as they grow). O(1).
+
+        >>> left = ReadLimits(max_bytes=100, max_rows=5).after(bytes=60, rows=5)
+        >>> left.max_bytes, left.max_rows, left.max_tokens
+        (40, 1, None)
+        """
+
+        def left(bound: int | None, used: int) -> int | None:
+            return None if bound is None else max(int(bound) - used, 1)
+
+        return dataclasses.replace(
+            self,
+            max_bytes=left(self.max_bytes, bytes),
+            max_rows=left(self.max_rows, rows),
+            max_tokens=left(self.max_tokens, tokens),
+            max_length_tokens=left(self.max_length_tokens, tokens),
+            max_values=left(self.max_values, values),
+        )
 
 
 _BOUNDS = ("max_bytes", "max_tokens", "max_rows", "max_depth", "max_line_bytes", "max_length_tokens", "max_values")
@@ -179,9 +202,9 @@ def _size(handle: IO[bytes]) -> int | None:
     return None
 
 
-def too_many(label: str, what: str, count: int, limit: int, where: str | None = None) -> DatasetError:
+def too_many(label: str, what: str, count: int, limit: int, where: str | None = None) -> LimitError:
     """The refusal of an input over a limit: ``label: holds 2,000 tokens, more than the limit of 1,000``."""
-    return DatasetError(label, where, f"holds {count:,} {what}, more than the limit of {limit:,}")
+    return LimitError(label, where, f"holds {count:,} {what}, more than the limit of {limit:,}")
 
 
 def check_size(handle: IO[bytes], label: str, limits: ReadLimits) -> None:
@@ -199,7 +222,7 @@ def read_bounded(handle: IO[bytes], label: str, limits: ReadLimits) -> bytes:
         return handle.read()
     data = handle.read(limits.max_bytes + 1)
     if len(data) > limits.max_bytes:
-        raise DatasetError(label, None, f"holds more than the limit of {limits.max_bytes:,} bytes")
+        raise LimitError(label, None, f"holds more than the limit of {limits.max_bytes:,} bytes")
     return data
 
 
@@ -213,10 +236,12 @@ def check_count(label: str, what: str, count: int, limit: int | None) -> None:
 
 
 class JsonScan(NamedTuple):
-    """What a scan of JSON text found: non-blank lines and the longest line (bytes)."""
+    """What a scan of JSON text found: non-blank lines, the longest line (bytes) and about how many values
+    (an upper bound: commas outside strings plus one a line)."""
 
     rows: int
     longest_line: int
+    values: int
 
 
 @njit(cache=True, nogil=True)
@@ -280,7 +305,7 @@ def scan_json(data: bytes, label: str, limits: ReadLimits = NO_LIMITS) -> JsonSc
     >>> scan_json(b"[" + b"0," * 11 + b"0]", "x.json", ReadLimits(max_values=10))
     Traceback (most recent call last):
     ...
-    packing.errors.DatasetError: x.json: holds about 12 values, more than the limit of 10 (refused before parsing)
+    packing.errors.LimitError: x.json: holds about 12 values, more than the limit of 10 (refused before parsing)
     """
     array = np.frombuffer(data, dtype=np.uint8)
     status, line, rows, longest, commas = _scan(array, int(limits.max_depth), int(limits.max_line_bytes or 0))
@@ -295,8 +320,8 @@ def scan_json(data: bytes, label: str, limits: ReadLimits = NO_LIMITS) -> JsonSc
     values = commas + max(rows, 1)
     if limits.max_values is not None and values > limits.max_values:
         reason = f"holds about {values:,} values, more than the limit of {limits.max_values:,} (refused before parsing)"
-        raise DatasetError(label, None, reason)
-    return JsonScan(rows, longest)
+        raise LimitError(label, None, reason)
+    return JsonScan(rows, longest, values)
 
 
 def _type_depth(kind: Any) -> int:
@@ -345,14 +370,14 @@ def check_parquet(
     if limits.max_tokens is not None:
         for name, count in values.items():
             if count > limits.max_tokens + rows:
-                raise DatasetError(
+                raise LimitError(
                     label,
                     None,
                     f"column '{name}' holds {count:,} values (from the file's metadata), "
                     f"more than the limit of {limits.max_tokens:,} tokens",
                 )
     if limits.max_bytes is not None and uncompressed > limits.max_bytes:
-        raise DatasetError(
+        raise LimitError(
             label,
             None,
             f"holds {uncompressed:,} bytes once uncompressed (from the file's metadata), "

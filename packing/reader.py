@@ -27,6 +27,8 @@ column by column, without a Python loop per row, and reports a bad row exactly a
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral
@@ -36,7 +38,8 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.arrays import copy_runs
-from packing.errors import NeedsTokenizer, SampleError, SettingError
+from packing.errors import DatasetError, NeedsTokenizer, SampleError, SettingError
+from packing.limits import scan_json
 from packing.text import is_text_row
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -57,6 +60,17 @@ TEXT_FIELDS = ("text", "messages")
 """Columns of text rows (with ``prompt``/``completion`` as strings or messages): they need a tokenizer."""
 FIELDS = (*TOKEN_FIELDS, *MASK_FIELDS, "length", *TEXT_FIELDS)
 """Every column the reader looks at; others are ignored."""
+CELLS: dict[str, Literal["ids", "flags", "integer", "text", "json"]] = {
+    **dict.fromkeys(TOKEN_FIELDS, "ids"),
+    **dict.fromkeys(MASK_FIELDS, "flags"),
+    "length": "integer",
+    "text": "text",
+    "messages": "json",
+}
+"""What a text cell (CSV) of each column holds: a list of ids or of 0/1 flags (``1 2 3`` or ``[1, 2, 3]``), an
+integer, text, or JSON (messages). ``prompt`` and ``completion`` hold text when a tokenizer is given."""
+_INTEGER = re.compile(r"[+-]?\d{1,20}")
+_SEPARATORS = re.compile(r"[\s,]+")
 
 
 class PromptCompletion(TypedDict):
@@ -109,6 +123,78 @@ class Samples:
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
+
+    @staticmethod
+    def join(parts: Sequence[Samples]) -> Samples:
+        """The samples of ``parts``, one part after the other; all with tokens, or all lengths only.
+        O(total tokens).
+
+        >>> joined = Samples.join([read_rows([[1, 2], [3]]), read_rows([{"prompt": [4], "completion": [5]}])])
+        >>> joined.tokens.tolist(), joined.loss_mask.tolist(), joined.offsets.tolist()
+        ([1, 2, 3, 4, 5], [1, 1, 1, 0, 1], [0, 2, 3, 5])
+        """
+        if not parts:
+            raise SettingError("parts", "at least one Samples", "<none>")
+        if len(parts) == 1:
+            return parts[0]
+        if len({part.has_tokens for part in parts}) > 1:
+            raise SettingError("parts", "samples all with tokens or all lengths only", "<both>")
+        lengths = np.concatenate([part.lengths for part in parts])
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        if not parts[0].has_tokens:
+            return Samples(None, None, _no_overflow(offsets))
+        tokens = np.concatenate([part.tokens for part in parts if part.tokens is not None])
+        mask = np.concatenate([part.loss_mask for part in parts if part.loss_mask is not None])
+        return Samples(tokens, mask, offsets)
+
+
+# ---------------------------------------------------------------- one row, from text cells (CSV)
+
+
+def _number(part: str) -> int | str:
+    """An integer when ``part`` is one of at most 20 digits; the text itself otherwise (the reader names it)."""
+    return int(part) if _INTEGER.fullmatch(part) else part
+
+
+def _json_cell(cell: str, index: int, field: str) -> Any:
+    """The JSON value a cell holds, scanned for nesting before it is parsed; a SampleError otherwise."""
+    try:
+        scan_json(cell.encode("utf-8", "surrogatepass"), field)
+        return json.loads(cell)
+    except DatasetError as error:
+        raise SampleError(index, field, None, "JSON text (a list of messages)", f"<{error.reason}>") from None
+    except (ValueError, RecursionError):
+        raise SampleError(index, field, None, "JSON text (a list of messages)", cell) from None
+
+
+def cells_row(cells: Mapping[str, str], index: int = 0, *, text: bool = False) -> dict[str, Any]:
+    """A row from text cells (a CSV line), each read as :data:`CELLS` says; other columns are left out, an
+    empty cell is a null. With ``text``, ``prompt`` and ``completion`` cells are text. O(characters).
+
+    >>> cells_row({"input_ids": " [1, 2,3] ", "prompt": "", "length": "7", "note": "x"})
+    {'input_ids': [1, 2, 3], 'prompt': None, 'length': 7}
+    >>> cells_row({"prompt": "Hi", "completion": "there"}, text=True)
+    {'prompt': 'Hi', 'completion': 'there'}
+    """
+    row: dict[str, Any] = {}
+    for column, cell in cells.items():
+        kind = CELLS.get(column)
+        stripped = cell.strip()
+        if kind is None:
+            continue
+        if not stripped:
+            row[column] = None
+        elif kind == "text" or (text and column in ("prompt", "completion")):
+            row[column] = cell
+        elif kind == "json":
+            row[column] = _json_cell(cell, index, column)
+        elif kind == "integer":
+            row[column] = _number(stripped)
+        else:
+            inner = stripped[1:-1] if stripped.startswith("[") and stripped.endswith("]") else stripped
+            row[column] = [_number(part) for part in _SEPARATORS.split(inner) if part]
+    return row
 
 
 # ---------------------------------------------------------------- one row, in Python

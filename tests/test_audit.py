@@ -621,7 +621,10 @@ def test_uploads_as_bytes_or_file_objects(tmp_path: Path) -> None:
         assert audit(handle).source == str(target)
     lines = "".join(json.dumps(row) + "\n" for row in export(batch, "flattening").to_pylist()).encode()
     assert audit(lines, name="rows.jsonl").format == "flattening"
-    with pytest.raises(DatasetError, match=r"^upload\.bin: expected a \.parquet, \.jsonl or \.arrow file$"):
+    with pytest.raises(
+        DatasetError,
+        match=r"^upload\.bin: cannot tell the format from the file name; expected a \.jsonl, \.json, \.csv, \.parquet or \.arrow file$",
+    ):
         audit(data, name="upload.bin")
     with pytest.raises(DatasetError, match=r"^rows\.parquet: not a readable Parquet file"):
         audit(lines, name="rows.parquet")

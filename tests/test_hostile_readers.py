@@ -158,8 +158,8 @@ def test_a_symlink_to_dev_zero_is_refused(tmp_path: Path, capsys: pytest.Capture
 def test_the_opener_refuses_directories_and_missing_files(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="is a directory"):
         open_input(tmp_path, "folder")
-    with pytest.raises(DatasetError, match="is a directory"):
-        audit(tmp_path)  # before the extension is looked at
+    with pytest.raises(DatasetError, match="a folder without dataset files"):
+        audit(tmp_path)  # a folder of shards, here empty
     with pytest.raises(DatasetError, match="no such file"):
         open_input(tmp_path / "missing.jsonl", "missing.jsonl")
     (tmp_path / "dangling.jsonl").symlink_to(tmp_path / "nowhere")

@@ -204,7 +204,10 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
     assert error_of(tmp_path / "nope.jsonl") == f"{tmp_path / 'nope.jsonl'}: no such file"
     folder = tmp_path / "folder.jsonl"
     folder.mkdir()
-    assert "is a directory" in error_of(folder)
+    assert (
+        error_of(folder)
+        == f"{folder}: a folder without dataset files (.jsonl, .json, .csv, .parquet or .arrow; subfolders are not read)"
+    )
 
 
 def test_unknown_extension_and_unknown_format(tmp_path: Path) -> None:
@@ -212,7 +215,7 @@ def test_unknown_extension_and_unknown_format(tmp_path: Path) -> None:
     path.write_text("[[1]]")
     assert "cannot tell the format" in error_of(path)
     assert "unknown format 'xml'" in error_of(path, format="xml")
-    assert "expected a .jsonl, .json, .csv or .parquet file" in error_of(io.BytesIO(b"[[1]]"))
+    assert "expected a .jsonl, .json, .csv, .parquet or .arrow file" in error_of(io.BytesIO(b"[[1]]"))
 
 
 def test_invalid_json_line_is_named(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ def optimal_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
         return real(lengths, max_seq_length, strategy, overflow, **options)
 
     monkeypatch.setattr(packing, "plan", refusing)
-    monkeypatch.setattr(importlib.import_module("packing.compare"), "plan", refusing)  # the module, not the function
+    monkeypatch.setattr(importlib.import_module("packing.comparison"), "plan", refusing)  # the module, not the function
 
 
 @pytest.fixture(autouse=True)

@@ -125,7 +125,7 @@ def test_length_histogram_marks_max_seq_length() -> None:
 
 
 def test_compare_figures_are_small_horizontal_bars_and_the_baseline_runs_off_the_scale() -> None:
-    from packing.compare import compare
+    from packing.comparison import compare
 
     lengths = np.array([1, 2, 3] * 20)
     runs = compare(lengths, 6)

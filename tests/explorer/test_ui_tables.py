@@ -8,7 +8,7 @@ import numpy as np
 
 import packing
 from explorer import compute, tables
-from packing.compare import Row, compare
+from packing.comparison import Row, compare
 
 
 def test_classic_text_form() -> None:

@@ -349,8 +349,8 @@ def test_two_ranks_with_accumulation_equal_the_unpacked_objective(tmp_path: Path
     import torch.multiprocessing as mp
 
     out = tmp_path / "diffs.json"
-    # fork: the children start with torch and transformers imported (spawning re-imports them, ~10 s of CPU each)
-    mp.start_processes(_rank, args=(2, str(tmp_path / "store"), str(out)), nprocs=2, join=True, start_method="fork")
+    # spawn, not fork: a forked child can deadlock in the OpenMP pool the parent's forward passes started
+    mp.spawn(_rank, args=(2, str(tmp_path / "store"), str(out)), nprocs=2, join=True)
     results = json.loads(out.read_text())
     assert set(results) == set(LOSS_MODES)
     for mode, diffs in results.items():

@@ -382,11 +382,16 @@ def _read_input(args: argparse.Namespace, progress: Progress | None = None, mess
 # ---------------------------------------------------------------- pack
 
 
-def _writer(output: Path) -> Writer:
-    """The writer for the output's extension, after checking the file can be created there."""
-    writer = WRITERS.get(output.suffix.lower())
-    if writer is None:
-        raise UsageError(f"--output must end in .parquet or .jsonl, got '{output}'")
+def _writer(output: Path, layout: str = "packing", loss_weights: LossMode | None = None) -> Writer:
+    """The writer of ``layout`` for the output's extension (``.npy``: NeMo's file, for ``megatron``), after
+    checking the file can be created there; with ``loss_weights``, that column too."""
+    suffix = output.suffix.lower()
+    native = layout == "packing" and loss_weights is None
+    writer = WRITERS.get(suffix) if native else _export_writer(layout, loss_weights)
+    if suffix not in WRITERS and not (layout == "megatron" and suffix == ".npy"):
+        npy = " (or .npy with --format megatron)"
+        raise UsageError(f"--output must end in .parquet or .jsonl{npy}, got '{output}'")
+    assert writer is not None
     folder = output.parent
     if output.is_dir():
         raise UsageError(f"cannot write {output}: it is a directory")
@@ -447,7 +452,7 @@ def _run_pack(args: argparse.Namespace) -> int:
     output the second is refused at once instead of overwriting the first's result.
     """
     output = Path(args.output)
-    writer = _export_writer(args.export_format, _writer(output), args.loss_weights)
+    writer = _writer(output, args.export_format, args.loss_weights)
     progress = Progress(show=not args.quiet and _stderr_is_terminal())
     message = f"reading {' '.join(args.input)}" + (f" and tokenizing with {args.tokenizer}" if args.tokenizer else "")
     with exclusive(output):
@@ -529,11 +534,9 @@ def _run_compare(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- export formats and audit
 
 
-def _export_writer(layout: str, writer: Writer, loss_weights: LossMode | None = None) -> Writer:
-    """The writer for ``pack --format``: this project's own writer, or an export in another layout (or with
-    ``--loss-weights``)."""
-    if layout == "packing" and loss_weights is None:
-        return writer
+def _export_writer(layout: str, loss_weights: LossMode | None = None) -> Writer:
+    """The writer for ``pack --format LAYOUT`` other than this project's (or with ``--loss-weights``): the
+    export, written by extension."""
 
     def write(batch: PackedBatch, path: Path) -> None:
         write_table(export(batch, layout, loss_weights=loss_weights), path)
@@ -546,7 +549,7 @@ def _add_audit(commands: argparse._SubParsersAction[_Parser]) -> None:
     parser = commands.add_parser(
         "audit",
         help="check a packed dataset made by this project or another tool",
-        description="Recognise the layout of a packed .parquet, .jsonl or .arrow file (this project, TRL, "
+        description="Recognise the layout of packed data, NeMo .npy files included (this project, TRL, "
         "transformers flattening, torchtune, Megatron, segment ids), count blocks, documents, tokens and padding, "
         "and list what lets documents see or predict each other or trains padding.",
     )
@@ -615,10 +618,22 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _closed_pipe() -> int:
+    """Point standard output at the null device (the interpreter's last flush would fail again) and return
+    141, the status of a process a closed pipe stops (128 + SIGPIPE), with nothing printed."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no file descriptor behind stdout (a test's capture)
+        pass
+    return 141
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code.
 
-    0 on success, 2 on bad input (one line on stderr), 130 when interrupted.
+    0 on success, 2 on bad input (one line on stderr), 130 when interrupted, 141 (quietly) when standard
+    output is a pipe closed early (``packing audit f | head``).
     O(input tokens + output tokens) for ``pack``; the strategies' cost for ``compare``.
 
     >>> main(["compare", "missing.jsonl", "--max-seq-length", "8"])
@@ -627,10 +642,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         code: int = args.run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
     except SystemExit as stop:  # --help
         return stop.code if isinstance(stop.code, int) else 0
     except (UsageError, PackingError) as error:
         return _fail(str(error))
+    except BrokenPipeError:  # `packing audit f | head`: the reader has what it wanted
+        return _closed_pipe()
     except OSError as error:
         return _fail(f"{error.filename or 'file'}: {error.strerror or error}")
     except MemoryError:

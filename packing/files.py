@@ -10,7 +10,9 @@ subfolders, hidden files (``.x``, ``_x``) and files of other extensions. Formats
 - ``json``: a list of rows, a histogram object (``histogram`` or ``lengths``), or JSON lines;
 - ``csv``: a header line, then one row per line (cells as text: :func:`packing.reader.cells_row` reads them);
 - ``parquet`` (``.parquet``, ``.pq``) and ``arrow`` (Arrow IPC file or stream: ``.arrow``, ``.feather``,
-  ``.ipc``): an Arrow table.
+  ``.ipc``): an Arrow table;
+- ``npy``: NeMo's packed rows (a ``.npy`` of dicts, read by :func:`packing.layouts.megatron.read_npy`), packed
+  data only.
 
 Every path is opened with :func:`packing.limits.open_input` (regular files only); JSON is scanned
 (:func:`packing.limits.scan_json`) before it is parsed. Bounds (:class:`~packing.limits.ReadLimits`) apply
@@ -76,8 +78,9 @@ EXTENSIONS = {
     "arrow": "arrow",
     "feather": "arrow",
     "ipc": "arrow",
+    "npy": "npy",
 }
-"""Format of each file extension (and format name)."""
+"""Format of each file extension (and format name); ``npy`` is NeMo's packed rows (packed data only)."""
 _KINDS = ".jsonl, .json, .csv, .parquet or .arrow"
 _KNOWN = f"a {_KINDS} file"
 _MAGIC = re.compile(r"[*?[]")
@@ -326,6 +329,8 @@ def decode(
     >>> content.rows, content.where
     ([{'input_ids': [1]}, {'input_ids': [2, 3]}], ['item 1', 'item 2'])
     """
+    if file.format == "npy":
+        raise DatasetError(file.label, None, "a NeMo .npy file holds packed blocks, not samples; audit it instead")
     with _opened(file) as handle:
         if file.format == "parquet":
             return _parquet(handle, file, limits, columns, rows_are)
@@ -560,6 +565,10 @@ def _as_table(file: File, limits: ReadLimits) -> tuple[pa.Table, int]:
         )
     with _opened(file) as handle:
         data = read_bounded(handle, file.label, limits)
+    if file.format == "npy":  # NeMo's packed rows, unpickled without running anything
+        from packing.layouts.megatron import read_npy
+
+        return read_npy(data, file.label), 0
     try:
         if file.format == "json":  # the same rule as for samples: a list of rows, or JSON lines
             content = _json(data, file, limits, "blocks")

@@ -7,17 +7,17 @@ and a dataset over packed blocks.
   packed block. Every sample once per epoch across ranks, the same number of steps on every rank, no empty block,
   and the blocks of one step dealt so that the slowest rank's compute is close to the mean.
 - ``collate(rows)``: the padding-free batch of ``transformers.DataCollatorWithFlattening`` (one row of all tokens,
-  ``position_ids`` restarting per document, flash-attention boundaries). ``collate_fixed(max_seq_length)``: blocks
+  ``position_ids`` restarting per document; optionally flash-attention boundaries and ``seq_idx``). ``collate_fixed(max_seq_length)``: blocks
   of exactly ``max_seq_length`` tokens (static shapes), also without ``attention_mask``.
 - ``PackedDataset(batch_or_path)``: a map-style dataset of packed blocks, from a ``PackedBatch`` or a packed Parquet
-  file read one row group at a time through a memory map.
+  file read one row group at a time through a memory map, or any other layout the auditor recognises, converted.
 
 >>> import packing.torch as pt
 >>> lengths = [5, 3, 2, 4, 6, 1]
 >>> sampler = pt.PackingSampler(lengths, 6, num_replicas=2, rank=0, seed=1)
 >>> len(sampler), sum(len(b) for b in sampler) > 0
 (2, True)
->>> batch = pt.collate([[1, 2, 3], {"prompt": [4], "completion": [5, 6]}])
+>>> batch = pt.collate([[1, 2, 3], {"prompt": [4], "completion": [5, 6]}], return_flash_attn_kwargs=True)
 >>> batch["input_ids"].tolist(), batch["labels"].tolist(), batch["position_ids"].tolist()
 ([[1, 2, 3, 4, 5, 6]], [[-100, 2, 3, -100, 5, 6]], [[0, 1, 2, 0, 1, 2]])
 >>> batch["cu_seq_lens_q"].tolist(), batch["max_length_q"]
@@ -43,6 +43,7 @@ except ImportError as error:  # pragma: no cover - exercised only without torch
     raise ImportError("packing.torch needs PyTorch: pip install torch") from error
 
 from packing import IGNORE_INDEX, DatasetError, PackedBatch, SampleError, SettingError, materialize, plan, read_rows
+from packing.auditing import AuditReport, audit
 from packing.schema import COLUMNS, LOSS_WEIGHTS
 from packing.strategies import STRATEGIES, StrategyName
 from packing.weighting import LossMode, LossTotals, check_mode, token_weights
@@ -403,10 +404,13 @@ def _is_block(row: Any) -> bool:
     return isinstance(row, Mapping) and "seq_lengths" in row
 
 
-def _documents(rows: Sequence[Any], completion_only_loss: bool) -> tuple[Int64Array, Int64Array, Int64Array]:
+def _documents(
+    rows: Sequence[Any], completion_only_loss: bool, ignore_masks: bool = False
+) -> tuple[Int64Array, Int64Array, Int64Array]:
     """Tokens, labels (-100 on masked tokens and every document's first token) and lengths of the non-empty
     documents of ``rows``, concatenated. Packed blocks (rows with ``seq_lengths``) give their documents.
-    A row with ``labels`` (and ``input_ids``) keeps its labels, as transformers' collators do. O(tokens)."""
+    A row with ``labels`` (and ``input_ids``) keeps its labels, as transformers' collators do; with
+    ``ignore_masks`` a row with ``input_ids`` is read from them alone (its masks unused). O(tokens)."""
     if rows and all(_is_block(row) for row in rows):
         parts = []
         for row in rows:
@@ -425,6 +429,8 @@ def _documents(rows: Sequence[Any], completion_only_loss: bool) -> tuple[Int64Ar
             row = {key: _numpy(value) for key, value in row.items()}
             if "labels" in row and row.get("input_ids") is not None:
                 given_labels[index] = np.asarray(row["labels"], dtype=np.int64)
+                row = {"input_ids": row["input_ids"]}
+            elif ignore_masks and row.get("input_ids") is not None:
                 row = {"input_ids": row["input_ids"]}
         plain.append(_numpy(row))
     samples = read_rows(plain, completion_only_loss)
@@ -445,19 +451,33 @@ def collate(
     rows: Sequence[Any],
     *,
     completion_only_loss: bool = True,
+    return_position_ids: bool = True,
+    return_flash_attn_kwargs: bool = False,
+    return_seq_idx: bool = False,
+    ignore_masks: bool = False,
     loss_weights: LossMode | None = None,
     totals: LossTotals | float | None = None,
 ) -> dict[str, Any]:
     """The padding-free batch of ``rows``: every document's tokens in one row, as
-    ``transformers.DataCollatorWithFlattening(return_flash_attn_kwargs=True, return_position_ids=True)`` returns
-    it for the same documents (a drop-in ``collate_fn``).
+    ``transformers.DataCollatorWithFlattening`` returns it for the same documents with the same three options
+    and defaults (a drop-in ``collate_fn``), key for key.
 
     Rows are samples in any form ``packing.pack`` accepts (token lists, ``{"prompt", "completion"}``,
     ``{"input_ids", "loss_mask"}``, or ``{"input_ids", "labels"}`` whose labels are kept), or packed blocks (rows
     with ``seq_lengths``, such as ``PackedDataset`` items); tensors are accepted. Empty documents are skipped.
-    Returns ``input_ids``, ``labels`` (-100 on masked tokens and each document's first token) and ``position_ids``
-    as int64 tensors of shape ``(1, T)``; ``cu_seq_lens_q`` = ``cu_seq_lens_k`` (int32, ``[0, ...cumulative
-    lengths]``) and ``max_length_q`` = ``max_length_k`` (ints). Pass no ``attention_mask`` to the model. O(T).
+    Returns ``input_ids`` and ``labels`` (-100 on masked tokens and each document's first token) as int64
+    tensors of shape ``(1, T)``, and:
+
+    - ``return_position_ids`` (default ``True``): ``position_ids`` (int64, ``(1, T)``) restarting at 0 per document;
+    - ``return_flash_attn_kwargs`` (default ``False``): ``cu_seq_lens_q`` = ``cu_seq_lens_k`` (int32, ``[0,
+      ...cumulative lengths]``) and ``max_length_q`` = ``max_length_k`` (ints);
+    - ``return_seq_idx`` (default ``False``): ``seq_idx`` (int32, ``(1, T)``), the document number of every token
+      (0, 1, ...), which linear-attention layers need.
+
+    One difference, on purpose: a mask in a row with ``input_ids`` (``completion_mask``, ``assistant_masks``,
+    ``loss_mask``) is applied to the labels, where transformers' collator ignores it and trains every token but
+    each document's first. ``ignore_masks=True`` gives transformers' exact labels (masks unused; labels given in
+    a row are still kept, as transformers keeps them). Pass no ``attention_mask`` to the model. O(T).
 
     With ``loss_weights`` (``token``, ``sequence``, ``sequence_sum``, ``sqrt``; see ``packing.weighting``), also
     ``loss_weights``: float32 ``(1, T)``, aligned with ``labels``, such that ``weighted_loss`` is that objective.
@@ -468,26 +488,29 @@ def collate(
 
     >>> collate([[5, 6], {"input_ids": [7, 8, 9], "loss_mask": [0, 1, 1]}])["labels"].tolist()
     [[-100, 6, -100, 8, 9]]
+    >>> sorted(collate([[5, 6], [7]], return_seq_idx=True, return_flash_attn_kwargs=True))
+    ['cu_seq_lens_k', 'cu_seq_lens_q', 'input_ids', 'labels', 'max_length_k', 'max_length_q', 'position_ids', 'seq_idx']
     >>> collate([[5, 6], [7, 8, 9]], loss_weights="sequence")["loss_weights"].tolist()
     [[0.0, 0.5, 0.0, 0.25, 0.25]]
     """
-    tokens, labels, lengths = _documents(rows, completion_only_loss)
+    tokens, labels, lengths = _documents(rows, completion_only_loss, ignore_masks)
     if len(lengths) == 0:
         raise SettingError("rows", "at least one token", "<only empty rows>")
     cu = np.zeros(len(lengths) + 1, dtype=np.int32)
     np.cumsum(lengths, out=cu[1:])
-    positions = np.arange(len(tokens), dtype=np.int64) - np.repeat(cu[:-1].astype(np.int64), lengths)
-    longest = int(lengths.max())
-    cu_tensor = torch.from_numpy(cu)
-    batch = {
+    batch: dict[str, Any] = {
         "input_ids": torch.from_numpy(tokens.astype(np.int64))[None],
         "labels": torch.from_numpy(labels.astype(np.int64))[None],
-        "position_ids": torch.from_numpy(positions)[None],
-        "cu_seq_lens_q": cu_tensor,
-        "cu_seq_lens_k": cu_tensor,
-        "max_length_q": longest,
-        "max_length_k": longest,
     }
+    if return_position_ids:
+        positions = np.arange(len(tokens), dtype=np.int64) - np.repeat(cu[:-1].astype(np.int64), lengths)
+        batch["position_ids"] = torch.from_numpy(positions)[None]
+    if return_seq_idx:
+        batch["seq_idx"] = torch.from_numpy(np.repeat(np.arange(len(lengths), dtype=np.int32), lengths))[None]
+    if return_flash_attn_kwargs:
+        longest = int(lengths.max())
+        cu_tensor = torch.from_numpy(cu)
+        batch.update(cu_seq_lens_q=cu_tensor, cu_seq_lens_k=cu_tensor, max_length_q=longest, max_length_k=longest)
     weights = _collated_weights(rows, labels, lengths, loss_weights, totals)
     if weights is not None:
         batch[LOSS_WEIGHTS.name] = torch.from_numpy(weights)[None]
@@ -654,13 +677,14 @@ def collate_fixed(
 
 BLOCK_COLUMNS = tuple(column.name for column in COLUMNS)
 IPC_SUFFIXES = (".arrow", ".feather", ".ipc")
+PARQUET_SUFFIXES = (".parquet", ".pq")
 _DTYPES = {column.name: np.dtype(column.dtype) for column in (*COLUMNS, LOSS_WEIGHTS)}
 
 
 class PackedDataset(Dataset[dict[str, torch.Tensor]]):
     """A map-style dataset of packed blocks: item ``i`` is block ``i`` as tensors ``input_ids``, ``labels``,
-    ``position_ids`` (int64), ``loss_mask`` (int8), ``sequence_ids`` (int32, -1 in padding), all of length
-    ``max_seq_length``, and ``seq_lengths`` (int32, the block's documents).
+    ``position_ids`` (int64), ``loss_mask`` (int8), ``sequence_ids`` (int32, -1 in padding), all of the block's
+    length (``max_seq_length`` for this project's blocks), and ``seq_lengths`` (int32, the block's documents).
 
     ``source`` is a ``PackedBatch`` or the path of a packed file with the schema's columns: Parquet
     (``packing pack ... --output x.parquet``) or an Arrow IPC file (``.arrow``, ``.feather``, ``.ipc``; e.g.
@@ -668,30 +692,40 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
     loaded whole: Parquet is decoded one row group at a time, on demand (the last few are kept); an Arrow IPC
     file is read in place (zero-copy). The dataset pickles without its open file, so DataLoader workers each open
     their own. ``collate`` turns a list of items into the padding-free batch, ``collate_fixed`` stacks them.
-    Items also carry ``loss_weights`` (float32) when the file has that column, or for a ``PackedBatch`` with
-    ``loss_weights=mode`` (normalised over every block; ``packing.weighting``).
     O(max_seq_length) per item, plus decoding a row group when it is first touched.
+
+    Any other layout :func:`packing.audit` recognises (TRL, transformers flattening, torchtune, NeMo's ``.npy``,
+    segment ids; a file, a ``pyarrow.Table``, a ``datasets.Dataset`` or a dict of columns) is read whole and
+    converted to these columns block by block on the fly
+    (:meth:`~packing.layouts.common.PackedLayout.block_columns`); ``format`` forces its layout. ``report`` is
+    the audit of the source, the same findings ``packing audit`` gives.
 
     >>> import packing
     >>> data = PackedDataset(packing.pack([[1, 2], [3, 4, 5], [6]], 4, strategy="bfd"))
     >>> len(data), data[0]["input_ids"].tolist(), data[0]["seq_lengths"].tolist()
     (2, [3, 4, 5, 6], [3, 1])
+    >>> import pyarrow as pa
+    >>> trl = PackedDataset(pa.table({"input_ids": [[1, 2, 3, 4]], "seq_lengths": [[3, 1]]}))
+    >>> trl[0]["labels"].tolist(), trl[0]["position_ids"].tolist(), trl.report.format, trl.report.findings
+    ([-100, 2, 3, -100], [0, 1, 2, 0], 'trl', ())
     """
 
     def __init__(
         self,
-        source: PackedBatch | str | os.PathLike[str],
+        source: Any,
         *,
         cached_row_groups: int = 2,
+        format: str | None = None,
         loss_weights: LossMode | None = None,
     ) -> None:
+        self._weights: npt.NDArray[np.float32] | None = None
+        self._columns: tuple[str, ...] = BLOCK_COLUMNS
         self._batch: PackedBatch | None = None
         self._path: str | None = None
         self._file: Any = None
         self._cache: dict[int, dict[str, tuple[Int64Array, npt.NDArray[Any]]]] = {}
         self._cached_row_groups = cached_row_groups
-        self._weights: npt.NDArray[np.float32] | None = None
-        self._columns = BLOCK_COLUMNS
+        self._report: AuditReport | None = None
         if isinstance(source, PackedBatch):
             self._batch = source
             self._length = source.num_blocks
@@ -699,29 +733,51 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
                 self._weights = source.loss_weights(loss_weights)
                 self._columns = (*BLOCK_COLUMNS, LOSS_WEIGHTS.name)
             return
-        self._path = os.fspath(source)
-        self._ipc = self._path.lower().endswith(IPC_SUFFIXES)
+        if isinstance(source, (str, os.PathLike)) and format in (None, "packing") and self._open_native(source):
+            if loss_weights is not None and LOSS_WEIGHTS.name not in self._columns:
+                raise DatasetError(os.fspath(source), None, "no 'loss_weights' column (to_arrow(loss_weights=...))")
+            return
+        if loss_weights is not None:
+            raise SettingError("loss_weights", "a PackedBatch or a file of this project's columns", loss_weights)
+        self._report = audit(source, format=format)
+        self._length = self._report.num_blocks
+
+    def _open_native(self, source: str | os.PathLike[str]) -> bool:
+        """Open a Parquet or Arrow IPC file with the schema's columns in place; ``False`` for anything else."""
+        path = os.fspath(source)
+        self._ipc = path.lower().endswith(IPC_SUFFIXES)
+        if not (self._ipc or path.lower().endswith(PARQUET_SUFFIXES)):
+            return False
         import pyarrow as pa
 
+        self._path = path
         try:
             handle = self._open()
         except pa.ArrowInvalid as error:
             kind = "an Arrow IPC file" if self._ipc else "a Parquet file"
-            raise DatasetError(self._path, None, f"not {kind} ({str(error)[:60]})") from error
+            raise DatasetError(path, None, f"not {kind} ({str(error)[:60]})") from error
         names = handle.schema.names if self._ipc else handle.schema_arrow.names
-        missing = [c for c in BLOCK_COLUMNS if c not in names]
-        if missing:
-            raise DatasetError(self._path, None, f"not a packed file: no column {missing[0]!r}")
+        if any(c not in names for c in BLOCK_COLUMNS):
+            self._path = self._file = None
+            return False
         if LOSS_WEIGHTS.name in names:
             self._columns = (*BLOCK_COLUMNS, LOSS_WEIGHTS.name)
-        elif loss_weights is not None:
-            raise DatasetError(self._path, None, "no 'loss_weights' column (write it with to_arrow(loss_weights=...))")
         if self._ipc:
             rows = [handle.get_batch(g).num_rows for g in range(handle.num_record_batches)]
         else:
             rows = [handle.metadata.row_group(g).num_rows for g in range(handle.num_row_groups)]
         self._group_starts = np.concatenate(([0], np.cumsum(rows, dtype=np.int64)))
         self._length = int(self._group_starts[-1])
+        return True
+
+    @property
+    def report(self) -> AuditReport:
+        """The audit of the source (:func:`packing.audit`): its layout, documents and findings. O(tokens) the first
+        time for this project's own files and batches, kept after."""
+        if self._report is None:
+            source = self._batch.to_arrow() if self._batch is not None else self._path
+            self._report = audit(source, name=self._path)
+        return self._report
 
     def _open(self) -> Any:
         if self._file is None:
@@ -764,9 +820,12 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
         if not -self._length <= index < self._length:
             raise IndexError(f"PackedDataset: block {index} does not exist; there are {self._length}")
         index %= self._length
-        if self._batch is not None:
+        arrays: dict[str, npt.NDArray[Any]]
+        if self._batch is None and self._path is None:
+            arrays = self.report.layout.block_columns(index)
+        elif self._batch is not None:
             b = self._batch
-            arrays: dict[str, npt.NDArray[Any]] = {
+            arrays = {
                 "input_ids": b.input_ids[index],
                 "labels": b.labels[index],
                 "loss_mask": b.loss_mask[index],

@@ -178,7 +178,7 @@ def test_write_table(tmp_path: Path, suffix: str) -> None:
     else:
         assert [json.loads(line) for line in target.read_text().splitlines()] == table.to_pylist()
     assert audit(target).findings == ()
-    with pytest.raises(ValueError, match=r"\.parquet or \.jsonl"):
+    with pytest.raises(ValueError, match=r"\.parquet, \.jsonl or \.npy"):
         write_table(table, tmp_path / "blocks.csv")
     assert sorted(path.name for path in tmp_path.iterdir()) == [f"blocks{suffix}"]
 

@@ -252,7 +252,7 @@ def test_collate_equals_data_collator_with_flattening(rows: list[Any]) -> None:
     if any("labels" in f for f in features):
         features = [{"labels": f["input_ids"], **f} for f in features]
     reference = transformers.DataCollatorWithFlattening(return_flash_attn_kwargs=True, return_position_ids=True)
-    assert_same_batch(collate(rows), reference(features))
+    assert_same_batch(collate(rows, return_flash_attn_kwargs=True), reference(features))
 
 
 def test_collate_keeps_given_labels_and_takes_tensors() -> None:
@@ -263,7 +263,7 @@ def test_collate_keeps_given_labels_and_takes_tensors() -> None:
     ]
     reference = transformers.DataCollatorWithFlattening(return_flash_attn_kwargs=True, return_position_ids=True)
     as_tensors = [{k: torch.tensor(v) for k, v in f.items()} for f in features]
-    assert_same_batch(collate(as_tensors), reference(features))
+    assert_same_batch(collate(as_tensors, return_flash_attn_kwargs=True), reference(features))
 
 
 def test_collate_reads_every_mask_name() -> None:
@@ -279,7 +279,7 @@ def test_collate_reads_every_mask_name() -> None:
         {"input_ids": [7, 8], "labels": [7, 8]},
     ]
     reference = transformers.DataCollatorWithFlattening(return_flash_attn_kwargs=True, return_position_ids=True)
-    assert_same_batch(collate(rows), reference(features))
+    assert_same_batch(collate(rows, return_flash_attn_kwargs=True), reference(features))
 
 
 def test_packed_forward_keeps_documents_apart() -> None:
@@ -377,8 +377,8 @@ def test_packed_dataset_over_parquet_row_groups(tmp_path: Path) -> None:
     assert sum(b["input_ids"].shape[1] for b in loader) == int(batch.stats.packed_tokens)
     table = pa.table({"input_ids": [[1]]})
     pq.write_table(table, tmp_path / "plain.parquet")
-    with pytest.raises(packing.DatasetError, match="not a packed file: no column 'labels'"):
-        PackedDataset(tmp_path / "plain.parquet")
+    plain = PackedDataset(tmp_path / "plain.parquet")  # TRL wrapped: one block, no boundaries, converted
+    assert plain[0]["input_ids"].tolist() == [1] and plain.report.counts() == {"no_document_boundaries": 1}
     (tmp_path / "junk.parquet").write_bytes(b"not parquet")
     with pytest.raises(packing.DatasetError, match="not a Parquet file"):
         PackedDataset(tmp_path / "junk.parquet")

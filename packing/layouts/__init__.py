@@ -1,0 +1,72 @@
+"""Packed-data layouts, one module per framework, each holding its writer and its reader.
+
+- :mod:`~packing.layouts.native` (``packing``): this project's columns;
+- :mod:`~packing.layouts.trl` (``trl``): TRL ``pack_dataset``;
+- :mod:`~packing.layouts.flattening` (``flattening``): transformers ``DataCollatorWithFlattening``;
+- :mod:`~packing.layouts.torchtune` (``torchtune``): torchtune ``PackedDataset``;
+- :mod:`~packing.layouts.megatron` (``megatron``): NeMo / Megatron packed sequences (also ``.npy`` files);
+- :mod:`~packing.layouts.segment_ids` (``segment_ids``): segment ids in ``attention_mask`` (LLaMA-Factory, Axolotl).
+
+Every module has ``NAME``, ``TITLE``, ``recognises(names, table)``, ``read(table, source)`` (a
+:class:`~packing.layouts.common.Parsed` over one :class:`~packing.layouts.common.PackedLayout`) and
+``write(rows)`` (a ``pyarrow.Table``). The checks run once over the common form, in :mod:`packing.auditing`;
+:func:`packing.formats.export` writes. O(tokens + blocks).
+
+>>> import pyarrow as pa
+>>> detect(pa.table({"input_ids": [[1, 2]], "labels": [[1, 2]], "attention_mask": [[1, 1]]}), "<t>")
+'trl'
+>>> read_table(pa.table({"tokens": [[1, 2, 0]], "labels": [[-100, 2, -100]], "input_pos": [[0, 1, 2]],
+...                      "seq_lens": [[2, 1]]})).layout.document.tolist()
+[0, 0, -1]
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import TYPE_CHECKING, Literal
+
+from packing.errors import SettingError
+from packing.layouts import flattening, megatron, native, segment_ids, torchtune, trl
+from packing.layouts.common import PackedLayout, Parsed, Rows, error
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import pyarrow as pa
+
+LayoutName = Literal["packing", "trl", "flattening", "torchtune", "megatron", "segment_ids"]
+MODULES: dict[str, ModuleType] = {
+    module.NAME: module for module in (native, trl, flattening, torchtune, megatron, segment_ids)
+}
+LAYOUTS: tuple[LayoutName, ...] = ("packing", "trl", "flattening", "torchtune", "megatron", "segment_ids")
+"""Every layout: what :func:`packing.auditing.audit` recognises and :func:`packing.formats.export` writes."""
+LAYOUT_TITLES: dict[str, str] = {name: module.TITLE for name, module in MODULES.items()}
+_RECOGNISED_IN_ORDER = (torchtune, megatron, native, trl, segment_ids, flattening)
+"""The order layouts are tried in; a table with ``input_ids`` that none claims is TRL ``wrapped`` output."""
+__all__ = ["LAYOUTS", "LAYOUT_TITLES", "MODULES", "LayoutName", "PackedLayout", "Parsed", "Rows", "detect"]
+
+
+def detect(table: pa.Table, source: str) -> str:
+    """The layout of ``table``, from its column names (and, for a mask, whether it numbers documents). O(1),
+    O(tokens) for an ``attention_mask`` with labels and no position ids."""
+    names = set(map(str, table.column_names))
+    for module in _RECOGNISED_IN_ORDER[:1]:
+        if module.recognises(names, table):
+            return str(module.NAME)
+    if "input_ids" not in names:
+        raise error(
+            source,
+            f"no packed token column; found {', '.join(sorted(names)) or 'none'}, expected 'input_ids' "
+            "(or torchtune's 'tokens' with 'seq_lens')",
+        )
+    for module in _RECOGNISED_IN_ORDER[1:]:
+        if module.recognises(names, table):
+            return str(module.NAME)
+    return "trl"
+
+
+def read_table(table: pa.Table, format: str | None = None, source: str = "<table>") -> Parsed:
+    """``table`` in ``format`` (default: :func:`detect`) brought to the common form. O(tokens)."""
+    if format is not None and format not in MODULES:
+        raise SettingError("format", f"one of {', '.join(LAYOUTS)}", format)
+    name = format if format is not None else detect(table, source)
+    parsed: Parsed = MODULES[name].read(table, source)
+    return parsed

@@ -1,0 +1,462 @@
+"""What every layout module shares: the one form packed data is read into, and the pieces readers and writers
+are built from.
+
+Reading: a layout module turns a ``pyarrow.Table`` into a :class:`PackedLayout` (flat token arrays, a document
+number per token, prediction targets in the Hugging Face convention) and hands it to the checks in a
+:class:`Parsed`, with any boundary inconsistencies it met. Writing: a layout module turns a :class:`Rows` (the
+blocks of a ``PackedBatch`` to export) into a table. Everything is vectorized: O(tokens + blocks).
+
+>>> import pyarrow as pa
+>>> column = list_column(pa.table({"m": [[1.0, 0.0], [True]]}).cast(pa.schema([("m", pa.list_(pa.float64()))])),
+...                      "m", "<t>", flags=True)
+>>> column.values.tolist(), column.lengths.tolist()
+([1, 0, 1], [2, 1])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from packing.arrays import check_block_indexes, offsets_of, ranges
+from packing.errors import DatasetError
+from packing.packed import IGNORE_INDEX, PackedBatch
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import pyarrow as pa
+
+Int64Array = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+INT64_MAX = 2**63 - 1
+__all__ = ["IGNORE_INDEX", "PackedLayout", "Parsed", "Rows"]
+
+
+# ---------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True, eq=False)
+class PackedLayout:
+    """A packed dataset brought to one form: flat token arrays and per-token documents.
+
+    Block ``b`` is ``input_ids[row_offsets[b]:row_offsets[b + 1]]``. ``document`` numbers the documents
+    over the whole dataset (-1 = padding); in a block without boundaries the whole block counts as one
+    document. ``targets[j]`` says whether the token at ``j`` is a prediction target (the loss the token at
+    ``j - 1`` is trained with), after the layout's own conventions are applied; ``None`` when the data holds
+    no loss information (every real token is then a target). ``position_ids`` and ``attention_mask`` are
+    the columns as stored, or ``None``.
+    """
+
+    format: str
+    row_offsets: Int64Array
+    input_ids: Int64Array
+    document: Int64Array
+    targets: BoolArray | None
+    position_ids: Int64Array | None
+    attention_mask: Int64Array | None
+    labels: Int64Array | None
+    boundaries_known: BoolArray
+    variant: str = ""
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.row_offsets) - 1
+
+    @property
+    def num_documents(self) -> int:
+        return int(self.document.max(initial=-1)) + 1
+
+    def document_starts(self) -> BoolArray:
+        """Whether each token opens a document. O(tokens)."""
+        return starts_of(self.row_offsets, self.document)
+
+    def documents(self) -> list[Int64Array]:
+        """The tokens of every document, in order. O(tokens).
+
+        >>> import pyarrow as pa
+        >>> from packing.layouts import read_table
+        >>> [d.tolist() for d in read_table(pa.table({"input_ids": [[1, 2, 3]], "seq_lengths": [[2, 1]]})).layout.documents()]
+        [[1, 2], [3]]
+        """
+        order = np.flatnonzero(self.document >= 0)
+        counts = np.bincount(self.document[order], minlength=self.num_documents)
+        return np.split(self.input_ids[order], np.cumsum(counts)[:-1]) if len(counts) else []
+
+    def document_targets(self) -> list[BoolArray]:
+        """Which tokens of every document are prediction targets (its first token never is). O(tokens)."""
+        order = np.flatnonzero(self.document >= 0)
+        targets = self.real_targets()[order]
+        counts = np.bincount(self.document[order], minlength=self.num_documents)
+        return np.split(targets, np.cumsum(counts)[:-1]) if len(counts) else []
+
+    def real_targets(self) -> BoolArray:
+        """``targets``, or every real token when the data has no loss information."""
+        if self.targets is not None:
+            return self.targets
+        return self.document >= 0
+
+    def block_columns(self, block: int) -> dict[str, npt.NDArray[Any]]:
+        """Block ``block`` in this project's columns (:mod:`packing.schema`): real tokens first, padding after;
+        ``labels`` the token where it is a target and -100 elsewhere, and always at a document's first token
+        (what a finding says is wrong is not carried over); ``position_ids`` restarting per document;
+        ``sequence_ids`` the document's number in the dataset (-1 in padding); ``seq_lengths`` the documents.
+        The block keeps its stored length. O(block length).
+
+        >>> import pyarrow as pa
+        >>> from packing.layouts import read_table
+        >>> layout = read_table(pa.table({"tokens": [[5, 6, 7, 0]], "labels": [[5, 6, 7, -100]],
+        ...                               "input_pos": [[0, 1, 0, 1]], "seq_lens": [[2, 1, 1]]})).layout
+        >>> {name: values.tolist() for name, values in layout.block_columns(0).items()}  # doctest: +NORMALIZE_WHITESPACE
+        {'input_ids': [5, 6, 7, 0], 'labels': [-100, 6, -100, -100], 'loss_mask': [0, 1, 0, 0],
+         'position_ids': [0, 1, 0, 0], 'sequence_ids': [0, 0, 1, -1], 'seq_lengths': [2, 1]}
+        """
+        lo, hi = int(self.row_offsets[block]), int(self.row_offsets[block + 1])
+        document = self.document[lo:hi]
+        order = np.argsort(document < 0, kind="stable")
+        document = document[order]
+        ids = self.input_ids[lo:hi][order]
+        real = document >= 0
+        opens = real.copy()
+        opens[1:] &= document[1:] != document[:-1]
+        targets = self.real_targets()[lo:hi][order] & real & ~opens
+        starts = np.flatnonzero(opens)
+        lengths = np.diff(np.append(starts, int(real.sum())))
+        positions = np.zeros(len(ids), dtype=np.int64)
+        positions[: int(real.sum())] = np.arange(int(real.sum())) - np.repeat(starts, lengths)
+        return {
+            "input_ids": ids.astype(np.int64),
+            "labels": np.where(targets, ids, IGNORE_INDEX).astype(np.int64),
+            "loss_mask": targets.astype(np.int8),
+            "position_ids": positions,
+            "sequence_ids": document.astype(np.int32),
+            "seq_lengths": lengths.astype(np.int32),
+        }
+
+    def block_of(self, cells: Int64Array) -> Int64Array:
+        """The block of each flat token index. O(cells · log blocks)."""
+        blocks: Int64Array = np.searchsorted(self.row_offsets, cells, side="right").astype(np.int64) - 1
+        return blocks
+
+
+def error(source: str, reason: str, where: str | None = None) -> DatasetError:
+    """The error for a source that cannot be read as packed data."""
+    return DatasetError(source, where, reason)
+
+
+@dataclass(frozen=True)
+class Column:
+    """A list column, flat: row ``r`` is ``values[offsets[r]:offsets[r + 1]]``."""
+
+    values: Int64Array
+    lengths: Int64Array
+
+    @property
+    def offsets(self) -> Int64Array:
+        offsets = np.zeros(len(self.lengths) + 1, dtype=np.int64)
+        np.cumsum(self.lengths, out=offsets[1:])
+        return offsets
+
+
+def list_column(table: pa.Table, name: str, source: str, flags: bool = False) -> Column | None:
+    """The integer (or boolean) list column ``name`` as flat int64 values, or ``None`` when absent.
+
+    With ``flags`` (a mask column), floating-point values are accepted when every one is 0 or 1 (NeMo's masks
+    mix floats and booleans). O(values)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if name not in table.column_names:
+        return None
+    column = table.column(name)
+    kind = column.type
+    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)):
+        if pa.types.is_null(kind):
+            return None
+        raise error(source, f"column '{name}': expected lists of integers, got {type_name(kind)}")
+    value_type = kind.value_type
+    floats = flags and pa.types.is_floating(value_type)
+    exact = pa.types.is_integer(value_type) or pa.types.is_boolean(value_type) or pa.types.is_null(value_type)
+    if not (exact or floats):
+        raise error(source, f"column '{name}': expected lists of integers, got {type_name(kind)}")
+    if column.null_count:
+        row = int(np.flatnonzero(pc.is_null(column).to_numpy(zero_copy_only=False))[0])
+        raise error(source, f"column '{name}': expected a list, got null", f"row {row + 1}")
+    lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False).astype(np.int64)
+    flat = pc.list_flatten(column)
+    if flat.null_count:
+        raise error(source, f"column '{name}': lists must not contain nulls")
+    values = flat.to_numpy(zero_copy_only=False) if len(flat) else np.zeros(0, dtype=np.int64)
+    if floats:
+        values = flag_values(values, name, source, lengths)
+    if values.dtype.kind == "u" and values.size and int(values.max()) > INT64_MAX:
+        # 2**64 - 1 would wrap to -1 in int64 and every check after it would read another value
+        position = int(np.flatnonzero(values > INT64_MAX)[0])
+        row = int(np.searchsorted(np.cumsum(lengths), position, side="right"))
+        reason = f"column '{name}': expected integers that fit in int64, got {int(values[position])}"
+        raise error(source, reason, f"row {row + 1}")
+    return Column(values.astype(np.int64, copy=False), lengths)
+
+
+def type_name(kind: Any, limit: int = 60) -> str:
+    """An Arrow type for messages, cut to ``limit`` characters (a crafted file can nest it 60 levels deep)."""
+    text = str(kind)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def flag_values(values: npt.NDArray[Any], name: str, source: str, lengths: Int64Array) -> Int64Array:
+    """Floating-point mask values as 0/1 integers; anything but 0 or 1 is refused, naming its row. O(values)."""
+    bad = np.flatnonzero((values != 0) & (values != 1))
+    if bad.size:
+        row = int(np.searchsorted(np.cumsum(lengths), int(bad[0]), side="right"))
+        raise error(source, f"column '{name}': expected 0 or 1, got {values[bad[0]]!r}", f"row {row + 1}")
+    flags: Int64Array = (values != 0).astype(np.int64)
+    return flags
+
+
+def row_of(offsets: Int64Array, total: int) -> Int64Array:
+    """The row of every flat index ``0..total-1``. O(total)."""
+    rows: Int64Array = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
+    assert len(rows) == total
+    return rows
+
+
+@dataclass
+class Build:
+    """Documents being derived from one boundary source, with the inconsistencies met on the way."""
+
+    document: Int64Array
+    bad_cells: list[Int64Array] = field(default_factory=list)
+
+
+def from_lengths(row_offsets: Int64Array, lengths: Column, fill_exactly: bool) -> Build:
+    """Documents from per-block lengths (``seq_lengths``, ``seq_lens``, starts turned into lengths).
+
+    Lengths that overrun their block are cut at its end, and the block is inconsistent; with
+    ``fill_exactly``, lengths that do not add up to the block length are inconsistent too (the rest of the
+    block then counts as padding). O(tokens + documents).
+    """
+    total = int(row_offsets[-1])
+    row_length = np.diff(row_offsets)
+    values = np.maximum(lengths.values, 0)
+    entry_row = np.repeat(np.arange(len(lengths.lengths), dtype=np.int64), lengths.lengths)
+    running = np.concatenate(([0], np.cumsum(values)))
+    inside = running[:-1] - np.repeat(running[lengths.offsets[:-1]], lengths.lengths)
+    start = row_offsets[:-1][entry_row] + inside
+    end = np.minimum(start + values, row_offsets[1:][entry_row])
+    kept = np.maximum(end - start, 0)
+    document = np.full(total, -1, dtype=np.int64)
+    real = kept > 0
+    numbers = np.cumsum(real) - 1
+    document[ranges(start[real], kept[real])] = np.repeat(numbers[real], kept[real])
+    sums = np.bincount(entry_row, weights=values, minlength=len(row_length)).astype(np.int64)
+    bad_rows = (sums > row_length) | (np.bincount(entry_row[lengths.values < 0], minlength=len(row_length)) > 0)
+    if fill_exactly:
+        bad_rows |= sums != row_length
+    bad_rows &= row_length > 0  # an empty block has no cell to point at, and nothing to leak
+    build = Build(document)
+    if bad_rows.any():
+        rows = np.flatnonzero(bad_rows)
+        cells = np.minimum(row_offsets[rows] + np.minimum(sums[rows], row_length[rows]), row_offsets[rows + 1] - 1)
+        build.bad_cells.append(np.maximum(cells, row_offsets[rows]))
+    return build
+
+
+def from_starts(row_offsets: Int64Array, starts: BoolArray, padding: BoolArray) -> Int64Array:
+    """Documents from a per-token "opens a document" flag (a block's first real token always does)."""
+    real = ~padding
+    opens = starts & real
+    row_first = row_offsets[:-1][np.diff(row_offsets) > 0]
+    opens[row_first] |= real[row_first]
+    # a real token after padding inside a block opens a document as well
+    after_pad = np.zeros_like(opens)
+    after_pad[1:] = padding[:-1] & real[1:]
+    opens |= after_pad
+    document = np.cumsum(opens) - 1
+    document[padding] = -1
+    return document.astype(np.int64)
+
+
+def starts_of(row_offsets: Int64Array, document: Int64Array) -> BoolArray:
+    """Whether each token opens a document (from ``document`` numbers)."""
+    real = document >= 0
+    start = real.copy()
+    start[1:] &= document[1:] != document[:-1]
+    return start
+
+
+def renumber(document: Int64Array) -> Int64Array:
+    """Documents numbered 0, 1, 2, ... again after some were turned into padding (-1); numbers only ever rise
+    along the tokens. O(tokens)."""
+    real = document >= 0
+    kept = document[real]
+    opens = np.ones(len(kept), dtype=np.int64)
+    opens[1:] = kept[1:] != kept[:-1]
+    out = np.full(len(document), -1, dtype=np.int64)
+    out[real] = np.cumsum(opens) - 1
+    return out
+
+
+def not_block_start(row_offsets: Int64Array, total: int) -> BoolArray:
+    inner = np.ones(total, dtype=bool)
+    firsts = row_offsets[:-1][row_offsets[:-1] < total]
+    inner[firsts] = False
+    return inner
+
+
+@dataclass
+class Parsed:
+    """What a layout reader hands to the checks."""
+
+    layout: PackedLayout
+    bad_boundaries: list[Int64Array]
+    extra_padding_trained: BoolArray | None = None
+    used_offset: Int64Array | None = None  # positions per block not counted (megatron: one per document)
+
+
+def check_lengths(column: Column | None, name: str, reference: Column, reference_name: str, source: str) -> None:
+    """A per-token column must have exactly as many values per row as the token column."""
+    if column is None:
+        return
+    if len(column.lengths) != len(reference.lengths):
+        raise error(
+            source, f"column '{name}' has {len(column.lengths)} rows, '{reference_name}' has {len(reference.lengths)}"
+        )
+    differ = np.flatnonzero(column.lengths != reference.lengths)
+    if differ.size:
+        row = int(differ[0])
+        raise error(
+            source,
+            f"column '{name}': {int(column.lengths[row])} values, expected {int(reference.lengths[row])} like "
+            f"'{reference_name}'",
+            f"row {row + 1}",
+        )
+
+
+def mismatch(row_offsets: Int64Array, document: Int64Array, other_starts: BoolArray) -> Int64Array:
+    """Real tokens where another boundary source disagrees with the documents about where one opens."""
+    starts = starts_of(row_offsets, document)
+    inner = not_block_start(row_offsets, len(document))
+    cells: Int64Array = np.flatnonzero((starts != other_starts) & (document >= 0) & inner).astype(np.int64)
+    return cells
+
+
+def values_of(column: Column | None) -> Int64Array | None:
+    return None if column is None else column.values
+
+
+def required(table: pa.Table, name: str, source: str) -> Column:
+    column = list_column(table, name, source)
+    if column is None:
+        raise error(source, f"column '{name}' is missing; found {', '.join(table.column_names)}")
+    return column
+
+
+def row_max(offsets: Int64Array, values: Int64Array) -> Int64Array:
+    """The largest value of every block (-1 for an empty block). O(tokens)."""
+    result = np.full(len(offsets) - 1, -1, dtype=np.int64)
+    nonempty = np.flatnonzero(np.diff(offsets) > 0)
+    if len(nonempty):
+        result[nonempty] = np.maximum.reduceat(values, offsets[:-1][nonempty])
+    return result
+
+
+def row_has(offsets: Int64Array, flags: BoolArray) -> BoolArray:
+    """Whether any token of every block is flagged."""
+    has: BoolArray = row_max(offsets, flags.astype(np.int64)) > 0
+    return has
+
+
+# ---------------------------------------------------------------- writing
+
+CHUNK_VALUES = 1 << 22
+"""Values per Arrow chunk (keeps 32-bit list offsets far from overflow)."""
+
+
+class Rows:
+    """The blocks to export, in order, with their real (non-padding) parts. O(blocks × max_seq_length)."""
+
+    def __init__(self, batch: PackedBatch, order: npt.ArrayLike | None) -> None:
+        count = batch.num_blocks
+        rows = np.arange(count, dtype=np.int64) if order is None else check_block_indexes(order, count, "order")
+        self.batch = batch
+        self.rows = rows.astype(np.int64)
+        starts = batch.plan.block_starts
+        self.doc_counts = np.diff(starts)[self.rows].astype(np.int64)
+        pieces = ranges(starts[:-1][self.rows], self.doc_counts)
+        self.doc_lengths = batch.plan.piece_length[pieces].astype(np.int64)
+        self.used = (
+            np.add.reduceat(self.doc_lengths, offsets_of(self.doc_counts)[:-1]) if len(self.rows) else self.doc_counts
+        )
+        self.used = np.where(self.doc_counts > 0, self.used, 0).astype(np.int64)
+        self.width = batch.max_seq_length
+        self.real = np.arange(self.width)[None, :] < self.used[:, None]
+
+    def grid(self, matrix: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """The chosen blocks of a ``(blocks, max_seq_length)`` array."""
+        return matrix[self.rows]
+
+    def flat_real(self, matrix: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """The real tokens of the chosen blocks, concatenated."""
+        return matrix[self.rows][self.real]
+
+    def document(self) -> Int64Array:
+        """Per cell: the document's number within its block (0, 1, ...), -1 in padding."""
+        numbers = np.full((len(self.rows), self.width), -1, dtype=np.int64)
+        within = ranges(np.zeros(len(self.doc_counts), dtype=np.int64), self.doc_counts)
+        numbers[self.real] = np.repeat(within, self.doc_lengths)
+        return numbers
+
+    def doc_starts(self) -> Int64Array:
+        """The start of every document within its block, in order."""
+        starts: Int64Array = offsets_of(self.doc_lengths)[:-1] - np.repeat(
+            offsets_of(self.doc_lengths)[offsets_of(self.doc_counts)[:-1]], self.doc_counts
+        )
+        return starts
+
+    def last_of_document(self) -> BoolArray:
+        """Per cell: whether it is its document's last token."""
+        last = np.zeros((len(self.rows), self.width), dtype=bool)
+        row_of_doc = np.repeat(np.arange(len(self.rows), dtype=np.int64), self.doc_counts)
+        local_end = self.doc_starts() + self.doc_lengths - 1
+        last.reshape(-1)[row_of_doc * self.width + local_end] = True
+        return last
+
+    def targets(self) -> BoolArray:
+        """Per cell of the chosen blocks: whether the token is a prediction target (its label is not -100)."""
+        targets: BoolArray = self.grid(self.batch.labels) != IGNORE_INDEX
+        return targets
+
+    def fixed(self, matrix: npt.NDArray[Any], kind: Any) -> Any:
+        """A ``(blocks, max_seq_length)`` array as an Arrow list column of whole rows."""
+        return arrow_column(self.grid(matrix).reshape(-1), np.full(len(self.rows), self.width, dtype=np.int64), kind)
+
+    def real_column(self, matrix: npt.NDArray[Any], kind: Any) -> Any:
+        """The real tokens of a ``(blocks, max_seq_length)`` array as an Arrow list column (no padding)."""
+        return arrow_column(self.flat_real(matrix), self.used, kind)
+
+
+def arrow_column(values: npt.NDArray[Any], lengths: Int64Array, kind: Any) -> Any:
+    """A chunked Arrow ``list<kind>`` column with rows of ``lengths`` values taken from ``values`` in order.
+
+    >>> import pyarrow as pa
+    >>> arrow_column(np.arange(5), np.array([2, 0, 3]), pa.int32()).to_pylist()
+    [[0, 1], [], [2, 3, 4]]
+    """
+    import pyarrow as pa
+
+    offsets = offsets_of(lengths)
+    chunks: list[Any] = []
+    first = 0
+    rows = len(lengths)
+    while first < rows or not chunks:
+        last = int(np.searchsorted(offsets, offsets[first] + CHUNK_VALUES, side="right")) - 1
+        last = min(max(last, first + 1), rows) if rows else 0
+        part = offsets[first : last + 1] - offsets[first]
+        flat = values[offsets[first] : offsets[last]] if rows else values[:0]
+        chunks.append(pa.ListArray.from_arrays(pa.array(part.astype(np.int32)), pa.array(flat, type=kind)))
+        first = last
+        if not rows:
+            break
+    return pa.chunked_array(chunks, type=pa.list_(kind))

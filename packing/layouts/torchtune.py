@@ -1,0 +1,124 @@
+"""torchtune's ``PackedDataset``: ``tokens``, ``labels``, ``input_pos`` and ``seq_lens``, padded to
+``max_seq_len``. The padding is appended to ``seq_lens`` as one more entry, its labels are -100 and ``input_pos``
+counts on through it (capped at ``max_seq_len - 1``); with ``split_across_pack`` the rest of a sample opens the
+next pack with its positions running on (``x % max_seq_len``). Labels are unshifted (the recipe shifts once per
+pack), so a label on a document's first token is predicted by the document before it.
+
+>>> from packing import pack
+>>> table = write(Rows(pack([[1, 2, 3], [4, 5], [6]], 4, strategy="ffd"), None))
+>>> table.column("seq_lens").to_pylist(), table.column("input_pos").to_pylist()
+([[3, 1], [2, 2]], [[0, 1, 2, 0], [0, 1, 2, 3]])
+>>> read(table, "<t>").layout.document.tolist()
+[0, 0, 0, 1, 2, 2, -1, -1]
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from packing.arrays import offsets_of, ranges
+from packing.layouts.common import (
+    IGNORE_INDEX,
+    PackedLayout,
+    Parsed,
+    Rows,
+    arrow_column,
+    check_lengths,
+    from_lengths,
+    list_column,
+    renumber,
+    required,
+    values_of,
+)
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import pyarrow as pa
+
+NAME = "torchtune"
+TITLE = "torchtune PackedDataset"
+
+
+def recognises(names: set[str], table: pa.Table) -> bool:
+    """Whether the columns are torchtune's (``tokens`` and ``seq_lens``)."""
+    return {"tokens", "seq_lens"} <= names
+
+
+def write(rows: Rows) -> pa.Table:
+    """Padded packs as torchtune lays them out. O(blocks × max_seq_length)."""
+    import pyarrow as pa
+
+    batch = rows.batch
+    width = rows.width
+    positions = rows.grid(batch.position_ids).copy()
+    padding = ~rows.real
+    # padding counts on from the block's last position, capped at max_seq_length - 1
+    last = np.where(rows.used > 0, positions[np.arange(len(rows.rows)), np.maximum(rows.used - 1, 0)], -1)
+    steps = np.arange(width)[None, :] - rows.used[:, None] + 1
+    positions[padding] = np.minimum(last[:, None] + steps, width - 1)[padding]
+    pad = width - rows.used
+    has_pad = pad > 0
+    counts = rows.doc_counts + has_pad
+    lengths = np.zeros(int(counts.sum()), dtype=np.int64)
+    slots = offsets_of(counts)
+    lengths[ranges(slots[:-1], rows.doc_counts)] = rows.doc_lengths
+    lengths[slots[1:][has_pad] - 1] = pad[has_pad]
+    every = np.full(len(rows.rows), width, dtype=np.int64)
+    return pa.table(
+        {
+            "tokens": rows.fixed(batch.input_ids, pa.int64()),
+            "labels": rows.fixed(batch.labels, pa.int64()),
+            "input_pos": arrow_column(positions.reshape(-1), every, pa.int64()),
+            "seq_lens": arrow_column(lengths, counts, pa.int64()),
+        }
+    )
+
+
+def read(table: pa.Table, source: str) -> Parsed:
+    """torchtune's columns as a :class:`PackedLayout`: documents from ``seq_lens``; a block's last entry is the
+    padding when its positions do not restart at 0 and none of its labels is trained. O(tokens)."""
+    tokens = required(table, "tokens", source)
+    offsets = tokens.offsets
+    columns = {name: list_column(table, name, source) for name in ("labels", "input_pos")}
+    for name, column in columns.items():
+        check_lengths(column, name, tokens, "tokens", source)
+    lengths = required(table, "seq_lens", source)
+    build = from_lengths(offsets, lengths, fill_exactly=True)
+    document = build.document
+    positions = values_of(columns["input_pos"])
+    if positions is not None and len(document):
+        # the padding is the last entry of seq_lens: a block's last run (not its first) not restarting at 0
+        values = np.maximum(lengths.values, 0)
+        entry_row = np.repeat(np.arange(len(lengths.lengths), dtype=np.int64), lengths.lengths)
+        sums = np.bincount(entry_row, weights=values, minlength=len(lengths.lengths)).astype(np.int64)
+        rows = np.flatnonzero((lengths.lengths >= 2) & (sums == np.diff(offsets)))
+        last = values[lengths.offsets[1:][rows] - 1]
+        rows, last = rows[last > 0], last[last > 0]
+        pad_starts = offsets[rows + 1] - last
+        padded = positions[pad_starts] != 0
+        labels_column = columns["labels"]
+        if labels_column is not None and len(pad_starts):
+            # torchtune's padding always has labels -100: a trained last run is a document whose positions
+            # were not reset (a finding), not padding
+            cells = ranges(pad_starts, last)
+            run = np.repeat(np.arange(len(pad_starts), dtype=np.int64), last)
+            trained = np.bincount(run[labels_column.values[cells] != IGNORE_INDEX], minlength=len(pad_starts))
+            padded &= trained == 0
+        if padded.any():
+            document = document.copy()
+            document[ranges(pad_starts[padded], last[padded])] = -1
+            document = renumber(document)
+    labels = columns["labels"]
+    layout = PackedLayout(
+        "torchtune",
+        offsets,
+        tokens.values,
+        document,
+        labels.values != IGNORE_INDEX if labels is not None else None,
+        positions,
+        None,
+        values_of(labels),
+        np.ones(len(tokens.lengths), dtype=bool),
+    )
+    return Parsed(layout, list(build.bad_cells))

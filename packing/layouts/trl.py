@@ -1,0 +1,108 @@
+"""TRL's ``pack_dataset``: ``input_ids`` with ``seq_lengths`` (``bfd``, ``bfd_split``), or ``input_ids`` alone
+(``wrapped``, which keeps no boundaries); every other list column of the input is carried along (``labels``,
+``completion_mask``, ``assistant_masks``, ``attention_mask``).
+
+Reading: ``labels``, ``completion_mask`` or ``assistant_masks`` mark the loss; TRL's padding-free collator drops
+the loss at every document start (``labels[position_ids == 0] = -100``), so a label there is not a finding, and it
+builds its own attention mask, so a carried ``attention_mask`` is not checked. Writing: ``input_ids`` (no
+padding), ``labels`` (which TRL's collator takes as they are) and ``seq_lengths``.
+
+>>> from packing import pack
+>>> write(Rows(pack([[1, 2, 3], [4, 5], [6]], 4, strategy="ffd"), None)).to_pydict()
+{'input_ids': [[1, 2, 3, 6], [4, 5]], 'labels': [[-100, 2, 3, -100], [-100, 5]], 'seq_lengths': [[3, 1], [2]]}
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from packing.layouts.common import (
+    IGNORE_INDEX,
+    Int64Array,
+    PackedLayout,
+    Parsed,
+    Rows,
+    arrow_column,
+    check_lengths,
+    from_lengths,
+    list_column,
+    not_block_start,
+    required,
+    row_of,
+    starts_of,
+    values_of,
+)
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import pyarrow as pa
+
+NAME = "trl"
+TITLE = "TRL pack_dataset"
+
+
+def recognises(names: set[str], table: pa.Table) -> bool:
+    """Whether the columns are TRL's with boundaries (``input_ids`` and ``seq_lengths``); ``wrapped`` output
+    (``input_ids`` alone, or with carried columns) is what is left when no other layout claims a table."""
+    return {"input_ids", "seq_lengths"} <= names
+
+
+def write(rows: Rows) -> pa.Table:
+    """``input_ids``, ``labels`` (real tokens only) and ``seq_lengths``. O(tokens)."""
+    import pyarrow as pa
+
+    batch = rows.batch
+    return pa.table(
+        {
+            "input_ids": rows.real_column(batch.input_ids, pa.int64()),
+            "labels": rows.real_column(batch.labels, pa.int64()),
+            "seq_lengths": arrow_column(rows.doc_lengths, rows.doc_counts, pa.int32()),
+        }
+    )
+
+
+def read(table: pa.Table, source: str) -> Parsed:
+    """TRL's columns as a :class:`PackedLayout` (see the module). O(tokens)."""
+    tokens = required(table, "input_ids", source)
+    offsets = tokens.offsets
+    names = ("labels", "completion_mask", "assistant_masks", "position_ids")
+    columns = {name: list_column(table, name, source) for name in names}
+    for name, column in columns.items():
+        check_lengths(column, name, tokens, "input_ids", source)
+    lengths = list_column(table, "seq_lengths", source)
+    known = lengths is not None
+    bad: list[Int64Array] = []
+    if lengths is not None:
+        build = from_lengths(offsets, lengths, fill_exactly=True)
+        document = build.document
+        bad.extend(build.bad_cells)
+        variant = "seq_lengths"
+    else:
+        document = row_of(offsets, int(offsets[-1]))
+        variant = "wrapped: no document boundaries"
+    targets = document >= 0
+    if columns["labels"] is not None:
+        targets &= columns["labels"].values != IGNORE_INDEX
+    for name in ("completion_mask", "assistant_masks"):
+        mask = columns[name]
+        if mask is not None:
+            targets &= mask.values != 0
+    if known:  # TRL's padding-free collator sets labels[position_ids == 0] = -100
+        targets &= ~starts_of(offsets, document)
+    else:
+        targets &= not_block_start(offsets, len(document))
+    has_loss = any(columns[name] is not None for name in ("labels", "completion_mask", "assistant_masks"))
+    layout = PackedLayout(
+        "trl",
+        offsets,
+        tokens.values,
+        document,
+        targets if has_loss or known else None,
+        values_of(columns["position_ids"]),
+        None,  # TRL's collators build their own attention mask; a carried column is never used
+        values_of(columns["labels"]),
+        np.full(len(tokens.lengths), known, dtype=bool),
+        variant,
+    )
+    return Parsed(layout, bad)

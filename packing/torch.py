@@ -692,6 +692,8 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
     loaded whole: Parquet is decoded one row group at a time, on demand (the last few are kept); an Arrow IPC
     file is read in place (zero-copy). The dataset pickles without its open file, so DataLoader workers each open
     their own. ``collate`` turns a list of items into the padding-free batch, ``collate_fixed`` stacks them.
+    Items also carry ``loss_weights`` (float32) when the file has that column, or for a ``PackedBatch`` with
+    ``loss_weights=mode`` (normalised over every block; ``packing.weighting``).
     O(max_seq_length) per item, plus decoding a row group when it is first touched.
 
     Any other layout :func:`packing.audit` recognises (TRL, transformers flattening, torchtune, NeMo's ``.npy``,

@@ -16,6 +16,7 @@ with the median time of ``packing.plan`` alone on the same lengths measured inte
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import time
@@ -37,7 +38,7 @@ TARGET = 0.02
 def shuffled_dealing(schedule: Schedule, seed: int) -> Schedule:
     """The very same blocks dealt to steps and ranks in a random order (costs only)."""
     costs = np.random.default_rng(seed).permutation(schedule.costs.reshape(-1)).reshape(schedule.costs.shape)
-    return Schedule(schedule.num_replicas, schedule.block_starts, schedule.indices, costs)
+    return dataclasses.replace(schedule, costs=costs)
 
 
 def workloads(quick: bool) -> list[tuple[str, np.ndarray, int]]:

@@ -107,9 +107,8 @@ def run_strategy(
     of a ``TooManyDocuments``. O(what the strategy costs)."""
     started = time.perf_counter()
     try:
-        layout = packing.plan(
-            lengths, max_seq_length, strategy_name(strategy), overflow_policy(overflow), **dict(options)
-        )
+        given: dict[str, Any] = dict(options)  # the recipe's options: checked by the recipe
+        layout = packing.plan(lengths, max_seq_length, strategy_name(strategy), overflow_policy(overflow), **given)
     except packing.TooManyDocuments as error:  # a refusal, worded from its fields
         return StrategyRun(strategy, None, time.perf_counter() - started, describe(error), error.limit, error.count)
     except packing.PackingError as error:

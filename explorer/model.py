@@ -119,10 +119,6 @@ class Settings:
     options: tuple[tuple[str, int], ...] = ()
     """The chosen strategy's own options (``Strategy.options``), as (name, value) pairs."""
 
-    @property
-    def strategy_info(self) -> packing.Strategy:
-        return packing.STRATEGIES[self.strategy]
-
 
 @dataclass(frozen=True)
 class Dataset:

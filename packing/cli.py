@@ -28,12 +28,14 @@ lower bound: ...
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -41,16 +43,16 @@ import numpy.typing as npt
 from packing.auditing import LAYOUTS, AuditReport, audit, report_json
 from packing.bounds import lower_bounds
 from packing.comparison import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
-from packing.errors import PackingError
+from packing.errors import PackingError, one_line
 from packing.formats import EXPORT_FORMATS, export, write_table
 from packing.io import FORMATS, Dataset, read_dataset, write_jsonl, write_parquet
 from packing.outputs import exclusive
 from packing.packed import PackedBatch, materialize
 from packing.plans import plan
+from packing.recipe import Recipe, option_fields
 from packing.schema import help_text
 from packing.stats import PackingStats
-from packing.strategies import DEFAULT_STRATEGY, STRATEGIES
-from packing.validation import OVERFLOW_POLICIES
+from packing.strategies import STRATEGIES
 from packing.weighting import LOSS_MODES, LossMode
 
 Writer = Callable[[PackedBatch, Path], None]
@@ -103,17 +105,6 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _non_negative_int(text: str) -> int:
-    """``--pad-token-id`` and ``--seed``: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
-
-
 def _strategy_list(text: str) -> list[Contender]:
     """A comma-separated list of strategies, each ``NAME`` or ``NAME/WINDOW``, checked, duplicates removed.
 
@@ -150,26 +141,67 @@ def _input(args: argparse.Namespace) -> str | list[str]:
     return inputs[0] if len(inputs) == 1 else inputs
 
 
-def _add_common(parser: argparse.ArgumentParser) -> None:
-    """The input and options both commands take."""
+def _flag(name: str) -> str | None:
+    """The command line's spelling of recipe option ``name`` (``--max-seq-length``); None for other names."""
+    return "--" + name.replace("_", "-") if name in _RECIPE_NAMES else None
+
+
+_RECIPE_NAMES = frozenset(f.name for f in option_fields())
+
+
+def _add_recipe_options(parser: argparse.ArgumentParser, fields: Sequence[dataclasses.Field[Any]]) -> None:
+    """One option per recipe field, from the field's metadata (help, choices, metavar, parse); the defaults and
+    checks are the recipe's (an option left out keeps its default). The command remembers which it took."""
+    for f in fields:
+        meta = f.metadata
+        default = None if f.default is dataclasses.MISSING else f.default
+        shown = f" (default: {default})" if isinstance(default, (str, int, float)) else ""
+        flag = _flag(f.name)
+        assert flag is not None
+        parser.add_argument(
+            flag,
+            type=_parser_of(meta["parse"]),
+            choices=list(meta["choices"]) or None,
+            metavar=meta["metavar"],
+            required=f.default is dataclasses.MISSING,
+            help=meta["help"] + shown,
+        )
+    parser.set_defaults(recipe_fields=tuple(f.name for f in fields))
+
+
+def _parser_of(parse: type) -> Callable[[str], Any]:
+    """``parse`` for argparse: a value it cannot read is ``expected an integer, got 'x'`` (the recipe checks the rest).
+
+    >>> _parser_of(int)("ten")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: expected an integer, got 'ten'
+    """
+    kind = {int: "an integer", float: "a number"}.get(parse, "a value")
+
+    def read(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {kind}, got {text!r}") from None
+
+    return read
+
+
+def _recipe(args: argparse.Namespace) -> Recipe:
+    """The recipe of the options this command took (one check, the recipe's)."""
+    given = {name: getattr(args, name) for name in args.recipe_fields if name != "max_seq_length"}
+    return Recipe.of(None, args.max_seq_length, **given)
+
+
+def _add_common(parser: argparse.ArgumentParser, stages: Sequence[str]) -> None:
+    """The input and options both commands take: the recipe's fields acting at ``stages``, and overflow."""
     parser.add_argument("input", nargs="+", help=INPUT_HELP)
-    parser.add_argument(
-        "--max-seq-length", type=_positive_int, required=True, metavar="N", help="tokens per block (>= 1)"
-    )
-    parser.add_argument(
-        "--overflow",
-        choices=list(OVERFLOW_POLICIES),
-        default="truncate",
-        help="what to do with a sequence longer than N (default: truncate)",
-    )
     parser.add_argument(
         "--input-format", dest="format", choices=FORMATS, help="input file format (default: from the file extension)"
     )
-    parser.add_argument(
-        "--tokenizer",
-        metavar="SPEC",
-        help="tokenize text rows (text, prompt/completion, messages) with 'bytes', a tokenizer folder or a hub name",
-    )
+    fields = [f for f in option_fields() if f.metadata["stage"] in stages or f.name in ("max_seq_length", "overflow")]
+    _add_recipe_options(parser, fields)
 
 
 def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
@@ -180,25 +212,11 @@ def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
         description="Pack token sequences into blocks of exactly N tokens and write them, one row per block, "
         f"with columns {help_text()}.",
     )
-    _add_common(parser)
-    parser.add_argument(
-        "--strategy", choices=list(STRATEGIES), default=DEFAULT_STRATEGY, help=f"default: {DEFAULT_STRATEGY}"
-    )
-    parser.add_argument(
-        "--loss",
-        choices=("completion", "all"),
-        default="completion",
-        help="prompt/completion samples: train on the completion only (default) or on all tokens",
-    )
-    parser.add_argument("--pad-token-id", type=_non_negative_int, default=0, metavar="ID", help="default: 0")
-    parser.add_argument("--seed", type=_non_negative_int, default=0, help="seed of the block shuffle (default: 0)")
+    _add_common(parser, ("read", "plan", "fill"))
     parser.add_argument(
         "--no-shuffle",
         action="store_true",
         help="write blocks in plan order (decreasing strategies then put the longest samples first)",
-    )
-    parser.add_argument(
-        "--max-sequences-per-block", type=_positive_int, metavar="K", help="cap on documents per block (spfhp only)"
     )
     parser.add_argument("--output", "-o", required=True, help="output file, .parquet or .jsonl")
     parser.add_argument(
@@ -226,7 +244,7 @@ def _add_compare(commands: argparse._SubParsersAction[_Parser]) -> None:
         description="Plan every strategy on the sequence lengths of a dataset (token columns, a 'length' "
         "column or a histogram JSON) and print blocks, lower bound, efficiency, losses and time.",
     )
-    _add_common(parser)
+    _add_common(parser, ("read",))
     parser.add_argument(
         "--strategies",
         type=_strategy_list,
@@ -370,13 +388,7 @@ def _read_input(args: argparse.Namespace, progress: Progress | None = None, mess
         if progress is not None:
             progress._say(f"\r{message} ... {done:,}/{total:,} rows", end="")
 
-    return read_dataset(
-        _input(args),
-        args.format,
-        completion_only_loss=getattr(args, "loss", "completion") == "completion",
-        tokenizer=args.tokenizer,
-        progress=report,
-    )
+    return read_dataset(_input(args), args.format, progress=report, recipe=_recipe(args))
 
 
 # ---------------------------------------------------------------- pack
@@ -402,41 +414,38 @@ def _writer(output: Path, layout: str = "packing", loss_weights: LossMode | None
     return writer
 
 
-def _pack_batch(args: argparse.Namespace, dataset: Dataset) -> PackedBatch:
+def _pack_batch(recipe: Recipe, dataset: Dataset, shuffle: bool) -> PackedBatch:
     """Plan, shuffle (unless ``--no-shuffle``) and fill the dataset's samples; lengths-only data is refused."""
     if dataset.kind == "lengths":
         raise UsageError(
             f"{dataset.source} holds sequence lengths only; 'pack' needs token ids "
             "(use 'compare' to compare strategies on lengths)"
         )
-    layout = plan(
-        dataset.lengths,
-        args.max_seq_length,
-        args.strategy,
-        args.overflow,
-        max_sequences_per_block=args.max_sequences_per_block,
-    )
-    if not args.no_shuffle:
-        layout = layout.shuffle(args.seed)
-    return materialize(layout, dataset.samples, args.pad_token_id)
+    layout = plan(dataset.lengths, recipe=recipe)
+    if shuffle:
+        layout = layout.shuffle(recipe.seed or 0)
+    return materialize(layout, dataset.samples, recipe.pad_id)
 
 
-def _pack_summary(args: argparse.Namespace, dataset: Dataset, stats: PackingStats, progress: Progress) -> str:
+def _pack_summary(
+    args: argparse.Namespace, recipe: Recipe, dataset: Dataset, stats: PackingStats, progress: Progress
+) -> str:
     """The table printed after ``pack``."""
-    order = "in plan order" if args.no_shuffle else f"shuffled (seed {args.seed})"
+    order = "in plan order" if args.no_shuffle else f"shuffled (seed {recipe.seed or 0})"
     times = ", ".join(f"{key} {_seconds(value)}" for key, value in progress.times.items())
+    length, overflow, strategy = recipe.max_seq_length, recipe.overflow, recipe.strategy
     rows = [
         ("input", _describe_input(dataset)),
-        ("strategy", f"{args.strategy}, max_seq_length {args.max_seq_length:,}, overflow {args.overflow}"),
+        ("strategy", f"{strategy}, max_seq_length {length:,}, overflow {overflow}"),
         ("blocks", f"{stats.num_blocks:,}"),
-        ("lower bound", f"{_bound(dataset.lengths, args.max_seq_length, args.overflow, args.strategy):,}"),
+        ("lower bound", f"{_bound(dataset.lengths, length, overflow, strategy):,}"),
         ("efficiency", _percent(stats.efficiency)),
         ("padding tokens", f"{stats.padding_tokens:,}"),
         ("tokens lost", f"{stats.tokens_lost:,}"),
         ("sequences truncated", f"{stats.sequences_truncated:,}"),
         ("sequences split", f"{stats.sequences_split:,}"),
         ("sequences dropped", f"{stats.sequences_dropped:,}"),
-        ("trainable tokens", f"{stats.trainable_tokens:,} (loss on {args.loss})"),
+        ("trainable tokens", f"{stats.trainable_tokens:,} (loss on {recipe.loss})"),
         ("training targets", f"{stats.target_tokens:,} (labels != -100: less each document's first token)"),
         ("samples training nothing", f"{stats.samples_without_trainable_tokens:,}"),
         ("time", f"{_seconds(sum(progress.times.values()))} ({times})"),
@@ -452,20 +461,21 @@ def _run_pack(args: argparse.Namespace) -> int:
     output the second is refused at once instead of overwriting the first's result.
     """
     output = Path(args.output)
+    recipe = _recipe(args)
     writer = _writer(output, args.export_format, args.loss_weights)
     progress = Progress(show=not args.quiet and _stderr_is_terminal())
     message = f"reading {' '.join(args.input)}" + (f" and tokenizing with {args.tokenizer}" if args.tokenizer else "")
     with exclusive(output):
         with progress.stage("read", message):
             dataset = _read_input(args, progress, message)
-        with progress.stage("pack", f"packing {len(dataset.lengths):,} sequences with {args.strategy}"):
-            batch = _pack_batch(args, dataset)
+        with progress.stage("pack", f"packing {len(dataset.lengths):,} sequences with {recipe.strategy}"):
+            batch = _pack_batch(recipe, dataset, not args.no_shuffle)
         with progress.stage("write", f"writing {batch.num_blocks:,} blocks to {output}"):
             try:
                 writer(batch, output)
             except OSError as error:
                 raise UsageError(f"cannot write {output}: {error.strerror or error}") from None
-    print(_pack_summary(args, dataset, batch.stats, progress))
+    print(_pack_summary(args, recipe, dataset, batch.stats, progress))
     return 0
 
 
@@ -517,12 +527,14 @@ def _certificate_lines(rows: list[Row]) -> list[str]:
 
 def _run_compare(args: argparse.Namespace) -> int:
     """``compare``: plan every chosen strategy on the lengths and print the table. O(sequences) each."""
+    recipe = _recipe(args)
     dataset = _read_input(args)
     if args.time_limit is not None and not args.time_limit > 0:
         raise UsageError(f"--time-limit must be a number of seconds > 0, got {args.time_limit}")
+    length, overflow = recipe.max_seq_length, recipe.overflow
     with Progress(show=_stderr_is_terminal()).stage("plan", "planning"):
-        rows = compare(dataset.lengths, args.max_seq_length, args.overflow, args.strategies, time_limit=args.time_limit)
-    print(f"input: {_describe_input(dataset)}; max_seq_length {args.max_seq_length:,}, overflow {args.overflow}")
+        rows = compare(dataset.lengths, length, overflow, args.strategies, time_limit=args.time_limit)
+    print(f"input: {_describe_input(dataset)}; max_seq_length {length:,}, overflow {overflow}")
     print()
     print(format_table([*COMPARE_HEADER, "time"], [_compare_cells(row) for row in rows]))
     print()
@@ -611,10 +623,10 @@ def _run_audit(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- entry point
 
 
-def _fail(message: str) -> int:
-    """Print the first line of ``message`` as ``packing: error: ...`` and return exit code 2."""
-    first = message.strip().splitlines()[0] if message.strip() else "failed"
-    print(f"packing: error: {first}", file=sys.stderr)
+def _fail(error: BaseException) -> int:
+    """Print ``error`` as ``packing: error: ...`` (``packing.errors.one_line``, naming this command line's
+    options) and return exit code 2."""
+    print(f"packing: error: {one_line(error, _flag)}", file=sys.stderr)
     return 2
 
 
@@ -645,14 +657,12 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, not at exit
     except SystemExit as stop:  # --help
         return stop.code if isinstance(stop.code, int) else 0
-    except (UsageError, PackingError) as error:
-        return _fail(str(error))
     except BrokenPipeError:  # `packing audit f | head`: the reader has what it wanted
         return _closed_pipe()
-    except OSError as error:
-        return _fail(f"{error.filename or 'file'}: {error.strerror or error}")
+    except (UsageError, PackingError, OSError) as error:
+        return _fail(error)
     except MemoryError:
-        return _fail("not enough memory; try a smaller input or a smaller --max-seq-length")
+        return _fail(UsageError("not enough memory; try a smaller input or a smaller --max-seq-length"))
     except KeyboardInterrupt:
         print("packing: interrupted", file=sys.stderr)
         return 130

@@ -18,6 +18,8 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 QUOTE_LIMIT = 40
 """The most characters of a user's value an error message repeats."""
 
@@ -202,6 +204,35 @@ class DatasetError(PackingError, ValueError):
         """The file-level error for a bad row: the row's place in the file, then the sample error's fields."""
         reason = f"{cause.location}: {cause.problem}" if cause.location else cause.problem
         return cls(source, where, reason, cause)
+
+
+def one_line(error: BaseException, option: Callable[[str], str | None] | None = None) -> str:
+    """The one line an entry point shows for ``error`` (a :class:`PackingError`, an ``OSError``, anything),
+    worded for that entry point: ``option(name)`` is how it spells the library option ``name`` (``--tokenizer``
+    at the command line; None: not one of its options), so a :class:`NeedsTokenizer` and a
+    :class:`SettingError` name the entry point's own option. The command line and the explorer print this. O(1).
+
+    >>> flag = lambda name: "--" + name.replace("_", "-")
+    >>> one_line(SettingError("max_seq_length", "an integer >= 1", 0), flag)
+    '--max-seq-length: expected an integer >= 1, got 0'
+    >>> one_line(DatasetError.from_sample("a.jsonl", "line 1", NeedsTokenizer(0, "text", "hi")), flag)
+    "a.jsonl, line 1, 'text': expected token ids (a text row needs a tokenizer: --tokenizer), got 'hi' (str)"
+    >>> one_line(FileNotFoundError(2, "No such file or directory", "x.jsonl"))
+    'x.jsonl: No such file or directory'
+    """
+    spell = option or (lambda name: None)
+    flag = spell("tokenizer")
+    if isinstance(error, NeedsTokenizer) and flag:
+        error = error.at(flag)
+    elif isinstance(error, DatasetError) and isinstance(error.cause, NeedsTokenizer) and flag and error.where:
+        error = DatasetError.from_sample(error.source, error.where, error.cause.at(flag))
+    if isinstance(error, SettingError) and spell(error.name):
+        text = f"{spell(error.name)}: expected {error.expected}, got {error.got}"
+    elif isinstance(error, OSError) and not isinstance(error, PackingError):
+        text = f"{error.filename or 'file'}: {error.strerror or error}"
+    else:
+        text = str(error)
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
 
 
 class LimitError(DatasetError):

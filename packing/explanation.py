@@ -145,11 +145,11 @@ def explain(
     """
     capacity = check_max_seq_length(max_seq_length)
     check_choice(strategy, "strategy", STRATEGIES)
-    check_choice(overflow, "overflow policy", OVERFLOW_POLICIES)
+    check_choice(overflow, "overflow", OVERFLOW_POLICIES)
     docs = documents_of(as_lengths(lengths), capacity, overflow)
     if len(docs.length) > MAX_EXPLAIN_DOCUMENTS:
         raise TooManyDocuments("explain", MAX_EXPLAIN_DOCUMENTS, len(docs.length))
-    if strategy == "split":
+    if STRATEGIES[strategy].splits_sequences:
         return _split_steps(docs, capacity)
     blocks, order = assign_blocks(strategy, docs.length, capacity, Options(seed=seed))
     num_blocks = int(blocks.max()) + 1 if len(blocks) else 0

@@ -30,11 +30,14 @@ from packing.errors import SettingError
 from packing.packed import materialize, pack
 from packing.plans import plan
 from packing.reader import read_rows, read_table
+from packing.recipe import Recipe, RecipeOptions
 from packing.schema import NAMES
-from packing.strategies import DEFAULT_STRATEGY, StrategyName
-from packing.validation import OverflowPolicy, check_max_seq_length, check_token_id
+from packing.strategies import StrategyName
+from packing.validation import OverflowPolicy
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from typing import Unpack
+
     import pyarrow as pa
     from datasets import Dataset
 
@@ -60,18 +63,18 @@ def _rows(batch: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def pack_batch(
     batch: Mapping[str, Any],
-    max_seq_length: int,
-    strategy: StrategyName = DEFAULT_STRATEGY,
-    overflow: OverflowPolicy = "truncate",
-    pad_token_id: int = 0,
-    completion_only_loss: bool = True,
-    max_sequences_per_block: int | None = None,
-    tokenizer: Any = None,
+    max_seq_length: int | None = None,
+    strategy: StrategyName | None = None,
+    overflow: OverflowPolicy | None = None,
+    *,
+    recipe: Recipe | None = None,
+    **options: Unpack[RecipeOptions],
 ) -> dict[str, list[list[int]]]:
     """Pack one batch of rows (a dict of columns) into blocks: the schema's columns.
 
-    The rows may have any form the reader accepts (other columns are ignored). The number of
-    rows changes, so with ``datasets`` drop the old columns::
+    The rows may have any form the reader accepts (other columns are ignored); the options are every
+    entry point's (:class:`~packing.Recipe`, or ``recipe=``). The number of rows changes, so with
+    ``datasets`` drop the old columns::
 
         dataset.map(pack_batch, batched=True, batch_size=1000, remove_columns=dataset.column_names,
                     fn_kwargs={"max_seq_length": 2048})
@@ -87,17 +90,8 @@ def pack_batch(
     """
     if not isinstance(batch, Mapping):
         raise SettingError("batch", "a dict of columns", type(batch).__name__)
-    packed = pack(
-        _rows(batch),
-        max_seq_length,
-        strategy,
-        overflow,
-        pad_token_id=pad_token_id,
-        completion_only_loss=completion_only_loss,
-        max_sequences_per_block=max_sequences_per_block,
-        tokenizer=tokenizer,
-    )
-    columns: dict[str, list[list[int]]] = packed.to_arrow().to_pydict()
+    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    columns: dict[str, list[list[int]]] = pack(_rows(batch), recipe=chosen).to_arrow().to_pydict()
     return columns
 
 
@@ -116,29 +110,28 @@ def _arrow_table(dataset: Any) -> pa.Table:
 
 def pack_dataset(
     dataset: Any,
-    max_seq_length: int,
-    strategy: StrategyName = DEFAULT_STRATEGY,
-    overflow: OverflowPolicy = "truncate",
-    pad_token_id: int = 0,
-    completion_only_loss: bool = True,
-    max_sequences_per_block: int | None = None,
+    max_seq_length: int | None = None,
+    strategy: StrategyName | None = None,
+    overflow: OverflowPolicy | None = None,
+    *,
     shuffle: bool = True,
-    seed: int = 0,
-    tokenizer: Any = None,
+    recipe: Recipe | None = None,
+    **options: Unpack[RecipeOptions],
 ) -> Dataset:
     """Pack a whole dataset at once (global packing) into a new ``datasets.Dataset`` of the schema's columns.
 
     ``dataset`` is a ``datasets.Dataset`` (any selection or shuffle already applied to it is
     respected), a ``pyarrow.Table`` or a dict of columns, with rows in any form the reader
-    accepts (text rows too, with a ``tokenizer``). The columns are read through Arrow with no Python loop per row, one plan is made
-    over every length, and the blocks are materialized; with ``shuffle`` (the default) the
-    blocks come out in the order ``plan.shuffle(seed)`` gives, otherwise in plan order (which
-    for the decreasing strategies puts the longest documents first).
+    accepts (text rows too, with a ``tokenizer``). The options are every entry point's
+    (:class:`~packing.Recipe`, or ``recipe=``). The columns are read through Arrow with no Python
+    loop per row, one plan is made over every length, and the blocks are materialized; with
+    ``shuffle`` (the default) the blocks come out in the order ``plan.shuffle(seed)`` gives (seed
+    default 0), otherwise in plan order (which for the decreasing strategies puts the longest
+    documents first).
 
     O(tokens + blocks × max_seq_length) time plus the strategy's cost. Memory at the peak: the
     input tokens plus the block arrays (four int64, one int32 and one int8, each of blocks ×
-    max_seq_length); four of them become
-    the returned dataset's columns without a copy.
+    max_seq_length); four of them become the returned dataset's columns without a copy.
 
     Example (``datasets`` needed, so not a doctest)::
 
@@ -146,23 +139,23 @@ def pack_dataset(
         packed["input_ids"]  # [[3, 4, 5, 6], [1, 2, 0, 0]]
         packed["seq_lengths"]  # [[3, 1], [2]]
     """
-    capacity = check_max_seq_length(max_seq_length)
-    pad = check_token_id(pad_token_id, "pad_token_id")
-    completion_only = _check_flag(completion_only_loss, "completion_only_loss")
-    if _check_flag(shuffle, "shuffle"):
-        check_token_id(seed, "seed")
+    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    _check_flag(shuffle, "shuffle")
     if isinstance(dataset, Mapping):  # Python columns: the row reader
-        samples = read_rows(_rows(dataset), completion_only, tokenizer=tokenizer)
+        samples = read_rows(_rows(dataset), **chosen.read_options())
     else:
-        samples = read_table(_arrow_table(dataset), completion_only_loss=completion_only, tokenizer=tokenizer)
-    layout = plan(samples.lengths, capacity, strategy, overflow, max_sequences_per_block=max_sequences_per_block)
+        samples = read_table(_arrow_table(dataset), **chosen.read_options())
+    layout = plan(samples.lengths, recipe=chosen)
     if shuffle:  # reorder the plan, so the blocks are written in their final order and never copied
-        layout = layout.shuffle(seed)
-    table = materialize(layout, samples, pad).to_arrow()
+        layout = layout.shuffle(chosen.seed or 0)
+    table = materialize(layout, samples, chosen.pad_id).to_arrow()
     from datasets import Dataset
 
-    settings = (capacity, strategy, overflow, pad, completion_only, max_sequences_per_block, shuffle, seed)
-    return Dataset(table, fingerprint=_fingerprint(dataset, settings))
+    tokenizer = chosen.tokenizer
+    name = tokenizer if isinstance(tokenizer, str) else getattr(chosen.loaded_tokenizer, "name_or_path", None)
+    settings = (chosen.describe(), name, chosen.pad_id, shuffle, chosen.seed)
+    known = tokenizer is None or isinstance(name, str)  # a tokenizer object without a name: no stable fingerprint
+    return Dataset(table, fingerprint=_fingerprint(dataset if known else None, settings))
 
 
 def _fingerprint(source: Any, settings: tuple[Any, ...]) -> str:

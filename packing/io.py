@@ -31,7 +31,7 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -42,7 +42,11 @@ from packing.limits import ReadLimits, check_count, limits_of
 from packing.outputs import atomic_path
 from packing.packed import PackedBatch
 from packing.reader import FIELDS, Samples, cells_row, read_rows, read_table
+from packing.recipe import Recipe, RecipeOptions
 from packing.schema import NAMES, arrow_schema
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from typing import Unpack
 
 Int64Array = npt.NDArray[np.int64]
 PathType = str | os.PathLike[str]
@@ -110,10 +114,10 @@ def read_dataset(
     format: str | None = None,
     name: str | None = None,
     *,
-    completion_only_loss: bool = True,
-    tokenizer: Any = None,
     progress: Callable[[int, int], None] | None = None,
     limits: ReadLimits | None = None,
+    recipe: Recipe | None = None,
+    **options: Unpack[RecipeOptions],
 ) -> Dataset:
     """Read samples (or lengths) from one file or many, as one dataset. O(total tokens).
 
@@ -122,7 +126,9 @@ def read_dataset(
     mixed or not), or a ``datasets`` ``save_to_disk`` folder; files are read in sorted order (a
     ``save_to_disk`` folder in its own). ``format`` (``jsonl``, ``json``, ``csv``, ``parquet``, ``arrow``)
     overrides the extensions. ``name`` is how messages refer to the source (needed for file objects).
-    ``completion_only_loss`` is applied to prompt/completion rows as they are read. With a ``tokenizer``,
+    The options are every entry point's (:class:`~packing.Recipe`, or ``recipe=``); reading uses the loss
+    rule (``loss``, applied to prompt/completion rows as they are read) and the ``tokenizer`` (loaded once
+    for every file), and ignores the rest. With a ``tokenizer``,
     text rows (``text``, ``messages``, ``prompt`` and ``completion`` as text) are tokenized with their masks
     (``packing.text``); in a CSV file the ``text``, ``prompt`` and ``completion`` cells are then text.
     ``limits`` bound the whole dataset (summed over its files), checked before each file is decoded.
@@ -138,11 +144,7 @@ def read_dataset(
     ...
     packing.errors.DatasetError: .../shard-00001.jsonl, line 2, position 1: expected a non-negative integer token id, got 'x' (str)
     """
-    if tokenizer is not None:  # loaded once for every file
-        from packing.text import load_tokenizer
-
-        tokenizer = load_tokenizer(tokenizer)
-    reading: dict[str, Any] = {"completion_only_loss": completion_only_loss, "tokenizer": tokenizer}
+    reading = Recipe.for_reading(recipe, **options).read_options()
     found = resolve(source, format, name)
     budget = Budget(limits_of(limits), found.label, rows_are="samples")
     parts: list[Samples] = []

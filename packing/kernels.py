@@ -521,11 +521,6 @@ def longest_first_order(lengths: Int64Array, capacity: int) -> Int64Array:
     return stable_order_by_key(capacity - lengths, capacity + 1)
 
 
-def shortest_first_order(lengths: Int64Array, capacity: int) -> Int64Array:
-    """Indices of ``lengths`` (each in ``[0, capacity]``) shortest first, ties in input order. O(n + capacity)."""
-    return stable_order_by_key(lengths, capacity + 1)
-
-
 @njit(cache=True, nogil=True)
 def group_by_block(
     blocks: Int64Array, order: Int64Array, num_blocks: int

@@ -60,7 +60,7 @@ def documents(lengths: npt.ArrayLike, max_seq_length: int, overflow: str = "trun
     [0]
     """
     capacity = check_max_seq_length(max_seq_length)
-    check_choice(overflow, "overflow policy", OVERFLOW_POLICIES)
+    check_choice(overflow, "overflow", OVERFLOW_POLICIES)
     return documents_of(as_lengths(lengths), capacity, overflow)
 
 

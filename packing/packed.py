@@ -13,13 +13,16 @@ from packing.errors import SettingError
 from packing.kernels import fill_blocks, piece_mask_sums
 from packing.plans import PackingPlan, check_pieces, plan
 from packing.reader import Samples, read_rows
+from packing.recipe import Recipe, RecipeOptions
 from packing.schema import record, to_arrow
 from packing.stats import PackingStats
-from packing.strategies import DEFAULT_STRATEGY, StrategyName
-from packing.validation import OverflowPolicy, check_max_seq_length, check_token_id
+from packing.strategies import StrategyName
+from packing.validation import OverflowPolicy, check_token_id
 from packing.weighting import LossMode, LossTotals, token_weights
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from typing import Unpack
+
     import pyarrow as pa
 
 Int64Array = npt.NDArray[np.int64]
@@ -213,43 +216,31 @@ def count_trainable(layout: PackingPlan, samples: Samples) -> TrainableCounts:
 
 def pack(
     samples: Any,
-    max_seq_length: int,
-    strategy: StrategyName = DEFAULT_STRATEGY,
-    overflow: OverflowPolicy = "truncate",
+    max_seq_length: int | None = None,
+    strategy: StrategyName | None = None,
+    overflow: OverflowPolicy | None = None,
     *,
-    pad_token_id: int = 0,
-    completion_only_loss: bool = True,
-    max_sequences_per_block: int | None = None,
-    window: int | None = None,
-    time_limit: float | None = None,
-    seed: int | None = None,
-    tokenizer: Any = None,
+    recipe: Recipe | None = None,
+    **options: Unpack[RecipeOptions],
 ) -> PackedBatch:
     """Pack samples into blocks of exactly ``max_seq_length`` tokens: ``plan`` then ``materialize``.
 
     ``samples`` is a list of rows in any form the reader accepts (token lists, ``{"prompt",
     "completion"}``, ``{"input_ids", "loss_mask"}``; see ``packing.reader``), a ``Samples``, or a
-    dataset from ``packing.read_dataset`` (read once, not checked again). ``strategy`` defaults to
-    ``bfd``; the options are ``plan``'s. With a ``tokenizer`` (``packing.load_tokenizer``'s
-    specs: ``"bytes"``, a folder, a tokenizer object), text rows are tokenized with their chat
-    template and masks. O(total tokens) plus the strategy's cost.
+    dataset from ``packing.read_dataset`` (read once, not checked again). The options are every entry
+    point's (:class:`~packing.Recipe`, or ``recipe=``): ``strategy`` (default ``bfd``) and the
+    strategy options are ``plan``'s; with a ``tokenizer`` (``packing.load_tokenizer``'s specs:
+    ``"bytes"``, a folder, a tokenizer object), text rows are tokenized with their chat template and
+    masks, and padding is the tokenizer's pad id unless ``pad_token_id`` is given. O(total tokens)
+    plus the strategy's cost.
 
     >>> pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split").to_lists()
     ([[1, 2, 3, 4], [5, 6, 0, 0]], [[1, 1, 1, 1], [1, 1, 0, 0]])
     >>> pack([[1, 2], [3, 4, 5], [6]], 4).to_lists()[0]
     [[3, 4, 5, 6], [1, 2, 0, 0]]
+    >>> pack([{"text": "hi"}], 4, tokenizer="bytes").input_ids.tolist()  # the byte tokenizer pads with 257
+    [[104, 105, 256, 257]]
     """
-    check_max_seq_length(max_seq_length)
-    pad = check_token_id(pad_token_id, "pad_token_id")
-    flat = read_rows(getattr(samples, "samples", samples), completion_only_loss, tokenizer=tokenizer)
-    layout = plan(
-        flat.lengths,
-        max_seq_length,
-        strategy,
-        overflow,
-        max_sequences_per_block=max_sequences_per_block,
-        window=window,
-        time_limit=time_limit,
-        seed=seed,
-    )
-    return materialize(layout, flat, pad)
+    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    flat = read_rows(getattr(samples, "samples", samples), **chosen.read_options())
+    return materialize(plan(flat.lengths, recipe=chosen), flat, chosen.pad_id)

@@ -9,26 +9,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from packing.arrays import check_block_indexes, offsets_of, ranges
-from packing.errors import SettingError, TooManyDocuments
+from packing.errors import SettingError
 from packing.kernels import IntArray
 from packing.overflow import Documents, documents_of
+from packing.recipe import Recipe, RecipeOptions
 from packing.stats import PackingStats, compute_stats
-from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, Options, StrategyName, layout_blocks
+from packing.strategies import STRATEGIES, Options, StrategyName, layout_blocks
 from packing.validation import (
-    OVERFLOW_POLICIES,
     OverflowPolicy,
     as_lengths,
-    check_choice,
     check_max_seq_length,
-    check_positive_int,
-    check_time_limit,
 )
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from typing import Unpack
 
 Int64Array = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
@@ -229,7 +229,7 @@ def _selection_stats(
     """Statistics of selected pieces, counting them as the whole input. O(pieces)."""
     touched, inverse = np.unique(sequence, return_inverse=True)
     per_sequence = np.bincount(inverse, weights=length, minlength=len(touched)).astype(np.int64)
-    whole = bool(len(touched) == len(sequence)) and layout.strategy != "split"
+    whole = bool(len(touched) == len(sequence)) and not STRATEGIES[layout.strategy].splits_sequences
     stats = compute_stats(per_sequence, layout.max_seq_length, block_starts, inverse.astype(np.int32), length, whole)
     return stats
 
@@ -277,31 +277,18 @@ def _split_layout(docs: Documents, capacity: int) -> tuple[Int64Array, IntArray,
     return block_starts, sequence, offset, length
 
 
-def _options(strategy: str, max_sequences_per_block: int | None, time_limit: float | None, seed: int | None) -> Options:
-    """The options given, checked against what ``strategy`` accepts (its registry entry)."""
-    accepted = STRATEGIES[strategy].options
-    given = {"max_sequences_per_block": max_sequences_per_block, "time_limit": time_limit, "seed": seed}
-    for name, value in given.items():
-        if value is not None and name not in accepted:
-            users = [s.name for s in STRATEGIES.values() if name in s.options]
-            raise SettingError(name, f"no value with strategy {strategy!r} (it applies to {', '.join(users)})", value)
-    if max_sequences_per_block is not None:
-        check_positive_int(max_sequences_per_block, "max_sequences_per_block")
-    limit = None if time_limit is None else check_time_limit(time_limit)
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
-        raise SettingError("seed", "a non-negative integer", seed)
-    return Options(max_sequences_per_block, limit, int(seed or 0))
+def _options(recipe: Recipe) -> Options:
+    """The layout options of ``recipe`` (checked when it was made) for its strategy."""
+    chosen = recipe.strategy_options()
+    return Options(chosen.get("max_sequences_per_block"), chosen.get("time_limit"), int(chosen.get("seed") or 0))
 
 
 def _layout(
     docs: Documents, capacity: int, strategy: str, options: Options
 ) -> tuple[Int64Array, IntArray, IntArray, IntArray, Any]:
     """``(block_starts, sequence, start, length, certificate)`` of the pieces of ``docs``. The strategy's cost."""
-    if strategy == "split":
+    if STRATEGIES[strategy].layout is None:  # the splitting strategy: the planner lays it out
         return (*_split_layout(docs, capacity), None)
-    limit = STRATEGIES[strategy].max_documents
-    if limit is not None and len(docs.length) > limit:
-        raise TooManyDocuments(strategy, limit, len(docs.length))
     block_starts, grouped, length, certificate = layout_blocks(strategy, docs.length, capacity, options)
     if docs.whole:  # document i is sequence i, from its first token
         return block_starts, grouped, np.zeros(len(grouped), dtype=np.int32), length, certificate
@@ -334,35 +321,34 @@ def _windowed_layout(
 
 def plan(
     lengths: npt.ArrayLike,
-    max_seq_length: int,
-    strategy: StrategyName = DEFAULT_STRATEGY,
-    overflow: OverflowPolicy = "truncate",
+    max_seq_length: int | None = None,
+    strategy: StrategyName | None = None,
+    overflow: OverflowPolicy | None = None,
     *,
-    max_sequences_per_block: int | None = None,
-    window: int | None = None,
-    time_limit: float | None = None,
-    seed: int | None = None,
+    recipe: Recipe | None = None,
+    **options: Unpack[RecipeOptions],
 ) -> PackingPlan:
     """Lay out sequences with these ``lengths`` into blocks of ``max_seq_length`` tokens.
 
-    ``strategy`` is a name from ``STRATEGIES`` (default ``bfd``); ``overflow`` one of ``truncate``,
-    ``split``, ``drop``. ``window`` packs each consecutive window of that many input sequences on
-    its own (what trainers that pack per map batch do; blocks never mix windows). Options a
-    strategy accepts (its ``options``): ``max_sequences_per_block`` (``spfhp``), ``time_limit``
-    in seconds (``optimal``), ``seed`` (``first_fit_shuffle``). ``lengths`` may be a ``Samples``.
-    Complexity is the strategy's, plus O(n) to prepare.
+    The options are every entry point's (:class:`~packing.Recipe`; or ``recipe=``); ``plan`` uses its
+    length-only part and ignores the rest (a recipe with a tokenizer is fine). ``strategy`` is a name from
+    ``STRATEGIES`` (default ``bfd``); ``overflow`` one of ``truncate``, ``split``, ``drop``. ``window``
+    packs each consecutive window of that many input sequences on its own (what trainers that pack per map
+    batch do; blocks never mix windows). Options a strategy reads (its ``options``):
+    ``max_sequences_per_block`` (``spfhp``), ``time_limit`` in seconds (``optimal``), ``seed``
+    (``first_fit_shuffle``). ``lengths`` may be a ``Samples``. Complexity is the strategy's, plus O(n) to
+    prepare.
 
     >>> plan([5, 3, 2, 4], 6).blocks()[0]
     [Piece(sequence=0, start=0, length=5)]
     >>> plan([3, 3, 3, 3], 6).num_blocks, plan([3, 3, 3, 3], 6, window=3).num_blocks
     (2, 3)
+    >>> plan([3, 3, 3, 3], recipe=Recipe(6, window=3, tokenizer="bytes")).num_blocks
+    3
     """
-    capacity = check_max_seq_length(max_seq_length)
-    check_choice(strategy, "strategy", STRATEGIES)
-    check_choice(overflow, "overflow policy", OVERFLOW_POLICIES)
-    options = _options(strategy, max_sequences_per_block, time_limit, seed)
-    if window is not None:
-        check_positive_int(window, "window")
+    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    capacity, strategy, overflow, window = chosen.max_seq_length, chosen.strategy, chosen.overflow, chosen.window
+    layout_options = _options(chosen)
     sizes = as_lengths(getattr(lengths, "lengths", lengths))
     if len(sizes) > MAX_SEQUENCES:
         raise SettingError("lengths", f"at most {MAX_SEQUENCES:,} sequences", f"<{len(sizes):,} sequences>")
@@ -372,12 +358,14 @@ def plan(
     if len(docs.length) > MAX_SEQUENCES:
         raise SettingError("lengths", f"at most {MAX_SEQUENCES:,} documents", f"<{len(docs.length):,} documents>")
     if window is not None and window < len(sizes):
-        block_starts, sequence, start, length = _windowed_layout(docs, len(sizes), capacity, strategy, options, window)
+        block_starts, sequence, start, length = _windowed_layout(
+            docs, len(sizes), capacity, strategy, layout_options, window
+        )
         certificate = None
     else:
-        block_starts, sequence, start, length, certificate = _layout(docs, capacity, strategy, options)
+        block_starts, sequence, start, length, certificate = _layout(docs, capacity, strategy, layout_options)
     piece_sequence, piece_start, piece_length = (a.astype(np.int32, copy=False) for a in (sequence, start, length))
-    one_piece_each = docs.whole and strategy != "split"  # no sequence was cut, lost or left empty
+    one_piece_each = docs.whole and not STRATEGIES[strategy].splits_sequences  # no sequence was cut, lost or left empty
     stats = compute_stats(sizes, capacity, block_starts, piece_sequence, piece_length, one_piece_each)
     return PackingPlan(
         capacity,

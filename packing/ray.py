@@ -23,7 +23,7 @@ Example (needs a Ray cluster, so not a doctest)::
 
     import ray, packing.ray
     ray.init()
-    ds = ray.data.read_parquet("s3://bucket/tokenized/")      # input_ids, or prompt/completion
+    ds = ray.data.read_parquet("s3://bucket/tokenized/")      # input_ids, prompt/completion, or text with tokenizer=
     packed = packing.ray.pack_dataset(ds, 4096, strategy="bfd", shuffle=True, seed=0)
     packed.write_parquet("s3://bucket/packed/")
 """
@@ -41,11 +41,14 @@ from packing.arrays import offsets_of, ranges
 from packing.errors import SampleError, SettingError
 from packing.packed import materialize
 from packing.plans import PackingPlan, plan
-from packing.reader import FIELDS, TOKEN_FIELDS, Samples, mixed_kinds_error, read_row, read_table
-from packing.strategies import DEFAULT_STRATEGY, StrategyName
-from packing.validation import OverflowPolicy, check_max_seq_length, check_token_id
+from packing.reader import FIELDS, RowKind, Samples, mixed_kinds_error, read_rows, read_table
+from packing.recipe import Recipe, RecipeOptions
+from packing.strategies import StrategyName
+from packing.validation import OverflowPolicy
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from typing import Unpack
+
     import pyarrow as pa
     import ray.data
 
@@ -108,14 +111,14 @@ def _int_column(table: pa.Table, name: str) -> Int64Array:
 # Step 1: lengths, where the data lives
 
 
-def _lengths_batch(batch: pa.Table, completion_only_loss: bool) -> pa.Table:
+def _lengths_batch(batch: pa.Table, recipe: Recipe) -> pa.Table:
     """Each row's id and length; in a batch with a bad row, that row's values are kept for the driver."""
     import pyarrow as pa
 
     uid = _int_column(batch, _UID)
     rows = batch.select(_fields(batch))
     try:
-        samples = read_table(rows, completion_only_loss=completion_only_loss)
+        samples = read_table(rows, **recipe.read_options())
         if samples.tokens is None and len(samples):  # lengths only: nothing to pack (named on the driver)
             raise SampleError(0, None, None, "token ids", "<a length only>")
         lengths = samples.lengths
@@ -173,9 +176,7 @@ class _RowIds:
         return result
 
 
-def _collect_lengths(
-    lengths_ds: ray.data.Dataset, num_rows: int, completion_only_loss: bool
-) -> tuple[_RowIds, Int64Array]:
+def _collect_lengths(lengths_ds: ray.data.Dataset, num_rows: int, recipe: Recipe) -> tuple[_RowIds, Int64Array]:
     """Gather every row's length on the driver, in row order; raise the first bad row's error.
 
     The batches are copied one at a time into two arrays of ``num_rows`` (16 bytes a row). O(rows).
@@ -200,18 +201,24 @@ def _collect_lengths(
     ids = _RowIds.of(uid)
     if refused:
         row, values = min((int(ids.rows(np.array([u]))[0]), values) for u, values in refused)
-        _raise_bad_row(values, row, completion_only_loss)
+        _raise_bad_row(values, row, recipe)
     lengths = np.empty(num_rows, dtype=np.int64)
     lengths[ids.rows(uid)] = length
     return ids, lengths
 
 
-def _raise_bad_row(row: bytes, index: int, completion_only_loss: bool) -> None:
+def _raise_bad_row(row: bytes, index: int, recipe: Recipe) -> None:
     """Raise the reader's error for the refused row under its global row id, as on one machine."""
     import pyarrow as pa
 
     record = pa.ipc.open_stream(row).read_all().to_pylist()[0]
-    kind, _, _ = read_row(record, index, completion_only_loss)  # raises the SampleError, naming sample ``index``
+    try:
+        samples = read_rows([record], **recipe.read_options())
+    except SampleError as error:  # the reader's error, naming sample ``index``
+        error.sample = index
+        error.args = (error.where_and_what(),)
+        raise
+    kind: RowKind = "tokens" if samples.tokens is not None else "length"
     # read alone, the row is fine: it was refused for its kind, a length only where packing needs tokens
     raise mixed_kinds_error(index, "tokens", kind)
 
@@ -280,18 +287,18 @@ def _piece_schema() -> pa.Schema:
     )
 
 
-def _tag_batch(batch: pa.Table, pieces_ref: list[Any], completion_only_loss: bool) -> pa.Table:
+def _tag_batch(batch: pa.Table, pieces_ref: list[Any], recipe: Recipe) -> pa.Table:
     """``_tag_pieces`` with the pieces from the object store (shared memory, not copied)."""
     ray = _require_ray()
-    return _tag_pieces(batch, ray.get(pieces_ref[0]), completion_only_loss)
+    return _tag_pieces(batch, ray.get(pieces_ref[0]), recipe)
 
 
-def _tag_pieces(batch: pa.Table, pieces: _Pieces, completion_only_loss: bool) -> pa.Table:
+def _tag_pieces(batch: pa.Table, pieces: _Pieces, recipe: Recipe) -> pa.Table:
     """One output row per piece of every input row: its group, block, key, global row and tokens. O(tokens)."""
     import pyarrow as pa
 
     rows = pieces.row_ids.rows(_int_column(batch, _UID))
-    samples = read_table(batch.select(_fields(batch)), completion_only_loss=completion_only_loss)
+    samples = read_table(batch.select(_fields(batch)), **recipe.read_options())
     assert samples.tokens is not None and samples.loss_mask is not None  # checked by the lengths pass
     counts = pieces.row_starts[rows + 1] - pieces.row_starts[rows]
     which = ranges(pieces.row_starts[rows], counts)
@@ -391,85 +398,74 @@ def _check_flag(value: Any, name: str) -> bool:
 
 def pack_dataset(
     ds: ray.data.Dataset,
-    max_seq_length: int,
+    max_seq_length: int | None = None,
     *,
-    strategy: StrategyName = DEFAULT_STRATEGY,
-    overflow: OverflowPolicy = "truncate",
-    pad_token_id: int = 0,
-    completion_only_loss: bool = True,
-    max_sequences_per_block: int | None = None,
-    time_limit: float | None = None,
+    strategy: StrategyName | None = None,
+    overflow: OverflowPolicy | None = None,
     shuffle: bool = True,
-    seed: int = 0,
     ordered: bool = True,
+    recipe: Recipe | None = None,
+    **options: Unpack[RecipeOptions],
 ) -> ray.data.Dataset:
     """Pack a Ray dataset with one global plan: a dataset of blocks equal to ``packing.pack`` on its rows.
 
     Rows are in any form the reader accepts (token lists under ``input_ids`` with an optional loss
-    mask, or ``prompt`` and ``completion``, mixed freely; other columns are ignored). Row ``i`` is the
-    ``i``-th row Ray produces (``sequence_ids`` hold these ids): with Ray's
+    mask, ``prompt`` and ``completion``, or text rows with a ``tokenizer``, mixed freely; other columns
+    are ignored). The options are every entry point's (:class:`~packing.Recipe`, or ``recipe=``). Row
+    ``i`` is the ``i``-th row Ray produces (``sequence_ids`` hold these ids): with Ray's
     ``DataContext.execution_options.preserve_order = True`` that is the input order, the same on
     every run; without it Ray may hand rows over in another order. The input is executed once
-    (``materialize``); the driver receives 16 bytes a row (id and length) and plans with
-    ``strategy`` and its options (``max_sequences_per_block``, ``time_limit``); the pieces of each
-    block travel through Ray Data's hash shuffle (``groupby``), the compact blocks through a
-    ``sort`` when ``ordered``, so that (with ``preserve_order``) they are read in plan order;
-    ``ordered=False`` skips the sort and leaves the order to Ray. With ``shuffle`` the order is
-    ``plan.shuffle(seed)``'s, the same as single-machine packing with that seed.
+    (``materialize``); the driver receives 16 bytes a row (id and length) and plans with the recipe
+    (strategy, its options, ``window``); the pieces of each block travel through Ray Data's hash
+    shuffle (``groupby``), the compact blocks through a ``sort`` when ``ordered``, so that (with
+    ``preserve_order``) they are read in plan order; ``ordered=False`` skips the sort and leaves the
+    order to Ray. With ``shuffle`` the order is ``plan.shuffle(seed)``'s (seed default 0), the same
+    as single-machine packing with that seed.
 
     Raises the first bad row's :class:`~packing.SampleError`, with its global row id, before anything
     is packed. Cost: O(tokens) on the cluster and two shuffles of the packed tokens (9 bytes a
     token); O(rows) memory and the strategy's planning time on the driver.
     """
     cluster = _require_ray()
-    capacity = check_max_seq_length(max_seq_length)
-    pad = check_token_id(pad_token_id, "pad_token_id")
-    completion_only = _check_flag(completion_only_loss, "completion_only_loss")
-    if _check_flag(shuffle, "shuffle"):
-        check_token_id(seed, "seed")
+    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    _check_flag(shuffle, "shuffle")
     _check_flag(ordered, "ordered")
-    options: dict[str, Any] = {"max_sequences_per_block": max_sequences_per_block, "time_limit": time_limit}
-    plan(np.zeros(0, dtype=np.int64), capacity, strategy, overflow, **options)  # the settings, before any work
+    capacity, pad = chosen.max_seq_length, chosen.pad_id
     from ray.data.expressions import monotonically_increasing_id
 
     indexed = ds.with_column(_UID, monotonically_increasing_id()).materialize()
     schema = indexed.schema()
     names = list(schema.names) if schema is not None else []
     num_rows = indexed.count()
-    if num_rows and not any(name in names for name in TOKEN_FIELDS):
-        raise SettingError("ds", f"rows with tokens (a column of {', '.join(TOKEN_FIELDS)})", f"<columns {names}>")
-    lengths_ds = indexed.map_batches(
-        _lengths_batch, batch_format="pyarrow", fn_kwargs={"completion_only_loss": completion_only}
-    )
-    row_ids, lengths = _collect_lengths(lengths_ds, num_rows, completion_only)
-    layout = plan(lengths, capacity, strategy, overflow, **options)
+    if num_rows and not any(name in names for name in FIELDS):
+        raise SettingError("ds", f"rows the reader reads (a column of {', '.join(FIELDS)})", f"<columns {names}>")
+    lengths_ds = indexed.map_batches(_lengths_batch, batch_format="pyarrow", fn_kwargs={"recipe": chosen})
+    row_ids, lengths = _collect_lengths(lengths_ds, num_rows, chosen)
+    layout = plan(lengths, recipe=chosen)
     if layout.num_blocks == 0:  # nothing to pack: the schema's columns, no rows
         empty = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(len(lengths) + 1, np.int64))
         nothing: ray.data.Dataset = cluster.data.from_arrow(materialize(layout, empty, pad).to_arrow())
         return nothing
     if shuffle:
-        layout = layout.shuffle(seed)
+        layout = layout.shuffle(chosen.seed or 0)
     cpus = max(1, int(cluster.cluster_resources().get("CPU", 1)))
     blocks_per_group = max(1, min(TOKENS_PER_TASK // capacity, -(-layout.num_blocks // (4 * cpus))))
     groups = -(-layout.num_blocks // blocks_per_group)
     pieces = _pieces_by_row(layout, row_ids, blocks_per_group)
+    strategy_name, overflow_name = layout.strategy, layout.overflow
     del layout, lengths  # the driver keeps nothing of the plan but what it broadcasts
     pieces_ref = cluster.put(pieces)
     del pieces
     tagged = indexed.map_batches(
-        _tag_batch,
-        batch_format="pyarrow",
-        fn_kwargs={"pieces_ref": [pieces_ref], "completion_only_loss": completion_only},
+        _tag_batch, batch_format="pyarrow", fn_kwargs={"pieces_ref": [pieces_ref], "recipe": chosen}
     )
     blocks = tagged.groupby(_GROUP, num_partitions=min(groups, _MAX_PARTITIONS)).map_groups(
         _gather_group, batch_format="pyarrow"
     )
     if ordered:
         blocks = blocks.sort(_BLOCK)
+    settings = {"max_seq_length": capacity, "strategy": strategy_name, "overflow": overflow_name, "pad_token_id": pad}
     packed: ray.data.Dataset = blocks.map_batches(
-        _materialize_batch,
-        batch_format="pyarrow",
-        batch_size=blocks_per_group,
-        fn_kwargs={"max_seq_length": capacity, "strategy": strategy, "overflow": overflow, "pad_token_id": pad},
+        _materialize_batch, batch_format="pyarrow", batch_size=blocks_per_group, fn_kwargs=settings
     )
     return packed

@@ -41,6 +41,7 @@ from packing.arrays import copy_runs
 from packing.errors import DatasetError, NeedsTokenizer, SampleError, SettingError
 from packing.limits import scan_json
 from packing.text import is_text_row
+from packing.validation import INT64_MAX, has_bools
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -49,7 +50,6 @@ Int64Array = npt.NDArray[np.int64]
 Int8Array = npt.NDArray[np.int8]
 RowKind = Literal["tokens", "length"]
 
-INT64_MAX = int(np.iinfo(np.int64).max)
 TOKEN = "a non-negative integer token id"
 FLAG = "0 or 1"
 FORMS = "a list of token ids, or a dict with 'input_ids' (and a 'loss_mask'), 'prompt' and 'completion', or 'length'"
@@ -234,11 +234,6 @@ def _first_bad_item(items: Sequence[Any], index: int | None, field: str | None, 
     raise AssertionError("no bad item found")  # pragma: no cover - callers checked that one exists
 
 
-def _has_bools(values: Iterable[Any]) -> bool:
-    """True if a list holds Python or numpy booleans (numpy reads them as 0 and 1). O(n), in C."""
-    return not {bool, np.bool_}.isdisjoint(map(type, values))
-
-
 def token_array(value: Any, index: int | None, field: str | None) -> Int64Array:
     """Check one list (or 1-D array) of token ids and return it as int64. O(length).
 
@@ -251,7 +246,7 @@ def token_array(value: Any, index: int | None, field: str | None) -> Int64Array:
     """
     array = _values(value, index, field, "token id")
     ok = array.dtype.kind == "i" or (array.dtype.kind == "u" and (not array.size or int(array.max()) <= INT64_MAX))
-    if not ok or (type(value) is not np.ndarray and _has_bools(value)):
+    if not ok or (type(value) is not np.ndarray and has_bools(value)):
         raise _first_bad_item(array.tolist() if type(value) is np.ndarray else value, index, field, flags=False)
     if array.size and array.dtype.kind == "i" and array.min() < 0:
         position = int(np.flatnonzero(array < 0)[0])

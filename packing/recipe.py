@@ -31,6 +31,7 @@ import numpy as np
 from packing.errors import SettingError
 from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, StrategyName
 from packing.validation import (
+    MAX_SEQ_LENGTH,
     OVERFLOW_POLICIES,
     OverflowPolicy,
     check_choice,
@@ -50,10 +51,11 @@ LOSS_RULES: dict[str, str] = {
 
 
 class RecipeOptions(TypedDict, total=False):
-    """The keyword options every entry point accepts (each a field of :class:`Recipe`)."""
+    """The keyword options every entry point accepts (each a field of :class:`Recipe`), for
+    ``**options: Unpack[RecipeOptions]``; ``strategy`` and ``overflow`` are parameters of their own at every
+    entry point (``pack`` and ``plan`` take them by position too). ``completion_only_loss`` is TRL's name for
+    ``loss`` (True: ``completion``, False: ``all``), mapped in :meth:`Recipe.of` only."""
 
-    strategy: StrategyName
-    overflow: OverflowPolicy
     window: int | None
     time_limit: float | None
     seed: int | None
@@ -61,6 +63,20 @@ class RecipeOptions(TypedDict, total=False):
     loss: LossRule
     tokenizer: Any
     pad_token_id: int | None
+    completion_only_loss: bool
+
+
+Stage = Literal["read", "plan", "fill"]
+"""Where an option acts: reading rows (``read``), laying out blocks (``plan``), filling them (``fill``)."""
+
+
+def _about(
+    stage: Stage, help: str, choices: Iterable[str] = (), metavar: str | None = None, parse: type = str
+) -> dict[str, Any]:
+    """A field's metadata, read by the command line's options and the explorer: its ``stage``, ``help``
+    text, ``choices`` (their order), ``metavar`` and ``parse`` (how a typed value becomes the field's:
+    ``int``, ``float``, ``str``; the recipe checks it). Adding a field with this metadata reaches every entry point."""
+    return {"stage": stage, "help": help, "choices": tuple(choices), "metavar": metavar, "parse": parse}
 
 
 def _check_seed(value: Any) -> int | None:
@@ -94,16 +110,40 @@ class Recipe:
     packing.errors.SettingError: max_seq_length: expected an integer >= 1, got 0
     """
 
-    max_seq_length: int
-    strategy: StrategyName = DEFAULT_STRATEGY
-    overflow: OverflowPolicy = "truncate"
-    window: int | None = None
-    time_limit: float | None = None
-    seed: int | None = None
-    max_sequences_per_block: int | None = None
-    loss: LossRule = "completion"
-    tokenizer: Any = field(default=None, compare=False)
-    pad_token_id: int | None = None
+    max_seq_length: int = field(metadata=_about("plan", "tokens per block (>= 1)", metavar="N", parse=int))
+    strategy: StrategyName = field(
+        default=DEFAULT_STRATEGY, metadata=_about("plan", "how sequences are placed in blocks", STRATEGIES)
+    )
+    overflow: OverflowPolicy = field(
+        default="truncate", metadata=_about("plan", "what to do with a sequence longer than N", OVERFLOW_POLICIES)
+    )
+    window: int | None = field(
+        default=None,
+        metadata=_about("plan", "pack each window of W consecutive sequences on its own", metavar="W", parse=int),
+    )
+    time_limit: float | None = field(
+        default=None,
+        metadata=_about("plan", "seconds a search strategy (optimal) may take (default: 60)", metavar="S", parse=float),
+    )
+    seed: int | None = field(
+        default=None,
+        metadata=_about("plan", "seed of random orders: first_fit_shuffle, the block shuffle (default: 0)", parse=int),
+    )
+    max_sequences_per_block: int | None = field(
+        default=None, metadata=_about("plan", "cap on documents per block (spfhp only)", metavar="K", parse=int)
+    )
+    loss: LossRule = field(default="completion", metadata=_about("read", "which tokens are trained", LOSS_RULES))
+    tokenizer: Any = field(
+        default=None,
+        compare=False,
+        metadata=_about("read", "tokenize text rows with 'bytes', a tokenizer folder or a hub name", metavar="SPEC"),
+    )
+    pad_token_id: int | None = field(
+        default=None,
+        metadata=_about(
+            "fill", "padding id (default: the tokenizer's pad id, its EOS, else 0)", metavar="ID", parse=int
+        ),
+    )
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -144,7 +184,11 @@ class Recipe:
     def of(cls, recipe: Recipe | None = None, max_seq_length: int | None = None, **options: Any) -> Recipe:
         """The recipe an entry point packs with: ``recipe`` (if given) with ``max_seq_length`` and
         ``options`` laid over it, checked once. An unknown option is a ``SettingError`` naming the
-        options that exist. O(1).
+        options that exist. ``None`` for an option whose default is not None (``strategy``,
+        ``overflow``, ``loss``) means "not given"; ``completion_only_loss`` (TRL's name) sets ``loss``. O(1).
+
+        >>> Recipe.of(Recipe(16, strategy="ffd"), strategy=None, completion_only_loss=False).describe()
+        'max_seq_length=16, strategy=ffd, loss=all'
 
         >>> Recipe.of(None, 16, strategy="split").strategy
         'split'
@@ -158,6 +202,7 @@ class Recipe:
         packing.errors.SettingError: max_seq_length: expected an integer >= 1 (or a recipe), got None (NoneType)
         """
         known = OPTION_NAMES
+        options = _given(options)
         for name, value in options.items():
             if name not in known:
                 raise SettingError(name, f"one of the options {', '.join(known)}", value)
@@ -171,6 +216,19 @@ class Recipe:
         if max_seq_length is not None:
             changes["max_seq_length"] = max_seq_length
         return dataclasses.replace(recipe, **changes) if changes else recipe
+
+    @classmethod
+    def for_reading(cls, recipe: Recipe | None = None, max_seq_length: int | None = None, **options: Any) -> Recipe:
+        """The recipe of an entry point that may read rows without a block length (``read_dataset``, ``collate``):
+        :meth:`of`, with the largest ``max_seq_length`` allowed standing in when neither a length nor a recipe
+        is given (reading never uses it). O(1).
+
+        >>> Recipe.for_reading(tokenizer="bytes").read_options()["completion_only_loss"]
+        True
+        """
+        if recipe is None and max_seq_length is None:
+            max_seq_length = MAX_SEQ_LENGTH
+        return cls.of(recipe, max_seq_length, **options)
 
     def refuse(self, entry_point: str, names: Iterable[str]) -> None:
         """Raise ``SettingError`` if an option in ``names`` differs from its default: the entry point
@@ -216,6 +274,15 @@ class Recipe:
                 return int(value)
         return 0
 
+    def read_options(self) -> dict[str, Any]:
+        """The reader's keywords (``packing.read_rows``, ``packing.read_table``): what the recipe says about
+        reading rows (the loss rule, the loaded tokenizer). The one place a door turns its recipe into a read.
+
+        >>> Recipe(8, loss="all").read_options()
+        {'completion_only_loss': False, 'tokenizer': None}
+        """
+        return {"completion_only_loss": self.completion_only_loss, "tokenizer": self.loaded_tokenizer}
+
     def strategy_options(self) -> dict[str, Any]:
         """The options ``plan`` takes beyond strategy and overflow, as keywords (the ones this strategy reads)."""
         accepted = STRATEGIES[self.strategy].options
@@ -240,6 +307,30 @@ class Recipe:
         return ", ".join(parts)
 
 
+def _given(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` without the ones left at None whose default is not None, ``completion_only_loss`` as ``loss``."""
+    given = {k: v for k, v in options.items() if v is not None or _DEFAULTS.get(k) is None}
+    if given.get("completion_only_loss") is not None:
+        flag = given.pop("completion_only_loss")
+        if not isinstance(flag, (bool, np.bool_)):
+            raise SettingError("completion_only_loss", "True or False", flag)
+        loss = "completion" if flag else "all"
+        if given.setdefault("loss", loss) != loss:
+            raise SettingError("completion_only_loss", f"no value with loss={given['loss']!r} (it sets loss)", flag)
+    given.pop("completion_only_loss", None)
+    return given
+
+
 OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Recipe) if f.name != "max_seq_length")
 """The keyword options of every entry point, in the recipe's order."""
 _DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(Recipe) if f.name != "max_seq_length"}
+
+
+def option_fields(*stages: Stage) -> list[dataclasses.Field[Any]]:
+    """The recipe's fields acting at ``stages`` (all when none given), in order, with their metadata
+    (``stage``, ``help``, ``choices``, ``metavar``): what the command line and the explorer build their options from.
+
+    >>> [f.name for f in option_fields("read")]
+    ['loss', 'tokenizer']
+    """
+    return [f for f in dataclasses.fields(Recipe) if not stages or f.metadata.get("stage") in stages]

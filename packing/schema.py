@@ -176,3 +176,24 @@ def record(batch: PackedBatch, block: int) -> dict[str, list[int]]:
     values: dict[str, list[int]] = {name: getattr(batch, name)[block].tolist() for name in GRID_COLUMNS}
     values["seq_lengths"] = batch.seq_lengths(block).tolist()
     return values
+
+
+def block_arrays(batch: PackedBatch, block: int) -> dict[str, npt.NDArray[Any]]:
+    """Block ``block`` as numpy arrays of :data:`COLUMNS` with their dtypes (copies). O(max_seq_length).
+
+    >>> from packing import pack
+    >>> {name: values.dtype.name for name, values in block_arrays(pack([[1, 2], [3]], 4), 0).items()}
+    {'input_ids': 'int64', 'labels': 'int64', 'loss_mask': 'int8', 'position_ids': 'int64', 'sequence_ids': 'int32', 'seq_lengths': 'int32'}
+    """
+    arrays: dict[str, npt.NDArray[Any]] = {}
+    for column in COLUMNS:
+        values = batch.seq_lengths(block) if column.name == "seq_lengths" else getattr(batch, column.name)[block]
+        arrays[column.name] = np.array(values, dtype=column.dtype)
+    return arrays
+
+
+def datasets_features() -> Any:
+    """The schema as Hugging Face ``datasets.Features`` (imports ``datasets``)."""
+    import datasets
+
+    return datasets.Features({column.name: datasets.List(datasets.Value(column.dtype)) for column in COLUMNS})

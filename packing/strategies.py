@@ -78,9 +78,8 @@ class Strategy:
     ``order`` is the order documents are placed in (``input``; ``longest_first``, ties in input
     order; ``random``, drawn from ``seed``); ``options`` the keyword options it accepts beyond
     the common ones; ``bound`` the lower bound that applies (``simple`` = ceil(tokens / L) when
-    documents may be split, ``l2`` = Martello–Toth L2 otherwise); ``max_documents`` the largest
-    input it takes (None: no limit); ``layout`` its layout function (None for ``split``, which
-    the planner lays out itself).
+    documents may be split, ``l2`` = Martello–Toth L2 otherwise); ``layout`` its layout function
+    (None for ``split``, which the planner lays out itself).
     """
 
     name: str
@@ -91,7 +90,16 @@ class Strategy:
     order: Order
     layout: LayoutFunction | None = field(repr=False, compare=False)
     options: frozenset[str] = frozenset()
-    max_documents: int | None = None
+
+    @property
+    def is_search(self) -> bool:
+        """Whether it searches until a time limit (it takes ``time_limit``): slow on purpose, left out of
+        sweeps that run every strategy.
+
+        >>> [s.name for s in STRATEGIES.values() if s.is_search]
+        ['optimal']
+        """
+        return "time_limit" in self.options
 
     @property
     def bound(self) -> Bound:
@@ -163,9 +171,8 @@ def _entry(
     order: Order,
     layout: LayoutFunction | None,
     options: frozenset[str] = frozenset(),
-    max_documents: int | None = None,
 ) -> Strategy:
-    return Strategy(name, title, description, complexity, layout is None, order, layout, options, max_documents)
+    return Strategy(name, title, description, complexity, layout is None, order, layout, options)
 
 
 STRATEGIES: dict[str, Strategy] = {

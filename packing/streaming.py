@@ -10,7 +10,7 @@ never on the length of the stream. ``stream_dataset`` wraps a Hugging Face ``Ite
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -19,8 +19,13 @@ from packing.errors import SampleError, SettingError
 from packing.packed import materialize
 from packing.plans import plan
 from packing.reader import Samples, read_rows
+from packing.recipe import Recipe, RecipeOptions
+from packing.schema import block_arrays, datasets_features
 from packing.strategies import STRATEGIES, StrategyName
-from packing.validation import OverflowPolicy, check_max_seq_length, check_positive_int
+from packing.validation import OverflowPolicy, check_positive_int
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from typing import Unpack
 
 Int64Array = npt.NDArray[np.int64]
 Block = dict[str, npt.NDArray[Any]]
@@ -76,10 +81,10 @@ def _capped(carry: npt.NDArray[np.bool_], fill: Int64Array, count: Int64Array, l
     return capped
 
 
-def _read(rows: list[Any], first: int, completion_only_loss: bool) -> Samples:
+def _read(rows: list[Any], first: int, recipe: Recipe) -> Samples:
     """Read a buffer of rows; an error names the sample by its position in the stream."""
     try:
-        samples = read_rows(rows, completion_only_loss)
+        samples = read_rows(rows, **recipe.read_options())
     except SampleError as error:
         if error.sample is not None:
             error.sample += first
@@ -92,38 +97,46 @@ def _read(rows: list[Any], first: int, completion_only_loss: bool) -> Samples:
 
 def stream(
     samples: Iterable[Any],
-    max_seq_length: int,
+    max_seq_length: int | None = None,
     *,
+    strategy: StrategyName | None = None,
+    overflow: OverflowPolicy | None = None,
     buffer_size: int = 10_000,
-    strategy: StrategyName = "bfd",
-    overflow: OverflowPolicy = "truncate",
-    pad_token_id: int = 0,
-    completion_only_loss: bool = True,
-    seed: int | None = 0,
+    shuffle: bool = True,
+    recipe: Recipe | None = None,
+    **options: Unpack[RecipeOptions],
 ) -> Iterator[Block]:
-    """Pack an iterable of samples (any form ``pack`` accepts, any length, read once) into blocks of
-    ``max_seq_length`` tokens, holding at most ``buffer_size`` samples at a time.
+    """Pack an iterable of samples (any form ``pack`` accepts, text rows with a ``tokenizer``, any length,
+    read once) into blocks of ``max_seq_length`` tokens, holding at most ``buffer_size`` samples at a time.
 
-    Yields one dict per block with the packed schema's columns as numpy arrays: ``input_ids``, ``labels``,
-    ``position_ids`` (int64), ``loss_mask`` (int8), ``sequence_ids`` (int32; the sample's position in the stream,
-    counted from its start; -1 in padding), all of length ``max_seq_length``, and ``seq_lengths`` (int32, the
-    block's documents). Each buffer is packed with ``strategy``; documents of blocks filled below 99 % are carried
-    into the next buffer once; the blocks of a buffer come out in a random order from ``seed`` (``None``: plan
-    order). The last buffer is flushed whole. O(tokens) plus the strategy's cost per buffer; memory
-    O(buffer_size × sample length), independent of the stream's length.
+    The options are every entry point's (:class:`~packing.Recipe`, or ``recipe=``), except ``window``
+    (the buffer is the window here) and strategies that split samples (``split``). Yields one dict per
+    block with the packed schema's columns (``packing.schema.COLUMNS``) as numpy arrays, all of length
+    ``max_seq_length`` but ``seq_lengths`` (the block's documents); ``sequence_ids`` is the sample's
+    position in the stream, counted from its start (-1 in padding). Each buffer is packed with
+    ``strategy``; documents of blocks filled below 99 % are carried into the next buffer once; with
+    ``shuffle`` the blocks of a buffer come out in a random order drawn from ``seed`` (default 0),
+    otherwise in plan order. The last buffer is flushed whole. O(tokens) plus the strategy's cost per
+    buffer; memory O(buffer_size × sample length), independent of the stream's length.
 
-    >>> blocks = list(stream([[1, 2, 3], [4, 5], [6, 7, 8, 9]], 5, seed=None))
+    >>> blocks = list(stream([[1, 2, 3], [4, 5], [6, 7, 8, 9]], 5, shuffle=False))
     >>> [b["input_ids"].tolist() for b in blocks]
     [[6, 7, 8, 9, 0], [1, 2, 3, 4, 5]]
     >>> [b["sequence_ids"].tolist() for b in blocks]
     [[2, 2, 2, 2, -1], [0, 0, 0, 1, 1]]
+    >>> [b["input_ids"].tolist() for b in stream([{"text": "hi"}], 4, tokenizer="bytes")]
+    [[104, 105, 256, 257]]
     """
-    capacity = check_max_seq_length(max_seq_length)
+    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    chosen.refuse("stream", ["window"])
+    capacity, strategy = chosen.max_seq_length, chosen.strategy
     size = check_positive_int(buffer_size, "buffer_size")
-    if strategy not in STRATEGIES or STRATEGIES[strategy].splits_sequences:
+    if STRATEGIES[strategy].splits_sequences:
         choices = ", ".join(name for name, s in STRATEGIES.items() if not s.splits_sequences)
         raise SettingError("strategy", f"a strategy that keeps samples whole ({choices})", strategy)
-    rng = np.random.default_rng(seed) if seed is not None else None
+    if not isinstance(shuffle, bool):
+        raise SettingError("shuffle", "True or False", shuffle)
+    rng = np.random.default_rng(chosen.seed or 0)
     carried = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(1, np.int64))
     carried_ids = np.zeros(0, dtype=np.int64)
     position = 0
@@ -138,7 +151,7 @@ def stream(
                 break
         else:
             finished = True
-        fresh = _read(rows, position, completion_only_loss)
+        fresh = _read(rows, position, chosen)
         buffer = _concat([carried, fresh])
         ids = np.concatenate((carried_ids, np.arange(position, position + len(rows), dtype=np.int64)))
         was_carried = np.arange(len(ids)) < len(carried_ids)
@@ -146,16 +159,20 @@ def stream(
         if len(ids) == 0:
             break
         random_order = "seed" in STRATEGIES[strategy].options
-        plan_seed = (int(rng.integers(2**31)) if rng is not None else 0) if random_order else None
-        layout = plan(buffer.lengths, capacity, strategy, overflow, seed=plan_seed)
+        plan_seed = int(rng.integers(2**31)) if random_order else None
+        layout = plan(buffer.lengths, recipe=Recipe.of(chosen, seed=plan_seed) if random_order else chosen)
         fill = np.zeros(layout.num_blocks, dtype=np.int64)
         np.add.at(fill, layout.piece_block(), layout.piece_length)
         carry_block = np.zeros(layout.num_blocks, dtype=bool)
         if not finished:
             carry_block = fill < CARRY_BELOW * capacity
-            # a document is carried once; a block holding one that already was is emitted
+            # a document is carried once, and a sample cut in pieces (overflow="split") never: a block holding
+            # one of these is emitted
+            cut = np.bincount(layout.piece_sequence, minlength=len(ids)) > 1
             again = np.zeros(layout.num_blocks, dtype=bool)
-            np.logical_or.at(again, layout.piece_block(), was_carried[layout.piece_sequence])
+            np.logical_or.at(
+                again, layout.piece_block(), was_carried[layout.piece_sequence] | cut[layout.piece_sequence]
+            )
             carry_block &= ~again
             carry_block = _capped(carry_block, fill, np.diff(layout.block_starts), size // 2)
         piece_carry = carry_block[layout.piece_block()]
@@ -163,57 +180,51 @@ def stream(
         carried = _subset(buffer, keep_rows)
         carried_ids = ids[keep_rows]
         emit = np.flatnonzero(~carry_block)
-        if rng is not None:
+        if shuffle:
             emit = rng.permutation(emit)
         for first in range(0, len(emit), CHUNK_BLOCKS):  # a few blocks at a time: memory is the buffer's
-            batch = materialize(layout, buffer, pad_token_id, blocks=emit[first : first + CHUNK_BLOCKS])
+            batch = materialize(layout, buffer, chosen.pad_id, blocks=emit[first : first + CHUNK_BLOCKS])
             for b in range(batch.num_blocks):
-                sequence = batch.sequence_ids[b]
-                yield {
-                    "input_ids": batch.input_ids[b].copy(),
-                    "labels": batch.labels[b].copy(),
-                    "loss_mask": batch.loss_mask[b].copy(),
-                    "position_ids": batch.position_ids[b].copy(),
-                    "sequence_ids": np.where(sequence >= 0, ids[np.maximum(sequence, 0)], -1).astype(np.int32),
-                    "seq_lengths": batch.seq_lengths(b).astype(np.int32),
-                }
+                block = block_arrays(batch, b)
+                sequence = block["sequence_ids"]
+                block["sequence_ids"] = np.where(sequence >= 0, ids[np.maximum(sequence, 0)], -1).astype(sequence.dtype)
+                yield block
 
 
-def _dataset_blocks(dataset: Any, max_seq_length: int, options: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def _dataset_blocks(dataset: Any, max_seq_length: int | None, options: dict[str, Any]) -> Iterator[dict[str, Any]]:
     for block in stream(dataset, max_seq_length, **options):
         yield {name: values.tolist() for name, values in block.items()}
 
 
-def stream_dataset(dataset: Any, max_seq_length: int, **options: Any) -> Any:
+def stream_dataset(
+    dataset: Any,
+    max_seq_length: int | None = None,
+    *,
+    strategy: StrategyName | None = None,
+    overflow: OverflowPolicy | None = None,
+    buffer_size: int = 10_000,
+    shuffle: bool = True,
+    recipe: Recipe | None = None,
+    **options: Unpack[RecipeOptions],
+) -> Any:
     """A Hugging Face ``datasets.IterableDataset`` of packed blocks from an iterable dataset (or any iterable of
-    rows with ``input_ids`` or ``prompt``/``completion``; other columns are ignored). ``options`` are those of
-    ``stream``. The columns are the packed schema's. Lazy: nothing is read until iterated.
+    rows ``stream`` reads; other columns are ignored). The options are ``stream``'s, checked now; the columns
+    the packed schema's. Lazy: nothing is read until iterated.
 
     >>> import datasets
     >>> rows = datasets.Dataset.from_dict({"input_ids": [[1, 2], [3, 4, 5], [6]]}).to_iterable_dataset()
-    >>> [b["input_ids"] for b in stream_dataset(rows, 4, seed=None)]
+    >>> [b["input_ids"] for b in stream_dataset(rows, 4, shuffle=False)]
     [[3, 4, 5, 6], [1, 2, 0, 0]]
     """
     try:
         import datasets
     except ImportError as error:  # pragma: no cover - exercised only without datasets
         raise ImportError("stream_dataset needs Hugging Face datasets: pip install datasets") from error
-
-    def ints(kind: str) -> Any:
-        return datasets.List(datasets.Value(kind))
-
-    features = datasets.Features(
-        {
-            "input_ids": ints("int64"),
-            "labels": ints("int64"),
-            "loss_mask": ints("int8"),
-            "position_ids": ints("int64"),
-            "sequence_ids": ints("int32"),
-            "seq_lengths": ints("int32"),
-        }
-    )
+    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    next(stream([], recipe=chosen, buffer_size=buffer_size, shuffle=shuffle), None)  # the settings, now
+    settings = {"recipe": chosen, "buffer_size": buffer_size, "shuffle": shuffle}
     return datasets.IterableDataset.from_generator(
         _dataset_blocks,
-        features=features,
-        gen_kwargs={"dataset": dataset, "max_seq_length": max_seq_length, "options": options},
+        features=datasets_features(),
+        gen_kwargs={"dataset": dataset, "max_seq_length": None, "options": settings},
     )

@@ -31,7 +31,7 @@ import heapq
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -44,9 +44,17 @@ except ImportError as error:  # pragma: no cover - exercised only without torch
 
 from packing import IGNORE_INDEX, DatasetError, PackedBatch, SampleError, SettingError, materialize, plan, read_rows
 from packing.auditing import AuditReport, audit
+from packing.plans import Piece
+from packing.reader import Samples
+from packing.recipe import Recipe, RecipeOptions
 from packing.schema import COLUMNS, LOSS_WEIGHTS
+from packing.stats import PackingStats
 from packing.strategies import STRATEGIES, StrategyName
+from packing.validation import OverflowPolicy
 from packing.weighting import LossMode, LossTotals, check_mode, token_weights
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from typing import Unpack
 
 Int64Array = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -85,12 +93,19 @@ def _world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
 @dataclass(frozen=True)
 class Schedule:
     """One epoch of blocks for every rank: step ``s`` gives rank ``r`` block ``s * num_replicas + r``, whose
-    sample indices are ``indices[block_starts[b]:block_starts[b + 1]]``; ``costs[s, r]`` is that block's cost."""
+    sample indices are ``indices[block_starts[b]:block_starts[b + 1]]``; ``costs[s, r]`` is that block's cost.
+    Entry ``k`` is tokens ``starts[k]:starts[k] + lengths[k]`` of sample ``indices[k]`` (the overflow policy
+    applied); ``pieces[k]`` says it is one piece of a sample cut by ``overflow="split"``. ``stats`` is the
+    epoch's plan's (tokens lost, sequences truncated, split, dropped; its block counts are before dealing)."""
 
     num_replicas: int
     block_starts: Int64Array
     indices: Int64Array
     costs: FloatArray
+    starts: Int64Array
+    lengths: Int64Array
+    pieces: npt.NDArray[np.bool_]
+    stats: PackingStats
 
     @property
     def num_steps(self) -> int:
@@ -100,6 +115,17 @@ class Schedule:
         """Sample indices of rank ``rank``'s block at step ``step``."""
         b = step * self.num_replicas + rank
         return self.indices[self.block_starts[b] : self.block_starts[b + 1]]
+
+    def items(self, step: int, rank: int) -> list[int | Piece]:
+        """What the sampler yields for that block: a sample's index, or a ``Piece`` of a split sample."""
+        b = step * self.num_replicas + rank
+        lo, hi = int(self.block_starts[b]), int(self.block_starts[b + 1])
+        return [
+            Piece(int(self.indices[k]), int(self.starts[k]), int(self.lengths[k]))
+            if self.pieces[k]
+            else int(self.indices[k])
+            for k in range(lo, hi)
+        ]
 
     def loss_totals(self, trained: Int64Array, gradient_accumulation_steps: int = 1) -> list[LossTotals]:
         """For each step, the ``LossTotals`` of its optimizer step: the documents of every rank's blocks in the
@@ -112,6 +138,8 @@ class Schedule:
         >>> s.loss_totals(np.array([2, 1, 3, 0]), 2)
         [LossTotals(documents=3, tokens=6, sqrt_sum=4.14...), LossTotals(documents=3, tokens=6, sqrt_sum=4.14...)]
         """
+        if self.pieces.any():
+            raise SettingError("trained_tokens", "whole samples (overflow truncate or drop, not split)", "<pieces>")
         group = self.num_replicas * gradient_accumulation_steps
         block_of = np.repeat(np.arange(len(self.block_starts) - 1), np.diff(self.block_starts))
         optimizer_step = block_of // group
@@ -182,20 +210,24 @@ def _even_out_cheapest(
 
 def build_schedule(
     lengths: npt.ArrayLike,
-    max_seq_length: int,
-    num_replicas: int,
+    max_seq_length: int | None = None,
+    num_replicas: int = 1,
     *,
-    strategy: StrategyName = "bfd",
-    seed: int = 0,
+    strategy: StrategyName | None = None,
+    overflow: OverflowPolicy | None = None,
     epoch: int = 0,
     shuffle: bool = True,
     cost: CostFunction | None = None,
     balance: bool = True,
+    recipe: Recipe | None = None,
+    **options: Unpack[RecipeOptions],
 ) -> Schedule:
     """Pack one epoch and deal its blocks to ``num_replicas`` ranks (what ``PackingSampler`` does on every rank).
 
-    1. The samples are permuted with ``(seed, epoch)`` (when ``shuffle``) and planned with ``strategy``, so
-       neighbours change between epochs. A sample longer than ``max_seq_length`` gets a block of its own.
+    1. The samples are permuted with ``(seed, epoch)`` (when ``shuffle``; seed default 0) and planned with
+       the recipe (strategy, its options, window), so neighbours change between epochs. The overflow policy
+       applies as in ``pack``: a sample longer than ``max_seq_length`` is truncated to it (a block of its
+       own), dropped, or split into pieces that may land in different blocks.
     2. When the blocks do not divide evenly into ``num_replicas``, the blocks with the most documents are split
        in two (halves of similar cost) until they do; empty samples join blocks round-robin.
     3. With ``balance``, the documents of the ``2 × num_replicas`` cheapest blocks (part-filled ones) are
@@ -209,24 +241,30 @@ def build_schedule(
     >>> s = build_schedule([5, 3, 2, 4, 6, 1], 6, 2, seed=0)
     >>> s.num_steps, sorted(s.indices.tolist())
     (2, [0, 1, 2, 3, 4, 5])
+    >>> sorted(build_schedule([10, 3, 5], 8, overflow="split").lengths.tolist())
+    [2, 3, 5, 8]
     """
-    sizes = np.asarray(lengths)
+    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    capacity = chosen.max_seq_length
+    sizes = np.asarray(getattr(lengths, "lengths", lengths))
     if sizes.ndim != 1 or (sizes.size and sizes.dtype.kind not in "iu"):
         raise SettingError("lengths", "a flat list of integers", f"<an array of shape {sizes.shape}>")
     sizes = sizes.astype(np.int64)
     if sizes.size and int(sizes.min()) < 0:
         raise SettingError("lengths", "non-negative lengths", int(sizes.min()))
-    if strategy not in STRATEGIES or STRATEGIES[strategy].splits_sequences:
+    if STRATEGIES[chosen.strategy].splits_sequences:
         choices = ", ".join(name for name, s in STRATEGIES.items() if not s.splits_sequences)
-        raise SettingError("strategy", f"a strategy that keeps samples whole ({choices})", strategy)
-    rng = np.random.default_rng([seed, epoch])
+        raise SettingError("strategy", f"a strategy that keeps samples whole ({choices})", chosen.strategy)
+    rng = np.random.default_rng([chosen.seed or 0, epoch])
     order = rng.permutation(len(sizes)) if shuffle else np.arange(len(sizes))
-    random_order = "seed" in STRATEGIES[strategy].options
-    layout = plan(sizes[order], max_seq_length, strategy, seed=int(rng.integers(2**31)) if random_order else None)
+    random_order = "seed" in STRATEGIES[chosen.strategy].options
+    layout = plan(sizes[order], recipe=Recipe.of(chosen, seed=int(rng.integers(2**31))) if random_order else chosen)
     docs = order[layout.piece_sequence.astype(np.int64)]
+    starts = layout.piece_start.astype(np.int64)
+    tokens = layout.piece_length.astype(np.int64)
     block_of = layout.piece_block()
     weigh = cost if cost is not None else default_cost
-    doc_cost = np.asarray(weigh(sizes[docs]), dtype=np.float64)
+    doc_cost = np.asarray(weigh(tokens), dtype=np.float64)
     if doc_cost.shape != docs.shape:
         raise SettingError("cost", "a function giving one value per length", f"<{doc_cost.size} values>")
     num_blocks = layout.num_blocks
@@ -251,11 +289,13 @@ def build_schedule(
             heapq.heappush(heap, (-len(keep), donor))
             heapq.heappush(heap, (-len(move), new))
     if balance:
-        _even_out_cheapest(block_of, doc_cost, np.minimum(sizes[docs], max_seq_length), max_seq_length, num_replicas)
+        _even_out_cheapest(block_of, doc_cost, tokens, capacity, num_replicas)
     empties = np.flatnonzero(sizes == 0)
     if empties.size:
         empties = rng.permutation(empties) if shuffle else empties
         docs = np.concatenate((docs, empties))
+        starts = np.concatenate((starts, np.zeros(len(empties), dtype=np.int64)))
+        tokens = np.concatenate((tokens, np.zeros(len(empties), dtype=np.int64)))
         block_of = np.concatenate((block_of, np.arange(len(empties), dtype=np.int64) % wanted))
         doc_cost = np.concatenate((doc_cost, np.zeros(len(empties))))
     block_cost = np.bincount(block_of, weights=doc_cost, minlength=wanted)
@@ -271,17 +311,35 @@ def build_schedule(
     grouped = np.argsort(position, kind="stable")  # keeps each block's documents in plan order
     block_starts = np.zeros(wanted + 1, dtype=np.int64)
     np.cumsum(np.bincount(position, minlength=wanted), out=block_starts[1:])
-    return Schedule(num_replicas, block_starts, docs[grouped].astype(np.int64), block_cost[dealt].astype(np.float64))
+    pieces = (sizes[docs] > capacity) & (chosen.overflow == "split")
+    return Schedule(
+        num_replicas,
+        block_starts,
+        docs[grouped].astype(np.int64),
+        block_cost[dealt].astype(np.float64),
+        starts[grouped],
+        tokens[grouped],
+        pieces[grouped],
+        layout.stats,
+    )
 
 
-class PackingSampler(Sampler[list[int]]):
+class PackingSampler(Sampler[list[int | Piece]]):
     """A batch sampler that packs samples into blocks of at most ``max_seq_length`` tokens, for
-    ``DataLoader(dataset, batch_sampler=sampler, collate_fn=collate)``: each step yields the indices of the
-    samples in this rank's block.
+    ``DataLoader(dataset, batch_sampler=sampler, collate_fn=sampler.collate)``: each step yields the indices of
+    the samples in this rank's block.
 
+    - The options are every entry point's (:class:`~packing.Recipe`, or ``recipe=``); ``seed`` (default 0)
+      draws the epochs' orders. ``lengths`` are the samples' token counts (or a dataset with ``.lengths``).
+    - Never longer than ``max_seq_length``: the overflow policy applies as in ``pack`` and is counted the same
+      way (``sampler.stats``: tokens lost, sequences truncated, split, dropped). ``truncate``: an over-long
+      sample's index comes alone and ``sampler.collate`` keeps its first ``max_seq_length`` tokens. ``drop``: it
+      never comes. ``split``: its pieces come as ``Piece(sample, start, length)`` items, possibly in different
+      steps; read the dataset through ``sampler.pieces(dataset)``, which gives such an item the piece's tokens
+      as a sample of its own (a document of its own, as in ``pack``).
     - ``len(sampler)`` is the number of steps of the epoch, the same on every rank (it may change by one between
-      epochs, as each epoch is packed anew); every sample appears in exactly one block of one rank per epoch;
-      no block is empty. Fewer non-empty samples than ranks × steps is refused.
+      epochs, as each epoch is packed anew); every sample (or piece) appears in exactly one block of one rank
+      per epoch; no block is empty. Fewer non-empty samples than ranks × steps is refused.
     - ``set_epoch(epoch)`` repacks from ``(seed, epoch)``: the same on every rank and run, different between epochs.
     - The blocks of a step are chosen so the slowest rank's cost is close to the mean; the cost of a document of
       ``ℓ`` tokens is ``cost(ℓ)`` (vectorized over an int64 array), by default ``24576·ℓ + ℓ²``.
@@ -296,25 +354,34 @@ class PackingSampler(Sampler[list[int]]):
     [3, 3]
     >>> sorted(i for s in ranks for block in s for i in block)
     [0, 1, 2, 3, 4, 5, 6, 7]
+    >>> sampler = PackingSampler([10, 3, 5], 8, shuffle=False)
+    >>> rows = [[7] * 10, [1, 2, 3], [4] * 5]
+    >>> [sampler.collate([rows[i] for i in b])["input_ids"].shape[1] for b in sampler]
+    [8, 8]
+    >>> sampler.stats.tokens_lost, sampler.stats.sequences_truncated
+    (2, 1)
     """
 
     def __init__(
         self,
         lengths: npt.ArrayLike,
-        max_seq_length: int,
+        max_seq_length: int | None = None,
         *,
-        strategy: StrategyName = "bfd",
+        strategy: StrategyName | None = None,
+        overflow: OverflowPolicy | None = None,
         num_replicas: int | None = None,
         rank: int | None = None,
-        seed: int = 0,
         shuffle: bool = True,
         cost: CostFunction | None = None,
         balance: bool = True,
+        recipe: Recipe | None = None,
         trained_tokens: npt.ArrayLike | None = None,
         gradient_accumulation_steps: int = 1,
+        **options: Unpack[RecipeOptions],
     ) -> None:
         super().__init__()
-        self.lengths = np.asarray(lengths).copy()
+        self.recipe = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+        self.lengths = np.asarray(getattr(lengths, "lengths", lengths)).copy()
         self.trained_tokens = _trained_counts(trained_tokens, len(self.lengths))
         if (
             isinstance(gradient_accumulation_steps, bool)
@@ -323,16 +390,27 @@ class PackingSampler(Sampler[list[int]]):
         ):
             raise SettingError("gradient_accumulation_steps", "an integer >= 1", gradient_accumulation_steps)
         self.gradient_accumulation_steps = gradient_accumulation_steps
-        self.max_seq_length = max_seq_length
-        self.strategy = strategy
         self.num_replicas, self.rank = _world(num_replicas, rank)
-        self.seed = seed
         self.shuffle = shuffle
         self.cost = cost
         self.balance = balance
         self.epoch = 0
         self._schedule: Schedule | None = None
         self.schedule  # noqa: B018 - check the arguments now, not at the first step
+
+    @property
+    def max_seq_length(self) -> int:
+        return self.recipe.max_seq_length
+
+    @property
+    def collate(self) -> Callable[[Sequence[Any]], dict[str, Any]]:
+        """``collate`` with this sampler's recipe: rows read the same way, no batch over ``max_seq_length``
+        (picklable, for DataLoader workers)."""
+        return functools.partial(collate, recipe=self.recipe)
+
+    def pieces(self, dataset: Any) -> Pieces:
+        """``dataset`` read as this sampler's items: an index gives its row, a ``Piece`` the piece's tokens."""
+        return Pieces(dataset, self.recipe)
 
     def set_epoch(self, epoch: int) -> None:
         """Pack epoch ``epoch`` next (call it before iterating, on every rank, with the same value)."""
@@ -346,16 +424,19 @@ class PackingSampler(Sampler[list[int]]):
         if self._schedule is None:
             self._schedule = build_schedule(
                 self.lengths,
-                self.max_seq_length,
-                self.num_replicas,
-                strategy=self.strategy,
-                seed=self.seed,
+                num_replicas=self.num_replicas,
                 epoch=self.epoch,
                 shuffle=self.shuffle,
                 cost=self.cost,
                 balance=self.balance,
+                recipe=self.recipe,
             )
         return self._schedule
+
+    @property
+    def stats(self) -> PackingStats:
+        """This epoch's plan's statistics: what the overflow policy cut, split or dropped, as ``pack`` counts it."""
+        return self.schedule.stats
 
     @property
     def imbalance(self) -> float:
@@ -365,12 +446,12 @@ class PackingSampler(Sampler[list[int]]):
     def __len__(self) -> int:
         return self.schedule.num_steps
 
-    def __iter__(self) -> Iterator[list[int]]:
+    def __iter__(self) -> Iterator[list[int | Piece]]:
         schedule = self.schedule
         totals = self.loss_totals()
         for step in range(schedule.num_steps):
-            indices = schedule.block(step, self.rank).tolist()
-            yield indices if totals is None else Step(indices, totals[step])
+            items = schedule.items(step, self.rank)
+            yield items if totals is None else Step(items, totals[step])
 
     def loss_totals(self) -> list[LossTotals] | None:
         """Each step's ``LossTotals`` over its optimizer step (``gradient_accumulation_steps`` steps × every
@@ -379,17 +460,49 @@ class PackingSampler(Sampler[list[int]]):
             return None
         return self.schedule.loss_totals(self.trained_tokens, self.gradient_accumulation_steps)
 
-    def loader(
-        self, dataset: Any, loss_weights: LossMode, *, completion_only_loss: bool = True, **kwargs: Any
-    ) -> StepLoader:
+    def loader(self, dataset: Any, loss_weights: LossMode, **kwargs: Any) -> StepLoader:
         """A ``DataLoader`` over ``dataset`` with this sampler whose batches (``collate``'s) carry ``loss_weights``
         for the objective ``loss_weights``, normalised over each optimizer step on every rank (needs
         ``trained_tokens``). ``kwargs`` go to the ``DataLoader`` (``num_workers``, ...)."""
         check_mode(loss_weights)
         if self.trained_tokens is None:
             raise SettingError("trained_tokens", "trained tokens per sample (packing.weighting.trained_tokens)", None)
-        collate_fn = functools.partial(collate, completion_only_loss=completion_only_loss, loss_weights=loss_weights)
-        return StepLoader(StepDataset(dataset), batch_sampler=self, collate_fn=collate_fn, **kwargs)
+        collate_fn = functools.partial(collate, recipe=self.recipe, loss_weights=loss_weights)
+        return StepLoader(StepDataset(self.pieces(dataset)), batch_sampler=self, collate_fn=collate_fn, **kwargs)
+
+
+class Pieces(Dataset[Any]):
+    """A dataset read as ``PackingSampler`` items: an index gives ``dataset[index]`` unchanged; a
+    ``Piece(sample, start, length)`` gives ``{"input_ids", "loss_mask"}`` of those tokens of the sample, read
+    through the reader with the recipe (text rows tokenized). O(the sample's length) per piece.
+
+    >>> import packing
+    >>> Pieces([[1, 2, 3, 4, 5]], packing.Recipe(2))[packing.Piece(0, 2, 2)]
+    {'input_ids': [3, 4], 'loss_mask': [1, 1]}
+    """
+
+    def __init__(self, dataset: Any, recipe: Recipe) -> None:
+        self.dataset = dataset
+        self.recipe = recipe
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, item: int | Piece) -> Any:
+        if not isinstance(item, Piece):
+            return self.dataset[item]
+        row = self.dataset[item.sequence]
+        row = {k: _numpy(v) for k, v in row.items()} if isinstance(row, Mapping) else _numpy(row)
+        try:
+            samples = read_rows([row], **self.recipe.read_options())
+        except SampleError as error:
+            error.sample = item.sequence
+            error.args = (error.where_and_what(),)
+            raise
+        if samples.tokens is None or samples.loss_mask is None:
+            raise SettingError("dataset", "samples with token ids", "<lengths only>")
+        cut = slice(item.start, item.start + item.length)
+        return {"input_ids": samples.tokens[cut].tolist(), "loss_mask": samples.loss_mask[cut].tolist()}
 
 
 # ---------------------------------------------------------------- collate
@@ -405,7 +518,7 @@ def _is_block(row: Any) -> bool:
 
 
 def _documents(
-    rows: Sequence[Any], completion_only_loss: bool, ignore_masks: bool = False
+    rows: Sequence[Any], recipe: Recipe, ignore_masks: bool = False
 ) -> tuple[Int64Array, Int64Array, Int64Array]:
     """Tokens, labels (-100 on masked tokens and every document's first token) and lengths of the non-empty
     documents of ``rows``, concatenated. Packed blocks (rows with ``seq_lengths``) give their documents.
@@ -433,7 +546,7 @@ def _documents(
             elif ignore_masks and row.get("input_ids") is not None:
                 row = {"input_ids": row["input_ids"]}
         plain.append(_numpy(row))
-    samples = read_rows(plain, completion_only_loss)
+    samples = read_rows(plain, **recipe.read_options())
     if samples.tokens is None or samples.loss_mask is None:
         raise SettingError("rows", "samples with token ids", "<lengths only>")
     lengths = samples.lengths
@@ -447,26 +560,60 @@ def _documents(
     return samples.tokens, labels, lengths[lengths > 0]
 
 
+def _cap(
+    tokens: Int64Array, labels: Int64Array, lengths: Int64Array, recipe: Recipe
+) -> tuple[Int64Array, Int64Array, Int64Array]:
+    """The documents with the overflow policy applied to each (``truncate`` keeps the first ``max_seq_length``
+    tokens, ``drop`` leaves it out, ``split`` refuses it: its pieces come from the sampler), refused when they
+    hold more than ``max_seq_length`` tokens in all. O(tokens)."""
+    capacity, overflow = recipe.max_seq_length, recipe.overflow
+    over = lengths > capacity
+    if over.any():
+        if overflow == "split":
+            raise SettingError(
+                "rows",
+                f"samples of at most {capacity} tokens with overflow='split' (read the dataset through "
+                "sampler.pieces(dataset))",
+                f"<a sample of {int(lengths[over][0])} tokens>",
+            )
+        kept = np.where(over, capacity if overflow == "truncate" else 0, lengths)
+        starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        within = np.arange(len(tokens), dtype=np.int64) - starts < np.repeat(kept, lengths)
+        tokens, labels, lengths = tokens[within], labels[within], kept[kept > 0]
+    if int(lengths.sum()) > capacity:
+        raise SettingError(
+            "rows", f"at most max_seq_length={capacity} tokens in all (a PackingSampler's block)", int(lengths.sum())
+        )
+    return tokens, labels, lengths
+
+
 def collate(
     rows: Sequence[Any],
+    max_seq_length: int | None = None,
     *,
-    completion_only_loss: bool = True,
+    overflow: OverflowPolicy | None = None,
     return_position_ids: bool = True,
     return_flash_attn_kwargs: bool = False,
     return_seq_idx: bool = False,
     ignore_masks: bool = False,
+    recipe: Recipe | None = None,
     loss_weights: LossMode | None = None,
     totals: LossTotals | float | None = None,
+    **options: Unpack[RecipeOptions],
 ) -> dict[str, Any]:
     """The padding-free batch of ``rows``: every document's tokens in one row, as
     ``transformers.DataCollatorWithFlattening`` returns it for the same documents with the same three options
     and defaults (a drop-in ``collate_fn``), key for key.
 
     Rows are samples in any form ``packing.pack`` accepts (token lists, ``{"prompt", "completion"}``,
-    ``{"input_ids", "loss_mask"}``, or ``{"input_ids", "labels"}`` whose labels are kept), or packed blocks (rows
-    with ``seq_lengths``, such as ``PackedDataset`` items); tensors are accepted. Empty documents are skipped.
-    Returns ``input_ids`` and ``labels`` (-100 on masked tokens and each document's first token) as int64
-    tensors of shape ``(1, T)``, and:
+    ``{"input_ids", "loss_mask"}``, or ``{"input_ids", "labels"}`` whose labels are kept; text rows with a
+    ``tokenizer``), or packed blocks (rows with ``seq_lengths``, such as ``PackedDataset`` items, passed as they
+    are); tensors are accepted. Empty documents are skipped. The options are every entry point's
+    (:class:`~packing.Recipe`, or ``recipe=``; ``PackingSampler.collate`` is this with the sampler's recipe).
+    With ``max_seq_length`` (or a recipe), each sample gets the overflow policy (``truncate``, ``drop``;
+    ``split`` refuses an over-long sample, whose pieces the sampler gives) and more than ``max_seq_length``
+    tokens in all are refused: a batch is never longer. Returns ``input_ids`` and ``labels`` (-100 on masked
+    tokens and each document's first token) as int64 tensors of shape ``(1, T)``, and:
 
     - ``return_position_ids`` (default ``True``): ``position_ids`` (int64, ``(1, T)``) restarting at 0 per document;
     - ``return_flash_attn_kwargs`` (default ``False``): ``cu_seq_lens_q`` = ``cu_seq_lens_k`` (int32, ``[0,
@@ -492,8 +639,14 @@ def collate(
     ['cu_seq_lens_k', 'cu_seq_lens_q', 'input_ids', 'labels', 'max_length_k', 'max_length_q', 'position_ids', 'seq_idx']
     >>> collate([[5, 6], [7, 8, 9]], loss_weights="sequence")["loss_weights"].tolist()
     [[0.0, 0.5, 0.0, 0.25, 0.25]]
+    >>> collate([[5, 6, 7, 8, 9]], 3)["input_ids"].tolist()
+    [[5, 6, 7]]
     """
-    tokens, labels, lengths = _documents(rows, completion_only_loss, ignore_masks)
+    chosen = Recipe.for_reading(recipe, max_seq_length, overflow=overflow, **options)
+    capped = recipe is not None or max_seq_length is not None
+    tokens, labels, lengths = _documents(rows, chosen, ignore_masks)
+    if capped and not (rows and all(_is_block(row) for row in rows)):
+        tokens, labels, lengths = _cap(tokens, labels, lengths, chosen)
     if len(lengths) == 0:
         raise SettingError("rows", "at least one token", "<only empty rows>")
     cu = np.zeros(len(lengths) + 1, dtype=np.int32)
@@ -620,27 +773,30 @@ def _trained_counts(trained: npt.ArrayLike | None, count: int) -> Int64Array | N
     return values.astype(np.int64)
 
 
-def _collate_fixed(
-    rows: Sequence[Any], *, max_seq_length: int, pad_token_id: int, completion_only_loss: bool
-) -> dict[str, torch.Tensor]:
+def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Tensor]:
+    max_seq_length = recipe.max_seq_length
     if rows and all(_is_block(row) for row in rows):
         grids = {key: np.stack([np.asarray(_numpy(row[key]), dtype=np.int64) for row in rows]) for key in _FIXED_KEYS}
         if grids["input_ids"].shape[1] != max_seq_length:
             raise SettingError("max_seq_length", "the length of the blocks given", max_seq_length)
         return {key: torch.from_numpy(grid) for key, grid in grids.items()}
-    tokens, labels, lengths = _documents(rows, completion_only_loss)
+    tokens, labels, lengths = _documents(rows, recipe)
     if len(lengths) == 0:
         raise SettingError("rows", "at least one token", "<only empty rows>")
     starts = np.concatenate(([0], np.cumsum(lengths)))
     rows_as_samples = [{"input_ids": tokens[a:b], "loss_mask": (labels[a:b] != IGNORE_INDEX).astype(np.int8)}
                        for a, b in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True)]  # fmt: skip
     samples = read_rows(rows_as_samples)
-    batch = materialize(plan(samples.lengths, max_seq_length, strategy="next_fit"), samples, pad_token_id)
-    # labels: the documents' own labels (which may differ from input_ids) where the block has a target
+    layout = plan(samples.lengths, max_seq_length, "next_fit", recipe.overflow)
+    batch = materialize(layout, samples, recipe.pad_id)
+    # labels: the documents' own labels (which may differ from input_ids) where the block has a target; the
+    # same plan filled with each token's place in ``tokens`` says where each slot's token came from
+    assert samples.loss_mask is not None
+    places = Samples(np.arange(len(tokens), dtype=np.int64), samples.loss_mask, samples.offsets)
+    source = materialize(layout, places).input_ids
     out_labels = np.full(batch.input_ids.shape, IGNORE_INDEX, dtype=np.int64)
     real = batch.sequence_ids >= 0
-    flat_positions = starts[batch.sequence_ids[real]] + batch.position_ids[real]
-    out_labels[real] = labels[flat_positions]
+    out_labels[real] = labels[source[real]]
     return {
         "input_ids": torch.from_numpy(batch.input_ids),
         "labels": torch.from_numpy(out_labels),
@@ -652,25 +808,26 @@ _FIXED_KEYS = ("input_ids", "labels", "position_ids")
 
 
 def collate_fixed(
-    max_seq_length: int, *, pad_token_id: int = 0, completion_only_loss: bool = True
+    max_seq_length: int | None = None,
+    *,
+    overflow: OverflowPolicy | None = None,
+    recipe: Recipe | None = None,
+    **options: Unpack[RecipeOptions],
 ) -> Callable[[Sequence[Any]], dict[str, torch.Tensor]]:
     """A ``collate_fn`` giving blocks of exactly ``max_seq_length`` tokens (static shapes, e.g. for compiled
     models): ``input_ids``, ``labels``, ``position_ids`` of shape ``(blocks, max_seq_length)`` and **no**
     ``attention_mask``; documents restart ``position_ids`` at 0, so transformers keeps them apart, and padding
-    (``pad_token_id``, label -100, position 0) comes last. A sampler's block is one row; more documents than fit
-    go on into further rows (next-fit; a document longer than a block is truncated). Packed blocks pass through,
-    stacked. Picklable (DataLoader workers). O(rows × max_seq_length).
+    (the recipe's pad id, label -100, position 0) comes last. The options are every entry point's. A sampler's
+    block is one row; more documents than fit go on into further rows (next-fit; a document longer than a
+    block gets the overflow policy, as in ``pack``). Packed blocks pass through, stacked. Picklable
+    (DataLoader workers). O(rows × max_seq_length).
 
     >>> batch = collate_fixed(4)([[1, 2], [3]])
     >>> batch["input_ids"].tolist(), batch["labels"].tolist(), batch["position_ids"].tolist()
     ([[1, 2, 3, 0]], [[-100, 2, -100, -100]], [[0, 1, 0, 0]])
     """
-    return functools.partial(
-        _collate_fixed,
-        max_seq_length=max_seq_length,
-        pad_token_id=pad_token_id,
-        completion_only_loss=completion_only_loss,
-    )
+    chosen = Recipe.of(recipe, max_seq_length, overflow=overflow, **options)
+    return functools.partial(_collate_fixed, recipe=chosen)
 
 
 # ---------------------------------------------------------------- dataset

@@ -277,7 +277,7 @@ def tiny(tmp_path: Path) -> Path:
         (
             lambda d: write_jsonl(d / "text.jsonl", [{"text": "hello"}]),
             [],
-            "line 1, 'text': expected token ids (a text row needs a tokenizer: tokenizer=... or --tokenizer)",
+            "line 1, 'text': expected token ids (a text row needs a tokenizer: --tokenizer)",
         ),
         (
             lambda d: write_jsonl(d / "tok.jsonl", [[1], [2, "x"]]),
@@ -287,12 +287,12 @@ def tiny(tmp_path: Path) -> Path:
         (
             lambda d: write_jsonl(d / "bad.jsonl", [[1]]).parent / "bad.jsonl",
             ["--max-seq-length", "0"],
-            "argument --max-seq-length: expected an integer >= 1, got '0'",
+            "--max-seq-length: expected an integer >= 1, got 0",
         ),
         (
             lambda d: write_jsonl(d / "bad.jsonl", [[1]]),
             ["--max-seq-length", "ten"],
-            "expected an integer >= 1, got 'ten'",
+            "argument --max-seq-length: expected an integer, got 'ten'",
         ),
         (
             lambda d: write_jsonl(d / "bad.jsonl", [[1]]),
@@ -312,12 +312,12 @@ def tiny(tmp_path: Path) -> Path:
         (
             lambda d: write_jsonl(d / "many.jsonl", [[1]] * 50),
             ["--strategy", "optimal", "--max-sequences-per-block", "2"],
-            "max_sequences_per_block: expected no value with strategy 'optimal' (it applies to spfhp), got 2",
+            "--max-sequences-per-block: expected no value with strategy 'optimal' (it applies to spfhp), got 2",
         ),
         (
             lambda d: write_jsonl(d / "bad.jsonl", [[1]]),
             ["--max-sequences-per-block", "2"],
-            "max_sequences_per_block: expected no value with strategy 'bfd' (it applies to spfhp), got 2",
+            "--max-sequences-per-block: expected no value with strategy 'bfd' (it applies to spfhp), got 2",
         ),
     ],
 )
@@ -381,7 +381,7 @@ def test_missing_required_options(tiny: Path, capsys: pytest.CaptureFixture[str]
     [
         (["--strategies", "bfd,fastest"], "unknown strategy 'fastest'; expected one of: split"),
         (["--strategies", ","], "expected at least one strategy name"),
-        (["--max-seq-length", "-3"], "expected an integer >= 1, got '-3'"),
+        (["--max-seq-length", "-3"], "--max-seq-length: expected an integer >= 1, got -3"),
     ],
 )
 def test_compare_bad_options(tiny: Path, capsys: pytest.CaptureFixture[str], extra: list[str], expected: str) -> None:
@@ -434,7 +434,7 @@ def test_absurd_sizes_and_deep_json_are_one_line_errors(tmp_path: Path, capsys: 
     lengths = tmp_path / "l.json"
     lengths.write_text('{"lengths": [3, 4]}')
     assert main(["compare", str(lengths), "--max-seq-length", "100000000000000000000"]) == 2
-    assert "max_seq_length: expected at most 16,777,216" in capsys.readouterr().err
+    assert "--max-seq-length: expected at most 16,777,216" in capsys.readouterr().err
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000 + "]" * 100_000)
     assert main(["compare", str(deep), "--max-seq-length", "8"]) == 2

@@ -16,8 +16,6 @@ SMALL = st.lists(st.integers(min_value=0, max_value=12), max_size=8)
 @pytest.mark.parametrize("strategy", list(packing.STRATEGIES))
 @pytest.mark.parametrize("overflow", list(packing.OVERFLOW_POLICIES))
 def test_steps_rebuild_the_plan(strategy: str, overflow: str, lengths: list[int], capacity: int) -> None:
-    limit = packing.STRATEGIES[strategy].max_documents  # none has a limit below explain's own
-    assert limit is None or limit >= packing.MAX_EXPLAIN_DOCUMENTS
     layout = packing.plan(lengths, capacity, strategy, overflow)
     steps = packing.explain(lengths, capacity, strategy, overflow)
     blocks: dict[int, list[tuple[int, int, int, int]]] = {}

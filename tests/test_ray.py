@@ -212,7 +212,9 @@ def test_no_tokens_give_no_blocks(cluster: None) -> None:
     empty_rows = pack_dataset(ray.data.from_items([{"input_ids": []}, {"input_ids": []}]), 8)
     assert empty_rows.take_all() == []
     assert empty_rows.columns() == COLUMNS
-    with pytest.raises(packing.SettingError, match="rows with tokens"):
+    with pytest.raises(packing.SettingError, match="rows the reader reads"):
+        pack_dataset(ray.data.from_items([{"notes": "no tokens"}]), 8)
+    with pytest.raises(packing.NeedsTokenizer, match=r"a text row needs a tokenizer: tokenizer=\.\.\."):
         pack_dataset(ray.data.from_items([{"text": "no tokens"}]), 8)
 
 
@@ -257,7 +259,8 @@ def test_the_steps_give_single_machine_blocks_whatever_the_batches_and_the_shuff
         layout = layout.shuffle(seed)
     pieces = steps._pieces_by_row(layout, steps._RowIds.of(uid), blocks_per_group=2)
     tagged = [
-        steps._tag_pieces(table.slice(lo, input_batch), pieces, True) for lo in range(0, max(len(rows), 1), input_batch)
+        steps._tag_pieces(table.slice(lo, input_batch), pieces, packing.Recipe(max_seq_length))
+        for lo in range(0, max(len(rows), 1), input_batch)
     ]
     shuffled = pa.concat_tables(tagged)
     shuffled = shuffled.take(np.random.default_rng(shuffle_seed).permutation(shuffled.num_rows))

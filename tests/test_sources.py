@@ -351,7 +351,7 @@ def test_a_folder_of_shards_into_a_torch_dataloader(tmp_path: Path) -> None:
         write(tmp_path / f"train-{number:05d}-of-00003.{['parquet', 'jsonl', 'arrow'][number]}", rows)
     data = read_dataset(tmp_path)
     sampler = pt.PackingSampler(data.lengths, 8, num_replicas=1, rank=0, seed=3)
-    loader = torch.utils.data.DataLoader(data, batch_sampler=sampler, collate_fn=pt.collate)
+    loader = torch.utils.data.DataLoader(data, batch_sampler=sampler, collate_fn=sampler.collate)
     seen: list[int] = []
     for indices, batch in zip(sampler, loader, strict=True):
         seen.extend(indices)

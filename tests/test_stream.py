@@ -78,7 +78,7 @@ def test_every_token_once_with_stream_positions(
 
 
 def test_a_buffer_keeps_blocks_within_max_seq_length_and_truncates() -> None:
-    blocks = list(stream([[1] * 9, [2, 2]], 4, buffer_size=1, seed=None))
+    blocks = list(stream([[1] * 9, [2, 2]], 4, buffer_size=1, shuffle=False))
     assert [b["input_ids"].tolist() for b in blocks] == [[1, 1, 1, 1], [2, 2, 0, 0]]
 
 

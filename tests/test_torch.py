@@ -51,6 +51,15 @@ def epoch_blocks(lengths: Any, max_seq_length: int, replicas: int, **kwargs: Any
     return result
 
 
+def epoch_blocks_needed(lengths: list[int], max_seq_length: int, strategy: Any, seed: int, epoch: int) -> int:
+    """The blocks of the plan the sampler makes for this epoch (its order drawn from ``(seed, epoch)``)."""
+    rng = np.random.default_rng([seed, epoch])
+    order = rng.permutation(len(lengths))
+    reads_seed = "seed" in packing.STRATEGIES[strategy].options
+    plan_seed = int(rng.integers(2**31)) if reads_seed else None
+    return packing.plan(np.array(lengths)[order], max_seq_length, strategy, seed=plan_seed).num_blocks
+
+
 # ---------------------------------------------------------------- the sampler
 
 
@@ -70,8 +79,10 @@ def test_every_sample_once_equal_steps_no_empty_block(
     try:
         blocks = epoch_blocks(lengths, max_seq_length, replicas, seed=seed, epoch=epoch, strategy=strategy)
     except packing.SettingError as error:
-        # refused only when there are too few non-empty samples for one block per rank and step
-        blocks_needed = packing.plan(lengths, max_seq_length, strategy=strategy).num_blocks
+        # refused only when there are too few non-empty samples for one block per rank and step, the blocks
+        # being those of the epoch's order (next-fit and first-fit count differently in another order); the
+        # sampler checks epoch 0 when made, then the epoch set
+        blocks_needed = max(epoch_blocks_needed(lengths, max_seq_length, strategy, seed, e) for e in {0, epoch})
         steps = max(1, -(-blocks_needed // replicas))
         assert nonempty < steps * replicas, error
         return

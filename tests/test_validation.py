@@ -44,7 +44,9 @@ ENTRY_POINTS: dict[str, Callable[[Any], object]] = {
     ],
 )
 def test_max_seq_length_must_be_an_integer_of_at_least_one(entry: str, value: object, shown: str) -> None:
-    with pytest.raises(SettingError, match=rf"^max_seq_length: expected an integer >= 1, got {shown}$") as error:
+    # None: no length and no recipe (the options' own default)
+    expected = r"an integer >= 1( \(or a recipe\))?"
+    with pytest.raises(SettingError, match=rf"^max_seq_length: expected {expected}, got {shown}$") as error:
         ENTRY_POINTS[entry](value)
     assert error.value.name == "max_seq_length"
     assert isinstance(error.value, ValueError) and isinstance(error.value, PackingError)
@@ -62,7 +64,7 @@ def test_numpy_integers_are_valid_lengths(value: object) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["nope", "FFD", "", None, 3])
+@pytest.mark.parametrize("name", ["nope", "FFD", "", 3])  # None: the default
 def test_unknown_strategy_lists_the_known_ones(name: object) -> None:
     known = "split, next_fit, first_fit, first_fit_shuffle, ffd, bfd, spfhp, optimal, none"
     message = rf"^strategy: expected one of {known}, got {re.escape(repr(name))}"
@@ -73,9 +75,9 @@ def test_unknown_strategy_lists_the_known_ones(name: object) -> None:
         pack([[1, 2]], 4, name)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("name", ["truncation", "Drop", None])
+@pytest.mark.parametrize("name", ["truncation", "Drop"])  # None: the default
 def test_unknown_overflow_policy_lists_the_known_ones(name: object) -> None:
-    message = rf"^overflow policy: expected one of truncate, split, drop, got {re.escape(repr(name))}"
+    message = rf"^overflow: expected one of truncate, split, drop, got {re.escape(repr(name))}"
     with pytest.raises(SettingError, match=message):
         plan([1, 2], 4, "split", name)  # type: ignore[arg-type]
     with pytest.raises(SettingError, match=message):
@@ -122,7 +124,7 @@ TOKEN = "expected a non-negative integer token id"
         (
             [{"prompt": [1], "completion": "abc"}],
             (0, "completion", None),
-            r"^sample 0, 'completion': expected token ids \(a text row needs a tokenizer: tokenizer=\.\.\. or --tokenizer\), got 'abc' \(str\)$",
+            r"^sample 0, 'completion': expected token ids \(a text row needs a tokenizer: tokenizer=\.\.\.\), got 'abc' \(str\)$",
         ),
         ([{"input_ids": [0, -5]}], (0, "input_ids", 1), r"^sample 0, 'input_ids', position 1: .* got -5$"),
         ([{"input_ids": 5}], (0, "input_ids", None), r"^sample 0, 'input_ids': expected a list of token ids, got 5$"),
@@ -214,7 +216,7 @@ def test_samples_must_be_a_list_of_samples(samples: Any) -> None:
 
 @pytest.mark.parametrize(
     ("value", "shown"),
-    [(-1, "-1"), (True, r"True \(bool\)"), (1.0, r"1.0 \(float\)"), ("0", r"'0' \(str\)"), (None, "None")],
+    [(-1, "-1"), (True, r"True \(bool\)"), (1.0, r"1.0 \(float\)"), ("0", r"'0' \(str\)")],  # None: the default
 )
 def test_pad_token_id_must_be_a_non_negative_integer(value: object, shown: str) -> None:
     with pytest.raises(SettingError, match=rf"^pad_token_id: expected a non-negative integer, got {shown}") as error:
@@ -222,7 +224,7 @@ def test_pad_token_id_must_be_a_non_negative_integer(value: object, shown: str) 
     assert error.value.name == "pad_token_id"
 
 
-@pytest.mark.parametrize("value", [1, 0, "yes", None])
+@pytest.mark.parametrize("value", [1, 0, "yes"])  # None: the default
 def test_completion_only_loss_must_be_a_bool(value: object) -> None:
     message = rf"^completion_only_loss: expected True or False, got {re.escape(repr(value))}"
     with pytest.raises(SettingError, match=message):

@@ -24,13 +24,13 @@ import numpy.typing as npt
 from packing.arrays import check_block_indexes, offsets_of, ranges
 from packing.errors import DatasetError
 from packing.packed import IGNORE_INDEX, PackedBatch
+from packing.validation import INT64_MAX
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
 
 Int64Array = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-INT64_MAX = 2**63 - 1
 __all__ = ["IGNORE_INDEX", "PackedLayout", "Parsed", "Rows"]
 
 

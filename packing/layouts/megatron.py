@@ -32,7 +32,6 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.layouts.common import (
-    INT64_MAX,
     BoolArray,
     Column,
     Int64Array,
@@ -50,6 +49,7 @@ from packing.layouts.common import (
     row_of,
     starts_of,
 )
+from packing.validation import INT64_MAX
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa

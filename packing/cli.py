@@ -158,6 +158,11 @@ def _add_recipe_options(parser: argparse.ArgumentParser, fields: Sequence[datacl
         shown = f" (default: {default})" if isinstance(default, (str, int, float)) else ""
         flag = _flag(f.name)
         assert flag is not None
+        if meta["parse"] is bool:  # a flag that turns a default-on option off
+            parser.add_argument(
+                "--no-" + flag[2:], dest=f.name, action="store_const", const=False, default=None, help=meta["help"]
+            )
+            continue
         parser.add_argument(
             flag,
             type=_parser_of(meta["parse"]),

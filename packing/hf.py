@@ -26,10 +26,10 @@ import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from packing.errors import SettingError
+from packing.errors import SampleError, SettingError
 from packing.packed import materialize, pack
 from packing.plans import plan
-from packing.reader import read_rows, read_table
+from packing.reader import FIELDS, read_rows, read_table
 from packing.recipe import Recipe, RecipeOptions
 from packing.schema import NAMES
 from packing.strategies import StrategyName
@@ -143,6 +143,8 @@ def pack_dataset(
     _check_flag(shuffle, "shuffle")
     if isinstance(dataset, Mapping):  # Python columns: the row reader
         samples = read_rows(_rows(dataset), **chosen.read_options())
+    elif chosen.tokenizer is not None and (chosen.num_proc or 1) > 1 and hasattr(dataset, "map"):
+        samples = read_table(_arrow_table(_tokenized(dataset, chosen)))
     else:
         samples = read_table(_arrow_table(dataset), **chosen.read_options())
     layout = plan(samples.lengths, recipe=chosen)
@@ -156,6 +158,44 @@ def pack_dataset(
     settings = (chosen.describe(), name, chosen.pad_id, shuffle, chosen.seed)
     known = tokenizer is None or isinstance(name, str)  # a tokenizer object without a name: no stable fingerprint
     return Dataset(table, fingerprint=_fingerprint(dataset if known else None, settings))
+
+
+def _tokenized(dataset: Any, recipe: Recipe) -> Any:
+    """``dataset`` with its rows tokenized into ``input_ids`` and ``loss_mask`` by the recipe's ``num_proc``
+    processes (``datasets.map``: contiguous shards, joined in order); errors name the row in the whole dataset."""
+    loaded, loss_rules, num_proc = recipe.loaded_tokenizer, recipe.loss_rules, recipe.num_proc
+    columns = [name for name in dataset.column_names if name in FIELDS]
+    return dataset.select_columns(columns).map(
+        _tokenize_batch,
+        batched=True,
+        with_indices=True,
+        num_proc=num_proc,
+        remove_columns=columns,
+        fn_kwargs={"tokenizer": loaded, "loss_rules": loss_rules},
+        new_fingerprint=_fingerprint(dataset, ("packing.hf._tokenized", repr(loss_rules), num_proc)),
+    )
+
+
+def _tokenize_batch(
+    batch: Mapping[str, Any], indices: list[int], tokenizer: Any, loss_rules: Any
+) -> dict[str, list[Any]]:
+    """One ``datasets.map`` batch through the reader: ``input_ids`` and ``loss_mask`` per row."""
+    from packing.text import read_text_rows
+
+    try:
+        samples = read_text_rows(_rows(batch), tokenizer, loss_rules=loss_rules)
+    except SampleError as error:  # number the row as the whole dataset does
+        if error.sample is not None and 0 <= error.sample < len(indices):
+            error.sample = indices[error.sample]
+            error.args = (error.where_and_what(),)
+        raise
+    tokens, mask, offsets = samples.tokens, samples.loss_mask, samples.offsets
+    assert tokens is not None and mask is not None  # text rows always have tokens
+    starts, ends = offsets[:-1].tolist(), offsets[1:].tolist()
+    return {
+        "input_ids": [tokens[a:b] for a, b in zip(starts, ends, strict=True)],
+        "loss_mask": [mask[a:b] for a, b in zip(starts, ends, strict=True)],
+    }
 
 
 def _fingerprint(source: Any, settings: tuple[Any, ...]) -> str:

@@ -130,8 +130,8 @@ def read_dataset(
     rule (``loss``, applied to prompt/completion rows as they are read) and the ``tokenizer`` (loaded once
     for every file), and ignores the rest. With a ``tokenizer``,
     text rows (``text``, ``messages``, ``prompt`` and ``completion`` as text) are tokenized with their masks
-    (``packing.text``); in a CSV file the ``text``, ``prompt`` and ``completion`` cells are then text.
-    ``limits`` bound the whole dataset (summed over its files), checked before each file is decoded.
+    (``packing.text``) by ``num_proc`` processes, trained as ``loss_rules`` say (``Recipe.loss_rules``); in
+    a CSV file the ``text``, ``prompt`` and ``completion`` cells are then text. ``limits`` bound the whole dataset (summed over its files), checked before each file is decoded.
 
     >>> import io, os, tempfile
     >>> read_dataset(io.BytesIO(b"length\\n5\\n7\\n"), name="lengths.csv").lengths.tolist()

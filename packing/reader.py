@@ -40,6 +40,7 @@ import numpy.typing as npt
 from packing.arrays import copy_runs
 from packing.errors import DatasetError, NeedsTokenizer, SampleError, SettingError
 from packing.limits import scan_json
+from packing.loss import LossRules
 from packing.text import is_text_row
 from packing.validation import INT64_MAX, has_bools
 
@@ -411,6 +412,8 @@ def read_rows(
     completion_only_loss: bool = True,
     *,
     tokenizer: Any = None,
+    loss_rules: LossRules | None = None,
+    num_proc: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Samples:
     """Check and flatten Python rows of any form. O(total tokens); never modifies the input.
@@ -418,7 +421,9 @@ def read_rows(
     All rows have tokens, or all have lengths only. A ``Samples`` is returned as it is.
     With a ``tokenizer`` (anything ``packing.load_tokenizer`` takes), text rows (``text``,
     ``messages``, ``prompt``/``completion`` as strings or messages) are tokenized with their
-    chat template and masks (``packing.text``); ``progress(done, total)`` follows them.
+    chat template and masks (``packing.text``) by ``num_proc`` processes (default one);
+    ``progress(done, total)`` follows them. ``loss_rules`` (:class:`packing.loss.LossRules`,
+    ``Recipe.loss_rules``) say what is trained, else ``completion_only_loss`` does.
 
     >>> s = read_rows([[1, 2], {"input_ids": [3, 4], "prompt": None, "completion": None}])
     >>> s.tokens.tolist(), s.offsets.tolist()
@@ -430,12 +435,17 @@ def read_rows(
     """
     if isinstance(rows, Samples):
         return rows
-    completion_only = _check_flag(completion_only_loss, "completion_only_loss")
+    completion_only = LossRules.of(loss_rules, _check_flag(completion_only_loss, "completion_only_loss")).masks_anything
     if tokenizer is not None:
         from packing.text import load_tokenizer, read_text_rows
 
         text_rows = read_text_rows(
-            rows, load_tokenizer(tokenizer), completion_only_loss=completion_only, progress=progress
+            rows,
+            load_tokenizer(tokenizer),
+            completion_only_loss=completion_only,
+            loss_rules=loss_rules,
+            num_proc=num_proc,
+            progress=progress,
         )
         return text_rows
     if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
@@ -546,6 +556,8 @@ def read_table(
     *,
     completion_only_loss: bool = True,
     tokenizer: Any = None,
+    loss_rules: LossRules | None = None,
+    num_proc: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Samples:
     """Check and flatten the rows of a ``pyarrow.Table``, column by column. O(total tokens + rows).
@@ -559,12 +571,14 @@ def read_table(
     >>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()
     ([1, 2, 3, 4, 5], [1, 1, 0, 1, 1], [2, 3])
     """
-    completion_only = _check_flag(completion_only_loss, "completion_only_loss")
+    completion_only = LossRules.of(loss_rules, _check_flag(completion_only_loss, "completion_only_loss")).masks_anything
     rows = table.num_rows
     names = set(table.column_names)
     if tokenizer is not None or names & set(TEXT_FIELDS):  # text rows: tokenized (or refused) row by row
         records = table.select([n for n in FIELDS if n in names]).to_pylist()
-        return read_rows(records, completion_only, tokenizer=tokenizer, progress=progress)
+        return read_rows(
+            records, completion_only, tokenizer=tokenizer, loss_rules=loss_rules, num_proc=num_proc, progress=progress
+        )
     columns: dict[str, _ListColumn] = {}
     for name in FIELDS:
         if name in names and name != "length":

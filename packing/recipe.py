@@ -29,6 +29,9 @@ from typing import Any, Literal, TypedDict
 import numpy as np
 
 from packing.errors import SettingError
+from packing.loss import DEFAULT_ROLES, LossRules, check_flag, check_roles
+from packing.loss import LOSS_RULES as LOSS_RULES  # re-exported: packing.LOSS_RULES
+from packing.loss import LossRule as LossRule
 from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, StrategyName
 from packing.validation import (
     MAX_SEQ_LENGTH,
@@ -40,14 +43,6 @@ from packing.validation import (
     check_time_limit,
     check_token_id,
 )
-
-LossRule = Literal["completion", "all"]
-"""What is trained: ``completion`` (assistant turns of a chat, the completion of a pair; plain token
-rows keep their own mask), ``all`` (every token of every document)."""
-LOSS_RULES: dict[str, str] = {
-    "completion": "train on the assistant turns of a chat and the completion of a prompt/completion pair",
-    "all": "train on every token",
-}
 
 
 class RecipeOptions(TypedDict, total=False):
@@ -63,6 +58,10 @@ class RecipeOptions(TypedDict, total=False):
     loss: LossRule
     tokenizer: Any
     pad_token_id: int | None
+    roles_to_train: tuple[str, ...] | list[str] | str
+    train_on_eos: bool
+    chat_template: str | None
+    num_proc: int | None
     completion_only_loss: bool
 
 
@@ -136,13 +135,36 @@ class Recipe:
     tokenizer: Any = field(
         default=None,
         compare=False,
-        metadata=_about("read", "tokenize text rows with 'bytes', a tokenizer folder or a hub name", metavar="SPEC"),
+        metadata=_about(
+            "read",
+            "tokenize text rows with 'bytes', a tokenizer folder, a tokenizer.json or .tiktoken file, or a hub name",
+            metavar="SPEC",
+        ),
     )
     pad_token_id: int | None = field(
         default=None,
         metadata=_about(
             "fill", "padding id (default: the tokenizer's pad id, its EOS, else 0)", metavar="ID", parse=int
         ),
+    )
+    roles_to_train: tuple[str, ...] = field(
+        default=DEFAULT_ROLES,
+        metadata=_about("read", "roles whose turns are trained (comma-separated; default assistant)", metavar="ROLES"),
+    )
+    train_on_eos: bool = field(
+        default=True,
+        metadata=_about(
+            "read", "leave out the end-of-turn tokens of trained turns (and the EOS after a completion)", parse=bool
+        ),
+    )
+    chat_template: str | None = field(
+        default=None,
+        metadata=_about("read", "a Jinja chat template, or the path of a file holding one", metavar="PATH"),
+    )
+    num_proc: int | None = field(
+        default=None,
+        compare=False,  # results are identical to one process
+        metadata=_about("read", "processes that tokenize text rows (same result as one)", metavar="N", parse=int),
     )
 
     def __post_init__(self) -> None:
@@ -165,6 +187,19 @@ class Recipe:
         if self.pad_token_id is not None:
             set_(self, "pad_token_id", check_token_id(self.pad_token_id, "pad_token_id"))
         self._check_strategy_options()
+        self._check_text_options()
+
+    def _check_text_options(self) -> None:
+        """Check the loss rules (``roles_to_train``, ``train_on_eos``), ``chat_template`` and ``num_proc``."""
+        set_ = object.__setattr__
+        set_(self, "roles_to_train", check_roles(self.roles_to_train))
+        set_(self, "train_on_eos", check_flag(self.train_on_eos, "train_on_eos"))
+        if self.chat_template is not None and (not isinstance(self.chat_template, str) or not self.chat_template):
+            raise SettingError(
+                "chat_template", "a Jinja chat template or the path of a file holding one", self.chat_template
+            )
+        if self.num_proc is not None:
+            set_(self, "num_proc", check_positive_int(self.num_proc, "num_proc"))
 
     def _check_strategy_options(self) -> None:
         """Refuse a strategy option the strategy does not read (the registry's ``options``); ``seed`` is
@@ -195,7 +230,7 @@ class Recipe:
         >>> Recipe.of(None, 16, stratgy="split")
         Traceback (most recent call last):
         ...
-        packing.errors.SettingError: stratgy: expected one of the options strategy, overflow, window, time_limit, seed, max_sequences_per_block, loss, tokenizer, pad_token_id, got 'split' (str)
+        packing.errors.SettingError: stratgy: expected one of the options strategy, overflow, window, time_limit, seed, max_sequences_per_block, loss, tokenizer, pad_token_id, roles_to_train, train_on_eos, chat_template, num_proc, got 'split' (str)
         >>> Recipe.of(None, None)
         Traceback (most recent call last):
         ...
@@ -251,14 +286,24 @@ class Recipe:
         """Whether prompt tokens and non-assistant turns are masked (``loss`` other than ``all``)."""
         return self.loss != "all"
 
+    @property
+    def loss_rules(self) -> LossRules:
+        """``loss``, ``roles_to_train`` and ``train_on_eos`` as the readers take them (``loss_rules=``).
+
+        >>> Recipe(8, loss="last_turn", train_on_eos=False).loss_rules
+        LossRules(loss='last_turn', roles_to_train=('assistant',), train_on_eos=False)
+        """
+        return LossRules(self.loss, self.roles_to_train, self.train_on_eos)
+
     @cached_property
     def loaded_tokenizer(self) -> Any:
-        """The tokenizer object (``packing.load_tokenizer`` of ``tokenizer``), loaded once; None without one."""
+        """The tokenizer object (``packing.load_tokenizer`` of ``tokenizer`` with ``chat_template``), loaded
+        once; None without one."""
         if self.tokenizer is None:
             return None
         from packing.text import load_tokenizer
 
-        return load_tokenizer(self.tokenizer)
+        return load_tokenizer(self.tokenizer, chat_template=self.chat_template)
 
     @cached_property
     def pad_id(self) -> int:
@@ -278,10 +323,15 @@ class Recipe:
         """The reader's keywords (``packing.read_rows``, ``packing.read_table``): what the recipe says about
         reading rows (the loss rule, the loaded tokenizer). The one place a door turns its recipe into a read.
 
-        >>> Recipe(8, loss="all").read_options()
-        {'completion_only_loss': False, 'tokenizer': None}
+        >>> sorted(Recipe(8, loss="all").read_options())
+        ['completion_only_loss', 'loss_rules', 'num_proc', 'tokenizer']
         """
-        return {"completion_only_loss": self.completion_only_loss, "tokenizer": self.loaded_tokenizer}
+        return {
+            "completion_only_loss": self.completion_only_loss,
+            "tokenizer": self.loaded_tokenizer,
+            "loss_rules": self.loss_rules,
+            "num_proc": self.num_proc,
+        }
 
     def strategy_options(self) -> dict[str, Any]:
         """The options ``plan`` takes beyond strategy and overflow, as keywords (the ones this strategy reads)."""
@@ -330,7 +380,7 @@ def option_fields(*stages: Stage) -> list[dataclasses.Field[Any]]:
     """The recipe's fields acting at ``stages`` (all when none given), in order, with their metadata
     (``stage``, ``help``, ``choices``, ``metavar``): what the command line and the explorer build their options from.
 
-    >>> [f.name for f in option_fields("read")]
-    ['loss', 'tokenizer']
+    >>> [f.name for f in option_fields("fill")]
+    ['pad_token_id']
     """
     return [f for f in dataclasses.fields(Recipe) if not stages or f.metadata.get("stage") in stages]

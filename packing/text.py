@@ -14,19 +14,24 @@ Four row forms are text (everything else is left to the token reader):
   prompt rendered with the generation prompt, the whole conversation after it; loss on what the
   completion adds.
 
-``completion_only_loss=False`` trains on every token of every form. A row with a non-null
-``input_ids`` is a token row, whatever text it also carries.
+What is trained follows the loss rules (:class:`packing.loss.LossRules`: ``loss`` ``completion``,
+``last_turn`` or ``all``, ``roles_to_train``, ``train_on_eos``, and each message's ``weight`` of 0 or 1);
+the default is the above, ``completion_only_loss=False`` (``loss="all"``) trains on every token of every
+form. A row with a non-null ``input_ids`` is a token row, whatever text it also carries.
 
-Chat masks come from the template's generation markers (``{% generation %}``, through
-``return_assistant_tokens_mask``) when it has them; otherwise from rendering prefix by prefix: the
-assistant turn ``k`` covers the characters between the rendering of the first ``k`` messages with
-the generation prompt and the rendering of the first ``k + 1`` messages. A template whose prefix
-renderings are not prefixes of the whole conversation is refused. A token is trained when its
-characters overlap a trained span (the rule ``return_assistant_tokens_mask`` follows). Those
-boundaries are found in one rendering of the whole chat (plus one probe per role), so a chat costs
-O(characters), not O(turns) renderings; only chats that cannot be laid out that way (tool calls,
-content the template changes) are rendered prefix by prefix, up to ``MAX_PREFIX_TURNS`` messages.
-Every rendering is stopped past ``RENDER_FACTOR`` × the messages' characters + ``RENDER_SLACK``.
+Each chat is rendered once, the chats of a chunk in one batch call of the template, and tokenized in one
+batch call of the fast tokenizer with character offsets; the trained character spans are mapped to tokens
+through them (a token is trained when its characters overlap a trained span, the rule
+``return_assistant_tokens_mask`` follows). With generation markers (``{% generation %}``) the assistant
+spans are the template's own blocks, from transformers' renderer. Otherwise each message's place in the
+rendering is found as its role's header + content + footer, learned once per call from a few probe
+renderings and checked end to end on every chat (:func:`_layout`); the assistant turn ``k`` covers the
+characters between the rendering of the first ``k`` messages with the generation prompt and the start of
+message ``k + 1``. Chats that cannot be laid out that way (tool calls, content the template changes) are
+rendered prefix by prefix, up to ``MAX_PREFIX_TURNS`` messages; a template whose prefix renderings are not
+prefixes of the whole conversation is refused. Every rendering runs in transformers' Jinja sandbox and is
+stopped past ``RENDER_FACTOR`` × the messages' characters + ``RENDER_SLACK``. ``num_proc`` processes
+share the chunks, with the one process's result.
 
 ``"bytes"`` is a built-in UTF-8 byte tokenizer that needs no download (see :class:`ByteTokenizer`).
 
@@ -45,7 +50,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -53,6 +58,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.errors import SampleError, SettingError
+from packing.loss import LossRules
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; imported where used, so io and reader may import this module
     from packing.reader import Samples
@@ -227,9 +233,15 @@ def _is_tokenizer_object(value: object) -> bool:
     return callable(getattr(value, "decode", None)) and (callable(getattr(value, "encode", None)) or callable(value))
 
 
-def load_tokenizer(spec: Any, *, local_files_only: bool = False) -> Any:
+def load_tokenizer(spec: Any, *, local_files_only: bool = False, chat_template: Any = None) -> Any:
     """A tokenizer from ``spec``: a tokenizer object (returned as is), ``"bytes"``, a folder, a
-    ``tokenizer.json`` file or a Hugging Face hub name.
+    ``tokenizer.json`` file, a ``.tiktoken`` file (:func:`tiktoken_tokenizer`) or a Hugging Face hub name;
+    with ``chat_template`` (a Jinja template, or the path of a file holding one), a copy of it that renders
+    chats with that template (:func:`with_chat_template`).
+
+    Loading never runs code from a folder or the hub and never asks a question on standard input: a folder
+    whose configuration asks for a tokenizer of its own code (``auto_map``) is refused, and transformers is
+    called with ``trust_remote_code=False``.
 
     Folders, files and names are loaded with ``transformers`` (imported here, an optional dependency).
     A hub name is looked up in the local cache first, then on the hub, unless ``local_files_only=True`` or
@@ -242,11 +254,17 @@ def load_tokenizer(spec: Any, *, local_files_only: bool = False) -> Any:
     >>> load_tokenizer("./no/such/folder")
     Traceback (most recent call last):
     ...
-    packing.errors.SettingError: tokenizer: expected 'bytes', a folder with tokenizer files, a tokenizer.json file or a hub name, got <'./no/such/folder' (no such folder or file)>
+    packing.errors.SettingError: tokenizer: expected 'bytes', a folder with tokenizer files, a tokenizer.json or .tiktoken file, or a hub name, got <'./no/such/folder' (no such folder or file)>
     """
+    tokenizer = _load(spec, local_files_only)
+    return tokenizer if chat_template is None else with_chat_template(tokenizer, chat_template)
+
+
+def _load(spec: Any, local_files_only: bool) -> Any:
+    """:func:`load_tokenizer` without the chat template."""
     if isinstance(spec, ByteTokenizer) or (not isinstance(spec, (str, os.PathLike)) and _is_tokenizer_object(spec)):
         return spec
-    expected = "'bytes', a folder with tokenizer files, a tokenizer.json file or a hub name"
+    expected = "'bytes', a folder with tokenizer files, a tokenizer.json or .tiktoken file, or a hub name"
     if not isinstance(spec, (str, os.PathLike)) or not os.fspath(spec).strip():
         raise SettingError("tokenizer", expected, spec)
     text = os.fspath(spec).strip()
@@ -262,19 +280,23 @@ def load_tokenizer(spec: Any, *, local_files_only: bool = False) -> Any:
         raise SettingError(
             "tokenizer", "'bytes', or transformers installed to load other tokenizers (pip install transformers)", text
         ) from None
+    if path.is_dir():
+        _refuse_custom_code(path, text)
+    if path.is_file() and path.suffix == ".tiktoken":
+        return tiktoken_tokenizer(path)
     if path.exists():
         try:
             if path.is_file():
                 fast: Any = transformers.PreTrainedTokenizerFast
                 return fast(tokenizer_file=str(path))
-            return transformers.AutoTokenizer.from_pretrained(str(path))
+            return transformers.AutoTokenizer.from_pretrained(str(path), trust_remote_code=False)
         except Exception as error:
             kind = "a file" if path.is_file() else "a folder"
             raise SettingError(
                 "tokenizer", expected, f"<{text!r}: {kind} that cannot be loaded ({_reason(error)})>"
             ) from None
     try:
-        return transformers.AutoTokenizer.from_pretrained(text, local_files_only=True)
+        return transformers.AutoTokenizer.from_pretrained(text, local_files_only=True, trust_remote_code=False)
     except Exception as error:
         cached_reason = _reason(error)
     if local_files_only or os.environ.get("HF_HUB_OFFLINE", "").lower() not in ("", "0", "false", "no"):
@@ -284,7 +306,7 @@ def load_tokenizer(spec: Any, *, local_files_only: bool = False) -> Any:
             "tokenizer", expected, f"<{text!r}: not a folder, not in the local cache, and the hub cannot be reached>"
         )
     try:
-        return transformers.AutoTokenizer.from_pretrained(text)
+        return transformers.AutoTokenizer.from_pretrained(text, trust_remote_code=False)
     except Exception as error:
         online = _reason(error)
     if "connect" in online.lower() or "resolve" in online.lower():
@@ -292,6 +314,180 @@ def load_tokenizer(spec: Any, *, local_files_only: bool = False) -> Any:
     else:
         reason = f"a hub name that cannot be loaded ({online or cached_reason})"
     raise SettingError("tokenizer", expected, f"<{text!r}: {reason}>")
+
+
+def _refuse_custom_code(folder: Path, text: str) -> None:
+    """Refuse, in one line, a folder whose configuration asks for a tokenizer of its own code (an
+    ``auto_map`` naming a tokenizer in ``tokenizer_config.json``, or ``AutoTokenizer`` in ``config.json``):
+    transformers would ask on standard input whether to run it. O(size of the two files)."""
+    for name in ("tokenizer_config.json", "config.json"):
+        try:
+            config = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        auto_map = config.get("auto_map") if isinstance(config, dict) else None
+        if auto_map and (name == "tokenizer_config.json" or "AutoTokenizer" in auto_map):
+            raise SettingError(
+                "tokenizer",
+                "a folder whose tokenizer needs no code of its own (packing never runs code from a folder)",
+                f"<{text!r}: its {name} asks for custom code (auto_map)>",
+            )
+
+
+def with_chat_template(tokenizer: Any, template: Any) -> Any:
+    """A copy of ``tokenizer`` that renders chats with ``template``: Jinja text (anything with ``{{`` or
+    ``{%``), or the path of a file holding it. The template is compiled once here, in transformers'
+    sandbox, so a syntax error is a ``SettingError`` at once; renderings are bounded as every rendering is
+    (:func:`_render`). The tokenizer given is left as it was. O(template).
+
+    >>> with_chat_template(ByteTokenizer(), "{{ messages }}")
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: chat_template: expected a tokenizer loaded with transformers (the byte tokenizer has its own template), got ByteTokenizer() (ByteTokenizer)
+    """
+    text = _template_text(template)
+    if isinstance(tokenizer, ByteTokenizer) or not callable(getattr(tokenizer, "apply_chat_template", None)):
+        raise SettingError(
+            "chat_template", "a tokenizer loaded with transformers (the byte tokenizer has its own template)", tokenizer
+        )
+    try:
+        from transformers.utils.chat_template_utils import _compile_jinja_template
+
+        _compile_jinja_template(text)
+    except ImportError:  # pragma: no cover - an older layout: the first rendering will say it
+        pass
+    except Exception as error:
+        raise SettingError("chat_template", "a Jinja template that compiles", f"<{_reason(error)}>") from None
+    import copy
+
+    changed = copy.copy(tokenizer)
+    changed.chat_template = text
+    return changed
+
+
+def _template_text(template: Any) -> str:
+    """The text of a chat template given as Jinja text or as a path (a ``str`` without ``{{``/``{%``)."""
+    expected = "a Jinja chat template, or the path of a file holding one"
+    if isinstance(template, str) and ("{{" in template or "{%" in template):
+        return template
+    if not isinstance(template, (str, os.PathLike)) or not os.fspath(template).strip():
+        raise SettingError("chat_template", expected, template)
+    path = Path(os.fspath(template).strip()).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise SettingError("chat_template", expected, f"<{str(path)!r}: {_reason(error)}>") from None
+    if path.suffix == ".json":  # a tokenizer_config.json or chat_template.json holding the template
+        try:
+            value = json.loads(text).get("chat_template")
+        except (ValueError, AttributeError):
+            value = None
+        if not isinstance(value, str):
+            raise SettingError("chat_template", expected, f"<{str(path)!r}: JSON without a 'chat_template' string>")
+        text = value
+    if not text.strip():
+        raise SettingError("chat_template", expected, f"<{str(path)!r}: an empty file>")
+    return text
+
+
+TIKTOKEN_PATTERN = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"""
+    r"""|\s+(?!\S)|\s+"""
+)
+"""How a ``.tiktoken`` file's text is split before merging (the file does not say; this is ``cl100k_base``'s)."""
+TIKTOKEN_SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+"""Special tokens given the ids after a ``.tiktoken`` file's ranks, in this order (Qwen's layout)."""
+
+
+def _byte_names() -> dict[int, str]:
+    """The printable character a byte-level BPE writes for each byte (GPT-2's table)."""
+    kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    names = {b: chr(b) for b in kept}
+    extra = 0
+    for b in range(256):
+        if b not in names:
+            names[b] = chr(256 + extra)
+            extra += 1
+    return names
+
+
+def _merge_parts(ranks: Mapping[bytes, int], token: bytes, limit: int) -> list[bytes]:
+    """``token`` merged from its bytes by ranks below ``limit``, lowest rank first (tiktoken's rule)."""
+    parts = [token[i : i + 1] for i in range(len(token))]
+    while len(parts) > 1:
+        best, where = limit, -1
+        for index in range(len(parts) - 1):
+            rank = ranks.get(parts[index] + parts[index + 1], limit)
+            if rank < best:
+                best, where = rank, index
+        if where < 0:
+            break
+        parts[where : where + 2] = [parts[where] + parts[where + 1]]
+    return parts
+
+
+def tiktoken_tokenizer(path: str | os.PathLike[str]) -> Any:
+    """A fast (Rust) tokenizer from a ``.tiktoken`` file (lines of ``base64-token rank``): the same byte-level
+    BPE, the text split by ``TIKTOKEN_PATTERN``, ``TIKTOKEN_SPECIAL_TOKENS`` after the ranks (EOS is
+    ``<|endoftext|>``); no chat template (give one with ``chat_template``). Needs ``tokenizers`` and
+    ``transformers``, not ``tiktoken``. O(vocabulary × token length²) to build the merges.
+    """
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+
+    file = Path(path)
+    expected = "a .tiktoken file: lines of 'base64-token rank'"
+    ranks: dict[bytes, int] = {}
+    try:
+        lines = file.read_text(encoding="ascii").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise SettingError("tokenizer", expected, f"<{str(file)!r}: {_reason(error)}>") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        try:
+            token, rank = __import__("base64").b64decode(parts[0], validate=True), int(parts[1])
+            if len(parts) != 2 or not token or rank < 0:
+                raise ValueError
+        except (ValueError, IndexError):
+            raise SettingError("tokenizer", expected, f"<{file.name} line {number}: {line[:40]!r}>") from None
+        ranks[token] = rank
+    if not ranks or len(set(ranks.values())) != len(ranks):
+        raise SettingError("tokenizer", expected + " (distinct ranks)", f"<{file.name}: {len(ranks)} tokens>")
+    names = _byte_names()
+
+    def name(token: bytes) -> str:
+        return "".join(names[b] for b in token)
+
+    merges = []
+    for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
+        if len(token) < 2:
+            continue
+        halves = _merge_parts(ranks, token, rank)
+        if len(halves) != 2:
+            raise SettingError("tokenizer", expected + " (each token a merge of two lower ranks)", f"<{token!r}>")
+        merges.append((name(halves[0]), name(halves[1])))
+    vocab = {name(token): rank for token, rank in ranks.items()}
+    backend = Tokenizer(models.BPE(vocab, merges, ignore_merges=False))
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(TIKTOKEN_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    backend.decoder = decoders.ByteLevel()
+    from tokenizers import AddedToken
+    from transformers import PreTrainedTokenizerFast
+
+    first = max(ranks.values()) + 1
+    for offset, special in enumerate(TIKTOKEN_SPECIAL_TOKENS):
+        backend.add_special_tokens([AddedToken(special, special=True)])
+        if backend.token_to_id(special) != first + offset:
+            raise SettingError("tokenizer", expected + " (ranks 0..n-1)", f"<{file.name}: ranks with gaps>")
+    wrapper: Any = PreTrainedTokenizerFast
+    tokenizer = wrapper(tokenizer_object=backend, eos_token=TIKTOKEN_SPECIAL_TOKENS[0])
+    tokenizer.name_or_path = str(file)
+    return tokenizer
 
 
 def _hub_reachable(timeout: float = 2.0) -> bool:
@@ -597,10 +793,10 @@ def _text_size(value: Any) -> int:
 
 
 @contextlib.contextmanager
-def _bounded_rendering(tokenizer: Any, messages: Any) -> Iterator[int]:
-    """Cap the chat template renderings done inside at ``RENDER_FACTOR`` × the messages' characters +
-    ``RENDER_SLACK`` (this thread or task only); yields the cap."""
-    cap = RENDER_FACTOR * _text_size(messages) + RENDER_SLACK
+def _bounded_rendering(tokenizer: Any, size: int) -> Iterator[int]:
+    """Cap each chat template rendering done inside at ``RENDER_FACTOR`` × ``size`` (the characters of the
+    messages it renders, see :func:`_text_size`) + ``RENDER_SLACK`` (this thread or task only); yields the cap."""
+    cap = RENDER_FACTOR * size + RENDER_SLACK
     if not isinstance(tokenizer, ByteTokenizer):
         _install_render_bound()
     token = _RENDER_CAP.set(cap)
@@ -623,7 +819,7 @@ def _render(tokenizer: Any, messages: Sequence[Message], generation_prompt: bool
         not callable(getattr(tokenizer, "apply_chat_template", None)) or not getattr(tokenizer, "chat_template", None)
     ):
         raise SettingError("tokenizer", "a tokenizer with a chat template (for chat rows)", tokenizer_name(tokenizer))
-    with _bounded_rendering(tokenizer, messages) as cap:
+    with _bounded_rendering(tokenizer, _text_size(messages)) as cap:
         try:
             text = tokenizer.apply_chat_template(
                 list(messages), tokenize=False, add_generation_prompt=generation_prompt
@@ -653,22 +849,29 @@ def _prefix_error(sample: int, field: str, turn: int) -> SampleError:
     )
 
 
-def _opening(tokenizer: Any, whole: str, sample: int) -> str:
+def _opening(tokenizer: Any, whole: str, sample: int, shape: _Shape | None = None) -> str:
     """What precedes an assistant turn that opens a conversation: the template's rendering of no messages
     with the generation prompt, or (when the template refuses an empty conversation) the rendering up to
-    the end of the first generation prompt in it, as a one-message probe renders it."""
-    try:
-        return _render(tokenizer, [], True, sample, "messages")
-    except SampleError:
-        pass
-    probe = [{"role": "user", "content": "x"}]
-    without = _render(tokenizer, probe, False, sample, "messages")
-    with_prompt = _render(tokenizer, probe, True, sample, "messages")
-    prompt = with_prompt[len(without) :] if with_prompt.startswith(without) else ""
-    found = whole.find(prompt) if prompt else -1
+    the end of the first generation prompt in it, as a one-message probe renders it. Learned once per
+    ``shape``."""
+    if shape is None or shape.opening is None:
+        try:
+            learned = (True, _render(tokenizer, [], True, sample, "messages"))
+        except SampleError:
+            probe = [{"role": "user", "content": "x"}]
+            without = _render(tokenizer, probe, False, sample, "messages")
+            with_prompt = _render(tokenizer, probe, True, sample, "messages")
+            learned = (False, with_prompt[len(without) :] if with_prompt.startswith(without) else "")
+        if shape is None:
+            shape = _Shape()
+        shape.opening = learned
+    empty, text = shape.opening
+    if empty:
+        return text
+    found = whole.find(text) if text else -1
     if found < 0:
         raise _prefix_error(sample, "messages", 0)
-    return whole[: found + len(prompt)]
+    return whole[: found + len(text)]
 
 
 MAX_PREFIX_TURNS = 1024
@@ -679,17 +882,117 @@ _MAX_ROLES = 16
 """Most distinct roles a chat may have for the one-rendering path (each costs one probe rendering)."""
 
 
+@dataclass
+class _Shape:
+    """What one call has learned of a chat template, so that later chats are laid out from their one
+    rendering alone: how message 0 renders alone (``first``: header and footer around its content, by
+    role), how every later message renders (``pieces``, by role), the generation prompt after a message
+    (``prompts``, by its role) and what opens a chat before an assistant turn at position 0
+    (``opening``: ``(True, text)`` from the empty rendering, ``(False, generation prompt)`` from a probe).
+    Every piece is checked on every chat it lays out: the chat's rendering must be exactly the pieces and
+    contents end to end, or the chat is learned afresh."""
+
+    first: dict[str, tuple[str, str]] = field(default_factory=dict)
+    pieces: dict[str, tuple[str, str]] = field(default_factory=dict)
+    prompts: dict[str, str] = field(default_factory=dict)
+    opening: tuple[bool, str] | None = None
+
+
 @dataclass(frozen=True)
 class _Layout:
-    """A chat rendered once: its text, where each message starts (``bounds[i]``; ``bounds[-1]`` is the
-    end), and the generation prompt the template adds after a message, by that message's role."""
+    """A chat rendered once: its text; where each message starts (``bounds[i]``; ``bounds[-1]`` is the
+    end); for each assistant turn, where its generation prompt ends (``opens[i]``, else None); each
+    message's content span in the text where it is known for certain (``contents[i]``, else None)."""
 
     whole: str
     bounds: list[int]
-    prompts: dict[str, str]
+    opens: list[int | None]
+    contents: list[tuple[int, int] | None]
+    opening_error: SampleError | None = None
+    """Why an assistant turn at position 0 has no start (raised only when that turn is trained)."""
 
 
-def _layout(tokenizer: Any, messages: Sequence[Message], sample: int) -> _Layout | None:
+def _fits(whole: str, start: int, header: str, content: str, footer: str) -> int:
+    """The end of ``header + content + footer`` laid at ``start`` in ``whole``, or -1 if they are not there."""
+    middle = start + len(header)
+    fits = whole.startswith(header, start) and whole.startswith(content, middle)
+    if fits and whole.startswith(footer, middle + len(content)):
+        return middle + len(content) + len(footer)
+    return -1
+
+
+def _laid_out(messages: Sequence[Message]) -> bool:
+    """Whether a chat may be laid out from one rendering: string contents, no tool calls, few roles."""
+    if len({str(m.get("role")) for m in messages}) > _MAX_ROLES:
+        return False
+    return all(isinstance(m.get("content"), str) and m.get("tool_calls") is None for m in messages)
+
+
+def _opens(
+    tokenizer: Any, messages: Sequence[Message], whole: str, bounds: list[int], prompts: dict[str, str], sample: int
+) -> list[int | None] | None:
+    """Where each assistant turn's generation prompt ends, from the prompts known by preceding role (a
+    missing one learned by one rendering); None when a rendering with the generation prompt does not
+    continue into the turn as the whole does."""
+    opens: list[int | None] = [None] * len(messages)
+    for turn, message in enumerate(messages):
+        if message.get("role") != "assistant" or turn == 0:
+            continue
+        before = str(messages[turn - 1]["role"])
+        if before not in prompts:
+            rendered = _render(tokenizer, messages[:turn], True, sample, "messages")
+            if not (whole.startswith(rendered) and bounds[turn] <= len(rendered) <= bounds[turn + 1]):
+                return None
+            prompts[before] = rendered[bounds[turn] :]
+        prompt = prompts[before]
+        if not whole.startswith(prompt, bounds[turn]) or bounds[turn] + len(prompt) > bounds[turn + 1]:
+            return None
+        opens[turn] = bounds[turn] + len(prompt)
+    return opens
+
+
+def _cached_layout(messages: Sequence[Message], whole: str, shape: _Shape) -> _Layout | None:
+    """The layout of a chat from pieces learned on earlier chats alone (no rendering), or None when a
+    piece is missing or the rendering is not exactly those pieces and contents end to end. O(characters)."""
+    first = shape.first.get(str(messages[0]["role"]))
+    if first is None:
+        return None
+    bounds: list[int] = [0]
+    contents: list[tuple[int, int] | None] = []
+    for index, message in enumerate(messages):
+        piece = first if index == 0 else shape.pieces.get(str(message["role"]))
+        if piece is None:
+            return None
+        start, content = bounds[-1], message["content"]
+        end = _fits(whole, start, piece[0], content, piece[1])
+        if end < 0:
+            return None
+        contents.append((start + len(piece[0]), start + len(piece[0]) + len(content)))
+        bounds.append(end)
+    if bounds[-1] != len(whole):
+        return None
+    opens: list[int | None] = [None] * len(messages)
+    for turn, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        if turn == 0:
+            if shape.opening is None or not shape.opening[0] or not whole.startswith(shape.opening[1]):
+                return None
+            end = len(shape.opening[1])
+        else:
+            prompt = shape.prompts.get(str(messages[turn - 1]["role"]))
+            if prompt is None or not whole.startswith(prompt, bounds[turn]):
+                return None
+            end = bounds[turn] + len(prompt)
+        if end > bounds[turn + 1]:
+            return None
+        opens[turn] = end
+    return _Layout(whole, bounds, opens, contents)
+
+
+def _learned_layout(
+    tokenizer: Any, messages: Sequence[Message], whole: str, sample: int, shape: _Shape, opens_too: bool = True
+) -> _Layout | None:
     """Where each message of a chat starts in its one rendering, or None when that cannot be made out.
 
     Message 0 ends where the rendering of it alone ends. Every later message is ``header + content +
@@ -697,21 +1000,28 @@ def _layout(tokenizer: Any, messages: Sequence[Message], sample: int) -> _Layout
     with the role's first message after message 0 (one probe per role) and then checked at every
     message of that role: the whole rendering must be exactly these pieces, end to end, or the chat
     goes to the prefix-by-prefix path. A message without string content (tool calls), content the
-    template changes, or a template whose prefixes are not prefixes also go there. O(distinct roles
-    renderings + characters), against O(turns) renderings prefix by prefix.
+    template changes, or a template whose prefixes are not prefixes also go there. What is learned
+    without ambiguity (a content found once where it was learned) goes into ``shape`` for the next
+    chats. O(distinct roles renderings + characters), against O(turns) renderings prefix by prefix.
     """
-    if len({str(m.get("role")) for m in messages}) > _MAX_ROLES:
-        return None
-    if any(not isinstance(m.get("content"), str) or m.get("tool_calls") is not None for m in messages):
-        return None
-    whole = _render(tokenizer, messages, False, sample, "messages")
     first = whole if len(messages) == 1 else _render(tokenizer, messages[:1], False, sample, "messages")
     if not whole.startswith(first):
         return None
     bounds = [0, len(first)]
-    pieces: dict[str, tuple[str, str]] = {}  # role -> (header, footer)
+    content0 = str(messages[0]["content"])
+    known0 = shape.first.get(str(messages[0]["role"]))
+    if known0 is not None and first == known0[0] + content0 + known0[1]:
+        contents: list[tuple[int, int] | None] = [(len(known0[0]), len(known0[0]) + len(content0))]
+    else:
+        contents = [_once(first, content0, 0, len(first))]
+    pieces: dict[str, tuple[str, str]] = {}
+    certain: dict[str, bool] = {}
     for index in range(1, len(messages)):
-        role, content, start = messages[index]["role"], messages[index]["content"], bounds[-1]
+        role, content, start = str(messages[index]["role"]), str(messages[index]["content"]), bounds[-1]
+        if role not in pieces and role in shape.pieces:  # learned for certain on an earlier chat
+            header, footer = shape.pieces[role]
+            if _fits(whole, start, header, content, footer) >= 0:
+                pieces[role], certain[role] = (header, footer), True
         if role not in pieces:
             end = len(whole)
             if index < len(messages) - 1:
@@ -723,36 +1033,76 @@ def _layout(tokenizer: Any, messages: Sequence[Message], sample: int) -> _Layout
             if found < 0:
                 return None
             pieces[role] = (whole[start:found], whole[found + len(content) : end])
+            certain[role] = _once(whole, content, start, end) is not None
         header, footer = pieces[role]
+        end = _fits(whole, start, header, content, footer)
+        if end < 0:
+            return None
         middle = start + len(header)
-        if not (whole.startswith(header, start) and whole.startswith(content, middle)):
-            return None
-        if not whole.startswith(footer, middle + len(content)):
-            return None
-        bounds.append(middle + len(content) + len(footer))
+        contents.append((middle, middle + len(content)) if certain[role] else None)
+        bounds.append(end)
     if bounds[-1] != len(whole):
         return None
-    return _Layout(whole, bounds, {})
+    prompts = dict(shape.prompts)
+    opens: list[int | None] | None = [None] * len(messages)
+    if opens_too:
+        opens = _opens(tokenizer, messages, whole, bounds, prompts, sample)
+    if opens is None:
+        return None
+    opening_error = None
+    if messages[0].get("role") == "assistant" and opens_too:
+        try:
+            opening = _opening(tokenizer, whole, sample, shape)
+            if not whole.startswith(opening) or len(opening) > bounds[1]:
+                raise _prefix_error(sample, "messages", 0)
+            opens[0] = len(opening)
+        except SampleError as error:
+            opening_error = error
+    for turn, message in enumerate(messages):  # an assistant's content starts where its generation prompt ends
+        opened = opens[turn]
+        if contents[turn] is None and opened is not None:
+            contents[turn] = _content_in(whole, message, opened, bounds[turn + 1])
+    for role, piece in pieces.items():
+        if certain[role]:
+            shape.pieces.setdefault(role, piece)
+    if contents[0] is not None:
+        shape.first.setdefault(str(messages[0]["role"]), (first[: contents[0][0]], first[contents[0][1] :]))
+    for role, prompt in prompts.items():
+        shape.prompts.setdefault(role, prompt)
+    return _Layout(whole, bounds, opens, contents, opening_error)
 
 
-def _generation_prompts(tokenizer: Any, messages: Sequence[Message], layout: _Layout, sample: int) -> bool:
-    """Learn what the generation prompt adds after a message, for each role that precedes an assistant
-    turn (one rendering per role), and check it at every assistant turn. False when the rendering with
-    the generation prompt does not continue into the turn as it does in the whole."""
-    whole, bounds = layout.whole, layout.bounds
-    for turn in range(1, len(messages)):
-        if messages[turn].get("role") != "assistant":
-            continue
-        before = str(messages[turn - 1]["role"])
-        if before not in layout.prompts:
-            rendered = _render(tokenizer, messages[:turn], True, sample, "messages")
-            if not (whole.startswith(rendered) and bounds[turn] <= len(rendered) <= bounds[turn + 1]):
-                return False
-            layout.prompts[before] = rendered[bounds[turn] :]
-        prompt = layout.prompts[before]
-        if not whole.startswith(prompt, bounds[turn]) or bounds[turn] + len(prompt) > bounds[turn + 1]:
-            return False
-    return True
+def _once(text: str, content: str, start: int, end: int) -> tuple[int, int] | None:
+    """The span of ``content`` in ``text[start:end]`` if it occurs there exactly once (and is not empty)."""
+    if not content:
+        return None
+    found = text.find(content, start, end)
+    if found < 0 or text.find(content, found + 1, end) >= 0:
+        return None
+    return found, found + len(content)
+
+
+def _layout(
+    tokenizer: Any,
+    messages: Sequence[Message],
+    sample: int,
+    whole: str | None = None,
+    shape: _Shape | None = None,
+    opens_too: bool = True,
+) -> _Layout | None:
+    """The layout of a chat from its one rendering (``whole``, rendered here if not given): from the pieces
+    ``shape`` holds when they fit, else learned with a few probe renderings (:func:`_learned_layout`);
+    None when the chat cannot be laid out that way. ``opens_too=False``: the message bounds alone."""
+    if not _laid_out(messages):
+        return None
+    if whole is None:
+        whole = _render(tokenizer, messages, False, sample, "messages")
+    shape = shape if shape is not None else _Shape()
+    if opens_too:
+        cached = _cached_layout(messages, whole, shape)
+        if cached is not None:
+            return cached
+    return _learned_layout(tokenizer, messages, whole, sample, shape, opens_too)
 
 
 def _too_many_turns(sample: int, messages: Sequence[Message]) -> SampleError:
@@ -766,58 +1116,137 @@ def _too_many_turns(sample: int, messages: Sequence[Message]) -> SampleError:
     )
 
 
-def chat_spans(tokenizer: Any, messages: Sequence[Message], sample: int = 0) -> tuple[str, list[tuple[int, int]]]:
-    """The rendered conversation and the character spans ``[start, end)`` of its assistant turns' trained
-    parts: from the end of the generation prompt after the messages before the turn to the start of the
-    next message. Rendered once (plus one probe per role, see :func:`_layout`): O(characters + roles
-    renderings); a chat that cannot be laid out from one rendering is rendered prefix by prefix,
-    O(turns × rendering), and refused over ``MAX_PREFIX_TURNS`` messages.
+def _content_in(whole: str, message: Message, start: int, end: int) -> tuple[int, int] | None:
+    """Where a message's content is in ``whole[start:end]``: at ``start``, or found once there (as given, or
+    trimmed as templates often do); None when it cannot be told."""
+    content = message.get("content")
+    if not isinstance(content, str) or not content:
+        return None
+    if whole.startswith(content, start) and start + len(content) <= end:
+        return start, start + len(content)
+    return _once(whole, content, start, end) or _once(whole, content.strip(), start, end)
+
+
+def _prefix_layout(
+    tokenizer: Any, messages: Sequence[Message], sample: int, needed: Sequence[int] | None = None
+) -> _Layout:
+    """The layout prefix by prefix (the fallback): the bounds around each message of ``needed`` (default
+    every assistant turn) from the renderings of the messages before and through it; the generation prompt
+    of each assistant turn among them from the rendering with it. O(turns × rendering), so refused over
+    ``MAX_PREFIX_TURNS`` messages; refuses a template whose prefixes are not prefixes."""
+    if len(messages) > MAX_PREFIX_TURNS:
+        raise _too_many_turns(sample, messages)
+    if needed is None:
+        needed = [turn for turn, message in enumerate(messages) if message.get("role") == "assistant"]
+    whole = _render(tokenizer, messages, False, sample, "messages")
+    known: dict[int, int] = {0: 0, len(messages): len(whole)}
+
+    def bound(turn: int) -> int:
+        if turn not in known:
+            prefix = _render(tokenizer, messages[:turn], False, sample, "messages")
+            if not whole.startswith(prefix):
+                raise _prefix_error(sample, "messages", turn - 1)
+            known[turn] = len(prefix)
+        return known[turn]
+
+    opens: list[int | None] = [None] * len(messages)
+    contents: list[tuple[int, int] | None] = [None] * len(messages)
+    for turn in needed:
+        message = messages[turn]
+        if message.get("role") == "assistant":
+            before = (
+                _render(tokenizer, messages[:turn], True, sample, "messages")
+                if turn
+                else _opening(tokenizer, whole, sample)
+            )
+            through = bound(turn + 1)
+            if not whole[:through].startswith(before):
+                raise _prefix_error(sample, "messages", turn)
+            opens[turn] = len(before)
+            contents[turn] = _content_in(whole, message, len(before), through)
+        else:
+            contents[turn] = _content_in(whole, message, bound(turn), bound(turn + 1))
+    bounds = [known.get(turn, -1) for turn in range(len(messages) + 1)]
+    return _Layout(whole, bounds, opens, contents)
+
+
+def _unknown_content(sample: int, turn: int) -> SampleError:
+    return SampleError(
+        sample,
+        "messages",
+        turn,
+        "a message whose content the chat template renders as it is, once (to train its role's tokens or "
+        "leave its end of turn out)",
+        "<content the template changes, repeats or leaves out>",
+    )
+
+
+def _rule_spans(
+    layout: _Layout, messages: Sequence[Message], trained: Sequence[bool], train_on_eos: bool, sample: int
+) -> list[tuple[int, int]]:
+    """The character spans the loss rules train in a laid-out chat: for each trained message, from the end
+    of its generation prompt (assistant turns) or the start of its content (other roles) to the start of
+    the next message, or to the end of its content when ``train_on_eos`` is False. O(messages)."""
+    spans = []
+    for turn, message in enumerate(messages):
+        if not trained[turn]:
+            continue
+        if turn == 0 and layout.opening_error is not None:
+            raise layout.opening_error
+        start, content = layout.opens[turn], layout.contents[turn]
+        if start is None:
+            if content is None:
+                if message.get("content") == "" and not train_on_eos:
+                    continue
+                raise _unknown_content(sample, turn)
+            start = content[0]
+        end = layout.bounds[turn + 1]
+        if not train_on_eos:
+            if content is None:
+                if message.get("content") == "":
+                    continue
+                raise _unknown_content(sample, turn)
+            end = content[1]
+        if end > start:
+            spans.append((start, end))
+    return spans
+
+
+_DEFAULT_RULES = LossRules()
+
+
+def chat_spans(
+    tokenizer: Any,
+    messages: Sequence[Message],
+    sample: int = 0,
+    rules: LossRules = _DEFAULT_RULES,
+    *,
+    whole: str | None = None,
+    shape: _Shape | None = None,
+) -> tuple[str, list[tuple[int, int]]]:
+    """The rendered conversation and the character spans ``[start, end)`` the loss ``rules`` train (by
+    default every assistant turn: from the end of the generation prompt after the messages before the turn
+    to the start of the next message). Rendered once (plus one probe per role on the first chats of a
+    ``shape``, see :func:`_layout`): O(characters); a chat that cannot be laid out from one rendering is
+    rendered prefix by prefix, O(turns × rendering), and refused over ``MAX_PREFIX_TURNS`` messages.
 
     >>> chat_spans(ByteTokenizer(), [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
     ('<|im_start|>user\\na<|im_end|>\\n<|im_start|>assistant\\nb<|im_end|>\\n', [(51, 63)])
+    >>> chat_spans(ByteTokenizer(), [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],
+    ...            rules=LossRules(train_on_eos=False))[1]
+    [(51, 52)]
     """
-    layout = _layout(tokenizer, messages, sample)
-    if layout is not None and _generation_prompts(tokenizer, messages, layout, sample):
-        whole, bounds = layout.whole, layout.bounds
-        spans = []
-        for turn, message in enumerate(messages):
-            if message.get("role") != "assistant":
-                continue
-            if turn:
-                start = bounds[turn] + len(layout.prompts[str(messages[turn - 1]["role"])])
-            else:
-                opening = _opening(tokenizer, whole, sample)
-                start = len(opening)
-                if not whole.startswith(opening) or start > bounds[1]:
-                    raise _prefix_error(sample, "messages", turn)
-            if bounds[turn + 1] > start:
-                spans.append((start, bounds[turn + 1]))
-        return whole, spans
-    return _prefix_spans(tokenizer, messages, sample)
+    trained = rules.trained(messages, sample)
+    layout = _layout(tokenizer, messages, sample, whole, shape)
+    if layout is None:
+        layout = _prefix_layout(tokenizer, messages, sample, [turn for turn, yes in enumerate(trained) if yes])
+    return layout.whole, _rule_spans(layout, messages, trained, rules.train_on_eos, sample)
 
 
 def _prefix_spans(tokenizer: Any, messages: Sequence[Message], sample: int) -> tuple[str, list[tuple[int, int]]]:
-    """:func:`chat_spans` prefix by prefix: O(turns × rendering), so refused over ``MAX_PREFIX_TURNS``."""
-    if len(messages) > MAX_PREFIX_TURNS:
-        raise _too_many_turns(sample, messages)
-    whole = _render(tokenizer, messages, False, sample, "messages")
-    spans = []
-    for turn, message in enumerate(messages):
-        if message.get("role") != "assistant":
-            continue
-        before = (
-            _render(tokenizer, messages[:turn], True, sample, "messages")
-            if turn
-            else _opening(tokenizer, whole, sample)
-        )
-        through = (
-            whole if turn == len(messages) - 1 else _render(tokenizer, messages[: turn + 1], False, sample, "messages")
-        )
-        if not (through.startswith(before) and whole.startswith(through)):
-            raise _prefix_error(sample, "messages", turn)
-        if len(through) > len(before):
-            spans.append((len(before), len(through)))
-    return whole, spans
+    """:func:`chat_spans` (default rules) prefix by prefix: O(turns × rendering), refused over ``MAX_PREFIX_TURNS``."""
+    layout = _prefix_layout(tokenizer, messages, sample)
+    return layout.whole, _rule_spans(layout, messages, _DEFAULT_RULES.trained(messages, sample), True, sample)
 
 
 def turn_bounds(tokenizer: Any, messages: Sequence[Message], sample: int = 0) -> tuple[str, list[int]]:
@@ -828,7 +1257,7 @@ def turn_bounds(tokenizer: Any, messages: Sequence[Message], sample: int = 0) ->
     >>> turn_bounds(ByteTokenizer(), [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])[1]
     [0, 29]
     """
-    layout = _layout(tokenizer, messages, sample)
+    layout = _layout(tokenizer, messages, sample, opens_too=False)
     if layout is not None:
         return layout.whole, layout.bounds[:-1]
     if len(messages) > MAX_PREFIX_TURNS:
@@ -844,14 +1273,37 @@ def turn_bounds(tokenizer: Any, messages: Sequence[Message], sample: int = 0) ->
 
 
 def _conversational_span(
-    tokenizer: Any, prompt: Sequence[Message], completion: Sequence[Message], sample: int
+    tokenizer: Any,
+    prompt: Sequence[Message],
+    completion: Sequence[Message],
+    sample: int,
+    train_on_eos: bool = True,
 ) -> tuple[str, list[tuple[int, int]]]:
-    """The rendered prompt + completion and the completion's span (after the prompt's generation prompt)."""
+    """The rendered prompt + completion and the completion's span (after the prompt's generation prompt);
+    without ``train_on_eos`` the span ends where the completion's last content ends."""
     before = _render(tokenizer, prompt, True, sample, "prompt")
     whole = _render(tokenizer, [*prompt, *completion], False, sample, "completion")
     if not whole.startswith(before):
         raise _prefix_error(sample, "completion", 0)
-    return whole, [(len(before), len(whole))] if len(whole) > len(before) else []
+    end = len(whole)
+    if not train_on_eos:
+        last = completion[-1].get("content")
+        found = whole.rfind(last, len(before)) if isinstance(last, str) and last else -1
+        if found < 0 and isinstance(last, str) and last.strip():
+            last = last.strip()
+            found = whole.rfind(last, len(before))
+        if found < 0 or not isinstance(last, str):
+            if last == "":
+                return whole, []
+            raise SampleError(
+                sample,
+                "completion",
+                len(completion) - 1,
+                "a completion whose last content the chat template renders (to leave its end of turn out)",
+                "<content the template changes or leaves out>",
+            )
+        end = found + len(last)
+    return whole, [(len(before), end)] if end > len(before) else []
 
 
 def has_generation_markers(tokenizer: Any) -> bool:
@@ -901,35 +1353,157 @@ def spans_mask(encoded: Encoded, spans: Sequence[Sequence[tuple[int, int]]]) -> 
     return overlap.astype(np.int8)
 
 
-def _encode_chats(tokenizer: Any, conversations: list[list[Message]], samples: list[int]) -> tuple[Encoded, Int8Array]:
-    """Ids and assistant masks of many conversations. With generation markers: the template's own
-    ``return_assistant_tokens_mask``; otherwise prefix renderings and character spans."""
-    if has_generation_markers(tokenizer):
-        try:
-            with _bounded_rendering(tokenizer, conversations):
-                out = tokenizer.apply_chat_template(
-                    conversations, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
-                )
-        except Exception:
-            # find the conversation that fails, so the error names it
-            for conversation, sample in zip(conversations, samples, strict=True):
-                _render(tokenizer, conversation, False, sample, "messages")
-            raise
-        ids, offsets = _flat(out["input_ids"])
-        mask, _ = _flat(out["assistant_masks"])
-        empty = np.zeros(0, dtype=np.int64)
-        return Encoded(ids, empty, empty, offsets), mask.astype(np.int8)
-    texts, spans = [], []
-    for conversation, sample in zip(conversations, samples, strict=True):
-        text, text_spans = chat_spans(tokenizer, conversation, sample)
-        texts.append(text)
-        spans.append(text_spans)
+def _render_all(tokenizer: Any, conversations: list[list[Message]], samples: list[int]) -> list[str]:
+    """Every conversation rendered (no generation prompt), in one batch call of the template when the
+    tokenizer takes one; each rendering capped as :func:`_render` caps it (at the largest chat's cap). A
+    failure is reported for the first conversation that fails, as :func:`_render` words it."""
+    if isinstance(tokenizer, ByteTokenizer) or not conversations:
+        return [_render(tokenizer, c, False, s, "messages") for c, s in zip(conversations, samples, strict=True)]
+    _render(tokenizer, conversations[0], False, samples[0], "messages")  # the tokenizer has a template
+    cap = max(_text_size(conversation) for conversation in conversations)
+    try:
+        with _bounded_rendering(tokenizer, cap):
+            texts = tokenizer.apply_chat_template(conversations, tokenize=False)
+    except Exception:
+        for conversation, sample in zip(conversations, samples, strict=True):
+            _render(tokenizer, conversation, False, sample, "messages")
+        raise
+    if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
+        raise SettingError("tokenizer", "apply_chat_template(tokenize=False) to return strings", type(texts).__name__)
+    return texts
+
+
+def _render_marked(
+    tokenizer: Any, conversations: list[list[Message]], samples: list[int]
+) -> tuple[list[str], list[list[tuple[int, int]]]] | None:
+    """Every conversation rendered once with the character spans of its ``{% generation %}`` blocks, in
+    the template's own sandbox (transformers' renderer); None when this transformers has no such renderer."""
+    try:
+        from transformers.utils.chat_template_utils import render_jinja_template
+    except ImportError:  # pragma: no cover - older transformers: its own masks, see _encode_chats
+        return None
+    _install_render_bound()
+    template = tokenizer.get_chat_template()
+    plain: Any = [  # as apply_chat_template gives them: keys whose value is None left out
+        [{k: v for k, v in m.items() if v is not None} if None in m.values() else m for m in c] for c in conversations
+    ]
+    cap = max((_text_size(conversation) for conversation in conversations), default=0)
+    try:
+        with _bounded_rendering(tokenizer, cap):
+            rendered: Any = render_jinja_template(
+                conversations=plain,
+                chat_template=template,
+                return_assistant_tokens_mask=True,
+                **tokenizer.special_tokens_map,
+            )
+    except Exception:
+        for conversation, sample in zip(conversations, samples, strict=True):
+            _render(tokenizer, conversation, False, sample, "messages")
+        raise
+    texts, indices = rendered
+    return list(texts), [[(int(a), int(b)) for a, b in spans] for spans in indices]
+
+
+def _marked_spans(
+    tokenizer: Any,
+    messages: Sequence[Message],
+    whole: str,
+    blocks: list[tuple[int, int]],
+    rules: LossRules,
+    sample: int,
+    shape: _Shape,
+) -> list[tuple[int, int]]:
+    """The spans the loss rules train in a chat whose template marks assistant turns with ``{% generation
+    %}``: every block (what ``return_assistant_tokens_mask`` trains) under the default rules; otherwise
+    block ``k`` is assistant turn ``k`` (cut at its content's end without ``train_on_eos``), and other
+    trained roles are found by the chat's layout. O(messages + characters)."""
+    trained = rules.trained(messages, sample)
+    assistants = [turn for turn, message in enumerate(messages) if message.get("role") == "assistant"]
+    others = [turn for turn, yes in enumerate(trained) if yes and messages[turn].get("role") != "assistant"]
+    if rules.train_on_eos and not others and all(trained[turn] for turn in assistants):
+        return blocks
+    if len(blocks) != len(assistants):
+        raise SampleError(
+            sample,
+            "messages",
+            None,
+            "a chat template with one {% generation %} block per assistant message (for these loss rules)",
+            f"<{len(blocks)} blocks for {len(assistants)} assistant messages>",
+        )
+    spans = []
+    for (start, end), turn in zip(blocks, assistants, strict=True):
+        if not trained[turn]:
+            continue
+        if not rules.train_on_eos:
+            content = _content_in(whole, messages[turn], start, end)
+            if content is None:
+                if messages[turn].get("content") == "":
+                    continue
+                raise _unknown_content(sample, turn)
+            end = content[1]
+        if end > start:
+            spans.append((start, end))
+    if others:
+        layout = _layout(tokenizer, messages, sample, whole, shape) or _prefix_layout(
+            tokenizer, messages, sample, others
+        )
+        chosen = [turn in others for turn in range(len(messages))]
+        spans += _rule_spans(layout, messages, chosen, rules.train_on_eos, sample)
+    return sorted(spans)
+
+
+def _encode_chats(
+    tokenizer: Any, conversations: list[list[Message]], samples: list[int], rules: LossRules = _DEFAULT_RULES
+) -> tuple[Encoded, Int8Array]:
+    """Ids and loss masks of many conversations: each rendered once (one batch call of the template),
+    all tokenized in one batch call with character offsets, the spans the loss ``rules`` train mapped to
+    tokens (:func:`spans_mask`). With generation markers the spans start from the template's blocks (the
+    masks of ``return_assistant_tokens_mask``); otherwise from the chat's layout (:func:`chat_spans`)."""
+    if not rules.masks_anything:
+        texts = _render_all(tokenizer, conversations, samples)
+        encoded = encode_texts(tokenizer, texts, add_special_tokens=False)
+        return encoded, np.ones(len(encoded.ids), dtype=np.int8)
+    shape = _Shape()
+    marked = _render_marked(tokenizer, conversations, samples) if has_generation_markers(tokenizer) else None
+    if marked is not None:
+        texts, blocks = marked
+        spans = [
+            _marked_spans(tokenizer, conversation, text, found, rules, sample, shape)
+            for conversation, text, found, sample in zip(conversations, texts, blocks, samples, strict=True)
+        ]
+    elif has_generation_markers(tokenizer):  # pragma: no cover - older transformers
+        return _encode_marked_by_transformers(tokenizer, conversations, samples)
+    else:
+        texts = _render_all(tokenizer, conversations, samples)
+        spans = []
+        for index, (conversation, sample) in enumerate(zip(conversations, samples, strict=True)):
+            texts[index], found = chat_spans(tokenizer, conversation, sample, rules, whole=texts[index], shape=shape)
+            spans.append(found)
     encoded = encode_texts(tokenizer, texts, add_special_tokens=False, spans=True)
     return encoded, spans_mask(encoded, spans)
 
 
+def _encode_marked_by_transformers(  # pragma: no cover - older transformers without render_jinja_template
+    tokenizer: Any, conversations: list[list[Message]], samples: list[int]
+) -> tuple[Encoded, Int8Array]:
+    """Ids and assistant masks from the template's own ``return_assistant_tokens_mask`` (default rules)."""
+    try:
+        with _bounded_rendering(tokenizer, max(_text_size(c) for c in conversations)):
+            out = tokenizer.apply_chat_template(
+                conversations, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+            )
+    except Exception:
+        for conversation, sample in zip(conversations, samples, strict=True):
+            _render(tokenizer, conversation, False, sample, "messages")
+        raise
+    ids, offsets = _flat(out["input_ids"])
+    mask, _ = _flat(out["assistant_masks"])
+    empty = np.zeros(0, dtype=np.int64)
+    return Encoded(ids, empty, empty, offsets), mask.astype(np.int8)
+
+
 def _encode_group(
-    tokenizer: Any, form: TextForm, rows: list[_Row], samples: list[int], completion_only_loss: bool
+    tokenizer: Any, form: TextForm, rows: list[_Row], samples: list[int], rules: LossRules
 ) -> tuple[Int64Array, Int8Array, Int64Array]:
     """Ids, masks and offsets of rows that share a form, in one batch."""
     if form == "text":
@@ -952,21 +1526,93 @@ def _encode_group(
         ids = np.empty(int(offsets[-1]), dtype=np.int64)
         ids[kind == 1] = prompts.ids
         ids[kind == 0] = completion_ids
-        mask = (kind == 0).astype(np.int8) if completion_only_loss else np.ones(len(ids), dtype=np.int8)
+        if not rules.masks_anything:
+            return ids, np.ones(len(ids), dtype=np.int8), offsets
+        mask = (kind == 0).astype(np.int8)
+        if not rules.train_on_eos:  # every completion ends with the EOS (_with_eos): leave it out
+            mask[offsets[1:] - 1] = 0
         return ids, mask, offsets
     if form == "messages":
-        encoded, mask = _encode_chats(tokenizer, [list(row.parts[0]) for row in rows], samples)
-    else:
-        texts, spans = [], []
-        for row, sample in zip(rows, samples, strict=True):
-            text, text_spans = _conversational_span(tokenizer, row.parts[0], row.parts[1], sample)
-            texts.append(text)
-            spans.append(text_spans)
-        encoded = encode_texts(tokenizer, texts, add_special_tokens=False, spans=True)
-        mask = spans_mask(encoded, spans)
-    if not completion_only_loss:
-        mask = np.ones(len(encoded.ids), dtype=np.int8)
-    return encoded.ids, mask, encoded.offsets
+        encoded, mask = _encode_chats(tokenizer, [list(row.parts[0]) for row in rows], samples, rules)
+        return encoded.ids, mask, encoded.offsets
+    texts, spans = [], []
+    for row, sample in zip(rows, samples, strict=True):
+        text, text_spans = _conversational_span(tokenizer, row.parts[0], row.parts[1], sample, rules.train_on_eos)
+        texts.append(text)
+        spans.append(text_spans)
+    if not rules.masks_anything:
+        plain = encode_texts(tokenizer, texts, add_special_tokens=False)
+        return plain.ids, np.ones(len(plain.ids), dtype=np.int8), plain.offsets
+    encoded = encode_texts(tokenizer, texts, add_special_tokens=False, spans=True)
+    return encoded.ids, spans_mask(encoded, spans), encoded.offsets
+
+
+def _encode_chunk(
+    tokenizer: Any, rows: Sequence[Any], names: Sequence[int], rules: LossRules
+) -> tuple[Int64Array, Int8Array, Int64Array]:
+    """Ids, masks and per-row lengths of a chunk of rows: each form in one batch call, then the rows put
+    back in their order (vectorized). O(characters + tokens)."""
+    checked = [_check_row(row, name) for row, name in zip(rows, names, strict=True)]
+    groups: dict[TextForm, list[int]] = {}
+    for position, row in enumerate(checked):
+        groups.setdefault(row.form, []).append(position)
+    lengths = np.zeros(len(checked), dtype=np.int64)
+    results = []
+    for form, members in groups.items():
+        ids, mask, offsets = _encode_group(
+            tokenizer, form, [checked[m] for m in members], [int(names[m]) for m in members], rules
+        )
+        if len(groups) == 1:
+            return ids, mask, np.diff(offsets)
+        lengths[members] = np.diff(offsets)
+        results.append((np.asarray(members, dtype=np.int64), ids, mask, offsets))
+    starts = np.zeros(len(checked) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    out_ids = np.empty(int(starts[-1]), dtype=np.int64)
+    out_mask = np.empty(int(starts[-1]), dtype=np.int8)
+    for members_array, ids, mask, offsets in results:
+        where = np.repeat(starts[members_array] - offsets[:-1], np.diff(offsets)) + np.arange(len(ids))
+        out_ids[where] = ids
+        out_mask[where] = mask
+    return out_ids, out_mask, lengths
+
+
+_WORKER: list[Any] = []
+"""A tokenizing process's tokenizer and loss rules (set once when it starts)."""
+
+
+def _start_worker(tokenizer: Any, rules: LossRules) -> None:
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one thread per process: the processes are the parallelism
+    _WORKER[:] = [tokenizer, rules]
+
+
+def _worker_chunk(rows: Sequence[Any], names: Sequence[int]) -> tuple[Int64Array, Int8Array, Int64Array]:
+    return _encode_chunk(_WORKER[0], rows, names, _WORKER[1])
+
+
+def _chunks(
+    tokenizer: Any, row_list: Sequence[Any], names: Sequence[int], rules: LossRules, num_proc: int
+) -> Iterator[tuple[Int64Array, Int8Array, Int64Array]]:
+    """Every chunk of ``_CHUNK_ROWS`` rows encoded, in order: here, or by ``num_proc`` processes (forked
+    where the platform can, so the tokenizer is not copied; each chunk's rows sent to one process and its
+    arrays sent back, taken in the input order, so the result is the one process's)."""
+    bounds = [(start, min(start + _CHUNK_ROWS, len(row_list))) for start in range(0, len(row_list), _CHUNK_ROWS)]
+    if num_proc <= 1 or len(bounds) <= 1:
+        for start, stop in bounds:
+            yield _encode_chunk(tokenizer, row_list[start:stop], names[start:stop], rules)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    pool = ProcessPoolExecutor(
+        min(num_proc, len(bounds)), mp_context=context, initializer=_start_worker, initargs=(tokenizer, rules)
+    )
+    try:
+        yield from pool.map(_worker_chunk, [row_list[a:b] for a, b in bounds], [list(names[a:b]) for a, b in bounds])
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def encode_rows(
@@ -974,56 +1620,53 @@ def encode_rows(
     tokenizer: Any,
     *,
     completion_only_loss: bool = True,
+    loss_rules: LossRules | None = None,
+    num_proc: int | None = None,
     indices: Sequence[int] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Int64Array, Int8Array, Int64Array]:
     """Tokenize text rows: flat ``tokens`` (int64), ``loss_mask`` (int8) and ``offsets`` (int64, n + 1).
 
-    Row ``i`` is ``tokens[offsets[i]:offsets[i + 1]]``. Rows are tokenized in chunks, each form of a
-    chunk in one batch call. ``indices[i]`` is how errors number row ``i`` (default ``i``);
-    ``progress(done, total)`` is called after each chunk with the number of rows done. Every row must be text
-    (:func:`is_text_row`); errors are :class:`SampleError` (the row) or :class:`SettingError` (the
-    tokenizer). O(characters + a few template renderings per chat, see :func:`chat_spans`).
+    Row ``i`` is ``tokens[offsets[i]:offsets[i + 1]]``. What is trained follows ``loss_rules``
+    (:class:`packing.loss.LossRules`: ``loss``, ``roles_to_train``, ``train_on_eos``, and each message's
+    ``weight``); without them ``completion_only_loss`` chooses ``completion`` (True) or ``all``. Rows are
+    tokenized in chunks, each form of a chunk in one batch call; ``num_proc`` processes share the chunks
+    (same result, same order, as one process). ``indices[i]`` is how errors number row ``i`` (default
+    ``i``); ``progress(done, total)`` is called after each chunk with the number of rows done. Every row
+    must be text (:func:`is_text_row`); errors are :class:`SampleError` (the row) or
+    :class:`SettingError` (the tokenizer). O(characters), one template rendering per chat (see
+    :func:`chat_spans`).
 
-    >>> tokens, mask, offsets = encode_rows(
-    ...     [{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}], "bytes")
+    >>> chat = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    >>> tokens, mask, offsets = encode_rows([{"messages": chat}], "bytes")
     >>> ByteTokenizer().decode(tokens[mask == 1])
     'b<|im_end|>\\n'
+    >>> tokens, mask, offsets = encode_rows([{"messages": chat}], "bytes", loss_rules=LossRules(train_on_eos=False))
+    >>> ByteTokenizer().decode(tokens[mask == 1])
+    'b'
     """
-    if not isinstance(completion_only_loss, bool):
-        raise SettingError("completion_only_loss", "True or False", completion_only_loss)
+    rules = LossRules.of(loss_rules, completion_only_loss)
+    processes = 1
+    if num_proc is not None:
+        from packing.validation import check_positive_int
+
+        processes = check_positive_int(num_proc, "num_proc")
     tokenizer = load_tokenizer(tokenizer)
     if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
         raise SettingError("rows", "a list of text rows", rows)
     row_list = rows if isinstance(rows, Sequence) else list(rows)
     if indices is not None and len(indices) != len(row_list):
         raise SettingError("indices", f"{len(row_list)} indices, one per row", f"<{len(indices)} indices>")
+    names = [int(i) for i in indices] if indices is not None else range(len(row_list))
     ids_parts: list[Int64Array] = []
     mask_parts: list[Int8Array] = []
     lengths: list[Int64Array] = []
-    for chunk_start in range(0, len(row_list), _CHUNK_ROWS):
-        chunk = range(chunk_start, min(chunk_start + _CHUNK_ROWS, len(row_list)))
-        names = [int(indices[i]) if indices is not None else i for i in chunk]
-        checked = [_check_row(row_list[i], name) for i, name in zip(chunk, names, strict=True)]
-        groups: dict[TextForm, list[int]] = {}
-        for position, row in enumerate(checked):
-            groups.setdefault(row.form, []).append(position)
-        chunk_ids: list[Int64Array | None] = [None] * len(checked)
-        chunk_mask: list[Int8Array | None] = [None] * len(checked)
-        for form, members in groups.items():
-            ids, mask, offsets = _encode_group(
-                tokenizer, form, [checked[m] for m in members], [names[m] for m in members], completion_only_loss
-            )
-            for slot, member in enumerate(members):
-                chunk_ids[member] = ids[offsets[slot] : offsets[slot + 1]]
-                chunk_mask[member] = mask[offsets[slot] : offsets[slot + 1]]
-        for ids_item, mask_item in zip(chunk_ids, chunk_mask, strict=True):
-            assert ids_item is not None and mask_item is not None
-            ids_parts.append(ids_item)
-            mask_parts.append(mask_item)
-        lengths.append(np.array([len(item) for item in chunk_ids if item is not None], dtype=np.int64))
+    for ids, mask, chunk_lengths in _chunks(tokenizer, row_list, names, rules, processes):
+        ids_parts.append(ids)
+        mask_parts.append(mask)
+        lengths.append(chunk_lengths)
         if progress is not None:
-            progress(chunk.stop, len(row_list))
+            progress(min(len(lengths) * _CHUNK_ROWS, len(row_list)), len(row_list))
     offsets = np.zeros(len(row_list) + 1, dtype=np.int64)
     if lengths:
         np.cumsum(np.concatenate(lengths), out=offsets[1:])
@@ -1064,11 +1707,13 @@ def read_text_rows(
     tokenizer: Any,
     *,
     completion_only_loss: bool = True,
+    loss_rules: LossRules | None = None,
+    num_proc: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Samples:
     """Rows of any form as one :class:`~packing.reader.Samples`: text rows tokenized (:func:`encode_rows`),
     every other row read by :func:`packing.reader.read_rows`; errors number rows from 0 in the input order.
-    O(characters + tokens).
+    ``loss_rules`` and ``num_proc`` as :func:`encode_rows` takes them. O(characters + tokens).
 
     >>> s = read_text_rows([{"text": "hi"}, [7, 8], {"prompt": "a", "completion": "b"}], "bytes")
     >>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()
@@ -1082,6 +1727,8 @@ def read_text_rows(
         [row_list[i] for i in positions],
         tokenizer,
         completion_only_loss=completion_only_loss,
+        loss_rules=loss_rules,
+        num_proc=num_proc,
         indices=positions,
         progress=progress,
     )
@@ -1090,4 +1737,4 @@ def read_text_rows(
     for slot, index in enumerate(positions):
         start, end = offsets[slot], offsets[slot + 1]
         row_list[index] = {"input_ids": tokens[start:end], "loss_mask": mask[start:end]}
-    return read_rows(row_list, completion_only_loss=completion_only_loss)
+    return read_rows(row_list, completion_only_loss=LossRules.of(loss_rules, completion_only_loss).masks_anything)

@@ -339,7 +339,11 @@ def test_the_command_line_options_are_the_recipes_fields() -> None:
 
     pack = build_parser()._subparsers._group_actions[0].choices["pack"]  # type: ignore[union-attr]
     flags = {option for action in pack._actions for option in action.option_strings}
-    assert {"--" + f.name.replace("_", "-") for f in option_fields()} <= flags
+
+    def flag(f: Any) -> str:  # a bool option that is on by default is turned off by --no-NAME
+        return ("--no-" if f.metadata["parse"] is bool else "--") + f.name.replace("_", "-")
+
+    assert {flag(f) for f in option_fields()} <= flags
 
 
 def test_padding_is_the_tokenizers_own_id() -> None:

@@ -206,11 +206,20 @@ class DatasetError(PackingError, ValueError):
         return cls(source, where, reason, cause)
 
 
-def one_line(error: BaseException, option: Callable[[str], str | None] | None = None) -> str:
+def one_line(
+    error: BaseException,
+    option: Callable[[str], str | None] | None = None,
+    *,
+    sample: Callable[[int], str] | None = None,
+) -> str:
     """The one line an entry point shows for ``error`` (a :class:`PackingError`, an ``OSError``, anything),
     worded for that entry point: ``option(name)`` is how it spells the library option ``name`` (``--tokenizer``
     at the command line; None: not one of its options), so a :class:`NeedsTokenizer` and a
-    :class:`SettingError` name the entry point's own option. The command line and the explorer print this. O(1).
+    :class:`SettingError` name the entry point's own option; ``sample(i)`` is how it names sample ``i`` (the
+    explorer: ``line 3`` of what was pasted). The command line and the explorer print this. O(1).
+
+    >>> one_line(SampleError(2, None, 1, "a token id", -4), sample=lambda i: f"line {i + 1}")
+    'line 3, position 1: expected a token id, got -4'
 
     >>> flag = lambda name: "--" + name.replace("_", "-")
     >>> one_line(SettingError("max_seq_length", "an integer >= 1", 0), flag)
@@ -228,6 +237,8 @@ def one_line(error: BaseException, option: Callable[[str], str | None] | None = 
         error = DatasetError.from_sample(error.source, error.where, error.cause.at(flag))
     if isinstance(error, SettingError) and spell(error.name):
         text = f"{spell(error.name)}: expected {error.expected}, got {error.got}"
+    elif isinstance(error, SampleError) and sample is not None and error.sample is not None:
+        text = error.where_and_what(sample(error.sample))
     elif isinstance(error, OSError) and not isinstance(error, PackingError):
         text = f"{error.filename or 'file'}: {error.strerror or error}"
     else:

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 
 import packing
+import packing.errors
 
 QUOTE_LIMIT = 40
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$&=\"'])")
@@ -69,9 +70,9 @@ def one_line(text: str, limit: int = 300) -> str:
 
 
 def describe(error: BaseException, where: str = "", name_sample: Callable[[int], str] | None = None) -> str:
-    """One line for an error the library (or a parser) raised on purpose, worded from its fields (``SampleError``:
-    sample, field, position, expected, got; ``DatasetError``: source, where, reason; ``SettingError``: name,
-    expected, got), else its own first line. ``name_sample`` says how to call sample ``i`` (a pasted line).
+    """One line for an error the library (or a parser) raised on purpose: the library's own wording
+    (``packing.errors.one_line``, the one the command line prints), cut to a line; ``name_sample`` says how to
+    call sample ``i`` (a pasted line); a parser's recursion or memory error in plain words.
 
     >>> describe(packing.SampleError(1, None, 1, "a non-negative integer token id", -4), name_sample=lambda i: f"line {i + 1}")
     'line 2, position 1: expected a non-negative integer token id, got -4'
@@ -79,31 +80,14 @@ def describe(error: BaseException, where: str = "", name_sample: Callable[[int],
     'a.csv, line 3: not valid UTF-8 text'
     """
     prefix = f"{where}: " if where else ""
-    if isinstance(error, packing.DatasetError):
-        if error.cause is not None and name_sample is None:
-            cause = error.cause
-            parts = [error.source, error.where or "", f"'{cause.field}'" if cause.field else ""]
-            if cause.position is not None:
-                parts.append(f"position {cause.position}")
-            return one_line(f"{', '.join(p for p in parts if p)}: expected {cause.expected}, got {cause.got}")
-        return one_line(f"{', '.join(p for p in (error.source, error.where) if p)}: {error.reason}")
-    if isinstance(error, packing.SampleError):
-        parts = [where] if where else []
-        if error.sample is not None:
-            parts.append(name_sample(error.sample) if name_sample else f"sample {error.sample}")
-        if error.field:
-            parts.append(f"'{error.field}'")
-        if error.position is not None:
-            parts.append(f"position {error.position}")
-        return one_line(f"{', '.join(parts)}: expected {error.expected}, got {error.got}".lstrip(": "))
-    if isinstance(error, packing.SettingError):
-        return one_line(f"{prefix}{error.name}: expected {error.expected}, got {error.got}")
     if isinstance(error, RecursionError):
         return one_line(f"{prefix}the data is nested too deeply to read")
     if isinstance(error, MemoryError):
         return one_line(f"{prefix}the data expands to more than this server can hold")
-    message = one_line(str(error)) or type(error).__name__
-    return f"{where}: {message}" if where and not message.startswith(where) else message
+    message = one_line(packing.errors.one_line(error, sample=name_sample)) or type(error).__name__
+    if not where or message.startswith(where):
+        return message
+    return f"{where}, {message}" if isinstance(error, packing.SampleError) else f"{where}: {message}"
 
 
 def plot_text(text: str) -> str:

@@ -519,7 +519,7 @@ class Batches:
     >>> pq.write_table(pa.table({"input_ids": [[1, 2], [3], []]}), buffer, row_group_size=2)
     >>> batches = decode(File(buffer, "d.parquet", "parquet")).batches
     >>> batches.num_rows, batches.values(["input_ids"]), [t.num_rows for t in batches]
-    (3, 4, [2, 1])
+    (3, 4, [3])
     """
 
     def __init__(self, parquet: pq.ParquetFile, columns: list[str], file: File, owned: ExitStack) -> None:

@@ -678,7 +678,8 @@ def read_table(
     offsets = np.zeros(rows + 1, dtype=np.int64)
     np.cumsum(id_len + p_len + c_len, out=offsets[1:])
     starts = offsets[:-1]
-    dtype = token_dtype(columns[name].values.dtype for name in TOKEN_FIELDS if name in columns)
+    given_ids = [columns[name].values for name in TOKEN_FIELDS if name in columns]
+    dtype = token_dtype(values.dtype for values in given_ids if values.size)  # a column of no values: no type
     tokens: TokenArray
     if ids.all():  # one form: the column's values are the tokens, in order
         tokens = columns["input_ids"].values.astype(dtype, copy=False)

@@ -45,12 +45,14 @@ from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, Strategy, StrategyN
 from packing.streaming import stream
 from packing.text import ByteTokenizer, decode_documents, encode_rows, is_text_row, load_tokenizer
 from packing.validation import OVERFLOW_POLICIES, OverflowPolicy
+from packing.weighting import LOSS_MODES, LossMode, LossTotals, effective_weights, trained_tokens
 
 __all__ = [
     "COLUMNS",
     "DEFAULT_STRATEGY",
     "EXPORT_FORMATS",
     "IGNORE_INDEX",
+    "LOSS_MODES",
     "LOSS_RULES",
     "MAX_EXPLAIN_DOCUMENTS",
     "OVERFLOW_POLICIES",
@@ -64,7 +66,9 @@ __all__ = [
     "Finding",
     "LazyBatch",
     "LimitError",
+    "LossMode",
     "LossRule",
+    "LossTotals",
     "LowerBounds",
     "MaskedSample",
     "NeedsTokenizer",
@@ -93,6 +97,7 @@ __all__ = [
     "compute_cost",
     "count_trainable",
     "decode_documents",
+    "effective_weights",
     "encode_rows",
     "explain",
     "export",
@@ -107,4 +112,5 @@ __all__ = [
     "read_rows",
     "read_table",
     "stream",
+    "trained_tokens",
 ]

@@ -53,6 +53,7 @@ from packing.recipe import Recipe, option_fields
 from packing.schema import help_text
 from packing.stats import PackingStats
 from packing.strategies import STRATEGIES
+from packing.weighting import LOSS_MODES, LossMode
 
 Writer = Callable[[LazyBatch, Path], None]
 WRITERS: dict[str, Writer] = {".parquet": write_parquet, ".jsonl": write_jsonl}
@@ -230,6 +231,12 @@ def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
         default="packing",
         help="layout of the output: this project's columns (default) or another framework's",
     )
+    parser.add_argument(
+        "--loss-weights",
+        choices=LOSS_MODES,
+        help="also write a loss_weights column: per-token weights of this objective (token: mean over trained "
+        "tokens; sequence: mean over documents of their mean; sequence_sum; sqrt)",
+    )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
     parser.set_defaults(run=_run_pack)
 
@@ -392,11 +399,12 @@ def _read_input(args: argparse.Namespace, progress: Progress | None = None, mess
 # ---------------------------------------------------------------- pack
 
 
-def _writer(output: Path, layout: str = "packing") -> Writer:
+def _writer(output: Path, layout: str = "packing", loss_weights: LossMode | None = None) -> Writer:
     """The writer of ``layout`` for the output's extension (``.npy``: NeMo's file, for ``megatron``), after
-    checking the file can be created there."""
+    checking the file can be created there; with ``loss_weights``, that column too."""
     suffix = output.suffix.lower()
-    writer = WRITERS.get(suffix) if layout == "packing" else _export_writer(layout)
+    native = layout == "packing" and loss_weights is None
+    writer = WRITERS.get(suffix) if native else _export_writer(layout, loss_weights)
     if suffix not in WRITERS and not (layout == "megatron" and suffix == ".npy"):
         npy = " (or .npy with --format megatron)"
         raise UsageError(f"--output must end in .parquet or .jsonl{npy}, got '{output}'")
@@ -460,7 +468,7 @@ def _run_pack(args: argparse.Namespace) -> int:
     """
     output = Path(args.output)
     recipe = _recipe(args)
-    writer = _writer(output, args.export_format)
+    writer = _writer(output, args.export_format, args.loss_weights)
     progress = Progress(show=not args.quiet and _stderr_is_terminal())
     message = f"reading {' '.join(args.input)}" + (f" and tokenizing with {args.tokenizer}" if args.tokenizer else "")
     with exclusive(output):
@@ -544,11 +552,12 @@ def _run_compare(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- export formats and audit
 
 
-def _export_writer(layout: str) -> Writer:
-    """The writer for ``pack --format LAYOUT`` other than this project's: the export, written by extension."""
+def _export_writer(layout: str, loss_weights: LossMode | None = None) -> Writer:
+    """The writer for ``pack --format LAYOUT`` other than this project's (or with ``--loss-weights``): the
+    export, written by extension."""
 
     def write(batch: LazyBatch, path: Path) -> None:
-        write_table(export(batch.fill(), layout), path)  # another layout: the whole batch at once
+        write_table(export(batch.fill(), layout, loss_weights=loss_weights), path)  # another layout: whole
 
     return write
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import numpy.typing as npt
 
 from packing.errors import SettingError
@@ -32,6 +33,8 @@ from packing.layouts import LAYOUTS, MODULES, Rows
 from packing.layouts.megatron import write_npy
 from packing.outputs import atomic_path
 from packing.packed import PackedBatch
+from packing.schema import LOSS_WEIGHTS
+from packing.weighting import LossMode
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -42,10 +45,17 @@ EXPORT_FORMATS = LAYOUTS
 """Layouts :func:`export` writes (the same names :func:`packing.auditing.audit` reports)."""
 
 
-def export(batch: PackedBatch, format: str = "packing", order: npt.ArrayLike | None = None) -> pa.Table:
+def export(
+    batch: PackedBatch,
+    format: str = "packing",
+    order: npt.ArrayLike | None = None,
+    loss_weights: LossMode | None = None,
+) -> pa.Table:
     """The blocks of ``batch`` in ``order`` (default: plan order) as a table in ``format``'s layout.
 
-    O(blocks × max_seq_length).
+    With ``loss_weights`` (an objective of ``packing.weighting``), also a ``loss_weights`` column (float32),
+    aligned with the layout's labels (with megatron's shifted ``loss_mask``), normalised over every block of
+    ``batch``. O(blocks × max_seq_length).
 
     >>> from packing import pack
     >>> table = export(pack([[1, 2], [3]], 4), "segment_ids")
@@ -55,11 +65,30 @@ def export(batch: PackedBatch, format: str = "packing", order: npt.ArrayLike | N
     Traceback (most recent call last):
     ...
     packing.errors.SettingError: format: expected one of packing, trl, flattening, torchtune, megatron, segment_ids, got 'keras' (str)
+    >>> export(pack([[1, 2], [3, 4, 5]], 8), "trl", loss_weights="sequence").column("loss_weights").to_pylist()
+    [[0.0, 0.25, 0.25, 0.0, 0.5]]
     """
     if format not in MODULES:
         raise SettingError("format", f"one of {', '.join(EXPORT_FORMATS)}", format)
-    table: pa.Table = MODULES[format].write(Rows(batch, order))
+    rows = Rows(batch, order)
+    table: pa.Table = MODULES[format].write(rows)
+    if loss_weights is not None:
+        table = table.append_column(LOSS_WEIGHTS.name, _weights_column(rows, format, batch.loss_weights(loss_weights)))
     return table
+
+
+def _weights_column(rows: Rows, format: str, weights: npt.NDArray[np.float32]) -> Any:
+    """``weights`` laid out as ``format`` lays out its labels: padding-free layouts keep the real tokens, megatron
+    shifts them with its ``loss_mask`` (the weight of the token each position predicts). O(blocks × width)."""
+    import pyarrow as pa
+
+    if format == "megatron":
+        shifted = np.zeros_like(weights)
+        shifted[:, :-1] = weights[:, 1:]
+        weights = shifted
+    if format in ("trl", "flattening", "megatron"):
+        return rows.real_column(weights, pa.float32())
+    return rows.fixed(weights, pa.float32())
 
 
 def write_table(table: pa.Table, path: PathType) -> None:

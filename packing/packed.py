@@ -20,6 +20,7 @@ from packing.schema import MAX_ID, record, to_arrow
 from packing.stats import PackingStats
 from packing.strategies import StrategyName
 from packing.validation import OverflowPolicy, check_token_id
+from packing.weighting import LossMode, LossTotals, token_weights
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
@@ -162,6 +163,22 @@ class PackedBatch:
         same = (document[:, None] == document[None, :]) & (document[:, None] >= 0)
         return np.tril(same)
 
+    def loss_weights(self, mode: LossMode, total: float | LossTotals | None = None) -> npt.NDArray[np.float32]:
+        """Per-token float32 weights aligned with ``labels`` (0 where the label is -100) such that
+        ``Σ weights × per-token cross-entropy`` is the objective ``mode``: ``token``, ``sequence``,
+        ``sequence_sum`` or ``sqrt`` (``packing.weighting``). A document is a source sample (``sequence_ids``),
+        its pieces in several blocks counted together. ``total`` is the mode's normaliser over the whole
+        optimizer step (trained tokens, documents, or Σ√trained; or a ``LossTotals``) when this batch is one
+        part of it; default: this batch's own. O(blocks × max_seq_length).
+
+        >>> b = pack([[1, 2, 3, 4, 5], [6, 7]], 8)
+        >>> (b.loss_weights("token") * 5).tolist()
+        [[0.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0]]
+        >>> b.loss_weights("sequence").tolist()
+        [[0.0, 0.125, 0.125, 0.125, 0.125, 0.0, 0.5, 0.0]]
+        """
+        return token_weights(self.labels != IGNORE_INDEX, self.sequence_ids, mode, total)
+
     def to_lists(self) -> tuple[list[list[int]], list[list[int]]]:
         """The classic ``(blocks, loss_masks)`` as lists of lists of ints."""
         return self.input_ids.tolist(), self.loss_mask.astype(np.int64).tolist()
@@ -196,14 +213,17 @@ class PackedBatch:
                 part.__dict__[name] = self.__dict__[name][rows]
         return part
 
-    def to_arrow(self, order: npt.ArrayLike | None = None) -> pa.Table:
+    def to_arrow(self, order: npt.ArrayLike | None = None, loss_weights: LossMode | None = None) -> pa.Table:
         """The blocks as a ``pyarrow.Table`` of the schema's columns, one row per block, in ``order``
-        (default: plan order). O(blocks × max_seq_length).
+        (default: plan order); with ``loss_weights`` (an objective), also that column, normalised over every
+        block of this batch. O(blocks × max_seq_length).
 
         >>> pack([[1, 2], [3]], 4).to_arrow().column_names
         ['input_ids', 'labels', 'loss_mask', 'position_ids', 'sequence_ids', 'seq_lengths']
+        >>> pack([[1, 2], [3]], 4).to_arrow(loss_weights="sequence").column("loss_weights").to_pylist()
+        [[0.0, 1.0, 0.0, 0.0]]
         """
-        return to_arrow(self, order)
+        return to_arrow(self, order, loss_weights)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
 
     from packing.packed import PackedBatch
+    from packing.weighting import LossMode
 
 Int64Array = npt.NDArray[np.int64]
 
@@ -73,6 +74,14 @@ COLUMNS: tuple[Column, ...] = (
 )
 """The output columns, in order."""
 
+LOSS_WEIGHTS = Column(
+    "loss_weights",
+    "float32",
+    "optional (written when asked): per-token weight of the chosen loss objective, 0 where the label is -100; "
+    "Σ weight × token cross-entropy is the objective over the file (packing.weighting)",
+)
+"""The optional column, after :data:`COLUMNS` when written (``to_arrow(..., loss_weights=mode)``)."""
+
 NAMES: tuple[str, ...] = tuple(column.name for column in COLUMNS)
 GRID_COLUMNS: tuple[str, ...] = NAMES[:-1]
 """The columns with one value per token slot (``max_seq_length`` per block)."""
@@ -83,23 +92,29 @@ CHUNK_VALUES = 1 << 24
 """Values per Arrow chunk: keeps every chunk's 32-bit list offsets far from overflow."""
 
 
-def arrow_schema(int64: bool = False) -> pa.Schema:
+def arrow_schema(int64: bool = False, loss_weights: bool = False) -> pa.Schema:
     """The schema as Arrow types: a list of the column's dtype for each column (``int64``: the wide
-    columns in int64).
+    columns in int64; ``loss_weights``: that optional column too).
 
     >>> str(arrow_schema().field("input_ids").type), str(arrow_schema(int64=True).field("input_ids").type)
     ('list<item: int32>', 'list<item: int64>')
+    >>> str(arrow_schema(loss_weights=True).field("loss_weights").type)
+    'list<item: float>'
     """
     import pyarrow as pa
 
-    return pa.schema([(c.name, pa.list_(pa.from_numpy_dtype(c.dtype_for(int64)))) for c in COLUMNS])
+    columns = (*COLUMNS, LOSS_WEIGHTS) if loss_weights else COLUMNS
+    return pa.schema([(c.name, pa.list_(pa.from_numpy_dtype(c.dtype_for(int64)))) for c in columns])
 
 
 def markdown_table() -> str:
-    """The schema as a Markdown table (the table of ``docs/guides/outputs.md`` is this one)."""
+    """The schema as a Markdown table (the table of ``docs/guides/outputs.md`` is this one), the optional
+    column last."""
     lines = ["| column | type | meaning |", "|---|---|---|"]
     wide = " (int64 with `int64=True`)"
-    lines += [f"| `{c.name}` | list of {c.dtype}{wide if c.wide else ''} | {c.meaning} |" for c in COLUMNS]
+    lines += [
+        f"| `{c.name}` | list of {c.dtype}{wide if c.wide else ''} | {c.meaning} |" for c in (*COLUMNS, LOSS_WEIGHTS)
+    ]
     return "\n".join(lines)
 
 
@@ -119,12 +134,13 @@ def _list_array(offsets: Int64Array, values: npt.NDArray[Any]) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(values))
 
 
-def to_arrow(batch: PackedBatch, order: npt.ArrayLike | None = None) -> pa.Table:
+def to_arrow(batch: PackedBatch, order: npt.ArrayLike | None = None, loss_weights: LossMode | None = None) -> pa.Table:
     """The blocks as a ``pyarrow.Table`` of :data:`COLUMNS`, one row per block. O(blocks × max_seq_length).
 
     ``order`` lists the blocks to write, in order (default: every block in plan order);
     reorder the plan instead (``plan.shuffle``) to avoid the copy. Values are handed to
-    Arrow without copying when already in block order.
+    Arrow without copying when already in block order. With ``loss_weights`` (an objective of
+    ``packing.weighting``), also the column :data:`LOSS_WEIGHTS`, normalised over every block of ``batch``.
 
     >>> from packing import pack
     >>> table = to_arrow(pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split"))
@@ -141,13 +157,16 @@ def to_arrow(batch: PackedBatch, order: npt.ArrayLike | None = None) -> pa.Table
     )
     width = batch.max_seq_length
     grids = {name: getattr(batch, name) for name in GRID_COLUMNS}
+    if loss_weights is not None:
+        grids[LOSS_WEIGHTS.name] = batch.loss_weights(loss_weights)
     in_order = order is None
     if not in_order:
         grids = {name: grid[rows] for name, grid in grids.items()}
     counts = np.diff(layout.block_starts)[rows]
     firsts = layout.block_starts[:-1][rows]
-    dtypes = {column.name: column.dtype_for(batch.int64) for column in COLUMNS}
-    arrays: dict[str, list[pa.Array]] = {name: [] for name in NAMES}
+    dtypes = {column.name: column.dtype_for(batch.int64) for column in (*COLUMNS, LOSS_WEIGHTS)}
+    names = (*NAMES, LOSS_WEIGHTS.name) if loss_weights is not None else NAMES
+    arrays: dict[str, list[pa.Array]] = {name: [] for name in names}
     for lo, hi in _chunks(len(rows), width):
         fixed = np.arange(hi - lo + 1, dtype=np.int64) * width
         for name, grid in grids.items():
@@ -160,9 +179,9 @@ def to_arrow(batch: PackedBatch, order: npt.ArrayLike | None = None) -> pa.Table
         else:
             pieces = layout.piece_length[ranges(firsts[lo:hi], counts[lo:hi])]
         arrays["seq_lengths"].append(_list_array(piece_offsets, pieces.astype(np.int32, copy=False)))
-    schema = arrow_schema(batch.int64)
+    schema = arrow_schema(batch.int64, loss_weights is not None)
     return pa.table(
-        {name: pa.chunked_array(arrays[name], type=schema.field(name).type) for name in NAMES}, schema=schema
+        {name: pa.chunked_array(arrays[name], type=schema.field(name).type) for name in names}, schema=schema
     )
 
 

@@ -47,10 +47,11 @@ from packing.auditing import AuditReport, audit
 from packing.plans import Piece
 from packing.reader import Samples
 from packing.recipe import Recipe, RecipeOptions
-from packing.schema import COLUMNS
+from packing.schema import COLUMNS, LOSS_WEIGHTS
 from packing.stats import PackingStats
 from packing.strategies import STRATEGIES, StrategyName
 from packing.validation import OverflowPolicy
+from packing.weighting import LossMode, LossTotals, check_mode, token_weights
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
@@ -125,6 +126,30 @@ class Schedule:
             else int(self.indices[k])
             for k in range(lo, hi)
         ]
+
+    def loss_totals(self, trained: Int64Array, gradient_accumulation_steps: int = 1) -> list[LossTotals]:
+        """For each step, the ``LossTotals`` of its optimizer step: the documents of every rank's blocks in the
+        ``gradient_accumulation_steps`` consecutive steps it belongs to (the last one may be shorter), with
+        ``trained[i]`` trained tokens for sample ``i``. O(n + steps).
+
+        >>> s = build_schedule([3, 2, 4, 1], 4, 2, shuffle=False)
+        >>> [t.tokens for t in s.loss_totals(np.array([2, 1, 3, 0]), 1)]
+        [5, 1]
+        >>> s.loss_totals(np.array([2, 1, 3, 0]), 2)
+        [LossTotals(documents=3, tokens=6, sqrt_sum=4.14...), LossTotals(documents=3, tokens=6, sqrt_sum=4.14...)]
+        """
+        if self.pieces.any():
+            raise SettingError("trained_tokens", "whole samples (overflow truncate or drop, not split)", "<pieces>")
+        group = self.num_replicas * gradient_accumulation_steps
+        block_of = np.repeat(np.arange(len(self.block_starts) - 1), np.diff(self.block_starts))
+        optimizer_step = block_of // group
+        counts = trained[self.indices]
+        steps = int(optimizer_step.max()) + 1 if len(optimizer_step) else 0
+        documents = np.bincount(optimizer_step, weights=counts > 0, minlength=steps)
+        tokens = np.bincount(optimizer_step, weights=counts, minlength=steps)
+        roots = np.bincount(optimizer_step, weights=np.sqrt(counts), minlength=steps)
+        per_group = [LossTotals(int(d), int(t), float(r)) for d, t, r in zip(documents, tokens, roots, strict=True)]
+        return [per_group[step // gradient_accumulation_steps] for step in range(self.num_steps)]
 
     @property
     def imbalance(self) -> float:
@@ -350,11 +375,21 @@ class PackingSampler(Sampler[list[int | Piece]]):
         cost: CostFunction | None = None,
         balance: bool = True,
         recipe: Recipe | None = None,
+        trained_tokens: npt.ArrayLike | None = None,
+        gradient_accumulation_steps: int = 1,
         **options: Unpack[RecipeOptions],
     ) -> None:
         super().__init__()
         self.recipe = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
         self.lengths = np.asarray(getattr(lengths, "lengths", lengths)).copy()
+        self.trained_tokens = _trained_counts(trained_tokens, len(self.lengths))
+        if (
+            isinstance(gradient_accumulation_steps, bool)
+            or not isinstance(gradient_accumulation_steps, int)
+            or (gradient_accumulation_steps < 1)
+        ):
+            raise SettingError("gradient_accumulation_steps", "an integer >= 1", gradient_accumulation_steps)
+        self.gradient_accumulation_steps = gradient_accumulation_steps
         self.num_replicas, self.rank = _world(num_replicas, rank)
         self.shuffle = shuffle
         self.cost = cost
@@ -413,8 +448,27 @@ class PackingSampler(Sampler[list[int | Piece]]):
 
     def __iter__(self) -> Iterator[list[int | Piece]]:
         schedule = self.schedule
+        totals = self.loss_totals()
         for step in range(schedule.num_steps):
-            yield schedule.items(step, self.rank)
+            items = schedule.items(step, self.rank)
+            yield items if totals is None else Step(items, totals[step])
+
+    def loss_totals(self) -> list[LossTotals] | None:
+        """Each step's ``LossTotals`` over its optimizer step (``gradient_accumulation_steps`` steps × every
+        rank), from ``trained_tokens``; None without them."""
+        if self.trained_tokens is None:
+            return None
+        return self.schedule.loss_totals(self.trained_tokens, self.gradient_accumulation_steps)
+
+    def loader(self, dataset: Any, loss_weights: LossMode, **kwargs: Any) -> StepLoader:
+        """A ``DataLoader`` over ``dataset`` with this sampler whose batches (``collate``'s) carry ``loss_weights``
+        for the objective ``loss_weights``, normalised over each optimizer step on every rank (needs
+        ``trained_tokens``). ``kwargs`` go to the ``DataLoader`` (``num_workers``, ...)."""
+        check_mode(loss_weights)
+        if self.trained_tokens is None:
+            raise SettingError("trained_tokens", "trained tokens per sample (packing.weighting.trained_tokens)", None)
+        collate_fn = functools.partial(collate, recipe=self.recipe, loss_weights=loss_weights)
+        return StepLoader(StepDataset(self.pieces(dataset)), batch_sampler=self, collate_fn=collate_fn, **kwargs)
 
 
 class Pieces(Dataset[Any]):
@@ -544,6 +598,8 @@ def collate(
     return_seq_idx: bool = False,
     ignore_masks: bool = False,
     recipe: Recipe | None = None,
+    loss_weights: LossMode | None = None,
+    totals: LossTotals | float | None = None,
     **options: Unpack[RecipeOptions],
 ) -> dict[str, Any]:
     """The padding-free batch of ``rows``: every document's tokens in one row, as
@@ -571,10 +627,19 @@ def collate(
     each document's first. ``ignore_masks=True`` gives transformers' exact labels (masks unused; labels given in
     a row are still kept, as transformers keeps them). Pass no ``attention_mask`` to the model. O(T).
 
+    With ``loss_weights`` (``token``, ``sequence``, ``sequence_sum``, ``sqrt``; see ``packing.weighting``), also
+    ``loss_weights``: float32 ``(1, T)``, aligned with ``labels``, such that ``weighted_loss`` is that objective.
+    A document is a row (a sample), or for packed blocks a source sample (``sequence_ids``). ``totals`` is the
+    optimizer step's normaliser (a ``LossTotals`` or a number); default: the ``totals`` of ``rows`` when they come
+    from ``PackingSampler.loader`` (a ``Step``), else this batch's own. Packed blocks that carry a
+    ``loss_weights`` column keep it when no mode is asked.
+
     >>> collate([[5, 6], {"input_ids": [7, 8, 9], "loss_mask": [0, 1, 1]}])["labels"].tolist()
     [[-100, 6, -100, 8, 9]]
     >>> sorted(collate([[5, 6], [7]], return_seq_idx=True, return_flash_attn_kwargs=True))
     ['cu_seq_lens_k', 'cu_seq_lens_q', 'input_ids', 'labels', 'max_length_k', 'max_length_q', 'position_ids', 'seq_idx']
+    >>> collate([[5, 6], [7, 8, 9]], loss_weights="sequence")["loss_weights"].tolist()
+    [[0.0, 0.5, 0.0, 0.25, 0.25]]
     >>> collate([[5, 6, 7, 8, 9]], 3)["input_ids"].tolist()
     [[5, 6, 7]]
     """
@@ -600,7 +665,115 @@ def collate(
         longest = int(lengths.max())
         cu_tensor = torch.from_numpy(cu)
         batch.update(cu_seq_lens_q=cu_tensor, cu_seq_lens_k=cu_tensor, max_length_q=longest, max_length_k=longest)
+    weights = _collated_weights(rows, labels, lengths, loss_weights, totals)
+    if weights is not None:
+        batch[LOSS_WEIGHTS.name] = torch.from_numpy(weights)[None]
     return batch
+
+
+def _collated_weights(
+    rows: Sequence[Any],
+    labels: Int64Array,
+    lengths: Int64Array,
+    mode: LossMode | None,
+    totals: LossTotals | float | None,
+) -> npt.NDArray[np.float32] | None:
+    """``collate``'s ``loss_weights``: computed for ``mode``, or the blocks' own column, or None. O(T)."""
+    blocks = bool(rows) and all(_is_block(row) for row in rows)
+    if mode is None:
+        if blocks and all(LOSS_WEIGHTS.name in row for row in rows):
+            return np.concatenate(
+                [np.asarray(_numpy(r[LOSS_WEIGHTS.name]), np.float32)[: int(np.sum(_numpy(r["seq_lengths"])))]
+                 for r in rows]
+            )  # fmt: skip
+        return None
+    check_mode(mode)
+    if blocks and all("sequence_ids" in row for row in rows):
+        documents = np.concatenate(
+            [np.asarray(_numpy(r["sequence_ids"]), np.int64)[: int(np.sum(_numpy(r["seq_lengths"])))] for r in rows]
+        )
+    else:
+        documents = np.repeat(np.arange(len(lengths)), lengths)
+    return token_weights(labels != IGNORE_INDEX, documents, mode, totals if totals is not None else _totals_of(rows))
+
+
+def _totals_of(rows: Sequence[Any]) -> LossTotals | None:
+    totals = getattr(rows, "totals", None)
+    return totals if isinstance(totals, LossTotals) else None
+
+
+def weighted_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """``Σ weights × cross-entropy`` of a causal LM's ``logits`` ``(..., T, vocab)`` against ``labels`` and
+    ``weights`` ``(..., T)`` as ``collate`` gives them (transformers' convention: ``labels[t]`` is the target of
+    the prediction at ``t - 1``; this function shifts, as the model's own loss does). The token-mean objective is
+    ``weighted_loss`` with ``collate(..., loss_weights="token")``; the result is the batch's share of the
+    optimizer step's objective when the weights were normalised over the step. Computed in float32. O(T × vocab).
+
+    >>> logits = torch.zeros(1, 3, 4)
+    >>> round(float(weighted_loss(logits, torch.tensor([[-100, 1, 2]]), torch.tensor([[0.0, 0.5, 0.5]]))), 4)
+    1.3863
+    """
+    if labels.shape != weights.shape or logits.shape[:-1] != labels.shape:
+        raise SettingError(
+            "weights", f"labels and weights of the logits' shape {tuple(logits.shape[:-1])}", tuple(weights.shape)
+        )
+    predictions = logits[..., :-1, :].float().reshape(-1, logits.shape[-1])
+    targets = (
+        labels[..., 1:].reshape(-1).to(predictions.device, torch.long)
+    )  # the int32 schema: cross-entropy takes int64
+    per_token = torch.nn.functional.cross_entropy(predictions, targets, ignore_index=IGNORE_INDEX, reduction="none")
+    return (per_token * weights[..., 1:].reshape(-1).to(per_token)).sum()
+
+
+class Step(list):  # type: ignore[type-arg]
+    """A list (of a step's sample indices, or of its rows) that carries the optimizer step's ``totals``:
+    what ``PackingSampler`` yields when given ``trained_tokens``, and what ``StepDataset`` hands ``collate``."""
+
+    def __init__(self, items: Any, totals: LossTotals | None) -> None:
+        super().__init__(items)
+        self.totals = totals
+
+    def __reduce__(self) -> Any:  # DataLoader workers receive the indices pickled
+        return (Step, (list(self), self.totals))
+
+
+class StepLoader(torch.utils.data.DataLoader[Any]):
+    """``PackingSampler.loader``'s ``DataLoader``: ``set_epoch`` repacks its sampler (``transformers.Trainer``
+    calls it at every epoch)."""
+
+    def set_epoch(self, epoch: int) -> None:
+        self.batch_sampler.set_epoch(epoch)  # type: ignore[union-attr]
+
+
+class StepDataset(Dataset[Any]):
+    """``dataset`` whose batches, fetched for a sampler's ``Step``, keep its ``totals`` for ``collate``
+    (``DataLoader`` fetches a batch with ``__getitems__``). Items are ``dataset``'s, unchanged."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.dataset[index]
+
+    def __getitems__(self, indices: Sequence[int]) -> Step:
+        fetch = getattr(self.dataset, "__getitems__", None)
+        items = fetch(list(indices)) if fetch else [self.dataset[i] for i in indices]
+        return Step(items, getattr(indices, "totals", None))
+
+
+def _trained_counts(trained: npt.ArrayLike | None, count: int) -> Int64Array | None:
+    """``trained`` as non-negative int64 counts, one per sample, or None."""
+    if trained is None:
+        return None
+    values = np.asarray(trained)
+    if values.shape != (count,) or (values.size and values.dtype.kind not in "iu"):
+        raise SettingError("trained_tokens", f"one integer per sample ({count})", f"<an array of shape {values.shape}>")
+    if values.size and int(values.min()) < 0:
+        raise SettingError("trained_tokens", "non-negative counts", int(values.min()))
+    return values.astype(np.int64)
 
 
 def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Tensor]:
@@ -665,7 +838,7 @@ def collate_fixed(
 BLOCK_COLUMNS = tuple(column.name for column in COLUMNS)
 IPC_SUFFIXES = (".arrow", ".feather", ".ipc")
 PARQUET_SUFFIXES = (".parquet", ".pq")
-_DTYPES = {column.name: column.dtype_for(int64=True) for column in COLUMNS}
+_DTYPES = {column.name: column.dtype_for(int64=True) for column in (*COLUMNS, LOSS_WEIGHTS)}
 """Item dtypes: the schema's, with ids, labels and positions as int64 (what embeddings and cross-entropy take),
 whatever the dtype stored."""
 
@@ -682,6 +855,8 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
     loaded whole: Parquet is decoded one row group at a time, on demand (the last few are kept); an Arrow IPC
     file is read in place (zero-copy). The dataset pickles without its open file, so DataLoader workers each open
     their own. ``collate`` turns a list of items into the padding-free batch, ``collate_fixed`` stacks them.
+    Items also carry ``loss_weights`` (float32) when the file has that column, or for a ``PackedBatch`` with
+    ``loss_weights=mode`` (normalised over every block; ``packing.weighting``).
     O(max_seq_length) per item, plus decoding a row group when it is first touched.
 
     Any other layout :func:`packing.audit` recognises (TRL, transformers flattening, torchtune, NeMo's ``.npy``,
@@ -700,7 +875,16 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
     ([-100, 2, 3, -100], [0, 1, 2, 0], 'trl', ())
     """
 
-    def __init__(self, source: Any, *, cached_row_groups: int = 2, format: str | None = None) -> None:
+    def __init__(
+        self,
+        source: Any,
+        *,
+        cached_row_groups: int = 2,
+        format: str | None = None,
+        loss_weights: LossMode | None = None,
+    ) -> None:
+        self._weights: npt.NDArray[np.float32] | None = None
+        self._columns: tuple[str, ...] = BLOCK_COLUMNS
         self._batch: PackedBatch | None = None
         self._path: str | None = None
         self._file: Any = None
@@ -710,9 +894,16 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
         if isinstance(source, PackedBatch):
             self._batch = source
             self._length = source.num_blocks
+            if loss_weights is not None:
+                self._weights = source.loss_weights(loss_weights)
+                self._columns = (*BLOCK_COLUMNS, LOSS_WEIGHTS.name)
             return
         if isinstance(source, (str, os.PathLike)) and format in (None, "packing") and self._open_native(source):
+            if loss_weights is not None and LOSS_WEIGHTS.name not in self._columns:
+                raise DatasetError(os.fspath(source), None, "no 'loss_weights' column (to_arrow(loss_weights=...))")
             return
+        if loss_weights is not None:
+            raise SettingError("loss_weights", "a PackedBatch or a file of this project's columns", loss_weights)
         self._report = audit(source, format=format)
         self._length = self._report.num_blocks
 
@@ -734,6 +925,8 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
         if any(c not in names for c in BLOCK_COLUMNS):
             self._path = self._file = None
             return False
+        if LOSS_WEIGHTS.name in names:
+            self._columns = (*BLOCK_COLUMNS, LOSS_WEIGHTS.name)
         if self._ipc:
             rows = [handle.get_batch(g).num_rows for g in range(handle.num_record_batches)]
         else:
@@ -773,11 +966,11 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
         if group not in self._cache:
             handle = self._open()
             if self._ipc:
-                table = handle.get_batch(group).select(list(BLOCK_COLUMNS))  # zero-copy from the memory map
+                table = handle.get_batch(group).select(list(self._columns))  # zero-copy from the memory map
             else:
-                table = handle.read_row_group(group, columns=list(BLOCK_COLUMNS))
+                table = handle.read_row_group(group, columns=list(self._columns))
             columns = {}
-            for name in BLOCK_COLUMNS:
+            for name in self._columns:
                 column = table.column(name)
                 array = column.combine_chunks() if hasattr(column, "combine_chunks") else column
                 offsets = array.offsets.to_numpy().astype(np.int64)
@@ -805,10 +998,12 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
                 "sequence_ids": b.sequence_ids[index],
                 "seq_lengths": b.seq_lengths(index),
             }
+            if self._weights is not None:
+                arrays[LOSS_WEIGHTS.name] = self._weights[index]
         else:
             group = int(np.searchsorted(self._group_starts, index, side="right")) - 1
             local = index - int(self._group_starts[group])
             arrays = {}
             for name, (offsets, values) in self._row_group(group).items():
                 arrays[name] = values[offsets[local] : offsets[local + 1]]
-        return {name: torch.from_numpy(np.array(arrays[name], dtype=_DTYPES[name])) for name in BLOCK_COLUMNS}
+        return {name: torch.from_numpy(np.array(arrays[name], dtype=_DTYPES[name])) for name in self._columns}

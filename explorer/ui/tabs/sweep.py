@@ -66,7 +66,7 @@ def render(ctx: Context) -> None:
         f"(overflow '{s.overflow}'). Efficiency = real tokens / (blocks × max_seq_length); it counts only the tokens "
         "that were kept, so read it next to the tokens lost."
     )
-    default_strategies = [n for n in packing.STRATEGIES if n != "optimal"]
+    default_strategies = [n for n, strategy in packing.STRATEGIES.items() if not strategy.is_search]
     st.session_state.setdefault("sweep_strategies", default_strategies)
     sizes_key = f"sweep_sizes_{s.max_seq_length}"
     st.session_state.setdefault(sizes_key, _default_sizes(s.max_seq_length))
@@ -96,7 +96,8 @@ def render(ctx: Context) -> None:
         sizes = [v for v in sizes if v not in expanding]
     if not sizes:
         return
-    searching = f"; the optimum searches up to {PAGE_TIME_LIMIT} s at each size" if "optimal" in names else ""
+    searches = [n for n in names if packing.STRATEGIES[n].is_search]
+    searching = f"; {', '.join(searches)} searches up to {PAGE_TIME_LIMIT} s at each size" if searches else ""
     with st.spinner(
         f"Planning with {len(names)} strategies at {len(sizes)} sizes{searching} (in a worker process)…", show_time=True
     ):

@@ -1,0 +1,200 @@
+"""What packing does to the loss: per-token weights for an objective chosen by name.
+
+A causal-LM loss is a weighted sum of per-token cross-entropies, ``Σ w_t · CE_t``. The trained tokens are the
+positions whose label is not -100 (a document's first token never is: nothing before it in the document predicts
+it). A **document** is one original sample: its pieces in several blocks (a strategy or overflow that splits) are
+one document, counted over the pieces present in the tokens weighed; a document with no trained token contributes
+nothing and is not counted. With ``n_d`` the trained tokens of document ``d``:
+
+- ``token``: every trained token weighs ``1 / T``, ``T = Σ n_d``: the mean over all trained tokens. A document
+  weighs its length: ``n_d / T``. (What a plain mean over a packed batch computes.)
+- ``sequence``: ``1 / (D · n_d)``, ``D`` = documents: the mean over documents of each document's mean token loss.
+  Every document weighs ``1 / D``, however long. (The default of many unpacked SFT and RL recipes.)
+- ``sequence_sum``: ``1 / D``: the mean over documents of each document's summed token loss (verl's
+  ``seq-mean-token-sum``). A document weighs ``n_d / D``.
+- ``sqrt``: ``1 / (S · √n_d)``, ``S = Σ √n_d``: each document's mean token loss weighted by ``√n_d / S``, between
+  ``token`` (a document weighs ``n_d``) and ``sequence`` (it weighs 1).
+
+``T``, ``D`` and ``S`` are the mode's **normaliser** (:func:`normaliser`). Computed over one batch, the weights sum
+to that batch's objective. Given the normaliser of a whole optimizer step (every micro-batch on every rank, see
+:class:`LossTotals`), each micro-batch's weights are its share of the step's objective, and the shares add up to it
+exactly: no averaging of averages, no extra all-reduce.
+
+>>> effective_weights([1, 3], "token").tolist()
+[0.25, 0.75]
+>>> effective_weights([1, 3], "sequence").tolist()
+[0.5, 0.5]
+>>> token_weights([1, 1, 1, 1], [0, 1, 1, 1], "sequence").tolist()
+[0.5, 0.1666..., 0.1666..., 0.1666...]
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, NamedTuple, get_args
+
+import numpy as np
+import numpy.typing as npt
+
+from packing.errors import SettingError
+from packing.kernels import piece_mask_sums
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from packing.reader import Samples
+
+LossMode = Literal["token", "sequence", "sequence_sum", "sqrt"]
+LOSS_MODES: tuple[LossMode, ...] = get_args(LossMode)
+"""The objectives, by name."""
+
+Float32Array = npt.NDArray[np.float32]
+FloatArray = npt.NDArray[np.float64]
+Int64Array = npt.NDArray[np.int64]
+
+MODE_ARITHMETIC: dict[LossMode, str] = {
+    "token": "every trained token counts the same: a document weighs its trained tokens over all trained tokens "
+    "(n_d / T), so a 2,000-token answer counts 100 times a 20-token one",
+    "sequence": "every document counts the same: its mean token loss weighs 1 / D, however long it is; "
+    "each of its tokens weighs 1 / (D · n_d)",
+    "sequence_sum": "every document's summed token loss, averaged over documents: a document weighs n_d / D and "
+    "each of its tokens 1 / D",
+    "sqrt": "a document's mean token loss weighs √n_d / Σ√n: longer documents count more, but only as the square "
+    "root of their length (between token and sequence)",
+}
+"""Each mode's arithmetic in words (``n_d``: trained tokens of document d; ``T``: all trained tokens;
+``D``: documents with a trained token)."""
+
+
+class LossTotals(NamedTuple):
+    """The normalisers of one optimizer step (or any set of documents): ``documents`` with a trained token,
+    ``tokens`` trained, and ``sqrt_sum`` = Σ √(trained tokens of each document).
+
+    >>> LossTotals.of([4, 0, 1])
+    LossTotals(documents=2, tokens=5, sqrt_sum=3.0)
+    >>> LossTotals.of([4, 0, 1]).of_mode("sqrt")
+    3.0
+    """
+
+    documents: int
+    tokens: int
+    sqrt_sum: float
+
+    @classmethod
+    def of(cls, trained: npt.ArrayLike) -> LossTotals:
+        """The totals of documents with these trained-token counts. O(n)."""
+        counts = np.asarray(trained, dtype=np.int64).reshape(-1)
+        return cls(int((counts > 0).sum()), int(counts.sum()), float(np.sqrt(counts).sum()))
+
+    def of_mode(self, mode: LossMode) -> float:
+        """The normaliser ``mode`` divides by: tokens, documents, or the sum of square roots."""
+        check_mode(mode)
+        if mode == "token":
+            return float(self.tokens)
+        return self.sqrt_sum if mode == "sqrt" else float(self.documents)
+
+
+def check_mode(mode: object) -> LossMode:
+    """``mode`` if it names an objective, else a ``SettingError`` listing them."""
+    if not isinstance(mode, str) or mode not in LOSS_MODES:
+        raise SettingError("loss_weights", f"one of {', '.join(LOSS_MODES)}", mode)
+    return mode
+
+
+def _check_total(total: float | LossTotals | None, mode: LossMode, own: float) -> float:
+    """The normaliser to divide by: ``total`` (a number or the step's ``LossTotals``), else ``own``."""
+    if total is None:
+        return own
+    value = total.of_mode(mode) if isinstance(total, LossTotals) else total
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value > 0:
+        raise SettingError("total", f"a positive {mode} normaliser (or a LossTotals)", value)
+    if own > float(value) * (1 + 1e-9):
+        raise SettingError("total", f"at least this batch's own normaliser ({own:g})", value)
+    return float(value)
+
+
+def per_token_weight(trained: npt.ArrayLike, mode: LossMode, total: float | LossTotals | None = None) -> FloatArray:
+    """The weight of each trained token of documents with ``trained`` trained tokens (0 for a document without
+    any), for ``mode`` divided by ``total`` (default: these documents' own normaliser). O(documents).
+
+    >>> per_token_weight([2, 0, 8], "sqrt").round(4).tolist()
+    [0.1667, 0.0, 0.0833]
+    >>> per_token_weight([2, 8], "token", total=20).tolist()
+    [0.05, 0.05]
+    """
+    check_mode(mode)
+    counts = np.asarray(trained, dtype=np.float64).reshape(-1)
+    if counts.size and counts.min() < 0:
+        raise SettingError("trained", "non-negative trained-token counts", int(counts.min()))
+    own = LossTotals.of(counts.astype(np.int64))
+    norm = _check_total(total, mode, own.of_mode(mode)) if own.documents else 1.0
+    has = counts > 0
+    out = np.zeros(counts.shape, dtype=np.float64)
+    if mode == "token":
+        out[has] = 1.0 / norm
+    elif mode == "sequence":
+        out[has] = 1.0 / (norm * counts[has])
+    elif mode == "sequence_sum":
+        out[has] = 1.0 / norm
+    else:
+        out[has] = 1.0 / (norm * np.sqrt(counts[has]))
+    return out
+
+
+def effective_weights(trained: npt.ArrayLike, mode: LossMode) -> FloatArray:
+    """Each document's weight in the loss under ``mode``: the factor on its **mean** token loss, so the
+    objective is ``Σ_d weight_d · mean_loss_d`` (documents with ``trained`` trained tokens; 0 for none).
+
+    ``token``: ``n_d / T`` (proportional to length); ``sequence``: ``1 / D`` (equal); ``sequence_sum``:
+    ``n_d / D`` (proportional to length, summing to the mean document length, not 1); ``sqrt``: ``√n_d / Σ√n``.
+    :data:`MODE_ARITHMETIC` says it in words. O(documents).
+
+    >>> effective_weights([20, 2000], "token").round(4).tolist()
+    [0.0099, 0.9901]
+    >>> effective_weights([20, 2000, 0], "sqrt").round(4).tolist()
+    [0.0909, 0.9091, 0.0]
+    >>> effective_weights([20, 2000], "sequence_sum").tolist()
+    [10.0, 1000.0]
+    """
+    counts = np.asarray(trained, dtype=np.float64).reshape(-1)
+    return per_token_weight(counts, mode) * counts
+
+
+def token_weights(
+    trained: npt.ArrayLike, documents: npt.ArrayLike, mode: LossMode, total: float | LossTotals | None = None
+) -> Float32Array:
+    """Per-token float32 weights: ``trained`` flags the tokens with a label (any shape), ``documents`` gives each
+    token's document (any integer ids; the same shape). Untrained tokens weigh 0. ``total`` is the mode's
+    normaliser over every batch the objective spans (default: these tokens' own). O(tokens log tokens).
+
+    >>> token_weights([[0, 1, 1], [0, 1, 0]], [[7, 7, 7], [9, 9, -1]], "sequence").tolist()
+    [[0.0, 0.25, 0.25], [0.0, 0.5, 0.0]]
+    """
+    flags = np.asarray(trained).astype(bool)
+    docs = np.asarray(documents)
+    if flags.shape != docs.shape:
+        raise SettingError("documents", f"one document id per token (shape {flags.shape})", f"<shape {docs.shape}>")
+    ids, inverse = np.unique(docs.reshape(-1), return_inverse=True)
+    counts = np.bincount(inverse, weights=flags.reshape(-1), minlength=len(ids)).astype(np.int64)
+    per_doc = per_token_weight(counts, mode, total)
+    return np.where(flags, per_doc[inverse].reshape(flags.shape), 0.0).astype(np.float32)
+
+
+def trained_tokens(samples: Samples, max_seq_length: int | None = None) -> Int64Array:
+    """Trained tokens (labels that are not -100) of each sample packed whole: tokens of its loss mask after its
+    first token, among its first ``max_seq_length`` tokens when given (what a truncating collate keeps).
+    What ``PackingSampler(..., trained_tokens=...)`` needs. O(total tokens).
+
+    >>> from packing.reader import read_rows
+    >>> trained_tokens(read_rows([{"prompt": [1, 2], "completion": [3, 4]}, [5, 6, 7]])).tolist()
+    [2, 2]
+    >>> trained_tokens(read_rows([[5, 6, 7]]), max_seq_length=2).tolist()
+    [1]
+    """
+    if samples.loss_mask is None:
+        raise SettingError("samples", "token ids with their loss mask", "<lengths only>")
+    lengths = samples.lengths
+    if max_seq_length is not None:
+        lengths = np.minimum(lengths, max_seq_length)
+    n = len(lengths)
+    _, targets = piece_mask_sums(
+        samples.loss_mask, samples.offsets, np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int64), lengths
+    )
+    return targets.astype(np.int64)

@@ -18,7 +18,8 @@ Every path is opened with :func:`packing.limits.open_input` (regular files only)
 (:func:`packing.limits.scan_json`) before it is parsed. Bounds (:class:`~packing.limits.ReadLimits`) apply
 to the whole source: each file is checked before it is decoded against what the files before it left
 (:class:`Budget`), and the totals as they grow. Two views of a file: :func:`decode` (rows with their places,
-or a table: what :func:`packing.read_dataset` gives the reader) and :func:`read_table` (one Arrow table over
+a table, or a Parquet file's :class:`Batches`, decoded one at a time: what :func:`packing.read_dataset` gives
+the reader) and :func:`read_table` (one Arrow table over
 all files: what the auditor reads). O(bytes) throughout.
 
 >>> import os, tempfile

@@ -600,7 +600,7 @@ def _parquet(file: File, limits: ReadLimits, columns: Collection[str] | None, ro
     with ExitStack() as stack:
         handle = stack.enter_context(_opened(file))
         try:
-            parquet = pq.ParquetFile(handle)
+            parquet = pq.ParquetFile(handle, pre_buffer=False)  # not the whole file read ahead
             wanted = [n for n in parquet.schema_arrow.names if columns is None or n in columns]
             if not wanted:
                 found = names(list(parquet.schema_arrow.names))

@@ -188,6 +188,8 @@ def _samples(content: Content, reading: dict[str, Any], progress: Callable[[int,
         np.cumsum(content.lengths, out=offsets[1:])
         return Samples(None, None, offsets)
     if content.num_rows == 0:
+        if content.batches is not None:
+            content.batches.close()
         raise DatasetError(label, None, "the file holds no samples")
     try:
         batches = content.batches

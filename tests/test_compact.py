@@ -286,8 +286,9 @@ def test_parquet_refusal_in_a_later_batch_names_the_file_and_row(
 
 
 def test_parquet_read_holds_one_batch_not_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Arrow memory while a batch is read is a small part of the file's Arrow size, and the traced (numpy)
-    memory of the read is of the order of the samples (4-byte ids, 1-byte mask)."""
+    """Arrow memory while a batch is read is a small part of the file's Arrow size, and the traced memory of
+    the read (numpy arrays, and the file's bytes read through Python) is the samples (4-byte ids, 1-byte
+    mask) and little more: the file is not read ahead whole."""
     import pyarrow as pa
 
     import packing.files
@@ -318,4 +319,4 @@ def test_parquet_read_holds_one_batch_not_the_table(tmp_path: Path, monkeypatch:
     samples = traced_peak(lambda: packing.read_dataset(path))
     assert len(held) >= 16
     assert max(held) - before < arrow_size / 4  # the whole table: more than arrow_size
-    assert samples < 10 * tokens  # the samples' 5 bytes a token, one batch's temporaries, the offsets
+    assert samples < 5 * tokens * 1.1 + 2**20  # the samples' 5 bytes a token, one batch's temporaries, offsets

@@ -48,6 +48,7 @@ PAGES = {  # (tab, screenshot name): link
     ("Attention & positions", "attention_positions"): (
         "/?sequences=" + quote("[[1, 2, 3], [4, 5], [6, 7, 8]]") + "&max_seq_length=8&strategy=bfd"
     ),
+    ("Loss weights", "loss_weights"): "/?source=workload&workload=squad_1_1_bert_384&sample=2000",
     ("Step through", "step_through"): (
         "/?sequences=" + quote("[[1, 2, 3], [4, 5], [6, 7, 8], [9]]") + "&max_seq_length=8&strategy=bfd"
     ),

@@ -829,3 +829,39 @@ def inspect_figure(report: AuditReport, blocks: Sequence[int] | None = None) -> 
         template=TEMPLATE,
     )
     return fig
+
+
+MODE_COLORS = {"token": SEQUENCE_COLORS[0], "sequence": SEQUENCE_COLORS[1], "sequence_sum": SEQUENCE_COLORS[2]}
+MODE_COLORS["sqrt"] = SEQUENCE_COLORS[3]
+
+
+def loss_weight_figure(labels: Sequence[str], weights: dict[str, Sequence[float]]) -> go.Figure:
+    """Each document's share of the loss (``weights[mode]``, one value per label) as grouped horizontal bars,
+    one colour per objective: how much a long and a short document count under each.
+
+    >>> fig = loss_weight_figure(["doc 1", "doc 2"], {"token": [0.1, 0.9], "sequence": [0.5, 0.5]})
+    >>> [trace.name for trace in fig.data], fig.data[0].x
+    (['token', 'sequence'], (0.1, 0.9))
+    """
+    fig = go.Figure(
+        [
+            go.Bar(
+                y=list(labels),
+                x=list(values),
+                name=mode,
+                orientation="h",
+                marker_color=MODE_COLORS.get(mode, SEQUENCE_COLORS[0]),
+                hovertemplate="%{y}: %{x:.4f} of the loss under " + mode + "<extra></extra>",
+            )
+            for mode, values in weights.items()
+        ]
+    )
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    fig.update_xaxes(rangemode="tozero", title_text="share of the loss", automargin=True)
+    fig.update_layout(
+        title={"text": "What each document weighs in the loss", "font": {"size": 14}},
+        barmode="group",
+        height=140 + 22 * len(labels) * max(1, len(weights)),
+        **_legend_below(),
+    )
+    return fig

@@ -99,6 +99,7 @@ def test_every_tab_renders_with_its_content() -> None:
         "Compare": lambda: at.dataframe[0].value["strategy"].tolist() == COMPARED,
         "Sweep": lambda: "sweep" in _charts(at),
         "Attention & positions": lambda: _metrics(at)["Cross-document pairs a plain causal mask allows"] == "4",
+        "Loss weights": lambda: "loss_weights" in _charts(at) and _metrics(at)["Trained tokens"] == "3",
         "Step through": lambda: any("Step 1 of 3" in m for m in _texts(at, "markdown")),
         "Practice": lambda: any(b.label == "Check" for b in at.button),
         "Export": lambda: any("packing.pack(" in c.value for c in at.code),

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from explorer.core.context import Context
-from explorer.ui.tabs import attention, compare, export, inspect, practice, result, steps, sweep
+from explorer.ui.tabs import attention, compare, export, inspect, practice, result, steps, sweep, weights
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,7 @@ TABS: tuple[Tab, ...] = (
     Tab("Compare", compare.render),
     Tab("Sweep", sweep.render),
     Tab("Attention & positions", attention.render),
+    Tab("Loss weights", weights.render),
     Tab("Step through", steps.render),
     Tab("Practice", practice.render, needs_data=False),
     Tab("Inspect", inspect.render, needs_data=False),
@@ -36,5 +37,5 @@ TAB_STYLE = (
     " {display: none;} [data-testid='stTabs'] [role='tab'][aria-selected='true'] {border-bottom: 2px solid"
     " currentColor;}</style>"
 )
-"""The tab bar wraps instead of scrolling (eight tabs do not fit a phone or a laptop beside the sidebar), the
+"""The tab bar wraps instead of scrolling (nine tabs do not fit a phone or a laptop beside the sidebar), the
 open tab underlined on its own line."""

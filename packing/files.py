@@ -18,7 +18,8 @@ Every path is opened with :func:`packing.limits.open_input` (regular files only)
 (:func:`packing.limits.scan_json`) before it is parsed. Bounds (:class:`~packing.limits.ReadLimits`) apply
 to the whole source: each file is checked before it is decoded against what the files before it left
 (:class:`Budget`), and the totals as they grow. Two views of a file: :func:`decode` (rows with their places,
-or a table: what :func:`packing.read_dataset` gives the reader) and :func:`read_table` (one Arrow table over
+a table, or a Parquet file's :class:`Batches`, decoded one at a time: what :func:`packing.read_dataset` gives
+the reader) and :func:`read_table` (one Arrow table over
 all files: what the auditor reads). O(bytes) throughout.
 
 >>> import os, tempfile
@@ -40,7 +41,7 @@ import json
 import os
 import re
 from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -62,6 +63,7 @@ from packing.workloads import workload_from_json
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
 Int64Array = npt.NDArray[np.int64]
 PathType = str | os.PathLike[str]
@@ -283,7 +285,7 @@ class Budget:
 class Content:
     """What one file holds before the reader judges it: ``rows`` (Python values; CSV rows as dicts of text
     cells when ``cells``) with the place of each (``line 3``, ``item 2``), an Arrow ``table`` (row ``i`` is
-    ``row i + 1``), or the ``lengths`` of a histogram. ``size``: bytes read or decoded (0 for CSV read
+    ``row i + 1``) or a Parquet file's ``batches`` of one, or the ``lengths`` of a histogram. ``size``: bytes read or decoded (0 for CSV read
     as a stream, without ``max_bytes``); ``values``: JSON values scanned (an upper bound)."""
 
     file: File
@@ -294,6 +296,12 @@ class Content:
     cells: bool = False
     size: int = 0
     values: int = 0
+    batches: Batches | None = field(default=None, repr=False)
+
+    @property
+    def bytes_read(self) -> int:
+        """Bytes read or decoded: ``size``, or what the ``batches`` decoded so far. O(1)."""
+        return self.batches.nbytes if self.batches is not None else self.size
 
     def place(self, index: int) -> str:
         """Where row ``index`` (from 0) is in the file: ``line 3``, ``item 2`` or ``row 7``."""
@@ -304,6 +312,8 @@ class Content:
         """Rows of the file (sequences of a histogram). O(1)."""
         if self.table is not None:
             return int(self.table.num_rows)
+        if self.batches is not None:
+            return self.batches.num_rows
         return len(self.rows) if self.rows is not None else len(self.lengths if self.lengths is not None else ())
 
 
@@ -331,9 +341,9 @@ def decode(
     """
     if file.format == "npy":
         raise DatasetError(file.label, None, "a NeMo .npy file holds packed blocks, not samples; audit it instead")
+    if file.format == "parquet":
+        return _parquet(file, limits, columns, rows_are)
     with _opened(file) as handle:
-        if file.format == "parquet":
-            return _parquet(handle, file, limits, columns, rows_are)
         if file.format == "csv":
             return _csv(handle, file, limits, columns, rows_are)
         data = read_bounded(handle, file.label, limits)
@@ -494,27 +504,114 @@ def _unreadable(file: File, error: Exception, kind: str) -> DatasetError:
     return DatasetError(file.label, None, f"not a readable {kind} file ({quote(reason, 80)})")
 
 
-def _parquet(
-    handle: IO[bytes], file: File, limits: ReadLimits, columns: Collection[str] | None, rows_are: str
-) -> Content:
-    """A Parquet file's (wanted) columns; its metadata is checked against ``limits`` first
-    (:func:`packing.limits.check_parquet`), so a bomb is refused before a value is decoded."""
+_BATCH_VALUES = 1 << 22
+"""About how many list values one batch of a Parquet file holds once decoded (rows of a batch: from the
+file's metadata), so that reading a file holds one batch of it at a time."""
+
+
+class Batches:
+    """A Parquet file's (wanted) columns, checked from its metadata and not yet decoded: iterated, its record
+    batches as tables of about :data:`_BATCH_VALUES` list values, one at a time (``nbytes`` counts what was
+    decoded); :meth:`read` gives the whole table. Iterating or reading once closes the file it owns.
+
+    >>> import io
+    >>> import pyarrow as pa, pyarrow.parquet as pq
+    >>> buffer = io.BytesIO()
+    >>> pq.write_table(pa.table({"input_ids": [[1, 2], [3], []]}), buffer, row_group_size=2)
+    >>> batches = decode(File(buffer, "d.parquet", "parquet")).batches
+    >>> batches.num_rows, batches.values(["input_ids"]), [t.num_rows for t in batches]
+    (3, 4, [3])
+    """
+
+    def __init__(self, parquet: pq.ParquetFile, columns: list[str], file: File, owned: ExitStack) -> None:
+        self.parquet = parquet
+        self.columns = columns
+        self.file = file
+        self.nbytes = 0
+        self._owned = owned
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The wanted columns' Arrow schema. O(columns)."""
+        import pyarrow as pa
+
+        schema = self.parquet.schema_arrow
+        return pa.schema([schema.field(name) for name in self.columns])
+
+    @property
+    def num_rows(self) -> int:
+        """Rows of the file, from its metadata. O(1)."""
+        return int(self.parquet.metadata.num_rows)
+
+    def values(self, columns: Collection[str]) -> int:
+        """An upper bound on the list values of ``columns`` (of the wanted ones), from the column chunks'
+        value counts (an empty or null list counts one). O(row groups × columns)."""
+        metadata = self.parquet.metadata
+        counted = set(columns) & set(self.columns)
+        total = 0
+        for group in range(metadata.num_row_groups):
+            row_group = metadata.row_group(group)
+            for index in range(row_group.num_columns):
+                chunk = row_group.column(index)
+                if chunk.path_in_schema.split(".", 1)[0] in counted:
+                    total += int(chunk.num_values)
+        return total
+
+    def __iter__(self) -> Iterator[pa.Table]:
+        import pyarrow as pa
+
+        per_row = max(1, self.values(self.columns)) / max(1, self.num_rows)
+        rows = int(min(1 << 16, max(1, _BATCH_VALUES / per_row)))
+        try:
+            for batch in self.parquet.iter_batches(batch_size=rows, columns=self.columns, use_threads=False):
+                self.nbytes += int(batch.nbytes)
+                yield pa.Table.from_batches([batch])
+        except (pa.ArrowException, OSError, ValueError) as error:
+            if isinstance(error, DatasetError):
+                raise
+            raise _unreadable(self.file, error, "Parquet") from None
+        finally:
+            self.close()
+
+    def read(self) -> pa.Table:
+        """The whole table (every batch at once). O(bytes)."""
+        import pyarrow as pa
+
+        try:
+            table = self.parquet.read(columns=self.columns)
+        except (pa.ArrowException, OSError, ValueError) as error:
+            raise _unreadable(self.file, error, "Parquet") from None
+        finally:
+            self.close()
+        self.nbytes = int(table.nbytes)
+        return table
+
+    def close(self) -> None:
+        """Close the file, if it was opened for these batches."""
+        self._owned.close()
+
+
+def _parquet(file: File, limits: ReadLimits, columns: Collection[str] | None, rows_are: str) -> Content:
+    """A Parquet file's (wanted) columns, as :class:`Batches` not yet decoded; its metadata is checked against
+    ``limits`` first (:func:`packing.limits.check_parquet`), so a bomb is refused before a value is decoded."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    try:
-        parquet = pq.ParquetFile(handle)
-        wanted = [n for n in parquet.schema_arrow.names if columns is None or n in columns]
-        if not wanted:
-            found = names(list(parquet.schema_arrow.names))
-            raise DatasetError(file.label, None, f"no usable columns; found {found}, expected {EXPECTED}")
-        check_parquet(parquet, wanted if columns is not None else None, file.label, limits, rows_are)
-        table = parquet.read(columns=wanted)
-    except (pa.ArrowException, OSError, ValueError) as error:
-        if isinstance(error, DatasetError):
-            raise
-        raise _unreadable(file, error, "Parquet") from None
-    return Content(file, table=table, size=int(table.nbytes))
+    with ExitStack() as stack:
+        handle = stack.enter_context(_opened(file))
+        try:
+            parquet = pq.ParquetFile(handle, pre_buffer=False)  # not the whole file read ahead
+            wanted = [n for n in parquet.schema_arrow.names if columns is None or n in columns]
+            if not wanted:
+                found = names(list(parquet.schema_arrow.names))
+                raise DatasetError(file.label, None, f"no usable columns; found {found}, expected {EXPECTED}")
+            check_parquet(parquet, wanted if columns is not None else None, file.label, limits, rows_are)
+        except (pa.ArrowException, OSError, ValueError) as error:
+            if isinstance(error, DatasetError):
+                raise
+            raise _unreadable(file, error, "Parquet") from None
+        return Content(file, batches=Batches(parquet, wanted, file, stack.pop_all()))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _arrow(data: bytes, file: File, limits: ReadLimits, columns: Collection[str] | None, rows_are: str) -> Content:
@@ -557,8 +654,9 @@ def _as_table(file: File, limits: ReadLimits) -> tuple[pa.Table, int]:
 
     if file.format in ("parquet", "arrow"):
         content = decode(file, limits, rows_are="blocks")
-        assert content.table is not None
-        return content.table, 0
+        table = content.batches.read() if content.batches is not None else content.table
+        assert table is not None
+        return table, 0
     if file.format == "csv":
         raise DatasetError(
             file.label, None, "a CSV file holds samples, not packed blocks; expected Parquet, JSON or Arrow"

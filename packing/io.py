@@ -41,7 +41,16 @@ from packing.files import EXPECTED, FORMATS, Budget, Content, File, decode, name
 from packing.limits import ReadLimits, check_count, limits_of
 from packing.outputs import atomic_path
 from packing.packed import LazyBatch, PackedBatch
-from packing.reader import FIELDS, Samples, cells_row, read_rows, read_table
+from packing.reader import (
+    FIELDS,
+    TOKEN_FIELDS,
+    Samples,
+    cells_row,
+    flat_batches,
+    read_batches,
+    read_rows,
+    read_table,
+)
 from packing.recipe import Recipe, RecipeOptions
 from packing.schema import NAMES, arrow_schema
 
@@ -158,7 +167,7 @@ def read_dataset(
             samples = _samples(content, reading, report if progress else None)
         if parts and parts[0].has_tokens != samples.has_tokens:
             raise _mixed(file, found.files[0], samples.has_tokens)
-        budget.spend(bytes=content.size, rows=len(samples), tokens=int(samples.offsets[-1]))
+        budget.spend(bytes=content.bytes_read, rows=len(samples), tokens=int(samples.offsets[-1]))
         if budget.files == 1:
             _bounded(samples, file.label, budget.limits)
         else:
@@ -179,10 +188,16 @@ def _samples(content: Content, reading: dict[str, Any], progress: Callable[[int,
         np.cumsum(content.lengths, out=offsets[1:])
         return Samples(None, None, offsets)
     if content.num_rows == 0:
+        if content.batches is not None:
+            content.batches.close()
         raise DatasetError(label, None, "the file holds no samples")
     try:
-        if content.table is not None:
-            return read_table(content.table, progress=progress, **reading)
+        batches = content.batches
+        if batches is not None and reading.get("tokenizer") is None and flat_batches(batches.schema):
+            return read_batches(batches, batches.values(TOKEN_FIELDS), **reading)  # one batch held at a time
+        table = batches.read() if batches is not None else content.table
+        if table is not None:
+            return read_table(table, progress=progress, **reading)
         rows = content.rows or []
         if content.cells:
             text = reading.get("tokenizer") is not None

@@ -27,6 +27,7 @@ column by column, without a Python loop per row, and reports a bad row exactly a
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -677,7 +678,8 @@ def read_table(
     offsets = np.zeros(rows + 1, dtype=np.int64)
     np.cumsum(id_len + p_len + c_len, out=offsets[1:])
     starts = offsets[:-1]
-    dtype = token_dtype(columns[name].values.dtype for name in TOKEN_FIELDS if name in columns)
+    given_ids = [columns[name].values for name in TOKEN_FIELDS if name in columns]
+    dtype = token_dtype(values.dtype for values in given_ids if values.size)  # a column of no values: no type
     tokens: TokenArray
     if ids.all():  # one form: the column's values are the tokens, in order
         tokens = columns["input_ids"].values.astype(dtype, copy=False)
@@ -710,6 +712,94 @@ def read_table(
                 loss_mask &= mask
     assert loss_mask is not None  # some row is masked (``masked``)
     return Samples(tokens, loss_mask, offsets)
+
+
+def flat_batches(schema: pa.Schema) -> bool:
+    """Whether tables of ``schema`` can be read batch by batch (:func:`read_batches`): its reader columns are
+    token and mask columns of integer lists (boolean masks too), with a token column among them. O(columns).
+
+    >>> import pyarrow as pa
+    >>> flat_batches(pa.schema([("input_ids", pa.list_(pa.int32()))])), flat_batches(pa.schema([("length", pa.int64())]))
+    (True, False)
+    """
+    import pyarrow as pa
+
+    def plain(name: str) -> bool:
+        kind = schema.field(name).type
+        listed = pa.types.is_list(kind) or pa.types.is_large_list(kind)
+        values = kind.value_type if listed else None
+        return values is not None and (
+            pa.types.is_integer(values) or (name in MASK_FIELDS and pa.types.is_boolean(values))
+        )
+
+    used = [name for name in schema.names if name in FIELDS]
+    return bool(set(used) & set(TOKEN_FIELDS)) and set(used) <= {*TOKEN_FIELDS, *MASK_FIELDS} and all(map(plain, used))
+
+
+def read_batches(
+    tables: Iterable[pa.Table],
+    size: int,
+    *,
+    completion_only_loss: bool = True,
+    loss_rules: LossRules | None = None,
+    **_: Any,
+) -> Samples:
+    """The samples of ``tables`` read one after the other (each by :func:`read_table`), written straight into
+    arrays of ``size`` tokens (an upper bound, such as a Parquet file's value counts): what
+    :func:`read_table` gives for the tables joined, without holding them all. A bad row is named by its
+    index over all tables. O(total tokens + rows); memory: the samples and one table.
+
+    >>> import pyarrow as pa
+    >>> parts = [pa.table({"input_ids": [[1, 2]], "loss_mask": [[0, 1]]}), pa.table({"input_ids": [[3], [4, -5]]})]
+    >>> s = read_batches(parts, 5)
+    Traceback (most recent call last):
+    ...
+    packing.errors.SampleError: sample 2, 'input_ids', position 1: expected a non-negative integer token id, got -5
+    >>> s = read_batches([parts[0], pa.table({"input_ids": [[3]]})], 3)
+    >>> s.tokens.tolist(), s.loss_mask.tolist(), s.offsets.tolist()
+    ([1, 2, 3], [0, 1, 1], [0, 2, 3])
+    """
+    tokens: TokenArray | None = None
+    mask: Int8Array | None = None  # made when the first masked table comes
+    offsets = [np.zeros(1, dtype=np.int64)]
+    total = rows = 0
+    for table in tables:
+        try:
+            part = read_table(table, completion_only_loss=completion_only_loss, loss_rules=loss_rules)
+        except SampleError as error:
+            raise _shifted(error, rows) from None
+        assert part.tokens is not None and part.loss_mask is not None  # token rows only (``flat_batches``)
+        count = len(part.tokens)
+        if tokens is None:
+            tokens = np.empty(max(size, count), dtype=part.tokens.dtype)
+        elif total + count > len(tokens) or np.result_type(tokens, part.tokens) != tokens.dtype:  # grow, widen
+            more = np.empty(count + len(tokens) // 2, dtype=np.result_type(tokens, part.tokens))
+            tokens = np.concatenate([tokens[:total], more])
+        tokens[total : total + count] = part.tokens
+        if mask is None and count and part.loss_mask.strides[0] != 0:
+            mask = np.empty(len(tokens), dtype=np.int8)
+            mask[:total] = 1
+        if mask is not None:
+            if len(mask) < len(tokens):
+                mask = np.concatenate([mask[:total], np.empty(len(tokens) - total, dtype=np.int8)])
+            mask[total : total + count] = part.loss_mask
+        offsets.append(part.offsets[1:] + total)
+        total += count
+        rows += len(part)
+    if tokens is None:
+        return Samples(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8), np.zeros(1, dtype=np.int64))
+    loss_mask = all_ones(total) if mask is None else mask[:total]
+    return Samples(tokens[:total], loss_mask, np.concatenate(offsets))
+
+
+def _shifted(error: SampleError, rows: int) -> SampleError:
+    """``error`` about a row of a table that comes after ``rows`` rows: about that row over all tables."""
+    if error.sample is None or not rows:
+        return error
+    shifted = copy.copy(error)
+    shifted.sample = error.sample + rows
+    shifted.args = (shifted.where_and_what(),)
+    return shifted
 
 
 def _lengths_table(table: pa.Table, completion_only_loss: bool) -> Samples:

@@ -195,3 +195,128 @@ def test_parquet_refusal_in_a_later_row_group_names_the_row(tmp_path: Path) -> N
     pq.write_table(pa.table({"input_ids": ids}), path, row_group_size=2)
     with pytest.raises(DatasetError, match="row 3, 'input_ids', position 1"):
         read_dataset(path)
+
+
+# ---------------------------------------------------------------- Parquet read batch by batch
+
+
+def _parquet_rows(ids: list[list[int]], form: list[int], masked: bool, kind: str) -> Any:
+    """A table of rows of three forms (0: input_ids, 1: input_ids with a loss mask, 2: prompt/completion)."""
+    import pyarrow as pa
+
+    value = {"int32": pa.int32(), "int64": pa.int64(), "uint16": pa.uint16()}[kind]
+    columns: dict[str, Any] = {
+        "input_ids": pa.array([r if f < 2 else None for r, f in zip(ids, form, strict=True)], pa.list_(value)),
+        "prompt": pa.array(
+            [r[: len(r) // 2] if f == 2 else None for r, f in zip(ids, form, strict=True)], pa.list_(value)
+        ),
+        "completion": pa.array(
+            [r[len(r) // 2 :] if f == 2 else None for r, f in zip(ids, form, strict=True)], pa.list_(value)
+        ),
+    }
+    if masked:
+        masks = [
+            [(i + k) % 2 for k in range(len(r))] if f == 1 else None
+            for i, (r, f) in enumerate(zip(ids, form, strict=True))
+        ]
+        columns["loss_mask"] = pa.array(masks, pa.list_(pa.int8()))
+    return pa.table(columns)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.lists(st.tuples(st.lists(st.integers(0, 60_000), max_size=7), st.integers(0, 2)), min_size=1, max_size=25),
+    masked=st.booleans(),
+    kind=st.sampled_from(["int32", "int64", "uint16"]),
+    group=st.integers(1, 8),
+    batch=st.sampled_from([1, 3, 1 << 22]),
+)
+def test_parquet_read_batch_by_batch_equals_the_whole_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: list[Any], masked: bool, kind: str, group: int, batch: int
+) -> None:
+    import packing.files
+    from packing.reader import read_table
+
+    monkeypatch.setattr(packing.files, "_BATCH_VALUES", batch)
+    ids, form = [r for r, _ in rows], [f if masked or f != 1 else 0 for _, f in rows]
+    path = tmp_path / "rows.parquet"
+    pq.write_table(_parquet_rows(ids, form, masked, kind), path, row_group_size=group)
+    read, whole = packing.read_dataset(path).samples, read_table(pq.read_table(path))
+    assert read.tokens is not None and whole.tokens is not None and read.loss_mask is not None
+    assert read.tokens.dtype == whole.tokens.dtype and read.tokens.tobytes() == whole.tokens.tobytes()
+    assert read.loss_mask.dtype == np.int8 and read.loss_mask.tolist() == whole.loss_mask.tolist()  # type: ignore[union-attr]
+    assert read.offsets.tolist() == whole.offsets.tolist()
+    if not masked:
+        loss_all = packing.read_dataset(path, loss="all").samples.loss_mask
+        assert loss_all is not None and loss_all.tolist() == [1] * len(read.tokens)
+
+
+@pytest.mark.parametrize(
+    ("columns", "reason"),
+    [
+        ({"input_ids": [[1, 2], [3], [4], [5, -6], [7]]}, "row 4, 'input_ids', position 1: expected a non-negative"),
+        (
+            {"input_ids": [[1], [2], [3], [4, 5], [6]], "loss_mask": [[1], [0], None, [1, 2], [1]]},
+            "row 4, 'loss_mask', position 1: expected 0 or 1",
+        ),
+        (
+            {"input_ids": [[1], [2], [3], [4], [5]], "loss_mask": [[1], [0], [1], [1], [1, 0]]},
+            "row 5, 'loss_mask'",
+        ),
+        ({"input_ids": [[1], [2], [3], None, [5]]}, "row 4: expected"),
+    ],
+)
+def test_parquet_refusal_in_a_later_batch_names_the_file_and_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, columns: dict[str, Any], reason: str
+) -> None:
+    import pyarrow as pa
+
+    import packing.files
+
+    monkeypatch.setattr(packing.files, "_BATCH_VALUES", 2)
+    path = tmp_path / "rows.parquet"
+    pq.write_table(pa.table(columns), path, row_group_size=2)
+    with pytest.raises(packing.DatasetError) as refused:
+        packing.read_dataset(path)
+    assert str(refused.value).startswith(f"{path}, {reason}")
+    whole = pa.table(columns)  # the whole-table reader words it the same way
+    with pytest.raises(SampleError) as same:
+        packing.reader.read_table(whole)
+    assert str(refused.value).endswith(str(same.value).split(", ", 1)[1].split(": ", 1)[-1])
+
+
+def test_parquet_read_holds_one_batch_not_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Arrow memory while a batch is read is a small part of the file's Arrow size, and the traced memory of
+    the read (numpy arrays, and the file's bytes read through Python) is the samples (4-byte ids, 1-byte
+    mask) and little more: the file is not read ahead whole."""
+    import pyarrow as pa
+
+    import packing.files
+    import packing.reader
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(50, 400, 8_000)
+    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int32)
+    tokens = int(offsets[-1])
+    ids = pa.ListArray.from_arrays(pa.array(offsets), pa.array(rng.integers(0, 30_000, tokens, dtype=np.int32)))
+    masks = pa.ListArray.from_arrays(pa.array(offsets), pa.array((rng.random(tokens) < 0.7).astype(np.int8)))
+    path = tmp_path / "rows.parquet"
+    table = pa.table({"input_ids": ids, "loss_mask": masks})
+    pq.write_table(table, path, row_group_size=500)
+    arrow_size = table.nbytes
+    del table, ids, masks
+    monkeypatch.setattr(packing.files, "_BATCH_VALUES", tokens // 32)
+    held: list[int] = []
+    read_one = packing.reader.read_table
+
+    def counted(part: Any, **options: Any) -> Any:
+        held.append(pa.total_allocated_bytes())
+        return read_one(part, **options)
+
+    packing.read_dataset(path)  # warm-up: imports and compiled kernels are not the read's memory
+    monkeypatch.setattr(packing.reader, "read_table", counted)
+    before = pa.total_allocated_bytes()
+    samples = traced_peak(lambda: packing.read_dataset(path))
+    assert len(held) >= 16
+    assert max(held) - before < arrow_size / 4  # the whole table: more than arrow_size
+    assert samples < 5 * tokens * 1.1 + 2**20  # the samples' 5 bytes a token, one batch's temporaries, offsets

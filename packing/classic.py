@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from packing.packed import pack
+from packing.validation import check_max_seq_length
 
 
 def pack_sequences(sequences: Sequence[Sequence[int]], max_seq_length: int) -> tuple[list[list[int]], list[list[int]]]:
@@ -22,4 +23,5 @@ def pack_sequences(sequences: Sequence[Sequence[int]], max_seq_length: int) -> t
     >>> pack_sequences([[], []], 4)
     ([], [])
     """
+    check_max_seq_length(max_seq_length)  # the classic function takes a length, never a recipe
     return pack(list(sequences), max_seq_length, strategy="split", overflow="truncate").to_lists()

@@ -320,9 +320,10 @@ def _pack_with_hub_name(tmp_path: Path, **env: str) -> subprocess.CompletedProce
     return subprocess.run(command, env=environment, capture_output=True, text=True, timeout=30)
 
 
-UNREACHABLE = (
-    "packing: error: tokenizer: expected 'bytes', a folder with tokenizer files, a tokenizer.json file or a hub "
-    "name, got <'some-org/some-name': not a folder, not in the local cache, and the hub cannot be reached>"
+UNREACHABLE = (  # the command line names its own flag
+    "packing: error: --tokenizer: expected 'bytes', a folder with tokenizer files, a tokenizer.json or .tiktoken "
+    "file, or a hub name, got <'some-org/some-name': not a folder, not in the local cache, and the hub cannot be "
+    "reached>"
 )
 
 

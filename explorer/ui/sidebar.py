@@ -345,46 +345,38 @@ def _settings(source: Source | None) -> tuple[Settings, str]:
 
 
 def _strategy_options(info: packing.Strategy) -> tuple[tuple[str, int], ...]:
-    """Widgets for the options the chosen strategy accepts (``Strategy.options``)."""
-    options: list[tuple[str, int]] = []
-    if "seed" in info.options:
-        seed = st.number_input(
-            "Shuffle seed",
-            value=0,
-            min_value=0,
-            max_value=MAX_SEED,
-            step=1,
-            key="strategy_seed",
-            bind=_bind("strategy_seed"),
-        )
-        _remember("strategy_seed", seed, 0)
-        options.append(("seed", int(seed)))
-    if "time_limit" in info.options:
-        seconds = st.number_input(
+    """Widgets for the options the chosen strategy accepts (``Strategy.options``); an option left at 0 where 0
+    means "no cap" is not passed."""
+    widgets = (  # option, label, default, smallest, largest, help
+        ("seed", "Shuffle seed", 0, 0, MAX_SEED, None),
+        (
+            "time_limit",
             "Time limit (s)",
-            value=compute.PAGE_TIME_LIMIT,
-            min_value=1,
-            max_value=600,
+            compute.PAGE_TIME_LIMIT,
+            1,
+            600,
+            "After this long the search returns its best plan with a certified gap to the optimum.",
+        ),
+        ("max_sequences_per_block", "Most sequences per block (0 = no cap)", 0, 0, MAX_SEQUENCES, None),
+    )
+    options: list[tuple[str, int]] = []
+    for name, label, default, smallest, largest, help in widgets:
+        if name not in info.options:
+            continue
+        key = "strategy_seed" if name == "seed" else name
+        value = st.number_input(
+            label,
+            value=default,
+            min_value=smallest,
+            max_value=largest,
             step=1,
-            key="time_limit",
-            bind=_bind("time_limit"),
-            help="After this long the search returns its best plan with a certified gap to the optimum.",
+            key=key,
+            bind=_bind(key),
+            help=help,
         )
-        _remember("time_limit", seconds, compute.PAGE_TIME_LIMIT)
-        options.append(("time_limit", int(seconds)))
-    if "max_sequences_per_block" in info.options:
-        cap = st.number_input(
-            "Most sequences per block (0 = no cap)",
-            value=0,
-            min_value=0,
-            max_value=MAX_SEQUENCES,
-            step=1,
-            key="max_sequences_per_block",
-            bind=_bind("max_sequences_per_block"),
-        )
-        _remember("max_sequences_per_block", cap, 0)
-        if cap:
-            options.append(("max_sequences_per_block", int(cap)))
+        _remember(key, value, default)
+        if value or name != "max_sequences_per_block":
+            options.append((name, int(value)))
     return tuple(options)
 
 

@@ -33,6 +33,8 @@ from packing.torch import PackingSampler, collate, weighted_loss  # noqa: E402
 TOLERANCE = 1e-5
 """Relative to the value's magnitude when above 1 (float32 carries about 7 digits: ``sequence_sum`` is ~100)."""
 VOCAB = 50
+RANK_POLLS = 240
+"""Seconds the two-rank test waits for its ranks before failing (they take a few seconds on an idle machine)."""
 
 
 # ---------------------------------------------------------------- the arithmetic, brute force
@@ -310,11 +312,18 @@ def test_accumulated_micro_batches_equal_the_unpacked_objective_of_each_step(mod
 
 def _rank(rank: int, world: int, store: str, out: str) -> None:
     """One data-parallel rank: DDP averages gradients, so each rank's share is scaled by the world size."""
+    import os
+    from datetime import timedelta
+
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    # loopback: gloo otherwise connects through the address the host name resolves to, which a sandbox may not route
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    dist.init_process_group(
+        "gloo", init_method=f"file://{store}", rank=rank, world_size=world, timeout=timedelta(seconds=60)
+    )
     try:
         rows = documents(2)
         counts = trained_tokens(packing.read_rows(rows))
@@ -350,7 +359,19 @@ def test_two_ranks_with_accumulation_equal_the_unpacked_objective(tmp_path: Path
 
     out = tmp_path / "diffs.json"
     # spawn, not fork: a forked child can deadlock in the OpenMP pool the parent's forward passes started
-    mp.spawn(_rank, args=(2, str(tmp_path / "store"), str(out)), nprocs=2, join=True)
+    ranks = mp.start_processes(
+        _rank, args=(2, str(tmp_path / "store"), str(out)), nprocs=2, join=False, start_method="spawn"
+    )
+    try:
+        for _ in range(RANK_POLLS):  # a hang guard, not a speed check: a stuck rank fails the test, never the run
+            if ranks.join(timeout=1):
+                break
+        else:
+            pytest.fail(f"the two ranks did not finish within {RANK_POLLS} s")
+    finally:
+        for process in ranks.processes:  # never leave a child behind: the interpreter would wait for it at exit
+            if process.is_alive():
+                process.kill()
     results = json.loads(out.read_text())
     assert set(results) == set(LOSS_MODES)
     for mode, diffs in results.items():

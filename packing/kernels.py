@@ -693,14 +693,16 @@ def fill_labels(
 def fill_positions(
     block_starts: Int64Array, piece_length: IntArray, position_ids: IntArray
 ) -> None:  # pragma: no cover
-    """0, 1, 2, ... restarting at every piece of a block; 0 in padding. O(blocks × capacity)."""
+    """0, 1, 2, ... restarting at every piece of a block; 0 in padding. O(blocks × capacity): every piece
+    is a contiguous copy of the start of one ramp 0, 1, ..., capacity - 1."""
+    ramp = np.arange(position_ids.shape[1]).astype(position_ids.dtype)
     for b in range(block_starts.shape[0] - 1):
         out = position_ids[b]
         pos = 0
         for p in range(block_starts[b], block_starts[b + 1]):
-            for k in range(piece_length[p]):
-                out[pos + k] = k
-            pos += piece_length[p]
+            length = piece_length[p]
+            out[pos : pos + length] = ramp[:length]
+            pos += length
         out[pos:] = 0
 
 

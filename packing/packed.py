@@ -14,7 +14,7 @@ from packing.arrays import check_block_indexes
 from packing.errors import SampleError, SettingError
 from packing.kernels import fill_labels, fill_positions, fill_sequences, fill_tokens, piece_mask_sums
 from packing.plans import PackingPlan, check_pieces, plan
-from packing.reader import Samples, read_rows
+from packing.reader import Samples, join_token_arrays, joined_dtype, read_rows, token_array_lengths
 from packing.recipe import Recipe, RecipeOptions
 from packing.schema import MAX_ID, record, to_arrow
 from packing.stats import PackingStats
@@ -257,8 +257,8 @@ class LazyBatch:
     ) -> LazyBatch:
         """Check that ``layout`` was made for ``samples``' lengths and that the ids fit the schema's dtype
         (see ``materialize``), once. O(pieces + sequences)."""
-        pad = check_token_id(pad_token_id, "pad_token_id")
         wide = _check_int64(int64)
+        pad = _check_pad(pad_token_id, wide)
         if not isinstance(samples, Samples):
             raise SettingError("samples", "a Samples (packing.read_rows)", type(samples).__name__)
         if samples.tokens is None or samples.loss_mask is None:
@@ -269,8 +269,6 @@ class LazyBatch:
                 f"a plan for these {len(samples.lengths)} samples' lengths (plan(samples.lengths, ...))",
                 f"<a plan for {len(layout.lengths)} sequences of other lengths>",
             )
-        if not wide and pad > MAX_ID:
-            raise SettingError("pad_token_id", f"at most {MAX_ID} (the int32 schema; int64=True for larger ids)", pad)
         names = _sequence_names(sequence_names, len(samples.lengths))
         check_pieces(layout)
         return cls(layout, samples, pad, wide, names)
@@ -371,6 +369,14 @@ def _check_int64(value: Any) -> bool:
     return bool(value)
 
 
+def _check_pad(pad_token_id: Any, int64: bool) -> int:
+    """``pad_token_id`` checked as a token id that fits the ids' dtype. O(1)."""
+    pad = check_token_id(pad_token_id, "pad_token_id")
+    if not int64 and pad > MAX_ID:
+        raise SettingError("pad_token_id", f"at most {MAX_ID} (the int32 schema; int64=True for larger ids)", pad)
+    return pad
+
+
 def _has_masked(mask: npt.NDArray[np.int8]) -> bool:
     """Whether any token is masked; O(1) for the all-ones view the reader gives unmasked samples."""
     if mask.size and mask.strides[0] == 0:
@@ -458,5 +464,30 @@ def pack(
     [[104, 105, 256, 257]]
     """
     chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
-    flat = read_rows(getattr(samples, "samples", samples), **chosen.read_options())
+    rows = getattr(samples, "samples", samples)
+    lengths = token_array_lengths(rows) if chosen.tokenizer is None else None
+    if lengths is not None:  # token arrays: planned from their lengths, joined only where needed
+        layout = plan(lengths, recipe=chosen)
+        if layout.in_order() and (chosen.int64 or joined_dtype(rows) == np.int32):
+            return _pack_in_order(layout, rows, chosen.pad_id, chosen.int64)
+        flat = read_rows(rows, **chosen.read_options())
+        return materialize(layout, flat, chosen.pad_id, int64=chosen.int64)
+    flat = read_rows(rows, **chosen.read_options())
     return materialize(plan(flat.lengths, recipe=chosen), flat, chosen.pad_id, int64=chosen.int64)
+
+
+def _pack_in_order(layout: PackingPlan, rows: list[Any], pad_token_id: int, int64: bool) -> PackedBatch:
+    """The blocks of an in-order plan (``PackingPlan.in_order``) of the token arrays ``rows``: the arrays
+    are joined straight into the blocks (no flat copy first), padding and mask follow. Same result as
+    ``materialize(layout, read_rows(rows), ...)``. O(blocks × max_seq_length), a copy of the tokens."""
+    pad = _check_pad(pad_token_id, int64)
+    shape = (layout.num_blocks, layout.max_seq_length)
+    total = int(layout.lengths.sum())
+    input_ids = np.empty(shape, dtype=np.int64 if int64 else np.int32)
+    loss_mask = np.empty(shape, dtype=np.int8)
+    ids, mask = input_ids.reshape(-1), loss_mask.reshape(-1)
+    join_token_arrays(rows, ids[:total])
+    ids[total:] = pad
+    mask[:total] = 1
+    mask[total:] = 0
+    return PackedBatch(layout, input_ids, loss_mask, pad, layout.stats)

@@ -116,6 +116,25 @@ class PackingPlan:
         )
         return layout
 
+    def in_order(self) -> bool:
+        """Whether the blocks hold every token of every sequence, in input order and back to back (as
+        ``split`` does when nothing is cut): block ``b`` is then tokens ``b * max_seq_length`` up to the
+        next block's of the sequences laid end to end, and only the last block has padding. O(pieces).
+
+        >>> plan([3, 2, 4], 4, "split").in_order(), plan([3, 2, 4], 4, "ffd").in_order()
+        (True, False)
+        """
+        length = self.piece_length.astype(np.int64)
+        if int(length.sum()) != int(self.lengths.sum()):
+            return False
+        ends = np.cumsum(length)
+        block_first = (ends - length)[self.block_starts[:-1]]  # tokens in the blocks before each block
+        per_block = np.diff(self.block_starts)
+        within = ends - length - np.repeat(block_first, per_block)
+        target = np.repeat(np.arange(self.num_blocks, dtype=np.int64) * self.max_seq_length, per_block) + within
+        source = offsets_of(self.lengths)[self.piece_sequence] + self.piece_start
+        return bool(np.array_equal(source, target))
+
     def select(self, blocks: npt.ArrayLike) -> PackingPlan:
         """A plan of just these blocks, in this order; its statistics describe exactly them. O(pieces in them).
 

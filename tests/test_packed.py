@@ -370,3 +370,42 @@ def test_materialize_takes_samples_that_were_read() -> None:
     assert plan(lengths_only, 4).num_blocks == 1  # lengths are enough to plan ...
     with pytest.raises(SettingError, match=r"^samples: expected token ids \(lengths-only data"):
         materialize(plan(lengths_only, 4), lengths_only)  # ... but not to pack
+
+
+COLUMNS = ("input_ids", "labels", "loss_mask", "position_ids", "sequence_ids")
+
+
+@pytest.mark.parametrize(
+    ("strategy", "overflow", "dtype", "int64"),
+    [
+        ("split", "split", np.int32, False),  # in order: joined straight into the blocks
+        ("split", "split", np.int16, True),
+        ("split", "truncate", np.int32, False),  # cut: not in order
+        ("bfd", "split", np.int32, False),
+        ("split", "split", np.int64, False),  # wide ids: read and checked first
+    ],
+)
+def test_token_arrays_pack_as_lists_do(strategy: str, overflow: str, dtype: type, int64: bool) -> None:
+    rng = np.random.default_rng(3)
+    rows = [rng.integers(0, 1000, n).astype(dtype) for n in rng.integers(0, 40, 60)]
+    arrays = pack(rows, 16, strategy, overflow=overflow, pad_token_id=7, int64=int64)  # type: ignore[arg-type]
+    lists = pack([row.tolist() for row in rows], 16, strategy, overflow=overflow, pad_token_id=7, int64=int64)  # type: ignore[arg-type]
+    assert arrays.stats == lists.stats
+    for name in COLUMNS:
+        got, want = getattr(arrays, name), getattr(lists, name)
+        assert got.dtype == want.dtype and np.array_equal(got, want), name
+
+
+def test_in_order_plans() -> None:
+    assert plan([3, 2, 4], 4, "split").in_order()
+    assert plan([], 4, "split").in_order()
+    assert not plan([3, 2, 4], 4, "ffd").in_order()
+    assert not plan([5, 2], 4, "split", overflow="truncate").in_order()  # a token cut
+    assert plan([5, 2], 4, "split", overflow="split").in_order()
+
+
+def test_token_arrays_joined_into_the_blocks_are_checked() -> None:
+    with pytest.raises(packing.SampleError, match="sample 1, position 2"):
+        pack([np.arange(3, dtype=np.int32), np.array([1, 2, -3], dtype=np.int32)], 4, "split", overflow="split")
+    with pytest.raises(SettingError, match="pad_token_id"):
+        pack([np.arange(3, dtype=np.int32)], 4, "split", pad_token_id=2**31)

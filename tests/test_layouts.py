@@ -502,3 +502,23 @@ def test_npy_arrays_inside_rows_and_arrays_larger_than_the_file(tmp_path: Path) 
     np.save(path, rows, allow_pickle=True)
     with pytest.raises(DatasetError, match=r"key 'input_ids': expected a list of numbers \(row 1\)|row 1"):
         audit(path)
+
+
+@pytest.mark.parametrize("int64", [False, True])
+def test_exports_write_ids_labels_and_positions_in_the_schemas_dtype(int64: bool) -> None:
+    from packing import pack
+    from packing.formats import export
+
+    batch = pack([[1, 2], [3, 4, 5]], 4, "split", int64=int64)
+    want = pa.int64() if int64 else pa.int32()
+    columns = {
+        "trl": ("input_ids", "labels"),
+        "flattening": ("input_ids", "labels", "position_ids"),
+        "segment_ids": ("input_ids", "labels", "position_ids"),
+        "torchtune": ("tokens", "labels", "input_pos"),
+    }
+    for format, names in columns.items():
+        table = export(batch, format)
+        for name in names:
+            assert table.schema.field(name).type == pa.list_(want), (format, name)
+    assert export(batch, "torchtune").schema.field("seq_lens").type == pa.list_(pa.int32())

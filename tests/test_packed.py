@@ -409,3 +409,15 @@ def test_token_arrays_joined_into_the_blocks_are_checked() -> None:
         pack([np.arange(3, dtype=np.int32), np.array([1, 2, -3], dtype=np.int32)], 4, "split", overflow="split")
     with pytest.raises(SettingError, match="pad_token_id"):
         pack([np.arange(3, dtype=np.int32)], 4, "split", pad_token_id=2**31)
+
+
+@pytest.mark.parametrize("strategy", ["split", "bfd"])
+def test_columns_filled_by_threads_are_the_same(monkeypatch: pytest.MonkeyPatch, strategy: str) -> None:
+    rng = np.random.default_rng(5)
+    rows = [{"prompt": rng.integers(0, 99, n).tolist(), "completion": [1, 2, 3]} for n in rng.integers(0, 30, 80)]
+    serial = pack(rows, 16, strategy, overflow="split")  # type: ignore[arg-type]
+    monkeypatch.setattr(packing.packed, "THREAD_SLOTS", 16 * 3)  # parts of three blocks, on two or more threads
+    monkeypatch.setattr(packing.packed, "_cores", lambda: 2)
+    threaded = pack(rows, 16, strategy, overflow="split")  # type: ignore[arg-type]
+    for name in COLUMNS:
+        assert np.array_equal(getattr(threaded, name), getattr(serial, name)), name

@@ -24,6 +24,7 @@ import numpy.typing as npt
 from packing.arrays import check_block_indexes, offsets_of, ranges
 from packing.errors import DatasetError
 from packing.packed import IGNORE_INDEX, PackedBatch
+from packing.schema import COLUMNS
 from packing.validation import INT64_MAX
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -392,6 +393,13 @@ class Rows:
         self.used = np.where(self.doc_counts > 0, self.used, 0).astype(np.int64)
         self.width = batch.max_seq_length
         self.real = np.arange(self.width)[None, :] < self.used[:, None]
+
+    def id_type(self) -> Any:
+        """The Arrow type of token ids, labels and positions in the schema (:mod:`packing.schema`): int32, or
+        int64 for a batch made with ``int64=True``."""
+        import pyarrow as pa
+
+        return pa.from_numpy_dtype(COLUMNS[0].dtype_for(self.batch.int64))
 
     def grid(self, matrix: npt.NDArray[Any]) -> npt.NDArray[Any]:
         """The chosen blocks of a ``(blocks, max_seq_length)`` array."""

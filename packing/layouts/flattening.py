@@ -49,9 +49,9 @@ def write(rows: Rows) -> pa.Table:
     batch = rows.batch
     return pa.table(
         {
-            "input_ids": rows.real_column(batch.input_ids, pa.int64()),
-            "labels": rows.real_column(batch.labels, pa.int64()),
-            "position_ids": rows.real_column(batch.position_ids, pa.int64()),
+            "input_ids": rows.real_column(batch.input_ids, rows.id_type()),
+            "labels": rows.real_column(batch.labels, rows.id_type()),
+            "position_ids": rows.real_column(batch.position_ids, rows.id_type()),
         }
     )
 

@@ -73,10 +73,10 @@ def write(rows: Rows) -> pa.Table:
     every = np.full(len(rows.rows), rows.width, dtype=np.int64)
     return pa.table(
         {
-            "input_ids": rows.fixed(batch.input_ids, pa.int64()),
-            "labels": rows.fixed(batch.labels, pa.int64()),
+            "input_ids": rows.fixed(batch.input_ids, rows.id_type()),
+            "labels": rows.fixed(batch.labels, rows.id_type()),
             "attention_mask": arrow_column(segments.reshape(-1), every, pa.int64()),
-            "position_ids": rows.fixed(batch.position_ids, pa.int64()),
+            "position_ids": rows.fixed(batch.position_ids, rows.id_type()),
         }
     )
 

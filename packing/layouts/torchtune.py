@@ -67,10 +67,10 @@ def write(rows: Rows) -> pa.Table:
     every = np.full(len(rows.rows), width, dtype=np.int64)
     return pa.table(
         {
-            "tokens": rows.fixed(batch.input_ids, pa.int64()),
-            "labels": rows.fixed(batch.labels, pa.int64()),
-            "input_pos": arrow_column(positions.reshape(-1), every, pa.int64()),
-            "seq_lens": arrow_column(lengths, counts, pa.int64()),
+            "tokens": rows.fixed(batch.input_ids, rows.id_type()),
+            "labels": rows.fixed(batch.labels, rows.id_type()),
+            "input_pos": arrow_column(positions.reshape(-1), every, rows.id_type()),
+            "seq_lens": arrow_column(lengths, counts, pa.int32()),
         }
     )
 

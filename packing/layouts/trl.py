@@ -55,8 +55,8 @@ def write(rows: Rows) -> pa.Table:
     batch = rows.batch
     return pa.table(
         {
-            "input_ids": rows.real_column(batch.input_ids, pa.int64()),
-            "labels": rows.real_column(batch.labels, pa.int64()),
+            "input_ids": rows.real_column(batch.input_ids, rows.id_type()),
+            "labels": rows.real_column(batch.labels, rows.id_type()),
             "seq_lengths": arrow_column(rows.doc_lengths, rows.doc_counts, pa.int32()),
         }
     )

@@ -259,6 +259,11 @@ _LAYOUT_FACTS = """
 """
 
 
+_TAB_STYLE_APPLIED = """() => {
+  const tabs = document.querySelector('[data-testid="stMain"] [role="tablist"]');
+  return !tabs || getComputedStyle(tabs).flexWrap === 'wrap';
+}"""
+"""The tab bar's wrapping style is in force (a slow browser draws the tabs before it loads the style)."""
 WIDE_FRAME = 900
 """A table frame at least this wide (the main column at 1,400 px) shows every column without scrolling; narrower
 frames (a phone, a laptop beside the sidebar) scroll their tables inside themselves, the first column pinned."""
@@ -267,6 +272,7 @@ frames (a phone, a laptop beside the sidebar) scroll their tables inside themsel
 def _check_layout(page: Any, where: str) -> None:
     """No cut label, no tab out of sight, no repeated tick, no text past its cell, every table's columns shown
     (on a wide screen; inside its own frame on a narrow one)."""
+    page.wait_for_function(_TAB_STYLE_APPLIED, timeout=30_000)  # the page's style loads with its own script
     facts = page.evaluate(_LAYOUT_FACTS)
     if os.environ.get("PACKING_LAYOUT_SURVEY"):  # list every defect instead of stopping at the first
         print("LAYOUT", where, json.dumps({k: v for k, v in facts.items() if v and k != "window"}), flush=True)
@@ -349,7 +355,7 @@ def test_download_and_share_link_in_a_real_browser(browser_and_base: tuple[Any, 
     page.goto(f"{base}{MASKING_QUERY}", timeout=60_000)
     first_block = "Block 1: [5, 6, 7, 8, 9, 10, 11, 12] -> mask: [0, 0, 0, 1, 1, 0, 0, 1]"
     page.get_by_text("Block 1: [5, 6, 7, 8, 9, 10, 11, 12]").wait_for(timeout=60_000)
-    classic = page.locator('[data-testid="stCode"]').first.inner_text()
+    classic = page.locator("[data-testid='stMarkdownContainer']", has_text="Block 1: [").first.inner_text()
     assert classic.replace("\n", " ").startswith(first_block)
     assert "[13, 14, 15, 16, 17, 18, 19, 2]" in classic  # padding is the chosen pad id
 
@@ -365,7 +371,7 @@ def test_download_and_share_link_in_a_real_browser(browser_and_base: tuple[Any, 
     shared = browser.new_page(viewport={"width": 1400, "height": 1400})
     shared.goto(link, timeout=60_000)
     shared.get_by_text("Block 1: [5, 6, 7, 8, 9, 10, 11, 12]").wait_for(timeout=60_000)
-    assert shared.locator('[data-testid="stCode"]').first.inner_text() == classic
+    assert shared.locator("[data-testid='stMarkdownContainer']", has_text="Block 1: [").first.inner_text() == classic
     _no_exception(shared)
     _no_exception(page)
     shared.close()

@@ -421,3 +421,17 @@ def test_columns_filled_by_threads_are_the_same(monkeypatch: pytest.MonkeyPatch,
     threaded = pack(rows, 16, strategy, overflow="split")  # type: ignore[arg-type]
     for name in COLUMNS:
         assert np.array_equal(getattr(threaded, name), getattr(serial, name)), name
+
+
+def test_token_arrays_joined_and_checked_by_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(6)
+    rows = [rng.integers(0, 99, n).astype(np.int32) for n in rng.integers(0, 30, 80)]
+    serial = pack(rows, 16, "split", overflow="split", pad_token_id=3)
+    monkeypatch.setattr(packing.packed, "THREAD_SLOTS", 16 * 3)
+    monkeypatch.setattr(packing.packed, "_cores", lambda: 2)
+    threaded = pack(rows, 16, "split", overflow="split", pad_token_id=3)
+    for name in COLUMNS:
+        assert np.array_equal(getattr(threaded, name), getattr(serial, name)), name
+    rows[70] = np.array([5, -1], dtype=np.int32)  # in a late part: still found, with its row
+    with pytest.raises(packing.SampleError, match="sample 70, position 1"):
+        pack(rows, 16, "split", overflow="split")

@@ -726,10 +726,9 @@ def _encode_by_backend(backend: Any, texts: Sequence[str], add_special_tokens: b
     ids, offsets = _flat([encoding.ids for encoding in encodings])
     if not spans:
         return Encoded(ids, empty, empty, offsets)
-    chained = itertools.chain.from_iterable(encoding.offsets for encoding in encodings)
-    pairs: Int64Array = np.fromiter(chained, dtype=np.dtype((np.int64, 2)), count=len(ids))
-    pairs = pairs.reshape(-1, 2)
-    return Encoded(ids, pairs[:, 0].copy(), pairs[:, 1].copy(), offsets)
+    pairs = itertools.chain.from_iterable(encoding.offsets for encoding in encodings)
+    flat = np.fromiter(itertools.chain.from_iterable(pairs), dtype=np.int64, count=2 * len(ids)).reshape(-1, 2)
+    return Encoded(ids, flat[:, 0].copy(), flat[:, 1].copy(), offsets)
 
 
 def _eos(tokenizer: Any, sample: int, field: str) -> int:
@@ -1643,12 +1642,14 @@ def _chunks(
     """Every chunk of ``_CHUNK_ROWS`` rows encoded, in order: here, or by ``num_proc`` processes (forked
     where the platform can, so the tokenizer is not copied; each chunk's rows sent to one process and its
     arrays sent back, taken in the input order, so the result is the one process's)."""
+    import multiprocessing
+
     bounds = [(start, min(start + _CHUNK_ROWS, len(row_list))) for start in range(0, len(row_list), _CHUNK_ROWS)]
-    if num_proc <= 1 or len(bounds) <= 1:
+    # a daemonic process (a pool's worker, a server's) may not start processes: it tokenizes every chunk itself
+    if num_proc <= 1 or len(bounds) <= 1 or multiprocessing.current_process().daemon:
         for start, stop in bounds:
             yield _encode_chunk(tokenizer, row_list[start:stop], names[start:stop], rules)
         return
-    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     methods = multiprocessing.get_all_start_methods()
@@ -1678,7 +1679,7 @@ def encode_rows(
     (:class:`packing.loss.LossRules`: ``loss``, ``roles_to_train``, ``train_on_eos``, and each message's
     ``weight``); without them ``completion_only_loss`` chooses ``completion`` (True) or ``all``. Rows are
     tokenized in chunks, each form of a chunk in one batch call; ``num_proc`` processes share the chunks
-    (same result, same order, as one process). ``indices[i]`` is how errors number row ``i`` (default
+    (same result, same order, as one process; a daemonic process, which may not start any, does it alone). ``indices[i]`` is how errors number row ``i`` (default
     ``i``); ``progress(done, total)`` is called after each chunk with the number of rows done. Every row
     must be text (:func:`is_text_row`); errors are :class:`SampleError` (the row) or
     :class:`SettingError` (the tokenizer). O(characters), one template rendering per chat (see

@@ -312,6 +312,33 @@ def test_num_proc_gives_the_one_process_result(tokenizers: dict[str, Any]) -> No
         encode_rows(bad, tokenizers["chatml"], num_proc=2)
 
 
+def _encode_in_a_daemon(rows: list[dict[str, Any]], out: Any) -> None:
+    out.put([part.tolist() for part in encode_rows(rows, "bytes", num_proc=2)])
+
+
+def test_num_proc_in_a_daemonic_process_tokenizes_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A daemonic process (a pool's worker) may not start processes: num_proc=2 gives the one-process result."""
+    import multiprocessing
+
+    import packing.text
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("needs fork")
+    monkeypatch.setattr(packing.text, "_CHUNK_ROWS", 4)  # several chunks (inherited by the forked process)
+    rows = [
+        {"messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]}
+        for i in range(20)
+    ]
+    context = multiprocessing.get_context("fork")
+    out = context.Queue()
+    process = context.Process(target=_encode_in_a_daemon, args=(rows, out), daemon=True)
+    process.start()
+    got = out.get(timeout=60)
+    process.join(60)
+    assert process.exitcode == 0
+    assert got == [part.tolist() for part in encode_rows(rows, "bytes")]
+
+
 def test_every_door_takes_the_rules_and_num_proc(
     tokenizers: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1636,17 +1636,33 @@ def _worker_chunk(rows: Sequence[Any], names: Sequence[int]) -> tuple[Int64Array
     return _encode_chunk(_WORKER[0], rows, names, _WORKER[1])
 
 
+def chunk_bounds(rows: int, num_proc: int = 1) -> list[tuple[int, int]]:
+    """``[start, stop)`` of the chunks ``rows`` rows are tokenized in: at most ``_CHUNK_ROWS`` each; for
+    ``num_proc`` processes and more than one chunk's rows, a multiple of ``num_proc`` chunks of equal size
+    (give or take a row), so that no process is left with the last chunk alone. O(chunks).
+
+    >>> chunk_bounds(5000), chunk_bounds(5000, num_proc=2)
+    ([(0, 2048), (2048, 4096), (4096, 5000)], [(0, 1250), (1250, 2500), (2500, 3750), (3750, 5000)])
+    """
+    if num_proc <= 1 or rows <= _CHUNK_ROWS:  # one chunk is not worth starting processes for
+        return [(start, min(start + _CHUNK_ROWS, rows)) for start in range(0, rows, _CHUNK_ROWS)]
+    count = num_proc * -(-rows // (num_proc * _CHUNK_ROWS))
+    return list(itertools.pairwise(rows * index // count for index in range(count + 1)))
+
+
 def _chunks(
     tokenizer: Any, row_list: Sequence[Any], names: Sequence[int], rules: LossRules, num_proc: int
 ) -> Iterator[tuple[Int64Array, Int8Array, Int64Array]]:
-    """Every chunk of ``_CHUNK_ROWS`` rows encoded, in order: here, or by ``num_proc`` processes (forked
+    """Every chunk (:func:`chunk_bounds`) encoded, in order: here, or by ``num_proc`` processes (forked
     where the platform can, so the tokenizer is not copied; each chunk's rows sent to one process and its
     arrays sent back, taken in the input order, so the result is the one process's)."""
     import multiprocessing
 
-    bounds = [(start, min(start + _CHUNK_ROWS, len(row_list))) for start in range(0, len(row_list), _CHUNK_ROWS)]
     # a daemonic process (a pool's worker, a server's) may not start processes: it tokenizes every chunk itself
-    if num_proc <= 1 or len(bounds) <= 1 or multiprocessing.current_process().daemon:
+    if multiprocessing.current_process().daemon:
+        num_proc = 1
+    bounds = chunk_bounds(len(row_list), num_proc)
+    if num_proc <= 1 or len(bounds) <= 1:
         for start, stop in bounds:
             yield _encode_chunk(tokenizer, row_list[start:stop], names[start:stop], rules)
         return
@@ -1709,12 +1725,14 @@ def encode_rows(
     ids_parts: list[Int64Array] = []
     mask_parts: list[Int8Array] = []
     lengths: list[Int64Array] = []
+    done = 0
     for ids, mask, chunk_lengths in _chunks(tokenizer, row_list, names, rules, processes):
         ids_parts.append(ids)
         mask_parts.append(mask)
         lengths.append(chunk_lengths)
         if progress is not None:
-            progress(min(len(lengths) * _CHUNK_ROWS, len(row_list)), len(row_list))
+            done += len(chunk_lengths)
+            progress(done, len(row_list))
     offsets = np.zeros(len(row_list) + 1, dtype=np.int64)
     if lengths:
         np.cumsum(np.concatenate(lengths), out=offsets[1:])

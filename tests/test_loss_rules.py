@@ -312,6 +312,18 @@ def test_num_proc_gives_the_one_process_result(tokenizers: dict[str, Any]) -> No
         encode_rows(bad, tokenizers["chatml"], num_proc=2)
 
 
+@given(rows=st.integers(0, 20_000), num_proc=st.integers(1, 4))
+def test_chunks_cover_the_rows_in_order_and_balance_the_processes(rows: int, num_proc: int) -> None:
+    from packing.text import _CHUNK_ROWS, chunk_bounds
+
+    bounds = chunk_bounds(rows, num_proc)
+    assert [start for start, _ in bounds] == ([0, *(stop for _, stop in bounds[:-1])] if rows else [])
+    assert (bounds[-1][1] if bounds else 0) == rows and all(0 < stop - start <= _CHUNK_ROWS for start, stop in bounds)
+    if len(bounds) > 1 and num_proc > 1:
+        sizes = [stop - start for start, stop in bounds]
+        assert len(bounds) % num_proc == 0 and max(sizes) - min(sizes) <= 1
+
+
 def _encode_in_a_daemon(rows: list[dict[str, Any]], out: Any) -> None:
     out.put([part.tolist() for part in encode_rows(rows, "bytes", num_proc=2)])
 

@@ -349,7 +349,7 @@ def test_download_and_share_link_in_a_real_browser(browser_and_base: tuple[Any, 
     page.goto(f"{base}{MASKING_QUERY}", timeout=60_000)
     first_block = "Block 1: [5, 6, 7, 8, 9, 10, 11, 12] -> mask: [0, 0, 0, 1, 1, 0, 0, 1]"
     page.get_by_text("Block 1: [5, 6, 7, 8, 9, 10, 11, 12]").wait_for(timeout=60_000)
-    classic = page.locator('[data-testid="stCode"]').first.inner_text()
+    classic = page.locator("[data-testid='stMarkdownContainer']", has_text="Block 1: [").first.inner_text()
     assert classic.replace("\n", " ").startswith(first_block)
     assert "[13, 14, 15, 16, 17, 18, 19, 2]" in classic  # padding is the chosen pad id
 
@@ -365,7 +365,7 @@ def test_download_and_share_link_in_a_real_browser(browser_and_base: tuple[Any, 
     shared = browser.new_page(viewport={"width": 1400, "height": 1400})
     shared.goto(link, timeout=60_000)
     shared.get_by_text("Block 1: [5, 6, 7, 8, 9, 10, 11, 12]").wait_for(timeout=60_000)
-    assert shared.locator('[data-testid="stCode"]').first.inner_text() == classic
+    assert shared.locator("[data-testid='stMarkdownContainer']", has_text="Block 1: [").first.inner_text() == classic
     _no_exception(shared)
     _no_exception(page)
     shared.close()

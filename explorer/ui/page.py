@@ -1,12 +1,14 @@
 """Page plumbing shared by ``app.py`` and the tabs: the warm-up behind one message, the error guard, the
-``Context`` of a run, and the Streamlit stop check the server's waits use."""
+``Context`` of a run, and the stop check the server's waits use."""
 
 from __future__ import annotations
 
 import importlib
 import logging
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import streamlit as st
 
@@ -23,20 +25,33 @@ PAGE_MODULES = ("explorer.ui.sidebar", "explorer.ui.tabs", "plotly.graph_objects
 """What a visit imports: loaded by the server's warm-up, before the first visit."""
 
 
-def _never() -> None:
-    return None
+STOP_POLL = 0.5
+"""Seconds between a waiting run's calls into Streamlit, where a stopped run learns that it is stopped."""
 
 
 def streamlit_stop_check() -> Callable[[], None]:
-    """What raises Streamlit's stop (``StopException``, ``RerunException``) in the calling thread once its script
-    run should end, to be called now and then while waiting; a no-op outside a script run. It is the check
-    Streamlit's own cache runs while a session waits for another's computation; Streamlit has no public one, so
-    this is the page's one use of its internals (an import guarded for another Streamlit). O(1)."""
-    try:
-        from streamlit.runtime.scriptrunner_utils.script_run_context import get_run_yield_check
-    except ImportError:  # another Streamlit: runs are not stopped while waiting
-        return _never
-    return get_run_yield_check() or _never
+    """What ends the calling script run once Streamlit has stopped it (the visitor left, or the page reruns), to be
+    called now and then while waiting. Streamlit stops a run at its next call into Streamlit; a wait that calls
+    nothing would never learn it. So every ``STOP_POLL`` seconds the check clears a placeholder of its own (an
+    empty element, made at the first poll: a short wait draws nothing), and Streamlit raises its stop there.
+    Outside a script run the placeholder does nothing. Public API only. O(1) a call.
+
+    >>> check = streamlit_stop_check()
+    >>> check()  # a wait's first poll: nothing drawn yet
+    """
+    polled = [time.monotonic()]
+    slot: list[Any] = []
+
+    def check() -> None:
+        now = time.monotonic()
+        if now - polled[0] < STOP_POLL:
+            return
+        polled[0] = now
+        if not slot:
+            slot.append(st.empty())
+        slot[0].empty()  # Streamlit raises its stop (or rerun) here once the run should end
+
+    return check
 
 
 def preload() -> None:

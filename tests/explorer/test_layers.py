@@ -165,3 +165,17 @@ def test_importing_core_views_and_server_starts_nothing() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["1", "0", "False"]
+
+
+PUBLIC_STREAMLIT = {"streamlit", "streamlit.testing.v1", "streamlit.components.v1", "streamlit.column_config"}
+"""Streamlit's documented import paths (``import streamlit as st`` is the one the page uses)."""
+
+
+@pytest.mark.parametrize("path", [*sorted(MODULES.values()), ROOT / "app.py"], ids=str)
+def test_only_streamlits_public_api(path: Path) -> None:
+    """No module reaches into Streamlit's internals (``streamlit.runtime…``, ``streamlit.web…``): they change
+    between releases without notice."""
+    private = {
+        n for n in _imports(path, top_level_only=False) if n.startswith("streamlit") and n not in PUBLIC_STREAMLIT
+    }
+    assert not private, f"{path.name} imports {sorted(private)}"

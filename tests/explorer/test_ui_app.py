@@ -37,6 +37,12 @@ def _plain(value: str) -> str:
     return re.sub(r"\\(.)", r"\1", value)
 
 
+def _classic(at: AppTest) -> list[str]:
+    """The classic forms on the page (Markdown, one code span per block), as text."""
+    spans = [m.value for m in at.markdown if m.value.startswith("`Block ")]
+    return [span.replace("`", "").replace("  \n", "\n") for span in spans]
+
+
 def _texts(at: AppTest, kind: str) -> list[str]:
     return [_plain(str(e.value)) for e in at.get(kind)]
 
@@ -75,7 +81,7 @@ def _open(at: AppTest, tab: str) -> AppTest:
 def test_default_page_shows_the_classic_example() -> None:
     at = _app()
     _clean(at)
-    assert [c.value for c in at.code] == [CLASSIC]
+    assert _classic(at) == [CLASSIC]
     metrics = _metrics(at)
     assert metrics["Blocks"] == "2" and metrics["Efficiency"] == "75.00%" and metrics["Padding"] == "2"
     assert {"blocks", "util", "lengths"} <= set(_charts(at))
@@ -89,13 +95,13 @@ def test_every_strategy_renders(strategy: str) -> None:
     _clean(at)
     expected = packing.pack([[1, 2], [3, 4, 5], [6]], 4, strategy).num_blocks
     assert _metrics(at)["Blocks"] == str(expected)
-    assert at.code[0].value.count("Block ") == expected
+    assert _classic(at)[0].count("Block ") == expected
 
 
 def test_every_tab_renders_with_its_content() -> None:
     at = _app()
     checks = {
-        "Result": lambda: at.code[0].value == CLASSIC,
+        "Result": lambda: _classic(at) == [CLASSIC],
         "Compare": lambda: at.dataframe[0].value["strategy"].tolist() == COMPARED,
         "Sweep": lambda: "sweep" in _charts(at),
         "Attention & positions": lambda: _metrics(at)["Cross-document pairs a plain causal mask allows"] == "4",
@@ -186,9 +192,9 @@ def test_query_parameters_restore_the_state() -> None:
     _clean(at)
     assert at.session_state["strategy"] == "ffd" and at.session_state["overflow"] == "drop"
     expected = packing.pack([[1, 2], [3, 4, 5], [6]], 4, "ffd").to_lists()[0]
-    assert f"Block 1: {expected[0]}" in at.code[0].value
+    assert f"Block 1: {expected[0]}" in _classic(at)[0]
     classic = _app(sequences="[[1,2],[3,4,5],[6]]", max_seq_length="4", strategy="split")
-    assert classic.code[0].value == CLASSIC
+    assert _classic(classic)[0] == CLASSIC
 
 
 def test_a_link_can_open_a_tab_and_other_sources() -> None:
@@ -216,7 +222,7 @@ def test_bad_link_parameters_are_reported_not_fatal() -> None:
     assert not at.exception
     warnings = " ".join(_texts(at, "warning"))
     assert "max_seq_length='zero'" in warnings and "strategy='magic'" in warnings
-    assert at.code[0].value == CLASSIC
+    assert _classic(at)[0] == CLASSIC
 
 
 @pytest.mark.parametrize(
@@ -254,7 +260,7 @@ def test_out_of_range_max_seq_length_is_answered_in_plain_words_where_the_user_l
         assert not at.exception
         main = [_plain(e.value) for e in at.main.get("error")]
         assert any(words in e and "max_seq_length must be a whole number from 1 to 16,777,216" in e for e in main), main
-        assert not at.code and "Blocks" not in _metrics(at)  # no stale result under the message
+        assert not _classic(at) and "Blocks" not in _metrics(at)  # no stale result under the message
     at.sidebar.number_input(key="max_seq_length").set_value(2**24).run()  # the library's limit is usable
     assert not at.exception and not at.main.get("error")
 
@@ -338,7 +344,7 @@ def test_uploads_are_packed_and_hostile_files_give_one_line() -> None:
     assert any("Upload a file" in i for i in _texts(at, "info"))
     at.sidebar.get("file_uploader")[0].upload("train.jsonl", b'{"input_ids": [1, 2, 3]}\n{"input_ids": [4, 5]}\n').run()
     _clean(at)
-    assert at.code[0].value.startswith("Block 1: [1, 2, 3")
+    assert _classic(at)[0].startswith("Block 1: [1, 2, 3")
     for name, data in (
         ("bad.json", b'[[1, 2], [3, "x"]]'),
         ("h.json", b'{"histogram": [0, 1000000000000]}'),
@@ -382,7 +388,7 @@ def test_a_link_to_an_example_shows_it_and_edited_text_says_so() -> None:
 def test_padding_cells_show_the_chosen_pad_token_id() -> None:
     at = _app(sequences="[[1,2],[3,4,5],[6]]", max_seq_length="4", strategy="split", pad_token_id="7")
     _clean(at)
-    assert at.code[0].value.startswith("Block 1: [1, 2, 3, 4]") and "[5, 6, 7, 7]" in at.code[0].value
+    assert _classic(at)[0].startswith("Block 1: [1, 2, 3, 4]") and "[5, 6, 7, 7]" in _classic(at)[0]
     assert _charts(at)["blocks"]["data"][0]["text"][1] == ["5", "6", "7", "7"]
 
 
@@ -494,7 +500,7 @@ def test_going_back_to_pasted_text_keeps_it_and_its_max_seq_length() -> None:
     at.sidebar.radio(key="source").set_value("paste").run()
     _clean(at)
     assert at.session_state["sequences"] == "1 2 3\n4 5" and at.session_state["max_seq_length"] == 5
-    assert at.code[0].value == "Block 1: [1, 2, 3, 4, 5] -> mask: [1, 1, 1, 1, 1]"
+    assert _classic(at)[0] == "Block 1: [1, 2, 3, 4, 5] -> mask: [1, 1, 1, 1, 1]"
     at.sidebar.radio(key="source").set_value("synthetic").run()
     assert at.session_state["max_seq_length"] == 1024
 
@@ -569,6 +575,6 @@ def test_the_classic_form_opens_the_result_tab_for_small_blocks_and_follows_the_
     wide = _app(sequences="[[1,2,3,4,5,6,7,8,9,10],[11,12,13,14,15,16,17,18,19,20,21,22]]", max_seq_length="20")
     for at in (small, wide):
         _clean(at)
-        assert len(at.code) == 1 and at.code[0].value.startswith("Block 1: [1, 2, 3")
+        assert len(_classic(at)) == 1 and _classic(at)[0].startswith("Block 1: [1, 2, 3")
     assert "Classic form" not in [h.value for h in small.subheader]  # first, above the drawing: no heading
     assert "Classic form" in [h.value for h in wide.subheader]

@@ -192,7 +192,7 @@ def _turns(source: Text, completion_only: bool, view: Window) -> None:
 def _classic_form(view: Window) -> None:
     batch = view.batch
     if view.has_tokens and batch.max_seq_length <= MAX_TEXT_WIDTH:
-        st.code(tables.classic_text(batch.input_ids, batch.loss_mask, view.first), language=None, wrap_lines=False)
+        st.markdown(tables.classic_markdown(tables.classic_text(batch.input_ids, batch.loss_mask, view.first)))
 
 
 def _result_text(view: Window) -> None:

@@ -21,7 +21,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from test_recipe import Document, documents
-from test_recipe import cluster as cluster
 from text_fixtures import CHATML, save_tokenizer
 
 import packing

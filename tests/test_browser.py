@@ -259,6 +259,11 @@ _LAYOUT_FACTS = """
 """
 
 
+_TAB_STYLE_APPLIED = """() => {
+  const tabs = document.querySelector('[data-testid="stMain"] [role="tablist"]');
+  return !tabs || getComputedStyle(tabs).flexWrap === 'wrap';
+}"""
+"""The tab bar's wrapping style is in force (a slow browser draws the tabs before it loads the style)."""
 WIDE_FRAME = 900
 """A table frame at least this wide (the main column at 1,400 px) shows every column without scrolling; narrower
 frames (a phone, a laptop beside the sidebar) scroll their tables inside themselves, the first column pinned."""
@@ -267,6 +272,7 @@ frames (a phone, a laptop beside the sidebar) scroll their tables inside themsel
 def _check_layout(page: Any, where: str) -> None:
     """No cut label, no tab out of sight, no repeated tick, no text past its cell, every table's columns shown
     (on a wide screen; inside its own frame on a narrow one)."""
+    page.wait_for_function(_TAB_STYLE_APPLIED, timeout=30_000)  # the page's style loads with its own script
     facts = page.evaluate(_LAYOUT_FACTS)
     if os.environ.get("PACKING_LAYOUT_SURVEY"):  # list every defect instead of stopping at the first
         print("LAYOUT", where, json.dumps({k: v for k, v in facts.items() if v and k != "window"}), flush=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -49,6 +49,9 @@ DEFAULT_WORKLOAD_SAMPLE = 200_000
 """Sequences used by default from a distribution larger than this (0 = all of a smaller one)."""
 _ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, OverflowError, RecursionError, MemoryError)
 _FILE_ERRORS: tuple[type[Exception], ...] = (*_ERRORS, OSError, UnicodeError)
+
+Progress = Callable[[int, int], None]
+"""``progress(done, total)``: how many rows of how many a long read has done."""
 
 
 def read_rows(rows: Iterable[Any], completion_only_loss: bool = True) -> packing.Samples:
@@ -95,7 +98,8 @@ class Source:
     def cache_key(self) -> tuple[Any, ...]:
         return (type(self).__name__, *(getattr(self, f) for f in self.__dataclass_fields__))
 
-    def load(self, completion_only: bool) -> Dataset:
+    def load(self, completion_only: bool, progress: Progress | None = None) -> Dataset:
+        """The data, read and checked; ``progress(done, total)`` hears how far reading rows is (long reads only)."""
         raise NotImplementedError
 
     def link_reproduces(self) -> str:
@@ -127,7 +131,7 @@ class Paste(Source):
     def reading(self) -> str:
         return "Reading the pasted sequences"
 
-    def load(self, completion_only: bool) -> Dataset:
+    def load(self, completion_only: bool, progress: Progress | None = None) -> Dataset:
         parsed = parse_sequences(self.text)
         try:
             samples = read_rows(parsed.samples, completion_only)
@@ -196,7 +200,7 @@ class Text(Source):
             raise InputError(message)
         return tokenizer
 
-    def load(self, completion_only: bool) -> Dataset:
+    def load(self, completion_only: bool, progress: Progress | None = None) -> Dataset:
         rows = self.rows()
         for number, row in enumerate(rows, start=1):
             if not text_forms(row):
@@ -206,7 +210,7 @@ class Text(Source):
                 )
         tokenizer = self.load_tokenizer()
         try:
-            samples = packing.read_rows(rows, completion_only, tokenizer=tokenizer)
+            samples = packing.read_rows(rows, completion_only, tokenizer=tokenizer, progress=progress)
         except _ERRORS as error:
             raise InputError(describe(error, name_sample=lambda i: f"row {i + 1}")) from None
         check_size(len(samples.lengths), int(samples.lengths.sum()), "the pasted text")
@@ -244,7 +248,7 @@ class Synthetic(Source):
     def reading(self) -> str:
         return f"Drawing {grammar_count(self.count, 'random length')} ({self.distribution}, seed {self.seed})"
 
-    def load(self, completion_only: bool) -> Dataset:
+    def load(self, completion_only: bool, progress: Progress | None = None) -> Dataset:
         if not 1 <= self.count <= MAX_SYNTHETIC:
             raise InputError(f"the number of sequences must be between 1 and {MAX_SYNTHETIC:,}; got {self.count:,}")
         if not 1 <= self.max_length <= MAX_SEQ_LENGTH:
@@ -289,7 +293,7 @@ class Workload(Source):
         wanted = self.total if self.count <= 0 else min(self.count, self.total)
         return min(wanted, MAX_SEQUENCES)
 
-    def load(self, completion_only: bool) -> Dataset:
+    def load(self, completion_only: bool, progress: Progress | None = None) -> Dataset:
         if self.name not in WORKLOADS:
             raise InputError(f"unknown distribution {quote(self.name)}; expected one of {', '.join(WORKLOADS)}")
         loaded = load_workload(self.name)
@@ -350,11 +354,11 @@ class Upload(Source):
     def has_tokens(self) -> bool:  # type: ignore[override]
         return True
 
-    def load(self, completion_only: bool) -> Dataset:
+    def load(self, completion_only: bool, progress: Progress | None = None) -> Dataset:
         shown = quote(self.name, 60).strip("'\"")
         if len(self.data) > MAX_UPLOAD_MB * 2**20:
             raise InputError(f"{shown} is {len(self.data) / 2**20:,.0f} MB; files up to {MAX_UPLOAD_MB} MB can be read")
-        read, tokenizer = _read_file(self.name, self.data, completion_only, self.tokenizer)
+        read, tokenizer = _read_file(self.name, self.data, completion_only, self.tokenizer, progress)
         tokenized = tokenizer is not None
         lengths = np.asarray(read.lengths, dtype=np.int64)
         flat: packing.Samples | None = read.samples if read.samples.has_tokens else None
@@ -381,7 +385,9 @@ UPLOAD_LIMITS = ReadLimits(
 bytes, samples, tokens, the tokens lengths-only data stands for, and the values JSON text spells out)."""
 
 
-def _read_file(name: str, data: bytes, completion_only: bool, tokenizer: str) -> tuple[packing.Dataset, Any]:
+def _read_file(
+    name: str, data: bytes, completion_only: bool, tokenizer: str, progress: Progress | None = None
+) -> tuple[packing.Dataset, Any]:
     """``packing.read_dataset`` on the uploaded bytes, and the tokenizer that read its text rows (None for a file
     of tokens or lengths); its typed errors are worded from their fields.
 
@@ -401,7 +407,12 @@ def _read_file(name: str, data: bytes, completion_only: bool, tokenizer: str) ->
         if message is not None:
             raise InputError(f"{shown} holds text rows. {message}")
         read = packing.read_dataset(
-            io.BytesIO(data), name=name, completion_only_loss=completion_only, tokenizer=loaded, limits=UPLOAD_LIMITS
+            io.BytesIO(data),
+            name=name,
+            completion_only_loss=completion_only,
+            tokenizer=loaded,
+            limits=UPLOAD_LIMITS,
+            progress=progress,
         )
         return read, loaded
     except _FILE_ERRORS as error:

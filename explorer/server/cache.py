@@ -40,9 +40,14 @@ def dataset(source: Source, completion_only: bool) -> Dataset:
     if not isinstance(source, Upload | Text):
         return source.load(flag)
     try:
-        return workers.run(type(source).load, source, flag, lane_name="load", seconds=LOAD_SECONDS)
+        return workers.run(_load, source, flag, lane_name="load", seconds=LOAD_SECONDS)
     except (workers.TimedOut, workers.WorkerDied) as error:
         raise InputError(str(error)) from None
+
+
+def _load(source: Upload | Text, completion_only: bool) -> Dataset:
+    """In the load lane's worker: ``source`` read, its progress reported to the waiting page (``workers.report``)."""
+    return source.load(completion_only, workers.report)
 
 
 def _lengths(source: Source, completion_only: bool) -> Any:

@@ -23,6 +23,8 @@ reliable way to stop it.
 - Workers are started with ``spawn`` (a server's threads make ``fork`` unsafe); the search lane's start
   ``START_DELAY`` seconds after the server has warmed up (``start_soon``), the others at their first call. Each
   loads the compiled kernels once and watches the server, exiting with it however the server is stopped.
+- Work can say how far it is: ``report(done, total)`` (passed to the work as its ``progress`` callback) reaches
+  the listener of the thread that waits for it (``listening``), from a worker or in this process alike.
 - Arguments and results cross by pickling. ``spawn`` imports the server's ``__main__`` in every worker, and
   under Streamlit that is the page's script: ``app.py`` draws its page only when run as ``__main__`` (a worker
   imports it as ``__mp_main__``), and a worker never starts workers of its own.
@@ -39,7 +41,7 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
@@ -98,6 +100,40 @@ def _nothing() -> None:
     return None
 
 
+Progress = Callable[[int, int], None]
+_SERVED: list[Connection] = []
+"""In a worker: its connection to the server (where ``report`` sends)."""
+_LISTENERS = threading.local()
+
+
+def report(done: int, total: int) -> None:
+    """How far the running call is (``done`` of ``total`` units), for the thread waiting for it: sent to the
+    server from a worker, handed to this thread's listener in the server; nothing when nobody listens. O(1).
+
+    >>> with listening(lambda done, total: print(f"{done} of {total}")):
+    ...     report(3, 10)
+    3 of 10
+    """
+    if _SERVED:
+        _SERVED[0].send(("progress", (int(done), int(total))))
+        return
+    listener = getattr(_LISTENERS, "listener", None)
+    if listener is not None:
+        listener(done, total)
+
+
+@contextlib.contextmanager
+def listening(listener: Progress) -> Iterator[None]:
+    """Within the block, the progress that calls made by this thread report (``report``) reaches ``listener``,
+    in this thread."""
+    previous = getattr(_LISTENERS, "listener", None)
+    _LISTENERS.listener = listener
+    try:
+        yield
+    finally:
+        _LISTENERS.listener = previous
+
+
 _INITIALIZER: list[Callable[[], None]] = [_nothing]
 
 
@@ -114,6 +150,7 @@ def _serve(connection: Connection, niceness: int, initializer: Callable[[], None
         os.nice(niceness)
     threading.Thread(target=_exit_with_the_server, name="server-watch", daemon=True).start()
     initializer()
+    _SERVED.append(connection)
     connection.send(("ready", None))
     while True:
         try:
@@ -278,6 +315,9 @@ def _call(
                 kind, value = worker.connection.recv()
                 if kind == "ready":  # its warm-up is done: the call's own time starts now
                     worker.ready, started = True, time.monotonic()
+                    continue
+                if kind == "progress":
+                    report(*value)  # to this thread's listener
                     continue
                 kept = True
                 if kind == "error":

@@ -97,12 +97,31 @@ def planning(settings: Settings, sequences: int) -> str:
     return text + "…"
 
 
+@contextmanager
+def reading(what: str) -> Iterator[None]:
+    """A spinner naming ``what`` with the time it has run, and, once the work reports how far it is
+    (``workers.report``), a bar with the rows done of all: never silent, however long a read takes."""
+    bar: list[Any] = []
+
+    def show(done: int, total: int) -> None:
+        if total <= 0:
+            return
+        if not bar:
+            bar.append(st.progress(0.0))
+        bar[0].progress(min(done / total, 1.0), text=f"{done:,} of {total:,} rows read")
+
+    with st.spinner(f"{what}…", show_time=True), workers.listening(show):
+        yield
+    if bar:
+        bar[0].empty()
+
+
 def build_context(source: Source | None, settings: Settings, problem: str) -> Context:
     """Load the data and plan it; every problem is put in plain words in ``Context.problem``."""
     if source is None:
         return Context(None, settings, problem="Upload a file in the sidebar (JSONL, JSON, CSV or Parquet) to pack it.")
     try:
-        with st.spinner(f"{source.reading()}…", show_time=True):
+        with reading(source.reading()):
             dataset = cache.dataset(source, settings.completion_only)
     except InputError as error:
         return Context(source, settings, problem=f"Could not read the data: {error}")

@@ -41,6 +41,7 @@ from explorer.core.sources import (
 )
 from explorer.core.text import EXAMPLE_TITLES, example_text
 from explorer.server import cache
+from explorer.ui import page
 from packing.workloads import WORKLOADS
 
 BIND: Literal["query-params"] = "query-params"
@@ -262,7 +263,7 @@ def _upload_inputs() -> Upload | None:
     file = st.file_uploader(
         "JSONL, JSON, CSV or Parquet",
         type=["jsonl", "json", "csv", "parquet"],
-        help="Columns or keys: input_ids (optionally loss_mask), prompt and completion, or length "
+        help="Columns or keys: input_ids (optionally loss_mask, or labels with -100), prompt and completion, or length "
         f"(lengths only). Up to {MAX_UPLOAD_MB} MB and {MAX_SEQUENCES:,} sequences.",
     )
     tokenizer = _tokenizer_input(
@@ -275,7 +276,7 @@ def _upload_inputs() -> Upload | None:
         # a new file: size the blocks to its longest sequence (the user can change it afterwards)
         st.session_state["_upload_seen"] = source.cache_key
         try:
-            with st.spinner(source.reading(), show_time=True):
+            with page.reading(source.reading()):
                 data = cache.dataset(source, _loss_value() == "completion")
         except InputError:
             return source  # the page reports the problem

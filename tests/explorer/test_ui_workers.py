@@ -3,6 +3,7 @@ their deadline and when the script run that waits for them stops."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -180,3 +181,35 @@ def test_a_lane_waits_for_its_worker_and_a_stopped_wait_leaves_the_queue(one_wor
     with ThreadPoolExecutor(3) as threads:
         squares = list(threads.map(lambda v: workers.run(slow_square, v), range(3)))
     assert squares == [0, 1, 4]
+
+
+def _chat_upload(rows: int) -> bytes:
+    lines = [
+        json.dumps({"messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]})
+        for i in range(rows)
+    ]
+    return "\n".join(lines).encode()
+
+
+@pytest.mark.parametrize("in_a_worker", [True, False], ids=["worker", "server"])
+def test_an_upload_reports_its_progress_to_the_page_that_waits(
+    in_a_worker: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading chats reports the rows done of all, from the worker process (or in the server with workers off),
+    to the waiting thread's listener: rising, ending at every row."""
+    from explorer.core.sources import Upload
+    from explorer.server import cache
+
+    monkeypatch.setattr(workers, "WORKERS", 1 if in_a_worker else 0)
+    workers.shutdown()
+    heard: list[tuple[int, int]] = []
+    source = Upload.of(f"chats-{in_a_worker}.jsonl", _chat_upload(5_000), "bytes")
+    try:
+        with workers.listening(lambda done, total: heard.append((done, total))):
+            data = cache.dataset(source, True)
+    finally:
+        workers.shutdown()
+    assert len(data.lengths) == 5_000
+    assert len(heard) >= 2, heard  # more than the end alone: the rows are read in chunks
+    assert [done for done, _ in heard] == sorted(done for done, _ in heard)
+    assert heard[-1] == (5_000, 5_000)

@@ -210,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     import transformers
 
     print(f"- load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} (1, 5, 15 min)")
+    print(f"- TOKENIZERS_PARALLELISM={os.environ['TOKENIZERS_PARALLELISM']} (one process: the Rust tokenizer's threads;"
+          " num_proc workers: one thread each)")  # fmt: skip
     print(f"- transformers {transformers.__version__}, tokenizers {tokenizers.__version__}, numpy {np.__version__}")
     print()
     header = ["case", "rows", "tokens", "trained", "time (median, min–max)", "rows/s", "tokens/s", "baseline", "ratio",

@@ -28,7 +28,6 @@ from packing.formats import EXPORT_FORMATS, export
 from packing.io import Dataset, read_dataset
 from packing.limits import ReadLimits
 from packing.packed import (
-    IGNORE_INDEX,
     LazyBatch,
     PackedBatch,
     TrainableCounts,
@@ -37,7 +36,16 @@ from packing.packed import (
     pack,
 )
 from packing.plans import PackingPlan, Piece, plan
-from packing.reader import MaskedSample, PromptCompletion, Sample, Samples, chat_sample, read_rows, read_table
+from packing.reader import (
+    IGNORE_INDEX,
+    MaskedSample,
+    PromptCompletion,
+    Sample,
+    Samples,
+    chat_sample,
+    read_rows,
+    read_table,
+)
 from packing.recipe import LOSS_RULES, LossRule, Recipe
 from packing.schema import COLUMNS, Column
 from packing.stats import PackingStats

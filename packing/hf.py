@@ -189,6 +189,7 @@ def _tokenize_batch(
 
     try:
         samples = read_text_rows(_rows(batch), tokenizer, loss_rules=loss_rules)
+        samples.refuse_other_labels()  # the rows go on as input_ids and loss_mask
     except SampleError as error:  # number the row as the whole dataset does
         if error.sample is not None and 0 <= error.sample < len(indices):
             error.sample = indices[error.sample]

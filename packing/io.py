@@ -43,6 +43,7 @@ from packing.outputs import atomic_path
 from packing.packed import LazyBatch, PackedBatch
 from packing.reader import (
     FIELDS,
+    IGNORE_INDEX,
     TOKEN_FIELDS,
     Samples,
     cells_row,
@@ -71,7 +72,8 @@ class Dataset:
     ``samples`` is a :class:`~packing.reader.Samples` (without tokens for lengths-only data);
     ``lengths`` is tokens per sample; ``source`` names the dataset in messages; ``files`` are its files
     in reading order and ``starts`` the index of each one's first sample. ``data[i]`` is sample ``i``:
-    ``{"input_ids": ..., "loss_mask": ...}`` (int64 and int8 arrays), or ``{"length": n}``.
+    ``{"input_ids": ..., "loss_mask": ...}`` (int64 and int8 arrays; with ``labels`` when the samples' labels
+    differ from their ids, see ``Samples.labels``), or ``{"length": n}``.
 
     >>> import io
     >>> data = read_dataset(io.BytesIO(b"prompt,completion\\n1 2,3\\n"), name="pairs.csv")
@@ -110,7 +112,10 @@ class Dataset:
         lo, hi = int(self.samples.offsets[position]), int(self.samples.offsets[position + 1])
         if self.samples.tokens is None or self.samples.loss_mask is None:
             return {"length": hi - lo}
-        return {"input_ids": self.samples.tokens[lo:hi], "loss_mask": self.samples.loss_mask[lo:hi]}
+        item = {"input_ids": self.samples.tokens[lo:hi], "loss_mask": self.samples.loss_mask[lo:hi]}
+        if self.samples.labels is not None:  # labels other than the tokens, for collate
+            item["labels"] = np.where(item["loss_mask"] != 0, self.samples.labels[lo:hi], IGNORE_INDEX)
+        return item
 
 
 # ---------------------------------------------------------------- reading

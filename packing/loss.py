@@ -9,8 +9,11 @@ One owner for the choice every entry point makes through :class:`packing.Recipe`
 - ``loss="all"``: every token of every row (a message's ``weight`` is ignored);
 - a message's ``weight`` of 0 or 1 overrides the rule for that message (under ``completion`` and
   ``last_turn``): 0 leaves it untrained, 1 trains it whatever its role;
-- ``train_on_eos=False`` leaves out what the template adds after a trained message's content (the
-  end-of-turn token and what follows it up to the next message), and the EOS after a completion.
+- ``train_on_eos`` (Axolotl's names) says whose end of turn is trained, the end of turn being what the
+  template adds after a message's content (the end-of-turn token and what follows it up to the next
+  message) and the EOS after a completion: ``turn`` (default) every trained message's, ``last`` only the
+  last trained message's, ``all`` every message's (trained or not), ``none`` no message's. ``True`` and
+  ``False`` are ``turn`` and ``none`` (:func:`check_train_on_eos`, the one place they are mapped).
 
 :class:`LossRules` holds the three settings (checked once) and decides, message by message, which are
 trained (:meth:`LossRules.trained`); ``packing.text`` turns that into token masks.
@@ -32,6 +35,8 @@ from dataclasses import dataclass
 from numbers import Real
 from typing import Any, Literal
 
+import numpy as np
+
 from packing.errors import SampleError, SettingError
 
 LossRule = Literal["completion", "last_turn", "all"]
@@ -43,6 +48,14 @@ LOSS_RULES: dict[str, str] = {
     "all": "train on every token",
 }
 DEFAULT_ROLES: tuple[str, ...] = ("assistant",)
+EosRule = Literal["turn", "last", "all", "none"]
+"""Whose end of turn is trained: every trained message's, the last trained message's, every message's, none."""
+EOS_RULES: dict[str, str] = {
+    "turn": "train the end-of-turn tokens of every trained turn (and the EOS after a completion)",
+    "last": "train only the last trained turn's end-of-turn tokens",
+    "all": "train the end-of-turn tokens of every turn, trained or not",
+    "none": "leave every end-of-turn token out (and the EOS after a completion)",
+}
 
 
 def check_roles(value: Any, name: str = "roles_to_train") -> tuple[str, ...]:
@@ -67,9 +80,28 @@ def check_roles(value: Any, name: str = "roles_to_train") -> tuple[str, ...]:
 
 def check_flag(value: Any, name: str) -> bool:
     """``value`` if it is True or False (``numpy.bool_`` too). O(1)."""
-    if type(value).__name__ == "bool_" or isinstance(value, bool):
+    if isinstance(value, (bool, np.bool_)):
         return bool(value)
     raise SettingError(name, "True or False", value)
+
+
+def check_train_on_eos(value: Any, name: str = "train_on_eos") -> EosRule:
+    """``value`` as one of :data:`EOS_RULES` (Axolotl's ``train_on_eos`` names); ``True`` is ``turn`` and
+    ``False`` is ``none`` (the flag this option was). O(1).
+
+    >>> check_train_on_eos(True), check_train_on_eos(False), check_train_on_eos("last")
+    ('turn', 'none', 'last')
+    >>> check_train_on_eos("yes")
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: train_on_eos: expected one of turn, last, all, none (or True/False), got 'yes' (str)
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return "turn" if value else "none"
+    if not isinstance(value, str) or value not in EOS_RULES:
+        raise SettingError(name, f"one of {', '.join(EOS_RULES)} (or True/False)", value)
+    rule: EosRule = value  # type: ignore[assignment]
+    return rule
 
 
 def message_weight(message: Mapping[str, Any], sample: int, field: str, position: int) -> int | None:
@@ -105,13 +137,13 @@ class LossRules:
 
     loss: LossRule = "completion"
     roles_to_train: tuple[str, ...] = DEFAULT_ROLES
-    train_on_eos: bool = True
+    train_on_eos: EosRule = "turn"
 
     def __post_init__(self) -> None:
         if not isinstance(self.loss, str) or self.loss not in LOSS_RULES:
             raise SettingError("loss", f"one of {', '.join(LOSS_RULES)}", self.loss)
         object.__setattr__(self, "roles_to_train", check_roles(self.roles_to_train))
-        object.__setattr__(self, "train_on_eos", check_flag(self.train_on_eos, "train_on_eos"))
+        object.__setattr__(self, "train_on_eos", check_train_on_eos(self.train_on_eos))
 
     @classmethod
     def of(cls, rules: LossRules | None, completion_only_loss: bool = True) -> LossRules:
@@ -121,6 +153,28 @@ class LossRules:
         if not isinstance(rules, LossRules):
             raise SettingError("loss_rules", "a packing.loss.LossRules", rules)
         return rules
+
+    @property
+    def completion_eos(self) -> bool:
+        """Whether the end of a prompt/completion pair's completion (its one trained turn) is trained."""
+        return self.train_on_eos != "none"
+
+    def ends(self, trained: Sequence[bool]) -> list[bool]:
+        """For each message, whether its end of turn is trained, given which messages are (``trained``, from
+        :meth:`trained`): ``turn`` those of the trained, ``last`` that of the last trained, ``all`` every
+        one, ``none`` none. O(messages).
+
+        >>> [LossRules(train_on_eos=rule).ends([False, True, False, True]) for rule in ("last", "all")]
+        [[False, False, False, True], [True, True, True, True]]
+        """
+        if self.train_on_eos == "turn":
+            return list(trained)
+        if self.train_on_eos == "all":
+            return [True] * len(trained)
+        ends = [False] * len(trained)
+        if self.train_on_eos == "last" and any(trained):
+            ends[len(trained) - 1 - list(trained)[::-1].index(True)] = True
+        return ends
 
     @property
     def masks_anything(self) -> bool:

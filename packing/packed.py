@@ -16,7 +16,7 @@ from packing.arrays import check_block_indexes
 from packing.errors import SampleError, SettingError
 from packing.kernels import fill_labels, fill_positions, fill_sequences, fill_tokens, piece_mask_sums
 from packing.plans import PackingPlan, check_pieces, plan
-from packing.reader import Samples, join_token_arrays, joined_dtype, read_rows, token_array_lengths
+from packing.reader import IGNORE_INDEX, Samples, join_token_arrays, joined_dtype, read_rows, token_array_lengths
 from packing.recipe import Recipe, RecipeOptions
 from packing.schema import MAX_ID, record, to_arrow
 from packing.stats import PackingStats
@@ -34,8 +34,6 @@ IdArray = npt.NDArray[np.signedinteger[Any]]
 """Ids, labels and positions: int32 (the compact schema), int64 when asked for."""
 _ONE = np.ones(1, dtype=np.int8)
 """The mask handed to the kernel when no token is masked (it is not read)."""
-IGNORE_INDEX = -100
-"""Label value that Hugging Face losses skip."""
 
 
 CHUNK_TOKENS = 1 << 22
@@ -315,6 +313,7 @@ class LazyBatch:
             raise SettingError("samples", "a Samples (packing.read_rows)", type(samples).__name__)
         if samples.tokens is None or samples.loss_mask is None:
             raise SettingError("samples", "token ids (lengths-only data can be planned, not packed)", "<lengths only>")
+        samples.refuse_other_labels()
         if not np.array_equal(layout.lengths, samples.lengths):
             raise SettingError(
                 "plan",
@@ -506,7 +505,9 @@ def pack(
     """Pack samples into blocks of exactly ``max_seq_length`` tokens: ``plan`` then ``materialize``.
 
     ``samples`` is a list of rows in any form the reader accepts (token lists, ``{"prompt",
-    "completion"}``, ``{"input_ids", "loss_mask"}``; see ``packing.reader``), a ``Samples``, or a
+    "completion"}``, ``{"input_ids", "loss_mask"}``, ``{"input_ids", "labels"}`` with -100 on untrained
+    tokens and the ids elsewhere (other labels are refused: ``packing.torch.collate`` keeps them); see
+    ``packing.reader``), a ``Samples``, or a
     dataset from ``packing.read_dataset`` (read once, not checked again). The options are every entry
     point's (:class:`~packing.Recipe`, or ``recipe=``): ``strategy`` (default ``bfd``) and the
     strategy options are ``plan``'s; with a ``tokenizer`` (``packing.load_tokenizer``'s specs:

@@ -119,6 +119,7 @@ def _lengths_batch(batch: pa.Table, recipe: Recipe) -> pa.Table:
     rows = batch.select(_fields(batch))
     try:
         samples = read_table(rows, **recipe.read_options())
+        samples.refuse_other_labels()  # blocks train each token on itself
         if samples.tokens is None and len(samples):  # lengths only: nothing to pack (named on the driver)
             raise SampleError(0, None, None, "token ids", "<a length only>")
         lengths = samples.lengths
@@ -214,6 +215,7 @@ def _raise_bad_row(row: bytes, index: int, recipe: Recipe) -> None:
     record = pa.ipc.open_stream(row).read_all().to_pylist()[0]
     try:
         samples = read_rows([record], **recipe.read_options())
+        samples.refuse_other_labels()
     except SampleError as error:  # the reader's error, naming sample ``index``
         error.sample = index
         error.args = (error.where_and_what(),)

@@ -5,7 +5,11 @@ A row (sample) is one of these forms:
 - a token list: a list or 1-D integer array of token ids, every token trained on;
 - ``{"input_ids": [...]}``, optionally with a per-token loss mask under ``loss_mask``
   (TRL's ``completion_mask`` and ``assistant_masks`` are read as loss masks too; when a
-  row has several, a token is trained on only where all of them are 1);
+  row has several, a token is trained on only where all of them are 1), and optionally
+  with ``labels`` as transformers tokenizes them (one per token, -100 where not trained):
+  a token is trained on only where its label is not -100 (ANDed with any mask). Labels
+  that differ from ``input_ids`` where trained are kept in ``Samples.labels``, for
+  ``packing.torch.collate``; packed blocks train each token on itself and refuse them;
 - ``{"prompt": [...], "completion": [...]}``: loss on the completion only (unless
   ``completion_only_loss=False``);
 - ``{"length": n}``: a length alone, enough to plan but not to pack.
@@ -23,6 +27,9 @@ column by column, without a Python loop per row, and reports a bad row exactly a
 >>> s = read_rows([[1, 2], {"prompt": [3], "completion": [4]}, {"input_ids": [5, 6], "loss_mask": [True, False]}])
 >>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()
 ([1, 2, 3, 4, 5, 6], [1, 1, 0, 1, 1, 0], [2, 2, 2])
+>>> s = read_rows([{"input_ids": [7, 8, 9], "labels": [-100, 8, 9]}])
+>>> s.loss_mask.tolist(), s.labels
+([0, 1, 1], None)
 """
 
 from __future__ import annotations
@@ -60,13 +67,18 @@ FLAG = "0 or 1"
 FORMS = "a list of token ids, or a dict with 'input_ids' (and a 'loss_mask'), 'prompt' and 'completion', or 'length'"
 MASK_FIELDS = ("loss_mask", "completion_mask", "assistant_masks")
 """Columns read as a per-token loss mask (``loss_mask``, and TRL's names), ANDed when a row has several."""
+LABELS = "labels"
+"""The column of per-token labels (transformers' form): a token is trained where its label is not ``IGNORE_INDEX``."""
+IGNORE_INDEX = -100
+"""Label value that Hugging Face losses skip."""
+LABEL = "a non-negative integer token id or -100"
 TOKEN_FIELDS = ("input_ids", "prompt", "completion")
 TEXT_FIELDS = ("text", "messages")
 """Columns of text rows (with ``prompt``/``completion`` as strings or messages): they need a tokenizer."""
-FIELDS = (*TOKEN_FIELDS, *MASK_FIELDS, "length", *TEXT_FIELDS)
+FIELDS = (*TOKEN_FIELDS, *MASK_FIELDS, LABELS, "length", *TEXT_FIELDS)
 """Every column the reader looks at; others are ignored."""
 CELLS: dict[str, Literal["ids", "flags", "integer", "text", "json"]] = {
-    **dict.fromkeys(TOKEN_FIELDS, "ids"),
+    **dict.fromkeys((*TOKEN_FIELDS, LABELS), "ids"),
     **dict.fromkeys(MASK_FIELDS, "flags"),
     "length": "integer",
     "text": "text",
@@ -93,6 +105,7 @@ class MaskedSample(_MaskedBase, total=False):
     """Token ids with a per-token 0/1 loss mask (absent: train on every token)."""
 
     loss_mask: Sequence[int]
+    labels: Sequence[int]
 
 
 TokenList = Sequence[int] | npt.NDArray[np.integer[Any]]
@@ -107,16 +120,21 @@ class Samples:
     ``tokens`` and ``loss_mask`` are None for lengths-only data (rows of ``{"length": n}``),
     which can be planned but not packed. ``tokens`` is int32 when every source of ids was (at
     most) 32-bit signed, int64 otherwise; ``loss_mask`` is int8, a read-only broadcast of 1
-    (no memory) when no token is masked. ``pack`` and ``plan`` take a ``Samples`` as it is,
-    without checking it again.
+    (no memory) when no token is masked. ``labels`` is None unless some row gave ``labels`` that differ
+    from its ``input_ids`` where trained (no memory in the common case); then it is like ``tokens``, each
+    token's label: the token itself but where a row gave another (only trained tokens' labels are read).
+    ``pack`` and ``plan`` take a ``Samples`` as it is, without checking it again.
 
     >>> read_rows([{"length": 5}, {"length": 0}]).lengths.tolist()
     [5, 0]
+    >>> read_rows([[1, 2], {"input_ids": [3, 4], "labels": [-100, 9]}]).labels.tolist()
+    [1, 2, 3, 9]
     """
 
     tokens: TokenArray | None
     loss_mask: Int8Array | None
     offsets: Int64Array
+    labels: TokenArray | None = None
 
     @property
     def lengths(self) -> Int64Array:
@@ -153,7 +171,32 @@ class Samples:
             return Samples(None, None, _no_overflow(offsets))
         tokens = np.concatenate([part.tokens for part in parts if part.tokens is not None])
         mask = np.concatenate([part.loss_mask for part in parts if part.loss_mask is not None])
-        return Samples(tokens, mask, offsets)
+        if all(part.labels is None for part in parts):
+            return Samples(tokens, mask, offsets)
+        labels = np.concatenate([part.tokens if part.labels is None else part.labels for part in parts])
+        return Samples(tokens, mask, offsets, labels)
+
+    def refuse_other_labels(self) -> None:
+        """Raise a ``SampleError`` at the first trained token whose given label is not the token itself:
+        packed blocks train each token on itself (their labels are ``input_ids``). O(1) when ``labels`` is
+        None, O(tokens) otherwise.
+
+        >>> read_rows([{"input_ids": [3, 4], "labels": [3, 9]}]).refuse_other_labels()
+        Traceback (most recent call last):
+        ...
+        packing.errors.SampleError: sample 0, 'labels', position 1: expected 4 (the token: packed blocks train each token on itself; other labels go through packing.torch.collate), got 9
+        """
+        if self.labels is None or self.tokens is None or self.loss_mask is None:
+            return
+        other = np.flatnonzero((self.labels != self.tokens) & (self.loss_mask != 0))
+        if other.size:
+            at = int(other[0])
+            sample = int(np.searchsorted(self.offsets, at, side="right")) - 1
+            expected = (
+                f"{int(self.tokens[at])} (the token: packed blocks train each token on itself; other labels go "
+                "through packing.torch.collate)"
+            )
+            raise SampleError(sample, LABELS, at - int(self.offsets[sample]), expected, int(self.labels[at]))
 
 
 # ---------------------------------------------------------------- one row, from text cells (CSV)
@@ -311,21 +354,57 @@ def _dict_form(row: Mapping[str, Any], index: int) -> Literal["input_ids", "prom
 
 
 def _no_stray_mask(row: Mapping[str, Any], index: int, form: str) -> None:
-    for field in MASK_FIELDS:
+    for field in (*MASK_FIELDS, LABELS):
         if _present(row, field):
-            raise SampleError(
-                index, field, None, f"no loss mask in a {form} row (a mask goes with 'input_ids')", "a mask"
-            )
+            what = "labels" if field == LABELS else "a mask"
+            raise SampleError(index, field, None, f"no {what} in a {form} row (only with 'input_ids')", what)
 
 
-def _row_mask(row: Mapping[str, Any], index: int, length: int) -> Int8Array | None:
-    """The AND of every loss-mask field the row has, or None (train on every token)."""
+def label_array(value: Any, index: int, length: int) -> npt.NDArray[np.signedinteger[Any]]:
+    """Check a row's ``labels`` (one per token, each a token id or -100) and return them as a signed
+    integer array. O(length).
+
+    >>> label_array([-100, 7], 0, 2).tolist()
+    [-100, 7]
+    >>> label_array([-100, -1], 5, 2)
+    Traceback (most recent call last):
+    ...
+    packing.errors.SampleError: sample 5, 'labels', position 1: expected a non-negative integer token id or -100, got -1
+    """
+    array = _values(value, index, LABELS, "label")
+    if len(array) != length:
+        raise SampleError(index, LABELS, None, f"{length} values (one per token)", f"<{len(array)} values>")
+    ok = array.dtype.kind == "i" or (array.dtype.kind == "u" and (not array.size or int(array.max()) <= INT64_MAX))
+    if ok and array.size and array.dtype.kind == "i" and int(array.min()) < 0:
+        ok = not ((array < 0) & (array != IGNORE_INDEX)).any()
+    if not ok or (type(value) is not np.ndarray and has_bools(value)):
+        items = array.tolist() if type(value) is np.ndarray else value
+        for position, item in enumerate(items):
+            if (
+                isinstance(item, (bool, np.bool_))
+                or not isinstance(item, Integral)
+                or not (int(item) == IGNORE_INDEX or 0 <= int(item) <= INT64_MAX)
+            ):
+                raise SampleError(index, LABELS, position, LABEL, item)
+    return array.astype(np.int64 if array.dtype.kind == "u" else array.dtype, copy=False)
+
+
+def _row_mask(
+    row: Mapping[str, Any], index: int, tokens: TokenArray
+) -> tuple[Int8Array | None, npt.NDArray[np.signedinteger[Any]] | None]:
+    """The AND of every loss-mask field the row has (None: train on every token), and its ``labels`` when
+    they differ from ``tokens`` where trained (else None). A label of -100 masks its token."""
     mask: Int8Array | None = None
     for field in MASK_FIELDS:
         if _present(row, field):
-            values = mask_array(row[field], index, field, length)
+            values = mask_array(row[field], index, field, len(tokens))
             mask = values if mask is None else mask & values
-    return mask
+    if not _present(row, LABELS):
+        return mask, None
+    labels = label_array(row[LABELS], index, len(tokens))
+    trained = (labels != IGNORE_INDEX).astype(np.int8)
+    mask = trained if mask is None else mask & trained
+    return mask, labels if ((labels != tokens) & (mask != 0)).any() else None
 
 
 def _length_value(value: Any, index: int) -> int:
@@ -336,14 +415,15 @@ def _length_value(value: Any, index: int) -> int:
 
 def read_row(
     row: Any, index: int = 0, completion_only_loss: bool = True
-) -> tuple[RowKind, TokenArray, Int8Array | None]:
-    """What one row is: ``("tokens", tokens, mask or None)`` or ``("length", [n], None)``. O(length).
+) -> tuple[RowKind, TokenArray, Int8Array | None, TokenArray | None]:
+    """What one row is: ``("tokens", tokens, mask or None, labels or None)`` or ``("length", [n], None,
+    None)``. O(length).
 
-    A mask of None means every token is trained on.
+    A mask of None means every token is trained on; labels of None, that each trained token is its own label.
 
-    >>> kind, tokens, mask = read_row({"prompt": [5, 6], "completion": [7]})
-    >>> kind, tokens.tolist(), mask.tolist()
-    ('tokens', [5, 6, 7], [0, 0, 1])
+    >>> kind, tokens, mask, labels = read_row({"prompt": [5, 6], "completion": [7]})
+    >>> kind, tokens.tolist(), mask.tolist(), labels
+    ('tokens', [5, 6, 7], [0, 0, 1], None)
     >>> read_row("hello", 3)
     Traceback (most recent call last):
     ...
@@ -352,7 +432,7 @@ def read_row(
     if not isinstance(row, Mapping):
         if isinstance(row, (str, bytes)) or not isinstance(row, (Sequence, np.ndarray)):
             raise SampleError(index, None, None, FORMS, row)
-        return "tokens", token_array(row, index, None), None
+        return "tokens", token_array(row, index, None), None, None
     if is_text_row(row):
         field = next((name for name in TEXT_FIELDS if _present(row, name)), None) or next(
             (name for name in ("prompt", "completion") if not isinstance(row.get(name), (list, np.ndarray))), "prompt"
@@ -361,7 +441,7 @@ def read_row(
     form = _dict_form(row, index)
     if form == "length":
         _no_stray_mask(row, index, "length")
-        return "length", np.array([_length_value(row["length"], index)], dtype=np.int64), None
+        return "length", np.array([_length_value(row["length"], index)], dtype=np.int64), None, None
     if form == "prompt":
         _no_stray_mask(row, index, "prompt/completion")
         prompt = token_array(row["prompt"], index, "prompt")
@@ -369,9 +449,9 @@ def read_row(
         mask = np.ones(len(prompt) + len(completion), dtype=np.int8)
         if completion_only_loss:
             mask[: len(prompt)] = 0
-        return "tokens", np.concatenate((prompt, completion)), mask
+        return "tokens", np.concatenate((prompt, completion)), mask, None
     tokens = token_array(row["input_ids"], index, "input_ids")
-    return "tokens", tokens, _row_mask(row, index, len(tokens))
+    return "tokens", tokens, *_row_mask(row, index, tokens)
 
 
 def mixed_kinds_error(index: int, first: RowKind, kind: RowKind) -> SampleError:
@@ -529,6 +609,7 @@ def read_rows(
         return Samples(tokens, all_ones(len(tokens)), _offsets(lengths, len(rows)))
     pieces: list[npt.NDArray[np.integer[Any]]] = []
     masks: list[tuple[int, Int8Array]] = []
+    given_labels: list[tuple[int, TokenArray]] = []
     first_kind: RowKind | None = None
     unchecked = False  # 1-D signed integer arrays are taken as they are; their signs are checked all at once
     try:
@@ -538,10 +619,12 @@ def read_rows(
                 pieces.append(row)
                 unchecked = True
             else:
-                kind, values, mask = read_row(row, index, completion_only)
+                kind, values, mask, labels = read_row(row, index, completion_only)
                 pieces.append(values)
                 if mask is not None and not mask.all():
                     masks.append((index, mask))
+                if labels is not None:
+                    given_labels.append((index, labels))
             if first_kind is None:
                 first_kind = kind
             elif kind != first_kind:
@@ -557,12 +640,18 @@ def read_rows(
     if unchecked:
         _first_negative(tokens, pieces)
     offsets = _offsets(map(len, pieces), len(pieces))
-    if not masks:
-        return Samples(tokens, all_ones(len(tokens)), offsets)
-    loss_mask = np.ones(len(tokens), dtype=np.int8)
-    for index, mask in masks:
-        loss_mask[offsets[index] : offsets[index + 1]] = mask
-    return Samples(tokens, loss_mask, offsets)
+    loss_mask = all_ones(len(tokens))
+    if masks:
+        loss_mask = np.ones(len(tokens), dtype=np.int8)
+        for index, mask in masks:
+            loss_mask[offsets[index] : offsets[index + 1]] = mask
+    if not given_labels:
+        return Samples(tokens, loss_mask, offsets)
+    labels = tokens.astype(token_dtype([tokens.dtype, *(values.dtype for _, values in given_labels)]))
+    for index, values in given_labels:  # a label of -100 is an untrained token's: it keeps the token
+        lo, hi = offsets[index], offsets[index + 1]
+        labels[lo:hi] = np.where(loss_mask[lo:hi] != 0, values, tokens[lo:hi])
+    return Samples(tokens, loss_mask, offsets, labels)
 
 
 # ---------------------------------------------------------------- Arrow tables, column by column
@@ -674,7 +763,7 @@ def read_table(
     ids, prompt, completion = given("input_ids"), given("prompt"), given("completion")
     pair = prompt | completion
     any_mask = np.zeros(rows, dtype=bool)
-    for name in MASK_FIELDS:
+    for name in (*MASK_FIELDS, LABELS):
         any_mask |= given(name)
     length_given = np.zeros(rows, dtype=bool)
     if "length" in names:
@@ -693,6 +782,11 @@ def read_table(
             flags = column.values
             if flags.dtype.kind != "b" and flags.size and (flags.min() < 0 or flags.max() > 1):
                 bad |= _rows_flagged(column, (flags != 0) & (flags != 1))
+    if LABELS in columns:
+        column = columns[LABELS]
+        bad |= given(LABELS) & (column.lengths != id_len)
+        if column.values.dtype.kind == "i" and column.values.size and column.values.min() < 0:
+            bad |= _rows_flagged(column, (column.values < 0) & (column.values != IGNORE_INDEX))
     if rows and not tokens_rows.any() and not bad.any():
         return _lengths_table(table, completion_only)
     if not rows:
@@ -723,7 +817,9 @@ def read_table(
         if pair.any():
             copy_runs(columns["prompt"].values, tokens, starts[pair], p_len[pair])
             copy_runs(columns["completion"].values, tokens, starts[pair] + p_len[pair], c_len[pair])
-    masked = (pair.any() and completion_only) or any(name in columns and given(name).any() for name in MASK_FIELDS)
+    masked = (pair.any() and completion_only) or any(
+        name in columns and given(name).any() for name in (*MASK_FIELDS, LABELS)
+    )
     if not masked:
         return Samples(tokens, all_ones(len(tokens)), offsets)
     loss_mask: Int8Array | None = None
@@ -743,8 +839,27 @@ def read_table(
                 loss_mask = mask if mask.flags.writeable else mask.copy()  # a flattened copy is ours to keep
             else:
                 loss_mask &= mask
-    assert loss_mask is not None  # some row is masked (``masked``)
-    return Samples(tokens, loss_mask, offsets)
+    if LABELS not in columns or not given(LABELS).any():
+        assert loss_mask is not None  # some row is masked (``masked``)
+        return Samples(tokens, loss_mask, offsets)
+    labels = _placed_labels(columns[LABELS].values, tokens, starts, id_len, given(LABELS), bool(ids.all()))
+    trained = (labels != IGNORE_INDEX).astype(np.int8)
+    loss_mask = trained if loss_mask is None else loss_mask & trained
+    if not ((labels != tokens) & (loss_mask != 0)).any():
+        return Samples(tokens, loss_mask, offsets)
+    kept: TokenArray = np.where(loss_mask != 0, labels, tokens).astype(token_dtype([tokens.dtype, labels.dtype]))
+    return Samples(tokens, loss_mask, offsets, kept)
+
+
+def _placed_labels(
+    values: npt.NDArray[Any], tokens: TokenArray, starts: Int64Array, id_len: Int64Array, rows_with: Any, aligned: bool
+) -> npt.NDArray[np.signedinteger[Any]]:
+    """A label column's values at their tokens' places (rows without labels: their tokens). O(tokens)."""
+    if aligned and rows_with.all():  # the column is as long as the tokens, in order
+        return values.astype(np.int64 if values.dtype.kind == "u" else values.dtype, copy=False)
+    placed = tokens.astype(np.int64)
+    copy_runs(values.astype(np.int64, copy=False), placed, starts[rows_with], id_len[rows_with])
+    return placed
 
 
 def flat_batches(schema: pa.Schema) -> bool:

@@ -29,7 +29,7 @@ from typing import Any, Literal, TypedDict
 import numpy as np
 
 from packing.errors import SettingError
-from packing.loss import DEFAULT_ROLES, LossRules, check_flag, check_roles
+from packing.loss import DEFAULT_ROLES, EOS_RULES, EosRule, LossRules, check_roles, check_train_on_eos
 from packing.loss import LOSS_RULES as LOSS_RULES  # re-exported: packing.LOSS_RULES
 from packing.loss import LossRule as LossRule
 from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, StrategyName
@@ -59,7 +59,7 @@ class RecipeOptions(TypedDict, total=False):
     tokenizer: Any
     pad_token_id: int | None
     roles_to_train: tuple[str, ...] | list[str] | str
-    train_on_eos: bool
+    train_on_eos: EosRule | bool
     chat_template: str | None
     num_proc: int | None
     completion_only_loss: bool
@@ -153,10 +153,12 @@ class Recipe:
         default=DEFAULT_ROLES,
         metadata=_about("read", "roles whose turns are trained (comma-separated; default assistant)", metavar="ROLES"),
     )
-    train_on_eos: bool = field(
-        default=True,
+    train_on_eos: EosRule = field(
+        default="turn",
         metadata=_about(
-            "read", "leave out the end-of-turn tokens of trained turns (and the EOS after a completion)", parse=bool
+            "read",
+            "whose end-of-turn tokens are trained: each trained turn's, the last trained turn's, every turn's, none",
+            EOS_RULES,
         ),
     )
     chat_template: str | None = field(
@@ -203,7 +205,7 @@ class Recipe:
         """Check the loss rules (``roles_to_train``, ``train_on_eos``), ``chat_template`` and ``num_proc``."""
         set_ = object.__setattr__
         set_(self, "roles_to_train", check_roles(self.roles_to_train))
-        set_(self, "train_on_eos", check_flag(self.train_on_eos, "train_on_eos"))
+        set_(self, "train_on_eos", check_train_on_eos(self.train_on_eos))  # True/False mapped there, once
         if self.chat_template is not None and (not isinstance(self.chat_template, str) or not self.chat_template):
             raise SettingError(
                 "chat_template", "a Jinja chat template or the path of a file holding one", self.chat_template
@@ -301,7 +303,7 @@ class Recipe:
         """``loss``, ``roles_to_train`` and ``train_on_eos`` as the readers take them (``loss_rules=``).
 
         >>> Recipe(8, loss="last_turn", train_on_eos=False).loss_rules
-        LossRules(loss='last_turn', roles_to_train=('assistant',), train_on_eos=False)
+        LossRules(loss='last_turn', roles_to_train=('assistant',), train_on_eos='none')
         """
         return LossRules(self.loss, self.roles_to_train, self.train_on_eos)
 

@@ -97,6 +97,7 @@ def _read(rows: list[Any], first: int, recipe: Recipe) -> Samples:
     """Read a buffer of rows; an error names the sample by its position in the stream."""
     try:
         samples = read_rows(rows, **recipe.read_options())
+        samples.refuse_other_labels()  # blocks are made from subsets of the buffer, which do not carry labels
     except SampleError as error:
         if error.sample is not None:
             error.sample += first

@@ -679,6 +679,9 @@ def encode_texts(tokenizer: Any, texts: Sequence[str], *, add_special_tokens: bo
         )
     if not texts:
         return Encoded(empty, empty, empty, np.zeros(1, dtype=np.int64))
+    backend = _plain_backend(tokenizer)
+    if backend is not None:
+        return _encode_by_backend(backend, texts, add_special_tokens, spans)
     batch = tokenizer(
         list(texts),
         add_special_tokens=add_special_tokens,
@@ -696,6 +699,36 @@ def encode_texts(tokenizer: Any, texts: Sequence[str], *, add_special_tokens: bo
         count=2 * len(ids),
     ).reshape(-1, 2)
     return Encoded(ids, pairs[:, 0].copy(), pairs[:, 1].copy(), offsets)
+
+
+def _plain_backend(tokenizer: Any) -> Any:
+    """The Rust tokenizer behind a fast ``tokenizer`` when calling it directly gives what ``tokenizer(texts,
+    add_special_tokens=...)`` gives (no truncation or padding set on it, special tokens split as the wrapper
+    splits them), else None. O(1)."""
+    backend: Any = getattr(tokenizer, "_tokenizer", None)
+    if not getattr(tokenizer, "is_fast", False) or not hasattr(backend, "encode_batch"):
+        return None
+    try:
+        plain = backend.truncation is None and backend.padding is None
+        same_split = bool(backend.encode_special_tokens) == bool(getattr(tokenizer, "split_special_tokens", False))
+    except AttributeError:  # pragma: no cover - an older tokenizers without these properties
+        return None
+    return backend if plain and same_split else None
+
+
+def _encode_by_backend(backend: Any, texts: Sequence[str], add_special_tokens: bool, spans: bool) -> Encoded:
+    """:func:`encode_texts` through the Rust tokenizer itself: one batch call, ids and spans read from its
+    encodings straight into arrays (no per-token Python lists of the wrapper's). O(characters)."""
+    empty = np.zeros(0, dtype=np.int64)
+    texts = texts if isinstance(texts, list) else list(texts)
+    fast = getattr(backend, "encode_batch_fast", None)  # no character offsets: cheaper when they are not needed
+    encodings = (backend.encode_batch if spans or fast is None else fast)(texts, add_special_tokens=add_special_tokens)
+    ids, offsets = _flat([encoding.ids for encoding in encodings])
+    if not spans:
+        return Encoded(ids, empty, empty, offsets)
+    pairs = itertools.chain.from_iterable(encoding.offsets for encoding in encodings)
+    flat = np.fromiter(itertools.chain.from_iterable(pairs), dtype=np.int64, count=2 * len(ids)).reshape(-1, 2)
+    return Encoded(ids, flat[:, 0].copy(), flat[:, 1].copy(), offsets)
 
 
 def _eos(tokenizer: Any, sample: int, field: str) -> int:
@@ -785,8 +818,11 @@ def _text_size(value: Any) -> int:
     """Characters of the strings in messages (contents, roles, tool calls), for the rendering cap. O(size)."""
     if isinstance(value, str):
         return len(value)
-    if isinstance(value, Mapping):
-        return sum(_text_size(key) + _text_size(item) for key, item in value.items())
+    if isinstance(value, Mapping):  # strings counted here, not by a call each: this runs over every message
+        return sum(
+            (len(key) if type(key) is str else _text_size(key)) + (len(item) if type(item) is str else _text_size(item))
+            for key, item in value.items()
+        )
     if isinstance(value, (list, tuple)):
         return sum(_text_size(item) for item in value)
     return 8
@@ -1175,38 +1211,38 @@ def _unknown_content(sample: int, turn: int) -> SampleError:
         sample,
         "messages",
         turn,
-        "a message whose content the chat template renders as it is, once (to train its role's tokens or "
-        "leave its end of turn out)",
+        "a message whose content the chat template renders as it is, once (to train its role's tokens, or "
+        "its end of turn without the rest of it)",
         "<content the template changes, repeats or leaves out>",
     )
 
 
 def _rule_spans(
-    layout: _Layout, messages: Sequence[Message], trained: Sequence[bool], train_on_eos: bool, sample: int
+    layout: _Layout, messages: Sequence[Message], trained: Sequence[bool], ends: Sequence[bool], sample: int
 ) -> list[tuple[int, int]]:
     """The character spans the loss rules train in a laid-out chat: for each trained message, from the end
     of its generation prompt (assistant turns) or the start of its content (other roles) to the start of
-    the next message, or to the end of its content when ``train_on_eos`` is False. O(messages)."""
+    the next message when its end of turn is trained (``ends``), else to the end of its content; for an
+    untrained message whose end of turn is trained, from the end of its content to the start of the next
+    message. O(messages)."""
     spans = []
     for turn, message in enumerate(messages):
-        if not trained[turn]:
+        if not trained[turn] and not ends[turn]:
             continue
-        if turn == 0 and layout.opening_error is not None:
+        if turn == 0 and trained[turn] and layout.opening_error is not None:
             raise layout.opening_error
         start, content = layout.opens[turn], layout.contents[turn]
-        if start is None:
-            if content is None:
-                if message.get("content") == "" and not train_on_eos:
-                    continue
-                raise _unknown_content(sample, turn)
+        if content is None and (not ends[turn] or not trained[turn] or start is None):
+            if message.get("content") == "" and (not ends[turn] or not trained[turn]):
+                continue  # an empty content: nothing of it trained, and no end of it to start an end of turn at
+            raise _unknown_content(sample, turn)
+        if not trained[turn]:
+            assert content is not None  # checked above
+            start = content[1]
+        elif start is None:
+            assert content is not None  # checked above
             start = content[0]
-        end = layout.bounds[turn + 1]
-        if not train_on_eos:
-            if content is None:
-                if message.get("content") == "":
-                    continue
-                raise _unknown_content(sample, turn)
-            end = content[1]
+        end = layout.bounds[turn + 1] if ends[turn] else content[1] if content is not None else start
         if end > start:
             spans.append((start, end))
     return spans
@@ -1237,16 +1273,19 @@ def chat_spans(
     [(51, 52)]
     """
     trained = rules.trained(messages, sample)
+    ends = rules.ends(trained)
     layout = _layout(tokenizer, messages, sample, whole, shape)
     if layout is None:
-        layout = _prefix_layout(tokenizer, messages, sample, [turn for turn, yes in enumerate(trained) if yes])
-    return layout.whole, _rule_spans(layout, messages, trained, rules.train_on_eos, sample)
+        needed = [turn for turn in range(len(messages)) if trained[turn] or ends[turn]]
+        layout = _prefix_layout(tokenizer, messages, sample, needed)
+    return layout.whole, _rule_spans(layout, messages, trained, ends, sample)
 
 
 def _prefix_spans(tokenizer: Any, messages: Sequence[Message], sample: int) -> tuple[str, list[tuple[int, int]]]:
     """:func:`chat_spans` (default rules) prefix by prefix: O(turns × rendering), refused over ``MAX_PREFIX_TURNS``."""
     layout = _prefix_layout(tokenizer, messages, sample)
-    return layout.whole, _rule_spans(layout, messages, _DEFAULT_RULES.trained(messages, sample), True, sample)
+    trained = _DEFAULT_RULES.trained(messages, sample)
+    return layout.whole, _rule_spans(layout, messages, trained, trained, sample)
 
 
 def turn_bounds(tokenizer: Any, messages: Sequence[Message], sample: int = 0) -> tuple[str, list[int]]:
@@ -1415,12 +1454,18 @@ def _marked_spans(
 ) -> list[tuple[int, int]]:
     """The spans the loss rules train in a chat whose template marks assistant turns with ``{% generation
     %}``: every block (what ``return_assistant_tokens_mask`` trains) under the default rules; otherwise
-    block ``k`` is assistant turn ``k`` (cut at its content's end without ``train_on_eos``), and other
-    trained roles are found by the chat's layout. O(messages + characters)."""
+    block ``k`` is assistant turn ``k`` (cut at its content's end when its end of turn is not trained, or
+    only its end of turn, after its content, for an untrained turn whose end is), and the turns of other
+    roles are found by the chat's layout. O(messages + characters)."""
     trained = rules.trained(messages, sample)
+    ends = rules.ends(trained)
     assistants = [turn for turn, message in enumerate(messages) if message.get("role") == "assistant"]
-    others = [turn for turn, yes in enumerate(trained) if yes and messages[turn].get("role") != "assistant"]
-    if rules.train_on_eos and not others and all(trained[turn] for turn in assistants):
+    others = [
+        turn
+        for turn, message in enumerate(messages)
+        if (trained[turn] or ends[turn]) and message.get("role") != "assistant"
+    ]
+    if not others and all(trained[turn] and ends[turn] for turn in assistants):
         return blocks
     if len(blocks) != len(assistants):
         raise SampleError(
@@ -1432,23 +1477,24 @@ def _marked_spans(
         )
     spans = []
     for (start, end), turn in zip(blocks, assistants, strict=True):
-        if not trained[turn]:
+        if not trained[turn] and not ends[turn]:
             continue
-        if not rules.train_on_eos:
+        if not (trained[turn] and ends[turn]):
             content = _content_in(whole, messages[turn], start, end)
             if content is None:
                 if messages[turn].get("content") == "":
                     continue
                 raise _unknown_content(sample, turn)
-            end = content[1]
+            start, end = (start, content[1]) if trained[turn] else (content[1], end)
         if end > start:
             spans.append((start, end))
     if others:
         layout = _layout(tokenizer, messages, sample, whole, shape) or _prefix_layout(
             tokenizer, messages, sample, others
         )
-        chosen = [turn in others for turn in range(len(messages))]
-        spans += _rule_spans(layout, messages, chosen, rules.train_on_eos, sample)
+        chosen = [turn in others and trained[turn] for turn in range(len(messages))]
+        their_ends = [turn in others and ends[turn] for turn in range(len(messages))]
+        spans += _rule_spans(layout, messages, chosen, their_ends, sample)
     return sorted(spans)
 
 
@@ -1529,7 +1575,7 @@ def _encode_group(
         if not rules.masks_anything:
             return ids, np.ones(len(ids), dtype=np.int8), offsets
         mask = (kind == 0).astype(np.int8)
-        if not rules.train_on_eos:  # every completion ends with the EOS (_with_eos): leave it out
+        if not rules.completion_eos:  # every completion ends with the EOS (_with_eos): leave it out
             mask[offsets[1:] - 1] = 0
         return ids, mask, offsets
     if form == "messages":
@@ -1537,7 +1583,7 @@ def _encode_group(
         return encoded.ids, mask, encoded.offsets
     texts, spans = [], []
     for row, sample in zip(rows, samples, strict=True):
-        text, text_spans = _conversational_span(tokenizer, row.parts[0], row.parts[1], sample, rules.train_on_eos)
+        text, text_spans = _conversational_span(tokenizer, row.parts[0], row.parts[1], sample, rules.completion_eos)
         texts.append(text)
         spans.append(text_spans)
     if not rules.masks_anything:
@@ -1590,18 +1636,36 @@ def _worker_chunk(rows: Sequence[Any], names: Sequence[int]) -> tuple[Int64Array
     return _encode_chunk(_WORKER[0], rows, names, _WORKER[1])
 
 
+def chunk_bounds(rows: int, num_proc: int = 1) -> list[tuple[int, int]]:
+    """``[start, stop)`` of the chunks ``rows`` rows are tokenized in: at most ``_CHUNK_ROWS`` each; for
+    ``num_proc`` processes and more than one chunk's rows, a multiple of ``num_proc`` chunks of equal size
+    (give or take a row), so that no process is left with the last chunk alone. O(chunks).
+
+    >>> chunk_bounds(5000), chunk_bounds(5000, num_proc=2)
+    ([(0, 2048), (2048, 4096), (4096, 5000)], [(0, 1250), (1250, 2500), (2500, 3750), (3750, 5000)])
+    """
+    if num_proc <= 1 or rows <= _CHUNK_ROWS:  # one chunk is not worth starting processes for
+        return [(start, min(start + _CHUNK_ROWS, rows)) for start in range(0, rows, _CHUNK_ROWS)]
+    count = num_proc * -(-rows // (num_proc * _CHUNK_ROWS))
+    return list(itertools.pairwise(rows * index // count for index in range(count + 1)))
+
+
 def _chunks(
     tokenizer: Any, row_list: Sequence[Any], names: Sequence[int], rules: LossRules, num_proc: int
 ) -> Iterator[tuple[Int64Array, Int8Array, Int64Array]]:
-    """Every chunk of ``_CHUNK_ROWS`` rows encoded, in order: here, or by ``num_proc`` processes (forked
+    """Every chunk (:func:`chunk_bounds`) encoded, in order: here, or by ``num_proc`` processes (forked
     where the platform can, so the tokenizer is not copied; each chunk's rows sent to one process and its
     arrays sent back, taken in the input order, so the result is the one process's)."""
-    bounds = [(start, min(start + _CHUNK_ROWS, len(row_list))) for start in range(0, len(row_list), _CHUNK_ROWS)]
+    import multiprocessing
+
+    # a daemonic process (a pool's worker, a server's) may not start processes: it tokenizes every chunk itself
+    if multiprocessing.current_process().daemon:
+        num_proc = 1
+    bounds = chunk_bounds(len(row_list), num_proc)
     if num_proc <= 1 or len(bounds) <= 1:
         for start, stop in bounds:
             yield _encode_chunk(tokenizer, row_list[start:stop], names[start:stop], rules)
         return
-    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     methods = multiprocessing.get_all_start_methods()
@@ -1631,7 +1695,7 @@ def encode_rows(
     (:class:`packing.loss.LossRules`: ``loss``, ``roles_to_train``, ``train_on_eos``, and each message's
     ``weight``); without them ``completion_only_loss`` chooses ``completion`` (True) or ``all``. Rows are
     tokenized in chunks, each form of a chunk in one batch call; ``num_proc`` processes share the chunks
-    (same result, same order, as one process). ``indices[i]`` is how errors number row ``i`` (default
+    (same result, same order, as one process; a daemonic process, which may not start any, does it alone). ``indices[i]`` is how errors number row ``i`` (default
     ``i``); ``progress(done, total)`` is called after each chunk with the number of rows done. Every row
     must be text (:func:`is_text_row`); errors are :class:`SampleError` (the row) or
     :class:`SettingError` (the tokenizer). O(characters), one template rendering per chat (see
@@ -1661,12 +1725,14 @@ def encode_rows(
     ids_parts: list[Int64Array] = []
     mask_parts: list[Int8Array] = []
     lengths: list[Int64Array] = []
+    done = 0
     for ids, mask, chunk_lengths in _chunks(tokenizer, row_list, names, rules, processes):
         ids_parts.append(ids)
         mask_parts.append(mask)
         lengths.append(chunk_lengths)
         if progress is not None:
-            progress(min(len(lengths) * _CHUNK_ROWS, len(row_list)), len(row_list))
+            done += len(chunk_lengths)
+            progress(done, len(row_list))
     offsets = np.zeros(len(row_list) + 1, dtype=np.int64)
     if lengths:
         np.cumsum(np.concatenate(lengths), out=offsets[1:])

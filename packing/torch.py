@@ -45,7 +45,7 @@ except ImportError as error:  # pragma: no cover - exercised only without torch
 from packing import IGNORE_INDEX, DatasetError, PackedBatch, SampleError, SettingError, materialize, plan, read_rows
 from packing.auditing import AuditReport, audit
 from packing.plans import Piece
-from packing.reader import Samples
+from packing.reader import MASK_FIELDS, Samples
 from packing.recipe import Recipe, RecipeOptions
 from packing.schema import COLUMNS, LOSS_WEIGHTS
 from packing.stats import PackingStats
@@ -502,7 +502,10 @@ class Pieces(Dataset[Any]):
         if samples.tokens is None or samples.loss_mask is None:
             raise SettingError("dataset", "samples with token ids", "<lengths only>")
         cut = slice(item.start, item.start + item.length)
-        return {"input_ids": samples.tokens[cut].tolist(), "loss_mask": samples.loss_mask[cut].tolist()}
+        piece = {"input_ids": samples.tokens[cut].tolist(), "loss_mask": samples.loss_mask[cut].tolist()}
+        if samples.labels is not None:  # labels other than the tokens, for collate
+            piece["labels"] = np.where(samples.loss_mask[cut] != 0, samples.labels[cut], IGNORE_INDEX).tolist()
+        return piece
 
 
 # ---------------------------------------------------------------- collate
@@ -522,8 +525,9 @@ def _documents(
 ) -> tuple[Int64Array, Int64Array, Int64Array]:
     """Tokens, labels (-100 on masked tokens and every document's first token) and lengths of the non-empty
     documents of ``rows``, concatenated. Packed blocks (rows with ``seq_lengths``) give their documents.
-    A row with ``labels`` (and ``input_ids``) keeps its labels, as transformers' collators do; with
-    ``ignore_masks`` a row with ``input_ids`` is read from them alone (its masks unused). O(tokens)."""
+    Rows are read by the reader: a row's ``labels`` are kept (``Samples.labels``), as transformers' collators
+    keep them; with ``ignore_masks`` a row's loss masks are left out (its labels still say what is trained).
+    O(tokens)."""
     if rows and all(_is_block(row) for row in rows):
         parts = []
         for row in rows:
@@ -535,28 +539,20 @@ def _documents(
         return tuple(np.concatenate([p[k] for p in parts]) for k in range(3))  # type: ignore[return-value]
     if any(_is_block(row) for row in rows):
         raise SettingError("rows", "packed blocks (with 'seq_lengths') only, or samples only", "<both>")
-    plain = []
-    given_labels: dict[int, Int64Array] = {}
-    for index, row in enumerate(rows):
-        if isinstance(row, Mapping):
-            row = {key: _numpy(value) for key, value in row.items()}
-            if "labels" in row and row.get("input_ids") is not None:
-                given_labels[index] = np.asarray(row["labels"], dtype=np.int64)
-                row = {"input_ids": row["input_ids"]}
-            elif ignore_masks and row.get("input_ids") is not None:
-                row = {"input_ids": row["input_ids"]}
-        plain.append(_numpy(row))
+    dropped = set(MASK_FIELDS) if ignore_masks else set()
+    plain = [
+        {key: _numpy(value) for key, value in row.items() if key not in dropped}
+        if isinstance(row, Mapping)
+        else _numpy(row)
+        for row in rows
+    ]
     samples = read_rows(plain, **recipe.read_options())
     if samples.tokens is None or samples.loss_mask is None:
         raise SettingError("rows", "samples with token ids", "<lengths only>")
     lengths = samples.lengths
     tokens = samples.tokens.astype(np.int64, copy=False)  # what torch takes
-    labels = np.where(samples.loss_mask.astype(bool), tokens, IGNORE_INDEX)
-    for index, values in given_labels.items():
-        lo, hi = int(samples.offsets[index]), int(samples.offsets[index + 1])
-        if len(values) != hi - lo:
-            raise SampleError(index, "labels", None, f"{hi - lo} values (one per token)", f"<{len(values)} values>")
-        labels[lo:hi] = values
+    targets = tokens if samples.labels is None else samples.labels.astype(np.int64, copy=False)
+    labels = np.where(samples.loss_mask.astype(bool), targets, IGNORE_INDEX)
     labels[samples.offsets[:-1][lengths > 0]] = IGNORE_INDEX
     return tokens, labels, lengths[lengths > 0]
 
@@ -607,7 +603,7 @@ def collate(
     and defaults (a drop-in ``collate_fn``), key for key.
 
     Rows are samples in any form ``packing.pack`` accepts (token lists, ``{"prompt", "completion"}``,
-    ``{"input_ids", "loss_mask"}``, or ``{"input_ids", "labels"}`` whose labels are kept; text rows with a
+    ``{"input_ids", "loss_mask"}``, or ``{"input_ids", "labels"}`` whose labels are kept (-100 masks its token); text rows with a
     ``tokenizer``), or packed blocks (rows with ``seq_lengths``, such as ``PackedDataset`` items, passed as they
     are); tensors are accepted. Empty documents are skipped. The options are every entry point's
     (:class:`~packing.Recipe`, or ``recipe=``; ``PackingSampler.collate`` is this with the sampler's recipe).

@@ -1,10 +1,36 @@
-"""Run-wide safety: a stuck child process fails its own test, never holds the whole run open."""
+"""Run-wide fixtures and safety: one Ray for every test that needs it; a stuck child process fails its own test,
+never holds the whole run open."""
 
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Any]:
+    """One local two-CPU Ray for the whole run (it takes seconds to start), whose workers import this checkout;
+    blocks read in order. Yields the ``ray`` module."""
+    ray = pytest.importorskip("ray")
+    pytest.importorskip("ray.data")
+    ray.init(
+        num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}}
+    )
+    context = ray.data.DataContext.get_current()
+    saved = context.execution_options.preserve_order, context.enable_progress_bars
+    context.execution_options.preserve_order = True
+    context.enable_progress_bars = False
+    try:
+        yield ray
+    finally:
+        context.execution_options.preserve_order, context.enable_progress_bars = saved
+        ray.shutdown()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

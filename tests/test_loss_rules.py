@@ -8,6 +8,7 @@ mistake changes a run's text or splits or joins runs.
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,28 @@ def test_train_on_eos_false_leaves_the_end_of_turn_out(tokenizers: dict[str, Any
 
 
 @pytest.mark.parametrize("name", ["chatml", "llama3", "marked"])
+def test_train_on_eos_takes_axolotls_names(tokenizers: dict[str, Any], name: str) -> None:
+    """turn (True), last, all and none (False), token by token: the end of turn is what the template puts
+    after a message's content, up to the next message (or the end of the generation block)."""
+    end, other = END[name], OTHER_END[name]
+    tokenizer, row = tokenizers[name], [{"messages": CHAT}]
+    assert runs(tokenizer, row, **rules(train_on_eos="turn")) == runs(tokenizer, row, **rules(train_on_eos=True))
+    assert runs(tokenizer, row, **rules(train_on_eos="none")) == runs(tokenizer, row, **rules(train_on_eos=False))
+    assert runs(tokenizer, row, **rules(train_on_eos="last")) == ["It is 4.", f"Hello world{end}"]
+    # every message's end of turn, trained message or not (system, user, tool, user)
+    assert runs(tokenizer, row, **rules(train_on_eos="all")) == [
+        other, other, f"It is 4.{end}", other, other, f"Hello world{end}"
+    ]  # fmt: skip
+    assert runs(tokenizer, row, **rules(loss="last_turn", train_on_eos="all")) == [
+        other, other, end, other, other, f"Hello world{end}"
+    ]  # fmt: skip
+    # last: the last trained turn's end, whichever role it has (here a tool turn with weight 1)
+    chat = [dict(m, weight=0) if m["role"] == "assistant" and m["content"] == "Hello world" else dict(m) for m in CHAT]
+    chat[3]["weight"] = 1
+    assert runs(tokenizer, [{"messages": chat}], **rules(train_on_eos="last")) == ["It is 4.", f"4{other}"]
+
+
+@pytest.mark.parametrize("name", ["chatml", "llama3", "marked"])
 def test_roles_to_train_adds_the_tool_turns(tokenizers: dict[str, Any], name: str) -> None:
     end, other = END[name], OTHER_END[name]
     got = runs(tokenizers[name], [{"messages": CHAT}], **rules(roles_to_train=("assistant", "tool")))
@@ -156,8 +179,12 @@ def test_bad_weights_and_rules_are_refused_in_one_line(tokenizers: dict[str, Any
         encode_rows([{"messages": chat}], tokenizers["chatml"])
     with pytest.raises(SettingError, match=r"^roles_to_train: expected one or more role names"):
         Recipe(8, roles_to_train=[])
-    with pytest.raises(SettingError, match=r"^train_on_eos: expected True or False"):
+    with pytest.raises(SettingError, match=r"^train_on_eos: expected one of turn, last, all, none \(or True/False\)"):
         Recipe(8, train_on_eos="yes")
+    assert [Recipe(8, train_on_eos=flag).train_on_eos for flag in (True, False, np.bool_(True), "last")] == [
+        "turn", "none", "turn", "last"
+    ]  # fmt: skip
+    assert Recipe(8, train_on_eos=False) == Recipe(8, train_on_eos="none")
     with pytest.raises(SettingError, match=r"^loss: expected one of completion, last_turn, all"):
         Recipe(8, loss="mask_history")
     assert Recipe(8, loss="last_turn", roles_to_train="assistant,tool").loss_rules == LossRules(
@@ -171,6 +198,9 @@ def test_prompt_completion_rules(tokenizers: dict[str, Any]) -> None:
     assert runs(tokenizer, [row]) == ["It is 4.<|endoftext|>"]
     assert runs(tokenizer, [row], **rules(loss="last_turn")) == ["It is 4.<|endoftext|>"]
     assert runs(tokenizer, [row], **rules(train_on_eos=False)) == ["It is 4."]
+    # a pair's one trained turn is its completion: last and all train its EOS, as turn does
+    for rule in ("last", "all"):
+        assert runs(tokenizer, [row], **rules(train_on_eos=rule)) == ["It is 4.<|endoftext|>"]
     conversational = {"prompt": CHAT[:2], "completion": [CHAT[2]]}
     assert runs(tokenizer, [conversational]) == ["It is 4.<|im_end|>\n"]
     assert runs(tokenizer, [conversational], **rules(train_on_eos=False)) == ["It is 4."]
@@ -194,7 +224,7 @@ rule_sets = st.builds(
     LossRules,
     loss=st.sampled_from(["completion", "last_turn"]),
     roles_to_train=st.sampled_from([("assistant",), ("assistant", "tool"), ("user",)]),
-    train_on_eos=st.booleans(),
+    train_on_eos=st.sampled_from(["turn", "last", "all", "none", True, False]),
 )
 
 
@@ -235,7 +265,7 @@ def test_marker_masks_are_transformers_assistant_masks(
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(chat=chats, chosen=rule_sets, name=st.sampled_from(["chatml", "llama3", "marked"]))
 def test_rules_nest(tokenizers: dict[str, Any], chat: list[dict[str, Any]], chosen: LossRules, name: str) -> None:
-    """Whatever the chat: last_turn trains a subset of completion, train_on_eos=False a subset of True, and a
+    """Whatever the chat: last_turn trains a subset of completion, each train_on_eos rule a subset of the next, and a
     chat without weights trained under a rule trains only tokens of messages of roles_to_train."""
     tokenizer = tokenizers[name]
     row = [{"messages": chat}]
@@ -251,9 +281,11 @@ def test_rules_nest(tokenizers: dict[str, Any], chat: list[dict[str, Any]], chos
     full, last = mask(loss="completion"), mask(loss="last_turn")
     if full is not None and last is not None:
         assert np.all(last <= full)
-    with_eos, without = mask(train_on_eos=True), mask(train_on_eos=False)
-    if with_eos is not None and without is not None:
-        assert np.all(without <= with_eos)
+    # none trains a subset of last, last of turn, turn of all
+    chain = [mask(train_on_eos=rule) for rule in ("none", "last", "turn", "all")]
+    for fewer, more in itertools.pairwise(chain):
+        if fewer is not None and more is not None:
+            assert np.all(fewer <= more)
     every = encode_rows(row, tokenizer, completion_only_loss=False)[1]
     assert every.all() and (full is None or len(full) == len(every))
 
@@ -278,6 +310,45 @@ def test_num_proc_gives_the_one_process_result(tokenizers: dict[str, Any]) -> No
     bad = [*rows[:3000], {"messages": [{"role": "user"}]}, *rows[3000:]]
     with pytest.raises(SampleError, match=r"^sample 3000, 'messages', position 0"):
         encode_rows(bad, tokenizers["chatml"], num_proc=2)
+
+
+@given(rows=st.integers(0, 20_000), num_proc=st.integers(1, 4))
+def test_chunks_cover_the_rows_in_order_and_balance_the_processes(rows: int, num_proc: int) -> None:
+    from packing.text import _CHUNK_ROWS, chunk_bounds
+
+    bounds = chunk_bounds(rows, num_proc)
+    assert [start for start, _ in bounds] == ([0, *(stop for _, stop in bounds[:-1])] if rows else [])
+    assert (bounds[-1][1] if bounds else 0) == rows and all(0 < stop - start <= _CHUNK_ROWS for start, stop in bounds)
+    if len(bounds) > 1 and num_proc > 1:
+        sizes = [stop - start for start, stop in bounds]
+        assert len(bounds) % num_proc == 0 and max(sizes) - min(sizes) <= 1
+
+
+def _encode_in_a_daemon(rows: list[dict[str, Any]], out: Any) -> None:
+    out.put([part.tolist() for part in encode_rows(rows, "bytes", num_proc=2)])
+
+
+def test_num_proc_in_a_daemonic_process_tokenizes_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A daemonic process (a pool's worker) may not start processes: num_proc=2 gives the one-process result."""
+    import multiprocessing
+
+    import packing.text
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("needs fork")
+    monkeypatch.setattr(packing.text, "_CHUNK_ROWS", 4)  # several chunks (inherited by the forked process)
+    rows = [
+        {"messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]}
+        for i in range(20)
+    ]
+    context = multiprocessing.get_context("fork")
+    out = context.Queue()
+    process = context.Process(target=_encode_in_a_daemon, args=(rows, out), daemon=True)
+    process.start()
+    got = out.get(timeout=60)
+    process.join(60)
+    assert process.exitcode == 0
+    assert got == [part.tolist() for part in encode_rows(rows, "bytes")]
 
 
 def test_every_door_takes_the_rules_and_num_proc(
@@ -324,7 +395,7 @@ def test_every_door_takes_the_rules_and_num_proc(
     output = tmp_path / "blocks.parquet"
     tokenizer.save_pretrained(str(tmp_path / "tok"))
     code = main(["pack", str(source), "--tokenizer", str(tmp_path / "tok"), "-q", "--max-seq-length", "128",
-                 "--loss", "last_turn", "--no-train-on-eos", "--num-proc", "2", "--chat-template", str(template),
+                 "--loss", "last_turn", "--train-on-eos", "none", "--num-proc", "2", "--chat-template", str(template),
                  "--output", str(output)])  # fmt: skip
     assert code == 0
     blocks = pq.read_table(output).to_pydict()

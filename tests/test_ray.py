@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,26 +22,6 @@ from packing.ray import pack_dataset  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 COLUMNS = ["input_ids", "labels", "loss_mask", "position_ids", "sequence_ids", "seq_lengths"]
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[None]:
-    """A local two-CPU cluster whose workers import this checkout of ``packing``; blocks read in order."""
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}},
-    )
-    context = ray.data.DataContext.get_current()
-    saved = context.execution_options.preserve_order, context.enable_progress_bars
-    context.execution_options.preserve_order = True
-    context.enable_progress_bars = False
-    try:
-        yield
-    finally:
-        context.execution_options.preserve_order, context.enable_progress_bars = saved
-        ray.shutdown()
 
 
 def single_machine(rows: list[Any], max_seq_length: int, shuffle: bool, seed: int, **settings: Any) -> list[dict]:

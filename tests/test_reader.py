@@ -7,10 +7,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from packing import SampleError, chat_sample, pack, read_rows
-from packing.reader import read_row
+from packing import SampleError, Samples, chat_sample, pack, read_rows, read_table, stream
+from packing.reader import IGNORE_INDEX, read_row
 
 
 def flat(samples: Any, completion_only_loss: bool = True) -> tuple[list[int], list[int], list[int]]:
@@ -120,10 +123,10 @@ def test_reading_copies_the_data() -> None:
 
 
 def test_read_row_reports_the_index_it_is_given() -> None:
-    kind, tokens, mask = read_row({"prompt": [5, 6], "completion": [7]}, 0)
+    kind, tokens, mask, _ = read_row({"prompt": [5, 6], "completion": [7]}, 0)
     assert mask is not None
     assert (kind, tokens.tolist(), mask.tolist()) == ("tokens", [5, 6, 7], [0, 0, 1])
-    kind, tokens, mask = read_row([4, 5], 3)
+    kind, tokens, mask, _ = read_row([4, 5], 3)
     assert (kind, tokens.tolist(), mask) == ("tokens", [4, 5], None)  # None: every token is trained on
     with pytest.raises(SampleError, match=r"^sample 41: expected a list of token ids, .* got 3.5 \(float\)$") as error:
         read_row(3.5, 41)
@@ -240,3 +243,122 @@ def test_integer_arrays_are_checked_all_at_once_but_errors_keep_row_order() -> N
     with pytest.raises(SampleError) as negative:
         read_rows([np.array([1]), np.array([2, 3, -9])])
     assert (negative.value.sample, negative.value.position, negative.value.got) == (1, 2, "-9")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# labels (transformers' form): a mask source, read alike by the row and the table reader
+# ---------------------------------------------------------------------------------------------------------------
+
+_labelled_rows = st.lists(
+    st.lists(st.tuples(st.integers(0, 2**31 - 1), st.booleans(), st.booleans()), max_size=6),
+    min_size=1,
+    max_size=6,
+)
+"""Rows of (token, trained by its label, trained by its loss mask) triples."""
+
+
+def _table(rows: list[dict[str, Any]]) -> pa.Table:
+    """The rows as a table of the columns any of them has (nulls elsewhere), typed int64 lists."""
+    names = sorted({name for row in rows for name in row})
+    return pa.table({name: pa.array([row.get(name) for row in rows], pa.list_(pa.int64())) for name in names})
+
+
+def _read_both(rows: list[dict[str, Any]]) -> list[Any]:
+    """What the row reader and the table reader give for ``rows``: arrays, or the error's text."""
+    results: list[Any] = []
+    for read in (lambda: read_rows(rows), lambda: read_table(_table(rows))):
+        try:
+            s = read()
+        except SampleError as error:
+            results.append(str(error))
+        else:
+            labels = None if s.labels is None else s.labels.tolist()
+            results.append((s.tokens.tolist(), s.loss_mask.tolist(), s.offsets.tolist(), labels))
+    return results
+
+
+@given(_labelled_rows, st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_labels_read_as_the_equivalent_loss_mask(rows: list[list[tuple[int, bool, bool]]], with_mask: bool) -> None:
+    """``labels`` with -100 on untrained tokens read as the loss mask they stand for, ANDed with a given mask,
+    by the row reader and the table reader alike; labels equal to the ids keep ``Samples.labels`` None."""
+    labelled, masked = [], []
+    for row in rows:
+        ids = [token for token, _, _ in row]
+        labels = [token if by_label else IGNORE_INDEX for token, by_label, _ in row]
+        mask = [int(by_mask or not with_mask) for _, _, by_mask in row]
+        labelled.append({"input_ids": ids, "labels": labels, **({"loss_mask": mask} if with_mask else {})})
+        masked.append(
+            {"input_ids": ids, "loss_mask": [int(lab != IGNORE_INDEX) & m for lab, m in zip(labels, mask, strict=True)]}
+        )
+    expected = _read_both(masked)
+    assert expected[0] == expected[1]
+    assert _read_both(labelled) == expected
+
+
+@given(_labelled_rows, st.lists(st.integers(0, 50), min_size=36, max_size=36))
+@settings(max_examples=60, deadline=None)
+def test_other_labels_are_kept_where_trained(rows: list[list[tuple[int, bool, bool]]], others: list[int]) -> None:
+    """Labels that differ from the ids are kept (``Samples.labels``) where trained, the token elsewhere."""
+    labelled = []
+    expected: list[int] = []
+    other = iter(others)
+    for row in rows:
+        labels = [next(other) if by_label else IGNORE_INDEX for _, by_label, _ in row]
+        labelled.append({"input_ids": [token for token, _, _ in row], "labels": labels})
+        expected += [lab if lab != IGNORE_INDEX else token for (token, _, _), lab in zip(row, labels, strict=True)]
+    python, arrow = _read_both(labelled)
+    assert python == arrow
+    tokens, mask, _, kept = python
+    differs = any(lab != token and m for lab, token, m in zip(expected, tokens, mask, strict=True))
+    assert kept == (expected if differs else None)
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([{"input_ids": [1, 2], "labels": [1]}], r"^sample 0, 'labels': expected 2 values \(one per token\), got <1 values>$"),
+        ([[5], {"input_ids": [1, 2], "labels": [1, -1]}], r"^sample 1, 'labels', position 1: expected a non-negative integer token id or -100, got -1$"),
+        ([{"input_ids": [1, 2], "labels": [1.5, 2]}], r"^sample 0, 'labels', position 0: expected a non-negative integer token id or -100, got 1.5 \(float\)$"),
+        ([{"input_ids": [1, 2], "labels": [True, 2]}], r"^sample 0, 'labels', position 0: expected a non-negative integer token id or -100, got True \(bool\)$"),
+        ([{"input_ids": [1, 2], "labels": "12"}], r"^sample 0, 'labels': expected a list of labels, got '12' \(str\)$"),
+        ([{"prompt": [1], "completion": [2], "labels": [1, 2]}], r"^sample 0, 'labels': expected no labels in a prompt/completion row"),
+        ([{"length": 2, "labels": [1, 2]}], r"^sample 0, 'labels': expected no labels in a length row"),
+    ],
+    ids=["length", "negative", "float", "bool", "text", "prompt", "length row"],
+)  # fmt: skip
+def test_bad_labels_are_refused_where_they_are(rows: list[Any], message: str) -> None:
+    with pytest.raises(SampleError, match=message):
+        read_rows(rows)
+
+
+def test_the_table_reader_words_bad_labels_as_the_row_reader() -> None:
+    for rows in (
+        [{"input_ids": [1, 2], "labels": [1]}],
+        [{"input_ids": [3]}, {"input_ids": [1, 2], "labels": [1, -7]}],
+    ):
+        python, arrow = _read_both(rows)
+        assert python == arrow and python.startswith(f"sample {len(rows) - 1}, 'labels'")
+    with pytest.raises(SampleError, match=r"^sample 0, 'labels', position 0: .* got 1.5 \(float\)$"):
+        read_table(pa.table({"input_ids": [[1, 2]], "labels": [[1.5, 2.0]]}))
+
+
+def test_packing_refuses_labels_other_than_the_ids_where_trained() -> None:
+    rows = [[4], {"input_ids": [1, 2, 3], "labels": [-100, 2, 9]}]
+    message = (
+        r"^sample 1, 'labels', position 2: expected 3 \(the token: packed blocks train each token on itself; .*, got 9$"
+    )
+    with pytest.raises(SampleError, match=message):
+        pack(rows, 4)
+    with pytest.raises(SampleError, match=message.replace("sample 1", "sample 3")):
+        list(stream([[5], [6], *rows], 4, buffer_size=10))
+    assert pack([{"input_ids": [1, 2, 3], "labels": [-100, 2, 3]}], 4).to_lists() == ([[1, 2, 3, 0]], [[0, 1, 1, 0]])
+
+
+def test_joined_samples_carry_labels() -> None:
+    parts = [read_rows([[1, 2]]), read_rows([{"input_ids": [3, 4], "labels": [3, 8]}]), read_rows([[5]])]
+    joined = Samples.join(parts)
+    assert joined.labels is not None and joined.labels.tolist() == [1, 2, 3, 8, 5]
+    assert Samples.join([parts[0], parts[2]]).labels is None
+    with pytest.raises(SampleError, match=r"^sample 1, 'labels', position 1: expected 4 "):
+        joined.refuse_other_labels()

@@ -9,7 +9,7 @@ documents (sample, tokens, labels) and padding with the recipe's pad id.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -205,26 +205,6 @@ def test_every_door_gives_packs_documents(door: str, case: str, tmp_path: Path) 
         assert caught.value.name == case
         return
     check(DOORS[door](options, tmp_path), options)
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Any]:
-    """A local Ray of two CPUs whose workers import this checkout; blocks read in order."""
-    ray = pytest.importorskip("ray")
-    pytest.importorskip("ray.data")
-
-    ray.init(
-        num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}}
-    )
-    context = ray.data.DataContext.get_current()
-    saved = context.execution_options.preserve_order, context.enable_progress_bars
-    context.execution_options.preserve_order = True
-    context.enable_progress_bars = False
-    try:
-        yield ray
-    finally:
-        context.execution_options.preserve_order, context.enable_progress_bars = saved
-        ray.shutdown()
 
 
 RAY_CASES: dict[str, dict[str, Any]] = {

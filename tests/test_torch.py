@@ -277,6 +277,36 @@ def test_collate_keeps_given_labels_and_takes_tensors() -> None:
     assert_same_batch(collate(as_tensors, return_flash_attn_kwargs=True), reference(features))
 
 
+def test_collate_ands_given_labels_with_masks_unless_masks_are_ignored() -> None:
+    """A row's ``labels`` are read by the reader: -100 masks, other values are kept where trained; a loss mask
+    masks too, unless ``ignore_masks`` (then transformers' labels exactly)."""
+    transformers = pytest.importorskip("transformers")
+    rows = [
+        {"input_ids": [4, 5, 6, 3], "labels": [-100, 5, 9, 2], "loss_mask": [1, 1, 1, 0]},
+        {"input_ids": [7, 8], "labels": [7, 8], "completion_mask": [0, 0]},
+    ]
+    assert collate(rows)["labels"].tolist() == [[-100, 5, 9, -100, -100, -100]]
+    features = [{"input_ids": [4, 5, 6, 3], "labels": [-100, 5, 9, 2]}, {"input_ids": [7, 8], "labels": [7, 8]}]
+    reference = transformers.DataCollatorWithFlattening(return_position_ids=True)
+    assert_same_batch(collate(rows, ignore_masks=True), reference(features))
+
+
+def test_labels_read_from_a_file_reach_collate_and_are_refused_by_pack(tmp_path: Path) -> None:
+    """``read_dataset`` keeps labels other than the ids (its items carry them), so the sampler's batches train
+    on them; ``pack``, whose labels are the ids, refuses them."""
+    path = tmp_path / "labelled.jsonl"
+    path.write_text('{"input_ids": [1, 2]}\n{"input_ids": [4, 5, 6], "labels": [-100, 5, 9]}\n')
+    data = packing.read_dataset(path)
+    assert data[1]["labels"].tolist() == [-100, 5, 9] and data[0]["labels"].tolist() == [1, 2]
+    assert collate([data[0], data[1]])["labels"].tolist() == [[-100, 2, -100, 5, 9]]
+    sampler = PackingSampler(data.lengths, 3, num_replicas=1, rank=0)  # one sample a block
+    pieces = sampler.pieces(data)
+    labels = [sampler.collate([pieces[item] for item in items])["labels"][0].tolist() for items in sampler]
+    assert sorted(labels) == [[-100, 2], [-100, 5, 9]]
+    with pytest.raises(packing.SampleError, match=r"^sample 1, 'labels', position 2: expected 6 \(the token"):
+        packing.pack(data, 4)
+
+
 def test_collate_reads_every_mask_name() -> None:
     transformers = pytest.importorskip("transformers")
     rows = [

@@ -263,7 +263,7 @@ def _upload_inputs() -> Upload | None:
     file = st.file_uploader(
         "JSONL, JSON, CSV or Parquet",
         type=["jsonl", "json", "csv", "parquet"],
-        help="Columns or keys: input_ids (optionally loss_mask), prompt and completion, or length "
+        help="Columns or keys: input_ids (optionally loss_mask, or labels with -100), prompt and completion, or length "
         f"(lengths only). Up to {MAX_UPLOAD_MB} MB and {MAX_SEQUENCES:,} sequences.",
     )
     tokenizer = _tokenizer_input(

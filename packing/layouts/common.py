@@ -23,7 +23,8 @@ import numpy.typing as npt
 
 from packing.arrays import check_block_indexes, offsets_of, ranges
 from packing.errors import DatasetError
-from packing.packed import IGNORE_INDEX, PackedBatch
+from packing.packed import PackedBatch
+from packing.reader import IGNORE_INDEX
 from packing.schema import COLUMNS
 from packing.validation import INT64_MAX
 

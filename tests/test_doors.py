@@ -20,13 +20,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_recipe import Document, documents
+from test_recipe import Document, documents, sampled_documents
 from text_fixtures import CHATML, save_tokenizer
 
 import packing
 import packing.hf
 import packing.streaming
-import packing.torch as pt
 from packing import Recipe
 from packing.cli import main
 
@@ -114,18 +113,7 @@ def test_stream_and_stream_dataset(recipe: Recipe, folder: Path, reference: pack
 
 def test_sampler_and_collate(recipe: Recipe, folder: Path, reference: packing.PackedBatch) -> None:
     dataset = packing.read_dataset(folder, recipe=recipe)
-    sampler = pt.PackingSampler(dataset.lengths, recipe=recipe, num_replicas=1, rank=0)
-    pieces = sampler.pieces(dataset)
-    found: list[Document] = []
-    for items in sampler:
-        batch = sampler.collate([pieces[item] for item in items], return_flash_attn_kwargs=True)
-        assert batch["input_ids"].shape[1] <= LENGTH
-        cu = batch["cu_seq_lens_q"].tolist()
-        ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
-        for item, lo, hi in zip(items, cu[:-1], cu[1:], strict=True):
-            sample = item.sequence if isinstance(item, packing.Piece) else item
-            found.append((sample, tuple(ids[lo:hi]), tuple(labels[lo:hi])))
-    assert sorted(found) == documents(reference.iter_blocks())[0]
+    assert sampled_documents(dataset.lengths, recipe, dataset) == documents(reference.iter_blocks())[0]
 
 
 def test_hf_pack_dataset(recipe: Recipe, folder: Path, reference: packing.PackedBatch) -> None:

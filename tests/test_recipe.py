@@ -149,22 +149,27 @@ def by_hf_pack_dataset(options: dict[str, Any], tmp: Path) -> tuple[list[Documen
     return documents(packing.hf.pack_dataset(rows, LENGTH, **options).to_list())
 
 
-def by_sampler(options: dict[str, Any], tmp: Path) -> tuple[list[Document], set[int]]:
-    rows = rows_for(options)
-    recipe = Recipe.of(None, LENGTH, **options)
-    lengths = packing.read_rows(rows, **recipe.read_options()).lengths
+def sampled_documents(lengths: Any, recipe: Recipe, data: Any) -> list[Document]:
+    """Every document of every batch ``PackingSampler`` + its ``collate`` make of ``data`` (sample, ids, labels),
+    sorted; no batch longer than the recipe's ``max_seq_length``."""
     sampler = pt.PackingSampler(lengths, recipe=recipe, num_replicas=1, rank=0)
-    data = sampler.pieces(rows)
+    pieces = sampler.pieces(data)
     found: list[Document] = []
     for items in sampler:
-        batch = sampler.collate([data[item] for item in items], return_flash_attn_kwargs=True)
-        assert batch["input_ids"].shape[1] <= LENGTH
+        batch = sampler.collate([pieces[item] for item in items], return_flash_attn_kwargs=True)
+        assert batch["input_ids"].shape[1] <= recipe.max_seq_length
         cu = batch["cu_seq_lens_q"].tolist()
         ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
         for item, lo, hi in zip(items, cu[:-1], cu[1:], strict=True):
             sample = item.sequence if isinstance(item, packing.Piece) else item
             found.append((sample, tuple(ids[lo:hi]), tuple(labels[lo:hi])))
-    return sorted(found), set()
+    return sorted(found)
+
+
+def by_sampler(options: dict[str, Any], tmp: Path) -> tuple[list[Document], set[int]]:
+    rows = rows_for(options)
+    recipe = Recipe.of(None, LENGTH, **options)
+    return sampled_documents(packing.read_rows(rows, **recipe.read_options()).lengths, recipe, rows), set()
 
 
 def by_cli(options: dict[str, Any], tmp: Path) -> tuple[list[Document], set[int]]:

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.arrays import check_block_indexes
-from packing.errors import SampleError, SettingError
+from packing.errors import SettingError
 from packing.kernels import fill_labels, fill_positions, fill_sequences, fill_tokens, piece_mask_sums
 from packing.plans import PackingPlan, check_pieces, plan
 from packing.reader import IGNORE_INDEX, Samples, join_token_arrays, joined_dtype, read_rows, token_array_lengths
@@ -376,7 +376,7 @@ class LazyBatch:
 
         in_parts(layout.num_blocks, input_ids.size, fill)
         if check and max(largest) > MAX_ID:
-            raise _too_large(samples)
+            raise samples.wide_id_error()
         stats = self.stats if blocks is None else layout.stats
         if blocks is not None and _has_masked(samples.loss_mask):
             stats = stats.with_trainable(*count_trainable(layout, samples))
@@ -456,15 +456,6 @@ def _sequence_names(names: npt.ArrayLike | None, count: int) -> Int64Array | Non
             "sequence_names", f"sample indices in 0..{MAX_ID} (sequence_ids is int32)", int(values.max())
         )
     return values.astype(np.int64, copy=False)
-
-
-def _too_large(samples: Samples) -> SampleError:
-    """The error for the first token id above 2**31 - 1 (input order). O(tokens)."""
-    assert samples.tokens is not None
-    at = int(np.flatnonzero(samples.tokens > MAX_ID)[0])
-    sample = int(np.searchsorted(samples.offsets, at, side="right")) - 1
-    expected = f"a token id at most {MAX_ID} (the int32 schema; int64=True for larger ids)"
-    return SampleError(sample, None, at - int(samples.offsets[sample]), expected, int(samples.tokens[at]))
 
 
 class TrainableCounts(NamedTuple):

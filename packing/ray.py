@@ -120,6 +120,7 @@ def _lengths_batch(batch: pa.Table, recipe: Recipe) -> pa.Table:
     try:
         samples = read_table(rows, **recipe.read_options())
         samples.refuse_other_labels()  # blocks train each token on itself
+        samples.refuse_wide_ids(recipe.int64)  # the shuffle carries the output's id width
         if samples.tokens is None and len(samples):  # lengths only: nothing to pack (named on the driver)
             raise SampleError(0, None, None, "token ids", "<a length only>")
         lengths = samples.lengths
@@ -216,6 +217,7 @@ def _raise_bad_row(row: bytes, index: int, recipe: Recipe) -> None:
     try:
         samples = read_rows([record], **recipe.read_options())
         samples.refuse_other_labels()
+        samples.refuse_wide_ids(recipe.int64)
     except SampleError as error:  # the reader's error, naming sample ``index``
         error.sample = index
         error.args = (error.where_and_what(),)
@@ -274,7 +276,14 @@ def _pieces_by_row(layout: PackingPlan, row_ids: _RowIds, blocks_per_group: int)
 # Step 3: pieces tagged with their block, grouped by Ray Data
 
 
-def _piece_schema() -> pa.Schema:
+def _id_type(int64: bool) -> Any:
+    """The Arrow type token ids travel as: the output's (int32, the compact schema; int64 when asked for)."""
+    import pyarrow as pa
+
+    return pa.int64() if int64 else pa.int32()
+
+
+def _piece_schema(ids: pa.DataType) -> pa.Schema:
     import pyarrow as pa
 
     return pa.schema(
@@ -283,7 +292,7 @@ def _piece_schema() -> pa.Schema:
             (_BLOCK, pa.int64()),
             (_KEY, pa.int64()),
             (_ROW, pa.int64()),
-            (_TOKENS, pa.large_list(pa.int64())),
+            (_TOKENS, pa.large_list(ids)),
             (_MASK, pa.large_list(pa.int8())),
         ]
     )
@@ -296,7 +305,8 @@ def _tag_batch(batch: pa.Table, pieces_ref: list[Any], recipe: Recipe) -> pa.Tab
 
 
 def _tag_pieces(batch: pa.Table, pieces: _Pieces, recipe: Recipe) -> pa.Table:
-    """One output row per piece of every input row: its group, block, key, global row and tokens. O(tokens)."""
+    """One output row per piece of every input row: its group, block, key, global row and tokens (as the
+    output's ids: the lengths pass refused wider ones). O(tokens)."""
     import pyarrow as pa
 
     rows = pieces.row_ids.rows(_int_column(batch, _UID))
@@ -316,20 +326,20 @@ def _tag_pieces(batch: pa.Table, pieces: _Pieces, recipe: Recipe) -> pa.Table:
             pa.array(block, pa.int64()),
             pa.array(key, pa.int64()),
             pa.array(rows[local], pa.int64()),
-            _list_array(offsets, samples.tokens[at]),
+            _list_array(offsets, samples.tokens[at].astype(np.int64 if recipe.int64 else np.int32, copy=False)),
             _list_array(offsets, samples.loss_mask[at]),
         ],
-        schema=_piece_schema(),
+        schema=_piece_schema(_id_type(recipe.int64)),
     )
 
 
-def _block_schema() -> pa.Schema:
+def _block_schema(ids: pa.DataType) -> pa.Schema:
     import pyarrow as pa
 
     return pa.schema(
         [
             (_BLOCK, pa.int64()),
-            (_TOKENS, pa.large_list(pa.int64())),
+            (_TOKENS, pa.large_list(ids)),
             (_MASK, pa.large_list(pa.int8())),
             (_DOC_LENGTHS, pa.large_list(pa.int32())),
             (_DOC_ROWS, pa.large_list(pa.int64())),
@@ -351,12 +361,12 @@ def _gather_group(group: pa.Table) -> pa.Table:
     return pa.table(
         [
             pa.array(block[starts], pa.int64()),
-            _list_array(token_offsets, _flat(group.column(_TOKENS)).astype(np.int64, copy=False)),
+            _list_array(token_offsets, _flat(group.column(_TOKENS))),
             _list_array(token_offsets, _flat(group.column(_MASK)).astype(np.int8, copy=False)),
             _list_array(doc_offsets, doc_lengths.astype(np.int32)),
             _list_array(doc_offsets, _int_column(group, _ROW)),
         ],
-        schema=_block_schema(),
+        schema=_block_schema(group.schema.field(_TOKENS).type.value_type),
     )
 
 
@@ -371,19 +381,19 @@ def _flat_lengths(column: Any) -> Int64Array:
 
 
 def _materialize_batch(
-    blocks: pa.Table, max_seq_length: int, strategy: str, overflow: str, pad_token_id: int
+    blocks: pa.Table, max_seq_length: int, strategy: str, overflow: str, pad_token_id: int, int64: bool
 ) -> pa.Table:
     """Compact blocks to the output schema's columns through ``packing.materialize``. O(blocks × max_seq_length)."""
     doc_lengths = _flat(blocks.column(_DOC_LENGTHS)).astype(np.int64, copy=False)
     doc_rows = _flat(blocks.column(_DOC_ROWS)).astype(np.int64, copy=False)
     block_starts = offsets_of(_flat_lengths(blocks.column(_DOC_LENGTHS)))
     samples = Samples(
-        _flat(blocks.column(_TOKENS)).astype(np.int64, copy=False),
+        _flat(blocks.column(_TOKENS)),
         _flat(blocks.column(_MASK)).astype(np.int8, copy=False),
         offsets_of(doc_lengths),
     )
     layout = PackingPlan.of_blocks(doc_lengths, block_starts, max_seq_length, strategy, overflow)
-    return materialize(layout, samples, pad_token_id, sequence_names=doc_rows).to_arrow()
+    return materialize(layout, samples, pad_token_id, int64=int64, sequence_names=doc_rows).to_arrow()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -422,7 +432,7 @@ def pack_dataset(
     as single-machine packing with that seed.
 
     Raises the first bad row's :class:`~packing.SampleError`, with its global row id, before anything
-    is packed. Cost: O(tokens) on the cluster and two shuffles of the packed tokens (9 bytes a
+    is packed. Cost: O(tokens) on the cluster and two shuffles of the packed tokens (5 bytes a
     token); O(rows) memory and the strategy's planning time on the driver.
     """
     cluster = _require_ray()
@@ -443,7 +453,9 @@ def pack_dataset(
     layout = plan(lengths, recipe=chosen)
     if layout.num_blocks == 0:  # nothing to pack: the schema's columns, no rows
         empty = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(len(lengths) + 1, np.int64))
-        nothing: ray.data.Dataset = cluster.data.from_arrow(materialize(layout, empty, pad).to_arrow())
+        nothing: ray.data.Dataset = cluster.data.from_arrow(
+            materialize(layout, empty, pad, int64=chosen.int64).to_arrow()
+        )
         return nothing
     if shuffle:
         layout = layout.shuffle(chosen.seed or 0)
@@ -463,7 +475,13 @@ def pack_dataset(
     )
     if ordered:
         blocks = blocks.sort(_BLOCK)
-    settings = {"max_seq_length": capacity, "strategy": strategy_name, "overflow": overflow_name, "pad_token_id": pad}
+    settings = {
+        "max_seq_length": capacity,
+        "strategy": strategy_name,
+        "overflow": overflow_name,
+        "pad_token_id": pad,
+        "int64": chosen.int64,
+    }
     packed: ray.data.Dataset = blocks.map_batches(
         _materialize_batch, batch_format="pyarrow", batch_size=blocks_per_group, fn_kwargs=settings
     )

@@ -50,6 +50,7 @@ from packing.arrays import copy_runs
 from packing.errors import DatasetError, NeedsTokenizer, SampleError, SettingError
 from packing.limits import scan_json
 from packing.loss import LossRules
+from packing.schema import MAX_ID
 from packing.text import is_text_row
 from packing.validation import INT64_MAX, has_bools
 
@@ -175,6 +176,28 @@ class Samples:
             return Samples(tokens, mask, offsets)
         labels = np.concatenate([part.tokens if part.labels is None else part.labels for part in parts])
         return Samples(tokens, mask, offsets, labels)
+
+    def refuse_wide_ids(self, int64: bool = False) -> None:
+        """Raise a ``SampleError`` at the first token id above 2**31 - 1 unless ``int64`` (the compact
+        schema's ids are int32: such an id would wrap). O(1) for int32 tokens, O(tokens) otherwise.
+
+        >>> read_rows([[1, 2**31]]).refuse_wide_ids()
+        Traceback (most recent call last):
+        ...
+        packing.errors.SampleError: sample 0, position 1: expected a token id at most 2147483647 (the int32 schema; int64=True for larger ids), got 2147483648
+        """
+        tokens = self.tokens
+        if int64 or tokens is None or tokens.dtype.itemsize <= 4 or not tokens.size or tokens.max() <= MAX_ID:
+            return
+        raise self.wide_id_error()
+
+    def wide_id_error(self) -> SampleError:
+        """The error for the first token id above 2**31 - 1 (input order). O(tokens)."""
+        assert self.tokens is not None
+        at = int(np.flatnonzero(self.tokens > MAX_ID)[0])
+        sample = int(np.searchsorted(self.offsets, at, side="right")) - 1
+        expected = f"a token id at most {MAX_ID} (the int32 schema; int64=True for larger ids)"
+        return SampleError(sample, None, at - int(self.offsets[sample]), expected, int(self.tokens[at]))
 
     def refuse_other_labels(self) -> None:
         """Raise a ``SampleError`` at the first trained token whose given label is not the token itself:

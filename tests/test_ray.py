@@ -153,6 +153,23 @@ def test_a_length_only_row_among_token_rows_is_refused_as_on_one_machine(
     assert on_the_cluster.value.sample == 30
 
 
+def test_ids_travel_and_arrive_at_the_recipes_width(cluster: None) -> None:
+    """int32 by default (an id above 2**31 - 1 refused with its global row, as on one machine), int64 when asked."""
+    rows = [{"input_ids": [1, 2, 3]}, {"input_ids": [4, 2**31]}, {"input_ids": [5]}]
+    wide = pack_dataset(ray.data.from_items(rows), 4, int64=True).to_arrow_refs()
+    table = pa.concat_tables([ray.get(ref) for ref in wide])
+    assert table.schema.field("input_ids").type.value_type == pa.int64()
+    assert as_lists(table.to_pylist()) == single_machine(rows, 4, True, 0, int64=True)
+    with pytest.raises(packing.SampleError) as on_one_machine:
+        packing.pack(rows, 4)
+    with pytest.raises(packing.SampleError) as on_the_cluster:
+        pack_dataset(ray.data.from_items(rows), 4).take_all()
+    assert str(on_the_cluster.value) == str(on_one_machine.value)
+    assert on_the_cluster.value.sample == 1
+    compact = pack_dataset(ray.data.from_items([rows[0], rows[2]]), 4).to_arrow_refs()
+    assert pa.concat_tables([ray.get(ref) for ref in compact]).schema.field("input_ids").type.value_type == pa.int32()
+
+
 def test_settings_are_checked_before_anything_runs(cluster: None) -> None:
     ds = ray.data.from_items([{"input_ids": [1, 2]}])
     with pytest.raises(packing.SettingError, match="strategy"):
@@ -242,6 +259,7 @@ def test_the_steps_give_single_machine_blocks_whatever_the_batches_and_the_shuff
         for lo in range(0, max(len(rows), 1), input_batch)
     ]
     shuffled = pa.concat_tables(tagged)
+    assert shuffled.schema.field(steps._TOKENS).type.value_type == pa.int32()  # the compact ids travel
     shuffled = shuffled.take(np.random.default_rng(shuffle_seed).permutation(shuffled.num_rows))
     groups = np.asarray(shuffled.column(steps._GROUP).to_numpy(), dtype=np.int64)
     gathered = [steps._gather_group(shuffled.filter(pa.array(groups == g))) for g in np.unique(groups)]
@@ -252,7 +270,9 @@ def test_the_steps_give_single_machine_blocks_whatever_the_batches_and_the_shuff
         return
     blocks = blocks.sort_by(steps._BLOCK)
     out = [
-        steps._materialize_batch(blocks.slice(lo, block_batch), max_seq_length, settings_["strategy"], "truncate", 0)
+        steps._materialize_batch(
+            blocks.slice(lo, block_batch), max_seq_length, settings_["strategy"], "truncate", 0, False
+        )
         for lo in range(0, blocks.num_rows, block_batch)
     ]
     assert as_lists(pa.concat_tables(out).to_pylist()) == expected

@@ -135,6 +135,7 @@ class Paste(Source):
         parsed = parse_sequences(self.text)
         try:
             samples = read_rows(parsed.samples, completion_only)
+            samples.refuse_other_labels()  # the page packs: blocks train each token on itself
         except _ERRORS as error:
             raise InputError(describe(error, name_sample=parsed.where)) from None
         check_size(len(samples.lengths), int(samples.lengths.sum()), "the pasted text")
@@ -385,6 +386,15 @@ UPLOAD_LIMITS = ReadLimits(
 bytes, samples, tokens, the tokens lengths-only data stands for, and the values JSON text spells out)."""
 
 
+def _refuse_other_labels(read: packing.Dataset, shown: str) -> None:
+    """The page packs, and blocks train each token on itself: labels other than the ids are refused, the row
+    named from 1 (a file of several shards counts on across them)."""
+    try:
+        read.samples.refuse_other_labels()
+    except packing.SampleError as error:
+        raise InputError(describe(error, shown, name_sample=lambda i: f"row {i + 1}")) from None
+
+
 def _read_file(
     name: str, data: bytes, completion_only: bool, tokenizer: str, progress: Progress | None = None
 ) -> tuple[packing.Dataset, Any]:
@@ -397,9 +407,11 @@ def _read_file(
     shown = quote(name, 60).strip("'\"")
     try:
         try:
-            return packing.read_dataset(
+            read = packing.read_dataset(
                 io.BytesIO(data), name=name, completion_only_loss=completion_only, limits=UPLOAD_LIMITS
-            ), None
+            )
+            _refuse_other_labels(read, shown)
+            return read, None
         except packing.DatasetError as error:
             if not isinstance(error.cause, packing.NeedsTokenizer):
                 raise

@@ -214,3 +214,18 @@ def test_an_upload_of_text_rows_uses_the_chosen_tokenizer_and_says_so() -> None:
     assert tokens.label == "ids.jsonl: 1 sample"
     # the tokenizer is part of what identifies the data (the cache keeps one entry per choice)
     assert Upload.of("qa.jsonl", data, "bytes").cache_key != Upload.of("qa.jsonl", data, "other").cache_key
+
+
+def test_labels_in_an_upload_or_a_paste_are_read_as_the_library_reads_them() -> None:
+    """-100 labels mask their tokens (as a loss mask would); labels other than the ids are refused in one line
+    naming the row, since the page packs and blocks train each token on itself."""
+    rows = [{"input_ids": [4, 5], "labels": [-100, 5]}, {"input_ids": [1, 2, 3], "labels": [1, 2, 3]}]
+    upload = sources.Upload.of("labels.jsonl", "\n".join(map(json.dumps, rows)).encode()).load(True)
+    pasted = sources.Paste(json.dumps(rows)).load(True)
+    for data in (upload, pasted):
+        assert data.samples is not None and data.samples.loss_mask.tolist() == [0, 1, 1, 1, 1]
+    rows[1]["labels"] = [1, 2, 9]
+    with pytest.raises(InputError, match=r"labels.jsonl, row 2, 'labels', position 2: expected 3 .*got 9"):
+        sources.Upload.of("labels.jsonl", "\n".join(map(json.dumps, rows)).encode()).load(True)
+    with pytest.raises(InputError, match=r"'labels', position 2: expected 3 .*got 9"):
+        sources.Paste(json.dumps(rows)).load(True)

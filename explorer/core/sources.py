@@ -426,6 +426,7 @@ def _read_file(
             limits=UPLOAD_LIMITS,
             progress=progress,
         )
+        _refuse_other_labels(read, shown)
         return read, loaded
     except _FILE_ERRORS as error:
         raise InputError(describe(error, shown)) from None

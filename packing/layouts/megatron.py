@@ -18,9 +18,9 @@ NeMo never writes: a pickle spells every number in a byte or more) is refused be
 Types: NeMo's ``fill_packing_strategy`` stores plain Python lists (``np.array(...).tolist()``: Python ints, masks
 as bools or floats), and its loader turns ids, labels and masks into ``torch.LongTensor`` (int64). The table here
 holds ``input_ids`` and ``seq_start_id`` as int64 (what NeMo trains on) and ``loss_mask`` as int8 0/1; the
-``.npy`` written holds Python lists of ints, as NeMo's own file does. The loader described is NeMo 2's
-(``GPTSFTPackedDataset`` in ``nemo.collections.llm.gpt.data.core``); older NeMo 1 releases sliced the mask
-``loss_mask[start + 1:end]``.
+``.npy`` written holds Python lists of ints, as NeMo's own file does. The loader described is the current one
+(``GPTSFTPackedDataset`` in ``nemo.collections.llm.gpt.data.core``, the mask shifted once when packing); older
+NeMo releases sliced an unshifted mask as ``loss_mask[start + 1:end]``.
 
 >>> from packing import pack
 >>> table = write(Rows(pack([[1, 2, 3], [4, 5], [6]], 4, strategy="ffd"), None))

@@ -382,7 +382,10 @@ class PackingSampler(Sampler[list[int | Piece]]):
         super().__init__()
         self.recipe = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
         self.lengths = np.asarray(getattr(lengths, "lengths", lengths)).copy()
-        self.trained_tokens = _trained_counts(trained_tokens, self.lengths)
+        kept = self.lengths
+        if self.recipe.overflow == "truncate":  # what collate keeps of an over-long sample
+            kept = np.minimum(self.lengths, self.recipe.max_seq_length)
+        self.trained_tokens = _trained_counts(trained_tokens, kept)
         if (
             isinstance(gradient_accumulation_steps, bool)
             or not isinstance(gradient_accumulation_steps, int)
@@ -761,8 +764,8 @@ class StepDataset(Dataset[Any]):
 
 
 def _trained_counts(trained: npt.ArrayLike | None, lengths: Int64Array) -> Int64Array | None:
-    """``trained`` as int64 counts, one per sample, or None: each between 0 and its sample's length less one
-    (a sample's first token is never a target). O(samples)."""
+    """``trained`` as int64 counts, one per sample, or None: each between 0 and the tokens collate keeps of its
+    sample (``lengths``) less one (a sample's first token is never a target). O(samples)."""
     if trained is None:
         return None
     values = np.asarray(trained)
@@ -777,7 +780,8 @@ def _trained_counts(trained: npt.ArrayLike | None, lengths: Int64Array) -> Int64
         first = int(over[0])
         raise SettingError(
             "trained_tokens",
-            f"at most each sample's length less one (sample {first} has {int(lengths[first])} tokens)",
+            f"at most the tokens kept of each sample less one (sample {first} keeps {int(lengths[first])}; "
+            "trained_tokens(samples, max_seq_length))",
             int(values[first]),
         )
     return values.astype(np.int64)

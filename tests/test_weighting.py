@@ -119,9 +119,15 @@ def test_bad_mode_and_total_are_refused() -> None:
     # the lengths passed again as trained tokens: a sample's first token is never a target
     with pytest.raises(
         packing.SettingError,
-        match=r"^trained_tokens: expected at most each sample's length less one \(sample 0 has 3 tokens\), got 3$",
+        match=r"^trained_tokens: expected at most the tokens kept of each sample less one \(sample 0 keeps 3; ",
     ):
         PackingSampler([3, 4], 8, trained_tokens=[3, 4], num_replicas=1, rank=0)
+    # counts of whole samples where collate truncates them to 4 tokens: the weights would not sum to the objective
+    with pytest.raises(packing.SettingError, match=r"\(sample 0 keeps 4; trained_tokens\(samples, max_seq_length\)\)"):
+        PackingSampler([10, 3], 4, trained_tokens=[9, 2], num_replicas=1, rank=0)
+    assert PackingSampler([10, 3], 4, trained_tokens=[3, 2], num_replicas=1, rank=0).trained_tokens.tolist() == [3, 2]
+    dropped = PackingSampler([10, 3], 4, overflow="drop", trained_tokens=[9, 2], num_replicas=1, rank=0)
+    assert dropped.trained_tokens.tolist() == [9, 2]  # a dropped sample is in no step
     assert PackingSampler([1, 4], 8, trained_tokens=[0, 3], num_replicas=1, rank=0).trained_tokens.tolist() == [0, 3]
 
 

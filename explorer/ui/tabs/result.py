@@ -185,8 +185,8 @@ def _turns(source: Text, rules: LossRules, view: Window) -> None:
     st.caption(
         f"Every turn of the rows in the blocks shown{more}, as tokenized before packing (its loss mask; truncation "
         "and document starts are in the blocks above), with the text each one trains on. A chat's template "
-        "tokens between messages belong to the message they open, so an assistant turn's header is not trained "
-        "and its end-of-turn tokens are."
+        "tokens between messages belong to the message they open, so an assistant turn's header is never "
+        "trained; which turns and end-of-turn tokens are follows the loss settings in the sidebar."
     )
 
 

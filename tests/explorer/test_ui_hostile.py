@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from apptest import open_link
 from streamlit.testing.v1 import AppTest
 
 import packing
@@ -31,13 +32,6 @@ TIMEOUT = 120
 SHOWN = ("markdown", "caption", "warning", "error", "info", "success", "code", "text", "exception")
 SERVER_PATHS = ("/work", "/usr", "/tmp", "/home", "site-packages", "Traceback", 'File "', str(ROOT))
 CHATS = b'{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}]}\n'
-
-
-def _app(params: dict[str, str | list[str]]) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    for name, value in params.items():
-        at.query_params[name] = value
-    return at.run()
 
 
 def _plain(value: object) -> str:
@@ -68,7 +62,7 @@ def _no_leak(at: AppTest, typed: str = "") -> None:
 
 @pytest.mark.parametrize("name", ["a" * 300, "~nosuchuser", "~root/.ssh", "/etc/passwd", "../../etc/passwd"])
 def test_a_hostile_tokenizer_in_a_link_is_the_one_refusal(name: str) -> None:
-    at = _app({"source": "text", "tokenizer": name})
+    at = open_link({"source": "text", "tokenizer": name})
     _no_leak(at, name)
     errors = _errors(at)
     assert len(errors) == 1 and "Cannot load the tokenizer" in errors[0], errors
@@ -76,7 +70,7 @@ def test_a_hostile_tokenizer_in_a_link_is_the_one_refusal(name: str) -> None:
 
 
 def test_a_hostile_tokenizer_for_an_uploaded_text_file_is_one_line() -> None:
-    at = _app({"source": "upload", "tokenizer": "~nosuchuser"})
+    at = open_link({"source": "upload", "tokenizer": "~nosuchuser"})
     at.sidebar.get("file_uploader")[0].upload("chats.jsonl", CHATS).run()
     _no_leak(at, "~nosuchuser")
     errors = _errors(at)
@@ -98,7 +92,7 @@ def test_the_page_is_no_filesystem_oracle(tmp_path: Path) -> None:
     names = [str(tmp_path / "private"), str(tmp_path / "missing"), "/etc/passwd"]
     lines = set()
     for name in names:
-        at = _app({"source": "text", "tokenizer": name})
+        at = open_link({"source": "text", "tokenizer": name})
         _no_leak(at, name)
         (error,) = _errors(at)
         lines.add(error.replace(repr(name)[:39] + "…" if len(repr(name)) > 40 else repr(name), "NAME"))
@@ -119,7 +113,7 @@ def test_only_folders_under_the_operators_folder_are_offered(tmp_path: Path, mon
         assert tokenizer_path(name) is None, name
     messages = {choose_tokenizer(n)[1].replace(repr(n), "NAME") for n in ("empty", "missing", "versioned", "escape")}  # type: ignore[union-attr]
     assert len(messages) == 1, messages
-    at = _app({"source": "text", "tokenizer": "versioned"})
+    at = open_link({"source": "text", "tokenizer": "versioned"})
     _no_leak(at)
     assert "SECRET" not in _page(at) and len(_errors(at)) == 1
 
@@ -173,7 +167,7 @@ def test_every_load_tokenizer_call_in_the_explorer_is_local_only() -> None:
 )
 def test_a_plan_that_expands_past_the_bound_is_refused_before_it_is_built(params: dict[str, str]) -> None:
     link = {"source": "synthetic", "max_length": "16777216", "max_seq_length": "1", "overflow": "split", **params}
-    at = _app(link)  # type: ignore[arg-type]
+    at = open_link(link)  # type: ignore[arg-type]
     _no_leak(at)
     page = _page(at)
     assert ("pieces; the explorer plans up to" in page) or ("stands for" in page), page[:1000]
@@ -194,7 +188,7 @@ def test_lengths_only_data_is_bounded_by_the_tokens_it_stands_for() -> None:
         Upload.of("one.csv", b"length\n1000000000000\n").load()
     with pytest.raises(InputError, match="stands for"):
         Synthetic(1_000_000, "uniform", 0, 2**24).load()
-    at = _app({"source": "upload"})
+    at = open_link({"source": "upload"})
     at.sidebar.get("file_uploader")[0].upload("one.csv", b"length\n1000000000000\n").run()
     _no_leak(at)
     assert any("1,000,000,000,000 tokens" in e for e in _errors(at)), _errors(at)
@@ -219,7 +213,7 @@ def test_the_inspect_tab_is_bounded_before_it_reads() -> None:
     many = _zeros_parquet(1_000_001, 1)
     with pytest.raises(packing.DatasetError, match="1,000,001 blocks"):
         inspect_view.load_report(many, "many.parquet")
-    at = _app({"tab": "Inspect"})
+    at = open_link({"tab": "Inspect"})
     at.get("file_uploader")[0].upload("many.parquet", many).run()
     _no_leak(at)
     assert any("1,000,001 blocks" in e for e in _errors(at)), _errors(at)
@@ -288,7 +282,7 @@ def _sweep() -> list[dict[str, str | list[str]]]:
 
 @pytest.mark.parametrize("params", _sweep(), ids=lambda p: "&".join(f"{k}={str(v)[:12]}" for k, v in p.items()))
 def test_crafted_links_give_plain_lines_only(params: dict[str, str | list[str]]) -> None:
-    at = _app(params)
+    at = open_link(params)
     _no_leak(at, " ".join(str(v) for v in params.values()))
     for kind in ("markdown", "warning", "error", "info", "caption"):
         for element in at.get(kind):

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from apptest import open_link
 from streamlit.testing.v1 import AppTest
 
 import packing
@@ -203,13 +204,6 @@ def test_links_take_the_rules_and_plain_role_names_only() -> None:
 # ---------------------------------------------------------------- the sidebar's controls
 
 
-def _app(params: dict[str, str | list[str]]) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    for name, value in params.items():
-        at.query_params[name] = value
-    return at.run()
-
-
 def _clean(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
@@ -222,7 +216,7 @@ def _turns(at: AppTest) -> list[tuple[str, str]]:
 
 
 def test_a_link_with_last_turn_trains_only_the_last_answer() -> None:
-    at = _app({"source": "text", "loss": "last_turn", "train_on_eos": "none"})
+    at = open_link({"source": "text", "loss": "last_turn", "train_on_eos": "none"})
     _clean(at)
     assert at.sidebar.radio(key="loss").value == "last_turn"
     assert at.sidebar.selectbox(key="train_on_eos").value == "none"
@@ -232,7 +226,7 @@ def test_a_link_with_last_turn_trains_only_the_last_answer() -> None:
 
 
 def test_the_controls_round_trip_through_the_share_link() -> None:
-    at = _app({"source": "text"})
+    at = open_link({"source": "text"})
     _clean(at)
     at.sidebar.radio(key="loss").set_value("last_turn").run()
     at.sidebar.selectbox(key="train_on_eos").set_value("last").run()
@@ -249,7 +243,7 @@ def test_the_controls_round_trip_through_the_share_link() -> None:
     params = dict(at.session_state["_link_now"])
     assert params["loss"] == "last_turn" and params["train_on_eos"] == "last"
     assert params["roles_to_train"] == ["assistant", "tool"]
-    again = _app(params)  # a link does not carry text rows: the chat example, with the same rules
+    again = open_link(params)  # a link does not carry text rows: the chat example, with the same rules
     _clean(again)
     assert again.sidebar.radio(key="loss").value == "last_turn"
     assert again.sidebar.selectbox(key="train_on_eos").value == "last"
@@ -257,14 +251,14 @@ def test_the_controls_round_trip_through_the_share_link() -> None:
 
 
 def test_the_controls_show_where_they_apply() -> None:
-    synthetic = _app({"source": "synthetic"})
+    synthetic = open_link({"source": "synthetic"})
     _clean(synthetic)
     assert not [r for r in synthetic.sidebar.radio if r.key == "loss"]
     assert not [s for s in synthetic.sidebar.selectbox if s.key == "train_on_eos"]
-    pasted = _app({"loss": "all"})
+    pasted = open_link({"loss": "all"})
     _clean(pasted)
     assert pasted.sidebar.radio(key="loss").value == "all"
     assert not [s for s in pasted.sidebar.selectbox if s.key == "train_on_eos"]  # token rows have no turns
-    text = _app({"source": "text", "loss": "all"})
+    text = open_link({"source": "text", "loss": "all"})
     assert text.sidebar.selectbox(key="train_on_eos").disabled  # every token is trained
     assert any("every token is trained" in re.sub(r"\\(.)", r"\1", str(c.value)) for c in text.sidebar.caption)

@@ -38,6 +38,7 @@ import csv
 import glob
 import io
 import json
+import mmap
 import os
 import re
 from collections.abc import Collection, Iterator, Sequence
@@ -678,10 +679,18 @@ class ArrowBatches(Batches):
     kind = "Arrow"
 
     def __init__(
-        self, buffer: pa.Buffer, columns: Collection[str] | None, file: File, limits: ReadLimits, rows_are: str
+        self,
+        buffer: pa.Buffer,
+        columns: Collection[str] | None,
+        file: File,
+        limits: ReadLimits,
+        rows_are: str,
+        mapped: mmap.mmap | None = None,
     ) -> None:
         super().__init__([], file, ExitStack())
         self.buffer = buffer
+        self._mapped = mapped
+        self._released = 0  # the mapped bytes let go in this pass over the batches
         schema, batches = self._reader()
         self.columns = _wanted(list(schema.names), file, columns)
         self._schema = schema
@@ -697,6 +706,8 @@ class ArrowBatches(Batches):
                 column = batch.column(name)
                 self._values[name] += _list_count(column)
                 self._wanted_bytes += int(column.nbytes)
+        self._release(buffer.size)  # the headers and offsets this pass read
+        self._released = 0
 
     def _reader(self) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
         """The schema and the batches of the IPC file, or else of the IPC stream."""
@@ -727,10 +738,34 @@ class ArrowBatches(Batches):
         return self._wanted_bytes
 
     def _batches(self, rows: int) -> Iterator[pa.RecordBatch]:
+        self._released = 0
         for batch in self._reader()[1]:
             chosen = batch.select(self.columns)
             for start in range(0, batch.num_rows, rows):
                 yield chosen.slice(start, rows)
+            self._release(self._end(batch))
+        self._release(self.buffer.size)
+
+    def _end(self, batch: pa.RecordBatch) -> int:
+        """Where the last of ``batch``'s buffers in the mapped file ends (0: none is). O(buffers)."""
+        base, size = self.buffer.address, self.buffer.size
+        ends = [
+            found.address + found.size - base
+            for column in batch.columns
+            for found in column.buffers()
+            if found is not None and base <= found.address < base + size
+        ]
+        return max(ends, default=0)
+
+    def _release(self, end: int) -> None:
+        """Let the mapped pages before ``end`` go from this process's memory (they stay in the page cache and
+        are read again if touched): a file read batch by batch holds one batch's pages, not the file's. O(1)
+        calls to the system."""
+        advice = getattr(mmap, "MADV_DONTNEED", None)
+        whole = end // mmap.PAGESIZE * mmap.PAGESIZE
+        if self._mapped is not None and advice is not None and whole > self._released:
+            self._mapped.madvise(advice, self._released, whole - self._released)
+            self._released = whole
 
     def _whole(self) -> pa.Table:
         import pyarrow as pa
@@ -754,19 +789,22 @@ def _list_count(column: pa.Array) -> int:
 
 
 def _arrow(file: File, limits: ReadLimits, columns: Collection[str] | None, rows_are: str) -> Content:
-    """An Arrow IPC file or stream as :class:`ArrowBatches`: a path memory-mapped (its pages are read as the
-    batches are, never copied whole), a file object read within ``max_bytes``. O(batches) until iterated."""
+    """An Arrow IPC file or stream as :class:`ArrowBatches`: a path memory-mapped (the descriptor opened and
+    checked by :func:`packing.limits.open_input`; its pages are read as the batches are, never copied, and let
+    go once read), a file object read within ``max_bytes``. O(batches) until iterated."""
     import pyarrow as pa
 
+    mapped: mmap.mmap | None = None
     try:
         with _opened(file) as handle:
             if isinstance(file.source, (str, os.PathLike)):
                 check_size(handle, file.label, limits)
-                with pa.memory_map(os.fspath(file.source)) as mapped:
-                    buffer = mapped.read_buffer()  # the mapping lives as long as the buffers over it
+                if os.fstat(handle.fileno()).st_size:  # an empty file cannot be mapped; the reader names it
+                    mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)  # lives while buffers do
+                buffer = pa.py_buffer(mapped if mapped is not None else b"")
             else:
                 buffer = pa.py_buffer(read_bounded(handle, file.label, limits))
-        return Content(file, batches=ArrowBatches(buffer, columns, file, limits, rows_are))
+        return Content(file, batches=ArrowBatches(buffer, columns, file, limits, rows_are, mapped))
     except (pa.ArrowException, OSError, ValueError) as error:
         if isinstance(error, DatasetError):
             raise

@@ -20,9 +20,9 @@ the default is the above, ``completion_only_loss=False`` (``loss="all"``) trains
 form. A row with a non-null ``input_ids`` is a token row, whatever text it also carries.
 
 Each chat is rendered once, the chats of a chunk in one batch call of the template, and tokenized in one
-batch call of the fast tokenizer with character offsets; the trained character spans are mapped to tokens
-through them (a token is trained when its characters overlap a trained span, the rule
-``return_assistant_tokens_mask`` follows). With generation markers (``{% generation %}``) the assistant
+batch call of the fast tokenizer; the trained character spans are mapped to tokens through its character
+offsets (a token is trained when its characters overlap a trained span, the rule
+``return_assistant_tokens_mask`` follows), looked up at each span's two ends (:func:`encode_masked`). With generation markers (``{% generation %}``) the assistant
 spans are the template's own blocks, from transformers' renderer. Otherwise each message's place in the
 rendering is found as its role's header + content + footer, learned once per call from a few probe
 renderings and checked end to end on every chat (:func:`_layout`); the assistant turn ``k`` covers the
@@ -729,6 +729,70 @@ def _encode_by_backend(backend: Any, texts: Sequence[str], add_special_tokens: b
     pairs = itertools.chain.from_iterable(encoding.offsets for encoding in encodings)
     flat = np.fromiter(itertools.chain.from_iterable(pairs), dtype=np.int64, count=2 * len(ids)).reshape(-1, 2)
     return Encoded(ids, flat[:, 0].copy(), flat[:, 1].copy(), offsets)
+
+
+def encode_masked(
+    tokenizer: Any, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]
+) -> tuple[Encoded, Int8Array]:
+    """Tokenize ``texts`` (one batch call, no special tokens added) and mark the tokens whose characters
+    overlap one of their text's ``spans`` (sorted, disjoint): :func:`encode_texts` then :func:`spans_mask`,
+    with the same result. Through the Rust tokenizer itself, only the tokens at each span's two ends are
+    looked up (:func:`_span_tokens`) instead of reading every token's character span into Python; a text
+    where that lookup cannot be trusted is masked from its full spans. O(characters + spans).
+
+    >>> encoded, mask = encode_masked(ByteTokenizer(), ["abcd", "xy"], [[(1, 3)], [(1, 2)]])
+    >>> encoded.ids.tolist(), mask.tolist()
+    ([97, 98, 99, 100, 120, 121], [0, 1, 1, 0, 0, 1])
+    """
+    backend = _plain_backend(tokenizer)
+    if backend is None or not texts:
+        encoded = encode_texts(tokenizer, texts, add_special_tokens=False, spans=True)
+        return encoded, spans_mask(encoded, spans)
+    encodings = backend.encode_batch(texts if isinstance(texts, list) else list(texts), add_special_tokens=False)
+    ids, offsets = _flat([encoding.ids for encoding in encodings])
+    mask = np.zeros(len(ids), dtype=np.int8)
+    for encoding, text_spans, base, count in zip(
+        encodings, spans, offsets[:-1].tolist(), np.diff(offsets).tolist(), strict=True
+    ):
+        ranges = [_span_tokens(encoding, a, b, count) for a, b in text_spans]
+        if None in ranges:  # a span end no token holds, or an odd token there: every token's span decides
+            mask[base : base + count] = _offsets_mask(encoding, text_spans)
+            continue
+        for first, stop in ranges:  # type: ignore[misc]
+            mask[base + first : base + stop] = 1
+    empty = np.zeros(0, dtype=np.int64)
+    return Encoded(ids, empty, empty, offsets), mask
+
+
+def _span_tokens(encoding: Any, a: int, b: int, count: int) -> tuple[int, int] | None:
+    """The tokens ``[first, stop)`` of one Rust ``encoding`` whose characters overlap ``[a, b)`` as
+    :func:`spans_mask` decides it (a token spans at least one character), found from the tokens holding
+    characters ``a`` and ``b - 1`` and their neighbours; None when that is not certain (a character no
+    token holds, an empty or out-of-order token at an end). O(tokens) in Rust, a few calls from Python."""
+    first: int | None = encoding.char_to_token(a) if a < b else None
+    last: int | None = encoding.char_to_token(b - 1) if first is not None else None
+    if first is None or last is None:
+        return None
+    if first > 0:
+        before = encoding.token_to_chars(first - 1)
+        if before is None or max(before[1], before[0] + 1) > a:
+            return None
+    stop = last + 1
+    while stop < count:  # a character split over several tokens: each of them overlaps
+        after = encoding.token_to_chars(stop)
+        if after is None or after[1] < after[0]:
+            return None
+        if after[0] >= b:
+            break
+        stop += 1
+    return first, stop
+
+
+def _offsets_mask(encoding: Any, text_spans: Sequence[tuple[int, int]]) -> Int8Array:
+    """:func:`spans_mask` of one Rust ``encoding`` from every token's character span. O(tokens)."""
+    flat = np.fromiter(itertools.chain.from_iterable(encoding.offsets), dtype=np.int64).reshape(-1, 2)
+    one = Encoded(np.zeros(len(flat), dtype=np.int64), flat[:, 0].copy(), flat[:, 1].copy(), np.array([0, len(flat)]))
+    return spans_mask(one, [text_spans])
 
 
 def _eos(tokenizer: Any, sample: int, field: str) -> int:
@@ -1525,8 +1589,7 @@ def _encode_chats(
         for index, (conversation, sample) in enumerate(zip(conversations, samples, strict=True)):
             texts[index], found = chat_spans(tokenizer, conversation, sample, rules, whole=texts[index], shape=shape)
             spans.append(found)
-    encoded = encode_texts(tokenizer, texts, add_special_tokens=False, spans=True)
-    return encoded, spans_mask(encoded, spans)
+    return encode_masked(tokenizer, texts, spans)
 
 
 def _encode_marked_by_transformers(  # pragma: no cover - older transformers without render_jinja_template
@@ -1589,8 +1652,8 @@ def _encode_group(
     if not rules.masks_anything:
         plain = encode_texts(tokenizer, texts, add_special_tokens=False)
         return plain.ids, np.ones(len(plain.ids), dtype=np.int8), plain.offsets
-    encoded = encode_texts(tokenizer, texts, add_special_tokens=False, spans=True)
-    return encoded.ids, spans_mask(encoded, spans), encoded.offsets
+    encoded, mask = encode_masked(tokenizer, texts, spans)
+    return encoded.ids, mask, encoded.offsets
 
 
 def _encode_chunk(

@@ -37,7 +37,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral
 from operator import attrgetter
@@ -813,7 +813,7 @@ def read_table(
     if rows and not tokens_rows.any() and not bad.any():
         return _lengths_table(table, completion_only)
     if not rows:
-        return Samples(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8), np.zeros(1, dtype=np.int64))
+        return _no_samples()
     first_kind: RowKind = "tokens" if tokens_rows[0] else "length"
     mixed = _first((tokens_rows != tokens_rows[0]) & ~bad)
     first_bad = _first(bad)
@@ -917,7 +917,7 @@ def flat_batches(schema: pa.Schema, tokenizer: bool = False) -> bool:
 
 class _Flat:
     """A flat column written part by part into one array, made at the first part (``size`` values, or more),
-    grown by half and widened as parts need. O(values) amortized."""
+    grown by half (reallocated) and widened as parts need. O(values) amortized."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -933,10 +933,21 @@ class _Flat:
             self.array[:at] = before[:at] if isinstance(before, np.ndarray) else before
         elif end > len(self.array) or np.result_type(self.array, values) != self.array.dtype:
             more = max(end, len(self.array) + len(self.array) // 2) if end > len(self.array) else len(self.array)
-            grown = np.empty(more, dtype=np.result_type(self.array, values))
-            grown[:at] = self.array[:at]
-            self.array = grown
+            dtype = np.result_type(self.array, values)
+            if dtype == self.array.dtype:  # reallocated: in place where the allocator can, never two copies
+                self.array.resize(more, refcheck=False)  # no view of it is held while it is written
+            else:
+                grown = np.empty(more, dtype=dtype)
+                grown[:at] = self.array[:at]
+                self.array = grown
         self.array[at:end] = values
+
+    def done(self, count: int) -> npt.NDArray[Any]:
+        """The first ``count`` values, the unused end given back. O(1) where the allocator shrinks in place."""
+        assert self.array is not None
+        if len(self.array) > count and self.array.flags.owndata:
+            self.array.resize(count, refcheck=False)
+        return self.array[:count]
 
 
 def read_batches(
@@ -953,7 +964,7 @@ def read_batches(
 ) -> Samples:
     """The samples of ``tables`` read one after the other (each by :func:`read_table`, text rows tokenized
     with ``tokenizer``), written straight into arrays of ``size`` tokens (an upper bound, such as a Parquet
-    file's value counts; grown when short): what :func:`read_table` gives for the tables joined (tokens,
+    file's value counts; grown when short; with a ``tokenizer``, none): what :func:`read_table` gives for the tables joined (tokens,
     offsets, loss mask and labels alike), without holding them all. A bad row is named by its index over all
     tables; ``progress(done, total)`` counts rows over all tables (``rows``: their number, when known).
     O(total tokens + rows); memory: the samples and one table.
@@ -968,22 +979,14 @@ def read_batches(
     >>> s.tokens.tolist(), s.loss_mask.tolist(), s.offsets.tolist(), s.labels.tolist()
     ([1, 2, 3, 4], [0, 1, 0, 1], [0, 2, 4], [1, 2, 3, 9])
     """
+    reading = {"completion_only_loss": completion_only_loss, "loss_rules": loss_rules, "num_proc": num_proc}
+    if tokenizer is not None:
+        size = 0  # no bound known: the arrays grow as text rows are tokenized
+    parts = _parts(tables, rows, progress, tokenizer=tokenizer, **reading)
     tokens, mask, labels = _Flat(size), _Flat(size), _Flat(size)  # mask, labels: made at the first that needs
     offsets = [np.zeros(1, dtype=np.int64)]
-    total = done = 0
-    for table in tables:
-        shown = None if progress is None else _progress_after(progress, done, rows)
-        try:
-            part = read_table(
-                table,
-                completion_only_loss=completion_only_loss,
-                loss_rules=loss_rules,
-                tokenizer=tokenizer,
-                num_proc=num_proc,
-                progress=shown,
-            )
-        except SampleError as error:
-            raise _shifted(error, done) from None
+    total = 0
+    for part in parts:
         assert part.tokens is not None and part.loss_mask is not None  # token rows only (``flat_batches``)
         tokens.put(part.tokens, total)
         if mask.array is not None or (len(part.tokens) and part.loss_mask.strides[0] != 0):
@@ -993,12 +996,30 @@ def read_batches(
             labels.put(part.tokens if part.labels is None else part.labels, total, before=tokens.array)
         offsets.append(part.offsets[1:] + total)
         total += len(part.tokens)
-        done += len(part)
     if tokens.array is None:
-        return Samples(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8), np.zeros(1, dtype=np.int64))
-    loss_mask = all_ones(total) if mask.array is None else mask.array[:total]
-    kept = None if labels.array is None else labels.array[:total]
-    return Samples(tokens.array[:total], loss_mask, np.concatenate(offsets), kept)
+        return _no_samples()
+    loss_mask = all_ones(total) if mask.array is None else mask.done(total)
+    other = None if labels.array is None else labels.done(total)
+    return Samples(tokens.done(total), loss_mask, np.concatenate(offsets), other)
+
+
+def _parts(
+    tables: Iterable[pa.Table], rows: int, progress: Callable[[int, int], None] | None, **reading: Any
+) -> Iterator[Samples]:
+    """Each table's samples (:func:`read_table`), a bad row named and progress counted over all tables."""
+    done = 0
+    for table in tables:
+        shown = None if progress is None else _progress_after(progress, done, rows)
+        try:
+            part = read_table(table, progress=shown, **reading)
+        except SampleError as error:
+            raise _shifted(error, done) from None
+        done += len(part)
+        yield part
+
+
+def _no_samples() -> Samples:
+    return Samples(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8), np.zeros(1, dtype=np.int64))
 
 
 def _progress_after(progress: Callable[[int, int], None], done: int, rows: int) -> Callable[[int, int], None]:

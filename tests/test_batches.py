@@ -226,3 +226,21 @@ def test_read_holds_the_samples_and_one_batch(
     assert peak < 5 * tokens * 1.15 + 2**20  # the samples' 5 bytes a token, one batch's temporaries, offsets
     read = packing.read_dataset(path).samples
     assert read.labels is None and int(np.asarray(read.loss_mask).sum()) < tokens * 0.75
+
+
+def test_text_parquet_read_holds_the_tokens_not_the_decoded_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Text rows tokenized batch by batch: traced memory is the output (8-byte ids and a 1-byte mask, grown by
+    half at most) and one batch, not every row decoded into Python as well, as the whole table's read holds."""
+    rng = np.random.default_rng(0)
+    texts = ["".join(chr(97 + c) for c in rng.integers(0, 26, int(n))) for n in rng.integers(20, 400, 6_000)]
+    tokens = sum(map(len, texts)) + len(texts)  # a byte a token, and an end of text each
+    path = tmp_path / "text.parquet"
+    pq.write_table(pa.table({"text": texts}), path, row_group_size=500)
+    monkeypatch.setattr(packing.files, "_BATCH_BYTES", tokens // 10)
+    packing.read_dataset(path, tokenizer="bytes")  # warm-up
+    batchwise = traced_peak(lambda: packing.read_dataset(path, tokenizer="bytes"))
+    whole = traced_peak(lambda: read_table(pq.read_table(path), tokenizer="bytes"))
+    assert batchwise < 9 * 1.5 * tokens + 2 * 9 * tokens / 10 + 2**20
+    assert batchwise < 0.85 * whole

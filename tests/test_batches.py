@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -244,3 +245,33 @@ def test_text_parquet_read_holds_the_tokens_not_the_decoded_rows(
     whole = traced_peak(lambda: read_table(pq.read_table(path), tokenizer="bytes"))
     assert batchwise < 9 * 1.5 * tokens + 2 * 9 * tokens / 10 + 2**20
     assert batchwise < 0.85 * whole
+
+
+def _mapped_resident(path: Path) -> int:
+    """Resident bytes of this process's mappings of ``path`` (``/proc/self/smaps``)."""
+    resident, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if "-" in line.split(" ", 1)[0] and ":" not in line.split(" ", 1)[0]:
+            inside = line.rstrip().endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            resident += int(line.split()[1]) * 1024
+    return resident
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs /proc/self/smaps (Linux)")
+def test_arrow_file_pages_are_let_go_batch_by_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An Arrow file read batch by batch keeps about one batch of its mapped pages resident, not the file."""
+    path = tmp_path / "rows.arrow"
+    lengths = np.random.default_rng(2).integers(50, 400, 8_000)
+    tokens, _ = _token_file(path, "arrow-file", lengths, "labels")
+    size = path.stat().st_size
+    monkeypatch.setattr(packing.files, "_BATCH_VALUES", tokens // 64)
+    batches = packing.files.decode(packing.files.resolve(path).files[0]).batches
+    assert batches is not None
+    seen, total = [], 0
+    for table in batches:
+        for column in table.columns:  # every value read, as the reader does
+            total += int(pc.sum(column.combine_chunks().flatten()).as_py() or 0)
+        seen.append(_mapped_resident(path))
+    assert total > 0 and len(seen) >= 16
+    assert max(seen) < size / 4  # without letting pages go: the whole file

@@ -7,7 +7,7 @@ One command, from the repository root::
 
 Nothing is downloaded: a byte-level BPE (vocabulary 4,096) is trained on the synthetic corpus first
 (not timed), saved with two chat templates (ChatML without generation markers, so masks come from
-prefix renderings; and the same with ``{% generation %}`` markers, so masks come from
+each turn located in the one rendering; and the same with ``{% generation %}`` markers, so masks come from
 ``return_assistant_tokens_mask``) and loaded by path. The chats are synthetic (numpy
 ``default_rng(0)``): an optional system message, then 1 to 3 user/assistant pairs of log-normal length.
 
@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chats", type=int, help="number of chats (default 100,000; 2,000 with --quick)")
     parser.add_argument("--repeat", type=int, help="interleaved runs per case (default 3; 2 with --quick)")
     parser.add_argument(
-        "--only", help="comma-separated case keys: prefix, markers, bytes, proc2, pairs, text (default: all)"
+        "--only",
+        help="comma-separated case keys: prefix, markers, bytes, proc2, proc2serial, pairs, text (default: all)",
     )
     args = parser.parse_args(argv)
     count = args.chats or (2000 if args.quick else 100_000)
@@ -162,17 +163,27 @@ def main(argv: list[str] | None = None) -> int:
         def text_baseline(column: list[str]) -> Callable[[], Any]:
             return lambda: chatml(column, return_attention_mask=False)
 
-        def one_process(tokenizer: Any) -> Callable[[], Any]:
-            return lambda: encode_rows(messages, tokenizer)
+        def one_process(tokenizer: Any, parallelism: str = "true") -> Callable[[], Any]:
+            def call() -> Any:
+                before = os.environ["TOKENIZERS_PARALLELISM"]
+                os.environ["TOKENIZERS_PARALLELISM"] = parallelism  # read by the Rust tokenizer at each call
+                try:
+                    return encode_rows(messages, tokenizer)
+                finally:
+                    os.environ["TOKENIZERS_PARALLELISM"] = before
+
+            return call
 
         cases: list[tuple[str, str, list[Any], Any, str, Callable[[], Any] | None]] = [
-            ("prefix", "messages, BPE, template without markers (prefix renderings)", messages, chatml,
+            ("prefix", "messages, BPE, template without markers (turns located in one rendering)", messages, chatml,
              "apply_chat_template", chat_baseline(chatml)),
             ("markers", "messages, BPE, template with {% generation %}", messages, marked, "apply_chat_template",
              chat_baseline(marked)),
             ("bytes", "messages, bytes tokenizer", messages, "bytes", "", None),
             ("proc2", "messages, BPE, no markers, num_proc=2", messages, chatml, "encode_rows, one process",
              one_process(chatml)),
+            ("proc2serial", "messages, BPE, no markers, num_proc=2", messages, chatml,
+             "encode_rows, one process, one Rust thread", one_process(chatml, "false")),
             ("pairs", "prompt/completion text, BPE", pairs, chatml, "tokenizer(prompts + completions)",
              text_baseline([p["prompt"] for p in pairs] + [p["completion"] for p in pairs])),
             ("text", "text, BPE", texts, chatml, "tokenizer(texts)", text_baseline([t["text"] for t in texts])),
@@ -183,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             if key not in chosen:
                 continue
             say(f"{name}: warm-up")
-            procs = 2 if key == "proc2" else None
+            procs = 2 if key.startswith("proc2") else None
             tokens, mask, _ = encode_rows(rows[:200], tokenizer)
             if baseline is not None:
                 baseline()  # the template compiles and caches on first use
@@ -237,7 +248,10 @@ def main(argv: list[str] | None = None) -> int:
         print("| " + " | ".join(cells) + " |")
     print()
     print("ratio: encode_rows time / baseline time (ids and exact loss masks vs. ids only; for num_proc=2, vs. the")
-    print("same call in one process, so 0.625 or less is 1.6x faster). CPU ratio: the same with CPU seconds (all")
+    print(
+        "same call in one process (with the Rust tokenizer's threads, or with one thread: TOKENIZERS_PARALLELISM=false),"
+    )
+    print("so 0.625 or less is 1.6x faster). CPU ratio: the same with CPU seconds (all")
     print("threads, and finished child processes) instead of wall time, which a loaded machine inflates less.")
     return 0
 

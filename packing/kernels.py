@@ -667,6 +667,43 @@ def fill_tokens(
 
 
 @njit(cache=True, nogil=True)
+def split_pieces(
+    sequence: Int64Array, offset: Int64Array, length: Int64Array, capacity: int
+) -> tuple[Int64Array, Int64Array, Int64Array, Int64Array]:  # pragma: no cover - compiled
+    """Documents (each at most ``capacity`` tokens) laid end to end and cut at every multiple of
+    ``capacity``: ``(block_starts, piece_sequence, piece_offset, piece_length)``, a document cut in two
+    where it crosses a block's end. O(documents), one pass."""
+    n = length.shape[0]
+    total = 0
+    for i in range(n):
+        total += length[i]
+    block_starts = np.zeros((total + capacity - 1) // capacity + 1, dtype=np.int64)
+    pieces = np.empty((3, 2 * n), dtype=np.int64)
+    count = 0
+    used = 0
+    block = 0
+    for i in range(n):
+        rest = length[i]
+        start = offset[i]
+        while rest > 0:
+            take = min(rest, capacity - used)
+            pieces[0, count] = sequence[i]
+            pieces[1, count] = start
+            pieces[2, count] = take
+            count += 1
+            start += take
+            rest -= take
+            used += take
+            if used == capacity:
+                block += 1
+                block_starts[block] = count
+                used = 0
+    if used > 0:
+        block_starts[block + 1] = count
+    return block_starts, pieces[0, :count].copy(), pieces[1, :count].copy(), pieces[2, :count].copy()
+
+
+@njit(cache=True, nogil=True)
 def fill_labels(
     input_ids: IntArray,
     loss_mask: npt.NDArray[np.int8],

@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from packing.arrays import check_block_indexes, offsets_of, ranges
 from packing.errors import SettingError
-from packing.kernels import IntArray
+from packing.kernels import IntArray, split_pieces
 from packing.overflow import Documents, documents_of
 from packing.recipe import Recipe, RecipeOptions
 from packing.stats import PackingStats, compute_stats
@@ -275,25 +275,9 @@ def check_pieces(layout: PackingPlan) -> None:
 
 
 def _split_layout(docs: Documents, capacity: int) -> tuple[Int64Array, IntArray, IntArray, IntArray]:
-    """Concatenate documents in order and cut at every multiple of ``capacity``. O(documents)."""
-    end = np.cumsum(docs.length)
-    start = end - docs.length
-    crosses = (start // capacity) != ((end - 1) // capacity)  # a document is at most capacity long
-    first_len = np.where(crosses, capacity - start % capacity, docs.length)
-    count = 1 + crosses.astype(np.int64)
-    sequence = np.repeat(docs.sequence, count)
-    offset = np.repeat(docs.offset, count)
-    length = np.repeat(first_len, count)
-    second = np.cumsum(count) - 1  # index of each document's last piece
-    second = second[crosses]
-    offset[second] += first_len[crosses]
-    length[second] = docs.length[crosses] - first_len[crosses]
-    num_blocks = -(-int(end[-1]) // capacity) if len(end) else 0
-    piece_start_token = np.repeat(start, count)
-    piece_start_token[second] += first_len[crosses]
-    piece_block = piece_start_token // capacity
-    block_starts = np.searchsorted(piece_block, np.arange(num_blocks + 1), side="left").astype(np.int64)
-    return block_starts, sequence, offset, length
+    """Concatenate documents in order and cut at every multiple of ``capacity`` (``kernels.split_pieces``).
+    O(documents)."""
+    return split_pieces(docs.sequence, docs.offset, docs.length.astype(np.int64, copy=False), capacity)
 
 
 def _options(recipe: Recipe) -> Options:

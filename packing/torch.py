@@ -382,7 +382,10 @@ class PackingSampler(Sampler[list[int | Piece]]):
         super().__init__()
         self.recipe = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
         self.lengths = np.asarray(getattr(lengths, "lengths", lengths)).copy()
-        self.trained_tokens = _trained_counts(trained_tokens, len(self.lengths))
+        kept = self.lengths
+        if self.recipe.overflow == "truncate":  # what collate keeps of an over-long sample
+            kept = np.minimum(self.lengths, self.recipe.max_seq_length)
+        self.trained_tokens = _trained_counts(trained_tokens, kept)
         if (
             isinstance(gradient_accumulation_steps, bool)
             or not isinstance(gradient_accumulation_steps, int)
@@ -760,15 +763,27 @@ class StepDataset(Dataset[Any]):
         return Step(items, getattr(indices, "totals", None))
 
 
-def _trained_counts(trained: npt.ArrayLike | None, count: int) -> Int64Array | None:
-    """``trained`` as non-negative int64 counts, one per sample, or None."""
+def _trained_counts(trained: npt.ArrayLike | None, lengths: Int64Array) -> Int64Array | None:
+    """``trained`` as int64 counts, one per sample, or None: each between 0 and the tokens collate keeps of its
+    sample (``lengths``) less one (a sample's first token is never a target). O(samples)."""
     if trained is None:
         return None
     values = np.asarray(trained)
+    count = len(lengths)
     if values.shape != (count,) or (values.size and values.dtype.kind not in "iu"):
-        raise SettingError("trained_tokens", f"one integer per sample ({count})", f"<an array of shape {values.shape}>")
+        got = f"<an array of shape {values.shape} and dtype {str(values.dtype)[:20]}>"
+        raise SettingError("trained_tokens", f"one integer per sample ({count})", got)
     if values.size and int(values.min()) < 0:
         raise SettingError("trained_tokens", "non-negative counts", int(values.min()))
+    over = np.flatnonzero(values.astype(np.int64) > np.maximum(lengths.astype(np.int64) - 1, 0))
+    if over.size:
+        first = int(over[0])
+        raise SettingError(
+            "trained_tokens",
+            f"at most the tokens kept of each sample less one (sample {first} keeps {int(lengths[first])}; "
+            "trained_tokens(samples, max_seq_length))",
+            int(values[first]),
+        )
     return values.astype(np.int64)
 
 

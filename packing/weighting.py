@@ -103,8 +103,12 @@ def _check_total(total: float | LossTotals | None, mode: LossMode, own: float) -
     if total is None:
         return own
     value = total.of_mode(mode) if isinstance(total, LossTotals) else total
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value > 0:
-        raise SettingError("total", f"a positive {mode} normaliser (or a LossTotals)", value)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.integer, np.floating))
+        or not 0 < value < float("inf")
+    ):
+        raise SettingError("total", f"a positive finite {mode} normaliser (or a LossTotals)", value)
     if own > float(value) * (1 + 1e-9):
         raise SettingError("total", f"at least this batch's own normaliser ({own:g})", value)
     return float(value)

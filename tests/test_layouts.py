@@ -504,6 +504,35 @@ def test_npy_arrays_inside_rows_and_arrays_larger_than_the_file(tmp_path: Path) 
         audit(path)
 
 
+def test_npy_that_is_not_rows_or_ends_early_or_shares_its_lists(tmp_path: Path) -> None:
+    """Each refused in one line naming the file: a single dict (a 0-d array), a file cut short, and rows that
+    repeat one list (a small file that would unpack into far more numbers than it holds bytes)."""
+    path = tmp_path / "rows.npy"
+    np.save(path, np.array({"input_ids": [1, 2], "seq_start_id": [0]}, dtype=object), allow_pickle=True)
+    with pytest.raises(
+        DatasetError, match=r"rows\.npy: expected a list of dicts \(NeMo's packed rows\), got an array of shape \(\)$"
+    ):
+        audit(path)
+    np.save(path, [{"input_ids": list(range(1, 101)), "seq_start_id": [0, 50], "loss_mask": [1] * 100}])
+    data = path.read_bytes()
+    for cut in (len(data) // 2, len(data) - 1):
+        path.write_bytes(data[:cut])
+        with pytest.raises(DatasetError, match=r"rows\.npy: the file ends early \(truncated\)$"):
+            audit(path)
+    row = {"input_ids": list(range(1, 2001)), "seq_start_id": [0], "loss_mask": [1] * 2000}
+    rows = np.empty(500, dtype=object)
+    rows[:] = [row] * 500  # one dict, pickled once and referred to 500 times: 2,000,000 numbers
+    np.save(path, rows, allow_pickle=True)
+    assert path.stat().st_size < 20_000
+    with pytest.raises(
+        DatasetError, match=r"refused: more numbers than the file has bytes .*: rows share their lists$"
+    ):
+        audit(path)
+    assert main(["audit", str(path)]) == 2
+    np.save(path, [{key: list(value) for key, value in row.items()} for _ in range(3)])  # lists of their own: read
+    assert audit(path).num_blocks == 3
+
+
 @pytest.mark.parametrize("int64", [False, True])
 def test_exports_write_ids_labels_and_positions_in_the_schemas_dtype(int64: bool) -> None:
     from packing import pack

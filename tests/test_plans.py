@@ -9,6 +9,8 @@ import types
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import packing
 from packing import Piece, SettingError, plan
@@ -347,3 +349,38 @@ def test_the_modules_are_not_shadowed_by_the_functions() -> None:
     assert isinstance(packing.plans, types.ModuleType) and isinstance(packing.explanation, types.ModuleType)
     assert packing.plan is packing.plans.plan and callable(packing.plan)
     assert packing.explain is packing.explanation.explain and callable(packing.explain)
+
+
+def _split_by_hand(lengths: list[int], capacity: int, overflow: str) -> list[list[tuple[int, int, int]]]:
+    """Every kept token of every sequence, in order, cut into blocks of ``capacity``; a block's pieces as
+    ``(sequence, offset, length)``, a sequence longer than ``capacity`` restarting as a new document at each
+    multiple of ``capacity`` (overflow ``split``), cut (``truncate``) or left out (``drop``). Brute force."""
+    tokens = []
+    for sequence, length in enumerate(lengths):
+        if overflow == "drop" and length > capacity:
+            continue
+        kept = min(length, capacity) if overflow == "truncate" else length
+        tokens += [(sequence, offset, offset // capacity) for offset in range(kept)]
+    blocks: list[list[tuple[int, int, int]]] = []
+    for lo in range(0, len(tokens), capacity):
+        pieces: list[tuple[int, int, int]] = []
+        for sequence, offset, document in tokens[lo : lo + capacity]:
+            last = pieces[-1] if pieces else None
+            if last and last[0] == sequence and last[1] // capacity == document and last[1] + last[2] == offset:
+                pieces[-1] = (sequence, last[1], last[2] + 1)
+            else:
+                pieces.append((sequence, offset, 1))
+        blocks.append(pieces)
+    return blocks
+
+
+@given(
+    lengths=st.lists(st.integers(0, 12), max_size=30),
+    capacity=st.integers(1, 8),
+    overflow=st.sampled_from(["split", "truncate", "drop"]),
+)
+@settings(max_examples=300, deadline=None)
+def test_split_plan_equals_cutting_tokens_by_hand(lengths: list[int], capacity: int, overflow: str) -> None:
+    layout = plan(lengths, capacity, "split", overflow=overflow)  # type: ignore[arg-type]
+    got = [[(p.sequence, p.start, p.length) for p in layout.block(b)] for b in range(layout.num_blocks)]
+    assert got == _split_by_hand(lengths, capacity, overflow)

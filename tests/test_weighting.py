@@ -104,12 +104,40 @@ def test_bad_mode_and_total_are_refused() -> None:
         per_token_weight([1], "mean")  # type: ignore[arg-type]
     with pytest.raises(packing.SettingError, match=r"^total: expected at least this batch's own normaliser \(5\)"):
         per_token_weight([2, 3], "token", total=4)
-    with pytest.raises(packing.SettingError, match=r"^total: expected a positive token normaliser"):
-        per_token_weight([2, 3], "token", total=0)
+    for total in (0, float("inf"), float("nan"), -1):
+        with pytest.raises(packing.SettingError, match=r"^total: expected a positive finite token normaliser"):
+            per_token_weight([2, 3], "token", total=total)
+    with pytest.raises(packing.SettingError, match=r"^total: expected a positive finite sqrt normaliser"):
+        per_token_weight([2, 3], "sqrt", total=LossTotals(0, 0, 0.0))
+    assert per_token_weight([0, 0], "token", total=0).tolist() == [0.0, 0.0]  # nothing trained: nothing to divide
     with pytest.raises(packing.SettingError, match=r"^trained_tokens: expected one integer per sample \(2\)"):
         PackingSampler([3, 4], 8, trained_tokens=[1], num_replicas=1, rank=0)
     with pytest.raises(packing.SettingError, match=r"^gradient_accumulation_steps: expected an integer >= 1"):
         PackingSampler([3, 4], 8, gradient_accumulation_steps=0, num_replicas=1, rank=0)
+    with pytest.raises(packing.SettingError, match=r"^trained_tokens: expected one integer per sample.*float64"):
+        PackingSampler([3, 4], 8, trained_tokens=[1.5, 2], num_replicas=1, rank=0)
+    # the lengths passed again as trained tokens: a sample's first token is never a target
+    with pytest.raises(
+        packing.SettingError,
+        match=r"^trained_tokens: expected at most the tokens kept of each sample less one \(sample 0 keeps 3; ",
+    ):
+        PackingSampler([3, 4], 8, trained_tokens=[3, 4], num_replicas=1, rank=0)
+    # counts of whole samples where collate truncates them to 4 tokens: the weights would not sum to the objective
+    with pytest.raises(packing.SettingError, match=r"\(sample 0 keeps 4; trained_tokens\(samples, max_seq_length\)\)"):
+        PackingSampler([10, 3], 4, trained_tokens=[9, 2], num_replicas=1, rank=0)
+    assert PackingSampler([10, 3], 4, trained_tokens=[3, 2], num_replicas=1, rank=0).trained_tokens.tolist() == [3, 2]
+    dropped = PackingSampler([10, 3], 4, overflow="drop", trained_tokens=[9, 2], num_replicas=1, rank=0)
+    assert dropped.trained_tokens.tolist() == [9, 2]  # a dropped sample is in no step
+    assert PackingSampler([1, 4], 8, trained_tokens=[0, 3], num_replicas=1, rank=0).trained_tokens.tolist() == [0, 3]
+
+
+def test_a_batch_with_nothing_trained_weighs_nothing() -> None:
+    """Zero trained tokens in a batch (prompts only, one-token samples): weights 0, under any totals, no error."""
+    rows = [[5], {"prompt": [1, 2], "completion": []}]
+    for mode in LOSS_MODES:
+        assert collate(rows, loss_weights=mode)["loss_weights"].tolist() == [[0.0, 0.0, 0.0]]  # type: ignore[arg-type]
+        assert collate(rows, loss_weights=mode, totals=LossTotals(3, 9, 4.0))["loss_weights"].sum() == 0  # type: ignore[arg-type]
+        assert not packing.pack([[5], [6]], 4).loss_weights(mode).any()  # type: ignore[arg-type]
 
 
 def test_a_split_document_is_one_document() -> None:

@@ -11,7 +11,16 @@ document counts ``length - 1`` positions against the pack size. Masks may mix fl
 
 A ``.npy`` file is read by :func:`read_npy` through a restricted unpickler: only numpy arrays and dtypes, lists,
 dicts, strings and numbers are admitted; any other object the pickle names is refused before it is created, so a
-crafted file runs nothing. :func:`write_npy` writes the file NeMo's loader reads unchanged.
+crafted file runs nothing. A file whose rows hold more numbers than it has bytes (rows sharing one list, which
+NeMo never writes: a pickle spells every number in a byte or more) is refused before its values are converted.
+:func:`write_npy` writes the file NeMo's loader reads unchanged.
+
+Types: NeMo's ``fill_packing_strategy`` stores plain Python lists (``np.array(...).tolist()``: Python ints, masks
+as bools or floats), and its loader turns ids, labels and masks into ``torch.LongTensor`` (int64). The table here
+holds ``input_ids`` and ``seq_start_id`` as int64 (what NeMo trains on) and ``loss_mask`` as int8 0/1; the
+``.npy`` written holds Python lists of ints, as NeMo's own file does. The loader described is the current one
+(``GPTSFTPackedDataset`` in ``nemo.collections.llm.gpt.data.core``, the mask shifted once when packing); older
+NeMo releases sliced an unshifted mask as ``loss_mask[start + 1:end]``.
 
 >>> from packing import pack
 >>> table = write(Rows(pack([[1, 2, 3], [4, 5], [6]], 4, strategy="ffd"), None))
@@ -221,22 +230,29 @@ def read_npy(data: bytes, label: str) -> pa.Table:
         rows = _Unpickler(handle, budget=len(data) + 1).load()
     except RecursionError:
         raise error(label, "refused: nested too deeply") from None
+    except EOFError:
+        raise error(label, "the file ends early (truncated)") from None
     except Exception as failure:  # a crafted pickle fails in many ways; none of them runs anything
+        if "truncated" in str(failure):
+            raise error(label, "the file ends early (truncated)") from None
         reason = str(failure).splitlines()[0][:100] if str(failure) else type(failure).__name__
         raise error(
             label, f"refused: {reason} (only numpy arrays, lists, dicts, strings and numbers are read)"
         ) from None
-    return _rows_table(rows, label)
+    return _rows_table(rows, label, budget=len(data))
 
 
-def _rows_table(rows: Any, label: str) -> pa.Table:
+def _rows_table(rows: Any, label: str, budget: int) -> pa.Table:
     """NeMo's rows (dicts of lists or arrays) as Arrow columns: ``input_ids`` and ``seq_start_id`` int64,
-    ``loss_mask`` int8 (0/1, from integers, booleans or floats). O(values)."""
+    ``loss_mask`` int8 (0/1, from integers, booleans or floats). More than ``budget`` numbers in all (the file's
+    bytes) are refused before they are converted. O(values)."""
     import pyarrow as pa
 
-    if not isinstance(rows, (list, np.ndarray)):
-        raise error(label, f"expected a list of dicts (NeMo's packed rows), got {type(rows).__name__}")
+    if not isinstance(rows, (list, np.ndarray)) or (isinstance(rows, np.ndarray) and rows.ndim != 1):
+        kind = f"an array of shape {rows.shape}" if isinstance(rows, np.ndarray) else type(rows).__name__
+        raise error(label, f"expected a list of dicts (NeMo's packed rows), got {kind}")
     columns: dict[str, list[Any]] = {"input_ids": [], "seq_start_id": [], "loss_mask": []}
+    values = 0
     for number, row in enumerate(rows, start=1):
         if not isinstance(row, dict):
             raise error(label, f"expected a dict, got {type(row).__name__}", f"row {number}")
@@ -245,10 +261,22 @@ def _rows_table(rows: Any, label: str) -> pa.Table:
                 if name == "loss_mask":
                     continue
                 raise error(label, f"no key '{name}'; found {', '.join(map(str, list(row)[:6]))}", f"row {number}")
+            values += _size(row[name])
+            if values > budget:
+                raise error(
+                    label, f"refused: more numbers than the file has bytes ({budget:,}): rows share their lists"
+                )
             columns[name].append(_numbers(row[name], name, label, number))
     present = {name: values for name, values in columns.items() if len(values) == len(rows)}
     kinds = {"input_ids": pa.int64(), "seq_start_id": pa.int64(), "loss_mask": pa.int8()}
     return pa.table({name: pa.array(values, pa.list_(kinds[name])) for name, values in present.items()})
+
+
+def _size(value: Any) -> int:
+    """The numbers ``value`` spells at least (its length; an array's size), without converting it. O(1)."""
+    if isinstance(value, np.ndarray):
+        return int(value.size)
+    return len(value) if isinstance(value, (list, tuple)) else 1
 
 
 def _numbers(value: Any, name: str, label: str, row: int) -> npt.NDArray[Any]:

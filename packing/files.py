@@ -18,7 +18,7 @@ Every path is opened with :func:`packing.limits.open_input` (regular files only)
 (:func:`packing.limits.scan_json`) before it is parsed. Bounds (:class:`~packing.limits.ReadLimits`) apply
 to the whole source: each file is checked before it is decoded against what the files before it left
 (:class:`Budget`), and the totals as they grow. Two views of a file: :func:`decode` (rows with their places,
-a table, or a Parquet file's :class:`Batches`, decoded one at a time: what :func:`packing.read_dataset` gives
+or a Parquet or Arrow file's :class:`Batches`, decoded one at a time: what :func:`packing.read_dataset` gives
 the reader) and :func:`read_table` (one Arrow table over
 all files: what the auditor reads). O(bytes) throughout.
 
@@ -38,6 +38,7 @@ import csv
 import glob
 import io
 import json
+import mmap
 import os
 import re
 from collections.abc import Collection, Iterator, Sequence
@@ -55,6 +56,7 @@ from packing.limits import (
     ReadLimits,
     check_count,
     check_parquet,
+    check_size,
     open_input,
     read_bounded,
     scan_json,
@@ -284,14 +286,14 @@ class Budget:
 @dataclass(frozen=True, eq=False)
 class Content:
     """What one file holds before the reader judges it: ``rows`` (Python values; CSV rows as dicts of text
-    cells when ``cells``) with the place of each (``line 3``, ``item 2``), an Arrow ``table`` (row ``i`` is
-    ``row i + 1``) or a Parquet file's ``batches`` of one, or the ``lengths`` of a histogram. ``size``: bytes read or decoded (0 for CSV read
-    as a stream, without ``max_bytes``); ``values``: JSON values scanned (an upper bound)."""
+    cells when ``cells``) with the place of each (``line 3``, ``item 2``), a Parquet or Arrow file's
+    ``batches`` (row ``i`` is ``row i + 1``), or the ``lengths`` of a histogram. ``size``: bytes read or
+    decoded (0 for CSV read as a stream, without ``max_bytes``); ``values``: JSON values scanned (an upper
+    bound)."""
 
     file: File
     rows: list[Any] | None = None
     where: list[str] | None = None
-    table: pa.Table | None = field(default=None, repr=False)
     lengths: Int64Array | None = None
     cells: bool = False
     size: int = 0
@@ -310,8 +312,6 @@ class Content:
     @property
     def num_rows(self) -> int:
         """Rows of the file (sequences of a histogram). O(1)."""
-        if self.table is not None:
-            return int(self.table.num_rows)
         if self.batches is not None:
             return self.batches.num_rows
         return len(self.rows) if self.rows is not None else len(self.lengths if self.lengths is not None else ())
@@ -343,12 +343,12 @@ def decode(
         raise DatasetError(file.label, None, "a NeMo .npy file holds packed blocks, not samples; audit it instead")
     if file.format == "parquet":
         return _parquet(file, limits, columns, rows_are)
+    if file.format == "arrow":
+        return _arrow(file, limits, columns, rows_are)
     with _opened(file) as handle:
         if file.format == "csv":
             return _csv(handle, file, limits, columns, rows_are)
         data = read_bounded(handle, file.label, limits)
-    if file.format == "arrow":
-        return _arrow(data, file, limits, columns, rows_are)
     if file.format == "jsonl":
         scan = scan_json(data, file.label, limits)
         return _json_lines(data, file, scan.values)
@@ -487,32 +487,23 @@ def _csv_rows(
     return rows, where
 
 
-def _selected(table: pa.Table, file: File, columns: Collection[str] | None) -> pa.Table:
-    """The table's wanted columns (all when None); none of them: a DatasetError."""
-    if columns is None:
-        return table
-    kept = [name for name in table.column_names if name in columns]
-    if not kept:
-        raise DatasetError(
-            file.label, None, f"no usable columns; found {names(table.column_names)}, expected {EXPECTED}"
-        )
-    return table.select(kept)
-
-
 def _unreadable(file: File, error: Exception, kind: str) -> DatasetError:
     reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     return DatasetError(file.label, None, f"not a readable {kind} file ({quote(reason, 80)})")
 
 
 _BATCH_VALUES = 1 << 22
-"""About how many list values one batch of a Parquet file holds once decoded (rows of a batch: from the
-file's metadata), so that reading a file holds one batch of it at a time."""
+"""About how many list values one batch of a Parquet or Arrow file holds once decoded (rows of a batch: from
+the file's metadata), so that reading a file holds one batch of it at a time."""
+_BATCH_BYTES = 1 << 26
+"""About how many bytes one batch holds once decoded (what bounds a batch of text rows)."""
 
 
 class Batches:
-    """A Parquet file's (wanted) columns, checked from its metadata and not yet decoded: iterated, its record
-    batches as tables of about :data:`_BATCH_VALUES` list values, one at a time (``nbytes`` counts what was
-    decoded); :meth:`read` gives the whole table. Iterating or reading once closes the file it owns.
+    """A Parquet or Arrow file's (wanted) columns, checked and not yet decoded: iterated, its record batches
+    as tables of about :data:`_BATCH_VALUES` list values (and :data:`_BATCH_BYTES` bytes), one at a time
+    (``nbytes`` counts what was decoded); :meth:`read` gives the whole table. Iterating or reading once
+    closes the file it owns. Made by :func:`decode` (:class:`ParquetBatches`, :class:`ArrowBatches`).
 
     >>> import io
     >>> import pyarrow as pa, pyarrow.parquet as pq
@@ -523,53 +514,59 @@ class Batches:
     (3, 4, [3])
     """
 
-    def __init__(self, parquet: pq.ParquetFile, columns: list[str], file: File, owned: ExitStack) -> None:
-        self.parquet = parquet
+    kind = "Parquet"
+
+    def __init__(self, columns: list[str], file: File, owned: ExitStack) -> None:
         self.columns = columns
         self.file = file
         self.nbytes = 0
         self._owned = owned
 
     @property
-    def schema(self) -> pa.Schema:
+    def schema(self) -> pa.Schema:  # pragma: no cover - each kind of file says
         """The wanted columns' Arrow schema. O(columns)."""
-        import pyarrow as pa
-
-        schema = self.parquet.schema_arrow
-        return pa.schema([schema.field(name) for name in self.columns])
+        raise NotImplementedError
 
     @property
-    def num_rows(self) -> int:
-        """Rows of the file, from its metadata. O(1)."""
-        return int(self.parquet.metadata.num_rows)
+    def num_rows(self) -> int:  # pragma: no cover - each kind of file says
+        """Rows of the file. O(1)."""
+        raise NotImplementedError
 
-    def values(self, columns: Collection[str]) -> int:
-        """An upper bound on the list values of ``columns`` (of the wanted ones), from the column chunks'
-        value counts (an empty or null list counts one). O(row groups × columns)."""
-        metadata = self.parquet.metadata
-        counted = set(columns) & set(self.columns)
-        total = 0
-        for group in range(metadata.num_row_groups):
-            row_group = metadata.row_group(group)
-            for index in range(row_group.num_columns):
-                chunk = row_group.column(index)
-                if chunk.path_in_schema.split(".", 1)[0] in counted:
-                    total += int(chunk.num_values)
-        return total
+    def values(self, columns: Collection[str]) -> int:  # pragma: no cover - each kind of file says
+        """An upper bound on the list values of ``columns`` (of the wanted ones). O(row groups × columns)."""
+        raise NotImplementedError
+
+    def decoded_bytes(self) -> int:  # pragma: no cover - each kind of file says
+        """About how many bytes the wanted columns take once decoded. O(row groups × columns)."""
+        raise NotImplementedError
+
+    def _batches(self, rows: int) -> Iterator[pa.RecordBatch]:  # pragma: no cover - each kind of file says
+        """The wanted columns' record batches of at most ``rows`` rows, in order."""
+        raise NotImplementedError
+
+    def _whole(self) -> pa.Table:  # pragma: no cover - each kind of file says
+        """The wanted columns as one table."""
+        raise NotImplementedError
+
+    def rows_per_batch(self) -> int:
+        """Rows of one batch: about :data:`_BATCH_VALUES` list values and :data:`_BATCH_BYTES` bytes. O(row
+        groups × columns)."""
+        rows = max(1, self.num_rows)
+        by_values = _BATCH_VALUES * rows / max(1, self.values(self.columns))
+        by_bytes = _BATCH_BYTES * rows / max(1, self.decoded_bytes())
+        return int(min(1 << 16, max(1, min(by_values, by_bytes))))
 
     def __iter__(self) -> Iterator[pa.Table]:
         import pyarrow as pa
 
-        per_row = max(1, self.values(self.columns)) / max(1, self.num_rows)
-        rows = int(min(1 << 16, max(1, _BATCH_VALUES / per_row)))
         try:
-            for batch in self.parquet.iter_batches(batch_size=rows, columns=self.columns, use_threads=False):
-                self.nbytes += int(batch.nbytes)
+            for batch in self._batches(self.rows_per_batch()):
+                self.nbytes += int(batch.nbytes) if self.kind == "Parquet" else 0
                 yield pa.Table.from_batches([batch])
         except (pa.ArrowException, OSError, ValueError) as error:
             if isinstance(error, DatasetError):
                 raise
-            raise _unreadable(self.file, error, "Parquet") from None
+            raise _unreadable(self.file, error, self.kind) from None
         finally:
             self.close()
 
@@ -578,17 +575,60 @@ class Batches:
         import pyarrow as pa
 
         try:
-            table = self.parquet.read(columns=self.columns)
+            table = self._whole()
         except (pa.ArrowException, OSError, ValueError) as error:
-            raise _unreadable(self.file, error, "Parquet") from None
+            raise _unreadable(self.file, error, self.kind) from None
         finally:
             self.close()
-        self.nbytes = int(table.nbytes)
+        self.nbytes = max(self.nbytes, int(table.nbytes))
         return table
 
     def close(self) -> None:
         """Close the file, if it was opened for these batches."""
         self._owned.close()
+
+
+class ParquetBatches(Batches):
+    """A Parquet file's batches; rows and value counts from its metadata (checked before a value is decoded)."""
+
+    def __init__(self, parquet: pq.ParquetFile, columns: list[str], file: File, owned: ExitStack) -> None:
+        super().__init__(columns, file, owned)
+        self.parquet = parquet
+
+    @property
+    def schema(self) -> pa.Schema:
+        import pyarrow as pa
+
+        schema = self.parquet.schema_arrow
+        return pa.schema([schema.field(name) for name in self.columns])
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.parquet.metadata.num_rows)
+
+    def values(self, columns: Collection[str]) -> int:
+        """An upper bound from the column chunks' value counts (an empty or null list counts one)."""
+        return sum(int(chunk.num_values) for chunk in self._chunks(columns))
+
+    def decoded_bytes(self) -> int:
+        return sum(int(chunk.total_uncompressed_size) for chunk in self._chunks(self.columns))
+
+    def _chunks(self, columns: Collection[str]) -> Iterator[Any]:
+        """The column chunks of ``columns`` (of the wanted ones) in every row group."""
+        metadata = self.parquet.metadata
+        counted = set(columns) & set(self.columns)
+        for group in range(metadata.num_row_groups):
+            row_group = metadata.row_group(group)
+            for index in range(row_group.num_columns):
+                chunk = row_group.column(index)
+                if chunk.path_in_schema.split(".", 1)[0] in counted:
+                    yield chunk
+
+    def _batches(self, rows: int) -> Iterator[pa.RecordBatch]:
+        return iter(self.parquet.iter_batches(batch_size=rows, columns=self.columns, use_threads=False))
+
+    def _whole(self) -> pa.Table:
+        return self.parquet.read(columns=self.columns)
 
 
 def _parquet(file: File, limits: ReadLimits, columns: Collection[str] | None, rows_are: str) -> Content:
@@ -601,47 +641,174 @@ def _parquet(file: File, limits: ReadLimits, columns: Collection[str] | None, ro
         handle = stack.enter_context(_opened(file))
         try:
             parquet = pq.ParquetFile(handle, pre_buffer=False)  # not the whole file read ahead
-            wanted = [n for n in parquet.schema_arrow.names if columns is None or n in columns]
-            if not wanted:
-                found = names(list(parquet.schema_arrow.names))
-                raise DatasetError(file.label, None, f"no usable columns; found {found}, expected {EXPECTED}")
+            wanted = _wanted(list(parquet.schema_arrow.names), file, columns)
             check_parquet(parquet, wanted if columns is not None else None, file.label, limits, rows_are)
         except (pa.ArrowException, OSError, ValueError) as error:
             if isinstance(error, DatasetError):
                 raise
             raise _unreadable(file, error, "Parquet") from None
-        return Content(file, batches=Batches(parquet, wanted, file, stack.pop_all()))
+        return Content(file, batches=ParquetBatches(parquet, wanted, file, stack.pop_all()))
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _arrow(data: bytes, file: File, limits: ReadLimits, columns: Collection[str] | None, rows_are: str) -> Content:
-    """An Arrow IPC file, or an IPC stream (what ``datasets`` writes with ``save_to_disk``), read batch by
-    batch: the rows and the bytes read so far are checked against ``limits`` after each batch (a compressed
-    batch is only as large as one batch before it is refused). O(bytes)."""
+def _wanted(found: list[str], file: File, columns: Collection[str] | None) -> list[str]:
+    """The columns of ``found`` that are wanted (all when ``columns`` is None); none: a DatasetError."""
+    wanted = [name for name in found if columns is None or name in columns]
+    if not wanted:
+        raise DatasetError(file.label, None, f"no usable columns; found {names(found)}, expected {EXPECTED}")
+    return wanted
+
+
+class ArrowBatches(Batches):
+    """An Arrow IPC file's or stream's batches (what ``datasets`` writes with ``save_to_disk``), over its
+    bytes memory-mapped (a path) or read (a file object). One pass over the batches' metadata and list
+    offsets, when made, counts the rows, bytes and list values and checks them against ``limits`` after each
+    batch (a compressed batch is only as large as one batch before it is refused); iterating then slices the
+    batches to the bounded size, zero-copy. ``nbytes``: the whole file's batches (all columns), decoded.
+
+    >>> import io, pyarrow as pa
+    >>> sink = io.BytesIO()
+    >>> table = pa.table({"input_ids": [[1, 2], [3]]})
+    >>> with pa.ipc.new_stream(sink, table.schema) as writer:
+    ...     writer.write_table(table)
+    >>> batches = decode(File(io.BytesIO(sink.getvalue()), "d.arrow", "arrow")).batches
+    >>> batches.num_rows, batches.values(["input_ids"]), batches.read().column("input_ids").to_pylist()
+    (2, 3, [[1, 2], [3]])
+    """
+
+    kind = "Arrow"
+
+    def __init__(
+        self,
+        buffer: pa.Buffer,
+        columns: Collection[str] | None,
+        file: File,
+        limits: ReadLimits,
+        rows_are: str,
+        mapped: mmap.mmap | None = None,
+    ) -> None:
+        super().__init__([], file, ExitStack())
+        self.buffer = buffer
+        self._mapped = mapped
+        self._released = 0  # the mapped bytes let go in this pass over the batches
+        schema, batches = self._reader()
+        self.columns = _wanted(list(schema.names), file, columns)
+        self._schema = schema
+        self._rows = 0
+        self._values = dict.fromkeys(self.columns, 0)
+        self._wanted_bytes = 0
+        for batch in batches:
+            self._rows, self.nbytes = self._rows + batch.num_rows, self.nbytes + int(batch.nbytes)
+            check_count(file.label, rows_are, self._rows, limits.max_rows)
+            if limits.max_bytes is not None and self.nbytes > limits.max_bytes:
+                raise LimitError(file.label, None, f"holds more than the limit of {limits.max_bytes:,} bytes once read")
+            for name in self.columns:
+                column = batch.column(name)
+                self._values[name] += _list_count(column)
+                self._wanted_bytes += int(column.nbytes)
+        self._release(buffer.size)  # the headers and offsets this pass read
+        self._released = 0
+
+    def _reader(self) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+        """The schema and the batches of the IPC file, or else of the IPC stream."""
+        import pyarrow as pa
+
+        try:
+            reader = pa.ipc.open_file(pa.BufferReader(self.buffer))
+            return reader.schema, (reader.get_batch(i) for i in range(reader.num_record_batches))
+        except pa.ArrowInvalid:
+            stream = pa.ipc.open_stream(pa.BufferReader(self.buffer))
+            return stream.schema, iter(stream)
+
+    @property
+    def schema(self) -> pa.Schema:
+        import pyarrow as pa
+
+        return pa.schema([self._schema.field(name) for name in self.columns])
+
+    @property
+    def num_rows(self) -> int:
+        return self._rows
+
+    def values(self, columns: Collection[str]) -> int:
+        """The list values of ``columns`` (a column of scalars: one a row), counted when made."""
+        return sum(count for name, count in self._values.items() if name in columns)
+
+    def decoded_bytes(self) -> int:
+        return self._wanted_bytes
+
+    def _batches(self, rows: int) -> Iterator[pa.RecordBatch]:
+        self._released = 0
+        for batch in self._reader()[1]:
+            chosen = batch.select(self.columns)
+            for start in range(0, batch.num_rows, rows):
+                yield chosen.slice(start, rows)
+            self._release(self._end(batch))
+        self._release(self.buffer.size)
+
+    def _end(self, batch: pa.RecordBatch) -> int:
+        """Where the last of ``batch``'s buffers in the mapped file ends (0: none is). O(buffers)."""
+        base, size = self.buffer.address, self.buffer.size
+        ends = [
+            found.address + found.size - base
+            for column in batch.columns
+            for found in column.buffers()
+            if found is not None and base <= found.address < base + size
+        ]
+        return max(ends, default=0)
+
+    def _release(self, end: int) -> None:
+        """Let the mapped pages before ``end`` go from this process's memory (they stay in the page cache and
+        are read again if touched): a file read batch by batch holds one batch's pages, not the file's. O(1)
+        calls to the system."""
+        advice = getattr(mmap, "MADV_DONTNEED", None)
+        whole = end // mmap.PAGESIZE * mmap.PAGESIZE
+        if self._mapped is not None and advice is not None and whole > self._released:
+            self._mapped.madvise(advice, self._released, whole - self._released)
+            self._released = whole
+
+    def _whole(self) -> pa.Table:
+        import pyarrow as pa
+
+        schema, batches = self._reader()
+        table = pa.Table.from_batches(list(batches), schema=schema)
+        return table.select(self.columns)
+
+
+def _list_count(column: pa.Array) -> int:
+    """The values of a list column (from its offsets: two values read), or its rows for another type. O(1)."""
     import pyarrow as pa
 
+    kind = column.type
+    if (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and len(column):
+        offsets = column.offsets
+        return int(offsets[len(offsets) - 1].as_py()) - int(offsets[0].as_py())
+    if pa.types.is_fixed_size_list(kind):
+        return len(column) * int(kind.list_size)
+    return len(column)
+
+
+def _arrow(file: File, limits: ReadLimits, columns: Collection[str] | None, rows_are: str) -> Content:
+    """An Arrow IPC file or stream as :class:`ArrowBatches`: a path memory-mapped (the descriptor opened and
+    checked by :func:`packing.limits.open_input`; its pages are read as the batches are, never copied, and let
+    go once read), a file object read within ``max_bytes``. O(batches) until iterated."""
+    import pyarrow as pa
+
+    mapped: mmap.mmap | None = None
     try:
-        try:
-            reader = pa.ipc.open_file(pa.BufferReader(data))
-            batches: Iterator[pa.RecordBatch] = (reader.get_batch(i) for i in range(reader.num_record_batches))
-            schema = reader.schema
-        except pa.ArrowInvalid:
-            stream = pa.ipc.open_stream(pa.BufferReader(data))
-            batches, schema = iter(stream), stream.schema
-        kept: list[pa.RecordBatch] = []
-        rows = size = 0
-        for batch in batches:
-            rows, size = rows + batch.num_rows, size + batch.nbytes
-            check_count(file.label, rows_are, rows, limits.max_rows)
-            if limits.max_bytes is not None and size > limits.max_bytes:
-                raise LimitError(file.label, None, f"holds more than the limit of {limits.max_bytes:,} bytes once read")
-            kept.append(batch)
-        table = pa.Table.from_batches(kept, schema=schema)
+        with _opened(file) as handle:
+            if isinstance(file.source, (str, os.PathLike)):
+                check_size(handle, file.label, limits)
+                if os.fstat(handle.fileno()).st_size:  # an empty file cannot be mapped; the reader names it
+                    mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)  # lives while buffers do
+                buffer = pa.py_buffer(mapped if mapped is not None else b"")
+            else:
+                buffer = pa.py_buffer(read_bounded(handle, file.label, limits))
+        return Content(file, batches=ArrowBatches(buffer, columns, file, limits, rows_are, mapped))
     except (pa.ArrowException, OSError, ValueError) as error:
         if isinstance(error, DatasetError):
             raise
         raise _unreadable(file, error, "Arrow") from None
-    return Content(file, table=_selected(table, file, columns), size=size)
 
 
 # ---------------------------------------------------------------- one table over all files (packed data)
@@ -653,10 +820,9 @@ def _as_table(file: File, limits: ReadLimits) -> tuple[pa.Table, int]:
     import pyarrow.json as pj
 
     if file.format in ("parquet", "arrow"):
-        content = decode(file, limits, rows_are="blocks")
-        table = content.batches.read() if content.batches is not None else content.table
-        assert table is not None
-        return table, 0
+        batches = decode(file, limits, rows_are="blocks").batches
+        assert batches is not None
+        return batches.read(), 0
     if file.format == "csv":
         raise DatasetError(
             file.label, None, "a CSV file holds samples, not packed blocks; expected Parquet, JSON or Arrow"

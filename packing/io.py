@@ -198,11 +198,11 @@ def _samples(content: Content, reading: dict[str, Any], progress: Callable[[int,
         raise DatasetError(label, None, "the file holds no samples")
     try:
         batches = content.batches
-        if batches is not None and reading.get("tokenizer") is None and flat_batches(batches.schema):
-            return read_batches(batches, batches.values(TOKEN_FIELDS), **reading)  # one batch held at a time
-        table = batches.read() if batches is not None else content.table
-        if table is not None:
-            return read_table(table, progress=progress, **reading)
+        if batches is not None and flat_batches(batches.schema, reading.get("tokenizer") is not None):
+            size = batches.values(TOKEN_FIELDS)  # one batch held at a time
+            return read_batches(batches, size, rows=batches.num_rows, progress=progress, **reading)
+        if batches is not None:
+            return read_table(batches.read(), progress=progress, **reading)
         rows = content.rows or []
         if content.cells:
             text = reading.get("tokenizer") is not None

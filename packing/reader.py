@@ -37,7 +37,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Integral
 from operator import attrgetter
@@ -813,7 +813,7 @@ def read_table(
     if rows and not tokens_rows.any() and not bad.any():
         return _lengths_table(table, completion_only)
     if not rows:
-        return Samples(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8), np.zeros(1, dtype=np.int64))
+        return _no_samples()
     first_kind: RowKind = "tokens" if tokens_rows[0] else "length"
     mixed = _first((tokens_rows != tokens_rows[0]) & ~bad)
     first_bad = _first(bad)
@@ -878,20 +878,25 @@ def _placed_labels(
     values: npt.NDArray[Any], tokens: TokenArray, starts: Int64Array, id_len: Int64Array, rows_with: Any, aligned: bool
 ) -> npt.NDArray[np.signedinteger[Any]]:
     """A label column's values at their tokens' places (rows without labels: their tokens). O(tokens)."""
+    signed = np.dtype(np.int64) if values.dtype.kind == "u" else values.dtype
     if aligned and rows_with.all():  # the column is as long as the tokens, in order
-        return values.astype(np.int64 if values.dtype.kind == "u" else values.dtype, copy=False)
-    placed = tokens.astype(np.int64)
-    copy_runs(values.astype(np.int64, copy=False), placed, starts[rows_with], id_len[rows_with])
+        return values.astype(signed, copy=False)
+    placed = tokens.astype(np.promote_types(tokens.dtype, signed))  # the dtype of the aligned case, joined
+    copy_runs(values.astype(placed.dtype, copy=False), placed, starts[rows_with], id_len[rows_with])
     return placed
 
 
-def flat_batches(schema: pa.Schema) -> bool:
-    """Whether tables of ``schema`` can be read batch by batch (:func:`read_batches`): its reader columns are
-    token and mask columns of integer lists (boolean masks too), with a token column among them. O(columns).
+def flat_batches(schema: pa.Schema, tokenizer: bool = False) -> bool:
+    """Whether tables of ``schema`` can be read batch by batch (:func:`read_batches`) with the same result as
+    whole: without a ``tokenizer``, its reader columns are token, mask and label columns of integer lists
+    (boolean masks too), with a token column among them; with one, any columns but ``length`` (a length row
+    among token rows is refused by the whole table's first row). O(columns).
 
     >>> import pyarrow as pa
     >>> flat_batches(pa.schema([("input_ids", pa.list_(pa.int32()))])), flat_batches(pa.schema([("length", pa.int64())]))
     (True, False)
+    >>> flat_batches(pa.schema([("text", pa.string())])), flat_batches(pa.schema([("text", pa.string())]), tokenizer=True)
+    (False, True)
     """
     import pyarrow as pa
 
@@ -904,21 +909,65 @@ def flat_batches(schema: pa.Schema) -> bool:
         )
 
     used = [name for name in schema.names if name in FIELDS]
-    return bool(set(used) & set(TOKEN_FIELDS)) and set(used) <= {*TOKEN_FIELDS, *MASK_FIELDS} and all(map(plain, used))
+    if tokenizer:
+        return "length" not in used
+    flat = {*TOKEN_FIELDS, *MASK_FIELDS, LABELS}
+    return bool(set(used) & set(TOKEN_FIELDS)) and set(used) <= flat and all(map(plain, used))
+
+
+class _Flat:
+    """A flat column written part by part into one array, made at the first part (``size`` values, or more),
+    grown by half (reallocated) and widened as parts need. O(values) amortized."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.array: npt.NDArray[Any] | None = None
+
+    def put(self, values: npt.NDArray[Any], at: int, before: Any = 1) -> None:
+        """Write ``values`` from position ``at``; a column made now holds ``before`` (a value, or an array
+        of at least ``at`` values) before it."""
+        end = at + len(values)
+        if self.array is None:
+            dtype = np.result_type(values, before) if isinstance(before, np.ndarray) else values.dtype
+            self.array = np.empty(max(self.size, end), dtype=dtype)
+            self.array[:at] = before[:at] if isinstance(before, np.ndarray) else before
+        elif end > len(self.array) or np.result_type(self.array, values) != self.array.dtype:
+            more = max(end, len(self.array) + len(self.array) // 2) if end > len(self.array) else len(self.array)
+            dtype = np.result_type(self.array, values)
+            if dtype == self.array.dtype:  # reallocated: in place where the allocator can, never two copies
+                self.array.resize(more, refcheck=False)  # no view of it is held while it is written
+            else:
+                grown = np.empty(more, dtype=dtype)
+                grown[:at] = self.array[:at]
+                self.array = grown
+        self.array[at:end] = values
+
+    def done(self, count: int) -> npt.NDArray[Any]:
+        """The first ``count`` values, the unused end given back. O(1) where the allocator shrinks in place."""
+        assert self.array is not None
+        if len(self.array) > count and self.array.flags.owndata:
+            self.array.resize(count, refcheck=False)
+        return self.array[:count]
 
 
 def read_batches(
     tables: Iterable[pa.Table],
     size: int,
     *,
+    rows: int = 0,
     completion_only_loss: bool = True,
     loss_rules: LossRules | None = None,
+    tokenizer: Any = None,
+    num_proc: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
     **_: Any,
 ) -> Samples:
-    """The samples of ``tables`` read one after the other (each by :func:`read_table`), written straight into
-    arrays of ``size`` tokens (an upper bound, such as a Parquet file's value counts): what
-    :func:`read_table` gives for the tables joined, without holding them all. A bad row is named by its
-    index over all tables. O(total tokens + rows); memory: the samples and one table.
+    """The samples of ``tables`` read one after the other (each by :func:`read_table`, text rows tokenized
+    with ``tokenizer``), written straight into arrays of ``size`` tokens (an upper bound, such as a Parquet
+    file's value counts; grown when short; with a ``tokenizer``, none): what :func:`read_table` gives for the tables joined (tokens,
+    offsets, loss mask and labels alike), without holding them all. A bad row is named by its index over all
+    tables; ``progress(done, total)`` counts rows over all tables (``rows``: their number, when known).
+    O(total tokens + rows); memory: the samples and one table.
 
     >>> import pyarrow as pa
     >>> parts = [pa.table({"input_ids": [[1, 2]], "loss_mask": [[0, 1]]}), pa.table({"input_ids": [[3], [4, -5]]})]
@@ -926,41 +975,56 @@ def read_batches(
     Traceback (most recent call last):
     ...
     packing.errors.SampleError: sample 2, 'input_ids', position 1: expected a non-negative integer token id, got -5
-    >>> s = read_batches([parts[0], pa.table({"input_ids": [[3]]})], 3)
-    >>> s.tokens.tolist(), s.loss_mask.tolist(), s.offsets.tolist()
-    ([1, 2, 3], [0, 1, 1], [0, 2, 3])
+    >>> s = read_batches([parts[0], pa.table({"input_ids": [[3, 4]], "labels": [[-100, 9]]})], 3)
+    >>> s.tokens.tolist(), s.loss_mask.tolist(), s.offsets.tolist(), s.labels.tolist()
+    ([1, 2, 3, 4], [0, 1, 0, 1], [0, 2, 4], [1, 2, 3, 9])
     """
-    tokens: TokenArray | None = None
-    mask: Int8Array | None = None  # made when the first masked table comes
+    reading = {"completion_only_loss": completion_only_loss, "loss_rules": loss_rules, "num_proc": num_proc}
+    if tokenizer is not None:
+        size = 0  # no bound known: the arrays grow as text rows are tokenized
+    parts = _parts(tables, rows, progress, tokenizer=tokenizer, **reading)
+    tokens, mask, labels = _Flat(size), _Flat(size), _Flat(size)  # mask, labels: made at the first that needs
     offsets = [np.zeros(1, dtype=np.int64)]
-    total = rows = 0
-    for table in tables:
-        try:
-            part = read_table(table, completion_only_loss=completion_only_loss, loss_rules=loss_rules)
-        except SampleError as error:
-            raise _shifted(error, rows) from None
+    total = 0
+    for part in parts:
         assert part.tokens is not None and part.loss_mask is not None  # token rows only (``flat_batches``)
-        count = len(part.tokens)
-        if tokens is None:
-            tokens = np.empty(max(size, count), dtype=part.tokens.dtype)
-        elif total + count > len(tokens) or np.result_type(tokens, part.tokens) != tokens.dtype:  # grow, widen
-            more = np.empty(count + len(tokens) // 2, dtype=np.result_type(tokens, part.tokens))
-            tokens = np.concatenate([tokens[:total], more])
-        tokens[total : total + count] = part.tokens
-        if mask is None and count and part.loss_mask.strides[0] != 0:
-            mask = np.empty(len(tokens), dtype=np.int8)
-            mask[:total] = 1
-        if mask is not None:
-            if len(mask) < len(tokens):
-                mask = np.concatenate([mask[:total], np.empty(len(tokens) - total, dtype=np.int8)])
-            mask[total : total + count] = part.loss_mask
+        tokens.put(part.tokens, total)
+        if mask.array is not None or (len(part.tokens) and part.loss_mask.strides[0] != 0):
+            mask.put(part.loss_mask, total)
+        if labels.array is not None or part.labels is not None:
+            assert tokens.array is not None
+            labels.put(part.tokens if part.labels is None else part.labels, total, before=tokens.array)
         offsets.append(part.offsets[1:] + total)
-        total += count
-        rows += len(part)
-    if tokens is None:
-        return Samples(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8), np.zeros(1, dtype=np.int64))
-    loss_mask = all_ones(total) if mask is None else mask[:total]
-    return Samples(tokens[:total], loss_mask, np.concatenate(offsets))
+        total += len(part.tokens)
+    if tokens.array is None:
+        return _no_samples()
+    loss_mask = all_ones(total) if mask.array is None else mask.done(total)
+    other = None if labels.array is None else labels.done(total)
+    return Samples(tokens.done(total), loss_mask, np.concatenate(offsets), other)
+
+
+def _parts(
+    tables: Iterable[pa.Table], rows: int, progress: Callable[[int, int], None] | None, **reading: Any
+) -> Iterator[Samples]:
+    """Each table's samples (:func:`read_table`), a bad row named and progress counted over all tables."""
+    done = 0
+    for table in tables:
+        shown = None if progress is None else _progress_after(progress, done, rows)
+        try:
+            part = read_table(table, progress=shown, **reading)
+        except SampleError as error:
+            raise _shifted(error, done) from None
+        done += len(part)
+        yield part
+
+
+def _no_samples() -> Samples:
+    return Samples(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8), np.zeros(1, dtype=np.int64))
+
+
+def _progress_after(progress: Callable[[int, int], None], done: int, rows: int) -> Callable[[int, int], None]:
+    """``progress`` for a table after ``done`` rows of ``rows`` (at least what is known so far)."""
+    return lambda count, total: progress(done + count, max(rows, done + total))
 
 
 def _shifted(error: SampleError, rows: int) -> SampleError:

@@ -6,7 +6,8 @@ One owner for the choice every entry point makes through :class:`packing.Recipe`
 - ``loss="completion"`` (default): every message whose role is in ``roles_to_train`` (default the
   assistant's), and the completion of a prompt/completion pair;
 - ``loss="last_turn"``: only the last such message of a chat (LLaMA-Factory's ``mask_history``);
-- ``loss="all"``: every token of every row (a message's ``weight`` is ignored);
+- ``loss="all"``: every token of every text row and of both parts of a pair (a message's ``weight`` is
+  ignored; a token row's own ``loss_mask`` or ``labels`` are kept);
 - a message's ``weight`` of 0 or 1 overrides the rule for that message (under ``completion`` and
   ``last_turn``): 0 leaves it untrained, 1 trains it whatever its role;
 - ``train_on_eos`` (Axolotl's names) says whose end of turn is trained, the end of turn being what the

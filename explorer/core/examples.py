@@ -24,7 +24,8 @@ class Example:
     text: str
     max_seq_length: int
     strategy: str
-    completion_only_loss: bool = True
+    loss: str = "completion"
+    """The loss rule the example opens with (one of ``packing.LOSS_RULES``)."""
     look_at: str = "Result"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ import pandas as pd
 
 import packing
 from explorer.core.examples import synthetic_code
+from packing.loss import LossRules
 
 MAX_EXPORT_CELLS = 8_000_000
 """Largest packed result (blocks × max_seq_length) the page builds for download."""
@@ -81,7 +82,19 @@ class DataRecipe:
     token data."""
 
 
-def _data_lines(recipe: DataRecipe, completion_only_loss: bool = True) -> tuple[list[str], bool]:
+def rule_options(rules: LossRules) -> str:
+    """``rules`` as the library's keyword options (``Recipe`` fields): ``loss`` always, the others when they
+    differ from their defaults. O(1).
+
+    >>> rule_options(LossRules()), rule_options(LossRules("last_turn", ("assistant", "tool"), "none"))
+    ("loss='completion'", "loss='last_turn', roles_to_train=('assistant', 'tool'), train_on_eos='none'")
+    """
+    default = LossRules()
+    chosen = [f for f in fields(rules) if f.name == "loss" or getattr(rules, f.name) != getattr(default, f.name)]
+    return ", ".join(f"{f.name}={getattr(rules, f.name)!r}" for f in chosen)
+
+
+def _data_lines(recipe: DataRecipe, rules: LossRules) -> tuple[list[str], bool]:
     """Lines that define ``samples`` (token data) or ``lengths`` (lengths only), and which one."""
     if recipe.samples is not None:
         text = json.dumps(recipe.samples)
@@ -96,7 +109,7 @@ def _data_lines(recipe: DataRecipe, completion_only_loss: bool = True) -> tuple[
         # only if the file holds text rows
         tokenizer = f", tokenizer={recipe.tokenizer!r}" if recipe.tokenizer is not None else ""
         return [
-            f"data = packing.read_dataset({recipe.upload_name!r}, completion_only_loss={completion_only_loss}{tokenizer})",
+            f"data = packing.read_dataset({recipe.upload_name!r}, {rule_options(rules)}{tokenizer})",
             "samples, lengths = data.samples, data.lengths",
         ], False
     if recipe.synthetic is not None:
@@ -132,11 +145,12 @@ def snippet(
     strategy: str,
     overflow: str,
     pad_token_id: int,
-    completion_only_loss: bool,
+    rules: LossRules,
     tokens: bool,
 ) -> str:
-    """A short, runnable Python program that packs the same data with the same settings."""
-    lines, _ = _data_lines(recipe, completion_only_loss)
+    """A short, runnable Python program that packs the same data with the same settings (the loss ``rules`` as
+    the library's options)."""
+    lines, _ = _data_lines(recipe, rules)
     if tokens and _writes_a_file(recipe):
         lines = ["from packing.io import write_parquet", *lines]
     imports = [line for line in lines if line.startswith(("import ", "from "))]
@@ -149,7 +163,7 @@ def snippet(
             f"    strategy={strategy!r},",
             f"    overflow={overflow!r},",
             f"    pad_token_id={pad_token_id},",
-            f"    completion_only_loss={completion_only_loss},",
+            f"    {rule_options(rules)},",
             *([f"    tokenizer={recipe.tokenizer!r},"] if recipe.tokenizer is not None and recipe.samples else []),
             ")",
         ]

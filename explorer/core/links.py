@@ -17,6 +17,7 @@ import packing
 from explorer.core.examples import DISTRIBUTIONS
 from explorer.core.model import MAX_PAD_TOKEN_ID, MAX_SEED, MAX_SEQUENCES
 from explorer.core.safety import quote
+from packing.loss import EOS_RULES
 from packing.workloads import WORKLOADS
 
 _INTEGER = re.compile(r"[+-]?\d{1,12}")
@@ -34,14 +35,28 @@ class Whole:
     high: int | None
 
 
+@dataclass(frozen=True)
+class Names:
+    """One or more plain names (a multiselect's repeated parameter), at most ``most`` of them."""
+
+    most: int
+
+
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,39}")
+"""What a role name in a link may look like: a word, no markup, no spaces."""
+MAX_ROLES = 8
+
+
 SOURCES = ("paste", "text", "synthetic", "workload", "upload")
-PARAMS: dict[str, Choice | Whole] = {
+PARAMS: dict[str, Choice | Whole | Names] = {
     "source": Choice(SOURCES),
     "max_seq_length": Whole(None, None),  # any whole number; an out-of-range one is answered on the page
     "strategy": Choice(tuple(packing.STRATEGIES)),
     "overflow": Choice(tuple(packing.OVERFLOW_POLICIES)),
     "pad_token_id": Whole(0, MAX_PAD_TOKEN_ID),
-    "loss": Choice(("completion", "all")),
+    "loss": Choice(tuple(packing.LOSS_RULES)),
+    "train_on_eos": Choice(tuple(EOS_RULES)),
+    "roles_to_train": Names(MAX_ROLES),
     "count": Whole(1, MAX_SEQUENCES),
     "distribution": Choice(tuple(DISTRIBUTIONS)),
     "seed": Whole(0, MAX_SEED),
@@ -60,6 +75,10 @@ read (the parser, ``st.tabs``)."""
 def check_link(params: Mapping[str, str | list[str]]) -> tuple[list[str], list[str]]:
     """The parameters to drop, and a plain sentence for each.
 
+    >>> check_link({"roles_to_train": ["assistant", "tool"], "loss": "last_turn"})
+    ([], [])
+    >>> check_link({"roles_to_train": ["assistant", "<b>x</b>"]})
+    (['roles_to_train'], ["roles_to_train='<b>x</b>' is not a role name (a word of letters, digits, _ and -)"])
     >>> check_link({"strategy": "[Click here](https://x.y)", "max_seq_length": "9" * 500, "seed": "3"})
     (['max_seq_length', 'strategy'], ["max_seq_length='99999999999999999999999999999999999999… is not a whole number", "strategy='[Click here](https://x.y)' is not one of split, next_fit, first_fit, first_fit_shuffle, ffd, bfd, spfhp, optimal, none"])
     """
@@ -71,6 +90,16 @@ def check_link(params: Mapping[str, str | list[str]]) -> tuple[list[str], list[s
         value = params[name]
         raw = value[-1] if isinstance(value, list) else value
         shown = f"{name}={quote(raw)}"
+        if isinstance(rule, Names):
+            names = value if isinstance(value, list) else [value]
+            bad = next((n for n in names if not _NAME.fullmatch(n)), None)
+            if bad is not None:
+                drop.append(name)
+                warnings.append(f"{name}={quote(bad)} is not a role name (a word of letters, digits, _ and -)")
+            elif len(names) > rule.most:
+                drop.append(name)
+                warnings.append(f"{name} names {len(names)} roles; a link may name up to {rule.most}")
+            continue
         if isinstance(rule, Choice):
             if raw not in rule.options:
                 drop.append(name)

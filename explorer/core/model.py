@@ -13,6 +13,7 @@ import numpy.typing as npt
 
 import packing
 from explorer.core.formatting import plural
+from packing.loss import LossRules
 
 Int64Array = npt.NDArray[np.int64]
 
@@ -33,6 +34,9 @@ MAX_PASTE_CHARS = 2_000_000
 """Longest pasted text read (about 400,000 short token ids)."""
 MAX_PAD_TOKEN_ID = 2**31 - 1
 MAX_SEED = 2**31 - 1
+DEFAULT_RULES = LossRules()
+"""The library's default loss rules (``completion``, the assistant's turns, each trained turn's end), used for
+sources whose rules cannot matter (lengths only)."""
 
 
 def grammar_count(count: int, noun: str, nouns: str | None = None) -> str:
@@ -112,7 +116,9 @@ class Settings:
     strategy: str
     overflow: str
     pad_token_id: int
-    completion_only: bool
+    rules: LossRules = DEFAULT_RULES
+    """What is trained (``packing.loss.LossRules``: ``loss``, ``roles_to_train``, ``train_on_eos``), as the library
+    reads it."""
     options: tuple[tuple[str, int], ...] = ()
     """The chosen strategy's own options (``Strategy.options``), as (name, value) pairs."""
 

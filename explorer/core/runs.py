@@ -17,6 +17,7 @@ import packing
 from explorer.core.safety import describe
 from packing.comparison import Contender, Row
 from packing.comparison import compare as compare_contenders
+from packing.loss import LossRules
 from packing.strategies import DEFAULT_TIME_LIMIT
 
 Int64Array = npt.NDArray[np.int64]
@@ -168,17 +169,15 @@ def search_deadline(options: tuple[tuple[str, int], ...]) -> float:
     return float(dict(options).get("time_limit", DEFAULT_TIME_LIMIT)) + 30.0
 
 
-def turn_lines(
-    every: tuple[Any, ...], tokenizer: Any, completion_only: bool, rows: tuple[int, ...]
-) -> list[dict[str, Any]]:
+def turn_lines(every: tuple[Any, ...], tokenizer: Any, rules: LossRules, rows: tuple[int, ...]) -> list[dict[str, Any]]:
     """One line per turn of each of ``rows`` (0-based) of the text rows ``every`` read with ``tokenizer`` (a
-    ``Dataset``'s own): the row (1-based), role, tokens, trained tokens and texts (``explorer.core.text.turn_table``);
+    ``Dataset``'s own) and trained as ``rules`` say: the row (1-based), role, tokens, trained tokens and texts (``explorer.core.text.turn_table``);
     renders the chat template once per row."""
     from explorer.core.text import turn_table, view_row
 
     table: list[dict[str, Any]] = []
     for row in rows:
-        for line in turn_table(view_row(every[row], tokenizer, completion_only_loss=completion_only)):
+        for line in turn_table(view_row(every[row], tokenizer, rules)):
             table.append({"sequence": row + 1, **line})
     return table
 

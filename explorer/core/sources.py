@@ -8,6 +8,7 @@ refuses data that expands past ``MAX_SEQUENCES`` sequences or ``MAX_TOKENS`` tok
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 from collections.abc import Callable, Iterable
@@ -20,6 +21,7 @@ import packing
 from explorer.core.examples import DISTRIBUTIONS, synthetic_lengths, workload_info, workload_sample
 from explorer.core.export import DataRecipe
 from explorer.core.model import (
+    DEFAULT_RULES,
     MAX_LENGTH_TOKENS,
     MAX_PASTE_CHARS,
     MAX_SEQ_LENGTH,
@@ -33,6 +35,7 @@ from explorer.core.parsing import InputError, parse_sequences
 from explorer.core.safety import describe, quote
 from explorer.core.text import choose_tokenizer, example_text, parse_text_rows
 from packing.limits import ReadLimits
+from packing.loss import LossRules
 from packing.text import text_forms
 from packing.workloads import WORKLOADS, load_workload
 
@@ -54,9 +57,10 @@ Progress = Callable[[int, int], None]
 """``progress(done, total)``: how many rows of how many a long read has done."""
 
 
-def read_rows(rows: Iterable[Any], completion_only_loss: bool = True) -> packing.Samples:
-    """The library's one reader of rows (``packing.read_rows``): the paste box reads exactly what ``pack`` reads."""
-    return packing.read_rows(rows, completion_only_loss=completion_only_loss)
+def read_rows(rows: Iterable[Any], rules: LossRules = DEFAULT_RULES) -> packing.Samples:
+    """The library's one reader of rows (``packing.read_rows``): the paste box reads exactly what ``pack`` reads,
+    trained as ``rules`` say."""
+    return packing.read_rows(rows, loss_rules=rules)
 
 
 def check_size(sequences: int, tokens: int | None, what: str) -> None:
@@ -98,8 +102,9 @@ class Source:
     def cache_key(self) -> tuple[Any, ...]:
         return (type(self).__name__, *(getattr(self, f) for f in self.__dataclass_fields__))
 
-    def load(self, completion_only: bool, progress: Progress | None = None) -> Dataset:
-        """The data, read and checked; ``progress(done, total)`` hears how far reading rows is (long reads only)."""
+    def load(self, rules: LossRules = DEFAULT_RULES, progress: Progress | None = None) -> Dataset:
+        """The data, read and checked, trained as ``rules`` say (the library's ``LossRules``; lengths-only sources
+        ignore them); ``progress(done, total)`` hears how far reading rows is (long reads only)."""
         raise NotImplementedError
 
     def link_reproduces(self) -> str:
@@ -131,10 +136,10 @@ class Paste(Source):
     def reading(self) -> str:
         return "Reading the pasted sequences"
 
-    def load(self, completion_only: bool, progress: Progress | None = None) -> Dataset:
+    def load(self, rules: LossRules = DEFAULT_RULES, progress: Progress | None = None) -> Dataset:
         parsed = parse_sequences(self.text)
         try:
-            samples = read_rows(parsed.samples, completion_only)
+            samples = read_rows(parsed.samples, rules)
             samples.refuse_other_labels()  # the page packs: blocks train each token on itself
         except _ERRORS as error:
             raise InputError(describe(error, name_sample=parsed.where)) from None
@@ -187,6 +192,27 @@ class Text(Source):
         check_size(len(rows), None, "the pasted text")
         return rows
 
+    def roles(self) -> tuple[str, ...]:
+        """The roles the pasted chats' messages name, in order of first use (none when the rows cannot be read):
+        the page offers them as ``roles_to_train``. O(messages).
+
+        >>> Text('{"messages": [{"role": "user", "content": "a"}, {"role": "tool", "content": "b"}]}').roles()
+        ('user', 'tool')
+        """
+        try:
+            rows = self.rows()
+        except InputError:
+            return ()
+        seen: dict[str, None] = {}
+        for row in rows:
+            for key in ("messages", "prompt", "completion"):
+                value = row.get(key) if isinstance(row, dict) else None
+                for message in value if isinstance(value, list) else ():
+                    role = message.get("role") if isinstance(message, dict) else None
+                    if isinstance(role, str):
+                        seen.setdefault(role)
+        return tuple(seen)
+
     def reading(self) -> str:
         try:
             rows = grammar_count(len(self.rows()), "text row")
@@ -201,7 +227,7 @@ class Text(Source):
             raise InputError(message)
         return tokenizer
 
-    def load(self, completion_only: bool, progress: Progress | None = None) -> Dataset:
+    def load(self, rules: LossRules = DEFAULT_RULES, progress: Progress | None = None) -> Dataset:
         rows = self.rows()
         for number, row in enumerate(rows, start=1):
             if not text_forms(row):
@@ -211,7 +237,7 @@ class Text(Source):
                 )
         tokenizer = self.load_tokenizer()
         try:
-            samples = packing.read_rows(rows, completion_only, tokenizer=tokenizer, progress=progress)
+            samples = packing.read_rows(rows, tokenizer=tokenizer, loss_rules=rules, progress=progress)
         except _ERRORS as error:
             raise InputError(describe(error, name_sample=lambda i: f"row {i + 1}")) from None
         check_size(len(samples.lengths), int(samples.lengths.sum()), "the pasted text")
@@ -249,7 +275,7 @@ class Synthetic(Source):
     def reading(self) -> str:
         return f"Drawing {grammar_count(self.count, 'random length')} ({self.distribution}, seed {self.seed})"
 
-    def load(self, completion_only: bool, progress: Progress | None = None) -> Dataset:
+    def load(self, rules: LossRules = DEFAULT_RULES, progress: Progress | None = None) -> Dataset:
         if not 1 <= self.count <= MAX_SYNTHETIC:
             raise InputError(f"the number of sequences must be between 1 and {MAX_SYNTHETIC:,}; got {self.count:,}")
         if not 1 <= self.max_length <= MAX_SEQ_LENGTH:
@@ -294,7 +320,7 @@ class Workload(Source):
         wanted = self.total if self.count <= 0 else min(self.count, self.total)
         return min(wanted, MAX_SEQUENCES)
 
-    def load(self, completion_only: bool, progress: Progress | None = None) -> Dataset:
+    def load(self, rules: LossRules = DEFAULT_RULES, progress: Progress | None = None) -> Dataset:
         if self.name not in WORKLOADS:
             raise InputError(f"unknown distribution {quote(self.name)}; expected one of {', '.join(WORKLOADS)}")
         loaded = load_workload(self.name)
@@ -355,11 +381,11 @@ class Upload(Source):
     def has_tokens(self) -> bool:  # type: ignore[override]
         return True
 
-    def load(self, completion_only: bool, progress: Progress | None = None) -> Dataset:
+    def load(self, rules: LossRules = DEFAULT_RULES, progress: Progress | None = None) -> Dataset:
         shown = quote(self.name, 60).strip("'\"")
         if len(self.data) > MAX_UPLOAD_MB * 2**20:
             raise InputError(f"{shown} is {len(self.data) / 2**20:,.0f} MB; files up to {MAX_UPLOAD_MB} MB can be read")
-        read, tokenizer = _read_file(self.name, self.data, completion_only, self.tokenizer, progress)
+        read, tokenizer = _read_file(self.name, self.data, rules, self.tokenizer, progress)
         tokenized = tokenizer is not None
         lengths = np.asarray(read.lengths, dtype=np.int64)
         flat: packing.Samples | None = read.samples if read.samples.has_tokens else None
@@ -395,11 +421,16 @@ def _refuse_other_labels(read: packing.Dataset, shown: str) -> None:
         raise InputError(describe(error, shown, name_sample=lambda i: f"row {i + 1}")) from None
 
 
+def _reading(rules: LossRules, tokenizer: Any = None) -> packing.Recipe:
+    """The recipe ``read_dataset`` reads an upload with: ``rules`` as its fields, and the loaded tokenizer."""
+    return packing.Recipe.for_reading(tokenizer=tokenizer, **dataclasses.asdict(rules))
+
+
 def _read_file(
-    name: str, data: bytes, completion_only: bool, tokenizer: str, progress: Progress | None = None
+    name: str, data: bytes, rules: LossRules, tokenizer: str, progress: Progress | None = None
 ) -> tuple[packing.Dataset, Any]:
     """``packing.read_dataset`` on the uploaded bytes, and the tokenizer that read its text rows (None for a file
-    of tokens or lengths); its typed errors are worded from their fields.
+    of tokens or lengths), trained as ``rules`` say; its typed errors are worded from their fields.
 
     A file of text rows (text, prompt/completion as text, chats) is read again with the chosen tokenizer, so it
     packs with its chat template and loss masks; a file of tokens never loads a tokenizer.
@@ -407,9 +438,7 @@ def _read_file(
     shown = quote(name, 60).strip("'\"")
     try:
         try:
-            read = packing.read_dataset(
-                io.BytesIO(data), name=name, completion_only_loss=completion_only, limits=UPLOAD_LIMITS
-            )
+            read = packing.read_dataset(io.BytesIO(data), name=name, limits=UPLOAD_LIMITS, recipe=_reading(rules))
             _refuse_other_labels(read, shown)
             return read, None
         except packing.DatasetError as error:
@@ -421,10 +450,9 @@ def _read_file(
         read = packing.read_dataset(
             io.BytesIO(data),
             name=name,
-            completion_only_loss=completion_only,
-            tokenizer=loaded,
             limits=UPLOAD_LIMITS,
             progress=progress,
+            recipe=_reading(rules, loaded),
         )
         _refuse_other_labels(read, shown)
         return read, loaded

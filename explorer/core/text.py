@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from packing.errors import DatasetError, SampleError
+from packing.loss import LossRules
 from packing.text import (
     ByteTokenizer,
     decode_documents,
@@ -143,8 +144,9 @@ def _message_roles(tokenizer: Any, messages: Sequence[Any], ids: Sequence[int]) 
     return [str(messages[t]["role"]) for t in turn.tolist()], turn.tolist()
 
 
-def view_row(row: Any, tokenizer: Any, *, completion_only_loss: bool = True) -> RowView:
-    """Tokenize one text row as ``packing.encode_rows`` does, with each token's role and turn.
+def view_row(row: Any, tokenizer: Any, rules: LossRules | None = None) -> RowView:
+    """Tokenize one text row as ``packing.encode_rows`` does (trained as ``rules`` say, the library's
+    ``LossRules``; default its defaults), with each token's role and turn.
 
     Roles: ``text`` for a text row; ``prompt`` and ``completion`` for a prompt/completion pair; the
     message's role for chats (template tokens between messages belong to the message they open, so an
@@ -157,10 +159,13 @@ def view_row(row: Any, tokenizer: Any, *, completion_only_loss: bool = True) -> 
     'Yo<|im_end|>\\n'
     >>> sorted(set(view.roles))
     ['assistant', 'user']
+    >>> last = view_row({"messages": chat * 2}, "bytes", LossRules("last_turn"))
+    >>> "".join(p for p, t in zip(last.pieces, last.trained) if t)
+    'Yo<|im_end|>\\n'
     """
     tokenizer = loaded(tokenizer)
     forms = text_forms(row)
-    tokens, mask, _ = encode_rows([row], tokenizer, completion_only_loss=completion_only_loss)
+    tokens, mask, _ = encode_rows([row], tokenizer, loss_rules=rules)
     ids = tokens.tolist()
     form = forms[0]
     turns = [0] * len(ids)

@@ -11,7 +11,7 @@ from typing import Any
 import packing
 from explorer.core import runs as compute
 from explorer.core.audit import load_report
-from explorer.core.model import MAX_UPLOAD_MB, Dataset, Settings
+from explorer.core.model import DEFAULT_RULES, MAX_UPLOAD_MB, Dataset, Settings
 from explorer.core.parsing import InputError
 from explorer.core.runs import Window
 from explorer.core.safety import describe, plot_text
@@ -20,6 +20,7 @@ from explorer.server import workers
 from explorer.server.memo import memoized
 from explorer.views import figures, tables
 from packing.comparison import Row
+from packing.loss import LossRules
 
 SWEEP_SECONDS = 120.0
 """Seconds the Sweep tab's searches may take in their worker (16 sizes of every strategy, the optimum's 5 s each)."""
@@ -31,33 +32,39 @@ LOAD_SECONDS = 60.0
 """Seconds reading and tokenizing an upload or pasted text rows may take in its worker."""
 
 
+def dataset(source: Source, rules: LossRules) -> Dataset:
+    """The dataset of ``source``, trained as ``rules`` say and kept under them (a text row's masks are the
+    library's for these rules); lengths-only sources train nothing, so they keep one entry whatever the rules.
+    Raises ``InputError`` on bad input (not stored)."""
+    return _dataset(source, rules if source.has_tokens else DEFAULT_RULES)
+
+
 @memoized
-def dataset(source: Source, completion_only: bool) -> Dataset:
-    """The dataset of ``source``; raises ``InputError`` on bad input (not stored). An upload or text rows are read
-    in a worker of the load lane (a parser that crashes, a chat template that loops, a tokenizer that takes
-    minutes: stopped after ``LOAD_SECONDS`` or when the visitor leaves); the other sources are small recipes."""
-    flag = completion_only if source.has_tokens else True
+def _dataset(source: Source, rules: LossRules) -> Dataset:
+    """``dataset``: an upload or text rows are read in a worker of the load lane (a parser that crashes, a chat
+    template that loops, a tokenizer that takes minutes: stopped after ``LOAD_SECONDS`` or when the visitor
+    leaves); the other sources are small recipes."""
     if not isinstance(source, Upload | Text):
-        return source.load(flag)
+        return source.load(rules)
     try:
-        return workers.run(_load, source, flag, lane_name="load", seconds=LOAD_SECONDS)
+        return workers.run(_load, source, rules, lane_name="load", seconds=LOAD_SECONDS)
     except (workers.TimedOut, workers.WorkerDied) as error:
         raise InputError(str(error)) from None
 
 
-def _load(source: Upload | Text, completion_only: bool) -> Dataset:
+def _load(source: Upload | Text, rules: LossRules) -> Dataset:
     """In the load lane's worker: ``source`` read, its progress reported to the waiting page (``workers.report``)."""
-    return source.load(completion_only, workers.report)
+    return source.load(rules, workers.report)
 
 
-def _lengths(source: Source, completion_only: bool) -> Any:
-    return dataset(source, completion_only).lengths
+def _lengths(source: Source, rules: LossRules) -> Any:
+    return dataset(source, rules).lengths
 
 
 @memoized
 def plan(
     source: Source,
-    completion_only: bool,
+    rules: LossRules,
     max_seq_length: int,
     strategy: str,
     overflow: str,
@@ -65,7 +72,7 @@ def plan(
 ) -> Row:
     """``packing.plan`` (timed; a refusal is reported in ``error``); a search runs in a worker, for at most
     ``compute.MAX_TIME_LIMIT`` seconds (``compute.search_lane``)."""
-    lengths = _lengths(source, completion_only)
+    lengths = _lengths(source, rules)
     options = compute.capped(options)  # a link may ask for minutes
     lane = compute.search_lane(strategy, options)
     if lane is None:  # the compiled greedy kernels: in the server
@@ -77,13 +84,13 @@ def plan(
 
 def settings_plan(source: Source, settings: Settings) -> Row:
     s = settings
-    return plan(source, s.completion_only, s.max_seq_length, s.strategy, s.overflow, s.options)
+    return plan(source, s.rules, s.max_seq_length, s.strategy, s.overflow, s.options)
 
 
 @memoized
-def bounds(source: Source, completion_only: bool, max_seq_length: int, overflow: str) -> packing.LowerBounds:
+def bounds(source: Source, rules: LossRules, max_seq_length: int, overflow: str) -> packing.LowerBounds:
     """``packing.lower_bounds``."""
-    return packing.lower_bounds(_lengths(source, completion_only), max_seq_length, overflow)
+    return packing.lower_bounds(_lengths(source, rules), max_seq_length, overflow)
 
 
 @memoized
@@ -91,7 +98,7 @@ def trainable(source: Source, settings: Settings) -> packing.TrainableCounts:
     """Trainable tokens and training targets over the whole plan."""
     layout = settings_plan(source, settings).layout
     assert layout is not None
-    return compute.trainable_counts(layout, dataset(source, settings.completion_only).samples)
+    return compute.trainable_counts(layout, dataset(source, settings.rules).samples)
 
 
 @memoized
@@ -99,9 +106,9 @@ def window(source: Source, settings: Settings, strategy: str, first: int, count:
     """Blocks ``first .. first + count - 1`` of ``strategy``'s plan, materialized."""
     s = settings
     options = s.options if strategy == s.strategy else ()
-    layout = plan(source, s.completion_only, s.max_seq_length, strategy, s.overflow, options).layout
+    layout = plan(source, s.rules, s.max_seq_length, strategy, s.overflow, options).layout
     assert layout is not None
-    return compute.window(layout, dataset(source, s.completion_only).samples, first, count, s.pad_token_id)
+    return compute.window(layout, dataset(source, s.rules).samples, first, count, s.pad_token_id)
 
 
 @memoized
@@ -126,7 +133,7 @@ def text_cells(source: Text, settings: Settings, first: int, count: int) -> tupl
     from explorer.core.text import window_cells
 
     view = window(source, settings, settings.strategy, first, count)
-    data = dataset(source, settings.completion_only)
+    data = dataset(source, settings.rules)
     samples = data.samples
     limit = max(1, min(figures.PIECE_CHARACTERS // settings.max_seq_length, 10))  # what a cell's width holds
     labels, hovers = window_cells(view.batch, samples, data.tokenizer, limit=limit)
@@ -134,11 +141,11 @@ def text_cells(source: Text, settings: Settings, first: int, count: int) -> tupl
 
 
 @memoized
-def turns(source: Text, completion_only: bool, rows: tuple[int, ...]) -> list[dict[str, Any]]:
+def turns(source: Text, rules: LossRules, rows: tuple[int, ...]) -> list[dict[str, Any]]:
     """One line per turn of each of ``rows`` (0-based): the row (1-based), role, tokens, trained tokens and texts."""
     try:  # the chat template renders again: in the load lane, bounded like the reading
-        data = dataset(source, completion_only)
-        args = (data.rows, data.tokenizer, completion_only, rows)
+        data = dataset(source, rules)
+        args = (data.rows, data.tokenizer, rules, rows)
         return workers.run(compute.turn_lines, *args, lane_name="load", seconds=LOAD_SECONDS)
     except (workers.TimedOut, workers.WorkerDied) as error:
         raise InputError(str(error)) from None
@@ -150,7 +157,7 @@ def summary_figures(source: Source, settings: Settings) -> tuple[Any, Any]:
     layout = settings_plan(source, settings).layout
     assert layout is not None
     pieces = (layout.piece_block(), layout.piece_sequence, layout.piece_length) if layout.num_blocks <= 60 else None
-    lengths = _lengths(source, settings.completion_only)
+    lengths = _lengths(source, settings.rules)
     return (
         figures.utilization_figure(layout.stats.block_utilization, pieces, settings.max_seq_length),
         figures.length_histogram(lengths, settings.max_seq_length),
@@ -158,19 +165,19 @@ def summary_figures(source: Source, settings: Settings) -> tuple[Any, Any]:
 
 
 @memoized
-def compare_figures(source: Source, completion_only: bool, max_seq_length: int, overflow: str) -> list[Any]:
+def compare_figures(source: Source, rules: LossRules, max_seq_length: int, overflow: str) -> list[Any]:
     """The Compare tab's charts."""
-    runs, costs = compare(source, completion_only, max_seq_length, overflow)
-    lower = bounds(source, completion_only, max_seq_length, overflow).simple
+    runs, costs = compare(source, rules, max_seq_length, overflow)
+    lower = bounds(source, rules, max_seq_length, overflow).simple
     return figures.compare_figures(tables.compare_table(runs, costs), lower)
 
 
 @memoized
 def sweep_figure(
-    source: Source, completion_only: bool, sizes: tuple[int, ...], strategies: tuple[str, ...], overflow: str
+    source: Source, rules: LossRules, sizes: tuple[int, ...], strategies: tuple[str, ...], overflow: str
 ) -> Any:
     """The Sweep tab's chart."""
-    xs, series, lost = tables.sweep_series(sweep(source, completion_only, sizes, strategies, overflow))
+    xs, series, lost = tables.sweep_series(sweep(source, rules, sizes, strategies, overflow))
     return figures.sweep_figure(xs, series, lost)
 
 
@@ -190,27 +197,27 @@ def audit(upload: Upload) -> Any:
 
 @memoized
 def compare(
-    source: Source, completion_only: bool, max_seq_length: int, overflow: str
+    source: Source, rules: LossRules, max_seq_length: int, overflow: str
 ) -> tuple[list[Row], dict[str, packing.ComputeCost]]:
     """``packing.compare``'s rows (every strategy, and bfd per window of 1,000 rows as TRL packs), each with the
     lower bound that applies to it (the optimum's proven one for strategies that keep sequences whole), and each
     row's compute estimate by label. Statistics only: the plans are not kept, so the entry stays small whatever
     the data's size. Runs in a worker process (``explorer.server.workers``)."""
-    return workers.run(compute.compare, _lengths(source, completion_only), max_seq_length, overflow)
+    return workers.run(compute.compare, _lengths(source, rules), max_seq_length, overflow)
 
 
 @memoized
 def sweep(
-    source: Source, completion_only: bool, sizes: tuple[int, ...], strategies: tuple[str, ...], overflow: str
+    source: Source, rules: LossRules, sizes: tuple[int, ...], strategies: tuple[str, ...], overflow: str
 ) -> list[dict[str, Any]]:
     """Blocks, efficiency and tokens lost per strategy and max_seq_length (in a worker process)."""
-    lengths = _lengths(source, completion_only)
+    lengths = _lengths(source, rules)
     return workers.run(compute.sweep, lengths, list(sizes), list(strategies), overflow, seconds=SWEEP_SECONDS)
 
 
 @memoized
 def explain(
-    source: Source, completion_only: bool, max_seq_length: int, strategy: str, overflow: str, seed: int = 0
+    source: Source, rules: LossRules, max_seq_length: int, strategy: str, overflow: str, seed: int = 0
 ) -> list[packing.Step]:
     """``packing.explain`` steps (raises ``ValueError`` when the input is too large)."""
-    return compute.explain_steps(_lengths(source, completion_only), max_seq_length, strategy, overflow, seed)
+    return compute.explain_steps(_lengths(source, rules), max_seq_length, strategy, overflow, seed)

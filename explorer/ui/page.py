@@ -122,7 +122,7 @@ def build_context(source: Source | None, settings: Settings, problem: str) -> Co
         return Context(None, settings, problem="Upload a file in the sidebar (JSONL, JSON, CSV or Parquet) to pack it.")
     try:
         with reading(source.reading()):
-            dataset = cache.dataset(source, settings.completion_only)
+            dataset = cache.dataset(source, settings.rules)
     except InputError as error:
         return Context(source, settings, problem=f"Could not read the data: {error}")
     if not dataset.sequences:

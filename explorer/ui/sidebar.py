@@ -5,7 +5,7 @@ Streamlit's own ``bind="query-params"`` (widget key = parameter name, today's na
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import streamlit as st
 
@@ -14,6 +14,7 @@ from explorer.core import links
 from explorer.core import runs as compute
 from explorer.core.examples import DEFAULT_EXAMPLE, DISTRIBUTIONS, EXAMPLES, suggested_max_seq_length, workload_info
 from explorer.core.model import (
+    DEFAULT_RULES,
     MAX_PAD_TOKEN_ID,
     MAX_SEED,
     MAX_SEQ_LENGTH,
@@ -42,6 +43,7 @@ from explorer.core.sources import (
 from explorer.core.text import EXAMPLE_TITLES, example_text
 from explorer.server import cache
 from explorer.ui import page
+from packing.loss import DEFAULT_ROLES, EOS_RULES, EosRule, LossRule, LossRules
 from packing.workloads import WORKLOADS
 
 BIND: Literal["query-params"] = "query-params"
@@ -52,7 +54,17 @@ ORDER = {
     "longest_first": "longest first (equal lengths in input order)",
     "random": "in a random order drawn from the shuffle seed",
 }
-LOSS = {"completion": "the completions only", "all": "every token"}
+LOSS = {"completion": "assistant turns, completions", "last_turn": "the last assistant turn", "all": "every token"}
+"""The ``loss`` control's captions (the rules are the library's: ``packing.LOSS_RULES``)."""
+EOS = {
+    "turn": "the end-of-turn tokens of every trained turn are trained",
+    "last": "only the last trained turn's end-of-turn tokens are trained",
+    "all": "every turn's end-of-turn tokens are trained, trained turn or not",
+    "none": "no end-of-turn token is trained",
+}
+"""The ``train_on_eos`` control's words (the rules are the library's: ``packing.loss.EOS_RULES``)."""
+PLAIN_ROLES = frozenset({"system", "user", "assistant"})
+"""Roles every chat has: the roles control is offered when pasted chats have others (tool, ...)."""
 STRATEGY_DEFAULTS = (
     f"Starts with `{EXAMPLE_STRATEGY}` on the pasted examples (the classic answer's layout) and `{DATA_STRATEGY}` "
     "on every data source (text rows, synthetic, distributions, files), as the library and the command line do."
@@ -95,7 +107,7 @@ def _load_example() -> None:
         sequences=example.text,
         max_seq_length=example.max_seq_length,
         strategy=example.strategy,
-        loss="completion" if example.completion_only_loss else "all",
+        loss=example.loss,
     )
 
 
@@ -181,7 +193,7 @@ def _text_inputs() -> Text:
         '[{"role": ..., "content": ...}, ...]}. Plain text (not JSON) is one text row.',
     )
     tokenizer = _tokenizer_input()
-    st.caption("Chats are rendered with the tokenizer's chat template; the loss is on the assistant turns.")
+    st.caption("Chats are rendered with the tokenizer's chat template; the loss settings below say what is trained.")
     return Text(str(text), tokenizer)
 
 
@@ -277,7 +289,7 @@ def _upload_inputs() -> Upload | None:
         st.session_state["_upload_seen"] = source.cache_key
         try:
             with page.reading(source.reading()):
-                data = cache.dataset(source, _loss_value() == "completion")
+                data = cache.dataset(source, _rules_value())
         except InputError:
             return source  # the page reports the problem
         if data.sequences:
@@ -286,8 +298,17 @@ def _upload_inputs() -> Upload | None:
     return source
 
 
-def _loss_value() -> str:
-    return str(st.session_state.get("loss", "completion"))
+def _rules_value() -> LossRules:
+    """The loss rules chosen on the last run (the upload is read before the controls are drawn)."""
+    state = st.session_state
+    try:
+        return LossRules(
+            state.get("loss", "completion"),
+            tuple(state.get("roles_to_train") or DEFAULT_ROLES),
+            state.get("train_on_eos", "turn"),
+        )
+    except packing.SettingError:
+        return DEFAULT_RULES
 
 
 def _settings(source: Source | None) -> tuple[Settings, str]:
@@ -324,25 +345,75 @@ def _settings(source: Source | None) -> tuple[Settings, str]:
         key="pad_token_id",
         bind=_bind("pad_token_id"),
     )
-    loss = st.radio(
-        "Loss on",
-        list(LOSS),
-        captions=list(LOSS.values()),
-        key="loss",
-        horizontal=True,
-        bind=_bind("loss"),
-        help="Completions only: prompt tokens of prompt/completion samples get loss mask 0. All tokens: loss on all.",
-    )
+    rules = _loss_inputs(source)
     for key, value, fallback in (
         ("max_seq_length", size, default),
         ("strategy", strategy, first),
         ("overflow", overflow, next(iter(packing.OVERFLOW_POLICIES))),
         ("pad_token_id", pad, 0),
-        ("loss", loss, "completion"),
     ):
         _remember(key, value, fallback)
     valid = int(size) if not problem else 1
-    return Settings(valid, str(strategy), str(overflow), int(pad), loss == "completion", options), problem
+    return Settings(valid, str(strategy), str(overflow), int(pad), rules, options), problem
+
+
+def _loss_inputs(source: Source | None) -> LossRules:
+    """What is trained, shown where it applies: the ``loss`` rule for data with tokens (pasted tokens, text rows,
+    files), whose end-of-turn tokens are trained and which roles for text and chat rows. The rules are the
+    library's (``LossRules``); lengths-only data trains nothing, so it keeps the defaults."""
+    if source is not None and not source.has_tokens:
+        return DEFAULT_RULES
+    names = list(packing.LOSS_RULES)
+    loss = st.radio(
+        "Loss on",
+        names,
+        captions=[LOSS[name] for name in names],
+        key="loss",
+        bind=_bind("loss"),
+        help=" ".join(f"**{name}**: {words}." for name, words in packing.LOSS_RULES.items()),
+    )
+    _remember("loss", loss, "completion")
+    if isinstance(source, Paste):
+        st.caption(
+            "Token rows keep their own loss_mask; a prompt/completion pair's prompt is trained only under all "
+            "(last_turn is completion here: token rows have no turns)."
+        )
+        return LossRules(cast(LossRule, loss))
+    eos = st.selectbox(
+        "End-of-turn tokens trained",
+        list(EOS_RULES),
+        key="train_on_eos",
+        bind=_bind("train_on_eos"),
+        disabled=loss == "all",
+        help=" ".join(f"**{name}**: {words}." for name, words in EOS_RULES.items()),
+    )
+    st.caption(f"**{eos}**: {EOS[eos]}." if loss != "all" else "Under loss all every token is trained.")
+    _remember("train_on_eos", eos, "turn")
+    return LossRules(cast(LossRule, loss), _roles_input(source), cast(EosRule, eos))
+
+
+def _roles_input(source: Source | None) -> tuple[str, ...]:
+    """Which roles' turns are trained: a choice among the pasted chats' roles (or any typed), offered when they
+    have roles other than system, user and assistant, when a link chose others, and for files."""
+    seen = source.roles() if isinstance(source, Text) else ()
+    chosen = st.session_state.get("roles_to_train") or st.query_params.get_all("roles_to_train") or DEFAULT_ROLES
+    shown = isinstance(source, Upload | None) or set(seen) - PLAIN_ROLES or list(chosen) != list(DEFAULT_ROLES)
+    if not shown:
+        return DEFAULT_ROLES
+    roles = st.multiselect(
+        "Roles trained",
+        list(dict.fromkeys([*DEFAULT_ROLES, *seen, *chosen])),
+        default=list(DEFAULT_ROLES),
+        key="roles_to_train",
+        bind=_bind("roles_to_train"),
+        accept_new_options=True,
+        help="The turns of these roles are trained (roles_to_train); type a role to add it.",
+    )
+    if not roles:
+        st.warning("No role chosen: the assistant's turns are trained.")
+        return DEFAULT_ROLES
+    _remember("roles_to_train", roles, list(DEFAULT_ROLES))
+    return tuple(str(role) for role in roles)
 
 
 def _strategy_options(info: packing.Strategy) -> tuple[tuple[str, int], ...]:
@@ -427,12 +498,12 @@ def _sync_sequences(source: Source | None) -> None:
 
 def _remember(key: str, value: Any, default: Any) -> None:
     """Note a bound choice of this run, for the share link (kept only when it differs from its default, as
-    Streamlit keeps it in the address)."""
+    Streamlit keeps it in the address; a multiselect's choices as a list, the parameter repeated)."""
     if value != default:
-        st.session_state["_link_now"][key] = str(value)
+        st.session_state["_link_now"][key] = [str(v) for v in value] if isinstance(value, list) else str(value)
 
 
-def share_params(source: Source | None) -> dict[str, str]:
+def share_params(source: Source | None) -> dict[str, str | list[str]]:
     """The query parameters of a link that reopens this view on the Result tab: every bound choice that differs
     from its default, and pasted text short enough for a link."""
     params = dict(st.session_state.get("_link_now", {}))

@@ -37,7 +37,7 @@ PAD_COLOR = "#d4d4d8"
 MASK_COLORS = {
     "target (loss mask 1, label = token)": "#15803d",
     "document start (loss mask 1, label -100)": "#86efac",
-    "masked prompt (loss mask 0, label -100)": "#7c3aed",
+    "not trained (loss mask 0, label -100)": "#7c3aed",
     "padding": PAD_COLOR,
 }
 """Dark green, light green, violet, grey: violet is no sequence's colour, so the row never echoes the block row
@@ -227,7 +227,7 @@ def _hover_template(has_tokens: bool) -> str:
 
 
 def mask_kind(loss_mask: IntArray, sequence_ids: Int64Array, labels: Int64Array | None = None) -> Int64Array:
-    """0 = a training target, 1 = a document start (loss mask 1 but label -100), 2 = masked prompt, 3 = padding.
+    """0 = a training target, 1 = a document start (loss mask 1 but label -100), 2 = not trained (masked), 3 = padding.
 
     Without ``labels`` the first token of every run of one sequence is taken as its document start.
 

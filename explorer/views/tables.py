@@ -67,7 +67,7 @@ def headline(
         Metric(
             "Trainable tokens",
             f"{trainable.trainable_tokens:,}",
-            "Tokens with loss mask 1 (real, not a masked prompt).",
+            "Tokens with loss mask 1 (real and trained).",
         ),
         Metric(
             "Training targets",

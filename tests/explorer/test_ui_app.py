@@ -157,7 +157,7 @@ def test_masking_example_masks_prompts_and_tells_labels_from_the_loss_mask() -> 
     batch = packing.pack(parse_sequences(example.text).samples, example.max_seq_length, example.strategy)
     assert metrics["Training targets"] == str(int((batch.labels != -100).sum())) == "5"  # 13 starts block 2
     spec = json.dumps(_charts(at)["blocks"])
-    assert "masked prompt" in spec and "document start (loss mask 1, label -100)" in spec
+    assert "not trained (loss mask 0" in spec and "document start (loss mask 1, label -100)" in spec
     assert any("label is -100" in c for c in _texts(at, "caption"))
     at.sidebar.radio(key="loss").set_value("all").run()
     _clean(at)

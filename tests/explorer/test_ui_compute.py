@@ -7,6 +7,7 @@ import pytest
 
 import packing
 from explorer.core import runs as compute
+from explorer.core.model import DEFAULT_RULES
 
 SAMPLES = [
     [1, 2],
@@ -61,7 +62,7 @@ def test_compare_runs_every_strategy_trls_windows_and_the_optimum_within_the_pag
     from explorer.core.sources import Paste
     from explorer.server import cache
 
-    rows, costs = cache.compare(Paste("\n".join(["1 2 3"] * 60)), True, 8, "truncate")
+    rows, costs = cache.compare(Paste("\n".join(["1 2 3"] * 60)), DEFAULT_RULES, 8, "truncate")
     labels = [row.label for row in rows]
     assert labels == [*packing.STRATEGIES, "bfd, windows of 1,000 (TRL's default)"]  # the library's labels
     by_label = {row.label: row for row in rows}

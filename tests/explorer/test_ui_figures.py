@@ -50,7 +50,7 @@ def test_block_figure_colours_sequences_and_greys_padding() -> None:
     def hue(color: str) -> float:
         return colorsys.rgb_to_hls(*(int(color[i : i + 2], 16) / 255 for i in (1, 3, 5)))[0] * 360
 
-    masked = hue(figures.MASK_COLORS["masked prompt (loss mask 0, label -100)"])
+    masked = hue(figures.MASK_COLORS["not trained (loss mask 0, label -100)"])
     nearest = min(min(abs(masked - hue(c)), 360 - abs(masked - hue(c))) for c in figures.SEQUENCE_COLORS)
     assert nearest > 30, nearest  # an amber masked prompt sat 10° from the orange of sequence 2
 

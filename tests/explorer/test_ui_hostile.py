@@ -191,9 +191,9 @@ def test_pieces_are_counted_from_the_lengths() -> None:
 def test_lengths_only_data_is_bounded_by_the_tokens_it_stands_for() -> None:
     # the library's reader refuses it (ReadLimits.max_length_tokens); in-memory sources keep check_lengths
     with pytest.raises(InputError, match="1,000,000,000,000 tokens"):
-        Upload.of("one.csv", b"length\n1000000000000\n").load(True)
+        Upload.of("one.csv", b"length\n1000000000000\n").load()
     with pytest.raises(InputError, match="stands for"):
-        Synthetic(1_000_000, "uniform", 0, 2**24).load(True)
+        Synthetic(1_000_000, "uniform", 0, 2**24).load()
     at = _app({"source": "upload"})
     at.sidebar.get("file_uploader")[0].upload("one.csv", b"length\n1000000000000\n").run()
     _no_leak(at)
@@ -212,7 +212,7 @@ def test_a_parquet_bomb_is_refused_from_its_footer() -> None:
     assert len(data) < 2**20
     # the library's reader refuses it from the file's metadata (packing.limits.check_parquet), worded in one line
     with pytest.raises(InputError, match=r"holds 20,000,000 values \(from the file.s metadata\)"):
-        Upload.of("bomb.parquet", data).load(True)
+        Upload.of("bomb.parquet", data).load()
 
 
 def test_the_inspect_tab_is_bounded_before_it_reads() -> None:
@@ -265,6 +265,8 @@ def _sweep() -> list[dict[str, str | list[str]]]:
                 "sample": "workload",
                 "tokenizer": "text",
                 "text_rows": "text",
+                "train_on_eos": "text",
+                "roles_to_train": "text",
             }
             cases.append({"source": source.get(name, "paste"), name: value} if name != "source" else {name: value})
     cases.append({name: "9" * 400 for name in NAMES if name != "sequences"})

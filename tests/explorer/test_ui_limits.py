@@ -9,6 +9,7 @@ from processes import alive, busy_pids
 from streamlit.testing.v1 import AppTest
 
 from explorer.core import runs as compute
+from explorer.core.model import DEFAULT_RULES
 from explorer.core.sources import Synthetic
 from explorer.server import cache
 
@@ -39,7 +40,7 @@ def test_the_page_plans_a_long_search_in_the_long_lane_within_its_deadline() -> 
     options = compute.capped((("time_limit", 600),))
     assert compute.search_lane("optimal", options) == "long"
     assert compute.search_deadline(options) <= compute.MAX_TIME_LIMIT + 30
-    run = cache.plan(Synthetic(50, "uniform", 1, 32), True, 32, "optimal", "truncate", (("time_limit", 600),))
+    run = cache.plan(Synthetic(50, "uniform", 1, 32), DEFAULT_RULES, 32, "optimal", "truncate", (("time_limit", 600),))
     assert run.layout is not None
 
 
@@ -118,10 +119,10 @@ def test_an_upload_is_read_in_a_worker_as_the_server_reads_it(monkeypatch) -> No
     workers.shutdown()
     upload = Upload.of("chat.jsonl", chat_upload(40))
     try:
-        far = cache.dataset(upload, True)
+        far = cache.dataset(upload, DEFAULT_RULES)
     finally:
         workers.shutdown()
-    here = upload.load(True)
+    here = upload.load()
     assert far.label == here.label and np.array_equal(far.lengths, here.lengths)
     assert far.samples is not None and here.samples is not None
     assert np.array_equal(np.asarray(far.samples.loss_mask), np.asarray(here.samples.loss_mask))
@@ -141,7 +142,7 @@ def test_an_upload_that_takes_too_long_is_stopped_in_one_line(monkeypatch) -> No
         with pytest.raises(
             InputError, match=r"^it took longer than the 0.01 s the explorer gives it, and was stopped$"
         ):
-            cache.dataset(Upload.of("long chat.jsonl", chat_upload(100_000)), True)
+            cache.dataset(Upload.of("long chat.jsonl", chat_upload(100_000)), DEFAULT_RULES)
         assert busy_pids() == []
     finally:
         workers.shutdown()

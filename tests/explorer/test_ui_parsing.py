@@ -90,12 +90,12 @@ def test_errors_name_the_line_and_what_was_expected(text: str, expected: str) ->
 )
 def test_the_librarys_reader_judges_the_rows_and_the_page_names_the_line(text: str, expected: str) -> None:
     with pytest.raises(InputError) as caught:
-        Paste(text).load(True)
+        Paste(text).load()
     assert expected in str(caught.value)
 
 
 def test_boolean_loss_masks_are_read_as_by_pack() -> None:
-    data = Paste('{"input_ids": [1, 2], "loss_mask": [true, false]}').load(True)
+    data = Paste('{"input_ids": [1, 2], "loss_mask": [true, false]}').load()
     assert data.samples is not None and data.samples.loss_mask.tolist() == [1, 0]
 
 

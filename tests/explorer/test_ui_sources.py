@@ -80,18 +80,18 @@ def test_workload_sample_is_a_seeded_shuffle() -> None:
 
 
 def test_datasets_from_each_source() -> None:
-    pasted = sources.Paste("1 2 | 3\n4 5 6").load(True)
+    pasted = sources.Paste("1 2 | 3\n4 5 6").load()
     assert pasted.has_tokens and pasted.has_masked_tokens and pasted.lengths.tolist() == [3, 3]
-    synthetic = sources.Synthetic(100, "uniform", 1, 64).load(True)
+    synthetic = sources.Synthetic(100, "uniform", 1, 64).load()
     assert not synthetic.has_tokens and len(synthetic.lengths) == 100
-    sample = sources.Workload(WORKLOADS[0], 500).load(True)
+    sample = sources.Workload(WORKLOADS[0], 500).load()
     assert len(sample.lengths) == 500 and "500 of the" in sample.note and "random" in sample.note
 
 
 def test_every_sequence_of_a_workload_keeps_the_files_order_like_the_cli() -> None:
     """All of a distribution is used in the file's order, so order-dependent strategies agree with
     `packing compare` (a shuffled copy would not)."""
-    full = sources.Workload("squad_1_1_bert_384", 0).load(True)
+    full = sources.Workload("squad_1_1_bert_384", 0).load()
     loaded = load_workload("squad_1_1_bert_384").lengths
     assert np.array_equal(full.lengths, loaded) and "file's order" in full.note
     for strategy in ("split", "next_fit", "first_fit"):
@@ -100,22 +100,22 @@ def test_every_sequence_of_a_workload_keeps_the_files_order_like_the_cli() -> No
 
 def test_dataset_errors_are_plain() -> None:
     with pytest.raises(InputError, match="line 1"):
-        sources.Paste("[[1, 2], [3, 'a']]").load(True)
+        sources.Paste("[[1, 2], [3, 'a']]").load()
     with pytest.raises(InputError, match="between 1 and"):
-        sources.Synthetic(0, "uniform", 0, 10).load(True)
+        sources.Synthetic(0, "uniform", 0, 10).load()
     with pytest.raises(InputError, match="MB"):
-        sources.Upload.of("big.jsonl", b"0" * (MAX_UPLOAD_MB * 2**20 + 1)).load(True)
+        sources.Upload.of("big.jsonl", b"0" * (MAX_UPLOAD_MB * 2**20 + 1)).load()
 
 
 def test_uploads_are_read_with_the_library() -> None:
-    lengths_only = sources.Upload.of("lengths.csv", b"length\n5\n7\n").load(True)
+    lengths_only = sources.Upload.of("lengths.csv", b"length\n5\n7\n").load()
     assert lengths_only.lengths.tolist() == [5, 7] and not lengths_only.has_tokens
     tokens = sources.Upload.of("train.jsonl", b'{"input_ids": [1, 2, 3]}\n{"prompt": [4], "completion": [5]}\n')
-    data = tokens.load(True)
+    data = tokens.load()
     assert data.lengths.tolist() == [3, 2] and data.has_tokens
     assert data.samples is not None and data.samples.loss_mask.tolist() == [1, 1, 1, 0, 1]
     with pytest.raises(InputError, match=r"bad\.json"):
-        sources.Upload.of("bad.json", b'[[1, 2], [3, "x"]]').load(True)
+        sources.Upload.of("bad.json", b'[[1, 2], [3, "x"]]').load()
 
 
 def test_an_upload_is_keyed_by_its_digest_not_its_bytes() -> None:
@@ -141,18 +141,18 @@ def test_an_upload_is_keyed_by_its_digest_not_its_bytes() -> None:
 )
 def test_hostile_files_give_one_short_line(name: str, data: bytes, message: str) -> None:
     with pytest.raises(InputError) as caught:
-        sources.Upload.of(name, data).load(True)
+        sources.Upload.of(name, data).load()
     text = str(caught.value)
     assert message in text and "\n" not in text and len(text) < 400, text[:500]
 
 
 def test_pasted_text_is_bounded_by_what_it_expands_to() -> None:
     with pytest.raises(InputError, match="2,000,000 can be pasted"):
-        sources.Paste("1 " * 1_000_001).load(True)
+        sources.Paste("1 " * 1_000_001).load()
     with pytest.raises(InputError, match="nested too deeply"):
-        sources.Paste("[" * 10_000).load(True)
+        sources.Paste("[" * 10_000).load()
     with pytest.raises(InputError, match="too many digits"):
-        sources.Paste("[[" + "9" * 5000 + "]]").load(True)
+        sources.Paste("[[" + "9" * 5000 + "]]").load()
 
 
 def test_the_paste_box_refuses_what_pack_refuses() -> None:
@@ -162,7 +162,7 @@ def test_the_paste_box_refuses_what_pack_refuses() -> None:
     with pytest.raises(ValueError):
         packing.pack([json.loads(row)], 4)
     with pytest.raises(InputError):
-        sources.Paste(row).load(True)
+        sources.Paste(row).load()
 
 
 def test_links_say_what_they_reproduce() -> None:
@@ -184,14 +184,14 @@ def test_an_uploaded_file_of_text_rows_is_tokenized_with_bytes() -> None:
         {"prompt": "2+2=", "completion": "4"},
     ]
     data = "".join(json.dumps(row) + "\n" for row in rows).encode()
-    loaded = Upload.of("chats.jsonl", data).load(True)
+    loaded = Upload.of("chats.jsonl", data).load()
     expected = packing.read_dataset(io.BytesIO(data), name="chats.jsonl", tokenizer="bytes").samples
     assert loaded.samples is not None and loaded.samples.tokens is not None and expected.tokens is not None
     assert loaded.samples.tokens.tolist() == expected.tokens.tolist()
     assert loaded.samples.loss_mask is not None and expected.loss_mask is not None
     assert loaded.samples.loss_mask.tolist() == expected.loss_mask.tolist()
     assert 0 < int(expected.loss_mask.sum()) < len(expected.loss_mask)  # only the answers are trained
-    tokens = Upload.of("ids.jsonl", b'{"input_ids": [1, 2, 3]}\n').load(True)  # token files are read as before
+    tokens = Upload.of("ids.jsonl", b'{"input_ids": [1, 2, 3]}\n').load()  # token files are read as before
     assert tokens.samples is not None and tokens.samples.tokens is not None
     assert tokens.samples.tokens.tolist() == [1, 2, 3]
 
@@ -203,14 +203,14 @@ def test_an_upload_of_text_rows_uses_the_chosen_tokenizer_and_says_so() -> None:
     from explorer.core.sources import Upload
 
     data = (json.dumps({"prompt": "2+2=", "completion": "4"}) + "\n").encode()
-    loaded = Upload.of("qa.jsonl", data, " bytes ").load(True)
+    loaded = Upload.of("qa.jsonl", data, " bytes ").load()
     assert loaded.label == "qa.jsonl: 1 text row, tokenized with 'bytes'"
     with pytest.raises(InputError) as refused:  # a tokenizer that cannot be loaded: one plain line, no traceback
-        Upload.of("qa.jsonl", data, "/no/such/tokenizer/folder").load(True)
+        Upload.of("qa.jsonl", data, "/no/such/tokenizer/folder").load()
     assert str(refused.value).startswith("qa.jsonl holds text rows. Cannot load the tokenizer")
     assert "\n" not in str(refused.value)
     # a file of tokens never loads the tokenizer, whatever it is
-    tokens = Upload.of("ids.jsonl", b'{"input_ids": [1, 2, 3]}\n', "/no/such/tokenizer/folder").load(True)
+    tokens = Upload.of("ids.jsonl", b'{"input_ids": [1, 2, 3]}\n', "/no/such/tokenizer/folder").load()
     assert tokens.label == "ids.jsonl: 1 sample"
     # the tokenizer is part of what identifies the data (the cache keeps one entry per choice)
     assert Upload.of("qa.jsonl", data, "bytes").cache_key != Upload.of("qa.jsonl", data, "other").cache_key
@@ -220,12 +220,12 @@ def test_labels_in_an_upload_or_a_paste_are_read_as_the_library_reads_them() -> 
     """-100 labels mask their tokens (as a loss mask would); labels other than the ids are refused in one line
     naming the row, since the page packs and blocks train each token on itself."""
     rows = [{"input_ids": [4, 5], "labels": [-100, 5]}, {"input_ids": [1, 2, 3], "labels": [1, 2, 3]}]
-    upload = sources.Upload.of("labels.jsonl", "\n".join(map(json.dumps, rows)).encode()).load(True)
-    pasted = sources.Paste(json.dumps(rows)).load(True)
+    upload = sources.Upload.of("labels.jsonl", "\n".join(map(json.dumps, rows)).encode()).load()
+    pasted = sources.Paste(json.dumps(rows)).load()
     for data in (upload, pasted):
         assert data.samples is not None and data.samples.loss_mask.tolist() == [0, 1, 1, 1, 1]
     rows[1]["labels"] = [1, 2, 9]
     with pytest.raises(InputError, match=r"labels.jsonl, row 2, 'labels', position 2: expected 3 .*got 9"):
-        sources.Upload.of("labels.jsonl", "\n".join(map(json.dumps, rows)).encode()).load(True)
+        sources.Upload.of("labels.jsonl", "\n".join(map(json.dumps, rows)).encode()).load()
     with pytest.raises(InputError, match=r"'labels', position 2: expected 3 .*got 9"):
-        sources.Paste(json.dumps(rows)).load(True)
+        sources.Paste(json.dumps(rows)).load()

@@ -19,6 +19,7 @@ from processes import alive, busy_pids
 
 import packing
 from explorer.core import runs as compute
+from explorer.core.model import DEFAULT_RULES
 from explorer.server import workers
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -206,7 +207,7 @@ def test_an_upload_reports_its_progress_to_the_page_that_waits(
     source = Upload.of(f"chats-{in_a_worker}.jsonl", _chat_upload(5_000), "bytes")
     try:
         with workers.listening(lambda done, total: heard.append((done, total))):
-            data = cache.dataset(source, True)
+            data = cache.dataset(source, DEFAULT_RULES)
     finally:
         workers.shutdown()
     assert len(data.lengths) == 5_000

@@ -56,8 +56,8 @@ def render(ctx: Context) -> None:
         f"(blocks of {s.max_seq_length:,}); the proven optimum searches for up to {compute.PAGE_TIME_LIMIT} s…"
     )
     with st.spinner(running, show_time=True):
-        rows, costs = cache.compare(ctx.source, s.completion_only, s.max_seq_length, s.overflow)
-        bounds = cache.bounds(ctx.source, s.completion_only, s.max_seq_length, s.overflow)
+        rows, costs = cache.compare(ctx.source, s.rules, s.max_seq_length, s.overflow)
+        bounds = cache.bounds(ctx.source, s.rules, s.max_seq_length, s.overflow)
     st.caption(tables.compare_caption(rows, bounds, s.max_seq_length, s.overflow))
     _optimum(ctx, rows)
     frame = tables.compare_table(rows, costs)
@@ -67,7 +67,7 @@ def render(ctx: Context) -> None:
         if row.refusal:
             st.caption(escape(f"{row.label} did not run: {row.refusal}"))
     with st.spinner("Drawing the comparison…", show_time=True):
-        charts = cache.compare_figures(ctx.source, s.completion_only, s.max_seq_length, s.overflow)
+        charts = cache.compare_figures(ctx.source, s.rules, s.max_seq_length, s.overflow)
     if any(row.label == figures.BASELINE for row in rows if row.stats is not None):
         st.caption(
             "'none' is the no-packing baseline (one block per sequence). When it is far above the others its bar "
@@ -126,7 +126,7 @@ def _optimum(ctx: Context, rows: list[Row]) -> None:
     with st.spinner(
         f"Searching for the optimum for up to {compute.MAX_TIME_LIMIT} s (in a worker process)…", show_time=True
     ):
-        longer = cache.plan(ctx.source, s.completion_only, s.max_seq_length, "optimal", s.overflow, options)
+        longer = cache.plan(ctx.source, s.rules, s.max_seq_length, "optimal", s.overflow, options)
     st.success(tables.optimum_note(longer, compute.MAX_TIME_LIMIT))
 
 

@@ -14,18 +14,20 @@ from explorer.ui import sidebar
 from explorer.ui.tabs.common import need_plan
 
 
-def share_link(base_url: str | None, params: dict[str, str]) -> str:
+def share_link(base_url: str | None, params: dict[str, str | list[str]]) -> str:
     """The page address with a query string that reopens these choices (just the query string without an address).
 
     >>> share_link("http://localhost:8501", {"max_seq_length": "8", "strategy": "ffd"})
     'http://localhost:8501/?max_seq_length=8&strategy=ffd'
+    >>> share_link(None, {"roles_to_train": ["assistant", "tool"]})
+    '?roles_to_train=assistant&roles_to_train=tool'
     >>> share_link(None, {})
     '?'
     """
     base = (base_url or "").split("?")[0].split("#")[0]
     if base and not base.endswith("/"):
         base += "/"
-    return f"{base}?{urlencode(params)}"
+    return f"{base}?{urlencode(params, doseq=True)}"
 
 
 def _documents(tokenizer: Any, layout: packing.PackingPlan, samples: packing.Samples, pad: int) -> None:
@@ -91,7 +93,7 @@ def render(ctx: Context) -> None:
         s.strategy,
         s.overflow,
         s.pad_token_id,
-        s.completion_only,
+        s.rules,
         samples is not None,
     )
     st.code(code, language="python")

@@ -18,6 +18,7 @@ from explorer.core.sources import Text
 from explorer.server import cache
 from explorer.ui.tabs.common import WHOLE, cells_chart, need_plan
 from explorer.views import figures, tables
+from packing.loss import LossRules
 
 DEFAULT_WINDOW = 16
 METRIC_WIDTH = 150
@@ -32,7 +33,7 @@ ones after them, where it does not push the drawing out of sight."""
 def _metrics(ctx: Context, layout: packing.PackingPlan) -> packing.TrainableCounts:
     s = ctx.settings
     assert ctx.source is not None
-    bounds = cache.bounds(ctx.source, s.completion_only, s.max_seq_length, s.overflow)
+    bounds = cache.bounds(ctx.source, s.rules, s.max_seq_length, s.overflow)
     with st.spinner("Counting the training targets…", show_time=True):
         trained = cache.trainable(ctx.source, s)
     numbers = tables.headline(layout.stats, bounds, s.strategy, trained)
@@ -121,7 +122,7 @@ def render(ctx: Context) -> None:
     left.plotly_chart(utilization, key="util")
     right.plotly_chart(lengths, key="lengths")
     if view is not None and isinstance(ctx.source, Text):
-        _turns(ctx.source, s.completion_only, view)
+        _turns(ctx.source, s.rules, view)
     if view is not None:
         _result_text(view)
 
@@ -135,7 +136,7 @@ def loss_words(tokens: int, trained: int) -> str:
     return "trained" if trained == tokens else "partly trained" if trained else "not trained"
 
 
-def _turns(source: Text, completion_only: bool, view: Window) -> None:
+def _turns(source: Text, rules: LossRules, view: Window) -> None:
     """The turns of the rows in the blocks shown: role, tokens and exactly which text is trained."""
     ids = view.sequence_ids.ravel()
     seen = ids[ids >= 0]
@@ -147,7 +148,7 @@ def _turns(source: Text, completion_only: bool, view: Window) -> None:
         with st.spinner(
             f"Rendering the turns of {grammar_count(len(shown), 'row')} with the chat template…", show_time=True
         ):
-            lines = cache.turns(source, completion_only, tuple(shown))
+            lines = cache.turns(source, rules, tuple(shown))
     except (ValueError, TypeError, InputError) as error:  # a row the per-turn view cannot follow
         st.info(f"The turns cannot be shown: {escape(describe(error))}")
         return
@@ -184,8 +185,8 @@ def _turns(source: Text, completion_only: bool, view: Window) -> None:
     st.caption(
         f"Every turn of the rows in the blocks shown{more}, as tokenized before packing (its loss mask; truncation "
         "and document starts are in the blocks above), with the text each one trains on. A chat's template "
-        "tokens between messages belong to the message they open, so an assistant turn's header is not trained "
-        "and its end-of-turn tokens are."
+        "tokens between messages belong to the message they open, so an assistant turn's header is never "
+        "trained; which turns and end-of-turn tokens are follows the loss settings in the sidebar."
     )
 
 

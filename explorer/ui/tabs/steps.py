@@ -32,7 +32,7 @@ def render(ctx: Context) -> None:
     try:
         seed = dict(s.options).get("seed", 0)
         with st.spinner(f"Replaying {s.strategy} one sequence at a time…", show_time=True):
-            steps = cache.explain(ctx.source, s.completion_only, s.max_seq_length, s.strategy, s.overflow, seed)
+            steps = cache.explain(ctx.source, s.rules, s.max_seq_length, s.strategy, s.overflow, seed)
     except ValueError as error:
         st.warning(
             f"Cannot step through this input: {escape(str(error))}. Paste a few sequences, or use a small synthetic "

@@ -101,13 +101,11 @@ def render(ctx: Context) -> None:
     with st.spinner(
         f"Planning with {len(names)} strategies at {len(sizes)} sizes{searching} (in a worker process)…", show_time=True
     ):
-        rows = cache.sweep(ctx.source, s.completion_only, tuple(sizes), tuple(names), s.overflow)
+        rows = cache.sweep(ctx.source, s.rules, tuple(sizes), tuple(names), s.overflow)
     best = best_setting(rows)
     if best:
         st.info(best)
-    st.plotly_chart(
-        cache.sweep_figure(ctx.source, s.completion_only, tuple(sizes), tuple(names), s.overflow), key="sweep"
-    )
+    st.plotly_chart(cache.sweep_figure(ctx.source, s.rules, tuple(sizes), tuple(names), s.overflow), key="sweep")
     for note in sorted({r["note"] for r in rows if r["note"]}):
         st.caption(f"Not shown: {escape(note)}")
     st.dataframe(

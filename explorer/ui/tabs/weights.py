@@ -27,7 +27,7 @@ def render(ctx: Context) -> None:
         "document the same. The same documents, under each objective:"
     )
     with st.spinner("Counting each document's trained tokens…", show_time=True):
-        data = cache.dataset(ctx.source, s.completion_only)
+        data = cache.dataset(ctx.source, s.rules)
         view = weight_view(trained_per_document(data.lengths, data.samples, s.max_seq_length))
     if not view.documents:
         st.info("No document has a trained token: there is nothing to weigh.")

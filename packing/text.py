@@ -768,15 +768,24 @@ def _span_tokens(encoding: Any, a: int, b: int, count: int) -> tuple[int, int] |
     """The tokens ``[first, stop)`` of one Rust ``encoding`` whose characters overlap ``[a, b)`` as
     :func:`spans_mask` decides it (a token spans at least one character), found from the tokens holding
     characters ``a`` and ``b - 1`` and their neighbours; None when that is not certain (a character no
-    token holds, an empty or out-of-order token at an end). O(tokens) in Rust, a few calls from Python."""
+    token holds, an empty or out-of-order token at an end). Token starts are taken as non-decreasing but
+    for the empty token trimmed offsets leave after a leading space (``trim_offsets``), just before the
+    tokens sharing its last character: the tokens ending at ``a`` or later before ``first`` and the token
+    before ``last`` are checked for it. O(tokens) in Rust, a few calls from Python."""
     first: int | None = encoding.char_to_token(a) if a < b else None
     last: int | None = encoding.char_to_token(b - 1) if first is not None else None
-    if first is None or last is None:
+    if first is None or last is None or last < first:
         return None
-    if first > 0:
-        before = encoding.token_to_chars(first - 1)
-        if before is None or max(before[1], before[0] + 1) > a:
+    before = first - 1
+    while before >= 0:  # the tokens sharing the character before a, and an empty token left before them
+        start, end = encoding.token_to_chars(before) or (a + 1, a + 1)
+        if end < a:
+            break
+        if max(end, start + 1) > a:
             return None
+        before -= 1
+    if last > first and (encoding.token_to_chars(last - 1) or (b, b))[0] >= b:  # an empty token at b
+        return None
     stop = last + 1
     while stop < count:  # a character split over several tokens: each of them overlaps
         after = encoding.token_to_chars(stop)

@@ -523,7 +523,7 @@ def test_tokenize_benchmark_runs() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [line for line in done.stdout.splitlines() if line.startswith("| ")]
     assert lines[0].startswith("| case | rows | tokens | trained |")
-    assert [line.split(" | ")[1] for line in lines[1:]] == ["60"] * 6  # prefix, markers, bytes, proc2, pairs, text
+    assert [line.split(" | ")[1] for line in lines[1:]] == ["60"] * 7  # the seven cases
 
 
 def test_cli_shows_tokenizing_progress(

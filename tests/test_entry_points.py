@@ -253,12 +253,12 @@ def test_the_explorer_paste_box_reads_rows_as_pack_does(case: str) -> None:
         expected = read_rows(rows)
     except SampleError as error:
         with pytest.raises(InputError) as caught:
-            Paste(text).load(True)
+            Paste(text).load()
         message = str(caught.value)
         assert f"line {(error.sample or 0) + 1}" in message
         assert (f"{error.location}: " if error.location else ": ") + error.problem in message
         return
-    samples = Paste(text).load(True).samples
+    samples = Paste(text).load().samples
     assert samples is not None and samples.tokens is not None and expected.tokens is not None
     assert samples.tokens.tolist() == expected.tokens.tolist()
     assert samples.loss_mask is not None and expected.loss_mask is not None

@@ -113,8 +113,8 @@ def render(ctx: Context) -> None:
             st.caption(
                 "Loss mask and labels: a dark green token is a training target (its label is the token). A light "
                 "green one is in the loss mask but is the first token of a document (or of its part in this block), "
-                "so its label is -100: nothing before it in the block may predict it. Violet tokens are masked "
-                "prompt tokens, grey is padding."
+                "so its label is -100: nothing before it in the block may predict it. Violet tokens are not "
+                "trained (a prompt, or a turn the loss settings leave out), grey is padding."
             )
     left, right = st.columns(2)
     with st.spinner("Drawing the block fill and the lengths…", show_time=True):

@@ -3,7 +3,7 @@
     python benchmarks/audit.py            # 40,000 documents, about 13 M tokens, max_seq_length 4096
     python benchmarks/audit.py --quick    # 1,000 documents: checks that it runs
 
-For each layout the blocks are exported and written to Parquet once; then ``packing.auditing.audit(path)``
+For each layout the blocks are exported and written to Parquet once; then ``packing.layouts.audit.audit(path)``
 and ``pyarrow.parquet.read_table(path)`` plus one flat numpy copy of every list column (the least any
 reader must do) are timed alternately in the same run, medians of ``--repeat`` runs, so load from other
 processes hits both alike. The ratio is audit time / baseline time.
@@ -28,8 +28,8 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 import packing  # noqa: E402
-from packing.auditing import audit  # noqa: E402
-from packing.formats import EXPORT_FORMATS, export  # noqa: E402
+from packing.layouts.audit import audit  # noqa: E402
+from packing.layouts.export import EXPORT_FORMATS, export  # noqa: E402
 
 
 def make_batch(documents: int, seed: int = 0) -> packing.PackedBatch:

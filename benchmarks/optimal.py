@@ -35,9 +35,9 @@ from dataclasses import dataclass  # noqa: E402
 import numpy as np  # noqa: E402
 import numpy.typing as npt  # noqa: E402
 
-from packing.bounds import martello_toth_l2, simple_bound  # noqa: E402
-from packing.kernels import best_fit_decreasing_layout  # noqa: E402
 from packing.optimal import OptimalResult, solve  # noqa: E402
+from packing.strategies.bounds import martello_toth_l2, simple_bound  # noqa: E402
+from packing.strategies.kernels import best_fit_decreasing_layout  # noqa: E402
 from packing.workloads import load_workload  # noqa: E402
 
 Int64Array = npt.NDArray[np.int64]

@@ -42,7 +42,7 @@ import numpy.typing as npt  # noqa: E402
 
 import packing  # noqa: E402
 from packing import lower_bounds, pack, plan  # noqa: E402
-from packing.reference import REFERENCES  # noqa: E402
+from packing.strategies.reference import REFERENCES  # noqa: E402
 from packing.workloads import load_workload  # noqa: E402
 
 Int64Array = npt.NDArray[np.int64]

@@ -42,7 +42,8 @@ if str(ROOT) not in sys.path:  # `python benchmarks/tokenization.py` puts benchm
 
 import numpy as np  # noqa: E402
 
-from packing.text import encode_rows, load_tokenizer  # noqa: E402
+from packing.text.rows import encode_rows  # noqa: E402
+from packing.text.tokenizers import load_tokenizer  # noqa: E402
 
 CHATML = (
     "{%- for m in messages -%}"

@@ -9,11 +9,13 @@ boundaries that keep packed samples from leaking into each other.
 ([[1, 2, 3, 4], [5, 6, 0, 0]], [[1, 1, 1, 1], [1, 1, 0, 0]])
 """
 
-from packing.auditing import AuditReport, Finding, audit
-from packing.bounds import LowerBounds, lower_bounds
-from packing.classic import pack_sequences
+from packing.batches.classic import pack_sequences
+from packing.batches.packed import LazyBatch, PackedBatch, TrainableCounts, count_trainable, materialize, pack
+from packing.batches.schema import COLUMNS, Column
 from packing.comparison import compare
-from packing.cost import ComputeCost, compute_cost
+from packing.core.forms import MaskedSample, PromptCompletion, Sample, is_text_row
+from packing.core.samples import IGNORE_INDEX, Samples
+from packing.core.validation import OVERFLOW_POLICIES, OverflowPolicy
 from packing.errors import (
     DatasetError,
     LimitError,
@@ -23,36 +25,23 @@ from packing.errors import (
     SettingError,
     TooManyDocuments,
 )
-from packing.explanation import MAX_EXPLAIN_DOCUMENTS, Placement, Step, explain
-from packing.formats import EXPORT_FORMATS, export
-from packing.io import Dataset, read_dataset
-from packing.limits import ReadLimits
-from packing.packed import (
-    LazyBatch,
-    PackedBatch,
-    TrainableCounts,
-    count_trainable,
-    materialize,
-    pack,
-)
-from packing.plans import PackingPlan, Piece, plan
-from packing.reader import (
-    IGNORE_INDEX,
-    MaskedSample,
-    PromptCompletion,
-    Sample,
-    Samples,
-    chat_sample,
-    read_rows,
-    read_table,
-)
+from packing.layouts.audit import AuditReport, Finding, audit
+from packing.layouts.export import EXPORT_FORMATS, export
+from packing.planning.cost import ComputeCost, compute_cost
+from packing.planning.plans import PackingPlan, Piece, plan
+from packing.reading.arrow import chat_sample, read_table
+from packing.reading.dataset import Dataset, read_dataset
+from packing.reading.limits import ReadLimits
+from packing.reading.rows import read_rows
 from packing.recipe import LOSS_RULES, LossRule, Recipe
-from packing.schema import COLUMNS, Column
-from packing.stats import PackingStats
-from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, Strategy, StrategyName
+from packing.strategies.bounds import LowerBounds, lower_bounds
+from packing.strategies.explanation import MAX_EXPLAIN_DOCUMENTS, Placement, Step, explain
+from packing.strategies.registry import DEFAULT_STRATEGY, STRATEGIES, Strategy, StrategyName
+from packing.strategies.stats import PackingStats
 from packing.streaming import stream
-from packing.text import ByteTokenizer, decode_documents, encode_rows, is_text_row, load_tokenizer
-from packing.validation import OVERFLOW_POLICIES, OverflowPolicy
+from packing.text.prepare import Prepared, prepare
+from packing.text.rows import decode_documents, encode_rows
+from packing.text.tokenizers import ByteTokenizer, load_tokenizer
 from packing.weighting import LOSS_MODES, LossMode, LossTotals, effective_weights, trained_tokens
 
 __all__ = [
@@ -87,6 +76,7 @@ __all__ = [
     "PackingStats",
     "Piece",
     "Placement",
+    "Prepared",
     "PromptCompletion",
     "ReadLimits",
     "Recipe",
@@ -116,6 +106,7 @@ __all__ = [
     "pack",
     "pack_sequences",
     "plan",
+    "prepare",
     "read_dataset",
     "read_rows",
     "read_table",

@@ -40,19 +40,20 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.auditing import LAYOUTS, AuditReport, audit, report_json
-from packing.bounds import lower_bounds
+from packing.batches.packed import LazyBatch
+from packing.batches.schema import help_text
 from packing.comparison import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
 from packing.errors import PackingError, one_line
-from packing.formats import EXPORT_FORMATS, export, write_table
-from packing.io import FORMATS, Dataset, read_dataset, write_jsonl, write_parquet
-from packing.outputs import exclusive
-from packing.packed import LazyBatch
-from packing.plans import plan
+from packing.layouts.audit import LAYOUTS, AuditReport, audit, report_json
+from packing.layouts.export import EXPORT_FORMATS, export, write_jsonl, write_parquet, write_table
+from packing.layouts.outputs import exclusive
+from packing.planning.plans import plan
+from packing.reading.dataset import FORMATS, Dataset, read_dataset
 from packing.recipe import Recipe, option_fields
-from packing.schema import help_text
-from packing.stats import PackingStats
-from packing.strategies import STRATEGIES
+from packing.strategies.bounds import lower_bounds
+from packing.strategies.registry import STRATEGIES
+from packing.strategies.stats import PackingStats
+from packing.text.prepare import prepare
 from packing.weighting import LOSS_MODES, LossMode
 
 Writer = Callable[[LazyBatch, Path], None]
@@ -430,7 +431,7 @@ def _pack_batch(recipe: Recipe, dataset: Dataset, shuffle: bool) -> LazyBatch:
     layout = plan(dataset.lengths, recipe=recipe)
     if shuffle:
         layout = layout.shuffle(recipe.seed or 0)
-    return LazyBatch.of(layout, dataset.samples, recipe.pad_id, int64=recipe.int64)
+    return LazyBatch.of(layout, dataset.samples, prepare(recipe).pad_id, int64=recipe.int64)
 
 
 def _pack_summary(

@@ -19,12 +19,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 
-from packing.bounds import lower_bounds
+from packing.core.validation import OverflowPolicy, check_choice, check_positive_int
 from packing.errors import PackingError, SettingError
-from packing.plans import PackingPlan, plan
-from packing.stats import PackingStats
-from packing.strategies import STRATEGIES, StrategyName
-from packing.validation import OverflowPolicy, check_choice, check_positive_int
+from packing.planning.plans import PackingPlan, plan
+from packing.strategies.bounds import lower_bounds
+from packing.strategies.registry import STRATEGIES, StrategyName
+from packing.strategies.stats import PackingStats
 
 TRL_WINDOW = 1_000
 """Rows per ``datasets.map`` batch: TRL and LLaMA-Factory pack each such batch on its own."""

@@ -1,9 +1,9 @@
 """Packing Hugging Face ``datasets``: shard-local with ``Dataset.map`` or global over a whole dataset.
 
-Both functions produce the schema's columns (``packing.schema.COLUMNS``: ``input_ids``,
+Both functions produce the schema's columns (``packing.batches.schema.COLUMNS``: ``input_ids``,
 ``labels``, ``loss_mask``, ``position_ids``, ``sequence_ids``, ``seq_lengths``), one row per
 block of exactly ``max_seq_length`` tokens, and read rows with the one reader
-(``packing.reader``): every form, nulls as absent, rows of mixed forms in one batch.
+(``packing.reading.rows``): every form, nulls as absent, rows of mixed forms in one batch.
 
 :func:`pack_batch` packs one batch at a time, so ``Dataset.map(pack_batch, batched=True, ...)``
 only ever combines rows of the same batch (shard-local packing, streaming-friendly).
@@ -26,14 +26,17 @@ import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from packing.batches.packed import LazyBatch, pack
+from packing.batches.schema import NAMES, arrow_schema
+from packing.core.forms import FIELDS
+from packing.core.validation import OverflowPolicy
 from packing.errors import SampleError, SettingError
-from packing.packed import LazyBatch, pack
-from packing.plans import plan
-from packing.reader import FIELDS, read_rows, read_table
+from packing.planning.plans import plan
+from packing.reading.arrow import read_table
+from packing.reading.rows import read_rows
 from packing.recipe import Recipe, RecipeOptions
-from packing.schema import NAMES, arrow_schema
-from packing.strategies import StrategyName
-from packing.validation import OverflowPolicy
+from packing.strategies.registry import StrategyName
+from packing.text.prepare import prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
@@ -143,24 +146,24 @@ def pack_dataset(
     chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
     _check_flag(shuffle, "shuffle")
     if isinstance(dataset, Mapping):  # Python columns: the row reader
-        samples = read_rows(_rows(dataset), **chosen.read_options())
+        samples = read_rows(_rows(dataset), **prepare(chosen).read_options)
     elif chosen.tokenizer is not None and (chosen.num_proc or 1) > 1 and hasattr(dataset, "map"):
         samples = read_table(_arrow_table(_tokenized(dataset, chosen)))
     else:
-        samples = read_table(_arrow_table(dataset), **chosen.read_options())
+        samples = read_table(_arrow_table(dataset), **prepare(chosen).read_options)
     layout = plan(samples.lengths, recipe=chosen)
     if shuffle:  # reorder the plan, so the blocks are written in their final order and never copied
         layout = layout.shuffle(chosen.seed or 0)
     import pyarrow as pa
     from datasets import Dataset
 
-    lazy = LazyBatch.of(layout, samples, chosen.pad_id, int64=chosen.int64)
+    lazy = LazyBatch.of(layout, samples, prepare(chosen).pad_id, int64=chosen.int64)
     schema = arrow_schema(lazy.int64)
     table = pa.concat_tables([chunk.to_arrow() for chunk in lazy.chunks()] or [schema.empty_table()])
 
     tokenizer = chosen.tokenizer
-    name = tokenizer if isinstance(tokenizer, str) else getattr(chosen.loaded_tokenizer, "name_or_path", None)
-    settings = (chosen.describe(), name, chosen.pad_id, shuffle, chosen.seed)
+    name = tokenizer if isinstance(tokenizer, str) else getattr(prepare(chosen).tokenizer, "name_or_path", None)
+    settings = (chosen.describe(), name, prepare(chosen).pad_id, shuffle, chosen.seed)
     known = tokenizer is None or isinstance(name, str)  # a tokenizer object without a name: no stable fingerprint
     return Dataset(table, fingerprint=_fingerprint(dataset if known else None, settings))
 
@@ -168,7 +171,7 @@ def pack_dataset(
 def _tokenized(dataset: Any, recipe: Recipe) -> Any:
     """``dataset`` with its rows tokenized into ``input_ids`` and ``loss_mask`` by the recipe's ``num_proc``
     processes (``datasets.map``: contiguous shards, joined in order); errors name the row in the whole dataset."""
-    loaded, loss_rules, num_proc = recipe.loaded_tokenizer, recipe.loss_rules, recipe.num_proc
+    loaded, loss_rules, num_proc = prepare(recipe).tokenizer, recipe.loss_rules, recipe.num_proc
     columns = [name for name in dataset.column_names if name in FIELDS]
     return dataset.select_columns(columns).map(
         _tokenize_batch,
@@ -185,7 +188,7 @@ def _tokenize_batch(
     batch: Mapping[str, Any], indices: list[int], tokenizer: Any, loss_rules: Any
 ) -> dict[str, list[Any]]:
     """One ``datasets.map`` batch through the reader: ``input_ids`` and ``loss_mask`` per row."""
-    from packing.text import read_text_rows
+    from packing.reading.rows import read_text_rows
 
     try:
         samples = read_text_rows(_rows(batch), tokenizer, loss_rules=loss_rules)

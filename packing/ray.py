@@ -12,7 +12,7 @@ The tokens stay on the cluster; only lengths travel to the driver:
 4. the library's materializer fills the blocks (``packing.materialize``) into the output schema's
    columns, with ``sequence_ids`` holding global row ids.
 
-The result is one row per block, the columns of ``packing.schema`` (``input_ids``, ``labels``,
+The result is one row per block, the columns of ``packing.batches.schema`` (``input_ids``, ``labels``,
 ``loss_mask``, ``position_ids``, ``sequence_ids``, ``seq_lengths``), equal to single-machine packing
 of the same rows with the same settings. Write it with Ray Data's writers (``write_parquet``).
 
@@ -37,14 +37,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.arrays import offsets_of, ranges
+from packing.batches.packed import materialize
+from packing.core.arrays import offsets_of, ranges
+from packing.core.forms import FIELDS, RowKind
+from packing.core.samples import Samples
+from packing.core.validation import OverflowPolicy
 from packing.errors import SampleError, SettingError
-from packing.packed import materialize
-from packing.plans import PackingPlan, plan
-from packing.reader import FIELDS, RowKind, Samples, mixed_kinds_error, read_rows, read_table
+from packing.planning.plans import PackingPlan, plan
+from packing.reading.arrow import read_table
+from packing.reading.rows import mixed_kinds_error, read_rows
 from packing.recipe import Recipe, RecipeOptions
-from packing.strategies import StrategyName
-from packing.validation import OverflowPolicy
+from packing.strategies.registry import StrategyName
+from packing.text.prepare import prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
@@ -118,7 +122,7 @@ def _lengths_batch(batch: pa.Table, recipe: Recipe) -> pa.Table:
     uid = _int_column(batch, _UID)
     rows = batch.select(_fields(batch))
     try:
-        samples = read_table(rows, **recipe.read_options())
+        samples = read_table(rows, **prepare(recipe).read_options)
         samples.refuse_other_labels()  # blocks train each token on itself
         samples.refuse_wide_ids(recipe.int64)  # the shuffle carries the output's id width
         if samples.tokens is None and len(samples):  # lengths only: nothing to pack (named on the driver)
@@ -215,7 +219,7 @@ def _raise_bad_row(row: bytes, index: int, recipe: Recipe) -> None:
 
     record = pa.ipc.open_stream(row).read_all().to_pylist()[0]
     try:
-        samples = read_rows([record], **recipe.read_options())
+        samples = read_rows([record], **prepare(recipe).read_options)
         samples.refuse_other_labels()
         samples.refuse_wide_ids(recipe.int64)
     except SampleError as error:  # the reader's error, naming sample ``index``
@@ -310,7 +314,7 @@ def _tag_pieces(batch: pa.Table, pieces: _Pieces, recipe: Recipe) -> pa.Table:
     import pyarrow as pa
 
     rows = pieces.row_ids.rows(_int_column(batch, _UID))
-    samples = read_table(batch.select(_fields(batch)), **recipe.read_options())
+    samples = read_table(batch.select(_fields(batch)), **prepare(recipe).read_options)
     assert samples.tokens is not None and samples.loss_mask is not None  # checked by the lengths pass
     counts = pieces.row_starts[rows + 1] - pieces.row_starts[rows]
     which = ranges(pieces.row_starts[rows], counts)
@@ -439,7 +443,7 @@ def pack_dataset(
     chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
     _check_flag(shuffle, "shuffle")
     _check_flag(ordered, "ordered")
-    capacity, pad = chosen.max_seq_length, chosen.pad_id
+    capacity, pad = chosen.max_seq_length, prepare(chosen).pad_id
     from ray.data.expressions import monotonically_increasing_id
 
     indexed = ds.with_column(_UID, monotonically_increasing_id()).materialize()

@@ -20,20 +20,18 @@ packing.errors.SettingError: time_limit: expected no value with strategy 'bfd' (
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import cached_property
 from numbers import Integral
 from typing import Any, Literal, TypedDict
 
 import numpy as np
 
-from packing.errors import SettingError
-from packing.loss import DEFAULT_ROLES, EOS_RULES, EosRule, LossRules, check_roles, check_train_on_eos
-from packing.loss import LOSS_RULES as LOSS_RULES  # re-exported: packing.LOSS_RULES
-from packing.loss import LossRule as LossRule
-from packing.strategies import DEFAULT_STRATEGY, STRATEGIES, StrategyName
-from packing.validation import (
+from packing.core.loss import DEFAULT_ROLES, EOS_RULES, EosRule, LossRules, check_roles, check_train_on_eos
+from packing.core.loss import LOSS_RULES as LOSS_RULES  # re-exported: packing.LOSS_RULES
+from packing.core.loss import LossRule as LossRule
+from packing.core.validation import (
     MAX_SEQ_LENGTH,
     OVERFLOW_POLICIES,
     OverflowPolicy,
@@ -43,6 +41,8 @@ from packing.validation import (
     check_time_limit,
     check_token_id,
 )
+from packing.errors import SettingError
+from packing.strategies.registry import DEFAULT_STRATEGY, STRATEGIES, StrategyName
 
 
 class RecipeOptions(TypedDict, total=False):
@@ -88,7 +88,7 @@ def _check_seed(value: Any) -> int | None:
     return int(value)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Recipe:
     """How to pack: block size, strategy and its options, overflow, window, loss rule, tokenizer, padding and
     the output's integer width.
@@ -99,12 +99,11 @@ class Recipe:
     ``seed``, ``max_sequences_per_block``) are accepted where the registry says the strategy reads
     them; ``seed`` is also what entry points that shuffle their output draw from. O(1).
 
-    >>> Recipe(8).pad_id
-    0
-    >>> Recipe(8, tokenizer="bytes").pad_id  # the byte tokenizer's own pad id, not the NUL byte
-    257
-    >>> Recipe(8, pad_token_id=7, tokenizer="bytes").pad_id
-    7
+    Two recipes are equal (and hash alike) when they pack alike: every option but ``num_proc`` is compared, the
+    tokenizer by its spec (a name or path) or, for a tokenizer object, by identity.
+
+    >>> Recipe(8, tokenizer="bytes") == Recipe(8), Recipe(8, tokenizer="bytes") == Recipe(8, tokenizer="bytes")
+    (False, True)
     >>> Recipe(0)
     Traceback (most recent call last):
     ...
@@ -174,7 +173,7 @@ class Recipe:
         default=False,
         metadata=_about("fill", "ids, labels and positions as int64 (default: int32, the compact schema)", parse=bool),
     )
-    """Ids, labels and positions as int64 instead of the compact schema's int32 (``packing.schema``)."""
+    """Ids, labels and positions as int64 instead of the compact schema's int32 (``packing.batches.schema``)."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -200,6 +199,19 @@ class Recipe:
         set_(self, "int64", bool(self.int64))
         self._check_strategy_options()
         self._check_text_options()
+
+    def _identity(self) -> tuple[Any, ...]:
+        """What makes two recipes pack alike: every compared option, and the tokenizer's key."""
+        compared = tuple(getattr(self, f.name) for f in dataclasses.fields(self) if f.compare)
+        return (*compared, _tokenizer_key(self.tokenizer))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Recipe):
+            return NotImplemented
+        return self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash(self._identity())
 
     def _check_text_options(self) -> None:
         """Check the loss rules (``roles_to_train``, ``train_on_eos``), ``chat_template`` and ``num_proc``."""
@@ -270,7 +282,7 @@ class Recipe:
         :meth:`of`, with the largest ``max_seq_length`` allowed standing in when neither a length nor a recipe
         is given (reading never uses it). O(1).
 
-        >>> Recipe.for_reading(tokenizer="bytes").read_options()["completion_only_loss"]
+        >>> Recipe.for_reading(tokenizer="bytes").max_seq_length == MAX_SEQ_LENGTH
         True
         """
         if recipe is None and max_seq_length is None:
@@ -307,44 +319,6 @@ class Recipe:
         """
         return LossRules(self.loss, self.roles_to_train, self.train_on_eos)
 
-    @cached_property
-    def loaded_tokenizer(self) -> Any:
-        """The tokenizer object (``packing.load_tokenizer`` of ``tokenizer`` with ``chat_template``), loaded
-        once; None without one."""
-        if self.tokenizer is None:
-            return None
-        from packing.text import load_tokenizer
-
-        return load_tokenizer(self.tokenizer, chat_template=self.chat_template)
-
-    @cached_property
-    def pad_id(self) -> int:
-        """The id padding is filled with: ``pad_token_id``, else the tokenizer's pad id, else its EOS id, else 0."""
-        if self.pad_token_id is not None:
-            return self.pad_token_id
-        tokenizer = self.loaded_tokenizer
-        for name in ("pad_token_id", "eos_token_id"):
-            value = getattr(tokenizer, name, None)
-            if isinstance(value, list):  # some configs list several EOS ids
-                value = value[0] if value else None
-            if isinstance(value, Integral) and not isinstance(value, bool) and int(value) >= 0:
-                return int(value)
-        return 0
-
-    def read_options(self) -> dict[str, Any]:
-        """The reader's keywords (``packing.read_rows``, ``packing.read_table``): what the recipe says about
-        reading rows (the loss rule, the loaded tokenizer). The one place a door turns its recipe into a read.
-
-        >>> sorted(Recipe(8, loss="all").read_options())
-        ['completion_only_loss', 'loss_rules', 'num_proc', 'tokenizer']
-        """
-        return {
-            "completion_only_loss": self.completion_only_loss,
-            "tokenizer": self.loaded_tokenizer,
-            "loss_rules": self.loss_rules,
-            "num_proc": self.num_proc,
-        }
-
     def strategy_options(self) -> dict[str, Any]:
         """The options ``plan`` takes beyond strategy and overflow, as keywords (the ones this strategy reads)."""
         accepted = STRATEGIES[self.strategy].options
@@ -367,6 +341,15 @@ class Recipe:
                 shown = value if isinstance(value, (str, int, float)) else type(value).__name__
                 parts.append(f"{name}={shown}")
         return ", ".join(parts)
+
+
+def _tokenizer_key(tokenizer: Any) -> Any:
+    """A tokenizer spec as a hashable key: a name or path as its string, an object by identity."""
+    if tokenizer is None or isinstance(tokenizer, str):
+        return tokenizer
+    if isinstance(tokenizer, os.PathLike):
+        return os.fspath(tokenizer)
+    return ("object", id(tokenizer))
 
 
 def _given(options: dict[str, Any]) -> dict[str, Any]:

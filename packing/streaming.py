@@ -15,14 +15,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from packing.batches.packed import LazyBatch, block_arrays
+from packing.batches.schema import datasets_features
+from packing.core.samples import Samples, TokenArray, all_ones
+from packing.core.validation import OverflowPolicy, check_positive_int
 from packing.errors import SampleError, SettingError
-from packing.packed import LazyBatch
-from packing.plans import plan
-from packing.reader import Samples, TokenArray, all_ones, read_rows
+from packing.planning.plans import plan
+from packing.reading.rows import read_rows
 from packing.recipe import Recipe, RecipeOptions
-from packing.schema import block_arrays, datasets_features
-from packing.strategies import STRATEGIES, StrategyName
-from packing.validation import OverflowPolicy, check_positive_int
+from packing.strategies.registry import STRATEGIES, StrategyName
+from packing.text.prepare import prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
@@ -96,7 +98,7 @@ def _capped(carry: npt.NDArray[np.bool_], fill: Int64Array, count: Int64Array, l
 def _read(rows: list[Any], first: int, recipe: Recipe) -> Samples:
     """Read a buffer of rows; an error names the sample by its position in the stream."""
     try:
-        samples = read_rows(rows, **recipe.read_options())
+        samples = read_rows(rows, **prepare(recipe).read_options)
         samples.refuse_other_labels()  # blocks are made from subsets of the buffer, which do not carry labels
     except SampleError as error:
         if error.sample is not None:
@@ -124,7 +126,7 @@ def stream(
 
     The options are every entry point's (:class:`~packing.Recipe`, or ``recipe=``), except ``window``
     (the buffer is the window here) and strategies that split samples (``split``). Yields one dict per
-    block with the packed schema's columns (``packing.schema.COLUMNS``) as numpy arrays, all of length
+    block with the packed schema's columns (``packing.batches.schema.COLUMNS``) as numpy arrays, all of length
     ``max_seq_length`` but ``seq_lengths`` (the block's documents); ``sequence_ids`` is the sample's
     position in the stream, counted from its start (-1 in padding). Each buffer is packed with
     ``strategy``; documents of blocks filled below 99 % are carried into the next buffer once; with
@@ -198,7 +200,7 @@ def stream(
         emit = np.flatnonzero(~carry_block)
         if shuffle:
             emit = rng.permutation(emit)
-        blocks = LazyBatch.of(layout, buffer, chosen.pad_id, int64=chosen.int64, sequence_names=ids)
+        blocks = LazyBatch.of(layout, buffer, prepare(chosen).pad_id, int64=chosen.int64, sequence_names=ids)
         for batch in blocks.chunks(emit, CHUNK_BLOCKS * capacity):  # a few blocks at a time: memory is the buffer's
             for b in range(batch.num_blocks):
                 yield block_arrays(batch, b)

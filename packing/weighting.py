@@ -36,10 +36,10 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.errors import SettingError
-from packing.kernels import piece_mask_sums
+from packing.strategies.kernels import piece_mask_sums
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from packing.reader import Samples
+    from packing.core.samples import Samples
 
 LossMode = Literal["token", "sequence", "sequence_sum", "sqrt"]
 LOSS_MODES: tuple[LossMode, ...] = get_args(LossMode)
@@ -186,7 +186,7 @@ def trained_tokens(samples: Samples, max_seq_length: int | None = None) -> Int64
     first token, among its first ``max_seq_length`` tokens when given (what a truncating collate keeps).
     What ``PackingSampler(..., trained_tokens=...)`` needs. O(total tokens).
 
-    >>> from packing.reader import read_rows
+    >>> from packing.reading.rows import read_rows
     >>> trained_tokens(read_rows([{"prompt": [1, 2], "completion": [3, 4]}, [5, 6, 7]])).tolist()
     [2, 2]
     >>> trained_tokens(read_rows([[5, 6, 7]]), max_seq_length=2).tolist()

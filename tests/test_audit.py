@@ -1,4 +1,4 @@
-"""``packing.auditing``: real producers (TRL, transformers), hand-built layouts of other frameworks, planted defects."""
+"""``packing.layouts.audit``: real producers (TRL, transformers), hand-built layouts of other frameworks, planted defects."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing.auditing import FINDING_DESCRIPTIONS, FINDING_FIXES, FINDING_KINDS, audit, read_packed
 from packing.cli import main
 from packing.errors import DatasetError
-from packing.formats import export
+from packing.layouts.audit import FINDING_DESCRIPTIONS, FINDING_FIXES, FINDING_KINDS, audit, read_packed
+from packing.layouts.export import export
 
 
 def _random_ids(seed: int, count: int, longest: int) -> list[list[int]]:

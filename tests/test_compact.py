@@ -18,9 +18,10 @@ from sample_rows import rows as sample_rows
 
 import packing
 from packing import IGNORE_INDEX, SampleError, SettingError, pack, plan, read_rows
-from packing.io import write_jsonl, write_parquet
-from packing.packed import LazyBatch
-from packing.schema import MAX_ID, arrow_schema
+from packing.batches.packed import LazyBatch
+from packing.batches.schema import arrow_schema
+from packing.core.samples import MAX_ID
+from packing.layouts.export import write_jsonl, write_parquet
 from packing.streaming import stream
 
 WIDE = ("input_ids", "labels", "position_ids")
@@ -188,7 +189,7 @@ def test_stream_holds_a_few_bytes_per_buffered_token() -> None:
 def test_parquet_refusal_in_a_later_row_group_names_the_row(tmp_path: Path) -> None:
     import pyarrow as pa
 
-    from packing.io import DatasetError, read_dataset
+    from packing.reading.dataset import DatasetError, read_dataset
 
     path = tmp_path / "rows.parquet"
     ids = [[1, 2], [3], [4, -5], [6]]
@@ -234,10 +235,10 @@ def _parquet_rows(ids: list[list[int]], form: list[int], masked: bool, kind: str
 def test_parquet_read_batch_by_batch_equals_the_whole_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: list[Any], masked: bool, kind: str, group: int, batch: int
 ) -> None:
-    import packing.files
-    from packing.reader import read_table
+    import packing.reading.files
+    from packing.reading.arrow import read_table
 
-    monkeypatch.setattr(packing.files, "_BATCH_VALUES", batch)
+    monkeypatch.setattr(packing.reading.files, "_BATCH_VALUES", batch)
     ids, form = [r for r, _ in rows], [f if masked or f != 1 else 0 for _, f in rows]
     path = tmp_path / "rows.parquet"
     pq.write_table(_parquet_rows(ids, form, masked, kind), path, row_group_size=group)
@@ -271,9 +272,9 @@ def test_parquet_refusal_in_a_later_batch_names_the_file_and_row(
 ) -> None:
     import pyarrow as pa
 
-    import packing.files
+    import packing.reading.files
 
-    monkeypatch.setattr(packing.files, "_BATCH_VALUES", 2)
+    monkeypatch.setattr(packing.reading.files, "_BATCH_VALUES", 2)
     path = tmp_path / "rows.parquet"
     pq.write_table(pa.table(columns), path, row_group_size=2)
     with pytest.raises(packing.DatasetError) as refused:
@@ -281,5 +282,5 @@ def test_parquet_refusal_in_a_later_batch_names_the_file_and_row(
     assert str(refused.value).startswith(f"{path}, {reason}")
     whole = pa.table(columns)  # the whole-table reader words it the same way
     with pytest.raises(SampleError) as same:
-        packing.reader.read_table(whole)
+        packing.reading.arrow.read_table(whole)
     assert str(refused.value).endswith(str(same.value).split(", ", 1)[1].split(": ", 1)[-1])

@@ -94,7 +94,7 @@ def test_the_reference_packs_every_chat_with_its_last_turn_trained(
     recipe: Recipe, reference: packing.PackedBatch
 ) -> None:
     found, pads = documents(reference.iter_blocks())
-    assert pads == {recipe.pad_id}  # the tokenizer's own pad id
+    assert pads == {packing.prepare(recipe).pad_id}  # the tokenizer's own pad id
     assert [sample for sample, _, _ in found] == list(range(len(CHATS)))
     for _, ids, labels in found:
         trained = [label != packing.IGNORE_INDEX for label in labels]
@@ -142,7 +142,9 @@ def test_ray_pack_dataset(recipe: Recipe, folder: Path, reference: packing.Packe
     packed = packing.ray.pack_dataset(shards, recipe=recipe, shuffle=False).take_all()
     found, pads = documents(packed)
     assert sorted(sample for sample, _, _ in found) == list(range(len(CHATS)))
-    assert contents(found) == contents(documents(reference.iter_blocks())[0]) and pads == {recipe.pad_id}
+    assert contents(found) == contents(documents(reference.iter_blocks())[0]) and pads == {
+        packing.prepare(recipe).pad_id
+    }
     blocks = sorted(contents(documents([block])[0]) for block in packed)
     assert blocks == sorted(contents(documents([block])[0]) for block in reference.iter_blocks())
 

@@ -1,4 +1,4 @@
-"""``packing.formats``: every export passes the audit, reads back as the same documents, and matches its peer."""
+"""``packing.layouts.export``: every export passes the audit, reads back as the same documents, and matches its peer."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing.auditing import audit, read_packed
-from packing.formats import EXPORT_FORMATS, export, write_table
+from packing.layouts.audit import audit, read_packed
+from packing.layouts.export import EXPORT_FORMATS, export, write_table
 
 
 def _documents(batch: packing.PackedBatch) -> list[tuple[list[int], list[bool]]]:

@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from packing import read_dataset
-from packing.auditing import audit, read_packed
 from packing.cli import main
 from packing.errors import DatasetError, SettingError
-from packing.limits import ReadLimits, open_input, scan_json
+from packing.layouts.audit import audit, read_packed
+from packing.reading.limits import ReadLimits, open_input, scan_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,7 +70,7 @@ def test_read_packed_and_read_dataset_of_deep_json_exit_cleanly(tmp_path: Path) 
     code = (
         "import sys\n"
         "from packing import read_dataset\n"
-        "from packing.auditing import read_packed\n"
+        "from packing.layouts.audit import read_packed\n"
         "from packing.errors import DatasetError\n"
         "for read, name in [(read_packed, 'deep.jsonl'), (read_packed, 'deep.json'), (read_dataset, 'deep.jsonl'),\n"
         "                   (read_dataset, 'deep.json')]:\n"

@@ -13,10 +13,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import packing.io as pio
+import packing.reading.dataset as pio
 from packing import COLUMNS, SettingError, pack
-from packing.io import DatasetError, read_dataset, write_jsonl, write_parquet
-from packing.schema import arrow_schema
+from packing.batches.schema import arrow_schema
+from packing.layouts.export import write_jsonl, write_parquet
+from packing.reading.dataset import DatasetError, read_dataset
 
 WORKLOADS = Path(__file__).resolve().parents[1] / "packing" / "workloads"
 

@@ -19,10 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing.auditing import audit
 from packing.cli import main
 from packing.errors import DatasetError
-from packing.formats import EXPORT_FORMATS, export, write_table
+from packing.layouts.audit import audit
+from packing.layouts.export import EXPORT_FORMATS, export, write_table
 
 torch = pytest.importorskip("torch")
 from packing.torch import PackedDataset, collate  # noqa: E402
@@ -536,7 +536,7 @@ def test_npy_that_is_not_rows_or_ends_early_or_shares_its_lists(tmp_path: Path) 
 @pytest.mark.parametrize("int64", [False, True])
 def test_exports_write_ids_labels_and_positions_in_the_schemas_dtype(int64: bool) -> None:
     from packing import pack
-    from packing.formats import export
+    from packing.layouts.export import export
 
     batch = pack([[1, 2], [3, 4, 5]], 4, "split", int64=int64)
     want = pa.int64() if int64 else pa.int32()

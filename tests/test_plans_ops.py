@@ -1,7 +1,7 @@
 """Operations on a plan (select, permute, shuffle, materializing some blocks), windows, and shuffled first fit.
 
 Expected values come from outside the operation under test: the blocks of the original plan, plans of each
-window made on their own, the plain-Python first fit of ``packing.reference`` over the seeded order, and
+window made on their own, the plain-Python first fit of ``packing.strategies.reference`` over the seeded order, and
 statistics recounted from the pieces.
 """
 
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import packing
 from packing import PackingPlan, Piece, SettingError, materialize, plan, read_rows, reference
-from packing.reference import documents as reference_documents
+from packing.strategies.reference import documents as reference_documents
 
 STRATEGY_NAMES = list(packing.STRATEGIES)
 OVERFLOW_NAMES = list(packing.OVERFLOW_POLICIES)

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 import packing
 from packing import reference
-from packing.reference import documents as reference_documents
-from packing.strategies import assign_blocks
+from packing.strategies.reference import documents as reference_documents
+from packing.strategies.registry import assign_blocks
 
 STRATEGY_NAMES = list(packing.STRATEGIES)
 OVERFLOW_NAMES = list(packing.OVERFLOW_POLICIES)

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from packing import SampleError, Samples, chat_sample, pack, read_rows, read_table, stream
-from packing.reader import IGNORE_INDEX, read_row
+from packing.core.samples import IGNORE_INDEX
+from packing.reading.rows import read_row
 
 
 def flat(samples: Any, completion_only_loss: bool = True) -> tuple[list[int], list[int], list[int]]:

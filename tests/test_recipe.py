@@ -81,8 +81,8 @@ def expected(options: Mapping[str, Any]) -> tuple[list[Document], set[int]]:
     batch = packing.pack(rows_for(options), LENGTH, **options)
     found, pads = documents(batch.iter_blocks())
     recipe = Recipe.of(None, LENGTH, **options)
-    assert pads <= {recipe.pad_id}
-    return found, {recipe.pad_id}
+    assert pads <= {packing.prepare(recipe).pad_id}
+    return found, {packing.prepare(recipe).pad_id}
 
 
 def columns_to_rows(columns: Mapping[str, list[Any]]) -> list[dict[str, Any]]:
@@ -112,12 +112,12 @@ def by_pack(options: dict[str, Any], tmp: Path) -> tuple[list[Document], set[int
 
 def by_plan(options: dict[str, Any], tmp: Path) -> tuple[list[Document], set[int]]:
     recipe = Recipe.of(None, LENGTH, **options)
-    samples = packing.read_rows(rows_for(options), **recipe.read_options())
+    samples = packing.read_rows(rows_for(options), **packing.prepare(recipe).read_options)
     layout = packing.plan(samples.lengths, LENGTH, **options)
     packed = packing.pack(rows_for(options), LENGTH, **options).plan
     for name in ("block_starts", "piece_sequence", "piece_start", "piece_length"):
         assert getattr(layout, name).tolist() == getattr(packed, name).tolist()
-    return documents(packing.materialize(layout, samples, recipe.pad_id).iter_blocks())
+    return documents(packing.materialize(layout, samples, packing.prepare(recipe).pad_id).iter_blocks())
 
 
 def by_read_dataset(options: dict[str, Any], tmp: Path) -> tuple[list[Document], set[int]]:
@@ -169,7 +169,9 @@ def sampled_documents(lengths: Any, recipe: Recipe, data: Any) -> list[Document]
 def by_sampler(options: dict[str, Any], tmp: Path) -> tuple[list[Document], set[int]]:
     rows = rows_for(options)
     recipe = Recipe.of(None, LENGTH, **options)
-    return sampled_documents(packing.read_rows(rows, **recipe.read_options()).lengths, recipe, rows), set()
+    return sampled_documents(
+        packing.read_rows(rows, **packing.prepare(recipe).read_options).lengths, recipe, rows
+    ), set()
 
 
 def by_cli(options: dict[str, Any], tmp: Path) -> tuple[list[Document], set[int]]:

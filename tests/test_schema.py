@@ -10,9 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from packing import COLUMNS, pack
+from packing.batches.packed import record
+from packing.batches.schema import NAMES, arrow_schema, markdown_table
 from packing.cli import build_parser, main
-from packing.io import write_jsonl, write_parquet
-from packing.schema import NAMES, arrow_schema, markdown_table, record
+from packing.layouts.export import write_jsonl, write_parquet
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = [[1, 2, 3], {"prompt": [4, 5], "completion": [6, 7]}, {"input_ids": [8, 9], "loss_mask": [1, 0]}]

@@ -19,12 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing import files
 from packing.cli import main
 from packing.errors import DatasetError, LimitError
-from packing.formats import export
-from packing.io import read_dataset
-from packing.limits import ReadLimits
+from packing.layouts.export import export
+from packing.reading import files
+from packing.reading.dataset import read_dataset
+from packing.reading.limits import ReadLimits
 
 Rows = list[dict[str, Any]]
 

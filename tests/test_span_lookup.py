@@ -20,7 +20,7 @@ pytest.importorskip("transformers")
 
 from text_fixtures import CORPUS, SPECIAL_TOKENS, train_backend
 
-from packing.text import encode_masked, encode_texts, spans_mask
+from packing.text.encoding import encode_masked, encode_texts, spans_mask
 
 ALPHABET = "".join(sorted(set("".join(CORPUS)))) + "  \t\n\r😀"
 

@@ -25,17 +25,11 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).parent))
 
 import packing
+from packing.core.forms import is_text_row, text_forms
 from packing.errors import SampleError, SettingError
-from packing.text import (
-    ByteTokenizer,
-    decode_documents,
-    encode_rows,
-    encode_texts,
-    is_text_row,
-    load_tokenizer,
-    spans_mask,
-    text_forms,
-)
+from packing.text.encoding import encode_texts, spans_mask
+from packing.text.rows import decode_documents, encode_rows
+from packing.text.tokenizers import ByteTokenizer, load_tokenizer
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")

@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).parent))
 
 from packing.errors import SampleError
-from packing.text import MAX_PREFIX_TURNS, ByteTokenizer, _prefix_spans, chat_spans, encode_rows, turn_bounds
+from packing.text.chats import MAX_PREFIX_TURNS, _prefix_spans, chat_spans, turn_bounds
+from packing.text.rows import encode_rows
+from packing.text.tokenizers import ByteTokenizer
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
@@ -73,7 +75,7 @@ class CountingBytes(ByteTokenizer):
 
 @pytest.fixture(scope="module")
 def tokenizers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from packing.text import load_tokenizer
+    from packing.text.tokenizers import load_tokenizer
 
     root = tmp_path_factory.mktemp("linear")
     out: dict[str, Any] = {"bytes": ByteTokenizer()}
@@ -186,7 +188,7 @@ def test_a_template_of_nested_loops_is_stopped_at_the_rendering_cap(
     tmp_path: Path, marked: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from packing import text
-    from packing.text import load_tokenizer
+    from packing.text.tokenizers import load_tokenizer
 
     template = NESTED_LOOPS + ("{% generation %}{% endgeneration %}" if marked else "")
     tokenizer = load_tokenizer(str(save_tokenizer(tmp_path / "loops", template)))

@@ -14,11 +14,14 @@ from typing import Any
 
 import pytest
 
+import packing
+
 sys.path.insert(0, str(Path(__file__).parent))
 
 from packing import Recipe
 from packing.errors import SampleError, SettingError
-from packing.text import encode_rows, load_tokenizer, tiktoken_tokenizer
+from packing.text.rows import encode_rows
+from packing.text.tokenizers import load_tokenizer, tiktoken_tokenizer
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
@@ -56,7 +59,7 @@ def test_tiktoken_file_matches_tiktoken(tiktoken_file: Path) -> None:
     tiktoken = pytest.importorskip("tiktoken")
     from tiktoken.load import load_tiktoken_bpe
 
-    from packing.text import TIKTOKEN_PATTERN
+    from packing.text.tokenizers import TIKTOKEN_PATTERN
 
     reference = tiktoken.Encoding("tiny", pat_str=TIKTOKEN_PATTERN, mergeable_ranks=load_tiktoken_bpe(str(tiktoken_file)),
                                   special_tokens={})  # fmt: skip
@@ -81,7 +84,7 @@ def test_chat_template_as_text_or_file_for_any_tokenizer(tiktoken_file: Path, tm
         tokens, mask, _ = encode_rows([{"messages": chat}], tokenizer)
         assert tokenizer.decode(tokens[mask == 1].tolist()) == "hello world<|im_end|>\n"
     recipe = Recipe(64, tokenizer=str(tiktoken_file), chat_template=str(template_file))
-    assert recipe.loaded_tokenizer.chat_template == CHATML
+    assert packing.prepare(recipe).tokenizer.chat_template == CHATML
     with pytest.raises(SettingError, match=r"^tokenizer: expected a tokenizer with a chat template"):
         encode_rows([{"messages": chat}], str(tiktoken_file))
     with pytest.raises(SettingError, match=r"^chat_template: expected a Jinja template that compiles"):
@@ -126,7 +129,7 @@ def test_tool_calls_are_trained_where_the_template_renders_them(tmp_path: Path) 
     tokens, mask, _ = encode_rows([{"messages": chat}], tokenizer)
     trained = tokenizer.decode(tokens[mask == 1].tolist())
     assert trained == '<tool_call>add({"a": 2, "b": 2})</tool_call><|im_end|>\nIt is 4.<|im_end|>\n'
-    from packing.loss import LossRules
+    from packing.core.loss import LossRules
 
     tokens, mask, _ = encode_rows([{"messages": chat}], tokenizer, loss_rules=LossRules(roles_to_train=["tool"]))
     assert tokenizer.decode(tokens[mask == 1].tolist()) == "4<|im_end|>\n"

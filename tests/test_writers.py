@@ -20,8 +20,8 @@ import pytest
 from packing import pack
 from packing.cli import main
 from packing.errors import DatasetError
-from packing.io import write_jsonl, write_parquet
-from packing.outputs import exclusive, lock_path
+from packing.layouts.export import write_jsonl, write_parquet
+from packing.layouts.outputs import exclusive, lock_path
 
 PACK = ["pack", "--max-seq-length", "4", "-q", "--no-shuffle"]
 
@@ -337,7 +337,7 @@ def test_a_hub_name_fails_at_once_with_one_line_when_the_hub_refuses_connections
 
 def test_a_hub_name_fails_at_once_with_one_line_without_a_network(tmp_path: Path) -> None:
     pytest.importorskip("transformers")
-    from packing.text import _hub_reachable
+    from packing.text.tokenizers import _hub_reachable
 
     if _hub_reachable():
         pytest.skip("the hub can be reached from here")

@@ -2,7 +2,7 @@
 the blocks worth showing first, and their cells as arrays with the findings located on them.
 
 >>> import pyarrow as pa
->>> from packing.auditing import audit
+>>> from packing.layouts.audit import audit
 >>> rows = {"input_ids": [[1, 2, 3, 4]], "labels": [[-100, 2, 3, 4]], "attention_mask": [[1, 1, 2, 2]]}
 >>> finding_cells(audit(pa.table(rows)), [0])
 [('cross_document_label', 0, 2)]
@@ -18,8 +18,8 @@ import numpy.typing as npt
 
 from explorer.core.model import MAX_SEQUENCES, MAX_TOKENS, MAX_UPLOAD_MB
 from explorer.core.sources import MAX_FILE_VALUES
-from packing.auditing import AuditReport, audit
-from packing.limits import ReadLimits
+from packing.layouts.audit import AuditReport, audit
+from packing.reading.limits import ReadLimits
 
 Int64Array = npt.NDArray[np.int64]
 
@@ -49,7 +49,7 @@ def load_report(data: bytes, name: str, max_seq_length: int | None = None) -> Au
 AUDIT_LIMITS = ReadLimits(
     max_bytes=MAX_UPLOAD_MB * 2**20, max_tokens=MAX_TOKENS, max_rows=MAX_SEQUENCES, max_values=MAX_FILE_VALUES
 )
-"""What the Inspect tab audits (``packing.limits``, checked before decoding): blocks, list values per column
+"""What the Inspect tab audits (``packing.reading.limits``, checked before decoding): blocks, list values per column
 (from a Parquet file's metadata), bytes, and the values JSON lines spell out (ids, labels, masks, positions)."""
 
 
@@ -57,7 +57,7 @@ def default_blocks(report: AuditReport, count: int = 8) -> list[int]:
     """Blocks worth showing first: those with findings (in order), then the others. O(findings + count).
 
     >>> import pyarrow as pa
-    >>> from packing.auditing import audit
+    >>> from packing.layouts.audit import audit
     >>> default_blocks(audit(pa.table({"input_ids": [[1], [2], [3]], "seq_lengths": [[1], [1], [2]]})), 2)
     [2, 0]
     """

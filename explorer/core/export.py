@@ -12,7 +12,7 @@ import pandas as pd
 
 import packing
 from explorer.core.examples import synthetic_code
-from packing.loss import LossRules
+from packing.core.loss import LossRules
 
 MAX_EXPORT_CELLS = 8_000_000
 """Largest packed result (blocks × max_seq_length) the page builds for download."""
@@ -21,8 +21,8 @@ MAX_INLINE_CHARS = 4_000
 
 
 def _written(batch: packing.PackedBatch, suffix: str) -> bytes:
-    """Bytes of ``packing.io.write_jsonl`` / ``write_parquet`` output (they write files atomically)."""
-    from packing.io import write_jsonl, write_parquet
+    """Bytes of ``packing.reading.dataset.write_jsonl`` / ``write_parquet`` output (they write files atomically)."""
+    from packing.layouts.export import write_jsonl, write_parquet
 
     writer = write_jsonl if suffix == ".jsonl" else write_parquet
     with tempfile.TemporaryDirectory() as folder:
@@ -152,7 +152,7 @@ def snippet(
     the library's options)."""
     lines, _ = _data_lines(recipe, rules)
     if tokens and _writes_a_file(recipe):
-        lines = ["from packing.io import write_parquet", *lines]
+        lines = ["from packing.reading.dataset import write_parquet", *lines]
     imports = [line for line in lines if line.startswith(("import ", "from "))]
     lines = [line for line in lines if line and line not in imports]
     if tokens:

@@ -17,7 +17,7 @@ import packing
 from explorer.core.examples import DISTRIBUTIONS
 from explorer.core.model import MAX_PAD_TOKEN_ID, MAX_SEED, MAX_SEQUENCES
 from explorer.core.safety import quote
-from packing.loss import EOS_RULES
+from packing.core.loss import EOS_RULES
 from packing.workloads import WORKLOADS
 
 _INTEGER = re.compile(r"[+-]?\d{1,12}")

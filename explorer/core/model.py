@@ -13,12 +13,12 @@ import numpy.typing as npt
 
 import packing
 from explorer.core.formatting import plural
-from packing.loss import LossRules
+from packing.core.loss import LossRules
 
 Int64Array = npt.NDArray[np.int64]
 
 MAX_SEQ_LENGTH = 2**24
-"""The library's own limit on ``max_seq_length`` (``packing.validation.MAX_SEQ_LENGTH``)."""
+"""The library's own limit on ``max_seq_length`` (``packing.core.validation.MAX_SEQ_LENGTH``)."""
 MAX_SEQUENCES = 1_000_000
 """Most sequences any source may expand to (pasted, uploaded, generated or sampled)."""
 MAX_TOKENS = 16_000_000
@@ -117,7 +117,7 @@ class Settings:
     overflow: str
     pad_token_id: int
     rules: LossRules = DEFAULT_RULES
-    """What is trained (``packing.loss.LossRules``: ``loss``, ``roles_to_train``, ``train_on_eos``), as the library
+    """What is trained (``packing.core.loss.LossRules``: ``loss``, ``roles_to_train``, ``train_on_eos``), as the library
     reads it."""
     options: tuple[tuple[str, int], ...] = ()
     """The chosen strategy's own options (``Strategy.options``), as (name, value) pairs."""

@@ -17,8 +17,8 @@ import packing
 from explorer.core.safety import describe
 from packing.comparison import Contender, Row
 from packing.comparison import compare as compare_contenders
-from packing.loss import LossRules
-from packing.strategies import DEFAULT_TIME_LIMIT
+from packing.core.loss import LossRules
+from packing.strategies.registry import DEFAULT_TIME_LIMIT
 
 Int64Array = npt.NDArray[np.int64]
 MAX_DRAW_CELLS = 65_536

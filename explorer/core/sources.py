@@ -34,9 +34,9 @@ from explorer.core.model import (
 from explorer.core.parsing import InputError, parse_sequences
 from explorer.core.safety import describe, quote
 from explorer.core.text import choose_tokenizer, example_text, parse_text_rows
-from packing.limits import ReadLimits
-from packing.loss import LossRules
-from packing.text import text_forms
+from packing.core.forms import text_forms
+from packing.core.loss import LossRules
+from packing.reading.limits import ReadLimits
 from packing.workloads import WORKLOADS, load_workload
 
 DATA_STRATEGY = "bfd"
@@ -408,7 +408,7 @@ UPLOAD_LIMITS = ReadLimits(
     max_length_tokens=MAX_LENGTH_TOKENS,
     max_values=MAX_FILE_VALUES,
 )
-"""What the page reads of an uploaded file (``packing.limits``, checked by the library's readers before decoding:
+"""What the page reads of an uploaded file (``packing.reading.limits``, checked by the library's readers before decoding:
 bytes, samples, tokens, the tokens lengths-only data stands for, and the values JSON text spells out)."""
 
 

@@ -25,17 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from packing.core.forms import text_forms
+from packing.core.loss import LossRules
 from packing.errors import DatasetError, SampleError
-from packing.loss import LossRules
-from packing.text import (
-    ByteTokenizer,
-    decode_documents,
-    encode_rows,
-    encode_texts,
-    load_tokenizer,
-    text_forms,
-    turn_bounds,
-)
+from packing.text.chats import turn_bounds
+from packing.text.encoding import encode_texts
+from packing.text.rows import decode_documents, encode_rows
+from packing.text.tokenizers import ByteTokenizer, load_tokenizer
 
 REPLACEMENT = "\ufffd"
 VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
@@ -379,7 +375,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "completion": [{"role": "assistant", "content": "4."}],
     },
 }
-"""One example row of each text form (keys as in ``packing.text.TEXT_FORMS``)."""
+"""One example row of each text form (keys as in ``packing.core.forms.TEXT_FORMS``)."""
 
 EXAMPLE_TITLES = {
     "text": "Plain text",

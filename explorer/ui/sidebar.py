@@ -43,7 +43,7 @@ from explorer.core.sources import (
 from explorer.core.text import EXAMPLE_TITLES, example_text
 from explorer.server import cache
 from explorer.ui import page
-from packing.loss import DEFAULT_ROLES, EOS_RULES, EosRule, LossRule, LossRules
+from packing.core.loss import DEFAULT_ROLES, EOS_RULES, EosRule, LossRule, LossRules
 from packing.workloads import WORKLOADS
 
 BIND: Literal["query-params"] = "query-params"
@@ -62,7 +62,7 @@ EOS = {
     "all": "every turn's end-of-turn tokens are trained, trained turn or not",
     "none": "no end-of-turn token is trained",
 }
-"""The ``train_on_eos`` control's words (the rules are the library's: ``packing.loss.EOS_RULES``)."""
+"""The ``train_on_eos`` control's words (the rules are the library's: ``packing.core.loss.EOS_RULES``)."""
 PLAIN_ROLES = frozenset({"system", "user", "assistant"})
 """Roles every chat has: the roles control is offered when pasted chats have others (tool, ...)."""
 STRATEGY_DEFAULTS = (

@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 import packing
 from explorer.core.audit import BlockGrid, block_grid, default_blocks, finding_cells
 from explorer.core.formatting import percent
-from packing.auditing import FINDING_KINDS, AuditReport
+from packing.layouts.audit import FINDING_KINDS, AuditReport
 
 Int64Array = npt.NDArray[np.int64]
 IntArray = npt.NDArray[np.integer[Any]]

@@ -14,8 +14,8 @@ import pandas as pd
 import packing
 from explorer.core.formatting import percent, plural
 from explorer.core.model import grammar_count
-from packing.auditing import LAYOUT_TITLES, AuditReport
 from packing.comparison import Row
+from packing.layouts.audit import LAYOUT_TITLES, AuditReport
 
 Int64Array = npt.NDArray[np.int64]
 IntArray = npt.NDArray[np.integer[Any]]
@@ -367,7 +367,7 @@ def audit_summary_rows(report: AuditReport) -> list[tuple[str, str]]:
     """``(name, value)`` rows of the counts, as the command line prints them.
 
     >>> import pyarrow as pa
-    >>> from packing.auditing import audit
+    >>> from packing.layouts.audit import audit
     >>> audit_summary_rows(audit(pa.table({"input_ids": [[1, 2, 3, 0]], "seq_lengths": [[3]], "labels": [[-100, 2, 3, -100]],
     ...                                    "position_ids": [[0, 1, 2, 0]]})))[:4]
     [('format', "packing (this project's blocks)"), ('blocks', '1'), ('documents', '1'), ('tokens', '3')]

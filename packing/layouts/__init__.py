@@ -9,8 +9,8 @@
 
 Every module has ``NAME``, ``TITLE``, ``recognises(names, table)``, ``read(table, source)`` (a
 :class:`~packing.layouts.common.Parsed` over one :class:`~packing.layouts.common.PackedLayout`) and
-``write(rows)`` (a ``pyarrow.Table``). The checks run once over the common form, in :mod:`packing.auditing`;
-:func:`packing.formats.export` writes. O(tokens + blocks).
+``write(rows)`` (a ``pyarrow.Table``). The checks run once over the common form, in :mod:`packing.layouts.audit`;
+:func:`packing.layouts.export.export` writes. O(tokens + blocks).
 
 >>> import pyarrow as pa
 >>> detect(pa.table({"input_ids": [[1, 2]], "labels": [[1, 2]], "attention_mask": [[1, 1]]}), "<t>")
@@ -37,7 +37,7 @@ MODULES: dict[str, ModuleType] = {
     module.NAME: module for module in (native, trl, flattening, torchtune, megatron, segment_ids)
 }
 LAYOUTS: tuple[LayoutName, ...] = ("packing", "trl", "flattening", "torchtune", "megatron", "segment_ids")
-"""Every layout: what :func:`packing.auditing.audit` recognises and :func:`packing.formats.export` writes."""
+"""Every layout: what :func:`packing.layouts.audit.audit` recognises and :func:`packing.layouts.export.export` writes."""
 LAYOUT_TITLES: dict[str, str] = {name: module.TITLE for name, module in MODULES.items()}
 _RECOGNISED_IN_ORDER = (torchtune, megatron, native, trl, segment_ids, flattening)
 """The order layouts are tried in; a table with ``input_ids`` that none claims is TRL ``wrapped`` output."""

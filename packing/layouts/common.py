@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.arrays import check_block_indexes, offsets_of, ranges
+from packing.batches.packed import PackedBatch
+from packing.batches.schema import COLUMNS
+from packing.core.arrays import check_block_indexes, offsets_of, ranges
+from packing.core.samples import IGNORE_INDEX
+from packing.core.validation import INT64_MAX, flag_values
 from packing.errors import DatasetError
-from packing.packed import PackedBatch
-from packing.reader import IGNORE_INDEX
-from packing.schema import COLUMNS
-from packing.validation import INT64_MAX
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -100,7 +100,7 @@ class PackedLayout:
         return self.document >= 0
 
     def block_columns(self, block: int) -> dict[str, npt.NDArray[Any]]:
-        """Block ``block`` in this project's columns (:mod:`packing.schema`): real tokens first, padding after;
+        """Block ``block`` in this project's columns (:mod:`packing.batches.schema`): real tokens first, padding after;
         ``labels`` the token where it is a target and -100 elsewhere, and always at a document's first token
         (what a finding says is wrong is not carried over); ``position_ids`` restarting per document;
         ``sequence_ids`` the document's number in the dataset (-1 in padding); ``seq_lengths`` the documents.
@@ -207,14 +207,6 @@ def type_name(kind: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def flag_values(values: npt.NDArray[Any], name: str, source: str, lengths: Int64Array) -> Int64Array:
-    """Floating-point mask values as 0/1 integers; anything but 0 or 1 is refused, naming its row. O(values)."""
-    bad = np.flatnonzero((values != 0) & (values != 1))
-    if bad.size:
-        row = int(np.searchsorted(np.cumsum(lengths), int(bad[0]), side="right"))
-        raise error(source, f"column '{name}': expected 0 or 1, got {values[bad[0]]!r}", f"row {row + 1}")
-    flags: Int64Array = (values != 0).astype(np.int64)
-    return flags
 
 
 def row_of(offsets: Int64Array, total: int) -> Int64Array:
@@ -396,7 +388,7 @@ class Rows:
         self.real = np.arange(self.width)[None, :] < self.used[:, None]
 
     def id_type(self) -> Any:
-        """The Arrow type of token ids, labels and positions in the schema (:mod:`packing.schema`): int32, or
+        """The Arrow type of token ids, labels and positions in the schema (:mod:`packing.batches.schema`): int32, or
         int64 for a batch made with ``int64=True``."""
         import pyarrow as pa
 

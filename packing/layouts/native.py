@@ -1,4 +1,4 @@
-"""This project's own layout: the columns of :mod:`packing.schema` (``input_ids``, ``labels``, ``loss_mask``,
+"""This project's own layout: the columns of :mod:`packing.batches.schema` (``input_ids``, ``labels``, ``loss_mask``,
 ``position_ids``, ``sequence_ids``, ``seq_lengths``), padding after ``sum(seq_lengths)``.
 
 >>> import pyarrow as pa

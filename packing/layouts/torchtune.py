@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from packing.arrays import offsets_of, ranges
+from packing.core.arrays import offsets_of, ranges
 from packing.layouts.common import (
     IGNORE_INDEX,
     PackedLayout,

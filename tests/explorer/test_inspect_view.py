@@ -12,8 +12,8 @@ import packing
 from explorer.core import audit as audit_view
 from explorer.views import figures, tables
 from explorer.views.figures import PAD_COLOR, SEQUENCE_COLORS
-from packing.auditing import AuditReport, audit
-from packing.formats import export
+from packing.layouts.audit import AuditReport, audit
+from packing.layouts.export import export
 
 
 def _leaky_report() -> AuditReport:

@@ -21,7 +21,7 @@ from explorer.core import export, links
 from explorer.core.model import DEFAULT_RULES
 from explorer.core.sources import Paste, Text, Upload
 from explorer.server import cache
-from packing.loss import EOS_RULES, LOSS_RULES, LossRules
+from packing.core.loss import EOS_RULES, LOSS_RULES, LossRules
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TIMEOUT = 120

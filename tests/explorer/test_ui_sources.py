@@ -132,7 +132,7 @@ def test_an_upload_is_keyed_by_its_digest_not_its_bytes() -> None:
         (
             "h.json",
             b'{"histogram": [0, 1000000000000]}',
-            "1,000,000,000,000 sequences, more than the limit of 1,000,000",  # the library's wording (packing.limits)
+            "1,000,000,000,000 sequences, more than the limit of 1,000,000",  # the library's wording (packing.reading.limits)
         ),
         ("n.json", b"[" * 100_000 + b"]" * 100_000, "n.json"),
         ("big.csv", b"input_ids\n" + b"9" * 5000 + b"\n", "big.csv"),

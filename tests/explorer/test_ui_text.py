@@ -22,7 +22,7 @@ from explorer.core.safety import plot_text
 from explorer.core.sources import TEXT_MAX_SEQ_LENGTH, Text
 from explorer.core.text import EXAMPLES, example_text, window_cells
 from explorer.views import figures
-from packing.loss import LossRules
+from packing.core.loss import LossRules
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TIMEOUT = 120

@@ -18,7 +18,7 @@ from explorer.core.sources import Text
 from explorer.server import cache
 from explorer.ui.tabs.common import WHOLE, cells_chart, need_plan
 from explorer.views import figures, tables
-from packing.loss import LossRules
+from packing.core.loss import LossRules
 
 DEFAULT_WINDOW = 16
 METRIC_WIDTH = 150

@@ -1,0 +1,634 @@
+"""Materializing a plan: token arrays a trainer can consume."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from packing.batches.schema import CHUNK_VALUES, COLUMNS, GRID_COLUMNS, LOSS_WEIGHTS, NAMES, arrow_schema
+from packing.core.arrays import check_block_indexes, ranges
+from packing.core.samples import IGNORE_INDEX, MAX_ID, Samples, joined_dtype
+from packing.core.validation import OverflowPolicy, check_token_id
+from packing.errors import SettingError
+from packing.planning.plans import PackingPlan, check_pieces, plan
+from packing.reading.rows import join_token_arrays, read_rows, token_array_lengths
+from packing.recipe import Recipe, RecipeOptions
+from packing.strategies.kernels import fill_labels, fill_positions, fill_sequences, fill_tokens, piece_mask_sums
+from packing.strategies.registry import StrategyName
+from packing.strategies.stats import PackingStats
+from packing.text.prepare import prepare
+from packing.weighting import LossMode, LossTotals, token_weights
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from typing import Unpack
+
+    import pyarrow as pa
+
+Int64Array = npt.NDArray[np.int64]
+IdArray = npt.NDArray[np.signedinteger[Any]]
+"""Ids, labels and positions: int32 (the compact schema), int64 when asked for."""
+_ONE = np.ones(1, dtype=np.int8)
+"""The mask handed to the kernel when no token is masked (it is not read)."""
+
+
+CHUNK_TOKENS = 1 << 22
+"""Token slots per chunk when blocks are made and written chunk by chunk (about 70 MB of columns)."""
+
+
+THREAD_SLOTS = 1 << 22
+"""Slots per part when a large column is filled by several threads (see ``in_parts``)."""
+
+
+def in_parts(num_blocks: int, slots: int, fill: Callable[[slice], object]) -> None:
+    """Call ``fill(rows)`` on consecutive slices of whole blocks that together cover them all: one slice on
+    this thread for a column under ``2 * THREAD_SLOTS`` slots, else slices of about ``THREAD_SLOTS``
+    shared by one thread per core as each becomes free (the compiled kernels release the GIL; a thread
+    slowed by other work leaves its next slices to the others). The threads end before this returns
+    (none outlives it, so a process can fork afterwards as before); a failure in any slice is raised.
+    O(slices) plus the fills.
+
+    >>> seen = []
+    >>> in_parts(5, 20, seen.append); seen
+    [slice(0, 5, None)]
+    """
+    parts = max(1, min(slots // THREAD_SLOTS, num_blocks))
+    workers = min(_cores(), parts)
+    bounds = [num_blocks * k // parts for k in range(parts + 1)]
+    rows = [slice(bounds[k], bounds[k + 1]) for k in range(parts)]
+    if workers == 1:
+        for part in rows:
+            fill(part)
+        return
+    with ThreadPoolExecutor(workers) as pool:
+        for done in [pool.submit(fill, part) for part in rows]:
+            done.result()
+
+
+def _cores() -> int:
+    """Cores this process may run on. O(1)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1  # pragma: no cover - platforms without affinity
+
+
+def blocks_per_chunk(max_seq_length: int, tokens: int | None = None) -> int:
+    """Blocks in one chunk of about ``tokens`` slots (default ``CHUNK_TOKENS``; at least one block).
+
+    >>> blocks_per_chunk(4096), blocks_per_chunk(1 << 23)
+    (1024, 1)
+    """
+    if tokens is None:
+        tokens = CHUNK_TOKENS
+    if isinstance(tokens, bool) or not isinstance(tokens, (int, np.integer)) or tokens < 1:
+        raise SettingError("chunk_tokens", "a positive integer (token slots per chunk)", tokens)
+    return max(1, int(tokens) // max_seq_length)
+
+
+def chunk_rows(num_blocks: int, order: npt.ArrayLike | None, size: int) -> Iterator[Int64Array | slice]:
+    """The blocks of each chunk, in ``order`` (default: a slice of plan order), ``size`` blocks at a time.
+
+    >>> list(chunk_rows(5, None, 2)), [r.tolist() for r in chunk_rows(3, [2, 0, 1], 2)]
+    ([slice(0, 2, None), slice(2, 4, None), slice(4, 5, None)], [[2, 0], [1]])
+    """
+    if order is None:
+        for lo in range(0, num_blocks, size):
+            yield slice(lo, min(lo + size, num_blocks))
+        return
+    rows = check_block_indexes(order, num_blocks, "order")
+    for lo in range(0, len(rows), size):
+        yield rows[lo : lo + size]
+
+
+@dataclass(frozen=True)
+class PackedBatch:
+    """Packed blocks. Every array has shape ``(num_blocks, max_seq_length)``, padding at the end of each block.
+
+    - ``input_ids``: token ids, ``pad_token_id`` in padding.
+    - ``loss_mask``: 1 for a real token that is trained on, 0 for padding or a masked (prompt) token.
+    - ``labels``: ``input_ids`` with -100 where there is no loss and at the first token of every document,
+      so no token learns to predict the start of an unrelated sample.
+    - ``position_ids``: 0, 1, 2, ... restarting at every document in a block; 0 in padding.
+    - ``sequence_ids``: index of the source sample of each token (``sequence_names[index]`` when given),
+      -1 in padding.
+
+    The schema's dtypes (``packing.batches.schema``): ids, labels and positions int32 (int64 when made with
+    ``int64=True``), ``sequence_ids`` int32, ``loss_mask`` int8. ``input_ids`` and ``loss_mask`` are
+    filled by ``materialize``; ``labels``, ``position_ids`` and ``sequence_ids`` are derived from them
+    and the plan on first access, in one sequential pass each, and kept: a batch whose derived
+    columns are never read costs 5 bytes a token, one read in full 17.
+
+    >>> b = pack([[1, 2], {"prompt": [3], "completion": [4, 5]}], 4, strategy="split")
+    >>> b.input_ids.tolist(), b.input_ids.dtype.name
+    ([[1, 2, 3, 4], [5, 0, 0, 0]], 'int32')
+    >>> b.labels.tolist()
+    [[-100, 2, -100, 4], [-100, -100, -100, -100]]
+    >>> b.position_ids.tolist()
+    [[0, 1, 0, 1], [0, 0, 0, 0]]
+    """
+
+    plan: PackingPlan
+    input_ids: IdArray
+    loss_mask: npt.NDArray[np.int8]
+    pad_token_id: int
+    stats: PackingStats
+    sequence_names: Int64Array | None = None
+    """What ``sequence_ids`` calls each of the plan's sequences (a position in a stream, a row of a
+    dataset); None: the sequence's index."""
+
+    @property
+    def int64(self) -> bool:
+        """Whether ids, labels and positions are int64 (else int32, the compact schema)."""
+        return self.input_ids.dtype == np.int64
+
+    @cached_property
+    def labels(self) -> IdArray:
+        """Training targets (see the class), derived on first access. O(blocks × max_seq_length)."""
+        labels = np.empty_like(self.input_ids)
+        starts, lengths = self.plan.block_starts, self.plan.piece_length
+
+        def fill(rows: slice) -> None:
+            ids, mask = self.input_ids[rows], self.loss_mask[rows]
+            fill_labels(ids, mask, starts[rows.start : rows.stop + 1], lengths, IGNORE_INDEX, labels[rows])
+
+        in_parts(self.num_blocks, labels.size, fill)
+        return labels
+
+    @cached_property
+    def position_ids(self) -> IdArray:
+        """Positions restarting at every document (see the class), derived on first access."""
+        positions = np.empty_like(self.input_ids)
+        starts, lengths = self.plan.block_starts, self.plan.piece_length
+        in_parts(
+            self.num_blocks,
+            positions.size,
+            lambda rows: fill_positions(starts[rows.start : rows.stop + 1], lengths, positions[rows]),
+        )
+        return positions
+
+    @cached_property
+    def sequence_ids(self) -> npt.NDArray[np.int32]:
+        """Source sample of every token, -1 in padding (see the class), derived on first access."""
+        sequences = np.empty(self.input_ids.shape, dtype=np.int32)
+        names = self.sequence_names if self.sequence_names is not None else np.zeros(0, dtype=np.int64)
+        starts, pieces, lengths = self.plan.block_starts, self.plan.piece_sequence, self.plan.piece_length
+        in_parts(
+            self.num_blocks,
+            sequences.size,
+            lambda rows: fill_sequences(starts[rows.start : rows.stop + 1], pieces, lengths, names, sequences[rows]),
+        )
+        return sequences
+
+    @property
+    def num_blocks(self) -> int:
+        return self.plan.num_blocks
+
+    @property
+    def max_seq_length(self) -> int:
+        return self.plan.max_seq_length
+
+    def seq_lengths(self, block: int) -> Int64Array:
+        """Lengths of the documents in ``block``, in order."""
+        return self.plan.seq_lengths(block)
+
+    def cu_seqlens(self, block: int) -> Int64Array:
+        """0, then cumulative document lengths of ``block`` (flash-attention ``cu_seqlens``)."""
+        return self.plan.cu_seqlens(block)
+
+    def attention_mask(self, block: int) -> npt.NDArray[np.bool_]:
+        """Block-diagonal causal mask of ``block``: ``mask[q, k]`` is True when query q may attend to key k.
+
+        No attention across documents or into padding. O(max_seq_length²).
+
+        >>> pack([[1, 2], [3]], 4).attention_mask(0).astype(int).tolist()
+        [[1, 0, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0]]
+        """
+        lengths = self.seq_lengths(block)
+        document = np.full(self.max_seq_length, -1, dtype=np.int64)
+        document[: int(lengths.sum())] = np.repeat(np.arange(len(lengths)), lengths)
+        same = (document[:, None] == document[None, :]) & (document[:, None] >= 0)
+        return np.tril(same)
+
+    def loss_weights(self, mode: LossMode, total: float | LossTotals | None = None) -> npt.NDArray[np.float32]:
+        """Per-token float32 weights aligned with ``labels`` (0 where the label is -100) such that
+        ``Σ weights × per-token cross-entropy`` is the objective ``mode``: ``token``, ``sequence``,
+        ``sequence_sum`` or ``sqrt`` (``packing.weighting``). A document is a source sample (``sequence_ids``),
+        its pieces in several blocks counted together. ``total`` is the mode's normaliser over the whole
+        optimizer step (trained tokens, documents, or Σ√trained; or a ``LossTotals``) when this batch is one
+        part of it; default: this batch's own. O(blocks × max_seq_length).
+
+        >>> b = pack([[1, 2, 3, 4, 5], [6, 7]], 8)
+        >>> (b.loss_weights("token") * 5).tolist()
+        [[0.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0]]
+        >>> b.loss_weights("sequence").tolist()
+        [[0.0, 0.125, 0.125, 0.125, 0.125, 0.0, 0.5, 0.0]]
+        """
+        return token_weights(self.labels != IGNORE_INDEX, self.sequence_ids, mode, total)
+
+    def to_lists(self) -> tuple[list[list[int]], list[list[int]]]:
+        """The classic ``(blocks, loss_masks)`` as lists of lists of ints."""
+        return self.input_ids.tolist(), self.loss_mask.astype(np.int64).tolist()
+
+    def block(self, index: int) -> dict[str, list[int]]:
+        """Block ``index`` as a plain dict of the schema's columns (``packing.batches.schema.COLUMNS``)."""
+        return record(self, index)
+
+    def iter_blocks(self) -> Iterator[dict[str, list[int]]]:
+        """Every block as a plain dict of lists, in order. O(num_blocks × max_seq_length)."""
+        for index in range(self.num_blocks):
+            yield self.block(index)
+
+    def chunks(self, order: npt.ArrayLike | None = None, tokens: int | None = None) -> Iterator[PackedBatch]:
+        """The blocks in ``order`` (default: plan order) as batches of about ``tokens`` slots each: views in
+        plan order, copies of one chunk otherwise. Derived columns not yet made here are made per chunk.
+
+        >>> [c.input_ids.tolist() for c in pack([[1, 2], [3]], 2).chunks(order=[1, 0], tokens=2)]
+        [[[3, 0]], [[1, 2]]]
+        """
+        for rows in chunk_rows(self.num_blocks, order, blocks_per_chunk(self.max_seq_length, tokens)):
+            yield self._part(rows)
+
+    def _part(self, rows: Int64Array | slice) -> PackedBatch:
+        """The blocks ``rows`` as a batch of their own (its stats describe them, without loss-mask counts)."""
+        layout = self.plan.select(np.arange(self.num_blocks)[rows] if isinstance(rows, slice) else rows)
+        part = PackedBatch(
+            layout, self.input_ids[rows], self.loss_mask[rows], self.pad_token_id, layout.stats, self.sequence_names
+        )
+        for name in ("labels", "position_ids", "sequence_ids"):
+            if name in self.__dict__:  # already made here: its rows, not made again
+                part.__dict__[name] = self.__dict__[name][rows]
+        return part
+
+    def to_arrow(self, order: npt.ArrayLike | None = None, loss_weights: LossMode | None = None) -> pa.Table:
+        """The blocks as a ``pyarrow.Table`` of the schema's columns, one row per block, in ``order``
+        (default: plan order); with ``loss_weights`` (an objective), also that column, normalised over every
+        block of this batch. O(blocks × max_seq_length).
+
+        >>> pack([[1, 2], [3]], 4).to_arrow().column_names
+        ['input_ids', 'labels', 'loss_mask', 'position_ids', 'sequence_ids', 'seq_lengths']
+        >>> pack([[1, 2], [3]], 4).to_arrow(loss_weights="sequence").column("loss_weights").to_pylist()
+        [[0.0, 1.0, 0.0, 0.0]]
+        """
+        return to_arrow(self, order, loss_weights)
+
+
+@dataclass(frozen=True)
+class LazyBatch:
+    """A checked plan and the samples that fill it: a ``PackedBatch`` made only when asked for, whole
+    (``fill``) or chunk by chunk (``chunks``), so writing the blocks needs memory for the input and one
+    chunk, not the whole output. Made by :meth:`of`.
+
+    >>> lazy = LazyBatch.of(plan([2, 3, 1], 4, "split"), read_rows([[1, 2], [3, 4, 5], [6]]))
+    >>> [chunk.input_ids.tolist() for chunk in lazy.chunks(tokens=4)]
+    [[[1, 2, 3, 4]], [[5, 6, 0, 0]]]
+    >>> lazy.fill([1]).labels.tolist()  # 5 starts a piece: no target
+    [[-100, -100, -100, -100]]
+    """
+
+    plan: PackingPlan
+    samples: Samples
+    pad_token_id: int = 0
+    int64: bool = False
+    sequence_names: Int64Array | None = None
+
+    @classmethod
+    def of(
+        cls,
+        layout: PackingPlan,
+        samples: Samples,
+        pad_token_id: int = 0,
+        *,
+        int64: bool = False,
+        sequence_names: npt.ArrayLike | None = None,
+    ) -> LazyBatch:
+        """Check that ``layout`` was made for ``samples``' lengths and that the ids fit the schema's dtype
+        (see ``materialize``), once. O(pieces + sequences)."""
+        wide = _check_int64(int64)
+        pad = _check_pad(pad_token_id, wide)
+        if not isinstance(samples, Samples):
+            raise SettingError("samples", "a Samples (packing.read_rows)", type(samples).__name__)
+        if samples.tokens is None or samples.loss_mask is None:
+            raise SettingError("samples", "token ids (lengths-only data can be planned, not packed)", "<lengths only>")
+        samples.refuse_other_labels()
+        if not np.array_equal(layout.lengths, samples.lengths):
+            raise SettingError(
+                "plan",
+                f"a plan for these {len(samples.lengths)} samples' lengths (plan(samples.lengths, ...))",
+                f"<a plan for {len(layout.lengths)} sequences of other lengths>",
+            )
+        names = _sequence_names(sequence_names, len(samples.lengths))
+        check_pieces(layout)
+        return cls(layout, samples, pad, wide, names)
+
+    @property
+    def num_blocks(self) -> int:
+        return self.plan.num_blocks
+
+    @property
+    def max_seq_length(self) -> int:
+        return self.plan.max_seq_length
+
+    @cached_property
+    def stats(self) -> PackingStats:
+        """The plan's statistics with the loss-mask counts, without building any block. O(tokens)."""
+        if not _has_masked(self.samples.loss_mask):  # type: ignore[arg-type]
+            return self.plan.stats
+        return self.plan.stats.with_trainable(*count_trainable(self.plan, self.samples))
+
+    def fill(self, blocks: npt.ArrayLike | slice | None = None) -> PackedBatch:
+        """The blocks ``blocks`` (default: all, in plan order) filled: one compiled pass writing ids and
+        mask. O(their slots)."""
+        layout = self.plan
+        if isinstance(blocks, slice):
+            blocks = np.arange(layout.num_blocks)[blocks]
+        if blocks is not None:
+            layout = layout.select(blocks)
+        shape = (layout.num_blocks, layout.max_seq_length)
+        input_ids = np.empty(shape, dtype=np.int64 if self.int64 else np.int32)
+        loss_mask = np.empty(shape, dtype=np.int8)
+        samples = self.samples
+        assert samples.tokens is not None and samples.loss_mask is not None  # checked by ``of``
+        unmasked = not _has_masked(samples.loss_mask)
+        check = not self.int64 and samples.tokens.dtype.itemsize > 4
+        tokens, mask, offsets = samples.tokens, _ONE if unmasked else samples.loss_mask, samples.offsets
+        starts, pieces = layout.block_starts, (layout.piece_sequence, layout.piece_start, layout.piece_length)
+        largest = [0]
+
+        def fill(rows: slice) -> None:
+            part = starts[rows.start : rows.stop + 1]
+            found = fill_tokens(
+                tokens,
+                mask,
+                unmasked,
+                check,
+                offsets,
+                part,
+                *pieces,
+                self.pad_token_id,
+                input_ids[rows],
+                loss_mask[rows],
+            )
+            largest.append(found)
+
+        in_parts(layout.num_blocks, input_ids.size, fill)
+        if check and max(largest) > MAX_ID:
+            raise samples.wide_id_error()
+        stats = self.stats if blocks is None else layout.stats
+        if blocks is not None and _has_masked(samples.loss_mask):
+            stats = stats.with_trainable(*count_trainable(layout, samples))
+        return PackedBatch(layout, input_ids, loss_mask, self.pad_token_id, stats, self.sequence_names)
+
+    def chunks(self, order: npt.ArrayLike | None = None, tokens: int | None = None) -> Iterator[PackedBatch]:
+        """The blocks in ``order`` (default: plan order), as batches of about ``tokens`` slots each, each
+        made when asked for. O(slots) in all; memory one chunk at a time."""
+        for rows in chunk_rows(self.num_blocks, order, blocks_per_chunk(self.max_seq_length, tokens)):
+            yield self.fill(rows)
+
+
+def materialize(
+    layout: PackingPlan,
+    samples: Samples,
+    pad_token_id: int = 0,
+    blocks: npt.ArrayLike | None = None,
+    *,
+    int64: bool = False,
+    sequence_names: npt.ArrayLike | None = None,
+) -> PackedBatch:
+    """Fill a plan's pieces with the samples' tokens and loss mask. O(num_blocks × max_seq_length), one
+    compiled pass; the other columns are derived when first read (see ``PackedBatch``).
+
+    ``blocks`` picks the blocks to build, in order (``layout.select(blocks)``); the result's plan is
+    that selection. The plan must have been made for these samples' lengths. Ids are int32 (a packed
+    token id above 2**31 - 1 is refused with the sample and position), int64 with ``int64``.
+    ``sequence_names`` gives what ``sequence_ids`` calls each sample (default: its index). To make
+    the blocks chunk by chunk, use ``LazyBatch.of`` with the same arguments.
+
+    >>> samples = read_rows([[1, 2], [3, 4, 5], [6]])
+    >>> materialize(plan(samples.lengths, 4, "ffd"), samples).input_ids.tolist()
+    [[3, 4, 5, 6], [1, 2, 0, 0]]
+    >>> materialize(plan(samples.lengths, 4, "ffd"), samples, blocks=[1]).input_ids.tolist()
+    [[1, 2, 0, 0]]
+    >>> materialize(plan([1], 4), read_rows([[2**31]]))
+    Traceback (most recent call last):
+    ...
+    packing.errors.SampleError: sample 0, position 0: expected a token id at most 2147483647 (the int32 schema; int64=True for larger ids), got 2147483648
+    """
+    lazy = LazyBatch.of(layout, samples, pad_token_id, int64=int64, sequence_names=sequence_names)
+    return lazy.fill(blocks)
+
+
+def _check_int64(value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise SettingError("int64", "True or False", value)
+    return bool(value)
+
+
+def _check_pad(pad_token_id: Any, int64: bool) -> int:
+    """``pad_token_id`` checked as a token id that fits the ids' dtype. O(1)."""
+    pad = check_token_id(pad_token_id, "pad_token_id")
+    if not int64 and pad > MAX_ID:
+        raise SettingError("pad_token_id", f"at most {MAX_ID} (the int32 schema; int64=True for larger ids)", pad)
+    return pad
+
+
+def _has_masked(mask: npt.NDArray[np.int8]) -> bool:
+    """Whether any token is masked; O(1) for the all-ones view the reader gives unmasked samples."""
+    if mask.size and mask.strides[0] == 0:
+        return not mask[0]
+    return not mask.all()
+
+
+def _sequence_names(names: npt.ArrayLike | None, count: int) -> Int64Array | None:
+    """``names`` as int64, one per sample, each in 0..2**31 - 1 (``sequence_ids`` is int32). O(count)."""
+    if names is None:
+        return None
+    values = np.asarray(names)
+    if values.shape != (count,) or values.dtype.kind not in "iu":
+        raise SettingError(
+            "sequence_names", f"{count} integers, one per sample", f"<{values.dtype} of shape {values.shape}>"
+        )
+    if count and (int(values.min()) < 0 or int(values.max()) > MAX_ID):
+        raise SettingError(
+            "sequence_names", f"sample indices in 0..{MAX_ID} (sequence_ids is int32)", int(values.max())
+        )
+    return values.astype(np.int64, copy=False)
+
+
+class TrainableCounts(NamedTuple):
+    """Loss-mask statistics of a plan filled with samples (see ``PackingStats``)."""
+
+    trainable_tokens: int
+    target_tokens: int
+    samples_without_trainable_tokens: int
+
+
+def count_trainable(layout: PackingPlan, samples: Samples) -> TrainableCounts:
+    """Trainable tokens kept, the training targets among them (not a document's first token), and packed
+    samples with no target, without building any block. O(total tokens).
+
+    >>> samples = read_rows([{"prompt": [1, 2], "completion": [3, 4]}, [5]])
+    >>> count_trainable(plan(samples.lengths, 4, "ffd"), samples)
+    TrainableCounts(trainable_tokens=3, target_tokens=2, samples_without_trainable_tokens=1)
+    """
+    if samples.loss_mask is None:
+        raise SettingError("samples", "token ids with their loss mask", "<lengths only>")
+    per_piece, targets = piece_mask_sums(
+        samples.loss_mask, samples.offsets, layout.piece_sequence, layout.piece_start, layout.piece_length
+    )
+    per_sample = np.bincount(layout.piece_sequence, weights=targets, minlength=len(samples.lengths))
+    packed = np.bincount(layout.piece_sequence, minlength=len(samples.lengths)) > 0
+    return TrainableCounts(int(per_piece.sum()), int(targets.sum()), int((packed & (per_sample == 0)).sum()))
+
+
+def pack(
+    samples: Any,
+    max_seq_length: int | None = None,
+    strategy: StrategyName | None = None,
+    overflow: OverflowPolicy | None = None,
+    *,
+    recipe: Recipe | None = None,
+    **options: Unpack[RecipeOptions],
+) -> PackedBatch:
+    """Pack samples into blocks of exactly ``max_seq_length`` tokens: ``plan`` then ``materialize``.
+
+    ``samples`` is a list of rows in any form the reader accepts (token lists, ``{"prompt",
+    "completion"}``, ``{"input_ids", "loss_mask"}``, ``{"input_ids", "labels"}`` with -100 on untrained
+    tokens and the ids elsewhere (other labels are refused: ``packing.torch.collate`` keeps them); see
+    ``packing.reading.rows``), a ``Samples``, or a
+    dataset from ``packing.read_dataset`` (read once, not checked again). The options are every entry
+    point's (:class:`~packing.Recipe`, or ``recipe=``): ``strategy`` (default ``bfd``) and the
+    strategy options are ``plan``'s; with a ``tokenizer`` (``packing.load_tokenizer``'s specs:
+    ``"bytes"``, a folder, a tokenizer object), text rows are tokenized with their chat template and
+    masks, and padding is the tokenizer's pad id unless ``pad_token_id`` is given. Ids, labels and
+    positions are int32 (``int64=True``: int64; see ``packing.batches.schema``). O(total tokens) plus the
+    strategy's cost.
+
+    >>> pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split").to_lists()
+    ([[1, 2, 3, 4], [5, 6, 0, 0]], [[1, 1, 1, 1], [1, 1, 0, 0]])
+    >>> pack([[1, 2], [3, 4, 5], [6]], 4).to_lists()[0]
+    [[3, 4, 5, 6], [1, 2, 0, 0]]
+    >>> pack([{"text": "hi"}], 4, tokenizer="bytes").input_ids.tolist()  # the byte tokenizer pads with 257
+    [[104, 105, 256, 257]]
+    """
+    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    rows = getattr(samples, "samples", samples)
+    lengths = token_array_lengths(rows) if chosen.tokenizer is None else None
+    if lengths is not None:  # token arrays: planned from their lengths, joined only where needed
+        layout = plan(lengths, recipe=chosen)
+        if layout.in_order() and (chosen.int64 or joined_dtype(rows) == np.int32):
+            return _pack_in_order(layout, rows, prepare(chosen).pad_id, chosen.int64)
+        flat = read_rows(rows, **prepare(chosen).read_options)
+        return materialize(layout, flat, prepare(chosen).pad_id, int64=chosen.int64)
+    flat = read_rows(rows, **prepare(chosen).read_options)
+    return materialize(plan(flat.lengths, recipe=chosen), flat, prepare(chosen).pad_id, int64=chosen.int64)
+
+
+def _pack_in_order(layout: PackingPlan, rows: list[Any], pad_token_id: int, int64: bool) -> PackedBatch:
+    """The blocks of an in-order plan (``PackingPlan.in_order``) of the token arrays ``rows``: the arrays
+    are joined straight into the blocks (no flat copy first), padding and mask follow. Same result as
+    ``materialize(layout, read_rows(rows), ...)``. O(blocks × max_seq_length), a copy of the tokens."""
+    pad = _check_pad(pad_token_id, int64)
+    shape = (layout.num_blocks, layout.max_seq_length)
+    total = int(layout.lengths.sum())
+    input_ids = np.empty(shape, dtype=np.int64 if int64 else np.int32)
+    loss_mask = np.empty(shape, dtype=np.int8)
+    ids, mask = input_ids.reshape(-1), loss_mask.reshape(-1)
+    join_token_arrays(rows, ids[:total])
+    ids[total:] = pad
+    mask[:total] = 1
+    mask[total:] = 0
+    return PackedBatch(layout, input_ids, loss_mask, pad, layout.stats)
+
+
+def _chunks(num_rows: int, width: int) -> list[tuple[int, int]]:
+    step = max(1, CHUNK_VALUES // max(width, 1))
+    return [(lo, min(lo + step, num_rows)) for lo in range(0, num_rows, step)]
+
+
+def _list_array(offsets: Int64Array, values: npt.NDArray[Any]) -> pa.Array:
+    import pyarrow as pa
+
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(values))
+
+
+def to_arrow(batch: PackedBatch, order: npt.ArrayLike | None = None, loss_weights: LossMode | None = None) -> pa.Table:
+    """The blocks as a ``pyarrow.Table`` of :data:`COLUMNS`, one row per block. O(blocks × max_seq_length).
+
+    ``order`` lists the blocks to write, in order (default: every block in plan order);
+    reorder the plan instead (``plan.shuffle``) to avoid the copy. Values are handed to
+    Arrow without copying when already in block order. With ``loss_weights`` (an objective of
+    ``packing.weighting``), also the column :data:`LOSS_WEIGHTS`, normalised over every block of ``batch``.
+
+    >>> from packing import pack
+    >>> table = to_arrow(pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split"))
+    >>> table.column("input_ids").to_pylist(), table.column("seq_lengths").to_pylist()
+    ([[1, 2, 3, 4], [5, 6, 0, 0]], [[2, 2], [1, 1]])
+    """
+    import pyarrow as pa
+
+    layout = batch.plan
+    rows = (
+        np.arange(batch.num_blocks, dtype=np.int64)
+        if order is None
+        else check_block_indexes(order, batch.num_blocks, "order")
+    )
+    width = batch.max_seq_length
+    grids = {name: getattr(batch, name) for name in GRID_COLUMNS}
+    if loss_weights is not None:
+        grids[LOSS_WEIGHTS.name] = batch.loss_weights(loss_weights)
+    in_order = order is None
+    if not in_order:
+        grids = {name: grid[rows] for name, grid in grids.items()}
+    counts = np.diff(layout.block_starts)[rows]
+    firsts = layout.block_starts[:-1][rows]
+    dtypes = {column.name: column.dtype_for(batch.int64) for column in (*COLUMNS, LOSS_WEIGHTS)}
+    names = (*NAMES, LOSS_WEIGHTS.name) if loss_weights is not None else NAMES
+    arrays: dict[str, list[pa.Array]] = {name: [] for name in names}
+    for lo, hi in _chunks(len(rows), width):
+        fixed = np.arange(hi - lo + 1, dtype=np.int64) * width
+        for name, grid in grids.items():
+            values = grid[lo:hi].reshape(-1).astype(dtypes[name], copy=False)
+            arrays[name].append(_list_array(fixed, values))
+        piece_offsets = np.zeros(hi - lo + 1, dtype=np.int64)
+        np.cumsum(counts[lo:hi], out=piece_offsets[1:])
+        if in_order:
+            pieces = layout.piece_length[layout.block_starts[lo] : layout.block_starts[hi]]
+        else:
+            pieces = layout.piece_length[ranges(firsts[lo:hi], counts[lo:hi])]
+        arrays["seq_lengths"].append(_list_array(piece_offsets, pieces.astype(np.int32, copy=False)))
+    schema = arrow_schema(batch.int64, loss_weights is not None)
+    return pa.table(
+        {name: pa.chunked_array(arrays[name], type=schema.field(name).type) for name in names}, schema=schema
+    )
+
+
+def record(batch: PackedBatch, block: int) -> dict[str, list[int]]:
+    """Block ``block`` as a plain dict of :data:`COLUMNS` lists. O(max_seq_length).
+
+    >>> from packing import pack
+    >>> record(pack([[1, 2], [3]], 4), 0)["labels"]
+    [-100, 2, -100, -100]
+    """
+    values: dict[str, list[int]] = {name: getattr(batch, name)[block].tolist() for name in GRID_COLUMNS}
+    values["seq_lengths"] = batch.seq_lengths(block).tolist()
+    return values
+
+
+def block_arrays(batch: PackedBatch, block: int) -> dict[str, npt.NDArray[Any]]:
+    """Block ``block`` as numpy arrays of :data:`COLUMNS` with their dtypes (copies). O(max_seq_length).
+
+    >>> from packing import pack
+    >>> {name: values.dtype.name for name, values in block_arrays(pack([[1, 2], [3]], 4), 0).items()}
+    {'input_ids': 'int32', 'labels': 'int32', 'loss_mask': 'int8', 'position_ids': 'int32', 'sequence_ids': 'int32', 'seq_lengths': 'int32'}
+    """
+    arrays: dict[str, npt.NDArray[Any]] = {}
+    for column in COLUMNS:
+        values = batch.seq_lengths(block) if column.name == "seq_lengths" else getattr(batch, column.name)[block]
+        arrays[column.name] = np.array(values, dtype=column.dtype_for(batch.int64))
+    return arrays

@@ -1,0 +1,156 @@
+"""Argument checks shared by every entry point.
+
+Each check raises :class:`packing.errors.SettingError` with the argument's name,
+what was expected and what was found, so a caller never has to read a traceback
+to fix their input.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from numbers import Integral, Real
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from packing.errors import DatasetError, SettingError
+
+Int64Array = npt.NDArray[np.int64]
+
+
+OverflowPolicy = Literal["truncate", "split", "drop"]
+"""What happens to a sequence longer than ``max_seq_length``."""
+OVERFLOW_POLICIES: dict[str, str] = {
+    "truncate": "keep the first max_seq_length tokens of an over-long sequence",
+    "split": "cut an over-long sequence into pieces of at most max_seq_length, each its own document",
+    "drop": "leave an over-long sequence out",
+}
+
+
+INT64_MAX = int(np.iinfo(np.int64).max)
+
+
+def has_bools(values: Iterable[Any]) -> bool:
+    """True if a list holds Python or numpy booleans (numpy would read them as 0 and 1). O(n), in C."""
+    return not {bool, np.bool_}.isdisjoint(map(type, values))
+
+
+def check_positive_int(value: Any, name: str) -> int:
+    """Return ``value`` as an ``int`` if it is an integer >= 1 (bools and floats refused).
+
+    >>> check_positive_int(4, "max_sequences_per_block")
+    4
+    >>> check_positive_int(4.0, "max_sequences_per_block")
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: max_sequences_per_block: expected an integer >= 1, got 4.0 (float)
+    """
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+        raise SettingError(name, "an integer >= 1", value)
+    return int(value)
+
+
+MAX_SEQ_LENGTH = 2**24
+"""The longest block supported (16,777,216 tokens): strategies keep a few arrays indexed by room left."""
+
+
+def check_max_seq_length(value: Any) -> int:
+    """Return ``max_seq_length`` as an ``int`` if it is an integer in [1, MAX_SEQ_LENGTH].
+
+    >>> check_max_seq_length(4096)
+    4096
+    >>> check_max_seq_length(True)
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: max_seq_length: expected an integer >= 1, got True (bool)
+    >>> check_max_seq_length(2**40)
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: max_seq_length: expected at most 16,777,216, got 1099511627776
+    """
+    capacity = check_positive_int(value, "max_seq_length")
+    if capacity > MAX_SEQ_LENGTH:
+        raise SettingError("max_seq_length", f"at most {MAX_SEQ_LENGTH:,}", capacity)
+    return capacity
+
+
+def check_time_limit(value: Any) -> float:
+    """Return ``time_limit`` as a ``float`` if it is a finite number of seconds > 0 (bools refused).
+
+    The one rule for every entry point that takes a time limit (``plan``, ``packing.strategies.optimal.solve``).
+
+    >>> check_time_limit(2)
+    2.0
+    >>> check_time_limit(float("nan"))
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: time_limit: expected a finite number of seconds > 0, got nan (float)
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real) or not math.isfinite(value) or value <= 0:
+        raise SettingError("time_limit", "a finite number of seconds > 0", value)
+    return float(value)
+
+
+def check_token_id(value: Any, name: str) -> int:
+    """Return ``value`` as an ``int`` if it is a non-negative integer (bools refused)."""
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
+        raise SettingError(name, "a non-negative integer", value)
+    if int(value) > INT64_MAX:
+        raise SettingError(name, "an integer that fits in 64 bits", value)
+    return int(value)
+
+
+def check_choice(value: Any, name: str, choices: Iterable[str]) -> str:
+    """Return ``value`` if it is one of ``choices``; otherwise say which names exist."""
+    options = list(choices)
+    if not isinstance(value, str) or value not in options:
+        raise SettingError(name, f"one of {', '.join(options)}", value)
+    return value
+
+
+def as_lengths(lengths: Sequence[int] | npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """Return sequence lengths as a new 1-D ``int64`` array, refusing anything but integers >= 0.
+
+    >>> as_lengths([3, 0, 5]).tolist()
+    [3, 0, 5]
+    >>> as_lengths([3, -1])
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: lengths[1]: expected a non-negative integer, got -1
+    """
+    array = np.asarray(lengths) if not isinstance(lengths, np.ndarray) else lengths
+    if array.ndim != 1:
+        if array.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        raise SettingError("lengths", "a flat list of integers", f"<an array of shape {array.shape}>")
+    if array.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    # numpy converts a mixed list as a whole ([2, True] to ints, [1, 2.5] to floats): find the bad item
+    given: Any = lengths
+    too_big = array.dtype == np.uint64 and int(array.max()) > INT64_MAX
+    if array.dtype.kind not in "iu" or too_big or (not isinstance(given, np.ndarray) and has_bools(given)):
+        items = given.tolist() if isinstance(given, np.ndarray) else list(given)
+        for index, value in enumerate(items):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral):
+                raise SettingError(f"lengths[{index}]", "a non-negative integer", value)
+            if int(value) > INT64_MAX:
+                raise SettingError(f"lengths[{index}]", "an integer that fits in 64 bits", value)
+        array = np.asarray(items, dtype=np.int64)
+    if array.min() < 0:
+        index = int(np.flatnonzero(array < 0)[0])
+        raise SettingError(f"lengths[{index}]", "a non-negative integer", int(array[index]))
+    return np.array(array, dtype=np.int64, copy=True)
+
+
+def flag_values(values: npt.NDArray[Any], name: str, source: str, lengths: Int64Array) -> Int64Array:
+    """Floating-point mask values as 0/1 integers; anything but 0 or 1 is refused, naming its row. O(values)."""
+    bad = np.flatnonzero((values != 0) & (values != 1))
+    if bad.size:
+        row = int(np.searchsorted(np.cumsum(lengths), int(bad[0]), side="right"))
+        raise DatasetError(source, f"row {row + 1}", f"column '{name}': expected 0 or 1, got {values[bad[0]]!r}")
+    flags: Int64Array = (values != 0).astype(np.int64)
+    return flags
+
+

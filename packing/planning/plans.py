@@ -1,0 +1,381 @@
+"""Planning: where every piece of every sequence goes, from lengths alone.
+
+A :class:`PackingPlan` is the layout, stored flat (CSR). Selecting, reordering and
+shuffling blocks are methods of the plan, and each returns a plan whose statistics
+describe exactly its blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from packing.core.arrays import check_block_indexes, offsets_of, ranges
+from packing.core.validation import OverflowPolicy, as_lengths, check_max_seq_length
+from packing.errors import SettingError
+from packing.recipe import Recipe, RecipeOptions
+from packing.strategies.kernels import IntArray, split_pieces
+from packing.strategies.overflow import Documents, documents_of
+from packing.strategies.registry import STRATEGIES, Options, StrategyName, layout_blocks
+from packing.strategies.stats import PackingStats, compute_stats
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from typing import Unpack
+
+Int64Array = npt.NDArray[np.int64]
+Int32Array = npt.NDArray[np.int32]
+MAX_SEQUENCES = 2**31 - 1
+"""Pieces store sequence indices, offsets and lengths as int32 (half the memory of int64), which bounds
+the number of sequences and documents in one plan and the length of a sequence that is split."""
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A run of ``length`` tokens of input sequence ``sequence``, starting at token ``start``."""
+
+    sequence: int
+    start: int
+    length: int
+
+
+@dataclass(frozen=True)
+class PackingPlan:
+    """The layout of every block, stored flat (CSR): block ``b`` holds pieces
+    ``block_starts[b]:block_starts[b + 1]``, in order, with no gaps; padding follows them.
+    Piece arrays are int32 (a 16-million-sequence plan takes about 400 MB).
+
+    >>> p = plan([2, 3, 1], 4, "split")
+    >>> p.blocks()
+    [[Piece(sequence=0, start=0, length=2), Piece(sequence=1, start=0, length=2)], [Piece(sequence=1, start=2, length=1), Piece(sequence=2, start=0, length=1)]]
+    >>> p.stats.efficiency
+    0.75
+    """
+
+    max_seq_length: int
+    strategy: str
+    overflow: str
+    lengths: Int64Array
+    block_starts: Int64Array
+    piece_sequence: Int32Array
+    piece_start: Int32Array
+    piece_length: Int32Array
+    stats: PackingStats
+    certificate: Any = field(default=None, compare=False)
+    """For ``optimal``: the proof of how close the plan is to the fewest blocks possible."""
+    _trusted: bool = field(default=False, repr=False, compare=False)
+    """Skip the check for this one construction (the planner's own plans); never copied by ``replace``."""
+
+    def __post_init__(self) -> None:
+        if not self._trusted:
+            check_pieces(self)
+        object.__setattr__(self, "_trusted", False)  # ``dataclasses.replace`` of this plan is checked again
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.block_starts) - 1
+
+    @classmethod
+    def of_blocks(
+        cls,
+        lengths: npt.ArrayLike,
+        block_starts: npt.ArrayLike,
+        max_seq_length: int,
+        strategy: str = "none",
+        overflow: str = "truncate",
+    ) -> PackingPlan:
+        """A plan in which sequence ``i`` is one whole document and block ``b`` holds sequences
+        ``block_starts[b]:block_starts[b + 1]``, in order: blocks grouped elsewhere (a cluster, a stream).
+        Checked like any hand-made plan. O(n).
+
+        >>> PackingPlan.of_blocks([3, 1, 2], [0, 2, 3], 4).blocks()[0]
+        [Piece(sequence=0, start=0, length=3), Piece(sequence=1, start=0, length=1)]
+        """
+        sizes = as_lengths(lengths)
+        starts = np.asarray(block_starts, dtype=np.int64)
+        capacity = check_max_seq_length(max_seq_length)
+        sequence = np.arange(len(sizes), dtype=np.int32)
+        length = sizes.astype(np.int32)
+        layout = cls(
+            capacity,
+            strategy,
+            overflow,
+            sizes,
+            starts,
+            sequence,
+            np.zeros(len(sizes), dtype=np.int32),
+            length,
+            compute_stats(sizes, capacity, starts, sequence, length, bool(len(sizes) == 0 or sizes.min() >= 1)),
+        )
+        return layout
+
+    def in_order(self) -> bool:
+        """Whether the blocks hold every token of every sequence, in input order and back to back (as
+        ``split`` does when nothing is cut): block ``b`` is then tokens ``b * max_seq_length`` up to the
+        next block's of the sequences laid end to end, and only the last block has padding. O(pieces).
+
+        >>> plan([3, 2, 4], 4, "split").in_order(), plan([3, 2, 4], 4, "ffd").in_order()
+        (True, False)
+        """
+        length = self.piece_length.astype(np.int64)
+        if int(length.sum()) != int(self.lengths.sum()):
+            return False
+        ends = np.cumsum(length)
+        block_first = (ends - length)[self.block_starts[:-1]]  # tokens in the blocks before each block
+        per_block = np.diff(self.block_starts)
+        within = ends - length - np.repeat(block_first, per_block)
+        target = np.repeat(np.arange(self.num_blocks, dtype=np.int64) * self.max_seq_length, per_block) + within
+        source = offsets_of(self.lengths)[self.piece_sequence] + self.piece_start
+        return bool(np.array_equal(source, target))
+
+    def select(self, blocks: npt.ArrayLike) -> PackingPlan:
+        """A plan of just these blocks, in this order; its statistics describe exactly them. O(pieces in them).
+
+        The statistics count the selected pieces as the input: nothing in them was cut or
+        lost, and a sample counts as split when its tokens span several selected blocks.
+
+        >>> p = plan([4, 4, 2, 3], 4, "ffd")
+        >>> window = p.select([1, 2])
+        >>> window.num_blocks, window.stats.num_blocks, window.stats.packed_tokens
+        (2, 2, 7)
+        """
+        rows = check_block_indexes(blocks, self.num_blocks)
+        counts = np.diff(self.block_starts)[rows]
+        pieces = ranges(self.block_starts[:-1][rows], counts)
+        starts = offsets_of(counts)
+        sequence, start, length = self.piece_sequence[pieces], self.piece_start[pieces], self.piece_length[pieces]
+        stats = _selection_stats(self, starts, sequence, length)
+        return replace(
+            self,
+            block_starts=starts,
+            piece_sequence=sequence,
+            piece_start=start,
+            piece_length=length,
+            stats=stats,
+            certificate=None,
+            _trusted=True,
+        )
+
+    def permute(self, order: npt.ArrayLike) -> PackingPlan:
+        """The same blocks in ``order`` (block ``i`` of the result is block ``order[i]``). O(pieces).
+
+        >>> p = plan([4, 4, 2, 2], 4, "ffd")
+        >>> [[piece.sequence for piece in block] for block in p.permute([2, 0, 1]).blocks()]
+        [[2, 3], [0], [1]]
+        """
+        rows = check_block_indexes(order, self.num_blocks, "order")
+        if len(rows) != self.num_blocks or len(np.unique(rows)) != self.num_blocks:
+            raise SettingError("order", f"a permutation of the {self.num_blocks} block indexes", "<another list>")
+        counts = np.diff(self.block_starts)[rows]
+        pieces = ranges(self.block_starts[:-1][rows], counts)
+        stats = replace(self.stats, block_utilization=self.stats.block_utilization[rows])
+        return replace(
+            self,
+            block_starts=offsets_of(counts),
+            piece_sequence=self.piece_sequence[pieces],
+            piece_start=self.piece_start[pieces],
+            piece_length=self.piece_length[pieces],
+            stats=stats,
+            _trusted=True,
+        )
+
+    def shuffle(self, seed: int = 0) -> PackingPlan:
+        """The blocks in a random order drawn from ``seed``: the one place blocks are shuffled. O(pieces).
+
+        Decreasing strategies put the longest samples first; a trainer reading blocks in plan
+        order would see a length curriculum. The order is
+        ``numpy.random.default_rng(seed).permutation(num_blocks)``.
+
+        >>> p = plan([4, 4, 2, 3], 4, "ffd")
+        >>> sorted(b[0].sequence for b in p.shuffle(7).blocks()) == sorted(b[0].sequence for b in p.blocks())
+        True
+        """
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise SettingError("seed", "a non-negative integer", seed)
+        return self.permute(np.random.default_rng(int(seed)).permutation(self.num_blocks))
+
+    def block(self, index: int) -> list[Piece]:
+        """The pieces of block ``index``, in order. O(pieces in the block)."""
+        lo, hi = self._bounds(index)
+        return [
+            Piece(int(s), int(o), int(n))
+            for s, o, n in zip(
+                self.piece_sequence[lo:hi], self.piece_start[lo:hi], self.piece_length[lo:hi], strict=True
+            )
+        ]
+
+    def blocks(self) -> list[list[Piece]]:
+        """Every block's pieces. O(pieces)."""
+        return [self.block(b) for b in range(self.num_blocks)]
+
+    def seq_lengths(self, index: int) -> Int64Array:
+        """Lengths of the documents in block ``index``, in order."""
+        lo, hi = self._bounds(index)
+        return self.piece_length[lo:hi].astype(np.int64)
+
+    def cu_seqlens(self, index: int) -> Int64Array:
+        """0, then the cumulative document lengths of block ``index`` (flash-attention's form)."""
+        return np.concatenate(([0], np.cumsum(self.seq_lengths(index)))).astype(np.int64)
+
+    def piece_block(self) -> Int64Array:
+        """The block of every piece. O(pieces)."""
+        return np.repeat(np.arange(self.num_blocks, dtype=np.int64), np.diff(self.block_starts))
+
+    def piece_position(self) -> Int64Array:
+        """The position inside its block where every piece starts. O(pieces)."""
+        ends = np.cumsum(self.piece_length)
+        block_first = np.repeat(self.block_starts[:-1], np.diff(self.block_starts))
+        before_block = np.where(block_first > 0, ends[block_first - 1], 0)
+        return ends - self.piece_length - before_block
+
+    def _bounds(self, index: int) -> tuple[int, int]:
+        if not -self.num_blocks <= index < self.num_blocks:
+            raise IndexError(f"block {index} does not exist; the plan has {self.num_blocks} blocks")
+        index %= self.num_blocks
+        return int(self.block_starts[index]), int(self.block_starts[index + 1])
+
+
+def _selection_stats(
+    layout: PackingPlan, block_starts: Int64Array, sequence: Int32Array, length: Int32Array
+) -> PackingStats:
+    """Statistics of selected pieces, counting them as the whole input. O(pieces)."""
+    touched, inverse = np.unique(sequence, return_inverse=True)
+    per_sequence = np.bincount(inverse, weights=length, minlength=len(touched)).astype(np.int64)
+    whole = bool(len(touched) == len(sequence)) and not STRATEGIES[layout.strategy].splits_sequences
+    stats = compute_stats(per_sequence, layout.max_seq_length, block_starts, inverse.astype(np.int32), length, whole)
+    return stats
+
+
+def check_pieces(layout: PackingPlan) -> None:
+    """Refuse a plan whose pieces would write outside its blocks or read outside its sequences. O(pieces)."""
+    starts, sequence = layout.block_starts, layout.piece_sequence
+    first, length = layout.piece_start.astype(np.int64), layout.piece_length.astype(np.int64)
+    problem = ""
+    if len(starts) == 0 or starts[0] != 0 or starts[-1] != len(sequence) or np.any(np.diff(starts) < 1):
+        problem = "block_starts rising from 0 to the number of pieces, every block holding a piece"
+    elif not (len(sequence) == len(first) == len(length)):
+        problem = "piece arrays of one length"
+    elif len(length) and (length.min() < 1 or first.min() < 0):
+        problem = "pieces with a length >= 1 and a start >= 0"
+    elif len(sequence) and (sequence.min() < 0 or sequence.max() >= len(layout.lengths)):
+        problem = "pieces naming sequences the plan has"
+    elif len(length) and np.any(first + length > layout.lengths[sequence]):
+        problem = "pieces within their sequences"
+    elif layout.num_blocks and np.add.reduceat(length, starts[:-1]).max(initial=0) > layout.max_seq_length:
+        problem = f"blocks of at most max_seq_length={layout.max_seq_length} tokens"
+    if problem:
+        raise SettingError("plan", problem, "<a plan that breaks this>")
+
+
+def _split_layout(docs: Documents, capacity: int) -> tuple[Int64Array, IntArray, IntArray, IntArray]:
+    """Concatenate documents in order and cut at every multiple of ``capacity`` (``kernels.split_pieces``).
+    O(documents)."""
+    return split_pieces(docs.sequence, docs.offset, docs.length.astype(np.int64, copy=False), capacity)
+
+
+def _options(recipe: Recipe) -> Options:
+    """The layout options of ``recipe`` (checked when it was made) for its strategy."""
+    chosen = recipe.strategy_options()
+    return Options(chosen.get("max_sequences_per_block"), chosen.get("time_limit"), int(chosen.get("seed") or 0))
+
+
+def _layout(
+    docs: Documents, capacity: int, strategy: str, options: Options
+) -> tuple[Int64Array, IntArray, IntArray, IntArray, Any]:
+    """``(block_starts, sequence, start, length, certificate)`` of the pieces of ``docs``. The strategy's cost."""
+    if STRATEGIES[strategy].layout is None:  # the splitting strategy: the planner lays it out
+        return (*_split_layout(docs, capacity), None)
+    block_starts, grouped, length, certificate = layout_blocks(strategy, docs.length, capacity, options)
+    if docs.whole:  # document i is sequence i, from its first token
+        return block_starts, grouped, np.zeros(len(grouped), dtype=np.int32), length, certificate
+    return block_starts, docs.sequence[grouped], docs.offset[grouped], length, certificate
+
+
+def _windows(docs: Documents, count: int, window: int) -> list[Documents]:
+    """The documents of each consecutive window of ``window`` input sequences. O(documents)."""
+    edges = np.searchsorted(docs.sequence, np.arange(0, count + window, window), side="left")
+    return [
+        Documents(docs.sequence[lo:hi], docs.offset[lo:hi], docs.length[lo:hi]) for lo, hi in pairwise(edges) if hi > lo
+    ]
+
+
+def _windowed_layout(
+    docs: Documents, count: int, capacity: int, strategy: str, options: Options, window: int
+) -> tuple[Int64Array, IntArray, IntArray, IntArray]:
+    """Each window of input sequences packed on its own, the windows' blocks one after another."""
+    parts = [_layout(part, capacity, strategy, options)[:4] for part in _windows(docs, count, window)]
+    if not parts:
+        return np.zeros(1, dtype=np.int64), *(np.zeros(0, dtype=np.int32) for _ in range(3))  # type: ignore[return-value]
+    piece_counts = [len(part[1]) for part in parts]
+    shift = np.repeat(np.cumsum([0, *piece_counts[:-1]]), [len(part[0]) - 1 for part in parts])
+    block_starts = np.concatenate([[0], np.concatenate([part[0][1:] for part in parts]) + shift])
+    sequence, start, length = (
+        np.concatenate([np.asarray(part[i], dtype=np.int64) for part in parts]) for i in (1, 2, 3)
+    )
+    return block_starts.astype(np.int64), sequence, start, length
+
+
+def plan(
+    lengths: npt.ArrayLike,
+    max_seq_length: int | None = None,
+    strategy: StrategyName | None = None,
+    overflow: OverflowPolicy | None = None,
+    *,
+    recipe: Recipe | None = None,
+    **options: Unpack[RecipeOptions],
+) -> PackingPlan:
+    """Lay out sequences with these ``lengths`` into blocks of ``max_seq_length`` tokens.
+
+    The options are every entry point's (:class:`~packing.Recipe`; or ``recipe=``); ``plan`` uses its
+    length-only part and ignores the rest (a recipe with a tokenizer is fine). ``strategy`` is a name from
+    ``STRATEGIES`` (default ``bfd``); ``overflow`` one of ``truncate``, ``split``, ``drop``. ``window``
+    packs each consecutive window of that many input sequences on its own (what trainers that pack per map
+    batch do; blocks never mix windows). Options a strategy reads (its ``options``):
+    ``max_sequences_per_block`` (``spfhp``), ``time_limit`` in seconds (``optimal``), ``seed``
+    (``first_fit_shuffle``). ``lengths`` may be a ``Samples``. Complexity is the strategy's, plus O(n) to
+    prepare.
+
+    >>> plan([5, 3, 2, 4], 6).blocks()[0]
+    [Piece(sequence=0, start=0, length=5)]
+    >>> plan([3, 3, 3, 3], 6).num_blocks, plan([3, 3, 3, 3], 6, window=3).num_blocks
+    (2, 3)
+    >>> plan([3, 3, 3, 3], recipe=Recipe(6, window=3, tokenizer="bytes")).num_blocks
+    3
+    """
+    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    capacity, strategy, overflow, window = chosen.max_seq_length, chosen.strategy, chosen.overflow, chosen.window
+    layout_options = _options(chosen)
+    sizes = as_lengths(getattr(lengths, "lengths", lengths))
+    if len(sizes) > MAX_SEQUENCES:
+        raise SettingError("lengths", f"at most {MAX_SEQUENCES:,} sequences", f"<{len(sizes):,} sequences>")
+    if overflow == "split" and len(sizes) and int(sizes.max()) > MAX_SEQUENCES:
+        raise SettingError("overflow", f"'split' of sequences of at most {MAX_SEQUENCES:,} tokens", int(sizes.max()))
+    docs = documents_of(sizes, capacity, overflow)
+    if len(docs.length) > MAX_SEQUENCES:
+        raise SettingError("lengths", f"at most {MAX_SEQUENCES:,} documents", f"<{len(docs.length):,} documents>")
+    if window is not None and window < len(sizes):
+        block_starts, sequence, start, length = _windowed_layout(
+            docs, len(sizes), capacity, strategy, layout_options, window
+        )
+        certificate = None
+    else:
+        block_starts, sequence, start, length, certificate = _layout(docs, capacity, strategy, layout_options)
+    piece_sequence, piece_start, piece_length = (a.astype(np.int32, copy=False) for a in (sequence, start, length))
+    one_piece_each = docs.whole and not STRATEGIES[strategy].splits_sequences  # no sequence was cut, lost or left empty
+    stats = compute_stats(sizes, capacity, block_starts, piece_sequence, piece_length, one_piece_each)
+    return PackingPlan(
+        capacity,
+        strategy,
+        overflow,
+        sizes,
+        block_starts,
+        piece_sequence,
+        piece_start,
+        piece_length,
+        stats,
+        certificate,
+        _trusted=True,
+    )

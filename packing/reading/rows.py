@@ -1,0 +1,464 @@
+"""The one reader of samples: what a row is, for Python rows and Arrow tables alike.
+
+A row (sample) is one of these forms:
+
+- a token list: a list or 1-D integer array of token ids, every token trained on;
+- ``{"input_ids": [...]}``, optionally with a per-token loss mask under ``loss_mask``
+  (TRL's ``completion_mask`` and ``assistant_masks`` are read as loss masks too; when a
+  row has several, a token is trained on only where all of them are 1), and optionally
+  with ``labels`` as transformers tokenizes them (one per token, -100 where not trained):
+  a token is trained on only where its label is not -100 (ANDed with any mask). Labels
+  that differ from ``input_ids`` where trained are kept in ``Samples.labels``, for
+  ``packing.torch.collate``; packed blocks train each token on itself and refuse them;
+- ``{"prompt": [...], "completion": [...]}``: loss on the completion only (unless
+  ``completion_only_loss=False``);
+- ``{"length": n}``: a length alone, enough to plan but not to pack.
+
+One rule for every entry point: a key whose value is null (``None``) is absent, so rows
+of mixed forms in one table (where each row has nulls in the other form's columns)
+read as they would one by one; booleans in a loss mask are 1/0 (elsewhere they are
+refused: ``True`` is not a token id). Anything else raises :class:`SampleError` with
+the row, the field, the position and what was expected.
+
+:func:`read_rows` reads Python rows; :func:`read_table` reads a ``pyarrow.Table``
+column by column, without a Python loop per row, and reports a bad row exactly as
+:func:`read_rows` would (it re-reads that one row in Python to word the error).
+
+>>> s = read_rows([[1, 2], {"prompt": [3], "completion": [4]}, {"input_ids": [5, 6], "loss_mask": [True, False]}])
+>>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()
+([1, 2, 3, 4, 5, 6], [1, 1, 0, 1, 1, 0], [2, 2, 2])
+>>> s = read_rows([{"input_ids": [7, 8, 9], "labels": [-100, 8, 9]}])
+>>> s.loss_mask.tolist(), s.labels
+([0, 1, 1], None)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from numbers import Integral
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from packing.core.forms import is_text_row
+from packing.core.loss import LossRules
+from packing.core.samples import Int64Array
+from packing.core.validation import INT64_MAX, has_bools
+from packing.errors import NeedsTokenizer, SampleError, SettingError
+from packing.text.rows import encode_rows
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    pass
+from packing.core.forms import FLAG, FORMS, LABEL, LABELS, MASK_FIELDS, TEXT_FIELDS, TOKEN, RowKind
+from packing.core.samples import (
+    IGNORE_INDEX,
+    Int8Array,
+    Samples,
+    TokenArray,
+    _joined,
+    _offsets,
+    all_ones,
+    joined_dtype,
+    token_dtype,
+)
+
+# ---------------------------------------------------------------- one row, in Python
+
+
+def _values(value: Any, index: int | None, field: str | None, expected: str) -> npt.NDArray[Any]:
+    """``value`` as a 1-D numpy array if it is a flat list or 1-D array; else a SampleError. O(length)."""
+    if type(value) is np.ndarray and value.ndim == 1:
+        return value
+    if isinstance(value, np.ndarray) and value.ndim != 1:
+        raise SampleError(index, field, None, f"a flat list of {expected}s", f"<an array of shape {value.shape}>")
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (Sequence, np.ndarray)):
+        raise SampleError(index, field, None, f"a list of {expected}s", value)
+    if len(value) == 0:
+        return np.zeros(0, dtype=np.int64)
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError, OverflowError, RecursionError):
+        array = np.asarray(value, dtype=object) if not isinstance(value, np.ndarray) else value
+    if array.ndim != 1:
+        array = np.empty(len(value), dtype=object)
+        array[:] = list(value)  # ragged or nested: the first bad item is found below
+    return array
+
+
+def _first_bad_item(items: Sequence[Any], index: int | None, field: str | None, flags: bool) -> SampleError:
+    """The error for the first item of ``items`` that is not an integer token id (or a 0/1 flag). O(length)."""
+    for position, item in enumerate(items):
+        if flags:
+            if isinstance(item, (bool, np.bool_)) or (isinstance(item, Integral) and item in (0, 1)):
+                continue
+            return SampleError(index, field, position, FLAG, item)
+        if isinstance(item, (bool, np.bool_)) or not isinstance(item, Integral) or int(item) < 0:
+            return SampleError(index, field, position, TOKEN, item)
+        if int(item) > INT64_MAX:
+            return SampleError(index, field, position, "a token id that fits in 64 bits", item)
+    raise AssertionError("no bad item found")  # pragma: no cover - callers checked that one exists
+
+
+def _has_bools(values: Iterable[Any]) -> bool:
+    """True if a list holds Python or numpy booleans (numpy reads them as 0 and 1). O(n), in C."""
+    return not {bool, np.bool_}.isdisjoint(map(type, values))
+
+
+def token_array(value: Any, index: int | None, field: str | None) -> TokenArray:
+    """Check one list (or 1-D array) of token ids and return it as int32 (an array of at most 32-bit
+    ids) or int64. O(length).
+
+    >>> token_array([1, 2], 0, None).tolist()
+    [1, 2]
+    >>> token_array([1, True], 4, "prompt")
+    Traceback (most recent call last):
+    ...
+    packing.errors.SampleError: sample 4, 'prompt', position 1: expected a non-negative integer token id, got True (bool)
+    """
+    array = _values(value, index, field, "token id")
+    ok = array.dtype.kind == "i" or (array.dtype.kind == "u" and (not array.size or int(array.max()) <= INT64_MAX))
+    if not ok or (type(value) is not np.ndarray and has_bools(value)):
+        raise _first_bad_item(array.tolist() if type(value) is np.ndarray else value, index, field, flags=False)
+    if array.size and array.dtype.kind == "i" and array.min() < 0:
+        position = int(np.flatnonzero(array < 0)[0])
+        raise SampleError(index, field, position, TOKEN, int(array[position]))
+    return array.astype(token_dtype([array.dtype]), copy=False)
+
+
+def mask_array(value: Any, index: int, field: str, length: int) -> Int8Array:
+    """Check a loss mask (0/1 or booleans, one per token) and return it as int8. O(length).
+
+    >>> mask_array([True, 0], 0, "loss_mask", 2).tolist()
+    [1, 0]
+    >>> mask_array([1], 2, "loss_mask", 3)
+    Traceback (most recent call last):
+    ...
+    packing.errors.SampleError: sample 2, 'loss_mask': expected 3 values (one per token), got <1 values>
+    """
+    array = _values(value, index, field, "0/1 value")
+    if len(array) != length:
+        raise SampleError(index, field, None, f"{length} values (one per token)", f"<{len(array)} values>")
+    if array.dtype.kind == "b":
+        return array.astype(np.int8)
+    if array.dtype.kind not in "iu" or (array.size and ((array != 0) & (array != 1)).any()):
+        raise _first_bad_item(array.tolist() if type(value) is np.ndarray else value, index, field, flags=True)
+    return array.astype(np.int8)
+
+
+def _present(row: Mapping[str, Any], field: str) -> bool:
+    return row.get(field) is not None
+
+
+def _dict_form(row: Mapping[str, Any], index: int) -> Literal["input_ids", "prompt", "length"]:
+    """Which form a dict row has, by its non-null keys; a row with none or two forms is refused."""
+    has_ids = _present(row, "input_ids")
+    has_pair = _present(row, "prompt") or _present(row, "completion")
+    if has_ids and has_pair:
+        raise SampleError(index, None, None, "one form, 'input_ids' or 'prompt'/'completion'", "<both>")
+    if has_pair:
+        for field in ("prompt", "completion"):
+            if not _present(row, field):
+                raise SampleError(index, field, None, "a list of token ids (a prompt needs a completion)", None)
+        return "prompt"
+    if has_ids:
+        return "input_ids"
+    if _present(row, "length"):
+        return "length"
+    keys = sorted(str(key) for key, value in row.items() if value is not None)
+    raise SampleError(index, None, None, FORMS, f"<keys {', '.join(keys) or 'none'}>")
+
+
+def _no_stray_mask(row: Mapping[str, Any], index: int, form: str) -> None:
+    for field in (*MASK_FIELDS, LABELS):
+        if _present(row, field):
+            what = "labels" if field == LABELS else "a mask"
+            raise SampleError(index, field, None, f"no {what} in a {form} row (only with 'input_ids')", what)
+
+
+def label_array(value: Any, index: int, length: int) -> npt.NDArray[np.signedinteger[Any]]:
+    """Check a row's ``labels`` (one per token, each a token id or -100) and return them as a signed
+    integer array. O(length).
+
+    >>> label_array([-100, 7], 0, 2).tolist()
+    [-100, 7]
+    >>> label_array([-100, -1], 5, 2)
+    Traceback (most recent call last):
+    ...
+    packing.errors.SampleError: sample 5, 'labels', position 1: expected a non-negative integer token id or -100, got -1
+    """
+    array = _values(value, index, LABELS, "label")
+    if len(array) != length:
+        raise SampleError(index, LABELS, None, f"{length} values (one per token)", f"<{len(array)} values>")
+    ok = array.dtype.kind == "i" or (array.dtype.kind == "u" and (not array.size or int(array.max()) <= INT64_MAX))
+    if ok and array.size and array.dtype.kind == "i" and int(array.min()) < 0:
+        ok = not ((array < 0) & (array != IGNORE_INDEX)).any()
+    if not ok or (type(value) is not np.ndarray and has_bools(value)):
+        items = array.tolist() if type(value) is np.ndarray else value
+        for position, item in enumerate(items):
+            if (
+                isinstance(item, (bool, np.bool_))
+                or not isinstance(item, Integral)
+                or not (int(item) == IGNORE_INDEX or 0 <= int(item) <= INT64_MAX)
+            ):
+                raise SampleError(index, LABELS, position, LABEL, item)
+    return array.astype(np.int64 if array.dtype.kind == "u" else array.dtype, copy=False)
+
+
+def _row_mask(
+    row: Mapping[str, Any], index: int, tokens: TokenArray
+) -> tuple[Int8Array | None, npt.NDArray[np.signedinteger[Any]] | None]:
+    """The AND of every loss-mask field the row has (None: train on every token), and its ``labels`` when
+    they differ from ``tokens`` where trained (else None). A label of -100 masks its token."""
+    mask: Int8Array | None = None
+    for field in MASK_FIELDS:
+        if _present(row, field):
+            values = mask_array(row[field], index, field, len(tokens))
+            mask = values if mask is None else mask & values
+    if not _present(row, LABELS):
+        return mask, None
+    labels = label_array(row[LABELS], index, len(tokens))
+    trained = (labels != IGNORE_INDEX).astype(np.int8)
+    mask = trained if mask is None else mask & trained
+    return mask, labels if ((labels != tokens) & (mask != 0)).any() else None
+
+
+def _length_value(value: Any, index: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral) or not 0 <= int(value) <= INT64_MAX:
+        raise SampleError(index, "length", None, "a non-negative integer", value)
+    return int(value)
+
+
+def read_row(
+    row: Any, index: int = 0, completion_only_loss: bool = True
+) -> tuple[RowKind, TokenArray, Int8Array | None, TokenArray | None]:
+    """What one row is: ``("tokens", tokens, mask or None, labels or None)`` or ``("length", [n], None,
+    None)``. O(length).
+
+    A mask of None means every token is trained on; labels of None, that each trained token is its own label.
+
+    >>> kind, tokens, mask, labels = read_row({"prompt": [5, 6], "completion": [7]})
+    >>> kind, tokens.tolist(), mask.tolist(), labels
+    ('tokens', [5, 6, 7], [0, 0, 1], None)
+    >>> read_row("hello", 3)
+    Traceback (most recent call last):
+    ...
+    packing.errors.SampleError: sample 3: expected a list of token ids, or a dict with 'input_ids' (and a 'loss_mask'), 'prompt' and 'completion', or 'length', got 'hello' (str)
+    """
+    if not isinstance(row, Mapping):
+        if isinstance(row, (str, bytes)) or not isinstance(row, (Sequence, np.ndarray)):
+            raise SampleError(index, None, None, FORMS, row)
+        return "tokens", token_array(row, index, None), None, None
+    if is_text_row(row):
+        field = next((name for name in TEXT_FIELDS if _present(row, name)), None) or next(
+            (name for name in ("prompt", "completion") if not isinstance(row.get(name), (list, np.ndarray))), "prompt"
+        )
+        raise NeedsTokenizer(index, field, row.get(field) if field else row)
+    form = _dict_form(row, index)
+    if form == "length":
+        _no_stray_mask(row, index, "length")
+        return "length", np.array([_length_value(row["length"], index)], dtype=np.int64), None, None
+    if form == "prompt":
+        _no_stray_mask(row, index, "prompt/completion")
+        prompt = token_array(row["prompt"], index, "prompt")
+        completion = token_array(row["completion"], index, "completion")
+        mask = np.ones(len(prompt) + len(completion), dtype=np.int8)
+        if completion_only_loss:
+            mask[: len(prompt)] = 0
+        return "tokens", np.concatenate((prompt, completion)), mask, None
+    tokens = token_array(row["input_ids"], index, "input_ids")
+    return "tokens", tokens, *_row_mask(row, index, tokens)
+
+
+def mixed_kinds_error(index: int, first: RowKind, kind: RowKind) -> SampleError:
+    """A row whose kind differs from row 0's: tokens and lengths only do not mix."""
+    expected = "token ids" if first == "tokens" else "a length only"
+    got = "<a length only>" if kind == "length" else "<token ids>"
+    return SampleError(
+        index, None, None, f"{expected} like sample 0 (all rows have tokens or all have lengths only)", got
+    )
+
+
+def _integer_arrays(rows: list[Any]) -> bool:
+    """Whether ``rows`` is a non-empty list of 1-D signed integer numpy arrays: a few passes in C, no Python
+    loop per row. O(rows)."""
+    if not rows or set(map(type, rows)) != {np.ndarray} or set(map(attrgetter("ndim"), rows)) != {1}:
+        return False
+    return all(dtype.kind == "i" for dtype in set(map(attrgetter("dtype"), rows)))
+
+
+def _check_flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise SettingError(name, "True or False", value)
+    return value
+
+
+def _first_negative(tokens: TokenArray, pieces: Sequence[npt.NDArray[Any]]) -> None:
+    """Raise the row reader's error for the first negative token, if any: one vectorized pass. O(tokens)."""
+    if tokens.size and int(tokens.min()) < 0:
+        position = int(np.flatnonzero(tokens < 0)[0])
+        ends = np.cumsum([len(piece) for piece in pieces])
+        row = int(np.searchsorted(ends, position, side="right"))
+        token_array(pieces[row], row, None)  # raises the SampleError naming the row and the position
+
+
+def read_rows(
+    rows: Iterable[Any],
+    completion_only_loss: bool = True,
+    *,
+    tokenizer: Any = None,
+    loss_rules: LossRules | None = None,
+    num_proc: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Samples:
+    """Check and flatten Python rows of any form. O(total tokens); never modifies the input.
+
+    All rows have tokens, or all have lengths only. A ``Samples`` is returned as it is.
+    With a ``tokenizer`` (anything ``packing.load_tokenizer`` takes), text rows (``text``,
+    ``messages``, ``prompt``/``completion`` as strings or messages) are tokenized with their
+    chat template and masks (``packing.text.rows``) by ``num_proc`` processes (default one);
+    ``progress(done, total)`` follows them. ``loss_rules`` (:class:`packing.core.loss.LossRules`,
+    ``Recipe.loss_rules``) say what is trained, else ``completion_only_loss`` does.
+
+    >>> s = read_rows([[1, 2], {"input_ids": [3, 4], "prompt": None, "completion": None}])
+    >>> s.tokens.tolist(), s.offsets.tolist()
+    ([1, 2, 3, 4], [0, 2, 4])
+    >>> read_rows([[1, 2], {"length": 3}])
+    Traceback (most recent call last):
+    ...
+    packing.errors.SampleError: sample 1: expected token ids like sample 0 (all rows have tokens or all have lengths only), got <a length only>
+    """
+    if isinstance(rows, Samples):
+        return rows
+    completion_only = LossRules.of(loss_rules, _check_flag(completion_only_loss, "completion_only_loss")).masks_anything
+    if tokenizer is not None:
+        from packing.reading.rows import read_text_rows
+        from packing.text.tokenizers import load_tokenizer
+
+        text_rows = read_text_rows(
+            rows,
+            load_tokenizer(tokenizer),
+            completion_only_loss=completion_only,
+            loss_rules=loss_rules,
+            num_proc=num_proc,
+            progress=progress,
+        )
+        return text_rows
+    if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
+        raise SettingError("samples", f"a list of samples ({FORMS})", rows)
+    lengths = token_array_lengths(rows)
+    if lengths is not None and isinstance(rows, list):  # token arrays: checked all at once, in C
+        tokens = np.empty(int(lengths.sum()), dtype=joined_dtype(rows))
+        join_token_arrays(rows, tokens)
+        return Samples(tokens, all_ones(len(tokens)), _offsets(lengths, len(rows)))
+    pieces: list[npt.NDArray[np.integer[Any]]] = []
+    masks: list[tuple[int, Int8Array]] = []
+    given_labels: list[tuple[int, TokenArray]] = []
+    first_kind: RowKind | None = None
+    unchecked = False  # 1-D signed integer arrays are taken as they are; their signs are checked all at once
+    try:
+        for index, row in enumerate(rows):
+            if type(row) is np.ndarray and row.ndim == 1 and row.dtype.kind == "i":
+                kind: RowKind = "tokens"
+                pieces.append(row)
+                unchecked = True
+            else:
+                kind, values, mask, labels = read_row(row, index, completion_only)
+                pieces.append(values)
+                if mask is not None and not mask.all():
+                    masks.append((index, mask))
+                if labels is not None:
+                    given_labels.append((index, labels))
+            if first_kind is None:
+                first_kind = kind
+            elif kind != first_kind:
+                raise mixed_kinds_error(index, first_kind, kind)
+    except SampleError as error:
+        if unchecked:  # a negative token in an earlier row comes first, as row by row
+            earlier = pieces[: error.sample]
+            _first_negative(_joined(earlier), earlier)
+        raise
+    if first_kind == "length":
+        return Samples(None, None, _offsets((int(p[0]) for p in pieces), len(pieces)))
+    tokens = _joined(pieces)
+    if unchecked:
+        _first_negative(tokens, pieces)
+    offsets = _offsets(map(len, pieces), len(pieces))
+    loss_mask = all_ones(len(tokens))
+    if masks:
+        loss_mask = np.ones(len(tokens), dtype=np.int8)
+        for index, mask in masks:
+            loss_mask[offsets[index] : offsets[index + 1]] = mask
+    if not given_labels:
+        return Samples(tokens, loss_mask, offsets)
+    labels = tokens.astype(token_dtype([tokens.dtype, *(values.dtype for _, values in given_labels)]))
+    for index, values in given_labels:  # a label of -100 is an untrained token's: it keeps the token
+        lo, hi = offsets[index], offsets[index + 1]
+        labels[lo:hi] = np.where(loss_mask[lo:hi] != 0, values, tokens[lo:hi])
+    return Samples(tokens, loss_mask, offsets, labels)
+
+
+def read_text_rows(
+    rows: Iterable[Any],
+    tokenizer: Any,
+    *,
+    completion_only_loss: bool = True,
+    loss_rules: LossRules | None = None,
+    num_proc: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Samples:
+    """Rows of any form as one :class:`~packing.core.samples.Samples`: text rows tokenized (:func:`encode_rows`),
+    every other row read by :func:`packing.reading.rows.read_rows`; errors number rows from 0 in the input order.
+    ``loss_rules`` and ``num_proc`` as :func:`encode_rows` takes them. O(characters + tokens).
+
+    >>> s = read_text_rows([{"text": "hi"}, [7, 8], {"prompt": "a", "completion": "b"}], "bytes")
+    >>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()
+    ([104, 105, 256, 7, 8, 97, 98, 256], [1, 1, 1, 1, 1, 0, 1, 1], [3, 2, 3])
+    """
+    from packing.core.samples import Samples
+    from packing.reading.rows import read_rows
+
+    row_list = list(rows)
+    positions = [index for index, row in enumerate(row_list) if is_text_row(row)]
+    tokens, mask, offsets = encode_rows(
+        [row_list[i] for i in positions],
+        tokenizer,
+        completion_only_loss=completion_only_loss,
+        loss_rules=loss_rules,
+        num_proc=num_proc,
+        indices=positions,
+        progress=progress,
+    )
+    if len(positions) == len(row_list):
+        return Samples(tokens, mask, offsets)
+    for slot, index in enumerate(positions):
+        start, end = offsets[slot], offsets[slot + 1]
+        row_list[index] = {"input_ids": tokens[start:end], "loss_mask": mask[start:end]}
+    return read_rows(row_list, completion_only_loss=LossRules.of(loss_rules, completion_only_loss).masks_anything)
+
+
+def token_array_lengths(rows: Any) -> Int64Array | None:
+    """The lengths of ``rows`` when it is a non-empty list of 1-D signed integer numpy arrays (what
+    tokenizers give, read without a Python loop per row), else None. O(rows).
+
+    >>> token_array_lengths([np.array([1, 2]), np.array([3])]).tolist(), token_array_lengths([[1, 2]])
+    ([2, 1], None)
+    """
+    if not isinstance(rows, list) or not _integer_arrays(rows):
+        return None
+    return np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+
+
+def join_token_arrays(rows: Sequence[npt.NDArray[Any]], out: TokenArray) -> None:
+    """Write the token arrays ``rows`` (``token_array_lengths`` is not None) one after the other into ``out``
+    (as long as they are together) and check them as ``read_rows`` does: the first negative token is
+    refused with its row and position. Narrower ids are widened; ``out`` must be wide enough (its dtype at
+    least ``joined_dtype(rows)``). O(total tokens), in C.
+
+    >>> out = np.zeros(3, dtype=np.int32)
+    >>> join_token_arrays([np.array([1, 2]), np.array([3])], out); out.tolist()
+    [1, 2, 3]
+    """
+    np.concatenate(rows, out=out, casting="unsafe")
+    _first_negative(out, rows)

@@ -1,0 +1,304 @@
+"""The packing strategies: one registry entry per strategy, with every fact about it.
+
+Every no-split strategy is one layout function ``(lengths, capacity, options) ->
+(block_starts, items, item_lengths)``: its blocks in CSR form, numbered in the
+order they opened, each holding its documents in the order they were placed.
+The splitting strategy cuts documents, so the planner handles it apart. Each
+:class:`Strategy` says how it orders documents, which options it accepts, which
+lower bound applies to it and the largest input it takes; callers read these
+facts instead of re-deriving them.
+
+>>> STRATEGIES["spfhp"].options
+frozenset({'max_sequences_per_block'})
+>>> STRATEGIES["bfd"].order, STRATEGIES["bfd"].bound
+('longest_first', 'l2')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from packing.strategies.kernels import (
+    IntArray,
+    best_fit_decreasing_layout,
+    blocks_of_items,
+    first_fit_blocks,
+    first_fit_decreasing_layout,
+    group_by_block,
+    longest_first_order,
+    next_fit_blocks,
+    spfhp_layout,
+)
+from packing.strategies.optimal import solve
+
+Int64Array = npt.NDArray[np.int64]
+
+
+class Layout(NamedTuple):
+    """A no-split strategy's blocks in CSR form; ``certificate`` proves how close they are to the fewest
+    possible (``optimal`` only)."""
+
+    block_starts: Int64Array
+    items: IntArray
+    item_lengths: IntArray
+    certificate: Any = None
+
+
+DEFAULT_TIME_LIMIT = 60.0
+"""Seconds ``optimal`` searches before it returns its best plan with a certified gap."""
+StrategyName = Literal["split", "next_fit", "first_fit", "first_fit_shuffle", "ffd", "bfd", "spfhp", "optimal", "none"]
+"""The strategy names ``plan`` and ``pack`` accept."""
+Order = Literal["input", "longest_first", "random"]
+Bound = Literal["simple", "l2"]
+DEFAULT_STRATEGY: StrategyName = "bfd"
+"""The default of ``pack``, ``plan``, the command line and the adapters (TRL's default too)."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options a layout may read; a strategy's ``options`` says which it accepts."""
+
+    max_sequences_per_block: int | None = None
+    time_limit: float | None = None
+    seed: int = 0
+
+
+LayoutFunction = Callable[[Int64Array, int, Options], Layout]
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One packing strategy and every fact about it.
+
+    ``order`` is the order documents are placed in (``input``; ``longest_first``, ties in input
+    order; ``random``, drawn from ``seed``); ``options`` the keyword options it accepts beyond
+    the common ones; ``bound`` the lower bound that applies (``simple`` = ceil(tokens / L) when
+    documents may be split, ``l2`` = Martello–Toth L2 otherwise); ``layout`` its layout function
+    (None for ``split``, which the planner lays out itself).
+    """
+
+    name: str
+    title: str
+    description: str
+    complexity: str
+    splits_sequences: bool
+    order: Order
+    layout: LayoutFunction | None = field(repr=False, compare=False)
+    options: frozenset[str] = frozenset()
+
+    @property
+    def is_search(self) -> bool:
+        """Whether it searches until a time limit (it takes ``time_limit``): slow on purpose, left out of
+        sweeps that run every strategy.
+
+        >>> [s.name for s in STRATEGIES.values() if s.is_search]
+        ['optimal']
+        """
+        return "time_limit" in self.options
+
+    @property
+    def bound(self) -> Bound:
+        """Which lower bound applies: ``simple`` when documents may be split, ``l2`` otherwise."""
+        return "simple" if self.splits_sequences else "l2"
+
+    @property
+    def label(self) -> str:
+        """The title with the name, for menus and tables: ``Best-fit decreasing (bfd)``."""
+        return self.title if f"({self.name})" in self.title else f"{self.title} ({self.name})"
+
+
+def _grouped(lengths: Int64Array, blocks: Int64Array, order: Int64Array) -> Layout:
+    """CSR form of a block per document, documents in each block in ``order``. O(n)."""
+    num_blocks = int(blocks.max()) + 1 if len(blocks) else 0
+    block_starts, items = group_by_block(blocks, order, num_blocks)
+    return Layout(block_starts, items, lengths[items])
+
+
+def _none(lengths: Int64Array, capacity: int, options: Options) -> Layout:
+    order = np.arange(len(lengths), dtype=np.int64)
+    return _grouped(lengths, order, order)
+
+
+def _next_fit(lengths: Int64Array, capacity: int, options: Options) -> Layout:
+    return _grouped(lengths, next_fit_blocks(lengths, capacity), np.arange(len(lengths), dtype=np.int64))
+
+
+def _first_fit(lengths: Int64Array, capacity: int, options: Options) -> Layout:
+    order = np.arange(len(lengths), dtype=np.int64)
+    return _grouped(lengths, first_fit_blocks(lengths, order, capacity), order)
+
+
+def _first_fit_shuffle(lengths: Int64Array, capacity: int, options: Options) -> Layout:
+    order = random_order(len(lengths), options.seed)
+    return _grouped(lengths, first_fit_blocks(lengths, order, capacity), order)
+
+
+def random_order(count: int, seed: int) -> Int64Array:
+    """The placement order of ``first_fit_shuffle``: a permutation drawn from ``seed``. O(n)."""
+    return np.random.default_rng(seed).permutation(count).astype(np.int64)
+
+
+def _ffd(lengths: Int64Array, capacity: int, options: Options) -> Layout:
+    return Layout(*first_fit_decreasing_layout(lengths, capacity))
+
+
+def _bfd(lengths: Int64Array, capacity: int, options: Options) -> Layout:
+    return Layout(*best_fit_decreasing_layout(lengths, capacity))
+
+
+def _spfhp(lengths: Int64Array, capacity: int, options: Options) -> Layout:
+    cap = options.max_sequences_per_block
+    return Layout(*spfhp_layout(lengths, capacity, cap if cap is not None else capacity + 1))
+
+
+def _optimal(lengths: Int64Array, capacity: int, options: Options) -> Layout:
+    limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
+    result = solve(lengths, capacity, limit)
+    grouped = _grouped(lengths, result.blocks, longest_first_order(lengths, capacity))
+    return Layout(*grouped[:3], result.certificate)
+
+
+def _entry(
+    name: str,
+    title: str,
+    description: str,
+    complexity: str,
+    order: Order,
+    layout: LayoutFunction | None,
+    options: frozenset[str] = frozenset(),
+) -> Strategy:
+    return Strategy(name, title, description, complexity, layout is None, order, layout, options)
+
+
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s
+    for s in (
+        _entry(
+            "split",
+            "Split (classic)",
+            "Concatenate in input order and cut into blocks; a sequence may continue in the next block.",
+            "O(n + blocks)",
+            "input",
+            None,
+        ),
+        _entry(
+            "next_fit",
+            "Next-fit",
+            "Input order; a sequence that does not fit closes the block and starts a new one.",
+            "O(n)",
+            "input",
+            _next_fit,
+        ),
+        _entry(
+            "first_fit",
+            "First-fit",
+            "Input order; each sequence goes into the first open block with room.",
+            "O(n log n)",
+            "input",
+            _first_fit,
+        ),
+        _entry(
+            "first_fit_shuffle",
+            "First-fit, shuffled",
+            "A random order drawn from the seed; each sequence goes into the first open block with room "
+            "(NeMo's default packing).",
+            "O(n log n)",
+            "random",
+            _first_fit_shuffle,
+            frozenset({"seed"}),
+        ),
+        _entry(
+            "ffd",
+            "First-fit decreasing",
+            "Longest first; each sequence goes into the first open block with room.",
+            "O(n + L + groups × log n)",
+            "longest_first",
+            _ffd,
+        ),
+        _entry(
+            "bfd",
+            "Best-fit decreasing",
+            "Longest first; each sequence goes into the block with the least room that still fits "
+            "(on a tie, the block that reached that room last).",
+            "O(n + L + groups × log L), L = max_seq_length",
+            "longest_first",
+            _bfd,
+        ),
+        _entry(
+            "spfhp",
+            "Shortest-pack-first histogram packing",
+            "Krell et al. 2021: longest length first, each sequence into the pack with the most room; "
+            "sequences of a length that fit no pack get a pack each; optional cap on sequences per block.",
+            "O(n + L + groups × log L)",
+            "longest_first",
+            _spfhp,
+            frozenset({"max_sequences_per_block"}),
+        ),
+        _entry(
+            "optimal",
+            "Optimal (proven minimum)",
+            "The fewest blocks possible, with a certificate anyone can recheck: column generation on the "
+            "length histogram (HiGHS LP, knapsack pricing), exact search for small inputs; after time_limit "
+            "seconds (default 60) the best plan found and its certified gap.",
+            "O(n + L) plus column generation on the distinct lengths",
+            "longest_first",
+            _optimal,
+            frozenset({"time_limit"}),
+        ),
+        _entry(
+            "none",
+            "No packing",
+            "Every sequence padded to a block of its own: the baseline packing improves on.",
+            "O(n)",
+            "input",
+            _none,
+        ),
+    )
+}
+"""Every strategy by name, in the order menus and tables show them."""
+
+
+def placement_order(strategy: Strategy, lengths: Int64Array, capacity: int, seed: int = 0) -> Int64Array:
+    """The order ``strategy`` places documents in. O(n) (O(n log n) for longest first with many lengths).
+
+    >>> placement_order(STRATEGIES["ffd"], np.array([2, 5, 3]), 6).tolist()
+    [1, 2, 0]
+    """
+    if strategy.order == "longest_first":
+        return longest_first_order(lengths, capacity)
+    if strategy.order == "random":
+        return random_order(len(lengths), seed)
+    return np.arange(len(lengths), dtype=np.int64)
+
+
+def layout_blocks(strategy: str, lengths: Int64Array, capacity: int, options: Options | None = None) -> Layout:
+    """Run a no-split strategy in CSR form: ``Layout(block_starts, items, item_lengths, certificate)``.
+
+    Block b holds documents ``items[block_starts[b]:block_starts[b + 1]]`` in the order they were
+    placed; blocks are numbered in the order they opened. Complexity: the strategy's.
+
+    >>> [a.tolist() for a in layout_blocks("bfd", np.array([5, 3, 2, 4]), 6)[:3]]
+    [[0, 1, 3, 4], [0, 3, 2, 1], [5, 4, 2, 3]]
+    """
+    layout = STRATEGIES[strategy].layout
+    if layout is None:
+        raise ValueError(f"strategy {strategy!r} splits documents; plan lays it out")
+    return Layout(*layout(lengths, capacity, options or Options()))
+
+
+def assign_blocks(
+    strategy: str, lengths: Int64Array, capacity: int, options: Options | None = None
+) -> tuple[Int64Array, Int64Array]:
+    """Run a no-split strategy: ``(block of each document, placement order)``. O(n) beyond the strategy.
+
+    >>> [a.tolist() for a in assign_blocks("ffd", np.array([5, 3, 2, 4]), 6)]
+    [[0, 2, 1, 1], [0, 3, 1, 2]]
+    """
+    chosen = options or Options()
+    block_starts, items, *_ = layout_blocks(strategy, lengths, capacity, chosen)
+    return blocks_of_items(block_starts, items), placement_order(STRATEGIES[strategy], lengths, capacity, chosen.seed)

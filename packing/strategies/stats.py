@@ -1,0 +1,110 @@
+"""What a packing cost and what it lost, in numbers."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from packing.strategies.kernels import IntArray, tally_plan
+
+Int64Array = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class PackingStats:
+    """Statistics of one packing. Every token that was cut or dropped is counted here.
+
+    ``lower_bound`` is ceil(packed_tokens / max_seq_length); ``efficiency`` is
+    packed_tokens / (num_blocks × max_seq_length) (0 when nothing is packed);
+    ``block_utilization[b]`` is the fraction of block b that holds real tokens.
+    ``trainable_tokens`` counts packed tokens under the loss mask; ``target_tokens``
+    counts the positions the loss is computed on (``labels != -100``): the trainable
+    tokens less the first token of every document, which no token may predict.
+    ``samples_without_trainable_tokens`` counts packed samples none of whose tokens
+    is a target, such as a prompt/completion pair whose completion was truncated away.
+    A plan made from lengths alone treats every token as trainable.
+    """
+
+    max_seq_length: int
+    num_sequences: int
+    empty_sequences: int
+    num_blocks: int
+    lower_bound: int
+    input_tokens: int
+    packed_tokens: int
+    padding_tokens: int
+    efficiency: float
+    tokens_truncated: int
+    tokens_dropped: int
+    sequences_truncated: int
+    sequences_dropped: int
+    sequences_split: int
+    trainable_tokens: int
+    target_tokens: int
+    samples_without_trainable_tokens: int
+    block_utilization: FloatArray = field(repr=False, compare=False)
+
+    @property
+    def tokens_lost(self) -> int:
+        """Tokens that are in the input but in no block (truncated or dropped)."""
+        return self.tokens_truncated + self.tokens_dropped
+
+    def summary(self) -> dict[str, Any]:
+        """The scalar statistics as a plain dict (for tables, JSON and logs)."""
+        values = asdict(self)
+        values.pop("block_utilization")
+        values["tokens_lost"] = self.tokens_lost
+        return values
+
+    def with_trainable(
+        self, trainable_tokens: int, target_tokens: int, samples_without_trainable_tokens: int
+    ) -> PackingStats:
+        """A copy with the loss-mask counts filled in from real masks."""
+        return replace(
+            self,
+            trainable_tokens=trainable_tokens,
+            target_tokens=target_tokens,
+            samples_without_trainable_tokens=samples_without_trainable_tokens,
+        )
+
+
+def compute_stats(
+    lengths: Int64Array,
+    capacity: int,
+    block_starts: Int64Array,
+    piece_sequence: IntArray,
+    piece_length: IntArray,
+    whole: bool = False,
+) -> PackingStats:
+    """Statistics of a plan, assuming every packed token is trainable. O(n + pieces).
+
+    ``whole=True`` promises that every sequence is exactly one piece (nothing empty, cut or lost).
+    """
+    counts, fill = tally_plan(lengths, block_starts, piece_sequence, piece_length, whole)
+    packed, truncated, dropped, n_truncated, n_dropped, n_split, empty, total, untrained = (int(c) for c in counts)
+    num_blocks = len(block_starts) - 1
+    slots = num_blocks * capacity
+    return PackingStats(
+        max_seq_length=capacity,
+        num_sequences=len(lengths),
+        empty_sequences=empty,
+        num_blocks=num_blocks,
+        lower_bound=-(-packed // capacity),
+        input_tokens=total,
+        packed_tokens=packed,
+        padding_tokens=slots - packed,
+        efficiency=packed / slots if slots else 0.0,
+        tokens_truncated=truncated,
+        tokens_dropped=dropped,
+        sequences_truncated=n_truncated,
+        sequences_dropped=n_dropped,
+        sequences_split=n_split,
+        trainable_tokens=packed,
+        target_tokens=packed - len(piece_length),
+        samples_without_trainable_tokens=untrained,
+        block_utilization=fill / capacity,
+    )

@@ -1,0 +1,393 @@
+"""Text rows through a tokenizer: plain text, prompt/completion pairs and chats, with exact loss masks.
+
+Four row forms are text (everything else is left to the token reader):
+
+- ``{"text": str}``: the tokenizer's tokens with its special tokens, then EOS if it did not add
+  one; loss on every token.
+- ``{"prompt": str, "completion": str}``: prompt tokens as the tokenizer makes them (with its
+  special tokens), completion tokens after them (without), EOS at the end; loss on the completion
+  and the EOS.
+- ``{"messages": [{"role": ..., "content": ...}, ...]}``: the chat template renders the
+  conversation; loss on each assistant turn: the tokens the template adds for that turn after its
+  generation prompt (content and end-of-turn tokens).
+- ``{"prompt": [messages], "completion": [messages]}`` (conversational prompt/completion): the
+  prompt rendered with the generation prompt, the whole conversation after it; loss on what the
+  completion adds.
+
+What is trained follows the loss rules (:class:`packing.core.loss.LossRules`: ``loss`` ``completion``,
+``last_turn`` or ``all``, ``roles_to_train``, ``train_on_eos``, and each message's ``weight`` of 0 or 1);
+the default is the above, ``completion_only_loss=False`` (``loss="all"``) trains on every token of every
+form. A row with a non-null ``input_ids`` is a token row, whatever text it also carries.
+
+Each chat is rendered once, the chats of a chunk in one batch call of the template, and tokenized in one
+batch call of the fast tokenizer; the trained character spans are mapped to tokens through its character
+offsets (a token is trained when its characters overlap a trained span, the rule
+``return_assistant_tokens_mask`` follows), looked up at each span's two ends (:func:`encode_masked`). With generation markers (``{% generation %}``) the assistant
+spans are the template's own blocks, from transformers' renderer. Otherwise each message's place in the
+rendering is found as its role's header + content + footer, learned once per call from a few probe
+renderings and checked end to end on every chat (:func:`_layout`); the assistant turn ``k`` covers the
+characters between the rendering of the first ``k`` messages with the generation prompt and the start of
+message ``k + 1``. Chats that cannot be laid out that way (tool calls, content the template changes) are
+rendered prefix by prefix, up to ``MAX_PREFIX_TURNS`` messages; a template whose prefix renderings are not
+prefixes of the whole conversation is refused. Every rendering runs in transformers' Jinja sandbox and is
+stopped past ``RENDER_FACTOR`` × the messages' characters + ``RENDER_SLACK``. ``num_proc`` processes
+share the chunks, with the one process's result.
+
+``"bytes"`` is a built-in UTF-8 byte tokenizer that needs no download (see :class:`ByteTokenizer`).
+
+>>> tokenizer = load_tokenizer("bytes")
+>>> tokens, mask, offsets = encode_rows([{"prompt": "Hi", "completion": "yo"}], tokenizer)
+>>> tokens.tolist(), mask.tolist(), offsets.tolist()
+([72, 105, 121, 111, 256], [0, 0, 1, 1, 1], [0, 5])
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from packing.core.loss import LossRules
+from packing.errors import SampleError, SettingError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; imported where used, so io and reader may import this module
+    pass
+from packing.core.forms import TEXT_FORMS, Message, TextForm, text_forms
+from packing.text.chats import _DEFAULT_RULES, _conversational_span, _marked_spans, _render_marked, _Shape, chat_spans
+from packing.text.encoding import Encoded, _eos, _flat, _with_eos, encode_masked, encode_texts
+from packing.text.templates import _bounded_rendering, _render, _render_all, _text_size, has_generation_markers
+from packing.text.tokenizers import Int8Array, Int64Array, load_tokenizer
+
+_CHUNK_ROWS = 2048
+
+
+def _check_messages(value: Any, sample: int, field: str) -> list[Message]:
+    """A list of messages, each a mapping with string 'role' and 'content'."""
+    if not isinstance(value, (list, tuple)) or not value:
+        raise SampleError(sample, field, None, "a non-empty list of messages {'role': str, 'content': str}", value)
+    for position, message in enumerate(value):
+        if not isinstance(message, Mapping):
+            raise SampleError(sample, field, position, "a message {'role': str, 'content': str}", message)
+        if not isinstance(message.get("role"), str):
+            raise SampleError(
+                sample, field, position, "a message with a string 'role'", message.get("role", "<missing>")
+            )
+        content = message.get("content")
+        if not isinstance(content, str) and not (content is None and message.get("tool_calls") is not None):
+            expected = "a message with a string 'content' (or none, with 'tool_calls')"
+            raise SampleError(sample, field, position, expected, message.get("content", "<missing>"))
+    return list(value)
+
+
+@dataclass(frozen=True)
+class _Row:
+    """A checked text row: its form and its parts."""
+
+    form: TextForm
+    parts: tuple[Any, ...]
+
+
+def _check_row(row: Any, sample: int) -> _Row:
+    """Classify and check one text row; every problem names the sample and the field."""
+    forms = text_forms(row)
+    if not forms:
+        raise SampleError(sample, None, None, "a text row (" + ", ".join(TEXT_FORMS.values()) + ")", row)
+    if len(forms) > 1:
+        first, second = ({"prompt_completion": "prompt", "conversational": "prompt"}.get(f, f) for f in forms[:2])
+        raise SampleError(sample, second, None, f"one text form per row; the row also has {first!r}", "<both>")
+    form = forms[0]
+    if form in ("text", "messages") and (row.get("prompt") is not None or row.get("completion") is not None):
+        raise SampleError(sample, "prompt", None, f"one form per row; the row also has {form!r}", "<both>")
+    if form == "text":
+        if not isinstance(row["text"], str):
+            raise SampleError(sample, "text", None, "a string", row["text"])
+        return _Row(form, (row["text"],))
+    if form == "messages":
+        return _Row(form, (_check_messages(row["messages"], sample, "messages"),))
+    prompt, completion = row.get("prompt"), row.get("completion")
+    if form == "prompt_completion":
+        for field, value in (("prompt", prompt), ("completion", completion)):
+            if not isinstance(value, str):
+                other = "completion" if field == "prompt" else "prompt"
+                raise SampleError(
+                    sample, field, None, f"a string, like '{other}'", "<missing>" if value is None else value
+                )
+        return _Row(form, (prompt, completion))
+    for field, value in (("prompt", prompt), ("completion", completion)):
+        if value is None:
+            raise SampleError(sample, field, None, "a list of messages, like the other field", "<missing>")
+    return _Row(form, (_check_messages(prompt, sample, "prompt"), _check_messages(completion, sample, "completion")))
+
+
+def _encode_chats(
+    tokenizer: Any, conversations: list[list[Message]], samples: list[int], rules: LossRules = _DEFAULT_RULES
+) -> tuple[Encoded, Int8Array]:
+    """Ids and loss masks of many conversations: each rendered once (one batch call of the template),
+    all tokenized in one batch call with character offsets, the spans the loss ``rules`` train mapped to
+    tokens (:func:`spans_mask`). With generation markers the spans start from the template's blocks (the
+    masks of ``return_assistant_tokens_mask``); otherwise from the chat's layout (:func:`chat_spans`)."""
+    if not rules.masks_anything:
+        texts = _render_all(tokenizer, conversations, samples)
+        encoded = encode_texts(tokenizer, texts, add_special_tokens=False)
+        return encoded, np.ones(len(encoded.ids), dtype=np.int8)
+    shape = _Shape()
+    marked = _render_marked(tokenizer, conversations, samples) if has_generation_markers(tokenizer) else None
+    if marked is not None:
+        texts, blocks = marked
+        spans = [
+            _marked_spans(tokenizer, conversation, text, found, rules, sample, shape)
+            for conversation, text, found, sample in zip(conversations, texts, blocks, samples, strict=True)
+        ]
+    elif has_generation_markers(tokenizer):  # pragma: no cover - older transformers
+        return _encode_marked_by_transformers(tokenizer, conversations, samples)
+    else:
+        texts = _render_all(tokenizer, conversations, samples)
+        spans = []
+        for index, (conversation, sample) in enumerate(zip(conversations, samples, strict=True)):
+            texts[index], found = chat_spans(tokenizer, conversation, sample, rules, whole=texts[index], shape=shape)
+            spans.append(found)
+    return encode_masked(tokenizer, texts, spans)
+
+
+def _encode_marked_by_transformers(  # pragma: no cover - older transformers without render_jinja_template
+    tokenizer: Any, conversations: list[list[Message]], samples: list[int]
+) -> tuple[Encoded, Int8Array]:
+    """Ids and assistant masks from the template's own ``return_assistant_tokens_mask`` (default rules)."""
+    try:
+        with _bounded_rendering(tokenizer, max(_text_size(c) for c in conversations)):
+            out = tokenizer.apply_chat_template(
+                conversations, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+            )
+    except Exception:
+        for conversation, sample in zip(conversations, samples, strict=True):
+            _render(tokenizer, conversation, False, sample, "messages")
+        raise
+    ids, offsets = _flat(out["input_ids"])
+    mask, _ = _flat(out["assistant_masks"])
+    empty = np.zeros(0, dtype=np.int64)
+    return Encoded(ids, empty, empty, offsets), mask.astype(np.int8)
+
+
+def _encode_group(
+    tokenizer: Any, form: TextForm, rows: list[_Row], samples: list[int], rules: LossRules
+) -> tuple[Int64Array, Int8Array, Int64Array]:
+    """Ids, masks and offsets of rows that share a form, in one batch."""
+    if form == "text":
+        eos = _eos(tokenizer, samples[0], "text")
+        encoded = encode_texts(tokenizer, [row.parts[0] for row in rows], add_special_tokens=True)
+        ids, offsets = _with_eos(encoded, eos)
+        return ids, np.ones(len(ids), dtype=np.int8), offsets
+    if form == "prompt_completion":
+        eos = _eos(tokenizer, samples[0], "completion")
+        prompts = encode_texts(tokenizer, [row.parts[0] for row in rows], add_special_tokens=True)
+        completions = encode_texts(tokenizer, [row.parts[1] for row in rows], add_special_tokens=False)
+        completion_ids, completion_offsets = _with_eos(completions, eos)
+        prompt_lengths, completion_lengths = np.diff(prompts.offsets), np.diff(completion_offsets)
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(prompt_lengths + completion_lengths, out=offsets[1:])
+        # each row: its prompt tokens, then its completion tokens
+        is_prompt = np.tile(np.array([1, 0], dtype=np.int8), len(rows))
+        segment_lengths = np.column_stack((prompt_lengths, completion_lengths)).reshape(-1)
+        kind = np.repeat(is_prompt, segment_lengths)
+        ids = np.empty(int(offsets[-1]), dtype=np.int64)
+        ids[kind == 1] = prompts.ids
+        ids[kind == 0] = completion_ids
+        if not rules.masks_anything:
+            return ids, np.ones(len(ids), dtype=np.int8), offsets
+        mask = (kind == 0).astype(np.int8)
+        if not rules.completion_eos:  # every completion ends with the EOS (_with_eos): leave it out
+            mask[offsets[1:] - 1] = 0
+        return ids, mask, offsets
+    if form == "messages":
+        encoded, mask = _encode_chats(tokenizer, [list(row.parts[0]) for row in rows], samples, rules)
+        return encoded.ids, mask, encoded.offsets
+    texts, spans = [], []
+    for row, sample in zip(rows, samples, strict=True):
+        text, text_spans = _conversational_span(tokenizer, row.parts[0], row.parts[1], sample, rules.completion_eos)
+        texts.append(text)
+        spans.append(text_spans)
+    if not rules.masks_anything:
+        plain = encode_texts(tokenizer, texts, add_special_tokens=False)
+        return plain.ids, np.ones(len(plain.ids), dtype=np.int8), plain.offsets
+    encoded, mask = encode_masked(tokenizer, texts, spans)
+    return encoded.ids, mask, encoded.offsets
+
+
+def _encode_chunk(
+    tokenizer: Any, rows: Sequence[Any], names: Sequence[int], rules: LossRules
+) -> tuple[Int64Array, Int8Array, Int64Array]:
+    """Ids, masks and per-row lengths of a chunk of rows: each form in one batch call, then the rows put
+    back in their order (vectorized). O(characters + tokens)."""
+    checked = [_check_row(row, name) for row, name in zip(rows, names, strict=True)]
+    groups: dict[TextForm, list[int]] = {}
+    for position, row in enumerate(checked):
+        groups.setdefault(row.form, []).append(position)
+    lengths = np.zeros(len(checked), dtype=np.int64)
+    results = []
+    for form, members in groups.items():
+        ids, mask, offsets = _encode_group(
+            tokenizer, form, [checked[m] for m in members], [int(names[m]) for m in members], rules
+        )
+        if len(groups) == 1:
+            return ids, mask, np.diff(offsets)
+        lengths[members] = np.diff(offsets)
+        results.append((np.asarray(members, dtype=np.int64), ids, mask, offsets))
+    starts = np.zeros(len(checked) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    out_ids = np.empty(int(starts[-1]), dtype=np.int64)
+    out_mask = np.empty(int(starts[-1]), dtype=np.int8)
+    for members_array, ids, mask, offsets in results:
+        where = np.repeat(starts[members_array] - offsets[:-1], np.diff(offsets)) + np.arange(len(ids))
+        out_ids[where] = ids
+        out_mask[where] = mask
+    return out_ids, out_mask, lengths
+
+
+_WORKER: list[Any] = []
+"""A tokenizing process's tokenizer and loss rules (set once when it starts)."""
+
+
+def _start_worker(tokenizer: Any, rules: LossRules) -> None:
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one thread per process: the processes are the parallelism
+    _WORKER[:] = [tokenizer, rules]
+
+
+def _worker_chunk(rows: Sequence[Any], names: Sequence[int]) -> tuple[Int64Array, Int8Array, Int64Array]:
+    return _encode_chunk(_WORKER[0], rows, names, _WORKER[1])
+
+
+def chunk_bounds(rows: int, num_proc: int = 1) -> list[tuple[int, int]]:
+    """``[start, stop)`` of the chunks ``rows`` rows are tokenized in: at most ``_CHUNK_ROWS`` each; for
+    ``num_proc`` processes and more than one chunk's rows, a multiple of ``num_proc`` chunks of equal size
+    (give or take a row), so that no process is left with the last chunk alone. O(chunks).
+
+    >>> chunk_bounds(5000), chunk_bounds(5000, num_proc=2)
+    ([(0, 2048), (2048, 4096), (4096, 5000)], [(0, 1250), (1250, 2500), (2500, 3750), (3750, 5000)])
+    """
+    if num_proc <= 1 or rows <= _CHUNK_ROWS:  # one chunk is not worth starting processes for
+        return [(start, min(start + _CHUNK_ROWS, rows)) for start in range(0, rows, _CHUNK_ROWS)]
+    count = num_proc * -(-rows // (num_proc * _CHUNK_ROWS))
+    return list(itertools.pairwise(rows * index // count for index in range(count + 1)))
+
+
+def _chunks(
+    tokenizer: Any, row_list: Sequence[Any], names: Sequence[int], rules: LossRules, num_proc: int
+) -> Iterator[tuple[Int64Array, Int8Array, Int64Array]]:
+    """Every chunk (:func:`chunk_bounds`) encoded, in order: here, or by ``num_proc`` processes (forked
+    where the platform can, so the tokenizer is not copied; each chunk's rows sent to one process and its
+    arrays sent back, taken in the input order, so the result is the one process's)."""
+    import multiprocessing
+
+    # a daemonic process (a pool's worker, a server's) may not start processes: it tokenizes every chunk itself
+    if multiprocessing.current_process().daemon:
+        num_proc = 1
+    bounds = chunk_bounds(len(row_list), num_proc)
+    if num_proc <= 1 or len(bounds) <= 1:
+        for start, stop in bounds:
+            yield _encode_chunk(tokenizer, row_list[start:stop], names[start:stop], rules)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    pool = ProcessPoolExecutor(
+        min(num_proc, len(bounds)), mp_context=context, initializer=_start_worker, initargs=(tokenizer, rules)
+    )
+    try:
+        yield from pool.map(_worker_chunk, [row_list[a:b] for a, b in bounds], [list(names[a:b]) for a, b in bounds])
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def encode_rows(
+    rows: Iterable[Any],
+    tokenizer: Any,
+    *,
+    completion_only_loss: bool = True,
+    loss_rules: LossRules | None = None,
+    num_proc: int | None = None,
+    indices: Sequence[int] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[Int64Array, Int8Array, Int64Array]:
+    """Tokenize text rows: flat ``tokens`` (int64), ``loss_mask`` (int8) and ``offsets`` (int64, n + 1).
+
+    Row ``i`` is ``tokens[offsets[i]:offsets[i + 1]]``. What is trained follows ``loss_rules``
+    (:class:`packing.core.loss.LossRules`: ``loss``, ``roles_to_train``, ``train_on_eos``, and each message's
+    ``weight``); without them ``completion_only_loss`` chooses ``completion`` (True) or ``all``. Rows are
+    tokenized in chunks, each form of a chunk in one batch call; ``num_proc`` processes share the chunks
+    (same result, same order, as one process; a daemonic process, which may not start any, does it alone). ``indices[i]`` is how errors number row ``i`` (default
+    ``i``); ``progress(done, total)`` is called after each chunk with the number of rows done. Every row
+    must be text (:func:`is_text_row`); errors are :class:`SampleError` (the row) or
+    :class:`SettingError` (the tokenizer). O(characters), one template rendering per chat (see
+    :func:`chat_spans`).
+
+    >>> from packing import ByteTokenizer
+    >>> chat = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    >>> tokens, mask, offsets = encode_rows([{"messages": chat}], "bytes")
+    >>> ByteTokenizer().decode(tokens[mask == 1])
+    'b<|im_end|>\\n'
+    >>> tokens, mask, offsets = encode_rows([{"messages": chat}], "bytes", loss_rules=LossRules(train_on_eos=False))
+    >>> ByteTokenizer().decode(tokens[mask == 1])
+    'b'
+    """
+    rules = LossRules.of(loss_rules, completion_only_loss)
+    processes = 1
+    if num_proc is not None:
+        from packing.core.validation import check_positive_int
+
+        processes = check_positive_int(num_proc, "num_proc")
+    tokenizer = load_tokenizer(tokenizer)
+    if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
+        raise SettingError("rows", "a list of text rows", rows)
+    row_list = rows if isinstance(rows, Sequence) else list(rows)
+    if indices is not None and len(indices) != len(row_list):
+        raise SettingError("indices", f"{len(row_list)} indices, one per row", f"<{len(indices)} indices>")
+    names = [int(i) for i in indices] if indices is not None else range(len(row_list))
+    ids_parts: list[Int64Array] = []
+    mask_parts: list[Int8Array] = []
+    lengths: list[Int64Array] = []
+    done = 0
+    for ids, mask, chunk_lengths in _chunks(tokenizer, row_list, names, rules, processes):
+        ids_parts.append(ids)
+        mask_parts.append(mask)
+        lengths.append(chunk_lengths)
+        if progress is not None:
+            done += len(chunk_lengths)
+            progress(done, len(row_list))
+    offsets = np.zeros(len(row_list) + 1, dtype=np.int64)
+    if lengths:
+        np.cumsum(np.concatenate(lengths), out=offsets[1:])
+    tokens = np.concatenate(ids_parts).astype(np.int64, copy=False) if ids_parts else np.zeros(0, np.int64)
+    loss_mask = np.concatenate(mask_parts).astype(np.int8, copy=False) if mask_parts else np.zeros(0, np.int8)
+    return tokens, loss_mask, offsets
+
+
+# ---------------------------------------------------------------- decoding
+
+
+def decode_documents(batch: Any, tokenizer: Any, *, skip_special_tokens: bool = False) -> list[str]:
+    """The text of every document of a ``PackedBatch``, block by block, in order (a sample cut across
+    blocks gives one text per piece). O(tokens).
+
+    >>> import packing
+    >>> rows = [{"text": "héllo"}, {"prompt": "2+2=", "completion": "4"}]
+    >>> tokens, mask, offsets = encode_rows(rows, "bytes")
+    >>> samples = [{"input_ids": tokens[a:b], "loss_mask": mask[a:b]} for a, b in zip(offsets[:-1], offsets[1:])]
+    >>> decode_documents(packing.pack(samples, 16), "bytes")
+    ['héllo<|endoftext|>', '2+2=4<|endoftext|>']
+    """
+    tokenizer = load_tokenizer(tokenizer)
+    texts = []
+    for block in range(int(batch.num_blocks)):
+        start = 0
+        row = batch.input_ids[block]
+        for length in batch.seq_lengths(block).tolist():
+            texts.append(
+                tokenizer.decode(row[start : start + length].tolist(), skip_special_tokens=skip_special_tokens)
+            )
+            start += length
+    return texts

@@ -1,0 +1,384 @@
+"""Packing inside a PyTorch training loop: a batch sampler across data-parallel ranks, padding-free collates,
+and a dataset over packed blocks.
+
+``import packing`` never imports torch; ``import packing.torch`` does (``pip install torch``).
+
+- ``PackingSampler(lengths, max_seq_length)``: a batch sampler; each step yields the sample indices of this rank's
+  packed block. Every sample once per epoch across ranks, the same number of steps on every rank, no empty block,
+  and the blocks of one step dealt so that the slowest rank's compute is close to the mean.
+- ``collate(rows)``: the padding-free batch of ``transformers.DataCollatorWithFlattening`` (one row of all tokens,
+  ``position_ids`` restarting per document; optionally flash-attention boundaries and ``seq_idx``). ``collate_fixed(max_seq_length)``: blocks
+  of exactly ``max_seq_length`` tokens (static shapes), also without ``attention_mask``.
+- ``PackedDataset(batch_or_path)``: a map-style dataset of packed blocks, from a ``PackedBatch`` or a packed Parquet
+  file read one row group at a time through a memory map, or any other layout the auditor recognises, converted.
+
+>>> import packing.torch as pt
+>>> lengths = [5, 3, 2, 4, 6, 1]
+>>> sampler = pt.PackingSampler(lengths, 6, num_replicas=2, rank=0, seed=1)
+>>> len(sampler), sum(len(b) for b in sampler) > 0
+(2, True)
+>>> batch = pt.collate([[1, 2, 3], {"prompt": [4], "completion": [5, 6]}], return_flash_attn_kwargs=True)
+>>> batch["input_ids"].tolist(), batch["labels"].tolist(), batch["position_ids"].tolist()
+([[1, 2, 3, 4, 5, 6]], [[-100, 2, 3, -100, 5, 6]], [[0, 1, 2, 0, 1, 2]])
+>>> batch["cu_seq_lens_q"].tolist(), batch["max_length_q"]
+([0, 3, 6], 3)
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from torch.utils.data import Dataset
+
+from packing.batches.packed import materialize
+from packing.batches.schema import LOSS_WEIGHTS
+from packing.core.forms import MASK_FIELDS
+from packing.core.samples import IGNORE_INDEX, Samples
+from packing.core.validation import OverflowPolicy
+from packing.errors import SettingError
+from packing.planning.plans import plan
+from packing.reading.rows import read_rows
+from packing.recipe import Recipe, RecipeOptions
+from packing.text.prepare import prepare
+from packing.weighting import LossMode, LossTotals, check_mode, token_weights
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from typing import Unpack
+from packing.torch.schedule import Int64Array
+
+# ---------------------------------------------------------------- collate
+
+
+def _numpy(value: Any) -> Any:
+    """Tensors as numpy arrays (the reader takes lists and arrays); anything else unchanged."""
+    return value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else value
+
+
+def _is_block(row: Any) -> bool:
+    return isinstance(row, Mapping) and "seq_lengths" in row
+
+
+def _documents(
+    rows: Sequence[Any], recipe: Recipe, ignore_masks: bool = False
+) -> tuple[Int64Array, Int64Array, Int64Array]:
+    """Tokens, labels (-100 on masked tokens and every document's first token) and lengths of the non-empty
+    documents of ``rows``, concatenated. Packed blocks (rows with ``seq_lengths``) give their documents.
+    Rows are read by the reader: a row's ``labels`` are kept (``Samples.labels``), as transformers' collators
+    keep them; with ``ignore_masks`` a row's loss masks are left out (its labels still say what is trained).
+    O(tokens)."""
+    if rows and all(_is_block(row) for row in rows):
+        parts = []
+        for row in rows:
+            seq = np.asarray(_numpy(row["seq_lengths"]), dtype=np.int64)
+            total = int(seq.sum())
+            ids = np.asarray(_numpy(row["input_ids"]), dtype=np.int64)[:total]
+            labels = np.asarray(_numpy(row["labels"]), dtype=np.int64)[:total]
+            parts.append((ids, labels, seq[seq > 0]))
+        return tuple(np.concatenate([p[k] for p in parts]) for k in range(3))  # type: ignore[return-value]
+    if any(_is_block(row) for row in rows):
+        raise SettingError("rows", "packed blocks (with 'seq_lengths') only, or samples only", "<both>")
+    dropped = set(MASK_FIELDS) if ignore_masks else set()
+    plain = [
+        {key: _numpy(value) for key, value in row.items() if key not in dropped}
+        if isinstance(row, Mapping)
+        else _numpy(row)
+        for row in rows
+    ]
+    samples = read_rows(plain, **prepare(recipe).read_options)
+    if samples.tokens is None or samples.loss_mask is None:
+        raise SettingError("rows", "samples with token ids", "<lengths only>")
+    lengths = samples.lengths
+    tokens = samples.tokens.astype(np.int64, copy=False)  # what torch takes
+    targets = tokens if samples.labels is None else samples.labels.astype(np.int64, copy=False)
+    labels = np.where(samples.loss_mask.astype(bool), targets, IGNORE_INDEX)
+    labels[samples.offsets[:-1][lengths > 0]] = IGNORE_INDEX
+    return tokens, labels, lengths[lengths > 0]
+
+
+def _cap(
+    tokens: Int64Array, labels: Int64Array, lengths: Int64Array, recipe: Recipe
+) -> tuple[Int64Array, Int64Array, Int64Array]:
+    """The documents with the overflow policy applied to each (``truncate`` keeps the first ``max_seq_length``
+    tokens, ``drop`` leaves it out, ``split`` refuses it: its pieces come from the sampler), refused when they
+    hold more than ``max_seq_length`` tokens in all. O(tokens)."""
+    capacity, overflow = recipe.max_seq_length, recipe.overflow
+    over = lengths > capacity
+    if over.any():
+        if overflow == "split":
+            raise SettingError(
+                "rows",
+                f"samples of at most {capacity} tokens with overflow='split' (read the dataset through "
+                "sampler.pieces(dataset))",
+                f"<a sample of {int(lengths[over][0])} tokens>",
+            )
+        kept = np.where(over, capacity if overflow == "truncate" else 0, lengths)
+        starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        within = np.arange(len(tokens), dtype=np.int64) - starts < np.repeat(kept, lengths)
+        tokens, labels, lengths = tokens[within], labels[within], kept[kept > 0]
+    if int(lengths.sum()) > capacity:
+        raise SettingError(
+            "rows", f"at most max_seq_length={capacity} tokens in all (a PackingSampler's block)", int(lengths.sum())
+        )
+    return tokens, labels, lengths
+
+
+def collate(
+    rows: Sequence[Any],
+    max_seq_length: int | None = None,
+    *,
+    overflow: OverflowPolicy | None = None,
+    return_position_ids: bool = True,
+    return_flash_attn_kwargs: bool = False,
+    return_seq_idx: bool = False,
+    ignore_masks: bool = False,
+    recipe: Recipe | None = None,
+    loss_weights: LossMode | None = None,
+    totals: LossTotals | float | None = None,
+    **options: Unpack[RecipeOptions],
+) -> dict[str, Any]:
+    """The padding-free batch of ``rows``: every document's tokens in one row, as
+    ``transformers.DataCollatorWithFlattening`` returns it for the same documents with the same three options
+    and defaults (a drop-in ``collate_fn``), key for key.
+
+    Rows are samples in any form ``packing.pack`` accepts (token lists, ``{"prompt", "completion"}``,
+    ``{"input_ids", "loss_mask"}``, or ``{"input_ids", "labels"}`` whose labels are kept (-100 masks its token); text rows with a
+    ``tokenizer``), or packed blocks (rows with ``seq_lengths``, such as ``PackedDataset`` items, passed as they
+    are); tensors are accepted. Empty documents are skipped. The options are every entry point's
+    (:class:`~packing.Recipe`, or ``recipe=``; ``PackingSampler.collate`` is this with the sampler's recipe).
+    With ``max_seq_length`` (or a recipe), each sample gets the overflow policy (``truncate``, ``drop``;
+    ``split`` refuses an over-long sample, whose pieces the sampler gives) and more than ``max_seq_length``
+    tokens in all are refused: a batch is never longer. Returns ``input_ids`` and ``labels`` (-100 on masked
+    tokens and each document's first token) as int64 tensors of shape ``(1, T)``, and:
+
+    - ``return_position_ids`` (default ``True``): ``position_ids`` (int64, ``(1, T)``) restarting at 0 per document;
+    - ``return_flash_attn_kwargs`` (default ``False``): ``cu_seq_lens_q`` = ``cu_seq_lens_k`` (int32, ``[0,
+      ...cumulative lengths]``) and ``max_length_q`` = ``max_length_k`` (ints);
+    - ``return_seq_idx`` (default ``False``): ``seq_idx`` (int32, ``(1, T)``), the document number of every token
+      (0, 1, ...), which linear-attention layers need.
+
+    One difference, on purpose: a mask in a row with ``input_ids`` (``completion_mask``, ``assistant_masks``,
+    ``loss_mask``) is applied to the labels, where transformers' collator ignores it and trains every token but
+    each document's first. ``ignore_masks=True`` gives transformers' exact labels (masks unused; labels given in
+    a row are still kept, as transformers keeps them). Pass no ``attention_mask`` to the model. O(T).
+
+    With ``loss_weights`` (``token``, ``sequence``, ``sequence_sum``, ``sqrt``; see ``packing.weighting``), also
+    ``loss_weights``: float32 ``(1, T)``, aligned with ``labels``, such that ``weighted_loss`` is that objective.
+    A document is a row (a sample), or for packed blocks a source sample (``sequence_ids``). ``totals`` is the
+    optimizer step's normaliser (a ``LossTotals`` or a number); default: the ``totals`` of ``rows`` when they come
+    from ``PackingSampler.loader`` (a ``Step``), else this batch's own. Packed blocks that carry a
+    ``loss_weights`` column keep it when no mode is asked.
+
+    >>> collate([[5, 6], {"input_ids": [7, 8, 9], "loss_mask": [0, 1, 1]}])["labels"].tolist()
+    [[-100, 6, -100, 8, 9]]
+    >>> sorted(collate([[5, 6], [7]], return_seq_idx=True, return_flash_attn_kwargs=True))
+    ['cu_seq_lens_k', 'cu_seq_lens_q', 'input_ids', 'labels', 'max_length_k', 'max_length_q', 'position_ids', 'seq_idx']
+    >>> collate([[5, 6], [7, 8, 9]], loss_weights="sequence")["loss_weights"].tolist()
+    [[0.0, 0.5, 0.0, 0.25, 0.25]]
+    >>> collate([[5, 6, 7, 8, 9]], 3)["input_ids"].tolist()
+    [[5, 6, 7]]
+    """
+    chosen = Recipe.for_reading(recipe, max_seq_length, overflow=overflow, **options)
+    capped = recipe is not None or max_seq_length is not None
+    tokens, labels, lengths = _documents(rows, chosen, ignore_masks)
+    if capped and not (rows and all(_is_block(row) for row in rows)):
+        tokens, labels, lengths = _cap(tokens, labels, lengths, chosen)
+    if len(lengths) == 0:
+        raise SettingError("rows", "at least one token", "<only empty rows>")
+    cu = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=cu[1:])
+    batch: dict[str, Any] = {
+        "input_ids": torch.from_numpy(tokens.astype(np.int64))[None],
+        "labels": torch.from_numpy(labels.astype(np.int64))[None],
+    }
+    if return_position_ids:
+        positions = np.arange(len(tokens), dtype=np.int64) - np.repeat(cu[:-1].astype(np.int64), lengths)
+        batch["position_ids"] = torch.from_numpy(positions)[None]
+    if return_seq_idx:
+        batch["seq_idx"] = torch.from_numpy(np.repeat(np.arange(len(lengths), dtype=np.int32), lengths))[None]
+    if return_flash_attn_kwargs:
+        longest = int(lengths.max())
+        cu_tensor = torch.from_numpy(cu)
+        batch.update(cu_seq_lens_q=cu_tensor, cu_seq_lens_k=cu_tensor, max_length_q=longest, max_length_k=longest)
+    weights = _collated_weights(rows, labels, lengths, loss_weights, totals)
+    if weights is not None:
+        batch[LOSS_WEIGHTS.name] = torch.from_numpy(weights)[None]
+    return batch
+
+
+def _collated_weights(
+    rows: Sequence[Any],
+    labels: Int64Array,
+    lengths: Int64Array,
+    mode: LossMode | None,
+    totals: LossTotals | float | None,
+) -> npt.NDArray[np.float32] | None:
+    """``collate``'s ``loss_weights``: computed for ``mode``, or the blocks' own column, or None. O(T)."""
+    blocks = bool(rows) and all(_is_block(row) for row in rows)
+    if mode is None:
+        if blocks and all(LOSS_WEIGHTS.name in row for row in rows):
+            return np.concatenate(
+                [np.asarray(_numpy(r[LOSS_WEIGHTS.name]), np.float32)[: int(np.sum(_numpy(r["seq_lengths"])))]
+                 for r in rows]
+            )  # fmt: skip
+        return None
+    check_mode(mode)
+    if blocks and all("sequence_ids" in row for row in rows):
+        documents = np.concatenate(
+            [np.asarray(_numpy(r["sequence_ids"]), np.int64)[: int(np.sum(_numpy(r["seq_lengths"])))] for r in rows]
+        )
+    else:
+        documents = np.repeat(np.arange(len(lengths)), lengths)
+    return token_weights(labels != IGNORE_INDEX, documents, mode, totals if totals is not None else _totals_of(rows))
+
+
+def _totals_of(rows: Sequence[Any]) -> LossTotals | None:
+    totals = getattr(rows, "totals", None)
+    return totals if isinstance(totals, LossTotals) else None
+
+
+def weighted_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """``Σ weights × cross-entropy`` of a causal LM's ``logits`` ``(..., T, vocab)`` against ``labels`` and
+    ``weights`` ``(..., T)`` as ``collate`` gives them (transformers' convention: ``labels[t]`` is the target of
+    the prediction at ``t - 1``; this function shifts, as the model's own loss does). The token-mean objective is
+    ``weighted_loss`` with ``collate(..., loss_weights="token")``; the result is the batch's share of the
+    optimizer step's objective when the weights were normalised over the step. Computed in float32. O(T × vocab).
+
+    >>> logits = torch.zeros(1, 3, 4)
+    >>> round(float(weighted_loss(logits, torch.tensor([[-100, 1, 2]]), torch.tensor([[0.0, 0.5, 0.5]]))), 4)
+    1.3863
+    """
+    if labels.shape != weights.shape or logits.shape[:-1] != labels.shape:
+        raise SettingError(
+            "weights", f"labels and weights of the logits' shape {tuple(logits.shape[:-1])}", tuple(weights.shape)
+        )
+    predictions = logits[..., :-1, :].float().reshape(-1, logits.shape[-1])
+    targets = (
+        labels[..., 1:].reshape(-1).to(predictions.device, torch.long)
+    )  # the int32 schema: cross-entropy takes int64
+    per_token = torch.nn.functional.cross_entropy(predictions, targets, ignore_index=IGNORE_INDEX, reduction="none")
+    return (per_token * weights[..., 1:].reshape(-1).to(per_token)).sum()
+
+
+class Step(list):  # type: ignore[type-arg]
+    """A list (of a step's sample indices, or of its rows) that carries the optimizer step's ``totals``:
+    what ``PackingSampler`` yields when given ``trained_tokens``, and what ``StepDataset`` hands ``collate``."""
+
+    def __init__(self, items: Any, totals: LossTotals | None) -> None:
+        super().__init__(items)
+        self.totals = totals
+
+    def __reduce__(self) -> Any:  # DataLoader workers receive the indices pickled
+        return (Step, (list(self), self.totals))
+
+
+class StepLoader(torch.utils.data.DataLoader[Any]):
+    """``PackingSampler.loader``'s ``DataLoader``: ``set_epoch`` repacks its sampler (``transformers.Trainer``
+    calls it at every epoch)."""
+
+    def set_epoch(self, epoch: int) -> None:
+        self.batch_sampler.set_epoch(epoch)  # type: ignore[union-attr]
+
+
+class StepDataset(Dataset[Any]):
+    """``dataset`` whose batches, fetched for a sampler's ``Step``, keep its ``totals`` for ``collate``
+    (``DataLoader`` fetches a batch with ``__getitems__``). Items are ``dataset``'s, unchanged."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.dataset[index]
+
+    def __getitems__(self, indices: Sequence[int]) -> Step:
+        fetch = getattr(self.dataset, "__getitems__", None)
+        items = fetch(list(indices)) if fetch else [self.dataset[i] for i in indices]
+        return Step(items, getattr(indices, "totals", None))
+
+
+def _trained_counts(trained: npt.ArrayLike | None, lengths: Int64Array) -> Int64Array | None:
+    """``trained`` as int64 counts, one per sample, or None: each between 0 and the tokens collate keeps of its
+    sample (``lengths``) less one (a sample's first token is never a target). O(samples)."""
+    if trained is None:
+        return None
+    values = np.asarray(trained)
+    count = len(lengths)
+    if values.shape != (count,) or (values.size and values.dtype.kind not in "iu"):
+        got = f"<an array of shape {values.shape} and dtype {str(values.dtype)[:20]}>"
+        raise SettingError("trained_tokens", f"one integer per sample ({count})", got)
+    if values.size and int(values.min()) < 0:
+        raise SettingError("trained_tokens", "non-negative counts", int(values.min()))
+    over = np.flatnonzero(values.astype(np.int64) > np.maximum(lengths.astype(np.int64) - 1, 0))
+    if over.size:
+        first = int(over[0])
+        raise SettingError(
+            "trained_tokens",
+            f"at most the tokens kept of each sample less one (sample {first} keeps {int(lengths[first])}; "
+            "trained_tokens(samples, max_seq_length))",
+            int(values[first]),
+        )
+    return values.astype(np.int64)
+
+
+def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Tensor]:
+    max_seq_length = recipe.max_seq_length
+    if rows and all(_is_block(row) for row in rows):
+        grids = {key: np.stack([np.asarray(_numpy(row[key]), dtype=np.int64) for row in rows]) for key in _FIXED_KEYS}
+        if grids["input_ids"].shape[1] != max_seq_length:
+            raise SettingError("max_seq_length", "the length of the blocks given", max_seq_length)
+        return {key: torch.from_numpy(grid) for key, grid in grids.items()}
+    tokens, labels, lengths = _documents(rows, recipe)
+    if len(lengths) == 0:
+        raise SettingError("rows", "at least one token", "<only empty rows>")
+    starts = np.concatenate(([0], np.cumsum(lengths)))
+    rows_as_samples = [{"input_ids": tokens[a:b], "loss_mask": (labels[a:b] != IGNORE_INDEX).astype(np.int8)}
+                       for a, b in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True)]  # fmt: skip
+    samples = read_rows(rows_as_samples)
+    layout = plan(samples.lengths, max_seq_length, "next_fit", recipe.overflow)
+    batch = materialize(layout, samples, prepare(recipe).pad_id)
+    # labels: the documents' own labels (which may differ from input_ids) where the block has a target; the
+    # same plan filled with each token's place in ``tokens`` says where each slot's token came from
+    assert samples.loss_mask is not None
+    places = Samples(np.arange(len(tokens), dtype=np.int64), samples.loss_mask, samples.offsets)
+    source = materialize(layout, places).input_ids
+    out_labels = np.full(batch.input_ids.shape, IGNORE_INDEX, dtype=np.int64)
+    real = batch.sequence_ids >= 0
+    out_labels[real] = labels[source[real]]
+    return {
+        "input_ids": torch.from_numpy(batch.input_ids.astype(np.int64)),
+        "labels": torch.from_numpy(out_labels),
+        "position_ids": torch.from_numpy(batch.position_ids.astype(np.int64)),
+    }
+
+
+_FIXED_KEYS = ("input_ids", "labels", "position_ids")
+
+
+def collate_fixed(
+    max_seq_length: int | None = None,
+    *,
+    overflow: OverflowPolicy | None = None,
+    recipe: Recipe | None = None,
+    **options: Unpack[RecipeOptions],
+) -> Callable[[Sequence[Any]], dict[str, torch.Tensor]]:
+    """A ``collate_fn`` giving blocks of exactly ``max_seq_length`` tokens (static shapes, e.g. for compiled
+    models): ``input_ids``, ``labels``, ``position_ids`` of shape ``(blocks, max_seq_length)`` and **no**
+    ``attention_mask``; documents restart ``position_ids`` at 0, so transformers keeps them apart, and padding
+    (the recipe's pad id, label -100, position 0) comes last. The options are every entry point's. A sampler's
+    block is one row; more documents than fit go on into further rows (next-fit; a document longer than a
+    block gets the overflow policy, as in ``pack``). Packed blocks pass through, stacked. Picklable
+    (DataLoader workers). O(rows × max_seq_length).
+
+    >>> batch = collate_fixed(4)([[1, 2], [3]])
+    >>> batch["input_ids"].tolist(), batch["labels"].tolist(), batch["position_ids"].tolist()
+    ([[1, 2, 3, 0]], [[-100, 2, -100, -100]], [[0, 1, 0, 0]])
+    """
+    chosen = Recipe.of(recipe, max_seq_length, overflow=overflow, **options)
+    return functools.partial(_collate_fixed, recipe=chosen)

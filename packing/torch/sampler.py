@@ -1,0 +1,216 @@
+"""PackingSampler: a batch sampler that yields each rank's packed block of sample indices, step by step.
+Internal: the public names are in ``packing.torch``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+from torch.utils.data import Dataset, Sampler
+
+from packing.core.samples import IGNORE_INDEX
+from packing.core.validation import OverflowPolicy
+from packing.errors import SampleError, SettingError
+from packing.planning.plans import Piece
+from packing.reading.rows import read_rows
+from packing.recipe import Recipe, RecipeOptions
+from packing.strategies.registry import StrategyName
+from packing.strategies.stats import PackingStats
+from packing.text.prepare import prepare
+from packing.weighting import LossMode, LossTotals, check_mode
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from typing import Unpack
+from packing.torch.collate import Step, StepDataset, StepLoader, _numpy, _trained_counts, collate
+from packing.torch.schedule import CostFunction, Schedule, _world, build_schedule
+
+
+class PackingSampler(Sampler[list[int | Piece]]):
+    """A batch sampler that packs samples into blocks of at most ``max_seq_length`` tokens, for
+    ``DataLoader(dataset, batch_sampler=sampler, collate_fn=sampler.collate)``: each step yields the indices of
+    the samples in this rank's block.
+
+    - The options are every entry point's (:class:`~packing.Recipe`, or ``recipe=``); ``seed`` (default 0)
+      draws the epochs' orders. ``lengths`` are the samples' token counts (or a dataset with ``.lengths``).
+    - Never longer than ``max_seq_length``: the overflow policy applies as in ``pack`` and is counted the same
+      way (``sampler.stats``: tokens lost, sequences truncated, split, dropped). ``truncate``: an over-long
+      sample's index comes alone and ``sampler.collate`` keeps its first ``max_seq_length`` tokens. ``drop``: it
+      never comes. ``split``: its pieces come as ``Piece(sample, start, length)`` items, possibly in different
+      steps; read the dataset through ``sampler.pieces(dataset)``, which gives such an item the piece's tokens
+      as a sample of its own (a document of its own, as in ``pack``).
+    - ``len(sampler)`` is the number of steps of the epoch, the same on every rank (it may change by one between
+      epochs, as each epoch is packed anew); every sample (or piece) appears in exactly one block of one rank
+      per epoch; no block is empty. Fewer non-empty samples than ranks × steps is refused.
+    - ``set_epoch(epoch)`` repacks from ``(seed, epoch)``: the same on every rank and run, different between epochs.
+    - The blocks of a step are chosen so the slowest rank's cost is close to the mean; the cost of a document of
+      ``ℓ`` tokens is ``cost(ℓ)`` (vectorized over an int64 array), by default ``24576·ℓ + ℓ²``.
+      ``imbalance`` reports it (``balance=False`` deals blocks in random order, the usual behaviour).
+    - ``num_replicas`` and ``rank`` default to ``torch.distributed``'s world size and rank (1 and 0 without it).
+
+    Every rank computes the whole epoch's schedule: O(n + the strategy's cost + blocks log blocks) per epoch.
+
+    >>> lengths = [7, 1, 3, 5, 2, 6, 4, 8]
+    >>> ranks = [PackingSampler(lengths, 8, num_replicas=2, rank=r, seed=3) for r in range(2)]
+    >>> [len(s) for s in ranks]
+    [3, 3]
+    >>> sorted(i for s in ranks for block in s for i in block)
+    [0, 1, 2, 3, 4, 5, 6, 7]
+    >>> sampler = PackingSampler([10, 3, 5], 8, shuffle=False)
+    >>> rows = [[7] * 10, [1, 2, 3], [4] * 5]
+    >>> [sampler.collate([rows[i] for i in b])["input_ids"].shape[1] for b in sampler]
+    [8, 8]
+    >>> sampler.stats.tokens_lost, sampler.stats.sequences_truncated
+    (2, 1)
+    """
+
+    def __init__(
+        self,
+        lengths: npt.ArrayLike,
+        max_seq_length: int | None = None,
+        *,
+        strategy: StrategyName | None = None,
+        overflow: OverflowPolicy | None = None,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        shuffle: bool = True,
+        cost: CostFunction | None = None,
+        balance: bool = True,
+        recipe: Recipe | None = None,
+        trained_tokens: npt.ArrayLike | None = None,
+        gradient_accumulation_steps: int = 1,
+        **options: Unpack[RecipeOptions],
+    ) -> None:
+        super().__init__()
+        self.recipe = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+        self.lengths = np.asarray(getattr(lengths, "lengths", lengths)).copy()
+        kept = self.lengths
+        if self.recipe.overflow == "truncate":  # what collate keeps of an over-long sample
+            kept = np.minimum(self.lengths, self.recipe.max_seq_length)
+        self.trained_tokens = _trained_counts(trained_tokens, kept)
+        if (
+            isinstance(gradient_accumulation_steps, bool)
+            or not isinstance(gradient_accumulation_steps, int)
+            or (gradient_accumulation_steps < 1)
+        ):
+            raise SettingError("gradient_accumulation_steps", "an integer >= 1", gradient_accumulation_steps)
+        self.gradient_accumulation_steps = gradient_accumulation_steps
+        self.num_replicas, self.rank = _world(num_replicas, rank)
+        self.shuffle = shuffle
+        self.cost = cost
+        self.balance = balance
+        self.epoch = 0
+        self._schedule: Schedule | None = None
+        self.schedule  # noqa: B018 - check the arguments now, not at the first step
+
+    @property
+    def max_seq_length(self) -> int:
+        return self.recipe.max_seq_length
+
+    @property
+    def collate(self) -> Callable[[Sequence[Any]], dict[str, Any]]:
+        """``collate`` with this sampler's recipe: rows read the same way, no batch over ``max_seq_length``
+        (picklable, for DataLoader workers)."""
+        return functools.partial(collate, recipe=self.recipe)
+
+    def pieces(self, dataset: Any) -> Pieces:
+        """``dataset`` read as this sampler's items: an index gives its row, a ``Piece`` the piece's tokens."""
+        return Pieces(dataset, self.recipe)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Pack epoch ``epoch`` next (call it before iterating, on every rank, with the same value)."""
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self._schedule = None
+
+    @property
+    def schedule(self) -> Schedule:
+        """This epoch's blocks for every rank, with their costs (computed once per epoch)."""
+        if self._schedule is None:
+            self._schedule = build_schedule(
+                self.lengths,
+                num_replicas=self.num_replicas,
+                epoch=self.epoch,
+                shuffle=self.shuffle,
+                cost=self.cost,
+                balance=self.balance,
+                recipe=self.recipe,
+            )
+        return self._schedule
+
+    @property
+    def stats(self) -> PackingStats:
+        """This epoch's plan's statistics: what the overflow policy cut, split or dropped, as ``pack`` counts it."""
+        return self.schedule.stats
+
+    @property
+    def imbalance(self) -> float:
+        """This epoch's sum over steps of the slowest rank's cost over that of the mean rank, minus 1."""
+        return self.schedule.imbalance
+
+    def __len__(self) -> int:
+        return self.schedule.num_steps
+
+    def __iter__(self) -> Iterator[list[int | Piece]]:
+        schedule = self.schedule
+        totals = self.loss_totals()
+        for step in range(schedule.num_steps):
+            items = schedule.items(step, self.rank)
+            yield items if totals is None else Step(items, totals[step])
+
+    def loss_totals(self) -> list[LossTotals] | None:
+        """Each step's ``LossTotals`` over its optimizer step (``gradient_accumulation_steps`` steps × every
+        rank), from ``trained_tokens``; None without them."""
+        if self.trained_tokens is None:
+            return None
+        return self.schedule.loss_totals(self.trained_tokens, self.gradient_accumulation_steps)
+
+    def loader(self, dataset: Any, loss_weights: LossMode, **kwargs: Any) -> StepLoader:
+        """A ``DataLoader`` over ``dataset`` with this sampler whose batches (``collate``'s) carry ``loss_weights``
+        for the objective ``loss_weights``, normalised over each optimizer step on every rank (needs
+        ``trained_tokens``). ``kwargs`` go to the ``DataLoader`` (``num_workers``, ...)."""
+        check_mode(loss_weights)
+        if self.trained_tokens is None:
+            raise SettingError("trained_tokens", "trained tokens per sample (packing.weighting.trained_tokens)", None)
+        collate_fn = functools.partial(collate, recipe=self.recipe, loss_weights=loss_weights)
+        return StepLoader(StepDataset(self.pieces(dataset)), batch_sampler=self, collate_fn=collate_fn, **kwargs)
+
+
+class Pieces(Dataset[Any]):
+    """A dataset read as ``PackingSampler`` items: an index gives ``dataset[index]`` unchanged; a
+    ``Piece(sample, start, length)`` gives ``{"input_ids", "loss_mask"}`` of those tokens of the sample, read
+    through the reader with the recipe (text rows tokenized). O(the sample's length) per piece.
+
+    >>> import packing
+    >>> Pieces([[1, 2, 3, 4, 5]], packing.Recipe(2))[packing.Piece(0, 2, 2)]
+    {'input_ids': [3, 4], 'loss_mask': [1, 1]}
+    """
+
+    def __init__(self, dataset: Any, recipe: Recipe) -> None:
+        self.dataset = dataset
+        self.recipe = recipe
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, item: int | Piece) -> Any:
+        if not isinstance(item, Piece):
+            return self.dataset[item]
+        row = self.dataset[item.sequence]
+        row = {k: _numpy(v) for k, v in row.items()} if isinstance(row, Mapping) else _numpy(row)
+        try:
+            samples = read_rows([row], **prepare(self.recipe).read_options)
+        except SampleError as error:
+            error.sample = item.sequence
+            error.args = (error.where_and_what(),)
+            raise
+        if samples.tokens is None or samples.loss_mask is None:
+            raise SettingError("dataset", "samples with token ids", "<lengths only>")
+        cut = slice(item.start, item.start + item.length)
+        piece = {"input_ids": samples.tokens[cut].tolist(), "loss_mask": samples.loss_mask[cut].tolist()}
+        if samples.labels is not None:  # labels other than the tokens, for collate
+            piece["labels"] = np.where(samples.loss_mask[cut] != 0, samples.labels[cut], IGNORE_INDEX).tolist()
+        return piece

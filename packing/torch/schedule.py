@@ -1,0 +1,292 @@
+"""The rank schedule: each optimizer step's blocks dealt to data-parallel ranks so the slowest rank's compute
+is close to the mean. Internal: the public names are in ``packing.torch``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from packing.core.validation import OverflowPolicy
+from packing.errors import SettingError
+from packing.planning.plans import Piece, plan
+from packing.recipe import Recipe, RecipeOptions
+from packing.strategies.registry import STRATEGIES, StrategyName
+from packing.strategies.stats import PackingStats
+from packing.weighting import LossTotals
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from typing import Unpack
+
+Int64Array = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+CostFunction = Callable[[Int64Array], npt.ArrayLike]
+
+LINEAR_COST_PER_TOKEN = 24576
+"""Default weight of a token's linear work against attention's ``ℓ²`` (the per-document cost is
+``24576·ℓ + ℓ²``, the weighting verl uses to balance sequences across ranks)."""
+
+
+def default_cost(lengths: Int64Array) -> FloatArray:
+    """Compute cost of documents of these lengths: ``24576·ℓ + ℓ²`` (linear work plus causal attention). O(n).
+
+    >>> default_cost(np.array([1, 1000])).tolist()
+    [24577.0, 25576000.0]
+    """
+    ell = np.asarray(lengths, dtype=np.float64)
+    return LINEAR_COST_PER_TOKEN * ell + ell * ell
+
+
+def _world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
+    """``(num_replicas, rank)``: the given values, else torch.distributed's, else a single process."""
+    initialized = torch.distributed.is_available() and torch.distributed.is_initialized()
+    if num_replicas is None:
+        num_replicas = torch.distributed.get_world_size() if initialized else 1
+    if rank is None:
+        rank = torch.distributed.get_rank() if initialized else 0
+    for name, value, low in (("num_replicas", num_replicas, 1), ("rank", rank, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise SettingError(name, f"an integer >= {low}", value)
+    if rank >= num_replicas:
+        raise SettingError("rank", f"a rank in 0..{num_replicas - 1}", rank)
+    return int(num_replicas), int(rank)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One epoch of blocks for every rank: step ``s`` gives rank ``r`` block ``s * num_replicas + r``, whose
+    sample indices are ``indices[block_starts[b]:block_starts[b + 1]]``; ``costs[s, r]`` is that block's cost.
+    Entry ``k`` is tokens ``starts[k]:starts[k] + lengths[k]`` of sample ``indices[k]`` (the overflow policy
+    applied); ``pieces[k]`` says it is one piece of a sample cut by ``overflow="split"``. ``stats`` is the
+    epoch's plan's (tokens lost, sequences truncated, split, dropped; its block counts are before dealing)."""
+
+    num_replicas: int
+    block_starts: Int64Array
+    indices: Int64Array
+    costs: FloatArray
+    starts: Int64Array
+    lengths: Int64Array
+    pieces: npt.NDArray[np.bool_]
+    stats: PackingStats
+
+    @property
+    def num_steps(self) -> int:
+        return int(self.costs.shape[0])
+
+    def block(self, step: int, rank: int) -> Int64Array:
+        """Sample indices of rank ``rank``'s block at step ``step``."""
+        b = step * self.num_replicas + rank
+        return self.indices[self.block_starts[b] : self.block_starts[b + 1]]
+
+    def items(self, step: int, rank: int) -> list[int | Piece]:
+        """What the sampler yields for that block: a sample's index, or a ``Piece`` of a split sample."""
+        b = step * self.num_replicas + rank
+        lo, hi = int(self.block_starts[b]), int(self.block_starts[b + 1])
+        return [
+            Piece(int(self.indices[k]), int(self.starts[k]), int(self.lengths[k]))
+            if self.pieces[k]
+            else int(self.indices[k])
+            for k in range(lo, hi)
+        ]
+
+    def loss_totals(self, trained: Int64Array, gradient_accumulation_steps: int = 1) -> list[LossTotals]:
+        """For each step, the ``LossTotals`` of its optimizer step: the documents of every rank's blocks in the
+        ``gradient_accumulation_steps`` consecutive steps it belongs to (the last one may be shorter), with
+        ``trained[i]`` trained tokens for sample ``i``. O(n + steps).
+
+        >>> s = build_schedule([3, 2, 4, 1], 4, 2, shuffle=False)
+        >>> [t.tokens for t in s.loss_totals(np.array([2, 1, 3, 0]), 1)]
+        [5, 1]
+        >>> s.loss_totals(np.array([2, 1, 3, 0]), 2)
+        [LossTotals(documents=3, tokens=6, sqrt_sum=4.14...), LossTotals(documents=3, tokens=6, sqrt_sum=4.14...)]
+        """
+        if self.pieces.any():
+            raise SettingError("trained_tokens", "whole samples (overflow truncate or drop, not split)", "<pieces>")
+        group = self.num_replicas * gradient_accumulation_steps
+        block_of = np.repeat(np.arange(len(self.block_starts) - 1), np.diff(self.block_starts))
+        optimizer_step = block_of // group
+        counts = trained[self.indices]
+        steps = int(optimizer_step.max()) + 1 if len(optimizer_step) else 0
+        documents = np.bincount(optimizer_step, weights=counts > 0, minlength=steps)
+        tokens = np.bincount(optimizer_step, weights=counts, minlength=steps)
+        roots = np.bincount(optimizer_step, weights=np.sqrt(counts), minlength=steps)
+        per_group = [LossTotals(int(d), int(t), float(r)) for d, t, r in zip(documents, tokens, roots, strict=True)]
+        return [per_group[step // gradient_accumulation_steps] for step in range(self.num_steps)]
+
+    @property
+    def imbalance(self) -> float:
+        """How much longer an epoch takes than with perfectly even ranks: the sum over steps of the slowest rank's
+        cost, over the sum of the mean rank's cost, minus 1 (0.0 = perfectly balanced)."""
+        mean = float(self.costs.mean(axis=1).sum())
+        return float(self.costs.max(axis=1).sum()) / mean - 1.0 if mean > 0 else 0.0
+
+    @property
+    def worst_step_imbalance(self) -> float:
+        """The largest per-step ratio of the slowest rank's cost to the mean, minus 1."""
+        mean = self.costs.mean(axis=1)
+        ratios = np.divide(self.costs.max(axis=1), mean, out=np.ones_like(mean), where=mean > 0)
+        return float(ratios.max(initial=1.0)) - 1.0
+
+
+def _halves(docs: Int64Array, costs: FloatArray) -> tuple[Int64Array, Int64Array]:
+    """Split a block's documents into two non-empty parts of similar cost (heaviest first, each into the lighter
+    part); each part keeps the block's order. O(d log d)."""
+    order = np.argsort(-costs, kind="stable")
+    side = np.zeros(len(docs), dtype=bool)
+    load = [0.0, 0.0]
+    for i in order.tolist():
+        part = 0 if load[0] <= load[1] else 1
+        side[i] = part == 1
+        load[part] += float(costs[i])
+    return docs[~side], docs[side]
+
+
+def _even_out_cheapest(
+    block_of: Int64Array, doc_cost: FloatArray, tokens: Int64Array, capacity: int, replicas: int, steps: int = 2
+) -> None:
+    """Re-deal the documents of the ``steps × replicas`` cheapest blocks (a plan's last, part-filled blocks and
+    the halves made for extra blocks) over as many blocks, heaviest first into the cheapest block with room
+    (longest processing time first), so the last steps' blocks cost about the same. In place; kept as it was
+    when a document would fit nowhere. O(d log d + d × blocks) for the d documents of those blocks."""
+    num_blocks = int(block_of.max()) + 1
+    count = min(num_blocks, steps * replicas)
+    if count < 2:
+        return
+    block_cost = np.bincount(block_of, weights=doc_cost, minlength=num_blocks)
+    chosen = np.argsort(block_cost, kind="stable")[:count]
+    members = np.flatnonzero(np.isin(block_of, chosen))
+    load = np.zeros(count)
+    fill = np.zeros(count, dtype=np.int64)
+    target = np.empty(len(members), dtype=np.int64)
+    for i in np.argsort(-doc_cost[members], kind="stable").tolist():
+        room = fill + tokens[members[i]] <= capacity
+        if not room.any():
+            return
+        bin_ = int(np.flatnonzero(room)[np.argmin(load[room])])
+        target[i] = bin_
+        load[bin_] += doc_cost[members[i]]
+        fill[bin_] += tokens[members[i]]
+    if int((fill > 0).sum()) == count:  # no block left empty
+        block_of[members] = chosen[target]
+
+
+def build_schedule(
+    lengths: npt.ArrayLike,
+    max_seq_length: int | None = None,
+    num_replicas: int = 1,
+    *,
+    strategy: StrategyName | None = None,
+    overflow: OverflowPolicy | None = None,
+    epoch: int = 0,
+    shuffle: bool = True,
+    cost: CostFunction | None = None,
+    balance: bool = True,
+    recipe: Recipe | None = None,
+    **options: Unpack[RecipeOptions],
+) -> Schedule:
+    """Pack one epoch and deal its blocks to ``num_replicas`` ranks (what ``PackingSampler`` does on every rank).
+
+    1. The samples are permuted with ``(seed, epoch)`` (when ``shuffle``; seed default 0) and planned with
+       the recipe (strategy, its options, window), so neighbours change between epochs. The overflow policy
+       applies as in ``pack``: a sample longer than ``max_seq_length`` is truncated to it (a block of its
+       own), dropped, or split into pieces that may land in different blocks.
+    2. When the blocks do not divide evenly into ``num_replicas``, the blocks with the most documents are split
+       in two (halves of similar cost) until they do; empty samples join blocks round-robin.
+    3. With ``balance``, the documents of the ``2 × num_replicas`` cheapest blocks (part-filled ones) are
+       re-dealt over as many blocks, heaviest first into the cheapest block with room; then blocks are sorted by
+       cost and every ``num_replicas`` consecutive ones form a step, which minimises the sum over steps of the
+       slowest rank's cost for these blocks. Otherwise blocks are dealt in a random order (the baseline).
+       Steps, and ranks within a step, are then shuffled.
+
+    O(n + the strategy's cost + blocks log blocks).
+
+    >>> s = build_schedule([5, 3, 2, 4, 6, 1], 6, 2, seed=0)
+    >>> s.num_steps, sorted(s.indices.tolist())
+    (2, [0, 1, 2, 3, 4, 5])
+    >>> sorted(build_schedule([10, 3, 5], 8, overflow="split").lengths.tolist())
+    [2, 3, 5, 8]
+    """
+    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    capacity = chosen.max_seq_length
+    sizes = np.asarray(getattr(lengths, "lengths", lengths))
+    if sizes.ndim != 1 or (sizes.size and sizes.dtype.kind not in "iu"):
+        raise SettingError("lengths", "a flat list of integers", f"<an array of shape {sizes.shape}>")
+    sizes = sizes.astype(np.int64)
+    if sizes.size and int(sizes.min()) < 0:
+        raise SettingError("lengths", "non-negative lengths", int(sizes.min()))
+    if STRATEGIES[chosen.strategy].splits_sequences:
+        choices = ", ".join(name for name, s in STRATEGIES.items() if not s.splits_sequences)
+        raise SettingError("strategy", f"a strategy that keeps samples whole ({choices})", chosen.strategy)
+    rng = np.random.default_rng([chosen.seed or 0, epoch])
+    order = rng.permutation(len(sizes)) if shuffle else np.arange(len(sizes))
+    random_order = "seed" in STRATEGIES[chosen.strategy].options
+    layout = plan(sizes[order], recipe=Recipe.of(chosen, seed=int(rng.integers(2**31))) if random_order else chosen)
+    docs = order[layout.piece_sequence.astype(np.int64)]
+    starts = layout.piece_start.astype(np.int64)
+    tokens = layout.piece_length.astype(np.int64)
+    block_of = layout.piece_block()
+    weigh = cost if cost is not None else default_cost
+    doc_cost = np.asarray(weigh(tokens), dtype=np.float64)
+    if doc_cost.shape != docs.shape:
+        raise SettingError("cost", "a function giving one value per length", f"<{doc_cost.size} values>")
+    num_blocks = layout.num_blocks
+    steps = -(-num_blocks // num_replicas)
+    wanted = steps * num_replicas
+    if len(docs) < wanted or num_blocks == 0:
+        raise SettingError(
+            "num_replicas",
+            f"at most as many blocks ({num_replicas} ranks × {max(steps, 1)} steps) as non-empty samples ({len(docs)})",
+            num_replicas,
+        )
+    if wanted > num_blocks:
+        counts = np.bincount(block_of, minlength=num_blocks)
+        candidates = np.argsort(-counts, kind="stable")[: wanted - num_blocks]
+        heap = [(-int(counts[b]), int(b)) for b in candidates]
+        heapq.heapify(heap)
+        for new in range(num_blocks, wanted):
+            _, donor = heapq.heappop(heap)  # the block with the most documents; at least 2 (checked above)
+            members = np.flatnonzero(block_of == donor)
+            keep, move = _halves(members, doc_cost[members])
+            block_of[move] = new
+            heapq.heappush(heap, (-len(keep), donor))
+            heapq.heappush(heap, (-len(move), new))
+    if balance:
+        _even_out_cheapest(block_of, doc_cost, tokens, capacity, num_replicas)
+    empties = np.flatnonzero(sizes == 0)
+    if empties.size:
+        empties = rng.permutation(empties) if shuffle else empties
+        docs = np.concatenate((docs, empties))
+        starts = np.concatenate((starts, np.zeros(len(empties), dtype=np.int64)))
+        tokens = np.concatenate((tokens, np.zeros(len(empties), dtype=np.int64)))
+        block_of = np.concatenate((block_of, np.arange(len(empties), dtype=np.int64) % wanted))
+        doc_cost = np.concatenate((doc_cost, np.zeros(len(empties))))
+    block_cost = np.bincount(block_of, weights=doc_cost, minlength=wanted)
+    if balance:
+        dealt = np.argsort(-block_cost, kind="stable").reshape(steps, num_replicas)
+    else:
+        dealt = (rng.permutation(wanted) if shuffle else np.arange(wanted)).reshape(steps, num_replicas)
+    if shuffle:
+        dealt = rng.permuted(dealt[rng.permutation(steps)], axis=1)
+    rank_of_block = np.empty(wanted, dtype=np.int64)
+    rank_of_block[dealt.reshape(-1)] = np.arange(wanted)
+    position = rank_of_block[block_of]
+    grouped = np.argsort(position, kind="stable")  # keeps each block's documents in plan order
+    block_starts = np.zeros(wanted + 1, dtype=np.int64)
+    np.cumsum(np.bincount(position, minlength=wanted), out=block_starts[1:])
+    pieces = (sizes[docs] > capacity) & (chosen.overflow == "split")
+    return Schedule(
+        num_replicas,
+        block_starts,
+        docs[grouped].astype(np.int64),
+        block_cost[dealt].astype(np.float64),
+        starts[grouped],
+        tokens[grouped],
+        pieces[grouped],
+        layout.stats,
+    )

@@ -26,7 +26,7 @@ from packing.errors import (
     TooManyDocuments,
 )
 from packing.layouts.audit import AuditReport, Finding, audit
-from packing.layouts.export import EXPORT_FORMATS, export
+from packing.layouts.export import EXPORT_FORMATS, export, write_jsonl, write_parquet
 from packing.planning.cost import ComputeCost, compute_cost
 from packing.planning.plans import PackingPlan, Piece, plan
 from packing.reading.arrow import chat_sample, read_table
@@ -112,4 +112,6 @@ __all__ = [
     "read_table",
     "stream",
     "trained_tokens",
+    "write_jsonl",
+    "write_parquet",
 ]

@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing import PackingPlan, Piece, SettingError, materialize, plan, read_rows, reference
+from packing import PackingPlan, Piece, SettingError, materialize, plan, read_rows
+from packing.strategies import reference
 from packing.strategies.reference import documents as reference_documents
 
 STRATEGY_NAMES = list(packing.STRATEGIES)

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing import reference
+from packing.strategies import reference
 from packing.strategies.reference import documents as reference_documents
 from packing.strategies.registry import assign_blocks
 

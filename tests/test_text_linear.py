@@ -187,7 +187,7 @@ NESTED_LOOPS = (
 def test_a_template_of_nested_loops_is_stopped_at_the_rendering_cap(
     tmp_path: Path, marked: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from packing import text
+    from packing.text import templates as text
     from packing.text.tokenizers import load_tokenizer
 
     template = NESTED_LOOPS + ("{% generation %}{% endgeneration %}" if marked else "")

@@ -21,7 +21,7 @@ MAX_INLINE_CHARS = 4_000
 
 
 def _written(batch: packing.PackedBatch, suffix: str) -> bytes:
-    """Bytes of ``packing.reading.dataset.write_jsonl`` / ``write_parquet`` output (they write files atomically)."""
+    """Bytes of ``packing.write_jsonl`` / ``write_parquet`` output (they write files atomically)."""
     from packing.layouts.export import write_jsonl, write_parquet
 
     writer = write_jsonl if suffix == ".jsonl" else write_parquet
@@ -152,7 +152,7 @@ def snippet(
     the library's options)."""
     lines, _ = _data_lines(recipe, rules)
     if tokens and _writes_a_file(recipe):
-        lines = ["from packing.reading.dataset import write_parquet", *lines]
+        lines = ["from packing import write_parquet", *lines]
     imports = [line for line in lines if line.startswith(("import ", "from "))]
     lines = [line for line in lines if line and line not in imports]
     if tokens:

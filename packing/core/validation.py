@@ -152,5 +152,3 @@ def flag_values(values: npt.NDArray[Any], name: str, source: str, lengths: Int64
         raise DatasetError(source, f"row {row + 1}", f"column '{name}': expected 0 or 1, got {values[bad[0]]!r}")
     flags: Int64Array = (values != 0).astype(np.int64)
     return flags
-
-

@@ -244,9 +244,6 @@ _BLOCK_KINDS = frozenset({"no_document_boundaries", "all_ones_attention_mask", "
 # ---------------------------------------------------------------- reading
 
 
-def _error(source: str, reason: str, where: str | None = None) -> DatasetError:
-    """The error for a source that cannot be read as packed data."""
-    return DatasetError(source, where, reason)
 
 
 def _to_table(source: Any, name: str | None, limits: ReadLimits) -> files.FileTable:

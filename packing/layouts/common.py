@@ -70,10 +70,6 @@ class PackedLayout:
     def num_documents(self) -> int:
         return int(self.document.max(initial=-1)) + 1
 
-    def document_starts(self) -> BoolArray:
-        """Whether each token opens a document. O(tokens)."""
-        return starts_of(self.row_offsets, self.document)
-
     def documents(self) -> list[Int64Array]:
         """The tokens of every document, in order. O(tokens).
 
@@ -205,8 +201,6 @@ def type_name(kind: Any, limit: int = 60) -> str:
     """An Arrow type for messages, cut to ``limit`` characters (a crafted file can nest it 60 levels deep)."""
     text = str(kind)
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 
 
 def row_of(offsets: Int64Array, total: int) -> Int64Array:

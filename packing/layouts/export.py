@@ -165,5 +165,3 @@ def write_jsonl(
                 columns = [part.column(name).to_pylist() for name in NAMES]
                 for values in zip(*columns, strict=True):
                     handle.write(json.dumps(dict(zip(NAMES, values, strict=True))) + "\n")
-
-

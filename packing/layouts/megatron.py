@@ -156,20 +156,6 @@ def read(table: pa.Table, source: str) -> Parsed:
 # ---------------------------------------------------------------- the .npy file
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def write_npy(table: pa.Table, path: str | os.PathLike[str]) -> None:
     """Write NeMo's rows (``input_ids``, ``seq_start_id``, ``loss_mask``) as NeMo does: ``np.save`` of a list of
     dicts of Python lists, which ``GPTSFTPackedDataset`` loads unchanged. O(values).

@@ -231,9 +231,3 @@ def _check_columns(rows: list[Any], label: str) -> None:
 
 
 # ---------------------------------------------------------------- writing
-
-
-
-
-
-

@@ -163,5 +163,3 @@ def _numbers(value: Any, name: str, label: str, row: int) -> npt.NDArray[Any]:
     if array.dtype.kind == "u" and array.size and int(array.max()) > INT64_MAX:
         raise error(label, f"key '{name}': expected integers that fit in int64", f"row {row}")
     return array.astype(np.int64)
-
-

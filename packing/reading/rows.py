@@ -101,9 +101,6 @@ def _first_bad_item(items: Sequence[Any], index: int | None, field: str | None, 
     raise AssertionError("no bad item found")  # pragma: no cover - callers checked that one exists
 
 
-def _has_bools(values: Iterable[Any]) -> bool:
-    """True if a list holds Python or numpy booleans (numpy reads them as 0 and 1). O(n), in C."""
-    return not {bool, np.bool_}.isdisjoint(map(type, values))
 
 
 def token_array(value: Any, index: int | None, field: str | None) -> TokenArray:

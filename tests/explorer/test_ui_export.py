@@ -16,7 +16,7 @@ from explorer.core import export
 from explorer.core.examples import synthetic_lengths
 from packing.core.loss import LossRules
 
-pytest.importorskip("packing.reading.dataset")
+pytest.importorskip("pyarrow")
 RULES, ALL = LossRules(), LossRules("all")
 
 
@@ -86,7 +86,7 @@ def test_snippet_for_workloads_and_uploads() -> None:
     assert "packing.read_dataset('train.jsonl', loss='completion')" in upload and "packing.pack(" in upload
     # a dataset is written to a file (the page's download limit sends people here), not printed block by block
     assert 'write_parquet(batch, "packed.parquet")' in upload and "to_lists" not in upload
-    assert "from packing.reading.dataset import write_parquet\n" in upload
+    assert "from packing import write_parquet\n" in upload
 
 
 def test_the_upload_snippet_writes_the_packed_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

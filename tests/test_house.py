@@ -1,0 +1,91 @@
+"""The library's layout: no import circle among its modules (imports inside functions and under TYPE_CHECKING
+count), few modules directly in ``packing/``, short modules. The layers themselves are checked by
+``lint-imports`` (pyproject.toml)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "packing"
+MAX_TOP_LEVEL_MODULES = 14
+MAX_LINES = 950
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in ROOT.rglob("*.py"):
+        name = ".".join(path.relative_to(ROOT.parent).with_suffix("").parts)
+        found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """Every library module ``name`` imports, wherever the import stands."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            targets.add(base)
+            targets.update(f"{base}.{alias.name}" for alias in node.names)
+    return {target for target in targets if target in known and target != name}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle, if any (depth-first search). O(modules + imports)."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_no_import_circle_among_the_library_modules() -> None:
+    modules = _modules()
+    # the package's front (packing/__init__.py) imports everything public and nothing imports it back
+    graph = {name: _imports(name, path, set(modules)) - {"packing"} for name, path in modules.items()}
+    assert _cycle(graph) is None
+
+
+def test_the_cycle_finder_finds_a_circle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_nothing_in_the_library_imports_its_front() -> None:
+    modules = _modules()
+    importers = [
+        name for name, path in modules.items() if name != "packing" and "packing" in _imports(name, path, {"packing"})
+    ]
+    assert importers == []
+
+
+def test_few_modules_directly_in_the_package_and_none_long() -> None:
+    top = sorted(path.name for path in ROOT.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, top
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in ROOT.rglob("*.py")
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from test_compact import traced_peak
 
 import packing
+import packing.reading.arrow
 import packing.reading.files
 import packing.reading.rows
 from packing.core.samples import IGNORE_INDEX, Samples
@@ -222,7 +223,7 @@ def test_read_holds_the_samples_and_one_batch(
         return read_one(part, **options)
 
     packing.read_dataset(path)  # warm-up: imports and compiled kernels are not the read's memory
-    monkeypatch.setattr(packing.reading.rows, "read_table", counted)
+    monkeypatch.setattr(packing.reading.arrow, "read_table", counted)
     before = pa.total_allocated_bytes()
     peak = traced_peak(lambda: packing.read_dataset(path))
     assert len(held) >= 16

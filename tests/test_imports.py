@@ -38,9 +38,9 @@ def test_every_compiled_kernel_releases_the_gil() -> None:
     import packing
 
     kernels = {}
-    for info in pkgutil.iter_modules(packing.__path__):
+    for info in pkgutil.walk_packages(packing.__path__, "packing."):
         try:
-            module = importlib.import_module(f"packing.{info.name}")
+            module = importlib.import_module(info.name)
         except ImportError:  # an optional peer that is not installed
             continue
         for name, value in vars(module).items():

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import packing.reading.dataset as pio
+import packing.layouts.export as pio
 from packing import COLUMNS, SettingError, pack
 from packing.batches.schema import arrow_schema
 from packing.layouts.export import write_jsonl, write_parquet

@@ -28,7 +28,7 @@ from packing.strategies.kernels import (
 )
 from packing.workloads import load_workload
 
-optimal_module = importlib.import_module("packing.optimal")
+optimal_module = importlib.import_module("packing.strategies.optimal")
 
 NO_SPLIT = [
     cast("packing.StrategyName", strategy.name)

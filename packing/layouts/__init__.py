@@ -15,7 +15,7 @@ Every module has ``NAME``, ``TITLE``, ``recognises(names, table)``, ``read(table
 >>> import pyarrow as pa
 >>> detect(pa.table({"input_ids": [[1, 2]], "labels": [[1, 2]], "attention_mask": [[1, 1]]}), "<t>")
 'trl'
->>> read_table(pa.table({"tokens": [[1, 2, 0]], "labels": [[-100, 2, -100]], "input_pos": [[0, 1, 2]],
+>>> read_layout(pa.table({"tokens": [[1, 2, 0]], "labels": [[-100, 2, -100]], "input_pos": [[0, 1, 2]],
 ...                      "seq_lens": [[2, 1]]})).layout.document.tolist()
 [0, 0, -1]
 """
@@ -63,7 +63,7 @@ def detect(table: pa.Table, source: str) -> str:
     return "trl"
 
 
-def read_table(table: pa.Table, format: str | None = None, source: str = "<table>") -> Parsed:
+def read_layout(table: pa.Table, format: str | None = None, source: str = "<table>") -> Parsed:
     """``table`` in ``format`` (default: :func:`detect`) brought to the common form. O(tokens)."""
     if format is not None and format not in MODULES:
         raise SettingError("format", f"one of {', '.join(LAYOUTS)}", format)

@@ -52,7 +52,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.errors import DatasetError, SettingError
-from packing.layouts import LAYOUT_TITLES, LAYOUTS, read_table
+from packing.layouts import LAYOUT_TITLES, LAYOUTS, read_layout
 from packing.layouts.common import (
     IGNORE_INDEX,
     BoolArray,
@@ -280,7 +280,7 @@ def _any_table(source: Any, name: str | None, limits: ReadLimits) -> files.FileT
     import pyarrow as pa
 
     if isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview, list, tuple)) or hasattr(source, "read"):
-        return files.read_table(source, limits, name)  # paths, globs, folders, save_to_disk, uploads
+        return files.read_file(source, limits, name)  # paths, globs, folders, save_to_disk, uploads
     if isinstance(source, pa.Table):
         return files.FileTable(source, name or "<table>", ())
     if hasattr(source, "with_format") and hasattr(source, "column_names"):  # datasets.Dataset
@@ -324,7 +324,7 @@ def _parse(
 ) -> tuple[Parsed, str]:
     found = _to_table(source, name, limits_of(limits))
     try:
-        return read_table(found.table, format, found.label), found.label
+        return read_layout(found.table, format, found.label), found.label
     except DatasetError as error:  # a row of a dataset of several files: named by its file
         raise found.locate(error) from None
 

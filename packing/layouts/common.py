@@ -74,8 +74,8 @@ class PackedLayout:
         """The tokens of every document, in order. O(tokens).
 
         >>> import pyarrow as pa
-        >>> from packing.layouts import read_table
-        >>> [d.tolist() for d in read_table(pa.table({"input_ids": [[1, 2, 3]], "seq_lengths": [[2, 1]]})).layout.documents()]
+        >>> from packing.layouts import read_layout
+        >>> [d.tolist() for d in read_layout(pa.table({"input_ids": [[1, 2, 3]], "seq_lengths": [[2, 1]]})).layout.documents()]
         [[1, 2], [3]]
         """
         order = np.flatnonzero(self.document >= 0)
@@ -103,8 +103,8 @@ class PackedLayout:
         The block keeps its stored length. O(block length).
 
         >>> import pyarrow as pa
-        >>> from packing.layouts import read_table
-        >>> layout = read_table(pa.table({"tokens": [[5, 6, 7, 0]], "labels": [[5, 6, 7, -100]],
+        >>> from packing.layouts import read_layout
+        >>> layout = read_layout(pa.table({"tokens": [[5, 6, 7, 0]], "labels": [[5, 6, 7, -100]],
         ...                               "input_pos": [[0, 1, 0, 1]], "seq_lens": [[2, 1, 1]]})).layout
         >>> {name: values.tolist() for name, values in layout.block_columns(0).items()}  # doctest: +NORMALIZE_WHITESPACE
         {'input_ids': [5, 6, 7, 0], 'labels': [-100, 6, -100, -100], 'loss_mask': [0, 1, 0, 0],

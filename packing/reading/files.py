@@ -19,7 +19,7 @@ Every path is opened with :func:`packing.reading.limits.open_input` (regular fil
 to the whole source: each file is checked before it is decoded against what the files before it left
 (:class:`Budget`), and the totals as they grow. Two views of a file: :func:`decode` (rows with their places,
 or a Parquet or Arrow file's :class:`Batches`, decoded one at a time: what :func:`packing.read_dataset` gives
-the reader) and :func:`read_table` (one Arrow table over
+the reader) and :func:`read_file` (one Arrow table over
 all files: what the auditor reads). O(bytes) throughout.
 
 >>> import os, tempfile
@@ -889,12 +889,12 @@ class FileTable:
         return error
 
 
-def read_table(source: Any, limits: ReadLimits = NO_LIMITS, name: str | None = None) -> FileTable:
+def read_file(source: Any, limits: ReadLimits = NO_LIMITS, name: str | None = None) -> FileTable:
     """Every file of ``source`` as one Arrow table (rows: blocks); the files must have the same columns.
     ``limits`` bound the whole (:class:`Budget`). O(bytes).
 
     >>> import io
-    >>> found = read_table(io.BytesIO(b'{"input_ids": [1, 2], "seq_lengths": [2]}\\n'), name="b.jsonl")
+    >>> found = read_file(io.BytesIO(b'{"input_ids": [1, 2], "seq_lengths": [2]}\\n'), name="b.jsonl")
     >>> found.label, found.table.column_names, found.table.num_rows
     ('b.jsonl', ['input_ids', 'seq_lengths'], 1)
     """

@@ -31,7 +31,7 @@ try:
 except ImportError as error:  # pragma: no cover - exercised only without torch
     raise ImportError("packing.torch needs PyTorch: pip install torch") from error
 
-from packing.torch.collate import Step as Step
+from packing.torch.collate import StepIndices as StepIndices
 from packing.torch.collate import StepDataset as StepDataset
 from packing.torch.collate import StepLoader as StepLoader
 from packing.torch.collate import collate as collate
@@ -55,7 +55,7 @@ __all__ = [
     "PackingSampler",
     "Pieces",
     "Schedule",
-    "Step",
+    "StepIndices",
     "StepDataset",
     "StepLoader",
     "build_schedule",

@@ -170,7 +170,7 @@ def collate(
     ``loss_weights``: float32 ``(1, T)``, aligned with ``labels``, such that ``weighted_loss`` is that objective.
     A document is a row (a sample), or for packed blocks a source sample (``sequence_ids``). ``totals`` is the
     optimizer step's normaliser (a ``LossTotals`` or a number); default: the ``totals`` of ``rows`` when they come
-    from ``PackingSampler.loader`` (a ``Step``), else this batch's own. Packed blocks that carry a
+    from ``PackingSampler.loader`` (a ``StepIndices``), else this batch's own. Packed blocks that carry a
     ``loss_weights`` column keep it when no mode is asked.
 
     >>> collate([[5, 6], {"input_ids": [7, 8, 9], "loss_mask": [0, 1, 1]}])["labels"].tolist()
@@ -264,7 +264,7 @@ def weighted_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Ten
     return (per_token * weights[..., 1:].reshape(-1).to(per_token)).sum()
 
 
-class Step(list):  # type: ignore[type-arg]
+class StepIndices(list):  # type: ignore[type-arg]
     """A list (of a step's sample indices, or of its rows) that carries the optimizer step's ``totals``:
     what ``PackingSampler`` yields when given ``trained_tokens``, and what ``StepDataset`` hands ``collate``."""
 
@@ -273,7 +273,7 @@ class Step(list):  # type: ignore[type-arg]
         self.totals = totals
 
     def __reduce__(self) -> Any:  # DataLoader workers receive the indices pickled
-        return (Step, (list(self), self.totals))
+        return (StepIndices, (list(self), self.totals))
 
 
 class StepLoader(torch.utils.data.DataLoader[Any]):
@@ -285,7 +285,7 @@ class StepLoader(torch.utils.data.DataLoader[Any]):
 
 
 class StepDataset(Dataset[Any]):
-    """``dataset`` whose batches, fetched for a sampler's ``Step``, keep its ``totals`` for ``collate``
+    """``dataset`` whose batches, fetched for a sampler's ``StepIndices``, keep its ``totals`` for ``collate``
     (``DataLoader`` fetches a batch with ``__getitems__``). Items are ``dataset``'s, unchanged."""
 
     def __init__(self, dataset: Any) -> None:
@@ -297,10 +297,10 @@ class StepDataset(Dataset[Any]):
     def __getitem__(self, index: int) -> Any:
         return self.dataset[index]
 
-    def __getitems__(self, indices: Sequence[int]) -> Step:
+    def __getitems__(self, indices: Sequence[int]) -> StepIndices:
         fetch = getattr(self.dataset, "__getitems__", None)
         items = fetch(list(indices)) if fetch else [self.dataset[i] for i in indices]
-        return Step(items, getattr(indices, "totals", None))
+        return StepIndices(items, getattr(indices, "totals", None))
 
 
 def _trained_counts(trained: npt.ArrayLike | None, lengths: Int64Array) -> Int64Array | None:

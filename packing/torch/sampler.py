@@ -25,7 +25,7 @@ from packing.weighting import LossMode, LossTotals, check_mode
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
-from packing.torch.collate import Step, StepDataset, StepLoader, _numpy, _trained_counts, collate
+from packing.torch.collate import StepIndices, StepDataset, StepLoader, _numpy, _trained_counts, collate
 from packing.torch.schedule import CostFunction, Schedule, _world, build_schedule
 
 
@@ -159,7 +159,7 @@ class PackingSampler(Sampler[list[int | Piece]]):
         totals = self.loss_totals()
         for step in range(schedule.num_steps):
             items = schedule.items(step, self.rank)
-            yield items if totals is None else Step(items, totals[step])
+            yield items if totals is None else StepIndices(items, totals[step])
 
     def loss_totals(self) -> list[LossTotals] | None:
         """Each step's ``LossTotals`` over its optimizer step (``gradient_accumulation_steps`` steps × every

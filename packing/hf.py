@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from packing.batches.packed import LazyBatch, pack
 from packing.batches.schema import NAMES, arrow_schema
 from packing.core.forms import FIELDS
-from packing.core.validation import OverflowPolicy
+from packing.core.validation import OverflowPolicy, check_flag
 from packing.errors import SampleError, SettingError
 from packing.planning.plans import plan
 from packing.reading.arrow import read_table
@@ -47,11 +47,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 PACKED_COLUMNS = NAMES
 """The columns both functions return, in order: the schema's."""
 
-
-def _check_flag(value: Any, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise SettingError(name, "True or False", value)
-    return value
 
 
 def _rows(batch: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -144,7 +139,7 @@ def pack_dataset(
         packed["seq_lengths"]  # [[3, 1], [2]]
     """
     chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
-    _check_flag(shuffle, "shuffle")
+    check_flag(shuffle, "shuffle")
     if isinstance(dataset, Mapping):  # Python columns: the row reader
         samples = read_rows(_rows(dataset), **prepare(chosen).read_options)
     elif chosen.tokenizer is not None and (chosen.num_proc or 1) > 1 and hasattr(dataset, "map"):

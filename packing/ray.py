@@ -41,7 +41,7 @@ from packing.batches.packed import materialize
 from packing.core.arrays import offsets_of, ranges
 from packing.core.forms import FIELDS, RowKind
 from packing.core.samples import Samples
-from packing.core.validation import OverflowPolicy
+from packing.core.validation import OverflowPolicy, check_flag
 from packing.errors import SampleError, SettingError
 from packing.planning.plans import PackingPlan, plan
 from packing.reading.arrow import read_table
@@ -403,11 +403,6 @@ def _materialize_batch(
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_flag(value: Any, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise SettingError(name, "True or False", value)
-    return value
-
 
 def pack_dataset(
     ds: ray.data.Dataset,
@@ -441,8 +436,8 @@ def pack_dataset(
     """
     cluster = _require_ray()
     chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
-    _check_flag(shuffle, "shuffle")
-    _check_flag(ordered, "ordered")
+    check_flag(shuffle, "shuffle")
+    check_flag(ordered, "ordered")
     capacity, pad = chosen.max_seq_length, prepare(chosen).pad_id
     from ray.data.expressions import monotonically_increasing_id
 

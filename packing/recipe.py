@@ -36,6 +36,7 @@ from packing.core.validation import (
     OVERFLOW_POLICIES,
     OverflowPolicy,
     check_choice,
+    check_flag,
     check_max_seq_length,
     check_positive_int,
     check_time_limit,
@@ -194,9 +195,7 @@ class Recipe:
         set_(self, "seed", _check_seed(self.seed))
         if self.pad_token_id is not None:
             set_(self, "pad_token_id", check_token_id(self.pad_token_id, "pad_token_id"))
-        if not isinstance(self.int64, (bool, np.bool_)):
-            raise SettingError("int64", "True or False", self.int64)
-        set_(self, "int64", bool(self.int64))
+        set_(self, "int64", check_flag(self.int64, "int64"))
         self._check_strategy_options()
         self._check_text_options()
 
@@ -357,9 +356,7 @@ def _given(options: dict[str, Any]) -> dict[str, Any]:
     given = {k: v for k, v in options.items() if v is not None or _DEFAULTS.get(k) is None}
     if given.get("completion_only_loss") is not None:
         flag = given.pop("completion_only_loss")
-        if not isinstance(flag, (bool, np.bool_)):
-            raise SettingError("completion_only_loss", "True or False", flag)
-        loss = "completion" if flag else "all"
+        loss = "completion" if check_flag(flag, "completion_only_loss") else "all"
         if given.setdefault("loss", loss) != loss:
             raise SettingError("completion_only_loss", f"no value with loss={given['loss']!r} (it sets loss)", flag)
     given.pop("completion_only_loss", None)

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from packing.batches.packed import LazyBatch, block_arrays
 from packing.batches.schema import datasets_features
 from packing.core.samples import Samples, TokenArray, all_ones
-from packing.core.validation import OverflowPolicy, check_positive_int
+from packing.core.validation import OverflowPolicy, check_flag, check_positive_int
 from packing.errors import SampleError, SettingError
 from packing.planning.plans import plan
 from packing.reading.rows import read_rows
@@ -149,8 +149,7 @@ def stream(
     if STRATEGIES[strategy].splits_sequences:
         choices = ", ".join(name for name, s in STRATEGIES.items() if not s.splits_sequences)
         raise SettingError("strategy", f"a strategy that keeps samples whole ({choices})", strategy)
-    if not isinstance(shuffle, bool):
-        raise SettingError("shuffle", "True or False", shuffle)
+    shuffle = check_flag(shuffle, "shuffle")
     rng = np.random.default_rng(chosen.seed or 0)
     carried = Samples(np.zeros(0, np.int32), all_ones(0), np.zeros(1, np.int64))
     carried_ids = np.zeros(0, dtype=np.int64)

@@ -451,3 +451,26 @@ def test_sizes_past_the_int32_pieces_are_refused() -> None:
     truncated = plan([3 * 10**9], 2**20, "bfd")  # truncation keeps offsets at 0: no limit needed
     assert truncated.piece_length.tolist() == [2**20]
     assert truncated.stats.tokens_truncated == 3 * 10**9 - 2**20
+
+
+def test_every_flag_has_one_meaning_a_boolean_numpys_too() -> None:
+    """One check for flags (``packing.core.validation.check_flag``): ``numpy.bool_`` is a boolean at every door,
+    and 1 is not."""
+    import numpy as np
+
+    import packing
+    from packing.core.validation import check_flag
+
+    assert check_flag(np.True_, "x") is True and check_flag(False, "x") is False
+    rows = [[1, 2], [3]]
+    assert packing.read_rows(rows, completion_only_loss=np.False_).tokens.tolist() == [1, 2, 3]
+    assert packing.Recipe(4, int64=np.True_).int64 is True
+    assert packing.Recipe.of(None, 4, completion_only_loss=np.False_).loss == "all"
+    assert len(list(packing.stream(rows, 4, shuffle=np.False_))) == 1
+    for call in (
+        lambda: packing.read_rows(rows, completion_only_loss=1),
+        lambda: packing.Recipe(4, int64=1),
+        lambda: list(packing.stream(rows, 4, shuffle=1)),
+    ):
+        with pytest.raises(packing.SettingError, match="expected True or False"):
+            call()

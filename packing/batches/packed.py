@@ -15,7 +15,7 @@ import numpy.typing as npt
 from packing.batches.schema import CHUNK_VALUES, COLUMNS, GRID_COLUMNS, LOSS_WEIGHTS, NAMES, arrow_schema
 from packing.core.arrays import check_block_indexes, ranges
 from packing.core.samples import IGNORE_INDEX, MAX_ID, Samples, joined_dtype
-from packing.core.validation import OverflowPolicy, check_token_id
+from packing.core.validation import OverflowPolicy, check_flag, check_token_id
 from packing.errors import SettingError
 from packing.planning.plans import PackingPlan, check_pieces, plan
 from packing.reading.rows import join_token_arrays, read_rows, token_array_lengths
@@ -309,7 +309,7 @@ class LazyBatch:
     ) -> LazyBatch:
         """Check that ``layout`` was made for ``samples``' lengths and that the ids fit the schema's dtype
         (see ``materialize``), once. O(pieces + sequences)."""
-        wide = _check_int64(int64)
+        wide = check_flag(int64, "int64")
         pad = _check_pad(pad_token_id, wide)
         if not isinstance(samples, Samples):
             raise SettingError("samples", "a Samples (packing.read_rows)", type(samples).__name__)
@@ -423,10 +423,6 @@ def materialize(
     return lazy.fill(blocks)
 
 
-def _check_int64(value: Any) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise SettingError("int64", "True or False", value)
-    return bool(value)
 
 
 def _check_pad(pad_token_id: Any, int64: bool) -> int:

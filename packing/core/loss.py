@@ -38,6 +38,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from packing.core.validation import check_flag
 from packing.errors import SampleError, SettingError
 
 LossRule = Literal["completion", "last_turn", "all"]
@@ -79,11 +80,6 @@ def check_roles(value: Any, name: str = "roles_to_train") -> tuple[str, ...]:
     return tuple(dict.fromkeys(role.strip() for role in value))
 
 
-def check_flag(value: Any, name: str) -> bool:
-    """``value`` if it is True or False (``numpy.bool_`` too). O(1)."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    raise SettingError(name, "True or False", value)
 
 
 def check_train_on_eos(value: Any, name: str = "train_on_eos") -> EosRule:

@@ -152,3 +152,12 @@ def flag_values(values: npt.NDArray[Any], name: str, source: str, lengths: Int64
         raise DatasetError(source, f"row {row + 1}", f"column '{name}': expected 0 or 1, got {values[bad[0]]!r}")
     flags: Int64Array = (values != 0).astype(np.int64)
     return flags
+
+
+def check_flag(value: Any, name: str) -> bool:
+    """``value`` if it is True or False (``numpy.bool_`` too). O(1)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise SettingError(name, "True or False", value)
+
+

@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from packing.core.arrays import copy_runs
 from packing.core.loss import LossRules
-from packing.core.validation import INT64_MAX
+from packing.core.validation import INT64_MAX, check_flag
 from packing.errors import SampleError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -30,7 +30,7 @@ from packing.core.samples import (
     all_ones,
     token_dtype,
 )
-from packing.reading.rows import _check_flag, mixed_kinds_error, read_row, read_rows, token_array
+from packing.reading.rows import mixed_kinds_error, read_row, read_rows, token_array
 
 # ---------------------------------------------------------------- Arrow tables, column by column
 
@@ -117,7 +117,7 @@ def read_table(
     >>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()
     ([1, 2, 3, 4, 5], [1, 1, 0, 1, 1], [2, 3])
     """
-    completion_only = LossRules.of(loss_rules, _check_flag(completion_only_loss, "completion_only_loss")).masks_anything
+    completion_only = LossRules.of(loss_rules, check_flag(completion_only_loss, "completion_only_loss")).masks_anything
     rows = table.num_rows
     names = set(table.column_names)
     if tokenizer is not None or names & set(TEXT_FIELDS):  # text rows: tokenized (or refused) row by row

@@ -45,7 +45,7 @@ import numpy.typing as npt
 from packing.core.forms import is_text_row
 from packing.core.loss import LossRules
 from packing.core.samples import Int64Array
-from packing.core.validation import INT64_MAX, has_bools
+from packing.core.validation import INT64_MAX, check_flag, has_bools
 from packing.errors import NeedsTokenizer, SampleError, SettingError
 from packing.text.rows import encode_rows
 
@@ -285,11 +285,6 @@ def _integer_arrays(rows: list[Any]) -> bool:
     return all(dtype.kind == "i" for dtype in set(map(attrgetter("dtype"), rows)))
 
 
-def _check_flag(value: Any, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise SettingError(name, "True or False", value)
-    return value
-
 
 def _first_negative(tokens: TokenArray, pieces: Sequence[npt.NDArray[Any]]) -> None:
     """Raise the row reader's error for the first negative token, if any: one vectorized pass. O(tokens)."""
@@ -328,7 +323,7 @@ def read_rows(
     """
     if isinstance(rows, Samples):
         return rows
-    completion_only = LossRules.of(loss_rules, _check_flag(completion_only_loss, "completion_only_loss")).masks_anything
+    completion_only = LossRules.of(loss_rules, check_flag(completion_only_loss, "completion_only_loss")).masks_anything
     if tokenizer is not None:
         from packing.reading.rows import read_text_rows
         from packing.text.tokenizers import load_tokenizer

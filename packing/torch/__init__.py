@@ -31,8 +31,8 @@ try:
 except ImportError as error:  # pragma: no cover - exercised only without torch
     raise ImportError("packing.torch needs PyTorch: pip install torch") from error
 
-from packing.torch.collate import StepIndices as StepIndices
 from packing.torch.collate import StepDataset as StepDataset
+from packing.torch.collate import StepIndices as StepIndices
 from packing.torch.collate import StepLoader as StepLoader
 from packing.torch.collate import collate as collate
 from packing.torch.collate import collate_fixed as collate_fixed
@@ -55,8 +55,8 @@ __all__ = [
     "PackingSampler",
     "Pieces",
     "Schedule",
-    "StepIndices",
     "StepDataset",
+    "StepIndices",
     "StepLoader",
     "build_schedule",
     "collate",

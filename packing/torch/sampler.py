@@ -25,7 +25,7 @@ from packing.weighting import LossMode, LossTotals, check_mode
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
-from packing.torch.collate import StepIndices, StepDataset, StepLoader, _numpy, _trained_counts, collate
+from packing.torch.collate import StepDataset, StepIndices, StepLoader, _numpy, _trained_counts, collate
 from packing.torch.schedule import CostFunction, Schedule, _world, build_schedule
 
 

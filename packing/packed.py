@@ -263,17 +263,20 @@ class PackedBatch:
                 part.__dict__[name] = self.__dict__[name][rows]
         return part
 
-    def to_arrow(self, order: npt.ArrayLike | None = None, loss_weights: LossMode | None = None) -> pa.Table:
+    def to_arrow(
+        self, order: npt.ArrayLike | None = None, loss_weights: LossMode | None = None, *, padding: bool = True
+    ) -> pa.Table:
         """The blocks as a ``pyarrow.Table`` of the schema's columns, one row per block, in ``order``
         (default: plan order); with ``loss_weights`` (an objective), also that column, normalised over every
-        block of this batch. O(blocks × max_seq_length).
+        block of this batch; ``padding=False``: each row its block's real tokens only (``schema.to_arrow``).
+        O(blocks × max_seq_length).
 
         >>> pack([[1, 2], [3]], 4).to_arrow().column_names
         ['input_ids', 'labels', 'loss_mask', 'position_ids', 'sequence_ids', 'seq_lengths']
         >>> pack([[1, 2], [3]], 4).to_arrow(loss_weights="sequence").column("loss_weights").to_pylist()
         [[0.0, 1.0, 0.0, 0.0]]
         """
-        return to_arrow(self, order, loss_weights)
+        return to_arrow(self, order, loss_weights, padding=padding)
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,14 @@
 
 Both functions produce the schema's columns (``packing.batches.schema.COLUMNS``: ``input_ids``,
 ``labels``, ``loss_mask``, ``position_ids``, ``sequence_ids``, ``seq_lengths``), one row per
-block of exactly ``max_seq_length`` tokens, and read rows with the one reader
+block of at most ``max_seq_length`` tokens, and read rows with the one reader
 (``packing.reading.rows``): every form, nulls as absent, rows of mixed forms in one batch.
+
+A row holds its block's real tokens only, ``sum(seq_lengths)`` values, as TRL's ``pack_dataset``
+writes its rows: TRL's padding-free collator (``DataCollatorForLanguageModeling(padding_free=True)``,
+what ``SFTTrainer`` uses for packed data) builds ``position_ids`` from ``seq_lengths`` and needs them
+to cover the row, so these datasets train in ``SFTTrainer`` unchanged. For blocks of exactly
+``max_seq_length`` (static shapes), batch them with ``packing.torch.collate_fixed``.
 
 :func:`pack_batch` packs one batch at a time, so ``Dataset.map(pack_batch, batched=True, ...)``
 only ever combines rows of the same batch (shard-local packing, streaming-friendly).
@@ -15,9 +21,9 @@ them when called.
 
 >>> out = pack_batch({"input_ids": [[1, 2], [3, 4, 5], [6]]}, 4)
 >>> out["input_ids"]
-[[3, 4, 5, 6], [1, 2, 0, 0]]
+[[3, 4, 5, 6], [1, 2]]
 >>> out["seq_lengths"], out["sequence_ids"][1]
-([[3, 1], [2]], [0, 0, -1, -1])
+([[3, 1], [2]], [0, 0])
 """
 
 from __future__ import annotations
@@ -46,7 +52,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 PACKED_COLUMNS = NAMES
 """The columns both functions return, in order: the schema's."""
-
 
 
 def _rows(batch: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -82,14 +87,14 @@ def pack_batch(
 
     >>> out = pack_batch({"prompt": [[1, 2]], "completion": [[3, 4]]}, 6)
     >>> out["loss_mask"], out["labels"], out["position_ids"]
-    ([[0, 0, 1, 1, 0, 0]], [[-100, -100, 3, 4, -100, -100]], [[0, 1, 2, 3, 0, 0]])
+    ([[0, 0, 1, 1]], [[-100, -100, 3, 4]], [[0, 1, 2, 3]])
     >>> pack_batch({"input_ids": []}, 4)["input_ids"]
     []
     """
     if not isinstance(batch, Mapping):
         raise SettingError("batch", "a dict of columns", type(batch).__name__)
     chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
-    columns: dict[str, list[list[int]]] = pack(_rows(batch), recipe=chosen).to_arrow().to_pydict()
+    columns: dict[str, list[list[int]]] = pack(_rows(batch), recipe=chosen).to_arrow(padding=False).to_pydict()
     return columns
 
 
@@ -135,7 +140,7 @@ def pack_dataset(
     Example (``datasets`` needed, so not a doctest)::
 
         packed = pack_dataset(Dataset.from_dict({"input_ids": [[1, 2], [3, 4, 5], [6]]}), 4, shuffle=False)
-        packed["input_ids"]  # [[3, 4, 5, 6], [1, 2, 0, 0]]
+        packed["input_ids"]  # [[3, 4, 5, 6], [1, 2]]: real tokens only, as TRL's rows
         packed["seq_lengths"]  # [[3, 1], [2]]
     """
     chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
@@ -154,7 +159,7 @@ def pack_dataset(
 
     lazy = LazyBatch.of(layout, samples, prepare(chosen).pad_id, int64=chosen.int64)
     schema = arrow_schema(lazy.int64)
-    table = pa.concat_tables([chunk.to_arrow() for chunk in lazy.chunks()] or [schema.empty_table()])
+    table = pa.concat_tables([chunk.to_arrow(padding=False) for chunk in lazy.chunks()] or [schema.empty_table()])
 
     tokenizer = chosen.tokenizer
     name = tokenizer if isinstance(tokenizer, str) else getattr(prepare(chosen).tokenizer, "name_or_path", None)

@@ -403,7 +403,6 @@ def _materialize_batch(
 # ---------------------------------------------------------------------------------------------
 
 
-
 def pack_dataset(
     ds: ray.data.Dataset,
     max_seq_length: int | None = None,

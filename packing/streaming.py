@@ -207,8 +207,11 @@ def stream(
 
 
 def _dataset_blocks(dataset: Any, max_seq_length: int | None, options: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The blocks of ``stream`` as rows of real tokens only (``sum(seq_lengths)`` values), as ``packing.hf``
+    writes them: what TRL's padding-free collator reads."""
     for block in stream(dataset, max_seq_length, **options):
-        yield {name: values.tolist() for name, values in block.items()}
+        used = int(block["seq_lengths"].sum())
+        yield {name: (values if name == "seq_lengths" else values[:used]).tolist() for name, values in block.items()}
 
 
 def stream_dataset(
@@ -224,12 +227,13 @@ def stream_dataset(
 ) -> Any:
     """A Hugging Face ``datasets.IterableDataset`` of packed blocks from an iterable dataset (or any iterable of
     rows ``stream`` reads; other columns are ignored). The options are ``stream``'s, checked now; the columns
-    the packed schema's. Lazy: nothing is read until iterated.
+    the packed schema's, each row holding its block's real tokens only (``sum(seq_lengths)`` values), as
+    ``packing.hf`` and TRL's ``pack_dataset`` write them. Lazy: nothing is read until iterated.
 
     >>> import datasets
     >>> rows = datasets.Dataset.from_dict({"input_ids": [[1, 2], [3, 4, 5], [6]]}).to_iterable_dataset()
     >>> [b["input_ids"] for b in stream_dataset(rows, 4, shuffle=False)]
-    [[3, 4, 5, 6], [1, 2, 0, 0]]
+    [[3, 4, 5, 6], [1, 2]]
     """
     try:
         import datasets

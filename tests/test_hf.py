@@ -21,6 +21,11 @@ def rows(dataset: object) -> list[dict[str, list[int]]]:
     return [dict(row) for row in dataset]  # type: ignore[attr-defined]
 
 
+def real(grid: np.ndarray, seq_lengths: list[list[int]]) -> list[list[int]]:
+    """The rows of a padded ``(blocks, max_seq_length)`` grid cut to their real tokens: what the adapters write."""
+    return [row[: sum(lengths)] for row, lengths in zip(grid.tolist(), seq_lengths, strict=True)]
+
+
 def test_importing_the_module_imports_neither_datasets_nor_pyarrow() -> None:
     code = "import sys, packing.hf; print('datasets' in sys.modules, 'pyarrow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -32,12 +37,13 @@ def test_pack_dataset_tiny_input_by_hand() -> None:
     packed = pack_dataset(ds, 4, shuffle=False)
     assert packed.column_names == list(PACKED_COLUMNS)
     # bfd: [3, 4, 5] opens block 0, [1, 2] does not fit there and opens block 1, [6] fills block 0.
+    # Rows hold the real tokens only, as TRL's pack_dataset writes them (its collator reads seq_lengths).
     assert packed[:] == {
-        "input_ids": [[3, 4, 5, 6], [1, 2, 0, 0]],
-        "labels": [[-100, 4, 5, -100], [-100, 2, -100, -100]],
-        "loss_mask": [[1, 1, 1, 1], [1, 1, 0, 0]],
-        "position_ids": [[0, 1, 2, 0], [0, 1, 0, 0]],
-        "sequence_ids": [[1, 1, 1, 2], [0, 0, -1, -1]],
+        "input_ids": [[3, 4, 5, 6], [1, 2]],
+        "labels": [[-100, 4, 5, -100], [-100, 2]],
+        "loss_mask": [[1, 1, 1, 1], [1, 1]],
+        "position_ids": [[0, 1, 2, 0], [0, 1]],
+        "sequence_ids": [[1, 1, 1, 2], [0, 0]],
         "seq_lengths": [[3, 1], [2]],
     }
     for column in COLUMNS:  # the one schema's dtypes
@@ -48,11 +54,11 @@ def test_pack_dataset_pad_token_strategy_and_overflow() -> None:
     ds = Dataset.from_dict({"input_ids": [[1, 2, 3, 4, 5, 6], [7], [8, 9]]})
     packed = pack_dataset(ds, 4, strategy="next_fit", overflow="split", pad_token_id=99, shuffle=False)
     # overflow="split" cuts the first row into [1..4] and [5, 6]; next_fit keeps input order.
-    assert packed["input_ids"] == [[1, 2, 3, 4], [5, 6, 7, 99], [8, 9, 99, 99]]
+    assert packed["input_ids"] == [[1, 2, 3, 4], [5, 6, 7], [8, 9]]  # no padding kept: 99 never written
     assert packed["seq_lengths"] == [[4], [2, 1], [2]]
-    assert packed["position_ids"] == [[0, 1, 2, 3], [0, 1, 0, 0], [0, 1, 0, 0]]
+    assert packed["position_ids"] == [[0, 1, 2, 3], [0, 1, 0], [0, 1]]
     truncated = pack_dataset(ds, 4, strategy="next_fit", shuffle=False)
-    assert truncated["input_ids"] == [[1, 2, 3, 4], [7, 8, 9, 0]]
+    assert truncated["input_ids"] == [[1, 2, 3, 4], [7, 8, 9]]
 
 
 def test_pack_dataset_shuffles_blocks_reproducibly() -> None:
@@ -76,18 +82,17 @@ def test_pack_dataset_matches_pack_on_the_same_rows(strategy: str) -> None:
     ds = Dataset.from_dict({"input_ids": ids, "loss_mask": masks})
     expected = pack([{"input_ids": i, "loss_mask": m} for i, m in zip(ids, masks, strict=True)], 64, strategy)
     got = pack_dataset(ds, 64, strategy=strategy, shuffle=False)
-    assert got["input_ids"] == expected.input_ids.tolist()
-    assert got["labels"] == expected.labels.tolist()
-    assert got["loss_mask"] == expected.loss_mask.tolist()
-    assert got["position_ids"] == expected.position_ids.tolist()
-    assert got["seq_lengths"] == [expected.seq_lengths(b).tolist() for b in range(expected.num_blocks)]
+    lengths = [expected.seq_lengths(b).tolist() for b in range(expected.num_blocks)]
+    assert got["seq_lengths"] == lengths
+    for name in ("input_ids", "labels", "loss_mask", "position_ids", "sequence_ids"):
+        assert got[name] == real(getattr(expected, name), lengths), name
 
 
 def test_pack_dataset_reads_the_selected_rows_not_the_underlying_table() -> None:
     ds = Dataset.from_dict({"input_ids": [[1], [2, 2], [3, 3, 3], [4, 4, 4, 4]]})
     view = ds.select([3, 1])  # an indices mapping over the full table
     packed = pack_dataset(view, 8, shuffle=False)
-    assert packed["input_ids"] == [[4, 4, 4, 4, 2, 2, 0, 0]]
+    assert packed["input_ids"] == [[4, 4, 4, 4, 2, 2]]
     assert pack_dataset(ds.shuffle(seed=0).select(range(2)), 8, shuffle=False).num_rows == 1
 
 
@@ -99,7 +104,7 @@ def test_pack_dataset_reads_wide_and_chunked_arrow_columns() -> None:
         [pa.record_batch([part], names=["input_ids"]), pa.record_batch([part.slice(1)], names=["input_ids"])]
     )
     packed = pack_dataset(Dataset(table), 3, strategy="next_fit", shuffle=False)
-    assert packed["input_ids"] == [[1, 2, 3], [3, 0, 0]]
+    assert packed["input_ids"] == [[1, 2, 3], [3]]
 
 
 def test_pack_dataset_loss_mask_and_null_masks() -> None:
@@ -113,11 +118,11 @@ def test_prompt_completion_masking_global_and_shard_local() -> None:
     ds = Dataset.from_dict({"prompt": [[1, 2], [5]], "completion": [[3, 4], [6, 7]]})
     packed = pack_dataset(ds, 8, strategy="next_fit", shuffle=False)
     assert packed[:] == {
-        "input_ids": [[1, 2, 3, 4, 5, 6, 7, 0]],
-        "labels": [[-100, -100, 3, 4, -100, 6, 7, -100]],
-        "loss_mask": [[0, 0, 1, 1, 0, 1, 1, 0]],
-        "position_ids": [[0, 1, 2, 3, 0, 1, 2, 0]],
-        "sequence_ids": [[0, 0, 0, 0, 1, 1, 1, -1]],
+        "input_ids": [[1, 2, 3, 4, 5, 6, 7]],
+        "labels": [[-100, -100, 3, 4, -100, 6, 7]],
+        "loss_mask": [[0, 0, 1, 1, 0, 1, 1]],
+        "position_ids": [[0, 1, 2, 3, 0, 1, 2]],
+        "sequence_ids": [[0, 0, 0, 0, 1, 1, 1]],
         "seq_lengths": [[4, 3]],
     }
     mapped = ds.map(
@@ -128,8 +133,8 @@ def test_prompt_completion_masking_global_and_shard_local() -> None:
     )
     assert mapped[:] == packed[:]
     everything = pack_dataset(ds, 8, strategy="next_fit", completion_only_loss=False, shuffle=False)
-    assert everything["loss_mask"] == [[1, 1, 1, 1, 1, 1, 1, 0]]
-    assert everything["labels"] == [[-100, 2, 3, 4, -100, 6, 7, -100]]
+    assert everything["loss_mask"] == [[1, 1, 1, 1, 1, 1, 1]]
+    assert everything["labels"] == [[-100, 2, 3, 4, -100, 6, 7]]
 
 
 def test_map_batched_packs_within_each_batch_and_keeps_every_token_once() -> None:
@@ -148,10 +153,10 @@ def test_map_batched_packs_within_each_batch_and_keeps_every_token_once() -> Non
     assert mapped.column_names == list(PACKED_COLUMNS)
     packed_tokens = []
     for block in mapped:
-        real = [t for t in block["input_ids"] if t != 0]
-        assert sum(block["seq_lengths"]) == len(real)
-        assert {(t - 1) // 100 // 2 for t in real} <= {(real[0] - 1) // 100 // 2}  # one batch of 2 rows
-        packed_tokens.extend(real)
+        tokens = block["input_ids"]
+        assert sum(block["seq_lengths"]) == len(tokens) and 0 not in tokens  # real tokens only
+        assert {(t - 1) // 100 // 2 for t in tokens} <= {(tokens[0] - 1) // 100 // 2}  # one batch of 2 rows
+        packed_tokens.extend(tokens)
     assert Counter(packed_tokens) == Counter(t for row in ids for t in row)
     assert len(packed_tokens) == int(lengths.sum())
     assert any(len(block) > 1 for block in mapped["seq_lengths"])
@@ -161,9 +166,9 @@ def test_map_batched_packs_within_each_batch_and_keeps_every_token_once() -> Non
 
 def test_pack_batch_reads_loss_mask_column_and_ignores_other_columns() -> None:
     out = pack_batch({"input_ids": [[1, 2], [3]], "loss_mask": [[1, 0], None], "text": ["x", "y"]}, 4)
-    assert out["input_ids"] == [[1, 2, 3, 0]]
-    assert out["loss_mask"] == [[1, 0, 1, 0]]
-    assert out["labels"] == [[IGNORE_INDEX] * 4]  # first tokens, a masked token and padding
+    assert out["input_ids"] == [[1, 2, 3]]
+    assert out["loss_mask"] == [[1, 0, 1]]
+    assert out["labels"] == [[IGNORE_INDEX] * 3]  # first tokens and a masked token
 
 
 @pytest.mark.parametrize(

@@ -106,8 +106,9 @@ def test_shuffled_blocks_match_the_hugging_face_adapter(cluster: None) -> None:
     pytest.importorskip("datasets")
     expected = hf.pack_dataset(table, 32, strategy="bfd", shuffle=True, seed=4)
     got = pack_dataset(ray.data.from_arrow(table), 32, strategy="bfd", shuffle=True, seed=4).take_all()
-    assert [list(row["input_ids"]) for row in got] == expected["input_ids"]
     assert [list(row["seq_lengths"]) for row in got] == expected["seq_lengths"]
+    # Ray's blocks keep their padding; the datasets adapter writes the real tokens only
+    assert [list(row["input_ids"])[: sum(row["seq_lengths"])] for row in got] == expected["input_ids"]
 
 
 def test_unordered_output_holds_the_same_blocks(cluster: None) -> None:

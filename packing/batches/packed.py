@@ -265,17 +265,20 @@ class PackedBatch:
                 part.__dict__[name] = self.__dict__[name][rows]
         return part
 
-    def to_arrow(self, order: npt.ArrayLike | None = None, loss_weights: LossMode | None = None) -> pa.Table:
+    def to_arrow(
+        self, order: npt.ArrayLike | None = None, loss_weights: LossMode | None = None, *, padding: bool = True
+    ) -> pa.Table:
         """The blocks as a ``pyarrow.Table`` of the schema's columns, one row per block, in ``order``
         (default: plan order); with ``loss_weights`` (an objective), also that column, normalised over every
-        block of this batch. O(blocks × max_seq_length).
+        block of this batch; ``padding=False``: each row its block's real tokens only (``schema.to_arrow``).
+        O(blocks × max_seq_length).
 
         >>> pack([[1, 2], [3]], 4).to_arrow().column_names
         ['input_ids', 'labels', 'loss_mask', 'position_ids', 'sequence_ids', 'seq_lengths']
         >>> pack([[1, 2], [3]], 4).to_arrow(loss_weights="sequence").column("loss_weights").to_pylist()
         [[0.0, 1.0, 0.0, 0.0]]
         """
-        return to_arrow(self, order, loss_weights)
+        return to_arrow(self, order, loss_weights, padding=padding)
 
 
 @dataclass(frozen=True)
@@ -423,8 +426,6 @@ def materialize(
     return lazy.fill(blocks)
 
 
-
-
 def _check_pad(pad_token_id: Any, int64: bool) -> int:
     """``pad_token_id`` checked as a token id that fits the ids' dtype. O(1)."""
     pad = check_token_id(pad_token_id, "pad_token_id")
@@ -553,18 +554,28 @@ def _list_array(offsets: Int64Array, values: npt.NDArray[Any]) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(values))
 
 
-def to_arrow(batch: PackedBatch, order: npt.ArrayLike | None = None, loss_weights: LossMode | None = None) -> pa.Table:
+def to_arrow(
+    batch: PackedBatch,
+    order: npt.ArrayLike | None = None,
+    loss_weights: LossMode | None = None,
+    *,
+    padding: bool = True,
+) -> pa.Table:
     """The blocks as a ``pyarrow.Table`` of :data:`COLUMNS`, one row per block. O(blocks × max_seq_length).
 
     ``order`` lists the blocks to write, in order (default: every block in plan order);
     reorder the plan instead (``plan.shuffle``) to avoid the copy. Values are handed to
     Arrow without copying when already in block order. With ``loss_weights`` (an objective of
     ``packing.weighting``), also the column :data:`LOSS_WEIGHTS`, normalised over every block of ``batch``.
+    With ``padding=False`` every row holds only its block's real tokens, ``sum(seq_lengths)`` values (the rows
+    TRL's ``pack_dataset`` writes and its padding-free collator reads: it builds positions from ``seq_lengths``).
 
     >>> from packing import pack
     >>> table = to_arrow(pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split"))
     >>> table.column("input_ids").to_pylist(), table.column("seq_lengths").to_pylist()
     ([[1, 2, 3, 4], [5, 6, 0, 0]], [[2, 2], [1, 1]])
+    >>> to_arrow(pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split"), padding=False).column("input_ids").to_pylist()
+    [[1, 2, 3, 4], [5, 6]]
     """
     import pyarrow as pa
 
@@ -587,16 +598,23 @@ def to_arrow(batch: PackedBatch, order: npt.ArrayLike | None = None, loss_weight
     names = (*NAMES, LOSS_WEIGHTS.name) if loss_weights is not None else NAMES
     arrays: dict[str, list[pa.Array]] = {name: [] for name in names}
     for lo, hi in _chunks(len(rows), width):
-        fixed = np.arange(hi - lo + 1, dtype=np.int64) * width
-        for name, grid in grids.items():
-            values = grid[lo:hi].reshape(-1).astype(dtypes[name], copy=False)
-            arrays[name].append(_list_array(fixed, values))
         piece_offsets = np.zeros(hi - lo + 1, dtype=np.int64)
         np.cumsum(counts[lo:hi], out=piece_offsets[1:])
         if in_order:
             pieces = layout.piece_length[layout.block_starts[lo] : layout.block_starts[hi]]
         else:
             pieces = layout.piece_length[ranges(firsts[lo:hi], counts[lo:hi])]
+        if padding:
+            fixed = np.arange(hi - lo + 1, dtype=np.int64) * width
+            real = None
+        else:  # the real tokens of each block come first: keep them, drop the padding after them
+            ends = np.concatenate(([0], np.cumsum(pieces, dtype=np.int64)))
+            used = ends[piece_offsets[1:]] - ends[piece_offsets[:-1]]
+            fixed = np.concatenate(([0], np.cumsum(used))).astype(np.int64)
+            real = (np.arange(width)[None, :] < used[:, None]).reshape(-1)
+        for name, grid in grids.items():
+            values = grid[lo:hi].reshape(-1).astype(dtypes[name], copy=False)
+            arrays[name].append(_list_array(fixed, values if real is None else values[real]))
         arrays["seq_lengths"].append(_list_array(piece_offsets, pieces.astype(np.int32, copy=False)))
     schema = arrow_schema(batch.int64, loss_weights is not None)
     return pa.table(
@@ -616,15 +634,18 @@ def record(batch: PackedBatch, block: int) -> dict[str, list[int]]:
     return values
 
 
-def block_arrays(batch: PackedBatch, block: int) -> dict[str, npt.NDArray[Any]]:
-    """Block ``block`` as numpy arrays of :data:`COLUMNS` with their dtypes (copies). O(max_seq_length).
+def block_arrays(batch: PackedBatch, block: int, padding: bool = True) -> dict[str, npt.NDArray[Any]]:
+    """Block ``block`` as numpy arrays of :data:`COLUMNS` with their dtypes (copies); ``padding=False``: its real
+    tokens only, as :func:`to_arrow` writes them. O(max_seq_length).
 
     >>> from packing import pack
     >>> {name: values.dtype.name for name, values in block_arrays(pack([[1, 2], [3]], 4), 0).items()}
     {'input_ids': 'int32', 'labels': 'int32', 'loss_mask': 'int8', 'position_ids': 'int32', 'sequence_ids': 'int32', 'seq_lengths': 'int32'}
     """
     arrays: dict[str, npt.NDArray[Any]] = {}
+    used = batch.max_seq_length if padding else int(batch.seq_lengths(block).sum())
     for column in COLUMNS:
-        values = batch.seq_lengths(block) if column.name == "seq_lengths" else getattr(batch, column.name)[block]
+        named = column.name == "seq_lengths"
+        values = batch.seq_lengths(block) if named else getattr(batch, column.name)[block][:used]
         arrays[column.name] = np.array(values, dtype=column.dtype_for(batch.int64))
     return arrays

@@ -4,7 +4,9 @@ Everything that writes packed blocks makes them from :data:`COLUMNS` through
 :func:`to_arrow`: ``PackedBatch.to_arrow``, the Parquet and JSON lines writers, the
 Hugging Face ``datasets`` adapter, the command line and the explorer's downloads.
 One row per block; every column but ``seq_lengths`` holds exactly ``max_seq_length``
-values per row. Compact by default: ids, labels and positions are int32 (a token id above
+values per row, padding last, except in the ``datasets`` adapters (``packing.hf``,
+``stream_dataset``), whose rows hold only the real tokens, ``sum(seq_lengths)`` values, as TRL's
+``pack_dataset`` writes them (``to_arrow(..., padding=False)``). Compact by default: ids, labels and positions are int32 (a token id above
 2**31 - 1 is refused, naming the sample and position), the loss mask one byte; with
 ``int64=True`` (``packing.Recipe``) ``input_ids``, ``labels`` and ``position_ids`` are int64.
 

@@ -80,8 +80,6 @@ def check_roles(value: Any, name: str = "roles_to_train") -> tuple[str, ...]:
     return tuple(dict.fromkeys(role.strip() for role in value))
 
 
-
-
 def check_train_on_eos(value: Any, name: str = "train_on_eos") -> EosRule:
     """``value`` as one of :data:`EOS_RULES` (Axolotl's ``train_on_eos`` names); ``True`` is ``turn`` and
     ``False`` is ``none`` (the flag this option was). O(1).

@@ -159,5 +159,3 @@ def check_flag(value: Any, name: str) -> bool:
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     raise SettingError(name, "True or False", value)
-
-

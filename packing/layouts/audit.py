@@ -244,8 +244,6 @@ _BLOCK_KINDS = frozenset({"no_document_boundaries", "all_ones_attention_mask", "
 # ---------------------------------------------------------------- reading
 
 
-
-
 def _to_table(source: Any, name: str | None, limits: ReadLimits) -> files.FileTable:
     """Any accepted source as one table (with the files it came from, if any), within ``limits``
     (:func:`_check_table`)."""

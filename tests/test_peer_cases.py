@@ -183,3 +183,74 @@ def test_sft_trainer_trains_on_pack_dataset_output_unchanged(tmp_path: Path) -> 
     trainer.train()
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     assert len(losses) == 3 and all(np.isfinite(losses))
+
+
+# ---------------------------------------------------------------- the auditor: each peer's batch, made by the peer
+
+
+def test_wrapped_blocks_with_positions_that_never_restart_are_not_certified_clean() -> None:
+    """TRL's ``wrapped`` cuts documents and runs them together; positions ``0..T-1`` in every block carry no
+    boundary, so the blocks get the same finding as without the column (they audited clean before)."""
+    from trl.data_utils import pack_dataset as trl_pack
+
+    source = Dataset.from_dict({"input_ids": _random_token_rows(6, 40, 30)})
+    wrapped = trl_pack(source, 64, strategy="wrapped", map_kwargs={"load_from_cache_file": False})
+    plain = packing.audit(wrapped)
+    positioned = wrapped.map(lambda row: {"position_ids": list(range(len(row["input_ids"])))})
+    report = packing.audit(positioned)
+    assert plain.counts() == {"no_document_boundaries": wrapped.num_rows}
+    assert report.counts() == {"no_document_boundaries": wrapped.num_rows}
+    assert report.num_documents is None
+
+
+def test_trls_padded_collator_with_positions_is_named_trl() -> None:
+    from trl.data_utils import pack_dataset as trl_pack
+
+    source = Dataset.from_dict({"input_ids": _random_token_rows(7, 20, 30)})
+    wrapped = trl_pack(source, 32, strategy="wrapped", map_kwargs={"load_from_cache_file": False})
+    rows = [wrapped[i] for i in range(wrapped.num_rows)][-3:]  # the last row is shorter: padding
+    batch = DataCollatorForLanguageModeling(pad_token_id=0, return_position_ids=True)(rows)
+    assert {"attention_mask", "position_ids"} <= set(batch)
+    report = packing.audit(dict(batch))
+    assert report.format == "trl"  # was read as segment ids, and certified clean
+    assert report.counts() == {"no_document_boundaries": 3}
+    assert report.padding_tokens == int((batch["attention_mask"] == 0).sum())
+
+
+def test_flattening_without_position_ids_is_named_flattening() -> None:
+    from transformers import DataCollatorWithFlattening
+
+    features = [{"input_ids": row} for row in _random_token_rows(8, 4, 10)]
+    batch = DataCollatorWithFlattening(return_position_ids=False)(features)
+    assert set(batch) == {"input_ids", "labels"}
+    report = packing.audit(dict(batch))
+    assert report.format == "flattening"  # was named trl
+    assert report.counts() == {"no_document_boundaries": 1}  # the model sees one sequence
+    with_positions = packing.audit(dict(DataCollatorWithFlattening()(features)))
+    assert (with_positions.format, with_positions.num_documents, with_positions.findings) == ("flattening", 4, ())
+
+
+def torchtune_padded_collate_packed(packs: list[dict[str, list[int]]]) -> dict[str, Any]:
+    """torchtune's ``padded_collate_packed`` (``torchtune/data/_collate.py``, 0.6.1) as its source reads on a CPU:
+    ``tokens``, ``labels`` and ``input_pos`` stacked, and ``mask`` = ``create_block_causal_mask(seq_lens)`` (a
+    lower-triangular block per ``seq_lens`` entry, ``torch.block_diag``). torchtune is not importable here (it
+    needs ``torchao``), so the batch is built from that source."""
+    out = {name: torch.stack([torch.tensor(p[name]) for p in packs]) for name in ("tokens", "labels", "input_pos")}
+    blocks = [[torch.tril(torch.ones(n, n, dtype=torch.bool)) for n in p["seq_lens"]] for p in packs]
+    out["mask"] = torch.stack([torch.block_diag(*parts) for parts in blocks])
+    return out
+
+
+def test_torchtunes_collated_batch_is_read() -> None:
+    batch = packing.pack(_random_token_rows(9, 20, 12), 16, strategy="ffd")
+    packs = packing.export(batch, "torchtune").to_pylist()  # PackedDataset's packs, padding as a last entry
+    collated = torchtune_padded_collate_packed(packs)
+    report = packing.audit(collated)  # could not be read at all: no seq_lens in the batch
+    assert report.format == "torchtune"
+    assert report.num_documents == sum(len(batch.seq_lengths(b)) for b in range(batch.num_blocks))
+    assert report.findings == ()
+    assert report.padding_tokens == int(
+        batch.num_blocks * 16 - sum(int(batch.seq_lengths(b).sum()) for b in range(batch.num_blocks))
+    )
+    leaky = dict(collated, mask=torch.tril(torch.ones(16, 16, dtype=torch.bool)).expand(len(packs), 16, 16))
+    assert packing.audit(leaky).counts().get("inconsistent_boundaries", 0) > 0  # positions restart inside a "document"

@@ -296,17 +296,29 @@ def _any_table(source: Any, name: str | None, limits: ReadLimits) -> files.FileT
 
 
 def _mapping_table(columns: Mapping[str, Any]) -> pa.Table:
-    """A dict of columns (lists of rows, or a collator's arrays/tensors of shape (rows, T) or (T,))."""
+    """A dict of columns (lists of rows, or a collator's arrays/tensors of shape (rows, T) or (T,)).
+
+    A table made from arrays is marked as a collator's batch (:data:`~packing.layouts.common.COLLATED`), which
+    layouts read apart from datasets of the same columns. torchtune's ``padded_collate_packed`` gives no
+    ``seq_lens`` but a ``(rows, T, T)`` block-causal ``mask``: its documents become ``seq_lens``
+    (:func:`packing.layouts.torchtune.seq_lens_of_mask`)."""
     import pyarrow as pa
 
+    from packing.layouts.common import COLLATED
+    from packing.layouts.torchtune import seq_lens_of_mask
+
     data: dict[str, Any] = {}
+    collated = False
     for name, value in columns.items():
         array = value.numpy() if hasattr(value, "numpy") and not isinstance(value, np.ndarray) else value
         if isinstance(array, np.ndarray):
+            collated = True
             if array.ndim in (1, 2) and array.dtype.kind in "iub":
                 grid = array.reshape(1, -1) if array.ndim == 1 else array
                 offsets = np.arange(grid.shape[0] + 1, dtype=np.int64) * grid.shape[1]
                 data[str(name)] = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(grid.reshape(-1)))
+            elif str(name) == "mask" and array.ndim == 3 and "seq_lens" not in columns:
+                data["seq_lens"] = seq_lens_of_mask(array)
             continue  # scalars such as max_length_q carry nothing per token
         if isinstance(array, list):
             data[str(name)] = array
@@ -314,7 +326,8 @@ def _mapping_table(columns: Mapping[str, Any]) -> pa.Table:
     if len(rows) > 1:  # a (T,) column next to (1, T) ones: cu_seq_lens of a one-row batch
         most = max(rows)
         data = {name: value for name, value in data.items() if len(value) == most}
-    return pa.table(data)
+    table = pa.table(data)
+    return table.replace_schema_metadata({COLLATED: b"1"}) if collated else table
 
 
 def _parse(

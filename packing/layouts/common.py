@@ -33,7 +33,50 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 Int64Array = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-__all__ = ["IGNORE_INDEX", "PackedLayout", "Parsed", "Rows"]
+__all__ = ["COLLATED", "IGNORE_INDEX", "PackedLayout", "Parsed", "Rows"]
+COLLATED = b"packing.collated"
+"""The schema metadata key of a table made from a collator's batch (arrays or tensors, not dataset rows)."""
+
+
+def is_collated(table: pa.Table) -> bool:
+    """Whether ``table`` was made from a collator's batch (see :data:`COLLATED`)."""
+    metadata = table.schema.metadata or {}
+    return COLLATED in metadata
+
+
+def restarts_nowhere(row_offsets: Int64Array, positions: Int64Array, real: BoolArray | None = None) -> BoolArray:
+    """Per block: whether its position ids never restart after its first token (among ``real`` tokens, all by
+    default), so they mark no boundary: a block of documents run together with positions ``0..T-1`` looks so,
+    and cannot be told from one long document. Empty blocks count as restarting. O(tokens).
+
+    >>> restarts_nowhere(np.array([0, 3, 6, 6]), np.array([0, 1, 2, 0, 1, 0])).tolist()
+    [True, False, False]
+
+    Single blocks cannot be told from one long document; :func:`positions_mark_nothing` judges the whole table.
+    """
+    total = len(positions)
+    chosen = np.ones(total, dtype=bool) if real is None else real
+    rows = np.repeat(np.arange(len(row_offsets) - 1, dtype=np.int64), np.diff(row_offsets))
+    inner = np.ones(total, dtype=bool)
+    inner[row_offsets[:-1][row_offsets[:-1] < total]] = False
+    restarts = np.bincount(rows[(positions == 0) & inner & chosen], minlength=len(row_offsets) - 1)
+    none: BoolArray = (restarts == 0) & (np.diff(row_offsets) > 0)
+    return none
+
+
+def positions_mark_nothing(row_offsets: Int64Array, positions: Int64Array, real: BoolArray | None = None) -> bool:
+    """Whether position ids restart in no block at all (:func:`restarts_nowhere` for every non-empty block): then
+    they carry no boundary anywhere, and a block of them may hold documents run together (TRL's ``wrapped`` with
+    positions ``0..T-1``). Where some block restarts them, the writer restarts at documents, and a block that
+    does not holds one document. O(tokens).
+
+    >>> positions_mark_nothing(np.array([0, 3, 6]), np.array([0, 1, 2, 0, 1, 2]))
+    True
+    >>> positions_mark_nothing(np.array([0, 3, 6]), np.array([0, 1, 2, 0, 1, 0]))
+    False
+    """
+    filled = np.diff(row_offsets) > 0
+    return bool(filled.any()) and bool(restarts_nowhere(row_offsets, positions, real)[filled].all())
 
 
 # ---------------------------------------------------------------- reading

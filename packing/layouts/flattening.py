@@ -1,6 +1,9 @@
 """transformers' ``DataCollatorWithFlattening``: ``input_ids``, ``labels`` (-100 at each example's first token),
 ``position_ids`` restarting at 0, no padding; optionally ``cu_seq_lens_q``/``cu_seq_lens_k`` and ``seq_idx``.
-A collator's batch (arrays of shape ``(1, T)``) is read as one block.
+A collator's batch (arrays of shape ``(1, T)``) is read as one block; with ``return_position_ids=False`` it holds
+``input_ids`` and ``labels`` alone, and nothing marks where an example ends (the model sees one sequence). Position
+ids that restart in no block at all (``0..T-1`` everywhere) mark no boundary either: documents run together
+(TRL's ``wrapped``) look the same.
 
 >>> from packing import pack
 >>> write(Rows(pack([[1, 2], [3]], 4), None)).to_pydict()
@@ -23,8 +26,10 @@ from packing.layouts.common import (
     check_lengths,
     error,
     from_starts,
+    is_collated,
     list_column,
     mismatch,
+    positions_mark_nothing,
     required,
     row_of,
     values_of,
@@ -38,8 +43,13 @@ TITLE = "transformers DataCollatorWithFlattening"
 
 
 def recognises(names: set[str], table: pa.Table) -> bool:
-    """Whether the columns are the collator's: ``input_ids`` with ``position_ids`` or ``cu_seq_lens_q``."""
-    return "input_ids" in names and bool({"position_ids", "cu_seq_lens_q"} & names)
+    """Whether the columns are the collator's: ``input_ids`` with ``position_ids`` or ``cu_seq_lens_q``, or a
+    collator's one-row batch of ``input_ids`` and ``labels`` alone (``return_position_ids=False``)."""
+    if "input_ids" not in names:
+        return False
+    if {"position_ids", "cu_seq_lens_q"} & names:
+        return True
+    return is_collated(table) and names <= {"input_ids", "labels"} and table.num_rows == 1
 
 
 def write(rows: Rows) -> pa.Table:
@@ -106,7 +116,11 @@ def read(table: pa.Table, source: str) -> Parsed:
     else:
         document = row_of(offsets, total)
         known = False
-        variant = "no document boundaries"
+        variant = "no position ids: no document boundaries"
+    known_rows = np.full(len(tokens.lengths), known, dtype=bool)
+    if cu is None and positions is not None and positions_mark_nothing(offsets, positions):
+        known_rows[:] = False  # positions 0..T-1 in every block mark no boundary: documents may run together
+        variant = "position ids that never restart: no document boundaries"
     seq_idx = columns["seq_idx"]
     if seq_idx is not None:
         changes = np.zeros(total, dtype=bool)
@@ -122,7 +136,7 @@ def read(table: pa.Table, source: str) -> Parsed:
         positions,
         None,
         values_of(labels),
-        np.full(len(tokens.lengths), known, dtype=bool),
+        known_rows,
         variant,
     )
     return Parsed(layout, bad)

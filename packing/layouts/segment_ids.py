@@ -26,6 +26,7 @@ from packing.layouts.common import (
     check_lengths,
     from_starts,
     list_column,
+    positions_mark_nothing,
     required,
     row_has,
     row_max,
@@ -113,6 +114,9 @@ def read(table: pa.Table, source: str) -> Parsed:
             variant = "0/1 mask: no document boundaries"
         else:
             variant = "document numbers"
+    if positions is not None and not numbered_rows.any() and positions_mark_nothing(offsets, positions, ~padding):
+        known[:] = False  # positions 0..T-1 everywhere under a 0/1 mask mark no boundary
+        variant = "0/1 mask, position ids that never restart: no document boundaries"
     document = from_starts(offsets, opens, padding)
     layout = PackedLayout(
         "segment_ids",

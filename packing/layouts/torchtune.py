@@ -1,5 +1,6 @@
 """torchtune's ``PackedDataset``: ``tokens``, ``labels``, ``input_pos`` and ``seq_lens``, padded to
-``max_seq_len``. The padding is appended to ``seq_lens`` as one more entry, its labels are -100 and ``input_pos``
+``max_seq_len``; its collated batch (``padded_collate_packed``: ``tokens``, ``labels``, ``input_pos`` and a
+block-causal ``mask`` instead of ``seq_lens``) is read too, its documents taken from the mask. The padding is appended to ``seq_lens`` as one more entry, its labels are -100 and ``input_pos``
 counts on through it (capped at ``max_seq_len - 1``); with ``split_across_pack`` the rest of a sample opens the
 next pack with its positions running on (``x % max_seq_len``). Labels are unshifted (the recipe shifts once per
 pack), so a label on a document's first token is predicted by the document before it.
@@ -14,9 +15,10 @@ pack), so a label on a document's first token is predicted by the document befor
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from packing.core.arrays import offsets_of, ranges
 from packing.layouts.common import (
@@ -38,6 +40,28 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 NAME = "torchtune"
 TITLE = "torchtune PackedDataset"
+
+
+def seq_lens_of_mask(mask: npt.NDArray[Any]) -> list[list[int]]:
+    """The ``seq_lens`` of every pack of a ``padded_collate_packed`` batch, from its ``(rows, T, T)`` block-causal
+    ``mask`` (the collator keeps no ``seq_lens``): a token opens a run where it may not attend to the token before
+    it. O(rows × T) (only the sub-diagonal is read).
+
+    >>> mask = np.zeros((1, 5, 5), dtype=bool)
+    >>> for lo, hi in ((0, 3), (3, 5)):
+    ...     mask[0, lo:hi, lo:hi] = np.tril(np.ones((hi - lo, hi - lo), dtype=bool))
+    >>> seq_lens_of_mask(mask)
+    [[3, 2]]
+    """
+    rows, width = mask.shape[0], mask.shape[1]
+    lens: list[list[int]] = []
+    if width == 0:
+        return [[] for _ in range(rows)]
+    steps = np.arange(1, width)
+    for row in range(rows):
+        opens = np.concatenate(([0], steps[~mask[row, steps, steps - 1].astype(bool)], [width]))
+        lens.append(np.diff(opens).astype(int).tolist())
+    return lens
 
 
 def recognises(names: set[str], table: pa.Table) -> bool:

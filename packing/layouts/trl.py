@@ -1,6 +1,7 @@
 """TRL's ``pack_dataset``: ``input_ids`` with ``seq_lengths`` (``bfd``, ``bfd_split``), or ``input_ids`` alone
 (``wrapped``, which keeps no boundaries); every other list column of the input is carried along (``labels``,
-``completion_mask``, ``assistant_masks``, ``attention_mask``).
+``completion_mask``, ``assistant_masks``, ``attention_mask``). A batch of TRL's padded collator
+(``padding_free=False``) is read as TRL's too: wrapped rows, padding where its ``attention_mask`` is 0.
 
 Reading: ``labels``, ``completion_mask`` or ``assistant_masks`` mark the loss; TRL's padding-free collator drops
 the loss at every document start (``labels[position_ids == 0] = -100``), so a label there is not a finding, and it
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from packing.errors import DatasetError
 from packing.layouts.common import (
     IGNORE_INDEX,
     Int64Array,
@@ -27,8 +29,10 @@ from packing.layouts.common import (
     arrow_column,
     check_lengths,
     from_lengths,
+    is_collated,
     list_column,
     not_block_start,
+    positions_mark_nothing,
     required,
     row_of,
     starts_of,
@@ -43,9 +47,31 @@ TITLE = "TRL pack_dataset"
 
 
 def recognises(names: set[str], table: pa.Table) -> bool:
-    """Whether the columns are TRL's with boundaries (``input_ids`` and ``seq_lengths``); ``wrapped`` output
-    (``input_ids`` alone, or with carried columns) is what is left when no other layout claims a table."""
-    return {"input_ids", "seq_lengths"} <= names
+    """Whether the columns are TRL's with boundaries (``input_ids`` and ``seq_lengths``), or a batch of TRL's padded
+    collator with ``return_position_ids=True`` (a 0/1 ``attention_mask`` and ``position_ids`` counting
+    ``0..T-1`` over each row's real tokens); ``wrapped`` output (``input_ids`` alone, or with carried columns) is
+    what is left when no other layout claims a table."""
+    return {"input_ids", "seq_lengths"} <= names or _padded_batch(names, table)
+
+
+def _padded_batch(names: set[str], table: pa.Table) -> bool:
+    """A collator's batch with a 0/1 ``attention_mask`` and ``position_ids`` that never restart where the mask is 1:
+    TRL's ``DataCollatorForLanguageModeling(return_position_ids=True)`` (LLaMA-Factory's plain packing restarts
+    them at every document). O(tokens)."""
+    if not (is_collated(table) and {"input_ids", "attention_mask", "position_ids"} <= names):
+        return False
+    if "seq_lengths" in names:
+        return False
+    try:
+        mask = list_column(table, "attention_mask", "<t>")
+        positions = list_column(table, "position_ids", "<t>")
+    except DatasetError:
+        return False
+    if mask is None or positions is None or len(mask.values) != len(positions.values):
+        return False
+    if not bool(np.isin(mask.values, (0, 1)).all()):
+        return False
+    return positions_mark_nothing(mask.offsets, positions.values, mask.values == 1)
 
 
 def write(rows: Rows) -> pa.Table:
@@ -81,6 +107,11 @@ def read(table: pa.Table, source: str) -> Parsed:
     else:
         document = row_of(offsets, int(offsets[-1]))
         variant = "wrapped: no document boundaries"
+        mask = list_column(table, "attention_mask", source) if is_collated(table) else None
+        if mask is not None:  # a padded collator's batch: the mask's zeros are its padding
+            check_lengths(mask, "attention_mask", tokens, "input_ids", source)
+            document = np.where(mask.values == 0, -1, document)
+            variant = "padded collator batch: no document boundaries"
     targets = document >= 0
     if columns["labels"] is not None:
         targets &= columns["labels"].values != IGNORE_INDEX

@@ -404,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     work = Path(args.workdir) if args.workdir else Path(tempfile.gettempdir())
     work.mkdir(parents=True, exist_ok=True)
-    before = load_average()
+    before, machine = load_average(), machine_lines()  # the date the run started
     results: list[Result] = []
     with tempfile.TemporaryDirectory(dir=work, prefix="forms-") as scratch:
         bpe = build_bpe(Path(scratch) / "bpe") if any(c.endswith("/bpe") for c in args.cases) else None
@@ -412,8 +412,8 @@ def main(argv: list[str] | None = None) -> int:
             for layout in args.layout_list:
                 results.append(run_case(case, layout, args, Path(scratch), bpe))
                 if args.output:  # the rows so far, should a long run be cut short
-                    Path(args.output).write_text(report(args, argv, before, results), encoding="utf-8")
-    text = report(args, argv, before, results)
+                    Path(args.output).write_text(report(args, argv, machine, before, results), encoding="utf-8")
+    text = report(args, argv, machine, before, results)
     print(text)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
@@ -421,12 +421,14 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if any(r.note.startswith("failed") for r in results) else 0  # over the bound is a result, not a failure
 
 
-def report(args: argparse.Namespace, argv: list[str] | None, before: str, results: list[Result]) -> str:
+def report(
+    args: argparse.Namespace, argv: list[str] | None, machine: list[str], before: str, results: list[Result]
+) -> str:
     return "\n".join(
         [
             "# `packing pack`: peak RSS of every input form against the input's Arrow size + 1 GiB",
             "",
-            *machine_lines(),
+            *machine,
             f"- load average (1, 5, 15 min): {before} before, {load_average()} after",
             f"- command: `python benchmarks/forms.py {' '.join(argv if argv is not None else sys.argv[1:])}`",
             f"- sizes: token forms about {args.tokens / 1e6:g} M tokens, text forms about "

@@ -93,3 +93,28 @@ def test_unknown_section_is_refused() -> None:
     result = run_benchmark("--only", "nope")
     assert result.returncode == 2
     assert "unknown section 'nope'" in result.stderr
+
+
+FORMS_COLUMNS = ["case", "layout", "rows", "tokens", "file", "Arrow size", "peak RSS", "bound (Arrow + 1 GiB)",
+                 "ratio", "within", "wall", "blocks", "note"]  # fmt: skip
+
+
+def test_forms_quick_measures_each_case_as_a_file_and_as_shards(tmp_path: Path) -> None:
+    out = tmp_path / "forms.md"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "forms.py"), "--quick", "--only", "ids/parquet,text/jsonl/bytes",
+         "--workdir", str(tmp_path), "--output", str(out)],
+        capture_output=True, text=True, cwd=ROOT / "tests", timeout=240,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    header, rows = table(result.stdout)
+    assert header == FORMS_COLUMNS
+    assert [(row["case"], row["layout"]) for row in rows] == [
+        ("ids/parquet", "file"), ("ids/parquet", "shards"), ("text/jsonl/bytes", "file"), ("text/jsonl/bytes", "shards")
+    ]  # fmt: skip
+    for row in rows:
+        assert int(row["tokens"].replace(",", "")) > 0 and int(row["blocks"].replace(",", "")) > 0, row
+        assert row["note"] == "" and float(row["ratio"]) > 0, row
+    assert "load average" in result.stdout and "git commit" in result.stdout
+    assert out.read_text(encoding="utf-8").strip() == result.stdout.strip()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["forms.md"]  # the inputs are deleted

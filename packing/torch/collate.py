@@ -1,27 +1,6 @@
-"""Packing inside a PyTorch training loop: a batch sampler across data-parallel ranks, padding-free collates,
-and a dataset over packed blocks.
-
-``import packing`` never imports torch; ``import packing.torch`` does (``pip install torch``).
-
-- ``PackingSampler(lengths, max_seq_length)``: a batch sampler; each step yields the sample indices of this rank's
-  packed block. Every sample once per epoch across ranks, the same number of steps on every rank, no empty block,
-  and the blocks of one step dealt so that the slowest rank's compute is close to the mean.
-- ``collate(rows)``: the padding-free batch of ``transformers.DataCollatorWithFlattening`` (one row of all tokens,
-  ``position_ids`` restarting per document; optionally flash-attention boundaries and ``seq_idx``). ``collate_fixed(max_seq_length)``: blocks
-  of exactly ``max_seq_length`` tokens (static shapes), also without ``attention_mask``.
-- ``PackedDataset(batch_or_path)``: a map-style dataset of packed blocks, from a ``PackedBatch`` or a packed Parquet
-  file read one row group at a time through a memory map, or any other layout the auditor recognises, converted.
-
->>> import packing.torch as pt
->>> lengths = [5, 3, 2, 4, 6, 1]
->>> sampler = pt.PackingSampler(lengths, 6, num_replicas=2, rank=0, seed=1)
->>> len(sampler), sum(len(b) for b in sampler) > 0
-(2, True)
->>> batch = pt.collate([[1, 2, 3], {"prompt": [4], "completion": [5, 6]}], return_flash_attn_kwargs=True)
->>> batch["input_ids"].tolist(), batch["labels"].tolist(), batch["position_ids"].tolist()
-([[1, 2, 3, 4, 5, 6]], [[-100, 2, 3, -100, 5, 6]], [[0, 1, 2, 0, 1, 2]])
->>> batch["cu_seq_lens_q"].tolist(), batch["max_length_q"]
-([0, 3, 6], 3)
+"""Padding-free collates (``collate``, the batch of ``transformers.DataCollatorWithFlattening``), fixed-shape
+blocks (``collate_fixed``), the step loader that carries each step's loss totals, and ``weighted_loss``.
+Internal: the public names are in ``packing.torch``.
 """
 
 from __future__ import annotations

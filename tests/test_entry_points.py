@@ -33,10 +33,20 @@ def error_fields(error: SampleError) -> tuple[Any, ...]:
     return (error.sample, error.field, error.position, error.expected, error.got)
 
 
+def real_tokens(columns: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """Every row cut to its real tokens (``sum(seq_lengths)`` values): the datasets adapters write rows so, as TRL
+    does; the other doors pad them to ``max_seq_length``. The blocks compared are the same either way."""
+    used = [sum(lengths) for lengths in columns["seq_lengths"]]
+    return {
+        name: values if name == "seq_lengths" else [row[:n] for row, n in zip(values, used, strict=True)]
+        for name, values in columns.items()
+    }
+
+
 def outcome(run: Callable[[], dict[str, list[Any]]]) -> Outcome:
-    """``("blocks", columns)`` or ``("error", fields of the SampleError behind it)``."""
+    """``("blocks", columns)`` (rows cut to their real tokens) or ``("error", fields of the SampleError behind it)``."""
     try:
-        return "blocks", run()
+        return "blocks", real_tokens(run())
     except DatasetError as error:
         assert error.cause is not None, str(error)
         return "error", error_fields(error.cause)
@@ -95,7 +105,7 @@ def via_cli(rows: list[Any], tmp_path: Path) -> Outcome:
     argv = ["pack", str(source), "--max-seq-length", str(L), "--strategy", "ffd", "--no-shuffle", "-q", "-o"]
     code = main([*argv, str(output)])
     if code == 0:
-        return "blocks", pq.read_table(output).to_pydict()
+        return "blocks", real_tokens(pq.read_table(output).to_pydict())
     assert code == 2 and not output.exists()
     with pytest.raises(DatasetError) as caught:  # what the command printed
         read_dataset(source)
@@ -136,7 +146,9 @@ def test_every_entry_point_agrees(case: str, tmp_path: Path) -> None:
 def test_the_cases_cover_both_outcomes(tmp_path: Path) -> None:
     kinds = {via_pack(rows, tmp_path)[0] for rows in CASES.values()}
     assert kinds == {"blocks", "error"}
-    assert via_pack(CASES["TRL mask names"], tmp_path)[1]["loss_mask"] == [[0, 1, 0, 1, 1, 0]]
+    assert via_pack(CASES["TRL mask names"], tmp_path)[1]["loss_mask"] == [
+        [0, 1, 0, 1, 1]
+    ]  # real tokens: the padding is cut
 
 
 # ---------------------------------------------------------------- the vectorized reader against the row reader
@@ -231,7 +243,7 @@ def test_text_rows_through_every_entry_point(tmp_path: Path) -> None:
     assert columns(pack(read_table(table, tokenizer="bytes"), 32, "ffd", tokenizer="bytes")) == expected
     hf_rows = datasets.Dataset.from_dict(table.to_pydict())  # from_list would keep the first row's keys only
     hf = pack_dataset(hf_rows, 32, "ffd", shuffle=False, tokenizer="bytes")
-    assert hf[:] == expected
+    assert hf[:] == real_tokens(expected)
     output = tmp_path / "out.parquet"
     argv = ["pack", str(path), "--max-seq-length", "32", "--strategy", "ffd", "--no-shuffle", "-q"]
     assert main([*argv, "--tokenizer", "bytes", "-o", str(output)]) == 0

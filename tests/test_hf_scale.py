@@ -23,12 +23,11 @@ def token_rows(n: int, seed: int, max_length: int) -> list[list[int]]:
 
 
 def blocks_of(batch: packing.PackedBatch) -> dict[str, list[Any]]:
+    """The blocks as the datasets adapters write them: each row its real tokens only, as TRL's rows."""
+    table = batch.to_arrow(padding=False)
     return {
-        "input_ids": batch.input_ids.tolist(),
-        "labels": batch.labels.tolist(),
-        "loss_mask": batch.loss_mask.astype(np.int64).tolist(),
-        "position_ids": batch.position_ids.tolist(),
-        "seq_lengths": [batch.seq_lengths(b).tolist() for b in range(batch.num_blocks)],
+        name: table.column(name).to_pylist()
+        for name in ("input_ids", "labels", "loss_mask", "position_ids", "seq_lengths")
     }
 
 

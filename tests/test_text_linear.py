@@ -3,7 +3,7 @@
 The prefix-by-prefix path (``_prefix_spans``, what every chat went through before) is the reference:
 on random chats and several templates (real ``PreTrainedTokenizerFast`` folders trained on the spot,
 and the byte tokenizer) the one-rendering path must give the same text and spans, or the same error.
-Linearity is checked by counting ``apply_chat_template`` calls, not by timing.
+Linearity is checked by counting renderings, not by timing.
 """
 
 from __future__ import annotations
@@ -145,15 +145,17 @@ def test_a_chat_is_rendered_a_constant_number_of_times(turns: int) -> None:
 
 
 def test_long_chats_with_a_real_template_too(tokenizers: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from packing.text import templates
+
     tokenizer = tokenizers["default_system"]
     calls = []
-    original = tokenizer.apply_chat_template
+    original = templates._rendered
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(tokenizer, "apply_chat_template", counted)
+    monkeypatch.setattr(templates, "_rendered", counted)
     chat = long_chat(2001)[1:]  # no system message: the template adds its own
     whole, spans = chat_spans(tokenizer, chat)
     assert len(calls) <= 6 and len(spans) == 1000
@@ -187,24 +189,24 @@ NESTED_LOOPS = (
 def test_a_template_of_nested_loops_is_stopped_at_the_rendering_cap(
     tmp_path: Path, marked: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from packing.text import templates as text
+    from packing.text import templates
     from packing.text.tokenizers import load_tokenizer
 
     template = NESTED_LOOPS + ("{% generation %}{% endgeneration %}" if marked else "")
     tokenizer = load_tokenizer(str(save_tokenizer(tmp_path / "loops", template)))
     blocks = []
-    original = text._BoundedTemplate.generate
+    original = templates._blocks
 
-    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        for block in original(self, *args, **kwargs):
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        for block in original(*args, **kwargs):
             blocks.append(len(block))
             yield block
 
-    monkeypatch.setattr(text._BoundedTemplate, "generate", counted)
+    monkeypatch.setattr(templates, "_blocks", counted)
     chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
     with pytest.raises(SampleError, match=r"expected a chat template rendering of at most 1,049,2\d\d characters"):
         encode_rows([{"text": "fine"}, {"messages": chat}], tokenizer)
-    # stopped there, not run to the end (the marked path renders the failing chat once more, to name it)
-    assert sum(blocks) <= (1 + marked) * (text.RENDER_FACTOR * 40 + text.RENDER_SLACK)
+    # stopped there, not run to the end
+    assert sum(blocks) <= templates.RENDER_FACTOR * 40 + templates.RENDER_SLACK
     # outside packing's calls the template renders as transformers renders it, in full
     assert len(tokenizer.apply_chat_template(chat, tokenize=False)) == 9_000_000 + len("user: hi\nassistant: yo\n")

@@ -14,7 +14,7 @@ from packing.errors import SampleError
 if TYPE_CHECKING:  # pragma: no cover - typing only; imported where used, so io and reader may import this module
     pass
 from packing.core.forms import Message
-from packing.text.templates import _bounded_rendering, _install_render_bound, _prefix_error, _render, _text_size
+from packing.text.templates import _prefix_error, _render, _rendering
 
 
 def _opening(tokenizer: Any, whole: str, sample: int, shape: _Shape | None = None) -> str:
@@ -481,33 +481,15 @@ def _conversational_span(
 
 def _render_marked(
     tokenizer: Any, conversations: list[list[Message]], samples: list[int]
-) -> tuple[list[str], list[list[tuple[int, int]]]] | None:
+) -> tuple[list[str], list[list[tuple[int, int]]]]:
     """Every conversation rendered once with the character spans of its ``{% generation %}`` blocks, in
-    the template's own sandbox (transformers' renderer); None when this transformers has no such renderer."""
-    try:
-        from transformers.utils.chat_template_utils import render_jinja_template
-    except ImportError:  # pragma: no cover - older transformers: its own masks, see _encode_chats
-        return None
-    _install_render_bound()
-    template = tokenizer.get_chat_template()
-    plain: Any = [  # as apply_chat_template gives them: keys whose value is None left out
-        [{k: v for k, v in m.items() if v is not None} if None in m.values() else m for m in c] for c in conversations
+    the template's own sandbox, as transformers' ``render_jinja_template`` finds them; each rendering
+    bounded as :func:`_render` bounds it, a failure named by its sample."""
+    rendered = [
+        _rendering(tokenizer, conversation, False, sample, "messages", marked=True)
+        for conversation, sample in zip(conversations, samples, strict=True)
     ]
-    cap = max((_text_size(conversation) for conversation in conversations), default=0)
-    try:
-        with _bounded_rendering(tokenizer, cap):
-            rendered: Any = render_jinja_template(
-                conversations=plain,
-                chat_template=template,
-                return_assistant_tokens_mask=True,
-                **tokenizer.special_tokens_map,
-            )
-    except Exception:
-        for conversation, sample in zip(conversations, samples, strict=True):
-            _render(tokenizer, conversation, False, sample, "messages")
-        raise
-    texts, indices = rendered
-    return list(texts), [[(int(a), int(b)) for a, b in spans] for spans in indices]
+    return [text for text, _ in rendered], [spans for _, spans in rendered]
 
 
 def _marked_spans(

@@ -19,11 +19,11 @@ What is trained follows the loss rules (:class:`packing.core.loss.LossRules`: ``
 the default is the above, ``completion_only_loss=False`` (``loss="all"``) trains on every token of every
 form. A row with a non-null ``input_ids`` is a token row, whatever text it also carries.
 
-Each chat is rendered once, the chats of a chunk in one batch call of the template, and tokenized in one
-batch call of the fast tokenizer; the trained character spans are mapped to tokens through its character
+Each chat is rendered once (by this project, in transformers' Jinja sandbox), and the chats of a chunk
+tokenized in one batch call of the fast tokenizer; the trained character spans are mapped to tokens through its character
 offsets (a token is trained when its characters overlap a trained span, the rule
 ``return_assistant_tokens_mask`` follows), looked up at each span's two ends (:func:`encode_masked`). With generation markers (``{% generation %}``) the assistant
-spans are the template's own blocks, from transformers' renderer. Otherwise each message's place in the
+spans are the template's own blocks, as transformers' renderer finds them. Otherwise each message's place in the
 rendering is found as its role's header + content + footer, learned once per call from a few probe
 renderings and checked end to end on every chat (:func:`_layout`); the assistant turn ``k`` covers the
 characters between the rendering of the first ``k`` messages with the generation prompt and the start of
@@ -58,8 +58,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; imported where used, so io 
     pass
 from packing.core.forms import TEXT_FORMS, Message, TextForm, text_forms
 from packing.text.chats import _DEFAULT_RULES, _conversational_span, _marked_spans, _render_marked, _Shape, chat_spans
-from packing.text.encoding import Encoded, _eos, _flat, _with_eos, encode_masked, encode_texts
-from packing.text.templates import _bounded_rendering, _render, _render_all, _text_size, has_generation_markers
+from packing.text.encoding import Encoded, _eos, _with_eos, encode_masked, encode_texts
+from packing.text.templates import _render_all, has_generation_markers
 from packing.text.tokenizers import Int8Array, Int64Array, load_tokenizer
 
 _CHUNK_ROWS = 2048
@@ -126,7 +126,7 @@ def _check_row(row: Any, sample: int) -> _Row:
 def _encode_chats(
     tokenizer: Any, conversations: list[list[Message]], samples: list[int], rules: LossRules = _DEFAULT_RULES
 ) -> tuple[Encoded, Int8Array]:
-    """Ids and loss masks of many conversations: each rendered once (one batch call of the template),
+    """Ids and loss masks of many conversations: each rendered once (in transformers' sandbox, bounded),
     all tokenized in one batch call with character offsets, the spans the loss ``rules`` train mapped to
     tokens (:func:`spans_mask`). With generation markers the spans start from the template's blocks (the
     masks of ``return_assistant_tokens_mask``); otherwise from the chat's layout (:func:`chat_spans`)."""
@@ -135,15 +135,12 @@ def _encode_chats(
         encoded = encode_texts(tokenizer, texts, add_special_tokens=False)
         return encoded, np.ones(len(encoded.ids), dtype=np.int8)
     shape = _Shape()
-    marked = _render_marked(tokenizer, conversations, samples) if has_generation_markers(tokenizer) else None
-    if marked is not None:
-        texts, blocks = marked
+    if has_generation_markers(tokenizer):
+        texts, blocks = _render_marked(tokenizer, conversations, samples)
         spans = [
             _marked_spans(tokenizer, conversation, text, found, rules, sample, shape)
             for conversation, text, found, sample in zip(conversations, texts, blocks, samples, strict=True)
         ]
-    elif has_generation_markers(tokenizer):  # pragma: no cover - older transformers
-        return _encode_marked_by_transformers(tokenizer, conversations, samples)
     else:
         texts = _render_all(tokenizer, conversations, samples)
         spans = []
@@ -151,25 +148,6 @@ def _encode_chats(
             texts[index], found = chat_spans(tokenizer, conversation, sample, rules, whole=texts[index], shape=shape)
             spans.append(found)
     return encode_masked(tokenizer, texts, spans)
-
-
-def _encode_marked_by_transformers(  # pragma: no cover - older transformers without render_jinja_template
-    tokenizer: Any, conversations: list[list[Message]], samples: list[int]
-) -> tuple[Encoded, Int8Array]:
-    """Ids and assistant masks from the template's own ``return_assistant_tokens_mask`` (default rules)."""
-    try:
-        with _bounded_rendering(tokenizer, max(_text_size(c) for c in conversations)):
-            out = tokenizer.apply_chat_template(
-                conversations, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
-            )
-    except Exception:
-        for conversation, sample in zip(conversations, samples, strict=True):
-            _render(tokenizer, conversation, False, sample, "messages")
-        raise
-    ids, offsets = _flat(out["input_ids"])
-    mask, _ = _flat(out["assistant_masks"])
-    empty = np.zeros(0, dtype=np.int64)
-    return Encoded(ids, empty, empty, offsets), mask.astype(np.int8)
 
 
 def _encode_group(

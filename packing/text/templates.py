@@ -1,14 +1,13 @@
-"""Chat templates rendered in transformers' Jinja sandbox with a bound on the output's size, per call.
-Internal.
+"""Chat templates rendered by this project in transformers' Jinja sandbox (its compiled templates, read and
+never patched), with a bound on each rendering's size. Internal.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from packing.errors import SampleError, SettingError
 
@@ -25,58 +24,11 @@ RENDER_SLACK = 1 << 20
 """A chat template's rendering may hold at most ``RENDER_FACTOR`` × the characters of the messages it
 renders + ``RENDER_SLACK`` characters (a template of nested loops is stopped there, not run for minutes)."""
 
-_RENDER_CAP: contextvars.ContextVar[int | None] = contextvars.ContextVar("render_cap", default=None)
+Spans = list[tuple[int, int]]
 
 
 class _RenderTooLarge(Exception):
-    """A rendering went past the cap of its call (see :func:`_bounded_rendering`)."""
-
-
-class _BoundedTemplate:
-    """A compiled Jinja template (transformers' sandboxed one) whose output is produced block by block
-    (``Template.generate``) and stopped past the cap set for the current call; without a cap it is the
-    template itself."""
-
-    def __init__(self, template: Any) -> None:
-        self._template = template
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._template, name)
-
-    def generate(self, *args: Any, **kwargs: Any) -> Iterator[str]:
-        cap = _RENDER_CAP.get()
-        if cap is None:
-            yield from self._template.generate(*args, **kwargs)
-            return
-        size = 0
-        for block in self._template.generate(*args, **kwargs):
-            size += len(block)
-            if size > cap:
-                raise _RenderTooLarge(cap)
-            yield block
-
-    def render(self, *args: Any, **kwargs: Any) -> str:
-        if _RENDER_CAP.get() is None:
-            return str(self._template.render(*args, **kwargs))
-        return "".join(self.generate(*args, **kwargs))
-
-
-def _install_render_bound() -> None:
-    """Make transformers compile chat templates as :class:`_BoundedTemplate` (once; a no-op without
-    transformers or with a version that compiles elsewhere)."""
-    try:
-        from transformers.utils import chat_template_utils
-    except ImportError:
-        return
-    original = getattr(chat_template_utils, "_compile_jinja_template", None)
-    if original is None or getattr(original, "bounded_by_packing", False):
-        return
-
-    def compile_bounded(chat_template: Any) -> _BoundedTemplate:
-        return _BoundedTemplate(original(chat_template))
-
-    compile_bounded.bounded_by_packing = True  # type: ignore[attr-defined]
-    chat_template_utils._compile_jinja_template = compile_bounded  # type: ignore[assignment]
+    """A rendering went past its cap (the first argument)."""
 
 
 def _text_size(value: Any) -> int:
@@ -93,50 +45,110 @@ def _text_size(value: Any) -> int:
     return 8
 
 
-@contextlib.contextmanager
-def _bounded_rendering(tokenizer: Any, size: int) -> Iterator[int]:
-    """Cap each chat template rendering done inside at ``RENDER_FACTOR`` × ``size`` (the characters of the
-    messages it renders, see :func:`_text_size`) + ``RENDER_SLACK`` (this thread or task only); yields the cap."""
-    cap = RENDER_FACTOR * size + RENDER_SLACK
-    if not isinstance(tokenizer, ByteTokenizer):
-        _install_render_bound()
-    token = _RENDER_CAP.set(cap)
-    try:
-        yield cap
-    finally:
-        _RENDER_CAP.reset(token)
-
-
 def _too_large(sample: int, field: str, cap: int) -> SampleError:
     return SampleError(
         sample, field, None, f"a chat template rendering of at most {cap:,} characters", "<a longer rendering>"
     )
 
 
-def _render(tokenizer: Any, messages: Sequence[Message], generation_prompt: bool, sample: int, field: str) -> str:
-    """The chat template's text for ``messages``; a template error names the sample. The rendering is
-    stopped past ``RENDER_FACTOR`` × the messages' characters + ``RENDER_SLACK`` (a :class:`SampleError`)."""
+def _transformers_step(name: str) -> Callable[[Any], Any]:
+    """transformers' own step ``name`` of preparing what a chat template sees (``chat_template_utils``), or
+    no change with a transformers that does not take that step."""
+    from transformers.utils import chat_template_utils
+
+    step: Callable[[Any], Any] | None = getattr(chat_template_utils, name, None)
+    return step if callable(step) else (lambda value: value)
+
+
+def _compiled(tokenizer: Any) -> Any:
+    """The tokenizer's chat template (the one transformers picks from a dict of named templates) compiled
+    in transformers' Jinja sandbox, by its own compiler (cached there); read, never replaced."""
+    try:
+        from transformers.utils.chat_template_utils import _compile_jinja_template
+    except ImportError as error:  # pragma: no cover - transformers without its chat template module
+        raise SettingError("tokenizer", "transformers with its chat template sandbox", f"<{error}>") from None
+    getter = getattr(tokenizer, "get_chat_template", None)
+    return _compile_jinja_template(getter() if callable(getter) else tokenizer.chat_template)
+
+
+def _variables(tokenizer: Any, messages: Sequence[Message], generation_prompt: bool) -> dict[str, Any]:
+    """What transformers' ``apply_chat_template`` hands the template for one conversation: the messages
+    without their keys whose value is None, as plain data, reasoning under the names templates read; no
+    tools or documents; the generation prompt flag; the tokenizer's special tokens. O(size)."""
+    normalize = _transformers_step("_normalize_chat_messages")
+    plain = _transformers_step("_plain_template_data")
+    chat = plain(normalize(list(messages)))
+    return {
+        "messages": _transformers_step("_alias_reasoning_fields")(chat),
+        "tools": None,
+        "documents": None,
+        "add_generation_prompt": generation_prompt,
+        **plain(dict(getattr(tokenizer, "special_tokens_map", {}))),
+    }
+
+
+def _blocks(template: Any, variables: dict[str, Any]) -> Iterator[str]:
+    """The template's output, block by block (``Template.generate``, what ``render`` joins)."""
+    return iter(template.generate(**variables))
+
+
+def _bounded(template: Any, variables: dict[str, Any], cap: int, marked: bool) -> tuple[str, Spans]:
+    """The template rendered with ``variables``, stopped (:class:`_RenderTooLarge`) once its output passes
+    ``cap`` characters; with ``marked``, the character spans of its ``{% generation %}`` blocks too, from
+    the assistant tracker transformers' sandbox holds, activated as ``render_jinja_template`` does."""
+    blocks: list[str] = []
+    spans: Spans = []
+    tracker = template.environment.activate_tracker(blocks, spans) if marked else contextlib.nullcontext()
+    size = 0
+    with tracker:
+        for block in _blocks(template, variables):
+            size += len(block)
+            if size > cap:
+                raise _RenderTooLarge(cap)
+            blocks.append(block)
+    return "".join(blocks), [(int(start), int(end)) for start, end in spans]
+
+
+def _rendered(
+    tokenizer: Any, messages: Sequence[Message], generation_prompt: bool, cap: int, marked: bool
+) -> tuple[str, Spans]:
+    """The text (and with ``marked`` the generation blocks' spans) of ``messages``: the byte tokenizer's own
+    ChatML (linear in the messages), or the tokenizer's chat template bounded at ``cap`` characters."""
+    if isinstance(tokenizer, ByteTokenizer):
+        text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=generation_prompt)
+        return cast(str, text), []
+    if not messages and not marked:  # as apply_chat_template refuses it
+        raise ValueError("an empty conversation")
+    return _bounded(_compiled(tokenizer), _variables(tokenizer, messages, generation_prompt), cap, marked)
+
+
+def _rendering(
+    tokenizer: Any, messages: Sequence[Message], generation_prompt: bool, sample: int, field: str, marked: bool = False
+) -> tuple[str, Spans]:
+    """The chat template's text for ``messages`` (and with ``marked`` its generation blocks' spans), as
+    transformers renders it; a template error names the sample. The rendering is stopped past
+    ``RENDER_FACTOR`` × the messages' characters + ``RENDER_SLACK`` (a :class:`SampleError`)."""
     if not isinstance(tokenizer, ByteTokenizer) and (
         not callable(getattr(tokenizer, "apply_chat_template", None)) or not getattr(tokenizer, "chat_template", None)
     ):
         raise SettingError("tokenizer", "a tokenizer with a chat template (for chat rows)", tokenizer_name(tokenizer))
-    with _bounded_rendering(tokenizer, _text_size(messages)) as cap:
-        try:
-            text = tokenizer.apply_chat_template(
-                list(messages), tokenize=False, add_generation_prompt=generation_prompt
-            )
-        except SettingError:
-            raise
-        except _RenderTooLarge:
-            raise _too_large(sample, field, cap) from None
-        except Exception as error:
-            message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise SampleError(
-                sample, field, None, "a conversation the chat template can render", f"<{message[:60]}>"
-            ) from None
-    if not isinstance(text, str):
-        raise SettingError("tokenizer", "apply_chat_template(tokenize=False) to return a string", text)
-    return text
+    cap = RENDER_FACTOR * _text_size(messages) + RENDER_SLACK
+    try:
+        return _rendered(tokenizer, messages, generation_prompt, cap, marked)
+    except SettingError:
+        raise
+    except _RenderTooLarge:
+        raise _too_large(sample, field, cap) from None
+    except Exception as error:
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise SampleError(
+            sample, field, None, "a conversation the chat template can render", f"<{message[:60]}>"
+        ) from None
+
+
+def _render(tokenizer: Any, messages: Sequence[Message], generation_prompt: bool, sample: int, field: str) -> str:
+    """The chat template's text for ``messages`` (:func:`_rendering`, bounded the same way)."""
+    return _rendering(tokenizer, messages, generation_prompt, sample, field)[0]
 
 
 def _prefix_error(sample: int, field: str, turn: int) -> SampleError:
@@ -163,20 +175,6 @@ def has_generation_markers(tokenizer: Any) -> bool:
 
 
 def _render_all(tokenizer: Any, conversations: list[list[Message]], samples: list[int]) -> list[str]:
-    """Every conversation rendered (no generation prompt), in one batch call of the template when the
-    tokenizer takes one; each rendering capped as :func:`_render` caps it (at the largest chat's cap). A
+    """Every conversation rendered (no generation prompt), each capped as :func:`_render` caps it; a
     failure is reported for the first conversation that fails, as :func:`_render` words it."""
-    if isinstance(tokenizer, ByteTokenizer) or not conversations:
-        return [_render(tokenizer, c, False, s, "messages") for c, s in zip(conversations, samples, strict=True)]
-    _render(tokenizer, conversations[0], False, samples[0], "messages")  # the tokenizer has a template
-    cap = max(_text_size(conversation) for conversation in conversations)
-    try:
-        with _bounded_rendering(tokenizer, cap):
-            texts = tokenizer.apply_chat_template(conversations, tokenize=False)
-    except Exception:
-        for conversation, sample in zip(conversations, samples, strict=True):
-            _render(tokenizer, conversation, False, sample, "messages")
-        raise
-    if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
-        raise SettingError("tokenizer", "apply_chat_template(tokenize=False) to return strings", type(texts).__name__)
-    return texts
+    return [_render(tokenizer, c, False, s, "messages") for c, s in zip(conversations, samples, strict=True)]

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -55,6 +56,9 @@ def _batches(draw: st.DrawFn) -> packing.PackedBatch:
 @settings(max_examples=60, deadline=None)
 @given(_batches(), st.sampled_from(EXPORT_FORMATS))
 def test_every_export_round_trips_through_audit(batch: packing.PackedBatch, layout: str) -> None:
+    # a table whose every block is one document cannot be told from wrapped data by its position ids (the
+    # auditor's rule: positions that restart in no block mark no boundary): left out here
+    hypothesis.assume(any(len(batch.seq_lengths(b)) > 1 for b in range(batch.num_blocks)))
     table = export(batch, layout)
     report = audit(table, max_seq_length=batch.max_seq_length)
     assert report.format == layout

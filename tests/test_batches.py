@@ -15,13 +15,13 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_compact import traced_peak
 
 import packing
 import packing.files
 import packing.reader
 from packing.errors import DatasetError, SampleError
 from packing.reader import IGNORE_INDEX, Samples, read_table
+from tests.helpers.memory import traced_peak
 
 KINDS = {"int32": pa.int32(), "int64": pa.int64(), "uint16": pa.uint16()}
 

@@ -9,7 +9,6 @@ mistake changes a run's text or splits or joins runs.
 from __future__ import annotations
 
 import itertools
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 from packing import Recipe
 from packing.errors import SampleError, SettingError
@@ -28,7 +25,7 @@ from packing.text import _prefix_spans, _Shape, chat_spans, encode_rows, load_to
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
 
-from text_fixtures import CHATML, MARKED, train_backend
+from tests.helpers.text_fixtures import CHATML, MARKED, train_backend
 
 LLAMA3 = (
     "{{- bos_token -}}"

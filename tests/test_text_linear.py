@@ -8,7 +8,6 @@ Linearity is checked by counting ``apply_chat_template`` calls, not by timing.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).parent))
-
 from packing.errors import SampleError
 from packing.text import MAX_PREFIX_TURNS, ByteTokenizer, _prefix_spans, chat_spans, encode_rows, turn_bounds
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
 
-from text_fixtures import CHATML, LAST_TURN_SPECIAL, save_tokenizer
+from tests.helpers.text_fixtures import CHATML, LAST_TURN_SPECIAL, save_tokenizer
 
 BODY = CHATML.split("{%- if add_generation_prompt")[0]
 DEFAULT_SYSTEM = (

@@ -19,8 +19,6 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
-from sample_rows import rows as sample_rows  # noqa: E402
-
 import packing  # noqa: E402
 from packing.torch import (  # noqa: E402
     PackedDataset,
@@ -30,6 +28,7 @@ from packing.torch import (  # noqa: E402
     collate_fixed,
     default_cost,
 )
+from tests.helpers.sample_rows import rows as sample_rows  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

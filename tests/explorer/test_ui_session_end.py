@@ -13,7 +13,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from processes import alive
+
+from tests.helpers.processes import alive
 
 ROOT = Path(__file__).resolve().parents[2]
 LINK = (

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from processes import alive, busy_pids
 
 import packing
 from explorer.core import runs as compute
 from explorer.core.model import DEFAULT_RULES
 from explorer.server import workers
+from tests.helpers.processes import alive, busy_pids
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 

@@ -116,6 +116,7 @@ def _compare(table: pa.Table, path: Path, **options: Any) -> None:
     group=st.integers(1, 9),
     batch=st.sampled_from([1, 2, 5, 1 << 22]),
 )
+@pytest.mark.slow
 def test_files_read_batch_by_batch_equal_the_whole_table(
     monkeypatch: pytest.MonkeyPatch,
     rows: list[Any],
@@ -258,6 +259,7 @@ def _mapped_resident(path: Path) -> int:
     return resident
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs /proc/self/smaps (Linux)")
 def test_arrow_file_pages_are_let_go_batch_by_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An Arrow file read batch by batch keeps about one batch of its mapped pages resident, not the file."""

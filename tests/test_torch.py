@@ -460,6 +460,7 @@ def test_a_clear_error_without_torch() -> None:
     assert done.stdout.strip() == "packing.torch needs PyTorch: pip install torch"
 
 
+@pytest.mark.slow
 def test_two_process_ddp_example_lowers_the_loss() -> None:
     if importlib.util.find_spec("transformers") is None:
         pytest.skip("transformers is not installed")

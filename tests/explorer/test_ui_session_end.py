@@ -87,6 +87,7 @@ async def open_and_close(url: str, server: int) -> int | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 def test_closing_the_browser_connection_kills_the_search_it_waited_for() -> None:
     port = free_port()

@@ -33,6 +33,13 @@ def cluster() -> Iterator[Any]:
         ray.shutdown()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that uses ``cluster`` is ``slow``: starting Ray and its shuffles take seconds to minutes."""
+    for item in items:
+        if "cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Kill any child process a test left behind: at exit the interpreter would wait for it forever."""
     for child in multiprocessing.active_children():

@@ -15,7 +15,6 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_compact import traced_peak
 
 import packing
 import packing.reading.arrow
@@ -24,6 +23,7 @@ import packing.reading.rows
 from packing.core.samples import IGNORE_INDEX, Samples
 from packing.errors import DatasetError, SampleError
 from packing.reading.arrow import read_table
+from tests.helpers.memory import traced_peak
 
 KINDS = {"int32": pa.int32(), "int64": pa.int64(), "uint16": pa.uint16()}
 
@@ -118,6 +118,7 @@ def _compare(table: pa.Table, path: Path, **options: Any) -> None:
     group=st.integers(1, 9),
     batch=st.sampled_from([1, 2, 5, 1 << 22]),
 )
+@pytest.mark.slow
 def test_files_read_batch_by_batch_equal_the_whole_table(
     monkeypatch: pytest.MonkeyPatch,
     rows: list[Any],
@@ -262,6 +263,7 @@ def _mapped_resident(path: Path) -> int:
     return resident
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs /proc/self/smaps (Linux)")
 def test_arrow_file_pages_are_let_go_batch_by_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An Arrow file read batch by batch keeps about one batch of its mapped pages resident, not the file."""

@@ -22,6 +22,8 @@ from urllib.parse import quote
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a real Chromium against a real server: the full suite only
+
 ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOTS = ROOT / "docs" / "screenshots"
 CLASSIC_QUERY = "/?sequences=[[1,2],[3,4,5],[6]]&max_seq_length=4&strategy=split"

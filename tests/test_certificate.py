@@ -135,6 +135,7 @@ def _hashable(value: Any) -> bool:
 
 @settings(max_examples=600, deadline=None)
 @given(start=valid_certificates(), data=st.data())
+@pytest.mark.slow
 def test_tampered_certificates_are_rejected_or_still_sound(
     start: tuple[Certificate, list[int], int], data: st.DataObject
 ) -> None:

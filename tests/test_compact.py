@@ -5,7 +5,6 @@ writing, and memory bounded by a chunk rather than by the output."""
 from __future__ import annotations
 
 import json
-import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,6 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sample_rows import rows as sample_rows
 
 import packing
 from packing import IGNORE_INDEX, SampleError, SettingError, pack, plan, read_rows
@@ -23,6 +21,8 @@ from packing.batches.schema import arrow_schema
 from packing.core.samples import MAX_ID
 from packing.layouts.export import write_jsonl, write_parquet
 from packing.streaming import stream
+from tests.helpers.memory import traced_peak
+from tests.helpers.sample_rows import rows as sample_rows
 
 WIDE = ("input_ids", "labels", "position_ids")
 
@@ -141,15 +141,6 @@ def test_chunks_of_a_batch_reuse_derived_columns_already_made() -> None:
     assert np.concatenate([p.position_ids for p in parts]).tolist() == batch.position_ids.tolist()
     with pytest.raises(SettingError, match="chunk_tokens"):
         list(batch.chunks(tokens=0))
-
-
-def traced_peak(call: Any) -> int:
-    tracemalloc.start()
-    try:
-        call()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def test_chunked_writing_holds_one_chunk_not_the_output(tmp_path: Path) -> None:

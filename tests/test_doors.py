@@ -20,14 +20,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_recipe import Document, documents, sampled_documents
-from text_fixtures import CHATML, save_tokenizer
 
 import packing
 import packing.hf
 import packing.streaming
 from packing import Recipe
 from packing.cli import main
+from tests.helpers.documents import Document, documents, sampled_documents
+from tests.helpers.text_fixtures import CHATML, save_tokenizer
 
 LENGTH = 48
 

@@ -9,7 +9,6 @@ mistake changes a run's text or splits or joins runs.
 from __future__ import annotations
 
 import itertools
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 from packing import Recipe
 from packing.core.loss import LossRules
@@ -30,7 +27,7 @@ from packing.text.tokenizers import load_tokenizer
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
 
-from text_fixtures import CHATML, MARKED, train_backend
+from tests.helpers.text_fixtures import CHATML, MARKED, train_backend
 
 LLAMA3 = (
     "{{- bos_token -}}"

@@ -9,11 +9,10 @@ documents (sample, tokens, labels) and padding with the recipe's pad id.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
@@ -24,6 +23,7 @@ import packing.hf
 import packing.torch as pt
 from packing import NeedsTokenizer, Recipe, SettingError
 from packing.cli import main
+from tests.helpers.documents import Document, documents, sampled_documents
 
 ROOT = Path(__file__).resolve().parent.parent
 LENGTH = 8
@@ -56,25 +56,10 @@ CASES: dict[str, dict[str, Any]] = {
     "tokenizer": {"tokenizer": "bytes"},
     "pad_token_id": {"pad_token_id": 7, "tokenizer": "bytes"},
 }
-Document = tuple[int, tuple[int, ...], tuple[int, ...]]
 
 
 def rows_for(options: Mapping[str, Any]) -> list[dict[str, Any]]:
     return TEXT_ROWS if "tokenizer" in options else TOKEN_ROWS
-
-
-def documents(blocks: Iterable[Mapping[str, Any]]) -> tuple[list[Document], set[int]]:
-    """Every document of some blocks of the schema's columns (sample, tokens, labels), sorted; the padding ids."""
-    found: list[Document] = []
-    pads: set[int] = set()
-    for block in blocks:
-        ids, labels, sequences = (np.asarray(block[k]).tolist() for k in ("input_ids", "labels", "sequence_ids"))
-        at = 0
-        for n in np.asarray(block["seq_lengths"]).tolist():
-            found.append((sequences[at], tuple(ids[at : at + n]), tuple(labels[at : at + n])))
-            at += n
-        pads.update(ids[at:])
-    return sorted(found), pads
 
 
 def expected(options: Mapping[str, Any]) -> tuple[list[Document], set[int]]:
@@ -147,23 +132,6 @@ def by_hf_pack_dataset(options: dict[str, Any], tmp: Path) -> tuple[list[Documen
 
     rows = datasets.Dataset.from_dict(arrow_ready(rows_for(options)))
     return documents(packing.hf.pack_dataset(rows, LENGTH, **options).to_list())
-
-
-def sampled_documents(lengths: Any, recipe: Recipe, data: Any) -> list[Document]:
-    """Every document of every batch ``PackingSampler`` + its ``collate`` make of ``data`` (sample, ids, labels),
-    sorted; no batch longer than the recipe's ``max_seq_length``."""
-    sampler = pt.PackingSampler(lengths, recipe=recipe, num_replicas=1, rank=0)
-    pieces = sampler.pieces(data)
-    found: list[Document] = []
-    for items in sampler:
-        batch = sampler.collate([pieces[item] for item in items], return_flash_attn_kwargs=True)
-        assert batch["input_ids"].shape[1] <= recipe.max_seq_length
-        cu = batch["cu_seq_lens_q"].tolist()
-        ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
-        for item, lo, hi in zip(items, cu[:-1], cu[1:], strict=True):
-            sample = item.sequence if isinstance(item, packing.Piece) else item
-            found.append((sample, tuple(ids[lo:hi]), tuple(labels[lo:hi])))
-    return sorted(found)
 
 
 def by_sampler(options: dict[str, Any], tmp: Path) -> tuple[list[Document], set[int]]:

@@ -17,8 +17,6 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
 from packing.errors import SampleError
 from packing.text.chats import _render_marked
 from packing.text.rows import encode_rows
@@ -27,7 +25,7 @@ from packing.text.templates import _render, has_generation_markers
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
 
-from text_fixtures import CHATML, MARKED, save_tokenizer
+from tests.helpers.text_fixtures import CHATML, MARKED, save_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,7 +36,7 @@ from transformers.utils import chat_template_utils
 original = chat_template_utils._compile_jinja_template
 import packing
 from packing.errors import SampleError
-from text_fixtures import CHATML, MARKED, save_tokenizer
+from tests.helpers.text_fixtures import CHATML, MARKED, save_tokenizer
 
 root = Path(sys.argv[1])
 chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
@@ -61,7 +59,7 @@ def test_packing_leaves_transformers_compiler_as_it_was(tmp_path: Path) -> None:
     """In a clean interpreter: after packing chats through real tokenizers (plain and marked templates),
     transformers' template compiler is still its own function, and a template of nested loops is still
     stopped at the cap."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, "-c", CLEAN_INTERPRETER, str(tmp_path)],
         cwd=ROOT,

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sample_rows import rows as sample_rows
 
 import packing
 from packing.streaming import stream, stream_dataset
+from tests.helpers.sample_rows import rows as sample_rows
 
 rows_strategy = sample_rows(max_tokens=10)
 

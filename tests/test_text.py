@@ -22,8 +22,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).parent))
-
 import packing
 from packing.core.forms import is_text_row, text_forms
 from packing.errors import SampleError, SettingError
@@ -36,7 +34,7 @@ pytest.importorskip("transformers")
 
 import itertools
 
-from text_fixtures import CHATML, LAST_TURN_SPECIAL, MARKED, save_tokenizer, train_backend
+from tests.helpers.text_fixtures import CHATML, LAST_TURN_SPECIAL, MARKED, save_tokenizer, train_backend
 
 Segments = list[tuple[str, int]]
 

@@ -8,7 +8,6 @@ Linearity is checked by counting renderings, not by timing.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 from packing.errors import SampleError
 from packing.text.chats import MAX_PREFIX_TURNS, _prefix_spans, chat_spans, turn_bounds
@@ -27,7 +24,7 @@ from packing.text.tokenizers import ByteTokenizer
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
 
-from text_fixtures import CHATML, LAST_TURN_SPECIAL, save_tokenizer
+from tests.helpers.text_fixtures import CHATML, LAST_TURN_SPECIAL, save_tokenizer
 
 BODY = CHATML.split("{%- if add_generation_prompt")[0]
 DEFAULT_SYSTEM = (

@@ -14,9 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
-for folder in (ROOT, Path(__file__).parent):
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 import explorer.core.text as text_view  # noqa: E402
 from explorer.core.text import EXAMPLES, parse_text_rows, token_cells, token_pieces, turn_table, view_row  # noqa: E402
@@ -33,7 +32,7 @@ no_surrogates = st.characters(blacklist_categories=("Cs",))
 def bpe(tmp_path_factory: pytest.TempPathFactory) -> Any:
     pytest.importorskip("tokenizers")
     pytest.importorskip("transformers")
-    from text_fixtures import CHATML, save_tokenizer
+    from tests.helpers.text_fixtures import CHATML, save_tokenizer
 
     return load_tokenizer(str(save_tokenizer(tmp_path_factory.mktemp("tok") / "chatml", CHATML)))
 
@@ -189,7 +188,7 @@ def test_documents_table_round_trip(bpe: Any) -> None:
 
 def test_roles_with_generation_markers(tmp_path: Path) -> None:
     pytest.importorskip("transformers")
-    from text_fixtures import MARKED, save_tokenizer
+    from tests.helpers.text_fixtures import MARKED, save_tokenizer
 
     tokenizer = load_tokenizer(str(save_tokenizer(tmp_path / "marked", MARKED)))
     view = view_row({"messages": CHAT}, tokenizer)

@@ -15,9 +15,6 @@ from typing import Any
 import pytest
 
 import packing
-
-sys.path.insert(0, str(Path(__file__).parent))
-
 from packing import Recipe
 from packing.errors import SampleError, SettingError
 from packing.text.rows import encode_rows
@@ -26,7 +23,7 @@ from packing.text.tokenizers import load_tokenizer, tiktoken_tokenizer
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
 
-from text_fixtures import CHATML, save_tokenizer
+from tests.helpers.text_fixtures import CHATML, save_tokenizer
 
 WORDS = [b"he", b"ll", b"hell", b"hello", b" w", b"or", b" wor", b"ld", b" world", b"!!", b"\xe6\x97", "日".encode()]
 

@@ -19,8 +19,6 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
-from sample_rows import rows as sample_rows  # noqa: E402
-
 import packing  # noqa: E402
 from packing.torch import (  # noqa: E402
     PackedDataset,
@@ -30,6 +28,7 @@ from packing.torch import (  # noqa: E402
     collate_fixed,
     default_cost,
 )
+from tests.helpers.sample_rows import rows as sample_rows  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -461,6 +460,7 @@ def test_a_clear_error_without_torch() -> None:
     assert done.stdout.strip() == "packing.torch needs PyTorch: pip install torch"
 
 
+@pytest.mark.slow
 def test_two_process_ddp_example_lowers_the_loss() -> None:
     if importlib.util.find_spec("transformers") is None:
         pytest.skip("transformers is not installed")

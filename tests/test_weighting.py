@@ -385,6 +385,7 @@ def _rank(rank: int, world: int, store: str, out: str) -> None:
     os._exit(0)
 
 
+@pytest.mark.slow
 def test_two_ranks_with_accumulation_equal_the_unpacked_objective(tmp_path: Path) -> None:
     import torch.multiprocessing as mp
 
@@ -430,6 +431,7 @@ class WeightedTrainer(transformers.Trainer):  # type: ignore[misc]
         return (loss, outputs) if return_outputs else loss
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["sequence", "sqrt"])
 def test_the_trainer_recipe_takes_the_unpacked_objectives_gradient(tmp_path: Path, mode: str) -> None:
     """One optimizer step of two accumulated micro-batches with plain SGD at learning rate 1: the parameters move

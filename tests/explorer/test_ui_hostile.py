@@ -16,7 +16,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from apptest import open_link
 from streamlit.testing.v1 import AppTest
 
 import packing
@@ -25,6 +24,7 @@ from explorer.core import links, model
 from explorer.core.parsing import InputError
 from explorer.core.sources import Synthetic, Upload
 from explorer.core.text import TOKENIZERS_ENV, choose_tokenizer, tokenizer_path
+from tests.helpers.apptest import open_link
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from processes import alive, busy_pids
 from streamlit.testing.v1 import AppTest
 
 from explorer.core import runs as compute
 from explorer.core.model import DEFAULT_RULES
 from explorer.core.sources import Synthetic
 from explorer.server import cache
+from tests.helpers.processes import alive, busy_pids
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from apptest import open_link
 from streamlit.testing.v1 import AppTest
 
 import packing
@@ -22,6 +21,7 @@ from explorer.core.model import DEFAULT_RULES
 from explorer.core.sources import Paste, Text, Upload
 from explorer.server import cache
 from packing.core.loss import EOS_RULES, LOSS_RULES, LossRules
+from tests.helpers.apptest import open_link
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TIMEOUT = 120
@@ -60,14 +60,8 @@ def bpe_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder offered to the page (``PACKING_EXPLORER_TOKENIZERS``) holding ``chatml``: the tests' tiny BPE."""
     pytest.importorskip("transformers")
     pytest.importorskip("tokenizers")
-    import importlib.util
+    from tests.helpers import text_fixtures as fixtures
 
-    spec = importlib.util.spec_from_file_location(
-        "text_fixtures", Path(__file__).resolve().parents[1] / "text_fixtures.py"
-    )
-    assert spec is not None and spec.loader is not None
-    fixtures = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fixtures)
     root = tmp_path_factory.mktemp("offered")
     fixtures.save_tokenizer(root / "chatml", fixtures.CHATML)
     return root

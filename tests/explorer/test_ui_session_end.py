@@ -13,7 +13,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from processes import alive
+
+from tests.helpers.processes import alive
 
 ROOT = Path(__file__).resolve().parents[2]
 LINK = (
@@ -86,6 +87,7 @@ async def open_and_close(url: str, server: int) -> int | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 def test_closing_the_browser_connection_kills_the_search_it_waited_for() -> None:
     port = free_port()

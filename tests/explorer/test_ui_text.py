@@ -207,16 +207,10 @@ def test_pieces_print_in_cells_only_when_wide_enough() -> None:
 
 
 def _fixtures() -> Any:
-    """``tests/text_fixtures.py`` (the tiny BPE tokenizer built on the spot), from this folder."""
-    import importlib.util
+    """``tests/helpers/text_fixtures.py``: the tiny BPE tokenizer built on the spot."""
+    from tests.helpers import text_fixtures
 
-    spec = importlib.util.spec_from_file_location(
-        "text_fixtures", Path(__file__).resolve().parents[1] / "text_fixtures.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return text_fixtures
 
 
 @pytest.mark.parametrize("template", ["CHATML", "MARKED"])

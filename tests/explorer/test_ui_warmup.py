@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the repository root
 
 from numba.core.registry import CPUDispatcher
@@ -58,6 +60,7 @@ def check_in_this_process() -> dict[str, tuple[int, int]]:
     return {name: (before.get(name, 0), count) for name, count in after.items() if count != before.get(name, 0)}
 
 
+@pytest.mark.slow
 def test_no_page_compiles_anything_after_the_first_start() -> None:
     """In a fresh interpreter, so that nothing another test ran counts as compiled at start."""
     done = subprocess.run(

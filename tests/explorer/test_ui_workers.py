@@ -15,12 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from processes import alive, busy_pids
 
 import packing
 from explorer.core import runs as compute
 from explorer.core.model import DEFAULT_RULES
 from explorer.server import workers
+from tests.helpers.processes import alive, busy_pids
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
@@ -74,6 +74,7 @@ def test_a_worker_that_dies_once_costs_the_call_nothing(one_worker: None, tmp_pa
     assert workers.run(die_once, str(tmp_path / "died")) not in (os.getpid(), None)
 
 
+@pytest.mark.slow
 def test_a_search_whose_workers_keep_dying_fails_in_one_line_and_never_runs_in_the_server(one_worker: None) -> None:
     with pytest.raises(workers.WorkerDied, match="die_in_a_worker"):
         workers.run(die_in_a_worker, os.getpid())
@@ -192,6 +193,7 @@ def _chat_upload(rows: int) -> bytes:
     return "\n".join(lines).encode()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("in_a_worker", [True, False], ids=["worker", "server"])
 def test_an_upload_reports_its_progress_to_the_page_that_waits(
     in_a_worker: bool, monkeypatch: pytest.MonkeyPatch

@@ -160,7 +160,7 @@ def test_hugging_face_iterable_dataset() -> None:
 
 
 def test_stream_benchmark_quick_run() -> None:
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [sys.executable, str(root / "benchmarks" / "stream.py"), "--quick"],
         cwd=root,

@@ -24,7 +24,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # a real Chromium against a real server: the full suite only
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "docs" / "screenshots"
 CLASSIC_QUERY = "/?sequences=[[1,2],[3,4,5],[6]]&max_seq_length=4&strategy=split"
 MASKING = "5 6 7 | 8 9\n10 11 | 12 13 14\n15 16 17 18 | 19"

@@ -17,7 +17,7 @@ import packing.cli as cli
 from packing import STRATEGIES, plan
 from packing.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SQUAD = ROOT / "packing" / "workloads" / "squad_1_1_bert_384.json"
 TINY = [[1, 2, 3], {"prompt": [4, 5], "completion": [6]}, [7, 8, 9, 10, 11]]
 

@@ -504,7 +504,7 @@ def test_tokenize_benchmark_runs() -> None:
     """Smoke run of benchmarks/tokenization.py on a few chats (from another folder: it finds the package itself)."""
     import subprocess
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [sys.executable, str(root / "benchmarks" / "tokenization.py"), "--quick", "--chats", "60", "--repeat", "1"],
         capture_output=True,

@@ -20,7 +20,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 import packing  # noqa: E402
 from packing.ray import pack_dataset  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = ["input_ids", "labels", "loss_mask", "position_ids", "sequence_ids", "seq_lengths"]
 
 

@@ -30,7 +30,7 @@ from packing.torch import (  # noqa: E402
 )
 from tests.helpers.sample_rows import rows as sample_rows  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def skewed_lengths(count: int, seed: int = 0, max_seq_length: int = 4096) -> np.ndarray:

@@ -19,7 +19,7 @@ from packing.batches.schema import arrow_schema
 from packing.layouts.export import write_jsonl, write_parquet
 from packing.reading.dataset import DatasetError, read_dataset
 
-WORKLOADS = Path(__file__).resolve().parents[1] / "packing" / "workloads"
+WORKLOADS = Path(__file__).resolve().parents[2] / "packing" / "workloads"
 
 
 def plain(data: Any) -> list[tuple[list[int], list[int]]]:

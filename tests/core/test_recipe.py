@@ -25,7 +25,7 @@ from packing import NeedsTokenizer, Recipe, SettingError
 from packing.cli import main
 from tests.helpers.documents import Document, documents, sampled_documents
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LENGTH = 8
 TOKEN_ROWS: list[dict[str, Any]] = [
     {"input_ids": [1, 2, 3]},

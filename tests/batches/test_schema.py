@@ -15,7 +15,7 @@ from packing.batches.schema import NAMES, arrow_schema, markdown_table
 from packing.cli import build_parser, main
 from packing.layouts.export import write_jsonl, write_parquet
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = [[1, 2, 3], {"prompt": [4, 5], "completion": [6, 7]}, {"input_ids": [8, 9], "loss_mask": [1, 0]}]
 
 

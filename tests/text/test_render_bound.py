@@ -27,7 +27,7 @@ pytest.importorskip("transformers")
 
 from tests.helpers.text_fixtures import CHATML, MARKED, save_tokenizer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 CLEAN_INTERPRETER = """
 import json, sys

@@ -27,7 +27,7 @@ from packing.layouts.export import EXPORT_FORMATS, export, write_table
 torch = pytest.importorskip("torch")
 from packing.torch import PackedDataset, collate  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _samples(seed: int, count: int, longest: int) -> list[tuple[list[int], int]]:

@@ -167,7 +167,7 @@ def test_a_folder_asking_for_custom_code_is_refused_in_one_line_without_a_prompt
         text=True,
         timeout=120,
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent), "HF_HUB_OFFLINE": "1"},
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "HF_HUB_OFFLINE": "1"},
     )
     output = result.stdout + result.stderr
     assert result.returncode != 0

@@ -20,7 +20,7 @@ from packing.errors import DatasetError, SettingError
 from packing.layouts.audit import audit, read_packed
 from packing.reading.limits import ReadLimits, open_input, scan_json
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _deep(depth: int) -> bytes:

@@ -274,7 +274,7 @@ else:
 def test_materialize_refuses_a_plan_made_for_other_lengths(lengths: list[int], samples: list[list[int]]) -> None:
     # in a child process: reading past the end of a buffer may crash the interpreter
     code = MISMATCHED_PLAN.format(lengths=lengths, samples=samples)
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120, check=False
     )

@@ -16,7 +16,7 @@ blocks of a ``PackedBatch`` to export) into a table. Everything is vectorized: O
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 Int64Array = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-__all__ = ["COLLATED", "IGNORE_INDEX", "PackedLayout", "Parsed", "Rows"]
+__all__ = ["COLLATED", "IGNORE_INDEX", "Layout", "PackedLayout", "Parsed", "Rows"]
 COLLATED = b"packing.collated"
 """The schema metadata key of a table made from a collator's batch (arrays or tensors, not dataset rows)."""
 
@@ -498,3 +498,26 @@ def arrow_column(values: npt.NDArray[Any], lengths: Int64Array, kind: Any) -> An
         if not rows:
             break
     return pa.chunked_array(chunks, type=pa.list_(kind))
+
+
+class Layout(Protocol):
+    """What a layout module provides (every module in :mod:`packing.layouts` is one): its name and title, whether a
+    table's columns are its own, a reader to the common form and a writer from packed rows.
+
+    >>> from packing.layouts import MODULES
+    >>> layout: Layout = MODULES["trl"]
+    >>> layout.NAME, layout.recognises({"input_ids", "seq_lengths"}, None)
+    ('trl', True)
+    """
+
+    NAME: str
+    TITLE: str
+
+    def recognises(self, names: set[str], table: pa.Table) -> bool:
+        """Whether a table with these column names is in this layout. O(1), or O(tokens) to read a mask."""
+
+    def read(self, table: pa.Table, source: str) -> Parsed:
+        """``table`` in the common form; errors name ``source``. O(tokens)."""
+
+    def write(self, rows: Rows) -> pa.Table:
+        """The packed ``rows`` as this layout's table. O(tokens)."""

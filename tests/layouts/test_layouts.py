@@ -556,3 +556,18 @@ def test_exports_write_ids_labels_and_positions_in_the_schemas_dtype(int64: bool
         for name in names:
             assert table.schema.field(name).type == pa.list_(want), (format, name)
     assert export(batch, "torchtune").schema.field("seq_lens").type == pa.list_(pa.int32())
+
+
+def test_layout_names_are_listed_once_and_every_module_is_a_layout() -> None:
+    """``LayoutName`` is the one list: every name has its module (in the same order), every module has the
+    ``Layout`` members, and the export formats are the same names."""
+    import inspect
+
+    from packing.layouts import LAYOUTS, MODULES, Layout
+
+    assert tuple(MODULES) == LAYOUTS == EXPORT_FORMATS
+    members = {name for name in dir(Layout) if not name.startswith("_")}
+    for name, module in MODULES.items():
+        assert name == module.NAME
+        assert members <= set(dir(module)), name
+        assert inspect.signature(module.read).parameters.keys() == {"table", "source"}

@@ -16,6 +16,7 @@ from packing.batches.packed import PackedBatch
 from packing.batches.schema import COLUMNS, LOSS_WEIGHTS
 from packing.errors import DatasetError, SettingError
 from packing.layouts.audit import AuditReport, audit
+from packing.reading.files import open_mapped
 from packing.weighting import LossMode
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -25,8 +26,6 @@ from packing.torch.schedule import Int64Array
 # ---------------------------------------------------------------- dataset
 
 BLOCK_COLUMNS = tuple(column.name for column in COLUMNS)
-IPC_SUFFIXES = (".arrow", ".feather", ".ipc")
-PARQUET_SUFFIXES = (".parquet", ".pq")
 _DTYPES = {column.name: column.dtype_for(int64=True) for column in (*COLUMNS, LOSS_WEIGHTS)}
 """Item dtypes: the schema's, with ids, labels and positions as int64 (what embeddings and cross-entropy take),
 whatever the dtype stored."""
@@ -98,18 +97,14 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
 
     def _open_native(self, source: str | os.PathLike[str]) -> bool:
         """Open a Parquet or Arrow IPC file with the schema's columns in place; ``False`` for anything else."""
-        path = os.fspath(source)
-        self._ipc = path.lower().endswith(IPC_SUFFIXES)
-        if not (self._ipc or path.lower().endswith(PARQUET_SUFFIXES)):
-            return False
         import pyarrow as pa
 
-        self._path = path
-        try:
-            handle = self._open()
-        except pa.ArrowInvalid as error:
-            kind = "an Arrow IPC file" if self._ipc else "a Parquet file"
-            raise DatasetError(path, None, f"not {kind} ({str(error)[:60]})") from error
+        self._path = os.fspath(source)
+        handle = self._open()
+        if handle is None:
+            self._path = None
+            return False
+        self._ipc = isinstance(handle, pa.ipc.RecordBatchFileReader)
         names = handle.schema.names if self._ipc else handle.schema_arrow.names
         if any(c not in names for c in BLOCK_COLUMNS):
             self._path = self._file = None
@@ -134,12 +129,8 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
         return self._report
 
     def _open(self) -> Any:
-        if self._file is None:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-
-            mapped = pa.memory_map(self._path, "r")
-            self._file = pa.ipc.open_file(mapped) if self._ipc else pq.ParquetFile(mapped)
+        if self._file is None and self._path is not None:
+            self._file = open_mapped(self._path)
         return self._file
 
     def __getstate__(self) -> dict[str, Any]:

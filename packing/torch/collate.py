@@ -16,6 +16,7 @@ from torch.utils.data import Dataset
 
 from packing.batches.packed import materialize
 from packing.batches.schema import LOSS_WEIGHTS
+from packing.core.arrays import ranges
 from packing.core.forms import MASK_FIELDS
 from packing.core.samples import IGNORE_INDEX, Samples
 from packing.core.validation import OverflowPolicy
@@ -23,6 +24,7 @@ from packing.errors import SettingError
 from packing.planning.plans import plan
 from packing.reading.rows import read_rows
 from packing.recipe import Recipe, RecipeOptions
+from packing.strategies.overflow import documents_of
 from packing.text.prepare import prepare
 from packing.weighting import LossMode, LossTotals, check_mode, token_weights
 
@@ -95,10 +97,10 @@ def _cap(
                 "sampler.pieces(dataset))",
                 f"<a sample of {int(lengths[over][0])} tokens>",
             )
-        kept = np.where(over, capacity if overflow == "truncate" else 0, lengths)
-        starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
-        within = np.arange(len(tokens), dtype=np.int64) - starts < np.repeat(kept, lengths)
-        tokens, labels, lengths = tokens[within], labels[within], kept[kept > 0]
+        kept = documents_of(lengths, capacity, overflow)  # one document a sample: truncate and drop keep the start
+        starts = np.cumsum(lengths) - lengths
+        within = ranges(starts[kept.sequence] + kept.offset, kept.length)
+        tokens, labels, lengths = tokens[within], labels[within], kept.length
     if int(lengths.sum()) > capacity:
         raise SettingError(
             "rows", f"at most max_seq_length={capacity} tokens in all (a PackingSampler's block)", int(lengths.sum())

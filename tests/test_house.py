@@ -89,3 +89,23 @@ def test_few_modules_directly_in_the_package_and_none_long() -> None:
         if (n := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert long == {}
+
+
+TESTS = Path(__file__).resolve().parent
+TEST_FOLDERS_BEYOND_PACKAGES = {"integrations", "peers", "explorer", "helpers"}
+"""Folders of tests that are not one package's: the top-level modules' doors, the peers' own code, the app, and
+the shared fixtures."""
+
+
+def test_the_tests_mirror_the_packages() -> None:
+    """Every package of the library has its folder of tests, every folder of tests is a package's or one of the
+    few others, no two test modules share a name, and the explorer's are named for the layer they test."""
+    packages = {path.parent.name for path in ROOT.glob("*/__init__.py")} - {"workloads"}
+    folders = {path.name for path in TESTS.iterdir() if path.is_dir() and not path.name.startswith((".", "_"))}
+    assert packages <= folders, sorted(packages - folders)
+    assert folders <= packages | TEST_FOLDERS_BEYOND_PACKAGES, sorted(folders - packages - TEST_FOLDERS_BEYOND_PACKAGES)
+    names = [path.name for path in TESTS.rglob("test_*.py")]
+    assert len(names) == len(set(names)), sorted({name for name in names if names.count(name) > 1})
+    layers = ("test_core_", "test_views_", "test_server_", "test_ui_")
+    explorer = [path.name for path in (TESTS / "explorer").glob("test_*.py")]
+    assert {name for name in explorer if not name.startswith(layers)} <= {"test_doctests.py", "test_layers.py"}

@@ -16,7 +16,7 @@ from packing.batches.packed import PackedBatch
 from packing.batches.schema import COLUMNS, LOSS_WEIGHTS
 from packing.errors import DatasetError, SettingError
 from packing.layouts.audit import AuditReport, audit
-from packing.reading.files import open_mapped
+from packing.reading.mapped import open_mapped
 from packing.weighting import LossMode
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

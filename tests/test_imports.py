@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 OPTIONAL = ("torch", "transformers", "tokenizers", "ray", "highspy", "datasets", "streamlit", "plotly")
 
 
@@ -14,6 +16,7 @@ def test_importing_packing_imports_no_optional_peer() -> None:
     assert out.split() == []
 
 
+@pytest.mark.slow
 def test_no_module_is_shadowed_by_a_function() -> None:
     code = (
         "import importlib, packing, pkgutil, types\n"

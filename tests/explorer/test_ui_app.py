@@ -118,6 +118,7 @@ def test_every_tab_renders_with_its_content() -> None:
             assert checks[tab](), tab
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "params",
     [
@@ -253,6 +254,7 @@ def test_hostile_links_are_harmless(params: dict[str, str]) -> None:
     assert all(len(t) < 600 for t in _texts(at, "warning") + _texts(at, "error"))
 
 
+@pytest.mark.slow
 def test_out_of_range_max_seq_length_is_answered_in_plain_words_where_the_user_looks() -> None:
     for value, words in ((0, "0 is too small"), (-5, "-5 is too small"), (2**24 + 1, "16,777,217 is too large")):
         at = _app()
@@ -339,6 +341,7 @@ def test_practice_checks_blocks_and_masks_and_keeps_its_problem_in_the_link() ->
     assert any("Could not read your answer" in e for e in _texts(at, "error"))
 
 
+@pytest.mark.slow
 def test_uploads_are_packed_and_hostile_files_give_one_line() -> None:
     at = _app(source="upload")
     assert any("Upload a file" in i for i in _texts(at, "info"))
@@ -405,6 +408,7 @@ def test_an_upload_gets_blocks_that_fit_its_longest_sequence_and_big_losses_are_
     assert any("are lost" in w and "longest has 299 tokens" in w for w in _texts(at, "warning"))
 
 
+@pytest.mark.slow
 def test_share_links_say_honestly_what_they_reproduce() -> None:
     at = _open(_app(sequences="[[1,2],[3]]", max_seq_length="3", strategy="ffd"), "Export")
     _clean(at)
@@ -423,6 +427,7 @@ def test_share_links_say_honestly_what_they_reproduce() -> None:
     assert any("cannot carry an uploaded file" in c for c in _texts(upload, "caption"))
 
 
+@pytest.mark.slow
 def test_a_shared_link_reopens_the_same_result() -> None:
     at = _app(source="synthetic", count="700", max_length="300", seed="4", strategy="first_fit")
     blocks = _metrics(at)["Blocks"]
@@ -469,6 +474,7 @@ def test_the_export_snippet_packs_what_the_sidebar_asked_for() -> None:
     assert any("permutation(len(lengths))[:1000]]" in c.value for c in at.code)
 
 
+@pytest.mark.slow
 def test_choices_made_in_a_tab_survive_a_visit_to_another_tab() -> None:
     at = _app(source="synthetic", count="2000", max_length="512", max_seq_length="512", strategy="bfd")
     at.number_input(key="result_first").set_value(5).run()
@@ -560,6 +566,7 @@ def test_the_inspect_tab_audits_an_uploaded_packed_file() -> None:
     assert errors and all(len(e) < 400 for e in errors)
 
 
+@pytest.mark.slow
 def test_samples_that_train_nothing_are_said_on_the_page_not_only_in_a_tooltip() -> None:
     at = _app(sequences="[[1], [2, 3], [4]]", max_seq_length="4", strategy="split")
     _clean(at)

@@ -57,6 +57,7 @@ HOSTILE = {
 """The recipe's link: the proven optimum asked for ten minutes, on lengths that keep it searching to its limit."""
 
 
+@pytest.mark.slow
 def test_closing_the_tab_of_a_long_search_stops_its_worker(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The visitor leaves while the page waits for its search: the run is stopped (here by AppTest's timeout, as
     Streamlit stops a run whose session closed), and the worker searching for it is killed, not left to run."""
@@ -109,6 +110,7 @@ def chat_upload(turns: int) -> bytes:
     return (json.dumps({"messages": messages}) + "\n").encode()
 
 
+@pytest.mark.slow
 def test_an_upload_is_read_in_a_worker_as_the_server_reads_it(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import numpy as np
 
@@ -128,6 +130,7 @@ def test_an_upload_is_read_in_a_worker_as_the_server_reads_it(monkeypatch) -> No
     assert np.array_equal(np.asarray(far.samples.loss_mask), np.asarray(here.samples.loss_mask))
 
 
+@pytest.mark.slow
 def test_an_upload_that_takes_too_long_is_stopped_in_one_line(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The recipe's 100,000-turn chat: reading it past the deadline stops its worker, and the page says so in
     one line (the deadline is tiny here, so that the test stays fast whatever the tokenizer's speed)."""
@@ -164,6 +167,7 @@ except InputError as error:
 """
 
 
+@pytest.mark.slow
 def test_a_file_that_crashes_its_reader_on_the_inspect_tab_leaves_the_server_running() -> None:
     """The recipe's 40 KB file nested 20,000 deep made ``pyarrow.json.read_json`` crash the whole server: read
     in a worker, at most the worker goes down (in a subprocess here, as it is the server that could crash)."""

@@ -219,6 +219,7 @@ def test_a_link_with_last_turn_trains_only_the_last_answer() -> None:
     assert not at.sidebar.multiselect  # the example chat has only system, user and assistant turns
 
 
+@pytest.mark.slow
 def test_the_controls_round_trip_through_the_share_link() -> None:
     at = open_link({"source": "text"})
     _clean(at)
@@ -244,6 +245,7 @@ def test_the_controls_round_trip_through_the_share_link() -> None:
     assert again.sidebar.multiselect(key="roles_to_train").value == ["assistant", "tool"]
 
 
+@pytest.mark.slow
 def test_the_controls_show_where_they_apply() -> None:
     synthetic = open_link({"source": "synthetic"})
     _clean(synthetic)

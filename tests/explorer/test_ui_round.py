@@ -120,6 +120,7 @@ print("errors", len(at.error))
 """
 
 
+@pytest.mark.slow
 def test_a_hub_name_in_the_tokenizer_box_never_reaches_the_hub(tmp_path: Path) -> None:
     """A local endpoint stands in for the model hub (``HF_ENDPOINT``): a hub-style name typed in the tokenizer
     box, for pasted rows and for an uploaded file, sends it no request (it got four before)."""
@@ -161,6 +162,7 @@ def test_a_hub_name_in_the_tokenizer_box_never_reaches_the_hub(tmp_path: Path) -
     assert requests == []
 
 
+@pytest.mark.slow
 def test_a_crafted_lengths_only_upload_is_refused_before_its_plan_is_built() -> None:
     """Four lengths of 16 M tokens, cut at every token by ``split``: 67 M pieces, refused in one line before the
     plan is built (``plans._split_layout`` ran out of memory on it)."""

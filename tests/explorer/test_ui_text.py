@@ -64,6 +64,7 @@ def _no_markup_from_users(at: AppTest) -> None:
             assert "](" not in live and "<" not in live, (kind, element.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", list(EXAMPLES))
 def test_every_example_loads_and_shows_its_trained_turns(form: str) -> None:
     at = _app()
@@ -127,6 +128,7 @@ def test_a_tokenizer_that_cannot_be_loaded_is_one_plain_line() -> None:
     assert len(at.error) == 1 and "Cannot load the tokenizer" in re.sub(r"\\(.)", r"\1", str(at.error[0].value))
 
 
+@pytest.mark.slow
 def test_markdown_and_html_in_user_text_are_shown_as_text() -> None:
     hostile = "[Click](https://example.com) **bold** <b>x</b> <a href='https://e.x'>y</a>"
     at = _app(tokenizer="[t](https://example.com)")

@@ -95,6 +95,7 @@ print(json.dumps({"server": isinstance(app.app, st.App), "warm": warmup.is_warm(
 """
 
 
+@pytest.mark.slow
 def test_streamlit_run_finds_a_server_that_warms_the_page_before_the_first_visit() -> None:
     """``streamlit run app.py`` serves ``app.app`` (an ``st.App``); its lifespan loads the page's modules and every
     kernel with no visitor at all (Streamlit's own server ran nothing of the page's before the first visit)."""

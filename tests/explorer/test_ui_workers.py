@@ -49,6 +49,7 @@ def die_once(marker: str) -> int:
     return os.getpid()
 
 
+@pytest.mark.slow
 def test_a_search_runs_in_another_process_and_answers_as_the_server_would(one_worker: None) -> None:
     hard = np.array([26, 26, 26, 25, 25, 24, 24, 23, 23] * 8 + [49, 50, 51] * 5, dtype=np.int64)
     assert workers.run(os.getpid) != os.getpid()
@@ -64,12 +65,14 @@ def test_a_search_runs_in_another_process_and_answers_as_the_server_would(one_wo
     assert np.array_equal(run.layout.piece_block(), packing.plan(hard, 100, "optimal").piece_block())
 
 
+@pytest.mark.slow
 def test_an_error_in_a_worker_is_raised_here_with_its_fields(one_worker: None) -> None:
     with pytest.raises(packing.SettingError) as raised:
         workers.run(compute.compare, np.array([3, 4], dtype=np.int64), 0, "truncate")
     assert raised.value.name == "max_seq_length"
 
 
+@pytest.mark.slow
 def test_a_worker_that_dies_once_costs_the_call_nothing(one_worker: None, tmp_path: Path) -> None:
     assert workers.run(die_once, str(tmp_path / "died")) not in (os.getpid(), None)
 
@@ -93,6 +96,7 @@ def worker_imports() -> tuple[bool, bool]:
     return "streamlit" in sys.modules, main is not None and "st" in vars(main)
 
 
+@pytest.mark.slow
 def test_a_worker_under_streamlit_does_not_run_the_page(one_worker: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """Streamlit runs ``app.py`` as a module named ``__main__``; ``spawn`` imports that file in every worker. The
     page must not run there (it would start workers of its own, and so on)."""
@@ -138,6 +142,7 @@ def wait_for(predicate: Callable[[], bool], seconds: float = 60) -> bool:
     return predicate()
 
 
+@pytest.mark.slow
 def test_a_call_past_its_deadline_is_stopped_and_its_worker_replaced(one_worker: None, tmp_path: Path) -> None:
     marker = tmp_path / "pid"
     with pytest.raises(workers.TimedOut, match="took longer than the 1 s the explorer gives it"):
@@ -153,6 +158,7 @@ def run_in_a_script(function, marker, lane_name):  # type: ignore[no-untyped-def
     workers.run(function, marker, lane_name=lane_name, seconds=600)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lane_name", ["search", "load"])
 def test_a_stopped_script_run_kills_the_worker_it_waits_for(
     one_worker: None, tmp_path: Path, lane_name: str, monkeypatch: pytest.MonkeyPatch
@@ -179,6 +185,7 @@ def slow_square(value: int) -> int:
     return value * value
 
 
+@pytest.mark.slow
 def test_a_lane_waits_for_its_worker_and_a_stopped_wait_leaves_the_queue(one_worker: None) -> None:
     with ThreadPoolExecutor(3) as threads:
         squares = list(threads.map(lambda v: workers.run(slow_square, v), range(3)))

@@ -415,6 +415,7 @@ def python_m_packing(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_python_m_packing_end_to_end(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "tiny.jsonl", TINY)
     done = python_m_packing(

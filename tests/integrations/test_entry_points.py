@@ -190,6 +190,7 @@ def read_outcome(read: Callable[[], packing.Samples]) -> Any:
     return samples.tokens.tolist(), samples.loss_mask.tolist(), samples.offsets.tolist()
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(rows(), min_size=1, max_size=8), st.booleans())
 def test_read_table_agrees_with_read_rows(batch: list[dict[str, Any]], completion_only: bool) -> None:

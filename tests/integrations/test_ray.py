@@ -238,6 +238,7 @@ def pipelines(draw: st.DrawFn) -> tuple[list[dict[str, Any]], int, dict[str, Any
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(pipelines())
 def test_the_steps_give_single_machine_blocks_whatever_the_batches_and_the_shuffle_order(

@@ -105,6 +105,7 @@ def peak_memory(count: int, buffer_size: int) -> int:
         tracemalloc.stop()
 
 
+@pytest.mark.slow
 def test_memory_stays_flat_as_the_stream_grows() -> None:
     small, large = peak_memory(4_000, 500), peak_memory(16_000, 500)
     assert large < 1.3 * small
@@ -159,6 +160,7 @@ def test_hugging_face_iterable_dataset() -> None:
     assert list(packed) == ours
 
 
+@pytest.mark.slow
 def test_stream_benchmark_quick_run() -> None:
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(

@@ -290,6 +290,7 @@ def model() -> Any:
     return tiny_llama()
 
 
+@pytest.mark.slow
 def test_one_packed_batch_equals_the_unpacked_objective(model: Any) -> None:
     rows = documents()
     per_doc = unpacked_losses(model, rows)
@@ -310,6 +311,7 @@ def test_one_packed_batch_equals_the_unpacked_objective(model: Any) -> None:
         assert max_diff(grad(loss, model), expected) < TOLERANCE, mode
 
 
+@pytest.mark.slow
 def test_accumulated_micro_batches_equal_the_unpacked_objective_of_each_step(model: Any) -> None:
     rows = documents(1)
     samples = packing.read_rows(rows)

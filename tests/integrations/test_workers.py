@@ -30,6 +30,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="fork start method is Linux-only here")
 def test_packing_in_forked_workers_after_packing_in_the_parent() -> None:
     # a fresh interpreter, as a trainer that forks its data-loader workers: this test process has loaded Ray,

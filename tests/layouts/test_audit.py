@@ -391,6 +391,7 @@ def _document_starts(batch: packing.PackedBatch) -> tuple[list[tuple[int, int, i
     return inner, padding
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(_batches(), st.data())
 def test_planted_cross_document_labels_are_counted(batch: packing.PackedBatch, data: st.DataObject) -> None:
@@ -417,6 +418,7 @@ def test_planted_positions_not_reset_are_counted(batch: packing.PackedBatch, dat
     assert report.counts() == ({"position_not_reset": len(chosen)} if chosen else {})
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(_batches(), st.data())
 def test_planted_padding_losses_are_counted(batch: packing.PackedBatch, data: st.DataObject) -> None:
@@ -429,6 +431,7 @@ def test_planted_padding_losses_are_counted(batch: packing.PackedBatch, data: st
     assert report.counts() == ({"padding_trained": len(chosen)} if chosen else {})
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(_batches(), st.data())
 def test_planted_position_jumps_are_inconsistent(batch: packing.PackedBatch, data: st.DataObject) -> None:
@@ -448,6 +451,7 @@ def test_planted_position_jumps_are_inconsistent(batch: packing.PackedBatch, dat
     assert report.counts() == ({"inconsistent_boundaries": len(chosen)} if chosen else {})
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(_batches(), st.data())
 def test_planted_all_ones_masks_are_counted(batch: packing.PackedBatch, data: st.DataObject) -> None:
@@ -473,6 +477,7 @@ def test_planted_all_ones_masks_are_counted(batch: packing.PackedBatch, data: st
     assert report.counts() == ({"all_ones_attention_mask": len(chosen)} if chosen else {})
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(_batches(), st.data())
 def test_planted_label_mismatches_are_counted(batch: packing.PackedBatch, data: st.DataObject) -> None:
@@ -677,6 +682,7 @@ _LAYOUT_COLUMNS = {
 }
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.sampled_from(sorted(_LAYOUT_COLUMNS)), st.data())
 def test_arbitrary_values_give_a_report_or_a_dataset_error(layout: str, data: st.DataObject) -> None:

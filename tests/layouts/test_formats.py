@@ -53,6 +53,7 @@ def _batches(draw: st.DrawFn) -> packing.PackedBatch:
         return packing.pack([[1]], width, strategy=strategy)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(_batches(), st.sampled_from(EXPORT_FORMATS))
 def test_every_export_round_trips_through_audit(batch: packing.PackedBatch, layout: str) -> None:

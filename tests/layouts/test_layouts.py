@@ -455,6 +455,7 @@ def test_collate_matches_every_option_of_data_collator_with_flattening(options: 
 # ---------------------------------------------------------------- the CLI on a closed pipe
 
 
+@pytest.mark.slow
 def test_audit_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
     table = pa.table(
         {"input_ids": [[1, 2, 3, 4]] * 50, "labels": [[1, 2, 3, 4]] * 50, "position_ids": [[0, 1, 0, 1]] * 50}

@@ -84,6 +84,7 @@ def _blocks(path: Path) -> list[list[int]]:
 # ---------------------------------------------------------------- the lock covers the whole CLI run
 
 
+@pytest.mark.slow
 def test_a_second_run_is_refused_while_the_first_is_still_reading(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -113,6 +114,7 @@ def test_a_lock_file_naming_a_live_unrelated_process_does_not_block(tmp_path: Pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.parquet"]
 
 
+@pytest.mark.slow
 def test_an_emptied_lock_file_does_not_let_a_second_writer_in(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -140,6 +142,7 @@ def test_an_empty_lock_file_nobody_holds_does_not_block(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.parquet"]
 
 
+@pytest.mark.slow
 def test_the_lock_of_a_killed_run_is_not_stale(tmp_path: Path) -> None:
     source = _jsonl(tmp_path / "in.jsonl", [[1, 2, 3]])
     output = tmp_path / "out.parquet"
@@ -182,6 +185,7 @@ def _big_batch(token: int, blocks: int) -> Any:
     return pack([[token] * 500 for _ in range(blocks)], 512, strategy="ffd")
 
 
+@pytest.mark.slow
 def test_a_second_thread_writing_the_same_path_is_refused_and_the_first_output_is_intact(tmp_path: Path) -> None:
     output = tmp_path / "out.jsonl"
     first, second = _big_batch(7, 2000), pack([[9, 9]], 4)
@@ -266,6 +270,7 @@ def _writing(folder: Path) -> bool:
     return any(p.name.endswith(".tmp") and p.stat().st_size > 0 for p in folder.iterdir())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["SIGHUP", "SIGTERM", "SIGINT"])
 def test_a_signal_mid_write_leaves_no_temporary_and_no_lock(tmp_path: Path, big_input: Path, name: str) -> None:
     output = tmp_path / "out.jsonl"
@@ -281,6 +286,7 @@ def test_a_signal_mid_write_leaves_no_temporary_and_no_lock(tmp_path: Path, big_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]
 
 
+@pytest.mark.slow
 def test_a_hangup_while_reading_leaves_no_lock(tmp_path: Path) -> None:
     source = _jsonl(tmp_path / "in.jsonl", [[1, 2, 3]])
     output = tmp_path / "out.parquet"
@@ -291,6 +297,7 @@ def test_a_hangup_while_reading_leaves_no_lock(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "ready"]
 
 
+@pytest.mark.slow
 def test_a_hangup_ignored_as_under_nohup_lets_the_run_finish(tmp_path: Path, big_input: Path) -> None:
     output = tmp_path / "out.jsonl"
     process = _pack_in_a_subprocess(big_input, output, ignore_hangup=True)
@@ -327,6 +334,7 @@ UNREACHABLE = (  # the command line names its own flag
 )
 
 
+@pytest.mark.slow
 def test_a_hub_name_fails_at_once_with_one_line_when_the_hub_refuses_connections(tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     done = _pack_with_hub_name(tmp_path, HF_ENDPOINT="http://127.0.0.1:9")  # the discard port: nothing listens
@@ -335,6 +343,7 @@ def test_a_hub_name_fails_at_once_with_one_line_when_the_hub_refuses_connections
     assert not (tmp_path / "out.parquet").exists()
 
 
+@pytest.mark.slow
 def test_a_hub_name_fails_at_once_with_one_line_without_a_network(tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     from packing.text.tokenizers import _hub_reachable

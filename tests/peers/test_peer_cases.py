@@ -157,6 +157,7 @@ def unpacked_token_loss(model: Any, blocks: list[dict[str, Any]]) -> float:
     return total / count
 
 
+@pytest.mark.slow
 def test_sft_trainer_trains_on_pack_dataset_output_unchanged(tmp_path: Path) -> None:
     from trl import SFTConfig, SFTTrainer
 

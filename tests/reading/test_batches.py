@@ -234,6 +234,7 @@ def test_read_holds_the_samples_and_one_batch(
     assert read.labels is None and int(np.asarray(read.loss_mask).sum()) < tokens * 0.75
 
 
+@pytest.mark.slow
 def test_text_parquet_read_holds_the_tokens_not_the_decoded_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

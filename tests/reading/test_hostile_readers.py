@@ -50,6 +50,7 @@ def _one_clean_line(result: subprocess.CompletedProcess[str]) -> str:
 # ---------------------------------------------------------------- deep JSON
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("depth", [10_000, 20_000])
 def test_audit_of_deep_jsonl_exits_with_one_line_not_a_segfault(tmp_path: Path, depth: int) -> None:
@@ -63,6 +64,7 @@ def test_audit_of_deep_jsonl_exits_with_one_line_not_a_segfault(tmp_path: Path, 
     )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_read_packed_and_read_dataset_of_deep_json_exit_cleanly(tmp_path: Path) -> None:
     for name in ("deep.jsonl", "deep.json"):

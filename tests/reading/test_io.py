@@ -543,6 +543,7 @@ def start_slow_writer(tmp_path: Path, output: Path) -> Any:
     raise AssertionError("the writer never started writing")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
 def test_a_signal_during_a_write_keeps_the_old_output_and_leaves_no_temporary(tmp_path: Path, signal_name: str) -> None:
     import signal
@@ -557,6 +558,7 @@ def test_a_signal_during_a_write_keeps_the_old_output_and_leaves_no_temporary(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.parquet", "ready"]
 
 
+@pytest.mark.slow
 def test_a_second_writer_of_the_same_output_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from packing.cli import main
 

@@ -263,6 +263,7 @@ def test_solve_beats_heuristics_and_meets_its_bound_when_proven(capacity: int, d
     check_against_heuristics(raw, capacity)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(data=st.data(), capacity=st.integers(min_value=10, max_value=60))
 def test_solve_on_few_mid_sized_lengths(capacity: int, data: st.DataObject) -> None:
@@ -468,6 +469,7 @@ def test_any_time_limit_gives_a_valid_plan_and_a_true_gap(
         assert result.certificate.lower_bound <= brute_force_min_blocks(raw, capacity)
 
 
+@pytest.mark.slow
 def test_the_benchmark_runs_in_quick_mode() -> None:
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "optimal.py"
     done = subprocess.run(

@@ -354,6 +354,7 @@ def test_attention_mask_is_block_diagonal_causal(strategy: str, overflow: str, d
         assert np.array_equal(mask, expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overflow", OVERFLOW_NAMES)
 @settings(max_examples=100, deadline=None)
 @given(data=st.data(), cap=st.integers(min_value=1, max_value=4))
@@ -503,6 +504,7 @@ def test_blocks_are_numbered_by_opening_and_hold_documents_in_placement_order(
     assert firsts == sorted(firsts)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     lengths=st.lists(st.integers(min_value=1, max_value=16), max_size=40),

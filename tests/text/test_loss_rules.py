@@ -289,6 +289,7 @@ def test_rules_nest(tokenizers: dict[str, Any], chat: list[dict[str, Any]], chos
     assert every.all() and (full is None or len(full) == len(every))
 
 
+@pytest.mark.slow
 def test_num_proc_gives_the_one_process_result(tokenizers: dict[str, Any]) -> None:
     rng = np.random.default_rng(0)
     words = ["hello", "world", "2 + 2", "日本語", "ok", "Thanks!"]
@@ -350,6 +351,7 @@ def test_num_proc_in_a_daemonic_process_tokenizes_there(monkeypatch: pytest.Monk
     assert got == [part.tolist() for part in encode_rows(rows, "bytes")]
 
 
+@pytest.mark.slow
 def test_every_door_takes_the_rules_and_num_proc(
     tokenizers: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

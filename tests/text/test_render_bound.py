@@ -55,6 +55,7 @@ print(json.dumps({"same": same, "error": error}))
 """
 
 
+@pytest.mark.slow
 def test_packing_leaves_transformers_compiler_as_it_was(tmp_path: Path) -> None:
     """In a clean interpreter: after packing chats through real tokenizers (plain and marked templates),
     transformers' template compiler is still its own function, and a template of nested loops is still

@@ -500,6 +500,7 @@ def test_cli_reads_text_rows_from_parquet(tmp_path: Path, capsys: pytest.Capture
     assert block["loss_mask"][: sum(block["seq_lengths"])] == expected[0][1] + expected[1][1]
 
 
+@pytest.mark.slow
 def test_tokenize_benchmark_runs() -> None:
     """Smoke run of benchmarks/tokenization.py on a few chats (from another folder: it finds the package itself)."""
     import subprocess

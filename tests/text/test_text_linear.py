@@ -97,6 +97,7 @@ messages = st.fixed_dictionaries(
 chats = st.lists(messages, min_size=1, max_size=8)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(chat=chats, name=st.sampled_from(["bytes", *TEMPLATES]))
 def test_one_rendering_gives_the_prefix_spans(
@@ -159,6 +160,7 @@ def test_long_chats_with_a_real_template_too(tokenizers: dict[str, Any], monkeyp
     assert whole[spans[0][0] : spans[0][1]] == "turn 2: hello<|im_end|>\n"  # numbered as in long_chat
 
 
+@pytest.mark.slow
 def test_a_long_chat_that_needs_the_prefix_path_is_refused_in_one_line(tokenizers: dict[str, Any]) -> None:
     chat: list[dict[str, Any]] = long_chat(MAX_PREFIX_TURNS + 1)
     chat[3] = {"role": "assistant", "content": None, "tool_calls": [{"name": "f"}]}  # no content to find
@@ -182,6 +184,7 @@ NESTED_LOOPS = (
 """Nine million characters of output for any chat: stopped at the rendering cap (about one million)."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("marked", [False, True])
 def test_a_template_of_nested_loops_is_stopped_at_the_rendering_cap(
     tmp_path: Path, marked: bool, monkeypatch: pytest.MonkeyPatch

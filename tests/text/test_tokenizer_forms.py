@@ -143,6 +143,7 @@ def custom_code_folder(root: Path, where: str) -> Path:
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["tokenizer", "model"])
 def test_a_folder_asking_for_custom_code_is_refused_in_one_line_without_a_prompt(tmp_path: Path, where: str) -> None:
     folder = custom_code_folder(tmp_path, where)

@@ -446,6 +446,7 @@ def test_packed_dataset_over_an_arrow_ipc_file(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- imports and the worked example
 
 
+@pytest.mark.slow
 def test_import_packing_does_not_import_torch() -> None:
     code = "import sys, packing; packing.pack([[1]], 2); sys.exit(int('torch' in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=False).returncode == 0
@@ -481,6 +482,7 @@ def test_two_process_ddp_example_lowers_the_loss() -> None:
     assert np.mean(losses[-3:]) < 0.6 * np.mean(losses[:3])
 
 
+@pytest.mark.slow
 def test_sampler_benchmark_quick_run() -> None:
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "sampler.py"), "--quick"],

@@ -45,3 +45,37 @@ def assert_same_batch(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
             assert np.array_equal(np.asarray(mine), np.asarray(value)), key
         else:
             assert type(mine) is type(value) and mine == value, key
+
+
+IGNORE = -100
+
+
+def expected_flat(blocks: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """What a padding-free batch of these blocks must be, from their documents: tokens in order, positions
+    restarting per document, labels the block's but -100 at each document's first token."""
+    ids: list[int] = []
+    positions: list[int] = []
+    labels: list[int] = []
+    for block in blocks:
+        at = 0
+        block_ids, block_labels = list(block["input_ids"]), list(block["labels"])
+        for n in block["seq_lengths"]:
+            ids += block_ids[at : at + n]
+            positions += list(range(n))
+            labels += [IGNORE, *block_labels[at + 1 : at + n]]
+            at += n
+    return {"input_ids": ids, "position_ids": positions, "labels": labels}
+
+
+def check_trl_reads(blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """TRL's own padding-free collator (``DataCollatorForLanguageModeling(padding_free=True)``, what ``SFTTrainer``
+    uses for packed rows) on ``blocks``: its batch holds every document of the blocks, apart. Returns the batch."""
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    batch = dict(DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)(blocks))
+    want = expected_flat(blocks)
+    for name in ("input_ids", "position_ids", "labels"):
+        assert batch[name][0].tolist() == want[name], name
+    lengths = [int(n) for block in blocks for n in block["seq_lengths"]]
+    assert batch["cu_seq_lens_q"].tolist() == np.concatenate(([0], np.cumsum(lengths))).tolist()
+    return batch

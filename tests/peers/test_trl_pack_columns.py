@@ -135,6 +135,7 @@ def test_a_dataset_dict_is_refused_with_its_splits() -> None:
     )
     with pytest.raises(packing.SettingError, match=message):
         pack_dataset(splits, 4)
+    assert set(trl_pack_dataset(splits, 4)) == {"train", "test"}  # a difference: TRL packs every split
 
 
 def test_an_iterable_dataset_is_pointed_to_stream_dataset() -> None:
@@ -145,6 +146,7 @@ def test_an_iterable_dataset_is_pointed_to_stream_dataset() -> None:
     )
     with pytest.raises(packing.SettingError, match=message):
         pack_dataset(stream, 4)
+    assert [row["input_ids"] for row in trl_pack_dataset(stream, 4)] == [[1, 2, 3]]  # TRL maps the stream
     from packing.streaming import stream_dataset  # the name the error gives exists and packs the stream
 
     assert [row["input_ids"] for row in stream_dataset(stream, 4, shuffle=False)] == [[1, 2, 3]]

@@ -152,3 +152,20 @@ def test_an_iterable_dataset_is_pointed_to_stream_dataset() -> None:
     assert [row["input_ids"] for row in stream_dataset(stream, 4, shuffle=False)] == [[1, 2, 3]]
     with pytest.raises(packing.SettingError, match=r"got <a IterableDatasetDict with splits 'train'>$"):
         pack_dataset(datasets.IterableDatasetDict({"train": stream}), 4)
+
+
+def test_a_carried_attention_mask_is_never_passed_on_and_the_auditor_names_it() -> None:
+    """Carried as TRL carries it; a model given an all-ones mask over several documents would let them attend to
+    each other, so the auditor reports it, and neither TRL's padding-free collator nor ``collate`` passes it on."""
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    from packing.torch import PackedDataset, collate
+
+    source = Dataset.from_dict({"input_ids": [[1, 2], [3, 4, 5], [6]], "attention_mask": [[1, 1], [1, 1, 1], [1]]})
+    packed = pack_dataset(source, 4, shuffle=False)
+    assert packing.audit(packed).counts() == {"all_ones_attention_mask": 1}  # the block [3, 4, 5, 6]
+    assert packing.audit(pack_dataset(source, 4, shuffle=False, carry=[])).findings == ()
+    rows = [packed[0], packed[1]]
+    assert "attention_mask" not in DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)(rows)
+    blocks = PackedDataset(packed)
+    assert "attention_mask" not in collate([blocks[0], blocks[1]])

@@ -149,7 +149,9 @@ def pack_dataset(
     (``carry``: which; default every aligned one; see :func:`carried_columns`), as TRL's ``pack_dataset``
     carries them; TRL refuses a dataset with a column of other lengths or not of lists, where packing leaves
     it out (or refuses it, naming the row, when ``carry`` names it). The reader's columns (``completion_mask``,
-    ``labels``, ...) become ``loss_mask`` and ``labels`` rather than being carried as they are. A
+    ``labels``, ...) become ``loss_mask`` and ``labels`` rather than being carried as they are. A carried
+    ``attention_mask`` must not reach the model (all ones over several documents, it lets them attend to each
+    other; ``packing.audit`` reports it): TRL's padding-free collator and ``packing.torch.collate`` drop it. A
     ``DatasetDict`` is refused with its splits named (pass one split); an ``IterableDataset`` is refused with
     a pointer to ``packing.streaming.stream_dataset``, which packs a stream.
 

@@ -67,7 +67,7 @@ def test_pad_to_multiple_of_pads_as_trls_padding_free_collator(rows: list[Any], 
     with pytest.raises(TypeError):
         transformers.DataCollatorWithFlattening(pad_to_multiple_of=multiple)
     trl_collator = DataCollatorForLanguageModeling(pad_token_id=pad_id, padding_free=True, pad_to_multiple_of=multiple)
-    features = [f for f in as_features(rows) if f["input_ids"]]  # TRL keeps empty documents; collate skips them
+    features = [f for f in as_features(rows) if f["input_ids"]]  # an empty one makes TRL's ids floats (below)
     theirs = dict(trl_collator(features))
     ours = collate(
         rows, return_flash_attn_kwargs=True, return_seq_idx=True, pad_to_multiple_of=multiple, pad_token_id=pad_id
@@ -119,3 +119,16 @@ def test_numpy_batches_hold_no_tensor() -> None:
 def test_bad_options_are_refused_by_name(options: dict[str, Any], message: str) -> None:
     with pytest.raises(packing.SettingError, match=message):
         collate([[1, 2]], **options)
+
+
+def test_an_empty_document_is_skipped_where_trl_turns_the_ids_into_floats() -> None:
+    """A difference: TRL's padding-free collator concatenates an empty example's float tensor with the others, so
+    its ``input_ids`` and ``labels`` come out float32; ``collate`` skips the empty document and stays int64."""
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    rows = [{"input_ids": [1, 2]}, {"input_ids": []}, {"input_ids": [3]}]
+    theirs = DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True, pad_to_multiple_of=4)(rows)
+    ours = collate(rows, return_flash_attn_kwargs=True, return_seq_idx=True, pad_to_multiple_of=4)
+    assert theirs["input_ids"].dtype == torch.float32 and ours["input_ids"].dtype == torch.int64
+    for key in ("input_ids", "labels", "position_ids", "cu_seq_lens_q", "seq_idx"):
+        assert ours[key].tolist() == theirs[key].tolist(), key

@@ -258,7 +258,8 @@ def carried_columns(
         if off.size:
             if carry is not None:
                 row = int(off[0])
-                got = "<null>" if sizes[row] < 0 else f"<{int(sizes[row])} values>"
+                size = int(sizes[row])
+                got = "<null>" if size < 0 else f"<{size} value{'' if size == 1 else 's'}>"
                 raise SampleError(row, name, None, f"{int(lengths[row])} values (one per token of the row)", got)
             continue
         columns[name] = column

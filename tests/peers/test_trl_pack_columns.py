@@ -109,7 +109,7 @@ def test_columns_out_of_line_or_not_lists_are_left_out_and_refused_when_asked_fo
     with pytest.raises(TypeError, match="lists of lists"):
         trl_pack_dataset(Dataset.from_dict({"input_ids": [[1, 2]], "id": [7]}), 4)
     with pytest.raises(
-        packing.SampleError, match=r"^sample 0, 'tags': expected 2 values \(one per token of the row\), got <1 values>$"
+        packing.SampleError, match=r"^sample 0, 'tags': expected 2 values \(one per token of the row\), got <1 value>$"
     ):
         pack_dataset(columns, 4, carry=["tags"])
     with pytest.raises(

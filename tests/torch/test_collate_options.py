@@ -132,3 +132,22 @@ def test_an_empty_document_is_skipped_where_trl_turns_the_ids_into_floats() -> N
     assert theirs["input_ids"].dtype == torch.float32 and ours["input_ids"].dtype == torch.int64
     for key in ("input_ids", "labels", "position_ids", "cu_seq_lens_q", "seq_idx"):
         assert ours[key].tolist() == theirs[key].tolist(), key
+
+
+def test_the_samplers_collate_takes_the_options_through_partial() -> None:
+    """``functools.partial(sampler.collate, ...)`` is a picklable ``collate_fn`` with the sampler's recipe and the
+    options; the padded batch holds the block's tokens and padding only."""
+    import functools
+    import pickle
+
+    from packing.torch import PackingSampler
+
+    samples = [[1, 2, 3], [4, 5], [6, 7, 8, 9]]
+    sampler = PackingSampler([3, 2, 4], 6, num_replicas=1, rank=0, shuffle=False)
+    collate_fn = pickle.loads(
+        pickle.dumps(functools.partial(sampler.collate, pad_to_multiple_of=8, return_tensors="np"))
+    )
+    for block in sampler:
+        batch = collate_fn([samples[i] for i in block])
+        assert isinstance(batch["input_ids"], np.ndarray) and batch["input_ids"].shape == (1, 8)
+        assert sum(len(samples[i]) for i in block) <= 6

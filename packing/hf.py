@@ -16,6 +16,11 @@ only ever combines rows of the same batch (shard-local packing, streaming-friend
 :func:`pack_dataset` plans over every length of the dataset at once (global packing: fewer blocks)
 and reads the columns through Arrow without a Python loop per row.
 
+Both carry the other list columns aligned with the tokens (``attention_mask``, ``token_type_ids``, ...), cut
+and packed as the tokens are, as TRL's ``pack_dataset`` carries every column (:func:`carried_columns`).
+``pack_dataset`` takes one ``datasets.Dataset``: a ``DatasetDict`` is refused with its splits named, an
+``IterableDataset`` is pointed to ``packing.streaming.stream_dataset``.
+
 Neither ``datasets`` nor ``pyarrow`` is imported with this module; :func:`pack_dataset` imports
 them when called.
 
@@ -29,15 +34,17 @@ them when called.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from packing.batches.packed import LazyBatch, pack
 from packing.batches.schema import NAMES, arrow_schema
 from packing.core.forms import FIELDS
 from packing.core.validation import OverflowPolicy, check_flag
 from packing.errors import SampleError, SettingError
-from packing.planning.plans import plan
+from packing.planning.plans import PackingPlan, plan
 from packing.reading.arrow import read_table
 from packing.reading.rows import read_rows
 from packing.recipe import Recipe, RecipeOptions
@@ -70,13 +77,15 @@ def pack_batch(
     strategy: StrategyName | None = None,
     overflow: OverflowPolicy | None = None,
     *,
+    carry: Sequence[str] | None = None,
     recipe: Recipe | None = None,
     **options: Unpack[RecipeOptions],
 ) -> dict[str, list[list[int]]]:
     """Pack one batch of rows (a dict of columns) into blocks: the schema's columns.
 
-    The rows may have any form the reader accepts (other columns are ignored); the options are every
-    entry point's (:class:`~packing.Recipe`, or ``recipe=``). The number of rows changes, so with
+    The rows may have any form the reader accepts; other list columns aligned with the tokens are carried
+    (``carry``, see :func:`carried_columns`), other columns left out. The options are every entry point's
+    (:class:`~packing.Recipe`, or ``recipe=``). The number of rows changes, so with
     ``datasets`` drop the old columns::
 
         dataset.map(pack_batch, batched=True, batch_size=1000, remove_columns=dataset.column_names,
@@ -90,11 +99,16 @@ def pack_batch(
     ([[0, 0, 1, 1]], [[-100, -100, 3, 4]], [[0, 1, 2, 3]])
     >>> pack_batch({"input_ids": []}, 4)["input_ids"]
     []
+    >>> pack_batch({"input_ids": [[1, 2], [3]], "attention_mask": [[1, 1], [0]]}, 4)["attention_mask"]
+    [[1, 1, 0]]
     """
     if not isinstance(batch, Mapping):
         raise SettingError("batch", "a dict of columns", type(batch).__name__)
     chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
-    columns: dict[str, list[list[int]]] = pack(_rows(batch), recipe=chosen).to_arrow(padding=False).to_pydict()
+    packed = pack(_rows(batch), recipe=chosen)
+    columns: dict[str, list[list[int]]] = packed.to_arrow(padding=False).to_pydict()
+    for name, column in carried_columns(packed.plan, batch, carry).items():
+        columns[name] = column.to_pylist()
     return columns
 
 
@@ -118,6 +132,7 @@ def pack_dataset(
     overflow: OverflowPolicy | None = None,
     *,
     shuffle: bool = True,
+    carry: Sequence[str] | None = None,
     recipe: Recipe | None = None,
     **options: Unpack[RecipeOptions],
 ) -> Dataset:
@@ -130,7 +145,15 @@ def pack_dataset(
     loop per row, one plan is made over every length, and the blocks are materialized; with
     ``shuffle`` (the default) the blocks come out in the order ``plan.shuffle(seed)`` gives (seed
     default 0), otherwise in plan order (which for the decreasing strategies puts the longest
-    documents first).
+    documents first). Other list columns aligned with the tokens are carried, cut and packed as the tokens
+    (``carry``: which; default every aligned one; see :func:`carried_columns`), as TRL's ``pack_dataset``
+    carries them; TRL refuses a dataset with a column of other lengths or not of lists, where packing leaves
+    it out (or refuses it, naming the row, when ``carry`` names it). The reader's columns (``completion_mask``,
+    ``labels``, ...) become ``loss_mask`` and ``labels`` rather than being carried as they are. A carried
+    ``attention_mask`` must not reach the model (all ones over several documents, it lets them attend to each
+    other; ``packing.audit`` reports it): TRL's padding-free collator and ``packing.torch.collate`` drop it. A
+    ``DatasetDict`` is refused with its splits named (pass one split); an ``IterableDataset`` is refused with
+    a pointer to ``packing.streaming.stream_dataset``, which packs a stream.
 
     O(tokens + blocks × max_seq_length) time plus the strategy's cost. The blocks are made chunk by
     chunk (``packing.LazyBatch``) and each chunk's columns become the returned dataset's without a
@@ -142,15 +165,21 @@ def pack_dataset(
         packed = pack_dataset(Dataset.from_dict({"input_ids": [[1, 2], [3, 4, 5], [6]]}), 4, shuffle=False)
         packed["input_ids"]  # [[3, 4, 5, 6], [1, 2]]: real tokens only, as TRL's rows
         packed["seq_lengths"]  # [[3, 1], [2]]
+        masked = Dataset.from_dict({"input_ids": [[1, 2], [3]], "attention_mask": [[1, 0], [1]]})
+        pack_dataset(masked, 4, shuffle=False)["attention_mask"]  # [[1, 0, 1]]: carried, as TRL does
     """
+    _refuse_other_datasets(dataset)
     chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
     check_flag(shuffle, "shuffle")
+    source: pa.Table | Mapping[str, Any] | None = None  # where carried columns are read from
     if isinstance(dataset, Mapping):  # Python columns: the row reader
         samples = read_rows(_rows(dataset), **prepare(chosen).read_options)
+        source = dataset
     elif chosen.tokenizer is not None and (chosen.num_proc or 1) > 1 and hasattr(dataset, "map"):
         samples = read_table(_arrow_table(_tokenized(dataset, chosen)))
     else:
-        samples = read_table(_arrow_table(dataset), **prepare(chosen).read_options)
+        source = _arrow_table(dataset)
+        samples = read_table(source, **prepare(chosen).read_options)
     layout = plan(samples.lengths, recipe=chosen)
     if shuffle:  # reorder the plan, so the blocks are written in their final order and never copied
         layout = layout.shuffle(chosen.seed or 0)
@@ -160,12 +189,116 @@ def pack_dataset(
     lazy = LazyBatch.of(layout, samples, prepare(chosen).pad_id, int64=chosen.int64)
     schema = arrow_schema(lazy.int64)
     table = pa.concat_tables([chunk.to_arrow(padding=False) for chunk in lazy.chunks()] or [schema.empty_table()])
+    for carried, column in carried_columns(layout, source, carry).items():
+        table = table.append_column(carried, column)
 
     tokenizer = chosen.tokenizer
     name = tokenizer if isinstance(tokenizer, str) else getattr(prepare(chosen).tokenizer, "name_or_path", None)
-    settings = (chosen.describe(), name, prepare(chosen).pad_id, shuffle, chosen.seed)
+    settings = (chosen.describe(), name, prepare(chosen).pad_id, shuffle, chosen.seed, carry)
     known = tokenizer is None or isinstance(name, str)  # a tokenizer object without a name: no stable fingerprint
     return Dataset(table, fingerprint=_fingerprint(dataset if known else None, settings))
+
+
+def _refuse_other_datasets(dataset: Any) -> None:
+    """A ``DatasetDict`` (its splits named) and an ``IterableDataset`` (pointed to ``stream_dataset``) refused
+    before anything is read. O(splits)."""
+    kind = type(dataset).__name__ if type(dataset).__module__.startswith("datasets") else None
+    streams = "packed as it streams by packing.streaming.stream_dataset"
+    if kind in ("DatasetDict", "IterableDatasetDict"):
+        splits = ", ".join(repr(str(split)) for split in dataset)
+        first = repr(str(next(iter(dataset), "train")))
+        how = "pack each split on its own" if kind == "DatasetDict" else streams
+        raise SettingError("dataset", f"one split, e.g. dataset[{first}] ({how})", f"<a {kind} with splits {splits}>")
+    if kind == "IterableDataset":
+        raise SettingError("dataset", f"a datasets.Dataset (an IterableDataset is {streams})", "<an IterableDataset>")
+
+
+def carried_columns(
+    layout: PackingPlan, source: pa.Table | Mapping[str, Any] | None, carry: Sequence[str] | None = None
+) -> dict[str, pa.Array]:
+    """The list columns of ``source`` other than the reader's and the schema's, aligned with the samples (each
+    row as many values as the row's tokens: ``attention_mask``, ``token_type_ids``, ...), cut and packed as the
+    tokens are, one row per block of ``layout`` holding its real tokens' values, as TRL's ``pack_dataset``
+    carries them. ``carry=None``: every such column aligned on every row (others are left out); a list of
+    names: those columns, refused when missing, not lists, the reader's or out of line with a row. Nothing
+    (``{}``) without a source. O(tokens of the carried columns).
+
+    >>> import pyarrow as pa
+    >>> layout = plan([2, 3, 1], 4, "ffd")
+    >>> source = pa.table({"input_ids": [[1, 2], [3, 4, 5], [6]], "attention_mask": [[1, 0], [1, 1, 0], [1]]})
+    >>> carried_columns(layout, source)["attention_mask"].to_pylist()
+    [[1, 1, 0, 1], [1, 0]]
+    """
+    if source is None:
+        if carry:
+            raise SettingError("carry", "no columns (text rows tokenized by num_proc processes carry none)", carry)
+        return {}
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    reserved = set(FIELDS) | set(NAMES)
+    names = list(source.column_names if isinstance(source, pa.Table) else source)
+    if carry is not None:
+        if isinstance(carry, str) or not all(isinstance(n, str) for n in carry):
+            raise SettingError("carry", "a list of column names", carry)
+        for wanted in carry:
+            if wanted not in names or wanted in reserved:
+                expected = "a column of the dataset" if wanted not in names else "a column the reader does not read"
+                raise SettingError("carry", f"{expected} (columns: {', '.join(map(repr, names))})", wanted)
+    lengths = layout.lengths
+    columns: dict[str, pa.Array] = {}
+    for name in carry if carry is not None else [n for n in names if n not in reserved]:
+        column = _list_column(source, name)
+        if column is None or len(column) != len(lengths):
+            if carry is not None:
+                raise SettingError("carry", "a column of lists, one per row", f"<column {name!r}>")
+            continue
+        sizes = pc.fill_null(pc.list_value_length(column), -1).to_numpy(zero_copy_only=False)
+        off = np.flatnonzero(sizes != lengths)
+        if off.size:
+            if carry is not None:
+                row = int(off[0])
+                size = int(sizes[row])
+                got = "<null>" if size < 0 else f"<{size} value{'' if size == 1 else 's'}>"
+                raise SampleError(row, name, None, f"{int(lengths[row])} values (one per token of the row)", got)
+            continue
+        columns[name] = column
+    if not columns:
+        return {}
+    source_at, row_offsets = _token_sources(layout)
+    large = int(row_offsets[-1]) >= 2**31
+    offsets = pa.array(row_offsets, pa.int64() if large else pa.int32())
+    kind = pa.LargeListArray if large else pa.ListArray
+    return {
+        name: kind.from_arrays(offsets, pc.list_flatten(col).take(pa.array(source_at))) for name, col in columns.items()
+    }
+
+
+def _list_column(source: pa.Table | Mapping[str, Any], name: str) -> pa.Array | None:
+    """``source``'s column ``name`` as one Arrow list array, or None when it is not a column of lists."""
+    import pyarrow as pa
+
+    try:
+        column = source.column(name) if isinstance(source, pa.Table) else pa.array(source[name])
+    except (pa.ArrowException, TypeError, ValueError):
+        return None
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)):
+        return None
+    return column
+
+
+def _token_sources(layout: PackingPlan) -> tuple[Any, Any]:
+    """Where each block's real tokens come from, in the order its row holds them: positions into the samples'
+    tokens laid end to end, and every block's start among them (``num_blocks + 1`` offsets). O(tokens placed)."""
+    sample_starts = np.concatenate(([0], np.cumsum(layout.lengths, dtype=np.int64)))
+    sizes = layout.piece_length.astype(np.int64)
+    piece_at = np.cumsum(sizes) - sizes
+    starts = sample_starts[layout.piece_sequence] + layout.piece_start.astype(np.int64)
+    sources = np.arange(int(sizes.sum()), dtype=np.int64) + np.repeat(starts - piece_at, sizes)
+    row_offsets = np.concatenate(([0], np.cumsum(sizes)))[layout.block_starts]
+    return sources, row_offsets
 
 
 def _tokenized(dataset: Any, recipe: Recipe) -> Any:

@@ -7,7 +7,8 @@ and a dataset over packed blocks.
   packed block. Every sample once per epoch across ranks, the same number of steps on every rank, no empty block,
   and the blocks of one step dealt so that the slowest rank's compute is close to the mean.
 - ``collate(rows)``: the padding-free batch of ``transformers.DataCollatorWithFlattening`` (one row of all tokens,
-  ``position_ids`` restarting per document; optionally flash-attention boundaries and ``seq_idx``). ``collate_fixed(max_seq_length)``: blocks
+  ``position_ids`` restarting per document; optionally flash-attention boundaries and ``seq_idx``; its
+  ``separator_id``, ``position_ids_start`` and ``return_tensors``, and TRL's ``pad_to_multiple_of``). ``collate_fixed(max_seq_length)``: blocks
   of exactly ``max_seq_length`` tokens (static shapes), also without ``attention_mask``.
 - ``PackedDataset(batch_or_path)``: a map-style dataset of packed blocks, from a ``PackedBatch`` or a packed Parquet
   file read one row group at a time through a memory map, or any other layout the auditor recognises, converted.

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from numbers import Integral
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -108,6 +109,10 @@ def _cap(
     return tokens, labels, lengths
 
 
+TensorKind = Literal["pt", "np"]
+"""What ``collate`` returns its arrays as: torch tensors (``pt``) or numpy arrays (``np``), as transformers' collators."""
+
+
 def collate(
     rows: Sequence[Any],
     max_seq_length: int | None = None,
@@ -116,6 +121,10 @@ def collate(
     return_position_ids: bool = True,
     return_flash_attn_kwargs: bool = False,
     return_seq_idx: bool = False,
+    separator_id: int = IGNORE_INDEX,
+    position_ids_start: int = 0,
+    pad_to_multiple_of: int | None = None,
+    return_tensors: TensorKind = "pt",
     ignore_masks: bool = False,
     recipe: Recipe | None = None,
     loss_weights: LossMode | None = None,
@@ -123,7 +132,7 @@ def collate(
     **options: Unpack[RecipeOptions],
 ) -> dict[str, Any]:
     """The padding-free batch of ``rows``: every document's tokens in one row, as
-    ``transformers.DataCollatorWithFlattening`` returns it for the same documents with the same three options
+    ``transformers.DataCollatorWithFlattening`` returns it for the same documents with the same options
     and defaults (a drop-in ``collate_fn``), key for key.
 
     Rows are samples in any form ``packing.pack`` accepts (token lists, ``{"prompt", "completion"}``,
@@ -133,14 +142,21 @@ def collate(
     (:class:`~packing.Recipe`, or ``recipe=``; ``PackingSampler.collate`` is this with the sampler's recipe).
     With ``max_seq_length`` (or a recipe), each sample gets the overflow policy (``truncate``, ``drop``;
     ``split`` refuses an over-long sample, whose pieces the sampler gives) and more than ``max_seq_length``
-    tokens in all are refused: a batch is never longer. Returns ``input_ids`` and ``labels`` (-100 on masked
-    tokens and each document's first token) as int64 tensors of shape ``(1, T)``, and:
+    tokens in all are refused: a batch never holds more tokens. Returns ``input_ids`` and ``labels`` (-100 on
+    masked tokens, ``separator_id`` on each document's first token) as int64 arrays of shape ``(1, T)``, and:
 
-    - ``return_position_ids`` (default ``True``): ``position_ids`` (int64, ``(1, T)``) restarting at 0 per document;
+    - ``return_position_ids`` (default ``True``): ``position_ids`` (int64, ``(1, T)``) restarting at
+      ``position_ids_start`` (default 0) per document;
     - ``return_flash_attn_kwargs`` (default ``False``): ``cu_seq_lens_q`` = ``cu_seq_lens_k`` (int32, ``[0,
       ...cumulative lengths]``) and ``max_length_q`` = ``max_length_k`` (ints);
     - ``return_seq_idx`` (default ``False``): ``seq_idx`` (int32, ``(1, T)``), the document number of every token
-      (0, 1, ...), which linear-attention layers need.
+      (0, 1, ...), which linear-attention layers need;
+    - ``separator_id`` (default -100): the label of every document's first token (transformers' option);
+    - ``return_tensors``: ``"pt"`` (default, torch tensors) or ``"np"`` (numpy arrays), as transformers;
+    - ``pad_to_multiple_of``: ``T`` rounded up to a multiple of it with padding after the documents, as TRL's
+      padding-free collator pads (transformers' ``DataCollatorWithFlattening`` has no such option): the
+      recipe's pad id, label -100, loss weight 0, and every padding token a sequence of its own (position
+      ``position_ids_start``, its own ``seq_idx`` and ``cu_seq_lens`` entry), so no document attends to it.
 
     One difference, on purpose: a mask in a row with ``input_ids`` (``completion_mask``, ``assistant_masks``,
     ``loss_mask``) is applied to the labels, where transformers' collator ignores it and trains every token but
@@ -162,7 +178,11 @@ def collate(
     [[0.0, 0.5, 0.0, 0.25, 0.25]]
     >>> collate([[5, 6, 7, 8, 9]], 3)["input_ids"].tolist()
     [[5, 6, 7]]
+    >>> batch = collate([[5, 6], [7, 8, 9]], separator_id=-1, pad_to_multiple_of=4, return_tensors="np")
+    >>> batch["labels"].tolist(), batch["position_ids"].tolist(), type(batch["input_ids"]).__name__
+    ([[-1, 6, -1, 8, 9, -100, -100, -100]], [[0, 1, 0, 1, 2, 0, 0, 0]], 'ndarray')
     """
+    tensors = _check_collate_options(separator_id, position_ids_start, pad_to_multiple_of, return_tensors)
     chosen = Recipe.for_reading(recipe, max_seq_length, overflow=overflow, **options)
     capped = recipe is not None or max_seq_length is not None
     tokens, labels, lengths = _documents(rows, chosen, ignore_masks)
@@ -170,25 +190,55 @@ def collate(
         tokens, labels, lengths = _cap(tokens, labels, lengths, chosen)
     if len(lengths) == 0:
         raise SettingError("rows", "at least one token", "<only empty rows>")
+    weights = _collated_weights(rows, labels, lengths, loss_weights, totals)
+    if separator_id != IGNORE_INDEX:  # every document's first label (always IGNORE_INDEX until here)
+        labels = labels.copy()
+        labels[np.cumsum(lengths) - lengths] = separator_id
+    padding = -len(tokens) % (pad_to_multiple_of or 1)
+    if padding:  # TRL's padding-free padding: pad id, label -100, and each padding token a sequence of its own
+        tokens = np.concatenate([tokens, np.full(padding, prepare(chosen).pad_id, dtype=np.int64)])
+        labels = np.concatenate([labels, np.full(padding, IGNORE_INDEX, dtype=np.int64)])
+        lengths = np.concatenate([lengths, np.ones(padding, dtype=np.int64)])
+        if weights is not None:
+            weights = np.concatenate([weights, np.zeros(padding, dtype=np.float32)])
     cu = np.zeros(len(lengths) + 1, dtype=np.int32)
     np.cumsum(lengths, out=cu[1:])
-    batch: dict[str, Any] = {
-        "input_ids": torch.from_numpy(tokens.astype(np.int64))[None],
-        "labels": torch.from_numpy(labels.astype(np.int64))[None],
-    }
+    batch: dict[str, Any] = {"input_ids": tensors(tokens.astype(np.int64)[None]), "labels": tensors(labels[None])}
     if return_position_ids:
         positions = np.arange(len(tokens), dtype=np.int64) - np.repeat(cu[:-1].astype(np.int64), lengths)
-        batch["position_ids"] = torch.from_numpy(positions)[None]
+        batch["position_ids"] = tensors(positions[None] + position_ids_start)
     if return_seq_idx:
-        batch["seq_idx"] = torch.from_numpy(np.repeat(np.arange(len(lengths), dtype=np.int32), lengths))[None]
+        batch["seq_idx"] = tensors(np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)[None])
     if return_flash_attn_kwargs:
         longest = int(lengths.max())
-        cu_tensor = torch.from_numpy(cu)
-        batch.update(cu_seq_lens_q=cu_tensor, cu_seq_lens_k=cu_tensor, max_length_q=longest, max_length_k=longest)
-    weights = _collated_weights(rows, labels, lengths, loss_weights, totals)
+        batch.update(cu_seq_lens_q=tensors(cu), cu_seq_lens_k=tensors(cu.copy()), max_length_q=longest)
+        batch["max_length_k"] = longest
     if weights is not None:
-        batch[LOSS_WEIGHTS.name] = torch.from_numpy(weights)[None]
+        batch[LOSS_WEIGHTS.name] = tensors(weights[None])
     return batch
+
+
+def _check_collate_options(
+    separator_id: Any, position_ids_start: Any, pad_to_multiple_of: Any, return_tensors: Any
+) -> Callable[[npt.NDArray[Any]], Any]:
+    """``collate``'s transformers options checked; returns the array constructor ``return_tensors`` names. O(1)."""
+    for name, value, least in (("separator_id", separator_id, None), ("position_ids_start", position_ids_start, 0)):
+        if (
+            isinstance(value, (bool, np.bool_))
+            or not isinstance(value, Integral)
+            or (least is not None and value < least)
+        ):
+            raise SettingError(name, "an integer" if least is None else f"an integer >= {least}", value)
+    if pad_to_multiple_of is not None and (
+        isinstance(pad_to_multiple_of, (bool, np.bool_)) or not isinstance(pad_to_multiple_of, Integral)
+        or pad_to_multiple_of < 1
+    ):  # fmt: skip
+        raise SettingError("pad_to_multiple_of", "an integer >= 1 or None", pad_to_multiple_of)
+    if return_tensors == "pt":
+        return torch.from_numpy
+    if return_tensors == "np":
+        return np.asarray
+    raise SettingError("return_tensors", "'pt' or 'np'", return_tensors)
 
 
 def _collated_weights(

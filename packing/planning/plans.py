@@ -279,7 +279,12 @@ def _split_layout(docs: Documents, capacity: int) -> tuple[Int64Array, IntArray,
 def _options(recipe: Recipe) -> Options:
     """The layout options of ``recipe`` (checked when it was made) for its strategy."""
     chosen = recipe.strategy_options()
-    return Options(chosen.get("max_sequences_per_block"), chosen.get("time_limit"), int(chosen.get("seed") or 0))
+    return Options(
+        chosen.get("max_sequences_per_block"),
+        chosen.get("time_limit"),
+        int(chosen.get("seed") or 0),
+        chosen.get("tie_break", "newest"),
+    )
 
 
 def _layout(
@@ -335,7 +340,7 @@ def plan(
     packs each consecutive window of that many input sequences on its own (what trainers that pack per map
     batch do; blocks never mix windows). Options a strategy reads (its ``options``):
     ``max_sequences_per_block`` (``spfhp``), ``time_limit`` in seconds (``optimal``), ``seed``
-    (``first_fit_shuffle``). ``lengths`` may be a ``Samples``. Complexity is the strategy's, plus O(n) to
+    (``first_fit_shuffle``), ``tie_break`` (``bfd``: ``oldest`` gives TRL's blocks exactly). ``lengths`` may be a ``Samples``. Complexity is the strategy's, plus O(n) to
     prepare.
 
     >>> plan([5, 3, 2, 4], 6).blocks()[0]

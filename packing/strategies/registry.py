@@ -57,6 +57,12 @@ Order = Literal["input", "longest_first", "random"]
 Bound = Literal["simple", "l2"]
 DEFAULT_STRATEGY: StrategyName = "bfd"
 """The default of ``pack``, ``plan``, the command line and the adapters (TRL's default too)."""
+TieBreak = Literal["newest", "oldest"]
+TIE_BREAKS: dict[str, str] = {
+    "newest": "among blocks with equal room, the one that reached that room last",
+    "oldest": "among blocks with equal room, the one that reached that room first (TRL's bfd: its blocks exactly)",
+}
+"""The ``tie_break`` choices of ``bfd``, with what each does; ``newest`` is the default."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,7 @@ class Options:
     max_sequences_per_block: int | None = None
     time_limit: float | None = None
     seed: int = 0
+    tie_break: TieBreak = "newest"
 
 
 LayoutFunction = Callable[[Int64Array, int, Options], Layout]
@@ -148,7 +155,7 @@ def _ffd(lengths: Int64Array, capacity: int, options: Options) -> Layout:
 
 
 def _bfd(lengths: Int64Array, capacity: int, options: Options) -> Layout:
-    return Layout(*best_fit_decreasing_layout(lengths, capacity))
+    return Layout(*best_fit_decreasing_layout(lengths, capacity, options.tie_break == "oldest"))
 
 
 def _spfhp(lengths: Int64Array, capacity: int, options: Options) -> Layout:
@@ -224,10 +231,11 @@ STRATEGIES: dict[str, Strategy] = {
             "bfd",
             "Best-fit decreasing",
             "Longest first; each sequence goes into the block with the least room that still fits "
-            "(on a tie, the block that reached that room last).",
+            "(on a tie, the block that reached that room last; tie_break='oldest': first, TRL's blocks exactly).",
             "O(n + L + groups × log L), L = max_seq_length",
             "longest_first",
             _bfd,
+            frozenset({"tie_break"}),
         ),
         _entry(
             "spfhp",

@@ -20,7 +20,7 @@ from packing.strategies import reference
 from packing.strategies.reference import documents as reference_documents
 
 STRATEGY_NAMES = list(packing.STRATEGIES)
-OVERFLOW_NAMES = list(packing.OVERFLOW_POLICIES)
+OVERFLOW_NAMES = [p for p in packing.OVERFLOW_POLICIES if p != "error"]
 IGNORE = packing.IGNORE_INDEX
 GRIDS = ("input_ids", "labels", "loss_mask", "position_ids", "sequence_ids")
 BLOCK_FIELDS = (

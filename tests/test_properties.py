@@ -25,7 +25,7 @@ from packing.strategies.reference import documents as reference_documents
 from packing.strategies.registry import assign_blocks
 
 STRATEGY_NAMES = list(packing.STRATEGIES)
-OVERFLOW_NAMES = list(packing.OVERFLOW_POLICIES)
+OVERFLOW_NAMES = [p for p in packing.OVERFLOW_POLICIES if p != "error"]
 NO_SPLIT = [name for name, strategy in packing.STRATEGIES.items() if not strategy.splits_sequences]
 IGNORE = -100
 
@@ -42,10 +42,11 @@ def test_the_registries_name_every_strategy_and_policy() -> None:
         "optimal",
         "none",
     }
-    assert set(OVERFLOW_NAMES) == {"truncate", "split", "drop"}
+    assert set(OVERFLOW_NAMES) == {"truncate", "split", "drop"}  # the policies that make documents
+    assert set(packing.OVERFLOW_POLICIES) == {*OVERFLOW_NAMES, "error"}  # and the one that refuses (tests/strategies)
     assert [name for name in STRATEGY_NAMES if packing.STRATEGIES[name].splits_sequences] == ["split"]
     assert set(typing.get_args(packing.StrategyName)) == set(STRATEGY_NAMES)
-    assert set(typing.get_args(packing.OverflowPolicy)) == set(OVERFLOW_NAMES)
+    assert set(typing.get_args(packing.OverflowPolicy)) == set(packing.OVERFLOW_POLICIES)
     for name, entry in packing.STRATEGIES.items():
         assert entry.name == name
         assert entry.order in ("input", "longest_first", "random")

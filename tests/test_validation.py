@@ -286,7 +286,7 @@ def same(a: Any, b: Any) -> bool:
     return bool(type(a) is type(b) and a == b)
 
 
-@pytest.mark.parametrize("overflow", list(packing.OVERFLOW_POLICIES))
+@pytest.mark.parametrize("overflow", [p for p in packing.OVERFLOW_POLICIES if p != "error"])
 @pytest.mark.parametrize("strategy", list(packing.STRATEGIES))
 def test_pack_never_modifies_the_samples(strategy: str, overflow: str) -> None:
     samples = mixed_samples()
@@ -303,7 +303,7 @@ def test_plan_and_lower_bounds_never_modify_the_lengths() -> None:
     as_list = [3, 0, 9, 2]
     as_array = np.array([3, 0, 9, 2])
     for strategy in packing.STRATEGIES:
-        for overflow in packing.OVERFLOW_POLICIES:
+        for overflow in [p for p in packing.OVERFLOW_POLICIES if p != "error"]:
             for lengths in (as_list, as_array):
                 plan(lengths, 4, strategy, overflow)
                 lower_bounds(lengths, 4, overflow)

@@ -151,7 +151,7 @@ class PackedBatch:
     def labels(self) -> IdArray:
         """Training targets (see the class), derived on first access. O(blocks × max_seq_length)."""
         labels = np.empty_like(self.input_ids)
-        starts, lengths = self.plan.block_starts, self.plan.piece_length
+        starts, lengths = self.plan.boundaries
 
         def fill(rows: slice) -> None:
             ids, mask = self.input_ids[rows], self.loss_mask[rows]
@@ -164,7 +164,7 @@ class PackedBatch:
     def position_ids(self) -> IdArray:
         """Positions restarting at every document (see the class), derived on first access."""
         positions = np.empty_like(self.input_ids)
-        starts, lengths = self.plan.block_starts, self.plan.piece_length
+        starts, lengths = self.plan.boundaries
         in_parts(
             self.num_blocks,
             positions.size,
@@ -592,8 +592,9 @@ def to_arrow(
     in_order = order is None
     if not in_order:
         grids = {name: grid[rows] for name, grid in grids.items()}
-    counts = np.diff(layout.block_starts)[rows]
-    firsts = layout.block_starts[:-1][rows]
+    block_starts, piece_length = layout.boundaries  # the documents each block holds, as the model sees them
+    counts = np.diff(block_starts)[rows]
+    firsts = block_starts[:-1][rows]
     dtypes = {column.name: column.dtype_for(batch.int64) for column in (*COLUMNS, LOSS_WEIGHTS)}
     names = (*NAMES, LOSS_WEIGHTS.name) if loss_weights is not None else NAMES
     arrays: dict[str, list[pa.Array]] = {name: [] for name in names}
@@ -601,9 +602,9 @@ def to_arrow(
         piece_offsets = np.zeros(hi - lo + 1, dtype=np.int64)
         np.cumsum(counts[lo:hi], out=piece_offsets[1:])
         if in_order:
-            pieces = layout.piece_length[layout.block_starts[lo] : layout.block_starts[hi]]
+            pieces = piece_length[block_starts[lo] : block_starts[hi]]
         else:
-            pieces = layout.piece_length[ranges(firsts[lo:hi], counts[lo:hi])]
+            pieces = piece_length[ranges(firsts[lo:hi], counts[lo:hi])]
         if padding:
             fixed = np.arange(hi - lo + 1, dtype=np.int64) * width
             real = None

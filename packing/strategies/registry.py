@@ -51,7 +51,9 @@ class Layout(NamedTuple):
 
 DEFAULT_TIME_LIMIT = 60.0
 """Seconds ``optimal`` searches before it returns its best plan with a certified gap."""
-StrategyName = Literal["split", "next_fit", "first_fit", "first_fit_shuffle", "ffd", "bfd", "spfhp", "optimal", "none"]
+StrategyName = Literal[
+    "split", "wrapped", "next_fit", "first_fit", "first_fit_shuffle", "ffd", "bfd", "spfhp", "optimal", "none"
+]
 """The strategy names ``plan`` and ``pack`` accept."""
 Order = Literal["input", "longest_first", "random"]
 Bound = Literal["simple", "l2"]
@@ -86,7 +88,10 @@ class Strategy:
     order; ``random``, drawn from ``seed``); ``options`` the keyword options it accepts beyond
     the common ones; ``bound`` the lower bound that applies (``simple`` = ceil(tokens / L) when
     documents may be split, ``l2`` = Martello–Toth L2 otherwise); ``layout`` its layout function
-    (None for ``split``, which the planner lays out itself).
+    (None for ``split`` and ``wrapped``, which the planner lays out itself). ``keeps_boundaries`` is
+    False for a strategy whose blocks are each one run of tokens (``wrapped``: positions, labels and
+    ``seq_lengths`` do not mark where a document ends); ``warning`` is what the auditor finds in its
+    blocks, shown wherever it is chosen (empty for the others).
     """
 
     name: str
@@ -97,6 +102,8 @@ class Strategy:
     order: Order
     layout: LayoutFunction | None = field(repr=False, compare=False)
     options: frozenset[str] = frozenset()
+    keeps_boundaries: bool = True
+    warning: str = ""
 
     @property
     def is_search(self) -> bool:
@@ -178,8 +185,17 @@ def _entry(
     order: Order,
     layout: LayoutFunction | None,
     options: frozenset[str] = frozenset(),
+    warning: str = "",
 ) -> Strategy:
-    return Strategy(name, title, description, complexity, layout is None, order, layout, options)
+    keeps = not warning
+    return Strategy(name, title, description, complexity, layout is None, order, layout, options, keeps, warning)
+
+
+WRAPPED_WARNING = (
+    "wrapped keeps no document boundaries: the documents of a block attend to and predict each other "
+    "(audit finds no_document_boundaries, as in TRL's wrapped)"
+)
+"""What ``wrapped`` is warned with wherever it is chosen (the command line, the explorer, its description)."""
 
 
 STRATEGIES: dict[str, Strategy] = {
@@ -192,6 +208,17 @@ STRATEGIES: dict[str, Strategy] = {
             "O(n + blocks)",
             "input",
             None,
+        ),
+        _entry(
+            "wrapped",
+            "Wrapped (TRL's wrapped)",
+            "Concatenate in input order and cut into blocks, keeping no boundaries: each block is one run of "
+            "tokens (positions 0..L-1, one seq_length), as TRL's wrapped. Leaks across documents: the auditor "
+            "finds no_document_boundaries. overflow='split' keeps every token as TRL does.",
+            "O(n + blocks)",
+            "input",
+            None,
+            warning=WRAPPED_WARNING,
         ),
         _entry(
             "next_fit",

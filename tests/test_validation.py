@@ -66,7 +66,7 @@ def test_numpy_integers_are_valid_lengths(value: object) -> None:
 
 @pytest.mark.parametrize("name", ["nope", "FFD", "", 3])  # None: the default
 def test_unknown_strategy_lists_the_known_ones(name: object) -> None:
-    known = "split, next_fit, first_fit, first_fit_shuffle, ffd, bfd, spfhp, optimal, none"
+    known = "split, wrapped, next_fit, first_fit, first_fit_shuffle, ffd, bfd, spfhp, optimal, none"
     message = rf"^strategy: expected one of {known}, got {re.escape(repr(name))}"
     with pytest.raises(SettingError, match=message) as error:
         plan([1, 2], 4, name)  # type: ignore[arg-type]
@@ -77,7 +77,7 @@ def test_unknown_strategy_lists_the_known_ones(name: object) -> None:
 
 @pytest.mark.parametrize("name", ["truncation", "Drop"])  # None: the default
 def test_unknown_overflow_policy_lists_the_known_ones(name: object) -> None:
-    message = rf"^overflow: expected one of truncate, split, drop, got {re.escape(repr(name))}"
+    message = rf"^overflow: expected one of truncate, split, drop, error, got {re.escape(repr(name))}"
     with pytest.raises(SettingError, match=message):
         plan([1, 2], 4, "split", name)  # type: ignore[arg-type]
     with pytest.raises(SettingError, match=message):

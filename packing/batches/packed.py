@@ -21,7 +21,7 @@ from packing.planning.plans import PackingPlan, check_pieces, plan
 from packing.reading.rows import join_token_arrays, read_rows, token_array_lengths
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.kernels import fill_labels, fill_positions, fill_sequences, fill_tokens, piece_mask_sums
-from packing.strategies.registry import StrategyName
+from packing.strategies.registry import STRATEGIES, StrategyName
 from packing.strategies.stats import PackingStats
 from packing.text.prepare import prepare
 from packing.weighting import LossMode, LossTotals, token_weights
@@ -478,6 +478,10 @@ def count_trainable(layout: PackingPlan, samples: Samples) -> TrainableCounts:
     per_piece, targets = piece_mask_sums(
         samples.loss_mask, samples.offsets, layout.piece_sequence, layout.piece_start, layout.piece_length
     )
+    if not STRATEGIES[layout.strategy].keeps_boundaries:  # only a block's first token starts a document
+        first = np.zeros(len(per_piece), dtype=bool)
+        first[layout.block_starts[:-1][np.diff(layout.block_starts) > 0]] = True
+        targets = np.where(first, targets, per_piece)
     per_sample = np.bincount(layout.piece_sequence, weights=targets, minlength=len(samples.lengths))
     packed = np.bincount(layout.piece_sequence, minlength=len(samples.lengths)) > 0
     return TrainableCounts(int(per_piece.sum()), int(targets.sum()), int((packed & (per_sample == 0)).sum()))

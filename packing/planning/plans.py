@@ -266,7 +266,10 @@ def _selection_stats(
     touched, inverse = np.unique(sequence, return_inverse=True)
     per_sequence = np.bincount(inverse, weights=length, minlength=len(touched)).astype(np.int64)
     whole = bool(len(touched) == len(sequence)) and not STRATEGIES[layout.strategy].splits_sequences
-    stats = compute_stats(per_sequence, layout.max_seq_length, block_starts, inverse.astype(np.int32), length, whole)
+    documents = None if STRATEGIES[layout.strategy].keeps_boundaries else int(np.count_nonzero(np.diff(block_starts)))
+    stats = compute_stats(
+        per_sequence, layout.max_seq_length, block_starts, inverse.astype(np.int32), length, whole, documents
+    )
     return stats
 
 
@@ -357,7 +360,7 @@ def plan(
 
     The options are every entry point's (:class:`~packing.Recipe`; or ``recipe=``); ``plan`` uses its
     length-only part and ignores the rest (a recipe with a tokenizer is fine). ``strategy`` is a name from
-    ``STRATEGIES`` (default ``bfd``); ``overflow`` one of ``truncate``, ``split``, ``drop``. ``window``
+    ``STRATEGIES`` (default ``bfd``); ``overflow`` one of ``truncate``, ``split``, ``drop``, ``error``. ``window``
     packs each consecutive window of that many input sequences on its own (what trainers that pack per map
     batch do; blocks never mix windows). Options a strategy reads (its ``options``):
     ``max_sequences_per_block`` (``spfhp``), ``time_limit`` in seconds (``optimal``), ``seed``
@@ -391,7 +394,8 @@ def plan(
         block_starts, sequence, start, length, certificate = _layout(docs, capacity, strategy, layout_options)
     piece_sequence, piece_start, piece_length = (a.astype(np.int32, copy=False) for a in (sequence, start, length))
     one_piece_each = docs.whole and not STRATEGIES[strategy].splits_sequences  # no sequence was cut, lost or left empty
-    stats = compute_stats(sizes, capacity, block_starts, piece_sequence, piece_length, one_piece_each)
+    documents = None if STRATEGIES[strategy].keeps_boundaries else int(np.count_nonzero(np.diff(block_starts)))
+    stats = compute_stats(sizes, capacity, block_starts, piece_sequence, piece_length, one_piece_each, documents)
     return PackingPlan(
         capacity,
         strategy,

@@ -20,7 +20,6 @@ datasets.disable_progress_bars()
 IGNORE = packing.IGNORE_INDEX
 
 
-@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(lengths=st.lists(st.integers(0, 30), min_size=1, max_size=40).filter(any), capacity=st.integers(1, 16))
 def test_with_overflow_split_it_is_trls_wrapped(lengths: list[int], capacity: int) -> None:

@@ -22,6 +22,7 @@ from packing.errors import (
     NeedsTokenizer,
     PackingError,
     SampleError,
+    SequenceTooLong,
     SettingError,
     TooManyDocuments,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "Sample",
     "SampleError",
     "Samples",
+    "SequenceTooLong",
     "SettingError",
     "Step",
     "Strategy",

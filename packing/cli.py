@@ -469,6 +469,9 @@ def _run_pack(args: argparse.Namespace) -> int:
     """
     output = Path(args.output)
     recipe = _recipe(args)
+    warning = STRATEGIES[recipe.strategy].warning
+    if warning:  # what the auditor will find in these blocks, said where the strategy is chosen
+        print(f"packing: warning: {warning}", file=sys.stderr)
     writer = _writer(output, args.export_format, args.loss_weights)
     progress = Progress(show=not args.quiet and _stderr_is_terminal())
     message = f"reading {' '.join(args.input)}" + (f" and tokenizing with {args.tokenizer}" if args.tokenizer else "")

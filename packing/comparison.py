@@ -64,10 +64,11 @@ class Contender:
 
 
 DEFAULT_CONTENDERS: tuple[Contender, ...] = (
-    *(Contender(name) for name in STRATEGIES),  # type: ignore[arg-type]
+    *(Contender(name) for name, entry in STRATEGIES.items() if entry.keeps_boundaries),  # type: ignore[arg-type]
     Contender("bfd", TRL_WINDOW, "TRL's default"),
 )
-"""Every strategy globally, and bfd per map batch of 1,000 rows as TRL packs by default."""
+"""Every strategy that keeps document boundaries globally (``wrapped`` has ``split``'s blocks, without them),
+and bfd per map batch of 1,000 rows as TRL packs by default."""
 
 
 @dataclass(frozen=True)

@@ -151,6 +151,30 @@ class NeedsTokenizer(SampleError):
         return error
 
 
+class SequenceTooLong(SampleError):
+    """A sample longer than ``max_seq_length`` under ``overflow="error"`` (torchtune's rule: refuse it rather
+    than cut or leave it out): ``sample`` (its index), its ``length`` and ``max_seq_length``.
+
+    >>> error = SequenceTooLong(5, 12, 8)
+    >>> str(error)
+    "sample 5: expected at most max_seq_length=8 tokens (overflow='error'), got 12 tokens"
+    >>> error.sample, error.length, error.max_seq_length, str(error.at(105))[:10]
+    (5, 12, 8, 'sample 105')
+    """
+
+    def __init__(self, sample: int | None, length: int, max_seq_length: int) -> None:
+        self.length = length
+        self.max_seq_length = max_seq_length
+        expected = f"at most max_seq_length={max_seq_length:,} tokens (overflow='error')"
+        super().__init__(sample, None, None, expected, f"{length:,} tokens")
+        self.got = f"{length:,} tokens"
+        self.args = (self.where_and_what(),)
+
+    def at(self, sample: int) -> SequenceTooLong:
+        """The same error for the sample numbered ``sample`` (a position in a stream or a dataset). O(1)."""
+        return SequenceTooLong(sample, self.length, self.max_seq_length)
+
+
 class SettingError(PackingError, ValueError):
     """A bad argument: ``name`` (such as ``max_seq_length``), what was ``expected`` and what was found.
 

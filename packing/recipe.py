@@ -43,7 +43,7 @@ from packing.core.validation import (
     check_token_id,
 )
 from packing.errors import SettingError
-from packing.strategies.registry import DEFAULT_STRATEGY, STRATEGIES, StrategyName
+from packing.strategies.registry import DEFAULT_STRATEGY, STRATEGIES, TIE_BREAKS, StrategyName, TieBreak
 
 
 class RecipeOptions(TypedDict, total=False):
@@ -56,6 +56,7 @@ class RecipeOptions(TypedDict, total=False):
     time_limit: float | None
     seed: int | None
     max_sequences_per_block: int | None
+    tie_break: TieBreak
     loss: LossRule
     tokenizer: Any
     pad_token_id: int | None
@@ -133,6 +134,10 @@ class Recipe:
     max_sequences_per_block: int | None = field(
         default=None, metadata=_about("plan", "cap on documents per block (spfhp only)", metavar="K", parse=int)
     )
+    tie_break: TieBreak = field(
+        default="newest",
+        metadata=_about("plan", "bfd on equal room: the block that reached it last, or first (TRL's)", TIE_BREAKS),
+    )
     loss: LossRule = field(default="completion", metadata=_about("read", "which tokens are trained", LOSS_RULES))
     tokenizer: Any = field(
         default=None,
@@ -182,6 +187,7 @@ class Recipe:
         check_choice(self.strategy, "strategy", STRATEGIES)
         check_choice(self.overflow, "overflow", OVERFLOW_POLICIES)
         check_choice(self.loss, "loss", LOSS_RULES)
+        check_choice(self.tie_break, "tie_break", TIE_BREAKS)
         if self.window is not None:
             set_(self, "window", check_positive_int(self.window, "window"))
         if self.time_limit is not None:
@@ -228,9 +234,9 @@ class Recipe:
         """Refuse a strategy option the strategy does not read (the registry's ``options``); ``seed`` is
         always allowed, as entry points that shuffle their output draw from it."""
         accepted = STRATEGIES[self.strategy].options
-        for name in ("time_limit", "max_sequences_per_block"):
+        for name in ("time_limit", "max_sequences_per_block", "tie_break"):
             value = getattr(self, name)
-            if value is not None and name not in accepted:
+            if value != _DEFAULTS[name] and name not in accepted:
                 users = [s.name for s in STRATEGIES.values() if name in s.options]
                 raise SettingError(
                     name, f"no value with strategy {self.strategy!r} (it applies to {', '.join(users)})", value
@@ -253,7 +259,7 @@ class Recipe:
         >>> Recipe.of(None, 16, stratgy="split")
         Traceback (most recent call last):
         ...
-        packing.errors.SettingError: stratgy: expected one of the options strategy, overflow, window, time_limit, seed, max_sequences_per_block, loss, tokenizer, pad_token_id, roles_to_train, train_on_eos, chat_template, num_proc, int64, got 'split' (str)
+        packing.errors.SettingError: stratgy: expected one of the options strategy, overflow, window, time_limit, seed, max_sequences_per_block, tie_break, loss, tokenizer, pad_token_id, roles_to_train, train_on_eos, chat_template, num_proc, int64, got 'split' (str)
         >>> Recipe.of(None, None)
         Traceback (most recent call last):
         ...
@@ -322,7 +328,7 @@ class Recipe:
         """The options ``plan`` takes beyond strategy and overflow, as keywords (the ones this strategy reads)."""
         accepted = STRATEGIES[self.strategy].options
         options: dict[str, Any] = {"window": self.window}
-        for name in ("time_limit", "max_sequences_per_block", "seed"):
+        for name in ("time_limit", "max_sequences_per_block", "seed", "tie_break"):
             if name in accepted:
                 options[name] = getattr(self, name)
         return options

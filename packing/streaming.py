@@ -19,7 +19,7 @@ from packing.batches.packed import LazyBatch, block_arrays
 from packing.batches.schema import datasets_features
 from packing.core.samples import Samples, TokenArray, all_ones
 from packing.core.validation import OverflowPolicy, check_flag, check_positive_int
-from packing.errors import SampleError, SettingError
+from packing.errors import SampleError, SequenceTooLong, SettingError
 from packing.planning.plans import plan
 from packing.reading.rows import read_rows
 from packing.recipe import Recipe, RecipeOptions
@@ -177,7 +177,10 @@ def stream(
             break
         random_order = "seed" in STRATEGIES[strategy].options
         plan_seed = int(rng.integers(2**31)) if random_order else None
-        layout = plan(buffer.lengths, recipe=Recipe.of(chosen, seed=plan_seed) if random_order else chosen)
+        try:
+            layout = plan(buffer.lengths, recipe=Recipe.of(chosen, seed=plan_seed) if random_order else chosen)
+        except SequenceTooLong as error:  # overflow="error": named by its position in the stream
+            raise error.at(int(ids[error.sample or 0])) from None
         fill = np.zeros(layout.num_blocks, dtype=np.int64)
         np.add.at(fill, layout.piece_block(), layout.piece_length)
         carry_block = np.zeros(layout.num_blocks, dtype=bool)

@@ -80,7 +80,7 @@ def check_link(params: Mapping[str, str | list[str]]) -> tuple[list[str], list[s
     >>> check_link({"roles_to_train": ["assistant", "<b>x</b>"]})
     (['roles_to_train'], ["roles_to_train='<b>x</b>' is not a role name (a word of letters, digits, _ and -)"])
     >>> check_link({"strategy": "[Click here](https://x.y)", "max_seq_length": "9" * 500, "seed": "3"})
-    (['max_seq_length', 'strategy'], ["max_seq_length='99999999999999999999999999999999999999… is not a whole number", "strategy='[Click here](https://x.y)' is not one of split, next_fit, first_fit, first_fit_shuffle, ffd, bfd, spfhp, optimal, none"])
+    (['max_seq_length', 'strategy'], ["max_seq_length='99999999999999999999999999999999999999… is not a whole number", "strategy='[Click here](https://x.y)' is not one of split, wrapped, next_fit, first_fit, first_fit_shuffle, ffd, bfd, spfhp, optimal, none"])
     """
     drop, warnings = [], []
     for name in sorted(params):

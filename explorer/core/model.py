@@ -81,7 +81,7 @@ def pieces_of(lengths: Int64Array, max_seq_length: int, strategy: str, overflow:
     6
     """
     values, size = np.asarray(lengths, dtype=np.float64), max(1, max_seq_length)
-    if strategy == "split":  # the stream cut at every block's end: a piece per sequence and per cut
+    if strategy in ("split", "wrapped"):  # the stream cut at every block's end: a piece per sequence and per cut
         pieces = len(values) + float(np.ceil(np.sum(values) / size))
     elif overflow == "split":
         pieces = float(np.sum(np.ceil(values / size)))

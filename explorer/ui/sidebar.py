@@ -330,6 +330,8 @@ def _settings(source: Source | None) -> tuple[Settings, str]:
     strategy = st.selectbox("Strategy", names, index=names.index(first), key="strategy", bind=_bind("strategy"))
     info = packing.STRATEGIES[strategy]
     st.caption(f"**{info.title}.** {info.description} Places documents {ORDER[info.order]}. Cost: {info.complexity}.")
+    if info.warning:  # the auditor's finding about its blocks (the registry's), where it is chosen
+        st.warning(info.warning)
     st.caption(STRATEGY_DEFAULTS)
     options = _strategy_options(info)
     overflow = st.selectbox(

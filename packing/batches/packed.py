@@ -21,7 +21,7 @@ from packing.planning.plans import PackingPlan, check_pieces, plan
 from packing.reading.rows import join_token_arrays, read_rows, token_array_lengths
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.kernels import fill_labels, fill_positions, fill_sequences, fill_tokens, piece_mask_sums
-from packing.strategies.registry import StrategyName
+from packing.strategies.registry import STRATEGIES, StrategyName
 from packing.strategies.stats import PackingStats
 from packing.text.prepare import prepare
 from packing.weighting import LossMode, LossTotals, token_weights
@@ -151,7 +151,7 @@ class PackedBatch:
     def labels(self) -> IdArray:
         """Training targets (see the class), derived on first access. O(blocks × max_seq_length)."""
         labels = np.empty_like(self.input_ids)
-        starts, lengths = self.plan.block_starts, self.plan.piece_length
+        starts, lengths = self.plan.boundaries
 
         def fill(rows: slice) -> None:
             ids, mask = self.input_ids[rows], self.loss_mask[rows]
@@ -164,7 +164,7 @@ class PackedBatch:
     def position_ids(self) -> IdArray:
         """Positions restarting at every document (see the class), derived on first access."""
         positions = np.empty_like(self.input_ids)
-        starts, lengths = self.plan.block_starts, self.plan.piece_length
+        starts, lengths = self.plan.boundaries
         in_parts(
             self.num_blocks,
             positions.size,
@@ -478,6 +478,10 @@ def count_trainable(layout: PackingPlan, samples: Samples) -> TrainableCounts:
     per_piece, targets = piece_mask_sums(
         samples.loss_mask, samples.offsets, layout.piece_sequence, layout.piece_start, layout.piece_length
     )
+    if not STRATEGIES[layout.strategy].keeps_boundaries:  # only a block's first token starts a document
+        first = np.zeros(len(per_piece), dtype=bool)
+        first[layout.block_starts[:-1][np.diff(layout.block_starts) > 0]] = True
+        targets = np.where(first, targets, per_piece)
     per_sample = np.bincount(layout.piece_sequence, weights=targets, minlength=len(samples.lengths))
     packed = np.bincount(layout.piece_sequence, minlength=len(samples.lengths)) > 0
     return TrainableCounts(int(per_piece.sum()), int(targets.sum()), int((packed & (per_sample == 0)).sum()))
@@ -592,8 +596,9 @@ def to_arrow(
     in_order = order is None
     if not in_order:
         grids = {name: grid[rows] for name, grid in grids.items()}
-    counts = np.diff(layout.block_starts)[rows]
-    firsts = layout.block_starts[:-1][rows]
+    block_starts, piece_length = layout.boundaries  # the documents each block holds, as the model sees them
+    counts = np.diff(block_starts)[rows]
+    firsts = block_starts[:-1][rows]
     dtypes = {column.name: column.dtype_for(batch.int64) for column in (*COLUMNS, LOSS_WEIGHTS)}
     names = (*NAMES, LOSS_WEIGHTS.name) if loss_weights is not None else NAMES
     arrays: dict[str, list[pa.Array]] = {name: [] for name in names}
@@ -601,9 +606,9 @@ def to_arrow(
         piece_offsets = np.zeros(hi - lo + 1, dtype=np.int64)
         np.cumsum(counts[lo:hi], out=piece_offsets[1:])
         if in_order:
-            pieces = layout.piece_length[layout.block_starts[lo] : layout.block_starts[hi]]
+            pieces = piece_length[block_starts[lo] : block_starts[hi]]
         else:
-            pieces = layout.piece_length[ranges(firsts[lo:hi], counts[lo:hi])]
+            pieces = piece_length[ranges(firsts[lo:hi], counts[lo:hi])]
         if padding:
             fixed = np.arange(hi - lo + 1, dtype=np.int64) * width
             real = None

@@ -20,12 +20,13 @@ from packing.errors import DatasetError, SettingError
 Int64Array = npt.NDArray[np.int64]
 
 
-OverflowPolicy = Literal["truncate", "split", "drop"]
+OverflowPolicy = Literal["truncate", "split", "drop", "error"]
 """What happens to a sequence longer than ``max_seq_length``."""
 OVERFLOW_POLICIES: dict[str, str] = {
     "truncate": "keep the first max_seq_length tokens of an over-long sequence",
     "split": "cut an over-long sequence into pieces of at most max_seq_length, each its own document",
     "drop": "leave an over-long sequence out",
+    "error": "refuse an over-long sequence: an error naming the sample and its length (torchtune's rule)",
 }
 
 

@@ -27,6 +27,7 @@ from packing.core.arrays import check_block_indexes, offsets_of, ranges
 from packing.core.samples import IGNORE_INDEX
 from packing.core.validation import INT64_MAX, flag_values
 from packing.errors import DatasetError
+from packing.strategies.registry import STRATEGIES
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -413,10 +414,11 @@ class Rows:
         rows = np.arange(count, dtype=np.int64) if order is None else check_block_indexes(order, count, "order")
         self.batch = batch
         self.rows = rows.astype(np.int64)
-        starts = batch.plan.block_starts
+        starts, lengths = batch.plan.boundaries  # the documents as the model sees them (wrapped: one per block)
+        self.keeps_boundaries = STRATEGIES[batch.plan.strategy].keeps_boundaries
         self.doc_counts = np.diff(starts)[self.rows].astype(np.int64)
         pieces = ranges(starts[:-1][self.rows], self.doc_counts)
-        self.doc_lengths = batch.plan.piece_length[pieces].astype(np.int64)
+        self.doc_lengths = lengths[pieces].astype(np.int64)
         self.used = (
             np.add.reduceat(self.doc_lengths, offsets_of(self.doc_counts)[:-1]) if len(self.rows) else self.doc_counts
         )

@@ -75,17 +75,18 @@ def _padded_batch(names: set[str], table: pa.Table) -> bool:
 
 
 def write(rows: Rows) -> pa.Table:
-    """``input_ids``, ``labels`` (real tokens only) and ``seq_lengths``. O(tokens)."""
+    """``input_ids``, ``labels`` (real tokens only) and ``seq_lengths``; without ``seq_lengths`` for a strategy that
+    keeps no boundaries (``wrapped``), as TRL's ``wrapped`` writes it. O(tokens)."""
     import pyarrow as pa
 
     batch = rows.batch
-    return pa.table(
-        {
-            "input_ids": rows.real_column(batch.input_ids, rows.id_type()),
-            "labels": rows.real_column(batch.labels, rows.id_type()),
-            "seq_lengths": arrow_column(rows.doc_lengths, rows.doc_counts, pa.int32()),
-        }
-    )
+    columns = {
+        "input_ids": rows.real_column(batch.input_ids, rows.id_type()),
+        "labels": rows.real_column(batch.labels, rows.id_type()),
+    }
+    if rows.keeps_boundaries:
+        columns["seq_lengths"] = arrow_column(rows.doc_lengths, rows.doc_counts, pa.int32())
+    return pa.table(columns)
 
 
 def read(table: pa.Table, source: str) -> Parsed:

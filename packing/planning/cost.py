@@ -25,8 +25,10 @@ def compute_cost(layout: PackingPlan) -> ComputeCost:
     >>> from packing import plan
     >>> compute_cost(plan([2, 3, 1], 4, "split"))
     ComputeCost(token_slots=8, attention_masked=10, attention_full=32)
+    >>> compute_cost(plan([2, 3, 1], 4, "wrapped")).attention_masked  # one run per block: 4² + 2²
+    20
     """
-    lengths = layout.piece_length.astype(np.int64)  # squares overflow int32 past 46,340 tokens
+    lengths = layout.boundaries[1].astype(np.int64)  # the documents attention sees; int32 squares overflow
     return ComputeCost(
         token_slots=layout.num_blocks * layout.max_seq_length,
         attention_masked=int(np.dot(lengths, lengths)),

@@ -8,6 +8,7 @@ describe exactly its blocks.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
@@ -211,10 +212,30 @@ class PackingPlan:
         """Every block's pieces. O(pieces)."""
         return [self.block(b) for b in range(self.num_blocks)]
 
+    @cached_property
+    def boundaries(self) -> tuple[Int64Array, Int32Array]:
+        """``(starts, lengths)``: the documents a model sees in each block, in CSR form (block ``b`` holds
+        ``lengths[starts[b]:starts[b + 1]]``). Every piece is a document, except for a strategy that keeps no
+        boundaries (``wrapped``): then each block is one run of all its tokens. Positions, labels,
+        ``seq_lengths`` and exports follow these; tokens follow the pieces. O(1), or O(pieces) once for ``wrapped``.
+
+        >>> plan([3, 2, 4], 4, "split").boundaries[1].tolist(), plan([3, 2, 4], 4, "wrapped").boundaries[1].tolist()
+        ([3, 1, 1, 3, 1], [4, 4, 1])
+        """
+        if STRATEGIES[self.strategy].keeps_boundaries:
+            return self.block_starts, self.piece_length
+        used = np.zeros(self.num_blocks, dtype=np.int64)
+        np.add.at(used, self.piece_block(), self.piece_length)
+        kept = used > 0
+        starts = np.concatenate(([0], np.cumsum(kept))).astype(np.int64)
+        return starts, used[kept].astype(np.int32)
+
     def seq_lengths(self, index: int) -> Int64Array:
-        """Lengths of the documents in block ``index``, in order."""
-        lo, hi = self._bounds(index)
-        return self.piece_length[lo:hi].astype(np.int64)
+        """Lengths of the documents in block ``index``, in order (:attr:`boundaries`)."""
+        self._bounds(index)
+        starts, lengths = self.boundaries
+        index %= self.num_blocks
+        return lengths[starts[index] : starts[index + 1]].astype(np.int64)
 
     def cu_seqlens(self, index: int) -> Int64Array:
         """0, then the cumulative document lengths of block ``index`` (flash-attention's form)."""
@@ -245,7 +266,10 @@ def _selection_stats(
     touched, inverse = np.unique(sequence, return_inverse=True)
     per_sequence = np.bincount(inverse, weights=length, minlength=len(touched)).astype(np.int64)
     whole = bool(len(touched) == len(sequence)) and not STRATEGIES[layout.strategy].splits_sequences
-    stats = compute_stats(per_sequence, layout.max_seq_length, block_starts, inverse.astype(np.int32), length, whole)
+    documents = None if STRATEGIES[layout.strategy].keeps_boundaries else int(np.count_nonzero(np.diff(block_starts)))
+    stats = compute_stats(
+        per_sequence, layout.max_seq_length, block_starts, inverse.astype(np.int32), length, whole, documents
+    )
     return stats
 
 
@@ -279,7 +303,12 @@ def _split_layout(docs: Documents, capacity: int) -> tuple[Int64Array, IntArray,
 def _options(recipe: Recipe) -> Options:
     """The layout options of ``recipe`` (checked when it was made) for its strategy."""
     chosen = recipe.strategy_options()
-    return Options(chosen.get("max_sequences_per_block"), chosen.get("time_limit"), int(chosen.get("seed") or 0))
+    return Options(
+        chosen.get("max_sequences_per_block"),
+        chosen.get("time_limit"),
+        int(chosen.get("seed") or 0),
+        chosen.get("tie_break", "newest"),
+    )
 
 
 def _layout(
@@ -331,11 +360,11 @@ def plan(
 
     The options are every entry point's (:class:`~packing.Recipe`; or ``recipe=``); ``plan`` uses its
     length-only part and ignores the rest (a recipe with a tokenizer is fine). ``strategy`` is a name from
-    ``STRATEGIES`` (default ``bfd``); ``overflow`` one of ``truncate``, ``split``, ``drop``. ``window``
+    ``STRATEGIES`` (default ``bfd``); ``overflow`` one of ``truncate``, ``split``, ``drop``, ``error``. ``window``
     packs each consecutive window of that many input sequences on its own (what trainers that pack per map
     batch do; blocks never mix windows). Options a strategy reads (its ``options``):
     ``max_sequences_per_block`` (``spfhp``), ``time_limit`` in seconds (``optimal``), ``seed``
-    (``first_fit_shuffle``). ``lengths`` may be a ``Samples``. Complexity is the strategy's, plus O(n) to
+    (``first_fit_shuffle``), ``tie_break`` (``bfd``: ``oldest`` gives TRL's blocks exactly). ``lengths`` may be a ``Samples``. Complexity is the strategy's, plus O(n) to
     prepare.
 
     >>> plan([5, 3, 2, 4], 6).blocks()[0]
@@ -365,7 +394,8 @@ def plan(
         block_starts, sequence, start, length, certificate = _layout(docs, capacity, strategy, layout_options)
     piece_sequence, piece_start, piece_length = (a.astype(np.int32, copy=False) for a in (sequence, start, length))
     one_piece_each = docs.whole and not STRATEGIES[strategy].splits_sequences  # no sequence was cut, lost or left empty
-    stats = compute_stats(sizes, capacity, block_starts, piece_sequence, piece_length, one_piece_each)
+    documents = None if STRATEGIES[strategy].keeps_boundaries else int(np.count_nonzero(np.diff(block_starts)))
+    stats = compute_stats(sizes, capacity, block_starts, piece_sequence, piece_length, one_piece_each, documents)
     return PackingPlan(
         capacity,
         strategy,

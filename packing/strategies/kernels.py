@@ -253,7 +253,7 @@ def _layout_of(lengths: Int64Array, capacity: int, histogram: Int64Array, simula
 
 @njit(cache=True, nogil=True)
 def _simulate_groups(
-    histogram: Int64Array, capacity: int, max_per_block: int, most_room: bool
+    histogram: Int64Array, capacity: int, max_per_block: int, most_room: bool, oldest_first: bool = False
 ) -> Simulation:  # pragma: no cover
     """Decreasing packing simulated a whole length class at a time: ``(block_starts, items, item_lengths)``.
 
@@ -264,14 +264,17 @@ def _simulate_groups(
     ``most_room=True`` (shortest-pack-first) it goes into the block with the most
     room, one document per block per step, and the documents that fit no block
     get a new block each. Among blocks with equal room, the one that reached that
-    room most recently goes first. A block is closed when full or when it holds
+    room most recently goes first (``oldest_first=True``: the one that reached it
+    first, as TRL's best-fit decreasing does). A block is closed when full or when it holds
     ``max_per_block`` documents.
 
     Identical blocks that share a room form a group, so all documents of one
     length are placed with a few group operations instead of one search each.
     Blocks are numbered as they open, and taking blocks off either end of a group
     leaves ranges, so every group is a range of block numbers with the end its
-    stack top is at. Groups sit in one stack per room; a sum-segment tree over
+    stack top is at. Groups sit in one stack per room (a queue with
+    ``oldest_first``: groups join at the tail, blocks leave a group from the end
+    filled first); a sum-segment tree over
     rooms finds the room to use. The simulation needs only the length histogram
     and records "runs" (the next documents of this length go to these blocks),
     which ``_deal`` turns into blocks. O(capacity + runs × log capacity).
@@ -280,7 +283,8 @@ def _simulate_groups(
     while size < capacity + 1:
         size *= 2
     tree = np.zeros(2 * size, dtype=np.int64)  # number of groups per room
-    head = np.full(capacity + 1, -1, dtype=np.int64)  # top group of each room's stack
+    head = np.full(capacity + 1, -1, dtype=np.int64)  # top group of each room's stack (head of its queue)
+    tail = np.full(capacity + 1, -1, dtype=np.int64)  # last group of each room's queue (oldest_first only)
     # group g: blocks g_first[g] .. g_first[g] + g_count[g] - 1, each holding g_items[g] documents;
     # its top (the block that reached the room last) is the highest number if g_top_high[g], else the lowest
     g_first = np.empty(1024, dtype=np.int64)
@@ -325,7 +329,8 @@ def _simulate_groups(
                 if take == 0:
                     take, per_block = 1, left
                 base = g_items[source]
-                if g_top_high[source]:
+                # newest first: from the end filled last (the top); oldest first: from the end filled first
+                if (g_top_high[source] != 0) != oldest_first:
                     first, step = g_first[source] + g_count[source] - 1, -1
                 else:
                     first, step = g_first[source], 1
@@ -333,6 +338,8 @@ def _simulate_groups(
                 g_count[source] -= take
                 if g_count[source] == 0:
                     head[room] = g_below[source]
+                    if head[room] == -1:
+                        tail[room] = -1
                     _add_count(tree, size, room, -1)
                 new_room = room - per_block * length
             r_first[runs], r_step[runs], r_take[runs] = first, step, take
@@ -345,24 +352,38 @@ def _simulate_groups(
             g_items[groups] = base + per_block
             g_top_high[groups] = 1 if step == 1 else 0
             if new_room > 0 and base + per_block < max_per_block:
-                g_below[groups] = head[new_room]
-                head[new_room] = groups
+                if not oldest_first:  # on top of the stack
+                    g_below[groups] = head[new_room]
+                    head[new_room] = groups
+                else:  # at the tail of the queue
+                    g_below[groups] = -1
+                    if tail[new_room] == -1:
+                        head[new_room] = groups
+                    else:
+                        g_below[tail[new_room]] = groups
+                    tail[new_room] = groups
                 _add_count(tree, size, new_room, 1)
             groups += 1
     return opened, groups, g_first, g_count, g_items, runs, r_first, r_step, r_take, r_per, r_base, r_len
 
 
-def best_fit_decreasing_layout(lengths: Int64Array, capacity: int) -> tuple[Int64Array, Int32Array, Int32Array]:
+def best_fit_decreasing_layout(
+    lengths: Int64Array, capacity: int, oldest_first: bool = False
+) -> tuple[Int64Array, Int32Array, Int32Array]:
     """Best-fit decreasing: ``(block_starts, items, item_lengths)``, block ``b`` holding
     ``items[block_starts[b]:block_starts[b + 1]]`` in placement order. Longest first (ties in input
     order), each document into the open block with the least room that fits; among equal rooms, the
-    block that reached it last. O(n + capacity + runs × log capacity), see ``_simulate_groups``.
+    block that reached it last (``oldest_first``: the one that reached it first, TRL's choice).
+    O(n + capacity + runs × log capacity), see ``_simulate_groups``.
 
     >>> [a.tolist() for a in best_fit_decreasing_layout(np.array([2, 4, 3, 1]), 5)]
     [[0, 2, 4], [1, 3, 2, 0], [4, 1, 3, 2]]
+    >>> [a.tolist() for a in best_fit_decreasing_layout(np.array([3, 3, 1]), 4, oldest_first=True)][:2]
+    [[0, 2, 3], [0, 2, 1]]
     """
     histogram = _histogram(lengths, capacity)
-    return _layout_of(lengths, capacity, histogram, _simulate_groups(histogram, capacity, capacity + 1, False))
+    simulation = _simulate_groups(histogram, capacity, capacity + 1, False, oldest_first)
+    return _layout_of(lengths, capacity, histogram, simulation)
 
 
 def spfhp_layout(lengths: Int64Array, capacity: int, max_per_block: int) -> tuple[Int64Array, Int32Array, Int32Array]:

@@ -3,7 +3,7 @@
 A document is a run of tokens ``[offset, offset + length)`` of one input
 sequence, with ``1 <= length <= max_seq_length``. Empty sequences give no
 document; an over-long sequence gives one, several or none, by the overflow
-policy.
+policy, or (``error``) a :class:`~packing.errors.SequenceTooLong` naming the first one.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.core.validation import OVERFLOW_POLICIES, as_lengths, check_choice, check_max_seq_length
+from packing.errors import SequenceTooLong
 from packing.strategies.kernels import all_within
 
 Int64Array = npt.NDArray[np.int64]
@@ -58,6 +59,10 @@ def documents(lengths: npt.ArrayLike, max_seq_length: int, overflow: str = "trun
     [0, 0, 4, 8]
     >>> documents([3, 0, 9], 4, "drop").sequence.tolist()
     [0]
+    >>> documents([3, 0, 9], 4, "error")
+    Traceback (most recent call last):
+    ...
+    packing.errors.SequenceTooLong: sample 2: expected at most max_seq_length=4 tokens (overflow='error'), got 9 tokens
     """
     capacity = check_max_seq_length(max_seq_length)
     check_choice(overflow, "overflow", OVERFLOW_POLICIES)
@@ -69,6 +74,10 @@ def documents_of(n: Int64Array, capacity: int, overflow: str) -> Documents:
     if all_within(n, 1, capacity):  # the common case: sequences and offsets are made only if asked for
         return Documents(None, None, n, whole=True)
     index = np.arange(len(n), dtype=np.int64)
+    if overflow == "error":
+        check_within(n, capacity)
+        keep = n > 0
+        return Documents(index[keep], np.zeros(int(keep.sum()), dtype=np.int64), n[keep])
     if overflow == "truncate":
         keep = n > 0
         return Documents(index[keep], np.zeros(int(keep.sum()), dtype=np.int64), np.minimum(n[keep], capacity))
@@ -81,3 +90,18 @@ def documents_of(n: Int64Array, capacity: int, overflow: str) -> Documents:
     offset = (np.arange(len(sequence), dtype=np.int64) - first_piece) * capacity
     length = np.minimum(n[sequence] - offset, capacity)
     return Documents(sequence, offset, length)
+
+
+def check_within(lengths: Int64Array, capacity: int) -> None:
+    """Raise :class:`~packing.errors.SequenceTooLong` for the first of ``lengths`` above ``capacity``
+    (``overflow="error"``). O(n).
+
+    >>> check_within(np.array([2, 5, 7]), 4)
+    Traceback (most recent call last):
+    ...
+    packing.errors.SequenceTooLong: sample 1: expected at most max_seq_length=4 tokens (overflow='error'), got 5 tokens
+    """
+    over = np.flatnonzero(lengths > capacity)
+    if len(over):
+        first = int(over[0])
+        raise SequenceTooLong(first, int(lengths[first]), capacity)

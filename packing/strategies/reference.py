@@ -55,12 +55,16 @@ def first_fit_decreasing(lengths: Sequence[int], capacity: int) -> list[int]:
     return first_fit(lengths, capacity, longest_first(lengths))
 
 
-def best_fit_decreasing(lengths: Sequence[int], capacity: int) -> list[int]:
-    """Fullest block that fits; among equally full ones, the one that reached that room most recently.
+def best_fit_decreasing(lengths: Sequence[int], capacity: int, tie_break: str = "newest") -> list[int]:
+    """Fullest block that fits; among equally full ones, the one that reached that room most recently
+    (``tie_break="oldest"``: the one that reached it first).
 
     >>> best_fit_decreasing([2, 4, 3, 1], 5)
     [1, 0, 1, 0]
+    >>> best_fit_decreasing([3, 3, 1], 4), best_fit_decreasing([3, 3, 1], 4, "oldest")
+    ([0, 1, 1], [0, 1, 0])
     """
+    sign = -1 if tie_break == "newest" else 1
     rooms: list[int] = []
     touched: list[int] = []
     blocks = [0] * len(lengths)
@@ -68,7 +72,7 @@ def best_fit_decreasing(lengths: Sequence[int], capacity: int) -> list[int]:
         size = lengths[item]
         fits = [b for b, room in enumerate(rooms) if size <= room < capacity]
         if fits:
-            b = min(fits, key=lambda b: (rooms[b], -touched[b]))
+            b = min(fits, key=lambda b: (rooms[b], sign * touched[b]))
             rooms[b] -= size
             touched[b] = step
         else:

@@ -51,12 +51,20 @@ class Layout(NamedTuple):
 
 DEFAULT_TIME_LIMIT = 60.0
 """Seconds ``optimal`` searches before it returns its best plan with a certified gap."""
-StrategyName = Literal["split", "next_fit", "first_fit", "first_fit_shuffle", "ffd", "bfd", "spfhp", "optimal", "none"]
+StrategyName = Literal[
+    "split", "wrapped", "next_fit", "first_fit", "first_fit_shuffle", "ffd", "bfd", "spfhp", "optimal", "none"
+]
 """The strategy names ``plan`` and ``pack`` accept."""
 Order = Literal["input", "longest_first", "random"]
 Bound = Literal["simple", "l2"]
 DEFAULT_STRATEGY: StrategyName = "bfd"
 """The default of ``pack``, ``plan``, the command line and the adapters (TRL's default too)."""
+TieBreak = Literal["newest", "oldest"]
+TIE_BREAKS: dict[str, str] = {
+    "newest": "among blocks with equal room, the one that reached that room last",
+    "oldest": "among blocks with equal room, the one that reached that room first (TRL's bfd: its blocks exactly)",
+}
+"""The ``tie_break`` choices of ``bfd``, with what each does; ``newest`` is the default."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,7 @@ class Options:
     max_sequences_per_block: int | None = None
     time_limit: float | None = None
     seed: int = 0
+    tie_break: TieBreak = "newest"
 
 
 LayoutFunction = Callable[[Int64Array, int, Options], Layout]
@@ -79,7 +88,10 @@ class Strategy:
     order; ``random``, drawn from ``seed``); ``options`` the keyword options it accepts beyond
     the common ones; ``bound`` the lower bound that applies (``simple`` = ceil(tokens / L) when
     documents may be split, ``l2`` = Martello–Toth L2 otherwise); ``layout`` its layout function
-    (None for ``split``, which the planner lays out itself).
+    (None for ``split`` and ``wrapped``, which the planner lays out itself). ``keeps_boundaries`` is
+    False for a strategy whose blocks are each one run of tokens (``wrapped``: positions, labels and
+    ``seq_lengths`` do not mark where a document ends); ``warning`` is what the auditor finds in its
+    blocks, shown wherever it is chosen (empty for the others).
     """
 
     name: str
@@ -90,6 +102,8 @@ class Strategy:
     order: Order
     layout: LayoutFunction | None = field(repr=False, compare=False)
     options: frozenset[str] = frozenset()
+    keeps_boundaries: bool = True
+    warning: str = ""
 
     @property
     def is_search(self) -> bool:
@@ -148,7 +162,7 @@ def _ffd(lengths: Int64Array, capacity: int, options: Options) -> Layout:
 
 
 def _bfd(lengths: Int64Array, capacity: int, options: Options) -> Layout:
-    return Layout(*best_fit_decreasing_layout(lengths, capacity))
+    return Layout(*best_fit_decreasing_layout(lengths, capacity, options.tie_break == "oldest"))
 
 
 def _spfhp(lengths: Int64Array, capacity: int, options: Options) -> Layout:
@@ -171,8 +185,17 @@ def _entry(
     order: Order,
     layout: LayoutFunction | None,
     options: frozenset[str] = frozenset(),
+    warning: str = "",
 ) -> Strategy:
-    return Strategy(name, title, description, complexity, layout is None, order, layout, options)
+    keeps = not warning
+    return Strategy(name, title, description, complexity, layout is None, order, layout, options, keeps, warning)
+
+
+WRAPPED_WARNING = (
+    "wrapped keeps no document boundaries: the documents of a block attend to and predict each other "
+    "(audit finds no_document_boundaries, as in TRL's wrapped)"
+)
+"""What ``wrapped`` is warned with wherever it is chosen (the command line, the explorer, its description)."""
 
 
 STRATEGIES: dict[str, Strategy] = {
@@ -185,6 +208,17 @@ STRATEGIES: dict[str, Strategy] = {
             "O(n + blocks)",
             "input",
             None,
+        ),
+        _entry(
+            "wrapped",
+            "Wrapped (TRL's wrapped)",
+            "Concatenate in input order and cut into blocks, keeping no boundaries: each block is one run of "
+            "tokens (positions 0..L-1, one seq_length), as TRL's wrapped. Leaks across documents: the auditor "
+            "finds no_document_boundaries. overflow='split' keeps every token as TRL does.",
+            "O(n + blocks)",
+            "input",
+            None,
+            warning=WRAPPED_WARNING,
         ),
         _entry(
             "next_fit",
@@ -224,10 +258,11 @@ STRATEGIES: dict[str, Strategy] = {
             "bfd",
             "Best-fit decreasing",
             "Longest first; each sequence goes into the block with the least room that still fits "
-            "(on a tie, the block that reached that room last).",
+            "(on a tie, the block that reached that room last; tie_break='oldest': first, TRL's blocks exactly).",
             "O(n + L + groups × log L), L = max_seq_length",
             "longest_first",
             _bfd,
+            frozenset({"tie_break"}),
         ),
         _entry(
             "spfhp",

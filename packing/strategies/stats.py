@@ -79,10 +79,13 @@ def compute_stats(
     piece_sequence: IntArray,
     piece_length: IntArray,
     whole: bool = False,
+    documents: int | None = None,
 ) -> PackingStats:
     """Statistics of a plan, assuming every packed token is trainable. O(n + pieces).
 
     ``whole=True`` promises that every sequence is exactly one piece (nothing empty, cut or lost).
+    ``documents`` is how many documents the model sees, each losing its first token as a target (default: one
+    per piece; a strategy that keeps no boundaries has one per block).
     """
     counts, fill = tally_plan(lengths, block_starts, piece_sequence, piece_length, whole)
     packed, truncated, dropped, n_truncated, n_dropped, n_split, empty, total, untrained = (int(c) for c in counts)
@@ -104,7 +107,7 @@ def compute_stats(
         sequences_dropped=n_dropped,
         sequences_split=n_split,
         trainable_tokens=packed,
-        target_tokens=packed - len(piece_length),
+        target_tokens=packed - (len(piece_length) if documents is None else documents),
         samples_without_trainable_tokens=untrained,
         block_utilization=fill / capacity,
     )

@@ -17,6 +17,7 @@ from packing.core.validation import OverflowPolicy
 from packing.errors import SettingError
 from packing.planning.plans import Piece, plan
 from packing.recipe import Recipe, RecipeOptions
+from packing.strategies.overflow import check_within
 from packing.strategies.registry import STRATEGIES, StrategyName
 from packing.strategies.stats import PackingStats
 from packing.weighting import LossTotals
@@ -223,6 +224,8 @@ def build_schedule(
     if STRATEGIES[chosen.strategy].splits_sequences:
         choices = ", ".join(name for name, s in STRATEGIES.items() if not s.splits_sequences)
         raise SettingError("strategy", f"a strategy that keeps samples whole ({choices})", chosen.strategy)
+    if chosen.overflow == "error":  # named by its index in the dataset, before the shuffle renumbers it
+        check_within(sizes, capacity)
     rng = np.random.default_rng([chosen.seed or 0, epoch])
     order = rng.permutation(len(sizes)) if shuffle else np.arange(len(sizes))
     random_order = "seed" in STRATEGIES[chosen.strategy].options

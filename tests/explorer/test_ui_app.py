@@ -22,7 +22,7 @@ TIMEOUT = 120
 MESSAGES = ("markdown", "caption", "warning", "error", "info", "success")
 
 
-COMPARED = [*packing.STRATEGIES, "bfd/1,000 (TRL's default)"]
+COMPARED = [*(n for n, s in packing.STRATEGIES.items() if s.keeps_boundaries), "bfd/1,000 (TRL's default)"]
 """The Compare tab's rows: every strategy, and bfd per window of 1,000 rows as TRL packs by default."""
 
 

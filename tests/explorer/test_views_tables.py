@@ -67,7 +67,10 @@ def _rows(lengths: object, max_seq_length: int) -> tuple[list[Row], dict[str, pa
 def test_compare_table_shows_refusals_gaps_and_trls_windows() -> None:
     rows, costs = _rows(np.full(50, 3), 8)
     frame = tables.compare_table(rows, costs).set_index("strategy")
-    assert list(frame.index) == [*packing.STRATEGIES, "bfd/1,000 (TRL's default)"]
+    assert list(frame.index) == [
+        *(n for n, s in packing.STRATEGIES.items() if s.keeps_boundaries),
+        "bfd/1,000 (TRL's default)",
+    ]
     assert frame.at["bfd/1,000 (TRL's default)", "short"] == "bfd/1,000"
     assert "40" in frame.at["optimal", "note"]
     assert (
@@ -89,7 +92,9 @@ def test_sweep_series_regroups_rows() -> None:
 def test_compare_display_keeps_the_strategies_that_ran_in_percent_and_whole_numbers() -> None:
     rows, costs = _rows(np.full(50, 3), 8)
     shown = tables.compare_display(tables.compare_table(rows, costs))
-    expected = [s for s in packing.STRATEGIES if s != "optimal"] + ["bfd/1,000 (TRL's default)"]
+    expected = [s for s, e in packing.STRATEGIES.items() if s != "optimal" and e.keeps_boundaries] + [
+        "bfd/1,000 (TRL's default)"
+    ]
     assert shown["strategy"].tolist() == expected
     assert "note" not in shown and "short" not in shown and not shown.isna().any().any()  # no row of empty cells
     assert shown.set_index("strategy").at["none", "efficiency (%)"] == 3 / 8 * 100

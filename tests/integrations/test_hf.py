@@ -191,7 +191,7 @@ def test_pack_dataset_reports_bad_input(columns: dict[str, list[object]], error:
 
 def test_pack_dataset_checks_its_arguments() -> None:
     ds = Dataset.from_dict({"input_ids": [[1]]})
-    with pytest.raises(SettingError, match="strategy: expected one of split, next_fit"):
+    with pytest.raises(SettingError, match="strategy: expected one of split, wrapped, next_fit"):
         pack_dataset(ds, 4, strategy="best")
     with pytest.raises(SettingError, match="max_seq_length"):
         pack_dataset(ds, 4.0)  # type: ignore[arg-type]

@@ -20,7 +20,7 @@ from packing.strategies import reference
 from packing.strategies.reference import documents as reference_documents
 
 STRATEGY_NAMES = list(packing.STRATEGIES)
-OVERFLOW_NAMES = list(packing.OVERFLOW_POLICIES)
+OVERFLOW_NAMES = [p for p in packing.OVERFLOW_POLICIES if p != "error"]
 IGNORE = packing.IGNORE_INDEX
 GRIDS = ("input_ids", "labels", "loss_mask", "position_ids", "sequence_ids")
 BLOCK_FIELDS = (
@@ -103,7 +103,9 @@ def recount(layout: PackingPlan, rows: list[int]) -> dict[str, Any]:
         "lower_bound": -(-packed // capacity),
         "num_sequences": len(per_sequence),
         "sequences_split": sum(1 for parts in per_sequence.values() if len(parts) > 1),
-        "target_tokens": packed - sum(len(block) for block in chosen),
+        # a document's first token is no target; wrapped keeps no boundaries: one document per block
+        "target_tokens": packed
+        - sum(len(block) if packing.STRATEGIES[layout.strategy].keeps_boundaries else 1 for block in chosen),
         "block_utilization": [f / capacity for f in fill],
     }
 

@@ -14,7 +14,7 @@ SMALL = st.lists(st.integers(min_value=0, max_value=12), max_size=8)
 @settings(max_examples=60, deadline=None)
 @given(lengths=SMALL, capacity=st.integers(min_value=1, max_value=10))
 @pytest.mark.parametrize("strategy", list(packing.STRATEGIES))
-@pytest.mark.parametrize("overflow", list(packing.OVERFLOW_POLICIES))
+@pytest.mark.parametrize("overflow", [p for p in packing.OVERFLOW_POLICIES if p != "error"])
 def test_steps_rebuild_the_plan(strategy: str, overflow: str, lengths: list[int], capacity: int) -> None:
     layout = packing.plan(lengths, capacity, strategy, overflow)
     steps = packing.explain(lengths, capacity, strategy, overflow)

@@ -98,7 +98,7 @@ def test_optimal_equals_brute_force(capacity: int, data: st.DataObject) -> None:
     assert layout.num_blocks == brute_force_min_blocks(lengths, capacity)
 
 
-@pytest.mark.parametrize("overflow", list(packing.OVERFLOW_POLICIES))
+@pytest.mark.parametrize("overflow", [p for p in packing.OVERFLOW_POLICIES if p != "error"])
 @settings(max_examples=100, deadline=None)
 @given(data=st.data(), capacity=st.integers(min_value=1, max_value=12))
 def test_optimal_equals_brute_force_after_overflow(
@@ -112,7 +112,7 @@ def test_optimal_equals_brute_force_after_overflow(
     assert layout.num_blocks == brute_force_min_blocks(docs, capacity)
 
 
-@pytest.mark.parametrize("overflow", list(packing.OVERFLOW_POLICIES))
+@pytest.mark.parametrize("overflow", [p for p in packing.OVERFLOW_POLICIES if p != "error"])
 @settings(max_examples=150, deadline=None)
 @given(data=st.data(), capacity=st.integers(min_value=1, max_value=20))
 def test_bounds_optimal_and_heuristics_are_ordered(

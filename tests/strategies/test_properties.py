@@ -25,14 +25,17 @@ from packing.strategies.reference import documents as reference_documents
 from packing.strategies.registry import assign_blocks
 
 STRATEGY_NAMES = list(packing.STRATEGIES)
-OVERFLOW_NAMES = list(packing.OVERFLOW_POLICIES)
+OVERFLOW_NAMES = [p for p in packing.OVERFLOW_POLICIES if p != "error"]
 NO_SPLIT = [name for name, strategy in packing.STRATEGIES.items() if not strategy.splits_sequences]
+BOUNDED = [name for name, strategy in packing.STRATEGIES.items() if strategy.keeps_boundaries]
+"""Every strategy but ``wrapped``, which keeps no boundaries on purpose (its own properties: tests/strategies)."""
 IGNORE = -100
 
 
 def test_the_registries_name_every_strategy_and_policy() -> None:
     assert set(STRATEGY_NAMES) == {
         "split",
+        "wrapped",
         "next_fit",
         "first_fit",
         "first_fit_shuffle",
@@ -42,10 +45,12 @@ def test_the_registries_name_every_strategy_and_policy() -> None:
         "optimal",
         "none",
     }
-    assert set(OVERFLOW_NAMES) == {"truncate", "split", "drop"}
-    assert [name for name in STRATEGY_NAMES if packing.STRATEGIES[name].splits_sequences] == ["split"]
+    assert set(OVERFLOW_NAMES) == {"truncate", "split", "drop"}  # the policies that make documents
+    assert set(packing.OVERFLOW_POLICIES) == {*OVERFLOW_NAMES, "error"}  # and the one that refuses (tests/strategies)
+    assert [name for name in STRATEGY_NAMES if packing.STRATEGIES[name].splits_sequences] == ["split", "wrapped"]
+    assert [name for name in STRATEGY_NAMES if not packing.STRATEGIES[name].keeps_boundaries] == ["wrapped"]
     assert set(typing.get_args(packing.StrategyName)) == set(STRATEGY_NAMES)
-    assert set(typing.get_args(packing.OverflowPolicy)) == set(OVERFLOW_NAMES)
+    assert set(typing.get_args(packing.OverflowPolicy)) == set(packing.OVERFLOW_POLICIES)
     for name, entry in packing.STRATEGIES.items():
         assert entry.name == name
         assert entry.order in ("input", "longest_first", "random")
@@ -312,7 +317,7 @@ def small_enough(strategy: str) -> st.SearchStrategy[Case]:
 
 
 @pytest.mark.parametrize("overflow", OVERFLOW_NAMES)
-@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+@pytest.mark.parametrize("strategy", BOUNDED)
 @settings(max_examples=100, deadline=None)
 @given(data=st.data())
 def test_pack_keeps_every_token_once_with_correct_masks_labels_positions_and_stats(
@@ -329,7 +334,7 @@ def test_pack_keeps_every_token_once_with_correct_masks_labels_positions_and_sta
 
 
 @pytest.mark.parametrize("overflow", OVERFLOW_NAMES)
-@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+@pytest.mark.parametrize("strategy", BOUNDED)
 @settings(max_examples=30, deadline=None)
 @given(data=st.data())
 def test_attention_mask_is_block_diagonal_causal(strategy: str, overflow: str, data: st.DataObject) -> None:
@@ -372,7 +377,7 @@ def test_spfhp_never_puts_more_than_max_sequences_per_block_into_a_block(
 
 
 @pytest.mark.parametrize("overflow", OVERFLOW_NAMES)
-@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+@pytest.mark.parametrize("strategy", BOUNDED)
 @settings(max_examples=60, deadline=None)
 @given(data=st.data(), capacity=st.integers(min_value=1, max_value=16))
 def test_plan_pieces_cover_exactly_the_kept_tokens(

@@ -48,8 +48,8 @@ def _is_block(row: Any) -> bool:
 def _documents(
     rows: Sequence[Any], recipe: Recipe, ignore_masks: bool = False
 ) -> tuple[Int64Array, Int64Array, Int64Array]:
-    """Tokens, labels (-100 on masked tokens and every document's first token) and lengths of the non-empty
-    documents of ``rows``, concatenated. Packed blocks (rows with ``seq_lengths``) give their documents.
+    """Tokens, labels (-100 on masked tokens and every document's first token) and lengths (one a row, empty rows
+    included, so that errors name the row) of the documents of ``rows``, concatenated. Packed blocks (rows with ``seq_lengths``) give their documents.
     Rows are read by the reader: a row's ``labels`` are kept (``Samples.labels``), as transformers' collators
     keep them; with ``ignore_masks`` a row's loss masks are left out (its labels still say what is trained).
     O(tokens)."""
@@ -79,7 +79,7 @@ def _documents(
     targets = tokens if samples.labels is None else samples.labels.astype(np.int64, copy=False)
     labels = np.where(samples.loss_mask.astype(bool), targets, IGNORE_INDEX)
     labels[samples.offsets[:-1][lengths > 0]] = IGNORE_INDEX
-    return tokens, labels, lengths[lengths > 0]
+    return tokens, labels, lengths
 
 
 def _cap(
@@ -96,7 +96,7 @@ def _cap(
                 "rows",
                 f"samples of at most {capacity} tokens with overflow='split' (read the dataset through "
                 "sampler.pieces(dataset))",
-                f"<a sample of {int(lengths[over][0])} tokens>",
+                f"<sample {int(over.argmax())} of {int(lengths[over][0])} tokens>",
             )
         kept = documents_of(lengths, capacity, overflow)  # one document a sample: truncate and drop keep the start
         starts = np.cumsum(lengths) - lengths
@@ -188,6 +188,7 @@ def collate(
     tokens, labels, lengths = _documents(rows, chosen, ignore_masks)
     if capped and not (rows and all(_is_block(row) for row in rows)):
         tokens, labels, lengths = _cap(tokens, labels, lengths, chosen)
+    lengths = lengths[lengths > 0]
     if len(lengths) == 0:
         raise SettingError("rows", "at least one token", "<only empty rows>")
     weights = _collated_weights(rows, labels, lengths, loss_weights, totals)

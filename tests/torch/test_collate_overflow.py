@@ -9,17 +9,23 @@ from hypothesis import strategies as st
 
 pytest.importorskip("torch")
 
-from packing.errors import SettingError
+from packing.errors import SequenceTooLong, SettingError
 from packing.torch import collate
 
 _rows = st.lists(st.lists(st.integers(1, 50), min_size=0, max_size=9), min_size=1, max_size=6)
 
 
 @settings(max_examples=60, deadline=None)
-@given(_rows, st.integers(1, 8), st.sampled_from(["truncate", "drop"]))
+@given(_rows, st.integers(1, 8), st.sampled_from(["truncate", "drop", "error"]))
 def test_collate_cuts_each_sample_by_its_policy(rows: list[list[int]], capacity: int, overflow: str) -> None:
     """``truncate`` keeps a sample's first ``capacity`` tokens, ``drop`` leaves an over-long sample out, empty
-    samples give nothing; more than ``capacity`` tokens in all are refused."""
+    samples give nothing, ``error`` refuses an over-long sample naming it; more than ``capacity`` tokens in all are
+    refused."""
+    over = [i for i, row in enumerate(rows) if len(row) > capacity]
+    if overflow == "error" and over:
+        with pytest.raises(SequenceTooLong, match=f"sample {over[0]}: expected at most max_seq_length={capacity}"):
+            collate(rows, capacity, overflow=overflow)  # type: ignore[arg-type]
+        return
     if overflow == "truncate":
         kept = [row[:capacity] for row in rows if row]
     else:

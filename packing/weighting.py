@@ -201,12 +201,18 @@ class DocumentWeights(NamedTuple):
         """Per-token float32 weights of tokens flagged ``trained`` (any shape) of the ``documents`` (their
         ``sequence_ids``, the same shape; each one of :attr:`ids`); untrained tokens weigh 0. O(tokens ·
         log documents)."""
-        flags = np.asarray(trained).astype(bool)
+        flags = np.asarray(trained).astype(bool, copy=False)
         docs = np.asarray(documents)
         if not len(self.ids):
             return np.zeros(flags.shape, dtype=np.float32)
-        where = np.minimum(np.searchsorted(self.ids, docs), len(self.ids) - 1)
-        out: Float32Array = np.where(flags, self.weights[where], np.float32(0))
+        largest = int(self.ids[-1])
+        if largest < 8 * len(self.ids) + (1 << 16):  # sample indices (or small names): one look-up table
+            table = np.zeros(largest + 2, dtype=np.float32)
+            table[self.ids + 1] = self.weights
+            looked = table[docs + 1]
+        else:
+            looked = self.weights[np.minimum(np.searchsorted(self.ids, docs), len(self.ids) - 1)]
+        out: Float32Array = np.where(flags, looked, np.float32(0))
         return out
 
 

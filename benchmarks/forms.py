@@ -5,6 +5,7 @@ command line promises: the input's Arrow size + 1 GiB.
     python benchmarks/forms.py --quick                              # tiny files: checks that everything runs
     python benchmarks/forms.py --only ids/parquet,mask/parquet --layouts file --tokens 150e6
     python benchmarks/forms.py --output benchmarks/forms_results.md # also write the report
+    python benchmarks/forms.py --only ids/parquet --layouts file --pack-args="--format trl --loss-weights token"
 
 Each *case* is a form (what the rows hold) in a format (how the file stores them), as one file or a
 folder of ``--shards`` files:
@@ -23,7 +24,7 @@ Lengths are log-normal (mean about 490 tokens, as in issue 30's file: 120,000 ro
 0; text is random lowercase words, so the byte tokenizer gives one token a character (plus EOS). For each
 case the file is written, its bytes counted and its *Arrow size* taken (``nbytes`` of the pyarrow tables
 it was written from: what the data weighs decoded), then ``python -m packing pack FILE --output
-OUT.parquet --max-seq-length 4096`` runs in a fresh child which reports its own peak resident memory
+OUT.parquet --max-seq-length 4096`` (and ``--pack-args``: the output's layout, loss weights) runs in a fresh child which reports its own peak resident memory
 (``VmHWM`` from ``/proc/self/status`` as it exits: the child's ``ru_maxrss`` would carry the forking
 parent's resident size; see ``read.py``). Tokens and blocks come from the command's summary. ratio = peak
 RSS / (Arrow size + 1 GiB): at most 1 is within the bound. Files are deleted after each case; RSS does not
@@ -36,6 +37,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -301,10 +303,13 @@ def make_input(
     return path, len(lengths), size, arrow
 
 
-def run_pack(path: Path, output: Path, tokenizer: str | None, length: int) -> tuple[int, float, int, int, str]:
-    """``packing pack`` in a fresh child: its peak RSS (bytes), wall seconds, tokens, blocks, first line of
-    its stderr other than the peak (a warning, or an error)."""
+def run_pack(
+    path: Path, output: Path, tokenizer: str | None, length: int, extra: list[str] | None = None
+) -> tuple[int, float, int, int, str]:
+    """``packing pack`` in a fresh child (with the ``extra`` arguments: ``--pack-args``): its peak RSS (bytes),
+    wall seconds, tokens, blocks, first line of its stderr other than the peak (a warning, or an error)."""
     arguments = ["pack", str(path), "--output", str(output), "--max-seq-length", str(length), "--quiet"]
+    arguments += extra or []
     if tokenizer is not None:
         arguments += ["--tokenizer", tokenizer]
     start = time.perf_counter()
@@ -338,7 +343,11 @@ def run_case(case: str, layout: str, args: argparse.Namespace, work: Path, bpe: 
         say(f"{case} ({layout}): writing about {tokens:,.0f} tokens ...")
         path, rows, size, arrow = make_input(case, layout, tokens, args.shards, folder, args.seed)
         say(f"{case} ({layout}): packing {size / GIB:.2f} GiB ({rows:,} rows) ...")
-        peak, seconds, count, blocks, note = run_pack(path, folder / "out.parquet", tokenizer, args.max_seq_length)
+        extra = shlex.split(args.pack_args)
+        peak, seconds, count, blocks, note = run_pack(
+            path, folder / "out.parquet", tokenizer, args.max_seq_length, extra
+        )
+        note = " ".join(part for part in (args.pack_args, note) if part)
         result = Result(case, layout, rows, count, size, arrow, peak, seconds, blocks, note)
         say(f"{case} ({layout}): peak {peak / GIB:.2f} GiB, {seconds:.0f} s, ratio {result.ratio:.2f} {note}")
         return result
@@ -387,6 +396,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", default=None, help="where the inputs are written (default: the temp folder)")
     parser.add_argument("--output", default=None, help="also write the report to this Markdown file")
+    parser.add_argument(
+        "--pack-args",
+        default="",
+        metavar="ARGS",
+        help="more arguments for every `packing pack`, one string (the output's layout and loss weights: "
+        "--pack-args='--format trl --loss-weights token'); shown in each row's note",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.tokens, args.text_tokens, args.shards = 20_000, 20_000, 2

@@ -45,10 +45,11 @@ from packing.batches.schema import help_text
 from packing.comparison import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
 from packing.errors import PackingError, one_line
 from packing.layouts.audit import LAYOUTS, AuditReport, audit, report_json
-from packing.layouts.export import EXPORT_FORMATS, export, write_jsonl, write_parquet, write_table
+from packing.layouts.export import EXPORT_FORMATS, export_chunks, write_jsonl, write_parquet, write_table
 from packing.layouts.outputs import exclusive
 from packing.planning.plans import plan
 from packing.reading.dataset import FORMATS, Dataset, read_dataset
+from packing.reading.files import read_whole
 from packing.recipe import Recipe, option_fields
 from packing.strategies.bounds import lower_bounds
 from packing.strategies.registry import STRATEGIES
@@ -57,7 +58,7 @@ from packing.text.prepare import prepare
 from packing.weighting import LOSS_MODES, LossMode
 
 Writer = Callable[[LazyBatch, Path], None]
-WRITERS: dict[str, Writer] = {".parquet": write_parquet, ".jsonl": write_jsonl}
+WRITERS: dict[str, Callable[..., None]] = {".parquet": write_parquet, ".jsonl": write_jsonl}
 """Output writers by file extension."""
 COMPARE_HEADER = [
     "strategy",
@@ -401,15 +402,14 @@ def _read_input(args: argparse.Namespace, progress: Progress | None = None, mess
 
 
 def _writer(output: Path, layout: str = "packing", loss_weights: LossMode | None = None) -> Writer:
-    """The writer of ``layout`` for the output's extension (``.npy``: NeMo's file, for ``megatron``), after
-    checking the file can be created there; with ``loss_weights``, that column too."""
+    """The writer of ``layout`` for the output's extension, chunk by chunk (``.npy``: NeMo's file, for
+    ``megatron``, made whole), after checking the file can be created there; with ``loss_weights``, that
+    column too."""
     suffix = output.suffix.lower()
-    native = layout == "packing" and loss_weights is None
-    writer = WRITERS.get(suffix) if native else _export_writer(layout, loss_weights)
     if suffix not in WRITERS and not (layout == "megatron" and suffix == ".npy"):
         npy = " (or .npy with --format megatron)"
         raise UsageError(f"--output must end in .parquet or .jsonl{npy}, got '{output}'")
-    assert writer is not None
+    writer = _npy_writer(loss_weights) if suffix == ".npy" else _export_writer(WRITERS[suffix], layout, loss_weights)
     folder = output.parent
     if output.is_dir():
         raise UsageError(f"cannot write {output}: it is a directory")
@@ -473,6 +473,9 @@ def _run_pack(args: argparse.Namespace) -> int:
     if warning:  # what the auditor will find in these blocks, said where the strategy is chosen
         print(f"packing: warning: {warning}", file=sys.stderr)
     writer = _writer(output, args.export_format, args.loss_weights)
+    if not args.quiet:
+        for note in _whole_notes(args, output):
+            print(note, file=sys.stderr, flush=True)
     progress = Progress(show=not args.quiet and _stderr_is_terminal())
     message = f"reading {' '.join(args.input)}" + (f" and tokenizing with {args.tokenizer}" if args.tokenizer else "")
     with exclusive(output):
@@ -556,14 +559,42 @@ def _run_compare(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- export formats and audit
 
 
-def _export_writer(layout: str, loss_weights: LossMode | None = None) -> Writer:
-    """The writer for ``pack --format LAYOUT`` other than this project's (or with ``--loss-weights``): the
-    export, written by extension."""
+def _export_writer(writer: Callable[..., None], layout: str, loss_weights: LossMode | None = None) -> Writer:
+    """``writer`` (``write_parquet`` or ``write_jsonl``) for ``pack --format LAYOUT`` (and ``--loss-weights``):
+    the layout written chunk by chunk."""
 
     def write(batch: LazyBatch, path: Path) -> None:
-        write_table(export(batch.fill(), layout, loss_weights=loss_weights), path)  # another layout: whole
+        writer(batch, path, format=layout, loss_weights=loss_weights)
 
     return write
+
+
+def _npy_writer(loss_weights: LossMode | None = None) -> Writer:
+    """The writer of NeMo's ``.npy`` (``--format megatron``): its table made chunk by chunk, then pickled whole
+    (``np.save`` of every row, as NeMo's loader reads it)."""
+    import pyarrow as pa
+
+    def write(batch: LazyBatch, path: Path) -> None:
+        write_table(pa.concat_tables(export_chunks(batch, "megatron", loss_weights=loss_weights)), path)
+
+    return write
+
+
+NPY_NOTE = "note: NeMo's .npy is written whole (one pickle of every row); .parquet and .jsonl outputs stream"
+JSON_NOTE = "note: a JSON array is read whole; JSON lines (.jsonl) stream"
+
+
+def _whole_notes(args: argparse.Namespace, output: Path) -> list[str]:
+    """One line for each form ``pack`` cannot keep within its memory bound: a JSON array input (parsed whole:
+    ``packing.reading.files.read_whole``) and NeMo's ``.npy`` output (pickled whole). O(files)."""
+    notes = []
+    whole = read_whole(_input(args), args.format)
+    if whole:
+        more = f" and {len(whole) - 1} more" if len(whole) > 1 else ""
+        notes.append(f"{JSON_NOTE} ({whole[0]}{more})")
+    if output.suffix.lower() == ".npy":
+        notes.append(NPY_NOTE)
+    return notes
 
 
 def _add_audit(commands: argparse._SubParsersAction[_Parser]) -> None:

@@ -40,6 +40,7 @@ from packing.strategies.kernels import piece_mask_sums
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from packing.core.samples import Samples
+    from packing.planning.plans import PackingPlan
 
 LossMode = Literal["token", "sequence", "sequence_sum", "sqrt"]
 LOSS_MODES: tuple[LossMode, ...] = get_args(LossMode)
@@ -179,6 +180,72 @@ def token_weights(
     counts = np.bincount(inverse, weights=flags.reshape(-1), minlength=len(ids)).astype(np.int64)
     per_doc = per_token_weight(counts, mode, total)
     return np.where(flags, per_doc[inverse].reshape(flags.shape), 0.0).astype(np.float32)
+
+
+class DocumentWeights(NamedTuple):
+    """The weight of each trained token of every document of a set of blocks, normalised over them all, known
+    before any block is made (:func:`document_weights`): ``ids`` are the documents as ``sequence_ids`` names
+    them, sorted (-1, the padding, first when some block has padding), ``weights`` each one's float32 weight.
+    :meth:`grid` weighs any of those blocks as :func:`token_weights` weighs them all at once, so an output can
+    be weighted chunk by chunk.
+
+    >>> weights = DocumentWeights(np.array([-1, 0, 7]), np.array([0.0, 0.25, 0.5], dtype=np.float32))
+    >>> weights.grid([[0, 1, 1], [0, 1, 0]], [[0, 0, 0], [7, 7, -1]]).tolist()
+    [[0.0, 0.25, 0.25], [0.0, 0.5, 0.0]]
+    """
+
+    ids: Int64Array
+    weights: Float32Array
+
+    def grid(self, trained: npt.ArrayLike, documents: npt.ArrayLike) -> Float32Array:
+        """Per-token float32 weights of tokens flagged ``trained`` (any shape) of the ``documents`` (their
+        ``sequence_ids``, the same shape; each one of :attr:`ids`); untrained tokens weigh 0. O(tokens ·
+        log documents)."""
+        flags = np.asarray(trained).astype(bool, copy=False)
+        docs = np.asarray(documents)
+        if not len(self.ids):
+            return np.zeros(flags.shape, dtype=np.float32)
+        largest = int(self.ids[-1])
+        if largest < 8 * len(self.ids) + (1 << 16):  # sample indices (or small names): one look-up table
+            table = np.zeros(largest + 2, dtype=np.float32)
+            table[self.ids + 1] = self.weights
+            looked = table[docs + 1]
+        else:
+            looked = self.weights[np.minimum(np.searchsorted(self.ids, docs), len(self.ids) - 1)]
+        out: Float32Array = np.where(flags, looked, np.float32(0))
+        return out
+
+
+def document_weights(
+    layout: PackingPlan, piece_targets: npt.ArrayLike, mode: LossMode, names: npt.ArrayLike | None = None
+) -> DocumentWeights:
+    """The weights ``mode`` gives every document of ``layout``'s blocks, from the trained tokens of each piece
+    (``piece_targets``, in the plan's piece order) and what ``sequence_ids`` calls each sample (``names``;
+    default: its index): the same values :func:`token_weights` gives the filled blocks' tokens (the same
+    normaliser, summed in the same order), without making any block. O(pieces + documents · log documents).
+
+    >>> from packing.planning.plans import plan
+    >>> layout = plan([3, 2], 4, "ffd")  # two blocks, each with padding
+    >>> weights = document_weights(layout, [2, 1], "sequence")
+    >>> weights.ids.tolist(), weights.weights.tolist()
+    ([-1, 0, 1], [0.0, 0.25, 0.5])
+    """
+    check_mode(mode)
+    count = len(layout.lengths)
+    sequence = np.asarray(layout.piece_sequence, dtype=np.int64)
+    targets = np.asarray(piece_targets, dtype=np.float64).reshape(-1)
+    if targets.shape != sequence.shape:
+        raise SettingError("piece_targets", f"one count per piece ({len(sequence)})", f"<{len(targets)} counts>")
+    per_sample = np.bincount(sequence, weights=targets, minlength=count)
+    present = np.flatnonzero(np.bincount(sequence, weights=layout.piece_length > 0, minlength=count) > 0)
+    named = present if names is None else np.asarray(names, dtype=np.int64)[present]
+    ids, inverse = np.unique(named, return_inverse=True)
+    counts = np.bincount(inverse, weights=per_sample[present], minlength=len(ids))
+    slots = layout.num_blocks * layout.max_seq_length
+    if int(np.asarray(layout.piece_length, dtype=np.int64).sum()) < slots:  # some padding: sequence id -1
+        ids, counts = np.concatenate(([-1], ids)), np.concatenate(([0.0], counts))
+    weights = per_token_weight(counts.astype(np.int64), mode).astype(np.float32)
+    return DocumentWeights(ids.astype(np.int64), weights)
 
 
 def trained_tokens(samples: Samples, max_seq_length: int | None = None) -> Int64Array:

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.batches.schema import CHUNK_VALUES, COLUMNS, GRID_COLUMNS, LOSS_WEIGHTS, NAMES, arrow_schema
-from packing.core.arrays import check_block_indexes, ranges
+from packing.core.arrays import check_block_indexes, offsets_of, ranges
 from packing.core.samples import IGNORE_INDEX, MAX_ID, Samples, joined_dtype
 from packing.core.validation import OverflowPolicy, check_flag, check_token_id
 from packing.errors import SettingError
@@ -24,7 +24,7 @@ from packing.strategies.kernels import fill_labels, fill_positions, fill_sequenc
 from packing.strategies.registry import STRATEGIES, StrategyName
 from packing.strategies.stats import PackingStats
 from packing.text.prepare import prepare
-from packing.weighting import LossMode, LossTotals, token_weights
+from packing.weighting import DocumentWeights, LossMode, LossTotals, document_weights, token_weights
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
@@ -231,6 +231,26 @@ class PackedBatch:
         """
         return token_weights(self.labels != IGNORE_INDEX, self.sequence_ids, mode, total)
 
+    def document_weights(self, mode: LossMode) -> DocumentWeights:
+        """Every document's weight under ``mode``, normalised over every block of this batch: what
+        ``loss_weights(mode)`` gives each token, known per document, so chunks of the blocks are weighted as
+        the whole (``DocumentWeights.grid``). O(slots) (the loss mask read once), no grid made.
+
+        >>> b = pack([[1, 2, 3, 4, 5], [6, 7]], 8)
+        >>> weights = b.document_weights("sequence")
+        >>> bool((weights.grid(b.labels != -100, b.sequence_ids) == b.loss_weights("sequence")).all())
+        True
+        """
+        counts = np.diff(self.plan.block_starts)
+        width = self.max_seq_length
+        offsets = np.arange(self.num_blocks + 1, dtype=np.int64) * width
+        block = np.repeat(np.arange(self.num_blocks, dtype=np.int64), counts)
+        lengths = self.plan.piece_length.astype(np.int64)
+        starts = offsets_of(lengths)
+        local = starts[:-1] - np.repeat(starts[self.plan.block_starts[:-1]], counts)  # each piece within its block
+        _, targets = piece_mask_sums(self.loss_mask.reshape(-1), offsets, block, local, lengths)
+        return document_weights(self.plan, targets, mode, self.sequence_names)
+
     def to_lists(self) -> tuple[list[list[int]], list[list[int]]]:
         """The classic ``(blocks, loss_masks)`` as lists of lists of ints."""
         return self.input_ids.tolist(), self.loss_mask.astype(np.int64).tolist()
@@ -343,6 +363,27 @@ class LazyBatch:
         if not _has_masked(self.samples.loss_mask):  # type: ignore[arg-type]
             return self.plan.stats
         return self.plan.stats.with_trainable(*count_trainable(self.plan, self.samples))
+
+    def document_weights(self, mode: LossMode) -> DocumentWeights:
+        """Every document's weight under ``mode``, normalised over every block of the plan, from the samples'
+        loss masks without making any block: ``fill().loss_weights(mode)`` is ``DocumentWeights.grid`` of
+        the filled blocks, which may be made chunk by chunk. O(tokens + documents · log documents).
+
+        >>> lazy = LazyBatch.of(plan([2, 3, 1], 4, "split"), read_rows([[1, 2], [3, 4, 5], [6]]))
+        >>> batch = lazy.fill()
+        >>> weights = lazy.document_weights("sqrt")
+        >>> bool((weights.grid(batch.labels != -100, batch.sequence_ids) == batch.loss_weights("sqrt")).all())
+        True
+        """
+        layout, samples = self.plan, self.samples
+        assert samples.loss_mask is not None  # checked by ``of``
+        if _has_masked(samples.loss_mask):
+            _, targets = piece_mask_sums(
+                samples.loss_mask, samples.offsets, layout.piece_sequence, layout.piece_start, layout.piece_length
+            )
+        else:  # every token trained but each piece's first
+            targets = np.maximum(layout.piece_length.astype(np.int64) - 1, 0)
+        return document_weights(layout, targets, mode, self.sequence_names)
 
     def fill(self, blocks: npt.ArrayLike | slice | None = None) -> PackedBatch:
         """The blocks ``blocks`` (default: all, in plan order) filled: one compiled pass writing ids and

@@ -412,6 +412,8 @@ class Rows:
     def __init__(self, batch: PackedBatch, order: npt.ArrayLike | None) -> None:
         count = batch.num_blocks
         rows = np.arange(count, dtype=np.int64) if order is None else check_block_indexes(order, count, "order")
+        self.in_order = order is None
+        """Every block in plan order: the batch's arrays are read as they are, not copied."""
         self.batch = batch
         self.rows = rows.astype(np.int64)
         starts, lengths = batch.plan.boundaries  # the documents as the model sees them (wrapped: one per block)
@@ -434,12 +436,12 @@ class Rows:
         return pa.from_numpy_dtype(COLUMNS[0].dtype_for(self.batch.int64))
 
     def grid(self, matrix: npt.NDArray[Any]) -> npt.NDArray[Any]:
-        """The chosen blocks of a ``(blocks, max_seq_length)`` array."""
-        return matrix[self.rows]
+        """The chosen blocks of a ``(blocks, max_seq_length)`` array (the array itself, in plan order)."""
+        return matrix if self.in_order else matrix[self.rows]
 
     def flat_real(self, matrix: npt.NDArray[Any]) -> npt.NDArray[Any]:
         """The real tokens of the chosen blocks, concatenated."""
-        return matrix[self.rows][self.real]
+        return self.grid(matrix)[self.real]
 
     def document(self) -> Int64Array:
         """Per cell: the document's number within its block (0, 1, ...), -1 in padding."""

@@ -4,8 +4,11 @@
 ``torchtune``, ``megatron``, ``segment_ids``; each described in its module of :mod:`packing.layouts`).
 
 Each layout's writer lives with its reader in :mod:`packing.layouts`. Every export passes
-:func:`packing.layouts.audit.audit` without findings and reads back as the same documents; ``write_table`` writes
-``.parquet``, ``.jsonl`` or, for NeMo, the ``.npy`` file its loader reads. O(blocks × max_seq_length), numpy
+:func:`packing.layouts.audit.audit` without findings and reads back as the same documents. Files: one writer a
+format, ``write_parquet`` and ``write_jsonl``, which take blocks (a ``PackedBatch`` or a ``LazyBatch``) and write
+any layout chunk by chunk (:func:`export_chunks`: one chunk of the output in memory at a time, loss weights
+normalised over every block first), and ``write_table``, which writes a table made whole (through the same two,
+or, for NeMo, the ``.npy`` file its loader reads: a pickle, made whole). O(blocks × max_seq_length), numpy
 throughout.
 
 >>> from packing import pack
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,12 +33,13 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.batches.packed import LazyBatch, PackedBatch
-from packing.batches.schema import LOSS_WEIGHTS, NAMES, arrow_schema
+from packing.batches.schema import LOSS_WEIGHTS
+from packing.core.samples import IGNORE_INDEX
 from packing.errors import SettingError
 from packing.layouts import LAYOUTS, MODULES, Rows
 from packing.layouts.megatron import write_npy
 from packing.layouts.outputs import atomic_path
-from packing.weighting import LossMode
+from packing.weighting import DocumentWeights, LossMode, check_mode
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -91,9 +96,56 @@ def _weights_column(rows: Rows, format: str, weights: npt.NDArray[np.float32]) -
     return rows.fixed(weights, pa.float32())
 
 
+def export_chunks(
+    blocks: Blocks,
+    format: str = "packing",
+    order: npt.ArrayLike | None = None,
+    loss_weights: LossMode | None = None,
+    *,
+    chunk_tokens: int | None = None,
+) -> Iterator[pa.Table]:
+    """``export(blocks, format, order, loss_weights)`` as consecutive tables of about ``chunk_tokens`` token slots
+    each (default ``packing.batches.packed.CHUNK_TOKENS``, about 4 M): the same columns, types and values, row
+    for row, one chunk of blocks made (a ``LazyBatch`` filled) and laid out at a time, so memory holds the input
+    and one chunk of the output. Loss weights are normalised over every block of ``blocks`` first, per document
+    from the plan and the loss masks (``document_weights``), then weighed per chunk. No block: one empty table
+    (the columns' types). O(blocks × max_seq_length) in all.
+
+    >>> from packing import pack
+    >>> batch = pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split")
+    >>> [t.to_pydict()["input_ids"] for t in export_chunks(batch, "trl", chunk_tokens=4)]
+    [[[1, 2, 3, 4]], [[5, 6]]]
+    >>> [t.column("loss_weights").to_pylist() for t in export_chunks(batch, "trl", None, "token", chunk_tokens=4)]
+    [[[0.0, 0.5, 0.0, 0.5]], [[0.0, 0.0]]]
+    """
+    if format not in MODULES:
+        raise SettingError("format", f"one of {', '.join(EXPORT_FORMATS)}", format)
+    weights = blocks.document_weights(check_mode(loss_weights)) if loss_weights is not None else None
+    made = False
+    for chunk in blocks.chunks(order, chunk_tokens):
+        made = True
+        yield _chunk_table(chunk, format, weights)
+    if not made:  # no block: a table of no rows still says what the columns are
+        empty = np.zeros(0, dtype=np.int64)
+        yield _chunk_table(
+            blocks.fill(empty) if isinstance(blocks, LazyBatch) else blocks._part(empty), format, weights
+        )
+
+
+def _chunk_table(chunk: PackedBatch, format: str, weights: DocumentWeights | None) -> pa.Table:
+    """One chunk of blocks laid out as ``format``; with ``weights``, their ``loss_weights`` column. O(its slots)."""
+    rows = Rows(chunk, None)
+    table: pa.Table = chunk.to_arrow() if format == "packing" else MODULES[format].write(rows)
+    if weights is not None:
+        grid = weights.grid(chunk.labels != IGNORE_INDEX, chunk.sequence_ids)
+        table = table.append_column(LOSS_WEIGHTS.name, _weights_column(rows, format, grid))
+    return table
+
+
 def write_table(table: pa.Table, path: PathType) -> None:
-    """Write ``table`` to a ``.parquet`` or ``.jsonl`` file, or a ``.npy`` file of dicts as NeMo writes its packed
-    rows (:func:`packing.layouts.megatron.write_npy`), by extension, atomically. O(values).
+    """Write ``table`` to a ``.parquet`` or ``.jsonl`` file (as ``write_parquet`` and ``write_jsonl`` write their
+    chunks), or a ``.npy`` file of dicts as NeMo writes its packed rows
+    (:func:`packing.layouts.megatron.write_npy`), by extension, atomically. O(values).
 
     >>> import os, tempfile
     >>> from packing import pack
@@ -102,22 +154,15 @@ def write_table(table: pa.Table, path: PathType) -> None:
     >>> open(target).read()
     '{"input_ids": [1, 2, 3], "labels": [-100, 2, -100], "position_ids": [0, 1, 0]}\\n'
     """
-    import pyarrow.parquet as pq
-
     suffix = Path(path).suffix.lower()
     if suffix not in (".parquet", ".jsonl", ".npy"):
         raise SettingError("output", "a .parquet, .jsonl or .npy path", os.fspath(path))
     if suffix == ".npy":
         write_npy(table, path)
-        return
-    with atomic_path(path) as temporary:
-        if suffix == ".parquet":
-            pq.write_table(table, temporary)
-            return
-        with open(temporary, "w", encoding="utf-8") as handle:
-            for chunk in table.to_batches(max_chunksize=1024):
-                for row in chunk.to_pylist():
-                    handle.write(json.dumps(row) + "\n")
+    elif suffix == ".parquet":
+        _parquet_file([table], path)
+    else:
+        _jsonl_file([table], path)
 
 
 Blocks = PackedBatch | LazyBatch
@@ -125,12 +170,19 @@ Blocks = PackedBatch | LazyBatch
 
 
 def write_parquet(
-    batch: Blocks, path: PathType, order: npt.ArrayLike | None = None, *, chunk_tokens: int | None = None
+    batch: Blocks,
+    path: PathType,
+    order: npt.ArrayLike | None = None,
+    *,
+    chunk_tokens: int | None = None,
+    format: str = "packing",
+    loss_weights: LossMode | None = None,
 ) -> None:
-    """Write one row per block (the schema's columns), in ``order`` (default plan order), atomically, one
-    Parquet row group per chunk of about ``chunk_tokens`` token slots (default
-    ``packing.batches.packed.CHUNK_TOKENS``, about 4 M): a ``LazyBatch`` is made chunk by chunk as it is written,
-    so memory holds one chunk of the output, not all of it. O(blocks × max_seq_length).
+    """Write one row per block in ``format``'s layout (default: the schema's columns), in ``order`` (default
+    plan order), with ``loss_weights`` the column of that objective too, atomically, one Parquet row group per
+    chunk of about ``chunk_tokens`` token slots (default ``packing.batches.packed.CHUNK_TOKENS``, about 4 M;
+    :func:`export_chunks`): a ``LazyBatch`` is made chunk by chunk as it is written, so memory holds one chunk
+    of the output, not all of it. The file holds what ``export`` makes whole. O(blocks × max_seq_length).
 
     >>> import pyarrow.parquet as pq, tempfile, os
     >>> from packing import pack
@@ -138,19 +190,24 @@ def write_parquet(
     >>> write_parquet(pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split"), target, order=[1, 0])
     >>> pq.read_table(target).column("input_ids").to_pylist()
     [[5, 6, 0, 0], [1, 2, 3, 4]]
+    >>> write_parquet(pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split"), target, format="trl")
+    >>> pq.read_table(target).column("input_ids").to_pylist()
+    [[1, 2, 3, 4], [5, 6]]
     """
-    import pyarrow.parquet as pq
-
-    with atomic_path(path) as temporary, pq.ParquetWriter(temporary, arrow_schema(batch.int64)) as writer:
-        for chunk in batch.chunks(order, chunk_tokens):
-            writer.write_table(chunk.to_arrow(), row_group_size=chunk.num_blocks)
+    _parquet_file(export_chunks(batch, format, order, loss_weights, chunk_tokens=chunk_tokens), path)
 
 
 def write_jsonl(
-    batch: Blocks, path: PathType, order: npt.ArrayLike | None = None, *, chunk_tokens: int | None = None
+    batch: Blocks,
+    path: PathType,
+    order: npt.ArrayLike | None = None,
+    *,
+    chunk_tokens: int | None = None,
+    format: str = "packing",
+    loss_weights: LossMode | None = None,
 ) -> None:
-    """Write one JSON object per block and line (the schema's columns), in ``order``, atomically, chunk by
-    chunk as ``write_parquet``. O(blocks × max_seq_length).
+    """Write one JSON object per block and line (``format``'s columns, with ``loss_weights`` that one too), in
+    ``order``, atomically, chunk by chunk as ``write_parquet``. O(blocks × max_seq_length).
 
     >>> import json, tempfile, os
     >>> from packing import pack
@@ -158,10 +215,36 @@ def write_jsonl(
     >>> write_jsonl(pack([[1, 2], [3]], 4), target)
     >>> json.loads(open(target).readline())["labels"]
     [-100, 2, -100, -100]
+    >>> write_jsonl(pack([[1, 2], [3]], 4), target, format="megatron", loss_weights="sequence")
+    >>> open(target).read()
+    '{"input_ids": [1, 2, 3], "seq_start_id": [0, 2], "loss_mask": [1, 0, 0], "loss_weights": [1.0, 0.0, 0.0]}\\n'
     """
+    _jsonl_file(export_chunks(batch, format, order, loss_weights, chunk_tokens=chunk_tokens), path)
+
+
+def _parquet_file(tables: Iterable[pa.Table], path: PathType) -> None:
+    """The one Parquet writer: ``tables`` (one schema) as one file, a row group each, atomically. O(values)."""
+    import pyarrow.parquet as pq
+
+    with atomic_path(path) as temporary:
+        writer: pq.ParquetWriter | None = None
+        try:
+            for table in tables:
+                if writer is None:
+                    writer = pq.ParquetWriter(temporary, table.schema)
+                writer.write_table(table, row_group_size=max(1, table.num_rows))
+        finally:
+            if writer is not None:
+                writer.close()
+
+
+def _jsonl_file(tables: Iterable[pa.Table], path: PathType) -> None:
+    """The one JSON lines writer: every row of ``tables`` as one JSON object a line (its columns in order),
+    atomically, 1,024 rows turned into Python values at a time. O(values)."""
     with atomic_path(path) as temporary, open(temporary, "w", encoding="utf-8") as handle:
-        for chunk in batch.chunks(order, chunk_tokens):
-            for part in chunk.to_arrow().to_batches(max_chunksize=1024):
-                columns = [part.column(name).to_pylist() for name in NAMES]
+        for table in tables:
+            names = table.column_names
+            for part in table.to_batches(max_chunksize=1024):
+                columns = [part.column(name).to_pylist() for name in names]
                 for values in zip(*columns, strict=True):
-                    handle.write(json.dumps(dict(zip(NAMES, values, strict=True))) + "\n")
+                    handle.write(json.dumps(dict(zip(names, values, strict=True))) + "\n")

@@ -173,6 +173,38 @@ def _expand(path: str, format: str | None) -> list[File]:
     return [File(path, path, format_of(path, format))]
 
 
+def read_whole(source: Any, format: str | None = None) -> list[str]:
+    """The files of ``source`` that are parsed whole, not row by row: JSON files holding one array (the first
+    byte other than white space is ``[``). Nothing when the source does not resolve (reading it says why).
+    O(files), the first bytes of each JSON file.
+
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> for name, text in [("a.json", " [[1, 2]]"), ("b.json", '{"lengths": [3]}'), ("c.jsonl", "[1]\\n")]:
+    ...     _ = open(os.path.join(folder, name), "w").write(text)
+    >>> [os.path.basename(label) for label in read_whole(folder)]
+    ['a.json']
+    """
+    try:
+        files = resolve(source, format).files
+    except (DatasetError, SettingError):
+        return []
+    whole = []
+    for file in files:
+        if file.format != "json" or not isinstance(file.source, (str, os.PathLike)):
+            continue
+        try:
+            with open(file.source, "rb") as handle:
+                first = b""
+                while not first and (block := handle.read(1 << 16)):
+                    first = block.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
+        except OSError:
+            continue
+        if first == b"[":
+            whole.append(file.label)
+    return whole
+
+
 def _readable(path: str, format: str | None = None) -> bool:
     """Whether a file found in a folder or by a glob is read: not hidden, and of a known extension (a glob's
     matches: any, when ``format`` says what they hold)."""

@@ -256,3 +256,15 @@ def test_the_controls_show_where_they_apply() -> None:
     text = open_link({"source": "text", "loss": "all"})
     assert text.sidebar.selectbox(key="train_on_eos").disabled  # every token is trained
     assert any("every token is trained" in re.sub(r"\\(.)", r"\1", str(c.value)) for c in text.sidebar.caption)
+
+
+def test_a_role_the_recipe_refuses_is_one_short_line_not_a_traceback() -> None:
+    """A typed role of blanks: the library's ``Recipe`` refuses it (``SettingError``), and the page says so in the
+    sidebar and above the tabs in the library's words, with no exception."""
+    at = open_link({"source": "text", "roles_to_train": ["assistant", "tool"]})
+    _clean(at)
+    at.sidebar.multiselect(key="roles_to_train").set_value(["  "]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    said = [re.sub(r"\\(.)", r"\1", str(e.value)) for e in at.sidebar.error]
+    assert said == ["roles_to_train: expected one or more role names (strings), got ('  ',) (tuple)"]
+    assert any(said[0] in re.sub(r"\\(.)", r"\1", str(e.value)) for e in at.main.error)

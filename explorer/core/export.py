@@ -145,8 +145,26 @@ def snippet(
     tokens: bool,
 ) -> str:
     """A short, runnable Python program that packs the data ``origin`` names as ``recipe`` says (its length,
-    strategy, overflow, pad id and loss rules as the library's options; the pad id 0 without one), the data's
-    ``tokens`` or, for lengths only, their plan."""
+    strategy, the strategy's own options, overflow, pad id and loss rules as the library's options; the pad id 0
+    without one), the data's ``tokens`` or, for lengths only, their plan.
+
+    >>> print(snippet(DataOrigin(samples=[[1, 2], [3]]), packing.Recipe(4, strategy="first_fit_shuffle", seed=3), True))
+    ... # doctest: +ELLIPSIS
+    import packing
+    <BLANKLINE>
+    samples = [[1, 2], [3]]
+    <BLANKLINE>
+    batch = packing.pack(
+        samples,
+        max_seq_length=4,
+        strategy='first_fit_shuffle',
+        overflow='truncate',
+        seed=3,
+        pad_token_id=0,
+        loss='completion',
+    )
+    ...
+    """
     lines, _ = _data_lines(origin, recipe.loss_rules)
     if tokens and _writes_a_file(origin):
         lines = ["from packing import write_parquet", *lines]
@@ -155,6 +173,7 @@ def snippet(
     max_seq_length, strategy, overflow = recipe.max_seq_length, recipe.strategy, recipe.overflow
     pad_token_id = 0 if recipe.pad_token_id is None else recipe.pad_token_id
     rules = recipe.loss_rules
+    chosen = {name: value for name, value in recipe.strategy_options().items() if value is not None}  # a seed, a cap
     if tokens:
         body = [
             "batch = packing.pack(",
@@ -162,6 +181,7 @@ def snippet(
             f"    max_seq_length={max_seq_length},",
             f"    strategy={strategy!r},",
             f"    overflow={overflow!r},",
+            *(f"    {name}={value!r}," for name, value in chosen.items()),
             f"    pad_token_id={pad_token_id},",
             f"    {rule_options(rules)},",
             *([f"    tokenizer={origin.tokenizer!r},"] if origin.tokenizer is not None and origin.samples else []),
@@ -178,7 +198,9 @@ def snippet(
             ]
     else:
         body = [
-            f"layout = packing.plan(lengths, max_seq_length={max_seq_length}, strategy={strategy!r}, overflow={overflow!r})",
+            f"layout = packing.plan(lengths, max_seq_length={max_seq_length}, strategy={strategy!r}, overflow={overflow!r}"
+            + "".join(f", {name}={value!r}" for name, value in chosen.items())
+            + ")",
             'print(layout.num_blocks, "blocks,", f"{layout.stats.efficiency:.2%} efficiency")',
         ]
     plain = [line for line in imports if line.startswith("import ")]

@@ -128,3 +128,21 @@ def test_the_upload_snippet_tokenizes_a_file_of_chats_as_the_page_does(
     written = pq.read_table(tmp_path / "packed.parquet")
     assert written.column("input_ids").to_pylist() == page.input_ids.tolist()
     assert written.column("loss_mask").to_pylist() == page.loss_mask.tolist()
+
+
+def test_the_snippet_passes_the_strategys_own_options_as_the_page_plans() -> None:
+    """A shuffle's seed and spfhp's cap change the blocks: the snippet repeats them, so it packs the page's plan."""
+    samples = [[1] * n for n in (3, 1, 2, 2, 1, 3, 1, 1)]
+    recipe = packing.Recipe(4, strategy="first_fit_shuffle", seed=3)
+    namespace, _ = _run(export.snippet(export.DataOrigin(samples=samples), recipe, True))
+    page = packing.plan([len(s) for s in samples], recipe=recipe)
+    assert (
+        namespace["batch"].sequence_ids.tolist()
+        == packing.materialize(page, packing.read_rows(samples)).sequence_ids.tolist()
+    )  # type: ignore[attr-defined]
+    capped = packing.Recipe(8, strategy="spfhp", max_sequences_per_block=2)
+    code = export.snippet(export.DataOrigin(synthetic=(50, "uniform", 1, 8)), capped, False)
+    namespace, _ = _run(code)
+    assert "max_sequences_per_block=2" in code
+    expected = packing.plan(synthetic_lengths(50, "uniform", 1, 8), recipe=capped)
+    assert namespace["layout"].num_blocks == expected.num_blocks  # type: ignore[attr-defined]

@@ -28,15 +28,15 @@ def main() -> None:
     st.set_page_config(page_title="packing explorer", page_icon="📦", layout="wide")
     page.warm_up()
     sidebar.check_link()
-    source, settings, problem = sidebar.render()
+    source, recipe, problem = sidebar.render()
 
     st.title("Sample packing explorer")
     for warning in st.session_state.get("_link_warnings", []):
         st.warning(f"Ignored a link parameter: {escape(warning)}")
-    if page.limits_note(settings):
-        st.info(page.limits_note(settings))
+    if page.limits_note(recipe):
+        st.info(page.limits_note(recipe))
 
-    context = page.build_context(source, settings, problem)
+    context = page.build_context(source, recipe, problem)
     if context.dataset is not None:
         st.caption(f"**Data:** {escape(context.dataset.label)}. {context.dataset.note}")
     if context.problem:

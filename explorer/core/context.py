@@ -1,22 +1,23 @@
 """The ``Context`` a tab draws from: a source resolved once per run (its dataset, with the samples and the
-tokenizer that read them), the settings, and the chosen strategy's plan, handed down to every tab."""
+tokenizer that read them), the recipe it is packed with, and the chosen strategy's plan, handed down to every tab."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import packing
-from explorer.core.model import Dataset, Int64Array, Settings
+from explorer.core.model import Dataset, Int64Array
 from explorer.core.sources import Source
 
 
 @dataclass(frozen=True)
 class Context:
-    """Everything a tab draws from: the source, its dataset (None when it could not be read), the settings, and
-    the chosen strategy's plan (None when the strategy refused or the settings are out of range)."""
+    """Everything a tab draws from: the source, its dataset (None when it could not be read), the
+    ``packing.Recipe`` the sidebar's choices make (validated once, by the library), and the chosen strategy's plan
+    (None when the strategy refused or a choice is out of range)."""
 
     source: Source | None
-    settings: Settings
+    recipe: packing.Recipe
     dataset: Dataset | None = None
     layout: packing.PackingPlan | None = None
     refusal: str = ""

@@ -69,7 +69,7 @@ def layout_csv(layout: packing.PackingPlan) -> bytes:
 
 
 @dataclass(frozen=True)
-class DataRecipe:
+class DataOrigin:
     """How the snippet gets its data: exactly one of the fields is used, in this order."""
 
     samples: list[Any] | None = None
@@ -94,28 +94,28 @@ def rule_options(rules: LossRules) -> str:
     return ", ".join(f"{f.name}={getattr(rules, f.name)!r}" for f in chosen)
 
 
-def _data_lines(recipe: DataRecipe, rules: LossRules) -> tuple[list[str], bool]:
+def _data_lines(origin: DataOrigin, rules: LossRules) -> tuple[list[str], bool]:
     """Lines that define ``samples`` (token data) or ``lengths`` (lengths only), and which one."""
-    if recipe.samples is not None:
-        text = json.dumps(recipe.samples)
+    if origin.samples is not None:
+        text = json.dumps(origin.samples)
         if len(text) > MAX_INLINE_CHARS:
             return ["samples = [...]  # your sequences: lists of token ids or prompt/completion dicts"], True
         if len(text) <= 80:
             return [f"samples = {text}"], True
-        items = "\n".join(f"    {json.dumps(sample)}," for sample in recipe.samples)
+        items = "\n".join(f"    {json.dumps(sample)}," for sample in origin.samples)
         return [f"samples = [\n{items}\n]"], True
-    if recipe.upload_name is not None:
+    if origin.upload_name is not None:
         # the loss rule is applied as the file is read (pack takes the samples as they are); the tokenizer is used
         # only if the file holds text rows
-        tokenizer = f", tokenizer={recipe.tokenizer!r}" if recipe.tokenizer is not None else ""
+        tokenizer = f", tokenizer={origin.tokenizer!r}" if origin.tokenizer is not None else ""
         return [
-            f"data = packing.read_dataset({recipe.upload_name!r}, {rule_options(rules)}{tokenizer})",
+            f"data = packing.read_dataset({origin.upload_name!r}, {rule_options(rules)}{tokenizer})",
             "samples, lengths = data.samples, data.lengths",
         ], False
-    if recipe.synthetic is not None:
-        return ["import numpy as np", "", synthetic_code(*recipe.synthetic)], False
-    if recipe.workload is not None:
-        name, count = recipe.workload
+    if origin.synthetic is not None:
+        return ["import numpy as np", "", synthetic_code(*origin.synthetic)], False
+    if origin.workload is not None:
+        name, count = origin.workload
         if count <= 0:  # every sequence, in the file's order (as ``packing compare`` reads it)
             return [
                 "from packing.workloads import load_workload",
@@ -129,32 +129,51 @@ def _data_lines(recipe: DataRecipe, rules: LossRules) -> tuple[list[str], bool]:
             f"lengths = load_workload({name!r}).lengths",
             f"lengths = lengths[np.random.default_rng(0).permutation(len(lengths))[:{count}]]  # a seeded sample",
         ], False
-    raise ValueError("the recipe names no data")
+    raise ValueError("the origin names no data")
 
 
-def _writes_a_file(recipe: DataRecipe) -> bool:
+def _writes_a_file(origin: DataOrigin) -> bool:
     """Files and long pasted lists are written to Parquet; a few pasted sequences are printed block by block."""
-    if recipe.samples is not None:
-        return len(json.dumps(recipe.samples)) > MAX_INLINE_CHARS
-    return recipe.upload_name is not None
+    if origin.samples is not None:
+        return len(json.dumps(origin.samples)) > MAX_INLINE_CHARS
+    return origin.upload_name is not None
 
 
 def snippet(
-    recipe: DataRecipe,
-    max_seq_length: int,
-    strategy: str,
-    overflow: str,
-    pad_token_id: int,
-    rules: LossRules,
+    origin: DataOrigin,
+    recipe: packing.Recipe,
     tokens: bool,
 ) -> str:
-    """A short, runnable Python program that packs the same data with the same settings (the loss ``rules`` as
-    the library's options)."""
-    lines, _ = _data_lines(recipe, rules)
-    if tokens and _writes_a_file(recipe):
+    """A short, runnable Python program that packs the data ``origin`` names as ``recipe`` says (its length,
+    strategy, the strategy's own options, overflow, pad id and loss rules as the library's options; the pad id 0
+    without one), the data's ``tokens`` or, for lengths only, their plan.
+
+    >>> print(snippet(DataOrigin(samples=[[1, 2], [3]]), packing.Recipe(4, strategy="first_fit_shuffle", seed=3), True))
+    ... # doctest: +ELLIPSIS
+    import packing
+    <BLANKLINE>
+    samples = [[1, 2], [3]]
+    <BLANKLINE>
+    batch = packing.pack(
+        samples,
+        max_seq_length=4,
+        strategy='first_fit_shuffle',
+        overflow='truncate',
+        seed=3,
+        pad_token_id=0,
+        loss='completion',
+    )
+    ...
+    """
+    lines, _ = _data_lines(origin, recipe.loss_rules)
+    if tokens and _writes_a_file(origin):
         lines = ["from packing import write_parquet", *lines]
     imports = [line for line in lines if line.startswith(("import ", "from "))]
     lines = [line for line in lines if line and line not in imports]
+    max_seq_length, strategy, overflow = recipe.max_seq_length, recipe.strategy, recipe.overflow
+    pad_token_id = 0 if recipe.pad_token_id is None else recipe.pad_token_id
+    rules = recipe.loss_rules
+    chosen = {name: value for name, value in recipe.strategy_options().items() if value is not None}  # a seed, a cap
     if tokens:
         body = [
             "batch = packing.pack(",
@@ -162,12 +181,13 @@ def snippet(
             f"    max_seq_length={max_seq_length},",
             f"    strategy={strategy!r},",
             f"    overflow={overflow!r},",
+            *(f"    {name}={value!r}," for name, value in chosen.items()),
             f"    pad_token_id={pad_token_id},",
             f"    {rule_options(rules)},",
-            *([f"    tokenizer={recipe.tokenizer!r},"] if recipe.tokenizer is not None and recipe.samples else []),
+            *([f"    tokenizer={origin.tokenizer!r},"] if origin.tokenizer is not None and origin.samples else []),
             ")",
         ]
-        if _writes_a_file(recipe):
+        if _writes_a_file(origin):
             body += ['write_parquet(batch, "packed.parquet")  # one row per block', "print(batch.stats.summary())"]
         else:
             body += [
@@ -178,7 +198,9 @@ def snippet(
             ]
     else:
         body = [
-            f"layout = packing.plan(lengths, max_seq_length={max_seq_length}, strategy={strategy!r}, overflow={overflow!r})",
+            f"layout = packing.plan(lengths, max_seq_length={max_seq_length}, strategy={strategy!r}, overflow={overflow!r}"
+            + "".join(f", {name}={value!r}" for name, value in chosen.items())
+            + ")",
             'print(layout.num_blocks, "blocks,", f"{layout.stats.efficiency:.2%} efficiency")',
         ]
     plain = [line for line in imports if line.startswith("import ")]

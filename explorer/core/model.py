@@ -1,4 +1,5 @@
-"""What the page works with: the limits it enforces, the packing ``Settings`` and the ``Dataset`` a source reads.
+"""What the page works with: the limits it enforces and the ``Dataset`` a source reads (how it is packed is a
+``packing.Recipe``, the library's own).
 
 Plain Python (no Streamlit), so every rule here is unit-tested directly.
 """
@@ -106,21 +107,6 @@ def plan_problem(lengths: Int64Array, max_seq_length: int, strategy: str, overfl
             "at a time. Choose a larger max_seq_length, overflow truncate, or fewer or shorter sequences."
         )
     return ""
-
-
-@dataclass(frozen=True)
-class Settings:
-    """How to pack. Hashable: a cache key made of the real choices."""
-
-    max_seq_length: int
-    strategy: str
-    overflow: str
-    pad_token_id: int
-    rules: LossRules = DEFAULT_RULES
-    """What is trained (``packing.core.loss.LossRules``: ``loss``, ``roles_to_train``, ``train_on_eos``), as the library
-    reads it."""
-    options: tuple[tuple[str, int], ...] = ()
-    """The chosen strategy's own options (``Strategy.options``), as (name, value) pairs."""
 
 
 @dataclass(frozen=True)

@@ -76,24 +76,23 @@ def trainable_counts(layout: packing.PackingPlan, flat: packing.Samples | None) 
     return packing.count_trainable(layout, flat)
 
 
-def run_strategy(
-    lengths: Int64Array,
-    max_seq_length: int,
-    strategy: str,
-    overflow: str,
-    options: tuple[tuple[str, int], ...] = (),
-) -> Row:
-    """``packing.plan`` with the strategy's own ``options``, as one row of ``packing.compare`` (the run type the
-    Compare tab shows too): its plan and statistics, the lower bound that applies, the seconds planning took,
-    or the typed ``PackingError`` it refused with (``Row.error``, worded by ``explorer.core.safety.describe``).
-    O(what the strategy costs)."""
-    contender = Contender(strategy_name(strategy))
-    bounds = packing.lower_bounds(lengths, max_seq_length, overflow_policy(overflow))
-    bound = bounds.simple if packing.STRATEGIES[strategy].bound == "simple" else bounds.l2
+def run_strategy(lengths: Int64Array, recipe: packing.Recipe) -> Row:
+    """``packing.plan`` of ``lengths`` with ``recipe`` (its strategy, overflow and the strategy's own options), as
+    one row of ``packing.compare`` (the run type the Compare tab shows too): its plan and statistics, the lower
+    bound that applies, the seconds planning took, or the typed ``PackingError`` it refused with (``Row.error``,
+    worded by ``explorer.core.safety.describe``). O(what the strategy costs).
+
+    >>> run_strategy(np.array([3, 5, 2]), packing.Recipe(8, strategy="ffd")).stats.num_blocks
+    2
+    """
+    contender = Contender(recipe.strategy)
+    bounds = packing.lower_bounds(lengths, recipe.max_seq_length, recipe.overflow)
+    bound = bounds.simple if packing.STRATEGIES[recipe.strategy].bound == "simple" else bounds.l2
     started = time.perf_counter()
     try:
-        given: dict[str, Any] = dict(options)  # the recipe's options: checked by the recipe
-        layout = packing.plan(lengths, max_seq_length, strategy_name(strategy), overflow_policy(overflow), **given)
+        layout = packing.plan(
+            lengths, recipe.max_seq_length, recipe.strategy, recipe.overflow, **recipe.strategy_options()
+        )
     except packing.PackingError as error:  # a refusal, worded from its fields
         return Row(contender, None, bound, time.perf_counter() - started, describe(error), error=error)
     certificate = getattr(layout, "certificate", None)
@@ -111,29 +110,67 @@ MAX_TIME_LIMIT = 30
 """Most seconds the page lets one plan's search run, whatever a link asks (``capped``)."""
 
 
-def asked_time_limit(options: tuple[tuple[str, int], ...]) -> int | None:
-    """The ``time_limit`` in ``options`` (None without one)."""
-    return dict(options).get("time_limit")
+def with_strategy(recipe: packing.Recipe, name: str) -> packing.Recipe:
+    """``recipe`` with the strategy ``name`` instead: the same recipe for its own strategy, else one whose strategy
+    options (``time_limit``, ``max_sequences_per_block``, ``seed``) are the library's defaults, as the page runs the
+    strategies it shows beside the chosen one. O(1).
 
-
-def capped(options: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
-    """``options`` with ``time_limit`` at most ``MAX_TIME_LIMIT``: what the page runs. O(options).
-
-    >>> capped((("time_limit", 600), ("seed", 1))), capped((("time_limit", 5),))
-    ((('time_limit', 30), ('seed', 1)), (('time_limit', 5),))
+    >>> chosen = packing.Recipe(8, strategy="optimal", time_limit=5)
+    >>> with_strategy(chosen, "optimal") is chosen, with_strategy(chosen, "ffd").describe()
+    (True, 'max_seq_length=8, strategy=ffd')
     """
-    return tuple((k, min(v, MAX_TIME_LIMIT) if k == "time_limit" else v) for k, v in options)
+    if name == recipe.strategy:
+        return recipe
+    return packing.Recipe.of(
+        recipe, strategy=strategy_name(name), time_limit=None, max_sequences_per_block=None, seed=None
+    )
 
 
-def time_limit_note(strategy: str, options: tuple[tuple[str, int], ...]) -> str:
+def beside(recipe: packing.Recipe, name: str, max_seq_length: int | None = None) -> packing.Recipe:
+    """``recipe`` with the strategy ``name`` (and ``max_seq_length``, if given) as the Sweep tab runs it beside the
+    others: the strategy's options at the library's defaults, but a search (it takes a ``time_limit``) for
+    ``PAGE_TIME_LIMIT`` seconds. O(1).
+
+    >>> beside(packing.Recipe(8), "optimal", 16).describe()
+    'max_seq_length=16, strategy=optimal, time_limit=5.0'
+    >>> beside(packing.Recipe(8), "ffd").time_limit is None
+    True
+    """
+    other = packing.Recipe.of(
+        recipe, max_seq_length, strategy=strategy_name(name), time_limit=None, max_sequences_per_block=None, seed=None
+    )
+    if "time_limit" in packing.STRATEGIES[other.strategy].options:
+        return packing.Recipe.of(other, time_limit=PAGE_TIME_LIMIT)
+    return other
+
+
+def seconds_asked(recipe: packing.Recipe) -> int | None:
+    """The ``time_limit`` the recipe asks a search for, in whole seconds (None without one)."""
+    return None if recipe.time_limit is None else int(recipe.time_limit)
+
+
+def capped(recipe: packing.Recipe) -> packing.Recipe:
+    """``recipe`` with its ``time_limit`` at most ``MAX_TIME_LIMIT``: what the page runs. O(1).
+
+    >>> capped(packing.Recipe(8, strategy="optimal", time_limit=600)).time_limit
+    30.0
+    >>> capped(packing.Recipe(8, strategy="optimal", time_limit=5)).time_limit
+    5.0
+    """
+    if recipe.time_limit is None or recipe.time_limit <= MAX_TIME_LIMIT:
+        return recipe
+    return packing.Recipe.of(recipe, time_limit=MAX_TIME_LIMIT)
+
+
+def time_limit_note(recipe: packing.Recipe) -> str:
     """The sentence telling a visitor that the page searches for less time than the link asked ('' if it does not).
 
-    >>> time_limit_note("optimal", (("time_limit", 5),))
+    >>> time_limit_note(packing.Recipe(8, strategy="optimal", time_limit=5))
     ''
-    >>> time_limit_note("optimal", (("time_limit", 600),))[:61]
+    >>> time_limit_note(packing.Recipe(8, strategy="optimal", time_limit=600))[:61]
     'The link asks the search to run for up to 600 s; the explorer'
     """
-    asked = asked_time_limit(options) if search_lane(strategy, options) else None
+    asked = seconds_asked(recipe) if search_lane(recipe) else None
     if asked is None or asked <= MAX_TIME_LIMIT:
         return ""
     return (
@@ -143,30 +180,36 @@ def time_limit_note(strategy: str, options: tuple[tuple[str, int], ...]) -> str:
     )
 
 
-def search_lane(strategy: str, options: tuple[tuple[str, int], ...] = ()) -> str | None:
-    """Which workers' lane (``explorer.server.workers``) plans ``strategy``: a search (it takes a ``time_limit``)
-    bounded by ``PAGE_TIME_LIMIT``, like every search of the Compare and Sweep tabs, goes to ``"search"``; a
-    longer one a link asked for (capped at ``MAX_TIME_LIMIT``) to ``"long"``, so that it never holds a worker the
-    others wait for; anything else (fast compiled kernels) is planned in the server (None).
+def search_lane(recipe: packing.Recipe) -> str | None:
+    """Which workers' lane (``explorer.server.workers``) plans ``recipe``: a search (its strategy takes a
+    ``time_limit``) bounded by ``PAGE_TIME_LIMIT``, like every search of the Compare and Sweep tabs, goes to
+    ``"search"``; a longer one a link asked for (capped at ``MAX_TIME_LIMIT``) to ``"long"``, so that it never holds
+    a worker the others wait for; anything else (fast compiled kernels) is planned in the server (None).
 
-    >>> search_lane("bfd"), search_lane("optimal", (("time_limit", 5),)), search_lane("optimal", (("time_limit", 600),))
-    (None, 'search', 'long')
+    >>> [search_lane(packing.Recipe(8, strategy=name, time_limit=limit)) for name, limit in
+    ...  (("bfd", None), ("optimal", 5), ("optimal", 600))]
+    [None, 'search', 'long']
     """
-    entry = packing.STRATEGIES.get(strategy)
-    if entry is None or "time_limit" not in entry.options:
+    if "time_limit" not in packing.STRATEGIES[recipe.strategy].options:
         return None
-    return "search" if dict(options).get("time_limit", DEFAULT_TIME_LIMIT) <= PAGE_TIME_LIMIT else "long"
+    return "search" if _limit(recipe) <= PAGE_TIME_LIMIT else "long"
 
 
-def search_seconds(options: tuple[tuple[str, int], ...]) -> int:
-    """Seconds a search with these options may run: its ``time_limit`` (capped), else the library's default."""
-    return int(dict(capped(options)).get("time_limit", DEFAULT_TIME_LIMIT))
+def _limit(recipe: packing.Recipe) -> float:
+    """The recipe's ``time_limit``, else the library's default."""
+    return DEFAULT_TIME_LIMIT if recipe.time_limit is None else recipe.time_limit
 
 
-def search_deadline(options: tuple[tuple[str, int], ...]) -> float:
-    """Seconds a worker may take on a plan with these (capped) options before it is stopped: the search's own
-    limit, then time to round and certify its plan."""
-    return float(dict(options).get("time_limit", DEFAULT_TIME_LIMIT)) + 30.0
+def search_seconds(recipe: packing.Recipe) -> int:
+    """Whole seconds a search with this recipe may run on the page: its ``time_limit`` (``capped``), else the
+    library's default."""
+    return int(_limit(capped(recipe)))
+
+
+def search_deadline(recipe: packing.Recipe) -> float:
+    """Seconds a worker may take on a plan of this (capped) recipe before it is stopped: the search's own limit,
+    then time to round and certify its plan."""
+    return float(_limit(recipe)) + 30.0
 
 
 def turn_lines(every: tuple[Any, ...], tokenizer: Any, rules: LossRules, rows: tuple[int, ...]) -> list[dict[str, Any]]:
@@ -182,12 +225,11 @@ def turn_lines(every: tuple[Any, ...], tokenizer: Any, rules: LossRules, rows: t
     return table
 
 
-def compare(
-    lengths: Int64Array, max_seq_length: int, overflow: str
-) -> tuple[list[Row], dict[str, packing.ComputeCost]]:
-    """``packing.compare``'s rows with the plans dropped (statistics only, small whatever the data's size) and each
-    row's compute estimate by label; the proven optimum searches up to ``PAGE_TIME_LIMIT``. O(every strategy)."""
-    rows = compare_contenders(lengths, max_seq_length, overflow_policy(overflow), time_limit=PAGE_TIME_LIMIT)
+def compare(lengths: Int64Array, recipe: packing.Recipe) -> tuple[list[Row], dict[str, packing.ComputeCost]]:
+    """``packing.compare``'s rows at the recipe's ``max_seq_length`` and ``overflow`` (every strategy, whatever the
+    recipe's), with the plans dropped (statistics only, small whatever the data's size) and each row's compute
+    estimate by label; the proven optimum searches up to ``PAGE_TIME_LIMIT``. O(every strategy)."""
+    rows = compare_contenders(lengths, recipe.max_seq_length, recipe.overflow, time_limit=PAGE_TIME_LIMIT)
     costs = {row.label: packing.compute_cost(row.layout) for row in rows if row.layout is not None}
     worded = [replace(row, layout=None, refusal=describe(row.error) if row.error else row.refusal) for row in rows]
     return worded, costs
@@ -212,17 +254,13 @@ def warm_searches() -> None:
     packing.plan(np.array(_HARD_FOR_GREEDY), 100, "optimal", time_limit=PAGE_TIME_LIMIT)
 
 
-def page_options(strategy: str) -> tuple[tuple[str, int], ...]:
-    """The options the page passes to ``strategy`` when it runs it beside the others (``Strategy.options``)."""
-    return (("time_limit", PAGE_TIME_LIMIT),) if "time_limit" in packing.STRATEGIES[strategy].options else ()
-
-
-def sweep(lengths: Int64Array, sizes: list[int], strategies: list[str], overflow: str) -> list[dict[str, Any]]:
-    """Blocks and efficiency of each strategy at each max_seq_length (rows for a table or a chart)."""
+def sweep(lengths: Int64Array, recipe: packing.Recipe, sizes: list[int], strategies: list[str]) -> list[dict[str, Any]]:
+    """Blocks and efficiency of each strategy at each max_seq_length, under the recipe's overflow policy (each run
+    as ``beside`` makes it), as rows for a table or a chart. O(sizes × strategies × a plan)."""
     rows = []
     for size in sizes:
         for name in strategies:
-            run = run_strategy(lengths, size, name, overflow, options=page_options(name))
+            run = run_strategy(lengths, beside(recipe, name, size))
             stats = run.stats
             rows.append(
                 {
@@ -238,15 +276,15 @@ def sweep(lengths: Int64Array, sizes: list[int], strategies: list[str], overflow
     return rows
 
 
-def explain_steps(
-    lengths: Int64Array, max_seq_length: int, strategy: str, overflow: str, seed: int = 0
-) -> list[packing.Step]:
-    """``packing.explain`` for these lengths; raises ``ValueError`` with a plain message when it refuses."""
+def explain_steps(lengths: Int64Array, recipe: packing.Recipe) -> list[packing.Step]:
+    """``packing.explain`` for these lengths with the recipe's length, strategy, overflow and seed (0 without one);
+    raises ``ValueError`` with a plain message when it refuses."""
     if len(lengths) > packing.MAX_EXPLAIN_DOCUMENTS:
         raise ValueError(
             f"stepping through is limited to {packing.MAX_EXPLAIN_DOCUMENTS} sequences; this input has {len(lengths):,}"
         )
-    return packing.explain(lengths, max_seq_length, strategy_name(strategy), overflow_policy(overflow), seed=seed)
+    seed = recipe.seed or 0
+    return packing.explain(lengths, recipe.max_seq_length, recipe.strategy, recipe.overflow, seed=seed)
 
 
 def strategy_name(strategy: str) -> packing.StrategyName:

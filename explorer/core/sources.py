@@ -19,7 +19,7 @@ import numpy as np
 
 import packing
 from explorer.core.examples import DISTRIBUTIONS, synthetic_lengths, workload_info, workload_sample
-from explorer.core.export import DataRecipe
+from explorer.core.export import DataOrigin
 from explorer.core.model import (
     DEFAULT_RULES,
     MAX_LENGTH_TOKENS,
@@ -111,7 +111,7 @@ class Source:
         """What a link to this page opens: a sentence for the Export tab."""
         return "This link opens the same data and settings."
 
-    def recipe(self) -> DataRecipe:
+    def origin(self) -> DataOrigin:
         raise NotImplementedError
 
     def default_max_seq_length(self) -> int:
@@ -159,8 +159,8 @@ class Paste(Source):
             "link opens the same settings with the classic example's sequences. Share the text itself, or a file."
         )
 
-    def recipe(self) -> DataRecipe:
-        return DataRecipe(samples=parse_sequences(self.text).samples)
+    def origin(self) -> DataOrigin:
+        return DataOrigin(samples=parse_sequences(self.text).samples)
 
 
 DEFAULT_TEXT_ROWS = example_text("messages")
@@ -250,12 +250,12 @@ class Text(Source):
             "example. Share the rows themselves."
         )
 
-    def recipe(self) -> DataRecipe:
+    def origin(self) -> DataOrigin:
         try:
             rows = self.rows()
         except InputError:
             rows = []
-        return DataRecipe(samples=rows, tokenizer=self.tokenizer.strip())
+        return DataOrigin(samples=rows, tokenizer=self.tokenizer.strip())
 
     def default_max_seq_length(self) -> int:
         return TEXT_MAX_SEQ_LENGTH
@@ -289,8 +289,8 @@ class Synthetic(Source):
         kind = DISTRIBUTIONS[self.distribution].split(" (")[0].lower()
         return Dataset(f"{grammar_count(self.count, 'synthetic length')} ({kind}, seed {self.seed})", lengths)
 
-    def recipe(self) -> DataRecipe:
-        return DataRecipe(synthetic=(self.count, self.distribution, self.seed, self.max_length))
+    def origin(self) -> DataOrigin:
+        return DataOrigin(synthetic=(self.count, self.distribution, self.seed, self.max_length))
 
     def default_max_seq_length(self) -> int:
         return max(1, min(self.max_length, MAX_SEQ_LENGTH))
@@ -335,8 +335,8 @@ class Workload(Source):
         check_lengths(lengths, "the distribution")
         return Dataset(f"{loaded.title} ({grammar_count(used, 'sequence')})", lengths, note=note)
 
-    def recipe(self) -> DataRecipe:
-        return DataRecipe(workload=(self.name, 0 if self.used == self.total else self.used))
+    def origin(self) -> DataOrigin:
+        return DataOrigin(workload=(self.name, 0 if self.used == self.total else self.used))
 
     def default_max_seq_length(self) -> int:
         return workload_info(self.name).max_seq_length if self.name in WORKLOADS else 4
@@ -397,8 +397,8 @@ class Upload(Source):
     def link_reproduces(self) -> str:
         return "A link cannot carry an uploaded file: this one opens the same settings, without the file."
 
-    def recipe(self) -> DataRecipe:
-        return DataRecipe(upload_name=self.name, tokenizer=self.tokenizer)
+    def origin(self) -> DataOrigin:
+        return DataOrigin(upload_name=self.name, tokenizer=self.tokenizer)
 
 
 UPLOAD_LIMITS = ReadLimits(

@@ -1,17 +1,20 @@
 """The library calls of the page, shared by every session through ``explorer.server.memo`` (byte budget, time to live).
 
-Every function takes the real inputs (a source, numbers, names) and loads what it needs through ``dataset``, so
-an argument only ever changes a result, never just a key.
+Every function takes a source and a ``packing.Recipe`` (the sidebar's choices, validated once by the library),
+plus the window or sizes a tab asks for, and loads what it needs through ``dataset``. Each keeps its result under
+the part of the recipe it depends on (a private memoized function of the source and that part), so an option only
+ever changes a result, never just a key: changing the strategy reuses the comparison, changing the pad id the plan.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import packing
 from explorer.core import runs as compute
 from explorer.core.audit import load_report
-from explorer.core.model import DEFAULT_RULES, MAX_UPLOAD_MB, Dataset, Settings
+from explorer.core.model import DEFAULT_RULES, MAX_UPLOAD_MB, Dataset
 from explorer.core.parsing import InputError
 from explorer.core.runs import Window
 from explorer.core.safety import describe, plot_text
@@ -32,18 +35,23 @@ LOAD_SECONDS = 60.0
 """Seconds reading and tokenizing an upload or pasted text rows may take in its worker."""
 
 
-def dataset(source: Source, rules: LossRules) -> Dataset:
-    """The dataset of ``source``, trained as ``rules`` say and kept under them (a text row's masks are the
-    library's for these rules); lengths-only sources train nothing, so they keep one entry whatever the rules.
+def rules_of(recipe: packing.Recipe) -> LossRules:
+    """What the recipe trains (``loss``, ``roles_to_train``, ``train_on_eos``): all a source's reading depends on."""
+    return recipe.loss_rules
+
+
+def dataset(source: Source, recipe: packing.Recipe) -> Dataset:
+    """The dataset of ``source``, trained as the recipe's loss rules say and kept under them (a text row's masks are
+    the library's for these rules); lengths-only sources train nothing, so they keep one entry whatever the rules.
     Raises ``InputError`` on bad input (not stored)."""
-    return _dataset(source, rules if source.has_tokens else DEFAULT_RULES)
+    return _dataset(source, rules_of(recipe) if source.has_tokens else DEFAULT_RULES)
 
 
 @memoized
 def _dataset(source: Source, rules: LossRules) -> Dataset:
     """``dataset``: an upload or text rows are read in a worker of the load lane (a parser that crashes, a chat
     template that loops, a tokenizer that takes minutes: stopped after ``LOAD_SECONDS`` or when the visitor
-    leaves); the other sources are small recipes."""
+    leaves); the other sources are small and read here."""
     if not isinstance(source, Upload | Text):
         return source.load(rules)
     try:
@@ -57,127 +65,154 @@ def _load(source: Upload | Text, rules: LossRules) -> Dataset:
     return source.load(rules, workers.report)
 
 
-def _lengths(source: Source, rules: LossRules) -> Any:
-    return dataset(source, rules).lengths
+def _lengths(source: Source, recipe: packing.Recipe) -> Any:
+    return dataset(source, recipe).lengths
+
+
+def _planning(recipe: packing.Recipe) -> packing.Recipe:
+    """What a plan of a source depends on: the recipe as the page runs it (``compute.capped``), without the options
+    that act only when blocks are filled (``pad_token_id``, ``int64``), so that these share one plan."""
+    return packing.Recipe.of(compute.capped(recipe), pad_token_id=None, int64=False)
+
+
+def _lengths_only(recipe: packing.Recipe) -> packing.Recipe:
+    """What the Compare and Sweep tabs and the lower bounds depend on: the recipe's length, overflow and loss rules
+    (they run every strategy themselves, with the page's own options)."""
+    return packing.Recipe(recipe.max_seq_length, overflow=recipe.overflow, **dataclasses.asdict(recipe.loss_rules))
+
+
+def plan(source: Source, recipe: packing.Recipe) -> Row:
+    """``packing.plan`` of the source with ``recipe`` (timed; a refusal is reported in ``error``); a link's search
+    time is capped at ``compute.MAX_TIME_LIMIT`` seconds and a search runs in a worker (``compute.search_lane``)."""
+    return _plan(source, _planning(recipe))
 
 
 @memoized
-def plan(
-    source: Source,
-    rules: LossRules,
-    max_seq_length: int,
-    strategy: str,
-    overflow: str,
-    options: tuple[tuple[str, int], ...] = (),
-) -> Row:
-    """``packing.plan`` (timed; a refusal is reported in ``error``); a search runs in a worker, for at most
-    ``compute.MAX_TIME_LIMIT`` seconds (``compute.search_lane``)."""
-    lengths = _lengths(source, rules)
-    options = compute.capped(options)  # a link may ask for minutes
-    lane = compute.search_lane(strategy, options)
+def _plan(source: Source, recipe: packing.Recipe) -> Row:
+    lengths = _lengths(source, recipe)
+    lane = compute.search_lane(recipe)
     if lane is None:  # the compiled greedy kernels: in the server
-        return compute.run_strategy(lengths, max_seq_length, strategy, overflow, options=options)
-    seconds = compute.search_deadline(options)
-    args = (lengths, max_seq_length, strategy, overflow, options)
-    return workers.run(compute.run_strategy, *args, lane_name=lane, seconds=seconds)
+        return compute.run_strategy(lengths, recipe)
+    seconds = compute.search_deadline(recipe)
+    return workers.run(compute.run_strategy, lengths, recipe, lane_name=lane, seconds=seconds)
 
 
-def settings_plan(source: Source, settings: Settings) -> Row:
-    s = settings
-    return plan(source, s.rules, s.max_seq_length, s.strategy, s.overflow, s.options)
-
-
-@memoized
-def bounds(source: Source, rules: LossRules, max_seq_length: int, overflow: str) -> packing.LowerBounds:
-    """``packing.lower_bounds``."""
-    return packing.lower_bounds(_lengths(source, rules), max_seq_length, overflow)
+def bounds(source: Source, recipe: packing.Recipe) -> packing.LowerBounds:
+    """``packing.lower_bounds`` at the recipe's length and overflow."""
+    return _bounds(source, _lengths_only(recipe))
 
 
 @memoized
-def trainable(source: Source, settings: Settings) -> packing.TrainableCounts:
+def _bounds(source: Source, recipe: packing.Recipe) -> packing.LowerBounds:
+    return packing.lower_bounds(_lengths(source, recipe), recipe.max_seq_length, recipe.overflow)
+
+
+def trainable(source: Source, recipe: packing.Recipe) -> packing.TrainableCounts:
     """Trainable tokens and training targets over the whole plan."""
-    layout = settings_plan(source, settings).layout
-    assert layout is not None
-    return compute.trainable_counts(layout, dataset(source, settings.rules).samples)
+    return _trainable(source, _planning(recipe))
 
 
 @memoized
-def window(source: Source, settings: Settings, strategy: str, first: int, count: int) -> Window:
-    """Blocks ``first .. first + count - 1`` of ``strategy``'s plan, materialized."""
-    s = settings
-    options = s.options if strategy == s.strategy else ()
-    layout = plan(source, s.rules, s.max_seq_length, strategy, s.overflow, options).layout
+def _trainable(source: Source, recipe: packing.Recipe) -> packing.TrainableCounts:
+    layout = plan(source, recipe).layout
     assert layout is not None
-    return compute.window(layout, dataset(source, s.rules).samples, first, count, s.pad_token_id)
+    return compute.trainable_counts(layout, dataset(source, recipe).samples)
+
+
+def pad_id(recipe: packing.Recipe) -> int:
+    """The id the page pads blocks with: the recipe's ``pad_token_id``, 0 without one (the sidebar's default)."""
+    return 0 if recipe.pad_token_id is None else recipe.pad_token_id
 
 
 @memoized
-def block_figure(source: Source, settings: Settings, first: int, count: int) -> Any:
+def window(source: Source, recipe: packing.Recipe, first: int, count: int) -> Window:
+    """Blocks ``first .. first + count - 1`` of the recipe's plan, materialized (padded with ``pad_id``)."""
+    layout = plan(source, recipe).layout
+    assert layout is not None
+    return compute.window(layout, dataset(source, recipe).samples, first, count, pad_id(recipe))
+
+
+@memoized
+def block_figure(source: Source, recipe: packing.Recipe, first: int, count: int) -> Any:
     """The Result tab's blocks and loss mask for a window (built once for every session that shows it)."""
-    view = window(source, settings, settings.strategy, first, count)
+    view = window(source, recipe, first, count)
     batch = view.batch
     tokens = batch.input_ids if view.has_tokens else None
     labels = batch.labels if view.has_tokens else None
     pieces = None
     if isinstance(source, Text) and batch.num_blocks * batch.max_seq_length <= figures.MAX_MASK_HOVER_CELLS:
         try:
-            pieces = text_cells(source, settings, first, count)
+            pieces = text_cells(source, recipe, first, count)
         except (ValueError, TypeError, InputError):  # a tokenizer that cannot decode these ids: ids only
             pieces = None
     return figures.block_figure(view.sequence_ids, batch.loss_mask, batch.position_ids, tokens, first, labels, pieces)
 
 
 @memoized
-def text_cells(source: Text, settings: Settings, first: int, count: int) -> tuple[list[list[str]], list[list[str]]]:
+def text_cells(source: Text, recipe: packing.Recipe, first: int, count: int) -> tuple[list[list[str]], list[list[str]]]:
     """Cell labels and hover texts (decoded pieces with their ids) of a window of text data, safe for Plotly."""
     from explorer.core.text import window_cells
 
-    view = window(source, settings, settings.strategy, first, count)
-    data = dataset(source, settings.rules)
+    view = window(source, recipe, first, count)
+    data = dataset(source, recipe)
     samples = data.samples
-    limit = max(1, min(figures.PIECE_CHARACTERS // settings.max_seq_length, 10))  # what a cell's width holds
+    limit = max(1, min(figures.PIECE_CHARACTERS // recipe.max_seq_length, 10))  # what a cell's width holds
     labels, hovers = window_cells(view.batch, samples, data.tokenizer, limit=limit)
     return [[plot_text(t) for t in row] for row in labels], [[plot_text(t) for t in row] for row in hovers]
 
 
-@memoized
-def turns(source: Text, rules: LossRules, rows: tuple[int, ...]) -> list[dict[str, Any]]:
+def turns(source: Text, recipe: packing.Recipe, rows: tuple[int, ...]) -> list[dict[str, Any]]:
     """One line per turn of each of ``rows`` (0-based): the row (1-based), role, tokens, trained tokens and texts."""
+    return _turns(source, rules_of(recipe), rows)
+
+
+@memoized
+def _turns(source: Text, rules: LossRules, rows: tuple[int, ...]) -> list[dict[str, Any]]:
     try:  # the chat template renders again: in the load lane, bounded like the reading
-        data = dataset(source, rules)
+        data = _dataset(source, rules)
         args = (data.rows, data.tokenizer, rules, rows)
         return workers.run(compute.turn_lines, *args, lane_name="load", seconds=LOAD_SECONDS)
     except (workers.TimedOut, workers.WorkerDied) as error:
         raise InputError(str(error)) from None
 
 
-@memoized
-def summary_figures(source: Source, settings: Settings) -> tuple[Any, Any]:
+def summary_figures(source: Source, recipe: packing.Recipe) -> tuple[Any, Any]:
     """The Result tab's utilization and length charts."""
-    layout = settings_plan(source, settings).layout
+    return _summary_figures(source, _planning(recipe))
+
+
+@memoized
+def _summary_figures(source: Source, recipe: packing.Recipe) -> tuple[Any, Any]:
+    layout = plan(source, recipe).layout
     assert layout is not None
     pieces = (layout.piece_block(), layout.piece_sequence, layout.piece_length) if layout.num_blocks <= 60 else None
-    lengths = _lengths(source, settings.rules)
+    lengths = _lengths(source, recipe)
     return (
-        figures.utilization_figure(layout.stats.block_utilization, pieces, settings.max_seq_length),
-        figures.length_histogram(lengths, settings.max_seq_length),
+        figures.utilization_figure(layout.stats.block_utilization, pieces, recipe.max_seq_length),
+        figures.length_histogram(lengths, recipe.max_seq_length),
     )
 
 
-@memoized
-def compare_figures(source: Source, rules: LossRules, max_seq_length: int, overflow: str) -> list[Any]:
+def compare_figures(source: Source, recipe: packing.Recipe) -> list[Any]:
     """The Compare tab's charts."""
-    runs, costs = compare(source, rules, max_seq_length, overflow)
-    lower = bounds(source, rules, max_seq_length, overflow).simple
+    return _compare_figures(source, _lengths_only(recipe))
+
+
+@memoized
+def _compare_figures(source: Source, recipe: packing.Recipe) -> list[Any]:
+    runs, costs = compare(source, recipe)
+    lower = bounds(source, recipe).simple
     return figures.compare_figures(tables.compare_table(runs, costs), lower)
 
 
-@memoized
-def sweep_figure(
-    source: Source, rules: LossRules, sizes: tuple[int, ...], strategies: tuple[str, ...], overflow: str
-) -> Any:
+def sweep_figure(source: Source, recipe: packing.Recipe, sizes: tuple[int, ...], strategies: tuple[str, ...]) -> Any:
     """The Sweep tab's chart."""
-    xs, series, lost = tables.sweep_series(sweep(source, rules, sizes, strategies, overflow))
+    return _sweep_figure(source, _lengths_only(recipe), sizes, strategies)
+
+
+@memoized
+def _sweep_figure(source: Source, recipe: packing.Recipe, sizes: tuple[int, ...], strategies: tuple[str, ...]) -> Any:
+    xs, series, lost = tables.sweep_series(sweep(source, recipe, sizes, strategies))
     return figures.sweep_figure(xs, series, lost)
 
 
@@ -195,29 +230,40 @@ def audit(upload: Upload) -> Any:
         raise InputError(describe(error)) from None
 
 
-@memoized
-def compare(
-    source: Source, rules: LossRules, max_seq_length: int, overflow: str
-) -> tuple[list[Row], dict[str, packing.ComputeCost]]:
-    """``packing.compare``'s rows (every strategy, and bfd per window of 1,000 rows as TRL packs), each with the
-    lower bound that applies to it (the optimum's proven one for strategies that keep sequences whole), and each
-    row's compute estimate by label. Statistics only: the plans are not kept, so the entry stays small whatever
-    the data's size. Runs in a worker process (``explorer.server.workers``)."""
-    return workers.run(compute.compare, _lengths(source, rules), max_seq_length, overflow)
+def compare(source: Source, recipe: packing.Recipe) -> tuple[list[Row], dict[str, packing.ComputeCost]]:
+    """``packing.compare``'s rows at the recipe's length and overflow (every strategy, and bfd per window of 1,000
+    rows as TRL packs), each with the lower bound that applies to it (the optimum's proven one for strategies that
+    keep sequences whole), and each row's compute estimate by label. Statistics only: the plans are not kept, so
+    the entry stays small whatever the data's size. Runs in a worker process (``explorer.server.workers``)."""
+    return _compare(source, _lengths_only(recipe))
 
 
 @memoized
+def _compare(source: Source, recipe: packing.Recipe) -> tuple[list[Row], dict[str, packing.ComputeCost]]:
+    return workers.run(compute.compare, _lengths(source, recipe), recipe)
+
+
 def sweep(
-    source: Source, rules: LossRules, sizes: tuple[int, ...], strategies: tuple[str, ...], overflow: str
+    source: Source, recipe: packing.Recipe, sizes: tuple[int, ...], strategies: tuple[str, ...]
 ) -> list[dict[str, Any]]:
-    """Blocks, efficiency and tokens lost per strategy and max_seq_length (in a worker process)."""
-    lengths = _lengths(source, rules)
-    return workers.run(compute.sweep, lengths, list(sizes), list(strategies), overflow, seconds=SWEEP_SECONDS)
+    """Blocks, efficiency and tokens lost per strategy and max_seq_length, under the recipe's overflow (in a worker
+    process)."""
+    return _sweep(source, _lengths_only(recipe), sizes, strategies)
 
 
 @memoized
-def explain(
-    source: Source, rules: LossRules, max_seq_length: int, strategy: str, overflow: str, seed: int = 0
-) -> list[packing.Step]:
-    """``packing.explain`` steps (raises ``ValueError`` when the input is too large)."""
-    return compute.explain_steps(_lengths(source, rules), max_seq_length, strategy, overflow, seed)
+def _sweep(
+    source: Source, recipe: packing.Recipe, sizes: tuple[int, ...], strategies: tuple[str, ...]
+) -> list[dict[str, Any]]:
+    lengths = _lengths(source, recipe)
+    return workers.run(compute.sweep, lengths, recipe, list(sizes), list(strategies), seconds=SWEEP_SECONDS)
+
+
+def explain(source: Source, recipe: packing.Recipe) -> list[packing.Step]:
+    """``packing.explain`` steps of the recipe's strategy (raises ``ValueError`` when the input is too large)."""
+    return _explain(source, _planning(recipe))
+
+
+@memoized
+def _explain(source: Source, recipe: packing.Recipe) -> list[packing.Step]:
+    return compute.explain_steps(_lengths(source, recipe), recipe)

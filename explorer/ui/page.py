@@ -12,9 +12,10 @@ from typing import Any
 
 import streamlit as st
 
+import packing
 from explorer.core import runs as compute
 from explorer.core.context import Context
-from explorer.core.model import Settings, grammar_count, plan_problem
+from explorer.core.model import grammar_count, plan_problem
 from explorer.core.parsing import InputError
 from explorer.core.safety import describe, escape
 from explorer.core.sources import Source
@@ -73,9 +74,9 @@ def warm_up() -> None:
         warmup.prepare()
 
 
-def limits_note(settings: Settings) -> str:
+def limits_note(recipe: packing.Recipe) -> str:
     """What the page does not do as the link asked, in plain words ('' when it does all of it)."""
-    return compute.time_limit_note(settings.strategy, settings.options)
+    return compute.time_limit_note(recipe)
 
 
 @contextmanager
@@ -88,12 +89,12 @@ def guard(what: str) -> Iterator[None]:
         st.error(f"{what} could not be shown: {escape(describe(error))}")
 
 
-def planning(settings: Settings, sequences: int) -> str:
+def planning(recipe: packing.Recipe, sequences: int) -> str:
     """The status line while the chosen strategy plans: what runs, on how much, and a search's time limit."""
-    s = settings
-    text = f"Planning {grammar_count(sequences, 'sequence')} with {s.strategy} into blocks of {s.max_seq_length:,}"
-    if compute.search_lane(s.strategy, compute.capped(s.options)) is not None:
-        text += f", searching for the optimum for up to {compute.search_seconds(s.options):,} s"
+    r = recipe
+    text = f"Planning {grammar_count(sequences, 'sequence')} with {r.strategy} into blocks of {r.max_seq_length:,}"
+    if compute.search_lane(compute.capped(r)) is not None:
+        text += f", searching for the optimum for up to {compute.search_seconds(r):,} s"
     return text + "…"
 
 
@@ -116,31 +117,31 @@ def reading(what: str) -> Iterator[None]:
         bar[0].empty()
 
 
-def build_context(source: Source | None, settings: Settings, problem: str) -> Context:
+def build_context(source: Source | None, recipe: packing.Recipe, problem: str) -> Context:
     """Load the data and plan it; every problem is put in plain words in ``Context.problem``."""
     if source is None:
-        return Context(None, settings, problem="Upload a file in the sidebar (JSONL, JSON, CSV or Parquet) to pack it.")
+        return Context(None, recipe, problem="Upload a file in the sidebar (JSONL, JSON, CSV or Parquet) to pack it.")
     try:
         with reading(source.reading()):
-            dataset = cache.dataset(source, settings.rules)
+            dataset = cache.dataset(source, recipe)
     except InputError as error:
-        return Context(source, settings, problem=f"Could not read the data: {error}")
+        return Context(source, recipe, problem=f"Could not read the data: {error}")
     if not dataset.sequences:
-        return Context(source, settings, dataset, problem="The data holds no sequences.")
-    s = settings
-    problem = problem or plan_problem(dataset.lengths, s.max_seq_length, s.strategy, s.overflow)
+        return Context(source, recipe, dataset, problem="The data holds no sequences.")
+    r = recipe
+    problem = problem or plan_problem(dataset.lengths, r.max_seq_length, r.strategy, r.overflow)
     if problem:
         return Context(
-            source, settings, dataset, problem=problem + " The tabs show the last valid result again once it is."
+            source, recipe, dataset, problem=problem + " The tabs show the last valid result again once it is."
         )
     try:
-        with st.spinner(planning(settings, dataset.sequences), show_time=True):
-            run = cache.settings_plan(source, settings)
+        with st.spinner(planning(recipe, dataset.sequences), show_time=True):
+            run = cache.plan(source, recipe)
     except (workers.TimedOut, workers.WorkerDied) as error:
-        return Context(source, settings, dataset, problem=f"Planning the data: {error}.")
+        return Context(source, recipe, dataset, problem=f"Planning the data: {error}.")
     refusal = ""
     if run.layout is None:
         from explorer.views.tables import refusal as word
 
         refusal = word(run)
-    return Context(source, settings, dataset, run.layout, refusal)
+    return Context(source, recipe, dataset, run.layout, refusal)

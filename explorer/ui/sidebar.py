@@ -1,11 +1,11 @@
 """The sidebar: where the data comes from and the packing settings, every choice bound to the page's URL with
 Streamlit's own ``bind="query-params"`` (widget key = parameter name, today's names). Returns a ``Source`` and the
-``Settings``."""
+``packing.Recipe`` the choices make (the library checks it once; a choice it refuses is one short line)."""
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import streamlit as st
 
@@ -14,16 +14,15 @@ from explorer.core import links
 from explorer.core import runs as compute
 from explorer.core.examples import DEFAULT_EXAMPLE, DISTRIBUTIONS, EXAMPLES, suggested_max_seq_length, workload_info
 from explorer.core.model import (
-    DEFAULT_RULES,
     MAX_PAD_TOKEN_ID,
     MAX_SEED,
     MAX_SEQ_LENGTH,
     MAX_SEQUENCES,
     MAX_UPLOAD_MB,
-    Settings,
     seq_length_problem,
 )
 from explorer.core.parsing import FORMAT_HELP, InputError
+from explorer.core.safety import describe, escape
 from explorer.core.sources import (
     DATA_STRATEGY,
     DEFAULT_TEXT_ROWS,
@@ -43,7 +42,7 @@ from explorer.core.sources import (
 from explorer.core.text import EXAMPLE_TITLES, example_text
 from explorer.server import cache
 from explorer.ui import page
-from packing.core.loss import DEFAULT_ROLES, EOS_RULES, EosRule, LossRule, LossRules
+from packing.core.loss import DEFAULT_ROLES, EOS_RULES
 from packing.workloads import WORKLOADS
 
 BIND: Literal["query-params"] = "query-params"
@@ -289,7 +288,7 @@ def _upload_inputs() -> Upload | None:
         st.session_state["_upload_seen"] = source.cache_key
         try:
             with page.reading(source.reading()):
-                data = cache.dataset(source, _rules_value())
+                data = cache.dataset(source, _reading_value())
         except InputError:
             return source  # the page reports the problem
         if data.sequences:
@@ -298,20 +297,24 @@ def _upload_inputs() -> Upload | None:
     return source
 
 
-def _rules_value() -> LossRules:
-    """The loss rules chosen on the last run (the upload is read before the controls are drawn)."""
+def _reading_value() -> packing.Recipe:
+    """The recipe an upload is read with: the loss rules chosen on the last run (the upload is read before the
+    controls are drawn), the library's defaults if they are refused."""
     state = st.session_state
     try:
-        return LossRules(
-            state.get("loss", "completion"),
-            tuple(state.get("roles_to_train") or DEFAULT_ROLES),
-            state.get("train_on_eos", "turn"),
+        return packing.Recipe.for_reading(
+            loss=state.get("loss", "completion"),
+            roles_to_train=tuple(state.get("roles_to_train") or DEFAULT_ROLES),
+            train_on_eos=state.get("train_on_eos", "turn"),
         )
     except packing.SettingError:
-        return DEFAULT_RULES
+        return packing.Recipe.for_reading()
 
 
-def _settings(source: Source | None) -> tuple[Settings, str]:
+def _recipe(source: Source | None) -> tuple[packing.Recipe, str]:
+    """The packing controls, and the ``packing.Recipe`` they make with why it cannot be used ('' when it can): an
+    out-of-range ``max_seq_length`` is said in the page's words and planned as 1 meanwhile; any other choice the
+    recipe refuses is its ``SettingError`` in one short line, with the library's defaults standing in."""
     st.header("Settings")
     default = source.default_max_seq_length() if source is not None else 4
     size = st.number_input(
@@ -356,15 +359,30 @@ def _settings(source: Source | None) -> tuple[Settings, str]:
     ):
         _remember(key, value, fallback)
     valid = int(size) if not problem else 1
-    return Settings(valid, str(strategy), str(overflow), int(pad), rules, options), problem
+    try:
+        recipe = packing.Recipe.of(
+            None,
+            valid,
+            strategy=str(strategy),
+            overflow=str(overflow),
+            pad_token_id=int(pad),
+            **rules,
+            **options,
+        )
+    except packing.SettingError as error:
+        refused = describe(error)
+        st.error(escape(refused))
+        return packing.Recipe(valid, pad_token_id=0), problem or refused
+    return recipe, problem
 
 
-def _loss_inputs(source: Source | None) -> LossRules:
+def _loss_inputs(source: Source | None) -> dict[str, Any]:
     """What is trained, shown where it applies: the ``loss`` rule for data with tokens (pasted tokens, text rows,
-    files), whose end-of-turn tokens are trained and which roles for text and chat rows. The rules are the
-    library's (``LossRules``); lengths-only data trains nothing, so it keeps the defaults."""
+    files), whose end-of-turn tokens are trained and which roles for text and chat rows, as the recipe's options
+    (``loss``, ``roles_to_train``, ``train_on_eos``; the recipe checks them). Lengths-only data trains nothing, so it
+    keeps the defaults."""
     if source is not None and not source.has_tokens:
-        return DEFAULT_RULES
+        return {}
     names = list(packing.LOSS_RULES)
     loss = st.radio(
         "Loss on",
@@ -380,7 +398,7 @@ def _loss_inputs(source: Source | None) -> LossRules:
             "Token rows keep their own loss_mask; a prompt/completion pair's prompt is trained only under all "
             "(last_turn is completion here: token rows have no turns)."
         )
-        return LossRules(cast(LossRule, loss))
+        return {"loss": loss}
     eos = st.selectbox(
         "End-of-turn tokens trained",
         list(EOS_RULES),
@@ -391,7 +409,7 @@ def _loss_inputs(source: Source | None) -> LossRules:
     )
     st.caption(f"**{eos}**: {EOS[eos]}." if loss != "all" else "Under loss all every token is trained.")
     _remember("train_on_eos", eos, "turn")
-    return LossRules(cast(LossRule, loss), _roles_input(source), cast(EosRule, eos))
+    return {"loss": loss, "roles_to_train": _roles_input(source), "train_on_eos": eos}
 
 
 def _roles_input(source: Source | None) -> tuple[str, ...]:
@@ -418,9 +436,9 @@ def _roles_input(source: Source | None) -> tuple[str, ...]:
     return tuple(str(role) for role in roles)
 
 
-def _strategy_options(info: packing.Strategy) -> tuple[tuple[str, int], ...]:
-    """Widgets for the options the chosen strategy accepts (``Strategy.options``); an option left at 0 where 0
-    means "no cap" is not passed."""
+def _strategy_options(info: packing.Strategy) -> dict[str, int]:
+    """Widgets for the options the chosen strategy accepts (``Strategy.options``), as the recipe's options; an
+    option left at 0 where 0 means "no cap" is not passed."""
     widgets = (  # option, label, default, smallest, largest, help
         ("seed", "Shuffle seed", 0, 0, MAX_SEED, None),
         (
@@ -433,7 +451,7 @@ def _strategy_options(info: packing.Strategy) -> tuple[tuple[str, int], ...]:
         ),
         ("max_sequences_per_block", "Most sequences per block (0 = no cap)", 0, 0, MAX_SEQUENCES, None),
     )
-    options: list[tuple[str, int]] = []
+    options: dict[str, int] = {}
     for name, label, default, smallest, largest, help in widgets:
         if name not in info.options:
             continue
@@ -450,13 +468,13 @@ def _strategy_options(info: packing.Strategy) -> tuple[tuple[str, int], ...]:
         )
         _remember(key, value, default)
         if value or name != "max_sequences_per_block":
-            options.append((name, int(value)))
-    return tuple(options)
+            options[name] = int(value)
+    return options
 
 
-def render() -> tuple[Source | None, Settings, str]:
-    """Draw the sidebar; return the source (None before a file is uploaded), the settings, and why the settings
-    cannot be used (empty when they can)."""
+def render() -> tuple[Source | None, packing.Recipe, str]:
+    """Draw the sidebar; return the source (None before a file is uploaded), the recipe of the choices, and why
+    it cannot be used (empty when it can)."""
     st.session_state["_link_now"] = {}
     with st.sidebar:
         st.header("Data")
@@ -481,10 +499,10 @@ def render() -> tuple[Source | None, Settings, str]:
             source = _workload_inputs()
         else:
             source = _upload_inputs()
-        settings, problem = _settings(source)
+        recipe, problem = _recipe(source)
         st.caption("The page's address keeps these choices: copy it to share this view.")
     _sync_sequences(source)
-    return source, settings, problem
+    return source, recipe, problem
 
 
 def _sync_sequences(source: Source | None) -> None:

@@ -7,7 +7,6 @@ import pytest
 
 import packing
 from explorer.core import runs as compute
-from explorer.core.model import DEFAULT_RULES
 
 SAMPLES = [
     [1, 2],
@@ -62,7 +61,7 @@ def test_compare_runs_every_strategy_trls_windows_and_the_optimum_within_the_pag
     from explorer.core.sources import Paste
     from explorer.server import cache
 
-    rows, costs = cache.compare(Paste("\n".join(["1 2 3"] * 60)), DEFAULT_RULES, 8, "truncate")
+    rows, costs = cache.compare(Paste("\n".join(["1 2 3"] * 60)), packing.Recipe(8, strategy="ffd"))
     labels = [row.label for row in rows]
     assert labels == [
         *(n for n, s in packing.STRATEGIES.items() if s.keeps_boundaries),
@@ -74,18 +73,38 @@ def test_compare_runs_every_strategy_trls_windows_and_the_optimum_within_the_pag
     assert optimal.gap == 0 and by_label["none"].stats is not None and by_label["none"].stats.num_blocks == 60
     assert all(row.layout is None for row in rows)  # the cache keeps statistics, not plans
     assert set(costs) == set(labels)
-    assert compute.page_options("optimal") == (("time_limit", compute.PAGE_TIME_LIMIT),)
-    assert compute.page_options("bfd") == ()
+    # beside the others, a search searches for the page's time, whatever the chosen strategy's options
+    chosen = packing.Recipe(8, strategy="first_fit_shuffle", seed=3)
+    assert compute.beside(chosen, "optimal").time_limit == compute.PAGE_TIME_LIMIT
+    assert compute.beside(chosen, "bfd") == packing.Recipe(8)
+    assert compute.beside(chosen, "first_fit_shuffle", 16) == packing.Recipe(16, strategy="first_fit_shuffle")
+
+
+def test_the_cache_keeps_each_result_under_the_part_of_the_recipe_it_depends_on() -> None:
+    from explorer.core.sources import Paste
+    from explorer.server import cache
+
+    source = Paste("1 2 3\n4 5\n6")
+    chosen, other = packing.Recipe(8), packing.Recipe(8, strategy="ffd", pad_token_id=7)
+    assert cache.compare(source, chosen) is cache.compare(source, other)  # every strategy runs anyway
+    assert cache.bounds(source, chosen) is cache.bounds(source, other)
+    assert cache.plan(source, packing.Recipe(8, pad_token_id=7)) is cache.plan(source, chosen)  # padding: no replan
+    assert cache.plan(source, other).layout is not cache.plan(source, chosen).layout
+    padded = cache.window(source, packing.Recipe(8, pad_token_id=7), 0, 1).batch
+    assert padded.input_ids[0].tolist() == [1, 2, 3, 4, 5, 6, 7, 7]  # the window is padded with the recipe's id
+    assert cache.window(source, chosen, 0, 1).batch.input_ids[0].tolist() == [1, 2, 3, 4, 5, 6, 0, 0]
+    longer = cache.plan(source, packing.Recipe(8, strategy="optimal", time_limit=600))
+    assert longer is cache.plan(source, packing.Recipe(8, strategy="optimal", time_limit=compute.MAX_TIME_LIMIT))
 
 
 def test_a_refusal_is_kept_with_its_fields(optimal_refuses: None) -> None:
-    run = compute.run_strategy(np.full(60, 3), 8, "optimal", "truncate")
+    run = compute.run_strategy(np.full(60, 3), packing.Recipe(8, strategy="optimal"))
     assert run.layout is None and isinstance(run.error, packing.TooManyDocuments)
     assert (run.error.limit, run.error.count) == (40, 60) and "40" in run.refusal
 
 
 def test_sweep_rows() -> None:
-    rows = compute.sweep(np.array([3, 5, 2]), [4, 8], ["split", "none"], "truncate")
+    rows = compute.sweep(np.array([3, 5, 2]), packing.Recipe(8), [4, 8], ["split", "none"])
     assert [(r["max_seq_length"], r["strategy"], r["blocks"]) for r in rows] == [
         (4, "split", 3),
         (4, "none", 3),
@@ -97,21 +116,21 @@ def test_sweep_rows() -> None:
 def test_steps_end_in_the_plans_blocks() -> None:
     lengths = np.array([3, 5, 2, 7, 1])
     for strategy in ("split", "ffd", "next_fit"):
-        steps = compute.explain_steps(lengths, 8, strategy, "truncate")
+        steps = compute.explain_steps(lengths, packing.Recipe(8, strategy=strategy))
         grid = compute.step_grid(steps, len(steps) - 1, 8)
         layout = packing.plan(lengths, 8, strategy)
         view = compute.window(layout, None, 0, layout.num_blocks, 0)
         assert np.array_equal(grid, view.sequence_ids), strategy
-    first = compute.step_grid(compute.explain_steps(lengths, 8, "split", "truncate"), 0, 8)
+    first = compute.step_grid(compute.explain_steps(lengths, packing.Recipe(8, strategy="split")), 0, 8)
     assert first.tolist() == [[0, 0, 0, -1, -1, -1, -1, -1]]
-    longest_first = compute.step_grid(compute.explain_steps(lengths, 8, "bfd", "truncate"), 0, 8)
+    longest_first = compute.step_grid(compute.explain_steps(lengths, packing.Recipe(8)), 0, 8)
     assert longest_first.tolist() == [[3] * 7 + [-1]]  # only the block opened so far
 
 
 @pytest.mark.parametrize(("strategy", "overflow"), [("split", "truncate"), ("ffd", "split"), ("bfd", "truncate")])
 def test_step_tokens_at_the_last_step_are_the_packed_blocks(strategy: str, overflow: str) -> None:
     flat = packing.read_rows(SAMPLES)
-    steps = compute.explain_steps(flat.lengths, 4, strategy, overflow)
+    steps = compute.explain_steps(flat.lengths, packing.Recipe(4, strategy=strategy, overflow=overflow))
     batch = packing.pack(SAMPLES, 4, strategy, overflow=overflow, pad_token_id=99)
     tokens = compute.step_tokens(steps, len(steps) - 1, 4, flat)
     assert np.array_equal(np.where(tokens >= 0, tokens, 99), batch.input_ids)
@@ -121,7 +140,7 @@ def test_step_tokens_at_the_last_step_are_the_packed_blocks(strategy: str, overf
 
 def test_steps_refuse_large_inputs_in_plain_words() -> None:
     with pytest.raises(ValueError, match="limited to"):
-        compute.explain_steps(np.ones(100_000, dtype=np.int64), 8, "split", "truncate")
+        compute.explain_steps(np.ones(100_000, dtype=np.int64), packing.Recipe(8, strategy="split"))
 
 
 def test_attention_view_counts_cross_document_pairs() -> None:
@@ -146,5 +165,5 @@ def test_the_pages_own_plan_is_planned_once(monkeypatch: pytest.MonkeyPatch) -> 
         return plan(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(packing, "plan", counted)
-    run = compute.run_strategy(np.array([3, 5, 2]), 8, "ffd", "truncate")
+    run = compute.run_strategy(np.array([3, 5, 2]), packing.Recipe(8, strategy="ffd"))
     assert len(calls) == 1 and run.layout is not None and run.seconds >= 0

@@ -14,10 +14,8 @@ import pytest
 import packing
 from explorer.core import export
 from explorer.core.examples import synthetic_lengths
-from packing.core.loss import LossRules
 
 pytest.importorskip("pyarrow")
-RULES, ALL = LossRules(), LossRules("all")
 
 
 def test_jsonl_and_parquet_hold_the_packed_blocks() -> None:
@@ -54,7 +52,9 @@ def _run(code: str) -> tuple[dict[str, object], str]:
 
 def test_snippet_reproduces_a_token_packing() -> None:
     samples = [[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]]
-    code = export.snippet(export.DataRecipe(samples=samples), 4, "ffd", "truncate", 9, ALL, tokens=True)
+    code = export.snippet(
+        export.DataOrigin(samples=samples), packing.Recipe(4, strategy="ffd", pad_token_id=9, loss="all"), tokens=True
+    )
     namespace, printed = _run(code)
     expected = packing.pack(samples, 4, "ffd", pad_token_id=9, completion_only_loss=False)
     assert namespace["blocks"] == expected.input_ids.tolist()
@@ -63,9 +63,7 @@ def test_snippet_reproduces_a_token_packing() -> None:
 
 
 def test_snippet_reproduces_synthetic_lengths() -> None:
-    code = export.snippet(
-        export.DataRecipe(synthetic=(500, "bimodal", 4, 1024)), 1024, "bfd", "truncate", 0, RULES, tokens=False
-    )
+    code = export.snippet(export.DataOrigin(synthetic=(500, "bimodal", 4, 1024)), packing.Recipe(1024), tokens=False)
     namespace, _ = _run(code)
     expected = packing.plan(synthetic_lengths(500, "bimodal", 4, 1024), 1024, "bfd")
     assert namespace["layout"].num_blocks == expected.num_blocks  # type: ignore[attr-defined]
@@ -74,15 +72,13 @@ def test_snippet_reproduces_synthetic_lengths() -> None:
 def test_snippet_for_workloads_and_uploads() -> None:
     namespace, _ = _run(
         export.snippet(
-            export.DataRecipe(workload=("openchat_v1_2048", 100)), 2048, "split", "truncate", 0, RULES, False
+            export.DataOrigin(workload=("openchat_v1_2048", 100)), packing.Recipe(2048, strategy="split"), False
         )
     )
     assert len(namespace["lengths"]) == 100  # type: ignore[arg-type]
-    every, _ = _run(
-        export.snippet(export.DataRecipe(workload=("openchat_v1_2048", 0)), 2048, "bfd", "truncate", 0, RULES, False)
-    )
+    every, _ = _run(export.snippet(export.DataOrigin(workload=("openchat_v1_2048", 0)), packing.Recipe(2048), False))
     assert len(every["lengths"]) == 6_144  # type: ignore[arg-type]
-    upload = export.snippet(export.DataRecipe(upload_name="train.jsonl"), 8, "split", "truncate", 0, RULES, True)
+    upload = export.snippet(export.DataOrigin(upload_name="train.jsonl"), packing.Recipe(8, strategy="split"), True)
     assert "packing.read_dataset('train.jsonl', loss='completion')" in upload and "packing.pack(" in upload
     # a dataset is written to a file (the page's download limit sends people here), not printed block by block
     assert 'write_parquet(batch, "packed.parquet")' in upload and "to_lists" not in upload
@@ -92,22 +88,26 @@ def test_snippet_for_workloads_and_uploads() -> None:
 def test_the_upload_snippet_writes_the_packed_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "train.jsonl").write_text('{"input_ids": [1, 2, 3]}\n{"input_ids": [4, 5]}\n')
     monkeypatch.chdir(tmp_path)
-    _run(export.snippet(export.DataRecipe(upload_name="train.jsonl"), 4, "split", "truncate", 0, RULES, True))
+    _run(export.snippet(export.DataOrigin(upload_name="train.jsonl"), packing.Recipe(4, strategy="split"), True))
     written = pq.read_table(tmp_path / "packed.parquet").column("input_ids").to_pylist()
     assert written == [[1, 2, 3, 4], [5, 0, 0, 0]]
     # loss on every token: the prompt is trained on too, as on the page
     (tmp_path / "train.jsonl").write_text('{"prompt": [1, 2], "completion": [3]}\n')
-    _run(export.snippet(export.DataRecipe(upload_name="train.jsonl"), 4, "split", "truncate", 0, ALL, True))
+    _run(
+        export.snippet(
+            export.DataOrigin(upload_name="train.jsonl"), packing.Recipe(4, strategy="split", loss="all"), True
+        )
+    )
     mask = pq.read_table(tmp_path / "packed.parquet").column("loss_mask").to_pylist()
     assert mask == [[1, 1, 1, 0]]
 
 
 def test_snippet_elides_long_sample_lists() -> None:
     samples = [list(range(100))] * 100
-    code = export.snippet(export.DataRecipe(samples=samples), 8, "split", "truncate", 0, RULES, True)
+    code = export.snippet(export.DataOrigin(samples=samples), packing.Recipe(8, strategy="split"), True)
     assert "samples = [...]" in code and len(code) < 1000
     with pytest.raises(ValueError, match="no data"):
-        export.snippet(export.DataRecipe(), 8, "split", "truncate", 0, RULES, True)
+        export.snippet(export.DataOrigin(), packing.Recipe(8, strategy="split"), True)
     assert np.iinfo(np.int64).max > export.MAX_EXPORT_CELLS
 
 
@@ -121,10 +121,28 @@ def test_the_upload_snippet_tokenizes_a_file_of_chats_as_the_page_does(
     (tmp_path / "chats.jsonl").write_bytes(data)
     monkeypatch.chdir(tmp_path)
     source = Upload.of("chats.jsonl", data, "bytes")
-    code = export.snippet(source.recipe(), 64, "bfd", "truncate", 0, RULES, True)
+    code = export.snippet(source.origin(), packing.Recipe(64), True)
     assert "tokenizer='bytes')" in code  # read with the tokenizer; pack gets tokens
     _run(code)
     page = packing.pack(source.load().samples, 64, "bfd")
     written = pq.read_table(tmp_path / "packed.parquet")
     assert written.column("input_ids").to_pylist() == page.input_ids.tolist()
     assert written.column("loss_mask").to_pylist() == page.loss_mask.tolist()
+
+
+def test_the_snippet_passes_the_strategys_own_options_as_the_page_plans() -> None:
+    """A shuffle's seed and spfhp's cap change the blocks: the snippet repeats them, so it packs the page's plan."""
+    samples = [[1] * n for n in (3, 1, 2, 2, 1, 3, 1, 1)]
+    recipe = packing.Recipe(4, strategy="first_fit_shuffle", seed=3)
+    namespace, _ = _run(export.snippet(export.DataOrigin(samples=samples), recipe, True))
+    page = packing.plan([len(s) for s in samples], recipe=recipe)
+    assert (
+        namespace["batch"].sequence_ids.tolist()
+        == packing.materialize(page, packing.read_rows(samples)).sequence_ids.tolist()
+    )  # type: ignore[attr-defined]
+    capped = packing.Recipe(8, strategy="spfhp", max_sequences_per_block=2)
+    code = export.snippet(export.DataOrigin(synthetic=(50, "uniform", 1, 8)), capped, False)
+    namespace, _ = _run(code)
+    assert "max_sequences_per_block=2" in code
+    expected = packing.plan(synthetic_lengths(50, "uniform", 1, 8), recipe=capped)
+    assert namespace["layout"].num_blocks == expected.num_blocks  # type: ignore[attr-defined]

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+import packing
 from explorer.core import runs as compute
-from explorer.core.model import DEFAULT_RULES
 from explorer.core.sources import Synthetic
 from explorer.server import cache
 from tests.helpers.processes import alive, busy_pids
@@ -20,9 +20,9 @@ def test_a_link_asking_for_a_ten_minute_search_gets_the_capped_one_and_is_told(m
     asked = []
     real = compute.run_strategy
 
-    def recording(lengths, max_seq_length, strategy, overflow, options=()):  # type: ignore[no-untyped-def]
-        asked.append(dict(options).get("time_limit"))
-        return real(lengths, max_seq_length, strategy, overflow, options)
+    def recording(lengths, recipe):  # type: ignore[no-untyped-def]
+        asked.append(recipe.time_limit)
+        return real(lengths, recipe)
 
     monkeypatch.setattr(compute, "run_strategy", recording)
     at = AppTest.from_file(APP, default_timeout=120)
@@ -37,10 +37,10 @@ def test_a_link_asking_for_a_ten_minute_search_gets_the_capped_one_and_is_told(m
 
 
 def test_the_page_plans_a_long_search_in_the_long_lane_within_its_deadline() -> None:
-    options = compute.capped((("time_limit", 600),))
-    assert compute.search_lane("optimal", options) == "long"
-    assert compute.search_deadline(options) <= compute.MAX_TIME_LIMIT + 30
-    run = cache.plan(Synthetic(50, "uniform", 1, 32), DEFAULT_RULES, 32, "optimal", "truncate", (("time_limit", 600),))
+    asked = packing.Recipe(32, strategy="optimal", time_limit=600)
+    assert compute.search_lane(compute.capped(asked)) == "long"
+    assert compute.search_deadline(compute.capped(asked)) <= compute.MAX_TIME_LIMIT + 30
+    run = cache.plan(Synthetic(50, "uniform", 1, 32), asked)
     assert run.layout is not None
 
 
@@ -121,7 +121,7 @@ def test_an_upload_is_read_in_a_worker_as_the_server_reads_it(monkeypatch) -> No
     workers.shutdown()
     upload = Upload.of("chat.jsonl", chat_upload(40))
     try:
-        far = cache.dataset(upload, DEFAULT_RULES)
+        far = cache.dataset(upload, packing.Recipe.for_reading())
     finally:
         workers.shutdown()
     here = upload.load()
@@ -145,7 +145,7 @@ def test_an_upload_that_takes_too_long_is_stopped_in_one_line(monkeypatch) -> No
         with pytest.raises(
             InputError, match=r"^it took longer than the 0.01 s the explorer gives it, and was stopped$"
         ):
-            cache.dataset(Upload.of("long chat.jsonl", chat_upload(100_000)), DEFAULT_RULES)
+            cache.dataset(Upload.of("long chat.jsonl", chat_upload(100_000)), packing.Recipe.for_reading())
         assert busy_pids() == []
     finally:
         workers.shutdown()

@@ -5,11 +5,11 @@ turns view shows what they train, the snippet repeats them, and the sidebar's co
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -78,7 +78,7 @@ def test_text_rows_get_the_librarys_masks_for_every_rule(
     for name, library_tokenizer in (("bytes", "bytes"), ("chatml", str(bpe_root / "chatml"))):
         source = Text(PASTED, name)
         expected = packing.read_rows(ROWS, tokenizer=library_tokenizer, loss_rules=rules)
-        for data in (source.load(rules), cache.dataset(source, rules)):
+        for data in (source.load(rules), cache.dataset(source, _recipe(rules))):
             assert data.samples is not None
             assert data.samples.tokens.tolist() == expected.tokens.tolist()
             assert data.samples.loss_mask.tolist() == expected.loss_mask.tolist(), name
@@ -108,7 +108,7 @@ def test_pasted_tokens_follow_the_rule_as_pack_reads_them() -> None:
 
 def _trained(source: Text, rules: LossRules) -> list[tuple[str, str]]:
     """(role, trained text) of each turn of the first row, through the server's turns view."""
-    return [(line["role"], line["trained text"]) for line in cache.turns(source, rules, (0,))]
+    return [(line["role"], line["trained text"]) for line in cache.turns(source, _recipe(rules), (0,))]
 
 
 def test_the_turns_view_shows_what_each_rule_trains_on_a_two_turn_chat() -> None:
@@ -143,28 +143,28 @@ def test_the_turns_view_trains_a_tool_turn_when_its_role_is_chosen() -> None:
 
 def test_caches_are_keyed_by_the_rules() -> None:
     source = Text(json.dumps(TWO_TURNS))
-    every = cache.dataset(source, LossRules())
-    last = cache.dataset(source, LossRules("last_turn"))
+    every = cache.dataset(source, _recipe(LossRules()))
+    last = cache.dataset(source, _recipe(LossRules("last_turn")))
     assert every.samples is not None and last.samples is not None
     assert np.array_equal(every.lengths, last.lengths)
     assert int(last.samples.loss_mask.sum()) < int(every.samples.loss_mask.sum())
-    assert cache.dataset(source, LossRules("last_turn")) is last  # the same entry again
-    settings = [packing_settings(rules) for rules in (LossRules(), LossRules("last_turn"))]
-    counts = [cache.trainable(source, s).trainable_tokens for s in settings]
+    assert cache.dataset(source, _recipe(LossRules("last_turn"), 64)) is last  # the same entry again
+    recipes = [_recipe(rules) for rules in (LossRules(), LossRules("last_turn"))]
+    counts = [cache.trainable(source, recipe).trainable_tokens for recipe in recipes]
     assert counts == [int(every.samples.loss_mask.sum()), int(last.samples.loss_mask.sum())]
 
 
-def packing_settings(rules: LossRules) -> Any:
-    from explorer.core.model import Settings
-
-    return Settings(1024, "bfd", "truncate", 0, rules)
+def _recipe(rules: LossRules, max_seq_length: int = 1024) -> packing.Recipe:
+    """The page's recipe of these loss rules (the sidebar's other choices at their defaults)."""
+    return packing.Recipe(max_seq_length, pad_token_id=0, **dataclasses.asdict(rules))
 
 
 def test_lengths_only_sources_keep_one_entry_whatever_the_rules() -> None:
     from explorer.core.sources import Synthetic
 
     source = Synthetic(20, "uniform", 3, 16)
-    assert cache.dataset(source, LossRules("last_turn", train_on_eos="none")) is cache.dataset(source, DEFAULT_RULES)
+    chosen = _recipe(LossRules("last_turn", train_on_eos="none"))
+    assert cache.dataset(source, chosen) is cache.dataset(source, _recipe(DEFAULT_RULES))
 
 
 def test_the_snippet_repeats_the_rules_and_packs_the_pages_masks(
@@ -175,7 +175,7 @@ def test_the_snippet_repeats_the_rules_and_packs_the_pages_masks(
     (tmp_path / "rows.jsonl").write_bytes(data)
     monkeypatch.chdir(tmp_path)
     source = Upload.of("rows.jsonl", data, "bytes")
-    code = export.snippet(source.recipe(), 64, "bfd", "truncate", 0, rules, True)
+    code = export.snippet(source.origin(), _recipe(rules, 64), True)
     assert "loss='last_turn', roles_to_train=('assistant', 'tool'), train_on_eos='none'" in code
     with contextlib.redirect_stdout(io.StringIO()):
         exec(code, {})
@@ -183,7 +183,7 @@ def test_the_snippet_repeats_the_rules_and_packs_the_pages_masks(
 
     page = packing.pack(source.load(rules).samples, 64, "bfd")
     assert pq.read_table(tmp_path / "packed.parquet").column("loss_mask").to_pylist() == page.loss_mask.tolist()
-    pasted = export.snippet(Paste("[[1, 2]]").recipe(), 4, "split", "truncate", 0, LossRules("all"), True)
+    pasted = export.snippet(Paste("[[1, 2]]").origin(), packing.Recipe(4, strategy="split", loss="all"), True)
     assert "    loss='all'," in pasted
 
 
@@ -258,3 +258,15 @@ def test_the_controls_show_where_they_apply() -> None:
     text = open_link({"source": "text", "loss": "all"})
     assert text.sidebar.selectbox(key="train_on_eos").disabled  # every token is trained
     assert any("every token is trained" in re.sub(r"\\(.)", r"\1", str(c.value)) for c in text.sidebar.caption)
+
+
+def test_a_role_the_recipe_refuses_is_one_short_line_not_a_traceback() -> None:
+    """A typed role of blanks: the library's ``Recipe`` refuses it (``SettingError``), and the page says so in the
+    sidebar and above the tabs in the library's words, with no exception."""
+    at = open_link({"source": "text", "roles_to_train": ["assistant", "tool"]})
+    _clean(at)
+    at.sidebar.multiselect(key="roles_to_train").set_value(["  "]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    said = [re.sub(r"\\(.)", r"\1", str(e.value)) for e in at.sidebar.error]
+    assert said == ["roles_to_train: expected one or more role names (strings), got ('  ',) (tuple)"]
+    assert any(said[0] in re.sub(r"\\(.)", r"\1", str(e.value)) for e in at.main.error)

@@ -22,7 +22,6 @@ from explorer.core.safety import plot_text
 from explorer.core.sources import TEXT_MAX_SEQ_LENGTH, Text
 from explorer.core.text import EXAMPLES, example_text, window_cells
 from explorer.views import figures
-from packing.core.loss import LossRules
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TIMEOUT = 120
@@ -171,7 +170,7 @@ def test_decoded_documents_join_back_to_each_row() -> None:
 
 def test_the_snippet_packs_the_same_blocks() -> None:
     source = Text(example_text("messages") + "\n" + example_text("text"))
-    code = export.snippet(source.recipe(), 64, "ffd", "split", 0, LossRules(), True)
+    code = export.snippet(source.origin(), packing.Recipe(64, strategy="ffd", overflow="split"), True)
     scope: dict[str, Any] = {}
     with contextlib.redirect_stdout(io.StringIO()):
         exec(compile(code, "snippet", "exec"), scope)

@@ -18,7 +18,6 @@ import pytest
 
 import packing
 from explorer.core import runs as compute
-from explorer.core.model import DEFAULT_RULES
 from explorer.server import workers
 from tests.helpers.processes import alive, busy_pids
 
@@ -53,14 +52,14 @@ def die_once(marker: str) -> int:
 def test_a_search_runs_in_another_process_and_answers_as_the_server_would(one_worker: None) -> None:
     hard = np.array([26, 26, 26, 25, 25, 24, 24, 23, 23] * 8 + [49, 50, 51] * 5, dtype=np.int64)
     assert workers.run(os.getpid) != os.getpid()
-    far, costs = workers.run(compute.compare, hard, 100, "truncate")
-    here, here_costs = compute.compare(hard, 100, "truncate")
+    far, costs = workers.run(compute.compare, hard, packing.Recipe(100))
+    here, here_costs = compute.compare(hard, packing.Recipe(100))
     assert [(r.label, r.stats, r.bound, r.refusal) for r in far] == [
         (r.label, r.stats, r.bound, r.refusal) for r in here
     ]
     assert costs == here_costs
     assert all(row.layout is None for row in far)
-    run = workers.run(compute.run_strategy, hard, 100, "optimal", "truncate", (("time_limit", 5),))
+    run = workers.run(compute.run_strategy, hard, packing.Recipe(100, strategy="optimal", time_limit=5))
     assert run.layout is not None and run.layout.num_blocks == 26
     assert np.array_equal(run.layout.piece_block(), packing.plan(hard, 100, "optimal").piece_block())
 
@@ -68,7 +67,7 @@ def test_a_search_runs_in_another_process_and_answers_as_the_server_would(one_wo
 @pytest.mark.slow
 def test_an_error_in_a_worker_is_raised_here_with_its_fields(one_worker: None) -> None:
     with pytest.raises(packing.SettingError) as raised:
-        workers.run(compute.compare, np.array([3, 4], dtype=np.int64), 0, "truncate")
+        workers.run(packing.plan, np.array([3, 4], dtype=np.int64), 0)
     assert raised.value.name == "max_seq_length"
 
 
@@ -216,7 +215,7 @@ def test_an_upload_reports_its_progress_to_the_page_that_waits(
     source = Upload.of(f"chats-{in_a_worker}.jsonl", _chat_upload(5_000), "bytes")
     try:
         with workers.listening(lambda done, total: heard.append((done, total))):
-            data = cache.dataset(source, DEFAULT_RULES)
+            data = cache.dataset(source, packing.Recipe.for_reading())
     finally:
         workers.shutdown()
     assert len(data.lengths) == 5_000

@@ -156,7 +156,7 @@ def test_the_baseline_is_not_clipped_when_it_is_close() -> None:
 
 
 def test_sweep_figure_stacks_efficiency_tokens_lost_and_blocks() -> None:
-    rows = compute.sweep(np.array([10, 3, 3, 2]), [4, 8, 16], ["bfd", "ffd", "none"], "truncate")
+    rows = compute.sweep(np.array([10, 3, 3, 2]), packing.Recipe(1), [4, 8, 16], ["bfd", "ffd", "none"])
     sizes, series, lost = tables.sweep_series(rows)
     fig = figures.sweep_figure(sizes, series, lost)
     assert [t.name for t in fig.data if t.showlegend is not False] == ["bfd", "ffd", "none"]

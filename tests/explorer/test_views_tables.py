@@ -82,7 +82,7 @@ def test_compare_table_shows_refusals_gaps_and_trls_windows() -> None:
 
 
 def test_sweep_series_regroups_rows() -> None:
-    rows = compute.sweep(np.array([3, 5, 2]), [8, 4], ["split", "none"], "truncate")
+    rows = compute.sweep(np.array([3, 5, 2]), packing.Recipe(1), [8, 4], ["split", "none"])
     sizes, series, lost = tables.sweep_series(rows)
     assert sizes == [4, 8]
     assert series["split"][1] == [3.0, 2.0] and series["none"][1] == [3.0, 3.0]
@@ -123,10 +123,10 @@ def test_the_compare_caption_names_the_proven_bound_when_it_beats_l2() -> None:
 
 
 def test_sweep_display_shows_notes_only_when_a_strategy_did_not_run() -> None:
-    rows = compute.sweep(np.array([3, 5, 2]), [8], ["split", "none"], "truncate")
+    rows = compute.sweep(np.array([3, 5, 2]), packing.Recipe(1), [8], ["split", "none"])
     shown = tables.sweep_display(rows)
     assert "note" not in shown and shown["efficiency (%)"].tolist() == [10 / 16 * 100, 10 / 24 * 100]
-    rows = compute.sweep(np.ones(50, dtype=np.int64), [8], ["bfd"], "truncate")
+    rows = compute.sweep(np.ones(50, dtype=np.int64), packing.Recipe(1), [8], ["bfd"])
     rows[0].update({"blocks": None, "efficiency": None, "tokens lost": None, "lost share": None, "note": "refused"})
     assert tables.sweep_display(rows).at[0, "note"] == "refused"
 

@@ -21,7 +21,7 @@ def render(ctx: Context) -> None:
     if layout is None:
         return
     assert ctx.source is not None
-    s = ctx.settings
+    s = ctx.recipe
     st.caption(
         "A block holds several documents. A plain causal mask lets each token attend to the earlier documents "
         "of its block too (red); the block-diagonal mask keeps attention inside each document, and position ids "
@@ -39,7 +39,7 @@ def render(ctx: Context) -> None:
         help=f"Block {busiest} holds the most documents.",
     )
     with st.spinner(f"Building block {int(number):,}…", show_time=True):
-        view = cache.window(ctx.source, s, s.strategy, int(number) - 1, 1)
+        view = cache.window(ctx.source, s, int(number) - 1, 1)
     lengths = view.batch.seq_lengths(0).tolist()
     columns = st.columns(3)
     columns[0].metric("Documents in the block", f"{len(lengths)}", help=f"seq_lengths = {lengths}")

@@ -61,7 +61,7 @@ def need_plan(ctx: Context, where: str) -> packing.PackingPlan | None:
     """The plan of the chosen strategy, or None after saying (in plain words) why there is none."""
     if ctx.layout is None:
         st.warning(escape(ctx.refusal))
-        if ctx.settings.strategy != "bfd":
+        if ctx.recipe.strategy != "bfd":
             st.button("Use best-fit decreasing instead", key=f"use_bfd_{where}", on_click=_use_strategy, args=("bfd",))
         return None
     if ctx.layout.num_blocks == 0:

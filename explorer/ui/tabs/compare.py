@@ -49,15 +49,15 @@ COLUMNS = {
 
 
 def render(ctx: Context) -> None:
-    s = ctx.settings
+    s = ctx.recipe
     assert ctx.source is not None
     running = (
         f"Running every strategy on {grammar_count(ctx.dataset.sequences if ctx.dataset else 0, 'sequence')} "
         f"(blocks of {s.max_seq_length:,}); the proven optimum searches for up to {compute.PAGE_TIME_LIMIT} s…"
     )
     with st.spinner(running, show_time=True):
-        rows, costs = cache.compare(ctx.source, s.rules, s.max_seq_length, s.overflow)
-        bounds = cache.bounds(ctx.source, s.rules, s.max_seq_length, s.overflow)
+        rows, costs = cache.compare(ctx.source, s)
+        bounds = cache.bounds(ctx.source, s)
     st.caption(tables.compare_caption(rows, bounds, s.max_seq_length, s.overflow))
     _optimum(ctx, rows)
     frame = tables.compare_table(rows, costs)
@@ -67,7 +67,7 @@ def render(ctx: Context) -> None:
         if row.refusal:
             st.caption(escape(f"{row.label} did not run: {row.refusal}"))
     with st.spinner("Drawing the comparison…", show_time=True):
-        charts = cache.compare_figures(ctx.source, s.rules, s.max_seq_length, s.overflow)
+        charts = cache.compare_figures(ctx.source, s)
     if any(row.label == figures.BASELINE for row in rows if row.stats is not None):
         st.caption(
             "'none' is the no-packing baseline (one block per sequence). When it is far above the others its bar "
@@ -108,7 +108,7 @@ def _optimum(ctx: Context, rows: list[Row]) -> None:
     row = next((r for r in rows if r.contender.strategy == "optimal" and r.contender.window is None), None)
     if row is None or row.stats is None or not row.gap:
         return
-    s = ctx.settings
+    s = ctx.recipe
     st.info(tables.optimum_note(row, compute.PAGE_TIME_LIMIT))
     key = f"longer_search_{s.max_seq_length}_{s.overflow}"
     if not st.session_state.get(key):
@@ -122,23 +122,23 @@ def _optimum(ctx: Context, rows: list[Row]) -> None:
         )
         return
     assert ctx.source is not None
-    options = (("time_limit", compute.MAX_TIME_LIMIT),)
+    longer_recipe = packing.Recipe.of(compute.with_strategy(s, "optimal"), time_limit=compute.MAX_TIME_LIMIT)
     with st.spinner(
         f"Searching for the optimum for up to {compute.MAX_TIME_LIMIT} s (in a worker process)…", show_time=True
     ):
-        longer = cache.plan(ctx.source, s.rules, s.max_seq_length, "optimal", s.overflow, options)
+        longer = cache.plan(ctx.source, longer_recipe)
     st.success(tables.optimum_note(longer, compute.MAX_TIME_LIMIT))
 
 
 def _mini_heatmaps(ctx: Context, strategies: list[str], most_blocks: int) -> None:
-    if not strategies or most_blocks * ctx.settings.max_seq_length > MAX_MINI_CELLS:
+    if not strategies or most_blocks * ctx.recipe.max_seq_length > MAX_MINI_CELLS:
         st.caption("Side-by-side heatmaps are drawn for small inputs only.")
         return
     assert ctx.source is not None
     st.subheader("Side by side")
     columns = st.columns(2)
     for i, strategy in enumerate(strategies):
-        view = cache.window(ctx.source, ctx.settings, strategy, 0, most_blocks)
+        view = cache.window(ctx.source, compute.with_strategy(ctx.recipe, strategy), 0, most_blocks)
         tokens = view.batch.input_ids if view.has_tokens else None
         blocks = view.batch.num_blocks
         title = f"{strategy}: {grammar_count(blocks, 'block')}"

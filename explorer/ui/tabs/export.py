@@ -10,6 +10,7 @@ import streamlit as st
 import packing
 from explorer.core import export
 from explorer.core.context import Context
+from explorer.server import cache
 from explorer.ui import sidebar
 from explorer.ui.tabs.common import need_plan
 
@@ -48,7 +49,7 @@ def _documents(tokenizer: Any, layout: packing.PackingPlan, samples: packing.Sam
 
 def render(ctx: Context) -> None:
     layout = need_plan(ctx, "export")
-    s = ctx.settings
+    s = ctx.recipe
     assert ctx.source is not None
     samples = ctx.samples
     if layout is not None:
@@ -64,7 +65,7 @@ def render(ctx: Context) -> None:
                 f"({export.MAX_EXPORT_CELLS:,}). Run the snippet below to write it with the library."
             )
         else:
-            pad = s.pad_token_id
+            pad = cache.pad_id(s)
             st.markdown(
                 "One row per block: `input_ids`, `labels` (-100 where no loss), `loss_mask`, `position_ids`, "
                 "`sequence_ids` (the source sample, counted from 0; -1 in padding) and `seq_lengths`."
@@ -87,15 +88,7 @@ def render(ctx: Context) -> None:
             if ctx.dataset is not None and ctx.dataset.tokenizer is not None:
                 _documents(ctx.dataset.tokenizer, layout, samples, pad)
     st.subheader("Reproduce with the library")
-    code = export.snippet(
-        ctx.source.recipe(),
-        s.max_seq_length,
-        s.strategy,
-        s.overflow,
-        s.pad_token_id,
-        s.rules,
-        samples is not None,
-    )
+    code = export.snippet(ctx.source.origin(), s, samples is not None)
     st.code(code, language="python")
     st.subheader("Share")
     st.code(share_link(st.context.url, sidebar.share_params(ctx.source)), language=None, wrap_lines=True)

@@ -18,7 +18,6 @@ from explorer.core.sources import Text
 from explorer.server import cache
 from explorer.ui.tabs.common import WHOLE, cells_chart, need_plan
 from explorer.views import figures, tables
-from packing.core.loss import LossRules
 
 DEFAULT_WINDOW = 16
 METRIC_WIDTH = 150
@@ -31,9 +30,9 @@ ones after them, where it does not push the drawing out of sight."""
 
 
 def _metrics(ctx: Context, layout: packing.PackingPlan) -> packing.TrainableCounts:
-    s = ctx.settings
+    s = ctx.recipe
     assert ctx.source is not None
-    bounds = cache.bounds(ctx.source, s.rules, s.max_seq_length, s.overflow)
+    bounds = cache.bounds(ctx.source, s)
     with st.spinner("Counting the training targets…", show_time=True):
         trained = cache.trainable(ctx.source, s)
     numbers = tables.headline(layout.stats, bounds, s.strategy, trained)
@@ -71,7 +70,7 @@ def render(ctx: Context) -> None:
         return
     assert ctx.source is not None
     trained = _metrics(ctx, layout)
-    s = ctx.settings
+    s = ctx.recipe
     if ctx.samples is not None:
         st.markdown(tables.MASK_AND_LABELS)
     lost = tables.loss_note(layout.stats, int(ctx.lengths.max()))
@@ -92,7 +91,7 @@ def render(ctx: Context) -> None:
     else:
         first, count = _window_controls(layout)
         with st.spinner(f"Drawing blocks {first + 1:,} to {first + count:,}…", show_time=True):
-            view = cache.window(ctx.source, s, s.strategy, first, count)
+            view = cache.window(ctx.source, s, first, count)
             figure = cache.block_figure(ctx.source, s, first, count)
         if s.max_seq_length <= FIRST_TEXT_WIDTH:
             _classic_form(view)
@@ -122,7 +121,7 @@ def render(ctx: Context) -> None:
     left.plotly_chart(utilization, key="util")
     right.plotly_chart(lengths, key="lengths")
     if view is not None and isinstance(ctx.source, Text):
-        _turns(ctx.source, s.rules, view)
+        _turns(ctx.source, s, view)
     if view is not None:
         _result_text(view)
 
@@ -136,7 +135,7 @@ def loss_words(tokens: int, trained: int) -> str:
     return "trained" if trained == tokens else "partly trained" if trained else "not trained"
 
 
-def _turns(source: Text, rules: LossRules, view: Window) -> None:
+def _turns(source: Text, recipe: packing.Recipe, view: Window) -> None:
     """The turns of the rows in the blocks shown: role, tokens and exactly which text is trained."""
     ids = view.sequence_ids.ravel()
     seen = ids[ids >= 0]
@@ -148,7 +147,7 @@ def _turns(source: Text, rules: LossRules, view: Window) -> None:
         with st.spinner(
             f"Rendering the turns of {grammar_count(len(shown), 'row')} with the chat template…", show_time=True
         ):
-            lines = cache.turns(source, rules, tuple(shown))
+            lines = cache.turns(source, recipe, tuple(shown))
     except (ValueError, TypeError, InputError) as error:  # a row the per-turn view cannot follow
         st.info(f"The turns cannot be shown: {escape(describe(error))}")
         return

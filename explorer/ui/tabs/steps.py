@@ -27,12 +27,11 @@ def token_range(start: int, length: int) -> str:
 
 
 def render(ctx: Context) -> None:
-    s = ctx.settings
+    s = ctx.recipe
     assert ctx.source is not None
     try:
-        seed = dict(s.options).get("seed", 0)
         with st.spinner(f"Replaying {s.strategy} one sequence at a time…", show_time=True):
-            steps = cache.explain(ctx.source, s.rules, s.max_seq_length, s.strategy, s.overflow, seed)
+            steps = cache.explain(ctx.source, s)
     except ValueError as error:
         st.warning(
             f"Cannot step through this input: {escape(str(error))}. Paste a few sequences, or use a small synthetic "

@@ -59,7 +59,7 @@ def best_setting(rows: list[dict[str, Any]]) -> str:
 
 
 def render(ctx: Context) -> None:
-    s = ctx.settings
+    s = ctx.recipe
     assert ctx.source is not None
     st.caption(
         f"How efficiency, tokens lost and the number of blocks change with max_seq_length, for every strategy "
@@ -101,11 +101,11 @@ def render(ctx: Context) -> None:
     with st.spinner(
         f"Planning with {len(names)} strategies at {len(sizes)} sizes{searching} (in a worker process)…", show_time=True
     ):
-        rows = cache.sweep(ctx.source, s.rules, tuple(sizes), tuple(names), s.overflow)
+        rows = cache.sweep(ctx.source, s, tuple(sizes), tuple(names))
     best = best_setting(rows)
     if best:
         st.info(best)
-    st.plotly_chart(cache.sweep_figure(ctx.source, s.rules, tuple(sizes), tuple(names), s.overflow), key="sweep")
+    st.plotly_chart(cache.sweep_figure(ctx.source, s, tuple(sizes), tuple(names)), key="sweep")
     for note in sorted({r["note"] for r in rows if r["note"]}):
         st.caption(f"Not shown: {escape(note)}")
     st.dataframe(

@@ -20,14 +20,14 @@ CHART_MODES: tuple[LossMode, ...] = ("token", "sequence", "sqrt")
 
 def render(ctx: Context) -> None:
     assert ctx.source is not None
-    s = ctx.settings
+    s = ctx.recipe
     st.caption(
         "Packing changes what a model is trained to minimise. A loss averaged over the tokens of a packed batch "
         "weighs each document by its trained tokens; unpacked training with a mean per sequence weighs every "
         "document the same. The same documents, under each objective:"
     )
     with st.spinner("Counting each document's trained tokens…", show_time=True):
-        data = cache.dataset(ctx.source, s.rules)
+        data = cache.dataset(ctx.source, s)
         view = weight_view(trained_per_document(data.lengths, data.samples, s.max_seq_length))
     if not view.documents:
         st.info("No document has a trained token: there is nothing to weigh.")

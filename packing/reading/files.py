@@ -37,11 +37,12 @@ from __future__ import annotations
 import csv
 import glob
 import io
+import itertools
 import json
 import mmap
 import os
 import re
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -287,7 +288,9 @@ class Budget:
 class Content:
     """What one file holds before the reader judges it: ``rows`` (Python values; CSV rows as dicts of text
     cells when ``cells``) with the place of each (``line 3``, ``item 2``), a Parquet or Arrow file's
-    ``batches`` (row ``i`` is ``row i + 1``), or the ``lengths`` of a histogram. ``size``: bytes read or
+    ``batches`` (row ``i`` is ``row i + 1``), or the ``lengths`` of a histogram; decoded in chunks
+(:func:`decode`'s ``chunk_bytes``), ``chunks`` of rows and their places, parsed as they are iterated (once),
+instead of ``rows`` (``lines``: the non-blank lines a scan found, 0 if none did). ``size``: bytes read or
     decoded (0 for CSV read as a stream, without ``max_bytes``); ``values``: JSON values scanned (an upper
     bound)."""
 
@@ -299,6 +302,8 @@ class Content:
     size: int = 0
     values: int = 0
     batches: Batches | None = field(default=None, repr=False)
+    chunks: Iterable[tuple[list[Any], list[str]]] | None = field(default=None, repr=False)
+    lines: int = 0
 
     @property
     def bytes_read(self) -> int:
@@ -314,6 +319,8 @@ class Content:
         """Rows of the file (sequences of a histogram). O(1)."""
         if self.batches is not None:
             return self.batches.num_rows
+        if self.chunks is not None:  # not known before they are parsed: the lines scanned (JSON lines), else 0
+            return self.lines
         return len(self.rows) if self.rows is not None else len(self.lengths if self.lengths is not None else ())
 
 
@@ -328,16 +335,27 @@ def _opened(file: File) -> Iterator[IO[bytes]]:
 
 
 def decode(
-    file: File, limits: ReadLimits = NO_LIMITS, columns: Collection[str] | None = None, rows_are: str = "rows"
+    file: File,
+    limits: ReadLimits = NO_LIMITS,
+    columns: Collection[str] | None = None,
+    rows_are: str = "rows",
+    chunk_bytes: int | None = None,
 ) -> Content:
     """What ``file`` holds, within ``limits`` (checked before decoding: a file's size, a Parquet file's
     metadata, JSON's nesting, lines and values); ``columns`` keeps only those columns of tables and CSV rows
-    (None: all); ``rows_are`` names rows in messages (samples, blocks). O(bytes).
+    (None: all); ``rows_are`` names rows in messages (samples, blocks). With ``chunk_bytes``, rows (JSON
+    lines, CSV, a JSON list) come as ``chunks`` of about that many bytes of text (a JSON list: about
+    :data:`_ROW_BYTES` a row), parsed as they are iterated: the same rows, places and errors as whole, one
+    chunk of Python values held at a time (JSON lines from a path: its bytes memory-mapped, each chunk's pages
+    let go once parsed; a JSON list is parsed whole, its rows let go chunk by chunk). O(bytes).
 
     >>> import io
     >>> content = decode(File(io.BytesIO(b'[{"input_ids": [1]}, {"input_ids": [2, 3]}]'), "d.json", "json"))
     >>> content.rows, content.where
     ([{'input_ids': [1]}, {'input_ids': [2, 3]}], ['item 1', 'item 2'])
+    >>> content = decode(File(io.BytesIO(b'[1]\\n\\n[2, 3]\\n[4]\\n'), "d.jsonl", "jsonl"), chunk_bytes=8)
+    >>> list(content.chunks)
+    [([[1], [2, 3]], ['line 1', 'line 3']), ([[4]], ['line 4'])]
     """
     if file.format == "npy":
         raise DatasetError(file.label, None, "a NeMo .npy file holds packed blocks, not samples; audit it instead")
@@ -345,14 +363,20 @@ def decode(
         return _parquet(file, limits, columns, rows_are)
     if file.format == "arrow":
         return _arrow(file, limits, columns, rows_are)
+    if file.format == "csv":
+        return _csv(file, limits, columns, rows_are, chunk_bytes)
+    if file.format == "jsonl" and chunk_bytes is not None:
+        return _mapped_json_lines(file, limits, chunk_bytes)
     with _opened(file) as handle:
-        if file.format == "csv":
-            return _csv(handle, file, limits, columns, rows_are)
         data = read_bounded(handle, file.label, limits)
     if file.format == "jsonl":
         scan = scan_json(data, file.label, limits)
         return _json_lines(data, file, scan.values)
-    return _json(data, file, limits, rows_are)
+    content = _json(data, file, limits, rows_are, chunk_bytes)
+    if chunk_bytes is None or content.rows is None or content.where is None:
+        return content
+    chunks = _list_chunks(content.rows, content.where, max(1, chunk_bytes // _ROW_BYTES))
+    return Content(file, size=content.size, values=content.values, chunks=chunks, lines=len(content.rows))
 
 
 def _parse_json(text: str, label: str, where: str | None) -> Any:
@@ -368,11 +392,36 @@ def _parse_json(text: str, label: str, where: str | None) -> Any:
         raise DatasetError(label, where, "a number too long to read (more than 4,300 digits)") from None
 
 
-def _json_lines(data: bytes, file: File, values: int) -> Content:
-    """One JSON value per line (the bytes scanned); blank lines are skipped. O(bytes)."""
+_WHOLE = 1 << 62
+"""A chunk size no file reaches: rows decoded whole are one chunk."""
+_ROW_BYTES = 1 << 10
+"""About how many bytes of text a row of a JSON list stands for, to size its chunks."""
+
+
+def _joined_chunks(chunks: Iterable[tuple[list[Any], list[str]]]) -> tuple[list[Any], list[str]]:
+    """The rows and places of ``chunks``, one list each. O(rows)."""
     rows: list[Any] = []
     where: list[str] = []
-    for number, raw in enumerate(io.BytesIO(data), start=1):
+    for chunk_rows, chunk_where in chunks:
+        rows += chunk_rows
+        where += chunk_where
+    return rows, where
+
+
+def _json_line_chunks(
+    data: bytes | mmap.mmap, file: File, chunk_bytes: int, release: Any = None
+) -> Iterator[tuple[list[Any], list[str]]]:
+    """One JSON value per line (the bytes scanned), blank lines skipped, in chunks of the rows of about
+    ``chunk_bytes`` bytes of lines; ``release(end)`` is called with where each chunk's bytes end. O(bytes)."""
+    rows: list[Any] = []
+    where: list[str] = []
+    held = position = number = 0
+    size = len(data)
+    while position < size:
+        end = data.find(b"\n", position)
+        stop = size if end < 0 else end + 1
+        raw = data[position:stop]
+        number, position, held = number + 1, stop, held + stop - position
         place = f"line {number}"
         try:
             text = raw.decode("utf-8-sig")
@@ -381,10 +430,68 @@ def _json_lines(data: bytes, file: File, values: int) -> Content:
         if text.strip():
             rows.append(_parse_json(text.rstrip("\r\n"), file.label, place))
             where.append(place)
+        if held >= chunk_bytes and rows:
+            yield rows, where
+            rows, where, held = [], [], 0
+            if release is not None:
+                release(position)
+    if rows:
+        yield rows, where
+
+
+def _json_lines(data: bytes, file: File, values: int) -> Content:
+    """One JSON value per line (the bytes scanned); blank lines are skipped. O(bytes)."""
+    rows, where = _joined_chunks(_json_line_chunks(data, file, _WHOLE))
     return Content(file, rows, where, size=len(data), values=values)
 
 
-def _json(raw: bytes, file: File, limits: ReadLimits, rows_are: str = "rows") -> Content:
+def _mapped_json_lines(file: File, limits: ReadLimits, chunk_bytes: int) -> Content:
+    """JSON lines as chunks of rows (:func:`_json_line_chunks`): a path's bytes memory-mapped, scanned, and let
+    go from this process's memory as each chunk is parsed (they stay in the page cache); a file object's read
+    within ``max_bytes``. O(bytes); memory: one chunk's rows and pages."""
+    mapped: mmap.mmap | None = None
+    with _opened(file) as handle:
+        if not isinstance(file.source, (str, os.PathLike)):
+            data: bytes | mmap.mmap = read_bounded(handle, file.label, limits)
+        else:
+            check_size(handle, file.label, limits)
+            if os.fstat(handle.fileno()).st_size:  # an empty file cannot be mapped
+                mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            data = mapped if mapped is not None else b""
+    scan = scan_json(data, file.label, limits)  # type: ignore[arg-type]  # a buffer, as bytes are
+    released = [0]
+
+    def release(end: int) -> None:
+        advice = getattr(mmap, "MADV_DONTNEED", None)
+        whole = end // mmap.PAGESIZE * mmap.PAGESIZE
+        if mapped is not None and advice is not None and whole > released[0]:
+            mapped.madvise(advice, released[0], whole - released[0])
+            released[0] = whole
+
+    release(len(data))  # the pages the scan read
+    released[0] = 0
+
+    def chunks() -> Iterator[tuple[list[Any], list[str]]]:
+        try:
+            yield from _json_line_chunks(data, file, chunk_bytes, release)
+        finally:
+            if mapped is not None:
+                mapped.close()
+
+    return Content(file, size=len(data), values=scan.values, chunks=chunks(), lines=scan.rows)
+
+
+def _list_chunks(rows: list[Any], where: list[str], count: int) -> Iterator[tuple[list[Any], list[str]]]:
+    """A parsed list's rows in chunks of ``count``, each let go from ``rows`` once given (the list is the
+    caller's to drop). O(rows)."""
+    for start in range(0, len(rows), count):
+        stop = min(start + count, len(rows))
+        chunk = rows[start:stop]
+        rows[start:stop] = itertools.repeat(None, stop - start)
+        yield chunk, where[start:stop]
+
+
+def _json(raw: bytes, file: File, limits: ReadLimits, rows_are: str = "rows", chunk_bytes: int | None = None) -> Content:
     """A list of rows, a histogram object, or (when it is really JSON lines) one value per line."""
     label = file.label
     scan = scan_json(raw, label, ReadLimits(max_depth=limits.max_depth, max_values=limits.max_values))
@@ -397,7 +504,11 @@ def _json(raw: bytes, file: File, limits: ReadLimits, rows_are: str = "rows") ->
         data = json.loads(text)
     except json.JSONDecodeError as error:
         if error.msg == "Extra data":
-            return _json_lines(raw, file, scan_json(raw, label, limits).values)
+            lines = scan_json(raw, label, limits)
+            if chunk_bytes is None:
+                return _json_lines(raw, file, lines.values)
+            chunks = _json_line_chunks(raw, file, chunk_bytes)
+            return Content(file, size=len(raw), values=lines.values, chunks=chunks, lines=lines.rows)
         data = _parse_json(text, label, None)
     except (RecursionError, ValueError):
         data = _parse_json(text, label, None)
@@ -442,39 +553,76 @@ def _histogram(data: dict[str, Any], label: str, limits: ReadLimits) -> Int64Arr
     return np.asarray(lengths, dtype=np.int64)
 
 
-def _csv(handle: IO[bytes], file: File, limits: ReadLimits, columns: Collection[str] | None, rows_are: str) -> Content:
-    """A header line with column names, then one row per line as a dict of its (wanted) text cells. O(bytes)."""
+def _csv(
+    file: File, limits: ReadLimits, columns: Collection[str] | None, rows_are: str, chunk_bytes: int | None
+) -> Content:
+    """A header line with column names, then one row per line as a dict of its (wanted) text cells, whole or
+    (``chunk_bytes``) in chunks of the rows of about that many characters of cells, read from the file as
+    they are iterated. O(bytes)."""
     if csv.field_size_limit() < _CSV_FIELD_LIMIT:
         csv.field_size_limit(_CSV_FIELD_LIMIT)  # long token lists exceed the 128 KiB default
-    size = 0
-    if limits.max_bytes is not None:
-        data = read_bounded(handle, file.label, limits)
-        handle, size = io.BytesIO(data), len(data)
-    wrapper = io.TextIOWrapper(handle, encoding="utf-8-sig", newline="")
-    reader = csv.reader(wrapper)
+    with ExitStack() as stack:
+        handle = stack.enter_context(_opened(file))
+        size = 0
+        if limits.max_bytes is not None:
+            data = read_bounded(handle, file.label, limits)
+            handle, size = io.BytesIO(data), len(data)
+        wrapper = io.TextIOWrapper(handle, encoding="utf-8-sig", newline="")
+        stack.callback(wrapper.detach)  # leave the caller's file object open
+        reader = csv.reader(wrapper)
+        with _csv_errors(file, reader):
+            header = _csv_header(reader, file.label, columns)
+        chunks = _csv_chunks(reader, header, file.label, columns, limits, rows_are, chunk_bytes or _WHOLE)
+        if chunk_bytes is None:
+            with _csv_errors(file, reader):
+                rows, where = _joined_chunks(chunks)
+            return Content(file, rows, where, cells=True, size=size)
+        owned = stack.pop_all()
+
+        def read() -> Iterator[tuple[list[Any], list[str]]]:
+            with owned, _csv_errors(file, reader):
+                yield from chunks
+
+        return Content(file, cells=True, size=size, chunks=read())
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+@contextmanager
+def _csv_errors(file: File, reader: Any) -> Iterator[None]:
+    """Text that is not UTF-8 and malformed CSV, named by their line."""
     try:
-        rows, where = _csv_rows(reader, file.label, columns, limits, rows_are)
+        yield
     except UnicodeDecodeError:
         raise DatasetError(file.label, f"line {reader.line_num + 1}", "not valid UTF-8 text") from None
     except csv.Error as error:
         raise DatasetError(file.label, f"line {reader.line_num}", f"invalid CSV ({quote(str(error))})") from None
-    finally:
-        wrapper.detach()  # leave the caller's file object open
-    return Content(file, rows, where, cells=True, size=size)
 
 
-def _csv_rows(
-    reader: Any, label: str, columns: Collection[str] | None, limits: ReadLimits, rows_are: str
-) -> tuple[list[Any], list[str]]:
-    """The header, then every non-blank row as a dict of its cells. O(cells)."""
+def _csv_header(reader: Any, label: str, columns: Collection[str] | None) -> list[str]:
+    """The column names of the header line. O(cells)."""
     header = next(reader, None)
     if header is None:
         raise DatasetError(label, None, "the file is empty; expected a header line with column names")
     names_ = [name.strip() for name in header]
     if columns is not None and not set(names_) & set(columns):
         raise DatasetError(label, None, f"no usable columns; found {names(names_)}, expected {EXPECTED}")
+    return names_
+
+
+def _csv_chunks(
+    reader: Any,
+    names_: list[str],
+    label: str,
+    columns: Collection[str] | None,
+    limits: ReadLimits,
+    rows_are: str,
+    chunk_bytes: int,
+) -> Iterator[tuple[list[Any], list[str]]]:
+    """Every non-blank row after the header as a dict of its cells, in chunks of about ``chunk_bytes``
+    characters. O(cells)."""
     rows: list[Any] = []
     where: list[str] = []
+    count = held = 0
     for cells in reader:
         if not any(cell.strip() for cell in cells):
             continue
@@ -483,8 +631,14 @@ def _csv_rows(
             raise DatasetError(label, place, f"expected {len(names_)} cells ({names(names_)}), got {len(cells)}")
         rows.append({c: cell for c, cell in zip(names_, cells, strict=True) if columns is None or c in columns})
         where.append(place)
-        check_count(label, rows_are, len(rows), limits.max_rows)
-    return rows, where
+        count += 1
+        check_count(label, rows_are, count, limits.max_rows)
+        held += sum(map(len, cells))
+        if held >= chunk_bytes:
+            yield rows, where
+            rows, where, held = [], [], 0
+    if rows:
+        yield rows, where
 
 
 def _unreadable(file: File, error: Exception, kind: str) -> DatasetError:
@@ -496,7 +650,10 @@ _BATCH_VALUES = 1 << 22
 """About how many list values one batch of a Parquet or Arrow file holds once decoded (rows of a batch: from
 the file's metadata), so that reading a file holds one batch of it at a time."""
 _BATCH_BYTES = 1 << 26
-"""About how many bytes one batch holds once decoded (what bounds a batch of text rows)."""
+"""About how many bytes one batch holds once decoded."""
+_TEXT_BATCH_BYTES = 1 << 22
+"""About how many bytes one batch of text rows (strings, messages) holds once decoded: what bounds the ids
+its tokenization makes at once (a character may be a token)."""
 
 
 class Batches:
@@ -549,11 +706,22 @@ class Batches:
         raise NotImplementedError
 
     def rows_per_batch(self) -> int:
-        """Rows of one batch: about :data:`_BATCH_VALUES` list values and :data:`_BATCH_BYTES` bytes. O(row
-        groups × columns)."""
+        """Rows of one batch: about :data:`_BATCH_VALUES` list values and :data:`_BATCH_BYTES` bytes
+        (:data:`_TEXT_BATCH_BYTES` when a column holds text or messages: each character may be a token once
+        tokenized). O(row groups × columns)."""
+        import pyarrow as pa
+
         rows = max(1, self.num_rows)
         by_values = _BATCH_VALUES * rows / max(1, self.values(self.columns))
-        by_bytes = _BATCH_BYTES * rows / max(1, self.decoded_bytes())
+        kinds = [self.schema.field(name).type for name in self.columns]
+        plain = all(
+            (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind))
+            and (pa.types.is_integer(kind.value_type) or pa.types.is_boolean(kind.value_type))
+            or pa.types.is_integer(kind)
+            or pa.types.is_null(kind)
+            for kind in kinds
+        )
+        by_bytes = (_BATCH_BYTES if plain else _TEXT_BATCH_BYTES) * rows / max(1, self.decoded_bytes())
         return int(min(1 << 16, max(1, min(by_values, by_bytes))))
 
     def __iter__(self) -> Iterator[pa.Table]:

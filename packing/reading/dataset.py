@@ -338,7 +338,9 @@ def _settled(
     if found is not None:
         return found
     if not in_cells and columns.unusable:
-        return DatasetError(content.file.label, None, f"no usable columns; found {names(list(columns.seen))}, expected {EXPECTED}")
+        return DatasetError(
+            content.file.label, None, f"no usable columns; found {names(list(columns.seen))}, expected {EXPECTED}"
+        )
     return DatasetError.from_sample(content.file.label, place, error)
 
 

@@ -287,12 +287,12 @@ class Budget:
 @dataclass(frozen=True, eq=False)
 class Content:
     """What one file holds before the reader judges it: ``rows`` (Python values; CSV rows as dicts of text
-    cells when ``cells``) with the place of each (``line 3``, ``item 2``), a Parquet or Arrow file's
-    ``batches`` (row ``i`` is ``row i + 1``), or the ``lengths`` of a histogram; decoded in chunks
-(:func:`decode`'s ``chunk_bytes``), ``chunks`` of rows and their places, parsed as they are iterated (once),
-instead of ``rows`` (``lines``: the non-blank lines a scan found, 0 if none did). ``size``: bytes read or
-    decoded (0 for CSV read as a stream, without ``max_bytes``); ``values``: JSON values scanned (an upper
-    bound)."""
+        cells when ``cells``) with the place of each (``line 3``, ``item 2``), a Parquet or Arrow file's
+        ``batches`` (row ``i`` is ``row i + 1``), or the ``lengths`` of a histogram; decoded in chunks
+    (:func:`decode`'s ``chunk_bytes``), ``chunks`` of rows and their places, parsed as they are iterated (once),
+    instead of ``rows`` (``lines``: the non-blank lines a scan found, 0 if none did). ``size``: bytes read or
+        decoded (0 for CSV read as a stream, without ``max_bytes``); ``values``: JSON values scanned (an upper
+        bound)."""
 
     file: File
     rows: list[Any] | None = None
@@ -491,7 +491,9 @@ def _list_chunks(rows: list[Any], where: list[str], count: int) -> Iterator[tupl
         yield chunk, where[start:stop]
 
 
-def _json(raw: bytes, file: File, limits: ReadLimits, rows_are: str = "rows", chunk_bytes: int | None = None) -> Content:
+def _json(
+    raw: bytes, file: File, limits: ReadLimits, rows_are: str = "rows", chunk_bytes: int | None = None
+) -> Content:
     """A list of rows, a histogram object, or (when it is really JSON lines) one value per line."""
     label = file.label
     scan = scan_json(raw, label, ReadLimits(max_depth=limits.max_depth, max_values=limits.max_values))
@@ -715,8 +717,10 @@ class Batches:
         by_values = _BATCH_VALUES * rows / max(1, self.values(self.columns))
         kinds = [self.schema.field(name).type for name in self.columns]
         plain = all(
-            (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind))
-            and (pa.types.is_integer(kind.value_type) or pa.types.is_boolean(kind.value_type))
+            (
+                (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind))
+                and (pa.types.is_integer(kind.value_type) or pa.types.is_boolean(kind.value_type))
+            )
             or pa.types.is_integer(kind)
             or pa.types.is_null(kind)
             for kind in kinds

@@ -29,7 +29,10 @@ BIG = 2**31 + 7  # past int32: the samples are int64 then, however they are chun
 ids = st.lists(st.one_of(st.integers(0, 50), st.just(BIG)), max_size=6)
 masked = ids.flatmap(
     lambda values: st.fixed_dictionaries(
-        {"input_ids": st.just(values), "loss_mask": st.lists(st.integers(0, 1), min_size=len(values), max_size=len(values))}
+        {
+            "input_ids": st.just(values),
+            "loss_mask": st.lists(st.integers(0, 1), min_size=len(values), max_size=len(values)),
+        }
     )
 )
 labelled = ids.flatmap(

@@ -35,7 +35,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.forms import FIELDS, TOKEN_FIELDS
+from packing.core.forms import FIELDS, TOKEN_FIELDS, is_text_row
 from packing.core.samples import IGNORE_INDEX, Samples
 from packing.errors import DatasetError, SampleError
 from packing.reading.arrow import Accumulator, _progress_after, _shifted, batch_parts, flat_batches, read_table
@@ -45,6 +45,7 @@ from packing.reading.limits import ReadLimits, check_count, limits_of
 from packing.reading.rows import read_rows
 from packing.recipe import Recipe, RecipeOptions
 from packing.text.prepare import prepare
+from packing.text.rows import encode_rows
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
@@ -250,13 +251,15 @@ def _row_parts(
             if content.cells:
                 rows = [cells_row(cells, done + index, text=text) for index, cells in enumerate(raw)]
         except SampleError as error:
-            raise _settled(content, error, where[(error.sample or done) - done], chunks, done, columns, True) from None
+            local = (error.sample or done) - done
+            raise _settled(content, error, where[local], chunks, done, columns, True, reading, None) from None
         columns.see(rows)
         try:
             part = _chunk_samples(rows, done, kind, reading, progress, content.lines)
         except SampleError as error:
-            place = where[(error.sample or done) - done]
-            raise _settled(content, error, place, chunks, done + len(rows), columns, False) from None
+            local = (error.sample or done) - done
+            rest = chunks, done + len(rows)
+            raise _settled(content, error, where[local], *rest, columns, False, reading, rows[local]) from None
         kind = part.has_tokens
         done += len(rows)
         yield part, True
@@ -318,22 +321,31 @@ def _settled(
     done: int,
     columns: _Columns,
     in_cells: bool,
+    reading: dict[str, Any],
+    row: Any,
 ) -> DatasetError:
     """The error a whole-file read gives when a chunk's row at ``place`` raised ``error`` (in its text cells
-    if ``in_cells``, else in the reader) and ``rest`` are the chunks after it, from row ``done``: the whole
-    file is parsed before any row is read (a parse error further on comes first, raised from here), a CSV
-    file's cells all read before the reader sees a row, and rows without a usable column refused before
-    that. O(the rest of the file's bytes), on the way to an error only."""
-    text = content.cells and not in_cells
+        if ``in_cells``, else in the reader) and ``rest`` are the chunks after it, from row ``done``: the whole
+        file is parsed before any row is read (a parse error further on comes first, raised from here), a CSV
+        file's cells all read before the reader sees a row, and rows without a usable column refused before
+        that; with a tokenizer, text rows are tokenized before the other rows are read (a bad text row further on
+    comes before ``error`` about a token row, ``row``). O(the rest of the file's bytes), on the way to an error
+    only."""
+    cells = content.cells and not in_cells
     found: DatasetError | None = None
+    tokenizer = reading.get("tokenizer")
+    texts = tokenizer is not None and not in_cells and not is_text_row(row)  # text rows are tokenized first
+    text_error: DatasetError | None = None
     for raw, where in rest:
         rows = raw
-        if text and found is None:
+        if cells and found is None:
             try:
-                rows = [cells_row(cells, done + index, text=text) for index, cells in enumerate(raw)]
+                rows = [cells_row(cells_, done + index, text=tokenizer is not None) for index, cells_ in enumerate(raw)]
             except SampleError as later:
                 found = DatasetError.from_sample(content.file.label, where[(later.sample or done) - done], later)
         columns.see(rows)
+        if texts and found is None and text_error is None:
+            text_error = _text_error(rows, where, done, content.file.label, reading)
         done += len(rows)
     if found is not None:
         return found
@@ -341,7 +353,25 @@ def _settled(
         return DatasetError(
             content.file.label, None, f"no usable columns; found {names(list(columns.seen))}, expected {EXPECTED}"
         )
+    if text_error is not None:
+        return text_error
     return DatasetError.from_sample(content.file.label, place, error)
+
+
+def _text_error(
+    rows: list[Any], where: list[str], done: int, label: str, reading: dict[str, Any]
+) -> DatasetError | None:
+    """The error of the first bad text row of a chunk that comes after ``done`` rows, if any (its text rows
+    tokenized and let go). O(the chunk's characters)."""
+    positions = [index for index, row in enumerate(rows) if is_text_row(row)]
+    if not positions:
+        return None
+    rules = {key: reading[key] for key in ("completion_only_loss", "loss_rules") if key in reading}
+    try:
+        encode_rows([rows[i] for i in positions], reading["tokenizer"], indices=[done + i for i in positions], **rules)
+    except SampleError as error:
+        return DatasetError.from_sample(label, where[(error.sample or done) - done], error)
+    return None
 
 
 def _bounded(rows: int, tokens: int, has_tokens: bool, label: str, limits: ReadLimits) -> None:

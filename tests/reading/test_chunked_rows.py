@@ -236,3 +236,48 @@ def test_rows_without_a_usable_column_are_refused_as_in_the_whole_file(chunk: in
     message = _read(data, "jsonl", chunk)
     assert message.startswith("d.jsonl: no usable columns; found 'a', 'b', 'c'")  # type: ignore[union-attr]
     assert _read(data + b'{"input_ids": [1]}\n', "jsonl", chunk).startswith("d.jsonl, line 1: expected")  # type: ignore[union-attr]
+
+
+text_row = st.one_of(
+    st.builds(lambda t: {"text": t}, st.text(max_size=12)),
+    st.builds(lambda p, c: {"prompt": p, "completion": c}, st.text(max_size=6), st.text(max_size=6)),
+)
+bad_text_row = st.sampled_from([{"text": 5}, {"prompt": "a"}, {"text": "a", "prompt": "b"}, {"messages": []}])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.lists(st.one_of(text_row, good_row, bad_row, bad_text_row), min_size=1, max_size=16),
+    chunk=st.integers(1, 200),
+)
+def test_text_and_token_rows_in_chunks_fail_as_the_whole_file(rows: list[Any], chunk: int) -> None:
+    """With a tokenizer, text rows are tokenized before the other rows are read: a bad text row anywhere in the
+    file is named before a bad token row, in chunks as whole, as the row reader names it for the rows at once."""
+    data = "\n".join(json.dumps(row) for row in rows).encode()
+
+    def read(size: int) -> Any:
+        try:
+            found = read_dataset(io.BytesIO(data), format="jsonl", name="d.jsonl", tokenizer="bytes", _chunk_bytes=size)
+            return _bytes(found.samples)
+        except DatasetError as error:
+            return str(error)
+
+    whole = read(WHOLE)
+    assert read(chunk) == whole
+    try:
+        _check_columns(rows, "d.jsonl")
+        before: Any = _values(read_rows(rows, tokenizer="bytes"))
+    except SampleError as error:
+        before = str(DatasetError.from_sample("d.jsonl", f"line {(error.sample or 0) + 1}", error))
+    except DatasetError as error:
+        before = str(error)
+    if isinstance(whole, str) or isinstance(before, str):
+        assert whole == before
+
+
+@pytest.mark.parametrize("chunk", [1, 8, WHOLE])
+def test_a_bad_text_row_in_a_later_chunk_comes_before_a_bad_token_row(chunk: int) -> None:
+    data = b'[1]\n[-3]\n{"text": "ok"}\n{"text": 5}\n'
+    with pytest.raises(DatasetError) as refused:
+        read_dataset(io.BytesIO(data), format="jsonl", name="d.jsonl", tokenizer="bytes", _chunk_bytes=chunk)
+    assert str(refused.value) == "d.jsonl, line 4, 'text': expected a string, got 5"

@@ -373,7 +373,8 @@ class Accumulator:
         if self._labels.array is not None or part.labels is not None:
             assert self._ids.array is not None
             labels = tokens if part.labels is None else _narrowed(part.labels) if narrow else part.labels
-            self._labels.put(labels, at, before=self._ids.array)
+            wide = np.result_type(labels, self._ids.array)  # labels hold ids: never narrower than the ids
+            self._labels.put(labels.astype(wide, copy=False), at, before=self._ids.array)
 
     def samples(self) -> Samples:
         """The samples of every part, in order. O(rows)."""
@@ -383,6 +384,8 @@ class Accumulator:
                 return part
             tokens = _narrowed(part.tokens)
             labels = None if part.labels is None else _narrowed(part.labels)
+            if labels is not None:
+                labels = labels.astype(np.result_type(labels, tokens), copy=False)
             return Samples(tokens, part.loss_mask, part.offsets, labels)
         if not self.has_tokens:
             return Samples(None, None, _no_overflow(np.concatenate(self._offsets)))

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from packing.core.forms import FIELDS
@@ -150,9 +150,11 @@ def _check(data: bytes, fmt: str, chunk: int, path: str | None = None) -> None:
         assert chunked == whole
     else:
         assert _bytes(chunked) == _bytes(whole)
-        for values in (whole.tokens, whole.labels):  # narrowed as the ids fit: int32 unless one does not
-            if values is not None:
-                assert values.dtype == (np.int64 if int(np.max(values, initial=0)) > 2**31 - 1 else np.int32)
+        if whole.tokens is not None:  # narrowed as the ids fit: int32 unless one does not; labels at least as wide
+            labels = whole.labels if whole.labels is not None else whole.tokens
+            wide = max(int(np.max(whole.tokens, initial=0)), int(np.max(labels, initial=0))) > 2**31 - 1
+            assert labels.dtype == (np.int64 if wide else np.int32)
+            assert whole.tokens.dtype == (np.int64 if int(np.max(whole.tokens, initial=0)) > 2**31 - 1 else np.int32)
     before = _at_once(data, fmt)
     if isinstance(before, str) or isinstance(whole, str):
         assert whole == before
@@ -162,6 +164,8 @@ def _check(data: bytes, fmt: str, chunk: int, path: str | None = None) -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(text=json_lines(), chunk=st.integers(1, 300))
+@example(text='[]\n{"input_ids": [2147483655], "labels": [3]}', chunk=1)  # wide ids, narrow labels
+@example(text='{"input_ids": [1], "labels": [3]}\n[2147483655]', chunk=1)  # the ids widen after the labels
 def test_json_lines_read_in_chunks_equal_the_whole_file(text: str, chunk: int) -> None:
     _check(text.encode(), "jsonl", chunk)
 

@@ -40,8 +40,9 @@ from packing.core.samples import IGNORE_INDEX, Samples
 from packing.errors import DatasetError, SampleError
 from packing.reading.arrow import Accumulator, _progress_after, _shifted, batch_parts, flat_batches, read_table
 from packing.reading.cells import cells_row
-from packing.reading.files import EXPECTED, FORMATS, Budget, Content, File, decode, names, resolve
+from packing.reading.files import FORMATS, Budget, Content, File, decode, resolve
 from packing.reading.limits import ReadLimits, check_count, limits_of
+from packing.reading.rowfiles import EXPECTED, names
 from packing.reading.rows import read_rows
 from packing.recipe import Recipe, RecipeOptions
 from packing.text.prepare import prepare

@@ -40,7 +40,7 @@ import json
 import mmap
 import os
 import re
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +59,17 @@ from packing.reading.limits import (
     open_input,
     read_bounded,
     scan_json,
+)
+from packing.reading.rowfiles import (
+    _ROW_BYTES,
+    EXPECTED,
+    Decoded,
+    _csv,
+    _json,
+    _json_lines,
+    _list_chunks,
+    _mapped_json_lines,
+    names,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -353,28 +364,43 @@ def decode(
     >>> list(content.chunks)
     [([[1], [2, 3]], ['line 1', 'line 3']), ([[4]], ['line 4'])]
     """
-    from packing.reading.rowfiles import _ROW_BYTES, _csv, _json, _json_lines, _list_chunks, _mapped_json_lines
-
     if file.format == "npy":
         raise DatasetError(file.label, None, "a NeMo .npy file holds packed blocks, not samples; audit it instead")
     if file.format == "parquet":
         return _parquet(file, limits, columns, rows_are)
     if file.format == "arrow":
         return _arrow(file, limits, columns, rows_are)
+    opened = lambda: _opened(file)  # noqa: E731
     if file.format == "csv":
-        return _csv(file, limits, columns, rows_are, chunk_bytes)
+        return _content(file, _csv(opened, file.label, limits, columns, rows_are, chunk_bytes))
     if file.format == "jsonl" and chunk_bytes is not None:
-        return _mapped_json_lines(file, limits, chunk_bytes)
+        path = isinstance(file.source, (str, os.PathLike))
+        return _content(file, _mapped_json_lines(opened, path, file.label, limits, chunk_bytes))
     with _opened(file) as handle:
         data = read_bounded(handle, file.label, limits)
     if file.format == "jsonl":
         scan = scan_json(data, file.label, limits)
-        return _json_lines(data, file, scan.values)
-    content = _json(data, file, limits, rows_are, chunk_bytes)
+        return _content(file, _json_lines(data, file.label, scan.values))
+    content = _json(data, file.label, limits, rows_are, chunk_bytes)
     if chunk_bytes is None or content.rows is None or content.where is None:
-        return content
+        return _content(file, content)
     chunks = _list_chunks(content.rows, content.where, max(1, chunk_bytes // _ROW_BYTES))
     return Content(file, size=content.size, values=content.values, chunks=chunks, lines=len(content.rows))
+
+
+def _content(file: File, decoded: Decoded) -> Content:
+    """What ``file`` holds, from its rows decoded (:mod:`packing.reading.rowfiles`). O(1)."""
+    return Content(
+        file,
+        decoded.rows,
+        decoded.where,
+        decoded.lengths,
+        decoded.cells,
+        decoded.size,
+        decoded.values,
+        chunks=decoded.chunks,
+        lines=decoded.lines,
+    )
 
 
 def _unreadable(file: File, error: Exception, kind: str) -> DatasetError:
@@ -725,8 +751,6 @@ def _as_table(file: File, limits: ReadLimits) -> tuple[pa.Table, int]:
     import pyarrow as pa
     import pyarrow.json as pj
 
-    from packing.reading.rowfiles import _json
-
     if file.format in ("parquet", "arrow"):
         batches = decode(file, limits, rows_are="blocks").batches
         assert batches is not None
@@ -743,7 +767,7 @@ def _as_table(file: File, limits: ReadLimits) -> tuple[pa.Table, int]:
         return read_npy(data, file.label), 0
     try:
         if file.format == "json":  # the same rule as for samples: a list of rows, or JSON lines
-            content = _json(data, file, limits, "blocks")
+            content = _json(data, file.label, limits, "blocks")
             if content.rows is None or not all(isinstance(row, dict) for row in content.rows):
                 raise DatasetError(file.label, None, "expected packed blocks: JSON objects of columns, one per block")
             return pa.Table.from_pylist(content.rows), content.values
@@ -832,20 +856,3 @@ def read_file(source: Any, limits: ReadLimits = NO_LIMITS, name: str | None = No
         reason = f"files with columns of incompatible types ({quote(str(error), 80)})"
         raise DatasetError(found.label, None, reason) from None
     return FileTable(whole, found.label, parts)
-
-
-# ---------------------------------------------------------------- messages
-
-
-EXPECTED = "'input_ids' (with a loss mask), 'prompt' and 'completion', 'length', or text ('text', 'messages')"
-"""The columns of samples, for messages."""
-
-
-def names(columns: Sequence[str]) -> str:
-    """Column names quoted and comma-separated (at most a few), for messages.
-
-    >>> names(["input_ids", "note"])
-    "'input_ids', 'note'"
-    """
-    shown = ", ".join(quote(name, 24) for name in columns[:6])
-    return (shown + (", ..." if len(columns) > 6 else "")) if columns else "none"

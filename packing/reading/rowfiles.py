@@ -11,18 +11,48 @@ import itertools
 import json
 import mmap
 import os
-from collections.abc import Collection, Iterable, Iterator
-from contextlib import ExitStack, contextmanager
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import IO, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from packing.errors import DatasetError, quote
-from packing.reading.files import EXPECTED, Content, File, Int64Array, _opened, names
 from packing.reading.limits import ReadLimits, check_count, check_size, read_bounded, scan_json
 from packing.workloads import workload_from_json
 
+Int64Array = npt.NDArray[np.int64]
+Opener = Callable[[], AbstractContextManager[IO[bytes]]]
 _CSV_FIELD_LIMIT = 2**31 - 1
+
+EXPECTED = "'input_ids' (with a loss mask), 'prompt' and 'completion', 'length', or text ('text', 'messages')"
+"""The columns of samples, for messages."""
+
+
+def names(columns: Sequence[str]) -> str:
+    """Column names quoted and comma-separated (at most a few), for messages.
+
+    >>> names(["input_ids", "note"])
+    "'input_ids', 'note'"
+    """
+    shown = ", ".join(quote(name, 24) for name in columns[:6])
+    return (shown + (", ..." if len(columns) > 6 else "")) if columns else "none"
+
+
+@dataclass(frozen=True, eq=False)
+class Decoded:
+    """What a file of rows holds once decoded: :class:`packing.reading.files.Content`'s fields but its file."""
+
+    rows: list[Any] | None = None
+    where: list[str] | None = None
+    lengths: Int64Array | None = None
+    cells: bool = False
+    size: int = 0
+    values: int = 0
+    chunks: Iterable[tuple[list[Any], list[str]]] | None = field(default=None, repr=False)
+    lines: int = 0
 
 
 def _parse_json(text: str, label: str, where: str | None) -> Any:
@@ -55,7 +85,7 @@ def _joined_chunks(chunks: Iterable[tuple[list[Any], list[str]]]) -> tuple[list[
 
 
 def _json_line_chunks(
-    data: bytes | mmap.mmap, file: File, chunk_bytes: int, release: Any = None
+    data: bytes | mmap.mmap, label: str, chunk_bytes: int, release: Any = None
 ) -> Iterator[tuple[list[Any], list[str]]]:
     """One JSON value per line (the bytes scanned), blank lines skipped, in chunks of the rows of about
     ``chunk_bytes`` bytes of lines; ``release(end)`` is called with where each chunk's bytes end. O(bytes)."""
@@ -72,9 +102,9 @@ def _json_line_chunks(
         try:
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError:
-            raise DatasetError(file.label, place, "not valid UTF-8 text") from None
+            raise DatasetError(label, place, "not valid UTF-8 text") from None
         if text.strip():
-            rows.append(_parse_json(text.rstrip("\r\n"), file.label, place))
+            rows.append(_parse_json(text.rstrip("\r\n"), label, place))
             where.append(place)
         if held >= chunk_bytes and rows:
             yield rows, where
@@ -85,26 +115,26 @@ def _json_line_chunks(
         yield rows, where
 
 
-def _json_lines(data: bytes, file: File, values: int) -> Content:
+def _json_lines(data: bytes, label: str, values: int) -> Decoded:
     """One JSON value per line (the bytes scanned); blank lines are skipped. O(bytes)."""
-    rows, where = _joined_chunks(_json_line_chunks(data, file, _WHOLE))
-    return Content(file, rows, where, size=len(data), values=values)
+    rows, where = _joined_chunks(_json_line_chunks(data, label, _WHOLE))
+    return Decoded(rows, where, size=len(data), values=values)
 
 
-def _mapped_json_lines(file: File, limits: ReadLimits, chunk_bytes: int) -> Content:
+def _mapped_json_lines(opened: Opener, path: bool, label: str, limits: ReadLimits, chunk_bytes: int) -> Decoded:
     """JSON lines as chunks of rows (:func:`_json_line_chunks`): a path's bytes memory-mapped, scanned, and let
     go from this process's memory as each chunk is parsed (they stay in the page cache); a file object's read
     within ``max_bytes``. O(bytes); memory: one chunk's rows and pages."""
     mapped: mmap.mmap | None = None
-    with _opened(file) as handle:
-        if not isinstance(file.source, (str, os.PathLike)):
-            data: bytes | mmap.mmap = read_bounded(handle, file.label, limits)
+    with opened() as handle:
+        if not path:
+            data: bytes | mmap.mmap = read_bounded(handle, label, limits)
         else:
-            check_size(handle, file.label, limits)
+            check_size(handle, label, limits)
             if os.fstat(handle.fileno()).st_size:  # an empty file cannot be mapped
                 mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
             data = mapped if mapped is not None else b""
-    scan = scan_json(data, file.label, limits)  # type: ignore[arg-type]  # a buffer, as bytes are
+    scan = scan_json(data, label, limits)  # type: ignore[arg-type]  # a buffer, as bytes are
     released = [0]
 
     def release(end: int) -> None:
@@ -119,12 +149,12 @@ def _mapped_json_lines(file: File, limits: ReadLimits, chunk_bytes: int) -> Cont
 
     def chunks() -> Iterator[tuple[list[Any], list[str]]]:
         try:
-            yield from _json_line_chunks(data, file, chunk_bytes, release)
+            yield from _json_line_chunks(data, label, chunk_bytes, release)
         finally:
             if mapped is not None:
                 mapped.close()
 
-    return Content(file, size=len(data), values=scan.values, chunks=chunks(), lines=scan.rows)
+    return Decoded(size=len(data), values=scan.values, chunks=chunks(), lines=scan.rows)
 
 
 def _list_chunks(rows: list[Any], where: list[str], count: int) -> Iterator[tuple[list[Any], list[str]]]:
@@ -138,10 +168,9 @@ def _list_chunks(rows: list[Any], where: list[str], count: int) -> Iterator[tupl
 
 
 def _json(
-    raw: bytes, file: File, limits: ReadLimits, rows_are: str = "rows", chunk_bytes: int | None = None
-) -> Content:
+    raw: bytes, label: str, limits: ReadLimits, rows_are: str = "rows", chunk_bytes: int | None = None
+) -> Decoded:
     """A list of rows, a histogram object, or (when it is really JSON lines) one value per line."""
-    label = file.label
     scan = scan_json(raw, label, ReadLimits(max_depth=limits.max_depth, max_values=limits.max_values))
     try:
         text = raw.decode("utf-8-sig")
@@ -154,18 +183,18 @@ def _json(
         if error.msg == "Extra data":
             lines = scan_json(raw, label, limits)
             if chunk_bytes is None:
-                return _json_lines(raw, file, lines.values)
-            chunks = _json_line_chunks(raw, file, chunk_bytes)
-            return Content(file, size=len(raw), values=lines.values, chunks=chunks, lines=lines.rows)
+                return _json_lines(raw, label, lines.values)
+            chunks = _json_line_chunks(raw, label, chunk_bytes)
+            return Decoded(size=len(raw), values=lines.values, chunks=chunks, lines=lines.rows)
         data = _parse_json(text, label, None)
     except (RecursionError, ValueError):
         data = _parse_json(text, label, None)
     if isinstance(data, list):
         check_count(label, rows_are, len(data), limits.max_rows)
         where = [f"item {number}" for number in range(1, len(data) + 1)]
-        return Content(file, data, where, size=len(raw), values=scan.values)
+        return Decoded(data, where, size=len(raw), values=scan.values)
     if isinstance(data, dict) and ("histogram" in data or "lengths" in data):
-        return Content(file, lengths=_histogram(data, label, limits), size=len(raw), values=scan.values)
+        return Decoded(lengths=_histogram(data, label, limits), size=len(raw), values=scan.values)
     found = f"an object with keys {names(list(map(str, data)))}" if isinstance(data, dict) else type(data).__name__
     raise DatasetError(
         label,
@@ -202,48 +231,53 @@ def _histogram(data: dict[str, Any], label: str, limits: ReadLimits) -> Int64Arr
 
 
 def _csv(
-    file: File, limits: ReadLimits, columns: Collection[str] | None, rows_are: str, chunk_bytes: int | None
-) -> Content:
+    opened: Opener,
+    label: str,
+    limits: ReadLimits,
+    columns: Collection[str] | None,
+    rows_are: str,
+    chunk_bytes: int | None,
+) -> Decoded:
     """A header line with column names, then one row per line as a dict of its (wanted) text cells, whole or
     (``chunk_bytes``) in chunks of the rows of about that many characters of cells, read from the file as
     they are iterated. O(bytes)."""
     if csv.field_size_limit() < _CSV_FIELD_LIMIT:
         csv.field_size_limit(_CSV_FIELD_LIMIT)  # long token lists exceed the 128 KiB default
     with ExitStack() as stack:
-        handle = stack.enter_context(_opened(file))
+        handle = stack.enter_context(opened())
         size = 0
         if limits.max_bytes is not None:
-            data = read_bounded(handle, file.label, limits)
+            data = read_bounded(handle, label, limits)
             handle, size = io.BytesIO(data), len(data)
         wrapper = io.TextIOWrapper(handle, encoding="utf-8-sig", newline="")
         stack.callback(wrapper.detach)  # leave the caller's file object open
         reader = csv.reader(wrapper)
-        with _csv_errors(file, reader):
-            header = _csv_header(reader, file.label, columns)
-        chunks = _csv_chunks(reader, header, file.label, columns, limits, rows_are, chunk_bytes or _WHOLE)
+        with _csv_errors(label, reader):
+            header = _csv_header(reader, label, columns)
+        chunks = _csv_chunks(reader, header, label, columns, limits, rows_are, chunk_bytes or _WHOLE)
         if chunk_bytes is None:
-            with _csv_errors(file, reader):
+            with _csv_errors(label, reader):
                 rows, where = _joined_chunks(chunks)
-            return Content(file, rows, where, cells=True, size=size)
+            return Decoded(rows, where, cells=True, size=size)
         owned = stack.pop_all()
 
         def read() -> Iterator[tuple[list[Any], list[str]]]:
-            with owned, _csv_errors(file, reader):
+            with owned, _csv_errors(label, reader):
                 yield from chunks
 
-        return Content(file, cells=True, size=size, chunks=read())
+        return Decoded(cells=True, size=size, chunks=read())
     raise AssertionError("unreachable")  # pragma: no cover
 
 
 @contextmanager
-def _csv_errors(file: File, reader: Any) -> Iterator[None]:
+def _csv_errors(label: str, reader: Any) -> Iterator[None]:
     """Text that is not UTF-8 and malformed CSV, named by their line."""
     try:
         yield
     except UnicodeDecodeError:
-        raise DatasetError(file.label, f"line {reader.line_num + 1}", "not valid UTF-8 text") from None
+        raise DatasetError(label, f"line {reader.line_num + 1}", "not valid UTF-8 text") from None
     except csv.Error as error:
-        raise DatasetError(file.label, f"line {reader.line_num}", f"invalid CSV ({quote(str(error))})") from None
+        raise DatasetError(label, f"line {reader.line_num}", f"invalid CSV ({quote(str(error))})") from None
 
 
 def _csv_header(reader: Any, label: str, columns: Collection[str] | None) -> list[str]:

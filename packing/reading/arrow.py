@@ -15,7 +15,7 @@ import numpy.typing as npt
 from packing.core.arrays import copy_runs
 from packing.core.loss import LossRules
 from packing.core.validation import INT64_MAX, check_flag
-from packing.errors import SampleError
+from packing.errors import SampleError, SettingError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -305,6 +305,98 @@ class _Flat:
         return self.array[:count]
 
 
+def _narrowed(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """int64 ``values`` as int32 when every one fits (ids, labels of -100 too), else as they are. O(values)."""
+    if values.dtype != np.int64 or (values.size and (values.min() < -(2**31) or values.max() > 2**31 - 1)):
+        return values
+    return values.astype(np.int32)
+
+
+class Accumulator:
+    """Samples written part by part (a table's, a chunk of rows', a file's) into one set of arrays: the tokens,
+    the loss mask and the labels each a :class:`_Flat` (the mask and the labels made at the first part that
+    needs them), the offsets joined at the end. What :meth:`samples` gives is what ``Samples.join`` gives for
+    the parts, without holding them all or copying them again; a lone part is given as it is. ``narrow``
+    (:meth:`add`) writes a part's int64 ids and labels as int32 when they fit (what the Python row reader
+    reads as int64): the result is int32 when every narrowed part fits, whatever the parts. O(total tokens
+    + rows) amortized; memory: the samples so far and one part.
+
+    >>> from packing.reading.rows import read_rows
+    >>> acc = Accumulator()
+    >>> acc.add(read_rows([[1, 2]]), narrow=True); acc.add(read_rows([{"prompt": [3], "completion": [4]}]), narrow=True)
+    >>> s = acc.samples()
+    >>> s.tokens.tolist(), s.tokens.dtype.name, s.loss_mask.tolist(), s.offsets.tolist(), (acc.rows, acc.tokens)
+    ([1, 2, 3, 4], 'int32', [1, 1, 0, 1], [0, 2, 4], (2, 4))
+    """
+
+    def __init__(self, size: int = 0) -> None:
+        self._ids, self._mask, self._labels = _Flat(size), _Flat(size), _Flat(size)
+        self._offsets: list[Int64Array] = [np.zeros(1, dtype=np.int64)]
+        self._lone: tuple[Samples, bool] | None = None  # the first part, copied only once a second one comes
+        self.rows = 0
+        self.tokens = 0
+        self.has_tokens: bool | None = None
+
+    def reserve(self, values: int) -> None:
+        """Make room for ``values`` more tokens (an upper bound, such as a Parquet file's value counts): the
+        arrays grown once to it, not by half again and again. O(1) amortized."""
+        wanted = self.tokens + int(values)
+        for flat in (self._ids, self._mask, self._labels):
+            flat.size = max(flat.size, wanted)
+            if flat.array is not None and len(flat.array) < wanted:
+                flat.array.resize(wanted, refcheck=False)  # no view of it is held while it is written
+
+    def add(self, part: Samples, narrow: bool = False) -> None:
+        """Write ``part`` after the samples so far (all parts have tokens, or all lengths only). O(part)."""
+        if self.has_tokens is None:
+            self.has_tokens = part.has_tokens
+        if part.has_tokens != self.has_tokens:
+            raise SettingError("parts", "samples all with tokens or all lengths only", "<both>")
+        if self._lone is None and not self.rows:
+            self._lone = (part, narrow)
+        else:
+            if self._lone is not None:
+                lone, self._lone = self._lone, None
+                self._put(*lone, at=0)
+            self._put(part, narrow, at=self.tokens)
+        self.rows += len(part)
+        self.tokens += int(part.offsets[-1])
+
+    def _put(self, part: Samples, narrow: bool, at: int) -> None:
+        self._offsets.append(part.offsets[1:] + at)
+        if part.tokens is None or part.loss_mask is None:
+            return
+        tokens = _narrowed(part.tokens) if narrow else part.tokens
+        self._ids.put(tokens, at)
+        if self._mask.array is not None or (len(tokens) and part.loss_mask.strides[0] != 0):
+            self._mask.put(part.loss_mask, at)
+        if self._labels.array is not None or part.labels is not None:
+            assert self._ids.array is not None
+            labels = tokens if part.labels is None else _narrowed(part.labels) if narrow else part.labels
+            wide = np.result_type(labels, self._ids.array)  # labels hold ids: never narrower than the ids
+            self._labels.put(labels.astype(wide, copy=False), at, before=self._ids.array)
+
+    def samples(self) -> Samples:
+        """The samples of every part, in order. O(rows)."""
+        if self._lone is not None:
+            part, narrow = self._lone
+            if not narrow or part.tokens is None:
+                return part
+            tokens = _narrowed(part.tokens)
+            labels = None if part.labels is None else _narrowed(part.labels)
+            if labels is not None:
+                labels = labels.astype(np.result_type(labels, tokens), copy=False)
+            return Samples(tokens, part.loss_mask, part.offsets, labels)
+        if not self.has_tokens:
+            return Samples(None, None, _no_overflow(np.concatenate(self._offsets)))
+        if self._ids.array is None:
+            return _no_samples()
+        total = self.tokens
+        loss_mask = all_ones(total) if self._mask.array is None else self._mask.done(total)
+        other = None if self._labels.array is None else self._labels.done(total)
+        return Samples(self._ids.done(total), loss_mask, np.concatenate(self._offsets), other)
+
+
 def read_batches(
     tables: Iterable[pa.Table],
     size: int,
@@ -320,7 +412,7 @@ def read_batches(
     """The samples of ``tables`` read one after the other (each by :func:`read_table`, text rows tokenized
     with ``tokenizer``), written straight into arrays of ``size`` tokens (an upper bound, such as a Parquet
     file's value counts; grown when short; with a ``tokenizer``, none): what :func:`read_table` gives for the tables joined (tokens,
-    offsets, loss mask and labels alike), without holding them all. A bad row is named by its index over all
+    offsets, loss mask and labels alike), without holding them all (:class:`Accumulator`). A bad row is named by its index over all
     tables; ``progress(done, total)`` counts rows over all tables (``rows``: their number, when known).
     O(total tokens + rows); memory: the samples and one table.
 
@@ -335,33 +427,19 @@ def read_batches(
     ([1, 2, 3, 4], [0, 1, 0, 1], [0, 2, 4], [1, 2, 3, 9])
     """
     reading = {"completion_only_loss": completion_only_loss, "loss_rules": loss_rules, "num_proc": num_proc}
-    if tokenizer is not None:
-        size = 0  # no bound known: the arrays grow as text rows are tokenized
-    parts = _parts(tables, rows, progress, tokenizer=tokenizer, **reading)
-    tokens, mask, labels = _Flat(size), _Flat(size), _Flat(size)  # mask, labels: made at the first that needs
-    offsets = [np.zeros(1, dtype=np.int64)]
-    total = 0
-    for part in parts:
-        assert part.tokens is not None and part.loss_mask is not None  # token rows only (``flat_batches``)
-        tokens.put(part.tokens, total)
-        if mask.array is not None or (len(part.tokens) and part.loss_mask.strides[0] != 0):
-            mask.put(part.loss_mask, total)
-        if labels.array is not None or part.labels is not None:
-            assert tokens.array is not None
-            labels.put(part.tokens if part.labels is None else part.labels, total, before=tokens.array)
-        offsets.append(part.offsets[1:] + total)
-        total += len(part.tokens)
-    if tokens.array is None:
-        return _no_samples()
-    loss_mask = all_ones(total) if mask.array is None else mask.done(total)
-    other = None if labels.array is None else labels.done(total)
-    return Samples(tokens.done(total), loss_mask, np.concatenate(offsets), other)
+    accumulator = Accumulator(0 if tokenizer is not None else size)  # text: no bound known, grown as tokenized
+    for part in batch_parts(tables, rows, progress, tokenizer=tokenizer, **reading):
+        if part.tokens is None:  # token rows only (``flat_batches``)
+            raise AssertionError("a table of lengths among token tables")  # pragma: no cover
+        accumulator.add(part, narrow=tokenizer is not None)
+    return _no_samples() if accumulator.has_tokens is None else accumulator.samples()
 
 
-def _parts(
+def batch_parts(
     tables: Iterable[pa.Table], rows: int, progress: Callable[[int, int], None] | None, **reading: Any
 ) -> Iterator[Samples]:
-    """Each table's samples (:func:`read_table`), a bad row named and progress counted over all tables."""
+    """Each table's samples (:func:`read_table`), a bad row named and progress counted over all tables
+    (``rows``: how many, when known). O(tokens + rows) over all tables; memory: one table's."""
     done = 0
     for table in tables:
         shown = None if progress is None else _progress_after(progress, done, rows)

@@ -28,23 +28,25 @@ process or thread, is refused while the first runs.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.forms import FIELDS, TOKEN_FIELDS
+from packing.core.forms import FIELDS, TOKEN_FIELDS, is_text_row
 from packing.core.samples import IGNORE_INDEX, Samples
 from packing.errors import DatasetError, SampleError
-from packing.reading.arrow import flat_batches, read_batches, read_table
+from packing.reading.arrow import Accumulator, _progress_after, _shifted, batch_parts, flat_batches, read_table
 from packing.reading.cells import cells_row
-from packing.reading.files import EXPECTED, FORMATS, Budget, Content, File, decode, names, resolve
+from packing.reading.files import FORMATS, Budget, Content, File, decode, resolve
 from packing.reading.limits import ReadLimits, check_count, limits_of
+from packing.reading.rowfiles import EXPECTED, names
 from packing.reading.rows import read_rows
 from packing.recipe import Recipe, RecipeOptions
 from packing.text.prepare import prepare
+from packing.text.rows import encode_rows
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
@@ -120,6 +122,7 @@ def read_dataset(
     progress: Callable[[int, int], None] | None = None,
     limits: ReadLimits | None = None,
     recipe: Recipe | None = None,
+    _chunk_bytes: int | None = None,
     **options: Unpack[RecipeOptions],
 ) -> Dataset:
     """Read samples (or lengths) from one file or many, as one dataset. O(total tokens).
@@ -136,6 +139,12 @@ def read_dataset(
     (``packing.text.rows``) by ``num_proc`` processes, trained as ``loss_rules`` say (``Recipe.loss_rules``); in
     a CSV file the ``text``, ``prompt`` and ``completion`` cells are then text. ``limits`` bound the whole dataset (summed over its files), checked before each file is decoded.
 
+    Memory: the samples and one part of one file at a time, written into one set of arrays (no join): a
+    Parquet or Arrow file's batches (text batches of a bounded number of characters), JSON lines and CSV in
+    chunks of about ``_chunk_bytes`` bytes of text (a private knob; default :data:`_CHUNK_BYTES`), ids read
+    as int64 from text narrowed to int32 where they fit. A single JSON list is parsed whole (its rows are let
+    go chunk by chunk as they are read).
+
     >>> import io, os, tempfile
     >>> read_dataset(io.BytesIO(b"length\\n5\\n7\\n"), name="lengths.csv").lengths.tolist()
     [5, 7]
@@ -150,65 +159,226 @@ def read_dataset(
     reading = prepare(Recipe.for_reading(recipe, **options)).read_options
     found = resolve(source, format, name)
     budget = Budget(limits_of(limits), found.label, rows_are="samples")
-    parts: list[Samples] = []
-    done = [0]
+    accumulator = Accumulator()  # every file's samples written into one set of arrays, no join
+    starts: list[int] = []
 
     def report(count: int, total: int) -> None:
         if progress is not None:
-            progress(done[0] + count, done[0] + total)
+            progress(starts[-1] + count, starts[-1] + total)
 
     for file in found.files:
+        rows, tokens, kind = 0, 0, None
+        starts.append(accumulator.rows)
         with budget.reading():
-            content = decode(file, budget.left(), FIELDS, "samples")
-            samples = _samples(content, reading, report if progress else None)
-        if parts and parts[0].has_tokens != samples.has_tokens:
-            raise _mixed(file, found.files[0], samples.has_tokens)
-        budget.spend(bytes=content.bytes_read, rows=len(samples), tokens=int(samples.offsets[-1]))
+            content = decode(file, budget.left(), FIELDS, "samples", chunk_bytes=_chunk_bytes or _CHUNK_BYTES)
+            if content.batches is not None and reading.get("tokenizer") is None:
+                accumulator.reserve(content.batches.values(TOKEN_FIELDS))  # an upper bound: grown once
+            for part, narrow in _parts(content, reading, report if progress else None):
+                kind = part.has_tokens if kind is None else kind
+                rows, tokens = rows + len(part), tokens + int(part.offsets[-1])
+                if accumulator.has_tokens in (None, kind):  # a file of the other kind: read on, for its errors
+                    accumulator.add(part, narrow)
+        if accumulator.has_tokens is not None and accumulator.has_tokens != kind:
+            raise _mixed(file, found.files[0], bool(kind))
+        budget.spend(bytes=content.bytes_read, rows=rows, tokens=tokens)
         if budget.files == 1:
-            _bounded(samples, file.label, budget.limits)
+            _bounded(rows, tokens, bool(kind), file.label, budget.limits)
         else:
-            budget.check_tokens(lengths_only=not samples.has_tokens)
-        parts.append(samples)
-        done[0] += len(samples)
-    starts = np.cumsum([0] + [len(part) for part in parts[:-1]]).tolist()
+            budget.check_tokens(lengths_only=not kind)
     labels = tuple(file.label for file in found.files)
-    return Dataset(Samples.join(parts), found.label, labels, tuple(int(start) for start in starts))
+    return Dataset(accumulator.samples(), found.label, labels, tuple(starts))
 
 
-def _samples(content: Content, reading: dict[str, Any], progress: Callable[[int, int], None] | None) -> Samples:
-    """The samples a file holds, through the one reader (``reading``: its keywords, the loss rule and the
-    tokenizer); a bad row is named by the file and its place."""
+_CHUNK_BYTES = 1 << 22
+"""About how many bytes of text (JSON lines, CSV) are parsed into Python rows at a time."""
+
+
+def _parts(
+    content: Content, reading: dict[str, Any], progress: Callable[[int, int], None] | None
+) -> Iterator[tuple[Samples, bool]]:
+    """The samples a file holds, part by part, through the one reader (``reading``: its keywords, the loss
+    rule and the tokenizer), each with whether its int64 ids are to be narrowed (:class:`Accumulator`): a
+    Parquet or Arrow file's batches, a chunk of rows, or the whole file; a bad row is named by the file and
+    its place. At least one part, else a DatasetError."""
     label = content.file.label
     if content.lengths is not None:
         offsets = np.zeros(len(content.lengths) + 1, dtype=np.int64)
         np.cumsum(content.lengths, out=offsets[1:])
-        return Samples(None, None, offsets)
+        yield Samples(None, None, offsets), False
+        return
+    if content.chunks is not None:
+        yield from _row_parts(content, reading, progress)
+        return
     if content.num_rows == 0:
         if content.batches is not None:
             content.batches.close()
         raise DatasetError(label, None, "the file holds no samples")
+    batches = content.batches
+    text = reading.get("tokenizer") is not None
     try:
-        batches = content.batches
-        if batches is not None and flat_batches(batches.schema, reading.get("tokenizer") is not None):
-            size = batches.values(TOKEN_FIELDS)  # one batch held at a time
-            return read_batches(batches, size, rows=batches.num_rows, progress=progress, **reading)
+        if batches is not None and flat_batches(batches.schema, text):
+            for part in batch_parts(batches, batches.num_rows, progress, **reading):  # one batch held at a time
+                yield part, text
+            return
         if batches is not None:
-            return read_table(batches.read(), progress=progress, **reading)
+            yield read_table(batches.read(), progress=progress, **reading), text
+            return
         rows = content.rows or []
         if content.cells:
-            text = reading.get("tokenizer") is not None
             rows = [cells_row(cells, index, text=text) for index, cells in enumerate(rows)]
         _check_columns(rows, label)
-        return read_rows(rows, progress=progress, **reading)
+        yield read_rows(rows, progress=progress, **reading), True
     except SampleError as error:
         raise DatasetError.from_sample(label, content.place(error.sample or 0), error) from None
 
 
-def _bounded(samples: Samples, label: str, limits: ReadLimits) -> None:
+def _row_parts(
+    content: Content, reading: dict[str, Any], progress: Callable[[int, int], None] | None
+) -> Iterator[tuple[Samples, bool]]:
+    """The samples of a file's rows chunk by chunk (:func:`decode`'s ``chunks``), each chunk through the one
+    reader (:func:`read_rows`) and counted over the whole file (rows from 0, places of the file): the samples
+    and the errors of a whole-file read (:func:`_settled`), one chunk of Python rows held at a time.
+    O(bytes + tokens)."""
+    assert content.chunks is not None
+    label = content.file.label
+    text = reading.get("tokenizer") is not None
+    chunks = iter(content.chunks)
+    columns = _Columns()
+    done = 0
+    kind: bool | None = None
+    for raw, where in chunks:
+        rows = raw
+        try:
+            if content.cells:
+                rows = [cells_row(cells, done + index, text=text) for index, cells in enumerate(raw)]
+        except SampleError as error:
+            local = (error.sample or done) - done
+            raise _settled(content, error, where[local], chunks, done, columns, True, reading, None) from None
+        columns.see(rows)
+        try:
+            part = _chunk_samples(rows, done, kind, reading, progress, content.lines)
+        except SampleError as error:
+            local = (error.sample or done) - done
+            rest = chunks, done + len(rows)
+            raise _settled(content, error, where[local], *rest, columns, False, reading, rows[local]) from None
+        kind = part.has_tokens
+        done += len(rows)
+        yield part, True
+    if not done:
+        raise DatasetError(label, None, "the file holds no samples")
+
+
+def _chunk_samples(
+    rows: list[Any],
+    done: int,
+    kind: bool | None,
+    reading: dict[str, Any],
+    progress: Callable[[int, int], None] | None,
+    total: int,
+) -> Samples:
+    """The samples of a chunk of rows that comes after ``done`` rows of the file, of the kind ``kind`` (tokens
+    or lengths; None: the first chunk decides); a bad row (or one of the other kind) is named over the file.
+    O(the chunk's tokens)."""
+    shown = None if progress is None else _progress_after(progress, done, total)
+    try:
+        part = read_rows(rows, progress=shown, **reading)
+        if kind is None or part.has_tokens == kind:
+            return part
+    except SampleError as error:
+        if kind is None:
+            raise _shifted(error, done) from None
+    # read again after a row of the file's kind, as row by row over the file: that decides the first bad row
+    try:
+        read_rows([[] if kind else {"length": 0}, *rows], **reading)
+    except SampleError as error:
+        raise _shifted(error, done - 1) from None
+    raise AssertionError("a chunk read differently after a row of its file's kind")  # pragma: no cover
+
+
+class _Columns:
+    """Whether every row seen so far is an object without a single column the reader uses, and the keys seen
+    (:func:`_check_columns` over the chunks). O(rows × keys) while it holds, O(rows) after."""
+
+    def __init__(self) -> None:
+        self.unusable = True
+        self.seen: dict[str, None] = {}
+
+    def see(self, rows: list[Any]) -> None:
+        if not self.unusable:
+            return
+        for row in rows:
+            if not isinstance(row, dict):
+                self.unusable = False
+                return
+            self.seen.update(dict.fromkeys(map(str, row)))
+        self.unusable = not set(self.seen) & set(FIELDS)
+
+
+def _settled(
+    content: Content,
+    error: SampleError,
+    place: str,
+    rest: Iterator[tuple[list[Any], list[str]]],
+    done: int,
+    columns: _Columns,
+    in_cells: bool,
+    reading: dict[str, Any],
+    row: Any,
+) -> DatasetError:
+    """The error a whole-file read gives when a chunk's row at ``place`` raised ``error`` (in its text cells
+        if ``in_cells``, else in the reader) and ``rest`` are the chunks after it, from row ``done``: the whole
+        file is parsed before any row is read (a parse error further on comes first, raised from here), a CSV
+        file's cells all read before the reader sees a row, and rows without a usable column refused before
+        that; with a tokenizer, text rows are tokenized before the other rows are read (a bad text row further on
+    comes before ``error`` about a token row, ``row``). O(the rest of the file's bytes), on the way to an error
+    only."""
+    cells = content.cells and not in_cells
+    found: DatasetError | None = None
+    tokenizer = reading.get("tokenizer")
+    texts = tokenizer is not None and not in_cells and not is_text_row(row)  # text rows are tokenized first
+    text_error: DatasetError | None = None
+    for raw, where in rest:
+        rows = raw
+        if cells and found is None:
+            try:
+                rows = [cells_row(cells_, done + index, text=tokenizer is not None) for index, cells_ in enumerate(raw)]
+            except SampleError as later:
+                found = DatasetError.from_sample(content.file.label, where[(later.sample or done) - done], later)
+        columns.see(rows)
+        if texts and found is None and text_error is None:
+            text_error = _text_error(rows, where, done, content.file.label, reading)
+        done += len(rows)
+    if found is not None:
+        return found
+    if not in_cells and columns.unusable:
+        return DatasetError(
+            content.file.label, None, f"no usable columns; found {names(list(columns.seen))}, expected {EXPECTED}"
+        )
+    if text_error is not None:
+        return text_error
+    return DatasetError.from_sample(content.file.label, place, error)
+
+
+def _text_error(
+    rows: list[Any], where: list[str], done: int, label: str, reading: dict[str, Any]
+) -> DatasetError | None:
+    """The error of the first bad text row of a chunk that comes after ``done`` rows, if any (its text rows
+    tokenized and let go). O(the chunk's characters)."""
+    positions = [index for index, row in enumerate(rows) if is_text_row(row)]
+    if not positions:
+        return None
+    rules = {key: reading[key] for key in ("completion_only_loss", "loss_rules") if key in reading}
+    try:
+        encode_rows([rows[i] for i in positions], reading["tokenizer"], indices=[done + i for i in positions], **rules)
+    except SampleError as error:
+        return DatasetError.from_sample(label, where[(error.sample or done) - done], error)
+    return None
+
+
+def _bounded(rows: int, tokens: int, has_tokens: bool, label: str, limits: ReadLimits) -> None:
     """Refuse a file holding (or, lengths only, standing for) more samples or tokens than ``limits``. O(1)."""
-    check_count(label, "samples", len(samples), limits.max_rows)
-    bound = limits.max_tokens if samples.has_tokens else limits.length_tokens
-    check_count(label, "tokens", int(samples.offsets[-1]), bound)
+    check_count(label, "samples", rows, limits.max_rows)
+    check_count(label, "tokens", tokens, limits.max_tokens if has_tokens else limits.length_tokens)
 
 
 def _mixed(file: File, first: File, tokens: bool) -> DatasetError:

@@ -34,14 +34,13 @@ all files: what the auditor reads). O(bytes) throughout.
 
 from __future__ import annotations
 
-import csv
 import glob
 import io
 import json
 import mmap
 import os
 import re
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,7 +60,17 @@ from packing.reading.limits import (
     read_bounded,
     scan_json,
 )
-from packing.workloads import workload_from_json
+from packing.reading.rowfiles import (
+    _ROW_BYTES,
+    EXPECTED,
+    Decoded,
+    _csv,
+    _json,
+    _json_lines,
+    _list_chunks,
+    _mapped_json_lines,
+    names,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -88,7 +97,6 @@ EXTENSIONS = {
 _KINDS = ".jsonl, .json, .csv, .parquet or .arrow"
 _KNOWN = f"a {_KINDS} file"
 _MAGIC = re.compile(r"[*?[]")
-_CSV_FIELD_LIMIT = 2**31 - 1
 _STATE_BYTES = 1 << 20
 
 
@@ -318,10 +326,12 @@ class Budget:
 @dataclass(frozen=True, eq=False)
 class Content:
     """What one file holds before the reader judges it: ``rows`` (Python values; CSV rows as dicts of text
-    cells when ``cells``) with the place of each (``line 3``, ``item 2``), a Parquet or Arrow file's
-    ``batches`` (row ``i`` is ``row i + 1``), or the ``lengths`` of a histogram. ``size``: bytes read or
-    decoded (0 for CSV read as a stream, without ``max_bytes``); ``values``: JSON values scanned (an upper
-    bound)."""
+        cells when ``cells``) with the place of each (``line 3``, ``item 2``), a Parquet or Arrow file's
+        ``batches`` (row ``i`` is ``row i + 1``), or the ``lengths`` of a histogram; decoded in chunks
+    (:func:`decode`'s ``chunk_bytes``), ``chunks`` of rows and their places, parsed as they are iterated (once),
+    instead of ``rows`` (``lines``: the non-blank lines a scan found, 0 if none did). ``size``: bytes read or
+        decoded (0 for CSV read as a stream, without ``max_bytes``); ``values``: JSON values scanned (an upper
+        bound)."""
 
     file: File
     rows: list[Any] | None = None
@@ -331,6 +341,8 @@ class Content:
     size: int = 0
     values: int = 0
     batches: Batches | None = field(default=None, repr=False)
+    chunks: Iterable[tuple[list[Any], list[str]]] | None = field(default=None, repr=False)
+    lines: int = 0
 
     @property
     def bytes_read(self) -> int:
@@ -346,6 +358,8 @@ class Content:
         """Rows of the file (sequences of a histogram). O(1)."""
         if self.batches is not None:
             return self.batches.num_rows
+        if self.chunks is not None:  # not known before they are parsed: the lines scanned (JSON lines), else 0
+            return self.lines
         return len(self.rows) if self.rows is not None else len(self.lengths if self.lengths is not None else ())
 
 
@@ -360,16 +374,27 @@ def _opened(file: File) -> Iterator[IO[bytes]]:
 
 
 def decode(
-    file: File, limits: ReadLimits = NO_LIMITS, columns: Collection[str] | None = None, rows_are: str = "rows"
+    file: File,
+    limits: ReadLimits = NO_LIMITS,
+    columns: Collection[str] | None = None,
+    rows_are: str = "rows",
+    chunk_bytes: int | None = None,
 ) -> Content:
     """What ``file`` holds, within ``limits`` (checked before decoding: a file's size, a Parquet file's
     metadata, JSON's nesting, lines and values); ``columns`` keeps only those columns of tables and CSV rows
-    (None: all); ``rows_are`` names rows in messages (samples, blocks). O(bytes).
+    (None: all); ``rows_are`` names rows in messages (samples, blocks). With ``chunk_bytes``, rows (JSON
+    lines, CSV, a JSON list) come as ``chunks`` of about that many bytes of text (a JSON list: about
+    :data:`_ROW_BYTES` a row), parsed as they are iterated: the same rows, places and errors as whole, one
+    chunk of Python values held at a time (JSON lines from a path: its bytes memory-mapped, each chunk's pages
+    let go once parsed; a JSON list is parsed whole, its rows let go chunk by chunk). O(bytes).
 
     >>> import io
     >>> content = decode(File(io.BytesIO(b'[{"input_ids": [1]}, {"input_ids": [2, 3]}]'), "d.json", "json"))
     >>> content.rows, content.where
     ([{'input_ids': [1]}, {'input_ids': [2, 3]}], ['item 1', 'item 2'])
+    >>> content = decode(File(io.BytesIO(b'[1]\\n\\n[2, 3]\\n[4]\\n'), "d.jsonl", "jsonl"), chunk_bytes=8)
+    >>> list(content.chunks)
+    [([[1], [2, 3]], ['line 1', 'line 3']), ([[4]], ['line 4'])]
     """
     if file.format == "npy":
         raise DatasetError(file.label, None, "a NeMo .npy file holds packed blocks, not samples; audit it instead")
@@ -377,146 +402,37 @@ def decode(
         return _parquet(file, limits, columns, rows_are)
     if file.format == "arrow":
         return _arrow(file, limits, columns, rows_are)
+    opened = lambda: _opened(file)  # noqa: E731
+    if file.format == "csv":
+        return _content(file, _csv(opened, file.label, limits, columns, rows_are, chunk_bytes))
+    if file.format == "jsonl" and chunk_bytes is not None:
+        path = isinstance(file.source, (str, os.PathLike))
+        return _content(file, _mapped_json_lines(opened, path, file.label, limits, chunk_bytes))
     with _opened(file) as handle:
-        if file.format == "csv":
-            return _csv(handle, file, limits, columns, rows_are)
         data = read_bounded(handle, file.label, limits)
     if file.format == "jsonl":
         scan = scan_json(data, file.label, limits)
-        return _json_lines(data, file, scan.values)
-    return _json(data, file, limits, rows_are)
+        return _content(file, _json_lines(data, file.label, scan.values))
+    content = _json(data, file.label, limits, rows_are, chunk_bytes)
+    if chunk_bytes is None or content.rows is None or content.where is None:
+        return _content(file, content)
+    chunks = _list_chunks(content.rows, content.where, max(1, chunk_bytes // _ROW_BYTES))
+    return Content(file, size=content.size, values=content.values, chunks=chunks, lines=len(content.rows))
 
 
-def _parse_json(text: str, label: str, where: str | None) -> Any:
-    """One JSON value (already scanned); a syntax error names the line and character."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        place = where or f"line {error.lineno}"
-        raise DatasetError(label, f"{place}, character {error.colno}", f"invalid JSON ({error.msg})") from None
-    except RecursionError:
-        raise DatasetError(label, where, "JSON nested too deeply") from None
-    except ValueError:  # an integer of thousands of digits
-        raise DatasetError(label, where, "a number too long to read (more than 4,300 digits)") from None
-
-
-def _json_lines(data: bytes, file: File, values: int) -> Content:
-    """One JSON value per line (the bytes scanned); blank lines are skipped. O(bytes)."""
-    rows: list[Any] = []
-    where: list[str] = []
-    for number, raw in enumerate(io.BytesIO(data), start=1):
-        place = f"line {number}"
-        try:
-            text = raw.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            raise DatasetError(file.label, place, "not valid UTF-8 text") from None
-        if text.strip():
-            rows.append(_parse_json(text.rstrip("\r\n"), file.label, place))
-            where.append(place)
-    return Content(file, rows, where, size=len(data), values=values)
-
-
-def _json(raw: bytes, file: File, limits: ReadLimits, rows_are: str = "rows") -> Content:
-    """A list of rows, a histogram object, or (when it is really JSON lines) one value per line."""
-    label = file.label
-    scan = scan_json(raw, label, ReadLimits(max_depth=limits.max_depth, max_values=limits.max_values))
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        raise DatasetError(label, f"line {line}", "not valid UTF-8 text") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        if error.msg == "Extra data":
-            return _json_lines(raw, file, scan_json(raw, label, limits).values)
-        data = _parse_json(text, label, None)
-    except (RecursionError, ValueError):
-        data = _parse_json(text, label, None)
-    if isinstance(data, list):
-        check_count(label, rows_are, len(data), limits.max_rows)
-        where = [f"item {number}" for number in range(1, len(data) + 1)]
-        return Content(file, data, where, size=len(raw), values=scan.values)
-    if isinstance(data, dict) and ("histogram" in data or "lengths" in data):
-        return Content(file, lengths=_histogram(data, label, limits), size=len(raw), values=scan.values)
-    found = f"an object with keys {names(list(map(str, data)))}" if isinstance(data, dict) else type(data).__name__
-    raise DatasetError(
-        label,
-        None,
-        f"expected a list of rows, one JSON object per line, or an object with 'histogram' or 'lengths'; "
-        f"found {quote(found)}",
+def _content(file: File, decoded: Decoded) -> Content:
+    """What ``file`` holds, from its rows decoded (:mod:`packing.reading.rowfiles`). O(1)."""
+    return Content(
+        file,
+        decoded.rows,
+        decoded.where,
+        decoded.lengths,
+        decoded.cells,
+        decoded.size,
+        decoded.values,
+        chunks=decoded.chunks,
+        lines=decoded.lines,
     )
-
-
-def _histogram(data: dict[str, Any], label: str, limits: ReadLimits) -> Int64Array:
-    """Lengths from a histogram object like ``packing/workloads/*.json``; the sequences and tokens it stands
-    for are checked against ``limits`` (and 2**63) from its counts, before it is expanded. O(sequences)."""
-    key = "histogram" if "histogram" in data else "lengths"
-    values = data[key]
-    if not isinstance(values, list):
-        raise DatasetError(label, f"key '{key}'", f"expected a list of non-negative integers, got {quote(values)}")
-    for position, value in enumerate(values):
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
-            raise DatasetError(
-                label, f"key '{key}', position {position}", f"expected a non-negative integer, got {quote(value)}"
-            )
-    sequences = sum(values) if key == "histogram" else len(values)
-    check_count(label, "sequences", sequences, limits.max_rows)
-    if key == "histogram" and sequences > 2**31:
-        raise DatasetError(label, f"key '{key}'", f"expected at most 2**31 sequences, got {sequences:,}")
-    tokens = sum(length * count for length, count in enumerate(values)) if key == "histogram" else sum(values)
-    check_count(label, "tokens", tokens, limits.length_tokens)
-    if tokens >= 2**63:
-        raise DatasetError(label, f"key '{key}'", f"expected lengths adding up to less than 2**63, got {tokens:,}")
-    lengths = workload_from_json(label, {key: values, "max_seq_length": 0}).lengths
-    if not len(lengths):
-        raise DatasetError(label, None, f"the {key} holds no sequences")
-    return np.asarray(lengths, dtype=np.int64)
-
-
-def _csv(handle: IO[bytes], file: File, limits: ReadLimits, columns: Collection[str] | None, rows_are: str) -> Content:
-    """A header line with column names, then one row per line as a dict of its (wanted) text cells. O(bytes)."""
-    if csv.field_size_limit() < _CSV_FIELD_LIMIT:
-        csv.field_size_limit(_CSV_FIELD_LIMIT)  # long token lists exceed the 128 KiB default
-    size = 0
-    if limits.max_bytes is not None:
-        data = read_bounded(handle, file.label, limits)
-        handle, size = io.BytesIO(data), len(data)
-    wrapper = io.TextIOWrapper(handle, encoding="utf-8-sig", newline="")
-    reader = csv.reader(wrapper)
-    try:
-        rows, where = _csv_rows(reader, file.label, columns, limits, rows_are)
-    except UnicodeDecodeError:
-        raise DatasetError(file.label, f"line {reader.line_num + 1}", "not valid UTF-8 text") from None
-    except csv.Error as error:
-        raise DatasetError(file.label, f"line {reader.line_num}", f"invalid CSV ({quote(str(error))})") from None
-    finally:
-        wrapper.detach()  # leave the caller's file object open
-    return Content(file, rows, where, cells=True, size=size)
-
-
-def _csv_rows(
-    reader: Any, label: str, columns: Collection[str] | None, limits: ReadLimits, rows_are: str
-) -> tuple[list[Any], list[str]]:
-    """The header, then every non-blank row as a dict of its cells. O(cells)."""
-    header = next(reader, None)
-    if header is None:
-        raise DatasetError(label, None, "the file is empty; expected a header line with column names")
-    names_ = [name.strip() for name in header]
-    if columns is not None and not set(names_) & set(columns):
-        raise DatasetError(label, None, f"no usable columns; found {names(names_)}, expected {EXPECTED}")
-    rows: list[Any] = []
-    where: list[str] = []
-    for cells in reader:
-        if not any(cell.strip() for cell in cells):
-            continue
-        place = f"line {reader.line_num}"
-        if len(cells) != len(names_):
-            raise DatasetError(label, place, f"expected {len(names_)} cells ({names(names_)}), got {len(cells)}")
-        rows.append({c: cell for c, cell in zip(names_, cells, strict=True) if columns is None or c in columns})
-        where.append(place)
-        check_count(label, rows_are, len(rows), limits.max_rows)
-    return rows, where
 
 
 def _unreadable(file: File, error: Exception, kind: str) -> DatasetError:
@@ -528,7 +444,10 @@ _BATCH_VALUES = 1 << 22
 """About how many list values one batch of a Parquet or Arrow file holds once decoded (rows of a batch: from
 the file's metadata), so that reading a file holds one batch of it at a time."""
 _BATCH_BYTES = 1 << 26
-"""About how many bytes one batch holds once decoded (what bounds a batch of text rows)."""
+"""About how many bytes one batch holds once decoded."""
+_TEXT_BATCH_BYTES = 1 << 22
+"""About how many bytes one batch of text rows (strings, messages) holds once decoded: what bounds the ids
+its tokenization makes at once (a character may be a token)."""
 
 
 class Batches:
@@ -581,11 +500,24 @@ class Batches:
         raise NotImplementedError
 
     def rows_per_batch(self) -> int:
-        """Rows of one batch: about :data:`_BATCH_VALUES` list values and :data:`_BATCH_BYTES` bytes. O(row
-        groups × columns)."""
+        """Rows of one batch: about :data:`_BATCH_VALUES` list values and :data:`_BATCH_BYTES` bytes
+        (:data:`_TEXT_BATCH_BYTES` when a column holds text or messages: each character may be a token once
+        tokenized). O(row groups × columns)."""
+        import pyarrow as pa
+
         rows = max(1, self.num_rows)
         by_values = _BATCH_VALUES * rows / max(1, self.values(self.columns))
-        by_bytes = _BATCH_BYTES * rows / max(1, self.decoded_bytes())
+        kinds = [self.schema.field(name).type for name in self.columns]
+        plain = all(
+            (
+                (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind))
+                and (pa.types.is_integer(kind.value_type) or pa.types.is_boolean(kind.value_type))
+            )
+            or pa.types.is_integer(kind)
+            or pa.types.is_null(kind)
+            for kind in kinds
+        )
+        by_bytes = (_BATCH_BYTES if plain else _TEXT_BATCH_BYTES) * rows / max(1, self.decoded_bytes())
         return int(min(1 << 16, max(1, min(by_values, by_bytes))))
 
     def __iter__(self) -> Iterator[pa.Table]:
@@ -867,7 +799,7 @@ def _as_table(file: File, limits: ReadLimits) -> tuple[pa.Table, int]:
         return read_npy(data, file.label), 0
     try:
         if file.format == "json":  # the same rule as for samples: a list of rows, or JSON lines
-            content = _json(data, file, limits, "blocks")
+            content = _json(data, file.label, limits, "blocks")
             if content.rows is None or not all(isinstance(row, dict) for row in content.rows):
                 raise DatasetError(file.label, None, "expected packed blocks: JSON objects of columns, one per block")
             return pa.Table.from_pylist(content.rows), content.values
@@ -956,20 +888,3 @@ def read_file(source: Any, limits: ReadLimits = NO_LIMITS, name: str | None = No
         reason = f"files with columns of incompatible types ({quote(str(error), 80)})"
         raise DatasetError(found.label, None, reason) from None
     return FileTable(whole, found.label, parts)
-
-
-# ---------------------------------------------------------------- messages
-
-
-EXPECTED = "'input_ids' (with a loss mask), 'prompt' and 'completion', 'length', or text ('text', 'messages')"
-"""The columns of samples, for messages."""
-
-
-def names(columns: Sequence[str]) -> str:
-    """Column names quoted and comma-separated (at most a few), for messages.
-
-    >>> names(["input_ids", "note"])
-    "'input_ids', 'note'"
-    """
-    shown = ", ".join(quote(name, 24) for name in columns[:6])
-    return (shown + (", ..." if len(columns) > 6 else "")) if columns else "none"

@@ -1,0 +1,323 @@
+"""Files of rows, decoded: JSON lines, JSON (a list of rows, a histogram object, or JSON lines) and CSV, whole
+or in chunks of rows parsed as they are read. What :func:`packing.reading.files.decode` gives for these formats.
+Internal.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import mmap
+import os
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from packing.errors import DatasetError, quote
+from packing.reading.limits import ReadLimits, check_count, check_size, read_bounded, scan_json
+from packing.workloads import workload_from_json
+
+Int64Array = npt.NDArray[np.int64]
+Opener = Callable[[], AbstractContextManager[IO[bytes]]]
+_CSV_FIELD_LIMIT = 2**31 - 1
+
+EXPECTED = "'input_ids' (with a loss mask), 'prompt' and 'completion', 'length', or text ('text', 'messages')"
+"""The columns of samples, for messages."""
+
+
+def names(columns: Sequence[str]) -> str:
+    """Column names quoted and comma-separated (at most a few), for messages.
+
+    >>> names(["input_ids", "note"])
+    "'input_ids', 'note'"
+    """
+    shown = ", ".join(quote(name, 24) for name in columns[:6])
+    return (shown + (", ..." if len(columns) > 6 else "")) if columns else "none"
+
+
+@dataclass(frozen=True, eq=False)
+class Decoded:
+    """What a file of rows holds once decoded: :class:`packing.reading.files.Content`'s fields but its file."""
+
+    rows: list[Any] | None = None
+    where: list[str] | None = None
+    lengths: Int64Array | None = None
+    cells: bool = False
+    size: int = 0
+    values: int = 0
+    chunks: Iterable[tuple[list[Any], list[str]]] | None = field(default=None, repr=False)
+    lines: int = 0
+
+
+def _parse_json(text: str, label: str, where: str | None) -> Any:
+    """One JSON value (already scanned); a syntax error names the line and character."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        place = where or f"line {error.lineno}"
+        raise DatasetError(label, f"{place}, character {error.colno}", f"invalid JSON ({error.msg})") from None
+    except RecursionError:
+        raise DatasetError(label, where, "JSON nested too deeply") from None
+    except ValueError:  # an integer of thousands of digits
+        raise DatasetError(label, where, "a number too long to read (more than 4,300 digits)") from None
+
+
+_WHOLE = 1 << 62
+"""A chunk size no file reaches: rows decoded whole are one chunk."""
+_ROW_BYTES = 1 << 10
+"""About how many bytes of text a row of a JSON list stands for, to size its chunks."""
+
+
+def _joined_chunks(chunks: Iterable[tuple[list[Any], list[str]]]) -> tuple[list[Any], list[str]]:
+    """The rows and places of ``chunks``, one list each. O(rows)."""
+    rows: list[Any] = []
+    where: list[str] = []
+    for chunk_rows, chunk_where in chunks:
+        rows += chunk_rows
+        where += chunk_where
+    return rows, where
+
+
+def _json_line_chunks(
+    data: bytes | mmap.mmap, label: str, chunk_bytes: int, release: Any = None
+) -> Iterator[tuple[list[Any], list[str]]]:
+    """One JSON value per line (the bytes scanned), blank lines skipped, in chunks of the rows of about
+    ``chunk_bytes`` bytes of lines; ``release(end)`` is called with where each chunk's bytes end. O(bytes)."""
+    rows: list[Any] = []
+    where: list[str] = []
+    held = position = number = 0
+    size = len(data)
+    while position < size:
+        end = data.find(b"\n", position)
+        stop = size if end < 0 else end + 1
+        raw = data[position:stop]
+        number, position, held = number + 1, stop, held + stop - position
+        place = f"line {number}"
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise DatasetError(label, place, "not valid UTF-8 text") from None
+        if text.strip():
+            rows.append(_parse_json(text.rstrip("\r\n"), label, place))
+            where.append(place)
+        if held >= chunk_bytes and rows:
+            yield rows, where
+            rows, where, held = [], [], 0
+            if release is not None:
+                release(position)
+    if rows:
+        yield rows, where
+
+
+def _json_lines(data: bytes, label: str, values: int) -> Decoded:
+    """One JSON value per line (the bytes scanned); blank lines are skipped. O(bytes)."""
+    rows, where = _joined_chunks(_json_line_chunks(data, label, _WHOLE))
+    return Decoded(rows, where, size=len(data), values=values)
+
+
+def _mapped_json_lines(opened: Opener, path: bool, label: str, limits: ReadLimits, chunk_bytes: int) -> Decoded:
+    """JSON lines as chunks of rows (:func:`_json_line_chunks`): a path's bytes memory-mapped, scanned, and let
+    go from this process's memory as each chunk is parsed (they stay in the page cache); a file object's read
+    within ``max_bytes``. O(bytes); memory: one chunk's rows and pages."""
+    mapped: mmap.mmap | None = None
+    with opened() as handle:
+        if not path:
+            data: bytes | mmap.mmap = read_bounded(handle, label, limits)
+        else:
+            check_size(handle, label, limits)
+            if os.fstat(handle.fileno()).st_size:  # an empty file cannot be mapped
+                mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            data = mapped if mapped is not None else b""
+    scan = scan_json(data, label, limits)  # type: ignore[arg-type]  # a buffer, as bytes are
+    released = [0]
+
+    def release(end: int) -> None:
+        advice = getattr(mmap, "MADV_DONTNEED", None)
+        whole = end // mmap.PAGESIZE * mmap.PAGESIZE
+        if mapped is not None and advice is not None and whole > released[0]:
+            mapped.madvise(advice, released[0], whole - released[0])
+            released[0] = whole
+
+    release(len(data))  # the pages the scan read
+    released[0] = 0
+
+    def chunks() -> Iterator[tuple[list[Any], list[str]]]:
+        try:
+            yield from _json_line_chunks(data, label, chunk_bytes, release)
+        finally:
+            if mapped is not None:
+                mapped.close()
+
+    return Decoded(size=len(data), values=scan.values, chunks=chunks(), lines=scan.rows)
+
+
+def _list_chunks(rows: list[Any], where: list[str], count: int) -> Iterator[tuple[list[Any], list[str]]]:
+    """A parsed list's rows in chunks of ``count``, each let go from ``rows`` once given (the list is the
+    caller's to drop). O(rows)."""
+    for start in range(0, len(rows), count):
+        stop = min(start + count, len(rows))
+        chunk = rows[start:stop]
+        rows[start:stop] = itertools.repeat(None, stop - start)
+        yield chunk, where[start:stop]
+
+
+def _json(
+    raw: bytes, label: str, limits: ReadLimits, rows_are: str = "rows", chunk_bytes: int | None = None
+) -> Decoded:
+    """A list of rows, a histogram object, or (when it is really JSON lines) one value per line."""
+    scan = scan_json(raw, label, ReadLimits(max_depth=limits.max_depth, max_values=limits.max_values))
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        raise DatasetError(label, f"line {line}", "not valid UTF-8 text") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        if error.msg == "Extra data":
+            lines = scan_json(raw, label, limits)
+            if chunk_bytes is None:
+                return _json_lines(raw, label, lines.values)
+            chunks = _json_line_chunks(raw, label, chunk_bytes)
+            return Decoded(size=len(raw), values=lines.values, chunks=chunks, lines=lines.rows)
+        data = _parse_json(text, label, None)
+    except (RecursionError, ValueError):
+        data = _parse_json(text, label, None)
+    if isinstance(data, list):
+        check_count(label, rows_are, len(data), limits.max_rows)
+        where = [f"item {number}" for number in range(1, len(data) + 1)]
+        return Decoded(data, where, size=len(raw), values=scan.values)
+    if isinstance(data, dict) and ("histogram" in data or "lengths" in data):
+        return Decoded(lengths=_histogram(data, label, limits), size=len(raw), values=scan.values)
+    found = f"an object with keys {names(list(map(str, data)))}" if isinstance(data, dict) else type(data).__name__
+    raise DatasetError(
+        label,
+        None,
+        f"expected a list of rows, one JSON object per line, or an object with 'histogram' or 'lengths'; "
+        f"found {quote(found)}",
+    )
+
+
+def _histogram(data: dict[str, Any], label: str, limits: ReadLimits) -> Int64Array:
+    """Lengths from a histogram object like ``packing/workloads/*.json``; the sequences and tokens it stands
+    for are checked against ``limits`` (and 2**63) from its counts, before it is expanded. O(sequences)."""
+    key = "histogram" if "histogram" in data else "lengths"
+    values = data[key]
+    if not isinstance(values, list):
+        raise DatasetError(label, f"key '{key}'", f"expected a list of non-negative integers, got {quote(values)}")
+    for position, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+            raise DatasetError(
+                label, f"key '{key}', position {position}", f"expected a non-negative integer, got {quote(value)}"
+            )
+    sequences = sum(values) if key == "histogram" else len(values)
+    check_count(label, "sequences", sequences, limits.max_rows)
+    if key == "histogram" and sequences > 2**31:
+        raise DatasetError(label, f"key '{key}'", f"expected at most 2**31 sequences, got {sequences:,}")
+    tokens = sum(length * count for length, count in enumerate(values)) if key == "histogram" else sum(values)
+    check_count(label, "tokens", tokens, limits.length_tokens)
+    if tokens >= 2**63:
+        raise DatasetError(label, f"key '{key}'", f"expected lengths adding up to less than 2**63, got {tokens:,}")
+    lengths = workload_from_json(label, {key: values, "max_seq_length": 0}).lengths
+    if not len(lengths):
+        raise DatasetError(label, None, f"the {key} holds no sequences")
+    return np.asarray(lengths, dtype=np.int64)
+
+
+def _csv(
+    opened: Opener,
+    label: str,
+    limits: ReadLimits,
+    columns: Collection[str] | None,
+    rows_are: str,
+    chunk_bytes: int | None,
+) -> Decoded:
+    """A header line with column names, then one row per line as a dict of its (wanted) text cells, whole or
+    (``chunk_bytes``) in chunks of the rows of about that many characters of cells, read from the file as
+    they are iterated. O(bytes)."""
+    if csv.field_size_limit() < _CSV_FIELD_LIMIT:
+        csv.field_size_limit(_CSV_FIELD_LIMIT)  # long token lists exceed the 128 KiB default
+    with ExitStack() as stack:
+        handle = stack.enter_context(opened())
+        size = 0
+        if limits.max_bytes is not None:
+            data = read_bounded(handle, label, limits)
+            handle, size = io.BytesIO(data), len(data)
+        wrapper = io.TextIOWrapper(handle, encoding="utf-8-sig", newline="")
+        stack.callback(wrapper.detach)  # leave the caller's file object open
+        reader = csv.reader(wrapper)
+        with _csv_errors(label, reader):
+            header = _csv_header(reader, label, columns)
+        chunks = _csv_chunks(reader, header, label, columns, limits, rows_are, chunk_bytes or _WHOLE)
+        if chunk_bytes is None:
+            with _csv_errors(label, reader):
+                rows, where = _joined_chunks(chunks)
+            return Decoded(rows, where, cells=True, size=size)
+        owned = stack.pop_all()
+
+        def read() -> Iterator[tuple[list[Any], list[str]]]:
+            with owned, _csv_errors(label, reader):
+                yield from chunks
+
+        return Decoded(cells=True, size=size, chunks=read())
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+@contextmanager
+def _csv_errors(label: str, reader: Any) -> Iterator[None]:
+    """Text that is not UTF-8 and malformed CSV, named by their line."""
+    try:
+        yield
+    except UnicodeDecodeError:
+        raise DatasetError(label, f"line {reader.line_num + 1}", "not valid UTF-8 text") from None
+    except csv.Error as error:
+        raise DatasetError(label, f"line {reader.line_num}", f"invalid CSV ({quote(str(error))})") from None
+
+
+def _csv_header(reader: Any, label: str, columns: Collection[str] | None) -> list[str]:
+    """The column names of the header line. O(cells)."""
+    header = next(reader, None)
+    if header is None:
+        raise DatasetError(label, None, "the file is empty; expected a header line with column names")
+    names_ = [name.strip() for name in header]
+    if columns is not None and not set(names_) & set(columns):
+        raise DatasetError(label, None, f"no usable columns; found {names(names_)}, expected {EXPECTED}")
+    return names_
+
+
+def _csv_chunks(
+    reader: Any,
+    names_: list[str],
+    label: str,
+    columns: Collection[str] | None,
+    limits: ReadLimits,
+    rows_are: str,
+    chunk_bytes: int,
+) -> Iterator[tuple[list[Any], list[str]]]:
+    """Every non-blank row after the header as a dict of its cells, in chunks of about ``chunk_bytes``
+    characters. O(cells)."""
+    rows: list[Any] = []
+    where: list[str] = []
+    count = held = 0
+    for cells in reader:
+        if not any(cell.strip() for cell in cells):
+            continue
+        place = f"line {reader.line_num}"
+        if len(cells) != len(names_):
+            raise DatasetError(label, place, f"expected {len(names_)} cells ({names(names_)}), got {len(cells)}")
+        rows.append({c: cell for c, cell in zip(names_, cells, strict=True) if columns is None or c in columns})
+        where.append(place)
+        count += 1
+        check_count(label, rows_are, count, limits.max_rows)
+        held += sum(map(len, cells))
+        if held >= chunk_bytes:
+            yield rows, where
+            rows, where, held = [], [], 0
+    if rows:
+        yield rows, where

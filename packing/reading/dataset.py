@@ -44,6 +44,7 @@ from packing.reading.files import EXPECTED, FORMATS, Budget, Content, File, deco
 from packing.reading.limits import ReadLimits, check_count, limits_of
 from packing.reading.rows import read_rows
 from packing.recipe import Recipe, RecipeOptions
+from packing.strategies.overflow import check_within
 from packing.text.prepare import prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -130,8 +131,9 @@ def read_dataset(
     ``save_to_disk`` folder in its own). ``format`` (``jsonl``, ``json``, ``csv``, ``parquet``, ``arrow``)
     overrides the extensions. ``name`` is how messages refer to the source (needed for file objects).
     The options are every entry point's (:class:`~packing.Recipe`, or ``recipe=``); reading uses the loss
-    rule (``loss``, applied to prompt/completion rows as they are read) and the ``tokenizer`` (loaded once
-    for every file), and ignores the rest. With a ``tokenizer``,
+    rule (``loss``, applied to prompt/completion rows as they are read), the ``tokenizer`` (loaded once
+    for every file) and, with ``overflow="error"`` and a ``max_seq_length``, refuses a longer sample naming its
+    file and line (a ``DatasetError`` whose ``cause`` is the ``SequenceTooLong``); it ignores the rest. With a ``tokenizer``,
     text rows (``text``, ``messages``, ``prompt`` and ``completion`` as text) are tokenized with their masks
     (``packing.text.rows``) by ``num_proc`` processes, trained as ``loss_rules`` say (``Recipe.loss_rules``); in
     a CSV file the ``text``, ``prompt`` and ``completion`` cells are then text. ``limits`` bound the whole dataset (summed over its files), checked before each file is decoded.
@@ -147,7 +149,10 @@ def read_dataset(
     ...
     packing.errors.DatasetError: .../shard-00001.jsonl, line 2, position 1: expected a non-negative integer token id, got 'x' (str)
     """
-    reading = prepare(Recipe.for_reading(recipe, **options)).read_options
+    chosen = Recipe.for_reading(recipe, **options)
+    reading = prepare(chosen).read_options
+    given_length = recipe is not None or options.get("max_seq_length") is not None
+    longest = chosen.max_seq_length if given_length and chosen.overflow == "error" else None
     found = resolve(source, format, name)
     budget = Budget(limits_of(limits), found.label, rows_are="samples")
     parts: list[Samples] = []
@@ -161,6 +166,8 @@ def read_dataset(
         with budget.reading():
             content = decode(file, budget.left(), FIELDS, "samples")
             samples = _samples(content, reading, report if progress else None)
+        if longest is not None:
+            _refuse_longer(samples, content, longest)
         if parts and parts[0].has_tokens != samples.has_tokens:
             raise _mixed(file, found.files[0], samples.has_tokens)
         budget.spend(bytes=content.bytes_read, rows=len(samples), tokens=int(samples.offsets[-1]))
@@ -202,6 +209,15 @@ def _samples(content: Content, reading: dict[str, Any], progress: Callable[[int,
         return read_rows(rows, progress=progress, **reading)
     except SampleError as error:
         raise DatasetError.from_sample(label, content.place(error.sample or 0), error) from None
+
+
+def _refuse_longer(samples: Samples, content: Content, capacity: int) -> None:
+    """``overflow="error"``: a sample of the file longer than ``capacity`` refused, named by the file and its
+    place in it (``line 4``), as a bad row is. O(samples)."""
+    try:
+        check_within(samples.lengths, capacity)
+    except SampleError as error:
+        raise DatasetError.from_sample(content.file.label, content.place(error.sample or 0), error) from None
 
 
 def _bounded(samples: Samples, label: str, limits: ReadLimits) -> None:

@@ -78,7 +78,9 @@ def test_read_dataset_names_the_shard_and_line(tmp_path: Path) -> None:
     with pytest.raises(packing.DatasetError) as raised:
         packing.read_dataset(str(tmp_path), max_seq_length=4, overflow="error")
     error = raised.value
-    assert str(error).endswith("part-1.jsonl, line 1: expected at most max_seq_length=4 tokens (overflow='error'), got 6 tokens")
+    assert str(error).endswith(
+        "part-1.jsonl, line 1: expected at most max_seq_length=4 tokens (overflow='error'), got 6 tokens"
+    )
     assert isinstance(error.cause, packing.SequenceTooLong) and error.cause.length == 6
     assert len(packing.read_dataset(str(tmp_path), overflow="error")) == len(ROWS)  # no length: nothing to refuse
     assert len(packing.read_dataset(str(tmp_path), max_seq_length=4)) == len(ROWS)  # truncate: read as they are

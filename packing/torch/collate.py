@@ -224,9 +224,10 @@ def _check_integer(name: str, value: Any, expected: str, least: int, most: int) 
     bound above ``most`` (``MAX_SEQ_LENGTH``, or 64 bits). O(1)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral):
         raise SettingError(name, expected, value)
-    if least > -INT64_MAX - 1 and value < least:
+    number = int(value)
+    if least > -INT64_MAX - 1 and number < least:
         raise SettingError(name, expected, value)
-    if not least <= value <= most:
+    if not least <= number <= most:
         raise SettingError(
             name, f"at most {most:,}" if most == MAX_SEQ_LENGTH else "an integer that fits in 64 bits", value
         )

@@ -23,7 +23,7 @@ from packing.errors import SampleError, SequenceTooLong, SettingError
 from packing.planning.plans import plan
 from packing.reading.rows import read_rows
 from packing.recipe import Recipe, RecipeOptions
-from packing.strategies.registry import STRATEGIES, StrategyName
+from packing.strategies.registry import STRATEGIES, StrategyName, check_whole_samples
 from packing.text.prepare import prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -146,9 +146,7 @@ def stream(
     chosen.refuse("stream", ["window"])
     capacity, strategy = chosen.max_seq_length, chosen.strategy
     size = check_positive_int(buffer_size, "buffer_size")
-    if STRATEGIES[strategy].splits_sequences:
-        choices = ", ".join(name for name, s in STRATEGIES.items() if not s.splits_sequences)
-        raise SettingError("strategy", f"a strategy that keeps samples whole ({choices})", strategy)
+    check_whole_samples(strategy)
     shuffle = check_flag(shuffle, "shuffle")
     rng = np.random.default_rng(chosen.seed or 0)
     carried = Samples(np.zeros(0, np.int32), all_ones(0), np.zeros(1, np.int64))

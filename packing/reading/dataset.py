@@ -45,6 +45,7 @@ from packing.reading.limits import ReadLimits, check_count, limits_of
 from packing.reading.rowfiles import EXPECTED, names
 from packing.reading.rows import read_rows
 from packing.recipe import Recipe, RecipeOptions
+from packing.strategies.overflow import check_within
 from packing.text.prepare import prepare
 from packing.text.rows import encode_rows
 
@@ -133,8 +134,9 @@ def read_dataset(
     ``save_to_disk`` folder in its own). ``format`` (``jsonl``, ``json``, ``csv``, ``parquet``, ``arrow``)
     overrides the extensions. ``name`` is how messages refer to the source (needed for file objects).
     The options are every entry point's (:class:`~packing.Recipe`, or ``recipe=``); reading uses the loss
-    rule (``loss``, applied to prompt/completion rows as they are read) and the ``tokenizer`` (loaded once
-    for every file), and ignores the rest. With a ``tokenizer``,
+    rule (``loss``, applied to prompt/completion rows as they are read), the ``tokenizer`` (loaded once
+    for every file) and, with ``overflow="error"`` and a ``max_seq_length``, refuses a longer sample naming its
+    file and line (a ``DatasetError`` whose ``cause`` is the ``SequenceTooLong``); it ignores the rest. With a ``tokenizer``,
     text rows (``text``, ``messages``, ``prompt`` and ``completion`` as text) are tokenized with their masks
     (``packing.text.rows``) by ``num_proc`` processes, trained as ``loss_rules`` say (``Recipe.loss_rules``); in
     a CSV file the ``text``, ``prompt`` and ``completion`` cells are then text. ``limits`` bound the whole dataset (summed over its files), checked before each file is decoded.
@@ -156,7 +158,10 @@ def read_dataset(
     ...
     packing.errors.DatasetError: .../shard-00001.jsonl, line 2, position 1: expected a non-negative integer token id, got 'x' (str)
     """
-    reading = prepare(Recipe.for_reading(recipe, **options)).read_options
+    chosen = Recipe.for_reading(recipe, **options)
+    reading = prepare(chosen).read_options
+    given_length = recipe is not None or options.get("max_seq_length") is not None
+    longest = chosen.max_seq_length if given_length and chosen.overflow == "error" else None
     found = resolve(source, format, name)
     budget = Budget(limits_of(limits), found.label, rows_are="samples")
     accumulator = Accumulator()  # every file's samples written into one set of arrays, no join
@@ -173,7 +178,9 @@ def read_dataset(
             content = decode(file, budget.left(), FIELDS, "samples", chunk_bytes=_chunk_bytes or _CHUNK_BYTES)
             if content.batches is not None and reading.get("tokenizer") is None:
                 accumulator.reserve(content.batches.values(TOKEN_FIELDS))  # an upper bound: grown once
-            for part, narrow in _parts(content, reading, report if progress else None):
+            for part, narrow, where in _parts(content, reading, report if progress else None):
+                if longest is not None:
+                    _refuse_longer(part, content, longest, where, first=rows)
                 kind = part.has_tokens if kind is None else kind
                 rows, tokens = rows + len(part), tokens + int(part.offsets[-1])
                 if accumulator.has_tokens in (None, kind):  # a file of the other kind: read on, for its errors
@@ -195,7 +202,7 @@ _CHUNK_BYTES = 1 << 22
 
 def _parts(
     content: Content, reading: dict[str, Any], progress: Callable[[int, int], None] | None
-) -> Iterator[tuple[Samples, bool]]:
+) -> Iterator[tuple[Samples, bool, list[str] | None]]:
     """The samples a file holds, part by part, through the one reader (``reading``: its keywords, the loss
     rule and the tokenizer), each with whether its int64 ids are to be narrowed (:class:`Accumulator`): a
     Parquet or Arrow file's batches, a chunk of rows, or the whole file; a bad row is named by the file and
@@ -204,7 +211,7 @@ def _parts(
     if content.lengths is not None:
         offsets = np.zeros(len(content.lengths) + 1, dtype=np.int64)
         np.cumsum(content.lengths, out=offsets[1:])
-        yield Samples(None, None, offsets), False
+        yield Samples(None, None, offsets), False, None
         return
     if content.chunks is not None:
         yield from _row_parts(content, reading, progress)
@@ -218,23 +225,23 @@ def _parts(
     try:
         if batches is not None and flat_batches(batches.schema, text):
             for part in batch_parts(batches, batches.num_rows, progress, **reading):  # one batch held at a time
-                yield part, text
+                yield part, text, None
             return
         if batches is not None:
-            yield read_table(batches.read(), progress=progress, **reading), text
+            yield read_table(batches.read(), progress=progress, **reading), text, None
             return
         rows = content.rows or []
         if content.cells:
             rows = [cells_row(cells, index, text=text) for index, cells in enumerate(rows)]
         _check_columns(rows, label)
-        yield read_rows(rows, progress=progress, **reading), True
+        yield read_rows(rows, progress=progress, **reading), True, None
     except SampleError as error:
         raise DatasetError.from_sample(label, content.place(error.sample or 0), error) from None
 
 
 def _row_parts(
     content: Content, reading: dict[str, Any], progress: Callable[[int, int], None] | None
-) -> Iterator[tuple[Samples, bool]]:
+) -> Iterator[tuple[Samples, bool, list[str] | None]]:
     """The samples of a file's rows chunk by chunk (:func:`decode`'s ``chunks``), each chunk through the one
     reader (:func:`read_rows`) and counted over the whole file (rows from 0, places of the file): the samples
     and the errors of a whole-file read (:func:`_settled`), one chunk of Python rows held at a time.
@@ -263,7 +270,7 @@ def _row_parts(
             raise _settled(content, error, where[local], *rest, columns, False, reading, rows[local]) from None
         kind = part.has_tokens
         done += len(rows)
-        yield part, True
+        yield part, True, where
     if not done:
         raise DatasetError(label, None, "the file holds no samples")
 
@@ -373,6 +380,18 @@ def _text_error(
     except SampleError as error:
         return DatasetError.from_sample(label, where[(error.sample or done) - done], error)
     return None
+
+
+def _refuse_longer(samples: Samples, content: Content, capacity: int, where: list[str] | None, first: int = 0) -> None:
+    """``overflow="error"``: a sample of the file longer than ``capacity`` refused, named by the file and its
+    place in it (``line 4``), as a bad row is; ``samples`` are the file's from its row ``first``, ``where``
+    their places when the file is read in chunks. O(samples)."""
+    try:
+        check_within(samples.lengths, capacity)
+    except SampleError as error:
+        index = error.sample or 0
+        place = where[index] if where is not None else content.place(first + index)
+        raise DatasetError.from_sample(content.file.label, place, error) from None
 
 
 def _bounded(rows: int, tokens: int, has_tokens: bool, label: str, limits: ReadLimits) -> None:

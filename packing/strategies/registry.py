@@ -23,6 +23,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from packing.errors import SettingError
 from packing.strategies.kernels import (
     IntArray,
     best_fit_decreasing_layout,
@@ -296,6 +297,23 @@ STRATEGIES: dict[str, Strategy] = {
     )
 }
 """Every strategy by name, in the order menus and tables show them."""
+
+
+def check_whole_samples(strategy: str) -> str:
+    """Return ``strategy`` if it keeps every sample whole; the entry points that cannot cut a sample (``stream``,
+    the sampler) refuse the others (``split``, ``wrapped``) with this one message, naming those they take. O(1).
+
+    >>> check_whole_samples("bfd")
+    'bfd'
+    >>> check_whole_samples("wrapped")
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: strategy: expected a strategy that keeps samples whole (next_fit, first_fit, first_fit_shuffle, ffd, bfd, spfhp, optimal, none), got 'wrapped' (str)
+    """
+    if STRATEGIES[strategy].splits_sequences:
+        choices = ", ".join(name for name, s in STRATEGIES.items() if not s.splits_sequences)
+        raise SettingError("strategy", f"a strategy that keeps samples whole ({choices})", strategy)
+    return strategy
 
 
 def placement_order(strategy: Strategy, lengths: Int64Array, capacity: int, seed: int = 0) -> Int64Array:

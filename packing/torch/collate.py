@@ -20,7 +20,7 @@ from packing.batches.schema import LOSS_WEIGHTS
 from packing.core.arrays import ranges
 from packing.core.forms import MASK_FIELDS
 from packing.core.samples import IGNORE_INDEX, Samples
-from packing.core.validation import OverflowPolicy
+from packing.core.validation import INT64_MAX, MAX_SEQ_LENGTH, OverflowPolicy
 from packing.errors import SettingError
 from packing.planning.plans import plan
 from packing.reading.rows import read_rows
@@ -219,22 +219,37 @@ def collate(
     return batch
 
 
+def _check_integer(name: str, value: Any, expected: str, least: int, most: int) -> None:
+    """Refuse ``value`` unless an integer (not a bool) in ``[least, most]``: ``expected`` below ``least``, the
+    bound above ``most`` (``MAX_SEQ_LENGTH``, or 64 bits). O(1)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral):
+        raise SettingError(name, expected, value)
+    number = int(value)
+    if least > -INT64_MAX - 1 and number < least:
+        raise SettingError(name, expected, value)
+    if not least <= number <= most:
+        raise SettingError(
+            name, f"at most {most:,}" if most == MAX_SEQ_LENGTH else "an integer that fits in 64 bits", value
+        )
+
+
 def _check_collate_options(
     separator_id: Any, position_ids_start: Any, pad_to_multiple_of: Any, return_tensors: Any
 ) -> Callable[[npt.NDArray[Any]], Any]:
-    """``collate``'s transformers options checked; returns the array constructor ``return_tensors`` names. O(1)."""
-    for name, value, least in (("separator_id", separator_id, None), ("position_ids_start", position_ids_start, 0)):
-        if (
-            isinstance(value, (bool, np.bool_))
-            or not isinstance(value, Integral)
-            or (least is not None and value < least)
-        ):
-            raise SettingError(name, "an integer" if least is None else f"an integer >= {least}", value)
-    if pad_to_multiple_of is not None and (
-        isinstance(pad_to_multiple_of, (bool, np.bool_)) or not isinstance(pad_to_multiple_of, Integral)
-        or pad_to_multiple_of < 1
-    ):  # fmt: skip
-        raise SettingError("pad_to_multiple_of", "an integer >= 1 or None", pad_to_multiple_of)
+    """``collate``'s transformers options checked; returns the array constructor ``return_tensors`` names. O(1).
+
+    ``separator_id`` is any int64 label; ``position_ids_start`` and ``pad_to_multiple_of`` are at most
+    ``MAX_SEQ_LENGTH`` (positions never wrap round, padding is never larger than the longest block).
+
+    >>> _check_collate_options(-100, 0, 2**30, "np")
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: pad_to_multiple_of: expected at most 16,777,216, got 1073741824
+    """
+    _check_integer("separator_id", separator_id, "an integer", -INT64_MAX - 1, INT64_MAX)
+    _check_integer("position_ids_start", position_ids_start, "an integer >= 0", 0, MAX_SEQ_LENGTH)
+    if pad_to_multiple_of is not None:
+        _check_integer("pad_to_multiple_of", pad_to_multiple_of, "an integer >= 1 or None", 1, MAX_SEQ_LENGTH)
     if return_tensors == "pt":
         return torch.from_numpy
     if return_tensors == "np":

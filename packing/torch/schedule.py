@@ -18,7 +18,7 @@ from packing.errors import SettingError
 from packing.planning.plans import Piece, plan
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.overflow import check_within
-from packing.strategies.registry import STRATEGIES, StrategyName
+from packing.strategies.registry import STRATEGIES, StrategyName, check_whole_samples
 from packing.strategies.stats import PackingStats
 from packing.weighting import LossTotals
 
@@ -221,9 +221,7 @@ def build_schedule(
     sizes = sizes.astype(np.int64)
     if sizes.size and int(sizes.min()) < 0:
         raise SettingError("lengths", "non-negative lengths", int(sizes.min()))
-    if STRATEGIES[chosen.strategy].splits_sequences:
-        choices = ", ".join(name for name, s in STRATEGIES.items() if not s.splits_sequences)
-        raise SettingError("strategy", f"a strategy that keeps samples whole ({choices})", chosen.strategy)
+    check_whole_samples(chosen.strategy)
     if chosen.overflow == "error":  # named by its index in the dataset, before the shuffle renumbers it
         check_within(sizes, capacity)
     rng = np.random.default_rng([chosen.seed or 0, epoch])

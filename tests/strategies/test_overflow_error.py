@@ -60,14 +60,34 @@ def test_stream_names_the_position_in_the_stream() -> None:
 
 
 def test_the_command_line_prints_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The file and line are named, as for any other bad row (a blank line skipped, an empty row counted)."""
     path = tmp_path / "rows.jsonl"
-    path.write_text("".join(f'{{"input_ids": {row}}}\n' for row in ROWS))
+    path.write_text('{"input_ids": [1]}\n\n{"input_ids": []}\n' + "".join(f'{{"input_ids": {row}}}\n' for row in ROWS))
     code = main(["pack", str(path), "--max-seq-length", "4", "--overflow", "error", "-o", str(tmp_path / "o.parquet")])
     err = capsys.readouterr().err
     assert code == 2
-    assert (
-        err == "packing: error: sample 2: expected at most max_seq_length=4 tokens (overflow='error'), got 6 tokens\n"
+    assert err == (
+        f"packing: error: {path}, line 6: expected at most max_seq_length=4 tokens (overflow='error'), got 6 tokens\n"
     )
+
+
+def test_read_dataset_names_the_shard_and_line(tmp_path: Path) -> None:
+    """Over several shards, the shard holding the sample and its line there; the cause keeps the fields."""
+    for n, rows in enumerate([ROWS[:2], ROWS[2:]]):
+        (tmp_path / f"part-{n}.jsonl").write_text("".join(f"{row}\n" for row in rows))
+    with pytest.raises(packing.DatasetError) as raised:
+        packing.read_dataset(str(tmp_path), max_seq_length=4, overflow="error")
+    error = raised.value
+    assert str(error).endswith(
+        "part-1.jsonl, line 1: expected at most max_seq_length=4 tokens (overflow='error'), got 6 tokens"
+    )
+    assert isinstance(error.cause, packing.SequenceTooLong) and error.cause.length == 6
+    assert len(packing.read_dataset(str(tmp_path), overflow="error")) == len(ROWS)  # no length: nothing to refuse
+    assert len(packing.read_dataset(str(tmp_path), max_seq_length=4)) == len(ROWS)  # truncate: read as they are
+    lengths = tmp_path / "lengths.csv"
+    lengths.write_text("length\n3\n9\n")
+    with pytest.raises(packing.DatasetError, match=r"lengths.csv, line 3: expected at most max_seq_length=4"):
+        packing.read_dataset(str(lengths), max_seq_length=4, overflow="error")
 
 
 def test_it_pickles_with_its_fields() -> None:

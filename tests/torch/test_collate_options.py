@@ -114,6 +114,20 @@ def test_numpy_batches_hold_no_tensor() -> None:
         ({"pad_to_multiple_of": True}, r"^pad_to_multiple_of: expected an integer >= 1 or None, got True \(bool\)$"),
         ({"separator_id": 1.5}, r"^separator_id: expected an integer, got 1.5 \(float\)$"),
         ({"position_ids_start": -1}, r"^position_ids_start: expected an integer >= 0, got -1$"),
+        # out of range: a typed error, not numpy's OverflowError, MemoryError or positions wrapped round
+        (
+            {"separator_id": 2**70},
+            r"^separator_id: expected an integer that fits in 64 bits, got 1180591620717411303424$",
+        ),
+        (
+            {"separator_id": -(2**63) - 1},
+            r"^separator_id: expected an integer that fits in 64 bits, got -9223372036854775809$",
+        ),
+        (
+            {"position_ids_start": 2**63 - 2},
+            r"^position_ids_start: expected at most 16,777,216, got 9223372036854775806$",
+        ),
+        ({"pad_to_multiple_of": 10**12}, r"^pad_to_multiple_of: expected at most 16,777,216, got 1000000000000$"),
     ],
 )
 def test_bad_options_are_refused_by_name(options: dict[str, Any], message: str) -> None:

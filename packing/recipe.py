@@ -134,10 +134,6 @@ class Recipe:
     max_sequences_per_block: int | None = field(
         default=None, metadata=_about("plan", "cap on documents per block (spfhp only)", metavar="K", parse=int)
     )
-    tie_break: TieBreak = field(
-        default="newest",
-        metadata=_about("plan", "bfd on equal room: the block that reached it last, or first (TRL's)", TIE_BREAKS),
-    )
     loss: LossRule = field(default="completion", metadata=_about("read", "which tokens are trained", LOSS_RULES))
     tokenizer: Any = field(
         default=None,
@@ -180,6 +176,10 @@ class Recipe:
         metadata=_about("fill", "ids, labels and positions as int64 (default: int32, the compact schema)", parse=bool),
     )
     """Ids, labels and positions as int64 instead of the compact schema's int32 (``packing.batches.schema``)."""
+    tie_break: TieBreak = field(
+        default="newest",
+        metadata=_about("plan", "bfd on equal room: the block that reached it last, or first (TRL's)", TIE_BREAKS),
+    )
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -259,7 +259,7 @@ class Recipe:
         >>> Recipe.of(None, 16, stratgy="split")
         Traceback (most recent call last):
         ...
-        packing.errors.SettingError: stratgy: expected one of the options strategy, overflow, window, time_limit, seed, max_sequences_per_block, tie_break, loss, tokenizer, pad_token_id, roles_to_train, train_on_eos, chat_template, num_proc, int64, got 'split' (str)
+        packing.errors.SettingError: stratgy: expected one of the options strategy, overflow, window, time_limit, seed, max_sequences_per_block, loss, tokenizer, pad_token_id, roles_to_train, train_on_eos, chat_template, num_proc, int64, tie_break, got 'split' (str)
         >>> Recipe.of(None, None)
         Traceback (most recent call last):
         ...

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from packing.batches.packed import LazyBatch, pack
-from packing.batches.schema import NAMES, arrow_schema
+from packing.batches.schema import LOSS_WEIGHTS, NAMES, arrow_schema
 from packing.core.forms import FIELDS
 from packing.core.validation import OverflowPolicy, check_flag
 from packing.errors import SampleError, SettingError
@@ -236,7 +236,7 @@ def carried_columns(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    reserved = set(FIELDS) | set(NAMES)
+    reserved = set(FIELDS) | set(NAMES) | {LOSS_WEIGHTS.name}  # loss_weights: what collate reads as its own
     names = list(source.column_names if isinstance(source, pa.Table) else source)
     if carry is not None:
         if isinstance(carry, str) or not all(isinstance(n, str) for n in carry):

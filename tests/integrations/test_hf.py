@@ -229,3 +229,17 @@ def test_both_sample_forms_in_one_dataset_are_refused() -> None:
     assert pack_batch({"input_ids": [[1, 2], None], "prompt": [None, [3]], "completion": [None, [4]]}, 4)[
         "loss_mask"
     ] == [[1, 1, 0, 1]]
+
+
+def test_a_column_named_loss_weights_is_not_carried() -> None:
+    """A user column called ``loss_weights`` would be read by ``collate`` as this project's per-token weights:
+    it is not carried, and naming it in ``carry`` is refused."""
+    datasets = pytest.importorskip("datasets")
+    from packing.hf import pack_dataset
+
+    rows = datasets.Dataset.from_dict({"input_ids": [[1, 2, 3], [4, 5]], "loss_weights": [[9.0, 9.0, 9.0], [9.0, 9.0]]})
+    assert "loss_weights" not in pack_dataset(rows, 8, shuffle=False).column_names
+    from packing.errors import SettingError
+
+    with pytest.raises(SettingError, match="carry"):
+        pack_dataset(rows, 8, shuffle=False, carry=["loss_weights"])

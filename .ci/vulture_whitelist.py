@@ -47,3 +47,5 @@ _.get_train_dataloader  # unused method (tests/integrations/test_weighting.py:42
 _.compute_loss  # unused method (tests/integrations/test_weighting.py:424)
 num_items_in_batch  # unused variable (tests/integrations/test_weighting.py:425)
 _.pre_tokenizer  # unused attribute (tests/text_fixtures.py:54)
+pytestmark  # unused variable (pytest reads a module's marks: tests/explorer/test_ui_browser.py, tests/test_benchmarks.py, ...)
+pytest_collection_modifyitems  # unused function (a pytest hook: tests/conftest.py)

@@ -242,7 +242,7 @@ def _placed_labels(
 
 
 def flat_batches(schema: pa.Schema, tokenizer: bool = False) -> bool:
-    """Whether tables of ``schema`` can be read batch by batch (:func:`read_batches`) with the same result as
+    """Whether tables of ``schema`` can be read batch by batch (:func:`batch_parts` into an :class:`Accumulator`) with the same result as
     whole: without a ``tokenizer``, its reader columns are token, mask and label columns of integer lists
     (boolean masks too), with a token column among them; with one, any columns but ``length`` (a length row
     among token rows is refused by the whole table's first row). O(columns).
@@ -395,44 +395,6 @@ class Accumulator:
         loss_mask = all_ones(total) if self._mask.array is None else self._mask.done(total)
         other = None if self._labels.array is None else self._labels.done(total)
         return Samples(self._ids.done(total), loss_mask, np.concatenate(self._offsets), other)
-
-
-def read_batches(
-    tables: Iterable[pa.Table],
-    size: int,
-    *,
-    rows: int = 0,
-    completion_only_loss: bool = True,
-    loss_rules: LossRules | None = None,
-    tokenizer: Any = None,
-    num_proc: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    **_: Any,
-) -> Samples:
-    """The samples of ``tables`` read one after the other (each by :func:`read_table`, text rows tokenized
-    with ``tokenizer``), written straight into arrays of ``size`` tokens (an upper bound, such as a Parquet
-    file's value counts; grown when short; with a ``tokenizer``, none): what :func:`read_table` gives for the tables joined (tokens,
-    offsets, loss mask and labels alike), without holding them all (:class:`Accumulator`). A bad row is named by its index over all
-    tables; ``progress(done, total)`` counts rows over all tables (``rows``: their number, when known).
-    O(total tokens + rows); memory: the samples and one table.
-
-    >>> import pyarrow as pa
-    >>> parts = [pa.table({"input_ids": [[1, 2]], "loss_mask": [[0, 1]]}), pa.table({"input_ids": [[3], [4, -5]]})]
-    >>> s = read_batches(parts, 5)
-    Traceback (most recent call last):
-    ...
-    packing.errors.SampleError: sample 2, 'input_ids', position 1: expected a non-negative integer token id, got -5
-    >>> s = read_batches([parts[0], pa.table({"input_ids": [[3, 4]], "labels": [[-100, 9]]})], 3)
-    >>> s.tokens.tolist(), s.loss_mask.tolist(), s.offsets.tolist(), s.labels.tolist()
-    ([1, 2, 3, 4], [0, 1, 0, 1], [0, 2, 4], [1, 2, 3, 9])
-    """
-    reading = {"completion_only_loss": completion_only_loss, "loss_rules": loss_rules, "num_proc": num_proc}
-    accumulator = Accumulator(0 if tokenizer is not None else size)  # text: no bound known, grown as tokenized
-    for part in batch_parts(tables, rows, progress, tokenizer=tokenizer, **reading):
-        if part.tokens is None:  # token rows only (``flat_batches``)
-            raise AssertionError("a table of lengths among token tables")  # pragma: no cover
-        accumulator.add(part, narrow=tokenizer is not None)
-    return _no_samples() if accumulator.has_tokens is None else accumulator.samples()
 
 
 def batch_parts(

@@ -231,8 +231,9 @@ def _parquet_file(tables: Iterable[pa.Table], path: PathType) -> None:
         try:
             for table in tables:
                 if writer is None:
-                    writer = pq.ParquetWriter(temporary, table.schema)
-                writer.write_table(table, row_group_size=max(1, table.num_rows))
+                    writer = pq.ParquetWriter(temporary, table.schema)  # an empty output keeps its schema
+                if table.num_rows:
+                    writer.write_table(table, row_group_size=table.num_rows)
         finally:
             if writer is not None:
                 writer.close()

@@ -27,40 +27,15 @@ from trl.trainer.sft_trainer import DataCollatorForLanguageModeling  # noqa: E40
 
 from packing.hf import pack_batch, pack_dataset  # noqa: E402
 from packing.streaming import stream_dataset  # noqa: E402
+from tests.helpers.peer_batches import check_trl_reads  # noqa: E402
+from tests.helpers.tiny_models import VOCAB, local_tokenizer, tiny_llama  # noqa: E402
 
 Dataset = datasets.Dataset
-VOCAB = 96
 
 
 def trl_padding_free(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """TRL's own padding-free collator, as ``SFTTrainer`` makes it for packed data."""
     return dict(DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)(rows))
-
-
-def expected_flat(blocks: list[dict[str, Any]]) -> dict[str, list[int]]:
-    """What a padding-free batch of these blocks must be, from their documents: tokens in order, positions
-    restarting per document, labels the tokens but -100 at each document's first token (and where masked)."""
-    ids: list[int] = []
-    positions: list[int] = []
-    labels: list[int] = []
-    for block in blocks:
-        at = 0
-        block_ids, block_labels = list(block["input_ids"]), list(block["labels"])
-        for n in block["seq_lengths"]:
-            ids += block_ids[at : at + n]
-            positions += list(range(n))
-            labels += [IGNORE_INDEX, *block_labels[at + 1 : at + n]]
-            at += n
-    return {"input_ids": ids, "position_ids": positions, "labels": labels}
-
-
-def check_trl_reads(blocks: list[dict[str, Any]]) -> None:
-    batch = trl_padding_free(blocks)
-    want = expected_flat(blocks)
-    for name in ("input_ids", "position_ids", "labels"):
-        assert batch[name][0].tolist() == want[name], name
-    lengths = [n for block in blocks for n in block["seq_lengths"]]
-    assert batch["cu_seq_lens_q"].tolist() == np.concatenate(([0], np.cumsum(lengths))).tolist()
 
 
 # ---------------------------------------------------------------- the crash: TRL's padding-free collator
@@ -113,29 +88,6 @@ def test_the_trl_export_gives_trl_what_it_reads() -> None:
 
 
 # ---------------------------------------------------------------- SFTTrainer on a tiny local model
-
-
-def tiny_llama() -> Any:
-    config = transformers.LlamaConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=128, pad_token_id=0, eos_token_id=1, bos_token_id=2,
-    )  # fmt: skip
-    config._attn_implementation = "sdpa"
-    torch.manual_seed(0)
-    return transformers.LlamaForCausalLM(config)
-
-
-def local_tokenizer(folder: Path) -> Any:
-    """A word-level tokenizer over VOCAB ids built here (nothing downloaded); SFTTrainer only needs its pad id."""
-    from tokenizers import Tokenizer, models
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {"<pad>": 0, "</s>": 1, "<s>": 2} | {f"t{i}": i for i in range(3, VOCAB)}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
-    wrapper: Any = PreTrainedTokenizerFast
-    tokenizer = wrapper(tokenizer_object=backend, pad_token="<pad>", eos_token="</s>", bos_token="<s>")
-    tokenizer.save_pretrained(str(folder))
-    return tokenizer
 
 
 def unpacked_token_loss(model: Any, blocks: list[dict[str, Any]]) -> float:

@@ -25,10 +25,10 @@ from packing.hf import pack_batch, pack_dataset  # noqa: E402
 from packing.layouts.export import write_table  # noqa: E402
 from packing.streaming import stream_dataset  # noqa: E402
 from tests.helpers.peer_batches import check_trl_reads  # noqa: E402
+from tests.helpers.tiny_models import VOCAB, local_tokenizer, tiny_llama  # noqa: E402
 
 Dataset = datasets.Dataset
 datasets.disable_progress_bars()
-VOCAB = 96
 
 
 def source_rows(seed: int, count: int = 40, longest: int = 30) -> list[dict[str, list[int]]]:
@@ -145,27 +145,6 @@ def test_the_command_lines_own_layout_is_not_trls(tmp_path: Path) -> None:
     assert padded
     with pytest.raises((IndexError, RuntimeError)):
         DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)(padded)
-
-
-def tiny_llama() -> Any:
-    config = transformers.LlamaConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=128, pad_token_id=0, eos_token_id=1, bos_token_id=2,
-    )  # fmt: skip
-    config._attn_implementation = "sdpa"
-    torch.manual_seed(0)
-    return transformers.LlamaForCausalLM(config)
-
-
-def local_tokenizer(folder: Path) -> Any:
-    """A word-level tokenizer over VOCAB ids built here (nothing downloaded); SFTTrainer only needs its pad id."""
-    from tokenizers import Tokenizer, models
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {"<pad>": 0, "</s>": 1, "<s>": 2} | {f"t{i}": i for i in range(3, VOCAB)}
-    wrapper: Any = PreTrainedTokenizerFast
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
-    return wrapper(tokenizer_object=backend, pad_token="<pad>", eos_token="</s>", bos_token="<s>")
 
 
 @pytest.mark.slow

@@ -28,6 +28,7 @@ from packing.torch import (  # noqa: E402
     collate_fixed,
     default_cost,
 )
+from tests.helpers.peer_batches import as_transformers_feature  # noqa: E402
 from tests.helpers.sample_rows import rows as sample_rows  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -221,21 +222,6 @@ def test_with_a_dataloader() -> None:
 # ---------------------------------------------------------------- collate against transformers
 
 rows_strategy = sample_rows(max_tokens=12, min_size=1, max_size=6)
-
-
-def as_transformers_feature(row: Any) -> dict[str, list[int]]:
-    """The same document as transformers' collators take it: input_ids, and labels (-100 = no loss)."""
-    if isinstance(row, list):
-        return {"input_ids": row}
-    if "prompt" in row:
-        return {
-            "input_ids": row["prompt"] + row["completion"],
-            "labels": [-100] * len(row["prompt"]) + row["completion"],
-        }
-    return {
-        "input_ids": row["input_ids"],
-        "labels": [t if m else -100 for t, m in zip(row["input_ids"], row["loss_mask"], strict=True)],
-    }
 
 
 def assert_same_batch(ours: dict[str, Any], theirs: dict[str, Any]) -> None:

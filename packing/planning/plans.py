@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.core.arrays import check_block_indexes, offsets_of, ranges
-from packing.core.thd import padded_lengths
+from packing.core.thd import document_multiple, padded_lengths
 from packing.core.validation import OverflowPolicy, as_lengths, check_max_seq_length
 from packing.errors import SettingError
 from packing.recipe import Recipe, RecipeOptions
@@ -70,9 +70,10 @@ class PackingPlan:
     """For ``optimal``: the proof of how close the plan is to the fewest blocks possible."""
     _trusted: bool = field(default=False, repr=False, compare=False)
     """Skip the check for this one construction (the planner's own plans); never copied by ``replace``."""
-    document_multiple: int = field(default=1, repr=False)
-    """What each document was padded to a multiple of when planned (the recipe's, for context parallelism): the
-    blocks leave room for that padding, which ``collate`` and the NeMo export lay out."""
+    parallel_sizes: tuple[int, int] = field(default=(1, 1), repr=False)
+    """The recipe's ``(context_parallel_size, tensor_parallel_size)`` the plan was made for: each document took
+    the room of its length padded to :attr:`document_multiple`, the padding ``collate`` and the NeMo export lay
+    out."""
 
     def __post_init__(self) -> None:
         if not self._trusted:
@@ -82,6 +83,11 @@ class PackingPlan:
     @property
     def num_blocks(self) -> int:
         return len(self.block_starts) - 1
+
+    @property
+    def document_multiple(self) -> int:
+        """What every document is padded to a multiple of (``packing.core.thd.document_multiple``); 1 by default."""
+        return document_multiple(*self.parallel_sizes)
 
     @classmethod
     def of_blocks(
@@ -434,5 +440,5 @@ def plan(
         stats,
         certificate,
         _trusted=True,
-        document_multiple=chosen.document_multiple,
+        parallel_sizes=(chosen.context_parallel_size, chosen.tensor_parallel_size),
     )

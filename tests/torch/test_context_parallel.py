@@ -68,7 +68,7 @@ def test_every_document_padded_to_a_multiple_of_2_cp(docs: list[list[int]], cp: 
         assert labels[lo + n : lo + p].tolist() == [-100] * (p - n)
         assert positions[lo : lo + p].tolist() == list(range(p))
         # shift_labels: what each position predicts, within its document
-        expected = labels[lo + 1 : lo + p].tolist() + [-100]
+        expected = [*labels[lo + 1 : lo + p].tolist(), -100]
         assert batch["shift_labels"][0][lo : lo + p].tolist() == expected
 
 
@@ -162,7 +162,6 @@ def test_no_sampler_block_exceeds_max_seq_length_once_padded(seed: int, cp: int,
             batch = sampler.collate([rows[i] for i in block])
             assert batch["input_ids"].shape[1] <= 128
             assert int(batch["cu_seqlens_padded"][-1]) == batch["input_ids"].shape[1]
-        assert sampler.balance_stats.tokens >= 0
 
 
 def test_packed_blocks_leave_room_for_the_padding() -> None:

@@ -98,7 +98,7 @@ class ModelCost:
         head = hidden * int(values.get("vocab_size") or 0)
         kinds = _layer_kinds(values, count, attention)
         window = values.get("sliding_window")
-        layers = []
+        layers: list[tuple[int, int | None]] = []
         state = 0
         for kind in kinds:
             if kind == "linear":

@@ -229,7 +229,8 @@ class PackingSampler(Sampler[list[int | Piece]]):
         O(n + the strategy's cost) per plan of the epoch, whatever the steps consumed."""
         progress = read_state(state, *self._fingerprints(), self.num_replicas)
         before = (self.epoch, self._resized, self._start, self._step, self._schedule)
-        self.epoch, self._resized, self._schedule = progress.epoch, progress.resized, None
+        if (progress.epoch, progress.resized) != (self.epoch, self._resized):  # else the plan made is the one
+            self.epoch, self._resized, self._schedule = progress.epoch, progress.resized, None
         self._start = self._step = progress.step
         try:
             steps = self.schedule.num_steps

@@ -401,3 +401,23 @@ def test_accelerate_checkpoints_the_sampler(tmp_path: Path) -> None:
     accelerator.register_for_checkpointing(fresh)
     accelerator.load_state(tmp_path / "registered")
     assert head_items + list(fresh) == list(PackingSampler(ROWS_LENGTHS, 32, seed=5))
+
+
+@pytest.mark.slow
+def test_resume_benchmark_quick_run() -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "resume.py"), "--quick"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    rows = [line.split(" | ") for line in done.stdout.splitlines() if line.startswith("| ") and "%" in line]
+    assert len(rows) == 15  # 3 workloads × cp 1, 2, 4, 8, 16
+    resume_rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert len(resume_rows) == 5

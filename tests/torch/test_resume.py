@@ -368,6 +368,26 @@ def test_stateful_dataloader_keeps_each_steps_loss_weights() -> None:
     )
 
 
+def test_torchdata_nodes_keep_the_sampler_state() -> None:
+    nodes = pytest.importorskip("torchdata.nodes")
+    data = rows()
+
+    def loader_of(sampler: PackingSampler) -> Any:
+        batches = nodes.Mapper(nodes.SamplerWrapper(sampler), lambda items: sampler.collate([data[i] for i in items]))
+        return nodes.Loader(batches)
+
+    whole = batches(loader_of(PackingSampler(ROWS_LENGTHS, 32, seed=6)))
+    loader = loader_of(PackingSampler(ROWS_LENGTHS, 32, seed=6))
+    it = iter(loader)
+    head = [next(it)["input_ids"].tolist() for _ in range(4)]
+    state = pickle.loads(pickle.dumps(loader.state_dict()))
+    fresh = PackingSampler(ROWS_LENGTHS, 32, seed=6)
+    again = loader_of(fresh)
+    again.load_state_dict(state)
+    assert head + batches(again) == whole
+    assert fresh.state_dict()["step"] == len(whole)
+
+
 @pytest.mark.slow
 def test_accelerate_checkpoints_the_sampler(tmp_path: Path) -> None:
     accelerate = pytest.importorskip("accelerate")

@@ -51,6 +51,11 @@ class PackingSampler(Sampler[list[int | Piece]]):
       ``ℓ`` tokens is ``cost(ℓ)`` (vectorized over an int64 array), by default ``24576·ℓ + ℓ²``.
       ``imbalance`` reports it (``balance=False`` deals blocks in random order, the usual behaviour).
     - ``num_replicas`` and ``rank`` default to ``torch.distributed``'s world size and rank (1 and 0 without it).
+    - ``state_dict()`` / ``load_state_dict(state)``: stop and resume, exactly on as many ranks, every sample still
+      once per epoch on another number (the rest of the epoch packed anew); a state of other data is refused.
+    - With ``context_parallel_size`` (a recipe option), every document takes the room of its THD padding: no
+      block collated with the sampler's recipe exceeds ``max_seq_length``. ``cost=packing.ModelCost.from_config(
+      config)`` balances by the model's own FLOPs; ``balance_stats`` gives the imbalance per component.
 
     Every rank computes the whole epoch's schedule: O(n + the strategy's cost + blocks log blocks) per epoch.
 

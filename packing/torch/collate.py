@@ -326,12 +326,16 @@ def _totals_of(rows: Sequence[Any]) -> LossTotals | None:
     return totals if isinstance(totals, LossTotals) else None
 
 
-def weighted_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+def weighted_loss(
+    logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor, *, shifted: bool = False
+) -> torch.Tensor:
     """``Σ weights × cross-entropy`` of a causal LM's ``logits`` ``(..., T, vocab)`` against ``labels`` and
     ``weights`` ``(..., T)`` as ``collate`` gives them (transformers' convention: ``labels[t]`` is the target of
     the prediction at ``t - 1``; this function shifts, as the model's own loss does). The token-mean objective is
     ``weighted_loss`` with ``collate(..., loss_weights="token")``; the result is the batch's share of the
     optimizer step's objective when the weights were normalised over the step. Computed in float32. O(T × vocab).
+    ``shifted=True`` takes targets already shifted (``shift_labels`` and ``shift_loss_weights`` of a THD batch, or
+    of one context-parallel rank's shard of it): position ``t`` is trained on ``labels[t]``, nothing is shifted.
 
     >>> logits = torch.zeros(1, 3, 4)
     >>> round(float(weighted_loss(logits, torch.tensor([[-100, 1, 2]]), torch.tensor([[0.0, 0.5, 0.5]]))), 4)
@@ -341,12 +345,13 @@ def weighted_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Ten
         raise SettingError(
             "weights", f"labels and weights of the logits' shape {tuple(logits.shape[:-1])}", tuple(weights.shape)
         )
-    predictions = logits[..., :-1, :].float().reshape(-1, logits.shape[-1])
+    cut = 0 if shifted else 1
+    predictions = logits[..., : logits.shape[-2] - cut, :].float().reshape(-1, logits.shape[-1])
     targets = (
-        labels[..., 1:].reshape(-1).to(predictions.device, torch.long)
+        labels[..., cut:].reshape(-1).to(predictions.device, torch.long)
     )  # the int32 schema: cross-entropy takes int64
     per_token = torch.nn.functional.cross_entropy(predictions, targets, ignore_index=IGNORE_INDEX, reduction="none")
-    return (per_token * weights[..., 1:].reshape(-1).to(per_token)).sum()
+    return (per_token * weights[..., cut:].reshape(-1).to(per_token)).sum()
 
 
 class StepIndices(list):  # type: ignore[type-arg]

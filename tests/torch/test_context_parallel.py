@@ -201,3 +201,20 @@ def test_a_llama_on_a_thd_batch_sees_each_document_alone_and_shift_labels_give_i
                 logits[0, index], shard["shift_labels"][0], ignore_index=-100, reduction="sum"
             )
         assert torch.allclose(shards, total)
+
+
+def test_weighted_loss_over_the_shards_is_the_batch_loss() -> None:
+    from packing.torch import weighted_loss
+
+    docs = [[5, 6, 7, 8, 9], [10, 11, 12], [13, 14, 15, 16, 17, 18, 19], [3, 4]]
+    rows = [{"prompt": d[:2], "completion": d[2:]} for d in docs]
+    batch = collate(rows, context_parallel_size=4, loss_weights="sequence")
+    logits = torch.randn(1, batch["input_ids"].shape[1], 32, generator=torch.Generator().manual_seed(0))
+    whole = weighted_loss(logits, batch["labels"], batch["loss_weights"])
+    parts = 0.0
+    for rank in range(4):
+        index = torch.tensor(brute_shard(np.diff(batch["cu_seqlens_padded"].numpy()).tolist(), rank, 4))
+        shard = context_parallel_shard(batch, rank, 4)
+        parts += weighted_loss(logits[:, index], shard["shift_labels"], shard["shift_loss_weights"], shifted=True)
+    assert torch.allclose(parts, whole, atol=1e-6)
+    assert whole > 0

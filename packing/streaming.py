@@ -158,6 +158,7 @@ def stream(
     return PackingStream(samples, chosen, buffer_size, shuffle, state)
 
 
+_NOTHING = Samples(np.zeros(0, np.int32), all_ones(0), np.zeros(1, np.int64))
 STATE_FORMAT = "packing.stream/1"
 """The ``format`` entry of a stream's state."""
 
@@ -193,7 +194,7 @@ class PackingStream(Iterator[Block]):
         self.shuffle = check_flag(shuffle, "shuffle")
         self._samples = samples
         self._rng = np.random.default_rng(recipe.seed or 0)
-        self._carried = Samples(np.zeros(0, np.int32), all_ones(0), np.zeros(1, np.int64))
+        self._carried = _NOTHING
         self._carried_ids = np.zeros(0, dtype=np.int64)
         self._position = 0  # rows read from the source
         self._finished = False
@@ -243,8 +244,9 @@ class PackingStream(Iterator[Block]):
             count = len(rows)
             fresh = _read(rows, self._position, chosen)
             del rows  # the rows as given are not held while the buffer is packed
-            carried, carried_ids = self._carried, self._carried_ids
-            buffer = _concat([carried, fresh])
+            carried_ids = self._carried_ids
+            buffer = _concat([self._carried, fresh])
+            self._carried = _NOTHING  # held once, in the buffer, while it is packed
             del fresh
             ids = np.concatenate((carried_ids, np.arange(self._position, self._position + count, dtype=np.int64)))
             was_carried = np.arange(len(ids)) < len(carried_ids)

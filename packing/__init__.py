@@ -24,11 +24,13 @@ from packing.errors import (
     SampleError,
     SequenceTooLong,
     SettingError,
+    StateMismatch,
     TooManyDocuments,
 )
 from packing.layouts.audit import AuditReport, Finding, audit
 from packing.layouts.export import EXPORT_FORMATS, export, write_jsonl, write_parquet
 from packing.planning.cost import ComputeCost, compute_cost
+from packing.planning.model_cost import ModelCost
 from packing.planning.plans import PackingPlan, Piece, plan
 from packing.reading.arrow import chat_sample, read_table
 from packing.reading.dataset import Dataset, read_dataset
@@ -69,6 +71,7 @@ __all__ = [
     "LossTotals",
     "LowerBounds",
     "MaskedSample",
+    "ModelCost",
     "NeedsTokenizer",
     "OverflowPolicy",
     "PackedBatch",
@@ -86,6 +89,7 @@ __all__ = [
     "Samples",
     "SequenceTooLong",
     "SettingError",
+    "StateMismatch",
     "Step",
     "Strategy",
     "StrategyName",

@@ -204,6 +204,27 @@ class TooManyDocuments(SettingError):
         self.count = count
 
 
+class StateMismatch(SettingError):
+    """A saved state (``PackingSampler.state_dict()``, a stream's ``state_dict()``) loaded into something it does
+    not belong to: ``what`` differs (``lengths``, ``recipe``, ``sampler options``, ``format``), ``ours`` is what
+    loads it and ``theirs`` what the state was saved with, each in a few words.
+
+    >>> error = StateMismatch("lengths", "1,000 samples, fingerprint 1a2b3c4d", "999 samples, fingerprint 9f8e7d6c")
+    >>> str(error)
+    'state: expected the same lengths (1,000 samples, fingerprint 1a2b3c4d), got other lengths (999 samples, fingerprint 9f8e7d6c)'
+    >>> error.what, error.name
+    ('lengths', 'state')
+    """
+
+    def __init__(self, what: str, ours: str, theirs: str) -> None:
+        self.what = what
+        self.ours = quote(ours, 2 * QUOTE_LIMIT).strip("'\"")
+        self.theirs = quote(theirs, 2 * QUOTE_LIMIT).strip("'\"")
+        super().__init__("state", f"the same {what} ({self.ours})", f"<other {what}>")
+        self.got = f"other {what} ({self.theirs})"
+        self.args = (f"state: expected {self.expected}, got {self.got}",)
+
+
 class DatasetError(PackingError, ValueError):
     """A dataset file that cannot be read: ``source`` (the file), ``where`` in it (``line 3``, ``row 7``;
     None for the file as a whole) and ``reason``; ``cause`` is the :class:`SampleError` behind it, if any.

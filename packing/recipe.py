@@ -31,6 +31,7 @@ import numpy as np
 from packing.core.loss import DEFAULT_ROLES, EOS_RULES, EosRule, LossRules, check_roles, check_train_on_eos
 from packing.core.loss import LOSS_RULES as LOSS_RULES  # re-exported: packing.LOSS_RULES
 from packing.core.loss import LossRule as LossRule
+from packing.core.thd import document_multiple
 from packing.core.validation import (
     MAX_SEQ_LENGTH,
     OVERFLOW_POLICIES,
@@ -66,6 +67,8 @@ class RecipeOptions(TypedDict, total=False):
     num_proc: int | None
     completion_only_loss: bool
     int64: bool
+    context_parallel_size: int
+    tensor_parallel_size: int
 
 
 Stage = Literal["read", "plan", "fill"]
@@ -180,6 +183,25 @@ class Recipe:
         default="newest",
         metadata=_about("plan", "bfd on equal room: the block that reached it last, or first (TRL's)", TIE_BREAKS),
     )
+    context_parallel_size: int = field(
+        default=1,
+        metadata=_about(
+            "plan",
+            "context-parallel ranks: every document padded to a multiple of 2 x N (the THD layout), the padding "
+            "counted against max_seq_length",
+            metavar="N",
+            parse=int,
+        ),
+    )
+    tensor_parallel_size: int = field(
+        default=1,
+        metadata=_about(
+            "plan",
+            "tensor-parallel ranks with sequence parallelism: documents padded to a multiple of N more",
+            metavar="N",
+            parse=int,
+        ),
+    )
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -203,6 +225,7 @@ class Recipe:
             set_(self, "pad_token_id", check_token_id(self.pad_token_id, "pad_token_id"))
         set_(self, "int64", check_flag(self.int64, "int64"))
         self._check_strategy_options()
+        self._check_parallel_sizes()
         self._check_text_options()
 
     def _identity(self) -> tuple[Any, ...]:
@@ -229,6 +252,38 @@ class Recipe:
             )
         if self.num_proc is not None:
             set_(self, "num_proc", check_positive_int(self.num_proc, "num_proc"))
+
+    def _check_parallel_sizes(self) -> None:
+        """Check ``context_parallel_size`` and ``tensor_parallel_size``: whole documents padded to their
+        :attr:`document_multiple`, which divides ``max_seq_length`` (so a document cut to it stays whole), with a
+        strategy that keeps documents whole."""
+        set_ = object.__setattr__
+        for name in ("context_parallel_size", "tensor_parallel_size"):
+            set_(self, name, check_positive_int(getattr(self, name), name))
+        multiple = self.document_multiple
+        if multiple == 1:
+            return
+        name = "context_parallel_size" if self.context_parallel_size > 1 else "tensor_parallel_size"
+        spec = STRATEGIES[self.strategy]
+        if spec.splits_sequences or not spec.keeps_boundaries:
+            raise SettingError(
+                name,
+                f"1 with strategy {self.strategy!r} (it cuts documents at block ends; THD pads whole ones)",
+                getattr(self, name),
+            )
+        if self.max_seq_length % multiple:
+            raise SettingError(
+                "max_seq_length",
+                f"a multiple of {multiple} (every document is padded to one: {self._multiple_rule()})",
+                self.max_seq_length,
+            )
+
+    def _multiple_rule(self) -> str:
+        cp, tp = self.context_parallel_size, self.tensor_parallel_size
+        parts = ([f"2 × context_parallel_size {cp}"] if cp > 1 else []) + (
+            [f"tensor_parallel_size {tp}"] if tp > 1 else []
+        )
+        return " × ".join(parts)
 
     def _check_strategy_options(self) -> None:
         """Refuse a strategy option the strategy does not read (the registry's ``options``); ``seed`` is
@@ -259,7 +314,7 @@ class Recipe:
         >>> Recipe.of(None, 16, stratgy="split")
         Traceback (most recent call last):
         ...
-        packing.errors.SettingError: stratgy: expected one of the options strategy, overflow, window, time_limit, seed, max_sequences_per_block, loss, tokenizer, pad_token_id, roles_to_train, train_on_eos, chat_template, num_proc, int64, tie_break, got 'split' (str)
+        packing.errors.SettingError: stratgy: expected one of the options strategy, overflow, window, time_limit, seed, max_sequences_per_block, loss, tokenizer, pad_token_id, roles_to_train, train_on_eos, chat_template, num_proc, int64, tie_break, context_parallel_size, tensor_parallel_size, got 'split' (str)
         >>> Recipe.of(None, None)
         Traceback (most recent call last):
         ...
@@ -291,7 +346,10 @@ class Recipe:
         True
         """
         if recipe is None and max_seq_length is None:
-            max_seq_length = MAX_SEQ_LENGTH
+            sizes = [options.get(name) for name in ("context_parallel_size", "tensor_parallel_size")]
+            whole = all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in sizes if v is not None)
+            multiple = document_multiple(*(v or 1 for v in sizes)) if whole else 1  # else the recipe refuses them
+            max_seq_length = MAX_SEQ_LENGTH - MAX_SEQ_LENGTH % multiple
         return cls.of(recipe, max_seq_length, **options)
 
     def refuse(self, entry_point: str, names: Iterable[str]) -> None:
@@ -309,6 +367,16 @@ class Recipe:
                 raise SettingError(name, f"no value at {entry_point} (it cannot honour it)", value)
 
     # ------------------------------------------------------------ derived
+
+    @property
+    def document_multiple(self) -> int:
+        """What every document's length is padded to a multiple of: ``2·cp·tp`` with context parallelism, ``tp``
+        without, 1 by default (``packing.core.thd``). The planner counts the padding; ``collate`` lays it out.
+
+        >>> Recipe(64, context_parallel_size=2).document_multiple, Recipe(64).document_multiple
+        (4, 1)
+        """
+        return document_multiple(self.context_parallel_size, self.tensor_parallel_size)
 
     @property
     def completion_only_loss(self) -> bool:

@@ -5,10 +5,16 @@ strategy (``bfd`` by default), yields its blocks, and carries the documents of u
 next buffer (once each), so the blocks are nearly as full as when packing the whole dataset at once. Every
 token of every sample comes out exactly once (up to the overflow policy); memory depends on ``buffer_size``,
 never on the length of the stream. ``stream_dataset`` wraps a Hugging Face ``IterableDataset``.
+
+``stream`` returns a :class:`PackingStream`: stopped after any block, its ``state_dict()`` resumes it exactly
+(``stream(..., state=saved)``), with the blocks waiting in its buffer and the documents carried to the next one
+inside the state, and the source's own position where the source can say it (``datasets.IterableDataset``).
 """
 
 from __future__ import annotations
 
+import copy
+import itertools
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -19,11 +25,12 @@ from packing.batches.packed import LazyBatch, block_arrays
 from packing.batches.schema import datasets_features
 from packing.core.samples import Samples, TokenArray, all_ones
 from packing.core.validation import OverflowPolicy, check_flag, check_positive_int
-from packing.errors import SampleError, SequenceTooLong, SettingError
-from packing.planning.plans import plan
+from packing.errors import SampleError, SequenceTooLong, SettingError, StateMismatch
+from packing.planning.plans import PackingPlan, plan
 from packing.reading.rows import read_rows
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.registry import STRATEGIES, StrategyName, check_whole_samples
+from packing.strategies.stats import compute_stats
 from packing.text.prepare import prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -119,8 +126,9 @@ def stream(
     buffer_size: int = 10_000,
     shuffle: bool = True,
     recipe: Recipe | None = None,
+    state: dict[str, Any] | None = None,
     **options: Unpack[RecipeOptions],
-) -> Iterator[Block]:
+) -> PackingStream:
     """Pack an iterable of samples (any form ``pack`` accepts, text rows with a ``tokenizer``, any length,
     read once) into blocks of ``max_seq_length`` tokens, holding at most ``buffer_size`` samples at a time.
 
@@ -134,6 +142,10 @@ def stream(
     otherwise in plan order. The last buffer is flushed whole. O(tokens) plus the strategy's cost per
     buffer; memory O(buffer_size × sample length), independent of the stream's length.
 
+    Resumable: the returned :class:`PackingStream` has ``state_dict()`` (the blocks of the buffer not yet
+    yielded, the documents carried to the next one, and where the source stands); ``stream(samples, ...,
+    state=saved)`` goes on from there, every token still once.
+
     >>> blocks = list(stream([[1, 2, 3], [4, 5], [6, 7, 8, 9]], 5, shuffle=False))
     >>> [b["input_ids"].tolist() for b in blocks]
     [[6, 7, 8, 9, 0], [1, 2, 3, 4, 5]]
@@ -143,68 +155,241 @@ def stream(
     [[104, 105, 256, 257]]
     """
     chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
-    chosen.refuse("stream", ["window"])
-    capacity, strategy = chosen.max_seq_length, chosen.strategy
-    size = check_positive_int(buffer_size, "buffer_size")
-    check_whole_samples(strategy)
-    shuffle = check_flag(shuffle, "shuffle")
-    rng = np.random.default_rng(chosen.seed or 0)
-    carried = Samples(np.zeros(0, np.int32), all_ones(0), np.zeros(1, np.int64))
-    carried_ids = np.zeros(0, dtype=np.int64)
-    position = 0
-    source = iter(samples)
-    finished = False
-    while not finished:
-        rows = []
-        room = size - len(carried_ids)
+    return PackingStream(samples, chosen, buffer_size, shuffle, state)
+
+
+_NOTHING = Samples(np.zeros(0, np.int32), all_ones(0), np.zeros(1, np.int64))
+STATE_FORMAT = "packing.stream/1"
+"""The ``format`` entry of a stream's state."""
+
+
+class PackingStream(Iterator[Block]):
+    """The blocks of :func:`stream`, one at a time, and where they stand (``state_dict``).
+
+    The state holds what a resume needs so that nothing is lost or packed twice: the blocks of the current
+    buffer not yet yielded (their documents' tokens and masks, and where each piece goes), the documents carried
+    into the next buffer, the stream position, the random state, and the source's own position when the source
+    can say it (an object with ``state_dict``/``load_state_dict``, such as a ``datasets.IterableDataset``: it is
+    restored, not re-read). A source that cannot is iterated again from its start, the rows already read skipped
+    unread: pass the same rows. A state saved with another recipe, buffer size or shuffle is refused
+    (:class:`~packing.StateMismatch`). The state is a dict of numpy arrays and plain values (``torch.save``,
+    ``pickle``); its size is that of one buffer at most. O(the pending tokens) to save or load.
+
+    >>> rows = [[1, 2, 3], [4, 5], [6, 7, 8, 9], [10], [11, 12]]
+    >>> blocks = stream(rows, 5, buffer_size=2, shuffle=False)
+    >>> first = next(blocks)
+    >>> saved = blocks.state_dict()
+    >>> rest = [b["sequence_ids"].tolist() for b in stream(rows, 5, buffer_size=2, shuffle=False, state=saved)]
+    >>> [first["sequence_ids"].tolist()] + rest == [b["sequence_ids"].tolist() for b in stream(rows, 5, buffer_size=2, shuffle=False)]
+    True
+    """
+
+    def __init__(
+        self, samples: Iterable[Any], recipe: Recipe, buffer_size: int, shuffle: bool, state: dict[str, Any] | None
+    ) -> None:
+        recipe.refuse("stream", ["window"])
+        self.recipe = recipe
+        self.buffer_size = check_positive_int(buffer_size, "buffer_size")
+        check_whole_samples(recipe.strategy)
+        self.shuffle = check_flag(shuffle, "shuffle")
+        self._samples = samples
+        self._rng = np.random.default_rng(recipe.seed or 0)
+        self._carried = _NOTHING
+        self._carried_ids = np.zeros(0, dtype=np.int64)
+        self._position = 0  # rows read from the source
+        self._finished = False
+        self._source_state: Any = None  # the source's own state after the rows read so far
+        self._pending: LazyBatch | None = None  # the current buffer's blocks not yet yielded, in order
+        self._yielded = 0  # of them
+        self._skip = 0
+        if state is not None:
+            self._load(state)
+        self._blocks = self._run()
+
+    def __iter__(self) -> PackingStream:
+        return self
+
+    def __next__(self) -> Block:
+        return next(self._blocks)
+
+    # ------------------------------------------------------------ packing
+
+    def _read_round(self, source: Iterator[Any]) -> tuple[list[Any], bool]:
+        rows: list[Any] = []
+        room = self.buffer_size - len(self._carried_ids)
         for row in source:
             rows.append(row)
             if len(rows) >= room:
+                return rows, False
+        return rows, True
+
+    def _source(self) -> Iterator[Any]:
+        samples = self._samples
+        if self._source_state is not None and callable(getattr(samples, "load_state_dict", None)):
+            samples.load_state_dict(copy.deepcopy(self._source_state))  # type: ignore[attr-defined]
+            return iter(samples)
+        return itertools.islice(iter(samples), self._skip, None)
+
+    def _run(self) -> Iterator[Block]:
+        chosen, capacity, strategy = self.recipe, self.recipe.max_seq_length, self.recipe.strategy
+        yield from self._emit()
+        if self._finished:
+            return
+        source = self._source()
+        saves = callable(getattr(self._samples, "state_dict", None))
+        while not self._finished:
+            rows, self._finished = self._read_round(source)
+            if saves:
+                self._source_state = copy.deepcopy(self._samples.state_dict())  # type: ignore[attr-defined]
+            count = len(rows)
+            fresh = _read(rows, self._position, chosen)
+            del rows  # the rows as given are not held while the buffer is packed
+            carried_ids = self._carried_ids
+            buffer = _concat([self._carried, fresh])
+            self._carried = _NOTHING  # held once, in the buffer, while it is packed
+            del fresh
+            ids = np.concatenate((carried_ids, np.arange(self._position, self._position + count, dtype=np.int64)))
+            was_carried = np.arange(len(ids)) < len(carried_ids)
+            self._position += count
+            if len(ids) == 0:
                 break
-        else:
-            finished = True
-        count = len(rows)
-        fresh = _read(rows, position, chosen)
-        del rows  # the rows as given are not held while the buffer is packed
-        buffer = _concat([carried, fresh])
-        del fresh, carried
-        ids = np.concatenate((carried_ids, np.arange(position, position + count, dtype=np.int64)))
-        was_carried = np.arange(len(ids)) < len(carried_ids)
-        position += count
-        if len(ids) == 0:
-            break
-        random_order = "seed" in STRATEGIES[strategy].options
-        plan_seed = int(rng.integers(2**31)) if random_order else None
-        try:
-            layout = plan(buffer.lengths, recipe=Recipe.of(chosen, seed=plan_seed) if random_order else chosen)
-        except SequenceTooLong as error:  # overflow="error": named by its position in the stream
-            raise error.at(int(ids[error.sample or 0])) from None
-        fill = np.zeros(layout.num_blocks, dtype=np.int64)
-        np.add.at(fill, layout.piece_block(), layout.piece_length)
-        carry_block = np.zeros(layout.num_blocks, dtype=bool)
-        if not finished:
-            carry_block = fill < CARRY_BELOW * capacity
-            # a document is carried once, and a sample cut in pieces (overflow="split") never: a block holding
-            # one of these is emitted
-            cut = np.bincount(layout.piece_sequence, minlength=len(ids)) > 1
-            again = np.zeros(layout.num_blocks, dtype=bool)
-            np.logical_or.at(
-                again, layout.piece_block(), was_carried[layout.piece_sequence] | cut[layout.piece_sequence]
-            )
-            carry_block &= ~again
-            carry_block = _capped(carry_block, fill, np.diff(layout.block_starts), size // 2)
-        piece_carry = carry_block[layout.piece_block()]
-        keep_rows = np.unique(layout.piece_sequence[piece_carry]).astype(np.int64)
-        carried = _subset(buffer, keep_rows)
-        carried_ids = ids[keep_rows]
-        emit = np.flatnonzero(~carry_block)
-        if shuffle:
-            emit = rng.permutation(emit)
-        blocks = LazyBatch.of(layout, buffer, prepare(chosen).pad_id, int64=chosen.int64, sequence_names=ids)
-        for batch in blocks.chunks(emit, CHUNK_BLOCKS * capacity):  # a few blocks at a time: memory is the buffer's
+            random_order = "seed" in STRATEGIES[strategy].options
+            plan_seed = int(self._rng.integers(2**31)) if random_order else None
+            try:
+                layout = plan(buffer.lengths, recipe=Recipe.of(chosen, seed=plan_seed) if random_order else chosen)
+            except SequenceTooLong as error:  # overflow="error": named by its position in the stream
+                raise error.at(int(ids[error.sample or 0])) from None
+            fill = np.zeros(layout.num_blocks, dtype=np.int64)
+            np.add.at(fill, layout.piece_block(), layout.piece_length)
+            carry_block = np.zeros(layout.num_blocks, dtype=bool)
+            if not self._finished:
+                carry_block = fill < CARRY_BELOW * capacity
+                # a document is carried once, and a sample cut in pieces (overflow="split") never: a block holding
+                # one of these is emitted
+                cut = np.bincount(layout.piece_sequence, minlength=len(ids)) > 1
+                again = np.zeros(layout.num_blocks, dtype=bool)
+                np.logical_or.at(
+                    again, layout.piece_block(), was_carried[layout.piece_sequence] | cut[layout.piece_sequence]
+                )
+                carry_block &= ~again
+                carry_block = _capped(carry_block, fill, np.diff(layout.block_starts), self.buffer_size // 2)
+            piece_carry = carry_block[layout.piece_block()]
+            keep_rows = np.unique(layout.piece_sequence[piece_carry]).astype(np.int64)
+            self._carried = _subset(buffer, keep_rows)
+            self._carried_ids = ids[keep_rows]
+            emit = np.flatnonzero(~carry_block)
+            if self.shuffle:
+                emit = self._rng.permutation(emit)
+            self._pending = _pending(layout.select(emit), buffer, ids, chosen)
+            self._yielded = 0
+            del buffer, layout
+            yield from self._emit()
+
+    def _emit(self) -> Iterator[Block]:
+        """The pending blocks not yet yielded, a few at a time (memory is the buffer's)."""
+        pending = self._pending
+        if pending is None:
+            return
+        capacity = self.recipe.max_seq_length
+        order = np.arange(self._yielded, pending.num_blocks)
+        for batch in pending.chunks(order, CHUNK_BLOCKS * capacity):
             for b in range(batch.num_blocks):
+                self._yielded += 1
                 yield block_arrays(batch, b)
-        del blocks, buffer
+        self._pending = None
+
+    # ------------------------------------------------------------ state
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the stream stands after the blocks yielded so far (see the class). O(pending tokens)."""
+        pending = None
+        if self._pending is not None and self._yielded < self._pending.num_blocks:
+            rest = np.arange(self._yielded, self._pending.num_blocks)
+            pending = _pending_state(self._pending, rest)
+        return {
+            "format": STATE_FORMAT,
+            "recipe": self.recipe.describe(),
+            "buffer_size": self.buffer_size,
+            "shuffle": self.shuffle,
+            "position": self._position,
+            "finished": self._finished,
+            "rng": copy.deepcopy(self._rng.bit_generator.state),
+            "source": copy.deepcopy(self._source_state),
+            "pending": pending,
+            "carried": _samples_state(self._carried, self._carried_ids),
+        }
+
+    def _load(self, state: dict[str, Any]) -> None:
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            got = state.get("format") if isinstance(state, dict) else type(state).__name__
+            raise StateMismatch("format", STATE_FORMAT, str(got))
+        ours = {"recipe": self.recipe.describe(), "buffer_size": self.buffer_size, "shuffle": self.shuffle}
+        for name, value in ours.items():
+            if state.get(name) != value:
+                raise StateMismatch(name, str(value), str(state.get(name)))
+        try:
+            self._rng.bit_generator.state = state["rng"]
+            self._position = int(state["position"])
+            self._finished = bool(state["finished"])
+            self._source_state = copy.deepcopy(state["source"])
+            self._carried, self._carried_ids = _samples_of(state["carried"])
+            self._pending = None if state["pending"] is None else _pending_of(state["pending"], self.recipe)
+        except (KeyError, TypeError, ValueError) as error:
+            raise SettingError("state", "a PackingStream.state_dict()", f"<{type(error).__name__}>") from None
+        self._yielded = 0
+        self._skip = self._position
+
+
+def _pending(layout: PackingPlan, buffer: Samples, ids: Int64Array, recipe: Recipe) -> LazyBatch:
+    """The blocks of ``layout`` over ``buffer`` (documents named ``ids``), to be yielded in order."""
+    return LazyBatch.of(layout, buffer, prepare(recipe).pad_id, int64=recipe.int64, sequence_names=ids)
+
+
+def _samples_state(samples: Samples, ids: Int64Array) -> dict[str, Any]:
+    return {
+        "tokens": _tokens(samples).copy(),
+        "loss_mask": np.asarray(_mask(samples), dtype=np.int8).copy(),
+        "lengths": samples.lengths.astype(np.int64),
+        "ids": ids.astype(np.int64).copy(),
+    }
+
+
+def _samples_of(state: dict[str, Any]) -> tuple[Samples, Int64Array]:
+    lengths = np.asarray(state["lengths"], dtype=np.int64)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    mask = np.asarray(state["loss_mask"], dtype=np.int8)
+    samples = Samples(np.asarray(state["tokens"]), all_ones(len(mask)) if mask.all() else mask, offsets)
+    return samples, np.asarray(state["ids"], dtype=np.int64)
+
+
+def _pending_state(pending: LazyBatch, blocks: Int64Array) -> dict[str, Any]:
+    """Blocks ``blocks`` of ``pending``: their documents (only the samples they hold) and pieces."""
+    layout = pending.plan.select(blocks)
+    used, sequence = np.unique(layout.piece_sequence, return_inverse=True)
+    names = pending.sequence_names
+    ids = names[used] if names is not None else used.astype(np.int64)
+    state = _samples_state(_subset(pending.samples, used.astype(np.int64)), ids)
+    state.update(
+        block_starts=layout.block_starts.copy(),
+        piece_sequence=sequence.astype(np.int32),
+        piece_start=layout.piece_start.copy(),
+        piece_length=layout.piece_length.copy(),
+    )
+    return state
+
+
+def _pending_of(state: dict[str, Any], recipe: Recipe) -> LazyBatch:
+    samples, ids = _samples_of(state)
+    starts = np.asarray(state["block_starts"], dtype=np.int64)
+    sequence, first, length = (
+        np.asarray(state[k], dtype=np.int32) for k in ("piece_sequence", "piece_start", "piece_length")
+    )
+    stats = compute_stats(samples.lengths, recipe.max_seq_length, starts, sequence, length)
+    layout = PackingPlan(
+        recipe.max_seq_length, recipe.strategy, recipe.overflow, samples.lengths, starts, sequence, first, length, stats
+    )
+    return _pending(layout, samples, ids, recipe)
 
 
 def _dataset_blocks(dataset: Any, max_seq_length: int | None, options: dict[str, Any]) -> Iterator[dict[str, Any]]:

@@ -37,7 +37,7 @@ from packing.batches.schema import LOSS_WEIGHTS
 from packing.core.samples import IGNORE_INDEX
 from packing.errors import SettingError
 from packing.layouts import LAYOUTS, MODULES, Rows
-from packing.layouts.megatron import write_npy
+from packing.layouts.megatron import padded_column, write_npy
 from packing.layouts.outputs import atomic_path
 from packing.weighting import DocumentWeights, LossMode, check_mode
 
@@ -90,8 +90,8 @@ def _weights_column(rows: Rows, format: str, weights: npt.NDArray[np.float32]) -
     if format == "megatron":
         shifted = np.zeros_like(weights)
         shifted[:, :-1] = weights[:, 1:]
-        weights = shifted
-    if format in ("trl", "flattening", "megatron"):
+        return padded_column(rows, rows.flat_real(shifted), 0.0, pa.float32())  # padded as its documents are
+    if format in ("trl", "flattening"):
         return rows.real_column(weights, pa.float32())
     return rows.fixed(weights, pa.float32())
 

@@ -3,7 +3,9 @@
 A collator's batch (arrays of shape ``(1, T)``) is read as one block; with ``return_position_ids=False`` it holds
 ``input_ids`` and ``labels`` alone, and nothing marks where an example ends (the model sees one sequence). Position
 ids that restart in no block at all (``0..T-1`` everywhere) mark no boundary either: documents run together
-(TRL's ``wrapped``) look the same.
+(TRL's ``wrapped``) look the same. A THD batch of context parallelism (``collate(..., context_parallel_size=cp)``:
+``cu_seqlens_padded`` next to ``cu_seq_lens_q``) is read with its documents at the padded boundaries, the rest of
+each padded span as padding, and the two lists are checked against each other (``inconsistent_boundaries``).
 
 >>> from packing import pack
 >>> write(Rows(pack([[1, 2], [3]], 4), None)).to_pydict()
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from packing.core.arrays import ranges
 from packing.layouts.common import (
     IGNORE_INDEX,
     BoolArray,
@@ -93,6 +96,52 @@ def _cu_starts(
     return starts, cells
 
 
+def _thd(table: pa.Table, offsets: Int64Array, source: str) -> tuple[BoolArray, BoolArray, list[Int64Array]] | None:
+    """The THD layout of context parallelism (``cu_seqlens_padded`` next to ``cu_seq_lens_q``): documents open at
+    the padded boundaries and hold their real length, the rest of each padded span is padding. Returns the
+    starts, the padding and the rows whose two lists disagree (another count of documents, a real document
+    longer than its padded span, real boundaries not rising from 0, padded ones not ending the row); None
+    without ``cu_seqlens_padded``. O(tokens)."""
+    padded = _cu_starts(table, "cu_seqlens_padded", offsets, source)
+    if padded is None:
+        return None
+    starts, bad = padded
+    total = int(offsets[-1])
+    padding = np.zeros(total, dtype=bool)
+    real = list_column(table, "cu_seq_lens_q", source)
+    spans = list_column(table, "cu_seqlens_padded", source)
+    assert spans is not None
+    if real is None:
+        return starts, padding, bad
+    rows = len(offsets) - 1
+    if len(real.lengths) != rows:
+        raise error(source, f"column 'cu_seq_lens_q' has {len(real.lengths)} rows, expected {rows}")
+    same = real.lengths == spans.lengths
+    bad_rows = ~same & (np.diff(offsets) > 0)
+    entry = np.flatnonzero(np.repeat(same, spans.lengths))  # entries of the rows whose lists have one count
+    last = np.zeros(len(spans.values), dtype=bool)
+    last[spans.offsets[1:][spans.lengths > 0] - 1] = True
+    doc = entry[~last[entry]]  # one entry per document: its start
+    row = np.repeat(np.arange(rows, dtype=np.int64), spans.lengths)[doc]
+    real_at = real.offsets[:-1][row] + (doc - spans.offsets[:-1][row])  # the same place in the real list
+    real_len = real.values[real_at + 1] - real.values[real_at]
+    span = spans.values[doc + 1] - spans.values[doc]
+    wrong = (real_len < 0) | (real_len > span)
+    first = np.zeros(len(real.values), dtype=bool)
+    first[real.offsets[:-1][real.lengths > 0]] = True
+    wrong_rows = np.bincount(row[wrong], minlength=rows) > 0
+    wrong_rows |= np.bincount(np.repeat(np.arange(rows), real.lengths)[first & (real.values != 0)], minlength=rows) > 0
+    bad_rows |= wrong_rows & same
+    fine = ~wrong & (span > 0)
+    start = offsets[:-1][row] + spans.values[doc]
+    end = np.minimum(start + span, offsets[1:][row])
+    pad_from = np.minimum(start + np.maximum(real_len, 0), end)
+    padding[ranges(pad_from[fine], (end - pad_from)[fine])] = True
+    if bad_rows.any():
+        bad = [*bad, offsets[:-1][np.flatnonzero(bad_rows)].astype(np.int64)]
+    return starts, padding, bad
+
+
 def read(table: pa.Table, source: str) -> Parsed:
     """The collator's columns as a :class:`PackedLayout`: documents from ``cu_seq_lens_q`` when given (position
     ids and ``seq_idx`` are then checked against them), else from position ids. O(tokens)."""
@@ -104,9 +153,14 @@ def read(table: pa.Table, source: str) -> Parsed:
         check_lengths(column, name, tokens, "input_ids", source)
     positions = values_of(columns["position_ids"])
     bad: list[Int64Array] = []
-    cu = _cu_starts(table, "cu_seq_lens_q", offsets, source)
+    thd = _thd(table, offsets, source)
+    cu = None if thd is not None else _cu_starts(table, "cu_seq_lens_q", offsets, source)
     known = True
-    if cu is not None:  # explicit boundaries first; position ids are then checked against them
+    if thd is not None:  # context parallelism: documents at the padded boundaries, followed by their padding
+        document = from_starts(offsets, thd[0], thd[1])
+        bad.extend(thd[2])
+        variant = "THD: cu_seq_lens_q within cu_seqlens_padded"
+    elif cu is not None:  # explicit boundaries first; position ids are then checked against them
         document = from_starts(offsets, cu[0], np.zeros(total, dtype=bool))
         bad.extend(cu[1])
         variant = "cu_seq_lens"
@@ -118,7 +172,7 @@ def read(table: pa.Table, source: str) -> Parsed:
         known = False
         variant = "no position ids: no document boundaries"
     known_rows = np.full(len(tokens.lengths), known, dtype=bool)
-    if cu is None and positions is not None and positions_mark_nothing(offsets, positions):
+    if cu is None and thd is None and positions is not None and positions_mark_nothing(offsets, positions):
         known_rows[:] = False  # positions 0..T-1 in every block mark no boundary: documents may run together
         variant = "position ids that never restart: no document boundaries"
     seq_idx = columns["seq_idx"]

@@ -32,11 +32,15 @@ NeMo releases sliced an unshifted mask as ``loss_mask[start + 1:end]``.
 
 from __future__ import annotations
 
+import json
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from packing.core.arrays import offsets_of, ranges
+from packing.core.thd import padded_lengths
 from packing.layouts.common import (
     BoolArray,
     Column,
@@ -69,7 +73,21 @@ def recognises(names: set[str], table: pa.Table) -> bool:
 
 def write(rows: Rows) -> pa.Table:
     """Rows as NeMo 2 stores them: no padding, ``loss_mask`` rolled by one within each document (0 on every
-    document's last token). O(blocks × max_seq_length)."""
+    document's last token). O(blocks × max_seq_length).
+
+    Blocks planned for context parallelism (``context_parallel_size``) are written as Megatron-Bridge pads them
+    (its ``pad_seq_to_mult``): every document followed by pad ids (loss mask 0) until the positions its loader
+    trains (``length - 1``) are a multiple of the recipe's ``document_multiple``, and the schema metadata key
+    :data:`PARALLEL_METADATA` records the sizes (JSON: ``context_parallel_size``, ``tensor_parallel_size``,
+    ``pad_seq_to_mult``).
+
+    >>> from packing import pack
+    >>> table = write(Rows(pack([[1, 2, 3], [4, 5]], 8, context_parallel_size=2), None))
+    >>> table.to_pydict()["input_ids"], table.to_pydict()["seq_start_id"]  # 2 + 1 positions trained: 4 + 4
+    ([[1, 2, 3, 0, 0, 4, 5, 0, 0, 0]], [[0, 5]])
+    >>> json.loads(table.schema.metadata[PARALLEL_METADATA])
+    {'context_parallel_size': 2, 'tensor_parallel_size': 1, 'pad_seq_to_mult': 4}
+    """
     import pyarrow as pa
 
     batch = rows.batch
@@ -77,13 +95,52 @@ def write(rows: Rows) -> pa.Table:
     shifted = np.zeros_like(targets)
     shifted[:, :-1] = targets[:, 1:]
     shifted &= ~rows.last_of_document()
-    return pa.table(
+    stored, lengths, starts = _stored(rows)
+    table = pa.table(
         {
-            "input_ids": rows.real_column(batch.input_ids, pa.int64()),
-            "seq_start_id": arrow_column(rows.doc_starts(), rows.doc_counts, pa.int64()),
-            "loss_mask": arrow_column(shifted[rows.real].astype(np.int8), rows.used, pa.int8()),
+            "input_ids": arrow_column(stored(rows.flat_real(batch.input_ids), batch.pad_token_id), lengths, pa.int64()),
+            "seq_start_id": arrow_column(starts, rows.doc_counts, pa.int64()),
+            "loss_mask": arrow_column(stored(shifted[rows.real].astype(np.int8), 0), lengths, pa.int8()),
         }
     )
+    if batch.plan.document_multiple == 1:
+        return table
+    cp, tp = batch.plan.parallel_sizes
+    sizes = {"context_parallel_size": cp, "tensor_parallel_size": tp, "pad_seq_to_mult": batch.plan.document_multiple}
+    return table.replace_schema_metadata({PARALLEL_METADATA: json.dumps(sizes).encode()})
+
+
+PARALLEL_METADATA = b"packing.megatron.parallel"
+"""The schema metadata key of a NeMo table written for context parallelism (see :func:`write`)."""
+
+
+def _stored(rows: Rows) -> tuple[Callable[[Any, Any], Any], Int64Array, Int64Array]:
+    """How the documents are stored: a function laying out per-token values (the real tokens of ``rows``,
+    concatenated) with a fill value in each document's padding, each row's length and every document's start
+    within its row. Without context parallelism, the values as they are. O(tokens)."""
+    multiple = rows.batch.plan.document_multiple
+    if multiple == 1:
+        return (lambda values, fill: values), rows.used, rows.doc_starts()
+    real = rows.doc_lengths
+    stored = np.where(real > 0, padded_lengths(np.maximum(real - 1, 0), multiple) + 1, 0)
+    place = ranges(offsets_of(stored)[:-1], real)
+    row_of_doc = np.repeat(np.arange(len(rows.doc_counts), dtype=np.int64), rows.doc_counts)
+    lengths = np.bincount(row_of_doc, weights=stored, minlength=len(rows.doc_counts)).astype(np.int64)
+    starts = offsets_of(stored)[:-1] - offsets_of(lengths)[:-1][row_of_doc]
+
+    def lay_out(values: Any, fill: Any) -> Any:
+        out = np.full(int(stored.sum()), fill, dtype=values.dtype)
+        out[place] = values
+        return out
+
+    return lay_out, lengths, starts
+
+
+def padded_column(rows: Rows, values: Any, fill: Any, kind: Any) -> Any:
+    """Per-token ``values`` (the real tokens of ``rows``, concatenated) as a column of the rows :func:`write`
+    stores, ``fill`` in the documents' padding: how other columns (``loss_weights``) line up with it."""
+    stored, lengths, _ = _stored(rows)
+    return arrow_column(stored(values, fill), lengths, kind)
 
 
 def _targets(offsets: Int64Array, document: Int64Array, loss_mask: Column | None) -> tuple[BoolArray | None, str]:
@@ -137,6 +194,14 @@ def read(table: pa.Table, source: str) -> Parsed:
     bad_rows &= row_length > 0
     bad = [offsets[:-1][np.flatnonzero(bad_rows)].astype(np.int64)] if bad_rows.any() else []
     targets, variant = _targets(offsets, document, loss_mask)
+    multiple = _pad_seq_to_mult(table)
+    if multiple > 1:  # written for context parallelism: every document's trained positions padded to a multiple
+        opens = starts_of(offsets, document)
+        lengths = np.diff(np.append(np.flatnonzero(opens), total))
+        uneven = np.flatnonzero(opens)[(lengths - 1) % multiple != 0]
+        if uneven.size:
+            bad.append(uneven.astype(np.int64))
+        variant += f"; padded for context parallelism (pad_seq_to_mult {multiple})"
     docs_per_block = np.bincount(row_of(offsets, total)[starts_of(offsets, document)], minlength=len(row_length))
     layout = PackedLayout(
         "megatron",
@@ -151,6 +216,16 @@ def read(table: pa.Table, source: str) -> Parsed:
         variant,
     )
     return Parsed(layout, bad, used_offset=docs_per_block.astype(np.int64))
+
+
+def _pad_seq_to_mult(table: pa.Table) -> int:
+    """The multiple a table written for context parallelism records (:data:`PARALLEL_METADATA`), else 1."""
+    recorded = (table.schema.metadata or {}).get(PARALLEL_METADATA)
+    try:
+        value = json.loads(recorded)["pad_seq_to_mult"] if recorded else 1
+    except (ValueError, KeyError, TypeError):
+        return 1
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
 
 
 # ---------------------------------------------------------------- the .npy file

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.core.arrays import check_block_indexes, offsets_of, ranges
+from packing.core.thd import document_multiple, padded_lengths
 from packing.core.validation import OverflowPolicy, as_lengths, check_max_seq_length
 from packing.errors import SettingError
 from packing.recipe import Recipe, RecipeOptions
@@ -69,6 +70,10 @@ class PackingPlan:
     """For ``optimal``: the proof of how close the plan is to the fewest blocks possible."""
     _trusted: bool = field(default=False, repr=False, compare=False)
     """Skip the check for this one construction (the planner's own plans); never copied by ``replace``."""
+    parallel_sizes: tuple[int, int] = field(default=(1, 1), repr=False)
+    """The recipe's ``(context_parallel_size, tensor_parallel_size)`` the plan was made for: each document took
+    the room of its length padded to :attr:`document_multiple`, the padding ``collate`` and the NeMo export lay
+    out."""
 
     def __post_init__(self) -> None:
         if not self._trusted:
@@ -78,6 +83,11 @@ class PackingPlan:
     @property
     def num_blocks(self) -> int:
         return len(self.block_starts) - 1
+
+    @property
+    def document_multiple(self) -> int:
+        """What every document is padded to a multiple of (``packing.core.thd.document_multiple``); 1 by default."""
+        return document_multiple(*self.parallel_sizes)
 
     @classmethod
     def of_blocks(
@@ -290,6 +300,15 @@ def check_pieces(layout: PackingPlan) -> None:
         problem = "pieces within their sequences"
     elif layout.num_blocks and np.add.reduceat(length, starts[:-1]).max(initial=0) > layout.max_seq_length:
         problem = f"blocks of at most max_seq_length={layout.max_seq_length} tokens"
+    elif (
+        layout.document_multiple > 1
+        and layout.num_blocks
+        and (
+            np.add.reduceat(padded_lengths(length, layout.document_multiple), starts[:-1]).max(initial=0)
+            > layout.max_seq_length
+        )
+    ):
+        problem = f"blocks of at most max_seq_length={layout.max_seq_length} tokens with every document padded to a multiple of {layout.document_multiple}"
     if problem:
         raise SettingError("plan", problem, "<a plan that breaks this>")
 
@@ -312,12 +331,17 @@ def _options(recipe: Recipe) -> Options:
 
 
 def _layout(
-    docs: Documents, capacity: int, strategy: str, options: Options
+    docs: Documents, capacity: int, strategy: str, options: Options, multiple: int = 1
 ) -> tuple[Int64Array, IntArray, IntArray, IntArray, Any]:
-    """``(block_starts, sequence, start, length, certificate)`` of the pieces of ``docs``. The strategy's cost."""
+    """``(block_starts, sequence, start, length, certificate)`` of the pieces of ``docs``, each document taking
+    room for its length rounded up to ``multiple`` (the recipe's ``document_multiple``; the pieces keep their real
+    lengths). The strategy's cost."""
     if STRATEGIES[strategy].layout is None:  # the splitting strategy: the planner lays it out
         return (*_split_layout(docs, capacity), None)
-    block_starts, grouped, length, certificate = layout_blocks(strategy, docs.length, capacity, options)
+    room = docs.length if multiple == 1 else padded_lengths(docs.length, multiple)
+    block_starts, grouped, length, certificate = layout_blocks(strategy, room, capacity, options)
+    if multiple > 1:
+        length = docs.length[grouped].astype(length.dtype, copy=False)
     if docs.whole:  # document i is sequence i, from its first token
         return block_starts, grouped, np.zeros(len(grouped), dtype=np.int32), length, certificate
     return block_starts, docs.sequence[grouped], docs.offset[grouped], length, certificate
@@ -332,10 +356,10 @@ def _windows(docs: Documents, count: int, window: int) -> list[Documents]:
 
 
 def _windowed_layout(
-    docs: Documents, count: int, capacity: int, strategy: str, options: Options, window: int
+    docs: Documents, count: int, capacity: int, strategy: str, options: Options, window: int, multiple: int = 1
 ) -> tuple[Int64Array, IntArray, IntArray, IntArray]:
     """Each window of input sequences packed on its own, the windows' blocks one after another."""
-    parts = [_layout(part, capacity, strategy, options)[:4] for part in _windows(docs, count, window)]
+    parts = [_layout(part, capacity, strategy, options, multiple)[:4] for part in _windows(docs, count, window)]
     if not parts:
         return np.zeros(1, dtype=np.int64), *(np.zeros(0, dtype=np.int32) for _ in range(3))  # type: ignore[return-value]
     piece_counts = [len(part[1]) for part in parts]
@@ -373,6 +397,12 @@ def plan(
     (2, 3)
     >>> plan([3, 3, 3, 3], recipe=Recipe(6, window=3, tokenizer="bytes")).num_blocks
     3
+
+    With ``context_parallel_size`` (and ``tensor_parallel_size``), a document takes the room of its length rounded
+    up to the recipe's ``document_multiple`` (``2·cp·tp``): the padding ``collate`` adds for the THD layout fits.
+
+    >>> [plan([3, 3, 3, 3], 8, context_parallel_size=cp).num_blocks for cp in (1, 2, 4)]  # rooms 3, 4, 8
+    [2, 2, 4]
     """
     chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
     capacity, strategy, overflow, window = chosen.max_seq_length, chosen.strategy, chosen.overflow, chosen.window
@@ -387,11 +417,13 @@ def plan(
         raise SettingError("lengths", f"at most {MAX_SEQUENCES:,} documents", f"<{len(docs.length):,} documents>")
     if window is not None and window < len(sizes):
         block_starts, sequence, start, length = _windowed_layout(
-            docs, len(sizes), capacity, strategy, layout_options, window
+            docs, len(sizes), capacity, strategy, layout_options, window, chosen.document_multiple
         )
         certificate = None
     else:
-        block_starts, sequence, start, length, certificate = _layout(docs, capacity, strategy, layout_options)
+        block_starts, sequence, start, length, certificate = _layout(
+            docs, capacity, strategy, layout_options, chosen.document_multiple
+        )
     piece_sequence, piece_start, piece_length = (a.astype(np.int32, copy=False) for a in (sequence, start, length))
     one_piece_each = docs.whole and not STRATEGIES[strategy].splits_sequences  # no sequence was cut, lost or left empty
     documents = None if STRATEGIES[strategy].keeps_boundaries else int(np.count_nonzero(np.diff(block_starts)))
@@ -408,4 +440,5 @@ def plan(
         stats,
         certificate,
         _trusted=True,
+        parallel_sizes=(chosen.context_parallel_size, chosen.tensor_parallel_size),
     )

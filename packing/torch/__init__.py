@@ -10,6 +10,9 @@ and a dataset over packed blocks.
   ``position_ids`` restarting per document; optionally flash-attention boundaries and ``seq_idx``; its
   ``separator_id``, ``position_ids_start`` and ``return_tensors``, and TRL's ``pad_to_multiple_of``). ``collate_fixed(max_seq_length)``: blocks
   of exactly ``max_seq_length`` tokens (static shapes), also without ``attention_mask``.
+- ``collate(rows, context_parallel_size=cp)``: the THD layout of context parallelism (every document padded to a
+  multiple of ``2·cp``, ``cu_seq_lens_q`` and ``cu_seqlens_padded``); ``context_parallel_shard(batch, rank, cp)``
+  one context-parallel rank's share of it.
 - ``PackedDataset(batch_or_path)``: a map-style dataset of packed blocks, from a ``PackedBatch`` or a packed Parquet
   file read one row group at a time through a memory map, or any other layout the auditor recognises, converted.
 
@@ -38,6 +41,7 @@ from packing.torch.collate import StepLoader as StepLoader
 from packing.torch.collate import collate as collate
 from packing.torch.collate import collate_fixed as collate_fixed
 from packing.torch.collate import weighted_loss as weighted_loss
+from packing.torch.context_parallel import context_parallel_shard as context_parallel_shard
 from packing.torch.dataset import BLOCK_COLUMNS as BLOCK_COLUMNS
 from packing.torch.dataset import PackedDataset as PackedDataset
 from packing.torch.sampler import PackingSampler as PackingSampler
@@ -62,6 +66,7 @@ __all__ = [
     "build_schedule",
     "collate",
     "collate_fixed",
+    "context_parallel_shard",
     "default_cost",
     "weighted_loss",
 ]

@@ -20,6 +20,7 @@ from packing.batches.schema import LOSS_WEIGHTS
 from packing.core.arrays import ranges
 from packing.core.forms import MASK_FIELDS
 from packing.core.samples import IGNORE_INDEX, Samples
+from packing.core.thd import padded_lengths
 from packing.core.validation import INT64_MAX, MAX_SEQ_LENGTH, OverflowPolicy
 from packing.errors import SettingError
 from packing.planning.plans import plan
@@ -31,6 +32,7 @@ from packing.weighting import LossMode, LossTotals, check_mode, token_weights
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
+from packing.torch.context_parallel import shifted, thd_boundaries, thd_pad
 from packing.torch.schedule import Int64Array
 
 # ---------------------------------------------------------------- collate
@@ -102,11 +104,21 @@ def _cap(
         starts = np.cumsum(lengths) - lengths
         within = ranges(starts[kept.sequence] + kept.offset, kept.length)
         tokens, labels, lengths = tokens[within], labels[within], kept.length
-    if int(lengths.sum()) > capacity:
-        raise SettingError(
-            "rows", f"at most max_seq_length={capacity} tokens in all (a PackingSampler's block)", int(lengths.sum())
-        )
+    _check_total(lengths, recipe)
     return tokens, labels, lengths
+
+
+def _check_total(lengths: Int64Array, recipe: Recipe) -> None:
+    """Refuse documents that take more than ``max_seq_length`` tokens in all, each padded to the recipe's
+    ``document_multiple`` (context parallelism). O(documents)."""
+    total = int(padded_lengths(lengths, recipe.document_multiple).sum())
+    if total > recipe.max_seq_length:
+        padded = " with every document padded for context parallelism" if recipe.document_multiple > 1 else ""
+        raise SettingError(
+            "rows",
+            f"at most max_seq_length={recipe.max_seq_length} tokens in all{padded} (a PackingSampler's block)",
+            total,
+        )
 
 
 TensorKind = Literal["pt", "np"]
@@ -158,6 +170,15 @@ def collate(
       recipe's pad id, label -100, loss weight 0, and every padding token a sequence of its own (position
       ``position_ids_start``, its own ``seq_idx`` and ``cu_seq_lens`` entry), so no document attends to it.
 
+    With ``context_parallel_size`` (a recipe option; and ``tensor_parallel_size``), the THD layout of context
+    parallelism: every document is followed by padding up to a multiple of the recipe's ``document_multiple``
+    (``2·cp·tp``; pad id, label -100, loss weight 0, positions running on to the padded end), counted against
+    ``max_seq_length``; the batch also has ``cu_seq_lens_q`` = ``cu_seq_lens_k`` (int32, the real documents),
+    ``cu_seqlens_padded`` (int32, where each padded document sits), ``max_length_q`` = ``max_length_k`` (the
+    longest padded document) and ``shift_labels`` (the targets shifted within each document, for a loss over
+    a shard; with ``loss_weights``, ``shift_loss_weights`` too); ``packing.torch.context_parallel_shard`` cuts it
+    for one rank. ``pad_to_multiple_of`` is refused then.
+
     One difference, on purpose: a mask in a row with ``input_ids`` (``completion_mask``, ``assistant_masks``,
     ``loss_mask``) is applied to the labels, where transformers' collator ignores it and trains every token but
     each document's first. ``ignore_masks=True`` gives transformers' exact labels (masks unused; labels given in
@@ -184,10 +205,19 @@ def collate(
     """
     tensors = _check_collate_options(separator_id, position_ids_start, pad_to_multiple_of, return_tensors)
     chosen = Recipe.for_reading(recipe, max_seq_length, overflow=overflow, **options)
+    multiple = chosen.document_multiple
+    if multiple > 1 and pad_to_multiple_of is not None:
+        raise SettingError(
+            "pad_to_multiple_of",
+            f"None with context parallelism (every document is padded to a multiple of {multiple})",
+            pad_to_multiple_of,
+        )
     capped = recipe is not None or max_seq_length is not None
     tokens, labels, lengths = _documents(rows, chosen, ignore_masks)
     if capped and not (rows and all(_is_block(row) for row in rows)):
         tokens, labels, lengths = _cap(tokens, labels, lengths, chosen)
+    elif capped and multiple > 1:  # packed blocks planned elsewhere: their padding must fit too
+        _check_total(lengths, chosen)
     lengths = lengths[lengths > 0]
     if len(lengths) == 0:
         raise SettingError("rows", "at least one token", "<only empty rows>")
@@ -202,6 +232,9 @@ def collate(
         lengths = np.concatenate([lengths, np.ones(padding, dtype=np.int64)])
         if weights is not None:
             weights = np.concatenate([weights, np.zeros(padding, dtype=np.float32)])
+    real = lengths
+    if multiple > 1:  # the THD layout: every document padded to a multiple of 2·cp (× tp)
+        tokens, labels, weights, lengths = thd_pad(tokens, labels, weights, lengths, multiple, prepare(chosen).pad_id)
     cu = np.zeros(len(lengths) + 1, dtype=np.int32)
     np.cumsum(lengths, out=cu[1:])
     batch: dict[str, Any] = {"input_ids": tensors(tokens.astype(np.int64)[None]), "labels": tensors(labels[None])}
@@ -216,6 +249,11 @@ def collate(
         batch["max_length_k"] = longest
     if weights is not None:
         batch[LOSS_WEIGHTS.name] = tensors(weights[None])
+    if multiple > 1:
+        batch.update(thd_boundaries(real, lengths, tensors))
+        batch["shift_labels"] = tensors(shifted(labels, lengths, IGNORE_INDEX)[None])
+        if weights is not None:
+            batch["shift_loss_weights"] = tensors(shifted(weights, lengths, 0.0)[None])
     return batch
 
 
@@ -288,12 +326,16 @@ def _totals_of(rows: Sequence[Any]) -> LossTotals | None:
     return totals if isinstance(totals, LossTotals) else None
 
 
-def weighted_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+def weighted_loss(
+    logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor, *, shifted: bool = False
+) -> torch.Tensor:
     """``Σ weights × cross-entropy`` of a causal LM's ``logits`` ``(..., T, vocab)`` against ``labels`` and
     ``weights`` ``(..., T)`` as ``collate`` gives them (transformers' convention: ``labels[t]`` is the target of
     the prediction at ``t - 1``; this function shifts, as the model's own loss does). The token-mean objective is
     ``weighted_loss`` with ``collate(..., loss_weights="token")``; the result is the batch's share of the
     optimizer step's objective when the weights were normalised over the step. Computed in float32. O(T × vocab).
+    ``shifted=True`` takes targets already shifted (``shift_labels`` and ``shift_loss_weights`` of a THD batch, or
+    of one context-parallel rank's shard of it): position ``t`` is trained on ``labels[t]``, nothing is shifted.
 
     >>> logits = torch.zeros(1, 3, 4)
     >>> round(float(weighted_loss(logits, torch.tensor([[-100, 1, 2]]), torch.tensor([[0.0, 0.5, 0.5]]))), 4)
@@ -303,12 +345,13 @@ def weighted_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Ten
         raise SettingError(
             "weights", f"labels and weights of the logits' shape {tuple(logits.shape[:-1])}", tuple(weights.shape)
         )
-    predictions = logits[..., :-1, :].float().reshape(-1, logits.shape[-1])
+    cut = 0 if shifted else 1
+    predictions = logits[..., : logits.shape[-2] - cut, :].float().reshape(-1, logits.shape[-1])
     targets = (
-        labels[..., 1:].reshape(-1).to(predictions.device, torch.long)
+        labels[..., cut:].reshape(-1).to(predictions.device, torch.long)
     )  # the int32 schema: cross-entropy takes int64
     per_token = torch.nn.functional.cross_entropy(predictions, targets, ignore_index=IGNORE_INDEX, reduction="none")
-    return (per_token * weights[..., 1:].reshape(-1).to(per_token)).sum()
+    return (per_token * weights[..., cut:].reshape(-1).to(per_token)).sum()
 
 
 class StepIndices(list):  # type: ignore[type-arg]
@@ -428,4 +471,5 @@ def collate_fixed(
     ([[1, 2, 3, 0]], [[-100, 2, -100, -100]], [[0, 1, 0, 0]])
     """
     chosen = Recipe.of(recipe, max_seq_length, overflow=overflow, **options)
+    chosen.refuse("collate_fixed", ["context_parallel_size", "tensor_parallel_size"])  # THD is padding-free's
     return functools.partial(_collate_fixed, recipe=chosen)

@@ -14,7 +14,7 @@ from torch.utils.data import Dataset, Sampler
 
 from packing.core.samples import IGNORE_INDEX
 from packing.core.validation import OverflowPolicy
-from packing.errors import SampleError, SettingError
+from packing.errors import PackingError, SampleError, SettingError
 from packing.planning.plans import Piece
 from packing.reading.rows import read_rows
 from packing.recipe import Recipe, RecipeOptions
@@ -26,7 +26,8 @@ from packing.weighting import LossMode, LossTotals, check_mode
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
 from packing.torch.collate import StepDataset, StepIndices, StepLoader, _numpy, _trained_counts, collate
-from packing.torch.schedule import CostFunction, Schedule, _world, build_schedule
+from packing.torch.resume import Progress, fingerprint, make_state, read_state
+from packing.torch.schedule import CostFunction, RankBalance, Schedule, _world, build_schedule, resume_schedule
 
 
 class PackingSampler(Sampler[list[int | Piece]]):
@@ -50,6 +51,11 @@ class PackingSampler(Sampler[list[int | Piece]]):
       ``ℓ`` tokens is ``cost(ℓ)`` (vectorized over an int64 array), by default ``24576·ℓ + ℓ²``.
       ``imbalance`` reports it (``balance=False`` deals blocks in random order, the usual behaviour).
     - ``num_replicas`` and ``rank`` default to ``torch.distributed``'s world size and rank (1 and 0 without it).
+    - ``state_dict()`` / ``load_state_dict(state)``: stop and resume, exactly on as many ranks, every sample still
+      once per epoch on another number (the rest of the epoch packed anew); a state of other data is refused.
+    - With ``context_parallel_size`` (a recipe option), every document takes the room of its THD padding: no
+      block collated with the sampler's recipe exceeds ``max_seq_length``. ``cost=packing.ModelCost.from_config(
+      config)`` balances by the model's own FLOPs; ``balance_stats`` gives the imbalance per component.
 
     Every rank computes the whole epoch's schedule: O(n + the strategy's cost + blocks log blocks) per epoch.
 
@@ -103,6 +109,9 @@ class PackingSampler(Sampler[list[int | Piece]]):
         self.cost = cost
         self.balance = balance
         self.epoch = 0
+        self._resized: tuple[tuple[int, int], ...] = ()  # this epoch's earlier plans (resumes on other ranks)
+        self._start = 0  # where the next pass begins (a loaded state's step)
+        self._step = 0  # steps of the current plan yielded so far
         self._schedule: Schedule | None = None
         self.schedule  # noqa: B018 - check the arguments now, not at the first step
 
@@ -125,41 +134,117 @@ class PackingSampler(Sampler[list[int | Piece]]):
         if epoch != self.epoch:
             self.epoch = epoch
             self._schedule = None
+            self._resized, self._start, self._step = (), 0, 0
 
     @property
     def schedule(self) -> Schedule:
         """This epoch's blocks for every rank, with their costs (computed once per epoch)."""
         if self._schedule is None:
-            self._schedule = build_schedule(
+            worlds = [world for world, _ in self._resized] + [self.num_replicas]
+            schedule = build_schedule(
                 self.lengths,
-                num_replicas=self.num_replicas,
+                num_replicas=worlds[0],
                 epoch=self.epoch,
                 shuffle=self.shuffle,
                 cost=self.cost,
                 balance=self.balance,
                 recipe=self.recipe,
             )
+            for plan, (_, steps) in enumerate(self._resized, start=1):  # resumed on other ranks: the rest re-dealt
+                rng = np.random.default_rng([self.recipe.seed or 0, self.epoch, plan])
+                schedule = resume_schedule(
+                    schedule,
+                    steps,
+                    worlds[plan],
+                    rng,
+                    shuffle=self.shuffle,
+                    cost=self.cost,
+                    balance=self.balance,
+                    recipe=self.recipe,
+                )
+            self._schedule = schedule
         return self._schedule
 
     @property
     def stats(self) -> PackingStats:
-        """This epoch's plan's statistics: what the overflow policy cut, split or dropped, as ``pack`` counts it."""
-        return self.schedule.stats
+        """This epoch's plan's statistics: what the overflow policy cut, split or dropped, as ``pack`` counts it;
+        with ``trained_tokens``, its ``target_tokens`` (= ``trainable_tokens``: a document's first token is never
+        trained here) and ``samples_without_trainable_tokens`` are theirs, over the samples the plan keeps."""
+        stats = self.schedule.stats
+        if self.trained_tokens is None:
+            return stats
+        kept = self.lengths > 0
+        if self.recipe.overflow == "drop":
+            kept &= self.lengths <= self.recipe.max_seq_length
+        targets = int(self.trained_tokens[kept].sum())
+        return stats.with_trainable(targets, targets, int((self.trained_tokens[kept] == 0).sum()))
 
     @property
     def imbalance(self) -> float:
         """This epoch's sum over steps of the slowest rank's cost over that of the mean rank, minus 1."""
         return self.schedule.imbalance
 
+    @property
+    def balance_stats(self) -> RankBalance:
+        """The imbalance of this epoch's plan per component: ``cost`` (what blocks are balanced by, as
+        :attr:`imbalance`), ``tokens`` (positions, context-parallel padding included), ``attention`` (the cost's
+        attention part with a :class:`~packing.ModelCost`, else ``Σ ℓ²``), and the ``worst_step``."""
+        return self.schedule.balance
+
     def __len__(self) -> int:
         return self.schedule.num_steps
 
     def __iter__(self) -> Iterator[list[int | Piece]]:
         schedule = self.schedule
-        totals = self.loss_totals()
-        for step in range(schedule.num_steps):
+        start, self._start = self._start, 0  # a loaded state applies to one pass
+        self._step = start
+        return self._steps(schedule, start, self.loss_totals())
+
+    def _steps(self, schedule: Schedule, start: int, totals: list[LossTotals] | None) -> Iterator[list[int | Piece]]:
+        for step in range(start, schedule.num_steps):
             items = schedule.items(step, self.rank)
+            self._step = step + 1  # consumed once yielded: what state_dict() reports
             yield items if totals is None else StepIndices(items, totals[step])
+
+    # ------------------------------------------------------------ resuming
+
+    def _fingerprints(self) -> tuple[str | None, str | None, str, dict[str, Any]]:
+        options = {"shuffle": bool(self.shuffle), "balance": bool(self.balance)}
+        return fingerprint(self.lengths), fingerprint(self.trained_tokens), self.recipe.describe(), options
+
+    def state_dict(self) -> dict[str, Any]:
+        """The epoch's global progress, the same on every rank (any rank's restores all): the epoch, the steps
+        every rank has consumed (yielded) of its current plan, the number of ranks, earlier plans of the epoch
+        when it was resumed on another number of ranks, fingerprints of the lengths (and ``trained_tokens``),
+        the recipe (its seed included) and ``shuffle``/``balance``. Plain ints, strings and lists. O(1) in the
+        steps consumed (O(n) to fingerprint the lengths).
+
+        With a ``DataLoader`` whose workers prefetch, the sampler runs ahead of training: use torchdata's
+        ``StatefulDataLoader``, which keeps the sampler state that goes with each batch it returns."""
+        progress = Progress(self.epoch, self._resized, self._step, self.num_replicas)
+        return make_state(progress, *self._fingerprints())
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (``state_dict()`` of this sampler or of any rank of the same run), at the next
+        pass. On as many ranks as when saved, the steps are exactly those of the uninterrupted run, from the next
+        one; on another number of ranks, the samples the epoch has not consumed are packed anew and dealt to
+        this run's ranks, so every sample is trained exactly once in the epoch (``len(sampler)`` is then the
+        new plan's steps). A state over other lengths, trained tokens, recipe or ``shuffle``/``balance`` is
+        refused (:class:`~packing.StateMismatch`, naming what differs). Plans are rebuilt, not replayed:
+        O(n + the strategy's cost) per plan of the epoch, whatever the steps consumed."""
+        progress = read_state(state, *self._fingerprints(), self.num_replicas)
+        before = (self.epoch, self._resized, self._start, self._step, self._schedule)
+        if (progress.epoch, progress.resized) != (self.epoch, self._resized):  # else the plan made is the one
+            self.epoch, self._resized, self._schedule = progress.epoch, progress.resized, None
+        self._start = self._step = progress.step
+        try:
+            steps = self.schedule.num_steps
+        except PackingError:
+            self.epoch, self._resized, self._start, self._step, self._schedule = before
+            raise
+        if progress.step > steps:
+            self.epoch, self._resized, self._start, self._step, self._schedule = before
+            raise SettingError("state", f"at most the {steps} steps of its plan", progress.step)
 
     def loss_totals(self) -> list[LossTotals] | None:
         """Each step's ``LossTotals`` over its optimizer step (``gradient_accumulation_steps`` steps × every

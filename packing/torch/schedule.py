@@ -7,12 +7,13 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
+from packing.core.thd import padded_lengths
 from packing.core.validation import OverflowPolicy
 from packing.errors import SettingError
 from packing.planning.plans import Piece, plan
@@ -75,6 +76,11 @@ class Schedule:
     lengths: Int64Array
     pieces: npt.NDArray[np.bool_]
     stats: PackingStats
+    tokens: FloatArray
+    """``tokens[s, r]``: the positions of that block (each document padded to the recipe's ``document_multiple``)."""
+    attention: FloatArray
+    """``attention[s, r]``: that block's attention work (the cost's ``attention`` component when it has
+    ``components``, like :class:`~packing.ModelCost`; else ``Σ ℓ²``)."""
 
     @property
     def num_steps(self) -> int:
@@ -124,8 +130,20 @@ class Schedule:
     def imbalance(self) -> float:
         """How much longer an epoch takes than with perfectly even ranks: the sum over steps of the slowest rank's
         cost, over the sum of the mean rank's cost, minus 1 (0.0 = perfectly balanced)."""
-        mean = float(self.costs.mean(axis=1).sum())
-        return float(self.costs.max(axis=1).sum()) / mean - 1.0 if mean > 0 else 0.0
+        return _imbalance(self.costs)
+
+    @property
+    def balance(self) -> RankBalance:
+        """The imbalance of the cost and of each of its parts: tokens (what every layer processes) and attention.
+        O(steps × ranks)."""
+        return RankBalance(
+            self.imbalance, _imbalance(self.tokens), _imbalance(self.attention), self.worst_step_imbalance
+        )
+
+    def remaining(self, step: int) -> Entries:
+        """The entries of the steps from ``step`` on (what is left of the epoch after ``step`` steps). O(1)."""
+        lo = int(self.block_starts[min(step, self.num_steps) * self.num_replicas])
+        return Entries(self.indices[lo:], self.starts[lo:], self.lengths[lo:], self.pieces[lo:])
 
     @property
     def worst_step_imbalance(self) -> float:
@@ -133,6 +151,36 @@ class Schedule:
         mean = self.costs.mean(axis=1)
         ratios = np.divide(self.costs.max(axis=1), mean, out=np.ones_like(mean), where=mean > 0)
         return float(ratios.max(initial=1.0)) - 1.0
+
+
+def _imbalance(values: FloatArray) -> float:
+    """The sum over steps of the largest value of a step over the sum of the steps' means, minus 1. O(values)."""
+    mean = float(values.mean(axis=1).sum()) if values.size else 0.0
+    return float(values.max(axis=1).sum()) / mean - 1.0 if mean > 0 else 0.0
+
+
+class RankBalance(NamedTuple):
+    """How uneven the ranks of an epoch are (:attr:`Schedule.imbalance` for each): ``cost`` (what the blocks were
+    balanced by), ``tokens`` (positions, padding for context parallelism included), ``attention`` (its
+    quadratic part), and ``worst_step`` (the largest cost ratio of one step, minus 1). 0.0 = even."""
+
+    cost: float
+    tokens: float
+    attention: float
+    worst_step: float
+
+
+class Entries(NamedTuple):
+    """What a schedule deals, one entry per document: tokens ``starts[k]:starts[k] + lengths[k]`` of sample
+    ``indices[k]`` (``pieces[k]``: a piece of a sample cut by ``overflow="split"``)."""
+
+    indices: Int64Array
+    starts: Int64Array
+    lengths: Int64Array
+    pieces: npt.NDArray[np.bool_]
+
+    def take(self, rows: Int64Array) -> Entries:
+        return Entries(self.indices[rows], self.starts[rows], self.lengths[rows], self.pieces[rows])
 
 
 def _halves(docs: Int64Array, costs: FloatArray) -> tuple[Int64Array, Int64Array]:
@@ -229,14 +277,118 @@ def build_schedule(
     random_order = "seed" in STRATEGIES[chosen.strategy].options
     layout = plan(sizes[order], recipe=Recipe.of(chosen, seed=int(rng.integers(2**31))) if random_order else chosen)
     docs = order[layout.piece_sequence.astype(np.int64)]
-    starts = layout.piece_start.astype(np.int64)
-    tokens = layout.piece_length.astype(np.int64)
-    block_of = layout.piece_block()
+    planned = Entries(
+        docs,
+        layout.piece_start.astype(np.int64),
+        layout.piece_length.astype(np.int64),
+        (sizes[docs] > capacity) & (chosen.overflow == "split"),
+    )
+    empties = np.flatnonzero(sizes == 0)
+    if empties.size and shuffle:
+        empties = rng.permutation(empties)
+    nothing = np.zeros(len(empties), dtype=np.int64)
+    return _deal(
+        planned,
+        layout.piece_block(),
+        layout.num_blocks,
+        Entries(empties, nothing, nothing, np.zeros(len(empties), dtype=bool)),
+        layout.stats,
+        num_replicas,
+        rng,
+        shuffle=shuffle,
+        cost=cost,
+        balance=balance,
+        recipe=chosen,
+    )
+
+
+def resume_schedule(
+    previous: Schedule,
+    step: int,
+    num_replicas: int,
+    rng: np.random.Generator,
+    *,
+    shuffle: bool,
+    cost: CostFunction | None,
+    balance: bool,
+    recipe: Recipe,
+) -> Schedule:
+    """What is left of ``previous`` after its first ``step`` steps, packed anew and dealt to ``num_replicas``
+    ranks (a resume on another number of ranks): every remaining entry exactly once, none of the consumed ones.
+    The order and plan draw from ``rng``. An empty remainder gives a schedule of no steps. O(remaining +
+    the strategy's cost).
+
+    >>> first = build_schedule([3, 2, 4, 1, 5, 2, 1, 1, 2, 3, 4, 2], 6, 2, seed=0)   # 3 steps on 2 ranks
+    >>> rest = resume_schedule(first, 1, 3, np.random.default_rng(0), shuffle=True, cost=None, balance=True,
+    ...                        recipe=Recipe(6))                                  # 1 step done; 3 ranks now
+    >>> done = {int(i) for r in range(2) for i in first.block(0, r)}
+    >>> rest.num_steps, sorted(done | set(rest.indices.tolist())) == list(range(12)), done.isdisjoint(rest.indices)
+    (2, True, True)
+    """
+    left = previous.remaining(step)
+    real = np.flatnonzero(left.lengths > 0)
+    if len(left.indices) == 0:
+        return _empty_schedule(num_replicas, previous.stats)
+    if shuffle:
+        real = rng.permutation(real)
+    random_order = "seed" in STRATEGIES[recipe.strategy].options
+    chosen = Recipe.of(recipe, seed=int(rng.integers(2**31))) if random_order else recipe
+    layout = plan(left.lengths[real], recipe=chosen)  # every entry fits a block: one piece each, in plan order
+    planned = left.take(real[layout.piece_sequence.astype(np.int64)])
+    empties = np.flatnonzero(left.lengths == 0)
+    return _deal(
+        planned,
+        layout.piece_block(),
+        layout.num_blocks,
+        left.take(rng.permutation(empties) if shuffle else empties),
+        previous.stats,
+        num_replicas,
+        rng,
+        shuffle=shuffle,
+        cost=cost,
+        balance=balance,
+        recipe=recipe,
+    )
+
+
+def _empty_schedule(num_replicas: int, stats: PackingStats) -> Schedule:
+    none = np.zeros(0, dtype=np.int64)
+    grid = np.zeros((0, num_replicas))
+    return Schedule(num_replicas, np.zeros(1, np.int64), none, grid, none, none, np.zeros(0, bool), stats, grid, grid)
+
+
+def _attention_of(cost: CostFunction | None, room: Int64Array) -> FloatArray:
+    """The attention part of each document's cost: the cost's own ``attention`` component, else ``ℓ²``."""
+    parts = getattr(cost, "components", None)
+    if callable(parts):
+        return np.asarray(parts(room)["attention"], dtype=np.float64)
+    ell = room.astype(np.float64)
+    return ell * ell
+
+
+def _deal(
+    planned: Entries,
+    block_of: Int64Array,
+    num_blocks: int,
+    empties: Entries,
+    stats: PackingStats,
+    num_replicas: int,
+    rng: np.random.Generator,
+    *,
+    shuffle: bool,
+    cost: CostFunction | None,
+    balance: bool,
+    recipe: Recipe,
+) -> Schedule:
+    """Steps 2 and 3 of :func:`build_schedule`: the planned entries (in plan order, ``block_of`` each) made into
+    ``steps × num_replicas`` blocks and dealt; ``empties`` (samples of no tokens) join blocks round-robin."""
+    capacity = recipe.max_seq_length
+    room = padded_lengths(planned.lengths, recipe.document_multiple)  # what each document takes of a block
     weigh = cost if cost is not None else default_cost
-    doc_cost = np.asarray(weigh(tokens), dtype=np.float64)
+    doc_cost = np.asarray(weigh(room), dtype=np.float64)
+    docs = planned.indices
     if doc_cost.shape != docs.shape:
         raise SettingError("cost", "a function giving one value per length", f"<{doc_cost.size} values>")
-    num_blocks = layout.num_blocks
     steps = -(-num_blocks // num_replicas)
     wanted = steps * num_replicas
     if len(docs) < wanted or num_blocks == 0:
@@ -245,6 +397,7 @@ def build_schedule(
             f"at most as many blocks ({num_replicas} ranks × {max(steps, 1)} steps) as non-empty samples ({len(docs)})",
             num_replicas,
         )
+    block_of = block_of.copy()
     if wanted > num_blocks:
         counts = np.bincount(block_of, minlength=num_blocks)
         candidates = np.argsort(-counts, kind="stable")[: wanted - num_blocks]
@@ -258,15 +411,14 @@ def build_schedule(
             heapq.heappush(heap, (-len(keep), donor))
             heapq.heappush(heap, (-len(move), new))
     if balance:
-        _even_out_cheapest(block_of, doc_cost, tokens, capacity, num_replicas)
-    empties = np.flatnonzero(sizes == 0)
-    if empties.size:
-        empties = rng.permutation(empties) if shuffle else empties
-        docs = np.concatenate((docs, empties))
-        starts = np.concatenate((starts, np.zeros(len(empties), dtype=np.int64)))
-        tokens = np.concatenate((tokens, np.zeros(len(empties), dtype=np.int64)))
-        block_of = np.concatenate((block_of, np.arange(len(empties), dtype=np.int64) % wanted))
-        doc_cost = np.concatenate((doc_cost, np.zeros(len(empties))))
+        _even_out_cheapest(block_of, doc_cost, room, capacity, num_replicas)
+    attention = _attention_of(cost, room)
+    if len(empties.indices):
+        planned = Entries(*(np.concatenate((a, b)) for a, b in zip(planned, empties, strict=True)))
+        block_of = np.concatenate((block_of, np.arange(len(empties.indices), dtype=np.int64) % wanted))
+        doc_cost = np.concatenate((doc_cost, np.zeros(len(empties.indices))))
+        room = np.concatenate((room, np.zeros(len(empties.indices), dtype=np.int64)))
+        attention = np.concatenate((attention, np.zeros(len(empties.indices))))
     block_cost = np.bincount(block_of, weights=doc_cost, minlength=wanted)
     if balance:
         dealt = np.argsort(-block_cost, kind="stable").reshape(steps, num_replicas)
@@ -280,14 +432,16 @@ def build_schedule(
     grouped = np.argsort(position, kind="stable")  # keeps each block's documents in plan order
     block_starts = np.zeros(wanted + 1, dtype=np.int64)
     np.cumsum(np.bincount(position, minlength=wanted), out=block_starts[1:])
-    pieces = (sizes[docs] > capacity) & (chosen.overflow == "split")
+    ordered = planned.take(grouped)
     return Schedule(
         num_replicas,
         block_starts,
-        docs[grouped].astype(np.int64),
+        ordered.indices.astype(np.int64),
         block_cost[dealt].astype(np.float64),
-        starts[grouped],
-        tokens[grouped],
-        pieces[grouped],
-        layout.stats,
+        ordered.starts,
+        ordered.lengths,
+        ordered.pieces,
+        stats,
+        np.bincount(block_of, weights=room, minlength=wanted)[dealt].astype(np.float64),
+        np.bincount(block_of, weights=attention, minlength=wanted)[dealt].astype(np.float64),
     )

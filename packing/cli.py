@@ -30,11 +30,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -663,6 +666,51 @@ def _run_audit(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- entry point
 
+_UNWOUND_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")
+
+
+class _Stopped(BaseException):
+    """SIGTERM or SIGHUP during a run: unwinds like Ctrl-C, so its output's temporary and lock files go."""
+
+
+@contextmanager
+def _signals_unwind() -> Iterator[None]:
+    """While held (main thread only), SIGTERM and SIGHUP raise instead of killing the process at once, and end
+    the run with exit code 128 + the signal once the ``with`` blocks inside have cleaned up (the output's
+    temporary file and lock: ``packing.layouts.outputs``); Ctrl-C stays a ``KeyboardInterrupt``. A second signal
+    during that clean-up is ignored. Handlers someone else set, or SIG_IGN (as under ``nohup``), are left alone.
+    The command line's own: the library never installs a handler. O(1).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stopping = False
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        if stopping:
+            return
+        stopping = True
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise _Stopped(signum)
+
+    previous = {}
+    for name in _UNWOUND_SIGNALS:
+        number = getattr(signal, name, None)
+        if number is None:  # pragma: no cover - no SIGHUP on some systems
+            continue
+        default = signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL
+        if signal.getsignal(number) is default:
+            previous[number] = signal.signal(number, stop)
+    try:
+        yield
+    except _Stopped as stopped:
+        raise SystemExit(128 + stopped.args[0]) from None
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
 
 def _fail(error: BaseException) -> int:
     """Print ``error`` as ``packing: error: ...`` (``packing.errors.one_line``, naming this command line's
@@ -685,8 +733,9 @@ def _closed_pipe() -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code.
 
-    0 on success, 2 on bad input (one line on stderr), 130 when interrupted, 141 (quietly) when standard
-    output is a pipe closed early (``packing audit f | head``).
+    0 on success, 2 on bad input (one line on stderr), 130 when interrupted, 128 + the signal after SIGTERM or
+    SIGHUP (the output left as it was, no temporary or lock file), 141 (quietly) when standard output is a pipe
+    closed early (``packing audit f | head``).
     O(input tokens + output tokens) for ``pack``; the strategies' cost for ``compare``.
 
     >>> main(["compare", "missing.jsonl", "--max-seq-length", "8"])
@@ -694,8 +743,9 @@ def main(argv: list[str] | None = None) -> int:
     """
     try:
         args = build_parser().parse_args(argv)
-        code: int = args.run(args)
-        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        with _signals_unwind():
+            code: int = args.run(args)
+            sys.stdout.flush()  # a closed pipe shows here, not at exit
     except SystemExit as stop:  # --help
         return stop.code if isinstance(stop.code, int) else 0
     except BrokenPipeError:  # `packing audit f | head`: the reader has what it wanted

@@ -15,8 +15,8 @@ straight into a ``torch.utils.data.DataLoader`` with ``packing.torch.PackingSamp
 
 Outputs are the schema's columns (:mod:`packing.batches.schema`), written atomically
 (:func:`~packing.layouts.outputs.atomic_path`): to a temporary file next to the target, renamed
-onto it only once complete. A failure, Ctrl-C, SIGTERM or SIGHUP leaves the old output
-as it was and no temporary or lock file; a second writer of the same path, in another
+onto it only once complete. A failure or Ctrl-C (and, at the command line, SIGTERM or SIGHUP) leaves
+the old output as it was and no temporary or lock file; a second writer of the same path, in another
 process or thread, is refused while the first runs.
 
 >>> import io

@@ -104,7 +104,7 @@ def pack_batch(
     """
     if not isinstance(batch, Mapping):
         raise SettingError("batch", "a dict of columns", type(batch).__name__)
-    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    chosen = Recipe.at("hf.pack_batch", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
     packed = pack(_rows(batch), recipe=chosen)
     columns: dict[str, list[list[int]]] = packed.to_arrow(padding=False).to_pydict()
     for name, column in carried_columns(packed.plan, batch, carry).items():
@@ -169,7 +169,7 @@ def pack_dataset(
         pack_dataset(masked, 4, shuffle=False)["attention_mask"]  # [[1, 0, 1]]: carried, as TRL does
     """
     _refuse_other_datasets(dataset)
-    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    chosen = Recipe.at("hf.pack_dataset", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
     check_flag(shuffle, "shuffle")
     source: pa.Table | Mapping[str, Any] | None = None  # where carried columns are read from
     if isinstance(dataset, Mapping):  # Python columns: the row reader

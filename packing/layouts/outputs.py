@@ -140,7 +140,10 @@ class _Lock:
 
 def _acquire(lock: Path, target: Path) -> _Lock:
     """The lock of ``target``, taken at once; a held lock is refused naming its holder. A lock file its
-    holder removed just as this tried is tried again. O(1)."""
+    holder removed just as this tried is tried again. A missing folder is a ``FileNotFoundError`` naming the output
+    (filelock would create it). O(1)."""
+    if not lock.parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), os.fspath(target))
     for _ in range(_ATTEMPTS):
         held = _Lock(lock, target)
         if held.acquire():

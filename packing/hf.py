@@ -181,10 +181,10 @@ def pack_dataset(
     ``IterableDataset`` is refused with a pointer to ``packing.streaming.stream_dataset``, which packs a stream.
 
     Where the blocks go, as ``Dataset.map`` decides: a dataset with cache files (loaded from disk, or the result
-    of a ``map``) gets its blocks written chunk by chunk to ``packing-FINGERPRINT.arrow`` next to them (or to
-    ``cache_file_name``), atomically, and read back memory-mapped; a packing of the same rows with the same
-    settings finds that file and reads it instead of packing again. An in-memory dataset, a table or a dict of
-    columns (without ``cache_file_name``) gets an in-memory dataset.
+    of a ``map``) gets its blocks written chunk by chunk to ``packing-FINGERPRINT.arrow`` next to them,
+    atomically, and read back memory-mapped; a packing of the same rows with the same settings finds that file
+    and reads it instead of packing again. ``cache_file_name`` names the file instead (written every time). An
+    in-memory dataset, a table or a dict of columns (without ``cache_file_name``) gets an in-memory dataset.
 
     O(tokens + blocks × max_seq_length) time plus the strategy's cost. Memory at the peak, with a cache file:
     the input's tokens (4 bytes each for ids that fit in int32) and one chunk of blocks (about 20 MB), within
@@ -210,7 +210,7 @@ def pack_dataset(
     known = tokenizer is None or isinstance(name, str)  # a tokenizer object without a name: no stable fingerprint
     fingerprint = _fingerprint(dataset if known else None, settings)
     path = _cache_path(dataset, fingerprint, cache_file_name)
-    if path is not None and path.is_file():  # packed before, with the same rows and settings
+    if cache_file_name is None and path is not None and path.is_file():  # packed before: same rows, same settings
         return Dataset.from_file(os.fspath(path))
     samples, source = _samples(dataset, chosen)
     layout = plan(samples.lengths, recipe=chosen)

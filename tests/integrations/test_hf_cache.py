@@ -133,6 +133,8 @@ def test_pack_dataset_writes_where_it_is_told(tmp_path: Path) -> None:
     packed = pack_dataset(datasets.Dataset.from_dict({"input_ids": [[1, 2], [3]]}), 4, cache_file_name=target)
     assert Path(packed.cache_files[0]["filename"]) == target
     assert sorted(packed["input_ids"]) == [[1, 2, 3]]
+    other = pack_dataset(datasets.Dataset.from_dict({"input_ids": [[4]]}), 4, cache_file_name=target)
+    assert other["input_ids"] == [[4]]  # a named file is written again, never taken for another packing's
     empty = pack_dataset(
         datasets.Dataset.from_dict({"input_ids": [[9] * 9]}), 4, overflow="drop", cache_file_name=tmp_path / "e.arrow"
     )

@@ -29,12 +29,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -43,6 +47,7 @@ import numpy.typing as npt
 from packing.batches.packed import LazyBatch
 from packing.batches.schema import help_text
 from packing.comparison import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
+from packing.core.validation import check_time_limit
 from packing.errors import PackingError, one_line
 from packing.layouts.audit import LAYOUTS, AuditReport, audit, report_json
 from packing.layouts.export import EXPORT_FORMATS, export_chunks, write_jsonl, write_parquet, write_table
@@ -50,7 +55,7 @@ from packing.layouts.outputs import exclusive
 from packing.planning.plans import plan
 from packing.reading.dataset import FORMATS, Dataset, read_dataset
 from packing.reading.files import read_whole
-from packing.recipe import Recipe, option_fields
+from packing.recipe import PEER_NAMES, Door, Recipe, option_fields
 from packing.strategies.bounds import lower_bounds
 from packing.strategies.registry import STRATEGIES
 from packing.strategies.stats import PackingStats
@@ -82,11 +87,60 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser that raises instead of printing usage and exiting."""
+    """An argument parser that raises instead of printing usage and exiting, takes no abbreviated option, and
+    names an unknown option before anything else (a misspelt ``--max-seq-length`` is not "missing")."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.flags: set[str] = set()
+        """The option strings this parser takes."""
+        self.has_commands = False
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        self.flags.update(name for name in args if isinstance(name, str) and name.startswith("-"))
+        return super().add_argument(*args, **kwargs)
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        self.has_commands = True
+        return super().add_subparsers(**kwargs)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        if args is not None and not self.has_commands:  # a command's own options
+            _refuse_unknown_options(list(args), self.flags, self.prog)
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         """Raise ``UsageError`` so ``main`` prints one line and returns 2."""
         raise UsageError(message)
+
+
+def _refuse_unknown_options(argv: list[str], flags: set[str], command: str) -> None:
+    """Refuse the first long option in ``argv`` that ``command`` does not take, naming it: another library's name
+    answered with this one's (``PEER_NAMES``), ``--max_seq_length`` with ``--max-seq-length``, a near miss with the
+    option meant. O(arguments × options).
+
+    >>> _refuse_unknown_options(["x.jsonl", "--max-len", "8"], {"--max-seq-length", "--output"}, "packing pack")
+    Traceback (most recent call last):
+    ...
+    packing.cli.UsageError: unrecognized option --max-len (did you mean --max-seq-length?)
+    """
+    for token in argv:
+        if token == "--":
+            return
+        if not token.startswith("--") or token.split("=", 1)[0] in flags:
+            continue
+        given = token.split("=", 1)[0]
+        name = given[2:].replace("-", "_")
+        spelled = "--" + name.replace("_", "-")
+        if name in PEER_NAMES:
+            answer = PEER_NAMES[name].error(name, None).answer(lambda option: _flag(option) or option)
+            raise UsageError(f"unrecognized option {given}: expected {answer}")
+        if spelled in flags:
+            raise UsageError(f"unrecognized option {given} (did you mean {spelled}?)")
+        close = difflib.get_close_matches(spelled, sorted(flags), n=1)
+        hint = f"did you mean {close[0]}?" if close else f"{command} --help lists its options"
+        raise UsageError(f"unrecognized option {given} ({hint})")
 
 
 # ---------------------------------------------------------------- arguments
@@ -151,18 +205,21 @@ def _flag(name: str) -> str | None:
 _RECIPE_NAMES = frozenset(f.name for f in option_fields())
 
 
-def _add_recipe_options(parser: argparse.ArgumentParser, fields: Sequence[dataclasses.Field[Any]]) -> None:
-    """One option per recipe field, from the field's metadata (help, choices, metavar, parse); the defaults and
-    checks are the recipe's (an option left out keeps its default). The command remembers which it took."""
+def _add_recipe_options(parser: argparse.ArgumentParser, door: Door, own: Sequence[str] = ()) -> None:
+    """One option per recipe field the command ``door`` uses (the field's ``doors``), from the field's metadata
+    (help, choices, metavar, parse); the defaults and checks are the recipe's (an option left out keeps its
+    default). The command remembers which it took; ``own`` are options it reads itself, outside its recipe."""
+    fields = option_fields(door=door)
     for f in fields:
         meta = f.metadata
         default = None if f.default is dataclasses.MISSING else f.default
         shown = f" (default: {default})" if isinstance(default, (str, int, float)) else ""
         flag = _flag(f.name)
         assert flag is not None
-        if meta["parse"] is bool:  # a flag that turns a default-on option off
+        if meta["parse"] is bool:  # a flag: --NAME turns a default-off option on, --no-NAME a default-on one off
+            name = flag if not default else "--no-" + flag[2:]
             parser.add_argument(
-                "--no-" + flag[2:], dest=f.name, action="store_const", const=False, default=None, help=meta["help"]
+                name, dest=f.name, action="store_const", const=not default, default=None, help=meta["help"]
             )
             continue
         parser.add_argument(
@@ -173,7 +230,7 @@ def _add_recipe_options(parser: argparse.ArgumentParser, fields: Sequence[datacl
             required=f.default is dataclasses.MISSING,
             help=meta["help"] + shown,
         )
-    parser.set_defaults(recipe_fields=tuple(f.name for f in fields))
+    parser.set_defaults(door=door, recipe_fields=tuple(f.name for f in fields if f.name not in own))
 
 
 def _parser_of(parse: type) -> Callable[[str], Any]:
@@ -198,17 +255,16 @@ def _parser_of(parse: type) -> Callable[[str], Any]:
 def _recipe(args: argparse.Namespace) -> Recipe:
     """The recipe of the options this command took (one check, the recipe's)."""
     given = {name: getattr(args, name) for name in args.recipe_fields if name != "max_seq_length"}
-    return Recipe.of(None, args.max_seq_length, **given)
+    return Recipe.at(args.door, None, args.max_seq_length, **given)
 
 
-def _add_common(parser: argparse.ArgumentParser, stages: Sequence[str]) -> None:
-    """The input and options both commands take: the recipe's fields acting at ``stages``, and overflow."""
+def _add_common(parser: argparse.ArgumentParser, door: Door, own: Sequence[str] = ()) -> None:
+    """The input and the options a command takes: the recipe's fields it uses (``door``)."""
     parser.add_argument("input", nargs="+", help=INPUT_HELP)
     parser.add_argument(
         "--input-format", dest="format", choices=FORMATS, help="input file format (default: from the file extension)"
     )
-    fields = [f for f in option_fields() if f.metadata["stage"] in stages or f.name in ("max_seq_length", "overflow")]
-    _add_recipe_options(parser, fields)
+    _add_recipe_options(parser, door, own)
 
 
 def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
@@ -219,7 +275,7 @@ def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
         description="Pack token sequences into blocks of exactly N tokens and write them, one row per block, "
         f"with columns {help_text()}.",
     )
-    _add_common(parser, ("read", "plan", "fill"))
+    _add_common(parser, "packing pack")
     parser.add_argument(
         "--no-shuffle",
         action="store_true",
@@ -251,7 +307,7 @@ def _add_compare(commands: argparse._SubParsersAction[_Parser]) -> None:
         description="Plan every strategy on the sequence lengths of a dataset (token columns, a 'length' "
         "column or a histogram JSON) and print blocks, lower bound, efficiency, losses and time.",
     )
-    _add_common(parser, ("read",))
+    _add_common(parser, "packing compare", own=("time_limit",))  # one per contender: outside the recipe
     parser.add_argument(
         "--strategies",
         type=_strategy_list,
@@ -259,9 +315,6 @@ def _add_compare(commands: argparse._SubParsersAction[_Parser]) -> None:
         metavar="A,B/W,...",
         help=f"strategies to compare, NAME/W packing each window of W sequences on its own (default: all of "
         f"{', '.join(STRATEGIES)}, and bfd/{TRL_WINDOW} as TRL packs by default)",
-    )
-    parser.add_argument(
-        "--time-limit", type=float, default=None, metavar="S", help="seconds for 'optimal' (default: 60)"
     )
     parser.set_defaults(run=_run_compare)
 
@@ -434,6 +487,29 @@ def _pack_batch(recipe: Recipe, dataset: Dataset, shuffle: bool) -> LazyBatch:
     return LazyBatch.of(layout, dataset.samples, prepare(recipe).pad_id, int64=recipe.int64)
 
 
+def _loss_warning(stats: PackingStats) -> str | None:
+    """The one line ``pack`` says on stderr when the overflow policy cut or left out tokens: how many, their share
+    of the input, and why (the summary's "tokens lost" stays); None when every token was kept.
+
+    >>> print(_loss_warning(plan([10, 2, 5], 4).stats))
+    packing: warning: 7 of 17 tokens (41.18 %) lost: 2 sequences longer than --max-seq-length 4 truncated (--overflow split keeps every token)
+    >>> _loss_warning(plan([3, 2], 4).stats) is None
+    True
+    """
+    if not stats.tokens_lost:
+        return None
+    share = _percent(stats.tokens_lost / stats.input_tokens)
+    what = [
+        f"{count:,} sequence{'' if count == 1 else 's'} longer than --max-seq-length {stats.max_seq_length:,} {verb}"
+        for count, verb in ((stats.sequences_truncated, "truncated"), (stats.sequences_dropped, "dropped"))
+        if count
+    ]
+    return (
+        f"packing: warning: {stats.tokens_lost:,} of {stats.input_tokens:,} tokens ({share}) lost: "
+        f"{', '.join(what)} (--overflow split keeps every token)"
+    )
+
+
 def _pack_summary(
     args: argparse.Namespace, recipe: Recipe, dataset: Dataset, stats: PackingStats, progress: Progress
 ) -> str:
@@ -488,6 +564,9 @@ def _run_pack(args: argparse.Namespace) -> int:
                 writer(batch, output)
             except OSError as error:
                 raise UsageError(f"cannot write {output}: {error.strerror or error}") from None
+    lost = _loss_warning(batch.stats)
+    if lost:  # said even with --quiet: tokens were thrown away
+        print(lost, file=sys.stderr, flush=True)
     print(_pack_summary(args, recipe, dataset, batch.stats, progress))
     return 0
 
@@ -541,12 +620,11 @@ def _certificate_lines(rows: list[Row]) -> list[str]:
 def _run_compare(args: argparse.Namespace) -> int:
     """``compare``: plan every chosen strategy on the lengths and print the table. O(sequences) each."""
     recipe = _recipe(args)
+    time_limit = None if args.time_limit is None else check_time_limit(args.time_limit)  # the recipe's rule
     dataset = _read_input(args)
-    if args.time_limit is not None and not args.time_limit > 0:
-        raise UsageError(f"--time-limit must be a number of seconds > 0, got {args.time_limit}")
     length, overflow = recipe.max_seq_length, recipe.overflow
     with Progress(show=_stderr_is_terminal()).stage("plan", "planning"):
-        rows = compare(dataset.lengths, length, overflow, args.strategies, time_limit=args.time_limit)
+        rows = compare(dataset.lengths, length, overflow, args.strategies, time_limit=time_limit)
     print(f"input: {_describe_input(dataset)}; max_seq_length {length:,}, overflow {overflow}")
     print()
     print(format_table([*COMPARE_HEADER, "time"], [_compare_cells(row) for row in rows]))
@@ -663,6 +741,51 @@ def _run_audit(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- entry point
 
+_UNWOUND_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")
+
+
+class _Stopped(BaseException):
+    """SIGTERM or SIGHUP during a run: unwinds like Ctrl-C, so its output's temporary and lock files go."""
+
+
+@contextmanager
+def _signals_unwind() -> Iterator[None]:
+    """While held (main thread only), SIGTERM and SIGHUP raise instead of killing the process at once, and end
+    the run with exit code 128 + the signal once the ``with`` blocks inside have cleaned up (the output's
+    temporary file and lock: ``packing.layouts.outputs``); Ctrl-C stays a ``KeyboardInterrupt``. A second signal
+    during that clean-up is ignored. Handlers someone else set, or SIG_IGN (as under ``nohup``), are left alone.
+    The command line's own: the library never installs a handler. O(1).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stopping = False
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        if stopping:
+            return
+        stopping = True
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise _Stopped(signum)
+
+    previous = {}
+    for name in _UNWOUND_SIGNALS:
+        number = getattr(signal, name, None)
+        if number is None:  # pragma: no cover - no SIGHUP on some systems
+            continue
+        default = signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL
+        if signal.getsignal(number) is default:
+            previous[number] = signal.signal(number, stop)
+    try:
+        yield
+    except _Stopped as stopped:
+        raise SystemExit(128 + stopped.args[0]) from None
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
 
 def _fail(error: BaseException) -> int:
     """Print ``error`` as ``packing: error: ...`` (``packing.errors.one_line``, naming this command line's
@@ -685,17 +808,23 @@ def _closed_pipe() -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code.
 
-    0 on success, 2 on bad input (one line on stderr), 130 when interrupted, 141 (quietly) when standard
-    output is a pipe closed early (``packing audit f | head``).
+    0 on success, 2 on bad input (one line on stderr), 130 when interrupted, 128 + the signal after SIGTERM or
+    SIGHUP (the output left as it was, no temporary or lock file), 141 (quietly) when standard output is a pipe
+    closed early (``packing audit f | head``).
     O(input tokens + output tokens) for ``pack``; the strategies' cost for ``compare``.
 
     >>> main(["compare", "missing.jsonl", "--max-seq-length", "8"])
     2
     """
     try:
-        args = build_parser().parse_args(argv)
-        code: int = args.run(args)
-        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        parser = build_parser()
+        if not (sys.argv[1:] if argv is None else argv):  # a bare `packing`: what it can do
+            print(parser.format_help(), end="")
+            return 2
+        args = parser.parse_args(argv)
+        with _signals_unwind():
+            code: int = args.run(args)
+            sys.stdout.flush()  # a closed pipe shows here, not at exit
     except SystemExit as stop:  # --help
         return stop.code if isinstance(stop.code, int) else 0
     except BrokenPipeError:  # `packing audit f | head`: the reader has what it wanted

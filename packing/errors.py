@@ -189,6 +189,59 @@ class SettingError(PackingError, ValueError):
         super().__init__(f"{name}: expected {expected}, got {self.got}")
 
 
+class OptionNotUsed(SettingError):
+    """An option given to an entry point (``door``) that does not use it: it would change nothing there, so it is
+    refused rather than ignored; ``users`` are the entry points that use it (``packing.recipe``'s field metadata).
+
+    >>> error = OptionNotUsed("window", "collate", ("pack", "plan", "stream", "PackingSampler", "hf.pack_batch"), 3)
+    >>> str(error)
+    'window: expected no value at collate (it does not use window; pack, plan, stream and 2 more do), got 3'
+    >>> error.door, error.users[-1]
+    ('collate', 'hf.pack_batch')
+    """
+
+    NAMED = 3
+    """Users named in the message (all are in ``users``)."""
+
+    def __init__(self, name: str, door: str, users: tuple[str, ...] | list[str], got: object) -> None:
+        self.door = door
+        self.users = tuple(users)
+        named = ", ".join(self.users[: self.NAMED])
+        more = len(self.users) - self.NAMED
+        users_said = f"{named} and {more} more" if more > 0 else named
+        super().__init__(name, f"no value at {door} (it does not use {name}; {users_said} do)", got)
+
+
+class PeerName(SettingError):
+    """Another library's name for an option (TRL's ``max_length``) or a value (TRL's strategy ``bfd_split``:
+    ``term``), answered with what this library calls it: ``peer`` (who names it so), ``option`` (the option meant
+    here; None when no option is needed) and ``how`` (what to give it). One name per concept: the peer's is not
+    an alias.
+
+    >>> str(PeerName("max_length", 2048, "TRL", "max_seq_length"))
+    "max_length: expected max_seq_length (TRL's max_length), got 2048"
+    >>> error = PeerName("completion_only_loss", False, "TRL", "loss", "'all' for False")
+    >>> str(error), error.answer(lambda name: "--" + name.replace("_", "-"))
+    ("completion_only_loss: expected loss: 'all' for False (TRL's completion_only_loss), got False (bool)", "--loss: 'all' for False (TRL's completion_only_loss)")
+    """
+
+    def __init__(
+        self, name: str, got: object, peer: str, option: str | None, how: str = "", term: str | None = None
+    ) -> None:
+        self.peer = peer
+        self.option = option
+        self.how = how
+        self.term = term or name
+        """The peer's word: ``name``, or the value when a value is the peer's (``bfd_split``)."""
+        super().__init__(name, self.answer(), got)
+
+    def answer(self, spell: Callable[[str], str | None] | None = None) -> str:
+        """What to give instead, the option spelled by ``spell`` (``--max-seq-length`` at the command line)."""
+        option = (spell(self.option) if spell and self.option else None) or self.option
+        said = ": ".join(part for part in (option, self.how) if part)
+        return f"{said} ({self.peer}'s {self.term})"
+
+
 class TooManyDocuments(SettingError):
     """A strategy that refuses an input this large: ``strategy``, its ``limit`` and the ``count`` given.
 

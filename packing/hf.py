@@ -12,9 +12,12 @@ to cover the row, so these datasets train in ``SFTTrainer`` unchanged. For block
 ``max_seq_length`` (static shapes), batch them with ``packing.torch.collate_fixed``.
 
 :func:`pack_batch` packs one batch at a time, so ``Dataset.map(pack_batch, batched=True, ...)``
-only ever combines rows of the same batch (shard-local packing, streaming-friendly).
-:func:`pack_dataset` plans over every length of the dataset at once (global packing: fewer blocks)
-and reads the columns through Arrow without a Python loop per row.
+only ever combines rows of the same batch (shard-local packing, streaming-friendly); given Arrow batches
+(``dataset.with_format("arrow").map(...)``, as TRL's ``pack_dataset`` maps) it reads and returns Arrow
+tables, with no Python list in between. :func:`pack_dataset` plans over every length of the dataset at
+once (global packing: fewer blocks), reads the rows as Arrow batches as they come (no Python loop per
+row) and writes the blocks chunk by chunk to a cache file next to the dataset's, as ``Dataset.map`` does,
+so its memory is bounded as the command line's.
 
 Both carry the other list columns aligned with the tokens (``attention_mask``, ``token_type_ids``, ...), cut
 and packed as the tokens are, as TRL's ``pack_dataset`` carries every column (:func:`carried_columns`).
@@ -34,18 +37,22 @@ them when called.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from packing.batches.packed import LazyBatch, pack
-from packing.batches.schema import LOSS_WEIGHTS, NAMES, arrow_schema
+from packing.batches.packed import LazyBatch, PackedBatch, pack
+from packing.batches.schema import LOSS_WEIGHTS, NAMES
 from packing.core.forms import FIELDS
+from packing.core.samples import Samples
 from packing.core.validation import OverflowPolicy, check_flag
 from packing.errors import SampleError, SettingError
+from packing.layouts.outputs import atomic_path
 from packing.planning.plans import PackingPlan, plan
-from packing.reading.arrow import read_table
+from packing.reading.arrow import Accumulator, batch_parts, flat_batches, read_table
 from packing.reading.rows import read_rows
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.registry import StrategyName
@@ -72,7 +79,7 @@ def _rows(batch: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def pack_batch(
-    batch: Mapping[str, Any],
+    batch: Mapping[str, Any] | pa.Table,
     max_seq_length: int | None = None,
     strategy: StrategyName | None = None,
     overflow: OverflowPolicy | None = None,
@@ -80,16 +87,18 @@ def pack_batch(
     carry: Sequence[str] | None = None,
     recipe: Recipe | None = None,
     **options: Unpack[RecipeOptions],
-) -> dict[str, list[list[int]]]:
-    """Pack one batch of rows (a dict of columns) into blocks: the schema's columns.
+) -> dict[str, list[list[int]]] | pa.Table:
+    """Pack one batch of rows (a dict of columns, or an Arrow table) into blocks: the schema's columns, as the
+    same kind (a dict of lists, or a ``pyarrow.Table``).
 
     The rows may have any form the reader accepts; other list columns aligned with the tokens are carried
     (``carry``, see :func:`carried_columns`), other columns left out. The options are every entry point's
-    (:class:`~packing.Recipe`, or ``recipe=``). The number of rows changes, so with
-    ``datasets`` drop the old columns::
+    (:class:`~packing.Recipe`, or ``recipe=``). The number of rows changes, so with ``datasets`` drop the old
+    columns; Arrow batches (``with_format("arrow")``, as TRL's ``pack_dataset`` maps) go through without a
+    Python list, the fast path::
 
-        dataset.map(pack_batch, batched=True, batch_size=1000, remove_columns=dataset.column_names,
-                    fn_kwargs={"max_seq_length": 2048})
+        dataset.with_format("arrow").map(pack_batch, batched=True, batch_size=1000,
+                                         remove_columns=dataset.column_names, fn_kwargs={"max_seq_length": 2048})
 
     Blocks only combine rows of the same batch, and ``sequence_ids`` count rows within the
     batch. Uses ``packing.pack``: O(tokens + blocks × max_seq_length) plus the strategy's cost.
@@ -101,10 +110,20 @@ def pack_batch(
     []
     >>> pack_batch({"input_ids": [[1, 2], [3]], "attention_mask": [[1, 1], [0]]}, 4)["attention_mask"]
     [[1, 1, 0]]
+    >>> import pyarrow as pa
+    >>> pack_batch(pa.table({"input_ids": [[1, 2], [3, 4, 5], [6]]}), 4).column("seq_lengths").to_pylist()
+    [[3, 1], [2]]
     """
+    chosen = Recipe.at("hf.pack_batch", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    table = _as_table(batch)
+    if table is not None:
+        packed = pack(read_table(table, **prepare(chosen).read_options), recipe=chosen)
+        result = packed.to_arrow(padding=False)
+        for name, column in carried_columns(packed.plan, table, carry).items():
+            result = result.append_column(name, column)
+        return result
     if not isinstance(batch, Mapping):
-        raise SettingError("batch", "a dict of columns", type(batch).__name__)
-    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+        raise SettingError("batch", "a dict of columns or a pyarrow.Table", type(batch).__name__)
     packed = pack(_rows(batch), recipe=chosen)
     columns: dict[str, list[list[int]]] = packed.to_arrow(padding=False).to_pydict()
     for name, column in carried_columns(packed.plan, batch, carry).items():
@@ -112,17 +131,22 @@ def pack_batch(
     return columns
 
 
-def _arrow_table(dataset: Any) -> pa.Table:
-    """The rows of ``dataset`` as one ``pyarrow.Table``, honouring any selection or shuffle already applied."""
+def _as_table(batch: Any) -> pa.Table | None:
+    """``batch`` as a ``pyarrow.Table`` when it is Arrow (a table or a record batch), else None. O(1)."""
+    if type(batch).__module__.split(".")[0] != "pyarrow":
+        return None
     import pyarrow as pa
 
-    if isinstance(dataset, pa.Table):
-        return dataset
-    if hasattr(dataset, "with_format"):  # datasets.Dataset: the formatter applies the indices mapping
-        table = dataset.with_format("arrow")[:]
-        if isinstance(table, pa.Table):
-            return table
-    raise SettingError("dataset", "a datasets.Dataset, a pyarrow.Table or a dict of columns", type(dataset).__name__)
+    if isinstance(batch, pa.RecordBatch):
+        return pa.Table.from_batches([batch])
+    return batch if isinstance(batch, pa.Table) else None
+
+
+_BATCH_ROWS = 1 << 14
+"""Rows of a ``datasets.Dataset`` read at a time by :func:`pack_dataset` (one Arrow batch)."""
+_CHUNK_SLOTS = 1 << 20
+"""Token slots of the blocks :func:`pack_dataset` makes and writes at a time (about 20 MB of columns, and their
+temporaries: a smaller peak than ``packing.batches.packed.CHUNK_TOKENS``'s, as fast)."""
 
 
 def pack_dataset(
@@ -133,6 +157,7 @@ def pack_dataset(
     *,
     shuffle: bool = True,
     carry: Sequence[str] | None = None,
+    cache_file_name: str | os.PathLike[str] | None = None,
     recipe: Recipe | None = None,
     **options: Unpack[RecipeOptions],
 ) -> Dataset:
@@ -141,24 +166,30 @@ def pack_dataset(
     ``dataset`` is a ``datasets.Dataset`` (any selection or shuffle already applied to it is
     respected), a ``pyarrow.Table`` or a dict of columns, with rows in any form the reader
     accepts (text rows too, with a ``tokenizer``). The options are every entry point's
-    (:class:`~packing.Recipe`, or ``recipe=``). The columns are read through Arrow with no Python
-    loop per row, one plan is made over every length, and the blocks are materialized; with
-    ``shuffle`` (the default) the blocks come out in the order ``plan.shuffle(seed)`` gives (seed
-    default 0), otherwise in plan order (which for the decreasing strategies puts the longest
-    documents first). Other list columns aligned with the tokens are carried, cut and packed as the tokens
-    (``carry``: which; default every aligned one; see :func:`carried_columns`), as TRL's ``pack_dataset``
-    carries them; TRL refuses a dataset with a column of other lengths or not of lists, where packing leaves
-    it out (or refuses it, naming the row, when ``carry`` names it). The reader's columns (``completion_mask``,
-    ``labels``, ...) become ``loss_mask`` and ``labels`` rather than being carried as they are. A carried
-    ``attention_mask`` must not reach the model (all ones over several documents, it lets them attend to each
-    other; ``packing.audit`` reports it): TRL's padding-free collator and ``packing.torch.collate`` drop it. A
-    ``DatasetDict`` is refused with its splits named (pass one split); an ``IterableDataset`` is refused with
-    a pointer to ``packing.streaming.stream_dataset``, which packs a stream.
+    (:class:`~packing.Recipe`, or ``recipe=``). A ``datasets.Dataset`` is read as Arrow batches as they come
+    (no Python loop per row, one batch held at a time besides the samples), one plan is made over every length,
+    and the blocks are made chunk by chunk; with ``shuffle`` (the default) they come out in the order
+    ``plan.shuffle(seed)`` gives (seed default 0), otherwise in plan order (which for the decreasing strategies
+    puts the longest documents first). Other list columns aligned with the tokens are carried, cut and packed as
+    the tokens (``carry``: which; default every aligned one; see :func:`carried_columns`), as TRL's
+    ``pack_dataset`` carries them; TRL refuses a dataset with a column of other lengths or not of lists, where
+    packing leaves it out (or refuses it, naming the row, when ``carry`` names it). The reader's columns
+    (``completion_mask``, ``labels``, ...) become ``loss_mask`` and ``labels`` rather than being carried as they
+    are. A carried ``attention_mask`` must not reach the model (all ones over several documents, it lets them
+    attend to each other; ``packing.audit`` reports it): TRL's padding-free collator and
+    ``packing.torch.collate`` drop it. A ``DatasetDict`` is refused with its splits named (pass one split); an
+    ``IterableDataset`` is refused with a pointer to ``packing.streaming.stream_dataset``, which packs a stream.
 
-    O(tokens + blocks × max_seq_length) time plus the strategy's cost. The blocks are made chunk by
-    chunk (``packing.LazyBatch``) and each chunk's columns become the returned dataset's without a
-    copy: memory at the peak is the input tokens plus the output (17 bytes a token slot in the
-    compact schema) plus nothing more than one chunk's temporaries.
+    Where the blocks go, as ``Dataset.map`` decides: a dataset with cache files (loaded from disk, or the result
+    of a ``map``) gets its blocks written chunk by chunk to ``packing-FINGERPRINT.arrow`` next to them,
+    atomically, and read back memory-mapped; a packing of the same rows with the same settings finds that file
+    and reads it instead of packing again. ``cache_file_name`` names the file instead (written every time). An
+    in-memory dataset, a table or a dict of columns (without ``cache_file_name``) gets an in-memory dataset.
+
+    O(tokens + blocks × max_seq_length) time plus the strategy's cost. Memory at the peak, with a cache file:
+    the input's tokens (4 bytes each for ids that fit in int32) and one chunk of blocks (about 20 MB), within
+    the input's Arrow size + 1 GiB as ``packing pack``; in memory, the output too (17 bytes a token slot in the
+    compact schema).
 
     Example (``datasets`` needed, so not a doctest)::
 
@@ -169,34 +200,111 @@ def pack_dataset(
         pack_dataset(masked, 4, shuffle=False)["attention_mask"]  # [[1, 0, 1]]: carried, as TRL does
     """
     _refuse_other_datasets(dataset)
-    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    chosen = Recipe.at("hf.pack_dataset", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
     check_flag(shuffle, "shuffle")
-    source: pa.Table | Mapping[str, Any] | None = None  # where carried columns are read from
-    if isinstance(dataset, Mapping):  # Python columns: the row reader
-        samples = read_rows(_rows(dataset), **prepare(chosen).read_options)
-        source = dataset
-    elif chosen.tokenizer is not None and (chosen.num_proc or 1) > 1 and hasattr(dataset, "map"):
-        samples = read_table(_arrow_table(_tokenized(dataset, chosen)))
-    else:
-        source = _arrow_table(dataset)
-        samples = read_table(source, **prepare(chosen).read_options)
-    layout = plan(samples.lengths, recipe=chosen)
-    if shuffle:  # reorder the plan, so the blocks are written in their final order and never copied
-        layout = layout.shuffle(chosen.seed or 0)
-    import pyarrow as pa
     from datasets import Dataset
-
-    lazy = LazyBatch.of(layout, samples, prepare(chosen).pad_id, int64=chosen.int64)
-    schema = arrow_schema(lazy.int64)
-    table = pa.concat_tables([chunk.to_arrow(padding=False) for chunk in lazy.chunks()] or [schema.empty_table()])
-    for carried, column in carried_columns(layout, source, carry).items():
-        table = table.append_column(carried, column)
 
     tokenizer = chosen.tokenizer
     name = tokenizer if isinstance(tokenizer, str) else getattr(prepare(chosen).tokenizer, "name_or_path", None)
     settings = (chosen.describe(), name, prepare(chosen).pad_id, shuffle, chosen.seed, carry)
     known = tokenizer is None or isinstance(name, str)  # a tokenizer object without a name: no stable fingerprint
-    return Dataset(table, fingerprint=_fingerprint(dataset if known else None, settings))
+    fingerprint = _fingerprint(dataset if known else None, settings)
+    path = _cache_path(dataset, fingerprint, cache_file_name)
+    if cache_file_name is None and path is not None and path.is_file():  # packed before: same rows, same settings
+        return Dataset.from_file(os.fspath(path))
+    samples, source = _samples(dataset, chosen)
+    layout = plan(samples.lengths, recipe=chosen)
+    if shuffle:  # reorder the plan, so the blocks are written in their final order and never copied
+        layout = layout.shuffle(chosen.seed or 0)
+    lazy = LazyBatch.of(layout, samples, prepare(chosen).pad_id, int64=chosen.int64)
+    carried = _carried_values(layout, source, carry)
+    tables = _block_tables(lazy, carried, whole=path is None)
+    if path is None:
+        import pyarrow as pa
+
+        return Dataset(pa.concat_tables(list(tables)), fingerprint=fingerprint)
+    _write_stream(path, tables)
+    return Dataset.from_file(os.fspath(path))
+
+
+def _samples(dataset: Any, recipe: Recipe) -> tuple[Samples, pa.Table | Mapping[str, Any] | Any | None]:
+    """The rows of ``dataset`` through the one reader, and where carried columns are read from (None: nowhere,
+    rows tokenized by ``num_proc`` processes carry none)."""
+    import pyarrow as pa
+
+    reading = prepare(recipe).read_options
+    if isinstance(dataset, Mapping):  # Python columns: the row reader
+        return read_rows(_rows(dataset), **reading), dataset
+    if isinstance(dataset, pa.Table):
+        return read_table(dataset, **reading), dataset
+    if not hasattr(dataset, "with_format"):
+        expected = "a datasets.Dataset, a pyarrow.Table or a dict of columns"
+        raise SettingError("dataset", expected, type(dataset).__name__)
+    if recipe.tokenizer is not None and (recipe.num_proc or 1) > 1 and hasattr(dataset, "map"):
+        return _read_batches(_tokenized(dataset, recipe), {}), None
+    return _read_batches(dataset, reading), dataset
+
+
+def _read_batches(dataset: Any, reading: dict[str, Any]) -> Samples:
+    """A ``datasets.Dataset``'s samples, read Arrow batch by Arrow batch (its selection or shuffle applied) into
+    one set of arrays (``Accumulator``); ids that fit narrowed to int32. A table whose batches the reader cannot
+    read alone (``flat_batches``: a length column, a type only the row reader judges) is read whole. O(tokens)."""
+    names = [name for name in dataset.column_names if name in FIELDS]
+    arrow = (dataset.select_columns(names) if names else dataset).with_format("arrow")
+    if not len(arrow) or not flat_batches(arrow.features.arrow_schema, reading.get("tokenizer") is not None):
+        return read_table(arrow[:], **reading)
+    accumulator = Accumulator()
+    for part in batch_parts(arrow.iter(batch_size=_BATCH_ROWS), len(arrow), None, **reading):
+        accumulator.add(part, narrow=True)
+    return accumulator.samples()
+
+
+def _cache_path(dataset: Any, fingerprint: str, cache_file_name: str | os.PathLike[str] | None) -> Path | None:
+    """Where :func:`pack_dataset` writes its blocks: ``cache_file_name``, else next to the dataset's cache files
+    (as ``Dataset.map`` writes), else nowhere (in memory)."""
+    if cache_file_name is not None:
+        return Path(cache_file_name)
+    files = getattr(dataset, "cache_files", None)
+    if not files or not isinstance(files, list) or "filename" not in files[0]:
+        return None
+    return Path(files[0]["filename"]).parent / f"packing-{fingerprint}.arrow"
+
+
+def _block_tables(lazy: LazyBatch, carried: dict[str, pa.Array], whole: bool) -> Iterator[pa.Table]:
+    """The blocks chunk by chunk as Arrow tables of the schema's columns and the carried ones (at least one table:
+    the columns without rows when there is no block). ``whole``: the tables are joined into one, so a carried
+    column takes 64-bit offsets when it needs them over all of them. O(slots)."""
+    large = whole and int(lazy.plan.piece_length.sum()) >= 2**31
+    produced = False
+    for chunk in lazy.chunks(tokens=_CHUNK_SLOTS):
+        produced = True
+        yield _with_carried(chunk, carried, large)
+    if not produced:
+        yield _with_carried(lazy.fill(np.zeros(0, dtype=np.int64)), carried, large)
+
+
+def _with_carried(chunk: PackedBatch, carried: dict[str, pa.Array], large: bool) -> pa.Table:
+    table = chunk.to_arrow(padding=False)
+    for name, column in _carried_for(chunk.plan, carried, large).items():
+        table = table.append_column(name, column)
+    return table
+
+
+def _write_stream(path: Path, tables: Iterator[pa.Table]) -> None:
+    """``tables`` written one after the other as an Arrow IPC stream (the cache files of ``datasets``), atomically:
+    a temporary file renamed onto ``path`` once complete. Memory: one table at a time."""
+    import pyarrow as pa
+
+    first = next(tables)
+    with (
+        atomic_path(path) as temporary,
+        pa.OSFile(os.fspath(temporary), "wb") as sink,
+        pa.ipc.new_stream(sink, first.schema) as writer,
+    ):
+        writer.write_table(first)
+        del first
+        for table in tables:
+            writer.write_table(table)
 
 
 def _refuse_other_datasets(dataset: Any) -> None:
@@ -229,15 +337,23 @@ def carried_columns(
     >>> carried_columns(layout, source)["attention_mask"].to_pylist()
     [[1, 1, 0, 1], [1, 0]]
     """
+    values = _carried_values(layout, source, carry)
+    return _carried_for(layout, values, int(layout.piece_length.sum()) >= 2**31)
+
+
+def _carried_values(
+    layout: PackingPlan, source: pa.Table | Mapping[str, Any] | Any | None, carry: Sequence[str] | None
+) -> dict[str, pa.Array]:
+    """The columns :func:`carried_columns` carries, checked against ``layout``'s rows, each as its values laid end
+    to end (what every block's values are taken from). ``source`` may be a ``datasets.Dataset``. O(rows)."""
     if source is None:
         if carry:
             raise SettingError("carry", "no columns (text rows tokenized by num_proc processes carry none)", carry)
         return {}
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     reserved = set(FIELDS) | set(NAMES) | {LOSS_WEIGHTS.name}  # loss_weights: what collate reads as its own
-    names = list(source.column_names if isinstance(source, pa.Table) else source)
+    names = list(source if isinstance(source, Mapping) else source.column_names)
     if carry is not None:
         if isinstance(carry, str) or not all(isinstance(n, str) for n in carry):
             raise SettingError("carry", "a list of column names", carry)
@@ -262,24 +378,35 @@ def carried_columns(
                 got = "<null>" if size < 0 else f"<{size} value{'' if size == 1 else 's'}>"
                 raise SampleError(row, name, None, f"{int(lengths[row])} values (one per token of the row)", got)
             continue
-        columns[name] = column
-    if not columns:
+        columns[name] = pc.list_flatten(column)
+    return columns
+
+
+def _carried_for(layout: PackingPlan, values: dict[str, pa.Array], large: bool) -> dict[str, pa.Array]:
+    """The carried ``values`` (:func:`_carried_values`) of ``layout``'s blocks (all of them, or a chunk's), one row
+    per block holding its real tokens' values; ``large``: with 64-bit offsets. O(tokens of the blocks)."""
+    if not values:
         return {}
+    import pyarrow as pa
+
     source_at, row_offsets = _token_sources(layout)
-    large = int(row_offsets[-1]) >= 2**31
     offsets = pa.array(row_offsets, pa.int64() if large else pa.int32())
     kind = pa.LargeListArray if large else pa.ListArray
-    return {
-        name: kind.from_arrays(offsets, pc.list_flatten(col).take(pa.array(source_at))) for name, col in columns.items()
-    }
+    where = pa.array(source_at)
+    return {name: kind.from_arrays(offsets, flat.take(where)) for name, flat in values.items()}
 
 
-def _list_column(source: pa.Table | Mapping[str, Any], name: str) -> pa.Array | None:
+def _list_column(source: pa.Table | Mapping[str, Any] | Any, name: str) -> pa.Array | None:
     """``source``'s column ``name`` as one Arrow list array, or None when it is not a column of lists."""
     import pyarrow as pa
 
     try:
-        column = source.column(name) if isinstance(source, pa.Table) else pa.array(source[name])
+        if isinstance(source, pa.Table):
+            column = source.column(name)
+        elif isinstance(source, Mapping):
+            column = pa.array(source[name])
+        else:  # a datasets.Dataset: that column, as Arrow (its selection applied)
+            column = source.select_columns([name]).with_format("arrow")[:].column(name)
     except (pa.ArrowException, TypeError, ValueError):
         return None
     if isinstance(column, pa.ChunkedArray):

@@ -433,8 +433,8 @@ def pack_dataset(
     is packed. Cost: O(tokens) on the cluster and two shuffles of the packed tokens (5 bytes a
     token); O(rows) memory and the strategy's planning time on the driver.
     """
+    chosen = Recipe.at("ray.pack_dataset", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
     cluster = _require_ray()
-    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
     check_flag(shuffle, "shuffle")
     check_flag(ordered, "ordered")
     capacity, pad = chosen.max_seq_length, prepare(chosen).pad_id

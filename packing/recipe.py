@@ -3,8 +3,13 @@
 A :class:`Recipe` is a frozen, validated-once description of how to pack. Every entry point
 (``pack``, ``plan``, ``read_dataset``, ``stream``, the sampler and ``collate``, the ``datasets``
 and Ray adapters, the command line and the explorer) takes the same keyword options with the
-same names and defaults, or a ``recipe=``, and builds its recipe with :meth:`Recipe.of`; an
-option an entry point cannot honour is refused there with a :class:`~packing.SettingError`.
+same names and defaults, or a ``recipe=``, and builds its recipe with :meth:`Recipe.at`. Which entry
+points use which option is written once, in each field's metadata (``doors``): an option given to an entry
+point that does not use it is refused there, by name, with the entry points that do use it
+(:class:`~packing.errors.OptionNotUsed`); a recipe passed whole is the whole pipeline's, and each entry point
+applies what it uses. Another library's name for an option (TRL's ``max_length``, torchtune's
+``max_seq_len``, ...) is answered with this library's (:data:`PEER_NAMES`, :class:`~packing.errors.PeerName`):
+one name per concept, no aliases.
 
 >>> recipe = Recipe(4096, strategy="ffd")
 >>> recipe.strategy, recipe.overflow, recipe.loss
@@ -15,16 +20,21 @@ option an entry point cannot honour is refused there with a :class:`~packing.Set
 Traceback (most recent call last):
 ...
 packing.errors.SettingError: time_limit: expected no value with strategy 'bfd' (it applies to optimal), got 5.0 (float)
+>>> Recipe(4096, max_length=4096)
+Traceback (most recent call last):
+...
+packing.errors.PeerName: max_length: expected max_seq_length (TRL's max_length), got 4096
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from numbers import Integral
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, get_args
 
 import numpy as np
 
@@ -43,15 +53,53 @@ from packing.core.validation import (
     check_time_limit,
     check_token_id,
 )
-from packing.errors import SettingError
+from packing.errors import OptionNotUsed, PeerName, SettingError
 from packing.strategies.registry import DEFAULT_STRATEGY, STRATEGIES, TIE_BREAKS, StrategyName, TieBreak
+
+Door = Literal[
+    "pack",
+    "plan",
+    "read_dataset",
+    "stream",
+    "PackingSampler",
+    "build_schedule",
+    "collate",
+    "collate_fixed",
+    "hf.pack_batch",
+    "hf.pack_dataset",
+    "ray.pack_dataset",
+    "packing pack",
+    "packing compare",
+]
+"""The entry points that take the recipe's options: the library's functions (``stream_dataset`` is ``stream``'s),
+``packing.torch``'s, the ``datasets`` and Ray adapters, and the command line's two packing commands."""
+DOORS: tuple[Door, ...] = get_args(Door)
+_PACKERS: tuple[Door, ...] = ("pack", "stream", "hf.pack_batch", "hf.pack_dataset", "ray.pack_dataset", "packing pack")
+"""Entry points that read rows, lay them out and fill blocks."""
+_PLANNERS: tuple[Door, ...] = (*_PACKERS, "plan", "PackingSampler", "build_schedule")
+"""Entry points that lay out blocks (the strategy and its options)."""
+_READERS: tuple[Door, ...] = (
+    *_PACKERS,
+    "read_dataset",
+    "PackingSampler",
+    "collate",
+    "collate_fixed",
+    "packing compare",
+)
+"""Entry points that read rows (the loss rules, the tokenizer): the sampler's ``collate`` and ``pieces`` read."""
+_PADDERS: tuple[Door, ...] = (*_PACKERS, "PackingSampler", "collate", "collate_fixed")
+"""Entry points that pad (``collate`` with ``pad_to_multiple_of``, and the sampler's)."""
+_THD: tuple[Door, ...] = (*_PLANNERS, "collate")
+"""Entry points that lay out the THD padding of context parallelism (the planners count it, ``collate`` writes it)."""
+_WITHOUT_LENGTH: tuple[Door, ...] = ("read_dataset", "collate")
+"""Entry points that may read rows without a block length (reading never uses it)."""
 
 
 class RecipeOptions(TypedDict, total=False):
-    """The keyword options every entry point accepts (each a field of :class:`Recipe`), for
-    ``**options: Unpack[RecipeOptions]``; ``strategy`` and ``overflow`` are parameters of their own at every
-    entry point (``pack`` and ``plan`` take them by position too). ``completion_only_loss`` is TRL's name for
-    ``loss`` (True: ``completion``, False: ``all``), mapped in :meth:`Recipe.of` only."""
+    """The keyword options of the entry points (each a field of :class:`Recipe`), for
+    ``**options: Unpack[RecipeOptions]``; ``strategy`` and ``overflow`` are parameters of their own where they
+    are used (``pack`` and ``plan`` take them by position too). Each entry point uses the options its fields'
+    ``doors`` name and refuses the others."""
 
     window: int | None
     time_limit: float | None
@@ -65,7 +113,6 @@ class RecipeOptions(TypedDict, total=False):
     train_on_eos: EosRule | bool
     chat_template: str | None
     num_proc: int | None
-    completion_only_loss: bool
     int64: bool
     context_parallel_size: int
     tensor_parallel_size: int
@@ -76,12 +123,29 @@ Stage = Literal["read", "plan", "fill"]
 
 
 def _about(
-    stage: Stage, help: str, choices: Iterable[str] = (), metavar: str | None = None, parse: type = str
+    stage: Stage,
+    help: str,
+    choices: Iterable[str] = (),
+    metavar: str | None = None,
+    parse: type = str,
+    *,
+    doors: Iterable[Door] = DOORS,
+    not_in_recipe_at: Iterable[Door] = (),
 ) -> dict[str, Any]:
-    """A field's metadata, read by the command line's options and the explorer: its ``stage``, ``help``
-    text, ``choices`` (their order), ``metavar`` and ``parse`` (how a typed value becomes the field's:
-    ``int``, ``float``, ``str``; the recipe checks it). Adding a field with this metadata reaches every entry point."""
-    return {"stage": stage, "help": help, "choices": tuple(choices), "metavar": metavar, "parse": parse}
+    """A field's metadata, read by every entry point, the command line's options and the explorer: its ``stage``,
+    ``help`` text, ``choices`` (their order), ``metavar``, ``parse`` (how a typed value becomes the field's:
+    ``int``, ``float``, ``str``, ``bool``; the recipe checks it), ``doors`` (the entry points that use it; the
+    others refuse it as a keyword) and ``not_in_recipe_at`` (entry points that do this stage their own way, and
+    refuse it even in a recipe). Adding a field with this metadata reaches every entry point."""
+    return {
+        "stage": stage,
+        "help": help,
+        "choices": tuple(choices),
+        "metavar": metavar,
+        "parse": parse,
+        "doors": tuple(door for door in DOORS if door in set(doors)),  # in DOORS' order
+        "not_in_recipe_at": tuple(not_in_recipe_at),
+    }
 
 
 def _check_seed(value: Any) -> int | None:
@@ -117,27 +181,49 @@ class Recipe:
 
     max_seq_length: int = field(metadata=_about("plan", "tokens per block (>= 1)", metavar="N", parse=int))
     strategy: StrategyName = field(
-        default=DEFAULT_STRATEGY, metadata=_about("plan", "how sequences are placed in blocks", STRATEGIES)
+        default=DEFAULT_STRATEGY,
+        metadata=_about("plan", "how sequences are placed in blocks", STRATEGIES, doors=_PLANNERS),
     )
     overflow: OverflowPolicy = field(
         default="truncate", metadata=_about("plan", "what to do with a sequence longer than N", OVERFLOW_POLICIES)
     )
     window: int | None = field(
         default=None,
-        metadata=_about("plan", "pack each window of W consecutive sequences on its own", metavar="W", parse=int),
+        metadata=_about(
+            "plan",
+            "pack each window of W consecutive sequences on its own",
+            metavar="W",
+            parse=int,
+            doors=[door for door in _PLANNERS if door != "stream"],
+            not_in_recipe_at=["stream"],  # it packs buffer by buffer: buffer_size is its window
+        ),
     )
     time_limit: float | None = field(
         default=None,
-        metadata=_about("plan", "seconds a search strategy (optimal) may take (default: 60)", metavar="S", parse=float),
+        metadata=_about(
+            "plan",
+            "seconds a search strategy (optimal) may take (default: 60)",
+            metavar="S",
+            parse=float,
+            doors=(*_PLANNERS, "packing compare"),  # compare times its optimal contender with it
+        ),
     )
     seed: int | None = field(
         default=None,
-        metadata=_about("plan", "seed of random orders: first_fit_shuffle, the block shuffle (default: 0)", parse=int),
+        metadata=_about(
+            "plan",
+            "seed of random orders: first_fit_shuffle, the block shuffle (default: 0)",
+            parse=int,
+            doors=_PLANNERS,
+        ),
     )
     max_sequences_per_block: int | None = field(
-        default=None, metadata=_about("plan", "cap on documents per block (spfhp only)", metavar="K", parse=int)
+        default=None,
+        metadata=_about("plan", "cap on documents per block (spfhp only)", metavar="K", parse=int, doors=_PLANNERS),
     )
-    loss: LossRule = field(default="completion", metadata=_about("read", "which tokens are trained", LOSS_RULES))
+    loss: LossRule = field(
+        default="completion", metadata=_about("read", "which tokens are trained", LOSS_RULES, doors=_READERS)
+    )
     tokenizer: Any = field(
         default=None,
         compare=False,
@@ -145,17 +231,27 @@ class Recipe:
             "read",
             "tokenize text rows with 'bytes', a tokenizer folder, a tokenizer.json or .tiktoken file, or a hub name",
             metavar="SPEC",
+            doors=_READERS,
         ),
     )
     pad_token_id: int | None = field(
         default=None,
         metadata=_about(
-            "fill", "padding id (default: the tokenizer's pad id, its EOS, else 0)", metavar="ID", parse=int
+            "fill",
+            "padding id (default: the tokenizer's pad id, its EOS, else 0)",
+            metavar="ID",
+            parse=int,
+            doors=_PADDERS,
         ),
     )
     roles_to_train: tuple[str, ...] = field(
         default=DEFAULT_ROLES,
-        metadata=_about("read", "roles whose turns are trained (comma-separated; default assistant)", metavar="ROLES"),
+        metadata=_about(
+            "read",
+            "roles whose turns are trained (comma-separated; default assistant)",
+            metavar="ROLES",
+            doors=_READERS,
+        ),
     )
     train_on_eos: EosRule = field(
         default="turn",
@@ -163,25 +259,37 @@ class Recipe:
             "read",
             "whose end-of-turn tokens are trained: each trained turn's, the last trained turn's, every turn's, none",
             EOS_RULES,
+            doors=_READERS,
         ),
     )
     chat_template: str | None = field(
         default=None,
-        metadata=_about("read", "a Jinja chat template, or the path of a file holding one", metavar="PATH"),
+        metadata=_about(
+            "read", "a Jinja chat template, or the path of a file holding one", metavar="PATH", doors=_READERS
+        ),
     )
     num_proc: int | None = field(
         default=None,
         compare=False,  # results are identical to one process
-        metadata=_about("read", "processes that tokenize text rows (same result as one)", metavar="N", parse=int),
+        metadata=_about(
+            "read", "processes that tokenize text rows (same result as one)", metavar="N", parse=int, doors=_READERS
+        ),
     )
     int64: bool = field(
         default=False,
-        metadata=_about("fill", "ids, labels and positions as int64 (default: int32, the compact schema)", parse=bool),
+        metadata=_about(
+            "fill",
+            "ids, labels and positions as int64 (default: int32, the compact schema)",
+            parse=bool,
+            doors=_PACKERS,  # collate and collate_fixed give int64 tensors, as torch takes them
+        ),
     )
     """Ids, labels and positions as int64 instead of the compact schema's int32 (``packing.batches.schema``)."""
     tie_break: TieBreak = field(
         default="newest",
-        metadata=_about("plan", "bfd on equal room: the block that reached it last, or first (TRL's)", TIE_BREAKS),
+        metadata=_about(
+            "plan", "bfd on equal room: the block that reached it last, or first (TRL's)", TIE_BREAKS, doors=_PLANNERS
+        ),
     )
     context_parallel_size: int = field(
         default=1,
@@ -191,6 +299,7 @@ class Recipe:
             "counted against max_seq_length",
             metavar="N",
             parse=int,
+            doors=_THD,
         ),
     )
     tensor_parallel_size: int = field(
@@ -200,12 +309,15 @@ class Recipe:
             "tensor-parallel ranks with sequence parallelism: documents padded to a multiple of N more",
             metavar="N",
             parse=int,
+            doors=_THD,
         ),
     )
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         set_(self, "max_seq_length", check_max_seq_length(self.max_seq_length))
+        if isinstance(self.strategy, str) and self.strategy in PEER_STRATEGIES:
+            raise PEER_STRATEGIES[self.strategy].error("strategy", self.strategy, term=self.strategy)
         check_choice(self.strategy, "strategy", STRATEGIES)
         check_choice(self.overflow, "overflow", OVERFLOW_POLICIES)
         check_choice(self.loss, "loss", LOSS_RULES)
@@ -303,11 +415,16 @@ class Recipe:
     def of(cls, recipe: Recipe | None = None, max_seq_length: int | None = None, **options: Any) -> Recipe:
         """The recipe an entry point packs with: ``recipe`` (if given) with ``max_seq_length`` and
         ``options`` laid over it, checked once. An unknown option is a ``SettingError`` naming the
-        options that exist. ``None`` for an option whose default is not None (``strategy``,
-        ``overflow``, ``loss``) means "not given"; ``completion_only_loss`` (TRL's name) sets ``loss``. O(1).
+        options that exist, another library's name for one a :class:`~packing.errors.PeerName` naming this
+        library's. ``None`` for an option whose default is not None (``strategy``, ``overflow``, ``loss``)
+        means "not given". Whether an entry point uses each option is :meth:`at`'s to check. O(1).
 
-        >>> Recipe.of(Recipe(16, strategy="ffd"), strategy=None, completion_only_loss=False).describe()
+        >>> Recipe.of(Recipe(16, strategy="ffd"), strategy=None, loss="all").describe()
         'max_seq_length=16, strategy=ffd, loss=all'
+        >>> Recipe.of(None, 16, completion_only_loss=False)
+        Traceback (most recent call last):
+        ...
+        packing.errors.PeerName: completion_only_loss: expected loss: 'completion' for True, 'all' for False (TRL's completion_only_loss), got False (bool)
 
         >>> Recipe.of(None, 16, strategy="split").strategy
         'split'
@@ -320,11 +437,8 @@ class Recipe:
         ...
         packing.errors.SettingError: max_seq_length: expected an integer >= 1 (or a recipe), got None (NoneType)
         """
-        known = OPTION_NAMES
         options = _given(options)
-        for name, value in options.items():
-            if name not in known:
-                raise SettingError(name, f"one of the options {', '.join(known)}", value)
+        check_names(options)
         if recipe is not None and not isinstance(recipe, Recipe):
             raise SettingError("recipe", "a packing.Recipe", recipe)
         if recipe is None:
@@ -346,25 +460,42 @@ class Recipe:
         True
         """
         if recipe is None and max_seq_length is None:
-            sizes = [options.get(name) for name in ("context_parallel_size", "tensor_parallel_size")]
-            whole = all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in sizes if v is not None)
-            multiple = document_multiple(*(v or 1 for v in sizes)) if whole else 1  # else the recipe refuses them
-            max_seq_length = MAX_SEQ_LENGTH - MAX_SEQ_LENGTH % multiple
+            max_seq_length = _stand_in_length(options)
         return cls.of(recipe, max_seq_length, **options)
 
-    def refuse(self, entry_point: str, names: Iterable[str]) -> None:
-        """Raise ``SettingError`` if an option in ``names`` differs from its default: the entry point
-        ``entry_point`` cannot honour it. O(len(names)).
+    @classmethod
+    def at(cls, door: Door, recipe: Recipe | None = None, max_seq_length: int | None = None, **options: Any) -> Recipe:
+        """The recipe of entry point ``door``: :meth:`of`, after refusing by name an option given as a keyword that
+        ``door`` does not use (its field's ``doors``: :class:`~packing.errors.OptionNotUsed`, naming the entry
+        points that use it), and refusing in ``recipe`` too an option ``door`` does its own way (its field's
+        ``not_in_recipe_at``). A recipe passed whole is the pipeline's: ``door`` applies what it uses. An entry
+        point that reads rows without a block length (``read_dataset``, ``collate``) has the largest
+        ``max_seq_length`` stand in when neither a length nor a recipe is given. O(options).
 
-        >>> Recipe(8, window=4).refuse("stream", ["window"])
+        >>> Recipe.at("plan", None, 8, strategy="ffd").strategy
+        'ffd'
+        >>> Recipe.at("plan", None, 8, tokenizer="bytes")
         Traceback (most recent call last):
         ...
-        packing.errors.SettingError: window: expected no value at stream (it cannot honour it), got 4
+        packing.errors.OptionNotUsed: tokenizer: expected no value at plan (it does not use tokenizer; pack, read_dataset, stream and 8 more do), got 'bytes' (str)
+        >>> Recipe.at("stream", Recipe(8, window=4))
+        Traceback (most recent call last):
+        ...
+        packing.errors.OptionNotUsed: window: expected no value at stream (it does not use window; pack, plan, PackingSampler and 5 more do), got 4
         """
-        for name in names:
-            value = getattr(self, name)
+        given = _given(options)
+        check_names(given)
+        for name, value in given.items():
+            if value is not None and door not in _FIELDS[name].metadata["doors"]:
+                raise OptionNotUsed(name, door, _FIELDS[name].metadata["doors"], value)
+        if door in _WITHOUT_LENGTH and recipe is None and max_seq_length is None:
+            max_seq_length = _stand_in_length(given)
+        chosen = cls.of(recipe, max_seq_length, **given)
+        for name in _NOT_IN_RECIPE.get(door, ()):
+            value = getattr(chosen, name)
             if value != _DEFAULTS[name]:
-                raise SettingError(name, f"no value at {entry_point} (it cannot honour it)", value)
+                raise OptionNotUsed(name, door, _FIELDS[name].metadata["doors"], value)
+        return chosen
 
     # ------------------------------------------------------------ derived
 
@@ -377,11 +508,6 @@ class Recipe:
         (4, 1)
         """
         return document_multiple(self.context_parallel_size, self.tensor_parallel_size)
-
-    @property
-    def completion_only_loss(self) -> bool:
-        """Whether prompt tokens and non-assistant turns are masked (``loss`` other than ``all``)."""
-        return self.loss != "all"
 
     @property
     def loss_rules(self) -> LossRules:
@@ -416,6 +542,16 @@ class Recipe:
         return ", ".join(parts)
 
 
+def _stand_in_length(options: dict[str, Any]) -> int:
+    """The ``max_seq_length`` that stands in when reading rows without one: the largest allowed, a multiple of the
+    options' THD padding (``context_parallel_size``, ``tensor_parallel_size``) when they are whole numbers (else
+    the recipe refuses them). O(1)."""
+    sizes = [options.get(name) for name in ("context_parallel_size", "tensor_parallel_size")]
+    whole = all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in sizes if v is not None)
+    multiple = document_multiple(*(v or 1 for v in sizes)) if whole else 1
+    return MAX_SEQ_LENGTH - MAX_SEQ_LENGTH % multiple
+
+
 def _tokenizer_key(tokenizer: Any) -> Any:
     """A tokenizer spec as a hashable key: a name or path as its string, an object by identity."""
     if tokenizer is None or isinstance(tokenizer, str):
@@ -426,27 +562,113 @@ def _tokenizer_key(tokenizer: Any) -> Any:
 
 
 def _given(options: dict[str, Any]) -> dict[str, Any]:
-    """``options`` without the ones left at None whose default is not None, ``completion_only_loss`` as ``loss``."""
-    given = {k: v for k, v in options.items() if v is not None or _DEFAULTS.get(k) is None}
-    if given.get("completion_only_loss") is not None:
-        flag = given.pop("completion_only_loss")
-        loss = "completion" if check_flag(flag, "completion_only_loss") else "all"
-        if given.setdefault("loss", loss) != loss:
-            raise SettingError("completion_only_loss", f"no value with loss={given['loss']!r} (it sets loss)", flag)
-    given.pop("completion_only_loss", None)
-    return given
+    """``options`` without the ones left at None whose default is not None (None there means "not given")."""
+    return {k: v for k, v in options.items() if v is not None or _DEFAULTS.get(k) is None}
+
+
+def check_names(options: Iterable[str] | dict[str, Any]) -> None:
+    """Refuse a name that is not one of the recipe's options: another library's name for one is answered with
+    this library's (:data:`PEER_NAMES`), any other names the options there are. O(options).
+
+    >>> check_names({"max_seq_len": 2048})
+    Traceback (most recent call last):
+    ...
+    packing.errors.PeerName: max_seq_len: expected max_seq_length (torchtune's max_seq_len), got 2048
+    """
+    values = options if isinstance(options, dict) else dict.fromkeys(options)
+    for name, value in values.items():
+        if name in _FIELDS:
+            continue
+        if name in PEER_NAMES:
+            raise PEER_NAMES[name].error(name, value)
+        raise SettingError(name, f"one of the options {', '.join(OPTION_NAMES)}", value)
+
+
+@dataclass(frozen=True)
+class Peer:
+    """Another library's name for something this library names otherwise: who (``peer``), the option meant here
+    (``option``, None when there is none to give) and ``how`` to give it."""
+
+    peer: str
+    option: str | None
+    how: str = ""
+
+    def error(self, name: str, value: Any, term: str | None = None) -> PeerName:
+        """The refusal of option ``name`` given ``value``; ``term`` is the peer's word when it is the value."""
+        return PeerName(name, value, self.peer, self.option, self.how, term)
+
+
+_TRUE_IS_ALL = "'all' for True"
+PEER_NAMES: dict[str, Peer] = {
+    "max_length": Peer("TRL", "max_seq_length"),
+    "seq_length": Peer("TRL's pack_dataset", "max_seq_length"),
+    "max_seq_len": Peer("torchtune", "max_seq_length"),
+    "sequence_len": Peer("Axolotl", "max_seq_length"),
+    "cutoff_len": Peer("LLaMA-Factory", "max_seq_length"),
+    "packing_strategy": Peer("TRL", "strategy", "'bfd' (TRL's bfd_split: strategy='bfd' with overflow='split')"),
+    "split_across_pack": Peer("torchtune", "strategy", "'split' for True"),
+    "truncation_mode": Peer("TRL", "overflow", "'truncate' keeps each sample's start"),
+    "completion_only_loss": Peer("TRL", "loss", "'completion' for True, 'all' for False"),
+    "assistant_only_loss": Peer("TRL", "loss", "'completion' trains the turns of roles_to_train (the assistant's)"),
+    "train_on_input": Peer("torchtune", "loss", _TRUE_IS_ALL),
+    "train_on_inputs": Peer("Axolotl", "loss", _TRUE_IS_ALL),
+    "train_on_prompt": Peer("LLaMA-Factory", "loss", _TRUE_IS_ALL),
+    "mask_history": Peer("LLaMA-Factory", "loss", "'last_turn' for True"),
+    "completion_mask": Peer("TRL", "loss", "which tokens are trained (completion_mask is a column the reader reads)"),
+    "assistant_masks": Peer("TRL", "loss", "which tokens are trained (assistant_masks is a column the reader reads)"),
+    "padding_idx": Peer("torchtune", "pad_token_id"),
+    "pad_token": Peer("TRL", "pad_token_id", "the padding token's id"),
+    "dataset_num_proc": Peer("TRL", "num_proc"),
+    "chat_template_path": Peer("TRL", "chat_template", "a Jinja template, or the path of a file holding one"),
+    "padding_free": Peer(
+        "TRL", None, "no option: packed rows hold their real tokens only, and packing.torch.collate is padding-free"
+    ),
+    "seq_lens": Peer("torchtune", None, "no option: the packed rows' column seq_lengths holds each block's lengths"),
+    "seq_lengths": Peer("TRL", None, "no option: the packed rows' column seq_lengths holds each block's lengths"),
+}
+"""Other libraries' names for this library's options (TRL's ``SFTConfig`` and ``pack_dataset``, torchtune's
+``PackedDataset`` and dataset builders, Axolotl, LLaMA-Factory), each answered with the option meant here."""
+PEER_STRATEGIES: dict[str, Peer] = {
+    "bfd_split": Peer("TRL", None, "strategy='bfd' with overflow='split'"),
+}
+"""Other libraries' strategy names that are not a strategy here: TRL's ``bfd_split`` is ``bfd`` and ``split``."""
 
 
 OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Recipe) if f.name != "max_seq_length")
-"""The keyword options of every entry point, in the recipe's order."""
+"""The keyword options of the entry points, in the recipe's order (each entry point uses those whose ``doors``
+name it)."""
 _DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(Recipe) if f.name != "max_seq_length"}
+_FIELDS: dict[str, dataclasses.Field[Any]] = {f.name: f for f in dataclasses.fields(Recipe)}
+_NOT_IN_RECIPE: dict[Door, tuple[str, ...]] = {
+    door: tuple(f.name for f in _FIELDS.values() if door in f.metadata["not_in_recipe_at"]) for door in DOORS
+}
 
 
-def option_fields(*stages: Stage) -> list[dataclasses.Field[Any]]:
-    """The recipe's fields acting at ``stages`` (all when none given), in order, with their metadata
-    (``stage``, ``help``, ``choices``, ``metavar``): what the command line and the explorer build their options from.
+def _checked_init(init: Any) -> Any:
+    """``Recipe``'s generated ``__init__``, with its keywords checked first as :meth:`Recipe.of` checks them (an
+    unknown name or another library's is a ``SettingError``, not a ``TypeError``)."""
 
-    >>> [f.name for f in option_fields("fill")]
-    ['pad_token_id', 'int64']
+    @functools.wraps(init)
+    def checked(self: Recipe, *args: Any, **options: Any) -> None:
+        check_names(options)
+        init(self, *args, **options)
+
+    return checked
+
+
+Recipe.__init__ = _checked_init(Recipe.__init__)  # type: ignore[method-assign]
+
+
+def option_fields(*stages: Stage, door: Door | None = None) -> list[dataclasses.Field[Any]]:
+    """The recipe's fields acting at ``stages`` (all when none given) and used by ``door`` (any when None), in
+    order, with their metadata (``stage``, ``help``, ``choices``, ``metavar``, ``parse``, ``doors``): what the
+    entry points, the command line and the explorer build their options from.
+
+    >>> [f.name for f in option_fields("fill")], [f.name for f in option_fields(door="plan")][:3]
+    (['pad_token_id', 'int64'], ['max_seq_length', 'strategy', 'overflow'])
     """
-    return [f for f in dataclasses.fields(Recipe) if not stages or f.metadata.get("stage") in stages]
+    return [
+        f
+        for f in dataclasses.fields(Recipe)
+        if (not stages or f.metadata.get("stage") in stages) and (door is None or door in f.metadata["doors"])
+    ]

@@ -133,7 +133,7 @@ def stream(
     read once) into blocks of ``max_seq_length`` tokens, holding at most ``buffer_size`` samples at a time.
 
     The options are every entry point's (:class:`~packing.Recipe`, or ``recipe=``), except ``window``
-    (the buffer is the window here) and strategies that split samples (``split``). Yields one dict per
+    (the buffer is the window here: refused, in a recipe too) and strategies that split samples (``split``). Yields one dict per
     block with the packed schema's columns (``packing.batches.schema.COLUMNS``) as numpy arrays, all of length
     ``max_seq_length`` but ``seq_lengths`` (the block's documents); ``sequence_ids`` is the sample's
     position in the stream, counted from its start (-1 in padding). Each buffer is packed with
@@ -154,7 +154,7 @@ def stream(
     >>> [b["input_ids"].tolist() for b in stream([{"text": "hi"}], 4, tokenizer="bytes")]
     [[104, 105, 256, 257]]
     """
-    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    chosen = Recipe.at("stream", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
     return PackingStream(samples, chosen, buffer_size, shuffle, state)
 
 
@@ -187,7 +187,6 @@ class PackingStream(Iterator[Block]):
     def __init__(
         self, samples: Iterable[Any], recipe: Recipe, buffer_size: int, shuffle: bool, state: dict[str, Any] | None
     ) -> None:
-        recipe.refuse("stream", ["window"])
         self.recipe = recipe
         self.buffer_size = check_positive_int(buffer_size, "buffer_size")
         check_whole_samples(recipe.strategy)
@@ -425,7 +424,7 @@ def stream_dataset(
         import datasets
     except ImportError as error:  # pragma: no cover - exercised only without datasets
         raise ImportError("stream_dataset needs Hugging Face datasets: pip install datasets") from error
-    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    chosen = Recipe.at("stream", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
     next(stream([], recipe=chosen, buffer_size=buffer_size, shuffle=shuffle), None)  # the settings, now
     settings = {"recipe": chosen, "buffer_size": buffer_size, "shuffle": shuffle}
     return datasets.IterableDataset.from_generator(

@@ -539,7 +539,7 @@ def pack(
 ) -> PackedBatch:
     """Pack samples into blocks of exactly ``max_seq_length`` tokens: ``plan`` then ``materialize``.
 
-    ``samples`` is a list of rows in any form the reader accepts (token lists, ``{"prompt",
+    ``samples`` is a list of rows in any form the reader accepts (token lists, tensors, ``{"prompt",
     "completion"}``, ``{"input_ids", "loss_mask"}``, ``{"input_ids", "labels"}`` with -100 on untrained
     tokens and the ids elsewhere (other labels are refused: ``packing.torch.collate`` keeps them); see
     ``packing.reading.rows``), a ``Samples``, or a
@@ -558,7 +558,7 @@ def pack(
     >>> pack([{"text": "hi"}], 4, tokenizer="bytes").input_ids.tolist()  # the byte tokenizer pads with 257
     [[104, 105, 256, 257]]
     """
-    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    chosen = Recipe.at("pack", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
     rows = getattr(samples, "samples", samples)
     lengths = token_array_lengths(rows) if chosen.tokenizer is None else None
     if lengths is not None:  # token arrays: planned from their lengths, joined only where needed

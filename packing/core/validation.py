@@ -111,6 +111,9 @@ def check_choice(value: Any, name: str, choices: Iterable[str]) -> str:
     return value
 
 
+_FLAT_LENGTHS = "a flat list of integers (one length per sample)"
+
+
 def as_lengths(lengths: Sequence[int] | npt.ArrayLike) -> npt.NDArray[np.int64]:
     """Return sequence lengths as a new 1-D ``int64`` array, refusing anything but integers >= 0.
 
@@ -120,12 +123,19 @@ def as_lengths(lengths: Sequence[int] | npt.ArrayLike) -> npt.NDArray[np.int64]:
     Traceback (most recent call last):
     ...
     packing.errors.SettingError: lengths[1]: expected a non-negative integer, got -1
+    >>> as_lengths([[1, 2], [3]])  # rows where lengths were meant
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: lengths: expected a flat list of integers (one length per sample), got [[1, 2], [3]] (list)
     """
-    array = np.asarray(lengths) if not isinstance(lengths, np.ndarray) else lengths
+    try:
+        array = np.asarray(lengths) if not isinstance(lengths, np.ndarray) else lengths
+    except (ValueError, TypeError):  # ragged rows, or objects numpy cannot hold
+        raise SettingError("lengths", _FLAT_LENGTHS, lengths) from None
     if array.ndim != 1:
         if array.size == 0:
             return np.zeros(0, dtype=np.int64)
-        raise SettingError("lengths", "a flat list of integers", f"<an array of shape {array.shape}>")
+        raise SettingError("lengths", _FLAT_LENGTHS, f"<an array of shape {array.shape}>")
     if array.size == 0:
         return np.zeros(0, dtype=np.int64)
     # numpy converts a mixed list as a whole ([2, True] to ints, [1, 2.5] to floats): find the bad item

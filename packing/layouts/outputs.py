@@ -1,16 +1,18 @@
 """Output files: one writer at a time, written atomically, nothing left behind.
 
 :func:`exclusive` holds an output's lock, ``.NAME.lock`` next to it, for as long as a run
-needs (the command line holds it from before reading its input to after writing): an
-``fcntl.flock`` on that file, which the kernel drops with the process, so a killed run
-leaves no lock that blocks the next one, whatever the file holds (an old PID, nothing). A
-second writer of the same output, in another process or another thread of this one, is
-refused at once with a :class:`~packing.errors.DatasetError` naming the output.
+needs (the command line holds it from before reading its input to after writing): a
+``filelock.FileLock`` (the operating system's lock on that file, which it drops with the
+process, so a killed run leaves no lock that blocks the next one, whatever the file holds;
+a marker file where the system has no such lock). A second writer of the same output, in
+another process or another thread of this one, is refused at once with a
+:class:`~packing.errors.DatasetError` naming the output.
 
 :func:`atomic_path` gives a temporary file of a unique name (process, thread, random) next to
-the target, renamed onto it only once complete. A failure, Ctrl-C, SIGTERM or SIGHUP
-leaves the old output as it was, no temporary file and no lock file; temporary files of
-writers that were killed (SIGKILL) are removed by the next writer.
+the target, moved onto it (``os.replace``) only once complete. A failure or Ctrl-C leaves the old
+output as it was, no temporary file and no lock file; temporary files of writers that were
+killed are removed by the next writer. Nothing here touches the process's signal handlers: the
+command line alone turns SIGTERM and SIGHUP into the same clean exit (``packing.cli``).
 
 >>> import os, tempfile
 >>> target = os.path.join(tempfile.mkdtemp(), "out.txt")
@@ -23,73 +25,29 @@ writers that were killed (SIGKILL) are removed by the next writer.
 
 from __future__ import annotations
 
+import contextlib
 import errno
-import fcntl
 import glob
 import os
 import secrets
-import signal
 import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
+
+import filelock
 
 from packing.errors import DatasetError
 
 PathType = str | os.PathLike[str]
 
-_UNWOUND_SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")
 _ATTEMPTS = 8
 _HOLDERS: dict[str, tuple[int, int]] = {}
 """Locks this process holds: lock file -> (thread holding it, depth of nested ``exclusive`` blocks)."""
 _HOLDERS_GUARD = threading.Lock()
-
-
-class _Stopped(BaseException):
-    """SIGTERM or SIGHUP while an output is held: unwinds like Ctrl-C so the temporary and lock files go."""
-
-
-# ---------------------------------------------------------------- signals
-
-
-@contextmanager
-def _signals_unwind() -> Iterator[None]:
-    """While held (main thread only), SIGTERM and SIGHUP raise instead of killing the process at once, and end
-    it with exit code 128 + the signal once the ``with`` blocks inside have cleaned up; Ctrl-C stays a
-    ``KeyboardInterrupt``. A second signal during that clean-up is ignored. Handlers someone else set, or
-    SIG_IGN (as under ``nohup``), are left alone. O(1).
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    stopping = False
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        nonlocal stopping
-        if stopping:
-            return
-        stopping = True
-        if signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        raise _Stopped(signum)
-
-    previous = {}
-    for name in _UNWOUND_SIGNALS:
-        number = getattr(signal, name, None)
-        if number is None:  # pragma: no cover - no SIGHUP on some systems
-            continue
-        default = signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL
-        if signal.getsignal(number) is default:
-            previous[number] = signal.signal(number, stop)
-    try:
-        yield
-    except _Stopped as stopped:
-        raise SystemExit(128 + stopped.args[0]) from None
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+_NATIVE = not issubclass(filelock.FileLock, filelock.SoftFileLock)
+"""Whether the system locks files (``flock``, Windows' locks); else filelock keeps a marker file."""
 
 
 # ---------------------------------------------------------------- the lock
@@ -110,77 +68,89 @@ def _busy(target: Path, who: str) -> DatasetError:
     return DatasetError(os.fspath(target), None, f"{who} is writing this file; wait for it")
 
 
-def _owner(descriptor: int) -> str:
-    """Who holds a lock, from the process id its holder wrote in the file (it may not have yet)."""
-    text = os.pread(descriptor, 20, 0).decode("ascii", "replace").strip()
-    if not text.isdigit() or int(text) <= 0:
+def _owner(lock: Path) -> str:
+    """Who holds a lock, from the process id its holder wrote first in the file (it may not have yet)."""
+    text = ""
+    with contextlib.suppress(OSError):  # gone, or not readable while held: nobody named
+        descriptor = os.open(lock, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        try:
+            text = os.read(descriptor, 64).decode("ascii", "replace")
+        finally:
+            os.close(descriptor)
+    first = text.split()[0] if text.split() else ""
+    if not first.isdigit() or int(first) <= 0:
         return "another run"
-    if int(text) == os.getpid():
+    if int(first) == os.getpid():
         return "another writer in this process"
-    return f"another run (process {int(text)})"
+    return f"another run (process {int(first)})"
 
 
 def _is_current(descriptor: int, lock: Path) -> bool:
-    """Whether ``descriptor`` is still the file at ``lock`` (not removed or replaced by the writer before)."""
+    """Whether ``descriptor`` is still the file at ``lock`` (not removed or replaced)."""
     try:
         return os.path.samestat(os.fstat(descriptor), os.stat(lock, follow_symlinks=False))
-    except FileNotFoundError:
+    except OSError:
         return False
 
 
-def _open_lock(lock: Path, target: Path) -> int:
-    """The lock file, created if missing; never through a symbolic link, never anything but a regular file.
+class _Lock:
+    """One held lock: filelock's, and (with a system lock) the descriptor it holds, to write this process's id
+    in the file and to remove the file while still holding it."""
 
-    An ``OSError`` (a missing folder, no permission) names the output, not its lock file.
-    """
-    try:
-        descriptor = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise DatasetError(os.fspath(target), None, f"its lock file {lock.name} is a symbolic link") from None
-        raise type(error)(error.errno, error.strerror, os.fspath(target)) from None  # named by the output
-    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-        os.close(descriptor)
-        raise DatasetError(os.fspath(target), None, f"its lock file {lock.name} is not a regular file")
-    return descriptor
+    def __init__(self, lock: Path, target: Path) -> None:
+        self.lock, self.target = lock, target
+        self.descriptor: int | None = None
+        mark = self._mark if _NATIVE else None  # a marker file holds filelock's own record
+        self.held = filelock.FileLock(lock, timeout=0, on_acquired=mark)
+
+    def _mark(self, descriptor: int) -> None:
+        """Refuse a lock file that is not a regular file; write this process's id in it. O(1)."""
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise DatasetError(os.fspath(self.target), None, f"its lock file {self.lock.name} is not a regular file")
+        os.ftruncate(descriptor, 0)
+        os.lseek(descriptor, 0, os.SEEK_SET)
+        os.write(descriptor, str(os.getpid()).encode())
+        self.descriptor = descriptor
+
+    def acquire(self) -> bool:
+        """Take the lock at once (True), or find it held (False). An ``OSError`` names the output."""
+        try:
+            self.held.acquire()
+        except filelock.Timeout:
+            return False
+        except DatasetError:
+            raise
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                reason = f"its lock file {self.lock.name} is a symbolic link"
+                raise DatasetError(os.fspath(self.target), None, reason) from None
+            raise type(error)(error.errno, error.strerror, os.fspath(self.target)) from None
+        return True
+
+    def release(self) -> None:
+        """Remove the lock file while still holding it (where the system allows), then let go of it."""
+        try:
+            if self.descriptor is not None and _is_current(self.descriptor, self.lock):
+                with contextlib.suppress(OSError):  # Windows removes no open file: filelock's release does
+                    self.lock.unlink()
+        finally:
+            self.descriptor = None
+            self.held.release()
 
 
-def _acquire(lock: Path, target: Path) -> int:
-    """Lock ``lock`` (non-blocking ``flock``) and write this process's id in it; a held lock is refused. O(1).
-
-    A lock file the writer before removed (it does so while still holding it) is tried again under its new
-    inode, so two writers never each hold a different file of the same name.
-    """
+def _acquire(lock: Path, target: Path) -> _Lock:
+    """The lock of ``target``, taken at once; a held lock is refused naming its holder. A lock file its
+    holder removed just as this tried is tried again. A missing folder is a ``FileNotFoundError`` naming the output
+    (filelock would create it). O(1)."""
+    if not lock.parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), os.fspath(target))
     for _ in range(_ATTEMPTS):
-        descriptor = _open_lock(lock, target)
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            who = _owner(descriptor)
-            os.close(descriptor)
-            raise _busy(target, who) from None
-        except BaseException:
-            os.close(descriptor)
-            raise
-        try:
-            if _is_current(descriptor, lock):
-                os.ftruncate(descriptor, 0)
-                os.pwrite(descriptor, str(os.getpid()).encode(), 0)
-                return descriptor
-        except BaseException:
-            _release(lock, descriptor)
-            raise
-        os.close(descriptor)
+        held = _Lock(lock, target)
+        if held.acquire():
+            return held
+        if os.path.lexists(lock):
+            raise _busy(target, _owner(lock))
     raise _busy(target, "another run")  # pragma: no cover - a race lost eight times
-
-
-def _release(lock: Path, descriptor: int) -> None:
-    """Remove the lock file while still holding it, then let go of it."""
-    try:
-        if _is_current(descriptor, lock):
-            lock.unlink(missing_ok=True)
-    finally:
-        os.close(descriptor)
 
 
 def _enter(key: str, target: Path) -> bool:
@@ -219,9 +189,8 @@ def _remove_stale_temporaries(target: Path) -> None:
 def exclusive(path: PathType) -> Iterator[None]:
     """Be the only writer of ``path`` for the block: its lock is taken or a :class:`DatasetError` raised at once.
 
-    The same thread may nest blocks for one path; another thread or process is refused. In the main thread,
-    SIGTERM and SIGHUP unwind the block (exit code 128 + the signal) so nothing is left behind. The lock file
-    is removed on the way out. O(1) plus the removal of stale temporary files.
+    The same thread may nest blocks for one path; another thread or process is refused. The lock file is removed
+    on the way out; signal handlers are left as they are. O(1) plus the removal of stale temporary files.
     """
     target = Path(path)
     lock = lock_path(target)
@@ -231,16 +200,15 @@ def exclusive(path: PathType) -> Iterator[None]:
         if nested:
             yield
             return
-        with _signals_unwind():
-            descriptor = _acquire(lock, target)
+        held = _acquire(lock, target)
+        try:
+            _remove_stale_temporaries(target)
+            yield
+        finally:
             try:
-                _remove_stale_temporaries(target)
-                yield
+                _remove_stale_temporaries(target)  # one an interruption cut off between its creation and its ``try``
             finally:
-                try:
-                    _remove_stale_temporaries(target)  # one a signal cut off between its creation and its ``try``
-                finally:
-                    _release(lock, descriptor)
+                held.release()
     finally:
         _leave(key)
 
@@ -255,7 +223,7 @@ def _new_temporary(target: Path) -> Path:
         name = f".{target.name}.{os.getpid()}.{threading.get_ident()}.{secrets.token_hex(4)}.tmp"
         candidate = target.with_name(name)
         try:
-            os.close(os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666))
+            os.close(os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666))
         except FileExistsError:  # pragma: no cover - 32 random bits taken
             continue
         return candidate
@@ -266,7 +234,7 @@ def atomic_path(path: PathType) -> Iterator[Path]:
     """A temporary path next to ``path``, renamed onto it when the block succeeds, removed otherwise.
 
     Held under :func:`exclusive`: a second writer of the same path is refused while this one runs.
-    Ctrl-C, SIGTERM and SIGHUP included, the old file stays as it was and no temporary file is left. O(1).
+    On any failure, Ctrl-C included, the old file stays as it was and no temporary file is left. O(1).
     """
     target = Path(path)
     with exclusive(target):

@@ -382,8 +382,9 @@ def plan(
 ) -> PackingPlan:
     """Lay out sequences with these ``lengths`` into blocks of ``max_seq_length`` tokens.
 
-    The options are every entry point's (:class:`~packing.Recipe`; or ``recipe=``); ``plan`` uses its
-    length-only part and ignores the rest (a recipe with a tokenizer is fine). ``strategy`` is a name from
+    The options are the layout ones (:class:`~packing.Recipe`; or a whole ``recipe=``, whose reading and filling
+    options ``plan`` leaves to the other doors, while a reading option given here as a keyword is refused by
+    name). ``strategy`` is a name from
     ``STRATEGIES`` (default ``bfd``); ``overflow`` one of ``truncate``, ``split``, ``drop``, ``error``. ``window``
     packs each consecutive window of that many input sequences on its own (what trainers that pack per map
     batch do; blocks never mix windows). Options a strategy reads (its ``options``):
@@ -404,7 +405,7 @@ def plan(
     >>> [plan([3, 3, 3, 3], 8, context_parallel_size=cp).num_blocks for cp in (1, 2, 4)]  # rooms 3, 4, 8
     [2, 2, 4]
     """
-    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    chosen = Recipe.at("plan", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
     capacity, strategy, overflow, window = chosen.max_seq_length, chosen.strategy, chosen.overflow, chosen.window
     layout_options = _options(chosen)
     sizes = as_lengths(getattr(lengths, "lengths", lengths))

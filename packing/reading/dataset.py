@@ -15,8 +15,8 @@ straight into a ``torch.utils.data.DataLoader`` with ``packing.torch.PackingSamp
 
 Outputs are the schema's columns (:mod:`packing.batches.schema`), written atomically
 (:func:`~packing.layouts.outputs.atomic_path`): to a temporary file next to the target, renamed
-onto it only once complete. A failure, Ctrl-C, SIGTERM or SIGHUP leaves the old output
-as it was and no temporary or lock file; a second writer of the same path, in another
+onto it only once complete. A failure or Ctrl-C (and, at the command line, SIGTERM or SIGHUP) leaves
+the old output as it was and no temporary or lock file; a second writer of the same path, in another
 process or thread, is refused while the first runs.
 
 >>> import io
@@ -133,10 +133,10 @@ def read_dataset(
     mixed or not), or a ``datasets`` ``save_to_disk`` folder; files are read in sorted order (a
     ``save_to_disk`` folder in its own). ``format`` (``jsonl``, ``json``, ``csv``, ``parquet``, ``arrow``)
     overrides the extensions. ``name`` is how messages refer to the source (needed for file objects).
-    The options are every entry point's (:class:`~packing.Recipe`, or ``recipe=``); reading uses the loss
-    rule (``loss``, applied to prompt/completion rows as they are read), the ``tokenizer`` (loaded once
-    for every file) and, with ``overflow="error"`` and a ``max_seq_length``, refuses a longer sample naming its
-    file and line (a ``DatasetError`` whose ``cause`` is the ``SequenceTooLong``); it ignores the rest. With a ``tokenizer``,
+    The options are the reading ones (:class:`~packing.Recipe`, or a whole ``recipe=``; another option given
+    here is refused by name): the loss rule (``loss``, applied to prompt/completion rows as they are read), the
+    ``tokenizer`` (loaded once for every file) and, with ``overflow="error"`` and a ``max_seq_length``, a longer
+    sample refused naming its file and line (a ``DatasetError`` whose ``cause`` is the ``SequenceTooLong``). With a ``tokenizer``,
     text rows (``text``, ``messages``, ``prompt`` and ``completion`` as text) are tokenized with their masks
     (``packing.text.rows``) by ``num_proc`` processes, trained as ``loss_rules`` say (``Recipe.loss_rules``); in
     a CSV file the ``text``, ``prompt`` and ``completion`` cells are then text. ``limits`` bound the whole dataset (summed over its files), checked before each file is decoded.
@@ -158,7 +158,7 @@ def read_dataset(
     ...
     packing.errors.DatasetError: .../shard-00001.jsonl, line 2, position 1: expected a non-negative integer token id, got 'x' (str)
     """
-    chosen = Recipe.for_reading(recipe, **options)
+    chosen = Recipe.at("read_dataset", recipe, **options)
     reading = prepare(chosen).read_options
     given_length = recipe is not None or options.get("max_seq_length") is not None
     longest = chosen.max_seq_length if given_length and chosen.overflow == "error" else None

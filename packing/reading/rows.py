@@ -2,7 +2,7 @@
 
 A row (sample) is one of these forms:
 
-- a token list: a list or 1-D integer array of token ids, every token trained on;
+- a token list: a list or 1-D integer array (or tensor) of token ids, every token trained on;
 - ``{"input_ids": [...]}``, optionally with a per-token loss mask under ``loss_mask``
   (TRL's ``completion_mask`` and ``assistant_masks`` are read as loss masks too; when a
   row has several, a token is trained on only where all of them are 1), and optionally
@@ -67,8 +67,26 @@ from packing.core.samples import (
 # ---------------------------------------------------------------- one row, in Python
 
 
+def as_numpy(value: Any) -> Any:
+    """A tensor (torch's, or any array with ``__array__`` and ``ndim``, such as JAX's) as a numpy array on the
+    host, so every door reads tensors as it reads lists; anything else as it is. O(length).
+
+    >>> import torch
+    >>> as_numpy(torch.tensor([1, 2])).tolist(), as_numpy([1, 2])
+    ([1, 2], [1, 2])
+    """
+    if isinstance(value, (np.ndarray, np.generic)) or not (hasattr(value, "__array__") and hasattr(value, "ndim")):
+        return value
+    for step in ("detach", "cpu"):  # torch: off the autograd graph, onto the host
+        method = getattr(value, step, None)
+        if callable(method):
+            value = method()
+    return np.asarray(value)
+
+
 def _values(value: Any, index: int | None, field: str | None, expected: str) -> npt.NDArray[Any]:
-    """``value`` as a 1-D numpy array if it is a flat list or 1-D array; else a SampleError. O(length)."""
+    """``value`` as a 1-D numpy array if it is a flat list or 1-D array (or tensor); else a SampleError. O(length)."""
+    value = as_numpy(value)
     if type(value) is np.ndarray and value.ndim == 1:
         return value
     if isinstance(value, np.ndarray) and value.ndim != 1:
@@ -242,6 +260,7 @@ def read_row(
     packing.errors.SampleError: sample 3: expected a list of token ids, or a dict with 'input_ids' (and a 'loss_mask'), 'prompt' and 'completion', or 'length', got 'hello' (str)
     """
     if not isinstance(row, Mapping):
+        row = as_numpy(row)
         if isinstance(row, (str, bytes)) or not isinstance(row, (Sequence, np.ndarray)):
             raise SampleError(index, None, None, FORMS, row)
         return "tokens", token_array(row, index, None), None, None

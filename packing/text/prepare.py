@@ -29,11 +29,10 @@ class Prepared:
         reading rows (the loss rules, the loaded tokenizer, the processes).
 
         >>> sorted(prepare(Recipe(8, loss="all")).read_options)
-        ['completion_only_loss', 'loss_rules', 'num_proc', 'tokenizer']
+        ['loss_rules', 'num_proc', 'tokenizer']
         """
         recipe = self.recipe
         return {
-            "completion_only_loss": recipe.completion_only_loss,
             "tokenizer": self.tokenizer,
             "loss_rules": recipe.loss_rules,
             "num_proc": recipe.num_proc,

@@ -24,7 +24,7 @@ from packing.core.thd import padded_lengths
 from packing.core.validation import INT64_MAX, MAX_SEQ_LENGTH, OverflowPolicy
 from packing.errors import SettingError
 from packing.planning.plans import plan
-from packing.reading.rows import read_rows
+from packing.reading.rows import as_numpy, read_rows
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.overflow import documents_of
 from packing.text.prepare import prepare
@@ -36,11 +36,6 @@ from packing.torch.context_parallel import shifted, thd_boundaries, thd_pad
 from packing.torch.schedule import Int64Array
 
 # ---------------------------------------------------------------- collate
-
-
-def _numpy(value: Any) -> Any:
-    """Tensors as numpy arrays (the reader takes lists and arrays); anything else unchanged."""
-    return value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else value
 
 
 def _is_block(row: Any) -> bool:
@@ -58,22 +53,20 @@ def _documents(
     if rows and all(_is_block(row) for row in rows):
         parts = []
         for row in rows:
-            seq = np.asarray(_numpy(row["seq_lengths"]), dtype=np.int64)
+            seq = np.asarray(as_numpy(row["seq_lengths"]), dtype=np.int64)
             total = int(seq.sum())
-            ids = np.asarray(_numpy(row["input_ids"]), dtype=np.int64)[:total]
-            labels = np.asarray(_numpy(row["labels"]), dtype=np.int64)[:total]
+            ids = np.asarray(as_numpy(row["input_ids"]), dtype=np.int64)[:total]
+            labels = np.asarray(as_numpy(row["labels"]), dtype=np.int64)[:total]
             parts.append((ids, labels, seq[seq > 0]))
         return tuple(np.concatenate([p[k] for p in parts]) for k in range(3))  # type: ignore[return-value]
     if any(_is_block(row) for row in rows):
         raise SettingError("rows", "packed blocks (with 'seq_lengths') only, or samples only", "<both>")
-    dropped = set(MASK_FIELDS) if ignore_masks else set()
-    plain = [
-        {key: _numpy(value) for key, value in row.items() if key not in dropped}
-        if isinstance(row, Mapping)
-        else _numpy(row)
-        for row in rows
-    ]
-    samples = read_rows(plain, **prepare(recipe).read_options)
+    if ignore_masks:
+        rows = [
+            {key: value for key, value in row.items() if key not in MASK_FIELDS} if isinstance(row, Mapping) else row
+            for row in rows
+        ]
+    samples = read_rows(rows, **prepare(recipe).read_options)  # tensors too: the reader takes them
     if samples.tokens is None or samples.loss_mask is None:
         raise SettingError("rows", "samples with token ids", "<lengths only>")
     lengths = samples.lengths
@@ -150,8 +143,10 @@ def collate(
     Rows are samples in any form ``packing.pack`` accepts (token lists, ``{"prompt", "completion"}``,
     ``{"input_ids", "loss_mask"}``, or ``{"input_ids", "labels"}`` whose labels are kept (-100 masks its token); text rows with a
     ``tokenizer``), or packed blocks (rows with ``seq_lengths``, such as ``PackedDataset`` items, passed as they
-    are); tensors are accepted. Empty documents are skipped. The options are every entry point's
-    (:class:`~packing.Recipe`, or ``recipe=``; ``PackingSampler.collate`` is this with the sampler's recipe).
+    are); tensors are accepted. Empty documents are skipped. The options are the reading ones, ``overflow`` and
+    ``pad_token_id`` (:class:`~packing.Recipe`, or a whole ``recipe=``; ``PackingSampler.collate`` is this with the
+    sampler's recipe): collate lays out nothing, so a layout option given here (``strategy``, ``window``, ...) is
+    refused by name.
     With ``max_seq_length`` (or a recipe), each sample gets the overflow policy (``truncate``, ``drop``;
     ``split`` refuses an over-long sample, whose pieces the sampler gives) and more than ``max_seq_length``
     tokens in all are refused: a batch never holds more tokens. Returns ``input_ids`` and ``labels`` (-100 on
@@ -204,7 +199,7 @@ def collate(
     ([[-1, 6, -1, 8, 9, -100, -100, -100]], [[0, 1, 0, 1, 2, 0, 0, 0]], 'ndarray')
     """
     tensors = _check_collate_options(separator_id, position_ids_start, pad_to_multiple_of, return_tensors)
-    chosen = Recipe.for_reading(recipe, max_seq_length, overflow=overflow, **options)
+    chosen = Recipe.at("collate", recipe, max_seq_length, overflow=overflow, **options)
     multiple = chosen.document_multiple
     if multiple > 1 and pad_to_multiple_of is not None:
         raise SettingError(
@@ -307,14 +302,14 @@ def _collated_weights(
     if mode is None:
         if blocks and all(LOSS_WEIGHTS.name in row for row in rows):
             return np.concatenate(
-                [np.asarray(_numpy(r[LOSS_WEIGHTS.name]), np.float32)[: int(np.sum(_numpy(r["seq_lengths"])))]
+                [np.asarray(as_numpy(r[LOSS_WEIGHTS.name]), np.float32)[: int(np.sum(as_numpy(r["seq_lengths"])))]
                  for r in rows]
             )  # fmt: skip
         return None
     check_mode(mode)
     if blocks and all("sequence_ids" in row for row in rows):
         documents = np.concatenate(
-            [np.asarray(_numpy(r["sequence_ids"]), np.int64)[: int(np.sum(_numpy(r["seq_lengths"])))] for r in rows]
+            [np.asarray(as_numpy(r["sequence_ids"]), np.int64)[: int(np.sum(as_numpy(r["seq_lengths"])))] for r in rows]
         )
     else:
         documents = np.repeat(np.arange(len(lengths)), lengths)
@@ -420,7 +415,7 @@ def _trained_counts(trained: npt.ArrayLike | None, lengths: Int64Array) -> Int64
 def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Tensor]:
     max_seq_length = recipe.max_seq_length
     if rows and all(_is_block(row) for row in rows):
-        grids = {key: np.stack([np.asarray(_numpy(row[key]), dtype=np.int64) for row in rows]) for key in _FIXED_KEYS}
+        grids = {key: np.stack([np.asarray(as_numpy(row[key]), dtype=np.int64) for row in rows]) for key in _FIXED_KEYS}
         if grids["input_ids"].shape[1] != max_seq_length:
             raise SettingError("max_seq_length", "the length of the blocks given", max_seq_length)
         return {key: torch.from_numpy(grid) for key, grid in grids.items()}
@@ -461,7 +456,7 @@ def collate_fixed(
     """A ``collate_fn`` giving blocks of exactly ``max_seq_length`` tokens (static shapes, e.g. for compiled
     models): ``input_ids``, ``labels``, ``position_ids`` of shape ``(blocks, max_seq_length)`` and **no**
     ``attention_mask``; documents restart ``position_ids`` at 0, so transformers keeps them apart, and padding
-    (the recipe's pad id, label -100, position 0) comes last. The options are every entry point's. A sampler's
+    (the recipe's pad id, label -100, position 0) comes last. The options are ``collate``'s. A sampler's
     block is one row; more documents than fit go on into further rows (next-fit; a document longer than a
     block gets the overflow policy, as in ``pack``). Packed blocks pass through, stacked. Picklable
     (DataLoader workers). O(rows × max_seq_length).
@@ -470,6 +465,5 @@ def collate_fixed(
     >>> batch["input_ids"].tolist(), batch["labels"].tolist(), batch["position_ids"].tolist()
     ([[1, 2, 3, 0]], [[-100, 2, -100, -100]], [[0, 1, 0, 0]])
     """
-    chosen = Recipe.of(recipe, max_seq_length, overflow=overflow, **options)
-    chosen.refuse("collate_fixed", ["context_parallel_size", "tensor_parallel_size"])  # THD is padding-free's
+    chosen = Recipe.at("collate_fixed", recipe, max_seq_length, overflow=overflow, **options)
     return functools.partial(_collate_fixed, recipe=chosen)

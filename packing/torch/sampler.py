@@ -5,7 +5,7 @@ Internal: the public names are in ``packing.torch``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -13,7 +13,7 @@ import numpy.typing as npt
 from torch.utils.data import Dataset, Sampler
 
 from packing.core.samples import IGNORE_INDEX
-from packing.core.validation import OverflowPolicy
+from packing.core.validation import OverflowPolicy, as_lengths
 from packing.errors import PackingError, SampleError, SettingError
 from packing.planning.plans import Piece
 from packing.reading.rows import read_rows
@@ -25,7 +25,7 @@ from packing.weighting import LossMode, LossTotals, check_mode
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
-from packing.torch.collate import StepDataset, StepIndices, StepLoader, _numpy, _trained_counts, collate
+from packing.torch.collate import StepDataset, StepIndices, StepLoader, _trained_counts, collate
 from packing.torch.resume import Progress, fingerprint, make_state, read_state
 from packing.torch.schedule import CostFunction, RankBalance, Schedule, _world, build_schedule, resume_schedule
 
@@ -91,8 +91,10 @@ class PackingSampler(Sampler[list[int | Piece]]):
         **options: Unpack[RecipeOptions],
     ) -> None:
         super().__init__()
-        self.recipe = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
-        self.lengths = np.asarray(getattr(lengths, "lengths", lengths)).copy()
+        self.recipe = Recipe.at(
+            "PackingSampler", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options
+        )
+        self.lengths = as_lengths(getattr(lengths, "lengths", lengths))  # checked (a copy)
         kept = self.lengths
         if self.recipe.overflow == "truncate":  # what collate keeps of an over-long sample
             kept = np.minimum(self.lengths, self.recipe.max_seq_length)
@@ -285,7 +287,6 @@ class Pieces(Dataset[Any]):
         if not isinstance(item, Piece):
             return self.dataset[item]
         row = self.dataset[item.sequence]
-        row = {k: _numpy(v) for k, v in row.items()} if isinstance(row, Mapping) else _numpy(row)
         try:
             samples = read_rows([row], **prepare(self.recipe).read_options)
         except SampleError as error:

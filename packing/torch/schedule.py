@@ -14,7 +14,7 @@ import numpy.typing as npt
 import torch
 
 from packing.core.thd import padded_lengths
-from packing.core.validation import OverflowPolicy
+from packing.core.validation import OverflowPolicy, as_lengths
 from packing.errors import SettingError
 from packing.planning.plans import Piece, plan
 from packing.recipe import Recipe, RecipeOptions
@@ -261,14 +261,9 @@ def build_schedule(
     >>> sorted(build_schedule([10, 3, 5], 8, overflow="split").lengths.tolist())
     [2, 3, 5, 8]
     """
-    chosen = Recipe.of(recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    chosen = Recipe.at("build_schedule", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
     capacity = chosen.max_seq_length
-    sizes = np.asarray(getattr(lengths, "lengths", lengths))
-    if sizes.ndim != 1 or (sizes.size and sizes.dtype.kind not in "iu"):
-        raise SettingError("lengths", "a flat list of integers", f"<an array of shape {sizes.shape}>")
-    sizes = sizes.astype(np.int64)
-    if sizes.size and int(sizes.min()) < 0:
-        raise SettingError("lengths", "non-negative lengths", int(sizes.min()))
+    sizes = as_lengths(getattr(lengths, "lengths", lengths))
     check_whole_samples(chosen.strategy)
     if chosen.overflow == "error":  # named by its index in the dataset, before the shuffle renumbers it
         check_within(sizes, capacity)

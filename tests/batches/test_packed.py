@@ -43,8 +43,8 @@ def test_plain_and_prompt_completion_samples() -> None:
     assert batch.stats.samples_without_trainable_tokens == 0
 
 
-def test_completion_only_loss_false_trains_on_the_prompt_too() -> None:
-    batch = pack([[1, 2], {"prompt": [3], "completion": [4, 5]}], 4, strategy="split", completion_only_loss=False)
+def test_loss_all_trains_on_the_prompt_too() -> None:
+    batch = pack([[1, 2], {"prompt": [3], "completion": [4, 5]}], 4, strategy="split", loss="all")
     assert batch.loss_mask.tolist() == [[1, 1, 1, 1], [1, 0, 0, 0]]
     assert batch.labels.tolist() == [[X, 2, X, 4], [X, X, X, X]]
     assert batch.stats.trainable_tokens == 5

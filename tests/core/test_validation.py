@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import packing
-from packing import PackingError, SampleError, SettingError, lower_bounds, pack, pack_sequences, plan
+from packing import PackingError, PeerName, SampleError, SettingError, lower_bounds, pack, pack_sequences, plan
 
 ENTRY_POINTS: dict[str, Callable[[Any], object]] = {
     "pack": lambda n: pack([[1, 2, 3]], n, strategy="split"),
@@ -224,11 +224,12 @@ def test_pad_token_id_must_be_a_non_negative_integer(value: object, shown: str) 
     assert error.value.name == "pad_token_id"
 
 
-@pytest.mark.parametrize("value", [1, 0, "yes"])  # None: the default
-def test_completion_only_loss_must_be_a_bool(value: object) -> None:
-    message = rf"^completion_only_loss: expected True or False, got {re.escape(repr(value))}"
-    with pytest.raises(SettingError, match=message):
-        pack([{"prompt": [1], "completion": [2]}], 4, completion_only_loss=value)  # type: ignore[arg-type]
+@pytest.mark.parametrize("value", [True, False, 1, "yes"])
+def test_completion_only_loss_is_answered_with_loss(value: object) -> None:
+    """TRL's name is not an alias: whatever its value, the error names this library's option."""
+    message = r"^completion_only_loss: expected loss: 'completion' for True, 'all' for False \(TRL's completion_only"
+    with pytest.raises(PeerName, match=message):
+        pack([{"prompt": [1], "completion": [2]}], 4, completion_only_loss=value)  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize("value", [0, -1, True, 2.0, "2"])
@@ -247,7 +248,12 @@ def test_max_sequences_per_block_must_be_an_integer_of_at_least_one(value: objec
         ([True], "lengths[0]", r"^lengths\[0\]: expected a non-negative integer, got True \(bool\)$"),
         ([3, None], "lengths[1]", r"^lengths\[1\]: expected a non-negative integer, got None \(NoneType\)$"),
         (["3"], "lengths[0]", r"^lengths\[0\]: expected a non-negative integer, got '3' \(str\)$"),
-        ([[1, 2], [3, 4]], "lengths", r"^lengths: expected a flat list of integers, got <an array of shape \(2, 2\)>$"),
+        (
+            [[1, 2], [3, 4]],
+            "lengths",
+            r"^lengths: expected a flat list of integers \(one length per sample\), got <an array of shape \(2, 2\)>$",
+        ),
+        ([[1, 2], [3]], "lengths", r"^lengths: expected a flat list of integers \(one length per sample\), got \[\[1"),
     ],
 )
 def test_bad_lengths_are_reported_by_index(lengths: Any, name: str, message: str) -> None:
@@ -465,7 +471,6 @@ def test_every_flag_has_one_meaning_a_boolean_numpys_too() -> None:
     rows = [[1, 2], [3]]
     assert packing.read_rows(rows, completion_only_loss=np.False_).tokens.tolist() == [1, 2, 3]
     assert packing.Recipe(4, int64=np.True_).int64 is True
-    assert packing.Recipe.of(None, 4, completion_only_loss=np.False_).loss == "all"
     assert len(list(packing.stream(rows, 4, shuffle=np.False_))) == 1
     for call in (
         lambda: packing.read_rows(rows, completion_only_loss=1),

@@ -56,7 +56,7 @@ def test_snippet_reproduces_a_token_packing() -> None:
         export.DataOrigin(samples=samples), packing.Recipe(4, strategy="ffd", pad_token_id=9, loss="all"), tokens=True
     )
     namespace, printed = _run(code)
-    expected = packing.pack(samples, 4, "ffd", pad_token_id=9, completion_only_loss=False)
+    expected = packing.pack(samples, 4, "ffd", pad_token_id=9, loss="all")
     assert namespace["blocks"] == expected.input_ids.tolist()
     assert namespace["masks"] == expected.loss_mask.tolist()
     assert "Block 1:" in printed

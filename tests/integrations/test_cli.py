@@ -80,7 +80,8 @@ def test_pack_tiny_input_matches_hand_computed_blocks(tmp_path: Path, capsys: py
         "--output",
         str(output),
     )
-    assert (code, err) == (0, "")
+    assert code == 0
+    assert err.startswith("packing: warning: 1 of 11 tokens (9.09 %) lost") and len(err.splitlines()) == 1
     got = [(r["input_ids"], r["labels"], r["loss_mask"], r["position_ids"], r["seq_lengths"]) for r in rows(output)]
     assert got == HAND_BLOCKS
     table = summary(out)
@@ -184,7 +185,7 @@ def test_progress_messages_only_on_a_terminal(
     assert "packing 3 sequences with ffd ... done in" in err
     assert "writing 3 blocks" in err
     _, _, err = run(capsys, *args, "--quiet")
-    assert err == ""
+    assert err.startswith("packing: warning: 1 of 11 tokens") and len(err.splitlines()) == 1  # no progress
 
 
 # ---------------------------------------------------------------- compare
@@ -373,8 +374,58 @@ def test_write_failure_keeps_previous_output_and_leaves_no_temporary(
 
 def test_missing_required_options(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert_clean_failure(*run(capsys, "pack", str(tiny), "--max-seq-length", "4"), "--output")
-    assert_clean_failure(*run(capsys), "the following arguments are required: COMMAND")
     assert_clean_failure(*run(capsys, "unpack"), "invalid choice: 'unpack'")
+
+
+def test_a_bare_command_line_lists_its_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys)
+    assert (code, err) == (2, "")
+    assert out.startswith("usage: packing [-h] COMMAND ...")
+    commands = [line.split()[0] for line in out.splitlines() if line.startswith("    ")]
+    assert commands == ["pack", "compare", "audit"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "expected"),
+    [
+        ("--max-len", "unrecognized option --max-len (did you mean --max-seq-length?)"),
+        ("--max_seq_length", "unrecognized option --max_seq_length (did you mean --max-seq-length?)"),
+        ("--max-length", "unrecognized option --max-length: expected --max-seq-length (TRL's max_length)"),
+        ("--max-seq-len", "unrecognized option --max-seq-len: expected --max-seq-length (torchtune's max_seq_len)"),
+        ("--max-seq", "unrecognized option --max-seq (did you mean --max-seq-length?)"),  # no abbreviations
+    ],
+)
+def test_an_unknown_flag_is_named_before_a_missing_one(
+    tiny: Path, capsys: pytest.CaptureFixture[str], flag: str, expected: str
+) -> None:
+    """``--max-len 8`` is not "the following arguments are required: --max-seq-length": the flag is named."""
+    assert_clean_failure(*run(capsys, "pack", str(tiny), flag, "8", "-o", "out.parquet"), expected)
+    assert_clean_failure(*run(capsys, "compare", str(tiny), flag, "8"), expected)
+
+
+def test_compare_takes_no_strategy_option(tiny: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An abbreviation would have read ``--strategy`` as ``--strategies``: compare names the option it has."""
+    argv = ["compare", str(tiny), "--max-seq-length", "4", "--strategy", "bfd"]
+    assert_clean_failure(*run(capsys, *argv), "unrecognized option --strategy (did you mean --strategies?)")
+
+
+def test_truncated_tokens_are_said_on_stderr_with_their_share(
+    tmp_path: Path, tiny: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """TINY at 4 tokens loses 1 of its 11 tokens: one warning line with the count and the share, even with
+    --quiet, and the summary's line stays; nothing is said when nothing is lost."""
+    output = tmp_path / "out.parquet"
+    code, out, err = run(capsys, "pack", str(tiny), "--max-seq-length", "4", "-q", "-o", str(output))
+    assert code == 0
+    assert err.splitlines() == [
+        "packing: warning: 1 of 11 tokens (9.09 %) lost: 1 sequence longer than --max-seq-length 4 truncated "
+        "(--overflow split keeps every token)"
+    ]
+    assert summary(out)["tokens lost"] == "1"
+    _, _, err = run(capsys, "pack", str(tiny), "--max-seq-length", "4", "--overflow", "drop", "-q", "-o", str(output))
+    assert err.startswith("packing: warning: 5 of 11 tokens (45.45 %) lost: 1 sequence longer than --max-seq-length")
+    assert "dropped" in err
+    assert run(capsys, "pack", str(tiny), "--max-seq-length", "8", "-q", "-o", str(output))[2] == ""
 
 
 @pytest.mark.parametrize(

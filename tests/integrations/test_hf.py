@@ -132,7 +132,7 @@ def test_prompt_completion_masking_global_and_shard_local() -> None:
         fn_kwargs={"max_seq_length": 8, "strategy": "next_fit"},
     )
     assert mapped[:] == packed[:]
-    everything = pack_dataset(ds, 8, strategy="next_fit", completion_only_loss=False, shuffle=False)
+    everything = pack_dataset(ds, 8, strategy="next_fit", loss="all", shuffle=False)
     assert everything["loss_mask"] == [[1, 1, 1, 1, 1, 1, 1]]
     assert everything["labels"] == [[-100, 2, 3, 4, -100, 6, 7]]
 

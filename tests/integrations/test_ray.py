@@ -76,7 +76,7 @@ def test_importing_packing_or_packing_ray_does_not_import_ray() -> None:
         (("pair", "tokens", "masked"), 32, {"strategy": "split"}, False),  # rows cut at block boundaries
         (("masked",), 24, {"strategy": "next_fit", "overflow": "split"}, True),
         (("pair",), 40, {"strategy": "ffd", "overflow": "drop", "pad_token_id": 7}, False),
-        (("pair",), 40, {"strategy": "bfd", "completion_only_loss": False}, True),
+        (("pair",), 40, {"strategy": "bfd", "loss": "all"}, True),
     ],
 )
 def test_same_blocks_as_single_machine(

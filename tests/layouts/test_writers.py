@@ -309,6 +309,57 @@ def test_a_hangup_ignored_as_under_nohup_lets_the_run_finish(tmp_path: Path, big
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]
 
 
+# ---------------------------------------------------------------- the host process left alone
+
+SIGNAL_NAMES = [name for name in ("SIGTERM", "SIGHUP", "SIGINT") if hasattr(signal, name)]
+
+
+def _handlers() -> dict[str, Any]:
+    return {name: signal.getsignal(getattr(signal, name)) for name in SIGNAL_NAMES}
+
+
+def test_writing_leaves_the_signal_handlers_as_they_were(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library installs no handler, not even while it writes: a training process keeps its own (SIGTERM is
+    not turned into an exit of the trainer); the command line alone unwinds on signals."""
+    before = _handlers()
+    assert before["SIGTERM"] is signal.SIG_DFL  # what the library used to replace
+    during: list[dict[str, Any]] = []
+    real = pq.ParquetWriter.write_table
+
+    def recording(self: pq.ParquetWriter, *args: Any, **kwargs: Any) -> None:
+        during.append(_handlers())
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", recording)
+    output = tmp_path / "out.parquet"
+    write_parquet(pack([[1, 2, 3]], 4), output)
+    with exclusive(tmp_path / "other.txt"):
+        during.append(_handlers())
+    assert during and all(seen == before for seen in during)
+    assert _handlers() == before
+    assert _blocks(output) == [[1, 2, 3, 0]]
+
+
+IMPORT_WITHOUT_FCNTL = """
+import os, sys, tempfile, warnings
+sys.modules["fcntl"] = None  # as on Windows: the module cannot be imported
+warnings.simplefilter("ignore")  # filelock says it falls back to a marker file
+import packing, packing.cli, packing.hf
+import pyarrow.parquet as pq
+folder = tempfile.mkdtemp()
+output = os.path.join(folder, "out.parquet")
+packing.write_parquet(packing.pack([[1, 2, 3]], 4), output)
+print(pq.read_table(output).column("input_ids").to_pylist(), sorted(os.listdir(folder)), "fcntl" in sys.modules and sys.modules["fcntl"] is None)
+"""
+
+
+def test_import_packing_and_writing_work_without_fcntl() -> None:
+    """``fcntl`` exists on Unix only: the library imports and writes (one writer at a time) without it."""
+    done = subprocess.run([sys.executable, "-c", IMPORT_WITHOUT_FCNTL], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "[[1, 2, 3, 0]] ['out.parquet'] True"
+
+
 # ---------------------------------------------------------------- hub names fail fast without a network
 
 

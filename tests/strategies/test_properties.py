@@ -161,7 +161,7 @@ def pack_case(case: Case, strategy: str, overflow: str, **options: Any) -> packi
         strategy=strategy,
         overflow=overflow,
         pad_token_id=case.pad_token_id,
-        completion_only_loss=case.completion_only_loss,
+        loss="completion" if case.completion_only_loss else "all",
         **options,
     )
 

@@ -192,8 +192,10 @@ def test_bad_arguments() -> None:
         PackingSampler([1, 2], 4, num_replicas=2, rank=2)
     with pytest.raises(packing.SettingError, match=r"^strategy: expected a strategy that keeps samples whole"):
         PackingSampler([1, 2], 4, strategy="split", num_replicas=1, rank=0)
-    with pytest.raises(packing.SettingError, match=r"^lengths: expected non-negative lengths, got -2$"):
+    with pytest.raises(packing.SettingError, match=r"^lengths\[1\]: expected a non-negative integer, got -2$"):
         PackingSampler([1, -2], 4, num_replicas=1, rank=0)
+    with pytest.raises(packing.SettingError, match=r"^lengths: expected a flat list of integers \(one length per"):
+        PackingSampler([[1, 2], [3]], 4)  # rows where lengths were meant: the library's error, not numpy's
 
 
 def test_replicas_and_rank_from_torch_distributed(tmp_path: Path) -> None:

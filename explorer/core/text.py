@@ -222,14 +222,15 @@ def block_labels(batch: Any, block: int, per_sample: Sequence[Sequence[str]], pa
 
 
 def documents_table(batch: Any, tokenizer: Any, *, skip_special_tokens: bool = False) -> list[dict[str, Any]]:
-    """The export's round trip: one line per document of a packed batch with its block, sample, tokens, trained
-    tokens and decoded text (``packing.decode_documents``), in block order. O(tokens).
+    """The export's round trip: one line per document of a packed batch with its block, sample, tokens, tokens
+    with loss mask 1, training targets (labels that are not -100) and decoded text (``packing.decode_documents``),
+    in block order. O(tokens).
 
     >>> import packing
     >>> tokens, mask, offsets = encode_rows([{"text": "hi"}, {"prompt": "a", "completion": "b"}], "bytes")
     >>> batch = packing.pack([{"input_ids": tokens[:3], "loss_mask": mask[:3]}, {"input_ids": tokens[3:], "loss_mask": mask[3:]}], 8, strategy="next_fit")
-    >>> [(d["block"], d["sample"], d["tokens"], d["trained"], d["text"]) for d in documents_table(batch, "bytes")]
-    [(0, 0, 3, 3, 'hi<|endoftext|>'), (0, 1, 3, 2, 'ab<|endoftext|>')]
+    >>> [tuple(d.values()) for d in documents_table(batch, "bytes")]
+    [(0, 0, 3, 3, 2, 'hi<|endoftext|>'), (0, 1, 3, 2, 2, 'ab<|endoftext|>')]
     """
     texts = decode_documents(batch, loaded(tokenizer), skip_special_tokens=skip_special_tokens)
     table: list[dict[str, Any]] = []
@@ -241,7 +242,8 @@ def documents_table(batch: Any, tokenizer: Any, *, skip_special_tokens: bool = F
                     "block": block,
                     "sample": int(batch.sequence_ids[block, start]),
                     "tokens": int(length),
-                    "trained": int(batch.loss_mask[block, start : start + length].sum()),
+                    "loss_mask": int(batch.loss_mask[block, start : start + length].sum()),
+                    "targets": int((batch.labels[block, start : start + length] != -100).sum()),
                     "text": texts[len(table)],
                 }
             )

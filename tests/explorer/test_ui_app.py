@@ -105,7 +105,7 @@ def test_every_tab_renders_with_its_content() -> None:
         "Compare": lambda: at.dataframe[0].value["strategy"].tolist() == COMPARED,
         "Sweep": lambda: "sweep" in _charts(at),
         "Attention & positions": lambda: _metrics(at)["Cross-document pairs a plain causal mask allows"] == "4",
-        "Loss weights": lambda: "loss_weights" in _charts(at) and _metrics(at)["Trained tokens"] == "3",
+        "Loss weights": lambda: "loss_weights" in _charts(at) and _metrics(at)["Training targets"] == "2",
         "Step through": lambda: any("Step 1 of 3" in m for m in _texts(at, "markdown")),
         "Practice": lambda: any(b.label == "Check" for b in at.button),
         "Export": lambda: any("packing.pack(" in c.value for c in at.code),
@@ -151,7 +151,7 @@ def test_masking_example_masks_prompts_and_tells_labels_from_the_loss_mask() -> 
     at = _app()
     at.sidebar.selectbox(key="example").set_value("masking").run()
     metrics = _metrics(at)
-    assert metrics["Trainable tokens"] == "6"  # 15 tokens, 9 of them in prompts
+    assert metrics["Loss mask 1"] == "6"  # 15 tokens, 9 of them in prompts
     example = EXAMPLES["masking"]
     from explorer.core.parsing import parse_sequences
 
@@ -162,7 +162,7 @@ def test_masking_example_masks_prompts_and_tells_labels_from_the_loss_mask() -> 
     assert any("label is -100" in c for c in _texts(at, "caption"))
     at.sidebar.radio(key="loss").set_value("all").run()
     _clean(at)
-    assert _metrics(at)["Trainable tokens"] == "15"
+    assert _metrics(at)["Loss mask 1"] == "15"
 
 
 @pytest.mark.parametrize(
@@ -215,7 +215,7 @@ def test_a_link_can_open_a_tab_and_other_sources() -> None:
     _clean(workload)
     assert "2,000 sequences" in " ".join(_texts(workload, "caption"))
     loss = _app(sequences="1 2 | 3", loss="all")
-    assert loss.session_state["loss"] == "all" and _metrics(loss)["Trainable tokens"] == "3"
+    assert loss.session_state["loss"] == "all" and _metrics(loss)["Loss mask 1"] == "3"
 
 
 def test_bad_link_parameters_are_reported_not_fatal() -> None:
@@ -572,9 +572,9 @@ def test_samples_that_train_nothing_are_said_on_the_page_not_only_in_a_tooltip()
     _clean(at)
     assert any(i.startswith("2 packed samples train nothing") for i in _texts(at, "info"))
     one = _app(sequences="[[1], [2, 3]]", max_seq_length="4", strategy="split")
-    assert any(i.startswith("1 packed sample trains nothing: none of its tokens") for i in _texts(one, "info"))
+    assert any(i.startswith("1 packed document has no training target: none of its labels") for i in _texts(one, "info"))
     none = _app(sequences="[[1, 2], [3, 4]]", max_seq_length="4", strategy="split")
-    assert not any("trains nothing" in i or "train nothing" in i for i in _texts(none, "info"))
+    assert not any("no training target" in i for i in _texts(none, "info"))
 
 
 def test_the_classic_form_opens_the_result_tab_for_small_blocks_and_follows_the_charts_for_wide_ones() -> None:

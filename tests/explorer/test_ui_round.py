@@ -65,7 +65,7 @@ def test_the_first_screen_tells_the_mask_from_the_labels_before_any_warning() ->
     at = _app()
     main = [str(e.value) for e in at.main if e.type in ("markdown", "warning", "info", "alert")]
     mask = next(i for i, text in enumerate(main) if text.startswith("**Mask and labels.**"))
-    warnings = [i for i, text in enumerate(main) if "trains nothing" in text or "lost" in text.lower()]
+    warnings = [i for i, text in enumerate(main) if "no training target" in text or "lost" in text.lower()]
     assert all(mask < i for i in warnings)
     assert "-100" in main[mask] and "1 on every real token" in main[mask]
 

@@ -71,7 +71,7 @@ def test_every_example_loads_and_shows_its_trained_turns(form: str) -> None:
     _clean(at)
     assert at.session_state["text_rows"] == example_text(form)
     turns = _turns(at)
-    trained = turns[turns["trained"] > 0]
+    trained = turns[turns["loss mask 1"] > 0]
     assert set(trained["role"]) == {TRAINED_ROLE[form]}
     # independently of the page: every trained turn trains its own content (text, completion, assistant message)
     row = EXAMPLES[form]
@@ -84,7 +84,7 @@ def test_every_example_loads_and_shows_its_trained_turns(form: str) -> None:
     assert [t.startswith(a) for t, a in zip(trained["trained text"], answers, strict=True)] == [True] * len(answers)
     # the loss on the page matches the library's count of trained tokens
     samples = packing.read_rows([row], tokenizer="bytes")
-    assert int(turns["trained"].sum()) == int(samples.loss_mask.sum())
+    assert int(turns["loss mask 1"].sum()) == int(samples.loss_mask.sum())
     if form == "messages":  # the assistant's header is masked, its content and end of turn trained
         assert set(turns.loc[turns["role"] == "assistant", "loss"]) == {"partly trained"}
         assert set(turns.loc[turns["role"] != "assistant", "loss"]) == {"not trained"}
@@ -161,7 +161,7 @@ def test_decoded_documents_join_back_to_each_row() -> None:
         ids = samples.tokens[samples.offsets[sample] : samples.offsets[sample + 1]].tolist()
         parts = [line for line in lines if line["sample"] == sample]
         assert sum(p["tokens"] for p in parts) == len(ids)
-        assert sum(p["trained"] for p in parts) == int(
+        assert sum(p["loss_mask"] for p in parts) == int(
             samples.loss_mask[samples.offsets[sample] : samples.offsets[sample + 1]].sum()
         )
         if sample != 1:  # pure ASCII: pieces cut anywhere decode back to the row
@@ -228,11 +228,11 @@ def test_a_tokenizer_folder_is_used_with_its_chat_template(
     turns = _turns(at)
     answers = [m["content"] for m in EXAMPLES["messages"]["messages"] if m["role"] == "assistant"]
     end = "<|im_end|>" if template == "CHATML" else "<|endoftext|>"
-    assert list(turns.loc[turns["trained"] > 0, "trained text"]) == [
+    assert list(turns.loc[turns["loss mask 1"] > 0, "trained text"]) == [
         a + end + ("\n" if end == "<|im_end|>" else "") for a in answers
     ]
     samples = packing.read_rows([EXAMPLES["messages"]], tokenizer=str(folder))
-    assert int(turns["trained"].sum()) == int(samples.loss_mask.sum())
+    assert int(turns["loss mask 1"].sum()) == int(samples.loss_mask.sum())
     hovers = [h for row in _chart(at)["data"][0]["hovertext"] for h in row if h != "padding"]
     assert [int(h.split(":")[0][3:]) for h in hovers] == samples.tokens.tolist()
 

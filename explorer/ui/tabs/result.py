@@ -157,7 +157,7 @@ def _turns(source: Text, recipe: packing.Recipe, view: Window) -> None:
             "turn": line["turn"] + 1 if line["turn"] >= 0 else None,
             "role": line["role"],
             "tokens": line["tokens"],
-            "trained": line["trained"],
+            "loss mask 1": line["trained"],
             "loss": loss_words(line["tokens"], line["trained"]),
             "trained text": line["trained text"],
             "text": line["text"],
@@ -171,12 +171,14 @@ def _turns(source: Text, recipe: packing.Recipe, view: Window) -> None:
             "sequence": st.column_config.NumberColumn(width="small", help="The row, numbered from 1."),
             "turn": st.column_config.NumberColumn(width="small", help="The message of a chat, numbered from 1."),
             "tokens": st.column_config.NumberColumn(format="localized", width="small"),
-            "trained": st.column_config.NumberColumn(
-                format="localized", width="small", help="Tokens with loss mask 1."
+            "loss mask 1": st.column_config.NumberColumn(
+                format="localized", width="small", help="Tokens of the turn whose loss mask is 1."
             ),
             "role": st.column_config.TextColumn(width="small"),
             "loss": st.column_config.TextColumn(width=100),
-            "trained text": st.column_config.TextColumn(width="medium", help="The text of the trained tokens."),
+            "trained text": st.column_config.TextColumn(
+                width="medium", help="The text of the turn's tokens whose loss mask is 1."
+            ),
             "text": st.column_config.TextColumn(width="medium", help="The turn's text; hover a cell for all of it."),
         },
     )
@@ -203,7 +205,10 @@ def _result_text(view: Window) -> None:
     elif view.has_tokens and batch.max_seq_length > MAX_TEXT_WIDTH:
         st.caption(f"The classic text form is printed for blocks of up to {MAX_TEXT_WIDTH} tokens; see the table.")
     st.subheader("Blocks")
-    table = tables.blocks_table(batch.input_ids, batch.loss_mask, view.sequence_ids, view.first, view.has_tokens)
+    labels = batch.labels if view.has_tokens else None
+    table = tables.blocks_table(
+        batch.input_ids, batch.loss_mask, view.sequence_ids, view.first, view.has_tokens, labels
+    )
     wide = st.column_config.TextColumn(width="medium")
     st.dataframe(
         table,
@@ -213,7 +218,10 @@ def _result_text(view: Window) -> None:
             "sequences": st.column_config.TextColumn(help="Source sequences in the block, numbered from 1."),
             "tokens": WHOLE,
             "padding": WHOLE,
-            "trained": st.column_config.NumberColumn(format="localized", help="Tokens with loss mask 1."),
+            "loss mask 1": st.column_config.NumberColumn(format="localized", help="Tokens whose loss mask is 1."),
+            "training targets": st.column_config.NumberColumn(
+                format="localized", help="Labels that are not -100 (each document's first token in a block is)."
+            ),
             "input_ids": wide,
             "loss_mask": wide,
         },

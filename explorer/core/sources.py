@@ -163,11 +163,12 @@ class Paste(Source):
         return DataOrigin(samples=parse_sequences(self.text).samples)
 
 
-DEFAULT_TEXT_ROWS = example_text("messages")
+DEFAULT_TEXT_ROWS = example_text("chats")
 TEXT_FORM_KEYS = ("text", "prompt and completion", "messages")
 DEFAULT_TOKENIZER = "bytes"
-TEXT_MAX_SEQ_LENGTH = 32
-"""Block size of the text examples: narrow enough that every cell prints its token."""
+TEXT_MAX_SEQ_LENGTH = 64
+"""Block size of the text examples: two of the short chats (``explorer.core.text.CHATS``) to a block; a cell prints
+its token where the chart is wide enough (hover and the table under it have the text everywhere)."""
 
 
 @dataclass(frozen=True)

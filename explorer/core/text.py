@@ -379,20 +379,46 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 }
 """One example row of each text form (keys as in ``packing.core.forms.TEXT_FORMS``)."""
 
+def _chat(*turns: tuple[str, str]) -> dict[str, Any]:
+    """A chat of (question, answer) turns."""
+    messages = []
+    for question, answer in turns:
+        messages += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+    return {"messages": messages}
+
+
+CHATS: list[dict[str, Any]] = [
+    _chat(("Red is?", "A colour."), ("And sky?", "Blue.")),
+    _chat(("2 + 2?", "4.")),
+    _chat(("Hi!", "Hello.")),
+    _chat(("Say yes.", "Yes.")),
+    _chat(("3 x 3?", "9.")),
+    _chat(("Ice is?", "Cold.")),
+    _chat(("Yes or no?", "No.")),
+]
+"""The text source's first example: seven short chats whose assistant turns are trained. With the byte tokenizer
+they are 29 to 64 tokens long, so best-fit decreasing packs them whole, two to a block of 64, in four blocks: each
+block shows where one chat ends and the next starts, and which tokens of each are trained."""
+
 EXAMPLE_TITLES = {
+    "chats": "Several chats (messages)",
     "text": "Plain text",
     "prompt_completion": "Prompt / completion",
-    "messages": "Chat (messages)",
+    "messages": "One chat with a system turn (messages)",
     "conversational": "Chat prompt / completion (TRL)",
 }
 
 
 def example_text(form: str) -> str:
-    """The example of ``form`` as the JSON a user would paste.
+    """The example of ``form`` as the JSON a user would paste (``chats``: one JSON line per chat).
 
     >>> example_text("prompt_completion")
     '{"prompt": "Translate to French: cheese\\\\n", "completion": "fromage"}'
+    >>> len(example_text("chats").splitlines())
+    7
     """
+    if form == "chats":
+        return "\n".join(json.dumps(row, ensure_ascii=False) for row in CHATS)
     return json.dumps(EXAMPLES[form], ensure_ascii=False)
 
 

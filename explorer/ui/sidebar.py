@@ -164,7 +164,7 @@ def _load_text_example(rows: bool = True) -> None:
     """The chosen text example (``rows``: its text too) with blocks narrow enough to print every token, and
     over-long rows split across blocks so the whole conversation is seen."""
     if rows:
-        st.session_state["text_rows"] = example_text(st.session_state.get("text_example", "messages"))
+        st.session_state["text_rows"] = example_text(st.session_state.get("text_example", "chats"))
     st.session_state.update(max_seq_length=TEXT_MAX_SEQ_LENGTH, overflow="split")
 
 
@@ -172,7 +172,7 @@ def _text_inputs() -> Text:
     st.selectbox(
         "Load an example",
         list(EXAMPLE_TITLES),
-        index=list(EXAMPLE_TITLES).index("messages"),
+        index=list(EXAMPLE_TITLES).index("chats"),
         key="text_example",
         format_func=lambda k: EXAMPLE_TITLES[k],
         on_change=_load_text_example,

@@ -16,7 +16,7 @@ from explorer.core.runs import Window
 from explorer.core.safety import describe, escape
 from explorer.core.sources import Text
 from explorer.server import cache
-from explorer.ui.tabs.common import WHOLE, cells_chart, need_plan
+from explorer.ui.tabs.common import WHOLE, cell_text_width, cells_chart, need_plan
 from explorer.views import figures, tables
 
 DEFAULT_WINDOW = 16
@@ -101,13 +101,18 @@ def render(ctx: Context) -> None:
             if cells <= figures.MAX_TEXT_CELLS and s.max_seq_length <= figures.MAX_PIECE_WIDTH:
                 st.caption(
                     "Each cell prints its token as text (␣ a space, ↵ a new line, … a token holding part of a "
-                    "character); hover a cell for its id, and on a screen too narrow to print them, for its text."
+                    "character) and the loss mask row its 0 or 1 where the chart is at least "
+                    f"{cell_text_width(figure):,} px wide; on a narrower screen the cells keep only their colours. "
+                    "Hover a cell for its text, id and label; the table under the blocks has each document's text."
                 )
             elif cells <= figures.MAX_MASK_HOVER_CELLS:
                 st.caption(
                     f"Hover a cell for its token's text and id (cells print text in blocks of up to "
-                    f"{figures.MAX_PIECE_WIDTH} tokens, {figures.MAX_TEXT_CELLS} cells per drawing)."
+                    f"{figures.MAX_PIECE_WIDTH} tokens, {figures.MAX_TEXT_CELLS} cells per drawing); the table "
+                    "under the blocks has each document's text."
                 )
+            if cells <= figures.MAX_MASK_HOVER_CELLS and ctx.dataset is not None:
+                _document_texts(view, ctx.dataset.tokenizer)
         if view.has_tokens:
             st.caption(
                 "Loss mask and labels: a dark green token is a training target (its label is the token). A light "
@@ -188,6 +193,39 @@ def _turns(source: Text, recipe: packing.Recipe, view: Window) -> None:
         "and document starts are in the blocks above), with the text each one trains on. A chat's template "
         "tokens between messages belong to the message they open, so an assistant turn's header is never "
         "trained; which turns and end-of-turn tokens are follows the loss settings in the sidebar."
+    )
+
+
+def _document_texts(view: Window, tokenizer: Any) -> None:
+    """Each document piece of the blocks shown with its text: what the cells print, readable at any width."""
+    from explorer.core.text import documents_table
+
+    try:
+        lines = documents_table(view.batch, tokenizer)
+    except (ValueError, TypeError):  # a tokenizer that cannot decode these ids: the hover has the ids
+        return
+    table = [
+        {
+            "block": view.first + line["block"] + 1,
+            "document": line["sample"] + 1,
+            "tokens": line["tokens"],
+            "loss mask 1": line["loss_mask"],
+            "training targets": line["targets"],
+            "text": line["text"],
+        }
+        for line in lines
+    ]
+    st.dataframe(
+        table,
+        hide_index=True,
+        column_config={
+            "block": st.column_config.NumberColumn(width="small"),
+            "document": st.column_config.NumberColumn(width="small", help="The source sequence, numbered from 1."),
+            "tokens": st.column_config.NumberColumn(width="small"),
+            "loss mask 1": st.column_config.NumberColumn(width="small", help="Tokens whose loss mask is 1."),
+            "training targets": st.column_config.NumberColumn(width="small", help="Labels that are not -100."),
+            "text": st.column_config.TextColumn(width="large", help="The document's tokens in this block, decoded."),
+        },
     )
 
 

@@ -379,6 +379,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 }
 """One example row of each text form (keys as in ``packing.core.forms.TEXT_FORMS``)."""
 
+
 def _chat(*turns: tuple[str, str]) -> dict[str, Any]:
     """A chat of (question, answer) turns."""
     messages = []

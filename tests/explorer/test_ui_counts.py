@@ -28,7 +28,9 @@ def _metrics(at: AppTest) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
 
-def _library(samples: packing.Samples, max_seq_length: int, strategy: str, overflow: str = "truncate") -> dict[str, object]:
+def _library(
+    samples: packing.Samples, max_seq_length: int, strategy: str, overflow: str = "truncate"
+) -> dict[str, object]:
     """What the library says of ``batch``: its counts, and each document's share of the loss under every mode
     (``loss_weights`` summed over the document's tokens), by document number (1-based), for ``samples`` packed
     with these settings."""

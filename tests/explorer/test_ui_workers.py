@@ -166,6 +166,10 @@ def test_a_stopped_script_run_kills_the_worker_it_waits_for(
     the script's thread at its next check: here AppTest's run timeout asks for that stop."""
     from streamlit.testing.v1 import AppTest
 
+    from explorer.server import memo
+    from explorer.ui.page import streamlit_stop_check
+
+    monkeypatch.setattr(memo, "_STOP_CHECK", [streamlit_stop_check])  # as the page's warm-up sets it
     marker = tmp_path / "pid"
     # its worker started here, from a main module without a file: spawn would import AppTest's script
     monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))

@@ -365,10 +365,7 @@ class Upload(Source):
     def reading(self) -> str:
         shown = quote(self.name, 60).strip("'\"")
         size = f"{len(self.data) / 2**20:,.1f} MB" if len(self.data) >= 2**20 else f"{len(self.data):,} bytes"
-        return (
-            f"Reading {shown} ({size}); text rows are tokenized with {quote(self.tokenizer, 40)} "
-            "in a worker process, stopped if you leave"
-        )
+        return f"Reading {shown} ({size}) in a worker process, stopped if you leave"
 
     @classmethod
     def of(cls, name: str, data: bytes, tokenizer: str = DEFAULT_TOKENIZER) -> Upload:

@@ -5,6 +5,7 @@ Streamlit's own ``bind="query-params"`` (widget key = parameter name, today's na
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import streamlit as st
@@ -84,13 +85,14 @@ def _bind(key: str) -> Literal["query-params"] | None:
     return None if key in st.session_state.get("_unbound", ()) else BIND
 
 
-def check_link() -> None:
-    """On a session's first run: drop (and report) link parameters no widget can use; read the pasted text."""
+def check_link(tabs: Sequence[str]) -> None:
+    """On a session's first run: drop (and report) link parameters no widget can use, a ``tab`` none of ``tabs``
+    and names the page does not read; read the pasted text."""
     if st.session_state.get("_link_checked"):
         return
     st.session_state["_link_checked"] = True
     params = st.query_params.to_dict()
-    drop, warnings = links.check_link(params)
+    drop, warnings = links.check_link(params, tabs)
     st.session_state["_unbound"] = frozenset(drop)
     for name in drop:
         _forget_link_value(name)

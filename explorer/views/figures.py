@@ -806,7 +806,7 @@ def inspect_figure(report: AuditReport, blocks: Sequence[int] | None = None) -> 
     :func:`explorer.core.audit.default_blocks`. O(cells shown)."""
     chosen = list(blocks) if blocks is not None else default_blocks(report)
     grid, marks = block_grid(report, chosen), finding_cells(report, chosen)
-    labels = [f"Block {block}" for block in grid.blocks]
+    labels = [f"Block {block + 1}" for block in grid.blocks]  # numbered from 1, as on the Result tab
     titles = ["Blocks (colour = document, red = finding)", "Loss targets (green = trained)"]
     if grid.positions is not None:
         titles.append("Position ids (0 = a document starts)")

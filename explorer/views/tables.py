@@ -403,12 +403,13 @@ def _audit_spread(fill: npt.NDArray[np.float64]) -> tuple[float, float, float]:
 
 
 def audit_findings_rows(report: AuditReport) -> list[dict[str, Any]]:
-    """One row per finding: kind, count, first cells, what it means and what to change."""
+    """One row per finding: kind, count, first cells (blocks numbered from 1, as the page numbers them; positions
+    from 0, as the position axis), what it means and what to change."""
     return [
         {
             "kind": item.kind,
             "count": item.count,
-            "first cells (block, position)": ", ".join(f"({b}, {p})" for b, p in item.examples),
+            "first cells (block, position)": ", ".join(f"({b + 1}, {p})" for b, p in item.examples),
             "meaning": item.description,
             "fix": item.fix,
         }

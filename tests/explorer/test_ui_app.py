@@ -104,7 +104,7 @@ def test_every_tab_renders_with_its_content() -> None:
         "Result": lambda: _classic(at) == [CLASSIC],
         "Compare": lambda: at.dataframe[0].value["strategy"].tolist() == COMPARED,
         "Sweep": lambda: "sweep" in _charts(at),
-        "Attention & positions": lambda: _metrics(at)["Cross-document pairs a plain causal mask allows"] == "4",
+        "Attention & positions": lambda: _metrics(at)["Cross-document pairs"] == "4",
         "Loss weights": lambda: "loss_weights" in _charts(at) and _metrics(at)["Training targets"] == "2",
         "Step through": lambda: any("Step 1 of 3" in m for m in _texts(at, "markdown")),
         "Practice": lambda: any(b.label == "Check" for b in at.button),
@@ -224,6 +224,36 @@ def test_bad_link_parameters_are_reported_not_fatal() -> None:
     warnings = " ".join(_texts(at, "warning"))
     assert "max_seq_length='zero'" in warnings and "strategy='magic'" in warnings
     assert _classic(at)[0] == CLASSIC
+
+
+def test_an_unknown_tab_or_parameter_gets_the_one_line_warning() -> None:
+    at = _app(tab="Nope", foo="1")
+    _clean(at)
+    warnings = _texts(at, "warning")
+    assert any(w.startswith("Ignored a link parameter: tab='Nope' is not one of Result, Compare") for w in warnings)
+    assert "Ignored a link parameter: foo is not a parameter this page reads" in warnings
+    assert _classic(at) == [CLASSIC]  # the Result tab, as without the parameters
+
+
+def test_switching_from_pasted_text_to_an_upload_logs_no_streamlit_warning() -> None:
+    """The sidebar sets a source's settings through Session State on purpose (``_source_changed``); Streamlit's
+    warning for a widget with a default whose value was set that way (with a stack trace in the server's log) is
+    turned off in ``.streamlit/config.toml``."""
+    import logging
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("streamlit.elements.lib.policies")
+    logger.addHandler(handler)
+    try:
+        at = _app()
+        at.sidebar.radio(key="source").set_value("upload").run()
+        at.sidebar.radio(key="source").set_value("paste").run()
+    finally:
+        logger.removeHandler(handler)
+    assert not at.exception
+    assert not [r for r in records if "Session State API" in r.getMessage()]
 
 
 @pytest.mark.parametrize(

@@ -46,8 +46,15 @@ def render(ctx: Context) -> None:
     drawn = s.max_seq_length <= MAX_ATTENTION_DRAW
     if drawn:
         att = compute.attention_view(view.batch, 0)
-        columns[1].metric("Cross-document pairs a plain causal mask allows", f"{att.cross_pairs:,}")
-        columns[2].metric("Pairs the block-diagonal mask keeps", f"{int(att.document.sum()):,}")
+        columns[1].metric(
+            "Cross-document pairs",
+            f"{att.cross_pairs:,}",
+            help="Pairs in which a token attends to another document: what a plain causal mask allows and the "
+            "block-diagonal mask removes (red on the left below).",
+        )
+        columns[2].metric(
+            "Pairs kept", f"{int(att.document.sum()):,}", help="Pairs the block-diagonal mask keeps (right below)."
+        )
     st.caption(f"cu_seqlens (for flash-attention's variable-length kernels) = {view.batch.cu_seqlens(0).tolist()}")
     if drawn:
         causal, document = figures.attention_figures(att.causal, att.document)

@@ -389,7 +389,7 @@ def _chat(*turns: tuple[str, str]) -> dict[str, Any]:
 
 
 CHATS: list[dict[str, Any]] = [
-    _chat(("Red is?", "A colour."), ("And sky?", "Blue.")),
+    _chat(("Red?", "A colour."), ("Sky?", "Blue.")),
     _chat(("2 + 2?", "4.")),
     _chat(("Hi!", "Hello.")),
     _chat(("Say yes.", "Yes.")),

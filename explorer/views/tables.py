@@ -123,7 +123,7 @@ def blocks_table(
     with_tokens: bool = True,
     labels: IntArray | None = None,
 ) -> pd.DataFrame:
-    """One row per block: its sequences (1-based), fill, padding, its tokens with loss mask 1 and its training
+    """One row per block: its documents (source sequences, 1-based), fill, padding, its tokens with loss mask 1 and its training
     targets (labels that are not -100; given ``labels``), and the token ids and mask when known."""
     rows = []
     targets = None if labels is None else (np.asarray(labels) != -100).sum(axis=1)
@@ -132,7 +132,7 @@ def blocks_table(
         order = seqs[real][np.r_[True, seqs[real][1:] != seqs[real][:-1]]] if real.any() else seqs[:0]
         row = {
             "block": first_block + i + 1,
-            "sequences": ", ".join(str(s + 1) for s in order.tolist()),
+            "documents": ", ".join(str(s + 1) for s in order.tolist()),
             "tokens": int(real.sum()),
             "padding": int((~real).sum()),
             "loss mask 1": int(mask.sum()),

@@ -85,7 +85,8 @@ def test_default_page_shows_the_classic_example() -> None:
     metrics = _metrics(at)
     assert metrics["Blocks"] == "2" and metrics["Efficiency"] == "75.00%" and metrics["Padding"] == "2"
     assert {"blocks", "util", "lengths"} <= set(_charts(at))
-    assert at.dataframe[0].value["input_ids"].tolist() == ["[1, 2, 3, 4]", "[5, 6, 0, 0]"]
+    blocks = at.table[0].value  # the classic form above holds the ids and the mask
+    assert blocks["documents"].tolist() == ["1, 2", "2, 3"] and blocks["training targets"].tolist() == [2, 0]
 
 
 @pytest.mark.parametrize("strategy", list(packing.STRATEGIES))

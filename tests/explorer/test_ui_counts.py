@@ -60,7 +60,7 @@ def _page(at: AppTest) -> dict[str, object]:
     """The same numbers as the page shows them: the Result tab's metrics and Blocks table, the Loss weights tab's
     metrics and table."""
     result = _metrics(at)
-    blocks = at.dataframe[-1].value  # the Blocks table, last on the Result tab
+    blocks = at.table[-1].value  # the Blocks table, last on the Result tab
     _open(at, "Loss weights")
     assert not at.exception and not at.error, [e.value for e in at.exception]
     weights = _metrics(at)

@@ -44,7 +44,7 @@ def test_blocks_table() -> None:
     batch = packing.pack(samples, 4, "split")
     frame = tables.blocks_table(batch.input_ids, batch.loss_mask, batch.sequence_ids)
     assert frame["block"].tolist() == [1, 2]
-    assert frame["sequences"].tolist() == ["1, 2", "2, 3"]
+    assert frame["documents"].tolist() == ["1, 2", "2, 3"]
     assert frame["tokens"].tolist() == [4, 2] and frame["padding"].tolist() == [0, 2]
     assert frame["loss mask 1"].tolist() == [3, 2]
     assert frame["input_ids"].tolist() == ["[1, 2, 3, 4]", "[5, 6, 0, 0]"]

@@ -16,7 +16,7 @@ from explorer.core.runs import Window
 from explorer.core.safety import describe, escape
 from explorer.core.sources import Text
 from explorer.server import cache
-from explorer.ui.tabs.common import WHOLE, cell_text_width, cells_chart, need_plan
+from explorer.ui.tabs.common import cell_text_width, cells_chart, need_plan
 from explorer.views import figures, tables
 
 DEFAULT_WINDOW = 16
@@ -208,10 +208,10 @@ def _document_texts(view: Window, tokenizer: Any) -> None:
         {
             "block": view.first + line["block"] + 1,
             "document": line["sample"] + 1,
+            "text": line["text"],
             "tokens": line["tokens"],
             "loss mask 1": line["loss_mask"],
             "training targets": line["targets"],
-            "text": line["text"],
         }
         for line in lines
     ]
@@ -221,10 +221,11 @@ def _document_texts(view: Window, tokenizer: Any) -> None:
         column_config={
             "block": st.column_config.NumberColumn(width="small"),
             "document": st.column_config.NumberColumn(width="small", help="The source sequence, numbered from 1."),
-            "tokens": st.column_config.NumberColumn(width="small"),
-            "loss mask 1": st.column_config.NumberColumn(width="small", help="Tokens whose loss mask is 1."),
-            "training targets": st.column_config.NumberColumn(width="small", help="Labels that are not -100."),
-            "text": st.column_config.TextColumn(width="large", help="The document's tokens in this block, decoded."),
+            "text": st.column_config.TextColumn(
+                width="medium", help="The document's tokens in this block, decoded; hover a cell for all of it."
+            ),
+            "loss mask 1": st.column_config.NumberColumn(help="Tokens whose loss mask is 1."),
+            "training targets": st.column_config.NumberColumn(help="Labels that are not -100."),
         },
     )
 
@@ -244,18 +245,25 @@ def _result_text(view: Window) -> None:
         st.caption(f"The classic text form is printed for blocks of up to {MAX_TEXT_WIDTH} tokens; see the table.")
     st.subheader("Blocks")
     labels = batch.labels if view.has_tokens else None
-    table = tables.blocks_table(
-        batch.input_ids, batch.loss_mask, view.sequence_ids, view.first, view.has_tokens, labels
-    )
+    ids = view.has_tokens and batch.max_seq_length > MAX_TEXT_WIDTH  # else the classic form above has them
+    table = tables.blocks_table(batch.input_ids, batch.loss_mask, view.sequence_ids, view.first, ids, labels)
+    if not ids:  # a narrow table: drawn as a plain table, whose headers wrap on a phone instead of scrolling
+        st.table(table, hide_index=True)
+        st.caption(
+            "documents: the block's documents (source sequences, numbered from 1); loss mask 1: its tokens whose loss "
+            "mask is 1; training targets: its labels that are not -100 (a document's first token in a block is)."
+        )
+        return
+    number = st.column_config.NumberColumn(format="localized")
     wide = st.column_config.TextColumn(width="medium")
     st.dataframe(
         table,
         hide_index=True,
         column_config={
             "block": st.column_config.NumberColumn(width="small"),
-            "sequences": st.column_config.TextColumn(help="Source sequences in the block, numbered from 1."),
-            "tokens": WHOLE,
-            "padding": WHOLE,
+            "documents": st.column_config.TextColumn(help="The block's documents, numbered from 1."),
+            "tokens": number,
+            "padding": number,
             "loss mask 1": st.column_config.NumberColumn(format="localized", help="Tokens whose loss mask is 1."),
             "training targets": st.column_config.NumberColumn(
                 format="localized", help="Labels that are not -100 (each document's first token in a block is)."

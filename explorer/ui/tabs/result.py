@@ -16,6 +16,7 @@ from explorer.core.runs import Window
 from explorer.core.safety import describe, escape
 from explorer.core.sources import Text
 from explorer.server import cache
+from explorer.ui.page import guard
 from explorer.ui.tabs.common import cell_text_width, cells_chart, need_plan
 from explorer.views import figures, tables
 
@@ -82,53 +83,66 @@ def render(ctx: Context) -> None:
     untrained = tables.untrained_note(trained)
     if untrained and ctx.samples is not None:
         st.info(untrained)
-    view: Window | None = None
     if compute.window_blocks(s.max_seq_length, 1) == 0:
         st.warning(
             f"A block of {s.max_seq_length:,} tokens is too large to draw (the limit is {compute.MAX_DRAW_CELLS:,} "
             "cells per drawing); the numbers above and the charts below cover everything."
         )
     else:
-        first, count = _window_controls(layout)
-        with st.spinner(f"Drawing blocks {first + 1:,} to {first + count:,}…", show_time=True):
-            view = cache.window(ctx.source, s, first, count)
-            figure = cache.block_figure(ctx.source, s, first, count)
-        if s.max_seq_length <= FIRST_TEXT_WIDTH:
-            _classic_form(view)
-        cells_chart(figure, key="blocks")
-        if isinstance(ctx.source, Text):
-            cells = view.count * s.max_seq_length
-            if cells <= figures.MAX_TEXT_CELLS and s.max_seq_length <= figures.MAX_PIECE_WIDTH:
-                st.caption(
-                    "Each cell prints its token as text (␣ a space, ↵ a new line, … a token holding part of a "
-                    "character) and the loss mask row its 0 or 1 where the chart is at least "
-                    f"{cell_text_width(figure):,} px wide; on a narrower screen the cells keep only their colours. "
-                    "Hover a cell for its text, id and label; the table under the blocks has each document's text."
-                )
-            elif cells <= figures.MAX_MASK_HOVER_CELLS:
-                st.caption(
-                    f"Hover a cell for its token's text and id (cells print text in blocks of up to "
-                    f"{figures.MAX_PIECE_WIDTH} tokens, {figures.MAX_TEXT_CELLS} cells per drawing); the table "
-                    "under the blocks has each document's text."
-                )
-            if cells <= figures.MAX_MASK_HOVER_CELLS and ctx.dataset is not None:
-                _document_texts(view, ctx.dataset.tokenizer)
-        if view.has_tokens:
-            st.caption(
-                "Loss mask and labels: a dark green token is a training target (its label is the token). A light "
-                "green one is in the loss mask but is the first token of a document (or of its part in this block), "
-                "so its label is -100: nothing before it in the block may predict it. Violet tokens are not "
-                "trained (a prompt, or a turn the loss settings leave out), grey is padding."
-            )
+        _blocks(ctx, layout)
     left, right = st.columns(2)
     with st.spinner("Drawing the block fill and the lengths…", show_time=True):
         utilization, lengths = cache.summary_figures(ctx.source, s)
     left.plotly_chart(utilization, key="util")
     right.plotly_chart(lengths, key="lengths")
-    if view is not None and isinstance(ctx.source, Text):
+
+
+@st.fragment
+def _blocks(ctx: Context, layout: packing.PackingPlan) -> None:
+    """The blocks shown, and everything drawn from them (the classic form, the drawing, the documents' texts, the
+    turns, the Blocks table): a fragment, so that choosing other blocks reruns this part only, not the sidebar,
+    the data and the numbers above."""
+    with guard("Result"):
+        _window(ctx, layout)
+
+
+def _window(ctx: Context, layout: packing.PackingPlan) -> None:
+    assert ctx.source is not None
+    s = ctx.recipe
+    first, count = _window_controls(layout)
+    with st.spinner(f"Drawing blocks {first + 1:,} to {first + count:,}…", show_time=True):
+        view = cache.window(ctx.source, s, first, count)
+        figure = cache.block_figure(ctx.source, s, first, count)
+    if s.max_seq_length <= FIRST_TEXT_WIDTH:
+        _classic_form(view)
+    cells_chart(figure, key="blocks")
+    if isinstance(ctx.source, Text):
+        cells = view.count * s.max_seq_length
+        if cells <= figures.MAX_TEXT_CELLS and s.max_seq_length <= figures.MAX_PIECE_WIDTH:
+            st.caption(
+                "Each cell prints its token as text (␣ a space, ↵ a new line, … a token holding part of a "
+                "character) and the loss mask row its 0 or 1 where the chart is at least "
+                f"{cell_text_width(figure):,} px wide; on a narrower screen the cells keep only their colours. "
+                "Hover a cell for its text, id and label; the table under the blocks has each document's text."
+            )
+        elif cells <= figures.MAX_MASK_HOVER_CELLS:
+            st.caption(
+                f"Hover a cell for its token's text and id (cells print text in blocks of up to "
+                f"{figures.MAX_PIECE_WIDTH} tokens, {figures.MAX_TEXT_CELLS} cells per drawing); the table "
+                "under the blocks has each document's text."
+            )
+        if cells <= figures.MAX_MASK_HOVER_CELLS and ctx.dataset is not None:
+            _document_texts(view, ctx.dataset.tokenizer)
+    if view.has_tokens:
+        st.caption(
+            "Loss mask and labels: a dark green token is a training target (its label is the token). A light "
+            "green one is in the loss mask but is the first token of a document (or of its part in this block), "
+            "so its label is -100: nothing before it in the block may predict it. Violet tokens are not "
+            "trained (a prompt, or a turn the loss settings leave out), grey is padding."
+        )
+    if isinstance(ctx.source, Text):
         _turns(ctx.source, s, view)
-    if view is not None:
-        _result_text(view)
+    _result_text(view)
 
 
 def loss_words(tokens: int, trained: int) -> str:

@@ -243,7 +243,12 @@ def test_the_controls_round_trip_through_the_share_link() -> None:
     at.sidebar.radio(key="loss").set_value("completion").run()  # every turn of a trained role, the last one's end
     assert [t for _, t in _turns(at) if t] == ["Asking the tool.", "sunny", "It is sunny.<|im_end|>\n"]
     at.sidebar.radio(key="loss").set_value("last_turn").run()
-    params = dict(at.session_state["_link_now"])
+    at.session_state["tab"] = "Export"
+    at.run()
+    from urllib.parse import parse_qs, urlsplit
+
+    link = parse_qs(urlsplit(at.code[-1].value.strip()).query)  # the share link
+    params = {k: v if k == "roles_to_train" else v[0] for k, v in link.items()}
     assert params["loss"] == "last_turn" and params["train_on_eos"] == "last"
     assert params["roles_to_train"] == ["assistant", "tool"]
     again = open_link(params)  # a link does not carry text rows: the chat example, with the same rules

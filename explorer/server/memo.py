@@ -84,21 +84,6 @@ class _Sized(NamedTuple):
     size: int
 
 
-class _Entries(TTLCache[Hashable, _Sized]):
-    """cachetools' LRU cache with a time to live, sized in bytes, counting what it evicts."""
-
-    evictions = 0
-
-    def popitem(self) -> tuple[Hashable, _Sized]:
-        self.evictions += 1
-        return super().popitem()
-
-    def expire(self, time: float | None = None) -> list[tuple[Hashable, _Sized]]:
-        expired = list(super().expire(time))
-        self.evictions += len(expired)
-        return expired
-
-
 class _Flight(threading.Event):
     """One computation in progress, set when it ends; ``error`` is what it raised (an ``Exception``)."""
 
@@ -112,7 +97,6 @@ class MemoStats:
     max_bytes: int
     hits: int
     misses: int
-    evictions: int
 
 
 class MemoStore:
@@ -121,25 +105,23 @@ class MemoStore:
     def __init__(self, max_bytes: int, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._entries = _Entries(max_bytes, ttl, timer=clock, getsizeof=lambda entry: entry.size)
+        self._entries: TTLCache[Hashable, _Sized] = TTLCache(max_bytes, ttl, clock, lambda entry: entry.size)
         self._flights: dict[Hashable, _Flight] = {}
         self._hits = self._misses = 0
 
     def stats(self) -> MemoStats:
         with self._lock:
             entries = self._entries
-            return MemoStats(
-                len(entries), int(entries.currsize), self.max_bytes, self._hits, self._misses, entries.evictions
-            )
+            return MemoStats(len(entries), int(entries.currsize), self.max_bytes, self._hits, self._misses)
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
 
-    def expire(self) -> None:
-        """Drop every entry unused for ``ttl`` seconds."""
+    def expire(self) -> int:
+        """Drop every entry unused for ``ttl`` seconds; how many there were."""
         with self._lock:
-            self._entries.expire()
+            return len(self._entries.expire())
 
     def _take(self, key: Hashable) -> tuple[bool, Any, _Flight | None]:
         """Under the lock: (found, value) of ``key``, stored again (its time to live restarts, it becomes the
@@ -250,9 +232,7 @@ def release_memory() -> None:
 def _sweep_forever(store: MemoStore, every: float) -> None:
     while True:
         time.sleep(every)
-        before = store.stats().evictions
-        store.expire()
-        if store.stats().evictions != before:
+        if store.expire():
             release_memory()
 
 

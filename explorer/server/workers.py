@@ -235,9 +235,6 @@ class _Lane:
             self.idle.put(None)  # a slot whose worker starts at its first call
         self.busy: set[int] = set()
 
-    def new(self, warm: bool = False) -> _Worker:
-        return _Worker(self.niceness, warm)
-
     def stop(self) -> None:
         while not self.idle.empty():
             worker = self.idle.get()
@@ -269,7 +266,7 @@ def start_soon(delay: float = START_DELAY) -> None:
             return
         try:
             for _ in range(search.size):
-                search.idle.put(search.idle.get() or search.new(warm=True))
+                search.idle.put(search.idle.get() or _Worker(search.niceness, warm=True))
         except OSError as error:
             _LOG.warning("search workers unavailable (%s)", error)
 
@@ -305,7 +302,7 @@ def run(function: Callable[..., R], *args: Any, lane_name: str = "search", secon
     try:
         for attempt in range(2):
             try:
-                worker = worker if worker is not None and not worker.killed else where.new()
+                worker = worker if worker is not None and not worker.killed else _Worker(where.niceness)
                 future: Future[R] = worker.submit(_call, function, args)
             except OSError as error:  # no process can start here (limits, a sandbox): this call in the server
                 _LOG.warning("workers cannot start (%s); running %s here", error, function.__name__)
@@ -317,7 +314,7 @@ def run(function: Callable[..., R], *args: Any, lane_name: str = "search", secon
     finally:
         if worker is not None and worker.killed and where.name == "search":
             with contextlib.suppress(OSError):  # replaced now, so that the next search finds it warm
-                worker = where.new(warm=True)
+                worker = _Worker(where.niceness, warm=True)
         where.idle.put(worker if worker is None or not worker.killed else None)
 
 

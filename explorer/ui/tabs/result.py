@@ -236,7 +236,7 @@ def _document_texts(view: Window, tokenizer: Any) -> None:
             "block": st.column_config.NumberColumn(width="small"),
             "document": st.column_config.NumberColumn(width="small", help="The source sequence, numbered from 1."),
             "text": st.column_config.TextColumn(
-                width="medium", help="The document's tokens in this block, decoded; hover a cell for all of it."
+                width="large", help="The document's tokens in this block, decoded; hover a cell for all of it."
             ),
             "loss mask 1": st.column_config.NumberColumn(help="Tokens whose loss mask is 1."),
             "training targets": st.column_config.NumberColumn(help="Labels that are not -100."),

@@ -290,21 +290,28 @@ def refusal(run: Row) -> str:
     return f"{info.title} cannot pack this data: {run.refusal}"
 
 
-def untrained_note(trainable: packing.TrainableCounts) -> str | None:
-    """A sentence when some packed documents have no training target at all (None when every one has).
+def untrained_note(trainable: packing.TrainableCounts, which: Sequence[int] = ()) -> str | None:
+    """A sentence when some packed documents have no training target at all (None when every one has), naming
+    ``which`` (0-based; the first few, numbered from 1 as the page numbers documents).
 
-    >>> print(untrained_note(packing.TrainableCounts(5, 3, 1)))
-    1 packed document has no training target: none of its labels is a token (a one-token document, a prompt whose completion was cut away, or a document whose only loss-mask tokens start blocks).
+    >>> print(untrained_note(packing.TrainableCounts(5, 3, 1), [2]))
+    1 packed document (#3) has no training target: none of its labels is a token (a one-token document, a prompt whose completion was cut away, or a document whose only loss-mask tokens start blocks).
     """
     count = trainable.samples_without_trainable_tokens
     if not count:
         return None
     verb = "has" if count == 1 else "have"
     its = "its labels is" if count == 1 else "their labels is"
+    named = ", ".join(f"#{d + 1}" for d in list(which)[:MAX_NAMED]) + (", …" if len(which) > MAX_NAMED else "")
     return (
-        f"{plural(count, 'packed document')} {verb} no training target: none of {its} a token (a one-token "
-        "document, a prompt whose completion was cut away, or a document whose only loss-mask tokens start blocks)."
+        f"{plural(count, 'packed document')}{f' ({named})' if named else ''} {verb} no training target: none of "
+        f"{its} a token (a one-token document, a prompt whose completion was cut away, or a document whose only "
+        "loss-mask tokens start blocks)."
     )
+
+
+MAX_NAMED = 5
+"""Most documents a note names."""
 
 
 CERTIFICATE_KINDS = {

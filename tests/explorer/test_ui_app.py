@@ -601,10 +601,10 @@ def test_the_inspect_tab_audits_an_uploaded_packed_file() -> None:
 def test_samples_that_train_nothing_are_said_on_the_page_not_only_in_a_tooltip() -> None:
     at = _app(sequences="[[1], [2, 3], [4]]", max_seq_length="4", strategy="split")
     _clean(at)
-    assert any(i.startswith("2 packed documents have no training target") for i in _texts(at, "info"))
+    assert any(i.startswith("2 packed documents (#1, #3) have no training target") for i in _texts(at, "info"))
     one = _app(sequences="[[1], [2, 3]]", max_seq_length="4", strategy="split")
     assert any(
-        i.startswith("1 packed document has no training target: none of its labels") for i in _texts(one, "info")
+        i.startswith("1 packed document (#1) has no training target: none of its labels") for i in _texts(one, "info")
     )
     none = _app(sequences="[[1, 2], [3, 4]]", max_seq_length="4", strategy="split")
     assert not any("no training target" in i for i in _texts(none, "info"))

@@ -80,9 +80,10 @@ def render(ctx: Context) -> None:
     certificate = getattr(layout, "certificate", None)
     if certificate is not None:
         st.caption(tables.certificate_note(certificate, layout.num_blocks))
-    untrained = tables.untrained_note(trained)
-    if untrained and ctx.samples is not None:
-        st.info(untrained)
+    if trained.samples_without_trainable_tokens and ctx.samples is not None:
+        targets = cache.document_targets(ctx.source, s)
+        packed = np.bincount(layout.piece_sequence, minlength=len(targets)) > 0
+        st.info(tables.untrained_note(trained, np.flatnonzero(packed & (targets == 0)).tolist()))
     if compute.window_blocks(s.max_seq_length, 1) == 0:
         st.warning(
             f"A block of {s.max_seq_length:,} tokens is too large to draw (the limit is {compute.MAX_DRAW_CELLS:,} "

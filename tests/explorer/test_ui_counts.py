@@ -138,3 +138,28 @@ def test_a_chat_source_counts_as_the_library(strategy: str) -> None:
     library = _library(samples, size, strategy, recipe.overflow)
     assert int(library["documents"]) >= 2  # type: ignore[call-overload]  # several chats, each with a trained answer
     _agree(_page(at), library)
+
+
+def test_a_lengths_only_source_counts_as_the_library() -> None:
+    """Lengths only: every real token is in the loss mask, and each count on the Result and Loss weights tabs is the
+    plan's (``PackingStats``) and each document's share of the loss ``effective_weights`` of its training targets."""
+    from explorer.core.sources import Synthetic
+    from packing.batches.packed import targets_per_sample
+
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update({"source": "synthetic", "count": "12", "max_length": "40", "max_seq_length": "64"})
+    at.run()
+    assert not at.exception and not at.error
+    lengths = Synthetic(12, str(at.session_state["distribution"]), 0, 40).load().lengths
+    layout = packing.plan(lengths, 64, "bfd")
+    page = _page(at)
+    stats = layout.stats
+    assert page["blocks"] == stats.num_blocks and page["padding"] == stats.padding_tokens
+    assert page["loss mask"] == page["table loss mask"] == stats.trainable_tokens
+    assert page["targets"] == page["table targets"] == page["weights targets"] == stats.target_tokens
+    targets = targets_per_sample(layout)
+    assert page["per document"] == {d: int(targets[d - 1]) for d in page["per document"]}  # type: ignore[attr-defined]
+    for mode in MODES:
+        shares = packing.effective_weights(targets, mode)  # type: ignore[arg-type]
+        for document, weights in page["weights"].items():  # type: ignore[attr-defined]
+            assert weights[mode] == pytest.approx(shares[document - 1], abs=1e-4)

@@ -259,7 +259,7 @@ def _result_text(view: Window) -> None:
     elif view.has_tokens and batch.max_seq_length > MAX_TEXT_WIDTH:
         st.caption(f"The classic text form is printed for blocks of up to {MAX_TEXT_WIDTH} tokens; see the table.")
     st.subheader("Blocks")
-    labels = batch.labels if view.has_tokens else None
+    labels = batch.labels  # lengths only: every token in the loss mask, as the numbers above count it
     ids = view.has_tokens and batch.max_seq_length > MAX_TEXT_WIDTH  # else the classic form above has them
     table = tables.blocks_table(batch.input_ids, batch.loss_mask, view.sequence_ids, view.first, ids, labels)
     if not ids:  # a narrow table: drawn as a plain table, whose headers wrap on a phone instead of scrolling

@@ -5,8 +5,8 @@ sessions' Python (``benchmarks/gil.py``); a chat template or a tokenizer can run
 no thread can interrupt. In a worker process such work has a GIL of its own, and killing the process is the one
 reliable way to stop it.
 
-Each worker is a ``concurrent.futures.ProcessPoolExecutor`` of one process (``spawn``, replaced after
-``TASKS_PER_WORKER`` calls), so that killing one stops one call and nobody else's:
+Each worker is a ``concurrent.futures.ProcessPoolExecutor`` of one process (``spawn``), so that killing one stops
+one call and nobody else's (one executor for several processes breaks all their calls when one is killed):
 
 - ``run(function, *args, lane_name=..., seconds=...)`` calls ``function`` in a worker of the lane and returns its
   result. The waiting thread looks every ``SLICE`` seconds at the call and at ``memo.stop_check()``, which raises
@@ -73,9 +73,6 @@ LANES = {"search": 0, "long": 1, "load": 1}
 """Workers per lane (0: ``WORKERS``)."""
 START_WAIT = 30.0
 """Most seconds a kill waits for a process that is still starting to say which it is."""
-TASKS_PER_WORKER = 200
-"""Calls a worker process answers before a fresh one takes its place (``max_tasks_per_child``): whatever the
-calls left in its heap (compiled solvers, a tokenizer's caches) goes with it."""
 
 
 class WorkerDied(RuntimeError):
@@ -175,15 +172,16 @@ def _call(function: Callable[..., R], args: tuple[Any, ...]) -> R:
 
 
 class _Worker:
-    """One worker process: an executor of one process, and the connection its calls report on."""
+    """One worker process: an executor of one process, and the connection its calls report on. It is not replaced
+    after a number of calls (``max_tasks_per_child``): in CPython 3.11 to 3.14 an executor that replaces its process
+    can be left without one (python/cpython#115634), and a kill would aim at a process it has not heard of; each
+    call gives its memory back instead (``_call``)."""
 
     def __init__(self, niceness: int, warm: bool = False) -> None:
         spawn = multiprocessing.get_context("spawn")
         self.inbox, self.outbox = spawn.Pipe(duplex=False)
         initargs = (self.outbox, niceness, _INITIALIZER[0])
-        self.pool = ProcessPoolExecutor(
-            1, spawn, initializer=_start, initargs=initargs, max_tasks_per_child=TASKS_PER_WORKER
-        )
+        self.pool = ProcessPoolExecutor(1, spawn, initializer=_start, initargs=initargs)
         self.pid: int | None = None
         """The process, once it said it is ready (``_start``)."""
         self.spawned = self.killed = False

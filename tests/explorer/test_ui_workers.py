@@ -226,3 +226,4 @@ def test_an_upload_reports_its_progress_to_the_page_that_waits(
     assert len(heard) >= 2, heard  # more than the end alone: the rows are read in chunks
     assert [done for done, _ in heard] == sorted(done for done, _ in heard)
     assert heard[-1] == (5_000, 5_000)
+

@@ -5,8 +5,9 @@ sessions' Python (``benchmarks/gil.py``); a chat template or a tokenizer can run
 no thread can interrupt. In a worker process such work has a GIL of its own, and killing the process is the one
 reliable way to stop it.
 
-Each worker is a ``concurrent.futures.ProcessPoolExecutor`` of one process (``spawn``), so that killing one stops
-one call and nobody else's (one executor for several processes breaks all their calls when one is killed):
+Each worker is a ``concurrent.futures.ProcessPoolExecutor`` of one process (``spawn``, a fresh one after
+``TASKS_PER_WORKER`` calls), so that killing one stops one call and nobody else's (one executor for several
+processes breaks all their calls when one is killed):
 
 - ``run(function, *args, lane_name=..., seconds=...)`` calls ``function`` in a worker of the lane and returns its
   result. The waiting thread looks every ``SLICE`` seconds at the call and at ``memo.stop_check()``, which raises
@@ -73,6 +74,9 @@ LANES = {"search": 0, "long": 1, "load": 1}
 """Workers per lane (0: ``WORKERS``)."""
 START_WAIT = 30.0
 """Most seconds a kill waits for a process that is still starting to say which it is."""
+TASKS_PER_WORKER = 200
+"""Calls a worker process answers before a fresh one takes its place (``max_tasks_per_child``): whatever the
+calls left in its heap (compiled solvers, a tokenizer's caches) goes with it."""
 
 
 class WorkerDied(RuntimeError):
@@ -172,25 +176,33 @@ def _call(function: Callable[..., R], args: tuple[Any, ...]) -> R:
 
 
 class _Worker:
-    """One worker process: an executor of one process, and the connection its calls report on. It is not replaced
-    after a number of calls (``max_tasks_per_child``): in CPython 3.11 to 3.14 an executor that replaces its process
-    can be left without one (python/cpython#115634), and a kill would aim at a process it has not heard of; each
-    call gives its memory back instead (``_call``)."""
+    """One worker process: an executor of one process (a fresh one after ``TASKS_PER_WORKER`` calls), and the
+    connection its processes report on. A call is submitted only when the one before has answered (the lane hands
+    a worker to one call at a time): CPython 3.11 to 3.14 can leave an executor that replaces its process without
+    one when calls wait in its queue (python/cpython#115634)."""
 
     def __init__(self, niceness: int, warm: bool = False) -> None:
         spawn = multiprocessing.get_context("spawn")
         self.inbox, self.outbox = spawn.Pipe(duplex=False)
         initargs = (self.outbox, niceness, _INITIALIZER[0])
-        self.pool = ProcessPoolExecutor(1, spawn, initializer=_start, initargs=initargs)
+        self.pool = ProcessPoolExecutor(
+            1, spawn, initializer=_start, initargs=initargs, max_tasks_per_child=TASKS_PER_WORKER
+        )
         self.pid: int | None = None
         """The process, once it said it is ready (``_start``)."""
         self.spawned = self.killed = False
+        self.last: Future[Any] | None = None
         if warm:  # its process started now (the executor starts it at its first call)
             self.submit(_nothing)
 
-    def submit(self, function: Callable[..., R], *args: Any) -> Future[R]:
+    def submit(self, function: Callable[..., R], *args: Any, check: Callable[[], None] = _nothing) -> Future[R]:
+        """``function(*args)`` in the process once its previous call (a warm-up) is done, ``check`` called while
+        waiting."""
+        while self.last is not None and not wait([self.last], timeout=SLICE).done:
+            check()
         self.spawned = True
-        return self.pool.submit(function, *args)
+        self.last = self.pool.submit(function, *args)
+        return self.last
 
     def read(self, timeout: float = 0.0) -> tuple[int | None, list[tuple[int, int]]]:
         """What the process said since the last read: the process id of a call that started, and the progress
@@ -199,12 +211,12 @@ class _Worker:
         while not self.inbox.closed and self.inbox.poll(timeout):
             timeout = 0.0
             kind, sent = self.inbox.recv()
-            if kind == "ready":
-                self.pid = sent
-            elif kind == "started":
-                started = sent
-            else:
+            if kind == "progress":
                 progress.append(sent)
+                continue
+            self.pid = sent  # "ready" (a process started) or "started" (it runs a call)
+            if kind == "started":
+                started = sent
         return started, progress
 
     def kill(self) -> None:
@@ -212,6 +224,7 @@ class _Worker:
         gentler; a process still starting is waited for, up to ``START_WAIT`` seconds); the executor notices and
         reaps it."""
         self.killed = True
+        self.read()  # the last process it heard from: the one running the call, or a new one starting
         if self.spawned and self.pid is None:
             self.read(START_WAIT)
         if self.pid is not None:
@@ -234,10 +247,11 @@ class _Lane:
         self.busy: set[int] = set()
 
     def stop(self) -> None:
+        """Let every idle worker's process end (a busy one ends with its call; all end with the server)."""
         while not self.idle.empty():
             worker = self.idle.get()
             if worker is not None:
-                worker.kill()
+                worker.pool.shutdown(wait=False, cancel_futures=True)
 
 
 _LANES: dict[str, _Lane] = {}
@@ -301,7 +315,7 @@ def run(function: Callable[..., R], *args: Any, lane_name: str = "search", secon
         for attempt in range(2):
             try:
                 worker = worker if worker is not None and not worker.killed else _Worker(where.niceness)
-                future: Future[R] = worker.submit(_call, function, args)
+                future: Future[R] = worker.submit(_call, function, args, check=check)
             except OSError as error:  # no process can start here (limits, a sandbox): this call in the server
                 _LOG.warning("workers cannot start (%s); running %s here", error, function.__name__)
                 return function(*args)

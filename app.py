@@ -27,7 +27,7 @@ def main() -> None:
 
     st.set_page_config(page_title="packing explorer", page_icon="📦", layout="wide")
     page.warm_up()
-    sidebar.check_link()
+    sidebar.check_link(TITLES)
     source, recipe, problem = sidebar.render()
 
     st.title("Sample packing explorer")

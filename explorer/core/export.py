@@ -42,10 +42,11 @@ def parquet_bytes(batch: packing.PackedBatch) -> bytes:
 
 
 def documents_jsonl(batch: packing.PackedBatch, tokenizer: Any) -> bytes:
-    """One JSON object per packed document (``text_view.documents_table``): block, sample, tokens, trained, text.
+    """One JSON object per packed document (``text_view.documents_table``): block, sample, tokens, loss_mask (its
+    tokens with loss mask 1), targets (its labels that are not -100), text.
 
     >>> print(documents_jsonl(packing.pack([{"text": "hi"}], 4, tokenizer="bytes"), "bytes").decode(), end="")
-    {"block": 0, "sample": 0, "tokens": 3, "trained": 3, "text": "hi<|endoftext|>"}
+    {"block": 0, "sample": 0, "tokens": 3, "loss_mask": 3, "targets": 2, "text": "hi<|endoftext|>"}
     """
     from explorer.core.text import documents_table
 

@@ -10,7 +10,7 @@ it before any widget reads it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import packing
@@ -68,12 +68,16 @@ PARAMS: dict[str, Choice | Whole | Names] = {
     "time_limit": Whole(1, 600),
     "max_sequences_per_block": Whole(0, MAX_SEQUENCES),
 }
-"""Parameter name (= widget key) and the values it takes. ``sequences`` and ``tab`` are checked where they are
-read (the parser, ``st.tabs``)."""
+"""Parameter name (= widget key) and the values it takes. ``sequences`` is checked where it is read (the parser),
+``tab`` against the page's tabs (``check_link``'s ``tabs``)."""
+READ_ELSEWHERE = frozenset({"sequences", "tokenizer", "embed", "embed_options"})
+"""Parameters read but not checked here: the pasted text (by its parser), the tokenizer (by the tokenizer choice)
+and Streamlit's own."""
 
 
-def check_link(params: Mapping[str, str | list[str]]) -> tuple[list[str], list[str]]:
-    """The parameters to drop, and a plain sentence for each.
+def check_link(params: Mapping[str, str | list[str]], tabs: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """The parameters to drop, and a plain sentence for each: a value a parameter cannot take, a ``tab`` that is
+    none of ``tabs``, a name the page does not read.
 
     >>> check_link({"roles_to_train": ["assistant", "tool"], "loss": "last_turn"})
     ([], [])
@@ -81,11 +85,18 @@ def check_link(params: Mapping[str, str | list[str]]) -> tuple[list[str], list[s
     (['roles_to_train'], ["roles_to_train='<b>x</b>' is not a role name (a word of letters, digits, _ and -)"])
     >>> check_link({"strategy": "[Click here](https://x.y)", "max_seq_length": "9" * 500, "seed": "3"})
     (['max_seq_length', 'strategy'], ["max_seq_length='99999999999999999999999999999999999999… is not a whole number", "strategy='[Click here](https://x.y)' is not one of split, wrapped, next_fit, first_fit, first_fit_shuffle, ffd, bfd, spfhp, optimal, none"])
+    >>> check_link({"tab": "Nope", "foo": "1"}, tabs=("Result", "Compare"))
+    (['foo', 'tab'], ['foo is not a parameter this page reads', "tab='Nope' is not one of Result, Compare"])
     """
     drop, warnings = [], []
     for name in sorted(params):
         rule = PARAMS.get(name)
-        if rule is None:
+        if name == "tab":
+            rule = Choice(tuple(tabs))
+        elif rule is None:
+            if name not in READ_ELSEWHERE:
+                drop.append(name)
+                warnings.append(f"{name if _NAME.fullmatch(name) else quote(name)} is not a parameter this page reads")
             continue
         value = params[name]
         raw = value[-1] if isinstance(value, list) else value

@@ -163,11 +163,12 @@ class Paste(Source):
         return DataOrigin(samples=parse_sequences(self.text).samples)
 
 
-DEFAULT_TEXT_ROWS = example_text("messages")
+DEFAULT_TEXT_ROWS = example_text("chats")
 TEXT_FORM_KEYS = ("text", "prompt and completion", "messages")
 DEFAULT_TOKENIZER = "bytes"
-TEXT_MAX_SEQ_LENGTH = 32
-"""Block size of the text examples: narrow enough that every cell prints its token."""
+TEXT_MAX_SEQ_LENGTH = 64
+"""Block size of the text examples: two of the short chats (``explorer.core.text.CHATS``) to a block; a cell prints
+its token where the chart is wide enough (hover and the table under it have the text everywhere)."""
 
 
 @dataclass(frozen=True)
@@ -364,10 +365,7 @@ class Upload(Source):
     def reading(self) -> str:
         shown = quote(self.name, 60).strip("'\"")
         size = f"{len(self.data) / 2**20:,.1f} MB" if len(self.data) >= 2**20 else f"{len(self.data):,} bytes"
-        return (
-            f"Reading {shown} ({size}); text rows are tokenized with {quote(self.tokenizer, 40)} "
-            "in a worker process, stopped if you leave"
-        )
+        return f"Reading {shown} ({size}) in a worker process, stopped if you leave"
 
     @classmethod
     def of(cls, name: str, data: bytes, tokenizer: str = DEFAULT_TOKENIZER) -> Upload:

@@ -222,14 +222,15 @@ def block_labels(batch: Any, block: int, per_sample: Sequence[Sequence[str]], pa
 
 
 def documents_table(batch: Any, tokenizer: Any, *, skip_special_tokens: bool = False) -> list[dict[str, Any]]:
-    """The export's round trip: one line per document of a packed batch with its block, sample, tokens, trained
-    tokens and decoded text (``packing.decode_documents``), in block order. O(tokens).
+    """The export's round trip: one line per document of a packed batch with its block, sample, tokens, tokens
+    with loss mask 1, training targets (labels that are not -100) and decoded text (``packing.decode_documents``),
+    in block order. O(tokens).
 
     >>> import packing
     >>> tokens, mask, offsets = encode_rows([{"text": "hi"}, {"prompt": "a", "completion": "b"}], "bytes")
     >>> batch = packing.pack([{"input_ids": tokens[:3], "loss_mask": mask[:3]}, {"input_ids": tokens[3:], "loss_mask": mask[3:]}], 8, strategy="next_fit")
-    >>> [(d["block"], d["sample"], d["tokens"], d["trained"], d["text"]) for d in documents_table(batch, "bytes")]
-    [(0, 0, 3, 3, 'hi<|endoftext|>'), (0, 1, 3, 2, 'ab<|endoftext|>')]
+    >>> [tuple(d.values()) for d in documents_table(batch, "bytes")]
+    [(0, 0, 3, 3, 2, 'hi<|endoftext|>'), (0, 1, 3, 2, 2, 'ab<|endoftext|>')]
     """
     texts = decode_documents(batch, loaded(tokenizer), skip_special_tokens=skip_special_tokens)
     table: list[dict[str, Any]] = []
@@ -241,7 +242,8 @@ def documents_table(batch: Any, tokenizer: Any, *, skip_special_tokens: bool = F
                     "block": block,
                     "sample": int(batch.sequence_ids[block, start]),
                     "tokens": int(length),
-                    "trained": int(batch.loss_mask[block, start : start + length].sum()),
+                    "loss_mask": int(batch.loss_mask[block, start : start + length].sum()),
+                    "targets": int((batch.labels[block, start : start + length] != -100).sum()),
                     "text": texts[len(table)],
                 }
             )
@@ -377,20 +379,47 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 }
 """One example row of each text form (keys as in ``packing.core.forms.TEXT_FORMS``)."""
 
+
+def _chat(*turns: tuple[str, str]) -> dict[str, Any]:
+    """A chat of (question, answer) turns."""
+    messages = []
+    for question, answer in turns:
+        messages += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+    return {"messages": messages}
+
+
+CHATS: list[dict[str, Any]] = [
+    _chat(("Red?", "A colour."), ("Sky?", "Blue.")),
+    _chat(("2 + 2?", "4.")),
+    _chat(("Hi!", "Hello.")),
+    _chat(("Say yes.", "Yes.")),
+    _chat(("3 x 3?", "9.")),
+    _chat(("Ice is?", "Cold.")),
+    _chat(("Yes or no?", "No.")),
+]
+"""The text source's first example: seven short chats whose assistant turns are trained. With the byte tokenizer
+they are 29 to 64 tokens long, so best-fit decreasing packs them whole, two to a block of 64, in four blocks: each
+block shows where one chat ends and the next starts, and which tokens of each are trained."""
+
 EXAMPLE_TITLES = {
+    "chats": "Several chats (messages)",
     "text": "Plain text",
     "prompt_completion": "Prompt / completion",
-    "messages": "Chat (messages)",
+    "messages": "One chat with a system turn (messages)",
     "conversational": "Chat prompt / completion (TRL)",
 }
 
 
 def example_text(form: str) -> str:
-    """The example of ``form`` as the JSON a user would paste.
+    """The example of ``form`` as the JSON a user would paste (``chats``: one JSON line per chat).
 
     >>> example_text("prompt_completion")
     '{"prompt": "Translate to French: cheese\\\\n", "completion": "fromage"}'
+    >>> len(example_text("chats").splitlines())
+    7
     """
+    if form == "chats":
+        return "\n".join(json.dumps(row, ensure_ascii=False) for row in CHATS)
     return json.dumps(EXAMPLES[form], ensure_ascii=False)
 
 

@@ -19,6 +19,7 @@ from explorer.core.parsing import InputError
 from explorer.core.runs import Window
 from explorer.core.safety import describe, plot_text
 from explorer.core.sources import Source, Text, Upload
+from explorer.core.weighting import targets_per_document
 from explorer.server import workers
 from explorer.server.memo import memoized
 from explorer.views import figures, tables
@@ -117,6 +118,19 @@ def _trainable(source: Source, recipe: packing.Recipe) -> packing.TrainableCount
     layout = plan(source, recipe).layout
     assert layout is not None
     return compute.trainable_counts(layout, dataset(source, recipe).samples)
+
+
+def document_targets(source: Source, recipe: packing.Recipe) -> Any:
+    """Training targets (labels that are not -100) of every document in the recipe's plan: what
+    ``PackedBatch.loss_weights`` weighs (``explorer.core.weighting.targets_per_document``)."""
+    return _document_targets(source, _planning(recipe))
+
+
+@memoized
+def _document_targets(source: Source, recipe: packing.Recipe) -> Any:
+    layout = plan(source, recipe).layout
+    assert layout is not None
+    return targets_per_document(layout, dataset(source, recipe).samples)
 
 
 def pad_id(recipe: packing.Recipe) -> int:

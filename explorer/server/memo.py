@@ -1,12 +1,12 @@
 """The server's cache: shared by every session, bounded in bytes and in time, keyed by the real inputs.
 
 Streamlit's ``st.cache_data``/``st.cache_resource`` bound a cache by entry count and age only, and one large
-dataset per entry can take the server down for everyone. This store adds the missing byte budget:
+dataset per entry can take the server down for everyone. The store is cachetools' ``TTLCache`` sized in bytes
+(``getsizeof``: every entry measured once, as it is stored, by ``deep_size``):
 
-- every entry's size is measured (numpy arrays, dataclasses, containers) when it is stored;
 - the least recently used entries are evicted until the total fits ``MemoStore.max_bytes``;
-- an entry unused for ``ttl`` seconds is dropped (by the next access, and by a sweeper thread every minute once
-  ``start`` ran);
+- an entry unused for ``ttl`` seconds is dropped (a use stores it again, which restarts its time; expired entries
+  go at the next access, and every minute once ``start`` ran);
 - an entry larger than a third of the budget is computed but not kept (the largest dataset the page reads,
   16,000,000 tokens, takes about 150 MB, within a third of the default 512 MiB);
 - concurrent sessions asking for the same missing entry wait for one computation instead of repeating it.
@@ -23,17 +23,19 @@ import os
 import sys
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 import numpy as np
+from cachetools import TTLCache
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_BUDGET_MB = int(os.environ.get("PACKING_EXPLORER_CACHE_MB", "512"))
 DEFAULT_TTL_SECONDS = float(os.environ.get("PACKING_EXPLORER_CACHE_TTL", "1800"))
+WAIT_SLICE = 0.1
+"""Seconds between two looks of a caller waiting for another's computation at its own script run."""
 
 
 def deep_size(value: Any, _seen: set[int] | None = None) -> int:
@@ -75,20 +77,17 @@ def deep_size(value: Any, _seen: set[int] | None = None) -> int:
     return size
 
 
-@dataclasses.dataclass
-class _Entry:
+class _Sized(NamedTuple):
+    """A stored value with its size, measured once."""
+
     value: Any
     size: int
-    used: float
 
 
-class _Flight:
-    """One computation in progress; other callers of the same key wait on it."""
+class _Flight(threading.Event):
+    """One computation in progress, set when it ends; ``error`` is what it raised (an ``Exception``)."""
 
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.value: Any = None
-        self.error: BaseException | None = None
+    error: BaseException | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,96 +97,80 @@ class MemoStats:
     max_bytes: int
     hits: int
     misses: int
-    evictions: int
 
 
 class MemoStore:
-    """A thread-safe LRU store with a byte budget and an idle time to live."""
+    """A thread-safe LRU store with a byte budget and an idle time to live, and one computation per missing key."""
 
     def __init__(self, max_bytes: int, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.max_bytes = max_bytes
-        self.ttl = ttl
-        self._clock = clock
         self._lock = threading.Lock()
-        self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
+        self._entries: TTLCache[Hashable, _Sized] = TTLCache(max_bytes, ttl, clock, lambda entry: entry.size)
         self._flights: dict[Hashable, _Flight] = {}
-        self._bytes = 0
-        self._hits = self._misses = self._evictions = 0
+        self._hits = self._misses = 0
 
     def stats(self) -> MemoStats:
         with self._lock:
-            return MemoStats(len(self._entries), self._bytes, self.max_bytes, self._hits, self._misses, self._evictions)
+            entries = self._entries
+            return MemoStats(len(entries), int(entries.currsize), self.max_bytes, self._hits, self._misses)
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
-            self._bytes = 0
 
-    def expire(self) -> None:
-        """Drop every entry unused for ``ttl`` seconds."""
+    def expire(self) -> int:
+        """Drop every entry unused for ``ttl`` seconds; how many there were."""
         with self._lock:
-            self._expire_locked()
+            return len(self._entries.expire())
 
-    def _expire_locked(self) -> None:
-        limit = self._clock() - self.ttl
-        while self._entries:
-            key, entry = next(iter(self._entries.items()))
-            if entry.used >= limit:
-                break
-            self._drop_locked(key)
-
-    def _drop_locked(self, key: Hashable) -> None:
-        entry = self._entries.pop(key)
-        self._bytes -= entry.size
-        self._evictions += 1
+    def _take(self, key: Hashable) -> tuple[bool, Any, _Flight | None]:
+        """Under the lock: (found, value) of ``key``, stored again (its time to live restarts, it becomes the
+        most recently used); else the flight to wait for, or None when the caller is to compute it."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            del self._entries[key]
+            self._entries[key] = entry
+            self._hits += 1
+            return True, entry.value, None
+        flight = self._flights.get(key)
+        if flight is None:
+            self._flights[key] = _Flight()
+            self._misses += 1
+        return False, None, flight
 
     def get_or_compute(self, key: Hashable, compute: Callable[[], R]) -> R:
         """The stored value of ``key``, else ``compute()`` (once, however many callers ask at the same time).
 
         An exception is not stored: it reaches every caller waiting for this computation, except the stop of the
-        owner's script run (a ``BaseException``, like Streamlit's ``StopException``): then a waiting caller computes
-        the value itself. A waiting caller's own stopped run stops its wait (``stop_check``).
+        owner's script run (a ``BaseException``, like Streamlit's ``StopException``): then a waiting caller asks
+        again, and computes the value itself. A waiting caller's own stopped run stops its wait (``stop_check``).
         """
-        with self._lock:
-            self._expire_locked()
-            entry = self._entries.get(key)
-            if entry is not None:
-                entry.used = self._clock()
-                self._entries.move_to_end(key)
-                self._hits += 1
-                return entry.value  # type: ignore[no-any-return]
-            flight = self._flights.get(key)
-            owner = flight is None
+        check: Callable[[], None] | None = None
+        while True:
+            with self._lock:
+                found, value, flight = self._take(key)
+            if found:
+                return value  # type: ignore[no-any-return]
             if flight is None:
-                flight = self._flights[key] = _Flight()
-                self._misses += 1
-        if not owner:
-            check = stop_check()
-            while not flight.done.wait(0.1):  # a stopped script run stops waiting too
+                break
+            check = check or stop_check()
+            while not flight.wait(WAIT_SLICE):
                 check()
-            if flight.error is not None and not isinstance(flight.error, Exception):
-                return self.get_or_compute(key, compute)  # the owner's run was stopped: this one computes it
             if flight.error is not None:
                 raise flight.error
-            return flight.value  # type: ignore[no-any-return]
         try:
             value = compute()
         except BaseException as error:
-            flight.error = error
             with self._lock:
-                del self._flights[key]
-            flight.done.set()
+                done = self._flights.pop(key)
+                done.error = error if isinstance(error, Exception) else None
+                done.set()
             raise
-        flight.value = value
         size = deep_size(value)
         with self._lock:
-            del self._flights[key]
             if size <= self.max_bytes // 3:
-                self._entries[key] = _Entry(value, size, self._clock())
-                self._bytes += size
-                while self._bytes > self.max_bytes and self._entries:
-                    self._drop_locked(next(iter(self._entries)))
-        flight.done.set()
+                self._entries[key] = _Sized(value, size)
+            self._flights.pop(key).set()
         return value
 
 
@@ -213,15 +196,7 @@ def _key_of(value: Any) -> Hashable:
     return value if key is None else key  # type: ignore[no-any-return]
 
 
-def _never() -> None:
-    return None
-
-
-def _no_stop() -> Callable[[], None]:
-    return _never
-
-
-_STOP_CHECK: list[Callable[[], Callable[[], None]]] = [_no_stop]
+_STOP_CHECK: list[Callable[[], Callable[[], None]]] = [lambda: lambda: None]
 
 
 def set_stop_check(factory: Callable[[], Callable[[], None]]) -> None:
@@ -257,9 +232,7 @@ def release_memory() -> None:
 def _sweep_forever(store: MemoStore, every: float) -> None:
     while True:
         time.sleep(every)
-        before = store.stats().evictions
-        store.expire()
-        if store.stats().evictions != before:
+        if store.expire():
             release_memory()
 
 

@@ -52,7 +52,7 @@ def compile_everything() -> float:
 def _use(layout: packing.PackingPlan, samples: packing.Samples | None) -> None:
     """What the tabs do with a plan and its samples: count what trains, build blocks and read every column,
     weigh the documents (``samples`` None: lengths-only data)."""
-    from explorer.core.weighting import trained_per_document
+    from explorer.core.weighting import targets_per_document
 
     if samples is not None and not np.array_equal(samples.lengths, layout.lengths):
         strategy, overflow = compute.strategy_name(layout.strategy), compute.overflow_policy(layout.overflow)
@@ -62,7 +62,7 @@ def _use(layout: packing.PackingPlan, samples: packing.Samples | None) -> None:
     window = compute.window(layout, samples, 0, 2, 0)
     for column in ("labels", "position_ids", "sequence_ids", "loss_mask"):
         getattr(window.batch, column)
-    trained_per_document(layout.lengths, samples, 6)
+    targets_per_document(layout, samples)
 
 
 def _read_files(rows: list[object]) -> list[packing.Samples | None]:

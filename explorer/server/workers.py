@@ -5,11 +5,16 @@ sessions' Python (``benchmarks/gil.py``); a chat template or a tokenizer can run
 no thread can interrupt. In a worker process such work has a GIL of its own, and killing the process is the one
 reliable way to stop it.
 
-- ``run(function, *args, lane=..., seconds=...)`` calls ``function`` in a worker of ``lane`` and returns its
-  result. The waiting thread polls in ``SLICE``-second steps, and at each step asks ``memo.stop_check()``
-  whether its Streamlit script run was stopped (the visitor closed the tab, or the page reran): then the worker
-  is killed and the stop raised on, so that Streamlit ends the run. After ``seconds`` the worker is killed too,
-  and the call raises ``TimedOut`` (one line on the page). A killed worker is replaced by a new one.
+Each worker is a ``concurrent.futures.ProcessPoolExecutor`` of one process (``spawn``, a fresh one after
+``TASKS_PER_WORKER`` calls), so that killing one stops one call and nobody else's (one executor for several
+processes breaks all their calls when one is killed):
+
+- ``run(function, *args, lane_name=..., seconds=...)`` calls ``function`` in a worker of the lane and returns its
+  result. The waiting thread looks every ``SLICE`` seconds at the call and at ``memo.stop_check()``, which raises
+  once its Streamlit script run was stopped (the visitor closed the tab, or the page reran): then the worker is
+  killed and the stop raised on, so that Streamlit ends the run. After ``seconds`` (counted from the moment the
+  call starts in its worker, after the worker's warm-up) the worker is killed too, and the call raises
+  ``TimedOut`` (one line on the page). A killed worker is replaced by a new one.
 - Lanes keep one visitor's long work from holding the workers everyone else's short work needs: ``"search"``
   (searches bounded by the page's own 5 s limit, the Compare and Sweep tabs: ``WORKERS`` processes), ``"long"``
   (a search a link asked to run longer, capped at ``compute.MAX_TIME_LIMIT``: one process) and ``"load"``
@@ -20,9 +25,9 @@ reliable way to stop it.
   call is tried once more in a new worker, and if that one dies too it fails with a ``WorkerDied``, never run in
   the server, whose memory every session shares. When workers are off (``PACKING_EXPLORER_WORKERS=0``) or
   cannot start, the call runs here, in the server, without a deadline.
-- Workers are started with ``spawn`` (a server's threads make ``fork`` unsafe); the search lane's start
-  ``START_DELAY`` seconds after the server has warmed up (``start_soon``), the others at their first call. Each
-  loads the compiled kernels once and watches the server, exiting with it however the server is stopped.
+- The search lane's workers start ``START_DELAY`` seconds after the server has warmed up (``start_soon``), the
+  others at their first call. Each loads the compiled kernels once (``configure``) and watches the server,
+  exiting with it however the server is stopped.
 - Work can say how far it is: ``report(done, total)`` (passed to the work as its ``progress`` callback) reaches
   the listener of the thread that waits for it (``listening``), from a worker or in this process alike.
 - Arguments and results cross by pickling. ``spawn`` imports the server's ``__main__`` in every worker, and
@@ -39,10 +44,13 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import queue
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
@@ -50,7 +58,6 @@ from explorer.server.memo import release_memory, stop_check
 
 _LOG = logging.getLogger("explorer")
 R = TypeVar("R")
-Check = Callable[[], None]
 
 WORKERS = int(os.environ.get("PACKING_EXPLORER_WORKERS", str(min(2, os.cpu_count() or 1))))
 """Worker processes of the search lane; 0 runs everything in the server's own process."""
@@ -65,6 +72,11 @@ LOW_PRIORITY = 15
 """Niceness of the search lane's workers and of the long and load lanes' (the server runs at 0)."""
 LANES = {"search": 0, "long": 1, "load": 1}
 """Workers per lane (0: ``WORKERS``)."""
+START_WAIT = 30.0
+"""Most seconds a kill waits for a process that is still starting to say which it is."""
+TASKS_PER_WORKER = 200
+"""Calls a worker process answers before a fresh one takes its place (``max_tasks_per_child``): whatever the
+calls left in its heap (compiled solvers, a tokenizer's caches) goes with it."""
 
 
 class WorkerDied(RuntimeError):
@@ -86,23 +98,9 @@ class TimedOut(RuntimeError):
         super().__init__(f"it took longer than the {seconds:g} s the explorer gives it, and was stopped")
 
 
-def _exit_with_the_server() -> None:
-    """In a worker: exit as soon as the server's process is gone (stopped by any means, even killed)."""
-    from multiprocessing.connection import wait
-
-    server = multiprocessing.parent_process()
-    if server is not None:
-        wait([server.sentinel])
-        os._exit(0)
-
-
-def _nothing() -> None:
-    return None
-
-
 Progress = Callable[[int, int], None]
 _SERVED: list[Connection] = []
-"""In a worker: its connection to the server (where ``report`` sends)."""
+"""In a worker: its connection to the server (where ``report`` and ``_call`` send)."""
 _LISTENERS = threading.local()
 
 
@@ -134,6 +132,10 @@ def listening(listener: Progress) -> Iterator[None]:
         _LISTENERS.listener = previous
 
 
+def _nothing() -> None:
+    return None
+
+
 _INITIALIZER: list[Callable[[], None]] = [_nothing]
 
 
@@ -143,91 +145,113 @@ def configure(initializer: Callable[[], None]) -> None:
     _INITIALIZER[0] = initializer
 
 
-def _serve(connection: Connection, niceness: int, initializer: Callable[[], None] = _nothing) -> None:
-    """A worker's life: lower its priority, watch the server, run ``initializer`` (load the kernels), say so,
-    then answer calls one at a time until the server closes the connection."""
+def _exit_with_the_server() -> None:
+    """In a worker: exit as soon as the server's process is gone (stopped by any means, even killed)."""
+    from multiprocessing.connection import wait
+
+    server = multiprocessing.parent_process()
+    if server is not None:
+        wait([server.sentinel])
+        os._exit(0)
+
+
+def _start(connection: Connection, niceness: int, initializer: Callable[[], None]) -> None:
+    """A worker's start (the executor's ``initializer``): a lower priority, the server watched, the kernels
+    loaded, and the connection ``report`` sends on."""
+    connection.send(("ready", os.getpid()))  # first: the server can kill it from now on
     with contextlib.suppress(OSError):
         os.nice(niceness)
     threading.Thread(target=_exit_with_the_server, name="server-watch", daemon=True).start()
     initializer()
-    _SERVED.append(connection)
-    connection.send(("ready", None))
-    while True:
-        try:
-            function, args = connection.recv()
-        except (EOFError, OSError):
-            return
-        try:
-            reply: tuple[str, Any] = ("ok", function(*args))
-        except Exception as error:  # raised in the server as it is
-            reply = ("error", error)
-        finally:
-            release_memory()  # a search on a million sequences allocates hundreds of MB for a moment
-        try:
-            connection.send(reply)
-        except Exception as error:  # an unpicklable result or error: its first line
-            connection.send(("error", RuntimeError(str(error).splitlines()[0] if str(error) else type(error).__name__)))
+    _SERVED[:] = [connection]
 
 
-@dataclass
+def _call(function: Callable[..., R], args: tuple[Any, ...]) -> R:
+    """In a worker: say which process runs the call (its deadline starts now), run it, free its memory."""
+    _SERVED[0].send(("started", os.getpid()))
+    try:
+        return function(*args)
+    finally:
+        release_memory()  # a search on a million sequences allocates hundreds of MB for a moment
+
+
 class _Worker:
-    process: Any
-    connection: Connection
-    ready: bool = False
+    """One worker process: an executor of one process (a fresh one after ``TASKS_PER_WORKER`` calls), and the
+    connection its processes report on. A call is submitted only when the one before has answered (the lane hands
+    a worker to one call at a time): CPython 3.11 to 3.14 can leave an executor that replaces its process without
+    one when calls wait in its queue (python/cpython#115634)."""
+
+    def __init__(self, niceness: int, warm: bool = False) -> None:
+        spawn = multiprocessing.get_context("spawn")
+        self.inbox, self.outbox = spawn.Pipe(duplex=False)
+        initargs = (self.outbox, niceness, _INITIALIZER[0])
+        self.pool = ProcessPoolExecutor(
+            1, spawn, initializer=_start, initargs=initargs, max_tasks_per_child=TASKS_PER_WORKER
+        )
+        self.pid: int | None = None
+        """The process, once it said it is ready (``_start``)."""
+        self.spawned = self.killed = False
+        self.last: Future[Any] | None = None
+        if warm:  # its process started now (the executor starts it at its first call)
+            self.submit(_nothing)
+
+    def submit(self, function: Callable[..., R], *args: Any, check: Callable[[], None] = _nothing) -> Future[R]:
+        """``function(*args)`` in the process once its previous call (a warm-up) is done, ``check`` called while
+        waiting."""
+        while self.last is not None and not wait([self.last], timeout=SLICE).done:
+            check()
+        self.spawned = True
+        self.last = self.pool.submit(function, *args)
+        return self.last
+
+    def read(self, timeout: float = 0.0) -> tuple[int | None, list[tuple[int, int]]]:
+        """What the process said since the last read: the process id of a call that started, and the progress
+        it reported; waits up to ``timeout`` seconds for a first message."""
+        started, progress = None, []
+        while not self.inbox.closed and self.inbox.poll(timeout):
+            timeout = 0.0
+            kind, sent = self.inbox.recv()
+            if kind == "progress":
+                progress.append(sent)
+                continue
+            self.pid = sent  # "ready" (a process started) or "started" (it runs a call)
+            if kind == "started":
+                started = sent
+        return started, progress
 
     def kill(self) -> None:
-        """Stop the process at once (SIGKILL: a Jinja render or a HiGHS solve ignores anything gentler), reap it."""
-        self.process.kill()
-        self.process.join(10)
-        self.connection.close()
+        """Stop the process at once, whatever it runs (SIGKILL: a Jinja render or a HiGHS solve ignores anything
+        gentler; a process still starting is waited for, up to ``START_WAIT`` seconds); the executor notices and
+        reaps it."""
+        self.killed = True
+        self.read()  # the last process it heard from: the one running the call, or a new one starting
+        if self.spawned and self.pid is None:
+            self.read(START_WAIT)
+        if self.pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+        self.pool.shutdown(wait=self.spawned, cancel_futures=True)
+        self.inbox.close()
+        self.outbox.close()
 
 
-class _Died(Exception):
-    """The worker's process ended while a call was running in it."""
-
-
-@dataclass
 class _Lane:
-    name: str
-    size: int
-    niceness: int
-    idle: list[_Worker] = field(default_factory=list)
-    busy: set[int] = field(default_factory=set)
-    """Process ids of the workers running a call now."""
-    slots: threading.Semaphore = field(init=False)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    """The workers of one lane: the idle ones in a queue a call takes one from, ``busy`` the process ids of
+    those running a call now."""
 
-    def __post_init__(self) -> None:
-        self.slots = threading.Semaphore(self.size)
-
-    def start(self) -> _Worker:
-        """A new worker process (it loads its kernels in the background)."""
-        context = multiprocessing.get_context("spawn")
-        mine, theirs = context.Pipe()
-        args = (theirs, self.niceness, _INITIALIZER[0])
-        process = context.Process(target=_serve, args=args, name=f"packing-{self.name}", daemon=True)
-        process.start()
-        theirs.close()
-        return _Worker(process, mine)
-
-    def take(self) -> _Worker:
-        with self.lock:
-            while self.idle:
-                worker = self.idle.pop()
-                if worker.process.is_alive():
-                    return worker
-                worker.kill()
-        return self.start()
-
-    def give_back(self, worker: _Worker) -> None:
-        with self.lock:
-            self.idle.append(worker)
+    def __init__(self, name: str, size: int, niceness: int) -> None:
+        self.name, self.size, self.niceness = name, size, niceness
+        self.idle: queue.SimpleQueue[_Worker | None] = queue.SimpleQueue()
+        for _ in range(size):
+            self.idle.put(None)  # a slot whose worker starts at its first call
+        self.busy: set[int] = set()
 
     def stop(self) -> None:
-        with self.lock:
-            for worker in self.idle:
-                worker.kill()
-            self.idle.clear()
+        """Let every idle worker's process end (a busy one ends with its call; all end with the server)."""
+        while not self.idle.empty():
+            worker = self.idle.get()
+            if worker is not None:
+                worker.pool.shutdown(wait=False, cancel_futures=True)
 
 
 _LANES: dict[str, _Lane] = {}
@@ -254,7 +278,7 @@ def start_soon(delay: float = START_DELAY) -> None:
             return
         try:
             for _ in range(search.size):
-                search.give_back(search.start())
+                search.idle.put(search.idle.get() or _Worker(search.niceness, warm=True))
         except OSError as error:
             _LOG.warning("search workers unavailable (%s)", error)
 
@@ -281,63 +305,62 @@ def run(function: Callable[..., R], *args: Any, lane_name: str = "search", secon
     if where is None:
         return function(*args)
     check = stop_check()
-    while not where.slots.acquire(timeout=SLICE):  # waiting for a free worker of the lane
-        check()
+    while True:  # waiting for a free worker of the lane
+        try:
+            worker = where.idle.get(timeout=SLICE)
+            break
+        except queue.Empty:
+            check()
     try:
         for attempt in range(2):
             try:
-                worker = where.take()
+                worker = worker if worker is not None and not worker.killed else _Worker(where.niceness)
+                future: Future[R] = worker.submit(_call, function, args, check=check)
             except OSError as error:  # no process can start here (limits, a sandbox): this call in the server
                 _LOG.warning("workers cannot start (%s); running %s here", error, function.__name__)
                 return function(*args)
-            try:
-                return _call(where, worker, function, args, seconds, check)
-            except _Died:
-                _LOG.warning("a worker died running %s (attempt %d)", function.__name__, attempt + 1)
+            if _answered(where, worker, future, seconds, check, function.__name__):
+                return future.result()  # the function's own error, if it raised one, as it is
+            _LOG.warning("a worker died running %s (attempt %d)", function.__name__, attempt + 1)
         raise WorkerDied(function.__name__)
     finally:
-        where.slots.release()
+        if worker is not None and worker.killed and where.name == "search":
+            with contextlib.suppress(OSError):  # replaced now, so that the next search finds it warm
+                worker = _Worker(where.niceness, warm=True)
+        where.idle.put(worker if worker is None or not worker.killed else None)
 
 
-def _call(
-    where: _Lane, worker: _Worker, function: Callable[..., R], args: tuple[Any, ...], seconds: float, check: Check
-) -> R:
-    """One call in ``worker``: its answer, or the worker killed (deadline, a stopped run, a death)."""
-    pid = worker.process.pid
-    with where.lock:
-        where.busy.add(pid)
-    kept = False
+def _answered(
+    where: _Lane, worker: _Worker, future: Future[Any], seconds: float, check: Callable[[], None], name: str
+) -> bool:
+    """Wait for the call ``future`` in ``worker``, passing on its progress: True once it answered (a result or
+    the function's own error), False when its process died; past ``seconds`` or when the calling script run stops,
+    the worker is killed and ``TimedOut`` or the stop raised."""
+    pid: int | None = None
+    started = 0.0
     try:
-        worker.connection.send((function, args))
-        started = time.monotonic()
         while True:
-            if worker.connection.poll(SLICE):
-                kind, value = worker.connection.recv()
-                if kind == "ready":  # its warm-up is done: the call's own time starts now
-                    worker.ready, started = True, time.monotonic()
-                    continue
-                if kind == "progress":
-                    report(*value)  # to this thread's listener
-                    continue
-                kept = True
-                if kind == "error":
-                    raise value
-                return value  # type: ignore[no-any-return]
-            if not worker.process.is_alive():
-                raise _Died
-            if worker.ready and time.monotonic() - started > seconds:
-                raise TimedOut(function.__name__, seconds)
+            done = bool(wait([future], timeout=SLICE).done)
+            began, progress = worker.read()
+            if began is not None:  # its warm-up is done: the call's own time starts now
+                pid, started = began, time.monotonic()
+                with _LOCK:
+                    where.busy.add(pid)
+            for done_units, total in progress:
+                report(done_units, total)  # to this thread's listener
+            if done:
+                break
+            if pid is not None and time.monotonic() - started > seconds:
+                raise TimedOut(name, seconds)
             check()  # raises Streamlit's stop when the visitor's run ends
-    except (EOFError, OSError):
-        raise _Died from None
+    except BaseException:
+        worker.kill()
+        _LOG.info("stopped the worker %s running %s", pid, name)
+        raise
     finally:
-        with where.lock:
-            where.busy.discard(pid)
-        if kept:
-            where.give_back(worker)
-        else:
-            worker.kill()
-            _LOG.info("stopped the worker %s running %s", pid, function.__name__)
-            if where.name == "search":  # replaced now, so that the next search finds it warm
-                with contextlib.suppress(OSError):
-                    where.give_back(where.start())
+        with _LOCK:
+            where.busy.discard(pid or 0)
+    if isinstance(future.exception(), BrokenProcessPool):
+        worker.kill()
+        return False
+    return True

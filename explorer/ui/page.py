@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -26,33 +25,19 @@ PAGE_MODULES = ("explorer.ui.sidebar", "explorer.ui.tabs", "plotly.graph_objects
 """What a visit imports: loaded by the server's warm-up, before the first visit."""
 
 
-STOP_POLL = 0.5
-"""Seconds between a waiting run's calls into Streamlit, where a stopped run learns that it is stopped."""
-
-
 def streamlit_stop_check() -> Callable[[], None]:
     """What ends the calling script run once Streamlit has stopped it (the visitor left, or the page reruns), to be
-    called now and then while waiting. Streamlit stops a run at its next call into Streamlit; a wait that calls
-    nothing would never learn it. So every ``STOP_POLL`` seconds the check clears a placeholder of its own (an
-    empty element, made at the first poll: a short wait draws nothing), and Streamlit raises its stop there.
-    Outside a script run the placeholder does nothing. Public API only. O(1) a call.
+    called now and then while waiting. Streamlit acts on a stop or rerun it was asked for at the run's next call
+    into Streamlit; a wait that calls nothing would never learn it. Reading ``st.session_state`` is such a call
+    (Streamlit's own yield point, where it raises its stop), and draws nothing. Public API only. O(1) a call.
 
     >>> check = streamlit_stop_check()
-    >>> check()  # a wait's first poll: nothing drawn yet
     """
-    polled = [time.monotonic()]
-    slot: list[Any] = []
+    return _read_session_state
 
-    def check() -> None:
-        now = time.monotonic()
-        if now - polled[0] < STOP_POLL:
-            return
-        polled[0] = now
-        if not slot:
-            slot.append(st.empty())
-        slot[0].empty()  # Streamlit raises its stop (or rerun) here once the run should end
 
-    return check
+def _read_session_state() -> None:
+    "_stop_check" in st.session_state  # noqa: B015  Streamlit raises its stop (or rerun) here once it should end
 
 
 def preload() -> None:

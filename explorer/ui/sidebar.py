@@ -5,6 +5,7 @@ Streamlit's own ``bind="query-params"`` (widget key = parameter name, today's na
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import streamlit as st
@@ -77,20 +78,24 @@ def _forget_link_value(name: str) -> None:
         del st.query_params[name]
 
 
-def _bind(key: str) -> Literal["query-params"] | None:
-    """The widget ``key`` bound to the address, unless this session's link carried a value the page dropped:
-    Streamlit seeds a bound widget from the link as the session opened (a value like ``inf`` would stop the page),
-    so that widget starts from its default, unbound, for the session."""
+def _bind(key: str, default: Any) -> Literal["query-params"] | None:
+    """The widget ``key``, starting at ``default``, bound to the address (Streamlit keeps its value there when it
+    is not the default), unless this session's link carried a value the page dropped: Streamlit seeds a bound
+    widget from the link as the session opened (a value like ``inf`` would stop the page), so that widget starts
+    from its default, unbound, for the session. The default is noted for this run's share link (``share_params``),
+    which reads the values where Streamlit keeps them (``st.session_state``)."""
+    st.session_state.setdefault("_link_defaults", {})[key] = default
     return None if key in st.session_state.get("_unbound", ()) else BIND
 
 
-def check_link() -> None:
-    """On a session's first run: drop (and report) link parameters no widget can use; read the pasted text."""
+def check_link(tabs: Sequence[str]) -> None:
+    """On a session's first run: drop (and report) link parameters no widget can use, a ``tab`` none of ``tabs``
+    and names the page does not read; read the pasted text."""
     if st.session_state.get("_link_checked"):
         return
     st.session_state["_link_checked"] = True
     params = st.query_params.to_dict()
-    drop, warnings = links.check_link(params)
+    drop, warnings = links.check_link(params, tabs)
     st.session_state["_unbound"] = frozenset(drop)
     for name in drop:
         _forget_link_value(name)
@@ -164,7 +169,7 @@ def _load_text_example(rows: bool = True) -> None:
     """The chosen text example (``rows``: its text too) with blocks narrow enough to print every token, and
     over-long rows split across blocks so the whole conversation is seen."""
     if rows:
-        st.session_state["text_rows"] = example_text(st.session_state.get("text_example", "messages"))
+        st.session_state["text_rows"] = example_text(st.session_state.get("text_example", "chats"))
     st.session_state.update(max_seq_length=TEXT_MAX_SEQ_LENGTH, overflow="split")
 
 
@@ -172,7 +177,7 @@ def _text_inputs() -> Text:
     st.selectbox(
         "Load an example",
         list(EXAMPLE_TITLES),
-        index=list(EXAMPLE_TITLES).index("messages"),
+        index=list(EXAMPLE_TITLES).index("chats"),
         key="text_example",
         format_func=lambda k: EXAMPLE_TITLES[k],
         on_change=_load_text_example,
@@ -202,22 +207,28 @@ def _tokenizer_input(note: str = "") -> str:
         "Tokenizer",
         value=DEFAULT_TOKENIZER,
         key="tokenizer",
-        bind=_bind("tokenizer"),
+        bind=_bind("tokenizer", DEFAULT_TOKENIZER),
         help="bytes: the built-in UTF-8 byte tokenizer (ids 0-255 are bytes, then special tokens). With transformers "
         "installed: the name of a tokenizer folder the server's operator offers (PACKING_EXPLORER_TOKENIZERS); "
         "nothing is downloaded and no other path is read." + note,
     )
-    _remember("tokenizer", tokenizer, DEFAULT_TOKENIZER)
     return str(tokenizer)
 
 
 def _synthetic_inputs() -> Synthetic:
     count = st.number_input(
-        "Sequences", value=10_000, min_value=1, max_value=MAX_SEQUENCES, step=1000, key="count", bind=_bind("count")
+        "Sequences",
+        value=10_000,
+        min_value=1,
+        max_value=MAX_SEQUENCES,
+        step=1000,
+        key="count",
+        bind=_bind("count", 10_000),
     )
-    dist = st.selectbox("Length distribution", list(DISTRIBUTIONS), key="distribution", bind=_bind("distribution"))
+    names = list(DISTRIBUTIONS)
+    dist = st.selectbox("Length distribution", names, key="distribution", bind=_bind("distribution", names[0]))
     st.caption(DISTRIBUTIONS[dist])
-    seed = st.number_input("Seed", value=0, min_value=0, max_value=MAX_SEED, step=1, key="seed", bind=_bind("seed"))
+    seed = st.number_input("Seed", value=0, min_value=0, max_value=MAX_SEED, step=1, key="seed", bind=_bind("seed", 0))
     longest = st.number_input(
         "Longest length",
         value=2048,
@@ -225,15 +236,8 @@ def _synthetic_inputs() -> Synthetic:
         max_value=MAX_SEQ_LENGTH,
         step=256,
         key="max_length",
-        bind=_bind("max_length"),
+        bind=_bind("max_length", 2048),
     )
-    for key, value, default in (
-        ("count", count, 10_000),
-        ("distribution", dist, next(iter(DISTRIBUTIONS))),
-        ("seed", seed, 0),
-        ("max_length", longest, 2048),
-    ):
-        _remember(key, value, default)
     return Synthetic(int(count), str(dist), int(seed), int(longest))
 
 
@@ -244,7 +248,7 @@ def _workload_inputs() -> Workload:
         index=list(WORKLOADS).index(DEFAULT_WORKLOAD),
         key="workload",
         on_change=_workload_changed,
-        bind=_bind("workload"),
+        bind=_bind("workload", DEFAULT_WORKLOAD),
     )
     st.caption(workload_info(name).title)
     total = workload_info(name).sequences
@@ -255,12 +259,10 @@ def _workload_inputs() -> Workload:
         max_value=100_000_000,
         step=10_000,
         key="sample",
-        bind=_bind("sample"),
+        bind=_bind("sample", default_sample(name)),
         help=f"This distribution has {total:,} sequences. All of them are used in the file's order (as `packing "
         f"compare` reads them); fewer are a seeded random sample. The page works with up to {MAX_SEQUENCES:,} at a time.",
     )
-    _remember("workload", name, DEFAULT_WORKLOAD)
-    _remember("sample", count, default_sample(name))
     source = Workload(str(name), int(count))
     if (total if count == 0 else min(int(count), total)) > MAX_SEQUENCES:
         st.warning(
@@ -322,7 +324,7 @@ def _recipe(source: Source | None) -> tuple[packing.Recipe, str]:
         value=default,
         step=1,
         key="max_seq_length",
-        bind=_bind("max_seq_length"),
+        bind=_bind("max_seq_length", default),
         help=f"Tokens per block: a whole number from 1 to {MAX_SEQ_LENGTH:,}.",
     )
     problem = seq_length_problem(size) or ""
@@ -330,16 +332,15 @@ def _recipe(source: Source | None) -> tuple[packing.Recipe, str]:
         st.error(problem)
     first = source.default_strategy if source is not None else DATA_STRATEGY
     names = list(packing.STRATEGIES)
-    strategy = st.selectbox("Strategy", names, index=names.index(first), key="strategy", bind=_bind("strategy"))
+    strategy = st.selectbox("Strategy", names, index=names.index(first), key="strategy", bind=_bind("strategy", first))
     info = packing.STRATEGIES[strategy]
     st.caption(f"**{info.title}.** {info.description} Places documents {ORDER[info.order]}. Cost: {info.complexity}.")
     if info.warning:  # the auditor's finding about its blocks (the registry's), where it is chosen
         st.warning(info.warning)
     st.caption(STRATEGY_DEFAULTS)
     options = _strategy_options(info)
-    overflow = st.selectbox(
-        "Over-long sequences", list(packing.OVERFLOW_POLICIES), key="overflow", bind=_bind("overflow")
-    )
+    policies = list(packing.OVERFLOW_POLICIES)
+    overflow = st.selectbox("Over-long sequences", policies, key="overflow", bind=_bind("overflow", policies[0]))
     st.caption(f"**{overflow}**: {packing.OVERFLOW_POLICIES[overflow]}.")
     pad = st.number_input(
         "Pad token id",
@@ -348,16 +349,9 @@ def _recipe(source: Source | None) -> tuple[packing.Recipe, str]:
         max_value=MAX_PAD_TOKEN_ID,
         step=1,
         key="pad_token_id",
-        bind=_bind("pad_token_id"),
+        bind=_bind("pad_token_id", 0),
     )
     rules = _loss_inputs(source)
-    for key, value, fallback in (
-        ("max_seq_length", size, default),
-        ("strategy", strategy, first),
-        ("overflow", overflow, next(iter(packing.OVERFLOW_POLICIES))),
-        ("pad_token_id", pad, 0),
-    ):
-        _remember(key, value, fallback)
     valid = int(size) if not problem else 1
     try:
         recipe = packing.Recipe.of(
@@ -389,10 +383,9 @@ def _loss_inputs(source: Source | None) -> dict[str, Any]:
         names,
         captions=[LOSS[name] for name in names],
         key="loss",
-        bind=_bind("loss"),
+        bind=_bind("loss", names[0]),
         help=" ".join(f"**{name}**: {words}." for name, words in packing.LOSS_RULES.items()),
     )
-    _remember("loss", loss, "completion")
     if isinstance(source, Paste):
         st.caption(
             "Token rows keep their own loss_mask; a prompt/completion pair's prompt is trained only under all "
@@ -403,12 +396,11 @@ def _loss_inputs(source: Source | None) -> dict[str, Any]:
         "End-of-turn tokens trained",
         list(EOS_RULES),
         key="train_on_eos",
-        bind=_bind("train_on_eos"),
+        bind=_bind("train_on_eos", next(iter(EOS_RULES))),
         disabled=loss == "all",
         help=" ".join(f"**{name}**: {words}." for name, words in EOS_RULES.items()),
     )
     st.caption(f"**{eos}**: {EOS[eos]}." if loss != "all" else "Under loss all every token is trained.")
-    _remember("train_on_eos", eos, "turn")
     return {"loss": loss, "roles_to_train": _roles_input(source), "train_on_eos": eos}
 
 
@@ -425,14 +417,13 @@ def _roles_input(source: Source | None) -> tuple[str, ...]:
         list(dict.fromkeys([*DEFAULT_ROLES, *seen, *chosen])),
         default=list(DEFAULT_ROLES),
         key="roles_to_train",
-        bind=_bind("roles_to_train"),
+        bind=_bind("roles_to_train", list(DEFAULT_ROLES)),
         accept_new_options=True,
         help="The turns of these roles are trained (roles_to_train); type a role to add it.",
     )
     if not roles:
         st.warning("No role chosen: the assistant's turns are trained.")
         return DEFAULT_ROLES
-    _remember("roles_to_train", roles, list(DEFAULT_ROLES))
     return tuple(str(role) for role in roles)
 
 
@@ -463,10 +454,9 @@ def _strategy_options(info: packing.Strategy) -> dict[str, int]:
             max_value=largest,
             step=1,
             key=key,
-            bind=_bind(key),
+            bind=_bind(key, default),
             help=help,
         )
-        _remember(key, value, default)
         if value or name != "max_sequences_per_block":
             options[name] = int(value)
     return options
@@ -475,7 +465,7 @@ def _strategy_options(info: packing.Strategy) -> dict[str, int]:
 def render() -> tuple[Source | None, packing.Recipe, str]:
     """Draw the sidebar; return the source (None before a file is uploaded), the recipe of the choices, and why
     it cannot be used (empty when it can)."""
-    st.session_state["_link_now"] = {}
+    st.session_state["_link_defaults"] = {}  # the bound widgets of this run (``_bind``)
     with st.sidebar:
         st.header("Data")
         kind = st.radio(
@@ -484,10 +474,9 @@ def render() -> tuple[Source | None, packing.Recipe, str]:
             captions=[s.title for s in SOURCES.values()],
             key="source",
             on_change=_source_changed,
-            bind=_bind("source"),
+            bind=_bind("source", next(iter(SOURCES))),
         )
         st.session_state["_source_shown"] = kind
-        _remember("source", kind, "paste")
         source: Source | None
         if kind == "paste":
             source = _paste_inputs()
@@ -516,17 +505,15 @@ def _sync_sequences(source: Source | None) -> None:
         del st.query_params["sequences"]
 
 
-def _remember(key: str, value: Any, default: Any) -> None:
-    """Note a bound choice of this run, for the share link (kept only when it differs from its default, as
-    Streamlit keeps it in the address; a multiselect's choices as a list, the parameter repeated)."""
-    if value != default:
-        st.session_state["_link_now"][key] = [str(v) for v in value] if isinstance(value, list) else str(value)
-
-
 def share_params(source: Source | None) -> dict[str, str | list[str]]:
     """The query parameters of a link that reopens this view on the Result tab: every bound choice that differs
     from its default, and pasted text short enough for a link."""
-    params = dict(st.session_state.get("_link_now", {}))
+    params: dict[str, str | list[str]] = {}
+    for key, default in st.session_state.get("_link_defaults", {}).items():
+        value = st.session_state.get(key)
+        if value is None or value == default or value == []:
+            continue
+        params[key] = [str(v) for v in value] if isinstance(value, list) else str(value)
     if isinstance(source, Paste) and source.text != DEFAULT_TEXT and source.in_link:
         params["sequences"] = source.text
     return params

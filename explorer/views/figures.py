@@ -34,6 +34,8 @@ SEQUENCE_COLORS = (
     "#D67195",
 )
 PAD_COLOR = "#d4d4d8"
+LIMIT_COLOR = "#E45756"
+"""The max_seq_length line of the lengths chart."""
 MASK_COLORS = {
     "target (loss mask 1, label = token)": "#15803d",
     "document start (loss mask 1, label -100)": "#86efac",
@@ -53,8 +55,9 @@ MAX_TEXT_CELLS = 800
 """Largest drawing that prints a token id inside every cell."""
 MAX_PIECE_WIDTH = 64
 """Widest block whose cells print the decoded token (wider cells are too narrow to read; the hover has it)."""
-PIECE_CHARACTERS = 128
-"""Characters a row of cells prints across the page: a cell of a block of ``L`` tokens shows ``128 // L``."""
+PIECE_CHARACTERS = 64
+"""Characters a row of cells prints across the page: a cell of a block of ``L`` tokens shows ``64 // L`` (one in a
+block of 64, which then prints its text on a laptop's page beside the sidebar)."""
 PIECE_FONT = 10
 MAX_STACKED_PIECES = 400
 """Most pieces the utilization chart stacks by sequence; above it, one bar per block."""
@@ -474,16 +477,21 @@ def length_histogram(lengths: Int64Array, max_seq_length: int, bins: int = 60) -
             )
         )
         fig.update_yaxes(count_axis(int(counts.max())))
-    fig.add_vline(
-        x=max_seq_length,
-        line_color="#E45756",
-        line_dash="dash",
-        annotation_text=f"max_seq_length = {max_seq_length:,}",
-        annotation_position="top left" if max_seq_length >= top / 2 else "top right",
-        annotation=_note(),
+    fig.add_vline(x=max_seq_length, line_color=LIMIT_COLOR, line_dash="dash")
+    fig.add_trace(  # the line's name in the legend, under the chart: never on the bars or at the chart's edge
+        go.Scatter(
+            x=[None],
+            y=[None],
+            mode="lines",
+            line={"color": LIMIT_COLOR, "dash": "dash"},
+            name=f"max_seq_length = {max_seq_length:,}",
+        )
     )
+    fig.update_traces(showlegend=False, selector={"type": "bar"})
     fig.update_xaxes(range=[0, top * 1.02 + 1])
-    fig.update_layout(title="Input lengths", xaxis_title="tokens", yaxis_title="sequences", bargap=0.05, **_LAYOUT)
+    fig.update_layout(
+        title="Input lengths", xaxis_title="tokens", yaxis_title="sequences", bargap=0.05, **_legend_below()
+    )
     return fig
 
 
@@ -806,7 +814,7 @@ def inspect_figure(report: AuditReport, blocks: Sequence[int] | None = None) -> 
     :func:`explorer.core.audit.default_blocks`. O(cells shown)."""
     chosen = list(blocks) if blocks is not None else default_blocks(report)
     grid, marks = block_grid(report, chosen), finding_cells(report, chosen)
-    labels = [f"Block {block}" for block in grid.blocks]
+    labels = [f"Block {block + 1}" for block in grid.blocks]  # numbered from 1, as on the Result tab
     titles = ["Blocks (colour = document, red = finding)", "Loss targets (green = trained)"]
     if grid.positions is not None:
         titles.append("Position ids (0 = a document starts)")

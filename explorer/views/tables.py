@@ -30,6 +30,10 @@ class Metric:
     help: str
 
 
+LOSS_MASK_LABEL = "Loss mask 1"
+"""The page's name for tokens whose loss mask is 1 (the seed's mask: a real token the loss settings keep)."""
+TARGETS_LABEL = "Training targets"
+"""The page's name for labels that are not -100 (what a loss is computed on)."""
 MASK_AND_LABELS = (
     "**Mask and labels.** The classic answer's loss mask is 1 on every real token (0 on padding and masked "
     "prompts); training turns it into labels, where the first token of each document is -100 too, since nothing "
@@ -65,15 +69,16 @@ def headline(
             "Sequences cut", f"{stats.sequences_split:,}", "Sequences whose tokens are spread over more than one block."
         ),
         Metric(
-            "Trainable tokens",
+            LOSS_MASK_LABEL,
             f"{trainable.trainable_tokens:,}",
-            "Tokens with loss mask 1 (real and trained).",
+            "Tokens whose loss mask is 1: real tokens the loss settings keep (the mask is 0 on padding and on "
+            "masked prompts or turns).",
         ),
         Metric(
-            "Training targets",
+            TARGETS_LABEL,
             f"{trainable.target_tokens:,}",
-            "Positions the loss is computed on (labels ≠ -100): the trainable tokens less the first token of "
-            "every document in a block, which nothing before it may predict.",
+            "Labels that are not -100, the positions the loss is computed on: the loss-mask tokens less each "
+            "document's first token in a block, which nothing before it may predict.",
         ),
     ]
 
@@ -116,19 +121,24 @@ def blocks_table(
     sequence_ids: Int64Array,
     first_block: int = 0,
     with_tokens: bool = True,
+    labels: IntArray | None = None,
 ) -> pd.DataFrame:
-    """One row per block: its sequences (1-based), fill, padding, and the token ids and mask when known."""
+    """One row per block: its documents (source sequences, 1-based), fill, padding, its tokens with loss mask 1 and its training
+    targets (labels that are not -100; given ``labels``), and the token ids and mask when known."""
     rows = []
+    targets = None if labels is None else (np.asarray(labels) != -100).sum(axis=1)
     for i, (ids, mask, seqs) in enumerate(zip(input_ids, loss_mask, sequence_ids, strict=True)):
         real = seqs >= 0
         order = seqs[real][np.r_[True, seqs[real][1:] != seqs[real][:-1]]] if real.any() else seqs[:0]
         row = {
             "block": first_block + i + 1,
-            "sequences": ", ".join(str(s + 1) for s in order.tolist()),
+            "documents": ", ".join(str(s + 1) for s in order.tolist()),
             "tokens": int(real.sum()),
             "padding": int((~real).sum()),
-            "trained": int(mask.sum()),
+            "loss mask 1": int(mask.sum()),
         }
+        if targets is not None:
+            row["training targets"] = int(targets[i])
         if with_tokens:
             row["input_ids"] = str(ids.tolist())
             row["loss_mask"] = str(mask.tolist())
@@ -280,21 +290,28 @@ def refusal(run: Row) -> str:
     return f"{info.title} cannot pack this data: {run.refusal}"
 
 
-def untrained_note(trainable: packing.TrainableCounts) -> str | None:
-    """A sentence when some packed samples have no training target at all (None when every one has).
+def untrained_note(trainable: packing.TrainableCounts, which: Sequence[int] = ()) -> str | None:
+    """A sentence when some packed documents have no training target at all (None when every one has), naming
+    ``which`` (0-based; the first few, numbered from 1 as the page numbers documents).
 
-    >>> print(untrained_note(packing.TrainableCounts(5, 3, 1)))
-    1 packed sample trains nothing: none of its tokens is a training target (a one-token sample, or a prompt whose completion was cut away).
+    >>> print(untrained_note(packing.TrainableCounts(5, 3, 1), [2]))
+    1 packed document (#3) has no training target: none of its labels is a token (a one-token document, a prompt whose completion was cut away, or a document whose only loss-mask tokens start blocks).
     """
     count = trainable.samples_without_trainable_tokens
     if not count:
         return None
-    verb = "trains" if count == 1 else "train"
-    its = "its tokens is" if count == 1 else "their tokens is"
+    verb = "has" if count == 1 else "have"
+    its = "its labels is" if count == 1 else "their labels is"
+    named = ", ".join(f"#{d + 1}" for d in list(which)[:MAX_NAMED]) + (", …" if len(which) > MAX_NAMED else "")
     return (
-        f"{plural(count, 'packed sample')} {verb} nothing: none of {its} a training target (a one-token sample, "
-        "or a prompt whose completion was cut away)."
+        f"{plural(count, 'packed document')}{f' ({named})' if named else ''} {verb} no training target: none of "
+        f"{its} a token (a one-token document, a prompt whose completion was cut away, or a document whose only "
+        "loss-mask tokens start blocks)."
     )
+
+
+MAX_NAMED = 5
+"""Most documents a note names."""
 
 
 CERTIFICATE_KINDS = {
@@ -393,12 +410,13 @@ def _audit_spread(fill: npt.NDArray[np.float64]) -> tuple[float, float, float]:
 
 
 def audit_findings_rows(report: AuditReport) -> list[dict[str, Any]]:
-    """One row per finding: kind, count, first cells, what it means and what to change."""
+    """One row per finding: kind, count, first cells (blocks numbered from 1, as the page numbers them; positions
+    from 0, as the position axis), what it means and what to change."""
     return [
         {
             "kind": item.kind,
             "count": item.count,
-            "first cells (block, position)": ", ".join(f"({b}, {p})" for b, p in item.examples),
+            "first cells (block, position)": ", ".join(f"({b + 1}, {p})" for b, p in item.examples),
             "meaning": item.description,
             "fix": item.fix,
         }

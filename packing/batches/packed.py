@@ -516,16 +516,43 @@ def count_trainable(layout: PackingPlan, samples: Samples) -> TrainableCounts:
     """
     if samples.loss_mask is None:
         raise SettingError("samples", "token ids with their loss mask", "<lengths only>")
-    per_piece, targets = piece_mask_sums(
-        samples.loss_mask, samples.offsets, layout.piece_sequence, layout.piece_start, layout.piece_length
-    )
+    per_piece, targets = _piece_targets(layout, samples)
+    per_sample = np.bincount(layout.piece_sequence, weights=targets, minlength=len(samples.lengths))
+    packed = np.bincount(layout.piece_sequence, minlength=len(samples.lengths)) > 0
+    return TrainableCounts(int(per_piece.sum()), int(targets.sum()), int((packed & (per_sample == 0)).sum()))
+
+
+def targets_per_sample(layout: PackingPlan, samples: Samples | None = None) -> Int64Array:
+    """Training targets (labels that are not -100) of each sample in ``layout``'s blocks, its pieces in several
+    blocks counted together, without building any block: what ``PackedBatch.loss_weights`` counts per document.
+    ``samples`` None: lengths only, every token in the loss mask. O(total tokens).
+
+    >>> targets_per_sample(plan([2, 3, 1], 4, "split"), read_rows([[1, 2], [3, 4, 5], [6]])).tolist()  # 5 starts a block
+    [1, 1, 0]
+    """
+    if samples is not None and samples.loss_mask is None:
+        raise SettingError("samples", "token ids with their loss mask", "<lengths only>")
+    _, targets = _piece_targets(layout, samples)
+    counts = np.bincount(layout.piece_sequence, weights=targets, minlength=len(layout.lengths))
+    return counts.astype(np.int64)
+
+
+def _piece_targets(layout: PackingPlan, samples: Samples | None) -> tuple[Int64Array, Int64Array]:
+    """Tokens of each piece in the loss mask, and its training targets (all but a document's first token).
+    O(total tokens)."""
+    if samples is None:
+        per_piece = np.asarray(layout.piece_length, dtype=np.int64)
+        targets = np.maximum(per_piece - 1, 0)
+    else:
+        assert samples.loss_mask is not None
+        per_piece, targets = piece_mask_sums(
+            samples.loss_mask, samples.offsets, layout.piece_sequence, layout.piece_start, layout.piece_length
+        )
     if not STRATEGIES[layout.strategy].keeps_boundaries:  # only a block's first token starts a document
         first = np.zeros(len(per_piece), dtype=bool)
         first[layout.block_starts[:-1][np.diff(layout.block_starts) > 0]] = True
         targets = np.where(first, targets, per_piece)
-    per_sample = np.bincount(layout.piece_sequence, weights=targets, minlength=len(samples.lengths))
-    packed = np.bincount(layout.piece_sequence, minlength=len(samples.lengths)) > 0
-    return TrainableCounts(int(per_piece.sum()), int(targets.sum()), int((packed & (per_sample == 0)).sum()))
+    return per_piece, targets
 
 
 def pack(

@@ -435,3 +435,26 @@ def test_token_arrays_joined_and_checked_by_threads(monkeypatch: pytest.MonkeyPa
     rows[70] = np.array([5, -1], dtype=np.int32)  # in a late part: still found, with its row
     with pytest.raises(packing.SampleError, match="sample 70, position 1"):
         pack(rows, 16, "split", overflow="split")
+
+
+@pytest.mark.parametrize("strategy", [name for name in packing.STRATEGIES if name != "optimal"])
+@pytest.mark.parametrize("overflow", ["truncate", "split"])
+def test_targets_per_sample_are_the_labels_of_each_sample_in_the_blocks(strategy: str, overflow: str) -> None:
+    """``targets_per_sample``: per sample, the labels that are not -100 in the filled blocks (what
+    ``loss_weights`` weighs), without filling them; lengths only: the plan's own count of training targets."""
+    from packing.batches.packed import targets_per_sample
+
+    rng = np.random.default_rng(11)
+    rows: list[Any] = []
+    for n in rng.integers(1, 30, 60):
+        ids = rng.integers(1, 99, n).tolist()
+        rows.append({"input_ids": ids, "loss_mask": rng.integers(0, 2, n).tolist()} if n % 3 else ids)
+    samples = read_rows(rows)
+    batch = materialize(plan(samples.lengths, 16, strategy, overflow), samples)  # type: ignore[arg-type]
+    ids = batch.sequence_ids.astype(np.int64)
+    real = ids >= 0
+    expected = np.bincount(ids[real], weights=(batch.labels != IGNORE_INDEX)[real], minlength=len(rows))
+    assert targets_per_sample(batch.plan, samples).tolist() == expected.astype(np.int64).tolist()
+    assert int(targets_per_sample(batch.plan, samples).sum()) == packing.count_trainable(batch.plan, samples)[1]
+    lengths_only = plan(samples.lengths, 16, strategy, overflow)  # type: ignore[arg-type]
+    assert int(targets_per_sample(lengths_only).sum()) == lengths_only.stats.target_tokens

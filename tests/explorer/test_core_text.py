@@ -180,7 +180,7 @@ def test_documents_table_round_trip(bpe: Any) -> None:
     assert sorted(line["sample"] for line in table) == list(range(len(rows)))
     for line in table:
         a, b = offsets[line["sample"]], offsets[line["sample"] + 1]
-        assert line["tokens"] == b - a and line["trained"] == int(mask[a:b].sum())
+        assert line["tokens"] == b - a and line["loss_mask"] == int(mask[a:b].sum())
         assert line["text"] == bpe.decode(tokens[a:b].tolist())
     chat_line = next(line for line in table if line["sample"] == list(EXAMPLES).index("messages"))
     assert chat_line["text"] == bpe.apply_chat_template(EXAMPLES["messages"]["messages"], tokenize=False)

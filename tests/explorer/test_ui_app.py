@@ -85,7 +85,8 @@ def test_default_page_shows_the_classic_example() -> None:
     metrics = _metrics(at)
     assert metrics["Blocks"] == "2" and metrics["Efficiency"] == "75.00%" and metrics["Padding"] == "2"
     assert {"blocks", "util", "lengths"} <= set(_charts(at))
-    assert at.dataframe[0].value["input_ids"].tolist() == ["[1, 2, 3, 4]", "[5, 6, 0, 0]"]
+    blocks = at.table[0].value  # the classic form above holds the ids and the mask
+    assert blocks["documents"].tolist() == ["1, 2", "2, 3"] and blocks["training targets"].tolist() == [2, 0]
 
 
 @pytest.mark.parametrize("strategy", list(packing.STRATEGIES))
@@ -104,8 +105,8 @@ def test_every_tab_renders_with_its_content() -> None:
         "Result": lambda: _classic(at) == [CLASSIC],
         "Compare": lambda: at.dataframe[0].value["strategy"].tolist() == COMPARED,
         "Sweep": lambda: "sweep" in _charts(at),
-        "Attention & positions": lambda: _metrics(at)["Cross-document pairs a plain causal mask allows"] == "4",
-        "Loss weights": lambda: "loss_weights" in _charts(at) and _metrics(at)["Trained tokens"] == "3",
+        "Attention & positions": lambda: _metrics(at)["Cross-document pairs"] == "4",
+        "Loss weights": lambda: "loss_weights" in _charts(at) and _metrics(at)["Training targets"] == "2",
         "Step through": lambda: any("Step 1 of 3" in m for m in _texts(at, "markdown")),
         "Practice": lambda: any(b.label == "Check" for b in at.button),
         "Export": lambda: any("packing.pack(" in c.value for c in at.code),
@@ -151,7 +152,7 @@ def test_masking_example_masks_prompts_and_tells_labels_from_the_loss_mask() -> 
     at = _app()
     at.sidebar.selectbox(key="example").set_value("masking").run()
     metrics = _metrics(at)
-    assert metrics["Trainable tokens"] == "6"  # 15 tokens, 9 of them in prompts
+    assert metrics["Loss mask 1"] == "6"  # 15 tokens, 9 of them in prompts
     example = EXAMPLES["masking"]
     from explorer.core.parsing import parse_sequences
 
@@ -162,7 +163,7 @@ def test_masking_example_masks_prompts_and_tells_labels_from_the_loss_mask() -> 
     assert any("label is -100" in c for c in _texts(at, "caption"))
     at.sidebar.radio(key="loss").set_value("all").run()
     _clean(at)
-    assert _metrics(at)["Trainable tokens"] == "15"
+    assert _metrics(at)["Loss mask 1"] == "15"
 
 
 @pytest.mark.parametrize(
@@ -215,7 +216,7 @@ def test_a_link_can_open_a_tab_and_other_sources() -> None:
     _clean(workload)
     assert "2,000 sequences" in " ".join(_texts(workload, "caption"))
     loss = _app(sequences="1 2 | 3", loss="all")
-    assert loss.session_state["loss"] == "all" and _metrics(loss)["Trainable tokens"] == "3"
+    assert loss.session_state["loss"] == "all" and _metrics(loss)["Loss mask 1"] == "3"
 
 
 def test_bad_link_parameters_are_reported_not_fatal() -> None:
@@ -224,6 +225,36 @@ def test_bad_link_parameters_are_reported_not_fatal() -> None:
     warnings = " ".join(_texts(at, "warning"))
     assert "max_seq_length='zero'" in warnings and "strategy='magic'" in warnings
     assert _classic(at)[0] == CLASSIC
+
+
+def test_an_unknown_tab_or_parameter_gets_the_one_line_warning() -> None:
+    at = _app(tab="Nope", foo="1")
+    _clean(at)
+    warnings = _texts(at, "warning")
+    assert any(w.startswith("Ignored a link parameter: tab='Nope' is not one of Result, Compare") for w in warnings)
+    assert "Ignored a link parameter: foo is not a parameter this page reads" in warnings
+    assert _classic(at) == [CLASSIC]  # the Result tab, as without the parameters
+
+
+def test_switching_from_pasted_text_to_an_upload_logs_no_streamlit_warning() -> None:
+    """The sidebar sets a source's settings through Session State on purpose (``_source_changed``); Streamlit's
+    warning for a widget with a default whose value was set that way (with a stack trace in the server's log) is
+    turned off in ``.streamlit/config.toml``."""
+    import logging
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("streamlit.elements.lib.policies")
+    logger.addHandler(handler)
+    try:
+        at = _app()
+        at.sidebar.radio(key="source").set_value("upload").run()
+        at.sidebar.radio(key="source").set_value("paste").run()
+    finally:
+        logger.removeHandler(handler)
+    assert not at.exception
+    assert not [r for r in records if "Session State API" in r.getMessage()]
 
 
 @pytest.mark.parametrize(
@@ -570,11 +601,13 @@ def test_the_inspect_tab_audits_an_uploaded_packed_file() -> None:
 def test_samples_that_train_nothing_are_said_on_the_page_not_only_in_a_tooltip() -> None:
     at = _app(sequences="[[1], [2, 3], [4]]", max_seq_length="4", strategy="split")
     _clean(at)
-    assert any(i.startswith("2 packed samples train nothing") for i in _texts(at, "info"))
+    assert any(i.startswith("2 packed documents (#1, #3) have no training target") for i in _texts(at, "info"))
     one = _app(sequences="[[1], [2, 3]]", max_seq_length="4", strategy="split")
-    assert any(i.startswith("1 packed sample trains nothing: none of its tokens") for i in _texts(one, "info"))
+    assert any(
+        i.startswith("1 packed document (#1) has no training target: none of its labels") for i in _texts(one, "info")
+    )
     none = _app(sequences="[[1, 2], [3, 4]]", max_seq_length="4", strategy="split")
-    assert not any("trains nothing" in i or "train nothing" in i for i in _texts(none, "info"))
+    assert not any("no training target" in i for i in _texts(none, "info"))
 
 
 def test_the_classic_form_opens_the_result_tab_for_small_blocks_and_follows_the_charts_for_wide_ones() -> None:

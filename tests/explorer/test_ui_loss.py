@@ -10,6 +10,7 @@ import io
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ import packing
 from explorer.core import export, links
 from explorer.core.model import DEFAULT_RULES
 from explorer.core.sources import Paste, Text, Upload
+from explorer.core.text import CHATS
 from explorer.server import cache
 from packing.core.loss import EOS_RULES, LOSS_RULES, LossRules
 from tests.helpers.apptest import open_link
@@ -203,10 +205,15 @@ def _clean(at: AppTest) -> None:
     assert not at.error, [e.value for e in at.error]
 
 
-def _turns(at: AppTest) -> list[tuple[str, str]]:
+def _frame(at: AppTest) -> Any:
     frames = [d.value for d in at.dataframe if "role" in d.value.columns]
     assert len(frames) == 1
-    return [(str(r), str(t)) for r, t in zip(frames[0]["role"], frames[0]["trained text"], strict=True)]
+    return frames[0]
+
+
+def _turns(at: AppTest) -> list[tuple[str, str]]:
+    frame = _frame(at)
+    return [(str(r), str(t)) for r, t in zip(frame["role"], frame["trained text"], strict=True)]
 
 
 def test_a_link_with_last_turn_trains_only_the_last_answer() -> None:
@@ -215,8 +222,9 @@ def test_a_link_with_last_turn_trains_only_the_last_answer() -> None:
     assert at.sidebar.radio(key="loss").value == "last_turn"
     assert at.sidebar.selectbox(key="train_on_eos").value == "none"
     trained = [(role, text) for role, text in _turns(at) if text]
-    assert trained == [("assistant", "Only the answers are trained.")]
-    assert not at.sidebar.multiselect  # the example chat has only system, user and assistant turns
+    rows = list(dict.fromkeys(int(r) - 1 for r in _frame(at)["sequence"]))  # the chats in the blocks' order
+    assert trained == [("assistant", CHATS[r]["messages"][-1]["content"]) for r in rows]  # each chat's last answer
+    assert not at.sidebar.multiselect  # the example chats have only user and assistant turns
 
 
 @pytest.mark.slow
@@ -235,7 +243,12 @@ def test_the_controls_round_trip_through_the_share_link() -> None:
     at.sidebar.radio(key="loss").set_value("completion").run()  # every turn of a trained role, the last one's end
     assert [t for _, t in _turns(at) if t] == ["Asking the tool.", "sunny", "It is sunny.<|im_end|>\n"]
     at.sidebar.radio(key="loss").set_value("last_turn").run()
-    params = dict(at.session_state["_link_now"])
+    at.session_state["tab"] = "Export"
+    at.run()
+    from urllib.parse import parse_qs, urlsplit
+
+    link = parse_qs(urlsplit(at.code[-1].value.strip()).query)  # the share link
+    params = {k: v if k == "roles_to_train" else v[0] for k, v in link.items()}
     assert params["loss"] == "last_turn" and params["train_on_eos"] == "last"
     assert params["roles_to_train"] == ["assistant", "tool"]
     again = open_link(params)  # a link does not carry text rows: the chat example, with the same rules

@@ -20,7 +20,7 @@ import packing
 from explorer.core import export
 from explorer.core.safety import plot_text
 from explorer.core.sources import TEXT_MAX_SEQ_LENGTH, Text
-from explorer.core.text import EXAMPLES, example_text, window_cells
+from explorer.core.text import CHATS, EXAMPLES, example_text, window_cells
 from explorer.views import figures
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -71,7 +71,7 @@ def test_every_example_loads_and_shows_its_trained_turns(form: str) -> None:
     _clean(at)
     assert at.session_state["text_rows"] == example_text(form)
     turns = _turns(at)
-    trained = turns[turns["trained"] > 0]
+    trained = turns[turns["loss mask 1"] > 0]
     assert set(trained["role"]) == {TRAINED_ROLE[form]}
     # independently of the page: every trained turn trains its own content (text, completion, assistant message)
     row = EXAMPLES[form]
@@ -84,7 +84,7 @@ def test_every_example_loads_and_shows_its_trained_turns(form: str) -> None:
     assert [t.startswith(a) for t, a in zip(trained["trained text"], answers, strict=True)] == [True] * len(answers)
     # the loss on the page matches the library's count of trained tokens
     samples = packing.read_rows([row], tokenizer="bytes")
-    assert int(turns["trained"].sum()) == int(samples.loss_mask.sum())
+    assert int(turns["loss mask 1"].sum()) == int(samples.loss_mask.sum())
     if form == "messages":  # the assistant's header is masked, its content and end of turn trained
         assert set(turns.loc[turns["role"] == "assistant", "loss"]) == {"partly trained"}
         assert set(turns.loc[turns["role"] != "assistant", "loss"]) == {"not trained"}
@@ -94,11 +94,11 @@ def test_cells_print_the_decoded_tokens_with_their_ids_on_hover() -> None:
     at = _app()
     _clean(at)
     blocks = _chart(at)["data"][0]
-    samples = packing.read_rows([EXAMPLES["messages"]], tokenizer="bytes")
-    first_block = samples.tokens[:TEXT_MAX_SEQ_LENGTH].tolist()
+    samples = packing.read_rows(CHATS, tokenizer="bytes")
+    first_block = packing.pack(samples, TEXT_MAX_SEQ_LENGTH, strategy="bfd").input_ids[0].tolist()
     shown = figures.PIECE_CHARACTERS // TEXT_MAX_SEQ_LENGTH  # characters a cell of these blocks holds
-    assert blocks["text"][0][:3] == [plot_text("<|im_start|>"[: shown - 1] + "…"), "s", "y"]
-    assert blocks["hovertext"][0][1] == f"id {first_block[1]}: 's'"
+    assert blocks["text"][0][:3] == [plot_text("<|im_start|>"[: shown - 1] + "…"), "u", "s"]
+    assert blocks["hovertext"][0][1] == f"id {first_block[1]}: 'u'"
     assert "%{hovertext}" in blocks["hovertemplate"]
 
 
@@ -161,7 +161,7 @@ def test_decoded_documents_join_back_to_each_row() -> None:
         ids = samples.tokens[samples.offsets[sample] : samples.offsets[sample + 1]].tolist()
         parts = [line for line in lines if line["sample"] == sample]
         assert sum(p["tokens"] for p in parts) == len(ids)
-        assert sum(p["trained"] for p in parts) == int(
+        assert sum(p["loss_mask"] for p in parts) == int(
             samples.loss_mask[samples.offsets[sample] : samples.offsets[sample + 1]].sum()
         )
         if sample != 1:  # pure ASCII: pieces cut anywhere decode back to the row
@@ -226,15 +226,19 @@ def test_a_tokenizer_folder_is_used_with_its_chat_template(
     at = _app(tokenizer=template.lower())  # a name per folder: the page's shared memo is keyed by the name
     _clean(at)
     turns = _turns(at)
-    answers = [m["content"] for m in EXAMPLES["messages"]["messages"] if m["role"] == "assistant"]
+    rows = list(dict.fromkeys(int(r) - 1 for r in turns["sequence"]))  # the chats in the order the blocks show them
+    answers = [m["content"] for r in rows for m in CHATS[r]["messages"] if m["role"] == "assistant"]
     end = "<|im_end|>" if template == "CHATML" else "<|endoftext|>"
-    assert list(turns.loc[turns["trained"] > 0, "trained text"]) == [
+    assert list(turns.loc[turns["loss mask 1"] > 0, "trained text"]) == [
         a + end + ("\n" if end == "<|im_end|>" else "") for a in answers
     ]
-    samples = packing.read_rows([EXAMPLES["messages"]], tokenizer=str(folder))
-    assert int(turns["trained"].sum()) == int(samples.loss_mask.sum())
+    samples = packing.read_rows(CHATS, tokenizer=str(folder))
+    assert sorted(rows) == list(range(len(CHATS)))
+    assert int(turns["loss mask 1"].sum()) == int(samples.loss_mask.sum())
     hovers = [h for row in _chart(at)["data"][0]["hovertext"] for h in row if h != "padding"]
-    assert [int(h.split(":")[0][3:]) for h in hovers] == samples.tokens.tolist()
+    size = int(at.session_state["max_seq_length"])
+    batch = packing.pack(samples, size, strategy="bfd", overflow="split")
+    assert [int(h.split(":")[0][3:]) for h in hovers] == batch.input_ids[batch.sequence_ids >= 0].tolist()
 
 
 def test_a_folder_without_tokenizer_files_is_one_plain_line(tmp_path: Path) -> None:

@@ -166,6 +166,10 @@ def test_a_stopped_script_run_kills_the_worker_it_waits_for(
     the script's thread at its next check: here AppTest's run timeout asks for that stop."""
     from streamlit.testing.v1 import AppTest
 
+    from explorer.server import memo
+    from explorer.ui.page import streamlit_stop_check
+
+    monkeypatch.setattr(memo, "_STOP_CHECK", [streamlit_stop_check])  # as the page's warm-up sets it
     marker = tmp_path / "pid"
     # its worker started here, from a main module without a file: spawn would import AppTest's script
     monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
@@ -222,3 +226,20 @@ def test_an_upload_reports_its_progress_to_the_page_that_waits(
     assert len(heard) >= 2, heard  # more than the end alone: the rows are read in chunks
     assert [done for done, _ in heard] == sorted(done for done, _ in heard)
     assert heard[-1] == (5_000, 5_000)
+
+
+@pytest.mark.slow
+def test_a_worker_replaced_after_its_calls_answers_the_next_ones(
+    one_worker: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker process answers ``TASKS_PER_WORKER`` calls, then a fresh one takes its place, after a warm-up call
+    of its own as ``start_soon`` makes it (python/cpython#115634 left such an executor without a process)."""
+    monkeypatch.setattr(workers, "TASKS_PER_WORKER", 2)
+    search = workers.lane("search")
+    assert search is not None
+    search.idle.get()
+    search.idle.put(workers._Worker(search.niceness, warm=True))
+    pids = [workers.run(os.getpid, seconds=60) for _ in range(5)]
+    assert os.getpid() not in pids and len(set(pids)) >= 2
+    with pytest.raises(workers.TimedOut):  # and a kill finds the process of the call, a replaced one too
+        workers.run(spin, str(Path(os.devnull)), seconds=1)

@@ -44,8 +44,8 @@ def test_planted_defects_are_marked_on_their_cells() -> None:
     repeated = [trace.name for trace in fig.data if isinstance(trace, go.Scatter) and trace.showlegend is False]
     assert sorted(repeated) == ["cross_document_label", "padding_trained"]  # again on the loss targets
     assert set(markers) == {"cross_document_label", "padding_trained"}
-    assert (list(markers["cross_document_label"].x), list(markers["cross_document_label"].y)) == ([3], ["Block 0"])
-    assert (list(markers["padding_trained"].x), list(markers["padding_trained"].y)) == ([4], ["Block 1"])
+    assert (list(markers["cross_document_label"].x), list(markers["cross_document_label"].y)) == ([3], ["Block 1"])
+    assert (list(markers["padding_trained"].x), list(markers["padding_trained"].y)) == ([4], ["Block 2"])
     # the hover of the flagged cell names the finding
     documents = fig.data[0]
     assert documents.customdata[0][3][4] == "cross_document_label"
@@ -81,8 +81,8 @@ def test_report_in_words_and_tables() -> None:
     assert any(line.startswith("- cross_document_label in 1 cell (first at block 0, position 3)") for line in lines)
     rows = tables.audit_findings_rows(report)
     assert [(row["kind"], row["count"], row["first cells (block, position)"]) for row in rows] == [
-        ("cross_document_label", 1, "(0, 3)"),
-        ("padding_trained", 1, "(1, 4)"),
+        ("cross_document_label", 1, "(1, 3)"),  # blocks numbered from 1, as the page numbers them
+        ("padding_trained", 1, "(2, 4)"),
     ]
     summary = dict(tables.audit_summary_rows(report))
     assert summary["documents"] == "4" and summary["efficiency"] == "80.00 %"

@@ -30,7 +30,7 @@ def test_headline_numbers() -> None:
     assert metrics["Lower bound"] == str(max(bounds.simple, bounds.l2))
     assert metrics["Efficiency"] == f"{layout.stats.efficiency:.2%}"
     assert metrics["Padding"] == str(layout.stats.padding_tokens)
-    assert metrics["Trainable tokens"] == "12"
+    assert metrics["Loss mask 1"] == "12"
     assert metrics["Training targets"] == "9"
     truncated = packing.plan(lengths, 4, "split", "truncate")
     numbers = {
@@ -44,9 +44,9 @@ def test_blocks_table() -> None:
     batch = packing.pack(samples, 4, "split")
     frame = tables.blocks_table(batch.input_ids, batch.loss_mask, batch.sequence_ids)
     assert frame["block"].tolist() == [1, 2]
-    assert frame["sequences"].tolist() == ["1, 2", "2, 3"]
+    assert frame["documents"].tolist() == ["1, 2", "2, 3"]
     assert frame["tokens"].tolist() == [4, 2] and frame["padding"].tolist() == [0, 2]
-    assert frame["trained"].tolist() == [3, 2]
+    assert frame["loss mask 1"].tolist() == [3, 2]
     assert frame["input_ids"].tolist() == ["[1, 2, 3, 4]", "[5, 6, 0, 0]"]
     lengths_only = tables.blocks_table(batch.input_ids, batch.loss_mask, batch.sequence_ids, 5, with_tokens=False)
     assert "input_ids" not in lengths_only and lengths_only["block"].tolist() == [6, 7]

@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+import packing
 from explorer.core import runs as compute
 from explorer.core.context import Context
 from explorer.core.model import grammar_count
 from explorer.server import cache
+from explorer.ui.page import guard
 from explorer.ui.tabs.common import cells_chart, need_plan
 from explorer.views import figures
 
@@ -20,13 +22,24 @@ def render(ctx: Context) -> None:
     layout = need_plan(ctx, "attention")
     if layout is None:
         return
-    assert ctx.source is not None
-    s = ctx.recipe
     st.caption(
         "A block holds several documents. A plain causal mask lets each token attend to the earlier documents "
         "of its block too (red); the block-diagonal mask keeps attention inside each document, and position ids "
         "restart at 0 for every document."
     )
+    _block(ctx, layout)
+
+
+@st.fragment
+def _block(ctx: Context, layout: packing.PackingPlan) -> None:
+    """The chosen block's masks and positions: a fragment, so that choosing another block reruns this part only."""
+    with guard("Attention & positions"):
+        _draw(ctx, layout)
+
+
+def _draw(ctx: Context, layout: packing.PackingPlan) -> None:
+    assert ctx.source is not None
+    s = ctx.recipe
     busiest = int(np.argmax(np.diff(layout.block_starts))) + 1
     st.session_state["attention_block"] = min(int(st.session_state.get("attention_block", busiest)), layout.num_blocks)
     number = st.columns(3)[0].number_input(
@@ -46,8 +59,15 @@ def render(ctx: Context) -> None:
     drawn = s.max_seq_length <= MAX_ATTENTION_DRAW
     if drawn:
         att = compute.attention_view(view.batch, 0)
-        columns[1].metric("Cross-document pairs a plain causal mask allows", f"{att.cross_pairs:,}")
-        columns[2].metric("Pairs the block-diagonal mask keeps", f"{int(att.document.sum()):,}")
+        columns[1].metric(
+            "Cross-document pairs",
+            f"{att.cross_pairs:,}",
+            help="Pairs in which a token attends to another document: what a plain causal mask allows and the "
+            "block-diagonal mask removes (red on the left below).",
+        )
+        columns[2].metric(
+            "Pairs kept", f"{int(att.document.sum()):,}", help="Pairs the block-diagonal mask keeps (right below)."
+        )
     st.caption(f"cu_seqlens (for flash-attention's variable-length kernels) = {view.batch.cu_seqlens(0).tolist()}")
     if drawn:
         causal, document = figures.attention_figures(att.causal, att.document)

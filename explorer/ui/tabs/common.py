@@ -21,7 +21,7 @@ AXIS_PX = 90
 """Pixels a chart gives its y-axis labels ("Block 12") and margins."""
 
 
-def _cell_text_width(fig: Any) -> int:
+def cell_text_width(fig: Any) -> int:
     """Narrowest chart (px) whose heatmap cells hold their printed text: columns × (longest text + a margin),
     plus the axis; 0 when no heatmap prints text. O(cells)."""
     needed = 0.0
@@ -40,7 +40,7 @@ def cells_chart(fig: Any, key: str) -> None:
     """``st.plotly_chart``, whose cell text is hidden (hover still shows it) wherever the chart is narrower than
     the text needs: a container query on the chart's own width, so a phone never sees labels spill into their
     neighbours and a wide screen keeps them."""
-    needed = _cell_text_width(fig)
+    needed = cell_text_width(fig)
     if not needed:
         st.plotly_chart(fig, key=key)
         return

@@ -42,7 +42,8 @@ def _documents(tokenizer: Any, layout: packing.PackingPlan, samples: packing.Sam
         on_click="ignore",
     )
     st.caption(
-        "One line per packed document, in block order: block and sample (from 0), tokens, trained tokens, and its "
+        "One line per packed document, in block order: block and sample (from 0), tokens, loss_mask (tokens with "
+        "loss mask 1), targets (labels that are not -100), and its "
         "text decoded with the same tokenizer (packing.decode_documents), special tokens included."
     )
 

@@ -41,7 +41,8 @@ def render(ctx: Context) -> None:
     summary = pd.DataFrame(tables.audit_summary_rows(report), columns=["", "value"])
     st.dataframe(summary, hide_index=True)
     for line in report.describe():
-        st.text(line)
+        if not line.startswith("- "):  # each finding is a row of the table below, its blocks numbered from 1
+            st.text(line)
     findings = tables.audit_findings_rows(report)
     if findings:
         st.dataframe(pd.DataFrame(findings), hide_index=True)

@@ -16,7 +16,8 @@ from explorer.core.runs import Window
 from explorer.core.safety import describe, escape
 from explorer.core.sources import Text
 from explorer.server import cache
-from explorer.ui.tabs.common import WHOLE, cells_chart, need_plan
+from explorer.ui.page import guard
+from explorer.ui.tabs.common import cell_text_width, cells_chart, need_plan
 from explorer.views import figures, tables
 
 DEFAULT_WINDOW = 16
@@ -79,51 +80,70 @@ def render(ctx: Context) -> None:
     certificate = getattr(layout, "certificate", None)
     if certificate is not None:
         st.caption(tables.certificate_note(certificate, layout.num_blocks))
-    untrained = tables.untrained_note(trained)
-    if untrained and ctx.samples is not None:
-        st.info(untrained)
-    view: Window | None = None
+    if trained.samples_without_trainable_tokens and ctx.samples is not None:
+        targets = cache.document_targets(ctx.source, s)
+        packed = np.bincount(layout.piece_sequence, minlength=len(targets)) > 0
+        st.info(tables.untrained_note(trained, np.flatnonzero(packed & (targets == 0)).tolist()))
     if compute.window_blocks(s.max_seq_length, 1) == 0:
         st.warning(
             f"A block of {s.max_seq_length:,} tokens is too large to draw (the limit is {compute.MAX_DRAW_CELLS:,} "
             "cells per drawing); the numbers above and the charts below cover everything."
         )
     else:
-        first, count = _window_controls(layout)
-        with st.spinner(f"Drawing blocks {first + 1:,} to {first + count:,}…", show_time=True):
-            view = cache.window(ctx.source, s, first, count)
-            figure = cache.block_figure(ctx.source, s, first, count)
-        if s.max_seq_length <= FIRST_TEXT_WIDTH:
-            _classic_form(view)
-        cells_chart(figure, key="blocks")
-        if isinstance(ctx.source, Text):
-            cells = view.count * s.max_seq_length
-            if cells <= figures.MAX_TEXT_CELLS and s.max_seq_length <= figures.MAX_PIECE_WIDTH:
-                st.caption(
-                    "Each cell prints its token as text (␣ a space, ↵ a new line, … a token holding part of a "
-                    "character); hover a cell for its id, and on a screen too narrow to print them, for its text."
-                )
-            elif cells <= figures.MAX_MASK_HOVER_CELLS:
-                st.caption(
-                    f"Hover a cell for its token's text and id (cells print text in blocks of up to "
-                    f"{figures.MAX_PIECE_WIDTH} tokens, {figures.MAX_TEXT_CELLS} cells per drawing)."
-                )
-        if view.has_tokens:
-            st.caption(
-                "Loss mask and labels: a dark green token is a training target (its label is the token). A light "
-                "green one is in the loss mask but is the first token of a document (or of its part in this block), "
-                "so its label is -100: nothing before it in the block may predict it. Violet tokens are not "
-                "trained (a prompt, or a turn the loss settings leave out), grey is padding."
-            )
+        _blocks(ctx, layout)
     left, right = st.columns(2)
     with st.spinner("Drawing the block fill and the lengths…", show_time=True):
         utilization, lengths = cache.summary_figures(ctx.source, s)
     left.plotly_chart(utilization, key="util")
     right.plotly_chart(lengths, key="lengths")
-    if view is not None and isinstance(ctx.source, Text):
+
+
+@st.fragment
+def _blocks(ctx: Context, layout: packing.PackingPlan) -> None:
+    """The blocks shown, and everything drawn from them (the classic form, the drawing, the documents' texts, the
+    turns, the Blocks table): a fragment, so that choosing other blocks reruns this part only, not the sidebar,
+    the data and the numbers above."""
+    with guard("Result"):
+        _window(ctx, layout)
+
+
+def _window(ctx: Context, layout: packing.PackingPlan) -> None:
+    assert ctx.source is not None
+    s = ctx.recipe
+    first, count = _window_controls(layout)
+    with st.spinner(f"Drawing blocks {first + 1:,} to {first + count:,}…", show_time=True):
+        view = cache.window(ctx.source, s, first, count)
+        figure = cache.block_figure(ctx.source, s, first, count)
+    if s.max_seq_length <= FIRST_TEXT_WIDTH:
+        _classic_form(view)
+    cells_chart(figure, key="blocks")
+    if isinstance(ctx.source, Text):
+        cells = view.count * s.max_seq_length
+        if cells <= figures.MAX_TEXT_CELLS and s.max_seq_length <= figures.MAX_PIECE_WIDTH:
+            st.caption(
+                "Each cell prints its token as text (␣ a space, ↵ a new line, … a token holding part of a "
+                "character) and the loss mask row its 0 or 1 where the chart is at least "
+                f"{cell_text_width(figure):,} px wide; on a narrower screen the cells keep only their colours. "
+                "Hover a cell for its text, id and label; the table under the blocks has each document's text."
+            )
+        elif cells <= figures.MAX_MASK_HOVER_CELLS:
+            st.caption(
+                f"Hover a cell for its token's text and id (cells print text in blocks of up to "
+                f"{figures.MAX_PIECE_WIDTH} tokens, {figures.MAX_TEXT_CELLS} cells per drawing); the table "
+                "under the blocks has each document's text."
+            )
+        if cells <= figures.MAX_MASK_HOVER_CELLS and ctx.dataset is not None:
+            _document_texts(view, ctx.dataset.tokenizer)
+    if view.has_tokens:
+        st.caption(
+            "Loss mask and labels: a dark green token is a training target (its label is the token). A light "
+            "green one is in the loss mask but is the first token of a document (or of its part in this block), "
+            "so its label is -100: nothing before it in the block may predict it. Violet tokens are not "
+            "trained (a prompt, or a turn the loss settings leave out), grey is padding."
+        )
+    if isinstance(ctx.source, Text):
         _turns(ctx.source, s, view)
-    if view is not None:
-        _result_text(view)
+    _result_text(view)
 
 
 def loss_words(tokens: int, trained: int) -> str:
@@ -157,7 +177,7 @@ def _turns(source: Text, recipe: packing.Recipe, view: Window) -> None:
             "turn": line["turn"] + 1 if line["turn"] >= 0 else None,
             "role": line["role"],
             "tokens": line["tokens"],
-            "trained": line["trained"],
+            "loss mask 1": line["trained"],
             "loss": loss_words(line["tokens"], line["trained"]),
             "trained text": line["trained text"],
             "text": line["text"],
@@ -171,12 +191,14 @@ def _turns(source: Text, recipe: packing.Recipe, view: Window) -> None:
             "sequence": st.column_config.NumberColumn(width="small", help="The row, numbered from 1."),
             "turn": st.column_config.NumberColumn(width="small", help="The message of a chat, numbered from 1."),
             "tokens": st.column_config.NumberColumn(format="localized", width="small"),
-            "trained": st.column_config.NumberColumn(
-                format="localized", width="small", help="Tokens with loss mask 1."
+            "loss mask 1": st.column_config.NumberColumn(
+                format="localized", width="small", help="Tokens of the turn whose loss mask is 1."
             ),
             "role": st.column_config.TextColumn(width="small"),
             "loss": st.column_config.TextColumn(width=100),
-            "trained text": st.column_config.TextColumn(width="medium", help="The text of the trained tokens."),
+            "trained text": st.column_config.TextColumn(
+                width="medium", help="The text of the turn's tokens whose loss mask is 1."
+            ),
             "text": st.column_config.TextColumn(width="medium", help="The turn's text; hover a cell for all of it."),
         },
     )
@@ -186,6 +208,40 @@ def _turns(source: Text, recipe: packing.Recipe, view: Window) -> None:
         "and document starts are in the blocks above), with the text each one trains on. A chat's template "
         "tokens between messages belong to the message they open, so an assistant turn's header is never "
         "trained; which turns and end-of-turn tokens are follows the loss settings in the sidebar."
+    )
+
+
+def _document_texts(view: Window, tokenizer: Any) -> None:
+    """Each document piece of the blocks shown with its text: what the cells print, readable at any width."""
+    from explorer.core.text import documents_table
+
+    try:
+        lines = documents_table(view.batch, tokenizer)
+    except (ValueError, TypeError):  # a tokenizer that cannot decode these ids: the hover has the ids
+        return
+    table = [
+        {
+            "block": view.first + line["block"] + 1,
+            "document": line["sample"] + 1,
+            "text": line["text"],
+            "tokens": line["tokens"],
+            "loss mask 1": line["loss_mask"],
+            "training targets": line["targets"],
+        }
+        for line in lines
+    ]
+    st.dataframe(
+        table,
+        hide_index=True,
+        column_config={
+            "block": st.column_config.NumberColumn(width="small"),
+            "document": st.column_config.NumberColumn(width="small", help="The source sequence, numbered from 1."),
+            "text": st.column_config.TextColumn(
+                width="large", help="The document's tokens in this block, decoded; hover a cell for all of it."
+            ),
+            "loss mask 1": st.column_config.NumberColumn(help="Tokens whose loss mask is 1."),
+            "training targets": st.column_config.NumberColumn(help="Labels that are not -100."),
+        },
     )
 
 
@@ -203,17 +259,30 @@ def _result_text(view: Window) -> None:
     elif view.has_tokens and batch.max_seq_length > MAX_TEXT_WIDTH:
         st.caption(f"The classic text form is printed for blocks of up to {MAX_TEXT_WIDTH} tokens; see the table.")
     st.subheader("Blocks")
-    table = tables.blocks_table(batch.input_ids, batch.loss_mask, view.sequence_ids, view.first, view.has_tokens)
+    labels = batch.labels  # lengths only: every token in the loss mask, as the numbers above count it
+    ids = view.has_tokens and batch.max_seq_length > MAX_TEXT_WIDTH  # else the classic form above has them
+    table = tables.blocks_table(batch.input_ids, batch.loss_mask, view.sequence_ids, view.first, ids, labels)
+    if not ids:  # a narrow table: drawn as a plain table, whose headers wrap on a phone instead of scrolling
+        st.table(table, hide_index=True)
+        st.caption(
+            "documents: the block's documents (source sequences, numbered from 1); loss mask 1: its tokens whose loss "
+            "mask is 1; training targets: its labels that are not -100 (a document's first token in a block is)."
+        )
+        return
+    number = st.column_config.NumberColumn(format="localized")
     wide = st.column_config.TextColumn(width="medium")
     st.dataframe(
         table,
         hide_index=True,
         column_config={
             "block": st.column_config.NumberColumn(width="small"),
-            "sequences": st.column_config.TextColumn(help="Source sequences in the block, numbered from 1."),
-            "tokens": WHOLE,
-            "padding": WHOLE,
-            "trained": st.column_config.NumberColumn(format="localized", help="Tokens with loss mask 1."),
+            "documents": st.column_config.TextColumn(help="The block's documents, numbered from 1."),
+            "tokens": number,
+            "padding": number,
+            "loss mask 1": st.column_config.NumberColumn(format="localized", help="Tokens whose loss mask is 1."),
+            "training targets": st.column_config.NumberColumn(
+                format="localized", help="Labels that are not -100 (each document's first token in a block is)."
+            ),
             "input_ids": wide,
             "loss_mask": wide,
         },

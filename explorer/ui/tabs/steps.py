@@ -11,6 +11,7 @@ from explorer.core.context import Context
 from explorer.core.model import grammar_count
 from explorer.core.safety import escape
 from explorer.server import cache
+from explorer.ui.page import guard
 from explorer.ui.tabs.common import cells_chart
 from explorer.views import figures
 
@@ -43,6 +44,18 @@ def render(ctx: Context) -> None:
         return
     info = packing.STRATEGIES[s.strategy]
     st.caption(f"{info.title} replayed one sequence at a time: move the slider to see where each one goes, and why.")
+    _step(ctx, steps)
+
+
+@st.fragment
+def _step(ctx: Context, steps: list[packing.Step]) -> None:
+    """The chosen step: a fragment, so that moving the slider reruns this part only."""
+    with guard("Step through"):
+        _draw(ctx, steps)
+
+
+def _draw(ctx: Context, steps: list[packing.Step]) -> None:
+    s = ctx.recipe
     key = f"step_slider_{s.max_seq_length}_{s.strategy}_{s.overflow}"
     number = 1 if len(steps) == 1 else st.slider("Step", 1, len(steps), key=key, persist_state="session")
     step = steps[number - 1]

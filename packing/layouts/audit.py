@@ -66,6 +66,7 @@ from packing.layouts.common import (
 )
 from packing.reading import files
 from packing.reading.limits import ReadLimits, check_count, limits_of
+from packing.reading.rowfiles import repeated, twice
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -248,6 +249,9 @@ def _to_table(source: Any, name: str | None, limits: ReadLimits) -> files.FileTa
     """Any accepted source as one table (with the files it came from, if any), within ``limits``
     (:func:`_check_table`)."""
     found = _any_table(source, name, limits)
+    double = repeated(found.table.column_names)  # a table given as it is, or a JSON file's rows
+    if double is not None:
+        raise DatasetError(found.label, None, twice(double))
     _check_table(found.table, found.label, limits)
     return found
 

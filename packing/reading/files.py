@@ -70,6 +70,8 @@ from packing.reading.rowfiles import (
     _list_chunks,
     _mapped_json_lines,
     names,
+    repeated,
+    twice,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -616,8 +618,12 @@ def _parquet(file: File, limits: ReadLimits, columns: Collection[str] | None, ro
 
 
 def _wanted(found: list[str], file: File, columns: Collection[str] | None) -> list[str]:
-    """The columns of ``found`` that are wanted (all when ``columns`` is None); none: a DatasetError."""
+    """The columns of ``found`` that are wanted (all when ``columns`` is None); none, or a wanted name that two
+    columns have: a DatasetError."""
     wanted = [name for name in found if columns is None or name in columns]
+    double = repeated(wanted)
+    if double is not None:
+        raise DatasetError(file.label, None, twice(double))
     if not wanted:
         raise DatasetError(file.label, None, f"no usable columns; found {names(found)}, expected {EXPECTED}")
     return wanted

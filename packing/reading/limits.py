@@ -358,7 +358,7 @@ def check_parquet(
             raise DatasetError(label, None, reason)
     values: dict[str, int] = {}
     uncompressed = 0
-    owners = [name for name in schema.names for _ in range(_leaves(schema.field(name).type))]
+    owners = [field.name for field in schema for _ in range(_leaves(field.type))]  # by position: names may repeat
     for group in range(metadata.num_row_groups):
         row_group = metadata.row_group(group)
         for index in range(row_group.num_columns):

@@ -41,6 +41,26 @@ def names(columns: Sequence[str]) -> str:
     return (shown + (", ..." if len(columns) > 6 else "")) if columns else "none"
 
 
+def repeated(columns: Sequence[str]) -> str | None:
+    """The first column name ``columns`` holds twice, or None (Parquet and Arrow files may repeat a name; no
+    column of a repeated name can be told from the other). O(columns).
+
+    >>> repeated(["input_ids", "labels", "input_ids"]), repeated(["input_ids"])
+    ('input_ids', None)
+    """
+    seen: set[str] = set()
+    for name in columns:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
+
+
+def twice(name: str) -> str:
+    """The reason given for a table with two columns named ``name``."""
+    return f"two columns named {quote(name, 24)}; expected every column name once"
+
+
 @dataclass(frozen=True, eq=False)
 class Decoded:
     """What a file of rows holds once decoded: :class:`packing.reading.files.Content`'s fields but its file."""

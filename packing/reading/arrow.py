@@ -30,8 +30,8 @@ from packing.core.samples import (
     all_ones,
     token_dtype,
 )
-from packing.reading.rows import mixed_kinds_error, read_row, read_rows, token_array
 from packing.reading.rowfiles import repeated
+from packing.reading.rows import mixed_kinds_error, read_row, read_rows, token_array
 
 # ---------------------------------------------------------------- Arrow tables, column by column
 

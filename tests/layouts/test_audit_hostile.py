@@ -88,7 +88,9 @@ def test_a_segment_number_given_twice_in_a_block_is_a_leak(case: tuple[list[list
         return
     assert found is not None and found.count == len(expected)
     assert list(found.examples) == expected[:5]
-    assert "segment_id_reused" not in packing.audit(packing.export(packing.pack([[1, 2], [3]], 4), "segment_ids")).counts()
+    assert (
+        "segment_id_reused" not in packing.audit(packing.export(packing.pack([[1, 2], [3]], 4), "segment_ids")).counts()
+    )
 
 
 def test_the_reported_leak_at_every_door(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -105,7 +107,9 @@ def test_the_reported_leak_at_every_door(tmp_path: Path, capsys: pytest.CaptureF
     inspected = inspect_view.load_report(path.read_bytes(), "leak.parquet")
     assert inspected.counts() == {"segment_id_reused": 1}
     assert inspect_view.finding_cells(inspected, [0]) == [("segment_id_reused", 0, 4)]
-    assert any(line.startswith("- segment_id_reused in 1 cell (first at block 0, position 4)") for line in inspected.describe())
+    assert any(
+        line.startswith("- segment_id_reused in 1 cell (first at block 0, position 4)") for line in inspected.describe()
+    )
 
 
 # ---------------------------------------------------------------- samples that are not packed
@@ -138,7 +142,9 @@ def test_rows_without_boundaries_are_blocks_of_one_length_or_refused(lengths: li
     assert forced.counts().get("block_too_long", 0) == over
 
 
-def test_a_file_of_samples_longer_than_the_blocks_at_every_door(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_file_of_samples_longer_than_the_blocks_at_every_door(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     rng = np.random.default_rng(3)
     lengths = [int(n) for n in rng.integers(5, 3000, 40)]
     path = tmp_path / "samples.jsonl"

@@ -49,7 +49,7 @@ from packing.layouts.export import EXPORT_FORMATS, export_chunks, write_jsonl, w
 from packing.layouts.outputs import exclusive
 from packing.planning.plans import plan
 from packing.reading.dataset import FORMATS, Dataset, read_dataset
-from packing.reading.files import read_whole
+from packing.reading.files import read_whole, resolve
 from packing.recipe import Recipe, option_fields
 from packing.strategies.bounds import lower_bounds
 from packing.strategies.registry import STRATEGIES
@@ -398,6 +398,31 @@ def _read_input(args: argparse.Namespace, progress: Progress | None = None, mess
     return read_dataset(_input(args), args.format, progress=report, recipe=_recipe(args))
 
 
+def _warn(dataset: Dataset) -> None:
+    """The dataset's notes (``Dataset.notes``: files that look packed) as warnings on stderr."""
+    for note in dataset.notes:
+        print(f"packing: warning: {note}", file=sys.stderr, flush=True)
+
+
+def _refuse_reading_the_output(args: argparse.Namespace, output: Path) -> None:
+    """Refuse an input that is (or, through a glob or a folder, holds) the output: the blocks written by an earlier
+    run would be read back as samples, and the file being written read while it is. O(files)."""
+    if not output.exists():
+        return
+    try:
+        found = resolve(_input(args), args.format).files
+    except PackingError:  # reading the input says why
+        return
+    for file in found:
+        if isinstance(file.source, (str, os.PathLike)) and os.path.samefile(file.source, output):
+            given = " ".join(args.input)
+            via = "" if os.fspath(file.source) in args.input else f" (matched by {given})"
+            raise UsageError(
+                f"{file.label} is the output and an input{via}: its blocks would be read back as samples; "
+                "write the output elsewhere or leave it out of the input"
+            )
+
+
 # ---------------------------------------------------------------- pack
 
 
@@ -473,6 +498,7 @@ def _run_pack(args: argparse.Namespace) -> int:
     if warning:  # what the auditor will find in these blocks, said where the strategy is chosen
         print(f"packing: warning: {warning}", file=sys.stderr)
     writer = _writer(output, args.export_format, args.loss_weights)
+    _refuse_reading_the_output(args, output)
     if not args.quiet:
         for note in _whole_notes(args, output):
             print(note, file=sys.stderr, flush=True)
@@ -481,6 +507,7 @@ def _run_pack(args: argparse.Namespace) -> int:
     with exclusive(output):
         with progress.stage("read", message):
             dataset = _read_input(args, progress, message)
+        _warn(dataset)
         with progress.stage("pack", f"packing {len(dataset.lengths):,} sequences with {recipe.strategy}"):
             batch = _pack_batch(recipe, dataset, not args.no_shuffle)
         with progress.stage("write", f"writing {batch.num_blocks:,} blocks to {output}"):
@@ -542,6 +569,7 @@ def _run_compare(args: argparse.Namespace) -> int:
     """``compare``: plan every chosen strategy on the lengths and print the table. O(sequences) each."""
     recipe = _recipe(args)
     dataset = _read_input(args)
+    _warn(dataset)
     if args.time_limit is not None and not args.time_limit > 0:
         raise UsageError(f"--time-limit must be a number of seconds > 0, got {args.time_limit}")
     length, overflow = recipe.max_seq_length, recipe.overflow

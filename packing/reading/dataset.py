@@ -81,6 +81,9 @@ class Dataset:
     source: str
     files: tuple[str, ...] = ()
     starts: tuple[int, ...] = field(default=(), repr=False)
+    notes: tuple[str, ...] = ()
+    """What a person reading this dataset should know, one sentence each: files that look like packed blocks
+    rather than samples (:data:`PACKED_COLUMNS`). The command line prints them as warnings."""
 
     @property
     def lengths(self) -> Int64Array:
@@ -171,14 +174,16 @@ def read_dataset(
         if progress is not None:
             progress(starts[-1] + count, starts[-1] + total)
 
+    notes: list[str] = []
     for file in found.files:
         rows, tokens, kind = 0, 0, None
         starts.append(accumulator.rows)
+        keys: list[str] = []  # the first row's, for rows of JSON
         with budget.reading():
             content = decode(file, budget.left(), FIELDS, "samples", chunk_bytes=_chunk_bytes or _CHUNK_BYTES)
             if content.batches is not None and reading.get("tokenizer") is None:
                 accumulator.reserve(content.batches.values(TOKEN_FIELDS))  # an upper bound: grown once
-            for part, narrow, where in _parts(content, reading, report if progress else None):
+            for part, narrow, where in _parts(content, reading, report if progress else None, keys):
                 if longest is not None:
                     _refuse_longer(part, content, longest, where, first=rows)
                 kind = part.has_tokens if kind is None else kind
@@ -187,21 +192,49 @@ def read_dataset(
                     accumulator.add(part, narrow)
         if accumulator.has_tokens is not None and accumulator.has_tokens != kind:
             raise _mixed(file, found.files[0], bool(kind))
+        notes.extend(_packed_note(file.label, content, keys))
         budget.spend(bytes=content.bytes_read, rows=rows, tokens=tokens)
         if budget.files == 1:
             _bounded(rows, tokens, bool(kind), file.label, budget.limits)
         else:
             budget.check_tokens(lengths_only=not kind)
     labels = tuple(file.label for file in found.files)
-    return Dataset(accumulator.samples(), found.label, labels, tuple(starts))
+    return Dataset(accumulator.samples(), found.label, labels, tuple(starts), tuple(notes))
 
 
 _CHUNK_BYTES = 1 << 22
 """About how many bytes of text (JSON lines, CSV) are parsed into Python rows at a time."""
 
 
+PACKED_COLUMNS = ("seq_lengths", "sequence_ids", "seq_start_id", "position_ids")
+"""Columns packed blocks have and samples do not (this project's, TRL's, Megatron's, transformers' flattening):
+a file of samples holding one most likely holds packed blocks, whose padding would be read as tokens."""
+
+
+def _packed_note(label: str, content: Content, keys: list[str]) -> list[str]:
+    """The note for a file that looks like packed blocks (one of :data:`PACKED_COLUMNS` among its columns, or
+    among the first row's keys), or none. O(columns).
+
+    >>> import io
+    >>> _packed_note("old.jsonl", decode(File(io.BytesIO(b""), "old.jsonl", "jsonl")), ["input_ids", "seq_lengths"])
+    ["old.jsonl looks like packed blocks, not samples (it has a 'seq_lengths' column): each of its rows is read as one sample, its padding as tokens"]
+    """
+    batches = content.batches
+    found = batches.file_columns if batches is not None else content.columns or tuple(keys)
+    column = next((name for name in PACKED_COLUMNS if name in found), None)
+    if column is None:
+        return []
+    return [
+        f"{label} looks like packed blocks, not samples (it has a '{column}' column): each of its rows is read as "
+        "one sample, its padding as tokens"
+    ]
+
+
 def _parts(
-    content: Content, reading: dict[str, Any], progress: Callable[[int, int], None] | None
+    content: Content,
+    reading: dict[str, Any],
+    progress: Callable[[int, int], None] | None,
+    keys: list[str] | None = None,
 ) -> Iterator[tuple[Samples, bool, list[str] | None]]:
     """The samples a file holds, part by part, through the one reader (``reading``: its keywords, the loss
     rule and the tokenizer), each with whether its int64 ids are to be narrowed (:class:`Accumulator`): a
@@ -214,7 +247,7 @@ def _parts(
         yield Samples(None, None, offsets), False, None
         return
     if content.chunks is not None:
-        yield from _row_parts(content, reading, progress)
+        yield from _row_parts(content, reading, progress, keys)
         return
     if content.num_rows == 0:
         if content.batches is not None:
@@ -231,6 +264,8 @@ def _parts(
             yield read_table(batches.read(), progress=progress, **reading), text, None
             return
         rows = content.rows or []
+        if keys is not None and rows and isinstance(rows[0], dict):
+            keys.extend(map(str, rows[0]))
         if content.cells:
             rows = [cells_row(cells, index, text=text) for index, cells in enumerate(rows)]
         _check_columns(rows, label)
@@ -240,7 +275,10 @@ def _parts(
 
 
 def _row_parts(
-    content: Content, reading: dict[str, Any], progress: Callable[[int, int], None] | None
+    content: Content,
+    reading: dict[str, Any],
+    progress: Callable[[int, int], None] | None,
+    keys: list[str] | None = None,
 ) -> Iterator[tuple[Samples, bool, list[str] | None]]:
     """The samples of a file's rows chunk by chunk (:func:`decode`'s ``chunks``), each chunk through the one
     reader (:func:`read_rows`) and counted over the whole file (rows from 0, places of the file): the samples
@@ -255,6 +293,8 @@ def _row_parts(
     kind: bool | None = None
     for raw, where in chunks:
         rows = raw
+        if keys is not None and not done and raw and isinstance(raw[0], dict):
+            keys.extend(map(str, raw[0]))
         try:
             if content.cells:
                 rows = [cells_row(cells, done + index, text=text) for index, cells in enumerate(raw)]

@@ -158,15 +158,75 @@ def resolve(source: Any, format: str | None = None, name: str | None = None) -> 
         label = name or str(getattr(source, "name", None) or "<uploaded file>")
         return Files(label, (File(source, label, format_of(label, format)),))
     if isinstance(source, (str, os.PathLike)):
-        return Files(name or os.fspath(source), tuple(_expand(os.fspath(source), format)))
+        label = name or os.fspath(source)
+        return Files(label, tuple(_once(_expand(os.fspath(source), format))))
     if isinstance(source, (list, tuple)) and source and all(isinstance(p, (str, os.PathLike)) for p in source):
         found = {file.label: file for path in source for file in _expand(os.fspath(path), format)}
         given = sorted(os.fspath(path) for path in source)
         shown = given[0] + (f" and {len(given) - 1} more" if len(given) > 1 else "")
-        return Files(name or shown, tuple(found[label] for label in sorted(found)))
+        return Files(name or shown, tuple(_once([found[label] for label in sorted(found)])))
     raise SettingError(
         "source", "a path, a glob, a folder, a list of paths, or a binary file object", type(source).__name__
     )
+
+
+def _once(files: list[File]) -> list[File]:
+    """``files`` (in reading order) with each real file once: the first of the paths that lead to it (two names
+    for one file, a folder and a file in it, a link). A recursive glob through a symbolic link back to one of its
+    folders (``sub/up -> ..``) is refused, naming the link (:func:`_refuse_cycles`). O(files).
+
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> _ = open(os.path.join(folder, "a.jsonl"), "w").write("[1]\\n")
+    >>> os.symlink(folder, os.path.join(folder, "up"))
+    >>> [os.path.relpath(f.label, folder) for f in resolve([folder, os.path.join(folder, "a.jsonl")]).files]
+    ['a.jsonl']
+    >>> resolve(os.path.join(folder, "**", "*.jsonl"))
+    Traceback (most recent call last):
+    ...
+    packing.errors.DatasetError: .../**/*.jsonl: a symbolic link cycle: .../up leads back to ..., so the same files would be found again and again; remove the link or match without it
+    """
+    kept: dict[str, File] = {}
+    for file in files:
+        if not isinstance(file.source, (str, os.PathLike)):
+            return files
+        real = os.path.realpath(file.source)
+        kept.setdefault(real, file)
+    return list(kept.values())
+
+
+def _refuse_cycles(pattern: str) -> None:
+    """Refuse a recursive glob (a ``**`` part) whose folders hold a symbolic link back to a folder it is in
+    (``sub/up -> ..``): the glob would follow it 40 levels deep, and through two such links in 2**40 ways, finding
+    the same files again and again. The folders ``**`` walks (not hidden ones, as the glob) are walked once
+    first, each real folder at most once on a path. O(folders × depth)."""
+    parts = Path(pattern).parts
+    if "**" not in parts:
+        return
+    head = os.path.join(*parts[: parts.index("**")]) if parts.index("**") else os.curdir
+    for root in sorted(glob.glob(head)) if _MAGIC.search(head) else [head]:
+        stack: list[tuple[str, dict[str, str]]] = [(root, {os.path.realpath(root): root})]
+        while stack:
+            folder, above = stack.pop()
+            try:
+                entries = sorted(os.scandir(folder), key=lambda found: found.name, reverse=True)  # popped in order
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    inside = not entry.name.startswith(".") and entry.is_dir()
+                except OSError:
+                    continue
+                if not inside:
+                    continue
+                real = os.path.realpath(entry.path)
+                if real in above:
+                    reason = (
+                        f"a symbolic link cycle: {entry.path} leads back to {above[real]}, so the same files would "
+                        "be found again and again; remove the link or match without it"
+                    )
+                    raise DatasetError(pattern, None, reason)
+                stack.append((entry.path, {**above, real: entry.path}))
 
 
 def _expand(path: str, format: str | None) -> list[File]:
@@ -174,6 +234,7 @@ def _expand(path: str, format: str | None) -> list[File]:
     if os.path.isdir(path):
         return _folder(path, format)
     if not os.path.lexists(path) and _MAGIC.search(path):
+        _refuse_cycles(path)
         matches = [match for match in sorted(glob.glob(path, recursive=True)) if not os.path.isdir(match)]
         files = [File(match, match, format_of(match, format)) for match in matches if _readable(match, format)]
         if not files:
@@ -345,6 +406,9 @@ class Content:
     batches: Batches | None = field(default=None, repr=False)
     chunks: Iterable[tuple[list[Any], list[str]]] | None = field(default=None, repr=False)
     lines: int = 0
+    columns: tuple[str, ...] = ()
+    """Every column the file has, when it says before its rows are read (a CSV header; Parquet and Arrow:
+    ``batches.file_columns``)."""
 
     @property
     def bytes_read(self) -> int:
@@ -434,6 +498,7 @@ def _content(file: File, decoded: Decoded) -> Content:
         decoded.values,
         chunks=decoded.chunks,
         lines=decoded.lines,
+        columns=decoded.columns,
     )
 
 
@@ -483,6 +548,11 @@ class Batches:
     @property
     def num_rows(self) -> int:  # pragma: no cover - each kind of file says
         """Rows of the file. O(1)."""
+        raise NotImplementedError
+
+    @property
+    def file_columns(self) -> tuple[str, ...]:  # pragma: no cover - each kind of file says
+        """Every column of the file, wanted or not. O(columns)."""
         raise NotImplementedError
 
     def values(self, columns: Collection[str]) -> int:  # pragma: no cover - each kind of file says
@@ -571,6 +641,10 @@ class ParquetBatches(Batches):
     @property
     def num_rows(self) -> int:
         return int(self.parquet.metadata.num_rows)
+
+    @property
+    def file_columns(self) -> tuple[str, ...]:
+        return tuple(self.parquet.schema_arrow.names)
 
     def values(self, columns: Collection[str]) -> int:
         """An upper bound from the column chunks' value counts (an empty or null list counts one)."""
@@ -699,6 +773,10 @@ class ArrowBatches(Batches):
     @property
     def num_rows(self) -> int:
         return self._rows
+
+    @property
+    def file_columns(self) -> tuple[str, ...]:
+        return tuple(self._schema.names)
 
     def values(self, columns: Collection[str]) -> int:
         """The list values of ``columns`` (a column of scalars: one a row), counted when made."""

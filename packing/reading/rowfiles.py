@@ -73,6 +73,7 @@ class Decoded:
     values: int = 0
     chunks: Iterable[tuple[list[Any], list[str]]] | None = field(default=None, repr=False)
     lines: int = 0
+    columns: tuple[str, ...] = ()  # a CSV file's header
 
 
 def _parse_json(text: str, label: str, where: str | None) -> Any:
@@ -278,14 +279,14 @@ def _csv(
         if chunk_bytes is None:
             with _csv_errors(label, reader):
                 rows, where = _joined_chunks(chunks)
-            return Decoded(rows, where, cells=True, size=size)
+            return Decoded(rows, where, cells=True, size=size, columns=tuple(header))
         owned = stack.pop_all()
 
         def read() -> Iterator[tuple[list[Any], list[str]]]:
             with owned, _csv_errors(label, reader):
                 yield from chunks
 
-        return Decoded(cells=True, size=size, chunks=read())
+        return Decoded(cells=True, size=size, chunks=read(), columns=tuple(header))
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -88,7 +88,7 @@ def test_every_real_file_once_and_a_cycle_named(
     else:
         matches = [str(p) for p in Path(source).iterdir() if p.is_file() and p.suffix == ".jsonl"]
     if not matches:
-        with pytest.raises(DatasetError, match="no file matches this pattern|a folder without dataset files"):
+        with pytest.raises(DatasetError, match=r"no file matches this pattern|a folder without dataset files"):
             resolve(source)
         return
     found = resolve(source).files

@@ -53,7 +53,6 @@ from packing.reading.files import read_whole, resolve
 from packing.recipe import Recipe, option_fields
 from packing.strategies.bounds import lower_bounds
 from packing.strategies.registry import STRATEGIES
-from packing.strategies.stats import PackingStats
 from packing.text.prepare import prepare
 from packing.weighting import LOSS_MODES, LossMode
 
@@ -160,10 +159,11 @@ def _add_recipe_options(parser: argparse.ArgumentParser, fields: Sequence[datacl
         shown = f" (default: {default})" if isinstance(default, (str, int, float)) else ""
         flag = _flag(f.name)
         assert flag is not None
-        if meta["parse"] is bool:  # a flag that turns a default-on option off
-            parser.add_argument(
-                "--no-" + flag[2:], dest=f.name, action="store_const", const=False, default=None, help=meta["help"]
-            )
+        if meta["parse"] is bool:  # a flag: --int64 turns an option off by default on, --no-x one on by default off
+            on = not default
+            name = flag if on else "--no-" + flag[2:]
+            shown_help = _CLI_HELP.get(f.name, meta["help"])
+            parser.add_argument(name, dest=f.name, action="store_const", const=on, default=None, help=shown_help)
             continue
         parser.add_argument(
             flag,
@@ -174,6 +174,14 @@ def _add_recipe_options(parser: argparse.ArgumentParser, fields: Sequence[datacl
             help=meta["help"] + shown,
         )
     parser.set_defaults(recipe_fields=tuple(f.name for f in fields))
+
+
+_CLI_HELP = {
+    "int64": "ids, labels and positions as int64 (default: int32, the compact schema, unless an id is above "
+    "2**31 - 1: then int64)"
+}
+"""The command line's own help for a recipe option where it does more than the library (``pack`` widens ids that do
+not fit in int32 by itself)."""
 
 
 def _parser_of(parse: type) -> Callable[[str], Any]:
@@ -456,13 +464,19 @@ def _pack_batch(recipe: Recipe, dataset: Dataset, shuffle: bool) -> LazyBatch:
     layout = plan(dataset.lengths, recipe=recipe)
     if shuffle:
         layout = layout.shuffle(recipe.seed or 0)
-    return LazyBatch.of(layout, dataset.samples, prepare(recipe).pad_id, int64=recipe.int64)
+    return LazyBatch.of(
+        layout, dataset.samples, prepare(recipe).pad_id, int64=recipe.int64 or dataset.samples.wide_ids()
+    )  # ids above 2**31 - 1: int64
+
+
+_WIDENED = ", ids, labels and positions as int64 (an id is above 2**31 - 1)"
 
 
 def _pack_summary(
-    args: argparse.Namespace, recipe: Recipe, dataset: Dataset, stats: PackingStats, progress: Progress
+    args: argparse.Namespace, recipe: Recipe, dataset: Dataset, batch: LazyBatch, progress: Progress
 ) -> str:
     """The table printed after ``pack``."""
+    stats = batch.stats
     order = "in plan order" if args.no_shuffle else f"shuffled (seed {recipe.seed or 0})"
     times = ", ".join(f"{key} {_seconds(value)}" for key, value in progress.times.items())
     length, overflow, strategy = recipe.max_seq_length, recipe.overflow, recipe.strategy
@@ -481,7 +495,10 @@ def _pack_summary(
         ("training targets", f"{stats.target_tokens:,} (labels != -100: less each document's first token)"),
         ("samples training nothing", f"{stats.samples_without_trainable_tokens:,}"),
         ("time", f"{_seconds(sum(progress.times.values()))} ({times})"),
-        ("output", f"{args.output}, {stats.num_blocks:,} blocks {order}"),
+        (
+            "output",
+            f"{args.output}, {stats.num_blocks:,} blocks {order}{_WIDENED if batch.int64 > recipe.int64 else ''}",
+        ),
     ]
     return format_pairs(rows)
 
@@ -515,7 +532,7 @@ def _run_pack(args: argparse.Namespace) -> int:
                 writer(batch, output)
             except OSError as error:
                 raise UsageError(f"cannot write {output}: {error.strerror or error}") from None
-    print(_pack_summary(args, recipe, dataset, batch.stats, progress))
+    print(_pack_summary(args, recipe, dataset, batch, progress))
     return 0
 
 

@@ -84,6 +84,26 @@ class Dataset:
     notes: tuple[str, ...] = ()
     """What a person reading this dataset should know, one sentence each: files that look like packed blocks
     rather than samples (:data:`PACKED_COLUMNS`). The command line prints them as warnings."""
+    sources: tuple[File, ...] = field(default=(), repr=False, compare=False)
+    """The files, to find a sample's place in its file again (:meth:`locate`)."""
+
+    def locate(self, error: SampleError) -> SampleError | DatasetError:
+        """``error`` about sample ``i`` of the dataset as the same error at its place in its file (``a.jsonl,
+        line 7``), found by reading that file again up to it (a file object, read once, is named by the sample's
+        number in it). O(the file's bytes), on the way to an error only.
+
+        >>> import io, os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "ids.jsonl")
+        >>> _ = open(path, "w").write("[1]\\n\\n[2, 2147483648]\\n")
+        >>> data = read_dataset(path)
+        >>> str(data.locate(data.samples.wide_id_error())).replace(path, "ids.jsonl")
+        'ids.jsonl, line 3, position 1: expected a token id at most 2147483647 (the int32 schema; int64=True for larger ids), got 2147483648'
+        """
+        if error.sample is None or not self.sources or not 0 <= error.sample < len(self):
+            return error
+        index = int(np.searchsorted(np.asarray(self.starts), error.sample, side="right")) - 1
+        file, local = self.sources[index], error.sample - self.starts[index]
+        return DatasetError.from_sample(file.label, _place(file, local), error)
 
     @property
     def lengths(self) -> Int64Array:
@@ -199,7 +219,25 @@ def read_dataset(
         else:
             budget.check_tokens(lengths_only=not kind)
     labels = tuple(file.label for file in found.files)
-    return Dataset(accumulator.samples(), found.label, labels, tuple(starts), tuple(notes))
+    return Dataset(accumulator.samples(), found.label, labels, tuple(starts), tuple(notes), found.files)
+
+
+def _place(file: File, index: int) -> str:
+    """Where row ``index`` (from 0) of ``file`` is (``line 7``, ``item 3``, ``row 12``): the file read again, chunk
+    by chunk, up to it; ``sample N`` for a file object, which cannot be read again. O(the file's bytes)."""
+    if not isinstance(file.source, (str, os.PathLike)):
+        return f"sample {index}"
+    content = decode(file, chunk_bytes=_CHUNK_BYTES)
+    if content.batches is not None:
+        content.batches.close()
+        return f"row {index + 1}"
+    if content.chunks is None:
+        return content.place(index)
+    for rows, where in content.chunks:
+        if index < len(rows):
+            return where[index]
+        index -= len(rows)
+    return f"sample {index}"  # pragma: no cover - the file changed since it was read
 
 
 _CHUNK_BYTES = 1 << 22

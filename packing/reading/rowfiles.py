@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.errors import DatasetError, quote
+from packing.reading import longrows
 from packing.reading.limits import ReadLimits, check_count, check_size, read_bounded, scan_json
 from packing.workloads import workload_from_json
 
@@ -117,16 +118,24 @@ def _json_line_chunks(
     while position < size:
         end = data.find(b"\n", position)
         stop = size if end < 0 else end + 1
-        raw = data[position:stop]
+        long = stop - position >= longrows.LONG_LINE
+        raw = memoryview(data)[position:stop] if long else data[position:stop]
         number, position, held = number + 1, stop, held + stop - position
         place = f"line {number}"
-        try:
-            text = raw.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            raise DatasetError(label, place, "not valid UTF-8 text") from None
-        if text.strip():
-            rows.append(_parse_json(text.rstrip("\r\n"), label, place))
-            where.append(place)
+        if isinstance(raw, memoryview):  # a long line: its lists of ids straight into arrays, not Python ints
+            with raw:
+                row = longrows.json_line(raw, label, place)
+            if row is not longrows.BLANK:
+                rows.append(row)
+                where.append(place)
+        else:
+            try:
+                text = raw.decode("utf-8-sig")
+            except UnicodeDecodeError:
+                raise DatasetError(label, place, "not valid UTF-8 text") from None
+            if text.strip():
+                rows.append(_parse_json(text.rstrip("\r\n"), label, place))
+                where.append(place)
         if held >= chunk_bytes and rows:
             yield rows, where
             rows, where, held = [], [], 0

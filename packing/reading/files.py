@@ -56,6 +56,7 @@ from packing.reading.limits import (
     check_count,
     check_parquet,
     check_size,
+    ipc_batch_size,
     open_input,
     read_bounded,
     scan_json,
@@ -682,7 +683,7 @@ def _parquet(file: File, limits: ReadLimits, columns: Collection[str] | None, ro
         try:
             parquet = pq.ParquetFile(handle, pre_buffer=False)  # not the whole file read ahead
             wanted = _wanted(list(parquet.schema_arrow.names), file, columns)
-            check_parquet(parquet, wanted if columns is not None else None, file.label, limits, rows_are)
+            check_parquet(parquet, wanted if columns is not None else None, file.label, limits, rows_are, handle)
         except (pa.ArrowException, OSError, ValueError) as error:
             if isinstance(error, DatasetError):
                 raise
@@ -735,6 +736,8 @@ class ArrowBatches(Batches):
         self.buffer = buffer
         self._mapped = mapped
         self._released = 0  # the mapped bytes let go in this pass over the batches
+        if limits.max_bytes is not None or limits.max_rows is not None:
+            self._check_headers(limits, rows_are)
         schema, batches = self._reader()
         self.columns = _wanted(list(schema.names), file, columns)
         self._schema = schema
@@ -752,6 +755,30 @@ class ArrowBatches(Batches):
                 self._wanted_bytes += int(column.nbytes)
         self._release(buffer.size)  # the headers and offsets this pass read
         self._released = 0
+
+    def _check_headers(self, limits: ReadLimits, rows_are: str) -> None:
+        """Refuse the file from its batches' headers, before one is decoded: rows past ``max_rows``, or bytes once
+        decoded past ``max_bytes`` (a compressed batch's buffers each say their decoded length:
+        :func:`packing.reading.limits.ipc_batch_size`). O(batches), reading headers only."""
+        import pyarrow as pa
+
+        start = 8 if self.buffer.size >= 8 and self.buffer[:6].to_pybytes() == b"ARROW1" else 0
+        try:
+            reader = pa.ipc.MessageReader.open_stream(pa.BufferReader(self.buffer[start:]))
+            rows = decoded = 0
+            while (message := reader.read_next_message()) is not None:
+                size = ipc_batch_size(message.metadata.to_pybytes(), message.body)
+                if size is None:
+                    continue
+                rows, decoded = rows + size[0], decoded + size[1]
+                check_count(self.file.label, rows_are, rows, limits.max_rows)
+                if limits.max_bytes is not None and decoded > limits.max_bytes:
+                    reason = (
+                        f"holds more than the limit of {limits.max_bytes:,} bytes once read (from its batches' headers)"
+                    )
+                    raise LimitError(self.file.label, None, reason)
+        except (StopIteration, pa.ArrowInvalid, OSError):  # the end, or not a stream: the readers below say why
+            return
 
     def _reader(self) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
         """The schema and the batches of the IPC file, or else of the IPC stream."""

@@ -281,7 +281,7 @@ def _csv(
             handle, size = io.BytesIO(data), len(data)
         wrapper = io.TextIOWrapper(handle, encoding="utf-8-sig", newline="")
         stack.callback(wrapper.detach)  # leave the caller's file object open
-        reader = csv.reader(wrapper)
+        reader = _Lines(wrapper)
         with _csv_errors(label, reader):
             header = _csv_header(reader, label, columns)
         chunks = _csv_chunks(reader, header, label, columns, limits, rows_are, chunk_bytes or _WHOLE)
@@ -297,6 +297,31 @@ def _csv(
 
         return Decoded(cells=True, size=size, chunks=read(), columns=tuple(header))
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+class _Lines:
+    """A ``csv.reader`` over ``lines`` that can be made again where it stands (:meth:`renew`): the reader keeps
+    the buffer of its longest field (4 bytes a character: 700 MB after a cell of 28 M ids) until it goes.
+    ``line_num`` counts over every reader made. Iterating gives each row's cells."""
+
+    def __init__(self, lines: Any) -> None:
+        self.lines = lines
+        self.reader = csv.reader(lines)
+        self.before = 0
+
+    @property
+    def line_num(self) -> int:
+        return self.before + int(self.reader.line_num)
+
+    def renew(self) -> None:
+        self.before = self.line_num
+        self.reader = csv.reader(self.lines)
+
+    def __iter__(self) -> Iterator[list[str]]:
+        return self
+
+    def __next__(self) -> list[str]:
+        return next(self.reader)
 
 
 @contextmanager
@@ -339,6 +364,8 @@ def _csv_chunks(
         if not any(cell.strip() for cell in cells):
             continue
         place = f"line {reader.line_num}"
+        if sum(map(len, cells)) >= longrows.LONG_LINE:
+            reader.renew()  # let go the reader's buffer of the long row: 4 bytes a character
         if len(cells) != len(names_):
             raise DatasetError(label, place, f"expected {len(names_)} cells ({names(names_)}), got {len(cells)}")
         rows.append({c: cell for c, cell in zip(names_, cells, strict=True) if columns is None or c in columns})

@@ -383,9 +383,9 @@ def _thrift_struct(data: bytes, at: int, wanted: dict[int, Any], depth: int = 0)
         elif kind == 12:
             if depth > 8:
                 raise ValueError("a struct nested too deeply")
-            value, at = _thrift_struct(data, at, want if isinstance(want, dict) else {}, depth + 1)
+            inner, at = _thrift_struct(data, at, want if isinstance(want, dict) else {}, depth + 1)
             if isinstance(want, dict):
-                found[number] = value
+                found[number] = inner
         else:
             at = _thrift_skip(data, at, kind, depth)
 

@@ -54,13 +54,14 @@ from packing.reading.limits import (
     NO_LIMITS,
     ReadLimits,
     check_count,
+    check_ipc,
     check_parquet,
     check_size,
-    ipc_batch_size,
     open_input,
     read_bounded,
     scan_json,
 )
+from packing.reading.paths import once, refuse_cycles
 from packing.reading.rowfiles import (
     _ROW_BYTES,
     EXPECTED,
@@ -160,74 +161,15 @@ def resolve(source: Any, format: str | None = None, name: str | None = None) -> 
         return Files(label, (File(source, label, format_of(label, format)),))
     if isinstance(source, (str, os.PathLike)):
         label = name or os.fspath(source)
-        return Files(label, tuple(_once(_expand(os.fspath(source), format))))
+        return Files(label, tuple(once(_expand(os.fspath(source), format))))
     if isinstance(source, (list, tuple)) and source and all(isinstance(p, (str, os.PathLike)) for p in source):
         found = {file.label: file for path in source for file in _expand(os.fspath(path), format)}
         given = sorted(os.fspath(path) for path in source)
         shown = given[0] + (f" and {len(given) - 1} more" if len(given) > 1 else "")
-        return Files(name or shown, tuple(_once([found[label] for label in sorted(found)])))
+        return Files(name or shown, tuple(once([found[label] for label in sorted(found)])))
     raise SettingError(
         "source", "a path, a glob, a folder, a list of paths, or a binary file object", type(source).__name__
     )
-
-
-def _once(files: list[File]) -> list[File]:
-    """``files`` (in reading order) with each real file once: the first of the paths that lead to it (two names
-    for one file, a folder and a file in it, a link). A recursive glob through a symbolic link back to one of its
-    folders (``sub/up -> ..``) is refused, naming the link (:func:`_refuse_cycles`). O(files).
-
-    >>> import os, tempfile
-    >>> folder = tempfile.mkdtemp()
-    >>> _ = open(os.path.join(folder, "a.jsonl"), "w").write("[1]\\n")
-    >>> os.symlink(folder, os.path.join(folder, "up"))
-    >>> [os.path.relpath(f.label, folder) for f in resolve([folder, os.path.join(folder, "a.jsonl")]).files]
-    ['a.jsonl']
-    >>> resolve(os.path.join(folder, "**", "*.jsonl"))
-    Traceback (most recent call last):
-    ...
-    packing.errors.DatasetError: .../**/*.jsonl: a symbolic link cycle: .../up leads back to ..., so the same files would be found again and again; remove the link or match without it
-    """
-    kept: dict[str, File] = {}
-    for file in files:
-        if not isinstance(file.source, (str, os.PathLike)):
-            return files
-        real = os.path.realpath(file.source)
-        kept.setdefault(real, file)
-    return list(kept.values())
-
-
-def _refuse_cycles(pattern: str) -> None:
-    """Refuse a recursive glob (a ``**`` part) whose folders hold a symbolic link back to a folder it is in
-    (``sub/up -> ..``): the glob would follow it 40 levels deep, and through two such links in 2**40 ways, finding
-    the same files again and again. The folders ``**`` walks (not hidden ones, as the glob) are walked once
-    first, each real folder at most once on a path. O(folders × depth)."""
-    parts = Path(pattern).parts
-    if "**" not in parts:
-        return
-    head = os.path.join(*parts[: parts.index("**")]) if parts.index("**") else os.curdir
-    for root in sorted(glob.glob(head)) if _MAGIC.search(head) else [head]:
-        stack: list[tuple[str, dict[str, str]]] = [(root, {os.path.realpath(root): root})]
-        while stack:
-            folder, above = stack.pop()
-            try:
-                entries = sorted(os.scandir(folder), key=lambda found: found.name, reverse=True)  # popped in order
-            except OSError:
-                continue
-            for entry in entries:
-                try:
-                    inside = not entry.name.startswith(".") and entry.is_dir()
-                except OSError:
-                    continue
-                if not inside:
-                    continue
-                real = os.path.realpath(entry.path)
-                if real in above:
-                    reason = (
-                        f"a symbolic link cycle: {entry.path} leads back to {above[real]}, so the same files would "
-                        "be found again and again; remove the link or match without it"
-                    )
-                    raise DatasetError(pattern, None, reason)
-                stack.append((entry.path, {**above, real: entry.path}))
 
 
 def _expand(path: str, format: str | None) -> list[File]:
@@ -235,7 +177,7 @@ def _expand(path: str, format: str | None) -> list[File]:
     if os.path.isdir(path):
         return _folder(path, format)
     if not os.path.lexists(path) and _MAGIC.search(path):
-        _refuse_cycles(path)
+        refuse_cycles(path)
         matches = [match for match in sorted(glob.glob(path, recursive=True)) if not os.path.isdir(match)]
         files = [File(match, match, format_of(match, format)) for match in matches if _readable(match, format)]
         if not files:
@@ -736,8 +678,7 @@ class ArrowBatches(Batches):
         self.buffer = buffer
         self._mapped = mapped
         self._released = 0  # the mapped bytes let go in this pass over the batches
-        if limits.max_bytes is not None or limits.max_rows is not None:
-            self._check_headers(limits, rows_are)
+        check_ipc(buffer, file.label, limits, rows_are)  # from the batches' headers, before one is decoded
         schema, batches = self._reader()
         self.columns = _wanted(list(schema.names), file, columns)
         self._schema = schema
@@ -755,30 +696,6 @@ class ArrowBatches(Batches):
                 self._wanted_bytes += int(column.nbytes)
         self._release(buffer.size)  # the headers and offsets this pass read
         self._released = 0
-
-    def _check_headers(self, limits: ReadLimits, rows_are: str) -> None:
-        """Refuse the file from its batches' headers, before one is decoded: rows past ``max_rows``, or bytes once
-        decoded past ``max_bytes`` (a compressed batch's buffers each say their decoded length:
-        :func:`packing.reading.limits.ipc_batch_size`). O(batches), reading headers only."""
-        import pyarrow as pa
-
-        start = 8 if self.buffer.size >= 8 and self.buffer[:6].to_pybytes() == b"ARROW1" else 0
-        try:
-            reader = pa.ipc.MessageReader.open_stream(pa.BufferReader(self.buffer[start:]))
-            rows = decoded = 0
-            while (message := reader.read_next_message()) is not None:
-                size = ipc_batch_size(message.metadata.to_pybytes(), message.body)
-                if size is None:
-                    continue
-                rows, decoded = rows + size[0], decoded + size[1]
-                check_count(self.file.label, rows_are, rows, limits.max_rows)
-                if limits.max_bytes is not None and decoded > limits.max_bytes:
-                    reason = (
-                        f"holds more than the limit of {limits.max_bytes:,} bytes once read (from its batches' headers)"
-                    )
-                    raise LimitError(self.file.label, None, reason)
-        except (StopIteration, pa.ArrowInvalid, OSError):  # the end, or not a stream: the readers below say why
-            return
 
     def _reader(self) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
         """The schema and the batches of the IPC file, or else of the IPC stream."""

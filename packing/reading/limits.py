@@ -581,3 +581,31 @@ def ipc_batch_size(metadata: bytes, body: Any) -> tuple[int, int] | None:
         return rows, total
     except (IndexError, ValueError):
         return None
+
+
+def check_ipc(buffer: Any, label: str, limits: ReadLimits, rows_are: str = "rows") -> None:
+    """Refuse an Arrow IPC file or stream (its bytes, a ``pyarrow.Buffer``) from its batches' headers, before one is
+    decoded: rows past ``max_rows``, or bytes once decoded past ``max_bytes`` (a compressed batch's buffers each
+    say their decoded length: :func:`ipc_batch_size`). O(batches), reading headers only; nothing without those
+    bounds."""
+    import pyarrow as pa
+
+    if limits.max_bytes is None and limits.max_rows is None:
+        return
+    start = 8 if buffer.size >= 8 and buffer[:6].to_pybytes() == b"ARROW1" else 0
+    try:
+        reader = pa.ipc.MessageReader.open_stream(pa.BufferReader(buffer[start:]))
+        rows = decoded = 0
+        while (message := reader.read_next_message()) is not None:
+            size = ipc_batch_size(message.metadata.to_pybytes(), message.body)
+            if size is None:
+                continue
+            rows, decoded = rows + size[0], decoded + size[1]
+            check_count(label, rows_are, rows, limits.max_rows)
+            if limits.max_bytes is not None and decoded > limits.max_bytes:
+                reason = (
+                    f"holds more than the limit of {limits.max_bytes:,} bytes once read (from its batches' headers)"
+                )
+                raise LimitError(label, None, reason)
+    except (StopIteration, pa.ArrowInvalid, OSError):  # the end, or not a stream: the readers say why
+        return

@@ -144,6 +144,19 @@ def _integers(
         i += 1
 
 
+def parse_json(text: str, label: str, where: str | None) -> Any:
+    """One JSON value (already scanned); a syntax error names the line and character."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        place = where or f"line {error.lineno}"
+        raise DatasetError(label, f"{place}, character {error.colno}", f"invalid JSON ({error.msg})") from None
+    except RecursionError:
+        raise DatasetError(label, where, "JSON nested too deeply") from None
+    except ValueError:  # an integer of thousands of digits
+        raise DatasetError(label, where, "a number too long to read (more than 4,300 digits)") from None
+
+
 def _replace(value: Any, arrays: dict[str, Int64Array], as_arrays: bool) -> Any:
     """``value`` (a parsed skeleton) with each marker string replaced by its array (``as_arrays``) or list.
     O(the skeleton's values)."""
@@ -221,13 +234,11 @@ def json_line(data: Any, label: str, place: str, least: int | None = None) -> An
 
 def _whole(data: Any, label: str, place: str) -> Any:
     """The line parsed by ``json`` as a short one is (:data:`BLANK` if it is white space only). O(bytes)."""
-    from packing.reading.rowfiles import _parse_json
-
     try:
         text = bytes(data).decode("utf-8-sig")
     except UnicodeDecodeError:
         raise DatasetError(label, place, "not valid UTF-8 text") from None
-    return _parse_json(text.rstrip("\r\n"), label, place) if text.strip() else BLANK
+    return parse_json(text.rstrip("\r\n"), label, place) if text.strip() else BLANK
 
 
 def id_cell(cell: str, least: int | None = None) -> Int64Array | None:

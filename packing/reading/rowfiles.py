@@ -22,6 +22,7 @@ import numpy.typing as npt
 from packing.errors import DatasetError, quote
 from packing.reading import longrows
 from packing.reading.limits import ReadLimits, check_count, check_size, read_bounded, scan_json
+from packing.reading.longrows import parse_json as _parse_json
 from packing.workloads import workload_from_json
 
 Int64Array = npt.NDArray[np.int64]
@@ -75,19 +76,6 @@ class Decoded:
     chunks: Iterable[tuple[list[Any], list[str]]] | None = field(default=None, repr=False)
     lines: int = 0
     columns: tuple[str, ...] = ()  # a CSV file's header
-
-
-def _parse_json(text: str, label: str, where: str | None) -> Any:
-    """One JSON value (already scanned); a syntax error names the line and character."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        place = where or f"line {error.lineno}"
-        raise DatasetError(label, f"{place}, character {error.colno}", f"invalid JSON ({error.msg})") from None
-    except RecursionError:
-        raise DatasetError(label, where, "JSON nested too deeply") from None
-    except ValueError:  # an integer of thousands of digits
-        raise DatasetError(label, where, "a number too long to read (more than 4,300 digits)") from None
 
 
 _WHOLE = 1 << 62

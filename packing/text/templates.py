@@ -121,11 +121,9 @@ class _Counting:
     of its environment, without constant folding (which would run the template's expressions while compiling it):
     its filters (counted), globals and extensions are read, never changed."""
 
-    intercepted_binops = frozenset({"*", "**", "+"})
-
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # jinja's own parameter names
+    def call(self, context: Any, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
         _step(*args, *kwargs.values(), steps=CALL_STEPS)
-        return super().call(__context, __obj, *args, **kwargs)  # type: ignore[misc]
+        return super().call(context, obj, *args, **kwargs)  # type: ignore[misc]
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         _step()
@@ -177,12 +175,17 @@ def _counting_class(environment_class: type) -> type:
     class Generator(CodeGenerator):
         def visit_Template(self, node: nodes.Template, frame: Any = None) -> None:
             for loop in node.find_all(nodes.For):
-                loop.iter = nodes.Call(_internal("environment.packing_steps"), [loop.iter], [], None, None)
+                loop.iter = nodes.Call(
+                    _internal(f"environment.{_Counting.packing_steps.__name__}"), [loop.iter], [], None, None
+                )
             for concat in node.find_all(nodes.Concat):
-                concat.nodes = [nodes.Call(_internal("environment.packing_join"), concat.nodes, [], None, None)]
+                join = _internal(f"environment.{_Counting.packing_join.__name__}")
+                concat.nodes = [nodes.Call(join, concat.nodes, [], None, None)]
             super().visit_Template(node, frame)
 
-    return type("CountingEnvironment", (_Counting, environment_class), {"code_generator_class": Generator})
+    intercepted = frozenset({"*", "**", "+"})  # the operators Jinja's sandbox hands to call_binop
+    members = {"code_generator_class": Generator, "intercepted_binops": intercepted}
+    return type("CountingEnvironment", (_Counting, environment_class), members)
 
 
 @functools.lru_cache(maxsize=16)

@@ -64,12 +64,6 @@ def _build(root: Path, files: list[str], links: list[tuple[str, str]]) -> None:
         os.symlink(os.path.relpath(root / target, (root / link).parent), root / link)
 
 
-def _loops(path: Path) -> bool:
-    """Whether a folder on ``path`` is a link to a folder before it on the path (brute force). O(depth²)."""
-    prefixes = [Path(*path.parts[:depth]) for depth in range(1, len(path.parts))]
-    return any(p.is_symlink() and any(p.resolve() == q.resolve() for q in prefixes[:i]) for i, p in enumerate(prefixes))
-
-
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(_layouts(), st.sampled_from(["**/*.jsonl", "*.jsonl", "a/**/*.jsonl", "", "a"]))
 def test_every_real_file_once_and_a_cycle_named(

@@ -295,8 +295,8 @@ def test_the_command_line_options_are_the_recipes_fields() -> None:
     pack = build_parser()._subparsers._group_actions[0].choices["pack"]  # type: ignore[union-attr]
     flags = {option for action in pack._actions for option in action.option_strings}
 
-    def flag(f: Any) -> str:  # a bool option that is on by default is turned off by --no-NAME
-        return ("--no-" if f.metadata["parse"] is bool else "--") + f.name.replace("_", "-")
+    def flag(f: Any) -> str:  # a bool option: on by default, turned off by --no-NAME; off by default, on by --NAME
+        return ("--no-" if f.metadata["parse"] is bool and f.default else "--") + f.name.replace("_", "-")
 
     assert {flag(f) for f in option_fields()} <= flags
 

@@ -98,18 +98,40 @@ def _joined(*parts: Any) -> str:
     return "".join(texts)
 
 
+def _work(*values: Any) -> int:
+    """The steps a call over ``values`` may take besides its own: an item of a list, tuple, dict, set or range
+    each, a character of a string or bytes per 16 (``sum``, ``join``, ``count`` go through them). O(values)."""
+    steps = 0
+    for value in values:
+        if isinstance(value, (list, tuple, dict, set, frozenset, range)):
+            steps += len(value)
+        elif isinstance(value, (str, bytes)):
+            steps += len(value) // 16
+    return steps
+
+
+def _counted_result(value: Any) -> Any:
+    """A filter's or a call's result, its items counted as steps when it is an iterator (``map``, ``select``):
+    they are made when the next filter goes through them. O(1)."""
+    return _counted(value) if isinstance(value, Iterator) else value
+
+
 def _counted_filter(function: Callable[..., Any]) -> Callable[..., Any]:
-    """A Jinja filter counted as a step, its integer arguments within the size a value may have (``center``,
-    ``indent``, ``batch``); its Jinja markers (``pass_context`` and the like) kept."""
+    """A Jinja filter counted as steps (:data:`CALL_STEPS` and the work of its arguments, :func:`_work`), its
+    integer arguments within the size a value may have (``center``, ``indent``, ``batch``), its lazy results
+    counted item by item; its Jinja markers (``pass_context`` and the like) kept."""
 
     @functools.wraps(function)
     def counted(*args: Any, **kwargs: Any) -> Any:
-        _step(*args[1:], *kwargs.values(), steps=CALL_STEPS)
-        return function(*args, **kwargs)
+        _step(*args[1:], *kwargs.values(), steps=CALL_STEPS + _work(*args, *kwargs.values()))
+        return _counted_result(function(*args, **kwargs))
 
     return counted
 
 
+_LARGEST = RENDER_FACTOR * RENDER_SLACK
+"""The most characters or items a sum (``+``) may build in any rendering: doubling a string 64 times in a loop
+of 64 steps would not be stopped by the steps."""
 _POWER_BITS = 1 << 16
 """The most bits ``**`` may make: ``7 ** 10 ** 9`` would hold a core for minutes without writing anything."""
 
@@ -122,15 +144,21 @@ class _Counting:
     its filters (counted), globals and extensions are read, never changed."""
 
     def call(self, context: Any, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
-        _step(*args, *kwargs.values(), steps=CALL_STEPS)
-        return super().call(context, obj, *args, **kwargs)  # type: ignore[misc]
+        if getattr(obj, "__func__", None) in _OWN:  # the loops' and joins' own counters count themselves
+            return obj(*args)
+        work = _work(getattr(obj, "__self__", None), *args, *kwargs.values())  # a method's object and arguments
+        _step(*args, *kwargs.values(), steps=CALL_STEPS + work)
+        return _counted_result(super().call(context, obj, *args, **kwargs))  # type: ignore[misc]
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "+":  # the common one (ChatML adds strings), kept short: a fixed bound, no look-up
+            result = left + right
+            if isinstance(result, (str, bytes, list, tuple)) and len(result) > _LARGEST:
+                raise _RenderTooLarge(_LARGEST)
+            return result
         _step()
         if operator == "*":
             _within(max(_repeat_size(left, right), _repeat_size(right, left)))
-        elif operator == "+" and hasattr(left, "__len__") and hasattr(right, "__len__"):
-            _within(len(left) + len(right))
         elif operator == "**" and isinstance(left, int) and isinstance(right, int) and right > 0:
             _power(left, right)
         return super().call_binop(context, operator, left, right)  # type: ignore[misc]
@@ -140,6 +168,10 @@ class _Counting:
 
     def packing_join(self, *parts: Any) -> str:
         return _joined(*parts)
+
+
+_OWN = (_Counting.packing_steps, _Counting.packing_join)
+"""The counting environment's own methods, which the compiled template calls."""
 
 
 def _power(base: int, exponent: int) -> None:

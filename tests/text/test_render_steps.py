@@ -41,6 +41,18 @@ HOSTILE = {
         STEPS,
     ),
     "a power": ("{%- set x = 7 ** (10 ** 9) -%}", STEPS),
+    "a filter over a range in a loop": (
+        "{%- for i in range(99999) -%}{%- set x = range(99999) | sum -%}{%- endfor -%}",
+        STEPS,
+    ),
+    "a lazy filter's items": (
+        "{%- for i in range(99999) -%}{%- set x = range(99999) | map('abs') | sum -%}{%- endfor -%}",
+        STEPS,
+    ),
+    "a method over a list in a loop": (
+        "{%- set big = range(99999) | list -%}{%- for i in range(99999) -%}{%- set x = big.count(3) -%}{%- endfor -%}",
+        STEPS,
+    ),
     "a repeated string": ("{%- set x = 'a' * 10 ** 10 -%}", SIZE),
     "a filter's width": ("{%- set x = 'a' | center(10 ** 10) -%}", SIZE),
     "a method's width": ("{%- set x = 'a'.center(10 ** 10) -%}", SIZE),

@@ -8,7 +8,8 @@ command line promises: the input's Arrow size + 1 GiB.
     python benchmarks/forms.py --only ids/parquet --layouts file --pack-args="--format trl --loss-weights token"
 
 Each *case* is a form (what the rows hold) in a format (how the file stores them), as one file or a
-folder of ``--shards`` files:
+folder of ``--shards`` files, or (``--layouts line``) one file of one row holding every token (one JSON line, one
+CSV cell):
 
 - token forms: ``ids`` (``input_ids``, list<int32>), ``mask`` (and ``loss_mask``, list<int8>), ``labels``
   (and transformers' ``labels``, list<int64>, -100 over the first third of each row), ``pc_ids``
@@ -289,6 +290,9 @@ def make_input(
     if form in TEXT_FORMS:  # characters; the byte tokenizer adds one EOS a row (two for chats' turns)
         lengths = np.maximum(lengths, 2)
     suffix = FORMATS[format]
+    if layout == "line":  # every token in one row: one JSON line, one CSV cell of ids
+        lengths = np.array([int(tokens)], dtype=np.int64)
+        layout = "file"
     if layout == "file":
         path = folder / f"input{suffix}"
         arrow = write(chunks(form, lengths, seed), path, format)
@@ -390,7 +394,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tokens", type=float, default=60e6, help="tokens of each token-form input")
     parser.add_argument("--text-tokens", type=float, default=20e6, help="characters of each text-form input")
     parser.add_argument("--only", default="", help="comma-separated cases (default: all of them)")
-    parser.add_argument("--layouts", default="file,shards", help="file, shards or both (default)")
+    parser.add_argument(
+        "--layouts", default="file,shards", help="file, shards (both: the default) or line (every token in one row)"
+    )
     parser.add_argument("--shards", type=int, default=4, help="files in a folder of shards (default 4)")
     parser.add_argument("--max-seq-length", type=int, default=4096)
     parser.add_argument("--seed", type=int, default=0)
@@ -411,8 +417,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if unknown:
         parser.error(f"unknown case {unknown[0]!r}; cases: {', '.join(CASES)}")
     args.layout_list = [layout for layout in args.layouts.split(",") if layout]
-    if not set(args.layout_list) <= {"file", "shards"}:
-        parser.error(f"--layouts: expected file, shards or both, got {args.layouts!r}")
+    if not set(args.layout_list) <= {"file", "shards", "line"}:
+        parser.error(f"--layouts: expected file, shards, line or a list of them, got {args.layouts!r}")
     return args
 
 

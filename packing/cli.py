@@ -54,7 +54,7 @@ from packing.layouts.export import EXPORT_FORMATS, export_chunks, write_jsonl, w
 from packing.layouts.outputs import exclusive
 from packing.planning.plans import plan
 from packing.reading.dataset import FORMATS, Dataset, read_dataset
-from packing.reading.files import read_whole
+from packing.reading.files import read_whole, resolve
 from packing.recipe import PEER_NAMES, Door, Recipe, option_fields
 from packing.strategies.bounds import lower_bounds
 from packing.strategies.registry import STRATEGIES
@@ -216,11 +216,11 @@ def _add_recipe_options(parser: argparse.ArgumentParser, door: Door, own: Sequen
         shown = f" (default: {default})" if isinstance(default, (str, int, float)) else ""
         flag = _flag(f.name)
         assert flag is not None
-        if meta["parse"] is bool:  # a flag: --NAME turns a default-off option on, --no-NAME a default-on one off
-            name = flag if not default else "--no-" + flag[2:]
-            parser.add_argument(
-                name, dest=f.name, action="store_const", const=not default, default=None, help=meta["help"]
-            )
+        if meta["parse"] is bool:  # a flag: --int64 turns an option off by default on, --no-x one on by default off
+            on = not default
+            name = flag if on else "--no-" + flag[2:]
+            shown_help = _CLI_HELP.get(f.name, meta["help"])
+            parser.add_argument(name, dest=f.name, action="store_const", const=on, default=None, help=shown_help)
             continue
         parser.add_argument(
             flag,
@@ -231,6 +231,14 @@ def _add_recipe_options(parser: argparse.ArgumentParser, door: Door, own: Sequen
             help=meta["help"] + shown,
         )
     parser.set_defaults(door=door, recipe_fields=tuple(f.name for f in fields if f.name not in own))
+
+
+_CLI_HELP = {
+    "int64": "ids, labels and positions as int64 (default: int32, the compact schema, unless an id is above "
+    "2**31 - 1: then int64)"
+}
+"""The command line's own help for a recipe option where it does more than the library (``pack`` widens ids that do
+not fit in int32 by itself)."""
 
 
 def _parser_of(parse: type) -> Callable[[str], Any]:
@@ -451,6 +459,31 @@ def _read_input(args: argparse.Namespace, progress: Progress | None = None, mess
     return read_dataset(_input(args), args.format, progress=report, recipe=_recipe(args))
 
 
+def _warn(dataset: Dataset) -> None:
+    """The dataset's notes (``Dataset.notes``: files that look packed) as warnings on stderr."""
+    for note in dataset.notes:
+        print(f"packing: warning: {note}", file=sys.stderr, flush=True)
+
+
+def _refuse_reading_the_output(args: argparse.Namespace, output: Path) -> None:
+    """Refuse an input that is (or, through a glob or a folder, holds) the output: the blocks written by an earlier
+    run would be read back as samples, and the file being written read while it is. O(files)."""
+    if not output.exists():
+        return
+    try:
+        found = resolve(_input(args), args.format).files
+    except PackingError:  # reading the input says why
+        return
+    for file in found:
+        if isinstance(file.source, (str, os.PathLike)) and os.path.samefile(file.source, output):
+            given = " ".join(args.input)
+            via = "" if os.fspath(file.source) in args.input else f" (matched by {given})"
+            raise UsageError(
+                f"{file.label} is the output and an input{via}: its blocks would be read back as samples; "
+                "write the output elsewhere or leave it out of the input"
+            )
+
+
 # ---------------------------------------------------------------- pack
 
 
@@ -484,7 +517,12 @@ def _pack_batch(recipe: Recipe, dataset: Dataset, shuffle: bool) -> LazyBatch:
     layout = plan(dataset.lengths, recipe=recipe)
     if shuffle:
         layout = layout.shuffle(recipe.seed or 0)
-    return LazyBatch.of(layout, dataset.samples, prepare(recipe).pad_id, int64=recipe.int64)
+    return LazyBatch.of(
+        layout, dataset.samples, prepare(recipe).pad_id, int64=recipe.int64 or dataset.samples.wide_ids()
+    )  # ids above 2**31 - 1: int64
+
+
+_WIDENED = ", ids, labels and positions as int64 (an id is above 2**31 - 1)"
 
 
 def _loss_warning(stats: PackingStats) -> str | None:
@@ -511,9 +549,10 @@ def _loss_warning(stats: PackingStats) -> str | None:
 
 
 def _pack_summary(
-    args: argparse.Namespace, recipe: Recipe, dataset: Dataset, stats: PackingStats, progress: Progress
+    args: argparse.Namespace, recipe: Recipe, dataset: Dataset, batch: LazyBatch, progress: Progress
 ) -> str:
     """The table printed after ``pack``."""
+    stats = batch.stats
     order = "in plan order" if args.no_shuffle else f"shuffled (seed {recipe.seed or 0})"
     times = ", ".join(f"{key} {_seconds(value)}" for key, value in progress.times.items())
     length, overflow, strategy = recipe.max_seq_length, recipe.overflow, recipe.strategy
@@ -532,7 +571,10 @@ def _pack_summary(
         ("training targets", f"{stats.target_tokens:,} (labels != -100: less each document's first token)"),
         ("samples training nothing", f"{stats.samples_without_trainable_tokens:,}"),
         ("time", f"{_seconds(sum(progress.times.values()))} ({times})"),
-        ("output", f"{args.output}, {stats.num_blocks:,} blocks {order}"),
+        (
+            "output",
+            f"{args.output}, {stats.num_blocks:,} blocks {order}{_WIDENED if batch.int64 > recipe.int64 else ''}",
+        ),
     ]
     return format_pairs(rows)
 
@@ -549,6 +591,7 @@ def _run_pack(args: argparse.Namespace) -> int:
     if warning:  # what the auditor will find in these blocks, said where the strategy is chosen
         print(f"packing: warning: {warning}", file=sys.stderr)
     writer = _writer(output, args.export_format, args.loss_weights)
+    _refuse_reading_the_output(args, output)
     if not args.quiet:
         for note in _whole_notes(args, output):
             print(note, file=sys.stderr, flush=True)
@@ -557,6 +600,7 @@ def _run_pack(args: argparse.Namespace) -> int:
     with exclusive(output):
         with progress.stage("read", message):
             dataset = _read_input(args, progress, message)
+        _warn(dataset)
         with progress.stage("pack", f"packing {len(dataset.lengths):,} sequences with {recipe.strategy}"):
             batch = _pack_batch(recipe, dataset, not args.no_shuffle)
         with progress.stage("write", f"writing {batch.num_blocks:,} blocks to {output}"):
@@ -567,7 +611,7 @@ def _run_pack(args: argparse.Namespace) -> int:
     lost = _loss_warning(batch.stats)
     if lost:  # said even with --quiet: tokens were thrown away
         print(lost, file=sys.stderr, flush=True)
-    print(_pack_summary(args, recipe, dataset, batch.stats, progress))
+    print(_pack_summary(args, recipe, dataset, batch, progress))
     return 0
 
 
@@ -622,6 +666,7 @@ def _run_compare(args: argparse.Namespace) -> int:
     recipe = _recipe(args)
     time_limit = None if args.time_limit is None else check_time_limit(args.time_limit)  # the recipe's rule
     dataset = _read_input(args)
+    _warn(dataset)
     length, overflow = recipe.max_seq_length, recipe.overflow
     with Progress(show=_stderr_is_terminal()).stage("plan", "planning"):
         rows = compare(dataset.lengths, length, overflow, args.strategies, time_limit=time_limit)

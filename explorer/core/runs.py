@@ -57,7 +57,8 @@ def window(
     first = max(0, min(first, layout.num_blocks - 1))
     stop = min(layout.num_blocks, first + max(1, count))
     samples = flat if flat is not None else placeholder_samples(layout.lengths)
-    batch = packing.materialize(layout, samples, pad_token_id, blocks=np.arange(first, stop))
+    wide = samples.wide_ids()  # ids above 2**31 - 1 are drawn as they are, in int64 blocks
+    batch = packing.materialize(layout, samples, pad_token_id, blocks=np.arange(first, stop), int64=wide)
     return Window(first, batch, batch.sequence_ids.astype(np.int64), flat is not None)
 
 

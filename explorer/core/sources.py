@@ -32,7 +32,7 @@ from explorer.core.model import (
     grammar_count,
 )
 from explorer.core.parsing import InputError, parse_sequences
-from explorer.core.safety import describe, quote
+from explorer.core.safety import describe, escape, quote
 from explorer.core.text import choose_tokenizer, example_text, parse_text_rows
 from packing.core.forms import text_forms
 from packing.core.loss import LossRules
@@ -390,7 +390,8 @@ class Upload(Source):
         kind = "text row" if tokenized else "sample" if flat is not None else "length"
         label = f"{shown}: {grammar_count(len(lengths), kind)}"
         label += f", tokenized with {quote(self.tokenizer, 40)}" if tokenized else ""
-        return Dataset(label, lengths, flat, tokenizer=tokenizer)
+        note = " ".join(f"Warning: {escape(text)}." for text in read.notes)  # a file that looks packed
+        return Dataset(label, lengths, flat, note=note, tokenizer=tokenizer)
 
     def link_reproduces(self) -> str:
         return "A link cannot carry an uploaded file: this one opens the same settings, without the file."

@@ -16,7 +16,7 @@ from packing.batches.schema import CHUNK_VALUES, COLUMNS, GRID_COLUMNS, LOSS_WEI
 from packing.core.arrays import check_block_indexes, offsets_of, ranges
 from packing.core.samples import IGNORE_INDEX, MAX_ID, Samples, joined_dtype
 from packing.core.validation import OverflowPolicy, check_flag, check_token_id
-from packing.errors import SettingError
+from packing.errors import SampleError, SettingError
 from packing.planning.plans import PackingPlan, check_pieces, plan
 from packing.reading.rows import join_token_arrays, read_rows, token_array_lengths
 from packing.recipe import Recipe, RecipeOptions
@@ -586,6 +586,15 @@ def pack(
     [[104, 105, 256, 257]]
     """
     chosen = Recipe.at("pack", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    try:
+        return _pack(samples, chosen)
+    except SampleError as error:  # a dataset read from files names the file and line of the sample
+        locate = getattr(samples, "locate", None)
+        raise (locate(error) if callable(locate) else error) from None
+
+
+def _pack(samples: Any, chosen: Recipe) -> PackedBatch:
+    """:func:`pack` with its recipe."""
     rows = getattr(samples, "samples", samples)
     lengths = token_array_lengths(rows) if chosen.tokenizer is None else None
     if lengths is not None:  # token arrays: planned from their lengths, joined only where needed

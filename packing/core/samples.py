@@ -91,6 +91,17 @@ class Samples:
         labels = np.concatenate([part.tokens if part.labels is None else part.labels for part in parts])
         return Samples(tokens, mask, offsets, labels)
 
+    def wide_ids(self) -> bool:
+        """Whether a token id is above 2**31 - 1 (the compact schema's int32 cannot hold it; ``int64=True`` can).
+        O(1) for int32 tokens, O(tokens) otherwise.
+
+        >>> from packing import read_rows
+        >>> read_rows([[1, 2**31]]).wide_ids(), read_rows([[1, 2]]).wide_ids()
+        (True, False)
+        """
+        tokens = self.tokens
+        return tokens is not None and tokens.dtype.itemsize > 4 and bool(tokens.size) and int(tokens.max()) > MAX_ID
+
     def refuse_wide_ids(self, int64: bool = False) -> None:
         """Raise a ``SampleError`` at the first token id above 2**31 - 1 unless ``int64`` (the compact
         schema's ids are int32: such an id would wrap). O(1) for int32 tokens, O(tokens) otherwise.
@@ -101,10 +112,8 @@ class Samples:
         ...
         packing.errors.SampleError: sample 0, position 1: expected a token id at most 2147483647 (the int32 schema; int64=True for larger ids), got 2147483648
         """
-        tokens = self.tokens
-        if int64 or tokens is None or tokens.dtype.itemsize <= 4 or not tokens.size or tokens.max() <= MAX_ID:
-            return
-        raise self.wide_id_error()
+        if not int64 and self.wide_ids():
+            raise self.wide_id_error()
 
     def wide_id_error(self) -> SampleError:
         """The error for the first token id above 2**31 - 1 (input order). O(tokens)."""

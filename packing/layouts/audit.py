@@ -21,6 +21,8 @@ Findings (``Finding.kind``), each with a count and the first few ``(block, posit
   segment ids that do not match the documents);
 - ``all_ones_attention_mask``: a block of several documents whose 0/1 attention mask lets them see each
   other (count: blocks);
+- ``segment_id_reused``: a document whose segment number (``attention_mask`` numbering documents) an earlier
+  document of its block has: tokens of equal numbers attend to each other (LLaMA-Factory, Axolotl);
 - ``label_mismatch``: a label that is neither -100 nor the token at its position (labels shifted twice);
 - ``block_too_long``: a block holding more than ``max_seq_length`` positions (only with ``max_seq_length``);
 - ``token_id_out_of_range``: a token id outside 0..2**31 - 1 (no vocabulary is that large; an int32 column
@@ -66,6 +68,7 @@ from packing.layouts.common import (
 )
 from packing.reading import files
 from packing.reading.limits import ReadLimits, check_count, limits_of
+from packing.reading.rowfiles import repeated, twice
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -78,6 +81,7 @@ FINDING_KINDS = (
     "padding_trained",
     "inconsistent_boundaries",
     "all_ones_attention_mask",
+    "segment_id_reused",
     "label_mismatch",
     "block_too_long",
     "token_id_out_of_range",
@@ -94,6 +98,8 @@ FINDING_DESCRIPTIONS = {
     "cu_seqlens, segment or sequence ids)",
     "all_ones_attention_mask": "an all-ones attention mask over several documents: a kernel that uses it lets "
     "them attend to each other",
+    "segment_id_reused": "a segment number given to two documents of one block: kernels that let equal numbers "
+    "attend to each other (LLaMA-Factory, Axolotl) join them",
     "label_mismatch": "labels that are neither -100 nor the token at their position (shifted twice?)",
     "block_too_long": "blocks holding more positions than max_seq_length",
     "token_id_out_of_range": "token ids outside 0..2**31 - 1: no vocabulary has them, and int32 consumers wrap them",
@@ -107,6 +113,7 @@ FINDING_FIXES = {
     "inconsistent_boundaries": "derive every boundary column from the same document lengths",
     "all_ones_attention_mask": "drop the attention mask and pass position ids to a kernel that uses them "
     "(flash-attention varlen, SDPA packed), or number the documents in the mask",
+    "segment_id_reused": "number the documents of each block 1, 2, 3, ..., each number once",
     "label_mismatch": "keep labels equal to input_ids (the model shifts them) or -100",
     "block_too_long": "repack with this max_seq_length",
     "token_id_out_of_range": "tokenize again: token ids are indexes into the vocabulary",
@@ -146,7 +153,9 @@ class Finding:
 
 @dataclass(frozen=True, eq=False)
 class AuditReport:
-    """What :func:`audit` found. ``efficiency`` = used positions / (blocks × ``max_seq_length``)."""
+    """What :func:`audit` found. ``efficiency`` = used positions / (blocks × ``max_seq_length``), and ``block_fill``
+    each block's used positions / ``max_seq_length``, counting at most ``max_seq_length`` a block (what a longer
+    block holds past it is the finding ``block_too_long``): never above 1."""
 
     source: str
     format: str
@@ -248,6 +257,9 @@ def _to_table(source: Any, name: str | None, limits: ReadLimits) -> files.FileTa
     """Any accepted source as one table (with the files it came from, if any), within ``limits``
     (:func:`_check_table`)."""
     found = _any_table(source, name, limits)
+    double = repeated(found.table.column_names)  # a table given as it is, or a JSON file's rows
+    if double is not None:
+        raise DatasetError(found.label, None, twice(double))
     _check_table(found.table, found.label, limits)
     return found
 
@@ -420,6 +432,8 @@ def _checks(parsed: Parsed, capacity: int, capacity_given: bool, used: Int64Arra
         second = np.flatnonzero(starts & inner)
         first_inner = second[np.searchsorted(rows[second], blocks)] if len(blocks) else np.zeros(0, dtype=np.int64)
         cells["all_ones_attention_mask"] = first_inner
+    if parsed.reused_segments is not None:
+        cells["segment_id_reused"] = parsed.reused_segments
     if layout.labels is not None:
         cells["label_mismatch"] = np.flatnonzero(
             (layout.labels != IGNORE_INDEX) & (layout.labels != layout.input_ids) & (document >= 0)
@@ -472,6 +486,8 @@ def audit(
         raise SettingError("max_seq_length", "an integer >= 1", max_seq_length)
     parsed, name = _parse(source, format, name, limits)
     layout = parsed.layout
+    if format is None:
+        _refuse_unpacked(layout, name, max_seq_length)
     offsets, document = layout.row_offsets, layout.document
     total = len(document)
     rows = row_of(offsets, total)
@@ -482,8 +498,9 @@ def audit(
     capacity = int(max_seq_length) if max_seq_length is not None else int(max(np.diff(offsets).max(initial=0), 1))
     if layout.format == "megatron" and not given:
         capacity = int(max(used.max(initial=0), 1))
-    fill = used / capacity
     findings = _checks(parsed, capacity, given, used)
+    used = np.minimum(used, capacity)  # a longer block fills its capacity: the rest is a block_too_long finding
+    fill = used / capacity
     tokens = int(real_per_block.sum())
     return AuditReport(
         source=name,
@@ -499,6 +516,43 @@ def audit(
         findings=tuple(findings),
         layout=layout,
     )
+
+
+def _refuse_unpacked(layout: PackedLayout, source: str, max_seq_length: int | None) -> None:
+    """Refuse rows recognised as blocks without boundaries (TRL's ``wrapped``) that cannot be such blocks: packing
+    without boundaries fills every block to one length but the last of a batch, so rows longer than
+    ``max_seq_length``, or of many lengths, are most likely samples, not packed; the error says so and how to read
+    them as blocks anyway (``format=``). O(blocks).
+
+    >>> import pyarrow as pa
+    >>> audit(pa.table({"input_ids": [[1, 2, 3], [4]]}), max_seq_length=2)
+    Traceback (most recent call last):
+    ...
+    packing.errors.DatasetError: <table>: not packed blocks of 2 positions: 1 of 2 rows holds more (up to 3 tokens), ...
+    """
+    if layout.boundaries_known.any() or not layout.num_blocks:
+        return
+    lengths = np.diff(layout.row_offsets)
+    filled = lengths[lengths > 0]
+    if not len(filled):
+        return
+    longest = int(filled.max())
+    anyway = f"the format '{layout.format}' reads the rows as blocks anyway"
+    if max_seq_length is not None and longest > max_seq_length:
+        over = int((filled > max_seq_length).sum())
+        reason = (
+            f"not packed blocks of {max_seq_length:,} positions: {over:,} of {len(filled):,} rows "
+            f"hold{'s' if over == 1 else ''} more (up to {longest:,} tokens), and nothing marks documents; "
+            f"samples, not packed? ({anyway})"
+        )
+        raise DatasetError(source, None, reason)
+    if 2 * int((filled == longest).sum()) < len(filled):
+        reason = (
+            f"cannot tell how these rows are packed: they are of {len(np.unique(filled)):,} lengths from "
+            f"{int(filled.min()):,} to {longest:,} tokens, where packing without boundaries fills blocks to one "
+            f"length, and nothing marks documents; samples, not packed? ({anyway})"
+        )
+        raise DatasetError(source, None, reason)
 
 
 def report_json(report: AuditReport) -> str:

@@ -345,6 +345,7 @@ class Parsed:
     bad_boundaries: list[Int64Array]
     extra_padding_trained: BoolArray | None = None
     used_offset: Int64Array | None = None  # positions per block not counted (megatron: one per document)
+    reused_segments: Int64Array | None = None  # documents whose segment number an earlier one of the block has
 
 
 def check_lengths(column: Column | None, name: str, reference: Column, reference_name: str, source: str) -> None:

@@ -30,6 +30,7 @@ from packing.core.samples import (
     all_ones,
     token_dtype,
 )
+from packing.reading.rowfiles import repeated
 from packing.reading.rows import mixed_kinds_error, read_row, read_rows, token_array
 
 # ---------------------------------------------------------------- Arrow tables, column by column
@@ -119,6 +120,9 @@ def read_table(
     """
     completion_only = LossRules.of(loss_rules, check_flag(completion_only_loss, "completion_only_loss")).masks_anything
     rows = table.num_rows
+    double = repeated([name for name in table.column_names if name in FIELDS])
+    if double is not None:
+        raise SettingError("table", "every column name once", f"<two columns named {double!r}>")
     names = set(table.column_names)
     if tokenizer is not None or names & set(TEXT_FIELDS):  # text rows: tokenized (or refused) row by row
         records = table.select([n for n in FIELDS if n in names]).to_pylist()

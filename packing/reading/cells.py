@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from packing.errors import DatasetError, SampleError
 from packing.reading.limits import scan_json
+from packing.reading.longrows import id_cell
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     pass
@@ -69,6 +70,8 @@ def cells_row(cells: Mapping[str, str], index: int = 0, *, text: bool = False) -
             row[column] = _json_cell(cell, index, column)
         elif kind == "integer":
             row[column] = _number(stripped)
+        elif (values := id_cell(stripped)) is not None:  # a long list of integers: an array, not Python ints
+            row[column] = values
         else:
             inner = stripped[1:-1] if stripped.startswith("[") and stripped.endswith("]") else stripped
             row[column] = [_number(part) for part in _SEPARATORS.split(inner) if part]

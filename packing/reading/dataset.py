@@ -81,6 +81,29 @@ class Dataset:
     source: str
     files: tuple[str, ...] = ()
     starts: tuple[int, ...] = field(default=(), repr=False)
+    notes: tuple[str, ...] = ()
+    """What a person reading this dataset should know, one sentence each: files that look like packed blocks
+    rather than samples (:data:`PACKED_COLUMNS`). The command line prints them as warnings."""
+    sources: tuple[File, ...] = field(default=(), repr=False, compare=False)
+    """The files, to find a sample's place in its file again (:meth:`locate`)."""
+
+    def locate(self, error: SampleError) -> SampleError | DatasetError:
+        """``error`` about sample ``i`` of the dataset as the same error at its place in its file (``a.jsonl,
+        line 7``), found by reading that file again up to it (a file object, read once, is named by the sample's
+        number in it). O(the file's bytes), on the way to an error only.
+
+        >>> import io, os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "ids.jsonl")
+        >>> _ = open(path, "w").write("[1]\\n\\n[2, 2147483648]\\n")
+        >>> data = read_dataset(path)
+        >>> str(data.locate(data.samples.wide_id_error())).replace(path, "ids.jsonl")
+        'ids.jsonl, line 3, position 1: expected a token id at most 2147483647 (the int32 schema; int64=True for larger ids), got 2147483648'
+        """
+        if error.sample is None or not self.sources or not 0 <= error.sample < len(self):
+            return error
+        index = int(np.searchsorted(np.asarray(self.starts), error.sample, side="right")) - 1
+        file, local = self.sources[index], error.sample - self.starts[index]
+        return DatasetError.from_sample(file.label, _place(file, local), error)
 
     @property
     def lengths(self) -> Int64Array:
@@ -171,14 +194,16 @@ def read_dataset(
         if progress is not None:
             progress(starts[-1] + count, starts[-1] + total)
 
+    notes: list[str] = []
     for file in found.files:
         rows, tokens, kind = 0, 0, None
         starts.append(accumulator.rows)
+        keys: list[str] = []  # the first row's, for rows of JSON
         with budget.reading():
             content = decode(file, budget.left(), FIELDS, "samples", chunk_bytes=_chunk_bytes or _CHUNK_BYTES)
             if content.batches is not None and reading.get("tokenizer") is None:
                 accumulator.reserve(content.batches.values(TOKEN_FIELDS))  # an upper bound: grown once
-            for part, narrow, where in _parts(content, reading, report if progress else None):
+            for part, narrow, where in _parts(content, reading, report if progress else None, keys):
                 if longest is not None:
                     _refuse_longer(part, content, longest, where, first=rows)
                 kind = part.has_tokens if kind is None else kind
@@ -187,21 +212,67 @@ def read_dataset(
                     accumulator.add(part, narrow)
         if accumulator.has_tokens is not None and accumulator.has_tokens != kind:
             raise _mixed(file, found.files[0], bool(kind))
+        notes.extend(_packed_note(file.label, content, keys))
         budget.spend(bytes=content.bytes_read, rows=rows, tokens=tokens)
         if budget.files == 1:
             _bounded(rows, tokens, bool(kind), file.label, budget.limits)
         else:
             budget.check_tokens(lengths_only=not kind)
     labels = tuple(file.label for file in found.files)
-    return Dataset(accumulator.samples(), found.label, labels, tuple(starts))
+    return Dataset(accumulator.samples(), found.label, labels, tuple(starts), tuple(notes), found.files)
+
+
+def _place(file: File, index: int) -> str:
+    """Where row ``index`` (from 0) of ``file`` is (``line 7``, ``item 3``, ``row 12``): the file read again, chunk
+    by chunk, up to it; ``sample N`` for a file object, which cannot be read again. O(the file's bytes)."""
+    if not isinstance(file.source, (str, os.PathLike)):
+        return f"sample {index}"
+    content = decode(file, chunk_bytes=_CHUNK_BYTES)
+    if content.batches is not None:
+        content.batches.close()
+        return f"row {index + 1}"
+    if content.chunks is None:
+        return content.place(index)
+    for rows, where in content.chunks:
+        if index < len(rows):
+            return where[index]
+        index -= len(rows)
+    return f"sample {index}"  # pragma: no cover - the file changed since it was read
 
 
 _CHUNK_BYTES = 1 << 22
 """About how many bytes of text (JSON lines, CSV) are parsed into Python rows at a time."""
 
 
+PACKED_COLUMNS = ("seq_lengths", "sequence_ids", "seq_start_id", "position_ids")
+"""Columns packed blocks have and samples do not (this project's, TRL's, Megatron's, transformers' flattening):
+a file of samples holding one most likely holds packed blocks, whose padding would be read as tokens."""
+
+
+def _packed_note(label: str, content: Content, keys: list[str]) -> list[str]:
+    """The note for a file that looks like packed blocks (one of :data:`PACKED_COLUMNS` among its columns, or
+    among the first row's keys), or none. O(columns).
+
+    >>> import io
+    >>> _packed_note("old.jsonl", decode(File(io.BytesIO(b""), "old.jsonl", "jsonl")), ["input_ids", "seq_lengths"])
+    ["old.jsonl looks like packed blocks, not samples (it has a 'seq_lengths' column): each of its rows is read as one sample, its padding as tokens"]
+    """
+    batches = content.batches
+    found = batches.file_columns if batches is not None else content.columns or tuple(keys)
+    column = next((name for name in PACKED_COLUMNS if name in found), None)
+    if column is None:
+        return []
+    return [
+        f"{label} looks like packed blocks, not samples (it has a '{column}' column): each of its rows is read as "
+        "one sample, its padding as tokens"
+    ]
+
+
 def _parts(
-    content: Content, reading: dict[str, Any], progress: Callable[[int, int], None] | None
+    content: Content,
+    reading: dict[str, Any],
+    progress: Callable[[int, int], None] | None,
+    keys: list[str] | None = None,
 ) -> Iterator[tuple[Samples, bool, list[str] | None]]:
     """The samples a file holds, part by part, through the one reader (``reading``: its keywords, the loss
     rule and the tokenizer), each with whether its int64 ids are to be narrowed (:class:`Accumulator`): a
@@ -214,7 +285,7 @@ def _parts(
         yield Samples(None, None, offsets), False, None
         return
     if content.chunks is not None:
-        yield from _row_parts(content, reading, progress)
+        yield from _row_parts(content, reading, progress, keys)
         return
     if content.num_rows == 0:
         if content.batches is not None:
@@ -231,6 +302,8 @@ def _parts(
             yield read_table(batches.read(), progress=progress, **reading), text, None
             return
         rows = content.rows or []
+        if keys is not None and rows and isinstance(rows[0], dict):
+            keys.extend(map(str, rows[0]))
         if content.cells:
             rows = [cells_row(cells, index, text=text) for index, cells in enumerate(rows)]
         _check_columns(rows, label)
@@ -240,7 +313,10 @@ def _parts(
 
 
 def _row_parts(
-    content: Content, reading: dict[str, Any], progress: Callable[[int, int], None] | None
+    content: Content,
+    reading: dict[str, Any],
+    progress: Callable[[int, int], None] | None,
+    keys: list[str] | None = None,
 ) -> Iterator[tuple[Samples, bool, list[str] | None]]:
     """The samples of a file's rows chunk by chunk (:func:`decode`'s ``chunks``), each chunk through the one
     reader (:func:`read_rows`) and counted over the whole file (rows from 0, places of the file): the samples
@@ -255,6 +331,8 @@ def _row_parts(
     kind: bool | None = None
     for raw, where in chunks:
         rows = raw
+        if keys is not None and not done and raw and isinstance(raw[0], dict):
+            keys.extend(map(str, raw[0]))
         try:
             if content.cells:
                 rows = [cells_row(cells, done + index, text=text) for index, cells in enumerate(raw)]

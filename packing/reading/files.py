@@ -54,12 +54,14 @@ from packing.reading.limits import (
     NO_LIMITS,
     ReadLimits,
     check_count,
+    check_ipc,
     check_parquet,
     check_size,
     open_input,
     read_bounded,
     scan_json,
 )
+from packing.reading.paths import once, refuse_cycles
 from packing.reading.rowfiles import (
     _ROW_BYTES,
     EXPECTED,
@@ -70,6 +72,8 @@ from packing.reading.rowfiles import (
     _list_chunks,
     _mapped_json_lines,
     names,
+    repeated,
+    twice,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -156,12 +160,13 @@ def resolve(source: Any, format: str | None = None, name: str | None = None) -> 
         label = name or str(getattr(source, "name", None) or "<uploaded file>")
         return Files(label, (File(source, label, format_of(label, format)),))
     if isinstance(source, (str, os.PathLike)):
-        return Files(name or os.fspath(source), tuple(_expand(os.fspath(source), format)))
+        label = name or os.fspath(source)
+        return Files(label, tuple(once(_expand(os.fspath(source), format))))
     if isinstance(source, (list, tuple)) and source and all(isinstance(p, (str, os.PathLike)) for p in source):
         found = {file.label: file for path in source for file in _expand(os.fspath(path), format)}
         given = sorted(os.fspath(path) for path in source)
         shown = given[0] + (f" and {len(given) - 1} more" if len(given) > 1 else "")
-        return Files(name or shown, tuple(found[label] for label in sorted(found)))
+        return Files(name or shown, tuple(once([found[label] for label in sorted(found)])))
     raise SettingError(
         "source", "a path, a glob, a folder, a list of paths, or a binary file object", type(source).__name__
     )
@@ -172,6 +177,7 @@ def _expand(path: str, format: str | None) -> list[File]:
     if os.path.isdir(path):
         return _folder(path, format)
     if not os.path.lexists(path) and _MAGIC.search(path):
+        refuse_cycles(path)
         matches = [match for match in sorted(glob.glob(path, recursive=True)) if not os.path.isdir(match)]
         files = [File(match, match, format_of(match, format)) for match in matches if _readable(match, format)]
         if not files:
@@ -343,6 +349,9 @@ class Content:
     batches: Batches | None = field(default=None, repr=False)
     chunks: Iterable[tuple[list[Any], list[str]]] | None = field(default=None, repr=False)
     lines: int = 0
+    columns: tuple[str, ...] = ()
+    """Every column the file has, when it says before its rows are read (a CSV header; Parquet and Arrow:
+    ``batches.file_columns``)."""
 
     @property
     def bytes_read(self) -> int:
@@ -432,6 +441,7 @@ def _content(file: File, decoded: Decoded) -> Content:
         decoded.values,
         chunks=decoded.chunks,
         lines=decoded.lines,
+        columns=decoded.columns,
     )
 
 
@@ -481,6 +491,11 @@ class Batches:
     @property
     def num_rows(self) -> int:  # pragma: no cover - each kind of file says
         """Rows of the file. O(1)."""
+        raise NotImplementedError
+
+    @property
+    def file_columns(self) -> tuple[str, ...]:  # pragma: no cover - each kind of file says
+        """Every column of the file, wanted or not. O(columns)."""
         raise NotImplementedError
 
     def values(self, columns: Collection[str]) -> int:  # pragma: no cover - each kind of file says
@@ -570,6 +585,10 @@ class ParquetBatches(Batches):
     def num_rows(self) -> int:
         return int(self.parquet.metadata.num_rows)
 
+    @property
+    def file_columns(self) -> tuple[str, ...]:
+        return tuple(self.parquet.schema_arrow.names)
+
     def values(self, columns: Collection[str]) -> int:
         """An upper bound from the column chunks' value counts (an empty or null list counts one)."""
         return sum(int(chunk.num_values) for chunk in self._chunks(columns))
@@ -606,7 +625,7 @@ def _parquet(file: File, limits: ReadLimits, columns: Collection[str] | None, ro
         try:
             parquet = pq.ParquetFile(handle, pre_buffer=False)  # not the whole file read ahead
             wanted = _wanted(list(parquet.schema_arrow.names), file, columns)
-            check_parquet(parquet, wanted if columns is not None else None, file.label, limits, rows_are)
+            check_parquet(parquet, wanted if columns is not None else None, file.label, limits, rows_are, handle)
         except (pa.ArrowException, OSError, ValueError) as error:
             if isinstance(error, DatasetError):
                 raise
@@ -616,8 +635,12 @@ def _parquet(file: File, limits: ReadLimits, columns: Collection[str] | None, ro
 
 
 def _wanted(found: list[str], file: File, columns: Collection[str] | None) -> list[str]:
-    """The columns of ``found`` that are wanted (all when ``columns`` is None); none: a DatasetError."""
+    """The columns of ``found`` that are wanted (all when ``columns`` is None); none, or a wanted name that two
+    columns have: a DatasetError."""
     wanted = [name for name in found if columns is None or name in columns]
+    double = repeated(wanted)
+    if double is not None:
+        raise DatasetError(file.label, None, twice(double))
     if not wanted:
         raise DatasetError(file.label, None, f"no usable columns; found {names(found)}, expected {EXPECTED}")
     return wanted
@@ -655,6 +678,7 @@ class ArrowBatches(Batches):
         self.buffer = buffer
         self._mapped = mapped
         self._released = 0  # the mapped bytes let go in this pass over the batches
+        check_ipc(buffer, file.label, limits, rows_are)  # from the batches' headers, before one is decoded
         schema, batches = self._reader()
         self.columns = _wanted(list(schema.names), file, columns)
         self._schema = schema
@@ -693,6 +717,10 @@ class ArrowBatches(Batches):
     @property
     def num_rows(self) -> int:
         return self._rows
+
+    @property
+    def file_columns(self) -> tuple[str, ...]:
+        return tuple(self._schema.names)
 
     def values(self, columns: Collection[str]) -> int:
         """The list values of ``columns`` (a column of scalars: one a row), counted when made."""

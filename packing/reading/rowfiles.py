@@ -20,7 +20,9 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.errors import DatasetError, quote
+from packing.reading import longrows
 from packing.reading.limits import ReadLimits, check_count, check_size, read_bounded, scan_json
+from packing.reading.longrows import parse_json as _parse_json
 from packing.workloads import workload_from_json
 
 Int64Array = npt.NDArray[np.int64]
@@ -41,6 +43,26 @@ def names(columns: Sequence[str]) -> str:
     return (shown + (", ..." if len(columns) > 6 else "")) if columns else "none"
 
 
+def repeated(columns: Sequence[str]) -> str | None:
+    """The first column name ``columns`` holds twice, or None (Parquet and Arrow files may repeat a name; no
+    column of a repeated name can be told from the other). O(columns).
+
+    >>> repeated(["input_ids", "labels", "input_ids"]), repeated(["input_ids"])
+    ('input_ids', None)
+    """
+    seen: set[str] = set()
+    for name in columns:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
+
+
+def twice(name: str) -> str:
+    """The reason given for a table with two columns named ``name``."""
+    return f"two columns named {quote(name, 24)}; expected every column name once"
+
+
 @dataclass(frozen=True, eq=False)
 class Decoded:
     """What a file of rows holds once decoded: :class:`packing.reading.files.Content`'s fields but its file."""
@@ -53,19 +75,7 @@ class Decoded:
     values: int = 0
     chunks: Iterable[tuple[list[Any], list[str]]] | None = field(default=None, repr=False)
     lines: int = 0
-
-
-def _parse_json(text: str, label: str, where: str | None) -> Any:
-    """One JSON value (already scanned); a syntax error names the line and character."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        place = where or f"line {error.lineno}"
-        raise DatasetError(label, f"{place}, character {error.colno}", f"invalid JSON ({error.msg})") from None
-    except RecursionError:
-        raise DatasetError(label, where, "JSON nested too deeply") from None
-    except ValueError:  # an integer of thousands of digits
-        raise DatasetError(label, where, "a number too long to read (more than 4,300 digits)") from None
+    columns: tuple[str, ...] = ()  # a CSV file's header
 
 
 _WHOLE = 1 << 62
@@ -96,16 +106,24 @@ def _json_line_chunks(
     while position < size:
         end = data.find(b"\n", position)
         stop = size if end < 0 else end + 1
-        raw = data[position:stop]
+        long = stop - position >= longrows.LONG_LINE
+        raw = memoryview(data)[position:stop] if long else data[position:stop]
         number, position, held = number + 1, stop, held + stop - position
         place = f"line {number}"
-        try:
-            text = raw.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            raise DatasetError(label, place, "not valid UTF-8 text") from None
-        if text.strip():
-            rows.append(_parse_json(text.rstrip("\r\n"), label, place))
-            where.append(place)
+        if isinstance(raw, memoryview):  # a long line: its lists of ids straight into arrays, not Python ints
+            with raw:
+                row = longrows.json_line(raw, label, place)
+            if row is not longrows.BLANK:
+                rows.append(row)
+                where.append(place)
+        else:
+            try:
+                text = raw.decode("utf-8-sig")
+            except UnicodeDecodeError:
+                raise DatasetError(label, place, "not valid UTF-8 text") from None
+            if text.strip():
+                rows.append(_parse_json(text.rstrip("\r\n"), label, place))
+                where.append(place)
         if held >= chunk_bytes and rows:
             yield rows, where
             rows, where, held = [], [], 0
@@ -251,22 +269,47 @@ def _csv(
             handle, size = io.BytesIO(data), len(data)
         wrapper = io.TextIOWrapper(handle, encoding="utf-8-sig", newline="")
         stack.callback(wrapper.detach)  # leave the caller's file object open
-        reader = csv.reader(wrapper)
+        reader = _Lines(wrapper)
         with _csv_errors(label, reader):
             header = _csv_header(reader, label, columns)
         chunks = _csv_chunks(reader, header, label, columns, limits, rows_are, chunk_bytes or _WHOLE)
         if chunk_bytes is None:
             with _csv_errors(label, reader):
                 rows, where = _joined_chunks(chunks)
-            return Decoded(rows, where, cells=True, size=size)
+            return Decoded(rows, where, cells=True, size=size, columns=tuple(header))
         owned = stack.pop_all()
 
         def read() -> Iterator[tuple[list[Any], list[str]]]:
             with owned, _csv_errors(label, reader):
                 yield from chunks
 
-        return Decoded(cells=True, size=size, chunks=read())
+        return Decoded(cells=True, size=size, chunks=read(), columns=tuple(header))
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+class _Lines:
+    """A ``csv.reader`` over ``lines`` that can be made again where it stands (:meth:`renew`): the reader keeps
+    the buffer of its longest field (4 bytes a character: 700 MB after a cell of 28 M ids) until it goes.
+    ``line_num`` counts over every reader made. Iterating gives each row's cells."""
+
+    def __init__(self, lines: Any) -> None:
+        self.lines = lines
+        self.reader = csv.reader(lines)
+        self.before = 0
+
+    @property
+    def line_num(self) -> int:
+        return self.before + int(self.reader.line_num)
+
+    def renew(self) -> None:
+        self.before = self.line_num
+        self.reader = csv.reader(self.lines)
+
+    def __iter__(self) -> Iterator[list[str]]:
+        return self
+
+    def __next__(self) -> list[str]:
+        return next(self.reader)
 
 
 @contextmanager
@@ -309,6 +352,8 @@ def _csv_chunks(
         if not any(cell.strip() for cell in cells):
             continue
         place = f"line {reader.line_num}"
+        if sum(map(len, cells)) >= longrows.LONG_LINE:
+            reader.renew()  # let go the reader's buffer of the long row: 4 bytes a character
         if len(cells) != len(names_):
             raise DatasetError(label, place, f"expected {len(names_)} cells ({names(names_)}), got {len(cells)}")
         rows.append({c: cell for c, cell in zip(names_, cells, strict=True) if columns is None or c in columns})

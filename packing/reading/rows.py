@@ -35,7 +35,7 @@ column by column, without a Python loop per row, and reports a bad row exactly a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from numbers import Integral
+from numbers import Integral, Real
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -88,7 +88,7 @@ def _values(value: Any, index: int | None, field: str | None, expected: str) -> 
     """``value`` as a 1-D numpy array if it is a flat list or 1-D array (or tensor); else a SampleError. O(length)."""
     value = as_numpy(value)
     if type(value) is np.ndarray and value.ndim == 1:
-        return value
+        return value if value.size else np.zeros(0, dtype=np.int64)  # an empty array of any dtype holds no bad item
     if isinstance(value, np.ndarray) and value.ndim != 1:
         raise SampleError(index, field, None, f"a flat list of {expected}s", f"<an array of shape {value.shape}>")
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (Sequence, np.ndarray)):
@@ -283,6 +283,103 @@ def read_row(
         return "tokens", np.concatenate((prompt, completion)), mask, None
     tokens = token_array(row["input_ids"], index, "input_ids")
     return "tokens", tokens, *_row_mask(row, index, tokens)
+
+
+def length_array(value: Any, index: int, field: str) -> npt.NDArray[np.int64]:
+    """Check a list of lengths (non-negative integers) and return it as int64. O(length).
+
+    >>> length_array([3, 0, 2], 0, "seq_lengths").tolist()
+    [3, 0, 2]
+    >>> length_array([3, 1.5], 2, "seq_lengths")
+    Traceback (most recent call last):
+    ...
+    packing.errors.SampleError: sample 2, 'seq_lengths', position 1: expected a non-negative integer, got 1.5 (float)
+    """
+    array = _values(value, index, field, "length")
+    ok = array.dtype.kind == "i" or (array.dtype.kind == "u" and (not array.size or int(array.max()) <= INT64_MAX))
+    if ok and array.size and array.dtype.kind == "i" and int(array.min()) < 0:
+        ok = False
+    if not ok or (type(value) is not np.ndarray and has_bools(value)):
+        items = array.tolist() if type(value) is np.ndarray else value
+        for position, item in enumerate(items):
+            if isinstance(item, (bool, np.bool_)) or not isinstance(item, Integral) or not 0 <= int(item) <= INT64_MAX:
+                raise SampleError(index, field, position, "a non-negative integer", item)
+    return array.astype(np.int64, copy=False)
+
+
+def weight_array(value: Any, index: int, field: str, length: int) -> npt.NDArray[np.float32]:
+    """Check per-token weights (finite numbers >= 0, one per token) and return them as float32. O(length).
+
+    >>> weight_array([0.5, 0], 0, "loss_weights", 2).tolist()
+    [0.5, 0.0]
+    >>> weight_array([0.5, float("nan")], 1, "loss_weights", 2)
+    Traceback (most recent call last):
+    ...
+    packing.errors.SampleError: sample 1, 'loss_weights', position 1: expected a finite number >= 0, got nan (float)
+    """
+    array = _values(value, index, field, "weight")
+    if len(array) != length:
+        raise SampleError(index, field, None, f"{length} values (one per token)", f"<{len(array)} values>")
+    numeric = array.dtype.kind in "iuf" and not (type(value) is not np.ndarray and has_bools(value))
+    finite = numeric and bool(np.isfinite(array).all()) and not (array.size and float(array.min()) < 0)
+    if not finite:
+        items = array.tolist() if type(value) is np.ndarray else value
+        for position, item in enumerate(items):
+            if isinstance(item, (bool, np.bool_)) or not isinstance(item, Real) or not 0 <= float(item) < np.inf:
+                raise SampleError(index, field, position, "a finite number >= 0", item)
+    return array.astype(np.float32)
+
+
+def id_array(value: Any, index: int, field: str, length: int) -> npt.NDArray[np.int64]:
+    """Check per-token integers (such as ``sequence_ids``: -1 in padding), one per token, and return them as
+    int64. O(length).
+
+    >>> id_array([0, 0, -1], 0, "sequence_ids", 3).tolist()
+    [0, 0, -1]
+    """
+    array = _values(value, index, field, "integer")
+    if len(array) != length:
+        raise SampleError(index, field, None, f"{length} values (one per token)", f"<{len(array)} values>")
+    ok = array.dtype.kind == "i" or (array.dtype.kind == "u" and (not array.size or int(array.max()) <= INT64_MAX))
+    if not ok or (type(value) is not np.ndarray and has_bools(value)):
+        items = array.tolist() if type(value) is np.ndarray else value
+        for position, item in enumerate(items):
+            if isinstance(item, (bool, np.bool_)) or not isinstance(item, Integral) or abs(int(item)) > INT64_MAX:
+                raise SampleError(index, field, position, "an integer", item)
+    return array.astype(np.int64, copy=False)
+
+
+def read_block(row: Any, index: int = 0) -> tuple[TokenArray, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """A packed block (a row with ``seq_lengths``: a ``PackedDataset`` item, a row of this project's or TRL's
+    packed files) read as a row is: its ``input_ids`` checked as token ids, its loss (``labels``, ``loss_mask``,
+    ``completion_mask``, ``assistant_masks``) as :func:`read_row` reads a row's, its ``seq_lengths`` as
+    non-negative integers adding up to at most its tokens (the rest is padding). Returns the documents' tokens,
+    their labels (-100 where not trained and at every document's first token, so no document predicts the next)
+    and the documents' lengths (empty ones included). O(block length).
+
+    >>> tokens, labels, lengths = read_block({"input_ids": [5, 6, 7, 0], "labels": [5, 6, 7, 0], "seq_lengths": [2, 1]})
+    >>> tokens.tolist(), labels.tolist(), lengths.tolist()
+    ([5, 6, 7], [-100, 6, -100], [2, 1])
+    >>> read_block({"input_ids": [5, 6], "seq_lengths": [2, 1]}, 3)
+    Traceback (most recent call last):
+    ...
+    packing.errors.SampleError: sample 3, 'seq_lengths': expected lengths adding up to at most the 2 tokens of 'input_ids', got <3>
+    """
+    if not isinstance(row, Mapping) or not _present(row, "input_ids"):
+        raise SampleError(index, None, None, "a packed block: a dict with 'input_ids' and 'seq_lengths'", row)
+    tokens = token_array(row["input_ids"], index, "input_ids")
+    lengths = length_array(row["seq_lengths"], index, "seq_lengths")
+    total = int(lengths.sum())
+    if total > len(tokens):
+        expected = f"lengths adding up to at most the {len(tokens)} tokens of 'input_ids'"
+        raise SampleError(index, "seq_lengths", None, expected, f"<{total}>")
+    mask, labels = _row_mask(row, index, tokens)
+    targets = (tokens if labels is None else labels).astype(np.int64)
+    kept = targets if mask is None else np.where(mask != 0, targets, IGNORE_INDEX)
+    kept = kept[:total].copy()
+    starts = np.cumsum(lengths) - lengths
+    kept[starts[lengths > 0]] = IGNORE_INDEX
+    return tokens[:total], kept, lengths
 
 
 def mixed_kinds_error(index: int, first: RowKind, kind: RowKind) -> SampleError:

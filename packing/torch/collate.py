@@ -24,7 +24,7 @@ from packing.core.thd import padded_lengths
 from packing.core.validation import INT64_MAX, MAX_SEQ_LENGTH, OverflowPolicy
 from packing.errors import SettingError
 from packing.planning.plans import plan
-from packing.reading.rows import as_numpy, read_rows
+from packing.reading.rows import as_numpy, id_array, length_array, read_block, read_rows, weight_array
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.overflow import documents_of
 from packing.text.prepare import prepare
@@ -42,6 +42,11 @@ def _is_block(row: Any) -> bool:
     return isinstance(row, Mapping) and "seq_lengths" in row
 
 
+def _plain(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row's tensors as numpy arrays, for the reader. O(keys)."""
+    return {key: as_numpy(value) for key, value in row.items()}
+
+
 def _documents(
     rows: Sequence[Any], recipe: Recipe, ignore_masks: bool = False
 ) -> tuple[Int64Array, Int64Array, Int64Array]:
@@ -51,14 +56,9 @@ def _documents(
     keep them; with ``ignore_masks`` a row's loss masks are left out (its labels still say what is trained).
     O(tokens)."""
     if rows and all(_is_block(row) for row in rows):
-        parts = []
-        for row in rows:
-            seq = np.asarray(as_numpy(row["seq_lengths"]), dtype=np.int64)
-            total = int(seq.sum())
-            ids = np.asarray(as_numpy(row["input_ids"]), dtype=np.int64)[:total]
-            labels = np.asarray(as_numpy(row["labels"]), dtype=np.int64)[:total]
-            parts.append((ids, labels, seq[seq > 0]))
-        return tuple(np.concatenate([p[k] for p in parts]) for k in range(3))  # type: ignore[return-value]
+        blocks = [read_block(_plain(row), index) for index, row in enumerate(rows)]
+        joined = (np.concatenate([block[k] for block in blocks]).astype(np.int64, copy=False) for k in range(3))
+        return tuple(joined)  # type: ignore[return-value]
     if any(_is_block(row) for row in rows):
         raise SettingError("rows", "packed blocks (with 'seq_lengths') only, or samples only", "<both>")
     if ignore_masks:
@@ -142,14 +142,14 @@ def collate(
 
     Rows are samples in any form ``packing.pack`` accepts (token lists, ``{"prompt", "completion"}``,
     ``{"input_ids", "loss_mask"}``, or ``{"input_ids", "labels"}`` whose labels are kept (-100 masks its token); text rows with a
-    ``tokenizer``), or packed blocks (rows with ``seq_lengths``, such as ``PackedDataset`` items, passed as they
-    are); tensors are accepted. Empty documents are skipped. The options are the reading ones, ``overflow`` and
-    ``pad_token_id`` (:class:`~packing.Recipe`, or a whole ``recipe=``; ``PackingSampler.collate`` is this with the
-    sampler's recipe): collate lays out nothing, so a layout option given here (``strategy``, ``window``, ...) is
-    refused by name.
+    ``tokenizer``), or packed blocks (rows with ``seq_lengths``, such as ``PackedDataset`` items, read by the
+    reader as any row is: :func:`packing.reading.rows.read_block`); tensors are accepted. Empty documents are
+    skipped. The options are the reading ones, ``overflow`` and ``pad_token_id`` (:class:`~packing.Recipe`, or a
+    whole ``recipe=``; ``PackingSampler.collate`` is this with the sampler's recipe): collate lays out nothing, so a
+    layout option given here (``strategy``, ``window``, ...) is refused by name.
     With ``max_seq_length`` (or a recipe), each sample gets the overflow policy (``truncate``, ``drop``;
     ``split`` refuses an over-long sample, whose pieces the sampler gives) and more than ``max_seq_length``
-    tokens in all are refused: a batch never holds more tokens. Returns ``input_ids`` and ``labels`` (-100 on
+    tokens in all are refused, packed blocks' too: a batch never holds more tokens. Returns ``input_ids`` and ``labels`` (-100 on
     masked tokens, ``separator_id`` on each document's first token) as int64 arrays of shape ``(1, T)``, and:
 
     - ``return_position_ids`` (default ``True``): ``position_ids`` (int64, ``(1, T)``) restarting at
@@ -211,7 +211,7 @@ def collate(
     tokens, labels, lengths = _documents(rows, chosen, ignore_masks)
     if capped and not (rows and all(_is_block(row) for row in rows)):
         tokens, labels, lengths = _cap(tokens, labels, lengths, chosen)
-    elif capped and multiple > 1:  # packed blocks planned elsewhere: their padding must fit too
+    elif capped:  # blocks are packed already: never more than max_seq_length tokens in all, as for samples
         _check_total(lengths, chosen)
     lengths = lengths[lengths > 0]
     if len(lengths) == 0:
@@ -302,18 +302,23 @@ def _collated_weights(
     if mode is None:
         if blocks and all(LOSS_WEIGHTS.name in row for row in rows):
             return np.concatenate(
-                [np.asarray(as_numpy(r[LOSS_WEIGHTS.name]), np.float32)[: int(np.sum(as_numpy(r["seq_lengths"])))]
-                 for r in rows]
-            )  # fmt: skip
+                [_block_column(row, i, LOSS_WEIGHTS.name, weight_array) for i, row in enumerate(rows)]
+            )
         return None
     check_mode(mode)
     if blocks and all("sequence_ids" in row for row in rows):
-        documents = np.concatenate(
-            [np.asarray(as_numpy(r["sequence_ids"]), np.int64)[: int(np.sum(as_numpy(r["seq_lengths"])))] for r in rows]
-        )
+        documents = np.concatenate([_block_column(row, i, "sequence_ids", id_array) for i, row in enumerate(rows)])
     else:
         documents = np.repeat(np.arange(len(lengths)), lengths)
     return token_weights(labels != IGNORE_INDEX, documents, mode, totals if totals is not None else _totals_of(rows))
+
+
+def _block_column(row: Mapping[str, Any], index: int, name: str, read: Callable[..., npt.NDArray[Any]]) -> Any:
+    """A block's per-token column ``name`` read by the reader (``read``: one value per token of ``input_ids``),
+    cut to its documents' tokens (``sum(seq_lengths)``). O(block length)."""
+    plain = _plain(row)  # read by read_block first: input_ids and seq_lengths are checked
+    kept = int(length_array(plain["seq_lengths"], index, "seq_lengths").sum())
+    return read(plain[name], index, name, len(plain["input_ids"]))[:kept]
 
 
 def _totals_of(rows: Sequence[Any]) -> LossTotals | None:
@@ -415,10 +420,7 @@ def _trained_counts(trained: npt.ArrayLike | None, lengths: Int64Array) -> Int64
 def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Tensor]:
     max_seq_length = recipe.max_seq_length
     if rows and all(_is_block(row) for row in rows):
-        grids = {key: np.stack([np.asarray(as_numpy(row[key]), dtype=np.int64) for row in rows]) for key in _FIXED_KEYS}
-        if grids["input_ids"].shape[1] != max_seq_length:
-            raise SettingError("max_seq_length", "the length of the blocks given", max_seq_length)
-        return {key: torch.from_numpy(grid) for key, grid in grids.items()}
+        return _fixed_blocks(rows, max_seq_length, prepare(recipe).pad_id)
     tokens, labels, lengths = _documents(rows, recipe)
     if len(lengths) == 0:
         raise SettingError("rows", "at least one token", "<only empty rows>")
@@ -443,7 +445,27 @@ def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Te
     }
 
 
-_FIXED_KEYS = ("input_ids", "labels", "position_ids")
+def _fixed_blocks(rows: Sequence[Any], width: int, pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Packed blocks (rows with ``seq_lengths``) read by the reader (:func:`read_block`), one a row of ``width``
+    tokens: their documents, then padding (the pad id, label -100, position 0); positions restart at every
+    document. A block of more than ``width`` tokens is refused. O(rows × width)."""
+    ids = np.full((len(rows), width), pad_token_id, dtype=np.int64)
+    labels = np.full((len(rows), width), IGNORE_INDEX, dtype=np.int64)
+    positions = np.zeros((len(rows), width), dtype=np.int64)
+    for index, row in enumerate(rows):
+        tokens, targets, lengths = read_block(_plain(row), index)
+        if len(tokens) > width:
+            raise SettingError(
+                "rows", f"packed blocks of at most max_seq_length={width} tokens", f"<block {index} of {len(tokens)}>"
+            )
+        used = len(tokens)
+        ids[index, :used], labels[index, :used] = tokens, targets
+        positions[index, :used] = np.arange(used) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return {
+        "input_ids": torch.from_numpy(ids),
+        "labels": torch.from_numpy(labels),
+        "position_ids": torch.from_numpy(positions),
+    }
 
 
 def collate_fixed(

@@ -281,7 +281,7 @@ def test_the_command_line_options_are_the_recipes_fields(door: str) -> None:
     command = build_parser()._subparsers._group_actions[0].choices[door.split()[1]]  # type: ignore[union-attr]
     flags = {option for action in command._actions for option in action.option_strings}
 
-    def flag(f: Any) -> str:  # a bool option that is on by default is turned off by --no-NAME
+    def flag(f: Any) -> str:  # a bool option: on by default, turned off by --no-NAME; off by default, on by --NAME
         return ("--no-" if f.metadata["parse"] is bool and f.default else "--") + f.name.replace("_", "-")
 
     used = {flag(f) for f in option_fields(door=door)}

@@ -4,6 +4,7 @@ no search running (``explorer.server.workers``: the run is stopped, and the work
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import subprocess
@@ -23,6 +24,9 @@ LINK = (
 )
 """The recipe: the proven optimum asked for ten minutes, on lengths that keep it searching to its limit."""
 LONG_LANE_NICENESS = 15
+PATIENCE = 200.0
+"""Seconds a wait for a condition may last (the server up, the search in its worker, the worker gone): within the
+test's timeout; on two cores kept busy by other processes each takes longer, and the test still passes."""
 
 
 def free_port() -> int:
@@ -47,18 +51,26 @@ def children(pid: int) -> list[int]:
     return out
 
 
+def niceness(pid: int) -> int:
+    return int(stat(pid)[16])
+
+
 def long_lane_worker(server: int) -> int | None:
-    """The server's worker of the long lane (the one niceness it runs at), if one runs."""
+    """The server's worker of the long lane (the one niceness it runs at: the server's own plus 15, as ``os.nice``
+    adds, so that a suite run under ``nice`` finds it too), if one runs."""
+    wanted = min(niceness(server) + LONG_LANE_NICENESS, 19)
     for child in children(server):
         try:
-            if int(stat(child)[16]) == LONG_LANE_NICENESS:
+            if niceness(child) == wanted:
                 return child
         except OSError:
             continue
     return None
 
 
-def wait_for(predicate, seconds: float):  # type: ignore[no-untyped-def]
+def wait_for(predicate, seconds: float = PATIENCE):  # type: ignore[no-untyped-def]
+    """``predicate()``'s first true value, looked for until it comes or ``seconds`` (the test's patience, within its
+    timeout) pass: a condition, never a fixed pause."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         value = predicate()
@@ -69,25 +81,28 @@ def wait_for(predicate, seconds: float):  # type: ignore[no-untyped-def]
 
 
 async def open_and_close(url: str, server: int) -> int | None:
-    """Open the link in a session, wait until its search runs in a worker, close the connection."""
+    """Open the link in a session, wait until its search runs in a worker (reading what the server sends the
+    while, as a browser does), close the connection."""
     import websockets
     from streamlit.proto.BackMsg_pb2 import BackMsg
 
-    async with websockets.connect(url, subprotocols=["streamlit"], max_size=None, open_timeout=60) as ws:
+    async with websockets.connect(url, subprotocols=["streamlit"], max_size=None, open_timeout=PATIENCE) as ws:
         message = BackMsg()
         message.rerun_script.query_string = LINK
         message.rerun_script.page_script_hash = ""
         await ws.send(message.SerializeToString())
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + PATIENCE
         while time.monotonic() < deadline:
             worker = long_lane_worker(server)
             if worker is not None:
                 return worker
-            await asyncio.sleep(0.1)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(ws.recv(), 0.1)
     return None
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 def test_closing_the_browser_connection_kills_the_search_it_waited_for() -> None:
     port = free_port()
@@ -103,10 +118,10 @@ def test_closing_the_browser_connection_kills_the_search_it_waited_for() -> None
             except OSError:
                 return False
 
-        assert wait_for(healthy, 60)
+        assert wait_for(healthy)
         worker = asyncio.run(open_and_close(f"ws://127.0.0.1:{port}/_stcore/stream", server.pid))
         assert worker is not None, "the search did not run in a worker of the long lane"
-        assert wait_for(lambda: not alive(worker), 60), "the search went on after its visitor left"
+        assert wait_for(lambda: not alive(worker)), "the search went on after its visitor left"
         assert server.poll() is None
     finally:
         server.terminate()

@@ -45,6 +45,8 @@ EXAMPLES: dict[str, tuple[Any, dict[str, Any]]] = {
     "num_proc": (2, {}),
     "int64": (True, {}),
     "tie_break": ("oldest", {}),
+    "context_parallel_size": (2, {}),
+    "tensor_parallel_size": (2, {}),
 }
 """Each option: a value other than its default, and the options it needs to mean something (time_limit needs a
 strategy that searches)."""
@@ -64,6 +66,8 @@ BAD: dict[str, Any] = {
     "num_proc": 0,
     "int64": "yes",
     "tie_break": "middle",
+    "context_parallel_size": 0,
+    "tensor_parallel_size": 1.5,
 }
 """Each option: a value no door accepts."""
 

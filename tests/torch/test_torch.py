@@ -290,8 +290,8 @@ def test_labels_read_from_a_file_reach_collate_and_are_refused_by_pack(tmp_path:
     pieces = sampler.pieces(data)
     labels = [sampler.collate([pieces[item] for item in items])["labels"][0].tolist() for items in sampler]
     assert sorted(labels) == [[-100, 2], [-100, 5, 9]]
-    with pytest.raises(packing.SampleError, match=r"^sample 1, 'labels', position 2: expected 6 \(the token"):
-        packing.pack(data, 4)
+    with pytest.raises(packing.DatasetError, match=r"labelled\.jsonl, line 2, 'labels', position 2: expected 6 \(the"):
+        packing.pack(data, 4)  # named by its file and line
 
 
 def test_collate_reads_every_mask_name() -> None:

@@ -83,7 +83,7 @@ def positions_mark_nothing(row_offsets: Int64Array, positions: Int64Array, real:
 # ---------------------------------------------------------------- reading
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class PackedLayout:
     """A packed dataset brought to one form: flat token arrays and per-token documents.
 
@@ -92,7 +92,7 @@ class PackedLayout:
     document. ``targets[j]`` says whether the token at ``j`` is a prediction target (the loss the token at
     ``j - 1`` is trained with), after the layout's own conventions are applied; ``None`` when the data holds
     no loss information (every real token is then a target). ``position_ids`` and ``attention_mask`` are
-    the columns as stored, or ``None``.
+    the columns as stored, or ``None``. Built by keyword (each reader names what its layout stores).
     """
 
     format: str
@@ -100,10 +100,10 @@ class PackedLayout:
     input_ids: Int64Array
     document: Int64Array
     targets: BoolArray | None
-    position_ids: Int64Array | None
-    attention_mask: Int64Array | None
-    labels: Int64Array | None
     boundaries_known: BoolArray
+    position_ids: Int64Array | None = None
+    attention_mask: Int64Array | None = None
+    labels: Int64Array | None = None
     variant: str = ""
 
     @property

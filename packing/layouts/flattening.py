@@ -182,15 +182,14 @@ def read(table: pa.Table, source: str) -> Parsed:
         bad.append(mismatch(offsets, document, changes))
     labels = columns["labels"]
     layout = PackedLayout(
-        "flattening",
-        offsets,
-        tokens.values,
-        document,
-        labels.values != IGNORE_INDEX if labels is not None else None,
-        positions,
-        None,
-        values_of(labels),
-        known_rows,
-        variant,
+        format="flattening",
+        row_offsets=offsets,
+        input_ids=tokens.values,
+        document=document,
+        targets=labels.values != IGNORE_INDEX if labels is not None else None,
+        position_ids=positions,
+        labels=values_of(labels),
+        boundaries_known=known_rows,
+        variant=variant,
     )
     return Parsed(layout, bad)

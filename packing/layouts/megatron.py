@@ -204,16 +204,13 @@ def read(table: pa.Table, source: str) -> Parsed:
         variant += f"; padded for context parallelism (pad_seq_to_mult {multiple})"
     docs_per_block = np.bincount(row_of(offsets, total)[starts_of(offsets, document)], minlength=len(row_length))
     layout = PackedLayout(
-        "megatron",
-        offsets,
-        tokens.values,
-        document,
-        targets,
-        None,
-        None,
-        None,
-        np.ones(len(tokens.lengths), dtype=bool),
-        variant,
+        format="megatron",
+        row_offsets=offsets,
+        input_ids=tokens.values,
+        document=document,
+        targets=targets,
+        boundaries_known=np.ones(len(tokens.lengths), dtype=bool),
+        variant=variant,
     )
     return Parsed(layout, bad, used_offset=docs_per_block.astype(np.int64))
 

@@ -79,14 +79,14 @@ def read(table: pa.Table, source: str) -> Parsed:
             targets = loss_mask.values != 0
             targets &= ~starts_of(offsets, document)
     layout = PackedLayout(
-        "packing",
-        offsets,
-        tokens.values,
-        document,
-        targets,
-        values_of(columns["position_ids"]),
-        values_of(columns["attention_mask"]),
-        values_of(labels),
-        np.ones(len(tokens.lengths), dtype=bool),
+        format="packing",
+        row_offsets=offsets,
+        input_ids=tokens.values,
+        document=document,
+        targets=targets,
+        position_ids=values_of(columns["position_ids"]),
+        attention_mask=values_of(columns["attention_mask"]),
+        labels=values_of(labels),
+        boundaries_known=np.ones(len(tokens.lengths), dtype=bool),
     )
     return Parsed(layout, bad, extra)

@@ -119,16 +119,16 @@ def read(table: pa.Table, source: str) -> Parsed:
         variant = "0/1 mask, position ids that never restart: no document boundaries"
     document = from_starts(offsets, opens, padding)
     layout = PackedLayout(
-        "segment_ids",
-        offsets,
-        tokens.values,
-        document,
-        targets,
-        positions,
-        mask,
-        values_of(labels),
-        known,
-        variant,
+        format="segment_ids",
+        row_offsets=offsets,
+        input_ids=tokens.values,
+        document=document,
+        targets=targets,
+        position_ids=positions,
+        attention_mask=mask,
+        labels=values_of(labels),
+        boundaries_known=known,
+        variant=variant,
     )
     return Parsed(layout, bad)
 

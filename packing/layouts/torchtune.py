@@ -135,14 +135,13 @@ def read(table: pa.Table, source: str) -> Parsed:
             document = renumber(document)
     labels = columns["labels"]
     layout = PackedLayout(
-        "torchtune",
-        offsets,
-        tokens.values,
-        document,
-        labels.values != IGNORE_INDEX if labels is not None else None,
-        positions,
-        None,
-        values_of(labels),
-        np.ones(len(tokens.lengths), dtype=bool),
+        format="torchtune",
+        row_offsets=offsets,
+        input_ids=tokens.values,
+        document=document,
+        targets=labels.values != IGNORE_INDEX if labels is not None else None,
+        position_ids=positions,
+        labels=values_of(labels),
+        boundaries_known=np.ones(len(tokens.lengths), dtype=bool),
     )
     return Parsed(layout, list(build.bad_cells))

@@ -126,15 +126,15 @@ def read(table: pa.Table, source: str) -> Parsed:
         targets &= not_block_start(offsets, len(document))
     has_loss = any(columns[name] is not None for name in ("labels", "completion_mask", "assistant_masks"))
     layout = PackedLayout(
-        "trl",
-        offsets,
-        tokens.values,
-        document,
-        targets if has_loss or known else None,
-        values_of(columns["position_ids"]),
-        None,  # TRL's collators build their own attention mask; a carried column is never used
-        values_of(columns["labels"]),
-        np.full(len(tokens.lengths), known, dtype=bool),
-        variant,
+        format="trl",
+        row_offsets=offsets,
+        input_ids=tokens.values,
+        document=document,
+        targets=targets if has_loss or known else None,
+        position_ids=values_of(columns["position_ids"]),
+        # no attention_mask: TRL's collators build their own; a carried column is never used
+        labels=values_of(columns["labels"]),
+        boundaries_known=np.full(len(tokens.lengths), known, dtype=bool),
+        variant=variant,
     )
     return Parsed(layout, bad)

@@ -48,7 +48,7 @@ from packing.batches.packed import LazyBatch, PackedBatch, pack
 from packing.batches.schema import LOSS_WEIGHTS, NAMES
 from packing.core.forms import FIELDS
 from packing.core.samples import Samples
-from packing.core.validation import OverflowPolicy, check_flag
+from packing.core.validation import INT32_MAX, OverflowPolicy, check_flag
 from packing.errors import SampleError, SettingError
 from packing.layouts.outputs import atomic_path
 from packing.planning.plans import PackingPlan, plan
@@ -274,7 +274,7 @@ def _block_tables(lazy: LazyBatch, carried: dict[str, pa.Array], whole: bool) ->
     """The blocks chunk by chunk as Arrow tables of the schema's columns and the carried ones (at least one table:
     the columns without rows when there is no block). ``whole``: the tables are joined into one, so a carried
     column takes 64-bit offsets when it needs them over all of them. O(slots)."""
-    large = whole and int(lazy.plan.piece_length.sum()) >= 2**31
+    large = whole and int(lazy.plan.piece_length.sum()) > INT32_MAX
     produced = False
     for chunk in lazy.chunks(tokens=_CHUNK_SLOTS):
         produced = True
@@ -338,7 +338,7 @@ def carried_columns(
     [[1, 1, 0, 1], [1, 0]]
     """
     values = _carried_values(layout, source, carry)
-    return _carried_for(layout, values, int(layout.piece_length.sum()) >= 2**31)
+    return _carried_for(layout, values, int(layout.piece_length.sum()) > INT32_MAX)
 
 
 def _carried_values(

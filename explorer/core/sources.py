@@ -24,7 +24,6 @@ from explorer.core.model import (
     DEFAULT_RULES,
     MAX_LENGTH_TOKENS,
     MAX_PASTE_CHARS,
-    MAX_SEQ_LENGTH,
     MAX_SEQUENCES,
     MAX_TOKENS,
     MAX_UPLOAD_MB,
@@ -36,6 +35,7 @@ from explorer.core.safety import describe, quote
 from explorer.core.text import choose_tokenizer, example_text, parse_text_rows
 from packing.core.forms import text_forms
 from packing.core.loss import LossRules
+from packing.core.validation import MAX_SEQ_LENGTH
 from packing.reading.limits import ReadLimits
 from packing.workloads import WORKLOADS, load_workload
 

@@ -17,7 +17,6 @@ from explorer.core.examples import DEFAULT_EXAMPLE, DISTRIBUTIONS, EXAMPLES, sug
 from explorer.core.model import (
     MAX_PAD_TOKEN_ID,
     MAX_SEED,
-    MAX_SEQ_LENGTH,
     MAX_SEQUENCES,
     MAX_UPLOAD_MB,
     seq_length_problem,
@@ -44,6 +43,7 @@ from explorer.core.text import EXAMPLE_TITLES, example_text
 from explorer.server import cache
 from explorer.ui import page
 from packing.core.loss import DEFAULT_ROLES, EOS_RULES
+from packing.core.validation import MAX_SEQ_LENGTH
 from packing.workloads import WORKLOADS
 
 BIND: Literal["query-params"] = "query-params"

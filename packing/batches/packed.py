@@ -14,8 +14,8 @@ import numpy.typing as npt
 
 from packing.batches.schema import CHUNK_VALUES, COLUMNS, GRID_COLUMNS, LOSS_WEIGHTS, NAMES, arrow_schema
 from packing.core.arrays import check_block_indexes, offsets_of, ranges
-from packing.core.samples import IGNORE_INDEX, MAX_ID, Samples, joined_dtype
-from packing.core.validation import OverflowPolicy, check_flag, check_token_id
+from packing.core.samples import IGNORE_INDEX, Samples, joined_dtype
+from packing.core.validation import INT32_MAX, OverflowPolicy, check_flag, check_token_id
 from packing.errors import SettingError
 from packing.planning.plans import PackingPlan, check_pieces, plan
 from packing.reading.rows import join_token_arrays, read_rows, token_array_lengths
@@ -421,7 +421,7 @@ class LazyBatch:
             largest.append(found)
 
         in_parts(layout.num_blocks, input_ids.size, fill)
-        if check and max(largest) > MAX_ID:
+        if check and max(largest) > INT32_MAX:
             raise samples.wide_id_error()
         stats = self.stats if blocks is None else layout.stats
         if blocks is not None and _has_masked(samples.loss_mask):
@@ -470,8 +470,8 @@ def materialize(
 def _check_pad(pad_token_id: Any, int64: bool) -> int:
     """``pad_token_id`` checked as a token id that fits the ids' dtype. O(1)."""
     pad = check_token_id(pad_token_id, "pad_token_id")
-    if not int64 and pad > MAX_ID:
-        raise SettingError("pad_token_id", f"at most {MAX_ID} (the int32 schema; int64=True for larger ids)", pad)
+    if not int64 and pad > INT32_MAX:
+        raise SettingError("pad_token_id", f"at most {INT32_MAX} (the int32 schema; int64=True for larger ids)", pad)
     return pad
 
 
@@ -491,9 +491,9 @@ def _sequence_names(names: npt.ArrayLike | None, count: int) -> Int64Array | Non
         raise SettingError(
             "sequence_names", f"{count} integers, one per sample", f"<{values.dtype} of shape {values.shape}>"
         )
-    if count and (int(values.min()) < 0 or int(values.max()) > MAX_ID):
+    if count and (int(values.min()) < 0 or int(values.max()) > INT32_MAX):
         raise SettingError(
-            "sequence_names", f"sample indices in 0..{MAX_ID} (sequence_ids is int32)", int(values.max())
+            "sequence_names", f"sample indices in 0..{INT32_MAX} (sequence_ids is int32)", int(values.max())
         )
     return values.astype(np.int64, copy=False)
 

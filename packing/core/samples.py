@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.validation import INT32_MAX
 from packing.errors import SampleError, SettingError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -102,16 +103,16 @@ class Samples:
         packing.errors.SampleError: sample 0, position 1: expected a token id at most 2147483647 (the int32 schema; int64=True for larger ids), got 2147483648
         """
         tokens = self.tokens
-        if int64 or tokens is None or tokens.dtype.itemsize <= 4 or not tokens.size or tokens.max() <= MAX_ID:
+        if int64 or tokens is None or tokens.dtype.itemsize <= 4 or not tokens.size or tokens.max() <= INT32_MAX:
             return
         raise self.wide_id_error()
 
     def wide_id_error(self) -> SampleError:
         """The error for the first token id above 2**31 - 1 (input order). O(tokens)."""
         assert self.tokens is not None
-        at = int(np.flatnonzero(self.tokens > MAX_ID)[0])
+        at = int(np.flatnonzero(self.tokens > INT32_MAX)[0])
         sample = int(np.searchsorted(self.offsets, at, side="right")) - 1
-        expected = f"a token id at most {MAX_ID} (the int32 schema; int64=True for larger ids)"
+        expected = f"a token id at most {INT32_MAX} (the int32 schema; int64=True for larger ids)"
         return SampleError(sample, None, at - int(self.offsets[sample]), expected, int(self.tokens[at]))
 
     def refuse_other_labels(self) -> None:
@@ -183,7 +184,3 @@ def _joined(pieces: list[npt.NDArray[np.integer[Any]]]) -> TokenArray:
         return np.zeros(0, dtype=np.int64)
     joined: TokenArray = np.concatenate(pieces, dtype=joined_dtype(pieces), casting="unsafe")
     return joined
-
-
-MAX_ID = 2**31 - 1
-"""The largest token id (and sample index) the compact schema holds."""

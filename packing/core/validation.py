@@ -31,6 +31,8 @@ OVERFLOW_POLICIES: dict[str, str] = {
 
 
 INT64_MAX = int(np.iinfo(np.int64).max)
+INT32_MAX = int(np.iinfo(np.int32).max)
+"""The largest int32 (2**31 - 1): the largest token id and sequence index of the compact schema."""
 
 
 def has_bools(values: Iterable[Any]) -> bool:

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.validation import INT32_MAX
 from packing.errors import DatasetError, SettingError
 from packing.layouts import LAYOUT_TITLES, LAYOUTS, read_layout
 from packing.layouts.common import (
@@ -114,7 +115,6 @@ FINDING_FIXES = {
 """What to change, per kind of finding."""
 MAX_EXAMPLES = 5
 """Cells listed per finding."""
-_INT32_MAX = 2**31 - 1
 
 
 # ---------------------------------------------------------------- results
@@ -427,7 +427,7 @@ def _checks(parsed: Parsed, capacity: int, capacity_given: bool, used: Int64Arra
     if capacity_given:
         cells["block_too_long"] = offsets[:-1][np.flatnonzero(used > capacity)]
     ids = layout.input_ids
-    cells["token_id_out_of_range"] = np.flatnonzero((ids < 0) | (ids > _INT32_MAX))
+    cells["token_id_out_of_range"] = np.flatnonzero((ids < 0) | (ids > INT32_MAX))
     findings = []
     for kind in FINDING_KINDS:
         if kind in cells:

@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from packing.core.arrays import check_block_indexes, offsets_of, ranges
 from packing.core.thd import document_multiple, padded_lengths
-from packing.core.validation import OverflowPolicy, as_lengths, check_max_seq_length
+from packing.core.validation import INT32_MAX, OverflowPolicy, as_lengths, check_max_seq_length
 from packing.errors import SettingError
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.kernels import IntArray, split_pieces
@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 Int64Array = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
-MAX_SEQUENCES = 2**31 - 1
+MAX_SEQUENCES = INT32_MAX
 """Pieces store sequence indices, offsets and lengths as int32 (half the memory of int64), which bounds
 the number of sequences and documents in one plan and the length of a sequence that is split."""
 

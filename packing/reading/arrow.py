@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from packing.core.arrays import copy_runs
 from packing.core.loss import LossRules
-from packing.core.validation import INT64_MAX, check_flag
+from packing.core.validation import INT32_MAX, INT64_MAX, check_flag
 from packing.errors import SampleError, SettingError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -307,7 +307,7 @@ class _Flat:
 
 def _narrowed(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """int64 ``values`` as int32 when every one fits (ids, labels of -100 too), else as they are. O(values)."""
-    if values.dtype != np.int64 or (values.size and (values.min() < -(2**31) or values.max() > 2**31 - 1)):
+    if values.dtype != np.int64 or (values.size and (values.min() < -INT32_MAX - 1 or values.max() > INT32_MAX)):
         return values
     return values.astype(np.int32)
 

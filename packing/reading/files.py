@@ -49,6 +49,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.validation import INT32_MAX
 from packing.errors import DatasetError, LimitError, SettingError, quote
 from packing.reading.limits import (
     NO_LIMITS,
@@ -804,7 +805,7 @@ def _as_table(file: File, limits: ReadLimits) -> tuple[pa.Table, int]:
                 raise DatasetError(file.label, None, "expected packed blocks: JSON objects of columns, one per block")
             return pa.Table.from_pylist(content.rows), content.values
         scan = scan_json(data, file.label, limits)
-        options = pj.ReadOptions(block_size=min(max(1 << 20, scan.longest_line + 2), 2**31 - 1))
+        options = pj.ReadOptions(block_size=min(max(1 << 20, scan.longest_line + 2), INT32_MAX))
         return pj.read_json(pa.BufferReader(data), read_options=options), scan.values
     except (pa.ArrowException, OSError, ValueError) as error:
         if isinstance(error, DatasetError):

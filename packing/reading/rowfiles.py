@@ -19,13 +19,13 @@ from typing import IO, Any
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.validation import INT32_MAX
 from packing.errors import DatasetError, quote
 from packing.reading.limits import ReadLimits, check_count, check_size, read_bounded, scan_json
 from packing.workloads import workload_from_json
 
 Int64Array = npt.NDArray[np.int64]
 Opener = Callable[[], AbstractContextManager[IO[bytes]]]
-_CSV_FIELD_LIMIT = 2**31 - 1
 
 EXPECTED = "'input_ids' (with a loss mask), 'prompt' and 'completion', 'length', or text ('text', 'messages')"
 """The columns of samples, for messages."""
@@ -241,8 +241,8 @@ def _csv(
     """A header line with column names, then one row per line as a dict of its (wanted) text cells, whole or
     (``chunk_bytes``) in chunks of the rows of about that many characters of cells, read from the file as
     they are iterated. O(bytes)."""
-    if csv.field_size_limit() < _CSV_FIELD_LIMIT:
-        csv.field_size_limit(_CSV_FIELD_LIMIT)  # long token lists exceed the 128 KiB default
+    if csv.field_size_limit() < INT32_MAX:
+        csv.field_size_limit(INT32_MAX)  # long token lists exceed the 128 KiB default (a C long: 32 bits on Windows)
     with ExitStack() as stack:
         handle = stack.enter_context(opened())
         size = 0

@@ -18,7 +18,7 @@ import packing
 from packing import IGNORE_INDEX, SampleError, SettingError, pack, plan, read_rows
 from packing.batches.packed import LazyBatch
 from packing.batches.schema import arrow_schema
-from packing.core.samples import MAX_ID
+from packing.core.validation import INT32_MAX
 from packing.layouts.export import write_jsonl, write_parquet
 from packing.streaming import stream
 from tests.helpers.memory import traced_peak
@@ -57,7 +57,7 @@ def test_an_id_past_int32_is_refused_with_sample_and_position_and_kept_in_int64(
     assert (caught.value.sample, caught.value.position) == (1, 2)
     assert "2147483647" in str(caught.value) and "int64=True" in str(caught.value)
     assert int(pack(rows, 8, int64=True).input_ids.max()) == 2**31
-    assert int(pack([[MAX_ID]], 2).input_ids[0, 0]) == MAX_ID  # the largest that fits is kept
+    assert int(pack([[INT32_MAX]], 2).input_ids[0, 0]) == INT32_MAX  # the largest that fits is kept
     with pytest.raises(SettingError, match="pad_token_id"):
         pack([[1]], 4, pad_token_id=2**31)
 

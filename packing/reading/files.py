@@ -40,7 +40,7 @@ import json
 import mmap
 import os
 import re
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,7 +81,10 @@ Int64Array = npt.NDArray[np.int64]
 PathType = str | os.PathLike[str]
 
 FORMATS = ("jsonl", "json", "csv", "parquet", "arrow")
-"""Formats of dataset files."""
+"""Formats of dataset files (samples): what :func:`decode` reads, the command line's ``--input-format``."""
+PACKED_FORMATS = ("jsonl", "json", "parquet", "arrow", "npy")
+"""Formats of packed files (blocks): what :func:`read_file` reads (CSV holds samples only, NeMo's ``.npy``
+blocks only)."""
 EXTENSIONS = {
     "jsonl": "jsonl",
     "ndjson": "jsonl",
@@ -95,7 +98,29 @@ EXTENSIONS = {
     "npy": "npy",
 }
 """Format of each file extension (and format name); ``npy`` is NeMo's packed rows (packed data only)."""
-_KINDS = ".jsonl, .json, .csv, .parquet or .arrow"
+
+
+def extensions(formats: Iterable[str] = FORMATS) -> list[str]:
+    """Every file extension of ``formats``, in :data:`EXTENSIONS`' order (what an upload may be named). O(1).
+
+    >>> extensions(["parquet", "arrow"])
+    ['parquet', 'pq', 'arrow', 'feather', 'ipc']
+    """
+    wanted = set(formats)
+    return [extension for extension, kind in EXTENSIONS.items() if kind in wanted]
+
+
+def listed(formats: Sequence[str] = FORMATS) -> str:
+    """``formats`` as file extensions in words, for messages and help. O(1).
+
+    >>> listed()
+    '.jsonl, .json, .csv, .parquet or .arrow'
+    """
+    shown = [f".{kind}" for kind in formats]
+    return f"{', '.join(shown[:-1])} or {shown[-1]}" if len(shown) > 1 else "".join(shown)
+
+
+_KINDS = listed()
 _KNOWN = f"a {_KINDS} file"
 _MAGIC = re.compile(r"[*?[]")
 _STATE_BYTES = 1 << 20

@@ -24,7 +24,7 @@ import numpy.typing as npt
 from packing.batches.packed import LazyBatch, block_arrays
 from packing.batches.schema import datasets_features
 from packing.core.samples import Samples, TokenArray, all_ones
-from packing.core.validation import OverflowPolicy, check_flag, check_positive_int
+from packing.core.validation import OverflowPolicy, check_flag, check_integer
 from packing.errors import SampleError, SequenceTooLong, SettingError, StateMismatch
 from packing.planning.plans import PackingPlan, plan
 from packing.reading.rows import read_rows
@@ -188,7 +188,7 @@ class PackingStream(Iterator[Block]):
         self, samples: Iterable[Any], recipe: Recipe, buffer_size: int, shuffle: bool, state: dict[str, Any] | None
     ) -> None:
         self.recipe = recipe
-        self.buffer_size = check_positive_int(buffer_size, "buffer_size")
+        self.buffer_size = check_integer(buffer_size, "buffer_size")
         check_whole_samples(recipe.strategy)
         self.shuffle = check_flag(shuffle, "shuffle")
         self._samples = samples

@@ -15,7 +15,7 @@ import numpy.typing as npt
 from packing.batches.schema import CHUNK_VALUES, COLUMNS, GRID_COLUMNS, LOSS_WEIGHTS, NAMES, arrow_schema
 from packing.core.arrays import check_block_indexes, offsets_of, ranges
 from packing.core.samples import IGNORE_INDEX, Samples, joined_dtype
-from packing.core.validation import INT32_MAX, OverflowPolicy, check_flag, check_token_id
+from packing.core.validation import INT32_MAX, OverflowPolicy, check_flag, check_integer, check_token_id
 from packing.errors import SettingError
 from packing.planning.plans import PackingPlan, check_pieces, plan
 from packing.reading.rows import join_token_arrays, read_rows, token_array_lengths
@@ -86,9 +86,7 @@ def blocks_per_chunk(max_seq_length: int, tokens: int | None = None) -> int:
     """
     if tokens is None:
         tokens = CHUNK_TOKENS
-    if isinstance(tokens, bool) or not isinstance(tokens, (int, np.integer)) or tokens < 1:
-        raise SettingError("chunk_tokens", "a positive integer (token slots per chunk)", tokens)
-    return max(1, int(tokens) // max_seq_length)
+    return max(1, check_integer(tokens, "chunk_tokens") // max_seq_length)
 
 
 def chunk_rows(num_blocks: int, order: npt.ArrayLike | None, size: int) -> Iterator[Int64Array | slice]:

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.validation import INT32_MAX
+from packing.core.validation import INT32_MAX, check_integer
 from packing.errors import DatasetError, SettingError
 from packing.layouts import LAYOUT_TITLES, LAYOUTS, read_layout
 from packing.layouts.common import (
@@ -466,10 +466,8 @@ def audit(
     >>> [(f.kind, f.count, f.examples) for f in report.findings]
     [('position_not_reset', 1, ((0, 3),))]
     """
-    if max_seq_length is not None and (
-        isinstance(max_seq_length, bool) or not isinstance(max_seq_length, (int, np.integer)) or max_seq_length < 1
-    ):
-        raise SettingError("max_seq_length", "an integer >= 1", max_seq_length)
+    if max_seq_length is not None:
+        check_integer(max_seq_length, "max_seq_length")
     parsed, name = _parse(source, format, name, limits)
     layout = parsed.layout
     offsets, document = layout.row_offsets, layout.document

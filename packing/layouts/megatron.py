@@ -41,6 +41,7 @@ import numpy as np
 
 from packing.core.arrays import offsets_of, ranges
 from packing.core.thd import padded_lengths
+from packing.core.validation import is_integer
 from packing.layouts.common import (
     BoolArray,
     Column,
@@ -222,7 +223,7 @@ def _pad_seq_to_mult(table: pa.Table) -> int:
         value = json.loads(recorded)["pad_seq_to_mult"] if recorded else 1
     except (ValueError, KeyError, TypeError):
         return 1
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
+    return int(value) if is_integer(value) and value >= 1 else 1
 
 
 # ---------------------------------------------------------------- the .npy file

@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from packing.core.arrays import check_block_indexes, offsets_of, ranges
 from packing.core.thd import document_multiple, padded_lengths
-from packing.core.validation import INT32_MAX, OverflowPolicy, as_lengths, check_max_seq_length
+from packing.core.validation import INT32_MAX, OverflowPolicy, as_lengths, check_integer, check_max_seq_length
 from packing.errors import SettingError
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.kernels import IntArray, split_pieces
@@ -204,9 +204,8 @@ class PackingPlan:
         >>> sorted(b[0].sequence for b in p.shuffle(7).blocks()) == sorted(b[0].sequence for b in p.blocks())
         True
         """
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise SettingError("seed", "a non-negative integer", seed)
-        return self.permute(np.random.default_rng(int(seed)).permutation(self.num_blocks))
+        seed = check_integer(seed, "seed", least=0)
+        return self.permute(np.random.default_rng(seed).permutation(self.num_blocks))
 
     def block(self, index: int) -> list[Piece]:
         """The pieces of block ``index``, in order. O(pieces in the block)."""

@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from packing.core.forms import FIELDS, TOKEN_FIELDS, is_text_row
 from packing.core.samples import IGNORE_INDEX, Samples
+from packing.core.validation import is_integer
 from packing.errors import DatasetError, SampleError
 from packing.reading.arrow import Accumulator, _progress_after, _shifted, batch_parts, flat_batches, read_table
 from packing.reading.cells import cells_row
@@ -97,7 +98,7 @@ class Dataset:
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         """Sample ``index`` (negative from the end): its tokens and loss mask (views), or its length. O(1)."""
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+        if not is_integer(index):
             raise TypeError(f"dataset indices are integers, not {type(index).__name__}")
         count = len(self)
         position = int(index) + count if index < 0 else int(index)

@@ -19,7 +19,7 @@ from typing import IO, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.validation import INT32_MAX
+from packing.core.validation import INT32_MAX, INT64_MAX, integer_words, is_integer
 from packing.errors import DatasetError, quote
 from packing.reading.limits import ReadLimits, check_count, check_size, read_bounded, scan_json
 from packing.workloads import workload_from_json
@@ -212,9 +212,9 @@ def _histogram(data: dict[str, Any], label: str, limits: ReadLimits) -> Int64Arr
     if not isinstance(values, list):
         raise DatasetError(label, f"key '{key}'", f"expected a list of non-negative integers, got {quote(values)}")
     for position, value in enumerate(values):
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+        if not is_integer(value) or not 0 <= value <= INT64_MAX:
             raise DatasetError(
-                label, f"key '{key}', position {position}", f"expected a non-negative integer, got {quote(value)}"
+                label, f"key '{key}', position {position}", f"expected {integer_words(0)}, got {quote(value)}"
             )
     sequences = sum(values) if key == "histogram" else len(values)
     check_count(label, "sequences", sequences, limits.max_rows)

@@ -35,7 +35,6 @@ column by column, without a Python loop per row, and reports a bad row exactly a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from numbers import Integral
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -45,7 +44,7 @@ import numpy.typing as npt
 from packing.core.forms import is_text_row
 from packing.core.loss import LossRules
 from packing.core.samples import Int64Array
-from packing.core.validation import INT64_MAX, check_flag, has_bools
+from packing.core.validation import INT64_MAX, check_flag, has_bools, integer_words, is_integer
 from packing.errors import NeedsTokenizer, SampleError, SettingError
 from packing.text.rows import encode_rows
 
@@ -109,10 +108,10 @@ def _first_bad_item(items: Sequence[Any], index: int | None, field: str | None, 
     """The error for the first item of ``items`` that is not an integer token id (or a 0/1 flag). O(length)."""
     for position, item in enumerate(items):
         if flags:
-            if isinstance(item, (bool, np.bool_)) or (isinstance(item, Integral) and item in (0, 1)):
+            if isinstance(item, (bool, np.bool_)) or (is_integer(item) and item in (0, 1)):
                 continue
             return SampleError(index, field, position, FLAG, item)
-        if isinstance(item, (bool, np.bool_)) or not isinstance(item, Integral) or int(item) < 0:
+        if not is_integer(item) or item < 0:
             return SampleError(index, field, position, TOKEN, item)
         if int(item) > INT64_MAX:
             return SampleError(index, field, position, "a token id that fits in 64 bits", item)
@@ -210,11 +209,7 @@ def label_array(value: Any, index: int, length: int) -> npt.NDArray[np.signedint
     if not ok or (type(value) is not np.ndarray and has_bools(value)):
         items = array.tolist() if type(value) is np.ndarray else value
         for position, item in enumerate(items):
-            if (
-                isinstance(item, (bool, np.bool_))
-                or not isinstance(item, Integral)
-                or not (int(item) == IGNORE_INDEX or 0 <= int(item) <= INT64_MAX)
-            ):
+            if not is_integer(item) or not (item == IGNORE_INDEX or 0 <= item <= INT64_MAX):
                 raise SampleError(index, LABELS, position, LABEL, item)
     return array.astype(np.int64 if array.dtype.kind == "u" else array.dtype, copy=False)
 
@@ -238,8 +233,8 @@ def _row_mask(
 
 
 def _length_value(value: Any, index: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral) or not 0 <= int(value) <= INT64_MAX:
-        raise SampleError(index, "length", None, "a non-negative integer", value)
+    if not is_integer(value) or not 0 <= value <= INT64_MAX:
+        raise SampleError(index, "length", None, integer_words(0), value)
     return int(value)
 
 

@@ -315,9 +315,9 @@ def encode_rows(
     rules = LossRules.of(loss_rules, completion_only_loss)
     processes = 1
     if num_proc is not None:
-        from packing.core.validation import check_positive_int
+        from packing.core.validation import check_integer
 
-        processes = check_positive_int(num_proc, "num_proc")
+        processes = check_integer(num_proc, "num_proc")
     tokenizer = load_tokenizer(tokenizer)
     if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
         raise SettingError("rows", "a list of text rows", rows)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from numbers import Integral
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -21,7 +20,7 @@ from packing.core.arrays import ranges
 from packing.core.forms import MASK_FIELDS
 from packing.core.samples import IGNORE_INDEX, Samples
 from packing.core.thd import padded_lengths
-from packing.core.validation import INT64_MAX, MAX_SEQ_LENGTH, OverflowPolicy
+from packing.core.validation import INT64_MAX, INT64_MIN, MAX_SEQ_LENGTH, OverflowPolicy, check_integer
 from packing.errors import SettingError
 from packing.planning.plans import plan
 from packing.reading.rows import as_numpy, read_rows
@@ -252,20 +251,6 @@ def collate(
     return batch
 
 
-def _check_integer(name: str, value: Any, expected: str, least: int, most: int) -> None:
-    """Refuse ``value`` unless an integer (not a bool) in ``[least, most]``: ``expected`` below ``least``, the
-    bound above ``most`` (``MAX_SEQ_LENGTH``, or 64 bits). O(1)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral):
-        raise SettingError(name, expected, value)
-    number = int(value)
-    if least > -INT64_MAX - 1 and number < least:
-        raise SettingError(name, expected, value)
-    if not least <= number <= most:
-        raise SettingError(
-            name, f"at most {most:,}" if most == MAX_SEQ_LENGTH else "an integer that fits in 64 bits", value
-        )
-
-
 def _check_collate_options(
     separator_id: Any, position_ids_start: Any, pad_to_multiple_of: Any, return_tensors: Any
 ) -> Callable[[npt.NDArray[Any]], Any]:
@@ -279,10 +264,10 @@ def _check_collate_options(
     ...
     packing.errors.SettingError: pad_to_multiple_of: expected at most 16,777,216, got 1073741824
     """
-    _check_integer("separator_id", separator_id, "an integer", -INT64_MAX - 1, INT64_MAX)
-    _check_integer("position_ids_start", position_ids_start, "an integer >= 0", 0, MAX_SEQ_LENGTH)
+    check_integer(separator_id, "separator_id", least=INT64_MIN, most=INT64_MAX)
+    check_integer(position_ids_start, "position_ids_start", least=0, most=MAX_SEQ_LENGTH)
     if pad_to_multiple_of is not None:
-        _check_integer("pad_to_multiple_of", pad_to_multiple_of, "an integer >= 1 or None", 1, MAX_SEQ_LENGTH)
+        check_integer(pad_to_multiple_of, "pad_to_multiple_of", most=MAX_SEQ_LENGTH, optional=True)
     if return_tensors == "pt":
         return torch.from_numpy
     if return_tensors == "np":

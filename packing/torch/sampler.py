@@ -13,7 +13,7 @@ import numpy.typing as npt
 from torch.utils.data import Dataset, Sampler
 
 from packing.core.samples import IGNORE_INDEX
-from packing.core.validation import OverflowPolicy, as_lengths
+from packing.core.validation import OverflowPolicy, as_lengths, check_integer
 from packing.errors import PackingError, SampleError, SettingError
 from packing.planning.plans import Piece
 from packing.reading.rows import read_rows
@@ -99,13 +99,7 @@ class PackingSampler(Sampler[list[int | Piece]]):
         if self.recipe.overflow == "truncate":  # what collate keeps of an over-long sample
             kept = np.minimum(self.lengths, self.recipe.max_seq_length)
         self.trained_tokens = _trained_counts(trained_tokens, kept)
-        if (
-            isinstance(gradient_accumulation_steps, bool)
-            or not isinstance(gradient_accumulation_steps, int)
-            or (gradient_accumulation_steps < 1)
-        ):
-            raise SettingError("gradient_accumulation_steps", "an integer >= 1", gradient_accumulation_steps)
-        self.gradient_accumulation_steps = gradient_accumulation_steps
+        self.gradient_accumulation_steps = check_integer(gradient_accumulation_steps, "gradient_accumulation_steps")
         self.num_replicas, self.rank = _world(num_replicas, rank)
         self.shuffle = shuffle
         self.cost = cost

@@ -14,7 +14,7 @@ import numpy.typing as npt
 import torch
 
 from packing.core.thd import padded_lengths
-from packing.core.validation import OverflowPolicy, as_lengths
+from packing.core.validation import OverflowPolicy, as_lengths, check_integer
 from packing.errors import SettingError
 from packing.planning.plans import Piece, plan
 from packing.recipe import Recipe, RecipeOptions
@@ -52,12 +52,10 @@ def _world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
         num_replicas = torch.distributed.get_world_size() if initialized else 1
     if rank is None:
         rank = torch.distributed.get_rank() if initialized else 0
-    for name, value, low in (("num_replicas", num_replicas, 1), ("rank", rank, 0)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise SettingError(name, f"an integer >= {low}", value)
+    num_replicas, rank = check_integer(num_replicas, "num_replicas"), check_integer(rank, "rank", least=0)
     if rank >= num_replicas:
         raise SettingError("rank", f"a rank in 0..{num_replicas - 1}", rank)
-    return int(num_replicas), int(rank)
+    return num_replicas, rank
 
 
 @dataclass(frozen=True)

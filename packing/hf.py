@@ -46,6 +46,7 @@ import numpy as np
 
 from packing.batches.packed import LazyBatch, PackedBatch, pack
 from packing.batches.schema import LOSS_WEIGHTS, NAMES
+from packing.core.arrays import offsets_of, ranges
 from packing.core.forms import FIELDS
 from packing.core.samples import Samples
 from packing.core.validation import INT32_MAX, OverflowPolicy, check_flag
@@ -419,13 +420,9 @@ def _list_column(source: pa.Table | Mapping[str, Any] | Any, name: str) -> pa.Ar
 def _token_sources(layout: PackingPlan) -> tuple[Any, Any]:
     """Where each block's real tokens come from, in the order its row holds them: positions into the samples'
     tokens laid end to end, and every block's start among them (``num_blocks + 1`` offsets). O(tokens placed)."""
-    sample_starts = np.concatenate(([0], np.cumsum(layout.lengths, dtype=np.int64)))
     sizes = layout.piece_length.astype(np.int64)
-    piece_at = np.cumsum(sizes) - sizes
-    starts = sample_starts[layout.piece_sequence] + layout.piece_start.astype(np.int64)
-    sources = np.arange(int(sizes.sum()), dtype=np.int64) + np.repeat(starts - piece_at, sizes)
-    row_offsets = np.concatenate(([0], np.cumsum(sizes)))[layout.block_starts]
-    return sources, row_offsets
+    starts = offsets_of(layout.lengths)[layout.piece_sequence] + layout.piece_start.astype(np.int64)
+    return ranges(starts, sizes), offsets_of(sizes)[layout.block_starts]
 
 
 def _tokenized(dataset: Any, recipe: Recipe) -> Any:

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.batches.schema import CHUNK_VALUES, COLUMNS, GRID_COLUMNS, LOSS_WEIGHTS, NAMES, arrow_schema
-from packing.core.arrays import check_block_indexes, offsets_of, ranges
+from packing.core.arrays import check_block_indexes, offsets_of, ranges, row_of
 from packing.core.samples import IGNORE_INDEX, Samples, joined_dtype
 from packing.core.validation import INT32_MAX, OverflowPolicy, check_flag, check_integer, check_token_id
 from packing.errors import SettingError
@@ -209,7 +209,7 @@ class PackedBatch:
         """
         lengths = self.seq_lengths(block)
         document = np.full(self.max_seq_length, -1, dtype=np.int64)
-        document[: int(lengths.sum())] = np.repeat(np.arange(len(lengths)), lengths)
+        document[: int(lengths.sum())] = row_of(lengths)
         same = (document[:, None] == document[None, :]) & (document[:, None] >= 0)
         return np.tril(same)
 
@@ -239,13 +239,9 @@ class PackedBatch:
         >>> bool((weights.grid(b.labels != -100, b.sequence_ids) == b.loss_weights("sequence")).all())
         True
         """
-        counts = np.diff(self.plan.block_starts)
-        width = self.max_seq_length
-        offsets = np.arange(self.num_blocks + 1, dtype=np.int64) * width
-        block = np.repeat(np.arange(self.num_blocks, dtype=np.int64), counts)
+        offsets = np.arange(self.num_blocks + 1, dtype=np.int64) * self.max_seq_length
+        block, local = self.plan.piece_block(), self.plan.piece_position()  # each piece's block, where in it
         lengths = self.plan.piece_length.astype(np.int64)
-        starts = offsets_of(lengths)
-        local = starts[:-1] - np.repeat(starts[self.plan.block_starts[:-1]], counts)  # each piece within its block
         _, targets = piece_mask_sums(self.loss_mask.reshape(-1), offsets, block, local, lengths)
         return document_weights(self.plan, targets, mode, self.sequence_names)
 
@@ -669,8 +665,7 @@ def to_arrow(
     names = (*NAMES, LOSS_WEIGHTS.name) if loss_weights is not None else NAMES
     arrays: dict[str, list[pa.Array]] = {name: [] for name in names}
     for lo, hi in _chunks(len(rows), width):
-        piece_offsets = np.zeros(hi - lo + 1, dtype=np.int64)
-        np.cumsum(counts[lo:hi], out=piece_offsets[1:])
+        piece_offsets = offsets_of(counts[lo:hi])
         if in_order:
             pieces = piece_length[block_starts[lo] : block_starts[hi]]
         else:
@@ -679,9 +674,9 @@ def to_arrow(
             fixed = np.arange(hi - lo + 1, dtype=np.int64) * width
             real = None
         else:  # the real tokens of each block come first: keep them, drop the padding after them
-            ends = np.concatenate(([0], np.cumsum(pieces, dtype=np.int64)))
+            ends = offsets_of(pieces)
             used = ends[piece_offsets[1:]] - ends[piece_offsets[:-1]]
-            fixed = np.concatenate(([0], np.cumsum(used))).astype(np.int64)
+            fixed = offsets_of(used)
             real = (np.arange(width)[None, :] < used[:, None]).reshape(-1)
         for name, grid in grids.items():
             values = grid[lo:hi].reshape(-1).astype(dtypes[name], copy=False)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.arrays import offsets_of, row_at
 from packing.core.validation import INT32_MAX
 from packing.errors import SampleError, SettingError
 
@@ -81,8 +82,7 @@ class Samples:
         if len({part.has_tokens for part in parts}) > 1:
             raise SettingError("parts", "samples all with tokens or all lengths only", "<both>")
         lengths = np.concatenate([part.lengths for part in parts])
-        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
+        offsets = offsets_of(lengths)
         if not parts[0].has_tokens:
             return Samples(None, None, _no_overflow(offsets))
         tokens = np.concatenate([part.tokens for part in parts if part.tokens is not None])
@@ -111,7 +111,7 @@ class Samples:
         """The error for the first token id above 2**31 - 1 (input order). O(tokens)."""
         assert self.tokens is not None
         at = int(np.flatnonzero(self.tokens > INT32_MAX)[0])
-        sample = int(np.searchsorted(self.offsets, at, side="right")) - 1
+        sample = row_at(self.offsets, at)
         expected = f"a token id at most {INT32_MAX} (the int32 schema; int64=True for larger ids)"
         return SampleError(sample, None, at - int(self.offsets[sample]), expected, int(self.tokens[at]))
 
@@ -131,7 +131,7 @@ class Samples:
         other = np.flatnonzero((self.labels != self.tokens) & (self.loss_mask != 0))
         if other.size:
             at = int(other[0])
-            sample = int(np.searchsorted(self.offsets, at, side="right")) - 1
+            sample = row_at(self.offsets, at)
             expected = (
                 f"{int(self.tokens[at])} (the token: packed blocks train each token on itself; other labels go "
                 "through packing.torch.collate)"
@@ -140,10 +140,8 @@ class Samples:
 
 
 def _offsets(lengths: Iterable[int] | Int64Array, count: int) -> Int64Array:
-    offsets = np.zeros(count + 1, dtype=np.int64)
     values = lengths if isinstance(lengths, np.ndarray) else np.fromiter(lengths, dtype=np.int64, count=count)
-    np.cumsum(values, out=offsets[1:])
-    return _no_overflow(offsets)
+    return _no_overflow(offsets_of(values))
 
 
 def _no_overflow(offsets: Int64Array) -> Int64Array:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.arrays import ranges
 from packing.core.validation import check_integer, is_integer
 from packing.errors import SettingError
 
@@ -69,7 +70,4 @@ def shard_indices(cu_seqlens_padded: npt.ArrayLike, cp_rank: int, cp_size: int) 
     first = cu[:-1] + cp_rank * chunk
     second = cu[:-1] + (chunks - 1 - cp_rank) * chunk
     starts = np.stack([first, second], axis=1).reshape(-1)
-    sizes = np.repeat(chunk, 2)
-    total = int(sizes.sum())
-    offsets = np.repeat(starts - (np.cumsum(sizes) - sizes), sizes)
-    return offsets + np.arange(total, dtype=np.int64)
+    return ranges(starts, np.repeat(chunk, 2))

@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeGuard
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.arrays import offsets_of, row_at
 from packing.errors import DatasetError, SettingError
 
 Int64Array = npt.NDArray[np.int64]
@@ -193,7 +194,7 @@ def flag_values(values: npt.NDArray[Any], name: str, source: str, lengths: Int64
     """Floating-point mask values as 0/1 integers; anything but 0 or 1 is refused, naming its row. O(values)."""
     bad = np.flatnonzero((values != 0) & (values != 1))
     if bad.size:
-        row = int(np.searchsorted(np.cumsum(lengths), int(bad[0]), side="right"))
+        row = row_at(offsets_of(lengths), int(bad[0]))
         raise DatasetError(source, f"row {row + 1}", f"column '{name}': expected 0 or 1, got {values[bad[0]]!r}")
     flags: Int64Array = (values != 0).astype(np.int64)
     return flags

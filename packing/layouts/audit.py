@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.arrays import row_of
 from packing.core.validation import INT32_MAX, check_integer
 from packing.errors import DatasetError, SettingError
 from packing.layouts import LAYOUT_TITLES, LAYOUTS, read_layout
@@ -62,7 +63,6 @@ from packing.layouts.common import (
     Parsed,
     not_block_start,
     row_max,
-    row_of,
     starts_of,
 )
 from packing.reading import files
@@ -391,7 +391,7 @@ def _checks(parsed: Parsed, capacity: int, capacity_given: bool, used: Int64Arra
     layout = parsed.layout
     offsets, document = layout.row_offsets, layout.document
     total = len(document)
-    rows = row_of(offsets, total)
+    rows = row_of(np.diff(offsets))
     starts = starts_of(offsets, document)
     inner = not_block_start(offsets, total)
     known_token = layout.boundaries_known[rows] if total else np.zeros(0, dtype=bool)
@@ -472,7 +472,7 @@ def audit(
     layout = parsed.layout
     offsets, document = layout.row_offsets, layout.document
     total = len(document)
-    rows = row_of(offsets, total)
+    rows = row_of(np.diff(offsets))
     real_per_block = np.bincount(rows[document >= 0], minlength=layout.num_blocks).astype(np.int64)
     used = real_per_block - (parsed.used_offset if parsed.used_offset is not None else 0)
     used = np.maximum(used, 0)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from packing.core.arrays import row_of
 from packing.layouts.common import (
     IGNORE_INDEX,
     BoolArray,
@@ -30,7 +31,6 @@ from packing.layouts.common import (
     required,
     row_has,
     row_max,
-    row_of,
     values_of,
 )
 
@@ -95,7 +95,7 @@ def read(table: pa.Table, source: str) -> Parsed:
     positions = values_of(columns["position_ids"])
     labels = columns["labels"]
     targets = labels.values != IGNORE_INDEX if labels is not None else None
-    rows = row_of(offsets, total)
+    rows = row_of(np.diff(offsets))
     numbered_rows = row_max(offsets, mask) >= 2  # a block numbering its documents; others hold 0/1 or one document
     numbered = numbered_rows[rows]
     padding = mask == 0
@@ -140,7 +140,7 @@ def _trailing_padding(offsets: Int64Array, positions: Int64Array, targets: BoolA
     padding = np.zeros(total, dtype=bool)
     if not total:
         return padding
-    rows = row_of(offsets, total)
+    rows = row_of(np.diff(offsets))
     index = np.arange(total, dtype=np.int64)
     marked = np.where(positions > 0, index, -1)
     nonempty = np.flatnonzero(np.diff(offsets) > 0)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from packing.core.arrays import row_of
 from packing.errors import DatasetError
 from packing.layouts.common import (
     IGNORE_INDEX,
@@ -34,7 +35,6 @@ from packing.layouts.common import (
     not_block_start,
     positions_mark_nothing,
     required,
-    row_of,
     starts_of,
     values_of,
 )
@@ -106,7 +106,7 @@ def read(table: pa.Table, source: str) -> Parsed:
         bad.extend(build.bad_cells)
         variant = "seq_lengths"
     else:
-        document = row_of(offsets, int(offsets[-1]))
+        document = row_of(np.diff(offsets))
         variant = "wrapped: no document boundaries"
         mask = list_column(table, "attention_mask", source) if is_collated(table) else None
         if mask is not None:  # a padded collator's batch: the mask's zeros are its padding

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.arrays import copy_runs
+from packing.core.arrays import copy_runs, offsets_of, row_of
 from packing.core.loss import LossRules
 from packing.core.validation import INT32_MAX, INT64_MAX, check_flag
 from packing.errors import SampleError, SettingError
@@ -93,7 +93,7 @@ def _rows_flagged(column: _ListColumn, flagged: npt.NDArray[np.bool_]) -> npt.ND
     rows = np.zeros(len(column.lengths), dtype=bool)
     if flagged.any():
         lengths = np.where(column.null, 0, column.lengths)
-        rows[np.repeat(np.arange(len(lengths)), lengths)[flagged]] = True
+        rows[row_of(lengths)[flagged]] = True
     return rows
 
 
@@ -180,8 +180,7 @@ def read_table(
     zero = np.zeros(rows, dtype=np.int64)
     p_len = np.where(pair, columns["prompt"].lengths, 0) if "prompt" in columns else zero
     c_len = np.where(pair, columns["completion"].lengths, 0) if "completion" in columns else zero
-    offsets = np.zeros(rows + 1, dtype=np.int64)
-    np.cumsum(id_len + p_len + c_len, out=offsets[1:])
+    offsets = offsets_of(id_len + p_len + c_len)
     starts = offsets[:-1]
     given_ids = [columns[name].values for name in TOKEN_FIELDS if name in columns]
     dtype = token_dtype(values.dtype for values in given_ids if values.size)  # a column of no values: no type
@@ -445,9 +444,7 @@ def _lengths_table(table: pa.Table, completion_only_loss: bool) -> Samples:
         return read_rows(table.select(["length"]).to_pylist(), completion_only_loss=completion_only_loss)
     if bad.size:
         raise _row_error(table, int(bad[0]), completion_only_loss)
-    offsets = np.zeros(len(values) + 1, dtype=np.int64)
-    np.cumsum(values, out=offsets[1:])
-    return Samples(None, None, _no_overflow(offsets))
+    return Samples(None, None, _no_overflow(offsets_of(values)))
 
 
 def chat_sample(

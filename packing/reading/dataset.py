@@ -35,6 +35,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.arrays import offsets_of
 from packing.core.forms import FIELDS, TOKEN_FIELDS, is_text_row
 from packing.core.samples import IGNORE_INDEX, Samples
 from packing.core.validation import is_integer
@@ -210,9 +211,7 @@ def _parts(
     its place. At least one part, else a DatasetError."""
     label = content.file.label
     if content.lengths is not None:
-        offsets = np.zeros(len(content.lengths) + 1, dtype=np.int64)
-        np.cumsum(content.lengths, out=offsets[1:])
-        yield Samples(None, None, offsets), False, None
+        yield Samples(None, None, offsets_of(content.lengths)), False, None
         return
     if content.chunks is not None:
         yield from _row_parts(content, reading, progress)

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.arrays import offsets_of, row_at
 from packing.core.forms import is_text_row
 from packing.core.loss import LossRules
 from packing.core.samples import Int64Array
@@ -301,8 +302,7 @@ def _first_negative(tokens: TokenArray, pieces: Sequence[npt.NDArray[Any]]) -> N
     """Raise the row reader's error for the first negative token, if any: one vectorized pass. O(tokens)."""
     if tokens.size and int(tokens.min()) < 0:
         position = int(np.flatnonzero(tokens < 0)[0])
-        ends = np.cumsum([len(piece) for piece in pieces])
-        row = int(np.searchsorted(ends, position, side="right"))
+        row = row_at(offsets_of([len(piece) for piece in pieces]), position)
         token_array(pieces[row], row, None)  # raises the SampleError naming the row and the position
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from packing.core.arrays import offsets_of, ranges, row_at, row_of
 from packing.core.validation import as_lengths, check_max_seq_length, check_time_limit
 from packing.errors import SettingError
 from packing.strategies.bounds import martello_toth_l2, simple_bound
@@ -183,9 +184,8 @@ def _sample_patterns(
     step = max(1, -(-num_blocks // limit))
     picked = np.arange(0, num_blocks, step, dtype=np.int64)
     sizes = block_starts[picked + 1] - block_starts[picked]
-    where = np.repeat(block_starts[picked] - np.concatenate(([0], np.cumsum(sizes)[:-1])), sizes)
-    where += np.arange(int(sizes.sum()), dtype=np.int64)
-    sample_blocks = np.repeat(np.arange(len(picked), dtype=np.int64), sizes)
+    where = ranges(block_starts[picked], sizes)
+    sample_blocks = row_of(sizes)
     patterns, times = _patterns_of_blocks(sample_blocks, item_index[np.asarray(item_lengths)[where]], m)
     top = np.argsort(-times, kind="stable")[:keep]
     return [patterns[i] for i in top.tolist()]
@@ -271,7 +271,7 @@ class _Master:
     def add(self, patterns: list[_Pattern]) -> None:
         if not patterns:
             return
-        starts = np.cumsum([0] + [len(p.items) for p in patterns[:-1]]).astype(np.int32)
+        starts = offsets_of([len(p.items) for p in patterns], np.int32)[:-1]
         index = np.concatenate([p.items for p in patterns]).astype(np.int32)
         value = np.concatenate([p.counts for p in patterns]).astype(np.float64)
         k = len(patterns)
@@ -480,7 +480,7 @@ def _heuristic_plans(hist: _Histogram, left: Int64Array, capacity: int) -> Itera
     if lengths.size == 0:
         yield _Plan([], np.zeros(0, dtype=np.int64))
         return
-    item = np.repeat(np.arange(len(left), dtype=np.int64), left)
+    item = row_of(left)
     m = len(left)
     candidates: list[Callable[[], Int64Array]] = [
         lambda: blocks_of_items(*best_fit_decreasing_layout(lengths, capacity)),
@@ -560,7 +560,7 @@ def _release(plan: _Plan, left: Int64Array, blocks: int, rng: np.random.Generato
     """Take ``blocks`` blocks, chosen at random, out of ``plan``; their documents join ``left``."""
     chosen = np.zeros(len(plan.mult), dtype=np.int64)
     picks = rng.choice(plan.num_blocks, size=min(blocks, plan.num_blocks), replace=False)
-    np.add.at(chosen, np.searchsorted(np.cumsum(plan.mult), picks, side="right"), 1)
+    np.add.at(chosen, row_at(offsets_of(plan.mult), picks), 1)
     left = left.copy()
     for i in np.flatnonzero(chosen).tolist():
         p = plan.patterns[i]
@@ -656,7 +656,7 @@ def _assign(
             raise AssertionError("optimal: the plan does not cover the documents")
         return first_block
     mults = np.array([k for _, k in kept], dtype=np.int64)
-    bases = first_block + np.concatenate(([0], np.cumsum(mults)[:-1]))
+    bases = first_block + offsets_of(mults)[:-1]
     sizes = [len(p.items) for p, _ in kept]
     item = np.concatenate([p.items for p, _ in kept])
     count = np.concatenate([p.counts for p, _ in kept])

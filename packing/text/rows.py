@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from packing.core.arrays import offsets_of, ranges
 from packing.core.loss import LossRules
 from packing.errors import SampleError, SettingError
 
@@ -165,8 +166,7 @@ def _encode_group(
         completions = encode_texts(tokenizer, [row.parts[1] for row in rows], add_special_tokens=False)
         completion_ids, completion_offsets = _with_eos(completions, eos)
         prompt_lengths, completion_lengths = np.diff(prompts.offsets), np.diff(completion_offsets)
-        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(prompt_lengths + completion_lengths, out=offsets[1:])
+        offsets = offsets_of(prompt_lengths + completion_lengths)
         # each row: its prompt tokens, then its completion tokens
         is_prompt = np.tile(np.array([1, 0], dtype=np.int8), len(rows))
         segment_lengths = np.column_stack((prompt_lengths, completion_lengths)).reshape(-1)
@@ -214,12 +214,11 @@ def _encode_chunk(
             return ids, mask, np.diff(offsets)
         lengths[members] = np.diff(offsets)
         results.append((np.asarray(members, dtype=np.int64), ids, mask, offsets))
-    starts = np.zeros(len(checked) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=starts[1:])
+    starts = offsets_of(lengths)
     out_ids = np.empty(int(starts[-1]), dtype=np.int64)
     out_mask = np.empty(int(starts[-1]), dtype=np.int8)
     for members_array, ids, mask, offsets in results:
-        where = np.repeat(starts[members_array] - offsets[:-1], np.diff(offsets)) + np.arange(len(ids))
+        where = ranges(starts[members_array], np.diff(offsets))
         out_ids[where] = ids
         out_mask[where] = mask
     return out_ids, out_mask, lengths
@@ -336,9 +335,7 @@ def encode_rows(
         if progress is not None:
             done += len(chunk_lengths)
             progress(done, len(row_list))
-    offsets = np.zeros(len(row_list) + 1, dtype=np.int64)
-    if lengths:
-        np.cumsum(np.concatenate(lengths), out=offsets[1:])
+    offsets = offsets_of(np.concatenate(lengths) if lengths else np.zeros(len(row_list), dtype=np.int64))
     tokens = np.concatenate(ids_parts).astype(np.int64, copy=False) if ids_parts else np.zeros(0, np.int64)
     loss_mask = np.concatenate(mask_parts).astype(np.int8, copy=False) if mask_parts else np.zeros(0, np.int8)
     return tokens, loss_mask, offsets

@@ -16,7 +16,7 @@ from torch.utils.data import Dataset
 
 from packing.batches.packed import materialize
 from packing.batches.schema import LOSS_WEIGHTS
-from packing.core.arrays import ranges
+from packing.core.arrays import offsets_of, ranges, row_of
 from packing.core.forms import MASK_FIELDS
 from packing.core.samples import IGNORE_INDEX, Samples
 from packing.core.thd import padded_lengths
@@ -93,8 +93,7 @@ def _cap(
                 f"<sample {int(over.argmax())} of {int(lengths[over][0])} tokens>",
             )
         kept = documents_of(lengths, capacity, overflow)  # one document a sample: truncate and drop keep the start
-        starts = np.cumsum(lengths) - lengths
-        within = ranges(starts[kept.sequence] + kept.offset, kept.length)
+        within = ranges(offsets_of(lengths)[kept.sequence] + kept.offset, kept.length)
         tokens, labels, lengths = tokens[within], labels[within], kept.length
     _check_total(lengths, recipe)
     return tokens, labels, lengths
@@ -218,7 +217,7 @@ def collate(
     weights = _collated_weights(rows, labels, lengths, loss_weights, totals)
     if separator_id != IGNORE_INDEX:  # every document's first label (always IGNORE_INDEX until here)
         labels = labels.copy()
-        labels[np.cumsum(lengths) - lengths] = separator_id
+        labels[offsets_of(lengths)[:-1]] = separator_id
     padding = -len(tokens) % (pad_to_multiple_of or 1)
     if padding:  # TRL's padding-free padding: pad id, label -100, and each padding token a sequence of its own
         tokens = np.concatenate([tokens, np.full(padding, prepare(chosen).pad_id, dtype=np.int64)])
@@ -229,14 +228,13 @@ def collate(
     real = lengths
     if multiple > 1:  # the THD layout: every document padded to a multiple of 2·cp (× tp)
         tokens, labels, weights, lengths = thd_pad(tokens, labels, weights, lengths, multiple, prepare(chosen).pad_id)
-    cu = np.zeros(len(lengths) + 1, dtype=np.int32)
-    np.cumsum(lengths, out=cu[1:])
+    cu = offsets_of(lengths, np.int32)
     batch: dict[str, Any] = {"input_ids": tensors(tokens.astype(np.int64)[None]), "labels": tensors(labels[None])}
     if return_position_ids:
         positions = np.arange(len(tokens), dtype=np.int64) - np.repeat(cu[:-1].astype(np.int64), lengths)
         batch["position_ids"] = tensors(positions[None] + position_ids_start)
     if return_seq_idx:
-        batch["seq_idx"] = tensors(np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)[None])
+        batch["seq_idx"] = tensors(row_of(lengths, np.int32)[None])
     if return_flash_attn_kwargs:
         longest = int(lengths.max())
         batch.update(cu_seq_lens_q=tensors(cu), cu_seq_lens_k=tensors(cu.copy()), max_length_q=longest)
@@ -297,7 +295,7 @@ def _collated_weights(
             [np.asarray(as_numpy(r["sequence_ids"]), np.int64)[: int(np.sum(as_numpy(r["seq_lengths"])))] for r in rows]
         )
     else:
-        documents = np.repeat(np.arange(len(lengths)), lengths)
+        documents = row_of(lengths)
     return token_weights(labels != IGNORE_INDEX, documents, mode, totals if totals is not None else _totals_of(rows))
 
 
@@ -407,7 +405,7 @@ def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Te
     tokens, labels, lengths = _documents(rows, recipe)
     if len(lengths) == 0:
         raise SettingError("rows", "at least one token", "<only empty rows>")
-    starts = np.concatenate(([0], np.cumsum(lengths)))
+    starts = offsets_of(lengths)
     rows_as_samples = [{"input_ids": tokens[a:b], "loss_mask": (labels[a:b] != IGNORE_INDEX).astype(np.int8)}
                        for a, b in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True)]  # fmt: skip
     samples = read_rows(rows_as_samples)

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from packing.core.arrays import offsets_of, row_of
 from packing.core.thd import padded_lengths
 from packing.core.validation import OverflowPolicy, as_lengths, check_integer
 from packing.errors import SettingError
@@ -114,7 +115,7 @@ class Schedule:
         if self.pieces.any():
             raise SettingError("trained_tokens", "whole samples (overflow truncate or drop, not split)", "<pieces>")
         group = self.num_replicas * gradient_accumulation_steps
-        block_of = np.repeat(np.arange(len(self.block_starts) - 1), np.diff(self.block_starts))
+        block_of = row_of(np.diff(self.block_starts))
         optimizer_step = block_of // group
         counts = trained[self.indices]
         steps = int(optimizer_step.max()) + 1 if len(optimizer_step) else 0
@@ -423,8 +424,7 @@ def _deal(
     rank_of_block[dealt.reshape(-1)] = np.arange(wanted)
     position = rank_of_block[block_of]
     grouped = np.argsort(position, kind="stable")  # keeps each block's documents in plan order
-    block_starts = np.zeros(wanted + 1, dtype=np.int64)
-    np.cumsum(np.bincount(position, minlength=wanted), out=block_starts[1:])
+    block_starts = offsets_of(np.bincount(position, minlength=wanted))
     ordered = planned.take(grouped)
     return Schedule(
         num_replicas,

@@ -42,7 +42,8 @@ from packing.core.validation import is_integer
 from packing.errors import DatasetError, SampleError
 from packing.reading.arrow import Accumulator, _progress_after, _shifted, batch_parts, flat_batches, read_table
 from packing.reading.cells import cells_row
-from packing.reading.files import FORMATS, Budget, Content, File, decode, resolve
+from packing.reading.content import Content, File
+from packing.reading.files import FORMATS, Budget, decode, resolve
 from packing.reading.limits import ReadLimits, check_count, limits_of
 from packing.reading.rowfiles import EXPECTED, names
 from packing.reading.rows import read_rows

@@ -226,10 +226,10 @@ def _parquet_rows(ids: list[list[int]], form: list[int], masked: bool, kind: str
 def test_parquet_read_batch_by_batch_equals_the_whole_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: list[Any], masked: bool, kind: str, group: int, batch: int
 ) -> None:
-    import packing.reading.files
+    import packing.reading.content
     from packing.reading.arrow import read_table
 
-    monkeypatch.setattr(packing.reading.files, "_BATCH_VALUES", batch)
+    monkeypatch.setattr(packing.reading.content, "_BATCH_VALUES", batch)
     ids, form = [r for r, _ in rows], [f if masked or f != 1 else 0 for _, f in rows]
     path = tmp_path / "rows.parquet"
     pq.write_table(_parquet_rows(ids, form, masked, kind), path, row_group_size=group)
@@ -263,9 +263,9 @@ def test_parquet_refusal_in_a_later_batch_names_the_file_and_row(
 ) -> None:
     import pyarrow as pa
 
-    import packing.reading.files
+    import packing.reading.content
 
-    monkeypatch.setattr(packing.reading.files, "_BATCH_VALUES", 2)
+    monkeypatch.setattr(packing.reading.content, "_BATCH_VALUES", 2)
     path = tmp_path / "rows.parquet"
     pq.write_table(pa.table(columns), path, row_group_size=2)
     with pytest.raises(packing.DatasetError) as refused:

@@ -14,7 +14,6 @@ import numpy.typing as npt
 
 import packing
 from explorer.core.formatting import plural
-from packing.core.loss import LossRules
 from packing.core.validation import INT32_MAX, MAX_SEQ_LENGTH
 
 Int64Array = npt.NDArray[np.int64]
@@ -35,9 +34,6 @@ MAX_PASTE_CHARS = 2_000_000
 MAX_PAD_TOKEN_ID = INT32_MAX
 """The compact schema's largest token id."""
 MAX_SEED = INT32_MAX
-DEFAULT_RULES = LossRules()
-"""The library's default loss rules (``completion``, the assistant's turns, each trained turn's end), used for
-sources whose rules cannot matter (lengths only)."""
 
 
 def grammar_count(count: int, noun: str, nouns: str | None = None) -> str:

@@ -21,7 +21,6 @@ import packing
 from explorer.core.examples import DISTRIBUTIONS, synthetic_lengths, workload_info, workload_sample
 from explorer.core.export import DataOrigin
 from explorer.core.model import (
-    DEFAULT_RULES,
     MAX_LENGTH_TOKENS,
     MAX_PASTE_CHARS,
     MAX_SEQUENCES,
@@ -34,7 +33,7 @@ from explorer.core.parsing import InputError, parse_sequences
 from explorer.core.safety import describe, quote
 from explorer.core.text import choose_tokenizer, example_text, parse_text_rows
 from packing.core.forms import text_forms
-from packing.core.loss import LossRules
+from packing.core.loss import DEFAULT_RULES, LossRules
 from packing.core.validation import MAX_SEQ_LENGTH
 from packing.reading.limits import ReadLimits
 from packing.workloads import WORKLOADS, load_workload

@@ -195,3 +195,7 @@ class LossRules:
             if weight is not None:
                 chosen[position] = bool(weight)
         return chosen
+
+
+DEFAULT_RULES = LossRules()
+"""The default loss rules (``completion``, the assistant's turns, each trained turn's end)."""

@@ -4,7 +4,6 @@ Internal: the public names are in ``packing``.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -26,8 +25,8 @@ from packing.core.samples import (
     Int64Array,
     Samples,
     TokenArray,
-    _no_overflow,
     all_ones,
+    no_overflow,
     token_dtype,
 )
 from packing.reading.rows import mixed_kinds_error, read_row, read_rows, token_array
@@ -387,7 +386,7 @@ class Accumulator:
                 labels = labels.astype(np.result_type(labels, tokens), copy=False)
             return Samples(tokens, part.loss_mask, part.offsets, labels)
         if not self.has_tokens:
-            return Samples(None, None, _no_overflow(np.concatenate(self._offsets)))
+            return Samples(None, None, no_overflow(np.concatenate(self._offsets)))
         if self._ids.array is None:
             return _no_samples()
         total = self.tokens
@@ -403,11 +402,11 @@ def batch_parts(
     (``rows``: how many, when known). O(tokens + rows) over all tables; memory: one table's."""
     done = 0
     for table in tables:
-        shown = None if progress is None else _progress_after(progress, done, rows)
+        shown = None if progress is None else progress_after(progress, done, rows)
         try:
             part = read_table(table, progress=shown, **reading)
         except SampleError as error:
-            raise _shifted(error, done) from None
+            raise error.after(done) from None
         done += len(part)
         yield part
 
@@ -416,19 +415,9 @@ def _no_samples() -> Samples:
     return Samples(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8), np.zeros(1, dtype=np.int64))
 
 
-def _progress_after(progress: Callable[[int, int], None], done: int, rows: int) -> Callable[[int, int], None]:
+def progress_after(progress: Callable[[int, int], None], done: int, rows: int) -> Callable[[int, int], None]:
     """``progress`` for a table after ``done`` rows of ``rows`` (at least what is known so far)."""
     return lambda count, total: progress(done + count, max(rows, done + total))
-
-
-def _shifted(error: SampleError, rows: int) -> SampleError:
-    """``error`` about a row of a table that comes after ``rows`` rows: about that row over all tables."""
-    if error.sample is None or not rows:
-        return error
-    shifted = copy.copy(error)
-    shifted.sample = error.sample + rows
-    shifted.args = (shifted.where_and_what(),)
-    return shifted
 
 
 def _lengths_table(table: pa.Table, completion_only_loss: bool) -> Samples:
@@ -444,7 +433,7 @@ def _lengths_table(table: pa.Table, completion_only_loss: bool) -> Samples:
         return read_rows(table.select(["length"]).to_pylist(), completion_only_loss=completion_only_loss)
     if bad.size:
         raise _row_error(table, int(bad[0]), completion_only_loss)
-    return Samples(None, None, _no_overflow(offsets_of(values)))
+    return Samples(None, None, no_overflow(offsets_of(values)))
 
 
 def chat_sample(

@@ -57,10 +57,10 @@ from packing.core.samples import (
     Int8Array,
     Samples,
     TokenArray,
-    _joined,
-    _offsets,
     all_ones,
+    joined,
     joined_dtype,
+    sample_offsets,
     token_dtype,
 )
 
@@ -354,7 +354,7 @@ def read_rows(
     if lengths is not None and isinstance(rows, list):  # token arrays: checked all at once, in C
         tokens = np.empty(int(lengths.sum()), dtype=joined_dtype(rows))
         join_token_arrays(rows, tokens)
-        return Samples(tokens, all_ones(len(tokens)), _offsets(lengths, len(rows)))
+        return Samples(tokens, all_ones(len(tokens)), sample_offsets(lengths, len(rows)))
     pieces: list[npt.NDArray[np.integer[Any]]] = []
     masks: list[tuple[int, Int8Array]] = []
     given_labels: list[tuple[int, TokenArray]] = []
@@ -380,14 +380,14 @@ def read_rows(
     except SampleError as error:
         if unchecked:  # a negative token in an earlier row comes first, as row by row
             earlier = pieces[: error.sample]
-            _first_negative(_joined(earlier), earlier)
+            _first_negative(joined(earlier), earlier)
         raise
     if first_kind == "length":
-        return Samples(None, None, _offsets((int(p[0]) for p in pieces), len(pieces)))
-    tokens = _joined(pieces)
+        return Samples(None, None, sample_offsets((int(p[0]) for p in pieces), len(pieces)))
+    tokens = joined(pieces)
     if unchecked:
         _first_negative(tokens, pieces)
-    offsets = _offsets(map(len, pieces), len(pieces))
+    offsets = sample_offsets(map(len, pieces), len(pieces))
     loss_mask = all_ones(len(tokens))
     if masks:
         loss_mask = np.ones(len(tokens), dtype=np.int8)

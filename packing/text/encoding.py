@@ -185,7 +185,7 @@ def _offsets_mask(encoding: Any, text_spans: Sequence[tuple[int, int]]) -> Int8A
     return spans_mask(one, [text_spans])
 
 
-def _eos(tokenizer: Any, sample: int, field: str) -> int:
+def eos_id(tokenizer: Any, sample: int, field: str) -> int:
     eos = getattr(tokenizer, "eos_token_id", None)
     if eos is None:
         raise SettingError(
@@ -194,7 +194,7 @@ def _eos(tokenizer: Any, sample: int, field: str) -> int:
     return int(eos)
 
 
-def _with_eos(encoded: Encoded, eos: int) -> tuple[Int64Array, Int64Array]:
+def with_eos(encoded: Encoded, eos: int) -> tuple[Int64Array, Int64Array]:
     """Append ``eos`` to every text that does not end with it: new flat ids and offsets. O(tokens)."""
     ids, offsets = encoded.ids, encoded.offsets
     lengths = np.diff(offsets)

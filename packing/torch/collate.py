@@ -371,30 +371,6 @@ class StepDataset(Dataset[Any]):
         return StepIndices(items, getattr(indices, "totals", None))
 
 
-def _trained_counts(trained: npt.ArrayLike | None, lengths: Int64Array) -> Int64Array | None:
-    """``trained`` as int64 counts, one per sample, or None: each between 0 and the tokens collate keeps of its
-    sample (``lengths``) less one (a sample's first token is never a target). O(samples)."""
-    if trained is None:
-        return None
-    values = np.asarray(trained)
-    count = len(lengths)
-    if values.shape != (count,) or (values.size and values.dtype.kind not in "iu"):
-        got = f"<an array of shape {values.shape} and dtype {str(values.dtype)[:20]}>"
-        raise SettingError("trained_tokens", f"one integer per sample ({count})", got)
-    if values.size and int(values.min()) < 0:
-        raise SettingError("trained_tokens", "non-negative counts", int(values.min()))
-    over = np.flatnonzero(values.astype(np.int64) > np.maximum(lengths.astype(np.int64) - 1, 0))
-    if over.size:
-        first = int(over[0])
-        raise SettingError(
-            "trained_tokens",
-            f"at most the tokens kept of each sample less one (sample {first} keeps {int(lengths[first])}; "
-            "trained_tokens(samples, max_seq_length))",
-            int(values[first]),
-        )
-    return values.astype(np.int64)
-
-
 def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Tensor]:
     max_seq_length = recipe.max_seq_length
     if rows and all(_is_block(row) for row in rows):

@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
 from packing.core.arrays import offsets_of, row_of
 from packing.core.thd import padded_lengths
-from packing.core.validation import OverflowPolicy, as_lengths, check_integer
+from packing.core.validation import OverflowPolicy, as_lengths
 from packing.errors import SettingError
 from packing.planning.plans import Piece, plan
 from packing.recipe import Recipe, RecipeOptions
@@ -44,19 +43,6 @@ def default_cost(lengths: Int64Array) -> FloatArray:
     """
     ell = np.asarray(lengths, dtype=np.float64)
     return LINEAR_COST_PER_TOKEN * ell + ell * ell
-
-
-def _world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
-    """``(num_replicas, rank)``: the given values, else torch.distributed's, else a single process."""
-    initialized = torch.distributed.is_available() and torch.distributed.is_initialized()
-    if num_replicas is None:
-        num_replicas = torch.distributed.get_world_size() if initialized else 1
-    if rank is None:
-        rank = torch.distributed.get_rank() if initialized else 0
-    num_replicas, rank = check_integer(num_replicas, "num_replicas"), check_integer(rank, "rank", least=0)
-    if rank >= num_replicas:
-        raise SettingError("rank", f"a rank in 0..{num_replicas - 1}", rank)
-    return num_replicas, rank
 
 
 @dataclass(frozen=True)

@@ -369,6 +369,12 @@ def values_of(column: Column | None) -> Int64Array | None:
     return None if column is None else column.values
 
 
+def targets_of(labels: Column | None) -> BoolArray | None:
+    """Hugging Face's convention: a token is a prediction target when its label is not -100 (None without
+    labels). O(tokens)."""
+    return None if labels is None else labels.values != IGNORE_INDEX
+
+
 def required(table: pa.Table, name: str, source: str) -> Column:
     column = list_column(table, name, source)
     if column is None:

@@ -20,7 +20,6 @@ import numpy as np
 
 from packing.core.arrays import ranges, row_of
 from packing.layouts.common import (
-    IGNORE_INDEX,
     BoolArray,
     Int64Array,
     PackedLayout,
@@ -34,6 +33,7 @@ from packing.layouts.common import (
     mismatch,
     positions_mark_nothing,
     required,
+    targets_of,
     values_of,
 )
 
@@ -185,7 +185,7 @@ def read(table: pa.Table, source: str) -> Parsed:
         row_offsets=offsets,
         input_ids=tokens.values,
         document=document,
-        targets=labels.values != IGNORE_INDEX if labels is not None else None,
+        targets=targets_of(labels),
         position_ids=positions,
         labels=values_of(labels),
         boundaries_known=known_rows,

@@ -17,7 +17,6 @@ import numpy as np
 
 from packing.core.arrays import row_of
 from packing.layouts.common import (
-    IGNORE_INDEX,
     BoolArray,
     Int64Array,
     PackedLayout,
@@ -31,6 +30,7 @@ from packing.layouts.common import (
     required,
     row_has,
     row_max,
+    targets_of,
     values_of,
 )
 
@@ -94,7 +94,7 @@ def read(table: pa.Table, source: str) -> Parsed:
     mask = required(table, "attention_mask", source).values
     positions = values_of(columns["position_ids"])
     labels = columns["labels"]
-    targets = labels.values != IGNORE_INDEX if labels is not None else None
+    targets = targets_of(labels)
     rows = row_of(np.diff(offsets))
     numbered_rows = row_max(offsets, mask) >= 2  # a block numbering its documents; others hold 0/1 or one document
     numbered = numbered_rows[rows]

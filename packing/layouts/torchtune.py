@@ -32,6 +32,7 @@ from packing.layouts.common import (
     list_column,
     renumber,
     required,
+    targets_of,
     values_of,
 )
 
@@ -139,7 +140,7 @@ def read(table: pa.Table, source: str) -> Parsed:
         row_offsets=offsets,
         input_ids=tokens.values,
         document=document,
-        targets=labels.values != IGNORE_INDEX if labels is not None else None,
+        targets=targets_of(labels),
         position_ids=positions,
         labels=values_of(labels),
         boundaries_known=np.ones(len(tokens.lengths), dtype=bool),

@@ -389,7 +389,7 @@ def tiktoken_tokenizer(path: str | os.PathLike[str]) -> Any:
 
     class Converter(TikTokenConverter):
         @staticmethod
-        def load_tiktoken_bpe(tiktoken_url: str) -> dict[bytes, int]:
+        def load_tiktoken_bpe(_url: str) -> dict[bytes, int]:
             return ranks  # read and checked above: tiktoken need not be installed
 
     convert: Any = Converter

@@ -49,6 +49,7 @@ from packing.core.validation import (
     check_max_seq_length,
     check_time_limit,
     check_token_id,
+    integer_words,
     is_integer,
 )
 from packing.errors import OptionNotUsed, PeerName, SettingError
@@ -437,7 +438,7 @@ class Recipe:
             raise SettingError("recipe", "a packing.Recipe", recipe)
         if recipe is None:
             if max_seq_length is None:
-                raise SettingError("max_seq_length", "an integer >= 1 (or a recipe)", None)
+                raise SettingError("max_seq_length", f"{integer_words()} (or a recipe)", None)
             return cls(max_seq_length, **options)
         changes = dict(options)
         if max_seq_length is not None:

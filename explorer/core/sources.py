@@ -351,7 +351,8 @@ def default_sample(name: str) -> int:
 
 @dataclass(frozen=True)
 class Upload(Source):
-    """An uploaded JSONL, JSON, CSV or Parquet file, read by the library's file reader."""
+    """An uploaded file (one of the reader's formats: ``packing.reading.files.FORMATS``), read by the library's
+    file reader."""
 
     name: str
     digest: str

@@ -19,6 +19,7 @@ from explorer.core.parsing import InputError
 from explorer.core.safety import describe, escape
 from explorer.core.sources import Source
 from explorer.server import cache, memo, warmup, workers
+from packing.reading.files import listed
 
 _LOG = logging.getLogger("explorer")
 PAGE_MODULES = ("explorer.ui.sidebar", "explorer.ui.tabs", "plotly.graph_objects")
@@ -105,7 +106,7 @@ def reading(what: str) -> Iterator[None]:
 def build_context(source: Source | None, recipe: packing.Recipe, problem: str) -> Context:
     """Load the data and plan it; every problem is put in plain words in ``Context.problem``."""
     if source is None:
-        return Context(None, recipe, problem="Upload a file in the sidebar (JSONL, JSON, CSV or Parquet) to pack it.")
+        return Context(None, recipe, problem=f"Upload a file in the sidebar ({listed()}) to pack it.")
     try:
         with reading(source.reading()):
             dataset = cache.dataset(source, recipe)

@@ -33,12 +33,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from numbers import Real
 from typing import Any, Literal
 
 import numpy as np
 
-from packing.core.validation import check_flag
+from packing.core.validation import check_flag, is_number
 from packing.errors import SampleError, SettingError
 
 LossRule = Literal["completion", "last_turn", "all"]
@@ -112,7 +111,7 @@ def message_weight(message: Mapping[str, Any], sample: int, field: str, position
     weight = message.get("weight")
     if weight is None:
         return None
-    if isinstance(weight, bool) or not isinstance(weight, Real) or weight not in (0, 1):
+    if not is_number(weight) or weight not in (0, 1):
         raise SampleError(sample, field, position, "a message 'weight' of 0 or 1", weight)
     return 1 if weight == 1 else 0
 
@@ -196,3 +195,7 @@ class LossRules:
             if weight is not None:
                 chosen[position] = bool(weight)
         return chosen
+
+
+DEFAULT_RULES = LossRules()
+"""The default loss rules (``completion``, the assistant's turns, each trained turn's end)."""

@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from packing.core.validation import check_integer
 from packing.errors import DatasetError, LimitError, SettingError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -80,8 +81,7 @@ class ReadLimits:
             value = getattr(self, name)
             if value is None and name != "max_depth":
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise SettingError(name, "None or an integer >= 1" if name != "max_depth" else "an integer >= 1", value)
+            check_integer(value, name, optional=name != "max_depth")
 
     @property
     def length_tokens(self) -> int | None:

@@ -42,10 +42,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.arrays import offsets_of, row_at
 from packing.core.forms import is_text_row
 from packing.core.loss import LossRules
 from packing.core.samples import Int64Array
-from packing.core.validation import INT64_MAX, check_flag, has_bools
+from packing.core.validation import INT64_MAX, check_flag, has_bools, integer_words, is_integer
 from packing.errors import NeedsTokenizer, SampleError, SettingError
 from packing.text.rows import encode_rows
 
@@ -57,10 +58,10 @@ from packing.core.samples import (
     Int8Array,
     Samples,
     TokenArray,
-    _joined,
-    _offsets,
     all_ones,
+    joined,
     joined_dtype,
+    sample_offsets,
     token_dtype,
 )
 
@@ -109,10 +110,10 @@ def _first_bad_item(items: Sequence[Any], index: int | None, field: str | None, 
     """The error for the first item of ``items`` that is not an integer token id (or a 0/1 flag). O(length)."""
     for position, item in enumerate(items):
         if flags:
-            if isinstance(item, (bool, np.bool_)) or (isinstance(item, Integral) and item in (0, 1)):
+            if isinstance(item, (bool, np.bool_)) or (is_integer(item) and item in (0, 1)):
                 continue
             return SampleError(index, field, position, FLAG, item)
-        if isinstance(item, (bool, np.bool_)) or not isinstance(item, Integral) or int(item) < 0:
+        if not is_integer(item) or item < 0:
             return SampleError(index, field, position, TOKEN, item)
         if int(item) > INT64_MAX:
             return SampleError(index, field, position, "a token id that fits in 64 bits", item)
@@ -210,11 +211,7 @@ def label_array(value: Any, index: int, length: int) -> npt.NDArray[np.signedint
     if not ok or (type(value) is not np.ndarray and has_bools(value)):
         items = array.tolist() if type(value) is np.ndarray else value
         for position, item in enumerate(items):
-            if (
-                isinstance(item, (bool, np.bool_))
-                or not isinstance(item, Integral)
-                or not (int(item) == IGNORE_INDEX or 0 <= int(item) <= INT64_MAX)
-            ):
+            if not is_integer(item) or not (item == IGNORE_INDEX or 0 <= item <= INT64_MAX):
                 raise SampleError(index, LABELS, position, LABEL, item)
     return array.astype(np.int64 if array.dtype.kind == "u" else array.dtype, copy=False)
 
@@ -238,8 +235,8 @@ def _row_mask(
 
 
 def _length_value(value: Any, index: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral) or not 0 <= int(value) <= INT64_MAX:
-        raise SampleError(index, "length", None, "a non-negative integer", value)
+    if not is_integer(value) or not 0 <= value <= INT64_MAX:
+        raise SampleError(index, "length", None, integer_words(0), value)
     return int(value)
 
 
@@ -403,8 +400,7 @@ def _first_negative(tokens: TokenArray, pieces: Sequence[npt.NDArray[Any]]) -> N
     """Raise the row reader's error for the first negative token, if any: one vectorized pass. O(tokens)."""
     if tokens.size and int(tokens.min()) < 0:
         position = int(np.flatnonzero(tokens < 0)[0])
-        ends = np.cumsum([len(piece) for piece in pieces])
-        row = int(np.searchsorted(ends, position, side="right"))
+        row = row_at(offsets_of([len(piece) for piece in pieces]), position)
         token_array(pieces[row], row, None)  # raises the SampleError naming the row and the position
 
 
@@ -456,7 +452,7 @@ def read_rows(
     if lengths is not None and isinstance(rows, list):  # token arrays: checked all at once, in C
         tokens = np.empty(int(lengths.sum()), dtype=joined_dtype(rows))
         join_token_arrays(rows, tokens)
-        return Samples(tokens, all_ones(len(tokens)), _offsets(lengths, len(rows)))
+        return Samples(tokens, all_ones(len(tokens)), sample_offsets(lengths, len(rows)))
     pieces: list[npt.NDArray[np.integer[Any]]] = []
     masks: list[tuple[int, Int8Array]] = []
     given_labels: list[tuple[int, TokenArray]] = []
@@ -482,14 +478,14 @@ def read_rows(
     except SampleError as error:
         if unchecked:  # a negative token in an earlier row comes first, as row by row
             earlier = pieces[: error.sample]
-            _first_negative(_joined(earlier), earlier)
+            _first_negative(joined(earlier), earlier)
         raise
     if first_kind == "length":
-        return Samples(None, None, _offsets((int(p[0]) for p in pieces), len(pieces)))
-    tokens = _joined(pieces)
+        return Samples(None, None, sample_offsets((int(p[0]) for p in pieces), len(pieces)))
+    tokens = joined(pieces)
     if unchecked:
         _first_negative(tokens, pieces)
-    offsets = _offsets(map(len, pieces), len(pieces))
+    offsets = sample_offsets(map(len, pieces), len(pieces))
     loss_mask = all_ones(len(tokens))
     if masks:
         loss_mask = np.ones(len(tokens), dtype=np.int8)

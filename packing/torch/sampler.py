@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
+import torch
 from torch.utils.data import Dataset, Sampler
 
-from packing.core.samples import IGNORE_INDEX
-from packing.core.validation import OverflowPolicy, as_lengths
+from packing.core.samples import IGNORE_INDEX, Int64Array
+from packing.core.validation import OverflowPolicy, as_lengths, check_integer
 from packing.errors import PackingError, SampleError, SettingError
 from packing.planning.plans import Piece
 from packing.reading.rows import read_rows
@@ -25,9 +26,46 @@ from packing.weighting import LossMode, LossTotals, check_mode
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
-from packing.torch.collate import StepDataset, StepIndices, StepLoader, _trained_counts, collate
+from packing.torch.collate import StepDataset, StepIndices, StepLoader, collate
 from packing.torch.resume import Progress, fingerprint, make_state, read_state
-from packing.torch.schedule import CostFunction, RankBalance, Schedule, _world, build_schedule, resume_schedule
+from packing.torch.schedule import CostFunction, RankBalance, Schedule, build_schedule, resume_schedule
+
+
+def _world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
+    """``(num_replicas, rank)``: the given values, else torch.distributed's, else a single process."""
+    initialized = torch.distributed.is_available() and torch.distributed.is_initialized()
+    if num_replicas is None:
+        num_replicas = torch.distributed.get_world_size() if initialized else 1
+    if rank is None:
+        rank = torch.distributed.get_rank() if initialized else 0
+    num_replicas, rank = check_integer(num_replicas, "num_replicas"), check_integer(rank, "rank", least=0)
+    if rank >= num_replicas:
+        raise SettingError("rank", f"a rank in 0..{num_replicas - 1}", rank)
+    return num_replicas, rank
+
+
+def _trained_counts(trained: npt.ArrayLike | None, lengths: Int64Array) -> Int64Array | None:
+    """``trained`` as int64 counts, one per sample, or None: each between 0 and the tokens collate keeps of its
+    sample (``lengths``) less one (a sample's first token is never a target). O(samples)."""
+    if trained is None:
+        return None
+    values = np.asarray(trained)
+    count = len(lengths)
+    if values.shape != (count,) or (values.size and values.dtype.kind not in "iu"):
+        got = f"<an array of shape {values.shape} and dtype {str(values.dtype)[:20]}>"
+        raise SettingError("trained_tokens", f"one integer per sample ({count})", got)
+    if values.size and int(values.min()) < 0:
+        raise SettingError("trained_tokens", "non-negative counts", int(values.min()))
+    over = np.flatnonzero(values.astype(np.int64) > np.maximum(lengths.astype(np.int64) - 1, 0))
+    if over.size:
+        first = int(over[0])
+        raise SettingError(
+            "trained_tokens",
+            f"at most the tokens kept of each sample less one (sample {first} keeps {int(lengths[first])}; "
+            "trained_tokens(samples, max_seq_length))",
+            int(values[first]),
+        )
+    return values.astype(np.int64)
 
 
 class PackingSampler(Sampler[list[int | Piece]]):
@@ -99,13 +137,7 @@ class PackingSampler(Sampler[list[int | Piece]]):
         if self.recipe.overflow == "truncate":  # what collate keeps of an over-long sample
             kept = np.minimum(self.lengths, self.recipe.max_seq_length)
         self.trained_tokens = _trained_counts(trained_tokens, kept)
-        if (
-            isinstance(gradient_accumulation_steps, bool)
-            or not isinstance(gradient_accumulation_steps, int)
-            or (gradient_accumulation_steps < 1)
-        ):
-            raise SettingError("gradient_accumulation_steps", "an integer >= 1", gradient_accumulation_steps)
-        self.gradient_accumulation_steps = gradient_accumulation_steps
+        self.gradient_accumulation_steps = check_integer(gradient_accumulation_steps, "gradient_accumulation_steps")
         self.num_replicas, self.rank = _world(num_replicas, rank)
         self.shuffle = shuffle
         self.cost = cost

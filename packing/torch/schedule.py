@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
+from packing.core.arrays import offsets_of, row_of
 from packing.core.thd import padded_lengths
 from packing.core.validation import OverflowPolicy, as_lengths
 from packing.errors import SettingError
@@ -43,21 +43,6 @@ def default_cost(lengths: Int64Array) -> FloatArray:
     """
     ell = np.asarray(lengths, dtype=np.float64)
     return LINEAR_COST_PER_TOKEN * ell + ell * ell
-
-
-def _world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
-    """``(num_replicas, rank)``: the given values, else torch.distributed's, else a single process."""
-    initialized = torch.distributed.is_available() and torch.distributed.is_initialized()
-    if num_replicas is None:
-        num_replicas = torch.distributed.get_world_size() if initialized else 1
-    if rank is None:
-        rank = torch.distributed.get_rank() if initialized else 0
-    for name, value, low in (("num_replicas", num_replicas, 1), ("rank", rank, 0)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise SettingError(name, f"an integer >= {low}", value)
-    if rank >= num_replicas:
-        raise SettingError("rank", f"a rank in 0..{num_replicas - 1}", rank)
-    return int(num_replicas), int(rank)
 
 
 @dataclass(frozen=True)
@@ -116,7 +101,7 @@ class Schedule:
         if self.pieces.any():
             raise SettingError("trained_tokens", "whole samples (overflow truncate or drop, not split)", "<pieces>")
         group = self.num_replicas * gradient_accumulation_steps
-        block_of = np.repeat(np.arange(len(self.block_starts) - 1), np.diff(self.block_starts))
+        block_of = row_of(np.diff(self.block_starts))
         optimizer_step = block_of // group
         counts = trained[self.indices]
         steps = int(optimizer_step.max()) + 1 if len(optimizer_step) else 0
@@ -425,8 +410,7 @@ def _deal(
     rank_of_block[dealt.reshape(-1)] = np.arange(wanted)
     position = rank_of_block[block_of]
     grouped = np.argsort(position, kind="stable")  # keeps each block's documents in plan order
-    block_starts = np.zeros(wanted + 1, dtype=np.int64)
-    np.cumsum(np.bincount(position, minlength=wanted), out=block_starts[1:])
+    block_starts = offsets_of(np.bincount(position, minlength=wanted))
     ordered = planned.take(grouped)
     return Schedule(
         num_replicas,

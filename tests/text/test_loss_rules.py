@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from packing import Recipe
 from packing.core.loss import LossRules
 from packing.errors import SampleError, SettingError
-from packing.text.chats import _prefix_spans, _Shape, chat_spans
+from packing.text.chats import TemplateShape, _prefix_spans, chat_spans
 from packing.text.rows import encode_rows
 from packing.text.tokenizers import load_tokenizer
 
@@ -242,7 +242,7 @@ def test_pieces_learned_on_earlier_chats_give_the_prefix_spans(
     """Chats laid out from pieces learned on earlier chats of a call (no probe rendering) get the spans
     rendering prefix by prefix gives (the reference), or the same error."""
     tokenizer = load_tokenizer("bytes") if name == "bytes" else tokenizers[name]
-    shape = _Shape()
+    shape = TemplateShape()
     for chat in batch:
         plain = [{"role": m["role"], "content": m["content"]} for m in chat]
         assert outcome(chat_spans, tokenizer, plain, 0, shape=shape) == outcome(_prefix_spans, tokenizer, plain, 0)

@@ -40,7 +40,7 @@ def compile_for(kernel: Any, *args: Any) -> None:
     >>> len(double.signatures), double(view, 1)
     (1, 196)
     """
-    types = tuple(numba.typeof(arg) for arg in args)
+    types = tuple(numba.typeof(arg) for arg in args)  # type: ignore[no-untyped-call]
     if types in kernel.signatures:
         return
 

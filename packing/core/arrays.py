@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import Any
 
 import numba
@@ -22,6 +24,33 @@ def ranges(starts: npt.ArrayLike, lengths: npt.ArrayLike) -> Int64Array:
     before = np.cumsum(count) - count
     result: Int64Array = np.arange(int(count.sum()), dtype=np.int64) + np.repeat(first - before, count)
     return result
+
+
+def compile_for(kernel: Any, *args: Any) -> None:
+    """Give a numba-compiled ``kernel`` a version for these arguments' types before it is called with them: when it
+    has none, it is compiled (or loaded from numba's cache) from the types alone, in a thread of its own. A
+    compile leaves its frames in a reference cycle until the next garbage collection, and with them every frame
+    below (the callers', with their arguments): an array over a caller's buffer (a memory-mapped file, a
+    ``bytearray``) kept so would still hold the buffer when it is closed or resized (``BufferError``). A thread's
+    frames hold nothing of the caller's. O(arguments).
+
+    >>> double = numba.njit(lambda values, i: values[i] * 2)
+    >>> view = np.frombuffer(b"abc", dtype=np.uint8)
+    >>> compile_for(double, view, 1)
+    >>> len(double.signatures), double(view, 1)
+    (1, 196)
+    """
+    types = tuple(numba.typeof(arg) for arg in args)  # type: ignore[no-untyped-call]
+    if types in kernel.signatures:
+        return
+
+    def compile_() -> None:
+        with contextlib.suppress(Exception):  # the call fails again, with its own error
+            kernel.compile(types)
+
+    compiling = threading.Thread(target=compile_, name="packing-compile", daemon=True)
+    compiling.start()
+    compiling.join()
 
 
 def check_block_indexes(blocks: npt.ArrayLike, num_blocks: int, name: str = "blocks") -> Int64Array:

@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from packing.core.arrays import compile_for
 from packing.core.validation import check_integer
 from packing.errors import DatasetError, LimitError, SettingError
 
@@ -307,8 +308,11 @@ def scan_json(data: bytes, label: str, limits: ReadLimits = NO_LIMITS) -> JsonSc
     ...
     packing.errors.LimitError: x.json: holds about 12 values, more than the limit of 10 (refused before parsing)
     """
-    array = np.frombuffer(data, dtype=np.uint8)
-    status, line, rows, longest, commas = _scan(array, int(limits.max_depth), int(limits.max_line_bytes or 0))
+    array = np.frombuffer(data, dtype=np.uint8)  # over the caller's buffer (a mapped file): not kept
+    depth, line_bytes = int(limits.max_depth), int(limits.max_line_bytes or 0)
+    compile_for(_scan, array, depth, line_bytes)  # never compiled on the caller's buffer
+    status, line, rows, longest, commas = _scan(array, depth, line_bytes)
+    del array
     if status == 1:
         where = f"line {line}"
         raise DatasetError(

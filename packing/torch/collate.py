@@ -147,7 +147,10 @@ def collate(
     layout option given here (``strategy``, ``window``, ...) is refused by name.
     With ``max_seq_length`` (or a recipe), each sample gets the overflow policy (``truncate``, ``drop``;
     ``split`` refuses an over-long sample, whose pieces the sampler gives) and more than ``max_seq_length``
-    tokens in all are refused, packed blocks' too: a batch never holds more tokens. Returns ``input_ids`` and ``labels`` (-100 on
+    tokens in all are refused, packed blocks' too: a batch never holds more tokens; and rows with no token at all
+    (a ``PackingSampler``'s empty step: no rows, or empty ones) give padding alone, which trains nothing (one
+    token, or ``pad_to_multiple_of``, or a padded document with context parallelism: label -100, loss weight 0);
+    without, they are refused, as transformers' collator refuses them. Returns ``input_ids`` and ``labels`` (-100 on
     masked tokens, ``separator_id`` on each document's first token) as int64 arrays of shape ``(1, T)``, and:
 
     - ``return_position_ids`` (default ``True``): ``position_ids`` (int64, ``(1, T)``) restarting at
@@ -212,13 +215,14 @@ def collate(
     elif capped:  # blocks are packed already: never more than max_seq_length tokens in all, as for samples
         _check_total(lengths, chosen)
     lengths = lengths[lengths > 0]
-    if len(lengths) == 0:
-        raise SettingError("rows", "at least one token", "<only empty rows>")
+    if len(lengths) == 0 and not capped:  # a sampler's empty step comes through its collate: with its recipe
+        raise SettingError("rows", "at least one token (a PackingSampler's empty step: sampler.collate)", "<no token>")
     weights = _collated_weights(rows, labels, lengths, loss_weights, totals)
     if separator_id != IGNORE_INDEX:  # every document's first label (always IGNORE_INDEX until here)
         labels = labels.copy()
         labels[offsets_of(lengths)[:-1]] = separator_id
-    padding = -len(tokens) % (pad_to_multiple_of or 1)
+    # an empty step (a block with no token, capped) is padding alone: one token, or pad_to_multiple_of
+    padding = -len(tokens) % (pad_to_multiple_of or 1) if len(tokens) else (pad_to_multiple_of or 1)
     if padding:  # TRL's padding-free padding: pad id, label -100, and each padding token a sequence of its own
         tokens = np.concatenate([tokens, np.full(padding, prepare(chosen).pad_id, dtype=np.int64)])
         labels = np.concatenate([labels, np.full(padding, IGNORE_INDEX, dtype=np.int64)])
@@ -381,8 +385,8 @@ def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Te
     if rows and all(_is_block(row) for row in rows):
         return _fixed_blocks(rows, max_seq_length, prepare(recipe).pad_id)
     tokens, labels, lengths = _documents(rows, recipe)
-    if len(lengths) == 0:
-        raise SettingError("rows", "at least one token", "<only empty rows>")
+    if not lengths.any():  # an empty step: one block of padding, which trains nothing
+        return _fixed_blocks([{"input_ids": [], "seq_lengths": []}], max_seq_length, prepare(recipe).pad_id)
     starts = offsets_of(lengths)
     rows_as_samples = [{"input_ids": tokens[a:b], "loss_mask": (labels[a:b] != IGNORE_INDEX).astype(np.int8)}
                        for a, b in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True)]  # fmt: skip
@@ -438,9 +442,9 @@ def collate_fixed(
     models): ``input_ids``, ``labels``, ``position_ids`` of shape ``(blocks, max_seq_length)`` and **no**
     ``attention_mask``; documents restart ``position_ids`` at 0, so transformers keeps them apart, and padding
     (the recipe's pad id, label -100, position 0) comes last. The options are ``collate``'s. A sampler's
-    block is one row; more documents than fit go on into further rows (next-fit; a document longer than a
-    block gets the overflow policy, as in ``pack``). Packed blocks pass through, stacked. Picklable
-    (DataLoader workers). O(rows × max_seq_length).
+    block is one row (its empty step, one row of padding); more documents than fit go on into further rows
+    (next-fit; a document longer than a block gets the overflow policy, as in ``pack``). Packed blocks pass
+    through, stacked. Picklable (DataLoader workers). O(rows × max_seq_length).
 
     >>> batch = collate_fixed(4)([[1, 2], [3]])
     >>> batch["input_ids"].tolist(), batch["labels"].tolist(), batch["position_ids"].tolist()

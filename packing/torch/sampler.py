@@ -83,14 +83,20 @@ class PackingSampler(Sampler[list[int | Piece]]):
       as a sample of its own (a document of its own, as in ``pack``).
     - ``len(sampler)`` is the number of steps of the epoch, the same on every rank (it may change by one between
       epochs, as each epoch is packed anew); every sample (or piece) appears in exactly one block of one rank
-      per epoch; no block is empty. Fewer non-empty samples than ranks × steps is refused.
+      per epoch. No block is empty while there are at least as many non-empty samples as ranks × steps; with
+      fewer (a small dataset, or the end of an epoch resumed on more ranks), every sample has a block of its own
+      and each rank left over gets an empty step: an empty block (``[]``, or empty samples only), which
+      ``sampler.collate`` makes a batch of padding alone (no target, loss weights 0: ``weighted_loss`` gives
+      exactly 0 and a zero gradient), so every rank still takes every step, as DDP needs. A dataset with no
+      token to train is refused.
     - ``set_epoch(epoch)`` repacks from ``(seed, epoch)``: the same on every rank and run, different between epochs.
     - The blocks of a step are chosen so the slowest rank's cost is close to the mean; the cost of a document of
       ``ℓ`` tokens is ``cost(ℓ)`` (vectorized over an int64 array), by default ``24576·ℓ + ℓ²``.
       ``imbalance`` reports it (``balance=False`` deals blocks in random order, the usual behaviour).
     - ``num_replicas`` and ``rank`` default to ``torch.distributed``'s world size and rank (1 and 0 without it).
     - ``state_dict()`` / ``load_state_dict(state)``: stop and resume, exactly on as many ranks, every sample still
-      once per epoch on another number (the rest of the epoch packed anew); a state of other data is refused.
+      once per epoch on another number (the rest of the epoch packed anew, on any number of ranks: empty steps
+      for the ranks beyond what is left); a state of other data is refused.
     - With ``context_parallel_size`` (a recipe option), every document takes the room of its THD padding: no
       block collated with the sampler's recipe exceeds ``max_seq_length``. ``cost=packing.ModelCost.from_config(
       config)`` balances by the model's own FLOPs; ``balance_stats`` gives the imbalance per component.
@@ -109,6 +115,10 @@ class PackingSampler(Sampler[list[int | Piece]]):
     [8, 8]
     >>> sampler.stats.tokens_lost, sampler.stats.sequences_truncated
     (2, 1)
+    >>> [list(PackingSampler([3, 2], 8, num_replicas=3, rank=r, seed=0)) for r in range(3)]   # 2 samples, 3 ranks
+    [[[]], [[0]], [[1]]]
+    >>> sampler.collate([])["labels"].tolist()                                 # an empty step: padding, no target
+    [[-100]]
     """
 
     def __init__(

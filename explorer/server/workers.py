@@ -344,6 +344,8 @@ def start_soon(delay: float = START_DELAY) -> None:
                 search.idle.put(search.idle.get(started=False) or _Worker(search.niceness, warm=True))
         except OSError as error:
             _LOG.warning("search workers unavailable (%s)", error)
+        except RuntimeError:  # the interpreter is shutting down: no executor takes work any more
+            return
 
     timer = threading.Timer(delay, start)
     timer.daemon = True

@@ -366,7 +366,7 @@ def test_import_packing_and_writing_work_without_fcntl() -> None:
 def _pack_with_hub_name(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     source = tmp_path / "in.jsonl"
     source.write_text('{"text": "hello"}\n')
-    environment = {key: value for key, value in os.environ.items() if key != "HF_HUB_OFFLINE"}
+    environment = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     environment.update(
         HF_HOME=str(tmp_path / "hf"),  # an empty cache
         TRANSFORMERS_NO_ADVISORY_WARNINGS="1",  # no "PyTorch was not found" where torch is not installed

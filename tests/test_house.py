@@ -155,3 +155,14 @@ def test_the_tests_mirror_the_packages() -> None:
     layers = ("test_core_", "test_views_", "test_server_", "test_ui_")
     explorer = [path.name for path in (TESTS / "explorer").glob("test_*.py")]
     assert {name for name in explorer if not name.startswith(layers)} <= {"test_doctests.py", "test_layers.py"}
+
+
+def test_no_test_module_imports_another() -> None:
+    """Tests share fixtures through ``tests/helpers`` (and conftest), never by importing another test module."""
+    found = []
+    for path in TESTS.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{path.relative_to(TESTS)}: {n}" for n in names if n.rpartition(".")[2].startswith("test_")]
+    assert found == []

@@ -321,8 +321,20 @@ def _handlers() -> dict[str, Any]:
 def test_writing_leaves_the_signal_handlers_as_they_were(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The library installs no handler, not even while it writes: a training process keeps its own (SIGTERM is
     not turned into an exit of the trainer); the command line alone unwinds on signals."""
+
+    def trainers_own(signum: int, frame: Any) -> None:  # pragma: no cover - never called
+        raise AssertionError("not delivered")
+
+    previous = signal.signal(signal.SIGTERM, trainers_own)  # the host's handler (another test may have set one)
+    try:
+        _write_and_watch(tmp_path, monkeypatch)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _write_and_watch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before = _handlers()
-    assert before["SIGTERM"] is signal.SIG_DFL  # what the library used to replace
+    assert before["SIGTERM"].__name__ == "trainers_own"
     during: list[dict[str, Any]] = []
     real = pq.ParquetWriter.write_table
 

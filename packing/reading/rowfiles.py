@@ -29,7 +29,10 @@ Int64Array = npt.NDArray[np.int64]
 Opener = Callable[[], AbstractContextManager[IO[bytes]]]
 _CSV_FIELD_LIMIT = 2**31 - 1
 
-EXPECTED = "'input_ids' (with a loss mask), 'prompt' and 'completion', 'length', or text ('text', 'messages')"
+EXPECTED = (
+    "'input_ids' (with a loss mask), 'prompt' and 'completion', 'length', or text ('text', 'messages'), "
+    "or a pair ('prompt', 'chosen', 'rejected') or group ('prompt', 'completions')"
+)
 """The columns of samples, for messages."""
 
 

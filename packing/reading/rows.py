@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.forms import is_text_row
+from packing.core.forms import is_text_row, unit_kind
 from packing.core.loss import LossRules
 from packing.core.samples import Int64Array
 from packing.core.validation import INT64_MAX, check_flag, has_bools
@@ -257,7 +257,7 @@ def read_row(
     >>> read_row("hello", 3)
     Traceback (most recent call last):
     ...
-    packing.errors.SampleError: sample 3: expected a list of token ids, or a dict with 'input_ids' (and a 'loss_mask'), 'prompt' and 'completion', or 'length', got 'hello' (str)
+    packing.errors.SampleError: sample 3: expected a list of token ids, or a dict with 'input_ids' (and a 'loss_mask'), 'prompt' and 'completion', or 'length', or a pair ('prompt', 'chosen', 'rejected') or group ('prompt', 'completions'), got 'hello' (str)
     """
     if not isinstance(row, Mapping):
         row = as_numpy(row)
@@ -416,6 +416,7 @@ def read_rows(
     loss_rules: LossRules | None = None,
     num_proc: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    share_prompt: bool = False,
 ) -> Samples:
     """Check and flatten Python rows of any form. O(total tokens); never modifies the input.
 
@@ -424,7 +425,9 @@ def read_rows(
     ``messages``, ``prompt``/``completion`` as strings or messages) are tokenized with their
     chat template and masks (``packing.text.rows``) by ``num_proc`` processes (default one);
     ``progress(done, total)`` follows them. ``loss_rules`` (:class:`packing.core.loss.LossRules`,
-    ``Recipe.loss_rules``) say what is trained, else ``completion_only_loss`` does.
+    ``Recipe.loss_rules``) say what is trained, else ``completion_only_loss`` does. Preference pairs and
+    completion groups (``packing.reading.units``) are laid out as ``share_prompt`` says (the prompt once, or once
+    per completion) and the result carries their ``units``.
 
     >>> s = read_rows([[1, 2], {"input_ids": [3, 4], "prompt": None, "completion": None}])
     >>> s.tokens.tolist(), s.offsets.tolist()
@@ -448,10 +451,18 @@ def read_rows(
             loss_rules=loss_rules,
             num_proc=num_proc,
             progress=progress,
+            share_prompt=share_prompt,
         )
         return text_rows
     if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
         raise SettingError("samples", f"a list of samples ({FORMS})", rows)
+    share_prompt = check_flag(share_prompt, "share_prompt")
+    if not isinstance(rows, (list, tuple)):
+        rows = list(rows)
+    if any(map(unit_kind, rows)):  # pairs and groups: laid out by the unit reader, with their units
+        from packing.reading.units import read_unit_rows
+
+        return read_unit_rows(rows, completion_only, share_prompt=share_prompt)
     lengths = token_array_lengths(rows)
     if lengths is not None and isinstance(rows, list):  # token arrays: checked all at once, in C
         tokens = np.empty(int(lengths.sum()), dtype=joined_dtype(rows))
@@ -512,10 +523,12 @@ def read_text_rows(
     loss_rules: LossRules | None = None,
     num_proc: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    share_prompt: bool = False,
 ) -> Samples:
     """Rows of any form as one :class:`~packing.core.samples.Samples`: text rows tokenized (:func:`encode_rows`),
     every other row read by :func:`packing.reading.rows.read_rows`; errors number rows from 0 in the input order.
-    ``loss_rules`` and ``num_proc`` as :func:`encode_rows` takes them. O(characters + tokens).
+    ``loss_rules`` and ``num_proc`` as :func:`encode_rows` takes them; pairs and groups of text are tokenized by
+    :func:`packing.text.units.encode_units` and laid out as ``share_prompt`` says. O(characters + tokens).
 
     >>> s = read_text_rows([{"text": "hi"}, [7, 8], {"prompt": "a", "completion": "b"}], "bytes")
     >>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()
@@ -525,7 +538,19 @@ def read_text_rows(
     from packing.reading.rows import read_rows
 
     row_list = list(rows)
+    units = [index for index, row in enumerate(row_list) if unit_kind(row) is not None and is_text_row(row)]
+    if units:
+        from packing.text.units import encode_units
+
+        encoded = encode_units(
+            [row_list[i] for i in units], tokenizer, loss_rules=LossRules.of(loss_rules, completion_only_loss),
+            indices=units,
+        )  # fmt: skip
+        for index, row in zip(units, encoded, strict=True):
+            row_list[index] = row
     positions = [index for index, row in enumerate(row_list) if is_text_row(row)]
+    if units and not positions:
+        return read_rows(row_list, LossRules.of(loss_rules, completion_only_loss).masks_anything, share_prompt=share_prompt)
     tokens, mask, offsets = encode_rows(
         [row_list[i] for i in positions],
         tokenizer,
@@ -540,7 +565,11 @@ def read_text_rows(
     for slot, index in enumerate(positions):
         start, end = offsets[slot], offsets[slot + 1]
         row_list[index] = {"input_ids": tokens[start:end], "loss_mask": mask[start:end]}
-    return read_rows(row_list, completion_only_loss=LossRules.of(loss_rules, completion_only_loss).masks_anything)
+    return read_rows(
+        row_list,
+        completion_only_loss=LossRules.of(loss_rules, completion_only_loss).masks_anything,
+        share_prompt=share_prompt,
+    )
 
 
 def token_array_lengths(rows: Any) -> Int64Array | None:

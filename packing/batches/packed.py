@@ -225,6 +225,26 @@ class PackedBatch:
         return self.sequence_ids
 
     @cached_property
+    def document_ids(self) -> npt.NDArray[np.int32]:
+        """The document of every token (numbered over the samples' documents, ``Units.documents``; without units
+        the piece), -1 in padding: tokens attend within their document only (and, with a shared prompt, not to a
+        sibling completion). O(blocks × max_seq_length).
+
+        >>> pack([[1, 2], [3]], 4).document_ids.tolist()
+        [[0, 0, 1, -1]]
+        """
+        if self.units is not None:
+            return self._unit_grids.document.astype(np.int32)
+        starts, lengths = self.boundaries
+        document = np.full(self.input_ids.shape, -1, dtype=np.int32)
+        numbers = np.arange(len(lengths), dtype=np.int32)
+        for block in range(self.num_blocks):
+            lo, hi = int(starts[block]), int(starts[block + 1])
+            used = int(lengths[lo:hi].sum())
+            document[block, :used] = np.repeat(numbers[lo:hi], lengths[lo:hi])
+        return document
+
+    @cached_property
     def completion_ids(self) -> npt.NDArray[np.int32]:
         """The completion each token answers (numbered over the samples' pairs and groups, in input order), -1 on
         prompts, plain samples and padding. O(blocks × max_seq_length).
@@ -451,6 +471,26 @@ class LazyBatch:
         """The unit (sample) of every token, -1 in padding: ``sequence_ids``, under the name every door gives units'
         blocks. O(1) once ``sequence_ids`` is made."""
         return self.sequence_ids
+
+    @cached_property
+    def document_ids(self) -> npt.NDArray[np.int32]:
+        """The document of every token (numbered over the samples' documents, ``Units.documents``; without units
+        the piece), -1 in padding: tokens attend within their document only (and, with a shared prompt, not to a
+        sibling completion). O(blocks × max_seq_length).
+
+        >>> pack([[1, 2], [3]], 4).document_ids.tolist()
+        [[0, 0, 1, -1]]
+        """
+        if self.units is not None:
+            return self._unit_grids.document.astype(np.int32)
+        starts, lengths = self.boundaries
+        document = np.full(self.input_ids.shape, -1, dtype=np.int32)
+        numbers = np.arange(len(lengths), dtype=np.int32)
+        for block in range(self.num_blocks):
+            lo, hi = int(starts[block]), int(starts[block + 1])
+            used = int(lengths[lo:hi].sum())
+            document[block, :used] = np.repeat(numbers[lo:hi], lengths[lo:hi])
+        return document
 
     @cached_property
     def completion_ids(self) -> npt.NDArray[np.int32]:

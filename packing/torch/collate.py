@@ -22,7 +22,8 @@ from packing.core.forms import MASK_FIELDS
 from packing.core.samples import IGNORE_INDEX, Samples
 from packing.core.thd import padded_lengths
 from packing.core.validation import INT64_MAX, MAX_SEQ_LENGTH, OverflowPolicy
-from packing.errors import SettingError
+from packing.batches.units import check_unit_recipe
+from packing.errors import SettingError, refuse_with_units
 from packing.planning.plans import plan
 from packing.reading.rows import as_numpy, id_array, length_array, read_block, read_rows, weight_array
 from packing.recipe import Recipe, RecipeOptions
@@ -34,6 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
 from packing.torch.context_parallel import shifted, thd_boundaries, thd_pad
 from packing.torch.schedule import Int64Array
+from packing.torch.units import collate_units, has_units
 
 # ---------------------------------------------------------------- collate
 
@@ -134,6 +136,7 @@ def collate(
     recipe: Recipe | None = None,
     loss_weights: LossMode | None = None,
     totals: LossTotals | float | None = None,
+    mask_dtype: torch.dtype = torch.float32,
     **options: Unpack[RecipeOptions],
 ) -> dict[str, Any]:
     """The padding-free batch of ``rows``: every document's tokens in one row, as
@@ -197,9 +200,38 @@ def collate(
     >>> batch = collate([[5, 6], [7, 8, 9]], separator_id=-1, pad_to_multiple_of=4, return_tensors="np")
     >>> batch["labels"].tolist(), batch["position_ids"].tolist(), type(batch["input_ids"]).__name__
     ([[-1, 6, -1, 8, 9, -100, -100, -100]], [[0, 1, 0, 1, 2, 0, 0, 0]], 'ndarray')
+
+    Preference pairs and completion groups (``{"prompt", "chosen", "rejected"}``, ``{"prompt", "completions"}``,
+    or blocks of them) are kept whole and laid out as ``share_prompt`` says; the batch also has ``unit_ids``,
+    ``document_ids``, ``completion_ids`` and ``prediction_positions`` (``packing.core.units.UNIT_COLUMNS``), and
+    with ``share_prompt=True`` ``attention_mask``: ``(1, 1, T, T)``, 0 where a token may attend and the minimum of
+    ``mask_dtype`` (default float32) elsewhere, which transformers' models take as it is.
+    ``packing.torch.completion_logps`` and ``preference_logps`` read the completions' log-probabilities from the
+    logits (``packing.torch.units``). ``loss_weights`` and context parallelism are refused with units.
+
+    >>> pair = {"prompt": [1, 2], "chosen": [3], "rejected": [4, 5]}
+    >>> collate([pair])["position_ids"].tolist(), collate([pair], share_prompt=True)["position_ids"].tolist()
+    ([[0, 1, 2, 0, 1, 2, 3]], [[0, 1, 2, 2, 3]])
     """
     tensors = _check_collate_options(separator_id, position_ids_start, pad_to_multiple_of, return_tensors)
     chosen = Recipe.at("collate", recipe, max_seq_length, overflow=overflow, **options)
+    if has_units(rows):
+        if loss_weights is not None:
+            raise refuse_with_units("loss_weights", loss_weights, "their loss is built from completion_logps")
+        check_unit_recipe(chosen)
+        return collate_units(
+            rows,
+            chosen,
+            capped=recipe is not None or max_seq_length is not None,
+            return_position_ids=return_position_ids,
+            return_flash_attn_kwargs=return_flash_attn_kwargs,
+            return_seq_idx=return_seq_idx,
+            separator_id=separator_id,
+            position_ids_start=position_ids_start,
+            pad_to_multiple_of=pad_to_multiple_of,
+            tensors=tensors,
+            mask_dtype=mask_dtype,
+        )
     multiple = chosen.document_multiple
     if multiple > 1 and pad_to_multiple_of is not None:
         raise SettingError(

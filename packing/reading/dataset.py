@@ -44,6 +44,7 @@ from packing.reading.files import FORMATS, Budget, Content, File, decode, resolv
 from packing.reading.limits import ReadLimits, check_count, limits_of
 from packing.reading.rowfiles import EXPECTED, names
 from packing.reading.rows import read_rows
+from packing.reading.units import unit_row
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.overflow import check_within
 from packing.text.prepare import prepare
@@ -67,7 +68,9 @@ class Dataset:
     ``lengths`` is tokens per sample; ``source`` names the dataset in messages; ``files`` are its files
     in reading order and ``starts`` the index of each one's first sample. ``data[i]`` is sample ``i``:
     ``{"input_ids": ..., "loss_mask": ...}`` (int64 and int8 arrays; with ``labels`` when the samples' labels
-    differ from their ids, see ``Samples.labels``), or ``{"length": n}``.
+    differ from their ids, see ``Samples.labels``), or ``{"length": n}``; a preference pair or completion group
+    is given back in its own form, ``{"prompt", "chosen", "rejected"}`` or ``{"prompt", "completions"}`` (token
+    arrays; with the completions' masks when one of their tokens is not trained).
 
     >>> import io
     >>> data = read_dataset(io.BytesIO(b"prompt,completion\\n1 2,3\\n"), name="pairs.csv")
@@ -129,6 +132,8 @@ class Dataset:
         lo, hi = int(self.samples.offsets[position]), int(self.samples.offsets[position + 1])
         if self.samples.tokens is None or self.samples.loss_mask is None:
             return {"length": hi - lo}
+        if self.samples.units is not None:  # a pair or group as a row the reader reads back (collate, the sampler)
+            return unit_row(self.samples, position)
         item = {"input_ids": self.samples.tokens[lo:hi], "loss_mask": self.samples.loss_mask[lo:hi]}
         if self.samples.labels is not None:  # labels other than the tokens, for collate
             item["labels"] = np.where(item["loss_mask"] != 0, self.samples.labels[lo:hi], IGNORE_INDEX)

@@ -12,9 +12,11 @@ import numpy as np
 import numpy.typing as npt
 from torch.utils.data import Dataset, Sampler
 
+from packing.batches.units import check_unit_recipe
 from packing.core.samples import IGNORE_INDEX
+from packing.core.units import Units
 from packing.core.validation import OverflowPolicy, as_lengths
-from packing.errors import PackingError, SampleError, SettingError
+from packing.errors import PackingError, SampleError, SettingError, UnitTooLong
 from packing.planning.plans import Piece
 from packing.reading.rows import read_rows
 from packing.recipe import Recipe, RecipeOptions
@@ -27,7 +29,15 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
 from packing.torch.collate import StepDataset, StepIndices, StepLoader, _trained_counts, collate
 from packing.torch.resume import Progress, fingerprint, make_state, read_state
-from packing.torch.schedule import CostFunction, RankBalance, Schedule, _world, build_schedule, resume_schedule
+from packing.torch.schedule import (
+    CostFunction,
+    Int64Array,
+    RankBalance,
+    Schedule,
+    _world,
+    build_schedule,
+    resume_schedule,
+)
 
 
 class PackingSampler(Sampler[list[int | Piece]]):
@@ -53,6 +63,12 @@ class PackingSampler(Sampler[list[int | Piece]]):
     - ``num_replicas`` and ``rank`` default to ``torch.distributed``'s world size and rank (1 and 0 without it).
     - ``state_dict()`` / ``load_state_dict(state)``: stop and resume, exactly on as many ranks, every sample still
       once per epoch on another number (the rest of the epoch packed anew); a state of other data is refused.
+    - ``lengths`` may be a dataset of preference pairs or completion groups (``packing.read_dataset``'s, or a
+      ``Samples`` with ``units``): every unit is one item, its length in the recipe's layout (``share_prompt``), fitted
+      whole by the overflow policy as ``collate`` fits it (``truncate`` cuts its completions, never the prompt); a
+      unit is never split over ranks or steps, and it costs what its documents do (with a shared prompt, the prompt's
+      attention once and each completion's to it: ``prompt² + Σ (2·prompt·c + c²)``-shaped). Units refuse
+      ``overflow="split"`` and context parallelism.
     - With ``context_parallel_size`` (a recipe option), every document takes the room of its THD padding: no
       block collated with the sampler's recipe exceeds ``max_seq_length``. ``cost=packing.ModelCost.from_config(
       config)`` balances by the model's own FLOPs; ``balance_stats`` gives the imbalance per component.
@@ -94,7 +110,12 @@ class PackingSampler(Sampler[list[int | Piece]]):
         self.recipe = Recipe.at(
             "PackingSampler", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options
         )
-        self.lengths = as_lengths(getattr(lengths, "lengths", lengths))  # checked (a copy)
+        self.units, self._planning = _units_of(lengths), self.recipe
+        if self.units is not None:  # pairs and groups: each unit's length in the recipe's layout, fitted whole
+            self.units, self._planning, fitted = unit_lengths(self.units, self.recipe)
+            self.lengths = fitted
+        else:
+            self.lengths = as_lengths(getattr(lengths, "lengths", lengths))  # checked (a copy)
         kept = self.lengths
         if self.recipe.overflow == "truncate":  # what collate keeps of an over-long sample
             kept = np.minimum(self.lengths, self.recipe.max_seq_length)
@@ -150,7 +171,8 @@ class PackingSampler(Sampler[list[int | Piece]]):
                 shuffle=self.shuffle,
                 cost=self.cost,
                 balance=self.balance,
-                recipe=self.recipe,
+                recipe=self._planning,
+                units=self.units,
             )
             for plan, (_, steps) in enumerate(self._resized, start=1):  # resumed on other ranks: the rest re-dealt
                 rng = np.random.default_rng([self.recipe.seed or 0, self.epoch, plan])
@@ -162,7 +184,8 @@ class PackingSampler(Sampler[list[int | Piece]]):
                     shuffle=self.shuffle,
                     cost=self.cost,
                     balance=self.balance,
-                    recipe=self.recipe,
+                    recipe=self._planning,
+                    units=self.units,
                 )
             self._schedule = schedule
         return self._schedule
@@ -176,7 +199,7 @@ class PackingSampler(Sampler[list[int | Piece]]):
         if self.trained_tokens is None:
             return stats
         kept = self.lengths > 0
-        if self.recipe.overflow == "drop":
+        if self._planning.overflow == "drop":
             kept &= self.lengths <= self.recipe.max_seq_length
         targets = int(self.trained_tokens[kept].sum())
         return stats.with_trainable(targets, targets, int((self.trained_tokens[kept] == 0).sum()))
@@ -264,6 +287,41 @@ class PackingSampler(Sampler[list[int | Piece]]):
             raise SettingError("trained_tokens", "trained tokens per sample (packing.weighting.trained_tokens)", None)
         collate_fn = functools.partial(collate, recipe=self.recipe, loss_weights=loss_weights)
         return StepLoader(StepDataset(self.pieces(dataset)), batch_sampler=self, collate_fn=collate_fn, **kwargs)
+
+
+def _units_of(lengths: Any) -> Units | None:
+    """The units of what a sampler is given: a ``Samples`` with units, or a dataset holding one (``read_dataset``'s
+    ``samples``); None otherwise. O(1)."""
+    units = getattr(lengths, "units", None)
+    if units is None:
+        units = getattr(getattr(lengths, "samples", None), "units", None)
+    return units if isinstance(units, Units) else None
+
+
+def unit_lengths(units: Units, recipe: Recipe) -> tuple[Units, Recipe, Int64Array]:
+    """Units as a sampler plans them: laid out as ``recipe`` says, their lengths once fitted by its overflow policy
+    (``truncate`` cuts the completions, ``drop`` leaves a unit whole to be dropped, ``error`` refuses the first too
+    long), and the recipe the planner uses (``drop`` for ``truncate``: a unit that cannot fit is left out whole). The
+    options that cannot keep a unit whole are refused. O(units).
+
+    >>> from packing import Recipe, read_rows
+    >>> units = read_rows([{"prompt": [1, 2], "chosen": [3, 4, 5], "rejected": [6]}]).units
+    >>> unit_lengths(units, Recipe(6))[2].tolist(), unit_lengths(units, Recipe(6, share_prompt=True))[2].tolist()
+    [[6], [6]]
+    """
+    check_unit_recipe(recipe)
+    laid = units.relaid(recipe.share_prompt)[1]
+    lengths = laid.lengths()
+    if recipe.overflow == "error":
+        over = np.flatnonzero(lengths > recipe.max_seq_length)
+        if len(over):
+            first = int(over[0])
+            kind = ("sample", "pair", "group")[int(laid.kind[first])]
+            raise UnitTooLong(first, int(lengths[first]), recipe.max_seq_length, kind)
+    if recipe.overflow != "truncate":
+        return laid, recipe, lengths
+    fitted = laid.with_completion_lengths(laid.fit_lengths(recipe.max_seq_length).completion_lengths)
+    return fitted, Recipe.of(recipe, overflow="drop"), fitted.lengths()
 
 
 class Pieces(Dataset[Any]):

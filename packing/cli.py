@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.batches.packed import LazyBatch
+from packing.batches.packed import LazyBatch, lazy_units
 from packing.batches.schema import help_text
 from packing.comparison import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
 from packing.core.validation import check_time_limit
@@ -514,6 +514,8 @@ def _pack_batch(recipe: Recipe, dataset: Dataset, shuffle: bool) -> LazyBatch:
             f"{dataset.source} holds sequence lengths only; 'pack' needs token ids "
             "(use 'compare' to compare strategies on lengths)"
         )
+    if dataset.samples.units is not None:  # pairs and groups: fitted whole, planned whole, counted
+        return lazy_units(recipe, dataset.samples, shuffle=shuffle, int64=recipe.int64 or dataset.samples.wide_ids())
     layout = plan(dataset.lengths, recipe=recipe)
     if shuffle:
         layout = layout.shuffle(recipe.seed or 0)
@@ -570,6 +572,7 @@ def _pack_summary(
         ("trainable tokens", f"{stats.trainable_tokens:,} (loss on {recipe.loss})"),
         ("training targets", f"{stats.target_tokens:,} (labels != -100: less each document's first token)"),
         ("samples training nothing", f"{stats.samples_without_trainable_tokens:,}"),
+        *_unit_rows(stats),
         ("time", f"{_seconds(sum(progress.times.values()))} ({times})"),
         (
             "output",
@@ -577,6 +580,28 @@ def _pack_summary(
         ),
     ]
     return format_pairs(rows)
+
+
+def _unit_rows(stats: PackingStats) -> list[tuple[str, str]]:
+    """The summary's lines about preference pairs and completion groups (none without them).
+
+    >>> from packing import Recipe, read_rows
+    >>> from packing.batches.packed import lazy_units
+    >>> _unit_rows(lazy_units(Recipe(8, share_prompt=True), read_rows([{"prompt": [1, 2], "completions": [[3], [4]]}])).stats)[0]
+    ('pairs and groups', '0 pairs, 1 groups, 2 completions (prompts stored once: 2 tokens saved)')
+    """
+    units = stats.units
+    if units is None:
+        return []
+    shared = f" (prompts stored once: {units.prompt_tokens_shared:,} tokens saved)" if units.share_prompt else ""
+    return [
+        ("pairs and groups", f"{units.pairs:,} pairs, {units.groups:,} groups, {units.completions:,} completions{shared}"),
+        (
+            "units cut",
+            f"{units.units_truncated:,} truncated ({units.completions_truncated:,} completions cut), "
+            f"{units.units_dropped:,} dropped",
+        ),
+    ]
 
 
 def _run_pack(args: argparse.Namespace) -> int:

@@ -546,6 +546,9 @@ class LazyBatch:
         """
         layout, samples = self.plan, self.samples
         assert samples.loss_mask is not None  # checked by ``of``
+        if samples.units is not None:
+            raise SettingError("loss_weights", "no value with preference pairs or completion groups (their loss is "
+                               "built from packing.torch.completion_logps)", mode)  # fmt: skip
         if _has_masked(samples.loss_mask):
             _, targets = piece_mask_sums(
                 samples.loss_mask, samples.offsets, layout.piece_sequence, layout.piece_start, layout.piece_length
@@ -811,6 +814,26 @@ def pack_units(samples: Samples, recipe: Recipe) -> PackedBatch:
     batch = materialize(layout, fitted.samples, prepare(recipe).pad_id, int64=recipe.int64)
     packed = np.bincount(layout.piece_sequence, minlength=len(fitted.samples)) > 0
     return replace(batch, stats=fitted.stats(batch.stats, recipe, packed))
+
+
+def lazy_units(layout_recipe: Recipe, samples: Samples, *, shuffle: bool = False, int64: bool | None = None) -> LazyBatch:
+    """The blocks of samples with units made chunk by chunk (as ``pack_units`` makes them whole): fitted, planned
+    whole with the recipe, shuffled with its seed when ``shuffle``; the batch's ``stats`` count the units
+    (``stats.units``). O(total tokens) plus the strategy's cost.
+
+    >>> lazy = lazy_units(Recipe(8), read_rows([{"prompt": [1], "completions": [[2], [3]]}]))
+    >>> lazy.stats.units.groups, [c.input_ids.tolist() for c in lazy.chunks()]
+    (1, [[[1, 2, 1, 3, 0, 0, 0, 0]]])
+    """
+    fitted = fit_units(samples, layout_recipe)
+    layout = plan(fitted.samples.lengths, recipe=fitted.planning)
+    packed = np.bincount(layout.piece_sequence, minlength=len(fitted.samples)) > 0
+    if shuffle:
+        layout = layout.shuffle(layout_recipe.seed or 0)
+    wide = layout_recipe.int64 if int64 is None else int64
+    lazy = LazyBatch.of(layout, fitted.samples, prepare(layout_recipe).pad_id, int64=wide)
+    lazy.__dict__["stats"] = fitted.stats(lazy.stats, layout_recipe, packed)  # the cached statistics, with units
+    return lazy
 
 
 def _pack_in_order(layout: PackingPlan, rows: list[Any], pad_token_id: int, int64: bool) -> PackedBatch:

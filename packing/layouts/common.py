@@ -105,6 +105,10 @@ class PackedLayout:
     labels: Int64Array | None
     boundaries_known: BoolArray
     variant: str = ""
+    unit: Int64Array | None = None
+    """Blocks of preference pairs and completion groups (their ``unit_ids`` column): the unit of every token."""
+    completion: Int64Array | None = None
+    """With ``unit``: the completion every token answers (``completion_ids``), -1 on prompts."""
 
     @property
     def num_blocks(self) -> int:

@@ -13,8 +13,8 @@ pairs of each block in its order. Its ``attention_mask`` numbers documents, so :
 >>> table = openrlhf_pairs(pack([{"prompt": [1], "chosen": [2], "rejected": [3, 4]}, {"prompt": [5], "chosen": [6],
 ...                                "rejected": [7]}], 16, strategy="ffd"))
 >>> table.to_pydict()  # doctest: +NORMALIZE_WHITESPACE
-{'input_ids': [[1, 3, 4, 5, 6, 1, 2, 5, 7]], 'attention_mask': [[1, 1, 1, 2, 2, 3, 3, 4, 4]],
- 'packed_seq_lens': [[3, 2, 2, 2]], 'prompt_id_lens': [[1, 1]]}
+{'input_ids': [[1, 2, 5, 6, 1, 3, 4, 5, 7]], 'attention_mask': [[1, 1, 2, 2, 3, 3, 3, 4, 4]],
+ 'position_ids': [[0, 1, 0, 1, 0, 1, 2, 0, 1]], 'packed_seq_lens': [[2, 2, 3, 2]], 'prompt_id_lens': [[1, 1]]}
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 def openrlhf_pairs(batch: PackedBatch) -> pa.Table:
     """The blocks of ``batch`` (preference pairs, ``share_prompt=False``) in OpenRLHF's packed pair convention (see
-    the module): ``input_ids``, ``attention_mask`` (the sequences numbered, chosen first), ``packed_seq_lens`` and
+    the module): ``input_ids``, ``attention_mask`` (the sequences numbered, chosen first), ``position_ids`` (restarting
+    at each, as OpenRLHF's models make them from the lengths), ``packed_seq_lens`` and
     ``prompt_id_lens``, one row per block, real tokens only; the pairs of a block in the block's order. O(tokens).
     """
     import pyarrow as pa
@@ -44,7 +45,8 @@ def openrlhf_pairs(batch: PackedBatch) -> pa.Table:
             "batch", "blocks of preference pairs only, packed with share_prompt=False", "<other blocks>"
         )
     prompt, offsets, lengths = units.prompt_lengths, units.completion_offsets, units.completion_lengths
-    columns: dict[str, list[Any]] = {"input_ids": [], "attention_mask": [], "packed_seq_lens": [], "prompt_id_lens": []}
+    names = ("input_ids", "attention_mask", "position_ids", "packed_seq_lens", "prompt_id_lens")
+    columns: dict[str, list[Any]] = {name: [] for name in names}
     ids = batch.input_ids
     for block in range(batch.num_blocks):
         lo, hi = int(batch.plan.block_starts[block]), int(batch.plan.block_starts[block + 1])
@@ -62,6 +64,7 @@ def openrlhf_pairs(batch: PackedBatch) -> pa.Table:
         sequences = chosen + rejected
         columns["input_ids"].append(np.concatenate(sequences).tolist())
         columns["attention_mask"].append(np.repeat(np.arange(1, 2 * count + 1), [len(s) for s in sequences]).tolist())
+        columns["position_ids"].append(np.concatenate([np.arange(len(s)) for s in sequences]).tolist())
         columns["packed_seq_lens"].append([len(s) for s in sequences])
         columns["prompt_id_lens"].append(prompt[pairs].tolist())
     return pa.table(columns)

@@ -15,11 +15,12 @@ import numpy.typing as npt
 import torch
 from torch.utils.data import Dataset
 
-from packing.batches.packed import materialize
+from packing.batches.packed import materialize, pack_units
 from packing.batches.schema import LOSS_WEIGHTS
 from packing.core.arrays import ranges
 from packing.core.forms import MASK_FIELDS
 from packing.core.samples import IGNORE_INDEX, Samples
+from packing.core.units import UNIT_COLUMNS
 from packing.core.thd import padded_lengths
 from packing.core.validation import INT64_MAX, MAX_SEQ_LENGTH, OverflowPolicy
 from packing.batches.units import check_unit_recipe
@@ -35,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
 from packing.torch.context_parallel import shifted, thd_boundaries, thd_pad
 from packing.torch.schedule import Int64Array
-from packing.torch.units import collate_units, has_units
+from packing.torch.units import attention_mask, collate_units, has_units
 
 # ---------------------------------------------------------------- collate
 
@@ -451,6 +452,8 @@ def _trained_counts(trained: npt.ArrayLike | None, lengths: Int64Array) -> Int64
 
 def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Tensor]:
     max_seq_length = recipe.max_seq_length
+    if has_units(rows):
+        return _fixed_units(rows, recipe)
     if rows and all(_is_block(row) for row in rows):
         return _fixed_blocks(rows, max_seq_length, prepare(recipe).pad_id)
     tokens, labels, lengths = _documents(rows, recipe)
@@ -475,6 +478,24 @@ def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Te
         "labels": torch.from_numpy(out_labels),
         "position_ids": torch.from_numpy(batch.position_ids.astype(np.int64)),
     }
+
+
+def _fixed_units(rows: Sequence[Any], recipe: Recipe) -> dict[str, torch.Tensor]:
+    """``collate_fixed`` of rows among which are pairs or groups: the units fitted by the overflow policy and laid
+    out next-fit in rows of ``max_seq_length`` (a unit never split), as ``pack`` fills blocks, with the unit
+    columns, and with a shared prompt the ``(rows, 1, max_seq_length, max_seq_length)`` attention mask. O(rows ×
+    max_seq_length²) for the mask, O(rows × max_seq_length) otherwise."""
+    if all(_is_block(row) for row in rows):
+        raise SettingError("rows", "pairs or groups as samples (collate takes their packed blocks)", "<blocks>")
+    samples = read_rows(rows, **prepare(recipe).read_options)
+    batch = pack_units(samples, Recipe.of(recipe, strategy="next_fit", seed=None))
+    columns = {
+        name: torch.from_numpy(getattr(batch, name).astype(np.int64))
+        for name in ("input_ids", "labels", "position_ids", *UNIT_COLUMNS)
+    }
+    if batch.units is not None and batch.units.share_prompt:
+        columns["attention_mask"] = attention_mask(batch)
+    return columns
 
 
 def _fixed_blocks(rows: Sequence[Any], width: int, pad_token_id: int) -> dict[str, torch.Tensor]:
@@ -518,6 +539,13 @@ def collate_fixed(
     >>> batch = collate_fixed(4)([[1, 2], [3]])
     >>> batch["input_ids"].tolist(), batch["labels"].tolist(), batch["position_ids"].tolist()
     ([[1, 2, 3, 0]], [[-100, 2, -100, -100]], [[0, 1, 0, 0]])
+
+    Pairs and groups are kept whole (next-fit units, a row never splits one), with the unit columns and, with
+    ``share_prompt``, an ``attention_mask`` of shape ``(rows, 1, max_seq_length, max_seq_length)``:
+
+    >>> batch = collate_fixed(6, share_prompt=True)([{"prompt": [1], "chosen": [2], "rejected": [3]}])
+    >>> batch["position_ids"].tolist(), batch["attention_mask"].shape
+    ([[0, 1, 1, 0, 0, 0]], torch.Size([1, 1, 6, 6]))
     """
     chosen = Recipe.at("collate_fixed", recipe, max_seq_length, overflow=overflow, **options)
     return functools.partial(_collate_fixed, recipe=chosen)

@@ -595,7 +595,10 @@ def _unit_rows(stats: PackingStats) -> list[tuple[str, str]]:
         return []
     shared = f" (prompts stored once: {units.prompt_tokens_shared:,} tokens saved)" if units.share_prompt else ""
     return [
-        ("pairs and groups", f"{units.pairs:,} pairs, {units.groups:,} groups, {units.completions:,} completions{shared}"),
+        (
+            "pairs and groups",
+            f"{units.pairs:,} pairs, {units.groups:,} groups, {units.completions:,} completions{shared}",
+        ),
         (
             "units cut",
             f"{units.units_truncated:,} truncated ({units.completions_truncated:,} completions cut), "

@@ -19,6 +19,7 @@ True
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 QUOTE_LIMIT = 40
 """The most characters of a user's value an error message repeats."""
@@ -188,7 +189,7 @@ class UnitError(SampleError):
     "sample 7, 'completions', position 1: expected a completion of at least one token (nothing else is trained), got <no tokens>"
     """
 
-    FORMS = {
+    FORMS: ClassVar[dict[str, str]] = {
         "pair": "a pair has 'prompt', 'chosen' and 'rejected'",
         "group": "a group has 'prompt' and 'completions': [c1, ..., ck]",
     }
@@ -208,7 +209,9 @@ class UnitError(SampleError):
     @classmethod
     def empty_completion(cls, sample: int | None, field: str, position: int | None = None) -> UnitError:
         """A completion of no tokens (``position``: its place in a group)."""
-        return cls(sample, field, position, "a completion of at least one token (nothing else is trained)", "<no tokens>")
+        return cls(
+            sample, field, position, "a completion of at least one token (nothing else is trained)", "<no tokens>"
+        )
 
     @classmethod
     def two_forms(cls, sample: int | None, field: str, other: str) -> UnitError:
@@ -236,10 +239,6 @@ class UnitTooLong(SequenceTooLong):
 
     def at(self, sample: int) -> UnitTooLong:
         return UnitTooLong(sample, self.length, self.max_seq_length, self.kind)
-
-
-UNITS_REFUSE = "no pairs or groups"
-"""How an option that cannot act on units words its refusal (:func:`refuse_with_units`)."""
 
 
 def refuse_with_units(name: str, value: object, why: str) -> SettingError:

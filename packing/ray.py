@@ -388,7 +388,9 @@ def _tag_pieces(batch: pa.Table, pieces: _Pieces, recipe: Recipe, units: bool = 
             pa.array(found.kind[local], pa.int8()),
             pa.array(found.prompt_lengths[local], pa.int64()),
             _list_array(offsets_of(counts), found.completion_lengths[ranges(found.completion_offsets[local], counts)]),
-            pa.array(pieces.completion_first[rows[local]] if pieces.completion_first is not None else counts, pa.int64()),
+            pa.array(
+                pieces.completion_first[rows[local]] if pieces.completion_first is not None else counts, pa.int64()
+            ),
         ]
     return pa.table(columns, schema=_piece_schema(_id_type(recipe.int64), units))
 

@@ -418,7 +418,9 @@ class Recipe:
         for name in ("context_parallel_size", "tensor_parallel_size"):
             if getattr(self, name) > 1:
                 raise SettingError(
-                    name, "1 with share_prompt (a shared prompt's completions need an attention mask)", getattr(self, name)
+                    name,
+                    "1 with share_prompt (a shared prompt's completions need an attention mask)",
+                    getattr(self, name),
                 )
 
     def _multiple_rule(self) -> str:

@@ -25,8 +25,8 @@ from packing.batches.packed import LazyBatch, block_arrays
 from packing.batches.schema import datasets_features
 from packing.batches.units import fit_units
 from packing.core.forms import unit_kind
-from packing.core.units import Units
 from packing.core.samples import Samples, TokenArray, all_ones
+from packing.core.units import Units
 from packing.core.validation import OverflowPolicy, check_flag, check_positive_int
 from packing.errors import SampleError, SequenceTooLong, SettingError, StateMismatch
 from packing.planning.plans import PackingPlan, plan
@@ -367,7 +367,7 @@ def _planning(recipe: Recipe, buffer: Samples) -> Recipe:
 
 
 def _samples_state(samples: Samples, ids: Int64Array) -> dict[str, Any]:
-    state = {
+    state: dict[str, Any] = {
         "tokens": _tokens(samples).copy(),
         "loss_mask": np.asarray(_mask(samples), dtype=np.int8).copy(),
         "lengths": samples.lengths.astype(np.int64),

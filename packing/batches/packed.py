@@ -467,58 +467,6 @@ class LazyBatch:
         return cls(layout, samples, pad, wide, names)
 
     @property
-    def unit_ids(self) -> npt.NDArray[np.int32]:
-        """The unit (sample) of every token, -1 in padding: ``sequence_ids``, under the name every door gives units'
-        blocks. O(1) once ``sequence_ids`` is made."""
-        return self.sequence_ids
-
-    @cached_property
-    def document_ids(self) -> npt.NDArray[np.int32]:
-        """The document of every token (numbered over the samples' documents, ``Units.documents``; without units
-        the piece), -1 in padding: tokens attend within their document only (and, with a shared prompt, not to a
-        sibling completion). O(blocks × max_seq_length).
-
-        >>> pack([[1, 2], [3]], 4).document_ids.tolist()
-        [[0, 0, 1, -1]]
-        """
-        if self.units is not None:
-            return self._unit_grids.document.astype(np.int32)
-        starts, lengths = self.boundaries
-        document = np.full(self.input_ids.shape, -1, dtype=np.int32)
-        numbers = np.arange(len(lengths), dtype=np.int32)
-        for block in range(self.num_blocks):
-            lo, hi = int(starts[block]), int(starts[block + 1])
-            used = int(lengths[lo:hi].sum())
-            document[block, :used] = np.repeat(numbers[lo:hi], lengths[lo:hi])
-        return document
-
-    @cached_property
-    def completion_ids(self) -> npt.NDArray[np.int32]:
-        """The completion each token answers (numbered over the samples' pairs and groups, in input order), -1 on
-        prompts, plain samples and padding. O(blocks × max_seq_length).
-
-        >>> pack([[1, 2]], 4).completion_ids.tolist()
-        [[-1, -1, -1, -1]]
-        """
-        if self.units is not None:
-            return self._unit_grids.completion_ids
-        return np.full(self.input_ids.shape, -1, dtype=np.int32)
-
-    @cached_property
-    def prediction_positions(self) -> IdArray:
-        """Per token the position (in its block) whose logits are trained to predict it, -1 where none is: ``t - 1``
-        where ``labels`` train the token, and for a shared prompt's completion's first token the prompt's last
-        position. O(blocks × max_seq_length).
-
-        >>> pack([[1, 2, 3]], 4).prediction_positions.tolist()
-        [[-1, 0, 1, -1]]
-        """
-        if self.units is not None:
-            return self._unit_grids.prediction_positions
-        column = np.arange(self.max_seq_length, dtype=self.input_ids.dtype)[None, :]
-        return np.where(self.labels != IGNORE_INDEX, column - 1, -1).astype(self.input_ids.dtype)
-
-    @property
     def num_blocks(self) -> int:
         return self.plan.num_blocks
 
@@ -816,7 +764,9 @@ def pack_units(samples: Samples, recipe: Recipe) -> PackedBatch:
     return replace(batch, stats=fitted.stats(batch.stats, recipe, packed))
 
 
-def lazy_units(layout_recipe: Recipe, samples: Samples, *, shuffle: bool = False, int64: bool | None = None) -> LazyBatch:
+def lazy_units(
+    layout_recipe: Recipe, samples: Samples, *, shuffle: bool = False, int64: bool | None = None
+) -> LazyBatch:
     """The blocks of samples with units made chunk by chunk (as ``pack_units`` makes them whole): fitted, planned
     whole with the recipe, shuffled with its seed when ``shuffle``; the batch's ``stats`` count the units
     (``stats.units``). O(total tokens) plus the strategy's cost.
@@ -889,7 +839,6 @@ def to_arrow(
     """
     import pyarrow as pa
 
-    layout = batch.plan
     rows = (
         np.arange(batch.num_blocks, dtype=np.int64)
         if order is None

@@ -53,7 +53,9 @@ def check_unit_recipe(recipe: Recipe) -> None:
     if STRATEGIES[recipe.strategy].splits_sequences:
         raise refuse_with_units("strategy", recipe.strategy, "a pair or group is never cut across blocks")
     if recipe.overflow == "split":
-        raise refuse_with_units("overflow", recipe.overflow, "a pair or group is never cut across blocks: truncate, drop or error")
+        raise refuse_with_units(
+            "overflow", recipe.overflow, "a pair or group is never cut across blocks: truncate, drop or error"
+        )
     for name in ("context_parallel_size", "tensor_parallel_size"):
         if getattr(recipe, name) > 1:
             raise refuse_with_units(name, getattr(recipe, name), "the THD layout pads each document apart")

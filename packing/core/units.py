@@ -174,7 +174,7 @@ class Units:
     def _segments(self) -> tuple[Int64Array, Int64Array, Int64Array, Int64Array, Int64Array]:
         """The laid-out runs of every unit, in order: ``(length, first position, completion, predictor of the first
         token, document)``, prompts and completions. O(completions)."""
-        prompt, counts = self.prompt_lengths, self.counts
+        prompt = self.prompt_lengths
         completion = np.arange(len(self.completion_lengths), dtype=np.int64)
         unit = self.unit_of_completion
         is_plain = self.kind[unit] == PLAIN
@@ -247,11 +247,6 @@ class Units:
         prompt = (numbers < 0) & (self.kind[unit_of_token] != PLAIN) if len(unit_of_token) else numbers < 0
         role[prompt] = 0
         return role
-
-    def completion_kinds(self) -> Int8Array:
-        """The kind of every counted completion's unit (1 pair, 2 group), in completion order. O(completions)."""
-        owner = self.unit_of_completion
-        return self.kind[owner[self.kind[owner] != PLAIN]]
 
     # ------------------------------------------------------------ fitting into a block
 

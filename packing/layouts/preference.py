@@ -41,9 +41,7 @@ def openrlhf_pairs(batch: PackedBatch) -> pa.Table:
 
     units = batch.units
     if units is None or units.share_prompt or bool((units.kind[np.unique(batch.plan.piece_sequence)] != PAIR).any()):
-        raise SettingError(
-            "batch", "blocks of preference pairs only, packed with share_prompt=False", "<other blocks>"
-        )
+        raise SettingError("batch", "blocks of preference pairs only, packed with share_prompt=False", "<other blocks>")
     prompt, offsets, lengths = units.prompt_lengths, units.completion_offsets, units.completion_lengths
     names = ("input_ids", "attention_mask", "position_ids", "packed_seq_lens", "prompt_id_lens")
     columns: dict[str, list[Any]] = {name: [] for name in names}

@@ -550,7 +550,9 @@ def read_text_rows(
             row_list[index] = row
     positions = [index for index, row in enumerate(row_list) if is_text_row(row)]
     if units and not positions:
-        return read_rows(row_list, LossRules.of(loss_rules, completion_only_loss).masks_anything, share_prompt=share_prompt)
+        return read_rows(
+            row_list, LossRules.of(loss_rules, completion_only_loss).masks_anything, share_prompt=share_prompt
+        )
     tokens, mask, offsets = encode_rows(
         [row_list[i] for i in positions],
         tokenizer,

@@ -22,9 +22,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from packing.core.forms import LABELS, MASK_FIELDS, TEXT_FIELDS, UNIT_MASK_FIELDS, is_text_unit, unit_kind
+from packing.core.forms import LABELS, MASK_FIELDS, TEXT_FIELDS, UNIT_MASK_FIELDS, RowKind, is_text_unit, unit_kind
 from packing.core.samples import Int8Array, Samples, TokenArray, _offsets, joined_dtype
-from packing.core.units import KINDS, Units
+from packing.core.units import KINDS, UnitKind, Units
 from packing.errors import NeedsTokenizer, SampleError, UnitError
 from packing.reading.rows import as_numpy, mask_array, mixed_kinds_error, read_row, token_array
 
@@ -33,7 +33,7 @@ class UnitRow(NamedTuple):
     """One row read: its ``kind`` (``pair``, ``group``, ``plain``), ``prompt`` tokens, ``completions`` and each
     completion's loss ``masks`` (None: every token trained)."""
 
-    kind: str
+    kind: UnitKind
     prompt: TokenArray
     completions: list[TokenArray]
     masks: list[Int8Array | None]
@@ -69,7 +69,7 @@ def read_unit_row(row: Mapping[str, Any], index: int = 0) -> UnitRow:
     kind = unit_kind(row)
     assert kind is not None  # callers read only units here
     if is_text_unit(row):
-        field = next((name for name in ("prompt", "chosen", "rejected", "completions") if _present(row, name)))
+        field = next(name for name in ("prompt", "chosen", "rejected", "completions") if _present(row, name))
         raise NeedsTokenizer(index, field, row[field])
     own = "completions" if kind == "group" else "chosen"
     for other in ("input_ids", "completion", "length", *MASK_FIELDS, LABELS, *TEXT_FIELDS):
@@ -104,9 +104,7 @@ def read_unit_row(row: Mapping[str, Any], index: int = 0) -> UnitRow:
         raise SampleError(index, "completion_masks", None, f"{len(items)} masks (one per completion)", given)
     for position, item in enumerate(items):
         mask = None if given is None else given[position]
-        tokens, checked = _completion(
-            index, f"completions[{position}]", item, f"completion_masks[{position}]", mask
-        )
+        tokens, checked = _completion(index, f"completions[{position}]", item, f"completion_masks[{position}]", mask)
         completions.append(tokens)
         masks.append(checked)
     return UnitRow(kind, prompt, completions, masks)
@@ -123,8 +121,9 @@ def read_unit_rows(rows: Sequence[Any], completion_only_loss: bool = True, *, sh
     ([1, 2, 1, 3, 7, 8], [4, 2], [1, 0])
     """
     read: list[UnitRow] = []
-    first_kind = None
+    first_kind: RowKind | None = None
     for index, row in enumerate(rows):
+        kind: RowKind
         if unit_kind(row) is not None:
             unit = read_unit_row(row, index)
             kind = "tokens"
@@ -161,7 +160,7 @@ def unit_samples(read: Sequence[UnitRow], share_prompt: bool) -> Samples:
             pieces.append(tokens)
             masks.append(np.ones(len(tokens), dtype=np.int8) if mask is None else mask)
     units = Units(
-        np.array([KINDS.index(unit.kind) for unit in read], dtype=np.int8),  # type: ignore[arg-type]
+        np.array([KINDS.index(unit.kind) for unit in read], dtype=np.int8),
         np.array([len(unit.prompt) for unit in read], dtype=np.int64),
         _offsets((len(unit.completions) for unit in read), len(read)),
         np.array([len(tokens) for unit in read for tokens in unit.completions], dtype=np.int64),

@@ -17,13 +17,13 @@ from torch.utils.data import Dataset
 
 from packing.batches.packed import materialize, pack_units
 from packing.batches.schema import LOSS_WEIGHTS
+from packing.batches.units import check_unit_recipe
 from packing.core.arrays import ranges
 from packing.core.forms import MASK_FIELDS
 from packing.core.samples import IGNORE_INDEX, Samples
-from packing.core.units import UNIT_COLUMNS
 from packing.core.thd import padded_lengths
+from packing.core.units import UNIT_COLUMNS
 from packing.core.validation import INT64_MAX, MAX_SEQ_LENGTH, OverflowPolicy
-from packing.batches.units import check_unit_recipe
 from packing.errors import SettingError, refuse_with_units
 from packing.planning.plans import plan
 from packing.reading.rows import as_numpy, id_array, length_array, read_block, read_rows, weight_array

@@ -95,7 +95,9 @@ def collate_units(
     shared = chosen.share_prompt
     if shared and (return_flash_attn_kwargs or return_seq_idx):
         name = "return_flash_attn_kwargs" if return_flash_attn_kwargs else "return_seq_idx"
-        raise SettingError(name, "False with share_prompt (a shared prompt's completions need the attention mask)", True)
+        raise SettingError(
+            name, "False with share_prompt (a shared prompt's completions need the attention mask)", True
+        )
     if all(isinstance(row, Mapping) and "seq_lengths" in row for row in rows):
         columns = _block_columns(rows)
     else:
@@ -103,7 +105,9 @@ def collate_units(
     tokens = columns["input_ids"]
     if capped and len(tokens) > chosen.max_seq_length:
         raise SettingError(
-            "rows", f"at most max_seq_length={chosen.max_seq_length} tokens in all (a PackingSampler's block)", len(tokens)
+            "rows",
+            f"at most max_seq_length={chosen.max_seq_length} tokens in all (a PackingSampler's block)",
+            len(tokens),
         )
     if not len(tokens):
         raise SettingError("rows", "at least one token", "<only empty rows>")
@@ -206,7 +210,8 @@ def _allowed(document: Any, completion: Any) -> torch.Tensor:
     causal = torch.ones(length, length, dtype=torch.bool, device=document.device).tril()
     diagonal = torch.eye(length, dtype=torch.bool, device=document.device)
     real = (document[:, :, None] >= 0) & (document[:, None, :] >= 0)
-    return ((same & own & causal & real) | diagonal)[:, None]
+    allowed: torch.Tensor = ((same & own & causal & real) | diagonal)[:, None]
+    return allowed
 
 
 def _additive(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -285,7 +290,9 @@ def completion_logps(logits: torch.Tensor, batch: Any) -> torch.Tensor:
     completion = _column(batch, "completion_ids").to(logits.device)
     prediction = _column(batch, "prediction_positions").to(logits.device)
     if logits.shape[:2] != ids.shape:
-        raise SettingError("logits", f"logits of the batch's shape {tuple(ids.shape)} (rows, tokens)", tuple(logits.shape))
+        raise SettingError(
+            "logits", f"logits of the batch's shape {tuple(ids.shape)} (rows, tokens)", tuple(logits.shape)
+        )
     numbers = torch.unique(completion[completion >= 0])
     rows, tokens = ((completion >= 0) & (prediction >= 0)).nonzero(as_tuple=True)
     scores = logits[rows, prediction[rows, tokens]].to(torch.promote_types(logits.dtype, torch.float32))

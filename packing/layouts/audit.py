@@ -467,6 +467,9 @@ def _checks(parsed: Parsed, capacity: int, capacity_given: bool, used: Int64Arra
             jumps &= ~shared  # a shared prompt's completion starts again at the prompt's end
             cells["sibling_visible"] = np.flatnonzero(sibling)
         bad.append(np.flatnonzero(jumps & known_token))
+    elif layout.unit is not None and layout.completion is not None:  # positions counted within each document
+        implied = np.arange(total) - np.maximum.accumulate(np.where(starts, np.arange(total), 0))
+        cells["sibling_visible"] = np.flatnonzero(_unit_cells(document, layout.unit, layout.completion, implied)[1])
     cells["inconsistent_boundaries"] = np.concatenate(bad) if bad else np.zeros(0, dtype=np.int64)
     unknown_blocks = np.flatnonzero(~layout.boundaries_known & (np.diff(offsets) > 0))
     cells["no_document_boundaries"] = offsets[:-1][unknown_blocks]

@@ -421,7 +421,7 @@ class Rows:
         """Every block in plan order: the batch's arrays are read as they are, not copied."""
         self.batch = batch
         self.rows = rows.astype(np.int64)
-        starts, lengths = batch.plan.boundaries  # the documents as the model sees them (wrapped: one per block)
+        starts, lengths = batch.boundaries  # the documents as the model sees them (wrapped: one per block)
         self.keeps_boundaries = STRATEGIES[batch.plan.strategy].keeps_boundaries
         self.doc_counts = np.diff(starts)[self.rows].astype(np.int64)
         pieces = ranges(starts[:-1][self.rows], self.doc_counts)

@@ -486,7 +486,7 @@ def _fixed_units(rows: Sequence[Any], recipe: Recipe) -> dict[str, torch.Tensor]
     columns, and with a shared prompt the ``(rows, 1, max_seq_length, max_seq_length)`` attention mask. O(rows ×
     max_seq_length²) for the mask, O(rows × max_seq_length) otherwise."""
     if all(_is_block(row) for row in rows):
-        raise SettingError("rows", "pairs or groups as samples (collate takes their packed blocks)", "<blocks>")
+        return _fixed_unit_blocks(rows, recipe)
     samples = read_rows(rows, **prepare(recipe).read_options)
     batch = pack_units(samples, Recipe.of(recipe, strategy="next_fit", seed=None))
     columns = {
@@ -496,6 +496,34 @@ def _fixed_units(rows: Sequence[Any], recipe: Recipe) -> dict[str, torch.Tensor]
     if batch.units is not None and batch.units.share_prompt:
         columns["attention_mask"] = attention_mask(batch)
     return columns
+
+
+def _fixed_unit_blocks(rows: Sequence[Any], recipe: Recipe) -> dict[str, torch.Tensor]:
+    """Packed blocks of units (``PackedDataset`` items) stacked in rows of ``max_seq_length``: each block's own
+    columns (its positions, which a shared prompt continues), padding after (label -100, ids -1), and the
+    attention mask when some completion shares its prompt (a document holding two completions). O(rows ×
+    max_seq_length²) with the mask."""
+    width = recipe.max_seq_length
+    columns = {name: [] for name in ("input_ids", "labels", "position_ids", *UNIT_COLUMNS)}
+    for index, row in enumerate(rows):
+        single = collate_units([row], recipe)  # one block read back, its columns checked
+        used = single["input_ids"].shape[1]
+        if used > width:
+            raise SettingError(
+                "rows", f"packed blocks of at most max_seq_length={width} tokens", f"<block {index} of {used}>"
+            )
+        for name, values in columns.items():
+            fill = {"input_ids": prepare(recipe).pad_id, "labels": IGNORE_INDEX, "position_ids": 0}.get(name, -1)
+            padded = torch.full((width,), fill, dtype=torch.int64)
+            padded[:used] = single[name][0]
+            values.append(padded)
+    batch = {name: torch.stack(values) for name, values in columns.items()}
+    document, completion = batch["document_ids"], batch["completion_ids"]
+    shared = bool(((document[:, 1:] == document[:, :-1]) & (completion[:, 1:] >= 0) & (completion[:, :-1] >= 0)
+                   & (completion[:, 1:] != completion[:, :-1])).any())  # fmt: skip
+    if shared:
+        batch["attention_mask"] = attention_mask(batch)
+    return batch
 
 
 def _fixed_blocks(rows: Sequence[Any], width: int, pad_token_id: int) -> dict[str, torch.Tensor]:

@@ -113,7 +113,7 @@ def collate_units(
         raise SettingError("rows", "at least one token", "<only empty rows>")
     predictor = columns["prediction_positions"]
     labels = np.full(len(tokens), IGNORE_INDEX, dtype=np.int64)
-    shifted = predictor == np.arange(len(tokens)) - 1
+    shifted = (predictor >= 0) & (predictor == np.arange(len(tokens)) - 1)
     labels[shifted] = tokens[shifted]
     document = columns["document_ids"]
     starts = np.flatnonzero(np.diff(document, prepend=-1) != 0)

@@ -43,8 +43,7 @@ from packing.reading.cells import cells_row
 from packing.reading.files import FORMATS, Budget, Content, File, decode, resolve
 from packing.reading.limits import ReadLimits, check_count, limits_of
 from packing.reading.rowfiles import EXPECTED, names
-from packing.reading.rows import read_rows
-from packing.reading.units import unit_row
+from packing.reading.rows import read_rows, unit_row
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.overflow import check_within
 from packing.text.prepare import prepare

@@ -8,7 +8,7 @@ row of the same form (:func:`packing.text.rows.encode_rows`: the chat template r
 generation prompt, then the whole conversation; the loss rules mark the completion's trained tokens, its end of
 turn as ``train_on_eos`` says). The unit's prompt is the tokens every completion's encoding starts with, up to its
 first trained token; the rest of each encoding is that completion (``loss="all"`` trains all of it: a unit's prompt
-is never trained). A token row is returned per unit, read by :mod:`packing.reading.units`.
+is never trained). A token row is returned per unit, read by :func:`packing.reading.rows.read_unit_rows`.
 
 >>> row = encode_units([{"prompt": "Hi", "chosen": "yo", "rejected": "no"}], "bytes")[0]
 >>> row["prompt"].tolist(), row["chosen"].tolist(), row["rejected"].tolist()

@@ -17,7 +17,7 @@ import packing
 from packing import DatasetError, NeedsTokenizer, SampleError
 from packing.core.units import Units
 from packing.errors import UnitError
-from packing.reading.units import unit_row
+from packing.reading.rows import unit_row
 from tests.helpers.units import completions_of, random_units
 
 PAIR = {"prompt": [1, 2, 3], "chosen": [4, 5], "rejected": [6]}

@@ -617,10 +617,6 @@ class UnitRow(NamedTuple):
     masks: list[Int8Array | None]
 
 
-def _present(row: Mapping[str, Any], field: str) -> bool:
-    return row.get(field) is not None
-
-
 def _completion(index: int, field: str, value: Any, mask_field: str, mask: Any) -> tuple[Any, Any]:
     """One completion's tokens (refused when empty) and its mask (None when absent). O(length)."""
     tokens = token_array(value, index, field)

@@ -504,7 +504,9 @@ def _fixed_unit_blocks(rows: Sequence[Any], recipe: Recipe) -> dict[str, torch.T
     attention mask when some completion shares its prompt (a document holding two completions). O(rows ×
     max_seq_length²) with the mask."""
     width = recipe.max_seq_length
-    columns = {name: [] for name in ("input_ids", "labels", "position_ids", *UNIT_COLUMNS)}
+    columns: dict[str, list[torch.Tensor]] = {
+        name: [] for name in ("input_ids", "labels", "position_ids", *UNIT_COLUMNS)
+    }
     for index, row in enumerate(rows):
         single = collate_units([row], recipe)  # one block read back, its columns checked
         used = single["input_ids"].shape[1]

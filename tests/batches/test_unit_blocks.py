@@ -162,3 +162,9 @@ def test_plain_batches_give_the_unit_columns_too() -> None:
     assert batch.unit_ids.tolist() == batch.sequence_ids.tolist()
     assert batch.document_ids.tolist() == [[0, 0, 0, 1, -1, -1]]
     assert (batch.completion_ids == -1).all()
+
+
+def test_roles_colour_every_token_of_a_block() -> None:
+    """What the explorer colours: the prompt, the chosen, the rejected, a group's completions, plain tokens."""
+    samples = packing.read_rows([PAIR, {"prompt": [1], "completions": [[2], [3]]}, [9, 9]], share_prompt=True)
+    assert samples.units.roles().tolist() == [0, 0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 0, 3, 3, -1, -1]

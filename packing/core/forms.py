@@ -134,11 +134,13 @@ def text_forms(row: Any) -> list[TextForm]:
     >>> text_forms({"messages": [{"role": "user", "content": "hi"}]}), text_forms({"input_ids": [1]})
     (['messages'], [])
     """
-    if not isinstance(row, Mapping) or row.get("input_ids") is not None or unit_kind(row) is not None:
-        return []  # a pair or group is read by the unit reader, its text by ``packing.text.units``
+    if not isinstance(row, Mapping) or row.get("input_ids") is not None:
+        return []
     prompt, completion = row.get("prompt"), row.get("completion")
     if _is_token_list(prompt) and _is_token_list(completion):
         return []  # a token prompt/completion pair: other text columns are extra data
+    if unit_kind(row) is not None:
+        return []  # a pair or group is read by the unit reader, its text by ``packing.text.units``
     forms: list[TextForm] = []
     if row.get("text") is not None:
         forms.append("text")
@@ -159,4 +161,8 @@ def is_text_row(row: Any) -> bool:
     >>> is_text_row({"text": "hello"}), is_text_row({"prompt": [1, 2], "completion": [3]}), is_text_row([1, 2])
     (True, False, False)
     """
+    if not isinstance(row, Mapping) or row.get("input_ids") is not None:
+        return False
+    if _is_token_list(row.get("prompt")) and _is_token_list(row.get("completion")):
+        return False  # the common token prompt/completion row, decided before any text or unit form is looked for
     return bool(text_forms(row)) or is_text_unit(row)

@@ -179,14 +179,23 @@ def _dict_form(row: Mapping[str, Any], index: int) -> Literal["input_ids", "prom
     if has_pair:
         for field in ("prompt", "completion"):
             if not _present(row, field):
+                if unit_kind(row) is not None:
+                    raise _UnitRows
                 raise SampleError(index, field, None, "a list of token ids (a prompt needs a completion)", None)
         return "prompt"
     if has_ids:
         return "input_ids"
     if _present(row, "length"):
         return "length"
+    if unit_kind(row) is not None:
+        raise _UnitRows
     keys = sorted(str(key) for key, value in row.items() if value is not None)
     raise SampleError(index, None, None, FORMS, f"<keys {', '.join(keys) or 'none'}>")
+
+
+class _UnitRows(Exception):
+    """The plain row reader met a pair or group: the rows are read again by the unit reader (:func:`read_rows`).
+    Raised only where a plain row would be refused, so plain rows pay nothing for units."""
 
 
 def _no_stray_mask(row: Mapping[str, Any], index: int, form: str) -> None:
@@ -464,9 +473,16 @@ def read_rows(
         raise SettingError("samples", f"a list of samples ({FORMS})", rows)
     share_prompt = check_flag(share_prompt, "share_prompt")
     if not isinstance(rows, (list, tuple)):
-        rows = list(rows)
-    if any(map(unit_kind, rows)):  # pairs and groups: laid out by the unit reader, with their units
+        rows = list(rows)  # read again from the start when a pair or group comes
+    try:
+        return _read_plain(rows, completion_only)
+    except _UnitRows:  # pairs and groups: laid out by the unit reader, with their units
         return read_unit_rows(rows, completion_only, share_prompt=share_prompt)
+
+
+def _read_plain(rows: Sequence[Any], completion_only: bool) -> Samples:
+    """:func:`read_rows` of rows without a tokenizer, none of them a pair or group (:class:`_UnitRows` when one
+    is). O(total tokens)."""
     lengths = token_array_lengths(rows)
     if lengths is not None and isinstance(rows, list):  # token arrays: checked all at once, in C
         tokens = np.empty(int(lengths.sum()), dtype=joined_dtype(rows))

@@ -46,6 +46,7 @@ import numpy.typing as npt
 
 from packing.batches.packed import LazyBatch, lazy_units
 from packing.batches.schema import help_text
+from packing.batches.units import unit_lengths
 from packing.comparison import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
 from packing.core.validation import check_time_limit
 from packing.errors import PackingError, one_line
@@ -544,10 +545,10 @@ def _loss_warning(stats: PackingStats) -> str | None:
         for count, verb in ((stats.sequences_truncated, "truncated"), (stats.sequences_dropped, "dropped"))
         if count
     ]
-    return (
-        f"packing: warning: {stats.tokens_lost:,} of {stats.input_tokens:,} tokens ({share}) lost: "
-        f"{', '.join(what)} (--overflow split keeps every token)"
-    )
+    keep = "--overflow split keeps every token"
+    if stats.units is not None:
+        keep = "a pair or group is never split: a longer --max-seq-length keeps every token"
+    return f"packing: warning: {stats.tokens_lost:,} of {stats.input_tokens:,} tokens ({share}) lost: {', '.join(what)} ({keep})"
 
 
 def _pack_summary(
@@ -696,9 +697,18 @@ def _run_compare(args: argparse.Namespace) -> int:
     dataset = _read_input(args)
     _warn(dataset)
     length, overflow = recipe.max_seq_length, recipe.overflow
+    lengths, contenders, planned, note = dataset.lengths, args.strategies, overflow, ""
+    if dataset.samples.units is not None:  # pairs and groups: whole units, fitted as pack fits them, never split
+        _, planning, lengths = unit_lengths(dataset.samples.units, recipe)
+        planned = planning.overflow
+        contenders = [c for c in contenders if not STRATEGIES[c.strategy].splits_sequences]
+        cut = int(dataset.lengths.sum() - lengths.sum())
+        note = f"pairs and groups: each unit whole ({cut:,} tokens cut to fit a block first); no strategy that splits"
     with Progress(show=_stderr_is_terminal()).stage("plan", "planning"):
-        rows = compare(dataset.lengths, length, overflow, args.strategies, time_limit=time_limit)
+        rows = compare(lengths, length, planned, contenders, time_limit=time_limit)
     print(f"input: {_describe_input(dataset)}; max_seq_length {length:,}, overflow {overflow}")
+    if note:
+        print(note)
     print()
     print(format_table([*COMPARE_HEADER, "time"], [_compare_cells(row) for row in rows]))
     print()

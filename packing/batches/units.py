@@ -32,7 +32,7 @@ import numpy.typing as npt
 from packing.core.arrays import offsets_of, ranges
 from packing.core.samples import IGNORE_INDEX, Samples
 from packing.core.units import KINDS, PLAIN, TokenArrays, Units
-from packing.errors import SettingError, UnitTooLong, refuse_with_units
+from packing.errors import SettingError, refuse_with_units
 from packing.planning.plans import PackingPlan
 from packing.recipe import Recipe
 from packing.strategies.registry import STRATEGIES
@@ -145,12 +145,7 @@ def fit_units(samples: Samples, recipe: Recipe) -> Fitted:
     capacity = recipe.max_seq_length
     nothing = np.zeros(len(units), dtype=bool)
     if recipe.overflow == "error":
-        lengths = units.lengths()
-        over = np.flatnonzero(lengths > capacity)
-        if len(over):
-            first = int(over[0])
-            kind = KINDS[int(units.kind[first])]
-            raise UnitTooLong(first, int(lengths[first]), capacity, "sample" if kind == "plain" else kind)
+        units.refuse_longer(capacity)
     if recipe.overflow != "truncate":
         return Fitted(samples, recipe, units, np.zeros(len(units), np.int64), nothing, 0)
     fit = units.fit_lengths(capacity)
@@ -171,6 +166,28 @@ def fit_units(samples: Samples, recipe: Recipe) -> Fitted:
         smaller,
     )
     return Fitted(cut, planning, units, cut_completions, fit.cut, int(fit.tokens_cut.sum()))
+
+
+def unit_lengths(units: Units, recipe: Recipe) -> tuple[Units, Recipe, Int64Array]:
+    """Units as a sampler plans them: laid out as ``recipe`` says, their lengths once fitted by its overflow policy
+    (``truncate`` cuts the completions, ``drop`` leaves a unit whole to be dropped, ``error`` refuses the first too
+    long), and the recipe the planner uses (``drop`` for ``truncate``: a unit that cannot fit is left out whole). The
+    options that cannot keep a unit whole are refused. O(units).
+
+    >>> from packing import Recipe, read_rows
+    >>> units = read_rows([{"prompt": [1, 2], "chosen": [3, 4, 5], "rejected": [6]}]).units
+    >>> unit_lengths(units, Recipe(6))[2].tolist(), unit_lengths(units, Recipe(6, share_prompt=True))[2].tolist()
+    ([6], [6])
+    """
+    check_unit_recipe(recipe)
+    laid = units.relaid(recipe.share_prompt)[1]
+    lengths = laid.lengths()
+    if recipe.overflow == "error":
+        laid.refuse_longer(recipe.max_seq_length)
+    if recipe.overflow != "truncate":
+        return laid, recipe, lengths
+    fitted = laid.with_completion_lengths(laid.fit_lengths(recipe.max_seq_length).completion_lengths)
+    return fitted, Recipe.of(recipe, overflow="drop"), fitted.lengths()
 
 
 # ---------------------------------------------------------------- the columns of blocks of units

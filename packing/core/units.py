@@ -38,7 +38,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from packing.errors import SettingError
+from packing.errors import SettingError, UnitTooLong
 
 Int64Array = npt.NDArray[np.int64]
 Int8Array = npt.NDArray[np.int8]
@@ -249,6 +249,22 @@ class Units:
         return role
 
     # ------------------------------------------------------------ fitting into a block
+
+    def refuse_longer(self, capacity: int) -> None:
+        """``overflow="error"``: refuse the first unit longer than ``capacity`` in its layout
+        (:class:`~packing.errors.UnitTooLong`, naming it and its kind). O(units).
+
+        >>> Units.of([3], [[2, 2]], kinds=["pair"]).refuse_longer(8)
+        Traceback (most recent call last):
+        ...
+        packing.errors.UnitTooLong: sample 0: expected a pair of at most max_seq_length=8 tokens (overflow='error'; a pair is never split), got 10 tokens
+        """
+        lengths = self.lengths()
+        over = np.flatnonzero(lengths > capacity)
+        if len(over):
+            first = int(over[0])
+            kind = KINDS[int(self.kind[first])]
+            raise UnitTooLong(first, int(lengths[first]), capacity, "sample" if kind == "plain" else kind)
 
     def fit_lengths(self, capacity: int) -> Fit:
         """Every completion's length once the units longer than ``capacity`` are cut to fit (``overflow=

@@ -469,6 +469,8 @@ def _refuse_longer(samples: Samples, content: Content, capacity: int, where: lis
     place in it (``line 4``), as a bad row is; ``samples`` are the file's from its row ``first``, ``where``
     their places when the file is read in chunks. O(samples)."""
     try:
+        if samples.units is not None:  # a pair or group, laid out as the recipe says: named with its kind
+            samples.units.refuse_longer(capacity)
         check_within(samples.lengths, capacity)
     except SampleError as error:
         index = error.sample or 0

@@ -12,11 +12,11 @@ import numpy as np
 import numpy.typing as npt
 from torch.utils.data import Dataset, Sampler
 
-from packing.batches.units import check_unit_recipe
+from packing.batches.units import unit_lengths
 from packing.core.samples import IGNORE_INDEX
 from packing.core.units import Units
 from packing.core.validation import OverflowPolicy, as_lengths
-from packing.errors import PackingError, SampleError, SettingError, UnitTooLong
+from packing.errors import PackingError, SampleError, SettingError
 from packing.planning.plans import Piece
 from packing.reading.rows import read_rows
 from packing.recipe import Recipe, RecipeOptions
@@ -31,7 +31,6 @@ from packing.torch.collate import StepDataset, StepIndices, StepLoader, _trained
 from packing.torch.resume import Progress, fingerprint, make_state, read_state
 from packing.torch.schedule import (
     CostFunction,
-    Int64Array,
     RankBalance,
     Schedule,
     _world,
@@ -296,32 +295,6 @@ def _units_of(lengths: Any) -> Units | None:
     if units is None:
         units = getattr(getattr(lengths, "samples", None), "units", None)
     return units if isinstance(units, Units) else None
-
-
-def unit_lengths(units: Units, recipe: Recipe) -> tuple[Units, Recipe, Int64Array]:
-    """Units as a sampler plans them: laid out as ``recipe`` says, their lengths once fitted by its overflow policy
-    (``truncate`` cuts the completions, ``drop`` leaves a unit whole to be dropped, ``error`` refuses the first too
-    long), and the recipe the planner uses (``drop`` for ``truncate``: a unit that cannot fit is left out whole). The
-    options that cannot keep a unit whole are refused. O(units).
-
-    >>> from packing import Recipe, read_rows
-    >>> units = read_rows([{"prompt": [1, 2], "chosen": [3, 4, 5], "rejected": [6]}]).units
-    >>> unit_lengths(units, Recipe(6))[2].tolist(), unit_lengths(units, Recipe(6, share_prompt=True))[2].tolist()
-    [[6], [6]]
-    """
-    check_unit_recipe(recipe)
-    laid = units.relaid(recipe.share_prompt)[1]
-    lengths = laid.lengths()
-    if recipe.overflow == "error":
-        over = np.flatnonzero(lengths > recipe.max_seq_length)
-        if len(over):
-            first = int(over[0])
-            kind = ("sample", "pair", "group")[int(laid.kind[first])]
-            raise UnitTooLong(first, int(lengths[first]), recipe.max_seq_length, kind)
-    if recipe.overflow != "truncate":
-        return laid, recipe, lengths
-    fitted = laid.with_completion_lengths(laid.fit_lengths(recipe.max_seq_length).completion_lengths)
-    return fitted, Recipe.of(recipe, overflow="drop"), fitted.lengths()
 
 
 class Pieces(Dataset[Any]):

@@ -126,3 +126,32 @@ def test_ray_packs_units_as_pack_does(cluster: Any, share_prompt: bool) -> None:
     for name in NAMES:
         assert [list(row[name]) for row in packed] == expected.column(name).to_pylist(), name
     assert np.isin(batch.unit_ids, -1).sum() > 0
+
+
+def test_every_overflow_policy_at_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A unit longer than a block: cut and counted (truncate), left out and counted (drop), refused with its file
+    and line (error), refused by name (split)."""
+    path = tmp_path / "long.jsonl"
+    long = {"prompt": [1] * 10, "chosen": [2] * 40, "rejected": [3] * 8}
+    path.write_text(json.dumps({"prompt": [1], "chosen": [2], "rejected": [3]}) + "\n" + json.dumps(long) + "\n")
+    argv = ["pack", str(path), "-o", str(tmp_path / "o.parquet"), "--max-seq-length", "32"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "1 truncated (2 completions cut), 0 dropped" in captured.out
+    assert "(a pair or group is never split: a longer --max-seq-length keeps every token)" in captured.err
+    assert main([*argv, "--overflow", "drop"]) == 0
+    assert "0 truncated (0 completions cut), 1 dropped" in capsys.readouterr().out
+    assert main([*argv, "--overflow", "error"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"packing: error: {path}, line 2: expected a pair of at most max_seq_length=32 tokens (overflow='error'; a "
+        "pair is never split), got 68 tokens"
+    )
+    assert main([*argv, "--overflow", "split"]) == 2
+    assert "--overflow: expected another value with preference pairs" in capsys.readouterr().err
+
+
+def test_compare_keeps_units_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", str(_jsonl(tmp_path)), "--max-seq-length", str(LENGTH), "--share-prompt"]) == 0
+    out = capsys.readouterr().out
+    assert "pairs and groups: each unit whole" in out
+    assert "\nsplit " not in out and "wrapped" not in out

@@ -35,7 +35,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.forms import FIELDS, TOKEN_FIELDS, is_text_row
+from packing.core.forms import FIELDS, TOKEN_FIELDS, is_text_row, unit_kind
 from packing.core.samples import IGNORE_INDEX, Samples
 from packing.errors import DatasetError, SampleError
 from packing.reading.arrow import Accumulator, _progress_after, _shifted, batch_parts, flat_batches, read_table
@@ -48,6 +48,7 @@ from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.overflow import check_within
 from packing.text.prepare import prepare
 from packing.text.rows import encode_rows
+from packing.text.units import encode_units
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
@@ -457,8 +458,13 @@ def _text_error(
     if not positions:
         return None
     rules = {key: reading[key] for key in ("completion_only_loss", "loss_rules") if key in reading}
+    units = [index for index in positions if unit_kind(rows[index]) is not None]
+    plain = [index for index in positions if unit_kind(rows[index]) is None]
     try:
-        encode_rows([rows[i] for i in positions], reading["tokenizer"], indices=[done + i for i in positions], **rules)
+        if units:  # text pairs and groups: tokenized as the reader tokenizes them
+            encode_units([rows[i] for i in units], reading["tokenizer"], loss_rules=reading.get("loss_rules"),
+                         indices=[done + i for i in units])  # fmt: skip
+        encode_rows([rows[i] for i in plain], reading["tokenizer"], indices=[done + i for i in plain], **rules)
     except SampleError as error:
         return DatasetError.from_sample(label, where[(error.sample or done) - done], error)
     return None

@@ -564,7 +564,7 @@ def read_text_rows(
 
         encoded = encode_units(
             [row_list[i] for i in units], tokenizer, loss_rules=LossRules.of(loss_rules, completion_only_loss),
-            indices=units,
+            indices=units, num_proc=num_proc,
         )  # fmt: skip
         for index, row in zip(units, encoded, strict=True):
             row_list[index] = row

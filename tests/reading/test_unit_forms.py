@@ -220,3 +220,11 @@ def test_units_join_and_take() -> None:
     assert joined.units.kind.tolist() == [1, 0]
     assert Units.join([a.units, a.units]).completion_offsets.tolist() == [0, 2, 4]
     assert a.units.take(np.array([0, 0])).completion_lengths.tolist() == [2, 1, 2, 1]
+
+
+def test_a_file_of_text_units_names_a_bad_token_row(tmp_path: Path) -> None:
+    path = _jsonl(tmp_path, [{"prompt": "a", "chosen": "b", "rejected": "c"}, {"input_ids": [1, -2]}])
+    with pytest.raises(DatasetError, match=r"pairs\.jsonl, line 2, 'input_ids', position 1: expected a non-negative"):
+        packing.read_dataset(path, tokenizer="bytes")
+    good = _jsonl(tmp_path, [{"prompt": "a", "chosen": "b", "rejected": "c"}, {"input_ids": [1, 2]}])
+    assert packing.read_dataset(good, tokenizer="bytes", share_prompt=True).lengths.tolist() == [5, 2]

@@ -1,7 +1,7 @@
 """Train a tiny, randomly initialised Llama on packed blocks with DistributedDataParallel, on CPU.
 
 Two processes (gloo, localhost) share one ``PackingSampler``: every step, each rank gets one packed block of
-samples, the blocks of a step having similar compute cost; ``collate`` turns a block into transformers'
+samples, the blocks of a step having similar compute cost; ``sampler.collate`` turns a block into transformers'
 padding-free batch (no ``attention_mask``; ``position_ids`` restart at every document). Nothing is downloaded:
 the data are synthetic prompt/completion pairs (arithmetic progressions a model can learn in a few steps).
 
@@ -27,7 +27,7 @@ import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
-from packing.torch import PackingSampler, collate
+from packing.torch import PackingSampler
 
 VOCAB = 64
 
@@ -69,13 +69,17 @@ def train(rank: int, world_size: int, port: int, args: argparse.Namespace) -> No
     samples = synthetic_samples(args.samples)
     lengths = [len(s["prompt"]) + len(s["completion"]) for s in samples]
     sampler = PackingSampler(lengths, args.max_seq_length, seed=0)  # num_replicas and rank from torch.distributed
-    loader: DataLoader[Any] = DataLoader(samples, batch_sampler=sampler, collate_fn=collate)  # type: ignore[arg-type]
+    loader: DataLoader[Any] = DataLoader(samples, batch_sampler=sampler, collate_fn=sampler.collate)  # type: ignore[arg-type]
 
     step = 0
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
         for batch in loader:
-            loss = model(**batch, use_cache=False).loss
+            # the step's token mean over every rank: a rank whose step is empty (fewer samples than ranks) adds 0,
+            # where the model's own mean over no target would be NaN; DDP averages gradients, hence × world_size
+            targets = (batch["labels"] != -100).sum()
+            dist.all_reduce(targets)
+            loss = model(**batch, use_cache=False, num_items_in_batch=targets).loss * world_size
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

@@ -76,7 +76,11 @@ def train(rank: int, world_size: int, port: int, args: argparse.Namespace) -> No
         sampler.set_epoch(epoch)  # kept as loaded for the epoch resumed; a new plan for the next ones
         for items in sampler:
             batch = sampler.collate([samples[i] for i in items])
-            loss = model(**batch, use_cache=False).loss
+            # the step's token mean over every rank: a rank whose step is empty (fewer samples left than ranks)
+            # adds 0, where the model's own mean over no target would be NaN; DDP averages, hence × world_size
+            targets = (batch["labels"] != -100).sum()
+            dist.all_reduce(targets)
+            loss = model(**batch, use_cache=False, num_items_in_batch=targets).loss * world_size
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

@@ -54,8 +54,8 @@ from packing.layouts.audit import LAYOUTS, AuditReport, audit, report_json
 from packing.layouts.export import EXPORT_FORMATS, export_chunks, write_jsonl, write_parquet, write_table
 from packing.layouts.outputs import exclusive
 from packing.planning.plans import plan
-from packing.reading.dataset import FORMATS, Dataset, read_dataset
-from packing.reading.files import read_whole, resolve
+from packing.reading.dataset import Dataset, read_dataset
+from packing.reading.files import FORMATS, PACKED_FORMATS, listed, read_whole, resolve
 from packing.recipe import PEER_NAMES, Door, Recipe, option_fields
 from packing.strategies.bounds import lower_bounds
 from packing.strategies.registry import STRATEGIES
@@ -182,10 +182,16 @@ def _strategy_list(text: str) -> list[Contender]:
     return contenders
 
 
-INPUT_HELP = (
-    "dataset: files (.jsonl, .json, .csv, .parquet, .arrow), a quoted glob ('data/*.parquet'), a folder of "
-    "shards or a datasets save_to_disk folder; several are read as one dataset, in sorted order"
-)
+def input_help(formats: Sequence[str] = FORMATS) -> str:
+    """The help of a command's input: files of ``formats`` (the reader's), globs, folders.
+
+    >>> input_help()[:52]
+    'dataset: files (.jsonl, .json, .csv, .parquet or .ar'
+    """
+    return (
+        f"dataset: files ({listed(formats)}), a quoted glob ('data/*.parquet'), a folder of shards or a datasets "
+        "save_to_disk folder; several are read as one dataset, in sorted order"
+    )
 
 
 def _input(args: argparse.Namespace) -> str | list[str]:
@@ -269,7 +275,7 @@ def _recipe(args: argparse.Namespace) -> Recipe:
 
 def _add_common(parser: argparse.ArgumentParser, door: Door, own: Sequence[str] = ()) -> None:
     """The input and the options a command takes: the recipe's fields it uses (``door``)."""
-    parser.add_argument("input", nargs="+", help=INPUT_HELP)
+    parser.add_argument("input", nargs="+", help=input_help())
     parser.add_argument(
         "--input-format", dest="format", choices=FORMATS, help="input file format (default: from the file extension)"
     )
@@ -767,7 +773,7 @@ def _add_audit(commands: argparse._SubParsersAction[_Parser]) -> None:
         "transformers flattening, torchtune, Megatron, segment ids), count blocks, documents, tokens and padding, "
         "and list what lets documents see or predict each other or trains padding.",
     )
-    parser.add_argument("input", nargs="+", help="packed " + INPUT_HELP + "; one row per block")
+    parser.add_argument("input", nargs="+", help="packed " + input_help(PACKED_FORMATS) + "; one row per block")
     parser.add_argument(
         "--max-seq-length", type=_positive_int, metavar="N", help="block capacity (default: the longest block)"
     )

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.validation import OverflowPolicy, check_choice, check_positive_int
+from packing.core.validation import OverflowPolicy, check_choice, check_integer
 from packing.errors import PackingError, SettingError
 from packing.planning.plans import PackingPlan, plan
 from packing.strategies.bounds import lower_bounds
@@ -41,7 +41,7 @@ class Contender:
     def __post_init__(self) -> None:
         check_choice(self.strategy, "strategy", STRATEGIES)
         if self.window is not None:
-            check_positive_int(self.window, "window")
+            check_integer(self.window, "window")
 
     @property
     def label(self) -> str:

@@ -18,6 +18,7 @@ True
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -123,6 +124,19 @@ class SampleError(PackingError, ValueError):
         head = row if row is not None else (f"sample {self.sample}" if self.sample is not None else "a sample")
         location = self.location
         return f"{head}{', ' + location if location else ''}: {self.problem}"
+
+    def after(self, rows: int) -> SampleError:
+        """The same error about a row that comes ``rows`` rows later (in a table read after others). O(1).
+
+        >>> str(SampleError(2, None, 1, "a token id", -1).after(10))
+        'sample 12, position 1: expected a token id, got -1'
+        """
+        if self.sample is None or not rows:
+            return self
+        shifted = copy.copy(self)
+        shifted.sample = self.sample + rows
+        shifted.args = (shifted.where_and_what(),)
+        return shifted
 
 
 class NeedsTokenizer(SampleError):

@@ -47,9 +47,10 @@ import numpy as np
 from packing.batches.packed import LazyBatch, PackedBatch, pack
 from packing.batches.schema import LOSS_WEIGHTS, NAMES
 from packing.batches.units import fit_units
+from packing.core.arrays import offsets_of, ranges
 from packing.core.forms import FIELDS, UNIT_FIELDS
 from packing.core.samples import Samples
-from packing.core.validation import OverflowPolicy, check_flag
+from packing.core.validation import INT32_MAX, OverflowPolicy, check_flag
 from packing.errors import SampleError, SettingError
 from packing.layouts.outputs import atomic_path
 from packing.planning.plans import PackingPlan, plan
@@ -280,7 +281,7 @@ def _block_tables(lazy: LazyBatch, carried: dict[str, pa.Array], whole: bool) ->
     """The blocks chunk by chunk as Arrow tables of the schema's columns and the carried ones (at least one table:
     the columns without rows when there is no block). ``whole``: the tables are joined into one, so a carried
     column takes 64-bit offsets when it needs them over all of them. O(slots)."""
-    large = whole and int(lazy.plan.piece_length.sum()) >= 2**31
+    large = whole and int(lazy.plan.piece_length.sum()) > INT32_MAX
     produced = False
     for chunk in lazy.chunks(tokens=_CHUNK_SLOTS):
         produced = True
@@ -344,7 +345,7 @@ def carried_columns(
     [[1, 1, 0, 1], [1, 0]]
     """
     values = _carried_values(layout, source, carry)
-    return _carried_for(layout, values, int(layout.piece_length.sum()) >= 2**31)
+    return _carried_for(layout, values, int(layout.piece_length.sum()) > INT32_MAX)
 
 
 def _carried_values(
@@ -425,13 +426,9 @@ def _list_column(source: pa.Table | Mapping[str, Any] | Any, name: str) -> pa.Ar
 def _token_sources(layout: PackingPlan) -> tuple[Any, Any]:
     """Where each block's real tokens come from, in the order its row holds them: positions into the samples'
     tokens laid end to end, and every block's start among them (``num_blocks + 1`` offsets). O(tokens placed)."""
-    sample_starts = np.concatenate(([0], np.cumsum(layout.lengths, dtype=np.int64)))
     sizes = layout.piece_length.astype(np.int64)
-    piece_at = np.cumsum(sizes) - sizes
-    starts = sample_starts[layout.piece_sequence] + layout.piece_start.astype(np.int64)
-    sources = np.arange(int(sizes.sum()), dtype=np.int64) + np.repeat(starts - piece_at, sizes)
-    row_offsets = np.concatenate(([0], np.cumsum(sizes)))[layout.block_starts]
-    return sources, row_offsets
+    starts = offsets_of(layout.lengths)[layout.piece_sequence] + layout.piece_start.astype(np.int64)
+    return ranges(starts, sizes), offsets_of(sizes)[layout.block_starts]
 
 
 def _tokenized(dataset: Any, recipe: Recipe) -> Any:

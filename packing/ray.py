@@ -39,7 +39,7 @@ import numpy.typing as npt
 
 from packing.batches.packed import materialize
 from packing.batches.units import check_unit_recipe, fit_units
-from packing.core.arrays import offsets_of, ranges
+from packing.core.arrays import offsets_of, ranges, row_of
 from packing.core.forms import FIELDS, RowKind
 from packing.core.samples import Samples
 from packing.core.units import Units
@@ -367,7 +367,7 @@ def _tag_pieces(batch: pa.Table, pieces: _Pieces, recipe: Recipe, units: bool = 
     assert samples.tokens is not None and samples.loss_mask is not None  # checked by the lengths pass
     counts = pieces.row_starts[rows + 1] - pieces.row_starts[rows]
     which = ranges(pieces.row_starts[rows], counts)
-    local = np.repeat(np.arange(len(rows), dtype=np.int64), counts)
+    local = row_of(counts)
     length = pieces.length[which].astype(np.int64)
     at = ranges(samples.offsets[local] + pieces.start[which], length)
     offsets = offsets_of(length)

@@ -33,10 +33,7 @@ import functools
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from numbers import Integral
 from typing import Any, Literal, TypedDict, get_args
-
-import numpy as np
 
 from packing.core.loss import DEFAULT_ROLES, EOS_RULES, EosRule, LossRules, check_roles, check_train_on_eos
 from packing.core.loss import LOSS_RULES as LOSS_RULES  # re-exported: packing.LOSS_RULES
@@ -48,10 +45,12 @@ from packing.core.validation import (
     OverflowPolicy,
     check_choice,
     check_flag,
+    check_integer,
     check_max_seq_length,
-    check_positive_int,
     check_time_limit,
     check_token_id,
+    integer_words,
+    is_integer,
 )
 from packing.errors import OptionNotUsed, PeerName, SettingError, refuse_with_units
 from packing.strategies.registry import DEFAULT_STRATEGY, STRATEGIES, TIE_BREAKS, StrategyName, TieBreak
@@ -151,11 +150,7 @@ def _about(
 
 def _check_seed(value: Any) -> int | None:
     """``seed`` as an ``int`` (a non-negative integer) or None."""
-    if value is None:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral) or value < 0:
-        raise SettingError("seed", "a non-negative integer", value)
-    return int(value)
+    return None if value is None else check_integer(value, "seed", least=0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -336,14 +331,14 @@ class Recipe:
         check_choice(self.loss, "loss", LOSS_RULES)
         check_choice(self.tie_break, "tie_break", TIE_BREAKS)
         if self.window is not None:
-            set_(self, "window", check_positive_int(self.window, "window"))
+            set_(self, "window", check_integer(self.window, "window"))
         if self.time_limit is not None:
             set_(self, "time_limit", check_time_limit(self.time_limit))
         if self.max_sequences_per_block is not None:
             set_(
                 self,
                 "max_sequences_per_block",
-                check_positive_int(self.max_sequences_per_block, "max_sequences_per_block"),
+                check_integer(self.max_sequences_per_block, "max_sequences_per_block"),
             )
         set_(self, "seed", _check_seed(self.seed))
         if self.pad_token_id is not None:
@@ -378,7 +373,7 @@ class Recipe:
                 "chat_template", "a Jinja chat template or the path of a file holding one", self.chat_template
             )
         if self.num_proc is not None:
-            set_(self, "num_proc", check_positive_int(self.num_proc, "num_proc"))
+            set_(self, "num_proc", check_integer(self.num_proc, "num_proc"))
 
     def _check_parallel_sizes(self) -> None:
         """Check ``context_parallel_size`` and ``tensor_parallel_size``: whole documents padded to their
@@ -386,7 +381,7 @@ class Recipe:
         strategy that keeps documents whole."""
         set_ = object.__setattr__
         for name in ("context_parallel_size", "tensor_parallel_size"):
-            set_(self, name, check_positive_int(getattr(self, name), name))
+            set_(self, name, check_integer(getattr(self, name), name))
         multiple = self.document_multiple
         if multiple == 1:
             return
@@ -476,7 +471,7 @@ class Recipe:
             raise SettingError("recipe", "a packing.Recipe", recipe)
         if recipe is None:
             if max_seq_length is None:
-                raise SettingError("max_seq_length", "an integer >= 1 (or a recipe)", None)
+                raise SettingError("max_seq_length", f"{integer_words()} (or a recipe)", None)
             return cls(max_seq_length, **options)
         changes = dict(options)
         if max_seq_length is not None:
@@ -580,7 +575,7 @@ def _stand_in_length(options: dict[str, Any]) -> int:
     options' THD padding (``context_parallel_size``, ``tensor_parallel_size``) when they are whole numbers (else
     the recipe refuses them). O(1)."""
     sizes = [options.get(name) for name in ("context_parallel_size", "tensor_parallel_size")]
-    whole = all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in sizes if v is not None)
+    whole = all(is_integer(v) and v >= 1 for v in sizes if v is not None)
     multiple = document_multiple(*(v or 1 for v in sizes)) if whole else 1
     return MAX_SEQ_LENGTH - MAX_SEQ_LENGTH % multiple
 

@@ -24,10 +24,11 @@ import numpy.typing as npt
 from packing.batches.packed import LazyBatch, block_arrays
 from packing.batches.schema import datasets_features
 from packing.batches.units import fit_units
+from packing.core.arrays import offsets_of, ranges
 from packing.core.forms import unit_kind
 from packing.core.samples import Samples, TokenArray, all_ones
 from packing.core.units import Units
-from packing.core.validation import OverflowPolicy, check_flag, check_positive_int
+from packing.core.validation import OverflowPolicy, check_flag, check_integer
 from packing.errors import SampleError, SequenceTooLong, SettingError, StateMismatch
 from packing.planning.plans import PackingPlan, plan
 from packing.reading.rows import read_rows
@@ -88,9 +89,8 @@ def _concat(parts: list[Samples]) -> Samples:
 def _subset(samples: Samples, rows: Int64Array) -> Samples:
     """The samples ``rows``, in that order. O(their tokens)."""
     lengths = samples.lengths[rows]
-    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    index = np.repeat(samples.offsets[:-1][rows] - offsets[:-1], lengths) + np.arange(offsets[-1], dtype=np.int64)
+    offsets = offsets_of(lengths)
+    index = ranges(samples.offsets[:-1][rows], lengths)
     mask = _mask(samples)
     units = None if samples.units is None else samples.units.take(rows)
     return Samples(
@@ -201,7 +201,7 @@ class PackingStream(Iterator[Block]):
         self, samples: Iterable[Any], recipe: Recipe, buffer_size: int, shuffle: bool, state: dict[str, Any] | None
     ) -> None:
         self.recipe = recipe
-        self.buffer_size = check_positive_int(buffer_size, "buffer_size")
+        self.buffer_size = check_integer(buffer_size, "buffer_size")
         check_whole_samples(recipe.strategy)
         self.shuffle = check_flag(shuffle, "shuffle")
         self._samples = samples
@@ -379,9 +379,7 @@ def _samples_state(samples: Samples, ids: Int64Array) -> dict[str, Any]:
 
 
 def _samples_of(state: dict[str, Any]) -> tuple[Samples, Int64Array]:
-    lengths = np.asarray(state["lengths"], dtype=np.int64)
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
+    offsets = offsets_of(np.asarray(state["lengths"], dtype=np.int64))
     mask = np.asarray(state["loss_mask"], dtype=np.int8)
     units = Units.of_state(state["units"]) if state.get("units") is not None else None
     samples = Samples(np.asarray(state["tokens"]), all_ones(len(mask)) if mask.all() else mask, offsets, None, units)

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple, get_args
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.validation import is_number
 from packing.errors import SettingError
 from packing.strategies.kernels import piece_mask_sums
 
@@ -104,11 +105,7 @@ def _check_total(total: float | LossTotals | None, mode: LossMode, own: float) -
     if total is None:
         return own
     value = total.of_mode(mode) if isinstance(total, LossTotals) else total
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float, np.integer, np.floating))
-        or not 0 < value < float("inf")
-    ):
+    if not is_number(value) or not 0 < value < float("inf"):
         raise SettingError("total", f"a positive finite {mode} normaliser (or a LossTotals)", value)
     if own > float(value) * (1 + 1e-9):
         raise SettingError("total", f"at least this batch's own normaliser ({own:g})", value)

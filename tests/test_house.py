@@ -91,6 +91,52 @@ def test_few_modules_directly_in_the_package_and_none_long() -> None:
     assert long == {}
 
 
+def _private_imports(path: Path) -> list[str]:
+    """``from x import _y`` of another module's private name (``_y``; dunders are not private), wherever the
+    import stands, for the library's own modules (a peer's private names are the peer's business)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] in ROOTS):
+            found += [
+                f"{path.name}:{node.lineno}: from {'.' * node.level}{node.module or ''} import {alias.name}"
+                for alias in node.names
+                if alias.name.startswith("_") and not alias.name.startswith("__")
+            ]
+        elif isinstance(node, ast.Import):
+            found += [
+                f"{path.name}:{node.lineno}: import {alias.name}"
+                for alias in node.names
+                if alias.name.split(".")[0] in ROOTS
+                and any(p.startswith("_") and not p.startswith("__") for p in alias.name.split("."))
+            ]
+    return found
+
+
+ROOTS = {"packing", "explorer"}
+"""The packages whose private names stay inside their modules."""
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    """What modules share is public in the module that owns it: no ``from packing.x import _y`` in the
+    library, the explorer or the app."""
+    sources = [*ROOT.rglob("*.py"), *(ROOT.parent / "explorer").rglob("*.py"), ROOT.parent / "app.py"]
+    found = [line for path in sources for line in _private_imports(path)]
+    assert found == []
+
+
+def test_the_private_import_finder_finds_them(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from packing.core.samples import _joined, Samples\nfrom .rows import _x\nimport packing._private\n"
+        "from transformers import _theirs\nfrom packing import __version__\n"
+    )
+    assert _private_imports(module) == [
+        "m.py:1: from packing.core.samples import _joined",
+        "m.py:2: from .rows import _x",
+        "m.py:3: import packing._private",
+    ]
+
+
 TESTS = Path(__file__).resolve().parent
 TEST_FOLDERS_BEYOND_PACKAGES = {"integrations", "peers", "explorer", "helpers"}
 """Folders of tests that are not one package's: the top-level modules' doors, the peers' own code, the app, and
@@ -109,3 +155,14 @@ def test_the_tests_mirror_the_packages() -> None:
     layers = ("test_core_", "test_views_", "test_server_", "test_ui_")
     explorer = [path.name for path in (TESTS / "explorer").glob("test_*.py")]
     assert {name for name in explorer if not name.startswith(layers)} <= {"test_doctests.py", "test_layers.py"}
+
+
+def test_no_test_module_imports_another() -> None:
+    """Tests share fixtures through ``tests/helpers`` (and conftest), never by importing another test module."""
+    found = []
+    for path in TESTS.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{path.relative_to(TESTS)}: {n}" for n in names if n.rpartition(".")[2].startswith("test_")]
+    assert found == []

@@ -18,6 +18,7 @@ from explorer.core.examples import DISTRIBUTIONS
 from explorer.core.model import MAX_PAD_TOKEN_ID, MAX_SEED, MAX_SEQUENCES
 from explorer.core.safety import quote
 from packing.core.loss import EOS_RULES
+from packing.core.validation import MAX_SEQ_LENGTH
 from packing.workloads import WORKLOADS
 
 _INTEGER = re.compile(r"[+-]?\d{1,12}")
@@ -60,7 +61,7 @@ PARAMS: dict[str, Choice | Whole | Names] = {
     "count": Whole(1, MAX_SEQUENCES),
     "distribution": Choice(tuple(DISTRIBUTIONS)),
     "seed": Whole(0, MAX_SEED),
-    "max_length": Whole(1, 2**24),
+    "max_length": Whole(1, MAX_SEQ_LENGTH),
     "workload": Choice(tuple(WORKLOADS)),
     "sample": Whole(0, 100_000_000),
     "problem": Whole(1, 999_999),

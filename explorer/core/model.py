@@ -14,12 +14,10 @@ import numpy.typing as npt
 
 import packing
 from explorer.core.formatting import plural
-from packing.core.loss import LossRules
+from packing.core.validation import INT32_MAX, MAX_SEQ_LENGTH
 
 Int64Array = npt.NDArray[np.int64]
 
-MAX_SEQ_LENGTH = 2**24
-"""The library's own limit on ``max_seq_length`` (``packing.core.validation.MAX_SEQ_LENGTH``)."""
 MAX_SEQUENCES = 1_000_000
 """Most sequences any source may expand to (pasted, uploaded, generated or sampled)."""
 MAX_TOKENS = 16_000_000
@@ -33,11 +31,9 @@ before packing: a piece costs a few arrays' entries, so this keeps one plan to s
 MAX_UPLOAD_MB = 200
 MAX_PASTE_CHARS = 2_000_000
 """Longest pasted text read (about 400,000 short token ids)."""
-MAX_PAD_TOKEN_ID = 2**31 - 1
-MAX_SEED = 2**31 - 1
-DEFAULT_RULES = LossRules()
-"""The library's default loss rules (``completion``, the assistant's turns, each trained turn's end), used for
-sources whose rules cannot matter (lengths only)."""
+MAX_PAD_TOKEN_ID = INT32_MAX
+"""The compact schema's largest token id."""
+MAX_SEED = INT32_MAX
 
 
 def grammar_count(count: int, noun: str, nouns: str | None = None) -> str:

@@ -13,6 +13,7 @@ import pandas as pd
 import packing
 from explorer.core.formatting import plural
 from explorer.core.parsing import TypedBlock
+from packing.core.arrays import offsets_of
 
 PRACTICE_STRATEGIES = ("split", "next_fit", "first_fit", "ffd", "bfd")
 MAX_PROBLEM = 999_999
@@ -51,7 +52,7 @@ def new_problem(number: int) -> Problem:
     size = int(rng.integers(4, 9))
     count = int(rng.integers(3, 7))
     lengths = rng.integers(1, size + 1, count).tolist()
-    bounds = np.cumsum([0, *lengths])
+    bounds = offsets_of(lengths)
     sequences: list[Any] = []
     for a, b in itertools.pairwise(bounds):
         ids = list(range(int(a) + 1, int(b) + 1))

@@ -17,6 +17,7 @@ import packing
 from explorer.core.safety import describe
 from packing.comparison import Contender, Row
 from packing.comparison import compare as compare_contenders
+from packing.core.arrays import offsets_of
 from packing.core.loss import LossRules
 from packing.strategies.registry import DEFAULT_TIME_LIMIT
 
@@ -42,7 +43,7 @@ class Window:
 def placeholder_samples(lengths: Int64Array) -> packing.Samples:
     """Samples of these lengths whose every token is 0 and trained: what lengths-only data is drawn with. The token
     and mask arrays are broadcast views of one value, so they take no memory whatever the data's size. O(n)."""
-    offsets = np.concatenate(([0], np.cumsum(lengths, dtype=np.int64)))
+    offsets = offsets_of(lengths)
     total = int(offsets[-1])
     return packing.Samples(
         np.broadcast_to(np.zeros(1, np.int64), (total,)), np.broadcast_to(np.ones(1, np.int8), (total,)), offsets

@@ -21,10 +21,8 @@ import packing
 from explorer.core.examples import DISTRIBUTIONS, synthetic_lengths, workload_info, workload_sample
 from explorer.core.export import DataOrigin
 from explorer.core.model import (
-    DEFAULT_RULES,
     MAX_LENGTH_TOKENS,
     MAX_PASTE_CHARS,
-    MAX_SEQ_LENGTH,
     MAX_SEQUENCES,
     MAX_TOKENS,
     MAX_UPLOAD_MB,
@@ -35,7 +33,8 @@ from explorer.core.parsing import InputError, parse_sequences
 from explorer.core.safety import describe, escape, quote
 from explorer.core.text import choose_tokenizer, example_text, parse_text_rows
 from packing.core.forms import text_forms
-from packing.core.loss import LossRules
+from packing.core.loss import DEFAULT_RULES, LossRules
+from packing.core.validation import MAX_SEQ_LENGTH
 from packing.reading.limits import ReadLimits
 from packing.workloads import WORKLOADS, load_workload
 
@@ -352,7 +351,8 @@ def default_sample(name: str) -> int:
 
 @dataclass(frozen=True)
 class Upload(Source):
-    """An uploaded JSONL, JSON, CSV or Parquet file, read by the library's file reader."""
+    """An uploaded file (one of the reader's formats: ``packing.reading.files.FORMATS``), read by the library's
+    file reader."""
 
     name: str
     digest: str

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from packing.core.arrays import row_at
 from packing.core.forms import text_forms
 from packing.core.loss import LossRules
 from packing.errors import DatasetError, SampleError
@@ -135,7 +136,7 @@ def _message_roles(tokenizer: Any, messages: Sequence[Any], ids: Sequence[int]) 
     encoded = encode_texts(tokenizer, [text], add_special_tokens=False, spans=True)
     if encoded.ids.tolist() != list(ids):
         raise ValueError("the rendered conversation tokenizes differently from the template's ids")
-    turn = np.searchsorted(np.asarray(bounds), encoded.starts, side="right") - 1
+    turn = row_at(bounds, encoded.starts)
     turn = np.clip(turn, 0, len(messages) - 1)
     return [str(messages[t]["role"]) for t in turn.tolist()], turn.tolist()
 

@@ -14,7 +14,7 @@ from typing import Any
 import packing
 from explorer.core import runs as compute
 from explorer.core.audit import load_report
-from explorer.core.model import DEFAULT_RULES, MAX_UPLOAD_MB, Dataset
+from explorer.core.model import MAX_UPLOAD_MB, Dataset
 from explorer.core.parsing import InputError
 from explorer.core.runs import Window
 from explorer.core.safety import describe, plot_text
@@ -24,7 +24,7 @@ from explorer.server import workers
 from explorer.server.memo import memoized
 from explorer.views import figures, tables
 from packing.comparison import Row
-from packing.core.loss import LossRules
+from packing.core.loss import DEFAULT_RULES, LossRules
 
 SWEEP_SECONDS = 120.0
 """Seconds the Sweep tab's searches may take in their worker (16 sizes of every strategy, the optimum's 5 s each)."""

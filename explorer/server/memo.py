@@ -84,6 +84,11 @@ class _Sized(NamedTuple):
     size: int
 
 
+class Cancelled(Exception):
+    """A computation given up rather than failed (its caller asked for another instead): not stored, and callers
+    waiting for it compute it themselves, as after the stop of its script run."""
+
+
 class _Flight(threading.Event):
     """One computation in progress, set when it ends; ``error`` is what it raised (an ``Exception``)."""
 
@@ -142,8 +147,9 @@ class MemoStore:
         """The stored value of ``key``, else ``compute()`` (once, however many callers ask at the same time).
 
         An exception is not stored: it reaches every caller waiting for this computation, except the stop of the
-        owner's script run (a ``BaseException``, like Streamlit's ``StopException``): then a waiting caller asks
-        again, and computes the value itself. A waiting caller's own stopped run stops its wait (``stop_check``).
+        owner's script run (a ``BaseException``, like Streamlit's ``StopException``) or a ``Cancelled``: then a
+        waiting caller asks again, and computes the value itself. A waiting caller's own stopped run stops its
+        wait (``stop_check``).
         """
         check: Callable[[], None] | None = None
         while True:
@@ -163,7 +169,7 @@ class MemoStore:
         except BaseException as error:
             with self._lock:
                 done = self._flights.pop(key)
-                done.error = error if isinstance(error, Exception) else None
+                done.error = error if isinstance(error, Exception) and not isinstance(error, Cancelled) else None
                 done.set()
             raise
         size = deep_size(value)

@@ -18,9 +18,14 @@ processes breaks all their calls when one is killed):
 - Lanes keep one visitor's long work from holding the workers everyone else's short work needs: ``"search"``
   (searches bounded by the page's own 5 s limit, the Compare and Sweep tabs: ``WORKERS`` processes), ``"long"``
   (a search a link asked to run longer, capped at ``compute.MAX_TIME_LIMIT``: one process) and ``"load"``
-  (reading and tokenizing an upload or pasted text rows, where a chat template runs: one process). A call waits
-  for a free worker of its lane (and that wait is stopped as above). The long and load lanes' processes run at
-  a lower priority (``LOW_PRIORITY``), the search lane's at ``PRIORITY``, both below the server's.
+  (reading and tokenizing an upload or pasted text rows, where a chat template runs: two processes, the second
+  started only when two sessions load at once). A call waits for a free worker of its lane (and that wait is
+  stopped as above), a started one rather than an empty slot. The long and load lanes' processes run at a
+  lower priority (``LOW_PRIORITY``), the search lane's at ``PRIORITY``, both below the server's.
+- In the load lane (``ONE_PER_SESSION``) a session has one call at a time: a new call of the session stops the
+  one it still has (its worker killed, the old call raising ``Superseded``), so that one visitor holds at most
+  one of the lane's two workers, whatever loads they repeat, and another visitor's load finds the other free.
+  The session is what the page says it is (``set_session``; no session outside a page: no such rule).
 - A worker that dies (killed by the system, say out of memory, or a parser's crash) takes no page with it: the
   call is tried once more in a new worker, and if that one dies too it fails with a ``WorkerDied``, never run in
   the server, whose memory every session shares. When workers are off (``PACKING_EXPLORER_WORKERS=0``) or
@@ -48,13 +53,13 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
-from explorer.server.memo import release_memory, stop_check
+from explorer.server.memo import Cancelled, release_memory, stop_check
 
 _LOG = logging.getLogger("explorer")
 R = TypeVar("R")
@@ -70,8 +75,10 @@ DEADLINE = 60.0
 PRIORITY = 5
 LOW_PRIORITY = 15
 """Niceness of the search lane's workers and of the long and load lanes' (the server runs at 0)."""
-LANES = {"search": 0, "long": 1, "load": 1}
+LANES = {"search": 0, "long": 1, "load": 2}
 """Workers per lane (0: ``WORKERS``)."""
+ONE_PER_SESSION = frozenset({"load"})
+"""Lanes where a session has one call at a time (a new one stops the old): no session holds two workers."""
 START_WAIT = 30.0
 """Most seconds a kill waits for a process that is still starting to say which it is."""
 TASKS_PER_WORKER = 200
@@ -96,6 +103,14 @@ class TimedOut(RuntimeError):
     def __init__(self, name: str, seconds: float) -> None:
         self.name, self.seconds = name, seconds
         super().__init__(f"it took longer than the {seconds:g} s the explorer gives it, and was stopped")
+
+
+class Superseded(Cancelled):
+    """A call stopped because its session made another in the same lane (``ONE_PER_SESSION``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"{name} was stopped: the page asked for another in its place")
 
 
 Progress = Callable[[int, int], None]
@@ -235,16 +250,64 @@ class _Worker:
         self.outbox.close()
 
 
+class _Idle:
+    """A lane's idle workers and empty slots (None: a slot whose worker starts at its call). ``get`` gives a started
+    worker when there is one (its process warm: no second process starts while one idles), else an empty slot;
+    ``started=False`` the other way round (``start_soon`` fills every slot)."""
+
+    def __init__(self) -> None:
+        self._items: list[_Worker | None] = []
+        self._changed = threading.Condition()
+
+    def put(self, worker: _Worker | None) -> None:
+        with self._changed:
+            self._items.append(worker)
+            self._changed.notify()
+
+    def get(self, timeout: float | None = None, started: bool = True) -> _Worker | None:
+        """The preferred idle item, waiting up to ``timeout`` seconds for one (forever when None): else
+        ``queue.Empty``. O(the lane's workers)."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: self._items, timeout):
+                raise queue.Empty
+            kinds = [item is not None for item in self._items]
+            return self._items.pop(kinds.index(started) if started in kinds else 0)
+
+    def empty(self) -> bool:
+        with self._changed:
+            return not self._items
+
+
 class _Lane:
-    """The workers of one lane: the idle ones in a queue a call takes one from, ``busy`` the process ids of
-    those running a call now."""
+    """The workers of one lane: the idle ones (``_Idle``) a call takes one from, ``busy`` the process ids of
+    those running a call now, and in a ``ONE_PER_SESSION`` lane, each session's call in flight (an event set
+    to stop it)."""
 
     def __init__(self, name: str, size: int, niceness: int) -> None:
         self.name, self.size, self.niceness = name, size, niceness
-        self.idle: queue.SimpleQueue[_Worker | None] = queue.SimpleQueue()
+        self.idle = _Idle()
         for _ in range(size):
             self.idle.put(None)  # a slot whose worker starts at its first call
         self.busy: set[int] = set()
+        self.calls: dict[Hashable, threading.Event] = {}
+
+    def enter(self, session: Hashable | None) -> threading.Event:
+        """A new call of ``session``: the event that stops it, the session's previous call (if it still runs)
+        told to stop. O(1)."""
+        stop = threading.Event()
+        if session is not None and self.name in ONE_PER_SESSION:
+            with _LOCK:
+                previous = self.calls.get(session)
+                self.calls[session] = stop
+            if previous is not None:
+                previous.set()
+        return stop
+
+    def leave(self, session: Hashable | None, stop: threading.Event) -> None:
+        """The call of ``session`` whose event is ``stop`` is over. O(1)."""
+        with _LOCK:
+            if session is not None and self.calls.get(session) is stop:
+                del self.calls[session]
 
     def stop(self) -> None:
         """Let every idle worker's process end (a busy one ends with its call; all end with the server)."""
@@ -278,9 +341,11 @@ def start_soon(delay: float = START_DELAY) -> None:
             return
         try:
             for _ in range(search.size):
-                search.idle.put(search.idle.get() or _Worker(search.niceness, warm=True))
+                search.idle.put(search.idle.get(started=False) or _Worker(search.niceness, warm=True))
         except OSError as error:
             _LOG.warning("search workers unavailable (%s)", error)
+        except RuntimeError:  # the interpreter is shutting down: no executor takes work any more
+            return
 
     timer = threading.Timer(delay, start)
     timer.daemon = True
@@ -296,15 +361,47 @@ def shutdown() -> None:
         each.stop()
 
 
+_SESSION: list[Callable[[], Hashable | None]] = [lambda: None]
+
+
+def set_session(factory: Callable[[], Hashable | None]) -> None:
+    """Use ``factory`` to name the calling thread's session (the page passes in its framework's); None: none."""
+    _SESSION[0] = factory
+
+
+def _stopping(check: Callable[[], None], stop: threading.Event, name: str) -> Callable[[], None]:
+    """``check``, and ``Superseded`` once ``stop`` is set (the session made another call in the lane)."""
+
+    def checked() -> None:
+        check()
+        if stop.is_set():
+            raise Superseded(name)
+
+    return checked
+
+
 def run(function: Callable[..., R], *args: Any, lane_name: str = "search", seconds: float = DEADLINE) -> R:
     """``function(*args)`` in a worker of lane ``lane_name`` (``function`` importable by name, arguments and
-    result picklable), stopped after ``seconds`` in it (``TimedOut``) or as soon as the calling script run stops;
-    here when workers are off. Exceptions the function raises are raised here, as they are; a worker that dies
-    twice raises ``WorkerDied``. O(the function + pickling its arguments and result)."""
+    result picklable), stopped after ``seconds`` in it (``TimedOut``), as soon as the calling script run stops,
+    or, in a ``ONE_PER_SESSION`` lane, when its session makes another call there (``Superseded``); here when
+    workers are off. Exceptions the function raises are raised here, as they are; a worker that dies twice
+    raises ``WorkerDied``. O(the function + pickling its arguments and result)."""
     where = lane(lane_name)
     if where is None:
         return function(*args)
-    check = stop_check()
+    session = _SESSION[0]() if where.name in ONE_PER_SESSION else None
+    stop = where.enter(session)
+    try:
+        return _run_in(where, stop, function, args, seconds)
+    finally:
+        where.leave(session, stop)
+
+
+def _run_in(
+    where: _Lane, stop: threading.Event, function: Callable[..., R], args: tuple[Any, ...], seconds: float
+) -> R:
+    """``run`` in lane ``where``, stopped also when ``stop`` is set."""
+    check = _stopping(stop_check(), stop, function.__name__)
     while True:  # waiting for a free worker of the lane
         try:
             worker = where.idle.get(timeout=SLICE)

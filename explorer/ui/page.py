@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -19,6 +20,7 @@ from explorer.core.parsing import InputError
 from explorer.core.safety import describe, escape
 from explorer.core.sources import Source
 from explorer.server import cache, memo, warmup, workers
+from packing.reading.files import listed
 
 _LOG = logging.getLogger("explorer")
 PAGE_MODULES = ("explorer.ui.sidebar", "explorer.ui.tabs", "plotly.graph_objects")
@@ -40,10 +42,22 @@ def _read_session_state() -> None:
     "_stop_check" in st.session_state  # noqa: B015  Streamlit raises its stop (or rerun) here once it should end
 
 
+def streamlit_session() -> str:
+    """The calling script run's session, named by a token its ``st.session_state`` keeps (public API only): the
+    load lane gives a session one call at a time (``workers.set_session``). O(1).
+
+    >>> len(streamlit_session())
+    16
+    """
+    token: str = st.session_state.setdefault("_session", secrets.token_hex(8))
+    return token
+
+
 def preload() -> None:
     """The server's warm-up (``explorer.server.lifespan``): the page's modules imported and every kernel loaded,
     before the first visit."""
     memo.set_stop_check(streamlit_stop_check)
+    workers.set_session(streamlit_session)
     for module in PAGE_MODULES:
         importlib.import_module(module)
     warmup.prepare()
@@ -52,6 +66,7 @@ def preload() -> None:
 def warm_up() -> None:
     """Warm once per process behind one progress message; later sessions pass straight through."""
     memo.set_stop_check(streamlit_stop_check)
+    workers.set_session(streamlit_session)
     if warmup.is_warm():
         return
     # every session that arrives meanwhile shows the same message and waits for the one compilation
@@ -105,7 +120,7 @@ def reading(what: str) -> Iterator[None]:
 def build_context(source: Source | None, recipe: packing.Recipe, problem: str) -> Context:
     """Load the data and plan it; every problem is put in plain words in ``Context.problem``."""
     if source is None:
-        return Context(None, recipe, problem="Upload a file in the sidebar (JSONL, JSON, CSV or Parquet) to pack it.")
+        return Context(None, recipe, problem=f"Upload a file in the sidebar ({listed()}) to pack it.")
     try:
         with reading(source.reading()):
             dataset = cache.dataset(source, recipe)

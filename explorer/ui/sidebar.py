@@ -17,7 +17,6 @@ from explorer.core.examples import DEFAULT_EXAMPLE, DISTRIBUTIONS, EXAMPLES, sug
 from explorer.core.model import (
     MAX_PAD_TOKEN_ID,
     MAX_SEED,
-    MAX_SEQ_LENGTH,
     MAX_SEQUENCES,
     MAX_UPLOAD_MB,
     seq_length_problem,
@@ -44,6 +43,8 @@ from explorer.core.text import EXAMPLE_TITLES, example_text
 from explorer.server import cache
 from explorer.ui import page
 from packing.core.loss import DEFAULT_ROLES, EOS_RULES
+from packing.core.validation import MAX_SEQ_LENGTH
+from packing.reading.files import extensions, listed
 from packing.workloads import WORKLOADS
 
 BIND: Literal["query-params"] = "query-params"
@@ -274,8 +275,8 @@ def _workload_inputs() -> Workload:
 
 def _upload_inputs() -> Upload | None:
     file = st.file_uploader(
-        "JSONL, JSON, CSV or Parquet",
-        type=["jsonl", "json", "csv", "parquet"],
+        f"A {listed()} file",
+        type=extensions(),
         help="Columns or keys: input_ids (optionally loss_mask, or labels with -100), prompt and completion, or length "
         f"(lengths only). Up to {MAX_UPLOAD_MB} MB and {MAX_SEQUENCES:,} sequences.",
     )

@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 import packing
 from explorer.core.audit import BlockGrid, block_grid, default_blocks, finding_cells
 from explorer.core.formatting import percent
+from packing.core.validation import INT32_MAX
 from packing.layouts.audit import FINDING_KINDS, AuditReport
 
 Int64Array = npt.NDArray[np.int64]
@@ -216,7 +217,7 @@ def _hover(
         label = np.full_like(sequence_ids, -100) if labels is None else labels
         columns += [token_ids, loss_mask.astype(np.int64), label]
     stacked = np.stack(columns, axis=-1)
-    small = stacked.size == 0 or (int(stacked.max()) < 2**31 and int(stacked.min()) >= -(2**31))
+    small = stacked.size == 0 or (int(stacked.max()) <= INT32_MAX and int(stacked.min()) >= -INT32_MAX - 1)
     return stacked.astype(np.int32 if small else np.int64)
 
 

@@ -14,10 +14,10 @@ import numpy.typing as npt
 
 from packing.batches.schema import CHUNK_VALUES, COLUMNS, GRID_COLUMNS, LOSS_WEIGHTS, NAMES, UNIT_GRID, arrow_schema
 from packing.batches.units import UnitGrids, check_whole_units, fit_units, unit_boundaries, unit_grids, unit_mask
-from packing.core.arrays import check_block_indexes, offsets_of, ranges
-from packing.core.samples import IGNORE_INDEX, MAX_ID, Samples, joined_dtype
+from packing.core.arrays import check_block_indexes, offsets_of, ranges, row_of
+from packing.core.samples import IGNORE_INDEX, Samples, joined_dtype
 from packing.core.units import Units
-from packing.core.validation import OverflowPolicy, check_flag, check_token_id
+from packing.core.validation import INT32_MAX, OverflowPolicy, check_flag, check_integer, check_token_id
 from packing.errors import SampleError, SettingError
 from packing.planning.plans import PackingPlan, check_pieces, plan
 from packing.reading.rows import join_token_arrays, read_rows, token_array_lengths
@@ -88,9 +88,7 @@ def blocks_per_chunk(max_seq_length: int, tokens: int | None = None) -> int:
     """
     if tokens is None:
         tokens = CHUNK_TOKENS
-    if isinstance(tokens, bool) or not isinstance(tokens, (int, np.integer)) or tokens < 1:
-        raise SettingError("chunk_tokens", "a positive integer (token slots per chunk)", tokens)
-    return max(1, int(tokens) // max_seq_length)
+    return max(1, check_integer(tokens, "chunk_tokens") // max_seq_length)
 
 
 def chunk_rows(num_blocks: int, order: npt.ArrayLike | None, size: int) -> Iterator[Int64Array | slice]:
@@ -311,7 +309,7 @@ class PackedBatch:
             return unit_mask(self._unit_grids.document[block], self.completion_ids[block])
         lengths = self.seq_lengths(block)
         document = np.full(self.max_seq_length, -1, dtype=np.int64)
-        document[: int(lengths.sum())] = np.repeat(np.arange(len(lengths)), lengths)
+        document[: int(lengths.sum())] = row_of(lengths)
         same = (document[:, None] == document[None, :]) & (document[:, None] >= 0)
         return np.tril(same)
 
@@ -343,13 +341,9 @@ class PackedBatch:
         True
         """
         self._refuse_units("loss_weights")
-        counts = np.diff(self.plan.block_starts)
-        width = self.max_seq_length
-        offsets = np.arange(self.num_blocks + 1, dtype=np.int64) * width
-        block = np.repeat(np.arange(self.num_blocks, dtype=np.int64), counts)
+        offsets = np.arange(self.num_blocks + 1, dtype=np.int64) * self.max_seq_length
+        block, local = self.plan.piece_block(), self.plan.piece_position()  # each piece's block, where in it
         lengths = self.plan.piece_length.astype(np.int64)
-        starts = offsets_of(lengths)
-        local = starts[:-1] - np.repeat(starts[self.plan.block_starts[:-1]], counts)  # each piece within its block
         _, targets = piece_mask_sums(self.loss_mask.reshape(-1), offsets, block, local, lengths)
         return document_weights(self.plan, targets, mode, self.sequence_names)
 
@@ -541,7 +535,7 @@ class LazyBatch:
             largest.append(found)
 
         in_parts(layout.num_blocks, input_ids.size, fill)
-        if check and max(largest) > MAX_ID:
+        if check and max(largest) > INT32_MAX:
             raise samples.wide_id_error()
         stats = self.stats if blocks is None else layout.stats
         if blocks is not None and _has_masked(samples.loss_mask):
@@ -590,8 +584,8 @@ def materialize(
 def _check_pad(pad_token_id: Any, int64: bool) -> int:
     """``pad_token_id`` checked as a token id that fits the ids' dtype. O(1)."""
     pad = check_token_id(pad_token_id, "pad_token_id")
-    if not int64 and pad > MAX_ID:
-        raise SettingError("pad_token_id", f"at most {MAX_ID} (the int32 schema; int64=True for larger ids)", pad)
+    if not int64 and pad > INT32_MAX:
+        raise SettingError("pad_token_id", f"at most {INT32_MAX} (the int32 schema; int64=True for larger ids)", pad)
     return pad
 
 
@@ -611,9 +605,9 @@ def _sequence_names(names: npt.ArrayLike | None, count: int) -> Int64Array | Non
         raise SettingError(
             "sequence_names", f"{count} integers, one per sample", f"<{values.dtype} of shape {values.shape}>"
         )
-    if count and (int(values.min()) < 0 or int(values.max()) > MAX_ID):
+    if count and (int(values.min()) < 0 or int(values.max()) > INT32_MAX):
         raise SettingError(
-            "sequence_names", f"sample indices in 0..{MAX_ID} (sequence_ids is int32)", int(values.max())
+            "sequence_names", f"sample indices in 0..{INT32_MAX} (sequence_ids is int32)", int(values.max())
         )
     return values.astype(np.int64, copy=False)
 
@@ -858,8 +852,7 @@ def to_arrow(
     names = (*NAMES, *_unit_names(batch), *((LOSS_WEIGHTS.name,) if loss_weights is not None else ()))
     arrays: dict[str, list[pa.Array]] = {name: [] for name in names}
     for lo, hi in _chunks(len(rows), width):
-        piece_offsets = np.zeros(hi - lo + 1, dtype=np.int64)
-        np.cumsum(counts[lo:hi], out=piece_offsets[1:])
+        piece_offsets = offsets_of(counts[lo:hi])
         if in_order:
             pieces = piece_length[block_starts[lo] : block_starts[hi]]
         else:
@@ -868,9 +861,9 @@ def to_arrow(
             fixed = np.arange(hi - lo + 1, dtype=np.int64) * width
             real = None
         else:  # the real tokens of each block come first: keep them, drop the padding after them
-            ends = np.concatenate(([0], np.cumsum(pieces, dtype=np.int64)))
+            ends = offsets_of(pieces)
             used = ends[piece_offsets[1:]] - ends[piece_offsets[:-1]]
-            fixed = np.concatenate(([0], np.cumsum(used))).astype(np.int64)
+            fixed = offsets_of(used)
             real = (np.arange(width)[None, :] < used[:, None]).reshape(-1)
         for name, grid in grids.items():
             values = grid[lo:hi].reshape(-1).astype(dtypes[name], copy=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import Any
 
 import numba
@@ -24,6 +26,33 @@ def ranges(starts: npt.ArrayLike, lengths: npt.ArrayLike) -> Int64Array:
     return result
 
 
+def compile_for(kernel: Any, *args: Any) -> None:
+    """Give a numba-compiled ``kernel`` a version for these arguments' types before it is called with them: when it
+    has none, it is compiled (or loaded from numba's cache) from the types alone, in a thread of its own. A
+    compile leaves its frames in a reference cycle until the next garbage collection, and with them every frame
+    below (the callers', with their arguments): an array over a caller's buffer (a memory-mapped file, a
+    ``bytearray``) kept so would still hold the buffer when it is closed or resized (``BufferError``). A thread's
+    frames hold nothing of the caller's. O(arguments).
+
+    >>> double = numba.njit(lambda values, i: values[i] * 2)
+    >>> view = np.frombuffer(b"abc", dtype=np.uint8)
+    >>> compile_for(double, view, 1)
+    >>> len(double.signatures), double(view, 1)
+    (1, 196)
+    """
+    types = tuple(numba.typeof(arg) for arg in args)  # type: ignore[no-untyped-call]
+    if types in kernel.signatures:
+        return
+
+    def compile_() -> None:
+        with contextlib.suppress(Exception):  # the call fails again, with its own error
+            kernel.compile(types)
+
+    compiling = threading.Thread(target=compile_, name="packing-compile", daemon=True)
+    compiling.start()
+    compiling.join()
+
+
 def check_block_indexes(blocks: npt.ArrayLike, num_blocks: int, name: str = "blocks") -> Int64Array:
     """Block indexes, checked: a flat list of integers in ``0..num_blocks - 1``. O(len(blocks)).
 
@@ -40,16 +69,39 @@ def check_block_indexes(blocks: npt.ArrayLike, num_blocks: int, name: str = "blo
     return rows.astype(np.int64)
 
 
-def offsets_of(lengths: npt.ArrayLike) -> Int64Array:
-    """CSR offsets: 0, then the running sum of ``lengths``. O(n).
+def offsets_of(lengths: npt.ArrayLike, dtype: npt.DTypeLike = np.int64) -> npt.NDArray[Any]:
+    """CSR offsets: 0, then the running sum of ``lengths`` (int64, or ``dtype``), one array written once;
+    ``offsets_of(lengths)[:-1]`` are the starts. O(n).
 
-    >>> offsets_of([2, 0, 3]).tolist()
-    [0, 2, 2, 5]
+    >>> offsets_of([2, 0, 3]).tolist(), offsets_of([2, 0, 3])[:-1].tolist()
+    ([0, 2, 2, 5], [0, 2, 2])
     """
-    count = np.asarray(lengths, dtype=np.int64)
-    offsets = np.zeros(len(count) + 1, dtype=np.int64)
+    count = np.asarray(lengths)  # summed as they are (int32 lengths are not copied to int64 first)
+    offsets = np.zeros(len(count) + 1, dtype=dtype)
     np.cumsum(count, out=offsets[1:])
     return offsets
+
+
+def row_of(lengths: npt.ArrayLike, dtype: npt.DTypeLike = np.int64) -> npt.NDArray[Any]:
+    """Which row owns each element of the rows' concatenation: row ``i`` repeated ``lengths[i]`` times (int64,
+    or ``dtype``). O(sum of lengths).
+
+    >>> row_of([2, 0, 3]).tolist()
+    [0, 0, 2, 2, 2]
+    """
+    count = np.asarray(lengths)
+    rows: npt.NDArray[Any] = np.repeat(np.arange(len(count), dtype=dtype), count)
+    return rows
+
+
+def row_at(offsets: npt.ArrayLike, positions: Any) -> Any:
+    """The row owning each of ``positions`` (an int for one) in rows of CSR ``offsets``. O(log rows) each.
+
+    >>> row_at([0, 2, 2, 5], [0, 1, 2, 4]).tolist(), row_at([0, 2, 2, 5], 2)
+    ([0, 0, 2, 2], 2)
+    """
+    found = np.searchsorted(offsets, positions, side="right") - 1
+    return int(found) if np.ndim(found) == 0 else found.astype(np.int64, copy=False)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -90,10 +90,15 @@ TEXT_FORMS: dict[str, str] = {
 
 
 def _is_token_list(value: Any) -> bool:
-    return isinstance(value, (list, tuple, np.ndarray)) and not _is_message_list(value)
+    return isinstance(value, (list, tuple, np.ndarray)) and not is_message_list(value)
 
 
-def _is_message_list(value: Any) -> bool:
+def is_message_list(value: Any) -> bool:
+    """Whether ``value`` is a chat: a non-empty list of message mappings. O(1).
+
+    >>> is_message_list([{"role": "user", "content": "hi"}]), is_message_list([1, 2])
+    (True, False)
+    """
     return isinstance(value, (list, tuple)) and len(value) > 0 and isinstance(value[0], Mapping)
 
 
@@ -125,7 +130,7 @@ def is_text_unit(row: Any) -> bool:
     parts = [row.get("prompt")]
     parts += list(row["completions"]) if kind == "group" and isinstance(row["completions"], (list, tuple)) else []
     parts += [row.get("chosen"), row.get("rejected")] if kind == "pair" else []
-    return any(isinstance(part, str) or _is_message_list(part) for part in parts)
+    return any(isinstance(part, str) or is_message_list(part) for part in parts)
 
 
 def text_forms(row: Any) -> list[TextForm]:
@@ -149,7 +154,7 @@ def text_forms(row: Any) -> list[TextForm]:
     prompt, completion = row.get("prompt"), row.get("completion")
     if isinstance(prompt, str) or isinstance(completion, str):
         forms.append("prompt_completion")
-    elif _is_message_list(prompt) or _is_message_list(completion):
+    elif is_message_list(prompt) or is_message_list(completion):
         forms.append("conversational")
     return forms
 

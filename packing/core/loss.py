@@ -5,7 +5,8 @@ One owner for the choice every entry point makes through :class:`packing.Recipe`
 
 - ``loss="completion"`` (default): every message whose role is in ``roles_to_train`` (default the
   assistant's), and the completion of a prompt/completion pair;
-- ``loss="last_turn"``: only the last such message of a chat (LLaMA-Factory's ``mask_history``);
+- ``loss="last_turn"``: only the last such message of a chat (LLaMA-Factory's ``mask_history``) that its
+  weight does not leave out (a last assistant message of weight 0 is context: the one before it is trained);
 - ``loss="all"``: every token of every text row and of both parts of a pair (a message's ``weight`` is
   ignored; a token row's own ``loss_mask`` or ``labels`` are kept);
 - a message's ``weight`` of 0 or 1 overrides the rule for that message (under ``completion`` and
@@ -33,12 +34,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from numbers import Real
 from typing import Any, Literal
 
 import numpy as np
 
-from packing.core.validation import check_flag
+from packing.core.validation import check_flag, is_number
 from packing.errors import SampleError, SettingError
 
 LossRule = Literal["completion", "last_turn", "all"]
@@ -112,7 +112,7 @@ def message_weight(message: Mapping[str, Any], sample: int, field: str, position
     weight = message.get("weight")
     if weight is None:
         return None
-    if isinstance(weight, bool) or not isinstance(weight, Real) or weight not in (0, 1):
+    if not is_number(weight) or weight not in (0, 1):
         raise SampleError(sample, field, position, "a message 'weight' of 0 or 1", weight)
     return 1 if weight == 1 else 0
 
@@ -177,22 +177,31 @@ class LossRules:
         return self.loss != "all"
 
     def trained(self, messages: Sequence[Mapping[str, Any]], sample: int = 0, field: str = "messages") -> list[bool]:
-        """For each message, whether it is trained: its role is in ``roles_to_train`` (only the last such
-        message under ``last_turn``), unless its ``weight`` (0 or 1) says otherwise; every message under
-        ``all``. A bad weight is a ``SampleError`` naming the message. O(messages).
+        """For each message, whether it is trained: its role is in ``roles_to_train`` and its ``weight`` is not
+        0, or its ``weight`` is 1; under ``last_turn``, of the former only the last (a message of weight 0 is
+        never the last turn: the one before it is, so ``last_turn`` trains a subset of what ``completion``
+        trains, its last trained message included); every message under ``all``. A bad weight is a
+        ``SampleError`` naming the message. O(messages).
 
         >>> LossRules(roles_to_train=("assistant", "tool")).trained(
         ...     [{"role": "user"}, {"role": "tool"}, {"role": "assistant", "weight": 0}])
         [False, True, False]
+        >>> LossRules("last_turn").trained([{"role": "user", "weight": 1}, {"role": "assistant"},
+        ...                                 {"role": "assistant", "weight": 0}])
+        [True, True, False]
         """
         if self.loss == "all":
             return [True] * len(messages)
-        chosen = [message.get("role") in self.roles_to_train for message in messages]
-        if self.loss == "last_turn" and any(chosen):
+        weights = [message_weight(message, sample, field, position) for position, message in enumerate(messages)]
+        chosen = [
+            message.get("role") in self.roles_to_train and weight != 0
+            for message, weight in zip(messages, weights, strict=True)
+        ]
+        if self.loss == "last_turn" and any(chosen):  # the last turn completion trains: weight 0 is never it
             last = len(chosen) - 1 - chosen[::-1].index(True)
             chosen = [index == last for index in range(len(chosen))]
-        for position, message in enumerate(messages):
-            weight = message_weight(message, sample, field, position)
-            if weight is not None:
-                chosen[position] = bool(weight)
-        return chosen
+        return [chose or weight == 1 for chose, weight in zip(chosen, weights, strict=True)]
+
+
+DEFAULT_RULES = LossRules()
+"""The default loss rules (``completion``, the assistant's turns, each trained turn's end)."""

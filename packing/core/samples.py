@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.arrays import offsets_of, row_at
+from packing.core.validation import INT32_MAX
 from packing.errors import SampleError, SettingError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -85,10 +87,9 @@ class Samples:
         if len({part.has_tokens for part in parts}) > 1:
             raise SettingError("parts", "samples all with tokens or all lengths only", "<both>")
         lengths = np.concatenate([part.lengths for part in parts])
-        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
+        offsets = offsets_of(lengths)
         if not parts[0].has_tokens:
-            return Samples(None, None, _no_overflow(offsets))
+            return Samples(None, None, no_overflow(offsets))
         tokens = np.concatenate([part.tokens for part in parts if part.tokens is not None])
         mask = np.concatenate([part.loss_mask for part in parts if part.loss_mask is not None])
         units = joined_units(parts)
@@ -106,7 +107,7 @@ class Samples:
         (True, False)
         """
         tokens = self.tokens
-        return tokens is not None and tokens.dtype.itemsize > 4 and bool(tokens.size) and int(tokens.max()) > MAX_ID
+        return tokens is not None and tokens.dtype.itemsize > 4 and bool(tokens.size) and int(tokens.max()) > INT32_MAX
 
     def refuse_wide_ids(self, int64: bool = False) -> None:
         """Raise a ``SampleError`` at the first token id above 2**31 - 1 unless ``int64`` (the compact
@@ -124,9 +125,9 @@ class Samples:
     def wide_id_error(self) -> SampleError:
         """The error for the first token id above 2**31 - 1 (input order). O(tokens)."""
         assert self.tokens is not None
-        at = int(np.flatnonzero(self.tokens > MAX_ID)[0])
-        sample = int(np.searchsorted(self.offsets, at, side="right")) - 1
-        expected = f"a token id at most {MAX_ID} (the int32 schema; int64=True for larger ids)"
+        at = int(np.flatnonzero(self.tokens > INT32_MAX)[0])
+        sample = row_at(self.offsets, at)
+        expected = f"a token id at most {INT32_MAX} (the int32 schema; int64=True for larger ids)"
         return SampleError(sample, None, at - int(self.offsets[sample]), expected, int(self.tokens[at]))
 
     def refuse_other_labels(self) -> None:
@@ -145,7 +146,7 @@ class Samples:
         other = np.flatnonzero((self.labels != self.tokens) & (self.loss_mask != 0))
         if other.size:
             at = int(other[0])
-            sample = int(np.searchsorted(self.offsets, at, side="right")) - 1
+            sample = row_at(self.offsets, at)
             expected = (
                 f"{int(self.tokens[at])} (the token: packed blocks train each token on itself; other labels go "
                 "through packing.torch.collate)"
@@ -169,14 +170,18 @@ def joined_units(parts: Sequence[Samples]) -> Units | None:
     return Units.join([part.units or Units.plain(part.lengths, shared) for part in parts])
 
 
-def _offsets(lengths: Iterable[int] | Int64Array, count: int) -> Int64Array:
-    offsets = np.zeros(count + 1, dtype=np.int64)
+def sample_offsets(lengths: Iterable[int] | Int64Array, count: int) -> Int64Array:
+    """CSR offsets of ``count`` sample lengths (an array, or any iterable of ints), refused past 2**63 - 1
+    (:func:`no_overflow`). O(count).
+
+    >>> sample_offsets(iter([2, 0, 3]), 3).tolist()
+    [0, 2, 2, 5]
+    """
     values = lengths if isinstance(lengths, np.ndarray) else np.fromiter(lengths, dtype=np.int64, count=count)
-    np.cumsum(values, out=offsets[1:])
-    return _no_overflow(offsets)
+    return no_overflow(offsets_of(values))
 
 
-def _no_overflow(offsets: Int64Array) -> Int64Array:
+def no_overflow(offsets: Int64Array) -> Int64Array:
     """``offsets`` (running sums of non-negative lengths, each below 2**63), unless their total passed 2**63 - 1:
     the first sum that did wraps to a negative number, and the row that made it is refused. O(n)."""
     if len(offsets) and int(offsets.min()) < 0:
@@ -209,12 +214,13 @@ def joined_dtype(pieces: Sequence[npt.NDArray[Any]]) -> type[np.int32] | type[np
     return dtype
 
 
-def _joined(pieces: list[npt.NDArray[np.integer[Any]]]) -> TokenArray:
+def joined(pieces: list[npt.NDArray[np.integer[Any]]]) -> TokenArray:
+    """Token arrays one after the other, as :func:`joined_dtype` (int64 for none). O(total tokens), in C.
+
+    >>> joined([np.array([1, 2], dtype=np.int32), np.array([3], dtype=np.int8)]).dtype.name
+    'int32'
+    """
     if not pieces:
         return np.zeros(0, dtype=np.int64)
-    joined: TokenArray = np.concatenate(pieces, dtype=joined_dtype(pieces), casting="unsafe")
-    return joined
-
-
-MAX_ID = 2**31 - 1
-"""The largest token id (and sample index) the compact schema holds."""
+    tokens: TokenArray = np.concatenate(pieces, dtype=joined_dtype(pieces), casting="unsafe")
+    return tokens

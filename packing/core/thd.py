@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.arrays import ranges
+from packing.core.validation import check_integer, is_integer
 from packing.errors import SettingError
 
 Int64Array = npt.NDArray[np.int64]
@@ -50,9 +52,8 @@ def shard_indices(cu_seqlens_padded: npt.ArrayLike, cp_rank: int, cp_size: int) 
     packing.errors.SettingError: cu_seqlens_padded: expected documents padded to multiples of 2 × cp_size = 4, got 6
     """
     cu = np.asarray(cu_seqlens_padded, dtype=np.int64).reshape(-1)
-    if isinstance(cp_size, bool) or not isinstance(cp_size, (int, np.integer)) or cp_size < 1:
-        raise SettingError("cp_size", "an integer >= 1", cp_size)
-    if isinstance(cp_rank, bool) or not isinstance(cp_rank, (int, np.integer)) or not 0 <= cp_rank < cp_size:
+    check_integer(cp_size, "cp_size")
+    if not is_integer(cp_rank) or not 0 <= cp_rank < cp_size:
         raise SettingError("cp_rank", f"a rank in 0..{cp_size - 1}", cp_rank)
     if len(cu) == 0 or cu[0] != 0 or np.any(np.diff(cu) < 0):
         raise SettingError("cu_seqlens_padded", "0 then rising document ends", "<another list>")
@@ -69,7 +70,4 @@ def shard_indices(cu_seqlens_padded: npt.ArrayLike, cp_rank: int, cp_size: int) 
     first = cu[:-1] + cp_rank * chunk
     second = cu[:-1] + (chunks - 1 - cp_rank) * chunk
     starts = np.stack([first, second], axis=1).reshape(-1)
-    sizes = np.repeat(chunk, 2)
-    total = int(sizes.sum())
-    offsets = np.repeat(starts - (np.cumsum(sizes) - sizes), sizes)
-    return offsets + np.arange(total, dtype=np.int64)
+    return ranges(starts, np.repeat(chunk, 2))

@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from numbers import Integral, Real
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.arrays import offsets_of, row_at
 from packing.errors import DatasetError, SettingError
 
 Int64Array = npt.NDArray[np.int64]
@@ -31,6 +32,9 @@ OVERFLOW_POLICIES: dict[str, str] = {
 
 
 INT64_MAX = int(np.iinfo(np.int64).max)
+INT64_MIN = -INT64_MAX - 1
+INT32_MAX = int(np.iinfo(np.int32).max)
+"""The largest int32 (2**31 - 1): the largest token id and sequence index of the compact schema."""
 
 
 def has_bools(values: Iterable[Any]) -> bool:
@@ -38,19 +42,60 @@ def has_bools(values: Iterable[Any]) -> bool:
     return not {bool, np.bool_}.isdisjoint(map(type, values))
 
 
-def check_positive_int(value: Any, name: str) -> int:
-    """Return ``value`` as an ``int`` if it is an integer >= 1 (bools and floats refused).
+def is_integer(value: object) -> TypeGuard[int | np.integer[Any]]:
+    """An integer, Python's or numpy's, and not a bool (numpy's neither): the one test of an integer. O(1).
 
-    >>> check_positive_int(4, "max_sequences_per_block")
+    >>> is_integer(3), is_integer(np.int8(3)), is_integer(True), is_integer(3.0)
+    (True, True, False, False)
+    """
+    return isinstance(value, Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def is_number(value: object) -> TypeGuard[float | int | np.number[Any]]:
+    """A real number, Python's or numpy's, and not a bool. O(1).
+
+    >>> is_number(0.5), is_number(np.float32(2)), is_number(np.True_), is_number("1")
+    (True, True, False, False)
+    """
+    return isinstance(value, Real) and not isinstance(value, (bool, np.bool_))
+
+
+def integer_words(least: int = 1, optional: bool = False) -> str:
+    """What an integer of at least ``least`` is called in messages (``optional``: None is taken too). O(1).
+
+    >>> integer_words(), integer_words(0), integer_words(INT64_MIN), integer_words(1, optional=True)
+    ('an integer >= 1', 'a non-negative integer', 'an integer', 'None or an integer >= 1')
+    """
+    words = "a non-negative integer" if least == 0 else "an integer" if least <= INT64_MIN else f"an integer >= {least}"
+    return f"None or {words}" if optional else words
+
+
+def check_integer(
+    value: Any, name: str, least: int = 1, most: int | None = None, optional: bool = False, context: str = ""
+) -> int:
+    """Return ``value`` as an ``int`` if it is an integer (bools and floats refused) in ``[least, most]``: the one
+    check of an integer option. Else a ``SettingError`` naming ``name`` that expects :func:`integer_words`
+    (then ``context``) or, above ``most``, ``at most {most}`` (an integer that fits in 64 bits, outside int64's
+    range). ``optional`` words it as taking None (the caller lets None by). O(1).
+
+    >>> check_integer(4, "max_sequences_per_block")
     4
-    >>> check_positive_int(4.0, "max_sequences_per_block")
+    >>> check_integer(4.0, "max_sequences_per_block")
     Traceback (most recent call last):
     ...
     packing.errors.SettingError: max_sequences_per_block: expected an integer >= 1, got 4.0 (float)
+    >>> check_integer(-1, "seed", least=0)
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: seed: expected a non-negative integer, got -1
     """
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-        raise SettingError(name, "an integer >= 1", value)
-    return int(value)
+    if not is_integer(value) or (value < least and least > INT64_MIN):
+        raise SettingError(name, integer_words(least, optional) + context, value)
+    number = int(value)
+    if number < least or (most is not None and number > most):
+        bound = "an integer that fits in 64 bits" if most is None or most >= INT64_MAX else f"at most {most:,}"
+        raise SettingError(name, bound, value)
+    return number
 
 
 MAX_SEQ_LENGTH = 2**24
@@ -71,10 +116,7 @@ def check_max_seq_length(value: Any) -> int:
     ...
     packing.errors.SettingError: max_seq_length: expected at most 16,777,216, got 1099511627776
     """
-    capacity = check_positive_int(value, "max_seq_length")
-    if capacity > MAX_SEQ_LENGTH:
-        raise SettingError("max_seq_length", f"at most {MAX_SEQ_LENGTH:,}", capacity)
-    return capacity
+    return check_integer(value, "max_seq_length", most=MAX_SEQ_LENGTH)
 
 
 def check_time_limit(value: Any) -> float:
@@ -89,18 +131,14 @@ def check_time_limit(value: Any) -> float:
     ...
     packing.errors.SettingError: time_limit: expected a finite number of seconds > 0, got nan (float)
     """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real) or not math.isfinite(value) or value <= 0:
+    if not is_number(value) or not math.isfinite(value) or value <= 0:
         raise SettingError("time_limit", "a finite number of seconds > 0", value)
     return float(value)
 
 
 def check_token_id(value: Any, name: str) -> int:
-    """Return ``value`` as an ``int`` if it is a non-negative integer (bools refused)."""
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
-        raise SettingError(name, "a non-negative integer", value)
-    if int(value) > INT64_MAX:
-        raise SettingError(name, "an integer that fits in 64 bits", value)
-    return int(value)
+    """Return ``value`` as an ``int`` if it is a non-negative integer that fits in 64 bits (bools refused). O(1)."""
+    return check_integer(value, name, least=0, most=INT64_MAX)
 
 
 def check_choice(value: Any, name: str, choices: Iterable[str]) -> str:
@@ -144,14 +182,11 @@ def as_lengths(lengths: Sequence[int] | npt.ArrayLike) -> npt.NDArray[np.int64]:
     if array.dtype.kind not in "iu" or too_big or (not isinstance(given, np.ndarray) and has_bools(given)):
         items = given.tolist() if isinstance(given, np.ndarray) else list(given)
         for index, value in enumerate(items):
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral):
-                raise SettingError(f"lengths[{index}]", "a non-negative integer", value)
-            if int(value) > INT64_MAX:
-                raise SettingError(f"lengths[{index}]", "an integer that fits in 64 bits", value)
+            check_integer(value, f"lengths[{index}]", least=0, most=INT64_MAX)
         array = np.asarray(items, dtype=np.int64)
     if array.min() < 0:
         index = int(np.flatnonzero(array < 0)[0])
-        raise SettingError(f"lengths[{index}]", "a non-negative integer", int(array[index]))
+        raise SettingError(f"lengths[{index}]", integer_words(0), int(array[index]))
     return np.array(array, dtype=np.int64, copy=True)
 
 
@@ -159,7 +194,7 @@ def flag_values(values: npt.NDArray[Any], name: str, source: str, lengths: Int64
     """Floating-point mask values as 0/1 integers; anything but 0 or 1 is refused, naming its row. O(values)."""
     bad = np.flatnonzero((values != 0) & (values != 1))
     if bad.size:
-        row = int(np.searchsorted(np.cumsum(lengths), int(bad[0]), side="right"))
+        row = row_at(offsets_of(lengths), int(bad[0]))
         raise DatasetError(source, f"row {row + 1}", f"column '{name}': expected 0 or 1, got {values[bad[0]]!r}")
     flags: Int64Array = (values != 0).astype(np.int64)
     return flags

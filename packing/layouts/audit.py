@@ -58,6 +58,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.arrays import row_of
+from packing.core.validation import INT32_MAX, check_integer
 from packing.errors import DatasetError, SettingError
 from packing.layouts import LAYOUT_TITLES, LAYOUTS, read_layout
 from packing.layouts.common import (
@@ -68,7 +70,6 @@ from packing.layouts.common import (
     Parsed,
     not_block_start,
     row_max,
-    row_of,
     starts_of,
 )
 from packing.reading import files
@@ -131,7 +132,6 @@ FINDING_FIXES = {
 """What to change, per kind of finding."""
 MAX_EXAMPLES = 5
 """Cells listed per finding."""
-_INT32_MAX = 2**31 - 1
 
 
 # ---------------------------------------------------------------- results
@@ -446,7 +446,7 @@ def _checks(parsed: Parsed, capacity: int, capacity_given: bool, used: Int64Arra
     layout = parsed.layout
     offsets, document = layout.row_offsets, layout.document
     total = len(document)
-    rows = row_of(offsets, total)
+    rows = row_of(np.diff(offsets))
     starts = starts_of(offsets, document)
     inner = not_block_start(offsets, total)
     known_token = layout.boundaries_known[rows] if total else np.zeros(0, dtype=bool)
@@ -491,7 +491,7 @@ def _checks(parsed: Parsed, capacity: int, capacity_given: bool, used: Int64Arra
     if capacity_given:
         cells["block_too_long"] = offsets[:-1][np.flatnonzero(used > capacity)]
     ids = layout.input_ids
-    cells["token_id_out_of_range"] = np.flatnonzero((ids < 0) | (ids > _INT32_MAX))
+    cells["token_id_out_of_range"] = np.flatnonzero((ids < 0) | (ids > INT32_MAX))
     findings = []
     for kind in FINDING_KINDS:
         if kind in cells:
@@ -530,17 +530,15 @@ def audit(
     >>> [(f.kind, f.count, f.examples) for f in report.findings]
     [('position_not_reset', 1, ((0, 3),))]
     """
-    if max_seq_length is not None and (
-        isinstance(max_seq_length, bool) or not isinstance(max_seq_length, (int, np.integer)) or max_seq_length < 1
-    ):
-        raise SettingError("max_seq_length", "an integer >= 1", max_seq_length)
+    if max_seq_length is not None:
+        check_integer(max_seq_length, "max_seq_length")
     parsed, name = _parse(source, format, name, limits)
     layout = parsed.layout
     if format is None:
         _refuse_unpacked(layout, name, max_seq_length)
     offsets, document = layout.row_offsets, layout.document
     total = len(document)
-    rows = row_of(offsets, total)
+    rows = row_of(np.diff(offsets))
     real_per_block = np.bincount(rows[document >= 0], minlength=layout.num_blocks).astype(np.int64)
     used = real_per_block - (parsed.used_offset if parsed.used_offset is not None else 0)
     used = np.maximum(used, 0)

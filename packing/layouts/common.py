@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from packing.batches.packed import PackedBatch
 from packing.batches.schema import COLUMNS
-from packing.core.arrays import check_block_indexes, offsets_of, ranges
+from packing.core.arrays import check_block_indexes, offsets_of, ranges, row_at, row_of
 from packing.core.samples import IGNORE_INDEX
 from packing.core.validation import INT64_MAX, flag_values
 from packing.errors import DatasetError
@@ -57,7 +57,7 @@ def restarts_nowhere(row_offsets: Int64Array, positions: Int64Array, real: BoolA
     """
     total = len(positions)
     chosen = np.ones(total, dtype=bool) if real is None else real
-    rows = np.repeat(np.arange(len(row_offsets) - 1, dtype=np.int64), np.diff(row_offsets))
+    rows = row_of(np.diff(row_offsets))
     inner = np.ones(total, dtype=bool)
     inner[row_offsets[:-1][row_offsets[:-1] < total]] = False
     restarts = np.bincount(rows[(positions == 0) & inner & chosen], minlength=len(row_offsets) - 1)
@@ -83,7 +83,7 @@ def positions_mark_nothing(row_offsets: Int64Array, positions: Int64Array, real:
 # ---------------------------------------------------------------- reading
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, kw_only=True)
 class PackedLayout:
     """A packed dataset brought to one form: flat token arrays and per-token documents.
 
@@ -92,7 +92,7 @@ class PackedLayout:
     document. ``targets[j]`` says whether the token at ``j`` is a prediction target (the loss the token at
     ``j - 1`` is trained with), after the layout's own conventions are applied; ``None`` when the data holds
     no loss information (every real token is then a target). ``position_ids`` and ``attention_mask`` are
-    the columns as stored, or ``None``.
+    the columns as stored, or ``None``. Built by keyword (each reader names what its layout stores).
     """
 
     format: str
@@ -100,10 +100,10 @@ class PackedLayout:
     input_ids: Int64Array
     document: Int64Array
     targets: BoolArray | None
-    position_ids: Int64Array | None
-    attention_mask: Int64Array | None
-    labels: Int64Array | None
     boundaries_known: BoolArray
+    position_ids: Int64Array | None = None
+    attention_mask: Int64Array | None = None
+    labels: Int64Array | None = None
     variant: str = ""
     unit: Int64Array | None = None
     """Blocks of preference pairs and completion groups (their ``unit_ids`` column): the unit of every token."""
@@ -128,14 +128,14 @@ class PackedLayout:
         """
         order = np.flatnonzero(self.document >= 0)
         counts = np.bincount(self.document[order], minlength=self.num_documents)
-        return np.split(self.input_ids[order], np.cumsum(counts)[:-1]) if len(counts) else []
+        return np.split(self.input_ids[order], offsets_of(counts)[1:-1]) if len(counts) else []
 
     def document_targets(self) -> list[BoolArray]:
         """Which tokens of every document are prediction targets (its first token never is). O(tokens)."""
         order = np.flatnonzero(self.document >= 0)
         targets = self.real_targets()[order]
         counts = np.bincount(self.document[order], minlength=self.num_documents)
-        return np.split(targets, np.cumsum(counts)[:-1]) if len(counts) else []
+        return np.split(targets, offsets_of(counts)[1:-1]) if len(counts) else []
 
     def real_targets(self) -> BoolArray:
         """``targets``, or every real token when the data has no loss information."""
@@ -182,7 +182,7 @@ class PackedLayout:
 
     def block_of(self, cells: Int64Array) -> Int64Array:
         """The block of each flat token index. O(cells · log blocks)."""
-        blocks: Int64Array = np.searchsorted(self.row_offsets, cells, side="right").astype(np.int64) - 1
+        blocks: Int64Array = row_at(self.row_offsets, cells)
         return blocks
 
 
@@ -200,9 +200,7 @@ class Column:
 
     @property
     def offsets(self) -> Int64Array:
-        offsets = np.zeros(len(self.lengths) + 1, dtype=np.int64)
-        np.cumsum(self.lengths, out=offsets[1:])
-        return offsets
+        return offsets_of(self.lengths)
 
 
 def list_column(table: pa.Table, name: str, source: str, flags: bool = False) -> Column | None:
@@ -239,7 +237,7 @@ def list_column(table: pa.Table, name: str, source: str, flags: bool = False) ->
     if values.dtype.kind == "u" and values.size and int(values.max()) > INT64_MAX:
         # 2**64 - 1 would wrap to -1 in int64 and every check after it would read another value
         position = int(np.flatnonzero(values > INT64_MAX)[0])
-        row = int(np.searchsorted(np.cumsum(lengths), position, side="right"))
+        row = row_at(offsets_of(lengths), position)
         reason = f"column '{name}': expected integers that fit in int64, got {int(values[position])}"
         raise error(source, reason, f"row {row + 1}")
     return Column(values.astype(np.int64, copy=False), lengths)
@@ -249,13 +247,6 @@ def type_name(kind: Any, limit: int = 60) -> str:
     """An Arrow type for messages, cut to ``limit`` characters (a crafted file can nest it 60 levels deep)."""
     text = str(kind)
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def row_of(offsets: Int64Array, total: int) -> Int64Array:
-    """The row of every flat index ``0..total-1``. O(total)."""
-    rows: Int64Array = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
-    assert len(rows) == total
-    return rows
 
 
 @dataclass
@@ -276,8 +267,8 @@ def from_lengths(row_offsets: Int64Array, lengths: Column, fill_exactly: bool) -
     total = int(row_offsets[-1])
     row_length = np.diff(row_offsets)
     values = np.maximum(lengths.values, 0)
-    entry_row = np.repeat(np.arange(len(lengths.lengths), dtype=np.int64), lengths.lengths)
-    running = np.concatenate(([0], np.cumsum(values)))
+    entry_row = row_of(lengths.lengths)
+    running = offsets_of(values)
     inside = running[:-1] - np.repeat(running[lengths.offsets[:-1]], lengths.lengths)
     start = row_offsets[:-1][entry_row] + inside
     end = np.minimum(start + values, row_offsets[1:][entry_row])
@@ -383,6 +374,12 @@ def values_of(column: Column | None) -> Int64Array | None:
     return None if column is None else column.values
 
 
+def targets_of(labels: Column | None) -> BoolArray | None:
+    """Hugging Face's convention: a token is a prediction target when its label is not -100 (None without
+    labels). O(tokens)."""
+    return None if labels is None else labels.values != IGNORE_INDEX
+
+
 def required(table: pa.Table, name: str, source: str) -> Column:
     column = list_column(table, name, source)
     if column is None:
@@ -457,15 +454,14 @@ class Rows:
 
     def doc_starts(self) -> Int64Array:
         """The start of every document within its block, in order."""
-        starts: Int64Array = offsets_of(self.doc_lengths)[:-1] - np.repeat(
-            offsets_of(self.doc_lengths)[offsets_of(self.doc_counts)[:-1]], self.doc_counts
-        )
+        offsets = offsets_of(self.doc_lengths)
+        starts: Int64Array = offsets[:-1] - np.repeat(offsets[offsets_of(self.doc_counts)[:-1]], self.doc_counts)
         return starts
 
     def last_of_document(self) -> BoolArray:
         """Per cell: whether it is its document's last token."""
         last = np.zeros((len(self.rows), self.width), dtype=bool)
-        row_of_doc = np.repeat(np.arange(len(self.rows), dtype=np.int64), self.doc_counts)
+        row_of_doc = row_of(self.doc_counts)
         local_end = self.doc_starts() + self.doc_lengths - 1
         last.reshape(-1)[row_of_doc * self.width + local_end] = True
         return last
@@ -498,7 +494,7 @@ def arrow_column(values: npt.NDArray[Any], lengths: Int64Array, kind: Any) -> An
     first = 0
     rows = len(lengths)
     while first < rows or not chunks:
-        last = int(np.searchsorted(offsets, offsets[first] + CHUNK_VALUES, side="right")) - 1
+        last = row_at(offsets, offsets[first] + CHUNK_VALUES)
         last = min(max(last, first + 1), rows) if rows else 0
         part = offsets[first : last + 1] - offsets[first]
         flat = values[offsets[first] : offsets[last]] if rows else values[:0]

@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from packing.core.arrays import ranges
+from packing.core.arrays import ranges, row_of
 from packing.layouts.common import (
-    IGNORE_INDEX,
     BoolArray,
     Int64Array,
     PackedLayout,
@@ -34,7 +33,7 @@ from packing.layouts.common import (
     mismatch,
     positions_mark_nothing,
     required,
-    row_of,
+    targets_of,
     values_of,
 )
 
@@ -80,7 +79,7 @@ def _cu_starts(
         raise error(source, f"column '{name}' has {len(column.lengths)} rows, expected {len(offsets) - 1}")
     total = int(offsets[-1])
     row_length = np.diff(offsets)
-    entry_row = np.repeat(np.arange(len(column.lengths), dtype=np.int64), column.lengths)
+    entry_row = row_of(column.lengths)
     value = column.values
     local_ok = (value >= 0) & (value < row_length[entry_row])
     starts = np.zeros(total, dtype=bool)
@@ -122,7 +121,7 @@ def _thd(table: pa.Table, offsets: Int64Array, source: str) -> tuple[BoolArray, 
     last = np.zeros(len(spans.values), dtype=bool)
     last[spans.offsets[1:][spans.lengths > 0] - 1] = True
     doc = entry[~last[entry]]  # one entry per document: its start
-    row = np.repeat(np.arange(rows, dtype=np.int64), spans.lengths)[doc]
+    row = row_of(spans.lengths)[doc]
     real_at = real.offsets[:-1][row] + (doc - spans.offsets[:-1][row])  # the same place in the real list
     real_len = real.values[real_at + 1] - real.values[real_at]
     span = spans.values[doc + 1] - spans.values[doc]
@@ -130,7 +129,7 @@ def _thd(table: pa.Table, offsets: Int64Array, source: str) -> tuple[BoolArray, 
     first = np.zeros(len(real.values), dtype=bool)
     first[real.offsets[:-1][real.lengths > 0]] = True
     wrong_rows = np.bincount(row[wrong], minlength=rows) > 0
-    wrong_rows |= np.bincount(np.repeat(np.arange(rows), real.lengths)[first & (real.values != 0)], minlength=rows) > 0
+    wrong_rows |= np.bincount(row_of(real.lengths)[first & (real.values != 0)], minlength=rows) > 0
     bad_rows |= wrong_rows & same
     fine = ~wrong & (span > 0)
     start = offsets[:-1][row] + spans.values[doc]
@@ -168,7 +167,7 @@ def read(table: pa.Table, source: str) -> Parsed:
         document = from_starts(offsets, positions == 0, np.zeros(total, dtype=bool))
         variant = "position ids"
     else:
-        document = row_of(offsets, total)
+        document = row_of(np.diff(offsets))
         known = False
         variant = "no position ids: no document boundaries"
     known_rows = np.full(len(tokens.lengths), known, dtype=bool)
@@ -182,15 +181,14 @@ def read(table: pa.Table, source: str) -> Parsed:
         bad.append(mismatch(offsets, document, changes))
     labels = columns["labels"]
     layout = PackedLayout(
-        "flattening",
-        offsets,
-        tokens.values,
-        document,
-        labels.values != IGNORE_INDEX if labels is not None else None,
-        positions,
-        None,
-        values_of(labels),
-        known_rows,
-        variant,
+        format="flattening",
+        row_offsets=offsets,
+        input_ids=tokens.values,
+        document=document,
+        targets=targets_of(labels),
+        position_ids=positions,
+        labels=values_of(labels),
+        boundaries_known=known_rows,
+        variant=variant,
     )
     return Parsed(layout, bad)

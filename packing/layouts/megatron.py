@@ -39,8 +39,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from packing.core.arrays import offsets_of, ranges
+from packing.core.arrays import offsets_of, ranges, row_of
 from packing.core.thd import padded_lengths
+from packing.core.validation import is_integer
 from packing.layouts.common import (
     BoolArray,
     Column,
@@ -55,7 +56,6 @@ from packing.layouts.common import (
     list_column,
     not_block_start,
     required,
-    row_of,
     starts_of,
 )
 
@@ -124,7 +124,7 @@ def _stored(rows: Rows) -> tuple[Callable[[Any, Any], Any], Int64Array, Int64Arr
     real = rows.doc_lengths
     stored = np.where(real > 0, padded_lengths(np.maximum(real - 1, 0), multiple) + 1, 0)
     place = ranges(offsets_of(stored)[:-1], real)
-    row_of_doc = np.repeat(np.arange(len(rows.doc_counts), dtype=np.int64), rows.doc_counts)
+    row_of_doc = row_of(rows.doc_counts)
     lengths = np.bincount(row_of_doc, weights=stored, minlength=len(rows.doc_counts)).astype(np.int64)
     starts = offsets_of(stored)[:-1] - offsets_of(lengths)[:-1][row_of_doc]
 
@@ -175,7 +175,7 @@ def read(table: pa.Table, source: str) -> Parsed:
     starts_column = required(table, "seq_start_id", source)
     if len(starts_column.lengths) != len(tokens.lengths):
         raise error(source, "column 'seq_start_id' has another number of rows than 'input_ids'")
-    entry_row = np.repeat(np.arange(len(tokens.lengths), dtype=np.int64), starts_column.lengths)
+    entry_row = row_of(starts_column.lengths)  # as many rows as input_ids (checked)
     value = starts_column.values
     row_length = np.diff(offsets)
     inside = (value >= 0) & (value < row_length[entry_row])
@@ -202,18 +202,15 @@ def read(table: pa.Table, source: str) -> Parsed:
         if uneven.size:
             bad.append(uneven.astype(np.int64))
         variant += f"; padded for context parallelism (pad_seq_to_mult {multiple})"
-    docs_per_block = np.bincount(row_of(offsets, total)[starts_of(offsets, document)], minlength=len(row_length))
+    docs_per_block = np.bincount(row_of(np.diff(offsets))[starts_of(offsets, document)], minlength=len(row_length))
     layout = PackedLayout(
-        "megatron",
-        offsets,
-        tokens.values,
-        document,
-        targets,
-        None,
-        None,
-        None,
-        np.ones(len(tokens.lengths), dtype=bool),
-        variant,
+        format="megatron",
+        row_offsets=offsets,
+        input_ids=tokens.values,
+        document=document,
+        targets=targets,
+        boundaries_known=np.ones(len(tokens.lengths), dtype=bool),
+        variant=variant,
     )
     return Parsed(layout, bad, used_offset=docs_per_block.astype(np.int64))
 
@@ -225,7 +222,7 @@ def _pad_seq_to_mult(table: pa.Table) -> int:
         value = json.loads(recorded)["pad_seq_to_mult"] if recorded else 1
     except (ValueError, KeyError, TypeError):
         return 1
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
+    return int(value) if is_integer(value) and value >= 1 else 1
 
 
 # ---------------------------------------------------------------- the .npy file

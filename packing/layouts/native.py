@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from packing.layouts.common import (
-    IGNORE_INDEX,
     PackedLayout,
     Parsed,
     Rows,
@@ -27,6 +26,7 @@ from packing.layouts.common import (
     list_column,
     required,
     starts_of,
+    targets_of,
     values_of,
 )
 
@@ -70,7 +70,7 @@ def read(table: pa.Table, source: str) -> Parsed:
         wrong_padding = (document < 0) != (ids < 0)
         bad.append(np.flatnonzero(inside | wrong_padding).astype(np.int64))
     labels = columns["labels"]
-    targets = labels.values != IGNORE_INDEX if labels is not None else None
+    targets = targets_of(labels)
     loss_mask = columns["loss_mask"]
     extra = None
     if loss_mask is not None:
@@ -79,14 +79,14 @@ def read(table: pa.Table, source: str) -> Parsed:
             targets = loss_mask.values != 0
             targets &= ~starts_of(offsets, document)
     layout = PackedLayout(
-        "packing",
-        offsets,
-        tokens.values,
-        document,
-        targets,
-        values_of(columns["position_ids"]),
-        values_of(columns["attention_mask"]),
-        values_of(labels),
-        np.ones(len(tokens.lengths), dtype=bool),
+        format="packing",
+        row_offsets=offsets,
+        input_ids=tokens.values,
+        document=document,
+        targets=targets,
+        position_ids=values_of(columns["position_ids"]),
+        attention_mask=values_of(columns["attention_mask"]),
+        labels=values_of(labels),
+        boundaries_known=np.ones(len(tokens.lengths), dtype=bool),
     )
     return Parsed(layout, bad, extra)

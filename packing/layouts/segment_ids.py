@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from packing.core.arrays import row_of
 from packing.layouts.common import (
-    IGNORE_INDEX,
     BoolArray,
     Int64Array,
     PackedLayout,
@@ -30,7 +30,7 @@ from packing.layouts.common import (
     required,
     row_has,
     row_max,
-    row_of,
+    targets_of,
     values_of,
 )
 
@@ -94,8 +94,8 @@ def read(table: pa.Table, source: str) -> Parsed:
     mask = required(table, "attention_mask", source).values
     positions = values_of(columns["position_ids"])
     labels = columns["labels"]
-    targets = labels.values != IGNORE_INDEX if labels is not None else None
-    rows = row_of(offsets, total)
+    targets = targets_of(labels)
+    rows = row_of(np.diff(offsets))
     numbered_rows = row_max(offsets, mask) >= 2  # a block numbering its documents; others hold 0/1 or one document
     numbered = numbered_rows[rows]
     padding = mask == 0
@@ -120,16 +120,16 @@ def read(table: pa.Table, source: str) -> Parsed:
     document = from_starts(offsets, opens, padding)
     reused = _reused(offsets, mask, document, numbered)
     layout = PackedLayout(
-        "segment_ids",
-        offsets,
-        tokens.values,
-        document,
-        targets,
-        positions,
-        mask,
-        values_of(labels),
-        known,
-        variant,
+        format="segment_ids",
+        row_offsets=offsets,
+        input_ids=tokens.values,
+        document=document,
+        targets=targets,
+        position_ids=positions,
+        attention_mask=mask,
+        labels=values_of(labels),
+        boundaries_known=known,
+        variant=variant,
     )
     return Parsed(layout, bad, reused_segments=reused)
 
@@ -161,7 +161,7 @@ def _trailing_padding(offsets: Int64Array, positions: Int64Array, targets: BoolA
     padding = np.zeros(total, dtype=bool)
     if not total:
         return padding
-    rows = row_of(offsets, total)
+    rows = row_of(np.diff(offsets))
     index = np.arange(total, dtype=np.int64)
     marked = np.where(positions > 0, index, -1)
     nonempty = np.flatnonzero(np.diff(offsets) > 0)

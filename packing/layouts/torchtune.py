@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.arrays import offsets_of, ranges
+from packing.core.arrays import offsets_of, ranges, row_of
 from packing.layouts.common import (
     IGNORE_INDEX,
     PackedLayout,
@@ -32,6 +32,7 @@ from packing.layouts.common import (
     list_column,
     renumber,
     required,
+    targets_of,
     values_of,
 )
 
@@ -114,7 +115,7 @@ def read(table: pa.Table, source: str) -> Parsed:
     if positions is not None and len(document):
         # the padding is the last entry of seq_lens: a block's last run (not its first) not restarting at 0
         values = np.maximum(lengths.values, 0)
-        entry_row = np.repeat(np.arange(len(lengths.lengths), dtype=np.int64), lengths.lengths)
+        entry_row = row_of(lengths.lengths)
         sums = np.bincount(entry_row, weights=values, minlength=len(lengths.lengths)).astype(np.int64)
         rows = np.flatnonzero((lengths.lengths >= 2) & (sums == np.diff(offsets)))
         last = values[lengths.offsets[1:][rows] - 1]
@@ -126,7 +127,7 @@ def read(table: pa.Table, source: str) -> Parsed:
             # torchtune's padding always has labels -100: a trained last run is a document whose positions
             # were not reset (a finding), not padding
             cells = ranges(pad_starts, last)
-            run = np.repeat(np.arange(len(pad_starts), dtype=np.int64), last)
+            run = row_of(last)
             trained = np.bincount(run[labels_column.values[cells] != IGNORE_INDEX], minlength=len(pad_starts))
             padded &= trained == 0
         if padded.any():
@@ -135,14 +136,13 @@ def read(table: pa.Table, source: str) -> Parsed:
             document = renumber(document)
     labels = columns["labels"]
     layout = PackedLayout(
-        "torchtune",
-        offsets,
-        tokens.values,
-        document,
-        labels.values != IGNORE_INDEX if labels is not None else None,
-        positions,
-        None,
-        values_of(labels),
-        np.ones(len(tokens.lengths), dtype=bool),
+        format="torchtune",
+        row_offsets=offsets,
+        input_ids=tokens.values,
+        document=document,
+        targets=targets_of(labels),
+        position_ids=positions,
+        labels=values_of(labels),
+        boundaries_known=np.ones(len(tokens.lengths), dtype=bool),
     )
     return Parsed(layout, list(build.bad_cells))

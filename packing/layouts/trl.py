@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from packing.core.arrays import row_of
 from packing.errors import DatasetError
 from packing.layouts.common import (
     IGNORE_INDEX,
@@ -34,7 +35,6 @@ from packing.layouts.common import (
     not_block_start,
     positions_mark_nothing,
     required,
-    row_of,
     starts_of,
     values_of,
 )
@@ -106,7 +106,7 @@ def read(table: pa.Table, source: str) -> Parsed:
         bad.extend(build.bad_cells)
         variant = "seq_lengths"
     else:
-        document = row_of(offsets, int(offsets[-1]))
+        document = row_of(np.diff(offsets))
         variant = "wrapped: no document boundaries"
         mask = list_column(table, "attention_mask", source) if is_collated(table) else None
         if mask is not None:  # a padded collator's batch: the mask's zeros are its padding
@@ -126,15 +126,15 @@ def read(table: pa.Table, source: str) -> Parsed:
         targets &= not_block_start(offsets, len(document))
     has_loss = any(columns[name] is not None for name in ("labels", "completion_mask", "assistant_masks"))
     layout = PackedLayout(
-        "trl",
-        offsets,
-        tokens.values,
-        document,
-        targets if has_loss or known else None,
-        values_of(columns["position_ids"]),
-        None,  # TRL's collators build their own attention mask; a carried column is never used
-        values_of(columns["labels"]),
-        np.full(len(tokens.lengths), known, dtype=bool),
-        variant,
+        format="trl",
+        row_offsets=offsets,
+        input_ids=tokens.values,
+        document=document,
+        targets=targets if has_loss or known else None,
+        position_ids=values_of(columns["position_ids"]),
+        # no attention_mask: TRL's collators build their own; a carried column is never used
+        labels=values_of(columns["labels"]),
+        boundaries_known=np.full(len(tokens.lengths), known, dtype=bool),
+        variant=variant,
     )
     return Parsed(layout, bad)

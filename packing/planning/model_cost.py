@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.validation import check_integer
 from packing.errors import SettingError
 
 FloatArray = npt.NDArray[np.float64]
@@ -155,10 +156,7 @@ def _as_mapping(config: Any) -> Mapping[str, Any]:
 
 
 def _required(values: Mapping[str, Any], name: str) -> int:
-    value = values.get(name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SettingError(name, "an integer >= 1 in the model config", value)
-    return value
+    return check_integer(values.get(name), name, context=" in the model config")
 
 
 def _layer_kinds(values: Mapping[str, Any], count: int, attention: str | None) -> list[str]:

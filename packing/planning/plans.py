@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.arrays import check_block_indexes, offsets_of, ranges
+from packing.core.arrays import check_block_indexes, offsets_of, ranges, row_of
 from packing.core.thd import document_multiple, padded_lengths
-from packing.core.validation import OverflowPolicy, as_lengths, check_max_seq_length
+from packing.core.validation import INT32_MAX, OverflowPolicy, as_lengths, check_integer, check_max_seq_length
 from packing.errors import SettingError
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.kernels import IntArray, split_pieces
@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 Int64Array = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
-MAX_SEQUENCES = 2**31 - 1
+MAX_SEQUENCES = INT32_MAX
 """Pieces store sequence indices, offsets and lengths as int32 (half the memory of int64), which bounds
 the number of sequences and documents in one plan and the length of a sequence that is split."""
 
@@ -131,14 +131,9 @@ class PackingPlan:
         >>> plan([3, 2, 4], 4, "split").in_order(), plan([3, 2, 4], 4, "ffd").in_order()
         (True, False)
         """
-        length = self.piece_length.astype(np.int64)
-        if int(length.sum()) != int(self.lengths.sum()):
+        if int(self.piece_length.sum(dtype=np.int64)) != int(self.lengths.sum()):
             return False
-        ends = np.cumsum(length)
-        block_first = (ends - length)[self.block_starts[:-1]]  # tokens in the blocks before each block
-        per_block = np.diff(self.block_starts)
-        within = ends - length - np.repeat(block_first, per_block)
-        target = np.repeat(np.arange(self.num_blocks, dtype=np.int64) * self.max_seq_length, per_block) + within
+        target = self.piece_block() * self.max_seq_length + self.piece_position()
         source = offsets_of(self.lengths)[self.piece_sequence] + self.piece_start
         return bool(np.array_equal(source, target))
 
@@ -204,9 +199,8 @@ class PackingPlan:
         >>> sorted(b[0].sequence for b in p.shuffle(7).blocks()) == sorted(b[0].sequence for b in p.blocks())
         True
         """
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise SettingError("seed", "a non-negative integer", seed)
-        return self.permute(np.random.default_rng(int(seed)).permutation(self.num_blocks))
+        seed = check_integer(seed, "seed", least=0)
+        return self.permute(np.random.default_rng(seed).permutation(self.num_blocks))
 
     def block(self, index: int) -> list[Piece]:
         """The pieces of block ``index``, in order. O(pieces in the block)."""
@@ -237,8 +231,7 @@ class PackingPlan:
         used = np.zeros(self.num_blocks, dtype=np.int64)
         np.add.at(used, self.piece_block(), self.piece_length)
         kept = used > 0
-        starts = np.concatenate(([0], np.cumsum(kept))).astype(np.int64)
-        return starts, used[kept].astype(np.int32)
+        return offsets_of(kept), used[kept].astype(np.int32)
 
     def seq_lengths(self, index: int) -> Int64Array:
         """Lengths of the documents in block ``index``, in order (:attr:`boundaries`)."""
@@ -249,18 +242,17 @@ class PackingPlan:
 
     def cu_seqlens(self, index: int) -> Int64Array:
         """0, then the cumulative document lengths of block ``index`` (flash-attention's form)."""
-        return np.concatenate(([0], np.cumsum(self.seq_lengths(index)))).astype(np.int64)
+        return offsets_of(self.seq_lengths(index))
 
     def piece_block(self) -> Int64Array:
         """The block of every piece. O(pieces)."""
-        return np.repeat(np.arange(self.num_blocks, dtype=np.int64), np.diff(self.block_starts))
+        return row_of(np.diff(self.block_starts))
 
     def piece_position(self) -> Int64Array:
         """The position inside its block where every piece starts. O(pieces)."""
-        ends = np.cumsum(self.piece_length)
-        block_first = np.repeat(self.block_starts[:-1], np.diff(self.block_starts))
-        before_block = np.where(block_first > 0, ends[block_first - 1], 0)
-        return ends - self.piece_length - before_block
+        offsets = offsets_of(self.piece_length)  # the pieces laid end to end
+        position: Int64Array = offsets[:-1] - np.repeat(offsets[self.block_starts[:-1]], np.diff(self.block_starts))
+        return position
 
     def _bounds(self, index: int) -> tuple[int, int]:
         if not -self.num_blocks <= index < self.num_blocks:
@@ -363,7 +355,7 @@ def _windowed_layout(
     if not parts:
         return np.zeros(1, dtype=np.int64), *(np.zeros(0, dtype=np.int32) for _ in range(3))  # type: ignore[return-value]
     piece_counts = [len(part[1]) for part in parts]
-    shift = np.repeat(np.cumsum([0, *piece_counts[:-1]]), [len(part[0]) - 1 for part in parts])
+    shift = np.repeat(offsets_of(piece_counts)[:-1], [len(part[0]) - 1 for part in parts])
     block_starts = np.concatenate([[0], np.concatenate([part[0][1:] for part in parts]) + shift])
     sequence, start, length = (
         np.concatenate([np.asarray(part[i], dtype=np.int64) for part in parts]) for i in (1, 2, 3)

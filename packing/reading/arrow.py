@@ -4,7 +4,6 @@ Internal: the public names are in ``packing``.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -12,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.arrays import copy_runs
+from packing.core.arrays import copy_runs, offsets_of, row_of
 from packing.core.loss import LossRules
-from packing.core.validation import INT64_MAX, check_flag
+from packing.core.validation import INT32_MAX, INT64_MAX, check_flag
 from packing.errors import SampleError, SettingError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -26,8 +25,8 @@ from packing.core.samples import (
     Int64Array,
     Samples,
     TokenArray,
-    _no_overflow,
     all_ones,
+    no_overflow,
     token_dtype,
 )
 from packing.reading.rowfiles import repeated
@@ -94,7 +93,7 @@ def _rows_flagged(column: _ListColumn, flagged: npt.NDArray[np.bool_]) -> npt.ND
     rows = np.zeros(len(column.lengths), dtype=bool)
     if flagged.any():
         lengths = np.where(column.null, 0, column.lengths)
-        rows[np.repeat(np.arange(len(lengths)), lengths)[flagged]] = True
+        rows[row_of(lengths)[flagged]] = True
     return rows
 
 
@@ -192,8 +191,7 @@ def read_table(
     zero = np.zeros(rows, dtype=np.int64)
     p_len = np.where(pair, columns["prompt"].lengths, 0) if "prompt" in columns else zero
     c_len = np.where(pair, columns["completion"].lengths, 0) if "completion" in columns else zero
-    offsets = np.zeros(rows + 1, dtype=np.int64)
-    np.cumsum(id_len + p_len + c_len, out=offsets[1:])
+    offsets = offsets_of(id_len + p_len + c_len)
     starts = offsets[:-1]
     given_ids = [columns[name].values for name in TOKEN_FIELDS if name in columns]
     dtype = token_dtype(values.dtype for values in given_ids if values.size)  # a column of no values: no type
@@ -319,7 +317,7 @@ class _Flat:
 
 def _narrowed(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """int64 ``values`` as int32 when every one fits (ids, labels of -100 too), else as they are. O(values)."""
-    if values.dtype != np.int64 or (values.size and (values.min() < -(2**31) or values.max() > 2**31 - 1)):
+    if values.dtype != np.int64 or (values.size and (values.min() < -INT32_MAX - 1 or values.max() > INT32_MAX)):
         return values
     return values.astype(np.int32)
 
@@ -410,7 +408,7 @@ class Accumulator:
                 labels = labels.astype(np.result_type(labels, tokens), copy=False)
             return Samples(tokens, part.loss_mask, part.offsets, labels)
         if not self.has_tokens:
-            return Samples(None, None, _no_overflow(np.concatenate(self._offsets)))
+            return Samples(None, None, no_overflow(np.concatenate(self._offsets)))
         if self._ids.array is None:
             return _no_samples()
         total = self.tokens
@@ -426,11 +424,11 @@ def batch_parts(
     (``rows``: how many, when known). O(tokens + rows) over all tables; memory: one table's."""
     done = 0
     for table in tables:
-        shown = None if progress is None else _progress_after(progress, done, rows)
+        shown = None if progress is None else progress_after(progress, done, rows)
         try:
             part = read_table(table, progress=shown, **reading)
         except SampleError as error:
-            raise _shifted(error, done) from None
+            raise error.after(done) from None
         done += len(part)
         yield part
 
@@ -439,19 +437,9 @@ def _no_samples() -> Samples:
     return Samples(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8), np.zeros(1, dtype=np.int64))
 
 
-def _progress_after(progress: Callable[[int, int], None], done: int, rows: int) -> Callable[[int, int], None]:
+def progress_after(progress: Callable[[int, int], None], done: int, rows: int) -> Callable[[int, int], None]:
     """``progress`` for a table after ``done`` rows of ``rows`` (at least what is known so far)."""
     return lambda count, total: progress(done + count, max(rows, done + total))
-
-
-def _shifted(error: SampleError, rows: int) -> SampleError:
-    """``error`` about a row of a table that comes after ``rows`` rows: about that row over all tables."""
-    if error.sample is None or not rows:
-        return error
-    shifted = copy.copy(error)
-    shifted.sample = error.sample + rows
-    shifted.args = (shifted.where_and_what(),)
-    return shifted
 
 
 def _lengths_table(table: pa.Table, completion_only_loss: bool) -> Samples:
@@ -467,9 +455,7 @@ def _lengths_table(table: pa.Table, completion_only_loss: bool) -> Samples:
         return read_rows(table.select(["length"]).to_pylist(), completion_only_loss=completion_only_loss)
     if bad.size:
         raise _row_error(table, int(bad[0]), completion_only_loss)
-    offsets = np.zeros(len(values) + 1, dtype=np.int64)
-    np.cumsum(values, out=offsets[1:])
-    return Samples(None, None, _no_overflow(offsets))
+    return Samples(None, None, no_overflow(offsets_of(values)))
 
 
 def chat_sample(

@@ -35,12 +35,15 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.arrays import offsets_of
 from packing.core.forms import FIELDS, TOKEN_FIELDS, is_text_row, unit_kind
 from packing.core.samples import IGNORE_INDEX, Samples
+from packing.core.validation import is_integer
 from packing.errors import DatasetError, SampleError
-from packing.reading.arrow import Accumulator, _progress_after, _shifted, batch_parts, flat_batches, read_table
+from packing.reading.arrow import Accumulator, batch_parts, flat_batches, progress_after, read_table
 from packing.reading.cells import cells_row
-from packing.reading.files import FORMATS, Budget, Content, File, decode, resolve
+from packing.reading.content import Content, File
+from packing.reading.files import FORMATS, Budget, decode, resolve
 from packing.reading.limits import ReadLimits, check_count, limits_of
 from packing.reading.rowfiles import EXPECTED, names
 from packing.reading.rows import read_rows, unit_row
@@ -123,7 +126,7 @@ class Dataset:
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         """Sample ``index`` (negative from the end): its tokens and loss mask (views), or its length. O(1)."""
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+        if not is_integer(index):
             raise TypeError(f"dataset indices are integers, not {type(index).__name__}")
         count = len(self)
         position = int(index) + count if index < 0 else int(index)
@@ -285,9 +288,7 @@ def _parts(
     its place. At least one part, else a DatasetError."""
     label = content.file.label
     if content.lengths is not None:
-        offsets = np.zeros(len(content.lengths) + 1, dtype=np.int64)
-        np.cumsum(content.lengths, out=offsets[1:])
-        yield Samples(None, None, offsets), False, None
+        yield Samples(None, None, offsets_of(content.lengths)), False, None
         return
     if content.chunks is not None:
         yield from _row_parts(content, reading, progress, keys)
@@ -369,19 +370,19 @@ def _chunk_samples(
     """The samples of a chunk of rows that comes after ``done`` rows of the file, of the kind ``kind`` (tokens
     or lengths; None: the first chunk decides); a bad row (or one of the other kind) is named over the file.
     O(the chunk's tokens)."""
-    shown = None if progress is None else _progress_after(progress, done, total)
+    shown = None if progress is None else progress_after(progress, done, total)
     try:
         part = read_rows(rows, progress=shown, **reading)
         if kind is None or part.has_tokens == kind:
             return part
     except SampleError as error:
         if kind is None:
-            raise _shifted(error, done) from None
+            raise error.after(done) from None
     # read again after a row of the file's kind, as row by row over the file: that decides the first bad row
     try:
         read_rows([[] if kind else {"length": 0}, *rows], **reading)
     except SampleError as error:
-        raise _shifted(error, done - 1) from None
+        raise error.after(done - 1) from None
     raise AssertionError("a chunk read differently after a row of its file's kind")  # pragma: no cover
 
 

@@ -40,16 +40,18 @@ import json
 import mmap
 import os
 import re
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.validation import INT32_MAX
 from packing.errors import DatasetError, LimitError, SettingError, quote
+from packing.reading.content import Batches, Content, File, opened, unreadable
 from packing.reading.limits import (
     NO_LIMITS,
     ReadLimits,
@@ -62,29 +64,19 @@ from packing.reading.limits import (
     scan_json,
 )
 from packing.reading.paths import once, refuse_cycles
-from packing.reading.rowfiles import (
-    _ROW_BYTES,
-    EXPECTED,
-    Decoded,
-    _csv,
-    _json,
-    _json_lines,
-    _list_chunks,
-    _mapped_json_lines,
-    names,
-    repeated,
-    twice,
-)
+from packing.reading.rowfiles import EXPECTED, decode_rows, names, read_json, repeated, twice
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
     import pyarrow.parquet as pq
 
 Int64Array = npt.NDArray[np.int64]
-PathType = str | os.PathLike[str]
 
 FORMATS = ("jsonl", "json", "csv", "parquet", "arrow")
-"""Formats of dataset files."""
+"""Formats of dataset files (samples): what :func:`decode` reads, the command line's ``--input-format``."""
+PACKED_FORMATS = ("jsonl", "json", "parquet", "arrow", "npy")
+"""Formats of packed files (blocks): what :func:`read_file` reads (CSV holds samples only, NeMo's ``.npy``
+blocks only)."""
 EXTENSIONS = {
     "jsonl": "jsonl",
     "ndjson": "jsonl",
@@ -98,22 +90,35 @@ EXTENSIONS = {
     "npy": "npy",
 }
 """Format of each file extension (and format name); ``npy`` is NeMo's packed rows (packed data only)."""
-_KINDS = ".jsonl, .json, .csv, .parquet or .arrow"
+
+
+def extensions(formats: Iterable[str] = FORMATS) -> list[str]:
+    """Every file extension of ``formats``, in :data:`EXTENSIONS`' order (what an upload may be named). O(1).
+
+    >>> extensions(["parquet", "arrow"])
+    ['parquet', 'pq', 'arrow', 'feather', 'ipc']
+    """
+    wanted = set(formats)
+    return [extension for extension, kind in EXTENSIONS.items() if kind in wanted]
+
+
+def listed(formats: Sequence[str] = FORMATS) -> str:
+    """``formats`` as file extensions in words, for messages and help. O(1).
+
+    >>> listed()
+    '.jsonl, .json, .csv, .parquet or .arrow'
+    """
+    shown = [f".{kind}" for kind in formats]
+    return f"{', '.join(shown[:-1])} or {shown[-1]}" if len(shown) > 1 else "".join(shown)
+
+
+_KINDS = listed()
 _KNOWN = f"a {_KINDS} file"
 _MAGIC = re.compile(r"[*?[]")
 _STATE_BYTES = 1 << 20
 
 
 # ---------------------------------------------------------------- where the files are
-
-
-@dataclass(frozen=True)
-class File:
-    """One file of a dataset: a path or a binary file object, how messages name it, its format."""
-
-    source: PathType | IO[bytes]
-    label: str
-    format: str
 
 
 @dataclass(frozen=True)
@@ -329,59 +334,6 @@ class Budget:
 # ---------------------------------------------------------------- decoding one file
 
 
-@dataclass(frozen=True, eq=False)
-class Content:
-    """What one file holds before the reader judges it: ``rows`` (Python values; CSV rows as dicts of text
-        cells when ``cells``) with the place of each (``line 3``, ``item 2``), a Parquet or Arrow file's
-        ``batches`` (row ``i`` is ``row i + 1``), or the ``lengths`` of a histogram; decoded in chunks
-    (:func:`decode`'s ``chunk_bytes``), ``chunks`` of rows and their places, parsed as they are iterated (once),
-    instead of ``rows`` (``lines``: the non-blank lines a scan found, 0 if none did). ``size``: bytes read or
-        decoded (0 for CSV read as a stream, without ``max_bytes``); ``values``: JSON values scanned (an upper
-        bound)."""
-
-    file: File
-    rows: list[Any] | None = None
-    where: list[str] | None = None
-    lengths: Int64Array | None = None
-    cells: bool = False
-    size: int = 0
-    values: int = 0
-    batches: Batches | None = field(default=None, repr=False)
-    chunks: Iterable[tuple[list[Any], list[str]]] | None = field(default=None, repr=False)
-    lines: int = 0
-    columns: tuple[str, ...] = ()
-    """Every column the file has, when it says before its rows are read (a CSV header; Parquet and Arrow:
-    ``batches.file_columns``)."""
-
-    @property
-    def bytes_read(self) -> int:
-        """Bytes read or decoded: ``size``, or what the ``batches`` decoded so far. O(1)."""
-        return self.batches.nbytes if self.batches is not None else self.size
-
-    def place(self, index: int) -> str:
-        """Where row ``index`` (from 0) is in the file: ``line 3``, ``item 2`` or ``row 7``."""
-        return self.where[index] if self.where is not None else f"row {index + 1}"
-
-    @property
-    def num_rows(self) -> int:
-        """Rows of the file (sequences of a histogram). O(1)."""
-        if self.batches is not None:
-            return self.batches.num_rows
-        if self.chunks is not None:  # not known before they are parsed: the lines scanned (JSON lines), else 0
-            return self.lines
-        return len(self.rows) if self.rows is not None else len(self.lengths if self.lengths is not None else ())
-
-
-@contextmanager
-def _opened(file: File) -> Iterator[IO[bytes]]:
-    """The file opened for binary reading (a path: a regular file), or the file object itself (left open)."""
-    if isinstance(file.source, (str, os.PathLike)):
-        with open_input(file.source, file.label) as handle:
-            yield handle
-    else:
-        yield file.source
-
-
 def decode(
     file: File,
     limits: ReadLimits = NO_LIMITS,
@@ -393,7 +345,7 @@ def decode(
     metadata, JSON's nesting, lines and values); ``columns`` keeps only those columns of tables and CSV rows
     (None: all); ``rows_are`` names rows in messages (samples, blocks). With ``chunk_bytes``, rows (JSON
     lines, CSV, a JSON list) come as ``chunks`` of about that many bytes of text (a JSON list: about
-    :data:`_ROW_BYTES` a row), parsed as they are iterated: the same rows, places and errors as whole, one
+    :data:`packing.reading.rowfiles.ROW_BYTES` a row), parsed as they are iterated: the same rows, places and errors as whole, one
     chunk of Python values held at a time (JSON lines from a path: its bytes memory-mapped, each chunk's pages
     let go once parsed; a JSON list is parsed whole, its rows let go chunk by chunk). O(bytes).
 
@@ -411,160 +363,7 @@ def decode(
         return _parquet(file, limits, columns, rows_are)
     if file.format == "arrow":
         return _arrow(file, limits, columns, rows_are)
-    opened = lambda: _opened(file)  # noqa: E731
-    if file.format == "csv":
-        return _content(file, _csv(opened, file.label, limits, columns, rows_are, chunk_bytes))
-    if file.format == "jsonl" and chunk_bytes is not None:
-        path = isinstance(file.source, (str, os.PathLike))
-        return _content(file, _mapped_json_lines(opened, path, file.label, limits, chunk_bytes))
-    with _opened(file) as handle:
-        data = read_bounded(handle, file.label, limits)
-    if file.format == "jsonl":
-        scan = scan_json(data, file.label, limits)
-        return _content(file, _json_lines(data, file.label, scan.values))
-    content = _json(data, file.label, limits, rows_are, chunk_bytes)
-    if chunk_bytes is None or content.rows is None or content.where is None:
-        return _content(file, content)
-    chunks = _list_chunks(content.rows, content.where, max(1, chunk_bytes // _ROW_BYTES))
-    return Content(file, size=content.size, values=content.values, chunks=chunks, lines=len(content.rows))
-
-
-def _content(file: File, decoded: Decoded) -> Content:
-    """What ``file`` holds, from its rows decoded (:mod:`packing.reading.rowfiles`). O(1)."""
-    return Content(
-        file,
-        decoded.rows,
-        decoded.where,
-        decoded.lengths,
-        decoded.cells,
-        decoded.size,
-        decoded.values,
-        chunks=decoded.chunks,
-        lines=decoded.lines,
-        columns=decoded.columns,
-    )
-
-
-def _unreadable(file: File, error: Exception, kind: str) -> DatasetError:
-    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return DatasetError(file.label, None, f"not a readable {kind} file ({quote(reason, 80)})")
-
-
-_BATCH_VALUES = 1 << 22
-"""About how many list values one batch of a Parquet or Arrow file holds once decoded (rows of a batch: from
-the file's metadata), so that reading a file holds one batch of it at a time."""
-_BATCH_BYTES = 1 << 26
-"""About how many bytes one batch holds once decoded."""
-_TEXT_BATCH_BYTES = 1 << 22
-"""About how many bytes one batch of text rows (strings, messages) holds once decoded: what bounds the ids
-its tokenization makes at once (a character may be a token)."""
-
-
-class Batches:
-    """A Parquet or Arrow file's (wanted) columns, checked and not yet decoded: iterated, its record batches
-    as tables of about :data:`_BATCH_VALUES` list values (and :data:`_BATCH_BYTES` bytes), one at a time
-    (``nbytes`` counts what was decoded); :meth:`read` gives the whole table. Iterating or reading once
-    closes the file it owns. Made by :func:`decode` (:class:`ParquetBatches`, :class:`ArrowBatches`).
-
-    >>> import io
-    >>> import pyarrow as pa, pyarrow.parquet as pq
-    >>> buffer = io.BytesIO()
-    >>> pq.write_table(pa.table({"input_ids": [[1, 2], [3], []]}), buffer, row_group_size=2)
-    >>> batches = decode(File(buffer, "d.parquet", "parquet")).batches
-    >>> batches.num_rows, batches.values(["input_ids"]), [t.num_rows for t in batches]
-    (3, 4, [3])
-    """
-
-    kind = "Parquet"
-
-    def __init__(self, columns: list[str], file: File, owned: ExitStack) -> None:
-        self.columns = columns
-        self.file = file
-        self.nbytes = 0
-        self._owned = owned
-
-    @property
-    def schema(self) -> pa.Schema:  # pragma: no cover - each kind of file says
-        """The wanted columns' Arrow schema. O(columns)."""
-        raise NotImplementedError
-
-    @property
-    def num_rows(self) -> int:  # pragma: no cover - each kind of file says
-        """Rows of the file. O(1)."""
-        raise NotImplementedError
-
-    @property
-    def file_columns(self) -> tuple[str, ...]:  # pragma: no cover - each kind of file says
-        """Every column of the file, wanted or not. O(columns)."""
-        raise NotImplementedError
-
-    def values(self, columns: Collection[str]) -> int:  # pragma: no cover - each kind of file says
-        """An upper bound on the list values of ``columns`` (of the wanted ones). O(row groups × columns)."""
-        raise NotImplementedError
-
-    def decoded_bytes(self) -> int:  # pragma: no cover - each kind of file says
-        """About how many bytes the wanted columns take once decoded. O(row groups × columns)."""
-        raise NotImplementedError
-
-    def _batches(self, rows: int) -> Iterator[pa.RecordBatch]:  # pragma: no cover - each kind of file says
-        """The wanted columns' record batches of at most ``rows`` rows, in order."""
-        raise NotImplementedError
-
-    def _whole(self) -> pa.Table:  # pragma: no cover - each kind of file says
-        """The wanted columns as one table."""
-        raise NotImplementedError
-
-    def rows_per_batch(self) -> int:
-        """Rows of one batch: about :data:`_BATCH_VALUES` list values and :data:`_BATCH_BYTES` bytes
-        (:data:`_TEXT_BATCH_BYTES` when a column holds text or messages: each character may be a token once
-        tokenized). O(row groups × columns)."""
-        import pyarrow as pa
-
-        rows = max(1, self.num_rows)
-        by_values = _BATCH_VALUES * rows / max(1, self.values(self.columns))
-        kinds = [self.schema.field(name).type for name in self.columns]
-        plain = all(
-            (
-                (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind))
-                and (pa.types.is_integer(kind.value_type) or pa.types.is_boolean(kind.value_type))
-            )
-            or pa.types.is_integer(kind)
-            or pa.types.is_null(kind)
-            for kind in kinds
-        )
-        by_bytes = (_BATCH_BYTES if plain else _TEXT_BATCH_BYTES) * rows / max(1, self.decoded_bytes())
-        return int(min(1 << 16, max(1, min(by_values, by_bytes))))
-
-    def __iter__(self) -> Iterator[pa.Table]:
-        import pyarrow as pa
-
-        try:
-            for batch in self._batches(self.rows_per_batch()):
-                self.nbytes += int(batch.nbytes) if self.kind == "Parquet" else 0
-                yield pa.Table.from_batches([batch])
-        except (pa.ArrowException, OSError, ValueError) as error:
-            if isinstance(error, DatasetError):
-                raise
-            raise _unreadable(self.file, error, self.kind) from None
-        finally:
-            self.close()
-
-    def read(self) -> pa.Table:
-        """The whole table (every batch at once). O(bytes)."""
-        import pyarrow as pa
-
-        try:
-            table = self._whole()
-        except (pa.ArrowException, OSError, ValueError) as error:
-            raise _unreadable(self.file, error, self.kind) from None
-        finally:
-            self.close()
-        self.nbytes = max(self.nbytes, int(table.nbytes))
-        return table
-
-    def close(self) -> None:
-        """Close the file, if it was opened for these batches."""
-        self._owned.close()
+    return decode_rows(file, limits, columns, rows_are, chunk_bytes)
 
 
 class ParquetBatches(Batches):
@@ -621,7 +420,7 @@ def _parquet(file: File, limits: ReadLimits, columns: Collection[str] | None, ro
     import pyarrow.parquet as pq
 
     with ExitStack() as stack:
-        handle = stack.enter_context(_opened(file))
+        handle = stack.enter_context(opened(file))
         try:
             parquet = pq.ParquetFile(handle, pre_buffer=False)  # not the whole file read ahead
             wanted = _wanted(list(parquet.schema_arrow.names), file, columns)
@@ -629,7 +428,7 @@ def _parquet(file: File, limits: ReadLimits, columns: Collection[str] | None, ro
         except (pa.ArrowException, OSError, ValueError) as error:
             if isinstance(error, DatasetError):
                 raise
-            raise _unreadable(file, error, "Parquet") from None
+            raise unreadable(file, error, "Parquet") from None
         return Content(file, batches=ParquetBatches(parquet, wanted, file, stack.pop_all()))
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -788,7 +587,7 @@ def _arrow(file: File, limits: ReadLimits, columns: Collection[str] | None, rows
 
     mapped: mmap.mmap | None = None
     try:
-        with _opened(file) as handle:
+        with opened(file) as handle:
             if isinstance(file.source, (str, os.PathLike)):
                 check_size(handle, file.label, limits)
                 if os.fstat(handle.fileno()).st_size:  # an empty file cannot be mapped; the reader names it
@@ -800,7 +599,7 @@ def _arrow(file: File, limits: ReadLimits, columns: Collection[str] | None, rows
     except (pa.ArrowException, OSError, ValueError) as error:
         if isinstance(error, DatasetError):
             raise
-        raise _unreadable(file, error, "Arrow") from None
+        raise unreadable(file, error, "Arrow") from None
 
 
 # ---------------------------------------------------------------- one table over all files (packed data)
@@ -819,7 +618,7 @@ def _as_table(file: File, limits: ReadLimits) -> tuple[pa.Table, int]:
         raise DatasetError(
             file.label, None, "a CSV file holds samples, not packed blocks; expected Parquet, JSON or Arrow"
         )
-    with _opened(file) as handle:
+    with opened(file) as handle:
         data = read_bounded(handle, file.label, limits)
     if file.format == "npy":  # NeMo's packed rows, unpickled without running anything
         from packing.reading.npy import read_npy
@@ -827,17 +626,17 @@ def _as_table(file: File, limits: ReadLimits) -> tuple[pa.Table, int]:
         return read_npy(data, file.label), 0
     try:
         if file.format == "json":  # the same rule as for samples: a list of rows, or JSON lines
-            content = _json(data, file.label, limits, "blocks")
+            content = read_json(data, file, limits, "blocks")
             if content.rows is None or not all(isinstance(row, dict) for row in content.rows):
                 raise DatasetError(file.label, None, "expected packed blocks: JSON objects of columns, one per block")
             return pa.Table.from_pylist(content.rows), content.values
         scan = scan_json(data, file.label, limits)
-        options = pj.ReadOptions(block_size=min(max(1 << 20, scan.longest_line + 2), 2**31 - 1))
+        options = pj.ReadOptions(block_size=min(max(1 << 20, scan.longest_line + 2), INT32_MAX))
         return pj.read_json(pa.BufferReader(data), read_options=options), scan.values
     except (pa.ArrowException, OSError, ValueError) as error:
         if isinstance(error, DatasetError):
             raise
-        raise _unreadable(file, error, "JSON") from None
+        raise unreadable(file, error, "JSON") from None
 
 
 def _list_values(table: pa.Table) -> int:

@@ -32,6 +32,8 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from packing.core.arrays import compile_for
+from packing.core.validation import check_integer
 from packing.errors import DatasetError, LimitError, SettingError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -80,8 +82,7 @@ class ReadLimits:
             value = getattr(self, name)
             if value is None and name != "max_depth":
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise SettingError(name, "None or an integer >= 1" if name != "max_depth" else "an integer >= 1", value)
+            check_integer(value, name, optional=name != "max_depth")
 
     @property
     def length_tokens(self) -> int | None:
@@ -307,8 +308,11 @@ def scan_json(data: bytes, label: str, limits: ReadLimits = NO_LIMITS) -> JsonSc
     ...
     packing.errors.LimitError: x.json: holds about 12 values, more than the limit of 10 (refused before parsing)
     """
-    array = np.frombuffer(data, dtype=np.uint8)
-    status, line, rows, longest, commas = _scan(array, int(limits.max_depth), int(limits.max_line_bytes or 0))
+    array = np.frombuffer(data, dtype=np.uint8)  # over the caller's buffer (a mapped file): not kept
+    depth, line_bytes = int(limits.max_depth), int(limits.max_line_bytes or 0)
+    compile_for(_scan, array, depth, line_bytes)  # never compiled on the caller's buffer
+    status, line, rows, longest, commas = _scan(array, depth, line_bytes)
+    del array
     if status == 1:
         where = f"line {line}"
         raise DatasetError(

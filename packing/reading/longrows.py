@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from packing.core.arrays import compile_for
 from packing.core.forms import LABELS, MASK_FIELDS, TEXT_FIELDS, TOKEN_FIELDS
 from packing.errors import DatasetError
 
@@ -202,29 +203,32 @@ def json_line(data: Any, label: str, place: str, least: int | None = None) -> An
     >>> json_line(b'{"text": [1, 2]}', "d.jsonl", "line 1", least=0)
     {'text': [1, 2]}
     """
-    view = np.frombuffer(data, dtype=np.uint8)
     least = LONG_LIST if least is None else least
-    end = len(view)
-    while end and view[end - 1] in (10, 13):
-        end -= 1
-    spans = _plain_lists(view, 0, end, least)
     arrays: dict[str, Int64Array] = {}
     pieces: list[bytes] = []
     nonce = secrets.token_hex(8)
-    at = 0
-    for open_, close in spans.tolist():
-        ok, values = _integers(view, open_ + 1, close, True)
-        if not ok:
-            continue
-        marker = f"packing {nonce} {len(arrays)}"
-        arrays[marker] = values
-        pieces += [bytes(view[at:open_]), f'"{marker}"'.encode()]
-        at = close + 1
-    if not arrays:
+    view = np.frombuffer(data, dtype=np.uint8)  # over the caller's buffer: gone before this returns or raises
+    try:
+        end = len(view)
+        while end and view[end - 1] in (10, 13):
+            end -= 1
+        at = 0
+        compile_for(_plain_lists, view, 0, end, least)  # never compiled on the caller's buffer
+        compile_for(_integers, view, 0, end, True)  # the types of every call below
+        for open_, close in _plain_lists(view, 0, end, least).tolist():
+            ok, values = _integers(view, open_ + 1, close, True)
+            if not ok:
+                continue
+            marker = f"packing {nonce} {len(arrays)}"
+            arrays[marker] = values
+            pieces += [bytes(view[at:open_]), f'"{marker}"'.encode()]
+            at = close + 1
+        if arrays:
+            pieces.append(bytes(view[at:end]))
+    finally:
         del view
+    if not arrays:
         return _whole(data, label, place)
-    pieces.append(bytes(view[at:end]))
-    del view
     try:
         skeleton = json.loads(b"".join(pieces).decode("utf-8-sig"))
     except (ValueError, RecursionError):  # not UTF-8, or not JSON: the line's own error, as a whole line's

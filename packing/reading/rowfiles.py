@@ -1,6 +1,6 @@
 """Files of rows, decoded: JSON lines, JSON (a list of rows, a histogram object, or JSON lines) and CSV, whole
-or in chunks of rows parsed as they are read. What :func:`packing.reading.files.decode` gives for these formats.
-Internal.
+or in chunks of rows parsed as they are read (:func:`decode_rows`: what :func:`packing.reading.files.decode`
+gives for these formats). Internal.
 """
 
 from __future__ import annotations
@@ -11,23 +11,22 @@ import itertools
 import json
 import mmap
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager
-from dataclasses import dataclass, field
-from typing import IO, Any
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.validation import INT32_MAX, INT64_MAX, integer_words, is_integer
 from packing.errors import DatasetError, quote
 from packing.reading import longrows
+from packing.reading.content import Content, File, opened
 from packing.reading.limits import ReadLimits, check_count, check_size, read_bounded, scan_json
 from packing.reading.longrows import parse_json as _parse_json
 from packing.workloads import workload_from_json
 
 Int64Array = npt.NDArray[np.int64]
-Opener = Callable[[], AbstractContextManager[IO[bytes]]]
-_CSV_FIELD_LIMIT = 2**31 - 1
 
 EXPECTED = (
     "'input_ids' (with a loss mask), 'prompt' and 'completion', 'length', or text ('text', 'messages'), "
@@ -66,24 +65,38 @@ def twice(name: str) -> str:
     return f"two columns named {quote(name, 24)}; expected every column name once"
 
 
-@dataclass(frozen=True, eq=False)
-class Decoded:
-    """What a file of rows holds once decoded: :class:`packing.reading.files.Content`'s fields but its file."""
+def decode_rows(
+    file: File,
+    limits: ReadLimits,
+    columns: Collection[str] | None = None,
+    rows_are: str = "rows",
+    chunk_bytes: int | None = None,
+) -> Content:
+    """What a JSON lines, JSON or CSV ``file`` holds (see :func:`packing.reading.files.decode`), whole or in
+    chunks of about ``chunk_bytes`` bytes of text (a JSON list: about :data:`ROW_BYTES` a row). O(bytes).
 
-    rows: list[Any] | None = None
-    where: list[str] | None = None
-    lengths: Int64Array | None = None
-    cells: bool = False
-    size: int = 0
-    values: int = 0
-    chunks: Iterable[tuple[list[Any], list[str]]] | None = field(default=None, repr=False)
-    lines: int = 0
-    columns: tuple[str, ...] = ()  # a CSV file's header
+    >>> import io
+    >>> decode_rows(File(io.BytesIO(b"length\\n3\\n"), "d.csv", "csv"), ReadLimits()).rows
+    [{'length': '3'}]
+    """
+    if file.format == "csv":
+        return _csv(file, limits, columns, rows_are, chunk_bytes)
+    if file.format == "jsonl" and chunk_bytes is not None:
+        return _mapped_json_lines(file, limits, chunk_bytes)
+    with opened(file) as handle:
+        data = read_bounded(handle, file.label, limits)
+    if file.format == "jsonl":
+        return _json_lines(data, file, scan_json(data, file.label, limits).values)
+    content = read_json(data, file, limits, rows_are, chunk_bytes)
+    if chunk_bytes is None or content.rows is None or content.where is None:
+        return content
+    chunks = _list_chunks(content.rows, content.where, max(1, chunk_bytes // ROW_BYTES))
+    return Content(file, size=content.size, values=content.values, chunks=chunks, lines=len(content.rows))
 
 
 _WHOLE = 1 << 62
 """A chunk size no file reaches: rows decoded whole are one chunk."""
-_ROW_BYTES = 1 << 10
+ROW_BYTES = 1 << 10
 """About how many bytes of text a row of a JSON list stands for, to size its chunks."""
 
 
@@ -136,19 +149,20 @@ def _json_line_chunks(
         yield rows, where
 
 
-def _json_lines(data: bytes, label: str, values: int) -> Decoded:
+def _json_lines(data: bytes, file: File, values: int) -> Content:
     """One JSON value per line (the bytes scanned); blank lines are skipped. O(bytes)."""
-    rows, where = _joined_chunks(_json_line_chunks(data, label, _WHOLE))
-    return Decoded(rows, where, size=len(data), values=values)
+    rows, where = _joined_chunks(_json_line_chunks(data, file.label, _WHOLE))
+    return Content(file, rows, where, size=len(data), values=values)
 
 
-def _mapped_json_lines(opened: Opener, path: bool, label: str, limits: ReadLimits, chunk_bytes: int) -> Decoded:
+def _mapped_json_lines(file: File, limits: ReadLimits, chunk_bytes: int) -> Content:
     """JSON lines as chunks of rows (:func:`_json_line_chunks`): a path's bytes memory-mapped, scanned, and let
     go from this process's memory as each chunk is parsed (they stay in the page cache); a file object's read
     within ``max_bytes``. O(bytes); memory: one chunk's rows and pages."""
+    label = file.label
     mapped: mmap.mmap | None = None
-    with opened() as handle:
-        if not path:
+    with opened(file) as handle:
+        if not isinstance(file.source, (str, os.PathLike)):
             data: bytes | mmap.mmap = read_bounded(handle, label, limits)
         else:
             check_size(handle, label, limits)
@@ -175,7 +189,7 @@ def _mapped_json_lines(opened: Opener, path: bool, label: str, limits: ReadLimit
             if mapped is not None:
                 mapped.close()
 
-    return Decoded(size=len(data), values=scan.values, chunks=chunks(), lines=scan.rows)
+    return Content(file, size=len(data), values=scan.values, chunks=chunks(), lines=scan.rows)
 
 
 def _list_chunks(rows: list[Any], where: list[str], count: int) -> Iterator[tuple[list[Any], list[str]]]:
@@ -188,10 +202,12 @@ def _list_chunks(rows: list[Any], where: list[str], count: int) -> Iterator[tupl
         yield chunk, where[start:stop]
 
 
-def _json(
-    raw: bytes, label: str, limits: ReadLimits, rows_are: str = "rows", chunk_bytes: int | None = None
-) -> Decoded:
-    """A list of rows, a histogram object, or (when it is really JSON lines) one value per line."""
+def read_json(
+    raw: bytes, file: File, limits: ReadLimits, rows_are: str = "rows", chunk_bytes: int | None = None
+) -> Content:
+    """A JSON file's ``raw`` bytes: a list of rows, a histogram object, or (when it is really JSON lines) one
+    value per line, whole or (``chunk_bytes``) JSON lines in chunks. O(bytes)."""
+    label = file.label
     scan = scan_json(raw, label, ReadLimits(max_depth=limits.max_depth, max_values=limits.max_values))
     try:
         text = raw.decode("utf-8-sig")
@@ -204,18 +220,18 @@ def _json(
         if error.msg == "Extra data":
             lines = scan_json(raw, label, limits)
             if chunk_bytes is None:
-                return _json_lines(raw, label, lines.values)
+                return _json_lines(raw, file, lines.values)
             chunks = _json_line_chunks(raw, label, chunk_bytes)
-            return Decoded(size=len(raw), values=lines.values, chunks=chunks, lines=lines.rows)
+            return Content(file, size=len(raw), values=lines.values, chunks=chunks, lines=lines.rows)
         data = _parse_json(text, label, None)
     except (RecursionError, ValueError):
         data = _parse_json(text, label, None)
     if isinstance(data, list):
         check_count(label, rows_are, len(data), limits.max_rows)
         where = [f"item {number}" for number in range(1, len(data) + 1)]
-        return Decoded(data, where, size=len(raw), values=scan.values)
+        return Content(file, data, where, size=len(raw), values=scan.values)
     if isinstance(data, dict) and ("histogram" in data or "lengths" in data):
-        return Decoded(lengths=_histogram(data, label, limits), size=len(raw), values=scan.values)
+        return Content(file, lengths=_histogram(data, label, limits), size=len(raw), values=scan.values)
     found = f"an object with keys {names(list(map(str, data)))}" if isinstance(data, dict) else type(data).__name__
     raise DatasetError(
         label,
@@ -233,9 +249,9 @@ def _histogram(data: dict[str, Any], label: str, limits: ReadLimits) -> Int64Arr
     if not isinstance(values, list):
         raise DatasetError(label, f"key '{key}'", f"expected a list of non-negative integers, got {quote(values)}")
     for position, value in enumerate(values):
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+        if not is_integer(value) or not 0 <= value <= INT64_MAX:
             raise DatasetError(
-                label, f"key '{key}', position {position}", f"expected a non-negative integer, got {quote(value)}"
+                label, f"key '{key}', position {position}", f"expected {integer_words(0)}, got {quote(value)}"
             )
     sequences = sum(values) if key == "histogram" else len(values)
     check_count(label, "sequences", sequences, limits.max_rows)
@@ -252,20 +268,16 @@ def _histogram(data: dict[str, Any], label: str, limits: ReadLimits) -> Int64Arr
 
 
 def _csv(
-    opened: Opener,
-    label: str,
-    limits: ReadLimits,
-    columns: Collection[str] | None,
-    rows_are: str,
-    chunk_bytes: int | None,
-) -> Decoded:
+    file: File, limits: ReadLimits, columns: Collection[str] | None, rows_are: str, chunk_bytes: int | None
+) -> Content:
     """A header line with column names, then one row per line as a dict of its (wanted) text cells, whole or
     (``chunk_bytes``) in chunks of the rows of about that many characters of cells, read from the file as
     they are iterated. O(bytes)."""
-    if csv.field_size_limit() < _CSV_FIELD_LIMIT:
-        csv.field_size_limit(_CSV_FIELD_LIMIT)  # long token lists exceed the 128 KiB default
+    if csv.field_size_limit() < INT32_MAX:
+        csv.field_size_limit(INT32_MAX)  # long token lists exceed the 128 KiB default (a C long: 32 bits on Windows)
+    label = file.label
     with ExitStack() as stack:
-        handle = stack.enter_context(opened())
+        handle = stack.enter_context(opened(file))
         size = 0
         if limits.max_bytes is not None:
             data = read_bounded(handle, label, limits)
@@ -279,14 +291,14 @@ def _csv(
         if chunk_bytes is None:
             with _csv_errors(label, reader):
                 rows, where = _joined_chunks(chunks)
-            return Decoded(rows, where, cells=True, size=size, columns=tuple(header))
+            return Content(file, rows, where, cells=True, size=size, columns=tuple(header))
         owned = stack.pop_all()
 
         def read() -> Iterator[tuple[list[Any], list[str]]]:
             with owned, _csv_errors(label, reader):
                 yield from chunks
 
-        return Decoded(cells=True, size=size, chunks=read(), columns=tuple(header))
+        return Content(file, cells=True, size=size, chunks=read(), columns=tuple(header))
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -47,11 +47,12 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.arrays import offsets_of, row_at
 from packing.core.forms import is_text_row, is_text_unit, unit_kind
 from packing.core.loss import LossRules
 from packing.core.samples import Int64Array
 from packing.core.units import KINDS, UnitKind, Units
-from packing.core.validation import INT64_MAX, check_flag, has_bools
+from packing.core.validation import INT64_MAX, check_flag, has_bools, integer_words, is_integer
 from packing.errors import NeedsTokenizer, SampleError, SettingError, UnitError
 from packing.text.rows import encode_rows
 
@@ -63,10 +64,10 @@ from packing.core.samples import (
     Int8Array,
     Samples,
     TokenArray,
-    _joined,
-    _offsets,
     all_ones,
+    joined,
     joined_dtype,
+    sample_offsets,
     token_dtype,
 )
 
@@ -115,10 +116,10 @@ def _first_bad_item(items: Sequence[Any], index: int | None, field: str | None, 
     """The error for the first item of ``items`` that is not an integer token id (or a 0/1 flag). O(length)."""
     for position, item in enumerate(items):
         if flags:
-            if isinstance(item, (bool, np.bool_)) or (isinstance(item, Integral) and item in (0, 1)):
+            if isinstance(item, (bool, np.bool_)) or (is_integer(item) and item in (0, 1)):
                 continue
             return SampleError(index, field, position, FLAG, item)
-        if isinstance(item, (bool, np.bool_)) or not isinstance(item, Integral) or int(item) < 0:
+        if not is_integer(item) or item < 0:
             return SampleError(index, field, position, TOKEN, item)
         if int(item) > INT64_MAX:
             return SampleError(index, field, position, "a token id that fits in 64 bits", item)
@@ -225,11 +226,7 @@ def label_array(value: Any, index: int, length: int) -> npt.NDArray[np.signedint
     if not ok or (type(value) is not np.ndarray and has_bools(value)):
         items = array.tolist() if type(value) is np.ndarray else value
         for position, item in enumerate(items):
-            if (
-                isinstance(item, (bool, np.bool_))
-                or not isinstance(item, Integral)
-                or not (int(item) == IGNORE_INDEX or 0 <= int(item) <= INT64_MAX)
-            ):
+            if not is_integer(item) or not (item == IGNORE_INDEX or 0 <= item <= INT64_MAX):
                 raise SampleError(index, LABELS, position, LABEL, item)
     return array.astype(np.int64 if array.dtype.kind == "u" else array.dtype, copy=False)
 
@@ -253,8 +250,8 @@ def _row_mask(
 
 
 def _length_value(value: Any, index: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral) or not 0 <= int(value) <= INT64_MAX:
-        raise SampleError(index, "length", None, "a non-negative integer", value)
+    if not is_integer(value) or not 0 <= value <= INT64_MAX:
+        raise SampleError(index, "length", None, integer_words(0), value)
     return int(value)
 
 
@@ -418,8 +415,7 @@ def _first_negative(tokens: TokenArray, pieces: Sequence[npt.NDArray[Any]]) -> N
     """Raise the row reader's error for the first negative token, if any: one vectorized pass. O(tokens)."""
     if tokens.size and int(tokens.min()) < 0:
         position = int(np.flatnonzero(tokens < 0)[0])
-        ends = np.cumsum([len(piece) for piece in pieces])
-        row = int(np.searchsorted(ends, position, side="right"))
+        row = row_at(offsets_of([len(piece) for piece in pieces]), position)
         token_array(pieces[row], row, None)  # raises the SampleError naming the row and the position
 
 
@@ -487,7 +483,7 @@ def _read_plain(rows: Sequence[Any], completion_only: bool) -> Samples:
     if lengths is not None and isinstance(rows, list):  # token arrays: checked all at once, in C
         tokens = np.empty(int(lengths.sum()), dtype=joined_dtype(rows))
         join_token_arrays(rows, tokens)
-        return Samples(tokens, all_ones(len(tokens)), _offsets(lengths, len(rows)))
+        return Samples(tokens, all_ones(len(tokens)), sample_offsets(lengths, len(rows)))
     pieces: list[npt.NDArray[np.integer[Any]]] = []
     masks: list[tuple[int, Int8Array]] = []
     given_labels: list[tuple[int, TokenArray]] = []
@@ -513,14 +509,14 @@ def _read_plain(rows: Sequence[Any], completion_only: bool) -> Samples:
     except SampleError as error:
         if unchecked:  # a negative token in an earlier row comes first, as row by row
             earlier = pieces[: error.sample]
-            _first_negative(_joined(earlier), earlier)
+            _first_negative(joined(earlier), earlier)
         raise
     if first_kind == "length":
-        return Samples(None, None, _offsets((int(p[0]) for p in pieces), len(pieces)))
-    tokens = _joined(pieces)
+        return Samples(None, None, sample_offsets((int(p[0]) for p in pieces), len(pieces)))
+    tokens = joined(pieces)
     if unchecked:
         _first_negative(tokens, pieces)
-    offsets = _offsets(map(len, pieces), len(pieces))
+    offsets = sample_offsets(map(len, pieces), len(pieces))
     loss_mask = all_ones(len(tokens))
     if masks:
         loss_mask = np.ones(len(tokens), dtype=np.int8)
@@ -752,14 +748,14 @@ def unit_samples(read: Sequence[UnitRow], share_prompt: bool) -> Samples:
     units = Units(
         np.array([KINDS.index(unit.kind) for unit in read], dtype=np.int8),
         np.array([len(unit.prompt) for unit in read], dtype=np.int64),
-        _offsets((len(unit.completions) for unit in read), len(read)),
+        sample_offsets((len(unit.completions) for unit in read), len(read)),
         np.array([len(tokens) for unit in read for tokens in unit.completions], dtype=np.int64),
         bool(share_prompt),
     )
     dtype = joined_dtype(pieces) if pieces else np.int64
     tokens = np.concatenate(pieces, dtype=dtype, casting="unsafe") if pieces else np.zeros(0, dtype=np.int64)
     mask = np.concatenate(masks).astype(np.int8, copy=False) if masks else np.zeros(0, dtype=np.int8)
-    offsets = _offsets(units.lengths(), len(read))
+    offsets = sample_offsets(units.lengths(), len(read))
     return Samples(tokens, mask, offsets, None, units)
 
 

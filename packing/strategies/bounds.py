@@ -7,6 +7,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.arrays import offsets_of
 from packing.core.validation import check_max_seq_length
 from packing.strategies.overflow import documents
 
@@ -50,8 +51,8 @@ def martello_toth_l2(lengths: Int64Array, capacity: int) -> int:
     count = np.bincount(lengths, minlength=capacity + 1)[: capacity + 1].astype(np.int64)
     tokens = count * np.arange(capacity + 1, dtype=np.int64)
     # prefix sums so that range queries over lengths are O(1)
-    count_upto = np.concatenate(([0], np.cumsum(count)))  # count_upto[v] = #docs with length < v
-    tokens_upto = np.concatenate(([0], np.cumsum(tokens)))
+    count_upto = offsets_of(count)  # count_upto[v] = #docs with length < v
+    tokens_upto = offsets_of(tokens)
     half = capacity // 2
     k = np.arange(0, half + 1, dtype=np.int64)
 

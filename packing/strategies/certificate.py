@@ -20,13 +20,12 @@ Three kinds of proof that no packing can use fewer than ``lower_bound`` blocks:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from numbers import Integral
-from typing import Literal, TypeGuard
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.validation import MAX_SEQ_LENGTH, as_lengths
+from packing.core.validation import MAX_SEQ_LENGTH, as_lengths, is_integer
 from packing.errors import SettingError
 from packing.strategies.bounds import martello_toth_l2, simple_bound
 
@@ -141,7 +140,7 @@ class Certificate:
             bound = int(self.recompute(docs, capacity))
             return self.prices is None and self.value is None and bound == int(self.lower_bound)
         prices = _clean_prices(self.prices, docs)
-        if prices is None or not _is_int(self.value) or int(self.value) < 0:
+        if prices is None or not is_integer(self.value) or int(self.value) < 0:
             return False
         try:
             value = knapsack_value(docs, prices, capacity)
@@ -150,20 +149,15 @@ class Certificate:
         return value == int(self.value) and _price_bound(docs, prices, value) == int(self.lower_bound)
 
 
-def _is_int(value: object) -> TypeGuard[int]:
-    """An integer (Python or numpy), not a bool."""
-    return isinstance(value, Integral) and not isinstance(value, (bool, np.bool_))
-
-
 def _counts_ok(lower_bound: object, num_blocks: object) -> bool:
     """Integers with 0 <= lower_bound <= num_blocks."""
-    return _is_int(lower_bound) and _is_int(num_blocks) and 0 <= int(lower_bound) <= int(num_blocks)
+    return is_integer(lower_bound) and is_integer(num_blocks) and 0 <= int(lower_bound) <= int(num_blocks)
 
 
 def _documents(lengths: npt.ArrayLike, capacity: object) -> Int64Array | None:
     """``lengths`` as int64 when every one is an integer in 1..capacity (capacity an integer in
     1..MAX_SEQ_LENGTH); None otherwise. O(n)."""
-    if not _is_int(capacity) or not 1 <= int(capacity) <= MAX_SEQ_LENGTH:
+    if not is_integer(capacity) or not 1 <= int(capacity) <= MAX_SEQ_LENGTH:
         return None
     try:
         docs = as_lengths(lengths)
@@ -182,7 +176,7 @@ def _clean_prices(prices: object, docs: Int64Array) -> dict[int, int] | None:
     present = set(np.unique(docs).tolist())
     clean: dict[int, int] = {}
     for length, price in prices.items():
-        if not (_is_int(length) and _is_int(price)) or int(length) not in present:
+        if not (is_integer(length) and is_integer(price)) or int(length) not in present:
             return None
         if not 0 <= int(price) < _MAX_DP_VALUE:
             return None

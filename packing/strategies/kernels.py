@@ -23,6 +23,8 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from packing.core.arrays import row_of
+
 Int64Array = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
 IntArray = npt.NDArray[np.integer[Any]]
@@ -792,7 +794,7 @@ def blocks_of_items(block_starts: Int64Array, items: IntArray, *_: IntArray) -> 
     [0, 1, 0]
     """
     blocks = np.empty(len(items), dtype=np.int64)
-    blocks[items] = np.repeat(np.arange(len(block_starts) - 1, dtype=np.int64), np.diff(block_starts))
+    blocks[items] = row_of(np.diff(block_starts))
     return blocks
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.arrays import ranges
 from packing.core.validation import OVERFLOW_POLICIES, as_lengths, check_choice, check_max_seq_length
 from packing.errors import SequenceTooLong
 from packing.strategies.kernels import all_within
@@ -86,8 +87,7 @@ def documents_of(n: Int64Array, capacity: int, overflow: str) -> Documents:
         return Documents(index[keep], np.zeros(int(keep.sum()), dtype=np.int64), n[keep])
     pieces = -(-n // capacity)
     sequence = np.repeat(index, pieces)
-    first_piece = np.repeat(np.cumsum(pieces) - pieces, pieces)
-    offset = (np.arange(len(sequence), dtype=np.int64) - first_piece) * capacity
+    offset = ranges(np.zeros(len(pieces), dtype=np.int64), pieces) * capacity  # each piece's place in its sequence
     length = np.minimum(n[sequence] - offset, capacity)
     return Documents(sequence, offset, length)
 

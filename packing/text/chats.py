@@ -8,37 +8,37 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from packing.core.loss import LossRules
+from packing.core.loss import DEFAULT_RULES, LossRules
 from packing.errors import SampleError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; imported where used, so io and reader may import this module
     pass
 from packing.core.forms import Message
-from packing.text.templates import _prefix_error, _render, _rendering
+from packing.text.templates import prefix_error, render, rendering
 
 
-def _opening(tokenizer: Any, whole: str, sample: int, shape: _Shape | None = None) -> str:
+def _opening(tokenizer: Any, whole: str, sample: int, shape: TemplateShape | None = None) -> str:
     """What precedes an assistant turn that opens a conversation: the template's rendering of no messages
     with the generation prompt, or (when the template refuses an empty conversation) the rendering up to
     the end of the first generation prompt in it, as a one-message probe renders it. Learned once per
     ``shape``."""
     if shape is None or shape.opening is None:
         try:
-            learned = (True, _render(tokenizer, [], True, sample, "messages"))
+            learned = (True, render(tokenizer, [], True, sample, "messages"))
         except SampleError:
             probe = [{"role": "user", "content": "x"}]
-            without = _render(tokenizer, probe, False, sample, "messages")
-            with_prompt = _render(tokenizer, probe, True, sample, "messages")
+            without = render(tokenizer, probe, False, sample, "messages")
+            with_prompt = render(tokenizer, probe, True, sample, "messages")
             learned = (False, with_prompt[len(without) :] if with_prompt.startswith(without) else "")
         if shape is None:
-            shape = _Shape()
+            shape = TemplateShape()
         shape.opening = learned
     empty, text = shape.opening
     if empty:
         return text
     found = whole.find(text) if text else -1
     if found < 0:
-        raise _prefix_error(sample, "messages", 0)
+        raise prefix_error(sample, "messages", 0)
     return whole[: found + len(text)]
 
 
@@ -51,7 +51,7 @@ _MAX_ROLES = 16
 
 
 @dataclass
-class _Shape:
+class TemplateShape:
     """What one call has learned of a chat template, so that later chats are laid out from their one
     rendering alone: how message 0 renders alone (``first``: header and footer around its content, by
     role), how every later message renders (``pieces``, by role), the generation prompt after a message
@@ -108,7 +108,7 @@ def _opens(
             continue
         before = str(messages[turn - 1]["role"])
         if before not in prompts:
-            rendered = _render(tokenizer, messages[:turn], True, sample, "messages")
+            rendered = render(tokenizer, messages[:turn], True, sample, "messages")
             if not (whole.startswith(rendered) and bounds[turn] <= len(rendered) <= bounds[turn + 1]):
                 return None
             prompts[before] = rendered[bounds[turn] :]
@@ -119,7 +119,7 @@ def _opens(
     return opens
 
 
-def _cached_layout(messages: Sequence[Message], whole: str, shape: _Shape) -> _Layout | None:
+def _cached_layout(messages: Sequence[Message], whole: str, shape: TemplateShape) -> _Layout | None:
     """The layout of a chat from pieces learned on earlier chats alone (no rendering), or None when a
     piece is missing or the rendering is not exactly those pieces and contents end to end. O(characters)."""
     first = shape.first.get(str(messages[0]["role"]))
@@ -159,7 +159,7 @@ def _cached_layout(messages: Sequence[Message], whole: str, shape: _Shape) -> _L
 
 
 def _learned_layout(
-    tokenizer: Any, messages: Sequence[Message], whole: str, sample: int, shape: _Shape, opens_too: bool = True
+    tokenizer: Any, messages: Sequence[Message], whole: str, sample: int, shape: TemplateShape, opens_too: bool = True
 ) -> _Layout | None:
     """Where each message of a chat starts in its one rendering, or None when that cannot be made out.
 
@@ -172,7 +172,7 @@ def _learned_layout(
     without ambiguity (a content found once where it was learned) goes into ``shape`` for the next
     chats. O(distinct roles renderings + characters), against O(turns) renderings prefix by prefix.
     """
-    first = whole if len(messages) == 1 else _render(tokenizer, messages[:1], False, sample, "messages")
+    first = whole if len(messages) == 1 else render(tokenizer, messages[:1], False, sample, "messages")
     if not whole.startswith(first):
         return None
     bounds = [0, len(first)]
@@ -193,7 +193,7 @@ def _learned_layout(
         if role not in pieces:
             end = len(whole)
             if index < len(messages) - 1:
-                prefix = _render(tokenizer, messages[: index + 1], False, sample, "messages")
+                prefix = render(tokenizer, messages[: index + 1], False, sample, "messages")
                 if not whole.startswith(prefix):
                     return None
                 end = len(prefix)
@@ -222,7 +222,7 @@ def _learned_layout(
         try:
             opening = _opening(tokenizer, whole, sample, shape)
             if not whole.startswith(opening) or len(opening) > bounds[1]:
-                raise _prefix_error(sample, "messages", 0)
+                raise prefix_error(sample, "messages", 0)
             opens[0] = len(opening)
         except SampleError as error:
             opening_error = error
@@ -255,7 +255,7 @@ def _layout(
     messages: Sequence[Message],
     sample: int,
     whole: str | None = None,
-    shape: _Shape | None = None,
+    shape: TemplateShape | None = None,
     opens_too: bool = True,
 ) -> _Layout | None:
     """The layout of a chat from its one rendering (``whole``, rendered here if not given): from the pieces
@@ -264,8 +264,8 @@ def _layout(
     if not _laid_out(messages):
         return None
     if whole is None:
-        whole = _render(tokenizer, messages, False, sample, "messages")
-    shape = shape if shape is not None else _Shape()
+        whole = render(tokenizer, messages, False, sample, "messages")
+    shape = shape if shape is not None else TemplateShape()
     if opens_too:
         cached = _cached_layout(messages, whole, shape)
         if cached is not None:
@@ -306,14 +306,14 @@ def _prefix_layout(
         raise _too_many_turns(sample, messages)
     if needed is None:
         needed = [turn for turn, message in enumerate(messages) if message.get("role") == "assistant"]
-    whole = _render(tokenizer, messages, False, sample, "messages")
+    whole = render(tokenizer, messages, False, sample, "messages")
     known: dict[int, int] = {0: 0, len(messages): len(whole)}
 
     def bound(turn: int) -> int:
         if turn not in known:
-            prefix = _render(tokenizer, messages[:turn], False, sample, "messages")
+            prefix = render(tokenizer, messages[:turn], False, sample, "messages")
             if not whole.startswith(prefix):
-                raise _prefix_error(sample, "messages", turn - 1)
+                raise prefix_error(sample, "messages", turn - 1)
             known[turn] = len(prefix)
         return known[turn]
 
@@ -323,13 +323,13 @@ def _prefix_layout(
         message = messages[turn]
         if message.get("role") == "assistant":
             before = (
-                _render(tokenizer, messages[:turn], True, sample, "messages")
+                render(tokenizer, messages[:turn], True, sample, "messages")
                 if turn
                 else _opening(tokenizer, whole, sample)
             )
             through = bound(turn + 1)
             if not whole[:through].startswith(before):
-                raise _prefix_error(sample, "messages", turn)
+                raise prefix_error(sample, "messages", turn)
             opens[turn] = len(before)
             contents[turn] = _content_in(whole, message, len(before), through)
         else:
@@ -380,17 +380,14 @@ def _rule_spans(
     return spans
 
 
-_DEFAULT_RULES = LossRules()
-
-
 def chat_spans(
     tokenizer: Any,
     messages: Sequence[Message],
     sample: int = 0,
-    rules: LossRules = _DEFAULT_RULES,
+    rules: LossRules = DEFAULT_RULES,
     *,
     whole: str | None = None,
-    shape: _Shape | None = None,
+    shape: TemplateShape | None = None,
 ) -> tuple[str, list[tuple[int, int]]]:
     """The rendered conversation and the character spans ``[start, end)`` the loss ``rules`` train (by
     default every assistant turn: from the end of the generation prompt after the messages before the turn
@@ -417,7 +414,7 @@ def chat_spans(
 def _prefix_spans(tokenizer: Any, messages: Sequence[Message], sample: int) -> tuple[str, list[tuple[int, int]]]:
     """:func:`chat_spans` (default rules) prefix by prefix: O(turns × rendering), refused over ``MAX_PREFIX_TURNS``."""
     layout = _prefix_layout(tokenizer, messages, sample)
-    trained = _DEFAULT_RULES.trained(messages, sample)
+    trained = DEFAULT_RULES.trained(messages, sample)
     return layout.whole, _rule_spans(layout, messages, trained, trained, sample)
 
 
@@ -435,17 +432,17 @@ def turn_bounds(tokenizer: Any, messages: Sequence[Message], sample: int = 0) ->
         return layout.whole, layout.bounds[:-1]
     if len(messages) > MAX_PREFIX_TURNS:
         raise _too_many_turns(sample, messages)
-    whole = _render(tokenizer, messages, False, sample, "messages")
+    whole = render(tokenizer, messages, False, sample, "messages")
     bounds = [0]
     for turn in range(1, len(messages)):
-        prefix = _render(tokenizer, messages[:turn], False, sample, "messages")
+        prefix = render(tokenizer, messages[:turn], False, sample, "messages")
         if not whole.startswith(prefix):
-            raise _prefix_error(sample, "messages", turn - 1)
+            raise prefix_error(sample, "messages", turn - 1)
         bounds.append(len(prefix))
     return whole, bounds
 
 
-def _conversational_span(
+def conversational_span(
     tokenizer: Any,
     prompt: Sequence[Message],
     completion: Sequence[Message],
@@ -454,10 +451,10 @@ def _conversational_span(
 ) -> tuple[str, list[tuple[int, int]]]:
     """The rendered prompt + completion and the completion's span (after the prompt's generation prompt);
     without ``train_on_eos`` the span ends where the completion's last content ends."""
-    before = _render(tokenizer, prompt, True, sample, "prompt")
-    whole = _render(tokenizer, [*prompt, *completion], False, sample, "completion")
+    before = render(tokenizer, prompt, True, sample, "prompt")
+    whole = render(tokenizer, [*prompt, *completion], False, sample, "completion")
     if not whole.startswith(before):
-        raise _prefix_error(sample, "completion", 0)
+        raise prefix_error(sample, "completion", 0)
     end = len(whole)
     if not train_on_eos:
         last = completion[-1].get("content")
@@ -479,27 +476,27 @@ def _conversational_span(
     return whole, [(len(before), end)] if end > len(before) else []
 
 
-def _render_marked(
+def render_marked(
     tokenizer: Any, conversations: list[list[Message]], samples: list[int]
 ) -> tuple[list[str], list[list[tuple[int, int]]]]:
     """Every conversation rendered once with the character spans of its ``{% generation %}`` blocks, in
     the template's own sandbox, as transformers' ``render_jinja_template`` finds them; each rendering
-    bounded as :func:`_render` bounds it, a failure named by its sample."""
+    bounded as :func:`render` bounds it, a failure named by its sample."""
     rendered = [
-        _rendering(tokenizer, conversation, False, sample, "messages", marked=True)
+        rendering(tokenizer, conversation, False, sample, "messages", marked=True)
         for conversation, sample in zip(conversations, samples, strict=True)
     ]
     return [text for text, _ in rendered], [spans for _, spans in rendered]
 
 
-def _marked_spans(
+def marked_spans(
     tokenizer: Any,
     messages: Sequence[Message],
     whole: str,
     blocks: list[tuple[int, int]],
     rules: LossRules,
     sample: int,
-    shape: _Shape,
+    shape: TemplateShape,
 ) -> list[tuple[int, int]]:
     """The spans the loss rules train in a chat whose template marks assistant turns with ``{% generation
     %}``: every block (what ``return_assistant_tokens_mask`` trains) under the default rules; otherwise

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from packing.core.arrays import offsets_of, ranges
 from packing.errors import SettingError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; imported where used, so io and reader may import this module
@@ -32,8 +33,7 @@ class Encoded:
 
 def _flat(lists: Sequence[Sequence[int]]) -> tuple[Int64Array, Int64Array]:
     """Lists of ints as one int64 array and offsets. O(total)."""
-    offsets = np.zeros(len(lists) + 1, dtype=np.int64)
-    np.cumsum([len(item) for item in lists], out=offsets[1:])
+    offsets = offsets_of([len(item) for item in lists])
     flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(offsets[-1]))
     return flat, offsets
 
@@ -49,8 +49,7 @@ def encode_texts(tokenizer: Any, texts: Sequence[str], *, add_special_tokens: bo
     empty = np.zeros(0, dtype=np.int64)
     if isinstance(tokenizer, ByteTokenizer):
         parts = [tokenizer.encode_with_offsets(text) for text in texts]
-        offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-        np.cumsum([len(part[0]) for part in parts], out=offsets[1:])
+        offsets = offsets_of([len(part[0]) for part in parts])
         if not parts:
             return Encoded(empty, empty, empty, offsets)
         ids, starts, ends = (np.concatenate([part[index] for part in parts]) for index in range(3))
@@ -186,7 +185,7 @@ def _offsets_mask(encoding: Any, text_spans: Sequence[tuple[int, int]]) -> Int8A
     return spans_mask(one, [text_spans])
 
 
-def _eos(tokenizer: Any, sample: int, field: str) -> int:
+def eos_id(tokenizer: Any, sample: int, field: str) -> int:
     eos = getattr(tokenizer, "eos_token_id", None)
     if eos is None:
         raise SettingError(
@@ -195,18 +194,16 @@ def _eos(tokenizer: Any, sample: int, field: str) -> int:
     return int(eos)
 
 
-def _with_eos(encoded: Encoded, eos: int) -> tuple[Int64Array, Int64Array]:
+def with_eos(encoded: Encoded, eos: int) -> tuple[Int64Array, Int64Array]:
     """Append ``eos`` to every text that does not end with it: new flat ids and offsets. O(tokens)."""
     ids, offsets = encoded.ids, encoded.offsets
     lengths = np.diff(offsets)
     last = ids[np.maximum(offsets[1:] - 1, 0)] if len(ids) else np.zeros(len(lengths), dtype=np.int64)
     needs = (lengths == 0) | (last != eos)
     new_lengths = lengths + needs
-    new_offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(new_lengths, out=new_offsets[1:])
+    new_offsets = offsets_of(new_lengths)
     out = np.full(int(new_offsets[-1]), eos, dtype=np.int64)
-    positions = np.arange(len(ids), dtype=np.int64) + np.repeat(new_offsets[:-1] - offsets[:-1], lengths)
-    out[positions] = ids
+    out[ranges(new_offsets[:-1], lengths)] = ids
     return out, new_offsets
 
 

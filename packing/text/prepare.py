@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from numbers import Integral
 from typing import Any
 
+from packing.core.validation import is_integer
 from packing.recipe import Recipe
 from packing.text.tokenizers import load_tokenizer
 
@@ -47,7 +47,7 @@ def _pad_id(recipe: Recipe, tokenizer: Any) -> int:
         value = getattr(tokenizer, name, None)
         if isinstance(value, list):  # some configs list several EOS ids
             value = value[0] if value else None
-        if isinstance(value, Integral) and not isinstance(value, bool) and int(value) >= 0:
+        if is_integer(value) and value >= 0:
             return int(value)
     return 0
 

@@ -51,15 +51,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from packing.core.loss import LossRules
+from packing.core.arrays import offsets_of, ranges
+from packing.core.loss import DEFAULT_RULES, LossRules
 from packing.errors import SampleError, SettingError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; imported where used, so io and reader may import this module
     pass
 from packing.core.forms import TEXT_FORMS, Message, TextForm, text_forms
-from packing.text.chats import _DEFAULT_RULES, _conversational_span, _marked_spans, _render_marked, _Shape, chat_spans
-from packing.text.encoding import Encoded, _eos, _with_eos, encode_masked, encode_texts
-from packing.text.templates import _render_all, has_generation_markers
+from packing.text.chats import TemplateShape, chat_spans, conversational_span, marked_spans, render_marked
+from packing.text.encoding import Encoded, encode_masked, encode_texts, eos_id, with_eos
+from packing.text.templates import has_generation_markers, render_all
 from packing.text.tokenizers import Int8Array, Int64Array, load_tokenizer
 
 _CHUNK_ROWS = 2048
@@ -124,25 +125,25 @@ def _check_row(row: Any, sample: int) -> _Row:
 
 
 def _encode_chats(
-    tokenizer: Any, conversations: list[list[Message]], samples: list[int], rules: LossRules = _DEFAULT_RULES
+    tokenizer: Any, conversations: list[list[Message]], samples: list[int], rules: LossRules = DEFAULT_RULES
 ) -> tuple[Encoded, Int8Array]:
     """Ids and loss masks of many conversations: each rendered once (in transformers' sandbox, bounded),
     all tokenized in one batch call with character offsets, the spans the loss ``rules`` train mapped to
     tokens (:func:`spans_mask`). With generation markers the spans start from the template's blocks (the
     masks of ``return_assistant_tokens_mask``); otherwise from the chat's layout (:func:`chat_spans`)."""
     if not rules.masks_anything:
-        texts = _render_all(tokenizer, conversations, samples)
+        texts = render_all(tokenizer, conversations, samples)
         encoded = encode_texts(tokenizer, texts, add_special_tokens=False)
         return encoded, np.ones(len(encoded.ids), dtype=np.int8)
-    shape = _Shape()
+    shape = TemplateShape()
     if has_generation_markers(tokenizer):
-        texts, blocks = _render_marked(tokenizer, conversations, samples)
+        texts, blocks = render_marked(tokenizer, conversations, samples)
         spans = [
-            _marked_spans(tokenizer, conversation, text, found, rules, sample, shape)
+            marked_spans(tokenizer, conversation, text, found, rules, sample, shape)
             for conversation, text, found, sample in zip(conversations, texts, blocks, samples, strict=True)
         ]
     else:
-        texts = _render_all(tokenizer, conversations, samples)
+        texts = render_all(tokenizer, conversations, samples)
         spans = []
         for index, (conversation, sample) in enumerate(zip(conversations, samples, strict=True)):
             texts[index], found = chat_spans(tokenizer, conversation, sample, rules, whole=texts[index], shape=shape)
@@ -155,18 +156,17 @@ def _encode_group(
 ) -> tuple[Int64Array, Int8Array, Int64Array]:
     """Ids, masks and offsets of rows that share a form, in one batch."""
     if form == "text":
-        eos = _eos(tokenizer, samples[0], "text")
+        eos = eos_id(tokenizer, samples[0], "text")
         encoded = encode_texts(tokenizer, [row.parts[0] for row in rows], add_special_tokens=True)
-        ids, offsets = _with_eos(encoded, eos)
+        ids, offsets = with_eos(encoded, eos)
         return ids, np.ones(len(ids), dtype=np.int8), offsets
     if form == "prompt_completion":
-        eos = _eos(tokenizer, samples[0], "completion")
+        eos = eos_id(tokenizer, samples[0], "completion")
         prompts = encode_texts(tokenizer, [row.parts[0] for row in rows], add_special_tokens=True)
         completions = encode_texts(tokenizer, [row.parts[1] for row in rows], add_special_tokens=False)
-        completion_ids, completion_offsets = _with_eos(completions, eos)
+        completion_ids, completion_offsets = with_eos(completions, eos)
         prompt_lengths, completion_lengths = np.diff(prompts.offsets), np.diff(completion_offsets)
-        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(prompt_lengths + completion_lengths, out=offsets[1:])
+        offsets = offsets_of(prompt_lengths + completion_lengths)
         # each row: its prompt tokens, then its completion tokens
         is_prompt = np.tile(np.array([1, 0], dtype=np.int8), len(rows))
         segment_lengths = np.column_stack((prompt_lengths, completion_lengths)).reshape(-1)
@@ -177,7 +177,7 @@ def _encode_group(
         if not rules.masks_anything:
             return ids, np.ones(len(ids), dtype=np.int8), offsets
         mask = (kind == 0).astype(np.int8)
-        if not rules.completion_eos:  # every completion ends with the EOS (_with_eos): leave it out
+        if not rules.completion_eos:  # every completion ends with the EOS (with_eos): leave it out
             mask[offsets[1:] - 1] = 0
         return ids, mask, offsets
     if form == "messages":
@@ -185,7 +185,7 @@ def _encode_group(
         return encoded.ids, mask, encoded.offsets
     texts, spans = [], []
     for row, sample in zip(rows, samples, strict=True):
-        text, text_spans = _conversational_span(tokenizer, row.parts[0], row.parts[1], sample, rules.completion_eos)
+        text, text_spans = conversational_span(tokenizer, row.parts[0], row.parts[1], sample, rules.completion_eos)
         texts.append(text)
         spans.append(text_spans)
     if not rules.masks_anything:
@@ -214,12 +214,11 @@ def _encode_chunk(
             return ids, mask, np.diff(offsets)
         lengths[members] = np.diff(offsets)
         results.append((np.asarray(members, dtype=np.int64), ids, mask, offsets))
-    starts = np.zeros(len(checked) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=starts[1:])
+    starts = offsets_of(lengths)
     out_ids = np.empty(int(starts[-1]), dtype=np.int64)
     out_mask = np.empty(int(starts[-1]), dtype=np.int8)
     for members_array, ids, mask, offsets in results:
-        where = np.repeat(starts[members_array] - offsets[:-1], np.diff(offsets)) + np.arange(len(ids))
+        where = ranges(starts[members_array], np.diff(offsets))
         out_ids[where] = ids
         out_mask[where] = mask
     return out_ids, out_mask, lengths
@@ -315,9 +314,9 @@ def encode_rows(
     rules = LossRules.of(loss_rules, completion_only_loss)
     processes = 1
     if num_proc is not None:
-        from packing.core.validation import check_positive_int
+        from packing.core.validation import check_integer
 
-        processes = check_positive_int(num_proc, "num_proc")
+        processes = check_integer(num_proc, "num_proc")
     tokenizer = load_tokenizer(tokenizer)
     if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
         raise SettingError("rows", "a list of text rows", rows)
@@ -336,9 +335,7 @@ def encode_rows(
         if progress is not None:
             done += len(chunk_lengths)
             progress(done, len(row_list))
-    offsets = np.zeros(len(row_list) + 1, dtype=np.int64)
-    if lengths:
-        np.cumsum(np.concatenate(lengths), out=offsets[1:])
+    offsets = offsets_of(np.concatenate(lengths) if lengths else np.zeros(len(row_list), dtype=np.int64))
     tokens = np.concatenate(ids_parts).astype(np.int64, copy=False) if ids_parts else np.zeros(0, np.int64)
     loss_mask = np.concatenate(mask_parts).astype(np.int8, copy=False) if mask_parts else np.zeros(0, np.int8)
     return tokens, loss_mask, offsets

@@ -337,7 +337,7 @@ def _rendered(
     return _bounded(_compiled(tokenizer), _variables(tokenizer, messages, generation_prompt), cap, marked)
 
 
-def _rendering(
+def rendering(
     tokenizer: Any, messages: Sequence[Message], generation_prompt: bool, sample: int, field: str, marked: bool = False
 ) -> tuple[str, Spans]:
     """The chat template's text for ``messages`` (and with ``marked`` its generation blocks' spans), as
@@ -363,12 +363,12 @@ def _rendering(
         ) from None
 
 
-def _render(tokenizer: Any, messages: Sequence[Message], generation_prompt: bool, sample: int, field: str) -> str:
-    """The chat template's text for ``messages`` (:func:`_rendering`, bounded the same way)."""
-    return _rendering(tokenizer, messages, generation_prompt, sample, field)[0]
+def render(tokenizer: Any, messages: Sequence[Message], generation_prompt: bool, sample: int, field: str) -> str:
+    """The chat template's text for ``messages`` (:func:`rendering`, bounded the same way)."""
+    return rendering(tokenizer, messages, generation_prompt, sample, field)[0]
 
 
-def _prefix_error(sample: int, field: str, turn: int) -> SampleError:
+def prefix_error(sample: int, field: str, turn: int) -> SampleError:
     return SampleError(
         sample,
         field,
@@ -391,7 +391,7 @@ def has_generation_markers(tokenizer: Any) -> bool:
     return isinstance(template, str) and _GENERATION_MARKER.search(template) is not None
 
 
-def _render_all(tokenizer: Any, conversations: list[list[Message]], samples: list[int]) -> list[str]:
-    """Every conversation rendered (no generation prompt), each capped as :func:`_render` caps it; a
-    failure is reported for the first conversation that fails, as :func:`_render` words it."""
-    return [_render(tokenizer, c, False, s, "messages") for c, s in zip(conversations, samples, strict=True)]
+def render_all(tokenizer: Any, conversations: list[list[Message]], samples: list[int]) -> list[str]:
+    """Every conversation rendered (no generation prompt), each capped as :func:`render` caps it; a
+    failure is reported for the first conversation that fails, as :func:`render` words it."""
+    return [render(tokenizer, c, False, s, "messages") for c, s in zip(conversations, samples, strict=True)]

@@ -4,10 +4,11 @@ and a chat template set on a copy. Internal: the public names are in ``packing``
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -189,8 +190,9 @@ def load_tokenizer(spec: Any, *, local_files_only: bool = False, chat_template: 
 
     Folders, files and names are loaded with ``transformers`` (imported here, an optional dependency).
     A hub name is looked up in the local cache first, then on the hub, unless ``local_files_only=True`` or
-    the ``HF_HUB_OFFLINE`` environment variable is set (then it never goes online); a hub that does not
-    answer a 2 s probe fails at once instead of after ``transformers``' retries.
+    huggingface_hub is offline (``HF_HUB_OFFLINE``; then it never goes online); a hub that does not answer
+    within huggingface_hub's own timeout (``HF_HUB_ETAG_TIMEOUT``, 10 s by default) fails at once instead of
+    after ``transformers``' retries.
     Every failure is a :class:`SettingError` that says what to do. O(1) plus the loading.
 
     >>> load_tokenizer("bytes")
@@ -243,9 +245,9 @@ def _load(spec: Any, local_files_only: bool) -> Any:
         return transformers.AutoTokenizer.from_pretrained(text, local_files_only=True, trust_remote_code=False)
     except Exception as error:
         cached_reason = _reason(error)
-    if local_files_only or os.environ.get("HF_HUB_OFFLINE", "").lower() not in ("", "0", "false", "no"):
+    if local_files_only or _offline():
         raise SettingError("tokenizer", expected, f"<{text!r}: not a folder, and not in the local cache (offline)>")
-    if not _hub_reachable():
+    if not _hub_answers(text):
         raise SettingError(
             "tokenizer", expected, f"<{text!r}: not a folder, not in the local cache, and the hub cannot be reached>"
         )
@@ -282,7 +284,7 @@ def with_chat_template(tokenizer: Any, template: Any) -> Any:
     """A copy of ``tokenizer`` that renders chats with ``template``: Jinja text (anything with ``{{`` or
     ``{%``), or the path of a file holding it. The template is compiled once here, in transformers'
     sandbox, so a syntax error is a ``SettingError`` at once; renderings are bounded as every rendering is
-    (:func:`_render`). The tokenizer given is left as it was. O(template).
+    (:func:`render`). The tokenizer given is left as it was. O(template).
 
     >>> with_chat_template(ByteTokenizer(), "{{ messages }}")
     Traceback (most recent call last):
@@ -343,54 +345,21 @@ TIKTOKEN_SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 """Special tokens given the ids after a ``.tiktoken`` file's ranks, in this order (Qwen's layout)."""
 
 
-def _byte_names() -> dict[int, str]:
-    """The printable character a byte-level BPE writes for each byte (GPT-2's table)."""
-    kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    names = {b: chr(b) for b in kept}
-    extra = 0
-    for b in range(256):
-        if b not in names:
-            names[b] = chr(256 + extra)
-            extra += 1
-    return names
-
-
-def _merge_parts(ranks: Mapping[bytes, int], token: bytes, limit: int) -> list[bytes]:
-    """``token`` merged from its bytes by ranks below ``limit``, lowest rank first (tiktoken's rule)."""
-    parts = [token[i : i + 1] for i in range(len(token))]
-    while len(parts) > 1:
-        best, where = limit, -1
-        for index in range(len(parts) - 1):
-            rank = ranks.get(parts[index] + parts[index + 1], limit)
-            if rank < best:
-                best, where = rank, index
-        if where < 0:
-            break
-        parts[where : where + 2] = [parts[where] + parts[where + 1]]
-    return parts
-
-
-def tiktoken_tokenizer(path: str | os.PathLike[str]) -> Any:
-    """A fast (Rust) tokenizer from a ``.tiktoken`` file (lines of ``base64-token rank``): the same byte-level
-    BPE, the text split by ``TIKTOKEN_PATTERN``, ``TIKTOKEN_SPECIAL_TOKENS`` after the ranks (EOS is
-    ``<|endoftext|>``); no chat template (give one with ``chat_template``). Needs ``tokenizers`` and
-    ``transformers``, not ``tiktoken``. O(vocabulary × token length²) to build the merges.
-    """
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-
-    file = Path(path)
+def _tiktoken_ranks(file: Path) -> dict[bytes, int]:
+    """The ranks of a ``.tiktoken`` file (lines of ``base64-token rank``), checked: a bad line is named, the
+    ranks are distinct. O(file)."""
     expected = "a .tiktoken file: lines of 'base64-token rank'"
-    ranks: dict[bytes, int] = {}
     try:
         lines = file.read_text(encoding="ascii").splitlines()
     except (OSError, UnicodeDecodeError) as error:
         raise SettingError("tokenizer", expected, f"<{str(file)!r}: {_reason(error)}>") from None
+    ranks: dict[bytes, int] = {}
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         parts = line.split()
         try:
-            token, rank = __import__("base64").b64decode(parts[0], validate=True), int(parts[1])
+            token, rank = base64.b64decode(parts[0], validate=True), int(parts[1])
             if len(parts) != 2 or not token or rank < 0:
                 raise ValueError
         except (ValueError, IndexError):
@@ -398,67 +367,73 @@ def tiktoken_tokenizer(path: str | os.PathLike[str]) -> Any:
         ranks[token] = rank
     if not ranks or len(set(ranks.values())) != len(ranks):
         raise SettingError("tokenizer", expected + " (distinct ranks)", f"<{file.name}: {len(ranks)} tokens>")
-    names = _byte_names()
+    return ranks
 
-    def name(token: bytes) -> str:
-        return "".join(names[b] for b in token)
 
-    merges = []
-    for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
-        if len(token) < 2:
-            continue
-        halves = _merge_parts(ranks, token, rank)
-        if len(halves) != 2:
-            raise SettingError("tokenizer", expected + " (each token a merge of two lower ranks)", f"<{token!r}>")
-        merges.append((name(halves[0]), name(halves[1])))
-    vocab = {name(token): rank for token, rank in ranks.items()}
-    backend = Tokenizer(models.BPE(vocab, merges, ignore_merges=False))
-    backend.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(TIKTOKEN_PATTERN), behavior="isolated", invert=False),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
-    backend.decoder = decoders.ByteLevel()
-    from tokenizers import AddedToken
-    from transformers import PreTrainedTokenizerFast
+def tiktoken_tokenizer(path: str | os.PathLike[str]) -> Any:
+    """A fast (Rust) tokenizer from a ``.tiktoken`` file (lines of ``base64-token rank``), converted by
+    transformers' own ``TikTokenConverter``: the same byte-level BPE, the text split by ``TIKTOKEN_PATTERN``,
+    ``TIKTOKEN_SPECIAL_TOKENS`` after the ranks (EOS is ``<|endoftext|>``); no chat template (give one with
+    ``chat_template``). The file is read and checked here (a bad line is named), so ``tiktoken`` itself is not
+    needed; ``transformers`` is. O(vocabulary × token length) to build the merges.
+    """
+    try:
+        from transformers import PreTrainedTokenizerFast
+        from transformers.convert_slow_tokenizer import TikTokenConverter
+    except ImportError:
+        raise SettingError(
+            "tokenizer", "transformers installed to read a .tiktoken file (pip install transformers)", str(path)
+        ) from None
+    file = Path(path)
+    ranks = _tiktoken_ranks(file)
 
+    class Converter(TikTokenConverter):
+        @staticmethod
+        def load_tiktoken_bpe(_url: str) -> dict[bytes, int]:
+            return ranks  # read and checked above: tiktoken need not be installed
+
+    convert: Any = Converter
+    backend = convert(str(file), TIKTOKEN_PATTERN, extra_special_tokens=list(TIKTOKEN_SPECIAL_TOKENS)).converted()
     first = max(ranks.values()) + 1
-    for offset, special in enumerate(TIKTOKEN_SPECIAL_TOKENS):
-        backend.add_special_tokens([AddedToken(special, special=True)])
-        if backend.token_to_id(special) != first + offset:
-            raise SettingError("tokenizer", expected + " (ranks 0..n-1)", f"<{file.name}: ranks with gaps>")
+    if [backend.token_to_id(special) for special in TIKTOKEN_SPECIAL_TOKENS] != list(
+        range(first, first + len(TIKTOKEN_SPECIAL_TOKENS))
+    ):
+        expected = "a .tiktoken file: lines of 'base64-token rank' (ranks 0..n-1)"
+        raise SettingError("tokenizer", expected, f"<{file.name}: ranks with gaps>")
     wrapper: Any = PreTrainedTokenizerFast
     tokenizer = wrapper(tokenizer_object=backend, eos_token=TIKTOKEN_SPECIAL_TOKENS[0])
     tokenizer.name_or_path = str(file)
     return tokenizer
 
 
-def _hub_reachable(timeout: float = 2.0) -> bool:
-    """Whether the Hugging Face hub answers at all (any HTTP status) within ``timeout`` seconds, through the
-    hub client's own session (its proxies and endpoint). Without it a name missing from the cache takes
-    ``transformers`` about 50 s of retries to fail when there is no network. The probe runs in a daemon
-    thread so a resolver that hangs is bounded too. O(1).
+def _offline() -> bool:
+    """huggingface_hub's offline mode: ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) true as it reads them,
+    when it was imported or set since (the hub reads them once). O(1)."""
+    from huggingface_hub import constants, is_offline_mode
+
+    now = (os.environ.get(name, "").upper() in constants.ENV_VARS_TRUE_VALUES for name in _OFFLINE_VARIABLES)
+    return is_offline_mode() or any(now)
+
+
+_OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+def _hub_answers(name: str) -> bool:
+    """Whether the hub answers a question about ``name`` at all (any HTTP status), asked once through
+    huggingface_hub's own client (its endpoint, proxies and token) within its own timeout
+    (``HF_HUB_ETAG_TIMEOUT``): a hub that does not answer takes ``transformers`` about 50 s of retries to
+    fail. A name the client refuses is left to ``transformers`` to word. O(1).
     """
-    import threading
+    from huggingface_hub import constants, model_info
+    from huggingface_hub.errors import HfHubHTTPError
 
     try:
-        from huggingface_hub import constants, get_session
-    except ImportError:  # pragma: no cover - transformers without the hub client: let it try
+        model_info(name, timeout=constants.HF_HUB_ETAG_TIMEOUT)
+    except (HfHubHTTPError, ValueError):  # an answer (no such repository, gated, ...), or a name refused
         return True
-    answered: list[bool] = []
-
-    def probe() -> None:
-        try:
-            get_session().head(constants.ENDPOINT, timeout=timeout)
-            answered.append(True)
-        except Exception:
-            answered.append(False)
-
-    thread = threading.Thread(target=probe, name="packing-hub-probe", daemon=True)
-    thread.start()
-    thread.join(timeout + 0.5)
-    return bool(answered and answered[0])
+    except Exception:  # no answer: no network, no such host, refused, timed out
+        return False
+    return True
 
 
 def _reason(error: BaseException) -> str:

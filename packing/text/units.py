@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from packing.core.forms import _is_message_list, unit_kind
+from packing.core.forms import is_message_list, unit_kind
 from packing.core.loss import LossRules
 from packing.errors import SampleError, UnitError
 from packing.text.rows import encode_rows
@@ -50,7 +50,7 @@ def _parts(row: Mapping[str, Any], index: int) -> tuple[str, Any, list[tuple[str
             raise UnitError.missing(index, field, kind)
         if text and not isinstance(value, str):
             raise SampleError(index, field, None, "a string, like 'prompt'", value)
-        if not text and not _is_message_list(value):
+        if not text and not is_message_list(value):
             raise SampleError(index, field, None, "a list of messages, like 'prompt'", value)
         if (text and not value) or (not text and not len(value)):
             raise UnitError.empty_completion(index, field)

@@ -4,7 +4,8 @@ and a dataset over packed blocks.
 ``import packing`` never imports torch; ``import packing.torch`` does (``pip install torch``).
 
 - ``PackingSampler(lengths, max_seq_length)``: a batch sampler; each step yields the sample indices of this rank's
-  packed block. Every sample once per epoch across ranks, the same number of steps on every rank, no empty block,
+  packed block. Every sample once per epoch across ranks, the same number of steps on every rank, no empty block
+  unless there are fewer samples than ranks × steps (the ranks left over take an empty step, which trains nothing),
   and the blocks of one step dealt so that the slowest rank's compute is close to the mean.
 - ``collate(rows)``: the padding-free batch of ``transformers.DataCollatorWithFlattening`` (one row of all tokens,
   ``position_ids`` restarting per document; optionally flash-attention boundaries and ``seq_idx``; its

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from numbers import Integral
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -18,12 +17,12 @@ from torch.utils.data import Dataset
 from packing.batches.packed import materialize, pack_units
 from packing.batches.schema import LOSS_WEIGHTS
 from packing.batches.units import check_unit_recipe
-from packing.core.arrays import ranges
+from packing.core.arrays import offsets_of, ranges, row_of
 from packing.core.forms import MASK_FIELDS
 from packing.core.samples import IGNORE_INDEX, Samples
 from packing.core.thd import padded_lengths
 from packing.core.units import UNIT_COLUMNS
-from packing.core.validation import INT64_MAX, MAX_SEQ_LENGTH, OverflowPolicy
+from packing.core.validation import INT64_MAX, INT64_MIN, MAX_SEQ_LENGTH, OverflowPolicy, check_integer
 from packing.errors import SettingError, refuse_with_units
 from packing.planning.plans import plan
 from packing.reading.rows import as_numpy, id_array, length_array, read_block, read_rows, weight_array
@@ -97,8 +96,7 @@ def _cap(
                 f"<sample {int(over.argmax())} of {int(lengths[over][0])} tokens>",
             )
         kept = documents_of(lengths, capacity, overflow)  # one document a sample: truncate and drop keep the start
-        starts = np.cumsum(lengths) - lengths
-        within = ranges(starts[kept.sequence] + kept.offset, kept.length)
+        within = ranges(offsets_of(lengths)[kept.sequence] + kept.offset, kept.length)
         tokens, labels, lengths = tokens[within], labels[within], kept.length
     _check_total(lengths, recipe)
     return tokens, labels, lengths
@@ -153,7 +151,10 @@ def collate(
     layout option given here (``strategy``, ``window``, ...) is refused by name.
     With ``max_seq_length`` (or a recipe), each sample gets the overflow policy (``truncate``, ``drop``;
     ``split`` refuses an over-long sample, whose pieces the sampler gives) and more than ``max_seq_length``
-    tokens in all are refused, packed blocks' too: a batch never holds more tokens. Returns ``input_ids`` and ``labels`` (-100 on
+    tokens in all are refused, packed blocks' too: a batch never holds more tokens; and rows with no token at all
+    (a ``PackingSampler``'s empty step: no rows, or empty ones) give padding alone, which trains nothing (one
+    token, or ``pad_to_multiple_of``, or a padded document with context parallelism: label -100, loss weight 0);
+    without, they are refused, as transformers' collator refuses them. Returns ``input_ids`` and ``labels`` (-100 on
     masked tokens, ``separator_id`` on each document's first token) as int64 arrays of shape ``(1, T)``, and:
 
     - ``return_position_ids`` (default ``True``): ``position_ids`` (int64, ``(1, T)``) restarting at
@@ -247,13 +248,14 @@ def collate(
     elif capped:  # blocks are packed already: never more than max_seq_length tokens in all, as for samples
         _check_total(lengths, chosen)
     lengths = lengths[lengths > 0]
-    if len(lengths) == 0:
-        raise SettingError("rows", "at least one token", "<only empty rows>")
+    if len(lengths) == 0 and not capped:  # a sampler's empty step comes through its collate: with its recipe
+        raise SettingError("rows", "at least one token (a PackingSampler's empty step: sampler.collate)", "<no token>")
     weights = _collated_weights(rows, labels, lengths, loss_weights, totals)
     if separator_id != IGNORE_INDEX:  # every document's first label (always IGNORE_INDEX until here)
         labels = labels.copy()
-        labels[np.cumsum(lengths) - lengths] = separator_id
-    padding = -len(tokens) % (pad_to_multiple_of or 1)
+        labels[offsets_of(lengths)[:-1]] = separator_id
+    # an empty step (a block with no token, capped) is padding alone: one token, or pad_to_multiple_of
+    padding = -len(tokens) % (pad_to_multiple_of or 1) if len(tokens) else (pad_to_multiple_of or 1)
     if padding:  # TRL's padding-free padding: pad id, label -100, and each padding token a sequence of its own
         tokens = np.concatenate([tokens, np.full(padding, prepare(chosen).pad_id, dtype=np.int64)])
         labels = np.concatenate([labels, np.full(padding, IGNORE_INDEX, dtype=np.int64)])
@@ -263,14 +265,13 @@ def collate(
     real = lengths
     if multiple > 1:  # the THD layout: every document padded to a multiple of 2·cp (× tp)
         tokens, labels, weights, lengths = thd_pad(tokens, labels, weights, lengths, multiple, prepare(chosen).pad_id)
-    cu = np.zeros(len(lengths) + 1, dtype=np.int32)
-    np.cumsum(lengths, out=cu[1:])
+    cu = offsets_of(lengths, np.int32)
     batch: dict[str, Any] = {"input_ids": tensors(tokens.astype(np.int64)[None]), "labels": tensors(labels[None])}
     if return_position_ids:
         positions = np.arange(len(tokens), dtype=np.int64) - np.repeat(cu[:-1].astype(np.int64), lengths)
         batch["position_ids"] = tensors(positions[None] + position_ids_start)
     if return_seq_idx:
-        batch["seq_idx"] = tensors(np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)[None])
+        batch["seq_idx"] = tensors(row_of(lengths, np.int32)[None])
     if return_flash_attn_kwargs:
         longest = int(lengths.max())
         batch.update(cu_seq_lens_q=tensors(cu), cu_seq_lens_k=tensors(cu.copy()), max_length_q=longest)
@@ -283,20 +284,6 @@ def collate(
         if weights is not None:
             batch["shift_loss_weights"] = tensors(shifted(weights, lengths, 0.0)[None])
     return batch
-
-
-def _check_integer(name: str, value: Any, expected: str, least: int, most: int) -> None:
-    """Refuse ``value`` unless an integer (not a bool) in ``[least, most]``: ``expected`` below ``least``, the
-    bound above ``most`` (``MAX_SEQ_LENGTH``, or 64 bits). O(1)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral):
-        raise SettingError(name, expected, value)
-    number = int(value)
-    if least > -INT64_MAX - 1 and number < least:
-        raise SettingError(name, expected, value)
-    if not least <= number <= most:
-        raise SettingError(
-            name, f"at most {most:,}" if most == MAX_SEQ_LENGTH else "an integer that fits in 64 bits", value
-        )
 
 
 def _check_collate_options(
@@ -312,10 +299,10 @@ def _check_collate_options(
     ...
     packing.errors.SettingError: pad_to_multiple_of: expected at most 16,777,216, got 1073741824
     """
-    _check_integer("separator_id", separator_id, "an integer", -INT64_MAX - 1, INT64_MAX)
-    _check_integer("position_ids_start", position_ids_start, "an integer >= 0", 0, MAX_SEQ_LENGTH)
+    check_integer(separator_id, "separator_id", least=INT64_MIN, most=INT64_MAX)
+    check_integer(position_ids_start, "position_ids_start", least=0, most=MAX_SEQ_LENGTH)
     if pad_to_multiple_of is not None:
-        _check_integer("pad_to_multiple_of", pad_to_multiple_of, "an integer >= 1 or None", 1, MAX_SEQ_LENGTH)
+        check_integer(pad_to_multiple_of, "pad_to_multiple_of", most=MAX_SEQ_LENGTH, optional=True)
     if return_tensors == "pt":
         return torch.from_numpy
     if return_tensors == "np":
@@ -342,7 +329,7 @@ def _collated_weights(
     if blocks and all("sequence_ids" in row for row in rows):
         documents = np.concatenate([_block_column(row, i, "sequence_ids", id_array) for i, row in enumerate(rows)])
     else:
-        documents = np.repeat(np.arange(len(lengths)), lengths)
+        documents = row_of(lengths)
     return token_weights(labels != IGNORE_INDEX, documents, mode, totals if totals is not None else _totals_of(rows))
 
 
@@ -426,30 +413,6 @@ class StepDataset(Dataset[Any]):
         return StepIndices(items, getattr(indices, "totals", None))
 
 
-def _trained_counts(trained: npt.ArrayLike | None, lengths: Int64Array) -> Int64Array | None:
-    """``trained`` as int64 counts, one per sample, or None: each between 0 and the tokens collate keeps of its
-    sample (``lengths``) less one (a sample's first token is never a target). O(samples)."""
-    if trained is None:
-        return None
-    values = np.asarray(trained)
-    count = len(lengths)
-    if values.shape != (count,) or (values.size and values.dtype.kind not in "iu"):
-        got = f"<an array of shape {values.shape} and dtype {str(values.dtype)[:20]}>"
-        raise SettingError("trained_tokens", f"one integer per sample ({count})", got)
-    if values.size and int(values.min()) < 0:
-        raise SettingError("trained_tokens", "non-negative counts", int(values.min()))
-    over = np.flatnonzero(values.astype(np.int64) > np.maximum(lengths.astype(np.int64) - 1, 0))
-    if over.size:
-        first = int(over[0])
-        raise SettingError(
-            "trained_tokens",
-            f"at most the tokens kept of each sample less one (sample {first} keeps {int(lengths[first])}; "
-            "trained_tokens(samples, max_seq_length))",
-            int(values[first]),
-        )
-    return values.astype(np.int64)
-
-
 def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Tensor]:
     max_seq_length = recipe.max_seq_length
     if has_units(rows):
@@ -457,9 +420,9 @@ def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Te
     if rows and all(_is_block(row) for row in rows):
         return _fixed_blocks(rows, max_seq_length, prepare(recipe).pad_id)
     tokens, labels, lengths = _documents(rows, recipe)
-    if len(lengths) == 0:
-        raise SettingError("rows", "at least one token", "<only empty rows>")
-    starts = np.concatenate(([0], np.cumsum(lengths)))
+    if not lengths.any():  # an empty step: one block of padding, which trains nothing
+        return _fixed_blocks([{"input_ids": [], "seq_lengths": []}], max_seq_length, prepare(recipe).pad_id)
+    starts = offsets_of(lengths)
     rows_as_samples = [{"input_ids": tokens[a:b], "loss_mask": (labels[a:b] != IGNORE_INDEX).astype(np.int8)}
                        for a, b in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True)]  # fmt: skip
     samples = read_rows(rows_as_samples)
@@ -562,9 +525,9 @@ def collate_fixed(
     models): ``input_ids``, ``labels``, ``position_ids`` of shape ``(blocks, max_seq_length)`` and **no**
     ``attention_mask``; documents restart ``position_ids`` at 0, so transformers keeps them apart, and padding
     (the recipe's pad id, label -100, position 0) comes last. The options are ``collate``'s. A sampler's
-    block is one row; more documents than fit go on into further rows (next-fit; a document longer than a
-    block gets the overflow policy, as in ``pack``). Packed blocks pass through, stacked. Picklable
-    (DataLoader workers). O(rows × max_seq_length).
+    block is one row (its empty step, one row of padding); more documents than fit go on into further rows
+    (next-fit; a document longer than a block gets the overflow policy, as in ``pack``). Packed blocks pass
+    through, stacked. Picklable (DataLoader workers). O(rows × max_seq_length).
 
     >>> batch = collate_fixed(4)([[1, 2], [3]])
     >>> batch["input_ids"].tolist(), batch["labels"].tolist(), batch["position_ids"].tolist()

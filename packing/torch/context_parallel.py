@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from packing.core.arrays import ranges
+from packing.core.arrays import offsets_of, ranges
 from packing.core.samples import IGNORE_INDEX
 from packing.core.thd import padded_lengths, shard_indices
 from packing.errors import SettingError
@@ -49,8 +49,7 @@ def thd_pad(
     ([5, 6, 0, 0, 7, 0, 0, 0], [-100, 6, -100, -100, -100, -100, -100, -100], [4, 4])
     """
     padded = padded_lengths(lengths, multiple)
-    starts = np.cumsum(padded) - padded
-    place = ranges(starts, lengths)
+    place = ranges(offsets_of(padded)[:-1], lengths)
     total = int(padded.sum())
     out_tokens = np.full(total, pad_id, dtype=np.int64)
     out_tokens[place] = tokens
@@ -72,7 +71,7 @@ def shifted(values: npt.NDArray[Any], lengths: Int64Array, fill: float) -> npt.N
     """
     out = np.full_like(values, fill)
     out[:-1] = values[1:]
-    out[np.cumsum(lengths) - 1] = fill
+    out[offsets_of(lengths)[1:] - 1] = fill
     return out
 
 
@@ -80,10 +79,7 @@ def thd_boundaries(real: Int64Array, padded: Int64Array, tensors: Callable[[npt.
     """The boundary entries of a THD batch: ``cu_seq_lens_q`` = ``cu_seq_lens_k`` (int32, real lengths),
     ``cu_seqlens_padded`` (int32, padded lengths) and ``max_length_q`` = ``max_length_k`` (the longest padded
     document, the span attention covers). O(documents)."""
-    cu_real = np.zeros(len(real) + 1, dtype=np.int32)
-    np.cumsum(real, out=cu_real[1:])
-    cu_padded = np.zeros(len(padded) + 1, dtype=np.int32)
-    np.cumsum(padded, out=cu_padded[1:])
+    cu_real, cu_padded = offsets_of(real, np.int32), offsets_of(padded, np.int32)
     longest = int(padded.max())
     return {
         "cu_seq_lens_q": tensors(cu_real),

@@ -14,6 +14,7 @@ from torch.utils.data import Dataset
 
 from packing.batches.packed import PackedBatch
 from packing.batches.schema import COLUMNS, LOSS_WEIGHTS, UNIT_GRID
+from packing.core.arrays import offsets_of, row_at
 from packing.errors import DatasetError, SettingError
 from packing.layouts.audit import AuditReport, audit
 from packing.reading.mapped import open_mapped
@@ -122,7 +123,7 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
             rows = [handle.get_batch(g).num_rows for g in range(handle.num_record_batches)]
         else:
             rows = [handle.metadata.row_group(g).num_rows for g in range(handle.num_row_groups)]
-        self._group_starts = np.concatenate(([0], np.cumsum(rows, dtype=np.int64)))
+        self._group_starts = offsets_of(rows)
         self._length = int(self._group_starts[-1])
         return True
 
@@ -190,7 +191,7 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
             if self._weights is not None:
                 arrays[LOSS_WEIGHTS.name] = self._weights[index]
         else:
-            group = int(np.searchsorted(self._group_starts, index, side="right")) - 1
+            group = row_at(self._group_starts, index)
             local = index - int(self._group_starts[group])
             arrays = {}
             for name, (offsets, values) in self._row_group(group).items():

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.validation import integer_words, is_integer
 from packing.errors import SettingError, StateMismatch
 
 FORMAT = "packing.PackingSampler/1"
@@ -85,8 +86,8 @@ def make_state(
 
 def _natural(state: Mapping[str, Any], key: str, least: int) -> int:
     value = state[key]
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-        raise SettingError("state", f"a PackingSampler.state_dict() ('{key}': an integer >= {least})", value)
+    if not is_integer(value) or value < least:
+        raise SettingError("state", f"a PackingSampler.state_dict() ('{key}': {integer_words(least)})", value)
     return int(value)
 
 
@@ -120,7 +121,7 @@ def read_state(
         if (
             not isinstance(entry, (list, tuple))
             or len(entry) != 2
-            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 0 for v in entry)
+            or not all(is_integer(v) and v >= 0 for v in entry)
             or entry[0] < 1
         ):
             raise SettingError("state", "a PackingSampler.state_dict() ('resized': [num_replicas, steps] pairs)", entry)

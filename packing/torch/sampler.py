@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
+import torch
 from torch.utils.data import Dataset, Sampler
 
 from packing.batches.units import unit_lengths
-from packing.core.samples import IGNORE_INDEX
+from packing.core.samples import IGNORE_INDEX, Int64Array
 from packing.core.units import Units
-from packing.core.validation import OverflowPolicy, as_lengths
+from packing.core.validation import OverflowPolicy, as_lengths, check_integer
 from packing.errors import PackingError, SampleError, SettingError
 from packing.planning.plans import Piece
 from packing.reading.rows import read_rows
@@ -27,16 +28,46 @@ from packing.weighting import LossMode, LossTotals, check_mode
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
-from packing.torch.collate import StepDataset, StepIndices, StepLoader, _trained_counts, collate
+from packing.torch.collate import StepDataset, StepIndices, StepLoader, collate
 from packing.torch.resume import Progress, fingerprint, make_state, read_state
-from packing.torch.schedule import (
-    CostFunction,
-    RankBalance,
-    Schedule,
-    _world,
-    build_schedule,
-    resume_schedule,
-)
+from packing.torch.schedule import CostFunction, RankBalance, Schedule, build_schedule, resume_schedule
+
+
+def _world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
+    """``(num_replicas, rank)``: the given values, else torch.distributed's, else a single process."""
+    initialized = torch.distributed.is_available() and torch.distributed.is_initialized()
+    if num_replicas is None:
+        num_replicas = torch.distributed.get_world_size() if initialized else 1
+    if rank is None:
+        rank = torch.distributed.get_rank() if initialized else 0
+    num_replicas, rank = check_integer(num_replicas, "num_replicas"), check_integer(rank, "rank", least=0)
+    if rank >= num_replicas:
+        raise SettingError("rank", f"a rank in 0..{num_replicas - 1}", rank)
+    return num_replicas, rank
+
+
+def _trained_counts(trained: npt.ArrayLike | None, lengths: Int64Array) -> Int64Array | None:
+    """``trained`` as int64 counts, one per sample, or None: each between 0 and the tokens collate keeps of its
+    sample (``lengths``) less one (a sample's first token is never a target). O(samples)."""
+    if trained is None:
+        return None
+    values = np.asarray(trained)
+    count = len(lengths)
+    if values.shape != (count,) or (values.size and values.dtype.kind not in "iu"):
+        got = f"<an array of shape {values.shape} and dtype {str(values.dtype)[:20]}>"
+        raise SettingError("trained_tokens", f"one integer per sample ({count})", got)
+    if values.size and int(values.min()) < 0:
+        raise SettingError("trained_tokens", "non-negative counts", int(values.min()))
+    over = np.flatnonzero(values.astype(np.int64) > np.maximum(lengths.astype(np.int64) - 1, 0))
+    if over.size:
+        first = int(over[0])
+        raise SettingError(
+            "trained_tokens",
+            f"at most the tokens kept of each sample less one (sample {first} keeps {int(lengths[first])}; "
+            "trained_tokens(samples, max_seq_length))",
+            int(values[first]),
+        )
+    return values.astype(np.int64)
 
 
 class PackingSampler(Sampler[list[int | Piece]]):
@@ -54,14 +85,20 @@ class PackingSampler(Sampler[list[int | Piece]]):
       as a sample of its own (a document of its own, as in ``pack``).
     - ``len(sampler)`` is the number of steps of the epoch, the same on every rank (it may change by one between
       epochs, as each epoch is packed anew); every sample (or piece) appears in exactly one block of one rank
-      per epoch; no block is empty. Fewer non-empty samples than ranks × steps is refused.
+      per epoch. No block is empty while there are at least as many non-empty samples as ranks × steps; with
+      fewer (a small dataset, or the end of an epoch resumed on more ranks), every sample has a block of its own
+      and each rank left over gets an empty step: an empty block (``[]``, or empty samples only), which
+      ``sampler.collate`` makes a batch of padding alone (no target, loss weights 0: ``weighted_loss`` gives
+      exactly 0 and a zero gradient), so every rank still takes every step, as DDP needs. A dataset with no
+      token to train is refused.
     - ``set_epoch(epoch)`` repacks from ``(seed, epoch)``: the same on every rank and run, different between epochs.
     - The blocks of a step are chosen so the slowest rank's cost is close to the mean; the cost of a document of
       ``ℓ`` tokens is ``cost(ℓ)`` (vectorized over an int64 array), by default ``24576·ℓ + ℓ²``.
       ``imbalance`` reports it (``balance=False`` deals blocks in random order, the usual behaviour).
     - ``num_replicas`` and ``rank`` default to ``torch.distributed``'s world size and rank (1 and 0 without it).
     - ``state_dict()`` / ``load_state_dict(state)``: stop and resume, exactly on as many ranks, every sample still
-      once per epoch on another number (the rest of the epoch packed anew); a state of other data is refused.
+      once per epoch on another number (the rest of the epoch packed anew, on any number of ranks: empty steps
+      for the ranks beyond what is left); a state of other data is refused.
     - ``lengths`` may be a dataset of preference pairs or completion groups (``packing.read_dataset``'s, or a
       ``Samples`` with ``units``): every unit is one item, its length in the recipe's layout (``share_prompt``), fitted
       whole by the overflow policy as ``collate`` fits it (``truncate`` cuts its completions, never the prompt); a
@@ -86,6 +123,10 @@ class PackingSampler(Sampler[list[int | Piece]]):
     [8, 8]
     >>> sampler.stats.tokens_lost, sampler.stats.sequences_truncated
     (2, 1)
+    >>> [list(PackingSampler([3, 2], 8, num_replicas=3, rank=r, seed=0)) for r in range(3)]   # 2 samples, 3 ranks
+    [[[]], [[0]], [[1]]]
+    >>> sampler.collate([])["labels"].tolist()                                 # an empty step: padding, no target
+    [[-100]]
     """
 
     def __init__(
@@ -119,13 +160,7 @@ class PackingSampler(Sampler[list[int | Piece]]):
         if self.recipe.overflow == "truncate":  # what collate keeps of an over-long sample
             kept = np.minimum(self.lengths, self.recipe.max_seq_length)
         self.trained_tokens = _trained_counts(trained_tokens, kept)
-        if (
-            isinstance(gradient_accumulation_steps, bool)
-            or not isinstance(gradient_accumulation_steps, int)
-            or (gradient_accumulation_steps < 1)
-        ):
-            raise SettingError("gradient_accumulation_steps", "an integer >= 1", gradient_accumulation_steps)
-        self.gradient_accumulation_steps = gradient_accumulation_steps
+        self.gradient_accumulation_steps = check_integer(gradient_accumulation_steps, "gradient_accumulation_steps")
         self.num_replicas, self.rank = _world(num_replicas, rank)
         self.shuffle = shuffle
         self.cost = cost

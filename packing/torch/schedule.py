@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
+from packing.core.arrays import offsets_of, row_of
 from packing.core.thd import padded_lengths
 from packing.core.units import Units
 from packing.core.validation import OverflowPolicy, as_lengths
@@ -44,21 +44,6 @@ def default_cost(lengths: Int64Array) -> FloatArray:
     """
     ell = np.asarray(lengths, dtype=np.float64)
     return LINEAR_COST_PER_TOKEN * ell + ell * ell
-
-
-def _world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
-    """``(num_replicas, rank)``: the given values, else torch.distributed's, else a single process."""
-    initialized = torch.distributed.is_available() and torch.distributed.is_initialized()
-    if num_replicas is None:
-        num_replicas = torch.distributed.get_world_size() if initialized else 1
-    if rank is None:
-        rank = torch.distributed.get_rank() if initialized else 0
-    for name, value, low in (("num_replicas", num_replicas, 1), ("rank", rank, 0)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise SettingError(name, f"an integer >= {low}", value)
-    if rank >= num_replicas:
-        raise SettingError("rank", f"a rank in 0..{num_replicas - 1}", rank)
-    return int(num_replicas), int(rank)
 
 
 @dataclass(frozen=True)
@@ -117,10 +102,10 @@ class Schedule:
         if self.pieces.any():
             raise SettingError("trained_tokens", "whole samples (overflow truncate or drop, not split)", "<pieces>")
         group = self.num_replicas * gradient_accumulation_steps
-        block_of = np.repeat(np.arange(len(self.block_starts) - 1), np.diff(self.block_starts))
+        block_of = row_of(np.diff(self.block_starts))
         optimizer_step = block_of // group
         counts = trained[self.indices]
-        steps = int(optimizer_step.max()) + 1 if len(optimizer_step) else 0
+        steps = -(-self.num_steps // gradient_accumulation_steps)  # optimizer steps, empty blocks' too
         documents = np.bincount(optimizer_step, weights=counts > 0, minlength=steps)
         tokens = np.bincount(optimizer_step, weights=counts, minlength=steps)
         roots = np.bincount(optimizer_step, weights=np.sqrt(counts), minlength=steps)
@@ -248,7 +233,9 @@ def build_schedule(
        applies as in ``pack``: a sample longer than ``max_seq_length`` is truncated to it (a block of its
        own), dropped, or split into pieces that may land in different blocks.
     2. When the blocks do not divide evenly into ``num_replicas``, the blocks with the most documents are split
-       in two (halves of similar cost) until they do; empty samples join blocks round-robin.
+       in two (halves of similar cost) until they do, or until every document has a block of its own: the blocks
+       still missing stay empty (an empty step for their ranks). Empty samples join blocks round-robin.
+       A plan with no document (no sample with tokens) is refused.
     3. With ``balance``, the documents of the ``2 × num_replicas`` cheapest blocks (part-filled ones) are
        re-dealt over as many blocks, heaviest first into the cheapest block with room; then blocks are sorted by
        cost and every ``num_replicas`` consecutive ones form a step, which minimises the sum over steps of the
@@ -284,6 +271,9 @@ def build_schedule(
         layout.piece_length.astype(np.int64),
         (sizes[docs] > capacity) & (chosen.overflow == "split"),
     )
+    if len(docs) == 0:  # an epoch that trains nothing is a mistake; a resumed remainder may be anything
+        kept = f" of at most {capacity} tokens (overflow='drop')" if chosen.overflow == "drop" else ""
+        raise SettingError("lengths", f"at least one sample with tokens{kept}", f"<none of {len(sizes)} samples>")
     empties = np.flatnonzero(sizes == 0)
     if empties.size and shuffle:
         empties = rng.permutation(empties)
@@ -317,9 +307,9 @@ def resume_schedule(
     units: Units | None = None,
 ) -> Schedule:
     """What is left of ``previous`` after its first ``step`` steps, packed anew and dealt to ``num_replicas``
-    ranks (a resume on another number of ranks): every remaining entry exactly once, none of the consumed ones.
-    The order and plan draw from ``rng``. An empty remainder gives a schedule of no steps. O(remaining +
-    the strategy's cost).
+    ranks (a resume on another number of ranks): every remaining entry exactly once, none of the consumed ones;
+    with fewer entries left than ``num_replicas``, the ranks left over get empty blocks. The order and plan draw
+    from ``rng``. An empty remainder gives a schedule of no steps. O(remaining + the strategy's cost).
 
     >>> first = build_schedule([3, 2, 4, 1, 5, 2, 1, 1, 2, 3, 4, 2], 6, 2, seed=0)   # 3 steps on 2 ranks
     >>> rest = resume_schedule(first, 1, 3, np.random.default_rng(0), shuffle=True, cost=None, balance=True,
@@ -327,6 +317,10 @@ def resume_schedule(
     >>> done = {int(i) for r in range(2) for i in first.block(0, r)}
     >>> rest.num_steps, sorted(done | set(rest.indices.tolist())) == list(range(12)), done.isdisjoint(rest.indices)
     (2, True, True)
+    >>> end = resume_schedule(first, 2, 8, np.random.default_rng(0), shuffle=True, cost=None, balance=True,
+    ...                       recipe=Recipe(6))                                   # 1 step left; 8 ranks now
+    >>> end.num_steps, sorted(len(end.block(0, r)) for r in range(8))            # one sample a rank, or none
+    (1, [0, 0, 0, 0, 1, 1, 1, 1])
     """
     left = previous.remaining(step)
     real = np.flatnonzero(left.lengths > 0)
@@ -413,14 +407,8 @@ def _deal(
     docs = planned.indices
     if doc_cost.shape != docs.shape:
         raise SettingError("cost", "a function giving one value per length", f"<{doc_cost.size} values>")
-    steps = -(-num_blocks // num_replicas)
+    steps = max(1, -(-num_blocks // num_replicas))  # one step at least: something is left to deal
     wanted = steps * num_replicas
-    if len(docs) < wanted or num_blocks == 0:
-        raise SettingError(
-            "num_replicas",
-            f"at most as many blocks ({num_replicas} ranks × {max(steps, 1)} steps) as non-empty samples ({len(docs)})",
-            num_replicas,
-        )
     block_of = block_of.copy()
     if wanted > num_blocks:
         counts = np.bincount(block_of, minlength=num_blocks)
@@ -428,13 +416,15 @@ def _deal(
         heap = [(-int(counts[b]), int(b)) for b in candidates]
         heapq.heapify(heap)
         for new in range(num_blocks, wanted):
-            _, donor = heapq.heappop(heap)  # the block with the most documents; at least 2 (checked above)
+            if not heap or heap[0][0] > -2:  # every document has a block of its own: the rest stay empty
+                break
+            _, donor = heapq.heappop(heap)  # the block with the most documents
             members = np.flatnonzero(block_of == donor)
             keep, move = _halves(members, doc_cost[members])
             block_of[move] = new
             heapq.heappush(heap, (-len(keep), donor))
             heapq.heappush(heap, (-len(move), new))
-    if balance:
+    if balance and len(block_of):
         _even_out_cheapest(block_of, doc_cost, room, capacity, num_replicas)
     attention = _attention_of(cost, room, units, planned.indices)
     if len(empties.indices):
@@ -454,8 +444,7 @@ def _deal(
     rank_of_block[dealt.reshape(-1)] = np.arange(wanted)
     position = rank_of_block[block_of]
     grouped = np.argsort(position, kind="stable")  # keeps each block's documents in plan order
-    block_starts = np.zeros(wanted + 1, dtype=np.int64)
-    np.cumsum(np.bincount(position, minlength=wanted), out=block_starts[1:])
+    block_starts = offsets_of(np.bincount(position, minlength=wanted))
     ordered = planned.take(grouped)
     return Schedule(
         num_replicas,

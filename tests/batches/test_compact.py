@@ -18,7 +18,7 @@ import packing
 from packing import IGNORE_INDEX, SampleError, SettingError, pack, plan, read_rows
 from packing.batches.packed import LazyBatch
 from packing.batches.schema import arrow_schema
-from packing.core.samples import MAX_ID
+from packing.core.validation import INT32_MAX
 from packing.layouts.export import write_jsonl, write_parquet
 from packing.streaming import stream
 from tests.helpers.memory import traced_peak
@@ -57,7 +57,7 @@ def test_an_id_past_int32_is_refused_with_sample_and_position_and_kept_in_int64(
     assert (caught.value.sample, caught.value.position) == (1, 2)
     assert "2147483647" in str(caught.value) and "int64=True" in str(caught.value)
     assert int(pack(rows, 8, int64=True).input_ids.max()) == 2**31
-    assert int(pack([[MAX_ID]], 2).input_ids[0, 0]) == MAX_ID  # the largest that fits is kept
+    assert int(pack([[INT32_MAX]], 2).input_ids[0, 0]) == INT32_MAX  # the largest that fits is kept
     with pytest.raises(SettingError, match="pad_token_id"):
         pack([[1]], 4, pad_token_id=2**31)
 
@@ -226,10 +226,10 @@ def _parquet_rows(ids: list[list[int]], form: list[int], masked: bool, kind: str
 def test_parquet_read_batch_by_batch_equals_the_whole_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: list[Any], masked: bool, kind: str, group: int, batch: int
 ) -> None:
-    import packing.reading.files
+    import packing.reading.content
     from packing.reading.arrow import read_table
 
-    monkeypatch.setattr(packing.reading.files, "_BATCH_VALUES", batch)
+    monkeypatch.setattr(packing.reading.content, "_BATCH_VALUES", batch)
     ids, form = [r for r, _ in rows], [f if masked or f != 1 else 0 for _, f in rows]
     path = tmp_path / "rows.parquet"
     pq.write_table(_parquet_rows(ids, form, masked, kind), path, row_group_size=group)
@@ -263,9 +263,9 @@ def test_parquet_refusal_in_a_later_batch_names_the_file_and_row(
 ) -> None:
     import pyarrow as pa
 
-    import packing.reading.files
+    import packing.reading.content
 
-    monkeypatch.setattr(packing.reading.files, "_BATCH_VALUES", 2)
+    monkeypatch.setattr(packing.reading.content, "_BATCH_VALUES", 2)
     path = tmp_path / "rows.parquet"
     pq.write_table(pa.table(columns), path, row_group_size=2)
     with pytest.raises(packing.DatasetError) as refused:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from explorer.core.sources import Upload
-from explorer.server.memo import MemoStore, deep_size
+from explorer.server.memo import Cancelled, MemoStore, deep_size
 
 
 class Clock:
@@ -93,19 +93,21 @@ class Stopped(BaseException):
     """What Streamlit raises in a script run that should end (its ``StopException`` is a ``BaseException``)."""
 
 
-def test_a_caller_waiting_on_a_stopped_run_computes_the_value_itself() -> None:
-    """One session's run stopped (its visitor left) while another waited for the same entry: the other gets the
-    value, not the first one's stop (which would end its own run silently)."""
+@pytest.mark.parametrize("stop", [Stopped, Cancelled], ids=["stopped run", "cancelled call"])
+def test_a_caller_waiting_on_a_stopped_run_computes_the_value_itself(stop: type[BaseException]) -> None:
+    """One session's run stopped (its visitor left), or its call cancelled (the session asked for another), while
+    another waited for the same entry: the other gets the value, not the first one's stop (which would end its own
+    run silently) or cancellation."""
     store = MemoStore(max_bytes=10**9, ttl=1e9)
     started, results = threading.Event(), []
 
     def stopped() -> int:
         started.set()
         time.sleep(0.3)
-        raise Stopped
+        raise stop
 
     def owner() -> None:
-        with pytest.raises(Stopped):
+        with pytest.raises(stop):
             store.get_or_compute("k", stopped)
 
     first = threading.Thread(target=owner)

@@ -394,6 +394,25 @@ def test_uploads_are_packed_and_hostile_files_give_one_line() -> None:
         assert all(len(e) < 400 for e in errors), (name, errors)
 
 
+def test_the_upload_widget_takes_every_format_the_reader_reads() -> None:
+    import io
+
+    import pyarrow as pa
+
+    from packing.reading.files import FORMATS, extensions
+
+    at = _app(source="upload")
+    uploader = at.sidebar.get("file_uploader")[0]
+    assert {f".{extension}" for extension in extensions(FORMATS)} <= set(uploader.proto.type)
+    assert ".arrow" in uploader.proto.type
+    buffer = io.BytesIO()
+    with pa.ipc.new_file(buffer, pa.schema([("input_ids", pa.list_(pa.int64()))])) as writer:
+        writer.write_table(pa.table({"input_ids": [[1, 2, 3], [4, 5]]}))
+    uploader.upload("train.arrow", buffer.getvalue()).run()
+    _clean(at)
+    assert _classic(at)[0].startswith("Block 1: [1, 2, 3")
+
+
 def test_an_uploaded_file_of_chats_is_tokenized_with_the_chosen_tokenizer() -> None:
     chats = b'{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}]}\n' * 2
     at = _app(source="upload")

@@ -24,37 +24,12 @@ from explorer.core import links, model
 from explorer.core.parsing import InputError
 from explorer.core.sources import Synthetic, Upload
 from explorer.core.text import TOKENIZERS_ENV, choose_tokenizer, tokenizer_path
-from tests.helpers.apptest import open_link
+from tests.helpers.apptest import errors_of, no_leak, open_link, page_of, plain
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
 TIMEOUT = 120
-SHOWN = ("markdown", "caption", "warning", "error", "info", "success", "code", "text", "exception")
-SERVER_PATHS = ("/work", "/usr", "/tmp", "/home", "site-packages", "Traceback", 'File "', str(ROOT))
 CHATS = b'{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}]}\n'
-
-
-def _plain(value: object) -> str:
-    return re.sub(r"\\(.)", r"\1", str(value)).replace("\u2060", "")
-
-
-def _page(at: AppTest) -> str:
-    """Every message, code and text body on the page, as the reader sees it."""
-    return "\n".join(_plain(e.value) for kind in SHOWN for e in at.get(kind))
-
-
-def _errors(at: AppTest) -> list[str]:
-    return [_plain(e.value) for e in at.error]
-
-
-def _no_leak(at: AppTest, typed: str = "") -> None:
-    """No exception element, no traceback, no server path the visitor did not type; every error one line."""
-    assert not at.exception, [e.value for e in at.exception]
-    page = _page(at)
-    for path in (*SERVER_PATHS, "/root"):
-        if path not in typed:
-            assert path not in page, (path, page[:2000])
-    assert all("\n" not in e and len(e) < 500 for e in _errors(at)), _errors(at)
 
 
 # ---------------------------------------------------------------- the tokenizer box
@@ -63,17 +38,17 @@ def _no_leak(at: AppTest, typed: str = "") -> None:
 @pytest.mark.parametrize("name", ["a" * 300, "~nosuchuser", "~root/.ssh", "/etc/passwd", "../../etc/passwd"])
 def test_a_hostile_tokenizer_in_a_link_is_the_one_refusal(name: str) -> None:
     at = open_link({"source": "text", "tokenizer": name})
-    _no_leak(at, name)
-    errors = _errors(at)
+    no_leak(at, name)
+    errors = errors_of(at)
     assert len(errors) == 1 and "Cannot load the tokenizer" in errors[0], errors
-    assert "root:" not in _page(at)  # /etc/passwd is never opened nor parsed
+    assert "root:" not in page_of(at)  # /etc/passwd is never opened nor parsed
 
 
 def test_a_hostile_tokenizer_for_an_uploaded_text_file_is_one_line() -> None:
     at = open_link({"source": "upload", "tokenizer": "~nosuchuser"})
     at.sidebar.get("file_uploader")[0].upload("chats.jsonl", CHATS).run()
-    _no_leak(at, "~nosuchuser")
-    errors = _errors(at)
+    no_leak(at, "~nosuchuser")
+    errors = errors_of(at)
     assert len(errors) == 1 and "chats.jsonl holds text rows. Cannot load the tokenizer" in errors[0], errors
 
 
@@ -93,8 +68,8 @@ def test_the_page_is_no_filesystem_oracle(tmp_path: Path) -> None:
     lines = set()
     for name in names:
         at = open_link({"source": "text", "tokenizer": name})
-        _no_leak(at, name)
-        (error,) = _errors(at)
+        no_leak(at, name)
+        (error,) = errors_of(at)
         lines.add(error.replace(repr(name)[:39] + "…" if len(repr(name)) > 40 else repr(name), "NAME"))
     assert len(lines) == 1, lines
 
@@ -114,8 +89,8 @@ def test_only_folders_under_the_operators_folder_are_offered(tmp_path: Path, mon
     messages = {choose_tokenizer(n)[1].replace(repr(n), "NAME") for n in ("empty", "missing", "versioned", "escape")}  # type: ignore[union-attr]
     assert len(messages) == 1, messages
     at = open_link({"source": "text", "tokenizer": "versioned"})
-    _no_leak(at)
-    assert "SECRET" not in _page(at) and len(_errors(at)) == 1
+    no_leak(at)
+    assert "SECRET" not in page_of(at) and len(errors_of(at)) == 1
 
 
 def test_the_explorer_runs_with_the_hub_offline() -> None:
@@ -168,8 +143,8 @@ def test_every_load_tokenizer_call_in_the_explorer_is_local_only() -> None:
 def test_a_plan_that_expands_past_the_bound_is_refused_before_it_is_built(params: dict[str, str]) -> None:
     link = {"source": "synthetic", "max_length": "16777216", "max_seq_length": "1", "overflow": "split", **params}
     at = open_link(link)  # type: ignore[arg-type]
-    _no_leak(at)
-    page = _page(at)
+    no_leak(at)
+    page = page_of(at)
     assert ("pieces; the explorer plans up to" in page) or ("stands for" in page), page[:1000]
     assert not at.get("plotly_chart") and not at.code
 
@@ -190,8 +165,8 @@ def test_lengths_only_data_is_bounded_by_the_tokens_it_stands_for() -> None:
         Synthetic(1_000_000, "uniform", 0, 2**24).load()
     at = open_link({"source": "upload"})
     at.sidebar.get("file_uploader")[0].upload("one.csv", b"length\n1000000000000\n").run()
-    _no_leak(at)
-    assert any("1,000,000,000,000 tokens" in e for e in _errors(at)), _errors(at)
+    no_leak(at)
+    assert any("1,000,000,000,000 tokens" in e for e in errors_of(at)), errors_of(at)
 
 
 def _zeros_parquet(rows: int, width: int) -> bytes:
@@ -215,8 +190,8 @@ def test_the_inspect_tab_is_bounded_before_it_reads() -> None:
         inspect_view.load_report(many, "many.parquet")
     at = open_link({"tab": "Inspect"})
     at.get("file_uploader")[0].upload("many.parquet", many).run()
-    _no_leak(at)
-    assert any("1,000,001 blocks" in e for e in _errors(at)), _errors(at)
+    no_leak(at)
+    assert any("1,000,001 blocks" in e for e in errors_of(at)), errors_of(at)
     with pytest.raises(
         packing.DatasetError,
         match=r"holds about 64,000,002 values, more than the limit of 64,000,000 \(refused before parsing\)",
@@ -283,7 +258,7 @@ def _sweep() -> list[dict[str, str | list[str]]]:
 @pytest.mark.parametrize("params", _sweep(), ids=lambda p: "&".join(f"{k}={str(v)[:12]}" for k, v in p.items()))
 def test_crafted_links_give_plain_lines_only(params: dict[str, str | list[str]]) -> None:
     at = open_link(params)
-    _no_leak(at, " ".join(str(v) for v in params.values()))
+    no_leak(at, " ".join(str(v) for v in params.values()))
     for kind in ("markdown", "warning", "error", "info", "caption"):
         for element in at.get(kind):
             live = re.sub(r"\\.", "", str(element.value))
@@ -296,5 +271,5 @@ def test_the_sweep_leaves_out_sizes_that_expand_past_the_bound() -> None:
     at.query_params.update(link)
     at.run()
     at.text_input(key="sweep_sizes_100000").set_value("1, 100000").run()
-    _no_leak(at)
-    assert any("Left out max_seq_length 1:" in w for w in (_plain(e.value) for e in at.warning))
+    no_leak(at)
+    assert any("Left out max_seq_length 1:" in w for w in (plain(e.value) for e in at.warning))

@@ -18,11 +18,10 @@ from streamlit.testing.v1 import AppTest
 
 import packing
 from explorer.core import export, links
-from explorer.core.model import DEFAULT_RULES
 from explorer.core.sources import Paste, Text, Upload
 from explorer.core.text import CHATS
 from explorer.server import cache
-from packing.core.loss import EOS_RULES, LOSS_RULES, LossRules
+from packing.core.loss import DEFAULT_RULES, EOS_RULES, LOSS_RULES, LossRules
 from tests.helpers.apptest import open_link
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")

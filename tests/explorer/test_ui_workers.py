@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import types
 from collections.abc import Callable, Iterator
@@ -243,3 +244,52 @@ def test_a_worker_replaced_after_its_calls_answers_the_next_ones(
     assert os.getpid() not in pids and len(set(pids)) >= 2
     with pytest.raises(workers.TimedOut):  # and a kill finds the process of the call, a replaced one too
         workers.run(spin, str(Path(os.devnull)), seconds=1)
+
+
+def hold(marker: str, release: str) -> int:
+    """A long load: leave this process's id in ``marker``, then wait until ``release`` exists (at most 10 minutes);
+    its process id."""
+    Path(marker).write_text(str(os.getpid()))
+    deadline = time.monotonic() + 600
+    while not os.path.exists(release) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return os.getpid()
+
+
+@pytest.mark.slow
+def test_a_second_sessions_short_load_is_not_stuck_behind_a_long_one(
+    one_worker: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One visitor's long load (a chat template that runs for a minute) holds one of the load lane's workers, never
+    the other: another visitor's load runs at once, while the first still runs."""
+    monkeypatch.setattr(workers, "_SESSION", [lambda: threading.current_thread().name])  # a session a thread
+    marker, release = tmp_path / "pid", tmp_path / "release"
+    with ThreadPoolExecutor(1, "first") as first, ThreadPoolExecutor(1, "second") as second:
+        long = first.submit(workers.run, hold, str(marker), str(release), lane_name="load", seconds=600)
+        try:
+            assert wait_for(marker.exists)
+            short = second.submit(workers.run, os.getpid, lane_name="load")
+            assert wait_for(short.done), "the second session's load waited for the first's"
+            assert not long.done()  # the first load still runs, in its own worker
+            assert short.result() not in (os.getpid(), int(marker.read_text()))
+        finally:
+            release.touch()
+        assert long.result() == int(marker.read_text())
+
+
+@pytest.mark.slow
+def test_a_sessions_new_load_stops_its_previous_one(
+    one_worker: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session has one load at a time: a new one stops the one it still has (its worker killed), so a visitor
+    who repeats loads never holds both of the lane's workers."""
+    monkeypatch.setattr(workers, "_SESSION", [lambda: "one visitor"])
+    marker = tmp_path / "pid"
+    with ThreadPoolExecutor(1) as older:
+        previous = older.submit(workers.run, spin, str(marker), lane_name="load", seconds=600)
+        assert wait_for(marker.exists)
+        assert workers.run(os.getpid, lane_name="load") not in (os.getpid(), int(marker.read_text()))
+        with pytest.raises(workers.Superseded, match=r"^spin was stopped: the page asked for another in its place$"):
+            previous.result(timeout=60)
+    assert wait_for(lambda: not alive(int(marker.read_text())))
+    assert busy_pids() == []

@@ -1,5 +1,6 @@
 """Loss weighting under packing: a real transformers model's packed loss and gradients equal the unpacked objective,
-computed document by document, for every mode: one batch, micro-batches with accumulation, and two ranks (gloo)."""
+computed document by document, for every mode: one batch, micro-batches with accumulation, and two ranks (gloo), or
+three ranks with fewer documents (a rank's empty step trains nothing)."""
 
 from __future__ import annotations
 
@@ -340,8 +341,9 @@ def test_accumulated_micro_batches_equal_the_unpacked_objective_of_each_step(mod
             assert max_diff(accumulated, grad(reference, model)) < TOLERANCE, mode
 
 
-def _rank(rank: int, world: int, store: str, out: str) -> None:
-    """One data-parallel rank: DDP averages gradients, so each rank's share is scaled by the world size."""
+def _rank(rank: int, world: int, store: str, out: str, count: int | None = None) -> None:
+    """One data-parallel rank: DDP averages gradients, so each rank's share is scaled by the world size. With
+    ``count``, the first ``count`` documents only (fewer than ranks: some ranks take an empty step)."""
     import os
     from datetime import timedelta
 
@@ -355,14 +357,15 @@ def _rank(rank: int, world: int, store: str, out: str) -> None:
         "gloo", init_method=f"file://{store}", rank=rank, world_size=world, timeout=timedelta(seconds=60)
     )
     try:
-        rows = documents(2)
+        rows = documents(2)[:count]
         counts = trained_tokens(packing.read_rows(rows))
         lengths = packing.read_rows(rows).lengths
         plain = tiny_llama()
         model = DistributedDataParallel(tiny_llama())
         sampler = PackingSampler(lengths, 128, trained_tokens=counts, gradient_accumulation_steps=2)
-        docs = [rows[i] for s in range(2) for r in range(world) for i in sampler.schedule.block(s, r).tolist()]
-        assert len(sampler) >= 2
+        steps = min(2, len(sampler))
+        docs = [rows[i] for s in range(steps) for r in range(world) for i in sampler.schedule.block(s, r).tolist()]
+        assert len(sampler) >= 2 if count is None else len(docs) < world
         per_doc = unpacked_losses(plain, docs) if rank == 0 else []  # the whole optimizer step, document by document
         results = {}
         for mode in LOSS_MODES:
@@ -388,20 +391,21 @@ def _rank(rank: int, world: int, store: str, out: str) -> None:
 
 
 @pytest.mark.slow
-def test_two_ranks_with_accumulation_equal_the_unpacked_objective(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("world", "count"), [(2, None), (3, 2)], ids=["two ranks", "three ranks, two documents"])
+def test_ranks_with_accumulation_equal_the_unpacked_objective(tmp_path: Path, world: int, count: int | None) -> None:
     import torch.multiprocessing as mp
 
     out = tmp_path / "diffs.json"
     # spawn, not fork: a forked child can deadlock in the OpenMP pool the parent's forward passes started
     ranks = mp.start_processes(
-        _rank, args=(2, str(tmp_path / "store"), str(out)), nprocs=2, join=False, start_method="spawn"
+        _rank, args=(world, str(tmp_path / "store"), str(out), count), nprocs=world, join=False, start_method="spawn"
     )
     try:
         for _ in range(RANK_POLLS):  # a hang guard, not a speed check: a stuck rank fails the test, never the run
             if ranks.join(timeout=1):
                 break
         else:
-            pytest.fail(f"the two ranks did not finish within {RANK_POLLS} s")
+            pytest.fail(f"the {world} ranks did not finish within {RANK_POLLS} s")
     finally:
         for process in ranks.processes:  # never leave a child behind: the interpreter would wait for it at exit
             if process.is_alive():
@@ -462,6 +466,27 @@ def test_the_trainer_recipe_takes_the_unpacked_objectives_gradient(tmp_path: Pat
     expected = grad(reference, reference_model)
     moved = [b - p.detach() for b, p in zip(before, model.parameters(), strict=True)]
     assert max_diff(moved, expected) < TOLERANCE
+
+
+def test_an_empty_step_trains_nothing() -> None:
+    """Fewer documents than ranks: a rank left without one still takes the step (DDP needs every rank's
+    gradients); its batch is padding alone, ``weighted_loss`` is exactly 0 and every parameter's gradient is 0."""
+    rows = documents()[:2]
+    samples = packing.read_rows(rows)
+    ranks = [
+        PackingSampler(samples.lengths, 128, num_replicas=3, rank=r, trained_tokens=trained_tokens(samples))
+        for r in range(3)
+    ]
+    blocks = [list(sampler) for sampler in ranks]
+    assert [len(b) for b in blocks] == [1, 1, 1] and sorted(len(b[0]) for b in blocks) == [0, 1, 1]
+    empty = next(sampler for sampler, b in zip(ranks, blocks, strict=True) if not b[0])
+    (batch,) = list(empty.loader(rows, "token"))
+    assert not (batch["labels"] != packing.IGNORE_INDEX).any() and not batch["loss_weights"].any()
+    model = tiny_llama()
+    loss = packed_loss(model, batch)
+    assert loss.item() == 0.0
+    loss.backward()
+    assert all(p.grad is not None and not p.grad.any() for p in model.parameters())
 
 
 def test_the_step_totals_reach_dataloader_workers() -> None:

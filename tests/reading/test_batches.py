@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import packing
 import packing.reading.arrow
+import packing.reading.content
 import packing.reading.files
 import packing.reading.rows
 from packing.core.samples import IGNORE_INDEX, Samples
@@ -142,7 +143,7 @@ def test_files_read_batch_by_batch_equal_the_whole_table(
     group: int,
     batch: int,
 ) -> None:
-    monkeypatch.setattr(packing.reading.files, "_BATCH_VALUES", batch)
+    monkeypatch.setattr(packing.reading.content, "_BATCH_VALUES", batch)
     table = _table(rows, kind, label_kind, fault)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / ("rows.parquet" if fmt == "parquet" else "rows.arrow")
@@ -184,7 +185,7 @@ def test_text_parquet_tokenized_batch_by_batch_equals_the_whole_table(
     and progress counts every row once, in order."""
     table = pa.table({"text": pa.array(texts, pa.string())})
     with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patch:
-        patch.setattr(packing.reading.files, "_BATCH_VALUES", batch)
+        patch.setattr(packing.reading.content, "_BATCH_VALUES", batch)
         path = Path(folder) / "text.parquet"
         pq.write_table(table, path, row_group_size=group)
         _compare(table, path, tokenizer="bytes")
@@ -228,7 +229,7 @@ def test_read_holds_the_samples_and_one_batch(
     lengths = np.random.default_rng(1).integers(50, 400, 8_000)
     path = tmp_path / ("rows.parquet" if fmt == "parquet" else "rows.arrow")
     tokens, arrow_size = _token_file(path, fmt, lengths, form)
-    monkeypatch.setattr(packing.reading.files, "_BATCH_VALUES", tokens // 32)
+    monkeypatch.setattr(packing.reading.content, "_BATCH_VALUES", tokens // 32)
     held: list[int] = []
     read_one = packing.reading.arrow.read_table
 
@@ -258,7 +259,7 @@ def test_text_parquet_read_holds_the_tokens_not_the_decoded_rows(
     tokens = sum(map(len, texts)) + len(texts)  # a byte a token, and an end of text each
     path = tmp_path / "text.parquet"
     pq.write_table(pa.table({"text": texts}), path, row_group_size=500)
-    monkeypatch.setattr(packing.reading.files, "_TEXT_BATCH_BYTES", tokens // 10)  # text batches: by bytes
+    monkeypatch.setattr(packing.reading.content, "_TEXT_BATCH_BYTES", tokens // 10)  # text batches: by bytes
     packing.read_dataset(path, tokenizer="bytes")  # warm-up
     batchwise = traced_peak(lambda: packing.read_dataset(path, tokenizer="bytes"))
     whole = traced_peak(lambda: read_table(pq.read_table(path), tokenizer="bytes"))
@@ -285,7 +286,7 @@ def test_arrow_file_pages_are_let_go_batch_by_batch(tmp_path: Path, monkeypatch:
     lengths = np.random.default_rng(2).integers(50, 400, 8_000)
     tokens, _ = _token_file(path, "arrow-file", lengths, "labels")
     size = path.stat().st_size
-    monkeypatch.setattr(packing.reading.files, "_BATCH_VALUES", tokens // 64)
+    monkeypatch.setattr(packing.reading.content, "_BATCH_VALUES", tokens // 64)
     batches = packing.reading.files.decode(packing.reading.files.resolve(path).files[0]).batches
     assert batches is not None
     seen, total = [], 0

@@ -19,8 +19,9 @@ from packing.core.forms import FIELDS
 from packing.core.samples import Samples
 from packing.errors import DatasetError, SampleError
 from packing.reading.cells import cells_row
+from packing.reading.content import File
 from packing.reading.dataset import _check_columns, read_dataset
-from packing.reading.files import File, decode
+from packing.reading.files import decode
 from packing.reading.rows import read_rows
 
 WHOLE = 1 << 62

@@ -147,3 +147,34 @@ def test_a_long_line_is_not_held_as_python_ints() -> None:
     assert np.array_equal(data.samples.tokens[:count], ids)
     cell = longrows.id_cell(" ".join(map(str, ids.tolist())))
     assert cell is not None and np.array_equal(cell, ids)
+
+
+@pytest.mark.slow
+def test_no_view_of_the_buffer_outlives_a_compiling_read(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compile leaves its frames (and its callers') in a reference cycle until the next garbage collection: the
+    first read of a long line in a process kept an array over the memory-mapped file alive, and closing the
+    map raised ``BufferError`` (gc disabled here to make the timing certain). The compiler is given types only."""
+    import gc
+
+    from numba import njit
+
+    from packing.reading import limits
+
+    # the parser's and the scanner's compiled functions made anew, with no version and no cache: their next call
+    # compiles, as a process's first call does when numba's cache is missing or stale
+    for module, name in ((longrows, "_plain_lists"), (longrows, "_integers"), (limits, "_scan")):
+        monkeypatch.setattr(module, name, njit(nogil=True)(getattr(module, name).py_func))
+
+    line = json.dumps({"input_ids": list(range(200_000)), "note": "x"}).encode()
+    assert len(line) >= longrows.LONG_LINE
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(line + b"\n")
+    held = bytearray(line)
+    gc.disable()
+    try:
+        assert packing.read_dataset(path).samples.lengths.tolist() == [200_000]  # the map closed once read
+        with memoryview(held) as raw:
+            assert longrows.json_line(raw, "held", "line 1")["input_ids"][-1] == 199_999
+        held += b"\n"  # no export left: the bytearray can be resized
+    finally:
+        gc.enable()

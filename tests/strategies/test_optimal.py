@@ -28,7 +28,9 @@ from packing.strategies.kernels import (
 )
 from packing.workloads import load_workload
 
-optimal_module = importlib.import_module("packing.strategies.optimal")
+solver_module = importlib.import_module("packing.strategies.optimal.solver")
+search_module = importlib.import_module("packing.strategies.optimal.search")
+patterns_module = importlib.import_module("packing.strategies.optimal.patterns")
 
 NO_SPLIT = [
     cast("packing.StrategyName", strategy.name)
@@ -376,7 +378,7 @@ def test_solve_rejects_lengths_outside_one_to_capacity() -> None:
 
 def test_the_exhaustive_search_hands_over_when_it_runs_too_long(monkeypatch: pytest.MonkeyPatch) -> None:
     # bfd needs 4 blocks here but the bounds say 3; with one search step allowed, column generation finds 3
-    monkeypatch.setattr(optimal_module, "MAX_OPTIMAL_NODES", 1)
+    monkeypatch.setattr(search_module, "MAX_OPTIMAL_NODES", 1)
     lengths = np.array([5, 4, 11, 4, 5, 2, 2], dtype=np.int64)
     result = solve(lengths, 11)
     check_result(lengths, 11, result)
@@ -437,7 +439,7 @@ def test_verify_rejects_tampered_certificates() -> None:
 def test_too_large_a_pricing_table_falls_back_to_greedy_plans_with_their_bound(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(optimal_module, "MAX_KNAPSACK_CELLS", 0)
+    monkeypatch.setattr(solver_module, "MAX_KNAPSACK_CELLS", 0)
     raw = HARD * 8
     lengths = np.array(raw, dtype=np.int64)
     result = solve(lengths, 7)
@@ -492,9 +494,9 @@ def test_block_contents_stay_exact_even_if_their_hashes_collide(monkeypatch: pyt
 
     blocks = np.array([0, 0, 1, 1, 2], dtype=np.int64)
     items = np.array([0, 1, 0, 0, 2], dtype=np.int64)
-    exact = optimal_module._patterns_of_blocks(blocks, items, 3)
-    monkeypatch.setattr(optimal_module.np.random, "default_rng", lambda seed: ZeroSalts())
-    collided = optimal_module._patterns_of_blocks(blocks, items, 3)
+    exact = patterns_module.patterns_of_blocks(blocks, items, 3)
+    monkeypatch.setattr(patterns_module.np.random, "default_rng", lambda seed: ZeroSalts())
+    collided = patterns_module.patterns_of_blocks(blocks, items, 3)
     for patterns, times in (exact, collided):
         cover = np.zeros(3, dtype=np.int64)
         for pattern, k in zip(patterns, times.tolist(), strict=True):

@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from packing import Recipe
 from packing.core.loss import LossRules
 from packing.errors import SampleError, SettingError
-from packing.text.chats import _prefix_spans, _Shape, chat_spans
+from packing.text.chats import TemplateShape, _prefix_spans, chat_spans
 from packing.text.rows import encode_rows
 from packing.text.tokenizers import load_tokenizer
 
@@ -112,6 +112,14 @@ def test_last_turn_trains_only_the_final_assistant_turn(tokenizers: dict[str, An
     assert runs(tokenizers[name], [{"messages": CHAT}], **rules(loss="last_turn")) == [f"Hello world{END[name]}"]
     # a chat that ends with a user message: its last assistant turn is still the one trained
     assert runs(tokenizers[name], [{"messages": CHAT[:5]}], **rules(loss="last_turn")) == [f"It is 4.{END[name]}"]
+
+
+@pytest.mark.parametrize("name", ["chatml", "llama3", "marked"])
+def test_a_last_turn_of_weight_0_is_context(tokenizers: dict[str, Any], name: str) -> None:
+    """Weight 0 on the final assistant message: the assistant message before it is the last turn."""
+    chat = [*CHAT[:5], {"role": "assistant", "content": "Hello world", "weight": 0}]
+    assert runs(tokenizers[name], [{"messages": chat}], **rules(loss="last_turn")) == [f"It is 4.{END[name]}"]
+    assert runs(tokenizers[name], [{"messages": chat}]) == [f"It is 4.{END[name]}"]  # as completion trains it
 
 
 @pytest.mark.parametrize("name", ["chatml", "llama3", "marked"])
@@ -242,7 +250,7 @@ def test_pieces_learned_on_earlier_chats_give_the_prefix_spans(
     """Chats laid out from pieces learned on earlier chats of a call (no probe rendering) get the spans
     rendering prefix by prefix gives (the reference), or the same error."""
     tokenizer = load_tokenizer("bytes") if name == "bytes" else tokenizers[name]
-    shape = _Shape()
+    shape = TemplateShape()
     for chat in batch:
         plain = [{"role": m["role"], "content": m["content"]} for m in chat]
         assert outcome(chat_spans, tokenizer, plain, 0, shape=shape) == outcome(_prefix_spans, tokenizer, plain, 0)
@@ -263,6 +271,15 @@ def test_marker_masks_are_transformers_assistant_masks(
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(chat=chats, chosen=rule_sets, name=st.sampled_from(["chatml", "llama3", "marked"]))
+@example(  # a last assistant turn of weight 0: the last turn is the one before it, whose end "last" trains
+    chat=[
+        {"role": "user", "content": "hi", "weight": 1},
+        {"role": "assistant", "content": "hi"},
+        {"role": "assistant", "content": "hi", "weight": 0},
+    ],
+    chosen=LossRules(loss="completion", roles_to_train=("assistant",), train_on_eos="last"),
+    name="chatml",
+)
 def test_rules_nest(tokenizers: dict[str, Any], chat: list[dict[str, Any]], chosen: LossRules, name: str) -> None:
     """Whatever the chat: last_turn trains a subset of completion, each train_on_eos rule a subset of the next, and a
     chat without weights trained under a rule trains only tokens of messages of roles_to_train."""

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from packing.errors import SampleError
-from packing.text.chats import _render_marked
+from packing.text.chats import render_marked
 from packing.text.rows import encode_rows
-from packing.text.templates import _render, has_generation_markers
+from packing.text.templates import has_generation_markers, render
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
@@ -112,7 +112,7 @@ def test_the_rendering_is_transformers_text(tokenizers: dict[str, Any], name: st
     tokenizer = tokenizers[name]
     for chat in CHATS if name == "reasoning" else CHATS[:1]:
         expected = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=generation_prompt)
-        assert _render(tokenizer, chat, generation_prompt, 0, "messages") == expected
+        assert render(tokenizer, chat, generation_prompt, 0, "messages") == expected
 
 
 def test_the_marked_rendering_is_transformers_spans(tokenizers: dict[str, Any]) -> None:
@@ -127,7 +127,7 @@ def test_the_marked_rendering_is_transformers_spans(tokenizers: dict[str, Any]) 
         return_assistant_tokens_mask=True,
         **tokenizer.special_tokens_map,
     )
-    texts, spans = _render_marked(tokenizer, chats, [0, 1])
+    texts, spans = render_marked(tokenizer, chats, [0, 1])
     assert (texts, spans) == (list(expected[0]), [[tuple(span) for span in found] for found in expected[1]])
 
 
@@ -136,11 +136,11 @@ def test_a_dict_of_named_templates_renders_its_default(tokenizers: dict[str, Any
     named.chat_template = {"default": CHATML, "tool_use": MARKED}
     assert not has_generation_markers(named)
     expected = named.apply_chat_template(CHATS[0], tokenize=False)
-    assert _render(named, CHATS[0], False, 0, "messages") == expected
+    assert render(named, CHATS[0], False, 0, "messages") == expected
     tokens, _, _ = encode_rows([{"messages": CHATS[0]}], named)
     assert named.decode(tokens.tolist()) == expected
 
 
 def test_an_empty_conversation_is_refused_as_transformers_refuses_it(tokenizers: dict[str, Any]) -> None:
     with pytest.raises(SampleError, match="a conversation the chat template can render, got <an empty conversation>"):
-        _render(tokenizers["chatml"], [], True, 3, "prompt")
+        render(tokenizers["chatml"], [], True, 3, "prompt")

@@ -76,9 +76,17 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return made
 
 
-def _memory_capped(limit: int = 6 << 30) -> Any:
+def _virtual_size() -> int:
+    """The test process's address space now, in bytes (``VmSize``: the libraries loaded, every thread's stack)."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) << 10 for line in status if line.startswith("VmSize:"))
+
+
+def _memory_capped(room: int = 6 << 30) -> Any:
     """A value past its size is refused before it is built; should that fail, the test fails with a MemoryError
-    rather than the machine swapping."""
+    rather than the machine swapping. The cap is ``room`` bytes more than the process's address space now (a whole
+    run's process maps 10 GB and more: an absolute cap would starve every allocation of the test itself)."""
+    limit = _virtual_size() + room
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
     return soft, hard

@@ -110,10 +110,10 @@ def test_numpy_batches_hold_no_tensor() -> None:
     ("options", "message"),
     [
         ({"return_tensors": "tf"}, r"^return_tensors: expected 'pt' or 'np', got 'tf' \(str\)$"),
-        ({"pad_to_multiple_of": 0}, r"^pad_to_multiple_of: expected an integer >= 1 or None, got 0$"),
-        ({"pad_to_multiple_of": True}, r"^pad_to_multiple_of: expected an integer >= 1 or None, got True \(bool\)$"),
+        ({"pad_to_multiple_of": 0}, r"^pad_to_multiple_of: expected None or an integer >= 1, got 0$"),
+        ({"pad_to_multiple_of": True}, r"^pad_to_multiple_of: expected None or an integer >= 1, got True \(bool\)$"),
         ({"separator_id": 1.5}, r"^separator_id: expected an integer, got 1.5 \(float\)$"),
-        ({"position_ids_start": -1}, r"^position_ids_start: expected an integer >= 0, got -1$"),
+        ({"position_ids_start": -1}, r"^position_ids_start: expected a non-negative integer, got -1$"),
         # out of range: a typed error, not numpy's OverflowError, MemoryError or positions wrapped round
         (
             {"separator_id": 2**70},

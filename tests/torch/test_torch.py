@@ -72,29 +72,32 @@ def epoch_blocks_needed(lengths: list[int], max_seq_length: int, strategy: Any, 
     epoch=st.integers(0, 3),
     strategy=st.sampled_from(["bfd", "ffd", "first_fit", "first_fit_shuffle", "next_fit", "spfhp", "none"]),
 )
-def test_every_sample_once_equal_steps_no_empty_block(
+def test_every_sample_once_equal_steps_empty_blocks_only_when_too_few_samples(
     lengths: list[int], max_seq_length: int, replicas: int, seed: int, epoch: int, strategy: str
 ) -> None:
     nonempty = sum(1 for n in lengths if n > 0)
-    try:
-        blocks = epoch_blocks(lengths, max_seq_length, replicas, seed=seed, epoch=epoch, strategy=strategy)
-    except packing.SettingError as error:
-        # refused only when there are too few non-empty samples for one block per rank and step, the blocks
-        # being those of the epoch's order (next-fit and first-fit count differently in another order); the
-        # sampler checks epoch 0 when made, then the epoch set
-        blocks_needed = max(epoch_blocks_needed(lengths, max_seq_length, strategy, seed, e) for e in {0, epoch})
-        steps = max(1, -(-blocks_needed // replicas))
-        assert nonempty < steps * replicas, error
+    if nonempty == 0:  # nothing to train: refused
+        with pytest.raises(packing.SettingError, match=r"^lengths: expected at least one sample with tokens, got <"):
+            epoch_blocks(lengths, max_seq_length, replicas, seed=seed, epoch=epoch, strategy=strategy)
         return
+    blocks = epoch_blocks(lengths, max_seq_length, replicas, seed=seed, epoch=epoch, strategy=strategy)
     steps = {len(rank_blocks) for rank_blocks in blocks}
     assert len(steps) == 1
     flat = sorted(i for rank_blocks in blocks for block in rank_blocks for i in block)
     assert flat == list(range(len(lengths)))
+    # the blocks of the epoch's plan (next-fit and first-fit count differently in another order), split until
+    # every rank has one a step; when there are too few samples for that, every sample has a block of its own
+    # and the ranks left over get an empty step (no token: it trains nothing)
+    wanted = max(1, -(-epoch_blocks_needed(lengths, max_seq_length, strategy, seed, epoch) // replicas)) * replicas
+    assert steps == {wanted // replicas}
+    with_tokens = [sum(lengths[i] for i in block) for rank_blocks in blocks for block in rank_blocks]
+    assert sum(1 for tokens in with_tokens if tokens > 0) == min(nonempty, wanted)
     for rank_blocks in blocks:
         for block in rank_blocks:
             tokens = [lengths[i] for i in block]
-            assert sum(tokens) > 0
             assert sum(tokens) <= max_seq_length or sum(1 for n in tokens if n > 0) == 1
+            if sum(tokens) == 0:
+                assert nonempty < wanted  # an empty step only when the samples are too few for the ranks
 
 
 def test_uneven_blocks_are_spread_over_extra_blocks() -> None:
@@ -108,10 +111,34 @@ def test_uneven_blocks_are_spread_over_extra_blocks() -> None:
     assert sorted(len(b[0]) for b in blocks) == [2, 2, 2, 2, 2, 2, 4, 4]
 
 
-def test_too_few_samples_for_the_ranks_is_refused() -> None:
-    with pytest.raises(packing.SettingError, match=r"4 ranks × 1 steps\) as non-empty samples \(3\)") as caught:
-        PackingSampler([5, 0, 5, 5], 16, num_replicas=4, rank=0)
-    assert caught.value.name == "num_replicas"
+@pytest.mark.parametrize("balance", [True, False])
+def test_fewer_samples_than_ranks_give_the_rest_an_empty_step(balance: bool) -> None:
+    lengths, trained = [5, 0, 6, 7], [4, 0, 5, 6]
+    ranks = [
+        PackingSampler(lengths, 16, num_replicas=5, rank=r, balance=balance, trained_tokens=trained) for r in range(5)
+    ]
+    assert [len(s) for s in ranks] == [1] * 5
+    blocks = [next(iter(s)) for s in ranks]
+    assert sorted(i for block in blocks for i in block) == [0, 1, 2, 3]  # every sample once, the empty one too
+    assert sorted(sum(lengths[i] for i in block) for block in blocks) == [0, 0, 5, 6, 7]  # one sample a rank
+    assert {block.totals for block in blocks} == {packing.weighting.LossTotals.of([4, 5, 6])}  # the whole step
+    assert ranks[0].schedule.costs.shape == (1, 5) and sorted(ranks[0].schedule.tokens[0].tolist())[:2] == [0, 0]
+    assert ranks[0].balance_stats.tokens == pytest.approx(max(5, 6, 7) / (18 / 5) - 1)
+    assert ranks[0].state_dict()["step"] == 1
+    # each empty step collates to padding alone, which trains nothing
+    rows = [[1] * 5, [], [2] * 6, [3] * 7]
+    for sampler, block in zip(ranks, blocks, strict=True):
+        batch = sampler.collate([rows[i] for i in block])
+        assert (batch["labels"] != packing.IGNORE_INDEX).any() == (sum(lengths[i] for i in block) > 0)
+
+
+def test_nothing_to_train_is_refused() -> None:
+    with pytest.raises(packing.SettingError, match=r"^lengths: expected at least one sample with tokens, got <none "):
+        PackingSampler([0, 0, 0], 16, num_replicas=4, rank=0)
+    with pytest.raises(
+        packing.SettingError, match=r"of at most 4 tokens \(overflow='drop'\), got <none of 2 samples>$"
+    ):
+        PackingSampler([5, 9], 4, overflow="drop")
 
 
 def test_long_samples_get_a_block_of_their_own() -> None:
@@ -468,6 +495,25 @@ def test_two_process_ddp_example_lowers_the_loss() -> None:
     epochs = re.findall(r"^epoch (\d+): (\d+) steps, imbalance", done.stdout, flags=re.M)
     assert len(epochs) == 2 and len(losses) == sum(int(steps) for _, steps in epochs) >= 10
     assert np.mean(losses[-3:]) < 0.6 * np.mean(losses[:3])
+
+
+@pytest.mark.slow
+def test_the_ddp_example_on_more_ranks_than_samples_takes_empty_steps() -> None:
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("transformers is not installed")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "train_ddp.py"), "--nproc", "3", "--samples", "2", "--epochs", "2"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    losses = [float(x) for x in re.findall(r"^step \d+ loss ([\d.]+)$", done.stdout, flags=re.M)]
+    assert len(losses) == 2 and all(0 < loss < 10 for loss in losses)  # one step an epoch; the empty rank adds 0
 
 
 @pytest.mark.slow

@@ -15,18 +15,19 @@ from explorer.core.sources import Upload
 from explorer.server import cache
 from explorer.ui.tabs.common import cells_chart
 from explorer.views import figures, tables
+from packing.reading.files import PACKED_FORMATS, extensions, listed
 
 MAX_SHOWN_BLOCKS = 16
 
 
 def render(ctx: Context) -> None:
     st.caption(
-        "Upload a packed file (Parquet or JSON lines; this project's blocks, TRL's, torchtune's, flattened or "
+        f"Upload a packed file ({listed(PACKED_FORMATS)}; this project's blocks, TRL's, torchtune's, flattened or "
         "segment-id layouts) to check it: documents that attend to or predict each other, trained padding, "
         "positions that do not restart."
     )
     file = st.file_uploader(
-        "Packed file", type=["parquet", "jsonl"], key="inspect_file", help=f"Up to {MAX_UPLOAD_MB} MB."
+        "Packed file", type=extensions(PACKED_FORMATS), key="inspect_file", help=f"Up to {MAX_UPLOAD_MB} MB."
     )
     if file is None:
         st.info("Upload a packed file to audit it (the Export tab writes one).")

@@ -9,13 +9,14 @@ import streamlit as st
 import packing
 from explorer.core.context import Context
 from explorer.core.formatting import percent
-from explorer.core.model import MAX_PIECES, MAX_SEQ_LENGTH, plan_problem
+from explorer.core.model import MAX_PIECES, plan_problem
 from explorer.core.parsing import InputError, parse_ids
 from explorer.core.runs import PAGE_TIME_LIMIT
 from explorer.core.safety import escape
 from explorer.server import cache
 from explorer.ui.tabs.common import WHOLE
 from explorer.views import tables
+from packing.core.validation import MAX_SEQ_LENGTH
 
 MAX_SWEEP_SIZES = 16
 

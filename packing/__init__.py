@@ -13,8 +13,9 @@ from packing.batches.classic import pack_sequences
 from packing.batches.packed import LazyBatch, PackedBatch, TrainableCounts, count_trainable, materialize, pack
 from packing.batches.schema import COLUMNS, Column
 from packing.comparison import compare
-from packing.core.forms import MaskedSample, PromptCompletion, Sample, is_text_row
+from packing.core.forms import CompletionGroup, MaskedSample, PreferencePair, PromptCompletion, Sample, is_text_row
 from packing.core.samples import IGNORE_INDEX, Samples
+from packing.core.units import UNIT_COLUMNS, Units
 from packing.core.validation import OVERFLOW_POLICIES, OverflowPolicy
 from packing.errors import (
     DatasetError,
@@ -28,6 +29,8 @@ from packing.errors import (
     SettingError,
     StateMismatch,
     TooManyDocuments,
+    UnitError,
+    UnitTooLong,
 )
 from packing.layouts.audit import AuditReport, Finding, audit
 from packing.layouts.export import EXPORT_FORMATS, export, write_jsonl, write_parquet
@@ -42,7 +45,7 @@ from packing.recipe import LOSS_RULES, LossRule, Recipe
 from packing.strategies.bounds import LowerBounds, lower_bounds
 from packing.strategies.explanation import MAX_EXPLAIN_DOCUMENTS, Placement, Step, explain
 from packing.strategies.registry import DEFAULT_STRATEGY, STRATEGIES, Strategy, StrategyName
-from packing.strategies.stats import PackingStats
+from packing.strategies.stats import PackingStats, UnitStats
 from packing.streaming import stream
 from packing.text.prepare import Prepared, prepare
 from packing.text.rows import decode_documents, encode_rows
@@ -59,9 +62,11 @@ __all__ = [
     "MAX_EXPLAIN_DOCUMENTS",
     "OVERFLOW_POLICIES",
     "STRATEGIES",
+    "UNIT_COLUMNS",
     "AuditReport",
     "ByteTokenizer",
     "Column",
+    "CompletionGroup",
     "ComputeCost",
     "Dataset",
     "DatasetError",
@@ -84,6 +89,7 @@ __all__ = [
     "PeerName",
     "Piece",
     "Placement",
+    "PreferencePair",
     "Prepared",
     "PromptCompletion",
     "ReadLimits",
@@ -99,6 +105,10 @@ __all__ = [
     "StrategyName",
     "TooManyDocuments",
     "TrainableCounts",
+    "UnitError",
+    "UnitStats",
+    "UnitTooLong",
+    "Units",
     "audit",
     "chat_sample",
     "compare",

@@ -44,8 +44,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.batches.packed import LazyBatch
+from packing.batches.packed import LazyBatch, lazy_units
 from packing.batches.schema import help_text
+from packing.batches.units import unit_lengths
 from packing.comparison import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
 from packing.core.validation import check_time_limit
 from packing.errors import PackingError, one_line
@@ -520,6 +521,8 @@ def _pack_batch(recipe: Recipe, dataset: Dataset, shuffle: bool) -> LazyBatch:
             f"{dataset.source} holds sequence lengths only; 'pack' needs token ids "
             "(use 'compare' to compare strategies on lengths)"
         )
+    if dataset.samples.units is not None:  # pairs and groups: fitted whole, planned whole, counted
+        return lazy_units(recipe, dataset.samples, shuffle=shuffle, int64=recipe.int64 or dataset.samples.wide_ids())
     layout = plan(dataset.lengths, recipe=recipe)
     if shuffle:
         layout = layout.shuffle(recipe.seed or 0)
@@ -548,10 +551,10 @@ def _loss_warning(stats: PackingStats) -> str | None:
         for count, verb in ((stats.sequences_truncated, "truncated"), (stats.sequences_dropped, "dropped"))
         if count
     ]
-    return (
-        f"packing: warning: {stats.tokens_lost:,} of {stats.input_tokens:,} tokens ({share}) lost: "
-        f"{', '.join(what)} (--overflow split keeps every token)"
-    )
+    keep = "--overflow split keeps every token"
+    if stats.units is not None:
+        keep = "a pair or group is never split: a longer --max-seq-length keeps every token"
+    return f"packing: warning: {stats.tokens_lost:,} of {stats.input_tokens:,} tokens ({share}) lost: {', '.join(what)} ({keep})"
 
 
 def _pack_summary(
@@ -576,6 +579,7 @@ def _pack_summary(
         ("trainable tokens", f"{stats.trainable_tokens:,} (loss on {recipe.loss})"),
         ("training targets", f"{stats.target_tokens:,} (labels != -100: less each document's first token)"),
         ("samples training nothing", f"{stats.samples_without_trainable_tokens:,}"),
+        *_unit_rows(stats),
         ("time", f"{_seconds(sum(progress.times.values()))} ({times})"),
         (
             "output",
@@ -583,6 +587,31 @@ def _pack_summary(
         ),
     ]
     return format_pairs(rows)
+
+
+def _unit_rows(stats: PackingStats) -> list[tuple[str, str]]:
+    """The summary's lines about preference pairs and completion groups (none without them).
+
+    >>> from packing import Recipe, read_rows
+    >>> from packing.batches.packed import lazy_units
+    >>> _unit_rows(lazy_units(Recipe(8, share_prompt=True), read_rows([{"prompt": [1, 2], "completions": [[3], [4]]}])).stats)[0]
+    ('pairs and groups', '0 pairs, 1 groups, 2 completions (prompts stored once: 2 tokens saved)')
+    """
+    units = stats.units
+    if units is None:
+        return []
+    shared = f" (prompts stored once: {units.prompt_tokens_shared:,} tokens saved)" if units.share_prompt else ""
+    return [
+        (
+            "pairs and groups",
+            f"{units.pairs:,} pairs, {units.groups:,} groups, {units.completions:,} completions{shared}",
+        ),
+        (
+            "units cut",
+            f"{units.units_truncated:,} truncated ({units.completions_truncated:,} completions cut), "
+            f"{units.units_dropped:,} dropped",
+        ),
+    ]
 
 
 def _run_pack(args: argparse.Namespace) -> int:
@@ -674,9 +703,18 @@ def _run_compare(args: argparse.Namespace) -> int:
     dataset = _read_input(args)
     _warn(dataset)
     length, overflow = recipe.max_seq_length, recipe.overflow
+    lengths, contenders, planned, note = dataset.lengths, args.strategies, overflow, ""
+    if dataset.samples.units is not None:  # pairs and groups: whole units, fitted as pack fits them, never split
+        _, planning, lengths = unit_lengths(dataset.samples.units, recipe)
+        planned = planning.overflow
+        contenders = [c for c in contenders if not STRATEGIES[c.strategy].splits_sequences]
+        cut = int(dataset.lengths.sum() - lengths.sum())
+        note = f"pairs and groups: each unit whole ({cut:,} tokens cut to fit a block first); no strategy that splits"
     with Progress(show=_stderr_is_terminal()).stage("plan", "planning"):
-        rows = compare(dataset.lengths, length, overflow, args.strategies, time_limit=time_limit)
+        rows = compare(lengths, length, planned, contenders, time_limit=time_limit)
     print(f"input: {_describe_input(dataset)}; max_seq_length {length:,}, overflow {overflow}")
+    if note:
+        print(note)
     print()
     print(format_table([*COMPARE_HEADER, "time"], [_compare_cells(row) for row in rows]))
     print()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from typing import ClassVar
 
 QUOTE_LIMIT = 40
 """The most characters of a user's value an error message repeats."""
@@ -187,6 +188,81 @@ class SequenceTooLong(SampleError):
     def at(self, sample: int) -> SequenceTooLong:
         """The same error for the sample numbered ``sample`` (a position in a stream or a dataset). O(1)."""
         return SequenceTooLong(sample, self.length, self.max_seq_length)
+
+
+class UnitError(SampleError):
+    """A preference pair or completion group that cannot be read (``packing.core.units``): the sample, the field
+    (``prompt``, ``chosen``, ``rejected``, ``completions``), the completion's place in a group, and what a unit
+    needs. Made by the classmethods, which word every unit problem here, once.
+
+    >>> str(UnitError.missing(4, "rejected", "pair"))
+    "sample 4, 'rejected': expected a completion (a pair has 'prompt', 'chosen' and 'rejected'), got None (NoneType)"
+    >>> str(UnitError.no_completions(2))
+    "sample 2, 'completions': expected at least one completion (a group has 'prompt' and 'completions': [c1, ..., ck]), got <no completions>"
+    >>> str(UnitError.empty_completion(7, "completions", 1))
+    "sample 7, 'completions', position 1: expected a completion of at least one token (nothing else is trained), got <no tokens>"
+    """
+
+    FORMS: ClassVar[dict[str, str]] = {
+        "pair": "a pair has 'prompt', 'chosen' and 'rejected'",
+        "group": "a group has 'prompt' and 'completions': [c1, ..., ck]",
+    }
+    """What each unit form holds, as the messages say it."""
+
+    @classmethod
+    def missing(cls, sample: int | None, field: str, kind: str) -> UnitError:
+        """A part the unit needs is absent (``None``)."""
+        what = "a prompt" if field == "prompt" else "a completion"
+        return cls(sample, field, None, f"{what} ({cls.FORMS[kind]})", None)
+
+    @classmethod
+    def no_completions(cls, sample: int | None, got: object = "<no completions>") -> UnitError:
+        """A group whose ``completions`` is not a non-empty list."""
+        return cls(sample, "completions", None, f"at least one completion ({cls.FORMS['group']})", got)
+
+    @classmethod
+    def empty_completion(cls, sample: int | None, field: str, position: int | None = None) -> UnitError:
+        """A completion of no tokens (``position``: its place in a group)."""
+        return cls(
+            sample, field, position, "a completion of at least one token (nothing else is trained)", "<no tokens>"
+        )
+
+    @classmethod
+    def two_forms(cls, sample: int | None, field: str, other: str) -> UnitError:
+        """A unit row that also holds another form's column (``field``, with the unit's ``other``)."""
+        return cls(sample, field, None, f"one form: a pair or group has no {field!r} (the row has {other!r})", "<both>")
+
+
+class UnitTooLong(SequenceTooLong):
+    """A pair or group longer than ``max_seq_length`` under ``overflow="error"`` (its length in the recipe's
+    layout): a unit is never cut across blocks, so it must fit one. ``kind`` is ``pair`` or ``group``.
+
+    >>> str(UnitTooLong(3, 12, 8, "pair"))
+    "sample 3: expected a pair of at most max_seq_length=8 tokens (overflow='error'; a pair is never split), got 12 tokens"
+    >>> str(UnitTooLong(3, 12, 8, "group").at(40))[:9]
+    'sample 40'
+    """
+
+    def __init__(self, sample: int | None, length: int, max_seq_length: int, kind: str = "pair") -> None:
+        super().__init__(sample, length, max_seq_length)
+        self.kind = kind
+        self.expected = (
+            f"a {kind} of at most max_seq_length={max_seq_length:,} tokens (overflow='error'; a {kind} is never split)"
+        )
+        self.args = (self.where_and_what(),)
+
+    def at(self, sample: int) -> UnitTooLong:
+        return UnitTooLong(sample, self.length, self.max_seq_length, self.kind)
+
+
+def refuse_with_units(name: str, value: object, why: str) -> SettingError:
+    """The refusal of option ``name`` (given ``value``) with rows that are pairs or groups, saying ``why`` it
+    cannot keep a unit whole or keep its completions apart.
+
+    >>> str(refuse_with_units("overflow", "split", "it cuts a sample across blocks"))
+    "overflow: expected another value with preference pairs or completion groups (it cuts a sample across blocks), got 'split' (str)"
+    """
+    return SettingError(name, f"another value with preference pairs or completion groups ({why})", value)
 
 
 class SettingError(PackingError, ValueError):

@@ -46,8 +46,9 @@ import numpy as np
 
 from packing.batches.packed import LazyBatch, PackedBatch, pack
 from packing.batches.schema import LOSS_WEIGHTS, NAMES
+from packing.batches.units import fit_units
 from packing.core.arrays import offsets_of, ranges
-from packing.core.forms import FIELDS
+from packing.core.forms import FIELDS, UNIT_FIELDS
 from packing.core.samples import Samples
 from packing.core.validation import INT32_MAX, OverflowPolicy, check_flag
 from packing.errors import SampleError, SettingError
@@ -214,7 +215,11 @@ def pack_dataset(
     if cache_file_name is None and path is not None and path.is_file():  # packed before: same rows, same settings
         return Dataset.from_file(os.fspath(path))
     samples, source = _samples(dataset, chosen)
-    layout = plan(samples.lengths, recipe=chosen)
+    planning = chosen
+    if samples.units is not None:  # pairs and groups: fitted whole; their laid-out tokens carry no other column
+        fitted = fit_units(samples, chosen)
+        samples, planning, source = fitted.samples, fitted.planning, None
+    layout = plan(samples.lengths, recipe=planning)
     if shuffle:  # reorder the plan, so the blocks are written in their final order and never copied
         layout = layout.shuffle(chosen.seed or 0)
     lazy = LazyBatch.of(layout, samples, prepare(chosen).pad_id, int64=chosen.int64)
@@ -241,7 +246,8 @@ def _samples(dataset: Any, recipe: Recipe) -> tuple[Samples, pa.Table | Mapping[
     if not hasattr(dataset, "with_format"):
         expected = "a datasets.Dataset, a pyarrow.Table or a dict of columns"
         raise SettingError("dataset", expected, type(dataset).__name__)
-    if recipe.tokenizer is not None and (recipe.num_proc or 1) > 1 and hasattr(dataset, "map"):
+    units = bool(set(getattr(dataset, "column_names", ())) & set(UNIT_FIELDS))  # read as units, not rows of ids
+    if recipe.tokenizer is not None and (recipe.num_proc or 1) > 1 and hasattr(dataset, "map") and not units:
         return _read_batches(_tokenized(dataset, recipe), {}), None
     return _read_batches(dataset, reading), dataset
 

@@ -38,9 +38,11 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.batches.packed import materialize
+from packing.batches.units import check_unit_recipe, fit_units
 from packing.core.arrays import offsets_of, ranges, row_of
 from packing.core.forms import FIELDS, RowKind
 from packing.core.samples import Samples
+from packing.core.units import Units
 from packing.core.validation import OverflowPolicy, check_flag
 from packing.errors import SampleError, SettingError
 from packing.planning.plans import PackingPlan, plan
@@ -69,6 +71,11 @@ _UID = "__packing_uid"
 _GROUP, _BLOCK, _KEY, _ROW = "__packing_group", "__packing_block", "__packing_key", "__packing_row"
 _TOKENS, _MASK, _DOC_LENGTHS, _DOC_ROWS = "__packing_tokens", "__packing_mask", "__packing_docs", "__packing_rows"
 _LENGTH, _BAD = "__packing_length", "__packing_bad"
+_UNITS = "__packing_units"
+"""The completions of each row that is a pair or group (the lengths pass); with any, every piece carries its unit's
+structure and the global number of its first completion:"""
+_KIND, _PROMPT, _COMPLETIONS = "__packing_kind", "__packing_prompt", "__packing_completions"
+_COUNTS, _FIRST = "__packing_counts", "__packing_first"
 _UNREAD, _REFUSED = -2, -1
 """Lengths reported for the rows of a batch with a bad row: not read, and the row the reader refused."""
 _ROW_BITS = 33
@@ -121,13 +128,16 @@ def _lengths_batch(batch: pa.Table, recipe: Recipe) -> pa.Table:
 
     uid = _int_column(batch, _UID)
     rows = batch.select(_fields(batch))
+    units = np.zeros(len(uid), dtype=np.int64)  # completions of each pair or group (0 for other rows)
     try:
-        samples = read_table(rows, **prepare(recipe).read_options)
+        samples = _read(rows, recipe)
         samples.refuse_other_labels()  # blocks train each token on itself
         samples.refuse_wide_ids(recipe.int64)  # the shuffle carries the output's id width
         if samples.tokens is None and len(samples):  # lengths only: nothing to pack (named on the driver)
             raise SampleError(0, None, None, "token ids", "<a length only>")
         lengths = samples.lengths
+        if samples.units is not None:
+            units[:] = np.where(samples.units.kind > 0, samples.units.counts, 0)
     except SampleError as error:  # named on the driver with its global row id
         local = error.sample if error.sample is not None else 0
         sink = io.BytesIO()
@@ -137,14 +147,29 @@ def _lengths_batch(batch: pa.Table, recipe: Recipe) -> pa.Table:
         length[local] = _REFUSED
         bad: list[bytes | None] = [None] * len(uid)
         bad[local] = sink.getvalue()
-        return pa.table({_UID: pa.array(uid, pa.int64()), _LENGTH: pa.array(length), _BAD: pa.array(bad, pa.binary())})
+        return pa.table(
+            {
+                _UID: pa.array(uid, pa.int64()),
+                _LENGTH: pa.array(length),
+                _BAD: pa.array(bad, pa.binary()),
+                _UNITS: pa.array(units),
+            }
+        )
     return pa.table(
         {
             _UID: pa.array(uid, pa.int64()),
             _LENGTH: pa.array(lengths, pa.int64()),
             _BAD: pa.nulls(len(uid), pa.binary()),
+            _UNITS: pa.array(units),
         }
     )
+
+
+def _read(rows: pa.Table, recipe: Recipe) -> Samples:
+    """A batch's rows through the reader; pairs and groups fitted whole by the overflow policy (the same on every
+    pass: the lengths planned are the pieces cut)."""
+    samples = read_table(rows, **prepare(recipe).read_options)
+    return fit_units(samples, recipe).samples if samples.units is not None else samples
 
 
 @dataclass(frozen=True)
@@ -182,14 +207,18 @@ class _RowIds:
         return result
 
 
-def _collect_lengths(lengths_ds: ray.data.Dataset, num_rows: int, recipe: Recipe) -> tuple[_RowIds, Int64Array]:
-    """Gather every row's length on the driver, in row order; raise the first bad row's error.
+def _collect_lengths(
+    lengths_ds: ray.data.Dataset, num_rows: int, recipe: Recipe
+) -> tuple[_RowIds, Int64Array, Int64Array | None]:
+    """Gather every row's length on the driver, in row order, and when some rows are pairs or groups the global
+    number of each row's first completion; raise the first bad row's error.
 
     The batches are copied one at a time into two arrays of ``num_rows`` (16 bytes a row). O(rows).
     """
     ray = _require_ray()
     uid = np.empty(num_rows, dtype=np.int64)
     length = np.empty(num_rows, dtype=np.int64)
+    completions = np.empty(num_rows, dtype=np.int64)
     refused: list[tuple[int, bytes]] = []
     filled = 0
     for ref in lengths_ds.to_arrow_refs():
@@ -198,6 +227,7 @@ def _collect_lengths(lengths_ds: ray.data.Dataset, num_rows: int, recipe: Recipe
             continue
         rows = slice(filled, filled + table.num_rows)
         uid[rows], length[rows] = _int_column(table, _UID), _int_column(table, _LENGTH)
+        completions[rows] = _int_column(table, _UNITS)
         for index in np.flatnonzero(length[rows] == _REFUSED).tolist():
             refused.append((int(uid[filled + index]), table.column(_BAD)[index].as_py()))
         filled += table.num_rows
@@ -210,7 +240,11 @@ def _collect_lengths(lengths_ds: ray.data.Dataset, num_rows: int, recipe: Recipe
         _raise_bad_row(values, row, recipe)
     lengths = np.empty(num_rows, dtype=np.int64)
     lengths[ids.rows(uid)] = length
-    return ids, lengths
+    if not completions.any():
+        return ids, lengths, None
+    counts = np.empty(num_rows, dtype=np.int64)
+    counts[ids.rows(uid)] = completions
+    return ids, lengths, np.cumsum(counts) - counts
 
 
 def _raise_bad_row(row: bytes, index: int, recipe: Recipe) -> None:
@@ -220,6 +254,8 @@ def _raise_bad_row(row: bytes, index: int, recipe: Recipe) -> None:
     record = pa.ipc.open_stream(row).read_all().to_pylist()[0]
     try:
         samples = read_rows([record], **prepare(recipe).read_options)
+        if samples.units is not None:
+            fit_units(samples, recipe)  # a unit too long under overflow="error"
         samples.refuse_other_labels()
         samples.refuse_wide_ids(recipe.int64)
     except SampleError as error:  # the reader's error, naming sample ``index``
@@ -248,6 +284,8 @@ class _Pieces:
     length: Int32Array
     block_keys: Int64Array
     blocks_per_group: int
+    completion_first: Int64Array | None = None
+    """Pairs and groups: the global number of every row's first completion."""
 
     def block(self, key: Int64Array) -> Int64Array:
         """The final block of pieces with these keys. O(k log blocks)."""
@@ -255,7 +293,9 @@ class _Pieces:
         return result
 
 
-def _pieces_by_row(layout: PackingPlan, row_ids: _RowIds, blocks_per_group: int) -> _Pieces:
+def _pieces_by_row(
+    layout: PackingPlan, row_ids: _RowIds, blocks_per_group: int, completion_first: Int64Array | None = None
+) -> _Pieces:
     """The pieces of the (already shuffled) plan by row; a piece's key is its place in the plan.
     O(pieces) when no row has two pieces, O(pieces log pieces) otherwise (a sort by row)."""
     per_row = np.bincount(layout.piece_sequence, minlength=len(layout.lengths))
@@ -273,6 +313,7 @@ def _pieces_by_row(layout: PackingPlan, row_ids: _RowIds, blocks_per_group: int)
         layout.piece_length[by_row],
         layout.block_starts,
         blocks_per_group,
+        completion_first,
     )
 
 
@@ -287,9 +328,15 @@ def _id_type(int64: bool) -> Any:
     return pa.int64() if int64 else pa.int32()
 
 
-def _piece_schema(ids: pa.DataType) -> pa.Schema:
+def _piece_schema(ids: pa.DataType, units: bool = False) -> pa.Schema:
     import pyarrow as pa
 
+    unit_fields = [
+        (_KIND, pa.int8()),
+        (_PROMPT, pa.int64()),
+        (_COMPLETIONS, pa.large_list(pa.int64())),
+        (_FIRST, pa.int64()),
+    ]
     return pa.schema(
         [
             (_GROUP, pa.int64()),
@@ -298,23 +345,25 @@ def _piece_schema(ids: pa.DataType) -> pa.Schema:
             (_ROW, pa.int64()),
             (_TOKENS, pa.large_list(ids)),
             (_MASK, pa.large_list(pa.int8())),
+            *(unit_fields if units else []),
         ]
     )
 
 
-def _tag_batch(batch: pa.Table, pieces_ref: list[Any], recipe: Recipe) -> pa.Table:
+def _tag_batch(batch: pa.Table, pieces_ref: list[Any], recipe: Recipe, units: bool = False) -> pa.Table:
     """``_tag_pieces`` with the pieces from the object store (shared memory, not copied)."""
     ray = _require_ray()
-    return _tag_pieces(batch, ray.get(pieces_ref[0]), recipe)
+    return _tag_pieces(batch, ray.get(pieces_ref[0]), recipe, units)
 
 
-def _tag_pieces(batch: pa.Table, pieces: _Pieces, recipe: Recipe) -> pa.Table:
+def _tag_pieces(batch: pa.Table, pieces: _Pieces, recipe: Recipe, units: bool = False) -> pa.Table:
     """One output row per piece of every input row: its group, block, key, global row and tokens (as the
-    output's ids: the lengths pass refused wider ones). O(tokens)."""
+    output's ids: the lengths pass refused wider ones); with ``units``, each piece's (a whole unit's) kind, prompt
+    length and completion lengths. O(tokens)."""
     import pyarrow as pa
 
     rows = pieces.row_ids.rows(_int_column(batch, _UID))
-    samples = read_table(batch.select(_fields(batch)), **prepare(recipe).read_options)
+    samples = _read(batch.select(_fields(batch)), recipe)
     assert samples.tokens is not None and samples.loss_mask is not None  # checked by the lengths pass
     counts = pieces.row_starts[rows + 1] - pieces.row_starts[rows]
     which = ranges(pieces.row_starts[rows], counts)
@@ -324,22 +373,38 @@ def _tag_pieces(batch: pa.Table, pieces: _Pieces, recipe: Recipe) -> pa.Table:
     offsets = offsets_of(length)
     key = pieces.key[which]
     block = pieces.block(key)
-    return pa.table(
-        [
-            pa.array(block // pieces.blocks_per_group, pa.int64()),
-            pa.array(block, pa.int64()),
-            pa.array(key, pa.int64()),
-            pa.array(rows[local], pa.int64()),
-            _list_array(offsets, samples.tokens[at].astype(np.int64 if recipe.int64 else np.int32, copy=False)),
-            _list_array(offsets, samples.loss_mask[at]),
-        ],
-        schema=_piece_schema(_id_type(recipe.int64)),
-    )
+    columns = [
+        pa.array(block // pieces.blocks_per_group, pa.int64()),
+        pa.array(block, pa.int64()),
+        pa.array(key, pa.int64()),
+        pa.array(rows[local], pa.int64()),
+        _list_array(offsets, samples.tokens[at].astype(np.int64 if recipe.int64 else np.int32, copy=False)),
+        _list_array(offsets, samples.loss_mask[at]),
+    ]
+    if units:  # every piece a whole unit (a plain row among units: a unit of its own)
+        found = samples.units if samples.units is not None else Units.plain(samples.lengths, recipe.share_prompt)
+        counts = found.counts[local]
+        columns += [
+            pa.array(found.kind[local], pa.int8()),
+            pa.array(found.prompt_lengths[local], pa.int64()),
+            _list_array(offsets_of(counts), found.completion_lengths[ranges(found.completion_offsets[local], counts)]),
+            pa.array(
+                pieces.completion_first[rows[local]] if pieces.completion_first is not None else counts, pa.int64()
+            ),
+        ]
+    return pa.table(columns, schema=_piece_schema(_id_type(recipe.int64), units))
 
 
-def _block_schema(ids: pa.DataType) -> pa.Schema:
+def _block_schema(ids: pa.DataType, units: bool = False) -> pa.Schema:
     import pyarrow as pa
 
+    unit_fields = [
+        (_KIND, pa.large_list(pa.int8())),
+        (_PROMPT, pa.large_list(pa.int64())),
+        (_COUNTS, pa.large_list(pa.int64())),
+        (_COMPLETIONS, pa.large_list(pa.int64())),
+        (_FIRST, pa.large_list(pa.int64())),
+    ]
     return pa.schema(
         [
             (_BLOCK, pa.int64()),
@@ -347,6 +412,7 @@ def _block_schema(ids: pa.DataType) -> pa.Schema:
             (_MASK, pa.large_list(pa.int8())),
             (_DOC_LENGTHS, pa.large_list(pa.int32())),
             (_DOC_ROWS, pa.large_list(pa.int64())),
+            *(unit_fields if units else []),
         ]
     )
 
@@ -362,16 +428,25 @@ def _gather_group(group: pa.Table) -> pa.Table:
     doc_offsets = np.append(starts, len(block)).astype(np.int64)
     doc_lengths = np.asarray(_flat_lengths(group.column(_TOKENS)), dtype=np.int64)  # tokens per piece, in key order
     token_offsets = offsets_of(np.add.reduceat(doc_lengths, starts) if len(starts) else np.zeros(0, np.int64))
-    return pa.table(
-        [
-            pa.array(block[starts], pa.int64()),
-            _list_array(token_offsets, _flat(group.column(_TOKENS))),
-            _list_array(token_offsets, _flat(group.column(_MASK)).astype(np.int8, copy=False)),
-            _list_array(doc_offsets, doc_lengths.astype(np.int32)),
-            _list_array(doc_offsets, _int_column(group, _ROW)),
-        ],
-        schema=_block_schema(group.schema.field(_TOKENS).type.value_type),
-    )
+    columns = [
+        pa.array(block[starts], pa.int64()),
+        _list_array(token_offsets, _flat(group.column(_TOKENS))),
+        _list_array(token_offsets, _flat(group.column(_MASK)).astype(np.int8, copy=False)),
+        _list_array(doc_offsets, doc_lengths.astype(np.int32)),
+        _list_array(doc_offsets, _int_column(group, _ROW)),
+    ]
+    units = _KIND in group.column_names
+    if units:  # each piece's unit, in key order
+        counts = _flat_lengths(group.column(_COMPLETIONS))
+        completion_offsets = offsets_of(np.add.reduceat(counts, starts) if len(starts) else np.zeros(0, np.int64))
+        columns += [
+            _list_array(doc_offsets, np.asarray(group.column(_KIND).to_numpy(), dtype=np.int8)),
+            _list_array(doc_offsets, _int_column(group, _PROMPT)),
+            _list_array(doc_offsets, counts),
+            _list_array(completion_offsets, _flat(group.column(_COMPLETIONS)).astype(np.int64, copy=False)),
+            _list_array(doc_offsets, _int_column(group, _FIRST)),
+        ]
+    return pa.table(columns, schema=_block_schema(group.schema.field(_TOKENS).type.value_type, units))
 
 
 def _flat_lengths(column: Any) -> Int64Array:
@@ -385,19 +460,45 @@ def _flat_lengths(column: Any) -> Int64Array:
 
 
 def _materialize_batch(
-    blocks: pa.Table, max_seq_length: int, strategy: str, overflow: str, pad_token_id: int, int64: bool
+    blocks: pa.Table,
+    max_seq_length: int,
+    strategy: str,
+    overflow: str,
+    pad_token_id: int,
+    int64: bool,
+    share_prompt: bool = False,
 ) -> pa.Table:
-    """Compact blocks to the output schema's columns through ``packing.materialize``. O(blocks × max_seq_length)."""
+    """Compact blocks to the output schema's columns through ``packing.materialize`` (blocks of units with their
+    unit columns, laid out as ``share_prompt`` says). O(blocks × max_seq_length)."""
     doc_lengths = _flat(blocks.column(_DOC_LENGTHS)).astype(np.int64, copy=False)
     doc_rows = _flat(blocks.column(_DOC_ROWS)).astype(np.int64, copy=False)
     block_starts = offsets_of(_flat_lengths(blocks.column(_DOC_LENGTHS)))
+    units = None
+    if _KIND in blocks.column_names:
+        units = Units(
+            _flat(blocks.column(_KIND)).astype(np.int8, copy=False),
+            _flat(blocks.column(_PROMPT)).astype(np.int64, copy=False),
+            offsets_of(_flat(blocks.column(_COUNTS)).astype(np.int64, copy=False)),
+            _flat(blocks.column(_COMPLETIONS)).astype(np.int64, copy=False),
+            share_prompt,
+        )
     samples = Samples(
         _flat(blocks.column(_TOKENS)),
         _flat(blocks.column(_MASK)).astype(np.int8, copy=False),
         offsets_of(doc_lengths),
+        None,
+        units,
     )
     layout = PackingPlan.of_blocks(doc_lengths, block_starts, max_seq_length, strategy, overflow)
-    return materialize(layout, samples, pad_token_id, int64=int64, sequence_names=doc_rows).to_arrow()
+    batch = materialize(layout, samples, pad_token_id, int64=int64, sequence_names=doc_rows)
+    if units is not None:  # completions numbered over the whole dataset, as one machine numbers them
+        first = _flat(blocks.column(_FIRST)).astype(np.int64, copy=False)
+        counted = units.kind[units.unit_of_completion] > 0
+        owner = units.unit_of_completion[counted]
+        numbers = first[owner] + (np.flatnonzero(counted) - units.completion_offsets[owner])
+        local = batch.completion_ids
+        batch.__dict__["completion_ids"] = np.where(local >= 0, numbers[np.maximum(local, 0)], -1).astype(np.int32)
+    return batch.to_arrow()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -417,8 +518,9 @@ def pack_dataset(
     """Pack a Ray dataset with one global plan: a dataset of blocks equal to ``packing.pack`` on its rows.
 
     Rows are in any form the reader accepts (token lists under ``input_ids`` with an optional loss
-    mask, ``prompt`` and ``completion``, or text rows with a ``tokenizer``, mixed freely; other columns
-    are ignored). The options are every entry point's (:class:`~packing.Recipe`, or ``recipe=``). Row
+    mask, ``prompt`` and ``completion``, preference pairs and completion groups, or text rows with a ``tokenizer``,
+    mixed freely; other columns are ignored). A pair or group travels whole, as one piece with its unit's structure,
+    and its blocks get the unit columns (as ``pack`` gives them). The options are every entry point's (:class:`~packing.Recipe`, or ``recipe=``). Row
     ``i`` is the ``i``-th row Ray produces (``sequence_ids`` hold these ids): with Ray's
     ``DataContext.execution_options.preserve_order = True`` that is the input order, the same on
     every run; without it Ray may hand rows over in another order. The input is executed once
@@ -447,8 +549,14 @@ def pack_dataset(
     if num_rows and not any(name in names for name in FIELDS):
         raise SettingError("ds", f"rows the reader reads (a column of {', '.join(FIELDS)})", f"<columns {names}>")
     lengths_ds = indexed.map_batches(_lengths_batch, batch_format="pyarrow", fn_kwargs={"recipe": chosen})
-    row_ids, lengths = _collect_lengths(lengths_ds, num_rows, chosen)
-    layout = plan(lengths, recipe=chosen)
+    row_ids, lengths, completion_first = _collect_lengths(lengths_ds, num_rows, chosen)
+    units = completion_first is not None
+    planning = chosen
+    if units:  # pairs and groups: whole, fitted by the lengths pass; one that cannot fit is left out whole
+        check_unit_recipe(chosen)
+        if chosen.overflow == "truncate":
+            planning = Recipe.of(chosen, overflow="drop")
+    layout = plan(lengths, recipe=planning)
     if layout.num_blocks == 0:  # nothing to pack: the schema's columns, no rows
         empty = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(len(lengths) + 1, np.int64))
         nothing: ray.data.Dataset = cluster.data.from_arrow(
@@ -460,13 +568,13 @@ def pack_dataset(
     cpus = max(1, int(cluster.cluster_resources().get("CPU", 1)))
     blocks_per_group = max(1, min(TOKENS_PER_TASK // capacity, -(-layout.num_blocks // (4 * cpus))))
     groups = -(-layout.num_blocks // blocks_per_group)
-    pieces = _pieces_by_row(layout, row_ids, blocks_per_group)
+    pieces = _pieces_by_row(layout, row_ids, blocks_per_group, completion_first)
     strategy_name, overflow_name = layout.strategy, layout.overflow
     del layout, lengths  # the driver keeps nothing of the plan but what it broadcasts
     pieces_ref = cluster.put(pieces)
     del pieces
     tagged = indexed.map_batches(
-        _tag_batch, batch_format="pyarrow", fn_kwargs={"pieces_ref": [pieces_ref], "recipe": chosen}
+        _tag_batch, batch_format="pyarrow", fn_kwargs={"pieces_ref": [pieces_ref], "recipe": chosen, "units": units}
     )
     blocks = tagged.groupby(_GROUP, num_partitions=min(groups, _MAX_PARTITIONS)).map_groups(
         _gather_group, batch_format="pyarrow"
@@ -479,6 +587,7 @@ def pack_dataset(
         "overflow": overflow_name,
         "pad_token_id": pad,
         "int64": chosen.int64,
+        "share_prompt": chosen.share_prompt,
     }
     packed: ray.data.Dataset = blocks.map_batches(
         _materialize_batch, batch_format="pyarrow", batch_size=blocks_per_group, fn_kwargs=settings

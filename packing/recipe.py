@@ -52,7 +52,7 @@ from packing.core.validation import (
     integer_words,
     is_integer,
 )
-from packing.errors import OptionNotUsed, PeerName, SettingError
+from packing.errors import OptionNotUsed, PeerName, SettingError, refuse_with_units
 from packing.strategies.registry import DEFAULT_STRATEGY, STRATEGIES, TIE_BREAKS, StrategyName, TieBreak
 
 Door = Literal[
@@ -115,6 +115,7 @@ class RecipeOptions(TypedDict, total=False):
     int64: bool
     context_parallel_size: int
     tensor_parallel_size: int
+    share_prompt: bool
 
 
 Stage = Literal["read", "plan", "fill"]
@@ -307,6 +308,18 @@ class Recipe:
             doors=_THD,
         ),
     )
+    share_prompt: bool = field(
+        default=False,
+        metadata=_about(
+            "read",
+            "preference pairs and completion groups: store each prompt once, its completions after it (each "
+            "attends to its prompt and itself; a 4-D attention mask), instead of once per completion",
+            parse=bool,
+            doors=_READERS,
+        ),
+    )
+    """Lay out a pair's or group's prompt once, each completion after it with positions continuing from the
+    prompt's end (``packing.core.units``); False: the prompt before every completion, each its own document."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -331,9 +344,11 @@ class Recipe:
         if self.pad_token_id is not None:
             set_(self, "pad_token_id", check_token_id(self.pad_token_id, "pad_token_id"))
         set_(self, "int64", check_flag(self.int64, "int64"))
+        set_(self, "share_prompt", check_flag(self.share_prompt, "share_prompt"))
         self._check_strategy_options()
         self._check_parallel_sizes()
         self._check_text_options()
+        self._check_shared_prompt()
 
     def _identity(self) -> tuple[Any, ...]:
         """What makes two recipes pack alike: every compared option, and the tokenizer's key."""
@@ -385,6 +400,24 @@ class Recipe:
                 self.max_seq_length,
             )
 
+    def _check_shared_prompt(self) -> None:
+        """Refuse, with ``share_prompt``, what cannot keep a shared prompt with its completions: a strategy or
+        overflow policy that cuts a sample across blocks, and context or tensor parallelism (the THD layout keeps
+        documents apart by their boundaries alone; a shared prompt's completions need an attention mask)."""
+        if not self.share_prompt:
+            return
+        if STRATEGIES[self.strategy].splits_sequences:
+            raise refuse_with_units("strategy", self.strategy, "share_prompt: it cuts a unit across blocks")
+        if self.overflow == "split":
+            raise refuse_with_units("overflow", self.overflow, "share_prompt: it cuts a unit across blocks")
+        for name in ("context_parallel_size", "tensor_parallel_size"):
+            if getattr(self, name) > 1:
+                raise SettingError(
+                    name,
+                    "1 with share_prompt (a shared prompt's completions need an attention mask)",
+                    getattr(self, name),
+                )
+
     def _multiple_rule(self) -> str:
         cp, tp = self.context_parallel_size, self.tensor_parallel_size
         parts = ([f"2 × context_parallel_size {cp}"] if cp > 1 else []) + (
@@ -426,7 +459,7 @@ class Recipe:
         >>> Recipe.of(None, 16, stratgy="split")
         Traceback (most recent call last):
         ...
-        packing.errors.SettingError: stratgy: expected one of the options strategy, overflow, window, time_limit, seed, max_sequences_per_block, loss, tokenizer, pad_token_id, roles_to_train, train_on_eos, chat_template, num_proc, int64, tie_break, context_parallel_size, tensor_parallel_size, got 'split' (str)
+        packing.errors.SettingError: stratgy: expected one of the options strategy, overflow, window, time_limit, seed, max_sequences_per_block, loss, tokenizer, pad_token_id, roles_to_train, train_on_eos, chat_template, num_proc, int64, tie_break, context_parallel_size, tensor_parallel_size, share_prompt, got 'split' (str)
         >>> Recipe.of(None, None)
         Traceback (most recent call last):
         ...

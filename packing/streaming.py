@@ -23,8 +23,11 @@ import numpy.typing as npt
 
 from packing.batches.packed import LazyBatch, block_arrays
 from packing.batches.schema import datasets_features
+from packing.batches.units import fit_units
 from packing.core.arrays import offsets_of, ranges
+from packing.core.forms import unit_kind
 from packing.core.samples import Samples, TokenArray, all_ones
+from packing.core.units import Units
 from packing.core.validation import OverflowPolicy, check_flag, check_integer
 from packing.errors import SampleError, SequenceTooLong, SettingError, StateMismatch
 from packing.planning.plans import PackingPlan, plan
@@ -67,6 +70,8 @@ def _concat(parts: list[Samples]) -> Samples:
     parts = [part for part in parts if len(part)]
     if len(parts) == 1:
         return parts[0]
+    if any(part.units is not None for part in parts):  # pairs and groups: joined with their units
+        return Samples.join(parts)
     offsets = [np.zeros(1, dtype=np.int64)]
     base = 0
     for part in parts:
@@ -87,7 +92,10 @@ def _subset(samples: Samples, rows: Int64Array) -> Samples:
     offsets = offsets_of(lengths)
     index = ranges(samples.offsets[:-1][rows], lengths)
     mask = _mask(samples)
-    return Samples(_tokens(samples)[index], all_ones(len(index)) if _unmasked(mask) else mask[index], offsets)
+    units = None if samples.units is None else samples.units.take(rows)
+    return Samples(
+        _tokens(samples)[index], all_ones(len(index)) if _unmasked(mask) else mask[index], offsets, None, units
+    )
 
 
 def _capped(carry: npt.NDArray[np.bool_], fill: Int64Array, count: Int64Array, limit: int) -> npt.NDArray[np.bool_]:
@@ -114,6 +122,11 @@ def _read(rows: list[Any], first: int, recipe: Recipe) -> Samples:
         raise
     if samples.tokens is None:
         raise SettingError("samples", "samples with token ids", "<lengths only>")
+    if samples.units is not None:  # pairs and groups: fitted whole by the overflow policy before they are planned
+        try:
+            samples = fit_units(samples, recipe).samples
+        except SequenceTooLong as error:
+            raise error.at(first + (error.sample or 0)) from None
     return samples
 
 
@@ -254,8 +267,9 @@ class PackingStream(Iterator[Block]):
                 break
             random_order = "seed" in STRATEGIES[strategy].options
             plan_seed = int(self._rng.integers(2**31)) if random_order else None
+            planning = _planning(chosen, buffer)
             try:
-                layout = plan(buffer.lengths, recipe=Recipe.of(chosen, seed=plan_seed) if random_order else chosen)
+                layout = plan(buffer.lengths, recipe=Recipe.of(planning, seed=plan_seed) if random_order else planning)
             except SequenceTooLong as error:  # overflow="error": named by its position in the stream
                 raise error.at(int(ids[error.sample or 0])) from None
             fill = np.zeros(layout.num_blocks, dtype=np.int64)
@@ -344,19 +358,31 @@ def _pending(layout: PackingPlan, buffer: Samples, ids: Int64Array, recipe: Reci
     return LazyBatch.of(layout, buffer, prepare(recipe).pad_id, int64=recipe.int64, sequence_names=ids)
 
 
+def _planning(recipe: Recipe, buffer: Samples) -> Recipe:
+    """The recipe a buffer is planned with: the stream's, or for pairs and groups fitted by ``truncate`` (see
+    ``packing.batches.units``) ``drop``, so that a unit that cannot fit is left out whole, never cut."""
+    if buffer.units is not None and recipe.overflow == "truncate":
+        return Recipe.of(recipe, overflow="drop")
+    return recipe
+
+
 def _samples_state(samples: Samples, ids: Int64Array) -> dict[str, Any]:
-    return {
+    state: dict[str, Any] = {
         "tokens": _tokens(samples).copy(),
         "loss_mask": np.asarray(_mask(samples), dtype=np.int8).copy(),
         "lengths": samples.lengths.astype(np.int64),
         "ids": ids.astype(np.int64).copy(),
     }
+    if samples.units is not None:
+        state["units"] = samples.units.state()
+    return state
 
 
 def _samples_of(state: dict[str, Any]) -> tuple[Samples, Int64Array]:
     offsets = offsets_of(np.asarray(state["lengths"], dtype=np.int64))
     mask = np.asarray(state["loss_mask"], dtype=np.int8)
-    samples = Samples(np.asarray(state["tokens"]), all_ones(len(mask)) if mask.all() else mask, offsets)
+    units = Units.of_state(state["units"]) if state.get("units") is not None else None
+    samples = Samples(np.asarray(state["tokens"]), all_ones(len(mask)) if mask.all() else mask, offsets, None, units)
     return samples, np.asarray(state["ids"], dtype=np.int64)
 
 
@@ -383,8 +409,9 @@ def _pending_of(state: dict[str, Any], recipe: Recipe) -> LazyBatch:
         np.asarray(state[k], dtype=np.int32) for k in ("piece_sequence", "piece_start", "piece_length")
     )
     stats = compute_stats(samples.lengths, recipe.max_seq_length, starts, sequence, length)
+    overflow = _planning(recipe, samples).overflow
     layout = PackingPlan(
-        recipe.max_seq_length, recipe.strategy, recipe.overflow, samples.lengths, starts, sequence, first, length, stats
+        recipe.max_seq_length, recipe.strategy, overflow, samples.lengths, starts, sequence, first, length, stats
     )
     return _pending(layout, samples, ids, recipe)
 
@@ -410,7 +437,7 @@ def stream_dataset(
 ) -> Any:
     """A Hugging Face ``datasets.IterableDataset`` of packed blocks from an iterable dataset (or any iterable of
     rows ``stream`` reads; other columns are ignored). The options are ``stream``'s, checked now; the columns
-    the packed schema's, each row holding its block's real tokens only (``sum(seq_lengths)`` values), as
+    the packed schema's (and the unit columns when the first row is a pair or group: a dataset of them), each row holding its block's real tokens only (``sum(seq_lengths)`` values), as
     ``packing.hf`` and TRL's ``pack_dataset`` write them. Lazy: nothing is read until iterated.
 
     >>> import datasets
@@ -425,8 +452,9 @@ def stream_dataset(
     chosen = Recipe.at("stream", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
     next(stream([], recipe=chosen, buffer_size=buffer_size, shuffle=shuffle), None)  # the settings, now
     settings = {"recipe": chosen, "buffer_size": buffer_size, "shuffle": shuffle}
+    first = next(iter(dataset), None)  # pairs and groups add their columns: the first row says which rows come
     return datasets.IterableDataset.from_generator(
         _dataset_blocks,
-        features=datasets_features(chosen.int64),
+        features=datasets_features(chosen.int64, units=unit_kind(first) is not None),
         gen_kwargs={"dataset": dataset, "max_seq_length": None, "options": settings},
     )

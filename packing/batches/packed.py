@@ -5,16 +5,18 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from packing.batches.schema import CHUNK_VALUES, COLUMNS, GRID_COLUMNS, LOSS_WEIGHTS, NAMES, arrow_schema
+from packing.batches.schema import CHUNK_VALUES, COLUMNS, GRID_COLUMNS, LOSS_WEIGHTS, NAMES, UNIT_GRID, arrow_schema
+from packing.batches.units import UnitGrids, check_whole_units, fit_units, unit_boundaries, unit_grids, unit_mask
 from packing.core.arrays import check_block_indexes, offsets_of, ranges, row_of
 from packing.core.samples import IGNORE_INDEX, Samples, joined_dtype
+from packing.core.units import Units
 from packing.core.validation import INT32_MAX, OverflowPolicy, check_flag, check_integer, check_token_id
 from packing.errors import SampleError, SettingError
 from packing.planning.plans import PackingPlan, check_pieces, plan
@@ -129,6 +131,16 @@ class PackedBatch:
     [[-100, 2, -100, 4], [-100, -100, -100, -100]]
     >>> b.position_ids.tolist()
     [[0, 1, 0, 1], [0, 0, 0, 0]]
+
+    Blocks of preference pairs and completion groups (``units``: the samples' :class:`~packing.core.units.Units`)
+    hold whole units; their documents (``seq_lengths``) are each completion with its prompt, or with
+    ``share_prompt`` each unit, whose ``position_ids`` continue from the prompt's end in every completion; they also
+    have ``unit_ids`` (= ``sequence_ids``), ``completion_ids`` and ``prediction_positions`` (see
+    ``packing.core.units.UNIT_COLUMNS``), and ``attention_mask(block)`` keeps every completion from its siblings.
+
+    >>> b = pack([{"prompt": [1, 2], "chosen": [3], "rejected": [4, 5]}], 8)
+    >>> b.input_ids.tolist(), b.seq_lengths(0).tolist(), b.completion_ids.tolist()
+    ([[1, 2, 3, 1, 2, 4, 5, 0]], [3, 4], [[-1, -1, 0, -1, -1, 1, 1, -1]])
     """
 
     plan: PackingPlan
@@ -139,6 +151,8 @@ class PackedBatch:
     sequence_names: Int64Array | None = None
     """What ``sequence_ids`` calls each of the plan's sequences (a position in a stream, a row of a
     dataset); None: the sequence's index."""
+    units: Units | None = None
+    """The unit structure of the plan's sequences when they are pairs or groups (None otherwise)."""
 
     @property
     def int64(self) -> bool:
@@ -146,8 +160,25 @@ class PackedBatch:
         return self.input_ids.dtype == np.int64
 
     @cached_property
+    def _unit_grids(self) -> UnitGrids:
+        """The columns of blocks of units, made together on first access. O(blocks × max_seq_length)."""
+        assert self.units is not None
+        return unit_grids(self.plan, self.units, self.input_ids, self.loss_mask)
+
+    @property
+    def boundaries(self) -> tuple[Int64Array, npt.NDArray[np.integer[Any]]]:
+        """``(starts, lengths)``: the documents a model sees in each block, in CSR form (the plan's
+        :attr:`~packing.planning.plans.PackingPlan.boundaries`; for units, each completion with its prompt, or each
+        unit with a shared prompt). O(1), O(documents) for units."""
+        if self.units is None:
+            return self.plan.boundaries
+        return unit_boundaries(self.plan, self.units)
+
+    @cached_property
     def labels(self) -> IdArray:
         """Training targets (see the class), derived on first access. O(blocks × max_seq_length)."""
+        if self.units is not None:
+            return self._unit_grids.labels
         labels = np.empty_like(self.input_ids)
         starts, lengths = self.plan.boundaries
 
@@ -161,6 +192,8 @@ class PackedBatch:
     @cached_property
     def position_ids(self) -> IdArray:
         """Positions restarting at every document (see the class), derived on first access."""
+        if self.units is not None:
+            return self._unit_grids.position_ids
         positions = np.empty_like(self.input_ids)
         starts, lengths = self.plan.boundaries
         in_parts(
@@ -184,6 +217,58 @@ class PackedBatch:
         return sequences
 
     @property
+    def unit_ids(self) -> npt.NDArray[np.int32]:
+        """The unit (sample) of every token, -1 in padding: ``sequence_ids``, under the name every door gives units'
+        blocks. O(1) once ``sequence_ids`` is made."""
+        return self.sequence_ids
+
+    @cached_property
+    def document_ids(self) -> npt.NDArray[np.int32]:
+        """The document of every token (numbered over the samples' documents, ``Units.documents``; without units
+        the piece), -1 in padding: tokens attend within their document only (and, with a shared prompt, not to a
+        sibling completion). O(blocks × max_seq_length).
+
+        >>> pack([[1, 2], [3]], 4).document_ids.tolist()
+        [[0, 0, 1, -1]]
+        """
+        if self.units is not None:
+            return self._unit_grids.document.astype(np.int32)
+        starts, lengths = self.boundaries
+        document = np.full(self.input_ids.shape, -1, dtype=np.int32)
+        numbers = np.arange(len(lengths), dtype=np.int32)
+        for block in range(self.num_blocks):
+            lo, hi = int(starts[block]), int(starts[block + 1])
+            used = int(lengths[lo:hi].sum())
+            document[block, :used] = np.repeat(numbers[lo:hi], lengths[lo:hi])
+        return document
+
+    @cached_property
+    def completion_ids(self) -> npt.NDArray[np.int32]:
+        """The completion each token answers (numbered over the samples' pairs and groups, in input order), -1 on
+        prompts, plain samples and padding. O(blocks × max_seq_length).
+
+        >>> pack([[1, 2]], 4).completion_ids.tolist()
+        [[-1, -1, -1, -1]]
+        """
+        if self.units is not None:
+            return self._unit_grids.completion_ids
+        return np.full(self.input_ids.shape, -1, dtype=np.int32)
+
+    @cached_property
+    def prediction_positions(self) -> IdArray:
+        """Per token the position (in its block) whose logits are trained to predict it, -1 where none is: ``t - 1``
+        where ``labels`` train the token, and for a shared prompt's completion's first token the prompt's last
+        position. O(blocks × max_seq_length).
+
+        >>> pack([[1, 2, 3]], 4).prediction_positions.tolist()
+        [[-1, 0, 1, -1]]
+        """
+        if self.units is not None:
+            return self._unit_grids.prediction_positions
+        column = np.arange(self.max_seq_length, dtype=self.input_ids.dtype)[None, :]
+        return np.where(self.labels != IGNORE_INDEX, column - 1, -1).astype(self.input_ids.dtype)
+
+    @property
     def num_blocks(self) -> int:
         return self.plan.num_blocks
 
@@ -193,11 +278,18 @@ class PackedBatch:
 
     def seq_lengths(self, block: int) -> Int64Array:
         """Lengths of the documents in ``block``, in order."""
-        return self.plan.seq_lengths(block)
+        if self.units is None:
+            return self.plan.seq_lengths(block)
+        self.plan.block(block)  # an index the plan has, or its IndexError
+        starts, lengths = self.boundaries
+        block %= self.num_blocks
+        return lengths[starts[block] : starts[block + 1]].astype(np.int64)
 
     def cu_seqlens(self, block: int) -> Int64Array:
         """0, then cumulative document lengths of ``block`` (flash-attention ``cu_seqlens``)."""
-        return self.plan.cu_seqlens(block)
+        if self.units is None:
+            return self.plan.cu_seqlens(block)
+        return np.concatenate(([0], np.cumsum(self.seq_lengths(block)))).astype(np.int64)
 
     def attention_mask(self, block: int) -> npt.NDArray[np.bool_]:
         """Block-diagonal causal mask of ``block``: ``mask[q, k]`` is True when query q may attend to key k.
@@ -206,7 +298,15 @@ class PackedBatch:
 
         >>> pack([[1, 2], [3]], 4).attention_mask(0).astype(int).tolist()
         [[1, 0, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0]]
+
+        With a shared prompt, every completion sees its prompt and itself, never a sibling:
+
+        >>> pack([{"prompt": [1], "completions": [[2], [3]]}], 4, share_prompt=True).attention_mask(0).astype(int).tolist()
+        [[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [0, 0, 0, 0]]
         """
+        if self.units is not None:
+            self.plan.block(block)  # an index the plan has, or its IndexError
+            return unit_mask(self._unit_grids.document[block], self.completion_ids[block])
         lengths = self.seq_lengths(block)
         document = np.full(self.max_seq_length, -1, dtype=np.int64)
         document[: int(lengths.sum())] = row_of(lengths)
@@ -227,6 +327,7 @@ class PackedBatch:
         >>> b.loss_weights("sequence").tolist()
         [[0.0, 0.125, 0.125, 0.125, 0.125, 0.0, 0.5, 0.0]]
         """
+        self._refuse_units("loss_weights")
         return token_weights(self.labels != IGNORE_INDEX, self.sequence_ids, mode, total)
 
     def document_weights(self, mode: LossMode) -> DocumentWeights:
@@ -239,11 +340,19 @@ class PackedBatch:
         >>> bool((weights.grid(b.labels != -100, b.sequence_ids) == b.loss_weights("sequence")).all())
         True
         """
+        self._refuse_units("loss_weights")
         offsets = np.arange(self.num_blocks + 1, dtype=np.int64) * self.max_seq_length
         block, local = self.plan.piece_block(), self.plan.piece_position()  # each piece's block, where in it
         lengths = self.plan.piece_length.astype(np.int64)
         _, targets = piece_mask_sums(self.loss_mask.reshape(-1), offsets, block, local, lengths)
         return document_weights(self.plan, targets, mode, self.sequence_names)
+
+    def _refuse_units(self, name: str) -> None:
+        """Refuse a per-token loss weighting of blocks of units: their loss is the completions' log-probabilities'
+        (``packing.torch.completion_logps``), not a per-document mean. O(1)."""
+        if self.units is not None:
+            raise SettingError(name, "no value with preference pairs or completion groups (their loss is built from "
+                               "packing.torch.completion_logps)", "<a weighting>")  # fmt: skip
 
     def to_lists(self) -> tuple[list[list[int]], list[list[int]]]:
         """The classic ``(blocks, loss_masks)`` as lists of lists of ints."""
@@ -272,9 +381,15 @@ class PackedBatch:
         """The blocks ``rows`` as a batch of their own (its stats describe them, without loss-mask counts)."""
         layout = self.plan.select(np.arange(self.num_blocks)[rows] if isinstance(rows, slice) else rows)
         part = PackedBatch(
-            layout, self.input_ids[rows], self.loss_mask[rows], self.pad_token_id, layout.stats, self.sequence_names
+            layout,
+            self.input_ids[rows],
+            self.loss_mask[rows],
+            self.pad_token_id,
+            layout.stats,
+            self.sequence_names,
+            self.units,
         )
-        for name in ("labels", "position_ids", "sequence_ids"):
+        for name in ("labels", "position_ids", "sequence_ids", "completion_ids", "prediction_positions"):
             if name in self.__dict__:  # already made here: its rows, not made again
                 part.__dict__[name] = self.__dict__[name][rows]
         return part
@@ -341,6 +456,8 @@ class LazyBatch:
             )
         names = _sequence_names(sequence_names, len(samples.lengths))
         check_pieces(layout)
+        if samples.units is not None:
+            check_whole_units(layout, samples.units)
         return cls(layout, samples, pad, wide, names)
 
     @property
@@ -371,6 +488,9 @@ class LazyBatch:
         """
         layout, samples = self.plan, self.samples
         assert samples.loss_mask is not None  # checked by ``of``
+        if samples.units is not None:
+            raise SettingError("loss_weights", "no value with preference pairs or completion groups (their loss is "
+                               "built from packing.torch.completion_logps)", mode)  # fmt: skip
         if _has_masked(samples.loss_mask):
             _, targets = piece_mask_sums(
                 samples.loss_mask, samples.offsets, layout.piece_sequence, layout.piece_start, layout.piece_length
@@ -420,7 +540,7 @@ class LazyBatch:
         stats = self.stats if blocks is None else layout.stats
         if blocks is not None and _has_masked(samples.loss_mask):
             stats = stats.with_trainable(*count_trainable(layout, samples))
-        return PackedBatch(layout, input_ids, loss_mask, self.pad_token_id, stats, self.sequence_names)
+        return PackedBatch(layout, input_ids, loss_mask, self.pad_token_id, stats, self.sequence_names, samples.units)
 
     def chunks(self, order: npt.ArrayLike | None = None, tokens: int | None = None) -> Iterator[PackedBatch]:
         """The blocks in ``order`` (default: plan order), as batches of about ``tokens`` slots each, each
@@ -510,10 +630,27 @@ def count_trainable(layout: PackingPlan, samples: Samples) -> TrainableCounts:
     """
     if samples.loss_mask is None:
         raise SettingError("samples", "token ids with their loss mask", "<lengths only>")
+    if samples.units is not None:
+        return _unit_trainable(layout, samples)
     per_piece, targets = _piece_targets(layout, samples)
     per_sample = np.bincount(layout.piece_sequence, weights=targets, minlength=len(samples.lengths))
     packed = np.bincount(layout.piece_sequence, minlength=len(samples.lengths)) > 0
     return TrainableCounts(int(per_piece.sum()), int(targets.sum()), int((packed & (per_sample == 0)).sum()))
+
+
+def _unit_trainable(layout: PackingPlan, samples: Samples) -> TrainableCounts:
+    """``count_trainable`` of whole units: a target is a trained token something predicts (a document's first
+    token never; a shared completion's first token from its prompt). O(total tokens)."""
+    assert samples.units is not None and samples.loss_mask is not None
+    predictor = samples.units.token_arrays().predictor
+    sample = np.repeat(np.arange(len(samples), dtype=np.int64), samples.lengths)
+    trained = samples.loss_mask != 0
+    packed = np.bincount(layout.piece_sequence, minlength=len(samples)) > 0
+    per_sample = np.bincount(sample, weights=trained, minlength=len(samples))
+    targets = np.bincount(sample, weights=trained & (predictor > 0), minlength=len(samples))
+    return TrainableCounts(
+        int(per_sample[packed].sum()), int(targets[packed].sum()), int((packed & (targets == 0)).sum())
+    )
 
 
 def targets_per_sample(layout: PackingPlan, samples: Samples | None = None) -> Int64Array:
@@ -590,6 +727,8 @@ def pack(
 def _pack(samples: Any, chosen: Recipe) -> PackedBatch:
     """:func:`pack` with its recipe."""
     rows = getattr(samples, "samples", samples)
+    if isinstance(rows, Samples) and rows.units is not None:
+        return pack_units(rows, chosen)
     lengths = token_array_lengths(rows) if chosen.tokenizer is None else None
     if lengths is not None:  # token arrays: planned from their lengths, joined only where needed
         layout = plan(lengths, recipe=chosen)
@@ -598,7 +737,47 @@ def _pack(samples: Any, chosen: Recipe) -> PackedBatch:
         flat = read_rows(rows, **prepare(chosen).read_options)
         return materialize(layout, flat, prepare(chosen).pad_id, int64=chosen.int64)
     flat = read_rows(rows, **prepare(chosen).read_options)
+    if flat.units is not None:
+        return pack_units(flat, chosen)
     return materialize(plan(flat.lengths, recipe=chosen), flat, prepare(chosen).pad_id, int64=chosen.int64)
+
+
+def pack_units(samples: Samples, recipe: Recipe) -> PackedBatch:
+    """The blocks of samples with units (pairs, groups): fitted to ``max_seq_length`` by the overflow policy
+    (``packing.batches.units.fit_units``), planned whole, filled, and counted (``stats.units``). O(total tokens)
+    plus the strategy's cost.
+
+    >>> b = pack_units(read_rows([{"prompt": [1], "chosen": [2, 3, 4], "rejected": [5]}]), Recipe(5))
+    >>> b.input_ids.tolist(), b.stats.tokens_truncated, b.stats.units.completions_truncated
+    ([[1, 2, 3, 1, 5]], 1, 1)
+    """
+    fitted = fit_units(samples, recipe)
+    layout = plan(fitted.samples.lengths, recipe=fitted.planning)
+    batch = materialize(layout, fitted.samples, prepare(recipe).pad_id, int64=recipe.int64)
+    packed = np.bincount(layout.piece_sequence, minlength=len(fitted.samples)) > 0
+    return replace(batch, stats=fitted.stats(batch.stats, recipe, packed))
+
+
+def lazy_units(
+    layout_recipe: Recipe, samples: Samples, *, shuffle: bool = False, int64: bool | None = None
+) -> LazyBatch:
+    """The blocks of samples with units made chunk by chunk (as ``pack_units`` makes them whole): fitted, planned
+    whole with the recipe, shuffled with its seed when ``shuffle``; the batch's ``stats`` count the units
+    (``stats.units``). O(total tokens) plus the strategy's cost.
+
+    >>> lazy = lazy_units(Recipe(8), read_rows([{"prompt": [1], "completions": [[2], [3]]}]))
+    >>> lazy.stats.units.groups, [c.input_ids.tolist() for c in lazy.chunks()]
+    (1, [[[1, 2, 1, 3, 0, 0, 0, 0]]])
+    """
+    fitted = fit_units(samples, layout_recipe)
+    layout = plan(fitted.samples.lengths, recipe=fitted.planning)
+    packed = np.bincount(layout.piece_sequence, minlength=len(fitted.samples)) > 0
+    if shuffle:
+        layout = layout.shuffle(layout_recipe.seed or 0)
+    wide = layout_recipe.int64 if int64 is None else int64
+    lazy = LazyBatch.of(layout, fitted.samples, prepare(layout_recipe).pad_id, int64=wide)
+    lazy.__dict__["stats"] = fitted.stats(lazy.stats, layout_recipe, packed)  # the cached statistics, with units
+    return lazy
 
 
 def _pack_in_order(layout: PackingPlan, rows: list[Any], pad_token_id: int, int64: bool) -> PackedBatch:
@@ -654,24 +833,23 @@ def to_arrow(
     """
     import pyarrow as pa
 
-    layout = batch.plan
     rows = (
         np.arange(batch.num_blocks, dtype=np.int64)
         if order is None
         else check_block_indexes(order, batch.num_blocks, "order")
     )
     width = batch.max_seq_length
-    grids = {name: getattr(batch, name) for name in GRID_COLUMNS}
+    grids = {name: getattr(batch, name) for name in _grid_names(batch)}
     if loss_weights is not None:
         grids[LOSS_WEIGHTS.name] = batch.loss_weights(loss_weights)
     in_order = order is None
     if not in_order:
         grids = {name: grid[rows] for name, grid in grids.items()}
-    block_starts, piece_length = layout.boundaries  # the documents each block holds, as the model sees them
+    block_starts, piece_length = batch.boundaries  # the documents each block holds, as the model sees them
     counts = np.diff(block_starts)[rows]
     firsts = block_starts[:-1][rows]
-    dtypes = {column.name: column.dtype_for(batch.int64) for column in (*COLUMNS, LOSS_WEIGHTS)}
-    names = (*NAMES, LOSS_WEIGHTS.name) if loss_weights is not None else NAMES
+    dtypes = {column.name: column.dtype_for(batch.int64) for column in (*COLUMNS, *UNIT_GRID, LOSS_WEIGHTS)}
+    names = (*NAMES, *_unit_names(batch), *((LOSS_WEIGHTS.name,) if loss_weights is not None else ()))
     arrays: dict[str, list[pa.Array]] = {name: [] for name in names}
     for lo, hi in _chunks(len(rows), width):
         piece_offsets = offsets_of(counts[lo:hi])
@@ -691,10 +869,20 @@ def to_arrow(
             values = grid[lo:hi].reshape(-1).astype(dtypes[name], copy=False)
             arrays[name].append(_list_array(fixed, values if real is None else values[real]))
         arrays["seq_lengths"].append(_list_array(piece_offsets, pieces.astype(np.int32, copy=False)))
-    schema = arrow_schema(batch.int64, loss_weights is not None)
+    schema = arrow_schema(batch.int64, loss_weights is not None, units=batch.units is not None)
     return pa.table(
         {name: pa.chunked_array(arrays[name], type=schema.field(name).type) for name in names}, schema=schema
     )
+
+
+def _unit_names(batch: PackedBatch) -> tuple[str, ...]:
+    """The unit columns a batch writes after the schema's (none without units)."""
+    return tuple(column.name for column in UNIT_GRID) if batch.units is not None else ()
+
+
+def _grid_names(batch: PackedBatch) -> tuple[str, ...]:
+    """The per-slot columns a batch writes: the schema's, and its units' (``UNIT_GRID``)."""
+    return (*GRID_COLUMNS, *_unit_names(batch))
 
 
 def record(batch: PackedBatch, block: int) -> dict[str, list[int]]:
@@ -704,7 +892,7 @@ def record(batch: PackedBatch, block: int) -> dict[str, list[int]]:
     >>> record(pack([[1, 2], [3]], 4), 0)["labels"]
     [-100, 2, -100, -100]
     """
-    values: dict[str, list[int]] = {name: getattr(batch, name)[block].tolist() for name in GRID_COLUMNS}
+    values: dict[str, list[int]] = {name: getattr(batch, name)[block].tolist() for name in _grid_names(batch)}
     values["seq_lengths"] = batch.seq_lengths(block).tolist()
     return values
 
@@ -719,7 +907,7 @@ def block_arrays(batch: PackedBatch, block: int, padding: bool = True) -> dict[s
     """
     arrays: dict[str, npt.NDArray[Any]] = {}
     used = batch.max_seq_length if padding else int(batch.seq_lengths(block).sum())
-    for column in COLUMNS:
+    for column in (*COLUMNS, *(UNIT_GRID if batch.units is not None else ())):
         named = column.name == "seq_lengths"
         values = batch.seq_lengths(block) if named else getattr(batch, column.name)[block][:used]
         arrays[column.name] = np.array(values, dtype=column.dtype_for(batch.int64))

@@ -80,6 +80,24 @@ LOSS_WEIGHTS = Column(
 )
 """The optional column, after :data:`COLUMNS` when written (``to_arrow(..., loss_weights=mode)``)."""
 
+UNIT_GRID: tuple[Column, ...] = (
+    Column("unit_ids", "int32", "blocks of pairs and groups: the unit (sample) of each token; -1 in padding"),
+    Column(
+        "completion_ids",
+        "int32",
+        "blocks of pairs and groups: the completion each token answers (input order); -1 on prompts and padding",
+    ),
+    Column(
+        "prediction_positions",
+        "int32",
+        "blocks of pairs and groups: the position whose logits predict each token (t - 1, or a shared prompt's last "
+        "position for a completion's first token); -1 where nothing is trained",
+        wide=True,
+    ),
+)
+"""The columns written after :data:`COLUMNS` for blocks of preference pairs and completion groups
+(``packing.core.units.UNIT_COLUMNS``); other blocks never have them."""
+
 NAMES: tuple[str, ...] = tuple(column.name for column in COLUMNS)
 GRID_COLUMNS: tuple[str, ...] = NAMES[:-1]
 """The columns with one value per token slot (``max_seq_length`` per block)."""
@@ -88,9 +106,9 @@ CHUNK_VALUES = 1 << 24
 """Values per Arrow chunk: keeps every chunk's 32-bit list offsets far from overflow."""
 
 
-def arrow_schema(int64: bool = False, loss_weights: bool = False) -> pa.Schema:
+def arrow_schema(int64: bool = False, loss_weights: bool = False, units: bool = False) -> pa.Schema:
     """The schema as Arrow types: a list of the column's dtype for each column (``int64``: the wide
-    columns in int64; ``loss_weights``: that optional column too).
+    columns in int64; ``loss_weights``: that optional column too; ``units``: the columns of blocks of units).
 
     >>> str(arrow_schema().field("input_ids").type), str(arrow_schema(int64=True).field("input_ids").type)
     ('list<item: int32>', 'list<item: int64>')
@@ -99,7 +117,7 @@ def arrow_schema(int64: bool = False, loss_weights: bool = False) -> pa.Schema:
     """
     import pyarrow as pa
 
-    columns = (*COLUMNS, LOSS_WEIGHTS) if loss_weights else COLUMNS
+    columns = (*COLUMNS, *(UNIT_GRID if units else ()), *((LOSS_WEIGHTS,) if loss_weights else ()))
     return pa.schema([(c.name, pa.list_(pa.from_numpy_dtype(c.dtype_for(int64)))) for c in columns])
 
 
@@ -119,9 +137,10 @@ def help_text() -> str:
     return ", ".join(NAMES)
 
 
-def datasets_features(int64: bool = False) -> Any:
+def datasets_features(int64: bool = False, units: bool = False) -> Any:
     """The schema as Hugging Face ``datasets.Features`` (imports ``datasets``; ``int64``: the wide columns
-    in int64)."""
+    in int64; ``units``: with the columns of blocks of units)."""
     import datasets
 
-    return datasets.Features({c.name: datasets.List(datasets.Value(c.dtype_for(int64).name)) for c in COLUMNS})
+    columns = (*COLUMNS, *(UNIT_GRID if units else ()))
+    return datasets.Features({c.name: datasets.List(datasets.Value(c.dtype_for(int64).name)) for c in columns})

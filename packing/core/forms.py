@@ -14,7 +14,16 @@ RowKind = Literal["tokens", "length"]
 
 TOKEN = "a non-negative integer token id"
 FLAG = "0 or 1"
-FORMS = "a list of token ids, or a dict with 'input_ids' (and a 'loss_mask'), 'prompt' and 'completion', or 'length'"
+FORMS = (
+    "a list of token ids, or a dict with 'input_ids' (and a 'loss_mask'), 'prompt' and 'completion', or 'length', "
+    "or a pair ('prompt', 'chosen', 'rejected') or group ('prompt', 'completions')"
+)
+UNIT_FIELDS = ("chosen", "rejected", "completions")
+"""Columns of the unit forms: a preference pair ``{"prompt", "chosen", "rejected"}`` and a completion group
+``{"prompt", "completions": [c1, ..., ck]}``, as token ids, text or messages (``packing.core.units``)."""
+UNIT_MASK_FIELDS = ("chosen_mask", "rejected_mask", "completion_masks")
+"""Optional per-token loss masks of a token unit's completions (what ``read_dataset``'s items carry when a
+completion has an untrained token, e.g. an end of turn left out by ``train_on_eos``)."""
 MASK_FIELDS = ("loss_mask", "completion_mask", "assistant_masks")
 """Columns read as a per-token loss mask (``loss_mask``, and TRL's names), ANDed when a row has several."""
 LABELS = "labels"
@@ -23,8 +32,23 @@ LABEL = "a non-negative integer token id or -100"
 TOKEN_FIELDS = ("input_ids", "prompt", "completion")
 TEXT_FIELDS = ("text", "messages")
 """Columns of text rows (with ``prompt``/``completion`` as strings or messages): they need a tokenizer."""
-FIELDS = (*TOKEN_FIELDS, *MASK_FIELDS, LABELS, "length", *TEXT_FIELDS)
+FIELDS = (*TOKEN_FIELDS, *MASK_FIELDS, LABELS, "length", *TEXT_FIELDS, *UNIT_FIELDS, *UNIT_MASK_FIELDS)
 """Every column the reader looks at; others are ignored."""
+
+
+class PreferencePair(TypedDict):
+    """A preference pair: one prompt, a chosen and a rejected completion (token ids, text or messages)."""
+
+    prompt: Any
+    chosen: Any
+    rejected: Any
+
+
+class CompletionGroup(TypedDict):
+    """A completion group: one prompt and ``k >= 1`` completions of it (RL rollouts)."""
+
+    prompt: Any
+    completions: Sequence[Any]
 
 
 class PromptCompletion(TypedDict):
@@ -46,7 +70,7 @@ class MaskedSample(_MaskedBase, total=False):
 
 
 TokenList = Sequence[int] | npt.NDArray[np.integer[Any]]
-Sample = TokenList | PromptCompletion | MaskedSample
+Sample = TokenList | PromptCompletion | MaskedSample | PreferencePair | CompletionGroup
 """The sample forms ``pack`` accepts."""
 
 
@@ -66,11 +90,47 @@ TEXT_FORMS: dict[str, str] = {
 
 
 def _is_token_list(value: Any) -> bool:
-    return isinstance(value, (list, tuple, np.ndarray)) and not _is_message_list(value)
+    return isinstance(value, (list, tuple, np.ndarray)) and not is_message_list(value)
 
 
-def _is_message_list(value: Any) -> bool:
+def is_message_list(value: Any) -> bool:
+    """Whether ``value`` is a chat: a non-empty list of message mappings. O(1).
+
+    >>> is_message_list([{"role": "user", "content": "hi"}]), is_message_list([1, 2])
+    (True, False)
+    """
     return isinstance(value, (list, tuple)) and len(value) > 0 and isinstance(value[0], Mapping)
+
+
+def unit_kind(row: Any) -> Literal["pair", "group"] | None:
+    """Whether a row is a preference pair (``chosen``/``rejected``) or a completion group (``completions``), by
+    its non-null keys; None for any other row. O(1).
+
+    >>> unit_kind({"prompt": [1], "chosen": [2], "rejected": [3]}), unit_kind({"prompt": [1], "completion": [2]})
+    ('pair', None)
+    """
+    if not isinstance(row, Mapping):
+        return None
+    if row.get("completions") is not None:
+        return "group"
+    if row.get("chosen") is not None or row.get("rejected") is not None:
+        return "pair"
+    return None
+
+
+def is_text_unit(row: Any) -> bool:
+    """Whether a row is a pair or group of text (strings or messages: it needs a tokenizer). O(completions).
+
+    >>> is_text_unit({"prompt": "2+2=", "chosen": "4", "rejected": "5"}), is_text_unit({"prompt": [1], "completions": [[2]]})
+    (True, False)
+    """
+    kind = unit_kind(row)
+    if kind is None or row.get("input_ids") is not None:
+        return False
+    parts = [row.get("prompt")]
+    parts += list(row["completions"]) if kind == "group" and isinstance(row["completions"], (list, tuple)) else []
+    parts += [row.get("chosen"), row.get("rejected")] if kind == "pair" else []
+    return any(isinstance(part, str) or is_message_list(part) for part in parts)
 
 
 def text_forms(row: Any) -> list[TextForm]:
@@ -84,6 +144,8 @@ def text_forms(row: Any) -> list[TextForm]:
     prompt, completion = row.get("prompt"), row.get("completion")
     if _is_token_list(prompt) and _is_token_list(completion):
         return []  # a token prompt/completion pair: other text columns are extra data
+    if unit_kind(row) is not None:
+        return []  # a pair or group is read by the unit reader, its text by ``packing.text.units``
     forms: list[TextForm] = []
     if row.get("text") is not None:
         forms.append("text")
@@ -92,15 +154,20 @@ def text_forms(row: Any) -> list[TextForm]:
     prompt, completion = row.get("prompt"), row.get("completion")
     if isinstance(prompt, str) or isinstance(completion, str):
         forms.append("prompt_completion")
-    elif _is_message_list(prompt) or _is_message_list(completion):
+    elif is_message_list(prompt) or is_message_list(completion):
         forms.append("conversational")
     return forms
 
 
 def is_text_row(row: Any) -> bool:
-    """Whether a row is text (needs a tokenizer): any of the four forms, and no non-null ``input_ids``. O(1).
+    """Whether a row is text (needs a tokenizer): any of the four forms, or a pair or group of text, and no
+    non-null ``input_ids``. O(1).
 
     >>> is_text_row({"text": "hello"}), is_text_row({"prompt": [1, 2], "completion": [3]}), is_text_row([1, 2])
     (True, False, False)
     """
-    return bool(text_forms(row))
+    if not isinstance(row, Mapping) or row.get("input_ids") is not None:
+        return False
+    if _is_token_list(row.get("prompt")) and _is_token_list(row.get("completion")):
+        return False  # the common token prompt/completion row, decided before any text or unit form is looked for
+    return bool(text_forms(row)) or is_text_unit(row)

@@ -19,6 +19,7 @@ from packing.errors import SampleError, SettingError
 if TYPE_CHECKING:  # pragma: no cover - typing only
     pass
 from packing.core.forms import LABELS
+from packing.core.units import Units
 
 Int64Array = npt.NDArray[np.int64]
 Int8Array = npt.NDArray[np.int8]
@@ -38,6 +39,9 @@ class Samples:
     (no memory) when no token is masked. ``labels`` is None unless some row gave ``labels`` that differ
     from its ``input_ids`` where trained (no memory in the common case); then it is like ``tokens``, each
     token's label: the token itself but where a row gave another (only trained tokens' labels are read).
+    ``units`` is None unless some row was a preference pair or a completion group: then it holds every
+    sample's unit structure (:class:`~packing.core.units.Units`; plain samples among them are units of one
+    document) and the tokens are laid out as its ``share_prompt`` says.
     ``pack`` and ``plan`` take a ``Samples`` as it is, without checking it again.
 
     >>> from packing import read_rows
@@ -51,6 +55,7 @@ class Samples:
     loss_mask: Int8Array | None
     offsets: Int64Array
     labels: TokenArray | None = None
+    units: Units | None = None
 
     @property
     def lengths(self) -> Int64Array:
@@ -87,10 +92,11 @@ class Samples:
             return Samples(None, None, no_overflow(offsets))
         tokens = np.concatenate([part.tokens for part in parts if part.tokens is not None])
         mask = np.concatenate([part.loss_mask for part in parts if part.loss_mask is not None])
+        units = joined_units(parts)
         if all(part.labels is None for part in parts):
-            return Samples(tokens, mask, offsets)
+            return Samples(tokens, mask, offsets, None, units)
         labels = np.concatenate([part.tokens if part.labels is None else part.labels for part in parts])
-        return Samples(tokens, mask, offsets, labels)
+        return Samples(tokens, mask, offsets, labels, units)
 
     def wide_ids(self) -> bool:
         """Whether a token id is above 2**31 - 1 (the compact schema's int32 cannot hold it; ``int64=True`` can).
@@ -146,6 +152,22 @@ class Samples:
                 "through packing.torch.collate)"
             )
             raise SampleError(sample, LABELS, at - int(self.offsets[sample]), expected, int(self.labels[at]))
+
+
+def joined_units(parts: Sequence[Samples]) -> Units | None:
+    """The units of ``parts`` joined (a part without units: plain samples, units of their own), or None when no
+    part has units. O(samples).
+
+    >>> from packing.core.units import Units
+    >>> a = Samples(np.array([1, 2]), all_ones(2), np.array([0, 2]), units=Units.of([1], [[1]]))
+    >>> joined_units([a, Samples(np.array([3]), all_ones(1), np.array([0, 1]))]).kind.tolist()
+    [2, 0]
+    """
+    with_units = [part.units for part in parts if part.units is not None]
+    if not with_units:
+        return None
+    shared = with_units[0].share_prompt
+    return Units.join([part.units or Units.plain(part.lengths, shared) for part in parts])
 
 
 def sample_offsets(lengths: Iterable[int] | Int64Array, count: int) -> Int64Array:

@@ -70,4 +70,27 @@ def read_layout(table: pa.Table, format: str | None = None, source: str = "<tabl
         raise SettingError("format", f"one of {', '.join(LAYOUTS)}", format)
     name = format if format is not None else detect(table, source)
     parsed: Parsed = MODULES[name].read(table, source)
-    return parsed
+    return _with_units(parsed, table, source)
+
+
+UNIT_ID_COLUMNS = ("unit_ids", "completion_ids")
+"""The columns that say which tokens are a pair's or group's (``packing.core.units``), read with any layout."""
+
+
+def _with_units(parsed: Parsed, table: pa.Table, source: str) -> Parsed:
+    """``parsed`` with the units of its tokens when ``table`` has ``unit_ids`` and ``completion_ids`` (one value
+    per token): what the auditor needs to find a completion that can see its sibling. O(tokens)."""
+    import dataclasses
+
+    from packing.layouts.common import list_column
+
+    if not set(UNIT_ID_COLUMNS) <= set(map(str, table.column_names)):
+        return parsed
+    values = []
+    for name in UNIT_ID_COLUMNS:
+        column = list_column(table, name, source)
+        if column is None or len(column.values) != len(parsed.layout.input_ids):
+            raise error(source, f"column '{name}' does not hold one value per token")
+        values.append(column.values)
+    layout = dataclasses.replace(parsed.layout, unit=values[0], completion=values[1])
+    return dataclasses.replace(parsed, layout=layout)

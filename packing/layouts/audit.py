@@ -27,7 +27,12 @@ Findings (``Finding.kind``), each with a count and the first few ``(block, posit
 - ``block_too_long``: a block holding more than ``max_seq_length`` positions (only with ``max_seq_length``);
 - ``token_id_out_of_range``: a token id outside 0..2**31 - 1 (no vocabulary is that large; an int32 column
   would wrap it). Ids that do not even fit in int64 (uint64 above 2**63 - 1) are refused with a
-  DatasetError instead: every array here is int64, so they cannot be checked at all.
+  DatasetError instead: every array here is int64, so they cannot be checked at all;
+- ``sibling_visible``: in blocks of preference pairs or completion groups (read in any layout with their
+  ``unit_ids`` and ``completion_ids`` columns), a completion in the same document as an earlier completion of its
+  unit whose positions do not restart at the prompt's end: it can see its sibling. Both layouts read clean: each
+  completion its own document (its prompt before it), or the prompt stored once with every completion's positions
+  continuing from its end (``share_prompt``, whose attention mask keeps the siblings apart).
 
 A clean dataset has no findings. Everything is vectorized over the flat token arrays: O(tokens + blocks).
 
@@ -86,6 +91,7 @@ FINDING_KINDS = (
     "label_mismatch",
     "block_too_long",
     "token_id_out_of_range",
+    "sibling_visible",
 )
 """Every kind of finding, in the order reports list them."""
 FINDING_DESCRIPTIONS = {
@@ -104,6 +110,8 @@ FINDING_DESCRIPTIONS = {
     "label_mismatch": "labels that are neither -100 nor the token at their position (shifted twice?)",
     "block_too_long": "blocks holding more positions than max_seq_length",
     "token_id_out_of_range": "token ids outside 0..2**31 - 1: no vocabulary has them, and int32 consumers wrap them",
+    "sibling_visible": "a completion of a pair or group in the same document as an earlier completion of its unit, "
+    "its positions not restarting at its prompt's end: it sees its sibling (a preference or reward leaks)",
 }
 FINDING_FIXES = {
     "cross_document_label": "set the label of every document's first token to -100",
@@ -118,6 +126,8 @@ FINDING_FIXES = {
     "label_mismatch": "keep labels equal to input_ids (the model shifts them) or -100",
     "block_too_long": "repack with this max_seq_length",
     "token_id_out_of_range": "tokenize again: token ids are indexes into the vocabulary",
+    "sibling_visible": "give every completion its own document after its prompt, or store the prompt once with each "
+    "completion's positions continuing from its end and the attention mask that keeps them apart (share_prompt)",
 }
 """What to change, per kind of finding."""
 MAX_EXAMPLES = 5
@@ -399,6 +409,39 @@ def _position_cells(
     return not_reset, inside & step & inner
 
 
+def _unit_cells(
+    document: Int64Array, unit: Int64Array, completion: Int64Array, positions: Int64Array
+) -> tuple[BoolArray, BoolArray]:
+    """``(shared, sibling)`` over the tokens of blocks of units: ``shared`` marks a completion's first token whose
+    position is its prompt's length in the document (a shared prompt's layout: its positions restart at the prompt's
+    end), ``sibling`` the first token of a completion in a document that holds an earlier completion of its unit,
+    not so restarted (it sees that sibling). O(tokens log tokens).
+
+    >>> document, unit = np.zeros(5, dtype=np.int64), np.zeros(5, dtype=np.int64)
+    >>> completion = np.array([-1, 0, 0, 1, 1])
+    >>> [cells.astype(int).tolist() for cells in _unit_cells(document, unit, completion, np.array([0, 1, 2, 1, 2]))]
+    [[0, 1, 0, 1, 0], [0, 0, 0, 0, 0]]
+    >>> _unit_cells(document, unit, completion, np.array([0, 1, 2, 3, 4]))[1].astype(int).tolist()
+    [0, 0, 0, 1, 0]
+    """
+    real = (document >= 0) & (unit >= 0)
+    starts = real & (completion >= 0)
+    starts[1:] &= (completion[1:] != completion[:-1]) | (document[1:] != document[:-1])
+    width = int(unit.max(initial=0)) + 2
+    key = np.where(real, document * width + unit + 1, -1)
+    prompt = real & (completion < 0)
+    keys, counts = np.unique(key[prompt], return_counts=True)
+    found = np.clip(np.searchsorted(keys, key), 0, max(len(keys) - 1, 0))
+    prompt_length = np.where((len(keys) > 0) & (keys[found] == key) if len(keys) else False, counts[found], 0)
+    shared = starts & (prompt_length > 0) & (positions == prompt_length)
+    first = np.flatnonzero(starts)
+    groups, first_of = np.unique(key[first], return_index=True)
+    earliest = np.full(len(key), -1, dtype=np.int64)
+    earliest[first] = first[first_of[np.searchsorted(groups, key[first])]]
+    sibling = starts & (earliest >= 0) & (earliest < np.arange(len(key))) & ~shared
+    return shared, sibling
+
+
 def _checks(parsed: Parsed, capacity: int, capacity_given: bool, used: Int64Array) -> list[Finding]:
     layout = parsed.layout
     offsets, document = layout.row_offsets, layout.document
@@ -419,7 +462,14 @@ def _checks(parsed: Parsed, capacity: int, capacity_given: bool, used: Int64Arra
     if layout.position_ids is not None:
         not_reset, jumps = _position_cells(offsets, document, layout.position_ids)
         cells["position_not_reset"] = np.flatnonzero(not_reset & known_token)
+        if layout.unit is not None and layout.completion is not None:
+            shared, sibling = _unit_cells(document, layout.unit, layout.completion, layout.position_ids)
+            jumps &= ~shared  # a shared prompt's completion starts again at the prompt's end
+            cells["sibling_visible"] = np.flatnonzero(sibling)
         bad.append(np.flatnonzero(jumps & known_token))
+    elif layout.unit is not None and layout.completion is not None:  # positions counted within each document
+        implied = np.arange(total) - np.maximum.accumulate(np.where(starts, np.arange(total), 0))
+        cells["sibling_visible"] = np.flatnonzero(_unit_cells(document, layout.unit, layout.completion, implied)[1])
     cells["inconsistent_boundaries"] = np.concatenate(bad) if bad else np.zeros(0, dtype=np.int64)
     unknown_blocks = np.flatnonzero(~layout.boundaries_known & (np.diff(offsets) > 0))
     cells["no_document_boundaries"] = offsets[:-1][unknown_blocks]

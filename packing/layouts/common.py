@@ -105,6 +105,10 @@ class PackedLayout:
     attention_mask: Int64Array | None = None
     labels: Int64Array | None = None
     variant: str = ""
+    unit: Int64Array | None = None
+    """Blocks of preference pairs and completion groups (their ``unit_ids`` column): the unit of every token."""
+    completion: Int64Array | None = None
+    """With ``unit``: the completion every token answers (``completion_ids``), -1 on prompts."""
 
     @property
     def num_blocks(self) -> int:
@@ -414,7 +418,7 @@ class Rows:
         """Every block in plan order: the batch's arrays are read as they are, not copied."""
         self.batch = batch
         self.rows = rows.astype(np.int64)
-        starts, lengths = batch.plan.boundaries  # the documents as the model sees them (wrapped: one per block)
+        starts, lengths = batch.boundaries  # the documents as the model sees them (wrapped: one per block)
         self.keeps_boundaries = STRATEGIES[batch.plan.strategy].keeps_boundaries
         self.doc_counts = np.diff(starts)[self.rows].astype(np.int64)
         pieces = ranges(starts[:-1][self.rows], self.doc_counts)

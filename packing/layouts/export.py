@@ -75,11 +75,34 @@ def export(
     """
     if format not in MODULES:
         raise SettingError("format", f"one of {', '.join(EXPORT_FORMATS)}", format)
+    refuse_shared(batch, format)
     rows = Rows(batch, order)
     table: pa.Table = MODULES[format].write(rows)
     if loss_weights is not None:
         table = table.append_column(LOSS_WEIGHTS.name, _weights_column(rows, format, batch.loss_weights(loss_weights)))
     return table
+
+
+def refuse_shared(blocks: PackedBatch | LazyBatch, format: str) -> None:
+    """Refuse to write blocks of shared prompts in another framework's layout: only this project's columns
+    (``unit_ids``, ``completion_ids``, ``prediction_positions``) keep a shared prompt's completions apart; the
+    others' boundaries would let each see its siblings. Blocks of units in the duplicated layout are documents like
+    any others (each completion with its prompt): every layout writes them. O(1).
+
+    >>> from packing import pack
+    >>> export(pack([{"prompt": [1], "chosen": [2], "rejected": [3]}], 4, share_prompt=True), "trl")
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: format: expected packing with share_prompt (the other layouts cannot keep a shared prompt's completions apart; pack with share_prompt=False for them), got 'trl' (str)
+    """
+    units = blocks.units if isinstance(blocks, PackedBatch) else blocks.samples.units
+    if units is not None and units.share_prompt and format != "packing":
+        raise SettingError(
+            "format",
+            "packing with share_prompt (the other layouts cannot keep a shared prompt's completions apart; pack with "
+            "share_prompt=False for them)",
+            format,
+        )
 
 
 def _weights_column(rows: Rows, format: str, weights: npt.NDArray[np.float32]) -> Any:
@@ -120,6 +143,7 @@ def export_chunks(
     """
     if format not in MODULES:
         raise SettingError("format", f"one of {', '.join(EXPORT_FORMATS)}", format)
+    refuse_shared(blocks, format)
     weights = blocks.document_weights(check_mode(loss_weights)) if loss_weights is not None else None
     made = False
     for chunk in blocks.chunks(order, chunk_tokens):

@@ -18,7 +18,7 @@ from packing.errors import SampleError, SettingError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
-from packing.core.forms import FIELDS, LABELS, MASK_FIELDS, TEXT_FIELDS, TOKEN_FIELDS, RowKind
+from packing.core.forms import FIELDS, LABELS, MASK_FIELDS, TEXT_FIELDS, TOKEN_FIELDS, UNIT_FIELDS, RowKind
 from packing.core.samples import (
     IGNORE_INDEX,
     Int8Array,
@@ -105,11 +105,13 @@ def read_table(
     loss_rules: LossRules | None = None,
     num_proc: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    share_prompt: bool = False,
 ) -> Samples:
     """Check and flatten the rows of a ``pyarrow.Table``, column by column. O(total tokens + rows).
 
     Same rules and same errors as :func:`read_rows` on ``table.to_pylist()``, without a
-    Python loop per row. Columns other than the reader's (``FIELDS``) are ignored.
+    Python loop per row. Columns other than the reader's (``FIELDS``) are ignored. A table with columns of pairs or
+    groups (``chosen``, ``rejected``, ``completions``) is read row by row (laid out as ``share_prompt`` says).
 
     >>> import pyarrow as pa
     >>> t = pa.table({"input_ids": [[1, 2], None], "prompt": [None, [3]], "completion": [None, [4, 5]]})
@@ -123,10 +125,16 @@ def read_table(
     if double is not None:
         raise SettingError("table", "every column name once", f"<two columns named {double!r}>")
     names = set(table.column_names)
-    if tokenizer is not None or names & set(TEXT_FIELDS):  # text rows: tokenized (or refused) row by row
+    if tokenizer is not None or names & {*TEXT_FIELDS, *UNIT_FIELDS}:  # text, pairs, groups: read row by row
         records = table.select([n for n in FIELDS if n in names]).to_pylist()
         return read_rows(
-            records, completion_only, tokenizer=tokenizer, loss_rules=loss_rules, num_proc=num_proc, progress=progress
+            records,
+            completion_only,
+            tokenizer=tokenizer,
+            loss_rules=loss_rules,
+            num_proc=num_proc,
+            progress=progress,
+            share_prompt=share_prompt,
         )
     columns: dict[str, _ListColumn] = {}
     for name in FIELDS:
@@ -335,6 +343,7 @@ class Accumulator:
         self._ids, self._mask, self._labels = _Flat(size), _Flat(size), _Flat(size)
         self._offsets: list[Int64Array] = [np.zeros(1, dtype=np.int64)]
         self._lone: tuple[Samples, bool] | None = None  # the first part, copied only once a second one comes
+        self._parts: list[Samples] | None = None  # parts with units (pairs, groups): joined with them at the end
         self.rows = 0
         self.tokens = 0
         self.has_tokens: bool | None = None
@@ -354,6 +363,13 @@ class Accumulator:
             self.has_tokens = part.has_tokens
         if part.has_tokens != self.has_tokens:
             raise SettingError("parts", "samples all with tokens or all lengths only", "<both>")
+        if self._parts is None and part.units is not None:
+            self._parts = [self.samples()] if self.rows else []
+        if self._parts is not None:
+            self._parts.append(part)
+            self.rows += len(part)
+            self.tokens += int(part.offsets[-1])
+            return
         if self._lone is None and not self.rows:
             self._lone = (part, narrow)
         else:
@@ -380,6 +396,8 @@ class Accumulator:
 
     def samples(self) -> Samples:
         """The samples of every part, in order. O(rows)."""
+        if self._parts is not None:
+            return Samples.join(self._parts)
         if self._lone is not None:
             part, narrow = self._lone
             if not narrow or part.tokens is None:

@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.core.arrays import offsets_of
-from packing.core.forms import FIELDS, TOKEN_FIELDS, is_text_row
+from packing.core.forms import FIELDS, TOKEN_FIELDS, is_text_row, unit_kind
 from packing.core.samples import IGNORE_INDEX, Samples
 from packing.core.validation import is_integer
 from packing.errors import DatasetError, SampleError
@@ -46,11 +46,12 @@ from packing.reading.content import Content, File
 from packing.reading.files import FORMATS, Budget, decode, resolve
 from packing.reading.limits import ReadLimits, check_count, limits_of
 from packing.reading.rowfiles import EXPECTED, names
-from packing.reading.rows import read_rows
+from packing.reading.rows import read_rows, unit_row
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.overflow import check_within
 from packing.text.prepare import prepare
 from packing.text.rows import encode_rows
+from packing.text.units import encode_units
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
@@ -70,7 +71,9 @@ class Dataset:
     ``lengths`` is tokens per sample; ``source`` names the dataset in messages; ``files`` are its files
     in reading order and ``starts`` the index of each one's first sample. ``data[i]`` is sample ``i``:
     ``{"input_ids": ..., "loss_mask": ...}`` (int64 and int8 arrays; with ``labels`` when the samples' labels
-    differ from their ids, see ``Samples.labels``), or ``{"length": n}``.
+    differ from their ids, see ``Samples.labels``), or ``{"length": n}``; a preference pair or completion group
+    is given back in its own form, ``{"prompt", "chosen", "rejected"}`` or ``{"prompt", "completions"}`` (token
+    arrays; with the completions' masks when one of their tokens is not trained).
 
     >>> import io
     >>> data = read_dataset(io.BytesIO(b"prompt,completion\\n1 2,3\\n"), name="pairs.csv")
@@ -132,6 +135,8 @@ class Dataset:
         lo, hi = int(self.samples.offsets[position]), int(self.samples.offsets[position + 1])
         if self.samples.tokens is None or self.samples.loss_mask is None:
             return {"length": hi - lo}
+        if self.samples.units is not None:  # a pair or group as a row the reader reads back (collate, the sampler)
+            return unit_row(self.samples, position)
         item = {"input_ids": self.samples.tokens[lo:hi], "loss_mask": self.samples.loss_mask[lo:hi]}
         if self.samples.labels is not None:  # labels other than the tokens, for collate
             item["labels"] = np.where(item["loss_mask"] != 0, self.samples.labels[lo:hi], IGNORE_INDEX)
@@ -454,8 +459,13 @@ def _text_error(
     if not positions:
         return None
     rules = {key: reading[key] for key in ("completion_only_loss", "loss_rules") if key in reading}
+    units = [index for index in positions if unit_kind(rows[index]) is not None]
+    plain = [index for index in positions if unit_kind(rows[index]) is None]
     try:
-        encode_rows([rows[i] for i in positions], reading["tokenizer"], indices=[done + i for i in positions], **rules)
+        if units:  # text pairs and groups: tokenized as the reader tokenizes them
+            encode_units([rows[i] for i in units], reading["tokenizer"], loss_rules=reading.get("loss_rules"),
+                         indices=[done + i for i in units])  # fmt: skip
+        encode_rows([rows[i] for i in plain], reading["tokenizer"], indices=[done + i for i in plain], **rules)
     except SampleError as error:
         return DatasetError.from_sample(label, where[(error.sample or done) - done], error)
     return None
@@ -466,6 +476,8 @@ def _refuse_longer(samples: Samples, content: Content, capacity: int, where: lis
     place in it (``line 4``), as a bad row is; ``samples`` are the file's from its row ``first``, ``where``
     their places when the file is read in chunks. O(samples)."""
     try:
+        if samples.units is not None:  # a pair or group, laid out as the recipe says: named with its kind
+            samples.units.refuse_longer(capacity)
         check_within(samples.lengths, capacity)
     except SampleError as error:
         index = error.sample or 0

@@ -28,7 +28,10 @@ from packing.workloads import workload_from_json
 
 Int64Array = npt.NDArray[np.int64]
 
-EXPECTED = "'input_ids' (with a loss mask), 'prompt' and 'completion', 'length', or text ('text', 'messages')"
+EXPECTED = (
+    "'input_ids' (with a loss mask), 'prompt' and 'completion', 'length', or text ('text', 'messages'), "
+    "or a pair ('prompt', 'chosen', 'rejected') or group ('prompt', 'completions')"
+)
 """The columns of samples, for messages."""
 
 

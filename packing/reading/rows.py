@@ -12,7 +12,12 @@ A row (sample) is one of these forms:
   ``packing.torch.collate``; packed blocks train each token on itself and refuse them;
 - ``{"prompt": [...], "completion": [...]}``: loss on the completion only (unless
   ``completion_only_loss=False``);
-- ``{"length": n}``: a length alone, enough to plan but not to pack.
+- ``{"length": n}``: a length alone, enough to plan but not to pack;
+- a preference pair ``{"prompt": [...], "chosen": [...], "rejected": [...]}`` or a completion group
+  ``{"prompt": [...], "completions": [[...], ...]}`` (optionally ``chosen_mask`` and ``rejected_mask``, or
+  ``completion_masks``: a 0/1 loss mask per completion token): a unit (``packing.core.units``), laid out with its
+  prompt before every completion or, with ``share_prompt``, once; the prompt is never trained. Plain rows may come
+  among units (each a unit of its own); text units are tokenized first (:mod:`packing.text.units`).
 
 One rule for every entry point: a key whose value is null (``None``) is absent, so rows
 of mixed forms in one table (where each row has nulls in the other form's columns)
@@ -37,17 +42,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from numbers import Integral, Real
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from packing.core.arrays import offsets_of, row_at
-from packing.core.forms import is_text_row
+from packing.core.forms import is_text_row, is_text_unit, unit_kind
 from packing.core.loss import LossRules
 from packing.core.samples import Int64Array
+from packing.core.units import KINDS, UnitKind, Units
 from packing.core.validation import INT64_MAX, check_flag, has_bools, integer_words, is_integer
-from packing.errors import NeedsTokenizer, SampleError, SettingError
+from packing.errors import NeedsTokenizer, SampleError, SettingError, UnitError
 from packing.text.rows import encode_rows
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -174,14 +180,23 @@ def _dict_form(row: Mapping[str, Any], index: int) -> Literal["input_ids", "prom
     if has_pair:
         for field in ("prompt", "completion"):
             if not _present(row, field):
+                if unit_kind(row) is not None:
+                    raise _UnitRows
                 raise SampleError(index, field, None, "a list of token ids (a prompt needs a completion)", None)
         return "prompt"
     if has_ids:
         return "input_ids"
     if _present(row, "length"):
         return "length"
+    if unit_kind(row) is not None:
+        raise _UnitRows
     keys = sorted(str(key) for key, value in row.items() if value is not None)
     raise SampleError(index, None, None, FORMS, f"<keys {', '.join(keys) or 'none'}>")
+
+
+class _UnitRows(Exception):
+    """The plain row reader met a pair or group: the rows are read again by the unit reader (:func:`read_rows`).
+    Raised only where a plain row would be refused, so plain rows pay nothing for units."""
 
 
 def _no_stray_mask(row: Mapping[str, Any], index: int, form: str) -> None:
@@ -254,7 +269,7 @@ def read_row(
     >>> read_row("hello", 3)
     Traceback (most recent call last):
     ...
-    packing.errors.SampleError: sample 3: expected a list of token ids, or a dict with 'input_ids' (and a 'loss_mask'), 'prompt' and 'completion', or 'length', got 'hello' (str)
+    packing.errors.SampleError: sample 3: expected a list of token ids, or a dict with 'input_ids' (and a 'loss_mask'), 'prompt' and 'completion', or 'length', or a pair ('prompt', 'chosen', 'rejected') or group ('prompt', 'completions'), got 'hello' (str)
     """
     if not isinstance(row, Mapping):
         row = as_numpy(row)
@@ -412,6 +427,7 @@ def read_rows(
     loss_rules: LossRules | None = None,
     num_proc: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    share_prompt: bool = False,
 ) -> Samples:
     """Check and flatten Python rows of any form. O(total tokens); never modifies the input.
 
@@ -420,7 +436,9 @@ def read_rows(
     ``messages``, ``prompt``/``completion`` as strings or messages) are tokenized with their
     chat template and masks (``packing.text.rows``) by ``num_proc`` processes (default one);
     ``progress(done, total)`` follows them. ``loss_rules`` (:class:`packing.core.loss.LossRules`,
-    ``Recipe.loss_rules``) say what is trained, else ``completion_only_loss`` does.
+    ``Recipe.loss_rules``) say what is trained, else ``completion_only_loss`` does. Preference pairs and
+    completion groups (:func:`read_unit_rows`) are laid out as ``share_prompt`` says (the prompt once, or once
+    per completion) and the result carries their ``units``.
 
     >>> s = read_rows([[1, 2], {"input_ids": [3, 4], "prompt": None, "completion": None}])
     >>> s.tokens.tolist(), s.offsets.tolist()
@@ -444,10 +462,23 @@ def read_rows(
             loss_rules=loss_rules,
             num_proc=num_proc,
             progress=progress,
+            share_prompt=share_prompt,
         )
         return text_rows
     if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
         raise SettingError("samples", f"a list of samples ({FORMS})", rows)
+    share_prompt = check_flag(share_prompt, "share_prompt")
+    if not isinstance(rows, (list, tuple)):
+        rows = list(rows)  # read again from the start when a pair or group comes
+    try:
+        return _read_plain(rows, completion_only)
+    except _UnitRows:  # pairs and groups: laid out by the unit reader, with their units
+        return read_unit_rows(rows, completion_only, share_prompt=share_prompt)
+
+
+def _read_plain(rows: Sequence[Any], completion_only: bool) -> Samples:
+    """:func:`read_rows` of rows without a tokenizer, none of them a pair or group (:class:`_UnitRows` when one
+    is). O(total tokens)."""
     lengths = token_array_lengths(rows)
     if lengths is not None and isinstance(rows, list):  # token arrays: checked all at once, in C
         tokens = np.empty(int(lengths.sum()), dtype=joined_dtype(rows))
@@ -508,10 +539,12 @@ def read_text_rows(
     loss_rules: LossRules | None = None,
     num_proc: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    share_prompt: bool = False,
 ) -> Samples:
     """Rows of any form as one :class:`~packing.core.samples.Samples`: text rows tokenized (:func:`encode_rows`),
     every other row read by :func:`packing.reading.rows.read_rows`; errors number rows from 0 in the input order.
-    ``loss_rules`` and ``num_proc`` as :func:`encode_rows` takes them. O(characters + tokens).
+    ``loss_rules`` and ``num_proc`` as :func:`encode_rows` takes them; pairs and groups of text are tokenized by
+    :func:`packing.text.units.encode_units` and laid out as ``share_prompt`` says. O(characters + tokens).
 
     >>> s = read_text_rows([{"text": "hi"}, [7, 8], {"prompt": "a", "completion": "b"}], "bytes")
     >>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()
@@ -521,7 +554,21 @@ def read_text_rows(
     from packing.reading.rows import read_rows
 
     row_list = list(rows)
+    units = [index for index, row in enumerate(row_list) if unit_kind(row) is not None and is_text_row(row)]
+    if units:
+        from packing.text.units import encode_units
+
+        encoded = encode_units(
+            [row_list[i] for i in units], tokenizer, loss_rules=LossRules.of(loss_rules, completion_only_loss),
+            indices=units, num_proc=num_proc,
+        )  # fmt: skip
+        for index, row in zip(units, encoded, strict=True):
+            row_list[index] = row
     positions = [index for index, row in enumerate(row_list) if is_text_row(row)]
+    if units and not positions:
+        return read_rows(
+            row_list, LossRules.of(loss_rules, completion_only_loss).masks_anything, share_prompt=share_prompt
+        )
     tokens, mask, offsets = encode_rows(
         [row_list[i] for i in positions],
         tokenizer,
@@ -536,7 +583,11 @@ def read_text_rows(
     for slot, index in enumerate(positions):
         start, end = offsets[slot], offsets[slot + 1]
         row_list[index] = {"input_ids": tokens[start:end], "loss_mask": mask[start:end]}
-    return read_rows(row_list, completion_only_loss=LossRules.of(loss_rules, completion_only_loss).masks_anything)
+    return read_rows(
+        row_list,
+        completion_only_loss=LossRules.of(loss_rules, completion_only_loss).masks_anything,
+        share_prompt=share_prompt,
+    )
 
 
 def token_array_lengths(rows: Any) -> Int64Array | None:
@@ -563,3 +614,185 @@ def join_token_arrays(rows: Sequence[npt.NDArray[Any]], out: TokenArray) -> None
     """
     np.concatenate(rows, out=out, casting="unsafe")
     _first_negative(out, rows)
+
+
+# ---------------------------------------------------------------- preference pairs and completion groups
+
+
+class UnitRow(NamedTuple):
+    """One row read: its ``kind`` (``pair``, ``group``, ``plain``), ``prompt`` tokens, ``completions`` and each
+    completion's loss ``masks`` (None: every token trained)."""
+
+    kind: UnitKind
+    prompt: TokenArray
+    completions: list[TokenArray]
+    masks: list[Int8Array | None]
+
+
+def _completion(index: int, field: str, value: Any, mask_field: str, mask: Any) -> tuple[Any, Any]:
+    """One completion's tokens (refused when empty) and its mask (None when absent). O(length)."""
+    tokens = token_array(value, index, field)
+    if not len(tokens):
+        raise UnitError.empty_completion(index, field)
+    checked = None if mask is None else mask_array(mask, index, mask_field, len(tokens))
+    return tokens, checked
+
+
+def read_unit_row(row: Mapping[str, Any], index: int = 0) -> UnitRow:
+    """A pair or group row checked (see the module). O(tokens).
+
+    >>> read_unit_row({"prompt": [1], "completions": [[2], [3, 4]]}).completions[1].tolist()
+    [3, 4]
+    >>> read_unit_row({"prompt": [1], "chosen": [2]}, 3)
+    Traceback (most recent call last):
+    ...
+    packing.errors.UnitError: sample 3, 'rejected': expected a completion (a pair has 'prompt', 'chosen' and 'rejected'), got None (NoneType)
+    >>> read_unit_row({"prompt": [1], "completions": [[2], []]}, 5)
+    Traceback (most recent call last):
+    ...
+    packing.errors.UnitError: sample 5, 'completions[1]': expected a completion of at least one token (nothing else is trained), got <no tokens>
+    """
+    kind = unit_kind(row)
+    assert kind is not None  # callers read only units here
+    if is_text_unit(row):
+        field = next(name for name in ("prompt", "chosen", "rejected", "completions") if _present(row, name))
+        raise NeedsTokenizer(index, field, row[field])
+    own = "completions" if kind == "group" else "chosen"
+    for other in ("input_ids", "completion", "length", *MASK_FIELDS, LABELS, *TEXT_FIELDS):
+        if _present(row, other):
+            raise UnitError.two_forms(index, other, own)
+    if kind == "group":
+        for other in ("chosen", "rejected", "chosen_mask", "rejected_mask"):
+            if _present(row, other):
+                raise UnitError.two_forms(index, other, own)
+    elif _present(row, "completion_masks"):
+        raise UnitError.two_forms(index, "completion_masks", own)
+    if not _present(row, "prompt"):
+        raise UnitError.missing(index, "prompt", kind)
+    prompt = token_array(row["prompt"], index, "prompt")
+    completions: list[TokenArray] = []
+    masks: list[Int8Array | None] = []
+    if kind == "pair":
+        for field in ("chosen", "rejected"):
+            if not _present(row, field):
+                raise UnitError.missing(index, field, kind)
+            tokens, mask = _completion(index, field, row[field], f"{field}_mask", row.get(f"{field}_mask"))
+            completions.append(tokens)
+            masks.append(mask)
+        return UnitRow(kind, prompt, completions, masks)
+    items = as_numpy(row["completions"])
+    if isinstance(items, np.ndarray) and items.ndim == 2:
+        items = list(items)
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, (Sequence, np.ndarray)) or not len(items):
+        raise UnitError.no_completions(index, items if isinstance(items, (str, bytes, Mapping)) else "<no completions>")
+    given = row.get("completion_masks")
+    if given is not None and (not isinstance(given, (Sequence, np.ndarray)) or len(given) != len(items)):
+        raise SampleError(index, "completion_masks", None, f"{len(items)} masks (one per completion)", given)
+    for position, item in enumerate(items):
+        mask = None if given is None else given[position]
+        tokens, checked = _completion(index, f"completions[{position}]", item, f"completion_masks[{position}]", mask)
+        completions.append(tokens)
+        masks.append(checked)
+    return UnitRow(kind, prompt, completions, masks)
+
+
+def read_unit_rows(rows: Sequence[Any], completion_only_loss: bool = True, *, share_prompt: bool = False) -> Samples:
+    """Rows among which some are pairs or groups, read and laid out (``share_prompt``: the prompt stored once) as
+    one :class:`~packing.core.samples.Samples` with its :class:`~packing.core.units.Units`; other rows are read by
+    the row reader (``completion_only_loss`` for their prompt/completion pairs) and kept as units of their own.
+    Errors number rows from 0. O(tokens), a Python step per row.
+
+    >>> s = read_unit_rows([{"prompt": [1], "chosen": [2], "rejected": [3]}, [7, 8]])
+    >>> s.tokens.tolist(), s.lengths.tolist(), s.units.kind.tolist()
+    ([1, 2, 1, 3, 7, 8], [4, 2], [1, 0])
+    """
+    read: list[UnitRow] = []
+    first_kind: RowKind | None = None
+    for index, row in enumerate(rows):
+        kind: RowKind
+        if unit_kind(row) is not None:
+            unit = read_unit_row(row, index)
+            kind = "tokens"
+        else:
+            kind, tokens, mask, labels = read_row(row, index, completion_only_loss)
+            if labels is not None:
+                raise SampleError(index, LABELS, None, "labels equal to the tokens among pairs or groups", "<others>")
+            unit = UnitRow("plain", tokens[:0], [tokens], [mask])
+        if first_kind is None:
+            first_kind = kind
+        elif kind != first_kind:
+            raise mixed_kinds_error(index, first_kind, kind)
+        if kind == "length":
+            raise mixed_kinds_error(index, "tokens", kind)
+        read.append(unit)
+    return unit_samples(read, share_prompt)
+
+
+def unit_samples(read: Sequence[UnitRow], share_prompt: bool) -> Samples:
+    """Units read (:func:`read_unit_row`) laid out: ``P c1 P c2 ...`` per unit, or ``P c1 c2 ...`` with a shared
+    prompt; the prompt's loss mask 0, each completion's its own (1 where none was given). O(tokens).
+
+    >>> unit_samples([UnitRow("group", np.array([1]), [np.array([2]), np.array([3])], [None, None])], False).tokens.tolist()
+    [1, 2, 1, 3]
+    """
+    pieces: list[Any] = []
+    masks: list[Any] = []
+    for unit in read:
+        zeros = np.zeros(len(unit.prompt), dtype=np.int8)
+        for number, (tokens, mask) in enumerate(zip(unit.completions, unit.masks, strict=True)):
+            if number == 0 or not share_prompt:
+                pieces.append(unit.prompt)
+                masks.append(zeros)
+            pieces.append(tokens)
+            masks.append(np.ones(len(tokens), dtype=np.int8) if mask is None else mask)
+    units = Units(
+        np.array([KINDS.index(unit.kind) for unit in read], dtype=np.int8),
+        np.array([len(unit.prompt) for unit in read], dtype=np.int64),
+        sample_offsets((len(unit.completions) for unit in read), len(read)),
+        np.array([len(tokens) for unit in read for tokens in unit.completions], dtype=np.int64),
+        bool(share_prompt),
+    )
+    dtype = joined_dtype(pieces) if pieces else np.int64
+    tokens = np.concatenate(pieces, dtype=dtype, casting="unsafe") if pieces else np.zeros(0, dtype=np.int64)
+    mask = np.concatenate(masks).astype(np.int8, copy=False) if masks else np.zeros(0, dtype=np.int8)
+    offsets = sample_offsets(units.lengths(), len(read))
+    return Samples(tokens, mask, offsets, None, units)
+
+
+def unit_row(samples: Samples, index: int) -> dict[str, Any]:
+    """Sample ``index`` of ``samples`` (with units) as a row the reader reads back: ``{"prompt", "chosen",
+    "rejected"}`` or ``{"prompt", "completions"}`` of token arrays, with the completions' masks when a completion
+    token is untrained; a plain sample as ``{"input_ids", "loss_mask"}``. O(the unit's tokens).
+
+    >>> s = read_unit_rows([{"prompt": [1, 2], "chosen": [3], "rejected": [4]}], share_prompt=True)
+    >>> {k: v.tolist() for k, v in unit_row(s, 0).items()}
+    {'prompt': [1, 2], 'chosen': [3], 'rejected': [4]}
+    """
+    units = samples.units
+    assert units is not None and samples.tokens is not None and samples.loss_mask is not None
+    lo = int(samples.offsets[index])
+    tokens, mask = samples.tokens, samples.loss_mask
+    first, last = int(units.completion_offsets[index]), int(units.completion_offsets[index + 1])
+    lengths = units.completion_lengths[first:last].tolist()
+    prompt = int(units.prompt_lengths[index])
+    if units.kind[index] == 0:
+        end = lo + lengths[0]
+        return {"input_ids": tokens[lo:end], "loss_mask": mask[lo:end]}
+    parts: list[Any] = []
+    part_masks: list[Any] = []
+    at = lo + prompt
+    for length in lengths:
+        parts.append(tokens[at : at + length])
+        part_masks.append(mask[at : at + length])
+        at += length if units.share_prompt else length + prompt
+    row: dict[str, Any] = {"prompt": tokens[lo : lo + prompt]}
+    masked = any(not bool(m.all()) for m in part_masks)
+    if units.kind[index] == 1:
+        row["chosen"], row["rejected"] = parts
+        if masked:
+            row["chosen_mask"], row["rejected_mask"] = part_masks
+    else:
+        row["completions"] = parts
+        if masked:
+            row["completion_masks"] = part_masks
+    return row

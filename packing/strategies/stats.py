@@ -15,6 +15,35 @@ FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
+class UnitStats:
+    """What a packing did to preference pairs and completion groups (``packing.core.units``), beside the counts of
+    :class:`PackingStats` (where each unit is one sequence, its tokens counted in the recipe's layout).
+
+    ``pairs``, ``groups`` and ``completions`` count the input's units and their completions; ``units_truncated``
+    and ``completions_truncated`` what ``overflow="truncate"`` cut to fit a block (the prompt kept, the completions
+    cut to one common length), ``units_dropped`` the units left out (``drop``, or a prompt too long for any
+    completion to follow it); ``prompt_tokens_shared`` the prompt tokens stored once instead of once per completion
+    (``share_prompt``; 0 otherwise), in the units packed.
+
+    >>> UnitStats(2, 0, 4, 0, 0, 0, 6, True).summary()["prompt_tokens_shared"]
+    6
+    """
+
+    pairs: int
+    groups: int
+    completions: int
+    units_truncated: int
+    completions_truncated: int
+    units_dropped: int
+    prompt_tokens_shared: int
+    share_prompt: bool
+
+    def summary(self) -> dict[str, Any]:
+        """The counts as a plain dict."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class PackingStats:
     """Statistics of one packing. Every token that was cut or dropped is counted here.
 
@@ -47,6 +76,8 @@ class PackingStats:
     target_tokens: int
     samples_without_trainable_tokens: int
     block_utilization: FloatArray = field(repr=False, compare=False)
+    units: UnitStats | None = field(default=None, compare=False)
+    """Pairs and groups (None when no row was one): see :class:`UnitStats`."""
 
     @property
     def tokens_lost(self) -> int:
@@ -57,7 +88,10 @@ class PackingStats:
         """The scalar statistics as a plain dict (for tables, JSON and logs)."""
         values = asdict(self)
         values.pop("block_utilization")
+        values.pop("units")
         values["tokens_lost"] = self.tokens_lost
+        if self.units is not None:
+            values.update(self.units.summary())
         return values
 
     def with_trainable(

@@ -26,16 +26,17 @@ class Prepared:
     @property
     def read_options(self) -> dict[str, Any]:
         """The reader's keywords (``packing.read_rows``, ``packing.read_table``): what the recipe says about
-        reading rows (the loss rules, the loaded tokenizer, the processes).
+        reading rows (the loss rules, the loaded tokenizer, the processes, the layout of pairs and groups).
 
         >>> sorted(prepare(Recipe(8, loss="all")).read_options)
-        ['loss_rules', 'num_proc', 'tokenizer']
+        ['loss_rules', 'num_proc', 'share_prompt', 'tokenizer']
         """
         recipe = self.recipe
         return {
             "tokenizer": self.tokenizer,
             "loss_rules": recipe.loss_rules,
             "num_proc": recipe.num_proc,
+            "share_prompt": recipe.share_prompt,
         }
 
 

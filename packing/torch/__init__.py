@@ -14,6 +14,10 @@ and a dataset over packed blocks.
 - ``collate(rows, context_parallel_size=cp)``: the THD layout of context parallelism (every document padded to a
   multiple of ``2·cp``, ``cu_seq_lens_q`` and ``cu_seqlens_padded``); ``context_parallel_shard(batch, rank, cp)``
   one context-parallel rank's share of it.
+- Preference pairs and completion groups: ``collate(rows, share_prompt=...)`` keeps each whole (a 4-D
+  ``attention_mask`` with a shared prompt), ``completion_logps(logits, batch)`` and ``preference_logps(logits,
+  batch)`` read every completion's log-probability from one packed forward; ``attention_mask``, ``mask_mod`` and
+  ``block_mask`` build a batch's mask for eager/SDPA or FlexAttention (``packing.torch.units``).
 - ``PackedDataset(batch_or_path)``: a map-style dataset of packed blocks, from a ``PackedBatch`` or a packed Parquet
   file read one row group at a time through a memory map, or any other layout the auditor recognises, converted.
 
@@ -52,6 +56,11 @@ from packing.torch.schedule import CostFunction as CostFunction
 from packing.torch.schedule import Schedule as Schedule
 from packing.torch.schedule import build_schedule as build_schedule
 from packing.torch.schedule import default_cost as default_cost
+from packing.torch.units import attention_mask as attention_mask
+from packing.torch.units import block_mask as block_mask
+from packing.torch.units import completion_logps as completion_logps
+from packing.torch.units import mask_mod as mask_mod
+from packing.torch.units import preference_logps as preference_logps
 
 __all__ = [
     "BLOCK_COLUMNS",
@@ -64,10 +73,15 @@ __all__ = [
     "StepDataset",
     "StepIndices",
     "StepLoader",
+    "attention_mask",
+    "block_mask",
     "build_schedule",
     "collate",
     "collate_fixed",
+    "completion_logps",
     "context_parallel_shard",
     "default_cost",
+    "mask_mod",
+    "preference_logps",
     "weighted_loss",
 ]

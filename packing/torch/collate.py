@@ -14,14 +14,16 @@ import numpy.typing as npt
 import torch
 from torch.utils.data import Dataset
 
-from packing.batches.packed import materialize
+from packing.batches.packed import materialize, pack_units
 from packing.batches.schema import LOSS_WEIGHTS
+from packing.batches.units import check_unit_recipe
 from packing.core.arrays import offsets_of, ranges, row_of
 from packing.core.forms import MASK_FIELDS
 from packing.core.samples import IGNORE_INDEX, Samples
 from packing.core.thd import padded_lengths
+from packing.core.units import UNIT_COLUMNS
 from packing.core.validation import INT64_MAX, INT64_MIN, MAX_SEQ_LENGTH, OverflowPolicy, check_integer
-from packing.errors import SettingError
+from packing.errors import SettingError, refuse_with_units
 from packing.planning.plans import plan
 from packing.reading.rows import as_numpy, id_array, length_array, read_block, read_rows, weight_array
 from packing.recipe import Recipe, RecipeOptions
@@ -33,6 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
 from packing.torch.context_parallel import shifted, thd_boundaries, thd_pad
 from packing.torch.schedule import Int64Array
+from packing.torch.units import attention_mask, collate_units, has_units
 
 # ---------------------------------------------------------------- collate
 
@@ -132,6 +135,7 @@ def collate(
     recipe: Recipe | None = None,
     loss_weights: LossMode | None = None,
     totals: LossTotals | float | None = None,
+    mask_dtype: torch.dtype = torch.float32,
     **options: Unpack[RecipeOptions],
 ) -> dict[str, Any]:
     """The padding-free batch of ``rows``: every document's tokens in one row, as
@@ -198,9 +202,38 @@ def collate(
     >>> batch = collate([[5, 6], [7, 8, 9]], separator_id=-1, pad_to_multiple_of=4, return_tensors="np")
     >>> batch["labels"].tolist(), batch["position_ids"].tolist(), type(batch["input_ids"]).__name__
     ([[-1, 6, -1, 8, 9, -100, -100, -100]], [[0, 1, 0, 1, 2, 0, 0, 0]], 'ndarray')
+
+    Preference pairs and completion groups (``{"prompt", "chosen", "rejected"}``, ``{"prompt", "completions"}``,
+    or blocks of them) are kept whole and laid out as ``share_prompt`` says; the batch also has ``unit_ids``,
+    ``document_ids``, ``completion_ids`` and ``prediction_positions`` (``packing.core.units.UNIT_COLUMNS``), and
+    with ``share_prompt=True`` ``attention_mask``: ``(1, 1, T, T)``, 0 where a token may attend and the minimum of
+    ``mask_dtype`` (default float32) elsewhere, which transformers' models take as it is.
+    ``packing.torch.completion_logps`` and ``preference_logps`` read the completions' log-probabilities from the
+    logits (``packing.torch.units``). ``loss_weights`` and context parallelism are refused with units.
+
+    >>> pair = {"prompt": [1, 2], "chosen": [3], "rejected": [4, 5]}
+    >>> collate([pair])["position_ids"].tolist(), collate([pair], share_prompt=True)["position_ids"].tolist()
+    ([[0, 1, 2, 0, 1, 2, 3]], [[0, 1, 2, 2, 3]])
     """
     tensors = _check_collate_options(separator_id, position_ids_start, pad_to_multiple_of, return_tensors)
     chosen = Recipe.at("collate", recipe, max_seq_length, overflow=overflow, **options)
+    if has_units(rows):
+        if loss_weights is not None:
+            raise refuse_with_units("loss_weights", loss_weights, "their loss is built from completion_logps")
+        check_unit_recipe(chosen)
+        return collate_units(
+            rows,
+            chosen,
+            capped=recipe is not None or max_seq_length is not None,
+            return_position_ids=return_position_ids,
+            return_flash_attn_kwargs=return_flash_attn_kwargs,
+            return_seq_idx=return_seq_idx,
+            separator_id=separator_id,
+            position_ids_start=position_ids_start,
+            pad_to_multiple_of=pad_to_multiple_of,
+            tensors=tensors,
+            mask_dtype=mask_dtype,
+        )
     multiple = chosen.document_multiple
     if multiple > 1 and pad_to_multiple_of is not None:
         raise SettingError(
@@ -382,6 +415,8 @@ class StepDataset(Dataset[Any]):
 
 def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Tensor]:
     max_seq_length = recipe.max_seq_length
+    if has_units(rows):
+        return _fixed_units(rows, recipe)
     if rows and all(_is_block(row) for row in rows):
         return _fixed_blocks(rows, max_seq_length, prepare(recipe).pad_id)
     tokens, labels, lengths = _documents(rows, recipe)
@@ -406,6 +441,54 @@ def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Te
         "labels": torch.from_numpy(out_labels),
         "position_ids": torch.from_numpy(batch.position_ids.astype(np.int64)),
     }
+
+
+def _fixed_units(rows: Sequence[Any], recipe: Recipe) -> dict[str, torch.Tensor]:
+    """``collate_fixed`` of rows among which are pairs or groups: the units fitted by the overflow policy and laid
+    out next-fit in rows of ``max_seq_length`` (a unit never split), as ``pack`` fills blocks, with the unit
+    columns, and with a shared prompt the ``(rows, 1, max_seq_length, max_seq_length)`` attention mask. O(rows ×
+    max_seq_length²) for the mask, O(rows × max_seq_length) otherwise."""
+    if all(_is_block(row) for row in rows):
+        return _fixed_unit_blocks(rows, recipe)
+    samples = read_rows(rows, **prepare(recipe).read_options)
+    batch = pack_units(samples, Recipe.of(recipe, strategy="next_fit", seed=None))
+    columns = {
+        name: torch.from_numpy(getattr(batch, name).astype(np.int64))
+        for name in ("input_ids", "labels", "position_ids", *UNIT_COLUMNS)
+    }
+    if batch.units is not None and batch.units.share_prompt:
+        columns["attention_mask"] = attention_mask(batch)
+    return columns
+
+
+def _fixed_unit_blocks(rows: Sequence[Any], recipe: Recipe) -> dict[str, torch.Tensor]:
+    """Packed blocks of units (``PackedDataset`` items) stacked in rows of ``max_seq_length``: each block's own
+    columns (its positions, which a shared prompt continues), padding after (label -100, ids -1), and the
+    attention mask when some completion shares its prompt (a document holding two completions). O(rows ×
+    max_seq_length²) with the mask."""
+    width = recipe.max_seq_length
+    columns: dict[str, list[torch.Tensor]] = {
+        name: [] for name in ("input_ids", "labels", "position_ids", *UNIT_COLUMNS)
+    }
+    for index, row in enumerate(rows):
+        single = collate_units([row], recipe)  # one block read back, its columns checked
+        used = single["input_ids"].shape[1]
+        if used > width:
+            raise SettingError(
+                "rows", f"packed blocks of at most max_seq_length={width} tokens", f"<block {index} of {used}>"
+            )
+        for name, values in columns.items():
+            fill = {"input_ids": prepare(recipe).pad_id, "labels": IGNORE_INDEX, "position_ids": 0}.get(name, -1)
+            padded = torch.full((width,), fill, dtype=torch.int64)
+            padded[:used] = single[name][0]
+            values.append(padded)
+    batch = {name: torch.stack(values) for name, values in columns.items()}
+    document, completion = batch["document_ids"], batch["completion_ids"]
+    shared = bool(((document[:, 1:] == document[:, :-1]) & (completion[:, 1:] >= 0) & (completion[:, :-1] >= 0)
+                   & (completion[:, 1:] != completion[:, :-1])).any())  # fmt: skip
+    if shared:
+        batch["attention_mask"] = attention_mask(batch)
+    return batch
 
 
 def _fixed_blocks(rows: Sequence[Any], width: int, pad_token_id: int) -> dict[str, torch.Tensor]:
@@ -449,6 +532,13 @@ def collate_fixed(
     >>> batch = collate_fixed(4)([[1, 2], [3]])
     >>> batch["input_ids"].tolist(), batch["labels"].tolist(), batch["position_ids"].tolist()
     ([[1, 2, 3, 0]], [[-100, 2, -100, -100]], [[0, 1, 0, 0]])
+
+    Pairs and groups are kept whole (next-fit units, a row never splits one), with the unit columns and, with
+    ``share_prompt``, an ``attention_mask`` of shape ``(rows, 1, max_seq_length, max_seq_length)``:
+
+    >>> batch = collate_fixed(6, share_prompt=True)([{"prompt": [1], "chosen": [2], "rejected": [3]}])
+    >>> batch["position_ids"].tolist(), batch["attention_mask"].shape
+    ([[0, 1, 1, 0, 0, 0]], torch.Size([1, 1, 6, 6]))
     """
     chosen = Recipe.at("collate_fixed", recipe, max_seq_length, overflow=overflow, **options)
     return functools.partial(_collate_fixed, recipe=chosen)

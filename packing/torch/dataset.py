@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import Dataset
 
 from packing.batches.packed import PackedBatch
-from packing.batches.schema import COLUMNS, LOSS_WEIGHTS
+from packing.batches.schema import COLUMNS, LOSS_WEIGHTS, UNIT_GRID
 from packing.core.arrays import offsets_of, row_at
 from packing.errors import DatasetError, SettingError
 from packing.layouts.audit import AuditReport, audit
@@ -27,7 +27,8 @@ from packing.torch.schedule import Int64Array
 # ---------------------------------------------------------------- dataset
 
 BLOCK_COLUMNS = tuple(column.name for column in COLUMNS)
-_DTYPES = {column.name: column.dtype_for(int64=True) for column in (*COLUMNS, LOSS_WEIGHTS)}
+UNIT_NAMES = tuple(column.name for column in UNIT_GRID)
+_DTYPES = {column.name: column.dtype_for(int64=True) for column in (*COLUMNS, *UNIT_GRID, LOSS_WEIGHTS)}
 """Item dtypes: the schema's, with ids, labels and positions as int64 (what embeddings and cross-entropy take),
 whatever the dtype stored."""
 
@@ -45,7 +46,9 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
     file is read in place (zero-copy). The dataset pickles without its open file, so DataLoader workers each open
     their own. ``collate`` turns a list of items into the padding-free batch, ``collate_fixed`` stacks them.
     Items also carry ``loss_weights`` (float32) when the file has that column, or for a ``PackedBatch`` with
-    ``loss_weights=mode`` (normalised over every block; ``packing.weighting``).
+    ``loss_weights=mode`` (normalised over every block; ``packing.weighting``), and the unit columns
+    (``unit_ids``, ``completion_ids``, ``prediction_positions``) for blocks of preference pairs and completion
+    groups, which ``collate`` reads back (a shared prompt's attention mask is built from them).
     O(max_seq_length) per item, plus decoding a row group when it is first touched.
 
     Any other layout :func:`packing.audit` recognises (TRL, transformers flattening, torchtune, NeMo's ``.npy``,
@@ -83,6 +86,8 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
         if isinstance(source, PackedBatch):
             self._batch = source
             self._length = source.num_blocks
+            if source.units is not None:
+                self._columns = (*BLOCK_COLUMNS, *UNIT_NAMES)
             if loss_weights is not None:
                 self._weights = source.loss_weights(loss_weights)
                 self._columns = (*BLOCK_COLUMNS, LOSS_WEIGHTS.name)
@@ -110,8 +115,10 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
         if any(c not in names for c in BLOCK_COLUMNS):
             self._path = self._file = None
             return False
+        if all(name in names for name in UNIT_NAMES):  # blocks of pairs and groups
+            self._columns = (*self._columns, *UNIT_NAMES)
         if LOSS_WEIGHTS.name in names:
-            self._columns = (*BLOCK_COLUMNS, LOSS_WEIGHTS.name)
+            self._columns = (*self._columns, LOSS_WEIGHTS.name)
         if self._ipc:
             rows = [handle.get_batch(g).num_rows for g in range(handle.num_record_batches)]
         else:
@@ -179,6 +186,8 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
                 "sequence_ids": b.sequence_ids[index],
                 "seq_lengths": b.seq_lengths(index),
             }
+            if b.units is not None:
+                arrays.update({name: getattr(b, name)[index] for name in UNIT_NAMES})
             if self._weights is not None:
                 arrays[LOSS_WEIGHTS.name] = self._weights[index]
         else:

@@ -13,7 +13,9 @@ import numpy.typing as npt
 import torch
 from torch.utils.data import Dataset, Sampler
 
+from packing.batches.units import unit_lengths
 from packing.core.samples import IGNORE_INDEX, Int64Array
+from packing.core.units import Units
 from packing.core.validation import OverflowPolicy, as_lengths, check_integer
 from packing.errors import PackingError, SampleError, SettingError
 from packing.planning.plans import Piece
@@ -97,6 +99,12 @@ class PackingSampler(Sampler[list[int | Piece]]):
     - ``state_dict()`` / ``load_state_dict(state)``: stop and resume, exactly on as many ranks, every sample still
       once per epoch on another number (the rest of the epoch packed anew, on any number of ranks: empty steps
       for the ranks beyond what is left); a state of other data is refused.
+    - ``lengths`` may be a dataset of preference pairs or completion groups (``packing.read_dataset``'s, or a
+      ``Samples`` with ``units``): every unit is one item, its length in the recipe's layout (``share_prompt``), fitted
+      whole by the overflow policy as ``collate`` fits it (``truncate`` cuts its completions, never the prompt); a
+      unit is never split over ranks or steps, and it costs what its documents do (with a shared prompt, the prompt's
+      attention once and each completion's to it: ``prompt² + Σ (2·prompt·c + c²)``-shaped). Units refuse
+      ``overflow="split"`` and context parallelism.
     - With ``context_parallel_size`` (a recipe option), every document takes the room of its THD padding: no
       block collated with the sampler's recipe exceeds ``max_seq_length``. ``cost=packing.ModelCost.from_config(
       config)`` balances by the model's own FLOPs; ``balance_stats`` gives the imbalance per component.
@@ -142,7 +150,12 @@ class PackingSampler(Sampler[list[int | Piece]]):
         self.recipe = Recipe.at(
             "PackingSampler", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options
         )
-        self.lengths = as_lengths(getattr(lengths, "lengths", lengths))  # checked (a copy)
+        self.units, self._planning = _units_of(lengths), self.recipe
+        if self.units is not None:  # pairs and groups: each unit's length in the recipe's layout, fitted whole
+            self.units, self._planning, fitted = unit_lengths(self.units, self.recipe)
+            self.lengths = fitted
+        else:
+            self.lengths = as_lengths(getattr(lengths, "lengths", lengths))  # checked (a copy)
         kept = self.lengths
         if self.recipe.overflow == "truncate":  # what collate keeps of an over-long sample
             kept = np.minimum(self.lengths, self.recipe.max_seq_length)
@@ -192,7 +205,8 @@ class PackingSampler(Sampler[list[int | Piece]]):
                 shuffle=self.shuffle,
                 cost=self.cost,
                 balance=self.balance,
-                recipe=self.recipe,
+                recipe=self._planning,
+                units=self.units,
             )
             for plan, (_, steps) in enumerate(self._resized, start=1):  # resumed on other ranks: the rest re-dealt
                 rng = np.random.default_rng([self.recipe.seed or 0, self.epoch, plan])
@@ -204,7 +218,8 @@ class PackingSampler(Sampler[list[int | Piece]]):
                     shuffle=self.shuffle,
                     cost=self.cost,
                     balance=self.balance,
-                    recipe=self.recipe,
+                    recipe=self._planning,
+                    units=self.units,
                 )
             self._schedule = schedule
         return self._schedule
@@ -218,7 +233,7 @@ class PackingSampler(Sampler[list[int | Piece]]):
         if self.trained_tokens is None:
             return stats
         kept = self.lengths > 0
-        if self.recipe.overflow == "drop":
+        if self._planning.overflow == "drop":
             kept &= self.lengths <= self.recipe.max_seq_length
         targets = int(self.trained_tokens[kept].sum())
         return stats.with_trainable(targets, targets, int((self.trained_tokens[kept] == 0).sum()))
@@ -306,6 +321,15 @@ class PackingSampler(Sampler[list[int | Piece]]):
             raise SettingError("trained_tokens", "trained tokens per sample (packing.weighting.trained_tokens)", None)
         collate_fn = functools.partial(collate, recipe=self.recipe, loss_weights=loss_weights)
         return StepLoader(StepDataset(self.pieces(dataset)), batch_sampler=self, collate_fn=collate_fn, **kwargs)
+
+
+def _units_of(lengths: Any) -> Units | None:
+    """The units of what a sampler is given: a ``Samples`` with units, or a dataset holding one (``read_dataset``'s
+    ``samples``); None otherwise. O(1)."""
+    units = getattr(lengths, "units", None)
+    if units is None:
+        units = getattr(getattr(lengths, "samples", None), "units", None)
+    return units if isinstance(units, Units) else None
 
 
 class Pieces(Dataset[Any]):

@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from packing.core.arrays import offsets_of, row_of
 from packing.core.thd import padded_lengths
+from packing.core.units import Units
 from packing.core.validation import OverflowPolicy, as_lengths
 from packing.errors import SettingError
 from packing.planning.plans import Piece, plan
@@ -222,6 +223,7 @@ def build_schedule(
     cost: CostFunction | None = None,
     balance: bool = True,
     recipe: Recipe | None = None,
+    units: Units | None = None,
     **options: Unpack[RecipeOptions],
 ) -> Schedule:
     """Pack one epoch and deal its blocks to ``num_replicas`` ranks (what ``PackingSampler`` does on every rank).
@@ -239,6 +241,10 @@ def build_schedule(
        cost and every ``num_replicas`` consecutive ones form a step, which minimises the sum over steps of the
        slowest rank's cost for these blocks. Otherwise blocks are dealt in a random order (the baseline).
        Steps, and ranks within a step, are then shuffled.
+
+    With ``units`` (the samples' pairs and groups, ``packing.core.units.Units``, whose laid-out lengths are
+    ``lengths``), a unit's cost is its documents' (:meth:`~packing.core.units.Units.costs`: with a shared prompt
+    ``prompt² + Σ (2·prompt·c + c²)``-shaped attention), not that of one document of its length.
 
     O(n + the strategy's cost + blocks log blocks).
 
@@ -284,6 +290,7 @@ def build_schedule(
         cost=cost,
         balance=balance,
         recipe=chosen,
+        units=units,
     )
 
 
@@ -297,6 +304,7 @@ def resume_schedule(
     cost: CostFunction | None,
     balance: bool,
     recipe: Recipe,
+    units: Units | None = None,
 ) -> Schedule:
     """What is left of ``previous`` after its first ``step`` steps, packed anew and dealt to ``num_replicas``
     ranks (a resume on another number of ranks): every remaining entry exactly once, none of the consumed ones;
@@ -337,6 +345,7 @@ def resume_schedule(
         cost=cost,
         balance=balance,
         recipe=recipe,
+        units=units,
     )
 
 
@@ -346,13 +355,29 @@ def _empty_schedule(num_replicas: int, stats: PackingStats) -> Schedule:
     return Schedule(num_replicas, np.zeros(1, np.int64), none, grid, none, none, np.zeros(0, bool), stats, grid, grid)
 
 
-def _attention_of(cost: CostFunction | None, room: Int64Array) -> FloatArray:
-    """The attention part of each document's cost: the cost's own ``attention`` component, else ``ℓ²``."""
+def _attention_of(
+    cost: CostFunction | None, room: Int64Array, units: Units | None = None, indices: Int64Array | None = None
+) -> FloatArray:
+    """The attention part of each document's cost: the cost's own ``attention`` component, else ``ℓ²`` (with
+    ``units``, each entry's unit's, over its documents)."""
     parts = getattr(cost, "components", None)
-    if callable(parts):
-        return np.asarray(parts(room)["attention"], dtype=np.float64)
-    ell = room.astype(np.float64)
-    return ell * ell
+
+    def attention(lengths: Int64Array) -> FloatArray:
+        if callable(parts):
+            return np.asarray(parts(lengths)["attention"], dtype=np.float64)
+        ell = np.asarray(lengths, dtype=np.float64)
+        return ell * ell
+
+    if units is not None and indices is not None:
+        return np.asarray(_unit_cost(attention, units, indices)(room), dtype=np.float64)
+    return attention(room)
+
+
+def _unit_cost(cost: CostFunction, units: Units, indices: Int64Array) -> CostFunction:
+    """``cost`` of the entries ``indices`` (whole units) as their documents' (``Units.costs``), whatever lengths
+    it is handed (the entries' own). O(completions)."""
+    per_unit = np.asarray(units.costs(cost), dtype=np.float64)
+    return lambda lengths: per_unit[indices]
 
 
 def _deal(
@@ -368,12 +393,16 @@ def _deal(
     cost: CostFunction | None,
     balance: bool,
     recipe: Recipe,
+    units: Units | None = None,
 ) -> Schedule:
     """Steps 2 and 3 of :func:`build_schedule`: the planned entries (in plan order, ``block_of`` each) made into
-    ``steps × num_replicas`` blocks and dealt; ``empties`` (samples of no tokens) join blocks round-robin."""
+    ``steps × num_replicas`` blocks and dealt; ``empties`` (samples of no tokens) join blocks round-robin; with
+    ``units``, each entry (a whole unit) costs what its documents do."""
     capacity = recipe.max_seq_length
     room = padded_lengths(planned.lengths, recipe.document_multiple)  # what each document takes of a block
     weigh = cost if cost is not None else default_cost
+    if units is not None:
+        weigh = _unit_cost(weigh, units, planned.indices)
     doc_cost = np.asarray(weigh(room), dtype=np.float64)
     docs = planned.indices
     if doc_cost.shape != docs.shape:
@@ -397,7 +426,7 @@ def _deal(
             heapq.heappush(heap, (-len(move), new))
     if balance and len(block_of):
         _even_out_cheapest(block_of, doc_cost, room, capacity, num_replicas)
-    attention = _attention_of(cost, room)
+    attention = _attention_of(cost, room, units, planned.indices)
     if len(empties.indices):
         planned = Entries(*(np.concatenate((a, b)) for a, b in zip(planned, empties, strict=True)))
         block_of = np.concatenate((block_of, np.arange(len(empties.indices), dtype=np.int64) % wanted))

@@ -182,7 +182,7 @@ def test_bad_loss_masks_are_reported_with_sample_and_position(mask: Any, positio
 
 FORMS = re.escape(
     "expected a list of token ids, or a dict with 'input_ids' (and a 'loss_mask'), 'prompt' and 'completion', "
-    "or 'length'"
+    "or 'length', or a pair ('prompt', 'chosen', 'rejected') or group ('prompt', 'completions')"
 )
 NEEDS_BOTH = re.escape("expected a list of token ids (a prompt needs a completion), got None (NoneType)")
 

@@ -47,6 +47,7 @@ EXAMPLES: dict[str, tuple[Any, dict[str, Any]]] = {
     "tie_break": ("oldest", {}),
     "context_parallel_size": (2, {}),
     "tensor_parallel_size": (2, {}),
+    "share_prompt": (True, {}),
 }
 """Each option: a value other than its default, and the options it needs to mean something (time_limit needs a
 strategy that searches)."""
@@ -68,6 +69,7 @@ BAD: dict[str, Any] = {
     "tie_break": "middle",
     "context_parallel_size": 0,
     "tensor_parallel_size": 1.5,
+    "share_prompt": "yes",
 }
 """Each option: a value no door accepts."""
 

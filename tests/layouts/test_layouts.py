@@ -403,12 +403,21 @@ def _batches(draw: st.DrawFn) -> packing.PackedBatch:
     return packing.pack(rows, width, strategy=draw(st.sampled_from(["bfd", "next_fit"])))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_batches(), st.sampled_from(EXPORT_FORMATS))
 def test_packed_dataset_reads_every_export_as_the_batch(batch: packing.PackedBatch, layout: str) -> None:
-    data = PackedDataset(export(batch, layout))
+    exported = export(batch, layout)
     reference = PackedDataset(batch)
     single = all(len(batch.seq_lengths(block)) <= 1 for block in range(batch.num_blocks))
+    used = [int(batch.seq_lengths(block).sum()) for block in range(batch.num_blocks)]
+    filled = [length for length in used if length]
+    if single and layout == "flattening" and 2 * filled.count(max(filled, default=0)) < len(filled):
+        # unpadded rows, most shorter than the longest, each with position ids 0..T-1: packing without boundaries
+        # fills its blocks to one length, so these are samples as far as anyone can tell
+        with pytest.raises(DatasetError, match="cannot tell how these rows are packed"):
+            PackedDataset(exported)
+        return
+    data = PackedDataset(exported)
     if single and layout in ("flattening", "segment_ids"):
         # one document a block and nothing but position ids 0..T-1: cannot be told from documents run together
         assert data.report.counts() == {"no_document_boundaries": batch.num_blocks}

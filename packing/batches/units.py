@@ -1,0 +1,295 @@
+"""Pairs and groups in blocks: each unit fitted to ``max_seq_length`` by the overflow policy, then the columns a
+trainer reads from its blocks (``packing.core.units`` holds the unit structure).
+
+Overflow acts on the whole unit, never on a piece of it (a unit is never split):
+
+- ``truncate``: the prompt is kept whole and the completions are cut to one common length, the largest that lets
+  the unit fit (the longest cut first); a unit whose prompt leaves no room for one token of each completion is
+  dropped (a plain sample among units keeps its first ``max_seq_length`` tokens, as ever);
+- ``drop``: a unit longer than ``max_seq_length`` is left out whole;
+- ``error``: the first such unit is refused (:class:`~packing.errors.UnitTooLong`, naming it);
+- ``split``, and strategies that cut samples (``split``, ``wrapped``), are refused with units, as are context and
+  tensor parallelism (their THD layout pads every document on its own).
+
+Everything cut is counted: ``PackingStats`` in tokens and sequences (a unit is one sequence), ``stats.units``
+(:class:`~packing.strategies.stats.UnitStats`) in pairs, groups and completions.
+
+>>> from packing import Recipe, read_rows
+>>> samples = read_rows([{"prompt": [1, 2], "chosen": [3, 4, 5, 6], "rejected": [7]}])
+>>> fitted = fit_units(samples, Recipe(7))
+>>> fitted.samples.tokens.tolist(), fitted.tokens_cut, fitted.planning.overflow
+([1, 2, 3, 4, 1, 2, 7], 2, 'drop')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from packing.core.arrays import offsets_of, ranges
+from packing.core.samples import IGNORE_INDEX, Samples
+from packing.core.units import KINDS, PLAIN, TokenArrays, Units
+from packing.errors import SettingError, refuse_with_units
+from packing.planning.plans import PackingPlan
+from packing.recipe import Recipe
+from packing.strategies.registry import STRATEGIES
+from packing.strategies.stats import PackingStats, UnitStats
+
+Int64Array = npt.NDArray[np.int64]
+
+
+def check_unit_recipe(recipe: Recipe) -> None:
+    """Refuse, by name, a recipe option that cannot keep every unit whole in one block or its completions apart
+    (see the module). O(1).
+
+    >>> check_unit_recipe(Recipe(8, overflow="split"))
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: overflow: expected another value with preference pairs or completion groups (a pair or group is never cut across blocks: truncate, drop or error), got 'split' (str)
+    """
+    if STRATEGIES[recipe.strategy].splits_sequences:
+        raise refuse_with_units("strategy", recipe.strategy, "a pair or group is never cut across blocks")
+    if recipe.overflow == "split":
+        raise refuse_with_units(
+            "overflow", recipe.overflow, "a pair or group is never cut across blocks: truncate, drop or error"
+        )
+    for name in ("context_parallel_size", "tensor_parallel_size"):
+        if getattr(recipe, name) > 1:
+            raise refuse_with_units(name, getattr(recipe, name), "the THD layout pads each document apart")
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """Units made ready to plan (:func:`fit_units`): the ``samples`` (laid out as the recipe says, over-long units
+    cut under ``truncate``), the recipe to ``planning`` with (``drop`` under ``truncate``: a unit that still does
+    not fit is left out whole, never cut at a block's end), and what was cut."""
+
+    samples: Samples
+    planning: Recipe
+    original: Units
+    completions_cut: Int64Array
+    units_cut: npt.NDArray[np.bool_]
+    tokens_cut: int
+
+    def stats(self, stats: PackingStats, recipe: Recipe, packed: npt.NDArray[np.bool_] | None = None) -> PackingStats:
+        """``stats`` of the plan of :attr:`samples` with what fitting cut counted in (input tokens, tokens and
+        sequences truncated) and the unit counts (:class:`~packing.strategies.stats.UnitStats`); ``packed`` says
+        which units are in the blocks (default: every unit that fits). O(units)."""
+        units = self.samples.units
+        assert units is not None
+        counted = units.kind != PLAIN
+        if packed is None:
+            packed = units.lengths() <= recipe.max_seq_length
+        packed = packed & (units.lengths() > 0)
+        shared = (units.counts - 1) * units.prompt_lengths if units.share_prompt else np.zeros(len(units), np.int64)
+        per_kind = np.bincount(units.kind, minlength=len(KINDS))
+        unit_stats = UnitStats(
+            pairs=int(per_kind[1]),
+            groups=int(per_kind[2]),
+            completions=self.original.num_completions,
+            units_truncated=int((self.units_cut & counted).sum()),
+            completions_truncated=int(self.completions_cut.sum()),
+            units_dropped=int((counted & ~packed).sum()),
+            prompt_tokens_shared=int(shared[packed & counted].sum()),
+            share_prompt=units.share_prompt,
+        )
+        return replace(
+            stats,
+            input_tokens=stats.input_tokens + self.tokens_cut,
+            tokens_truncated=stats.tokens_truncated + self.tokens_cut,
+            sequences_truncated=stats.sequences_truncated + int(self.units_cut.sum()),
+            units=unit_stats,
+        )
+
+
+def relaid(samples: Samples, share_prompt: bool) -> Samples:
+    """``samples`` (with units) laid out with ``share_prompt``: the prompt once, or once per completion (the same
+    units and tokens). O(tokens).
+
+    >>> from packing import read_rows
+    >>> relaid(read_rows([{"prompt": [1], "completions": [[2], [3]]}]), True).tokens.tolist()
+    [1, 2, 3]
+    """
+    units = samples.units
+    assert units is not None and samples.tokens is not None and samples.loss_mask is not None
+    if units.share_prompt == share_prompt:
+        return samples
+    index, target = units.relaid(share_prompt)
+    return Samples(
+        samples.tokens[index],
+        samples.loss_mask[index],
+        offsets_of(target.lengths()),
+        None if samples.labels is None else samples.labels[index],
+        target,
+    )
+
+
+def fit_units(samples: Samples, recipe: Recipe) -> Fitted:
+    """``samples`` with units made ready to plan with ``recipe`` (see :class:`Fitted` and the module): laid out as
+    ``recipe.share_prompt`` says, every unit longer than ``max_seq_length`` cut (``truncate``) or refused
+    (``error``); the options that cannot keep a unit whole are refused. O(tokens).
+
+    >>> from packing import read_rows
+    >>> fit_units(read_rows([{"prompt": [1, 2, 3], "completions": [[4], [5]]}]), Recipe(7, overflow="error"))
+    Traceback (most recent call last):
+    ...
+    packing.errors.UnitTooLong: sample 0: expected a group of at most max_seq_length=7 tokens (overflow='error'; a group is never split), got 8 tokens
+    """
+    check_unit_recipe(recipe)
+    samples = relaid(samples, recipe.share_prompt)
+    units = samples.units
+    assert units is not None and samples.tokens is not None and samples.loss_mask is not None
+    capacity = recipe.max_seq_length
+    nothing = np.zeros(len(units), dtype=bool)
+    if recipe.overflow == "error":
+        units.refuse_longer(capacity)
+    if recipe.overflow != "truncate":
+        return Fitted(samples, recipe, units, np.zeros(len(units), np.int64), nothing, 0)
+    fit = units.fit_lengths(capacity)
+    planning = Recipe.of(recipe, overflow="drop")
+    cut_completions = np.bincount(
+        units.unit_of_completion, weights=fit.completion_lengths < units.completion_lengths, minlength=len(units)
+    ).astype(np.int64)
+    cut_completions[units.kind == PLAIN] = 0
+    if not fit.cut.any():
+        return Fitted(samples, planning, units, cut_completions, nothing, 0)
+    keep = units.kept_tokens(fit.completion_lengths)
+    smaller = units.with_completion_lengths(fit.completion_lengths)
+    cut = Samples(
+        samples.tokens[keep],
+        samples.loss_mask[keep],
+        offsets_of(smaller.lengths()),
+        None if samples.labels is None else samples.labels[keep],
+        smaller,
+    )
+    return Fitted(cut, planning, units, cut_completions, fit.cut, int(fit.tokens_cut.sum()))
+
+
+def unit_lengths(units: Units, recipe: Recipe) -> tuple[Units, Recipe, Int64Array]:
+    """Units as a sampler plans them: laid out as ``recipe`` says, their lengths once fitted by its overflow policy
+    (``truncate`` cuts the completions, ``drop`` leaves a unit whole to be dropped, ``error`` refuses the first too
+    long), and the recipe the planner uses (``drop`` for ``truncate``: a unit that cannot fit is left out whole). The
+    options that cannot keep a unit whole are refused. O(units).
+
+    >>> from packing import Recipe, read_rows
+    >>> units = read_rows([{"prompt": [1, 2], "chosen": [3, 4, 5], "rejected": [6]}]).units
+    >>> unit_lengths(units, Recipe(6))[2].tolist(), unit_lengths(units, Recipe(6, share_prompt=True))[2].tolist()
+    ([6], [6])
+    """
+    check_unit_recipe(recipe)
+    laid = units.relaid(recipe.share_prompt)[1]
+    lengths = laid.lengths()
+    if recipe.overflow == "error":
+        laid.refuse_longer(recipe.max_seq_length)
+    if recipe.overflow != "truncate":
+        return laid, recipe, lengths
+    fitted = laid.with_completion_lengths(laid.fit_lengths(recipe.max_seq_length).completion_lengths)
+    return fitted, Recipe.of(recipe, overflow="drop"), fitted.lengths()
+
+
+# ---------------------------------------------------------------- the columns of blocks of units
+
+
+def check_whole_units(layout: PackingPlan, units: Units) -> None:
+    """Refuse a plan that cuts a unit (a piece that is not a whole sample): units are planned whole
+    (:func:`fit_units`). O(pieces)."""
+    whole = (layout.piece_start == 0) & (layout.piece_length.astype(np.int64) == layout.lengths[layout.piece_sequence])
+    if not bool(whole.all()) or len(layout.lengths) != len(units):
+        raise SettingError(
+            "plan",
+            "a plan that keeps every pair and group whole (pack them with packing.pack, or plan packing.fit_units' "
+            "samples with its recipe)",
+            "<a plan that cuts a unit>",
+        )
+
+
+def slot_sources(layout: PackingPlan) -> Int64Array:
+    """Per slot of the blocks ``(num_blocks, max_seq_length)``: the index of its token among the samples' laid-out
+    tokens, -1 in padding. O(blocks × max_seq_length).
+
+    >>> from packing import plan
+    >>> slot_sources(plan([2, 1], 4, "ffd")).tolist()
+    [[0, 1, 2, -1]]
+    """
+    width = layout.max_seq_length
+    source = np.full(layout.num_blocks * width, -1, dtype=np.int64)
+    length = layout.piece_length.astype(np.int64)
+    at = layout.piece_block() * width + layout.piece_position()
+    starts = offsets_of(layout.lengths)[layout.piece_sequence] + layout.piece_start
+    source[ranges(at, length)] = ranges(starts, length)
+    return source.reshape(layout.num_blocks, width)
+
+
+@dataclass(frozen=True)
+class UnitGrids:
+    """The columns of blocks of units, each ``(num_blocks, max_seq_length)`` (see ``UNIT_COLUMNS``)."""
+
+    labels: npt.NDArray[Any]
+    position_ids: npt.NDArray[Any]
+    completion_ids: npt.NDArray[np.int32]
+    prediction_positions: npt.NDArray[Any]
+    document: Int64Array
+    """Per slot the document's number among the units' (``Units.documents``), -1 in padding."""
+
+
+def unit_grids(
+    layout: PackingPlan, units: Units, input_ids: npt.NDArray[Any], loss_mask: npt.NDArray[np.int8]
+) -> UnitGrids:
+    """Labels, positions, completion ids and prediction positions of blocks of units (``input_ids`` and
+    ``loss_mask`` filled): a token is a target where it is trained and something predicts it; ``labels`` hold it
+    only where the token before it does (a shifted loss may read them), ``prediction_positions`` say where its
+    predictor is in every case. O(blocks × max_seq_length).
+
+    >>> from packing import pack
+    >>> b = pack([{"prompt": [1, 2], "completions": [[3], [4, 5]]}], 6, share_prompt=True)
+    >>> b.labels.tolist(), b.position_ids.tolist(), b.prediction_positions.tolist()
+    ([[-100, -100, 3, -100, 5, -100]], [[0, 1, 2, 2, 3, 0]], [[-1, -1, 1, 1, 3, -1]])
+    """
+    arrays: TokenArrays = units.token_arrays()
+    source = slot_sources(layout)
+    real = source >= 0
+    where = np.where(real, source, 0)
+    predictor = np.where(real, arrays.predictor[where], 0)
+    trained = real & (loss_mask != 0) & (predictor > 0)
+    labels = np.where(trained & (predictor == 1), input_ids, IGNORE_INDEX).astype(input_ids.dtype)
+    positions = np.where(real, arrays.positions[where], 0).astype(input_ids.dtype)
+    completion = np.where(real, arrays.completion[where], -1).astype(np.int32)
+    column = np.arange(layout.max_seq_length, dtype=np.int64)[None, :]
+    prediction = np.where(trained, column - predictor, -1).astype(input_ids.dtype)
+    document = np.where(real, arrays.document[where], -1)
+    return UnitGrids(labels, positions, completion, prediction, document)
+
+
+def unit_boundaries(layout: PackingPlan, units: Units) -> tuple[Int64Array, Int64Array]:
+    """``(starts, lengths)``: the documents a model sees in each block of units, in CSR form (block ``b`` holds
+    ``lengths[starts[b]:starts[b + 1]]``): a document per completion in the duplicated layout (its prompt and
+    it), a unit in the shared one. O(documents).
+
+    >>> from packing import plan
+    >>> unit_boundaries(plan([5], 8), Units.of([1], [[2, 1]]))[1].tolist()
+    [3, 2]
+    """
+    doc_offsets, doc_lengths = units.documents()
+    sequence = layout.piece_sequence.astype(np.int64)
+    counts = doc_offsets[sequence + 1] - doc_offsets[sequence]
+    lengths = doc_lengths[ranges(doc_offsets[sequence], counts)]
+    per_block = np.add.reduceat(counts, layout.block_starts[:-1]) if len(counts) else np.zeros(0, np.int64)
+    per_block = np.where(np.diff(layout.block_starts) > 0, per_block, 0)
+    return offsets_of(per_block), lengths.astype(np.int64)
+
+
+def unit_mask(segment: npt.NDArray[Any], completion: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
+    """The attention of one row of units: ``mask[q, k]`` is True when query ``q`` may attend to key ``k``: an
+    earlier (or the same) token of its segment (a document, or a shared prompt's unit) that is not another
+    completion's (a prompt's, or its own completion's). ``segment`` is -1 in padding (which attends to nothing
+    here). O(T²).
+
+    >>> unit_mask(np.array([0, 0, 0, 0]), np.array([-1, 0, 1, 1])).astype(int).tolist()
+    [[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 0, 1, 1]]
+    """
+    same = (segment[:, None] == segment[None, :]) & (segment[:, None] >= 0)
+    own = (completion[None, :] < 0) | (completion[None, :] == completion[:, None])
+    return np.tril(same & own)

@@ -1,0 +1,317 @@
+"""Preference pairs and completion groups in a training loop: their padding-free batch, the attention a shared
+prompt needs, and every completion's log-probability from one packed forward. Internal: the public names are in
+``packing.torch``.
+
+A batch of units (``collate`` of pairs or groups, a ``PackedBatch`` of them, ``collate_fixed``'s blocks) has, beside
+``input_ids``, ``labels`` and ``position_ids``, the per-token columns of ``packing.core.units.UNIT_COLUMNS``:
+``unit_ids``, ``document_ids``, ``completion_ids`` and ``prediction_positions``. In the duplicated layout
+(``share_prompt=False``) every completion is a document of its own and ``position_ids`` restart at each: a model
+keeps them apart from the positions alone (transformers' packed-sequence detection, flash-attention's
+``cu_seq_lens``). With ``share_prompt=True`` the batch carries ``attention_mask``, the 4-D additive mask transformers'
+models take unchanged (``(batch, 1, T, T)``: 0 where a token may attend, the dtype's minimum elsewhere), or build a
+FlexAttention ``BlockMask`` with :func:`block_mask`. ``labels`` hold what a shifted loss may read (the token before
+each trained token predicts it); a shared completion's first token is predicted from its prompt's last position,
+which :func:`completion_logps` reads from ``prediction_positions``.
+
+>>> import torch
+>>> batch = collate_units([{"prompt": [1, 2], "chosen": [3], "rejected": [4, 5]}], share_prompt=True)
+>>> batch["input_ids"].tolist(), batch["position_ids"].tolist(), batch["completion_ids"].tolist()
+([[1, 2, 3, 4, 5]], [[0, 1, 2, 2, 3]], [[-1, -1, 0, 1, 1]])
+>>> (batch["attention_mask"][0, 0] == 0).int().tolist()
+[[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0], [1, 1, 0, 1, 0], [1, 1, 0, 1, 1]]
+>>> logits = torch.zeros(1, 5, 8)
+>>> [round(float(x), 4) for x in completion_logps(logits, batch)]  # ln(1/8) per trained token
+[-2.0794, -4.1589]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from packing.batches.units import fit_units
+from packing.core.forms import unit_kind
+from packing.core.samples import IGNORE_INDEX, Samples
+from packing.core.units import UNIT_COLUMNS
+from packing.errors import SettingError
+from packing.reading.rows import read_block, read_rows
+from packing.recipe import Recipe
+from packing.text.prepare import prepare
+
+Int64Array = npt.NDArray[np.int64]
+
+
+def has_units(rows: Sequence[Any]) -> bool:
+    """Whether ``rows`` hold a pair or a group, or are blocks of them (with ``completion_ids``). O(rows)."""
+    return any(unit_kind(row) is not None or (isinstance(row, Mapping) and "completion_ids" in row) for row in rows)
+
+
+def _units_of(rows: Sequence[Any], recipe: Recipe) -> tuple[Samples, Int64Array]:
+    """The rows read (:func:`read_rows`), fitted by the recipe's overflow policy (``fit_units``), and the index of
+    every unit kept (``drop``: the over-long are left out). O(tokens)."""
+    samples = read_rows(rows, **prepare(recipe).read_options)
+    if samples.units is None or samples.tokens is None:  # pragma: no cover - has_units said so
+        raise SettingError("rows", "pairs or groups", "<other rows>")
+    fitted = fit_units(samples, recipe)
+    samples = fitted.samples
+    kept = np.flatnonzero((samples.lengths <= recipe.max_seq_length) & (samples.lengths > 0))
+    return samples, kept
+
+
+def _take(samples: Samples, rows: Int64Array) -> Samples:
+    """The samples ``rows`` (with their units), in order. O(their tokens)."""
+    assert samples.units is not None and samples.tokens is not None and samples.loss_mask is not None
+    lengths = samples.lengths[rows]
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    index = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(samples.offsets[:-1][rows] - offsets[:-1], lengths)
+    return Samples(samples.tokens[index], samples.loss_mask[index], offsets, None, samples.units.take(rows))
+
+
+def collate_units(
+    rows: Sequence[Any],
+    recipe: Recipe | None = None,
+    *,
+    share_prompt: bool = False,
+    capped: bool = False,
+    return_position_ids: bool = True,
+    return_flash_attn_kwargs: bool = False,
+    return_seq_idx: bool = False,
+    separator_id: int = IGNORE_INDEX,
+    position_ids_start: int = 0,
+    pad_to_multiple_of: int | None = None,
+    tensors: Callable[[npt.NDArray[Any]], Any] = torch.from_numpy,
+    mask_dtype: torch.dtype = torch.float32,
+) -> dict[str, Any]:
+    """``collate`` of rows among which are pairs or groups (or blocks of them): one row of every unit's tokens, laid
+    out as the recipe says, with the unit columns; see the module and ``packing.torch.collate``. ``capped``: the
+    recipe's ``max_seq_length`` bounds the batch. O(T), O(T²) for a shared prompt's mask.
+    """
+    chosen = recipe if recipe is not None else Recipe.for_reading(share_prompt=share_prompt)
+    shared = chosen.share_prompt
+    if shared and (return_flash_attn_kwargs or return_seq_idx):
+        name = "return_flash_attn_kwargs" if return_flash_attn_kwargs else "return_seq_idx"
+        raise SettingError(
+            name, "False with share_prompt (a shared prompt's completions need the attention mask)", True
+        )
+    if all(isinstance(row, Mapping) and "seq_lengths" in row for row in rows):
+        columns = _block_columns(rows)
+    else:
+        columns = _sample_columns(rows, chosen)
+    tokens = columns["input_ids"]
+    if capped and len(tokens) > chosen.max_seq_length:
+        raise SettingError(
+            "rows",
+            f"at most max_seq_length={chosen.max_seq_length} tokens in all (a PackingSampler's block)",
+            len(tokens),
+        )
+    if not len(tokens):
+        raise SettingError("rows", "at least one token", "<only empty rows>")
+    predictor = columns["prediction_positions"]
+    labels = np.full(len(tokens), IGNORE_INDEX, dtype=np.int64)
+    shifted = (predictor >= 0) & (predictor == np.arange(len(tokens)) - 1)
+    labels[shifted] = tokens[shifted]
+    document = columns["document_ids"]
+    starts = np.flatnonzero(np.diff(document, prepend=-1) != 0)
+    if separator_id != IGNORE_INDEX:
+        labels[starts] = separator_id
+    padding = -len(tokens) % (pad_to_multiple_of or 1)
+    if padding:  # each padding token a document of its own, trained on nothing
+        more = int(document.max(initial=-1)) + 1
+        pad = {
+            "input_ids": np.full(padding, prepare(chosen).pad_id, dtype=np.int64),
+            "position_ids": np.zeros(padding, dtype=np.int64),
+            "unit_ids": np.full(padding, -1, dtype=np.int64),
+            "document_ids": np.arange(more, more + padding, dtype=np.int64),
+            "completion_ids": np.full(padding, -1, dtype=np.int64),
+            "prediction_positions": np.full(padding, -1, dtype=np.int64),
+        }
+        columns = {name: np.concatenate((values, pad[name])) for name, values in columns.items()}
+        labels = np.concatenate((labels, np.full(padding, IGNORE_INDEX, dtype=np.int64)))
+        starts = np.concatenate((starts, np.arange(len(tokens), len(tokens) + padding)))
+    batch: dict[str, Any] = {"input_ids": tensors(columns["input_ids"][None]), "labels": tensors(labels[None])}
+    if return_position_ids:
+        batch["position_ids"] = tensors(columns["position_ids"][None] + position_ids_start)
+    for name in UNIT_COLUMNS:
+        batch[name] = tensors(columns[name][None])
+    lengths = np.diff(np.append(starts, len(columns["input_ids"])))
+    if return_seq_idx:
+        batch["seq_idx"] = tensors(np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)[None])
+    if return_flash_attn_kwargs:
+        cu = np.zeros(len(lengths) + 1, dtype=np.int32)
+        np.cumsum(lengths, out=cu[1:])
+        batch.update(cu_seq_lens_q=tensors(cu), cu_seq_lens_k=tensors(cu.copy()))
+        batch["max_length_q"] = batch["max_length_k"] = int(lengths.max())
+    if shared:
+        mask = _additive(_allowed(columns["document_ids"][None], columns["completion_ids"][None]), mask_dtype)
+        batch["attention_mask"] = mask if tensors is torch.from_numpy else mask.numpy()
+    return batch
+
+
+def _sample_columns(rows: Sequence[Any], recipe: Recipe) -> dict[str, Int64Array]:
+    """The flat columns of rows that are samples (some of them units): every kept unit laid out, numbered in input
+    order (``unit_ids``: the row's index; ``completion_ids`` and ``document_ids`` from 0 in this batch). O(T)."""
+    samples, kept = _units_of(rows, recipe)
+    samples = _take(samples, kept)
+    units = samples.units
+    assert units is not None and samples.tokens is not None and samples.loss_mask is not None
+    arrays = units.token_arrays()
+    trained = (samples.loss_mask != 0) & (arrays.predictor > 0)
+    at = np.arange(len(samples.tokens), dtype=np.int64)
+    _, document = np.unique(arrays.document, return_inverse=True)
+    return {
+        "input_ids": samples.tokens.astype(np.int64),
+        "position_ids": arrays.positions,
+        "unit_ids": np.repeat(kept, samples.lengths),
+        "document_ids": document.astype(np.int64).reshape(-1),
+        "completion_ids": arrays.completion,
+        "prediction_positions": np.where(trained, at - arrays.predictor, -1),
+    }
+
+
+def _block_columns(rows: Sequence[Any]) -> dict[str, Int64Array]:
+    """The flat columns of packed blocks of units (``PackedDataset`` items, this project's files): each block's
+    tokens, positions and unit columns as stored (cut to its documents), its prediction positions moved to the
+    concatenated row; documents numbered from 0. O(T)."""
+    parts: dict[str, list[Int64Array]] = {name: [] for name in ("input_ids", "position_ids", *UNIT_COLUMNS)}
+    at = 0
+    documents = 0
+    for index, row in enumerate(rows):
+        plain = {key: np.asarray(value.numpy() if hasattr(value, "numpy") else value) for key, value in row.items()}
+        tokens, _, lengths = read_block(plain, index)
+        used = len(tokens)
+        for name in ("position_ids", "unit_ids", "completion_ids", "prediction_positions"):
+            if name not in plain:
+                raise SettingError("rows", f"blocks of pairs or groups with '{name}'", f"<block {index} without it>")
+        prediction = plain["prediction_positions"][:used].astype(np.int64)
+        parts["input_ids"].append(tokens.astype(np.int64))
+        parts["position_ids"].append(plain["position_ids"][:used].astype(np.int64))
+        parts["unit_ids"].append(plain["unit_ids"][:used].astype(np.int64))
+        parts["completion_ids"].append(plain["completion_ids"][:used].astype(np.int64))
+        parts["prediction_positions"].append(np.where(prediction >= 0, prediction + at, -1))
+        parts["document_ids"].append(np.repeat(np.arange(len(lengths), dtype=np.int64) + documents, lengths))
+        at += used
+        documents += len(lengths)
+    return {name: np.concatenate(values) for name, values in parts.items()}
+
+
+def _allowed(document: Any, completion: Any) -> torch.Tensor:
+    """``(B, 1, T, T)`` booleans: a query may attend to a key of its document, at or before it, that is not another
+    completion's (padding, document -1, attends to itself alone). O(B·T²)."""
+    document = torch.as_tensor(np.asarray(document) if not isinstance(document, torch.Tensor) else document)
+    completion = torch.as_tensor(np.asarray(completion) if not isinstance(completion, torch.Tensor) else completion)
+    length = document.shape[-1]
+    same = document[:, :, None] == document[:, None, :]
+    own = (completion[:, None, :] < 0) | (completion[:, None, :] == completion[:, :, None])
+    causal = torch.ones(length, length, dtype=torch.bool, device=document.device).tril()
+    diagonal = torch.eye(length, dtype=torch.bool, device=document.device)
+    real = (document[:, :, None] >= 0) & (document[:, None, :] >= 0)
+    allowed: torch.Tensor = ((same & own & causal & real) | diagonal)[:, None]
+    return allowed
+
+
+def _additive(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """An additive mask from booleans: 0 where allowed, the dtype's minimum elsewhere. O(size)."""
+    zero = torch.zeros((), dtype=dtype, device=allowed.device)
+    return torch.where(allowed, zero, torch.finfo(dtype).min)
+
+
+def _column(batch: Any, name: str) -> torch.Tensor:
+    """Column ``name`` of a batch (a ``collate`` dict, a ``PackedBatch``, numpy or torch) as a 2-D tensor."""
+    value = batch[name] if isinstance(batch, Mapping) else getattr(batch, name, None)
+    if value is None:
+        raise SettingError("batch", f"a batch of pairs or groups with '{name}' (packing.torch.collate)", "<none>")
+    tensor = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+    return tensor if tensor.ndim == 2 else tensor.reshape(1, -1)
+
+
+def attention_mask(batch: Any, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The 4-D additive attention mask of a batch of units (``(B, 1, T, T)``, 0 where a token may attend, the
+    dtype's minimum elsewhere) from its ``document_ids`` and ``completion_ids``: what ``collate`` gives with a shared
+    prompt, for any batch (a ``PackedBatch``'s blocks too). transformers' models take it unchanged (eager, SDPA).
+    O(B·T²).
+
+    >>> from packing import pack
+    >>> mask = attention_mask(pack([{"prompt": [1], "completions": [[2], [3]]}], 4, share_prompt=True))
+    >>> mask.shape, (mask[0, 0, 2] == 0).tolist()
+    (torch.Size([1, 1, 4, 4]), [True, False, True, False])
+    """
+    allowed = _allowed(_column(batch, "document_ids"), _column(batch, "completion_ids"))
+    return _additive(allowed, dtype)
+
+
+def mask_mod(batch: Any) -> Callable[..., torch.Tensor]:
+    """A FlexAttention ``mask_mod(b, h, q_idx, kv_idx)`` for a batch of units (see :func:`attention_mask`): its
+    document and completion ids captured as tensors. O(1) to make.
+
+    >>> import torch
+    >>> rule = mask_mod(collate_units([{"prompt": [1], "completions": [[2], [3]]}], share_prompt=True))
+    >>> bool(rule(torch.tensor(0), torch.tensor(0), torch.tensor(2), torch.tensor(1)))
+    False
+    """
+    document = _column(batch, "document_ids")
+    completion = _column(batch, "completion_ids")
+
+    def rule(b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
+        same = document[b, q_idx] == document[b, kv_idx]
+        own = (completion[b, kv_idx] < 0) | (completion[b, kv_idx] == completion[b, q_idx])
+        return (same & own & (kv_idx <= q_idx)) | (q_idx == kv_idx)
+
+    return rule
+
+
+def block_mask(batch: Any, device: str | torch.device | None = None) -> Any:
+    """A FlexAttention ``BlockMask`` of a batch of units (``torch.nn.attention.flex_attention.create_block_mask`` of
+    :func:`mask_mod`), for models run with ``attn_implementation="flex_attention"``. Needs a torch with
+    FlexAttention (2.5 or later). O(B·T²/block) to build.
+    """
+    try:
+        from torch.nn.attention.flex_attention import create_block_mask
+    except ImportError as error:  # pragma: no cover - older torch
+        raise ImportError("block_mask needs torch's FlexAttention (torch >= 2.5)") from error
+    document = _column(batch, "document_ids")
+    rows, length = document.shape
+    where = device if device is not None else document.device
+    return create_block_mask(mask_mod(batch), rows, None, length, length, device=str(where))
+
+
+def completion_logps(logits: torch.Tensor, batch: Any) -> torch.Tensor:
+    """Every completion's summed log-probability of its trained tokens, from the logits of one packed forward
+    (``(B, T, vocab)``, the batch's rows): one entry per completion, in input order (unit by unit, completions in
+    order; ``completion_ids`` ascending). Each trained token is read at its ``prediction_positions`` (a shared
+    completion's first token at its prompt's last position), so the log-probabilities are each sequence's alone.
+    Differentiable; computed in the logits' dtype, at least float32. O(trained tokens × vocab).
+    """
+    ids = _column(batch, "input_ids").to(logits.device)
+    completion = _column(batch, "completion_ids").to(logits.device)
+    prediction = _column(batch, "prediction_positions").to(logits.device)
+    if logits.shape[:2] != ids.shape:
+        raise SettingError(
+            "logits", f"logits of the batch's shape {tuple(ids.shape)} (rows, tokens)", tuple(logits.shape)
+        )
+    numbers = torch.unique(completion[completion >= 0])
+    rows, tokens = ((completion >= 0) & (prediction >= 0)).nonzero(as_tuple=True)
+    scores = logits[rows, prediction[rows, tokens]].to(torch.promote_types(logits.dtype, torch.float32))
+    token = scores.log_softmax(-1).gather(-1, ids[rows, tokens].long()[:, None])[:, 0]
+    slot = torch.searchsorted(numbers, completion[rows, tokens])
+    return torch.zeros(len(numbers), dtype=token.dtype, device=logits.device).index_add(0, slot, token)
+
+
+def preference_logps(logits: torch.Tensor, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(chosen, rejected)``: the summed log-probabilities of every pair's chosen and rejected completion
+    (:func:`completion_logps`), one entry per pair, in input order. Every unit of the batch must be a pair (two
+    completions, the chosen first). O(trained tokens × vocab).
+    """
+    logps = completion_logps(logits, batch)
+    completion = _column(batch, "completion_ids")
+    unit = _column(batch, "unit_ids").to(completion.device)
+    chosen = completion >= 0
+    pairs = torch.unique(torch.stack((unit[chosen], completion[chosen])), dim=1)
+    _, per_unit = torch.unique(pairs[0], return_counts=True)
+    if len(logps) % 2 or not bool((per_unit == 2).all()):
+        raise SettingError("batch", "preference pairs only (two completions per unit, the chosen first)", "<a group>")
+    return logps[0::2], logps[1::2]

@@ -729,17 +729,17 @@ def _pack(samples: Any, chosen: Recipe) -> PackedBatch:
     rows = getattr(samples, "samples", samples)
     if isinstance(rows, Samples) and rows.units is not None:
         return pack_units(rows, chosen)
+    prepared = prepare(chosen)  # once, here at the door: the tokenizer and the pad id
     lengths = token_array_lengths(rows) if chosen.tokenizer is None else None
     if lengths is not None:  # token arrays: planned from their lengths, joined only where needed
         layout = plan(lengths, recipe=chosen)
         if layout.in_order() and (chosen.int64 or joined_dtype(rows) == np.int32):
-            return _pack_in_order(layout, rows, prepare(chosen).pad_id, chosen.int64)
-        flat = read_rows(rows, **prepare(chosen).read_options)
-        return materialize(layout, flat, prepare(chosen).pad_id, int64=chosen.int64)
-    flat = read_rows(rows, **prepare(chosen).read_options)
+            return _pack_in_order(layout, rows, prepared.pad_id, chosen.int64)
+        return materialize(layout, read_rows(rows, **prepared.read_options), prepared.pad_id, int64=chosen.int64)
+    flat = read_rows(rows, **prepared.read_options)
     if flat.units is not None:
         return pack_units(flat, chosen)
-    return materialize(plan(flat.lengths, recipe=chosen), flat, prepare(chosen).pad_id, int64=chosen.int64)
+    return materialize(plan(flat.lengths, recipe=chosen), flat, prepared.pad_id, int64=chosen.int64)
 
 
 def pack_units(samples: Samples, recipe: Recipe) -> PackedBatch:

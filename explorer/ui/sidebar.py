@@ -113,6 +113,7 @@ def _load_example() -> None:
         max_seq_length=example.max_seq_length,
         strategy=example.strategy,
         loss=example.loss,
+        share_prompt=example.share_prompt,
     )
 
 
@@ -343,6 +344,7 @@ def _recipe(source: Source | None) -> tuple[packing.Recipe, str]:
     policies = list(packing.OVERFLOW_POLICIES)
     overflow = st.selectbox("Over-long sequences", policies, key="overflow", bind=_bind("overflow", policies[0]))
     st.caption(f"**{overflow}**: {packing.OVERFLOW_POLICIES[overflow]}.")
+    share = _share_prompt_input(source)
     pad = st.number_input(
         "Pad token id",
         value=0,
@@ -361,6 +363,7 @@ def _recipe(source: Source | None) -> tuple[packing.Recipe, str]:
             strategy=str(strategy),
             overflow=str(overflow),
             pad_token_id=int(pad),
+            share_prompt=share,
             **rules,
             **options,
         )
@@ -369,6 +372,25 @@ def _recipe(source: Source | None) -> tuple[packing.Recipe, str]:
         st.error(escape(refused))
         return packing.Recipe(valid, pad_token_id=0), problem or refused
     return recipe, problem
+
+
+def _share_prompt_input(source: Source | None) -> bool:
+    """The recipe's ``share_prompt``: how preference pairs and completion groups are laid out (data with tokens;
+    lengths-only data has no prompt to share)."""
+    if source is not None and not source.has_tokens:
+        return False
+    return bool(
+        st.toggle(
+            "Share the prompt (share_prompt)",
+            value=False,
+            key="share_prompt",
+            bind=_bind("share_prompt", False),
+            help="For preference pairs ({prompt, chosen, rejected}) and completion groups ({prompt, completions}). "
+            "Off: each completion is its own document, the prompt before it (the layout TRL uses). On: the prompt "
+            "is stored once and each completion follows it, attending to its prompt and itself, never to a "
+            "sibling (an attention mask says so). Plain sequences are packed the same either way.",
+        )
+    )
 
 
 def _loss_inputs(source: Source | None) -> dict[str, Any]:

@@ -362,6 +362,38 @@ LOSS_WARNING = 0.1
 """Share of the input tokens lost to the overflow policy above which the Result tab warns."""
 
 
+def unit_headline(stats: packing.PackingStats) -> list[Metric]:
+    """The unit counts of blocks of preference pairs and completion groups (``stats.units``, the library's); none
+    for plain sequences.
+
+    >>> pair = {"prompt": [1, 2], "chosen": [3], "rejected": [4]}
+    >>> [(m.label, m.value) for m in unit_headline(packing.pack([pair], 8, share_prompt=True).stats)]
+    [('Pairs / groups', '1 / 0'), ('Completions', '2'), ('Prompt tokens shared', '2')]
+    """
+    units = stats.units
+    if units is None:
+        return []
+    return [
+        Metric(
+            "Pairs / groups",
+            f"{units.pairs:,} / {units.groups:,}",
+            f"Preference pairs and completion groups, each packed whole in one block: "
+            f"{plural(units.units_truncated, 'unit')} truncated, {units.units_dropped:,} dropped.",
+        ),
+        Metric(
+            "Completions",
+            f"{units.completions:,}",
+            f"Completions of the pairs and groups ({plural(units.completions_truncated, 'completion')} cut).",
+        ),
+        Metric(
+            "Prompt tokens shared",
+            f"{units.prompt_tokens_shared:,}",
+            "Prompt tokens stored once instead of once per completion (share_prompt="
+            f"{units.share_prompt}): what sharing the prompt saves.",
+        ),
+    ]
+
+
 def loss_note(stats: packing.PackingStats, longest: int) -> str | None:
     """A warning when the overflow policy throws away much of the data (None when little or nothing is lost).
 

@@ -36,7 +36,8 @@ def _metrics(ctx: Context, layout: packing.PackingPlan) -> packing.TrainableCoun
     bounds = cache.bounds(ctx.source, s)
     with st.spinner("Counting the training targets…", show_time=True):
         trained = cache.trainable(ctx.source, s)
-    numbers = tables.headline(layout.stats, bounds, s.strategy, trained)
+    stats = ctx.stats or layout.stats
+    numbers = tables.headline(stats, bounds, s.strategy, trained) + tables.unit_headline(stats)
     tiles = st.container(horizontal=True, wrap=True, gap="medium")  # as many a row as the width holds
     for metric in numbers:
         tiles.metric(metric.label, metric.value, help=metric.help, width=METRIC_WIDTH)
@@ -74,7 +75,7 @@ def render(ctx: Context) -> None:
     s = ctx.recipe
     if ctx.samples is not None:
         st.markdown(tables.MASK_AND_LABELS)
-    lost = tables.loss_note(layout.stats, int(ctx.lengths.max()))
+    lost = tables.loss_note(ctx.stats or layout.stats, int(ctx.lengths.max()))
     if lost:
         st.warning(lost)
     certificate = getattr(layout, "certificate", None)

@@ -39,7 +39,7 @@ from explorer.core.sources import (
     Workload,
     default_sample,
 )
-from explorer.core.text import EXAMPLE_TITLES, example_text
+from explorer.core.text import EXAMPLE_TITLES, PREFERENCE_MAX_SEQ_LENGTH, example_text
 from explorer.server import cache
 from explorer.ui import page
 from packing.core.loss import DEFAULT_ROLES, EOS_RULES
@@ -170,8 +170,12 @@ def _paste_inputs() -> Paste:
 def _load_text_example(rows: bool = True) -> None:
     """The chosen text example (``rows``: its text too) with blocks narrow enough to print every token, and
     over-long rows split across blocks so the whole conversation is seen."""
+    example = st.session_state.get("text_example", "chats")
     if rows:
-        st.session_state["text_rows"] = example_text(st.session_state.get("text_example", "chats"))
+        st.session_state["text_rows"] = example_text(example)
+    if example == "preference":  # a pair is never split: kept whole, its completions cut if need be
+        st.session_state.update(max_seq_length=PREFERENCE_MAX_SEQ_LENGTH, overflow="truncate")
+        return
     st.session_state.update(max_seq_length=TEXT_MAX_SEQ_LENGTH, overflow="split")
 
 
@@ -195,8 +199,9 @@ def _text_inputs() -> Text:
         key="text_rows",
         height=160,
         persist_state="session",
-        help='One JSON object per line: {"text": ...}, {"prompt": ..., "completion": ...} or {"messages": '
-        '[{"role": ..., "content": ...}, ...]}. Plain text (not JSON) is one text row.',
+        help='One JSON object per line: {"text": ...}, {"prompt": ..., "completion": ...}, {"messages": '
+        '[{"role": ..., "content": ...}, ...]}, a preference pair {"prompt": ..., "chosen": ..., "rejected": ...} or '
+        'a group {"prompt": ..., "completions": [...]}. Plain text (not JSON) is one text row.',
     )
     tokenizer = _tokenizer_input()
     st.caption("Chats are rendered with the tokenizer's chat template; the loss settings below say what is trained.")

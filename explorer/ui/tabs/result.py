@@ -142,8 +142,10 @@ def _window(ctx: Context, layout: packing.PackingPlan) -> None:
             "so its label is -100: nothing before it in the block may predict it. Violet tokens are not "
             "trained (a prompt, or a turn the loss settings leave out), grey is padding."
         )
-    if isinstance(ctx.source, Text):
+    if isinstance(ctx.source, Text) and view.batch.units is None:
         _turns(ctx.source, s, view)
+    elif isinstance(ctx.source, Text):
+        st.caption("Each pair's or group's prompt and completions, decoded, are in the table under the blocks.")
     _result_text(view)
 
 

@@ -209,9 +209,11 @@ def block_figure(source: Source, recipe: packing.Recipe, first: int, count: int)
             pieces = text_cells(source, recipe, first, count)
         except (ValueError, TypeError, InputError):  # a tokenizer that cannot decode these ids: ids only
             pieces = None
-    roles = preference.token_roles(batch) if batch.units is not None else None
+    roles = targets = None
+    if batch.units is not None:  # pairs and groups: each token's role, and the tokens a position predicts
+        roles, targets = preference.token_roles(batch), batch.prediction_positions >= 0
     return figures.block_figure(
-        view.sequence_ids, batch.loss_mask, batch.position_ids, tokens, first, labels, pieces, roles
+        view.sequence_ids, batch.loss_mask, batch.position_ids, tokens, first, labels, pieces, roles, targets
     )
 
 

@@ -49,7 +49,17 @@ above it, and the first token of a document (in the loss mask, but with label -1
 it) is told apart from a real training target."""
 ROLE_COLORS = ("#d4d4d8", "#a8a29e", "#64748b", "#0d9488", "#ea580c")
 """Padding (grey, as everywhere), a plain sequence among units (stone), a prompt (slate), the chosen (teal) and the
-rejected (orange); a group's completions take the sequence palette in turn."""
+rejected (orange); a group's completions take ``COMPLETION_COLORS`` in turn."""
+COMPLETION_COLORS = ("#2563eb", "#db2777", "#65a30d", "#9333ea", "#0891b2", "#a16207")
+"""A group's completions: blue, pink, lime, purple, cyan, brown, none of them a pair's teal or orange."""
+UNIT_MASK_NAMES = (
+    "target (loss mask 1, predicted: prediction_positions)",
+    "not predicted (loss mask 1, a document's first token)",
+    "not trained (loss mask 0)",
+    "padding",
+)
+"""The loss-mask row's legend for blocks of units, whose targets are the tokens a position predicts (a shared
+completion's first token is, from the prompt's last position, though its label is -100)."""
 BASELINE = "none"
 """The no-packing baseline: drawn off the scale of the strategies rather than flattening them."""
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
@@ -261,10 +271,12 @@ def block_figure(
     labels: Int64Array | None = None,
     pieces: tuple[Sequence[Sequence[str]], Sequence[Sequence[str]]] | None = None,
     roles: Int64Array | None = None,
+    targets: npt.NDArray[np.bool_] | None = None,
 ) -> go.Figure:
     """Blocks coloured by source sequence (padding grey) with the loss mask and labels aligned underneath.
     Blocks of preference pairs and completion groups pass ``roles`` (``explorer.core.preference.token_roles``):
-    each token is then coloured by its role (prompt, chosen, rejected, completion k), with a legend.
+    each token is then coloured by its role (prompt, chosen, rejected, completion k), with a legend, and their
+    ``targets`` (``prediction_positions >= 0``) are the training targets of the loss-mask row.
 
     Arrays have shape ``(blocks, max_seq_length)``; ``token_ids`` is None for lengths-only data.
     Small drawings print the token id in every cell (and the loss mask underneath). ``pieces`` (text data) is the
@@ -317,7 +329,7 @@ def block_figure(
     )
     fig.add_trace(
         heatmap(
-            mask_kind(loss_mask, sequence_ids, labels),
+            mask_kind(loss_mask, sequence_ids, labels if targets is None else np.where(targets, 0, -100)),
             list(MASK_COLORS.values()),
             y=names,
             text=loss_mask.astype(str) if show_text else None,
@@ -328,7 +340,8 @@ def block_figure(
         row=2,
         col=1,
     )
-    for name, color in MASK_COLORS.items():  # legend entries for the mask colours
+    mask_names = list(MASK_COLORS) if targets is None else UNIT_MASK_NAMES
+    for name, color in zip(mask_names, MASK_COLORS.values(), strict=True):  # legend entries for the mask colours
         fig.add_trace(
             go.Scatter(
                 x=[None], y=[None], mode="markers", marker={"color": color, "symbol": "square", "size": 12}, name=name
@@ -338,7 +351,9 @@ def block_figure(
         )
     if roles is not None:
         names_of = role_names(roles)
-        for code in np.unique(roles).tolist():  # legend entries for the roles present
+        for code in np.unique(roles).tolist():  # legend entries for the roles present (padding: the mask row's)
+            if code == 0:
+                continue
             fig.add_trace(_legend_square(names_of[code], colors[code]), row=1, col=1)
     for row in (1, 2):
         exact_axes(fig, width, blocks, row=row, col=1)
@@ -346,8 +361,9 @@ def block_figure(
     fig.update_xaxes(title_text="position in block", row=2, col=1)
     row_height = 30 if blocks <= 12 else 14
     layout = _legend_below()
-    layout["margin"] = {"l": 10, "r": 10, "t": 40, "b": 110}
-    fig.update_layout(height=260 + 2 * row_height * blocks, **layout)
+    legend = 0 if roles is None else 22 * (len(np.unique(roles)) - int((roles == 0).any()))  # a line a role
+    layout["margin"] = {"l": 10, "r": 10, "t": 40, "b": 110 + legend}  # room for the legend on a phone, one a line
+    fig.update_layout(height=260 + legend + 2 * row_height * blocks, **layout)
     return fig
 
 
@@ -356,10 +372,10 @@ def role_colors(roles: Int64Array) -> list[str]:
     for a group's completions).
 
     >>> role_colors(np.array([6]))[4:]
-    ['#ea580c', '#4C78A8', '#F58518']
+    ['#ea580c', '#2563eb', '#db2777']
     """
     names = role_names(roles)
-    return [*ROLE_COLORS, *(SEQUENCE_COLORS[k % len(SEQUENCE_COLORS)] for k in range(len(names) - REJECTED - 1))]
+    return [*ROLE_COLORS, *(COMPLETION_COLORS[k % len(COMPLETION_COLORS)] for k in range(len(names) - REJECTED - 1))]
 
 
 def _legend_square(name: str, color: str) -> go.Scatter:

@@ -122,11 +122,15 @@ def blocks_table(
     first_block: int = 0,
     with_tokens: bool = True,
     labels: IntArray | None = None,
+    predicted: npt.NDArray[np.bool_] | None = None,
 ) -> pd.DataFrame:
     """One row per block: its documents (source sequences, 1-based), fill, padding, its tokens with loss mask 1 and its training
-    targets (labels that are not -100; given ``labels``), and the token ids and mask when known."""
+    targets (labels that are not -100; given ``labels``; blocks of units: the tokens a position predicts, given
+    ``predicted``, ``prediction_positions >= 0``), and the token ids and mask when known."""
     rows = []
     targets = None if labels is None else (np.asarray(labels) != -100).sum(axis=1)
+    if predicted is not None:
+        targets = np.asarray(predicted).sum(axis=1)
     for i, (ids, mask, seqs) in enumerate(zip(input_ids, loss_mask, sequence_ids, strict=True)):
         real = seqs >= 0
         order = seqs[real][np.r_[True, seqs[real][1:] != seqs[real][:-1]]] if real.any() else seqs[:0]
@@ -368,7 +372,7 @@ def unit_headline(stats: packing.PackingStats) -> list[Metric]:
 
     >>> pair = {"prompt": [1, 2], "chosen": [3], "rejected": [4]}
     >>> [(m.label, m.value) for m in unit_headline(packing.pack([pair], 8, share_prompt=True).stats)]
-    [('Pairs / groups', '1 / 0'), ('Completions', '2'), ('Prompt tokens shared', '2')]
+    [('Pairs / groups', '1 / 0'), ('Completions', '2'), ('Tokens saved', '2')]
     """
     units = stats.units
     if units is None:
@@ -386,10 +390,10 @@ def unit_headline(stats: packing.PackingStats) -> list[Metric]:
             f"Completions of the pairs and groups ({plural(units.completions_truncated, 'completion')} cut).",
         ),
         Metric(
-            "Prompt tokens shared",
+            "Tokens saved",
             f"{units.prompt_tokens_shared:,}",
-            "Prompt tokens stored once instead of once per completion (share_prompt="
-            f"{units.share_prompt}): what sharing the prompt saves.",
+            "Prompt tokens stored once instead of once per completion (stats.units.prompt_tokens_shared; "
+            f"share_prompt={units.share_prompt}).",
         ),
     ]
 

@@ -57,8 +57,9 @@ def _check_result(at: AppTest, share: bool) -> None:
     shown = _metrics(at)
     assert shown["Blocks"] == stats.num_blocks and shown["Padding"] == stats.padding_tokens
     assert shown["Completions"] == units.completions == 7
-    assert shown["Prompt tokens shared"] == units.prompt_tokens_shared
+    assert shown["Tokens saved"] == units.prompt_tokens_shared
     assert shown["Training targets"] == int((batch.prediction_positions >= 0).sum())
+    assert int(at.table[-1].value["training targets"].sum()) == shown["Training targets"]  # the Blocks table
     charts = {chart.key: json.loads(chart.proto.spec) for chart in at.get("plotly_chart")}
     assert np.array_equal(_z(charts["blocks"]["data"][0]), preference.token_roles(batch))
 
@@ -68,7 +69,7 @@ def test_the_preference_example_shows_the_librarys_numbers_in_both_layouts() -> 
     at.sidebar.selectbox(key="example").set_value("preference").run()
     assert at.sidebar.toggle(key="share_prompt").value is False
     _check_result(at, share=False)
-    assert _metrics(at)["Prompt tokens shared"] == 0
+    assert _metrics(at)["Tokens saved"] == 0
     at.sidebar.toggle(key="share_prompt").set_value(True).run()
     _check_result(at, share=True)
     _open(at, EXAMPLE.look_at)
@@ -76,8 +77,8 @@ def test_the_preference_example_shows_the_librarys_numbers_in_both_layouts() -> 
     assert not at.error, [e.value for e in at.error]
     duplicated, shared = _library(False).stats, _library(True).stats
     shown = _metrics(at)
-    assert shown["Tokens, prompt duplicated"] == duplicated.packed_tokens
-    assert shown["Tokens, prompt shared"] == shared.packed_tokens
+    assert shown["Tokens, duplicated"] == duplicated.packed_tokens
+    assert shown["Tokens, shared"] == shared.packed_tokens
     assert shown["Tokens saved"] == duplicated.packed_tokens - shared.packed_tokens == shared.units.prompt_tokens_shared
     assert (shown["Blocks, duplicated"], shown["Blocks, shared"]) == (duplicated.num_blocks, shared.num_blocks)
     charts = {chart.key: json.loads(chart.proto.spec) for chart in at.get("plotly_chart")}
@@ -118,6 +119,6 @@ def test_chat_pairs_are_tokenized_and_packed_as_the_library_packs_them() -> None
         batch = _library(share, PREFERENCE_CHATS, size, tokenizer="bytes", overflow="truncate")
         shown = _metrics(at)
         assert shown["Blocks"] == batch.stats.num_blocks and shown["Padding"] == batch.stats.padding_tokens
-        assert shown["Prompt tokens shared"] == batch.stats.units.prompt_tokens_shared
+        assert shown["Tokens saved"] == batch.stats.units.prompt_tokens_shared
         pairs = next(m.value for m in at.metric if m.label == "Pairs / groups")
         assert pairs == f"{batch.stats.units.pairs} / {batch.stats.units.groups}" == "3 / 0"

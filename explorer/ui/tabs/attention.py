@@ -13,6 +13,7 @@ from explorer.core.model import grammar_count
 from explorer.server import cache
 from explorer.ui.page import guard
 from explorer.ui.tabs.common import cells_chart, need_plan
+from explorer.ui.tabs.result import METRIC_WIDTH
 from explorer.views import figures
 
 MAX_ATTENTION_DRAW = 4_096
@@ -30,9 +31,16 @@ def render(ctx: Context) -> None:
         "of its block too (red); the block-diagonal mask keeps attention inside each document, and position ids "
         "restart at 0 for every document."
     )
-    _block(ctx, layout)
     assert ctx.source is not None
-    if cache.has_units(ctx.source, ctx.recipe):
+    units = cache.has_units(ctx.source, ctx.recipe)
+    if units:
+        st.caption(
+            "Pairs and groups: with a shared prompt a unit is one document whose completions may not see each "
+            "other; red then also marks a completion attending to a sibling, which PackedBatch.attention_mask "
+            "(right) removes."
+        )
+    _block(ctx, layout)
+    if units:
         _layouts(ctx)
 
 
@@ -59,16 +67,16 @@ def _draw_layouts(ctx: Context) -> None:
     dup, shared = both.duplicated.stats, both.shared.stats
     tiles = st.container(horizontal=True, wrap=True, gap="medium")
     tiles.metric(
-        "Tokens, prompt duplicated",
+        "Tokens, duplicated",
         f"{dup.packed_tokens:,}",
         help="stats.packed_tokens with share_prompt=False.",
-        width=170,
+        width=METRIC_WIDTH,
     )
     tiles.metric(
-        "Tokens, prompt shared",
+        "Tokens, shared",
         f"{shared.packed_tokens:,}",
         help="stats.packed_tokens with share_prompt=True.",
-        width=170,
+        width=METRIC_WIDTH,
     )
     saved = f"{both.tokens_saved / dup.packed_tokens:.1%}" if dup.packed_tokens else "0%"
     tiles.metric(
@@ -79,12 +87,17 @@ def _draw_layouts(ctx: Context) -> None:
         help="The two layouts' packed tokens apart (the shared layout's stats.units.prompt_tokens_shared is "
         f"{shared.units.prompt_tokens_shared if shared.units else 0:,}: each unit's prompt stored once, not once "
         "per completion).",
-        width=170,
+        width=METRIC_WIDTH,
     )
     tiles.metric(
-        "Blocks, duplicated", f"{dup.num_blocks:,}", help="stats.num_blocks with share_prompt=False.", width=170
+        "Blocks, duplicated",
+        f"{dup.num_blocks:,}",
+        help="stats.num_blocks with share_prompt=False.",
+        width=METRIC_WIDTH,
     )
-    tiles.metric("Blocks, shared", f"{shared.num_blocks:,}", help="stats.num_blocks with share_prompt=True.", width=170)
+    tiles.metric(
+        "Blocks, shared", f"{shared.num_blocks:,}", help="stats.num_blocks with share_prompt=True.", width=METRIC_WIDTH
+    )
     size = ctx.recipe.max_seq_length
     if size > MAX_ATTENTION_DRAW:
         st.info(f"Attention masks are drawn for blocks of up to {MAX_ATTENTION_DRAW:,} tokens.")

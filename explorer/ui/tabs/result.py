@@ -142,6 +142,13 @@ def _window(ctx: Context, layout: packing.PackingPlan) -> None:
             "so its label is -100: nothing before it in the block may predict it. Violet tokens are not "
             "trained (a prompt, or a turn the loss settings leave out), grey is padding."
         )
+    if view.batch.units is not None:
+        st.caption(
+            "Pairs and groups: the top row colours each token by its role (completion_ids and unit_ids: the "
+            "prompt, the chosen and the rejected answer, a group's completion k), each unit whole in one block. "
+            "With a shared prompt every completion but the first starts without a label (-100) yet is a "
+            "training target: prediction_positions says the prompt's last position predicts it."
+        )
     if isinstance(ctx.source, Text) and view.batch.units is None:
         _turns(ctx.source, s, view)
     elif isinstance(ctx.source, Text):
@@ -264,12 +271,18 @@ def _result_text(view: Window) -> None:
     st.subheader("Blocks")
     labels = batch.labels  # lengths only: every token in the loss mask, as the numbers above count it
     ids = view.has_tokens and batch.max_seq_length > MAX_TEXT_WIDTH  # else the classic form above has them
-    table = tables.blocks_table(batch.input_ids, batch.loss_mask, view.sequence_ids, view.first, ids, labels)
+    predicted = batch.prediction_positions >= 0 if batch.units is not None else None  # pairs and groups
+    table = tables.blocks_table(batch.input_ids, batch.loss_mask, view.sequence_ids, view.first, ids, labels, predicted)
     if not ids:  # a narrow table: drawn as a plain table, whose headers wrap on a phone instead of scrolling
         st.table(table, hide_index=True)
         st.caption(
             "documents: the block's documents (source sequences, numbered from 1); loss mask 1: its tokens whose loss "
-            "mask is 1; training targets: its labels that are not -100 (a document's first token in a block is)."
+            "mask is 1; training targets: its labels that are not -100 (a document's first token in a block is)"
+            + (
+                "; of pairs and groups, its tokens a position predicts (prediction_positions)."
+                if predicted is not None
+                else "."
+            )
         )
         return
     number = st.column_config.NumberColumn(format="localized")

@@ -21,6 +21,9 @@ class Context:
     dataset: Dataset | None = None
     layout: packing.PackingPlan | None = None
     refusal: str = ""
+    stats: packing.PackingStats | None = None
+    """The plan's statistics as the library counts them for what it packs (for pairs and groups, with what fitting
+    them cut and ``stats.units``); None without a plan."""
     problem: str = ""
     """Why there is nothing to show (unreadable data, an out-of-range setting), already in plain words."""
 

@@ -27,6 +27,16 @@ class Example:
     loss: str = "completion"
     """The loss rule the example opens with (one of ``packing.LOSS_RULES``)."""
     look_at: str = "Result"
+    share_prompt: bool = False
+    """The layout of preference pairs and completion groups the example opens with (the recipe's option)."""
+
+
+PREFERENCE_TEXT = (
+    '{"prompt": [1, 2, 3, 4], "chosen": [5, 6, 7], "rejected": [8, 9]}\n'
+    '{"prompt": [10, 11, 12], "chosen": [13, 14], "rejected": [15, 16, 17, 18]}\n'
+    '{"prompt": [19, 20, 21, 22, 23], "completions": [[24, 25], [26], [27, 28, 29]]}'
+)
+"""Two preference pairs and a completion group of three, as token ids."""
 
 
 EXAMPLES: dict[str, Example] = {
@@ -65,6 +75,17 @@ EXAMPLES: dict[str, Example] = {
             "Packed documents share a block: what stops one from attending to another, and what about positions?",
             "[[1, 2, 3], [4, 5], [6, 7, 8]]",
             8,
+            "bfd",
+            look_at="Attention & positions",
+        ),
+        Example(
+            "preference",
+            "Follow-up: preference pairs and completion groups",
+            "DPO trains on pairs, GRPO on groups: a prompt with several completions, packed whole in one block. "
+            "What does storing the prompt once (share_prompt) save, and how does each completion still see only "
+            "its prompt and itself?",
+            PREFERENCE_TEXT,
+            32,
             "bfd",
             look_at="Attention & positions",
         ),

@@ -183,6 +183,7 @@ def snippet(
             f"    strategy={strategy!r},",
             f"    overflow={overflow!r},",
             *(f"    {name}={value!r}," for name, value in chosen.items()),
+            *(["    share_prompt=True,"] if recipe.share_prompt else []),
             f"    pad_token_id={pad_token_id},",
             f"    {rule_options(rules)},",
             *([f"    tokenizer={origin.tokenizer!r},"] if origin.tokenizer is not None and origin.samples else []),

@@ -68,6 +68,7 @@ PARAMS: dict[str, Choice | Whole | Names] = {
     "strategy_seed": Whole(0, MAX_SEED),
     "time_limit": Whole(1, 600),
     "max_sequences_per_block": Whole(0, MAX_SEQUENCES),
+    "share_prompt": Choice(("true", "false")),
 }
 """Parameter name (= widget key) and the values it takes. ``sequences`` is checked where it is read (the parser),
 ``tab`` against the page's tabs (``check_link``'s ``tabs``)."""

@@ -32,7 +32,7 @@ from explorer.core.model import (
 from explorer.core.parsing import InputError, parse_sequences
 from explorer.core.safety import describe, escape, quote
 from explorer.core.text import choose_tokenizer, example_text, parse_text_rows
-from packing.core.forms import text_forms
+from packing.core.forms import text_forms, unit_kind
 from packing.core.loss import DEFAULT_RULES, LossRules
 from packing.core.validation import MAX_SEQ_LENGTH
 from packing.reading.limits import ReadLimits
@@ -163,7 +163,7 @@ class Paste(Source):
 
 
 DEFAULT_TEXT_ROWS = example_text("chats")
-TEXT_FORM_KEYS = ("text", "prompt and completion", "messages")
+TEXT_FORM_KEYS = ("text", "prompt and completion", "messages", "prompt with chosen and rejected or completions")
 DEFAULT_TOKENIZER = "bytes"
 TEXT_MAX_SEQ_LENGTH = 64
 """Block size of the text examples: two of the short chats (``explorer.core.text.CHATS``) to a block; a cell prints
@@ -205,9 +205,12 @@ class Text(Source):
             return ()
         seen: dict[str, None] = {}
         for row in rows:
-            for key in ("messages", "prompt", "completion"):
+            for key in ("messages", "prompt", "completion", "chosen", "rejected", "completions"):
                 value = row.get(key) if isinstance(row, dict) else None
-                for message in value if isinstance(value, list) else ():
+                turns = value if isinstance(value, list) else []
+                if key == "completions":  # a group: a list of completions, each a list of messages
+                    turns = [m for c in turns if isinstance(c, list) for m in c]
+                for message in turns:
                     role = message.get("role") if isinstance(message, dict) else None
                     if isinstance(role, str):
                         seen.setdefault(role)
@@ -230,7 +233,7 @@ class Text(Source):
     def load(self, rules: LossRules = DEFAULT_RULES, progress: Progress | None = None) -> Dataset:
         rows = self.rows()
         for number, row in enumerate(rows, start=1):
-            if not text_forms(row):
+            if not text_forms(row) and unit_kind(row) is None:
                 raise InputError(
                     f"row {number}: expected a text row ({', '.join(TEXT_FORM_KEYS)}), got {quote(row)}; "
                     "token ids go in the paste source"

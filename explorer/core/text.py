@@ -402,12 +402,32 @@ CHATS: list[dict[str, Any]] = [
 they are 29 to 64 tokens long, so best-fit decreasing packs them whole, two to a block of 64, in four blocks: each
 block shows where one chat ends and the next starts, and which tokens of each are trained."""
 
+
+def _pair(question: str, chosen: str, rejected: str) -> dict[str, Any]:
+    """A preference pair in TRL's conversational form."""
+    return {
+        "prompt": [{"role": "user", "content": question}],
+        "chosen": [{"role": "assistant", "content": chosen}],
+        "rejected": [{"role": "assistant", "content": rejected}],
+    }
+
+
+PREFERENCE_CHATS: list[dict[str, Any]] = [
+    _pair("2 + 2?", "4.", "5."),
+    _pair("Sky?", "Blue.", "Green."),
+    _pair("Ice is?", "Cold.", "Hot."),
+]
+"""The text source's preference example: three chat pairs. With the byte tokenizer (its chat template) they take
+184 tokens with the prompt before each answer (two blocks of 128) and 110 with the prompt shared (one block)."""
+PREFERENCE_MAX_SEQ_LENGTH = 128
+
 EXAMPLE_TITLES = {
     "chats": "Several chats (messages)",
     "text": "Plain text",
     "prompt_completion": "Prompt / completion",
     "messages": "One chat with a system turn (messages)",
     "conversational": "Chat prompt / completion (TRL)",
+    "preference": "Chat preference pairs (TRL: prompt, chosen, rejected)",
 }
 
 
@@ -421,6 +441,8 @@ def example_text(form: str) -> str:
     """
     if form == "chats":
         return "\n".join(json.dumps(row, ensure_ascii=False) for row in CHATS)
+    if form == "preference":
+        return "\n".join(json.dumps(row, ensure_ascii=False) for row in PREFERENCE_CHATS)
     return json.dumps(EXAMPLES[form], ensure_ascii=False)
 
 

@@ -12,6 +12,7 @@ import dataclasses
 from typing import Any
 
 import packing
+from explorer.core import preference
 from explorer.core import runs as compute
 from explorer.core.audit import load_report
 from explorer.core.model import MAX_UPLOAD_MB, Dataset
@@ -67,7 +68,25 @@ def _load(source: Upload | Text, rules: LossRules) -> Dataset:
 
 
 def _lengths(source: Source, recipe: packing.Recipe) -> Any:
+    """What the planner sees of the source: its lengths, a pair's or group's in the recipe's layout."""
+    samples = dataset(source, recipe).samples
+    if samples is not None and samples.units is not None:
+        return preference.unit_lengths(samples, recipe.share_prompt)
     return dataset(source, recipe).lengths
+
+
+def has_units(source: Source, recipe: packing.Recipe) -> bool:
+    """Whether the source's rows hold preference pairs or completion groups (planned and filled whole)."""
+    samples = dataset(source, recipe).samples
+    return samples is not None and samples.units is not None
+
+
+def packed_samples(source: Source, recipe: packing.Recipe) -> packing.Samples | None:
+    """The samples the recipe's plan is filled with: the source's, or its units laid out and fitted by the library
+    (``preference.run_units``)."""
+    if has_units(source, recipe):
+        return _units(source, _planning(recipe)).samples
+    return dataset(source, recipe).samples
 
 
 def _planning(recipe: packing.Recipe) -> packing.Recipe:
@@ -79,7 +98,12 @@ def _planning(recipe: packing.Recipe) -> packing.Recipe:
 def _lengths_only(recipe: packing.Recipe) -> packing.Recipe:
     """What the Compare and Sweep tabs and the lower bounds depend on: the recipe's length, overflow and loss rules
     (they run every strategy themselves, with the page's own options)."""
-    return packing.Recipe(recipe.max_seq_length, overflow=recipe.overflow, **dataclasses.asdict(recipe.loss_rules))
+    return packing.Recipe(
+        recipe.max_seq_length,
+        overflow=recipe.overflow,
+        share_prompt=recipe.share_prompt,
+        **dataclasses.asdict(recipe.loss_rules),
+    )
 
 
 def plan(source: Source, recipe: packing.Recipe) -> Row:
@@ -90,12 +114,38 @@ def plan(source: Source, recipe: packing.Recipe) -> Row:
 
 @memoized
 def _plan(source: Source, recipe: packing.Recipe) -> Row:
+    if has_units(source, recipe):
+        return _units(source, recipe).row
     lengths = _lengths(source, recipe)
     lane = compute.search_lane(recipe)
     if lane is None:  # the compiled greedy kernels: in the server
         return compute.run_strategy(lengths, recipe)
     seconds = compute.search_deadline(recipe)
     return workers.run(compute.run_strategy, lengths, recipe, lane_name=lane, seconds=seconds)
+
+
+@memoized
+def _units(source: Source, recipe: packing.Recipe) -> preference.UnitRun:
+    """The library's plan of pairs and groups (``preference.run_units``), a search in its worker lane."""
+    samples = dataset(source, recipe).samples
+    assert samples is not None
+    lane = compute.search_lane(recipe)
+    if lane is None:
+        return preference.run_units(samples, recipe)
+    seconds = compute.search_deadline(recipe)
+    return workers.run(preference.run_units, samples, recipe, lane_name=lane, seconds=seconds)
+
+
+def layouts(source: Source, recipe: packing.Recipe) -> preference.Layouts:
+    """The source's units packed with the prompt duplicated and shared (``preference.both_layouts``)."""
+    return _layouts(source, packing.Recipe.of(_planning(recipe), share_prompt=False))
+
+
+@memoized
+def _layouts(source: Source, recipe: packing.Recipe) -> preference.Layouts:
+    samples = dataset(source, recipe).samples
+    assert samples is not None
+    return preference.both_layouts(samples, recipe)
 
 
 def bounds(source: Source, recipe: packing.Recipe) -> packing.LowerBounds:
@@ -117,7 +167,7 @@ def trainable(source: Source, recipe: packing.Recipe) -> packing.TrainableCounts
 def _trainable(source: Source, recipe: packing.Recipe) -> packing.TrainableCounts:
     layout = plan(source, recipe).layout
     assert layout is not None
-    return compute.trainable_counts(layout, dataset(source, recipe).samples)
+    return compute.trainable_counts(layout, packed_samples(source, recipe))
 
 
 def document_targets(source: Source, recipe: packing.Recipe) -> Any:
@@ -130,7 +180,7 @@ def document_targets(source: Source, recipe: packing.Recipe) -> Any:
 def _document_targets(source: Source, recipe: packing.Recipe) -> Any:
     layout = plan(source, recipe).layout
     assert layout is not None
-    return targets_per_document(layout, dataset(source, recipe).samples)
+    return targets_per_document(layout, packed_samples(source, recipe))
 
 
 def pad_id(recipe: packing.Recipe) -> int:
@@ -143,7 +193,7 @@ def window(source: Source, recipe: packing.Recipe, first: int, count: int) -> Wi
     """Blocks ``first .. first + count - 1`` of the recipe's plan, materialized (padded with ``pad_id``)."""
     layout = plan(source, recipe).layout
     assert layout is not None
-    return compute.window(layout, dataset(source, recipe).samples, first, count, pad_id(recipe))
+    return compute.window(layout, packed_samples(source, recipe), first, count, pad_id(recipe))
 
 
 @memoized
@@ -159,7 +209,12 @@ def block_figure(source: Source, recipe: packing.Recipe, first: int, count: int)
             pieces = text_cells(source, recipe, first, count)
         except (ValueError, TypeError, InputError):  # a tokenizer that cannot decode these ids: ids only
             pieces = None
-    return figures.block_figure(view.sequence_ids, batch.loss_mask, batch.position_ids, tokens, first, labels, pieces)
+    roles = targets = None
+    if batch.units is not None:  # pairs and groups: each token's role, and the tokens a position predicts
+        roles, targets = preference.token_roles(batch), batch.prediction_positions >= 0
+    return figures.block_figure(
+        view.sequence_ids, batch.loss_mask, batch.position_ids, tokens, first, labels, pieces, roles, targets
+    )
 
 
 @memoized
@@ -169,7 +224,7 @@ def text_cells(source: Text, recipe: packing.Recipe, first: int, count: int) -> 
 
     view = window(source, recipe, first, count)
     data = dataset(source, recipe)
-    samples = data.samples
+    samples = packed_samples(source, recipe)
     limit = max(1, min(figures.PIECE_CHARACTERS // recipe.max_seq_length, 10))  # what a cell's width holds
     labels, hovers = window_cells(view.batch, samples, data.tokenizer, limit=limit)
     return [[plot_text(t) for t in row] for row in labels], [[plot_text(t) for t in row] for row in hovers]
@@ -270,7 +325,8 @@ def _sweep(
     source: Source, recipe: packing.Recipe, sizes: tuple[int, ...], strategies: tuple[str, ...]
 ) -> list[dict[str, Any]]:
     lengths = _lengths(source, recipe)
-    return workers.run(compute.sweep, lengths, recipe, list(sizes), list(strategies), seconds=SWEEP_SECONDS)
+    planned = packing.Recipe.of(recipe, share_prompt=False)  # the lengths are already laid out (``_lengths``)
+    return workers.run(compute.sweep, lengths, planned, list(sizes), list(strategies), seconds=SWEEP_SECONDS)
 
 
 def explain(source: Source, recipe: packing.Recipe) -> list[packing.Step]:

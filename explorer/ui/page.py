@@ -144,4 +144,4 @@ def build_context(source: Source | None, recipe: packing.Recipe, problem: str) -
         from explorer.views.tables import refusal as word
 
         refusal = word(run)
-    return Context(source, recipe, dataset, run.layout, refusal)
+    return Context(source, recipe, dataset, run.layout, refusal, run.stats)

@@ -39,7 +39,7 @@ from explorer.core.sources import (
     Workload,
     default_sample,
 )
-from explorer.core.text import EXAMPLE_TITLES, example_text
+from explorer.core.text import EXAMPLE_TITLES, PREFERENCE_MAX_SEQ_LENGTH, example_text
 from explorer.server import cache
 from explorer.ui import page
 from packing.core.loss import DEFAULT_ROLES, EOS_RULES
@@ -113,6 +113,7 @@ def _load_example() -> None:
         max_seq_length=example.max_seq_length,
         strategy=example.strategy,
         loss=example.loss,
+        share_prompt=example.share_prompt,
     )
 
 
@@ -169,8 +170,12 @@ def _paste_inputs() -> Paste:
 def _load_text_example(rows: bool = True) -> None:
     """The chosen text example (``rows``: its text too) with blocks narrow enough to print every token, and
     over-long rows split across blocks so the whole conversation is seen."""
+    example = st.session_state.get("text_example", "chats")
     if rows:
-        st.session_state["text_rows"] = example_text(st.session_state.get("text_example", "chats"))
+        st.session_state["text_rows"] = example_text(example)
+    if example == "preference":  # a pair is never split: kept whole, its completions cut if need be
+        st.session_state.update(max_seq_length=PREFERENCE_MAX_SEQ_LENGTH, overflow="truncate")
+        return
     st.session_state.update(max_seq_length=TEXT_MAX_SEQ_LENGTH, overflow="split")
 
 
@@ -194,8 +199,9 @@ def _text_inputs() -> Text:
         key="text_rows",
         height=160,
         persist_state="session",
-        help='One JSON object per line: {"text": ...}, {"prompt": ..., "completion": ...} or {"messages": '
-        '[{"role": ..., "content": ...}, ...]}. Plain text (not JSON) is one text row.',
+        help='One JSON object per line: {"text": ...}, {"prompt": ..., "completion": ...}, {"messages": '
+        '[{"role": ..., "content": ...}, ...]}, a preference pair {"prompt": ..., "chosen": ..., "rejected": ...} or '
+        'a group {"prompt": ..., "completions": [...]}. Plain text (not JSON) is one text row.',
     )
     tokenizer = _tokenizer_input()
     st.caption("Chats are rendered with the tokenizer's chat template; the loss settings below say what is trained.")
@@ -343,6 +349,7 @@ def _recipe(source: Source | None) -> tuple[packing.Recipe, str]:
     policies = list(packing.OVERFLOW_POLICIES)
     overflow = st.selectbox("Over-long sequences", policies, key="overflow", bind=_bind("overflow", policies[0]))
     st.caption(f"**{overflow}**: {packing.OVERFLOW_POLICIES[overflow]}.")
+    share = _share_prompt_input(source)
     pad = st.number_input(
         "Pad token id",
         value=0,
@@ -361,6 +368,7 @@ def _recipe(source: Source | None) -> tuple[packing.Recipe, str]:
             strategy=str(strategy),
             overflow=str(overflow),
             pad_token_id=int(pad),
+            share_prompt=share,
             **rules,
             **options,
         )
@@ -369,6 +377,25 @@ def _recipe(source: Source | None) -> tuple[packing.Recipe, str]:
         st.error(escape(refused))
         return packing.Recipe(valid, pad_token_id=0), problem or refused
     return recipe, problem
+
+
+def _share_prompt_input(source: Source | None) -> bool:
+    """The recipe's ``share_prompt``: how preference pairs and completion groups are laid out (data with tokens;
+    lengths-only data has no prompt to share)."""
+    if source is not None and not source.has_tokens:
+        return False
+    return bool(
+        st.toggle(
+            "Share the prompt (share_prompt)",
+            value=False,
+            key="share_prompt",
+            bind=_bind("share_prompt", False),
+            help="For preference pairs ({prompt, chosen, rejected}) and completion groups ({prompt, completions}). "
+            "Off: each completion is its own document, the prompt before it (the layout TRL uses). On: the prompt "
+            "is stored once and each completion follows it, attending to its prompt and itself, never to a "
+            "sibling (an attention mask says so). Plain sequences are packed the same either way.",
+        )
+    )
 
 
 def _loss_inputs(source: Source | None) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 import packing
 from explorer.core.audit import BlockGrid, block_grid, default_blocks, finding_cells
 from explorer.core.formatting import percent
+from explorer.core.preference import REJECTED, role_names
 from packing.core.validation import INT32_MAX
 from packing.layouts.audit import FINDING_KINDS, AuditReport
 
@@ -46,6 +47,19 @@ MASK_COLORS = {
 """Dark green, light green, violet, grey: violet is no sequence's colour, so the row never echoes the block row
 above it, and the first token of a document (in the loss mask, but with label -100: nothing before it may predict
 it) is told apart from a real training target."""
+ROLE_COLORS = ("#d4d4d8", "#a8a29e", "#64748b", "#0d9488", "#ea580c")
+"""Padding (grey, as everywhere), a plain sequence among units (stone), a prompt (slate), the chosen (teal) and the
+rejected (orange); a group's completions take ``COMPLETION_COLORS`` in turn."""
+COMPLETION_COLORS = ("#2563eb", "#db2777", "#65a30d", "#9333ea", "#0891b2", "#a16207")
+"""A group's completions: blue, pink, lime, purple, cyan, brown, none of them a pair's teal or orange."""
+UNIT_MASK_NAMES = (
+    "target (loss mask 1, predicted: prediction_positions)",
+    "not predicted (loss mask 1, a document's first token)",
+    "not trained (loss mask 0)",
+    "padding",
+)
+"""The loss-mask row's legend for blocks of units, whose targets are the tokens a position predicts (a shared
+completion's first token is, from the prompt's last position, though its label is -100)."""
 BASELINE = "none"
 """The no-packing baseline: drawn off the scale of the strategies rather than flattening them."""
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
@@ -256,8 +270,13 @@ def block_figure(
     first_block: int = 0,
     labels: Int64Array | None = None,
     pieces: tuple[Sequence[Sequence[str]], Sequence[Sequence[str]]] | None = None,
+    roles: Int64Array | None = None,
+    targets: npt.NDArray[np.bool_] | None = None,
 ) -> go.Figure:
     """Blocks coloured by source sequence (padding grey) with the loss mask and labels aligned underneath.
+    Blocks of preference pairs and completion groups pass ``roles`` (``explorer.core.preference.token_roles``):
+    each token is then coloured by its role (prompt, chosen, rejected, completion k), with a legend, and their
+    ``targets`` (``prediction_positions >= 0``) are the training targets of the loss-mask row.
 
     Arrays have shape ``(blocks, max_seq_length)``; ``token_ids`` is None for lengths-only data.
     Small drawings print the token id in every cell (and the loss mask underneath). ``pieces`` (text data) is the
@@ -280,12 +299,23 @@ def block_figure(
         cols=1,
         shared_xaxes=True,
         vertical_spacing=0.16,
-        subplot_titles=("Blocks (colour = source sequence)", "Loss mask and labels"),
+        subplot_titles=(
+            "Blocks (colour = source sequence)" if roles is None else "Blocks (colour = role of the token)",
+            "Loss mask and labels",
+        ),
+    )
+    z, colors = (
+        (sequence_colour_index(sequence_ids), [*SEQUENCE_COLORS, PAD_COLOR])
+        if roles is None
+        else (
+            roles,
+            role_colors(roles),
+        )
     )
     fig.add_trace(
         heatmap(
-            sequence_colour_index(sequence_ids),
-            [*SEQUENCE_COLORS, PAD_COLOR],
+            z,
+            colors,
             y=names,
             text=text,
             customdata=hover,
@@ -299,7 +329,7 @@ def block_figure(
     )
     fig.add_trace(
         heatmap(
-            mask_kind(loss_mask, sequence_ids, labels),
+            mask_kind(loss_mask, sequence_ids, labels if targets is None else np.where(targets, 0, -100)),
             list(MASK_COLORS.values()),
             y=names,
             text=loss_mask.astype(str) if show_text else None,
@@ -310,7 +340,8 @@ def block_figure(
         row=2,
         col=1,
     )
-    for name, color in MASK_COLORS.items():  # legend entries for the mask colours
+    mask_names = list(MASK_COLORS) if targets is None else UNIT_MASK_NAMES
+    for name, color in zip(mask_names, MASK_COLORS.values(), strict=True):  # legend entries for the mask colours
         fig.add_trace(
             go.Scatter(
                 x=[None], y=[None], mode="markers", marker={"color": color, "symbol": "square", "size": 12}, name=name
@@ -318,15 +349,40 @@ def block_figure(
             row=2,
             col=1,
         )
+    if roles is not None:
+        names_of = role_names(roles)
+        for code in np.unique(roles).tolist():  # legend entries for the roles present (padding: the mask row's)
+            if code == 0:
+                continue
+            fig.add_trace(_legend_square(names_of[code], colors[code]), row=1, col=1)
     for row in (1, 2):
         exact_axes(fig, width, blocks, row=row, col=1)
     fig.update_xaxes(dtick=position_tick(width, most=10))
     fig.update_xaxes(title_text="position in block", row=2, col=1)
     row_height = 30 if blocks <= 12 else 14
     layout = _legend_below()
-    layout["margin"] = {"l": 10, "r": 10, "t": 40, "b": 110}
-    fig.update_layout(height=260 + 2 * row_height * blocks, **layout)
+    legend = 0 if roles is None else 22 * (len(np.unique(roles)) - int((roles == 0).any()))  # a line a role
+    layout["margin"] = {"l": 10, "r": 10, "t": 40, "b": 110 + legend}  # room for the legend on a phone, one a line
+    fig.update_layout(height=260 + legend + 2 * row_height * blocks, **layout)
     return fig
+
+
+def role_colors(roles: Int64Array) -> list[str]:
+    """The colour of every role code up to the largest in ``roles`` (``ROLE_COLORS``, then the sequence palette
+    for a group's completions).
+
+    >>> role_colors(np.array([6]))[4:]
+    ['#ea580c', '#2563eb', '#db2777']
+    """
+    names = role_names(roles)
+    return [*ROLE_COLORS, *(COMPLETION_COLORS[k % len(COMPLETION_COLORS)] for k in range(len(names) - REJECTED - 1))]
+
+
+def _legend_square(name: str, color: str) -> go.Scatter:
+    """A legend entry: a square of ``color`` named ``name`` (no data drawn)."""
+    return go.Scatter(
+        x=[None], y=[None], mode="markers", marker={"color": color, "symbol": "square", "size": 12}, name=name
+    )
 
 
 def grid_figure(
@@ -667,6 +723,42 @@ def attention_figures(
         fig.update_layout(title={"text": title, "font": {"size": 14}}, height=380, **_LAYOUT)
         figures.append(fig)
     return figures[0], figures[1]
+
+
+def unit_attention_figure(mask: npt.NDArray[np.bool_], roles: Int64Array, title: str) -> go.Figure:
+    """One block's attention mask (``PackedBatch.attention_mask``) with every allowed pair coloured by the role of
+    the key it attends to (``roles``: the block's ``token_roles``), blocked pairs blank: a chosen answer's row shows
+    its prompt and itself, never the rejected. Square, axes spanning exactly the block; blocks wider than
+    ``MAX_ATTENTION_CELLS`` in tiles (a tile shows the latest role it allows)."""
+    size = len(mask)
+    factor = max(1, -(-size // MAX_ATTENTION_CELLS))
+    z = pool_max(np.where(mask, roles[None, :] + 1, 0).astype(np.int64), factor)
+    names, colors = ["blocked", *role_names(roles)], ["#f4f4f5", *role_colors(roles)]
+    axis = np.arange(len(z)) * factor + (factor - 1) / 2
+    names_of = np.array(names, dtype=object)[z]
+    fig = go.Figure(
+        heatmap(
+            z,
+            colors,
+            x=axis,
+            customdata=names_of,
+            hovertemplate="query %{y} → key %{x}: %{customdata}<extra></extra>",
+        )
+    )
+    fig.data[0].y = axis
+    for code in np.unique(z).tolist():
+        if code:
+            fig.add_trace(_legend_square(names[code], colors[code]))
+    tiles = f" ({factor}×{factor} pairs a cell)" if factor > 1 else ""
+    step = position_tick(size, most=6)
+    fig.update_xaxes(
+        range=[-0.5, size - 0.5], autorange=False, dtick=step, title_text="key position" + tiles, showgrid=False
+    )
+    fig.update_xaxes(zeroline=False)
+    fig.update_yaxes(range=[size - 0.5, -0.5], autorange=False, dtick=step, title_text="query position", showgrid=False)
+    fig.update_yaxes(zeroline=False)
+    fig.update_layout(title={"text": title, "font": {"size": 14}}, height=440, **_legend_below())
+    return fig
 
 
 def positions_figure(plain: Int64Array, restart: Int64Array, sequence_ids: Int64Array) -> go.Figure:

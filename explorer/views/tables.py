@@ -122,11 +122,15 @@ def blocks_table(
     first_block: int = 0,
     with_tokens: bool = True,
     labels: IntArray | None = None,
+    predicted: npt.NDArray[np.bool_] | None = None,
 ) -> pd.DataFrame:
     """One row per block: its documents (source sequences, 1-based), fill, padding, its tokens with loss mask 1 and its training
-    targets (labels that are not -100; given ``labels``), and the token ids and mask when known."""
+    targets (labels that are not -100; given ``labels``; blocks of units: the tokens a position predicts, given
+    ``predicted``, ``prediction_positions >= 0``), and the token ids and mask when known."""
     rows = []
     targets = None if labels is None else (np.asarray(labels) != -100).sum(axis=1)
+    if predicted is not None:
+        targets = np.asarray(predicted).sum(axis=1)
     for i, (ids, mask, seqs) in enumerate(zip(input_ids, loss_mask, sequence_ids, strict=True)):
         real = seqs >= 0
         order = seqs[real][np.r_[True, seqs[real][1:] != seqs[real][:-1]]] if real.any() else seqs[:0]
@@ -360,6 +364,38 @@ def optimum_note(row: Row, seconds: int) -> str:
 
 LOSS_WARNING = 0.1
 """Share of the input tokens lost to the overflow policy above which the Result tab warns."""
+
+
+def unit_headline(stats: packing.PackingStats) -> list[Metric]:
+    """The unit counts of blocks of preference pairs and completion groups (``stats.units``, the library's); none
+    for plain sequences.
+
+    >>> pair = {"prompt": [1, 2], "chosen": [3], "rejected": [4]}
+    >>> [(m.label, m.value) for m in unit_headline(packing.pack([pair], 8, share_prompt=True).stats)]
+    [('Pairs / groups', '1 / 0'), ('Completions', '2'), ('Tokens saved', '2')]
+    """
+    units = stats.units
+    if units is None:
+        return []
+    return [
+        Metric(
+            "Pairs / groups",
+            f"{units.pairs:,} / {units.groups:,}",
+            f"Preference pairs and completion groups, each packed whole in one block: "
+            f"{plural(units.units_truncated, 'unit')} truncated, {units.units_dropped:,} dropped.",
+        ),
+        Metric(
+            "Completions",
+            f"{units.completions:,}",
+            f"Completions of the pairs and groups ({plural(units.completions_truncated, 'completion')} cut).",
+        ),
+        Metric(
+            "Tokens saved",
+            f"{units.prompt_tokens_shared:,}",
+            "Prompt tokens stored once instead of once per completion (stats.units.prompt_tokens_shared; "
+            f"share_prompt={units.share_prompt}).",
+        ),
+    ]
 
 
 def loss_note(stats: packing.PackingStats, longest: int) -> str | None:

@@ -6,16 +6,20 @@ import numpy as np
 import streamlit as st
 
 import packing
+from explorer.core import preference
 from explorer.core import runs as compute
 from explorer.core.context import Context
 from explorer.core.model import grammar_count
 from explorer.server import cache
 from explorer.ui.page import guard
 from explorer.ui.tabs.common import cells_chart, need_plan
+from explorer.ui.tabs.result import METRIC_WIDTH
 from explorer.views import figures
 
 MAX_ATTENTION_DRAW = 4_096
 """Widest block whose attention masks are built and drawn (in tiles above ``figures.MAX_ATTENTION_CELLS``)."""
+MAX_LAYOUT_TOKENS = 2_000_000
+"""Most tokens of pairs and groups packed twice (prompt duplicated and shared) for the side-by-side view."""
 
 
 def render(ctx: Context) -> None:
@@ -27,7 +31,100 @@ def render(ctx: Context) -> None:
         "of its block too (red); the block-diagonal mask keeps attention inside each document, and position ids "
         "restart at 0 for every document."
     )
+    assert ctx.source is not None
+    units = cache.has_units(ctx.source, ctx.recipe)
+    if units:
+        st.caption(
+            "Pairs and groups: with a shared prompt a unit is one document whose completions may not see each "
+            "other; red then also marks a completion attending to a sibling, which PackedBatch.attention_mask "
+            "(right) removes."
+        )
     _block(ctx, layout)
+    if units:
+        _layouts(ctx)
+
+
+@st.fragment
+def _layouts(ctx: Context) -> None:
+    """The same pairs and groups packed with the prompt duplicated and shared: the library's numbers of each, and
+    one block's attention mask of each side by side (a fragment: choosing another block reruns this part only)."""
+    with guard("Attention & positions"):
+        _draw_layouts(ctx)
+
+
+def _draw_layouts(ctx: Context) -> None:
+    assert ctx.source is not None and ctx.samples is not None
+    st.subheader("A shared prompt beside the duplicated one")
+    tokens = int(ctx.lengths.sum())
+    if tokens > MAX_LAYOUT_TOKENS:
+        st.info(
+            f"The data holds {tokens:,} tokens; the two layouts are packed side by side for up to "
+            f"{MAX_LAYOUT_TOKENS:,}. The sidebar's share_prompt packs it either way."
+        )
+        return
+    with st.spinner("Packing the units with the prompt duplicated and shared…", show_time=True):
+        both = cache.layouts(ctx.source, ctx.recipe)
+    dup, shared = both.duplicated.stats, both.shared.stats
+    tiles = st.container(horizontal=True, wrap=True, gap="medium")
+    tiles.metric(
+        "Tokens, duplicated",
+        f"{dup.packed_tokens:,}",
+        help="stats.packed_tokens with share_prompt=False.",
+        width=METRIC_WIDTH,
+    )
+    tiles.metric(
+        "Tokens, shared",
+        f"{shared.packed_tokens:,}",
+        help="stats.packed_tokens with share_prompt=True.",
+        width=METRIC_WIDTH,
+    )
+    saved = f"{both.tokens_saved / dup.packed_tokens:.1%}" if dup.packed_tokens else "0%"
+    tiles.metric(
+        "Tokens saved",
+        f"{both.tokens_saved:,}",
+        delta=f"-{saved}" if both.tokens_saved else None,
+        delta_color="inverse",
+        help="The two layouts' packed tokens apart (the shared layout's stats.units.prompt_tokens_shared is "
+        f"{shared.units.prompt_tokens_shared if shared.units else 0:,}: each unit's prompt stored once, not once "
+        "per completion).",
+        width=METRIC_WIDTH,
+    )
+    tiles.metric(
+        "Blocks, duplicated",
+        f"{dup.num_blocks:,}",
+        help="stats.num_blocks with share_prompt=False.",
+        width=METRIC_WIDTH,
+    )
+    tiles.metric(
+        "Blocks, shared", f"{shared.num_blocks:,}", help="stats.num_blocks with share_prompt=True.", width=METRIC_WIDTH
+    )
+    size = ctx.recipe.max_seq_length
+    if size > MAX_ATTENTION_DRAW:
+        st.info(f"Attention masks are drawn for blocks of up to {MAX_ATTENTION_DRAW:,} tokens.")
+        return
+    most = max(both.duplicated.num_blocks, both.shared.num_blocks)
+    number = st.columns(3)[0].number_input(
+        "Block of each layout", min_value=1, max_value=max(1, most), step=1, key="layouts_block"
+    )
+    left, right = st.columns(2)
+    for column, batch, words, key in (
+        (left, both.duplicated, "prompt duplicated (share_prompt=False)", "layouts_duplicated"),
+        (right, both.shared, "prompt shared (share_prompt=True)", "layouts_shared"),
+    ):
+        with column:
+            block = int(number) - 1
+            if block >= batch.num_blocks:
+                st.info(f"This layout has {grammar_count(batch.num_blocks, 'block')}.")
+                continue
+            roles = preference.token_roles(batch)[block]
+            figure = figures.unit_attention_figure(batch.attention_mask(block), roles, f"Block {block + 1}, {words}")
+            st.plotly_chart(figure, key=key)
+    st.caption(
+        "Each row is a query token, each column a key it may attend to, coloured by the key's role (blank: "
+        "blocked). Left, every completion is its own document with its own copy of the prompt; right, the prompt "
+        "is stored once and each completion attends to it and to itself, never to a sibling: PackedBatch."
+        "attention_mask of each layout, the numbers above its PackingStats."
+    )
 
 
 @st.fragment

@@ -91,6 +91,12 @@ def render(ctx: Context) -> None:
             )
         )
     whole = [row for row in rows if row.stats is not None and row.contender.window is None]
+    if cache.has_units(ctx.source, s):  # pairs and groups are packed only by the strategies that keep them whole
+        st.caption(
+            "Pairs and groups: the table plans each unit's length in the chosen layout; the library packs units "
+            "only with the strategies that keep every unit whole, drawn below."
+        )
+        whole = [row for row in whole if not packing.STRATEGIES[row.contender.strategy].splits_sequences]
     _mini_heatmaps(
         ctx,
         [row.contender.strategy for row in whole],

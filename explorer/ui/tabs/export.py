@@ -54,6 +54,8 @@ def render(ctx: Context) -> None:
     assert ctx.source is not None
     samples = ctx.samples
     if layout is not None:
+        if samples is not None:  # what the plan is filled with (pairs and groups: laid out and fitted)
+            samples = cache.packed_samples(ctx.source, s)
         cells = layout.num_blocks * s.max_seq_length
         if samples is None:
             st.info("This data has lengths only (no token ids), so the download is the layout: one row per piece.")

@@ -36,7 +36,8 @@ def _metrics(ctx: Context, layout: packing.PackingPlan) -> packing.TrainableCoun
     bounds = cache.bounds(ctx.source, s)
     with st.spinner("Counting the training targets…", show_time=True):
         trained = cache.trainable(ctx.source, s)
-    numbers = tables.headline(layout.stats, bounds, s.strategy, trained)
+    stats = ctx.stats or layout.stats
+    numbers = tables.headline(stats, bounds, s.strategy, trained) + tables.unit_headline(stats)
     tiles = st.container(horizontal=True, wrap=True, gap="medium")  # as many a row as the width holds
     for metric in numbers:
         tiles.metric(metric.label, metric.value, help=metric.help, width=METRIC_WIDTH)
@@ -74,7 +75,7 @@ def render(ctx: Context) -> None:
     s = ctx.recipe
     if ctx.samples is not None:
         st.markdown(tables.MASK_AND_LABELS)
-    lost = tables.loss_note(layout.stats, int(ctx.lengths.max()))
+    lost = tables.loss_note(ctx.stats or layout.stats, int(ctx.lengths.max()))
     if lost:
         st.warning(lost)
     certificate = getattr(layout, "certificate", None)
@@ -141,8 +142,17 @@ def _window(ctx: Context, layout: packing.PackingPlan) -> None:
             "so its label is -100: nothing before it in the block may predict it. Violet tokens are not "
             "trained (a prompt, or a turn the loss settings leave out), grey is padding."
         )
-    if isinstance(ctx.source, Text):
+    if view.batch.units is not None:
+        st.caption(
+            "Pairs and groups: the top row colours each token by its role (completion_ids and unit_ids: the "
+            "prompt, the chosen and the rejected answer, a group's completion k), each unit whole in one block. "
+            "With a shared prompt every completion but the first starts without a label (-100) yet is a "
+            "training target: prediction_positions says the prompt's last position predicts it."
+        )
+    if isinstance(ctx.source, Text) and view.batch.units is None:
         _turns(ctx.source, s, view)
+    elif isinstance(ctx.source, Text):
+        st.caption("Each pair's or group's prompt and completions, decoded, are in the table under the blocks.")
     _result_text(view)
 
 
@@ -261,12 +271,18 @@ def _result_text(view: Window) -> None:
     st.subheader("Blocks")
     labels = batch.labels  # lengths only: every token in the loss mask, as the numbers above count it
     ids = view.has_tokens and batch.max_seq_length > MAX_TEXT_WIDTH  # else the classic form above has them
-    table = tables.blocks_table(batch.input_ids, batch.loss_mask, view.sequence_ids, view.first, ids, labels)
+    predicted = batch.prediction_positions >= 0 if batch.units is not None else None  # pairs and groups
+    table = tables.blocks_table(batch.input_ids, batch.loss_mask, view.sequence_ids, view.first, ids, labels, predicted)
     if not ids:  # a narrow table: drawn as a plain table, whose headers wrap on a phone instead of scrolling
         st.table(table, hide_index=True)
         st.caption(
             "documents: the block's documents (source sequences, numbered from 1); loss mask 1: its tokens whose loss "
-            "mask is 1; training targets: its labels that are not -100 (a document's first token in a block is)."
+            "mask is 1; training targets: its labels that are not -100 (a document's first token in a block is)"
+            + (
+                "; of pairs and groups, its tokens a position predicts (prediction_positions)."
+                if predicted is not None
+                else "."
+            )
         )
         return
     number = st.column_config.NumberColumn(format="localized")

@@ -44,6 +44,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 import packing  # noqa: E402
+import packing.reading  # noqa: E402
 
 Int64Array = npt.NDArray[np.int64]
 
@@ -71,7 +72,7 @@ def write_rows(directory: Path, lengths: Int64Array, files: int, seed: int = 1) 
 
 def single_process(source: Path, target: Path, max_seq_length: int, seed: int) -> pa.Table:
     """Read, plan, shuffle, materialize and write in one process with the library."""
-    samples = packing.read_table(pq.read_table(source))
+    samples = packing.reading.read_table(pq.read_table(source))
     layout = packing.plan(samples.lengths, max_seq_length, "bfd").shuffle(seed)
     out = packing.materialize(layout, samples).to_arrow()
     pq.write_table(out, target)

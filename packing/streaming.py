@@ -185,7 +185,7 @@ class PackingStream(Iterator[Block]):
     can say it (an object with ``state_dict``/``load_state_dict``, such as a ``datasets.IterableDataset``: it is
     restored, not re-read). A source that cannot is iterated again from its start, the rows already read skipped
     unread: pass the same rows. A state saved with another recipe, buffer size or shuffle is refused
-    (:class:`~packing.StateMismatch`). The state is a dict of numpy arrays and plain values (``torch.save``,
+    (:class:`~packing.errors.StateMismatch`). The state is a dict of numpy arrays and plain values (``torch.save``,
     ``pickle``); its size is that of one buffer at most. O(the pending tokens) to save or load.
 
     >>> rows = [[1, 2, 3], [4, 5], [6, 7, 8, 9], [10], [11, 12]]

@@ -14,6 +14,10 @@ import numpy as np
 import numpy.typing as npt
 
 import packing
+import packing.batches
+import packing.core
+import packing.recipe
+import packing.strategies
 from explorer.core.safety import describe
 from packing.comparison import Contender, Row
 from packing.comparison import compare as compare_contenders
@@ -68,11 +72,11 @@ def window_blocks(max_seq_length: int, wanted: int) -> int:
     return min(wanted, MAX_DRAW_CELLS // max_seq_length)
 
 
-def trainable_counts(layout: packing.PackingPlan, flat: packing.Samples | None) -> packing.TrainableCounts:
+def trainable_counts(layout: packing.PackingPlan, flat: packing.Samples | None) -> packing.batches.TrainableCounts:
     """Trainable tokens and training targets over the whole plan (lengths-only data: every token trains)."""
     if flat is None:
         stats = layout.stats
-        return packing.TrainableCounts(
+        return packing.batches.TrainableCounts(
             stats.trainable_tokens, stats.target_tokens, stats.samples_without_trainable_tokens
         )
     return packing.count_trainable(layout, flat)
@@ -89,7 +93,7 @@ def run_strategy(lengths: Int64Array, recipe: packing.Recipe) -> Row:
     """
     contender = Contender(recipe.strategy)
     bounds = packing.lower_bounds(lengths, recipe.max_seq_length, recipe.overflow)
-    bound = bounds.simple if packing.STRATEGIES[recipe.strategy].bound == "simple" else bounds.l2
+    bound = bounds.simple if packing.strategies.STRATEGIES[recipe.strategy].bound == "simple" else bounds.l2
     started = time.perf_counter()
     try:
         layout = packing.plan(
@@ -141,7 +145,7 @@ def beside(recipe: packing.Recipe, name: str, max_seq_length: int | None = None)
     other = packing.Recipe.of(
         recipe, max_seq_length, strategy=strategy_name(name), time_limit=None, max_sequences_per_block=None, seed=None
     )
-    if "time_limit" in packing.STRATEGIES[other.strategy].options:
+    if "time_limit" in packing.strategies.STRATEGIES[other.strategy].options:
         return packing.Recipe.of(other, time_limit=PAGE_TIME_LIMIT)
     return other
 
@@ -192,7 +196,7 @@ def search_lane(recipe: packing.Recipe) -> str | None:
     ...  (("bfd", None), ("optimal", 5), ("optimal", 600))]
     [None, 'search', 'long']
     """
-    if "time_limit" not in packing.STRATEGIES[recipe.strategy].options:
+    if "time_limit" not in packing.strategies.STRATEGIES[recipe.strategy].options:
         return None
     return "search" if _limit(recipe) <= PAGE_TIME_LIMIT else "long"
 
@@ -248,8 +252,8 @@ def warm_searches() -> None:
     generation (LP pricing) and the plan it rounds to, which tiny inputs never reach (on ``_HARD_FOR_GREEDY``
     greedy needs 28 blocks of 100 and the optimum 26). The page's first start and every search worker call it."""
     lengths = np.array(WARM_LENGTHS, dtype=np.int64)
-    for overflow in packing.OVERFLOW_POLICIES:
-        for name in packing.STRATEGIES:
+    for overflow in packing.recipe.OVERFLOW_POLICIES:
+        for name in packing.strategies.STRATEGIES:
             packing.compute_cost(packing.plan(lengths, 6, strategy_name(name), overflow_policy(overflow)))
         packing.lower_bounds(lengths, 6, overflow_policy(overflow))
     packing.plan(np.array([3] * 30 + [5] * 7 + [2] * 9), 8, "optimal", time_limit=PAGE_TIME_LIMIT)
@@ -278,12 +282,12 @@ def sweep(lengths: Int64Array, recipe: packing.Recipe, sizes: list[int], strateg
     return rows
 
 
-def explain_steps(lengths: Int64Array, recipe: packing.Recipe) -> list[packing.Step]:
+def explain_steps(lengths: Int64Array, recipe: packing.Recipe) -> list[packing.strategies.Step]:
     """``packing.explain`` for these lengths with the recipe's length, strategy, overflow and seed (0 without one);
     raises ``ValueError`` with a plain message when it refuses."""
-    if len(lengths) > packing.MAX_EXPLAIN_DOCUMENTS:
+    if len(lengths) > packing.strategies.MAX_EXPLAIN_DOCUMENTS:
         raise ValueError(
-            f"stepping through is limited to {packing.MAX_EXPLAIN_DOCUMENTS} sequences; this input has {len(lengths):,}"
+            f"stepping through is limited to {packing.strategies.MAX_EXPLAIN_DOCUMENTS} sequences; this input has {len(lengths):,}"
         )
     seed = recipe.seed or 0
     return packing.explain(lengths, recipe.max_seq_length, recipe.strategy, recipe.overflow, seed=seed)
@@ -299,7 +303,7 @@ def overflow_policy(overflow: str) -> packing.OverflowPolicy:
     return cast(packing.OverflowPolicy, overflow)
 
 
-def step_grid(steps: list[packing.Step], upto: int, max_seq_length: int) -> Int64Array:
+def step_grid(steps: list[packing.strategies.Step], upto: int, max_seq_length: int) -> Int64Array:
     """Sequence index in each cell after steps ``0..upto`` (-1 where nothing is placed yet).
 
     Only blocks opened so far are included, whatever length ``Step.fill`` has.
@@ -313,7 +317,9 @@ def step_grid(steps: list[packing.Step], upto: int, max_seq_length: int) -> Int6
     return grid
 
 
-def step_tokens(steps: list[packing.Step], upto: int, max_seq_length: int, flat: packing.Samples) -> Int64Array:
+def step_tokens(
+    steps: list[packing.strategies.Step], upto: int, max_seq_length: int, flat: packing.Samples
+) -> Int64Array:
     """Token id in each cell after steps ``0..upto``, like ``step_grid`` (-1 where nothing is placed yet)."""
     done = steps[: upto + 1]
     blocks = max((p.block + 1 for step in done for p in step.placements), default=0)

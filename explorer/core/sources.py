@@ -18,6 +18,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 import packing
+import packing.core
+import packing.errors
+import packing.reading
 from explorer.core.examples import DISTRIBUTIONS, synthetic_lengths, workload_info, workload_sample
 from explorer.core.export import DataOrigin
 from explorer.core.model import (
@@ -441,7 +444,7 @@ def _read_file(
             _refuse_other_labels(read, shown)
             return read, None
         except packing.DatasetError as error:
-            if not isinstance(error.cause, packing.NeedsTokenizer):
+            if not isinstance(error.cause, packing.errors.NeedsTokenizer):
                 raise
         loaded, message = choose_tokenizer(tokenizer)
         if message is not None:

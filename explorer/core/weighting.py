@@ -12,6 +12,8 @@ import numpy as np
 import numpy.typing as npt
 
 import packing
+import packing.batches
+import packing.weighting
 from packing.batches.packed import targets_per_sample
 from packing.weighting import LOSS_MODES, MODE_ARITHMETIC, LossMode
 
@@ -66,7 +68,7 @@ def weight_view(targets: npt.ArrayLike, shown: int = SHOWN_DOCUMENTS) -> WeightV
     kept = np.flatnonzero(counts > 0)
     by_size = kept[np.argsort(counts[kept], kind="stable")]
     picks = by_size[np.unique(np.linspace(0, len(by_size) - 1, min(shown, len(by_size))).round().astype(np.int64))]
-    weights = {mode: packing.effective_weights(counts, mode)[picks] for mode in LOSS_MODES}
+    weights = {mode: packing.weighting.effective_weights(counts, mode)[picks] for mode in LOSS_MODES}
     total = float(np.sqrt(counts[kept]).sum())
     return WeightView(picks, counts[picks], weights, len(kept), int(counts[kept].sum()), total)
 

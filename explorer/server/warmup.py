@@ -13,6 +13,8 @@ import time
 import numpy as np
 
 import packing
+import packing.recipe
+import packing.strategies
 from explorer.core import runs as compute
 from explorer.server import memo, workers
 
@@ -39,12 +41,12 @@ def compile_everything() -> float:
     rows: list[object] = [[1, 2, 3], {"prompt": [4, 5], "completion": [6, 7, 8]}, [9, 10], [1] * 4, [2], [3] * 6]
     kinds = [packing.read_rows(rows), packing.read_rows([[1, 2, 3], [4, 5], [6], [7] * 4, [8], [9] * 6]), None]
     kinds += _read_files(rows)
-    for overflow in packing.OVERFLOW_POLICIES:
-        for name in packing.STRATEGIES:
+    for overflow in packing.recipe.OVERFLOW_POLICIES:
+        for name in packing.strategies.STRATEGIES:
             layout = packing.plan(lengths, 6, compute.strategy_name(name), compute.overflow_policy(overflow))
             for samples in kinds:
                 _use(layout, samples)
-    for name in packing.STRATEGIES:
+    for name in packing.strategies.STRATEGIES:
         packing.explain(lengths, 6, compute.strategy_name(name))
     return time.perf_counter() - started
 

@@ -395,7 +395,7 @@ def chat_spans(
     ``shape``, see :func:`_layout`): O(characters); a chat that cannot be laid out from one rendering is
     rendered prefix by prefix, O(turns × rendering), and refused over ``MAX_PREFIX_TURNS`` messages.
 
-    >>> from packing import ByteTokenizer
+    >>> from packing.text import ByteTokenizer
     >>> chat_spans(ByteTokenizer(), [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
     ('<|im_start|>user\\na<|im_end|>\\n<|im_start|>assistant\\nb<|im_end|>\\n', [(51, 63)])
     >>> chat_spans(ByteTokenizer(), [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],
@@ -423,7 +423,7 @@ def turn_bounds(tokenizer: Any, messages: Sequence[Message], sample: int = 0) ->
     for showing roles. Rendered once as :func:`chat_spans` does, else prefix by prefix (refused over
     ``MAX_PREFIX_TURNS`` messages); refuses a template whose prefixes are not prefixes.
 
-    >>> from packing import ByteTokenizer
+    >>> from packing.text import ByteTokenizer
     >>> turn_bounds(ByteTokenizer(), [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])[1]
     [0, 29]
     """

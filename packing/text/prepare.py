@@ -25,7 +25,7 @@ class Prepared:
 
     @property
     def read_options(self) -> dict[str, Any]:
-        """The reader's keywords (``packing.read_rows``, ``packing.read_table``): what the recipe says about
+        """The reader's keywords (``packing.read_rows``, ``packing.reading.read_table``): what the recipe says about
         reading rows (the loss rules, the loaded tokenizer, the processes, the layout of pairs and groups).
 
         >>> sorted(prepare(Recipe(8, loss="all")).read_options)

@@ -302,7 +302,7 @@ def encode_rows(
     :class:`SettingError` (the tokenizer). O(characters), one template rendering per chat (see
     :func:`chat_spans`).
 
-    >>> from packing import ByteTokenizer
+    >>> from packing.text import ByteTokenizer
     >>> chat = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
     >>> tokens, mask, offsets = encode_rows([{"messages": chat}], "bytes")
     >>> ByteTokenizer().decode(tokens[mask == 1])

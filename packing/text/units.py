@@ -80,7 +80,7 @@ def encode_units(
     arrays. ``indices[i]`` is how errors number row ``i`` (default ``i``). O(characters + tokens).
 
     >>> chat = {"prompt": [{"role": "user", "content": "a"}], "completions": [[{"role": "assistant", "content": "b"}]]}
-    >>> from packing import ByteTokenizer
+    >>> from packing.text import ByteTokenizer
     >>> row = encode_units([chat], "bytes")[0]
     >>> ByteTokenizer().decode(row["prompt"].tolist())[-22:], ByteTokenizer().decode(row["completions"][0].tolist())
     ('<|im_start|>assistant\\n', 'b<|im_end|>\\n')

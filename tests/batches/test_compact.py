@@ -15,9 +15,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing import IGNORE_INDEX, SampleError, SettingError, pack, plan, read_rows
+import packing.batches
+import packing.core
+import packing.layouts
+import packing.reading
+from packing import SampleError, SettingError, pack, plan, read_rows
 from packing.batches.packed import LazyBatch
 from packing.batches.schema import arrow_schema
+from packing.core import IGNORE_INDEX
 from packing.core.validation import INT32_MAX
 from packing.layouts.export import write_jsonl, write_parquet
 from packing.streaming import stream

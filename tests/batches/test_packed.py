@@ -15,7 +15,11 @@ import numpy as np
 import pytest
 
 import packing
-from packing import IGNORE_INDEX, SettingError, chat_sample, materialize, pack, plan, read_rows
+import packing.batches
+import packing.strategies
+from packing import SettingError, materialize, pack, plan, read_rows
+from packing.core import IGNORE_INDEX
+from packing.reading import chat_sample
 
 X = IGNORE_INDEX
 
@@ -173,7 +177,7 @@ def test_block_and_iter_blocks_give_json_ready_dicts_of_the_schema_columns() -> 
     }
     assert batch.block(0) == first
     # exactly the schema's columns, in the schema's order (flash-attention's cu_seqlens stays a method)
-    assert list(batch.block(0)) == [column.name for column in packing.COLUMNS]
+    assert list(batch.block(0)) == [column.name for column in packing.batches.COLUMNS]
     assert batch.cu_seqlens(0).tolist() == [0, 2, 4] and batch.cu_seqlens(1).tolist() == [0, 1, 2]
     assert batch.block(1) == second
     assert batch.block(-1) == second
@@ -186,7 +190,7 @@ def test_block_out_of_range() -> None:
         pack([[1, 2]], 4, strategy="split").block(1)
 
 
-@pytest.mark.parametrize("strategy", list(packing.STRATEGIES))
+@pytest.mark.parametrize("strategy", list(packing.strategies.STRATEGIES))
 def test_no_samples_or_only_empty_ones_give_zero_blocks(strategy: str) -> None:
     for samples in ([], [[], {"prompt": [], "completion": []}]):
         batch = pack(samples, 3, strategy)
@@ -341,8 +345,8 @@ def test_to_arrow_holds_the_schema_columns_one_row_per_block() -> None:
     pa = pytest.importorskip("pyarrow")
     batch = pack([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6, 7, 8]], 4, strategy="split", pad_token_id=9)
     table = batch.to_arrow()
-    assert table.column_names == [column.name for column in packing.COLUMNS]
-    for column in packing.COLUMNS:
+    assert table.column_names == [column.name for column in packing.batches.COLUMNS]
+    for column in packing.batches.COLUMNS:
         assert table.schema.field(column.name).type == pa.list_(pa.from_numpy_dtype(np.dtype(column.dtype)))
     assert table.num_rows == batch.num_blocks == 2
     assert table.to_pylist() == list(batch.iter_blocks())
@@ -437,7 +441,7 @@ def test_token_arrays_joined_and_checked_by_threads(monkeypatch: pytest.MonkeyPa
         pack(rows, 16, "split", overflow="split")
 
 
-@pytest.mark.parametrize("strategy", [name for name in packing.STRATEGIES if name != "optimal"])
+@pytest.mark.parametrize("strategy", [name for name in packing.strategies.STRATEGIES if name != "optimal"])
 @pytest.mark.parametrize("overflow", ["truncate", "split"])
 def test_targets_per_sample_are_the_labels_of_each_sample_in_the_blocks(strategy: str, overflow: str) -> None:
     """``targets_per_sample``: per sample, the labels that are not -100 in the filled blocks (what

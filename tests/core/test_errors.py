@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from packing import DatasetError, PackingError, SampleError, SettingError, TooManyDocuments, explain, pack, read_dataset
-from packing.errors import QUOTE_LIMIT, quote
+from packing import DatasetError, PackingError, SampleError, SettingError, explain, pack, read_dataset
+from packing.errors import QUOTE_LIMIT, TooManyDocuments, quote
 
 
 def test_every_error_raised_on_purpose_is_a_packing_error() -> None:

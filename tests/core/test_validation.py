@@ -13,7 +13,12 @@ import numpy as np
 import pytest
 
 import packing
-from packing import PackingError, PeerName, SampleError, SettingError, lower_bounds, pack, pack_sequences, plan
+import packing.core
+import packing.reading
+import packing.recipe
+import packing.strategies
+from packing import PackingError, SampleError, SettingError, lower_bounds, pack, pack_sequences, plan
+from packing.errors import PeerName
 
 ENTRY_POINTS: dict[str, Callable[[Any], object]] = {
     "pack": lambda n: pack([[1, 2, 3]], n, strategy="split"),
@@ -278,7 +283,7 @@ def mixed_samples() -> list[Any]:
         {"prompt": [1, 2, 3], "completion": np.array([4, 5])},
         {"input_ids": [6, 7, 8], "loss_mask": [0, 1, 1]},
         {"input_ids": np.array([9, 9]), "loss_mask": np.array([True, False])},
-        packing.chat_sample([("user", [1]), ("assistant", [2, 3])]),
+        packing.reading.chat_sample([("user", [1]), ("assistant", [2, 3])]),
     ]
 
 
@@ -292,8 +297,8 @@ def same(a: Any, b: Any) -> bool:
     return bool(type(a) is type(b) and a == b)
 
 
-@pytest.mark.parametrize("overflow", [p for p in packing.OVERFLOW_POLICIES if p != "error"])
-@pytest.mark.parametrize("strategy", list(packing.STRATEGIES))
+@pytest.mark.parametrize("overflow", [p for p in packing.recipe.OVERFLOW_POLICIES if p != "error"])
+@pytest.mark.parametrize("strategy", list(packing.strategies.STRATEGIES))
 def test_pack_never_modifies_the_samples(strategy: str, overflow: str) -> None:
     samples = mixed_samples()
     before = copy.deepcopy(samples)
@@ -308,8 +313,8 @@ def test_pack_never_modifies_the_samples(strategy: str, overflow: str) -> None:
 def test_plan_and_lower_bounds_never_modify_the_lengths() -> None:
     as_list = [3, 0, 9, 2]
     as_array = np.array([3, 0, 9, 2])
-    for strategy in packing.STRATEGIES:
-        for overflow in [p for p in packing.OVERFLOW_POLICIES if p != "error"]:
+    for strategy in packing.strategies.STRATEGIES:
+        for overflow in [p for p in packing.recipe.OVERFLOW_POLICIES if p != "error"]:
             for lengths in (as_list, as_array):
                 plan(lengths, 4, strategy, overflow)
                 lower_bounds(lengths, 4, overflow)

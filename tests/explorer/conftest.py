@@ -7,6 +7,7 @@ import importlib
 import pytest
 
 import packing
+import packing.errors
 
 
 @pytest.fixture
@@ -17,7 +18,7 @@ def optimal_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def refusing(lengths, max_seq_length, strategy="bfd", overflow="truncate", **options):  # type: ignore[no-untyped-def]
         if strategy == "optimal":
-            raise packing.TooManyDocuments("optimal", 40, len(lengths))
+            raise packing.errors.TooManyDocuments("optimal", 40, len(lengths))
         return real(lengths, max_seq_length, strategy, overflow, **options)
 
     monkeypatch.setattr(packing, "plan", refusing)

@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 
 import packing
+import packing.core
+import packing.errors
+import packing.strategies
 from explorer.core import runs as compute
 
 SAMPLES = [
@@ -47,7 +50,7 @@ def test_trainable_counts_match_a_full_pack() -> None:
     full = packing.pack(SAMPLES, 4, "ffd")
     counts = compute.trainable_counts(full.plan, packing.read_rows(SAMPLES))
     assert counts.trainable_tokens == full.stats.trainable_tokens == int(full.loss_mask.sum())
-    assert counts.target_tokens == full.stats.target_tokens == int((full.labels != packing.IGNORE_INDEX).sum())
+    assert counts.target_tokens == full.stats.target_tokens == int((full.labels != packing.core.IGNORE_INDEX).sum())
     assert compute.trainable_counts(full.plan, None).trainable_tokens == full.stats.packed_tokens
 
 
@@ -64,7 +67,7 @@ def test_compare_runs_every_strategy_trls_windows_and_the_optimum_within_the_pag
     rows, costs = cache.compare(Paste("\n".join(["1 2 3"] * 60)), packing.Recipe(8, strategy="ffd"))
     labels = [row.label for row in rows]
     assert labels == [
-        *(n for n, s in packing.STRATEGIES.items() if s.keeps_boundaries),
+        *(n for n, s in packing.strategies.STRATEGIES.items() if s.keeps_boundaries),
         "bfd, windows of 1,000 (TRL's default)",
     ]  # the library's labels
     by_label = {row.label: row for row in rows}
@@ -99,7 +102,7 @@ def test_the_cache_keeps_each_result_under_the_part_of_the_recipe_it_depends_on(
 
 def test_a_refusal_is_kept_with_its_fields(optimal_refuses: None) -> None:
     run = compute.run_strategy(np.full(60, 3), packing.Recipe(8, strategy="optimal"))
-    assert run.layout is None and isinstance(run.error, packing.TooManyDocuments)
+    assert run.layout is None and isinstance(run.error, packing.errors.TooManyDocuments)
     assert (run.error.limit, run.error.count) == (40, 60) and "40" in run.refusal
 
 

@@ -12,6 +12,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import packing
+import packing.reading
+import packing.strategies
 from explorer.core.examples import EXAMPLES
 from explorer.server.memo import STORE
 from explorer.ui.tabs import TITLES
@@ -22,7 +24,7 @@ TIMEOUT = 120
 MESSAGES = ("markdown", "caption", "warning", "error", "info", "success")
 
 
-COMPARED = [*(n for n, s in packing.STRATEGIES.items() if s.keeps_boundaries), "bfd/1,000 (TRL's default)"]
+COMPARED = [*(n for n, s in packing.strategies.STRATEGIES.items() if s.keeps_boundaries), "bfd/1,000 (TRL's default)"]
 """The Compare tab's rows: every strategy, and bfd per window of 1,000 rows as TRL packs by default."""
 
 
@@ -89,7 +91,7 @@ def test_default_page_shows_the_classic_example() -> None:
     assert blocks["documents"].tolist() == ["1, 2", "2, 3"] and blocks["training targets"].tolist() == [2, 0]
 
 
-@pytest.mark.parametrize("strategy", list(packing.STRATEGIES))
+@pytest.mark.parametrize("strategy", list(packing.strategies.STRATEGIES))
 def test_every_strategy_renders(strategy: str) -> None:
     at = _app()
     at.sidebar.selectbox(key="strategy").set_value(strategy).run()

@@ -8,6 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 import packing
+import packing.strategies
 from explorer.core import runs as compute
 from explorer.views import figures, tables
 
@@ -134,7 +135,9 @@ def test_compare_figures_are_small_horizontal_bars_and_the_baseline_runs_off_the
     ran = [tables.short_label(r) for r in runs if r.layout is not None]
     blocks = charts[0].data[0]
     assert (
-        list(blocks.y) == ran == [*(n for n, s in packing.STRATEGIES.items() if s.keeps_boundaries), "bfd/1,000"]
+        list(blocks.y)
+        == ran
+        == [*(n for n, s in packing.strategies.STRATEGIES.items() if s.keeps_boundaries), "bfd/1,000"]
         and blocks.orientation == "h"
     )
     assert blocks.marker.color[-1] == figures.STRATEGY_COLORS["bfd"]  # TRL's windows in bfd's colour

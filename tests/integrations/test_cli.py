@@ -14,8 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import packing.cli as cli
-from packing import STRATEGIES, plan
+from packing import plan
 from packing.cli import main
+from packing.strategies import STRATEGIES
 
 ROOT = Path(__file__).resolve().parents[2]
 SQUAD = ROOT / "packing" / "workloads" / "squad_1_1_bert_384.json"

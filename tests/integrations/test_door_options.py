@@ -16,10 +16,12 @@ import pytest
 import packing
 import packing.hf
 import packing.ray
+import packing.recipe
 import packing.streaming
 import packing.torch as pt
-from packing import OptionNotUsed, PeerName, Recipe, SettingError
+from packing import Recipe, SettingError
 from packing.cli import main
+from packing.errors import OptionNotUsed, PeerName
 from packing.recipe import DOORS, OPTION_NAMES, PEER_NAMES, option_fields
 from tests.helpers.text_fixtures import CHATML, save_tokenizer
 

@@ -21,9 +21,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing import DatasetError, SampleError, pack, read_dataset, read_rows, read_table
+import packing.reading
+from packing import DatasetError, SampleError, pack, read_dataset, read_rows
 from packing.cli import main
 from packing.hf import pack_batch, pack_dataset
+from packing.reading import read_table
 
 L = 6
 Outcome = tuple[str, Any]

@@ -11,7 +11,9 @@ import pytest
 
 datasets = pytest.importorskip("datasets")
 
-from packing import COLUMNS, IGNORE_INDEX, SampleError, SettingError, pack  # noqa: E402
+from packing import SampleError, SettingError, pack  # noqa: E402
+from packing.batches import COLUMNS  # noqa: E402
+from packing.core import IGNORE_INDEX  # noqa: E402
 from packing.hf import PACKED_COLUMNS, pack_batch, pack_dataset  # noqa: E402
 
 Dataset = datasets.Dataset

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import packing
+import packing.errors
 
 DATASET_SIZE = 1000
 
@@ -153,7 +154,7 @@ def test_sample_too_long_case() -> None:
     (``overflow="truncate"`` keeps the first 4 tokens), as TRL's default truncates too."""
     with pytest.raises(ValueError, match=r"^sample 0: expected at most max_seq_length=4 tokens .*got 8 tokens$") as e:
         packs(dummy(8), 4, False)
-    assert isinstance(e.value, packing.SequenceTooLong) and (e.value.sample, e.value.length) == (0, 8)
+    assert isinstance(e.value, packing.errors.SequenceTooLong) and (e.value.sample, e.value.length) == (0, 8)
     assert packing.pack(dummy(8)[:1], 4).input_ids.tolist() == [[0, 0, 0, 0]]
 
 

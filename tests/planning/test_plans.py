@@ -13,6 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
+import packing.planning
+import packing.strategies
 from packing import Piece, SettingError, plan
 
 
@@ -62,7 +64,7 @@ def test_block_index_out_of_range_is_an_index_error(index: int) -> None:
         layout.seq_lengths(index)
 
 
-@pytest.mark.parametrize("strategy", list(packing.STRATEGIES))
+@pytest.mark.parametrize("strategy", list(packing.strategies.STRATEGIES))
 @pytest.mark.parametrize("lengths", [[], [0], [0, 0, 0]])
 def test_no_tokens_gives_an_empty_plan(strategy: str, lengths: list[int]) -> None:
     layout = plan(lengths, 4, strategy)
@@ -162,7 +164,7 @@ def test_spfhp_max_sequences_per_block(cap: int | None, expected: list[list[int]
     assert sequences_per_block(plan([3, 1, 1, 1], 6, "spfhp", max_sequences_per_block=cap)) == expected
 
 
-@pytest.mark.parametrize("strategy", [name for name in packing.STRATEGIES if name != "spfhp"])
+@pytest.mark.parametrize("strategy", [name for name in packing.strategies.STRATEGIES if name != "spfhp"])
 def test_max_sequences_per_block_is_refused_by_other_strategies(strategy: str) -> None:
     message = rf"^max_sequences_per_block: expected no value with strategy '{strategy}' \(it applies to spfhp\), got 2$"
     with pytest.raises(SettingError, match=message) as error:
@@ -174,11 +176,11 @@ OPTION_VALUES = {"max_sequences_per_block": 2, "time_limit": 5.0, "seed": 3}
 
 
 @pytest.mark.parametrize("option", list(OPTION_VALUES))
-@pytest.mark.parametrize("strategy", list(packing.STRATEGIES))
+@pytest.mark.parametrize("strategy", list(packing.strategies.STRATEGIES))
 def test_each_option_is_accepted_exactly_by_the_strategies_whose_entry_lists_it(strategy: str, option: str) -> None:
     # The registry is the one place that says which strategy takes which option: plan() follows it. A seed is
     # accepted with any strategy (entry points that shuffle their output draw from it); only some read it.
-    accepts = option in packing.STRATEGIES[strategy].options
+    accepts = option in packing.strategies.STRATEGIES[strategy].options
     assert accepts == (
         (strategy, option)
         in {("spfhp", "max_sequences_per_block"), ("optimal", "time_limit"), ("first_fit_shuffle", "seed")}
@@ -216,7 +218,7 @@ def test_bad_option_values_are_setting_errors(strategy: str, option: str, value:
 
 
 def test_the_default_strategy_is_best_fit_decreasing() -> None:
-    assert packing.DEFAULT_STRATEGY == "bfd"
+    assert packing.strategies.DEFAULT_STRATEGY == "bfd"
     lengths = [1, 3, 5, 3, 2, 6]
     assert plan(lengths, 7).strategy == "bfd"
     assert plan(lengths, 7).blocks() == plan(lengths, 7, "bfd").blocks()

@@ -15,13 +15,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
+import packing.core
+import packing.recipe
+import packing.strategies
 from packing import PackingPlan, Piece, SettingError, materialize, plan, read_rows
 from packing.strategies import reference
 from packing.strategies.reference import documents as reference_documents
 
-STRATEGY_NAMES = list(packing.STRATEGIES)
-OVERFLOW_NAMES = [p for p in packing.OVERFLOW_POLICIES if p != "error"]
-IGNORE = packing.IGNORE_INDEX
+STRATEGY_NAMES = list(packing.strategies.STRATEGIES)
+OVERFLOW_NAMES = [p for p in packing.recipe.OVERFLOW_POLICIES if p != "error"]
+IGNORE = packing.core.IGNORE_INDEX
 GRIDS = ("input_ids", "labels", "loss_mask", "position_ids", "sequence_ids")
 BLOCK_FIELDS = (
     "max_seq_length",
@@ -50,7 +53,7 @@ def lengths_for(strategy: str, capacity: int) -> st.SearchStrategy[list[int]]:
 
 def options_for(strategy: str, data: st.DataObject) -> dict[str, Any]:
     """Each strategy's own options (the registry's list), drawn at random."""
-    accepted = packing.STRATEGIES[strategy].options
+    accepted = packing.strategies.STRATEGIES[strategy].options
     options: dict[str, Any] = {}
     if "seed" in accepted:
         options["seed"] = data.draw(st.integers(min_value=0, max_value=2**32), label="seed")
@@ -105,7 +108,7 @@ def recount(layout: PackingPlan, rows: list[int]) -> dict[str, Any]:
         "sequences_split": sum(1 for parts in per_sequence.values() if len(parts) > 1),
         # a document's first token is no target; wrapped keeps no boundaries: one document per block
         "target_tokens": packed
-        - sum(len(block) if packing.STRATEGIES[layout.strategy].keeps_boundaries else 1 for block in chosen),
+        - sum(len(block) if packing.strategies.STRATEGIES[layout.strategy].keeps_boundaries else 1 for block in chosen),
         "block_utilization": [f / capacity for f in fill],
     }
 
@@ -433,4 +436,4 @@ def test_shuffled_first_fit_defaults_to_seed_zero_and_other_seeds_give_other_ord
     assert pieces_of(default) == pieces_of(plan(lengths, 21, "first_fit_shuffle", seed=0))
     layouts = {str(pieces_of(plan(lengths, 21, "first_fit_shuffle", seed=s))) for s in range(5)}
     assert len(layouts) > 1
-    assert packing.STRATEGIES["first_fit_shuffle"].order == "random"
+    assert packing.strategies.STRATEGIES["first_fit_shuffle"].order == "random"

@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import packing.layouts.export as pio
-from packing import COLUMNS, SettingError, pack
+from packing import SettingError, pack
+from packing.batches import COLUMNS
 from packing.batches.schema import arrow_schema
 from packing.layouts.export import write_jsonl, write_parquet
 from packing.reading.dataset import DatasetError, read_dataset

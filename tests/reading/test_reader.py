@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packing import SampleError, Samples, chat_sample, pack, read_rows, read_table, stream
+from packing import SampleError, Samples, pack, read_rows, stream
 from packing.core.samples import IGNORE_INDEX
+from packing.reading import chat_sample, read_table
 from packing.reading.rows import read_row
 
 

@@ -16,6 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
+import packing.core
+import packing.recipe
+import packing.strategies
 from packing import LowerBounds, lower_bounds, plan
 from packing.optimal import MAX_OPTIMAL_DOCUMENTS, OptimalResult, optimal_blocks, solve
 from packing.strategies.certificate import Certificate, knapsack_value
@@ -34,7 +37,7 @@ patterns_module = importlib.import_module("packing.strategies.optimal.patterns")
 
 NO_SPLIT = [
     cast("packing.StrategyName", strategy.name)
-    for strategy in packing.STRATEGIES.values()
+    for strategy in packing.strategies.STRATEGIES.values()
     if not strategy.splits_sequences
 ]
 
@@ -100,7 +103,7 @@ def test_optimal_equals_brute_force(capacity: int, data: st.DataObject) -> None:
     assert layout.num_blocks == brute_force_min_blocks(lengths, capacity)
 
 
-@pytest.mark.parametrize("overflow", [p for p in packing.OVERFLOW_POLICIES if p != "error"])
+@pytest.mark.parametrize("overflow", [p for p in packing.recipe.OVERFLOW_POLICIES if p != "error"])
 @settings(max_examples=100, deadline=None)
 @given(data=st.data(), capacity=st.integers(min_value=1, max_value=12))
 def test_optimal_equals_brute_force_after_overflow(
@@ -114,7 +117,7 @@ def test_optimal_equals_brute_force_after_overflow(
     assert layout.num_blocks == brute_force_min_blocks(docs, capacity)
 
 
-@pytest.mark.parametrize("overflow", [p for p in packing.OVERFLOW_POLICIES if p != "error"])
+@pytest.mark.parametrize("overflow", [p for p in packing.recipe.OVERFLOW_POLICIES if p != "error"])
 @settings(max_examples=150, deadline=None)
 @given(data=st.data(), capacity=st.integers(min_value=1, max_value=20))
 def test_bounds_optimal_and_heuristics_are_ordered(

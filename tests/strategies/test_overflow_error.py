@@ -16,6 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
+import packing.errors
+import packing.recipe
+import packing.strategies
 import packing.torch as pt
 from packing.cli import main
 from packing.hf import pack_batch, pack_dataset
@@ -44,7 +47,7 @@ ENTRY_POINTS: dict[str, Callable[[], Any]] = {
 
 @pytest.mark.parametrize("entry_point", list(ENTRY_POINTS))
 def test_every_entry_point_names_the_sample(entry_point: str) -> None:
-    with pytest.raises(packing.SequenceTooLong) as raised:
+    with pytest.raises(packing.errors.SequenceTooLong) as raised:
         ENTRY_POINTS[entry_point]()
     error = raised.value
     assert (error.sample, error.length, error.max_seq_length) == (2, 6, 4)
@@ -55,7 +58,7 @@ def test_every_entry_point_names_the_sample(entry_point: str) -> None:
 def test_stream_names_the_position_in_the_stream() -> None:
     """The sample's position counted from the stream's start, not within its buffer."""
     rows = [[1]] * 25 + [[2] * 5]
-    with pytest.raises(packing.SequenceTooLong, match=r"^sample 25: .* got 5 tokens$"):
+    with pytest.raises(packing.errors.SequenceTooLong, match=r"^sample 25: .* got 5 tokens$"):
         list(packing.stream(rows, 4, overflow="error", buffer_size=10))
 
 
@@ -81,7 +84,7 @@ def test_read_dataset_names_the_shard_and_line(tmp_path: Path) -> None:
     assert str(error).endswith(
         "part-1.jsonl, line 1: expected at most max_seq_length=4 tokens (overflow='error'), got 6 tokens"
     )
-    assert isinstance(error.cause, packing.SequenceTooLong) and error.cause.length == 6
+    assert isinstance(error.cause, packing.errors.SequenceTooLong) and error.cause.length == 6
     assert len(packing.read_dataset(str(tmp_path), overflow="error")) == len(ROWS)  # no length: nothing to refuse
     assert len(packing.read_dataset(str(tmp_path), max_seq_length=4)) == len(ROWS)  # truncate: read as they are
     lengths = tmp_path / "lengths.csv"
@@ -92,7 +95,7 @@ def test_read_dataset_names_the_shard_and_line(tmp_path: Path) -> None:
 
 def test_it_pickles_with_its_fields() -> None:
     """It crosses process boundaries (``datasets.map(num_proc=...)``, Ray) intact."""
-    error = pickle.loads(pickle.dumps(packing.SequenceTooLong(7, 9000, 8192)))
+    error = pickle.loads(pickle.dumps(packing.errors.SequenceTooLong(7, 9000, 8192)))
     assert (error.sample, error.length, error.max_seq_length) == (7, 9000, 8192)
     assert str(error).startswith("sample 7: expected at most max_seq_length=8,192 tokens")
 
@@ -101,13 +104,13 @@ def test_it_pickles_with_its_fields() -> None:
 @given(
     lengths=st.lists(st.integers(0, 12), max_size=30),
     capacity=st.integers(1, 10),
-    strategy=st.sampled_from([name for name, s in packing.STRATEGIES.items() if not s.is_search]),
+    strategy=st.sampled_from([name for name, s in packing.strategies.STRATEGIES.items() if not s.is_search]),
 )
 def test_refuses_exactly_when_a_sample_is_over_long(lengths: list[int], capacity: int, strategy: str) -> None:
     """The first over-long sample is named; without one the plan is the one every other policy makes."""
     over = [i for i, n in enumerate(lengths) if n > capacity]
     if over:
-        with pytest.raises(packing.SequenceTooLong) as raised:
+        with pytest.raises(packing.errors.SequenceTooLong) as raised:
             packing.plan(lengths, capacity, strategy, "error")  # type: ignore[arg-type]
         assert (raised.value.sample, raised.value.length) == (over[0], lengths[over[0]])
     else:
@@ -118,7 +121,7 @@ def test_refuses_exactly_when_a_sample_is_over_long(lengths: list[int], capacity
 
 
 def test_it_is_a_policy_of_the_recipe() -> None:
-    assert "error" in packing.OVERFLOW_POLICIES
+    assert "error" in packing.recipe.OVERFLOW_POLICIES
     assert packing.Recipe(4, overflow="error").describe() == "max_seq_length=4, overflow=error"
     with pytest.raises(packing.SettingError, match=r"^overflow: expected one of"):
         packing.Recipe(4, overflow="raise")  # type: ignore[arg-type]

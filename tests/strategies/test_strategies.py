@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packing import STRATEGIES, SettingError, lower_bounds, plan
+from packing import SettingError, lower_bounds, plan
+from packing.strategies import STRATEGIES
 from packing.strategies.registry import DEFAULT_STRATEGY, placement_order
 
 OPTION_VALUES = {"max_sequences_per_block": 2, "time_limit": 5.0, "seed": 3}

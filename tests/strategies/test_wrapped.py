@@ -12,12 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
+import packing.core
+import packing.layouts
+import packing.strategies
 from packing.cli import main
 from packing.strategies.registry import STRATEGIES, WRAPPED_WARNING
 from tests.helpers.trl_packing import trl_blocks
 
 datasets.disable_progress_bars()
-IGNORE = packing.IGNORE_INDEX
+IGNORE = packing.core.IGNORE_INDEX
 
 
 @settings(max_examples=80, deadline=None)
@@ -75,7 +78,7 @@ def test_the_auditor_finds_what_it_is_warned_with() -> None:
     samples in one document); the lengths of ``torchtune`` and ``megatron`` say one document per block, and
     nothing in those files says otherwise (the auditing guide says so)."""
     batch = packing.pack([[1, 2], [3, 4, 5], [6], [7, 8, 9, 10, 11]], 4, "wrapped", "split")
-    found = {layout: packing.audit(packing.export(batch, layout)).counts() for layout in packing.EXPORT_FORMATS}
+    found = {layout: packing.audit(packing.export(batch, layout)).counts() for layout in packing.layouts.LAYOUTS}
     assert found == {
         "packing": {"inconsistent_boundaries": 3},
         "trl": {"no_document_boundaries": 3},

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 import packing
+import packing.strategies
 from explorer.core import runs as compute
 from explorer.core.context import Context
 from explorer.core.model import grammar_count
@@ -87,7 +88,7 @@ def render(ctx: Context) -> None:
         st.markdown(
             "\n".join(
                 f"- **{info.title}** — `{name}`, {info.complexity}. {info.description}"
-                for name, info in packing.STRATEGIES.items()
+                for name, info in packing.strategies.STRATEGIES.items()
             )
         )
     whole = [row for row in rows if row.stats is not None and row.contender.window is None]

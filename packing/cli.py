@@ -51,7 +51,7 @@ from packing.comparison import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, c
 from packing.core.validation import check_time_limit
 from packing.errors import PackingError, one_line
 from packing.layouts.audit import LAYOUTS, AuditReport, audit, report_json
-from packing.layouts.export import EXPORT_FORMATS, export_chunks, write_jsonl, write_parquet, write_table
+from packing.layouts.export import export_chunks, write_jsonl, write_parquet, write_table
 from packing.layouts.outputs import exclusive
 from packing.planning.plans import plan
 from packing.reading.dataset import Dataset, read_dataset
@@ -300,7 +300,7 @@ def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
     parser.add_argument(
         "--format",
         dest="export_format",
-        choices=EXPORT_FORMATS,
+        choices=LAYOUTS,
         default="packing",
         help="layout of the output: this project's columns (default) or another framework's",
     )

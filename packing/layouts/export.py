@@ -1,6 +1,6 @@
 """Exports of packed blocks in other frameworks' layouts, as ``pyarrow`` tables (one row per block).
 
-``export(batch, format)`` with ``format`` one of :data:`EXPORT_FORMATS` (``packing``, ``trl``, ``flattening``,
+``export(batch, format)`` with ``format`` one of :data:`packing.layouts.LAYOUTS` (``packing``, ``trl``, ``flattening``,
 ``torchtune``, ``megatron``, ``segment_ids``; each described in its module of :mod:`packing.layouts`).
 
 Each layout's writer lives with its reader in :mod:`packing.layouts`. Every export passes
@@ -46,9 +46,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 PathType = str | os.PathLike[str]
 
-EXPORT_FORMATS = LAYOUTS
-"""Layouts :func:`export` writes (the same names :func:`packing.layouts.audit.audit` reports)."""
-
 
 def export(
     batch: PackedBatch,
@@ -74,7 +71,7 @@ def export(
     [[0.0, 0.25, 0.25, 0.0, 0.5]]
     """
     if format not in MODULES:
-        raise SettingError("format", f"one of {', '.join(EXPORT_FORMATS)}", format)
+        raise SettingError("format", f"one of {', '.join(LAYOUTS)}", format)
     refuse_shared(batch, format)
     rows = Rows(batch, order)
     table: pa.Table = MODULES[format].write(rows)
@@ -142,7 +139,7 @@ def export_chunks(
     [[[0.0, 0.5, 0.0, 0.5]], [[0.0, 0.0]]]
     """
     if format not in MODULES:
-        raise SettingError("format", f"one of {', '.join(EXPORT_FORMATS)}", format)
+        raise SettingError("format", f"one of {', '.join(LAYOUTS)}", format)
     refuse_shared(blocks, format)
     weights = blocks.document_weights(check_mode(loss_weights)) if loss_weights is not None else None
     made = False

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from packing import read_rows
 from packing.batches.packed import LazyBatch
 from packing.cli import main
-from packing.layouts.export import EXPORT_FORMATS, export, export_chunks, write_jsonl, write_parquet, write_table
+from packing.layouts import LAYOUTS
+from packing.layouts.export import export, export_chunks, write_jsonl, write_parquet, write_table
 from packing.planning.plans import plan
 from packing.weighting import LOSS_MODES
 from tests.helpers.sample_rows import rows
@@ -46,7 +47,7 @@ def cases(draw: Any) -> tuple[LazyBatch, Any, str, Any, int]:
     return (
         lazy,
         order,
-        draw(st.sampled_from(EXPORT_FORMATS)),
+        draw(st.sampled_from(LAYOUTS)),
         draw(st.sampled_from([None, *LOSS_MODES])),
         draw(st.integers(1, 40)),
     )
@@ -96,7 +97,7 @@ def test_whole_tables_go_through_the_same_writers(tmp_path: Path) -> None:
     lazy = LazyBatch.of(
         plan([3, 2, 4], 4, "split"), read_rows([[1, 2, 3], {"prompt": [4], "completion": [5]}, [6, 7, 8, 9]])
     )
-    for layout in EXPORT_FORMATS:
+    for layout in LAYOUTS:
         table = export(lazy.fill(), layout, loss_weights="sqrt")
         write_table(table, tmp_path / "t.jsonl")
         write_jsonl(lazy, tmp_path / "c.jsonl", format=layout, loss_weights="sqrt", chunk_tokens=4)
@@ -107,7 +108,7 @@ def test_whole_tables_go_through_the_same_writers(tmp_path: Path) -> None:
 def test_no_block_writes_the_columns(tmp_path: Path) -> None:
     lazy = LazyBatch.of(plan([5], 4, "ffd", "drop"), read_rows([[1, 2, 3, 4, 5]]))
     assert lazy.num_blocks == 0
-    for layout in EXPORT_FORMATS:
+    for layout in LAYOUTS:
         write_parquet(lazy, tmp_path / "empty.parquet", format=layout, loss_weights="token")
         assert (
             pq.read_table(tmp_path / "empty.parquet").schema == export(lazy.fill(), layout, loss_weights="token").schema

@@ -28,7 +28,7 @@ from packing.layouts.audit import AuditReport, audit
 from packing.layouts.export import export, write_jsonl, write_parquet
 from packing.planning.cost import ComputeCost, compute_cost
 from packing.planning.plans import PackingPlan, Piece, plan
-from packing.reading.dataset import Dataset, read_dataset
+from packing.reading.dataset import FileSamples, read_dataset
 from packing.reading.rows import read_rows
 from packing.recipe import LossRule, Recipe
 from packing.strategies.bounds import LowerBounds, lower_bounds
@@ -42,8 +42,8 @@ from packing.text.tokenizers import load_tokenizer
 __all__ = [
     "AuditReport",
     "ComputeCost",
-    "Dataset",
     "DatasetError",
+    "FileSamples",
     "LazyBatch",
     "LossRule",
     "LowerBounds",

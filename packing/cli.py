@@ -54,7 +54,7 @@ from packing.layouts.audit import LAYOUTS, AuditReport, audit, report_json
 from packing.layouts.export import export_chunks, write_jsonl, write_parquet, write_table
 from packing.layouts.outputs import exclusive
 from packing.planning.plans import plan
-from packing.reading.dataset import Dataset, read_dataset
+from packing.reading.dataset import FileSamples, read_dataset
 from packing.reading.files import FORMATS, PACKED_FORMATS, listed, read_whole, resolve
 from packing.recipe import PEER_NAMES, Door, Recipe, option_fields
 from packing.strategies.bounds import lower_bounds
@@ -409,7 +409,7 @@ def _bound(lengths: npt.NDArray[np.int64], capacity: int, overflow: str, strateg
     return bounds.simple if STRATEGIES[strategy].splits_sequences else bounds.l2
 
 
-def _describe_input(dataset: Dataset) -> str:
+def _describe_input(dataset: FileSamples) -> str:
     """The input file in one line: sequences, tokens, longest."""
     lengths = dataset.lengths
     longest = int(lengths.max()) if len(lengths) else 0
@@ -456,7 +456,7 @@ class Progress:
 # ---------------------------------------------------------------- reading (and tokenizing)
 
 
-def _read_input(args: argparse.Namespace, progress: Progress | None = None, message: str = "") -> Dataset:
+def _read_input(args: argparse.Namespace, progress: Progress | None = None, message: str = "") -> FileSamples:
     """The input dataset through the one reader; with ``--tokenizer``, text rows are tokenized (with a count)."""
 
     def report(done: int, total: int) -> None:
@@ -466,8 +466,8 @@ def _read_input(args: argparse.Namespace, progress: Progress | None = None, mess
     return read_dataset(_input(args), args.format, progress=report, recipe=_recipe(args))
 
 
-def _warn(dataset: Dataset) -> None:
-    """The dataset's notes (``Dataset.notes``: files that look packed) as warnings on stderr."""
+def _warn(dataset: FileSamples) -> None:
+    """The dataset's notes (``FileSamples.notes``: files that look packed) as warnings on stderr."""
     for note in dataset.notes:
         print(f"packing: warning: {note}", file=sys.stderr, flush=True)
 
@@ -513,7 +513,7 @@ def _writer(output: Path, layout: str = "packing", loss_weights: LossMode | None
     return writer
 
 
-def _pack_batch(recipe: Recipe, dataset: Dataset, shuffle: bool) -> LazyBatch:
+def _pack_batch(recipe: Recipe, dataset: FileSamples, shuffle: bool) -> LazyBatch:
     """Plan and shuffle (unless ``--no-shuffle``) the dataset's samples, checked for filling; the blocks are
     made chunk by chunk as they are written. Lengths-only data is refused."""
     if dataset.kind == "lengths":
@@ -558,7 +558,7 @@ def _loss_warning(stats: PackingStats) -> str | None:
 
 
 def _pack_summary(
-    args: argparse.Namespace, recipe: Recipe, dataset: Dataset, batch: LazyBatch, progress: Progress
+    args: argparse.Namespace, recipe: Recipe, dataset: FileSamples, batch: LazyBatch, progress: Progress
 ) -> str:
     """The table printed after ``pack``."""
     stats = batch.stats

@@ -9,10 +9,10 @@
 
 from packing.batches.packed import TrainableCounts as TrainableCounts
 from packing.batches.schema import COLUMNS as COLUMNS
-from packing.batches.schema import Column as Column
+from packing.batches.schema import OutputColumn as OutputColumn
 
 __all__ = [
     "COLUMNS",
-    "Column",
+    "OutputColumn",
     "TrainableCounts",
 ]

@@ -60,11 +60,11 @@ Int64Array = npt.NDArray[np.int64]
 PathType = str | os.PathLike[str]
 Source = PathType | IO[bytes] | bytes | Sequence[PathType]
 
-__all__ = ["FORMATS", "Dataset", "read_dataset"]
+__all__ = ["FORMATS", "FileSamples", "read_dataset"]
 
 
 @dataclass(frozen=True, eq=False)
-class Dataset:
+class FileSamples:
     """Samples read from files: what ``pack`` and ``plan`` accept, checked once; a map-style dataset.
 
     ``samples`` is a :class:`~packing.core.samples.Samples` (without tokens for lengths-only data);
@@ -156,7 +156,7 @@ def read_dataset(
     recipe: Recipe | None = None,
     _chunk_bytes: int | None = None,
     **options: Unpack[RecipeOptions],
-) -> Dataset:
+) -> FileSamples:
     """Read samples (or lengths) from one file or many, as one dataset. O(total tokens).
 
     ``source`` is a path, a binary file object (an upload) or its bytes, a list of paths, a glob
@@ -227,7 +227,7 @@ def read_dataset(
         else:
             budget.check_tokens(lengths_only=not kind)
     labels = tuple(file.label for file in found.files)
-    return Dataset(accumulator.samples(), found.label, labels, tuple(starts), tuple(notes), found.files)
+    return FileSamples(accumulator.samples(), found.label, labels, tuple(starts), tuple(notes), found.files)
 
 
 def _place(file: File, index: int) -> str:

@@ -329,11 +329,11 @@ def _refuse_other_datasets(dataset: Any) -> None:
 
 
 def carried_columns(
-    layout: PackingPlan, source: pa.Table | Mapping[str, Any] | None, carry: Sequence[str] | None = None
+    plan: PackingPlan, source: pa.Table | Mapping[str, Any] | None, carry: Sequence[str] | None = None
 ) -> dict[str, pa.Array]:
     """The list columns of ``source`` other than the reader's and the schema's, aligned with the samples (each
     row as many values as the row's tokens: ``attention_mask``, ``token_type_ids``, ...), cut and packed as the
-    tokens are, one row per block of ``layout`` holding its real tokens' values, as TRL's ``pack_dataset``
+    tokens are, one row per block of ``plan`` holding its real tokens' values, as TRL's ``pack_dataset``
     carries them. ``carry=None``: every such column aligned on every row (others are left out); a list of
     names: those columns, refused when missing, not lists, the reader's or out of line with a row. Nothing
     (``{}``) without a source. O(tokens of the carried columns).
@@ -344,14 +344,14 @@ def carried_columns(
     >>> carried_columns(layout, source)["attention_mask"].to_pylist()
     [[1, 1, 0, 1], [1, 0]]
     """
-    values = _carried_values(layout, source, carry)
-    return _carried_for(layout, values, int(layout.piece_length.sum()) > INT32_MAX)
+    values = _carried_values(plan, source, carry)
+    return _carried_for(plan, values, int(plan.piece_length.sum()) > INT32_MAX)
 
 
 def _carried_values(
-    layout: PackingPlan, source: pa.Table | Mapping[str, Any] | Any | None, carry: Sequence[str] | None
+    plan: PackingPlan, source: pa.Table | Mapping[str, Any] | Any | None, carry: Sequence[str] | None
 ) -> dict[str, pa.Array]:
-    """The columns :func:`carried_columns` carries, checked against ``layout``'s rows, each as its values laid end
+    """The columns :func:`carried_columns` carries, checked against ``plan``'s rows, each as its values laid end
     to end (what every block's values are taken from). ``source`` may be a ``datasets.Dataset``. O(rows)."""
     if source is None:
         if carry:
@@ -368,7 +368,7 @@ def _carried_values(
             if wanted not in names or wanted in reserved:
                 expected = "a column of the dataset" if wanted not in names else "a column the reader does not read"
                 raise SettingError("carry", f"{expected} (columns: {', '.join(map(repr, names))})", wanted)
-    lengths = layout.lengths
+    lengths = plan.lengths
     columns: dict[str, pa.Array] = {}
     for name in carry if carry is not None else [n for n in names if n not in reserved]:
         column = _list_column(source, name)
@@ -389,14 +389,14 @@ def _carried_values(
     return columns
 
 
-def _carried_for(layout: PackingPlan, values: dict[str, pa.Array], large: bool) -> dict[str, pa.Array]:
-    """The carried ``values`` (:func:`_carried_values`) of ``layout``'s blocks (all of them, or a chunk's), one row
+def _carried_for(plan: PackingPlan, values: dict[str, pa.Array], large: bool) -> dict[str, pa.Array]:
+    """The carried ``values`` (:func:`_carried_values`) of ``plan``'s blocks (all of them, or a chunk's), one row
     per block holding its real tokens' values; ``large``: with 64-bit offsets. O(tokens of the blocks)."""
     if not values:
         return {}
     import pyarrow as pa
 
-    source_at, row_offsets = _token_sources(layout)
+    source_at, row_offsets = _token_sources(plan)
     offsets = pa.array(row_offsets, pa.int64() if large else pa.int32())
     kind = pa.LargeListArray if large else pa.ListArray
     where = pa.array(source_at)
@@ -423,12 +423,12 @@ def _list_column(source: pa.Table | Mapping[str, Any] | Any, name: str) -> pa.Ar
     return column
 
 
-def _token_sources(layout: PackingPlan) -> tuple[Any, Any]:
+def _token_sources(plan: PackingPlan) -> tuple[Any, Any]:
     """Where each block's real tokens come from, in the order its row holds them: positions into the samples'
     tokens laid end to end, and every block's start among them (``num_blocks + 1`` offsets). O(tokens placed)."""
-    sizes = layout.piece_length.astype(np.int64)
-    starts = offsets_of(layout.lengths)[layout.piece_sequence] + layout.piece_start.astype(np.int64)
-    return ranges(starts, sizes), offsets_of(sizes)[layout.block_starts]
+    sizes = plan.piece_length.astype(np.int64)
+    starts = offsets_of(plan.lengths)[plan.piece_sequence] + plan.piece_start.astype(np.int64)
+    return ranges(starts, sizes), offsets_of(sizes)[plan.block_starts]
 
 
 def _tokenized(dataset: Any, recipe: Recipe) -> Any:

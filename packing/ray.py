@@ -294,24 +294,24 @@ class _Pieces:
 
 
 def _pieces_by_row(
-    layout: PackingPlan, row_ids: _RowIds, blocks_per_group: int, completion_first: Int64Array | None = None
+    plan: PackingPlan, row_ids: _RowIds, blocks_per_group: int, completion_first: Int64Array | None = None
 ) -> _Pieces:
     """The pieces of the (already shuffled) plan by row; a piece's key is its place in the plan.
     O(pieces) when no row has two pieces, O(pieces log pieces) otherwise (a sort by row)."""
-    per_row = np.bincount(layout.piece_sequence, minlength=len(layout.lengths))
+    per_row = np.bincount(plan.piece_sequence, minlength=len(plan.lengths))
     row_starts = offsets_of(per_row)
     if per_row.max(initial=0) <= 1:  # one piece a row at most: a scatter
-        by_row = np.empty(len(layout.piece_sequence), dtype=np.int64)
-        by_row[row_starts[layout.piece_sequence]] = np.arange(len(by_row), dtype=np.int64)
+        by_row = np.empty(len(plan.piece_sequence), dtype=np.int64)
+        by_row[row_starts[plan.piece_sequence]] = np.arange(len(by_row), dtype=np.int64)
     else:
-        by_row = np.argsort(layout.piece_sequence, kind="stable")
+        by_row = np.argsort(plan.piece_sequence, kind="stable")
     return _Pieces(
         row_ids,
         row_starts,
         by_row,
-        layout.piece_start[by_row],
-        layout.piece_length[by_row],
-        layout.block_starts,
+        plan.piece_start[by_row],
+        plan.piece_length[by_row],
+        plan.block_starts,
         blocks_per_group,
         completion_first,
     )

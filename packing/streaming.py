@@ -353,9 +353,9 @@ class PackingStream(Iterator[Block]):
         self._skip = self._position
 
 
-def _pending(layout: PackingPlan, buffer: Samples, ids: Int64Array, recipe: Recipe) -> LazyBatch:
-    """The blocks of ``layout`` over ``buffer`` (documents named ``ids``), to be yielded in order."""
-    return LazyBatch.of(layout, buffer, prepare(recipe).pad_id, int64=recipe.int64, sequence_names=ids)
+def _pending(plan: PackingPlan, buffer: Samples, ids: Int64Array, recipe: Recipe) -> LazyBatch:
+    """The blocks of ``plan`` over ``buffer`` (documents named ``ids``), to be yielded in order."""
+    return LazyBatch.of(plan, buffer, prepare(recipe).pad_id, int64=recipe.int64, sequence_names=ids)
 
 
 def _planning(recipe: Recipe, buffer: Samples) -> Recipe:

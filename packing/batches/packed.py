@@ -432,14 +432,14 @@ class LazyBatch:
     @classmethod
     def of(
         cls,
-        layout: PackingPlan,
+        plan: PackingPlan,
         samples: Samples,
         pad_token_id: int = 0,
         *,
         int64: bool = False,
         sequence_names: npt.ArrayLike | None = None,
     ) -> LazyBatch:
-        """Check that ``layout`` was made for ``samples``' lengths and that the ids fit the schema's dtype
+        """Check that ``plan`` was made for ``samples``' lengths and that the ids fit the schema's dtype
         (see ``materialize``), once. O(pieces + sequences)."""
         wide = check_flag(int64, "int64")
         pad = _check_pad(pad_token_id, wide)
@@ -448,17 +448,17 @@ class LazyBatch:
         if samples.tokens is None or samples.loss_mask is None:
             raise SettingError("samples", "token ids (lengths-only data can be planned, not packed)", "<lengths only>")
         samples.refuse_other_labels()
-        if not np.array_equal(layout.lengths, samples.lengths):
+        if not np.array_equal(plan.lengths, samples.lengths):
             raise SettingError(
                 "plan",
                 f"a plan for these {len(samples.lengths)} samples' lengths (plan(samples.lengths, ...))",
-                f"<a plan for {len(layout.lengths)} sequences of other lengths>",
+                f"<a plan for {len(plan.lengths)} sequences of other lengths>",
             )
         names = _sequence_names(sequence_names, len(samples.lengths))
-        check_pieces(layout)
+        check_pieces(plan)
         if samples.units is not None:
-            check_whole_units(layout, samples.units)
-        return cls(layout, samples, pad, wide, names)
+            check_whole_units(plan, samples.units)
+        return cls(plan, samples, pad, wide, names)
 
     @property
     def num_blocks(self) -> int:
@@ -550,7 +550,7 @@ class LazyBatch:
 
 
 def materialize(
-    layout: PackingPlan,
+    plan: PackingPlan,
     samples: Samples,
     pad_token_id: int = 0,
     blocks: npt.ArrayLike | None = None,
@@ -561,7 +561,7 @@ def materialize(
     """Fill a plan's pieces with the samples' tokens and loss mask. O(num_blocks × max_seq_length), one
     compiled pass; the other columns are derived when first read (see ``PackedBatch``).
 
-    ``blocks`` picks the blocks to build, in order (``layout.select(blocks)``); the result's plan is
+    ``blocks`` picks the blocks to build, in order (``plan.select(blocks)``); the result's plan is
     that selection. The plan must have been made for these samples' lengths. Ids are int32 (a packed
     token id above 2**31 - 1 is refused with the sample and position), int64 with ``int64``.
     ``sequence_names`` gives what ``sequence_ids`` calls each sample (default: its index). To make
@@ -577,7 +577,7 @@ def materialize(
     ...
     packing.errors.SampleError: sample 0, position 0: expected a token id at most 2147483647 (the int32 schema; int64=True for larger ids), got 2147483648
     """
-    lazy = LazyBatch.of(layout, samples, pad_token_id, int64=int64, sequence_names=sequence_names)
+    lazy = LazyBatch.of(plan, samples, pad_token_id, int64=int64, sequence_names=sequence_names)
     return lazy.fill(blocks)
 
 
@@ -620,7 +620,7 @@ class TrainableCounts(NamedTuple):
     samples_without_trainable_tokens: int
 
 
-def count_trainable(layout: PackingPlan, samples: Samples) -> TrainableCounts:
+def count_trainable(plan: PackingPlan, samples: Samples) -> TrainableCounts:
     """Trainable tokens kept, the training targets among them (not a document's first token), and packed
     samples with no target, without building any block. O(total tokens).
 
@@ -631,21 +631,21 @@ def count_trainable(layout: PackingPlan, samples: Samples) -> TrainableCounts:
     if samples.loss_mask is None:
         raise SettingError("samples", "token ids with their loss mask", "<lengths only>")
     if samples.units is not None:
-        return _unit_trainable(layout, samples)
-    per_piece, targets = _piece_targets(layout, samples)
-    per_sample = np.bincount(layout.piece_sequence, weights=targets, minlength=len(samples.lengths))
-    packed = np.bincount(layout.piece_sequence, minlength=len(samples.lengths)) > 0
+        return _unit_trainable(plan, samples)
+    per_piece, targets = _piece_targets(plan, samples)
+    per_sample = np.bincount(plan.piece_sequence, weights=targets, minlength=len(samples.lengths))
+    packed = np.bincount(plan.piece_sequence, minlength=len(samples.lengths)) > 0
     return TrainableCounts(int(per_piece.sum()), int(targets.sum()), int((packed & (per_sample == 0)).sum()))
 
 
-def _unit_trainable(layout: PackingPlan, samples: Samples) -> TrainableCounts:
+def _unit_trainable(plan: PackingPlan, samples: Samples) -> TrainableCounts:
     """``count_trainable`` of whole units: a target is a trained token something predicts (a document's first
     token never; a shared completion's first token from its prompt). O(total tokens)."""
     assert samples.units is not None and samples.loss_mask is not None
     predictor = samples.units.token_arrays().predictor
     sample = np.repeat(np.arange(len(samples), dtype=np.int64), samples.lengths)
     trained = samples.loss_mask != 0
-    packed = np.bincount(layout.piece_sequence, minlength=len(samples)) > 0
+    packed = np.bincount(plan.piece_sequence, minlength=len(samples)) > 0
     per_sample = np.bincount(sample, weights=trained, minlength=len(samples))
     targets = np.bincount(sample, weights=trained & (predictor > 0), minlength=len(samples))
     return TrainableCounts(
@@ -653,8 +653,8 @@ def _unit_trainable(layout: PackingPlan, samples: Samples) -> TrainableCounts:
     )
 
 
-def targets_per_sample(layout: PackingPlan, samples: Samples | None = None) -> Int64Array:
-    """Training targets (labels that are not -100) of each sample in ``layout``'s blocks, its pieces in several
+def targets_per_sample(plan: PackingPlan, samples: Samples | None = None) -> Int64Array:
+    """Training targets (labels that are not -100) of each sample in ``plan``'s blocks, its pieces in several
     blocks counted together, without building any block: what ``PackedBatch.loss_weights`` counts per document.
     ``samples`` None: lengths only, every token in the loss mask. O(total tokens).
 
@@ -663,25 +663,25 @@ def targets_per_sample(layout: PackingPlan, samples: Samples | None = None) -> I
     """
     if samples is not None and samples.loss_mask is None:
         raise SettingError("samples", "token ids with their loss mask", "<lengths only>")
-    _, targets = _piece_targets(layout, samples)
-    counts = np.bincount(layout.piece_sequence, weights=targets, minlength=len(layout.lengths))
+    _, targets = _piece_targets(plan, samples)
+    counts = np.bincount(plan.piece_sequence, weights=targets, minlength=len(plan.lengths))
     return counts.astype(np.int64)
 
 
-def _piece_targets(layout: PackingPlan, samples: Samples | None) -> tuple[Int64Array, Int64Array]:
+def _piece_targets(plan: PackingPlan, samples: Samples | None) -> tuple[Int64Array, Int64Array]:
     """Tokens of each piece in the loss mask, and its training targets (all but a document's first token).
     O(total tokens)."""
     if samples is None:
-        per_piece = np.asarray(layout.piece_length, dtype=np.int64)
+        per_piece = np.asarray(plan.piece_length, dtype=np.int64)
         targets = np.maximum(per_piece - 1, 0)
     else:
         assert samples.loss_mask is not None
         per_piece, targets = piece_mask_sums(
-            samples.loss_mask, samples.offsets, layout.piece_sequence, layout.piece_start, layout.piece_length
+            samples.loss_mask, samples.offsets, plan.piece_sequence, plan.piece_start, plan.piece_length
         )
-    if not STRATEGIES[layout.strategy].keeps_boundaries:  # only a block's first token starts a document
+    if not STRATEGIES[plan.strategy].keeps_boundaries:  # only a block's first token starts a document
         first = np.zeros(len(per_piece), dtype=bool)
-        first[layout.block_starts[:-1][np.diff(layout.block_starts) > 0]] = True
+        first[plan.block_starts[:-1][np.diff(plan.block_starts) > 0]] = True
         targets = np.where(first, targets, per_piece)
     return per_piece, targets
 
@@ -780,13 +780,13 @@ def lazy_units(
     return lazy
 
 
-def _pack_in_order(layout: PackingPlan, rows: list[Any], pad_token_id: int, int64: bool) -> PackedBatch:
+def _pack_in_order(plan: PackingPlan, rows: list[Any], pad_token_id: int, int64: bool) -> PackedBatch:
     """The blocks of an in-order plan (``PackingPlan.in_order``) of the token arrays ``rows``: the arrays
     are joined straight into the blocks (no flat copy first), padding and mask follow. Same result as
     ``materialize(layout, read_rows(rows), ...)``. O(blocks × max_seq_length), a copy of the tokens."""
     pad = _check_pad(pad_token_id, int64)
-    shape = (layout.num_blocks, layout.max_seq_length)
-    total = int(layout.lengths.sum())
+    shape = (plan.num_blocks, plan.max_seq_length)
+    total = int(plan.lengths.sum())
     input_ids = np.empty(shape, dtype=np.int64 if int64 else np.int32)
     loss_mask = np.empty(shape, dtype=np.int8)
     ids, mask = input_ids.reshape(-1), loss_mask.reshape(-1)
@@ -794,7 +794,7 @@ def _pack_in_order(layout: PackingPlan, rows: list[Any], pad_token_id: int, int6
     ids[total:] = pad
     mask[:total] = 1
     mask[total:] = 0
-    return PackedBatch(layout, input_ids, loss_mask, pad, layout.stats)
+    return PackedBatch(plan, input_ids, loss_mask, pad, plan.stats)
 
 
 def _chunks(num_rows: int, width: int) -> list[tuple[int, int]]:

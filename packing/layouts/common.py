@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 Int64Array = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-__all__ = ["COLLATED", "IGNORE_INDEX", "Layout", "PackedLayout", "Parsed", "Rows"]
+__all__ = ["COLLATED", "IGNORE_INDEX", "LayoutModule", "PackedLayout", "Parsed", "Rows"]
 COLLATED = b"packing.collated"
 """The schema metadata key of a table made from a collator's batch (arrays or tensors, not dataset rows)."""
 
@@ -507,12 +507,12 @@ def arrow_column(values: npt.NDArray[Any], lengths: Int64Array, kind: Any) -> An
     return pa.chunked_array(chunks, type=pa.list_(kind))
 
 
-class Layout(Protocol):
+class LayoutModule(Protocol):
     """What a layout module provides (every module in :mod:`packing.layouts` is one): its name and title, whether a
     table's columns are its own, a reader to the common form and a writer from packed rows.
 
     >>> from packing.layouts import MODULES
-    >>> layout: Layout = MODULES["trl"]
+    >>> layout: LayoutModule = MODULES["trl"]
     >>> layout.NAME, layout.recognises({"input_ids", "seq_lengths"}, None)
     ('trl', True)
     """

@@ -19,7 +19,7 @@ class ComputeCost(NamedTuple):
     attention_full: int
 
 
-def compute_cost(layout: PackingPlan) -> ComputeCost:
+def compute_cost(plan: PackingPlan) -> ComputeCost:
     """Training-compute estimate of a plan. O(pieces).
 
     >>> from packing import plan
@@ -28,9 +28,9 @@ def compute_cost(layout: PackingPlan) -> ComputeCost:
     >>> compute_cost(plan([2, 3, 1], 4, "wrapped")).attention_masked  # one run per block: 4² + 2²
     20
     """
-    lengths = layout.boundaries[1].astype(np.int64)  # the documents attention sees; int32 squares overflow
+    lengths = plan.boundaries[1].astype(np.int64)  # the documents attention sees; int32 squares overflow
     return ComputeCost(
-        token_slots=layout.num_blocks * layout.max_seq_length,
+        token_slots=plan.num_blocks * plan.max_seq_length,
         attention_masked=int(np.dot(lengths, lengths)),
-        attention_full=layout.num_blocks * layout.max_seq_length**2,
+        attention_full=plan.num_blocks * plan.max_seq_length**2,
     )

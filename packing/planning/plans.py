@@ -262,23 +262,23 @@ class PackingPlan:
 
 
 def _selection_stats(
-    layout: PackingPlan, block_starts: Int64Array, sequence: Int32Array, length: Int32Array
+    plan: PackingPlan, block_starts: Int64Array, sequence: Int32Array, length: Int32Array
 ) -> PackingStats:
     """Statistics of selected pieces, counting them as the whole input. O(pieces)."""
     touched, inverse = np.unique(sequence, return_inverse=True)
     per_sequence = np.bincount(inverse, weights=length, minlength=len(touched)).astype(np.int64)
-    whole = bool(len(touched) == len(sequence)) and not STRATEGIES[layout.strategy].splits_sequences
-    documents = None if STRATEGIES[layout.strategy].keeps_boundaries else int(np.count_nonzero(np.diff(block_starts)))
+    whole = bool(len(touched) == len(sequence)) and not STRATEGIES[plan.strategy].splits_sequences
+    documents = None if STRATEGIES[plan.strategy].keeps_boundaries else int(np.count_nonzero(np.diff(block_starts)))
     stats = compute_stats(
-        per_sequence, layout.max_seq_length, block_starts, inverse.astype(np.int32), length, whole, documents
+        per_sequence, plan.max_seq_length, block_starts, inverse.astype(np.int32), length, whole, documents
     )
     return stats
 
 
-def check_pieces(layout: PackingPlan) -> None:
+def check_pieces(plan: PackingPlan) -> None:
     """Refuse a plan whose pieces would write outside its blocks or read outside its sequences. O(pieces)."""
-    starts, sequence = layout.block_starts, layout.piece_sequence
-    first, length = layout.piece_start.astype(np.int64), layout.piece_length.astype(np.int64)
+    starts, sequence = plan.block_starts, plan.piece_sequence
+    first, length = plan.piece_start.astype(np.int64), plan.piece_length.astype(np.int64)
     problem = ""
     if len(starts) == 0 or starts[0] != 0 or starts[-1] != len(sequence) or np.any(np.diff(starts) < 1):
         problem = "block_starts rising from 0 to the number of pieces, every block holding a piece"
@@ -286,21 +286,21 @@ def check_pieces(layout: PackingPlan) -> None:
         problem = "piece arrays of one length"
     elif len(length) and (length.min() < 1 or first.min() < 0):
         problem = "pieces with a length >= 1 and a start >= 0"
-    elif len(sequence) and (sequence.min() < 0 or sequence.max() >= len(layout.lengths)):
+    elif len(sequence) and (sequence.min() < 0 or sequence.max() >= len(plan.lengths)):
         problem = "pieces naming sequences the plan has"
-    elif len(length) and np.any(first + length > layout.lengths[sequence]):
+    elif len(length) and np.any(first + length > plan.lengths[sequence]):
         problem = "pieces within their sequences"
-    elif layout.num_blocks and np.add.reduceat(length, starts[:-1]).max(initial=0) > layout.max_seq_length:
-        problem = f"blocks of at most max_seq_length={layout.max_seq_length} tokens"
+    elif plan.num_blocks and np.add.reduceat(length, starts[:-1]).max(initial=0) > plan.max_seq_length:
+        problem = f"blocks of at most max_seq_length={plan.max_seq_length} tokens"
     elif (
-        layout.document_multiple > 1
-        and layout.num_blocks
+        plan.document_multiple > 1
+        and plan.num_blocks
         and (
-            np.add.reduceat(padded_lengths(length, layout.document_multiple), starts[:-1]).max(initial=0)
-            > layout.max_seq_length
+            np.add.reduceat(padded_lengths(length, plan.document_multiple), starts[:-1]).max(initial=0)
+            > plan.max_seq_length
         )
     ):
-        problem = f"blocks of at most max_seq_length={layout.max_seq_length} tokens with every document padded to a multiple of {layout.document_multiple}"
+        problem = f"blocks of at most max_seq_length={plan.max_seq_length} tokens with every document padded to a multiple of {plan.document_multiple}"
     if problem:
         raise SettingError("plan", problem, "<a plan that breaks this>")
 

@@ -571,13 +571,13 @@ def test_exports_write_ids_labels_and_positions_in_the_schemas_dtype(int64: bool
 
 def test_layout_names_are_listed_once_and_every_module_is_a_layout() -> None:
     """``LayoutName`` is the one list: every name has its module (in the same order), every module has the
-    ``Layout`` members, and the export formats are the same names."""
+    ``LayoutModule`` members, and the export formats are the same names."""
     import inspect
 
-    from packing.layouts import LAYOUTS, MODULES, Layout
+    from packing.layouts import LAYOUTS, MODULES, LayoutModule
 
     assert tuple(MODULES) == LAYOUTS
-    members = {name for name in dir(Layout) if not name.startswith("_")}
+    members = {name for name in dir(LayoutModule) if not name.startswith("_")}
     for name, module in MODULES.items():
         assert name == module.NAME
         assert members <= set(dir(module)), name

@@ -29,14 +29,14 @@ from packing.layouts.export import export, write_jsonl, write_parquet
 from packing.planning.cost import ComputeCost, compute_cost
 from packing.planning.plans import PackingPlan, Piece, plan
 from packing.reading.dataset import FileSamples, read_dataset
-from packing.reading.rows import read_rows
+from packing.reading.reader import read_rows
 from packing.recipe import LossRule, Recipe
 from packing.strategies.bounds import LowerBounds, lower_bounds
 from packing.strategies.explanation import explain
 from packing.strategies.registry import StrategyName
 from packing.strategies.stats import PackingStats
 from packing.streaming import stream
-from packing.text.rows import decode_documents, encode_rows
+from packing.text.text_rows import decode_documents, encode_rows
 from packing.text.tokenizers import load_tokenizer
 
 __all__ = [

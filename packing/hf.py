@@ -3,7 +3,7 @@
 Both functions produce the schema's columns (``packing.batches.schema.COLUMNS``: ``input_ids``,
 ``labels``, ``loss_mask``, ``position_ids``, ``sequence_ids``, ``seq_lengths``), one row per
 block of at most ``max_seq_length`` tokens, and read rows with the one reader
-(``packing.reading.rows``): every form, nulls as absent, rows of mixed forms in one batch.
+(``packing.reading.reader``): every form, nulls as absent, rows of mixed forms in one batch.
 
 A row holds its block's real tokens only, ``sum(seq_lengths)`` values, as TRL's ``pack_dataset``
 writes its rows: TRL's padding-free collator (``DataCollatorForLanguageModeling(padding_free=True)``,
@@ -55,7 +55,7 @@ from packing.errors import SampleError, SettingError
 from packing.layouts.outputs import atomic_path
 from packing.planning.plans import PackingPlan, plan
 from packing.reading.arrow import Accumulator, batch_parts, flat_batches, read_table
-from packing.reading.rows import read_rows
+from packing.reading.reader import read_rows
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.registry import StrategyName
 from packing.text.prepare import prepare
@@ -451,7 +451,7 @@ def _tokenize_batch(
     batch: Mapping[str, Any], indices: list[int], tokenizer: Any, loss_rules: Any
 ) -> dict[str, list[Any]]:
     """One ``datasets.map`` batch through the reader: ``input_ids`` and ``loss_mask`` per row."""
-    from packing.reading.rows import read_text_rows
+    from packing.reading.reader import read_text_rows
 
     try:
         samples = read_text_rows(_rows(batch), tokenizer, loss_rules=loss_rules)

@@ -47,7 +47,7 @@ from packing.core.validation import OverflowPolicy, check_flag
 from packing.errors import SampleError, SettingError
 from packing.planning.plans import PackingPlan, plan
 from packing.reading.arrow import read_table
-from packing.reading.rows import mixed_kinds_error, read_rows
+from packing.reading.reader import mixed_kinds_error, read_rows
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.registry import StrategyName
 from packing.text.prepare import prepare

@@ -31,7 +31,7 @@ from packing.core.units import Units
 from packing.core.validation import OverflowPolicy, check_flag, check_integer
 from packing.errors import SampleError, SequenceTooLong, SettingError, StateMismatch
 from packing.planning.plans import PackingPlan, plan
-from packing.reading.rows import read_rows
+from packing.reading.reader import read_rows
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.registry import STRATEGIES, StrategyName, check_whole_samples
 from packing.strategies.stats import compute_stats

@@ -250,7 +250,7 @@ def trained_tokens(samples: Samples, max_seq_length: int | None = None) -> Int64
     first token, among its first ``max_seq_length`` tokens when given (what a truncating collate keeps).
     What ``PackingSampler(..., trained_tokens=...)`` needs. O(total tokens).
 
-    >>> from packing.reading.rows import read_rows
+    >>> from packing.reading.reader import read_rows
     >>> trained_tokens(read_rows([{"prompt": [1, 2], "completion": [3, 4]}, [5, 6, 7]])).tolist()
     [2, 2]
     >>> trained_tokens(read_rows([[5, 6, 7]]), max_seq_length=2).tolist()

@@ -20,7 +20,7 @@ from packing.core.units import Units
 from packing.core.validation import INT32_MAX, OverflowPolicy, check_flag, check_integer, check_token_id
 from packing.errors import SampleError, SettingError
 from packing.planning.plans import PackingPlan, check_pieces, plan
-from packing.reading.rows import join_token_arrays, read_rows, token_array_lengths
+from packing.reading.reader import join_token_arrays, read_rows, token_array_lengths
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.kernels import fill_labels, fill_positions, fill_sequences, fill_tokens, piece_mask_sums
 from packing.strategies.registry import STRATEGIES, StrategyName
@@ -700,7 +700,7 @@ def pack(
     ``samples`` is a list of rows in any form the reader accepts (token lists, tensors, ``{"prompt",
     "completion"}``, ``{"input_ids", "loss_mask"}``, ``{"input_ids", "labels"}`` with -100 on untrained
     tokens and the ids elsewhere (other labels are refused: ``packing.torch.collate`` keeps them); see
-    ``packing.reading.rows``), a ``Samples``, or a
+    ``packing.reading.reader``), a ``Samples``, or a
     dataset from ``packing.read_dataset`` (read once, not checked again). The options are every entry
     point's (:class:`~packing.Recipe`, or ``recipe=``): ``strategy`` (default ``bfd``) and the
     strategy options are ``plan``'s; with a ``tokenizer`` (``packing.load_tokenizer``'s specs:

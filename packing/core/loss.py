@@ -18,7 +18,7 @@ One owner for the choice every entry point makes through :class:`packing.Recipe`
   ``False`` are ``turn`` and ``none`` (:func:`check_train_on_eos`, the one place they are mapped).
 
 :class:`LossRules` holds the three settings (checked once) and decides, message by message, which are
-trained (:meth:`LossRules.trained`); ``packing.text.rows`` turns that into token masks.
+trained (:meth:`LossRules.trained`); ``packing.text.text_rows`` turns that into token masks.
 
 >>> rules = LossRules("last_turn")
 >>> chat = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},

@@ -2,7 +2,7 @@
 
 :func:`read_dataset` reads a file, several files, a glob, a folder of shards or a ``datasets``
 ``save_to_disk`` folder (:mod:`packing.reading.files` finds and decodes the files: JSON lines, JSON, CSV, Parquet,
-Arrow) as one dataset, in a stable order; the one reader (:mod:`packing.reading.rows`) decides what each row is,
+Arrow) as one dataset, in a stable order; the one reader (:mod:`packing.reading.reader`) decides what each row is,
 so a dataset is checked once, and ``pack(read_dataset(path), ...)`` does not check it again. Rows hold any
 form the reader accepts: ``input_ids`` (with a loss mask), ``prompt`` and ``completion``, text (with a
 tokenizer), or ``length`` alone (enough to plan and compare). JSON may also be a list of rows, or a
@@ -45,12 +45,12 @@ from packing.reading.cells import cells_row
 from packing.reading.content import Content, File
 from packing.reading.files import FORMATS, Budget, decode, resolve
 from packing.reading.limits import ReadLimits, check_count, limits_of
+from packing.reading.reader import read_rows, unit_row
 from packing.reading.rowfiles import EXPECTED, names
-from packing.reading.rows import read_rows, unit_row
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.overflow import check_within
 from packing.text.prepare import prepare
-from packing.text.rows import encode_rows
+from packing.text.text_rows import encode_rows
 from packing.text.units import encode_units
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -169,7 +169,7 @@ def read_dataset(
     ``tokenizer`` (loaded once for every file) and, with ``overflow="error"`` and a ``max_seq_length``, a longer
     sample refused naming its file and line (a ``DatasetError`` whose ``cause`` is the ``SequenceTooLong``). With a ``tokenizer``,
     text rows (``text``, ``messages``, ``prompt`` and ``completion`` as text) are tokenized with their masks
-    (``packing.text.rows``) by ``num_proc`` processes, trained as ``loss_rules`` say (``Recipe.loss_rules``); in
+    (``packing.text.text_rows``) by ``num_proc`` processes, trained as ``loss_rules`` say (``Recipe.loss_rules``); in
     a CSV file the ``text``, ``prompt`` and ``completion`` cells are then text. ``limits`` bound the whole dataset (summed over its files), checked before each file is decoded.
 
     Memory: the samples and one part of one file at a time, written into one set of arrays (no join): a

@@ -19,7 +19,7 @@ from packing.core.units import Units
 from packing.core.validation import OverflowPolicy, as_lengths, check_integer
 from packing.errors import PackingError, SampleError, SettingError
 from packing.planning.plans import Piece
-from packing.reading.rows import read_rows
+from packing.reading.reader import read_rows
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.registry import StrategyName
 from packing.strategies.stats import PackingStats

@@ -22,7 +22,7 @@ import packing.reading
 import packing.reading.arrow
 import packing.reading.content
 import packing.reading.files
-import packing.reading.rows
+import packing.reading.reader
 import packing.text
 from packing.core.samples import IGNORE_INDEX, Samples
 from packing.errors import DatasetError, SampleError

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from packing import SampleError, Samples, pack, read_rows, stream
 from packing.core.samples import IGNORE_INDEX
 from packing.reading import chat_sample, read_table
-from packing.reading.rows import read_row
+from packing.reading.reader import read_row
 
 
 def flat(samples: Any, completion_only_loss: bool = True) -> tuple[list[int], list[int], list[int]]:

@@ -20,7 +20,7 @@ import packing.text
 from packing import DatasetError, SampleError
 from packing.core.units import Units
 from packing.errors import NeedsTokenizer, UnitError
-from packing.reading.rows import unit_row
+from packing.reading.reader import unit_row
 from tests.helpers.units import completions_of, random_units
 
 PAIR = {"prompt": [1, 2, 3], "chosen": [4, 5], "rejected": [6]}

@@ -19,7 +19,7 @@ import packing.core
 import packing.text
 from packing import Recipe
 from packing.errors import SampleError, SettingError
-from packing.text.rows import encode_rows
+from packing.text.text_rows import encode_rows
 from packing.text.tokenizers import load_tokenizer, tiktoken_tokenizer
 
 pytest.importorskip("tokenizers")

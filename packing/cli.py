@@ -23,6 +23,8 @@ bfd            2            2    0    100.00 %        0            0            
 <BLANKLINE>
 lower bound: ...
 0
+
+Internal: the command line is ``python -m packing`` (or ``packing``); this module is its implementation.
 """
 
 from __future__ import annotations

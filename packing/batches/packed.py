@@ -1,4 +1,7 @@
-"""Materializing a plan: token arrays a trainer can consume."""
+"""Materializing a plan: token arrays a trainer can consume.
+
+Internal: the public names are in ``packing`` and ``packing.batches``.
+"""
 
 from __future__ import annotations
 

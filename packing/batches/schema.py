@@ -17,6 +17,8 @@ values per row, padding last, except in the ``datasets`` adapters (``packing.hf`
 |---|---|---|
 | `input_ids` | list of int32 (int64 with `int64=True`) | token ids; the padding id in padding |
 ...
+
+Internal: the public names are in ``packing`` and ``packing.batches``.
 """
 
 from __future__ import annotations

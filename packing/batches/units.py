@@ -19,6 +19,8 @@ Everything cut is counted: ``PackingStats`` in tokens and sequences (a unit is o
 >>> fitted = fit_units(samples, Recipe(7))
 >>> fitted.samples.tokens.tolist(), fitted.tokens_cut, fitted.planning.overflow
 ([1, 2, 3, 4, 1, 2, 7], 2, 'drop')
+
+Internal: the public names are in ``packing`` and ``packing.batches``.
 """
 
 from __future__ import annotations

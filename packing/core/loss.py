@@ -28,6 +28,8 @@ trained (:meth:`LossRules.trained`); ``packing.text.text_rows`` turns that into 
 >>> chat[1] = {"role": "assistant", "content": "b", "weight": 1}
 >>> rules.trained(chat)
 [False, True, False, True]
+
+Internal: the public names are in ``packing`` and ``packing.core``.
 """
 
 from __future__ import annotations

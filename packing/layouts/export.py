@@ -19,6 +19,8 @@ throughout.
 [[3, 1], [2, 2]]
 >>> export(batch, "megatron").to_pydict()["loss_mask"]
 [[1, 1, 0, 0], [1, 0]]
+
+Internal: the public names are in ``packing`` and ``packing.layouts``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""What a layout costs a trainer: token slots and attention work."""
+"""What a layout costs a trainer: token slots and attention work.
+
+Internal: the public names are in ``packing`` and ``packing.planning``.
+"""
 
 from __future__ import annotations
 

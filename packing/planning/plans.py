@@ -3,6 +3,8 @@
 A :class:`PackingPlan` is the layout, stored flat (CSR). Selecting, reordering and
 shuffling blocks are methods of the plan, and each returns a plan whose statistics
 describe exactly its blocks.
+
+Internal: the public names are in ``packing`` and ``packing.planning``.
 """
 
 from __future__ import annotations

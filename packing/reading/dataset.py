@@ -23,6 +23,8 @@ process or thread, is refused while the first runs.
 >>> data = read_dataset(io.BytesIO(b'{"input_ids": [1, 2, 3]}\\n{"input_ids": [4]}\\n'), format="jsonl")
 >>> data.kind, data.lengths.tolist(), data[1]["input_ids"].tolist()
 ('tokens', [3, 1], [4])
+
+Internal: the public names are in ``packing`` and ``packing.reading``.
 """
 
 from __future__ import annotations

@@ -35,6 +35,8 @@ column by column, without a Python loop per row, and reports a bad row exactly a
 >>> s = read_rows([{"input_ids": [7, 8, 9], "labels": [-100, 8, 9]}])
 >>> s.loss_mask.tolist(), s.labels
 ([0, 1, 1], None)
+
+Internal: the public names are in ``packing`` and ``packing.reading``.
 """
 
 from __future__ import annotations

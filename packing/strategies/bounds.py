@@ -1,4 +1,7 @@
-"""Lower bounds on the number of blocks any packing needs."""
+"""Lower bounds on the number of blocks any packing needs.
+
+Internal: the public names are in ``packing`` and ``packing.strategies``.
+"""
 
 from __future__ import annotations
 

@@ -3,6 +3,8 @@
 The steps replay the real strategy: documents in the order the strategy placed
 them, each into the block the planner chose, with the room every block had at
 that moment, so the final step shows exactly ``plan``'s blocks.
+
+Internal: the public names are in ``packing`` and ``packing.strategies``.
 """
 
 from __future__ import annotations

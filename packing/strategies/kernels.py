@@ -13,6 +13,8 @@ blocks, recording "runs" (the next documents of this length go to these
 blocks), and ``_deal`` turns the runs into blocks in one pass. Large arrays
 are allocated with numpy, not inside compiled code: numpy asks the kernel for
 huge pages, which makes first touching them several times cheaper.
+
+Internal: the public names are in ``packing`` and ``packing.strategies``.
 """
 
 from __future__ import annotations

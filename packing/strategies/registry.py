@@ -12,6 +12,8 @@ facts instead of re-deriving them.
 frozenset({'max_sequences_per_block'})
 >>> STRATEGIES["bfd"].order, STRATEGIES["bfd"].bound
 ('longest_first', 'l2')
+
+Internal: the public names are in ``packing`` and ``packing.strategies``.
 """
 
 from __future__ import annotations

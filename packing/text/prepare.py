@@ -2,6 +2,8 @@
 
 ``Recipe`` is a pure value (it loads nothing); :func:`prepare` is the one place its tokenizer spec becomes a
 tokenizer object and its padding id is chosen.
+
+Internal: the public names are in ``packing`` and ``packing.text``.
 """
 
 from __future__ import annotations

@@ -39,6 +39,8 @@ share the chunks, with the one process's result.
 >>> tokens, mask, offsets = encode_rows([{"prompt": "Hi", "completion": "yo"}], tokenizer)
 >>> tokens.tolist(), mask.tolist(), offsets.tolist()
 ([72, 105, 121, 111, 256], [0, 0, 1, 1, 1], [0, 5])
+
+Internal: the public names are in ``packing`` and ``packing.text``.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ is never trained). A token row is returned per unit, read by :func:`packing.read
 >>> row = encode_units([{"prompt": "Hi", "chosen": "yo", "rejected": "no"}], "bytes")[0]
 >>> row["prompt"].tolist(), row["chosen"].tolist(), row["rejected"].tolist()
 ([72, 105], [121, 111, 256], [110, 111, 256])
+
+Internal: the public names are in ``packing`` and ``packing.text``.
 """
 
 from __future__ import annotations

@@ -407,7 +407,7 @@ def _percent(value: float) -> str:
 
 def _bound(lengths: npt.NDArray[np.int64], capacity: int, overflow: str, strategy: str) -> int:
     """The lower bound that applies to ``strategy``: tokens/capacity if it splits, L2 otherwise."""
-    bounds = lower_bounds(lengths, capacity, overflow)
+    bounds = lower_bounds(lengths, capacity, overflow=overflow)
     return bounds.simple if STRATEGIES[strategy].splits_sequences else bounds.l2
 
 
@@ -529,7 +529,7 @@ def _pack_batch(recipe: Recipe, dataset: FileSamples, shuffle: bool) -> LazyBatc
     if shuffle:
         layout = layout.shuffle(recipe.seed or 0)
     return LazyBatch.of(
-        layout, dataset.samples, prepare(recipe).pad_id, int64=recipe.int64 or dataset.samples.wide_ids()
+        layout, dataset.samples, pad_token_id=prepare(recipe).pad_id, int64=recipe.int64 or dataset.samples.wide_ids()
     )  # ids above 2**31 - 1: int64
 
 
@@ -713,7 +713,7 @@ def _run_compare(args: argparse.Namespace) -> int:
         cut = int(dataset.lengths.sum() - lengths.sum())
         note = f"pairs and groups: each unit whole ({cut:,} tokens cut to fit a block first); no strategy that splits"
     with Progress(show=_stderr_is_terminal()).stage("plan", "planning"):
-        rows = compare(lengths, length, planned, contenders, time_limit=time_limit)
+        rows = compare(lengths, length, contenders, overflow=planned, time_limit=time_limit)
     print(f"input: {_describe_input(dataset)}; max_seq_length {length:,}, overflow {overflow}")
     if note:
         print(note)

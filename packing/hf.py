@@ -83,9 +83,9 @@ def _rows(batch: Mapping[str, Any]) -> list[dict[str, Any]]:
 def pack_batch(
     batch: Mapping[str, Any] | pa.Table,
     max_seq_length: int | None = None,
+    *,
     strategy: StrategyName | None = None,
     overflow: OverflowPolicy | None = None,
-    *,
     carry: Sequence[str] | None = None,
     recipe: Recipe | None = None,
     **options: Unpack[RecipeOptions],
@@ -154,9 +154,9 @@ temporaries: a smaller peak than ``packing.batches.packed.CHUNK_TOKENS``'s, as f
 def pack_dataset(
     dataset: Any,
     max_seq_length: int | None = None,
+    *,
     strategy: StrategyName | None = None,
     overflow: OverflowPolicy | None = None,
-    *,
     shuffle: bool = True,
     carry: Sequence[str] | None = None,
     cache_file_name: str | os.PathLike[str] | None = None,
@@ -222,7 +222,7 @@ def pack_dataset(
     layout = plan(samples.lengths, recipe=planning)
     if shuffle:  # reorder the plan, so the blocks are written in their final order and never copied
         layout = layout.shuffle(chosen.seed or 0)
-    lazy = LazyBatch.of(layout, samples, prepare(chosen).pad_id, int64=chosen.int64)
+    lazy = LazyBatch.of(layout, samples, pad_token_id=prepare(chosen).pad_id, int64=chosen.int64)
     carried = _carried_values(layout, source, carry)
     tables = _block_tables(lazy, carried, whole=path is None)
     if path is None:
@@ -339,7 +339,7 @@ def carried_columns(
     (``{}``) without a source. O(tokens of the carried columns).
 
     >>> import pyarrow as pa
-    >>> layout = plan([2, 3, 1], 4, "ffd")
+    >>> layout = plan([2, 3, 1], 4, strategy="ffd")
     >>> source = pa.table({"input_ids": [[1, 2], [3, 4, 5], [6]], "attention_mask": [[1, 0], [1, 1, 0], [1]]})
     >>> carried_columns(layout, source)["attention_mask"].to_pylist()
     [[1, 1, 0, 1], [1, 0]]

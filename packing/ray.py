@@ -490,7 +490,7 @@ def _materialize_batch(
         units,
     )
     layout = PackingPlan.of_blocks(doc_lengths, block_starts, max_seq_length, strategy, overflow)
-    batch = materialize(layout, samples, pad_token_id, int64=int64, sequence_names=doc_rows)
+    batch = materialize(layout, samples, pad_token_id=pad_token_id, int64=int64, sequence_names=doc_rows)
     if units is not None:  # completions numbered over the whole dataset, as one machine numbers them
         first = _flat(blocks.column(_FIRST)).astype(np.int64, copy=False)
         counted = units.kind[units.unit_of_completion] > 0
@@ -560,7 +560,7 @@ def pack_dataset(
     if layout.num_blocks == 0:  # nothing to pack: the schema's columns, no rows
         empty = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(len(lengths) + 1, np.int64))
         nothing: ray.data.Dataset = cluster.data.from_arrow(
-            materialize(layout, empty, pad, int64=chosen.int64).to_arrow()
+            materialize(layout, empty, pad_token_id=pad, int64=chosen.int64).to_arrow()
         )
         return nothing
     if shuffle:

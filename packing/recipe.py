@@ -98,9 +98,10 @@ _WITHOUT_LENGTH: tuple[Door, ...] = ("read_dataset", "collate")
 
 class RecipeOptions(TypedDict, total=False):
     """The keyword options of the entry points (each a field of :class:`Recipe`), for
-    ``**options: Unpack[RecipeOptions]``; ``strategy`` and ``overflow`` are parameters of their own where they
-    are used (``pack`` and ``plan`` take them by position too). Each entry point uses the options its fields'
-    ``doors`` name and refuses the others."""
+    ``**options: Unpack[RecipeOptions]``; ``strategy`` and ``overflow`` are keyword-only parameters of their own
+    where they are used. Every entry point takes its data first and ``max_seq_length`` second (the only two
+    positional parameters) and every option by keyword. Each entry point uses the options its fields' ``doors``
+    name and refuses the others."""
 
     window: int | None
     time_limit: float | None

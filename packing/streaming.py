@@ -355,7 +355,7 @@ class PackingStream(Iterator[Block]):
 
 def _pending(plan: PackingPlan, buffer: Samples, ids: Int64Array, recipe: Recipe) -> LazyBatch:
     """The blocks of ``plan`` over ``buffer`` (documents named ``ids``), to be yielded in order."""
-    return LazyBatch.of(plan, buffer, prepare(recipe).pad_id, int64=recipe.int64, sequence_names=ids)
+    return LazyBatch.of(plan, buffer, pad_token_id=prepare(recipe).pad_id, int64=recipe.int64, sequence_names=ids)
 
 
 def _planning(recipe: Recipe, buffer: Samples) -> Recipe:

@@ -63,7 +63,7 @@ def window(
     stop = min(layout.num_blocks, first + max(1, count))
     samples = flat if flat is not None else placeholder_samples(layout.lengths)
     wide = samples.wide_ids()  # ids above 2**31 - 1 are drawn as they are, in int64 blocks
-    batch = packing.materialize(layout, samples, pad_token_id, blocks=np.arange(first, stop), int64=wide)
+    batch = packing.materialize(layout, samples, pad_token_id=pad_token_id, blocks=np.arange(first, stop), int64=wide)
     return Window(first, batch, batch.sequence_ids.astype(np.int64), flat is not None)
 
 
@@ -92,12 +92,16 @@ def run_strategy(lengths: Int64Array, recipe: packing.Recipe) -> Row:
     2
     """
     contender = Contender(recipe.strategy)
-    bounds = packing.lower_bounds(lengths, recipe.max_seq_length, recipe.overflow)
+    bounds = packing.lower_bounds(lengths, recipe.max_seq_length, overflow=recipe.overflow)
     bound = bounds.simple if packing.strategies.STRATEGIES[recipe.strategy].bound == "simple" else bounds.l2
     started = time.perf_counter()
     try:
         layout = packing.plan(
-            lengths, recipe.max_seq_length, recipe.strategy, recipe.overflow, **recipe.strategy_options()
+            lengths,
+            recipe.max_seq_length,
+            strategy=recipe.strategy,
+            overflow=recipe.overflow,
+            **recipe.strategy_options(),
         )
     except packing.PackingError as error:  # a refusal, worded from its fields
         return Row(contender, None, bound, time.perf_counter() - started, describe(error), error=error)
@@ -235,7 +239,7 @@ def compare(lengths: Int64Array, recipe: packing.Recipe) -> tuple[list[Row], dic
     """``packing.compare``'s rows at the recipe's ``max_seq_length`` and ``overflow`` (every strategy, whatever the
     recipe's), with the plans dropped (statistics only, small whatever the data's size) and each row's compute
     estimate by label; the proven optimum searches up to ``PAGE_TIME_LIMIT``. O(every strategy)."""
-    rows = compare_contenders(lengths, recipe.max_seq_length, recipe.overflow, time_limit=PAGE_TIME_LIMIT)
+    rows = compare_contenders(lengths, recipe.max_seq_length, overflow=recipe.overflow, time_limit=PAGE_TIME_LIMIT)
     costs = {row.label: packing.compute_cost(row.layout) for row in rows if row.layout is not None}
     worded = [replace(row, layout=None, refusal=describe(row.error) if row.error else row.refusal) for row in rows]
     return worded, costs
@@ -254,10 +258,12 @@ def warm_searches() -> None:
     lengths = np.array(WARM_LENGTHS, dtype=np.int64)
     for overflow in packing.recipe.OVERFLOW_POLICIES:
         for name in packing.strategies.STRATEGIES:
-            packing.compute_cost(packing.plan(lengths, 6, strategy_name(name), overflow_policy(overflow)))
-        packing.lower_bounds(lengths, 6, overflow_policy(overflow))
-    packing.plan(np.array([3] * 30 + [5] * 7 + [2] * 9), 8, "optimal", time_limit=PAGE_TIME_LIMIT)
-    packing.plan(np.array(_HARD_FOR_GREEDY), 100, "optimal", time_limit=PAGE_TIME_LIMIT)
+            packing.compute_cost(
+                packing.plan(lengths, 6, strategy=strategy_name(name), overflow=overflow_policy(overflow))
+            )
+        packing.lower_bounds(lengths, 6, overflow=overflow_policy(overflow))
+    packing.plan(np.array([3] * 30 + [5] * 7 + [2] * 9), 8, strategy="optimal", time_limit=PAGE_TIME_LIMIT)
+    packing.plan(np.array(_HARD_FOR_GREEDY), 100, strategy="optimal", time_limit=PAGE_TIME_LIMIT)
 
 
 def sweep(lengths: Int64Array, recipe: packing.Recipe, sizes: list[int], strategies: list[str]) -> list[dict[str, Any]]:
@@ -290,7 +296,9 @@ def explain_steps(lengths: Int64Array, recipe: packing.Recipe) -> list[packing.s
             f"stepping through is limited to {packing.strategies.MAX_EXPLAIN_DOCUMENTS} sequences; this input has {len(lengths):,}"
         )
     seed = recipe.seed or 0
-    return packing.explain(lengths, recipe.max_seq_length, recipe.strategy, recipe.overflow, seed=seed)
+    return packing.explain(
+        lengths, recipe.max_seq_length, strategy=recipe.strategy, overflow=recipe.overflow, seed=seed
+    )
 
 
 def strategy_name(strategy: str) -> packing.StrategyName:

@@ -48,7 +48,7 @@ def targets_per_document(layout: packing.PackingPlan, samples: packing.Samples |
     lengths-only data (``samples`` None) has every token in its loss mask. O(total tokens).
 
     >>> rows = [[1, 2], [3, 4, 5], [6]]
-    >>> targets_per_document(packing.plan([2, 3, 1], 4, "split"), packing.read_rows(rows)).tolist()
+    >>> targets_per_document(packing.plan([2, 3, 1], 4, strategy="split"), packing.read_rows(rows)).tolist()
     [1, 1, 0]
     """
     return targets_per_sample(layout, samples)

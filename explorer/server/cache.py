@@ -108,7 +108,7 @@ def bounds(source: Source, recipe: packing.Recipe) -> packing.LowerBounds:
 
 @memoized
 def _bounds(source: Source, recipe: packing.Recipe) -> packing.LowerBounds:
-    return packing.lower_bounds(_lengths(source, recipe), recipe.max_seq_length, recipe.overflow)
+    return packing.lower_bounds(_lengths(source, recipe), recipe.max_seq_length, overflow=recipe.overflow)
 
 
 def trainable(source: Source, recipe: packing.Recipe) -> packing.batches.TrainableCounts:

@@ -43,11 +43,13 @@ def compile_everything() -> float:
     kinds += _read_files(rows)
     for overflow in packing.recipe.OVERFLOW_POLICIES:
         for name in packing.strategies.STRATEGIES:
-            layout = packing.plan(lengths, 6, compute.strategy_name(name), compute.overflow_policy(overflow))
+            layout = packing.plan(
+                lengths, 6, strategy=compute.strategy_name(name), overflow=compute.overflow_policy(overflow)
+            )
             for samples in kinds:
                 _use(layout, samples)
     for name in packing.strategies.STRATEGIES:
-        packing.explain(lengths, 6, compute.strategy_name(name))
+        packing.explain(lengths, 6, strategy=compute.strategy_name(name))
     return time.perf_counter() - started
 
 
@@ -58,7 +60,7 @@ def _use(layout: packing.PackingPlan, samples: packing.Samples | None) -> None:
 
     if samples is not None and not np.array_equal(samples.lengths, layout.lengths):
         strategy, overflow = compute.strategy_name(layout.strategy), compute.overflow_policy(layout.overflow)
-        layout = packing.plan(samples.lengths, 6, strategy, overflow)
+        layout = packing.plan(samples.lengths, 6, strategy=strategy, overflow=overflow)
     if samples is not None:
         packing.count_trainable(layout, samples)
     window = compute.window(layout, samples, 0, 2, 0)

@@ -329,7 +329,7 @@ CERTIFICATE_KINDS = {
 def certificate_note(certificate: object, blocks: int) -> str:
     """What the proven optimum's certificate says: the lower bound it proves and the gap left (0 = optimal).
 
-    >>> print(certificate_note(packing.plan([5, 3, 2, 4], 6, "optimal").certificate, 3))
+    >>> print(certificate_note(packing.plan([5, 3, 2, 4], 6, strategy="optimal").certificate, 3))
     Certified: no packing that keeps sequences whole uses fewer than 3 blocks (the token-count bound), so these 3 blocks are optimal.
     """
     bound = int(getattr(certificate, "lower_bound", 0))
@@ -346,7 +346,7 @@ def optimum_note(row: Row, seconds: int) -> str:
     """What the proven optimum's search found within ``seconds``: its blocks, the bound it proved and the gap
     between them, saying when the time ran out before the gap closed.
 
-    >>> stats = packing.plan([3, 3], 4, "bfd").stats
+    >>> stats = packing.plan([3, 3], 4, strategy="bfd").stats
     >>> from packing.comparison import Contender
     >>> print(optimum_note(Row(Contender("optimal"), stats, 1, 5.0), 5))
     The optimum's search stopped at its 5 s limit: its best plan has 2 blocks; no plan uses fewer than 1 block (the proven bound), so it is at most 1 block above the optimum.

@@ -419,7 +419,7 @@ class LazyBatch:
     (``fill``) or chunk by chunk (``chunks``), so writing the blocks needs memory for the input and one
     chunk, not the whole output. Made by :meth:`of`.
 
-    >>> lazy = LazyBatch.of(plan([2, 3, 1], 4, "split"), read_rows([[1, 2], [3, 4, 5], [6]]))
+    >>> lazy = LazyBatch.of(plan([2, 3, 1], 4, strategy="split"), read_rows([[1, 2], [3, 4, 5], [6]]))
     >>> [chunk.input_ids.tolist() for chunk in lazy.chunks(tokens=4)]
     [[[1, 2, 3, 4]], [[5, 6, 0, 0]]]
     >>> lazy.fill([1]).labels.tolist()  # 5 starts a piece: no target
@@ -437,8 +437,8 @@ class LazyBatch:
         cls,
         plan: PackingPlan,
         samples: Samples,
-        pad_token_id: int = 0,
         *,
+        pad_token_id: int = 0,
         int64: bool = False,
         sequence_names: npt.ArrayLike | None = None,
     ) -> LazyBatch:
@@ -483,7 +483,7 @@ class LazyBatch:
         loss masks without making any block: ``fill().loss_weights(mode)`` is ``DocumentWeights.grid`` of
         the filled blocks, which may be made chunk by chunk. O(tokens + documents · log documents).
 
-        >>> lazy = LazyBatch.of(plan([2, 3, 1], 4, "split"), read_rows([[1, 2], [3, 4, 5], [6]]))
+        >>> lazy = LazyBatch.of(plan([2, 3, 1], 4, strategy="split"), read_rows([[1, 2], [3, 4, 5], [6]]))
         >>> batch = lazy.fill()
         >>> weights = lazy.document_weights("sqrt")
         >>> bool((weights.grid(batch.labels != -100, batch.sequence_ids) == batch.loss_weights("sqrt")).all())
@@ -555,9 +555,9 @@ class LazyBatch:
 def materialize(
     plan: PackingPlan,
     samples: Samples,
-    pad_token_id: int = 0,
-    blocks: npt.ArrayLike | None = None,
     *,
+    blocks: npt.ArrayLike | None = None,
+    pad_token_id: int = 0,
     int64: bool = False,
     sequence_names: npt.ArrayLike | None = None,
 ) -> PackedBatch:
@@ -571,16 +571,16 @@ def materialize(
     the blocks chunk by chunk, use ``LazyBatch.of`` with the same arguments.
 
     >>> samples = read_rows([[1, 2], [3, 4, 5], [6]])
-    >>> materialize(plan(samples.lengths, 4, "ffd"), samples).input_ids.tolist()
+    >>> materialize(plan(samples.lengths, 4, strategy="ffd"), samples).input_ids.tolist()
     [[3, 4, 5, 6], [1, 2, 0, 0]]
-    >>> materialize(plan(samples.lengths, 4, "ffd"), samples, blocks=[1]).input_ids.tolist()
+    >>> materialize(plan(samples.lengths, 4, strategy="ffd"), samples, blocks=[1]).input_ids.tolist()
     [[1, 2, 0, 0]]
     >>> materialize(plan([1], 4), read_rows([[2**31]]))
     Traceback (most recent call last):
     ...
     packing.errors.SampleError: sample 0, position 0: expected a token id at most 2147483647 (the int32 schema; int64=True for larger ids), got 2147483648
     """
-    lazy = LazyBatch.of(plan, samples, pad_token_id, int64=int64, sequence_names=sequence_names)
+    lazy = LazyBatch.of(plan, samples, pad_token_id=pad_token_id, int64=int64, sequence_names=sequence_names)
     return lazy.fill(blocks)
 
 
@@ -628,7 +628,7 @@ def count_trainable(plan: PackingPlan, samples: Samples) -> TrainableCounts:
     samples with no target, without building any block. O(total tokens).
 
     >>> samples = read_rows([{"prompt": [1, 2], "completion": [3, 4]}, [5]])
-    >>> count_trainable(plan(samples.lengths, 4, "ffd"), samples)
+    >>> count_trainable(plan(samples.lengths, 4, strategy="ffd"), samples)
     TrainableCounts(trainable_tokens=3, target_tokens=2, samples_without_trainable_tokens=1)
     """
     if samples.loss_mask is None:
@@ -661,7 +661,7 @@ def targets_per_sample(plan: PackingPlan, samples: Samples | None = None) -> Int
     blocks counted together, without building any block: what ``PackedBatch.loss_weights`` counts per document.
     ``samples`` None: lengths only, every token in the loss mask. O(total tokens).
 
-    >>> targets_per_sample(plan([2, 3, 1], 4, "split"), read_rows([[1, 2], [3, 4, 5], [6]])).tolist()  # 5 starts a block
+    >>> targets_per_sample(plan([2, 3, 1], 4, strategy="split"), read_rows([[1, 2], [3, 4, 5], [6]])).tolist()  # 5 starts a block
     [1, 1, 0]
     """
     if samples is not None and samples.loss_mask is None:
@@ -692,9 +692,9 @@ def _piece_targets(plan: PackingPlan, samples: Samples | None) -> tuple[Int64Arr
 def pack(
     samples: Any,
     max_seq_length: int | None = None,
+    *,
     strategy: StrategyName | None = None,
     overflow: OverflowPolicy | None = None,
-    *,
     recipe: Recipe | None = None,
     **options: Unpack[RecipeOptions],
 ) -> PackedBatch:
@@ -738,11 +738,11 @@ def _pack(samples: Any, chosen: Recipe) -> PackedBatch:
         if layout.in_order() and (chosen.int64 or joined_dtype(rows) == np.int32):
             return _pack_in_order(layout, rows, prepare(chosen).pad_id, chosen.int64)
         flat = read_rows(rows, **prepare(chosen).read_options)
-        return materialize(layout, flat, prepare(chosen).pad_id, int64=chosen.int64)
+        return materialize(layout, flat, pad_token_id=prepare(chosen).pad_id, int64=chosen.int64)
     flat = read_rows(rows, **prepare(chosen).read_options)
     if flat.units is not None:
         return pack_units(flat, chosen)
-    return materialize(plan(flat.lengths, recipe=chosen), flat, prepare(chosen).pad_id, int64=chosen.int64)
+    return materialize(plan(flat.lengths, recipe=chosen), flat, pad_token_id=prepare(chosen).pad_id, int64=chosen.int64)
 
 
 def pack_units(samples: Samples, recipe: Recipe) -> PackedBatch:
@@ -756,7 +756,7 @@ def pack_units(samples: Samples, recipe: Recipe) -> PackedBatch:
     """
     fitted = fit_units(samples, recipe)
     layout = plan(fitted.samples.lengths, recipe=fitted.planning)
-    batch = materialize(layout, fitted.samples, prepare(recipe).pad_id, int64=recipe.int64)
+    batch = materialize(layout, fitted.samples, pad_token_id=prepare(recipe).pad_id, int64=recipe.int64)
     packed = np.bincount(layout.piece_sequence, minlength=len(fitted.samples)) > 0
     return replace(batch, stats=fitted.stats(batch.stats, recipe, packed))
 
@@ -778,7 +778,7 @@ def lazy_units(
     if shuffle:
         layout = layout.shuffle(layout_recipe.seed or 0)
     wide = layout_recipe.int64 if int64 is None else int64
-    lazy = LazyBatch.of(layout, fitted.samples, prepare(layout_recipe).pad_id, int64=wide)
+    lazy = LazyBatch.of(layout, fitted.samples, pad_token_id=prepare(layout_recipe).pad_id, int64=wide)
     lazy.__dict__["stats"] = fitted.stats(lazy.stats, layout_recipe, packed)  # the cached statistics, with units
     return lazy
 
@@ -786,7 +786,7 @@ def lazy_units(
 def _pack_in_order(plan: PackingPlan, rows: list[Any], pad_token_id: int, int64: bool) -> PackedBatch:
     """The blocks of an in-order plan (``PackingPlan.in_order``) of the token arrays ``rows``: the arrays
     are joined straight into the blocks (no flat copy first), padding and mask follow. Same result as
-    ``materialize(layout, read_rows(rows), ...)``. O(blocks × max_seq_length), a copy of the tokens."""
+    ``materialize(layout, read_rows(rows), pad_token_id=...)``. O(blocks × max_seq_length), a copy of the tokens."""
     pad = _check_pad(pad_token_id, int64)
     shape = (plan.num_blocks, plan.max_seq_length)
     total = int(plan.lengths.sum())

@@ -213,7 +213,7 @@ def slot_sources(plan: PackingPlan) -> Int64Array:
     tokens, -1 in padding. O(blocks × max_seq_length).
 
     >>> from packing import plan
-    >>> slot_sources(plan([2, 1], 4, "ffd")).tolist()
+    >>> slot_sources(plan([2, 1], 4, strategy="ffd")).tolist()
     [[0, 1, 2, -1]]
     """
     width = plan.max_seq_length

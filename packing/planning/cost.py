@@ -26,9 +26,9 @@ def compute_cost(plan: PackingPlan) -> ComputeCost:
     """Training-compute estimate of a plan. O(pieces).
 
     >>> from packing import plan
-    >>> compute_cost(plan([2, 3, 1], 4, "split"))
+    >>> compute_cost(plan([2, 3, 1], 4, strategy="split"))
     ComputeCost(token_slots=8, attention_masked=10, attention_full=32)
-    >>> compute_cost(plan([2, 3, 1], 4, "wrapped")).attention_masked  # one run per block: 4² + 2²
+    >>> compute_cost(plan([2, 3, 1], 4, strategy="wrapped")).attention_masked  # one run per block: 4² + 2²
     20
     """
     lengths = plan.boundaries[1].astype(np.int64)  # the documents attention sees; int32 squares overflow

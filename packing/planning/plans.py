@@ -52,7 +52,7 @@ class PackingPlan:
     ``block_starts[b]:block_starts[b + 1]``, in order, with no gaps; padding follows them.
     Piece arrays are int32 (a 16-million-sequence plan takes about 400 MB).
 
-    >>> p = plan([2, 3, 1], 4, "split")
+    >>> p = plan([2, 3, 1], 4, strategy="split")
     >>> p.blocks()
     [[Piece(sequence=0, start=0, length=2), Piece(sequence=1, start=0, length=2)], [Piece(sequence=1, start=2, length=1), Piece(sequence=2, start=0, length=1)]]
     >>> p.stats.efficiency
@@ -130,7 +130,7 @@ class PackingPlan:
         ``split`` does when nothing is cut): block ``b`` is then tokens ``b * max_seq_length`` up to the
         next block's of the sequences laid end to end, and only the last block has padding. O(pieces).
 
-        >>> plan([3, 2, 4], 4, "split").in_order(), plan([3, 2, 4], 4, "ffd").in_order()
+        >>> plan([3, 2, 4], 4, strategy="split").in_order(), plan([3, 2, 4], 4, strategy="ffd").in_order()
         (True, False)
         """
         if int(self.piece_length.sum(dtype=np.int64)) != int(self.lengths.sum()):
@@ -145,7 +145,7 @@ class PackingPlan:
         The statistics count the selected pieces as the input: nothing in them was cut or
         lost, and a sample counts as split when its tokens span several selected blocks.
 
-        >>> p = plan([4, 4, 2, 3], 4, "ffd")
+        >>> p = plan([4, 4, 2, 3], 4, strategy="ffd")
         >>> window = p.select([1, 2])
         >>> window.num_blocks, window.stats.num_blocks, window.stats.packed_tokens
         (2, 2, 7)
@@ -170,7 +170,7 @@ class PackingPlan:
     def permute(self, order: npt.ArrayLike) -> PackingPlan:
         """The same blocks in ``order`` (block ``i`` of the result is block ``order[i]``). O(pieces).
 
-        >>> p = plan([4, 4, 2, 2], 4, "ffd")
+        >>> p = plan([4, 4, 2, 2], 4, strategy="ffd")
         >>> [[piece.sequence for piece in block] for block in p.permute([2, 0, 1]).blocks()]
         [[2, 3], [0], [1]]
         """
@@ -197,7 +197,7 @@ class PackingPlan:
         order would see a length curriculum. The order is
         ``numpy.random.default_rng(seed).permutation(num_blocks)``.
 
-        >>> p = plan([4, 4, 2, 3], 4, "ffd")
+        >>> p = plan([4, 4, 2, 3], 4, strategy="ffd")
         >>> sorted(b[0].sequence for b in p.shuffle(7).blocks()) == sorted(b[0].sequence for b in p.blocks())
         True
         """
@@ -225,7 +225,7 @@ class PackingPlan:
         boundaries (``wrapped``): then each block is one run of all its tokens. Positions, labels,
         ``seq_lengths`` and exports follow these; tokens follow the pieces. O(1), or O(pieces) once for ``wrapped``.
 
-        >>> plan([3, 2, 4], 4, "split").boundaries[1].tolist(), plan([3, 2, 4], 4, "wrapped").boundaries[1].tolist()
+        >>> plan([3, 2, 4], 4, strategy="split").boundaries[1].tolist(), plan([3, 2, 4], 4, strategy="wrapped").boundaries[1].tolist()
         ([3, 1, 1, 3, 1], [4, 4, 1])
         """
         if STRATEGIES[self.strategy].keeps_boundaries:
@@ -368,9 +368,9 @@ def _windowed_layout(
 def plan(
     lengths: npt.ArrayLike,
     max_seq_length: int | None = None,
+    *,
     strategy: StrategyName | None = None,
     overflow: OverflowPolicy | None = None,
-    *,
     recipe: Recipe | None = None,
     **options: Unpack[RecipeOptions],
 ) -> PackingPlan:

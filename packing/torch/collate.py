@@ -426,8 +426,8 @@ def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Te
     rows_as_samples = [{"input_ids": tokens[a:b], "loss_mask": (labels[a:b] != IGNORE_INDEX).astype(np.int8)}
                        for a, b in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True)]  # fmt: skip
     samples = read_rows(rows_as_samples)
-    layout = plan(samples.lengths, max_seq_length, "next_fit", recipe.overflow)
-    batch = materialize(layout, samples, prepare(recipe).pad_id)
+    layout = plan(samples.lengths, max_seq_length, strategy="next_fit", overflow=recipe.overflow)
+    batch = materialize(layout, samples, pad_token_id=prepare(recipe).pad_id)
     # labels: the documents' own labels (which may differ from input_ids) where the block has a target; the
     # same plan filled with each token's place in ``tokens`` says where each slot's token came from
     assert samples.loss_mask is not None

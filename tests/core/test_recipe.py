@@ -111,7 +111,9 @@ def by_plan(options: dict[str, Any], tmp: Path) -> tuple[list[Document], set[int
     packed = packing.pack(rows_for(options), LENGTH, **options).plan
     for name in ("block_starts", "piece_sequence", "piece_start", "piece_length"):
         assert getattr(layout, name).tolist() == getattr(packed, name).tolist()
-    return documents(packing.materialize(layout, samples, packing.text.prepare(recipe).pad_id).iter_blocks())
+    return documents(
+        packing.materialize(layout, samples, pad_token_id=packing.text.prepare(recipe).pad_id).iter_blocks()
+    )
 
 
 def by_read_dataset(options: dict[str, Any], tmp: Path) -> tuple[list[Document], set[int]]:
@@ -226,7 +228,7 @@ def test_ray_names_the_tokenizer_option_for_a_text_row(cluster: Any) -> None:
 def test_a_recipe_or_keywords_are_the_same() -> None:
     recipe = Recipe(LENGTH, strategy="ffd", overflow="split", loss="all")
     by_recipe = packing.pack(TOKEN_ROWS, recipe=recipe)
-    by_keywords = packing.pack(TOKEN_ROWS, LENGTH, "ffd", "split", loss="all")
+    by_keywords = packing.pack(TOKEN_ROWS, LENGTH, strategy="ffd", overflow="split", loss="all")
     assert by_recipe.labels.tolist() == by_keywords.labels.tolist()
     assert packing.pack(TOKEN_ROWS, recipe=recipe, strategy="bfd").plan.strategy == "bfd"  # keywords over a recipe
     with pytest.raises(

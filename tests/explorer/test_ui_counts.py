@@ -37,7 +37,9 @@ def _library(
     """What the library says of ``batch``: its counts, and each document's share of the loss under every mode
     (``loss_weights`` summed over the document's tokens), by document number (1-based), for ``samples`` packed
     with these settings."""
-    batch = packing.materialize(packing.plan(samples.lengths, max_seq_length, strategy, overflow), samples)
+    batch = packing.materialize(
+        packing.plan(samples.lengths, max_seq_length, strategy=strategy, overflow=overflow), samples
+    )
     ids = batch.sequence_ids.astype(np.int64)
     real = ids >= 0
     counts = packing.count_trainable(batch.plan, samples)
@@ -154,7 +156,7 @@ def test_a_lengths_only_source_counts_as_the_library() -> None:
     at.run()
     assert not at.exception and not at.error
     lengths = Synthetic(12, str(at.session_state["distribution"]), 0, 40).load().lengths
-    layout = packing.plan(lengths, 64, "bfd")
+    layout = packing.plan(lengths, 64, strategy="bfd")
     page = _page(at)
     stats = layout.stats
     assert page["blocks"] == stats.num_blocks and page["padding"] == stats.padding_tokens

@@ -16,7 +16,7 @@ from packing.comparison import Contender, Row, compare
 
 
 def test_classic_text_form() -> None:
-    batch = packing.pack([[1, 2], [3, 4, 5], [6]], 4, "split")
+    batch = packing.pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split")
     assert tables.classic_text(batch.input_ids, batch.loss_mask) == (
         "Block 1: [1, 2, 3, 4] -> mask: [1, 1, 1, 1]\nBlock 2: [5, 6, 0, 0] -> mask: [1, 1, 0, 0]"
     )
@@ -25,8 +25,8 @@ def test_classic_text_form() -> None:
 
 def test_headline_numbers() -> None:
     lengths = [2, 3, 1, 9]
-    layout = packing.plan(lengths, 4, "ffd", "split")
-    bounds = packing.lower_bounds(lengths, 4, "split")
+    layout = packing.plan(lengths, 4, strategy="ffd", overflow="split")
+    bounds = packing.lower_bounds(lengths, 4, overflow="split")
     counts = packing.batches.TrainableCounts(12, 9, 1)
     metrics = {m.label: m.value for m in tables.headline(layout.stats, bounds, "ffd", counts)}
     assert metrics["Blocks"] == str(layout.num_blocks)
@@ -35,7 +35,7 @@ def test_headline_numbers() -> None:
     assert metrics["Padding"] == str(layout.stats.padding_tokens)
     assert metrics["Loss mask 1"] == "12"
     assert metrics["Training targets"] == "9"
-    truncated = packing.plan(lengths, 4, "split", "truncate")
+    truncated = packing.plan(lengths, 4, strategy="split", overflow="truncate")
     numbers = {
         m.label: m.value
         for m in tables.headline(truncated.stats, bounds, "split", packing.batches.TrainableCounts(0, 0, 0))
@@ -45,7 +45,7 @@ def test_headline_numbers() -> None:
 
 def test_blocks_table() -> None:
     samples = [[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]]
-    batch = packing.pack(samples, 4, "split")
+    batch = packing.pack(samples, 4, strategy="split")
     frame = tables.blocks_table(batch.input_ids, batch.loss_mask, batch.sequence_ids)
     assert frame["block"].tolist() == [1, 2]
     assert frame["documents"].tolist() == ["1, 2", "2, 3"]
@@ -137,7 +137,7 @@ def test_sweep_display_shows_notes_only_when_a_strategy_did_not_run() -> None:
 
 def test_efficiency_never_reads_100_percent_with_padding_left() -> None:
     lengths = [383] + [384] * 999
-    layout = packing.plan(lengths, 384, "bfd")
+    layout = packing.plan(lengths, 384, strategy="bfd")
     bounds = packing.lower_bounds(lengths, 384)
     metrics = {
         m.label: m.value for m in tables.headline(layout.stats, bounds, "bfd", packing.batches.TrainableCounts(0, 0, 0))
@@ -155,5 +155,7 @@ def test_refusals_and_losses_are_explained_in_plain_words() -> None:
         tables.refusal(Row(Contender("ffd"), None, 0, 0.0, "some reason"))
         == f"{title} cannot pack this data: some reason"
     )
-    assert tables.loss_note(packing.plan([4, 4, 5], 4, "split").stats, 5) is None  # 1 of 13 tokens: under 10 %
-    assert "longer than max_seq_length 4" in str(tables.loss_note(packing.plan([299, 3], 4, "split").stats, 299))
+    assert tables.loss_note(packing.plan([4, 4, 5], 4, strategy="split").stats, 5) is None  # 1 of 13 tokens: under 10 %
+    assert "longer than max_seq_length 4" in str(
+        tables.loss_note(packing.plan([299, 3], 4, strategy="split").stats, 299)
+    )

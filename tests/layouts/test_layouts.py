@@ -554,7 +554,7 @@ def test_exports_write_ids_labels_and_positions_in_the_schemas_dtype(int64: bool
     from packing import pack
     from packing.layouts.export import export
 
-    batch = pack([[1, 2], [3, 4, 5]], 4, "split", int64=int64)
+    batch = pack([[1, 2], [3, 4, 5]], 4, strategy="split", int64=int64)
     want = pa.int64() if int64 else pa.int32()
     columns = {
         "trl": ("input_ids", "labels"),

@@ -30,7 +30,7 @@ def packs(rows: list[list[int]], max_seq_len: int, split_across_pack: bool, max_
     """torchtune's packs from this project: the ``torchtune`` export of the matching strategy, the first
     ``max_packs`` blocks (:meth:`PackingPlan.select`; see ``test_max_packs_is_a_selection``)."""
     strategy, overflow = ("split", "split") if split_across_pack else ("next_fit", "error")
-    layout = packing.plan([len(r) for r in rows], max_seq_len, strategy, overflow)  # type: ignore[arg-type]
+    layout = packing.plan([len(r) for r in rows], max_seq_len, strategy=strategy, overflow=overflow)  # type: ignore[arg-type]
     if max_packs is not None and layout.num_blocks > max_packs:
         layout = layout.select(range(max_packs))
     batch = packing.materialize(layout, packing.read_rows(rows))
@@ -135,7 +135,7 @@ def test_pad_pack_case() -> None:
     in the padding. Same. Differences, asserted: the padding id is a token id (torchtune's case pads with -8,
     refused here), and positions and labels are derived, not given (torchtune's case hands in positions ``[8, 0]``
     and labels ``[3, 7]``; here each one-token document has position 0 and label -100)."""
-    batch = packing.pack([[2], [5]], 4, "next_fit", pad_token_id=7)
+    batch = packing.pack([[2], [5]], 4, strategy="next_fit", pad_token_id=7)
     out = packing.export(batch, "torchtune").to_pydict()
     assert out == {
         "tokens": [[2, 5, 7, 7]],
@@ -162,7 +162,7 @@ def test_max_packs_is_a_selection() -> None:
     """torchtune's ``max_packs`` stops packing after that many packs. Difference: there is no such option here;
     the plan's first ``max_packs`` blocks (``plan.select(range(max_packs))``) are the same packs, since both strategies
     fill packs in input order, and the statistics then count only them."""
-    full = packing.plan([2] * DATASET_SIZE, 25, "next_fit")
+    full = packing.plan([2] * DATASET_SIZE, 25, strategy="next_fit")
     first = full.select(range(5))
     assert first.num_blocks == 5 and first.stats.packed_tokens == 5 * 24
     assert first.blocks() == full.blocks()[:5]

@@ -30,10 +30,10 @@ ROWS = [[1, 2], [3, 4, 5], [6, 7, 8, 9, 10, 11], [12], [13] * 9]
 ENTRY_POINTS: dict[str, Callable[[], Any]] = {
     "plan": lambda: packing.plan([len(r) for r in ROWS], 4, overflow="error"),
     "pack": lambda: packing.pack(ROWS, 4, overflow="error"),
-    "pack split strategy": lambda: packing.pack(ROWS, 4, "split", "error"),
+    "pack split strategy": lambda: packing.pack(ROWS, 4, strategy="split", overflow="error"),
     "recipe": lambda: packing.pack(ROWS, recipe=packing.Recipe(4, overflow="error")),
-    "lower_bounds": lambda: packing.lower_bounds([len(r) for r in ROWS], 4, "error"),
-    "explain": lambda: packing.explain([len(r) for r in ROWS], 4, "bfd", "error"),
+    "lower_bounds": lambda: packing.lower_bounds([len(r) for r in ROWS], 4, overflow="error"),
+    "explain": lambda: packing.explain([len(r) for r in ROWS], 4, strategy="bfd", overflow="error"),
     "stream": lambda: list(packing.stream(ROWS, 4, overflow="error", buffer_size=2, shuffle=False)),
     "hf.pack_dataset": lambda: pack_dataset({"input_ids": ROWS}, 4, overflow="error"),
     "hf.pack_batch": lambda: pack_batch({"input_ids": ROWS}, 4, overflow="error"),
@@ -111,11 +111,11 @@ def test_refuses_exactly_when_a_sample_is_over_long(lengths: list[int], capacity
     over = [i for i, n in enumerate(lengths) if n > capacity]
     if over:
         with pytest.raises(packing.errors.SequenceTooLong) as raised:
-            packing.plan(lengths, capacity, strategy, "error")  # type: ignore[arg-type]
+            packing.plan(lengths, capacity, strategy=strategy, overflow="error")  # type: ignore[arg-type]
         assert (raised.value.sample, raised.value.length) == (over[0], lengths[over[0]])
     else:
-        got = packing.plan(lengths, capacity, strategy, "error")  # type: ignore[arg-type]
-        want = packing.plan(lengths, capacity, strategy, "truncate")  # type: ignore[arg-type]
+        got = packing.plan(lengths, capacity, strategy=strategy, overflow="error")  # type: ignore[arg-type]
+        want = packing.plan(lengths, capacity, strategy=strategy, overflow="truncate")  # type: ignore[arg-type]
         assert got.blocks() == want.blocks()
         assert np.array_equal(got.block_starts, want.block_starts)
 

@@ -399,7 +399,7 @@ def test_plan_pieces_cover_exactly_the_kept_tokens(
         lengths = data.draw(st.lists(st.integers(min_value=0, max_value=40), max_size=30))
     docs = reference_documents(lengths, capacity, overflow)
     before = list(lengths)
-    layout = packing.plan(lengths, capacity, strategy, overflow)
+    layout = packing.plan(lengths, capacity, strategy=strategy, overflow=overflow)
     assert lengths == before
     starts = layout.block_starts.tolist()
     assert starts[0] == 0 and starts[-1] == len(layout.piece_length)
@@ -472,7 +472,7 @@ def test_fast_strategy_equals_the_reference_on_larger_inputs(strategy: str) -> N
             assert blocks.tolist() == reference.REFERENCES[strategy](lengths.tolist(), capacity)
         with_overflow = rng.integers(0, 2 * capacity, size=600)  # empty and over-long sequences too
         for lengths in (uniform, few_lengths, with_overflow):
-            layout = packing.plan(lengths, capacity, strategy)
+            layout = packing.plan(lengths, capacity, strategy=strategy)
             assert [[p.sequence for p in pieces] for pieces in layout.blocks()] == reference_blocks(
                 strategy, lengths.tolist(), capacity
             )
@@ -485,7 +485,7 @@ def test_plan_groups_documents_as_the_reference_assigns_them(strategy: str, capa
     # lengths 1..capacity take the path where every sequence is one document; 0 and over-long ones the other
     top = data.draw(st.sampled_from([capacity, 2 * capacity]))
     lengths = data.draw(st.lists(st.integers(min_value=0 if top > capacity else 1, max_value=top), max_size=25))
-    layout = packing.plan(lengths, capacity, strategy)
+    layout = packing.plan(lengths, capacity, strategy=strategy)
     assert [[p.sequence for p in pieces] for pieces in layout.blocks()] == reference_blocks(strategy, lengths, capacity)
 
 
@@ -497,7 +497,7 @@ def test_blocks_are_numbered_by_opening_and_hold_documents_in_placement_order(
     strategy: str, overflow: str, capacity: int, data: st.DataObject
 ) -> None:
     lengths = data.draw(st.lists(st.integers(min_value=0, max_value=2 * capacity), max_size=8))
-    blocks = packing.plan(lengths, capacity, strategy, overflow).blocks()
+    blocks = packing.plan(lengths, capacity, strategy=strategy, overflow=overflow).blocks()
 
     order = packing.strategies.STRATEGIES[strategy].order
     docs = reference_documents(lengths, capacity, overflow)
@@ -527,6 +527,6 @@ def test_blocks_are_numbered_by_opening_and_hold_documents_in_placement_order(
     cap=st.one_of(st.none(), st.integers(min_value=1, max_value=4)),
 )
 def test_spfhp_makes_the_packs_of_the_published_algorithm(lengths: list[int], capacity: int, cap: int | None) -> None:
-    layout = packing.plan(lengths, capacity, "spfhp", max_sequences_per_block=cap)
+    layout = packing.plan(lengths, capacity, strategy="spfhp", max_sequences_per_block=cap)
     packs = [[p.length for p in block] for block in layout.blocks()]
     assert sorted(packs, key=lambda p: (-sum(p), p)) == reference.shortest_pack_first(lengths, capacity, cap)

@@ -61,7 +61,7 @@ def epoch_blocks_needed(lengths: list[int], max_seq_length: int, strategy: Any, 
     order = rng.permutation(len(lengths))
     reads_seed = "seed" in packing.strategies.STRATEGIES[strategy].options
     plan_seed = int(rng.integers(2**31)) if reads_seed else None
-    return packing.plan(np.array(lengths)[order], max_seq_length, strategy, seed=plan_seed).num_blocks
+    return packing.plan(np.array(lengths)[order], max_seq_length, strategy=strategy, seed=plan_seed).num_blocks
 
 
 # ---------------------------------------------------------------- the sampler

@@ -323,7 +323,7 @@ def section_reference(settings: Settings) -> list[Row]:
         progress(f"{name}: {strategy} against the reference")
         plan(lengths[:100], capacity, strategy=strategy)
         times, ref_times = measure_pair(
-            functools.partial(plan, lengths, capacity, strategy),
+            functools.partial(plan, lengths, capacity, strategy=strategy),
             functools.partial(reference, documents, capacity),
             settings.repeat,
         )
@@ -380,7 +380,9 @@ def section_wikipedia(settings: Settings) -> list[Row]:
             np.sort(lengths),
         )  # warm-up at full size: kernels loaded, memory in use
         times, sort_times = measure_pair(
-            functools.partial(plan, lengths, capacity, strategy), functools.partial(np.sort, lengths), settings.repeat
+            functools.partial(plan, lengths, capacity, strategy=strategy),
+            functools.partial(np.sort, lengths),
+            settings.repeat,
         )
         layout = plan(lengths, capacity, strategy=strategy)
         row = Row(

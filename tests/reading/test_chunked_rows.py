@@ -22,7 +22,7 @@ from packing.reading.cells import cells_row
 from packing.reading.content import File
 from packing.reading.dataset import _check_columns, read_dataset
 from packing.reading.files import decode
-from packing.reading.rows import read_rows
+from packing.reading.reader import read_rows
 
 WHOLE = 1 << 62
 BIG = 2**31 + 7  # past int32: the samples are int64 then, however they are chunked

@@ -423,12 +423,15 @@ def _settled(
         file is parsed before any row is read (a parse error further on comes first, raised from here), a CSV
         file's cells all read before the reader sees a row, and rows without a usable column refused before
         that; with a tokenizer, text rows are tokenized before the other rows are read (a bad text row further on
-    comes before ``error`` about a token row, ``row``). O(the rest of the file's bytes), on the way to an error
-    only."""
+    comes before ``error`` about a token row or a text row that tokenizes, ``row``). O(the rest of the file's bytes),
+    on the way to an error only."""
     cells = content.cells and not in_cells
     found: DatasetError | None = None
     tokenizer = reading.get("tokenizer")
-    texts = tokenizer is not None and not in_cells and not is_text_row(row)  # text rows are tokenized first
+    # text rows are tokenized first: a later bad one comes before an error about a token row, or about a text row
+    # that tokenizes (its kind unlike the first row's)
+    texts = tokenizer is not None and not in_cells
+    texts = texts and (not is_text_row(row) or _text_error([row], [place], done, content.file.label, reading) is None)
     text_error: DatasetError | None = None
     for raw, where in rest:
         rows = raw

@@ -48,7 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.core.arrays import offsets_of, row_at
-from packing.core.forms import is_message_list, is_text_row, is_text_unit, unit_kind
+from packing.core.forms import group_completions, is_message_list, is_text_row, is_text_unit, unit_kind
 from packing.core.loss import LossRules
 from packing.core.samples import Int64Array
 from packing.core.units import KINDS, UnitKind, Units
@@ -137,6 +137,7 @@ def token_array(value: Any, index: int | None, field: str | None) -> TokenArray:
     ...
     packing.errors.SampleError: sample 4, 'prompt', position 1: expected a non-negative integer token id, got True (bool)
     """
+    value = as_numpy(value)  # a tensor's bad item quoted as a number, as a list's
     array = _values(value, index, field, "token id")
     ok = array.dtype.kind == "i" or (array.dtype.kind == "u" and (not array.size or int(array.max()) <= INT64_MAX))
     if not ok or (type(value) is not np.ndarray and has_bools(value)):
@@ -693,14 +694,7 @@ def read_unit_row(row: Mapping[str, Any], index: int = 0) -> UnitRow:
             completions.append(tokens)
             masks.append(mask)
         return UnitRow(kind, prompt, completions, masks)
-    items = as_numpy(row["completions"])
-    if isinstance(items, np.ndarray) and items.ndim >= 2:
-        items = list(items)
-    listed = isinstance(items, (Sequence, np.ndarray)) and not isinstance(items, (str, bytes))
-    if not listed or (isinstance(items, np.ndarray) and items.ndim != 1):
-        raise UnitError.no_completions(index, items)  # a dict, a string, a number, a set, a generator: quoted
-    if not len(items):
-        raise UnitError.no_completions(index)
+    items = group_completions(as_numpy(row["completions"]), index)
     given = row.get("completion_masks")
     if given is not None and (not isinstance(given, (Sequence, np.ndarray)) or len(given) != len(items)):
         raise SampleError(index, "completion_masks", None, f"{len(items)} masks (one per completion)", given)

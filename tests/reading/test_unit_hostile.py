@@ -167,3 +167,27 @@ def test_csv_files_of_pairs_and_groups_are_read(tmp_path: Path) -> None:
     (tmp_path / "text.csv").write_text("prompt,chosen,rejected\nHi,yes,no\n")
     text = packing.read_dataset(tmp_path / "text.csv", tokenizer="bytes")
     assert text.samples.units.kind.tolist() == [1] and text.lengths.tolist() == [2 + 4 + 2 + 3]
+
+
+def test_a_text_unit_whose_prompt_is_token_ids_names_the_prompt() -> None:
+    """Token ids and text do not mix in one unit: the prompt of ids is named, not a completion of text."""
+    for row in ({"prompt": [1, 2], "chosen": "yes", "rejected": "no"}, {"prompt": [1], "completions": ["a", "b"]}):
+        with pytest.raises(SampleError) as refused:
+            packing.read_rows([row], tokenizer="bytes")
+        message = str(refused.value)
+        assert message.startswith("sample 0, 'prompt': expected text or messages, as the unit's other parts are")
+        assert message.endswith(f"got {row['prompt']} (list)")
+    with pytest.raises(
+        UnitError, match=r"^sample 0, 'completions': expected at least one completion .* got 'ab' \(str\)"
+    ):
+        packing.read_rows([{"prompt": "hi", "completions": "ab"}], tokenizer="bytes")
+
+
+def test_a_tensor_of_floats_is_quoted_as_a_number() -> None:
+    torch = pytest.importorskip("torch")
+    with pytest.raises(SampleError) as refused:
+        packing.read_rows([{"prompt": torch.tensor([1.0, 2.0]), "chosen": [3], "rejected": [4]}])
+    assert (
+        str(refused.value)
+        == "sample 0, 'prompt', position 0: expected a non-negative integer token id, got 1.0 (float)"
+    )

@@ -28,8 +28,9 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 import packing  # noqa: E402
+from packing.layouts import LAYOUTS  # noqa: E402
 from packing.layouts.audit import audit  # noqa: E402
-from packing.layouts.export import EXPORT_FORMATS, export  # noqa: E402
+from packing.layouts.export import export  # noqa: E402
 
 
 def make_batch(documents: int, seed: int = 0) -> packing.PackedBatch:
@@ -71,7 +72,7 @@ def main() -> None:
     print(f"{batch.num_blocks:,} blocks, {tokens:,} tokens, max_seq_length {batch.max_seq_length:,}")
     print(f"{'layout':12}  {'audit':>9}  {'read only':>9}  {'ratio':>6}  {'M tokens/s':>10}  findings")
     with tempfile.TemporaryDirectory() as folder:
-        for layout in EXPORT_FORMATS:
+        for layout in LAYOUTS:
             path = Path(folder) / f"{layout}.parquet"
             pq.write_table(export(batch, layout), path)
             report = audit(path)  # warm up (and check)

@@ -75,8 +75,8 @@ def workloads() -> dict[str, Callable[[], object]]:
     million = np.clip(rng.lognormal(6.0, 1.0, 1_000_000).astype(np.int64), 1, 4096)
     hard = synthetic_lengths(10_000, "lognormal", 1_434_000_004, 2048)  # bfd is 1 block above L2: a real search
     return {
-        "plan bfd, 1,000,000 lengths": lambda: packing.plan(million, 4096, "bfd"),
-        "plan optimal, 10,000 lengths": lambda: packing.plan(hard, 2048, "optimal", time_limit=10),
+        "plan bfd, 1,000,000 lengths": lambda: packing.plan(million, 4096, strategy="bfd"),
+        "plan optimal, 10,000 lengths": lambda: packing.plan(hard, 2048, strategy="optimal", time_limit=10),
     }
 
 

@@ -60,7 +60,7 @@ def savings(name: str, units: Units, capacity: int) -> list[str]:
         laid = units.relaid(shared)[1]
         fit = laid.fit_lengths(capacity)
         fitted = laid.with_completion_lengths(fit.completion_lengths).lengths()
-        layout = packing.plan(fitted, capacity, "bfd", "drop")
+        layout = packing.plan(fitted, capacity, strategy="bfd", overflow="drop")
         cut = int(fit.tokens_cut.sum()) + int(fitted[fitted > capacity].sum())
         results[shared] = (int(laid.lengths().sum()), layout.num_blocks, cut)
     (tokens, blocks, cut), (tokens_s, blocks_s, cut_s) = results[False], results[True]

@@ -44,6 +44,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 import packing  # noqa: E402
+import packing.reading  # noqa: E402
 
 Int64Array = npt.NDArray[np.int64]
 
@@ -71,8 +72,8 @@ def write_rows(directory: Path, lengths: Int64Array, files: int, seed: int = 1) 
 
 def single_process(source: Path, target: Path, max_seq_length: int, seed: int) -> pa.Table:
     """Read, plan, shuffle, materialize and write in one process with the library."""
-    samples = packing.read_table(pq.read_table(source))
-    layout = packing.plan(samples.lengths, max_seq_length, "bfd").shuffle(seed)
+    samples = packing.reading.read_table(pq.read_table(source))
+    layout = packing.plan(samples.lengths, max_seq_length, strategy="bfd").shuffle(seed)
     out = packing.materialize(layout, samples).to_arrow()
     pq.write_table(out, target)
     return out
@@ -133,10 +134,10 @@ def shard_local_table(lengths: Int64Array, max_seq_length: int, batch_sizes: lis
     tokens = int(np.minimum(lengths, max_seq_length).sum())
     bound = -(-tokens // max_seq_length)
     rows = []
-    global_blocks = packing.plan(lengths, max_seq_length, "bfd").num_blocks
+    global_blocks = packing.plan(lengths, max_seq_length, strategy="bfd").num_blocks
     for size in batch_sizes:
         blocks = sum(
-            packing.plan(lengths[lo : lo + size], max_seq_length, "bfd").num_blocks
+            packing.plan(lengths[lo : lo + size], max_seq_length, strategy="bfd").num_blocks
             for lo in range(0, len(lengths), size)
         )
         rows.append({"packing": f"shard-local, {size:,} rows a batch", "blocks": blocks})
@@ -160,7 +161,7 @@ def driver_steps(lengths: Int64Array, max_seq_length: int) -> dict[str, float]:
         order = np.empty(len(uid), dtype=np.int64)
         order[ids.rows(uid)] = lengths
         t1 = time.perf_counter()
-        layout = packing.plan(order, max_seq_length, "bfd")
+        layout = packing.plan(order, max_seq_length, strategy="bfd")
         t2 = time.perf_counter()
         shuffled = layout.shuffle(0)
         t3 = time.perf_counter()

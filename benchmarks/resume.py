@@ -150,7 +150,7 @@ def padding_table(quick: bool) -> list[str]:
         for cp in (1, 2, 4, 8, 16):
             multiple = 2 * cp if cp > 1 else 1
             padded = int(padded_lengths(np.minimum(lengths, capacity), multiple).sum())
-            layout = packing.plan(lengths, capacity, "bfd", context_parallel_size=cp)
+            layout = packing.plan(lengths, capacity, strategy="bfd", context_parallel_size=cp)
             base = base or layout.num_blocks
             lines.append(
                 f"| {label if cp == 1 else 'same'} | {capacity} | {cp} | {100 * (padded - real) / real:.2f} % | "

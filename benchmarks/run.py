@@ -249,9 +249,9 @@ def plan_row(
     overflow: str = "truncate",
 ) -> Row:
     """Time ``plan`` on ``lengths`` (after a warm-up on a slice) and describe the result."""
-    plan(lengths[:2000], capacity, strategy, overflow)  # warm-up: numba loads or compiles its kernels
-    times = measure(lambda: plan(lengths, capacity, strategy, overflow), settings.repeat)
-    layout = plan(lengths, capacity, strategy, overflow)
+    plan(lengths[:2000], capacity, strategy=strategy, overflow=overflow)  # warm-up: numba loads or compiles its kernels
+    times = measure(lambda: plan(lengths, capacity, strategy=strategy, overflow=overflow), settings.repeat)
+    layout = plan(lengths, capacity, strategy=strategy, overflow=overflow)
     return Row(
         workload,
         strategy,
@@ -282,7 +282,9 @@ def section_lognormal(settings: Settings) -> list[Row]:
         row = plan_row(settings, name, lengths, capacity, strategy, bounds)
         if strategy == "ffd":  # timed again, alternately with bfd, for the ratio
             times, bfd_times = measure_pair(
-                lambda: plan(lengths, capacity, "ffd"), lambda: plan(lengths, capacity, "bfd"), settings.repeat
+                lambda: plan(lengths, capacity, strategy="ffd"),
+                lambda: plan(lengths, capacity, strategy="bfd"),
+                settings.repeat,
             )
             row.times, row.baseline_name, row.baseline_times, row.ratio_kind = times, "bfd", bfd_times, "times"
             row.target = "plan < 1 s; time ≤ 3× bfd"
@@ -319,13 +321,13 @@ def section_reference(settings: Settings) -> list[Row]:
         if strategy == "none":
             continue
         progress(f"{name}: {strategy} against the reference")
-        plan(lengths[:100], capacity, strategy)
+        plan(lengths[:100], capacity, strategy=strategy)
         times, ref_times = measure_pair(
-            functools.partial(plan, lengths, capacity, strategy),
+            functools.partial(plan, lengths, capacity, strategy=strategy),
             functools.partial(reference, documents, capacity),
             settings.repeat,
         )
-        layout = plan(lengths, capacity, strategy)
+        layout = plan(lengths, capacity, strategy=strategy)
         block_of = np.empty(n, dtype=np.int64)
         block_of[layout.piece_sequence] = layout.piece_block()
         same = block_of.tolist() == reference(documents, capacity)
@@ -373,11 +375,16 @@ def section_wikipedia(settings: Settings) -> list[Row]:
         ("spfhp", "spfhp", shuffled),
     ):
         progress(f"{name}: {label}")
-        plan(lengths, capacity, strategy), np.sort(lengths)  # warm-up at full size: kernels loaded, memory in use
+        (
+            plan(lengths, capacity, strategy=strategy),
+            np.sort(lengths),
+        )  # warm-up at full size: kernels loaded, memory in use
         times, sort_times = measure_pair(
-            functools.partial(plan, lengths, capacity, strategy), functools.partial(np.sort, lengths), settings.repeat
+            functools.partial(plan, lengths, capacity, strategy=strategy),
+            functools.partial(np.sort, lengths),
+            settings.repeat,
         )
-        layout = plan(lengths, capacity, strategy)
+        layout = plan(lengths, capacity, strategy=strategy)
         row = Row(
             name,
             label,
@@ -497,9 +504,9 @@ def touch_every_column(batch: packing.PackedBatch) -> int:
 
 
 def pack_and_touch(samples: list[Any], capacity: int) -> tuple[packing.PackedBatch, int]:
-    """``pack(samples, capacity, "split", overflow="split")`` with every column made and touched; the batch is
+    """``pack(samples, capacity, strategy="split", overflow="split")`` with every column made and touched; the batch is
     returned, so that (as with the baseline's result) freeing it is not timed."""
-    batch = pack(samples, capacity, "split", overflow="split")
+    batch = pack(samples, capacity, strategy="split", overflow="split")
     return batch, touch_every_column(batch)
 
 
@@ -541,7 +548,7 @@ def section_pack(settings: Settings) -> list[Row]:
     pack_and_touch(samples[:50], capacity)  # warm-up: kernels loaded
     reset = _reset_peak_memory()
     with _no_gc():
-        check = pack(samples, capacity, "split", overflow="split")
+        check = pack(samples, capacity, strategy="split", overflow="split")
         flat = check.input_ids.reshape(-1)
         same = bool(np.array_equal(flat[:total], tokens)) and not flat[total:].any()
         same = same and check.input_ids.dtype == np.int32 and check.labels.dtype == np.int32
@@ -588,7 +595,7 @@ def section_pack(settings: Settings) -> list[Row]:
     settings.notes.append(
         f"**{name}**: {n:,} samples of log-normal length (mean {total / n:.0f}, sigma 1) holding {total:,} "
         f"tokens, as numpy int32 arrays (views of one buffer, {total * 4 / 2**30:.2f} GiB). Time is "
-        "`packing.pack(samples, L, 'split', overflow='split')` then every output column made (input_ids and "
+        "`packing.pack(samples, L, strategy='split', overflow='split')` then every output column made (input_ids and "
         "loss_mask by `pack`, labels, position_ids and sequence_ids on first access) and one value read from "
         "every 4 KiB page of each; the baseline is one `numpy.concatenate(samples)`. Building the samples is "
         "timed in neither. Output checked: the packed tokens (int32) are the concatenation followed by "
@@ -606,9 +613,9 @@ start = time.perf_counter()
 import numpy as np
 from packing import pack, plan
 for strategy in ("split", "next_fit", "first_fit", "ffd", "bfd", "spfhp", "none"):
-    plan(np.array([3, 5, 2, 7]), 8, strategy)
-pack([[1, 2, 3], {"prompt": [4], "completion": [5, 6]}], 4, "bfd")
-pack([[1, 2, 3], [4, 5]], 4, "split", overflow="split")
+    plan(np.array([3, 5, 2, 7]), 8, strategy=strategy)
+pack([[1, 2, 3], {"prompt": [4], "completion": [5, 6]}], 4, strategy="bfd")
+pack([[1, 2, 3], [4, 5]], 4, strategy="split", overflow="split")
 print(time.perf_counter() - start)
 """
 

@@ -3,6 +3,8 @@
 >>> from packing.cli import main
 >>> main(["pack", "data.jsonl", "--max-seq-length", "0", "--strategy", "bfd", "--output", "out.parquet"])
 2
+
+Internal: run ``python -m packing``.
 """
 
 from packing.cli import main

@@ -23,6 +23,8 @@ bfd            2            2    0    100.00 %        0            0            
 <BLANKLINE>
 lower bound: ...
 0
+
+Internal: the command line is ``python -m packing`` (or ``packing``); this module is its implementation.
 """
 
 from __future__ import annotations
@@ -51,10 +53,10 @@ from packing.comparison import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, c
 from packing.core.validation import check_time_limit
 from packing.errors import PackingError, one_line
 from packing.layouts.audit import LAYOUTS, AuditReport, audit, report_json
-from packing.layouts.export import EXPORT_FORMATS, export_chunks, write_jsonl, write_parquet, write_table
+from packing.layouts.export import export_chunks, write_jsonl, write_parquet, write_table
 from packing.layouts.outputs import exclusive
 from packing.planning.plans import plan
-from packing.reading.dataset import Dataset, read_dataset
+from packing.reading.dataset import FileSamples, read_dataset
 from packing.reading.files import FORMATS, PACKED_FORMATS, listed, read_whole, resolve
 from packing.recipe import PEER_NAMES, Door, Recipe, option_fields
 from packing.strategies.bounds import lower_bounds
@@ -300,7 +302,7 @@ def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
     parser.add_argument(
         "--format",
         dest="export_format",
-        choices=EXPORT_FORMATS,
+        choices=LAYOUTS,
         default="packing",
         help="layout of the output: this project's columns (default) or another framework's",
     )
@@ -405,11 +407,11 @@ def _percent(value: float) -> str:
 
 def _bound(lengths: npt.NDArray[np.int64], capacity: int, overflow: str, strategy: str) -> int:
     """The lower bound that applies to ``strategy``: tokens/capacity if it splits, L2 otherwise."""
-    bounds = lower_bounds(lengths, capacity, overflow)
+    bounds = lower_bounds(lengths, capacity, overflow=overflow)
     return bounds.simple if STRATEGIES[strategy].splits_sequences else bounds.l2
 
 
-def _describe_input(dataset: Dataset) -> str:
+def _describe_input(dataset: FileSamples) -> str:
     """The input file in one line: sequences, tokens, longest."""
     lengths = dataset.lengths
     longest = int(lengths.max()) if len(lengths) else 0
@@ -456,7 +458,7 @@ class Progress:
 # ---------------------------------------------------------------- reading (and tokenizing)
 
 
-def _read_input(args: argparse.Namespace, progress: Progress | None = None, message: str = "") -> Dataset:
+def _read_input(args: argparse.Namespace, progress: Progress | None = None, message: str = "") -> FileSamples:
     """The input dataset through the one reader; with ``--tokenizer``, text rows are tokenized (with a count)."""
 
     def report(done: int, total: int) -> None:
@@ -466,8 +468,8 @@ def _read_input(args: argparse.Namespace, progress: Progress | None = None, mess
     return read_dataset(_input(args), args.format, progress=report, recipe=_recipe(args))
 
 
-def _warn(dataset: Dataset, recipe: Recipe, quiet: bool = False) -> None:
-    """The dataset's notes (``Dataset.notes``: files that look packed) as warnings on stderr, and a note when
+def _warn(dataset: FileSamples, recipe: Recipe, quiet: bool = False) -> None:
+    """The dataset's notes (``FileSamples.notes``: files that look packed) as warnings on stderr, and a note when
     ``--share-prompt`` finds nothing to share (harmless, as at every door: plain rows have no prompt to store
     once)."""
     for note in dataset.notes:
@@ -520,7 +522,7 @@ def _writer(output: Path, layout: str = "packing", loss_weights: LossMode | None
     return writer
 
 
-def _pack_batch(recipe: Recipe, dataset: Dataset, shuffle: bool) -> LazyBatch:
+def _pack_batch(recipe: Recipe, dataset: FileSamples, shuffle: bool) -> LazyBatch:
     """Plan and shuffle (unless ``--no-shuffle``) the dataset's samples, checked for filling; the blocks are
     made chunk by chunk as they are written. Lengths-only data is refused."""
     if dataset.kind == "lengths":
@@ -534,7 +536,7 @@ def _pack_batch(recipe: Recipe, dataset: Dataset, shuffle: bool) -> LazyBatch:
     if shuffle:
         layout = layout.shuffle(recipe.seed or 0)
     return LazyBatch.of(
-        layout, dataset.samples, prepare(recipe).pad_id, int64=recipe.int64 or dataset.samples.wide_ids()
+        layout, dataset.samples, pad_token_id=prepare(recipe).pad_id, int64=recipe.int64 or dataset.samples.wide_ids()
     )  # ids above 2**31 - 1: int64
 
 
@@ -565,7 +567,7 @@ def _loss_warning(stats: PackingStats) -> str | None:
 
 
 def _pack_summary(
-    args: argparse.Namespace, recipe: Recipe, dataset: Dataset, batch: LazyBatch, progress: Progress
+    args: argparse.Namespace, recipe: Recipe, dataset: FileSamples, batch: LazyBatch, progress: Progress
 ) -> str:
     """The table printed after ``pack``."""
     stats = batch.stats
@@ -718,7 +720,7 @@ def _run_compare(args: argparse.Namespace) -> int:
         cut = int(dataset.lengths.sum() - lengths.sum())
         note = f"pairs and groups: each unit whole ({cut:,} tokens cut to fit a block first); no strategy that splits"
     with Progress(show=_stderr_is_terminal()).stage("plan", "planning"):
-        rows = compare(lengths, length, planned, contenders, time_limit=time_limit)
+        rows = compare(lengths, length, contenders, overflow=planned, time_limit=time_limit)
     print(f"input: {_describe_input(dataset)}; max_seq_length {length:,}, overflow {overflow}")
     if note:
         print(note)

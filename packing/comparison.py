@@ -97,9 +97,9 @@ class Row:
 def compare(
     lengths: npt.ArrayLike,
     max_seq_length: int,
-    overflow: OverflowPolicy = "truncate",
     contenders: tuple[Contender, ...] | list[Contender] = DEFAULT_CONTENDERS,
     *,
+    overflow: OverflowPolicy = "truncate",
     time_limit: float | None = None,
 ) -> list[Row]:
     """Plan every contender on the same lengths. The strategies' cost each.
@@ -109,17 +109,24 @@ def compare(
     ``PackingError``) gets a row with its ``refusal``.
     """
     sizes = np.asarray(lengths)
-    bounds = lower_bounds(sizes, max_seq_length, overflow)
+    bounds = lower_bounds(sizes, max_seq_length, overflow=overflow)
     rows: list[Row] = []
     for contender in contenders:
         entry = STRATEGIES[contender.strategy]
         bound = bounds.simple if entry.bound == "simple" else bounds.l2
         limit = time_limit if "time_limit" in entry.options else None
         try:
-            plan(sizes[:1], max_seq_length, contender.strategy, overflow)  # load compiled code: time the packing
+            plan(
+                sizes[:1], max_seq_length, strategy=contender.strategy, overflow=overflow
+            )  # load compiled code: time the packing
             start = time.perf_counter()
             layout = plan(
-                sizes, max_seq_length, contender.strategy, overflow, window=contender.window, time_limit=limit
+                sizes,
+                max_seq_length,
+                strategy=contender.strategy,
+                overflow=overflow,
+                window=contender.window,
+                time_limit=limit,
             )
             elapsed = time.perf_counter() - start
         except PackingError as error:

@@ -22,6 +22,23 @@ import copy
 from collections.abc import Callable
 from typing import ClassVar
 
+__all__ = [
+    "DatasetError",
+    "LimitError",
+    "NeedsTokenizer",
+    "OptionNotUsed",
+    "PackingError",
+    "PeerName",
+    "SampleError",
+    "SequenceTooLong",
+    "SettingError",
+    "StateMismatch",
+    "TooManyDocuments",
+    "UnitError",
+    "UnitTooLong",
+    "one_line",
+]
+
 QUOTE_LIMIT = 40
 """The most characters of a user's value an error message repeats."""
 
@@ -440,7 +457,7 @@ def one_line(
 
 
 class LimitError(DatasetError):
-    """A dataset over one of the bounds a caller set (``packing.ReadLimits``: bytes, rows, tokens, values),
+    """A dataset over one of the bounds a caller set (``packing.reading.ReadLimits``: bytes, rows, tokens, values),
     refused before it is decoded or as its totals grow; a server answers it as "too large".
 
     >>> str(LimitError("big.jsonl", None, "holds 2,000 lines, more than the limit of 1,000"))

@@ -3,7 +3,7 @@
 Both functions produce the schema's columns (``packing.batches.schema.COLUMNS``: ``input_ids``,
 ``labels``, ``loss_mask``, ``position_ids``, ``sequence_ids``, ``seq_lengths``), one row per
 block of at most ``max_seq_length`` tokens, and read rows with the one reader
-(``packing.reading.rows``): every form, nulls as absent, rows of mixed forms in one batch.
+(``packing.reading.reader``): every form, nulls as absent, rows of mixed forms in one batch.
 
 A row holds its block's real tokens only, ``sum(seq_lengths)`` values, as TRL's ``pack_dataset``
 writes its rows: TRL's padding-free collator (``DataCollatorForLanguageModeling(padding_free=True)``,
@@ -55,7 +55,7 @@ from packing.errors import SampleError, SettingError
 from packing.layouts.outputs import atomic_path
 from packing.planning.plans import PackingPlan, plan
 from packing.reading.arrow import Accumulator, batch_parts, flat_batches, read_table
-from packing.reading.rows import read_rows
+from packing.reading.reader import read_rows
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.registry import StrategyName
 from packing.text.prepare import prepare
@@ -83,9 +83,9 @@ def _rows(batch: Mapping[str, Any]) -> list[dict[str, Any]]:
 def pack_batch(
     batch: Mapping[str, Any] | pa.Table,
     max_seq_length: int | None = None,
+    *,
     strategy: StrategyName | None = None,
     overflow: OverflowPolicy | None = None,
-    *,
     carry: Sequence[str] | None = None,
     recipe: Recipe | None = None,
     **options: Unpack[RecipeOptions],
@@ -154,9 +154,9 @@ temporaries: a smaller peak than ``packing.batches.packed.CHUNK_TOKENS``'s, as f
 def pack_dataset(
     dataset: Any,
     max_seq_length: int | None = None,
+    *,
     strategy: StrategyName | None = None,
     overflow: OverflowPolicy | None = None,
-    *,
     shuffle: bool = True,
     carry: Sequence[str] | None = None,
     cache_file_name: str | os.PathLike[str] | None = None,
@@ -222,7 +222,7 @@ def pack_dataset(
     layout = plan(samples.lengths, recipe=planning)
     if shuffle:  # reorder the plan, so the blocks are written in their final order and never copied
         layout = layout.shuffle(chosen.seed or 0)
-    lazy = LazyBatch.of(layout, samples, prepare(chosen).pad_id, int64=chosen.int64)
+    lazy = LazyBatch.of(layout, samples, pad_token_id=prepare(chosen).pad_id, int64=chosen.int64)
     carried = _carried_values(layout, source, carry)
     tables = _block_tables(lazy, carried, whole=path is None)
     if path is None:
@@ -329,29 +329,29 @@ def _refuse_other_datasets(dataset: Any) -> None:
 
 
 def carried_columns(
-    layout: PackingPlan, source: pa.Table | Mapping[str, Any] | None, carry: Sequence[str] | None = None
+    plan: PackingPlan, source: pa.Table | Mapping[str, Any] | None, carry: Sequence[str] | None = None
 ) -> dict[str, pa.Array]:
     """The list columns of ``source`` other than the reader's and the schema's, aligned with the samples (each
     row as many values as the row's tokens: ``attention_mask``, ``token_type_ids``, ...), cut and packed as the
-    tokens are, one row per block of ``layout`` holding its real tokens' values, as TRL's ``pack_dataset``
+    tokens are, one row per block of ``plan`` holding its real tokens' values, as TRL's ``pack_dataset``
     carries them. ``carry=None``: every such column aligned on every row (others are left out); a list of
     names: those columns, refused when missing, not lists, the reader's or out of line with a row. Nothing
     (``{}``) without a source. O(tokens of the carried columns).
 
     >>> import pyarrow as pa
-    >>> layout = plan([2, 3, 1], 4, "ffd")
+    >>> layout = plan([2, 3, 1], 4, strategy="ffd")
     >>> source = pa.table({"input_ids": [[1, 2], [3, 4, 5], [6]], "attention_mask": [[1, 0], [1, 1, 0], [1]]})
     >>> carried_columns(layout, source)["attention_mask"].to_pylist()
     [[1, 1, 0, 1], [1, 0]]
     """
-    values = _carried_values(layout, source, carry)
-    return _carried_for(layout, values, int(layout.piece_length.sum()) > INT32_MAX)
+    values = _carried_values(plan, source, carry)
+    return _carried_for(plan, values, int(plan.piece_length.sum()) > INT32_MAX)
 
 
 def _carried_values(
-    layout: PackingPlan, source: pa.Table | Mapping[str, Any] | Any | None, carry: Sequence[str] | None
+    plan: PackingPlan, source: pa.Table | Mapping[str, Any] | Any | None, carry: Sequence[str] | None
 ) -> dict[str, pa.Array]:
-    """The columns :func:`carried_columns` carries, checked against ``layout``'s rows, each as its values laid end
+    """The columns :func:`carried_columns` carries, checked against ``plan``'s rows, each as its values laid end
     to end (what every block's values are taken from). ``source`` may be a ``datasets.Dataset``. O(rows)."""
     if source is None:
         if carry:
@@ -368,7 +368,7 @@ def _carried_values(
             if wanted not in names or wanted in reserved:
                 expected = "a column of the dataset" if wanted not in names else "a column the reader does not read"
                 raise SettingError("carry", f"{expected} (columns: {', '.join(map(repr, names))})", wanted)
-    lengths = layout.lengths
+    lengths = plan.lengths
     columns: dict[str, pa.Array] = {}
     for name in carry if carry is not None else [n for n in names if n not in reserved]:
         column = _list_column(source, name)
@@ -389,14 +389,14 @@ def _carried_values(
     return columns
 
 
-def _carried_for(layout: PackingPlan, values: dict[str, pa.Array], large: bool) -> dict[str, pa.Array]:
-    """The carried ``values`` (:func:`_carried_values`) of ``layout``'s blocks (all of them, or a chunk's), one row
+def _carried_for(plan: PackingPlan, values: dict[str, pa.Array], large: bool) -> dict[str, pa.Array]:
+    """The carried ``values`` (:func:`_carried_values`) of ``plan``'s blocks (all of them, or a chunk's), one row
     per block holding its real tokens' values; ``large``: with 64-bit offsets. O(tokens of the blocks)."""
     if not values:
         return {}
     import pyarrow as pa
 
-    source_at, row_offsets = _token_sources(layout)
+    source_at, row_offsets = _token_sources(plan)
     offsets = pa.array(row_offsets, pa.int64() if large else pa.int32())
     kind = pa.LargeListArray if large else pa.ListArray
     where = pa.array(source_at)
@@ -423,12 +423,12 @@ def _list_column(source: pa.Table | Mapping[str, Any] | Any, name: str) -> pa.Ar
     return column
 
 
-def _token_sources(layout: PackingPlan) -> tuple[Any, Any]:
+def _token_sources(plan: PackingPlan) -> tuple[Any, Any]:
     """Where each block's real tokens come from, in the order its row holds them: positions into the samples'
     tokens laid end to end, and every block's start among them (``num_blocks + 1`` offsets). O(tokens placed)."""
-    sizes = layout.piece_length.astype(np.int64)
-    starts = offsets_of(layout.lengths)[layout.piece_sequence] + layout.piece_start.astype(np.int64)
-    return ranges(starts, sizes), offsets_of(sizes)[layout.block_starts]
+    sizes = plan.piece_length.astype(np.int64)
+    starts = offsets_of(plan.lengths)[plan.piece_sequence] + plan.piece_start.astype(np.int64)
+    return ranges(starts, sizes), offsets_of(sizes)[plan.block_starts]
 
 
 def _tokenized(dataset: Any, recipe: Recipe) -> Any:
@@ -451,7 +451,7 @@ def _tokenize_batch(
     batch: Mapping[str, Any], indices: list[int], tokenizer: Any, loss_rules: Any
 ) -> dict[str, list[Any]]:
     """One ``datasets.map`` batch through the reader: ``input_ids`` and ``loss_mask`` per row."""
-    from packing.reading.rows import read_text_rows
+    from packing.reading.reader import read_text_rows
 
     try:
         samples = read_text_rows(_rows(batch), tokenizer, loss_rules=loss_rules)

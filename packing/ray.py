@@ -47,7 +47,7 @@ from packing.core.validation import OverflowPolicy, check_flag
 from packing.errors import SampleError, SettingError
 from packing.planning.plans import PackingPlan, plan
 from packing.reading.arrow import read_table
-from packing.reading.rows import mixed_kinds_error, read_rows
+from packing.reading.reader import mixed_kinds_error, read_rows
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.registry import StrategyName
 from packing.text.prepare import prepare
@@ -294,24 +294,24 @@ class _Pieces:
 
 
 def _pieces_by_row(
-    layout: PackingPlan, row_ids: _RowIds, blocks_per_group: int, completion_first: Int64Array | None = None
+    plan: PackingPlan, row_ids: _RowIds, blocks_per_group: int, completion_first: Int64Array | None = None
 ) -> _Pieces:
     """The pieces of the (already shuffled) plan by row; a piece's key is its place in the plan.
     O(pieces) when no row has two pieces, O(pieces log pieces) otherwise (a sort by row)."""
-    per_row = np.bincount(layout.piece_sequence, minlength=len(layout.lengths))
+    per_row = np.bincount(plan.piece_sequence, minlength=len(plan.lengths))
     row_starts = offsets_of(per_row)
     if per_row.max(initial=0) <= 1:  # one piece a row at most: a scatter
-        by_row = np.empty(len(layout.piece_sequence), dtype=np.int64)
-        by_row[row_starts[layout.piece_sequence]] = np.arange(len(by_row), dtype=np.int64)
+        by_row = np.empty(len(plan.piece_sequence), dtype=np.int64)
+        by_row[row_starts[plan.piece_sequence]] = np.arange(len(by_row), dtype=np.int64)
     else:
-        by_row = np.argsort(layout.piece_sequence, kind="stable")
+        by_row = np.argsort(plan.piece_sequence, kind="stable")
     return _Pieces(
         row_ids,
         row_starts,
         by_row,
-        layout.piece_start[by_row],
-        layout.piece_length[by_row],
-        layout.block_starts,
+        plan.piece_start[by_row],
+        plan.piece_length[by_row],
+        plan.block_starts,
         blocks_per_group,
         completion_first,
     )
@@ -490,7 +490,7 @@ def _materialize_batch(
         units,
     )
     layout = PackingPlan.of_blocks(doc_lengths, block_starts, max_seq_length, strategy, overflow)
-    batch = materialize(layout, samples, pad_token_id, int64=int64, sequence_names=doc_rows)
+    batch = materialize(layout, samples, pad_token_id=pad_token_id, int64=int64, sequence_names=doc_rows)
     if units is not None:  # completions numbered over the whole dataset, as one machine numbers them
         first = _flat(blocks.column(_FIRST)).astype(np.int64, copy=False)
         counted = units.kind[units.unit_of_completion] > 0
@@ -577,7 +577,7 @@ def pack_dataset(
     if layout.num_blocks == 0:  # nothing to pack: the schema's columns, no rows
         empty = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(len(lengths) + 1, np.int64))
         nothing: ray.data.Dataset = cluster.data.from_arrow(
-            materialize(layout, empty, pad, int64=chosen.int64).to_arrow()
+            materialize(layout, empty, pad_token_id=pad, int64=chosen.int64).to_arrow()
         )
         return nothing
     if shuffle:

@@ -36,12 +36,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, get_args
 
 from packing.core.loss import DEFAULT_ROLES, EOS_RULES, EosRule, LossRules, check_roles, check_train_on_eos
-from packing.core.loss import LOSS_RULES as LOSS_RULES  # re-exported: packing.LOSS_RULES
+from packing.core.loss import LOSS_RULES as LOSS_RULES  # re-exported: packing.recipe.LOSS_RULES
 from packing.core.loss import LossRule as LossRule
 from packing.core.thd import document_multiple
 from packing.core.validation import (
     MAX_SEQ_LENGTH,
-    OVERFLOW_POLICIES,
     OverflowPolicy,
     check_choice,
     check_flag,
@@ -51,6 +50,9 @@ from packing.core.validation import (
     check_token_id,
     integer_words,
     is_integer,
+)
+from packing.core.validation import (
+    OVERFLOW_POLICIES as OVERFLOW_POLICIES,
 )
 from packing.errors import OptionNotUsed, PeerName, SettingError, refuse_with_units
 from packing.strategies.registry import DEFAULT_STRATEGY, STRATEGIES, TIE_BREAKS, StrategyName, TieBreak
@@ -96,9 +98,10 @@ _WITHOUT_LENGTH: tuple[Door, ...] = ("read_dataset", "collate")
 
 class RecipeOptions(TypedDict, total=False):
     """The keyword options of the entry points (each a field of :class:`Recipe`), for
-    ``**options: Unpack[RecipeOptions]``; ``strategy`` and ``overflow`` are parameters of their own where they
-    are used (``pack`` and ``plan`` take them by position too). Each entry point uses the options its fields'
-    ``doors`` name and refuses the others."""
+    ``**options: Unpack[RecipeOptions]``; ``strategy`` and ``overflow`` are keyword-only parameters of their own
+    where they are used. Every entry point takes its data first and ``max_seq_length`` second (the only two
+    positional parameters) and every option by keyword. Each entry point uses the options its fields' ``doors``
+    name and refuses the others."""
 
     window: int | None
     time_limit: float | None

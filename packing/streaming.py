@@ -31,7 +31,7 @@ from packing.core.units import Units
 from packing.core.validation import OverflowPolicy, check_flag, check_integer
 from packing.errors import SampleError, SequenceTooLong, SettingError, StateMismatch
 from packing.planning.plans import PackingPlan, plan
-from packing.reading.rows import read_rows
+from packing.reading.reader import read_rows
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.registry import STRATEGIES, StrategyName, check_whole_samples
 from packing.strategies.stats import compute_stats
@@ -185,7 +185,7 @@ class PackingStream(Iterator[Block]):
     can say it (an object with ``state_dict``/``load_state_dict``, such as a ``datasets.IterableDataset``: it is
     restored, not re-read). A source that cannot is iterated again from its start, the rows already read skipped
     unread: pass the same rows. A state saved with another recipe, buffer size or shuffle is refused
-    (:class:`~packing.StateMismatch`). The state is a dict of numpy arrays and plain values (``torch.save``,
+    (:class:`~packing.errors.StateMismatch`). The state is a dict of numpy arrays and plain values (``torch.save``,
     ``pickle``); its size is that of one buffer at most. O(the pending tokens) to save or load.
 
     >>> rows = [[1, 2, 3], [4, 5], [6, 7, 8, 9], [10], [11, 12]]
@@ -353,9 +353,9 @@ class PackingStream(Iterator[Block]):
         self._skip = self._position
 
 
-def _pending(layout: PackingPlan, buffer: Samples, ids: Int64Array, recipe: Recipe) -> LazyBatch:
-    """The blocks of ``layout`` over ``buffer`` (documents named ``ids``), to be yielded in order."""
-    return LazyBatch.of(layout, buffer, prepare(recipe).pad_id, int64=recipe.int64, sequence_names=ids)
+def _pending(plan: PackingPlan, buffer: Samples, ids: Int64Array, recipe: Recipe) -> LazyBatch:
+    """The blocks of ``plan`` over ``buffer`` (documents named ``ids``), to be yielded in order."""
+    return LazyBatch.of(plan, buffer, pad_token_id=prepare(recipe).pad_id, int64=recipe.int64, sequence_names=ids)
 
 
 def _planning(recipe: Recipe, buffer: Samples) -> Recipe:

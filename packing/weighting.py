@@ -214,32 +214,32 @@ class DocumentWeights(NamedTuple):
 
 
 def document_weights(
-    layout: PackingPlan, piece_targets: npt.ArrayLike, mode: LossMode, names: npt.ArrayLike | None = None
+    plan: PackingPlan, piece_targets: npt.ArrayLike, mode: LossMode, names: npt.ArrayLike | None = None
 ) -> DocumentWeights:
-    """The weights ``mode`` gives every document of ``layout``'s blocks, from the trained tokens of each piece
+    """The weights ``mode`` gives every document of ``plan``'s blocks, from the trained tokens of each piece
     (``piece_targets``, in the plan's piece order) and what ``sequence_ids`` calls each sample (``names``;
     default: its index): the same values :func:`token_weights` gives the filled blocks' tokens (the same
     normaliser, summed in the same order), without making any block. O(pieces + documents · log documents).
 
     >>> from packing.planning.plans import plan
-    >>> layout = plan([3, 2], 4, "ffd")  # two blocks, each with padding
+    >>> layout = plan([3, 2], 4, strategy="ffd")  # two blocks, each with padding
     >>> weights = document_weights(layout, [2, 1], "sequence")
     >>> weights.ids.tolist(), weights.weights.tolist()
     ([-1, 0, 1], [0.0, 0.25, 0.5])
     """
     check_mode(mode)
-    count = len(layout.lengths)
-    sequence = np.asarray(layout.piece_sequence, dtype=np.int64)
+    count = len(plan.lengths)
+    sequence = np.asarray(plan.piece_sequence, dtype=np.int64)
     targets = np.asarray(piece_targets, dtype=np.float64).reshape(-1)
     if targets.shape != sequence.shape:
         raise SettingError("piece_targets", f"one count per piece ({len(sequence)})", f"<{len(targets)} counts>")
     per_sample = np.bincount(sequence, weights=targets, minlength=count)
-    present = np.flatnonzero(np.bincount(sequence, weights=layout.piece_length > 0, minlength=count) > 0)
+    present = np.flatnonzero(np.bincount(sequence, weights=plan.piece_length > 0, minlength=count) > 0)
     named = present if names is None else np.asarray(names, dtype=np.int64)[present]
     ids, inverse = np.unique(named, return_inverse=True)
     counts = np.bincount(inverse, weights=per_sample[present], minlength=len(ids))
-    slots = layout.num_blocks * layout.max_seq_length
-    if int(np.asarray(layout.piece_length, dtype=np.int64).sum()) < slots:  # some padding: sequence id -1
+    slots = plan.num_blocks * plan.max_seq_length
+    if int(np.asarray(plan.piece_length, dtype=np.int64).sum()) < slots:  # some padding: sequence id -1
         ids, counts = np.concatenate(([-1], ids)), np.concatenate(([0.0], counts))
     weights = per_token_weight(counts.astype(np.int64), mode).astype(np.float32)
     return DocumentWeights(ids.astype(np.int64), weights)
@@ -250,7 +250,7 @@ def trained_tokens(samples: Samples, max_seq_length: int | None = None) -> Int64
     first token, among its first ``max_seq_length`` tokens when given (what a truncating collate keeps).
     What ``PackingSampler(..., trained_tokens=...)`` needs. O(total tokens).
 
-    >>> from packing.reading.rows import read_rows
+    >>> from packing.reading.reader import read_rows
     >>> trained_tokens(read_rows([{"prompt": [1, 2], "completion": [3, 4]}, [5, 6, 7]])).tolist()
     [2, 2]
     >>> trained_tokens(read_rows([[5, 6, 7]]), max_seq_length=2).tolist()

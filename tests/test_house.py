@@ -1,10 +1,14 @@
 """The library's layout: no import circle among its modules (imports inside functions and under TYPE_CHECKING
-count), few modules directly in ``packing/``, short modules. The layers themselves are checked by
-``lint-imports`` (pyproject.toml)."""
+count), few modules directly in ``packing/``, short modules, a small documented top level, and every module either
+public (on a reference page) or marked internal. The layers themselves are checked by ``lint-imports``
+(pyproject.toml)."""
 
 from __future__ import annotations
 
 import ast
+import inspect
+import itertools
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "packing"
@@ -166,3 +170,126 @@ def test_no_test_module_imports_another() -> None:
             names += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
             found += [f"{path.relative_to(TESTS)}: {n}" for n in names if n.rpartition(".")[2].startswith("test_")]
     assert found == []
+
+
+MAX_TOP_LEVEL_NAMES = 40
+PUBLIC_MODULES = {
+    "packing",
+    "packing.batches",
+    "packing.comparison",
+    "packing.core",
+    "packing.errors",
+    "packing.hf",
+    "packing.layouts",
+    "packing.layouts.audit",
+    "packing.layouts.common",
+    "packing.layouts.flattening",
+    "packing.layouts.megatron",
+    "packing.layouts.native",
+    "packing.layouts.preference",
+    "packing.layouts.segment_ids",
+    "packing.layouts.torchtune",
+    "packing.layouts.trl",
+    "packing.optimal",
+    "packing.planning",
+    "packing.ray",
+    "packing.reading",
+    "packing.recipe",
+    "packing.strategies",
+    "packing.streaming",
+    "packing.text",
+    "packing.torch",
+    "packing.weighting",
+}
+"""The modules a user imports from: each has a reference page (``::: module`` or ``::: module.name`` under
+``docs/reference``); every other module is internal and says so in its docstring."""
+INTERNAL_MARK = re.compile(r"(^|\s)Internal[.:]")
+REFERENCE = ROOT.parent / "docs" / "reference"
+
+
+def _referenced() -> set[str]:
+    """Every ``::: packing...`` directive of the reference pages."""
+    return {m for path in REFERENCE.glob("*.md") for m in re.findall(r"^::: (packing[\w.]*)", path.read_text(), re.M)}
+
+
+def _module_of(dotted: str, modules: set[str]) -> str:
+    """The longest prefix of ``dotted`` that is a library module."""
+    parts = dotted.split(".")
+    return next(".".join(parts[:i]) for i in range(len(parts), 0, -1) if ".".join(parts[:i]) in modules)
+
+
+def _attribute_docstring(name: str) -> bool:
+    """Whether some library module assigns ``name`` at module level with a string right after it (how a type alias
+    such as a ``Literal`` is documented)."""
+    for path in ROOT.rglob("*.py"):
+        body = ast.parse(path.read_text()).body
+        for node, after in itertools.pairwise(body):
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AnnAssign)
+                else []
+            )
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets) and (
+                isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                return True
+    return False
+
+
+def test_the_top_level_is_a_few_documented_names() -> None:
+    """``import packing`` gives the verbs, ``Recipe``, the result types, the base errors and one ``Literal`` per
+    set of choices: at most 40 names, each with a docstring and a place on a reference page."""
+    import packing
+
+    assert len(packing.__all__) <= MAX_TOP_LEVEL_NAMES, len(packing.__all__)
+    assert len(set(packing.__all__)) == len(packing.__all__)
+    referenced = _referenced()
+    assert sorted(name for name in packing.__all__ if f"packing.{name}" not in referenced) == []
+    undocumented = []
+    for name in packing.__all__:
+        value = getattr(packing, name)
+        if inspect.isclass(value) or inspect.isfunction(value):
+            documented = bool(value.__doc__ and value.__doc__.strip())
+        else:  # a type alias: its docstring is the string after its assignment
+            documented = _attribute_docstring(name)
+        if not documented:
+            undocumented.append(name)
+    assert undocumented == []
+
+
+def test_every_public_module_exports_what_it_names() -> None:
+    """Each public module's ``__all__`` names exist in it, once."""
+    import importlib
+
+    for module_name in sorted(PUBLIC_MODULES):
+        if module_name in {"packing.torch", "packing.ray"} and importlib.util.find_spec(module_name[8:]) is None:
+            continue  # an optional peer not installed
+        module = importlib.import_module(module_name)
+        names = getattr(module, "__all__", None)
+        if names is None:
+            continue
+        assert len(set(names)) == len(names), module_name
+        assert [name for name in names if not hasattr(module, name)] == [], module_name
+
+
+def test_internal_modules_say_so_and_the_reference_shows_only_public_ones() -> None:
+    """Every module is public (``PUBLIC_MODULES``, each on a reference page) or internal (its docstring says
+    ``Internal:``), and the reference pages document only public modules."""
+    modules = _modules()
+    assert set(modules) >= PUBLIC_MODULES, sorted(PUBLIC_MODULES - set(modules))
+    unmarked, marked = [], []
+    for name, path in sorted(modules.items()):
+        doc = ast.get_docstring(ast.parse(path.read_text()), clean=False) or ""
+        if name in PUBLIC_MODULES and INTERNAL_MARK.search(doc):
+            marked.append(name)
+        if name not in PUBLIC_MODULES and not INTERNAL_MARK.search(doc):
+            unmarked.append(name)
+    assert unmarked == []
+    assert marked == []
+    shown = {_module_of(dotted, set(modules)) for dotted in _referenced()}
+    assert sorted(shown - PUBLIC_MODULES) == []
+    assert sorted(PUBLIC_MODULES - shown) == []

@@ -25,7 +25,7 @@ class Example:
     max_seq_length: int
     strategy: str
     loss: str = "completion"
-    """The loss rule the example opens with (one of ``packing.LOSS_RULES``)."""
+    """The loss rule the example opens with (one of ``packing.recipe.LOSS_RULES``)."""
     look_at: str = "Result"
     share_prompt: bool = False
     """The layout of preference pairs and completion groups the example opens with (the recipe's option)."""

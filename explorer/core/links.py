@@ -14,6 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import packing
+import packing.core
+import packing.recipe
+import packing.strategies
 from explorer.core.examples import DISTRIBUTIONS
 from explorer.core.model import MAX_PAD_TOKEN_ID, MAX_SEED, MAX_SEQUENCES
 from explorer.core.safety import quote
@@ -52,10 +55,10 @@ SOURCES = ("paste", "text", "synthetic", "workload", "upload")
 PARAMS: dict[str, Choice | Whole | Names] = {
     "source": Choice(SOURCES),
     "max_seq_length": Whole(None, None),  # any whole number; an out-of-range one is answered on the page
-    "strategy": Choice(tuple(packing.STRATEGIES)),
-    "overflow": Choice(tuple(packing.OVERFLOW_POLICIES)),
+    "strategy": Choice(tuple(packing.strategies.STRATEGIES)),
+    "overflow": Choice(tuple(packing.recipe.OVERFLOW_POLICIES)),
     "pad_token_id": Whole(0, MAX_PAD_TOKEN_ID),
-    "loss": Choice(tuple(packing.LOSS_RULES)),
+    "loss": Choice(tuple(packing.recipe.LOSS_RULES)),
     "train_on_eos": Choice(tuple(EOS_RULES)),
     "roles_to_train": Names(MAX_ROLES),
     "count": Whole(1, MAX_SEQUENCES),

@@ -30,7 +30,7 @@ class Problem:
 
     def expected(self) -> tuple[list[list[int]], list[list[int]]]:
         """The blocks and loss masks ``packing.pack`` produces (padding 0, loss on completions only)."""
-        batch = packing.pack(self.sequences, self.max_seq_length, cast(packing.StrategyName, self.strategy))
+        batch = packing.pack(self.sequences, self.max_seq_length, strategy=cast(packing.StrategyName, self.strategy))
         return batch.input_ids.tolist(), batch.loss_mask.tolist()
 
     @property

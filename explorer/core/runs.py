@@ -14,6 +14,10 @@ import numpy as np
 import numpy.typing as npt
 
 import packing
+import packing.batches
+import packing.core
+import packing.recipe
+import packing.strategies
 from explorer.core.safety import describe
 from packing.comparison import Contender, Row
 from packing.comparison import compare as compare_contenders
@@ -59,7 +63,7 @@ def window(
     stop = min(layout.num_blocks, first + max(1, count))
     samples = flat if flat is not None else placeholder_samples(layout.lengths)
     wide = samples.wide_ids()  # ids above 2**31 - 1 are drawn as they are, in int64 blocks
-    batch = packing.materialize(layout, samples, pad_token_id, blocks=np.arange(first, stop), int64=wide)
+    batch = packing.materialize(layout, samples, pad_token_id=pad_token_id, blocks=np.arange(first, stop), int64=wide)
     return Window(first, batch, batch.sequence_ids.astype(np.int64), flat is not None)
 
 
@@ -68,11 +72,11 @@ def window_blocks(max_seq_length: int, wanted: int) -> int:
     return min(wanted, MAX_DRAW_CELLS // max_seq_length)
 
 
-def trainable_counts(layout: packing.PackingPlan, flat: packing.Samples | None) -> packing.TrainableCounts:
+def trainable_counts(layout: packing.PackingPlan, flat: packing.Samples | None) -> packing.batches.TrainableCounts:
     """Trainable tokens and training targets over the whole plan (lengths-only data: every token trains)."""
     if flat is None:
         stats = layout.stats
-        return packing.TrainableCounts(
+        return packing.batches.TrainableCounts(
             stats.trainable_tokens, stats.target_tokens, stats.samples_without_trainable_tokens
         )
     return packing.count_trainable(layout, flat)
@@ -88,12 +92,16 @@ def run_strategy(lengths: Int64Array, recipe: packing.Recipe) -> Row:
     2
     """
     contender = Contender(recipe.strategy)
-    bounds = packing.lower_bounds(lengths, recipe.max_seq_length, recipe.overflow)
-    bound = bounds.simple if packing.STRATEGIES[recipe.strategy].bound == "simple" else bounds.l2
+    bounds = packing.lower_bounds(lengths, recipe.max_seq_length, overflow=recipe.overflow)
+    bound = bounds.simple if packing.strategies.STRATEGIES[recipe.strategy].bound == "simple" else bounds.l2
     started = time.perf_counter()
     try:
         layout = packing.plan(
-            lengths, recipe.max_seq_length, recipe.strategy, recipe.overflow, **recipe.strategy_options()
+            lengths,
+            recipe.max_seq_length,
+            strategy=recipe.strategy,
+            overflow=recipe.overflow,
+            **recipe.strategy_options(),
         )
     except packing.PackingError as error:  # a refusal, worded from its fields
         return Row(contender, None, bound, time.perf_counter() - started, describe(error), error=error)
@@ -141,7 +149,7 @@ def beside(recipe: packing.Recipe, name: str, max_seq_length: int | None = None)
     other = packing.Recipe.of(
         recipe, max_seq_length, strategy=strategy_name(name), time_limit=None, max_sequences_per_block=None, seed=None
     )
-    if "time_limit" in packing.STRATEGIES[other.strategy].options:
+    if "time_limit" in packing.strategies.STRATEGIES[other.strategy].options:
         return packing.Recipe.of(other, time_limit=PAGE_TIME_LIMIT)
     return other
 
@@ -192,7 +200,7 @@ def search_lane(recipe: packing.Recipe) -> str | None:
     ...  (("bfd", None), ("optimal", 5), ("optimal", 600))]
     [None, 'search', 'long']
     """
-    if "time_limit" not in packing.STRATEGIES[recipe.strategy].options:
+    if "time_limit" not in packing.strategies.STRATEGIES[recipe.strategy].options:
         return None
     return "search" if _limit(recipe) <= PAGE_TIME_LIMIT else "long"
 
@@ -231,7 +239,7 @@ def compare(lengths: Int64Array, recipe: packing.Recipe) -> tuple[list[Row], dic
     """``packing.compare``'s rows at the recipe's ``max_seq_length`` and ``overflow`` (every strategy, whatever the
     recipe's), with the plans dropped (statistics only, small whatever the data's size) and each row's compute
     estimate by label; the proven optimum searches up to ``PAGE_TIME_LIMIT``. O(every strategy)."""
-    rows = compare_contenders(lengths, recipe.max_seq_length, recipe.overflow, time_limit=PAGE_TIME_LIMIT)
+    rows = compare_contenders(lengths, recipe.max_seq_length, overflow=recipe.overflow, time_limit=PAGE_TIME_LIMIT)
     costs = {row.label: packing.compute_cost(row.layout) for row in rows if row.layout is not None}
     worded = [replace(row, layout=None, refusal=describe(row.error) if row.error else row.refusal) for row in rows]
     return worded, costs
@@ -248,12 +256,14 @@ def warm_searches() -> None:
     generation (LP pricing) and the plan it rounds to, which tiny inputs never reach (on ``_HARD_FOR_GREEDY``
     greedy needs 28 blocks of 100 and the optimum 26). The page's first start and every search worker call it."""
     lengths = np.array(WARM_LENGTHS, dtype=np.int64)
-    for overflow in packing.OVERFLOW_POLICIES:
-        for name in packing.STRATEGIES:
-            packing.compute_cost(packing.plan(lengths, 6, strategy_name(name), overflow_policy(overflow)))
-        packing.lower_bounds(lengths, 6, overflow_policy(overflow))
-    packing.plan(np.array([3] * 30 + [5] * 7 + [2] * 9), 8, "optimal", time_limit=PAGE_TIME_LIMIT)
-    packing.plan(np.array(_HARD_FOR_GREEDY), 100, "optimal", time_limit=PAGE_TIME_LIMIT)
+    for overflow in packing.recipe.OVERFLOW_POLICIES:
+        for name in packing.strategies.STRATEGIES:
+            packing.compute_cost(
+                packing.plan(lengths, 6, strategy=strategy_name(name), overflow=overflow_policy(overflow))
+            )
+        packing.lower_bounds(lengths, 6, overflow=overflow_policy(overflow))
+    packing.plan(np.array([3] * 30 + [5] * 7 + [2] * 9), 8, strategy="optimal", time_limit=PAGE_TIME_LIMIT)
+    packing.plan(np.array(_HARD_FOR_GREEDY), 100, strategy="optimal", time_limit=PAGE_TIME_LIMIT)
 
 
 def sweep(lengths: Int64Array, recipe: packing.Recipe, sizes: list[int], strategies: list[str]) -> list[dict[str, Any]]:
@@ -278,15 +288,17 @@ def sweep(lengths: Int64Array, recipe: packing.Recipe, sizes: list[int], strateg
     return rows
 
 
-def explain_steps(lengths: Int64Array, recipe: packing.Recipe) -> list[packing.Step]:
+def explain_steps(lengths: Int64Array, recipe: packing.Recipe) -> list[packing.strategies.Step]:
     """``packing.explain`` for these lengths with the recipe's length, strategy, overflow and seed (0 without one);
     raises ``ValueError`` with a plain message when it refuses."""
-    if len(lengths) > packing.MAX_EXPLAIN_DOCUMENTS:
+    if len(lengths) > packing.strategies.MAX_EXPLAIN_DOCUMENTS:
         raise ValueError(
-            f"stepping through is limited to {packing.MAX_EXPLAIN_DOCUMENTS} sequences; this input has {len(lengths):,}"
+            f"stepping through is limited to {packing.strategies.MAX_EXPLAIN_DOCUMENTS} sequences; this input has {len(lengths):,}"
         )
     seed = recipe.seed or 0
-    return packing.explain(lengths, recipe.max_seq_length, recipe.strategy, recipe.overflow, seed=seed)
+    return packing.explain(
+        lengths, recipe.max_seq_length, strategy=recipe.strategy, overflow=recipe.overflow, seed=seed
+    )
 
 
 def strategy_name(strategy: str) -> packing.StrategyName:
@@ -299,7 +311,7 @@ def overflow_policy(overflow: str) -> packing.OverflowPolicy:
     return cast(packing.OverflowPolicy, overflow)
 
 
-def step_grid(steps: list[packing.Step], upto: int, max_seq_length: int) -> Int64Array:
+def step_grid(steps: list[packing.strategies.Step], upto: int, max_seq_length: int) -> Int64Array:
     """Sequence index in each cell after steps ``0..upto`` (-1 where nothing is placed yet).
 
     Only blocks opened so far are included, whatever length ``Step.fill`` has.
@@ -313,7 +325,9 @@ def step_grid(steps: list[packing.Step], upto: int, max_seq_length: int) -> Int6
     return grid
 
 
-def step_tokens(steps: list[packing.Step], upto: int, max_seq_length: int, flat: packing.Samples) -> Int64Array:
+def step_tokens(
+    steps: list[packing.strategies.Step], upto: int, max_seq_length: int, flat: packing.Samples
+) -> Int64Array:
     """Token id in each cell after steps ``0..upto``, like ``step_grid`` (-1 where nothing is placed yet)."""
     done = steps[: upto + 1]
     blocks = max((p.block + 1 for step in done for p in step.placements), default=0)

@@ -18,6 +18,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 import packing
+import packing.core
+import packing.errors
+import packing.reading
 from explorer.core.examples import DISTRIBUTIONS, synthetic_lengths, workload_info, workload_sample
 from explorer.core.export import DataOrigin
 from explorer.core.model import (
@@ -414,7 +417,7 @@ UPLOAD_LIMITS = ReadLimits(
 bytes, samples, tokens, the tokens lengths-only data stands for, and the values JSON text spells out)."""
 
 
-def _refuse_other_labels(read: packing.Dataset, shown: str) -> None:
+def _refuse_other_labels(read: packing.FileSamples, shown: str) -> None:
     """The page packs, and blocks train each token on itself: labels other than the ids are refused, the row
     named from 1 (a file of several shards counts on across them)."""
     try:
@@ -430,7 +433,7 @@ def _reading(rules: LossRules, tokenizer: Any = None) -> packing.Recipe:
 
 def _read_file(
     name: str, data: bytes, rules: LossRules, tokenizer: str, progress: Progress | None = None
-) -> tuple[packing.Dataset, Any]:
+) -> tuple[packing.FileSamples, Any]:
     """``packing.read_dataset`` on the uploaded bytes, and the tokenizer that read its text rows (None for a file
     of tokens or lengths), trained as ``rules`` say; its typed errors are worded from their fields.
 
@@ -444,7 +447,7 @@ def _read_file(
             _refuse_other_labels(read, shown)
             return read, None
         except packing.DatasetError as error:
-            if not isinstance(error.cause, packing.NeedsTokenizer):
+            if not isinstance(error.cause, packing.errors.NeedsTokenizer):
                 raise
         loaded, message = choose_tokenizer(tokenizer)
         if message is not None:

@@ -31,7 +31,7 @@ from packing.core.loss import LossRules
 from packing.errors import DatasetError, SampleError
 from packing.text.chats import turn_bounds
 from packing.text.encoding import encode_texts
-from packing.text.rows import decode_documents, encode_rows
+from packing.text.text_rows import decode_documents, encode_rows
 from packing.text.tokenizers import ByteTokenizer, load_tokenizer
 
 REPLACEMENT = "\ufffd"

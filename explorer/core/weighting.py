@@ -12,6 +12,8 @@ import numpy as np
 import numpy.typing as npt
 
 import packing
+import packing.batches
+import packing.weighting
 from packing.batches.packed import targets_per_sample
 from packing.weighting import LOSS_MODES, MODE_ARITHMETIC, LossMode
 
@@ -46,7 +48,7 @@ def targets_per_document(layout: packing.PackingPlan, samples: packing.Samples |
     lengths-only data (``samples`` None) has every token in its loss mask. O(total tokens).
 
     >>> rows = [[1, 2], [3, 4, 5], [6]]
-    >>> targets_per_document(packing.plan([2, 3, 1], 4, "split"), packing.read_rows(rows)).tolist()
+    >>> targets_per_document(packing.plan([2, 3, 1], 4, strategy="split"), packing.read_rows(rows)).tolist()
     [1, 1, 0]
     """
     return targets_per_sample(layout, samples)
@@ -66,7 +68,7 @@ def weight_view(targets: npt.ArrayLike, shown: int = SHOWN_DOCUMENTS) -> WeightV
     kept = np.flatnonzero(counts > 0)
     by_size = kept[np.argsort(counts[kept], kind="stable")]
     picks = by_size[np.unique(np.linspace(0, len(by_size) - 1, min(shown, len(by_size))).round().astype(np.int64))]
-    weights = {mode: packing.effective_weights(counts, mode)[picks] for mode in LOSS_MODES}
+    weights = {mode: packing.weighting.effective_weights(counts, mode)[picks] for mode in LOSS_MODES}
     total = float(np.sqrt(counts[kept]).sum())
     return WeightView(picks, counts[picks], weights, len(kept), int(counts[kept].sum()), total)
 

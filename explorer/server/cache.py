@@ -12,6 +12,9 @@ import dataclasses
 from typing import Any
 
 import packing
+import packing.batches
+import packing.core
+import packing.strategies
 from explorer.core import preference
 from explorer.core import runs as compute
 from explorer.core.audit import load_report
@@ -155,16 +158,16 @@ def bounds(source: Source, recipe: packing.Recipe) -> packing.LowerBounds:
 
 @memoized
 def _bounds(source: Source, recipe: packing.Recipe) -> packing.LowerBounds:
-    return packing.lower_bounds(_lengths(source, recipe), recipe.max_seq_length, recipe.overflow)
+    return packing.lower_bounds(_lengths(source, recipe), recipe.max_seq_length, overflow=recipe.overflow)
 
 
-def trainable(source: Source, recipe: packing.Recipe) -> packing.TrainableCounts:
+def trainable(source: Source, recipe: packing.Recipe) -> packing.batches.TrainableCounts:
     """Trainable tokens and training targets over the whole plan."""
     return _trainable(source, _planning(recipe))
 
 
 @memoized
-def _trainable(source: Source, recipe: packing.Recipe) -> packing.TrainableCounts:
+def _trainable(source: Source, recipe: packing.Recipe) -> packing.batches.TrainableCounts:
     layout = plan(source, recipe).layout
     assert layout is not None
     return compute.trainable_counts(layout, packed_samples(source, recipe))
@@ -329,11 +332,11 @@ def _sweep(
     return workers.run(compute.sweep, lengths, planned, list(sizes), list(strategies), seconds=SWEEP_SECONDS)
 
 
-def explain(source: Source, recipe: packing.Recipe) -> list[packing.Step]:
+def explain(source: Source, recipe: packing.Recipe) -> list[packing.strategies.Step]:
     """``packing.explain`` steps of the recipe's strategy (raises ``ValueError`` when the input is too large)."""
     return _explain(source, _planning(recipe))
 
 
 @memoized
-def _explain(source: Source, recipe: packing.Recipe) -> list[packing.Step]:
+def _explain(source: Source, recipe: packing.Recipe) -> list[packing.strategies.Step]:
     return compute.explain_steps(_lengths(source, recipe), recipe)

@@ -13,6 +13,8 @@ import time
 import numpy as np
 
 import packing
+import packing.recipe
+import packing.strategies
 from explorer.core import runs as compute
 from explorer.server import memo, workers
 
@@ -39,13 +41,15 @@ def compile_everything() -> float:
     rows: list[object] = [[1, 2, 3], {"prompt": [4, 5], "completion": [6, 7, 8]}, [9, 10], [1] * 4, [2], [3] * 6]
     kinds = [packing.read_rows(rows), packing.read_rows([[1, 2, 3], [4, 5], [6], [7] * 4, [8], [9] * 6]), None]
     kinds += _read_files(rows)
-    for overflow in packing.OVERFLOW_POLICIES:
-        for name in packing.STRATEGIES:
-            layout = packing.plan(lengths, 6, compute.strategy_name(name), compute.overflow_policy(overflow))
+    for overflow in packing.recipe.OVERFLOW_POLICIES:
+        for name in packing.strategies.STRATEGIES:
+            layout = packing.plan(
+                lengths, 6, strategy=compute.strategy_name(name), overflow=compute.overflow_policy(overflow)
+            )
             for samples in kinds:
                 _use(layout, samples)
-    for name in packing.STRATEGIES:
-        packing.explain(lengths, 6, compute.strategy_name(name))
+    for name in packing.strategies.STRATEGIES:
+        packing.explain(lengths, 6, strategy=compute.strategy_name(name))
     return time.perf_counter() - started
 
 
@@ -56,7 +60,7 @@ def _use(layout: packing.PackingPlan, samples: packing.Samples | None) -> None:
 
     if samples is not None and not np.array_equal(samples.lengths, layout.lengths):
         strategy, overflow = compute.strategy_name(layout.strategy), compute.overflow_policy(layout.overflow)
-        layout = packing.plan(samples.lengths, 6, strategy, overflow)
+        layout = packing.plan(samples.lengths, 6, strategy=strategy, overflow=overflow)
     if samples is not None:
         packing.count_trainable(layout, samples)
     window = compute.window(layout, samples, 0, 2, 0)

@@ -11,6 +11,10 @@ from typing import Any, Literal
 import streamlit as st
 
 import packing
+import packing.core
+import packing.reading
+import packing.recipe
+import packing.strategies
 from explorer.core import links
 from explorer.core import runs as compute
 from explorer.core.examples import DEFAULT_EXAMPLE, DISTRIBUTIONS, EXAMPLES, suggested_max_seq_length, workload_info
@@ -56,7 +60,7 @@ ORDER = {
     "random": "in a random order drawn from the shuffle seed",
 }
 LOSS = {"completion": "assistant turns, completions", "last_turn": "the last assistant turn", "all": "every token"}
-"""The ``loss`` control's captions (the rules are the library's: ``packing.LOSS_RULES``)."""
+"""The ``loss`` control's captions (the rules are the library's: ``packing.recipe.LOSS_RULES``)."""
 EOS = {
     "turn": "the end-of-turn tokens of every trained turn are trained",
     "last": "only the last trained turn's end-of-turn tokens are trained",
@@ -338,17 +342,17 @@ def _recipe(source: Source | None) -> tuple[packing.Recipe, str]:
     if problem:
         st.error(problem)
     first = source.default_strategy if source is not None else DATA_STRATEGY
-    names = list(packing.STRATEGIES)
+    names = list(packing.strategies.STRATEGIES)
     strategy = st.selectbox("Strategy", names, index=names.index(first), key="strategy", bind=_bind("strategy", first))
-    info = packing.STRATEGIES[strategy]
+    info = packing.strategies.STRATEGIES[strategy]
     st.caption(f"**{info.title}.** {info.description} Places documents {ORDER[info.order]}. Cost: {info.complexity}.")
     if info.warning:  # the auditor's finding about its blocks (the registry's), where it is chosen
         st.warning(info.warning)
     st.caption(STRATEGY_DEFAULTS)
     options = _strategy_options(info)
-    policies = list(packing.OVERFLOW_POLICIES)
+    policies = list(packing.recipe.OVERFLOW_POLICIES)
     overflow = st.selectbox("Over-long sequences", policies, key="overflow", bind=_bind("overflow", policies[0]))
-    st.caption(f"**{overflow}**: {packing.OVERFLOW_POLICIES[overflow]}.")
+    st.caption(f"**{overflow}**: {packing.recipe.OVERFLOW_POLICIES[overflow]}.")
     share = _share_prompt_input(source)
     pad = st.number_input(
         "Pad token id",
@@ -405,14 +409,14 @@ def _loss_inputs(source: Source | None) -> dict[str, Any]:
     keeps the defaults."""
     if source is not None and not source.has_tokens:
         return {}
-    names = list(packing.LOSS_RULES)
+    names = list(packing.recipe.LOSS_RULES)
     loss = st.radio(
         "Loss on",
         names,
         captions=[LOSS[name] for name in names],
         key="loss",
         bind=_bind("loss", names[0]),
-        help=" ".join(f"**{name}**: {words}." for name, words in packing.LOSS_RULES.items()),
+        help=" ".join(f"**{name}**: {words}." for name, words in packing.recipe.LOSS_RULES.items()),
     )
     if isinstance(source, Paste):
         st.caption(
@@ -455,7 +459,7 @@ def _roles_input(source: Source | None) -> tuple[str, ...]:
     return tuple(str(role) for role in roles)
 
 
-def _strategy_options(info: packing.Strategy) -> dict[str, int]:
+def _strategy_options(info: packing.strategies.Strategy) -> dict[str, int]:
     """Widgets for the options the chosen strategy accepts (``Strategy.options``), as the recipe's options; an
     option left at 0 where 0 means "no cap" is not passed."""
     widgets = (  # option, label, default, smallest, largest, help

@@ -13,6 +13,9 @@ import plotly.io as pio
 from plotly.subplots import make_subplots
 
 import packing
+import packing.core
+import packing.layouts
+import packing.strategies
 from explorer.core.audit import BlockGrid, block_grid, default_blocks, finding_cells
 from explorer.core.formatting import percent
 from explorer.core.preference import REJECTED, role_names
@@ -64,7 +67,9 @@ BASELINE = "none"
 """The no-packing baseline: drawn off the scale of the strategies rather than flattening them."""
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 MARKERS = ("circle", "square", "diamond", "triangle-up", "x", "cross", "star", "triangle-down")
-STRATEGY_COLORS = {name: SEQUENCE_COLORS[i % len(SEQUENCE_COLORS)] for i, name in enumerate(packing.STRATEGIES)}
+STRATEGY_COLORS = {
+    name: SEQUENCE_COLORS[i % len(SEQUENCE_COLORS)] for i, name in enumerate(packing.strategies.STRATEGIES)
+}
 """One colour per strategy of the registry, in its order (a new strategy gets its own without a hand-typed name)."""
 MAX_TEXT_CELLS = 800
 """Largest drawing that prints a token id inside every cell."""

@@ -12,6 +12,10 @@ import numpy.typing as npt
 import pandas as pd
 
 import packing
+import packing.batches
+import packing.errors
+import packing.layouts
+import packing.strategies
 from explorer.core.formatting import percent, plural
 from explorer.core.model import grammar_count
 from packing.comparison import Row
@@ -43,10 +47,10 @@ MASK_AND_LABELS = (
 
 
 def headline(
-    stats: packing.PackingStats, bounds: packing.LowerBounds, strategy: str, trainable: packing.TrainableCounts
+    stats: packing.PackingStats, bounds: packing.LowerBounds, strategy: str, trainable: packing.batches.TrainableCounts
 ) -> list[Metric]:
     """The numbers every packing should be judged by (they always cover the whole input)."""
-    info = packing.STRATEGIES[strategy]
+    info = packing.strategies.STRATEGIES[strategy]
     simple = info.bound == "simple"
     bound = bounds.simple if simple else max(bounds.simple, bounds.l2)
     bound_help = (
@@ -207,7 +211,8 @@ def compare_caption(rows: Sequence[Row], bounds: packing.LowerBounds, max_seq_le
     """
     whole = max(bounds.simple, bounds.l2)
     proven = max(
-        (r.bound for r in rows if not packing.STRATEGIES[r.contender.strategy].splits_sequences), default=whole
+        (r.bound for r in rows if not packing.strategies.STRATEGIES[r.contender.strategy].splits_sequences),
+        default=whole,
     )
     kind = "proven by the optimum's certificate" if proven > whole else "Martello–Toth L2"
     extra = "".join(
@@ -285,8 +290,8 @@ def _maybe(value: object) -> float | None:
 def refusal(run: Row) -> str:
     """Why the page's strategy did not pack this data, in plain words from the refusal's own fields, and where
     the other strategies are."""
-    info = packing.STRATEGIES[run.contender.strategy]
-    if isinstance(run.error, packing.TooManyDocuments):
+    info = packing.strategies.STRATEGIES[run.contender.strategy]
+    if isinstance(run.error, packing.errors.TooManyDocuments):
         return (
             f"{info.title} takes at most {run.error.limit:,} documents; this data has {run.error.count:,}. "
             "The Compare tab shows every other strategy."
@@ -294,11 +299,11 @@ def refusal(run: Row) -> str:
     return f"{info.title} cannot pack this data: {run.refusal}"
 
 
-def untrained_note(trainable: packing.TrainableCounts, which: Sequence[int] = ()) -> str | None:
+def untrained_note(trainable: packing.batches.TrainableCounts, which: Sequence[int] = ()) -> str | None:
     """A sentence when some packed documents have no training target at all (None when every one has), naming
     ``which`` (0-based; the first few, numbered from 1 as the page numbers documents).
 
-    >>> print(untrained_note(packing.TrainableCounts(5, 3, 1), [2]))
+    >>> print(untrained_note(packing.batches.TrainableCounts(5, 3, 1), [2]))
     1 packed document (#3) has no training target: none of its labels is a token (a one-token document, a prompt whose completion was cut away, or a document whose only loss-mask tokens start blocks).
     """
     count = trainable.samples_without_trainable_tokens
@@ -328,7 +333,7 @@ CERTIFICATE_KINDS = {
 def certificate_note(certificate: object, blocks: int) -> str:
     """What the proven optimum's certificate says: the lower bound it proves and the gap left (0 = optimal).
 
-    >>> print(certificate_note(packing.plan([5, 3, 2, 4], 6, "optimal").certificate, 3))
+    >>> print(certificate_note(packing.plan([5, 3, 2, 4], 6, strategy="optimal").certificate, 3))
     Certified: no packing that keeps sequences whole uses fewer than 3 blocks (the token-count bound), so these 3 blocks are optimal.
     """
     bound = int(getattr(certificate, "lower_bound", 0))
@@ -345,7 +350,7 @@ def optimum_note(row: Row, seconds: int) -> str:
     """What the proven optimum's search found within ``seconds``: its blocks, the bound it proved and the gap
     between them, saying when the time ran out before the gap closed.
 
-    >>> stats = packing.plan([3, 3], 4, "bfd").stats
+    >>> stats = packing.plan([3, 3], 4, strategy="bfd").stats
     >>> from packing.comparison import Contender
     >>> print(optimum_note(Row(Contender("optimal"), stats, 1, 5.0), 5))
     The optimum's search stopped at its 5 s limit: its best plan has 2 blocks; no plan uses fewer than 1 block (the proven bound), so it is at most 1 block above the optimum.

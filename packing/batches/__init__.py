@@ -1,3 +1,18 @@
-"""Packed arrays: ``pack`` and ``materialize`` turn a plan and samples into a ``PackedBatch``; the output schema
-(``COLUMNS``) and the classic ``pack_sequences``. Internal: the public names are in ``packing``.
+"""Packed arrays: the one output schema (:data:`COLUMNS`, each an :class:`OutputColumn`) and what
+:func:`packing.count_trainable` counts. ``pack``, ``materialize``, ``pack_sequences``, ``LazyBatch`` and
+``PackedBatch`` are at the top level (``packing``); the modules behind them are internal.
+
+>>> from packing.batches import COLUMNS
+>>> [column.name for column in COLUMNS][:3]
+['input_ids', 'labels', 'loss_mask']
 """
+
+from packing.batches.packed import TrainableCounts as TrainableCounts
+from packing.batches.schema import COLUMNS as COLUMNS
+from packing.batches.schema import OutputColumn as OutputColumn
+
+__all__ = [
+    "COLUMNS",
+    "OutputColumn",
+    "TrainableCounts",
+]

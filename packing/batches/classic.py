@@ -1,4 +1,7 @@
-"""The classic interview function, exactly as the problem states it."""
+"""The classic interview function, exactly as the problem states it.
+
+Internal: the public names are in ``packing`` and ``packing.batches``.
+"""
 
 from __future__ import annotations
 

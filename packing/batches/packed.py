@@ -1,4 +1,7 @@
-"""Materializing a plan: token arrays a trainer can consume."""
+"""Materializing a plan: token arrays a trainer can consume.
+
+Internal: the public names are in ``packing`` and ``packing.batches``.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from packing.core.units import Units
 from packing.core.validation import INT32_MAX, OverflowPolicy, check_flag, check_integer, check_token_id
 from packing.errors import SampleError, SettingError
 from packing.planning.plans import PackingPlan, check_pieces, plan
-from packing.reading.rows import join_token_arrays, read_rows, token_array_lengths
+from packing.reading.reader import join_token_arrays, read_rows, token_array_lengths
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.kernels import fill_labels, fill_positions, fill_sequences, fill_tokens, piece_mask_sums
 from packing.strategies.registry import STRATEGIES, StrategyName
@@ -416,7 +419,7 @@ class LazyBatch:
     (``fill``) or chunk by chunk (``chunks``), so writing the blocks needs memory for the input and one
     chunk, not the whole output. Made by :meth:`of`.
 
-    >>> lazy = LazyBatch.of(plan([2, 3, 1], 4, "split"), read_rows([[1, 2], [3, 4, 5], [6]]))
+    >>> lazy = LazyBatch.of(plan([2, 3, 1], 4, strategy="split"), read_rows([[1, 2], [3, 4, 5], [6]]))
     >>> [chunk.input_ids.tolist() for chunk in lazy.chunks(tokens=4)]
     [[[1, 2, 3, 4]], [[5, 6, 0, 0]]]
     >>> lazy.fill([1]).labels.tolist()  # 5 starts a piece: no target
@@ -432,14 +435,14 @@ class LazyBatch:
     @classmethod
     def of(
         cls,
-        layout: PackingPlan,
+        plan: PackingPlan,
         samples: Samples,
-        pad_token_id: int = 0,
         *,
+        pad_token_id: int = 0,
         int64: bool = False,
         sequence_names: npt.ArrayLike | None = None,
     ) -> LazyBatch:
-        """Check that ``layout`` was made for ``samples``' lengths and that the ids fit the schema's dtype
+        """Check that ``plan`` was made for ``samples``' lengths and that the ids fit the schema's dtype
         (see ``materialize``), once. O(pieces + sequences)."""
         wide = check_flag(int64, "int64")
         pad = _check_pad(pad_token_id, wide)
@@ -448,17 +451,17 @@ class LazyBatch:
         if samples.tokens is None or samples.loss_mask is None:
             raise SettingError("samples", "token ids (lengths-only data can be planned, not packed)", "<lengths only>")
         samples.refuse_other_labels()
-        if not np.array_equal(layout.lengths, samples.lengths):
+        if not np.array_equal(plan.lengths, samples.lengths):
             raise SettingError(
                 "plan",
                 f"a plan for these {len(samples.lengths)} samples' lengths (plan(samples.lengths, ...))",
-                f"<a plan for {len(layout.lengths)} sequences of other lengths>",
+                f"<a plan for {len(plan.lengths)} sequences of other lengths>",
             )
         names = _sequence_names(sequence_names, len(samples.lengths))
-        check_pieces(layout)
+        check_pieces(plan)
         if samples.units is not None:
-            check_whole_units(layout, samples.units)
-        return cls(layout, samples, pad, wide, names)
+            check_whole_units(plan, samples.units)
+        return cls(plan, samples, pad, wide, names)
 
     @property
     def num_blocks(self) -> int:
@@ -480,7 +483,7 @@ class LazyBatch:
         loss masks without making any block: ``fill().loss_weights(mode)`` is ``DocumentWeights.grid`` of
         the filled blocks, which may be made chunk by chunk. O(tokens + documents · log documents).
 
-        >>> lazy = LazyBatch.of(plan([2, 3, 1], 4, "split"), read_rows([[1, 2], [3, 4, 5], [6]]))
+        >>> lazy = LazyBatch.of(plan([2, 3, 1], 4, strategy="split"), read_rows([[1, 2], [3, 4, 5], [6]]))
         >>> batch = lazy.fill()
         >>> weights = lazy.document_weights("sqrt")
         >>> bool((weights.grid(batch.labels != -100, batch.sequence_ids) == batch.loss_weights("sqrt")).all())
@@ -550,34 +553,34 @@ class LazyBatch:
 
 
 def materialize(
-    layout: PackingPlan,
+    plan: PackingPlan,
     samples: Samples,
-    pad_token_id: int = 0,
-    blocks: npt.ArrayLike | None = None,
     *,
+    blocks: npt.ArrayLike | None = None,
+    pad_token_id: int = 0,
     int64: bool = False,
     sequence_names: npt.ArrayLike | None = None,
 ) -> PackedBatch:
     """Fill a plan's pieces with the samples' tokens and loss mask. O(num_blocks × max_seq_length), one
     compiled pass; the other columns are derived when first read (see ``PackedBatch``).
 
-    ``blocks`` picks the blocks to build, in order (``layout.select(blocks)``); the result's plan is
+    ``blocks`` picks the blocks to build, in order (``plan.select(blocks)``); the result's plan is
     that selection. The plan must have been made for these samples' lengths. Ids are int32 (a packed
     token id above 2**31 - 1 is refused with the sample and position), int64 with ``int64``.
     ``sequence_names`` gives what ``sequence_ids`` calls each sample (default: its index). To make
     the blocks chunk by chunk, use ``LazyBatch.of`` with the same arguments.
 
     >>> samples = read_rows([[1, 2], [3, 4, 5], [6]])
-    >>> materialize(plan(samples.lengths, 4, "ffd"), samples).input_ids.tolist()
+    >>> materialize(plan(samples.lengths, 4, strategy="ffd"), samples).input_ids.tolist()
     [[3, 4, 5, 6], [1, 2, 0, 0]]
-    >>> materialize(plan(samples.lengths, 4, "ffd"), samples, blocks=[1]).input_ids.tolist()
+    >>> materialize(plan(samples.lengths, 4, strategy="ffd"), samples, blocks=[1]).input_ids.tolist()
     [[1, 2, 0, 0]]
     >>> materialize(plan([1], 4), read_rows([[2**31]]))
     Traceback (most recent call last):
     ...
     packing.errors.SampleError: sample 0, position 0: expected a token id at most 2147483647 (the int32 schema; int64=True for larger ids), got 2147483648
     """
-    lazy = LazyBatch.of(layout, samples, pad_token_id, int64=int64, sequence_names=sequence_names)
+    lazy = LazyBatch.of(plan, samples, pad_token_id=pad_token_id, int64=int64, sequence_names=sequence_names)
     return lazy.fill(blocks)
 
 
@@ -620,32 +623,32 @@ class TrainableCounts(NamedTuple):
     samples_without_trainable_tokens: int
 
 
-def count_trainable(layout: PackingPlan, samples: Samples) -> TrainableCounts:
+def count_trainable(plan: PackingPlan, samples: Samples) -> TrainableCounts:
     """Trainable tokens kept, the training targets among them (not a document's first token), and packed
     samples with no target, without building any block. O(total tokens).
 
     >>> samples = read_rows([{"prompt": [1, 2], "completion": [3, 4]}, [5]])
-    >>> count_trainable(plan(samples.lengths, 4, "ffd"), samples)
+    >>> count_trainable(plan(samples.lengths, 4, strategy="ffd"), samples)
     TrainableCounts(trainable_tokens=3, target_tokens=2, samples_without_trainable_tokens=1)
     """
     if samples.loss_mask is None:
         raise SettingError("samples", "token ids with their loss mask", "<lengths only>")
     if samples.units is not None:
-        return _unit_trainable(layout, samples)
-    per_piece, targets = _piece_targets(layout, samples)
-    per_sample = np.bincount(layout.piece_sequence, weights=targets, minlength=len(samples.lengths))
-    packed = np.bincount(layout.piece_sequence, minlength=len(samples.lengths)) > 0
+        return _unit_trainable(plan, samples)
+    per_piece, targets = _piece_targets(plan, samples)
+    per_sample = np.bincount(plan.piece_sequence, weights=targets, minlength=len(samples.lengths))
+    packed = np.bincount(plan.piece_sequence, minlength=len(samples.lengths)) > 0
     return TrainableCounts(int(per_piece.sum()), int(targets.sum()), int((packed & (per_sample == 0)).sum()))
 
 
-def _unit_trainable(layout: PackingPlan, samples: Samples) -> TrainableCounts:
+def _unit_trainable(plan: PackingPlan, samples: Samples) -> TrainableCounts:
     """``count_trainable`` of whole units: a target is a trained token something predicts (a document's first
     token never; a shared completion's first token from its prompt). O(total tokens)."""
     assert samples.units is not None and samples.loss_mask is not None
     predictor = samples.units.token_arrays().predictor
     sample = np.repeat(np.arange(len(samples), dtype=np.int64), samples.lengths)
     trained = samples.loss_mask != 0
-    packed = np.bincount(layout.piece_sequence, minlength=len(samples)) > 0
+    packed = np.bincount(plan.piece_sequence, minlength=len(samples)) > 0
     per_sample = np.bincount(sample, weights=trained, minlength=len(samples))
     targets = np.bincount(sample, weights=trained & (predictor > 0), minlength=len(samples))
     return TrainableCounts(
@@ -653,35 +656,35 @@ def _unit_trainable(layout: PackingPlan, samples: Samples) -> TrainableCounts:
     )
 
 
-def targets_per_sample(layout: PackingPlan, samples: Samples | None = None) -> Int64Array:
-    """Training targets (labels that are not -100) of each sample in ``layout``'s blocks, its pieces in several
+def targets_per_sample(plan: PackingPlan, samples: Samples | None = None) -> Int64Array:
+    """Training targets (labels that are not -100) of each sample in ``plan``'s blocks, its pieces in several
     blocks counted together, without building any block: what ``PackedBatch.loss_weights`` counts per document.
     ``samples`` None: lengths only, every token in the loss mask. O(total tokens).
 
-    >>> targets_per_sample(plan([2, 3, 1], 4, "split"), read_rows([[1, 2], [3, 4, 5], [6]])).tolist()  # 5 starts a block
+    >>> targets_per_sample(plan([2, 3, 1], 4, strategy="split"), read_rows([[1, 2], [3, 4, 5], [6]])).tolist()  # 5 starts a block
     [1, 1, 0]
     """
     if samples is not None and samples.loss_mask is None:
         raise SettingError("samples", "token ids with their loss mask", "<lengths only>")
-    _, targets = _piece_targets(layout, samples)
-    counts = np.bincount(layout.piece_sequence, weights=targets, minlength=len(layout.lengths))
+    _, targets = _piece_targets(plan, samples)
+    counts = np.bincount(plan.piece_sequence, weights=targets, minlength=len(plan.lengths))
     return counts.astype(np.int64)
 
 
-def _piece_targets(layout: PackingPlan, samples: Samples | None) -> tuple[Int64Array, Int64Array]:
+def _piece_targets(plan: PackingPlan, samples: Samples | None) -> tuple[Int64Array, Int64Array]:
     """Tokens of each piece in the loss mask, and its training targets (all but a document's first token).
     O(total tokens)."""
     if samples is None:
-        per_piece = np.asarray(layout.piece_length, dtype=np.int64)
+        per_piece = np.asarray(plan.piece_length, dtype=np.int64)
         targets = np.maximum(per_piece - 1, 0)
     else:
         assert samples.loss_mask is not None
         per_piece, targets = piece_mask_sums(
-            samples.loss_mask, samples.offsets, layout.piece_sequence, layout.piece_start, layout.piece_length
+            samples.loss_mask, samples.offsets, plan.piece_sequence, plan.piece_start, plan.piece_length
         )
-    if not STRATEGIES[layout.strategy].keeps_boundaries:  # only a block's first token starts a document
+    if not STRATEGIES[plan.strategy].keeps_boundaries:  # only a block's first token starts a document
         first = np.zeros(len(per_piece), dtype=bool)
-        first[layout.block_starts[:-1][np.diff(layout.block_starts) > 0]] = True
+        first[plan.block_starts[:-1][np.diff(plan.block_starts) > 0]] = True
         targets = np.where(first, targets, per_piece)
     return per_piece, targets
 
@@ -689,9 +692,9 @@ def _piece_targets(layout: PackingPlan, samples: Samples | None) -> tuple[Int64A
 def pack(
     samples: Any,
     max_seq_length: int | None = None,
+    *,
     strategy: StrategyName | None = None,
     overflow: OverflowPolicy | None = None,
-    *,
     recipe: Recipe | None = None,
     **options: Unpack[RecipeOptions],
 ) -> PackedBatch:
@@ -700,7 +703,7 @@ def pack(
     ``samples`` is a list of rows in any form the reader accepts (token lists, tensors, ``{"prompt",
     "completion"}``, ``{"input_ids", "loss_mask"}``, ``{"input_ids", "labels"}`` with -100 on untrained
     tokens and the ids elsewhere (other labels are refused: ``packing.torch.collate`` keeps them); see
-    ``packing.reading.rows``), a ``Samples``, or a
+    ``packing.reading.reader``), a ``Samples``, or a
     dataset from ``packing.read_dataset`` (read once, not checked again). The options are every entry
     point's (:class:`~packing.Recipe`, or ``recipe=``): ``strategy`` (default ``bfd``) and the
     strategy options are ``plan``'s; with a ``tokenizer`` (``packing.load_tokenizer``'s specs:
@@ -735,11 +738,12 @@ def _pack(samples: Any, chosen: Recipe) -> PackedBatch:
         layout = plan(lengths, recipe=chosen)
         if layout.in_order() and (chosen.int64 or joined_dtype(rows) == np.int32):
             return _pack_in_order(layout, rows, prepared.pad_id, chosen.int64)
-        return materialize(layout, read_rows(rows, **prepared.read_options), prepared.pad_id, int64=chosen.int64)
+        flat = read_rows(rows, **prepared.read_options)
+        return materialize(layout, flat, pad_token_id=prepared.pad_id, int64=chosen.int64)
     flat = read_rows(rows, **prepared.read_options)
     if flat.units is not None:
         return pack_units(flat, chosen)
-    return materialize(plan(flat.lengths, recipe=chosen), flat, prepared.pad_id, int64=chosen.int64)
+    return materialize(plan(flat.lengths, recipe=chosen), flat, pad_token_id=prepared.pad_id, int64=chosen.int64)
 
 
 def pack_units(samples: Samples, recipe: Recipe) -> PackedBatch:
@@ -753,7 +757,7 @@ def pack_units(samples: Samples, recipe: Recipe) -> PackedBatch:
     """
     fitted = fit_units(samples, recipe)
     layout = plan(fitted.samples.lengths, recipe=fitted.planning)
-    batch = materialize(layout, fitted.samples, prepare(recipe).pad_id, int64=recipe.int64)
+    batch = materialize(layout, fitted.samples, pad_token_id=prepare(recipe).pad_id, int64=recipe.int64)
     packed = np.bincount(layout.piece_sequence, minlength=len(fitted.samples)) > 0
     return replace(batch, stats=fitted.stats(batch.stats, recipe, packed))
 
@@ -775,18 +779,18 @@ def lazy_units(
     if shuffle:
         layout = layout.shuffle(layout_recipe.seed or 0)
     wide = layout_recipe.int64 if int64 is None else int64
-    lazy = LazyBatch.of(layout, fitted.samples, prepare(layout_recipe).pad_id, int64=wide)
+    lazy = LazyBatch.of(layout, fitted.samples, pad_token_id=prepare(layout_recipe).pad_id, int64=wide)
     lazy.__dict__["stats"] = fitted.stats(lazy.stats, layout_recipe, packed)  # the cached statistics, with units
     return lazy
 
 
-def _pack_in_order(layout: PackingPlan, rows: list[Any], pad_token_id: int, int64: bool) -> PackedBatch:
+def _pack_in_order(plan: PackingPlan, rows: list[Any], pad_token_id: int, int64: bool) -> PackedBatch:
     """The blocks of an in-order plan (``PackingPlan.in_order``) of the token arrays ``rows``: the arrays
     are joined straight into the blocks (no flat copy first), padding and mask follow. Same result as
-    ``materialize(layout, read_rows(rows), ...)``. O(blocks × max_seq_length), a copy of the tokens."""
+    ``materialize(layout, read_rows(rows), pad_token_id=...)``. O(blocks × max_seq_length), a copy of the tokens."""
     pad = _check_pad(pad_token_id, int64)
-    shape = (layout.num_blocks, layout.max_seq_length)
-    total = int(layout.lengths.sum())
+    shape = (plan.num_blocks, plan.max_seq_length)
+    total = int(plan.lengths.sum())
     input_ids = np.empty(shape, dtype=np.int64 if int64 else np.int32)
     loss_mask = np.empty(shape, dtype=np.int8)
     ids, mask = input_ids.reshape(-1), loss_mask.reshape(-1)
@@ -794,7 +798,7 @@ def _pack_in_order(layout: PackingPlan, rows: list[Any], pad_token_id: int, int6
     ids[total:] = pad
     mask[:total] = 1
     mask[total:] = 0
-    return PackedBatch(layout, input_ids, loss_mask, pad, layout.stats)
+    return PackedBatch(plan, input_ids, loss_mask, pad, plan.stats)
 
 
 def _chunks(num_rows: int, width: int) -> list[tuple[int, int]]:

@@ -17,6 +17,8 @@ values per row, padding last, except in the ``datasets`` adapters (``packing.hf`
 |---|---|---|
 | `input_ids` | list of int32 (int64 with `int64=True`) | token ids; the padding id in padding |
 ...
+
+Internal: the public names are in ``packing`` and ``packing.batches``.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ Int64Array = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
-class Column:
+class OutputColumn:
     """One output column: its ``name``, numpy ``dtype`` of its values, and what it means; ``wide`` columns
     are int64 when the output is asked for in int64."""
 
@@ -53,18 +55,20 @@ class Column:
         return np.dtype("int64" if int64 and self.wide else self.dtype)
 
 
-COLUMNS: tuple[Column, ...] = (
-    Column("input_ids", "int32", "token ids; the padding id in padding", wide=True),
-    Column(
+COLUMNS: tuple[OutputColumn, ...] = (
+    OutputColumn("input_ids", "int32", "token ids; the padding id in padding", wide=True),
+    OutputColumn(
         "labels",
         "int32",
         "training targets: input_ids with -100 where there is no loss and at the first token of every document",
         wide=True,
     ),
-    Column("loss_mask", "int8", "1 = a real token that is trained on; 0 = padding or a masked (prompt) token"),
-    Column("position_ids", "int32", "0, 1, 2, ... restarting at every document in the block; 0 in padding", wide=True),
-    Column("sequence_ids", "int32", "index of the source sample of each token; -1 in padding"),
-    Column(
+    OutputColumn("loss_mask", "int8", "1 = a real token that is trained on; 0 = padding or a masked (prompt) token"),
+    OutputColumn(
+        "position_ids", "int32", "0, 1, 2, ... restarting at every document in the block; 0 in padding", wide=True
+    ),
+    OutputColumn("sequence_ids", "int32", "index of the source sample of each token; -1 in padding"),
+    OutputColumn(
         "seq_lengths",
         "int32",
         "lengths of the documents in the block, in order (flash-attention's cu_seqlens is [0, *cumsum])",
@@ -72,7 +76,7 @@ COLUMNS: tuple[Column, ...] = (
 )
 """The output columns, in order."""
 
-LOSS_WEIGHTS = Column(
+LOSS_WEIGHTS = OutputColumn(
     "loss_weights",
     "float32",
     "optional (written when asked): per-token weight of the chosen loss objective, 0 where the label is -100; "
@@ -80,14 +84,14 @@ LOSS_WEIGHTS = Column(
 )
 """The optional column, after :data:`COLUMNS` when written (``to_arrow(..., loss_weights=mode)``)."""
 
-UNIT_GRID: tuple[Column, ...] = (
-    Column("unit_ids", "int32", "blocks of pairs and groups: the unit (sample) of each token; -1 in padding"),
-    Column(
+UNIT_GRID: tuple[OutputColumn, ...] = (
+    OutputColumn("unit_ids", "int32", "blocks of pairs and groups: the unit (sample) of each token; -1 in padding"),
+    OutputColumn(
         "completion_ids",
         "int32",
         "blocks of pairs and groups: the completion each token answers (input order); -1 on prompts and padding",
     ),
-    Column(
+    OutputColumn(
         "prediction_positions",
         "int32",
         "blocks of pairs and groups: the position whose logits predict each token (t - 1, or a shared prompt's last "

@@ -19,6 +19,8 @@ Everything cut is counted: ``PackingStats`` in tokens and sequences (a unit is o
 >>> fitted = fit_units(samples, Recipe(7))
 >>> fitted.samples.tokens.tolist(), fitted.tokens_cut, fitted.planning.overflow
 ([1, 2, 3, 4, 1, 2, 7], 2, 'drop')
+
+Internal: the public names are in ``packing`` and ``packing.batches``.
 """
 
 from __future__ import annotations
@@ -193,34 +195,34 @@ def unit_lengths(units: Units, recipe: Recipe) -> tuple[Units, Recipe, Int64Arra
 # ---------------------------------------------------------------- the columns of blocks of units
 
 
-def check_whole_units(layout: PackingPlan, units: Units) -> None:
+def check_whole_units(plan: PackingPlan, units: Units) -> None:
     """Refuse a plan that cuts a unit (a piece that is not a whole sample): units are planned whole
     (:func:`fit_units`). O(pieces)."""
-    whole = (layout.piece_start == 0) & (layout.piece_length.astype(np.int64) == layout.lengths[layout.piece_sequence])
-    if not bool(whole.all()) or len(layout.lengths) != len(units):
+    whole = (plan.piece_start == 0) & (plan.piece_length.astype(np.int64) == plan.lengths[plan.piece_sequence])
+    if not bool(whole.all()) or len(plan.lengths) != len(units):
         raise SettingError(
             "plan",
-            "a plan that keeps every pair and group whole (pack them with packing.pack, or plan packing.fit_units' "
+            "a plan that keeps every pair and group whole (pack them with packing.pack, or plan packing.batches.units.fit_units' "
             "samples with its recipe)",
             "<a plan that cuts a unit>",
         )
 
 
-def slot_sources(layout: PackingPlan) -> Int64Array:
+def slot_sources(plan: PackingPlan) -> Int64Array:
     """Per slot of the blocks ``(num_blocks, max_seq_length)``: the index of its token among the samples' laid-out
     tokens, -1 in padding. O(blocks × max_seq_length).
 
     >>> from packing import plan
-    >>> slot_sources(plan([2, 1], 4, "ffd")).tolist()
+    >>> slot_sources(plan([2, 1], 4, strategy="ffd")).tolist()
     [[0, 1, 2, -1]]
     """
-    width = layout.max_seq_length
-    source = np.full(layout.num_blocks * width, -1, dtype=np.int64)
-    length = layout.piece_length.astype(np.int64)
-    at = layout.piece_block() * width + layout.piece_position()
-    starts = offsets_of(layout.lengths)[layout.piece_sequence] + layout.piece_start
+    width = plan.max_seq_length
+    source = np.full(plan.num_blocks * width, -1, dtype=np.int64)
+    length = plan.piece_length.astype(np.int64)
+    at = plan.piece_block() * width + plan.piece_position()
+    starts = offsets_of(plan.lengths)[plan.piece_sequence] + plan.piece_start
     source[ranges(at, length)] = ranges(starts, length)
-    return source.reshape(layout.num_blocks, width)
+    return source.reshape(plan.num_blocks, width)
 
 
 @dataclass(frozen=True)
@@ -236,7 +238,7 @@ class UnitGrids:
 
 
 def unit_grids(
-    layout: PackingPlan, units: Units, input_ids: npt.NDArray[Any], loss_mask: npt.NDArray[np.int8]
+    plan: PackingPlan, units: Units, input_ids: npt.NDArray[Any], loss_mask: npt.NDArray[np.int8]
 ) -> UnitGrids:
     """Labels, positions, completion ids and prediction positions of blocks of units (``input_ids`` and
     ``loss_mask`` filled): a token is a target where it is trained and something predicts it; ``labels`` hold it
@@ -249,7 +251,7 @@ def unit_grids(
     ([[-100, -100, 3, -100, 5, -100]], [[0, 1, 2, 2, 3, 0]], [[-1, -1, 1, 1, 3, -1]])
     """
     arrays: TokenArrays = units.token_arrays()
-    source = slot_sources(layout)
+    source = slot_sources(plan)
     real = source >= 0
     where = np.where(real, source, 0)
     predictor = np.where(real, arrays.predictor[where], 0)
@@ -257,13 +259,13 @@ def unit_grids(
     labels = np.where(trained & (predictor == 1), input_ids, IGNORE_INDEX).astype(input_ids.dtype)
     positions = np.where(real, arrays.positions[where], 0).astype(input_ids.dtype)
     completion = np.where(real, arrays.completion[where], -1).astype(np.int32)
-    column = np.arange(layout.max_seq_length, dtype=np.int64)[None, :]
+    column = np.arange(plan.max_seq_length, dtype=np.int64)[None, :]
     prediction = np.where(trained, column - predictor, -1).astype(input_ids.dtype)
     document = np.where(real, arrays.document[where], -1)
     return UnitGrids(labels, positions, completion, prediction, document)
 
 
-def unit_boundaries(layout: PackingPlan, units: Units) -> tuple[Int64Array, Int64Array]:
+def unit_boundaries(plan: PackingPlan, units: Units) -> tuple[Int64Array, Int64Array]:
     """``(starts, lengths)``: the documents a model sees in each block of units, in CSR form (block ``b`` holds
     ``lengths[starts[b]:starts[b + 1]]``): a document per completion in the duplicated layout (its prompt and
     it), a unit in the shared one. O(documents).
@@ -273,11 +275,11 @@ def unit_boundaries(layout: PackingPlan, units: Units) -> tuple[Int64Array, Int6
     [3, 2]
     """
     doc_offsets, doc_lengths = units.documents()
-    sequence = layout.piece_sequence.astype(np.int64)
+    sequence = plan.piece_sequence.astype(np.int64)
     counts = doc_offsets[sequence + 1] - doc_offsets[sequence]
     lengths = doc_lengths[ranges(doc_offsets[sequence], counts)]
-    per_block = np.add.reduceat(counts, layout.block_starts[:-1]) if len(counts) else np.zeros(0, np.int64)
-    per_block = np.where(np.diff(layout.block_starts) > 0, per_block, 0)
+    per_block = np.add.reduceat(counts, plan.block_starts[:-1]) if len(counts) else np.zeros(0, np.int64)
+    per_block = np.where(np.diff(plan.block_starts) > 0, per_block, 0)
     return offsets_of(per_block), lengths.astype(np.int64)
 
 

@@ -1,3 +1,31 @@
-"""The values every layer shares: samples (flat tokens, masks, offsets), row forms, loss rules, argument checks
-and array helpers. Imports nothing of the library but ``packing.errors``. Internal: the public names are in ``packing``.
+"""The values every layer shares: the row forms a sample may take, preference pairs and completion groups
+(units), the label that losses skip. Imports nothing of the library but ``packing.errors``.
+
+The modules behind these names (samples, forms, loss rules, argument checks, array helpers) are internal.
+
+>>> from packing.core import IGNORE_INDEX, is_text_row
+>>> IGNORE_INDEX, is_text_row({"text": "hi"}), is_text_row([1, 2])
+(-100, True, False)
 """
+
+from packing.core.forms import CompletionGroup as CompletionGroup
+from packing.core.forms import MaskedSample as MaskedSample
+from packing.core.forms import PreferencePair as PreferencePair
+from packing.core.forms import PromptCompletion as PromptCompletion
+from packing.core.forms import Sample as Sample
+from packing.core.forms import is_text_row as is_text_row
+from packing.core.samples import IGNORE_INDEX as IGNORE_INDEX
+from packing.core.units import UNIT_COLUMNS as UNIT_COLUMNS
+from packing.core.units import Units as Units
+
+__all__ = [
+    "IGNORE_INDEX",
+    "UNIT_COLUMNS",
+    "CompletionGroup",
+    "MaskedSample",
+    "PreferencePair",
+    "PromptCompletion",
+    "Sample",
+    "Units",
+    "is_text_row",
+]

@@ -1,4 +1,7 @@
-"""Small array helpers shared by the reader, the plan and the writers (CSR offsets and index ranges)."""
+"""Small array helpers shared by the reader, the plan and the writers (CSR offsets and index ranges).
+
+Internal: the public names are in ``packing`` and ``packing.core``.
+"""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ One owner for the choice every entry point makes through :class:`packing.Recipe`
   ``False`` are ``turn`` and ``none`` (:func:`check_train_on_eos`, the one place they are mapped).
 
 :class:`LossRules` holds the three settings (checked once) and decides, message by message, which are
-trained (:meth:`LossRules.trained`); ``packing.text.rows`` turns that into token masks.
+trained (:meth:`LossRules.trained`); ``packing.text.text_rows`` turns that into token masks.
 
 >>> rules = LossRules("last_turn")
 >>> chat = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
@@ -28,6 +28,8 @@ trained (:meth:`LossRules.trained`); ``packing.text.rows`` turns that into token
 >>> chat[1] = {"role": "assistant", "content": "b", "weight": 1}
 >>> rules.trained(chat)
 [False, True, False, True]
+
+Internal: the public names are in ``packing`` and ``packing.core``.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ out and ``packing.torch.context_parallel_shard`` cuts a batch with :func:`shard_
 [4, 4, 8]
 >>> shard_indices([0, 4, 12], 0, 2).tolist()  # rank 0 of 2: chunks 0 and 3 of each document
 [0, 3, 4, 5, 10, 11]
+
+Internal: the public names are in ``packing`` and ``packing.core``.
 """
 
 from __future__ import annotations

@@ -26,6 +26,8 @@ one position, which a shifted ``labels`` row cannot say: ``packing.torch.complet
 >>> arrays = Units.of([3], [[2, 1]], share_prompt=True).token_arrays()
 >>> arrays.positions.tolist(), arrays.completion.tolist(), arrays.predictor.tolist()
 ([0, 1, 2, 3, 4, 3], [-1, -1, -1, 0, 0, 1], [0, 1, 1, 1, 1, 3])
+
+Internal: the public names are in ``packing`` and ``packing.core``.
 """
 
 from __future__ import annotations

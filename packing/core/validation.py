@@ -3,6 +3,8 @@
 Each check raises :class:`packing.errors.SettingError` with the argument's name,
 what was expected and what was found, so a caller never has to read a traceback
 to fix their input.
+
+Internal: the public names are in ``packing`` and ``packing.core``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 - :mod:`~packing.layouts.megatron` (``megatron``): NeMo / Megatron packed sequences (also ``.npy`` files);
 - :mod:`~packing.layouts.segment_ids` (``segment_ids``): segment ids in ``attention_mask`` (LLaMA-Factory, Axolotl).
 
-Every module is a :class:`~packing.layouts.common.Layout`: ``NAME``, ``TITLE``, ``recognises(names, table)``,
+Every module is a :class:`~packing.layouts.common.LayoutModule`: ``NAME``, ``TITLE``, ``recognises(names, table)``,
 ``read(table, source)`` (a :class:`~packing.layouts.common.Parsed` over one
 :class:`~packing.layouts.common.PackedLayout`) and ``write(rows)`` (a ``pyarrow.Table``). The names are listed
 once, in :data:`LayoutName`. The checks run once over the common form, in :mod:`packing.layouts.audit`;
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 
 from packing.errors import SettingError
 from packing.layouts import flattening, megatron, native, segment_ids, torchtune, trl
-from packing.layouts.common import Layout, PackedLayout, Parsed, Rows, error
+from packing.layouts.common import LayoutModule, PackedLayout, Parsed, Rows, error
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -36,13 +36,23 @@ LayoutName = Literal["packing", "trl", "flattening", "torchtune", "megatron", "s
 """Every layout's name, in the order they are offered."""
 LAYOUTS: tuple[LayoutName, ...] = get_args(LayoutName)
 """Every layout: what :func:`packing.layouts.audit.audit` recognises and :func:`packing.layouts.export.export` writes."""
-_MODULES: tuple[Layout, ...] = (native, trl, flattening, torchtune, megatron, segment_ids)
-MODULES: dict[str, Layout] = {module.NAME: module for module in _MODULES}
+_MODULES: tuple[LayoutModule, ...] = (native, trl, flattening, torchtune, megatron, segment_ids)
+MODULES: dict[str, LayoutModule] = {module.NAME: module for module in _MODULES}
 """Each layout's module by its name."""
 LAYOUT_TITLES: dict[str, str] = {name: module.TITLE for name, module in MODULES.items()}
-_RECOGNISED_IN_ORDER: tuple[Layout, ...] = (torchtune, megatron, native, trl, segment_ids, flattening)
+_RECOGNISED_IN_ORDER: tuple[LayoutModule, ...] = (torchtune, megatron, native, trl, segment_ids, flattening)
 """The order layouts are tried in; a table with ``input_ids`` that none claims is TRL ``wrapped`` output."""
-__all__ = ["LAYOUTS", "LAYOUT_TITLES", "MODULES", "Layout", "LayoutName", "PackedLayout", "Parsed", "Rows", "detect"]
+__all__ = [
+    "LAYOUTS",
+    "LAYOUT_TITLES",
+    "MODULES",
+    "LayoutModule",
+    "LayoutName",
+    "PackedLayout",
+    "Parsed",
+    "Rows",
+    "detect",
+]
 
 
 def detect(table: pa.Table, source: str) -> str:

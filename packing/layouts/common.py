@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 Int64Array = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-__all__ = ["COLLATED", "IGNORE_INDEX", "Layout", "PackedLayout", "Parsed", "Rows"]
+__all__ = ["COLLATED", "IGNORE_INDEX", "LayoutModule", "PackedLayout", "Parsed", "Rows"]
 COLLATED = b"packing.collated"
 """The schema metadata key of a table made from a collator's batch (arrays or tensors, not dataset rows)."""
 
@@ -192,7 +192,7 @@ def error(source: str, reason: str, where: str | None = None) -> DatasetError:
 
 
 @dataclass(frozen=True)
-class Column:
+class ListColumn:
     """A list column, flat: row ``r`` is ``values[offsets[r]:offsets[r + 1]]``."""
 
     values: Int64Array
@@ -203,7 +203,7 @@ class Column:
         return offsets_of(self.lengths)
 
 
-def list_column(table: pa.Table, name: str, source: str, flags: bool = False) -> Column | None:
+def list_column(table: pa.Table, name: str, source: str, flags: bool = False) -> ListColumn | None:
     """The integer (or boolean) list column ``name`` as flat int64 values, or ``None`` when absent.
 
     With ``flags`` (a mask column), floating-point values are accepted when every one is 0 or 1 (NeMo's masks
@@ -240,7 +240,7 @@ def list_column(table: pa.Table, name: str, source: str, flags: bool = False) ->
         row = row_at(offsets_of(lengths), position)
         reason = f"column '{name}': expected integers that fit in int64, got {int(values[position])}"
         raise error(source, reason, f"row {row + 1}")
-    return Column(values.astype(np.int64, copy=False), lengths)
+    return ListColumn(values.astype(np.int64, copy=False), lengths)
 
 
 def type_name(kind: Any, limit: int = 60) -> str:
@@ -257,7 +257,7 @@ class Build:
     bad_cells: list[Int64Array] = field(default_factory=list)
 
 
-def from_lengths(row_offsets: Int64Array, lengths: Column, fill_exactly: bool) -> Build:
+def from_lengths(row_offsets: Int64Array, lengths: ListColumn, fill_exactly: bool) -> Build:
     """Documents from per-block lengths (``seq_lengths``, ``seq_lens``, starts turned into lengths).
 
     Lengths that overrun their block are cut at its end, and the block is inconsistent; with
@@ -343,7 +343,9 @@ class Parsed:
     reused_segments: Int64Array | None = None  # documents whose segment number an earlier one of the block has
 
 
-def check_lengths(column: Column | None, name: str, reference: Column, reference_name: str, source: str) -> None:
+def check_lengths(
+    column: ListColumn | None, name: str, reference: ListColumn, reference_name: str, source: str
+) -> None:
     """A per-token column must have exactly as many values per row as the token column."""
     if column is None:
         return
@@ -370,17 +372,17 @@ def mismatch(row_offsets: Int64Array, document: Int64Array, other_starts: BoolAr
     return cells
 
 
-def values_of(column: Column | None) -> Int64Array | None:
+def values_of(column: ListColumn | None) -> Int64Array | None:
     return None if column is None else column.values
 
 
-def targets_of(labels: Column | None) -> BoolArray | None:
+def targets_of(labels: ListColumn | None) -> BoolArray | None:
     """Hugging Face's convention: a token is a prediction target when its label is not -100 (None without
     labels). O(tokens)."""
     return None if labels is None else labels.values != IGNORE_INDEX
 
 
-def required(table: pa.Table, name: str, source: str) -> Column:
+def required(table: pa.Table, name: str, source: str) -> ListColumn:
     column = list_column(table, name, source)
     if column is None:
         raise error(source, f"column '{name}' is missing; found {', '.join(table.column_names)}")
@@ -505,12 +507,12 @@ def arrow_column(values: npt.NDArray[Any], lengths: Int64Array, kind: Any) -> An
     return pa.chunked_array(chunks, type=pa.list_(kind))
 
 
-class Layout(Protocol):
+class LayoutModule(Protocol):
     """What a layout module provides (every module in :mod:`packing.layouts` is one): its name and title, whether a
     table's columns are its own, a reader to the common form and a writer from packed rows.
 
     >>> from packing.layouts import MODULES
-    >>> layout: Layout = MODULES["trl"]
+    >>> layout: LayoutModule = MODULES["trl"]
     >>> layout.NAME, layout.recognises({"input_ids", "seq_lengths"}, None)
     ('trl', True)
     """

@@ -1,6 +1,6 @@
 """Exports of packed blocks in other frameworks' layouts, as ``pyarrow`` tables (one row per block).
 
-``export(batch, format)`` with ``format`` one of :data:`EXPORT_FORMATS` (``packing``, ``trl``, ``flattening``,
+``export(batch, format)`` with ``format`` one of :data:`packing.layouts.LAYOUTS` (``packing``, ``trl``, ``flattening``,
 ``torchtune``, ``megatron``, ``segment_ids``; each described in its module of :mod:`packing.layouts`).
 
 Each layout's writer lives with its reader in :mod:`packing.layouts`. Every export passes
@@ -19,6 +19,8 @@ throughout.
 [[3, 1], [2, 2]]
 >>> export(batch, "megatron").to_pydict()["loss_mask"]
 [[1, 1, 0, 0], [1, 0]]
+
+Internal: the public names are in ``packing`` and ``packing.layouts``.
 """
 
 from __future__ import annotations
@@ -46,9 +48,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 PathType = str | os.PathLike[str]
 
-EXPORT_FORMATS = LAYOUTS
-"""Layouts :func:`export` writes (the same names :func:`packing.layouts.audit.audit` reports)."""
-
 
 def export(
     batch: PackedBatch,
@@ -74,7 +73,7 @@ def export(
     [[0.0, 0.25, 0.25, 0.0, 0.5]]
     """
     if format not in MODULES:
-        raise SettingError("format", f"one of {', '.join(EXPORT_FORMATS)}", format)
+        raise SettingError("format", f"one of {', '.join(LAYOUTS)}", format)
     refuse_shared(batch, format)
     rows = Rows(batch, order)
     table: pa.Table = MODULES[format].write(rows)
@@ -142,7 +141,7 @@ def export_chunks(
     [[[0.0, 0.5, 0.0, 0.5]], [[0.0, 0.0]]]
     """
     if format not in MODULES:
-        raise SettingError("format", f"one of {', '.join(EXPORT_FORMATS)}", format)
+        raise SettingError("format", f"one of {', '.join(LAYOUTS)}", format)
     refuse_shared(blocks, format)
     weights = blocks.document_weights(check_mode(loss_weights)) if loss_weights is not None else None
     made = False

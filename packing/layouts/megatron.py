@@ -44,8 +44,8 @@ from packing.core.thd import padded_lengths
 from packing.core.validation import is_integer
 from packing.layouts.common import (
     BoolArray,
-    Column,
     Int64Array,
+    ListColumn,
     PackedLayout,
     Parsed,
     Rows,
@@ -143,7 +143,7 @@ def padded_column(rows: Rows, values: Any, fill: Any, kind: Any) -> Any:
     return arrow_column(stored(values, fill), lengths, kind)
 
 
-def _targets(offsets: Int64Array, document: Int64Array, loss_mask: Column | None) -> tuple[BoolArray | None, str]:
+def _targets(offsets: Int64Array, document: Int64Array, loss_mask: ListColumn | None) -> tuple[BoolArray | None, str]:
     """The prediction targets NeMo's loader trains, and the mask convention met. ``loss_mask[i]`` trains token
     ``i + 1``; each document's last entry is dropped by the loader, so a document's first token is never a
     target. O(tokens)."""

@@ -21,6 +21,8 @@ command line alone turns SIGTERM and SIGHUP into the same clean exit (``packing.
 ...         _ = temporary.write_text("done")
 >>> open(target).read(), sorted(os.listdir(os.path.dirname(target)))
 ('done', ['out.txt'])
+
+Internal: the public names are in ``packing`` and ``packing.layouts``.
 """
 
 from __future__ import annotations

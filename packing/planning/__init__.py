@@ -1,3 +1,14 @@
-"""Plans over lengths: ``plan`` turns a recipe and lengths into a ``PackingPlan`` (pieces and stats; select,
-permute, shuffle), and the compute cost of a plan. Internal: the public names are in ``packing``.
+"""Plans over lengths: ``plan``, ``PackingPlan``, ``Piece``, ``compute_cost`` and ``ComputeCost`` are at the
+top level (``packing``); here, the model whose costs a plan is weighed with (:class:`ModelCost`). The modules
+behind them are internal.
+
+>>> from packing.planning import ModelCost
+>>> ModelCost.__name__
+'ModelCost'
 """
+
+from packing.planning.model_cost import ModelCost as ModelCost
+
+__all__ = [
+    "ModelCost",
+]

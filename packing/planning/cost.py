@@ -1,4 +1,7 @@
-"""What a layout costs a trainer: token slots and attention work."""
+"""What a layout costs a trainer: token slots and attention work.
+
+Internal: the public names are in ``packing`` and ``packing.planning``.
+"""
 
 from __future__ import annotations
 
@@ -19,18 +22,18 @@ class ComputeCost(NamedTuple):
     attention_full: int
 
 
-def compute_cost(layout: PackingPlan) -> ComputeCost:
+def compute_cost(plan: PackingPlan) -> ComputeCost:
     """Training-compute estimate of a plan. O(pieces).
 
     >>> from packing import plan
-    >>> compute_cost(plan([2, 3, 1], 4, "split"))
+    >>> compute_cost(plan([2, 3, 1], 4, strategy="split"))
     ComputeCost(token_slots=8, attention_masked=10, attention_full=32)
-    >>> compute_cost(plan([2, 3, 1], 4, "wrapped")).attention_masked  # one run per block: 4² + 2²
+    >>> compute_cost(plan([2, 3, 1], 4, strategy="wrapped")).attention_masked  # one run per block: 4² + 2²
     20
     """
-    lengths = layout.boundaries[1].astype(np.int64)  # the documents attention sees; int32 squares overflow
+    lengths = plan.boundaries[1].astype(np.int64)  # the documents attention sees; int32 squares overflow
     return ComputeCost(
-        token_slots=layout.num_blocks * layout.max_seq_length,
+        token_slots=plan.num_blocks * plan.max_seq_length,
         attention_masked=int(np.dot(lengths, lengths)),
-        attention_full=layout.num_blocks * layout.max_seq_length**2,
+        attention_full=plan.num_blocks * plan.max_seq_length**2,
     )

@@ -18,6 +18,8 @@ with ``h = 4096``); :meth:`ModelCost.from_config` gives the weights of the model
 >>> parts = llama.components(np.array([1_000, 32_000]))
 >>> [round(float(a / t), 3) for a, t in zip(parts["attention"], parts["tokens"])]
 [0.017, 0.559]
+
+Internal: the public names are in ``packing`` and ``packing.planning``.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 A :class:`PackingPlan` is the layout, stored flat (CSR). Selecting, reordering and
 shuffling blocks are methods of the plan, and each returns a plan whose statistics
 describe exactly its blocks.
+
+Internal: the public names are in ``packing`` and ``packing.planning``.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class PackingPlan:
     ``block_starts[b]:block_starts[b + 1]``, in order, with no gaps; padding follows them.
     Piece arrays are int32 (a 16-million-sequence plan takes about 400 MB).
 
-    >>> p = plan([2, 3, 1], 4, "split")
+    >>> p = plan([2, 3, 1], 4, strategy="split")
     >>> p.blocks()
     [[Piece(sequence=0, start=0, length=2), Piece(sequence=1, start=0, length=2)], [Piece(sequence=1, start=2, length=1), Piece(sequence=2, start=0, length=1)]]
     >>> p.stats.efficiency
@@ -128,7 +130,7 @@ class PackingPlan:
         ``split`` does when nothing is cut): block ``b`` is then tokens ``b * max_seq_length`` up to the
         next block's of the sequences laid end to end, and only the last block has padding. O(pieces).
 
-        >>> plan([3, 2, 4], 4, "split").in_order(), plan([3, 2, 4], 4, "ffd").in_order()
+        >>> plan([3, 2, 4], 4, strategy="split").in_order(), plan([3, 2, 4], 4, strategy="ffd").in_order()
         (True, False)
         """
         if int(self.piece_length.sum(dtype=np.int64)) != int(self.lengths.sum()):
@@ -143,7 +145,7 @@ class PackingPlan:
         The statistics count the selected pieces as the input: nothing in them was cut or
         lost, and a sample counts as split when its tokens span several selected blocks.
 
-        >>> p = plan([4, 4, 2, 3], 4, "ffd")
+        >>> p = plan([4, 4, 2, 3], 4, strategy="ffd")
         >>> window = p.select([1, 2])
         >>> window.num_blocks, window.stats.num_blocks, window.stats.packed_tokens
         (2, 2, 7)
@@ -168,7 +170,7 @@ class PackingPlan:
     def permute(self, order: npt.ArrayLike) -> PackingPlan:
         """The same blocks in ``order`` (block ``i`` of the result is block ``order[i]``). O(pieces).
 
-        >>> p = plan([4, 4, 2, 2], 4, "ffd")
+        >>> p = plan([4, 4, 2, 2], 4, strategy="ffd")
         >>> [[piece.sequence for piece in block] for block in p.permute([2, 0, 1]).blocks()]
         [[2, 3], [0], [1]]
         """
@@ -195,7 +197,7 @@ class PackingPlan:
         order would see a length curriculum. The order is
         ``numpy.random.default_rng(seed).permutation(num_blocks)``.
 
-        >>> p = plan([4, 4, 2, 3], 4, "ffd")
+        >>> p = plan([4, 4, 2, 3], 4, strategy="ffd")
         >>> sorted(b[0].sequence for b in p.shuffle(7).blocks()) == sorted(b[0].sequence for b in p.blocks())
         True
         """
@@ -223,7 +225,7 @@ class PackingPlan:
         boundaries (``wrapped``): then each block is one run of all its tokens. Positions, labels,
         ``seq_lengths`` and exports follow these; tokens follow the pieces. O(1), or O(pieces) once for ``wrapped``.
 
-        >>> plan([3, 2, 4], 4, "split").boundaries[1].tolist(), plan([3, 2, 4], 4, "wrapped").boundaries[1].tolist()
+        >>> plan([3, 2, 4], 4, strategy="split").boundaries[1].tolist(), plan([3, 2, 4], 4, strategy="wrapped").boundaries[1].tolist()
         ([3, 1, 1, 3, 1], [4, 4, 1])
         """
         if STRATEGIES[self.strategy].keeps_boundaries:
@@ -262,23 +264,23 @@ class PackingPlan:
 
 
 def _selection_stats(
-    layout: PackingPlan, block_starts: Int64Array, sequence: Int32Array, length: Int32Array
+    plan: PackingPlan, block_starts: Int64Array, sequence: Int32Array, length: Int32Array
 ) -> PackingStats:
     """Statistics of selected pieces, counting them as the whole input. O(pieces)."""
     touched, inverse = np.unique(sequence, return_inverse=True)
     per_sequence = np.bincount(inverse, weights=length, minlength=len(touched)).astype(np.int64)
-    whole = bool(len(touched) == len(sequence)) and not STRATEGIES[layout.strategy].splits_sequences
-    documents = None if STRATEGIES[layout.strategy].keeps_boundaries else int(np.count_nonzero(np.diff(block_starts)))
+    whole = bool(len(touched) == len(sequence)) and not STRATEGIES[plan.strategy].splits_sequences
+    documents = None if STRATEGIES[plan.strategy].keeps_boundaries else int(np.count_nonzero(np.diff(block_starts)))
     stats = compute_stats(
-        per_sequence, layout.max_seq_length, block_starts, inverse.astype(np.int32), length, whole, documents
+        per_sequence, plan.max_seq_length, block_starts, inverse.astype(np.int32), length, whole, documents
     )
     return stats
 
 
-def check_pieces(layout: PackingPlan) -> None:
+def check_pieces(plan: PackingPlan) -> None:
     """Refuse a plan whose pieces would write outside its blocks or read outside its sequences. O(pieces)."""
-    starts, sequence = layout.block_starts, layout.piece_sequence
-    first, length = layout.piece_start.astype(np.int64), layout.piece_length.astype(np.int64)
+    starts, sequence = plan.block_starts, plan.piece_sequence
+    first, length = plan.piece_start.astype(np.int64), plan.piece_length.astype(np.int64)
     problem = ""
     if len(starts) == 0 or starts[0] != 0 or starts[-1] != len(sequence) or np.any(np.diff(starts) < 1):
         problem = "block_starts rising from 0 to the number of pieces, every block holding a piece"
@@ -286,21 +288,21 @@ def check_pieces(layout: PackingPlan) -> None:
         problem = "piece arrays of one length"
     elif len(length) and (length.min() < 1 or first.min() < 0):
         problem = "pieces with a length >= 1 and a start >= 0"
-    elif len(sequence) and (sequence.min() < 0 or sequence.max() >= len(layout.lengths)):
+    elif len(sequence) and (sequence.min() < 0 or sequence.max() >= len(plan.lengths)):
         problem = "pieces naming sequences the plan has"
-    elif len(length) and np.any(first + length > layout.lengths[sequence]):
+    elif len(length) and np.any(first + length > plan.lengths[sequence]):
         problem = "pieces within their sequences"
-    elif layout.num_blocks and np.add.reduceat(length, starts[:-1]).max(initial=0) > layout.max_seq_length:
-        problem = f"blocks of at most max_seq_length={layout.max_seq_length} tokens"
+    elif plan.num_blocks and np.add.reduceat(length, starts[:-1]).max(initial=0) > plan.max_seq_length:
+        problem = f"blocks of at most max_seq_length={plan.max_seq_length} tokens"
     elif (
-        layout.document_multiple > 1
-        and layout.num_blocks
+        plan.document_multiple > 1
+        and plan.num_blocks
         and (
-            np.add.reduceat(padded_lengths(length, layout.document_multiple), starts[:-1]).max(initial=0)
-            > layout.max_seq_length
+            np.add.reduceat(padded_lengths(length, plan.document_multiple), starts[:-1]).max(initial=0)
+            > plan.max_seq_length
         )
     ):
-        problem = f"blocks of at most max_seq_length={layout.max_seq_length} tokens with every document padded to a multiple of {layout.document_multiple}"
+        problem = f"blocks of at most max_seq_length={plan.max_seq_length} tokens with every document padded to a multiple of {plan.document_multiple}"
     if problem:
         raise SettingError("plan", problem, "<a plan that breaks this>")
 
@@ -366,9 +368,9 @@ def _windowed_layout(
 def plan(
     lengths: npt.ArrayLike,
     max_seq_length: int | None = None,
+    *,
     strategy: StrategyName | None = None,
     overflow: OverflowPolicy | None = None,
-    *,
     recipe: Recipe | None = None,
     **options: Unpack[RecipeOptions],
 ) -> PackingPlan:

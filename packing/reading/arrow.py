@@ -29,8 +29,8 @@ from packing.core.samples import (
     no_overflow,
     token_dtype,
 )
+from packing.reading.reader import mixed_kinds_error, read_row, read_rows, token_array
 from packing.reading.rowfiles import repeated
-from packing.reading.rows import mixed_kinds_error, read_row, read_rows, token_array
 
 # ---------------------------------------------------------------- Arrow tables, column by column
 
@@ -331,7 +331,7 @@ class Accumulator:
     reads as int64): the result is int32 when every narrowed part fits, whatever the parts. O(total tokens
     + rows) amortized; memory: the samples so far and one part.
 
-    >>> from packing.reading.rows import read_rows
+    >>> from packing.reading.reader import read_rows
     >>> acc = Accumulator()
     >>> acc.add(read_rows([[1, 2]]), narrow=True); acc.add(read_rows([{"prompt": [3], "completion": [4]}]), narrow=True)
     >>> s = acc.samples()

@@ -2,7 +2,7 @@
 
 :func:`read_dataset` reads a file, several files, a glob, a folder of shards or a ``datasets``
 ``save_to_disk`` folder (:mod:`packing.reading.files` finds and decodes the files: JSON lines, JSON, CSV, Parquet,
-Arrow) as one dataset, in a stable order; the one reader (:mod:`packing.reading.rows`) decides what each row is,
+Arrow) as one dataset, in a stable order; the one reader (:mod:`packing.reading.reader`) decides what each row is,
 so a dataset is checked once, and ``pack(read_dataset(path), ...)`` does not check it again. Rows hold any
 form the reader accepts: ``input_ids`` (with a loss mask), ``prompt`` and ``completion``, text (with a
 tokenizer), or ``length`` alone (enough to plan and compare). JSON may also be a list of rows, or a
@@ -23,6 +23,8 @@ process or thread, is refused while the first runs.
 >>> data = read_dataset(io.BytesIO(b'{"input_ids": [1, 2, 3]}\\n{"input_ids": [4]}\\n'), format="jsonl")
 >>> data.kind, data.lengths.tolist(), data[1]["input_ids"].tolist()
 ('tokens', [3, 1], [4])
+
+Internal: the public names are in ``packing`` and ``packing.reading``.
 """
 
 from __future__ import annotations
@@ -45,12 +47,12 @@ from packing.reading.cells import cells_row
 from packing.reading.content import Content, File
 from packing.reading.files import FORMATS, Budget, decode, resolve
 from packing.reading.limits import ReadLimits, check_count, limits_of
+from packing.reading.reader import read_rows, unit_row
 from packing.reading.rowfiles import EXPECTED, names
-from packing.reading.rows import read_rows, unit_row
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.overflow import check_within
 from packing.text.prepare import prepare
-from packing.text.rows import encode_rows
+from packing.text.text_rows import encode_rows
 from packing.text.units import encode_units
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -60,11 +62,11 @@ Int64Array = npt.NDArray[np.int64]
 PathType = str | os.PathLike[str]
 Source = PathType | IO[bytes] | bytes | Sequence[PathType]
 
-__all__ = ["FORMATS", "Dataset", "read_dataset"]
+__all__ = ["FORMATS", "FileSamples", "read_dataset"]
 
 
 @dataclass(frozen=True, eq=False)
-class Dataset:
+class FileSamples:
     """Samples read from files: what ``pack`` and ``plan`` accept, checked once; a map-style dataset.
 
     ``samples`` is a :class:`~packing.core.samples.Samples` (without tokens for lengths-only data);
@@ -156,7 +158,7 @@ def read_dataset(
     recipe: Recipe | None = None,
     _chunk_bytes: int | None = None,
     **options: Unpack[RecipeOptions],
-) -> Dataset:
+) -> FileSamples:
     """Read samples (or lengths) from one file or many, as one dataset. O(total tokens).
 
     ``source`` is a path, a binary file object (an upload) or its bytes, a list of paths, a glob
@@ -169,7 +171,7 @@ def read_dataset(
     ``tokenizer`` (loaded once for every file) and, with ``overflow="error"`` and a ``max_seq_length``, a longer
     sample refused naming its file and line (a ``DatasetError`` whose ``cause`` is the ``SequenceTooLong``). With a ``tokenizer``,
     text rows (``text``, ``messages``, ``prompt`` and ``completion`` as text) are tokenized with their masks
-    (``packing.text.rows``) by ``num_proc`` processes, trained as ``loss_rules`` say (``Recipe.loss_rules``); in
+    (``packing.text.text_rows``) by ``num_proc`` processes, trained as ``loss_rules`` say (``Recipe.loss_rules``); in
     a CSV file the ``text``, ``prompt`` and ``completion`` cells are then text. ``limits`` bound the whole dataset (summed over its files), checked before each file is decoded.
 
     Memory: the samples and one part of one file at a time, written into one set of arrays (no join): a
@@ -227,7 +229,7 @@ def read_dataset(
         else:
             budget.check_tokens(lengths_only=not kind)
     labels = tuple(file.label for file in found.files)
-    return Dataset(accumulator.samples(), found.label, labels, tuple(starts), tuple(notes), found.files)
+    return FileSamples(accumulator.samples(), found.label, labels, tuple(starts), tuple(notes), found.files)
 
 
 def _place(file: File, index: int) -> str:
@@ -421,12 +423,15 @@ def _settled(
         file is parsed before any row is read (a parse error further on comes first, raised from here), a CSV
         file's cells all read before the reader sees a row, and rows without a usable column refused before
         that; with a tokenizer, text rows are tokenized before the other rows are read (a bad text row further on
-    comes before ``error`` about a token row, ``row``). O(the rest of the file's bytes), on the way to an error
-    only."""
+    comes before ``error`` about a token row or a text row that tokenizes, ``row``). O(the rest of the file's bytes),
+    on the way to an error only."""
     cells = content.cells and not in_cells
     found: DatasetError | None = None
     tokenizer = reading.get("tokenizer")
-    texts = tokenizer is not None and not in_cells and not is_text_row(row)  # text rows are tokenized first
+    # text rows are tokenized first: a later bad one comes before an error about a token row, or about a text row
+    # that tokenizes (its kind unlike the first row's)
+    texts = tokenizer is not None and not in_cells
+    texts = texts and (not is_text_row(row) or _text_error([row], [place], done, content.file.label, reading) is None)
     text_error: DatasetError | None = None
     for raw, where in rest:
         rows = raw

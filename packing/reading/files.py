@@ -30,6 +30,8 @@ all files: what the auditor reads). O(bytes) throughout.
 ['a.csv', 'b.jsonl']
 >>> [content.rows for content in map(decode, resolve(folder).files)]
 [[{'input_ids': '1 2'}], [{'input_ids': [3]}]]
+
+Internal: the public names are in ``packing`` and ``packing.reading``.
 """
 
 from __future__ import annotations

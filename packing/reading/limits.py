@@ -17,6 +17,8 @@ JsonScan(rows=2, longest_line=25, values=3)
 Traceback (most recent call last):
 ...
 packing.errors.DatasetError: x.json, line 1: JSON nested too deeply (more than 64 levels; refused before parsing)
+
+Internal: the public names are in ``packing`` and ``packing.reading``.
 """
 
 from __future__ import annotations

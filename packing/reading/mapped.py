@@ -1,4 +1,7 @@
-"""Packed files opened for random access (a data loader reads block ``i`` of a file without reading it whole)."""
+"""Packed files opened for random access (a data loader reads block ``i`` of a file without reading it whole).
+
+Internal: the public names are in ``packing`` and ``packing.reading``.
+"""
 
 from __future__ import annotations
 

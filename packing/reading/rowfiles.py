@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+import packing.reading.longrows as longrows
 from packing.core.validation import INT32_MAX, INT64_MAX, integer_words, is_integer
 from packing.errors import DatasetError, quote
-from packing.reading import longrows
 from packing.reading.content import Content, File, opened
 from packing.reading.limits import ReadLimits, check_count, check_size, read_bounded, scan_json
 from packing.reading.longrows import parse_json as _parse_json

@@ -1,4 +1,7 @@
-"""Lower bounds on the number of blocks any packing needs."""
+"""Lower bounds on the number of blocks any packing needs.
+
+Internal: the public names are in ``packing`` and ``packing.strategies``.
+"""
 
 from __future__ import annotations
 
@@ -72,7 +75,7 @@ def martello_toth_l2(lengths: Int64Array, capacity: int) -> int:
     return int(np.max(n1 + n2 + extra))
 
 
-def lower_bounds(lengths: npt.ArrayLike, max_seq_length: int, overflow: str = "truncate") -> LowerBounds:
+def lower_bounds(lengths: npt.ArrayLike, max_seq_length: int, *, overflow: str = "truncate") -> LowerBounds:
     """Both lower bounds for ``lengths`` once ``overflow`` has been applied to over-long ones. O(n + L).
 
     >>> lower_bounds([6, 6, 6, 4, 4, 4], 10)

@@ -15,6 +15,8 @@ Three kinds of proof that no packing can use fewer than ``lower_bound`` blocks:
 >>> c = Certificate(lower_bound=3, kind="dual prices", prices={6: 1, 4: 0}, value=1, num_blocks=3)
 >>> c.verify(lengths, 10), c.gap
 (True, 0)
+
+Internal: the public names are in ``packing`` and ``packing.strategies``.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 The steps replay the real strategy: documents in the order the strategy placed
 them, each into the block the planner chose, with the room every block had at
 that moment, so the final step shows exactly ``plan``'s blocks.
+
+Internal: the public names are in ``packing`` and ``packing.strategies``.
 """
 
 from __future__ import annotations
@@ -125,9 +127,9 @@ def _reason(strategy: str, size: int, block: int, new: bool, rooms: dict[int, in
 def explain(
     lengths: npt.ArrayLike,
     max_seq_length: int,
+    *,
     strategy: StrategyName = DEFAULT_STRATEGY,
     overflow: OverflowPolicy = "truncate",
-    *,
     seed: int = 0,
 ) -> list[Step]:
     """Every placement step of ``strategy`` on these lengths, with a one-sentence reason each.
@@ -135,12 +137,12 @@ def explain(
     Refuses more than ``MAX_EXPLAIN_DOCUMENTS`` documents (``TooManyDocuments``). ``seed`` is
     ``first_fit_shuffle``'s. O(documents × blocks).
 
-    >>> steps = explain([2, 3, 1], 4, "split")
+    >>> steps = explain([2, 3, 1], 4, strategy="split")
     >>> [s.placements for s in steps][1]
     (Placement(block=0, position=2, length=2), Placement(block=1, position=0, length=1))
     >>> steps[1].reason
     'Only 2 tokens fit in block 1, so the sequence is cut: the other 1 token starts block 2.'
-    >>> explain([3, 2, 2], 4, "bfd")[1].reason
+    >>> explain([3, 2, 2], 4, strategy="bfd")[1].reason
     'No open block has 2 tokens of room (the most is 1), so block 2 is opened.'
     """
     capacity = check_max_seq_length(max_seq_length)

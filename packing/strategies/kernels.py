@@ -13,6 +13,8 @@ blocks, recording "runs" (the next documents of this length go to these
 blocks), and ``_deal`` turns the runs into blocks in one pass. Large arrays
 are allocated with numpy, not inside compiled code: numpy asks the kernel for
 huge pages, which makes first touching them several times cheaper.
+
+Internal: the public names are in ``packing`` and ``packing.strategies``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ Int64Array = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
 IntArray = npt.NDArray[np.integer[Any]]
 """Any integer array (piece arrays are int32, inputs int64)."""
-Layout = tuple[Int64Array, Int32Array, Int32Array]
+CsrBlocks = tuple[Int64Array, Int32Array, Int32Array]
 """``(block_starts, items, item_lengths)``: blocks in CSR form."""
 
 
@@ -239,7 +241,7 @@ def _deal(
         cursor[length] += take * per_block
 
 
-def _layout_of(lengths: Int64Array, capacity: int, histogram: Int64Array, simulation: Simulation) -> Layout:
+def _layout_of(lengths: Int64Array, capacity: int, histogram: Int64Array, simulation: Simulation) -> CsrBlocks:
     """Allocate the CSR arrays of a simulation and deal. O(n + runs + blocks).
 
     The large arrays come from numpy rather than from compiled code: numpy asks the kernel for huge
@@ -496,7 +498,7 @@ def _simulate_first_fit(
     return opened, groups, g_first, g_count, g_items, runs, r_first, r_step, r_take, r_per, r_base, r_len
 
 
-def first_fit_decreasing_layout(lengths: Int64Array, capacity: int) -> Layout:
+def first_fit_decreasing_layout(lengths: Int64Array, capacity: int) -> CsrBlocks:
     """First-fit decreasing in the form of ``best_fit_decreasing_layout``: longest first (ties in input
     order), each document into the first block (in opening order) with room for it.
 

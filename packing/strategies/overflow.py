@@ -4,6 +4,8 @@ A document is a run of tokens ``[offset, offset + length)`` of one input
 sequence, with ``1 <= length <= max_seq_length``. Empty sequences give no
 document; an over-long sequence gives one, several or none, by the overflow
 policy, or (``error``) a :class:`~packing.errors.SequenceTooLong` naming the first one.
+
+Internal: the public names are in ``packing`` and ``packing.strategies``.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ They take document lengths (each 1..capacity) and return the block of every
 document, with the same tie-breaking rules as the fast versions, so tests can
 check the fast paths against them and benchmarks can measure the speed-up.
 Each is O(n × blocks) or worse.
+
+Internal: the public names are in ``packing`` and ``packing.strategies``.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ facts instead of re-deriving them.
 frozenset({'max_sequences_per_block'})
 >>> STRATEGIES["bfd"].order, STRATEGIES["bfd"].bound
 ('longest_first', 'l2')
+
+Internal: the public names are in ``packing`` and ``packing.strategies``.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from packing.strategies.optimal import solve
 Int64Array = npt.NDArray[np.int64]
 
 
-class Layout(NamedTuple):
+class StrategyBlocks(NamedTuple):
     """A no-split strategy's blocks in CSR form; ``certificate`` proves how close they are to the fewest
     possible (``optimal`` only)."""
 
@@ -78,7 +80,7 @@ class Options:
     tie_break: TieBreak = "newest"
 
 
-LayoutFunction = Callable[[Int64Array, int, Options], Layout]
+LayoutFunction = Callable[[Int64Array, int, Options], StrategyBlocks]
 
 
 @dataclass(frozen=True)
@@ -127,28 +129,28 @@ class Strategy:
         return self.title if f"({self.name})" in self.title else f"{self.title} ({self.name})"
 
 
-def _grouped(lengths: Int64Array, blocks: Int64Array, order: Int64Array) -> Layout:
+def _grouped(lengths: Int64Array, blocks: Int64Array, order: Int64Array) -> StrategyBlocks:
     """CSR form of a block per document, documents in each block in ``order``. O(n)."""
     num_blocks = int(blocks.max()) + 1 if len(blocks) else 0
     block_starts, items = group_by_block(blocks, order, num_blocks)
-    return Layout(block_starts, items, lengths[items])
+    return StrategyBlocks(block_starts, items, lengths[items])
 
 
-def _none(lengths: Int64Array, capacity: int, options: Options) -> Layout:
+def _none(lengths: Int64Array, capacity: int, options: Options) -> StrategyBlocks:
     order = np.arange(len(lengths), dtype=np.int64)
     return _grouped(lengths, order, order)
 
 
-def _next_fit(lengths: Int64Array, capacity: int, options: Options) -> Layout:
+def _next_fit(lengths: Int64Array, capacity: int, options: Options) -> StrategyBlocks:
     return _grouped(lengths, next_fit_blocks(lengths, capacity), np.arange(len(lengths), dtype=np.int64))
 
 
-def _first_fit(lengths: Int64Array, capacity: int, options: Options) -> Layout:
+def _first_fit(lengths: Int64Array, capacity: int, options: Options) -> StrategyBlocks:
     order = np.arange(len(lengths), dtype=np.int64)
     return _grouped(lengths, first_fit_blocks(lengths, order, capacity), order)
 
 
-def _first_fit_shuffle(lengths: Int64Array, capacity: int, options: Options) -> Layout:
+def _first_fit_shuffle(lengths: Int64Array, capacity: int, options: Options) -> StrategyBlocks:
     order = random_order(len(lengths), options.seed)
     return _grouped(lengths, first_fit_blocks(lengths, order, capacity), order)
 
@@ -158,24 +160,24 @@ def random_order(count: int, seed: int) -> Int64Array:
     return np.random.default_rng(seed).permutation(count).astype(np.int64)
 
 
-def _ffd(lengths: Int64Array, capacity: int, options: Options) -> Layout:
-    return Layout(*first_fit_decreasing_layout(lengths, capacity))
+def _ffd(lengths: Int64Array, capacity: int, options: Options) -> StrategyBlocks:
+    return StrategyBlocks(*first_fit_decreasing_layout(lengths, capacity))
 
 
-def _bfd(lengths: Int64Array, capacity: int, options: Options) -> Layout:
-    return Layout(*best_fit_decreasing_layout(lengths, capacity, options.tie_break == "oldest"))
+def _bfd(lengths: Int64Array, capacity: int, options: Options) -> StrategyBlocks:
+    return StrategyBlocks(*best_fit_decreasing_layout(lengths, capacity, options.tie_break == "oldest"))
 
 
-def _spfhp(lengths: Int64Array, capacity: int, options: Options) -> Layout:
+def _spfhp(lengths: Int64Array, capacity: int, options: Options) -> StrategyBlocks:
     cap = options.max_sequences_per_block
-    return Layout(*spfhp_layout(lengths, capacity, cap if cap is not None else capacity + 1))
+    return StrategyBlocks(*spfhp_layout(lengths, capacity, cap if cap is not None else capacity + 1))
 
 
-def _optimal(lengths: Int64Array, capacity: int, options: Options) -> Layout:
+def _optimal(lengths: Int64Array, capacity: int, options: Options) -> StrategyBlocks:
     limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
     result = solve(lengths, capacity, limit)
     grouped = _grouped(lengths, result.blocks, longest_first_order(lengths, capacity))
-    return Layout(*grouped[:3], result.certificate)
+    return StrategyBlocks(*grouped[:3], result.certificate)
 
 
 def _entry(
@@ -329,8 +331,8 @@ def placement_order(strategy: Strategy, lengths: Int64Array, capacity: int, seed
     return np.arange(len(lengths), dtype=np.int64)
 
 
-def layout_blocks(strategy: str, lengths: Int64Array, capacity: int, options: Options | None = None) -> Layout:
-    """Run a no-split strategy in CSR form: ``Layout(block_starts, items, item_lengths, certificate)``.
+def layout_blocks(strategy: str, lengths: Int64Array, capacity: int, options: Options | None = None) -> StrategyBlocks:
+    """Run a no-split strategy in CSR form: ``StrategyBlocks(block_starts, items, item_lengths, certificate)``.
 
     Block b holds documents ``items[block_starts[b]:block_starts[b + 1]]`` in the order they were
     placed; blocks are numbered in the order they opened. Complexity: the strategy's.
@@ -341,7 +343,7 @@ def layout_blocks(strategy: str, lengths: Int64Array, capacity: int, options: Op
     layout = STRATEGIES[strategy].layout
     if layout is None:
         raise ValueError(f"strategy {strategy!r} splits documents; plan lays it out")
-    return Layout(*layout(lengths, capacity, options or Options()))
+    return StrategyBlocks(*layout(lengths, capacity, options or Options()))
 
 
 def assign_blocks(

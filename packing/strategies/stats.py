@@ -1,4 +1,7 @@
-"""What a packing cost and what it lost, in numbers."""
+"""What a packing cost and what it lost, in numbers.
+
+Internal: the public names are in ``packing`` and ``packing.strategies``.
+"""
 
 from __future__ import annotations
 

@@ -1,3 +1,18 @@
-"""Text rows through a tokenizer: tokenizers, bounded chat-template rendering, chat turn spans, encoding with
-exact loss masks, and preparing a recipe's tokenizer and pad id. Internal: the public names are in ``packing``.
+"""Text rows through a tokenizer: a dependency-free :class:`ByteTokenizer`, and :func:`prepare`, a recipe's
+tokenizer and padding id resolved once. ``load_tokenizer``, ``encode_rows`` and ``decode_documents`` are at the
+top level (``packing``). Chat-template rendering, chat turn spans and encoding are internal modules.
+
+>>> from packing.text import ByteTokenizer
+>>> ByteTokenizer().encode("hi")
+[104, 105]
 """
+
+from packing.text.prepare import Prepared as Prepared
+from packing.text.prepare import prepare as prepare
+from packing.text.tokenizers import ByteTokenizer as ByteTokenizer
+
+__all__ = [
+    "ByteTokenizer",
+    "Prepared",
+    "prepare",
+]

@@ -67,7 +67,7 @@ class TemplateShape:
 
 
 @dataclass(frozen=True)
-class _Layout:
+class _TurnSpans:
     """A chat rendered once: its text; where each message starts (``bounds[i]``; ``bounds[-1]`` is the
     end); for each assistant turn, where its generation prompt ends (``opens[i]``, else None); each
     message's content span in the text where it is known for certain (``contents[i]``, else None)."""
@@ -119,7 +119,7 @@ def _opens(
     return opens
 
 
-def _cached_layout(messages: Sequence[Message], whole: str, shape: TemplateShape) -> _Layout | None:
+def _cached_layout(messages: Sequence[Message], whole: str, shape: TemplateShape) -> _TurnSpans | None:
     """The layout of a chat from pieces learned on earlier chats alone (no rendering), or None when a
     piece is missing or the rendering is not exactly those pieces and contents end to end. O(characters)."""
     first = shape.first.get(str(messages[0]["role"]))
@@ -155,12 +155,12 @@ def _cached_layout(messages: Sequence[Message], whole: str, shape: TemplateShape
         if end > bounds[turn + 1]:
             return None
         opens[turn] = end
-    return _Layout(whole, bounds, opens, contents)
+    return _TurnSpans(whole, bounds, opens, contents)
 
 
 def _learned_layout(
     tokenizer: Any, messages: Sequence[Message], whole: str, sample: int, shape: TemplateShape, opens_too: bool = True
-) -> _Layout | None:
+) -> _TurnSpans | None:
     """Where each message of a chat starts in its one rendering, or None when that cannot be made out.
 
     Message 0 ends where the rendering of it alone ends. Every later message is ``header + content +
@@ -237,7 +237,7 @@ def _learned_layout(
         shape.first.setdefault(str(messages[0]["role"]), (first[: contents[0][0]], first[contents[0][1] :]))
     for role, prompt in prompts.items():
         shape.prompts.setdefault(role, prompt)
-    return _Layout(whole, bounds, opens, contents, opening_error)
+    return _TurnSpans(whole, bounds, opens, contents, opening_error)
 
 
 def _once(text: str, content: str, start: int, end: int) -> tuple[int, int] | None:
@@ -257,7 +257,7 @@ def _layout(
     whole: str | None = None,
     shape: TemplateShape | None = None,
     opens_too: bool = True,
-) -> _Layout | None:
+) -> _TurnSpans | None:
     """The layout of a chat from its one rendering (``whole``, rendered here if not given): from the pieces
     ``shape`` holds when they fit, else learned with a few probe renderings (:func:`_learned_layout`);
     None when the chat cannot be laid out that way. ``opens_too=False``: the message bounds alone."""
@@ -297,7 +297,7 @@ def _content_in(whole: str, message: Message, start: int, end: int) -> tuple[int
 
 def _prefix_layout(
     tokenizer: Any, messages: Sequence[Message], sample: int, needed: Sequence[int] | None = None
-) -> _Layout:
+) -> _TurnSpans:
     """The layout prefix by prefix (the fallback): the bounds around each message of ``needed`` (default
     every assistant turn) from the renderings of the messages before and through it; the generation prompt
     of each assistant turn among them from the rendering with it. O(turns × rendering), so refused over
@@ -335,7 +335,7 @@ def _prefix_layout(
         else:
             contents[turn] = _content_in(whole, message, bound(turn), bound(turn + 1))
     bounds = [known.get(turn, -1) for turn in range(len(messages) + 1)]
-    return _Layout(whole, bounds, opens, contents)
+    return _TurnSpans(whole, bounds, opens, contents)
 
 
 def _unknown_content(sample: int, turn: int) -> SampleError:
@@ -350,7 +350,7 @@ def _unknown_content(sample: int, turn: int) -> SampleError:
 
 
 def _rule_spans(
-    layout: _Layout, messages: Sequence[Message], trained: Sequence[bool], ends: Sequence[bool], sample: int
+    layout: _TurnSpans, messages: Sequence[Message], trained: Sequence[bool], ends: Sequence[bool], sample: int
 ) -> list[tuple[int, int]]:
     """The character spans the loss rules train in a laid-out chat: for each trained message, from the end
     of its generation prompt (assistant turns) or the start of its content (other roles) to the start of
@@ -395,7 +395,7 @@ def chat_spans(
     ``shape``, see :func:`_layout`): O(characters); a chat that cannot be laid out from one rendering is
     rendered prefix by prefix, O(turns × rendering), and refused over ``MAX_PREFIX_TURNS`` messages.
 
-    >>> from packing import ByteTokenizer
+    >>> from packing.text import ByteTokenizer
     >>> chat_spans(ByteTokenizer(), [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
     ('<|im_start|>user\\na<|im_end|>\\n<|im_start|>assistant\\nb<|im_end|>\\n', [(51, 63)])
     >>> chat_spans(ByteTokenizer(), [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],
@@ -423,7 +423,7 @@ def turn_bounds(tokenizer: Any, messages: Sequence[Message], sample: int = 0) ->
     for showing roles. Rendered once as :func:`chat_spans` does, else prefix by prefix (refused over
     ``MAX_PREFIX_TURNS`` messages); refuses a template whose prefixes are not prefixes.
 
-    >>> from packing import ByteTokenizer
+    >>> from packing.text import ByteTokenizer
     >>> turn_bounds(ByteTokenizer(), [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])[1]
     [0, 29]
     """

@@ -2,6 +2,8 @@
 
 ``Recipe`` is a pure value (it loads nothing); :func:`prepare` is the one place its tokenizer spec becomes a
 tokenizer object and its padding id is chosen.
+
+Internal: the public names are in ``packing`` and ``packing.text``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ class Prepared:
 
     @property
     def read_options(self) -> dict[str, Any]:
-        """The reader's keywords (``packing.read_rows``, ``packing.read_table``): what the recipe says about
+        """The reader's keywords (``packing.read_rows``, ``packing.reading.read_table``): what the recipe says about
         reading rows (the loss rules, the loaded tokenizer, the processes, the layout of pairs and groups).
 
         >>> sorted(prepare(Recipe(8, loss="all")).read_options)

@@ -4,15 +4,17 @@ rows are, then the prompt's tokens told apart from each completion's.
 A text unit is ``{"prompt": str, "chosen": str, "rejected": str}`` (or ``"completions": [str, ...]``), or TRL's
 conversational form, each part a list of messages (``{"prompt": [{"role": "user", ...}], "chosen": [{"role":
 "assistant", ...}], ...}``). Each completion is encoded with its prompt exactly as a ``{"prompt", "completion"}``
-row of the same form (:func:`packing.text.rows.encode_rows`: the chat template renders the prompt with its
+row of the same form (:func:`packing.text.text_rows.encode_rows`: the chat template renders the prompt with its
 generation prompt, then the whole conversation; the loss rules mark the completion's trained tokens, its end of
 turn as ``train_on_eos`` says). The unit's prompt is the tokens every completion's encoding starts with, up to its
 first trained token; the rest of each encoding is that completion (``loss="all"`` trains all of it: a unit's prompt
-is never trained). A token row is returned per unit, read by :func:`packing.reading.rows.read_unit_rows`.
+is never trained). A token row is returned per unit, read by :func:`packing.reading.reader.read_unit_rows`.
 
 >>> row = encode_units([{"prompt": "Hi", "chosen": "yo", "rejected": "no"}], "bytes")[0]
 >>> row["prompt"].tolist(), row["chosen"].tolist(), row["rejected"].tolist()
 ([72, 105], [121, 111, 256], [110, 111, 256])
+
+Internal: the public names are in ``packing`` and ``packing.text``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 from packing.core.forms import group_completions, is_message_list, unit_kind
 from packing.core.loss import LossRules
 from packing.errors import SampleError, UnitError
-from packing.text.rows import encode_rows
+from packing.text.text_rows import encode_rows
 
 TEXT_PROMPT = "text or messages, as the unit's other parts are (token ids in every part, or text in every part)"
 
@@ -82,7 +84,7 @@ def encode_units(
     arrays. ``indices[i]`` is how errors number row ``i`` (default ``i``). O(characters + tokens).
 
     >>> chat = {"prompt": [{"role": "user", "content": "a"}], "completions": [[{"role": "assistant", "content": "b"}]]}
-    >>> from packing import ByteTokenizer
+    >>> from packing.text import ByteTokenizer
     >>> row = encode_units([chat], "bytes")[0]
     >>> ByteTokenizer().decode(row["prompt"].tolist())[-22:], ByteTokenizer().decode(row["completions"][0].tolist())
     ('<|im_start|>assistant\\n', 'b<|im_end|>\\n')

@@ -25,7 +25,7 @@ from packing.core.units import UNIT_COLUMNS
 from packing.core.validation import INT64_MAX, INT64_MIN, MAX_SEQ_LENGTH, OverflowPolicy, check_integer
 from packing.errors import SettingError, refuse_with_units
 from packing.planning.plans import plan
-from packing.reading.rows import as_numpy, id_array, length_array, read_block, read_rows, weight_array
+from packing.reading.reader import as_numpy, id_array, length_array, read_block, read_rows, weight_array
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.overflow import documents_of
 from packing.text.prepare import prepare
@@ -146,7 +146,7 @@ def collate(
     Rows are samples in any form ``packing.pack`` accepts (token lists, ``{"prompt", "completion"}``,
     ``{"input_ids", "loss_mask"}``, or ``{"input_ids", "labels"}`` whose labels are kept (-100 masks its token); text rows with a
     ``tokenizer``), or packed blocks (rows with ``seq_lengths``, such as ``PackedDataset`` items, read by the
-    reader as any row is: :func:`packing.reading.rows.read_block`); tensors are accepted. Empty documents are
+    reader as any row is: :func:`packing.reading.reader.read_block`); tensors are accepted. Empty documents are
     skipped. The options are the reading ones, ``overflow`` and ``pad_token_id`` (:class:`~packing.Recipe`, or a
     whole ``recipe=``; ``PackingSampler.collate`` is this with the sampler's recipe): collate lays out nothing, so a
     layout option given here (``strategy``, ``window``, ...) is refused by name.
@@ -429,8 +429,8 @@ def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Te
     rows_as_samples = [{"input_ids": tokens[a:b], "loss_mask": (labels[a:b] != IGNORE_INDEX).astype(np.int8)}
                        for a, b in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True)]  # fmt: skip
     samples = read_rows(rows_as_samples)
-    layout = plan(samples.lengths, max_seq_length, "next_fit", recipe.overflow)
-    batch = materialize(layout, samples, prepare(recipe).pad_id)
+    layout = plan(samples.lengths, max_seq_length, strategy="next_fit", overflow=recipe.overflow)
+    batch = materialize(layout, samples, pad_token_id=prepare(recipe).pad_id)
     # labels: the documents' own labels (which may differ from input_ids) where the block has a target; the
     # same plan filled with each token's place in ``tokens`` says where each slot's token came from
     assert samples.loss_mask is not None

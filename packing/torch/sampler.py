@@ -19,7 +19,7 @@ from packing.core.units import Units
 from packing.core.validation import OverflowPolicy, as_lengths, check_integer
 from packing.errors import PackingError, SampleError, SettingError
 from packing.planning.plans import Piece
-from packing.reading.rows import read_rows
+from packing.reading.reader import read_rows
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.registry import StrategyName
 from packing.strategies.stats import PackingStats
@@ -106,7 +106,7 @@ class PackingSampler(Sampler[list[int | Piece]]):
       attention once and each completion's to it: ``prompt² + Σ (2·prompt·c + c²)``-shaped). Units refuse
       ``overflow="split"`` and context parallelism.
     - With ``context_parallel_size`` (a recipe option), every document takes the room of its THD padding: no
-      block collated with the sampler's recipe exceeds ``max_seq_length``. ``cost=packing.ModelCost.from_config(
+      block collated with the sampler's recipe exceeds ``max_seq_length``. ``cost=packing.planning.ModelCost.from_config(
       config)`` balances by the model's own FLOPs; ``balance_stats`` gives the imbalance per component.
 
     Every rank computes the whole epoch's schedule: O(n + the strategy's cost + blocks log blocks) per epoch.
@@ -249,7 +249,7 @@ class PackingSampler(Sampler[list[int | Piece]]):
     def balance_stats(self) -> RankBalance:
         """The imbalance of this epoch's plan per component: ``cost`` (what blocks are balanced by, as
         :attr:`imbalance`), ``tokens`` (positions, context-parallel padding included), ``attention`` (the cost's
-        attention part with a :class:`~packing.ModelCost`, else ``Σ ℓ²``), and the ``worst_step``."""
+        attention part with a :class:`~packing.planning.ModelCost`, else ``Σ ℓ²``), and the ``worst_step``."""
         return self.schedule.balance
 
     def __len__(self) -> int:
@@ -291,7 +291,7 @@ class PackingSampler(Sampler[list[int | Piece]]):
         one; on another number of ranks, the samples the epoch has not consumed are packed anew and dealt to
         this run's ranks, so every sample is trained exactly once in the epoch (``len(sampler)`` is then the
         new plan's steps). A state over other lengths, trained tokens, recipe or ``shuffle``/``balance`` is
-        refused (:class:`~packing.StateMismatch`, naming what differs). Plans are rebuilt, not replayed:
+        refused (:class:`~packing.errors.StateMismatch`, naming what differs). Plans are rebuilt, not replayed:
         O(n + the strategy's cost) per plan of the epoch, whatever the steps consumed."""
         progress = read_state(state, *self._fingerprints(), self.num_replicas)
         before = (self.epoch, self._resized, self._start, self._step, self._schedule)

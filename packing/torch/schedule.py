@@ -66,7 +66,7 @@ class Schedule:
     """``tokens[s, r]``: the positions of that block (each document padded to the recipe's ``document_multiple``)."""
     attention: FloatArray
     """``attention[s, r]``: that block's attention work (the cost's ``attention`` component when it has
-    ``components``, like :class:`~packing.ModelCost`; else ``Σ ℓ²``)."""
+    ``components``, like :class:`~packing.planning.ModelCost`; else ``Σ ℓ²``)."""
 
     @property
     def num_steps(self) -> int:

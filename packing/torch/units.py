@@ -38,7 +38,7 @@ from packing.core.forms import unit_kind
 from packing.core.samples import IGNORE_INDEX, Samples
 from packing.core.units import UNIT_COLUMNS, Units
 from packing.errors import SettingError
-from packing.reading.rows import read_block, read_rows
+from packing.reading.reader import read_block, read_rows
 from packing.recipe import Recipe
 from packing.text.prepare import prepare
 

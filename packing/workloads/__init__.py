@@ -3,6 +3,8 @@
 >>> squad = load_workload("squad_1_1_bert_384")
 >>> squad.max_seq_length, len(squad.lengths)
 (384, 88641)
+
+Internal: the length distributions the benchmarks and the explorer measure strategies on.
 """
 
 from __future__ import annotations

@@ -15,9 +15,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing import IGNORE_INDEX, SampleError, SettingError, pack, plan, read_rows
+import packing.batches
+import packing.core
+import packing.layouts
+import packing.reading
+from packing import SampleError, SettingError, pack, plan, read_rows
 from packing.batches.packed import LazyBatch
 from packing.batches.schema import arrow_schema
+from packing.core import IGNORE_INDEX
 from packing.core.validation import INT32_MAX
 from packing.layouts.export import write_jsonl, write_parquet
 from packing.streaming import stream
@@ -97,13 +102,13 @@ def direct(batch: packing.PackedBatch) -> dict[str, list[list[int]]]:
 )
 def test_derived_columns_equal_a_direct_computation(rows: list[Any], max_seq_length: int, strategy: str) -> None:
     overflow = "split" if strategy == "split" else "truncate"
-    batch = pack(rows, max_seq_length, strategy, overflow)
+    batch = pack(rows, max_seq_length, strategy=strategy, overflow=overflow)
     assert {name: getattr(batch, name).tolist() for name in ("labels", "position_ids", "sequence_ids")} == direct(batch)
 
 
 def lazy_of(rows: list[Any], max_seq_length: int, int64: bool = False) -> LazyBatch:
     samples = read_rows(rows)
-    return LazyBatch.of(plan(samples.lengths, max_seq_length, "bfd"), samples, 3, int64=int64)
+    return LazyBatch.of(plan(samples.lengths, max_seq_length, strategy="bfd"), samples, pad_token_id=3, int64=int64)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

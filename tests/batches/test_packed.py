@@ -15,7 +15,11 @@ import numpy as np
 import pytest
 
 import packing
-from packing import IGNORE_INDEX, SettingError, chat_sample, materialize, pack, plan, read_rows
+import packing.batches
+import packing.strategies
+from packing import SettingError, materialize, pack, plan, read_rows
+from packing.core import IGNORE_INDEX
+from packing.reading import chat_sample
 
 X = IGNORE_INDEX
 
@@ -173,7 +177,7 @@ def test_block_and_iter_blocks_give_json_ready_dicts_of_the_schema_columns() -> 
     }
     assert batch.block(0) == first
     # exactly the schema's columns, in the schema's order (flash-attention's cu_seqlens stays a method)
-    assert list(batch.block(0)) == [column.name for column in packing.COLUMNS]
+    assert list(batch.block(0)) == [column.name for column in packing.batches.COLUMNS]
     assert batch.cu_seqlens(0).tolist() == [0, 2, 4] and batch.cu_seqlens(1).tolist() == [0, 1, 2]
     assert batch.block(1) == second
     assert batch.block(-1) == second
@@ -186,10 +190,10 @@ def test_block_out_of_range() -> None:
         pack([[1, 2]], 4, strategy="split").block(1)
 
 
-@pytest.mark.parametrize("strategy", list(packing.STRATEGIES))
+@pytest.mark.parametrize("strategy", list(packing.strategies.STRATEGIES))
 def test_no_samples_or_only_empty_ones_give_zero_blocks(strategy: str) -> None:
     for samples in ([], [[], {"prompt": [], "completion": []}]):
-        batch = pack(samples, 3, strategy)
+        batch = pack(samples, 3, strategy=strategy)
         assert batch.num_blocks == 0
         for array in (batch.input_ids, batch.labels, batch.loss_mask, batch.position_ids, batch.sequence_ids):
             assert array.shape == (0, 3)
@@ -238,8 +242,8 @@ def test_spfhp_cap_through_pack() -> None:
 
 def test_pack_is_plan_then_materialize() -> None:
     samples = [[1, 2, 3], {"prompt": [4], "completion": [5, 6]}, [7]]
-    packed = pack(samples, 4, "bfd", pad_token_id=3)
-    layout = plan([3, 3, 1], 4, "bfd")
+    packed = pack(samples, 4, strategy="bfd", pad_token_id=3)
+    layout = plan([3, 3, 1], 4, strategy="bfd")
     built = materialize(layout, read_rows(samples), pad_token_id=3)
     for name in ("input_ids", "labels", "loss_mask", "position_ids", "sequence_ids"):
         assert np.array_equal(getattr(packed, name), getattr(built, name))
@@ -258,7 +262,7 @@ def test_stats_of_a_batch_use_the_real_loss_masks() -> None:
 MISMATCHED_PLAN = """
 from packing import SettingError, materialize, plan, read_rows
 try:
-    materialize(plan({lengths}, 1000, "split"), read_rows({samples}))
+    materialize(plan({lengths}, 1000, strategy="split"), read_rows({samples}))
 except SettingError as error:
     print(type(error).__name__, error.name)
 else:
@@ -319,7 +323,7 @@ def tampered(layout: packing.PackingPlan, change: dict[str, Any]) -> packing.Pac
 )
 def test_a_hand_built_plan_that_would_write_out_of_bounds_is_refused(change: dict[str, Any], message: str) -> None:
     samples = read_rows([[1, 2, 3, 4, 5]])
-    layout = plan(samples.lengths, 8, "bfd")
+    layout = plan(samples.lengths, 8, strategy="bfd")
     with pytest.raises(SettingError, match=f"^plan: expected .*{re.escape(message)}") as error:
         dataclasses.replace(layout, **change)  # refused when it is made
     assert error.value.name == "plan"
@@ -329,7 +333,7 @@ def test_a_hand_built_plan_that_would_write_out_of_bounds_is_refused(change: dic
 
 def test_a_plan_that_overfills_a_block_is_refused() -> None:
     samples = read_rows([[1, 2, 3], [4, 5, 6]])
-    layout = plan(samples.lengths, 4, "bfd")  # two blocks of one piece each
+    layout = plan(samples.lengths, 4, strategy="bfd")  # two blocks of one piece each
     message = r"^plan: expected blocks of at most max_seq_length=4 tokens"
     with pytest.raises(SettingError, match=message):
         dataclasses.replace(layout, block_starts=np.array([0, 2]))
@@ -341,8 +345,8 @@ def test_to_arrow_holds_the_schema_columns_one_row_per_block() -> None:
     pa = pytest.importorskip("pyarrow")
     batch = pack([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6, 7, 8]], 4, strategy="split", pad_token_id=9)
     table = batch.to_arrow()
-    assert table.column_names == [column.name for column in packing.COLUMNS]
-    for column in packing.COLUMNS:
+    assert table.column_names == [column.name for column in packing.batches.COLUMNS]
+    for column in packing.batches.COLUMNS:
         assert table.schema.field(column.name).type == pa.list_(pa.from_numpy_dtype(np.dtype(column.dtype)))
     assert table.num_rows == batch.num_blocks == 2
     assert table.to_pylist() == list(batch.iter_blocks())
@@ -388,8 +392,8 @@ COLUMNS = ("input_ids", "labels", "loss_mask", "position_ids", "sequence_ids")
 def test_token_arrays_pack_as_lists_do(strategy: str, overflow: str, dtype: type, int64: bool) -> None:
     rng = np.random.default_rng(3)
     rows = [rng.integers(0, 1000, n).astype(dtype) for n in rng.integers(0, 40, 60)]
-    arrays = pack(rows, 16, strategy, overflow=overflow, pad_token_id=7, int64=int64)  # type: ignore[arg-type]
-    lists = pack([row.tolist() for row in rows], 16, strategy, overflow=overflow, pad_token_id=7, int64=int64)  # type: ignore[arg-type]
+    arrays = pack(rows, 16, strategy=strategy, overflow=overflow, pad_token_id=7, int64=int64)  # type: ignore[arg-type]
+    lists = pack([row.tolist() for row in rows], 16, strategy=strategy, overflow=overflow, pad_token_id=7, int64=int64)  # type: ignore[arg-type]
     assert arrays.stats == lists.stats
     for name in COLUMNS:
         got, want = getattr(arrays, name), getattr(lists, name)
@@ -397,28 +401,30 @@ def test_token_arrays_pack_as_lists_do(strategy: str, overflow: str, dtype: type
 
 
 def test_in_order_plans() -> None:
-    assert plan([3, 2, 4], 4, "split").in_order()
-    assert plan([], 4, "split").in_order()
-    assert not plan([3, 2, 4], 4, "ffd").in_order()
-    assert not plan([5, 2], 4, "split", overflow="truncate").in_order()  # a token cut
-    assert plan([5, 2], 4, "split", overflow="split").in_order()
+    assert plan([3, 2, 4], 4, strategy="split").in_order()
+    assert plan([], 4, strategy="split").in_order()
+    assert not plan([3, 2, 4], 4, strategy="ffd").in_order()
+    assert not plan([5, 2], 4, strategy="split", overflow="truncate").in_order()  # a token cut
+    assert plan([5, 2], 4, strategy="split", overflow="split").in_order()
 
 
 def test_token_arrays_joined_into_the_blocks_are_checked() -> None:
     with pytest.raises(packing.SampleError, match="sample 1, position 2"):
-        pack([np.arange(3, dtype=np.int32), np.array([1, 2, -3], dtype=np.int32)], 4, "split", overflow="split")
+        pack(
+            [np.arange(3, dtype=np.int32), np.array([1, 2, -3], dtype=np.int32)], 4, strategy="split", overflow="split"
+        )
     with pytest.raises(SettingError, match="pad_token_id"):
-        pack([np.arange(3, dtype=np.int32)], 4, "split", pad_token_id=2**31)
+        pack([np.arange(3, dtype=np.int32)], 4, strategy="split", pad_token_id=2**31)
 
 
 @pytest.mark.parametrize("strategy", ["split", "bfd"])
 def test_columns_filled_by_threads_are_the_same(monkeypatch: pytest.MonkeyPatch, strategy: str) -> None:
     rng = np.random.default_rng(5)
     rows = [{"prompt": rng.integers(0, 99, n).tolist(), "completion": [1, 2, 3]} for n in rng.integers(0, 30, 80)]
-    serial = pack(rows, 16, strategy, overflow="split")  # type: ignore[arg-type]
+    serial = pack(rows, 16, strategy=strategy, overflow="split")  # type: ignore[arg-type]
     monkeypatch.setattr(packing.batches.packed, "THREAD_SLOTS", 16 * 3)  # parts of three blocks, on two or more threads
     monkeypatch.setattr(packing.batches.packed, "_cores", lambda: 2)
-    threaded = pack(rows, 16, strategy, overflow="split")  # type: ignore[arg-type]
+    threaded = pack(rows, 16, strategy=strategy, overflow="split")  # type: ignore[arg-type]
     for name in COLUMNS:
         assert np.array_equal(getattr(threaded, name), getattr(serial, name)), name
 
@@ -426,18 +432,18 @@ def test_columns_filled_by_threads_are_the_same(monkeypatch: pytest.MonkeyPatch,
 def test_token_arrays_joined_and_checked_by_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(6)
     rows = [rng.integers(0, 99, n).astype(np.int32) for n in rng.integers(0, 30, 80)]
-    serial = pack(rows, 16, "split", overflow="split", pad_token_id=3)
+    serial = pack(rows, 16, strategy="split", overflow="split", pad_token_id=3)
     monkeypatch.setattr(packing.batches.packed, "THREAD_SLOTS", 16 * 3)
     monkeypatch.setattr(packing.batches.packed, "_cores", lambda: 2)
-    threaded = pack(rows, 16, "split", overflow="split", pad_token_id=3)
+    threaded = pack(rows, 16, strategy="split", overflow="split", pad_token_id=3)
     for name in COLUMNS:
         assert np.array_equal(getattr(threaded, name), getattr(serial, name)), name
     rows[70] = np.array([5, -1], dtype=np.int32)  # in a late part: still found, with its row
     with pytest.raises(packing.SampleError, match="sample 70, position 1"):
-        pack(rows, 16, "split", overflow="split")
+        pack(rows, 16, strategy="split", overflow="split")
 
 
-@pytest.mark.parametrize("strategy", [name for name in packing.STRATEGIES if name != "optimal"])
+@pytest.mark.parametrize("strategy", [name for name in packing.strategies.STRATEGIES if name != "optimal"])
 @pytest.mark.parametrize("overflow", ["truncate", "split"])
 def test_targets_per_sample_are_the_labels_of_each_sample_in_the_blocks(strategy: str, overflow: str) -> None:
     """``targets_per_sample``: per sample, the labels that are not -100 in the filled blocks (what
@@ -450,11 +456,11 @@ def test_targets_per_sample_are_the_labels_of_each_sample_in_the_blocks(strategy
         ids = rng.integers(1, 99, n).tolist()
         rows.append({"input_ids": ids, "loss_mask": rng.integers(0, 2, n).tolist()} if n % 3 else ids)
     samples = read_rows(rows)
-    batch = materialize(plan(samples.lengths, 16, strategy, overflow), samples)  # type: ignore[arg-type]
+    batch = materialize(plan(samples.lengths, 16, strategy=strategy, overflow=overflow), samples)  # type: ignore[arg-type]
     ids = batch.sequence_ids.astype(np.int64)
     real = ids >= 0
     expected = np.bincount(ids[real], weights=(batch.labels != IGNORE_INDEX)[real], minlength=len(rows))
     assert targets_per_sample(batch.plan, samples).tolist() == expected.astype(np.int64).tolist()
     assert int(targets_per_sample(batch.plan, samples).sum()) == packing.count_trainable(batch.plan, samples)[1]
-    lengths_only = plan(samples.lengths, 16, strategy, overflow)  # type: ignore[arg-type]
+    lengths_only = plan(samples.lengths, 16, strategy=strategy, overflow=overflow)  # type: ignore[arg-type]
     assert int(targets_per_sample(lengths_only).sum()) == lengths_only.stats.target_tokens

@@ -9,7 +9,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from packing import COLUMNS, pack
+from packing import pack
+from packing.batches import COLUMNS
 from packing.batches.packed import record
 from packing.batches.schema import NAMES, arrow_schema, markdown_table
 from packing.cli import build_parser, main

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from packing import DatasetError, PackingError, SampleError, SettingError, TooManyDocuments, explain, pack, read_dataset
-from packing.errors import QUOTE_LIMIT, quote
+from packing import DatasetError, PackingError, SampleError, SettingError, explain, pack, read_dataset
+from packing.errors import QUOTE_LIMIT, TooManyDocuments, quote
 
 
 def test_every_error_raised_on_purpose_is_a_packing_error() -> None:
@@ -50,5 +50,5 @@ def test_setting_errors_name_the_argument() -> None:
         pack([[1]], 0)
     assert caught.value.name == "max_seq_length"
     with pytest.raises(SettingError) as option:
-        pack([[1]], 4, "bfd", max_sequences_per_block=2)
+        pack([[1]], 4, strategy="bfd", max_sequences_per_block=2)
     assert option.value.name == "max_sequences_per_block" and "spfhp" in option.value.expected

@@ -19,10 +19,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
+import packing.errors
 import packing.hf
+import packing.recipe
+import packing.text
 import packing.torch as pt
-from packing import NeedsTokenizer, Recipe, SettingError
+from packing import Recipe, SettingError
 from packing.cli import main
+from packing.errors import NeedsTokenizer
 from packing.recipe import option_fields
 from tests.helpers.documents import Document, documents, sampled_documents
 
@@ -66,8 +70,8 @@ def expected(options: Mapping[str, Any]) -> tuple[list[Document], set[int]]:
     batch = packing.pack(rows_for(options), LENGTH, **options)
     found, pads = documents(batch.iter_blocks())
     recipe = Recipe.of(None, LENGTH, **options)
-    assert pads <= {packing.prepare(recipe).pad_id}
-    return found, {packing.prepare(recipe).pad_id}
+    assert pads <= {packing.text.prepare(recipe).pad_id}
+    return found, {packing.text.prepare(recipe).pad_id}
 
 
 def columns_to_rows(columns: Mapping[str, list[Any]]) -> list[dict[str, Any]]:
@@ -102,12 +106,14 @@ def used_by(door: str, options: Mapping[str, Any]) -> dict[str, Any]:
 
 def by_plan(options: dict[str, Any], tmp: Path) -> tuple[list[Document], set[int]]:
     recipe = Recipe.of(None, LENGTH, **options)
-    samples = packing.read_rows(rows_for(options), **packing.prepare(recipe).read_options)
+    samples = packing.read_rows(rows_for(options), **packing.text.prepare(recipe).read_options)
     layout = packing.plan(samples.lengths, LENGTH, **used_by("plan", options))
     packed = packing.pack(rows_for(options), LENGTH, **options).plan
     for name in ("block_starts", "piece_sequence", "piece_start", "piece_length"):
         assert getattr(layout, name).tolist() == getattr(packed, name).tolist()
-    return documents(packing.materialize(layout, samples, packing.prepare(recipe).pad_id).iter_blocks())
+    return documents(
+        packing.materialize(layout, samples, pad_token_id=packing.text.prepare(recipe).pad_id).iter_blocks()
+    )
 
 
 def by_read_dataset(options: dict[str, Any], tmp: Path) -> tuple[list[Document], set[int]]:
@@ -143,7 +149,7 @@ def by_sampler(options: dict[str, Any], tmp: Path) -> tuple[list[Document], set[
     rows = rows_for(options)
     recipe = Recipe.of(None, LENGTH, **options)
     return sampled_documents(
-        packing.read_rows(rows, **packing.prepare(recipe).read_options).lengths, recipe, rows
+        packing.read_rows(rows, **packing.text.prepare(recipe).read_options).lengths, recipe, rows
     ), set()
 
 
@@ -222,10 +228,12 @@ def test_ray_names_the_tokenizer_option_for_a_text_row(cluster: Any) -> None:
 def test_a_recipe_or_keywords_are_the_same() -> None:
     recipe = Recipe(LENGTH, strategy="ffd", overflow="split", loss="all")
     by_recipe = packing.pack(TOKEN_ROWS, recipe=recipe)
-    by_keywords = packing.pack(TOKEN_ROWS, LENGTH, "ffd", "split", loss="all")
+    by_keywords = packing.pack(TOKEN_ROWS, LENGTH, strategy="ffd", overflow="split", loss="all")
     assert by_recipe.labels.tolist() == by_keywords.labels.tolist()
     assert packing.pack(TOKEN_ROWS, recipe=recipe, strategy="bfd").plan.strategy == "bfd"  # keywords over a recipe
-    with pytest.raises(packing.PeerName, match=r"^completion_only_loss: expected loss"):  # TRL's name, not an alias
+    with pytest.raises(
+        packing.errors.PeerName, match=r"^completion_only_loss: expected loss"
+    ):  # TRL's name, not an alias
         Recipe.of(recipe, completion_only_loss=False)
 
 
@@ -322,7 +330,7 @@ def test_collate_refuses_a_batch_longer_than_max_seq_length() -> None:
 @given(
     lengths=st.lists(st.integers(min_value=0, max_value=30), min_size=1, max_size=16),
     capacity=st.integers(min_value=1, max_value=12),
-    overflow=st.sampled_from([p for p in packing.OVERFLOW_POLICIES if p != "error"]),
+    overflow=st.sampled_from([p for p in packing.recipe.OVERFLOW_POLICIES if p != "error"]),
     replicas=st.integers(min_value=1, max_value=2),
 )
 def test_no_batch_over_max_seq_length_and_every_token_accounted_for(

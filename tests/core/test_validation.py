@@ -13,7 +13,12 @@ import numpy as np
 import pytest
 
 import packing
-from packing import PackingError, PeerName, SampleError, SettingError, lower_bounds, pack, pack_sequences, plan
+import packing.core
+import packing.reading
+import packing.recipe
+import packing.strategies
+from packing import PackingError, SampleError, SettingError, lower_bounds, pack, pack_sequences, plan
+from packing.errors import PeerName
 
 ENTRY_POINTS: dict[str, Callable[[Any], object]] = {
     "pack": lambda n: pack([[1, 2, 3]], n, strategy="split"),
@@ -56,7 +61,7 @@ def test_max_seq_length_must_be_an_integer_of_at_least_one(entry: str, value: ob
 def test_numpy_integers_are_valid_lengths(value: object) -> None:
     assert pack([[1, 2, 3, 4, 5]], value, strategy="split").to_lists() == ([[1, 2, 3, 4]], [[1, 1, 1, 1]])  # type: ignore[arg-type]
     assert pack_sequences([[1, 2], [3, 4, 5]], value) == ([[1, 2, 3, 4], [5, 0, 0, 0]], [[1, 1, 1, 1], [1, 0, 0, 0]])  # type: ignore[arg-type]
-    assert plan([3, 5], value, "optimal").num_blocks == 2  # type: ignore[arg-type]
+    assert plan([3, 5], value, strategy="optimal").num_blocks == 2  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -69,21 +74,21 @@ def test_unknown_strategy_lists_the_known_ones(name: object) -> None:
     known = "split, wrapped, next_fit, first_fit, first_fit_shuffle, ffd, bfd, spfhp, optimal, none"
     message = rf"^strategy: expected one of {known}, got {re.escape(repr(name))}"
     with pytest.raises(SettingError, match=message) as error:
-        plan([1, 2], 4, name)  # type: ignore[arg-type]
+        plan([1, 2], 4, strategy=name)  # type: ignore[arg-type]
     assert error.value.name == "strategy"
     with pytest.raises(SettingError, match=message):
-        pack([[1, 2]], 4, name)  # type: ignore[arg-type]
+        pack([[1, 2]], 4, strategy=name)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", ["truncation", "Drop"])  # None: the default
 def test_unknown_overflow_policy_lists_the_known_ones(name: object) -> None:
     message = rf"^overflow: expected one of truncate, split, drop, error, got {re.escape(repr(name))}"
     with pytest.raises(SettingError, match=message):
-        plan([1, 2], 4, "split", name)  # type: ignore[arg-type]
+        plan([1, 2], 4, strategy="split", overflow=name)  # type: ignore[arg-type]
     with pytest.raises(SettingError, match=message):
-        pack([[1, 2]], 4, "split", name)  # type: ignore[arg-type]
+        pack([[1, 2]], 4, strategy="split", overflow=name)  # type: ignore[arg-type]
     with pytest.raises(SettingError, match=message):
-        lower_bounds([1, 2], 4, name)  # type: ignore[arg-type]
+        lower_bounds([1, 2], 4, overflow=name)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -236,7 +241,7 @@ def test_completion_only_loss_is_answered_with_loss(value: object) -> None:
 def test_max_sequences_per_block_must_be_an_integer_of_at_least_one(value: object) -> None:
     message = rf"^max_sequences_per_block: expected an integer >= 1, got {re.escape(repr(value))}"
     with pytest.raises(SettingError, match=message) as error:
-        pack([[1]], 4, "spfhp", max_sequences_per_block=value)  # type: ignore[arg-type]
+        pack([[1]], 4, strategy="spfhp", max_sequences_per_block=value)  # type: ignore[arg-type]
     assert error.value.name == "max_sequences_per_block"
 
 
@@ -278,7 +283,7 @@ def mixed_samples() -> list[Any]:
         {"prompt": [1, 2, 3], "completion": np.array([4, 5])},
         {"input_ids": [6, 7, 8], "loss_mask": [0, 1, 1]},
         {"input_ids": np.array([9, 9]), "loss_mask": np.array([True, False])},
-        packing.chat_sample([("user", [1]), ("assistant", [2, 3])]),
+        packing.reading.chat_sample([("user", [1]), ("assistant", [2, 3])]),
     ]
 
 
@@ -292,12 +297,12 @@ def same(a: Any, b: Any) -> bool:
     return bool(type(a) is type(b) and a == b)
 
 
-@pytest.mark.parametrize("overflow", [p for p in packing.OVERFLOW_POLICIES if p != "error"])
-@pytest.mark.parametrize("strategy", list(packing.STRATEGIES))
+@pytest.mark.parametrize("overflow", [p for p in packing.recipe.OVERFLOW_POLICIES if p != "error"])
+@pytest.mark.parametrize("strategy", list(packing.strategies.STRATEGIES))
 def test_pack_never_modifies_the_samples(strategy: str, overflow: str) -> None:
     samples = mixed_samples()
     before = copy.deepcopy(samples)
-    batch = pack(samples, 4, strategy, overflow, pad_token_id=3)
+    batch = pack(samples, 4, strategy=strategy, overflow=overflow, pad_token_id=3)
     assert same(samples, before)
     # and the batch does not share memory with the caller's arrays
     batch.input_ids[...] = 0
@@ -308,11 +313,11 @@ def test_pack_never_modifies_the_samples(strategy: str, overflow: str) -> None:
 def test_plan_and_lower_bounds_never_modify_the_lengths() -> None:
     as_list = [3, 0, 9, 2]
     as_array = np.array([3, 0, 9, 2])
-    for strategy in packing.STRATEGIES:
-        for overflow in [p for p in packing.OVERFLOW_POLICIES if p != "error"]:
+    for strategy in packing.strategies.STRATEGIES:
+        for overflow in [p for p in packing.recipe.OVERFLOW_POLICIES if p != "error"]:
             for lengths in (as_list, as_array):
-                plan(lengths, 4, strategy, overflow)
-                lower_bounds(lengths, 4, overflow)
+                plan(lengths, 4, strategy=strategy, overflow=overflow)
+                lower_bounds(lengths, 4, overflow=overflow)
     assert as_list == [3, 0, 9, 2]
     assert as_array.tolist() == [3, 0, 9, 2]
 
@@ -453,8 +458,8 @@ def test_sizes_past_the_int32_pieces_are_refused() -> None:
     with pytest.raises(SettingError, match=r"^max_seq_length: expected at most 16,777,216, got 33554432$"):
         plan([3], 2**25)
     with pytest.raises(SettingError, match=r"^overflow: expected 'split' of sequences of at most 2,147,483,647 tokens"):
-        plan([2**31 + 10], 2**20, "bfd", "split")
-    truncated = plan([3 * 10**9], 2**20, "bfd")  # truncation keeps offsets at 0: no limit needed
+        plan([2**31 + 10], 2**20, strategy="bfd", overflow="split")
+    truncated = plan([3 * 10**9], 2**20, strategy="bfd")  # truncation keeps offsets at 0: no limit needed
     assert truncated.piece_length.tolist() == [2**20]
     assert truncated.stats.tokens_truncated == 3 * 10**9 - 2**20
 

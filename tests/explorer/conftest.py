@@ -7,6 +7,7 @@ import importlib
 import pytest
 
 import packing
+import packing.errors
 
 
 @pytest.fixture
@@ -15,10 +16,10 @@ def optimal_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
     in the page's own plan (``packing.plan``) and in the Compare tab's ``packing.compare``."""
     real = packing.plan
 
-    def refusing(lengths, max_seq_length, strategy="bfd", overflow="truncate", **options):  # type: ignore[no-untyped-def]
+    def refusing(lengths, max_seq_length, *, strategy="bfd", overflow="truncate", **options):  # type: ignore[no-untyped-def]
         if strategy == "optimal":
-            raise packing.TooManyDocuments("optimal", 40, len(lengths))
-        return real(lengths, max_seq_length, strategy, overflow, **options)
+            raise packing.errors.TooManyDocuments("optimal", 40, len(lengths))
+        return real(lengths, max_seq_length, strategy=strategy, overflow=overflow, **options)
 
     monkeypatch.setattr(packing, "plan", refusing)
     monkeypatch.setattr(importlib.import_module("packing.comparison"), "plan", refusing)  # the module, not the function

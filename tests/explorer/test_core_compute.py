@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 
 import packing
+import packing.core
+import packing.errors
+import packing.strategies
 from explorer.core import runs as compute
 
 SAMPLES = [
@@ -21,7 +24,7 @@ SAMPLES = [
 @pytest.mark.parametrize("strategy", ["split", "next_fit", "first_fit", "ffd", "bfd", "spfhp", "none"])
 @pytest.mark.parametrize(("first", "count"), [(0, 100), (1, 2), (2, 1)])
 def test_window_equals_the_same_rows_of_a_full_pack(strategy: str, first: int, count: int) -> None:
-    full = packing.pack(SAMPLES, 4, strategy, overflow="split", pad_token_id=9)
+    full = packing.pack(SAMPLES, 4, strategy=strategy, overflow="split", pad_token_id=9)
     flat = packing.read_rows(SAMPLES)
     view = compute.window(full.plan, flat, first, count, 9)
     rows = slice(view.first, view.first + view.count)
@@ -34,7 +37,7 @@ def test_window_equals_the_same_rows_of_a_full_pack(strategy: str, first: int, c
 
 
 def test_window_of_lengths_only_data_places_every_piece() -> None:
-    layout = packing.plan([3, 5, 2, 7], 6, "bfd")
+    layout = packing.plan([3, 5, 2, 7], 6, strategy="bfd")
     view = compute.window(layout, None, 0, 10, 0)
     assert not view.has_tokens
     for block in range(layout.num_blocks):
@@ -44,10 +47,10 @@ def test_window_of_lengths_only_data_places_every_piece() -> None:
 
 
 def test_trainable_counts_match_a_full_pack() -> None:
-    full = packing.pack(SAMPLES, 4, "ffd")
+    full = packing.pack(SAMPLES, 4, strategy="ffd")
     counts = compute.trainable_counts(full.plan, packing.read_rows(SAMPLES))
     assert counts.trainable_tokens == full.stats.trainable_tokens == int(full.loss_mask.sum())
-    assert counts.target_tokens == full.stats.target_tokens == int((full.labels != packing.IGNORE_INDEX).sum())
+    assert counts.target_tokens == full.stats.target_tokens == int((full.labels != packing.core.IGNORE_INDEX).sum())
     assert compute.trainable_counts(full.plan, None).trainable_tokens == full.stats.packed_tokens
 
 
@@ -64,7 +67,7 @@ def test_compare_runs_every_strategy_trls_windows_and_the_optimum_within_the_pag
     rows, costs = cache.compare(Paste("\n".join(["1 2 3"] * 60)), packing.Recipe(8, strategy="ffd"))
     labels = [row.label for row in rows]
     assert labels == [
-        *(n for n, s in packing.STRATEGIES.items() if s.keeps_boundaries),
+        *(n for n, s in packing.strategies.STRATEGIES.items() if s.keeps_boundaries),
         "bfd, windows of 1,000 (TRL's default)",
     ]  # the library's labels
     by_label = {row.label: row for row in rows}
@@ -99,7 +102,7 @@ def test_the_cache_keeps_each_result_under_the_part_of_the_recipe_it_depends_on(
 
 def test_a_refusal_is_kept_with_its_fields(optimal_refuses: None) -> None:
     run = compute.run_strategy(np.full(60, 3), packing.Recipe(8, strategy="optimal"))
-    assert run.layout is None and isinstance(run.error, packing.TooManyDocuments)
+    assert run.layout is None and isinstance(run.error, packing.errors.TooManyDocuments)
     assert (run.error.limit, run.error.count) == (40, 60) and "40" in run.refusal
 
 
@@ -118,7 +121,7 @@ def test_steps_end_in_the_plans_blocks() -> None:
     for strategy in ("split", "ffd", "next_fit"):
         steps = compute.explain_steps(lengths, packing.Recipe(8, strategy=strategy))
         grid = compute.step_grid(steps, len(steps) - 1, 8)
-        layout = packing.plan(lengths, 8, strategy)
+        layout = packing.plan(lengths, 8, strategy=strategy)
         view = compute.window(layout, None, 0, layout.num_blocks, 0)
         assert np.array_equal(grid, view.sequence_ids), strategy
     first = compute.step_grid(compute.explain_steps(lengths, packing.Recipe(8, strategy="split")), 0, 8)
@@ -131,7 +134,7 @@ def test_steps_end_in_the_plans_blocks() -> None:
 def test_step_tokens_at_the_last_step_are_the_packed_blocks(strategy: str, overflow: str) -> None:
     flat = packing.read_rows(SAMPLES)
     steps = compute.explain_steps(flat.lengths, packing.Recipe(4, strategy=strategy, overflow=overflow))
-    batch = packing.pack(SAMPLES, 4, strategy, overflow=overflow, pad_token_id=99)
+    batch = packing.pack(SAMPLES, 4, strategy=strategy, overflow=overflow, pad_token_id=99)
     tokens = compute.step_tokens(steps, len(steps) - 1, 4, flat)
     assert np.array_equal(np.where(tokens >= 0, tokens, 99), batch.input_ids)
     first = compute.step_tokens(steps, 0, 4, flat)
@@ -144,7 +147,7 @@ def test_steps_refuse_large_inputs_in_plain_words() -> None:
 
 
 def test_attention_view_counts_cross_document_pairs() -> None:
-    batch = packing.pack([[1, 2, 3], [4, 5], [6]], 8, "split")
+    batch = packing.pack([[1, 2, 3], [4, 5], [6]], 8, strategy="split")
     view = compute.attention_view(batch, 0)
     real = 6
     same_document = sum(n * (n + 1) // 2 for n in (3, 2, 1))

@@ -19,7 +19,7 @@ pytest.importorskip("pyarrow")
 
 
 def test_jsonl_and_parquet_hold_the_packed_blocks() -> None:
-    batch = packing.pack([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]], 4, "split")
+    batch = packing.pack([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]], 4, strategy="split")
     lines = [json.loads(line) for line in export.jsonl_bytes(batch).decode().splitlines()]
     assert [line["input_ids"] for line in lines] == [[1, 2, 3, 4], [5, 6, 0, 0]]
     assert lines[0]["labels"] == [-100, 2, -100, 4]
@@ -32,7 +32,7 @@ def test_jsonl_and_parquet_hold_the_packed_blocks() -> None:
 
 
 def test_layout_csv() -> None:
-    text = export.layout_csv(packing.plan([2, 3, 1], 4, "split")).decode()
+    text = export.layout_csv(packing.plan([2, 3, 1], 4, strategy="split")).decode()
     assert text.splitlines() == [
         "block,position,sequence,start,length",
         "1,0,1,0,2",
@@ -56,7 +56,7 @@ def test_snippet_reproduces_a_token_packing() -> None:
         export.DataOrigin(samples=samples), packing.Recipe(4, strategy="ffd", pad_token_id=9, loss="all"), tokens=True
     )
     namespace, printed = _run(code)
-    expected = packing.pack(samples, 4, "ffd", pad_token_id=9, loss="all")
+    expected = packing.pack(samples, 4, strategy="ffd", pad_token_id=9, loss="all")
     assert namespace["blocks"] == expected.input_ids.tolist()
     assert namespace["masks"] == expected.loss_mask.tolist()
     assert "Block 1:" in printed
@@ -65,7 +65,7 @@ def test_snippet_reproduces_a_token_packing() -> None:
 def test_snippet_reproduces_synthetic_lengths() -> None:
     code = export.snippet(export.DataOrigin(synthetic=(500, "bimodal", 4, 1024)), packing.Recipe(1024), tokens=False)
     namespace, _ = _run(code)
-    expected = packing.plan(synthetic_lengths(500, "bimodal", 4, 1024), 1024, "bfd")
+    expected = packing.plan(synthetic_lengths(500, "bimodal", 4, 1024), 1024, strategy="bfd")
     assert namespace["layout"].num_blocks == expected.num_blocks  # type: ignore[attr-defined]
 
 
@@ -124,7 +124,7 @@ def test_the_upload_snippet_tokenizes_a_file_of_chats_as_the_page_does(
     code = export.snippet(source.origin(), packing.Recipe(64), True)
     assert "tokenizer='bytes')" in code  # read with the tokenizer; pack gets tokens
     _run(code)
-    page = packing.pack(source.load().samples, 64, "bfd")
+    page = packing.pack(source.load().samples, 64, strategy="bfd")
     written = pq.read_table(tmp_path / "packed.parquet")
     assert written.column("input_ids").to_pylist() == page.input_ids.tolist()
     assert written.column("loss_mask").to_pylist() == page.loss_mask.tolist()

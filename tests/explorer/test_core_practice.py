@@ -20,7 +20,7 @@ def test_problems_are_numbered_small_and_their_ids_in_order() -> None:
         flat = [t for s in problem.sequences for t in (s["prompt"] + s["completion"] if isinstance(s, dict) else s)]
         assert flat == list(range(1, len(flat) + 1))
         assert problem.strategy in practice.PRACTICE_STRATEGIES
-        batch = packing.pack(problem.sequences, problem.max_seq_length, problem.strategy)
+        batch = packing.pack(problem.sequences, problem.max_seq_length, strategy=problem.strategy)
         assert problem.expected() == (batch.input_ids.tolist(), batch.loss_mask.tolist())
         pairs += sum(isinstance(s, dict) for s in problem.sequences)
     assert pairs > 0  # some problems have prompts, so the loss mask is part of the question

@@ -18,7 +18,7 @@ from packing.workloads import WORKLOADS, load_workload
 def test_classic_example_packs_to_the_classic_blocks() -> None:
     example = EXAMPLES["classic"]
     samples = parse_sequences(example.text).samples
-    assert packing.pack(samples, example.max_seq_length, example.strategy).to_lists() == (
+    assert packing.pack(samples, example.max_seq_length, strategy=example.strategy).to_lists() == (
         [[1, 2, 3, 4], [5, 6, 0, 0]],
         [[1, 1, 1, 1], [1, 1, 0, 0]],
     )
@@ -27,27 +27,29 @@ def test_classic_example_packs_to_the_classic_blocks() -> None:
 def test_every_example_parses_and_makes_its_point() -> None:
     for example in EXAMPLES.values():
         samples = parse_sequences(example.text).samples
-        batch = packing.pack(samples, example.max_seq_length, example.strategy)
+        batch = packing.pack(samples, example.max_seq_length, strategy=example.strategy)
         assert batch.num_blocks >= 1, example.key
     masking = EXAMPLES["masking"]
-    batch = packing.pack(parse_sequences(masking.text).samples, masking.max_seq_length, masking.strategy)
+    batch = packing.pack(parse_sequences(masking.text).samples, masking.max_seq_length, strategy=masking.strategy)
     assert batch.stats.trainable_tokens < batch.stats.packed_tokens  # prompts are masked
     attention = EXAMPLES["attention"]
-    batch = packing.pack(parse_sequences(attention.text).samples, attention.max_seq_length, attention.strategy)
+    batch = packing.pack(parse_sequences(attention.text).samples, attention.max_seq_length, strategy=attention.strategy)
     assert max(len(batch.seq_lengths(b)) for b in range(batch.num_blocks)) >= 2  # documents share a block
     no_split = EXAMPLES["no_split"]
     lengths = packing.read_rows(parse_sequences(no_split.text).samples).lengths
 
     def cut(strategy: str) -> int:
         pieces = [
-            p.sequence for block in packing.plan(lengths, no_split.max_seq_length, strategy).blocks() for p in block
+            p.sequence
+            for block in packing.plan(lengths, no_split.max_seq_length, strategy=strategy).blocks()
+            for p in block
         ]
         return len(pieces) - len(set(pieces))
 
     assert cut("split") > 0  # the classic method cuts a sequence here
     assert cut(no_split.strategy) == 0
-    assert packing.plan(lengths, no_split.max_seq_length, "optimal").num_blocks == 2
-    assert packing.plan(lengths, no_split.max_seq_length, no_split.strategy).num_blocks == 3
+    assert packing.plan(lengths, no_split.max_seq_length, strategy="optimal").num_blocks == 2
+    assert packing.plan(lengths, no_split.max_seq_length, strategy=no_split.strategy).num_blocks == 3
 
 
 @pytest.mark.parametrize("distribution", list(DISTRIBUTIONS))
@@ -95,7 +97,10 @@ def test_every_sequence_of_a_workload_keeps_the_files_order_like_the_cli() -> No
     loaded = load_workload("squad_1_1_bert_384").lengths
     assert np.array_equal(full.lengths, loaded) and "file's order" in full.note
     for strategy in ("split", "next_fit", "first_fit"):
-        assert packing.plan(full.lengths, 384, strategy).num_blocks == packing.plan(loaded, 384, strategy).num_blocks
+        assert (
+            packing.plan(full.lengths, 384, strategy=strategy).num_blocks
+            == packing.plan(loaded, 384, strategy=strategy).num_blocks
+        )
 
 
 def test_dataset_errors_are_plain() -> None:

@@ -12,6 +12,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import packing
+import packing.reading
+import packing.strategies
 from explorer.core.examples import EXAMPLES
 from explorer.server.memo import STORE
 from explorer.ui.tabs import TITLES
@@ -22,7 +24,7 @@ TIMEOUT = 120
 MESSAGES = ("markdown", "caption", "warning", "error", "info", "success")
 
 
-COMPARED = [*(n for n, s in packing.STRATEGIES.items() if s.keeps_boundaries), "bfd/1,000 (TRL's default)"]
+COMPARED = [*(n for n, s in packing.strategies.STRATEGIES.items() if s.keeps_boundaries), "bfd/1,000 (TRL's default)"]
 """The Compare tab's rows: every strategy, and bfd per window of 1,000 rows as TRL packs by default."""
 
 
@@ -89,12 +91,12 @@ def test_default_page_shows_the_classic_example() -> None:
     assert blocks["documents"].tolist() == ["1, 2", "2, 3"] and blocks["training targets"].tolist() == [2, 0]
 
 
-@pytest.mark.parametrize("strategy", list(packing.STRATEGIES))
+@pytest.mark.parametrize("strategy", list(packing.strategies.STRATEGIES))
 def test_every_strategy_renders(strategy: str) -> None:
     at = _app()
     at.sidebar.selectbox(key="strategy").set_value(strategy).run()
     _clean(at)
-    expected = packing.pack([[1, 2], [3, 4, 5], [6]], 4, strategy).num_blocks
+    expected = packing.pack([[1, 2], [3, 4, 5], [6]], 4, strategy=strategy).num_blocks
     assert _metrics(at)["Blocks"] == str(expected)
     assert _classic(at)[0].count("Block ") == expected
 
@@ -156,7 +158,7 @@ def test_masking_example_masks_prompts_and_tells_labels_from_the_loss_mask() -> 
     example = EXAMPLES["masking"]
     from explorer.core.parsing import parse_sequences
 
-    batch = packing.pack(parse_sequences(example.text).samples, example.max_seq_length, example.strategy)
+    batch = packing.pack(parse_sequences(example.text).samples, example.max_seq_length, strategy=example.strategy)
     assert metrics["Training targets"] == str(int((batch.labels != -100).sum())) == "5"  # 13 starts block 2
     spec = json.dumps(_charts(at)["blocks"])
     assert "not trained (loss mask 0" in spec and "document start (loss mask 1, label -100)" in spec
@@ -193,7 +195,7 @@ def test_query_parameters_restore_the_state() -> None:
     at = _app(sequences="[[1,2],[3,4,5],[6]]", max_seq_length="4", strategy="ffd", overflow="drop")
     _clean(at)
     assert at.session_state["strategy"] == "ffd" and at.session_state["overflow"] == "drop"
-    expected = packing.pack([[1, 2], [3, 4, 5], [6]], 4, "ffd").to_lists()[0]
+    expected = packing.pack([[1, 2], [3, 4, 5], [6]], 4, strategy="ffd").to_lists()[0]
     assert f"Block 1: {expected[0]}" in _classic(at)[0]
     classic = _app(sequences="[[1,2],[3,4,5],[6]]", max_seq_length="4", strategy="split")
     assert _classic(classic)[0] == CLASSIC
@@ -599,7 +601,7 @@ def test_every_sentence_reads_right_for_one() -> None:
 def test_the_inspect_tab_audits_an_uploaded_packed_file() -> None:
     from explorer.core import export
 
-    batch = packing.pack([[1, 2], [3, 4, 5], [6]], 4, "split")
+    batch = packing.pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split")
     at = _app(tab="Inspect")
     _clean(at)
     assert any("Upload a packed file" in i for i in _texts(at, "info"))

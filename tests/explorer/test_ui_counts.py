@@ -11,6 +11,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import packing
+import packing.batches
+import packing.strategies
+import packing.weighting
 from explorer.core.sources import Text
 from explorer.server import cache
 
@@ -34,7 +37,9 @@ def _library(
     """What the library says of ``batch``: its counts, and each document's share of the loss under every mode
     (``loss_weights`` summed over the document's tokens), by document number (1-based), for ``samples`` packed
     with these settings."""
-    batch = packing.materialize(packing.plan(samples.lengths, max_seq_length, strategy, overflow), samples)
+    batch = packing.materialize(
+        packing.plan(samples.lengths, max_seq_length, strategy=strategy, overflow=overflow), samples
+    )
     ids = batch.sequence_ids.astype(np.int64)
     real = ids >= 0
     counts = packing.count_trainable(batch.plan, samples)
@@ -87,7 +92,7 @@ def _page(at: AppTest) -> dict[str, object]:
 
 def _agree(page: dict[str, object], library: dict[str, object]) -> None:
     counted = library["counted"]
-    assert isinstance(counted, packing.TrainableCounts)
+    assert isinstance(counted, packing.batches.TrainableCounts)
     assert page["blocks"] == library["blocks"] and page["padding"] == library["padding"]
     assert page["loss mask"] == page["table loss mask"] == library["loss mask"] == counted.trainable_tokens
     assert page["targets"] == page["table targets"] == page["weights targets"] == library["targets"]
@@ -101,7 +106,7 @@ def _agree(page: dict[str, object], library: dict[str, object]) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy", list(packing.STRATEGIES))
+@pytest.mark.parametrize("strategy", list(packing.strategies.STRATEGIES))
 def test_the_classic_example_counts_as_the_library_under_every_strategy(strategy: str) -> None:
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params.update({"sequences": "[[1,2],[3,4,5],[6]]", "max_seq_length": "4", "strategy": strategy})
@@ -151,7 +156,7 @@ def test_a_lengths_only_source_counts_as_the_library() -> None:
     at.run()
     assert not at.exception and not at.error
     lengths = Synthetic(12, str(at.session_state["distribution"]), 0, 40).load().lengths
-    layout = packing.plan(lengths, 64, "bfd")
+    layout = packing.plan(lengths, 64, strategy="bfd")
     page = _page(at)
     stats = layout.stats
     assert page["blocks"] == stats.num_blocks and page["padding"] == stats.padding_tokens
@@ -160,6 +165,6 @@ def test_a_lengths_only_source_counts_as_the_library() -> None:
     targets = targets_per_sample(layout)
     assert page["per document"] == {d: int(targets[d - 1]) for d in page["per document"]}  # type: ignore[attr-defined]
     for mode in MODES:
-        shares = packing.effective_weights(targets, mode)  # type: ignore[arg-type]
+        shares = packing.weighting.effective_weights(targets, mode)  # type: ignore[arg-type]
         for document, weights in page["weights"].items():  # type: ignore[attr-defined]
             assert weights[mode] == pytest.approx(shares[document - 1], abs=1e-4)

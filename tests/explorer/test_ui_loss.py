@@ -182,7 +182,7 @@ def test_the_snippet_repeats_the_rules_and_packs_the_pages_masks(
         exec(code, {})
     import pyarrow.parquet as pq
 
-    page = packing.pack(source.load(rules).samples, 64, "bfd")
+    page = packing.pack(source.load(rules).samples, 64, strategy="bfd")
     assert pq.read_table(tmp_path / "packed.parquet").column("loss_mask").to_pylist() == page.loss_mask.tolist()
     pasted = export.snippet(Paste("[[1, 2]]").origin(), packing.Recipe(4, strategy="split", loss="all"), True)
     assert "    loss='all'," in pasted

@@ -45,7 +45,7 @@ def _z(trace: dict[str, Any]) -> npt.NDArray[Any]:
 
 
 def _library(share: bool, rows: list[Any] = ROWS, size: int = EXAMPLE.max_seq_length, **options: Any) -> Any:
-    return packing.pack(rows, size, EXAMPLE.strategy, share_prompt=share, **options)
+    return packing.pack(rows, size, strategy=EXAMPLE.strategy, share_prompt=share, **options)
 
 
 def _check_result(at: AppTest, share: bool) -> None:

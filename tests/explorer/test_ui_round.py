@@ -71,7 +71,7 @@ def test_the_first_screen_tells_the_mask_from_the_labels_before_any_warning() ->
 
 
 def test_the_optimum_says_when_its_time_ran_out_with_the_proven_bound_and_the_gap() -> None:
-    stats = packing.plan(np.array([3, 3, 3]), 4, "bfd").stats  # 3 blocks
+    stats = packing.plan(np.array([3, 3, 3]), 4, strategy="bfd").stats  # 3 blocks
     ran_out = tables.optimum_note(Row(Contender("optimal"), stats, 2, float(PAGE_TIME_LIMIT)), PAGE_TIME_LIMIT)
     assert f"stopped at its {PAGE_TIME_LIMIT} s limit" in ran_out and "3 blocks" in ran_out
     assert "fewer than 2 blocks" in ran_out and "at most 1 block above" in ran_out

@@ -174,7 +174,7 @@ def test_the_snippet_packs_the_same_blocks() -> None:
     scope: dict[str, Any] = {}
     with contextlib.redirect_stdout(io.StringIO()):
         exec(compile(code, "snippet", "exec"), scope)
-    layout = packing.plan(source.load().lengths, 64, "ffd", "split")
+    layout = packing.plan(source.load().lengths, 64, strategy="ffd", overflow="split")
     assert scope["batch"].num_blocks == layout.num_blocks
 
 

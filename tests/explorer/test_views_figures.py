@@ -8,12 +8,13 @@ import numpy as np
 import plotly.graph_objects as go
 
 import packing
+import packing.strategies
 from explorer.core import runs as compute
 from explorer.views import figures, tables
 
 
 def _classic() -> compute.Window:
-    batch = packing.pack([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]], 4, "split")
+    batch = packing.pack([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]], 4, strategy="split")
     return compute.window(batch.plan, packing.read_rows([[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]]), 0, 9, 0)
 
 
@@ -56,7 +57,7 @@ def test_block_figure_colours_sequences_and_greys_padding() -> None:
 
 
 def test_block_figure_without_tokens_or_when_large_prints_nothing_in_cells() -> None:
-    layout = packing.plan([300, 200, 100], 512, "bfd")
+    layout = packing.plan([300, 200, 100], 512, strategy="bfd")
     view = compute.window(layout, None, 0, 5, 0)
     fig = figures.block_figure(view.sequence_ids, view.batch.loss_mask, view.batch.position_ids, None)
     assert fig.data[0].text is None
@@ -73,7 +74,7 @@ def test_grid_figure_outlines_the_highlighted_run() -> None:
 
 
 def test_utilization_stacks_small_inputs_and_summarises_large_ones() -> None:
-    layout = packing.plan([2, 3, 1], 4, "split")
+    layout = packing.plan([2, 3, 1], 4, strategy="split")
     pieces = (layout.piece_block(), layout.piece_sequence, layout.piece_length)
     small = figures.utilization_figure(layout.stats.block_utilization, pieces, 4)
     assert [trace.name for trace in small.data] == ["sequence 1", "sequence 2", "sequence 3"]
@@ -91,7 +92,7 @@ def test_utilization_stacks_small_inputs_and_summarises_large_ones() -> None:
 
 
 def test_line_labels_are_readable_over_bars() -> None:
-    layout = packing.plan([2, 3, 1], 4, "split")
+    layout = packing.plan([2, 3, 1], 4, strategy="split")
     fig = figures.utilization_figure(layout.stats.block_utilization)
     assert fig.layout.annotations[0].bgcolor == figures.NOTE_BACKGROUND
     # the max_seq_length line is named in the legend under the chart, never on the bars or at the chart's edge
@@ -105,7 +106,7 @@ def test_line_labels_are_readable_over_bars() -> None:
 
 def test_padding_cells_print_the_pad_token_id() -> None:
     samples = [[1, 2], [3, 4, 5], [6]]
-    batch = packing.pack(samples, 4, "split", pad_token_id=7)
+    batch = packing.pack(samples, 4, strategy="split", pad_token_id=7)
     view = compute.window(batch.plan, packing.read_rows(samples), 0, 9, 7)
     fig = figures.block_figure(
         view.sequence_ids, view.batch.loss_mask, view.batch.position_ids, view.batch.input_ids, 0, view.batch.labels
@@ -134,7 +135,9 @@ def test_compare_figures_are_small_horizontal_bars_and_the_baseline_runs_off_the
     ran = [tables.short_label(r) for r in runs if r.layout is not None]
     blocks = charts[0].data[0]
     assert (
-        list(blocks.y) == ran == [*(n for n, s in packing.STRATEGIES.items() if s.keeps_boundaries), "bfd/1,000"]
+        list(blocks.y)
+        == ran
+        == [*(n for n, s in packing.strategies.STRATEGIES.items() if s.keeps_boundaries), "bfd/1,000"]
         and blocks.orientation == "h"
     )
     assert blocks.marker.color[-1] == figures.STRATEGY_COLORS["bfd"]  # TRL's windows in bfd's colour
@@ -170,7 +173,7 @@ def test_sweep_figure_stacks_efficiency_tokens_lost_and_blocks() -> None:
 
 
 def test_attention_figures_mark_cross_document_pairs_and_span_exactly_the_block() -> None:
-    batch = packing.pack([[1, 2], [3, 4]], 4, "split")
+    batch = packing.pack([[1, 2], [3, 4]], 4, strategy="split")
     view = compute.attention_view(batch, 0)
     causal, document = figures.attention_figures(view.causal, view.document)
     left = np.asarray(causal.data[0].z)
@@ -182,7 +185,7 @@ def test_attention_figures_mark_cross_document_pairs_and_span_exactly_the_block(
 
 
 def test_wide_attention_masks_are_drawn_in_tiles() -> None:
-    batch = packing.pack([list(range(1, 301)), list(range(1, 201))], 1000, "split")
+    batch = packing.pack([list(range(1, 301)), list(range(1, 201))], 1000, strategy="split")
     view = compute.attention_view(batch, 0)
     causal, _ = figures.attention_figures(view.causal, view.document, max_cells=100)
     left = np.asarray(causal.data[0].z)
@@ -202,7 +205,7 @@ def test_block_and_grid_axes_span_exactly_the_blocks() -> None:
 
 
 def test_positions_figure_has_both_lines() -> None:
-    batch = packing.pack([[1, 2], [3, 4, 5]], 8, "split")
+    batch = packing.pack([[1, 2], [3, 4, 5]], 8, strategy="split")
     view = compute.attention_view(batch, 0)
     fig = figures.positions_figure(view.position_plain, view.position_restart, batch.sequence_ids[0])
     assert list(fig.data[0].y) == [0, 1, 2, 3, 4]

@@ -7,13 +7,16 @@ from dataclasses import replace
 import numpy as np
 
 import packing
+import packing.batches
+import packing.errors
+import packing.strategies
 from explorer.core import runs as compute
 from explorer.views import tables
 from packing.comparison import Contender, Row, compare
 
 
 def test_classic_text_form() -> None:
-    batch = packing.pack([[1, 2], [3, 4, 5], [6]], 4, "split")
+    batch = packing.pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split")
     assert tables.classic_text(batch.input_ids, batch.loss_mask) == (
         "Block 1: [1, 2, 3, 4] -> mask: [1, 1, 1, 1]\nBlock 2: [5, 6, 0, 0] -> mask: [1, 1, 0, 0]"
     )
@@ -22,9 +25,9 @@ def test_classic_text_form() -> None:
 
 def test_headline_numbers() -> None:
     lengths = [2, 3, 1, 9]
-    layout = packing.plan(lengths, 4, "ffd", "split")
-    bounds = packing.lower_bounds(lengths, 4, "split")
-    counts = packing.TrainableCounts(12, 9, 1)
+    layout = packing.plan(lengths, 4, strategy="ffd", overflow="split")
+    bounds = packing.lower_bounds(lengths, 4, overflow="split")
+    counts = packing.batches.TrainableCounts(12, 9, 1)
     metrics = {m.label: m.value for m in tables.headline(layout.stats, bounds, "ffd", counts)}
     assert metrics["Blocks"] == str(layout.num_blocks)
     assert metrics["Lower bound"] == str(max(bounds.simple, bounds.l2))
@@ -32,16 +35,17 @@ def test_headline_numbers() -> None:
     assert metrics["Padding"] == str(layout.stats.padding_tokens)
     assert metrics["Loss mask 1"] == "12"
     assert metrics["Training targets"] == "9"
-    truncated = packing.plan(lengths, 4, "split", "truncate")
+    truncated = packing.plan(lengths, 4, strategy="split", overflow="truncate")
     numbers = {
-        m.label: m.value for m in tables.headline(truncated.stats, bounds, "split", packing.TrainableCounts(0, 0, 0))
+        m.label: m.value
+        for m in tables.headline(truncated.stats, bounds, "split", packing.batches.TrainableCounts(0, 0, 0))
     }
     assert numbers["Truncated / dropped"] == "5 / 0"
 
 
 def test_blocks_table() -> None:
     samples = [[1, 2], {"prompt": [3], "completion": [4, 5]}, [6]]
-    batch = packing.pack(samples, 4, "split")
+    batch = packing.pack(samples, 4, strategy="split")
     frame = tables.blocks_table(batch.input_ids, batch.loss_mask, batch.sequence_ids)
     assert frame["block"].tolist() == [1, 2]
     assert frame["documents"].tolist() == ["1, 2", "2, 3"]
@@ -68,7 +72,7 @@ def test_compare_table_shows_refusals_gaps_and_trls_windows() -> None:
     rows, costs = _rows(np.full(50, 3), 8)
     frame = tables.compare_table(rows, costs).set_index("strategy")
     assert list(frame.index) == [
-        *(n for n, s in packing.STRATEGIES.items() if s.keeps_boundaries),
+        *(n for n, s in packing.strategies.STRATEGIES.items() if s.keeps_boundaries),
         "bfd/1,000 (TRL's default)",
     ]
     assert frame.at["bfd/1,000 (TRL's default)", "short"] == "bfd/1,000"
@@ -92,7 +96,7 @@ def test_sweep_series_regroups_rows() -> None:
 def test_compare_display_keeps_the_strategies_that_ran_in_percent_and_whole_numbers() -> None:
     rows, costs = _rows(np.full(50, 3), 8)
     shown = tables.compare_display(tables.compare_table(rows, costs))
-    expected = [s for s, e in packing.STRATEGIES.items() if s != "optimal" and e.keeps_boundaries] + [
+    expected = [s for s, e in packing.strategies.STRATEGIES.items() if s != "optimal" and e.keeps_boundaries] + [
         "bfd/1,000 (TRL's default)"
     ]
     assert shown["strategy"].tolist() == expected
@@ -133,21 +137,25 @@ def test_sweep_display_shows_notes_only_when_a_strategy_did_not_run() -> None:
 
 def test_efficiency_never_reads_100_percent_with_padding_left() -> None:
     lengths = [383] + [384] * 999
-    layout = packing.plan(lengths, 384, "bfd")
+    layout = packing.plan(lengths, 384, strategy="bfd")
     bounds = packing.lower_bounds(lengths, 384)
-    metrics = {m.label: m.value for m in tables.headline(layout.stats, bounds, "bfd", packing.TrainableCounts(0, 0, 0))}
+    metrics = {
+        m.label: m.value for m in tables.headline(layout.stats, bounds, "bfd", packing.batches.TrainableCounts(0, 0, 0))
+    }
     assert metrics["Efficiency"] == "99.9997%" and metrics["Padding"] == "1"
 
 
 def test_refusals_and_losses_are_explained_in_plain_words() -> None:
-    error = packing.TooManyDocuments("optimal", 40, 88_641)
+    error = packing.errors.TooManyDocuments("optimal", 40, 88_641)
     refused = Row(Contender("optimal"), None, 0, 0.0, "too many", error=error)
     message = tables.refusal(refused)
     assert "at most 40 documents; this data has 88,641" in message and "Compare tab" in message
-    title = packing.STRATEGIES["ffd"].title
+    title = packing.strategies.STRATEGIES["ffd"].title
     assert (
         tables.refusal(Row(Contender("ffd"), None, 0, 0.0, "some reason"))
         == f"{title} cannot pack this data: some reason"
     )
-    assert tables.loss_note(packing.plan([4, 4, 5], 4, "split").stats, 5) is None  # 1 of 13 tokens: under 10 %
-    assert "longer than max_seq_length 4" in str(tables.loss_note(packing.plan([299, 3], 4, "split").stats, 299))
+    assert tables.loss_note(packing.plan([4, 4, 5], 4, strategy="split").stats, 5) is None  # 1 of 13 tokens: under 10 %
+    assert "longer than max_seq_length 4" in str(
+        tables.loss_note(packing.plan([299, 3], 4, strategy="split").stats, 299)
+    )

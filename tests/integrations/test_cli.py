@@ -14,8 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import packing.cli as cli
-from packing import STRATEGIES, plan
+from packing import plan
 from packing.cli import main
+from packing.strategies import STRATEGIES
 
 ROOT = Path(__file__).resolve().parents[2]
 SQUAD = ROOT / "packing" / "workloads" / "squad_1_1_bert_384.json"
@@ -142,7 +143,7 @@ def test_no_shuffle_keeps_plan_order(tmp_path: Path, capsys: pytest.CaptureFixtu
     output = tmp_path / "out.parquet"
     args = ["pack", str(source), "--max-seq-length", "64", "--strategy", "ffd", "--no-shuffle", "-o", str(output)]
     assert run(capsys, *args)[0] == 0
-    layout = plan([len(s) for s in samples], 64, "ffd")
+    layout = plan([len(s) for s in samples], 64, strategy="ffd")
     assert [r["seq_lengths"] for r in rows(output)] == [
         layout.seq_lengths(b).tolist() for b in range(layout.num_blocks)
     ]
@@ -247,7 +248,7 @@ def test_compare_on_token_file_and_length_column_agree(tmp_path: Path, capsys: p
     assert code_t == code_l == 0
     strip_time = lambda table: {name: cells[:-1] for name, cells in table.items()}  # noqa: E731
     assert strip_time(compare_rows(out_t)) == strip_time(compare_rows(out_l))
-    expected = plan([len(s) for s in samples], 50, "ffd", "drop").stats
+    expected = plan([len(s) for s in samples], 50, strategy="ffd", overflow="drop").stats
     assert compare_rows(out_t)["ffd"][0] == str(expected.num_blocks)
     assert compare_rows(out_t)["ffd"][7] == str(expected.sequences_dropped)
     assert list(compare_rows(out_t)) == ["ffd", "split"]

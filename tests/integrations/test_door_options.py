@@ -6,6 +6,7 @@ without a line added."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -16,10 +17,12 @@ import pytest
 import packing
 import packing.hf
 import packing.ray
+import packing.recipe
 import packing.streaming
 import packing.torch as pt
-from packing import OptionNotUsed, PeerName, Recipe, SettingError
+from packing import Recipe, SettingError
 from packing.cli import main
+from packing.errors import OptionNotUsed, PeerName
 from packing.recipe import DOORS, OPTION_NAMES, PEER_NAMES, option_fields
 from tests.helpers.text_fixtures import CHATML, save_tokenizer
 
@@ -134,6 +137,49 @@ COMMANDS = {"packing pack": "pack", "packing compare": "compare"}
 
 def test_every_door_is_run_here() -> None:
     assert set(LIBRARY) | set(COMMANDS) == set(DOORS)
+
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "pack": packing.pack,
+    "plan": packing.plan,
+    "read_dataset": packing.read_dataset,
+    "stream": packing.stream,
+    "PackingSampler": pt.PackingSampler,
+    "build_schedule": pt.build_schedule,
+    "collate": pt.collate,
+    "collate_fixed": pt.collate_fixed,
+    "hf.pack_batch": packing.hf.pack_batch,
+    "hf.pack_dataset": packing.hf.pack_dataset,
+    "ray.pack_dataset": packing.ray.pack_dataset,
+}
+"""Each library door's function (the command line's are flags)."""
+VERBS: dict[str, Callable[..., Any]] = {
+    "stream_dataset": packing.streaming.stream_dataset,
+    "materialize": packing.materialize,
+    "LazyBatch.of": packing.LazyBatch.of,
+    "explain": packing.explain,
+    "lower_bounds": packing.lower_bounds,
+    "compare": packing.compare,
+    "pack_sequences": packing.pack_sequences,
+}
+"""The other functions that take a block length or a recipe option."""
+
+
+def test_every_function_is_a_door_or_a_verb_here() -> None:
+    assert set(FUNCTIONS) == set(DOORS) - set(COMMANDS)
+
+
+@pytest.mark.parametrize("name", [*FUNCTIONS, *VERBS])
+def test_data_then_max_seq_length_then_options_by_keyword(name: str) -> None:
+    """One order at every door: the data, then ``max_seq_length``, then every recipe option and ``recipe`` by
+    keyword (what else is positional is no option: ``build_schedule``'s ranks, ``read_dataset``'s file format and
+    name, ``compare``'s contenders). ``collate_fixed`` makes a collate for blocks and takes no data."""
+    parameters = list(inspect.signature({**FUNCTIONS, **VERBS}[name]).parameters.values())
+    positional = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if "max_seq_length" in positional:
+        assert positional.index("max_seq_length") == (0 if name == "collate_fixed" else 1), positional
+    by_position = [n for n in positional if n in {*OPTION_NAMES, "recipe"}]
+    assert by_position == []
 
 
 def _argv(door: str, options: dict[str, Any], folder: Path) -> list[str]:

@@ -22,8 +22,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import packing
+import packing.core
 import packing.hf
 import packing.streaming
+import packing.text
 from packing import Recipe
 from packing.cli import main
 from tests.helpers.documents import Document, documents, sampled_documents
@@ -94,10 +96,10 @@ def test_the_reference_packs_every_chat_with_its_last_turn_trained(
     recipe: Recipe, reference: packing.PackedBatch
 ) -> None:
     found, pads = documents(reference.iter_blocks())
-    assert pads == {packing.prepare(recipe).pad_id}  # the tokenizer's own pad id
+    assert pads == {packing.text.prepare(recipe).pad_id}  # the tokenizer's own pad id
     assert [sample for sample, _, _ in found] == list(range(len(CHATS)))
     for _, ids, labels in found:
-        trained = [label != packing.IGNORE_INDEX for label in labels]
+        trained = [label != packing.core.IGNORE_INDEX for label in labels]
         assert any(trained) and not all(trained)  # the last turn, never the whole chat
         assert len(ids) <= LENGTH
     assert max(len(ids) for _, ids, _ in found) == LENGTH  # the long chat, truncated
@@ -143,7 +145,7 @@ def test_ray_pack_dataset(recipe: Recipe, folder: Path, reference: packing.Packe
     found, pads = documents(packed)
     assert sorted(sample for sample, _, _ in found) == list(range(len(CHATS)))
     assert contents(found) == contents(documents(reference.iter_blocks())[0]) and pads == {
-        packing.prepare(recipe).pad_id
+        packing.text.prepare(recipe).pad_id
     }
     blocks = sorted(contents(documents([block])[0]) for block in packed)
     assert blocks == sorted(contents(documents([block])[0]) for block in reference.iter_blocks())

@@ -21,9 +21,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing import DatasetError, SampleError, pack, read_dataset, read_rows, read_table
+import packing.reading
+from packing import DatasetError, SampleError, pack, read_dataset, read_rows
 from packing.cli import main
 from packing.hf import pack_batch, pack_dataset
+from packing.reading import read_table
 
 L = 6
 Outcome = tuple[str, Any]
@@ -66,35 +68,35 @@ def table_of(rows: list[Any]) -> pa.Table:
 
 
 def via_pack(rows: list[Any], tmp_path: Path) -> Outcome:
-    return outcome(lambda: columns(pack(rows, L, "ffd")))
+    return outcome(lambda: columns(pack(rows, L, strategy="ffd")))
 
 
 def via_jsonl(rows: list[Any], tmp_path: Path) -> Outcome:
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return outcome(lambda: columns(pack(read_dataset(path), L, "ffd")))
+    return outcome(lambda: columns(pack(read_dataset(path), L, strategy="ffd")))
 
 
 def via_parquet(rows: list[Any], tmp_path: Path) -> Outcome:
     path = tmp_path / "rows.parquet"
     pq.write_table(table_of(rows), path)
-    return outcome(lambda: columns(pack(read_dataset(path), L, "ffd")))
+    return outcome(lambda: columns(pack(read_dataset(path), L, strategy="ffd")))
 
 
 def via_table(rows: list[Any], tmp_path: Path) -> Outcome:
-    return outcome(lambda: columns(pack(read_table(table_of(rows)), L, "ffd")))
+    return outcome(lambda: columns(pack(read_table(table_of(rows)), L, strategy="ffd")))
 
 
 def via_pack_batch(rows: list[Any], tmp_path: Path) -> Outcome:
     names = list(dict.fromkeys(key for row in rows for key in row))
     batch = {name: [row.get(name) for row in rows] for name in names}
-    return outcome(lambda: pack_batch(batch, L, "ffd"))
+    return outcome(lambda: pack_batch(batch, L, strategy="ffd"))
 
 
 def via_pack_dataset(rows: list[Any], tmp_path: Path) -> Outcome:
     datasets = pytest.importorskip("datasets")
     rows_table = datasets.Dataset.from_dict(table_of(rows).to_pydict())
-    return outcome(lambda: pack_dataset(rows_table, L, "ffd", shuffle=False)[:])
+    return outcome(lambda: pack_dataset(rows_table, L, strategy="ffd", shuffle=False)[:])
 
 
 def via_cli(rows: list[Any], tmp_path: Path) -> Outcome:
@@ -208,13 +210,13 @@ def test_reading_and_packing_a_file_checks_it_once(tmp_path: Path, monkeypatch: 
     pq.write_table(pa.table({"input_ids": [[1, 2], [3, 4, 5]]}), path)
     dataset = read_dataset(path)
     calls: list[int] = []
-    original = packing.reading.rows.read_row
+    original = packing.reading.reader.read_row
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(packing.reading.rows, "read_row", counting)
+    monkeypatch.setattr(packing.reading.reader, "read_row", counting)
     batch = pack(dataset, 8)
     assert calls == []  # the Samples read from the file are not read again
     assert np.array_equal(batch.stats.packed_tokens, 5)
@@ -230,20 +232,20 @@ TEXT_ROWS: list[Any] = [
 
 def test_text_rows_through_every_entry_point(tmp_path: Path) -> None:
     datasets = pytest.importorskip("datasets")
-    expected = columns(pack(TEXT_ROWS, 32, "ffd", tokenizer="bytes"))
+    expected = columns(pack(TEXT_ROWS, 32, strategy="ffd", tokenizer="bytes"))
     path = tmp_path / "text.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in TEXT_ROWS))
     # the tokenizer read the rows and gives the padding id: the same options at both doors
-    assert columns(pack(read_dataset(path, tokenizer="bytes"), 32, "ffd", tokenizer="bytes")) == expected
+    assert columns(pack(read_dataset(path, tokenizer="bytes"), 32, strategy="ffd", tokenizer="bytes")) == expected
     table = table_of(TEXT_ROWS)
     pq.write_table(table, tmp_path / "text.parquet")
     assert (
-        columns(pack(read_dataset(tmp_path / "text.parquet", tokenizer="bytes"), 32, "ffd", tokenizer="bytes"))
+        columns(pack(read_dataset(tmp_path / "text.parquet", tokenizer="bytes"), 32, strategy="ffd", tokenizer="bytes"))
         == expected
     )
-    assert columns(pack(read_table(table, tokenizer="bytes"), 32, "ffd", tokenizer="bytes")) == expected
+    assert columns(pack(read_table(table, tokenizer="bytes"), 32, strategy="ffd", tokenizer="bytes")) == expected
     hf_rows = datasets.Dataset.from_dict(table.to_pydict())  # from_list would keep the first row's keys only
-    hf = pack_dataset(hf_rows, 32, "ffd", shuffle=False, tokenizer="bytes")
+    hf = pack_dataset(hf_rows, 32, strategy="ffd", shuffle=False, tokenizer="bytes")
     assert hf[:] == real_tokens(expected)
     output = tmp_path / "out.parquet"
     argv = ["pack", str(path), "--max-seq-length", "32", "--strategy", "ffd", "--no-shuffle", "-q"]

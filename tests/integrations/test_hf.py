@@ -11,7 +11,9 @@ import pytest
 
 datasets = pytest.importorskip("datasets")
 
-from packing import COLUMNS, IGNORE_INDEX, SampleError, SettingError, pack  # noqa: E402
+from packing import SampleError, SettingError, pack  # noqa: E402
+from packing.batches import COLUMNS  # noqa: E402
+from packing.core import IGNORE_INDEX  # noqa: E402
 from packing.hf import PACKED_COLUMNS, pack_batch, pack_dataset  # noqa: E402
 
 Dataset = datasets.Dataset
@@ -80,7 +82,7 @@ def test_pack_dataset_matches_pack_on_the_same_rows(strategy: str) -> None:
     ids = [rng.integers(0, 50_000, int(n)).tolist() for n in rng.integers(0, 70, 200)]
     masks = [rng.integers(0, 2, len(row)).tolist() for row in ids]
     ds = Dataset.from_dict({"input_ids": ids, "loss_mask": masks})
-    expected = pack([{"input_ids": i, "loss_mask": m} for i, m in zip(ids, masks, strict=True)], 64, strategy)
+    expected = pack([{"input_ids": i, "loss_mask": m} for i, m in zip(ids, masks, strict=True)], 64, strategy=strategy)
     got = pack_dataset(ds, 64, strategy=strategy, shuffle=False)
     lengths = [expected.seq_lengths(b).tolist() for b in range(expected.num_blocks)]
     assert got["seq_lengths"] == lengths

@@ -123,7 +123,7 @@ def test_pack_dataset_reads_a_shuffled_selection_batch_by_batch(
     chosen = ds.shuffle(seed=3).select(range(0, 3000, 2))  # an indices mapping over the memory-mapped table
     packed = pack_dataset(chosen, LENGTH, strategy="ffd", shuffle=False)
     order = [rows[i] for i in chosen._indices.column(0).to_pylist()]
-    expected = packing.pack(order, LENGTH, "ffd").to_arrow(padding=False).to_pydict()
+    expected = packing.pack(order, LENGTH, strategy="ffd").to_arrow(padding=False).to_pydict()
     assert packed[:] == expected
     assert packed.cache_files
 

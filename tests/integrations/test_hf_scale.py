@@ -92,12 +92,12 @@ def test_shard_local_blocks_are_the_sum_of_per_batch_plans_and_more_than_global(
         fn_kwargs={"max_seq_length": 256, "strategy": "bfd"},
     )
     per_batch = sum(
-        packing.plan(lengths[s : min(s + 100, hi)], 256, "bfd").num_blocks
+        packing.plan(lengths[s : min(s + 100, hi)], 256, strategy="bfd").num_blocks
         for lo, hi in contiguous_shards(len(lengths), 2)
         for s in range(lo, hi, 100)
     )
     global_blocks = len(pack_dataset(ds, 256, strategy="bfd"))
     bound = -(-int(np.minimum(lengths, 256).sum()) // 256)
     assert len(local) == per_batch
-    assert global_blocks == packing.plan(lengths, 256, "bfd").num_blocks
+    assert global_blocks == packing.plan(lengths, 256, strategy="bfd").num_blocks
     assert bound <= global_blocks < per_batch  # 30 batches of 100 rows each leave a half-empty last block

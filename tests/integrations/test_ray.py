@@ -18,6 +18,8 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 import packing  # noqa: E402
+import packing.errors  # noqa: E402
+import packing.reading  # noqa: E402
 from packing.ray import pack_dataset  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -226,7 +228,7 @@ def test_no_tokens_give_no_blocks(cluster: None) -> None:
     assert empty_rows.columns() == COLUMNS
     with pytest.raises(packing.SettingError, match="rows the reader reads"):
         pack_dataset(ray.data.from_items([{"notes": "no tokens"}]), 8)
-    with pytest.raises(packing.NeedsTokenizer, match=r"a text row needs a tokenizer: tokenizer=\.\.\."):
+    with pytest.raises(packing.errors.NeedsTokenizer, match=r"a text row needs a tokenizer: tokenizer=\.\.\."):
         pack_dataset(ray.data.from_items([{"text": "no tokens"}]), 8)
 
 
@@ -266,7 +268,7 @@ def test_the_steps_give_single_machine_blocks_whatever_the_batches_and_the_shuff
     table = pa.table({key: pa.array([row.get(key) for row in rows], pa.list_(pa.int64())) for key in keys})
     uid = np.arange(len(rows), dtype=np.int64) + (3 << 33)  # one task's rows
     table = table.append_column(steps._UID, pa.array(uid))
-    samples = packing.read_table(table)
+    samples = packing.reading.read_table(table)
     layout = packing.plan(samples.lengths, max_seq_length, **settings_)
     if seed is not None:
         layout = layout.shuffle(seed)

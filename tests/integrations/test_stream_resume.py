@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
+import packing.errors
 from packing.streaming import stream
 
 
@@ -109,8 +110,8 @@ def test_a_foreign_state_is_refused(change: dict[str, Any], what: str) -> None:
     rows = rows_of(4, 40, 16)
     blocks = stream(rows, 16, buffer_size=8)
     next(blocks)
-    with pytest.raises(packing.StateMismatch, match=rf"^state: expected the same {what} \(") as caught:
+    with pytest.raises(packing.errors.StateMismatch, match=rf"^state: expected the same {what} \(") as caught:
         stream(rows, 16, **{"buffer_size": 8, **change}, state=blocks.state_dict())
     assert caught.value.what == what
-    with pytest.raises(packing.StateMismatch, match=r"^state: expected the same format \(packing.stream/1\)"):
+    with pytest.raises(packing.errors.StateMismatch, match=r"^state: expected the same format \(packing.stream/1\)"):
         stream(rows, 16, buffer_size=8, state={"format": "x"})

@@ -15,6 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
+import packing.core
+import packing.layouts
 from packing.weighting import (
     LOSS_MODES,
     MODE_ARITHMETIC,
@@ -145,7 +147,7 @@ def test_a_split_document_is_one_document() -> None:
     """A sample split over two blocks counts once in the sequence mean, its trained tokens over both pieces."""
     batch = packing.pack([[1, 2, 3, 4, 5, 6], [7, 8, 9]], 4, strategy="split", overflow="split")
     weights = batch.loss_weights("sequence")
-    trained = batch.labels != packing.IGNORE_INDEX
+    trained = batch.labels != packing.core.IGNORE_INDEX
     per_sample = {int(s): float(weights[(batch.sequence_ids == s) & trained].sum()) for s in (0, 1)}
     assert per_sample == pytest.approx({0: 0.5, 1: 0.5})
     assert trained[batch.sequence_ids == 0].sum() == 4  # 6 tokens, two pieces: each piece's first is no target
@@ -156,7 +158,7 @@ def test_trained_tokens_match_the_collated_labels() -> None:
     counts = trained_tokens(packing.read_rows(rows))
     labels = collate(rows)["labels"][0].numpy()
     assert counts.tolist() == [2, 0, 3, 0]
-    assert int(counts.sum()) == int((labels != packing.IGNORE_INDEX).sum())
+    assert int(counts.sum()) == int((labels != packing.core.IGNORE_INDEX).sum())
 
 
 def test_exported_column_and_packed_dataset(tmp_path: Path) -> None:
@@ -180,7 +182,7 @@ def test_exported_column_and_packed_dataset(tmp_path: Path) -> None:
     assert float(sum(from_batch[i]["loss_weights"].sum() for i in range(len(from_batch)))) == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("layout", packing.EXPORT_FORMATS)
+@pytest.mark.parametrize("layout", packing.layouts.LAYOUTS)
 def test_every_export_layout_carries_the_weights_of_its_labels(layout: str) -> None:
     batch = packing.pack([[1, 2, 3, 4, 5, 6, 7], {"prompt": [4, 5], "completion": [6, 7, 8]}, [9, 10], [11]], 8)
     table = packing.export(batch, layout, loss_weights="sqrt")
@@ -481,7 +483,7 @@ def test_an_empty_step_trains_nothing() -> None:
     assert [len(b) for b in blocks] == [1, 1, 1] and sorted(len(b[0]) for b in blocks) == [0, 1, 1]
     empty = next(sampler for sampler, b in zip(ranks, blocks, strict=True) if not b[0])
     (batch,) = list(empty.loader(rows, "token"))
-    assert not (batch["labels"] != packing.IGNORE_INDEX).any() and not batch["loss_weights"].any()
+    assert not (batch["labels"] != packing.core.IGNORE_INDEX).any() and not batch["loss_weights"].any()
     model = tiny_llama()
     loss = packed_loss(model, batch)
     assert loss.item() == 0.0

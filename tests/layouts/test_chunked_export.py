@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from packing import read_rows
 from packing.batches.packed import LazyBatch
 from packing.cli import main
-from packing.layouts.export import EXPORT_FORMATS, export, export_chunks, write_jsonl, write_parquet, write_table
+from packing.layouts import LAYOUTS
+from packing.layouts.export import export, export_chunks, write_jsonl, write_parquet, write_table
 from packing.planning.plans import plan
 from packing.weighting import LOSS_MODES
 from tests.helpers.sample_rows import rows
@@ -32,12 +33,17 @@ def cases(draw: Any) -> tuple[LazyBatch, Any, str, Any, int]:
     samples = read_rows(draw(rows(12, min_size=1, max_size=25)))
     width = draw(st.integers(1, 10))
     layout = plan(
-        samples.lengths, width, draw(st.sampled_from(STRATEGIES)), draw(st.sampled_from(["truncate", "split", "drop"]))
+        samples.lengths,
+        width,
+        strategy=draw(st.sampled_from(STRATEGIES)),
+        overflow=draw(st.sampled_from(["truncate", "split", "drop"])),
     )
     names = None
     if draw(st.booleans()):
         names = draw(st.lists(st.integers(0, 5), min_size=len(samples.lengths), max_size=len(samples.lengths)))
-    lazy = LazyBatch.of(layout, samples, draw(st.integers(0, 3)), sequence_names=names, int64=draw(st.booleans()))
+    lazy = LazyBatch.of(
+        layout, samples, pad_token_id=draw(st.integers(0, 3)), sequence_names=names, int64=draw(st.booleans())
+    )
     count = layout.num_blocks
     order = None
     if draw(st.booleans()):
@@ -46,7 +52,7 @@ def cases(draw: Any) -> tuple[LazyBatch, Any, str, Any, int]:
     return (
         lazy,
         order,
-        draw(st.sampled_from(EXPORT_FORMATS)),
+        draw(st.sampled_from(LAYOUTS)),
         draw(st.sampled_from([None, *LOSS_MODES])),
         draw(st.integers(1, 40)),
     )
@@ -94,9 +100,9 @@ def test_written_files_hold_the_whole_export(tmp_path: Path, case: tuple[LazyBat
 
 def test_whole_tables_go_through_the_same_writers(tmp_path: Path) -> None:
     lazy = LazyBatch.of(
-        plan([3, 2, 4], 4, "split"), read_rows([[1, 2, 3], {"prompt": [4], "completion": [5]}, [6, 7, 8, 9]])
+        plan([3, 2, 4], 4, strategy="split"), read_rows([[1, 2, 3], {"prompt": [4], "completion": [5]}, [6, 7, 8, 9]])
     )
-    for layout in EXPORT_FORMATS:
+    for layout in LAYOUTS:
         table = export(lazy.fill(), layout, loss_weights="sqrt")
         write_table(table, tmp_path / "t.jsonl")
         write_jsonl(lazy, tmp_path / "c.jsonl", format=layout, loss_weights="sqrt", chunk_tokens=4)
@@ -105,9 +111,9 @@ def test_whole_tables_go_through_the_same_writers(tmp_path: Path) -> None:
 
 
 def test_no_block_writes_the_columns(tmp_path: Path) -> None:
-    lazy = LazyBatch.of(plan([5], 4, "ffd", "drop"), read_rows([[1, 2, 3, 4, 5]]))
+    lazy = LazyBatch.of(plan([5], 4, strategy="ffd", overflow="drop"), read_rows([[1, 2, 3, 4, 5]]))
     assert lazy.num_blocks == 0
-    for layout in EXPORT_FORMATS:
+    for layout in LAYOUTS:
         write_parquet(lazy, tmp_path / "empty.parquet", format=layout, loss_weights="token")
         assert (
             pq.read_table(tmp_path / "empty.parquet").schema == export(lazy.fill(), layout, loss_weights="token").schema
@@ -131,7 +137,9 @@ def test_cli_npy_is_the_whole_export_and_says_it_is_whole(
         "(--overflow split keeps every token)",
     ]
     samples = read_rows([[1, 2, 3], [4, 5], [6], [7, 8, 9, 10, 11]])
-    whole = export(LazyBatch.of(plan(samples.lengths, 4, "split"), samples).fill(), "megatron", loss_weights=mode)
+    whole = export(
+        LazyBatch.of(plan(samples.lengths, 4, strategy="split"), samples).fill(), "megatron", loss_weights=mode
+    )
     assert np.load(target, allow_pickle=True).tolist() == whole.to_pylist()
 
 

@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
+from packing.layouts import LAYOUTS
 from packing.layouts.audit import audit, read_packed
-from packing.layouts.export import EXPORT_FORMATS, export, write_table
+from packing.layouts.export import export, write_table
 
 
 def _documents(batch: packing.PackedBatch) -> list[tuple[list[int], list[bool]]]:
@@ -55,7 +56,7 @@ def _batches(draw: st.DrawFn) -> packing.PackedBatch:
 
 @pytest.mark.slow
 @settings(max_examples=60, deadline=None)
-@given(_batches(), st.sampled_from(EXPORT_FORMATS))
+@given(_batches(), st.sampled_from(LAYOUTS))
 def test_every_export_round_trips_through_audit(batch: packing.PackedBatch, layout: str) -> None:
     # a table whose every block is one document cannot be told from wrapped data by its position ids (the
     # auditor's rule: positions that restart in no block mark no boundary): left out here
@@ -79,7 +80,7 @@ def test_every_export_round_trips_through_audit(batch: packing.PackedBatch, layo
         assert report.block_fill.tolist() == pytest.approx(batch.stats.block_utilization.tolist())
 
 
-@pytest.mark.parametrize("layout", EXPORT_FORMATS)
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_order_picks_blocks(layout: str) -> None:
     batch = packing.pack([[1, 2, 3], [4, 5], [6], [7, 8, 9, 10]], 4, strategy="ffd")
     whole = export(batch, layout).to_pylist()

@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 import packing
 from packing.cli import main
 from packing.errors import DatasetError
+from packing.layouts import LAYOUTS
 from packing.layouts.audit import audit
-from packing.layouts.export import EXPORT_FORMATS, export, write_table
+from packing.layouts.export import export, write_table
 
 torch = pytest.importorskip("torch")
 from packing.torch import PackedDataset, collate  # noqa: E402
@@ -404,7 +405,7 @@ def _batches(draw: st.DrawFn) -> packing.PackedBatch:
 
 
 @settings(max_examples=100, deadline=None)
-@given(_batches(), st.sampled_from(EXPORT_FORMATS))
+@given(_batches(), st.sampled_from(LAYOUTS))
 def test_packed_dataset_reads_every_export_as_the_batch(batch: packing.PackedBatch, layout: str) -> None:
     exported = export(batch, layout)
     reference = PackedDataset(batch)
@@ -553,7 +554,7 @@ def test_exports_write_ids_labels_and_positions_in_the_schemas_dtype(int64: bool
     from packing import pack
     from packing.layouts.export import export
 
-    batch = pack([[1, 2], [3, 4, 5]], 4, "split", int64=int64)
+    batch = pack([[1, 2], [3, 4, 5]], 4, strategy="split", int64=int64)
     want = pa.int64() if int64 else pa.int32()
     columns = {
         "trl": ("input_ids", "labels"),
@@ -570,13 +571,13 @@ def test_exports_write_ids_labels_and_positions_in_the_schemas_dtype(int64: bool
 
 def test_layout_names_are_listed_once_and_every_module_is_a_layout() -> None:
     """``LayoutName`` is the one list: every name has its module (in the same order), every module has the
-    ``Layout`` members, and the export formats are the same names."""
+    ``LayoutModule`` members, and the export formats are the same names."""
     import inspect
 
-    from packing.layouts import LAYOUTS, MODULES, Layout
+    from packing.layouts import LAYOUTS, MODULES, LayoutModule
 
-    assert tuple(MODULES) == LAYOUTS == EXPORT_FORMATS
-    members = {name for name in dir(Layout) if not name.startswith("_")}
+    assert tuple(MODULES) == LAYOUTS
+    members = {name for name in dir(LayoutModule) if not name.startswith("_")}
     for name, module in MODULES.items():
         assert name == module.NAME
         assert members <= set(dir(module)), name

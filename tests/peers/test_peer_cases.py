@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import packing
-from packing import IGNORE_INDEX
+from packing.core import IGNORE_INDEX
 
 datasets = pytest.importorskip("datasets")
 torch = pytest.importorskip("torch")

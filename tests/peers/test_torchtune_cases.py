@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import packing
+import packing.errors
 
 DATASET_SIZE = 1000
 
@@ -29,7 +30,7 @@ def packs(rows: list[list[int]], max_seq_len: int, split_across_pack: bool, max_
     """torchtune's packs from this project: the ``torchtune`` export of the matching strategy, the first
     ``max_packs`` blocks (:meth:`PackingPlan.select`; see ``test_max_packs_is_a_selection``)."""
     strategy, overflow = ("split", "split") if split_across_pack else ("next_fit", "error")
-    layout = packing.plan([len(r) for r in rows], max_seq_len, strategy, overflow)  # type: ignore[arg-type]
+    layout = packing.plan([len(r) for r in rows], max_seq_len, strategy=strategy, overflow=overflow)  # type: ignore[arg-type]
     if max_packs is not None and layout.num_blocks > max_packs:
         layout = layout.select(range(max_packs))
     batch = packing.materialize(layout, packing.read_rows(rows))
@@ -134,7 +135,7 @@ def test_pad_pack_case() -> None:
     in the padding. Same. Differences, asserted: the padding id is a token id (torchtune's case pads with -8,
     refused here), and positions and labels are derived, not given (torchtune's case hands in positions ``[8, 0]``
     and labels ``[3, 7]``; here each one-token document has position 0 and label -100)."""
-    batch = packing.pack([[2], [5]], 4, "next_fit", pad_token_id=7)
+    batch = packing.pack([[2], [5]], 4, strategy="next_fit", pad_token_id=7)
     out = packing.export(batch, "torchtune").to_pydict()
     assert out == {
         "tokens": [[2, 5, 7, 7]],
@@ -153,7 +154,7 @@ def test_sample_too_long_case() -> None:
     (``overflow="truncate"`` keeps the first 4 tokens), as TRL's default truncates too."""
     with pytest.raises(ValueError, match=r"^sample 0: expected at most max_seq_length=4 tokens .*got 8 tokens$") as e:
         packs(dummy(8), 4, False)
-    assert isinstance(e.value, packing.SequenceTooLong) and (e.value.sample, e.value.length) == (0, 8)
+    assert isinstance(e.value, packing.errors.SequenceTooLong) and (e.value.sample, e.value.length) == (0, 8)
     assert packing.pack(dummy(8)[:1], 4).input_ids.tolist() == [[0, 0, 0, 0]]
 
 
@@ -161,7 +162,7 @@ def test_max_packs_is_a_selection() -> None:
     """torchtune's ``max_packs`` stops packing after that many packs. Difference: there is no such option here;
     the plan's first ``max_packs`` blocks (``plan.select(range(max_packs))``) are the same packs, since both strategies
     fill packs in input order, and the statistics then count only them."""
-    full = packing.plan([2] * DATASET_SIZE, 25, "next_fit")
+    full = packing.plan([2] * DATASET_SIZE, 25, strategy="next_fit")
     first = full.select(range(5))
     assert first.num_blocks == 5 and first.stats.packed_tokens == 5 * 24
     assert first.blocks() == full.blocks()[:5]

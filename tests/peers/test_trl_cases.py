@@ -32,7 +32,7 @@ def trl_pack(columns: dict[str, list[list[int]]], seq_length: int, strategy: str
 
 def ours(rows: list[list[int]], seq_length: int, strategy: str, overflow: str) -> dict[str, Any]:
     """The ``trl`` export of ``pack``: TRL's columns, real tokens only."""
-    batch = packing.pack(rows, seq_length, strategy, overflow, loss="all")  # type: ignore[arg-type]
+    batch = packing.pack(rows, seq_length, strategy=strategy, overflow=overflow, loss="all")  # type: ignore[arg-type]
     table: dict[str, Any] = packing.export(batch, "trl").to_pydict()
     return table
 
@@ -40,7 +40,7 @@ def ours(rows: list[list[int]], seq_length: int, strategy: str, overflow: str) -
 def adapter(rows: list[list[int]], seq_length: int, strategy: str, overflow: str) -> dict[str, Any]:
     """``packing.hf.pack_dataset`` in plan order: rows of real tokens with ``seq_lengths``, as TRL writes them."""
     source = datasets.Dataset.from_dict({"input_ids": rows})
-    out: dict[str, Any] = pack_dataset(source, seq_length, strategy, overflow, shuffle=False)[:]  # type: ignore[arg-type]
+    out: dict[str, Any] = pack_dataset(source, seq_length, strategy=strategy, overflow=overflow, shuffle=False)[:]  # type: ignore[arg-type]
     return out
 
 
@@ -97,7 +97,7 @@ def test_bfd_cases_are_the_same(case: str) -> None:
     assert (got["input_ids"], got["seq_lengths"]) == (want_ids, want_lengths)
     got = adapter(rows, seq_length, "bfd", overflow)
     assert (got["input_ids"], got["seq_lengths"]) == (want_ids, want_lengths)
-    oldest = packing.pack(rows, seq_length, "bfd", overflow, tie_break="oldest")  # type: ignore[arg-type]
+    oldest = packing.pack(rows, seq_length, strategy="bfd", overflow=overflow, tie_break="oldest")  # type: ignore[arg-type]
     assert packing.export(oldest, "trl").column("input_ids").to_pylist() == want_ids
 
 
@@ -123,7 +123,7 @@ def test_two_columns_case_differs_only_in_columns_and_signs() -> None:
     assert trl_out["col1"] == want and trl_out["col2"] == [[-v for v in row] for row in want]
     assert trl_out["seq_lengths"] == [[4], [4], [3], [3], [2]]
     with pytest.raises(packing.SampleError, match=r"^sample 0, position 1: expected a non-negative integer"):
-        packing.pack(col1, 4, "bfd", "split")
+        packing.pack(col1, 4, strategy="bfd", overflow="split")
     got = ours([[abs(v) for v in row] for row in col1], 4, "bfd", "split")
     assert got["input_ids"] == [[abs(v) for v in row] for row in want]
     assert got["seq_lengths"] == trl_out["seq_lengths"]
@@ -147,9 +147,9 @@ def test_wrapped_case_is_the_same_with_overflow_split() -> None:
     assert packing.audit(
         trl.pack_dataset(datasets.Dataset.from_dict({"input_ids": WRAPPED_ROWS}), 3, "wrapped")
     ).counts() == {"no_document_boundaries": 3}
-    assert packing.audit(packing.export(packing.pack(WRAPPED_ROWS, 3, "wrapped", "split"), "trl")).counts() == {
-        "no_document_boundaries": 3
-    }
+    assert packing.audit(
+        packing.export(packing.pack(WRAPPED_ROWS, 3, strategy="wrapped", overflow="split"), "trl")
+    ).counts() == {"no_document_boundaries": 3}
     assert ours(WRAPPED_ROWS, 3, "wrapped", "truncate")["input_ids"] == [[1, 2, 3], [4, 5, 6], [8]]
 
 

@@ -79,7 +79,7 @@ def test_a_copy_of_the_tokens_is_carried_as_the_tokens(columns: dict[str, Any], 
     assert whole["ids_again"] == whole["input_ids"]
     from_dict = pack_dataset(columns, seq_length, strategy=strategy, seed=2)
     assert from_dict["ids_again"] == from_dict["input_ids"] and from_dict["attention_mask"] == whole["attention_mask"]
-    local = pack_batch(columns, seq_length, strategy)
+    local = pack_batch(columns, seq_length, strategy=strategy)
     assert local["ids_again"] == local["input_ids"]
     assert documents([dict(zip(local, v, strict=True)) for v in zip(*local.values(), strict=True)]) == documents(whole)
 

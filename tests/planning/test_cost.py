@@ -7,7 +7,7 @@ import packing
 
 def test_cost_counts_slots_and_attention_by_hand() -> None:
     # bfd into 6: [5], [4, 2], [3] -> 3 blocks of 6 slots; documents 5, 4, 2, 3
-    layout = packing.plan([5, 3, 2, 4], 6, "bfd")
+    layout = packing.plan([5, 3, 2, 4], 6, strategy="bfd")
     assert packing.compute_cost(layout) == (18, 25 + 16 + 4 + 9, 3 * 36)
 
 

@@ -13,6 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
+import packing.planning
+import packing.strategies
 from packing import Piece, SettingError, plan
 
 
@@ -27,7 +29,7 @@ def sequences_per_block(layout: packing.PackingPlan) -> list[list[int]]:
 
 def test_split_plan_layout_in_csr_form() -> None:
     # [2, 3, 1] into blocks of 4: sequence 1 gets 2 slots in block 0, its last token starts block 1.
-    layout = plan([2, 3, 1], 4, "split")
+    layout = plan([2, 3, 1], 4, strategy="split")
     assert (layout.strategy, layout.overflow, layout.max_seq_length) == ("split", "truncate", 4)
     assert layout.num_blocks == 2
     assert layout.block_starts.tolist() == [0, 2, 4]
@@ -44,7 +46,7 @@ def test_split_plan_layout_in_csr_form() -> None:
 
 
 def test_block_helpers_and_negative_indices() -> None:
-    layout = plan([2, 3, 1], 4, "split")
+    layout = plan([2, 3, 1], 4, strategy="split")
     assert layout.block(0) == [Piece(0, 0, 2), Piece(1, 0, 2)]
     assert layout.block(-1) == layout.block(1) == [Piece(1, 2, 1), Piece(2, 0, 1)]
     assert layout.seq_lengths(0).tolist() == [2, 2]
@@ -55,17 +57,17 @@ def test_block_helpers_and_negative_indices() -> None:
 
 @pytest.mark.parametrize("index", [2, 5, -3])
 def test_block_index_out_of_range_is_an_index_error(index: int) -> None:
-    layout = plan([2, 3, 1], 4, "split")
+    layout = plan([2, 3, 1], 4, strategy="split")
     with pytest.raises(IndexError, match=rf"block {index} does not exist; the plan has 2 blocks"):
         layout.block(index)
     with pytest.raises(IndexError):
         layout.seq_lengths(index)
 
 
-@pytest.mark.parametrize("strategy", list(packing.STRATEGIES))
+@pytest.mark.parametrize("strategy", list(packing.strategies.STRATEGIES))
 @pytest.mark.parametrize("lengths", [[], [0], [0, 0, 0]])
 def test_no_tokens_gives_an_empty_plan(strategy: str, lengths: list[int]) -> None:
-    layout = plan(lengths, 4, strategy)
+    layout = plan(lengths, 4, strategy=strategy)
     assert layout.num_blocks == 0
     assert layout.blocks() == []
     assert layout.block_starts.tolist() == [0]
@@ -75,14 +77,14 @@ def test_no_tokens_gives_an_empty_plan(strategy: str, lengths: list[int]) -> Non
 
 def test_plan_keeps_its_own_copy_of_the_lengths() -> None:
     lengths = np.array([3, 1, 2], dtype=np.int64)
-    layout = plan(lengths, 4, "ffd")
+    layout = plan(lengths, 4, strategy="ffd")
     lengths[0] = 99
     assert layout.lengths.tolist() == [3, 1, 2]
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint16, np.uint64])
 def test_lengths_may_be_any_integer_array(dtype: type) -> None:
-    assert sequences_per_block(plan(np.array([3, 1, 2], dtype=dtype), 4, "first_fit")) == [[0, 1], [2]]
+    assert sequences_per_block(plan(np.array([3, 1, 2], dtype=dtype), 4, strategy="first_fit")) == [[0, 1], [2]]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -108,13 +110,13 @@ HAND_PACKED = {
 
 @pytest.mark.parametrize(("strategy", "expected"), HAND_PACKED.items())
 def test_strategy_on_a_small_input(strategy: str, expected: list[list[int]]) -> None:
-    layout = plan([1, 3, 5, 3], 7, strategy)
+    layout = plan([1, 3, 5, 3], 7, strategy=strategy)
     assert sequences_per_block(layout) == expected
     assert all(piece.start == 0 for pieces in layout.blocks() for piece in pieces)
 
 
 def test_optimal_on_the_same_input_uses_two_blocks() -> None:
-    layout = plan([1, 3, 5, 3], 7, "optimal")
+    layout = plan([1, 3, 5, 3], 7, strategy="optimal")
     assert layout.num_blocks == 2
     assert sorted(seq for seqs in sequences_per_block(layout) for seq in seqs) == [0, 1, 2, 3]
     assert all(sum(piece.length for piece in pieces) <= 7 for pieces in layout.blocks())
@@ -122,7 +124,7 @@ def test_optimal_on_the_same_input_uses_two_blocks() -> None:
 
 def test_split_on_the_same_input_cuts_across_blocks() -> None:
     # stream of 12 tokens: seq0 [0,1), seq1 [1,4), seq2 [4,9) cut at 7, seq3 [9,12)
-    assert plan([1, 3, 5, 3], 7, "split").blocks() == [
+    assert plan([1, 3, 5, 3], 7, strategy="split").blocks() == [
         [Piece(0, 0, 1), Piece(1, 0, 3), Piece(2, 0, 3)],
         [Piece(2, 3, 2), Piece(3, 0, 3)],
     ]
@@ -130,21 +132,21 @@ def test_split_on_the_same_input_cuts_across_blocks() -> None:
 
 def test_best_fit_breaks_ties_by_the_block_that_reached_that_room_last() -> None:
     # [5, 5, 1] into 8: both blocks have 3 left; best fit takes the most recent one (b1), first fit takes b0.
-    assert sequences_per_block(plan([5, 5, 1], 8, "bfd")) == [[0], [1, 2]]
-    assert sequences_per_block(plan([5, 5, 1], 8, "ffd")) == [[0, 2], [1]]
+    assert sequences_per_block(plan([5, 5, 1], 8, strategy="bfd")) == [[0], [1, 2]]
+    assert sequences_per_block(plan([5, 5, 1], 8, strategy="ffd")) == [[0, 2], [1]]
 
 
 def test_decreasing_strategies_keep_input_order_among_equal_lengths() -> None:
     # [2, 4, 2, 4] into 6: order 4 (seq 1), 4 (seq 3), 2 (seq 0), 2 (seq 2); both 4s leave 2 slots.
     # ffd: each 2 goes to the first block with room; bfd: to the block that reached 2 left most recently.
-    assert sequences_per_block(plan([2, 4, 2, 4], 6, "ffd")) == [[1, 0], [3, 2]]
-    assert sequences_per_block(plan([2, 4, 2, 4], 6, "bfd")) == [[1, 2], [3, 0]]
+    assert sequences_per_block(plan([2, 4, 2, 4], 6, strategy="ffd")) == [[1, 0], [3, 2]]
+    assert sequences_per_block(plan([2, 4, 2, 4], 6, strategy="bfd")) == [[1, 2], [3, 0]]
 
 
 def test_spfhp_on_a_small_input() -> None:
     # Histogram, longest length first: the 3 opens a pack with 2 left; the first 2 (sequence 0) joins it,
     # the second 2 (sequence 2) fits nowhere and opens a new pack.
-    assert sequences_per_block(plan([2, 3, 2], 5, "spfhp")) == [[1, 0], [2]]
+    assert sequences_per_block(plan([2, 3, 2], 5, strategy="spfhp")) == [[1, 0], [2]]
 
 
 @pytest.mark.parametrize(
@@ -159,14 +161,14 @@ def test_spfhp_on_a_small_input() -> None:
     ],
 )
 def test_spfhp_max_sequences_per_block(cap: int | None, expected: list[list[int]]) -> None:
-    assert sequences_per_block(plan([3, 1, 1, 1], 6, "spfhp", max_sequences_per_block=cap)) == expected
+    assert sequences_per_block(plan([3, 1, 1, 1], 6, strategy="spfhp", max_sequences_per_block=cap)) == expected
 
 
-@pytest.mark.parametrize("strategy", [name for name in packing.STRATEGIES if name != "spfhp"])
+@pytest.mark.parametrize("strategy", [name for name in packing.strategies.STRATEGIES if name != "spfhp"])
 def test_max_sequences_per_block_is_refused_by_other_strategies(strategy: str) -> None:
     message = rf"^max_sequences_per_block: expected no value with strategy '{strategy}' \(it applies to spfhp\), got 2$"
     with pytest.raises(SettingError, match=message) as error:
-        plan([1, 2], 4, strategy, max_sequences_per_block=2)
+        plan([1, 2], 4, strategy=strategy, max_sequences_per_block=2)
     assert error.value.name == "max_sequences_per_block"
 
 
@@ -174,27 +176,28 @@ OPTION_VALUES = {"max_sequences_per_block": 2, "time_limit": 5.0, "seed": 3}
 
 
 @pytest.mark.parametrize("option", list(OPTION_VALUES))
-@pytest.mark.parametrize("strategy", list(packing.STRATEGIES))
+@pytest.mark.parametrize("strategy", list(packing.strategies.STRATEGIES))
 def test_each_option_is_accepted_exactly_by_the_strategies_whose_entry_lists_it(strategy: str, option: str) -> None:
     # The registry is the one place that says which strategy takes which option: plan() follows it. A seed is
     # accepted with any strategy (entry points that shuffle their output draw from it); only some read it.
-    accepts = option in packing.STRATEGIES[strategy].options
+    accepts = option in packing.strategies.STRATEGIES[strategy].options
     assert accepts == (
         (strategy, option)
         in {("spfhp", "max_sequences_per_block"), ("optimal", "time_limit"), ("first_fit_shuffle", "seed")}
     )
     value = OPTION_VALUES[option]
     if accepts or option == "seed":
-        layout = plan([1, 2, 3], 4, strategy, **{option: value})  # type: ignore[arg-type]
+        layout = plan([1, 2, 3], 4, strategy=strategy, **{option: value})  # type: ignore[arg-type]
         assert sorted({piece.sequence for block in layout.blocks() for piece in block}) == [0, 1, 2]
     else:
         with pytest.raises(SettingError, match=rf"^{option}: expected no value with strategy '{strategy}'"):
-            plan([1, 2, 3], 4, strategy, **{option: value})  # type: ignore[arg-type]
+            plan([1, 2, 3], 4, strategy=strategy, **{option: value})  # type: ignore[arg-type]
 
 
 def test_options_are_keyword_only() -> None:
+    """The strategy too: every recipe option is keyword-only at every door."""
     with pytest.raises(TypeError):
-        plan([1, 2], 4, "spfhp", "truncate", 2)  # type: ignore[misc]
+        plan([1, 2], 4, "spfhp")  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(
@@ -211,15 +214,15 @@ def test_options_are_keyword_only() -> None:
 )
 def test_bad_option_values_are_setting_errors(strategy: str, option: str, value: object, message: str) -> None:
     with pytest.raises(SettingError, match=message) as error:
-        plan([1, 2], 4, strategy, **{option: value})  # type: ignore[arg-type]
+        plan([1, 2], 4, strategy=strategy, **{option: value})  # type: ignore[arg-type]
     assert error.value.name == option
 
 
 def test_the_default_strategy_is_best_fit_decreasing() -> None:
-    assert packing.DEFAULT_STRATEGY == "bfd"
+    assert packing.strategies.DEFAULT_STRATEGY == "bfd"
     lengths = [1, 3, 5, 3, 2, 6]
     assert plan(lengths, 7).strategy == "bfd"
-    assert plan(lengths, 7).blocks() == plan(lengths, 7, "bfd").blocks()
+    assert plan(lengths, 7).blocks() == plan(lengths, 7, strategy="bfd").blocks()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -237,13 +240,13 @@ def test_the_default_strategy_is_best_fit_decreasing() -> None:
 )
 def test_overflow_policy_makes_the_documents(overflow: str, expected: list[list[Piece]]) -> None:
     # [3, 0, 9] into 4 with one block per document; the empty sequence gives nothing
-    assert plan([3, 0, 9], 4, "none", overflow).blocks() == expected
+    assert plan([3, 0, 9], 4, strategy="none", overflow=overflow).blocks() == expected
 
 
 def test_split_strategy_with_split_overflow_restarts_each_piece_as_a_document() -> None:
     # [1, 9] into 4: documents 1, 4 (tokens 0-3 of seq 1), 4 (tokens 4-7), 1 (token 8); the stream cuts each
     # 4-token document across a block boundary.
-    assert plan([1, 9], 4, "split", "split").blocks() == [
+    assert plan([1, 9], 4, strategy="split", overflow="split").blocks() == [
         [Piece(0, 0, 1), Piece(1, 0, 3)],
         [Piece(1, 3, 1), Piece(1, 4, 3)],
         [Piece(1, 7, 1), Piece(1, 8, 1)],
@@ -258,7 +261,7 @@ def test_split_strategy_with_split_overflow_restarts_each_piece_as_a_document() 
 def test_stats_of_split_with_truncation() -> None:
     # [3, 0, 9, 2] into 4, truncate: documents 3, 4, 2 = 9 tokens.
     # b0: seq0 (3) + 1 token of seq2; b1: 3 tokens of seq2 + 1 of seq3; b2: 1 token of seq3.
-    stats = plan([3, 0, 9, 2], 4, "split").stats
+    stats = plan([3, 0, 9, 2], 4, strategy="split").stats
     assert stats.max_seq_length == 4
     assert stats.num_sequences == 4
     assert stats.empty_sequences == 1
@@ -282,19 +285,19 @@ def test_stats_of_split_with_truncation() -> None:
 
 def test_stats_count_sequences_cut_across_blocks_when_every_sequence_fits() -> None:
     # [2, 3, 1] into 4: nothing is empty, truncated or dropped, but sequence 1 is cut across the two blocks
-    stats = plan([2, 3, 1], 4, "split").stats
+    stats = plan([2, 3, 1], 4, strategy="split").stats
     assert stats.sequences_split == 1
     assert stats.sequences_truncated == stats.sequences_dropped == stats.empty_sequences == 0
     assert stats.tokens_lost == 0
     assert stats.packed_tokens == stats.input_tokens == 6
     assert stats.block_utilization.tolist() == [1.0, 0.5]
     # the same lengths under a no-split strategy cut nothing
-    assert plan([2, 3, 1], 4, "next_fit").stats.sequences_split == 0
+    assert plan([2, 3, 1], 4, strategy="next_fit").stats.sequences_split == 0
 
 
 def test_stats_of_split_with_dropping() -> None:
     # [3, 0, 9, 2] into 4, drop: documents 3 and 2; b0: seq0 + 1 token of seq3, b1: 1 token of seq3.
-    stats = plan([3, 0, 9, 2], 4, "split", "drop").stats
+    stats = plan([3, 0, 9, 2], 4, strategy="split", overflow="drop").stats
     assert stats.num_blocks == 2
     assert stats.lower_bound == 2
     assert stats.packed_tokens == 5
@@ -311,7 +314,7 @@ def test_stats_of_split_with_dropping() -> None:
 
 def test_stats_of_a_no_split_strategy() -> None:
     # [3, 0, 9, 2] into 4 with ffd, truncate: documents 4 (seq2), 3 (seq0), 2 (seq3), none fits another
-    stats = plan([3, 0, 9, 2], 4, "ffd").stats
+    stats = plan([3, 0, 9, 2], 4, strategy="ffd").stats
     assert stats.num_blocks == 3
     assert stats.lower_bound == 3
     assert stats.efficiency == 0.75
@@ -324,7 +327,7 @@ def test_stats_of_a_no_split_strategy() -> None:
 def test_stats_of_split_overflow() -> None:
     # [3, 0, 9, 2] into 4 with bfd, split: documents 4, 4 (seq2), 3, 2, 1; nothing is lost, seq2 is in 3 pieces.
     # bfd: 4 -> b0, 4 -> b1, 3 -> b2 (1 left), 2 -> b3 (2 left), 1 -> least room that fits: b2
-    stats = plan([3, 0, 9, 2], 4, "bfd", "split").stats
+    stats = plan([3, 0, 9, 2], 4, strategy="bfd", overflow="split").stats
     assert stats.num_blocks == 4
     assert stats.lower_bound == 4  # ceil(14 / 4)
     assert stats.packed_tokens == stats.input_tokens == 14
@@ -334,7 +337,7 @@ def test_stats_of_split_overflow() -> None:
 
 
 def test_stats_summary_is_a_plain_dict_with_tokens_lost() -> None:
-    stats = plan([3, 0, 9, 2], 4, "split").stats
+    stats = plan([3, 0, 9, 2], 4, strategy="split").stats
     summary = stats.summary()
     assert "block_utilization" not in summary
     assert summary["tokens_lost"] == 5
@@ -383,6 +386,6 @@ def _split_by_hand(lengths: list[int], capacity: int, overflow: str) -> list[lis
 )
 @settings(max_examples=300, deadline=None)
 def test_split_plan_equals_cutting_tokens_by_hand(lengths: list[int], capacity: int, overflow: str) -> None:
-    layout = plan(lengths, capacity, "split", overflow=overflow)  # type: ignore[arg-type]
+    layout = plan(lengths, capacity, strategy="split", overflow=overflow)  # type: ignore[arg-type]
     got = [[(p.sequence, p.start, p.length) for p in layout.block(b)] for b in range(layout.num_blocks)]
     assert got == _split_by_hand(lengths, capacity, overflow)

@@ -15,13 +15,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
+import packing.core
+import packing.recipe
+import packing.strategies
 from packing import PackingPlan, Piece, SettingError, materialize, plan, read_rows
 from packing.strategies import reference
 from packing.strategies.reference import documents as reference_documents
 
-STRATEGY_NAMES = list(packing.STRATEGIES)
-OVERFLOW_NAMES = [p for p in packing.OVERFLOW_POLICIES if p != "error"]
-IGNORE = packing.IGNORE_INDEX
+STRATEGY_NAMES = list(packing.strategies.STRATEGIES)
+OVERFLOW_NAMES = [p for p in packing.recipe.OVERFLOW_POLICIES if p != "error"]
+IGNORE = packing.core.IGNORE_INDEX
 GRIDS = ("input_ids", "labels", "loss_mask", "position_ids", "sequence_ids")
 BLOCK_FIELDS = (
     "max_seq_length",
@@ -50,7 +53,7 @@ def lengths_for(strategy: str, capacity: int) -> st.SearchStrategy[list[int]]:
 
 def options_for(strategy: str, data: st.DataObject) -> dict[str, Any]:
     """Each strategy's own options (the registry's list), drawn at random."""
-    accepted = packing.STRATEGIES[strategy].options
+    accepted = packing.strategies.STRATEGIES[strategy].options
     options: dict[str, Any] = {}
     if "seed" in accepted:
         options["seed"] = data.draw(st.integers(min_value=0, max_value=2**32), label="seed")
@@ -65,7 +68,7 @@ def plans(draw: st.DrawFn, strategy: str | None = None) -> PackingPlan:
     capacity = draw(st.integers(min_value=1, max_value=10))
     lengths = draw(lengths_for(name, capacity))
     overflow = draw(st.sampled_from(OVERFLOW_NAMES))
-    return plan(lengths, capacity, name, overflow)
+    return plan(lengths, capacity, strategy=name, overflow=overflow)
 
 
 def samples_for(lengths: list[int] | np.ndarray, seed: int) -> packing.Samples:
@@ -105,7 +108,7 @@ def recount(layout: PackingPlan, rows: list[int]) -> dict[str, Any]:
         "sequences_split": sum(1 for parts in per_sequence.values() if len(parts) > 1),
         # a document's first token is no target; wrapped keeps no boundaries: one document per block
         "target_tokens": packed
-        - sum(len(block) if packing.STRATEGIES[layout.strategy].keeps_boundaries else 1 for block in chosen),
+        - sum(len(block) if packing.strategies.STRATEGIES[layout.strategy].keeps_boundaries else 1 for block in chosen),
         "block_utilization": [f / capacity for f in fill],
     }
 
@@ -147,7 +150,7 @@ def test_a_selection_holds_those_blocks_and_its_statistics_describe_exactly_them
 
 def test_select_by_hand() -> None:
     # ffd of [4, 4, 2, 3] into 4: blocks [0], [1], [3], [2]; blocks 1 and 2 hold 4 + 3 = 7 tokens in 8 slots
-    layout = plan([4, 4, 2, 3], 4, "ffd")
+    layout = plan([4, 4, 2, 3], 4, strategy="ffd")
     assert pieces_of(layout) == [[(0, 0, 4)], [(1, 0, 4)], [(3, 0, 3)], [(2, 0, 2)]]
     window = layout.select([1, 2])
     assert pieces_of(window) == [[(1, 0, 4)], [(3, 0, 3)]]
@@ -167,7 +170,7 @@ def test_select_by_hand() -> None:
 )
 def test_select_refuses_blocks_the_plan_does_not_have(blocks: Any, message: str) -> None:
     with pytest.raises(SettingError, match=message):
-        plan([4, 4, 2, 3], 4, "ffd").select(blocks)
+        plan([4, 4, 2, 3], 4, strategy="ffd").select(blocks)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -191,7 +194,7 @@ def test_permute_reorders_the_same_blocks_and_keeps_the_totals(data: st.DataObje
 @pytest.mark.parametrize("order", [[0, 1], [0, 1, 2, 2], [0, 1, 2, 3, 0], [3, 2, 1]])
 def test_permute_refuses_anything_but_a_permutation(order: list[int]) -> None:
     with pytest.raises(SettingError, match=r"^order: expected a permutation of the 4 block indexes"):
-        plan([4, 4, 2, 3], 4, "ffd").permute(order)
+        plan([4, 4, 2, 3], 4, strategy="ffd").permute(order)
 
 
 @settings(max_examples=100, deadline=None)
@@ -206,7 +209,7 @@ def test_shuffle_is_the_permutation_drawn_from_the_seed(layout: PackingPlan, see
 
 
 def test_shuffle_by_hand_and_its_seed_is_checked() -> None:
-    layout = plan([1, 2, 3, 4, 5], 5, "none")
+    layout = plan([1, 2, 3, 4, 5], 5, strategy="none")
     order = np.random.default_rng(11).permutation(5).tolist()
     assert [block[0].sequence for block in layout.shuffle(11).blocks()] == order
     assert pieces_of(layout.shuffle()) == pieces_of(layout.shuffle(0))
@@ -241,7 +244,7 @@ def test_materializing_some_blocks_equals_taking_those_rows(data: st.DataObject,
 
 def test_materializing_a_shuffled_plan_reorders_the_rows() -> None:
     samples = samples_for([3, 5, 1, 4, 2, 6], seed=3)
-    layout = plan(samples.lengths, 6, "bfd")
+    layout = plan(samples.lengths, 6, strategy="bfd")
     order = np.random.default_rng(5).permutation(layout.num_blocks)
     full = materialize(layout, samples)
     moved = materialize(layout.shuffle(5), samples)
@@ -255,8 +258,8 @@ def test_materializing_a_shuffled_plan_reorders_the_rows() -> None:
 
 
 def hand_built(**change: Any) -> PackingPlan:
-    """``plan([3, 2, 4], 4, "ffd")`` (blocks [2], [0], [1]) built field by field, with ``change`` applied."""
-    base = plan([3, 2, 4], 4, "ffd")
+    """``plan([3, 2, 4], 4, strategy="ffd")`` (blocks [2], [0], [1]) built field by field, with ``change`` applied."""
+    base = plan([3, 2, 4], 4, strategy="ffd")
     fields: dict[str, Any] = {
         "max_seq_length": base.max_seq_length,
         "strategy": base.strategy,
@@ -277,8 +280,8 @@ def int32(*values: int) -> np.ndarray:
 
 
 def test_a_good_plan_built_by_hand_is_accepted() -> None:
-    assert plan([3, 2, 4], 4, "ffd").blocks() == [[Piece(2, 0, 4)], [Piece(0, 0, 3)], [Piece(1, 0, 2)]]
-    assert hand_built().blocks() == plan([3, 2, 4], 4, "ffd").blocks()
+    assert plan([3, 2, 4], 4, strategy="ffd").blocks() == [[Piece(2, 0, 4)], [Piece(0, 0, 3)], [Piece(1, 0, 2)]]
+    assert hand_built().blocks() == plan([3, 2, 4], 4, strategy="ffd").blocks()
     # two pieces in one block, each within its sequence
     assert (
         hand_built(
@@ -365,9 +368,9 @@ def test_a_windowed_plan_is_the_plans_of_its_windows_one_after_another(
     else:
         lengths = data.draw(lengths_for(strategy, capacity), label="lengths")
     options = options_for(strategy, data)
-    windowed = plan(lengths, capacity, strategy, overflow, window=window, **options)
+    windowed = plan(lengths, capacity, strategy=strategy, overflow=overflow, window=window, **options)
     parts = [
-        plan(lengths[lo : lo + window], capacity, strategy, overflow, **options)
+        plan(lengths[lo : lo + window], capacity, strategy=strategy, overflow=overflow, **options)
         for lo in range(0, len(lengths), window)
     ]
     block_starts, sequence, start, length = [0], [], [], []
@@ -389,13 +392,15 @@ def test_a_windowed_plan_is_the_plans_of_its_windows_one_after_another(
 
 def test_window_by_hand() -> None:
     # [3, 3, 3, 3] into 6: bfd pairs them into 2 blocks; windows of 3 pack [3, 3, 3] into 2 and [3] into 1
-    assert pieces_of(plan([3, 3, 3, 3], 6, "bfd", window=3)) == [
+    assert pieces_of(plan([3, 3, 3, 3], 6, strategy="bfd", window=3)) == [
         [(0, 0, 3), (1, 0, 3)],
         [(2, 0, 3)],
         [(3, 0, 3)],
     ]
     # a window at least as long as the input changes nothing
-    assert pieces_of(plan([3, 3, 3, 3], 6, "bfd", window=4)) == pieces_of(plan([3, 3, 3, 3], 6, "bfd"))
+    assert pieces_of(plan([3, 3, 3, 3], 6, strategy="bfd", window=4)) == pieces_of(
+        plan([3, 3, 3, 3], 6, strategy="bfd")
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -419,18 +424,18 @@ def test_shuffled_first_fit_is_first_fit_over_the_seeded_order(
     expected: list[list[tuple[int, int, int]]] = [[] for _ in range(max(assigned, default=-1) + 1)]
     for item in order:  # blocks numbered as they open, documents in the order they were placed
         expected[assigned[item]].append(docs[item])
-    layout = plan(lengths, capacity, "first_fit_shuffle", overflow, seed=seed)
+    layout = plan(lengths, capacity, strategy="first_fit_shuffle", overflow=overflow, seed=seed)
     assert pieces_of(layout) == expected
     # every document exactly once
     assert sorted(piece for block in pieces_of(layout) for piece in block) == sorted(docs)
-    steps = packing.explain(lengths, capacity, "first_fit_shuffle", overflow, seed=seed)
+    steps = packing.explain(lengths, capacity, strategy="first_fit_shuffle", overflow=overflow, seed=seed)
     assert [(s.sequence, s.start, s.length) for s in steps] == [docs[i] for i in order]
 
 
 def test_shuffled_first_fit_defaults_to_seed_zero_and_other_seeds_give_other_orders() -> None:
     lengths = list(range(1, 21))
-    default = plan(lengths, 21, "first_fit_shuffle")
-    assert pieces_of(default) == pieces_of(plan(lengths, 21, "first_fit_shuffle", seed=0))
-    layouts = {str(pieces_of(plan(lengths, 21, "first_fit_shuffle", seed=s))) for s in range(5)}
+    default = plan(lengths, 21, strategy="first_fit_shuffle")
+    assert pieces_of(default) == pieces_of(plan(lengths, 21, strategy="first_fit_shuffle", seed=0))
+    layouts = {str(pieces_of(plan(lengths, 21, strategy="first_fit_shuffle", seed=s))) for s in range(5)}
     assert len(layouts) > 1
-    assert packing.STRATEGIES["first_fit_shuffle"].order == "random"
+    assert packing.strategies.STRATEGIES["first_fit_shuffle"].order == "random"

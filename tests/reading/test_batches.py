@@ -17,10 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import packing
+import packing.core
+import packing.reading
 import packing.reading.arrow
 import packing.reading.content
 import packing.reading.files
-import packing.reading.rows
+import packing.reading.reader
+import packing.text
 from packing.core.samples import IGNORE_INDEX, Samples
 from packing.errors import DatasetError, SampleError
 from packing.reading.arrow import read_table
@@ -100,7 +103,7 @@ def _compare(table: pa.Table, path: Path, **options: Any) -> None:
     """``read_dataset`` of the file (batch by batch) against ``read_table`` of the whole table (read as the
     recipe of ``options`` says): the same samples, or the same error about the same row and position."""
     try:
-        whole = read_table(table, **packing.prepare(packing.Recipe.for_reading(None, **options)).read_options)
+        whole = read_table(table, **packing.text.prepare(packing.Recipe.for_reading(None, **options)).read_options)
     except SampleError as error:
         with pytest.raises(DatasetError) as refused:
             packing.read_dataset(path, **options)

@@ -22,7 +22,7 @@ from packing.reading.cells import cells_row
 from packing.reading.content import File
 from packing.reading.dataset import _check_columns, read_dataset
 from packing.reading.files import decode
-from packing.reading.rows import read_rows
+from packing.reading.reader import read_rows
 
 WHOLE = 1 << 62
 BIG = 2**31 + 7  # past int32: the samples are int64 then, however they are chunked
@@ -255,6 +255,7 @@ bad_text_row = st.sampled_from([{"text": 5}, {"prompt": "a"}, {"text": "a", "pro
     rows=st.lists(st.one_of(text_row, good_row, bad_row, bad_text_row), min_size=1, max_size=16),
     chunk=st.integers(1, 200),
 )
+@example(rows=[{"length": 4}, {"text": ""}, {"text": 5}], chunk=1)  # a text row unlike the first, a bad one after
 def test_text_and_token_rows_in_chunks_fail_as_the_whole_file(rows: list[Any], chunk: int) -> None:
     """With a tokenizer, text rows are tokenized before the other rows are read: a bad text row anywhere in the
     file is named before a bad token row, in chunks as whole, as the row reader names it for the rows at once."""

@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import packing.layouts.export as pio
-from packing import COLUMNS, SettingError, pack
+from packing import SettingError, pack
+from packing.batches import COLUMNS
 from packing.batches.schema import arrow_schema
 from packing.layouts.export import write_jsonl, write_parquet
 from packing.reading.dataset import DatasetError, read_dataset
@@ -73,8 +74,8 @@ def test_jsonl_skips_blank_lines_and_mixes_sample_forms(tmp_path: Path) -> None:
 def test_read_samples_pack_like_the_literal_samples(tmp_path: Path) -> None:
     samples = [[1, 2, 3], {"prompt": [4, 5], "completion": [6]}, {"input_ids": [7, 8], "loss_mask": [0, 1]}]
     data = read_dataset(write_lines(tmp_path / "d.jsonl", samples))
-    from_file = pack(data, 4, "ffd")
-    direct = pack(samples, 4, "ffd")
+    from_file = pack(data, 4, strategy="ffd")
+    direct = pack(samples, 4, strategy="ffd")
     assert from_file.input_ids.tolist() == direct.input_ids.tolist()
     assert from_file.labels.tolist() == direct.labels.tolist()
 
@@ -371,7 +372,7 @@ def test_dataset_error_is_a_value_error() -> None:
 
 def tiny_batch() -> Any:
     # ffd, capacity 4: [7..10] alone, then [1, 2, 3], then the prompt/completion sample
-    return pack([[1, 2, 3], {"prompt": [4, 5], "completion": [6]}, [7, 8, 9, 10, 11]], 4, "ffd")
+    return pack([[1, 2, 3], {"prompt": [4, 5], "completion": [6]}, [7, 8, 9, 10, 11]], 4, strategy="ffd")
 
 
 EXPECTED_ROWS = [

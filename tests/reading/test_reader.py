@@ -12,9 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packing import SampleError, Samples, chat_sample, pack, read_rows, read_table, stream
+from packing import SampleError, Samples, pack, read_rows, stream
 from packing.core.samples import IGNORE_INDEX
-from packing.reading.rows import read_row
+from packing.reading import chat_sample, read_table
+from packing.reading.reader import read_row
 
 
 def flat(samples: Any, completion_only_loss: bool = True) -> tuple[list[int], list[int], list[int]]:

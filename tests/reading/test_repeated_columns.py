@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import packing
+import packing.reading
 from explorer.core import audit as inspect_view
 from explorer.core.parsing import InputError
 from explorer.core.sources import Upload
@@ -86,7 +87,7 @@ def test_tables_given_as_they_are() -> None:
     with pytest.raises(DatasetError, match=r"^<table>: two columns named 'input_ids'"):
         packing.audit(table)
     with pytest.raises(SettingError, match=r"^table: expected every column name once, got <two columns named"):
-        packing.read_table(table)
+        packing.reading.read_table(table)
 
 
 def test_json_lines_with_a_repeated_key_are_one_line() -> None:

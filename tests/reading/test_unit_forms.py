@@ -14,10 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing import DatasetError, NeedsTokenizer, SampleError
+import packing.core
+import packing.reading
+import packing.text
+from packing import DatasetError, SampleError
 from packing.core.units import Units
-from packing.errors import UnitError
-from packing.reading.rows import unit_row
+from packing.errors import NeedsTokenizer, UnitError
+from packing.reading.reader import unit_row
 from tests.helpers.units import completions_of, random_units
 
 PAIR = {"prompt": [1, 2, 3], "chosen": [4, 5], "rejected": [6]}
@@ -95,7 +98,7 @@ def test_trl_conversational_pairs_and_groups_train_the_completions_only() -> Non
         "rejected": [{"role": "assistant", "content": "no"}],
     }
     samples = packing.read_rows([pair], tokenizer="bytes", share_prompt=True)
-    decode = packing.ByteTokenizer().decode
+    decode = packing.text.ByteTokenizer().decode
     units = samples.units
     prompt_text = decode(samples.tokens[: units.prompt_lengths[0]].tolist())
     assert prompt_text.endswith("<|im_start|>assistant\n") and "hi" in prompt_text

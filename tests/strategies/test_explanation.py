@@ -7,17 +7,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
+import packing.errors
+import packing.recipe
+import packing.strategies
 
 SMALL = st.lists(st.integers(min_value=0, max_value=12), max_size=8)
 
 
 @settings(max_examples=60, deadline=None)
 @given(lengths=SMALL, capacity=st.integers(min_value=1, max_value=10))
-@pytest.mark.parametrize("strategy", list(packing.STRATEGIES))
-@pytest.mark.parametrize("overflow", [p for p in packing.OVERFLOW_POLICIES if p != "error"])
+@pytest.mark.parametrize("strategy", list(packing.strategies.STRATEGIES))
+@pytest.mark.parametrize("overflow", [p for p in packing.recipe.OVERFLOW_POLICIES if p != "error"])
 def test_steps_rebuild_the_plan(strategy: str, overflow: str, lengths: list[int], capacity: int) -> None:
-    layout = packing.plan(lengths, capacity, strategy, overflow)
-    steps = packing.explain(lengths, capacity, strategy, overflow)
+    layout = packing.plan(lengths, capacity, strategy=strategy, overflow=overflow)
+    steps = packing.explain(lengths, capacity, strategy=strategy, overflow=overflow)
     blocks: dict[int, list[tuple[int, int, int, int]]] = {}
     opened = 0
     for step in steps:
@@ -40,31 +43,33 @@ def test_steps_rebuild_the_plan(strategy: str, overflow: str, lengths: list[int]
 
 
 def test_split_step_says_where_the_cut_is() -> None:
-    step = packing.explain([2, 3, 1], 4, "split")[1]
-    assert step.placements == (packing.Placement(0, 2, 2), packing.Placement(1, 0, 1))
+    step = packing.explain([2, 3, 1], 4, strategy="split")[1]
+    assert step.placements == (packing.strategies.Placement(0, 2, 2), packing.strategies.Placement(1, 0, 1))
     assert "cut" in step.reason
 
 
 def test_best_fit_reason_names_the_room() -> None:
-    steps = packing.explain([5, 3, 2], 6, "bfd")
-    assert steps[-1].placements == (packing.Placement(1, 3, 2),)
+    steps = packing.explain([5, 3, 2], 6, strategy="bfd")
+    assert steps[-1].placements == (packing.strategies.Placement(1, 3, 2),)
     assert "least room" in steps[-1].reason and "3 left" in steps[-1].reason
 
 
 def test_explain_refuses_large_inputs() -> None:
-    assert packing.MAX_EXPLAIN_DOCUMENTS == 500
-    with pytest.raises(packing.TooManyDocuments, match=r"^explain: expected at most 500 documents, got 501$") as error:
+    assert packing.strategies.MAX_EXPLAIN_DOCUMENTS == 500
+    with pytest.raises(
+        packing.errors.TooManyDocuments, match=r"^explain: expected at most 500 documents, got 501$"
+    ) as error:
         packing.explain([1] * 501, 4)
     assert (error.value.strategy, error.value.limit, error.value.count) == ("explain", 500, 501)
     assert isinstance(error.value, packing.SettingError)
     # the limit counts documents, after the overflow policy: 250 sequences split in two are 500 documents
-    assert len(packing.explain([8] * 250, 4, "split", "split")) == 500
-    with pytest.raises(packing.TooManyDocuments):
-        packing.explain([8] * 251, 4, "split", "split")
+    assert len(packing.explain([8] * 250, 4, strategy="split", overflow="split")) == 500
+    with pytest.raises(packing.errors.TooManyDocuments):
+        packing.explain([8] * 251, 4, strategy="split", overflow="split")
 
 
 def test_the_default_strategy_is_explained_by_default() -> None:
-    assert packing.explain([5, 3, 2], 6) == packing.explain([5, 3, 2], 6, packing.DEFAULT_STRATEGY)
+    assert packing.explain([5, 3, 2], 6) == packing.explain([5, 3, 2], 6, strategy=packing.strategies.DEFAULT_STRATEGY)
 
 
 @settings(max_examples=60, deadline=None)
@@ -72,8 +77,8 @@ def test_the_default_strategy_is_explained_by_default() -> None:
 def test_shuffled_first_fit_steps_rebuild_the_plan_of_the_same_seed(
     lengths: list[int], capacity: int, seed: int
 ) -> None:
-    layout = packing.plan(lengths, capacity, "first_fit_shuffle", seed=seed)
-    steps = packing.explain(lengths, capacity, "first_fit_shuffle", seed=seed)
+    layout = packing.plan(lengths, capacity, strategy="first_fit_shuffle", seed=seed)
+    steps = packing.explain(lengths, capacity, strategy="first_fit_shuffle", seed=seed)
     blocks: dict[int, list[tuple[int, int, int, int]]] = {}
     for step in steps:
         (placement,) = step.placements
@@ -89,7 +94,7 @@ def test_every_step_follows_the_stated_rule(strategy: str, lengths: list[int], c
     """Replaying the steps, each placement obeys the strategy's rule given the rooms at that moment."""
     rooms: dict[int, int] = {}
     opened_by: dict[int, int] = {}  # block -> length of the document that opened it
-    for step in packing.explain(lengths, capacity, strategy):
+    for step in packing.explain(lengths, capacity, strategy=strategy):
         block, size = step.placements[0].block, step.length
         fits = {b: r for b, r in rooms.items() if r >= size}
         if step.opened:

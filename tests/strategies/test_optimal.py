@@ -16,6 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
+import packing.core
+import packing.recipe
+import packing.strategies
 from packing import LowerBounds, lower_bounds, plan
 from packing.optimal import MAX_OPTIMAL_DOCUMENTS, OptimalResult, optimal_blocks, solve
 from packing.strategies.certificate import Certificate, knapsack_value
@@ -34,7 +37,7 @@ patterns_module = importlib.import_module("packing.strategies.optimal.patterns")
 
 NO_SPLIT = [
     cast("packing.StrategyName", strategy.name)
-    for strategy in packing.STRATEGIES.values()
+    for strategy in packing.strategies.STRATEGIES.values()
     if not strategy.splits_sequences
 ]
 
@@ -95,12 +98,12 @@ def assert_valid_packing(layout: packing.PackingPlan, docs: list[int]) -> None:
 @given(data=st.data(), capacity=st.integers(min_value=1, max_value=15))
 def test_optimal_equals_brute_force(capacity: int, data: st.DataObject) -> None:
     lengths = data.draw(st.lists(st.integers(min_value=1, max_value=capacity), max_size=7))
-    layout = plan(lengths, capacity, "optimal")
+    layout = plan(lengths, capacity, strategy="optimal")
     assert_valid_packing(layout, lengths)
     assert layout.num_blocks == brute_force_min_blocks(lengths, capacity)
 
 
-@pytest.mark.parametrize("overflow", [p for p in packing.OVERFLOW_POLICIES if p != "error"])
+@pytest.mark.parametrize("overflow", [p for p in packing.recipe.OVERFLOW_POLICIES if p != "error"])
 @settings(max_examples=100, deadline=None)
 @given(data=st.data(), capacity=st.integers(min_value=1, max_value=12))
 def test_optimal_equals_brute_force_after_overflow(
@@ -109,26 +112,30 @@ def test_optimal_equals_brute_force_after_overflow(
     size = 3 if overflow == "split" else 7  # split makes up to 3 documents of each of these sequences
     lengths = data.draw(st.lists(st.integers(min_value=0, max_value=2 * capacity + 1), max_size=size))
     docs = documents(lengths, capacity, overflow)
-    layout = plan(lengths, capacity, "optimal", overflow)
+    layout = plan(lengths, capacity, strategy="optimal", overflow=overflow)
     assert_valid_packing(layout, docs)
     assert layout.num_blocks == brute_force_min_blocks(docs, capacity)
 
 
-@pytest.mark.parametrize("overflow", [p for p in packing.OVERFLOW_POLICIES if p != "error"])
+@pytest.mark.parametrize("overflow", [p for p in packing.recipe.OVERFLOW_POLICIES if p != "error"])
 @settings(max_examples=150, deadline=None)
 @given(data=st.data(), capacity=st.integers(min_value=1, max_value=20))
 def test_bounds_optimal_and_heuristics_are_ordered(
     overflow: packing.OverflowPolicy, capacity: int, data: st.DataObject
 ) -> None:
     lengths = data.draw(st.lists(st.integers(min_value=0, max_value=2 * capacity), max_size=8))
-    bounds = lower_bounds(lengths, capacity, overflow)
-    best = plan(lengths, capacity, "optimal", overflow).num_blocks
+    bounds = lower_bounds(lengths, capacity, overflow=overflow)
+    best = plan(lengths, capacity, strategy="optimal", overflow=overflow).num_blocks
     assert bounds.simple <= bounds.l2 <= best
     for strategy in NO_SPLIT:
-        assert best <= plan(lengths, capacity, strategy, overflow).num_blocks, strategy
+        assert best <= plan(lengths, capacity, strategy=strategy, overflow=overflow).num_blocks, strategy
     # the simple bound is exact for the splitting strategy
     docs = documents(lengths, capacity, overflow)
-    assert bounds.simple == -(-sum(docs) // capacity) == plan(lengths, capacity, "split", overflow).num_blocks
+    assert (
+        bounds.simple
+        == -(-sum(docs) // capacity)
+        == plan(lengths, capacity, strategy="split", overflow=overflow).num_blocks
+    )
 
 
 @pytest.mark.parametrize(
@@ -157,22 +164,22 @@ def test_lower_bounds_by_hand(lengths: list[int], capacity: int, expected: Lower
     ],
 )
 def test_lower_bounds_apply_the_overflow_policy_first(overflow: packing.OverflowPolicy, expected: LowerBounds) -> None:
-    assert lower_bounds([15, 6, 6], 10, overflow) == expected
-    assert plan([15, 6, 6], 10, "optimal", overflow).num_blocks == expected.l2
+    assert lower_bounds([15, 6, 6], 10, overflow=overflow) == expected
+    assert plan([15, 6, 6], 10, strategy="optimal", overflow=overflow).num_blocks == expected.l2
 
 
 def test_optimal_beats_best_fit_decreasing() -> None:
     # [5, 4, 11, 4, 5, 2, 2] into 11 fits exactly into [11], [5, 4, 2], [5, 4, 2].
     # bfd: 11 | 5, 5 (1 left) | 4, 4, 2 (1 left) | the last 2 fits nowhere -> 4 blocks.
     lengths = [5, 4, 11, 4, 5, 2, 2]
-    assert plan(lengths, 11, "bfd").num_blocks == 4
-    layout = plan(lengths, 11, "optimal")
+    assert plan(lengths, 11, strategy="bfd").num_blocks == 4
+    layout = plan(lengths, 11, strategy="optimal")
     assert layout.num_blocks == 3
     assert sorted(sorted(p.length for p in block) for block in layout.blocks()) == [[2, 4, 5], [2, 4, 5], [11]]
 
 
 def test_optimal_on_its_documented_example() -> None:
-    assert plan([4, 3, 3, 2, 2, 2], 8, "optimal").num_blocks == 2
+    assert plan([4, 3, 3, 2, 2, 2], 8, strategy="optimal").num_blocks == 2
 
 
 def test_solve_takes_any_number_of_documents() -> None:
@@ -355,7 +362,7 @@ def test_solve_checks_time_limit_as_plan_does(time_limit: object) -> None:
         solve(np.array([4, 5], dtype=np.int64), 10, time_limit=time_limit)  # type: ignore[arg-type]
     if time_limit is not None:  # plan takes None as its default
         with pytest.raises(packing.SettingError) as from_plan:
-            plan([4, 5], 10, "optimal", time_limit=time_limit)  # type: ignore[arg-type]
+            plan([4, 5], 10, strategy="optimal", time_limit=time_limit)  # type: ignore[arg-type]
         assert str(e.value) == str(from_plan.value)
 
 

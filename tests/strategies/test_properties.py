@@ -20,14 +20,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
+import packing.core
+import packing.reading
+import packing.recipe
+import packing.strategies
 from packing.strategies import reference
 from packing.strategies.reference import documents as reference_documents
 from packing.strategies.registry import assign_blocks
 
-STRATEGY_NAMES = list(packing.STRATEGIES)
-OVERFLOW_NAMES = [p for p in packing.OVERFLOW_POLICIES if p != "error"]
-NO_SPLIT = [name for name, strategy in packing.STRATEGIES.items() if not strategy.splits_sequences]
-BOUNDED = [name for name, strategy in packing.STRATEGIES.items() if strategy.keeps_boundaries]
+STRATEGY_NAMES = list(packing.strategies.STRATEGIES)
+OVERFLOW_NAMES = [p for p in packing.recipe.OVERFLOW_POLICIES if p != "error"]
+NO_SPLIT = [name for name, strategy in packing.strategies.STRATEGIES.items() if not strategy.splits_sequences]
+BOUNDED = [name for name, strategy in packing.strategies.STRATEGIES.items() if strategy.keeps_boundaries]
 """Every strategy but ``wrapped``, which keeps no boundaries on purpose (its own properties: tests/strategies)."""
 IGNORE = -100
 
@@ -46,12 +50,18 @@ def test_the_registries_name_every_strategy_and_policy() -> None:
         "none",
     }
     assert set(OVERFLOW_NAMES) == {"truncate", "split", "drop"}  # the policies that make documents
-    assert set(packing.OVERFLOW_POLICIES) == {*OVERFLOW_NAMES, "error"}  # and the one that refuses (tests/strategies)
-    assert [name for name in STRATEGY_NAMES if packing.STRATEGIES[name].splits_sequences] == ["split", "wrapped"]
-    assert [name for name in STRATEGY_NAMES if not packing.STRATEGIES[name].keeps_boundaries] == ["wrapped"]
+    assert set(packing.recipe.OVERFLOW_POLICIES) == {
+        *OVERFLOW_NAMES,
+        "error",
+    }  # and the one that refuses (tests/strategies)
+    assert [name for name in STRATEGY_NAMES if packing.strategies.STRATEGIES[name].splits_sequences] == [
+        "split",
+        "wrapped",
+    ]
+    assert [name for name in STRATEGY_NAMES if not packing.strategies.STRATEGIES[name].keeps_boundaries] == ["wrapped"]
     assert set(typing.get_args(packing.StrategyName)) == set(STRATEGY_NAMES)
-    assert set(typing.get_args(packing.OverflowPolicy)) == set(packing.OVERFLOW_POLICIES)
-    for name, entry in packing.STRATEGIES.items():
+    assert set(typing.get_args(packing.OverflowPolicy)) == set(packing.recipe.OVERFLOW_POLICIES)
+    for name, entry in packing.strategies.STRATEGIES.items():
         assert entry.name == name
         assert entry.order in ("input", "longest_first", "random")
         assert entry.bound == ("simple" if entry.splits_sequences else "l2")
@@ -107,7 +117,7 @@ def one_sample(draw: st.DrawFn, max_tokens: int, completion_only_loss: bool) -> 
         role = draw(st.sampled_from(["system", "user", "assistant"]))
         turns.append((role, tokens[lo:hi]))
         mask += [int(role == "assistant")] * (hi - lo)
-    return packing.chat_sample(turns), tokens, mask
+    return packing.reading.chat_sample(turns), tokens, mask
 
 
 @st.composite
@@ -288,7 +298,7 @@ def check_stats(batch: packing.PackedBatch, case: Case, overflow: str, found: li
     assert stats.trainable_tokens == sum(map(sum, kept_masks)) == int(batch.loss_mask.sum())
     # a target is a trainable token that is not the first of its document piece (labels != -100)
     targets = [sum(sum(f.mask[1:]) for f in found if f.sample == i) for i in range(len(lengths))]
-    assert stats.target_tokens == sum(targets) == int((batch.labels != packing.IGNORE_INDEX).sum())
+    assert stats.target_tokens == sum(targets) == int((batch.labels != packing.core.IGNORE_INDEX).sum())
     assert stats.samples_without_trainable_tokens == sum(
         1 for m, t in zip(kept_masks, targets, strict=True) if m and t == 0
     )
@@ -389,7 +399,7 @@ def test_plan_pieces_cover_exactly_the_kept_tokens(
         lengths = data.draw(st.lists(st.integers(min_value=0, max_value=40), max_size=30))
     docs = reference_documents(lengths, capacity, overflow)
     before = list(lengths)
-    layout = packing.plan(lengths, capacity, strategy, overflow)
+    layout = packing.plan(lengths, capacity, strategy=strategy, overflow=overflow)
     assert lengths == before
     starts = layout.block_starts.tolist()
     assert starts[0] == 0 and starts[-1] == len(layout.piece_length)
@@ -462,7 +472,7 @@ def test_fast_strategy_equals_the_reference_on_larger_inputs(strategy: str) -> N
             assert blocks.tolist() == reference.REFERENCES[strategy](lengths.tolist(), capacity)
         with_overflow = rng.integers(0, 2 * capacity, size=600)  # empty and over-long sequences too
         for lengths in (uniform, few_lengths, with_overflow):
-            layout = packing.plan(lengths, capacity, strategy)
+            layout = packing.plan(lengths, capacity, strategy=strategy)
             assert [[p.sequence for p in pieces] for pieces in layout.blocks()] == reference_blocks(
                 strategy, lengths.tolist(), capacity
             )
@@ -475,7 +485,7 @@ def test_plan_groups_documents_as_the_reference_assigns_them(strategy: str, capa
     # lengths 1..capacity take the path where every sequence is one document; 0 and over-long ones the other
     top = data.draw(st.sampled_from([capacity, 2 * capacity]))
     lengths = data.draw(st.lists(st.integers(min_value=0 if top > capacity else 1, max_value=top), max_size=25))
-    layout = packing.plan(lengths, capacity, strategy)
+    layout = packing.plan(lengths, capacity, strategy=strategy)
     assert [[p.sequence for p in pieces] for pieces in layout.blocks()] == reference_blocks(strategy, lengths, capacity)
 
 
@@ -487,9 +497,9 @@ def test_blocks_are_numbered_by_opening_and_hold_documents_in_placement_order(
     strategy: str, overflow: str, capacity: int, data: st.DataObject
 ) -> None:
     lengths = data.draw(st.lists(st.integers(min_value=0, max_value=2 * capacity), max_size=8))
-    blocks = packing.plan(lengths, capacity, strategy, overflow).blocks()
+    blocks = packing.plan(lengths, capacity, strategy=strategy, overflow=overflow).blocks()
 
-    order = packing.STRATEGIES[strategy].order
+    order = packing.strategies.STRATEGIES[strategy].order
     docs = reference_documents(lengths, capacity, overflow)
     # first_fit_shuffle places documents in the order of a permutation drawn from its seed (0 by default)
     shuffled = np.random.default_rng(0).permutation(len(docs)).tolist()
@@ -517,6 +527,6 @@ def test_blocks_are_numbered_by_opening_and_hold_documents_in_placement_order(
     cap=st.one_of(st.none(), st.integers(min_value=1, max_value=4)),
 )
 def test_spfhp_makes_the_packs_of_the_published_algorithm(lengths: list[int], capacity: int, cap: int | None) -> None:
-    layout = packing.plan(lengths, capacity, "spfhp", max_sequences_per_block=cap)
+    layout = packing.plan(lengths, capacity, strategy="spfhp", max_sequences_per_block=cap)
     packs = [[p.length for p in block] for block in layout.blocks()]
     assert sorted(packs, key=lambda p: (-sum(p), p)) == reference.shortest_pack_first(lengths, capacity, cap)

@@ -27,7 +27,7 @@ TRL_OVERFLOW = {"bfd": "truncate", "bfd_split": "split"}
 
 
 def our_blocks(lengths: list[int], capacity: int, overflow: str, tie_break: str) -> list[list[tuple[int, int, int]]]:
-    layout = packing.plan(lengths, capacity, "bfd", overflow, tie_break=tie_break)  # type: ignore[arg-type]
+    layout = packing.plan(lengths, capacity, strategy="bfd", overflow=overflow, tie_break=tie_break)  # type: ignore[arg-type]
     return [[(p.sequence, p.start, p.length) for p in block] for block in layout.blocks()]
 
 
@@ -56,7 +56,7 @@ def test_trls_map_batches_are_windows() -> None:
     """TRL packs each map batch (1,000 rows) on its own: ``window=1000`` with ``oldest`` gives its blocks."""
     rng = np.random.default_rng(3)
     lengths = [int(n) for n in rng.integers(1, 30, size=2_345)]
-    plan = packing.plan(lengths, 32, "bfd", tie_break="oldest", window=1000)
+    plan = packing.plan(lengths, 32, strategy="bfd", tie_break="oldest", window=1000)
     ours = [[(p.sequence, p.start, p.length) for p in block] for block in plan.blocks()]
     assert ours == trl_blocks(lengths, 32)
 
@@ -115,7 +115,7 @@ def test_only_bfd_takes_it() -> None:
     """Checked once, in the recipe: a strategy without ties to break refuses it, a wrong value is named."""
     assert "tie_break" in STRATEGIES["bfd"].options
     with pytest.raises(packing.SettingError, match="tie_break: expected no value with strategy 'ffd'"):
-        packing.plan([1, 2], 4, "ffd", tie_break="oldest")
+        packing.plan([1, 2], 4, strategy="ffd", tie_break="oldest")
     with pytest.raises(packing.SettingError, match="tie_break: expected one of"):
         packing.Recipe(4, tie_break="first")  # type: ignore[arg-type]
     assert packing.Recipe(4, tie_break="oldest").describe() == "max_seq_length=4, tie_break=oldest"

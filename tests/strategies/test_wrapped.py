@@ -12,12 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
+import packing.core
+import packing.layouts
+import packing.strategies
 from packing.cli import main
 from packing.strategies.registry import STRATEGIES, WRAPPED_WARNING
 from tests.helpers.trl_packing import trl_blocks
 
 datasets.disable_progress_bars()
-IGNORE = packing.IGNORE_INDEX
+IGNORE = packing.core.IGNORE_INDEX
 
 
 @settings(max_examples=80, deadline=None)
@@ -25,7 +28,7 @@ IGNORE = packing.IGNORE_INDEX
 def test_with_overflow_split_it_is_trls_wrapped(lengths: list[int], capacity: int) -> None:
     """The same tokens in the same blocks as TRL's own ``pack_dataset(strategy="wrapped")``, the last block short
     (compared as runs of one sequence: a sequence split by ``overflow`` is two adjacent pieces of the plan)."""
-    layout = packing.plan(lengths, capacity, "wrapped", "split")
+    layout = packing.plan(lengths, capacity, strategy="wrapped", overflow="split")
     ours = [runs([(p.sequence, p.start, p.length) for p in block]) for block in layout.blocks()]
     assert ours == trl_blocks(lengths, capacity, "wrapped")
 
@@ -52,8 +55,8 @@ def test_each_block_is_one_run(lengths: list[int], capacity: int, overflow: str)
     the block's first token and in padding, ``seq_lengths`` the block's length, attention causal over the whole run;
     the statistics count one target fewer per block."""
     rows = [[(i * 31 + k) % 97 + 1 for k in range(n)] for i, n in enumerate(lengths)]
-    wrapped = packing.pack(rows, capacity, "wrapped", overflow, loss="all")  # type: ignore[arg-type]
-    split = packing.pack(rows, capacity, "split", overflow, loss="all")  # type: ignore[arg-type]
+    wrapped = packing.pack(rows, capacity, strategy="wrapped", overflow=overflow, loss="all")  # type: ignore[arg-type]
+    split = packing.pack(rows, capacity, strategy="split", overflow=overflow, loss="all")  # type: ignore[arg-type]
     assert wrapped.plan.blocks() == split.plan.blocks()
     assert np.array_equal(wrapped.input_ids, split.input_ids)
     ramp = np.arange(capacity)
@@ -74,8 +77,8 @@ def test_the_auditor_finds_what_it_is_warned_with() -> None:
     output gets the same), this project's layout ``inconsistent_boundaries`` (``sequence_ids`` name several
     samples in one document); the lengths of ``torchtune`` and ``megatron`` say one document per block, and
     nothing in those files says otherwise (the auditing guide says so)."""
-    batch = packing.pack([[1, 2], [3, 4, 5], [6], [7, 8, 9, 10, 11]], 4, "wrapped", "split")
-    found = {layout: packing.audit(packing.export(batch, layout)).counts() for layout in packing.EXPORT_FORMATS}
+    batch = packing.pack([[1, 2], [3, 4, 5], [6], [7, 8, 9, 10, 11]], 4, strategy="wrapped", overflow="split")
+    found = {layout: packing.audit(packing.export(batch, layout)).counts() for layout in packing.layouts.LAYOUTS}
     assert found == {
         "packing": {"inconsistent_boundaries": 3},
         "trl": {"no_document_boundaries": 3},

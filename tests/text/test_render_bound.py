@@ -19,8 +19,8 @@ import pytest
 
 from packing.errors import SampleError
 from packing.text.chats import render_marked
-from packing.text.rows import encode_rows
 from packing.text.templates import has_generation_markers, render
+from packing.text.text_rows import encode_rows
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")

@@ -26,7 +26,7 @@ import packing
 from packing.core.forms import is_text_row, text_forms
 from packing.errors import SampleError, SettingError
 from packing.text.encoding import encode_texts, spans_mask
-from packing.text.rows import decode_documents, encode_rows
+from packing.text.text_rows import decode_documents, encode_rows
 from packing.text.tokenizers import ByteTokenizer, load_tokenizer
 
 pytest.importorskip("tokenizers")

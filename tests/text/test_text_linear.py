@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from packing.errors import SampleError
 from packing.text.chats import MAX_PREFIX_TURNS, _prefix_spans, chat_spans, turn_bounds
-from packing.text.rows import encode_rows
+from packing.text.text_rows import encode_rows
 from packing.text.tokenizers import ByteTokenizer
 
 pytest.importorskip("tokenizers")

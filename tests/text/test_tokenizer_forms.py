@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 
 import packing
+import packing.core
+import packing.text
 from packing import Recipe
 from packing.errors import SampleError, SettingError
-from packing.text.rows import encode_rows
+from packing.text.text_rows import encode_rows
 from packing.text.tokenizers import load_tokenizer, tiktoken_tokenizer
 
 pytest.importorskip("tokenizers")
@@ -81,7 +83,7 @@ def test_chat_template_as_text_or_file_for_any_tokenizer(tiktoken_file: Path, tm
         tokens, mask, _ = encode_rows([{"messages": chat}], tokenizer)
         assert tokenizer.decode(tokens[mask == 1].tolist()) == "hello world<|im_end|>\n"
     recipe = Recipe(64, tokenizer=str(tiktoken_file), chat_template=str(template_file))
-    assert packing.prepare(recipe).tokenizer.chat_template == CHATML
+    assert packing.text.prepare(recipe).tokenizer.chat_template == CHATML
     with pytest.raises(SettingError, match=r"^tokenizer: expected a tokenizer with a chat template"):
         encode_rows([{"messages": chat}], str(tiktoken_file))
     with pytest.raises(SettingError, match=r"^chat_template: expected a Jinja template that compiles"):

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
+import packing.core
 from packing.errors import PackingError, SampleError, SettingError
 from packing.torch import PackedDataset, collate, collate_fixed
 
@@ -60,7 +61,7 @@ def test_blocks_collate_as_their_documents_do(rows: list[dict[str, Any]], capaci
         return
     if total == 0:  # a block's collate: an empty step, padding alone, which trains nothing
         empty = collate(rows, capacity, return_tensors="np", loss_weights="token")
-        assert empty["input_ids"].shape == (1, 1) and empty["labels"].tolist() == [[packing.IGNORE_INDEX]]
+        assert empty["input_ids"].shape == (1, 1) and empty["labels"].tolist() == [[packing.core.IGNORE_INDEX]]
         assert empty["loss_weights"].tolist() == [[0.0]]
         return
     if capacity is not None and total > capacity:

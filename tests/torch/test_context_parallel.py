@@ -118,7 +118,7 @@ def test_the_option_is_checked_and_refused_where_it_cannot_apply() -> None:
     with pytest.raises(packing.SettingError, match=r"^max_seq_length: expected a multiple of 8"):
         packing.Recipe(100, context_parallel_size=4)
     with pytest.raises(packing.SettingError, match=r"^context_parallel_size: expected 1 with strategy 'split'"):
-        packing.plan([3, 4], 8, "split", context_parallel_size=2)
+        packing.plan([3, 4], 8, strategy="split", context_parallel_size=2)
     with pytest.raises(packing.SettingError, match=r"^tensor_parallel_size: expected 1 with strategy 'wrapped'"):
         packing.Recipe(8, strategy="wrapped", tensor_parallel_size=2)
     with pytest.raises(packing.SettingError, match=r"^context_parallel_size: expected an integer >= 1, got 0"):
@@ -141,7 +141,7 @@ def test_the_option_is_checked_and_refused_where_it_cannot_apply() -> None:
 )
 def test_the_planner_counts_the_padding(lengths: list[int], cp: int, strategy: str, overflow: str) -> None:
     multiple = 2 * cp if cp > 1 else 1
-    layout = packing.plan(lengths, 64, strategy, overflow, context_parallel_size=cp, time_limit=None)
+    layout = packing.plan(lengths, 64, strategy=strategy, overflow=overflow, context_parallel_size=cp, time_limit=None)
     padded = packing.core.thd.padded_lengths(layout.piece_length, multiple)
     assert np.add.reduceat(padded, layout.block_starts[:-1]).max(initial=0) <= 64
     assert layout.document_multiple == multiple

@@ -18,6 +18,9 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 
 import packing  # noqa: E402
+import packing.errors  # noqa: E402
+import packing.planning  # noqa: E402
+import packing.weighting  # noqa: E402
 from packing.torch import PackingSampler, StepDataset, collate  # noqa: E402
 from packing.torch.schedule import Schedule  # noqa: E402
 
@@ -221,7 +224,7 @@ def test_a_foreign_state_is_refused_naming_what_differs(change: dict[str, Any], 
     saved = PackingSampler(**base, trained_tokens=[0] * 12)
     next(iter(saved))
     other = PackingSampler(**{**base, **change})
-    with pytest.raises(packing.StateMismatch) as caught:
+    with pytest.raises(packing.errors.StateMismatch) as caught:
         other.load_state_dict(saved.state_dict())
     message = str(caught.value)
     assert caught.value.what == what and "\n" not in message and len(message) < 240
@@ -231,10 +234,11 @@ def test_a_foreign_state_is_refused_naming_what_differs(change: dict[str, Any], 
 
 def test_the_recipe_difference_is_named() -> None:
     saved = PackingSampler([5, 3, 7, 2], 16, seed=1).state_dict()
-    with pytest.raises(packing.StateMismatch, match=r"got other recipe \(max_seq_length=16\)$"):
+    with pytest.raises(packing.errors.StateMismatch, match=r"got other recipe \(max_seq_length=16\)$"):
         PackingSampler([5, 3, 7, 2], 32, seed=1).load_state_dict(saved)
     with pytest.raises(
-        packing.StateMismatch, match=r"expected the same recipe \(max_seq_length=16\), got other recipe \(seed=1\)$"
+        packing.errors.StateMismatch,
+        match=r"expected the same recipe \(max_seq_length=16\), got other recipe \(seed=1\)$",
     ):
         PackingSampler([5, 3, 7, 2], 16).load_state_dict(saved)
 
@@ -300,7 +304,7 @@ def test_stats_count_the_trained_tokens() -> None:
 
 def test_balance_per_component_with_a_model_cost() -> None:
     config = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8, "intermediate_size": 512}
-    cost = packing.ModelCost.from_config(config)
+    cost = packing.planning.ModelCost.from_config(config)
     lengths = lengths_of(11, 3_000, 4096)
     sampler = PackingSampler(lengths, 4096, num_replicas=4, rank=0, cost=cost, seed=0)
     balance = sampler.balance_stats

@@ -20,6 +20,10 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 
 import packing  # noqa: E402
+import packing.core  # noqa: E402
+import packing.layouts  # noqa: E402
+import packing.strategies  # noqa: E402
+import packing.weighting  # noqa: E402
 from packing.torch import (  # noqa: E402
     PackedDataset,
     PackingSampler,
@@ -55,9 +59,9 @@ def epoch_blocks_needed(lengths: list[int], max_seq_length: int, strategy: Any, 
     """The blocks of the plan the sampler makes for this epoch (its order drawn from ``(seed, epoch)``)."""
     rng = np.random.default_rng([seed, epoch])
     order = rng.permutation(len(lengths))
-    reads_seed = "seed" in packing.STRATEGIES[strategy].options
+    reads_seed = "seed" in packing.strategies.STRATEGIES[strategy].options
     plan_seed = int(rng.integers(2**31)) if reads_seed else None
-    return packing.plan(np.array(lengths)[order], max_seq_length, strategy, seed=plan_seed).num_blocks
+    return packing.plan(np.array(lengths)[order], max_seq_length, strategy=strategy, seed=plan_seed).num_blocks
 
 
 # ---------------------------------------------------------------- the sampler
@@ -129,7 +133,7 @@ def test_fewer_samples_than_ranks_give_the_rest_an_empty_step(balance: bool) -> 
     rows = [[1] * 5, [], [2] * 6, [3] * 7]
     for sampler, block in zip(ranks, blocks, strict=True):
         batch = sampler.collate([rows[i] for i in block])
-        assert (batch["labels"] != packing.IGNORE_INDEX).any() == (sum(lengths[i] for i in block) > 0)
+        assert (batch["labels"] != packing.core.IGNORE_INDEX).any() == (sum(lengths[i] for i in block) > 0)
 
 
 def test_nothing_to_train_is_refused() -> None:

@@ -11,6 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import packing  # noqa: E402
+import packing.core  # noqa: E402
+import packing.errors  # noqa: E402
 import packing.torch as pt  # noqa: E402
 from packing import SettingError  # noqa: E402
 from packing.core.units import Units  # noqa: E402
@@ -156,7 +158,7 @@ def test_the_sampler_resumes_units_exactly() -> None:
     resumed.load_state_dict(first.state_dict())
     assert consumed + list(resumed) == whole
     other = pt.PackingSampler(samples, 256, seed=3)  # another layout: other lengths, other plan
-    with pytest.raises(packing.StateMismatch):
+    with pytest.raises(packing.errors.StateMismatch):
         other.load_state_dict(first.state_dict())
 
 

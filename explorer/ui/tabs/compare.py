@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 import packing
+import packing.strategies
 from explorer.core import runs as compute
 from explorer.core.context import Context
 from explorer.core.model import grammar_count
@@ -87,7 +88,7 @@ def render(ctx: Context) -> None:
         st.markdown(
             "\n".join(
                 f"- **{info.title}** — `{name}`, {info.complexity}. {info.description}"
-                for name, info in packing.STRATEGIES.items()
+                for name, info in packing.strategies.STRATEGIES.items()
             )
         )
     whole = [row for row in rows if row.stats is not None and row.contender.window is None]
@@ -96,7 +97,7 @@ def render(ctx: Context) -> None:
             "Pairs and groups: the table plans each unit's length in the chosen layout; the library packs units "
             "only with the strategies that keep every unit whole, drawn below."
         )
-        whole = [row for row in whole if not packing.STRATEGIES[row.contender.strategy].splits_sequences]
+        whole = [row for row in whole if not packing.strategies.STRATEGIES[row.contender.strategy].splits_sequences]
     _mini_heatmaps(
         ctx,
         [row.contender.strategy for row in whole],

@@ -36,7 +36,7 @@ def _documents(tokenizer: Any, layout: packing.PackingPlan, samples: packing.Sam
     the rows, resolved once with the data)."""
     st.download_button(
         "Download decoded documents (JSON lines)",
-        lambda: export.documents_jsonl(packing.materialize(layout, samples, pad), tokenizer),
+        lambda: export.documents_jsonl(packing.materialize(layout, samples, pad_token_id=pad), tokenizer),
         "documents.jsonl",
         "application/jsonl",
         on_click="ignore",
@@ -76,14 +76,14 @@ def render(ctx: Context) -> None:
             buttons = st.container(horizontal=True, wrap=True)  # each button as wide as its label
             buttons.download_button(
                 "Download JSON lines",
-                lambda: export.jsonl_bytes(packing.materialize(layout, samples, pad)),
+                lambda: export.jsonl_bytes(packing.materialize(layout, samples, pad_token_id=pad)),
                 "packed.jsonl",
                 "application/jsonl",
                 on_click="ignore",
             )
             buttons.download_button(
                 "Download Parquet",
-                lambda: export.parquet_bytes(packing.materialize(layout, samples, pad)),
+                lambda: export.parquet_bytes(packing.materialize(layout, samples, pad_token_id=pad)),
                 "packed.parquet",
                 "application/vnd.apache.parquet",
                 on_click="ignore",

@@ -7,6 +7,7 @@ import numpy as np
 import streamlit as st
 
 import packing
+import packing.strategies
 from explorer.core import practice
 from explorer.core.context import Context
 from explorer.core.parsing import InputError, parse_blocks
@@ -30,7 +31,7 @@ def render(ctx: Context) -> None:
     )
     right.button("New problem", on_click=_new_problem)
     problem = practice.new_problem(int(number))
-    info = packing.STRATEGIES[problem.strategy]
+    info = packing.strategies.STRATEGIES[problem.strategy]
     st.markdown(
         f"Pack these sequences into blocks of **{problem.max_seq_length}** tokens with **{info.title}** — "
         f"`{problem.strategy}`: {info.description} A line `a b | c d` is a prompt/completion pair: loss on the "

@@ -8,6 +8,7 @@ import numpy as np
 import streamlit as st
 
 import packing
+import packing.batches
 from explorer.core import runs as compute
 from explorer.core.context import Context
 from explorer.core.model import grammar_count
@@ -30,7 +31,7 @@ FIRST_TEXT_WIDTH = 16
 ones after them, where it does not push the drawing out of sight."""
 
 
-def _metrics(ctx: Context, layout: packing.PackingPlan) -> packing.TrainableCounts:
+def _metrics(ctx: Context, layout: packing.PackingPlan) -> packing.batches.TrainableCounts:
     s = ctx.recipe
     assert ctx.source is not None
     bounds = cache.bounds(ctx.source, s)

@@ -6,6 +6,7 @@ import numpy as np
 import streamlit as st
 
 import packing
+import packing.strategies
 from explorer.core import runs as compute
 from explorer.core.context import Context
 from explorer.core.model import grammar_count
@@ -42,19 +43,19 @@ def render(ctx: Context) -> None:
     if not steps:
         st.info("Nothing to place: every sequence is empty or was dropped.")
         return
-    info = packing.STRATEGIES[s.strategy]
+    info = packing.strategies.STRATEGIES[s.strategy]
     st.caption(f"{info.title} replayed one sequence at a time: move the slider to see where each one goes, and why.")
     _step(ctx, steps)
 
 
 @st.fragment
-def _step(ctx: Context, steps: list[packing.Step]) -> None:
+def _step(ctx: Context, steps: list[packing.strategies.Step]) -> None:
     """The chosen step: a fragment, so that moving the slider reruns this part only."""
     with guard("Step through"):
         _draw(ctx, steps)
 
 
-def _draw(ctx: Context, steps: list[packing.Step]) -> None:
+def _draw(ctx: Context, steps: list[packing.strategies.Step]) -> None:
     s = ctx.recipe
     key = f"step_slider_{s.max_seq_length}_{s.strategy}_{s.overflow}"
     number = 1 if len(steps) == 1 else st.slider("Step", 1, len(steps), key=key, persist_state="session")

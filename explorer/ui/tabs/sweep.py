@@ -7,6 +7,8 @@ from typing import Any
 import streamlit as st
 
 import packing
+import packing.core
+import packing.strategies
 from explorer.core.context import Context
 from explorer.core.formatting import percent
 from explorer.core.model import MAX_PIECES, plan_problem
@@ -43,8 +45,8 @@ def best_setting(rows: list[dict[str, Any]]) -> str:
             f"Best without losing a token: {best['strategy']} at max_seq_length {best['max_seq_length']:,} "
             f"({percent(best['efficiency'])} efficiency)."
         )
-        kept = [r for r in whole if not packing.STRATEGIES[r["strategy"]].splits_sequences]
-        if packing.STRATEGIES[best["strategy"]].splits_sequences and kept:
+        kept = [r for r in whole if not packing.strategies.STRATEGIES[r["strategy"]].splits_sequences]
+        if packing.strategies.STRATEGIES[best["strategy"]].splits_sequences and kept:
             other = max(kept, key=lambda r: (r["efficiency"], -r["max_seq_length"]))
             sentence += (
                 f" Keeping every sequence whole: {other['strategy']} at max_seq_length "
@@ -67,11 +69,13 @@ def render(ctx: Context) -> None:
         f"(overflow '{s.overflow}'). Efficiency = real tokens / (blocks × max_seq_length); it counts only the tokens "
         "that were kept, so read it next to the tokens lost."
     )
-    default_strategies = [n for n, strategy in packing.STRATEGIES.items() if not strategy.is_search]
+    default_strategies = [n for n, strategy in packing.strategies.STRATEGIES.items() if not strategy.is_search]
     st.session_state.setdefault("sweep_strategies", default_strategies)
     sizes_key = f"sweep_sizes_{s.max_seq_length}"
     st.session_state.setdefault(sizes_key, _default_sizes(s.max_seq_length))
-    names = st.multiselect("Strategies", list(packing.STRATEGIES), key="sweep_strategies", persist_state="session")
+    names = st.multiselect(
+        "Strategies", list(packing.strategies.STRATEGIES), key="sweep_strategies", persist_state="session"
+    )
     text = st.text_input("max_seq_length values", key=sizes_key, persist_state="session")
     try:
         sizes = sorted(set(parse_ids(text, "max_seq_length values")))
@@ -97,7 +101,7 @@ def render(ctx: Context) -> None:
         sizes = [v for v in sizes if v not in expanding]
     if not sizes:
         return
-    searches = [n for n in names if packing.STRATEGIES[n].is_search]
+    searches = [n for n in names if packing.strategies.STRATEGIES[n].is_search]
     searching = f"; {', '.join(searches)} searches up to {PAGE_TIME_LIMIT} s at each size" if searches else ""
     with st.spinner(
         f"Planning with {len(names)} strategies at {len(sizes)} sizes{searching} (in a worker process)…", show_time=True

@@ -39,6 +39,8 @@ share the chunks, with the one process's result.
 >>> tokens, mask, offsets = encode_rows([{"prompt": "Hi", "completion": "yo"}], tokenizer)
 >>> tokens.tolist(), mask.tolist(), offsets.tolist()
 ([72, 105, 121, 111, 256], [0, 0, 1, 1, 1], [0, 5])
+
+Internal: the public names are in ``packing`` and ``packing.text``.
 """
 
 from __future__ import annotations
@@ -302,7 +304,7 @@ def encode_rows(
     :class:`SettingError` (the tokenizer). O(characters), one template rendering per chat (see
     :func:`chat_spans`).
 
-    >>> from packing import ByteTokenizer
+    >>> from packing.text import ByteTokenizer
     >>> chat = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
     >>> tokens, mask, offsets = encode_rows([{"messages": chat}], "bytes")
     >>> ByteTokenizer().decode(tokens[mask == 1])

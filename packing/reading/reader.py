@@ -35,6 +35,8 @@ column by column, without a Python loop per row, and reports a bad row exactly a
 >>> s = read_rows([{"input_ids": [7, 8, 9], "labels": [-100, 8, 9]}])
 >>> s.loss_mask.tolist(), s.labels
 ([0, 1, 1], None)
+
+Internal: the public names are in ``packing`` and ``packing.reading``.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from packing.core.samples import Int64Array
 from packing.core.units import KINDS, UnitKind, Units
 from packing.core.validation import INT64_MAX, check_flag, has_bools, integer_words, is_integer
 from packing.errors import NeedsTokenizer, SampleError, SettingError, UnitError
-from packing.text.rows import encode_rows
+from packing.text.text_rows import encode_rows
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     pass
@@ -437,7 +439,7 @@ def read_rows(
     All rows have tokens, or all have lengths only. A ``Samples`` is returned as it is.
     With a ``tokenizer`` (anything ``packing.load_tokenizer`` takes), text rows (``text``,
     ``messages``, ``prompt``/``completion`` as strings or messages) are tokenized with their
-    chat template and masks (``packing.text.rows``) by ``num_proc`` processes (default one);
+    chat template and masks (``packing.text.text_rows``) by ``num_proc`` processes (default one);
     ``progress(done, total)`` follows them. ``loss_rules`` (:class:`packing.core.loss.LossRules`,
     ``Recipe.loss_rules``) say what is trained, else ``completion_only_loss`` does. Preference pairs and
     completion groups (:func:`read_unit_rows`) are laid out as ``share_prompt`` says (the prompt once, or once
@@ -455,7 +457,7 @@ def read_rows(
         return rows
     completion_only = LossRules.of(loss_rules, check_flag(completion_only_loss, "completion_only_loss")).masks_anything
     if tokenizer is not None:
-        from packing.reading.rows import read_text_rows
+        from packing.reading.reader import read_text_rows
         from packing.text.tokenizers import load_tokenizer
 
         text_rows = read_text_rows(
@@ -545,7 +547,7 @@ def read_text_rows(
     share_prompt: bool = False,
 ) -> Samples:
     """Rows of any form as one :class:`~packing.core.samples.Samples`: text rows tokenized (:func:`encode_rows`),
-    every other row read by :func:`packing.reading.rows.read_rows`; errors number rows from 0 in the input order.
+    every other row read by :func:`packing.reading.reader.read_rows`; errors number rows from 0 in the input order.
     ``loss_rules`` and ``num_proc`` as :func:`encode_rows` takes them; pairs and groups of text are tokenized by
     :func:`packing.text.units.encode_units` and laid out as ``share_prompt`` says. O(characters + tokens).
 
@@ -554,7 +556,7 @@ def read_text_rows(
     ([104, 105, 256, 7, 8, 97, 98, 256], [1, 1, 1, 1, 1, 0, 1, 1], [3, 2, 3])
     """
     from packing.core.samples import Samples
-    from packing.reading.rows import read_rows
+    from packing.reading.reader import read_rows
 
     row_list = list(rows)
     units = [index for index, row in enumerate(row_list) if unit_kind(row) is not None and is_text_row(row)]

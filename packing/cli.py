@@ -468,10 +468,17 @@ def _read_input(args: argparse.Namespace, progress: Progress | None = None, mess
     return read_dataset(_input(args), args.format, progress=report, recipe=_recipe(args))
 
 
-def _warn(dataset: FileSamples) -> None:
-    """The dataset's notes (``FileSamples.notes``: files that look packed) as warnings on stderr."""
+def _warn(dataset: FileSamples, recipe: Recipe, quiet: bool = False) -> None:
+    """The dataset's notes (``FileSamples.notes``: files that look packed) as warnings on stderr, and a note when
+    ``--share-prompt`` finds nothing to share (harmless, as at every door: plain rows have no prompt to store
+    once)."""
     for note in dataset.notes:
         print(f"packing: warning: {note}", file=sys.stderr, flush=True)
+    if recipe.share_prompt and dataset.samples.units is None and not quiet:
+        print(f"packing: note: {SHARE_PROMPT_UNUSED.format(source=dataset.source)}", file=sys.stderr, flush=True)
+
+
+SHARE_PROMPT_UNUSED = "--share-prompt changes nothing: {source} holds no preference pair or completion group"
 
 
 def _refuse_reading_the_output(args: argparse.Namespace, output: Path) -> None:
@@ -637,7 +644,7 @@ def _run_pack(args: argparse.Namespace) -> int:
     with exclusive(output):
         with progress.stage("read", message):
             dataset = _read_input(args, progress, message)
-        _warn(dataset)
+        _warn(dataset, recipe, args.quiet)
         with progress.stage("pack", f"packing {len(dataset.lengths):,} sequences with {recipe.strategy}"):
             batch = _pack_batch(recipe, dataset, not args.no_shuffle)
         with progress.stage("write", f"writing {batch.num_blocks:,} blocks to {output}"):
@@ -703,7 +710,7 @@ def _run_compare(args: argparse.Namespace) -> int:
     recipe = _recipe(args)
     time_limit = None if args.time_limit is None else check_time_limit(args.time_limit)  # the recipe's rule
     dataset = _read_input(args)
-    _warn(dataset)
+    _warn(dataset, recipe)
     length, overflow = recipe.max_seq_length, recipe.overflow
     lengths, contenders, planned, note = dataset.lengths, args.strategies, overflow, ""
     if dataset.samples.units is not None:  # pairs and groups: whole units, fitted as pack fits them, never split

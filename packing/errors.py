@@ -53,6 +53,9 @@ def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
     "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…"
     >>> quote([1, 2, 3])
     '[1, 2, 3]'
+    >>> import numpy as np
+    >>> quote(np.zeros((2, 2), dtype=int))  # one line, whatever the repr
+    'array([[0, 0], [0, 0]])'
     """
     if isinstance(value, (str, bytes)) and len(value) > limit:
         value = value[: limit + 1]
@@ -62,6 +65,8 @@ def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
         text = repr(value)
     except RecursionError:
         text = f"<deeply nested {type(value).__name__}>"
+    if "\n" in text:  # a multi-line repr (a numpy array's, a tensor's): one line
+        text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

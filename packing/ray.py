@@ -504,6 +504,27 @@ def _materialize_batch(
 # ---------------------------------------------------------------------------------------------
 
 
+def _indexed(ds: ray.data.Dataset) -> tuple[Any, list[str]]:
+    """``ds`` with every row's id (``_UID``), materialized, and its column names; a column whose rows hold values
+    of different types (a pair's ``chosen`` ids in one row, text in another), which Ray cannot merge, refused by
+    name. O(rows) on the cluster."""
+    import re
+
+    import pyarrow as pa
+    from ray.data.expressions import monotonically_increasing_id
+
+    try:
+        indexed = ds.with_column(_UID, monotonically_increasing_id()).materialize()
+        schema = indexed.schema()
+        return indexed, list(schema.names) if schema is not None else []
+    except (pa.ArrowTypeError, pa.ArrowInvalid) as error:
+        found = re.search(r"Field (\w+) has incompatible types", str(error))
+        column = repr(found.group(1)) if found else "a column"
+        raise SettingError(
+            "ds", f"{column} of one type in every row (Ray merges the rows' columns)", "<mixed types>"
+        ) from None
+
+
 def pack_dataset(
     ds: ray.data.Dataset,
     max_seq_length: int | None = None,
@@ -540,11 +561,7 @@ def pack_dataset(
     check_flag(shuffle, "shuffle")
     check_flag(ordered, "ordered")
     capacity, pad = chosen.max_seq_length, prepare(chosen).pad_id
-    from ray.data.expressions import monotonically_increasing_id
-
-    indexed = ds.with_column(_UID, monotonically_increasing_id()).materialize()
-    schema = indexed.schema()
-    names = list(schema.names) if schema is not None else []
+    indexed, names = _indexed(ds)
     num_rows = indexed.count()
     if num_rows and not any(name in names for name in FIELDS):
         raise SettingError("ds", f"rows the reader reads (a column of {', '.join(FIELDS)})", f"<columns {names}>")

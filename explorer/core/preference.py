@@ -23,6 +23,9 @@ Int64Array = npt.NDArray[np.int64]
 PADDING, PLAIN, PROMPT, CHOSEN, REJECTED = range(5)
 """Role codes of a token (``token_roles``); a group's completion ``k`` (from 1) is ``REJECTED + k``."""
 ROLE_NAMES = ("padding", "plain sequence", "prompt", "chosen", "rejected")
+MAX_COMPLETION_ROLES = 12
+"""A group's completions told apart by role (colour and legend entry): the later ones share the last, so a group
+of 10,000 completions draws a legend of a few lines, not 10,000."""
 
 
 @dataclass(frozen=True)
@@ -94,18 +97,25 @@ def token_roles(batch: packing.PackedBatch) -> Int64Array:
         first = np.full(len(units), np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(first, inverse, completion[row][here])
         number = completion[row][here] - first[inverse]  # 0 for a unit's first completion
-        roles[row][here] = np.where(kind[row][here] == PAIR, CHOSEN + np.minimum(number, 1), REJECTED + 1 + number)
+        later = REJECTED + 1 + np.minimum(number, MAX_COMPLETION_ROLES - 1)  # the last role for the later ones
+        roles[row][here] = np.where(kind[row][here] == PAIR, CHOSEN + np.minimum(number, 1), later)
     return roles
 
 
 def role_names(roles: Int64Array) -> list[str]:
-    """The name of every role code up to the largest in ``roles`` (a group's completions as ``completion k``).
+    """The name of every role code up to the largest in ``roles`` (a group's completions as ``completion k``, the
+    last of ``MAX_COMPLETION_ROLES`` as the later ones too).
 
     >>> role_names(np.array([0, 7]))
     ['padding', 'plain sequence', 'prompt', 'chosen', 'rejected', 'completion 1', 'completion 2', 'completion 3']
+    >>> role_names(np.array([REJECTED + MAX_COMPLETION_ROLES]))[-1]
+    'completion 12 and later'
     """
     largest = int(roles.max()) if roles.size else REJECTED
-    return [*ROLE_NAMES, *(f"completion {k}" for k in range(1, largest - REJECTED + 1))]
+    names = [f"completion {k}" for k in range(1, largest - REJECTED + 1)]
+    if len(names) == MAX_COMPLETION_ROLES:
+        names[-1] += " and later"
+    return [*ROLE_NAMES, *names]
 
 
 @dataclass(frozen=True)

@@ -202,7 +202,7 @@ def check_whole_units(plan: PackingPlan, units: Units) -> None:
     if not bool(whole.all()) or len(plan.lengths) != len(units):
         raise SettingError(
             "plan",
-            "a plan that keeps every pair and group whole (pack them with packing.pack, or plan packing.fit_units' "
+            "a plan that keeps every pair and group whole (pack them with packing.pack, or plan packing.batches.units.fit_units' "
             "samples with its recipe)",
             "<a plan that cuts a unit>",
         )

@@ -16,14 +16,19 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 from packing.core.forms import LABELS, MASK_FIELDS, TOKEN_FIELDS
 
 CELLS: dict[str, Literal["ids", "flags", "integer", "text", "json"]] = {
-    **dict.fromkeys((*TOKEN_FIELDS, LABELS), "ids"),
-    **dict.fromkeys(MASK_FIELDS, "flags"),
+    **dict.fromkeys((*TOKEN_FIELDS, LABELS, "chosen", "rejected"), "ids"),
+    **dict.fromkeys((*MASK_FIELDS, "chosen_mask", "rejected_mask"), "flags"),
     "length": "integer",
     "text": "text",
-    "messages": "json",
+    **dict.fromkeys(("messages", "completions", "completion_masks"), "json"),
 }
 """What a text cell (CSV) of each column holds: a list of ids or of 0/1 flags (``1 2 3`` or ``[1, 2, 3]``), an
-integer, text, or JSON (messages). ``prompt`` and ``completion`` hold text when a tokenizer is given."""
+integer, text, or JSON (messages; a group's completions and their masks, lists of lists). ``prompt``,
+``completion``, ``chosen`` and ``rejected`` hold text when a tokenizer is given."""
+TEXT_CELLS = ("prompt", "completion", "chosen", "rejected")
+"""The columns whose cells are text when a tokenizer is given."""
+JSON_WORDS = {"messages": "a list of messages", "completions": "a list of completions"}
+"""What each JSON column holds, as its errors say (default: a list of masks)."""
 _INTEGER = re.compile(r"[+-]?\d{1,20}")
 _SEPARATORS = re.compile(r"[\s,]+")
 
@@ -38,13 +43,14 @@ def _number(part: str) -> int | str:
 
 def _json_cell(cell: str, index: int, field: str) -> Any:
     """The JSON value a cell holds, scanned for nesting before it is parsed; a SampleError otherwise."""
+    expected = f"JSON text ({JSON_WORDS.get(field, 'a list of masks')})"
     try:
         scan_json(cell.encode("utf-8", "surrogatepass"), field)
         return json.loads(cell)
     except DatasetError as error:
-        raise SampleError(index, field, None, "JSON text (a list of messages)", f"<{error.reason}>") from None
+        raise SampleError(index, field, None, expected, f"<{error.reason}>") from None
     except (ValueError, RecursionError):
-        raise SampleError(index, field, None, "JSON text (a list of messages)", cell) from None
+        raise SampleError(index, field, None, expected, cell) from None
 
 
 def cells_row(cells: Mapping[str, str], index: int = 0, *, text: bool = False) -> dict[str, Any]:
@@ -55,6 +61,8 @@ def cells_row(cells: Mapping[str, str], index: int = 0, *, text: bool = False) -
     {'input_ids': [1, 2, 3], 'prompt': None, 'length': 7}
     >>> cells_row({"prompt": "Hi", "completion": "there"}, text=True)
     {'prompt': 'Hi', 'completion': 'there'}
+    >>> cells_row({"prompt": "1 2", "completions": "[[3], [4, 5]]"})
+    {'prompt': [1, 2], 'completions': [[3], [4, 5]]}
     """
     row: dict[str, Any] = {}
     for column, cell in cells.items():
@@ -64,7 +72,7 @@ def cells_row(cells: Mapping[str, str], index: int = 0, *, text: bool = False) -
             continue
         if not stripped:
             row[column] = None
-        elif kind == "text" or (text and column in ("prompt", "completion")):
+        elif kind == "text" or (text and column in TEXT_CELLS):
             row[column] = cell
         elif kind == "json":
             row[column] = _json_cell(cell, index, column)

@@ -50,7 +50,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.core.arrays import offsets_of, row_at
-from packing.core.forms import is_text_row, is_text_unit, unit_kind
+from packing.core.forms import group_completions, is_message_list, is_text_row, is_text_unit, unit_kind
 from packing.core.loss import LossRules
 from packing.core.samples import Int64Array
 from packing.core.units import KINDS, UnitKind, Units
@@ -139,6 +139,7 @@ def token_array(value: Any, index: int | None, field: str | None) -> TokenArray:
     ...
     packing.errors.SampleError: sample 4, 'prompt', position 1: expected a non-negative integer token id, got True (bool)
     """
+    value = as_numpy(value)  # a tensor's bad item quoted as a number, as a list's
     array = _values(value, index, field, "token id")
     ok = array.dtype.kind == "i" or (array.dtype.kind == "u" and (not array.size or int(array.max()) <= INT64_MAX))
     if not ok or (type(value) is not np.ndarray and has_bools(value)):
@@ -177,13 +178,13 @@ def _dict_form(row: Mapping[str, Any], index: int) -> Literal["input_ids", "prom
     """Which form a dict row has, by its non-null keys; a row with none or two forms is refused."""
     has_ids = _present(row, "input_ids")
     has_pair = _present(row, "prompt") or _present(row, "completion")
+    if (has_ids or has_pair) and unit_kind(row) is not None:
+        raise _UnitRows  # a pair or group with another form's column: the unit reader refuses it by name
     if has_ids and has_pair:
         raise SampleError(index, None, None, "one form, 'input_ids' or 'prompt'/'completion'", "<both>")
     if has_pair:
         for field in ("prompt", "completion"):
             if not _present(row, field):
-                if unit_kind(row) is not None:
-                    raise _UnitRows
                 raise SampleError(index, field, None, "a list of token ids (a prompt needs a completion)", None)
         return "prompt"
     if has_ids:
@@ -279,6 +280,8 @@ def read_row(
             raise SampleError(index, None, None, FORMS, row)
         return "tokens", token_array(row, index, None), None, None
     if is_text_row(row):
+        if unit_kind(row) is not None:
+            raise _UnitRows  # a pair or group of text: the unit reader names its text field
         field = next((name for name in TEXT_FIELDS if _present(row, name)), None) or next(
             (name for name in ("prompt", "completion") if not isinstance(row.get(name), (list, np.ndarray))), "prompt"
         )
@@ -640,6 +643,17 @@ def _completion(index: int, field: str, value: Any, mask_field: str, mask: Any) 
     return tokens, checked
 
 
+def _first_text(row: Mapping[str, Any], kind: UnitKind) -> tuple[str, Any]:
+    """The first part of a text unit that is text (a string or messages), by its field (``completions[i]`` in a
+    group), and that text. O(completions)."""
+    parts = [("prompt", row.get("prompt"))]
+    if kind == "group":
+        parts += [(f"completions[{i}]", part) for i, part in enumerate(row["completions"])]
+    else:
+        parts += [(field, row.get(field)) for field in ("chosen", "rejected")]
+    return next((field, part) for field, part in parts if isinstance(part, str) or is_message_list(part))
+
+
 def read_unit_row(row: Mapping[str, Any], index: int = 0) -> UnitRow:
     """A pair or group row checked (see the module). O(tokens).
 
@@ -657,8 +671,8 @@ def read_unit_row(row: Mapping[str, Any], index: int = 0) -> UnitRow:
     kind = unit_kind(row)
     assert kind is not None  # callers read only units here
     if is_text_unit(row):
-        field = next(name for name in ("prompt", "chosen", "rejected", "completions") if _present(row, name))
-        raise NeedsTokenizer(index, field, row[field])
+        field, text = _first_text(row, kind)
+        raise NeedsTokenizer(index, field, text)
     own = "completions" if kind == "group" else "chosen"
     for other in ("input_ids", "completion", "length", *MASK_FIELDS, LABELS, *TEXT_FIELDS):
         if _present(row, other):
@@ -682,11 +696,7 @@ def read_unit_row(row: Mapping[str, Any], index: int = 0) -> UnitRow:
             completions.append(tokens)
             masks.append(mask)
         return UnitRow(kind, prompt, completions, masks)
-    items = as_numpy(row["completions"])
-    if isinstance(items, np.ndarray) and items.ndim == 2:
-        items = list(items)
-    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, (Sequence, np.ndarray)) or not len(items):
-        raise UnitError.no_completions(index, items if isinstance(items, (str, bytes, Mapping)) else "<no completions>")
+    items = group_completions(as_numpy(row["completions"]), index)
     given = row.get("completion_masks")
     if given is not None and (not isinstance(given, (Sequence, np.ndarray)) or len(given) != len(items)):
         raise SampleError(index, "completion_masks", None, f"{len(items)} masks (one per completion)", given)

@@ -25,10 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from packing.core.forms import is_message_list, unit_kind
+from packing.core.forms import group_completions, is_message_list, unit_kind
 from packing.core.loss import LossRules
 from packing.errors import SampleError, UnitError
 from packing.text.text_rows import encode_rows
+
+TEXT_PROMPT = "text or messages, as the unit's other parts are (token ids in every part, or text in every part)"
 
 
 def _parts(row: Mapping[str, Any], index: int) -> tuple[str, Any, list[tuple[str, Any]]]:
@@ -42,11 +44,11 @@ def _parts(row: Mapping[str, Any], index: int) -> tuple[str, Any, list[tuple[str
     if kind == "pair":
         fields = [("chosen", row.get("chosen")), ("rejected", row.get("rejected"))]
     else:
-        items = row["completions"]
-        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence) or not items:
-            raise UnitError.no_completions(index, items if isinstance(items, (str, Mapping)) else "<no completions>")
+        items = group_completions(row["completions"], index)
         fields = [(f"completions[{position}]", item) for position, item in enumerate(items)]
     text = isinstance(prompt, str)
+    if not text and not is_message_list(prompt):  # token ids among text parts: the unit is one or the other
+        raise SampleError(index, "prompt", None, TEXT_PROMPT, prompt)
     for field, value in fields:
         if value is None:
             raise UnitError.missing(index, field, kind)

@@ -136,6 +136,7 @@ def collate(
     loss_weights: LossMode | None = None,
     totals: LossTotals | float | None = None,
     mask_dtype: torch.dtype = torch.float32,
+    _units: bool = False,
     **options: Unpack[RecipeOptions],
 ) -> dict[str, Any]:
     """The padding-free batch of ``rows``: every document's tokens in one row, as
@@ -209,7 +210,9 @@ def collate(
     with ``share_prompt=True`` ``attention_mask``: ``(1, 1, T, T)``, 0 where a token may attend and the minimum of
     ``mask_dtype`` (default float32) elsewhere, which transformers' models take as it is.
     ``packing.torch.completion_logps`` and ``preference_logps`` read the completions' log-probabilities from the
-    logits (``packing.torch.units``). ``loss_weights`` and context parallelism are refused with units.
+    logits (``packing.torch.units``). ``loss_weights`` and context parallelism are refused with units. A batch whose
+    every unit the overflow policy left out is padding alone, as above, with the unit columns -1; a
+    ``PackingSampler`` of units collates every step so (``_units``: its empty step, a step of plain rows).
 
     >>> pair = {"prompt": [1, 2], "chosen": [3], "rejected": [4, 5]}
     >>> collate([pair])["position_ids"].tolist(), collate([pair], share_prompt=True)["position_ids"].tolist()
@@ -217,7 +220,7 @@ def collate(
     """
     tensors = _check_collate_options(separator_id, position_ids_start, pad_to_multiple_of, return_tensors)
     chosen = Recipe.at("collate", recipe, max_seq_length, overflow=overflow, **options)
-    if has_units(rows):
+    if _units or has_units(rows):  # ``_units``: a sampler of units (its steps of plain rows, its empty step too)
         if loss_weights is not None:
             raise refuse_with_units("loss_weights", loss_weights, "their loss is built from completion_logps")
         check_unit_recipe(chosen)

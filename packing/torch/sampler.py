@@ -180,6 +180,8 @@ class PackingSampler(Sampler[list[int | Piece]]):
     def collate(self) -> Callable[[Sequence[Any]], dict[str, Any]]:
         """``collate`` with this sampler's recipe: rows read the same way, no batch over ``max_seq_length``
         (picklable, for DataLoader workers)."""
+        if self.units is not None:  # every step a batch of units, with their columns (an empty step's too)
+            return functools.partial(collate, recipe=self.recipe, _units=True)
         return functools.partial(collate, recipe=self.recipe)
 
     def pieces(self, dataset: Any) -> Pieces:

@@ -36,7 +36,7 @@ import torch
 from packing.batches.units import fit_units
 from packing.core.forms import unit_kind
 from packing.core.samples import IGNORE_INDEX, Samples
-from packing.core.units import UNIT_COLUMNS
+from packing.core.units import UNIT_COLUMNS, Units
 from packing.errors import SettingError
 from packing.reading.reader import read_block, read_rows
 from packing.recipe import Recipe
@@ -54,8 +54,13 @@ def _units_of(rows: Sequence[Any], recipe: Recipe) -> tuple[Samples, Int64Array]
     """The rows read (:func:`read_rows`), fitted by the recipe's overflow policy (``fit_units``), and the index of
     every unit kept (``drop``: the over-long are left out). O(tokens)."""
     samples = read_rows(rows, **prepare(recipe).read_options)
-    if samples.units is None or samples.tokens is None:  # pragma: no cover - has_units said so
-        raise SettingError("rows", "pairs or groups", "<other rows>")
+    if samples.tokens is None:
+        raise SettingError("rows", "token ids (a sampler's step of pairs or groups)", "<lengths only>")
+    if samples.units is None:  # a sampler's step of plain rows among units, or its empty step: units of their own
+        if samples.labels is not None:
+            raise SettingError("rows", "labels equal to the tokens among pairs or groups", "<others>")
+        plain = Units.plain(samples.lengths, recipe.share_prompt)
+        samples = Samples(samples.tokens, samples.loss_mask, samples.offsets, None, plain)
     fitted = fit_units(samples, recipe)
     samples = fitted.samples
     kept = np.flatnonzero((samples.lengths <= recipe.max_seq_length) & (samples.lengths > 0))
@@ -98,7 +103,7 @@ def collate_units(
         raise SettingError(
             name, "False with share_prompt (a shared prompt's completions need the attention mask)", True
         )
-    if all(isinstance(row, Mapping) and "seq_lengths" in row for row in rows):
+    if rows and all(isinstance(row, Mapping) and "seq_lengths" in row for row in rows):
         columns = _block_columns(rows)
     else:
         columns = _sample_columns(rows, chosen)
@@ -109,7 +114,7 @@ def collate_units(
             f"at most max_seq_length={chosen.max_seq_length} tokens in all (a PackingSampler's block)",
             len(tokens),
         )
-    if not len(tokens):
+    if not len(tokens) and not capped:
         raise SettingError("rows", "at least one token", "<only empty rows>")
     predictor = columns["prediction_positions"]
     labels = np.full(len(tokens), IGNORE_INDEX, dtype=np.int64)
@@ -119,7 +124,8 @@ def collate_units(
     starts = np.flatnonzero(np.diff(document, prepend=-1) != 0)
     if separator_id != IGNORE_INDEX:
         labels[starts] = separator_id
-    padding = -len(tokens) % (pad_to_multiple_of or 1)
+    multiple = pad_to_multiple_of or 1
+    padding = -len(tokens) % multiple if len(tokens) else multiple  # every unit left out: padding alone, as ever
     if padding:  # each padding token a document of its own, trained on nothing
         more = int(document.max(initial=-1)) + 1
         pad = {
@@ -147,7 +153,8 @@ def collate_units(
         batch.update(cu_seq_lens_q=tensors(cu), cu_seq_lens_k=tensors(cu.copy()))
         batch["max_length_q"] = batch["max_length_k"] = int(lengths.max())
     if shared:
-        mask = _additive(_allowed(columns["document_ids"][None], columns["completion_ids"][None]), mask_dtype)
+        allowed = _allowed(columns["document_ids"][None], columns["completion_ids"][None])
+        mask = _additive(allowed, mask_dtype, "mask_dtype")
         batch["attention_mask"] = mask if tensors is torch.from_numpy else mask.numpy()
     return batch
 
@@ -214,17 +221,20 @@ def _allowed(document: Any, completion: Any) -> torch.Tensor:
     return allowed
 
 
-def _additive(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """An additive mask from booleans: 0 where allowed, the dtype's minimum elsewhere. O(size)."""
+def _additive(allowed: torch.Tensor, dtype: torch.dtype, name: str = "dtype") -> torch.Tensor:
+    """An additive mask from booleans: 0 where allowed, the dtype's minimum elsewhere (``dtype``, the option
+    ``name``, a floating torch dtype). O(size)."""
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise SettingError(name, "a floating torch dtype (an additive mask: torch.float32, torch.bfloat16, ...)", dtype)
     zero = torch.zeros((), dtype=dtype, device=allowed.device)
     return torch.where(allowed, zero, torch.finfo(dtype).min)
 
 
 def _column(batch: Any, name: str) -> torch.Tensor:
     """Column ``name`` of a batch (a ``collate`` dict, a ``PackedBatch``, numpy or torch) as a 2-D tensor."""
-    value = batch[name] if isinstance(batch, Mapping) else getattr(batch, name, None)
-    if value is None:
-        raise SettingError("batch", f"a batch of pairs or groups with '{name}' (packing.torch.collate)", "<none>")
+    value = batch.get(name) if isinstance(batch, Mapping) else getattr(batch, name, None)
+    if value is None:  # a batch of plain rows has no unit columns
+        raise SettingError("batch", f"a batch of pairs or groups with '{name}' (packing.torch.collate)", f"<no {name}>")
     tensor = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
     return tensor if tensor.ndim == 2 else tensor.reshape(1, -1)
 
@@ -286,13 +296,19 @@ def completion_logps(logits: torch.Tensor, batch: Any) -> torch.Tensor:
     completion's first token at its prompt's last position), so the log-probabilities are each sequence's alone.
     Differentiable; computed in the logits' dtype, at least float32. O(trained tokens × vocab).
     """
+    if not isinstance(logits, torch.Tensor):
+        raise SettingError("logits", "a torch tensor (rows, tokens, vocabulary)", f"<{type(logits).__name__}>")
     ids = _column(batch, "input_ids").to(logits.device)
     completion = _column(batch, "completion_ids").to(logits.device)
     prediction = _column(batch, "prediction_positions").to(logits.device)
-    if logits.shape[:2] != ids.shape:
+    if logits.ndim != 3 or logits.shape[:2] != ids.shape:
         raise SettingError(
             "logits", f"logits of the batch's shape {tuple(ids.shape)} (rows, tokens)", tuple(logits.shape)
         )
+    trained = ids[(completion >= 0) & (prediction >= 0)]
+    if trained.numel() and int(trained.max()) >= logits.shape[-1]:
+        expected = f"a score for every token id (the batch trains id {int(trained.max())})"
+        raise SettingError("logits", expected, f"<{logits.shape[-1]} scores a position>")
     numbers = torch.unique(completion[completion >= 0])
     rows, tokens = ((completion >= 0) & (prediction >= 0)).nonzero(as_tuple=True)
     scores = logits[rows, prediction[rows, tokens]].to(torch.promote_types(logits.dtype, torch.float32))

@@ -140,6 +140,21 @@ def test_bad_row_is_named_by_its_global_row_id(cluster: None) -> None:
     assert got.sample == 61
 
 
+def test_a_column_of_mixed_types_is_refused_by_name(cluster: None) -> None:
+    """A pair's chosen as ids in one row and text in another: Ray cannot merge the column (a pyarrow error);
+    refused by name, and a pair with another form's column by the reader, as on one machine."""
+    pair = {"prompt": [1, 2], "chosen": [3], "rejected": [4]}
+    mixed = ray.data.from_items([pair, {**pair, "chosen": "yes"}])
+    with pytest.raises(packing.SettingError, match=r"^ds: expected 'chosen' of one type in every row"):
+        pack_dataset(mixed, 16)
+    both = [{**pair, "completion": [5]}]
+    with pytest.raises(packing.SampleError) as on_the_cluster:
+        pack_dataset(ray.data.from_items(both), 16)
+    with pytest.raises(packing.SampleError) as on_one_machine:
+        packing.pack(both, 16)
+    assert str(on_the_cluster.value) == str(on_one_machine.value)
+
+
 @pytest.mark.parametrize("override_num_blocks", [1, 4])
 def test_a_length_only_row_among_token_rows_is_refused_as_on_one_machine(
     cluster: None, override_num_blocks: int

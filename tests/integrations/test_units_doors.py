@@ -155,3 +155,22 @@ def test_compare_keeps_units_whole(tmp_path: Path, capsys: pytest.CaptureFixture
     out = capsys.readouterr().out
     assert "pairs and groups: each unit whole" in out
     assert "\nsplit " not in out and "wrapped" not in out
+
+
+@pytest.mark.parametrize("command", ["pack", "compare"])
+def test_share_prompt_on_plain_rows_is_harmless_and_said(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As at every door, --share-prompt on a file of plain rows changes nothing; the command line says so."""
+    path = tmp_path / "plain.jsonl"
+    path.write_text("[1, 2, 3]\n[4, 5]\n")
+    output = ["-o", str(tmp_path / "o.parquet")] if command == "pack" else []
+    assert main([command, str(path), "--max-seq-length", "8", "--share-prompt", *output]) == 0
+    said = capsys.readouterr()
+    assert said.err.strip() == (
+        f"packing: note: --share-prompt changes nothing: {path} holds no preference pair or completion group"
+    )
+    assert main([command, str(path), "--max-seq-length", "8", *output]) == 0
+    assert capsys.readouterr().out.split("time")[0] == said.out.split("time")[0]  # the same summary
+    assert main([command, str(_jsonl(tmp_path)), "--max-seq-length", str(LENGTH), "--share-prompt", *output]) == 0
+    assert "note: --share-prompt" not in capsys.readouterr().err  # units: it shares their prompts

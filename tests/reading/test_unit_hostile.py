@@ -16,8 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing import DatasetError, NeedsTokenizer, SampleError
-from packing.errors import QUOTE_LIMIT, UnitError
+from packing.errors import QUOTE_LIMIT, DatasetError, NeedsTokenizer, SampleError, UnitError
 
 PAIR = {"prompt": [1, 2, 3], "chosen": [4, 5], "rejected": [6]}
 LONGEST_LINE = 400

@@ -9,7 +9,9 @@ ever changes a result, never just a key: changing the strategy reuses the compar
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import packing
 import packing.batches
@@ -38,18 +40,58 @@ MAX_TURN_ROWS = 20
 
 LOAD_SECONDS = 60.0
 """Seconds reading and tokenizing an upload or pasted text rows may take in its worker."""
+S = TypeVar("S", bound=Source)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def rules_of(recipe: packing.Recipe) -> LossRules:
-    """What the recipe trains (``loss``, ``roles_to_train``, ``train_on_eos``): all a source's reading depends on."""
-    return recipe.loss_rules
+def under(
+    part: Callable[[packing.Recipe], Any],
+) -> Callable[[Callable[Concatenate[S, Any, P], R]], Callable[Concatenate[S, packing.Recipe, P], R]]:
+    """Memoize a function of ``(source, recipe, *rest)`` under ``part(recipe)``, the part of the recipe it
+    depends on, and call it with that part (``part`` is idempotent: a projected recipe projects to itself).
+
+    >>> @under(lambda recipe: recipe.max_seq_length)
+    ... def length(source: str, max_seq_length: int) -> int:
+    ...     return max_seq_length
+    >>> length("x", packing.Recipe(8, strategy="ffd")) == length("x", packing.Recipe(8)) == 8
+    True
+    """
+
+    def decorate(function: Callable[Concatenate[S, Any, P], R]) -> Callable[Concatenate[S, packing.Recipe, P], R]:
+        stored = memoized(function)
+
+        @functools.wraps(function)
+        def projected(source: S, recipe: packing.Recipe, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            return stored(source, part(recipe), *args, **kwargs)
+
+        return projected
+
+    return decorate
+
+
+def _planning(recipe: packing.Recipe) -> packing.Recipe:
+    """What a plan of a source depends on: the recipe as the page runs it (``compute.capped``), without the options
+    that act only when blocks are filled (``pad_token_id``, ``int64``), so that these share one plan."""
+    return packing.Recipe.of(compute.capped(recipe), pad_token_id=None, int64=False)
+
+
+def _lengths_only(recipe: packing.Recipe) -> packing.Recipe:
+    """What the Compare and Sweep tabs and the lower bounds depend on: the recipe's length, overflow and loss rules
+    (they run every strategy themselves, with the page's own options)."""
+    return packing.Recipe(
+        recipe.max_seq_length,
+        overflow=recipe.overflow,
+        share_prompt=recipe.share_prompt,
+        **dataclasses.asdict(recipe.loss_rules),
+    )
 
 
 def dataset(source: Source, recipe: packing.Recipe) -> Dataset:
     """The dataset of ``source``, trained as the recipe's loss rules say and kept under them (a text row's masks are
     the library's for these rules); lengths-only sources train nothing, so they keep one entry whatever the rules.
     Raises ``InputError`` on bad input (not stored)."""
-    return _dataset(source, rules_of(recipe) if source.has_tokens else DEFAULT_RULES)
+    return _dataset(source, recipe.loss_rules if source.has_tokens else DEFAULT_RULES)
 
 
 @memoized
@@ -92,31 +134,10 @@ def packed_samples(source: Source, recipe: packing.Recipe) -> packing.Samples | 
     return dataset(source, recipe).samples
 
 
-def _planning(recipe: packing.Recipe) -> packing.Recipe:
-    """What a plan of a source depends on: the recipe as the page runs it (``compute.capped``), without the options
-    that act only when blocks are filled (``pad_token_id``, ``int64``), so that these share one plan."""
-    return packing.Recipe.of(compute.capped(recipe), pad_token_id=None, int64=False)
-
-
-def _lengths_only(recipe: packing.Recipe) -> packing.Recipe:
-    """What the Compare and Sweep tabs and the lower bounds depend on: the recipe's length, overflow and loss rules
-    (they run every strategy themselves, with the page's own options)."""
-    return packing.Recipe(
-        recipe.max_seq_length,
-        overflow=recipe.overflow,
-        share_prompt=recipe.share_prompt,
-        **dataclasses.asdict(recipe.loss_rules),
-    )
-
-
+@under(_planning)
 def plan(source: Source, recipe: packing.Recipe) -> Row:
     """``packing.plan`` of the source with ``recipe`` (timed; a refusal is reported in ``error``); a link's search
     time is capped at ``compute.MAX_TIME_LIMIT`` seconds and a search runs in a worker (``compute.search_lane``)."""
-    return _plan(source, _planning(recipe))
-
-
-@memoized
-def _plan(source: Source, recipe: packing.Recipe) -> Row:
     if has_units(source, recipe):
         return _units(source, recipe).row
     lengths = _lengths(source, recipe)
@@ -127,7 +148,7 @@ def _plan(source: Source, recipe: packing.Recipe) -> Row:
     return workers.run(compute.run_strategy, lengths, recipe, lane_name=lane, seconds=seconds)
 
 
-@memoized
+@under(_planning)
 def _units(source: Source, recipe: packing.Recipe) -> preference.UnitRun:
     """The library's plan of pairs and groups (``preference.run_units``), a search in its worker lane."""
     samples = dataset(source, recipe).samples
@@ -139,48 +160,32 @@ def _units(source: Source, recipe: packing.Recipe) -> preference.UnitRun:
     return workers.run(preference.run_units, samples, recipe, lane_name=lane, seconds=seconds)
 
 
+@under(lambda recipe: packing.Recipe.of(_planning(recipe), share_prompt=False))
 def layouts(source: Source, recipe: packing.Recipe) -> preference.Layouts:
     """The source's units packed with the prompt duplicated and shared (``preference.both_layouts``)."""
-    return _layouts(source, packing.Recipe.of(_planning(recipe), share_prompt=False))
-
-
-@memoized
-def _layouts(source: Source, recipe: packing.Recipe) -> preference.Layouts:
     samples = dataset(source, recipe).samples
     assert samples is not None
     return preference.both_layouts(samples, recipe)
 
 
+@under(_lengths_only)
 def bounds(source: Source, recipe: packing.Recipe) -> packing.LowerBounds:
     """``packing.lower_bounds`` at the recipe's length and overflow."""
-    return _bounds(source, _lengths_only(recipe))
-
-
-@memoized
-def _bounds(source: Source, recipe: packing.Recipe) -> packing.LowerBounds:
     return packing.lower_bounds(_lengths(source, recipe), recipe.max_seq_length, overflow=recipe.overflow)
 
 
+@under(_planning)
 def trainable(source: Source, recipe: packing.Recipe) -> packing.batches.TrainableCounts:
     """Trainable tokens and training targets over the whole plan."""
-    return _trainable(source, _planning(recipe))
-
-
-@memoized
-def _trainable(source: Source, recipe: packing.Recipe) -> packing.batches.TrainableCounts:
     layout = plan(source, recipe).layout
     assert layout is not None
     return compute.trainable_counts(layout, packed_samples(source, recipe))
 
 
+@under(_planning)
 def document_targets(source: Source, recipe: packing.Recipe) -> Any:
     """Training targets (labels that are not -100) of every document in the recipe's plan: what
     ``PackedBatch.loss_weights`` weighs (``explorer.core.weighting.targets_per_document``)."""
-    return _document_targets(source, _planning(recipe))
-
-
-@memoized
-def _document_targets(source: Source, recipe: packing.Recipe) -> Any:
     layout = plan(source, recipe).layout
     assert layout is not None
     return targets_per_document(layout, packed_samples(source, recipe))
@@ -233,13 +238,9 @@ def text_cells(source: Text, recipe: packing.Recipe, first: int, count: int) -> 
     return [[plot_text(t) for t in row] for row in labels], [[plot_text(t) for t in row] for row in hovers]
 
 
-def turns(source: Text, recipe: packing.Recipe, rows: tuple[int, ...]) -> list[dict[str, Any]]:
+@under(lambda recipe: recipe.loss_rules)  # what the recipe trains: all reading a chat depends on
+def turns(source: Text, rules: LossRules, rows: tuple[int, ...]) -> list[dict[str, Any]]:
     """One line per turn of each of ``rows`` (0-based): the row (1-based), role, tokens, trained tokens and texts."""
-    return _turns(source, rules_of(recipe), rows)
-
-
-@memoized
-def _turns(source: Text, rules: LossRules, rows: tuple[int, ...]) -> list[dict[str, Any]]:
     try:  # the chat template renders again: in the load lane, bounded like the reading
         data = _dataset(source, rules)
         args = (data.rows, data.tokenizer, rules, rows)
@@ -248,13 +249,9 @@ def _turns(source: Text, rules: LossRules, rows: tuple[int, ...]) -> list[dict[s
         raise InputError(str(error)) from None
 
 
+@under(_planning)
 def summary_figures(source: Source, recipe: packing.Recipe) -> tuple[Any, Any]:
     """The Result tab's utilization and length charts."""
-    return _summary_figures(source, _planning(recipe))
-
-
-@memoized
-def _summary_figures(source: Source, recipe: packing.Recipe) -> tuple[Any, Any]:
     layout = plan(source, recipe).layout
     assert layout is not None
     pieces = (layout.piece_block(), layout.piece_sequence, layout.piece_length) if layout.num_blocks <= 60 else None
@@ -265,25 +262,17 @@ def _summary_figures(source: Source, recipe: packing.Recipe) -> tuple[Any, Any]:
     )
 
 
+@under(_lengths_only)
 def compare_figures(source: Source, recipe: packing.Recipe) -> list[Any]:
     """The Compare tab's charts."""
-    return _compare_figures(source, _lengths_only(recipe))
-
-
-@memoized
-def _compare_figures(source: Source, recipe: packing.Recipe) -> list[Any]:
     runs, costs = compare(source, recipe)
     lower = bounds(source, recipe).simple
     return figures.compare_figures(tables.compare_table(runs, costs), lower)
 
 
+@under(_lengths_only)
 def sweep_figure(source: Source, recipe: packing.Recipe, sizes: tuple[int, ...], strategies: tuple[str, ...]) -> Any:
     """The Sweep tab's chart."""
-    return _sweep_figure(source, _lengths_only(recipe), sizes, strategies)
-
-
-@memoized
-def _sweep_figure(source: Source, recipe: packing.Recipe, sizes: tuple[int, ...], strategies: tuple[str, ...]) -> Any:
     xs, series, lost = tables.sweep_series(sweep(source, recipe, sizes, strategies))
     return figures.sweep_figure(xs, series, lost)
 
@@ -302,41 +291,27 @@ def audit(upload: Upload) -> Any:
         raise InputError(describe(error)) from None
 
 
+@under(_lengths_only)
 def compare(source: Source, recipe: packing.Recipe) -> tuple[list[Row], dict[str, packing.ComputeCost]]:
     """``packing.compare``'s rows at the recipe's length and overflow (every strategy, and bfd per window of 1,000
     rows as TRL packs), each with the lower bound that applies to it (the optimum's proven one for strategies that
     keep sequences whole), and each row's compute estimate by label. Statistics only: the plans are not kept, so
     the entry stays small whatever the data's size. Runs in a worker process (``explorer.server.workers``)."""
-    return _compare(source, _lengths_only(recipe))
-
-
-@memoized
-def _compare(source: Source, recipe: packing.Recipe) -> tuple[list[Row], dict[str, packing.ComputeCost]]:
     return workers.run(compute.compare, _lengths(source, recipe), recipe)
 
 
+@under(_lengths_only)
 def sweep(
     source: Source, recipe: packing.Recipe, sizes: tuple[int, ...], strategies: tuple[str, ...]
 ) -> list[dict[str, Any]]:
     """Blocks, efficiency and tokens lost per strategy and max_seq_length, under the recipe's overflow (in a worker
     process)."""
-    return _sweep(source, _lengths_only(recipe), sizes, strategies)
-
-
-@memoized
-def _sweep(
-    source: Source, recipe: packing.Recipe, sizes: tuple[int, ...], strategies: tuple[str, ...]
-) -> list[dict[str, Any]]:
     lengths = _lengths(source, recipe)
     planned = packing.Recipe.of(recipe, share_prompt=False)  # the lengths are already laid out (``_lengths``)
     return workers.run(compute.sweep, lengths, planned, list(sizes), list(strategies), seconds=SWEEP_SECONDS)
 
 
+@under(_planning)
 def explain(source: Source, recipe: packing.Recipe) -> list[packing.strategies.Step]:
     """``packing.explain`` steps of the recipe's strategy (raises ``ValueError`` when the input is too large)."""
-    return _explain(source, _planning(recipe))
-
-
-@memoized
-def _explain(source: Source, recipe: packing.Recipe) -> list[packing.strategies.Step]:
     return compute.explain_steps(_lengths(source, recipe), recipe)

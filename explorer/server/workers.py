@@ -3,41 +3,13 @@
 The proven optimum's column generation is a thousand short calls that each wait for the GIL next to other
 sessions' Python (``benchmarks/gil.py``); a chat template or a tokenizer can run for minutes in one C call that
 no thread can interrupt. In a worker process such work has a GIL of its own, and killing the process is the one
-reliable way to stop it.
+reliable way to stop it. ``run`` calls a function in a worker of a lane (``LANES``) and returns its result.
 
 Each worker is a ``concurrent.futures.ProcessPoolExecutor`` of one process (``spawn``, a fresh one after
 ``TASKS_PER_WORKER`` calls), so that killing one stops one call and nobody else's (one executor for several
-processes breaks all their calls when one is killed):
-
-- ``run(function, *args, lane_name=..., seconds=...)`` calls ``function`` in a worker of the lane and returns its
-  result. The waiting thread looks every ``SLICE`` seconds at the call and at ``memo.stop_check()``, which raises
-  once its Streamlit script run was stopped (the visitor closed the tab, or the page reran): then the worker is
-  killed and the stop raised on, so that Streamlit ends the run. After ``seconds`` (counted from the moment the
-  call starts in its worker, after the worker's warm-up) the worker is killed too, and the call raises
-  ``TimedOut`` (one line on the page). A killed worker is replaced by a new one.
-- Lanes keep one visitor's long work from holding the workers everyone else's short work needs: ``"search"``
-  (searches bounded by the page's own 5 s limit, the Compare and Sweep tabs: ``WORKERS`` processes), ``"long"``
-  (a search a link asked to run longer, capped at ``compute.MAX_TIME_LIMIT``: one process) and ``"load"``
-  (reading and tokenizing an upload or pasted text rows, where a chat template runs: two processes, the second
-  started only when two sessions load at once). A call waits for a free worker of its lane (and that wait is
-  stopped as above), a started one rather than an empty slot. The long and load lanes' processes run at a
-  lower priority (``LOW_PRIORITY``), the search lane's at ``PRIORITY``, both below the server's.
-- In the load lane (``ONE_PER_SESSION``) a session has one call at a time: a new call of the session stops the
-  one it still has (its worker killed, the old call raising ``Superseded``), so that one visitor holds at most
-  one of the lane's two workers, whatever loads they repeat, and another visitor's load finds the other free.
-  The session is what the page says it is (``set_session``; no session outside a page: no such rule).
-- A worker that dies (killed by the system, say out of memory, or a parser's crash) takes no page with it: the
-  call is tried once more in a new worker, and if that one dies too it fails with a ``WorkerDied``, never run in
-  the server, whose memory every session shares. When workers are off (``PACKING_EXPLORER_WORKERS=0``) or
-  cannot start, the call runs here, in the server, without a deadline.
-- The search lane's workers start ``START_DELAY`` seconds after the server has warmed up (``start_soon``), the
-  others at their first call. Each loads the compiled kernels once (``configure``) and watches the server,
-  exiting with it however the server is stopped.
-- Work can say how far it is: ``report(done, total)`` (passed to the work as its ``progress`` callback) reaches
-  the listener of the thread that waits for it (``listening``), from a worker or in this process alike.
-- Arguments and results cross by pickling. ``spawn`` imports the server's ``__main__`` in every worker, and
-  under Streamlit that is the page's script: ``app.py`` draws its page only when run as ``__main__`` (a worker
-  imports it as ``__mp_main__``), and a worker never starts workers of its own.
+processes breaks all their calls when one is killed). Arguments and results cross by pickling. ``spawn`` imports
+the server's ``__main__`` in every worker, and under Streamlit that is the page's script: ``app.py`` draws its
+page only when run as ``__main__`` (a worker imports it as ``__mp_main__``), and a worker never starts workers.
 
 >>> run(sum, [1, 2, 3])  # in a worker, or here when workers are off
 6
@@ -46,6 +18,7 @@ processes breaks all their calls when one is killed):
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import multiprocessing
 import os
@@ -76,9 +49,16 @@ PRIORITY = 5
 LOW_PRIORITY = 15
 """Niceness of the search lane's workers and of the long and load lanes' (the server runs at 0)."""
 LANES = {"search": 0, "long": 1, "load": 2}
-"""Workers per lane (0: ``WORKERS``)."""
+"""Workers per lane (0: ``WORKERS``), so that one visitor's long work never holds the workers everyone else's
+short work needs: ``search`` (searches within the page's own 5 s limit, the Compare and Sweep tabs), ``long`` (a
+search a link asked to run longer) and ``load`` (reading and tokenizing an upload or pasted text rows, where a
+chat template runs; its second process starts only when two sessions load at once). A call waits for a free
+worker of its lane, a started one rather than an empty slot. The search lane's workers start soon after the
+warm-up (``start_soon``), the others at their first call; the long and load lanes' run at ``LOW_PRIORITY``."""
 ONE_PER_SESSION = frozenset({"load"})
-"""Lanes where a session has one call at a time (a new one stops the old): no session holds two workers."""
+"""Lanes where a session (what the page names with ``set_session``) has one call at a time: a new call stops the
+one it still has (its worker killed, the old call raising ``Superseded``), so that one visitor holds at most one
+worker of the lane, whatever they repeat, and another visitor finds the other free."""
 START_WAIT = 30.0
 """Most seconds a kill waits for a process that is still starting to say which it is."""
 TASKS_PER_WORKER = 200
@@ -250,46 +230,34 @@ class _Worker:
         self.outbox.close()
 
 
-class _Idle:
-    """A lane's idle workers and empty slots (None: a slot whose worker starts at its call). ``get`` gives a started
-    worker when there is one (its process warm: no second process starts while one idles), else an empty slot;
-    ``started=False`` the other way round (``start_soon`` fills every slot)."""
-
-    def __init__(self) -> None:
-        self._items: list[_Worker | None] = []
-        self._changed = threading.Condition()
-
-    def put(self, worker: _Worker | None) -> None:
-        with self._changed:
-            self._items.append(worker)
-            self._changed.notify()
-
-    def get(self, timeout: float | None = None, started: bool = True) -> _Worker | None:
-        """The preferred idle item, waiting up to ``timeout`` seconds for one (forever when None): else
-        ``queue.Empty``. O(the lane's workers)."""
-        with self._changed:
-            if not self._changed.wait_for(lambda: self._items, timeout):
-                raise queue.Empty
-            kinds = [item is not None for item in self._items]
-            return self._items.pop(kinds.index(started) if started in kinds else 0)
-
-    def empty(self) -> bool:
-        with self._changed:
-            return not self._items
-
-
 class _Lane:
-    """The workers of one lane: the idle ones (``_Idle``) a call takes one from, ``busy`` the process ids of
-    those running a call now, and in a ``ONE_PER_SESSION`` lane, each session's call in flight (an event set
-    to stop it)."""
+    """The workers of one lane: the idle ones a call takes one from (``idle``, started ones first; None: a slot
+    whose worker starts at its call), ``busy`` the process ids of those running a call now, and in a
+    ``ONE_PER_SESSION`` lane, each session's call in flight (an event set to stop it)."""
 
     def __init__(self, name: str, size: int, niceness: int) -> None:
         self.name, self.size, self.niceness = name, size, niceness
-        self.idle = _Idle()
+        self.idle: queue.PriorityQueue[tuple[bool, int, _Worker | None]] = queue.PriorityQueue()
         for _ in range(size):
-            self.idle.put(None)  # a slot whose worker starts at its first call
+            self.put(None)
         self.busy: set[int] = set()
         self.calls: dict[Hashable, threading.Event] = {}
+
+    def put(self, worker: _Worker | None) -> None:
+        """``worker`` idle again (None: an empty slot). O(log of the lane's workers)."""
+        self.idle.put((worker is None, next(_ORDER), worker))
+
+    def take(self, timeout: float | None = None) -> _Worker | None:
+        """An idle worker, a started one first, waiting up to ``timeout`` seconds: else ``queue.Empty``."""
+        return self.idle.get(timeout=timeout)[2]
+
+    def drain(self) -> list[_Worker | None]:
+        """Every idle worker and slot, taken out of the lane."""
+        taken = []
+        with contextlib.suppress(queue.Empty):
+            while True:
+                taken.append(self.idle.get_nowait()[2])
+        return taken
 
     def enter(self, session: Hashable | None) -> threading.Event:
         """A new call of ``session``: the event that stops it, the session's previous call (if it still runs)
@@ -311,14 +279,15 @@ class _Lane:
 
     def stop(self) -> None:
         """Let every idle worker's process end (a busy one ends with its call; all end with the server)."""
-        while not self.idle.empty():
-            worker = self.idle.get()
+        for worker in self.drain():
             if worker is not None:
                 worker.pool.shutdown(wait=False, cancel_futures=True)
 
 
 _LANES: dict[str, _Lane] = {}
 _LOCK = threading.Lock()
+_ORDER = itertools.count()
+"""Ties between idle workers go to the first put back."""
 
 
 def lane(name: str) -> _Lane | None:
@@ -339,13 +308,14 @@ def start_soon(delay: float = START_DELAY) -> None:
         search = lane("search")
         if search is None:
             return
-        try:
-            for _ in range(search.size):
-                search.idle.put(search.idle.get(started=False) or _Worker(search.niceness, warm=True))
-        except OSError as error:
-            _LOG.warning("search workers unavailable (%s)", error)
-        except RuntimeError:  # the interpreter is shutting down: no executor takes work any more
-            return
+        for worker in search.drain():
+            try:
+                worker = worker or _Worker(search.niceness, warm=True)
+            except OSError as error:
+                _LOG.warning("search workers unavailable (%s)", error)
+            except RuntimeError:  # the interpreter is shutting down: no executor takes work any more
+                return
+            search.put(worker)
 
     timer = threading.Timer(delay, start)
     timer.daemon = True
@@ -369,17 +339,6 @@ def set_session(factory: Callable[[], Hashable | None]) -> None:
     _SESSION[0] = factory
 
 
-def _stopping(check: Callable[[], None], stop: threading.Event, name: str) -> Callable[[], None]:
-    """``check``, and ``Superseded`` once ``stop`` is set (the session made another call in the lane)."""
-
-    def checked() -> None:
-        check()
-        if stop.is_set():
-            raise Superseded(name)
-
-    return checked
-
-
 def run(function: Callable[..., R], *args: Any, lane_name: str = "search", seconds: float = DEADLINE) -> R:
     """``function(*args)`` in a worker of lane ``lane_name`` (``function`` importable by name, arguments and
     result picklable), stopped after ``seconds`` in it (``TimedOut``), as soon as the calling script run stops,
@@ -400,11 +359,17 @@ def run(function: Callable[..., R], *args: Any, lane_name: str = "search", secon
 def _run_in(
     where: _Lane, stop: threading.Event, function: Callable[..., R], args: tuple[Any, ...], seconds: float
 ) -> R:
-    """``run`` in lane ``where``, stopped also when ``stop`` is set."""
-    check = _stopping(stop_check(), stop, function.__name__)
+    """``run`` in lane ``where``, stopped also when ``stop`` is set (``Superseded``)."""
+    stopped = stop_check()
+
+    def check() -> None:
+        stopped()
+        if stop.is_set():
+            raise Superseded(function.__name__)
+
     while True:  # waiting for a free worker of the lane
         try:
-            worker = where.idle.get(timeout=SLICE)
+            worker = where.take(timeout=SLICE)
             break
         except queue.Empty:
             check()
@@ -424,7 +389,7 @@ def _run_in(
         if worker is not None and worker.killed and where.name == "search":
             with contextlib.suppress(OSError):  # replaced now, so that the next search finds it warm
                 worker = _Worker(where.niceness, warm=True)
-        where.idle.put(worker if worker is None or not worker.killed else None)
+        where.put(worker if worker is None or not worker.killed else None)
 
 
 def _answered(

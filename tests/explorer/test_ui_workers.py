@@ -238,8 +238,8 @@ def test_a_worker_replaced_after_its_calls_answers_the_next_ones(
     monkeypatch.setattr(workers, "TASKS_PER_WORKER", 2)
     search = workers.lane("search")
     assert search is not None
-    search.idle.get()
-    search.idle.put(workers._Worker(search.niceness, warm=True))
+    search.take()
+    search.put(workers._Worker(search.niceness, warm=True))
     pids = [workers.run(os.getpid, seconds=60) for _ in range(5)]
     assert os.getpid() not in pids and len(set(pids)) >= 2
     with pytest.raises(workers.TimedOut):  # and a kill finds the process of the call, a replaced one too

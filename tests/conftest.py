@@ -19,8 +19,16 @@ def cluster() -> Iterator[Any]:
     blocks read in order. Yields the ``ray`` module."""
     ray = pytest.importorskip("ray")
     pytest.importorskip("ray.data")
+    # Ray's testing settings (``_system_config``): workers at the driver's priority, not Ray's default niceness of
+    # 15 (next to a busy process they would get a few percent of a core), and up to 8 kept when idle, not as many
+    # as CPUs (Ray Data's own actors take two; every task's worker was killed when idle and started again, seconds
+    # of imports each time). Under two busy loops the Ray tests of test_recipe took 14 min; with these, 36 s.
     ray.init(
-        num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}}
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}},
+        _system_config={"worker_niceness": 0, "num_workers_soft_limit": 8},
     )
     context = ray.data.DataContext.get_current()
     saved = context.execution_options.preserve_order, context.enable_progress_bars

@@ -385,10 +385,15 @@ class Upload(Source):
     def has_tokens(self) -> bool:  # type: ignore[override]
         return True
 
-    def load(self, rules: LossRules = DEFAULT_RULES, progress: Progress | None = None) -> Dataset:
-        shown = quote(self.name, 60).strip("'\"")
+    def check_size(self) -> None:
+        """Refuse, in one line (``InputError``), a file larger than ``MAX_UPLOAD_MB``."""
         if len(self.data) > MAX_UPLOAD_MB * 2**20:
+            shown = quote(self.name, 60).strip("'\"")
             raise InputError(f"{shown} is {len(self.data) / 2**20:,.0f} MB; files up to {MAX_UPLOAD_MB} MB can be read")
+
+    def load(self, rules: LossRules = DEFAULT_RULES, progress: Progress | None = None) -> Dataset:
+        self.check_size()
+        shown = quote(self.name, 60).strip("'\"")
         read, tokenizer = _read_file(self.name, self.data, rules, self.tokenizer, progress)
         tokenized = tokenizer is not None
         lengths = np.asarray(read.lengths, dtype=np.int64)

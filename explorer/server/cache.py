@@ -20,7 +20,7 @@ import packing.strategies
 from explorer.core import preference
 from explorer.core import runs as compute
 from explorer.core.audit import load_report
-from explorer.core.model import MAX_UPLOAD_MB, Dataset
+from explorer.core.model import Dataset
 from explorer.core.parsing import InputError
 from explorer.core.runs import Window
 from explorer.core.safety import describe, plot_text
@@ -99,10 +99,14 @@ def _dataset(source: Source, rules: LossRules) -> Dataset:
     """``dataset``: an upload or text rows are read in a worker of the load lane (a parser that crashes, a chat
     template that loops, a tokenizer that takes minutes: stopped after ``LOAD_SECONDS`` or when the visitor
     leaves); the other sources are small and read here."""
-    if not isinstance(source, Upload | Text):
-        return source.load(rules)
+    return _loading(_load, source, rules) if isinstance(source, Upload | Text) else source.load(rules)
+
+
+def _loading(function: Callable[..., R], *args: Any) -> R:
+    """``function(*args)`` in a worker of the load lane, bounded by ``LOAD_SECONDS`` (stopped or dead: one line,
+    an ``InputError``)."""
     try:
-        return workers.run(_load, source, rules, lane_name="load", seconds=LOAD_SECONDS)
+        return workers.run(function, *args, lane_name="load", seconds=LOAD_SECONDS)
     except (workers.TimedOut, workers.WorkerDied) as error:
         raise InputError(str(error)) from None
 
@@ -114,10 +118,10 @@ def _load(source: Upload | Text, rules: LossRules) -> Dataset:
 
 def _lengths(source: Source, recipe: packing.Recipe) -> Any:
     """What the planner sees of the source: its lengths, a pair's or group's in the recipe's layout."""
-    samples = dataset(source, recipe).samples
-    if samples is not None and samples.units is not None:
-        return preference.unit_lengths(samples, recipe.share_prompt)
-    return dataset(source, recipe).lengths
+    data = dataset(source, recipe)
+    if data.samples is not None and data.samples.units is not None:
+        return preference.unit_lengths(data.samples, recipe.share_prompt)
+    return data.lengths
 
 
 def has_units(source: Source, recipe: packing.Recipe) -> bool:
@@ -241,12 +245,8 @@ def text_cells(source: Text, recipe: packing.Recipe, first: int, count: int) -> 
 @under(lambda recipe: recipe.loss_rules)  # what the recipe trains: all reading a chat depends on
 def turns(source: Text, rules: LossRules, rows: tuple[int, ...]) -> list[dict[str, Any]]:
     """One line per turn of each of ``rows`` (0-based): the row (1-based), role, tokens, trained tokens and texts."""
-    try:  # the chat template renders again: in the load lane, bounded like the reading
-        data = _dataset(source, rules)
-        args = (data.rows, data.tokenizer, rules, rows)
-        return workers.run(compute.turn_lines, *args, lane_name="load", seconds=LOAD_SECONDS)
-    except (workers.TimedOut, workers.WorkerDied) as error:
-        raise InputError(str(error)) from None
+    data = _dataset(source, rules)  # the chat template renders again: in the load lane, bounded like the reading
+    return _loading(compute.turn_lines, data.rows, data.tokenizer, rules, rows)
 
 
 @under(_planning)
@@ -281,12 +281,9 @@ def sweep_figure(source: Source, recipe: packing.Recipe, sizes: tuple[int, ...],
 def audit(upload: Upload) -> Any:
     """``packing.audit`` of an uploaded packed file (``explorer.core.audit.load_report``), keyed by its digest;
     read in a worker of the load lane, like an upload to pack."""
-    if len(upload.data) > MAX_UPLOAD_MB * 2**20:
-        raise InputError(f"the file is {len(upload.data) / 2**20:,.0f} MB; files up to {MAX_UPLOAD_MB} MB can be read")
+    upload.check_size()
     try:  # in the load lane: a reader that crashes on a crafted file takes only its worker down
-        return workers.run(load_report, upload.data, upload.name, lane_name="load", seconds=LOAD_SECONDS)
-    except (workers.TimedOut, workers.WorkerDied) as error:
-        raise InputError(str(error)) from None
+        return _loading(load_report, upload.data, upload.name)
     except (packing.PackingError, ValueError, TypeError, OSError, RecursionError, MemoryError) as error:
         raise InputError(describe(error)) from None
 

@@ -45,9 +45,11 @@ SLICE = 0.1
 """Seconds between two looks at a waiting call's worker, deadline and script run."""
 DEADLINE = 60.0
 """Seconds a call may run in its worker unless it says otherwise."""
-PRIORITY = 5
-LOW_PRIORITY = 15
-"""Niceness of the search lane's workers and of the long and load lanes' (the server runs at 0)."""
+PRIORITY = 2
+LOW_PRIORITY = 5
+"""Niceness of the search lane's workers and of the long and load lanes' (the server runs at 0): below the server,
+which keeps three times a load's share of a busy core, but not so low that a busy machine starves them (at 15, next
+to a busy process at 0, Linux's scheduler weights give a worker 3 % of a core, and its deadlines run out)."""
 LANES = {"search": 0, "long": 1, "load": 2}
 """Workers per lane (0: ``WORKERS``), so that one visitor's long work never holds the workers everyone else's
 short work needs: ``search`` (searches within the page's own 5 s limit, the Compare and Sweep tabs), ``long`` (a

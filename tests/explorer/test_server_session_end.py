@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from explorer.server import workers
 from tests.helpers.processes import alive
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +24,7 @@ LINK = (
     "&strategy=optimal&time_limit=600"
 )
 """The recipe: the proven optimum asked for ten minutes, on lengths that keep it searching to its limit."""
-LONG_LANE_NICENESS = 15
+LONG_LANE_NICENESS = workers.LOW_PRIORITY
 PATIENCE = 200.0
 """Seconds a wait for a condition may last (the server up, the search in its worker, the worker gone): within the
 test's timeout; on two cores kept busy by other processes each takes longer, and the test still passes."""
@@ -56,7 +57,7 @@ def niceness(pid: int) -> int:
 
 
 def long_lane_worker(server: int) -> int | None:
-    """The server's worker of the long lane (the one niceness it runs at: the server's own plus 15, as ``os.nice``
+    """The server's worker of the long lane (the one niceness it runs at: the server's own plus ``LOW_PRIORITY``, as ``os.nice``
     adds, so that a suite run under ``nice`` finds it too), if one runs."""
     wanted = min(niceness(server) + LONG_LANE_NICENESS, 19)
     for child in children(server):

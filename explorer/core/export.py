@@ -12,6 +12,7 @@ import pandas as pd
 
 import packing
 from explorer.core.examples import synthetic_code
+from explorer.core.runs import pad_id
 from packing.core.loss import LossRules
 
 MAX_EXPORT_CELLS = 8_000_000
@@ -172,7 +173,7 @@ def snippet(
     imports = [line for line in lines if line.startswith(("import ", "from "))]
     lines = [line for line in lines if line and line not in imports]
     max_seq_length, strategy, overflow = recipe.max_seq_length, recipe.strategy, recipe.overflow
-    pad_token_id = 0 if recipe.pad_token_id is None else recipe.pad_token_id
+    pad_token_id = pad_id(recipe)
     rules = recipe.loss_rules
     chosen = {name: value for name, value in recipe.strategy_options().items() if value is not None}  # a seed, a cap
     if tokens:

@@ -159,6 +159,15 @@ def seconds_asked(recipe: packing.Recipe) -> int | None:
     return None if recipe.time_limit is None else int(recipe.time_limit)
 
 
+def pad_id(recipe: packing.Recipe) -> int:
+    """The id the page pads blocks with: the recipe's ``pad_token_id``, 0 without one (the sidebar's default).
+
+    >>> pad_id(packing.Recipe(8)), pad_id(packing.Recipe(8, pad_token_id=7))
+    (0, 7)
+    """
+    return 0 if recipe.pad_token_id is None else recipe.pad_token_id
+
+
 def capped(recipe: packing.Recipe) -> packing.Recipe:
     """``recipe`` with its ``time_limit`` at most ``MAX_TIME_LIMIT``: what the page runs. O(1).
 

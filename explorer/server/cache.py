@@ -1,9 +1,9 @@
 """The library calls of the page, shared by every session through ``explorer.server.memo`` (byte budget, time to live).
 
 Every function takes a source and a ``packing.Recipe`` (the sidebar's choices, validated once by the library),
-plus the window or sizes a tab asks for, and loads what it needs through ``dataset``. Each keeps its result under
-the part of the recipe it depends on (a private memoized function of the source and that part), so an option only
-ever changes a result, never just a key: changing the strategy reuses the comparison, changing the pad id the plan.
+plus the window or sizes a tab asks for, and loads what it needs through ``dataset``. Each is kept under the part of
+the recipe it depends on (``under``), so an option only ever changes a result, never just a key: changing the
+strategy reuses the comparison, changing the pad id the plan.
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ from packing.core.loss import DEFAULT_RULES, LossRules
 
 SWEEP_SECONDS = 120.0
 """Seconds the Sweep tab's searches may take in their worker (16 sizes of every strategy, the optimum's 5 s each)."""
-MAX_TURN_ROWS = 20
-"""Most rows whose turns the Result tab tabulates (the rows of the blocks shown, in order)."""
 
 
 LOAD_SECONDS = 60.0
@@ -195,17 +193,12 @@ def document_targets(source: Source, recipe: packing.Recipe) -> Any:
     return targets_per_document(layout, packed_samples(source, recipe))
 
 
-def pad_id(recipe: packing.Recipe) -> int:
-    """The id the page pads blocks with: the recipe's ``pad_token_id``, 0 without one (the sidebar's default)."""
-    return 0 if recipe.pad_token_id is None else recipe.pad_token_id
-
-
 @memoized
 def window(source: Source, recipe: packing.Recipe, first: int, count: int) -> Window:
     """Blocks ``first .. first + count - 1`` of the recipe's plan, materialized (padded with ``pad_id``)."""
     layout = plan(source, recipe).layout
     assert layout is not None
-    return compute.window(layout, packed_samples(source, recipe), first, count, pad_id(recipe))
+    return compute.window(layout, packed_samples(source, recipe), first, count, compute.pad_id(recipe))
 
 
 @memoized

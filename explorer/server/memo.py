@@ -95,9 +95,13 @@ class _Flight(threading.Event):
     error: BaseException | None = None
 
 
-class MemoStats(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class MemoStats:
     entries: int
     bytes: int
+    max_bytes: int
+    hits: int
+    misses: int
 
 
 class MemoStore:
@@ -108,10 +112,12 @@ class MemoStore:
         self._lock = threading.Lock()
         self._entries: TTLCache[Hashable, _Sized] = TTLCache(max_bytes, ttl, clock, lambda entry: entry.size)
         self._flights: dict[Hashable, _Flight] = {}
+        self._hits = self._misses = 0
 
     def stats(self) -> MemoStats:
         with self._lock:
-            return MemoStats(len(self._entries), int(self._entries.currsize))
+            entries = self._entries
+            return MemoStats(len(entries), int(entries.currsize), self.max_bytes, self._hits, self._misses)
 
     def clear(self) -> None:
         with self._lock:
@@ -129,10 +135,12 @@ class MemoStore:
         if entry is not None:
             del self._entries[key]
             self._entries[key] = entry
+            self._hits += 1
             return True, entry.value, None
         flight = self._flights.get(key)
         if flight is None:
             self._flights[key] = _Flight()
+            self._misses += 1
         return False, None, flight
 
     def get_or_compute(self, key: Hashable, compute: Callable[[], R]) -> R:

@@ -1,4 +1,4 @@
-"""The first start compiles everything the page uses, once: after ``warmup.compile_everything`` no tab, strategy or
+"""The first start compiles everything the page uses, once: after ``warming.compile_everything`` no tab, strategy or
 source makes numba compile anything more (the first version compiled in pieces, at the first use of each)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from numba.core.registry import CPUDispatcher
 from streamlit.testing.v1 import AppTest
 
 import packing
-from explorer.server import warmup
+from explorer.core import warming
 from explorer.ui.tabs import TITLES
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -39,7 +39,7 @@ def _signatures() -> dict[str, int]:
 
 def check_in_this_process() -> dict[str, tuple[int, int]]:
     """Compile at start, then open every tab for several sources; the kernels whose signatures grew."""
-    warmup.compile_everything()
+    warming.compile_everything()
     before = _signatures()
     assert before and any(before.values())
     links = [
@@ -79,6 +79,7 @@ import asyncio, json, sys, time
 import streamlit as st
 import app  # as `streamlit run app.py` imports it, to find the server
 from explorer.server import warmup
+from explorer.core import warming
 
 async def start() -> float:
     global at_enter

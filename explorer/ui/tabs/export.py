@@ -9,6 +9,7 @@ import streamlit as st
 
 import packing
 from explorer.core import export
+from explorer.core import runs as compute
 from explorer.core.context import Context
 from explorer.server import cache
 from explorer.ui import sidebar
@@ -68,7 +69,7 @@ def render(ctx: Context) -> None:
                 f"({export.MAX_EXPORT_CELLS:,}). Run the snippet below to write it with the library."
             )
         else:
-            pad = cache.pad_id(s)
+            pad = compute.pad_id(s)
             st.markdown(
                 "One row per block: `input_ids`, `labels` (-100 where no loss), `loss_mask`, `position_ids`, "
                 "`sequence_ids` (the source sample, counted from 0; -1 in padding) and `seq_lengths`."

@@ -22,6 +22,8 @@ from explorer.ui.tabs.common import cell_text_width, cells_chart, need_plan
 from explorer.views import figures, tables
 
 DEFAULT_WINDOW = 16
+MAX_TURN_ROWS = 20
+"""Most rows whose turns the Result tab tabulates (the rows of the blocks shown, in order)."""
 METRIC_WIDTH = 150
 """Pixels of one headline number: its longest label ("Truncated / dropped") whole, two a row on a phone."""
 MAX_TEXT_WIDTH = 64
@@ -172,7 +174,7 @@ def _turns(source: Text, recipe: packing.Recipe, view: Window) -> None:
     seen = ids[ids >= 0]
     _, where = np.unique(seen, return_index=True)
     rows = [int(r) for r in seen[np.sort(where)]]
-    shown = rows[: cache.MAX_TURN_ROWS]
+    shown = rows[:MAX_TURN_ROWS]
     st.subheader("Turns")
     try:
         with st.spinner(

@@ -536,7 +536,8 @@ def start_slow_writer(tmp_path: Path, output: Path) -> Any:
         [sys.executable, "-c", SLOW_WRITER, str(ready), str(source), str(output)],
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    for _ in range(600):
+    deadline = time.monotonic() + 180  # the writer's interpreter and imports: seconds, minutes on a busy machine
+    while time.monotonic() < deadline:
         if ready.exists():
             return process
         time.sleep(0.05)

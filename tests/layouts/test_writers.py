@@ -58,8 +58,10 @@ def _wait_for(condition: Any, what: str, process: subprocess.Popen[bytes] | None
 
 
 def _as_if_from_a_terminal() -> None:
-    """A job started in the background of a script inherits SIGINT ignored; a terminal's child does not."""
+    """A job started in the background of a script inherits SIGINT ignored, and a suite run under ``nohup`` SIGHUP
+    ignored (the command line then leaves them so, as it should); a terminal's child inherits neither."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def _start_stalled_reader(tmp_path: Path, source: Path, output: Path) -> subprocess.Popen[bytes]:

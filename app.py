@@ -4,7 +4,7 @@ Run with ``streamlit run app.py``. Layout and wiring only; the work lives in ``e
 
 The file is read three ways:
 - ``streamlit run app.py`` imports it (as ``app``) and finds ``app``, the server (``st.App``), whose lifespan
-  loads the page's modules and kernels as it starts (``explorer.server.lifespan``, ``explorer.ui.page.preload``);
+  loads the page's modules and kernels as it starts (``explorer.server.warmup``, ``explorer.ui.page.preload``);
 - the server runs it as ``__main__`` for every visit: ``main`` draws the page;
 - the search workers (``explorer.server.workers``) start with ``spawn``, which imports it as ``__mp_main__``: nothing
   runs, and the imports inside ``main`` keep them from loading the page's modules.
@@ -12,7 +12,7 @@ The file is read three ways:
 
 from __future__ import annotations
 
-from explorer.server.lifespan import offline
+from explorer.server.warmup import offline
 
 offline()  # before anything loads transformers, in the server and in every worker
 
@@ -58,7 +58,7 @@ if __name__ == "__main__":
 elif __name__ != "__mp_main__":  # imported by `streamlit run` (under whatever name the file has)
     import streamlit as st
 
-    from explorer.server.lifespan import warming
+    from explorer.server.warmup import warming
 
     def _preload() -> None:
         from explorer.ui.page import preload

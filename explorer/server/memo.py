@@ -34,8 +34,8 @@ R = TypeVar("R")
 
 DEFAULT_BUDGET_MB = int(os.environ.get("PACKING_EXPLORER_CACHE_MB", "512"))
 DEFAULT_TTL_SECONDS = float(os.environ.get("PACKING_EXPLORER_CACHE_TTL", "1800"))
-WAIT_SLICE = 0.1
-"""Seconds between two looks of a caller waiting for another's computation at its own script run."""
+SLICE = 0.1
+"""Seconds between two looks of a waiting caller at its own script run (stopped: it stops waiting)."""
 
 
 def deep_size(value: Any, _seen: set[int] | None = None) -> int:
@@ -160,7 +160,7 @@ class MemoStore:
             if flight is None:
                 break
             check = check or stop_check()
-            while not flight.wait(WAIT_SLICE):
+            while not flight.wait(SLICE):
                 check()
             if flight.error is not None:
                 raise flight.error

@@ -1,14 +1,24 @@
-"""The server's warm-up: every kernel the page uses compiled (or loaded from numba's cache) once per process
-(``explorer.core.warming``), before the first visitor, and what a long-lived server starts (the cache's sweeper,
-the search workers)."""
+"""The server's start: ``streamlit run app.py`` finds ``app``, an ``st.App`` (Streamlit's ASGI server) whose lifespan
+(``warming(work)``) warms the page as the server starts; the page itself is still ``app.py``, run once per visit.
+
+The warm-up (``work``, passed in by ``app.py``: the page's ``preload``) runs in a thread: the server answers at
+once, and a visitor who comes before it is done sees the one progress message and waits for the same warm-up
+(``prepare``: every kernel compiled or loaded from numba's cache once per process, ``explorer.core.warming``; the
+cache's sweeper and the search workers started), never a second one. Without it the first visit waited about a
+second (after a restart; about 10 s on a fresh install). ``offline`` is set by ``app.py`` before anything else.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import os
 import sys
 import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
 
 from explorer.core import runs as compute
 from explorer.core.warming import compile_everything
@@ -46,3 +56,30 @@ def prepare() -> None:
         workers.configure(compute.warm_searches)  # every worker loads the searches' kernels first
         workers.start_soon()  # the searches' processes, a few seconds from now
         _WARM.set()
+
+
+def offline() -> None:
+    """Turn the Hugging Face hub off for this process and the workers it starts: a tokenizer name never
+    downloads anything (called before any import of transformers or huggingface_hub, which read these once)."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+
+def _logged(work: Callable[[], None]) -> None:
+    try:
+        work()
+    except Exception:  # the first visit tries again, and shows what fails in one line
+        _LOG.exception("warming the explorer at start failed")
+
+
+def warming(work: Callable[[], None]) -> Callable[[Any], AbstractAsyncContextManager[None]]:
+    """A server lifespan that starts ``work`` in a thread as the server starts, and stops the idle worker
+    processes as it stops (a busy one ends with its call, and every one exits with the server anyway)."""
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        asyncio.get_running_loop().run_in_executor(None, _logged, work)
+        yield
+        workers.shutdown()
+
+    return lifespan

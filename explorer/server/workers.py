@@ -32,7 +32,7 @@ from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 
-from explorer.server.memo import Cancelled, release_memory, stop_check
+from explorer.server.memo import SLICE, Cancelled, release_memory, stop_check
 
 _LOG = logging.getLogger("explorer")
 R = TypeVar("R")
@@ -41,8 +41,6 @@ WORKERS = int(os.environ.get("PACKING_EXPLORER_WORKERS", str(min(2, os.cpu_count
 """Worker processes of the search lane; 0 runs everything in the server's own process."""
 START_DELAY = 5.0
 """Seconds after the server's warm-up before the search lane's workers start."""
-SLICE = 0.1
-"""Seconds between two looks at a waiting call's worker, deadline and script run."""
 DEADLINE = 60.0
 """Seconds a call may run in its worker unless it says otherwise."""
 PRIORITY = 2
@@ -261,23 +259,24 @@ class _Lane:
                 taken.append(self.idle.get_nowait()[2])
         return taken
 
-    def enter(self, session: Hashable | None) -> threading.Event:
-        """A new call of ``session``: the event that stops it, the session's previous call (if it still runs)
-        told to stop. O(1)."""
+    @contextlib.contextmanager
+    def call(self, session: Hashable | None) -> Iterator[threading.Event]:
+        """A call of ``session`` (None: one under no rule): the event that stops it, the session's previous call
+        (if it still runs) told to stop. O(1)."""
         stop = threading.Event()
-        if session is not None and self.name in ONE_PER_SESSION:
-            with _LOCK:
-                previous = self.calls.get(session)
-                self.calls[session] = stop
-            if previous is not None:
-                previous.set()
-        return stop
-
-    def leave(self, session: Hashable | None, stop: threading.Event) -> None:
-        """The call of ``session`` whose event is ``stop`` is over. O(1)."""
+        if session is None:
+            yield stop
+            return
         with _LOCK:
-            if session is not None and self.calls.get(session) is stop:
-                del self.calls[session]
+            previous, self.calls[session] = self.calls.get(session), stop
+        if previous is not None:
+            previous.set()
+        try:
+            yield stop
+        finally:
+            with _LOCK:
+                if self.calls.get(session) is stop:
+                    del self.calls[session]
 
     def stop(self) -> None:
         """Let every idle worker's process end (a busy one ends with its call; all end with the server)."""
@@ -350,12 +349,8 @@ def run(function: Callable[..., R], *args: Any, lane_name: str = "search", secon
     where = lane(lane_name)
     if where is None:
         return function(*args)
-    session = _SESSION[0]() if where.name in ONE_PER_SESSION else None
-    stop = where.enter(session)
-    try:
+    with where.call(_SESSION[0]() if where.name in ONE_PER_SESSION else None) as stop:
         return _run_in(where, stop, function, args, seconds)
-    finally:
-        where.leave(session, stop)
 
 
 def _run_in(

@@ -54,7 +54,7 @@ def streamlit_session() -> str:
 
 
 def preload() -> None:
-    """The server's warm-up (``explorer.server.lifespan``): the page's modules imported and every kernel loaded,
+    """The server's warm-up (``explorer.server.warmup``): the page's modules imported and every kernel loaded,
     before the first visit."""
     memo.set_stop_check(streamlit_stop_check)
     workers.set_session(streamlit_session)

@@ -2,17 +2,12 @@
 
 Streamlit's ``st.cache_data``/``st.cache_resource`` bound a cache by entry count and age only, and one large
 dataset per entry can take the server down for everyone. The store is cachetools' ``TTLCache`` sized in bytes
-(``getsizeof``: every entry measured once, as it is stored, by ``deep_size``):
-
-- the least recently used entries are evicted until the total fits ``MemoStore.max_bytes``;
-- an entry unused for ``ttl`` seconds is dropped (a use stores it again, which restarts its time; expired entries
-  go at the next access, and every minute once ``start`` ran);
-- an entry larger than a third of the budget is computed but not kept (the largest dataset the page reads,
-  16,000,000 tokens, takes about 150 MB, within a third of the default 512 MiB);
-- concurrent sessions asking for the same missing entry wait for one computation instead of repeating it.
-
-Keys are tuples of the call's arguments, which must be hashable values (sources, settings, numbers, text);
-nothing big is ever part of a key. Values are shared objects: callers never modify them.
+(``getsizeof``: every entry measured once, as it is stored, by ``deep_size``): the least recently used entries go
+until the total fits ``MemoStore.max_bytes``; an entry unused for ``ttl`` seconds goes (a use restarts its time;
+expired entries go at the next access, and every minute once ``start`` ran); an entry larger than a third of the
+budget is computed but not kept (the largest dataset the page reads, 16,000,000 tokens, takes about 150 MB, within
+a third of the default 512 MiB). Keys are the call's hashable arguments (``memoized``), never anything big; values
+are shared objects: callers never modify them.
 """
 
 from __future__ import annotations
@@ -52,9 +47,8 @@ def deep_size(value: Any, _seen: set[int] | None = None) -> int:
         return 0
     seen.add(id(value))
     if isinstance(value, np.ndarray):
-        base = value if value.base is None else value.base
-        if isinstance(base, np.ndarray) and base is not value:
-            return deep_size(base, seen) + sys.getsizeof(value) - (value.nbytes if value.base is None else 0)
+        if isinstance(value.base, np.ndarray):  # a view: its base's bytes, counted once
+            return deep_size(value.base, seen) + sys.getsizeof(value)
         return int(value.nbytes) + 112
     size = sys.getsizeof(value)
     if isinstance(value, str | bytes | int | float | bool) or value is None:

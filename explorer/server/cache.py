@@ -205,21 +205,13 @@ def window(source: Source, recipe: packing.Recipe, first: int, count: int) -> Wi
 def block_figure(source: Source, recipe: packing.Recipe, first: int, count: int) -> Any:
     """The Result tab's blocks and loss mask for a window (built once for every session that shows it)."""
     view = window(source, recipe, first, count)
-    batch = view.batch
-    tokens = batch.input_ids if view.has_tokens else None
-    labels = batch.labels if view.has_tokens else None
     pieces = None
-    if isinstance(source, Text) and batch.num_blocks * batch.max_seq_length <= figures.MAX_MASK_HOVER_CELLS:
+    if isinstance(source, Text) and view.batch.input_ids.size <= figures.MAX_MASK_HOVER_CELLS:
         try:
             pieces = text_cells(source, recipe, first, count)
         except (ValueError, TypeError, InputError):  # a tokenizer that cannot decode these ids: ids only
             pieces = None
-    roles = targets = None
-    if batch.units is not None:  # pairs and groups: each token's role, and the tokens a position predicts
-        roles, targets = preference.token_roles(batch), batch.prediction_positions >= 0
-    return figures.block_figure(
-        view.sequence_ids, batch.loss_mask, batch.position_ids, tokens, first, labels, pieces, roles, targets
-    )
+    return figures.window_figure(view, pieces)
 
 
 @memoized
@@ -247,12 +239,7 @@ def summary_figures(source: Source, recipe: packing.Recipe) -> tuple[Any, Any]:
     """The Result tab's utilization and length charts."""
     layout = plan(source, recipe).layout
     assert layout is not None
-    pieces = (layout.piece_block(), layout.piece_sequence, layout.piece_length) if layout.num_blocks <= 60 else None
-    lengths = _lengths(source, recipe)
-    return (
-        figures.utilization_figure(layout.stats.block_utilization, pieces, recipe.max_seq_length),
-        figures.length_histogram(lengths, recipe.max_seq_length),
-    )
+    return figures.plan_figure(layout), figures.length_histogram(_lengths(source, recipe), recipe.max_seq_length)
 
 
 @under(_lengths_only)

@@ -18,7 +18,8 @@ import packing.layouts
 import packing.strategies
 from explorer.core.audit import BlockGrid, block_grid, default_blocks, finding_cells
 from explorer.core.formatting import percent
-from explorer.core.preference import REJECTED, role_names
+from explorer.core.preference import REJECTED, role_names, token_roles
+from explorer.core.runs import Window
 from packing.core.validation import INT32_MAX
 from packing.layouts.audit import FINDING_KINDS, AuditReport
 
@@ -267,6 +268,18 @@ def mask_kind(loss_mask: IntArray, sequence_ids: Int64Array, labels: Int64Array 
     return np.where(sequence_ids < 0, 3, kind).astype(np.int8)
 
 
+def window_figure(view: Window, pieces: tuple[Sequence[Sequence[str]], Sequence[Sequence[str]]] | None) -> go.Figure:
+    """``block_figure`` of a window of materialized blocks: its token ids and labels when the data has tokens, and
+    in blocks of pairs and groups each token's role and the tokens a position predicts. O(the window's tokens)."""
+    batch = view.batch
+    tokens, labels = (batch.input_ids, batch.labels) if view.has_tokens else (None, None)
+    roles = targets = None
+    if batch.units is not None:
+        roles, targets = token_roles(batch), batch.prediction_positions >= 0
+    ids = view.sequence_ids
+    return block_figure(ids, batch.loss_mask, batch.position_ids, tokens, view.first, labels, pieces, roles, targets)
+
+
 def block_figure(
     sequence_ids: Int64Array,
     loss_mask: IntArray,
@@ -431,6 +444,12 @@ def grid_figure(
     fig.update_xaxes(dtick=position_tick(width, most=10))
     fig.update_layout(title={"text": title, "font": {"size": 14}}, height=90 + 32 * max(1, blocks), **_LAYOUT)
     return fig
+
+
+def plan_figure(layout: packing.PackingPlan) -> go.Figure:
+    """``utilization_figure`` of a plan: each bar stacked by sequence when there are at most 60 blocks."""
+    pieces = (layout.piece_block(), layout.piece_sequence, layout.piece_length) if layout.num_blocks <= 60 else None
+    return utilization_figure(layout.stats.block_utilization, pieces, layout.max_seq_length)
 
 
 def utilization_figure(

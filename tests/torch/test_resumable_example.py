@@ -47,6 +47,7 @@ def launch(checkpoint: Path, nproc: int, ids: Path, kill_at: int | None) -> tupl
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # four runs of up to three ranks, each importing torch: 245 s next to two busy loops
 def test_killed_and_resumed_on_1_then_3_ranks_trains_every_sample_once(tmp_path: Path) -> None:
     if importlib.util.find_spec("transformers") is None:
         pytest.skip("transformers is not installed")

@@ -457,10 +457,9 @@ def read_rows(
         return rows
     completion_only = LossRules.of(loss_rules, check_flag(completion_only_loss, "completion_only_loss")).masks_anything
     if tokenizer is not None:
-        from packing.reading.reader import read_text_rows
         from packing.text.tokenizers import load_tokenizer
 
-        text_rows = read_text_rows(
+        return read_text_rows(
             rows,
             load_tokenizer(tokenizer),
             completion_only_loss=completion_only,
@@ -469,7 +468,6 @@ def read_rows(
             progress=progress,
             share_prompt=share_prompt,
         )
-        return text_rows
     if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
         raise SettingError("samples", f"a list of samples ({FORMS})", rows)
     share_prompt = check_flag(share_prompt, "share_prompt")

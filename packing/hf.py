@@ -206,11 +206,7 @@ def pack_dataset(
     check_flag(shuffle, "shuffle")
     from datasets import Dataset
 
-    tokenizer = chosen.tokenizer
-    name = tokenizer if isinstance(tokenizer, str) else getattr(prepare(chosen).tokenizer, "name_or_path", None)
-    settings = (chosen.describe(), name, prepare(chosen).pad_id, shuffle, chosen.seed, carry)
-    known = tokenizer is None or isinstance(name, str)  # a tokenizer object without a name: no stable fingerprint
-    fingerprint = _fingerprint(dataset if known else None, settings)
+    fingerprint = _fingerprint(dataset, (prepare(chosen).fingerprint, shuffle, chosen.seed, carry))
     path = _cache_path(dataset, fingerprint, cache_file_name)
     if cache_file_name is None and path is not None and path.is_file():  # packed before: same rows, same settings
         return Dataset.from_file(os.fspath(path))
@@ -443,7 +439,7 @@ def _tokenized(dataset: Any, recipe: Recipe) -> Any:
         num_proc=num_proc,
         remove_columns=columns,
         fn_kwargs={"tokenizer": loaded, "loss_rules": loss_rules},
-        new_fingerprint=_fingerprint(dataset, ("packing.hf._tokenized", repr(loss_rules), num_proc)),
+        new_fingerprint=_fingerprint(dataset, ("packing.hf._tokenized", prepare(recipe).fingerprint)),
     )
 
 

@@ -12,6 +12,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from packing.core.fingerprint import digest, tokenizer_fingerprint
 from packing.core.validation import is_integer
 from packing.recipe import Recipe
 from packing.text.tokenizers import load_tokenizer
@@ -24,6 +25,21 @@ class Prepared:
     recipe: Recipe
     tokenizer: Any
     pad_id: int
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """A digest of everything that decides the packed output: every option's value (``Recipe.describe``), the
+        loaded tokenizer's content (``packing.core.fingerprint.tokenizer_fingerprint``: a tokenizer path whose
+        files changed, or another object of the same name, gives another) and the pad id. What caches are keyed by.
+        O(vocabulary) once.
+
+        >>> prepare(Recipe(8, roles_to_train="user")).fingerprint == prepare(Recipe(8)).fingerprint
+        False
+        >>> prepare(Recipe(8, tokenizer="bytes")).fingerprint == prepare(Recipe(8, tokenizer="bytes")).fingerprint
+        True
+        """
+        loaded = "none" if self.tokenizer is None else tokenizer_fingerprint(self.tokenizer)
+        return digest("\n".join((self.recipe.describe(), loaded, str(self.pad_id))), 16)
 
     @property
     def read_options(self) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections import Counter
+from typing import Any
 
 import numpy as np
 import pytest
@@ -245,3 +246,31 @@ def test_a_column_named_loss_weights_is_not_carried() -> None:
 
     with pytest.raises(SettingError, match="carry"):
         pack_dataset(rows, 8, shuffle=False, carry=["loss_weights"])
+
+
+CACHED_RECIPES = [
+    {"roles_to_train": ["user", "assistant"]},
+    {"roles_to_train": ["user"]},
+    {"roles_to_train": ["assistant"], "train_on_eos": "none"},
+    {"loss": "all"},
+    {"roles_to_train": ["user"]},
+]
+
+
+def test_a_dataset_on_disk_is_never_served_another_recipes_cache(tmp_path: Any) -> None:
+    """Packing the same saved rows with recipes that differ in one option (roles, EOS rule, loss, template) each
+    time gives that recipe's masks, as ``pack`` does, not an earlier packing's cache file."""
+    chat = {
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello"},
+        ]
+    }
+    datasets.Dataset.from_list([chat] * 3).save_to_disk(str(tmp_path / "saved"))
+    saved = datasets.load_from_disk(str(tmp_path / "saved"))
+    for options in CACHED_RECIPES:
+        packed = pack_dataset(saved, 64, tokenizer="bytes", **options)
+        expected = pack([chat] * 3, 64, tokenizer="bytes", **options)
+        assert sum(map(sum, packed["loss_mask"])) == int(expected.loss_mask.sum()), options
+    assert len(list((tmp_path / "saved").glob("packing-*.arrow"))) == len(CACHED_RECIPES) - 1  # the last one reused

@@ -56,7 +56,7 @@ def _implementation(model: Any) -> str | None:
         return model
     config = getattr(model, "config", model)
     if not hasattr(config, "_attn_implementation"):
-        expected = "a transformers model, its config or an attn_implementation name"
+        expected = "a transformers model (a wrapper's .module), its config or an attn_implementation name"
         raise SettingError("model", expected, f"<{type(model).__name__}>")
     name = config._attn_implementation
     if name is not None and not isinstance(name, str):
@@ -64,14 +64,43 @@ def _implementation(model: Any) -> str | None:
     return name
 
 
+def _window(model: Any) -> int | None:
+    """The sliding window a layer of the model attends within, or None: ``config.sliding_window`` where a layer
+    slides (one of ``layer_types`` is ``sliding_attention``, as in Qwen2 and Gemma 3; without ``layer_types``,
+    every layer unless ``use_sliding_window`` is False, as in Mistral). A name has none. O(layers)."""
+    config = None if isinstance(model, str) else getattr(model, "config", model)
+    window = getattr(config, "sliding_window", None)
+    if not isinstance(window, int) or isinstance(window, bool):
+        return None
+    layers = getattr(config, "layer_types", None)
+    slides = "sliding_attention" in layers if layers is not None else getattr(config, "use_sliding_window", True)
+    return window if slides else None
+
+
+def _check_window(model: Any, columns: Mapping[str, torch.Tensor], name: str | None) -> None:
+    """Refuse a mask for a model with a sliding window that some sequence of the batch is longer than: transformers
+    passes a 4-D mask (or a ``BlockMask``) to every layer unchanged, so a sliding layer would see past its window.
+    O(T)."""
+    window = _window(model)
+    longest = int(columns["position_ids"].max()) + 1 if columns["position_ids"].numel() else 0
+    if window is not None and longest > window:
+        raise SettingError(
+            "model",
+            f"sequences of at most its sliding window's {window} tokens with {name} (a mask replaces the window in "
+            "every layer; flash-attention applies it)",
+            f"<a sequence of {longest} tokens>",
+        )
+
+
 def _placement(model: Any, dtype: torch.dtype | None, device: Any) -> tuple[torch.dtype | None, Any]:
     """The mask's dtype and the inputs' device: those given, else the model's (its first floating parameter's
     dtype, its first parameter's device; a name or a config has neither). O(parameters before the first)."""
     if isinstance(model, torch.nn.Module):
-        parameters = list(model.parameters())
-        floating = next((p.dtype for p in parameters if p.is_floating_point()), None)
-        dtype = floating if dtype is None else dtype
-        device = (parameters[0].device if parameters else None) if device is None else device
+        first = next(model.parameters(), None)
+        if dtype is None:
+            dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
+        if device is None and first is not None:
+            device = first.device
     if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
         raise SettingError("dtype", "a floating torch dtype (the model's: torch.float32, torch.bfloat16, ...)", dtype)
     return dtype, device
@@ -126,6 +155,11 @@ def model_inputs(
       (``SettingError``): flash-attention keeps sequences apart only by their intervals, and a shared prompt's
       completions are one interval; collate them with ``share_prompt=False``.
 
+    A mask replaces a model's sliding window in every layer (transformers builds the window into the masks it
+    makes, never into one it is given): for a model with one (Mistral, Gemma 3, Qwen2 with ``use_sliding_window``),
+    a batch with a sequence longer than the window is refused for eager, SDPA and FlexAttention (flash-attention
+    applies the window itself). Given a name or a config without ``sliding_window``, nothing is known of a window.
+
     ``model`` is the model (its ``config._attn_implementation``, its dtype and device), its config, or an
     implementation's name; ``dtype`` (the mask's, default the model's; needed with a name or a config for eager
     and SDPA) and ``device`` (default the model's, else the batch's) override it. The mask is built on the
@@ -151,6 +185,8 @@ def model_inputs(
     dtype, device = _placement(model, dtype, device)
     columns = _columns(batch, device)
     inputs: dict[str, Any] = {"input_ids": columns["input_ids"], "position_ids": columns["position_ids"]}
+    if name is None or name in ADDITIVE or name == FLEX:
+        _check_window(model, columns, name)
     if name is None or name in ADDITIVE:
         if dtype is None:
             expected = "the model's floating dtype (given an implementation's name or a config, not the model)"

@@ -130,6 +130,51 @@ def test_an_empty_step_is_padding_alone_and_runs() -> None:
     assert pt.model_inputs(batch, "flash_attention_2")["cu_seq_lens_q"].tolist() == [0, 1]
 
 
+def _sliding_model(window: int, kind: str = "mistral", attention: str = "sdpa") -> Any:
+    """A two-layer Mistral (every layer slides) or Qwen2 (its second layer slides) with a sliding ``window``, in
+    float64, the same weights every call."""
+    shape = {
+        "vocab_size": 96, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 512, "sliding_window": window,
+    }  # fmt: skip
+    if kind == "mistral":
+        config: Any = transformers.MistralConfig(**shape)
+    else:
+        config = transformers.Qwen2Config(**shape, use_sliding_window=True, max_window_layers=1)
+    config._attn_implementation = attention
+    torch.manual_seed(0)
+    model = (transformers.MistralForCausalLM if kind == "mistral" else transformers.Qwen2ForCausalLM)(config)
+    return model.double().eval()
+
+
+@pytest.mark.parametrize("kind", ["mistral", "qwen2"])
+@pytest.mark.parametrize("share_prompt", [False, True])
+def test_a_sliding_window_shorter_than_a_sequence_is_refused_and_a_longer_one_kept(
+    kind: str, share_prompt: bool
+) -> None:
+    """A mask replaces the window in every layer: with a sequence longer than the window the packed forward is
+    wrong (shown through a name, which knows no window), so the model's inputs are refused; with every sequence
+    within the window they give each sequence alone."""
+    rows = _units("both", seed=13)
+    batch = pt.collate(rows, share_prompt=share_prompt)
+    short = _sliding_model(4, kind)
+    with torch.no_grad():
+        blind = pt.completion_logps(short(**pt.model_inputs(batch, "sdpa", dtype=torch.float64)).logits, batch)
+    assert float((blind - alone_logps(short, rows)).abs().max()) > 1e-3
+    for given_ in (short, short.config):
+        config = given_.config if given_ is short else given_
+        for attention in ("eager", "sdpa", "flex_attention"):
+            config._attn_implementation = attention
+            with pytest.raises(SettingError) as caught:
+                pt.model_inputs(batch, given_, dtype=torch.float64)
+            assert caught.value.name == "model" and "sliding window's 4 tokens" in str(caught.value)
+    config._attn_implementation = "flash_attention_2"  # flash-attention applies the window itself
+    if not share_prompt:
+        assert "cu_seq_lens_q" in pt.model_inputs(batch, short)
+    wide = _sliding_model(64, kind)
+    assert float((_packed_logps(wide, batch) - alone_logps(wide, rows)).abs().max()) < TOLERANCE
+
+
 # ---------------------------------------------------------------- FlexAttention
 
 

@@ -77,7 +77,7 @@ def _window(model: Any) -> int | None:
     return window if slides else None
 
 
-def _check_window(model: Any, columns: Mapping[str, torch.Tensor], name: str | None) -> None:
+def _check_window(model: Any, columns: Mapping[str, torch.Tensor], name: str) -> None:
     """Refuse a mask for a model with a sliding window that some sequence of the batch is longer than: transformers
     passes a 4-D mask (or a ``BlockMask``) to every layer unchanged, so a sliding layer would see past its window.
     O(T)."""
@@ -145,8 +145,8 @@ def model_inputs(
     (a training forward builds no cache; with one, transformers would also skip its packed-sequence detection), and
 
     - ``eager``, ``sdpa`` (or an unset implementation): ``attention_mask``, the 4-D additive mask ``(B, 1, T, T)``
-      of :func:`~packing.torch.units.attention_mask` in the model's dtype, which transformers passes unchanged to
-      the kernel (a mask of another dtype is refused by SDPA or changes eager's precision);
+      of :func:`~packing.torch.units.attention_mask` in the model's dtype (the dtype its kernels compute in), which
+      transformers passes unchanged to the kernel;
     - ``flex_attention``: ``attention_mask``, a FlexAttention ``BlockMask`` (:func:`~packing.torch.units.block_mask`);
     - a flash-attention implementation (``flash_attention_2``, ``flash_attention_3``, a hub kernel such as
       ``kernels-community/flash-attn3``): ``cu_seq_lens_q``, ``cu_seq_lens_k``, ``max_length_q`` and
@@ -182,23 +182,24 @@ def model_inputs(
     packing.errors.SettingError: attn_implementation: expected eager, sdpa, flex_attention or a flash-attention one (flash_attention_2, flash_attention_3, a flash kernel), got 'paged|eager' (str)
     """
     name = _implementation(model)
+    flash = name is not None and _is_flash(name)
+    if not flash and name is not None and name not in (*ADDITIVE, FLEX):
+        raise SettingError("attn_implementation", KNOWN, name)
     dtype, device = _placement(model, dtype, device)
     columns = _columns(batch, device)
     inputs: dict[str, Any] = {"input_ids": columns["input_ids"], "position_ids": columns["position_ids"]}
-    if name is None or name in ADDITIVE or name == FLEX:
+    if flash:
+        _refuse_shared(columns, str(name))
+        inputs.update(_flash_kwargs(columns["document_ids"]))
+    elif name == FLEX:
         _check_window(model, columns, name)
-    if name is None or name in ADDITIVE:
+        inputs["attention_mask"] = block_mask(columns, device)
+    else:
+        _check_window(model, columns, name or "eager")
         if dtype is None:
             expected = "the model's floating dtype (given an implementation's name or a config, not the model)"
             raise SettingError("dtype", expected, None)
         inputs["attention_mask"] = attention_mask(columns, dtype)
-    elif name == FLEX:
-        inputs["attention_mask"] = block_mask(columns, device)
-    elif _is_flash(name):
-        _refuse_shared(columns, name)
-        inputs.update(_flash_kwargs(columns["document_ids"]))
-    else:
-        raise SettingError("attn_implementation", KNOWN, name)
     inputs["use_cache"] = False
     return inputs
 

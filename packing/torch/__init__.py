@@ -17,7 +17,9 @@ and a dataset over packed blocks.
 - Preference pairs and completion groups: ``collate(rows, share_prompt=...)`` keeps each whole (a 4-D
   ``attention_mask`` with a shared prompt), ``completion_logps(logits, batch)`` and ``preference_logps(logits,
   batch)`` read every completion's log-probability from one packed forward; ``attention_mask``, ``mask_mod`` and
-  ``block_mask`` build a batch's mask for eager/SDPA or FlexAttention (``packing.torch.units``).
+  ``block_mask`` build a batch's mask for eager/SDPA or FlexAttention (``packing.torch.units``);
+  ``model_inputs(batch, model)`` gives the keyword arguments of ``model(**inputs)`` for the model's attention
+  implementation (the 4-D mask in its dtype, a ``BlockMask``, or flash-attention's boundaries).
 - ``PackedDataset(batch_or_path)``: a map-style dataset of packed blocks, from a ``PackedBatch`` or a packed Parquet
   file read one row group at a time through a memory map, or any other layout the auditor recognises, converted.
 
@@ -49,6 +51,7 @@ from packing.torch.collate import weighted_loss as weighted_loss
 from packing.torch.context_parallel import context_parallel_shard as context_parallel_shard
 from packing.torch.dataset import BLOCK_COLUMNS as BLOCK_COLUMNS
 from packing.torch.dataset import PackedDataset as PackedDataset
+from packing.torch.inputs import model_inputs as model_inputs
 from packing.torch.sampler import PackingSampler as PackingSampler
 from packing.torch.sampler import Pieces as Pieces
 from packing.torch.schedule import LINEAR_COST_PER_TOKEN as LINEAR_COST_PER_TOKEN
@@ -82,6 +85,7 @@ __all__ = [
     "context_parallel_shard",
     "default_cost",
     "mask_mod",
+    "model_inputs",
     "preference_logps",
     "weighted_loss",
 ]

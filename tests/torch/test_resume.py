@@ -166,7 +166,7 @@ def test_rescaled_resume_trains_every_sample_exactly_once(
             s.set_epoch(epoch)
         last = leg == len(worlds) - 1
         check_empty_blocks(ranks[0].schedule)
-        steps = run(ranks, None if last else int(cuts[leg] * len(ranks[0])))
+        steps = run(ranks, None if last else int(cuts[leg] * ranks[0].schedule.num_steps))
         for step in steps:
             for block in step:
                 tokens = [item.length if isinstance(item, packing.Piece) else min(lengths[item], 64) for item in block]
@@ -200,7 +200,8 @@ def test_resuming_at_the_end_of_an_epoch_on_more_ranks_gives_no_steps() -> None:
     run(ranks)
     bigger = PackingSampler(lengths, 32, num_replicas=3, rank=2)
     bigger.load_state_dict(ranks[0].state_dict())
-    assert len(bigger) == 0 and list(bigger) == []
+    assert list(bigger) == [] and bigger.schedule.num_steps == 0
+    assert len(bigger) == len(ranks[0])  # the epoch's steps: all taken before the resume
     bigger.set_epoch(1)
     assert len(bigger) > 0
 

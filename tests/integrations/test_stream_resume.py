@@ -67,7 +67,7 @@ def test_the_state_holds_the_buffer_waiting_to_be_yielded() -> None:
     assert len(state["carried"]["ids"]) > 0  # documents carried into the next buffer
     assert state["position"] == 50 and state["source"] is None  # a list cannot say where it is: re-read, skipped
     # the documents waiting (pending or carried) are neither in the blocks yielded nor read again from the rows
-    waiting = set(state["pending"]["ids"].tolist()) | set(state["carried"]["ids"].tolist())
+    waiting = set(state["pending"]["ids"]) | set(state["carried"]["ids"])
     yielded = {i for block in stream(rows, 64, buffer_size=50) for i in block["sequence_ids"].tolist()}
     assert waiting <= yielded
 

@@ -107,16 +107,17 @@ MAX_SEQ_LENGTH = 2**24
 def integer_list(value: Any, name: str, what: str, least: int = 0, most: int = INT64_MAX) -> npt.NDArray[np.int64]:
     """``value`` (a list, tuple or 1-D array of integers, each in ``[least, most]``) as an int64 array: the one
     check of the integer lists a saved state holds. Else a ``SettingError`` naming ``name`` that expects
-    ``what`` (a list of integers in ``least..most``) and shows the first value out of range. O(len(value)).
+    ``what`` (a list of integers from ``least`` up to ``most``) and shows the first value out of range. O(len(value)).
 
     >>> integer_list([3, 0, 2], "state", "the lengths").tolist()
     [3, 0, 2]
     >>> integer_list([3, -1], "state", "the lengths")
     Traceback (most recent call last):
     ...
-    packing.errors.SettingError: state: expected the lengths (a list of integers in 0..9,223,372,036,854,775,807), got -1
+    packing.errors.SettingError: state: expected the lengths (a list of non-negative integers), got -1
     """
-    expected = f"{what} (a list of integers in {least:,}..{most:,})"
+    words = "non-negative integers" if least == 0 else f"integers >= {least:,}"
+    expected = f"{what} (a list of {words}{f' up to {most:,}' if most < INT64_MAX else ''})"
     array = None
     if isinstance(value, (list, tuple, np.ndarray)):
         try:

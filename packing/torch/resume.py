@@ -19,6 +19,7 @@ keep it as it is).
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -88,6 +89,8 @@ MAX_RESIZED = 1_000
 """The most resumes on another number of ranks a state of one epoch records: loading rebuilds a plan for each
 (O(n) apiece), so a longer list is refused rather than loaded for hours."""
 WHAT = "a PackingSampler.state_dict()"
+PRINT = re.compile(r"[0-9]{1,19}:[0-9a-f]{16}")
+"""What :func:`fingerprint` gives."""
 
 
 def _natural(state: Mapping[str, Any], key: str, least: int) -> int:
@@ -107,8 +110,9 @@ def _checked_fields(state: Any) -> Mapping[str, Any]:
     if missing:
         raise SettingError("state", f"{WHAT} (with '{missing[0]}')", "<a dict without it>")
     for key in ("lengths", "trained_tokens"):
-        if state[key] is not None and not isinstance(state[key], str):
-            raise SettingError("state", f"{WHAT} ('{key}': a fingerprint string or None)", state[key])
+        print_ = state[key]
+        if print_ is not None and not (isinstance(print_, str) and PRINT.fullmatch(print_[:48])):
+            raise SettingError("state", f"{WHAT} ('{key}': a fingerprint '<count>:<16 hex digits>' or None)", print_)
     if not isinstance(state["recipe"], str):
         raise SettingError("state", f"{WHAT} ('recipe': a Recipe.describe() string)", state["recipe"])
     options = state["options"]

@@ -149,10 +149,11 @@ def read_state(
     resume on another number of ranks becomes one more ``resized`` entry (unless nothing of the current plan
     was consumed, which is then simply made for the new ranks). O(resized), whatever the numbers in it say.
 
-    >>> saved = make_state(Progress(0, (), 3, 2), "4:ab", None, "max_seq_length=8", {"shuffle": True, "balance": True})
-    >>> read_state(saved, "4:ab", None, "max_seq_length=8", {"shuffle": True, "balance": True}, 1)
+    >>> mine = (fingerprint([3, 1, 2]), None, "max_seq_length=8", {"shuffle": True, "balance": True})
+    >>> saved = make_state(Progress(0, (), 3, 2), *mine)               # step 3 on 2 ranks
+    >>> read_state(saved, *mine, num_replicas=1)                        # resumed on 1: the plan made on 2 is kept
     Progress(epoch=0, resized=((2, 3),), step=0, num_replicas=1)
-    >>> read_state({**saved, "resized": 5}, "4:ab", None, "max_seq_length=8", {"shuffle": True, "balance": True}, 1)
+    >>> read_state({**saved, "resized": 5}, *mine, num_replicas=1)
     Traceback (most recent call last):
     ...
     packing.errors.SettingError: state: expected a PackingSampler.state_dict() ('resized': a list of at most 1,000 pairs), got 5

@@ -375,7 +375,8 @@ class PackingStream(Iterator[Block]):
         self._source_state = copy.deepcopy(state["source"])
         self._carried, self._carried_ids = _samples_of(state["carried"], "carried", self._position)
         self._pending = None if state["pending"] is None else _pending_of(state["pending"], self.recipe, self._position)
-        waiting = np.concatenate((self._carried_ids, [] if self._pending is None else self._pending.sequence_names))
+        pending = None if self._pending is None else self._pending.sequence_names
+        waiting = self._carried_ids if pending is None else np.concatenate((self._carried_ids, pending))
         if len(np.unique(waiting)) != len(waiting):
             raise SettingError("state", f"{STATE_WHAT} (each sample waiting once, pending or carried)", "<twice>")
         most = 0 if self._finished else self.buffer_size // 2  # what the stream carries into its next buffer

@@ -100,9 +100,9 @@ def _natural(state: Mapping[str, Any], key: str, least: int) -> int:
     return int(value)
 
 
-def _checked_fields(state: Any) -> Mapping[str, Any]:
-    """``state`` if it is a mapping of this format holding every key, the fingerprints strings (or None), the
-    recipe a string and the options ``shuffle``/``balance`` flags; else the error saying which. O(1)."""
+def _check_fields(state: Any) -> None:
+    """Refuse ``state``, saying which field, unless it is a mapping of this format holding every key, the
+    fingerprints fingerprints (or None), the recipe a string and the options two flags. O(1)."""
     fmt = state.get("format") if isinstance(state, Mapping) else None
     if not isinstance(fmt, str) or fmt != FORMAT:
         raise StateMismatch("format", FORMAT, quote(fmt if isinstance(state, Mapping) else type(state).__name__))
@@ -122,7 +122,6 @@ def _checked_fields(state: Any) -> Mapping[str, Any]:
         and all(isinstance(flag, bool) for flag in options.values())
     ):
         raise SettingError("state", f"{WHAT} ('options': {{'shuffle': a bool, 'balance': a bool}})", options)
-    return state
 
 
 def _resized(value: Any) -> tuple[tuple[int, int], ...]:
@@ -158,7 +157,7 @@ def read_state(
     ...
     packing.errors.SettingError: state: expected a PackingSampler.state_dict() ('resized': a list of at most 1,000 pairs), got 5
     """
-    state = _checked_fields(state)
+    _check_fields(state)
     if state["lengths"] != lengths:
         raise StateMismatch("lengths", _shown(lengths), _shown(state["lengths"]))
     if trained is not None and state["trained_tokens"] is not None and state["trained_tokens"] != trained:

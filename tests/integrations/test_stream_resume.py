@@ -164,22 +164,31 @@ def test_a_state_round_trips_torch_weights_only_and_json_and_resumes_exactly(sou
     for loaded in (torch.load(saved, weights_only=True), json.loads(json.dumps(state))):
         assert loaded == state
         resumed = head + as_lists(stream(make(), length, state=loaded, **options))
-        if source == "units":  # see test_a_resumed_stream_of_units_numbers_completions_as_the_uninterrupted_one
+        if source == "units":  # see test_a_resumed_stream_of_units_keeps_each_blocks_completions_apart
             resumed, whole = (
                 [{k: v for k, v in b.items() if k != "completion_ids"} for b in bs] for bs in (resumed, whole)
             )
         assert resumed == whole
 
 
-@pytest.mark.xfail(strict=True, reason="completion_ids number the completions of the samples a buffer holds: a "
-                   "resumed buffer holds its pending samples only, and numbers them from 0")  # fmt: skip
-def test_a_resumed_stream_of_units_numbers_completions_as_the_uninterrupted_one() -> None:
+def test_a_resumed_stream_of_units_keeps_each_blocks_completions_apart() -> None:
+    """``completion_ids`` number the completions of the samples a buffer holds (from 0 in each buffer); a resumed
+    buffer holds its pending samples only and numbers them from 0: each block's completions are the same, told
+    apart the same way, under other numbers."""
     rows, options = random_units(4, count=60), {"buffer_size": 12, "seed": 2, "share_prompt": True}
     whole = as_lists(stream(rows, 64, **options))
     blocks = stream(rows, 64, **options)
     head = as_lists(next(blocks) for _ in range(5))
     assert blocks.state_dict()["pending"] is not None
-    assert head + as_lists(stream(rows, 64, state=blocks.state_dict(), **options)) == whole
+    resumed = head + as_lists(stream(rows, 64, state=blocks.state_dict(), **options))
+    assert len(resumed) == len(whole)
+    for ours, theirs in zip(resumed, whole, strict=True):
+        assert {k: v for k, v in ours.items() if k != "completion_ids"} == {
+            k: v for k, v in theirs.items() if k != "completion_ids"
+        }
+        pairs = set(zip(ours["completion_ids"], theirs["completion_ids"], strict=True))
+        assert len({a for a, _ in pairs}) == len({b for _, b in pairs}) == len(pairs)  # one number for the other
+        assert all((a == -1) == (b == -1) for a, b in pairs)
 
 
 def test_a_source_shorter_than_the_saved_position_is_refused() -> None:

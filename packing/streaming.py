@@ -31,7 +31,6 @@ from packing.core.samples import Samples, TokenArray, all_ones
 from packing.core.units import Units
 from packing.core.validation import (
     INT32_MAX,
-    INT64_MAX,
     OverflowPolicy,
     check_flag,
     check_integer,
@@ -363,8 +362,8 @@ class PackingStream(Iterator[Block]):
             if not isinstance(state[name], type(value)) or state[name] != value:
                 raise StateMismatch(name, str(value), quote(state[name]))
         position = state["position"]
-        if not is_integer(position) or not 0 <= position <= INT64_MAX:
-            raise SettingError("state", f"{STATE_WHAT} ('position': a non-negative 64-bit integer)", position)
+        if not is_integer(position) or not 0 <= position <= INT32_MAX + 1:  # no stream reads more: ids are int32
+            raise SettingError("state", f"{STATE_WHAT} ('position': rows read, 0..{INT32_MAX + 1:,})", position)
         if not isinstance(state["finished"], bool) or not isinstance(state["source"], (dict, type(None))):
             raise SettingError("state", f"{STATE_WHAT} ('finished' a bool, 'source' a dict or None)", "<other>")
         try:
@@ -462,7 +461,7 @@ def _samples_of(state: Any, field: str, position: int) -> tuple[Samples, Int64Ar
     tokens = integer_list(state.get("tokens"), "state", f"{what} tokens")
     total = len(tokens)
     lengths = integer_list(state.get("lengths"), "state", f"{what} lengths", 0, total)
-    ids = integer_list(state.get("ids"), "state", f"{what} ids", 0, min(position, INT32_MAX + 1) - 1)  # int32 ids
+    ids = integer_list(state.get("ids"), "state", f"{what} ids", 0, position - 1)
     if int(lengths.sum()) != total or len(ids) != len(lengths):
         raise SettingError("state", f"{what} (lengths summing to its {total} tokens, one id each)", "<other counts>")
     if state.get("loss_mask") is None:

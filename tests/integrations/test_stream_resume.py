@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import io
+import itertools
 import json
 import pickle
 from typing import Any
@@ -203,6 +204,11 @@ def test_a_source_shorter_than_the_saved_position_is_refused() -> None:
     with pytest.raises(packing.errors.StateMismatch, match=message):
         list(resumed)
     assert len(list(stream(iter(rows[:20]), 32, buffer_size=20, state=state))) > 0  # as many rows: no more to read
+    endless = itertools.cycle(rows)  # a position no stream reaches is refused before a row is skipped
+    with pytest.raises(
+        packing.SettingError, match=r"\('position': rows read, 0\.\.2,147,483,648\), got 1099511627776$"
+    ):
+        stream(endless, 32, buffer_size=20, state={**state, "position": 2**40})
 
 
 HUGE = [10**12, 2**63, 2**64 + 1, 10**5000]

@@ -248,8 +248,14 @@ class PackingStream(Iterator[Block]):
     def _source(self) -> Iterator[Any]:
         samples = self._samples
         if self._restores_source():
-            samples.load_state_dict(copy.deepcopy(self._source_state))  # type: ignore[attr-defined]
-            return iter(samples)
+            try:  # a source such as datasets' takes its state when it starts: its first row says if it could
+                samples.load_state_dict(copy.deepcopy(self._source_state))  # type: ignore[attr-defined]
+                rows = iter(samples)
+                first = list(itertools.islice(rows, 1))
+            except (KeyError, TypeError, ValueError, IndexError) as error:  # the source refuses it: not its state
+                expected = f"{STATE_WHAT} ('source': the source's own state_dict())"
+                raise SettingError("state", expected, f"<{type(error).__name__} from the source>") from None
+            return itertools.chain(first, rows)
         return _skipped(iter(samples), self._skip)
 
     def _run(self) -> Iterator[Block]:

@@ -106,6 +106,9 @@ def test_a_datasets_iterable_resumes_from_its_own_state() -> None:
     assert head + as_lists(stream(source(), 48, buffer_size=30, state=state)) == whole
     # the source was restored from its state, not read from its start: only its rows after the saved position
     assert read["count"] == len(rows) - state["position"]
+    for junk in ({"junk": 1}, {**state["source"], "examples_iterable": 5}):  # a state the source refuses
+        with pytest.raises(packing.SettingError, match=r"'source': the source's own state_dict\(\)\), got <\w+"):
+            list(stream(source(), 48, buffer_size=30, state={**state, "source": junk}))
 
 
 @pytest.mark.parametrize(

@@ -102,7 +102,7 @@ def _natural(state: Mapping[str, Any], key: str, least: int) -> int:
 
 def _check_fields(state: Any) -> None:
     """Refuse ``state``, saying which field, unless it is a mapping of this format holding every key, the
-    fingerprints fingerprints (or None), the recipe a string and the options two flags. O(1)."""
+    fingerprints as :func:`fingerprint` gives them (or None), the recipe a string, the options two flags. O(1)."""
     fmt = state.get("format") if isinstance(state, Mapping) else None
     if not isinstance(fmt, str) or fmt != FORMAT:
         raise StateMismatch("format", FORMAT, quote(fmt if isinstance(state, Mapping) else type(state).__name__))

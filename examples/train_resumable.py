@@ -92,7 +92,7 @@ def train(rank: int, world_size: int, port: int, args: argparse.Namespace) -> No
             if rank == 0:
                 consumed.setdefault(epoch, []).extend(i for ids in every for i in ids)
                 print(f"step {step} epoch {epoch} ranks {world_size} loss {mean.item() / world_size:.4f}", flush=True)
-                if step % args.checkpoint_every == 0 or sampler.state_dict()["step"] == len(sampler):
+                if step % args.checkpoint_every == 0 or sampler.state_dict()["step"] == sampler.schedule.num_steps:
                     state = {"model": model.module.state_dict(), "optimizer": optimizer.state_dict()}
                     save(checkpoint, {**state, "sampler": sampler.state_dict(), "consumed": consumed, "step": step})
                     print(f"checkpoint {step}", flush=True)

@@ -56,6 +56,8 @@ def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
     >>> import numpy as np
     >>> quote(np.zeros((2, 2), dtype=int))  # one line, whatever the repr
     'array([[0, 0], [0, 0]])'
+    >>> quote(10**5000), quote([1, 10**5000])
+    ('<int too large to print>', '<list too large to print>')
     """
     if isinstance(value, (str, bytes)) and len(value) > limit:
         value = value[: limit + 1]
@@ -65,6 +67,8 @@ def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
         text = repr(value)
     except RecursionError:
         text = f"<deeply nested {type(value).__name__}>"
+    except ValueError:  # an int of more digits than Python prints (sys.get_int_max_str_digits), or one inside
+        text = f"<{type(value).__name__} too large to print>"
     if "\n" in text:  # a multi-line repr (a numpy array's, a tensor's): one line
         text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -14,6 +14,7 @@ inside the state, and the source's own position where the source can say it (``d
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -28,8 +29,15 @@ from packing.core.arrays import offsets_of, ranges
 from packing.core.forms import unit_kind
 from packing.core.samples import Samples, TokenArray, all_ones
 from packing.core.units import Units
-from packing.core.validation import OverflowPolicy, check_flag, check_integer
-from packing.errors import SampleError, SequenceTooLong, SettingError, StateMismatch
+from packing.core.validation import (
+    INT32_MAX,
+    OverflowPolicy,
+    check_flag,
+    check_integer,
+    integer_list,
+    is_integer,
+)
+from packing.errors import SampleError, SequenceTooLong, SettingError, StateMismatch, quote
 from packing.planning.plans import PackingPlan, plan
 from packing.reading.reader import read_rows
 from packing.recipe import Recipe, RecipeOptions
@@ -185,8 +193,10 @@ class PackingStream(Iterator[Block]):
     can say it (an object with ``state_dict``/``load_state_dict``, such as a ``datasets.IterableDataset``: it is
     restored, not re-read). A source that cannot is iterated again from its start, the rows already read skipped
     unread: pass the same rows. A state saved with another recipe, buffer size or shuffle is refused
-    (:class:`~packing.errors.StateMismatch`). The state is a dict of numpy arrays and plain values (``torch.save``,
-    ``pickle``); its size is that of one buffer at most. O(the pending tokens) to save or load.
+    (:class:`~packing.errors.StateMismatch`), and so is one resumed over a source with fewer rows than it had read
+    (the data changed); a field no state holds is refused in one ``SettingError`` line. The state is plain data:
+    lists, ints, strings, flags and None (``torch.save`` with ``torch.load(weights_only=True)``, JSON, ``pickle``);
+    its size is that of one buffer at most. O(the pending tokens) to save or load.
 
     >>> rows = [[1, 2, 3], [4, 5], [6, 7, 8, 9], [10], [11, 12]]
     >>> blocks = stream(rows, 5, buffer_size=2, shuffle=False)
@@ -237,10 +247,16 @@ class PackingStream(Iterator[Block]):
 
     def _source(self) -> Iterator[Any]:
         samples = self._samples
-        if self._source_state is not None and callable(getattr(samples, "load_state_dict", None)):
-            samples.load_state_dict(copy.deepcopy(self._source_state))  # type: ignore[attr-defined]
-            return iter(samples)
-        return itertools.islice(iter(samples), self._skip, None)
+        if self._restores_source():
+            try:  # a source such as datasets' takes its state when it starts: its first row says if it could
+                samples.load_state_dict(copy.deepcopy(self._source_state))  # type: ignore[attr-defined]
+                rows = iter(samples)
+                first = list(itertools.islice(rows, 1))
+            except (KeyError, TypeError, ValueError, IndexError) as error:  # the source refuses it: not its state
+                expected = f"{STATE_WHAT} ('source': the source's own state_dict())"
+                raise SettingError("state", expected, f"<{type(error).__name__} from the source>") from None
+            return itertools.chain(first, rows)
+        return _skipped(iter(samples), self._skip)
 
     def _run(self) -> Iterator[Block]:
         chosen, capacity, strategy = self.recipe, self.recipe.max_seq_length, self.recipe.strategy
@@ -314,7 +330,8 @@ class PackingStream(Iterator[Block]):
     # ------------------------------------------------------------ state
 
     def state_dict(self) -> dict[str, Any]:
-        """Where the stream stands after the blocks yielded so far (see the class). O(pending tokens)."""
+        """Where the stream stands after the blocks yielded so far (see the class): plain lists, ints, strings
+        and None. O(pending tokens)."""
         pending = None
         if self._pending is not None and self._yielded < self._pending.num_blocks:
             rest = np.arange(self._yielded, self._pending.num_blocks)
@@ -326,31 +343,91 @@ class PackingStream(Iterator[Block]):
             "shuffle": self.shuffle,
             "position": self._position,
             "finished": self._finished,
-            "rng": copy.deepcopy(self._rng.bit_generator.state),
+            "rng": copy.deepcopy(self._rng.bit_generator.state),  # a dict of ints and strings
             "source": copy.deepcopy(self._source_state),
             "pending": pending,
             "carried": _samples_state(self._carried, self._carried_ids),
         }
 
-    def _load(self, state: dict[str, Any]) -> None:
-        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-            got = state.get("format") if isinstance(state, dict) else type(state).__name__
-            raise StateMismatch("format", STATE_FORMAT, str(got))
+    def _restores_source(self) -> bool:
+        """Whether the source is restored from its own saved state (else read again, the rows read skipped)."""
+        return self._source_state is not None and callable(getattr(self._samples, "load_state_dict", None))
+
+    def _load(self, state: Any) -> None:
+        """Take ``state`` (see :meth:`state_dict`), every field checked against what a state holds: one
+        ``SettingError`` line (``StateMismatch`` for a state of another stream, or over a source with fewer rows
+        than the state had read). O(the state's size)."""
+        fmt = state.get("format") if isinstance(state, dict) else None
+        if not isinstance(fmt, str) or fmt != STATE_FORMAT:
+            raise StateMismatch("format", STATE_FORMAT, quote(fmt if isinstance(state, dict) else type(state).__name__))
+        missing = [key for key in STATE_KEYS if key not in state]
+        if missing:
+            raise SettingError("state", f"{STATE_WHAT} (with '{missing[0]}')", "<a dict without it>")
         ours = {"recipe": self.recipe.describe(), "buffer_size": self.buffer_size, "shuffle": self.shuffle}
         for name, value in ours.items():
-            if state.get(name) != value:
-                raise StateMismatch(name, str(value), str(state.get(name)))
+            if not isinstance(state[name], type(value)) or state[name] != value:
+                raise StateMismatch(name, str(value), quote(state[name]))
+        position = state["position"]
+        if not is_integer(position) or not 0 <= position <= INT32_MAX + 1:  # no stream reads more: ids are int32
+            raise SettingError("state", f"{STATE_WHAT} ('position': rows read, 0..{INT32_MAX + 1:,})", position)
+        if not isinstance(state["finished"], bool) or not isinstance(state["source"], (dict, type(None))):
+            raise SettingError("state", f"{STATE_WHAT} ('finished' a bool, 'source' a dict or None)", "<other>")
         try:
             self._rng.bit_generator.state = state["rng"]
-            self._position = int(state["position"])
-            self._finished = bool(state["finished"])
-            self._source_state = copy.deepcopy(state["source"])
-            self._carried, self._carried_ids = _samples_of(state["carried"])
-            self._pending = None if state["pending"] is None else _pending_of(state["pending"], self.recipe)
-        except (KeyError, TypeError, ValueError) as error:
-            raise SettingError("state", "a PackingStream.state_dict()", f"<{type(error).__name__}>") from None
+        except (KeyError, TypeError, ValueError, OverflowError):
+            raise SettingError("state", f"{STATE_WHAT} ('rng': a numpy bit generator's state)", "<other>") from None
+        self._position, self._finished = int(position), state["finished"]
+        self._source_state = copy.deepcopy(state["source"])
+        self._carried, self._carried_ids = _samples_of(state["carried"], "carried", self._position)
+        self._pending = None if state["pending"] is None else _pending_of(state["pending"], self.recipe, self._position)
+        pending = None if self._pending is None else self._pending.sequence_names
+        waiting = self._carried_ids if pending is None else np.concatenate((self._carried_ids, pending))
+        if len(np.unique(waiting)) != len(waiting):
+            raise SettingError("state", f"{STATE_WHAT} (each sample waiting once, pending or carried)", "<twice>")
+        most = 0 if self._finished else self.buffer_size // 2  # what the stream carries into its next buffer
+        if len(self._carried_ids) > most:
+            raise SettingError("state", f"{STATE_WHAT} ('carried': at most {most} samples)", len(self._carried_ids))
         self._yielded = 0
         self._skip = self._position
+        rows = _rows_in(self._samples)
+        if not self._finished and not self._restores_source() and rows is not None and rows < self._position:
+            raise _shorter(rows, self._position)
+
+
+STATE_KEYS = (
+    "format",
+    "recipe",
+    "buffer_size",
+    "shuffle",
+    "position",
+    "finished",
+    "rng",
+    "source",
+    "pending",
+    "carried",
+)
+STATE_WHAT = "a PackingStream.state_dict()"
+
+
+def _rows_in(samples: Iterable[Any]) -> int | None:
+    """The number of rows of a source that says it (a list, a ``datasets.Dataset``), else None. O(1)."""
+    try:
+        return len(samples)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+
+
+def _shorter(rows: int, position: int) -> StateMismatch:
+    """A state saved after ``position`` rows, resumed over a source of ``rows`` rows: other data."""
+    return StateMismatch("source", f"{rows:,} rows", f"{position:,} rows read when saved")
+
+
+def _skipped(rows: Iterator[Any], count: int) -> Iterator[Any]:
+    """``rows`` after the first ``count``, refused when they end before (another source). O(count)."""
+    read = sum(1 for _ in itertools.islice(rows, count))
+    if read < count:
+        raise _shorter(read, count)
+    return rows
 
 
 def _pending(plan: PackingPlan, buffer: Samples, ids: Int64Array, recipe: Recipe) -> LazyBatch:
@@ -367,53 +444,92 @@ def _planning(recipe: Recipe, buffer: Samples) -> Recipe:
 
 
 def _samples_state(samples: Samples, ids: Int64Array) -> dict[str, Any]:
+    """Samples (tokens, loss mask, lengths) and their stream positions ``ids`` as plain lists; the mask None when
+    every token is trained. O(tokens)."""
+    mask = _mask(samples)
     state: dict[str, Any] = {
-        "tokens": _tokens(samples).copy(),
-        "loss_mask": np.asarray(_mask(samples), dtype=np.int8).copy(),
-        "lengths": samples.lengths.astype(np.int64),
-        "ids": ids.astype(np.int64).copy(),
+        "tokens": _tokens(samples).tolist(),
+        "loss_mask": None if _unmasked(mask) else mask.tolist(),
+        "lengths": samples.lengths.tolist(),
+        "ids": ids.tolist(),
     }
     if samples.units is not None:
         state["units"] = samples.units.state()
     return state
 
 
-def _samples_of(state: dict[str, Any]) -> tuple[Samples, Int64Array]:
-    offsets = offsets_of(np.asarray(state["lengths"], dtype=np.int64))
-    mask = np.asarray(state["loss_mask"], dtype=np.int8)
-    units = Units.of_state(state["units"]) if state.get("units") is not None else None
-    samples = Samples(np.asarray(state["tokens"]), all_ones(len(mask)) if mask.all() else mask, offsets, None, units)
-    return samples, np.asarray(state["ids"], dtype=np.int64)
+def _samples_of(state: Any, field: str, position: int) -> tuple[Samples, Int64Array]:
+    """The samples of :func:`_samples_state` (lists, or the arrays of earlier states), checked: lengths summing
+    to the tokens, a 0/1 mask as long, one distinct stream position below ``position`` each. O(tokens)."""
+    if not isinstance(state, dict):
+        raise SettingError("state", f"{STATE_WHAT} ('{field}': a dict of tokens, loss_mask, lengths, ids)", "<other>")
+    what = f"{STATE_WHAT}'s {field}"
+    tokens = integer_list(state.get("tokens"), "state", f"{what} tokens")
+    total = len(tokens)
+    lengths = integer_list(state.get("lengths"), "state", f"{what} lengths", 0, total)
+    ids = integer_list(state.get("ids"), "state", f"{what} ids", 0, position - 1)
+    if int(lengths.sum()) != total or len(ids) != len(lengths):
+        raise SettingError("state", f"{what} (lengths summing to its {total} tokens, one id each)", "<other counts>")
+    if state.get("loss_mask") is None:
+        mask = all_ones(total)
+    else:
+        mask = integer_list(state["loss_mask"], "state", f"{what} loss_mask", 0, 1).astype(np.int8)
+        if len(mask) != total:
+            raise SettingError("state", f"{what} (a loss_mask of its {total} tokens)", f"<{len(mask)} values>")
+        if mask.all():
+            mask = all_ones(total)
+    units = None if state.get("units") is None else Units.of_state(state["units"], lengths, f"{what} units")
+    fits = total == 0 or int(tokens.max()) <= np.iinfo(np.int32).max  # as the reader keeps them
+    samples = Samples(tokens.astype(np.int32) if fits else tokens, mask, offsets_of(lengths), None, units)
+    return samples, ids
 
 
 def _pending_state(pending: LazyBatch, blocks: Int64Array) -> dict[str, Any]:
-    """Blocks ``blocks`` of ``pending``: their documents (only the samples they hold) and pieces."""
+    """Blocks ``blocks`` of ``pending``: their documents (only the samples they hold) and pieces, as lists."""
     layout = pending.plan.select(blocks)
     used, sequence = np.unique(layout.piece_sequence, return_inverse=True)
     names = pending.sequence_names
     ids = names[used] if names is not None else used.astype(np.int64)
     state = _samples_state(_subset(pending.samples, used.astype(np.int64)), ids)
     state.update(
-        block_starts=layout.block_starts.copy(),
-        piece_sequence=sequence.astype(np.int32),
-        piece_start=layout.piece_start.copy(),
-        piece_length=layout.piece_length.copy(),
+        block_starts=layout.block_starts.tolist(),
+        piece_sequence=sequence.tolist(),
+        piece_start=layout.piece_start.tolist(),
+        piece_length=layout.piece_length.tolist(),
     )
     return state
 
 
-def _pending_of(state: dict[str, Any], recipe: Recipe) -> LazyBatch:
-    samples, ids = _samples_of(state)
-    starts = np.asarray(state["block_starts"], dtype=np.int64)
+def _pending_of(state: Any, recipe: Recipe, position: int) -> LazyBatch:
+    """The pending blocks of :func:`_pending_state`, checked as a plan of its samples (``check_pieces``) before
+    anything reads them. O(tokens + pieces)."""
+    samples, ids = _samples_of(state, "pending", position)
+    what = f"{STATE_WHAT}'s pending"
+    starts = integer_list(state.get("block_starts"), "state", f"{what} block_starts")
     sequence, first, length = (
-        np.asarray(state[k], dtype=np.int32) for k in ("piece_sequence", "piece_start", "piece_length")
+        integer_list(state.get(k), "state", f"{what} {k}", 0, INT32_MAX).astype(np.int32)
+        for k in ("piece_sequence", "piece_start", "piece_length")
     )
-    stats = compute_stats(samples.lengths, recipe.max_seq_length, starts, sequence, length)
     overflow = _planning(recipe, samples).overflow
-    layout = PackingPlan(
-        recipe.max_seq_length, recipe.strategy, overflow, samples.lengths, starts, sequence, first, length, stats
-    )
-    return _pending(layout, samples, ids, recipe)
+    nothing = np.zeros(1, dtype=np.int64)
+    unchecked = compute_stats(samples.lengths, recipe.max_seq_length, nothing, sequence[:0], length[:0])
+    try:  # the plan checks its pieces (blocks, sequences, room) when made: then its statistics can be counted
+        layout = PackingPlan(
+            recipe.max_seq_length,
+            recipe.strategy,
+            overflow,
+            samples.lengths,
+            starts,
+            sequence,
+            first,
+            length,
+            unchecked,
+        )
+        stats = compute_stats(samples.lengths, recipe.max_seq_length, starts, sequence, length)
+        return _pending(dataclasses.replace(layout, stats=stats, _trusted=True), samples, ids, recipe)
+    except SettingError as error:  # the plan's or the blocks' own check, said of the state
+        got = error.got if error.got.startswith("<") else f"<{error.got}>"
+        raise SettingError("state", f"{what} blocks ({error.expected})", got) from None
 
 
 def _dataset_blocks(dataset: Any, max_seq_length: int | None, options: dict[str, Any]) -> Iterator[dict[str, Any]]:

@@ -40,6 +40,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.validation import integer_list
 from packing.errors import SettingError, UnitTooLong
 
 Int64Array = npt.NDArray[np.int64]
@@ -361,25 +362,46 @@ class Units:
         )
 
     def state(self) -> dict[str, Any]:
-        """Plain arrays a state (a stream's) keeps. O(units)."""
+        """Plain lists and a flag, for a state (a stream's): what ``torch.load(weights_only=True)`` and JSON keep.
+        O(units)."""
         return {
-            "kind": self.kind.copy(),
-            "prompt_lengths": self.prompt_lengths.copy(),
-            "completion_offsets": self.completion_offsets.copy(),
-            "completion_lengths": self.completion_lengths.copy(),
+            "kind": self.kind.tolist(),
+            "prompt_lengths": self.prompt_lengths.tolist(),
+            "completion_offsets": self.completion_offsets.tolist(),
+            "completion_lengths": self.completion_lengths.tolist(),
             "share_prompt": self.share_prompt,
         }
 
     @classmethod
-    def of_state(cls, state: dict[str, Any]) -> Units:
-        """Units from :meth:`state`. O(units)."""
-        return cls(
-            np.asarray(state["kind"], dtype=np.int8),
-            np.asarray(state["prompt_lengths"], dtype=np.int64),
-            np.asarray(state["completion_offsets"], dtype=np.int64),
-            np.asarray(state["completion_lengths"], dtype=np.int64),
-            bool(state["share_prompt"]),
-        )
+    def of_state(cls, state: Any, lengths: Int64Array, what: str) -> Units:
+        """Units from :meth:`state`, checked to be units of samples of these laid-out ``lengths``: else a
+        ``SettingError`` (``state: expected {what} ...``). O(units).
+
+        >>> units = Units.of([2], [[1, 3]], kinds=["pair"])
+        >>> Units.of_state(units.state(), units.lengths(), "the saved units").completion_lengths.tolist()
+        [1, 3]
+        >>> Units.of_state(units.state(), np.array([9]), "the saved units")
+        Traceback (most recent call last):
+        ...
+        packing.errors.SettingError: state: expected the saved units (sample 0: 9 tokens), got 8
+        """
+        if not isinstance(state, dict) or not isinstance(state.get("share_prompt"), bool):
+            raise SettingError("state", f"{what} (kind, prompt and completion lengths, share_prompt)", "<other>")
+        count = len(lengths)
+        kind = integer_list(state.get("kind"), "state", f"{what}' kinds", 0, 2)
+        prompts = integer_list(state.get("prompt_lengths"), "state", f"{what}' prompt lengths")
+        answers = integer_list(state.get("completion_lengths"), "state", f"{what}' completion lengths")
+        offsets = integer_list(state.get("completion_offsets"), "state", f"{what}' completion offsets", 0, len(answers))
+        if len(kind) != count or len(prompts) != count or len(offsets) != count + 1 or offsets[-1] != len(answers):
+            raise SettingError("state", f"{what} (one per sample, {count})", f"<{len(kind)} kinds>")
+        if np.any(np.diff(offsets) < 0) or offsets[0] != 0:
+            raise SettingError("state", f"{what} (completion offsets rising from 0)", "<falling offsets>")
+        units = cls(kind.astype(np.int8), prompts, offsets, answers, state["share_prompt"])
+        laid_out = units.lengths()
+        if not np.array_equal(laid_out, lengths):
+            first = int(np.flatnonzero(laid_out != lengths)[0])
+            raise SettingError("state", f"{what} (sample {first}: {int(lengths[first])} tokens)", int(laid_out[first]))
+        return units
 
     # ------------------------------------------------------------ cost
 

@@ -104,6 +104,36 @@ MAX_SEQ_LENGTH = 2**24
 """The longest block supported (16,777,216 tokens): strategies keep a few arrays indexed by room left."""
 
 
+def integer_list(value: Any, name: str, what: str, least: int = 0, most: int = INT64_MAX) -> npt.NDArray[np.int64]:
+    """``value`` (a list, tuple or 1-D array of integers, each in ``[least, most]``) as an int64 array: the one
+    check of the integer lists a saved state holds. Else a ``SettingError`` naming ``name`` that expects
+    ``what`` (a list of integers from ``least`` up to ``most``) and shows the first value out of range. O(len(value)).
+
+    >>> integer_list([3, 0, 2], "state", "the lengths").tolist()
+    [3, 0, 2]
+    >>> integer_list([3, -1], "state", "the lengths")
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: state: expected the lengths (a list of non-negative integers), got -1
+    """
+    words = "non-negative integers" if least == 0 else f"integers >= {least:,}"
+    expected = f"{what} (a list of {words}{f' up to {most:,}' if most < INT64_MAX else ''})"
+    array = None
+    if isinstance(value, (list, tuple, np.ndarray)):
+        try:
+            array = np.asarray(value)
+        except (TypeError, ValueError, OverflowError):  # ragged or unconvertible: not a list of integers
+            array = None
+    if array is None or array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
+        got = value if array is None or array.ndim != 1 else f"<a list of {str(array.dtype)[:12]}>"
+        raise SettingError(name, expected, got)
+    if array.size:
+        outside = np.flatnonzero((array < least) | (array > most))
+        if outside.size:
+            raise SettingError(name, expected, int(array[outside[0]]))
+    return array.astype(np.int64)
+
+
 def check_max_seq_length(value: Any) -> int:
     """Return ``max_seq_length`` as an ``int`` if it is an integer in [1, MAX_SEQ_LENGTH].
 

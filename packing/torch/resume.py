@@ -19,6 +19,7 @@ keep it as it is).
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.core.validation import integer_words, is_integer
-from packing.errors import SettingError, StateMismatch
+from packing.errors import SettingError, StateMismatch, quote
 
 FORMAT = "packing.PackingSampler/1"
 """The ``format`` entry of a sampler's state: its kind and version."""
@@ -52,7 +53,7 @@ def _shown(print_: str | None) -> str:
     if print_ is None:
         return "none"
     count, _, digest = print_.partition(":")
-    return f"{int(count):,} samples, fingerprint {digest[:8]}" if count.isdigit() else print_
+    return f"{int(count):,} samples, fingerprint {digest[:8]}" if count.isdigit() and len(count) < 20 else print_
 
 
 @dataclass(frozen=True)
@@ -84,52 +85,96 @@ def make_state(
     }
 
 
+MAX_RESIZED = 1_000
+"""The most resumes on another number of ranks a state of one epoch records: loading rebuilds a plan for each
+(O(n) apiece), so a longer list is refused rather than loaded for hours."""
+WHAT = "a PackingSampler.state_dict()"
+PRINT = re.compile(r"[0-9]{1,19}:[0-9a-f]{16}")
+"""What :func:`fingerprint` gives."""
+
+
 def _natural(state: Mapping[str, Any], key: str, least: int) -> int:
     value = state[key]
     if not is_integer(value) or value < least:
-        raise SettingError("state", f"a PackingSampler.state_dict() ('{key}': {integer_words(least)})", value)
+        raise SettingError("state", f"{WHAT} ('{key}': {integer_words(least)})", value)
     return int(value)
+
+
+def _check_fields(state: Any) -> None:
+    """Refuse ``state``, saying which field, unless it is a mapping of this format holding every key, the
+    fingerprints as :func:`fingerprint` gives them (or None), the recipe a string, the options two flags. O(1)."""
+    fmt = state.get("format") if isinstance(state, Mapping) else None
+    if not isinstance(fmt, str) or fmt != FORMAT:
+        raise StateMismatch("format", FORMAT, quote(fmt if isinstance(state, Mapping) else type(state).__name__))
+    missing = [key for key in KEYS if key not in state]
+    if missing:
+        raise SettingError("state", f"{WHAT} (with '{missing[0]}')", "<a dict without it>")
+    for key in ("lengths", "trained_tokens"):
+        print_ = state[key]
+        if print_ is not None and not (isinstance(print_, str) and PRINT.fullmatch(print_[:48])):
+            raise SettingError("state", f"{WHAT} ('{key}': a fingerprint '<count>:<16 hex digits>' or None)", print_)
+    if not isinstance(state["recipe"], str):
+        raise SettingError("state", f"{WHAT} ('recipe': a Recipe.describe() string)", state["recipe"])
+    options = state["options"]
+    if not (
+        isinstance(options, Mapping)
+        and set(options) == {"shuffle", "balance"}
+        and all(isinstance(flag, bool) for flag in options.values())
+    ):
+        raise SettingError("state", f"{WHAT} ('options': {{'shuffle': a bool, 'balance': a bool}})", options)
+
+
+def _resized(value: Any) -> tuple[tuple[int, int], ...]:
+    """The ``resized`` entries: at most :data:`MAX_RESIZED` ``[num_replicas, steps]`` pairs of integers >= 1 (a
+    plan is recorded once a step of it was consumed). O(entries)."""
+    if not isinstance(value, (list, tuple)) or len(value) > MAX_RESIZED:
+        got = f"<{len(value):,} entries>" if isinstance(value, (list, tuple)) else value
+        raise SettingError("state", f"{WHAT} ('resized': a list of at most {MAX_RESIZED:,} pairs)", got)
+    pairs = []
+    for entry in value:
+        if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and all(is_integer(v) and v >= 1 for v in entry)):
+            raise SettingError("state", f"{WHAT} ('resized': [num_replicas, steps] pairs of integers >= 1)", entry)
+        pairs.append((int(entry[0]), int(entry[1])))
+    return tuple(pairs)
 
 
 def read_state(
     state: Any, lengths: str | None, trained: str | None, recipe: str, options: dict[str, Any], num_replicas: int
 ) -> Progress:
     """The progress to resume from ``state`` on ``num_replicas`` ranks, after checking that it was saved over the
-    same lengths, trained tokens (when both sides have them), recipe and options; a resume on another number of
-    ranks becomes one more ``resized`` entry (unless nothing of the current plan was consumed, which is then
-    simply made for the new ranks). O(resized)."""
-    if not isinstance(state, Mapping) or state.get("format") != FORMAT:
-        got = state.get("format") if isinstance(state, Mapping) else type(state).__name__
-        raise StateMismatch("format", FORMAT, str(got))
-    missing = [key for key in KEYS if key not in state]
-    if missing:
-        raise SettingError("state", f"a PackingSampler.state_dict() (with '{missing[0]}')", "<a dict without it>")
+    same lengths, trained tokens (when both sides have them), recipe and options (:class:`StateMismatch`) and
+    that every field is what a state can hold (:class:`SettingError`: types, ranges, at most
+    :data:`MAX_RESIZED` earlier plans; the steps of each plan are checked against it when it is rebuilt). A
+    resume on another number of ranks becomes one more ``resized`` entry (unless nothing of the current plan
+    was consumed, which is then simply made for the new ranks). O(resized), whatever the numbers in it say.
+
+    >>> mine = (fingerprint([3, 1, 2]), None, "max_seq_length=8", {"shuffle": True, "balance": True})
+    >>> saved = make_state(Progress(0, (), 3, 2), *mine)               # step 3 on 2 ranks
+    >>> read_state(saved, *mine, num_replicas=1)                        # resumed on 1: the plan made on 2 is kept
+    Progress(epoch=0, resized=((2, 3),), step=0, num_replicas=1)
+    >>> read_state({**saved, "resized": 5}, *mine, num_replicas=1)
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: state: expected a PackingSampler.state_dict() ('resized': a list of at most 1,000 pairs), got 5
+    """
+    _check_fields(state)
     if state["lengths"] != lengths:
         raise StateMismatch("lengths", _shown(lengths), _shown(state["lengths"]))
     if trained is not None and state["trained_tokens"] is not None and state["trained_tokens"] != trained:
         raise StateMismatch("trained_tokens", _shown(trained), _shown(state["trained_tokens"]))
     if state["recipe"] != recipe:
-        raise StateMismatch("recipe", recipe, _differences(recipe, str(state["recipe"])))
-    saved = dict(state["options"]) if isinstance(state["options"], Mapping) else {}
+        raise StateMismatch("recipe", recipe, _differences(recipe, state["recipe"]))
+    saved = dict(state["options"])
     if saved != options:
         changed = [f"{k}={saved.get(k)}" for k in sorted(set(saved) | set(options)) if saved.get(k) != options.get(k)]
         mine = [f"{k}={options.get(k)}" for k in sorted(set(saved) | set(options)) if saved.get(k) != options.get(k)]
         raise StateMismatch("sampler options", ", ".join(mine), ", ".join(changed))
     epoch, step, world = _natural(state, "epoch", 0), _natural(state, "step", 0), _natural(state, "num_replicas", 1)
-    resized = []
-    for entry in state["resized"]:
-        if (
-            not isinstance(entry, (list, tuple))
-            or len(entry) != 2
-            or not all(is_integer(v) and v >= 0 for v in entry)
-            or entry[0] < 1
-        ):
-            raise SettingError("state", "a PackingSampler.state_dict() ('resized': [num_replicas, steps] pairs)", entry)
-        resized.append((int(entry[0]), int(entry[1])))
+    resized = _resized(state["resized"])
     if world == num_replicas:
-        return Progress(epoch, tuple(resized), step, world)
+        return Progress(epoch, resized, step, world)
     if step == 0:  # nothing of the current plan consumed: make it for the new ranks instead
-        return Progress(epoch, tuple(resized), 0, num_replicas)
+        return Progress(epoch, resized, 0, num_replicas)
     return Progress(epoch, (*resized, (world, step)), 0, num_replicas)
 
 

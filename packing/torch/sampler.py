@@ -84,7 +84,8 @@ class PackingSampler(Sampler[list[int | Piece]]):
       steps; read the dataset through ``sampler.pieces(dataset)``, which gives such an item the piece's tokens
       as a sample of its own (a document of its own, as in ``pack``).
     - ``len(sampler)`` is the number of steps of the epoch, the same on every rank (it may change by one between
-      epochs, as each epoch is packed anew); every sample (or piece) appears in exactly one block of one rank
+      epochs, as each epoch is packed anew; after ``load_state_dict``, the steps taken before it are counted, so
+      a resumed pass yields ``len(sampler)`` less the steps taken); every sample (or piece) appears in exactly one block of one rank
       per epoch. No block is empty while there are at least as many non-empty samples as ranks × steps; with
       fewer (a small dataset, or the end of an epoch resumed on more ranks), every sample has a block of its own
       and each rank left over gets an empty step: an empty block (``[]``, or empty samples only), which
@@ -197,34 +198,48 @@ class PackingSampler(Sampler[list[int | Piece]]):
 
     @property
     def schedule(self) -> Schedule:
-        """This epoch's blocks for every rank, with their costs (computed once per epoch)."""
+        """This epoch's current plan: blocks for every rank, with their costs (computed once per epoch)."""
         if self._schedule is None:
-            worlds = [world for world, _ in self._resized] + [self.num_replicas]
-            schedule = build_schedule(
-                self.lengths,
-                num_replicas=worlds[0],
-                epoch=self.epoch,
+            self._schedule = self._plans()
+        return self._schedule
+
+    def _plans(self) -> Schedule:
+        """The epoch's first plan and, for each resume on another number of ranks (``_resized``), what the plan
+        before it left packed anew for the next ranks; each ``resized`` entry's steps are checked against its plan.
+        An earlier plan is made on at most as many ranks as the epoch has items (samples, pieces): on more, its
+        one step deals every item (the ranks beyond get empty blocks), so what it leaves is the same, and a
+        state's number cannot set an allocation. O(plans × (n + the strategy's cost))."""
+        items = len(self.lengths)
+        if self._planning.overflow == "split":  # a sample of ℓ tokens in at most ⌈ℓ / max_seq_length⌉ pieces
+            items += int((self.lengths // self.recipe.max_seq_length).sum())
+        worlds = [min(world, max(items, 1)) for world, _ in self._resized] + [self.num_replicas]
+        schedule = build_schedule(
+            self.lengths,
+            num_replicas=worlds[0],
+            epoch=self.epoch,
+            shuffle=self.shuffle,
+            cost=self.cost,
+            balance=self.balance,
+            recipe=self._planning,
+            units=self.units,
+        )
+        for plan, (_, steps) in enumerate(self._resized, start=1):  # resumed on other ranks: the rest re-dealt
+            if steps > schedule.num_steps:
+                expected = f"at most the {schedule.num_steps} steps of its plan ('resized' entry {plan - 1})"
+                raise SettingError("state", expected, steps)
+            rng = np.random.default_rng([self.recipe.seed or 0, self.epoch, plan])
+            schedule = resume_schedule(
+                schedule,
+                steps,
+                worlds[plan],
+                rng,
                 shuffle=self.shuffle,
                 cost=self.cost,
                 balance=self.balance,
                 recipe=self._planning,
                 units=self.units,
             )
-            for plan, (_, steps) in enumerate(self._resized, start=1):  # resumed on other ranks: the rest re-dealt
-                rng = np.random.default_rng([self.recipe.seed or 0, self.epoch, plan])
-                schedule = resume_schedule(
-                    schedule,
-                    steps,
-                    worlds[plan],
-                    rng,
-                    shuffle=self.shuffle,
-                    cost=self.cost,
-                    balance=self.balance,
-                    recipe=self._planning,
-                    units=self.units,
-                )
-            self._schedule = schedule
-        return self._schedule
+        return schedule
 
     @property
     def stats(self) -> PackingStats:
@@ -253,7 +268,10 @@ class PackingSampler(Sampler[list[int | Piece]]):
         return self.schedule.balance
 
     def __len__(self) -> int:
-        return self.schedule.num_steps
+        """The steps of the epoch, the same on every rank: after a resume too, those taken before it included
+        (on another number of ranks, the earlier plans' steps taken plus the new plan's), as torch's samplers
+        and ``StatefulDataLoader`` count an epoch: a pass after ``load_state_dict`` yields the steps not taken."""
+        return sum(steps for _, steps in self._resized) + self.schedule.num_steps
 
     def __iter__(self) -> Iterator[list[int | Piece]]:
         schedule = self.schedule
@@ -290,9 +308,12 @@ class PackingSampler(Sampler[list[int | Piece]]):
         pass. On as many ranks as when saved, the steps are exactly those of the uninterrupted run, from the next
         one; on another number of ranks, the samples the epoch has not consumed are packed anew and dealt to
         this run's ranks, so every sample is trained exactly once in the epoch (``len(sampler)`` is then the
-        new plan's steps). A state over other lengths, trained tokens, recipe or ``shuffle``/``balance`` is
-        refused (:class:`~packing.errors.StateMismatch`, naming what differs). Plans are rebuilt, not replayed:
-        O(n + the strategy's cost) per plan of the epoch, whatever the steps consumed."""
+        steps taken before plus the new plan's). A state over other lengths, trained tokens, recipe or
+        ``shuffle``/``balance`` is refused (:class:`~packing.errors.StateMismatch`, naming what differs); a field
+        that no state holds (a wrong type, a negative or impossible number, steps beyond their plan, more than
+        ``packing.torch.resume.MAX_RESIZED`` earlier plans) with a :class:`~packing.errors.SettingError`, the
+        sampler left as it was. Plans are rebuilt, not replayed: O(n + the strategy's cost) per plan of the
+        epoch, whatever the steps consumed or the numbers in the state."""
         progress = read_state(state, *self._fingerprints(), self.num_replicas)
         before = (self.epoch, self._resized, self._start, self._step, self._schedule)
         if (progress.epoch, progress.resized) != (self.epoch, self._resized):  # else the plan made is the one

@@ -20,6 +20,8 @@ torch = pytest.importorskip("torch")
 import packing  # noqa: E402
 import packing.errors  # noqa: E402
 import packing.planning  # noqa: E402
+import packing.torch.resume  # noqa: E402
+import packing.torch.sampler  # noqa: E402
 import packing.weighting  # noqa: E402
 from packing.torch import PackingSampler, StepDataset, collate  # noqa: E402
 from packing.torch.schedule import Schedule  # noqa: E402
@@ -166,7 +168,7 @@ def test_rescaled_resume_trains_every_sample_exactly_once(
             s.set_epoch(epoch)
         last = leg == len(worlds) - 1
         check_empty_blocks(ranks[0].schedule)
-        steps = run(ranks, None if last else int(cuts[leg] * len(ranks[0])))
+        steps = run(ranks, None if last else int(cuts[leg] * ranks[0].schedule.num_steps))
         for step in steps:
             for block in step:
                 tokens = [item.length if isinstance(item, packing.Piece) else min(lengths[item], 64) for item in block]
@@ -200,7 +202,8 @@ def test_resuming_at_the_end_of_an_epoch_on_more_ranks_gives_no_steps() -> None:
     run(ranks)
     bigger = PackingSampler(lengths, 32, num_replicas=3, rank=2)
     bigger.load_state_dict(ranks[0].state_dict())
-    assert len(bigger) == 0 and list(bigger) == []
+    assert list(bigger) == [] and bigger.schedule.num_steps == 0
+    assert len(bigger) == len(ranks[0])  # the epoch's steps: all taken before the resume
     bigger.set_epoch(1)
     assert len(bigger) > 0
 
@@ -257,6 +260,183 @@ def test_a_step_past_the_plan_is_refused() -> None:
     state = {**sampler.state_dict(), "step": 99}
     with pytest.raises(packing.SettingError, match=r"state: expected at most the \d+ steps of its plan, got 99"):
         sampler.load_state_dict(state)
+
+
+# ---------------------------------------------------------------- tampered states
+
+TAMPER_LENGTHS = lengths_of(11, 120, 32)
+HUGE = [10**12, 10**18, 2**63, 2**64 + 1, 10**5000]
+HOSTILE = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.sampled_from([*HUGE, *(-v for v in HUGE)]),
+    st.floats(allow_nan=True),
+    st.text(max_size=30),
+    st.sampled_from(["9" * 5000 + ":ab", "packing.PackingSampler/1", np.array([1, 2]), np.int64(3), (1, 2)]),
+    st.lists(st.integers(-3, 10**13), max_size=3),
+    st.lists(st.lists(st.one_of(st.integers(-2, 10**13), st.sampled_from(HUGE), st.none()), max_size=3), max_size=4),
+    st.dictionaries(st.sampled_from(["shuffle", "balance", "other", 1]), st.one_of(st.booleans(), st.integers())),
+)
+
+
+def tamper_base() -> tuple[PackingSampler, dict[str, Any]]:
+    """A state of an epoch resumed once on another number of ranks (a ``resized`` entry), two steps in."""
+    two = samplers(TAMPER_LENGTHS, 2, max_seq_length=32, seed=1)
+    run(two, 2)
+    three = samplers(TAMPER_LENGTHS, 3, max_seq_length=32, seed=1)
+    three[0].load_state_dict(two[0].state_dict())
+    run(three[:1], 2)
+    return three[0], three[0].state_dict()
+
+
+def loaded_or_refused(sampler: PackingSampler, state: Any) -> BaseException | None:
+    """Load ``state``: None when it loads (the pass then runs to its end), else the error, which must be a
+    one-line ``PackingError`` that left the sampler as it was. Every plan made is on at most as many ranks as
+    there are samples, whatever the state says."""
+    before = sampler.state_dict()
+    worlds: list[int] = []
+    resume = packing.torch.sampler.resume_schedule
+
+    def counted(previous: Schedule, step: int, num_replicas: int, *args: Any, **kwargs: Any) -> Schedule:
+        worlds.append(num_replicas)
+        return resume(previous, step, num_replicas, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(packing.torch.sampler, "resume_schedule", counted)
+        try:
+            sampler.load_state_dict(state)
+        except packing.PackingError as error:
+            message = str(error)
+            assert "\n" not in message and len(message) < 320, message
+            assert sampler.state_dict() == before
+            return error
+    assert all(world <= len(TAMPER_LENGTHS) for world in worlds)  # no state number sets an allocation
+    steps = sum(1 for _ in sampler)
+    assert steps <= len(sampler)
+    return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.sampled_from(packing.torch.resume.KEYS), value=HOSTILE)
+def test_a_tampered_field_loads_or_is_refused_in_one_typed_line(key: str, value: Any) -> None:
+    sampler, state = tamper_base()
+    error = loaded_or_refused(sampler, {**state, key: value})
+    if key in ("format", "lengths", "trained_tokens", "recipe", "options") and not (
+        type(value) is type(state[key]) and value == state[key]
+    ):
+        assert isinstance(error, packing.SettingError)  # other data, or no state's value: never loaded
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    resized=st.lists(
+        st.tuples(
+            st.one_of(st.integers(1, 6), st.sampled_from(HUGE)), st.one_of(st.integers(1, 8), st.sampled_from(HUGE))
+        ),
+        max_size=5,
+    ),
+    step=st.one_of(st.integers(0, 12), st.sampled_from(HUGE)),
+    world=st.one_of(st.integers(1, 6), st.sampled_from(HUGE)),
+)
+def test_a_tampered_chain_of_plans_loads_every_sample_at_most_once_or_is_refused(
+    resized: list[tuple[int, int]], step: int, world: int
+) -> None:
+    sampler, state = tamper_base()
+    state = {**state, "resized": [list(pair) for pair in resized], "step": step, "num_replicas": world}
+    if loaded_or_refused(sampler, state) is None:  # a chain a run could have made: the rest of the epoch, once
+        rest = [i for block in sampler for i in block]
+        assert len(rest) == len(set(rest))
+
+
+def test_steps_past_an_earlier_plan_are_refused_not_an_empty_epoch() -> None:
+    sampler, state = tamper_base()
+    ((world, _),) = state["resized"]
+    with pytest.raises(
+        packing.SettingError,
+        match=r"^state: expected at most the \d+ steps of its plan \('resized' entry 0\), got 1000000$",
+    ):
+        sampler.load_state_dict({**state, "resized": [[world, 10**6]]})
+    with pytest.raises(packing.SettingError, match=r"'resized': a list of at most 1,000 pairs\), got 5$"):
+        sampler.load_state_dict({**state, "resized": 5})
+
+
+def test_a_world_of_a_trillion_ranks_allocates_nothing_of_its_size() -> None:
+    sampler, state = tamper_base()
+    # on 10**12 ranks, one step deals every sample: the same as on as many ranks as there are samples
+    huge = {**state, "resized": [[10**12, 1]], "step": 0}
+    assert loaded_or_refused(sampler, huge) is None
+    assert list(sampler) == [] and len(sampler) == 1  # its one step took the epoch
+    with pytest.raises(packing.SettingError, match=r"at most the 1 steps of its plan \('resized' entry 0\), got 2$"):
+        sampler.load_state_dict({**state, "resized": [[10**12, 2]]})
+
+
+class Counted(list):  # type: ignore[type-arg]
+    """A list that counts the entries read from it."""
+
+    read = 0
+
+    def __iter__(self) -> Any:
+        for item in super().__iter__():
+            Counted.read += 1
+            yield item
+
+
+def test_loading_is_linear_in_the_resized_entries() -> None:
+    lengths = lengths_of(12, 3_000, 64)
+    work: dict[int, tuple[int, int]] = {}
+    for count in (40, 80):
+        chain = [[1 + k % 2, 1] for k in range(count)]  # a run resumed count times, one step each time
+        sampler = PackingSampler(lengths, 64, num_replicas=3, rank=0, seed=0)
+        state = {**sampler.state_dict(), "resized": chain, "num_replicas": 3, "step": 0}
+        calls, entries = [0], [0]
+
+        def counted(
+            previous: Schedule,
+            step: int,
+            *args: Any,
+            calls: list[int] = calls,
+            entries: list[int] = entries,
+            resume: Any = packing.torch.sampler.resume_schedule,
+            **kwargs: Any,
+        ) -> Schedule:
+            calls[0] += 1
+            entries[0] += len(previous.remaining(step).indices)
+            return resume(previous, step, *args, **kwargs)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(packing.torch.sampler, "resume_schedule", counted)
+            sampler.load_state_dict(state)
+        assert len(sampler) == count + sampler.schedule.num_steps  # every entry a plan, one step taken of each
+        work[count] = (calls[0], entries[0])
+    assert work[40][0] == 40 and work[80][0] == 80  # one plan per entry
+    assert work[80][1] <= 2 * work[40][1]  # each plan packs at most what the one before left
+    Counted.read = 0
+    too_many = Counted([[1, 1]] * 1_000_000)
+    with pytest.raises(packing.SettingError, match=r"a list of at most 1,000 pairs\), got <1,000,000 entries>$"):
+        sampler.load_state_dict({**state, "resized": too_many})
+    assert Counted.read == 0  # refused by its length, before reading an entry
+
+
+# ---------------------------------------------------------------- len(sampler) after a resume
+
+
+@pytest.mark.parametrize("worlds", [(2, 2), (2, 3), (3, 1)])
+def test_len_is_the_epochs_steps_after_a_resume_too(worlds: tuple[int, int]) -> None:
+    lengths = lengths_of(13, 300, 48)
+    first = samplers(lengths, worlds[0], max_seq_length=48, seed=2)
+    taken = len(first[0]) // 3
+    run(first, taken)
+    resumed = samplers(lengths, worlds[1], max_seq_length=48, seed=2)
+    for s in resumed:
+        s.load_state_dict(first[0].state_dict())
+    rest = run(resumed)
+    assert len({len(s) for s in resumed}) == 1
+    assert len(rest) == len(resumed[0]) - taken  # a resumed pass yields the steps not taken
+    if worlds[0] == worlds[1]:
+        assert len(resumed[0]) == len(first[0])  # the uninterrupted run's epoch
+    loader = torch.utils.data.DataLoader(range(len(lengths)), batch_sampler=resumed[0])
+    assert len(loader) == len(resumed[0])
 
 
 # ---------------------------------------------------------------- loss totals

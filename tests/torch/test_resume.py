@@ -357,7 +357,7 @@ def test_steps_past_an_earlier_plan_are_refused_not_an_empty_epoch() -> None:
         match=r"^state: expected at most the \d+ steps of its plan \('resized' entry 0\), got 1000000$",
     ):
         sampler.load_state_dict({**state, "resized": [[world, 10**6]]})
-    with pytest.raises(packing.SettingError, match=r"'resized': a list of at most 1,000 pairs\), got 5$"):
+    with pytest.raises(packing.SettingError, match=r"'resized': a list of at most 64 pairs\), got 5$"):
         sampler.load_state_dict({**state, "resized": 5})
 
 
@@ -385,7 +385,7 @@ class Counted(list):  # type: ignore[type-arg]
 def test_loading_is_linear_in_the_resized_entries() -> None:
     lengths = lengths_of(12, 3_000, 64)
     work: dict[int, tuple[int, int]] = {}
-    for count in (40, 80):
+    for count in (30, 60):
         chain = [[1 + k % 2, 1] for k in range(count)]  # a run resumed count times, one step each time
         sampler = PackingSampler(lengths, 64, num_replicas=3, rank=0, seed=0)
         state = {**sampler.state_dict(), "resized": chain, "num_replicas": 3, "step": 0}
@@ -409,11 +409,11 @@ def test_loading_is_linear_in_the_resized_entries() -> None:
             sampler.load_state_dict(state)
         assert len(sampler) == count + sampler.schedule.num_steps  # every entry a plan, one step taken of each
         work[count] = (calls[0], entries[0])
-    assert work[40][0] == 40 and work[80][0] == 80  # one plan per entry
-    assert work[80][1] <= 2 * work[40][1]  # each plan packs at most what the one before left
+    assert work[30][0] == 30 and work[60][0] == 60  # one plan per entry
+    assert work[60][1] <= 2 * work[30][1]  # each plan packs at most what the one before left
     Counted.read = 0
     too_many = Counted([[1, 1]] * 1_000_000)
-    with pytest.raises(packing.SettingError, match=r"a list of at most 1,000 pairs\), got <1,000,000 entries>$"):
+    with pytest.raises(packing.SettingError, match=r"a list of at most 64 pairs\), got <1,000,000 entries>$"):
         sampler.load_state_dict({**state, "resized": too_many})
     assert Counted.read == 0  # refused by its length, before reading an entry
 

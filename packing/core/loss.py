@@ -18,7 +18,11 @@ One owner for the choice every entry point makes through :class:`packing.Recipe`
   ``False`` are ``turn`` and ``none`` (:func:`check_train_on_eos`, the one place they are mapped).
 
 :class:`LossRules` holds the three settings (checked once) and decides, message by message, which are
-trained (:meth:`LossRules.trained`); ``packing.text.text_rows`` turns that into token masks.
+trained and whose end of turn is (:meth:`LossRules.turns`); ``packing.text.text_rows`` turns that into token
+masks. A chat prompt's messages are context: in a conversational ``{"prompt", "completion"}`` row, a
+preference pair or a completion group, each completion's messages are ruled exactly as the same messages of a
+``{"messages": prompt + completion}`` row (its user turns untrained, a weight of 0 honoured, its ends as
+``train_on_eos`` says) and the prompt's never are.
 
 >>> rules = LossRules("last_turn")
 >>> chat = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
@@ -203,6 +207,24 @@ class LossRules:
             last = len(chosen) - 1 - chosen[::-1].index(True)
             chosen = [index == last for index in range(len(chosen))]
         return [chose or weight == 1 for chose, weight in zip(chosen, weights, strict=True)]
+
+    def turns(
+        self, messages: Sequence[Mapping[str, Any]], sample: int = 0, field: str = "messages", context: int = 0
+    ) -> tuple[list[bool], list[bool]]:
+        """For each message, whether it is trained (:meth:`trained`) and whether its end of turn is
+        (:meth:`ends`), the first ``context`` messages being a prompt: never trained, nor their ends, whatever
+        their role or weight (their weights are still checked). The rest is trained as the same messages of a
+        ``{"messages": ...}`` row are: a completion of a prompt is ruled as the end of that chat. O(messages).
+
+        >>> chat = [{"role": "assistant"}, {"role": "user"}, {"role": "assistant", "weight": 0}, {"role": "assistant"}]
+        >>> LossRules(train_on_eos="all").turns(chat, context=2)
+        ([False, False, False, True], [False, False, True, True])
+        """
+        trained = self.trained(messages, sample, field)
+        trained[:context] = [False] * min(context, len(trained))
+        ends = self.ends(trained)
+        ends[:context] = [False] * min(context, len(ends))
+        return trained, ends
 
 
 DEFAULT_RULES = LossRules()

@@ -45,6 +45,7 @@ Internal: the public names are in ``packing`` and ``packing.text``.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -60,9 +61,9 @@ from packing.errors import SampleError, SettingError
 if TYPE_CHECKING:  # pragma: no cover - typing only; imported where used, so io and reader may import this module
     pass
 from packing.core.forms import TEXT_FORMS, Message, TextForm, text_forms
-from packing.text.chats import TemplateShape, chat_spans, conversational_span, marked_spans, render_marked
+from packing.text.chats import TemplateShape, chat_spans, marked_spans, render_marked
 from packing.text.encoding import Encoded, encode_masked, encode_texts, eos_id, with_eos
-from packing.text.templates import has_generation_markers, render_all
+from packing.text.templates import has_generation_markers, render, render_all
 from packing.text.tokenizers import Int8Array, Int64Array, load_tokenizer
 
 _CHUNK_ROWS = 2048
@@ -127,30 +128,76 @@ def _check_row(row: Any, sample: int) -> _Row:
 
 
 def _encode_chats(
-    tokenizer: Any, conversations: list[list[Message]], samples: list[int], rules: LossRules = DEFAULT_RULES
+    tokenizer: Any,
+    conversations: list[list[Message]],
+    samples: list[int],
+    rules: LossRules = DEFAULT_RULES,
+    contexts: Sequence[int] | None = None,
 ) -> tuple[Encoded, Int8Array]:
     """Ids and loss masks of many conversations: each rendered once (in transformers' sandbox, bounded),
     all tokenized in one batch call with character offsets, the spans the loss ``rules`` train mapped to
     tokens (:func:`spans_mask`). With generation markers the spans start from the template's blocks (the
-    masks of ``return_assistant_tokens_mask``); otherwise from the chat's layout (:func:`chat_spans`)."""
+    masks of ``return_assistant_tokens_mask``); otherwise from the chat's layout (:func:`chat_spans`).
+    ``contexts[i]``: how many messages of conversation ``i`` open it as a prompt, never trained (default 0)."""
     if not rules.masks_anything:
         texts = render_all(tokenizer, conversations, samples)
         encoded = encode_texts(tokenizer, texts, add_special_tokens=False)
         return encoded, np.ones(len(encoded.ids), dtype=np.int8)
     shape = TemplateShape()
+    heads = list(contexts) if contexts is not None else [0] * len(conversations)
     if has_generation_markers(tokenizer):
         texts, blocks = render_marked(tokenizer, conversations, samples)
         spans = [
-            marked_spans(tokenizer, conversation, text, found, rules, sample, shape)
-            for conversation, text, found, sample in zip(conversations, texts, blocks, samples, strict=True)
+            marked_spans(tokenizer, conversation, text, found, rules, sample, shape, head)
+            for conversation, text, found, sample, head in zip(
+                conversations, texts, blocks, samples, heads, strict=True
+            )
         ]
     else:
         texts = render_all(tokenizer, conversations, samples)
         spans = []
         for index, (conversation, sample) in enumerate(zip(conversations, samples, strict=True)):
-            texts[index], found = chat_spans(tokenizer, conversation, sample, rules, whole=texts[index], shape=shape)
+            texts[index], found = chat_spans(
+                tokenizer, conversation, sample, rules, whole=texts[index], shape=shape, context=heads[index]
+            )
             spans.append(found)
     return encode_masked(tokenizer, texts, spans)
+
+
+def _in_parts(error: SampleError, prompt_lengths: Mapping[int, int]) -> SampleError:
+    """``error`` about the chat ``prompt + completion`` of a conversational row (field ``messages``) about the
+    row's own fields instead: message ``p`` of the chat is ``prompt`` position ``p`` or ``completion`` position
+    ``p - len(prompt)``; the chat as a whole is its ``completion`` (what the prompt is rendered with). O(1).
+
+    >>> str(_in_parts(SampleError(4, "messages", 3, "a message 'weight' of 0 or 1", 2), {4: 2}))
+    "sample 4, 'completion', position 1: expected a message 'weight' of 0 or 1, got 2"
+    """
+    length = prompt_lengths.get(error.sample) if error.sample is not None else None
+    if error.field != "messages" or length is None:
+        return error
+    renamed = copy.copy(error)
+    in_prompt = error.position is not None and error.position < length
+    renamed.field = "prompt" if in_prompt else "completion"
+    if error.position is not None and not in_prompt:
+        renamed.position = error.position - length
+    renamed.args = (renamed.where_and_what(),)
+    return renamed
+
+
+def _encode_conversational(
+    tokenizer: Any, rows: list[_Row], samples: list[int], rules: LossRules
+) -> tuple[Encoded, Int8Array]:
+    """Ids and loss masks of conversational prompt/completion rows: each the chat ``prompt + completion`` encoded
+    as a ``{"messages": ...}`` row is (:func:`_encode_chats`), its prompt's messages context: the completion's
+    messages are trained by the loss rules as that chat's are, the prompt's never (under ``loss="all"`` every
+    token, as in every text row). Errors name the row's ``prompt`` or ``completion`` (:func:`_in_parts`)."""
+    prompts = [list(row.parts[0]) for row in rows]
+    conversations = [[*prompt, *row.parts[1]] for prompt, row in zip(prompts, rows, strict=True)]
+    lengths = [len(prompt) for prompt in prompts]
+    try:
+        return _encode_chats(tokenizer, conversations, samples, rules, lengths)
+    except SampleError as error:
+        raise _in_parts(error, dict(zip(samples, lengths, strict=True))) from None
 
 
 def _encode_group(
@@ -164,7 +211,7 @@ def _encode_group(
         return ids, np.ones(len(ids), dtype=np.int8), offsets
     if form == "prompt_completion":
         eos = eos_id(tokenizer, samples[0], "completion")
-        prompts = encode_texts(tokenizer, [row.parts[0] for row in rows], add_special_tokens=True)
+        prompts = encode_prompts(tokenizer, [row.parts[0] for row in rows], samples)
         completions = encode_texts(tokenizer, [row.parts[1] for row in rows], add_special_tokens=False)
         completion_ids, completion_offsets = with_eos(completions, eos)
         prompt_lengths, completion_lengths = np.diff(prompts.offsets), np.diff(completion_offsets)
@@ -185,16 +232,32 @@ def _encode_group(
     if form == "messages":
         encoded, mask = _encode_chats(tokenizer, [list(row.parts[0]) for row in rows], samples, rules)
         return encoded.ids, mask, encoded.offsets
-    texts, spans = [], []
-    for row, sample in zip(rows, samples, strict=True):
-        text, text_spans = conversational_span(tokenizer, row.parts[0], row.parts[1], sample, rules.completion_eos)
-        texts.append(text)
-        spans.append(text_spans)
-    if not rules.masks_anything:
-        plain = encode_texts(tokenizer, texts, add_special_tokens=False)
-        return plain.ids, np.ones(len(plain.ids), dtype=np.int8), plain.offsets
-    encoded, mask = encode_masked(tokenizer, texts, spans)
+    encoded, mask = _encode_conversational(tokenizer, rows, samples, rules)
     return encoded.ids, mask, encoded.offsets
+
+
+def encode_prompts(tokenizer: Any, prompts: Sequence[str | Sequence[Message]], samples: Sequence[int]) -> Encoded:
+    """The tokens each prompt opens a prompt/completion row's encoding with: a text prompt as the tokenizer
+    makes it (with its special tokens), a chat prompt (checked messages) rendered with its generation prompt
+    (the encoding of its ``prompt + completion`` starts with them but where a token spans the two); a batch
+    call per kind. O(characters).
+
+    >>> encode_prompts(load_tokenizer("bytes"), ["Hi", [{"role": "user", "content": "a"}]], [0, 1]).offsets.tolist()
+    [0, 2, 22]
+    """
+    kinds = [[i for i, prompt in enumerate(prompts) if isinstance(prompt, str) == text] for text in (True, False)]
+    texts = [str(prompts[i]) for i in kinds[0]]
+    rendered = [render(tokenizer, list(prompts[i]), True, samples[i], "prompt") for i in kinds[1]]
+    pieces: list[Int64Array] = [np.zeros(0, dtype=np.int64)] * len(prompts)
+    for members, encoded in (
+        (kinds[0], encode_texts(tokenizer, texts, add_special_tokens=True)),
+        (kinds[1], encode_texts(tokenizer, rendered, add_special_tokens=False)),
+    ):
+        for j, i in enumerate(members):
+            pieces[i] = encoded.ids[encoded.offsets[j] : encoded.offsets[j + 1]]
+    ids, offsets = (np.concatenate(pieces) if pieces else np.zeros(0, np.int64)), offsets_of([len(p) for p in pieces])
+    empty = np.zeros(0, dtype=np.int64)
+    return Encoded(ids.astype(np.int64, copy=False), empty, empty, offsets)
 
 
 def _encode_chunk(

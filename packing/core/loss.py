@@ -4,11 +4,13 @@ One owner for the choice every entry point makes through :class:`packing.Recipe`
 ``roles_to_train``, ``train_on_eos``) and each message's own ``weight`` (OpenAI's fine-tuning format):
 
 - ``loss="completion"`` (default): every message whose role is in ``roles_to_train`` (default the
-  assistant's), and the completion of a prompt/completion pair;
+  assistant's), and the completion of a text prompt/completion pair, preference pair or group;
 - ``loss="last_turn"``: only the last such message of a chat (LLaMA-Factory's ``mask_history``) that its
   weight does not leave out (a last assistant message of weight 0 is context: the one before it is trained);
-- ``loss="all"``: every token of every text row and of both parts of a pair (a message's ``weight`` is
-  ignored; a token row's own ``loss_mask`` or ``labels`` are kept);
+- ``loss="all"``: every token of every text row and of both parts of a prompt/completion row, and every
+  token of each completion of a preference pair or group (whose prompt is never trained); a message's
+  ``weight`` is ignored; a token row's or token unit's own ``loss_mask``, ``labels`` or completion masks
+  are kept;
 - a message's ``weight`` of 0 or 1 overrides the rule for that message (under ``completion`` and
   ``last_turn``): 0 leaves it untrained, 1 trains it whatever its role;
 - ``train_on_eos`` (Axolotl's names) says whose end of turn is trained, the end of turn being what the
@@ -48,12 +50,12 @@ from packing.core.validation import check_flag, is_number
 from packing.errors import SampleError, SettingError
 
 LossRule = Literal["completion", "last_turn", "all"]
-"""What is trained: ``completion`` (the turns of ``roles_to_train``, the completion of a pair; plain token
+"""What is trained: ``completion`` (the turns of ``roles_to_train``, a text completion; plain token
 rows keep their own mask), ``last_turn`` (only a chat's last such turn), ``all`` (every token)."""
 LOSS_RULES: dict[str, str] = {
-    "completion": "train on the assistant turns of a chat (roles_to_train) and the completion of a prompt/completion pair",
-    "last_turn": "train only on the last assistant turn of a chat (roles_to_train), and the completion of a pair",
-    "all": "train on every token",
+    "completion": "train on the assistant turns (roles_to_train) of a chat or chat completion, and a text completion",
+    "last_turn": "train only on the last assistant turn (roles_to_train) of a chat or chat completion, and a text one",
+    "all": "train on every token (but the prompt of a preference pair or completion group)",
 }
 DEFAULT_ROLES: tuple[str, ...] = ("assistant",)
 EosRule = Literal["turn", "last", "all", "none"]

@@ -10,9 +10,10 @@ Four row forms are text (everything else is left to the token reader):
 - ``{"messages": [{"role": ..., "content": ...}, ...]}``: the chat template renders the
   conversation; loss on each assistant turn: the tokens the template adds for that turn after its
   generation prompt (content and end-of-turn tokens).
-- ``{"prompt": [messages], "completion": [messages]}`` (conversational prompt/completion): the
-  prompt rendered with the generation prompt, the whole conversation after it; loss on what the
-  completion adds.
+- ``{"prompt": [messages], "completion": [messages]}`` (conversational prompt/completion): the chat
+  ``prompt + completion`` rendered and ruled as a ``{"messages": ...}`` row of it, the prompt's messages
+  context: loss on the completion's assistant turns (for one assistant message, what it adds after the
+  prompt's generation prompt), never on the prompt's.
 
 What is trained follows the loss rules (:class:`packing.core.loss.LossRules`: ``loss`` ``completion``,
 ``last_turn`` or ``all``, ``roles_to_train``, ``train_on_eos``, and each message's ``weight`` of 0 or 1);

@@ -41,12 +41,32 @@ from packing.errors import SampleError, UnitError
 from packing.text.text_rows import encode_prompts, encode_rows
 from packing.text.tokenizers import load_tokenizer
 
-TEXT_PROMPT = "text or messages, as the unit's other parts are (token ids in every part, or text in every part)"
+_FORMS = {"tokens": "a list of token ids", "text": "a string", "messages": "a list of messages"}
+"""The forms of a unit's parts: every part of a unit has the same one."""
+
+
+def _form(value: Any) -> str | None:
+    """The form of one part of a unit (a key of ``_FORMS``), None for a value of none of them. O(1)."""
+    if isinstance(value, str):
+        return "text"
+    if is_message_list(value):
+        return "messages"
+    if isinstance(value, (list, tuple, np.ndarray)) and len(value) and not isinstance(value[0], Mapping):
+        return "tokens"
+    return None
 
 
 def _parts(row: Mapping[str, Any], index: int) -> tuple[str, Any, list[tuple[str, Any]]]:
     """``(kind, prompt, [(field, completion), ...])`` of a text unit, each part checked to be of the prompt's form
-    (a string, or a list of messages). O(completions)."""
+    (a string, or a list of messages). The part named when they differ is the odd one: the prompt when it is of
+    no form, or when every completion is of one other form; else the first completion not of the prompt's form.
+    O(completions).
+
+    >>> _parts({"prompt": [{"role": "user", "content": "a"}], "chosen": "b", "rejected": "c"}, 4)
+    Traceback (most recent call last):
+    ...
+    packing.errors.SampleError: sample 4, 'prompt': expected a string, as the unit's completions are (one form in every part: token ids, text or messages), got [{'role': 'user', 'content': 'a'}] (list)
+    """
     kind = unit_kind(row)
     assert kind is not None
     prompt = row.get("prompt")
@@ -57,18 +77,22 @@ def _parts(row: Mapping[str, Any], index: int) -> tuple[str, Any, list[tuple[str
     else:
         items = group_completions(row["completions"], index)
         fields = [(f"completions[{position}]", item) for position, item in enumerate(items)]
-    text = isinstance(prompt, str)
-    if not text and not is_message_list(prompt):  # token ids among text parts: the unit is one or the other
-        raise SampleError(index, "prompt", None, TEXT_PROMPT, prompt)
-    for field, value in fields:
+    form, forms = _form(prompt), [_form(value) for _, value in fields]
+    others = set(forms)
+    if form is None or (form not in others and len(others) == 1 and None not in others):
+        one = next(iter(others)) if len(others) == 1 and None not in others else None
+        expected = f"{_FORMS[one] if one else 'token ids, text or messages'}, as the unit's completions are"
+        raise SampleError(
+            index, "prompt", None, f"{expected} (one form in every part: token ids, text or messages)", prompt
+        )
+    for (field, value), part in zip(fields, forms, strict=True):
         if value is None:
             raise UnitError.missing(index, field, kind)
-        if text and not isinstance(value, str):
-            raise SampleError(index, field, None, "a string, like 'prompt'", value)
-        if not text and not is_message_list(value):
-            raise SampleError(index, field, None, "a list of messages, like 'prompt'", value)
-        if (text and not value) or (not text and not len(value)):
+        if part != form:
+            raise SampleError(index, field, None, f"{_FORMS[form]}, like 'prompt'", value)
+        if not len(value):
             raise UnitError.empty_completion(index, field)
+    assert form != "tokens"  # a text unit: a text part among token ids is named above
     return kind, prompt, fields
 
 

@@ -8,6 +8,7 @@ built here (a template without and one with ``{% generation %}`` markers), throu
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -59,13 +60,17 @@ rules = st.builds(
 )
 
 
-def as_chat(tokenizer: Any, prompt: list[dict[str, Any]], completion: list[dict[str, Any]], chosen: LossRules) -> Any:
-    """The ``{"messages": prompt + completion}`` row's ids and mask, or the ``SampleError`` it raises."""
+def as_chats(
+    tokenizer: Any, prompt: list[dict[str, Any]], completions: list[list[dict[str, Any]]], chosen: LossRules
+) -> list[tuple[Any, Any]] | SampleError:
+    """The ids and mask of each ``{"messages": prompt + completion}`` row, encoded in one call as the unit's
+    completions are (a template's pieces learned on the first chats lay out the next ones), or the error."""
+    rows = [{"messages": [*prompt, *completion]} for completion in completions]
     try:
-        tokens, mask, _ = encode_rows([{"messages": [*prompt, *completion]}], tokenizer, loss_rules=chosen)
+        tokens, mask, offsets = encode_rows(rows, tokenizer, loss_rules=chosen)
     except SampleError as error:
         return error
-    return tokens, mask
+    return [(tokens[a:b], mask[a:b]) for a, b in itertools.pairwise(offsets.tolist())]
 
 
 def completions_of(unit: dict[str, Any]) -> list[tuple[Any, Any]]:
@@ -96,13 +101,13 @@ def test_a_completion_trains_what_the_same_turns_of_a_chat_train(
         row: dict[str, Any] = {"prompt": prompt, "chosen": answers[0], "rejected": answers[1]}
     else:
         row = {"prompt": prompt, "completions": answers}
-    chats_of = [as_chat(tokenizer, prompt, answer, chosen) for answer in answers]
-    refused = [chat for chat in chats_of if isinstance(chat, SampleError)]
-    if any(error.position is None or error.position >= len(prompt) for error in refused):
+    chats_of = as_chats(tokenizer, prompt, answers, chosen)
+    if isinstance(chats_of, SampleError):
+        # a prompt turn the chat cannot locate (its content not found once): the unit never trains it
+        assume(chats_of.position is None or chats_of.position >= len(prompt))
         with pytest.raises(SampleError):  # a completion's turn the template hides: refused at both doors
             encode_units([row], tokenizer, loss_rules=chosen)
         return
-    assume(not refused)  # a prompt turn the chat cannot train (its content not found): the unit never trains it
     [unit] = encode_units([row], tokenizer, loss_rules=chosen)
     head = unit["prompt"].tolist()
     for (ids, mask), (chat_ids, chat_mask) in zip(completions_of(unit), chats_of, strict=True):
@@ -112,12 +117,13 @@ def test_a_completion_trains_what_the_same_turns_of_a_chat_train(
     # the unit's prompt is the prompt's own rendering (with its generation prompt), at most
     rendered = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
     assert len(head) <= len(packing.text.encoding.encode_texts(tokenizer, [rendered], add_special_tokens=False).ids)
-    # a conversational prompt/completion row is the same completion, its prompt untrained unless loss="all"
-    for answer, (ids, mask) in zip(answers, completions_of(unit), strict=True):
-        pc_ids, pc_mask, _ = encode_rows([{"prompt": prompt, "completion": answer}], tokenizer, loss_rules=chosen)
-        assert pc_ids.tolist() == head + ids.tolist()
-        expected = [int(chosen.loss == "all")] * len(head) + mask.tolist()
-        assert pc_mask.tolist() == expected
+    # conversational prompt/completion rows (in one call, as the unit's) are the same completions, their prompt
+    # untrained unless loss="all"
+    rows = [{"prompt": prompt, "completion": answer} for answer in answers]
+    pc_ids, pc_mask, offsets = encode_rows(rows, tokenizer, loss_rules=chosen)
+    for (ids, mask), a, b in zip(completions_of(unit), offsets[:-1], offsets[1:], strict=True):
+        assert pc_ids[a:b].tolist() == head + ids.tolist()
+        assert pc_mask[a:b].tolist() == [int(chosen.loss == "all")] * len(head) + mask.tolist()
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -128,10 +134,9 @@ def test_pack_and_collate_train_what_the_chats_train(
     torch_units = pytest.importorskip("packing.torch")
     options = {"loss": chosen.loss, "roles_to_train": list(chosen.roles_to_train), "train_on_eos": chosen.train_on_eos}
     pair = {"prompt": prompt, "chosen": answers[0], "rejected": answers[1]}
-    chat_masks = []
-    for answer in answers:
-        tokens, mask, _ = encode_rows([{"messages": [*prompt, *answer]}], "bytes", loss_rules=chosen)
-        chat_masks.append((tokens, mask))
+    chat_masks = as_chats(packing.load_tokenizer("bytes"), prompt, answers, chosen)
+    assume(not isinstance(chat_masks, SampleError))  # refusals: see the test above
+    assert not isinstance(chat_masks, SampleError)
     [unit] = encode_units([pair], "bytes", loss_rules=chosen)
     length = len(unit["prompt"])
     batch = packing.pack([pair], 1024, tokenizer="bytes", share_prompt=share, **options)

@@ -248,9 +248,15 @@ def encode_prompts(tokenizer: Any, prompts: Sequence[str | Sequence[Message]], s
     >>> encode_prompts(load_tokenizer("bytes"), ["Hi", [{"role": "user", "content": "a"}]], [0, 1]).offsets.tolist()
     [0, 2, 22]
     """
-    kinds = [[i for i, prompt in enumerate(prompts) if isinstance(prompt, str) == text] for text in (True, False)]
-    texts = [str(prompts[i]) for i in kinds[0]]
-    rendered = [render(tokenizer, list(prompts[i]), True, samples[i], "prompt") for i in kinds[1]]
+    kinds: list[list[int]] = [[], []]
+    texts: list[str] = []
+    rendered: list[str] = []
+    for index, prompt in enumerate(prompts):
+        kinds[not isinstance(prompt, str)].append(index)
+        if isinstance(prompt, str):
+            texts.append(prompt)
+        else:
+            rendered.append(render(tokenizer, list(prompt), True, samples[index], "prompt"))
     pieces: list[Int64Array] = [np.zeros(0, dtype=np.int64)] * len(prompts)
     for members, encoded in (
         (kinds[0], encode_texts(tokenizer, texts, add_special_tokens=True)),

@@ -219,7 +219,13 @@ class Recipe:
     )
     max_sequences_per_block: int | None = field(
         default=None,
-        metadata=_about("plan", "cap on documents per block (spfhp only)", metavar="K", parse=int, doors=_PLANNERS),
+        metadata=_about(
+            "plan",
+            "cap on documents per block (spfhp only; a pair or group is one with share_prompt, refused without)",
+            metavar="K",
+            parse=int,
+            doors=_PLANNERS,
+        ),
     )
     loss: LossRule = field(
         default="completion", metadata=_about("read", "which tokens are trained", LOSS_RULES, doors=_READERS)

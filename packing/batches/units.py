@@ -9,7 +9,9 @@ Overflow acts on the whole unit, never on a piece of it (a unit is never split):
 - ``drop``: a unit longer than ``max_seq_length`` is left out whole;
 - ``error``: the first such unit is refused (:class:`~packing.errors.UnitTooLong`, naming it);
 - ``split``, and strategies that cut samples (``split``, ``wrapped``), are refused with units, as are context and
-  tensor parallelism (their THD layout pads every document on its own).
+  tensor parallelism (their THD layout pads every document on its own), and ``spfhp``'s
+  ``max_sequences_per_block`` without ``share_prompt=True`` (the cap counts documents; the planner places a unit
+  as one sequence, which is one document only when its prompt is shared).
 
 Everything cut is counted: ``PackingStats`` in tokens and sequences (a unit is one sequence), ``stats.units``
 (:class:`~packing.strategies.stats.UnitStats`) in pairs, groups and completions.
@@ -43,6 +45,14 @@ from packing.strategies.stats import PackingStats, UnitStats
 Int64Array = npt.NDArray[np.int64]
 
 
+MAX_SEQUENCES_WHY = (
+    "it caps the documents in a block, and without share_prompt=True a unit of k completions is k documents "
+    "placed as one; with share_prompt=True each unit is one document"
+)
+"""Why ``max_sequences_per_block`` (``spfhp``) needs ``share_prompt=True`` with units: the planner places a unit as
+one sequence, which is one document only in the shared layout."""
+
+
 def check_unit_recipe(recipe: Recipe) -> None:
     """Refuse, by name, a recipe option that cannot keep every unit whole in one block or its completions apart
     (see the module). O(1).
@@ -58,6 +68,8 @@ def check_unit_recipe(recipe: Recipe) -> None:
         raise refuse_with_units(
             "overflow", recipe.overflow, "a pair or group is never cut across blocks: truncate, drop or error"
         )
+    if recipe.max_sequences_per_block is not None and not recipe.share_prompt:
+        raise refuse_with_units("max_sequences_per_block", recipe.max_sequences_per_block, MAX_SEQUENCES_WHY)
     for name in ("context_parallel_size", "tensor_parallel_size"):
         if getattr(recipe, name) > 1:
             raise refuse_with_units(name, getattr(recipe, name), "the THD layout pads each document apart")

@@ -142,6 +142,17 @@ def group_completions(items: Any, index: int | None) -> Sequence[Any]:
     return items  # type: ignore[no-any-return]
 
 
+def null_completions(row: Mapping[str, Any]) -> bool:
+    """Whether a row that has a ``prompt`` and no completion is a group with null ``completions`` (the key there,
+    with no ``completion`` key): its error names ``completions``, not the ``completion`` of a prompt/completion
+    row. O(1).
+
+    >>> null_completions({"prompt": "2+2=", "completions": None}), null_completions({"prompt": "2+2="})
+    (True, False)
+    """
+    return "completions" in row and row["completions"] is None and "completion" not in row
+
+
 def is_text_unit(row: Any) -> bool:
     """Whether a row is a pair or group of text (strings or messages: it needs a tokenizer). O(completions).
 

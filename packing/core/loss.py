@@ -4,11 +4,13 @@ One owner for the choice every entry point makes through :class:`packing.Recipe`
 ``roles_to_train``, ``train_on_eos``) and each message's own ``weight`` (OpenAI's fine-tuning format):
 
 - ``loss="completion"`` (default): every message whose role is in ``roles_to_train`` (default the
-  assistant's), and the completion of a prompt/completion pair;
+  assistant's), and the completion of a text prompt/completion pair, preference pair or group;
 - ``loss="last_turn"``: only the last such message of a chat (LLaMA-Factory's ``mask_history``) that its
   weight does not leave out (a last assistant message of weight 0 is context: the one before it is trained);
-- ``loss="all"``: every token of every text row and of both parts of a pair (a message's ``weight`` is
-  ignored; a token row's own ``loss_mask`` or ``labels`` are kept);
+- ``loss="all"``: every token of every text row and of both parts of a prompt/completion row, and every
+  token of each completion of a preference pair or group (whose prompt is never trained); a message's
+  ``weight`` is ignored; a token row's or token unit's own ``loss_mask``, ``labels`` or completion masks
+  are kept;
 - a message's ``weight`` of 0 or 1 overrides the rule for that message (under ``completion`` and
   ``last_turn``): 0 leaves it untrained, 1 trains it whatever its role;
 - ``train_on_eos`` (Axolotl's names) says whose end of turn is trained, the end of turn being what the
@@ -18,7 +20,11 @@ One owner for the choice every entry point makes through :class:`packing.Recipe`
   ``False`` are ``turn`` and ``none`` (:func:`check_train_on_eos`, the one place they are mapped).
 
 :class:`LossRules` holds the three settings (checked once) and decides, message by message, which are
-trained (:meth:`LossRules.trained`); ``packing.text.text_rows`` turns that into token masks.
+trained and whose end of turn is (:meth:`LossRules.turns`); ``packing.text.text_rows`` turns that into token
+masks. A chat prompt's messages are context: in a conversational ``{"prompt", "completion"}`` row, a
+preference pair or a completion group, each completion's messages are ruled exactly as the same messages of a
+``{"messages": prompt + completion}`` row (its user turns untrained, a weight of 0 honoured, its ends as
+``train_on_eos`` says) and the prompt's never are.
 
 >>> rules = LossRules("last_turn")
 >>> chat = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
@@ -44,12 +50,12 @@ from packing.core.validation import check_flag, is_number
 from packing.errors import SampleError, SettingError
 
 LossRule = Literal["completion", "last_turn", "all"]
-"""What is trained: ``completion`` (the turns of ``roles_to_train``, the completion of a pair; plain token
+"""What is trained: ``completion`` (the turns of ``roles_to_train``, a text completion; plain token
 rows keep their own mask), ``last_turn`` (only a chat's last such turn), ``all`` (every token)."""
 LOSS_RULES: dict[str, str] = {
-    "completion": "train on the assistant turns of a chat (roles_to_train) and the completion of a prompt/completion pair",
-    "last_turn": "train only on the last assistant turn of a chat (roles_to_train), and the completion of a pair",
-    "all": "train on every token",
+    "completion": "train on the assistant turns (roles_to_train) of a chat or chat completion, and a text completion",
+    "last_turn": "train only on the last assistant turn (roles_to_train) of a chat or chat completion, and a text one",
+    "all": "train on every token (but the prompt of a preference pair or completion group)",
 }
 DEFAULT_ROLES: tuple[str, ...] = ("assistant",)
 EosRule = Literal["turn", "last", "all", "none"]
@@ -203,6 +209,24 @@ class LossRules:
             last = len(chosen) - 1 - chosen[::-1].index(True)
             chosen = [index == last for index in range(len(chosen))]
         return [chose or weight == 1 for chose, weight in zip(chosen, weights, strict=True)]
+
+    def turns(
+        self, messages: Sequence[Mapping[str, Any]], sample: int = 0, field: str = "messages", context: int = 0
+    ) -> tuple[list[bool], list[bool]]:
+        """For each message, whether it is trained (:meth:`trained`) and whether its end of turn is
+        (:meth:`ends`), the first ``context`` messages being a prompt: never trained, nor their ends, whatever
+        their role or weight (their weights are still checked). The rest is trained as the same messages of a
+        ``{"messages": ...}`` row are: a completion of a prompt is ruled as the end of that chat. O(messages).
+
+        >>> chat = [{"role": "assistant"}, {"role": "user"}, {"role": "assistant", "weight": 0}, {"role": "assistant"}]
+        >>> LossRules(train_on_eos="all").turns(chat, context=2)
+        ([False, False, False, True], [False, False, True, True])
+        """
+        trained = self.trained(messages, sample, field)
+        trained[:context] = [False] * min(context, len(trained))
+        ends = self.ends(trained)
+        ends[:context] = [False] * min(context, len(ends))
+        return trained, ends
 
 
 DEFAULT_RULES = LossRules()

@@ -50,7 +50,14 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.core.arrays import offsets_of, row_at
-from packing.core.forms import group_completions, is_message_list, is_text_row, is_text_unit, unit_kind
+from packing.core.forms import (
+    group_completions,
+    is_message_list,
+    is_text_row,
+    is_text_unit,
+    null_completions,
+    unit_kind,
+)
 from packing.core.loss import LossRules
 from packing.core.samples import Int64Array
 from packing.core.units import KINDS, UnitKind, Units
@@ -183,6 +190,8 @@ def _dict_form(row: Mapping[str, Any], index: int) -> Literal["input_ids", "prom
     if has_ids and has_pair:
         raise SampleError(index, None, None, "one form, 'input_ids' or 'prompt'/'completion'", "<both>")
     if has_pair:
+        if not _present(row, "completion") and null_completions(row):
+            raise UnitError.no_completions(index, None)
         for field in ("prompt", "completion"):
             if not _present(row, field):
                 raise SampleError(index, field, None, "a list of token ids (a prompt needs a completion)", None)

@@ -271,7 +271,8 @@ STRATEGIES: dict[str, Strategy] = {
             "spfhp",
             "Shortest-pack-first histogram packing",
             "Krell et al. 2021: longest length first, each sequence into the pack with the most room; "
-            "sequences of a length that fit no pack get a pack each; optional cap on sequences per block.",
+            "sequences of a length that fit no pack get a pack each; optional cap on sequences (documents) per "
+            "block: a plain sample is one, a pair or group one with share_prompt=True (refused without it).",
             "O(n + L + groups × log L)",
             "longest_first",
             _spfhp,

@@ -388,10 +388,12 @@ def chat_spans(
     *,
     whole: str | None = None,
     shape: TemplateShape | None = None,
+    context: int = 0,
 ) -> tuple[str, list[tuple[int, int]]]:
     """The rendered conversation and the character spans ``[start, end)`` the loss ``rules`` train (by
     default every assistant turn: from the end of the generation prompt after the messages before the turn
-    to the start of the next message). Rendered once (plus one probe per role on the first chats of a
+    to the start of the next message); the first ``context`` messages are a prompt, never trained
+    (:meth:`LossRules.turns`). Rendered once (plus one probe per role on the first chats of a
     ``shape``, see :func:`_layout`): O(characters); a chat that cannot be laid out from one rendering is
     rendered prefix by prefix, O(turns × rendering), and refused over ``MAX_PREFIX_TURNS`` messages.
 
@@ -402,8 +404,7 @@ def chat_spans(
     ...            rules=LossRules(train_on_eos=False))[1]
     [(51, 52)]
     """
-    trained = rules.trained(messages, sample)
-    ends = rules.ends(trained)
+    trained, ends = rules.turns(messages, sample, context=context)
     layout = _layout(tokenizer, messages, sample, whole, shape)
     if layout is None:
         needed = [turn for turn in range(len(messages)) if trained[turn] or ends[turn]]
@@ -442,40 +443,6 @@ def turn_bounds(tokenizer: Any, messages: Sequence[Message], sample: int = 0) ->
     return whole, bounds
 
 
-def conversational_span(
-    tokenizer: Any,
-    prompt: Sequence[Message],
-    completion: Sequence[Message],
-    sample: int,
-    train_on_eos: bool = True,
-) -> tuple[str, list[tuple[int, int]]]:
-    """The rendered prompt + completion and the completion's span (after the prompt's generation prompt);
-    without ``train_on_eos`` the span ends where the completion's last content ends."""
-    before = render(tokenizer, prompt, True, sample, "prompt")
-    whole = render(tokenizer, [*prompt, *completion], False, sample, "completion")
-    if not whole.startswith(before):
-        raise prefix_error(sample, "completion", 0)
-    end = len(whole)
-    if not train_on_eos:
-        last = completion[-1].get("content")
-        found = whole.rfind(last, len(before)) if isinstance(last, str) and last else -1
-        if found < 0 and isinstance(last, str) and last.strip():
-            last = last.strip()
-            found = whole.rfind(last, len(before))
-        if found < 0 or not isinstance(last, str):
-            if last == "":
-                return whole, []
-            raise SampleError(
-                sample,
-                "completion",
-                len(completion) - 1,
-                "a completion whose last content the chat template renders (to leave its end of turn out)",
-                "<content the template changes or leaves out>",
-            )
-        end = found + len(last)
-    return whole, [(len(before), end)] if end > len(before) else []
-
-
 def render_marked(
     tokenizer: Any, conversations: list[list[Message]], samples: list[int]
 ) -> tuple[list[str], list[list[tuple[int, int]]]]:
@@ -497,14 +464,15 @@ def marked_spans(
     rules: LossRules,
     sample: int,
     shape: TemplateShape,
+    context: int = 0,
 ) -> list[tuple[int, int]]:
     """The spans the loss rules train in a chat whose template marks assistant turns with ``{% generation
     %}``: every block (what ``return_assistant_tokens_mask`` trains) under the default rules; otherwise
     block ``k`` is assistant turn ``k`` (cut at its content's end when its end of turn is not trained, or
     only its end of turn, after its content, for an untrained turn whose end is), and the turns of other
-    roles are found by the chat's layout. O(messages + characters)."""
-    trained = rules.trained(messages, sample)
-    ends = rules.ends(trained)
+    roles are found by the chat's layout; the first ``context`` messages are a prompt, never trained
+    (:meth:`LossRules.turns`). O(messages + characters)."""
+    trained, ends = rules.turns(messages, sample, context=context)
     assistants = [turn for turn, message in enumerate(messages) if message.get("role") == "assistant"]
     others = [
         turn

@@ -10,9 +10,10 @@ Four row forms are text (everything else is left to the token reader):
 - ``{"messages": [{"role": ..., "content": ...}, ...]}``: the chat template renders the
   conversation; loss on each assistant turn: the tokens the template adds for that turn after its
   generation prompt (content and end-of-turn tokens).
-- ``{"prompt": [messages], "completion": [messages]}`` (conversational prompt/completion): the
-  prompt rendered with the generation prompt, the whole conversation after it; loss on what the
-  completion adds.
+- ``{"prompt": [messages], "completion": [messages]}`` (conversational prompt/completion): the chat
+  ``prompt + completion`` rendered and ruled as a ``{"messages": ...}`` row of it, the prompt's messages
+  context: loss on the completion's assistant turns (for one assistant message, what it adds after the
+  prompt's generation prompt), never on the prompt's.
 
 What is trained follows the loss rules (:class:`packing.core.loss.LossRules`: ``loss`` ``completion``,
 ``last_turn`` or ``all``, ``roles_to_train``, ``train_on_eos``, and each message's ``weight`` of 0 or 1);
@@ -45,6 +46,7 @@ Internal: the public names are in ``packing`` and ``packing.text``.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -55,14 +57,14 @@ import numpy as np
 
 from packing.core.arrays import offsets_of, ranges
 from packing.core.loss import DEFAULT_RULES, LossRules
-from packing.errors import SampleError, SettingError
+from packing.errors import SampleError, SettingError, UnitError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; imported where used, so io and reader may import this module
     pass
-from packing.core.forms import TEXT_FORMS, Message, TextForm, text_forms
-from packing.text.chats import TemplateShape, chat_spans, conversational_span, marked_spans, render_marked
+from packing.core.forms import TEXT_FORMS, Message, TextForm, null_completions, text_forms
+from packing.text.chats import TemplateShape, chat_spans, marked_spans, render_marked
 from packing.text.encoding import Encoded, encode_masked, encode_texts, eos_id, with_eos
-from packing.text.templates import has_generation_markers, render_all
+from packing.text.templates import has_generation_markers, render, render_all
 from packing.text.tokenizers import Int8Array, Int64Array, load_tokenizer
 
 _CHUNK_ROWS = 2048
@@ -112,6 +114,8 @@ def _check_row(row: Any, sample: int) -> _Row:
     if form == "messages":
         return _Row(form, (_check_messages(row["messages"], sample, "messages"),))
     prompt, completion = row.get("prompt"), row.get("completion")
+    if completion is None and null_completions(row):
+        raise UnitError.no_completions(sample, None)
     if form == "prompt_completion":
         for field, value in (("prompt", prompt), ("completion", completion)):
             if not isinstance(value, str):
@@ -127,30 +131,76 @@ def _check_row(row: Any, sample: int) -> _Row:
 
 
 def _encode_chats(
-    tokenizer: Any, conversations: list[list[Message]], samples: list[int], rules: LossRules = DEFAULT_RULES
+    tokenizer: Any,
+    conversations: list[list[Message]],
+    samples: list[int],
+    rules: LossRules = DEFAULT_RULES,
+    contexts: Sequence[int] | None = None,
 ) -> tuple[Encoded, Int8Array]:
     """Ids and loss masks of many conversations: each rendered once (in transformers' sandbox, bounded),
     all tokenized in one batch call with character offsets, the spans the loss ``rules`` train mapped to
     tokens (:func:`spans_mask`). With generation markers the spans start from the template's blocks (the
-    masks of ``return_assistant_tokens_mask``); otherwise from the chat's layout (:func:`chat_spans`)."""
+    masks of ``return_assistant_tokens_mask``); otherwise from the chat's layout (:func:`chat_spans`).
+    ``contexts[i]``: how many messages of conversation ``i`` open it as a prompt, never trained (default 0)."""
     if not rules.masks_anything:
         texts = render_all(tokenizer, conversations, samples)
         encoded = encode_texts(tokenizer, texts, add_special_tokens=False)
         return encoded, np.ones(len(encoded.ids), dtype=np.int8)
     shape = TemplateShape()
+    heads = list(contexts) if contexts is not None else [0] * len(conversations)
     if has_generation_markers(tokenizer):
         texts, blocks = render_marked(tokenizer, conversations, samples)
         spans = [
-            marked_spans(tokenizer, conversation, text, found, rules, sample, shape)
-            for conversation, text, found, sample in zip(conversations, texts, blocks, samples, strict=True)
+            marked_spans(tokenizer, conversation, text, found, rules, sample, shape, head)
+            for conversation, text, found, sample, head in zip(
+                conversations, texts, blocks, samples, heads, strict=True
+            )
         ]
     else:
         texts = render_all(tokenizer, conversations, samples)
         spans = []
         for index, (conversation, sample) in enumerate(zip(conversations, samples, strict=True)):
-            texts[index], found = chat_spans(tokenizer, conversation, sample, rules, whole=texts[index], shape=shape)
+            texts[index], found = chat_spans(
+                tokenizer, conversation, sample, rules, whole=texts[index], shape=shape, context=heads[index]
+            )
             spans.append(found)
     return encode_masked(tokenizer, texts, spans)
+
+
+def _in_parts(error: SampleError, prompt_lengths: Mapping[int, int]) -> SampleError:
+    """``error`` about the chat ``prompt + completion`` of a conversational row (field ``messages``) about the
+    row's own fields instead: message ``p`` of the chat is ``prompt`` position ``p`` or ``completion`` position
+    ``p - len(prompt)``; the chat as a whole is its ``completion`` (what the prompt is rendered with). O(1).
+
+    >>> str(_in_parts(SampleError(4, "messages", 3, "a message 'weight' of 0 or 1", 2), {4: 2}))
+    "sample 4, 'completion', position 1: expected a message 'weight' of 0 or 1, got 2"
+    """
+    length = prompt_lengths.get(error.sample) if error.sample is not None else None
+    if error.field != "messages" or length is None:
+        return error
+    renamed = copy.copy(error)
+    in_prompt = error.position is not None and error.position < length
+    renamed.field = "prompt" if in_prompt else "completion"
+    if error.position is not None and not in_prompt:
+        renamed.position = error.position - length
+    renamed.args = (renamed.where_and_what(),)
+    return renamed
+
+
+def _encode_conversational(
+    tokenizer: Any, rows: list[_Row], samples: list[int], rules: LossRules
+) -> tuple[Encoded, Int8Array]:
+    """Ids and loss masks of conversational prompt/completion rows: each the chat ``prompt + completion`` encoded
+    as a ``{"messages": ...}`` row is (:func:`_encode_chats`), its prompt's messages context: the completion's
+    messages are trained by the loss rules as that chat's are, the prompt's never (under ``loss="all"`` every
+    token, as in every text row). Errors name the row's ``prompt`` or ``completion`` (:func:`_in_parts`)."""
+    prompts = [list(row.parts[0]) for row in rows]
+    conversations = [[*prompt, *row.parts[1]] for prompt, row in zip(prompts, rows, strict=True)]
+    lengths = [len(prompt) for prompt in prompts]
+    try:
+        return _encode_chats(tokenizer, conversations, samples, rules, lengths)
+    except SampleError as error:
+        raise _in_parts(error, dict(zip(samples, lengths, strict=True))) from None
 
 
 def _encode_group(
@@ -164,7 +214,7 @@ def _encode_group(
         return ids, np.ones(len(ids), dtype=np.int8), offsets
     if form == "prompt_completion":
         eos = eos_id(tokenizer, samples[0], "completion")
-        prompts = encode_texts(tokenizer, [row.parts[0] for row in rows], add_special_tokens=True)
+        prompts = encode_prompts(tokenizer, [row.parts[0] for row in rows], samples)
         completions = encode_texts(tokenizer, [row.parts[1] for row in rows], add_special_tokens=False)
         completion_ids, completion_offsets = with_eos(completions, eos)
         prompt_lengths, completion_lengths = np.diff(prompts.offsets), np.diff(completion_offsets)
@@ -185,16 +235,38 @@ def _encode_group(
     if form == "messages":
         encoded, mask = _encode_chats(tokenizer, [list(row.parts[0]) for row in rows], samples, rules)
         return encoded.ids, mask, encoded.offsets
-    texts, spans = [], []
-    for row, sample in zip(rows, samples, strict=True):
-        text, text_spans = conversational_span(tokenizer, row.parts[0], row.parts[1], sample, rules.completion_eos)
-        texts.append(text)
-        spans.append(text_spans)
-    if not rules.masks_anything:
-        plain = encode_texts(tokenizer, texts, add_special_tokens=False)
-        return plain.ids, np.ones(len(plain.ids), dtype=np.int8), plain.offsets
-    encoded, mask = encode_masked(tokenizer, texts, spans)
+    encoded, mask = _encode_conversational(tokenizer, rows, samples, rules)
     return encoded.ids, mask, encoded.offsets
+
+
+def encode_prompts(tokenizer: Any, prompts: Sequence[str | Sequence[Message]], samples: Sequence[int]) -> Encoded:
+    """The tokens each prompt opens a prompt/completion row's encoding with: a text prompt as the tokenizer
+    makes it (with its special tokens), a chat prompt (checked messages) rendered with its generation prompt
+    (the encoding of its ``prompt + completion`` starts with them but where a token spans the two); a batch
+    call per kind. O(characters).
+
+    >>> encode_prompts(load_tokenizer("bytes"), ["Hi", [{"role": "user", "content": "a"}]], [0, 1]).offsets.tolist()
+    [0, 2, 22]
+    """
+    kinds: list[list[int]] = [[], []]
+    texts: list[str] = []
+    rendered: list[str] = []
+    for index, prompt in enumerate(prompts):
+        kinds[not isinstance(prompt, str)].append(index)
+        if isinstance(prompt, str):
+            texts.append(prompt)
+        else:
+            rendered.append(render(tokenizer, list(prompt), True, samples[index], "prompt"))
+    pieces: list[Int64Array] = [np.zeros(0, dtype=np.int64)] * len(prompts)
+    for members, encoded in (
+        (kinds[0], encode_texts(tokenizer, texts, add_special_tokens=True)),
+        (kinds[1], encode_texts(tokenizer, rendered, add_special_tokens=False)),
+    ):
+        for j, i in enumerate(members):
+            pieces[i] = encoded.ids[encoded.offsets[j] : encoded.offsets[j + 1]]
+    ids, offsets = (np.concatenate(pieces) if pieces else np.zeros(0, np.int64)), offsets_of([len(p) for p in pieces])
+    empty = np.zeros(0, dtype=np.int64)
+    return Encoded(ids.astype(np.int64, copy=False), empty, empty, offsets)
 
 
 def _encode_chunk(

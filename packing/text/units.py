@@ -4,11 +4,21 @@ rows are, then the prompt's tokens told apart from each completion's.
 A text unit is ``{"prompt": str, "chosen": str, "rejected": str}`` (or ``"completions": [str, ...]``), or TRL's
 conversational form, each part a list of messages (``{"prompt": [{"role": "user", ...}], "chosen": [{"role":
 "assistant", ...}], ...}``). Each completion is encoded with its prompt exactly as a ``{"prompt", "completion"}``
-row of the same form (:func:`packing.text.text_rows.encode_rows`: the chat template renders the prompt with its
-generation prompt, then the whole conversation; the loss rules mark the completion's trained tokens, its end of
-turn as ``train_on_eos`` says). The unit's prompt is the tokens every completion's encoding starts with, up to its
-first trained token; the rest of each encoding is that completion (``loss="all"`` trains all of it: a unit's prompt
-is never trained). A token row is returned per unit, read by :func:`packing.reading.reader.read_unit_rows`.
+row of the same form (:func:`packing.text.text_rows.encode_rows`), so the loss rules apply inside it as they do
+there (:class:`packing.core.loss.LossRules`, the one owner):
+
+- a text completion: all of it and the EOS after it (``train_on_eos="none"`` leaves the EOS out), under every
+  ``loss``;
+- a conversational completion: its messages are trained exactly as the same messages of a ``{"messages":
+  prompt + completion}`` row are (``roles_to_train``, a message's ``weight``, ``train_on_eos`` for the ends;
+  ``last_turn``: the completion's last turn of ``roles_to_train``), the prompt's messages being context;
+- ``loss="all"``: every token of every completion.
+
+The unit's prompt is the tokens every completion's encoding starts with as the prompt's own encoding does (a
+text prompt with the tokenizer's special tokens; a chat prompt rendered with its generation prompt:
+:func:`packing.text.text_rows.encode_prompts`), and before any trained token: it is never trained. The rest of
+each encoding is that completion, with its loss mask. A token row is returned per unit, read by
+:func:`packing.reading.reader.read_unit_rows`.
 
 >>> row = encode_units([{"prompt": "Hi", "chosen": "yo", "rejected": "no"}], "bytes")[0]
 >>> row["prompt"].tolist(), row["chosen"].tolist(), row["rejected"].tolist()
@@ -28,14 +38,35 @@ import numpy as np
 from packing.core.forms import group_completions, is_message_list, unit_kind
 from packing.core.loss import LossRules
 from packing.errors import SampleError, UnitError
-from packing.text.text_rows import encode_rows
+from packing.text.text_rows import encode_prompts, encode_rows
+from packing.text.tokenizers import load_tokenizer
 
-TEXT_PROMPT = "text or messages, as the unit's other parts are (token ids in every part, or text in every part)"
+_FORMS = {"tokens": "a list of token ids", "text": "a string", "messages": "a list of messages"}
+"""The forms of a unit's parts: every part of a unit has the same one."""
+
+
+def _form(value: Any) -> str | None:
+    """The form of one part of a unit (a key of ``_FORMS``), None for a value of none of them. O(1)."""
+    if isinstance(value, str):
+        return "text"
+    if is_message_list(value):
+        return "messages"
+    if isinstance(value, (list, tuple, np.ndarray)) and len(value) and not isinstance(value[0], Mapping):
+        return "tokens"
+    return None
 
 
 def _parts(row: Mapping[str, Any], index: int) -> tuple[str, Any, list[tuple[str, Any]]]:
     """``(kind, prompt, [(field, completion), ...])`` of a text unit, each part checked to be of the prompt's form
-    (a string, or a list of messages). O(completions)."""
+    (a string, or a list of messages). The part named when they differ is the odd one: the prompt when it is of
+    no form, or when every completion is of one other form; else the first completion not of the prompt's form.
+    O(completions).
+
+    >>> _parts({"prompt": [{"role": "user", "content": "a"}], "chosen": "b", "rejected": "c"}, 4)
+    Traceback (most recent call last):
+    ...
+    packing.errors.SampleError: sample 4, 'prompt': expected a string, as the unit's completions are (one form in every part: token ids, text or messages), got [{'role': 'user', 'content': 'a'}] (list)
+    """
     kind = unit_kind(row)
     assert kind is not None
     prompt = row.get("prompt")
@@ -46,18 +77,22 @@ def _parts(row: Mapping[str, Any], index: int) -> tuple[str, Any, list[tuple[str
     else:
         items = group_completions(row["completions"], index)
         fields = [(f"completions[{position}]", item) for position, item in enumerate(items)]
-    text = isinstance(prompt, str)
-    if not text and not is_message_list(prompt):  # token ids among text parts: the unit is one or the other
-        raise SampleError(index, "prompt", None, TEXT_PROMPT, prompt)
-    for field, value in fields:
+    form, forms = _form(prompt), [_form(value) for _, value in fields]
+    others = set(forms)
+    if form is None or (form not in others and len(others) == 1 and None not in others):
+        one = next(iter(others)) if len(others) == 1 and None not in others else None
+        expected = f"{_FORMS[one] if one else 'token ids, text or messages'}, as the unit's completions are"
+        raise SampleError(
+            index, "prompt", None, f"{expected} (one form in every part: token ids, text or messages)", prompt
+        )
+    for (field, value), part in zip(fields, forms, strict=True):
         if value is None:
             raise UnitError.missing(index, field, kind)
-        if text and not isinstance(value, str):
-            raise SampleError(index, field, None, "a string, like 'prompt'", value)
-        if not text and not is_message_list(value):
-            raise SampleError(index, field, None, "a list of messages, like 'prompt'", value)
-        if (text and not value) or (not text and not len(value)):
+        if part != form:
+            raise SampleError(index, field, None, f"{_FORMS[form]}, like 'prompt'", value)
+        if not len(value):
             raise UnitError.empty_completion(index, field)
+    assert form != "tokens"  # a text unit: a text part among token ids is named above
     return kind, prompt, fields
 
 
@@ -92,33 +127,32 @@ def encode_units(
     rules = loss_rules or LossRules()
     names = list(indices) if indices is not None else list(range(len(rows)))
     read = [_parts(row, name) for row, name in zip(rows, names, strict=True)]
-    split = LossRules("completion" if rules.loss == "all" else rules.loss, rules.roles_to_train, rules.train_on_eos)
     expanded: list[dict[str, Any]] = []
     owners: list[tuple[int, str]] = []
     for (_, prompt, fields), name in zip(read, names, strict=True):
         for field, completion in fields:
             expanded.append({"prompt": prompt, "completion": completion})
             owners.append((name, field))
+    tokenizer = load_tokenizer(tokenizer)
     try:
-        tokens, mask, offsets = encode_rows(expanded, tokenizer, loss_rules=split, num_proc=num_proc)
+        tokens, mask, offsets = encode_rows(expanded, tokenizer, loss_rules=rules, num_proc=num_proc)
     except SampleError as error:
         if error.sample is None or not 0 <= error.sample < len(owners):
             raise
         raise _renamed(error, *owners[error.sample]) from None
+    prompts = encode_prompts(tokenizer, [prompt for _, prompt, _ in read], names)
     out: list[dict[str, Any]] = []
     at = 0
-    for (kind, _, fields), name in zip(read, names, strict=True):
+    for unit, ((kind, _, fields), name) in enumerate(zip(read, names, strict=True)):
         encoded = [
             (tokens[offsets[at + j] : offsets[at + j + 1]], mask[offsets[at + j] : offsets[at + j + 1]])
             for j in range(len(fields))
         ]
         at += len(fields)
-        prompt_length = _prompt_length(encoded)
+        prompt_ids = prompts.ids[prompts.offsets[unit] : prompts.offsets[unit + 1]]
+        prompt_length = _prompt_length(prompt_ids, encoded, rules.masks_anything)
         answers = [ids[prompt_length:] for ids, _ in encoded]
-        masks = [
-            np.ones(len(ids) - prompt_length, dtype=np.int8) if rules.loss == "all" else m[prompt_length:]
-            for ids, m in encoded
-        ]
+        masks = [m[prompt_length:] for _, m in encoded]
         for (field, _), answer in zip(fields, answers, strict=True):
             if not len(answer):
                 raise UnitError.empty_completion(name, field)
@@ -131,16 +165,19 @@ def encode_units(
     return out
 
 
-def _prompt_length(encoded: list[tuple[Any, Any]]) -> int:
-    """The tokens every encoding starts with, up to the first trained token of any. O(tokens).
+def _prompt_length(prompt: Any, encoded: list[tuple[Any, Any]], masked: bool) -> int:
+    """The unit's prompt in its completions' encodings: the tokens each starts with as the prompt's own encoding
+    does (``prompt``), and (``masked``: rules that leave tokens out) up to the first trained token of any, so the
+    prompt is never trained. O(tokens).
 
-    >>> _prompt_length([(np.array([1, 2, 3]), np.array([0, 0, 1])), (np.array([1, 2, 4, 5]), np.array([0, 0, 1, 1]))])
-    2
+    >>> _prompt_length(np.array([1, 2, 9]), [(np.array([1, 2, 3]), np.array([0, 0, 1])), (np.array([1, 2, 4, 5]), np.array([0, 1, 1, 1]))], True)
+    1
     """
-    first = min(int(np.argmax(m)) if m.any() else len(ids) for ids, m in encoded)
-    reference = encoded[0][0]
-    for ids, _ in encoded[1:]:
-        size = min(len(reference), len(ids), first)
-        differs = np.flatnonzero(reference[:size] != ids[:size])
+    first = len(prompt)
+    for ids, m in encoded:
+        size = min(len(ids), first)
+        differs = np.flatnonzero(prompt[:size] != ids[:size])
         first = int(differs[0]) if differs.size else size
+        if masked and m[:first].any():
+            first = int(np.argmax(m))
     return first

@@ -174,7 +174,7 @@ def test_a_text_unit_whose_prompt_is_token_ids_names_the_prompt() -> None:
         with pytest.raises(SampleError) as refused:
             packing.read_rows([row], tokenizer="bytes")
         message = str(refused.value)
-        assert message.startswith("sample 0, 'prompt': expected text or messages, as the unit's other parts are")
+        assert message.startswith("sample 0, 'prompt': expected a string, as the unit's completions are")
         assert message.endswith(f"got {row['prompt']} (list)")
     with pytest.raises(
         UnitError, match=r"^sample 0, 'completions': expected at least one completion .* got 'ab' \(str\)"

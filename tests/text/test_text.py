@@ -210,7 +210,8 @@ def test_conversational_prompt_completion(chatml: Any, marked: Any, backend: Any
     assert (ids, mask) == tokenize_segments(backend, [*head, ("It is 4.", 1), ("<|im_end|>", 1), ("\n", 1)])
     [(ids, mask)] = rows_of(*encode_rows([row], marked))
     head = [*marked_segments(prompt, trained=False), ("<|assistant|>", 0), ("\n", 0)]
-    assert (ids, mask) == tokenize_segments(backend, [*head, ("It is 4.", 1), ("<|endoftext|>", 1), ("\n", 1)])
+    # the completion's turn is trained as the same turn of a 'messages' row: its generation block
+    assert (ids, mask) == tokenize_segments(backend, [*head, ("It is 4.", 1), ("<|endoftext|>", 1), ("\n", 0)])
 
 
 def test_conversational_prompt_completion_agrees_with_trl(chatml: Any) -> None:

@@ -1,0 +1,86 @@
+"""A bad part of a preference pair or completion group is named by its field: every bad value of ``prompt``,
+``chosen``, ``rejected``, ``completions`` or one of its items, in a unit of token ids, text or messages, is one
+error naming the sample and that field (a group with null ``completions`` is about ``completions``, not a
+prompt/completion row's ``completion``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import packing
+from packing.errors import SampleError
+
+GOOD = {
+    "tokens": ([1, 2], [[3], [4, 5], [6]]),
+    "text": ("2+2=", ["4", "5", "four"]),
+    "messages": (
+        [{"role": "user", "content": "2+2?"}],
+        [[{"role": "assistant", "content": c}] for c in ("4", "5", "four")],
+    ),
+}
+"""A good prompt and three good completions of each form."""
+
+NOT_A_PART = [None, 0, 7, -1, 2.5, True, float("nan"), {}, {"a": 1}, {1, 2}, [None], [[]], [2.5], [-1], ["x"]]
+"""Values that are no part of any form (or of no form the unit has)."""
+
+
+def bad_values(form: str, field: str) -> st.SearchStrategy[Any]:
+    """Bad values of ``field`` in a unit of ``form``: what no form is, and the good parts of the other forms."""
+    others = [
+        value for other, (prompt, completions) in GOOD.items() if other != form for value in (prompt, completions[0])
+    ]
+    empty = [] if form == "tokens" and field == "prompt" else [[]]  # an empty token prompt is a prompt
+    empty += [""] if form != "text" or field != "prompt" else []  # an empty text prompt is a prompt
+    if form == "messages":
+        empty += [[{"role": 5, "content": "x"}], [{"role": "user"}], [{"role": "user", "content": "x", "weight": 2}]]
+    values = [*NOT_A_PART, *others, *empty]
+    if field == "completions":  # a list of one good text completion is a group
+        values.remove(["x"])
+    return st.sampled_from(values)
+
+
+@st.composite
+def broken_units(draw: st.DrawFn) -> tuple[dict[str, Any], str]:
+    """A unit with one bad field, and the field an error must name."""
+    form = draw(st.sampled_from(sorted(GOOD)))
+    prompt, completions = GOOD[form]
+    if draw(st.booleans()):
+        row: dict[str, Any] = {"prompt": prompt, "chosen": completions[0], "rejected": completions[1]}
+        field = draw(st.sampled_from(["prompt", "chosen", "rejected"]))
+    else:
+        row = {"prompt": prompt, "completions": list(completions[: draw(st.integers(2, 3))])}
+        field = draw(st.sampled_from(["prompt", "completions", "completions[0]", "completions[1]"]))
+    value = draw(bad_values(form, field))
+    if field.startswith("completions["):
+        row["completions"][int(field[-2])] = value
+    else:
+        row[field] = value
+    return row, field
+
+
+@settings(max_examples=300, deadline=None)
+@given(broken=broken_units())
+def test_every_bad_part_is_named_by_its_field(broken: tuple[dict[str, Any], str]) -> None:
+    row, field = broken
+    good = {"prompt": [1], "chosen": [2], "rejected": [3]}
+    with pytest.raises(SampleError) as refused:
+        packing.pack([good, row], 256, tokenizer="bytes")
+    error = refused.value
+    assert error.sample == 1, str(error)
+    # a bad whole 'completions' may be named by the item of it that is bad ('completions[0]')
+    named = error.field if field != "completions" else str(error.field).split("[")[0]
+    assert named == field, str(error)
+    assert str(error).startswith(f"sample 1, {error.field!r}") and len(str(error)) < 400
+
+
+@pytest.mark.parametrize("prompt", ["2+2=", [1, 2], GOOD["messages"][0]])
+@pytest.mark.parametrize("value", [None, 5, 2.5, "ab", {}])
+def test_a_group_with_bad_completions_names_completions(prompt: Any, value: Any) -> None:
+    with pytest.raises(SampleError) as refused:
+        packing.read_rows([{"prompt": prompt, "completions": value}], tokenizer="bytes")
+    assert (refused.value.sample, refused.value.field) == (0, "completions")
+    assert "expected at least one completion (a group has 'prompt' and 'completions'" in str(refused.value)

@@ -393,6 +393,24 @@ class StateMismatch(SettingError):
         self.got = f"other {what} ({self.theirs})"
         self.args = (f"state: expected {self.expected}, got {self.got}",)
 
+    @classmethod
+    def recipes(cls, ours: str, theirs: str) -> StateMismatch:
+        """A state saved with another recipe: ``ours`` and ``theirs`` are ``Recipe.describe()`` lines, and the
+        error names the options of ``theirs`` that differ (``name at its default`` where it left one there),
+        so the difference is seen even when the lines are long. O(options).
+
+        >>> str(StateMismatch.recipes("max_seq_length=8, loss=all", "max_seq_length=8, roles_to_train=user"))
+        'state: expected the same recipe (max_seq_length=8, loss=all), got other recipe (roles_to_train=user, loss at its default)'
+        """
+        mine = dict(part.partition("=")[::2] for part in ours.split(", "))
+        saved = dict(part.partition("=")[::2] for part in theirs.split(", "))
+        changed = [
+            f"{k}={saved[k]}" if k in saved else f"{k} at its default"
+            for k in (*saved, *mine)
+            if mine.get(k) != saved.get(k)
+        ]
+        return cls("recipe", ours, ", ".join(dict.fromkeys(changed)) or theirs)
+
 
 class DatasetError(PackingError, ValueError):
     """A dataset file that cannot be read: ``source`` (the file), ``where`` in it (``line 3``, ``row 7``;

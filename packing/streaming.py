@@ -366,6 +366,8 @@ class PackingStream(Iterator[Block]):
         ours = {"recipe": self.recipe.describe(), "buffer_size": self.buffer_size, "shuffle": self.shuffle}
         for name, value in ours.items():
             if not isinstance(state[name], type(value)) or state[name] != value:
+                if name == "recipe" and isinstance(state[name], str):
+                    raise StateMismatch.recipes(value, state[name])  # type: ignore[arg-type]
                 raise StateMismatch(name, str(value), quote(state[name]))
         position = state["position"]
         if not is_integer(position) or not 0 <= position <= INT32_MAX + 1:  # no stream reads more: ids are int32

@@ -163,7 +163,7 @@ def read_state(
     if trained is not None and state["trained_tokens"] is not None and state["trained_tokens"] != trained:
         raise StateMismatch("trained_tokens", _shown(trained), _shown(state["trained_tokens"]))
     if state["recipe"] != recipe:
-        raise StateMismatch("recipe", recipe, _differences(recipe, state["recipe"]))
+        raise StateMismatch.recipes(recipe, state["recipe"])
     saved = dict(state["options"])
     if saved != options:
         changed = [f"{k}={saved.get(k)}" for k in sorted(set(saved) | set(options)) if saved.get(k) != options.get(k)]
@@ -176,16 +176,3 @@ def read_state(
     if step == 0:  # nothing of the current plan consumed: make it for the new ranks instead
         return Progress(epoch, resized, 0, num_replicas)
     return Progress(epoch, (*resized, (world, step)), 0, num_replicas)
-
-
-def _differences(ours: str, theirs: str) -> str:
-    """The options of ``theirs`` (a ``Recipe.describe()``) that differ from ``ours``, as ``name=value`` (``name``
-    alone when ``theirs`` leaves it at its default)."""
-    mine = dict(part.partition("=")[::2] for part in ours.split(", "))
-    saved = dict(part.partition("=")[::2] for part in theirs.split(", "))
-    changed = [
-        f"{k}={saved[k]}" if k in saved else f"{k} at its default"
-        for k in (*saved, *mine)
-        if mine.get(k) != saved.get(k)
-    ]
-    return ", ".join(dict.fromkeys(changed)) or theirs

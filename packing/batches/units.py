@@ -235,6 +235,8 @@ class UnitGrids:
     prediction_positions: npt.NDArray[Any]
     document: Int64Array
     """Per slot the document's number among the units' (``Units.documents``), -1 in padding."""
+    kinds: npt.NDArray[np.int8]
+    """Per slot the kind of its unit (``Units.kind``), -1 in padding."""
 
 
 def unit_grids(
@@ -262,7 +264,9 @@ def unit_grids(
     column = np.arange(plan.max_seq_length, dtype=np.int64)[None, :]
     prediction = np.where(trained, column - predictor, -1).astype(input_ids.dtype)
     document = np.where(real, arrays.document[where], -1)
-    return UnitGrids(labels, positions, completion, prediction, document)
+    unit_of_token = np.repeat(np.arange(len(units), dtype=np.int64), units.lengths())
+    kinds = np.where(real, units.kind[unit_of_token[where]] if len(unit_of_token) else 0, -1).astype(np.int8)
+    return UnitGrids(labels, positions, completion, prediction, document, kinds)
 
 
 def unit_boundaries(plan: PackingPlan, units: Units) -> tuple[Int64Array, Int64Array]:

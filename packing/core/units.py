@@ -48,7 +48,7 @@ UnitKind = Literal["plain", "pair", "group"]
 KINDS: tuple[UnitKind, ...] = ("plain", "pair", "group")
 """The kinds of unit, numbered in this order in :attr:`Units.kind`."""
 PLAIN, PAIR, GROUP = 0, 1, 2
-UNIT_COLUMNS: tuple[str, ...] = ("unit_ids", "document_ids", "completion_ids", "prediction_positions")
+UNIT_COLUMNS: tuple[str, ...] = ("unit_ids", "document_ids", "completion_ids", "prediction_positions", "unit_kinds")
 """The per-token columns every door gives for units, under these names:
 
 - ``unit_ids``: the unit of each token (its number; -1 in padding);
@@ -58,7 +58,9 @@ UNIT_COLUMNS: tuple[str, ...] = ("unit_ids", "document_ids", "completion_ids", "
   order), -1 on prompts, plain samples and padding;
 - ``prediction_positions``: the position (in the same row) whose logits are trained to predict the token, -1
   where none is (prompts, untrained tokens, a document's first token, padding). It is ``t - 1`` inside a document,
-  and for a shared completion's first token the prompt's last position."""
+  and for a shared completion's first token the prompt's last position;
+- ``unit_kinds``: the kind of the token's unit (its number in :data:`KINDS`: 0 plain, 1 pair, 2 group; -1 in
+  padding), so that a group of two completions is never read as a pair."""
 
 
 class TokenArrays(NamedTuple):

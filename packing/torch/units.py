@@ -50,9 +50,10 @@ def has_units(rows: Sequence[Any]) -> bool:
     return any(unit_kind(row) is not None or (isinstance(row, Mapping) and "completion_ids" in row) for row in rows)
 
 
-def _units_of(rows: Sequence[Any], recipe: Recipe) -> tuple[Samples, Int64Array]:
+def _units_of(rows: Sequence[Any], recipe: Recipe, warn: bool = True) -> tuple[Samples, Int64Array]:
     """The rows read (:func:`read_rows`), fitted by the recipe's overflow policy (``fit_units``), and the index of
-    every unit kept (``drop``: the over-long are left out). O(tokens)."""
+    every unit kept (``drop``: the over-long are left out); what was cut or left out is warned of
+    (:class:`~packing.errors.TokensLost`) when ``warn``. O(tokens)."""
     samples = read_rows(rows, **prepare(recipe).read_options)
     if samples.tokens is None:
         raise SettingError("rows", "token ids (a sampler's step of pairs or groups)", "<lengths only>")
@@ -62,6 +63,8 @@ def _units_of(rows: Sequence[Any], recipe: Recipe) -> tuple[Samples, Int64Array]
         plain = Units.plain(samples.lengths, recipe.share_prompt)
         samples = Samples(samples.tokens, samples.loss_mask, samples.offsets, None, plain)
     fitted = fit_units(samples, recipe)
+    if warn:
+        fitted.fit.kept_stats(recipe).warn_lost("collate")
     samples = fitted.samples
     kept = np.flatnonzero((samples.lengths <= recipe.max_seq_length) & (samples.lengths > 0))
     return samples, kept
@@ -91,10 +94,13 @@ def collate_units(
     pad_to_multiple_of: int | None = None,
     tensors: Callable[[npt.NDArray[Any]], Any] = torch.from_numpy,
     mask_dtype: torch.dtype = torch.float32,
+    warn: bool = True,
 ) -> dict[str, Any]:
     """``collate`` of rows among which are pairs or groups (or blocks of them): one row of every unit's tokens, laid
     out as the recipe says, with the unit columns; see the module and ``packing.torch.collate``. ``capped``: the
-    recipe's ``max_seq_length`` bounds the batch. O(T), O(T²) for a shared prompt's mask.
+    recipe's ``max_seq_length`` bounds the batch. What the overflow policy cut or left out is warned of
+    (:class:`~packing.errors.TokensLost`), but with ``warn=False`` (a sampler's steps: its ``stats`` count them).
+    O(T), O(T²) for a shared prompt's mask.
     """
     chosen = recipe if recipe is not None else Recipe.for_reading(share_prompt=share_prompt)
     shared = chosen.share_prompt
@@ -106,7 +112,7 @@ def collate_units(
     if rows and all(isinstance(row, Mapping) and "seq_lengths" in row for row in rows):
         columns = _block_columns(rows)
     else:
-        columns = _sample_columns(rows, chosen)
+        columns = _sample_columns(rows, chosen, warn)
     tokens = columns["input_ids"]
     if capped and len(tokens) > chosen.max_seq_length:
         raise SettingError(
@@ -160,10 +166,10 @@ def collate_units(
     return batch
 
 
-def _sample_columns(rows: Sequence[Any], recipe: Recipe) -> dict[str, Int64Array]:
+def _sample_columns(rows: Sequence[Any], recipe: Recipe, warn: bool = True) -> dict[str, Int64Array]:
     """The flat columns of rows that are samples (some of them units): every kept unit laid out, numbered in input
     order (``unit_ids``: the row's index; ``completion_ids`` and ``document_ids`` from 0 in this batch). O(T)."""
-    samples, kept = _units_of(rows, recipe)
+    samples, kept = _units_of(rows, recipe, warn)
     samples = _take(samples, kept)
     units = samples.units
     assert units is not None and samples.tokens is not None and samples.loss_mask is not None

@@ -227,22 +227,20 @@ class PackedBatch:
 
     @cached_property
     def document_ids(self) -> npt.NDArray[np.int32]:
-        """The document of every token (numbered over the samples' documents, ``Units.documents``; without units
-        the piece), -1 in padding: tokens attend within their document only (and, with a shared prompt, not to a
-        sibling completion). O(blocks × max_seq_length).
+        """The document of every token, numbered in its block (0, 1, ... in order: every door writes the same
+        values, whatever it chunks or selects), -1 in padding: tokens attend within their document only (and, with
+        a shared prompt, not to a sibling completion). A document is one of :attr:`boundaries` (for units each
+        completion with its prompt, or with a shared prompt each unit). O(blocks × max_seq_length).
 
-        >>> pack([[1, 2], [3]], 4).document_ids.tolist()
-        [[0, 0, 1, -1]]
+        >>> pack([[1, 2], [3]], 4).document_ids.tolist(), pack([[1], [2], [3]], 2, strategy="next_fit").document_ids.tolist()
+        ([[0, 0, 1, -1]], [[0, 1], [0, -1]])
         """
-        if self.units is not None:
-            return self._unit_grids.document.astype(np.int32)
         starts, lengths = self.boundaries
         document = np.full(self.input_ids.shape, -1, dtype=np.int32)
-        numbers = np.arange(len(lengths), dtype=np.int32)
         for block in range(self.num_blocks):
             lo, hi = int(starts[block]), int(starts[block + 1])
             used = int(lengths[lo:hi].sum())
-            document[block, :used] = np.repeat(numbers[lo:hi], lengths[lo:hi])
+            document[block, :used] = np.repeat(np.arange(hi - lo, dtype=np.int32), lengths[lo:hi])
         return document
 
     @cached_property

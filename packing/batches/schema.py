@@ -91,8 +91,9 @@ UNIT_GRID: tuple[OutputColumn, ...] = (
     OutputColumn(
         "document_ids",
         "int32",
-        "blocks of pairs and groups: the document of each token (a completion with its prompt; with a shared prompt, "
-        "the unit); -1 in padding. Tokens attend within their document, never to a sibling completion",
+        "blocks of pairs and groups: the document of each token, numbered in its block from 0 (a completion with its "
+        "prompt; with a shared prompt, the unit); -1 in padding. Tokens attend within their document, never to a "
+        "sibling completion",
     ),
     OutputColumn(
         "completion_ids",

@@ -52,7 +52,8 @@ UNIT_COLUMNS: tuple[str, ...] = ("unit_ids", "document_ids", "completion_ids", "
 """The per-token columns every door gives for units, under these names:
 
 - ``unit_ids``: the unit of each token (its number; -1 in padding);
-- ``document_ids``: the document of each token (a completion with its prompt; with a shared prompt, the unit):
+- ``document_ids``: the document of each token, numbered in its block (or batch row) from 0 (a completion with
+  its prompt; with a shared prompt, the unit):
   tokens attend only within their document (and, with a shared prompt, not to a sibling completion);
 - ``completion_ids``: the completion each token answers (its number, in input order: unit by unit, completions in
   order), -1 on prompts, plain samples and padding;

@@ -143,14 +143,13 @@ def arrow_schema(int64: bool = False, loss_weights: bool = False, units: bool = 
     return pa.schema([(c.name, pa.list_(pa.from_numpy_dtype(c.dtype_for(int64)))) for c in columns])
 
 
-def markdown_table() -> str:
-    """The schema as a Markdown table (the table of ``docs/guides/outputs.md`` is this one), the optional
-    column last."""
+def markdown_table(columns: tuple[OutputColumn, ...] | None = None) -> str:
+    """The schema as a Markdown table (the tables of ``docs/guides/outputs.md`` are these): ``columns``, by default
+    :data:`COLUMNS` and the optional column last (``UNIT_GRID``: the columns of blocks of units)."""
     lines = ["| column | type | meaning |", "|---|---|---|"]
     wide = " (int64 with `int64=True`)"
-    lines += [
-        f"| `{c.name}` | list of {c.dtype}{wide if c.wide else ''} | {c.meaning} |" for c in (*COLUMNS, LOSS_WEIGHTS)
-    ]
+    chosen = (*COLUMNS, LOSS_WEIGHTS) if columns is None else columns
+    lines += [f"| `{c.name}` | list of {c.dtype}{wide if c.wide else ''} | {c.meaning} |" for c in chosen]
     return "\n".join(lines)
 
 

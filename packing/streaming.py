@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import copy
 import itertools
-from dataclasses import replace
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np

@@ -157,7 +157,9 @@ def fit_unit_lengths(units: Units, recipe: Recipe) -> UnitFit:
     ).astype(np.int64)
     cut_completions[laid.kind == PLAIN] = 0
     fitted = laid.with_completion_lengths(fit.completion_lengths) if fit.cut.any() else laid
-    return UnitFit(laid, fitted, Recipe.of(recipe, overflow="drop"), cut_completions, fit.cut, int(fit.tokens_cut.sum()))
+    return UnitFit(
+        laid, fitted, Recipe.of(recipe, overflow="drop"), cut_completions, fit.cut, int(fit.tokens_cut.sum())
+    )
 
 
 @dataclass(frozen=True)

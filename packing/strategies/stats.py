@@ -175,7 +175,9 @@ class PackingStats:
             )
         }  # fmt: skip
         slots = counts["num_blocks"] * self.max_seq_length
-        units = self.units if other.units is None else other.units if self.units is None else self.units.plus(other.units)
+        units = (
+            self.units if other.units is None else other.units if self.units is None else self.units.plus(other.units)
+        )
         return PackingStats(
             max_seq_length=self.max_seq_length,
             lower_bound=-(-counts["packed_tokens"] // self.max_seq_length),

@@ -375,10 +375,14 @@ def preference_logps(logits: torch.Tensor, batch: Any) -> tuple[torch.Tensor, to
         kind = int(kinds[other][0])
         named = f"a completion {KINDS[kind]}" if 0 <= kind < len(KINDS) else "a unit of unknown kind (no unit_kinds)"
         expected = "preference pairs only (a group's completions are not chosen and rejected: read them with "
-        raise SettingError("batch", expected + "packing.torch.completion_logps)", f"<{named} (unit {int(unit[other][0])})>")
+        raise SettingError(
+            "batch", expected + "packing.torch.completion_logps)", f"<{named} (unit {int(unit[other][0])})>"
+        )
     logps = completion_logps(logits, batch)
     pairs = torch.unique(torch.stack((unit[answered], completion[answered])), dim=1)
     _, per_unit = torch.unique(pairs[0], return_counts=True)
     if len(logps) % 2 or not bool((per_unit == 2).all()):  # a pair with one completion left: a block cut apart
-        raise SettingError("batch", "preference pairs only (two completions per unit, the chosen first)", "<a pair cut>")
+        raise SettingError(
+            "batch", "preference pairs only (two completions per unit, the chosen first)", "<a pair cut>"
+        )
     return logps[0::2], logps[1::2]

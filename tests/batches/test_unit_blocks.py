@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 import packing
 from packing import SettingError
 from packing.batches.packed import lazy_units
-from packing.errors import UnitTooLong
 from packing.core.units import UNIT_COLUMNS
+from packing.errors import UnitTooLong
 from tests.helpers.units import completions_of, random_units
 
 PAIR = {"prompt": [1, 2, 3], "chosen": [4, 5, 6, 7, 8, 9], "rejected": [10, 11]}

@@ -113,7 +113,9 @@ def _stream_dataset(rows: list[dict[str, Any]], share: bool, folder: Path) -> li
 
 
 def _hf_dataset(rows: list[dict[str, Any]], share: bool, folder: Path) -> list[Block]:
-    packed = packing.hf.pack_dataset(datasets.Dataset.from_dict(_columns(rows)), LENGTH, share_prompt=share, shuffle=False)
+    packed = packing.hf.pack_dataset(
+        datasets.Dataset.from_dict(_columns(rows)), LENGTH, share_prompt=share, shuffle=False
+    )
     return [_real(row) for row in packed]
 
 
@@ -195,14 +197,20 @@ def test_a_group_of_two_is_never_read_as_a_pair(door: str, tmp_path: Path) -> No
     rows = [{"prompt": [5, 6], "completions": [[7], [8, 9]]}, {"prompt": [5], "chosen": [7], "rejected": [8]}]
     if door == "pack":
         batch: Any = packing.pack(rows, 16)
+        assert sorted(set(batch.unit_kinds[0].tolist())) == [-1, 1, 2]  # padding, the pair, the group
     elif door == "collate":
         batch = pt.collate(rows)
     elif door == "stream":
         batch = _real(next(iter(packing.stream(rows, 16, shuffle=False))))
     else:
         batch = pt.collate([pt.PackedDataset(packing.pack(rows, 16))[0]])
-    logits = torch.zeros(1, np.asarray(batch["input_ids"] if isinstance(batch, dict) else batch.input_ids).shape[-1], 16)
-    with pytest.raises(SettingError, match=r"^batch: expected preference pairs only \(a group.*completion_logps\), got <a completion group \(unit 0\)>$"):
+    logits = torch.zeros(
+        1, np.asarray(batch["input_ids"] if isinstance(batch, dict) else batch.input_ids).shape[-1], 16
+    )
+    with pytest.raises(
+        SettingError,
+        match=r"^batch: expected preference pairs only \(a group.*completion_logps\), got <a completion group \(unit 0\)>$",
+    ):
         pt.preference_logps(logits, batch)
     assert pt.completion_logps(logits, batch).shape == (4,)
     pair = pt.collate(rows[1:])
@@ -234,7 +242,9 @@ def _kept(blocks: list[Block]) -> tuple[int, int]:
     return len(units), sum(int((block["unit_ids"] >= 0).sum()) for block in blocks)
 
 
-def _door_counts(door: str, rows: list[dict[str, Any]], share: bool, overflow: str, length: int) -> tuple[int, int, Any]:
+def _door_counts(
+    door: str, rows: list[dict[str, Any]], share: bool, overflow: str, length: int
+) -> tuple[int, int, Any]:
     """``(units kept, tokens kept, stats)`` of a door: its blocks and the statistics it gives (or warns with)."""
     options = {"share_prompt": share, "overflow": overflow}
     if door == "pack":

@@ -325,3 +325,19 @@ def test_kept_and_lost_add_up_to_the_input_at_every_door(
     assert stats.input_tokens == laid, door
     assert tokens + stats.tokens_lost == laid, door
     assert stats.units.units_truncated <= stats.sequences_truncated
+
+
+@settings(max_examples=25, deadline=None)
+@given(share=st.booleans(), cell=st.integers(0, 10**6), shift=st.integers(1, 5))
+def test_the_auditor_finds_a_tampered_document_id(share: bool, cell: int, shift: int) -> None:
+    """Any cell whose ``document_ids`` is not its document's number in its block (a mask built from it would join
+    or part tokens) is reported where it is, as boundaries that disagree."""
+    import pyarrow as pa
+
+    table = packing.pack(random_units(4, count=8), LENGTH, share_prompt=share).to_arrow()
+    columns = table.to_pydict()
+    block, column = divmod(cell % (table.num_rows * LENGTH), LENGTH)
+    columns["document_ids"][block][column] += shift
+    findings = {f.kind: f for f in packing.audit(pa.table(columns, schema=table.schema)).findings}
+    assert findings["inconsistent_boundaries"].examples == ((block, column),)
+    assert packing.audit(table).findings == ()

@@ -552,18 +552,8 @@ def _loss_warning(stats: PackingStats) -> str | None:
     >>> _loss_warning(plan([3, 2], 4).stats) is None
     True
     """
-    if not stats.tokens_lost:
-        return None
-    share = _percent(stats.tokens_lost / stats.input_tokens)
-    what = [
-        f"{count:,} sequence{'' if count == 1 else 's'} longer than --max-seq-length {stats.max_seq_length:,} {verb}"
-        for count, verb in ((stats.sequences_truncated, "truncated"), (stats.sequences_dropped, "dropped"))
-        if count
-    ]
-    keep = "--overflow split keeps every token"
-    if stats.units is not None:
-        keep = "a pair or group is never split: a longer --max-seq-length keeps every token"
-    return f"packing: warning: {stats.tokens_lost:,} of {stats.input_tokens:,} tokens ({share}) lost: {', '.join(what)} ({keep})"
+    text = stats.loss_text(cli=True)
+    return None if text is None else f"packing: warning: {text}"
 
 
 def _pack_summary(
@@ -617,8 +607,7 @@ def _unit_rows(stats: PackingStats) -> list[tuple[str, str]]:
         ),
         (
             "units cut",
-            f"{units.units_truncated:,} truncated ({units.completions_truncated:,} completions cut), "
-            f"{units.units_dropped:,} dropped",
+            units.cut_text(),
         ),
     ]
 

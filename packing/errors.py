@@ -33,6 +33,7 @@ __all__ = [
     "SequenceTooLong",
     "SettingError",
     "StateMismatch",
+    "TokensLost",
     "TooManyDocuments",
     "UnitError",
     "UnitTooLong",
@@ -485,3 +486,18 @@ class LimitError(DatasetError):
     >>> str(LimitError("big.jsonl", None, "holds 2,000 lines, more than the limit of 1,000"))
     'big.jsonl: holds 2,000 lines, more than the limit of 1,000'
     """
+
+
+class TokensLost(UserWarning):
+    """A warning that a door (``where``: ``hf.pack_dataset``, ``collate``, ...) cut or left out tokens by the
+    overflow policy, saying how many (``text``, worded by ``PackingStats.loss_text``); ``stats`` holds every count
+    (``stats.units`` for pairs and groups), as ``pack`` and the command line count them.
+
+    >>> str(TokensLost("collate", "3 of 9 tokens (33.33 %) lost", None))
+    'collate: 3 of 9 tokens (33.33 %) lost'
+    """
+
+    def __init__(self, where: str, text: str, stats: object) -> None:
+        self.where = where
+        self.stats = stats
+        super().__init__(f"{where}: {text}")

@@ -95,8 +95,9 @@ def pack_batch(
 
     The rows may have any form the reader accepts; other list columns aligned with the tokens are carried
     (``carry``, see :func:`carried_columns`), other columns left out. The options are every entry point's
-    (:class:`~packing.Recipe`, or ``recipe=``). The number of rows changes, so with ``datasets`` drop the old
-    columns; Arrow batches (``with_format("arrow")``, as TRL's ``pack_dataset`` maps) go through without a
+    (:class:`~packing.Recipe`, or ``recipe=``); what the overflow policy cut or left out is warned of
+    (:class:`~packing.errors.TokensLost`, with ``pack``'s statistics). The number of rows changes, so with
+    ``datasets`` drop the old columns; Arrow batches (``with_format("arrow")``, as TRL's ``pack_dataset`` maps) go through without a
     Python list, the fast path::
 
         dataset.with_format("arrow").map(pack_batch, batched=True, batch_size=1000,
@@ -120,6 +121,7 @@ def pack_batch(
     table = _as_table(batch)
     if table is not None:
         packed = pack(read_table(table, **prepare(chosen).read_options), recipe=chosen)
+        packed.stats.warn_lost("hf.pack_batch")
         result = packed.to_arrow(padding=False)
         for name, column in carried_columns(packed.plan, table, carry).items():
             result = result.append_column(name, column)
@@ -127,6 +129,7 @@ def pack_batch(
     if not isinstance(batch, Mapping):
         raise SettingError("batch", "a dict of columns or a pyarrow.Table", type(batch).__name__)
     packed = pack(_rows(batch), recipe=chosen)
+    packed.stats.warn_lost("hf.pack_batch")
     columns: dict[str, list[list[int]]] = packed.to_arrow(padding=False).to_pydict()
     for name, column in carried_columns(packed.plan, batch, carry).items():
         columns[name] = column.to_pylist()
@@ -168,7 +171,9 @@ def pack_dataset(
     ``dataset`` is a ``datasets.Dataset`` (any selection or shuffle already applied to it is
     respected), a ``pyarrow.Table`` or a dict of columns, with rows in any form the reader
     accepts (text rows too, with a ``tokenizer``). The options are every entry point's
-    (:class:`~packing.Recipe`, or ``recipe=``). A ``datasets.Dataset`` is read as Arrow batches as they come
+    (:class:`~packing.Recipe`, or ``recipe=``); what the overflow policy cut or left out (tokens, samples, pairs
+    and groups) is warned of: :class:`~packing.errors.TokensLost`, with the statistics ``pack`` gives. A
+    ``datasets.Dataset`` is read as Arrow batches as they come
     (no Python loop per row, one batch held at a time besides the samples), one plan is made over every length,
     and the blocks are made chunk by chunk; with ``shuffle`` (the default) they come out in the order
     ``plan.shuffle(seed)`` gives (seed default 0), otherwise in plan order (which for the decreasing strategies
@@ -211,11 +216,15 @@ def pack_dataset(
     if cache_file_name is None and path is not None and path.is_file():  # packed before: same rows, same settings
         return Dataset.from_file(os.fspath(path))
     samples, source = _samples(dataset, chosen)
-    planning = chosen
+    fitted = None
     if samples.units is not None:  # pairs and groups: fitted whole; their laid-out tokens carry no other column
         fitted = fit_units(samples, chosen)
-        samples, planning, source = fitted.samples, fitted.planning, None
-    layout = plan(samples.lengths, recipe=planning)
+        samples, source = fitted.samples, None
+    layout = plan(samples.lengths, recipe=chosen if fitted is None else fitted.planning)
+    stats = layout.stats
+    if fitted is not None:
+        stats = fitted.stats(stats, chosen, np.bincount(layout.piece_sequence, minlength=len(samples)) > 0)
+    stats.warn_lost("hf.pack_dataset")
     if shuffle:  # reorder the plan, so the blocks are written in their final order and never copied
         layout = layout.shuffle(chosen.seed or 0)
     lazy = LazyBatch.of(layout, samples, pad_token_id=prepare(chosen).pad_id, int64=chosen.int64)

@@ -17,6 +17,7 @@ import copy
 import dataclasses
 import itertools
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,7 +25,7 @@ import numpy.typing as npt
 
 from packing.batches.packed import LazyBatch, block_arrays
 from packing.batches.schema import datasets_features
-from packing.batches.units import fit_units
+from packing.batches.units import UnitFit, fit_units
 from packing.core.arrays import offsets_of, ranges
 from packing.core.forms import unit_kind
 from packing.core.samples import Samples, TokenArray, all_ones
@@ -42,7 +43,7 @@ from packing.planning.plans import PackingPlan, plan
 from packing.reading.reader import read_rows
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.registry import STRATEGIES, StrategyName, check_whole_samples
-from packing.strategies.stats import compute_stats
+from packing.strategies.stats import PackingStats, compute_stats
 from packing.text.prepare import prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -118,8 +119,9 @@ def _capped(carry: npt.NDArray[np.bool_], fill: Int64Array, count: Int64Array, l
     return capped
 
 
-def _read(rows: list[Any], first: int, recipe: Recipe) -> Samples:
-    """Read a buffer of rows; an error names the sample by its position in the stream."""
+def _read(rows: list[Any], first: int, recipe: Recipe) -> tuple[Samples, UnitFit | None]:
+    """Read a buffer of rows, and for pairs and groups what fitting them did (it counts what was cut); an error
+    names the sample by its position in the stream."""
     try:
         samples = read_rows(rows, **prepare(recipe).read_options)
         samples.refuse_other_labels()  # blocks are made from subsets of the buffer, which do not carry labels
@@ -130,12 +132,31 @@ def _read(rows: list[Any], first: int, recipe: Recipe) -> Samples:
         raise
     if samples.tokens is None:
         raise SettingError("samples", "samples with token ids", "<lengths only>")
-    if samples.units is not None:  # pairs and groups: fitted whole by the overflow policy before they are planned
-        try:
-            samples = fit_units(samples, recipe).samples
-        except SequenceTooLong as error:
-            raise error.at(first + (error.sample or 0)) from None
-    return samples
+    if samples.units is None:
+        return samples, None
+    try:  # pairs and groups: fitted whole by the overflow policy before they are planned
+        fitted = fit_units(samples, recipe)
+    except SequenceTooLong as error:
+        raise error.at(first + (error.sample or 0)) from None
+    return fitted.samples, fitted.fit
+
+
+def _buffer_stats(layout: PackingPlan, emitted: PackingPlan, fit: UnitFit | None, recipe: Recipe) -> PackingStats:
+    """What one buffer adds to a stream's statistics: its emitted blocks (a carried document is counted in the
+    buffer that emits it), and what its plan and the fitting of its units cut or left out (only rows read into
+    this buffer lose tokens: a carried document fits). O(pieces + units)."""
+    lost = layout.stats
+    part = replace(
+        emitted.stats,
+        num_sequences=emitted.stats.num_sequences + lost.sequences_dropped + lost.empty_sequences,
+        empty_sequences=lost.empty_sequences,
+        input_tokens=emitted.stats.input_tokens + lost.tokens_lost,
+        tokens_truncated=lost.tokens_truncated,
+        tokens_dropped=lost.tokens_dropped,
+        sequences_truncated=lost.sequences_truncated,
+        sequences_dropped=lost.sequences_dropped,
+    )
+    return part if fit is None else fit.stats(part, recipe)
 
 
 def stream(
@@ -224,12 +245,29 @@ class PackingStream(Iterator[Block]):
         self._pending: LazyBatch | None = None  # the current buffer's blocks not yet yielded, in order
         self._yielded = 0  # of them
         self._skip = 0
+        self._stats: PackingStats | None = None  # what the buffers planned so far packed and lost
         if state is not None:
             self._load(state)
         self._blocks = self._run()
 
     def __iter__(self) -> PackingStream:
         return self
+
+    @property
+    def stats(self) -> PackingStats:
+        """What the stream has packed and lost so far, as ``pack`` counts it: the blocks of the buffers planned
+        (yielded or waiting), every sample read, and every token, sequence, pair and group the overflow policy cut
+        or left out (``tokens_lost``, ``stats.units``); the counts of this run (a resumed stream counts from its
+        resume), without ``block_utilization``. O(1).
+
+        >>> blocks = stream([[1, 2, 3], [4] * 9], 4, overflow="drop", shuffle=False)
+        >>> [b["input_ids"].tolist() for b in blocks], blocks.stats.tokens_dropped, blocks.stats.sequences_dropped
+        ([[1, 2, 3, 0]], 9, 1)
+        """
+        if self._stats is None:
+            nothing = np.zeros(0, dtype=np.int64)
+            return compute_stats(nothing, self.recipe.max_seq_length, np.zeros(1, np.int64), nothing, nothing)
+        return self._stats
 
     def __next__(self) -> Block:
         return next(self._blocks)
@@ -270,7 +308,7 @@ class PackingStream(Iterator[Block]):
             if saves:
                 self._source_state = copy.deepcopy(self._samples.state_dict())  # type: ignore[attr-defined]
             count = len(rows)
-            fresh = _read(rows, self._position, chosen)
+            fresh, fit = _read(rows, self._position, chosen)
             del rows  # the rows as given are not held while the buffer is packed
             carried_ids = self._carried_ids
             buffer = _concat([self._carried, fresh])
@@ -309,7 +347,10 @@ class PackingStream(Iterator[Block]):
             emit = np.flatnonzero(~carry_block)
             if self.shuffle:
                 emit = self._rng.permutation(emit)
-            self._pending = _pending(layout.select(emit), buffer, ids, chosen)
+            emitted = layout.select(emit)
+            part = _buffer_stats(layout, emitted, fit, chosen)
+            self._stats = part if self._stats is None else self._stats.plus(part)
+            self._pending = _pending(emitted, buffer, ids, chosen)
             self._yielded = 0
             del buffer, layout
             yield from self._emit()
@@ -537,9 +578,11 @@ def _pending_of(state: Any, recipe: Recipe, position: int) -> LazyBatch:
 def _dataset_blocks(dataset: Any, max_seq_length: int | None, options: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The blocks of ``stream`` as rows of real tokens only (``sum(seq_lengths)`` values), as ``packing.hf``
     writes them: what TRL's padding-free collator reads."""
-    for block in stream(dataset, max_seq_length, **options):
+    blocks = stream(dataset, max_seq_length, **options)
+    for block in blocks:
         used = int(block["seq_lengths"].sum())
         yield {name: (values if name == "seq_lengths" else values[:used]).tolist() for name, values in block.items()}
+    blocks.stats.warn_lost("stream_dataset")
 
 
 def stream_dataset(
@@ -556,7 +599,9 @@ def stream_dataset(
     """A Hugging Face ``datasets.IterableDataset`` of packed blocks from an iterable dataset (or any iterable of
     rows ``stream`` reads; other columns are ignored). The options are ``stream``'s, checked now; the columns
     the packed schema's (and the unit columns when the first row is a pair or group: a dataset of them), each row holding its block's real tokens only (``sum(seq_lengths)`` values), as
-    ``packing.hf`` and TRL's ``pack_dataset`` write them. Lazy: nothing is read until iterated.
+    ``packing.hf`` and TRL's ``pack_dataset`` write them. Lazy: nothing is read until iterated; once every row is
+    read, what the overflow policy cut or left out is warned of (:class:`~packing.errors.TokensLost`, with the
+    stream's ``stats``).
 
     >>> import datasets
     >>> rows = datasets.Dataset.from_dict({"input_ids": [[1, 2], [3, 4, 5], [6]]}).to_iterable_dataset()

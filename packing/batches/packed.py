@@ -138,8 +138,8 @@ class PackedBatch:
     Blocks of preference pairs and completion groups (``units``: the samples' :class:`~packing.core.units.Units`)
     hold whole units; their documents (``seq_lengths``) are each completion with its prompt, or with
     ``share_prompt`` each unit, whose ``position_ids`` continue from the prompt's end in every completion; they also
-    have ``unit_ids`` (= ``sequence_ids``), ``completion_ids`` and ``prediction_positions`` (see
-    ``packing.core.units.UNIT_COLUMNS``), and ``attention_mask(block)`` keeps every completion from its siblings.
+    have ``unit_ids`` (= ``sequence_ids``), ``document_ids``, ``completion_ids``, ``prediction_positions`` and
+    ``unit_kinds`` (see ``packing.core.units.UNIT_COLUMNS``), and ``attention_mask(block)`` keeps every completion from its siblings.
 
     >>> b = pack([{"prompt": [1, 2], "chosen": [3], "rejected": [4, 5]}], 8)
     >>> b.input_ids.tolist(), b.seq_lengths(0).tolist(), b.completion_ids.tolist()
@@ -227,22 +227,20 @@ class PackedBatch:
 
     @cached_property
     def document_ids(self) -> npt.NDArray[np.int32]:
-        """The document of every token (numbered over the samples' documents, ``Units.documents``; without units
-        the piece), -1 in padding: tokens attend within their document only (and, with a shared prompt, not to a
-        sibling completion). O(blocks × max_seq_length).
+        """The document of every token, numbered in its block (0, 1, ... in order: every door writes the same
+        values, whatever it chunks or selects), -1 in padding: tokens attend within their document only (and, with
+        a shared prompt, not to a sibling completion). A document is one of :attr:`boundaries` (for units each
+        completion with its prompt, or with a shared prompt each unit). O(blocks × max_seq_length).
 
-        >>> pack([[1, 2], [3]], 4).document_ids.tolist()
-        [[0, 0, 1, -1]]
+        >>> pack([[1, 2], [3]], 4).document_ids.tolist(), pack([[1], [2], [3]], 2, strategy="next_fit").document_ids.tolist()
+        ([[0, 0, 1, -1]], [[0, 1], [0, -1]])
         """
-        if self.units is not None:
-            return self._unit_grids.document.astype(np.int32)
         starts, lengths = self.boundaries
         document = np.full(self.input_ids.shape, -1, dtype=np.int32)
-        numbers = np.arange(len(lengths), dtype=np.int32)
         for block in range(self.num_blocks):
             lo, hi = int(starts[block]), int(starts[block + 1])
             used = int(lengths[lo:hi].sum())
-            document[block, :used] = np.repeat(numbers[lo:hi], lengths[lo:hi])
+            document[block, :used] = np.repeat(np.arange(hi - lo, dtype=np.int32), lengths[lo:hi])
         return document
 
     @cached_property
@@ -256,6 +254,18 @@ class PackedBatch:
         if self.units is not None:
             return self._unit_grids.completion_ids
         return np.full(self.input_ids.shape, -1, dtype=np.int32)
+
+    @cached_property
+    def unit_kinds(self) -> npt.NDArray[np.int8]:
+        """The kind of every token's unit (``packing.core.units.KINDS``: 0 a plain sample, 1 a pair, 2 a group), -1
+        in padding; without units every sample is plain. O(blocks × max_seq_length).
+
+        >>> pack([{"prompt": [1], "completions": [[2], [3]]}], 5).unit_kinds.tolist()
+        [[2, 2, 2, 2, -1]]
+        """
+        if self.units is not None:
+            return self._unit_grids.kinds
+        return np.where(self.sequence_ids >= 0, 0, -1).astype(np.int8)
 
     @cached_property
     def prediction_positions(self) -> IdArray:

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from packing.core.units import UNIT_COLUMNS
+
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
 
@@ -87,6 +89,13 @@ LOSS_WEIGHTS = OutputColumn(
 UNIT_GRID: tuple[OutputColumn, ...] = (
     OutputColumn("unit_ids", "int32", "blocks of pairs and groups: the unit (sample) of each token; -1 in padding"),
     OutputColumn(
+        "document_ids",
+        "int32",
+        "blocks of pairs and groups: the document of each token, numbered in its block from 0 (a completion with its "
+        "prompt; with a shared prompt, the unit); -1 in padding. Tokens attend within their document, never to a "
+        "sibling completion",
+    ),
+    OutputColumn(
         "completion_ids",
         "int32",
         "blocks of pairs and groups: the completion each token answers (input order); -1 on prompts and padding",
@@ -98,9 +107,18 @@ UNIT_GRID: tuple[OutputColumn, ...] = (
         "position for a completion's first token); -1 where nothing is trained",
         wide=True,
     ),
+    OutputColumn(
+        "unit_kinds",
+        "int8",
+        "blocks of pairs and groups: the kind of each token's unit (0 a plain sample, 1 a pair, 2 a group); -1 in "
+        "padding",
+    ),
 )
-"""The columns written after :data:`COLUMNS` for blocks of preference pairs and completion groups
-(``packing.core.units.UNIT_COLUMNS``); other blocks never have them."""
+"""The columns written after :data:`COLUMNS` for blocks of preference pairs and completion groups, under the names
+of ``packing.core.units.UNIT_COLUMNS`` in that order; other blocks never have them. Every door writes them from
+here (``to_arrow``, Parquet, the command line, ``PackedDataset``, ``stream``, ``packing.hf``)."""
+if tuple(column.name for column in UNIT_GRID) != UNIT_COLUMNS:  # pragma: no cover - a schema kept by hand
+    raise AssertionError("UNIT_GRID must hold the columns of packing.core.units.UNIT_COLUMNS, in order")
 
 NAMES: tuple[str, ...] = tuple(column.name for column in COLUMNS)
 GRID_COLUMNS: tuple[str, ...] = NAMES[:-1]
@@ -125,14 +143,13 @@ def arrow_schema(int64: bool = False, loss_weights: bool = False, units: bool = 
     return pa.schema([(c.name, pa.list_(pa.from_numpy_dtype(c.dtype_for(int64)))) for c in columns])
 
 
-def markdown_table() -> str:
-    """The schema as a Markdown table (the table of ``docs/guides/outputs.md`` is this one), the optional
-    column last."""
+def markdown_table(columns: tuple[OutputColumn, ...] | None = None) -> str:
+    """The schema as a Markdown table (the tables of ``docs/guides/outputs.md`` are these): ``columns``, by default
+    :data:`COLUMNS` and the optional column last (``UNIT_GRID``: the columns of blocks of units)."""
     lines = ["| column | type | meaning |", "|---|---|---|"]
     wide = " (int64 with `int64=True`)"
-    lines += [
-        f"| `{c.name}` | list of {c.dtype}{wide if c.wide else ''} | {c.meaning} |" for c in (*COLUMNS, LOSS_WEIGHTS)
-    ]
+    chosen = (*COLUMNS, LOSS_WEIGHTS) if columns is None else columns
+    lines += [f"| `{c.name}` | list of {c.dtype}{wide if c.wide else ''} | {c.meaning} |" for c in chosen]
     return "\n".join(lines)
 
 

@@ -40,7 +40,7 @@ from packing.errors import SettingError, refuse_with_units
 from packing.planning.plans import PackingPlan
 from packing.recipe import Recipe
 from packing.strategies.registry import STRATEGIES
-from packing.strategies.stats import PackingStats, UnitStats
+from packing.strategies.stats import PackingStats, UnitStats, compute_stats
 
 Int64Array = npt.NDArray[np.int64]
 
@@ -76,24 +76,30 @@ def check_unit_recipe(recipe: Recipe) -> None:
 
 
 @dataclass(frozen=True)
-class Fitted:
-    """Units made ready to plan (:func:`fit_units`): the ``samples`` (laid out as the recipe says, over-long units
-    cut under ``truncate``), the recipe to ``planning`` with (``drop`` under ``truncate``: a unit that still does
-    not fit is left out whole, never cut at a block's end), and what was cut."""
+class UnitFit:
+    """What fitting units into ``max_seq_length`` did (:func:`fit_unit_lengths`), the one count of what overflow
+    cut and left out of pairs and groups at every door: the units laid out as the recipe says (``laid``), then
+    fitted (``fitted``: over-long units cut under ``truncate``), the recipe to plan them with (``planning``:
+    ``drop`` under ``truncate``, so a unit that still does not fit is left out whole, never cut at a block's end),
+    and per unit the completions cut, whether it was cut, and the tokens cut."""
 
-    samples: Samples
+    laid: Units
+    fitted: Units
     planning: Recipe
-    original: Units
     completions_cut: Int64Array
     units_cut: npt.NDArray[np.bool_]
     tokens_cut: int
 
     def stats(self, stats: PackingStats, recipe: Recipe, packed: npt.NDArray[np.bool_] | None = None) -> PackingStats:
-        """``stats`` of the plan of :attr:`samples` with what fitting cut counted in (input tokens, tokens and
+        """``stats`` of the plan of the fitted units with what fitting cut counted in (input tokens, tokens and
         sequences truncated) and the unit counts (:class:`~packing.strategies.stats.UnitStats`); ``packed`` says
-        which units are in the blocks (default: every unit that fits). O(units)."""
-        units = self.samples.units
-        assert units is not None
+        which units are in the blocks (default: every unit that fits). O(units).
+
+        >>> fit = fit_unit_lengths(Units.of([2], [[5, 1]], kinds=["pair"]), Recipe(8))
+        >>> fit.tokens_cut, fit.fitted.lengths().tolist()
+        (2, [8])
+        """
+        units = self.fitted
         counted = units.kind != PLAIN
         if packed is None:
             packed = units.lengths() <= recipe.max_seq_length
@@ -103,7 +109,7 @@ class Fitted:
         unit_stats = UnitStats(
             pairs=int(per_kind[1]),
             groups=int(per_kind[2]),
-            completions=self.original.num_completions,
+            completions=self.laid.num_completions,
             units_truncated=int((self.units_cut & counted).sum()),
             completions_truncated=int(self.completions_cut.sum()),
             units_dropped=int((counted & ~packed).sum()),
@@ -117,6 +123,78 @@ class Fitted:
             sequences_truncated=stats.sequences_truncated + int(self.units_cut.sum()),
             units=unit_stats,
         )
+
+    def kept_stats(self, recipe: Recipe) -> PackingStats:
+        """:meth:`stats` for a door that plans no blocks (``collate``): every fitted unit that fits kept, each as a
+        block of its own, the others dropped. O(units).
+
+        >>> fit = fit_unit_lengths(Units.of([9, 1], [[1], [2]]), Recipe(8))
+        >>> stats = fit.kept_stats(Recipe(8))
+        >>> stats.tokens_dropped, stats.packed_tokens, stats.units.units_dropped
+        (10, 3, 1)
+        """
+        lengths = self.fitted.lengths()
+        kept = np.flatnonzero((lengths <= recipe.max_seq_length) & (lengths > 0))
+        stats = compute_stats(
+            lengths,
+            recipe.max_seq_length,
+            np.arange(len(kept) + 1, dtype=np.int64),
+            kept.astype(np.int32),
+            lengths[kept].astype(np.int32),
+        )
+        return self.stats(stats, recipe)
+
+
+def fit_unit_lengths(units: Units, recipe: Recipe) -> UnitFit:
+    """``units`` fitted to ``recipe`` (see :class:`UnitFit` and the module): laid out as ``recipe.share_prompt``
+    says, every unit longer than ``max_seq_length`` cut (``truncate``) or refused (``error``); the options that
+    cannot keep a unit whole are refused. What every door (``pack``, the sampler, ``collate``, ``stream``,
+    ``packing.hf``) fits units with and counts their losses by. O(units).
+
+    >>> fit_unit_lengths(Units.of([3], [[1, 1]]), Recipe(7, overflow="error"))
+    Traceback (most recent call last):
+    ...
+    packing.errors.UnitTooLong: sample 0: expected a group of at most max_seq_length=7 tokens (overflow='error'; a group is never split), got 8 tokens
+    """
+    check_unit_recipe(recipe)
+    laid = units.relaid(recipe.share_prompt)[1]
+    nothing = np.zeros(len(laid), dtype=bool)
+    if recipe.overflow == "error":
+        laid.refuse_longer(recipe.max_seq_length)
+    if recipe.overflow != "truncate":
+        return UnitFit(laid, laid, recipe, np.zeros(len(laid), np.int64), nothing, 0)
+    fit = laid.fit_lengths(recipe.max_seq_length)
+    cut_completions = np.bincount(
+        laid.unit_of_completion, weights=fit.completion_lengths < laid.completion_lengths, minlength=len(laid)
+    ).astype(np.int64)
+    cut_completions[laid.kind == PLAIN] = 0
+    fitted = laid.with_completion_lengths(fit.completion_lengths) if fit.cut.any() else laid
+    return UnitFit(
+        laid, fitted, Recipe.of(recipe, overflow="drop"), cut_completions, fit.cut, int(fit.tokens_cut.sum())
+    )
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """Samples with units made ready to plan (:func:`fit_units`): the ``samples`` (laid out as the recipe says,
+    over-long units cut under ``truncate``) and what fitting their units did (``fit``, which counts it)."""
+
+    samples: Samples
+    fit: UnitFit
+
+    @property
+    def planning(self) -> Recipe:
+        """The recipe to plan :attr:`samples` with (:attr:`UnitFit.planning`)."""
+        return self.fit.planning
+
+    @property
+    def tokens_cut(self) -> int:
+        """The tokens fitting cut (laid out)."""
+        return self.fit.tokens_cut
+
+    def stats(self, stats: PackingStats, recipe: Recipe, packed: npt.NDArray[np.bool_] | None = None) -> PackingStats:
+        """:meth:`UnitFit.stats`. O(units)."""
+        return self.fit.stats(stats, recipe, packed)
 
 
 def relaid(samples: Samples, share_prompt: bool) -> Samples:
@@ -144,7 +222,7 @@ def relaid(samples: Samples, share_prompt: bool) -> Samples:
 def fit_units(samples: Samples, recipe: Recipe) -> Fitted:
     """``samples`` with units made ready to plan with ``recipe`` (see :class:`Fitted` and the module): laid out as
     ``recipe.share_prompt`` says, every unit longer than ``max_seq_length`` cut (``truncate``) or refused
-    (``error``); the options that cannot keep a unit whole are refused. O(tokens).
+    (``error``) by :func:`fit_unit_lengths`; the options that cannot keep a unit whole are refused. O(tokens).
 
     >>> from packing import read_rows
     >>> fit_units(read_rows([{"prompt": [1, 2, 3], "completions": [[4], [5]]}]), Recipe(7, overflow="error"))
@@ -152,56 +230,34 @@ def fit_units(samples: Samples, recipe: Recipe) -> Fitted:
     ...
     packing.errors.UnitTooLong: sample 0: expected a group of at most max_seq_length=7 tokens (overflow='error'; a group is never split), got 8 tokens
     """
-    check_unit_recipe(recipe)
+    assert samples.units is not None
+    fit = fit_unit_lengths(samples.units, recipe)
     samples = relaid(samples, recipe.share_prompt)
-    units = samples.units
-    assert units is not None and samples.tokens is not None and samples.loss_mask is not None
-    capacity = recipe.max_seq_length
-    nothing = np.zeros(len(units), dtype=bool)
-    if recipe.overflow == "error":
-        units.refuse_longer(capacity)
-    if recipe.overflow != "truncate":
-        return Fitted(samples, recipe, units, np.zeros(len(units), np.int64), nothing, 0)
-    fit = units.fit_lengths(capacity)
-    planning = Recipe.of(recipe, overflow="drop")
-    cut_completions = np.bincount(
-        units.unit_of_completion, weights=fit.completion_lengths < units.completion_lengths, minlength=len(units)
-    ).astype(np.int64)
-    cut_completions[units.kind == PLAIN] = 0
-    if not fit.cut.any():
-        return Fitted(samples, planning, units, cut_completions, nothing, 0)
-    keep = units.kept_tokens(fit.completion_lengths)
-    smaller = units.with_completion_lengths(fit.completion_lengths)
+    assert samples.tokens is not None and samples.loss_mask is not None
+    if not fit.units_cut.any():
+        return Fitted(samples, fit)
+    keep = fit.laid.kept_tokens(fit.fitted.completion_lengths)
     cut = Samples(
         samples.tokens[keep],
         samples.loss_mask[keep],
-        offsets_of(smaller.lengths()),
+        offsets_of(fit.fitted.lengths()),
         None if samples.labels is None else samples.labels[keep],
-        smaller,
+        fit.fitted,
     )
-    return Fitted(cut, planning, units, cut_completions, fit.cut, int(fit.tokens_cut.sum()))
+    return Fitted(cut, fit)
 
 
 def unit_lengths(units: Units, recipe: Recipe) -> tuple[Units, Recipe, Int64Array]:
-    """Units as a sampler plans them: laid out as ``recipe`` says, their lengths once fitted by its overflow policy
-    (``truncate`` cuts the completions, ``drop`` leaves a unit whole to be dropped, ``error`` refuses the first too
-    long), and the recipe the planner uses (``drop`` for ``truncate``: a unit that cannot fit is left out whole). The
-    options that cannot keep a unit whole are refused. O(units).
+    """Units as a sampler plans them (:func:`fit_unit_lengths`): laid out as ``recipe`` says and fitted by its
+    overflow policy, the recipe the planner uses, and their lengths. O(units).
 
     >>> from packing import Recipe, read_rows
     >>> units = read_rows([{"prompt": [1, 2], "chosen": [3, 4, 5], "rejected": [6]}]).units
     >>> unit_lengths(units, Recipe(6))[2].tolist(), unit_lengths(units, Recipe(6, share_prompt=True))[2].tolist()
     ([6], [6])
     """
-    check_unit_recipe(recipe)
-    laid = units.relaid(recipe.share_prompt)[1]
-    lengths = laid.lengths()
-    if recipe.overflow == "error":
-        laid.refuse_longer(recipe.max_seq_length)
-    if recipe.overflow != "truncate":
-        return laid, recipe, lengths
-    fitted = laid.with_completion_lengths(laid.fit_lengths(recipe.max_seq_length).completion_lengths)
-    return fitted, Recipe.of(recipe, overflow="drop"), fitted.lengths()
+    fit = fit_unit_lengths(units, recipe)
+    return fit.fitted, fit.planning, fit.fitted.lengths()
 
 
 # ---------------------------------------------------------------- the columns of blocks of units
@@ -247,6 +303,8 @@ class UnitGrids:
     prediction_positions: npt.NDArray[Any]
     document: Int64Array
     """Per slot the document's number among the units' (``Units.documents``), -1 in padding."""
+    kinds: npt.NDArray[np.int8]
+    """Per slot the kind of its unit (``Units.kind``), -1 in padding."""
 
 
 def unit_grids(
@@ -274,7 +332,9 @@ def unit_grids(
     column = np.arange(plan.max_seq_length, dtype=np.int64)[None, :]
     prediction = np.where(trained, column - predictor, -1).astype(input_ids.dtype)
     document = np.where(real, arrays.document[where], -1)
-    return UnitGrids(labels, positions, completion, prediction, document)
+    unit_of_token = np.repeat(np.arange(len(units), dtype=np.int64), units.lengths())
+    kinds = np.where(real, units.kind[unit_of_token[where]] if len(unit_of_token) else 0, -1).astype(np.int8)
+    return UnitGrids(labels, positions, completion, prediction, document, kinds)
 
 
 def unit_boundaries(plan: PackingPlan, units: Units) -> tuple[Int64Array, Int64Array]:

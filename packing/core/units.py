@@ -49,17 +49,20 @@ UnitKind = Literal["plain", "pair", "group"]
 KINDS: tuple[UnitKind, ...] = ("plain", "pair", "group")
 """The kinds of unit, numbered in this order in :attr:`Units.kind`."""
 PLAIN, PAIR, GROUP = 0, 1, 2
-UNIT_COLUMNS: tuple[str, ...] = ("unit_ids", "document_ids", "completion_ids", "prediction_positions")
+UNIT_COLUMNS: tuple[str, ...] = ("unit_ids", "document_ids", "completion_ids", "prediction_positions", "unit_kinds")
 """The per-token columns every door gives for units, under these names:
 
 - ``unit_ids``: the unit of each token (its number; -1 in padding);
-- ``document_ids``: the document of each token (a completion with its prompt; with a shared prompt, the unit):
+- ``document_ids``: the document of each token, numbered in its block (or batch row) from 0 (a completion with
+  its prompt; with a shared prompt, the unit):
   tokens attend only within their document (and, with a shared prompt, not to a sibling completion);
 - ``completion_ids``: the completion each token answers (its number, in input order: unit by unit, completions in
   order), -1 on prompts, plain samples and padding;
 - ``prediction_positions``: the position (in the same row) whose logits are trained to predict the token, -1
   where none is (prompts, untrained tokens, a document's first token, padding). It is ``t - 1`` inside a document,
-  and for a shared completion's first token the prompt's last position."""
+  and for a shared completion's first token the prompt's last position;
+- ``unit_kinds``: the kind of the token's unit (its number in :data:`KINDS`: 0 plain, 1 pair, 2 group; -1 in
+  padding), so that a group of two completions is never read as a pair."""
 
 
 class TokenArrays(NamedTuple):

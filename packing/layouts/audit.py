@@ -18,7 +18,8 @@ Findings (``Finding.kind``), each with a count and the first few ``(block, posit
 - ``padding_trained``: a loss on padding;
 - ``inconsistent_boundaries``: boundary sources that disagree (lengths that overrun their block,
   position ids that jump or restart inside a document, ``cu_seqlens`` / ``seq_idx`` / ``sequence_ids`` /
-  segment ids that do not match the documents);
+  segment ids that do not match the documents; in this project's blocks of units, ``document_ids`` that are not
+  each document's number in its block, which a mask built from them would follow);
 - ``all_ones_attention_mask``: a block of several documents whose 0/1 attention mask lets them see each
   other (count: blocks);
 - ``segment_id_reused``: a document whose segment number (``attention_mask`` numbering documents) an earlier

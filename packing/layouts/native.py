@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from packing.core.arrays import row_of
 from packing.layouts.common import (
+    Int64Array,
     PackedLayout,
     Parsed,
     Rows,
@@ -54,7 +56,7 @@ def read(table: pa.Table, source: str) -> Parsed:
     offsets = tokens.offsets
     columns = {
         name: list_column(table, name, source)
-        for name in ("labels", "loss_mask", "position_ids", "sequence_ids", "attention_mask")
+        for name in ("labels", "loss_mask", "position_ids", "sequence_ids", "attention_mask", "document_ids")
     }
     for name, column in columns.items():
         check_lengths(column, name, tokens, "input_ids", source)
@@ -69,6 +71,8 @@ def read(table: pa.Table, source: str) -> Parsed:
         inside[1:] = (document[1:] == document[:-1]) & (document[1:] >= 0) & (ids[1:] != ids[:-1])
         wrong_padding = (document < 0) != (ids < 0)
         bad.append(np.flatnonzero(inside | wrong_padding).astype(np.int64))
+    if columns["document_ids"] is not None:  # blocks of units: the documents numbered in their block
+        bad.append(_numbering_cells(offsets, document, columns["document_ids"].values))
     labels = columns["labels"]
     targets = targets_of(labels)
     loss_mask = columns["loss_mask"]
@@ -90,3 +94,16 @@ def read(table: pa.Table, source: str) -> Parsed:
         boundaries_known=np.ones(len(tokens.lengths), dtype=bool),
     )
     return Parsed(layout, bad, extra)
+
+
+def _numbering_cells(offsets: Int64Array, document: Int64Array, ids: Int64Array) -> Int64Array:
+    """The cells whose ``document_ids`` (blocks of units) are not their document's number in its block (0, 1, ...
+    as ``seq_lengths`` say; -1 in padding): a mask built from them would join or part other tokens. O(tokens).
+
+    >>> _numbering_cells(np.array([0, 4]), np.array([0, 0, 1, -1]), np.array([0, 1, 1, -1])).tolist()
+    [1]
+    """
+    rows = row_of(np.diff(offsets))
+    first = np.where(np.diff(offsets) > 0, document[np.minimum(offsets[:-1], max(len(document) - 1, 0))], 0)
+    expected = np.where(document >= 0, document - first[rows], -1) if len(document) else document
+    return np.flatnonzero(expected != ids).astype(np.int64)

@@ -5,12 +5,14 @@ Internal: the public names are in ``packing`` and ``packing.strategies``.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from packing.errors import TokensLost
 from packing.strategies.kernels import IntArray, tally_plan
 
 Int64Array = npt.NDArray[np.int64]
@@ -44,6 +46,22 @@ class UnitStats:
     def summary(self) -> dict[str, Any]:
         """The counts as a plain dict."""
         return asdict(self)
+
+    def plus(self, other: UnitStats) -> UnitStats:
+        """The counts of two packings of units (in one layout) added. O(1)."""
+        numbers = {name: value + getattr(other, name) for name, value in asdict(self).items() if name != "share_prompt"}
+        return UnitStats(**numbers, share_prompt=self.share_prompt)
+
+    def cut_text(self) -> str:
+        """What overflow did to the units, in words (the command line's "units cut", every door's warning).
+
+        >>> UnitStats(2, 0, 4, 1, 1, 1, 0, False).cut_text()
+        '1 truncated (1 completions cut), 1 dropped'
+        """
+        return (
+            f"{self.units_truncated:,} truncated ({self.completions_truncated:,} completions cut), "
+            f"{self.units_dropped:,} dropped"
+        )
 
 
 @dataclass(frozen=True)
@@ -96,6 +114,79 @@ class PackingStats:
         if self.units is not None:
             values.update(self.units.summary())
         return values
+
+    def loss_text(self, cli: bool = False) -> str | None:
+        """What the overflow policy cut or left out, in one line: how many tokens, their share of the input, and
+        why (options named as the command line's flags with ``cli``, else as ``packing.Recipe``'s); None when
+        every token was kept. The command line's warning and every door's :class:`~packing.errors.TokensLost`.
+
+        >>> from packing import plan
+        >>> plan([10, 2, 5], 4).stats.loss_text()
+        "7 of 17 tokens (41.18 %) lost: 2 sequences longer than max_seq_length=4 truncated (overflow='split' keeps every token)"
+        """
+        if not self.tokens_lost:
+            return None
+        share = f"{100 * self.tokens_lost / self.input_tokens:.2f} %"
+        length = f"--max-seq-length {self.max_seq_length:,}" if cli else f"max_seq_length={self.max_seq_length}"
+        what = [
+            f"{count:,} sequence{'' if count == 1 else 's'} longer than {length} {verb}"
+            for count, verb in ((self.sequences_truncated, "truncated"), (self.sequences_dropped, "dropped"))
+            if count
+        ]
+        keep = "--overflow split keeps every token" if cli else "overflow='split' keeps every token"
+        if self.units is not None:
+            longer = "a longer --max-seq-length" if cli else "a longer max_seq_length"
+            what.append(f"pairs and groups {self.units.cut_text()}")
+            keep = f"a pair or group is never split: {longer} keeps every token"
+        return f"{self.tokens_lost:,} of {self.input_tokens:,} tokens ({share}) lost: {', '.join(what)} ({keep})"
+
+    def warn_lost(self, where: str) -> None:
+        """Warn (:class:`~packing.errors.TokensLost`, with these statistics) when the overflow policy cut or left
+        out tokens at the door ``where``: the doors that return no statistics say what they cut. O(1).
+
+        >>> import warnings
+        >>> from packing import plan
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     plan([6, 2], 4, overflow="drop").stats.warn_lost("collate")
+        >>> str(caught[0].message)
+        "collate: 6 of 8 tokens (75.00 %) lost: 1 sequence longer than max_seq_length=4 dropped (overflow='split' keeps every token)"
+        """
+        text = self.loss_text()
+        if text is not None:
+            warnings.warn(TokensLost(where, text, self), stacklevel=3)
+
+    def plus(self, other: PackingStats) -> PackingStats:
+        """The statistics of two packings (of one ``max_seq_length``: parts of one stream) added: every count
+        summed, the ratios made again from the sums; ``block_utilization`` is not kept (empty: a stream's memory
+        does not grow with its blocks). O(1).
+
+        >>> from packing import plan
+        >>> both = plan([3, 2], 4).stats.plus(plan([6], 4, overflow="drop").stats)
+        >>> both.num_blocks, both.input_tokens, both.tokens_dropped, both.padding_tokens
+        (2, 11, 6, 3)
+        """
+        counts = {
+            name: getattr(self, name) + getattr(other, name)
+            for name in (
+                "num_sequences", "empty_sequences", "num_blocks", "input_tokens", "packed_tokens", "tokens_truncated",
+                "tokens_dropped", "sequences_truncated", "sequences_dropped", "sequences_split", "trainable_tokens",
+                "target_tokens", "samples_without_trainable_tokens",
+            )
+        }  # fmt: skip
+        slots = counts["num_blocks"] * self.max_seq_length
+        units = (
+            self.units if other.units is None else other.units if self.units is None else self.units.plus(other.units)
+        )
+        return PackingStats(
+            max_seq_length=self.max_seq_length,
+            lower_bound=-(-counts["packed_tokens"] // self.max_seq_length),
+            padding_tokens=slots - counts["packed_tokens"],
+            efficiency=counts["packed_tokens"] / slots if slots else 0.0,
+            block_utilization=np.zeros(0, dtype=np.float64),
+            units=units,
+            **counts,
+        )
 
     def with_trainable(
         self, trainable_tokens: int, target_tokens: int, samples_without_trainable_tokens: int

@@ -236,6 +236,7 @@ def collate(
             pad_to_multiple_of=pad_to_multiple_of,
             tensors=tensors,
             mask_dtype=mask_dtype,
+            warn=not _units,  # a sampler's steps: its stats count what was cut
         )
     multiple = chosen.document_multiple
     if multiple > 1 and pad_to_multiple_of is not None:
@@ -455,6 +456,7 @@ def _fixed_units(rows: Sequence[Any], recipe: Recipe) -> dict[str, torch.Tensor]
         return _fixed_unit_blocks(rows, recipe)
     samples = read_rows(rows, **prepare(recipe).read_options)
     batch = pack_units(samples, Recipe.of(recipe, strategy="next_fit", seed=None))
+    batch.stats.warn_lost("collate_fixed")
     columns = {
         name: torch.from_numpy(getattr(batch, name).astype(np.int64))
         for name in ("input_ids", "labels", "position_ids", *UNIT_COLUMNS)
@@ -474,7 +476,7 @@ def _fixed_unit_blocks(rows: Sequence[Any], recipe: Recipe) -> dict[str, torch.T
         name: [] for name in ("input_ids", "labels", "position_ids", *UNIT_COLUMNS)
     }
     for index, row in enumerate(rows):
-        single = collate_units([row], recipe)  # one block read back, its columns checked
+        single = collate_units([row], recipe, warn=False)  # one block read back, its columns checked
         used = single["input_ids"].shape[1]
         if used > width:
             raise SettingError(

@@ -47,8 +47,9 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
     their own. ``collate`` turns a list of items into the padding-free batch, ``collate_fixed`` stacks them.
     Items also carry ``loss_weights`` (float32) when the file has that column, or for a ``PackedBatch`` with
     ``loss_weights=mode`` (normalised over every block; ``packing.weighting``), and the unit columns
-    (``unit_ids``, ``completion_ids``, ``prediction_positions``) for blocks of preference pairs and completion
-    groups, which ``collate`` reads back (a shared prompt's attention mask is built from them).
+    (``packing.core.units.UNIT_COLUMNS``: ``unit_ids``, ``document_ids``, ``completion_ids``,
+    ``prediction_positions``, ``unit_kinds``) for blocks of preference pairs and completion groups, which
+    ``collate`` reads back and ``packing.torch.attention_mask`` builds a shared prompt's mask from.
     O(max_seq_length) per item, plus decoding a row group when it is first touched.
 
     Any other layout :func:`packing.audit` recognises (TRL, transformers flattening, torchtune, NeMo's ``.npy``,
@@ -115,8 +116,8 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
         if any(c not in names for c in BLOCK_COLUMNS):
             self._path = self._file = None
             return False
-        if all(name in names for name in UNIT_NAMES):  # blocks of pairs and groups
-            self._columns = (*self._columns, *UNIT_NAMES)
+        if "completion_ids" in names:  # blocks of pairs and groups: the unit columns the file has
+            self._columns = (*self._columns, *(name for name in UNIT_NAMES if name in names))
         if LOSS_WEIGHTS.name in names:
             self._columns = (*self._columns, LOSS_WEIGHTS.name)
         if self._ipc:

@@ -13,7 +13,7 @@ import numpy.typing as npt
 import torch
 from torch.utils.data import Dataset, Sampler
 
-from packing.batches.units import unit_lengths
+from packing.batches.units import UnitFit, fit_unit_lengths
 from packing.core.samples import IGNORE_INDEX, Int64Array
 from packing.core.units import Units
 from packing.core.validation import OverflowPolicy, as_lengths, check_integer
@@ -152,9 +152,11 @@ class PackingSampler(Sampler[list[int | Piece]]):
             "PackingSampler", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options
         )
         self.units, self._planning = _units_of(lengths), self.recipe
+        self._unit_fit: UnitFit | None = None
         if self.units is not None:  # pairs and groups: each unit's length in the recipe's layout, fitted whole
-            self.units, self._planning, fitted = unit_lengths(self.units, self.recipe)
-            self.lengths = fitted
+            self._unit_fit = fit_unit_lengths(self.units, self.recipe)
+            self.units, self._planning = self._unit_fit.fitted, self._unit_fit.planning
+            self.lengths = self.units.lengths()
         else:
             self.lengths = as_lengths(getattr(lengths, "lengths", lengths))  # checked (a copy)
         kept = self.lengths
@@ -245,8 +247,11 @@ class PackingSampler(Sampler[list[int | Piece]]):
     def stats(self) -> PackingStats:
         """This epoch's plan's statistics: what the overflow policy cut, split or dropped, as ``pack`` counts it;
         with ``trained_tokens``, its ``target_tokens`` (= ``trainable_tokens``: a document's first token is never
-        trained here) and ``samples_without_trainable_tokens`` are theirs, over the samples the plan keeps."""
+        trained here) and ``samples_without_trainable_tokens`` are theirs, over the samples the plan keeps; for
+        pairs and groups, ``stats.units`` counts them and what was cut or left out of them, as ``pack`` does."""
         stats = self.schedule.stats
+        if self._unit_fit is not None:
+            stats = self._unit_fit.stats(stats, self.recipe)
         if self.trained_tokens is None:
             return stats
         kept = self.lengths > 0

@@ -36,7 +36,7 @@ import torch
 from packing.batches.units import fit_units
 from packing.core.forms import unit_kind
 from packing.core.samples import IGNORE_INDEX, Samples
-from packing.core.units import UNIT_COLUMNS, Units
+from packing.core.units import KINDS, PAIR, UNIT_COLUMNS, Units
 from packing.errors import SettingError
 from packing.reading.reader import read_block, read_rows
 from packing.recipe import Recipe
@@ -50,9 +50,10 @@ def has_units(rows: Sequence[Any]) -> bool:
     return any(unit_kind(row) is not None or (isinstance(row, Mapping) and "completion_ids" in row) for row in rows)
 
 
-def _units_of(rows: Sequence[Any], recipe: Recipe) -> tuple[Samples, Int64Array]:
+def _units_of(rows: Sequence[Any], recipe: Recipe, warn: bool = True) -> tuple[Samples, Int64Array]:
     """The rows read (:func:`read_rows`), fitted by the recipe's overflow policy (``fit_units``), and the index of
-    every unit kept (``drop``: the over-long are left out). O(tokens)."""
+    every unit kept (``drop``: the over-long are left out); what was cut or left out is warned of
+    (:class:`~packing.errors.TokensLost`) when ``warn``. O(tokens)."""
     samples = read_rows(rows, **prepare(recipe).read_options)
     if samples.tokens is None:
         raise SettingError("rows", "token ids (a sampler's step of pairs or groups)", "<lengths only>")
@@ -62,6 +63,8 @@ def _units_of(rows: Sequence[Any], recipe: Recipe) -> tuple[Samples, Int64Array]
         plain = Units.plain(samples.lengths, recipe.share_prompt)
         samples = Samples(samples.tokens, samples.loss_mask, samples.offsets, None, plain)
     fitted = fit_units(samples, recipe)
+    if warn:
+        fitted.fit.kept_stats(recipe).warn_lost("collate")
     samples = fitted.samples
     kept = np.flatnonzero((samples.lengths <= recipe.max_seq_length) & (samples.lengths > 0))
     return samples, kept
@@ -91,10 +94,13 @@ def collate_units(
     pad_to_multiple_of: int | None = None,
     tensors: Callable[[npt.NDArray[Any]], Any] = torch.from_numpy,
     mask_dtype: torch.dtype = torch.float32,
+    warn: bool = True,
 ) -> dict[str, Any]:
     """``collate`` of rows among which are pairs or groups (or blocks of them): one row of every unit's tokens, laid
     out as the recipe says, with the unit columns; see the module and ``packing.torch.collate``. ``capped``: the
-    recipe's ``max_seq_length`` bounds the batch. O(T), O(T²) for a shared prompt's mask.
+    recipe's ``max_seq_length`` bounds the batch. What the overflow policy cut or left out is warned of
+    (:class:`~packing.errors.TokensLost`), but with ``warn=False`` (a sampler's steps: its ``stats`` count them).
+    O(T), O(T²) for a shared prompt's mask.
     """
     chosen = recipe if recipe is not None else Recipe.for_reading(share_prompt=share_prompt)
     shared = chosen.share_prompt
@@ -106,7 +112,7 @@ def collate_units(
     if rows and all(isinstance(row, Mapping) and "seq_lengths" in row for row in rows):
         columns = _block_columns(rows)
     else:
-        columns = _sample_columns(rows, chosen)
+        columns = _sample_columns(rows, chosen, warn)
     tokens = columns["input_ids"]
     if capped and len(tokens) > chosen.max_seq_length:
         raise SettingError(
@@ -135,6 +141,7 @@ def collate_units(
             "document_ids": np.arange(more, more + padding, dtype=np.int64),
             "completion_ids": np.full(padding, -1, dtype=np.int64),
             "prediction_positions": np.full(padding, -1, dtype=np.int64),
+            "unit_kinds": np.full(padding, -1, dtype=np.int64),
         }
         columns = {name: np.concatenate((values, pad[name])) for name, values in columns.items()}
         labels = np.concatenate((labels, np.full(padding, IGNORE_INDEX, dtype=np.int64)))
@@ -159,10 +166,10 @@ def collate_units(
     return batch
 
 
-def _sample_columns(rows: Sequence[Any], recipe: Recipe) -> dict[str, Int64Array]:
+def _sample_columns(rows: Sequence[Any], recipe: Recipe, warn: bool = True) -> dict[str, Int64Array]:
     """The flat columns of rows that are samples (some of them units): every kept unit laid out, numbered in input
     order (``unit_ids``: the row's index; ``completion_ids`` and ``document_ids`` from 0 in this batch). O(T)."""
-    samples, kept = _units_of(rows, recipe)
+    samples, kept = _units_of(rows, recipe, warn)
     samples = _take(samples, kept)
     units = samples.units
     assert units is not None and samples.tokens is not None and samples.loss_mask is not None
@@ -177,13 +184,15 @@ def _sample_columns(rows: Sequence[Any], recipe: Recipe) -> dict[str, Int64Array
         "document_ids": document.astype(np.int64).reshape(-1),
         "completion_ids": arrays.completion,
         "prediction_positions": np.where(trained, at - arrays.predictor, -1),
+        "unit_kinds": np.repeat(units.kind.astype(np.int64), samples.lengths),
     }
 
 
 def _block_columns(rows: Sequence[Any]) -> dict[str, Int64Array]:
     """The flat columns of packed blocks of units (``PackedDataset`` items, this project's files): each block's
     tokens, positions and unit columns as stored (cut to its documents), its prediction positions moved to the
-    concatenated row; documents numbered from 0. O(T)."""
+    concatenated row; documents numbered from 0 (from ``document_ids``, or ``seq_lengths`` in files written
+    without it); ``unit_kinds`` -1 (unknown) in files written without it. O(T)."""
     parts: dict[str, list[Int64Array]] = {name: [] for name in ("input_ids", "position_ids", *UNIT_COLUMNS)}
     at = 0
     documents = 0
@@ -200,9 +209,16 @@ def _block_columns(rows: Sequence[Any]) -> dict[str, Int64Array]:
         parts["unit_ids"].append(plain["unit_ids"][:used].astype(np.int64))
         parts["completion_ids"].append(plain["completion_ids"][:used].astype(np.int64))
         parts["prediction_positions"].append(np.where(prediction >= 0, prediction + at, -1))
-        parts["document_ids"].append(np.repeat(np.arange(len(lengths), dtype=np.int64) + documents, lengths))
+        if "document_ids" in plain:
+            _, document = np.unique(plain["document_ids"][:used], return_inverse=True)
+            document = document.astype(np.int64).reshape(-1)
+        else:
+            document = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+        parts["document_ids"].append(document + documents)
+        kinds = plain.get("unit_kinds")
+        parts["unit_kinds"].append(np.full(used, -1, np.int64) if kinds is None else kinds[:used].astype(np.int64))
         at += used
-        documents += len(lengths)
+        documents += int(document.max(initial=-1)) + 1
     return {name: np.concatenate(values) for name, values in parts.items()}
 
 
@@ -231,12 +247,33 @@ def _additive(allowed: torch.Tensor, dtype: torch.dtype, name: str = "dtype") ->
 
 
 def _column(batch: Any, name: str) -> torch.Tensor:
-    """Column ``name`` of a batch (a ``collate`` dict, a ``PackedBatch``, numpy or torch) as a 2-D tensor."""
-    value = batch.get(name) if isinstance(batch, Mapping) else getattr(batch, name, None)
+    """Column ``name`` of a batch as a 2-D tensor: a ``collate`` dict, a ``PackedBatch``, one block (a
+    ``PackedDataset`` item, a ``stream`` block, a ``datasets`` row: a row of its own), or a table of blocks of one
+    length (``to_arrow()``, a Parquet file read back, a ``datasets.Dataset`` of them); numpy, torch or lists."""
+    if isinstance(batch, Mapping):
+        value = batch.get(name)
+    elif hasattr(batch, "column_names") and not hasattr(batch, name):  # a pyarrow or datasets table
+        value = _table_column(batch, name)
+    else:
+        value = getattr(batch, name, None)
     if value is None:  # a batch of plain rows has no unit columns
         raise SettingError("batch", f"a batch of pairs or groups with '{name}' (packing.torch.collate)", f"<no {name}>")
     tensor = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
     return tensor if tensor.ndim == 2 else tensor.reshape(1, -1)
+
+
+def _table_column(table: Any, name: str) -> npt.NDArray[Any] | None:
+    """Column ``name`` of a table of blocks (one list per row) as a 2-D array, None when it has no such column; rows
+    of other lengths (blocks of real tokens only) are refused: each is a batch of its own, or ``collate`` them.
+    O(cells)."""
+    if name not in table.column_names:
+        return None
+    column = table[name]
+    rows = column.to_pylist() if hasattr(column, "to_pylist") else list(column)
+    if len({len(row) for row in rows}) > 1:
+        expected = "a table of blocks of one length (to_arrow(); rows of real tokens only: one at a time, or collate)"
+        raise SettingError("batch", expected, f"<rows of {len({len(row) for row in rows})} lengths>")
+    return np.asarray(rows, dtype=np.int64).reshape(len(rows), -1)
 
 
 def attention_mask(batch: Any, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -319,15 +356,33 @@ def completion_logps(logits: torch.Tensor, batch: Any) -> torch.Tensor:
 
 def preference_logps(logits: torch.Tensor, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """``(chosen, rejected)``: the summed log-probabilities of every pair's chosen and rejected completion
-    (:func:`completion_logps`), one entry per pair, in input order. Every unit of the batch must be a pair (two
-    completions, the chosen first). O(trained tokens × vocab).
+    (:func:`completion_logps`), one entry per pair, in input order. Every unit of the batch with completions must
+    be a pair, as its ``unit_kinds`` say: a completion group, of two completions too, is refused by name (its
+    completions are no chosen and rejected: :func:`completion_logps` reads them). O(trained tokens × vocab).
+
+    >>> group = collate_units([{"prompt": [1], "completions": [[2], [3]]}])
+    >>> preference_logps(torch.zeros(1, 4, 4), group)
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: batch: expected preference pairs only (a group's completions are not chosen and rejected: read them with packing.torch.completion_logps), got <a completion group (unit 0)>
     """
-    logps = completion_logps(logits, batch)
     completion = _column(batch, "completion_ids")
+    kinds = _column(batch, "unit_kinds").to(completion.device)
     unit = _column(batch, "unit_ids").to(completion.device)
-    chosen = completion >= 0
-    pairs = torch.unique(torch.stack((unit[chosen], completion[chosen])), dim=1)
+    answered = completion >= 0
+    other = answered & (kinds != PAIR)
+    if bool(other.any()):
+        kind = int(kinds[other][0])
+        named = f"a completion {KINDS[kind]}" if 0 <= kind < len(KINDS) else "a unit of unknown kind (no unit_kinds)"
+        expected = "preference pairs only (a group's completions are not chosen and rejected: read them with "
+        raise SettingError(
+            "batch", expected + "packing.torch.completion_logps)", f"<{named} (unit {int(unit[other][0])})>"
+        )
+    logps = completion_logps(logits, batch)
+    pairs = torch.unique(torch.stack((unit[answered], completion[answered])), dim=1)
     _, per_unit = torch.unique(pairs[0], return_counts=True)
-    if len(logps) % 2 or not bool((per_unit == 2).all()):
-        raise SettingError("batch", "preference pairs only (two completions per unit, the chosen first)", "<a group>")
+    if len(logps) % 2 or not bool((per_unit == 2).all()):  # a pair with one completion left: a block cut apart
+        raise SettingError(
+            "batch", "preference pairs only (two completions per unit, the chosen first)", "<a pair cut>"
+        )
     return logps[0::2], logps[1::2]

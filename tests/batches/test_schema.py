@@ -12,7 +12,7 @@ import pytest
 from packing import pack
 from packing.batches import COLUMNS
 from packing.batches.packed import record
-from packing.batches.schema import NAMES, arrow_schema, markdown_table
+from packing.batches.schema import NAMES, UNIT_GRID, arrow_schema, markdown_table
 from packing.cli import build_parser, main
 from packing.layouts.export import write_jsonl, write_parquet
 
@@ -59,4 +59,6 @@ def test_the_datasets_adapter_and_the_cli_use_it(tmp_path: Path) -> None:
 def test_help_and_docs_list_the_schema() -> None:
     commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     assert ", ".join(NAMES) in commands["pack"].description
-    assert markdown_table() in (ROOT / "docs" / "guides" / "outputs.md").read_text(encoding="utf-8")
+    guide = (ROOT / "docs" / "guides" / "outputs.md").read_text(encoding="utf-8")
+    assert markdown_table() in guide
+    assert markdown_table(UNIT_GRID) in guide  # the columns of blocks of pairs and groups

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import packing
 from packing import SettingError
 from packing.batches.packed import lazy_units
+from packing.core.units import UNIT_COLUMNS
 from packing.errors import UnitTooLong
 from tests.helpers.units import completions_of, random_units
 
@@ -141,7 +142,7 @@ def test_chunks_and_writers_carry_the_unit_columns() -> None:
     joined = np.concatenate([chunk.prediction_positions for chunk in chunks])
     assert (joined == whole.prediction_positions).all()
     table = whole.to_arrow(padding=False)
-    assert table.column_names[-3:] == ["unit_ids", "completion_ids", "prediction_positions"]
+    assert tuple(table.column_names[-len(UNIT_COLUMNS) :]) == UNIT_COLUMNS
     assert lazy.stats.units.completions == sum(len(completions_of(row)) for row in rows)
 
 

@@ -13,10 +13,11 @@ import pytest
 import packing
 import packing.hf
 from packing.cli import main
+from packing.core.units import UNIT_COLUMNS
 from tests.helpers.units import random_units
 
 LENGTH = 64
-NAMES = ("input_ids", "labels", "position_ids", "sequence_ids", "unit_ids", "completion_ids", "prediction_positions")
+NAMES = ("input_ids", "labels", "position_ids", "sequence_ids", *UNIT_COLUMNS)
 
 
 def _rows() -> list[dict[str, Any]]:

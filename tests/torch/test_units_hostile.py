@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import packing
 import packing.torch as pt
-from packing.errors import SettingError
+from packing.errors import SettingError, TokensLost
 
 PAIR = {"prompt": [1, 2, 3], "chosen": [4, 5], "rejected": [6]}
 LONG = {"prompt": [1] * 10, "chosen": [2] * 10, "rejected": [3]}
@@ -70,11 +70,15 @@ def test_a_mask_dtype_that_is_not_floating_is_refused(dtype: Any) -> None:
 @pytest.mark.parametrize("shared", [False, True])
 def test_a_batch_whose_every_unit_is_left_out_is_padding_alone(overflow: str, shared: bool) -> None:
     """As plain rows and a sampler's empty step: one padding token that trains nothing, the unit columns -1."""
-    batch = pt.collate([LONG], 12, overflow=overflow, share_prompt=shared)  # 10 + 10 + 10 + 1 tokens duplicated
+    with pytest.warns(TokensLost, match=r"^collate: \d+ of \d+ tokens .* lost") as caught:
+        batch = pt.collate([LONG], 12, overflow=overflow, share_prompt=shared)  # 10 + 10 + 10 + 1 tokens duplicated
+    units = caught[0].message.stats.units  # type: ignore[union-attr]
     plain = pt.collate([[1] * 20], 12, overflow="drop")
     if shared and overflow == "truncate":  # 10 + 1 + 1 fits: the completions cut to one token each
         assert batch["completion_ids"].tolist() == [[-1] * 10 + [0, 1]]
+        assert (units.units_truncated, units.units_dropped) == (1, 0)
         return
+    assert (units.units_truncated, units.units_dropped) == (0, 1)
     assert batch["input_ids"].tolist() == plain["input_ids"].tolist() and batch["labels"].tolist() == [[-100]]
     assert batch["unit_ids"].tolist() == batch["completion_ids"].tolist() == [[-1]]
     logits = torch.zeros(1, 1, 8)

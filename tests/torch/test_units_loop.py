@@ -16,7 +16,7 @@ import packing.errors  # noqa: E402
 import packing.torch as pt  # noqa: E402
 from packing import SettingError  # noqa: E402
 from packing.core.units import Units  # noqa: E402
-from packing.errors import UnitTooLong  # noqa: E402
+from packing.errors import TokensLost, UnitTooLong  # noqa: E402
 from tests.helpers.units import completions_of, random_units  # noqa: E402
 
 PAIR = {"prompt": [1, 2], "chosen": [3], "rejected": [4, 5]}
@@ -57,8 +57,10 @@ def test_collate_options_with_units() -> None:
 
 def test_collate_applies_the_overflow_policy_to_whole_units() -> None:
     long = {"prompt": [1, 2, 3], "chosen": [4] * 8, "rejected": [5] * 2}
-    assert pt.collate([long], 12)["input_ids"].tolist() == [[1, 2, 3, 4, 4, 4, 4, 1, 2, 3, 5, 5]]
-    assert pt.collate([long, PAIR], 12, overflow="drop")["unit_ids"].tolist() == [[1] * 7]
+    with pytest.warns(TokensLost, match=r"^collate: 4 of 16 tokens .* 1 truncated \(1 completions cut\), 0 dropped"):
+        assert pt.collate([long], 12)["input_ids"].tolist() == [[1, 2, 3, 4, 4, 4, 4, 1, 2, 3, 5, 5]]
+    with pytest.warns(TokensLost, match=r"^collate: 16 of 23 tokens .* 0 truncated \(0 completions cut\), 1 dropped"):
+        assert pt.collate([long, PAIR], 12, overflow="drop")["unit_ids"].tolist() == [[1] * 7]
     with pytest.raises(UnitTooLong, match=r"^sample 0: expected a pair of at most max_seq_length=12"):
         pt.collate([long], 12, overflow="error")
     with pytest.raises(SettingError, match=r"^overflow: expected another value"):

@@ -1,0 +1,343 @@
+"""Pairs and groups at every door, door by door: the blocks each door gives carry the unit columns of the one schema
+(``UNIT_GRID``), so the 4-D attention mask and ``completion_logps`` built from any door's output are those of
+``pack``'s blocks; and every door says what overflow cut or left out, with counts that add up (kept + lost = input,
+in units and in tokens)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import packing
+import packing.hf
+import packing.streaming
+import packing.torch as pt
+from packing.batches.schema import UNIT_GRID
+from packing.cli import main
+from packing.core.units import UNIT_COLUMNS
+from packing.errors import SettingError, TokensLost
+from tests.helpers.units import completions_of, random_units
+
+datasets = pytest.importorskip("datasets")
+
+LENGTH = 40
+VOCAB = 96
+PARTS = ("prompt", "chosen", "rejected", "completions")
+Block = dict[str, np.ndarray]
+
+
+def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    return {name: [row.get(name) for row in rows] for name in PARTS}
+
+
+def _jsonl(rows: list[dict[str, Any]], folder: Path) -> Path:
+    path = folder / "units.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def _real(block: dict[str, Any]) -> Block:
+    """A block's real tokens (its documents), every column as a numpy array (``seq_lengths`` as it is)."""
+    arrays = {name: np.asarray(value.numpy() if hasattr(value, "numpy") else value) for name, value in block.items()}
+    used = int(arrays["seq_lengths"].sum())
+    return {name: values if name == "seq_lengths" else values[:used] for name, values in arrays.items()}
+
+
+def _table_blocks(table: Any) -> list[Block]:
+    return [_real(row) for row in table.to_pylist()]
+
+
+# ---------------------------------------------------------------- the doors: the blocks each gives
+
+
+def _pack(rows: list[dict[str, Any]], share: bool, folder: Path) -> list[Block]:
+    batch = packing.pack(rows, LENGTH, share_prompt=share)
+    return [_real({name: getattr(batch, name)[b] for name in ("input_ids", *UNIT_COLUMNS)} | {
+        "seq_lengths": batch.seq_lengths(b)}) for b in range(batch.num_blocks)]  # fmt: skip
+
+
+def _to_arrow(rows: list[dict[str, Any]], share: bool, folder: Path) -> list[Block]:
+    return _table_blocks(packing.pack(rows, LENGTH, share_prompt=share).to_arrow())
+
+
+def _parquet(rows: list[dict[str, Any]], share: bool, folder: Path) -> list[Block]:
+    import pyarrow.parquet as pq
+
+    path = folder / "blocks.parquet"
+    pq.write_table(packing.pack(rows, LENGTH, share_prompt=share).to_arrow(), path)
+    return _table_blocks(pq.read_table(path))
+
+
+def _command_line(rows: list[dict[str, Any]], share: bool, folder: Path) -> list[Block]:
+    import pyarrow.parquet as pq
+
+    output = folder / "cli.parquet"
+    argv = ["pack", str(_jsonl(rows, folder)), "-o", str(output), "--max-seq-length", str(LENGTH), "--no-shuffle"]
+    assert main(argv + (["--share-prompt"] if share else []) + ["--quiet"]) == 0
+    return _table_blocks(pq.read_table(output))
+
+
+def _dataset_items(rows: list[dict[str, Any]], share: bool, folder: Path) -> list[Block]:
+    """``PackedDataset`` items of the command line's file, each through ``collate`` (one padding-free row)."""
+    _command_line(rows, share, folder)
+    data = pt.PackedDataset(folder / "cli.parquet")
+    out = []
+    for index in range(len(data)):
+        item = data[index]
+        batch = pt.collate([item], share_prompt=share)
+        if share:  # the mask collate gives is the one built from the item's own columns
+            assert torch.equal(batch["attention_mask"], pt.attention_mask(_real(item)))
+        out.append({name: batch[name][0].numpy() for name in ("input_ids", *UNIT_COLUMNS)} | {
+            "seq_lengths": item["seq_lengths"].numpy()})  # fmt: skip
+    return out
+
+
+def _stream(rows: list[dict[str, Any]], share: bool, folder: Path) -> list[Block]:
+    blocks = packing.stream(rows, LENGTH, share_prompt=share, shuffle=False, buffer_size=len(rows) + 1)
+    return [_real(block) for block in blocks]
+
+
+def _stream_dataset(rows: list[dict[str, Any]], share: bool, folder: Path) -> list[Block]:
+    source = datasets.Dataset.from_dict(_columns(rows)).to_iterable_dataset()
+    out = packing.streaming.stream_dataset(source, LENGTH, share_prompt=share, shuffle=False, buffer_size=len(rows) + 1)
+    return [_real(row) for row in out]
+
+
+def _hf_dataset(rows: list[dict[str, Any]], share: bool, folder: Path) -> list[Block]:
+    packed = packing.hf.pack_dataset(
+        datasets.Dataset.from_dict(_columns(rows)), LENGTH, share_prompt=share, shuffle=False
+    )
+    return [_real(row) for row in packed]
+
+
+def _hf_batch(rows: list[dict[str, Any]], share: bool, folder: Path) -> list[Block]:
+    out = packing.hf.pack_batch(_columns(rows), LENGTH, share_prompt=share)
+    return [_real(dict(zip(out, values, strict=True))) for values in zip(*out.values(), strict=True)]
+
+
+DOORS: dict[str, Callable[[list[dict[str, Any]], bool, Path], list[Block]]] = {
+    "to_arrow": _to_arrow,
+    "parquet": _parquet,
+    "command line": _command_line,
+    "PackedDataset + collate": _dataset_items,
+    "stream": _stream,
+    "stream_dataset": _stream_dataset,
+    "hf.pack_dataset": _hf_dataset,
+    "hf.pack_batch": _hf_batch,
+}
+
+
+def _logits(tokens: np.ndarray) -> torch.Tensor:
+    """Scores that depend on the tokens and their order (the same blocks give the same scores at every door)."""
+    table = torch.randn(VOCAB, VOCAB, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    ids = torch.as_tensor(tokens, dtype=torch.int64)
+    return (table[ids] + torch.cumsum(table[ids], 0) / 10)[None]
+
+
+@pytest.mark.parametrize("share", [False, True], ids=["duplicated", "shared"])
+@pytest.mark.parametrize("door", list(DOORS))
+def test_every_door_gives_the_mask_and_logps_of_packs_blocks(door: str, share: bool, tmp_path: Path) -> None:
+    rows = random_units(11, count=10)
+    expected = _pack(rows, share, tmp_path)
+    got = DOORS[door](rows, share, tmp_path)
+    assert len(got) == len(expected)
+    for index, (ours, theirs) in enumerate(zip(got, expected, strict=True)):
+        for name in ("input_ids", *UNIT_COLUMNS):  # the same values: documents numbered in their block
+            assert ours[name].tolist() == theirs[name].tolist(), (door, index, name)
+        mask = pt.attention_mask(ours, torch.float64)
+        assert torch.equal(mask, pt.attention_mask(theirs, torch.float64)), (door, index)
+        logits = _logits(theirs["input_ids"])
+        assert torch.equal(pt.completion_logps(logits, ours), pt.completion_logps(logits, theirs)), (door, index)
+
+
+def test_the_mask_of_a_whole_table_is_the_batchs() -> None:
+    """``to_arrow()`` (blocks of one length) gives the batch's mask whole; rows of real tokens only, one at a time."""
+    batch = packing.pack(random_units(3, count=8), LENGTH, share_prompt=True)
+    assert torch.equal(pt.attention_mask(batch.to_arrow()), pt.attention_mask(batch))
+    with pytest.raises(SettingError, match=r"^batch: expected a table of blocks of one length"):
+        pt.attention_mask(batch.to_arrow(padding=False))
+
+
+def test_the_schema_writes_the_unit_columns_in_order() -> None:
+    table = packing.pack(random_units(2), LENGTH, share_prompt=True).to_arrow()
+    assert tuple(column.name for column in UNIT_GRID) == UNIT_COLUMNS == tuple(table.column_names[-len(UNIT_COLUMNS) :])
+    assert packing.audit(table).findings == ()
+
+
+def test_a_file_without_the_new_columns_is_still_read(tmp_path: Path) -> None:
+    """A file of blocks of units written before ``document_ids`` and ``unit_kinds``: read, collated (documents from
+    ``seq_lengths``), audited; ``preference_logps`` refuses it for want of the kinds, ``completion_logps`` reads it."""
+    import pyarrow.parquet as pq
+
+    rows = [{"prompt": [5, 6], "chosen": [7], "rejected": [8, 9]}]
+    table = packing.pack(rows, 16, share_prompt=True).to_arrow().drop_columns(["document_ids", "unit_kinds"])
+    pq.write_table(table, tmp_path / "old.parquet")
+    item = pt.PackedDataset(tmp_path / "old.parquet")[0]
+    assert "document_ids" not in item and "completion_ids" in item
+    batch = pt.collate([item], share_prompt=True)
+    assert torch.equal(batch["attention_mask"], pt.collate(rows, share_prompt=True)["attention_mask"])
+    assert packing.audit(tmp_path / "old.parquet").findings == ()
+    logits = torch.zeros(1, 5, 16)
+    assert pt.completion_logps(logits, batch).shape == (2,)
+    with pytest.raises(SettingError, match=r"a unit of unknown kind"):
+        pt.preference_logps(logits, batch)
+
+
+@pytest.mark.parametrize("door", ["pack", "collate", "PackedDataset + collate", "stream"])
+def test_a_group_of_two_is_never_read_as_a_pair(door: str, tmp_path: Path) -> None:
+    rows = [{"prompt": [5, 6], "completions": [[7], [8, 9]]}, {"prompt": [5], "chosen": [7], "rejected": [8]}]
+    if door == "pack":
+        batch: Any = packing.pack(rows, 16)
+        assert sorted(set(batch.unit_kinds[0].tolist())) == [-1, 1, 2]  # padding, the pair, the group
+    elif door == "collate":
+        batch = pt.collate(rows)
+    elif door == "stream":
+        batch = _real(next(iter(packing.stream(rows, 16, shuffle=False))))
+    else:
+        batch = pt.collate([pt.PackedDataset(packing.pack(rows, 16))[0]])
+    logits = torch.zeros(
+        1, np.asarray(batch["input_ids"] if isinstance(batch, dict) else batch.input_ids).shape[-1], 16
+    )
+    with pytest.raises(
+        SettingError,
+        match=r"^batch: expected preference pairs only \(a group.*completion_logps\), got <a completion group \(unit 0\)>$",
+    ):
+        pt.preference_logps(logits, batch)
+    assert pt.completion_logps(logits, batch).shape == (4,)
+    pair = pt.collate(rows[1:])
+    assert len(pt.preference_logps(torch.zeros(1, pair["input_ids"].shape[1], 16), pair)[0]) == 1
+
+
+# ---------------------------------------------------------------- what each door cut, counted
+
+
+def _laid_tokens(row: dict[str, Any], share: bool) -> int:
+    """A unit's tokens in a layout, counted from the row itself: ``k·P + Σc``, or ``P + Σc``."""
+    answers = completions_of(row)
+    prompt = len(row["prompt"])
+    return (prompt if share else prompt * len(answers)) + sum(len(a) for a in answers)
+
+
+def _warned(call: Callable[[], Any]) -> tuple[Any, packing.PackingStats | None]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = call()
+    lost = [w.message for w in caught if isinstance(w.message, TokensLost)]
+    assert len(lost) <= 1
+    return result, (lost[0].stats if lost else None)  # type: ignore[return-value]
+
+
+def _kept(blocks: list[Block]) -> tuple[int, int]:
+    """Units and tokens in the blocks (units counted by their ids, tokens by their real slots)."""
+    units = {int(u) for block in blocks for u in block["unit_ids"].tolist() if u >= 0}
+    return len(units), sum(int((block["unit_ids"] >= 0).sum()) for block in blocks)
+
+
+def _door_counts(
+    door: str, rows: list[dict[str, Any]], share: bool, overflow: str, length: int
+) -> tuple[int, int, Any]:
+    """``(units kept, tokens kept, stats)`` of a door: its blocks and the statistics it gives (or warns with)."""
+    options = {"share_prompt": share, "overflow": overflow}
+    if door == "pack":
+        batch = packing.pack(rows, length, **options)
+        return (*_kept([_real({"unit_ids": batch.unit_ids[b], "seq_lengths": batch.seq_lengths(b)})
+                        for b in range(batch.num_blocks)]), batch.stats)  # fmt: skip
+    if door == "stream":
+        stream = packing.stream(rows, length, buffer_size=5, **options)
+        return (*_kept([_real(block) for block in stream]), stream.stats)
+    if door == "hf.pack_dataset":
+        source = datasets.Dataset.from_dict(_columns(rows))
+        packed, stats = _warned(lambda: packing.hf.pack_dataset(source, length, **options))
+        return (*_kept([_real(row) for row in packed]), stats)
+    if door == "hf.pack_batch":
+        out, stats = _warned(lambda: packing.hf.pack_batch(_columns(rows), length, **options))
+        return (*_kept([_real(dict(zip(out, v, strict=True))) for v in zip(*out.values(), strict=True)]), stats)
+    if door == "stream_dataset":
+        source = datasets.Dataset.from_dict(_columns(rows)).to_iterable_dataset()
+        out, stats = _warned(lambda: list(packing.streaming.stream_dataset(source, length, buffer_size=5, **options)))
+        return (*_kept([_real(row) for row in out]), stats)
+    if door == "collate":  # a batch of at most max_seq_length tokens: every unit its own, the counts added
+        units = tokens = 0
+        total: Any = None
+        for row in rows:
+            batch, stats = _warned(lambda row=row: pt.collate([row], length, **options))
+            units += int(bool((batch["unit_ids"] >= 0).any()))
+            tokens += int((batch["unit_ids"] >= 0).sum())
+            if stats is None:  # nothing lost: the unit's own counts are the kept ones
+                one = packing.read_rows([row])
+                stats = pt.PackingSampler(one, length, shuffle=False, **options).stats
+            total = stats if total is None else total.plus(stats)
+        return units, tokens, total
+    assert door == "PackingSampler"
+    sampler = pt.PackingSampler(packing.read_rows(rows), length, shuffle=False, **options)
+    kept = [index for step in sampler for index in step]
+    return len(kept), int(sampler.lengths[kept].sum()), sampler.stats
+
+
+COUNTING = ["pack", "stream", "hf.pack_dataset", "hf.pack_batch", "stream_dataset", "collate", "PackingSampler"]
+
+
+@pytest.mark.parametrize("door", COUNTING)
+def test_every_door_counts_a_pair_whose_prompt_is_over_the_length(door: str) -> None:
+    """The attack: a pair whose prompt alone is over the length is left out, and the door says so."""
+    rows = [{"prompt": [3] * 20, "chosen": [4], "rejected": [5]}, {"prompt": [3], "chosen": [4], "rejected": [5, 6]}]
+    units, tokens, stats = _door_counts(door, rows, False, "truncate", 12)
+    assert stats is not None and stats.units is not None, door
+    assert (units, stats.units.units_dropped, stats.units.pairs) == (1, 1, 2)
+    assert (tokens, stats.tokens_dropped, stats.input_tokens) == (5, 42, 47)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    seed=st.integers(0, 2**16),
+    count=st.integers(1, 9),
+    length=st.integers(4, 30),
+    share=st.booleans(),
+    overflow=st.sampled_from(["truncate", "drop"]),
+    door=st.sampled_from(COUNTING),
+)
+def test_kept_and_lost_add_up_to_the_input_at_every_door(
+    seed: int, count: int, length: int, share: bool, overflow: str, door: str
+) -> None:
+    rows = random_units(seed, count=count, prompt=(1, 12), answer=(1, 12))
+    try:
+        units, tokens, stats = _door_counts(door, rows, share, overflow, length)
+    except SettingError as error:  # a sampler refuses an epoch that trains nothing: every unit over the length
+        assert door == "PackingSampler" and "at least one sample with tokens" in str(error)
+        dropped = packing.pack(rows, length, share_prompt=share, overflow=overflow).stats.units
+        assert dropped is not None and dropped.units_dropped == len(rows)
+        return
+    laid = sum(_laid_tokens(row, share) for row in rows)
+    if stats is None:  # nothing was lost: no warning, and every unit and token is in the blocks
+        assert (units, tokens) == (len(rows), laid), door
+        return
+    assert stats.units is not None and stats.units.pairs + stats.units.groups == len(rows)
+    assert units + stats.units.units_dropped == len(rows), door
+    assert stats.input_tokens == laid, door
+    assert tokens + stats.tokens_lost == laid, door
+    assert stats.units.units_truncated <= stats.sequences_truncated
+
+
+@settings(max_examples=25, deadline=None)
+@given(share=st.booleans(), cell=st.integers(0, 10**6), shift=st.integers(1, 5))
+def test_the_auditor_finds_a_tampered_document_id(share: bool, cell: int, shift: int) -> None:
+    """Any cell whose ``document_ids`` is not its document's number in its block (a mask built from it would join
+    or part tokens) is reported where it is, as boundaries that disagree."""
+    import pyarrow as pa
+
+    table = packing.pack(random_units(4, count=8), LENGTH, share_prompt=share).to_arrow()
+    columns = table.to_pydict()
+    block, column = divmod(cell % (table.num_rows * LENGTH), LENGTH)
+    columns["document_ids"][block][column] += shift
+    findings = {f.kind: f for f in packing.audit(pa.table(columns, schema=table.schema)).findings}
+    assert findings["inconsistent_boundaries"].examples == ((block, column),)
+    assert packing.audit(table).findings == ()

@@ -28,11 +28,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import torch
 
 from packing.errors import SettingError
-from packing.torch.units import attention_mask, block_mask
+from packing.torch.units import attention_mask, batch_column, block_mask
 
 ADDITIVE = ("eager", "sdpa")
 """The implementations that take the 4-D additive mask (``(B, 1, T, T)``, 0 where a token may attend, the dtype's
@@ -107,17 +106,11 @@ def _placement(model: Any, dtype: torch.dtype | None, device: Any) -> tuple[torc
 
 
 def _columns(batch: Any, device: Any) -> dict[str, torch.Tensor]:
-    """The columns of ``batch`` a model's inputs are made of (ids, positions, units, documents, completions; a
-    ``collate`` dict or a ``PackedBatch``, numpy or torch) as 2-D int64 tensors on ``device`` (None: where they
+    """The columns of ``batch`` a model's inputs are made of (ids, positions, units, documents, completions; any
+    batch :func:`~packing.torch.units.batch_column` reads) as 2-D int64 tensors on ``device`` (None: where they
     are). O(T)."""
-    columns = {}
-    for name in ("input_ids", "position_ids", "unit_ids", "document_ids", "completion_ids"):
-        value = batch.get(name) if isinstance(batch, Mapping) else getattr(batch, name, None)
-        if value is None:
-            raise SettingError("batch", f"a batch of pairs or groups with '{name}' (packing.torch.collate)", "<none>")
-        tensor = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
-        columns[name] = tensor.reshape(-1, tensor.shape[-1]).to(device=device, dtype=torch.int64)
-    return columns
+    names = ("input_ids", "position_ids", "unit_ids", "document_ids", "completion_ids")
+    return {name: batch_column(batch, name).to(device=device, dtype=torch.int64) for name in names}
 
 
 def _flash_kwargs(document: torch.Tensor) -> dict[str, Any]:
@@ -206,8 +199,10 @@ def model_inputs(
 
 def _refuse_shared(columns: Mapping[str, torch.Tensor], name: str) -> None:
     """Refuse a flash-attention implementation ``name`` for a batch in which completions share a prompt (a
-    document holds several), naming the first such unit. O(T log T)."""
+    document of a row holds several), naming the first such unit. O(T log T)."""
     document, completion = columns["document_ids"], columns["completion_ids"]
+    rows, length = document.shape
+    document = document + length * torch.arange(rows, device=document.device)[:, None]  # numbered within each row
     answered = completion >= 0
     pairs = torch.unique(torch.stack((document[answered], completion[answered])), dim=1)  # sorted by document
     documents, counts = torch.unique_consecutive(pairs[0], return_counts=True)

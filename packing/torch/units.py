@@ -246,7 +246,7 @@ def _additive(allowed: torch.Tensor, dtype: torch.dtype, name: str = "dtype") ->
     return torch.where(allowed, zero, torch.finfo(dtype).min)
 
 
-def _column(batch: Any, name: str) -> torch.Tensor:
+def batch_column(batch: Any, name: str) -> torch.Tensor:
     """Column ``name`` of a batch as a 2-D tensor: a ``collate`` dict, a ``PackedBatch``, one block (a
     ``PackedDataset`` item, a ``stream`` block, a ``datasets`` row: a row of its own), or a table of blocks of one
     length (``to_arrow()``, a Parquet file read back, a ``datasets.Dataset`` of them); numpy, torch or lists."""
@@ -287,7 +287,7 @@ def attention_mask(batch: Any, dtype: torch.dtype = torch.float32) -> torch.Tens
     >>> mask.shape, (mask[0, 0, 2] == 0).tolist()
     (torch.Size([1, 1, 4, 4]), [True, False, True, False])
     """
-    allowed = _allowed(_column(batch, "document_ids"), _column(batch, "completion_ids"))
+    allowed = _allowed(batch_column(batch, "document_ids"), batch_column(batch, "completion_ids"))
     return _additive(allowed, dtype)
 
 
@@ -300,8 +300,8 @@ def mask_mod(batch: Any) -> Callable[..., torch.Tensor]:
     >>> bool(rule(torch.tensor(0), torch.tensor(0), torch.tensor(2), torch.tensor(1)))
     False
     """
-    document = _column(batch, "document_ids")
-    completion = _column(batch, "completion_ids")
+    document = batch_column(batch, "document_ids")
+    completion = batch_column(batch, "completion_ids")
 
     def rule(b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor) -> torch.Tensor:
         same = document[b, q_idx] == document[b, kv_idx]
@@ -320,7 +320,7 @@ def block_mask(batch: Any, device: str | torch.device | None = None) -> Any:
         from torch.nn.attention.flex_attention import create_block_mask
     except ImportError as error:  # pragma: no cover - older torch
         raise ImportError("block_mask needs torch's FlexAttention (torch >= 2.5)") from error
-    document = _column(batch, "document_ids")
+    document = batch_column(batch, "document_ids")
     rows, length = document.shape
     where = device if device is not None else document.device
     return create_block_mask(mask_mod(batch), rows, None, length, length, device=str(where))
@@ -335,9 +335,9 @@ def completion_logps(logits: torch.Tensor, batch: Any) -> torch.Tensor:
     """
     if not isinstance(logits, torch.Tensor):
         raise SettingError("logits", "a torch tensor (rows, tokens, vocabulary)", f"<{type(logits).__name__}>")
-    ids = _column(batch, "input_ids").to(logits.device)
-    completion = _column(batch, "completion_ids").to(logits.device)
-    prediction = _column(batch, "prediction_positions").to(logits.device)
+    ids = batch_column(batch, "input_ids").to(logits.device)
+    completion = batch_column(batch, "completion_ids").to(logits.device)
+    prediction = batch_column(batch, "prediction_positions").to(logits.device)
     if logits.ndim != 3 or logits.shape[:2] != ids.shape:
         raise SettingError(
             "logits", f"logits of the batch's shape {tuple(ids.shape)} (rows, tokens)", tuple(logits.shape)
@@ -366,9 +366,9 @@ def preference_logps(logits: torch.Tensor, batch: Any) -> tuple[torch.Tensor, to
     ...
     packing.errors.SettingError: batch: expected preference pairs only (a group's completions are not chosen and rejected: read them with packing.torch.completion_logps), got <a completion group (unit 0)>
     """
-    completion = _column(batch, "completion_ids")
-    kinds = _column(batch, "unit_kinds").to(completion.device)
-    unit = _column(batch, "unit_ids").to(completion.device)
+    completion = batch_column(batch, "completion_ids")
+    kinds = batch_column(batch, "unit_kinds").to(completion.device)
+    unit = batch_column(batch, "unit_ids").to(completion.device)
     answered = completion >= 0
     other = answered & (kinds != PAIR)
     if bool(other.any()):

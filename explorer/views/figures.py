@@ -842,13 +842,19 @@ AUDIT_HOVER = (
 )
 
 
-def document_colour_index(document: Int64Array) -> Int64Array:
-    """Colour slot of every cell: the document modulo the palette; padding and cells past the block after it.
+AUDIT_DOCUMENT_COLORS = tuple(c for c in SEQUENCE_COLORS if c not in ("#E45756", "#FF9DA6", "#D67195"))
+"""The documents' colours on the Inspect tab: the sequence palette without its reds and pinks, since red there
+means a finding (a clean file must not look alarming)."""
 
-    >>> document_colour_index(np.array([[0, 1, 13, -1, -2]])).tolist()
-    [[0, 1, 1, 12, 13]]
+
+def document_colour_index(document: Int64Array) -> Int64Array:
+    """Colour slot of every cell: the document modulo the audit palette (``AUDIT_DOCUMENT_COLORS``); padding and
+    cells past the block after it.
+
+    >>> document_colour_index(np.array([[0, 1, 10, -1, -2]])).tolist()
+    [[0, 1, 1, 9, 10]]
     """
-    n = len(SEQUENCE_COLORS)
+    n = len(AUDIT_DOCUMENT_COLORS)
     slots: Int64Array = np.where(document >= 0, document % n, np.where(document == -1, n, n + 1))
     return slots
 
@@ -870,7 +876,7 @@ def _audit_panels(grid: BlockGrid, labels: list[str], hover: npt.NDArray[Any]) -
     shared: dict[str, Any] = {"y": labels, "customdata": hover, "hovertemplate": AUDIT_HOVER}
     documents = heatmap(
         document_colour_index(grid.document),
-        [*SEQUENCE_COLORS, PAD_COLOR, BEYOND_COLOR],
+        [*AUDIT_DOCUMENT_COLORS, PAD_COLOR, BEYOND_COLOR],
         text=grid.tokens.astype(str) if show_text else None,
         name="documents",
         **shared,

@@ -592,7 +592,7 @@ def test_every_sentence_reads_right_for_one() -> None:
     at = _app(sequences="[[1, 2, 3]]", max_seq_length="4")
     _clean(at)
     text = _all_text(at)
-    assert "1 pasted sequence." in text and "1 pasted sequences" not in text
+    assert "1 sequence, pasted." in text and "1 sequences" not in text
     _open(at, "Compare")
     _clean(at)
     assert not re.search(r"\b1 blocks\b", _all_text(at))

@@ -14,6 +14,7 @@ from explorer.core.context import Context
 from explorer.core.examples import DEFAULT_EXAMPLE, EXAMPLES, FOLLOW_UPS, example_of
 from explorer.core.model import grammar_count
 from explorer.core.parsing import InputError
+from explorer.core.preference import token_roles
 from explorer.core.runs import Window
 from explorer.core.safety import describe, escape
 from explorer.core.sources import Paste, Text
@@ -178,6 +179,8 @@ def _window(ctx: Context, layout: packing.PackingPlan) -> None:
         view = cache.window(ctx.source, s, first, count)
         figure = cache.block_figure(ctx.source, s, first, count)
     cells_chart(figure, key="blocks")
+    if view.batch.units is not None:  # the roles and the loss states, each its own legend, wrapping at any width
+        st.html(figures.legend_html(figures.unit_legends(token_roles(view.batch))))
     if isinstance(ctx.source, Text):
         cells = view.count * s.max_seq_length
         if cells <= figures.MAX_TEXT_CELLS and s.max_seq_length <= figures.MAX_PIECE_WIDTH:
@@ -242,14 +245,14 @@ def _turns(source: Text, recipe: packing.Recipe, view: Window) -> None:
         st.info(f"The turns cannot be shown: {escape(describe(error))}")
         return
     table: list[dict[str, Any]] = [
-        {
+        {  # what a phone shows first, before its frame scrolls: the role and the text it trains
+            "role": line["role"],
+            "trained text": line["trained text"],
+            "loss": loss_words(line["tokens"], line["trained"]),
             "sequence": line["sequence"],
             "turn": line["turn"] + 1 if line["turn"] >= 0 else None,
-            "role": line["role"],
             "tokens": line["tokens"],
             "loss mask 1": line["trained"],
-            "loss": loss_words(line["tokens"], line["trained"]),
-            "trained text": line["trained text"],
             "text": line["text"],
         }
         for line in lines
@@ -267,7 +270,7 @@ def _turns(source: Text, recipe: packing.Recipe, view: Window) -> None:
             "role": st.column_config.TextColumn(width="small"),
             "loss": st.column_config.TextColumn(width=100),
             "trained text": st.column_config.TextColumn(
-                width="medium", help="The text of the turn's tokens whose loss mask is 1."
+                width=200, help="The text of the turn's tokens whose loss mask is 1 (hover a cell for all of it)."
             ),
             "text": st.column_config.TextColumn(width="medium", help="The turn's text; hover a cell for all of it."),
         },

@@ -110,6 +110,7 @@ def example_of(text: str) -> Example | None:
     """
     return next((example for example in EXAMPLES.values() if example.text == text), None)
 
+
 DISTRIBUTIONS: dict[str, str] = {
     "lognormal": "Log-normal (chat-like: many short, a long tail)",
     "uniform": "Uniform between 1 and the longest length",

@@ -23,6 +23,7 @@ from packing.comparison import Contender, Row
 from packing.comparison import compare as compare_contenders
 from packing.core.arrays import offsets_of
 from packing.core.loss import LossRules
+from packing.core.validation import OverflowPolicy
 from packing.strategies.registry import DEFAULT_TIME_LIMIT
 
 Int64Array = npt.NDArray[np.int64]
@@ -403,7 +404,7 @@ class Cut:
 
 
 def responses_cut(
-    samples: packing.Samples, max_seq_length: int, overflow: str = "truncate", most: int = 3
+    samples: packing.Samples, max_seq_length: int, overflow: OverflowPolicy = "truncate", most: int = 3
 ) -> tuple[int, list[Cut]]:
     """What ``split`` (the classic answer's layout) does to ``samples`` in blocks of ``max_seq_length`` (sequences
     longer than a block under ``overflow``): how many

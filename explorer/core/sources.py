@@ -269,7 +269,9 @@ class Text(Source):
         except _ERRORS as error:
             raise InputError(describe(error, name_sample=lambda i: f"row {i + 1}")) from None
         check_size(len(samples.lengths), int(samples.lengths.sum()), "the pasted text")
-        counted = grammar_count(len(rows), "text row") if samples.units is None else f"{rows_label(samples)} (text rows)"
+        counted = (
+            grammar_count(len(rows), "text row") if samples.units is None else f"{rows_label(samples)} (text rows)"
+        )
         label = f"{counted}, tokenized with {quote(self.tokenizer.strip(), 40)}"
         return Dataset(label, samples.lengths, samples, tokenizer=tokenizer, rows=tuple(rows))
 

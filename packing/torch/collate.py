@@ -587,10 +587,10 @@ def collate_fixed(
 
 
 def _block_width(rows: Sequence[Any]) -> int:
-    """The width ``collate_fixed(rows)`` stacks packed blocks to: the widest block's ``input_ids``; anything but
+    """The width ``collate_fixed(rows)`` stacks packed blocks to: the widest block's ``input_ids`` (at least 1); anything but
     packed blocks is refused (samples have no width of their own). O(rows)."""
     if not rows or not all(_is_block(row) for row in rows):
         raise SettingError(
             "collate_fixed", "a max_seq_length (collate_fixed(max_seq_length)), or packed blocks to stack", "<rows>"
         )
-    return max(len(row["input_ids"]) for row in rows)
+    return max(1, *(len(row["input_ids"]) for row in rows))  # empty blocks: one row of padding each

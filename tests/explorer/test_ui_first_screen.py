@@ -4,8 +4,6 @@ library pads (the same recipe, the same blocks, exports and snippet)."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -152,7 +150,9 @@ def test_the_page_pads_text_rows_as_the_library_does() -> None:
     assert packing.text.prepare(recipe).pad_id == 257
     batch = packing.pack(CHATS, recipe=recipe)
     blocks, masks = batch.to_lists()
-    expected = [f"Block {i + 1}: {ids} -> mask: {mask}" for i, (ids, mask) in enumerate(zip(blocks, masks))]
+    expected = [
+        f"Block {i + 1}: {ids} -> mask: {mask}" for i, (ids, mask) in enumerate(zip(blocks, masks, strict=True))
+    ]
     assert _classic(at) == expected and any(257 in ids for ids in blocks)
     at.session_state["tab"] = "Export"
     at = at.run()
@@ -161,7 +161,9 @@ def test_the_page_pads_text_rows_as_the_library_does() -> None:
     # a chosen pad id is the page's, as it is the library's
     chosen = open_link({"source": "text", "pad_token_id": "3"})
     blocks, masks = packing.pack(CHATS, recipe=packing.Recipe.of(recipe, pad_token_id=3)).to_lists()
-    assert _classic(chosen) == [f"Block {i + 1}: {ids} -> mask: {m}" for i, (ids, m) in enumerate(zip(blocks, masks))]
+    assert _classic(chosen) == [
+        f"Block {i + 1}: {ids} -> mask: {m}" for i, (ids, m) in enumerate(zip(blocks, masks, strict=True))
+    ]
 
 
 def test_pasted_token_ids_pad_with_zero_as_the_seed_says() -> None:
@@ -190,7 +192,9 @@ def test_a_drawing_of_pairs_has_two_legends_apart_and_no_reserved_gap() -> None:
 
 
 def test_the_attention_tab_of_pairs_has_one_block_picker_for_every_drawing() -> None:
-    at = open_link({"sequences": PREFERENCE_TEXT, "max_seq_length": "16", "strategy": "bfd", "tab": "Attention & positions"})
+    at = open_link(
+        {"sequences": PREFERENCE_TEXT, "max_seq_length": "16", "strategy": "bfd", "tab": "Attention & positions"}
+    )
     assert not at.exception
     pickers = [n.label for n in at.number_input if n.label.startswith("Block")]
     assert pickers == ["Block"]

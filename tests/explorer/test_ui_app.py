@@ -159,7 +159,8 @@ def test_masking_example_masks_prompts_and_tells_labels_from_the_loss_mask() -> 
     from explorer.core.parsing import parse_sequences
 
     batch = packing.pack(parse_sequences(example.text).samples, example.max_seq_length, strategy=example.strategy)
-    assert metrics["Training targets"] == str(int((batch.labels != -100).sum())) == "5"  # 13 starts block 2
+    # kept whole (bfd): every response follows its prompt in its block, so each trained token is a target
+    assert metrics["Training targets"] == str(int((batch.labels != -100).sum())) == "6"
     spec = json.dumps(_charts(at)["blocks"])
     assert "not trained (loss mask 0" in spec and "document start (loss mask 1, label -100)" in spec
     assert any("label is -100" in c for c in _texts(at, "caption"))

@@ -371,7 +371,7 @@ def _recipe(source: Source | None) -> tuple[packing.Recipe, str]:
         step=1,
         key="pad_token_id",
         bind=_bind("pad_token_id", None),
-        placeholder="the library's: 0, or the tokenizer's",
+        placeholder="library's rule",
         help="Empty: the library's rule (packing.pack, the command line): the tokenizer's pad id (its end-of-text id "
         "when it has none; 257 for bytes), 0 for token ids. A number: that id.",
     )

@@ -186,7 +186,7 @@ def _window(ctx: Context, layout: packing.PackingPlan) -> None:
         if cells <= figures.MAX_TEXT_CELLS and s.max_seq_length <= figures.MAX_PIECE_WIDTH:
             st.caption(
                 "Each cell prints its token as text (␣ a space, ↵ a new line, · a token holding part of a "
-                "character, … the end of a token longer than its cell, such as a special token like `<|im_start|>`) "
+                "character, … the end of a token longer than its cell, such as a chat template's special tokens) "
                 "and the loss mask row its 0 or 1 where the chart is at least "
                 f"{cell_text_width(figure):,} px wide; on a narrower screen the cells keep only their colours. "
                 "Hover a cell for its text, id and label; the table under the blocks has each document's text."

@@ -130,9 +130,9 @@ def _answer(ctx: Context, layout: packing.PackingPlan) -> None:
 
 def _cut_note(ctx: Context) -> None:
     """What ``split`` does to a response whose prompt it leaves behind: a warning when these blocks do it, one
-    sentence of what it would do otherwise (only for data with masked prompts that ``split`` would cut)."""
+    sentence of what it would do otherwise (only for pasted token ids with masked prompts that ``split`` would cut)."""
     assert ctx.source is not None
-    if ctx.samples is None:
+    if ctx.samples is None or not isinstance(ctx.source, Paste):  # token ids it can quote (text: bytes, unread)
         return
     count, cuts = cache.responses_cut(ctx.source, ctx.recipe)
     if not count:

@@ -29,6 +29,8 @@ class Example:
     look_at: str = "Result"
     share_prompt: bool = False
     """The layout of preference pairs and completion groups the example opens with (the recipe's option)."""
+    link: str = ""
+    """The follow-up's one-click name on the first screen ('' for an example that is not one of the three)."""
 
 
 PREFERENCE_TEXT = (
@@ -59,15 +61,7 @@ EXAMPLES: dict[str, Example] = {
             8,
             "bfd",
             look_at="Compare",
-        ),
-        Example(
-            "masking",
-            "Follow-up: instruction/response masking",
-            "What if only the response should be trained on? Prompt tokens get loss mask 0.",
-            "5 6 7 | 8 9\n10 11 | 12 13 14\n15 16 17 18 | 19",
-            8,
-            "split",
-            look_at="Result",
+            link="No-split bin packing",
         ),
         Example(
             "attention",
@@ -77,6 +71,18 @@ EXAMPLES: dict[str, Example] = {
             8,
             "bfd",
             look_at="Attention & positions",
+            link="Cross-document attention and positions",
+        ),
+        Example(
+            "masking",
+            "Follow-up: instruction/response masking",
+            "What if only the response should be trained on? The tokens before | are the prompt: loss mask 0. "
+            "Each response stays in the block of its prompt, so the blocks are packed without cutting a sequence.",
+            "5 6 7 | 8 9\n10 11 | 12 13 14\n15 16 17 18 | 19",
+            8,
+            "bfd",
+            look_at="Result",
+            link="Response-only loss",
         ),
         Example(
             "preference",
@@ -92,6 +98,18 @@ EXAMPLES: dict[str, Example] = {
     )
 }
 DEFAULT_EXAMPLE = "classic"
+FOLLOW_UPS = tuple(key for key, example in EXAMPLES.items() if example.link)
+"""The three follow-up questions, in the order the first screen names them."""
+
+
+def example_of(text: str) -> Example | None:
+    """The ready-made example whose text ``text`` is (None for one's own sequences). O(examples).
+
+    >>> example_of("[[1, 2], [3, 4, 5], [6]]").key, example_of("[[1]]")
+    ('classic', None)
+    """
+    return next((example for example in EXAMPLES.values() if example.text == text), None)
+
 
 DISTRIBUTIONS: dict[str, str] = {
     "lognormal": "Log-normal (chat-like: many short, a long tail)",

@@ -23,6 +23,7 @@ from packing.comparison import Contender, Row
 from packing.comparison import compare as compare_contenders
 from packing.core.arrays import offsets_of
 from packing.core.loss import LossRules
+from packing.core.validation import OverflowPolicy
 from packing.strategies.registry import DEFAULT_TIME_LIMIT
 
 Int64Array = npt.NDArray[np.int64]
@@ -159,13 +160,18 @@ def seconds_asked(recipe: packing.Recipe) -> int | None:
     return None if recipe.time_limit is None else int(recipe.time_limit)
 
 
-def pad_id(recipe: packing.Recipe) -> int:
-    """The id the page pads blocks with: the recipe's ``pad_token_id``, 0 without one (the sidebar's default).
+def pad_id(recipe: packing.Recipe, tokenizer: Any = None) -> int:
+    """The id the page pads blocks with: the library's rule for ``recipe`` read with ``tokenizer``
+    (``packing.text.prepare(recipe).pad_id``): its ``pad_token_id``, else the tokenizer's pad id (its EOS id when
+    it has none), else 0, so the page's blocks are ``packing.pack``'s. O(1).
 
-    >>> pad_id(packing.Recipe(8)), pad_id(packing.Recipe(8, pad_token_id=7))
-    (0, 7)
+    >>> from packing.text import ByteTokenizer
+    >>> pad_id(packing.Recipe(8)), pad_id(packing.Recipe(8, pad_token_id=7)), pad_id(packing.Recipe(8), ByteTokenizer())
+    (0, 7, 257)
     """
-    return 0 if recipe.pad_token_id is None else recipe.pad_token_id
+    from packing.text import prepare
+
+    return prepare(packing.Recipe.of(recipe, tokenizer=tokenizer)).pad_id
 
 
 def capped(recipe: packing.Recipe) -> packing.Recipe:
@@ -384,3 +390,54 @@ def attention_view(batch: packing.PackedBatch, block: int) -> AttentionView:
     causal = np.tril(real[:, None] & real[None, :])
     plain, restart = positions(batch, block)
     return AttentionView(causal, document, causal & ~document, plain, restart, int(real.sum()))
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A response that ``split`` trains apart from its prompt: the sequence and the block its cut-off part lands in
+    (both 0-based), that part's trained tokens and the masked prompt left behind in earlier blocks."""
+
+    sequence: int
+    block: int
+    trained: Int64Array
+    prompt: Int64Array
+
+
+def responses_cut(
+    samples: packing.Samples, max_seq_length: int, overflow: OverflowPolicy = "truncate", most: int = 3
+) -> tuple[int, list[Cut]]:
+    """What ``split`` (the classic answer's layout) does to ``samples`` in blocks of ``max_seq_length`` (sequences
+    longer than a block under ``overflow``): how many
+    pieces continue a sequence in a later block with trained tokens while its masked prompt stays behind, and the
+    first ``most`` of them. Pairs and groups are never split: none. O(tokens).
+
+    >>> samples = packing.read_rows([[1, 2], {"prompt": [10, 11], "completion": [12, 13]}])
+    >>> count, cuts = responses_cut(samples, 4)
+    >>> count, cuts[0].sequence, cuts[0].block, cuts[0].trained.tolist(), cuts[0].prompt.tolist()
+    (1, 1, 1, [12, 13], [10, 11])
+    """
+    if samples.tokens is None or samples.loss_mask is None or samples.units is not None:
+        return 0, []
+    layout = packing.plan(samples.lengths, max_seq_length, strategy="split", overflow=overflow)
+    mask = samples.loss_mask.astype(np.int64)
+    trained_before = np.concatenate([[0], np.cumsum(mask)])  # mask-1 tokens before each flat position
+    sequence = layout.piece_sequence.astype(np.int64)
+    begin = samples.offsets[sequence]
+    start = begin + layout.piece_start
+    stop = start + layout.piece_length
+    trained = trained_before[stop] - trained_before[start]
+    prompt_behind = (start - begin) - (trained_before[start] - trained_before[begin])  # mask-0 tokens before the cut
+    chosen = np.flatnonzero((layout.piece_start > 0) & (trained > 0) & (prompt_behind > 0))
+    blocks = layout.piece_block()
+    cuts = []
+    for piece in chosen[:most].tolist():
+        a, b, first = int(start[piece]), int(stop[piece]), int(begin[piece])
+        cuts.append(
+            Cut(
+                int(sequence[piece]),
+                int(blocks[piece]),
+                samples.tokens[a:b][samples.loss_mask[a:b] != 0].astype(np.int64),
+                samples.tokens[first:a][samples.loss_mask[first:a] == 0].astype(np.int64),
+            )
+        )
+    return len(chosen), cuts

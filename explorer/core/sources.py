@@ -125,6 +125,29 @@ class Source:
         return f"Reading {self.title.lower()}"
 
 
+def rows_label(samples: packing.Samples) -> str:
+    """What ``samples`` hold, counted in their own words: sequences, or the preference pairs and completion groups
+    among them (``Samples.units``). O(samples).
+
+    >>> rows_label(packing.read_rows([[1, 2], [3]]))
+    '2 sequences'
+    >>> rows_label(packing.read_rows([{"prompt": [1], "chosen": [2], "rejected": [3]}, {"prompt": [1], "completions": [[2]]}, [4]]))
+    '1 preference pair, 1 completion group and 1 sequence'
+    """
+    units = samples.units
+    if units is None:
+        return grammar_count(len(samples.lengths), "sequence")
+    counts = np.bincount(units.kind, minlength=3).tolist()  # plain, pair, group
+    parts = [
+        grammar_count(count, noun)
+        for count, noun in zip(
+            (counts[1], counts[2], counts[0]), ("preference pair", "completion group", "sequence"), strict=True
+        )
+        if count
+    ]
+    return ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else parts[0]
+
+
 @dataclass(frozen=True)
 class Paste(Source):
     """Sequences typed or pasted into the sidebar (or an example)."""
@@ -146,8 +169,7 @@ class Paste(Source):
         except _ERRORS as error:
             raise InputError(describe(error, name_sample=parsed.where)) from None
         check_size(len(samples.lengths), int(samples.lengths.sum()), "the pasted text")
-        label = grammar_count(len(parsed.samples), "pasted sequence")
-        return Dataset(label, samples.lengths, samples)
+        return Dataset(f"{rows_label(samples)}, pasted", samples.lengths, samples)
 
     @property
     def in_link(self) -> bool:
@@ -247,7 +269,10 @@ class Text(Source):
         except _ERRORS as error:
             raise InputError(describe(error, name_sample=lambda i: f"row {i + 1}")) from None
         check_size(len(samples.lengths), int(samples.lengths.sum()), "the pasted text")
-        label = f"{grammar_count(len(rows), 'text row')}, tokenized with {quote(self.tokenizer.strip(), 40)}"
+        counted = (
+            grammar_count(len(rows), "text row") if samples.units is None else f"{rows_label(samples)} (text rows)"
+        )
+        label = f"{counted}, tokenized with {quote(self.tokenizer.strip(), 40)}"
         return Dataset(label, samples.lengths, samples, tokenizer=tokenizer, rows=tuple(rows))
 
     def link_reproduces(self) -> str:

@@ -37,8 +37,9 @@ from packing.text.tokenizers import ByteTokenizer, load_tokenizer
 REPLACEMENT = "\ufffd"
 VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 """How whitespace is shown in a cell."""
-CONTINUED = "…"
-"""The label of a token that holds only part of a character (its bytes end in a later token)."""
+CONTINUED = "·"
+"""The label of a token that holds only part of a character (its bytes end in a later token); never ``…``, which
+ends a token cut to its cell (a special token such as ``<|im_start|>`` in a narrow cell is ``…`` alone)."""
 LABEL_LIMIT = 10
 """Most characters a cell label shows."""
 
@@ -88,7 +89,7 @@ def cell_label(piece: str, limit: int = LABEL_LIMIT) -> str:
     """A piece as a heatmap cell shows it: whitespace made visible, cut to ``limit`` characters.
 
     >>> cell_label(" the"), cell_label("\\n"), cell_label(""), cell_label("abcdefghijklmno")
-    ('␣the', '↵', '…', 'abcdefghi…')
+    ('␣the', '↵', '·', 'abcdefghi…')
     """
     if not piece:
         return CONTINUED
@@ -101,7 +102,7 @@ def token_cells(ids: Sequence[int], tokenizer: Any, limit: int = LABEL_LIMIT) ->
 
     >>> cells = token_cells([72, 105, 32, 195, 169, 256], "bytes")
     >>> cells.labels
-    ['H', 'i', '␣', '…', 'é', '<|endofte…']
+    ['H', 'i', '␣', '·', 'é', '<|endofte…']
     >>> cells.hovers[3]
     "id 195: part of 'é'"
     """
@@ -501,7 +502,7 @@ def window_cells(
     >>> batch = packing.pack(samples, 4, strategy="split", overflow="split")
     >>> labels, hovers = window_cells(batch, samples, "bytes")
     >>> labels
-    [['h', '…', 'é', 'l'], ['l', 'o', '<|endofte…', '']]
+    [['h', '·', 'é', 'l'], ['l', 'o', '<|endofte…', '']]
     >>> hovers[1][0], hovers[1][3]
     ("id 108: 'l'", 'padding')
     """

@@ -195,10 +195,26 @@ def document_targets(source: Source, recipe: packing.Recipe) -> Any:
 
 @memoized
 def window(source: Source, recipe: packing.Recipe, first: int, count: int) -> Window:
-    """Blocks ``first .. first + count - 1`` of the recipe's plan, materialized (padded with ``pad_id``)."""
+    """Blocks ``first .. first + count - 1`` of the recipe's plan, materialized (padded as ``pad_id`` says)."""
     layout = plan(source, recipe).layout
     assert layout is not None
-    return compute.window(layout, packed_samples(source, recipe), first, count, compute.pad_id(recipe))
+    return compute.window(layout, packed_samples(source, recipe), first, count, pad_id(source, recipe))
+
+
+def pad_id(source: Source, recipe: packing.Recipe) -> int:
+    """The id the recipe's blocks of ``source`` are padded with: the library's rule with the tokenizer that read the
+    data (``compute.pad_id``), as ``packing.pack`` and the command line pad them."""
+    return compute.pad_id(recipe, dataset(source, recipe).tokenizer)
+
+
+@under(_lengths_only)
+def responses_cut(source: Source, recipe: packing.Recipe) -> tuple[int, list[compute.Cut]]:
+    """The responses ``split`` would train apart from their prompts in the recipe's blocks (``compute.responses_cut``;
+    none for lengths only)."""
+    samples = dataset(source, recipe).samples
+    if samples is None:
+        return 0, []
+    return compute.responses_cut(samples, recipe.max_seq_length, recipe.overflow)
 
 
 @memoized

@@ -121,6 +121,15 @@ def _load_example() -> None:
     )
 
 
+def open_example(key: str) -> None:
+    """A follow-up's one-click link (a button's callback): the pasted example ``key`` loaded with its settings, on
+    the tab that shows its point."""
+    st.session_state["source"] = "paste"
+    st.session_state["example"] = key
+    _load_example()
+    st.session_state["tab"] = EXAMPLES[key].look_at
+
+
 def _source_changed() -> None:
     """Back to a source used before: its own max_seq_length again. A new one: a size that fits its data."""
     source, previous = st.session_state["source"], st.session_state.get("_source_shown")
@@ -356,12 +365,15 @@ def _recipe(source: Source | None) -> tuple[packing.Recipe, str]:
     share = _share_prompt_input(source)
     pad = st.number_input(
         "Pad token id",
-        value=0,
+        value=None,
         min_value=0,
         max_value=MAX_PAD_TOKEN_ID,
         step=1,
         key="pad_token_id",
-        bind=_bind("pad_token_id", 0),
+        bind=_bind("pad_token_id", None),
+        placeholder="library's rule",
+        help="Empty: the library's rule (packing.pack, the command line): the tokenizer's pad id (its end-of-text id "
+        "when it has none; 257 for bytes), 0 for token ids. A number: that id.",
     )
     rules = _loss_inputs(source)
     valid = int(size) if not problem else 1
@@ -371,7 +383,7 @@ def _recipe(source: Source | None) -> tuple[packing.Recipe, str]:
             valid,
             strategy=str(strategy),
             overflow=str(overflow),
-            pad_token_id=int(pad),
+            pad_token_id=None if pad is None else int(pad),
             share_prompt=share,
             **rules,
             **options,
@@ -379,7 +391,7 @@ def _recipe(source: Source | None) -> tuple[packing.Recipe, str]:
     except packing.SettingError as error:
         refused = describe(error)
         st.error(escape(refused))
-        return packing.Recipe(valid, pad_token_id=0), problem or refused
+        return packing.Recipe(valid), problem or refused
     return recipe, problem
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -57,8 +58,8 @@ rejected (orange); a group's completions take ``COMPLETION_COLORS`` in turn."""
 COMPLETION_COLORS = ("#2563eb", "#db2777", "#65a30d", "#9333ea", "#0891b2", "#a16207")
 """A group's completions: blue, pink, lime, purple, cyan, brown, none of them a pair's teal or orange."""
 UNIT_MASK_NAMES = (
-    "target (loss mask 1, predicted: prediction_positions)",
-    "not predicted (loss mask 1, a document's first token)",
+    "target (predicted: prediction_positions)",
+    "not predicted (a document's first token)",
     "not trained (loss mask 0)",
     "padding",
 )
@@ -358,31 +359,54 @@ def block_figure(
         row=2,
         col=1,
     )
-    mask_names = list(MASK_COLORS) if targets is None else UNIT_MASK_NAMES
-    for name, color in zip(mask_names, MASK_COLORS.values(), strict=True):  # legend entries for the mask colours
-        fig.add_trace(
-            go.Scatter(
-                x=[None], y=[None], mode="markers", marker={"color": color, "symbol": "square", "size": 12}, name=name
-            ),
-            row=2,
-            col=1,
-        )
-    if roles is not None:
-        names_of = role_names(roles)
-        for code in np.unique(roles).tolist():  # legend entries for the roles present (padding: the mask row's)
-            if code == 0:
-                continue
-            fig.add_trace(_legend_square(names_of[code], colors[code]), row=1, col=1)
+    if roles is None:  # pairs and groups: their two legends are drawn under the chart (``unit_legend_html``)
+        for name, color in MASK_COLORS.items():  # legend entries for the mask colours
+            fig.add_trace(_legend_square(name, color), row=2, col=1)
     for row in (1, 2):
         exact_axes(fig, width, blocks, row=row, col=1)
     fig.update_xaxes(dtick=position_tick(width, most=10))
     fig.update_xaxes(title_text="position in block", row=2, col=1)
     row_height = 30 if blocks <= 12 else 14
     layout = _legend_below()
-    legend = 0 if roles is None else 22 * (len(np.unique(roles)) - int((roles == 0).any()))  # a line a role
-    layout["margin"] = {"l": 10, "r": 10, "t": 40, "b": 110 + legend}  # room for the legend on a phone, one a line
-    fig.update_layout(height=260 + legend + 2 * row_height * blocks, **layout)
+    bottom = 110 if roles is None else 60  # room for the legend on a phone, one a line; none with units
+    layout["margin"] = {"l": 10, "r": 10, "t": 40, "b": bottom}
+    fig.update_layout(height=150 + bottom + 2 * row_height * blocks, showlegend=roles is None, **layout)
     return fig
+
+
+def unit_legends(roles: Int64Array) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The two legends of a drawing of pairs and groups, apart: the roles present in the top row and the loss
+    states of the bottom row, each ``(title, [(name, colour), ...])``.
+
+    >>> roles, states = unit_legends(np.array([[2, 3, 4, 0]]))
+    >>> roles[0], [name for name, _ in roles[1]], states[0], len(states[1])
+    ('Role of the token (top row)', ['prompt', 'chosen', 'rejected'], 'Loss mask (bottom row)', 4)
+    """
+    colors, names = role_colors(roles), role_names(roles)
+    present = [code for code in np.unique(roles).tolist() if code != 0]  # padding: the mask row's
+    return [
+        ("Role of the token (top row)", [(names[code], colors[code]) for code in present]),
+        ("Loss mask (bottom row)", list(zip(UNIT_MASK_NAMES, MASK_COLORS.values(), strict=True))),
+    ]
+
+
+def legend_html(legends: Sequence[tuple[str, Sequence[tuple[str, str]]]]) -> str:
+    """Legends as HTML, one line each that wraps at any width: its title, then a coloured square and the name of
+    every entry (the page's own names, escaped all the same). O(entries).
+
+    >>> legend_html([("Role", [("prompt", "#64748b")])])  # doctest: +ELLIPSIS
+    '<div ...><b>Role:</b> <span ...><span style="...background:#64748b..."></span>prompt</span></div>'
+    """
+    square = "display:inline-block;width:0.8em;height:0.8em;margin-right:0.3em;vertical-align:-0.05em;background:"
+    lines = []
+    for title, items in legends:
+        entries = "".join(
+            f'<span style="white-space:nowrap;margin-right:1em"><span style="{square}{color}"></span>'
+            f"{html.escape(name)}</span>"
+            for name, color in items
+        )
+        lines.append(f'<div style="font-size:0.85rem;line-height:1.7"><b>{html.escape(title)}:</b> {entries}</div>')
+    return "".join(lines)
 
 
 def role_colors(roles: Int64Array) -> list[str]:
@@ -842,13 +866,19 @@ AUDIT_HOVER = (
 )
 
 
-def document_colour_index(document: Int64Array) -> Int64Array:
-    """Colour slot of every cell: the document modulo the palette; padding and cells past the block after it.
+AUDIT_DOCUMENT_COLORS = tuple(c for c in SEQUENCE_COLORS if c not in ("#E45756", "#FF9DA6", "#D67195"))
+"""The documents' colours on the Inspect tab: the sequence palette without its reds and pinks, since red there
+means a finding (a clean file must not look alarming)."""
 
-    >>> document_colour_index(np.array([[0, 1, 13, -1, -2]])).tolist()
-    [[0, 1, 1, 12, 13]]
+
+def document_colour_index(document: Int64Array) -> Int64Array:
+    """Colour slot of every cell: the document modulo the audit palette (``AUDIT_DOCUMENT_COLORS``); padding and
+    cells past the block after it.
+
+    >>> document_colour_index(np.array([[0, 1, 10, -1, -2]])).tolist()
+    [[0, 1, 1, 9, 10]]
     """
-    n = len(SEQUENCE_COLORS)
+    n = len(AUDIT_DOCUMENT_COLORS)
     slots: Int64Array = np.where(document >= 0, document % n, np.where(document == -1, n, n + 1))
     return slots
 
@@ -870,7 +900,7 @@ def _audit_panels(grid: BlockGrid, labels: list[str], hover: npt.NDArray[Any]) -
     shared: dict[str, Any] = {"y": labels, "customdata": hover, "hovertemplate": AUDIT_HOVER}
     documents = heatmap(
         document_colour_index(grid.document),
-        [*SEQUENCE_COLORS, PAD_COLOR, BEYOND_COLOR],
+        [*AUDIT_DOCUMENT_COLORS, PAD_COLOR, BEYOND_COLOR],
         text=grid.tokens.astype(str) if show_text else None,
         name="documents",
         **shared,

@@ -34,16 +34,69 @@ class Metric:
     help: str
 
 
-LOSS_MASK_LABEL = "Loss mask 1"
+LOSS_MASK_LABEL = "Tokens with mask 1"
 """The page's name for tokens whose loss mask is 1 (the seed's mask: a real token the loss settings keep)."""
 TARGETS_LABEL = "Training targets"
 """The page's name for labels that are not -100 (what a loss is computed on)."""
-MASK_AND_LABELS = (
-    "**Mask and labels.** The classic answer's loss mask is 1 on every real token (0 on padding and masked "
-    "prompts); training turns it into labels, where the first token of each document is -100 too, since nothing "
-    "before it in the block may predict it: the *Training targets* above count the labels."
-)
-"""The learner's first sentence under the numbers, before any warning: the seed's mask is not the labels."""
+
+
+def labels_note(trainable: packing.batches.TrainableCounts, untrained: Sequence[int] = ()) -> str:
+    """The page's one explanation, in words, of how training turns the loss mask into labels, with the counts
+    that show it and the packed documents left with no target (``untrained``, 0-based; named from 1).
+
+    >>> print(labels_note(packing.batches.TrainableCounts(6, 2, 1), [2]))
+    **From mask to labels.** A model learns each token from the tokens before it in its own document, so training turns the mask into labels: a token with mask 1 keeps its id as its label, except the first token of each document in a block, which nothing before it may predict. That one, and every token with mask 0, gets the label -100, which the loss ignores. So of the 6 tokens with mask 1, 2 are training targets; 1 packed document (#3) has none at all (a one-token document, or one whose only trained tokens start blocks).
+    """
+    tokens, targets = trainable.trainable_tokens, trainable.target_tokens
+    text = (
+        "**From mask to labels.** A model learns each token from the tokens before it in its own document, so "
+        "training turns the mask into labels: a token with mask 1 keeps its id as its label, except the first token "
+        "of each document in a block, which nothing before it may predict. That one, and every token with mask 0, "
+        f"gets the label -100, which the loss ignores. So of the {plural(tokens, 'token')} with mask 1, "
+        f"{targets:,} {'is a training target' if targets == 1 else 'are training targets'}"
+    )
+    count = trainable.samples_without_trainable_tokens
+    if not count:
+        return text + "."
+    named = ", ".join(f"#{d + 1}" for d in list(untrained)[:MAX_NAMED]) + (", …" if len(untrained) > MAX_NAMED else "")
+    return (
+        f"{text}; {plural(count, 'packed document')}{f' ({named})' if named else ''} "
+        f"{'has' if count == 1 else 'have'} none at all (a one-token document, or one whose only trained tokens "
+        "start blocks)."
+    )
+
+
+def cut_note(count: int, cuts: Sequence[Any], strategy: str) -> str:
+    """What ``split`` does to a response whose prompt it leaves in an earlier block (``runs.responses_cut``), and
+    why trainers avoid it: said of these blocks under ``split``, of what ``split`` would do under any other
+    strategy. Token ids quoted up to a few; blocks and sequences numbered from 1. O(1).
+
+    >>> from explorer.core.runs import Cut
+    >>> cut = Cut(1, 1, np.array([13, 14]), np.array([10, 11]))
+    >>> print(cut_note(1, [cut], "bfd"))
+    With `split` (the classic answer's layout), sequence 2 would be cut: 13 14 would train in block 2 without their prompt 10 11, left in the block before. The model would learn a response from a question it cannot see, so trainers keep each response in the block of its prompt, as bfd does here.
+    """
+    first = cuts[0]
+    trained, prompt = _ids(first.trained), _ids(first.prompt)
+    more = f" ({count - 1:,} more {'is' if count == 2 else 'are'} cut so)" if count > 1 else ""
+    why = "The model would learn a response from a question it cannot see, so trainers keep each response in the "
+    if strategy == "split":
+        return (
+            f"`split` cuts sequence {first.sequence + 1}{more}: {trained} train in block {first.block + 1} without "
+            f"their prompt {prompt}, left in the block before. {why.replace('would learn', 'learns')}block of its "
+            "prompt: choose a strategy that keeps sequences whole (bfd, for one)."
+        )
+    return (
+        f"With `split` (the classic answer's layout), sequence {first.sequence + 1} would be cut{more}: {trained} "
+        f"would train in block {first.block + 1} without their prompt {prompt}, left in the block before. {why}"
+        f"block of its prompt, as {strategy} does here."
+    )
+
+
+def _ids(tokens: IntArray, most: int = 6) -> str:
+    """A few token ids in words: ``13 14``, or the first ``most`` and how many in all. O(most)."""
+    shown = " ".join(str(t) for t in np.asarray(tokens)[:most].tolist())
+    return shown if len(tokens) <= most else f"{shown} … ({len(tokens):,} tokens)"
 
 
 def headline(
@@ -297,26 +350,6 @@ def refusal(run: Row) -> str:
             "The Compare tab shows every other strategy."
         )
     return f"{info.title} cannot pack this data: {run.refusal}"
-
-
-def untrained_note(trainable: packing.batches.TrainableCounts, which: Sequence[int] = ()) -> str | None:
-    """A sentence when some packed documents have no training target at all (None when every one has), naming
-    ``which`` (0-based; the first few, numbered from 1 as the page numbers documents).
-
-    >>> print(untrained_note(packing.batches.TrainableCounts(5, 3, 1), [2]))
-    1 packed document (#3) has no training target: none of its labels is a token (a one-token document, a prompt whose completion was cut away, or a document whose only loss-mask tokens start blocks).
-    """
-    count = trainable.samples_without_trainable_tokens
-    if not count:
-        return None
-    verb = "has" if count == 1 else "have"
-    its = "its labels is" if count == 1 else "their labels is"
-    named = ", ".join(f"#{d + 1}" for d in list(which)[:MAX_NAMED]) + (", …" if len(which) > MAX_NAMED else "")
-    return (
-        f"{plural(count, 'packed document')}{f' ({named})' if named else ''} {verb} no training target: none of "
-        f"{its} a token (a one-token document, a prompt whose completion was cut away, or a document whose only "
-        "loss-mask tokens start blocks)."
-    )
 
 
 MAX_NAMED = 5

@@ -419,7 +419,8 @@ def encode_rows(
 
 
 def decode_documents(batch: Any, tokenizer: Any, *, skip_special_tokens: bool = False) -> list[str]:
-    """The text of every document of a ``PackedBatch``, block by block, in order (a sample cut across
+    """The text of every document of a ``PackedBatch``, or of a dataset of packed blocks (a ``PackedDataset``, a
+    list of its items: rows with ``input_ids`` and ``seq_lengths``), block by block, in order (a sample cut across
     blocks gives one text per piece). O(tokens).
 
     >>> import packing
@@ -428,15 +429,29 @@ def decode_documents(batch: Any, tokenizer: Any, *, skip_special_tokens: bool = 
     >>> samples = [{"input_ids": tokens[a:b], "loss_mask": mask[a:b]} for a, b in zip(offsets[:-1], offsets[1:])]
     >>> decode_documents(packing.pack(samples, 16), "bytes")
     ['héllo<|endoftext|>', '2+2=4<|endoftext|>']
+    >>> decode_documents([{"input_ids": [104, 105, 33, 257], "seq_lengths": [2, 1]}], "bytes")
+    ['hi', '!']
     """
     tokenizer = load_tokenizer(tokenizer)
-    texts = []
-    for block in range(int(batch.num_blocks)):
-        start = 0
-        row = batch.input_ids[block]
-        for length in batch.seq_lengths(block).tolist():
-            texts.append(
-                tokenizer.decode(row[start : start + length].tolist(), skip_special_tokens=skip_special_tokens)
-            )
-            start += length
-    return texts
+    return [
+        tokenizer.decode(ids[start : start + length].tolist(), skip_special_tokens=skip_special_tokens)
+        for ids, lengths in _blocks(batch)
+        for start, length in zip((np.cumsum(lengths) - lengths).tolist(), lengths.tolist(), strict=True)
+    ]
+
+
+def _blocks(batch: Any) -> Iterator[tuple[Int64Array, Int64Array]]:
+    """Each block's token ids and its documents' lengths: of a ``PackedBatch``, or of a dataset of packed blocks
+    (anything with ``len`` whose items are rows with ``input_ids`` and ``seq_lengths``; a row that is not is
+    refused by its index). O(blocks)."""
+    if hasattr(batch, "seq_lengths") and hasattr(batch, "num_blocks"):  # a PackedBatch
+        for block in range(int(batch.num_blocks)):
+            yield np.asarray(batch.input_ids[block]), np.asarray(batch.seq_lengths(block), dtype=np.int64)
+        return
+    if not hasattr(batch, "__len__") or not hasattr(batch, "__getitem__"):
+        raise SettingError("batch", "a PackedBatch or a dataset of packed blocks (a PackedDataset)", batch)
+    for index in range(len(batch)):
+        row = batch[index]
+        if not isinstance(row, Mapping) or "input_ids" not in row or "seq_lengths" not in row:
+            raise SampleError(index, None, None, "a packed block: a dict with 'input_ids' and 'seq_lengths'", row)
+        yield np.asarray(row["input_ids"]).reshape(-1), np.asarray(row["seq_lengths"], dtype=np.int64).reshape(-1)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -141,7 +141,10 @@ def collate(
 ) -> dict[str, Any]:
     """The padding-free batch of ``rows``: every document's tokens in one row, as
     ``transformers.DataCollatorWithFlattening`` returns it for the same documents with the same options
-    and defaults (a drop-in ``collate_fn``), key for key.
+    and defaults (a drop-in ``collate_fn``), key for key. So ``DataLoader(PackedDataset(path), batch_size=4,
+    collate_fn=collate)`` gives one row ``(1, T)`` per step, the four blocks' documents end to end without their
+    padding (what padding-free attention takes: the boundaries are in ``position_ids``); ``collate_fixed`` passed
+    the same way stacks them ``(4, max_seq_length)`` instead.
 
     Rows are samples in any form ``packing.pack`` accepts (token lists, ``{"prompt", "completion"}``,
     ``{"input_ids", "loss_mask"}``, or ``{"input_ids", "labels"}`` whose labels are kept (-100 masks its token); text rows with a
@@ -498,8 +501,8 @@ def _fixed_unit_blocks(rows: Sequence[Any], recipe: Recipe) -> dict[str, torch.T
 
 def _fixed_blocks(rows: Sequence[Any], width: int, pad_token_id: int) -> dict[str, torch.Tensor]:
     """Packed blocks (rows with ``seq_lengths``) read by the reader (:func:`read_block`), one a row of ``width``
-    tokens: their documents, then padding (the pad id, label -100, position 0); positions restart at every
-    document. A block of more than ``width`` tokens is refused. O(rows × width)."""
+    tokens: their documents, then their own padding (the pad id they were written with) and the pad id past
+    their end (label -100, position 0); positions restart at every document. A block of more than ``width`` tokens is refused. O(rows × width)."""
     ids = np.full((len(rows), width), pad_token_id, dtype=np.int64)
     labels = np.full((len(rows), width), IGNORE_INDEX, dtype=np.int64)
     positions = np.zeros((len(rows), width), dtype=np.int64)
@@ -511,6 +514,8 @@ def _fixed_blocks(rows: Sequence[Any], width: int, pad_token_id: int) -> dict[st
             )
         used = len(tokens)
         ids[index, :used], labels[index, :used] = tokens, targets
+        own = np.asarray(as_numpy(row["input_ids"])).reshape(-1)[:width]  # checked as token ids by read_block
+        ids[index, used : len(own)] = own[used:]  # the block's own padding kept: the pad id it was written with
         positions[index, :used] = np.arange(used) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     return {
         "input_ids": torch.from_numpy(ids),
@@ -519,13 +524,33 @@ def _fixed_blocks(rows: Sequence[Any], width: int, pad_token_id: int) -> dict[st
     }
 
 
+@overload
 def collate_fixed(
     max_seq_length: int | None = None,
     *,
     overflow: OverflowPolicy | None = None,
     recipe: Recipe | None = None,
     **options: Unpack[RecipeOptions],
-) -> Callable[[Sequence[Any]], dict[str, torch.Tensor]]:
+) -> Callable[[Sequence[Any]], dict[str, torch.Tensor]]: ...
+
+
+@overload
+def collate_fixed(
+    max_seq_length: list[Any] | tuple[Any, ...],
+    *,
+    overflow: OverflowPolicy | None = None,
+    recipe: Recipe | None = None,
+    **options: Unpack[RecipeOptions],
+) -> dict[str, torch.Tensor]: ...
+
+
+def collate_fixed(
+    max_seq_length: int | list[Any] | tuple[Any, ...] | None = None,
+    *,
+    overflow: OverflowPolicy | None = None,
+    recipe: Recipe | None = None,
+    **options: Unpack[RecipeOptions],
+) -> Callable[[Sequence[Any]], dict[str, torch.Tensor]] | dict[str, torch.Tensor]:
     """A ``collate_fn`` giving blocks of exactly ``max_seq_length`` tokens (static shapes, e.g. for compiled
     models): ``input_ids``, ``labels``, ``position_ids`` of shape ``(blocks, max_seq_length)`` and **no**
     ``attention_mask``; documents restart ``position_ids`` at 0, so transformers keeps them apart, and padding
@@ -538,6 +563,17 @@ def collate_fixed(
     >>> batch["input_ids"].tolist(), batch["labels"].tolist(), batch["position_ids"].tolist()
     ([[1, 2, 3, 0]], [[-100, 2, -100, -100]], [[0, 1, 0, 0]])
 
+    Given packed blocks (a list of ``PackedDataset`` items) instead of a length, it is the ``collate_fn`` itself,
+    as ``collate`` is: ``DataLoader(PackedDataset(path), batch_size=4, collate_fn=collate_fixed)`` stacks each
+    four blocks into rows as wide as the widest of them, ``(4, max_seq_length)`` for this project's blocks;
+    samples need a length (``collate_fixed(max_seq_length)``):
+
+    >>> import packing
+    >>> from packing.torch import PackedDataset
+    >>> blocks = PackedDataset(packing.pack([[1, 2], [3, 4, 5], [6]], 4, strategy="bfd"))
+    >>> collate_fixed([blocks[0], blocks[1]])["input_ids"].tolist()
+    [[3, 4, 5, 6], [1, 2, 0, 0]]
+
     Pairs and groups are kept whole (next-fit units, a row never splits one), with the unit columns and, with
     ``share_prompt``, an ``attention_mask`` of shape ``(rows, 1, max_seq_length, max_seq_length)``:
 
@@ -545,5 +581,18 @@ def collate_fixed(
     >>> batch["position_ids"].tolist(), batch["attention_mask"].shape
     ([[0, 1, 1, 0, 0, 0]], torch.Size([1, 1, 6, 6]))
     """
+    if isinstance(max_seq_length, list | tuple):  # called as the collate_fn itself, on a DataLoader's items
+        rows = max_seq_length
+        return collate_fixed(_block_width(rows), overflow=overflow, recipe=recipe, **options)(rows)
     chosen = Recipe.at("collate_fixed", recipe, max_seq_length, overflow=overflow, **options)
     return functools.partial(_collate_fixed, recipe=chosen)
+
+
+def _block_width(rows: Sequence[Any]) -> int:
+    """The width ``collate_fixed(rows)`` stacks packed blocks to: the widest block's ``input_ids`` (at least 1); anything but
+    packed blocks is refused (samples have no width of their own). O(rows)."""
+    if not rows or not all(_is_block(row) for row in rows):
+        raise SettingError(
+            "collate_fixed", "a max_seq_length (collate_fixed(max_seq_length)), or packed blocks to stack", "<rows>"
+        )
+    return max(1, *(len(row["input_ids"]) for row in rows))  # empty blocks: one row of padding each

@@ -106,8 +106,12 @@ def test_the_block_figure_colours_each_token_by_its_role() -> None:
     )
     assert np.array_equal(np.asarray(fig.data[0].z), roles)
     colours = preference.role_names(roles)
-    legend = {trace.name for trace in fig.data if trace.type == "scatter"}
-    assert {"prompt", "chosen", "rejected", "completion 1", "completion 2", "completion 3", "padding"} <= legend
+    assert not any(trace.type == "scatter" for trace in fig.data)  # the legends are drawn apart, under the chart
+    (_, role_items), (_, state_items) = figures.unit_legends(roles)
+    shown = dict(role_items)
+    assert set(shown) == {"prompt", "chosen", "rejected", "completion 1", "completion 2", "completion 3"}
+    assert all(shown[name] == figures.role_colors(roles)[code] for code, name in enumerate(colours) if name in shown)
+    assert [name for name, _ in state_items][-1] == "padding"
     assert len(colours) == len(figures.role_colors(roles)) == len(set(figures.role_colors(roles)))
 
 

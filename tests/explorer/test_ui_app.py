@@ -154,18 +154,19 @@ def test_masking_example_masks_prompts_and_tells_labels_from_the_loss_mask() -> 
     at = _app()
     at.sidebar.selectbox(key="example").set_value("masking").run()
     metrics = _metrics(at)
-    assert metrics["Loss mask 1"] == "6"  # 15 tokens, 9 of them in prompts
+    assert metrics["Tokens with mask 1"] == "6"  # 15 tokens, 9 of them in prompts
     example = EXAMPLES["masking"]
     from explorer.core.parsing import parse_sequences
 
     batch = packing.pack(parse_sequences(example.text).samples, example.max_seq_length, strategy=example.strategy)
-    assert metrics["Training targets"] == str(int((batch.labels != -100).sum())) == "5"  # 13 starts block 2
+    # kept whole (bfd): every response follows its prompt in its block, so each trained token is a target
+    assert metrics["Training targets"] == str(int((batch.labels != -100).sum())) == "6"
     spec = json.dumps(_charts(at)["blocks"])
     assert "not trained (loss mask 0" in spec and "document start (loss mask 1, label -100)" in spec
     assert any("label is -100" in c for c in _texts(at, "caption"))
     at.sidebar.radio(key="loss").set_value("all").run()
     _clean(at)
-    assert _metrics(at)["Loss mask 1"] == "15"
+    assert _metrics(at)["Tokens with mask 1"] == "15"
 
 
 @pytest.mark.parametrize(
@@ -218,7 +219,7 @@ def test_a_link_can_open_a_tab_and_other_sources() -> None:
     _clean(workload)
     assert "2,000 sequences" in " ".join(_texts(workload, "caption"))
     loss = _app(sequences="1 2 | 3", loss="all")
-    assert loss.session_state["loss"] == "all" and _metrics(loss)["Loss mask 1"] == "3"
+    assert loss.session_state["loss"] == "all" and _metrics(loss)["Tokens with mask 1"] == "3"
 
 
 def test_bad_link_parameters_are_reported_not_fatal() -> None:
@@ -592,7 +593,7 @@ def test_every_sentence_reads_right_for_one() -> None:
     at = _app(sequences="[[1, 2, 3]]", max_seq_length="4")
     _clean(at)
     text = _all_text(at)
-    assert "1 pasted sequence." in text and "1 pasted sequences" not in text
+    assert "1 sequence, pasted." in text and "1 sequences" not in text
     _open(at, "Compare")
     _clean(at)
     assert not re.search(r"\b1 blocks\b", _all_text(at))
@@ -622,13 +623,12 @@ def test_the_inspect_tab_audits_an_uploaded_packed_file() -> None:
 def test_samples_that_train_nothing_are_said_on_the_page_not_only_in_a_tooltip() -> None:
     at = _app(sequences="[[1], [2, 3], [4]]", max_seq_length="4", strategy="split")
     _clean(at)
-    assert any(i.startswith("2 packed documents (#1, #3) have no training target") for i in _texts(at, "info"))
+    labels = [t for t in _texts(at, "markdown") if t.startswith("**From mask to labels.**")]
+    assert len(labels) == 1 and "2 packed documents (#1, #3) have none at all" in labels[0]
     one = _app(sequences="[[1], [2, 3]]", max_seq_length="4", strategy="split")
-    assert any(
-        i.startswith("1 packed document (#1) has no training target: none of its labels") for i in _texts(one, "info")
-    )
+    assert any("1 packed document (#1) has none at all" in t for t in _texts(one, "markdown"))
     none = _app(sequences="[[1, 2], [3, 4]]", max_seq_length="4", strategy="split")
-    assert not any("no training target" in i for i in _texts(none, "info"))
+    assert not any("none at all" in t for t in _texts(none, "markdown"))
 
 
 def test_the_classic_form_opens_the_result_tab_for_small_blocks_and_follows_the_charts_for_wide_ones() -> None:

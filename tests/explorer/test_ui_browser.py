@@ -41,7 +41,7 @@ CHROMIUM_ARGS = [
 START_TIMEOUT = 90.0
 WIDTHS = (400, 1000, 1400)
 PAGES = {  # (tab, screenshot name): link
-    ("Result", "result"): MASKING_QUERY,
+    ("Result", "result"): "/?",  # the first screen: the classic question, its answer and the follow-ups
     ("Result", "text"): "/?source=text",  # a chat through the byte tokenizer: decoded cells and the turns
     ("Compare", "compare"): (
         "/?sequences="
@@ -308,6 +308,42 @@ def test_classic_link_in_a_real_browser(browser_and_base: tuple[Any, str]) -> No
     page.get_by_text("Block 2: [5, 6, 0, 0] -> mask: [1, 1, 0, 0]").wait_for(timeout=PATIENCE_MS)
     page.locator(".js-plotly-plot").first.wait_for(timeout=PATIENCE_MS)
     _no_exception(page)
+    page.close()
+
+
+FIRST_SCREEN_WIDTHS = (390, 1280, 1920)
+"""A phone, a laptop and a wide screen: where a learner meets the first screen."""
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("width", FIRST_SCREEN_WIDTHS)
+def test_the_first_screen_answers_within_the_first_viewport_and_a_follow_up_is_one_click(
+    browser_and_base: tuple[Any, str], width: int
+) -> None:
+    """At every width: the classic answer inside the first screenful, the three follow-ups named, no console
+    error; clicking one opens its example on its tab."""
+    browser, base = browser_and_base
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.goto(f"{base}/", timeout=PATIENCE_MS)
+    answer = page.get_by_text("Block 1: [1, 2, 3, 4] -> mask: [1, 1, 1, 1]")
+    answer.wait_for(timeout=PATIENCE_MS)
+    _settle(page, PATIENCE_MS / 1000)
+    box = answer.bounding_box()
+    assert box is not None and box["y"] + box["height"] <= 900, box  # no scrolling to reach the answer
+    for name in ("No-split bin packing", "Cross-document attention and positions", "Response-only loss"):
+        assert page.get_by_role("button", name=name).is_visible(), name
+    _no_exception(page)
+    if os.environ.get("PACKING_SCREENSHOTS") == "1":
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / f"first_screen_{width}.png"))
+    page.get_by_role("button", name="Response-only loss").click()
+    page.get_by_text("Block 2: [10, 11, 12, 13, 14, 0, 0, 0]").wait_for(timeout=PATIENCE_MS)
+    page.get_by_text("would train in block 2 without their prompt").wait_for(timeout=PATIENCE_MS)
+    _settle(page, PATIENCE_MS / 1000)
+    _no_exception(page)
+    assert errors == [], errors
     page.close()
 
 

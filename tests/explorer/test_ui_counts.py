@@ -79,7 +79,7 @@ def _page(at: AppTest) -> dict[str, object]:
     return {
         "blocks": int(result["Blocks"].replace(",", "")),
         "padding": int(result["Padding"].replace(",", "")),
-        "loss mask": int(result["Loss mask 1"].replace(",", "")),
+        "loss mask": int(result["Tokens with mask 1"].replace(",", "")),
         "targets": int(result["Training targets"].replace(",", "")),
         "table loss mask": int(blocks["loss mask 1"].sum()),
         "table targets": int(blocks["training targets"].sum()),

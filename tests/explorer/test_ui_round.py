@@ -61,13 +61,14 @@ def test_switching_to_a_data_source_switches_to_bfd_and_back_to_split() -> None:
     assert at.selectbox(key="strategy").value == "split"
 
 
-def test_the_first_screen_tells_the_mask_from_the_labels_before_any_warning() -> None:
+def test_the_first_screen_answers_before_the_numbers_and_explains_labels_once() -> None:
     at = _app()
-    main = [str(e.value) for e in at.main if e.type in ("markdown", "warning", "info", "alert")]
-    mask = next(i for i, text in enumerate(main) if text.startswith("**Mask and labels.**"))
-    warnings = [i for i, text in enumerate(main) if "no training target" in text or "lost" in text.lower()]
-    assert all(mask < i for i in warnings)
-    assert "-100" in main[mask] and "1 on every real token" in main[mask]
+    main = [str(e.value) for e in at.main if e.type in ("markdown", "warning", "info", "alert", "caption")]
+    answer = next(i for i, text in enumerate(main) if text.startswith("`Block 1: [1, 2, 3, 4] -> mask: [1, 1, 1, 1]`"))
+    labels = [i for i, text in enumerate(main) if "-100" in text]
+    assert labels and answer < labels[0]
+    assert main[labels[0]].startswith("**From mask to labels.**")  # the one explanation, in words
+    assert sum("predict" in text and "-100" in text for text in main) == 1
 
 
 def test_the_optimum_says_when_its_time_ran_out_with_the_proven_bound_and_the_gap() -> None:

@@ -5,6 +5,7 @@ value. No traceback, one line an error, a page of bounded size."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -34,9 +35,10 @@ def test_a_group_of_thousands_of_completions_draws_a_bounded_legend(share: bool)
     no_leak(at)
     assert not at.error, errors_of(at)
     blocks = next(json.loads(chart.proto.spec) for chart in at.get("plotly_chart") if chart.key == "blocks")
-    legend = [trace["name"] for trace in blocks["data"] if trace.get("type") == "scatter"]
-    roles = [name for name in legend if name.startswith("completion ")]
+    legend = next(h.proto.body for h in at.get("html") if "Role of the token" in h.proto.body)  # drawn apart
+    roles = re.findall(r"</span>(completion [^<]*)</span>", legend)
     assert len(roles) == MAX_COMPLETION_ROLES and roles[-1] == f"completion {MAX_COMPLETION_ROLES} and later"
+    assert len(legend) < 200 * (MAX_COMPLETION_ROLES + len(ROLE_NAMES) + 4)
     assert blocks["layout"]["height"] < 260 + LEGEND_LINE * (MAX_COMPLETION_ROLES + len(ROLE_NAMES)) + 200
 
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 import packing
 from explorer.core import audit as audit_view
 from explorer.views import figures, tables
-from explorer.views.figures import PAD_COLOR, SEQUENCE_COLORS
+from explorer.views.figures import AUDIT_DOCUMENT_COLORS, FINDING_COLOR, PAD_COLOR
 from packing.layouts.audit import AuditReport, audit
 from packing.layouts.export import export
 
@@ -56,12 +56,34 @@ def test_blocks_are_coloured_by_document_and_padding_is_grey() -> None:
     report = _leaky_report()
     fig = figures.inspect_figure(report, [0, 1])
     documents, targets = fig.data[0], fig.data[1]
-    pad_slot = len(SEQUENCE_COLORS)
+    pad_slot = len(AUDIT_DOCUMENT_COLORS)
     assert np.asarray(documents.z).tolist() == [[0, 0, 0, 1, 1], [2, 2, 3, pad_slot, pad_slot]]
     assert documents.colorscale[2 * pad_slot][1] == PAD_COLOR
     assert np.asarray(documents.text).tolist()[0] == ["1", "2", "3", "4", "5"]
     # targets: 0 target, 1 no loss, 2 padding; the planted labels show as targets, the trained padding too
     assert np.asarray(targets.z).tolist() == [[1, 0, 0, 0, 0], [1, 0, 1, 2, 0]]
+
+
+def _hue(color: str) -> tuple[float, float]:
+    """Hue (degrees) and saturation of ``#rrggbb``."""
+    import colorsys
+
+    r, g, b = (int(color.lstrip("#")[i : i + 2], 16) / 255 for i in (0, 2, 4))
+    hue, saturation, _ = colorsys.rgb_to_hsv(r, g, b)
+    return 360 * hue, saturation
+
+
+def test_no_document_of_a_clean_file_is_drawn_in_the_red_of_a_finding() -> None:
+    """Red marks a finding on the Inspect tab: a clean file's many documents never take a red or pink."""
+    report = audit(export(packing.pack([[i + 1] * 2 for i in range(40)], 8, strategy="next_fit"), "packing"))
+    assert report.findings == ()
+    fig = figures.inspect_figure(report)
+    used = {fig.data[0].colorscale[2 * slot][1] for slot in np.unique(np.asarray(fig.data[0].z)).tolist()}
+    red, _ = _hue(FINDING_COLOR)
+    assert len(used - {PAD_COLOR}) >= 9  # every colour of the palette is used
+    for color in used - {PAD_COLOR}:
+        hue, saturation = _hue(color)
+        assert min(abs(hue - red), 360 - abs(hue - red)) > 25 or saturation < 0.5, (color, FINDING_COLOR)
 
 
 def test_ragged_blocks_leave_cells_beyond_the_block_white() -> None:
@@ -70,7 +92,7 @@ def test_ragged_blocks_leave_cells_beyond_the_block_white() -> None:
     assert grid.document.tolist() == [[0, 0, 1], [2, -2, -2]]
     assert grid.targets.tolist() == [[0, 1, 0], [0, -2, -2]]
     fig = figures.inspect_figure(report, [0, 1])
-    assert np.asarray(fig.data[0].z).tolist()[1][1:] == [len(SEQUENCE_COLORS) + 1] * 2
+    assert np.asarray(fig.data[0].z).tolist()[1][1:] == [len(AUDIT_DOCUMENT_COLORS) + 1] * 2
 
 
 def test_report_in_words_and_tables() -> None:

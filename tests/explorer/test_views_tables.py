@@ -33,7 +33,7 @@ def test_headline_numbers() -> None:
     assert metrics["Lower bound"] == str(max(bounds.simple, bounds.l2))
     assert metrics["Efficiency"] == f"{layout.stats.efficiency:.2%}"
     assert metrics["Padding"] == str(layout.stats.padding_tokens)
-    assert metrics["Loss mask 1"] == "12"
+    assert metrics["Tokens with mask 1"] == "12"
     assert metrics["Training targets"] == "9"
     truncated = packing.plan(lengths, 4, strategy="split", overflow="truncate")
     numbers = {

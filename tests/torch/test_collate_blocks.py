@@ -133,3 +133,69 @@ def test_collate_fixed_reads_blocks_without_positions() -> None:
         assert stacked[key].tolist() == [data[i][key].tolist() for i in range(len(data))]
     with pytest.raises(PackingError):
         collate_fixed(4)([{"seq_lengths": [1]}])
+
+
+# ---------------------------------------------------------------- both collates as a DataLoader's collate_fn
+
+
+def _text_file(tmp_path: Any, rows: int = 9) -> PackedDataset:
+    """A packed file of text rows written by the command line with the byte tokenizer (pad id 257)."""
+    from packing.cli import main
+
+    source = tmp_path / "data.jsonl"
+    source.write_text("".join(f'{{"text": "row {i}{"!" * (i % 4)}"}}\n' for i in range(rows)))
+    out = tmp_path / "blocks.parquet"
+    code = main(["pack", str(source), "--tokenizer", "bytes", "--max-seq-length", "24", "-o", str(out), "-q"])
+    assert code == 0
+    return PackedDataset(out)
+
+
+def test_both_collates_are_a_collate_fn_with_their_own_shapes(tmp_path: Any) -> None:
+    from torch.utils.data import DataLoader
+
+    blocks = _text_file(tmp_path)
+    flat = list(DataLoader(blocks, batch_size=4, collate_fn=collate))
+    stacked = list(DataLoader(blocks, batch_size=4, collate_fn=collate_fixed))
+    assert len(flat) == len(stacked) == -(-len(blocks) // 4)
+    for step, (one_row, rows) in enumerate(zip(flat, stacked, strict=True)):
+        items = [blocks[i] for i in range(4 * step, min(4 * step + 4, len(blocks)))]
+        assert one_row["input_ids"].shape == (1, sum(int(item["seq_lengths"].sum()) for item in items))
+        assert rows["input_ids"].shape == (len(items), 24)
+        assert rows == {key: rows[key] for key in ("input_ids", "labels", "position_ids")}
+        for key in ("input_ids", "labels", "position_ids"):  # the stacked form is the items, padding kept
+            assert rows[key].tolist() == [item[key].tolist() for item in items], key
+        assert rows["input_ids"].tolist() == collate_fixed(24)(items)["input_ids"].tolist()
+    assert 257 in stacked[0]["input_ids"]  # the file's own pad id, never replaced by 0
+
+
+@given(_blocks(), st.integers(0, 3))
+@settings(max_examples=60, deadline=None)
+def test_collate_fixed_of_blocks_is_collate_fixed_at_their_width(rows: list[dict[str, Any]], wider: int) -> None:
+    width = max(1, *(len(row["input_ids"]) for row in rows))
+    direct = collate_fixed(rows)
+    assert {k: v.tolist() for k, v in direct.items()} == {k: v.tolist() for k, v in collate_fixed(width)(rows).items()}
+    if wider:  # a wider row pads past the blocks' end with the pad id
+        padded = collate_fixed(width + wider, pad_token_id=7)(rows)["input_ids"]
+        assert (padded[:, width:] == 7).all()
+
+
+def test_collate_fixed_refuses_samples_without_a_length() -> None:
+    with pytest.raises(SettingError, match=r"^collate_fixed: expected a max_seq_length"):
+        collate_fixed([[1, 2], [3]])
+    with pytest.raises(SettingError, match=r"^collate_fixed: expected a max_seq_length"):
+        collate_fixed([])
+
+
+def test_decode_documents_reads_a_dataset_of_blocks_as_it_reads_the_batch(tmp_path: Any) -> None:
+    batch = packing.pack([{"text": t} for t in ("héllo", "a", "日本", "xyz")], 8, tokenizer="bytes", strategy="bfd")
+    assert packing.decode_documents(PackedDataset(batch), "bytes") == packing.decode_documents(batch, "bytes")
+    items = [PackedDataset(batch)[i] for i in range(batch.num_blocks)]
+    assert packing.decode_documents(items, "bytes") == packing.decode_documents(batch, "bytes")
+    blocks = _text_file(tmp_path, rows=5)
+    assert sorted(packing.decode_documents(blocks, "bytes")) == sorted(
+        f"row {i}{'!' * (i % 4)}<|endoftext|>" for i in range(5)
+    )
+    with pytest.raises(SampleError, match=r"^sample 1: expected a packed block"):
+        packing.decode_documents([items[0], [1, 2]], "bytes")
+    with pytest.raises(SettingError, match=r"^batch: expected a PackedBatch or a dataset of packed blocks"):
+        packing.decode_documents(5, "bytes")

@@ -39,20 +39,12 @@ def render(ctx: Context) -> None:
             "other; red then also marks a completion attending to a sibling, which PackedBatch.attention_mask "
             "(right) removes."
         )
-    _block(ctx, layout)
-    if units:
-        _layouts(ctx)
+    _block(ctx, layout, units)
 
 
-@st.fragment
-def _layouts(ctx: Context) -> None:
+def _draw_layouts(ctx: Context, number: int) -> None:
     """The same pairs and groups packed with the prompt duplicated and shared: the library's numbers of each, and
-    one block's attention mask of each side by side (a fragment: choosing another block reruns this part only)."""
-    with guard("Attention & positions"):
-        _draw_layouts(ctx)
-
-
-def _draw_layouts(ctx: Context) -> None:
+    block ``number`` (the one chosen above, 1-based) of each layout's attention mask side by side."""
     assert ctx.source is not None and ctx.samples is not None
     st.subheader("A shared prompt beside the duplicated one")
     tokens = int(ctx.lengths.sum())
@@ -102,10 +94,7 @@ def _draw_layouts(ctx: Context) -> None:
     if size > MAX_ATTENTION_DRAW:
         st.info(f"Attention masks are drawn for blocks of up to {MAX_ATTENTION_DRAW:,} tokens.")
         return
-    most = max(both.duplicated.num_blocks, both.shared.num_blocks)
-    number = st.columns(3)[0].number_input(
-        "Block of each layout", min_value=1, max_value=max(1, most), step=1, key="layouts_block"
-    )
+    st.caption(f"Block {number:,} of each layout, the block chosen above.")
     left, right = st.columns(2)
     for column, batch, words, key in (
         (left, both.duplicated, "prompt duplicated (share_prompt=False)", "layouts_duplicated"),
@@ -128,13 +117,17 @@ def _draw_layouts(ctx: Context) -> None:
 
 
 @st.fragment
-def _block(ctx: Context, layout: packing.PackingPlan) -> None:
-    """The chosen block's masks and positions: a fragment, so that choosing another block reruns this part only."""
+def _block(ctx: Context, layout: packing.PackingPlan, units: bool) -> None:
+    """The chosen block's masks and positions and, for pairs and groups, the same block of both layouts (one
+    picker for all): a fragment, so that choosing another block reruns this part only."""
     with guard("Attention & positions"):
-        _draw(ctx, layout)
+        number = _draw(ctx, layout)
+        if units:
+            _draw_layouts(ctx, number)
 
 
-def _draw(ctx: Context, layout: packing.PackingPlan) -> None:
+def _draw(ctx: Context, layout: packing.PackingPlan) -> int:
+    """The chosen block's masks and positions; returns its number (1-based)."""
     assert ctx.source is not None
     s = ctx.recipe
     busiest = int(np.argmax(np.diff(layout.block_starts))) + 1
@@ -188,3 +181,4 @@ def _draw(ctx: Context, layout: packing.PackingPlan) -> None:
         "Without restarts, the second document's first token sits at position "
         "len(first document): the model sees it as a continuation. With restarts every document starts at 0."
     )
+    return int(number)

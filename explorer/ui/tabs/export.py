@@ -9,7 +9,6 @@ import streamlit as st
 
 import packing
 from explorer.core import export
-from explorer.core import runs as compute
 from explorer.core.context import Context
 from explorer.server import cache
 from explorer.ui import sidebar
@@ -43,7 +42,8 @@ def _documents(tokenizer: Any, layout: packing.PackingPlan, samples: packing.Sam
         on_click="ignore",
     )
     st.caption(
-        "One line per packed document, in block order: block and sample (from 0), tokens, loss_mask (tokens with "
+        "One line per packed document, in block order: block and sample (numbered from 0 in the file, as "
+        "Python counts; the page numbers them from 1), tokens, loss_mask (tokens with "
         "loss mask 1), targets (labels that are not -100), and its "
         "text decoded with the same tokenizer (packing.decode_documents), special tokens included."
     )
@@ -69,10 +69,11 @@ def render(ctx: Context) -> None:
                 f"({export.MAX_EXPORT_CELLS:,}). Run the snippet below to write it with the library."
             )
         else:
-            pad = compute.pad_id(s)
+            pad = cache.pad_id(ctx.source, s)
             st.markdown(
                 "One row per block: `input_ids`, `labels` (-100 where no loss), `loss_mask`, `position_ids`, "
-                "`sequence_ids` (the source sample, counted from 0; -1 in padding) and `seq_lengths`."
+                "`sequence_ids` (the source sample; -1 in padding) and `seq_lengths`. The files count from 0, as Python "
+                "and the library do: block 1 and document 1 of the page are row 0 and `sequence_ids` 0 here."
             )
             buttons = st.container(horizontal=True, wrap=True)  # each button as wide as its label
             buttons.download_button(
@@ -92,7 +93,8 @@ def render(ctx: Context) -> None:
             if ctx.dataset is not None and ctx.dataset.tokenizer is not None:
                 _documents(ctx.dataset.tokenizer, layout, samples, pad)
     st.subheader("Reproduce with the library")
-    code = export.snippet(ctx.source.origin(), s, samples is not None)
+    padded = packing.Recipe.of(s, pad_token_id=cache.pad_id(ctx.source, s)) if samples is not None else s
+    code = export.snippet(ctx.source.origin(), padded, samples is not None)  # the pad id the page's blocks have
     st.code(code, language="python")
     st.subheader("Share")
     st.code(share_link(st.context.url, sidebar.share_params(ctx.source)), language=None, wrap_lines=True)

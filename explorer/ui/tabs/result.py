@@ -11,11 +11,13 @@ import packing
 import packing.batches
 from explorer.core import runs as compute
 from explorer.core.context import Context
+from explorer.core.examples import DEFAULT_EXAMPLE, EXAMPLES, FOLLOW_UPS, example_of
 from explorer.core.model import grammar_count
 from explorer.core.parsing import InputError
+from explorer.core.preference import token_roles
 from explorer.core.runs import Window
 from explorer.core.safety import describe, escape
-from explorer.core.sources import Text
+from explorer.core.sources import Paste, Text
 from explorer.server import cache
 from explorer.ui.page import guard
 from explorer.ui.tabs.common import cell_text_width, cells_chart, need_plan
@@ -74,20 +76,29 @@ def render(ctx: Context) -> None:
     if layout is None:
         return
     assert ctx.source is not None
-    trained = _metrics(ctx, layout)
     s = ctx.recipe
-    if ctx.samples is not None:
-        st.markdown(tables.MASK_AND_LABELS)
+    example = example_of(ctx.source.text) if isinstance(ctx.source, Paste) else None
+    if example is not None:  # the question first, in the page's own words (never the visitor's text)
+        st.markdown(f"**{example.title}.** {example.question}")
+    if ctx.samples is not None and s.max_seq_length <= FIRST_TEXT_WIDTH and compute.window_blocks(s.max_seq_length, 1):
+        _answer(ctx, layout)
+    _cut_note(ctx)
+    if example is not None:
+        _follow_ups(example.key)
+    trained = _metrics(ctx, layout)
+    if ctx.samples is not None and ctx.samples.units is None and trained.target_tokens != trained.trainable_tokens:
+        untrained: list[int] = []
+        if trained.samples_without_trainable_tokens:
+            targets = cache.document_targets(ctx.source, s)
+            packed = np.bincount(layout.piece_sequence, minlength=len(targets)) > 0
+            untrained = np.flatnonzero(packed & (targets == 0)).tolist()
+        st.markdown(tables.labels_note(trained, untrained))
     lost = tables.loss_note(ctx.stats or layout.stats, int(ctx.lengths.max()))
     if lost:
         st.warning(lost)
     certificate = getattr(layout, "certificate", None)
     if certificate is not None:
         st.caption(tables.certificate_note(certificate, layout.num_blocks))
-    if trained.samples_without_trainable_tokens and ctx.samples is not None:
-        targets = cache.document_targets(ctx.source, s)
-        packed = np.bincount(layout.piece_sequence, minlength=len(targets)) > 0
-        st.info(tables.untrained_note(trained, np.flatnonzero(packed & (targets == 0)).tolist()))
     if compute.window_blocks(s.max_seq_length, 1) == 0:
         st.warning(
             f"A block of {s.max_seq_length:,} tokens is too large to draw (the limit is {compute.MAX_DRAW_CELLS:,} "
@@ -100,6 +111,55 @@ def render(ctx: Context) -> None:
         utilization, lengths = cache.summary_figures(ctx.source, s)
     left.plotly_chart(utilization, key="util")
     right.plotly_chart(lengths, key="lengths")
+
+
+def _answer_count(layout: packing.PackingPlan) -> int:
+    """How many blocks the answer at the top prints: the first ones, as many as a drawing shows by default."""
+    return min(layout.num_blocks, DEFAULT_WINDOW, compute.window_blocks(layout.max_seq_length, 200))
+
+
+def _answer(ctx: Context, layout: packing.PackingPlan) -> None:
+    """The answer first: the classic form of the first blocks (``Block 1: [1, 2, 3, 4] -> mask: [1, 1, 1, 1]``)."""
+    assert ctx.source is not None
+    count = _answer_count(layout)
+    view = cache.window(ctx.source, ctx.recipe, 0, count)
+    _classic_form(view)
+    if count < layout.num_blocks:
+        st.caption(f"The first {count:,} of {layout.num_blocks:,} blocks; the drawing below shows any of them.")
+
+
+def _cut_note(ctx: Context) -> None:
+    """What ``split`` does to a response whose prompt it leaves behind: a warning when these blocks do it, one
+    sentence of what it would do otherwise (only for pasted token ids with masked prompts that ``split`` would cut)."""
+    assert ctx.source is not None
+    if ctx.samples is None or not isinstance(ctx.source, Paste):  # token ids it can quote (text: bytes, unread)
+        return
+    count, cuts = cache.responses_cut(ctx.source, ctx.recipe)
+    if not count:
+        return
+    note = tables.cut_note(count, cuts, ctx.recipe.strategy)
+    (st.warning if ctx.recipe.strategy == "split" else st.caption)(note)
+
+
+def _follow_ups(current: str) -> None:
+    """The three follow-up questions as one-click links (each loads its example and opens the tab that shows it),
+    and the classic question from any of them."""
+    from explorer.ui import sidebar
+
+    shown = [key for key in (DEFAULT_EXAMPLE, *FOLLOW_UPS) if key != current][: len(FOLLOW_UPS)]
+    row = st.container(horizontal=True, wrap=True, gap="small", vertical_alignment="center")
+    row.markdown("**Follow-ups:**" if current == DEFAULT_EXAMPLE else "**More questions:**", width="content")
+    for key in shown:
+        example = EXAMPLES[key]
+        row.button(
+            example.link or "The classic question",
+            key=f"follow_{key}",
+            type="tertiary",
+            icon=":material/arrow_forward:",
+            on_click=sidebar.open_example,
+            args=(key,),
+            help=f"{example.question} Opens the {example.look_at} tab.",
+        )
 
 
 @st.fragment
@@ -118,15 +178,16 @@ def _window(ctx: Context, layout: packing.PackingPlan) -> None:
     with st.spinner(f"Drawing blocks {first + 1:,} to {first + count:,}…", show_time=True):
         view = cache.window(ctx.source, s, first, count)
         figure = cache.block_figure(ctx.source, s, first, count)
-    if s.max_seq_length <= FIRST_TEXT_WIDTH:
-        _classic_form(view)
     cells_chart(figure, key="blocks")
+    if view.batch.units is not None:  # the roles and the loss states, each its own legend, wrapping at any width
+        st.html(figures.legend_html(figures.unit_legends(token_roles(view.batch))))
     if isinstance(ctx.source, Text):
         cells = view.count * s.max_seq_length
         if cells <= figures.MAX_TEXT_CELLS and s.max_seq_length <= figures.MAX_PIECE_WIDTH:
             st.caption(
-                "Each cell prints its token as text (␣ a space, ↵ a new line, … a token holding part of a "
-                "character) and the loss mask row its 0 or 1 where the chart is at least "
+                "Each cell prints its token as text (␣ a space, ↵ a new line, · a token holding part of a "
+                "character, … the end of a token longer than its cell, such as a chat template's special tokens) "
+                "and the loss mask row its 0 or 1 where the chart is at least "
                 f"{cell_text_width(figure):,} px wide; on a narrower screen the cells keep only their colours. "
                 "Hover a cell for its text, id and label; the table under the blocks has each document's text."
             )
@@ -140,10 +201,9 @@ def _window(ctx: Context, layout: packing.PackingPlan) -> None:
             _document_texts(view, ctx.dataset.tokenizer)
     if view.has_tokens:
         st.caption(
-            "Loss mask and labels: a dark green token is a training target (its label is the token). A light "
-            "green one is in the loss mask but is the first token of a document (or of its part in this block), "
-            "so its label is -100: nothing before it in the block may predict it. Violet tokens are not "
-            "trained (a prompt, or a turn the loss settings leave out), grey is padding."
+            "The loss-mask row: dark green a training target, light green a token with mask 1 whose label is "
+            "-100 (a document's first token in the block), violet mask 0 (a prompt, or a turn the loss settings "
+            "leave out), grey padding."
         )
     if view.batch.units is not None:
         st.caption(
@@ -156,7 +216,7 @@ def _window(ctx: Context, layout: packing.PackingPlan) -> None:
         _turns(ctx.source, s, view)
     elif isinstance(ctx.source, Text):
         st.caption("Each pair's or group's prompt and completions, decoded, are in the table under the blocks.")
-    _result_text(view)
+    _result_text(view, _answer_count(layout) if ctx.samples is not None else 0)
 
 
 def loss_words(tokens: int, trained: int) -> str:
@@ -185,14 +245,14 @@ def _turns(source: Text, recipe: packing.Recipe, view: Window) -> None:
         st.info(f"The turns cannot be shown: {escape(describe(error))}")
         return
     table: list[dict[str, Any]] = [
-        {
+        {  # what a phone shows first, before its frame scrolls: the role and the text it trains
+            "role": line["role"],
+            "trained text": line["trained text"],
+            "loss": loss_words(line["tokens"], line["trained"]),
             "sequence": line["sequence"],
             "turn": line["turn"] + 1 if line["turn"] >= 0 else None,
-            "role": line["role"],
             "tokens": line["tokens"],
             "loss mask 1": line["trained"],
-            "loss": loss_words(line["tokens"], line["trained"]),
-            "trained text": line["trained text"],
             "text": line["text"],
         }
         for line in lines
@@ -210,7 +270,7 @@ def _turns(source: Text, recipe: packing.Recipe, view: Window) -> None:
             "role": st.column_config.TextColumn(width="small"),
             "loss": st.column_config.TextColumn(width=100),
             "trained text": st.column_config.TextColumn(
-                width="medium", help="The text of the turn's tokens whose loss mask is 1."
+                width=200, help="The text of the turn's tokens whose loss mask is 1 (hover a cell for all of it)."
             ),
             "text": st.column_config.TextColumn(width="medium", help="The turn's text; hover a cell for all of it."),
         },
@@ -264,9 +324,12 @@ def _classic_form(view: Window) -> None:
         st.markdown(tables.classic_markdown(tables.classic_text(batch.input_ids, batch.loss_mask, view.first)))
 
 
-def _result_text(view: Window) -> None:
+def _result_text(view: Window, answered: int = 0) -> None:
+    """The classic form of the blocks shown (unless the answer at the top, its first ``answered`` blocks, has
+    them) and the Blocks table."""
     batch = view.batch
-    if view.has_tokens and FIRST_TEXT_WIDTH < batch.max_seq_length <= MAX_TEXT_WIDTH:
+    above = batch.max_seq_length <= FIRST_TEXT_WIDTH and view.first == 0 and view.count <= answered
+    if view.has_tokens and batch.max_seq_length <= MAX_TEXT_WIDTH and not above:
         st.subheader("Classic form")
         _classic_form(view)
     elif view.has_tokens and batch.max_seq_length > MAX_TEXT_WIDTH:

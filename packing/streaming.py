@@ -8,7 +8,8 @@ never on the length of the stream. ``stream_dataset`` wraps a Hugging Face ``Ite
 
 ``stream`` returns a :class:`PackingStream`: stopped after any block, its ``state_dict()`` resumes it exactly
 (``stream(..., state=saved)``), with the blocks waiting in its buffer and the documents carried to the next one
-inside the state, and the source's own position where the source can say it (``datasets.IterableDataset``).
+inside the state, the counts of its ``stats``, and the source's own position where the source can say it
+(``datasets.IterableDataset``).
 """
 
 from __future__ import annotations
@@ -184,15 +185,18 @@ def stream(
     (the buffer is the window here: refused, in a recipe too) and strategies that split samples (``split``). Yields one dict per
     block with the packed schema's columns (``packing.batches.schema.COLUMNS``) as numpy arrays, all of length
     ``max_seq_length`` but ``seq_lengths`` (the block's documents); ``sequence_ids`` is the sample's
-    position in the stream, counted from its start (-1 in padding). Each buffer is packed with
+    position in the stream, counted from its start (-1 in padding). Pairs and groups add the unit columns
+    (``packing.core.units.UNIT_COLUMNS``; every block after the first pair or group read has them), their
+    ``completion_ids`` numbered over the whole stream in input order, as ``pack`` numbers them. Each buffer is packed with
     ``strategy``; documents of blocks filled below 99 % are carried into the next buffer once; with
     ``shuffle`` the blocks of a buffer come out in a random order drawn from ``seed`` (default 0),
     otherwise in plan order. The last buffer is flushed whole. O(tokens) plus the strategy's cost per
     buffer; memory O(buffer_size × sample length), independent of the stream's length.
 
     Resumable: the returned :class:`PackingStream` has ``state_dict()`` (the blocks of the buffer not yet
-    yielded, the documents carried to the next one, and where the source stands); ``stream(samples, ...,
-    state=saved)`` goes on from there, every token still once.
+    yielded, the documents carried to the next one, the counts of its ``stats``, and where the source stands);
+    ``stream(samples, ..., state=saved)`` goes on from there, every token still once, every column as the
+    uninterrupted stream's.
 
     >>> blocks = list(stream([[1, 2, 3], [4, 5], [6, 7, 8, 9]], 5, shuffle=False))
     >>> [b["input_ids"].tolist() for b in blocks]
@@ -216,12 +220,14 @@ class PackingStream(Iterator[Block]):
 
     The state holds what a resume needs so that nothing is lost or packed twice: the blocks of the current
     buffer not yet yielded (their documents' tokens and masks, and where each piece goes), the documents carried
-    into the next buffer, the stream position, the random state, and the source's own position when the source
+    into the next buffer, the stream position, the counts of :attr:`stats` (which go on from them), the random
+    state, and the source's own position when the source
     can say it (an object with ``state_dict``/``load_state_dict``, such as a ``datasets.IterableDataset``: it is
     restored, not re-read). A source that cannot is iterated again from its start, the rows already read skipped
     unread: pass the same rows. A state saved with another recipe, buffer size or shuffle is refused
     (:class:`~packing.errors.StateMismatch`), and so is one resumed over a source with fewer rows than it had read
-    (the data changed); a field no state holds is refused in one ``SettingError`` line. The state is plain data:
+    (the data changed); a field no state holds, counts that contradict each other, or waiting completions not
+    numbered below those read, are refused in one ``SettingError`` line. The state is plain data:
     lists, ints, strings, flags and None (``torch.save`` with ``torch.load(weights_only=True)``, JSON, ``pickle``);
     its size is that of one buffer at most. O(the pending tokens) to save or load.
 
@@ -537,7 +543,8 @@ def _stats_of(state: Any, recipe: Recipe, position: int) -> PackingStats | None:
             raise SettingError("state", f"{what} ({part} at most {whole})", value)
     nothing = _no_stats(recipe.max_seq_length)
     unit_stats = None if unit_counts is None else UnitStats(**unit_counts, share_prompt=recipe.share_prompt)
-    return nothing.plus(replace(nothing, **counts, units=unit_stats))  # the ratios made again from the counts
+    saved: dict[str, Any] = {**counts, "units": unit_stats}
+    return nothing.plus(replace(nothing, **saved))  # the ratios made again from the counts
 
 
 def _counts(state: Any, names: tuple[str, ...], what: str) -> dict[str, int]:
@@ -700,7 +707,8 @@ def stream_dataset(
     the packed schema's (and the unit columns when the first row is a pair or group: a dataset of them), each row holding its block's real tokens only (``sum(seq_lengths)`` values), as
     ``packing.hf`` and TRL's ``pack_dataset`` write them. Lazy: nothing is read until iterated; once every row is
     read, what the overflow policy cut or left out is warned of (:class:`~packing.errors.TokensLost`, with the
-    stream's ``stats``).
+    stream's ``stats``). Resumed by ``datasets`` (the dataset's ``state_dict``), it packs the stream again from its
+    start and skips the rows given: the same rows (``completion_ids`` too) and the whole stream's counts.
 
     >>> import datasets
     >>> rows = datasets.Dataset.from_dict({"input_ids": [[1, 2], [3, 4, 5], [6]]}).to_iterable_dataset()

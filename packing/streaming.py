@@ -511,17 +511,25 @@ def _stats_state(stats: PackingStats) -> dict[str, Any]:
 
 
 def _stats_of(state: Any, recipe: Recipe, position: int) -> PackingStats | None:
-    """The statistics of :func:`_stats_state`, checked: non-negative integers, no part larger than its whole (kept
-    and lost tokens within those read, sequences within the ``position`` rows read, ...). O(1)."""
+    """The statistics of :func:`_stats_state`, checked (:func:`_refuse_contradictions`). O(1)."""
     if state is None:
         return None
     what = f"{STATE_WHAT}'s stats"
     counts = _counts(state, STATS_COUNTS, what)
-    units = state.get("units")
-    unit_counts = None if units is None else _counts(units, UNIT_COUNTS, f"{what} units")
-    c, u = counts, unit_counts or dict.fromkeys(UNIT_COUNTS, 0)
+    unit_counts = None if state.get("units") is None else _counts(state["units"], UNIT_COUNTS, f"{what} units")
+    _refuse_contradictions(counts, unit_counts or dict.fromkeys(UNIT_COUNTS, 0), position, recipe, what)
+    nothing = _no_stats(recipe.max_seq_length)
+    unit_stats = None if unit_counts is None else UnitStats(**unit_counts, share_prompt=recipe.share_prompt)
+    saved: dict[str, Any] = {**counts, "units": unit_stats}
+    return nothing.plus(replace(nothing, **saved))  # the ratios made again from the counts
+
+
+def _refuse_contradictions(c: dict[str, int], u: dict[str, int], position: int, recipe: Recipe, what: str) -> None:
+    """Refuse saved counts (``c`` of ``PackingStats``, ``u`` of ``UnitStats``) of which a part is larger than its
+    whole: tokens kept and lost beyond those read, sequences, pairs and groups beyond the ``position`` rows read
+    (each counted once read, a carried one included), tokens beyond the blocks' slots, ... O(1)."""
     sequences, units, slots = c["num_sequences"], u["pairs"] + u["groups"], c["num_blocks"] * recipe.max_seq_length
-    read = f"the {position:,} rows read"  # counted when read, a document carried included (the others when packed)
+    read = f"the {position:,} rows read"
     parts = (  # (a count, its value, the whole it is part of, that whole's value)
         ("tokens packed and lost", c["packed_tokens"] + c["tokens_truncated"] + c["tokens_dropped"], "input_tokens",
          c["input_tokens"]),
@@ -541,10 +549,6 @@ def _stats_of(state: Any, recipe: Recipe, position: int) -> PackingStats | None:
     for part, value, whole, most in parts:
         if value > most:
             raise SettingError("state", f"{what} ({part} at most {whole})", value)
-    nothing = _no_stats(recipe.max_seq_length)
-    unit_stats = None if unit_counts is None else UnitStats(**unit_counts, share_prompt=recipe.share_prompt)
-    saved: dict[str, Any] = {**counts, "units": unit_stats}
-    return nothing.plus(replace(nothing, **saved))  # the ratios made again from the counts
 
 
 def _counts(state: Any, names: tuple[str, ...], what: str) -> dict[str, int]:

@@ -8,7 +8,8 @@ never on the length of the stream. ``stream_dataset`` wraps a Hugging Face ``Ite
 
 ``stream`` returns a :class:`PackingStream`: stopped after any block, its ``state_dict()`` resumes it exactly
 (``stream(..., state=saved)``), with the blocks waiting in its buffer and the documents carried to the next one
-inside the state, and the source's own position where the source can say it (``datasets.IterableDataset``).
+inside the state, the counts of its ``stats``, and the source's own position where the source can say it
+(``datasets.IterableDataset``).
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ from packing.batches.units import UnitFit, fit_units
 from packing.core.arrays import offsets_of, ranges
 from packing.core.forms import unit_kind
 from packing.core.samples import Samples, TokenArray, all_ones
-from packing.core.units import Units
+from packing.core.units import PLAIN, Units
 from packing.core.validation import (
     INT32_MAX,
+    INT64_MAX,
     OverflowPolicy,
     check_flag,
     check_integer,
@@ -43,7 +45,7 @@ from packing.planning.plans import PackingPlan, plan
 from packing.reading.reader import read_rows
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.registry import STRATEGIES, StrategyName, check_whole_samples
-from packing.strategies.stats import PackingStats, compute_stats
+from packing.strategies.stats import PackingStats, UnitStats, compute_stats
 from packing.text.prepare import prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -119,9 +121,11 @@ def _capped(carry: npt.NDArray[np.bool_], fill: Int64Array, count: Int64Array, l
     return capped
 
 
-def _read(rows: list[Any], first: int, recipe: Recipe) -> tuple[Samples, UnitFit | None]:
+def _read(rows: list[Any], first: int, completions: int | None, recipe: Recipe) -> tuple[Samples, UnitFit | None]:
     """Read a buffer of rows, and for pairs and groups what fitting them did (it counts what was cut); an error
-    names the sample by its position in the stream."""
+    names the sample by its position in the stream. Their completions are numbered from ``completions`` (those
+    read before them; None: the stream has read no pair or group yet), as ``pack`` numbers them over the whole
+    input; once a stream has read one, its plain rows are units of their own (its blocks keep the unit columns)."""
     try:
         samples = read_rows(rows, **prepare(recipe).read_options)
         samples.refuse_other_labels()  # blocks are made from subsets of the buffer, which do not carry labels
@@ -132,8 +136,11 @@ def _read(rows: list[Any], first: int, recipe: Recipe) -> tuple[Samples, UnitFit
         raise
     if samples.tokens is None:
         raise SettingError("samples", "samples with token ids", "<lengths only>")
+    if samples.units is None and completions is not None:
+        samples = replace(samples, units=Units.plain(samples.lengths, recipe.share_prompt))
     if samples.units is None:
         return samples, None
+    samples = replace(samples, units=samples.units.numbered(completions or 0))
     try:  # pairs and groups: fitted whole by the overflow policy before they are planned
         fitted = fit_units(samples, recipe)
     except SequenceTooLong as error:
@@ -178,15 +185,18 @@ def stream(
     (the buffer is the window here: refused, in a recipe too) and strategies that split samples (``split``). Yields one dict per
     block with the packed schema's columns (``packing.batches.schema.COLUMNS``) as numpy arrays, all of length
     ``max_seq_length`` but ``seq_lengths`` (the block's documents); ``sequence_ids`` is the sample's
-    position in the stream, counted from its start (-1 in padding). Each buffer is packed with
+    position in the stream, counted from its start (-1 in padding). Pairs and groups add the unit columns
+    (``packing.core.units.UNIT_COLUMNS``; every block after the first pair or group read has them), their
+    ``completion_ids`` numbered over the whole stream in input order, as ``pack`` numbers them. Each buffer is packed with
     ``strategy``; documents of blocks filled below 99 % are carried into the next buffer once; with
     ``shuffle`` the blocks of a buffer come out in a random order drawn from ``seed`` (default 0),
     otherwise in plan order. The last buffer is flushed whole. O(tokens) plus the strategy's cost per
     buffer; memory O(buffer_size × sample length), independent of the stream's length.
 
     Resumable: the returned :class:`PackingStream` has ``state_dict()`` (the blocks of the buffer not yet
-    yielded, the documents carried to the next one, and where the source stands); ``stream(samples, ...,
-    state=saved)`` goes on from there, every token still once.
+    yielded, the documents carried to the next one, the counts of its ``stats``, and where the source stands);
+    ``stream(samples, ..., state=saved)`` goes on from there, every token still once, every column as the
+    uninterrupted stream's.
 
     >>> blocks = list(stream([[1, 2, 3], [4, 5], [6, 7, 8, 9]], 5, shuffle=False))
     >>> [b["input_ids"].tolist() for b in blocks]
@@ -201,7 +211,7 @@ def stream(
 
 
 _NOTHING = Samples(np.zeros(0, np.int32), all_ones(0), np.zeros(1, np.int64))
-STATE_FORMAT = "packing.stream/1"
+STATE_FORMAT = "packing.stream/2"
 """The ``format`` entry of a stream's state."""
 
 
@@ -210,12 +220,14 @@ class PackingStream(Iterator[Block]):
 
     The state holds what a resume needs so that nothing is lost or packed twice: the blocks of the current
     buffer not yet yielded (their documents' tokens and masks, and where each piece goes), the documents carried
-    into the next buffer, the stream position, the random state, and the source's own position when the source
+    into the next buffer, the stream position, the counts of :attr:`stats` (which go on from them), the random
+    state, and the source's own position when the source
     can say it (an object with ``state_dict``/``load_state_dict``, such as a ``datasets.IterableDataset``: it is
     restored, not re-read). A source that cannot is iterated again from its start, the rows already read skipped
     unread: pass the same rows. A state saved with another recipe, buffer size or shuffle is refused
     (:class:`~packing.errors.StateMismatch`), and so is one resumed over a source with fewer rows than it had read
-    (the data changed); a field no state holds is refused in one ``SettingError`` line. The state is plain data:
+    (the data changed); a field no state holds, counts that contradict each other, or waiting completions not
+    numbered below those read, are refused in one ``SettingError`` line. The state is plain data:
     lists, ints, strings, flags and None (``torch.save`` with ``torch.load(weights_only=True)``, JSON, ``pickle``);
     its size is that of one buffer at most. O(the pending tokens) to save or load.
 
@@ -257,17 +269,20 @@ class PackingStream(Iterator[Block]):
     def stats(self) -> PackingStats:
         """What the stream has packed and lost so far, as ``pack`` counts it: the blocks of the buffers planned
         (yielded or waiting), every sample read, and every token, sequence, pair and group the overflow policy cut
-        or left out (``tokens_lost``, ``stats.units``); the counts of this run (a resumed stream counts from its
-        resume), without ``block_utilization``. O(1).
+        or left out (``tokens_lost``, ``stats.units``); counted from the stream's start (a resumed stream goes on
+        from the counts in its state), without ``block_utilization``. O(1).
 
         >>> blocks = stream([[1, 2, 3], [4] * 9], 4, overflow="drop", shuffle=False)
         >>> [b["input_ids"].tolist() for b in blocks], blocks.stats.tokens_dropped, blocks.stats.sequences_dropped
         ([[1, 2, 3, 0]], 9, 1)
         """
-        if self._stats is None:
-            nothing = np.zeros(0, dtype=np.int64)
-            return compute_stats(nothing, self.recipe.max_seq_length, np.zeros(1, np.int64), nothing, nothing)
-        return self._stats
+        return _no_stats(self.recipe.max_seq_length) if self._stats is None else self._stats
+
+    def _completions_read(self) -> int | None:
+        """The completions of the pairs and groups read so far (``stats.units.completions``): the number of the
+        next one; None before the first pair or group. O(1)."""
+        units = None if self._stats is None else self._stats.units
+        return None if units is None else units.completions
 
     def __next__(self) -> Block:
         return next(self._blocks)
@@ -308,7 +323,7 @@ class PackingStream(Iterator[Block]):
             if saves:
                 self._source_state = copy.deepcopy(self._samples.state_dict())  # type: ignore[attr-defined]
             count = len(rows)
-            fresh, fit = _read(rows, self._position, chosen)
+            fresh, fit = _read(rows, self._position, self._completions_read(), chosen)
             del rows  # the rows as given are not held while the buffer is packed
             carried_ids = self._carried_ids
             buffer = _concat([self._carried, fresh])
@@ -388,7 +403,26 @@ class PackingStream(Iterator[Block]):
             "source": copy.deepcopy(self._source_state),
             "pending": pending,
             "carried": _samples_state(self._carried, self._carried_ids),
+            "stats": None if self._stats is None else _stats_state(self._stats),
         }
+
+    def _check_numbers(self) -> None:
+        """Refuse waiting pairs and groups (pending or carried) whose completions are not numbered, or not below
+        the completions read (``stats.units.completions``): a resumed stream numbers them as the uninterrupted
+        one does. O(waiting units)."""
+        read = self._completions_read() or 0
+        pending = None if self._pending is None else self._pending.samples
+        for field, samples in (("carried", self._carried), ("pending", pending)):
+            units = None if samples is None else samples.units
+            counted = np.zeros(0, dtype=bool) if units is None else units.kind != PLAIN
+            if units is None or not counted.any():
+                continue
+            what = f"{STATE_WHAT}'s {field} units"
+            if units.first_completion is None:
+                raise SettingError("state", f"{what} (a first_completion per sample)", "<none>")
+            last = int((units.first_completion + units.counts)[counted].max()) - 1
+            if last >= read:
+                raise SettingError("state", f"{what} (completions numbered below the {read:,} read)", last)
 
     def _restores_source(self) -> bool:
         """Whether the source is restored from its own saved state (else read again, the rows read skipped)."""
@@ -420,6 +454,7 @@ class PackingStream(Iterator[Block]):
         except (KeyError, TypeError, ValueError, OverflowError):
             raise SettingError("state", f"{STATE_WHAT} ('rng': a numpy bit generator's state)", "<other>") from None
         self._position, self._finished = int(position), state["finished"]
+        self._stats = _stats_of(state["stats"], self.recipe, self._position)
         self._source_state = copy.deepcopy(state["source"])
         self._carried, self._carried_ids = _samples_of(state["carried"], "carried", self._position)
         self._pending = None if state["pending"] is None else _pending_of(state["pending"], self.recipe, self._position)
@@ -427,6 +462,7 @@ class PackingStream(Iterator[Block]):
         waiting = self._carried_ids if pending is None else np.concatenate((self._carried_ids, pending))
         if len(np.unique(waiting)) != len(waiting):
             raise SettingError("state", f"{STATE_WHAT} (each sample waiting once, pending or carried)", "<twice>")
+        self._check_numbers()
         most = 0 if self._finished else self.buffer_size // 2  # what the stream carries into its next buffer
         if len(self._carried_ids) > most:
             raise SettingError("state", f"{STATE_WHAT} ('carried': at most {most} samples)", len(self._carried_ids))
@@ -448,8 +484,82 @@ STATE_KEYS = (
     "source",
     "pending",
     "carried",
+    "stats",
 )
 STATE_WHAT = "a PackingStream.state_dict()"
+
+
+def _no_stats(max_seq_length: int) -> PackingStats:
+    """The statistics of nothing packed (a stream before its first buffer). O(1)."""
+    nothing = np.zeros(0, dtype=np.int64)
+    return compute_stats(nothing, max_seq_length, np.zeros(1, np.int64), nothing, nothing)
+
+
+DERIVED_STATS = ("max_seq_length", "lower_bound", "padding_tokens", "efficiency", "block_utilization", "units")
+"""The fields of ``PackingStats`` a state does not hold: the recipe's, or made again from the counts."""
+STATS_COUNTS = tuple(f.name for f in dataclasses.fields(PackingStats) if f.name not in DERIVED_STATS)
+"""The counts of ``PackingStats`` a state holds (what ``PackingStats.plus`` adds)."""
+UNIT_COUNTS = tuple(f.name for f in dataclasses.fields(UnitStats) if f.name != "share_prompt")
+"""The counts of ``UnitStats`` a state holds (``share_prompt`` is the recipe's)."""
+
+
+def _stats_state(stats: PackingStats) -> dict[str, Any]:
+    """A stream's statistics as plain ints (the counts; the ratios are made again from them). O(1)."""
+    state: dict[str, Any] = {name: int(getattr(stats, name)) for name in STATS_COUNTS}
+    state["units"] = None if stats.units is None else {name: int(getattr(stats.units, name)) for name in UNIT_COUNTS}
+    return state
+
+
+def _stats_of(state: Any, recipe: Recipe, position: int) -> PackingStats | None:
+    """The statistics of :func:`_stats_state`, checked (:func:`_refuse_contradictions`). O(1)."""
+    if state is None:
+        return None
+    what = f"{STATE_WHAT}'s stats"
+    counts = _counts(state, STATS_COUNTS, what)
+    unit_counts = None if state.get("units") is None else _counts(state["units"], UNIT_COUNTS, f"{what} units")
+    _refuse_contradictions(counts, unit_counts or dict.fromkeys(UNIT_COUNTS, 0), position, recipe, what)
+    nothing = _no_stats(recipe.max_seq_length)
+    unit_stats = None if unit_counts is None else UnitStats(**unit_counts, share_prompt=recipe.share_prompt)
+    saved: dict[str, Any] = {**counts, "units": unit_stats}
+    return nothing.plus(replace(nothing, **saved))  # the ratios made again from the counts
+
+
+def _refuse_contradictions(c: dict[str, int], u: dict[str, int], position: int, recipe: Recipe, what: str) -> None:
+    """Refuse saved counts (``c`` of ``PackingStats``, ``u`` of ``UnitStats``) of which a part is larger than its
+    whole: tokens kept and lost beyond those read, sequences, pairs and groups beyond the ``position`` rows read
+    (each counted once read, a carried one included), tokens beyond the blocks' slots, ... O(1)."""
+    sequences, units, slots = c["num_sequences"], u["pairs"] + u["groups"], c["num_blocks"] * recipe.max_seq_length
+    read = f"the {position:,} rows read"
+    parts = (  # (a count, its value, the whole it is part of, that whole's value)
+        ("tokens packed and lost", c["packed_tokens"] + c["tokens_truncated"] + c["tokens_dropped"], "input_tokens",
+         c["input_tokens"]),
+        ("num_sequences", sequences, read, position),
+        ("sequences cut, dropped and empty", c["sequences_truncated"] + c["sequences_dropped"] + c["empty_sequences"],
+         read, position),
+        ("sequences_split", c["sequences_split"], "num_sequences", sequences),
+        ("samples_without_trainable_tokens", c["samples_without_trainable_tokens"], "num_sequences", sequences),
+        ("trainable_tokens", c["trainable_tokens"], "packed_tokens", c["packed_tokens"]),
+        ("target_tokens", c["target_tokens"], "trainable_tokens", c["trainable_tokens"]),
+        ("packed_tokens", c["packed_tokens"], f"the {slots:,} slots of num_blocks", slots),
+        ("pairs and groups", units, read, position),
+        ("units cut and dropped", u["units_truncated"] + u["units_dropped"], "pairs and groups", units),
+        ("the completions of pairs and groups", 2 * u["pairs"] + u["groups"], "completions", u["completions"]),
+        ("completions_truncated", u["completions_truncated"], "completions", u["completions"]),
+    )  # fmt: skip
+    for part, value, whole, most in parts:
+        if value > most:
+            raise SettingError("state", f"{what} ({part} at most {whole})", value)
+
+
+def _counts(state: Any, names: tuple[str, ...], what: str) -> dict[str, int]:
+    """The non-negative integers ``names`` of a saved ``state`` dict, else one ``SettingError``. O(names)."""
+    if not isinstance(state, dict):
+        raise SettingError("state", f"{what} (a dict of counts)", "<other>")
+    for name in names:
+        value = state.get(name)
+        if not is_integer(value) or not 0 <= value <= INT64_MAX:
+            raise SettingError("state", f"{what} ('{name}': a non-negative integer)", value)
+    return {name: int(state[name]) for name in names}
 
 
 def _rows_in(samples: Iterable[Any]) -> int | None:
@@ -601,7 +711,8 @@ def stream_dataset(
     the packed schema's (and the unit columns when the first row is a pair or group: a dataset of them), each row holding its block's real tokens only (``sum(seq_lengths)`` values), as
     ``packing.hf`` and TRL's ``pack_dataset`` write them. Lazy: nothing is read until iterated; once every row is
     read, what the overflow policy cut or left out is warned of (:class:`~packing.errors.TokensLost`, with the
-    stream's ``stats``).
+    stream's ``stats``). Resumed by ``datasets`` (the dataset's ``state_dict``), it packs the stream again from its
+    start and skips the rows given: the same rows (``completion_ids`` too) and the whole stream's counts.
 
     >>> import datasets
     >>> rows = datasets.Dataset.from_dict({"input_ids": [[1, 2], [3, 4, 5], [6]]}).to_iterable_dataset()

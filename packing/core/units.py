@@ -40,7 +40,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.validation import integer_list
+from packing.core.validation import INT32_MAX, integer_list
 from packing.errors import SettingError, UnitTooLong
 
 Int64Array = npt.NDArray[np.int64]
@@ -94,6 +94,10 @@ class Units:
     ``completion_lengths[completion_offsets[i]:completion_offsets[i + 1]]``; a plain sample one, its tokens), and
     ``share_prompt``, the layout its tokens are stored in. Built once by the reader; O(1) to hold beside the tokens.
 
+    ``first_completion`` numbers the completions (``completion_ids``) when these units are part of a longer input
+    read in parts (a stream's buffer): per unit, the number of its first completion, its others following it
+    (:meth:`numbered`); None numbers them over these units from 0, in order, as ``pack`` does over its input.
+
     >>> units = Units.of([2], [[1, 3]], kinds=["pair"])
     >>> len(units), units.num_completions, units.documents()[1].tolist()
     (1, 2, [3, 5])
@@ -104,6 +108,7 @@ class Units:
     completion_offsets: Int64Array
     completion_lengths: Int64Array
     share_prompt: bool = False
+    first_completion: Int64Array | None = None
 
     @classmethod
     def of(
@@ -213,9 +218,29 @@ class Units:
         return length, first, ids, predictor, document
 
     def _completion_numbers(self) -> Int64Array:
-        """Every completion's number among the completions of pairs and groups (plain samples have none). O(c)."""
-        counted = self.kind[self.unit_of_completion] != PLAIN
-        return (np.cumsum(counted) - 1).astype(np.int64)
+        """Every completion's number among the completions of pairs and groups (plain samples have none): from
+        :attr:`first_completion` when given, else counted over these units from 0. O(c)."""
+        unit = self.unit_of_completion
+        firsts = self.first_completions()
+        return (firsts[unit] + np.arange(len(unit), dtype=np.int64) - self.completion_offsets[unit]).astype(np.int64)
+
+    def first_completions(self) -> Int64Array:
+        """Per unit the number of its first completion (:attr:`first_completion`, or counted over these units from
+        0: the completions of the pairs and groups before it; plain samples count none). O(n)."""
+        if self.first_completion is not None:
+            return self.first_completion
+        counted = np.where(self.kind != PLAIN, self.counts, 0)
+        return (np.cumsum(counted) - counted).astype(np.int64)
+
+    def numbered(self, start: int) -> Units:
+        """These units with their completions numbered from ``start`` (the completions read before them), in order:
+        a part of a longer input numbers them as the whole input does. O(n).
+
+        >>> Units.of([1, 1], [[1, 1], [1]], kinds=["pair", "group"]).numbered(5).token_arrays().completion.tolist()
+        [-1, 5, -1, 6, -1, 7]
+        """
+        counted = np.where(self.kind != PLAIN, self.counts, 0)
+        return replace(self, first_completion=(start + np.cumsum(counted) - counted).astype(np.int64))
 
     def token_arrays(self) -> TokenArrays:
         """Per token of the laid-out units (see :class:`TokenArrays`). O(tokens).
@@ -239,7 +264,7 @@ class Units:
         >>> Units.of([1], [[1, 1]], kinds=["pair"]).roles().tolist()
         [0, 1, 0, 2]
         """
-        numbers = self.token_arrays().completion
+        numbers = replace(self, first_completion=None).token_arrays().completion  # indices of the completions here
         role = np.full(len(numbers), -1, dtype=np.int8)
         completions = np.flatnonzero(self.kind[self.unit_of_completion] != PLAIN)
         if len(completions):
@@ -340,13 +365,21 @@ class Units:
         np.cumsum(counts, out=offsets[1:])
         starts = self.completion_offsets[:-1][rows]
         index = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(starts - offsets[:-1], counts)
+        first = None if self.first_completion is None else self.first_completion[rows]
         return Units(
-            self.kind[rows], self.prompt_lengths[rows], offsets, self.completion_lengths[index], self.share_prompt
+            self.kind[rows],
+            self.prompt_lengths[rows],
+            offsets,
+            self.completion_lengths[index],
+            self.share_prompt,
+            first,
         )
 
     @staticmethod
     def join(parts: Sequence[Units]) -> Units:
-        """The units of ``parts``, one after the other (all in one layout). O(units).
+        """The units of ``parts``, one after the other (all in one layout), their completions numbered as each
+        part numbers them when one does (a part without :attr:`first_completion`: from 0), else over the whole
+        from 0. O(units).
 
         >>> Units.join([Units.of([1], [[2]]), Units.plain(np.array([4]))]).completion_offsets.tolist()
         [0, 1, 2]
@@ -356,12 +389,14 @@ class Units:
         counts = np.concatenate([part.counts for part in parts])
         offsets = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
+        numbered = any(part.first_completion is not None for part in parts)
         return Units(
             np.concatenate([part.kind for part in parts]),
             np.concatenate([part.prompt_lengths for part in parts]),
             offsets,
             np.concatenate([part.completion_lengths for part in parts]),
             parts[0].share_prompt,
+            np.concatenate([part.first_completions() for part in parts]) if numbered else None,
         )
 
     def state(self) -> dict[str, Any]:
@@ -373,6 +408,7 @@ class Units:
             "completion_offsets": self.completion_offsets.tolist(),
             "completion_lengths": self.completion_lengths.tolist(),
             "share_prompt": self.share_prompt,
+            "first_completion": None if self.first_completion is None else self.first_completion.tolist(),
         }
 
     @classmethod
@@ -399,7 +435,12 @@ class Units:
             raise SettingError("state", f"{what} (one per sample, {count})", f"<{len(kind)} kinds>")
         if np.any(np.diff(offsets) < 0) or offsets[0] != 0:
             raise SettingError("state", f"{what} (completion offsets rising from 0)", "<falling offsets>")
-        units = cls(kind.astype(np.int8), prompts, offsets, answers, state["share_prompt"])
+        first = state.get("first_completion")
+        if first is not None:
+            first = integer_list(first, "state", f"{what}' first completions", 0, INT32_MAX)  # completion_ids: int32
+            if len(first) != count:
+                raise SettingError("state", f"{what} (a first completion per sample, {count})", f"<{len(first)}>")
+        units = cls(kind.astype(np.int8), prompts, offsets, answers, state["share_prompt"], first)
         laid_out = units.lengths()
         if not np.array_equal(laid_out, lengths):
             first = int(np.flatnonzero(laid_out != lengths)[0])

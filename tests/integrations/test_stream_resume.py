@@ -9,6 +9,7 @@ import io
 import itertools
 import json
 import pickle
+import re
 from typing import Any
 
 import numpy as np
@@ -18,12 +19,13 @@ from hypothesis import strategies as st
 
 import packing
 import packing.errors
-from packing.streaming import STATE_KEYS, stream
-from tests.helpers.units import random_units
+from packing.streaming import STATE_FORMAT, STATE_KEYS, STATS_COUNTS, stream, stream_dataset
+from tests.helpers.units import completions_of, random_units
 
 
-def as_lists(blocks: Any) -> list[dict[str, list[int]]]:
-    return [{name: values.tolist() for name, values in block.items()} for block in blocks]
+def as_lists(blocks: Any) -> list[dict[str, Any]]:
+    """Every column of every block: its dtype and values (equal lists: equal arrays)."""
+    return [{name: (values.dtype.str, values.tolist()) for name, values in block.items()} for block in blocks]
 
 
 def rows_of(seed: int, count: int, longest: int) -> list[list[int]]:
@@ -58,7 +60,7 @@ def test_a_resumed_stream_yields_the_uninterrupted_blocks(
         resumed = stream(rows, 32, state=resumed.state_dict(), **options)
     assert head + as_lists(resumed) == whole
     if overflow == "truncate":  # every sample exactly once
-        ids = [i for block in whole for i in dict.fromkeys(block["sequence_ids"]) if i >= 0]
+        ids = [i for block in whole for i in dict.fromkeys(block["sequence_ids"][1]) if i >= 0]
         assert sorted(ids) == list(range(len(rows)))
 
 
@@ -121,8 +123,9 @@ def test_a_foreign_state_is_refused(change: dict[str, Any], what: str) -> None:
     with pytest.raises(packing.errors.StateMismatch, match=rf"^state: expected the same {what} \(") as caught:
         stream(rows, 16, **{"buffer_size": 8, **change}, state=blocks.state_dict())
     assert caught.value.what == what
-    with pytest.raises(packing.errors.StateMismatch, match=r"^state: expected the same format \(packing.stream/1\)"):
-        stream(rows, 16, buffer_size=8, state={"format": "x"})
+    for fmt in ("x", "packing.stream/1"):  # the first format numbered completions per buffer and held no stats
+        with pytest.raises(packing.errors.StateMismatch, match=rf"^state: expected the same format \({STATE_FORMAT}\)"):
+            stream(rows, 16, buffer_size=8, state={**blocks.state_dict(), "format": fmt})
 
 
 # ---------------------------------------------------------------- a state is plain data
@@ -167,32 +170,7 @@ def test_a_state_round_trips_torch_weights_only_and_json_and_resumes_exactly(sou
     saved.seek(0)
     for loaded in (torch.load(saved, weights_only=True), json.loads(json.dumps(state))):
         assert loaded == state
-        resumed = head + as_lists(stream(make(), length, state=loaded, **options))
-        if source == "units":  # see test_a_resumed_stream_of_units_keeps_each_blocks_completions_apart
-            resumed, whole = (
-                [{k: v for k, v in b.items() if k != "completion_ids"} for b in bs] for bs in (resumed, whole)
-            )
-        assert resumed == whole
-
-
-def test_a_resumed_stream_of_units_keeps_each_blocks_completions_apart() -> None:
-    """``completion_ids`` number the completions of the samples a buffer holds (from 0 in each buffer); a resumed
-    buffer holds its pending samples only and numbers them from 0: each block's completions are the same, told
-    apart the same way, under other numbers."""
-    rows, options = random_units(4, count=60), {"buffer_size": 12, "seed": 2, "share_prompt": True}
-    whole = as_lists(stream(rows, 64, **options))
-    blocks = stream(rows, 64, **options)
-    head = as_lists(next(blocks) for _ in range(5))
-    assert blocks.state_dict()["pending"] is not None
-    resumed = head + as_lists(stream(rows, 64, state=blocks.state_dict(), **options))
-    assert len(resumed) == len(whole)
-    for ours, theirs in zip(resumed, whole, strict=True):
-        assert {k: v for k, v in ours.items() if k != "completion_ids"} == {
-            k: v for k, v in theirs.items() if k != "completion_ids"
-        }
-        pairs = set(zip(ours["completion_ids"], theirs["completion_ids"], strict=True))
-        assert len({a for a, _ in pairs}) == len({b for _, b in pairs}) == len(pairs)  # one number for the other
-        assert all((a == -1) == (b == -1) for a, b in pairs)
+        assert head + as_lists(stream(make(), length, state=loaded, **options)) == whole  # every column
 
 
 def test_a_source_shorter_than_the_saved_position_is_refused() -> None:
@@ -225,6 +203,7 @@ HOSTILE = st.one_of(
 )
 FIELDS = st.one_of(
     st.tuples(st.sampled_from(STATE_KEYS)),
+    st.tuples(st.just("stats"), st.sampled_from([*STATS_COUNTS, "units"])),
     st.tuples(st.just("carried"), st.sampled_from(["tokens", "loss_mask", "lengths", "ids", "units"])),
     st.tuples(
         st.just("pending"),
@@ -234,7 +213,9 @@ FIELDS = st.one_of(
     ),
     st.tuples(
         st.just("units"),
-        st.sampled_from(["kind", "prompt_lengths", "completion_offsets", "completion_lengths", "share_prompt"]),
+        st.sampled_from(
+            ["kind", "prompt_lengths", "completion_offsets", "completion_lengths", "share_prompt", "first_completion"]
+        ),
     ),
 )
 
@@ -270,4 +251,210 @@ def test_a_tampered_state_resumes_or_is_refused_in_one_typed_line(
         message = str(error)
         assert message.startswith("state: expected ") and "\n" not in message and len(message) < 320, message
     else:  # taken as it is: blocks of at most max_seq_length tokens, no sample waiting twice
-        assert all(len(block["input_ids"]) == length for block in resumed)
+        assert all(len(block["input_ids"][1]) == length for block in resumed)
+
+
+# ---------------------------------------------------------------- pairs and groups, and the stream's statistics
+
+LENGTH = 48
+
+
+def unit_rows(seed: int, count: int) -> list[Any]:
+    """Pairs and groups (``random_units``) with plain rows among them, and rows too long for a block at random
+    places: a plain row longer than a block, a pair with an over-long completion (cut to fit under ``truncate``),
+    a group whose prompt alone fills a block (left out whole under every policy)."""
+    rng = np.random.default_rng(seed)
+    rows: list[Any] = list(random_units(seed, count=count))
+    extra = [
+        [1 + i % 50 for i in range(LENGTH + 9)],
+        {"prompt": [4, 5], "chosen": [6] * (2 * LENGTH), "rejected": [7, 8]},
+        {"prompt": [9] * LENGTH, "completions": [[3], [4]]},
+        *([[10 + j for j in range(int(rng.integers(1, 12)))] for _ in range(3)]),
+    ]
+    for row in extra:
+        rows.insert(int(rng.integers(0, len(rows) + 1)), row)
+    return rows
+
+
+def first_completions(rows: list[Any]) -> dict[int, int]:
+    """Per pair or group (its row), the number of its first completion: the completions of the pairs and groups
+    before it, in input order (what ``pack`` numbers over its whole input)."""
+    firsts, seen = {}, 0
+    for index, row in enumerate(rows):
+        if isinstance(row, dict) and "prompt" in row:
+            firsts[index] = seen
+            seen += len(completions_of(row))
+    return firsts
+
+
+def numbers_by_unit(units: Any, completions: Any) -> dict[int, list[int]]:
+    """Per unit, the completion numbers its tokens carry, in order of first appearance."""
+    found: dict[int, list[int]] = {}
+    for unit, number in zip(np.ravel(units).tolist(), np.ravel(completions).tolist(), strict=True):
+        if number >= 0 and number not in found.setdefault(unit, []):
+            found[unit].append(number)
+    return found
+
+
+UNIT_OPTIONS = {
+    "buffer_size": st.integers(2, 12),
+    "shuffle": st.booleans(),
+    "share_prompt": st.booleans(),
+    "overflow": st.sampled_from(["truncate", "drop"]),
+    "strategy": st.sampled_from(["bfd", "first_fit_shuffle"]),
+}
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), options=st.fixed_dictionaries(UNIT_OPTIONS))
+def test_a_stream_of_units_resumed_after_any_block_yields_every_column_of_the_uninterrupted_one(
+    seed: int, options: dict[str, Any]
+) -> None:
+    rows = unit_rows(seed, 20)
+    whole = as_lists(stream(rows, LENGTH, **options))
+    for k in range(len(whole) + 1):  # every block boundary, the start and the end too
+        blocks = stream(rows, LENGTH, **options)
+        head = as_lists(itertools.islice(blocks, k))
+        state = json.loads(json.dumps(blocks.state_dict()))
+        assert head + as_lists(stream(rows, LENGTH, state=state, **options)) == whole, k
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), options=st.fixed_dictionaries(UNIT_OPTIONS))
+def test_a_streams_completions_are_numbered_over_the_whole_stream_as_pack_numbers_them(
+    seed: int, options: dict[str, Any]
+) -> None:
+    rows = unit_rows(seed, 20)
+    blocks = list(stream(rows, LENGTH, **options))
+    numbered = ["completion_ids" in b for b in blocks]  # plain rows read before any pair or group: no unit columns
+    assert numbered == sorted(numbered)  # but once one is read, every block after has them
+    ours = numbers_by_unit(
+        [b["unit_ids"] for b in blocks if "unit_ids" in b],
+        [b["completion_ids"] for b in blocks if "completion_ids" in b],
+    )
+    recipe = {name: options[name] for name in ("share_prompt", "overflow")}
+    packed = packing.pack(rows, LENGTH, **recipe)
+    assert ours == numbers_by_unit(packed.unit_ids, packed.completion_ids)
+    firsts = first_completions(rows)  # by brute force: each unit's completions, numbered on from those before it
+    assert ours == {u: list(range(firsts[u], firsts[u] + len(completions_of(rows[u])))) for u in ours}
+    assert len(ours) < len(firsts)  # the group whose prompt fills a block was left out: its numbers too
+
+
+def lossy_rows(seed: int) -> list[Any]:
+    """Plain rows, some longer than a block (``LENGTH``), one at least."""
+    rows: list[Any] = rows_of(seed, 50, LENGTH)
+    rows.insert(seed % len(rows), [5] * (LENGTH + 3))
+    return rows
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    units=st.booleans(),
+    options=st.fixed_dictionaries({**UNIT_OPTIONS, "share_prompt": st.booleans()}),
+    twice=st.booleans(),
+)
+def test_a_resumed_streams_stats_count_from_the_streams_start(
+    seed: int, units: bool, options: dict[str, Any], twice: bool
+) -> None:
+    rows = unit_rows(seed, 16) if units else lossy_rows(seed)
+    if not units:
+        options = {**options, "share_prompt": False}
+    whole = stream(rows, LENGTH, **options)
+    count = len(list(whole))
+    final = whole.stats
+    assert final.tokens_lost > 0 and final.sequences_truncated + final.sequences_dropped > 0  # cuts are counted
+    if units:
+        assert final.units is not None and final.units.units_dropped > 0  # the prompt that fills a block
+    for k in range(count + 1):
+        blocks = stream(rows, LENGTH, **options)
+        list(itertools.islice(blocks, k))
+        resumed = stream(rows, LENGTH, state=json.loads(json.dumps(blocks.state_dict())), **options)
+        assert resumed.stats == blocks.stats and resumed.stats.units == blocks.stats.units  # where it stopped
+        if twice and k < count:  # a state of a resumed stream holds the counts too
+            next(resumed)
+            resumed = stream(rows, LENGTH, state=resumed.state_dict(), **options)
+        list(resumed)
+        assert resumed.stats == final and resumed.stats.units == final.units, k
+
+
+def test_a_resumed_stream_dataset_yields_the_same_rows_and_warns_of_the_whole_streams_losses() -> None:
+    """``stream_dataset`` is resumed by ``datasets`` (its ``state_dict``): it packs the stream again from its start
+    and skips the blocks already given, so its rows (completion ids too) and its warning are the whole stream's."""
+    datasets = pytest.importorskip("datasets")
+    rows = [row for row in unit_rows(5, 30) if isinstance(row, dict)]  # a table's rows: pairs and groups
+    parts = ("prompt", "chosen", "rejected", "completions")
+    source = datasets.Dataset.from_dict({k: [row.get(k) for row in rows] for k in parts}).to_iterable_dataset()
+    options: dict[str, Any] = {"buffer_size": 6, "share_prompt": True}
+    expected = stream(rows, LENGTH, **options)
+    wanted = [{k: v[: int(b["seq_lengths"].sum())].tolist() if k != "seq_lengths" else v.tolist()
+               for k, v in b.items()} for b in expected]  # fmt: skip
+    packed = stream_dataset(source, LENGTH, **options)
+    head = list(itertools.islice(iter(packed), 3))
+    resumed = stream_dataset(source, LENGTH, **options)
+    resumed.load_state_dict(packed.state_dict())
+    with pytest.warns(packing.errors.TokensLost) as caught:
+        rest = list(resumed)
+    assert head + rest == wanted
+    assert caught[0].message.stats == expected.stats and caught[0].message.stats.units == expected.stats.units
+
+
+def saved_unit_state() -> tuple[list[Any], dict[str, Any]]:
+    rows = unit_rows(1, 30)
+    blocks = stream(rows, LENGTH, buffer_size=6, shuffle=False)
+    next(blocks)
+    state = blocks.state_dict()
+    assert state["position"] == 6 and state["stats"]["units"]["pairs"] > 0
+    assert state["pending"]["units"]["first_completion"]
+    return rows, state
+
+
+def _with_stats(state: dict[str, Any], **change: Any) -> dict[str, Any]:
+    state = copy.deepcopy(state)
+    for name, value in change.items():
+        part = state["stats"]["units"] if name in state["stats"]["units"] else state["stats"]
+        if value is None:
+            del part[name]
+        else:
+            part[name] = value(part) if callable(value) else value
+    return state
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"packed_tokens": lambda s: s["input_tokens"] + 1},
+         r"'s stats \(tokens packed and lost at most input_tokens\), got \d+$"),
+        ({"num_sequences": 10**6}, r"\(num_sequences at most the 6 rows read\), got 1000000$"),
+        ({"target_tokens": lambda s: s["trainable_tokens"] + 1}, r"\(target_tokens at most trainable_tokens\)"),
+        ({"num_blocks": 0}, r"\(packed_tokens at most the 0 slots of num_blocks\), got \d+$"),
+        ({"tokens_dropped": -1}, r"\('tokens_dropped': a non-negative integer\), got -1$"),
+        ({"sequences_split": True}, r"\('sequences_split': a non-negative integer\), got True"),
+        ({"trainable_tokens": 2**64}, r"\('trainable_tokens': a non-negative integer\), got 18446744073709551616$"),
+        ({"empty_sequences": None}, r"\('empty_sequences': a non-negative integer\), got None \(NoneType\)$"),
+        ({"units_dropped": 10**3}, r"'s stats \(units cut and dropped at most pairs and groups\), got 100\d$"),
+        ({"completions": 1}, r"\(the completions of pairs and groups at most completions\), got \d+$"),
+    ],
+)  # fmt: skip
+def test_inconsistent_stats_are_refused_in_one_line(change: dict[str, Any], message: str) -> None:
+    rows, state = saved_unit_state()
+    with pytest.raises(
+        packing.SettingError, match=r"^state: expected a PackingStream.state_dict\(\)'s stats"
+    ) as caught:
+        stream(rows, LENGTH, buffer_size=6, shuffle=False, state=_with_stats(state, **change))
+    assert re.search(message, str(caught.value)) and "\n" not in str(caught.value), str(caught.value)
+
+
+def test_completions_waiting_are_numbered_below_those_read_or_refused() -> None:
+    rows, state = saved_unit_state()
+    read = state["stats"]["units"]["completions"]
+    for value, got in ((None, "<none>"), ([read] * len(state["pending"]["lengths"]), r"\d+")):
+        tampered = copy.deepcopy(state)
+        tampered["pending"]["units"]["first_completion"] = value
+        with pytest.raises(packing.SettingError, match=rf"'s pending units \(.*\), got {got}$"):
+            stream(rows, LENGTH, buffer_size=6, shuffle=False, state=tampered)
+    smaller = _with_stats(
+        state, completions=lambda u: u["completions"] - 1, pairs=0, groups=0, units_dropped=0, units_truncated=0
+    )
+    with pytest.raises(packing.SettingError, match=rf"completions numbered below the {read - 1} read\), got"):
+        stream(rows, LENGTH, buffer_size=6, shuffle=False, state=smaller)

@@ -401,16 +401,16 @@ class StateMismatch(SettingError):
         so the difference is seen even when the lines are long. O(options).
 
         >>> str(StateMismatch.recipes("max_seq_length=8, loss=all", "max_seq_length=8, roles_to_train=user"))
-        'state: expected the same recipe (max_seq_length=8, loss=all), got other recipe (roles_to_train=user, loss at its default)'
+        'state: expected the same recipe (roles_to_train at its default, loss=all), got other recipe (roles_to_train=user, loss at its default)'
         """
         mine = dict(part.partition("=")[::2] for part in ours.split(", "))
         saved = dict(part.partition("=")[::2] for part in theirs.split(", "))
-        changed = [
-            f"{k}={saved[k]}" if k in saved else f"{k} at its default"
-            for k in (*saved, *mine)
-            if mine.get(k) != saved.get(k)
-        ]
-        return cls("recipe", ours, ", ".join(dict.fromkeys(changed)) or theirs)
+        names = dict.fromkeys(k for k in (*saved, *mine) if mine.get(k) != saved.get(k))
+
+        def of(options: dict[str, str]) -> str:
+            return ", ".join(f"{k}={options[k]}" if k in options else f"{k} at its default" for k in names)
+
+        return cls("recipe", of(mine) or ours, of(saved) or theirs)
 
 
 class DatasetError(PackingError, ValueError):

@@ -378,6 +378,8 @@ class Recipe:
         set_ = object.__setattr__
         set_(self, "roles_to_train", check_roles(self.roles_to_train))
         set_(self, "train_on_eos", check_train_on_eos(self.train_on_eos))  # True/False mapped there, once
+        if isinstance(self.chat_template, os.PathLike):
+            set_(self, "chat_template", os.fspath(self.chat_template))
         if self.chat_template is not None and (not isinstance(self.chat_template, str) or not self.chat_template):
             raise SettingError(
                 "chat_template", "a Jinja chat template or the path of a file holding one", self.chat_template
@@ -568,8 +570,8 @@ class Recipe:
     def describe(self) -> str:
         """One line naming every option that differs from its default, with its value: a tuple of roles joined by
         commas, a long chat template by its length and digest, a tokenizer object by its class, name and a digest
-        of its content (``packing.core.fingerprint``), so two recipes that pack differently never describe alike
-        (``num_proc`` aside: it changes nothing). O(options), O(vocabulary) with a tokenizer object.
+        of its content (``packing.core.fingerprint``), so two recipes that pack differently never describe alike;
+        ``num_proc`` is left out (it changes nothing). O(options), O(vocabulary) with a tokenizer object.
 
         >>> Recipe(2048, strategy="split", loss="all").describe()
         'max_seq_length=2048, strategy=split, loss=all'
@@ -579,7 +581,7 @@ class Recipe:
         parts = [f"max_seq_length={self.max_seq_length}"]
         for name in OPTION_NAMES:
             value = getattr(self, name)
-            if value != _DEFAULTS[name]:
+            if value != _DEFAULTS[name] and name != "num_proc":
                 parts.append(f"{name}={shown(value)}")
         return ", ".join(parts)
 

@@ -394,7 +394,7 @@ class PackingStream(Iterator[Block]):
             pending = _pending_state(self._pending, rest)
         return {
             "format": STATE_FORMAT,
-            "recipe": self.recipe.describe(),
+            "recipe": prepare(self.recipe).description,
             "buffer_size": self.buffer_size,
             "shuffle": self.shuffle,
             "position": self._position,
@@ -438,7 +438,7 @@ class PackingStream(Iterator[Block]):
         missing = [key for key in STATE_KEYS if key not in state]
         if missing:
             raise SettingError("state", f"{STATE_WHAT} (with '{missing[0]}')", "<a dict without it>")
-        ours = {"recipe": self.recipe.describe(), "buffer_size": self.buffer_size, "shuffle": self.shuffle}
+        ours = {"recipe": prepare(self.recipe).description, "buffer_size": self.buffer_size, "shuffle": self.shuffle}
         for name, value in ours.items():
             if not isinstance(state[name], type(value)) or state[name] != value:
                 if name == "recipe" and isinstance(state[name], str):

@@ -14,6 +14,7 @@ Internal: used by ``packing.recipe`` (``Recipe.describe``) and ``packing.text.pr
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from typing import Any
 
@@ -81,11 +82,14 @@ def shown(value: Any) -> str:
     texts as they are, a tuple of texts joined by commas, a long or multi-line text by its length and digest, any
     other object (a tokenizer) by its class, name and :func:`tokenizer_fingerprint`. O(size of the value).
 
-    >>> shown(("assistant",)), shown(None), shown(True)
-    ('assistant', 'None', 'True')
+    >>> shown(("assistant",)), shown(None), shown(True), shown(("a,b",)), shown(("a", "b"))
+    ('assistant', 'None', 'True', '["a,b"]', 'a,b')
     """
     if isinstance(value, (tuple, list)):
-        return ",".join(shown(item) for item in value)
+        items = [shown(item) for item in value]
+        if any("," in item or not item for item in items):  # joined by commas, they would read as other items
+            return json.dumps(list(items), ensure_ascii=False).replace(", ", ",")
+        return ",".join(items)
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
     if isinstance(value, str):

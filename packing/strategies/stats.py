@@ -56,10 +56,11 @@ class UnitStats:
         """What overflow did to the units, in words (the command line's "units cut", every door's warning).
 
         >>> UnitStats(2, 0, 4, 1, 1, 1, 0, False).cut_text()
-        '1 truncated (1 completions cut), 1 dropped'
+        '1 truncated (1 completion cut), 1 dropped'
         """
+        cut = self.completions_truncated
         return (
-            f"{self.units_truncated:,} truncated ({self.completions_truncated:,} completions cut), "
+            f"{self.units_truncated:,} truncated ({cut:,} completion{'' if cut == 1 else 's'} cut), "
             f"{self.units_dropped:,} dropped"
         )
 

@@ -9,7 +9,9 @@ Internal: the public names are in ``packing`` and ``packing.text``.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from packing.core.fingerprint import digest, tokenizer_fingerprint
@@ -26,6 +28,23 @@ class Prepared:
     tokenizer: Any
     pad_id: int
 
+    @property
+    def description(self) -> str:
+        """What a saved state (a stream's, a sampler's) is checked against: ``Recipe.describe()`` and, with a
+        tokenizer, ``tokenizer_content=`` a digest of the loaded tokenizer (its files or its template may change
+        under the same path). O(vocabulary) once.
+
+        >>> prepare(Recipe(8, tokenizer="bytes")).description  # doctest: +ELLIPSIS
+        'max_seq_length=8, tokenizer=bytes, tokenizer_content=...'
+        """
+        if self.tokenizer is None:
+            return self.recipe.describe()
+        return f"{self.recipe.describe()}, tokenizer_content={self._tokenizer_print[:8]}"
+
+    @functools.cached_property
+    def _tokenizer_print(self) -> str:
+        return "none" if self.tokenizer is None else tokenizer_fingerprint(self.tokenizer)
+
     @functools.cached_property
     def fingerprint(self) -> str:
         """A digest of everything that decides the packed output: every option's value (``Recipe.describe``), the
@@ -38,8 +57,7 @@ class Prepared:
         >>> prepare(Recipe(8, tokenizer="bytes")).fingerprint == prepare(Recipe(8, tokenizer="bytes")).fingerprint
         True
         """
-        loaded = "none" if self.tokenizer is None else tokenizer_fingerprint(self.tokenizer)
-        return digest("\n".join((self.recipe.describe(), loaded, str(self.pad_id))), 16)
+        return digest("\n".join((self.recipe.describe(), self._tokenizer_print, str(self.pad_id))), 16)
 
     @property
     def read_options(self) -> dict[str, Any]:
@@ -70,11 +88,12 @@ def _pad_id(recipe: Recipe, tokenizer: Any) -> int:
     return 0
 
 
-@functools.lru_cache(maxsize=16)
 def prepare(recipe: Recipe) -> Prepared:
     """``recipe`` with its tokenizer loaded (``packing.load_tokenizer`` of ``tokenizer`` with ``chat_template``)
     and its pad id: ``pad_token_id``, else the tokenizer's pad id, else its EOS id, else 0. The last few
-    recipes are remembered, so a door may call this freely. O(loading the tokenizer) once, then O(1).
+    recipes are remembered, so a door may call this freely; a remembered one is loaded again when what it was
+    loaded from changed (:func:`_stamp`: a tokenizer folder's or a template file's files, a tokenizer object's
+    template, special tokens or size). O(loading the tokenizer) once, then O(files of the spec).
 
     >>> prepare(Recipe(8)).pad_id
     0
@@ -87,7 +106,54 @@ def prepare(recipe: Recipe) -> Prepared:
         from packing.errors import SettingError
 
         raise SettingError("recipe", "a packing.Recipe", recipe)
+    return _prepare(recipe, _stamp(recipe))
+
+
+@functools.lru_cache(maxsize=16)
+def _prepare(recipe: Recipe, stamp: tuple[Any, ...]) -> Prepared:
+    """:func:`prepare`'s loading, remembered per recipe and :func:`_stamp`."""
     tokenizer = (
         None if recipe.tokenizer is None else load_tokenizer(recipe.tokenizer, chat_template=recipe.chat_template)
     )
     return Prepared(recipe, tokenizer, _pad_id(recipe, tokenizer))
+
+
+def _stamp(recipe: Recipe) -> tuple[Any, ...]:
+    """What tells whether a remembered recipe's tokenizer is still what it would load now: the size and modification
+    time of the files of a tokenizer path and a template path (a folder's files, not its subfolders), and for a
+    tokenizer object its size, template and special-token ids (what ``add_tokens`` and a new ``chat_template``
+    change). Cheap: O(files) ``stat`` calls, no reading.
+
+    >>> _stamp(Recipe(8)), _stamp(Recipe(8, tokenizer="bytes"))
+    ((None, None), (None, None))
+    """
+    spec, template = recipe.tokenizer, recipe.chat_template
+    tokenizer = _object_stamp(spec) if spec is not None and not isinstance(spec, (str, os.PathLike)) else _files(spec)
+    is_text = isinstance(template, str) and ("{{" in template or "{%" in template)
+    return tokenizer, None if is_text else _files(template)
+
+
+def _files(spec: Any) -> Any:
+    """``(name, size, mtime)`` of a path's file, or of each file of a folder; None for no path (a hub name)."""
+    if not isinstance(spec, (str, os.PathLike)):
+        return None
+    try:
+        path = Path(os.fspath(spec)).expanduser()
+        if not path.is_dir():
+            status = path.stat()
+            return (status.st_size, status.st_mtime_ns)
+        entries = sorted(os.scandir(path), key=lambda entry: entry.name)
+        return tuple((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in entries if e.is_file())
+    except OSError:  # not a path: a hub name, or "bytes"
+        return None
+
+
+def _object_stamp(tokenizer: Any) -> tuple[Any, ...]:
+    """A tokenizer object's identity and what changes it cheaply: its size, template and special-token ids."""
+    try:
+        size = len(tokenizer)
+    except TypeError:
+        size = None
+    template = getattr(tokenizer, "chat_template", None)
+    ids = tuple(getattr(tokenizer, f"{name}_token_id", None) for name in ("bos", "eos", "pad", "unk"))
+    return (id(tokenizer), size, template if isinstance(template, str) else repr(template), repr(ids))

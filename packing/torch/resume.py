@@ -158,12 +158,12 @@ def read_state(
     packing.errors.SettingError: state: expected a PackingSampler.state_dict() ('resized': a list of at most 64 pairs), got 5
     """
     _check_fields(state)
+    if state["recipe"] != recipe:  # first: another layout (share_prompt) also gives other lengths
+        raise StateMismatch.recipes(recipe, state["recipe"])
     if state["lengths"] != lengths:
         raise StateMismatch("lengths", _shown(lengths), _shown(state["lengths"]))
-    if trained is not None and state["trained_tokens"] is not None and state["trained_tokens"] != trained:
+    if state["trained_tokens"] != trained:  # with and without them the loss is normalised otherwise
         raise StateMismatch("trained_tokens", _shown(trained), _shown(state["trained_tokens"]))
-    if state["recipe"] != recipe:
-        raise StateMismatch.recipes(recipe, state["recipe"])
     saved = dict(state["options"])
     if saved != options:
         changed = [f"{k}={saved.get(k)}" for k in sorted(set(saved) | set(options)) if saved.get(k) != options.get(k)]

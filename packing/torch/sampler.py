@@ -294,7 +294,7 @@ class PackingSampler(Sampler[list[int | Piece]]):
 
     def _fingerprints(self) -> tuple[str | None, str | None, str, dict[str, Any]]:
         options = {"shuffle": bool(self.shuffle), "balance": bool(self.balance)}
-        return fingerprint(self.lengths), fingerprint(self.trained_tokens), self.recipe.describe(), options
+        return fingerprint(self.lengths), fingerprint(self.trained_tokens), prepare(self.recipe).description, options
 
     def state_dict(self) -> dict[str, Any]:
         """The epoch's global progress, the same on every rank (any rank's restores all): the epoch, the steps
@@ -331,7 +331,7 @@ class PackingSampler(Sampler[list[int | Piece]]):
             raise
         if progress.step > steps:
             self.epoch, self._resized, self._start, self._step, self._schedule = before
-            raise SettingError("state", f"at most the {steps} steps of its plan", progress.step)
+            raise SettingError("state", f"a 'step' of at most the {steps} steps of the plan it resumes", progress.step)
 
     def loss_totals(self) -> list[LossTotals] | None:
         """Each step's ``LossTotals`` over its optimizer step (``gradient_accumulation_steps`` steps × every

@@ -107,7 +107,6 @@ def test_a_tokenizer_is_fingerprinted_by_its_content_not_its_name(tmp_path: Path
     folder = save_tokenizer(tmp_path / "c", CHATML)
     before = prepare(packing.Recipe(8, tokenizer=str(folder))).fingerprint
     save_tokenizer(folder, MARKED)
-    prepare.cache_clear()
     assert prepare(packing.Recipe(8, tokenizer=str(folder))).fingerprint != before
 
 
@@ -130,3 +129,72 @@ def test_a_stream_or_sampler_state_is_refused_by_a_recipe_with_other_roles(roles
     sampler = PackingSampler([3, 5, 2], 8, roles_to_train=roles, shuffle=False)
     with pytest.raises(StateMismatch, match="roles_to_train"):
         PackingSampler([3, 5, 2], 8, roles_to_train=other, shuffle=False).load_state_dict(sampler.state_dict())
+
+
+def test_roles_with_a_comma_describe_apart_from_two_roles() -> None:
+    one, two = packing.Recipe(8, roles_to_train=["a,b"]), packing.Recipe(8, roles_to_train=["a", "b"])
+    assert one.describe() != two.describe()
+    assert prepare(one).fingerprint != prepare(two).fingerprint
+
+
+def test_num_proc_is_not_part_of_the_description() -> None:
+    assert packing.Recipe(8, tokenizer="bytes", num_proc=2).describe() == "max_seq_length=8, tokenizer=bytes"
+    chat = {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]}
+    saved = packing.stream([chat] * 4, 64, tokenizer="bytes", buffer_size=2, num_proc=2)
+    first = next(iter(saved))
+    resumed = packing.stream([chat] * 4, 64, tokenizer="bytes", buffer_size=2, state=saved.state_dict())
+    assert len(list(resumed)) + 1 == len(list(packing.stream([chat] * 4, 64, tokenizer="bytes", buffer_size=2)))
+    assert first["input_ids"].size
+
+
+def test_a_template_path_may_be_a_path_object(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    (tmp_path / "t.jinja").write_text(CHATML)
+    assert packing.Recipe(8, chat_template=tmp_path / "t.jinja") == packing.Recipe(
+        8, chat_template=str(tmp_path / "t.jinja")
+    )
+
+
+def test_a_tokenizer_changed_in_place_or_on_disk_is_loaded_and_fingerprinted_anew(tmp_path: Path) -> None:
+    """The same recipe value over a tokenizer object given a new template or tokens, or over a folder and a template
+    file rewritten in place: ``prepare`` loads what is there now, so ``pack``, the ``datasets`` cache and saved
+    states all see the change."""
+    pytest.importorskip("transformers")
+    from packing.errors import StateMismatch
+
+    tokenizer = packing.load_tokenizer(save_tokenizer(tmp_path / "object", CHATML))
+    recipe = packing.Recipe(64, tokenizer=tokenizer)
+    before = prepare(recipe).fingerprint
+    tokenizer.chat_template = MARKED
+    after_template = prepare(recipe).fingerprint
+    tokenizer.add_tokens(["<|new|>"])
+    assert len({before, after_template, prepare(recipe).fingerprint}) == 3
+
+    folder = save_tokenizer(tmp_path / "folder", CHATML)
+    (tmp_path / "t.jinja").write_text(CHATML)
+    on_disk = packing.Recipe(64, tokenizer=str(folder), chat_template=str(tmp_path / "t.jinja"))
+    chat = {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]}
+    old = packing.pack([chat], 64, recipe=on_disk).input_ids.tolist()
+    saved = packing.stream([chat] * 4, recipe=on_disk, buffer_size=2)
+    next(iter(saved))
+    state = saved.state_dict()
+    (tmp_path / "t.jinja").write_text(MARKED)
+    assert packing.pack([chat], 64, recipe=on_disk).input_ids.tolist() != old
+    with pytest.raises(StateMismatch, match="tokenizer_content="):
+        packing.stream([chat] * 4, recipe=on_disk, buffer_size=2, state=state)
+
+
+def test_a_sampler_state_names_what_differs() -> None:
+    pytest.importorskip("torch")
+    from packing.errors import StateMismatch
+    from packing.torch import PackingSampler
+
+    with_tokens = PackingSampler([3, 5, 2], 8, trained_tokens=[2, 4, 1], shuffle=False)
+    without = PackingSampler([3, 5, 2], 8, shuffle=False)
+    with pytest.raises(StateMismatch, match="trained_tokens"):
+        without.load_state_dict(with_tokens.state_dict())
+    with pytest.raises(StateMismatch, match="trained_tokens"):
+        with_tokens.load_state_dict(without.state_dict())
+    shared = PackingSampler([3, 5, 2], 8, share_prompt=True, shuffle=False)
+    with pytest.raises(StateMismatch, match=r"expected the same recipe \(share_prompt at its default\)"):
+        without.load_state_dict(shared.state_dict())

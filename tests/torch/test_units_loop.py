@@ -57,7 +57,7 @@ def test_collate_options_with_units() -> None:
 
 def test_collate_applies_the_overflow_policy_to_whole_units() -> None:
     long = {"prompt": [1, 2, 3], "chosen": [4] * 8, "rejected": [5] * 2}
-    with pytest.warns(TokensLost, match=r"^collate: 4 of 16 tokens .* 1 truncated \(1 completions cut\), 0 dropped"):
+    with pytest.warns(TokensLost, match=r"^collate: 4 of 16 tokens .* 1 truncated \(1 completion cut\), 0 dropped"):
         assert pt.collate([long], 12)["input_ids"].tolist() == [[1, 2, 3, 4, 4, 4, 4, 1, 2, 3, 5, 5]]
     with pytest.warns(TokensLost, match=r"^collate: 16 of 23 tokens .* 0 truncated \(0 completions cut\), 1 dropped"):
         assert pt.collate([long, PAIR], 12, overflow="drop")["unit_ids"].tolist() == [[1] * 7]

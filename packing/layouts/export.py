@@ -92,14 +92,14 @@ def refuse_shared(blocks: PackedBatch | LazyBatch, format: str) -> None:
     >>> export(pack([{"prompt": [1], "chosen": [2], "rejected": [3]}], 4, share_prompt=True), "trl")
     Traceback (most recent call last):
     ...
-    packing.errors.SettingError: format: expected packing with share_prompt (the other layouts cannot keep a shared prompt's completions apart; pack with share_prompt=False for them), got 'trl' (str)
+    packing.errors.SettingError: format: expected 'packing' (this project's own layout) with share_prompt: the other layouts cannot keep a shared prompt's completions apart (pack with share_prompt=False for them), got 'trl' (str)
     """
     units = blocks.units if isinstance(blocks, PackedBatch) else blocks.samples.units
     if units is not None and units.share_prompt and format != "packing":
         raise SettingError(
             "format",
-            "packing with share_prompt (the other layouts cannot keep a shared prompt's completions apart; pack with "
-            "share_prompt=False for them)",
+            "'packing' (this project's own layout) with share_prompt: the other layouts cannot keep a shared prompt's "
+            "completions apart (pack with share_prompt=False for them)",
             format,
         )
 

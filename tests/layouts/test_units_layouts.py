@@ -36,7 +36,9 @@ def test_the_duplicated_layout_is_every_frameworks_documents(format: str) -> Non
     table = packing.export(batch, format)
     report = packing.audit(table, format=format)
     assert report.clean and report.num_documents == sum(len(completions_of(row)) for row in rows)
-    with pytest.raises(SettingError, match=r"^format: expected packing with share_prompt"):
+    with pytest.raises(
+        SettingError, match=r"^format: expected 'packing' \(this project's own layout\) with share_prompt"
+    ):
         packing.export(packing.pack(rows, 64, share_prompt=True), format)
 
 

@@ -618,10 +618,11 @@ def pack_dataset(
     layout = plan(lengths, recipe=planning)
     stats = _with_fit(layout.stats, fit, chosen.share_prompt) if units else layout.stats
     stats.warn_lost("ray.pack_dataset")  # on the driver, with pack's counts
-    if layout.num_blocks == 0:  # nothing to pack: the schema's columns, no rows
-        empty = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(len(lengths) + 1, np.int64))
+    if layout.num_blocks == 0:  # nothing to pack (no row, or every row left out): the schema's columns, no rows
+        empty = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(1, np.int64))
+        none = plan(np.zeros(0, np.int64), recipe=planning)
         nothing: ray.data.Dataset = cluster.data.from_arrow(
-            materialize(layout, empty, pad_token_id=pad, int64=chosen.int64).to_arrow()
+            materialize(none, empty, pad_token_id=pad, int64=chosen.int64).to_arrow()
         )
         return nothing
     if shuffle:

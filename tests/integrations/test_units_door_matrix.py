@@ -419,7 +419,8 @@ def _lost_at(door: str, rows: list[dict[str, Any]], overflow: str, length: int, 
     if door == "ray":
         import ray.data
 
-        source = ray.data.from_items(rows if units else [{"input_ids": row["input_ids"]} for row in rows])
+        items = [{name: row.get(name) for name in PARTS} for row in rows] if units else rows
+        source = ray.data.from_items(items, override_num_blocks=3)  # the lengths pass's counts added over blocks
         out, stats = _warned(lambda: packing.ray.pack_dataset(source, length, shuffle=False, **options))
         return _real_tokens({"seq_lengths": [row["seq_lengths"] for row in out.take_all()]}), stats
     if door == "collate":  # a batch of at most max_seq_length tokens: a row at a time, the losses added
@@ -478,6 +479,7 @@ def _unit_rows(seed: int, count: int) -> list[dict[str, Any]]:
 FIXED_CASES = {
     "plain": (_plain_rows([3, 20, 5, 9, 0, 14]), 8),
     "units": (_unit_rows(7, 5), 16),
+    "units, roomier": (_unit_rows(3, 6), 40),
 }
 
 

@@ -194,13 +194,13 @@ def _fit_counts(fitted: Fitted, recipe: Recipe) -> list[int]:
 def _with_fit(stats: PackingStats, fit: Int64Array, share_prompt: bool) -> PackingStats:
     """``stats`` of the plan of fitted units with what fitting cut counted in (``fit``: :func:`_fit_counts` summed
     over every batch), as ``UnitFit.stats`` counts it on one machine. O(1)."""
-    tokens_cut, units_cut, *counts = (int(value) for value in fit)
+    tokens_cut, units_cut, pairs, groups, completions, truncated, completions_cut, dropped, shared = map(int, fit)
     return replace(
         stats,
         input_tokens=stats.input_tokens + tokens_cut,
         tokens_truncated=stats.tokens_truncated + tokens_cut,
         sequences_truncated=stats.sequences_truncated + units_cut,
-        units=UnitStats(*counts, share_prompt=share_prompt),
+        units=UnitStats(pairs, groups, completions, truncated, completions_cut, dropped, shared, share_prompt),
     )
 
 

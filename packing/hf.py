@@ -37,8 +37,10 @@ them when called.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +60,7 @@ from packing.reading.arrow import Accumulator, batch_parts, flat_batches, read_t
 from packing.reading.reader import read_rows
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.registry import StrategyName
+from packing.strategies.stats import PackingStats, UnitStats
 from packing.text.prepare import prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -214,7 +217,10 @@ def pack_dataset(
     fingerprint = _fingerprint(dataset, (prepare(chosen).fingerprint, shuffle, chosen.seed, carry))
     path = _cache_path(dataset, fingerprint, cache_file_name)
     if cache_file_name is None and path is not None and path.is_file():  # packed before: same rows, same settings
-        return Dataset.from_file(os.fspath(path))
+        cached = _cached_stats(path)
+        if cached is not None:  # what that packing cut is as real now: warned of again, with its counts
+            cached.warn_lost("hf.pack_dataset")
+            return Dataset.from_file(os.fspath(path))
     samples, source = _samples(dataset, chosen)
     fitted = None
     if samples.units is not None:  # pairs and groups: fitted whole; their laid-out tokens carry no other column
@@ -234,7 +240,7 @@ def pack_dataset(
         import pyarrow as pa
 
         return Dataset(pa.concat_tables(list(tables)), fingerprint=fingerprint)
-    _write_stream(path, tables)
+    _write_stream(path, tables, {_STATS_KEY: _stats_json(stats)})
     return Dataset.from_file(os.fspath(path))
 
 
@@ -302,21 +308,65 @@ def _with_carried(chunk: PackedBatch, carried: dict[str, pa.Array], large: bool)
     return table
 
 
-def _write_stream(path: Path, tables: Iterator[pa.Table]) -> None:
+def _write_stream(path: Path, tables: Iterator[pa.Table], metadata: dict[bytes, bytes] | None = None) -> None:
     """``tables`` written one after the other as an Arrow IPC stream (the cache files of ``datasets``), atomically:
-    a temporary file renamed onto ``path`` once complete. Memory: one table at a time."""
+    a temporary file renamed onto ``path`` once complete; ``metadata`` added to the schema's. Memory: one table at
+    a time."""
     import pyarrow as pa
 
     first = next(tables)
+    schema = first.schema.with_metadata({**(first.schema.metadata or {}), **(metadata or {})})
     with (
         atomic_path(path) as temporary,
         pa.OSFile(os.fspath(temporary), "wb") as sink,
-        pa.ipc.new_stream(sink, first.schema) as writer,
+        pa.ipc.new_stream(sink, schema) as writer,
     ):
         writer.write_table(first)
         del first
         for table in tables:
             writer.write_table(table)
+
+
+_STATS_KEY = b"packing.stats"
+"""The schema metadata key of a cache file's statistics (:func:`_stats_json`)."""
+
+
+def _stats_json(stats: PackingStats) -> bytes:
+    """``stats`` as JSON (every count, the units' too; not ``block_utilization``), for a cache file's schema: what
+    the packing cut, warned of again when the file is found. O(1).
+
+    >>> from packing import plan
+    >>> stats = plan([6, 2], 4, overflow="drop").stats
+    >>> _stats_of_json(_stats_json(stats)) == stats
+    True
+    """
+    values = {name: value for name, value in asdict(stats).items() if name != "block_utilization"}
+    return json.dumps(values, sort_keys=True).encode("utf-8")
+
+
+def _stats_of_json(text: bytes) -> PackingStats:
+    """The statistics :func:`_stats_json` wrote (``block_utilization`` empty). O(1)."""
+    values = json.loads(text)
+    units = values.pop("units")
+    return PackingStats(
+        **values,
+        block_utilization=np.zeros(0, dtype=np.float64),
+        units=None if units is None else UnitStats(**units),
+    )
+
+
+def _cached_stats(path: Path) -> PackingStats | None:
+    """The statistics of the packing a cache file holds, read from its schema alone; None when the file has none
+    (written without them: packed again). O(1) reads."""
+    import pyarrow as pa
+
+    try:
+        with pa.OSFile(os.fspath(path), "rb") as source:
+            metadata = pa.ipc.open_stream(source).schema.metadata or {}
+        text = metadata.get(_STATS_KEY)
+        return None if text is None else _stats_of_json(text)
+    except (pa.ArrowException, OSError, ValueError, TypeError, KeyError):
+        return None
 
 
 def _refuse_other_datasets(dataset: Any) -> None:

@@ -31,14 +31,14 @@ Example (needs a Ray cluster, so not a doctest)::
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from packing.batches.packed import materialize
-from packing.batches.units import check_unit_recipe, fit_units
+from packing.batches.units import Fitted, check_unit_recipe, fit_units
 from packing.core.arrays import offsets_of, ranges, row_of
 from packing.core.forms import FIELDS, RowKind
 from packing.core.samples import Samples
@@ -50,6 +50,7 @@ from packing.reading.arrow import read_table
 from packing.reading.reader import mixed_kinds_error, read_rows
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.registry import StrategyName
+from packing.strategies.stats import PackingStats, UnitStats
 from packing.text.prepare import prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -76,6 +77,10 @@ _UNITS = "__packing_units"
 structure and the global number of its first completion:"""
 _KIND, _PROMPT, _COMPLETIONS = "__packing_kind", "__packing_prompt", "__packing_completions"
 _COUNTS, _FIRST = "__packing_counts", "__packing_first"
+_FIT = "__packing_fit"
+"""What fitting a batch's pairs and groups cut (:func:`_fit_counts`), in its first row (the others null)."""
+_FIT_SIZE = 2 + len(fields(UnitStats)) - 1
+"""The numbers of :func:`_fit_counts`: tokens cut, units cut, and every count of ``UnitStats``."""
 _UNREAD, _REFUSED = -2, -1
 """Lengths reported for the rows of a batch with a bad row: not read, and the row the reader refused."""
 _ROW_BITS = 33
@@ -129,8 +134,12 @@ def _lengths_batch(batch: pa.Table, recipe: Recipe) -> pa.Table:
     uid = _int_column(batch, _UID)
     rows = batch.select(_fields(batch))
     units = np.zeros(len(uid), dtype=np.int64)  # completions of each pair or group (0 for other rows)
+    fit: list[list[int] | None] = [None] * len(uid)
     try:
-        samples = _read(rows, recipe)
+        samples = read_table(rows, **prepare(recipe).read_options)
+        if samples.units is not None:  # fitted whole by the overflow policy, what that cut counted
+            fitted = fit_units(samples, recipe)
+            samples, fit[0] = fitted.samples, _fit_counts(fitted, recipe)
         samples.refuse_other_labels()  # blocks train each token on itself
         samples.refuse_wide_ids(recipe.int64)  # the shuffle carries the output's id width
         if samples.tokens is None and len(samples):  # lengths only: nothing to pack (named on the driver)
@@ -153,6 +162,7 @@ def _lengths_batch(batch: pa.Table, recipe: Recipe) -> pa.Table:
                 _LENGTH: pa.array(length),
                 _BAD: pa.array(bad, pa.binary()),
                 _UNITS: pa.array(units),
+                _FIT: pa.nulls(len(uid), pa.list_(pa.int64())),
             }
         )
     return pa.table(
@@ -161,7 +171,36 @@ def _lengths_batch(batch: pa.Table, recipe: Recipe) -> pa.Table:
             _LENGTH: pa.array(lengths, pa.int64()),
             _BAD: pa.nulls(len(uid), pa.binary()),
             _UNITS: pa.array(units),
+            _FIT: pa.array(fit, pa.list_(pa.int64())),
         }
+    )
+
+
+def _fit_counts(fitted: Fitted, recipe: Recipe) -> list[int]:
+    """What fitting some rows' units cut, as numbers to add up over batches: the tokens cut, the units cut (plain
+    rows among them too) and the :class:`~packing.strategies.stats.UnitStats` counts (every unit that fits kept,
+    as a plan with ``drop`` keeps it). O(units).
+
+    >>> from packing import read_rows
+    >>> _fit_counts(fit_units(read_rows([{"prompt": [1], "chosen": [2, 3, 4], "rejected": [5]}]), Recipe(5)), Recipe(5))
+    [1, 1, 1, 0, 2, 1, 1, 0, 0]
+    """
+    units = fitted.fit.kept_stats(recipe).units
+    assert units is not None
+    counts = [value for name, value in units.summary().items() if name != "share_prompt"]
+    return [fitted.tokens_cut, int(fitted.fit.units_cut.sum()), *counts]
+
+
+def _with_fit(stats: PackingStats, fit: Int64Array, share_prompt: bool) -> PackingStats:
+    """``stats`` of the plan of fitted units with what fitting cut counted in (``fit``: :func:`_fit_counts` summed
+    over every batch), as ``UnitFit.stats`` counts it on one machine. O(1)."""
+    tokens_cut, units_cut, pairs, groups, completions, truncated, completions_cut, dropped, shared = map(int, fit)
+    return replace(
+        stats,
+        input_tokens=stats.input_tokens + tokens_cut,
+        tokens_truncated=stats.tokens_truncated + tokens_cut,
+        sequences_truncated=stats.sequences_truncated + units_cut,
+        units=UnitStats(pairs, groups, completions, truncated, completions_cut, dropped, shared, share_prompt),
     )
 
 
@@ -209,9 +248,10 @@ class _RowIds:
 
 def _collect_lengths(
     lengths_ds: ray.data.Dataset, num_rows: int, recipe: Recipe
-) -> tuple[_RowIds, Int64Array, Int64Array | None]:
+) -> tuple[_RowIds, Int64Array, Int64Array | None, Int64Array]:
     """Gather every row's length on the driver, in row order, and when some rows are pairs or groups the global
-    number of each row's first completion; raise the first bad row's error.
+    number of each row's first completion, and what fitting them cut (:func:`_fit_counts`, summed; zeros without
+    units); raise the first bad row's error.
 
     The batches are copied one at a time into two arrays of ``num_rows`` (16 bytes a row). O(rows).
     """
@@ -220,6 +260,7 @@ def _collect_lengths(
     length = np.empty(num_rows, dtype=np.int64)
     completions = np.empty(num_rows, dtype=np.int64)
     refused: list[tuple[int, bytes]] = []
+    fit = np.zeros(_FIT_SIZE, dtype=np.int64)
     filled = 0
     for ref in lengths_ds.to_arrow_refs():
         table = ray.get(ref)
@@ -228,6 +269,7 @@ def _collect_lengths(
         rows = slice(filled, filled + table.num_rows)
         uid[rows], length[rows] = _int_column(table, _UID), _int_column(table, _LENGTH)
         completions[rows] = _int_column(table, _UNITS)
+        fit += _flat(table.column(_FIT)).astype(np.int64).reshape(-1, len(fit)).sum(axis=0)
         for index in np.flatnonzero(length[rows] == _REFUSED).tolist():
             refused.append((int(uid[filled + index]), table.column(_BAD)[index].as_py()))
         filled += table.num_rows
@@ -241,10 +283,10 @@ def _collect_lengths(
     lengths = np.empty(num_rows, dtype=np.int64)
     lengths[ids.rows(uid)] = length
     if not completions.any():
-        return ids, lengths, None
+        return ids, lengths, None, fit
     counts = np.empty(num_rows, dtype=np.int64)
     counts[ids.rows(uid)] = completions
-    return ids, lengths, np.cumsum(counts) - counts
+    return ids, lengths, np.cumsum(counts) - counts, fit
 
 
 def _raise_bad_row(row: bytes, index: int, recipe: Recipe) -> None:
@@ -566,7 +608,7 @@ def pack_dataset(
     if num_rows and not any(name in names for name in FIELDS):
         raise SettingError("ds", f"rows the reader reads (a column of {', '.join(FIELDS)})", f"<columns {names}>")
     lengths_ds = indexed.map_batches(_lengths_batch, batch_format="pyarrow", fn_kwargs={"recipe": chosen})
-    row_ids, lengths, completion_first = _collect_lengths(lengths_ds, num_rows, chosen)
+    row_ids, lengths, completion_first, fit = _collect_lengths(lengths_ds, num_rows, chosen)
     units = completion_first is not None
     planning = chosen
     if units:  # pairs and groups: whole, fitted by the lengths pass; one that cannot fit is left out whole
@@ -574,10 +616,13 @@ def pack_dataset(
         if chosen.overflow == "truncate":
             planning = Recipe.of(chosen, overflow="drop")
     layout = plan(lengths, recipe=planning)
-    if layout.num_blocks == 0:  # nothing to pack: the schema's columns, no rows
-        empty = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(len(lengths) + 1, np.int64))
+    stats = _with_fit(layout.stats, fit, chosen.share_prompt) if units else layout.stats
+    stats.warn_lost("ray.pack_dataset")  # on the driver, with pack's counts
+    if layout.num_blocks == 0:  # nothing to pack (no row, or every row left out): the schema's columns, no rows
+        empty = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(1, np.int64))
+        none = plan(np.zeros(0, np.int64), recipe=planning)
         nothing: ray.data.Dataset = cluster.data.from_arrow(
-            materialize(layout, empty, pad_token_id=pad, int64=chosen.int64).to_arrow()
+            materialize(none, empty, pad_token_id=pad, int64=chosen.int64).to_arrow()
         )
         return nothing
     if shuffle:

@@ -28,6 +28,7 @@ from packing.planning.plans import plan
 from packing.reading.reader import as_numpy, id_array, length_array, read_block, read_rows, weight_array
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.overflow import documents_of
+from packing.strategies.stats import PackingStats, compute_stats
 from packing.text.prepare import prepare
 from packing.weighting import LossMode, LossTotals, check_mode, token_weights
 
@@ -81,12 +82,14 @@ def _documents(
 
 def _cap(
     tokens: Int64Array, labels: Int64Array, lengths: Int64Array, recipe: Recipe
-) -> tuple[Int64Array, Int64Array, Int64Array]:
+) -> tuple[Int64Array, Int64Array, Int64Array, PackingStats | None]:
     """The documents with the overflow policy applied to each (``truncate`` keeps the first ``max_seq_length``
     tokens, ``drop`` leaves it out, ``split`` refuses it: its pieces come from the sampler), refused when they
-    hold more than ``max_seq_length`` tokens in all. O(tokens)."""
+    hold more than ``max_seq_length`` tokens in all, and what the policy cut or left out (``pack``'s counts, each
+    document kept a block of its own; None when nothing was over-long). O(tokens)."""
     capacity, overflow = recipe.max_seq_length, recipe.overflow
     over = lengths > capacity
+    lost = None
     if over.any():
         if overflow == "split":
             raise SettingError(
@@ -97,9 +100,11 @@ def _cap(
             )
         kept = documents_of(lengths, capacity, overflow)  # one document a sample: truncate and drop keep the start
         within = ranges(offsets_of(lengths)[kept.sequence] + kept.offset, kept.length)
+        alone = np.arange(len(kept.length) + 1, dtype=np.int64)
+        lost = compute_stats(lengths, capacity, alone, kept.sequence.astype(np.int32), kept.length.astype(np.int32))
         tokens, labels, lengths = tokens[within], labels[within], kept.length
     _check_total(lengths, recipe)
-    return tokens, labels, lengths
+    return tokens, labels, lengths, lost
 
 
 def _check_total(lengths: Int64Array, recipe: Recipe) -> None:
@@ -137,6 +142,7 @@ def collate(
     totals: LossTotals | float | None = None,
     mask_dtype: torch.dtype = torch.float32,
     _units: bool = False,
+    _quiet: bool = False,
     **options: Unpack[RecipeOptions],
 ) -> dict[str, Any]:
     """The padding-free batch of ``rows``: every document's tokens in one row, as
@@ -217,6 +223,9 @@ def collate(
     every unit the overflow policy left out is padding alone, as above, with the unit columns -1; a
     ``PackingSampler`` of units collates every step so (``_units``: its empty step, a step of plain rows).
 
+    What the overflow policy cut or left out is warned of (:class:`~packing.errors.TokensLost`, with ``pack``'s
+    counts), but by a ``PackingSampler``'s collate (``_quiet``: its ``stats`` count it).
+
     >>> pair = {"prompt": [1, 2], "chosen": [3], "rejected": [4, 5]}
     >>> collate([pair])["position_ids"].tolist(), collate([pair], share_prompt=True)["position_ids"].tolist()
     ([[0, 1, 2, 0, 1, 2, 3]], [[0, 1, 2, 2, 3]])
@@ -239,7 +248,7 @@ def collate(
             pad_to_multiple_of=pad_to_multiple_of,
             tensors=tensors,
             mask_dtype=mask_dtype,
-            warn=not _units,  # a sampler's steps: its stats count what was cut
+            warn=not (_units or _quiet),  # a sampler's steps: its stats count what was cut
         )
     multiple = chosen.document_multiple
     if multiple > 1 and pad_to_multiple_of is not None:
@@ -251,7 +260,9 @@ def collate(
     capped = recipe is not None or max_seq_length is not None
     tokens, labels, lengths = _documents(rows, chosen, ignore_masks)
     if capped and not (rows and all(_is_block(row) for row in rows)):
-        tokens, labels, lengths = _cap(tokens, labels, lengths, chosen)
+        tokens, labels, lengths, lost = _cap(tokens, labels, lengths, chosen)
+        if lost is not None and not _quiet:  # a sampler's steps: its stats count what was cut
+            lost.warn_lost("collate")
     elif capped:  # blocks are packed already: never more than max_seq_length tokens in all, as for samples
         _check_total(lengths, chosen)
     lengths = lengths[lengths > 0]
@@ -434,6 +445,7 @@ def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Te
                        for a, b in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True)]  # fmt: skip
     samples = read_rows(rows_as_samples)
     layout = plan(samples.lengths, max_seq_length, strategy="next_fit", overflow=recipe.overflow)
+    layout.stats.warn_lost("collate_fixed")
     batch = materialize(layout, samples, pad_token_id=prepare(recipe).pad_id)
     # labels: the documents' own labels (which may differ from input_ids) where the block has a target; the
     # same plan filled with each token's place in ``tokens`` says where each slot's token came from

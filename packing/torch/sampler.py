@@ -185,7 +185,7 @@ class PackingSampler(Sampler[list[int | Piece]]):
         (picklable, for DataLoader workers)."""
         if self.units is not None:  # every step a batch of units, with their columns (an empty step's too)
             return functools.partial(collate, recipe=self.recipe, _units=True)
-        return functools.partial(collate, recipe=self.recipe)
+        return functools.partial(collate, recipe=self.recipe, _quiet=True)  # its stats count what was cut
 
     def pieces(self, dataset: Any) -> Pieces:
         """``dataset`` read as this sampler's items: an index gives its row, a ``Piece`` the piece's tokens."""
@@ -347,7 +347,7 @@ class PackingSampler(Sampler[list[int | Piece]]):
         check_mode(loss_weights)
         if self.trained_tokens is None:
             raise SettingError("trained_tokens", "trained tokens per sample (packing.weighting.trained_tokens)", None)
-        collate_fn = functools.partial(collate, recipe=self.recipe, loss_weights=loss_weights)
+        collate_fn = functools.partial(collate, recipe=self.recipe, loss_weights=loss_weights, _quiet=True)
         return StepLoader(StepDataset(self.pieces(dataset)), batch_sampler=self, collate_fn=collate_fn, **kwargs)
 
 

@@ -95,24 +95,28 @@ def collate_units(
     tensors: Callable[[npt.NDArray[Any]], Any] = torch.from_numpy,
     mask_dtype: torch.dtype = torch.float32,
     warn: bool = True,
+    with_mask: bool = True,
 ) -> dict[str, Any]:
     """``collate`` of rows among which are pairs or groups (or blocks of them): one row of every unit's tokens, laid
     out as the recipe says, with the unit columns; see the module and ``packing.torch.collate``. ``capped``: the
     recipe's ``max_seq_length`` bounds the batch. What the overflow policy cut or left out is warned of
     (:class:`~packing.errors.TokensLost`), but with ``warn=False`` (a sampler's steps: its ``stats`` count them).
+    A shared prompt is the recipe's ``share_prompt``, or for packed blocks their own layout (:func:`shares_prompt`):
+    its ``attention_mask`` is left out with ``with_mask=False`` (a caller that builds it for more rows).
     O(T), O(T²) for a shared prompt's mask.
     """
     chosen = recipe if recipe is not None else Recipe.for_reading(share_prompt=share_prompt)
-    shared = chosen.share_prompt
+    if rows and all(isinstance(row, Mapping) and "seq_lengths" in row for row in rows):
+        columns = _block_columns(rows)  # blocks packed with a shared prompt say so themselves
+        shared = chosen.share_prompt or shares_prompt(columns["document_ids"][None], columns["completion_ids"][None])
+    else:
+        columns = _sample_columns(rows, chosen, warn)
+        shared = chosen.share_prompt
     if shared and (return_flash_attn_kwargs or return_seq_idx):
         name = "return_flash_attn_kwargs" if return_flash_attn_kwargs else "return_seq_idx"
         raise SettingError(
             name, "False with share_prompt (a shared prompt's completions need the attention mask)", True
         )
-    if rows and all(isinstance(row, Mapping) and "seq_lengths" in row for row in rows):
-        columns = _block_columns(rows)
-    else:
-        columns = _sample_columns(rows, chosen, warn)
     tokens = columns["input_ids"]
     if capped and len(tokens) > chosen.max_seq_length:
         raise SettingError(
@@ -159,7 +163,7 @@ def collate_units(
         np.cumsum(lengths, out=cu[1:])
         batch.update(cu_seq_lens_q=tensors(cu), cu_seq_lens_k=tensors(cu.copy()))
         batch["max_length_q"] = batch["max_length_k"] = int(lengths.max())
-    if shared:
+    if shared and with_mask:
         allowed = _allowed(columns["document_ids"][None], columns["completion_ids"][None])
         mask = _additive(allowed, mask_dtype, "mask_dtype")
         batch["attention_mask"] = mask if tensors is torch.from_numpy else mask.numpy()
@@ -220,6 +224,34 @@ def _block_columns(rows: Sequence[Any]) -> dict[str, Int64Array]:
         at += used
         documents += int(document.max(initial=-1)) + 1
     return {name: np.concatenate(values) for name, values in parts.items()}
+
+
+def shared_documents(document: Any, completion: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The documents of a batch that hold more than one completion (the completions of a shared prompt): their rows,
+    their ``document_ids`` and how many completions each holds, in order of row and document, from the 2-D columns
+    ``document_ids`` and ``completion_ids``. O(T log T).
+
+    >>> rows, documents, counts = shared_documents([[0, 0, 0, 1, 1]], [[-1, 0, 1, 2, 2]])
+    >>> rows.tolist(), documents.tolist(), counts.tolist()
+    ([0], [0], [2])
+    """
+    document, completion = torch.as_tensor(document), torch.as_tensor(completion)
+    row = torch.arange(document.shape[0], device=document.device)[:, None].expand_as(document)
+    answered = completion >= 0
+    triples = torch.unique(torch.stack((row[answered], document[answered], completion[answered])), dim=1)
+    places, counts = torch.unique_consecutive(triples[:2], dim=1, return_counts=True)  # sorted by row, document
+    several = counts > 1
+    return places[0, several], places[1, several], counts[several]
+
+
+def shares_prompt(document: Any, completion: Any) -> bool:
+    """Whether some document of a batch holds more than one completion (:func:`shared_documents`): the layout of
+    ``share_prompt=True``, whose completions need the attention mask to be kept from each other. O(T log T).
+
+    >>> shares_prompt([[0, 0, 0, 1, 1]], [[-1, 0, 1, 2, 2]]), shares_prompt([[0, 0, 1, 1]], [[-1, 0, -1, 1]])
+    (True, False)
+    """
+    return bool(len(shared_documents(document, completion)[0]))
 
 
 def _allowed(document: Any, completion: Any) -> torch.Tensor:

@@ -281,7 +281,24 @@ def _additive(allowed: torch.Tensor, dtype: torch.dtype, name: str = "dtype") ->
 def batch_column(batch: Any, name: str) -> torch.Tensor:
     """Column ``name`` of a batch as a 2-D tensor: a ``collate`` dict, a ``PackedBatch``, one block (a
     ``PackedDataset`` item, a ``stream`` block, a ``datasets`` row: a row of its own), or a table of blocks of one
-    length (``to_arrow()``, a Parquet file read back, a ``datasets.Dataset`` of them); numpy, torch or lists."""
+    length (``to_arrow()``, a Parquet file read back, a ``datasets.Dataset`` of them); numpy, torch or lists. The
+    one reader of a batch's columns, so every helper sees them checked (:func:`check_column`): integers, of the
+    shape of ``input_ids``, ids at least -1 and prediction positions before their own. O(T).
+
+    >>> batch = collate_units([{"prompt": [1], "chosen": [2], "rejected": [3]}])
+    >>> batch["prediction_positions"][0, 1] = 1
+    >>> batch_column(batch, "prediction_positions")
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: prediction_positions: expected -1 or a position before the token's own (0 <= p < t at token t), got <1 at row 0, token 1>
+    """
+    tensor = _read_column(batch, name)
+    check_column(tensor, name, tensor.shape if name == "input_ids" else _read_column(batch, "input_ids").shape)
+    return tensor
+
+
+def _read_column(batch: Any, name: str) -> torch.Tensor:
+    """Column ``name`` of a batch as it is stored, as a 2-D tensor (see :func:`batch_column`). O(T)."""
     if isinstance(batch, Mapping):
         value = batch.get(name)
     elif hasattr(batch, "column_names") and not hasattr(batch, name):  # a pyarrow or datasets table
@@ -290,8 +307,49 @@ def batch_column(batch: Any, name: str) -> torch.Tensor:
         value = getattr(batch, name, None)
     if value is None:  # a batch of plain rows has no unit columns
         raise SettingError("batch", f"a batch of pairs or groups with '{name}' (packing.torch.collate)", f"<no {name}>")
-    tensor = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+    try:
+        tensor = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+    except (TypeError, ValueError, RuntimeError):  # ragged lists, strings, objects
+        raise SettingError(
+            name, "a rectangular array of integers (rows, tokens)", f"<{type(value).__name__}>"
+        ) from None
     return tensor if tensor.ndim == 2 else tensor.reshape(1, -1)
+
+
+ID_COLUMNS = ("unit_ids", "document_ids", "completion_ids", "unit_kinds")
+"""The unit columns of ids: each at least -1 (-1: none, such as padding or a prompt's completion)."""
+
+
+def check_column(tensor: torch.Tensor, name: str, shape: tuple[int, ...] | torch.Size) -> None:
+    """Refuse column ``name`` of a batch unless it holds integers of ``shape`` (that of ``input_ids``), its ids (of
+    :data:`ID_COLUMNS`) are at least -1, ``unit_kinds`` name a kind, and every ``prediction_positions`` is -1 or a
+    position before its token's own; the error names the first bad position. O(T).
+
+    >>> check_column(torch.tensor([[0, 0, -2]]), "document_ids", (1, 3))
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: document_ids: expected ids of at least -1 (-1: none), got <-2 at row 0, token 2>
+    """
+    if tensor.dtype == torch.bool or tensor.is_floating_point() or tensor.is_complex():
+        raise SettingError(name, "integers", f"<a column of {str(tensor.dtype).removeprefix('torch.')}>")
+    if tuple(tensor.shape) != tuple(shape):
+        raise SettingError(name, f"a column of the shape of input_ids, {tuple(shape)}", tuple(tensor.shape))
+    if name == "prediction_positions":
+        at = torch.arange(tensor.shape[-1], device=tensor.device)
+        bad = (tensor != -1) & ((tensor < 0) | (tensor >= at))
+        expected = "-1 or a position before the token's own (0 <= p < t at token t)"
+    elif name in ID_COLUMNS:
+        bad = (tensor < -1) | (tensor >= len(KINDS)) if name == "unit_kinds" else tensor < -1
+        expected = (
+            f"kinds from -1 to {len(KINDS) - 1} (-1: unknown)"
+            if name == "unit_kinds"
+            else "ids of at least -1 (-1: none)"
+        )
+    else:
+        return
+    if bool(bad.any()):
+        row, token = (int(i) for i in bad.nonzero()[0])
+        raise SettingError(name, expected, f"<{int(tensor[row, token])} at row {row}, token {token}>")
 
 
 def _table_column(table: Any, name: str) -> npt.NDArray[Any] | None:

@@ -210,8 +210,8 @@ def collate(
     Preference pairs and completion groups (``{"prompt", "chosen", "rejected"}``, ``{"prompt", "completions"}``,
     or blocks of them) are kept whole and laid out as ``share_prompt`` says; the batch also has ``unit_ids``,
     ``document_ids``, ``completion_ids`` and ``prediction_positions`` (``packing.core.units.UNIT_COLUMNS``), and
-    with ``share_prompt=True`` (or blocks packed with it: a document of theirs holds several completions)
-    ``attention_mask``: ``(1, 1, T, T)``, 0 where a token may attend and the minimum of
+    with ``share_prompt=True`` (for packed blocks, when their own columns say so: a document holding several
+    completions, as ``collate_fixed`` decides) ``attention_mask``: ``(1, 1, T, T)``, 0 where a token may attend and the minimum of
     ``mask_dtype`` (default float32) elsewhere, which transformers' models take as it is.
     ``packing.torch.completion_logps`` and ``preference_logps`` read the completions' log-probabilities from the
     logits (``packing.torch.units``). ``loss_weights`` and context parallelism are refused with units. A batch whose

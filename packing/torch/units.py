@@ -101,14 +101,14 @@ def collate_units(
     out as the recipe says, with the unit columns; see the module and ``packing.torch.collate``. ``capped``: the
     recipe's ``max_seq_length`` bounds the batch. What the overflow policy cut or left out is warned of
     (:class:`~packing.errors.TokensLost`), but with ``warn=False`` (a sampler's steps: its ``stats`` count them).
-    A shared prompt is the recipe's ``share_prompt``, or for packed blocks their own layout (:func:`shares_prompt`):
+    A shared prompt is the recipe's ``share_prompt``, but for packed blocks their own layout (:func:`shares_prompt`):
     its ``attention_mask`` is left out with ``with_mask=False`` (a caller that builds it for more rows).
     O(T), O(T²) for a shared prompt's mask.
     """
     chosen = recipe if recipe is not None else Recipe.for_reading(share_prompt=share_prompt)
     if rows and all(isinstance(row, Mapping) and "seq_lengths" in row for row in rows):
-        columns = _block_columns(rows)  # blocks packed with a shared prompt say so themselves
-        shared = chosen.share_prompt or shares_prompt(columns["document_ids"][None], columns["completion_ids"][None])
+        columns = _block_columns(rows)  # laid out already: their own columns say whether a prompt is shared
+        shared = shares_prompt(columns["document_ids"][None], columns["completion_ids"][None])
     else:
         columns = _sample_columns(rows, chosen, warn)
         shared = chosen.share_prompt

@@ -90,6 +90,15 @@ def test_the_mask_of_shared_blocks_is_that_of_their_rows(dtype: torch.dtype) -> 
     assert torch.equal(from_block, from_rows)
 
 
+@pytest.mark.parametrize("option", [False, True])
+def test_the_blocks_layout_decides_not_the_option(option: bool) -> None:
+    """Blocks are laid out already: ``share_prompt`` given to ``collate`` changes nothing, in either collate."""
+    for shared in (False, True):
+        blocks = list(packing.stream(_rows()[:2], LENGTH, share_prompt=shared, shuffle=False))
+        assert ("attention_mask" in pt.collate(blocks, share_prompt=option)) == shared
+        assert ("attention_mask" in pt.collate_fixed(LENGTH, share_prompt=option)(blocks)) == shared
+
+
 def test_flash_kwargs_of_shared_blocks_are_refused() -> None:
     block = next(iter(packing.stream(_rows()[:2], LENGTH, share_prompt=True, shuffle=False)))
     with pytest.raises(packing.errors.SettingError, match="return_flash_attn_kwargs"):

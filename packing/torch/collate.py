@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
 from packing.torch.context_parallel import shifted, thd_boundaries, thd_pad
 from packing.torch.schedule import Int64Array
-from packing.torch.units import attention_mask, collate_units, has_units
+from packing.torch.units import attention_mask, collate_units, has_units, shares_prompt
 
 # ---------------------------------------------------------------- collate
 
@@ -216,7 +216,8 @@ def collate(
     Preference pairs and completion groups (``{"prompt", "chosen", "rejected"}``, ``{"prompt", "completions"}``,
     or blocks of them) are kept whole and laid out as ``share_prompt`` says; the batch also has ``unit_ids``,
     ``document_ids``, ``completion_ids`` and ``prediction_positions`` (``packing.core.units.UNIT_COLUMNS``), and
-    with ``share_prompt=True`` ``attention_mask``: ``(1, 1, T, T)``, 0 where a token may attend and the minimum of
+    with ``share_prompt=True`` (for packed blocks, when their own columns say so: a document holding several
+    completions, as ``collate_fixed`` decides) ``attention_mask``: ``(1, 1, T, T)``, 0 where a token may attend and the minimum of
     ``mask_dtype`` (default float32) elsewhere, which transformers' models take as it is.
     ``packing.torch.completion_logps`` and ``preference_logps`` read the completions' log-probabilities from the
     logits (``packing.torch.units``). ``loss_weights`` and context parallelism are refused with units. A batch whose
@@ -491,7 +492,7 @@ def _fixed_unit_blocks(rows: Sequence[Any], recipe: Recipe) -> dict[str, torch.T
         name: [] for name in ("input_ids", "labels", "position_ids", *UNIT_COLUMNS)
     }
     for index, row in enumerate(rows):
-        single = collate_units([row], recipe, warn=False)  # one block read back, its columns checked
+        single = collate_units([row], recipe, warn=False, with_mask=False)  # one block read back, checked
         used = single["input_ids"].shape[1]
         if used > width:
             raise SettingError(
@@ -503,10 +504,7 @@ def _fixed_unit_blocks(rows: Sequence[Any], recipe: Recipe) -> dict[str, torch.T
             padded[:used] = single[name][0]
             values.append(padded)
     batch = {name: torch.stack(values) for name, values in columns.items()}
-    document, completion = batch["document_ids"], batch["completion_ids"]
-    shared = bool(((document[:, 1:] == document[:, :-1]) & (completion[:, 1:] >= 0) & (completion[:, :-1] >= 0)
-                   & (completion[:, 1:] != completion[:, :-1])).any())  # fmt: skip
-    if shared:
+    if shares_prompt(batch["document_ids"], batch["completion_ids"]):
         batch["attention_mask"] = attention_mask(batch)
     return batch
 

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from packing.errors import SettingError
-from packing.torch.units import attention_mask, batch_column, block_mask
+from packing.torch.units import attention_mask, batch_column, block_mask, shared_documents
 
 ADDITIVE = ("eager", "sdpa")
 """The implementations that take the 4-D additive mask (``(B, 1, T, T)``, 0 where a token may attend, the dtype's
@@ -199,20 +199,16 @@ def model_inputs(
 
 def _refuse_shared(columns: Mapping[str, torch.Tensor], name: str) -> None:
     """Refuse a flash-attention implementation ``name`` for a batch in which completions share a prompt (a
-    document of a row holds several), naming the first such unit. O(T log T)."""
-    document, completion = columns["document_ids"], columns["completion_ids"]
-    rows, length = document.shape
-    document = document + length * torch.arange(rows, device=document.device)[:, None]  # numbered within each row
-    answered = completion >= 0
-    pairs = torch.unique(torch.stack((document[answered], completion[answered])), dim=1)  # sorted by document
-    documents, counts = torch.unique_consecutive(pairs[0], return_counts=True)
-    shared = torch.nonzero(counts > 1)[:, 0]
-    if len(shared):
-        first = int(shared[0])
-        unit = int(columns["unit_ids"][document == documents[first]][0])
+    document of a row holds several: :func:`~packing.torch.units.shared_documents`), naming the first such unit.
+    O(T log T)."""
+    document = columns["document_ids"]
+    rows, documents, counts = shared_documents(document, columns["completion_ids"])
+    if len(rows):
+        row, first = int(rows[0]), documents[0]
+        unit = int(columns["unit_ids"][row][document[row] == first][0])
         raise SettingError(
             "attn_implementation",
-            f"eager, sdpa or flex_attention for completions that share a prompt (unit {unit}'s {int(counts[first])} "
+            f"eager, sdpa or flex_attention for completions that share a prompt (unit {unit}'s {int(counts[0])} "
             "do: flash-attention's cu_seq_lens cannot keep them from each other; or collate with share_prompt=False)",
             name,
         )

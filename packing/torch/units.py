@@ -95,24 +95,28 @@ def collate_units(
     tensors: Callable[[npt.NDArray[Any]], Any] = torch.from_numpy,
     mask_dtype: torch.dtype = torch.float32,
     warn: bool = True,
+    with_mask: bool = True,
 ) -> dict[str, Any]:
     """``collate`` of rows among which are pairs or groups (or blocks of them): one row of every unit's tokens, laid
     out as the recipe says, with the unit columns; see the module and ``packing.torch.collate``. ``capped``: the
     recipe's ``max_seq_length`` bounds the batch. What the overflow policy cut or left out is warned of
     (:class:`~packing.errors.TokensLost`), but with ``warn=False`` (a sampler's steps: its ``stats`` count them).
+    A shared prompt is the recipe's ``share_prompt``, but for packed blocks their own layout (:func:`shares_prompt`):
+    its ``attention_mask`` is left out with ``with_mask=False`` (a caller that builds it for more rows).
     O(T), O(T²) for a shared prompt's mask.
     """
     chosen = recipe if recipe is not None else Recipe.for_reading(share_prompt=share_prompt)
-    shared = chosen.share_prompt
+    if rows and all(isinstance(row, Mapping) and "seq_lengths" in row for row in rows):
+        columns = _block_columns(rows)  # laid out already: their own columns say whether a prompt is shared
+        shared = shares_prompt(columns["document_ids"][None], columns["completion_ids"][None])
+    else:
+        columns = _sample_columns(rows, chosen, warn)
+        shared = chosen.share_prompt
     if shared and (return_flash_attn_kwargs or return_seq_idx):
         name = "return_flash_attn_kwargs" if return_flash_attn_kwargs else "return_seq_idx"
         raise SettingError(
             name, "False with share_prompt (a shared prompt's completions need the attention mask)", True
         )
-    if rows and all(isinstance(row, Mapping) and "seq_lengths" in row for row in rows):
-        columns = _block_columns(rows)
-    else:
-        columns = _sample_columns(rows, chosen, warn)
     tokens = columns["input_ids"]
     if capped and len(tokens) > chosen.max_seq_length:
         raise SettingError(
@@ -159,7 +163,7 @@ def collate_units(
         np.cumsum(lengths, out=cu[1:])
         batch.update(cu_seq_lens_q=tensors(cu), cu_seq_lens_k=tensors(cu.copy()))
         batch["max_length_q"] = batch["max_length_k"] = int(lengths.max())
-    if shared:
+    if shared and with_mask:
         allowed = _allowed(columns["document_ids"][None], columns["completion_ids"][None])
         mask = _additive(allowed, mask_dtype, "mask_dtype")
         batch["attention_mask"] = mask if tensors is torch.from_numpy else mask.numpy()
@@ -222,6 +226,34 @@ def _block_columns(rows: Sequence[Any]) -> dict[str, Int64Array]:
     return {name: np.concatenate(values) for name, values in parts.items()}
 
 
+def shared_documents(document: Any, completion: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The documents of a batch that hold more than one completion (the completions of a shared prompt): their rows,
+    their ``document_ids`` and how many completions each holds, in order of row and document, from the 2-D columns
+    ``document_ids`` and ``completion_ids``. O(T log T).
+
+    >>> rows, documents, counts = shared_documents([[0, 0, 0, 1, 1]], [[-1, 0, 1, 2, 2]])
+    >>> rows.tolist(), documents.tolist(), counts.tolist()
+    ([0], [0], [2])
+    """
+    document, completion = torch.as_tensor(document), torch.as_tensor(completion)
+    row = torch.arange(document.shape[0], device=document.device)[:, None].expand_as(document)
+    answered = completion >= 0
+    triples = torch.unique(torch.stack((row[answered], document[answered], completion[answered])), dim=1)
+    places, counts = torch.unique_consecutive(triples[:2], dim=1, return_counts=True)  # sorted by row, document
+    several = counts > 1
+    return places[0, several], places[1, several], counts[several]
+
+
+def shares_prompt(document: Any, completion: Any) -> bool:
+    """Whether some document of a batch holds more than one completion (:func:`shared_documents`): the layout of
+    ``share_prompt=True``, whose completions need the attention mask to be kept from each other. O(T log T).
+
+    >>> shares_prompt([[0, 0, 0, 1, 1]], [[-1, 0, 1, 2, 2]]), shares_prompt([[0, 0, 1, 1]], [[-1, 0, -1, 1]])
+    (True, False)
+    """
+    return bool(len(shared_documents(document, completion)[0]))
+
+
 def _allowed(document: Any, completion: Any) -> torch.Tensor:
     """``(B, 1, T, T)`` booleans: a query may attend to a key of its document, at or before it, that is not another
     completion's (padding, document -1, attends to itself alone). O(B·T²)."""
@@ -249,7 +281,24 @@ def _additive(allowed: torch.Tensor, dtype: torch.dtype, name: str = "dtype") ->
 def batch_column(batch: Any, name: str) -> torch.Tensor:
     """Column ``name`` of a batch as a 2-D tensor: a ``collate`` dict, a ``PackedBatch``, one block (a
     ``PackedDataset`` item, a ``stream`` block, a ``datasets`` row: a row of its own), or a table of blocks of one
-    length (``to_arrow()``, a Parquet file read back, a ``datasets.Dataset`` of them); numpy, torch or lists."""
+    length (``to_arrow()``, a Parquet file read back, a ``datasets.Dataset`` of them); numpy, torch or lists. The
+    one reader of a batch's columns, so every helper sees them checked (:func:`check_column`): integers, of the
+    shape of ``input_ids``, ids at least -1 and prediction positions before their own. O(T).
+
+    >>> batch = collate_units([{"prompt": [1], "chosen": [2], "rejected": [3]}])
+    >>> batch["prediction_positions"][0, 1] = 1
+    >>> batch_column(batch, "prediction_positions")
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: prediction_positions: expected -1 or a position before the token's own (0 <= p < t at token t), got <1 at row 0, token 1>
+    """
+    tensor = _read_column(batch, name)
+    check_column(tensor, name, tensor.shape if name == "input_ids" else _read_column(batch, "input_ids").shape)
+    return tensor
+
+
+def _read_column(batch: Any, name: str) -> torch.Tensor:
+    """Column ``name`` of a batch as it is stored, as a 2-D tensor (see :func:`batch_column`). O(T)."""
     if isinstance(batch, Mapping):
         value = batch.get(name)
     elif hasattr(batch, "column_names") and not hasattr(batch, name):  # a pyarrow or datasets table
@@ -258,8 +307,49 @@ def batch_column(batch: Any, name: str) -> torch.Tensor:
         value = getattr(batch, name, None)
     if value is None:  # a batch of plain rows has no unit columns
         raise SettingError("batch", f"a batch of pairs or groups with '{name}' (packing.torch.collate)", f"<no {name}>")
-    tensor = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+    try:
+        tensor = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+    except (TypeError, ValueError, RuntimeError):  # ragged lists, strings, objects
+        raise SettingError(
+            name, "a rectangular array of integers (rows, tokens)", f"<{type(value).__name__}>"
+        ) from None
     return tensor if tensor.ndim == 2 else tensor.reshape(1, -1)
+
+
+ID_COLUMNS = ("unit_ids", "document_ids", "completion_ids", "unit_kinds")
+"""The unit columns of ids: each at least -1 (-1: none, such as padding or a prompt's completion)."""
+
+
+def check_column(tensor: torch.Tensor, name: str, shape: tuple[int, ...] | torch.Size) -> None:
+    """Refuse column ``name`` of a batch unless it holds integers of ``shape`` (that of ``input_ids``), its ids (of
+    :data:`ID_COLUMNS`) are at least -1, ``unit_kinds`` name a kind, and every ``prediction_positions`` is -1 or a
+    position before its token's own; the error names the first bad position. O(T).
+
+    >>> check_column(torch.tensor([[0, 0, -2]]), "document_ids", (1, 3))
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: document_ids: expected ids of at least -1 (-1: none), got <-2 at row 0, token 2>
+    """
+    if tensor.dtype == torch.bool or tensor.is_floating_point() or tensor.is_complex():
+        raise SettingError(name, "integers", f"<a column of {str(tensor.dtype).removeprefix('torch.')}>")
+    if tuple(tensor.shape) != tuple(shape):
+        raise SettingError(name, f"a column of the shape of input_ids, {tuple(shape)}", tuple(tensor.shape))
+    if name == "prediction_positions":
+        at = torch.arange(tensor.shape[-1], device=tensor.device)
+        bad = (tensor != -1) & ((tensor < 0) | (tensor >= at))
+        expected = "-1 or a position before the token's own (0 <= p < t at token t)"
+    elif name in ID_COLUMNS:
+        bad = (tensor < -1) | (tensor >= len(KINDS)) if name == "unit_kinds" else tensor < -1
+        expected = (
+            f"kinds from -1 to {len(KINDS) - 1} (-1: unknown)"
+            if name == "unit_kinds"
+            else "ids of at least -1 (-1: none)"
+        )
+    else:
+        return
+    if bool(bad.any()):
+        row, token = (int(i) for i in bad.nonzero()[0])
+        raise SettingError(name, expected, f"<{int(tensor[row, token])} at row {row}, token {token}>")
 
 
 def _table_column(table: Any, name: str) -> npt.NDArray[Any] | None:

@@ -243,7 +243,9 @@ def _other_kinds(part: dict[str, Any], pick: int) -> None:  # a group marked as 
     part.setdefault("units", {})["kind"] = [(kind + pick // 3**i) % 3 for i, kind in enumerate(kinds)]
 
 
-def _empty_completion(part: dict[str, Any], pick: int) -> None:  # a completion of no tokens, the lengths still adding up
+def _empty_completion(
+    part: dict[str, Any], pick: int
+) -> None:  # a completion of no tokens, the lengths still adding up
     units = part.get("units")
     if not units or not units["kind"]:
         return

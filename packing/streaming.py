@@ -226,8 +226,11 @@ class PackingStream(Iterator[Block]):
     restored, not re-read). A source that cannot is iterated again from its start, the rows already read skipped
     unread: pass the same rows. A state saved with another recipe, buffer size or shuffle is refused
     (:class:`~packing.errors.StateMismatch`), and so is one resumed over a source with fewer rows than it had read
-    (the data changed); a field no state holds, counts that contradict each other, or waiting completions not
-    numbered below those read, are refused in one ``SettingError`` line. The state is plain data:
+    (the data changed); a field no state holds, counts that contradict each other, waiting completions not
+    numbered below those read, or waiting samples that are not what the reader makes (units whose kind does not
+    match their completions, an empty completion, a trained prompt token, the other layout, unit structure
+    missing in a stream that has read pairs or groups or present in one that has not, a random state not of the
+    bit generator's form), are refused in one ``SettingError`` line. The state is plain data:
     lists, ints, strings, flags and None (``torch.save`` with ``torch.load(weights_only=True)``, JSON, ``pickle``);
     its size is that of one buffer at most. O(the pending tokens) to save or load.
 

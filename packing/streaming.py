@@ -424,13 +424,15 @@ class PackingStream(Iterator[Block]):
     def _check_units(self) -> None:
         """Refuse waiting samples (pending or carried) with unit structure in a stream that has read no pair or
         group (``stats.units`` None), or without it in one that has (its blocks keep the unit columns); and waiting
-        pairs and groups whose completions are not numbered, or not below the completions read
-        (``stats.units.completions``): a resumed stream numbers them as the uninterrupted one does. O(waiting
-        units)."""
+        pairs and groups whose completions are not numbered, not below the completions read
+        (``stats.units.completions``), or not in the order of the stream, once each: a resumed stream numbers them
+        as the uninterrupted one does. O(waiting units log waiting units)."""
         numbered = self._completions_read()
         read = numbered or 0
         pending = None if self._pending is None else self._pending.samples
-        for field, samples in (("carried", self._carried), ("pending", pending)):
+        pending_ids = None if self._pending is None else self._pending.sequence_names
+        ids, firsts, counts = ([np.zeros(0, dtype=np.int64)] for _ in range(3))
+        for field, samples, names in (("carried", self._carried, self._carried_ids), ("pending", pending, pending_ids)):
             units = None if samples is None else samples.units
             if samples is not None and (units is None) != (numbered is None):
                 has = "with units: the stream has read pairs or groups" if units is None else "without units"
@@ -444,6 +446,11 @@ class PackingStream(Iterator[Block]):
             last = int((units.first_completion + units.counts)[counted].max()) - 1
             if last >= read:
                 raise SettingError("state", f"{what} (completions numbered below the {read:,} read)", last)
+            assert names is not None  # a stream's pending blocks name their samples
+            ids.append(names[counted])
+            firsts.append(units.first_completion[counted])
+            counts.append(units.counts[counted])
+        _refuse_out_of_order(np.concatenate(ids), np.concatenate(firsts), np.concatenate(counts))
 
     def _restores_source(self) -> bool:
         """Whether the source is restored from its own saved state (else read again, the rows read skipped)."""
@@ -627,6 +634,25 @@ def _samples_state(samples: Samples, ids: Int64Array) -> dict[str, Any]:
     if samples.units is not None:
         state["units"] = samples.units.state()
     return state
+
+
+def _refuse_out_of_order(ids: Int64Array, firsts: Int64Array, counts: Int64Array) -> None:
+    """Refuse waiting pairs and groups (their stream positions ``ids``, their first completion's number and their
+    completions) not numbered in the order of the stream: a later one's completions after every completion of an
+    earlier one, so that each number is one completion's. O(n log n).
+
+    >>> _refuse_out_of_order(np.array([9, 2]), np.array([4, 0]), np.array([2, 3]))
+    >>> _refuse_out_of_order(np.array([9, 2]), np.array([4, 0]), np.array([2, 5]))
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: state: expected a PackingStream.state_dict()'s waiting units (completions numbered in the order of the stream, once each), got 4
+    """
+    order = np.argsort(ids, kind="stable")
+    starts, ends = firsts[order], (firsts + counts)[order]
+    wrong = np.flatnonzero(starts[1:] < ends[:-1])
+    if len(wrong):
+        what = f"{STATE_WHAT}'s waiting units (completions numbered in the order of the stream, once each)"
+        raise SettingError("state", what, int(starts[1:][wrong[0]]))
 
 
 def _same_form(value: Any, template: Any) -> bool:

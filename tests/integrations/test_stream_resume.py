@@ -266,7 +266,14 @@ def _other_layout(part: dict[str, Any], pick: int) -> None:
         part["units"]["share_prompt"] = not part["units"]["share_prompt"]
 
 
-PART_TAMPERS = [_without_units, _other_kinds, _empty_completion, _trained_prompts, _other_layout]
+def _renumbered(part: dict[str, Any], pick: int) -> None:  # a unit's completions numbered as another's
+    units = part.get("units")
+    if units and units["first_completion"]:
+        firsts = units["first_completion"]
+        firsts[pick % len(firsts)] = firsts[pick // len(firsts) % len(firsts)]
+
+
+PART_TAMPERS = [_without_units, _other_kinds, _empty_completion, _trained_prompts, _other_layout, _renumbered]
 NUMPY_VALUES = [np.int64(3), np.uint64(2**63), np.array([1, 2]), np.array(5), np.float64(1.0)]
 
 
@@ -290,8 +297,10 @@ def family_tampered(state: dict[str, Any], family: int, pick: int) -> dict[str, 
 
 def assert_valid_training_data(blocks: list[dict[str, Any]], units: bool) -> None:
     """What every block of a stream gives a trainer: the unit columns in every block of a stream of pairs and
-    groups (none in a stream of plain rows), prompts untrained, each completion one run of tokens, and each
-    unit's kind matching its completions (a pair 2, a group at least 1, a plain sample none)."""
+    groups (none in a stream of plain rows), prompts untrained, each completion one run of tokens in one of the
+    ``blocks``, and each unit's kind matching its completions (a pair 2, a group at least 1, a plain sample
+    none)."""
+    seen: set[int] = set()
     for block in blocks:
         assert ("completion_ids" in block) == units
         if not units:
@@ -299,7 +308,10 @@ def assert_valid_training_data(blocks: list[dict[str, Any]], units: bool) -> Non
         unit, completion, kind = block["unit_ids"], block["completion_ids"], block["unit_kinds"]
         prompt = (completion < 0) & (kind > 0)
         assert not block["loss_mask"][prompt].any() and (block["labels"][prompt] == -100).all()
-        for number in np.unique(completion[completion >= 0]).tolist():
+        numbers = set(np.unique(completion[completion >= 0]).tolist())
+        assert not numbers & seen  # a completion's number is its own, over the whole stream
+        seen |= numbers
+        for number in numbers:
             where = np.flatnonzero(completion == number)
             assert where[-1] - where[0] + 1 == len(where)  # one run
             assert len(np.unique(unit[where])) == 1
@@ -338,7 +350,7 @@ def test_a_tampered_state_resumes_or_is_refused_in_one_typed_line(
         assert message.startswith("state: expected ") and "\n" not in message and len(message) < 320, message
     else:  # taken as it is: blocks of at most max_seq_length tokens, no sample waiting twice, valid training data
         assert all(len(block["input_ids"]) == length for block in resumed)
-        assert_valid_training_data(resumed, units)
+        assert_valid_training_data(resumed, units)  # (numbers of completions yielded before: not in the state)
 
 
 # ---------------------------------------------------------------- pairs and groups, and the stream's statistics

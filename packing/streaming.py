@@ -226,8 +226,11 @@ class PackingStream(Iterator[Block]):
     restored, not re-read). A source that cannot is iterated again from its start, the rows already read skipped
     unread: pass the same rows. A state saved with another recipe, buffer size or shuffle is refused
     (:class:`~packing.errors.StateMismatch`), and so is one resumed over a source with fewer rows than it had read
-    (the data changed); a field no state holds, counts that contradict each other, or waiting completions not
-    numbered below those read, are refused in one ``SettingError`` line. The state is plain data:
+    (the data changed); a field no state holds, counts that contradict each other, waiting completions not
+    numbered below those read, or waiting samples that are not what the reader makes (units whose kind does not
+    match their completions, an empty completion, a trained prompt token, the other layout, unit structure
+    missing in a stream that has read pairs or groups or present in one that has not, a random state not of the
+    bit generator's form), are refused in one ``SettingError`` line. The state is plain data:
     lists, ints, strings, flags and None (``torch.save`` with ``torch.load(weights_only=True)``, JSON, ``pickle``);
     its size is that of one buffer at most. O(the pending tokens) to save or load.
 
@@ -406,14 +409,34 @@ class PackingStream(Iterator[Block]):
             "stats": None if self._stats is None else _stats_state(self._stats),
         }
 
-    def _check_numbers(self) -> None:
-        """Refuse waiting pairs and groups (pending or carried) whose completions are not numbered, or not below
-        the completions read (``stats.units.completions``): a resumed stream numbers them as the uninterrupted
-        one does. O(waiting units)."""
-        read = self._completions_read() or 0
+    def _load_rng(self, saved: Any) -> None:
+        """Take the saved random state: exactly the form of the stream's bit generator's ``state`` (its name,
+        the same keys, plain ints), checked before numpy reads it. O(1)."""
+        template = self._rng.bit_generator.state
+        expected = f"{STATE_WHAT} ('rng': a {template['bit_generator']} bit generator's state of plain ints)"
+        if not _same_form(saved, template):
+            raise SettingError("state", expected, "<other>")
+        try:
+            self._rng.bit_generator.state = saved
+        except (KeyError, TypeError, ValueError, OverflowError):  # ints numpy cannot take (out of range)
+            raise SettingError("state", expected, "<other>") from None
+
+    def _check_units(self) -> None:
+        """Refuse waiting samples (pending or carried) with unit structure in a stream that has read no pair or
+        group (``stats.units`` None), or without it in one that has (its blocks keep the unit columns); and waiting
+        pairs and groups whose completions are not numbered, not below the completions read
+        (``stats.units.completions``), or not in the order of the stream, once each: a resumed stream numbers them
+        as the uninterrupted one does. O(waiting units log waiting units)."""
+        numbered = self._completions_read()
+        read = numbered or 0
         pending = None if self._pending is None else self._pending.samples
-        for field, samples in (("carried", self._carried), ("pending", pending)):
+        pending_ids = None if self._pending is None else self._pending.sequence_names
+        ids, firsts, counts = ([np.zeros(0, dtype=np.int64)] for _ in range(3))
+        for field, samples, names in (("carried", self._carried, self._carried_ids), ("pending", pending, pending_ids)):
             units = None if samples is None else samples.units
+            if samples is not None and (units is None) != (numbered is None):
+                has = "with units: the stream has read pairs or groups" if units is None else "without units"
+                raise SettingError("state", f"{STATE_WHAT}'s {field} ({has})", "<other>")
             counted = np.zeros(0, dtype=bool) if units is None else units.kind != PLAIN
             if units is None or not counted.any():
                 continue
@@ -423,6 +446,11 @@ class PackingStream(Iterator[Block]):
             last = int((units.first_completion + units.counts)[counted].max()) - 1
             if last >= read:
                 raise SettingError("state", f"{what} (completions numbered below the {read:,} read)", last)
+            assert names is not None  # a stream's pending blocks name their samples
+            ids.append(names[counted])
+            firsts.append(units.first_completion[counted])
+            counts.append(units.counts[counted])
+        _refuse_out_of_order(np.concatenate(ids), np.concatenate(firsts), np.concatenate(counts))
 
     def _restores_source(self) -> bool:
         """Whether the source is restored from its own saved state (else read again, the rows read skipped)."""
@@ -449,20 +477,17 @@ class PackingStream(Iterator[Block]):
             raise SettingError("state", f"{STATE_WHAT} ('position': rows read, 0..{INT32_MAX + 1:,})", position)
         if not isinstance(state["finished"], bool) or not isinstance(state["source"], (dict, type(None))):
             raise SettingError("state", f"{STATE_WHAT} ('finished' a bool, 'source' a dict or None)", "<other>")
-        try:
-            self._rng.bit_generator.state = state["rng"]
-        except (KeyError, TypeError, ValueError, OverflowError):
-            raise SettingError("state", f"{STATE_WHAT} ('rng': a numpy bit generator's state)", "<other>") from None
+        self._load_rng(state["rng"])
         self._position, self._finished = int(position), state["finished"]
         self._stats = _stats_of(state["stats"], self.recipe, self._position)
         self._source_state = copy.deepcopy(state["source"])
-        self._carried, self._carried_ids = _samples_of(state["carried"], "carried", self._position)
+        self._carried, self._carried_ids = _samples_of(state["carried"], "carried", self._position, self.recipe)
         self._pending = None if state["pending"] is None else _pending_of(state["pending"], self.recipe, self._position)
         pending = None if self._pending is None else self._pending.sequence_names
         waiting = self._carried_ids if pending is None else np.concatenate((self._carried_ids, pending))
         if len(np.unique(waiting)) != len(waiting):
             raise SettingError("state", f"{STATE_WHAT} (each sample waiting once, pending or carried)", "<twice>")
-        self._check_numbers()
+        self._check_units()
         most = 0 if self._finished else self.buffer_size // 2  # what the stream carries into its next buffer
         if len(self._carried_ids) > most:
             raise SettingError("state", f"{STATE_WHAT} ('carried': at most {most} samples)", len(self._carried_ids))
@@ -611,9 +636,47 @@ def _samples_state(samples: Samples, ids: Int64Array) -> dict[str, Any]:
     return state
 
 
-def _samples_of(state: Any, field: str, position: int) -> tuple[Samples, Int64Array]:
+def _refuse_out_of_order(ids: Int64Array, firsts: Int64Array, counts: Int64Array) -> None:
+    """Refuse waiting pairs and groups (their stream positions ``ids``, their first completion's number and their
+    completions) not numbered in the order of the stream: a later one's completions after every completion of an
+    earlier one, so that each number is one completion's. O(n log n).
+
+    >>> _refuse_out_of_order(np.array([9, 2]), np.array([4, 0]), np.array([2, 3]))
+    >>> _refuse_out_of_order(np.array([9, 2]), np.array([4, 0]), np.array([2, 5]))
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: state: expected a PackingStream.state_dict()'s waiting units (completions numbered in the order of the stream, once each), got 4
+    """
+    order = np.argsort(ids, kind="stable")
+    starts, ends = firsts[order], (firsts + counts)[order]
+    wrong = np.flatnonzero(starts[1:] < ends[:-1])
+    if len(wrong):
+        what = f"{STATE_WHAT}'s waiting units (completions numbered in the order of the stream, once each)"
+        raise SettingError("state", what, int(starts[1:][wrong[0]]))
+
+
+def _same_form(value: Any, template: Any) -> bool:
+    """Whether ``value`` has the form of ``template`` (a numpy bit generator's state): dicts of the same keys,
+    the same strings, plain ints (not bools, numpy scalars or arrays) where it has ints. O(size).
+
+    >>> _same_form({"a": 1, "b": "x"}, {"a": 5, "b": "x"}), _same_form({"a": np.int64(1), "b": "x"}, {"a": 5, "b": "x"})
+    (True, False)
+    """
+    if isinstance(template, dict):
+        return (
+            isinstance(value, dict)
+            and value.keys() == template.keys()
+            and all(_same_form(value[key], template[key]) for key in template)
+        )
+    if isinstance(template, str):
+        return isinstance(value, str) and value == template
+    return type(value) is int and type(template) is int
+
+
+def _samples_of(state: Any, field: str, position: int, recipe: Recipe) -> tuple[Samples, Int64Array]:
     """The samples of :func:`_samples_state` (lists, or the arrays of earlier states), checked: lengths summing
-    to the tokens, a 0/1 mask as long, one distinct stream position below ``position`` each. O(tokens)."""
+    to the tokens, a 0/1 mask as long, one distinct stream position below ``position`` each, units in the
+    recipe's layout (``Units.of_state``) whose prompts are not trained. O(tokens)."""
     if not isinstance(state, dict):
         raise SettingError("state", f"{STATE_WHAT} ('{field}': a dict of tokens, loss_mask, lengths, ids)", "<other>")
     what = f"{STATE_WHAT}'s {field}"
@@ -631,7 +694,11 @@ def _samples_of(state: Any, field: str, position: int) -> tuple[Samples, Int64Ar
             raise SettingError("state", f"{what} (a loss_mask of its {total} tokens)", f"<{len(mask)} values>")
         if mask.all():
             mask = all_ones(total)
-    units = None if state.get("units") is None else Units.of_state(state["units"], lengths, f"{what} units")
+    units = None
+    if state.get("units") is not None:
+        units = Units.of_state(state["units"], lengths, f"{what} units", recipe.share_prompt)
+        if mask[units.roles() == 0].any():  # the reader never trains a prompt
+            raise SettingError("state", f"{what} (a loss_mask of 0 on every prompt token)", "<a trained prompt>")
     fits = total == 0 or int(tokens.max()) <= np.iinfo(np.int32).max  # as the reader keeps them
     samples = Samples(tokens.astype(np.int32) if fits else tokens, mask, offsets_of(lengths), None, units)
     return samples, ids
@@ -656,7 +723,7 @@ def _pending_state(pending: LazyBatch, blocks: Int64Array) -> dict[str, Any]:
 def _pending_of(state: Any, recipe: Recipe, position: int) -> LazyBatch:
     """The pending blocks of :func:`_pending_state`, checked as a plan of its samples (``check_pieces``) before
     anything reads them. O(tokens + pieces)."""
-    samples, ids = _samples_of(state, "pending", position)
+    samples, ids = _samples_of(state, "pending", position, recipe)
     what = f"{STATE_WHAT}'s pending"
     starts = integer_list(state.get("block_starts"), "state", f"{what} block_starts")
     sequence, first, length = (

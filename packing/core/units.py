@@ -412,29 +412,37 @@ class Units:
         }
 
     @classmethod
-    def of_state(cls, state: Any, lengths: Int64Array, what: str) -> Units:
-        """Units from :meth:`state`, checked to be units of samples of these laid-out ``lengths``: else a
-        ``SettingError`` (``state: expected {what} ...``). O(units).
+    def of_state(cls, state: Any, lengths: Int64Array, what: str, share_prompt: bool) -> Units:
+        """Units from :meth:`state`, checked to be units of samples of these laid-out ``lengths`` in the layout
+        ``share_prompt``, each as a reader makes them: a kind matching its completions (a pair has 2, a group at
+        least 1, a plain sample 1 and no prompt), every completion of at least one token, their lengths adding up
+        to the sample's. Else one ``SettingError`` (``state: expected {what} ...``). O(units).
 
         >>> units = Units.of([2], [[1, 3]], kinds=["pair"])
-        >>> Units.of_state(units.state(), units.lengths(), "the saved units").completion_lengths.tolist()
+        >>> Units.of_state(units.state(), units.lengths(), "the saved units", False).completion_lengths.tolist()
         [1, 3]
-        >>> Units.of_state(units.state(), np.array([9]), "the saved units")
+        >>> Units.of_state(units.state(), np.array([9]), "the saved units", False)
         Traceback (most recent call last):
         ...
         packing.errors.SettingError: state: expected the saved units (sample 0: 9 tokens), got 8
+        >>> Units.of_state({**units.state(), "kind": [0]}, units.lengths(), "the saved units", False)
+        Traceback (most recent call last):
+        ...
+        packing.errors.SettingError: state: expected the saved units (sample 0: a plain sample of 1 completion and no prompt), got <2 completions, a prompt of 2>
         """
-        if not isinstance(state, dict) or not isinstance(state.get("share_prompt"), bool):
-            raise SettingError("state", f"{what} (kind, prompt and completion lengths, share_prompt)", "<other>")
+        if not isinstance(state, dict) or state.get("share_prompt") is not bool(share_prompt):
+            expected = f"kind, prompt and completion lengths, share_prompt={bool(share_prompt)}"
+            raise SettingError("state", f"{what} ({expected})", "<other>")
         count = len(lengths)
         kind = integer_list(state.get("kind"), "state", f"{what}' kinds", 0, 2)
         prompts = integer_list(state.get("prompt_lengths"), "state", f"{what}' prompt lengths")
-        answers = integer_list(state.get("completion_lengths"), "state", f"{what}' completion lengths")
+        answers = integer_list(state.get("completion_lengths"), "state", f"{what}' completion lengths", 1)
         offsets = integer_list(state.get("completion_offsets"), "state", f"{what}' completion offsets", 0, len(answers))
         if len(kind) != count or len(prompts) != count or len(offsets) != count + 1 or offsets[-1] != len(answers):
             raise SettingError("state", f"{what} (one per sample, {count})", f"<{len(kind)} kinds>")
         if np.any(np.diff(offsets) < 0) or offsets[0] != 0:
             raise SettingError("state", f"{what} (completion offsets rising from 0)", "<falling offsets>")
+        _refuse_other_kinds(kind, prompts, np.diff(offsets), what)
         first = state.get("first_completion")
         if first is not None:
             first = integer_list(first, "state", f"{what}' first completions", 0, INT32_MAX)  # completion_ids: int32
@@ -467,6 +475,27 @@ class Units:
             return per_unit
         alone = np.asarray(cost(prompt), dtype=np.float64)
         return per_unit - alone * (self.counts - 1)
+
+
+KIND_COUNTS = {PLAIN: "a plain sample of 1 completion and no prompt", PAIR: "a pair of 2 completions",
+               GROUP: "a group of at least 1 completion"}  # fmt: skip
+"""What a unit of each kind holds (:func:`_refuse_other_kinds`)."""
+
+
+def _refuse_other_kinds(kind: Int64Array, prompts: Int64Array, counts: Int64Array, what: str) -> None:
+    """Refuse the first unit whose ``kind`` does not match its completion ``counts`` (a pair has 2, a group at
+    least 1, a plain sample 1 and no prompt): a ``SettingError`` naming it. O(units).
+
+    >>> _refuse_other_kinds(np.array([1, 1]), np.array([3, 1]), np.array([2, 3]), "the units")
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: state: expected the units (sample 1: a pair of 2 completions), got <3 completions, a prompt of 1>
+    """
+    wrong = np.where(kind == PLAIN, (counts != 1) | (prompts != 0), np.where(kind == PAIR, counts != 2, counts < 1))
+    if wrong.any():
+        first = int(np.flatnonzero(wrong)[0])
+        got = f"<{int(counts[first])} completions, a prompt of {int(prompts[first])}>"
+        raise SettingError("state", f"{what} (sample {first}: {KIND_COUNTS[int(kind[first])]})", got)
 
 
 def _answer_segments(units: Units) -> npt.NDArray[np.bool_]:

@@ -234,24 +234,123 @@ def tampered(state: dict[str, Any], field: tuple[str, ...], value: Any) -> dict[
     return state
 
 
+def _without_units(part: dict[str, Any], pick: int) -> None:
+    part["units"] = None
+
+
+def _other_kinds(part: dict[str, Any], pick: int) -> None:  # a group marked as a pair, a pair as plain, ...
+    kinds = (part.get("units") or {}).get("kind") or [0]
+    part.setdefault("units", {})["kind"] = [(kind + pick // 3**i) % 3 for i, kind in enumerate(kinds)]
+
+
+def _empty_completion(
+    part: dict[str, Any], pick: int
+) -> None:  # a completion of no tokens, the lengths still adding up
+    units = part.get("units")
+    if not units or not units["kind"]:
+        return
+    sample = pick % len(units["kind"])
+    units["completion_lengths"].insert(units["completion_offsets"][sample], 0)
+    units["completion_offsets"][sample + 1 :] = [o + 1 for o in units["completion_offsets"][sample + 1 :]]
+
+
+def _trained_prompts(part: dict[str, Any], pick: int) -> None:  # no mask (all trained), or a prompt token trained
+    if pick % 2 or part["loss_mask"] is None:
+        part["loss_mask"] = None
+    else:
+        part["loss_mask"] = [1] * len(part["loss_mask"])
+
+
+def _other_layout(part: dict[str, Any], pick: int) -> None:
+    if part.get("units"):
+        part["units"]["share_prompt"] = not part["units"]["share_prompt"]
+
+
+def _renumbered(part: dict[str, Any], pick: int) -> None:  # a unit's completions numbered as another's
+    units = part.get("units")
+    if units and units["first_completion"]:
+        firsts = units["first_completion"]
+        firsts[pick % len(firsts)] = firsts[pick // len(firsts) % len(firsts)]
+
+
+PART_TAMPERS = [_without_units, _other_kinds, _empty_completion, _trained_prompts, _other_layout, _renumbered]
+NUMPY_VALUES = [np.int64(3), np.uint64(2**63), np.array([1, 2]), np.array(5), np.float64(1.0)]
+
+
+def family_tampered(state: dict[str, Any], family: int, pick: int) -> dict[str, Any]:
+    """``state`` changed by one of the families of tampering a review found (``family``, ``pick`` choosing
+    where and how): the units of the pending or carried samples taken away, other kinds, an empty completion,
+    prompts trained, the other layout, or numpy values in the random state."""
+    state = copy.deepcopy(state)
+    if family == len(PART_TAMPERS):
+        value = NUMPY_VALUES[pick % len(NUMPY_VALUES)]
+        if pick // len(NUMPY_VALUES) % 2:
+            state["rng"]["state"] = value
+        else:
+            key = ["state", "inc"][pick // 10 % 2]
+            state["rng"]["state"][key] = value
+        return state
+    parts = [name for name in ("pending", "carried") if state[name] is not None]
+    PART_TAMPERS[family](state[parts[pick % len(parts)]], pick // len(parts))
+    return state
+
+
+def assert_valid_training_data(blocks: list[dict[str, Any]], units: bool) -> None:
+    """What every block of a stream gives a trainer: the unit columns in every block of a stream of pairs and
+    groups (none in a stream of plain rows), prompts untrained, each completion one run of tokens in one of the
+    ``blocks``, and each unit's kind matching its completions (a pair 2, a group at least 1, a plain sample
+    none)."""
+    seen: set[int] = set()
+    for block in blocks:
+        assert ("completion_ids" in block) == units
+        if not units:
+            continue
+        unit, completion, kind = block["unit_ids"], block["completion_ids"], block["unit_kinds"]
+        prompt = (completion < 0) & (kind > 0)
+        assert not block["loss_mask"][prompt].any() and (block["labels"][prompt] == -100).all()
+        numbers = set(np.unique(completion[completion >= 0]).tolist())
+        assert not numbers & seen  # a completion's number is its own, over the whole stream
+        seen |= numbers
+        for number in numbers:
+            where = np.flatnonzero(completion == number)
+            assert where[-1] - where[0] + 1 == len(where)  # one run
+            assert len(np.unique(unit[where])) == 1
+        for u in np.unique(unit[unit >= 0]).tolist():
+            kinds = np.unique(kind[unit == u])
+            answers = len(np.unique(completion[(unit == u) & (completion >= 0)]))
+            assert len(kinds) == 1 and kinds[0] in (0, 1, 2)
+            assert answers == {0: 0, 1: 2}.get(int(kinds[0]), max(answers, 1))
+
+
 @settings(max_examples=300, deadline=None)
-@given(field=FIELDS, value=HOSTILE, units=st.booleans(), cut=st.integers(0, 6))
+@given(
+    change=st.one_of(
+        st.tuples(st.just("field"), FIELDS, HOSTILE),
+        st.tuples(st.just("family"), st.integers(0, len(PART_TAMPERS)), st.integers(0, 10**6)),
+    ),
+    units=st.booleans(),
+    share_prompt=st.booleans(),
+    cut=st.integers(0, 6),
+)
 def test_a_tampered_state_resumes_or_is_refused_in_one_typed_line(
-    field: tuple[str, ...], value: Any, units: bool, cut: int
+    change: tuple[str, Any, Any], units: bool, share_prompt: bool, cut: int
 ) -> None:
     rows = random_units(8, count=40) if units else masked_rows()[:60]
     length = 64 if units else 32
-    blocks = stream(rows, length, buffer_size=10)
+    options: dict[str, Any] = {"buffer_size": 10, "share_prompt": share_prompt}
+    blocks = stream(rows, length, **options)
     for _ in range(cut):
         next(blocks)
-    state = tampered(blocks.state_dict(), field, value)
+    how, field, value = change
+    state = (tampered if how == "field" else family_tampered)(blocks.state_dict(), field, value)
     try:
-        resumed = as_lists(stream(rows, length, buffer_size=10, state=state))
+        resumed = list(stream(rows, length, state=state, **options))
     except packing.PackingError as error:  # one line saying which field and what it should be
         message = str(error)
         assert message.startswith("state: expected ") and "\n" not in message and len(message) < 320, message
-    else:  # taken as it is: blocks of at most max_seq_length tokens, no sample waiting twice
-        assert all(len(block["input_ids"][1]) == length for block in resumed)
+    else:  # taken as it is: blocks of at most max_seq_length tokens, no sample waiting twice, valid training data
+        assert all(len(block["input_ids"]) == length for block in resumed)
+        assert_valid_training_data(resumed, units)  # (numbers of completions yielded before: not in the state)
 
 
 # ---------------------------------------------------------------- pairs and groups, and the stream's statistics

@@ -73,6 +73,28 @@ def as_chats(
     return [(tokens[a:b], mask[a:b]) for a, b in itertools.pairwise(offsets.tolist())]
 
 
+def own_prompt_end(tokenizer: Any, prompt: list[dict[str, Any]], chat_ids: Any, chat_mask: Any, chosen: LossRules) -> int:
+    """Where a chat's ids depart from the prompt's own rendering with its generation prompt (no further than its
+    first trained token under rules that leave tokens out): what it shares with that rendering is context."""
+    rendered = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    own = packing.text.encoding.encode_texts(tokenizer, [rendered], add_special_tokens=False).ids
+    size = min(len(own), len(chat_ids))
+    differs = np.flatnonzero(np.asarray(own[:size]) != np.asarray(chat_ids[:size]))
+    end = int(differs[0]) if differs.size else size
+    if chosen.masks_anything and np.asarray(chat_mask[:end]).any():
+        end = int(np.argmax(chat_mask))
+    return end
+
+
+def trained_as_completion(
+    tokenizer: Any, prompt: list[dict[str, Any]], chat_ids: Any, chat_mask: Any, chosen: LossRules
+) -> list[int]:
+    """A chat's loss mask with what it shares with the prompt's rendering (:func:`own_prompt_end`) untrained."""
+    out = [int(m) for m in chat_mask]
+    end = own_prompt_end(tokenizer, prompt, chat_ids, chat_mask, chosen)
+    return [0] * end + out[end:]
+
+
 def completions_of(unit: dict[str, Any]) -> list[tuple[Any, Any]]:
     if "completions" in unit:
         return list(zip(unit["completions"], unit["completion_masks"], strict=True))
@@ -113,7 +135,8 @@ def test_a_completion_trains_what_the_same_turns_of_a_chat_train(
     for (ids, mask), (chat_ids, chat_mask) in zip(completions_of(unit), chats_of, strict=True):
         assert head + ids.tolist() == chat_ids.tolist()  # the same tokens: the prompt, then the completion
         # the completion's part of the chat, trained as the chat trains it
-        assert mask.tolist() == chat_mask[len(head) :].tolist()
+        expected = trained_as_completion(tokenizer, prompt, chat_ids, chat_mask, chosen)
+        assert mask.tolist() == expected[len(head) :]
     # the unit's prompt is the prompt's own rendering (with its generation prompt), at most
     rendered = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
     assert len(head) <= len(packing.text.encoding.encode_texts(tokenizer, [rendered], add_special_tokens=False).ids)
@@ -123,7 +146,9 @@ def test_a_completion_trains_what_the_same_turns_of_a_chat_train(
     pc_ids, pc_mask, offsets = encode_rows(rows, tokenizer, loss_rules=chosen)
     for (ids, mask), a, b in zip(completions_of(unit), offsets[:-1], offsets[1:], strict=True):
         assert pc_ids[a:b].tolist() == head + ids.tolist()
-        assert pc_mask[a:b].tolist() == [int(chosen.loss == "all")] * len(head) + mask.tolist()
+        end = own_prompt_end(tokenizer, prompt, pc_ids[a:b], pc_mask[a:b], chosen)
+        assert pc_mask[a + end : b].tolist() == mask.tolist()[end - len(head) :]
+        assert pc_mask[a : a + end].tolist() == [int(chosen.loss == "all")] * end
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -141,8 +166,9 @@ def test_pack_and_collate_train_what_the_chats_train(
     length = len(unit["prompt"])
     batch = packing.pack([pair], 1024, tokenizer="bytes", share_prompt=share, **options)
     expected_ids = [*chat_masks[0][0].tolist(), *chat_masks[1][0][0 if not share else length :].tolist()]
-    expected_mask = [0] * length + chat_masks[0][1][length:].tolist()
-    expected_mask += ([] if share else [0] * length) + chat_masks[1][1][length:].tolist()
+    trained = [trained_as_completion(packing.load_tokenizer("bytes"), prompt, *chat, chosen) for chat in chat_masks]
+    expected_mask = [0] * length + trained[0][length:]
+    expected_mask += ([] if share else [0] * length) + trained[1][length:]
     total = len(expected_ids)
     assert batch.input_ids[0][:total].tolist() == expected_ids
     assert batch.loss_mask[0][:total].tolist() == expected_mask and not batch.loss_mask[0][total:].any()

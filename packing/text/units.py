@@ -17,7 +17,10 @@ there (:class:`packing.core.loss.LossRules`, the one owner):
 The unit's prompt is the tokens every completion's encoding starts with as the prompt's own encoding does (a
 text prompt with the tokenizer's special tokens; a chat prompt rendered with its generation prompt:
 :func:`packing.text.text_rows.encode_prompts`), and before any trained token: it is never trained. The rest of
-each encoding is that completion, with its loss mask. A token row is returned per unit, read by
+each encoding is that completion, with its loss mask; the tokens a completion still shares with the prompt's own
+encoding after the unit's prompt (the generation prompt's header, when a sibling's rendering departs from it
+sooner, as a sibling opening with a tool turn) are context, untrained under every rule: what a completion trains
+never depends on its siblings. A token row is returned per unit, read by
 :func:`packing.reading.reader.read_unit_rows`.
 
 >>> row = encode_units([{"prompt": "Hi", "chosen": "yo", "rejected": "no"}], "bytes")[0]

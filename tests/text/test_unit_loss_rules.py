@@ -73,7 +73,9 @@ def as_chats(
     return [(tokens[a:b], mask[a:b]) for a, b in itertools.pairwise(offsets.tolist())]
 
 
-def own_prompt_end(tokenizer: Any, prompt: list[dict[str, Any]], chat_ids: Any, chat_mask: Any, chosen: LossRules) -> int:
+def own_prompt_end(
+    tokenizer: Any, prompt: list[dict[str, Any]], chat_ids: Any, chat_mask: Any, chosen: LossRules
+) -> int:
     """Where a chat's ids depart from the prompt's own rendering with its generation prompt (no further than its
     first trained token under rules that leave tokens out): what it shares with that rendering is context."""
     rendered = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
@@ -241,3 +243,52 @@ def test_the_command_line_trains_what_the_library_trains(tmp_path: Path, capsys:
     trained = np.asarray(block["input_ids"])[np.asarray(block["labels"]) != -100].tolist()
     assert packing.text.ByteTokenizer().decode(trained) == "5"
     assert trained == expected.input_ids[0][expected.loss_mask[0] == 1].tolist()
+
+
+def trained_and_inputs(unit: dict[str, Any], number: int) -> tuple[list[int], list[int]]:
+    """Completion ``number`` of an encoded unit: its trained ids (mask 1) and the ids its log-probability is
+    computed from (the prompt, then the completion)."""
+    ids, mask = completions_of(unit)[number]
+    return ids[mask == 1].tolist(), unit["prompt"].tolist() + ids.tolist()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    name=st.sampled_from(["bytes", "chatml", "marked"]),
+    prompt=chats,
+    answer=chats,
+    siblings=st.lists(chats, min_size=1, max_size=3),
+    at=st.integers(0, 3),
+    loss=st.sampled_from(["completion", "last_turn", "all"]),
+    roles=st.lists(st.sampled_from(ROLES), min_size=1, max_size=3, unique=True).map(tuple),
+    eos=st.sampled_from(["turn", "last", "all", "none", True, False]),
+)
+def test_what_a_completion_trains_does_not_depend_on_its_siblings(
+    tokenizers: dict[str, Any],
+    name: str,
+    prompt: list[dict[str, Any]],
+    answer: list[dict[str, Any]],
+    siblings: list[list[dict[str, Any]]],
+    at: int,
+    loss: str,
+    roles: tuple[str, ...],
+    eos: Any,
+) -> None:
+    tokenizer, chosen = tokenizers[name], LossRules(loss, roles, eos)
+    at = min(at, len(siblings))
+    group = [*siblings[:at], answer, *siblings[at:]]
+    units = [
+        ({"prompt": prompt, "completions": [answer]}, 0),  # alone
+        ({"prompt": prompt, "chosen": answer, "rejected": answer}, 1),  # one sibling identical to itself
+        ({"prompt": prompt, "completions": group}, at),  # random siblings
+        ({"prompt": prompt, "chosen": answer, "rejected": siblings[0]}, 0),
+        ({"prompt": prompt, "chosen": siblings[0], "rejected": answer}, 1),
+    ]
+    seen = []
+    for row, number in units:
+        try:
+            [unit] = encode_units([row], tokenizer, loss_rules=chosen)
+        except SampleError:
+            continue  # a refused sibling (a turn the template hides, nothing trained): see the tests above
+        seen.append(trained_and_inputs(unit, number))
+    assert all(one == seen[0] for one in seen)

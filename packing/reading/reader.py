@@ -55,7 +55,8 @@ from packing.core.forms import (
     is_message_list,
     is_text_row,
     is_text_unit,
-    null_completions,
+    null_unit,
+    null_unit_error,
     unit_kind,
 )
 from packing.core.loss import LossRules
@@ -190,8 +191,8 @@ def _dict_form(row: Mapping[str, Any], index: int) -> Literal["input_ids", "prom
     if has_ids and has_pair:
         raise SampleError(index, None, None, "one form, 'input_ids' or 'prompt'/'completion'", "<both>")
     if has_pair:
-        if not _present(row, "completion") and null_completions(row):
-            raise UnitError.no_completions(index, None)
+        if not _present(row, "completion") and (null := null_unit(row)) is not None:
+            raise null_unit_error(index, null)
         for field in ("prompt", "completion"):
             if not _present(row, field):
                 raise SampleError(index, field, None, "a list of token ids (a prompt needs a completion)", None)

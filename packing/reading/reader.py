@@ -643,11 +643,20 @@ class UnitRow(NamedTuple):
 
 
 def _completion(index: int, field: str, value: Any, mask_field: str, mask: Any) -> tuple[Any, Any]:
-    """One completion's tokens (refused when empty) and its mask (None when absent). O(length)."""
+    """One completion's tokens (refused when empty) and its mask (None when absent; refused when it trains no
+    token: a pair whose chosen trains nothing is a broken pair). O(length).
+
+    >>> _completion(2, "chosen", [4, 5], "chosen_mask", [0, 0])
+    Traceback (most recent call last):
+    ...
+    packing.errors.UnitError: sample 2, 'chosen': expected a completion with at least one trained token (one that trains nothing leaves the unit nothing to compare), got <no trained token>
+    """
     tokens = token_array(value, index, field)
     if not len(tokens):
         raise UnitError.empty_completion(index, field)
     checked = None if mask is None else mask_array(mask, index, mask_field, len(tokens))
+    if checked is not None and not checked.any():
+        raise UnitError.untrained_completion(index, field)
     return tokens, checked
 
 

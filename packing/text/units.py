@@ -157,9 +157,11 @@ def encode_units(
         prompt_length = min(ends)
         answers = [ids[prompt_length:] for ids, _ in encoded]
         masks = [_context_untrained(m, prompt_length, end) for (_, m), end in zip(encoded, ends, strict=True)]
-        for (field, _), answer in zip(fields, answers, strict=True):
+        for (field, _), answer, trained in zip(fields, answers, masks, strict=True):
             if not len(answer):
                 raise UnitError.empty_completion(name, field)
+            if not trained.any():  # a pair whose chosen trains nothing is a broken pair
+                raise UnitError.untrained_completion(name, field)
         row: dict[str, Any] = {"prompt": encoded[0][0][:prompt_length]}
         if kind == "pair":
             row.update(chosen=answers[0], rejected=answers[1], chosen_mask=masks[0], rejected_mask=masks[1])

@@ -147,3 +147,42 @@ def test_a_pair_with_null_completions_names_chosen(prompt: Any) -> None:
         field = "chosen" if "chosen" in row else "rejected"
         assert (refused.value.sample, refused.value.field) == (0, field), str(refused.value)
         assert "expected a completion (a pair has 'prompt', 'chosen' and 'rejected')" in str(refused.value)
+
+
+UNTRAINED = {
+    "messages": (GOOD["messages"][0], [{"role": "assistant", "content": "4", "weight": 0}], {}),
+    "roles": (GOOD["messages"][0], [{"role": "assistant", "content": "4"}], {"roles_to_train": ["user"]}),
+    "tokens": ([1, 2], [3, 4], None),  # with a mask of zeros
+}
+"""A completion that trains nothing, of each form, with the options it is packed under."""
+
+
+@pytest.mark.parametrize("form", sorted(UNTRAINED))
+@pytest.mark.parametrize("field", ["chosen", "rejected", "completions[1]"])
+@pytest.mark.parametrize("door", ["pack", "read_dataset"])
+def test_a_completion_that_trains_nothing_is_refused_by_its_field(
+    tmp_path: Any, form: str, field: str, door: str
+) -> None:
+    prompt, untrained, options = UNTRAINED[form]
+    good = [3] if form == "tokens" else [{"role": "user" if form == "roles" else "assistant", "content": "5"}]
+    if field == "completions[1]":
+        row: dict[str, Any] = {"prompt": prompt, "completions": [good, untrained]}
+        if form == "tokens":
+            row["completion_masks"] = [[1], [0, 0]]
+    else:
+        other = "rejected" if field == "chosen" else "chosen"
+        row = {"prompt": prompt, field: untrained, other: good}
+        if form == "tokens":
+            row[f"{field}_mask"] = [0, 0]
+    extra = {} if form == "tokens" else {"tokenizer": "bytes", **(options or {})}
+    expected = f"{field!r}: expected a completion with at least one trained token"
+    if door == "pack":
+        with pytest.raises(SampleError) as refused:
+            packing.pack([row], 256, **extra)
+        assert str(refused.value).startswith(f"sample 0, {expected}"), str(refused.value)
+        return
+    source = tmp_path / "units.jsonl"
+    source.write_text(json.dumps(row) + "\n")
+    with pytest.raises(DatasetError) as read:
+        packing.read_dataset(str(source), **extra)
+    assert str(read.value).startswith(f"{source}, line 1, {expected}"), str(read.value)

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import packing
 from packing.core.loss import LossRules
-from packing.errors import SampleError
+from packing.errors import SampleError, UnitError
 from packing.text.text_rows import encode_rows
 from packing.text.tokenizers import load_tokenizer
 from packing.text.units import encode_units
@@ -132,6 +132,16 @@ def test_a_completion_trains_what_the_same_turns_of_a_chat_train(
         with pytest.raises(SampleError):  # a completion's turn the template hides: refused at both doors
             encode_units([row], tokenizer, loss_rules=chosen)
         return
+    # conversational prompt/completion rows (in one call, as the unit's) are the same completions, their prompt
+    # untrained unless loss="all"
+    rows = [{"prompt": prompt, "completion": answer} for answer in answers]
+    pc_ids, pc_mask, offsets = encode_rows(rows, tokenizer, loss_rules=chosen)
+    pcs = [(pc_ids[a:b], pc_mask[a:b]) for a, b in itertools.pairwise(offsets.tolist())]
+    trained = [trained_as_completion(tokenizer, prompt, *pc, chosen) for pc in pcs]
+    if not all(any(one) for one in trained):  # a completion that trains nothing: refused, by its field
+        with pytest.raises(UnitError, match="at least one trained token"):
+            encode_units([row], tokenizer, loss_rules=chosen)
+        return
     [unit] = encode_units([row], tokenizer, loss_rules=chosen)
     head = unit["prompt"].tolist()
     for (ids, mask), (chat_ids, chat_mask) in zip(completions_of(unit), chats_of, strict=True):
@@ -142,10 +152,6 @@ def test_a_completion_trains_what_the_same_turns_of_a_chat_train(
     # the unit's prompt is the prompt's own rendering (with its generation prompt), at most
     rendered = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
     assert len(head) <= len(packing.text.encoding.encode_texts(tokenizer, [rendered], add_special_tokens=False).ids)
-    # conversational prompt/completion rows (in one call, as the unit's) are the same completions, their prompt
-    # untrained unless loss="all"
-    rows = [{"prompt": prompt, "completion": answer} for answer in answers]
-    pc_ids, pc_mask, offsets = encode_rows(rows, tokenizer, loss_rules=chosen)
     for (ids, mask), a, b in zip(completions_of(unit), offsets[:-1], offsets[1:], strict=True):
         assert pc_ids[a:b].tolist() == head + ids.tolist()
         end = own_prompt_end(tokenizer, prompt, pc_ids[a:b], pc_mask[a:b], chosen)
@@ -164,11 +170,17 @@ def test_pack_and_collate_train_what_the_chats_train(
     chat_masks = as_chats(packing.load_tokenizer("bytes"), prompt, answers, chosen)
     assume(not isinstance(chat_masks, SampleError))  # refusals: see the test above
     assert not isinstance(chat_masks, SampleError)
+    trained = [trained_as_completion(packing.load_tokenizer("bytes"), prompt, *chat, chosen) for chat in chat_masks]
+    rows = [{"prompt": prompt, "completion": answer} for answer in answers]
+    pc_ids, pc_mask, offsets = encode_rows(rows, "bytes", loss_rules=chosen)
+    pcs = [(pc_ids[a:b], pc_mask[a:b]) for a, b in itertools.pairwise(offsets.tolist())]
+    bytes_tokenizer = packing.load_tokenizer("bytes")
+    # a completion that trains nothing is refused: see the test above
+    assume(all(any(trained_as_completion(bytes_tokenizer, prompt, *pc, chosen)) for pc in pcs))
     [unit] = encode_units([pair], "bytes", loss_rules=chosen)
     length = len(unit["prompt"])
     batch = packing.pack([pair], 1024, tokenizer="bytes", share_prompt=share, **options)
     expected_ids = [*chat_masks[0][0].tolist(), *chat_masks[1][0][0 if not share else length :].tolist()]
-    trained = [trained_as_completion(packing.load_tokenizer("bytes"), prompt, *chat, chosen) for chat in chat_masks]
     expected_mask = [0] * length + trained[0][length:]
     expected_mask += ([] if share else [0] * length) + trained[1][length:]
     total = len(expected_ids)
@@ -231,7 +243,11 @@ def test_the_command_line_trains_what_the_library_trains(tmp_path: Path, capsys:
     from packing.cli import main
 
     prompt = [{"role": "user", "content": "2+2?"}]
-    chosen = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "4", "weight": 0}]
+    chosen = [
+        {"role": "assistant", "content": "3", "weight": 0},
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": "4"},
+    ]
     rows = [{"prompt": prompt, "chosen": chosen, "rejected": [{"role": "assistant", "content": "5"}]}]
     source = tmp_path / "pairs.jsonl"
     source.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
@@ -241,7 +257,7 @@ def test_the_command_line_trains_what_the_library_trains(tmp_path: Path, capsys:
     [block] = pq.read_table(output).to_pylist()
     expected = packing.pack(rows, 256, tokenizer="bytes", train_on_eos="none")
     trained = np.asarray(block["input_ids"])[np.asarray(block["labels"]) != -100].tolist()
-    assert packing.text.ByteTokenizer().decode(trained) == "5"
+    assert packing.text.ByteTokenizer().decode(trained) == "45"
     assert trained == expected.input_ids[0][expected.loss_mask[0] == 1].tolist()
 
 

@@ -255,6 +255,14 @@ class UnitError(SampleError):
         )
 
     @classmethod
+    def untrained_completion(cls, sample: int | None, field: str) -> UnitError:
+        """A completion none of whose tokens is trained (its mask all 0: its log-probability would be 0)."""
+        expected = (
+            "a completion with at least one trained token (one that trains nothing leaves the unit nothing to compare)"
+        )
+        return cls(sample, field, None, expected, "<no trained token>")
+
+    @classmethod
     def two_forms(cls, sample: int | None, field: str, other: str) -> UnitError:
         """A unit row that also holds another form's column (``field``, with the unit's ``other``)."""
         return cls(sample, field, None, f"one form: a pair or group has no {field!r} (the row has {other!r})", "<both>")

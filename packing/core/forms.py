@@ -118,6 +118,31 @@ def unit_kind(row: Any) -> Literal["pair", "group"] | None:
     return None
 
 
+def unit_field_at(
+    kind: int, prompt: int, lengths: Sequence[int], shared: bool, position: int
+) -> tuple[str | None, int]:
+    """The field of a unit a token of its laid-out sample is in, and its position there: ``prompt``, ``chosen``,
+    ``rejected`` or ``completions[j]`` of a unit of ``kind`` (1 pair, 2 group; 0 plain: no field, the position
+    as it is) laid out ``P c1 P c2 ...`` (``P c1 c2 ...`` when ``shared``), its prompt of ``prompt`` tokens and
+    its completions of ``lengths``. O(completions).
+
+    >>> unit_field_at(2, 1, [1, 1], False, 3), unit_field_at(1, 2, [3, 1], True, 5), unit_field_at(0, 0, [4], False, 2)
+    (('completions[1]', 0), ('rejected', 0), (None, 2))
+    """
+    if kind == 0:
+        return None, position
+    at = 0
+    for number, length in enumerate(lengths):
+        if number == 0 or not shared:
+            if position < at + prompt:
+                return "prompt", position - at
+            at += prompt
+        if position < at + length:
+            return (("chosen", "rejected")[number] if kind == 1 else f"completions[{number}]"), position - at
+        at += length
+    return None, position
+
+
 def group_completions(items: Any, index: int | None) -> Sequence[Any]:
     """A group's ``completions`` as a sequence of completions (a 2-D or deeper array as its rows), refused
     (:class:`~packing.errors.UnitError`, the value quoted) unless a non-empty list: the one rule for token and text
@@ -142,15 +167,35 @@ def group_completions(items: Any, index: int | None) -> Sequence[Any]:
     return items  # type: ignore[no-any-return]
 
 
-def null_completions(row: Mapping[str, Any]) -> bool:
-    """Whether a row that has a ``prompt`` and no completion is a group with null ``completions`` (the key there,
-    with no ``completion`` key): its error names ``completions``, not the ``completion`` of a prompt/completion
-    row. O(1).
+def null_unit(row: Mapping[str, Any]) -> str | None:
+    """The field of a unit whose every completion is null, in a row that has a ``prompt`` and no completion:
+    ``completions`` (a group with null ``completions``), ``chosen`` (a pair with null ``chosen`` and
+    ``rejected``), None when it has no such key or a ``completion`` key (a prompt/completion row): its error
+    names that field, not the ``completion`` of a prompt/completion row. O(1).
 
-    >>> null_completions({"prompt": "2+2=", "completions": None}), null_completions({"prompt": "2+2="})
-    (True, False)
+    >>> null_unit({"prompt": "2+2=", "completions": None}), null_unit({"prompt": [5], "chosen": None, "rejected": None})
+    ('completions', 'chosen')
+    >>> null_unit({"prompt": "2+2="}) is None
+    True
     """
-    return "completions" in row and row["completions"] is None and "completion" not in row
+    if "completion" in row:
+        return None
+    if "completions" in row and row["completions"] is None:
+        return "completions"
+    return next((field for field in ("chosen", "rejected") if field in row and row[field] is None), None)
+
+
+def null_unit_error(sample: int | None, field: str) -> Exception:
+    """The error for a unit whose completions are null (:func:`null_unit` names ``field``). O(1).
+
+    >>> str(null_unit_error(3, "chosen"))
+    "sample 3, 'chosen': expected a completion (a pair has 'prompt', 'chosen' and 'rejected'), got None (NoneType)"
+    """
+    from packing.errors import UnitError
+
+    if field == "completions":
+        return UnitError.no_completions(sample, None)
+    return UnitError.missing(sample, field, "pair")
 
 
 def is_text_unit(row: Any) -> bool:

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.core.arrays import offsets_of, row_at
+from packing.core.forms import unit_field_at
 from packing.core.validation import INT32_MAX
 from packing.errors import SampleError, SettingError
 
@@ -128,7 +129,14 @@ class Samples:
         at = int(np.flatnonzero(self.tokens > INT32_MAX)[0])
         sample = row_at(self.offsets, at)
         expected = f"a token id at most {INT32_MAX} (the int32 schema; int64=True for larger ids)"
-        return SampleError(sample, None, at - int(self.offsets[sample]), expected, int(self.tokens[at]))
+        field, position = None, at - int(self.offsets[sample])
+        if self.units is not None:  # a pair or group: the field the id is in
+            units = self.units
+            first, last = int(units.completion_offsets[sample]), int(units.completion_offsets[sample + 1])
+            lengths = units.completion_lengths[first:last].tolist()
+            kind, prompt = int(units.kind[sample]), int(units.prompt_lengths[sample])
+            field, position = unit_field_at(kind, prompt, lengths, units.share_prompt, position)
+        return SampleError(sample, field, position, expected, int(self.tokens[at]))
 
     def refuse_other_labels(self) -> None:
         """Raise a ``SampleError`` at the first trained token whose given label is not the token itself:

@@ -55,7 +55,8 @@ from packing.core.forms import (
     is_message_list,
     is_text_row,
     is_text_unit,
-    null_completions,
+    null_unit,
+    null_unit_error,
     unit_kind,
 )
 from packing.core.loss import LossRules
@@ -190,8 +191,8 @@ def _dict_form(row: Mapping[str, Any], index: int) -> Literal["input_ids", "prom
     if has_ids and has_pair:
         raise SampleError(index, None, None, "one form, 'input_ids' or 'prompt'/'completion'", "<both>")
     if has_pair:
-        if not _present(row, "completion") and null_completions(row):
-            raise UnitError.no_completions(index, None)
+        if not _present(row, "completion") and (null := null_unit(row)) is not None:
+            raise null_unit_error(index, null)
         for field in ("prompt", "completion"):
             if not _present(row, field):
                 raise SampleError(index, field, None, "a list of token ids (a prompt needs a completion)", None)
@@ -642,11 +643,20 @@ class UnitRow(NamedTuple):
 
 
 def _completion(index: int, field: str, value: Any, mask_field: str, mask: Any) -> tuple[Any, Any]:
-    """One completion's tokens (refused when empty) and its mask (None when absent). O(length)."""
+    """One completion's tokens (refused when empty) and its mask (None when absent; refused when it trains no
+    token: a pair whose chosen trains nothing is a broken pair). O(length).
+
+    >>> _completion(2, "chosen", [4, 5], "chosen_mask", [0, 0])
+    Traceback (most recent call last):
+    ...
+    packing.errors.UnitError: sample 2, 'chosen': expected a completion with at least one trained token (one that trains nothing leaves the unit nothing to compare), got <no trained token>
+    """
     tokens = token_array(value, index, field)
     if not len(tokens):
         raise UnitError.empty_completion(index, field)
     checked = None if mask is None else mask_array(mask, index, mask_field, len(tokens))
+    if checked is not None and not checked.any():
+        raise UnitError.untrained_completion(index, field)
     return tokens, checked
 
 

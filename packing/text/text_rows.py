@@ -57,11 +57,11 @@ import numpy as np
 
 from packing.core.arrays import offsets_of, ranges
 from packing.core.loss import DEFAULT_RULES, LossRules
-from packing.errors import SampleError, SettingError, UnitError
+from packing.errors import SampleError, SettingError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; imported where used, so io and reader may import this module
     pass
-from packing.core.forms import TEXT_FORMS, Message, TextForm, null_completions, text_forms
+from packing.core.forms import TEXT_FORMS, Message, TextForm, null_unit, null_unit_error, text_forms
 from packing.text.chats import TemplateShape, chat_spans, marked_spans, render_marked
 from packing.text.encoding import Encoded, encode_masked, encode_texts, eos_id, with_eos
 from packing.text.templates import has_generation_markers, render, render_all
@@ -114,8 +114,8 @@ def _check_row(row: Any, sample: int) -> _Row:
     if form == "messages":
         return _Row(form, (_check_messages(row["messages"], sample, "messages"),))
     prompt, completion = row.get("prompt"), row.get("completion")
-    if completion is None and null_completions(row):
-        raise UnitError.no_completions(sample, None)
+    if completion is None and (null := null_unit(row)) is not None:
+        raise null_unit_error(sample, null)
     if form == "prompt_completion":
         for field, value in (("prompt", prompt), ("completion", completion)):
             if not isinstance(value, str):

@@ -17,7 +17,10 @@ there (:class:`packing.core.loss.LossRules`, the one owner):
 The unit's prompt is the tokens every completion's encoding starts with as the prompt's own encoding does (a
 text prompt with the tokenizer's special tokens; a chat prompt rendered with its generation prompt:
 :func:`packing.text.text_rows.encode_prompts`), and before any trained token: it is never trained. The rest of
-each encoding is that completion, with its loss mask. A token row is returned per unit, read by
+each encoding is that completion, with its loss mask; the tokens a completion still shares with the prompt's own
+encoding after the unit's prompt (the generation prompt's header, when a sibling's rendering departs from it
+sooner, as a sibling opening with a tool turn) are context, untrained under every rule: what a completion trains
+never depends on its siblings. A token row is returned per unit, read by
 :func:`packing.reading.reader.read_unit_rows`.
 
 >>> row = encode_units([{"prompt": "Hi", "chosen": "yo", "rejected": "no"}], "bytes")[0]
@@ -150,12 +153,15 @@ def encode_units(
         ]
         at += len(fields)
         prompt_ids = prompts.ids[prompts.offsets[unit] : prompts.offsets[unit + 1]]
-        prompt_length = _prompt_length(prompt_ids, encoded, rules.masks_anything)
+        ends = [_prompt_end(prompt_ids, ids, m, rules.masks_anything) for ids, m in encoded]
+        prompt_length = min(ends)
         answers = [ids[prompt_length:] for ids, _ in encoded]
-        masks = [m[prompt_length:] for _, m in encoded]
-        for (field, _), answer in zip(fields, answers, strict=True):
+        masks = [_context_untrained(m, prompt_length, end) for (_, m), end in zip(encoded, ends, strict=True)]
+        for (field, _), answer, trained in zip(fields, answers, masks, strict=True):
             if not len(answer):
                 raise UnitError.empty_completion(name, field)
+            if not trained.any():  # a pair whose chosen trains nothing is a broken pair
+                raise UnitError.untrained_completion(name, field)
         row: dict[str, Any] = {"prompt": encoded[0][0][:prompt_length]}
         if kind == "pair":
             row.update(chosen=answers[0], rejected=answers[1], chosen_mask=masks[0], rejected_mask=masks[1])
@@ -165,19 +171,32 @@ def encode_units(
     return out
 
 
-def _prompt_length(prompt: Any, encoded: list[tuple[Any, Any]], masked: bool) -> int:
-    """The unit's prompt in its completions' encodings: the tokens each starts with as the prompt's own encoding
-    does (``prompt``), and (``masked``: rules that leave tokens out) up to the first trained token of any, so the
-    prompt is never trained. O(tokens).
+def _prompt_end(prompt: Any, ids: Any, mask: Any, masked: bool) -> int:
+    """Where one completion's encoding (``ids``, ``mask``) departs from the prompt's own encoding (``prompt``):
+    the tokens it starts with as ``prompt`` does, and (``masked``: rules that leave tokens out) no further than
+    its first trained token. It depends on this completion alone, never on its siblings. O(tokens).
 
-    >>> _prompt_length(np.array([1, 2, 9]), [(np.array([1, 2, 3]), np.array([0, 0, 1])), (np.array([1, 2, 4, 5]), np.array([0, 1, 1, 1]))], True)
+    >>> _prompt_end(np.array([1, 2, 9]), np.array([1, 2, 3]), np.array([0, 0, 1]), True)
+    2
+    >>> _prompt_end(np.array([1, 2, 9]), np.array([1, 2, 4, 5]), np.array([0, 1, 1, 1]), True)
     1
     """
-    first = len(prompt)
-    for ids, m in encoded:
-        size = min(len(ids), first)
-        differs = np.flatnonzero(prompt[:size] != ids[:size])
-        first = int(differs[0]) if differs.size else size
-        if masked and m[:first].any():
-            first = int(np.argmax(m))
-    return first
+    size = min(len(ids), len(prompt))
+    differs = np.flatnonzero(prompt[:size] != ids[:size])
+    end = int(differs[0]) if differs.size else size
+    if masked and mask[:end].any():
+        end = int(np.argmax(mask))
+    return end
+
+
+def _context_untrained(mask: Any, start: int, end: int) -> Any:
+    """A completion's loss mask from the unit's prompt end ``start`` on, its tokens before its own prompt end
+    ``end`` (:func:`_prompt_end`: the prompt's rendering it shares, as the generation prompt's header) context,
+    untrained under every rule, so what it trains does not depend on its siblings. O(tokens).
+
+    >>> _context_untrained(np.array([1, 1, 1, 1], dtype=np.int8), 1, 3).tolist()
+    [0, 0, 1]
+    """
+    out = mask[start:].copy()
+    out[: max(end - start, 0)] = 0
+    return out

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import packing
 from packing.core.loss import LossRules
-from packing.errors import SampleError
+from packing.errors import SampleError, UnitError
 from packing.text.text_rows import encode_rows
 from packing.text.tokenizers import load_tokenizer
 from packing.text.units import encode_units
@@ -73,6 +73,30 @@ def as_chats(
     return [(tokens[a:b], mask[a:b]) for a, b in itertools.pairwise(offsets.tolist())]
 
 
+def own_prompt_end(
+    tokenizer: Any, prompt: list[dict[str, Any]], chat_ids: Any, chat_mask: Any, chosen: LossRules
+) -> int:
+    """Where a chat's ids depart from the prompt's own rendering with its generation prompt (no further than its
+    first trained token under rules that leave tokens out): what it shares with that rendering is context."""
+    rendered = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    own = packing.text.encoding.encode_texts(tokenizer, [rendered], add_special_tokens=False).ids
+    size = min(len(own), len(chat_ids))
+    differs = np.flatnonzero(np.asarray(own[:size]) != np.asarray(chat_ids[:size]))
+    end = int(differs[0]) if differs.size else size
+    if chosen.masks_anything and np.asarray(chat_mask[:end]).any():
+        end = int(np.argmax(chat_mask))
+    return end
+
+
+def trained_as_completion(
+    tokenizer: Any, prompt: list[dict[str, Any]], chat_ids: Any, chat_mask: Any, chosen: LossRules
+) -> list[int]:
+    """A chat's loss mask with what it shares with the prompt's rendering (:func:`own_prompt_end`) untrained."""
+    out = [int(m) for m in chat_mask]
+    end = own_prompt_end(tokenizer, prompt, chat_ids, chat_mask, chosen)
+    return [0] * end + out[end:]
+
+
 def completions_of(unit: dict[str, Any]) -> list[tuple[Any, Any]]:
     if "completions" in unit:
         return list(zip(unit["completions"], unit["completion_masks"], strict=True))
@@ -108,22 +132,31 @@ def test_a_completion_trains_what_the_same_turns_of_a_chat_train(
         with pytest.raises(SampleError):  # a completion's turn the template hides: refused at both doors
             encode_units([row], tokenizer, loss_rules=chosen)
         return
+    # conversational prompt/completion rows (in one call, as the unit's) are the same completions, their prompt
+    # untrained unless loss="all"
+    rows = [{"prompt": prompt, "completion": answer} for answer in answers]
+    pc_ids, pc_mask, offsets = encode_rows(rows, tokenizer, loss_rules=chosen)
+    pcs = [(pc_ids[a:b], pc_mask[a:b]) for a, b in itertools.pairwise(offsets.tolist())]
+    trained = [trained_as_completion(tokenizer, prompt, *pc, chosen) for pc in pcs]
+    if not all(any(one) for one in trained):  # a completion that trains nothing: refused, by its field
+        with pytest.raises(UnitError, match="at least one trained token"):
+            encode_units([row], tokenizer, loss_rules=chosen)
+        return
     [unit] = encode_units([row], tokenizer, loss_rules=chosen)
     head = unit["prompt"].tolist()
     for (ids, mask), (chat_ids, chat_mask) in zip(completions_of(unit), chats_of, strict=True):
         assert head + ids.tolist() == chat_ids.tolist()  # the same tokens: the prompt, then the completion
         # the completion's part of the chat, trained as the chat trains it
-        assert mask.tolist() == chat_mask[len(head) :].tolist()
+        expected = trained_as_completion(tokenizer, prompt, chat_ids, chat_mask, chosen)
+        assert mask.tolist() == expected[len(head) :]
     # the unit's prompt is the prompt's own rendering (with its generation prompt), at most
     rendered = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
     assert len(head) <= len(packing.text.encoding.encode_texts(tokenizer, [rendered], add_special_tokens=False).ids)
-    # conversational prompt/completion rows (in one call, as the unit's) are the same completions, their prompt
-    # untrained unless loss="all"
-    rows = [{"prompt": prompt, "completion": answer} for answer in answers]
-    pc_ids, pc_mask, offsets = encode_rows(rows, tokenizer, loss_rules=chosen)
     for (ids, mask), a, b in zip(completions_of(unit), offsets[:-1], offsets[1:], strict=True):
         assert pc_ids[a:b].tolist() == head + ids.tolist()
-        assert pc_mask[a:b].tolist() == [int(chosen.loss == "all")] * len(head) + mask.tolist()
+        end = own_prompt_end(tokenizer, prompt, pc_ids[a:b], pc_mask[a:b], chosen)
+        assert pc_mask[a + end : b].tolist() == mask.tolist()[end - len(head) :]
+        assert pc_mask[a : a + end].tolist() == [int(chosen.loss == "all")] * end
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -137,12 +170,19 @@ def test_pack_and_collate_train_what_the_chats_train(
     chat_masks = as_chats(packing.load_tokenizer("bytes"), prompt, answers, chosen)
     assume(not isinstance(chat_masks, SampleError))  # refusals: see the test above
     assert not isinstance(chat_masks, SampleError)
+    trained = [trained_as_completion(packing.load_tokenizer("bytes"), prompt, *chat, chosen) for chat in chat_masks]
+    rows = [{"prompt": prompt, "completion": answer} for answer in answers]
+    pc_ids, pc_mask, offsets = encode_rows(rows, "bytes", loss_rules=chosen)
+    pcs = [(pc_ids[a:b], pc_mask[a:b]) for a, b in itertools.pairwise(offsets.tolist())]
+    bytes_tokenizer = packing.load_tokenizer("bytes")
+    # a completion that trains nothing is refused: see the test above
+    assume(all(any(trained_as_completion(bytes_tokenizer, prompt, *pc, chosen)) for pc in pcs))
     [unit] = encode_units([pair], "bytes", loss_rules=chosen)
     length = len(unit["prompt"])
     batch = packing.pack([pair], 1024, tokenizer="bytes", share_prompt=share, **options)
     expected_ids = [*chat_masks[0][0].tolist(), *chat_masks[1][0][0 if not share else length :].tolist()]
-    expected_mask = [0] * length + chat_masks[0][1][length:].tolist()
-    expected_mask += ([] if share else [0] * length) + chat_masks[1][1][length:].tolist()
+    expected_mask = [0] * length + trained[0][length:]
+    expected_mask += ([] if share else [0] * length) + trained[1][length:]
     total = len(expected_ids)
     assert batch.input_ids[0][:total].tolist() == expected_ids
     assert batch.loss_mask[0][:total].tolist() == expected_mask and not batch.loss_mask[0][total:].any()
@@ -203,7 +243,11 @@ def test_the_command_line_trains_what_the_library_trains(tmp_path: Path, capsys:
     from packing.cli import main
 
     prompt = [{"role": "user", "content": "2+2?"}]
-    chosen = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "4", "weight": 0}]
+    chosen = [
+        {"role": "assistant", "content": "3", "weight": 0},
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": "4"},
+    ]
     rows = [{"prompt": prompt, "chosen": chosen, "rejected": [{"role": "assistant", "content": "5"}]}]
     source = tmp_path / "pairs.jsonl"
     source.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
@@ -213,5 +257,54 @@ def test_the_command_line_trains_what_the_library_trains(tmp_path: Path, capsys:
     [block] = pq.read_table(output).to_pylist()
     expected = packing.pack(rows, 256, tokenizer="bytes", train_on_eos="none")
     trained = np.asarray(block["input_ids"])[np.asarray(block["labels"]) != -100].tolist()
-    assert packing.text.ByteTokenizer().decode(trained) == "5"
+    assert packing.text.ByteTokenizer().decode(trained) == "45"
     assert trained == expected.input_ids[0][expected.loss_mask[0] == 1].tolist()
+
+
+def trained_and_inputs(unit: dict[str, Any], number: int) -> tuple[list[int], list[int]]:
+    """Completion ``number`` of an encoded unit: its trained ids (mask 1) and the ids its log-probability is
+    computed from (the prompt, then the completion)."""
+    ids, mask = completions_of(unit)[number]
+    return ids[mask == 1].tolist(), unit["prompt"].tolist() + ids.tolist()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    name=st.sampled_from(["bytes", "chatml", "marked"]),
+    prompt=chats,
+    answer=chats,
+    siblings=st.lists(chats, min_size=1, max_size=3),
+    at=st.integers(0, 3),
+    loss=st.sampled_from(["completion", "last_turn", "all"]),
+    roles=st.lists(st.sampled_from(ROLES), min_size=1, max_size=3, unique=True).map(tuple),
+    eos=st.sampled_from(["turn", "last", "all", "none", True, False]),
+)
+def test_what_a_completion_trains_does_not_depend_on_its_siblings(
+    tokenizers: dict[str, Any],
+    name: str,
+    prompt: list[dict[str, Any]],
+    answer: list[dict[str, Any]],
+    siblings: list[list[dict[str, Any]]],
+    at: int,
+    loss: str,
+    roles: tuple[str, ...],
+    eos: Any,
+) -> None:
+    tokenizer, chosen = tokenizers[name], LossRules(loss, roles, eos)
+    at = min(at, len(siblings))
+    group = [*siblings[:at], answer, *siblings[at:]]
+    units = [
+        ({"prompt": prompt, "completions": [answer]}, 0),  # alone
+        ({"prompt": prompt, "chosen": answer, "rejected": answer}, 1),  # one sibling identical to itself
+        ({"prompt": prompt, "completions": group}, at),  # random siblings
+        ({"prompt": prompt, "chosen": answer, "rejected": siblings[0]}, 0),
+        ({"prompt": prompt, "chosen": siblings[0], "rejected": answer}, 1),
+    ]
+    seen = []
+    for row, number in units:
+        try:
+            [unit] = encode_units([row], tokenizer, loss_rules=chosen)
+        except SampleError:
+            continue  # a refused sibling (a turn the template hides, nothing trained): see the tests above
+        seen.append(trained_and_inputs(unit, number))
+    assert all(one == seen[0] for one in seen)

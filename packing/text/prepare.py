@@ -111,7 +111,8 @@ def prepare(recipe: Recipe) -> Prepared:
 
 @functools.lru_cache(maxsize=16)
 def _prepare(recipe: Recipe, stamp: tuple[Any, ...]) -> Prepared:
-    """:func:`prepare`'s loading, remembered per recipe and :func:`_stamp`."""
+    """:func:`prepare`'s loading, remembered per recipe and :func:`_stamp` (``stamp`` is only the cache's key)."""
+    del stamp
     tokenizer = (
         None if recipe.tokenizer is None else load_tokenizer(recipe.tokenizer, chat_template=recipe.chat_template)
     )

@@ -115,6 +115,10 @@ def integer_list(value: Any, name: str, what: str, least: int = 0, most: int = I
     Traceback (most recent call last):
     ...
     packing.errors.SettingError: state: expected the lengths (a list of non-negative integers), got -1
+    >>> integer_list([3, True], "state", "the lengths")
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: state: expected the lengths (a list of non-negative integers), got True (bool)
     """
     words = "non-negative integers" if least == 0 else f"integers >= {least:,}"
     expected = f"{what} (a list of {words}{f' up to {most:,}' if most < INT64_MAX else ''})"
@@ -127,6 +131,8 @@ def integer_list(value: Any, name: str, what: str, least: int = 0, most: int = I
     if array is None or array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
         got = value if array is None or array.ndim != 1 else f"<a list of {str(array.dtype)[:12]}>"
         raise SettingError(name, expected, got)
+    if not isinstance(value, np.ndarray) and any(type(item) is bool for item in value):  # numpy reads True as 1
+        raise SettingError(name, expected, next(item for item in value if type(item) is bool))
     if array.size:
         outside = np.flatnonzero((array < least) | (array > most))
         if outside.size:

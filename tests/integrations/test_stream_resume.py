@@ -557,3 +557,18 @@ def test_completions_waiting_are_numbered_below_those_read_or_refused() -> None:
     )
     with pytest.raises(packing.SettingError, match=rf"completions numbered below the {read - 1} read\), got"):
         stream(rows, LENGTH, buffer_size=6, shuffle=False, state=smaller)
+
+
+@pytest.mark.parametrize("field", ["tokens", "lengths", "ids"])
+def test_a_flag_inside_a_saved_integer_list_is_refused(field: str) -> None:
+    """numpy reads ``True`` as 1 among integers: a state list holding a flag was not written by a stream."""
+    rows = [[1, 2, 3], [4, 5], [6]] * 3
+    saved = packing.stream(rows, 4, buffer_size=4, shuffle=False)
+    next(iter(saved))
+    state = saved.state_dict()
+    values = list(state["carried"][field])
+    values[-1] = True
+    with pytest.raises(packing.SettingError, match=r"got True \(bool\)$"):
+        packing.stream(
+            rows, 4, buffer_size=4, shuffle=False, state={**state, "carried": {**state["carried"], field: values}}
+        )

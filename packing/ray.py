@@ -539,7 +539,8 @@ def _materialize_batch(
         owner = units.unit_of_completion[counted]
         numbers = first[owner] + (np.flatnonzero(counted) - units.completion_offsets[owner])
         local = batch.completion_ids
-        batch.__dict__["completion_ids"] = np.where(local >= 0, numbers[np.maximum(local, 0)], -1).astype(np.int32)
+        known = numbers if numbers.size else np.full(1, -1, dtype=np.int64)  # a batch of plain rows: no completion
+        batch.__dict__["completion_ids"] = np.where(local >= 0, known[np.maximum(local, 0)], -1).astype(np.int32)
     return batch.to_arrow()
 
 
@@ -564,6 +565,16 @@ def _indexed(ds: ray.data.Dataset) -> tuple[Any, list[str]]:
         column = repr(found.group(1)) if found else "a column"
         raise SettingError(
             "ds", f"{column} of one type in every row (Ray merges the rows' columns)", "<mixed types>"
+        ) from None
+    except Exception as error:  # Ray's task error around its own KeyError: blocks of other columns
+        found = re.search(r"Field \\?\"?(\w+)\\?\"? does not exist in schema", str(error))
+        if found is None:
+            raise
+        raise SettingError(
+            "ds",
+            "the same columns in every block (rows of several forms: give every row every column, None where it has "
+            "no value, or pack them apart)",
+            f"<a block without {found.group(1)!r}>",
         ) from None
 
 

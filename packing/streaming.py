@@ -37,6 +37,7 @@ from packing.core.validation import (
     OverflowPolicy,
     check_flag,
     check_integer,
+    check_state_form,
     integer_list,
     is_integer,
 )
@@ -460,12 +461,7 @@ class PackingStream(Iterator[Block]):
         """Take ``state`` (see :meth:`state_dict`), every field checked against what a state holds: one
         ``SettingError`` line (``StateMismatch`` for a state of another stream, or over a source with fewer rows
         than the state had read). O(the state's size)."""
-        fmt = state.get("format") if isinstance(state, dict) else None
-        if not isinstance(fmt, str) or fmt != STATE_FORMAT:
-            raise StateMismatch("format", STATE_FORMAT, quote(fmt if isinstance(state, dict) else type(state).__name__))
-        missing = [key for key in STATE_KEYS if key not in state]
-        if missing:
-            raise SettingError("state", f"{STATE_WHAT} (with '{missing[0]}')", "<a dict without it>")
+        check_state_form(state, STATE_FORMAT, STATE_KEYS, STATE_WHAT)
         ours = {"recipe": prepare(self.recipe).description, "buffer_size": self.buffer_size, "shuffle": self.shuffle}
         for name, value in ours.items():
             if not isinstance(state[name], type(value)) or state[name] != value:

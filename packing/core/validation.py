@@ -10,7 +10,7 @@ Internal: the public names are in ``packing`` and ``packing.core``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from numbers import Integral, Real
 from typing import Any, Literal, TypeGuard
 
@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.core.arrays import offsets_of, row_at
-from packing.errors import DatasetError, SettingError
+from packing.errors import DatasetError, SettingError, StateMismatch, quote
 
 Int64Array = npt.NDArray[np.int64]
 
@@ -102,6 +102,24 @@ def check_integer(
 
 MAX_SEQ_LENGTH = 2**24
 """The longest block supported (16,777,216 tokens): strategies keep a few arrays indexed by room left."""
+
+
+def check_state_form(state: Any, form: str, keys: Iterable[str], what: str) -> None:
+    """Refuse a saved state that is not a mapping of format ``form`` holding every key of ``keys``: another format
+    is a ``StateMismatch``, a missing key a ``SettingError`` expecting ``what`` with it. The one check of a state's
+    form (the sampler's and the stream's). O(keys).
+
+    >>> check_state_form({"format": "x/1"}, "x/1", ["format", "step"], "a saved x")
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: state: expected a saved x (with 'step'), got <a dict without it>
+    """
+    found = state.get("format") if isinstance(state, Mapping) else None
+    if not isinstance(found, str) or found != form:
+        raise StateMismatch("format", form, quote(found if isinstance(state, Mapping) else type(state).__name__))
+    missing = [key for key in keys if key not in state]
+    if missing:
+        raise SettingError("state", f"{what} (with '{missing[0]}')", "<a dict without it>")
 
 
 def integer_list(value: Any, name: str, what: str, least: int = 0, most: int = INT64_MAX) -> npt.NDArray[np.int64]:

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.validation import integer_words, is_integer
-from packing.errors import SettingError, StateMismatch, quote
+from packing.core.validation import check_state_form, integer_words, is_integer
+from packing.errors import SettingError, StateMismatch
 
 FORMAT = "packing.PackingSampler/1"
 """The ``format`` entry of a sampler's state: its kind and version."""
@@ -103,12 +103,7 @@ def _natural(state: Mapping[str, Any], key: str, least: int) -> int:
 def _check_fields(state: Any) -> None:
     """Refuse ``state``, saying which field, unless it is a mapping of this format holding every key, the
     fingerprints as :func:`fingerprint` gives them (or None), the recipe a string, the options two flags. O(1)."""
-    fmt = state.get("format") if isinstance(state, Mapping) else None
-    if not isinstance(fmt, str) or fmt != FORMAT:
-        raise StateMismatch("format", FORMAT, quote(fmt if isinstance(state, Mapping) else type(state).__name__))
-    missing = [key for key in KEYS if key not in state]
-    if missing:
-        raise SettingError("state", f"{WHAT} (with '{missing[0]}')", "<a dict without it>")
+    check_state_form(state, FORMAT, KEYS, WHAT)
     for key in ("lengths", "trained_tokens"):
         print_ = state[key]
         if print_ is not None and not (isinstance(print_, str) and PRINT.fullmatch(print_[:48])):

@@ -31,6 +31,7 @@ Example (needs a Ray cluster, so not a doctest)::
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -38,13 +39,13 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.batches.packed import materialize
-from packing.batches.units import Fitted, check_unit_recipe, fit_units
+from packing.batches.units import Fitted, check_unit_recipe, fit_unit_lengths, fit_units
 from packing.core.arrays import offsets_of, ranges, row_of
 from packing.core.forms import FIELDS, RowKind
 from packing.core.samples import Samples
 from packing.core.units import Units
 from packing.core.validation import OverflowPolicy, check_flag
-from packing.errors import SampleError, SettingError
+from packing.errors import SampleError, SettingError, UnitTooLong
 from packing.planning.plans import PackingPlan, plan
 from packing.reading.arrow import read_table
 from packing.reading.reader import mixed_kinds_error, read_rows
@@ -137,7 +138,7 @@ def _lengths_batch(batch: pa.Table, recipe: Recipe) -> pa.Table:
     fit: list[list[int] | None] = [None] * len(uid)
     try:
         samples = read_table(rows, **prepare(recipe).read_options)
-        if samples.units is not None:  # fitted whole by the overflow policy, what that cut counted
+        if samples.units is not None and _keeps_units(recipe):  # fitted whole, what that cut counted
             fitted = fit_units(samples, recipe)
             samples, fit[0] = fitted.samples, _fit_counts(fitted, recipe)
         samples.refuse_other_labels()  # blocks train each token on itself
@@ -176,6 +177,16 @@ def _lengths_batch(batch: pa.Table, recipe: Recipe) -> pa.Table:
     )
 
 
+def _keeps_units(recipe: Recipe) -> bool:
+    """Whether ``recipe`` keeps pairs and groups whole; if not, the driver refuses it by name (a refusal in a task
+    would reach it wrapped in Ray's error). O(1)."""
+    try:
+        check_unit_recipe(recipe)
+    except SettingError:
+        return False
+    return True
+
+
 def _fit_counts(fitted: Fitted, recipe: Recipe) -> list[int]:
     """What fitting some rows' units cut, as numbers to add up over batches: the tokens cut, the units cut (plain
     rows among them too) and the :class:`~packing.strategies.stats.UnitStats` counts (every unit that fits kept,
@@ -204,10 +215,18 @@ def _with_fit(stats: PackingStats, fit: Int64Array, share_prompt: bool) -> Packi
     )
 
 
-def _read(rows: pa.Table, recipe: Recipe) -> Samples:
+def _read(rows: pa.Table, recipe: Recipe, units: bool = False) -> Samples:
     """A batch's rows through the reader; pairs and groups fitted whole by the overflow policy (the same on every
-    pass: the lengths planned are the pieces cut)."""
-    samples = read_table(rows, **prepare(recipe).read_options)
+    pass: the lengths planned are the pieces cut). ``units``: the dataset has pairs or groups, so a batch of plain
+    rows is fitted as units of their own too, as ``pack`` fits the plain rows among units."""
+    return _fitted(read_table(rows, **prepare(recipe).read_options), recipe, units)
+
+
+def _fitted(samples: Samples, recipe: Recipe, units: bool) -> Samples:
+    """``samples`` with pairs and groups fitted (:func:`_read`); ``units``: plain samples too, as units of their own.
+    O(tokens)."""
+    if units and samples.units is None:
+        samples = replace(samples, units=Units.plain(samples.lengths, recipe.share_prompt))
     return fit_units(samples, recipe).samples if samples.units is not None else samples
 
 
@@ -246,24 +265,20 @@ class _RowIds:
         return result
 
 
-def _collect_lengths(
-    lengths_ds: ray.data.Dataset, num_rows: int, recipe: Recipe
-) -> tuple[_RowIds, Int64Array, Int64Array | None, Int64Array]:
-    """Gather every row's length on the driver, in row order, and when some rows are pairs or groups the global
-    number of each row's first completion, and what fitting them cut (:func:`_fit_counts`, summed; zeros without
-    units); raise the first bad row's error.
+def _collect_lengths(tables: Iterable[pa.Table], num_rows: int) -> _Lengths:
+    """Gather every row's length (the lengths pass's ``tables``) on the driver, in row order, with its completions
+    (0 for a plain row), what fitting the batches' units cut (:func:`_fit_counts`, summed; zeros without units) and
+    the first row a batch refused.
 
-    The batches are copied one at a time into two arrays of ``num_rows`` (16 bytes a row). O(rows).
+    The batches are copied one at a time into arrays of ``num_rows`` (24 bytes a row). O(rows).
     """
-    ray = _require_ray()
     uid = np.empty(num_rows, dtype=np.int64)
     length = np.empty(num_rows, dtype=np.int64)
     completions = np.empty(num_rows, dtype=np.int64)
     refused: list[tuple[int, bytes]] = []
     fit = np.zeros(_FIT_SIZE, dtype=np.int64)
     filled = 0
-    for ref in lengths_ds.to_arrow_refs():
-        table = ray.get(ref)
+    for table in tables:
         if table.num_rows == 0:  # an empty batch may come without columns
             continue
         rows = slice(filled, filled + table.num_rows)
@@ -277,16 +292,79 @@ def _collect_lengths(
     if filled != num_rows:  # pragma: no cover - a materialized dataset does not change
         raise RuntimeError(f"the lengths pass gave {filled} rows for a dataset of {num_rows}")
     ids = _RowIds.of(uid)
-    if refused:
-        row, values = min((int(ids.rows(np.array([u]))[0]), values) for u, values in refused)
-        _raise_bad_row(values, row, recipe)
-    lengths = np.empty(num_rows, dtype=np.int64)
-    lengths[ids.rows(uid)] = length
-    if not completions.any():
-        return ids, lengths, None, fit
-    counts = np.empty(num_rows, dtype=np.int64)
-    counts[ids.rows(uid)] = completions
-    return ids, lengths, np.cumsum(counts) - counts, fit
+    order = ids.rows(uid)
+    lengths, counts = np.empty(num_rows, dtype=np.int64), np.empty(num_rows, dtype=np.int64)
+    lengths[order], counts[order] = length, completions
+    bad = sorted((int(ids.rows(np.array([u]))[0]), values) for u, values in refused)
+    return _Lengths(ids, lengths, counts, fit, bad)
+
+
+@dataclass
+class _Lengths:
+    """What the lengths pass tells the driver (:func:`_collect_lengths`), by global row."""
+
+    ids: _RowIds
+    lengths: Int64Array
+    counts: Int64Array
+    """Completions of each row that is a pair or group, 0 for a plain row."""
+    fit: Int64Array
+    """What fitting the batches' units cut (:func:`_fit_counts`, summed)."""
+    refused: list[tuple[int, bytes]]
+    """The first row each refused batch refused, and its values, in row order."""
+
+    def raise_first_error(self, recipe: Recipe) -> None:
+        """Raise the error ``pack`` raises first for these rows, under its global row id: a reader's error before
+        any unit too long (``pack`` reads every row before it fits them); among the too long, the first, the plain
+        rows among units (``overflow="error"``) counted, which a batch without units could not refuse. O(rows)."""
+        errors: list[SampleError] = []
+        for row, values in self.refused:
+            try:
+                _raise_bad_row(values, row, recipe)
+            except SampleError as error:
+                errors.append(error)
+        read = [error for error in errors if not isinstance(error, UnitTooLong)]
+        if read:
+            raise read[0]
+        units = bool(errors) or bool(self.counts.any())
+        over = np.flatnonzero((self.counts == 0) & (self.lengths > recipe.max_seq_length))
+        if units and recipe.overflow == "error" and over.size and (not errors or errors[0].sample > over[0]):
+            try:
+                fit_unit_lengths(Units.plain(self.lengths[over[:1]], recipe.share_prompt), recipe)
+            except SampleError as error:  # the row's global number
+                raise error.after(int(over[0])) from None
+        if errors:
+            raise errors[0]
+
+    def fit_plain_rows(self, recipe: Recipe) -> None:
+        """Among pairs and groups, the plain rows of batches without any fitted as ``pack`` fits every plain row
+        among units under ``truncate`` (``fit_unit_lengths``: the first ``max_seq_length`` tokens kept, and
+        counted). O(rows)."""
+        over = np.flatnonzero((self.counts == 0) & (self.lengths > recipe.max_seq_length))
+        if not over.size or recipe.overflow != "truncate":
+            return
+        fit = fit_unit_lengths(Units.plain(self.lengths[over], recipe.share_prompt), recipe)
+        self.lengths[over] = fit.fitted.lengths()
+        self.fit[0] += fit.tokens_cut
+        self.fit[1] += int(fit.units_cut.sum())
+
+    def plan(self, recipe: Recipe) -> tuple[PackingPlan, PackingStats, Recipe]:
+        """The global plan of these rows, its statistics with what fitting cut counted in, and the recipe it was
+        planned with (``drop`` under ``truncate`` with units: a unit that cannot fit is left out whole); the first
+        bad row raised, under its global row id. O(rows) plus the strategy's cost."""
+        self.raise_first_error(recipe)
+        units = bool(self.counts.any())
+        planning = recipe
+        if units:  # pairs and groups: whole, fitted by the lengths pass; plain rows among them fitted as theirs
+            check_unit_recipe(recipe)
+            self.fit_plain_rows(recipe)
+            if recipe.overflow == "truncate":
+                planning = Recipe.of(recipe, overflow="drop")
+        layout = plan(self.lengths, recipe=planning)
+        return layout, _with_fit(layout.stats, self.fit, recipe.share_prompt) if units else layout.stats, planning
+
+    def completion_first(self) -> Int64Array | None:
+        """The global number of each row's first completion; None without pairs and groups. O(rows)."""
+        return np.cumsum(self.counts) - self.counts if self.counts.any() else None
 
 
 def _raise_bad_row(row: bytes, index: int, recipe: Recipe) -> None:
@@ -296,8 +374,8 @@ def _raise_bad_row(row: bytes, index: int, recipe: Recipe) -> None:
     record = pa.ipc.open_stream(row).read_all().to_pylist()[0]
     try:
         samples = read_rows([record], **prepare(recipe).read_options)
-        if samples.units is not None:
-            fit_units(samples, recipe)  # a unit too long under overflow="error"
+        if samples.tokens is not None:  # a unit too long under overflow="error", or a plain row among units
+            _fitted(samples, recipe, units=True)
         samples.refuse_other_labels()
         samples.refuse_wide_ids(recipe.int64)
     except SampleError as error:  # the reader's error, naming sample ``index``
@@ -405,7 +483,7 @@ def _tag_pieces(batch: pa.Table, pieces: _Pieces, recipe: Recipe, units: bool = 
     import pyarrow as pa
 
     rows = pieces.row_ids.rows(_int_column(batch, _UID))
-    samples = _read(batch.select(_fields(batch)), recipe)
+    samples = _read(batch.select(_fields(batch)), recipe, units)
     assert samples.tokens is not None and samples.loss_mask is not None  # checked by the lengths pass
     counts = pieces.row_starts[rows + 1] - pieces.row_starts[rows]
     which = ranges(pieces.row_starts[rows], counts)
@@ -424,7 +502,8 @@ def _tag_pieces(batch: pa.Table, pieces: _Pieces, recipe: Recipe, units: bool = 
         _list_array(offsets, samples.loss_mask[at]),
     ]
     if units:  # every piece a whole unit (a plain row among units: a unit of its own)
-        found = samples.units if samples.units is not None else Units.plain(samples.lengths, recipe.share_prompt)
+        found = samples.units
+        assert found is not None  # read as units (_read)
         counts = found.counts[local]
         columns += [
             pa.array(found.kind[local], pa.int8()),
@@ -619,15 +698,10 @@ def pack_dataset(
     if num_rows and not any(name in names for name in FIELDS):
         raise SettingError("ds", f"rows the reader reads (a column of {', '.join(FIELDS)})", f"<columns {names}>")
     lengths_ds = indexed.map_batches(_lengths_batch, batch_format="pyarrow", fn_kwargs={"recipe": chosen})
-    row_ids, lengths, completion_first, fit = _collect_lengths(lengths_ds, num_rows, chosen)
+    found = _collect_lengths((cluster.get(ref) for ref in lengths_ds.to_arrow_refs()), num_rows)
+    layout, stats, planning = found.plan(chosen)
+    row_ids, completion_first = found.ids, found.completion_first()
     units = completion_first is not None
-    planning = chosen
-    if units:  # pairs and groups: whole, fitted by the lengths pass; one that cannot fit is left out whole
-        check_unit_recipe(chosen)
-        if chosen.overflow == "truncate":
-            planning = Recipe.of(chosen, overflow="drop")
-    layout = plan(lengths, recipe=planning)
-    stats = _with_fit(layout.stats, fit, chosen.share_prompt) if units else layout.stats
     stats.warn_lost("ray.pack_dataset")  # on the driver, with pack's counts
     if layout.num_blocks == 0:  # nothing to pack (no row, or every row left out): the schema's columns, no rows
         empty = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(1, np.int64))
@@ -643,7 +717,7 @@ def pack_dataset(
     groups = -(-layout.num_blocks // blocks_per_group)
     pieces = _pieces_by_row(layout, row_ids, blocks_per_group, completion_first)
     strategy_name, overflow_name = layout.strategy, layout.overflow
-    del layout, lengths  # the driver keeps nothing of the plan but what it broadcasts
+    del layout, found  # the driver keeps nothing of the plan but what it broadcasts
     pieces_ref = cluster.put(pieces)
     del pieces
     tagged = indexed.map_batches(

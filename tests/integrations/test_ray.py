@@ -310,3 +310,119 @@ def test_the_steps_give_single_machine_blocks_whatever_the_batches_and_the_shuff
         for lo in range(0, blocks.num_rows, block_batch)
     ]
     assert as_lists(pa.concat_tables(out).to_pylist()) == expected
+
+
+# Rows of every form across the input's batches: a batch of plain rows does not know the dataset has pairs or
+# groups, yet its over-long rows must be fitted as pack fits the plain rows among units (truncate: the first
+# max_seq_length tokens kept; error: refused as a sample of a unit dataset), with the same counts.
+
+OVERFLOWS = ("truncate", "drop", "error", "split")
+
+
+def mixed_rows(forms: list[str], lengths: list[int]) -> list[dict[str, Any]]:
+    """One row per form (plain ids, a preference pair, a group of three), ``length`` tokens in its completions;
+    every row has every column (null where it has no value), as a table holds them."""
+    rows: list[dict[str, Any]] = []
+    for i, (form, length) in enumerate(zip(forms, lengths, strict=True)):
+        tokens = [1 + (7 * i + j) % 97 for j in range(length)]
+        if form == "tokens":
+            rows.append({"input_ids": tokens})
+        elif form == "pair":
+            rows.append({"prompt": [101, 102], "chosen": tokens or [103], "rejected": tokens[: length // 2] or [104]})
+        else:
+            rows.append({"prompt": [105], "completions": [tokens or [106], [107], tokens[:2] or [108]]})
+    keys = ("input_ids", "prompt", "chosen", "rejected", "completions")
+    return [{key: row.get(key) for key in keys} for row in rows]
+
+
+def packed_or_error(call: Any) -> tuple[Any, dict[str, Any] | None]:
+    """The call's result and the statistics it warned of, or its error's type and text."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = call()
+    except (packing.SampleError, packing.SettingError) as error:
+        return (type(error).__name__, str(error)), None
+    lost = [w.message.stats for w in caught if isinstance(w.message, packing.errors.TokensLost)]
+    return result, counts(lost[0]) if lost else None
+
+
+def counts(stats: packing.PackingStats) -> dict[str, Any]:
+    """Every count of ``stats`` but the trainable ones (the driver plans from lengths alone, without the masks)."""
+    trained = ("trainable_tokens", "target_tokens", "samples_without_trainable_tokens")
+    return {name: value for name, value in stats.summary().items() if name not in trained}
+
+
+def steps(table: pa.Table, recipe: packing.Recipe, input_batch: int) -> tuple[list[dict], dict[str, Any]]:
+    """``pack_dataset``'s steps without a cluster, the input cut into batches of ``input_batch`` rows: the
+    lengths pass, the driver's plan, the tagging, grouping and materializing; the blocks and the statistics."""
+    from packing import ray as steps_
+
+    cuts = [table.slice(lo, input_batch) for lo in range(0, table.num_rows, input_batch)]
+    found = steps_._collect_lengths([steps_._lengths_batch(cut, recipe) for cut in cuts], table.num_rows)
+    layout, stats, _ = found.plan(recipe)
+    first = found.completion_first()
+    pieces = steps_._pieces_by_row(layout, found.ids, 2, first)
+    tagged = pa.concat_tables([steps_._tag_pieces(cut, pieces, recipe, first is not None) for cut in cuts])
+    groups = np.asarray(tagged.column(steps_._GROUP).to_numpy(), dtype=np.int64)
+    gathered = [steps_._gather_group(tagged.filter(pa.array(groups == g))) for g in np.unique(groups)]
+    if not gathered:
+        return [], counts(stats)
+    blocks = pa.concat_tables(gathered).sort_by(steps_._BLOCK)
+    out = steps_._materialize_batch(
+        blocks, recipe.max_seq_length, layout.strategy, layout.overflow, 0, False, recipe.share_prompt
+    )
+    return as_lists(out.to_pylist()), counts(stats)
+
+
+def pack_of(rows: list[dict[str, Any]], max_seq_length: int, overflow: str) -> tuple[Any, dict[str, Any] | None]:
+    """``packing.pack``'s blocks (plan order) and statistics, or its error."""
+    packed, _ = packed_or_error(lambda: packing.pack(rows, max_seq_length, overflow=overflow))
+    if isinstance(packed, tuple):
+        return packed, None
+    return single_machine(rows, max_seq_length, False, 0, overflow=overflow), counts(packed.stats)
+
+
+def with_uid(rows: list[dict[str, Any]]) -> pa.Table:
+    table = pa.Table.from_pylist(rows)
+    return table.append_column("__packing_uid", pa.array(np.arange(len(rows), dtype=np.int64) + (5 << 33)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(("tokens", "pair", "group")), st.integers(0, 14)), min_size=1, max_size=9),
+    st.integers(1, 10),
+    st.sampled_from(OVERFLOWS),
+    st.integers(1, 4),
+)
+def test_rows_of_every_form_across_batches_give_packs_blocks_and_counts(
+    cases: list[tuple[str, int]], max_seq_length: int, overflow: str, input_batch: int
+) -> None:
+    rows = mixed_rows([form for form, _ in cases], [length for _, length in cases])
+    expected, expected_stats = pack_of(rows, max_seq_length, overflow)
+    recipe = packing.Recipe(max_seq_length, overflow=overflow)  # type: ignore[arg-type]
+    got = packed_or_error(lambda: steps(with_uid(rows), recipe, input_batch))[0]
+    if isinstance(expected, tuple):  # refused: the same error, naming the same row
+        assert got == expected
+        return
+    blocks, stats = got
+    assert blocks == expected
+    assert stats == expected_stats
+
+
+@pytest.mark.parametrize("overflow", OVERFLOWS)
+def test_over_long_plain_rows_in_a_batch_apart_from_the_pairs_are_fitted_as_pack_fits_them(
+    cluster: None, overflow: str
+) -> None:
+    """Three rows of 20 ids, then three pairs, in Ray blocks of two rows: the first block holds no pair."""
+    rows = mixed_rows(["tokens"] * 3 + ["pair"] * 3, [20, 20, 20, 4, 4, 4])
+    expected, expected_stats = pack_of(rows, 8, overflow)
+    ds = ray.data.from_items(rows, override_num_blocks=3)
+    got, stats = packed_or_error(lambda: pack_dataset(ds, 8, overflow=overflow, shuffle=False).take_all())
+    if isinstance(expected, tuple):
+        assert got == expected
+        return
+    assert as_lists(got) == expected
+    assert stats == expected_stats

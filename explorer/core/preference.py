@@ -17,7 +17,7 @@ import packing
 from explorer.core.safety import describe
 from packing.batches.packed import lazy_units
 from packing.comparison import Contender, Row
-from packing.core.units import GROUP, PAIR
+from packing.core.pairs_groups import GROUP, PAIR
 
 Int64Array = npt.NDArray[np.int64]
 PADDING, PLAIN, PROMPT, CHOSEN, REJECTED = range(5)

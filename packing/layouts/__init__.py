@@ -84,7 +84,7 @@ def read_layout(table: pa.Table, format: str | None = None, source: str = "<tabl
 
 
 UNIT_ID_COLUMNS = ("unit_ids", "completion_ids")
-"""The columns that say which tokens are a pair's or group's (``packing.core.units``), read with any layout."""
+"""The columns that say which tokens are a pair's or group's (``packing.core.pairs_groups``), read with any layout."""
 
 
 def _with_units(parsed: Parsed, table: pa.Table, source: str) -> Parsed:

@@ -47,7 +47,7 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
     their own. ``collate`` turns a list of items into the padding-free batch, ``collate_fixed`` stacks them.
     Items also carry ``loss_weights`` (float32) when the file has that column, or for a ``PackedBatch`` with
     ``loss_weights=mode`` (normalised over every block; ``packing.weighting``), and the unit columns
-    (``packing.core.units.UNIT_COLUMNS``: ``unit_ids``, ``document_ids``, ``completion_ids``,
+    (``packing.core.pairs_groups.UNIT_COLUMNS``: ``unit_ids``, ``document_ids``, ``completion_ids``,
     ``prediction_positions``, ``unit_kinds``) for blocks of preference pairs and completion groups, which
     ``collate`` reads back and ``packing.torch.attention_mask`` builds a shared prompt's mask from.
     O(max_seq_length) per item, plus decoding a row group when it is first touched.

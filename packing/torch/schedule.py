@@ -13,8 +13,8 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.core.arrays import offsets_of, row_of
+from packing.core.pairs_groups import Units
 from packing.core.thd import padded_lengths
-from packing.core.units import Units
 from packing.core.validation import OverflowPolicy, as_lengths
 from packing.errors import SettingError
 from packing.planning.plans import Piece, plan
@@ -242,8 +242,8 @@ def build_schedule(
        slowest rank's cost for these blocks. Otherwise blocks are dealt in a random order (the baseline).
        Steps, and ranks within a step, are then shuffled.
 
-    With ``units`` (the samples' pairs and groups, ``packing.core.units.Units``, whose laid-out lengths are
-    ``lengths``), a unit's cost is its documents' (:meth:`~packing.core.units.Units.costs`: with a shared prompt
+    With ``units`` (the samples' pairs and groups, ``packing.core.pairs_groups.Units``, whose laid-out lengths are
+    ``lengths``), a unit's cost is its documents' (:meth:`~packing.core.pairs_groups.Units.costs`: with a shared prompt
     ``prompt² + Σ (2·prompt·c + c²)``-shaped attention), not that of one document of its length.
 
     O(n + the strategy's cost + blocks log blocks).

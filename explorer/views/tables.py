@@ -461,12 +461,12 @@ def audit_summary_rows(report: AuditReport) -> list[tuple[str, str]]:
     >>> from packing.layouts.audit import audit
     >>> audit_summary_rows(audit(pa.table({"input_ids": [[1, 2, 3, 0]], "seq_lengths": [[3]], "labels": [[-100, 2, 3, -100]],
     ...                                    "position_ids": [[0, 1, 2, 0]]})))[:4]
-    [('format', "packing (this project's blocks)"), ('blocks', '1'), ('documents', '1'), ('tokens', '3')]
+    [('layout', "packing (this project's blocks)"), ('blocks', '1'), ('documents', '1'), ('tokens', '3')]
     """
     fill = report.block_fill
     documents = "unknown (no boundaries)" if report.num_documents is None else f"{report.num_documents:,}"
     rows = [
-        ("format", f"{report.format} ({LAYOUT_TITLES[report.format]})"),
+        ("layout", f"{report.layout} ({LAYOUT_TITLES[report.layout]})"),
         ("blocks", f"{report.num_blocks:,}"),
         ("documents", documents),
         ("tokens", f"{report.tokens:,}"),

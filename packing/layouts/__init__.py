@@ -23,7 +23,9 @@ once, in :data:`LayoutName`. The checks run once over the common form, in :mod:`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, get_args
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, get_args
 
 from packing.errors import SettingError
 from packing.layouts import flattening, megatron, native, segment_ids, torchtune, trl
@@ -51,7 +53,9 @@ __all__ = [
     "PackedLayout",
     "Parsed",
     "Rows",
+    "check_layout",
     "detect",
+    "takes_layout",
 ]
 
 
@@ -74,11 +78,47 @@ def detect(table: pa.Table, source: str) -> str:
     return "trl"
 
 
-def read_layout(table: pa.Table, format: str | None = None, source: str = "<table>") -> Parsed:
-    """``table`` in ``format`` (default: :func:`detect`) brought to the common form. O(tokens)."""
-    if format is not None and format not in MODULES:
-        raise SettingError("format", f"one of {', '.join(LAYOUTS)}", format)
-    name = format if format is not None else detect(table, source)
+def check_layout(layout: str) -> str:
+    """``layout`` if it names a layout (:data:`LAYOUTS`), else the one refusal. O(1).
+
+    >>> check_layout("keras")
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: layout: expected one of packing, trl, flattening, torchtune, megatron, segment_ids, got 'keras' (str)
+    """
+    if layout not in MODULES:
+        raise SettingError("layout", f"one of {', '.join(LAYOUTS)}", layout)
+    return layout
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def takes_layout(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``function`` (which takes ``layout=``) answering ``format=`` by name: ``format`` is a file's format
+    (``read_dataset``'s), a framework's columns are a ``layout``. O(1) a call.
+
+    >>> from packing import export, pack
+    >>> export(pack([[1]], 2), format="trl")
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: format: expected layout= (format names a file's format, layout a framework's columns), got 'trl' (str)
+    """
+
+    @functools.wraps(function)
+    def checked(*args: Any, **kwargs: Any) -> _R:
+        if "format" in kwargs:
+            expected = "layout= (format names a file's format, layout a framework's columns)"
+            raise SettingError("format", expected, kwargs["format"])
+        return function(*args, **kwargs)
+
+    return checked  # type: ignore[return-value]
+
+
+def read_layout(table: pa.Table, layout: str | None = None, source: str = "<table>") -> Parsed:
+    """``table`` in ``layout`` (default: :func:`detect`) brought to the common form. O(tokens)."""
+    name = check_layout(layout) if layout is not None else detect(table, source)
     parsed: Parsed = MODULES[name].read(table, source)
     return _with_units(parsed, table, source)
 
@@ -102,5 +142,5 @@ def _with_units(parsed: Parsed, table: pa.Table, source: str) -> Parsed:
         if column is None or len(column.values) != len(parsed.layout.input_ids):
             raise error(source, f"column '{name}' does not hold one value per token")
         values.append(column.values)
-    layout = dataclasses.replace(parsed.layout, unit=values[0], completion=values[1])
-    return dataclasses.replace(parsed, layout=layout)
+    packed = dataclasses.replace(parsed.layout, unit=values[0], completion=values[1])
+    return dataclasses.replace(parsed, layout=packed)

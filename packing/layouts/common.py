@@ -95,7 +95,8 @@ class PackedLayout:
     the columns as stored, or ``None``. Built by keyword (each reader names what its layout stores).
     """
 
-    format: str
+    name: str
+    """The layout's name (:data:`packing.layouts.LAYOUTS`)."""
     row_offsets: Int64Array
     input_ids: Int64Array
     document: Int64Array

@@ -181,7 +181,7 @@ def read(table: pa.Table, source: str) -> Parsed:
         bad.append(mismatch(offsets, document, changes))
     labels = columns["labels"]
     layout = PackedLayout(
-        format="flattening",
+        name=NAME,
         row_offsets=offsets,
         input_ids=tokens.values,
         document=document,

@@ -204,7 +204,7 @@ def read(table: pa.Table, source: str) -> Parsed:
         variant += f"; padded for context parallelism (pad_seq_to_mult {multiple})"
     docs_per_block = np.bincount(row_of(np.diff(offsets))[starts_of(offsets, document)], minlength=len(row_length))
     layout = PackedLayout(
-        format="megatron",
+        name=NAME,
         row_offsets=offsets,
         input_ids=tokens.values,
         document=document,

@@ -83,7 +83,7 @@ def read(table: pa.Table, source: str) -> Parsed:
             targets = loss_mask.values != 0
             targets &= ~starts_of(offsets, document)
     layout = PackedLayout(
-        format="packing",
+        name=NAME,
         row_offsets=offsets,
         input_ids=tokens.values,
         document=document,

@@ -120,7 +120,7 @@ def read(table: pa.Table, source: str) -> Parsed:
     document = from_starts(offsets, opens, padding)
     reused = _reused(offsets, mask, document, numbered)
     layout = PackedLayout(
-        format="segment_ids",
+        name=NAME,
         row_offsets=offsets,
         input_ids=tokens.values,
         document=document,

@@ -136,7 +136,7 @@ def read(table: pa.Table, source: str) -> Parsed:
             document = renumber(document)
     labels = columns["labels"]
     layout = PackedLayout(
-        format="torchtune",
+        name=NAME,
         row_offsets=offsets,
         input_ids=tokens.values,
         document=document,

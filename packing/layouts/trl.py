@@ -126,7 +126,7 @@ def read(table: pa.Table, source: str) -> Parsed:
         targets &= not_block_start(offsets, len(document))
     has_loss = any(columns[name] is not None for name in ("labels", "completion_mask", "assistant_masks"))
     layout = PackedLayout(
-        format="trl",
+        name=NAME,
         row_offsets=offsets,
         input_ids=tokens.values,
         document=document,

@@ -106,7 +106,7 @@ def test_every_entry_point_takes_it(tmp_path: Path) -> None:
     assert read.column("input_ids").to_pylist() == want_ids
     out = tmp_path / "blocks.parquet"
     args = ["pack", str(path), "--max-seq-length", str(capacity), "--tie-break", "oldest", "--no-shuffle"]
-    assert main([*args, "--format", "trl", "-o", str(out)]) == 0
+    assert main([*args, "--layout", "trl", "-o", str(out)]) == 0
     written = pq.read_table(out).to_pydict()
     assert real(written["input_ids"], written["seq_lengths"]) == want_ids
 

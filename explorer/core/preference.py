@@ -58,7 +58,7 @@ def run_units(samples: packing.Samples, recipe: packing.Recipe) -> UnitRun:
     except packing.PackingError as error:
         return UnitRun(Row(contender, None, 0, time.perf_counter() - started, describe(error), error=error), None)
     seconds = time.perf_counter() - started
-    return UnitRun(Row(contender, stats, stats.lower_bound, seconds, layout=lazy.plan), lazy.samples)
+    return UnitRun(Row(contender, stats, stats.lower_bound, seconds, plan=lazy.plan), lazy.samples)
 
 
 def unit_lengths(samples: packing.Samples, share_prompt: bool) -> Int64Array:

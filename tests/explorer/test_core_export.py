@@ -32,7 +32,7 @@ def test_jsonl_and_parquet_hold_the_packed_blocks() -> None:
 
 
 def test_layout_csv() -> None:
-    text = export.layout_csv(packing.plan([2, 3, 1], 4, strategy="split")).decode()
+    text = export.plan_csv(packing.plan([2, 3, 1], 4, strategy="split")).decode()
     assert text.splitlines() == [
         "block,position,sequence,start,length",
         "1,0,1,0,2",

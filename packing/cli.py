@@ -52,6 +52,7 @@ from packing.batches.units import unit_lengths
 from packing.comparison import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
 from packing.core.validation import check_time_limit
 from packing.errors import PackingError, one_line
+from packing.layouts import LAYOUT_TITLES
 from packing.layouts.audit import LAYOUTS, AuditReport, audit, report_json
 from packing.layouts.export import export_chunks, write_jsonl, write_parquet, write_table
 from packing.layouts.outputs import exclusive
@@ -676,11 +677,11 @@ def _compare_cells(row: Row) -> list[str]:
 
 def _certificate_lines(rows: list[Row]) -> list[str]:
     """What the optimum proves, in words, and how far each no-split contender is from it."""
-    proven = [row for row in rows if row.layout is not None and row.layout.certificate is not None]
+    proven = [row for row in rows if row.plan is not None and row.plan.certificate is not None]
     if not proven:
         return []
     best = proven[0]
-    certificate = best.layout.certificate  # type: ignore[union-attr]
+    certificate = best.plan.certificate  # type: ignore[union-attr]
     blocks = best.stats.num_blocks  # type: ignore[union-attr]
     lines = [
         f"optimal: no packing without splitting can use fewer than {certificate.lower_bound:,} blocks "
@@ -771,9 +772,9 @@ def _add_audit(commands: argparse._SubParsersAction[_Parser]) -> None:
     parser = commands.add_parser(
         "audit",
         help="check a packed dataset made by this project or another tool",
-        description="Recognise the layout of packed data, NeMo .npy files included (this project, TRL, "
-        "transformers flattening, torchtune, Megatron, segment ids), count blocks, documents, tokens and padding, "
-        "and list what lets documents see or predict each other or trains padding.",
+        description="Recognise the layout of packed data, NeMo .npy files included "
+        f"({'; '.join(LAYOUT_TITLES.values())}), count blocks, documents, tokens and padding, and list what lets "
+        "documents see or predict each other or trains padding.",
     )
     parser.add_argument("input", nargs="+", help="packed " + input_help(PACKED_FORMATS) + "; one row per block")
     parser.add_argument(

@@ -9,8 +9,10 @@
 
 Every module is a :class:`~packing.layouts.common.LayoutModule`: ``NAME``, ``TITLE``, ``recognises(names, table)``,
 ``read(table, source)`` (a :class:`~packing.layouts.common.Parsed` over one
-:class:`~packing.layouts.common.PackedLayout`) and ``write(rows)`` (a ``pyarrow.Table``). The names are listed
-once, in :data:`LayoutName`. The checks run once over the common form, in :mod:`packing.layouts.audit`;
+:class:`~packing.layouts.common.PackedLayout`), ``write(rows)`` (a ``pyarrow.Table``) and ``weights_column``. This
+is the one place a layout is registered: its name in :data:`LayoutName` (the order they are offered in) and its
+module in the order they are recognised in; everything else (the command line's choices, the explorer, the
+auditor's words) reads :data:`MODULES`, :data:`LAYOUTS` and :data:`LAYOUT_TITLES`. The checks run once over the common form, in :mod:`packing.layouts.audit`;
 :func:`packing.layouts.export.export` writes. O(tokens + blocks).
 
 >>> import pyarrow as pa
@@ -38,12 +40,13 @@ LayoutName = Literal["packing", "trl", "flattening", "torchtune", "megatron", "s
 """Every layout's name, in the order they are offered."""
 LAYOUTS: tuple[LayoutName, ...] = get_args(LayoutName)
 """Every layout: what :func:`packing.layouts.audit.audit` recognises and :func:`packing.layouts.export.export` writes."""
-_MODULES: tuple[LayoutModule, ...] = (native, trl, flattening, torchtune, megatron, segment_ids)
-MODULES: dict[str, LayoutModule] = {module.NAME: module for module in _MODULES}
-"""Each layout's module by its name."""
-LAYOUT_TITLES: dict[str, str] = {name: module.TITLE for name, module in MODULES.items()}
 _RECOGNISED_IN_ORDER: tuple[LayoutModule, ...] = (torchtune, megatron, native, trl, segment_ids, flattening)
-"""The order layouts are tried in; a table with ``input_ids`` that none claims is TRL ``wrapped`` output."""
+"""Every layout's module, in the order they are tried; a table with ``input_ids`` that none claims is TRL
+``wrapped`` output."""
+MODULES: dict[str, LayoutModule] = {name: next(m for m in _RECOGNISED_IN_ORDER if m.NAME == name) for name in LAYOUTS}
+"""Each layout's module by its name, in :data:`LAYOUTS`' order."""
+LAYOUT_TITLES: dict[str, str] = {name: module.TITLE for name, module in MODULES.items()}
+"""Each layout's title (what the auditor and the explorer call it)."""
 __all__ = [
     "LAYOUTS",
     "LAYOUT_TITLES",

@@ -29,7 +29,7 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -39,7 +39,7 @@ from packing.batches.schema import LOSS_WEIGHTS
 from packing.core.samples import IGNORE_INDEX
 from packing.errors import SettingError
 from packing.layouts import MODULES, Rows, check_layout, takes_layout
-from packing.layouts.megatron import padded_column, write_npy
+from packing.layouts.megatron import write_npy
 from packing.layouts.outputs import atomic_path
 from packing.weighting import DocumentWeights, LossMode, check_mode
 
@@ -77,7 +77,8 @@ def export(
     rows = Rows(batch, order)
     table: pa.Table = MODULES[layout].write(rows)
     if loss_weights is not None:
-        table = table.append_column(LOSS_WEIGHTS.name, _weights_column(rows, layout, batch.loss_weights(loss_weights)))
+        column = MODULES[layout].weights_column(rows, batch.loss_weights(loss_weights))
+        table = table.append_column(LOSS_WEIGHTS.name, column)
     return table
 
 
@@ -101,20 +102,6 @@ def refuse_shared(blocks: PackedBatch | LazyBatch, layout: str) -> None:
             "completions apart (pack with share_prompt=False for them)",
             layout,
         )
-
-
-def _weights_column(rows: Rows, layout: str, weights: npt.NDArray[np.float32]) -> Any:
-    """``weights`` laid out as ``layout`` lays out its labels: padding-free layouts keep the real tokens, megatron
-    shifts them with its ``loss_mask`` (the weight of the token each position predicts). O(blocks × width)."""
-    import pyarrow as pa
-
-    if layout == "megatron":
-        shifted = np.zeros_like(weights)
-        shifted[:, :-1] = weights[:, 1:]
-        return padded_column(rows, rows.flat_real(shifted), 0.0, pa.float32())  # padded as its documents are
-    if layout in ("trl", "flattening"):
-        return rows.real_column(weights, pa.float32())
-    return rows.fixed(weights, pa.float32())
 
 
 @takes_layout
@@ -159,7 +146,7 @@ def _chunk_table(chunk: PackedBatch, layout: str, weights: DocumentWeights | Non
     table: pa.Table = chunk.to_arrow() if layout == "packing" else MODULES[layout].write(rows)
     if weights is not None:
         grid = weights.grid(chunk.labels != IGNORE_INDEX, chunk.sequence_ids)
-        table = table.append_column(LOSS_WEIGHTS.name, _weights_column(rows, layout, grid))
+        table = table.append_column(LOSS_WEIGHTS.name, MODULES[layout].weights_column(rows, grid))
     return table
 
 

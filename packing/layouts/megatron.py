@@ -38,6 +38,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from packing.core.arrays import offsets_of, ranges, row_of
 from packing.core.thd import padded_lengths
@@ -141,6 +142,16 @@ def padded_column(rows: Rows, values: Any, fill: Any, kind: Any) -> Any:
     stores, ``fill`` in the documents' padding: how other columns (``loss_weights``) line up with it."""
     stored, lengths, _ = _stored(rows)
     return arrow_column(stored(values, fill), lengths, kind)
+
+
+def weights_column(rows: Rows, weights: npt.NDArray[np.float32]) -> Any:
+    """``weights`` shifted as the ``loss_mask`` is (the weight of the token each position predicts), padded as the
+    documents are. O(tokens)."""
+    import pyarrow as pa
+
+    shifted = np.zeros_like(weights)
+    shifted[:, :-1] = weights[:, 1:]
+    return padded_column(rows, rows.flat_real(shifted), 0.0, pa.float32())
 
 
 def _targets(offsets: Int64Array, document: Int64Array, loss_mask: ListColumn | None) -> tuple[BoolArray | None, str]:

@@ -34,6 +34,7 @@ from packing.layouts.common import (
     list_column,
     not_block_start,
     positions_mark_nothing,
+    real_weights,
     required,
     starts_of,
     values_of,
@@ -44,6 +45,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 NAME = "trl"
 TITLE = "TRL pack_dataset"
+weights_column = real_weights
+"""Loss weights laid out as the labels are."""
 
 
 def recognises(names: set[str], table: pa.Table) -> bool:

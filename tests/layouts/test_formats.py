@@ -235,3 +235,13 @@ def test_the_format_flag_is_answered_with_layout(
     assert main([command, str(source), *output, "--format", "trl"]) == 2
     error = capsys.readouterr().err
     assert "unrecognized option --format: expected --layout" in error and error.count("\n") == 1
+
+
+def test_every_layout_is_registered_once_with_its_module() -> None:
+    import packing.layouts as layouts
+
+    recognised = [module.NAME for module in layouts._RECOGNISED_IN_ORDER]
+    assert sorted(recognised) == sorted(LAYOUTS) and len(set(recognised)) == len(recognised)
+    for name, module in layouts.MODULES.items():
+        assert module.NAME == name and module.TITLE == layouts.LAYOUT_TITLES[name]
+        assert callable(module.read) and callable(module.write) and callable(module.weights_column)

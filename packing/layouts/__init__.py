@@ -116,7 +116,7 @@ def takes_layout(function: Callable[_P, _R]) -> Callable[_P, _R]:
             raise SettingError("format", expected, kwargs["format"])
         return function(*args, **kwargs)
 
-    return checked  # type: ignore[return-value]
+    return checked
 
 
 def read_layout(table: pa.Table, layout: str | None = None, source: str = "<table>") -> Parsed:

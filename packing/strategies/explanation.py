@@ -86,13 +86,13 @@ def _reason(strategy: str, size: int, block: int, new: bool, rooms: dict[int, in
     :class:`~packing.strategies.registry.Reasons` filled in. O(blocks)."""
     entry = STRATEGIES[strategy]
     reasons, where = entry.reasons, f"block {block + 1}"
-    room = rooms.get(block, 0)
+    room, most = rooms.get(block, 0), max(rooms.values(), default=0)
     tied = ", ".join(str(b + 1) for b, r in rooms.items() if r == room and b != block) if not new else ""
     words = {
         "where": where,
         "size": _tokens(size),
         "room": room,
-        "most": max(rooms.values(), default=0),
+        "most": most,
         "current": rooms[max(rooms)] if rooms else 0,
         "tie": f"; block {tied} had the same room, and the block that reached it last wins the tie" if tied else "",
     }
@@ -101,7 +101,7 @@ def _reason(strategy: str, size: int, block: int, new: bool, rooms: dict[int, in
     if not rooms:
         first = "The longest sequence goes first and" if entry.order == "longest_first" else "The first sequence"
         return (reasons.first or f"{first} opens {{where}}.").format(**words)
-    return (reasons.opened if words["most"] >= size else reasons.full).format(**words)
+    return (reasons.opened if most >= size else reasons.full).format(**words)
 
 
 def explain(

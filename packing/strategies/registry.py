@@ -117,21 +117,19 @@ class Strategy:
     documents may be split, ``l2`` = Martello–Toth L2 otherwise); ``blocks`` its blocks function
     (None for ``split`` and ``wrapped``, which the planner cuts itself); ``reasons`` why it places each
     document where it does; ``reference`` its plain-Python version (None where it has none: the
-    cutting strategies, the random order, the histogram and the search). ``keeps_boundaries`` is
-    False for a strategy whose blocks are each one run of tokens (``wrapped``: positions, labels and
-    ``seq_lengths`` do not mark where a document ends); ``warning`` is what the auditor finds in its
-    blocks, shown wherever it is chosen (empty for the others).
+    cutting strategies, the random order, the histogram and the search). ``warning`` is what the
+    auditor finds in the blocks of a strategy whose blocks are each one run of tokens (``wrapped``:
+    positions, labels and ``seq_lengths`` do not mark where a document ends), shown wherever it is
+    chosen (empty for the others).
     """
 
     name: str
     title: str
     description: str
     complexity: str
-    splits_sequences: bool
     order: Order
     blocks: BlocksFunction | None = field(repr=False, compare=False)
     options: frozenset[str] = frozenset()
-    keeps_boundaries: bool = True
     warning: str = ""
     reasons: Reasons = field(default=Reasons(), repr=False, compare=False)
     reference: ReferenceFunction | None = field(default=None, repr=False, compare=False)
@@ -145,6 +143,16 @@ class Strategy:
         ['optimal']
         """
         return "time_limit" in self.options
+
+    @property
+    def splits_sequences(self) -> bool:
+        """Whether it cuts documents (it has no blocks function: the planner cuts it)."""
+        return self.blocks is None
+
+    @property
+    def keeps_boundaries(self) -> bool:
+        """Whether its blocks mark where each document ends (all but the one with a ``warning``)."""
+        return not self.warning
 
     @property
     def bound(self) -> Bound:
@@ -208,24 +216,6 @@ def _optimal(lengths: Int64Array, capacity: int, options: Options) -> StrategyBl
     return StrategyBlocks(*grouped[:3], result.certificate)
 
 
-def _entry(
-    name: str,
-    title: str,
-    description: str,
-    complexity: str,
-    order: Order,
-    blocks: BlocksFunction | None,
-    options: frozenset[str] = frozenset(),
-    warning: str = "",
-    reasons: Reasons = Reasons(),
-    reference: ReferenceFunction | None = None,
-) -> Strategy:
-    splits, keeps = blocks is None, not warning
-    return Strategy(
-        name, title, description, complexity, splits, order, blocks, options, keeps, warning, reasons, reference
-    )
-
-
 WRAPPED_WARNING = (
     "wrapped keeps no document boundaries: the documents of a block attend to and predict each other "
     "(audit finds no_document_boundaries, as in TRL's wrapped)"
@@ -238,7 +228,7 @@ _NEXT_FIT_OPENS = "It needs {size} but the current block has only {current} left
 STRATEGIES: dict[str, Strategy] = {
     s.name: s
     for s in (
-        _entry(
+        Strategy(
             "split",
             "Split (classic)",
             "Concatenate in input order and cut into blocks; a sequence may continue in the next block.",
@@ -246,7 +236,7 @@ STRATEGIES: dict[str, Strategy] = {
             "input",
             None,
         ),
-        _entry(
+        Strategy(
             "wrapped",
             "Wrapped (TRL's wrapped)",
             "Concatenate in input order and cut into blocks, keeping no boundaries: each block is one run of "
@@ -257,7 +247,7 @@ STRATEGIES: dict[str, Strategy] = {
             None,
             warning=WRAPPED_WARNING,
         ),
-        _entry(
+        Strategy(
             "next_fit",
             "Next-fit",
             "Input order; a sequence that does not fit closes the block and starts a new one.",
@@ -271,7 +261,7 @@ STRATEGIES: dict[str, Strategy] = {
             ),
             reference=next_fit,
         ),
-        _entry(
+        Strategy(
             "first_fit",
             "First-fit",
             "Input order; each sequence goes into the first open block with room.",
@@ -281,7 +271,7 @@ STRATEGIES: dict[str, Strategy] = {
             reasons=Reasons(placed=_FIRST_FIT.replace("{order}", "In input order")),
             reference=first_fit,
         ),
-        _entry(
+        Strategy(
             "first_fit_shuffle",
             "First-fit, shuffled",
             "A random order drawn from the seed; each sequence goes into the first open block with room "
@@ -292,7 +282,7 @@ STRATEGIES: dict[str, Strategy] = {
             frozenset({"seed"}),
             reasons=Reasons(placed=_FIRST_FIT.replace("{order}", "In shuffled order")),
         ),
-        _entry(
+        Strategy(
             "ffd",
             "First-fit decreasing",
             "Longest first; each sequence goes into the first open block with room.",
@@ -302,7 +292,7 @@ STRATEGIES: dict[str, Strategy] = {
             reasons=Reasons(placed=_FIRST_FIT.replace("{order}", "Longest first")),
             reference=first_fit_decreasing,
         ),
-        _entry(
+        Strategy(
             "bfd",
             "Best-fit decreasing",
             "Longest first; each sequence goes into the block with the least room that still fits "
@@ -316,7 +306,7 @@ STRATEGIES: dict[str, Strategy] = {
             ),
             reference=best_fit_decreasing,
         ),
-        _entry(
+        Strategy(
             "spfhp",
             "Shortest-pack-first histogram packing",
             "Krell et al. 2021: longest length first, each sequence into the pack with the most room; "
@@ -333,7 +323,7 @@ STRATEGIES: dict[str, Strategy] = {
                 "a pack of its own (even where one of its length left room): {where} opens.",
             ),
         ),
-        _entry(
+        Strategy(
             "optimal",
             "Optimal (proven minimum)",
             "The fewest blocks possible, with a certificate anyone can recheck: column generation on the "
@@ -344,7 +334,7 @@ STRATEGIES: dict[str, Strategy] = {
             _optimal,
             frozenset({"time_limit"}),
         ),
-        _entry(
+        Strategy(
             "none",
             "No packing",
             "Every sequence padded to a block of its own: the baseline packing improves on.",

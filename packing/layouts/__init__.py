@@ -43,7 +43,9 @@ LAYOUTS: tuple[LayoutName, ...] = get_args(LayoutName)
 _RECOGNISED_IN_ORDER: tuple[LayoutModule, ...] = (torchtune, megatron, native, trl, segment_ids, flattening)
 """Every layout's module, in the order they are tried; a table with ``input_ids`` that none claims is TRL
 ``wrapped`` output."""
-MODULES: dict[str, LayoutModule] = {name: next(m for m in _RECOGNISED_IN_ORDER if m.NAME == name) for name in LAYOUTS}
+MODULES: dict[str, LayoutModule] = {
+    m.NAME: m for m in sorted(_RECOGNISED_IN_ORDER, key=lambda m: LAYOUTS.index(m.NAME))
+}
 """Each layout's module by its name, in :data:`LAYOUTS`' order."""
 LAYOUT_TITLES: dict[str, str] = {name: module.TITLE for name, module in MODULES.items()}
 """Each layout's title (what the auditor and the explorer call it)."""

@@ -60,7 +60,7 @@ def export(
 
     With ``loss_weights`` (an objective of ``packing.weighting``), also a ``loss_weights`` column (float32),
     aligned with the layout's labels (with megatron's shifted ``loss_mask``), normalised over every block of
-    ``batch``. O(blocks × max_seq_length).
+    ``batch``: :func:`export_chunks` as one chunk. O(blocks × max_seq_length).
 
     >>> from packing import pack
     >>> table = export(pack([[1, 2], [3]], 4), "segment_ids")
@@ -73,13 +73,10 @@ def export(
     >>> export(pack([[1, 2], [3, 4, 5]], 8), "trl", loss_weights="sequence").column("loss_weights").to_pylist()
     [[0.0, 0.25, 0.25, 0.0, 0.5]]
     """
-    refuse_shared(batch, check_layout(layout))
-    rows = Rows(batch, order)
-    table: pa.Table = MODULES[layout].write(rows)
-    if loss_weights is not None:
-        column = MODULES[layout].weights_column(rows, batch.loss_weights(loss_weights))
-        table = table.append_column(LOSS_WEIGHTS.name, column)
-    return table
+    import pyarrow as pa
+
+    whole = max(batch.num_blocks if order is None else np.size(order), 1) * batch.max_seq_length
+    return pa.concat_tables(export_chunks(batch, layout, order, loss_weights, chunk_tokens=whole))
 
 
 def refuse_shared(blocks: PackedBatch | LazyBatch, layout: str) -> None:
@@ -143,7 +140,7 @@ def export_chunks(
 def _chunk_table(chunk: PackedBatch, layout: str, weights: DocumentWeights | None) -> pa.Table:
     """One chunk of blocks laid out as ``layout``; with ``weights``, their ``loss_weights`` column. O(its slots)."""
     rows = Rows(chunk, None)
-    table: pa.Table = chunk.to_arrow() if layout == "packing" else MODULES[layout].write(rows)
+    table: pa.Table = MODULES[layout].write(rows)
     if weights is not None:
         grid = weights.grid(chunk.labels != IGNORE_INDEX, chunk.sequence_ids)
         table = table.append_column(LOSS_WEIGHTS.name, MODULES[layout].weights_column(rows, grid))

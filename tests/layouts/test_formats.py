@@ -243,5 +243,5 @@ def test_every_layout_is_registered_once_with_its_module() -> None:
     recognised = [module.NAME for module in layouts._RECOGNISED_IN_ORDER]
     assert sorted(recognised) == sorted(LAYOUTS) and len(set(recognised)) == len(recognised)
     for name, module in layouts.MODULES.items():
-        assert module.NAME == name and module.TITLE == layouts.LAYOUT_TITLES[name]
+        assert name == module.NAME and layouts.LAYOUT_TITLES[name] == module.TITLE
         assert callable(module.read) and callable(module.write) and callable(module.weights_column)

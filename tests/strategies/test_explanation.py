@@ -122,7 +122,9 @@ def test_every_step_follows_the_stated_rule(strategy: str, lengths: list[int], c
 
 def test_the_words_are_the_strategy_entrys(monkeypatch: pytest.MonkeyPatch) -> None:
     entry = packing.strategies.STRATEGIES["ffd"]
-    reasons = Reasons(placed="{where} had {room} for {size}.", full="{where} opened ({most} at most).", first="{where}.")
+    reasons = Reasons(
+        placed="{where} had {room} for {size}.", full="{where} opened ({most} at most).", first="{where}."
+    )
     monkeypatch.setitem(packing.strategies.STRATEGIES, "ffd", dataclasses.replace(entry, reasons=reasons))
     steps = packing.explain([4, 3, 1], 4, strategy="ffd")
     assert [step.reason for step in steps] == ["block 1.", "block 2 opened (0 at most).", "block 2 had 1 for 1 token."]

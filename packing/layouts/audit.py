@@ -547,9 +547,8 @@ def audit(
     used = real_per_block - (parsed.used_offset if parsed.used_offset is not None else 0)
     used = np.maximum(used, 0)
     given = max_seq_length is not None
-    capacity = int(max_seq_length) if max_seq_length is not None else int(max(np.diff(offsets).max(initial=0), 1))
-    if packed.name == "megatron" and not given:
-        capacity = int(max(used.max(initial=0), 1))
+    longest = used if parsed.used_offset is not None else np.diff(offsets)  # rows that hold uncounted positions
+    capacity = int(max_seq_length) if max_seq_length is not None else int(max(longest.max(initial=0), 1))
     findings = _checks(parsed, capacity, given, used)
     used = np.minimum(used, capacity)  # a longer block fills its capacity: the rest is a block_too_long finding
     fill = used / capacity

@@ -340,7 +340,8 @@ class Parsed:
     layout: PackedLayout
     bad_boundaries: list[Int64Array]
     extra_padding_trained: BoolArray | None = None
-    used_offset: Int64Array | None = None  # positions per block not counted (megatron: one per document)
+    used_offset: Int64Array | None = None  # positions per block not counted (megatron: one per document); the
+    # default capacity is then the most counted
     reused_segments: Int64Array | None = None  # documents whose segment number an earlier one of the block has
 
 

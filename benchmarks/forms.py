@@ -5,7 +5,7 @@ command line promises: the input's Arrow size + 1 GiB.
     python benchmarks/forms.py --quick                              # tiny files: checks that everything runs
     python benchmarks/forms.py --only ids/parquet,mask/parquet --layouts file --tokens 150e6
     python benchmarks/forms.py --output benchmarks/forms_results.md # also write the report
-    python benchmarks/forms.py --only ids/parquet --layouts file --pack-args="--format trl --loss-weights token"
+    python benchmarks/forms.py --only ids/parquet --layouts file --pack-args="--layout trl --loss-weights token"
 
 Each *case* is a form (what the rows hold) in a format (how the file stores them), as one file or a
 folder of ``--shards`` files, or (``--layouts line``) one file of one row holding every token (one JSON line, one
@@ -407,7 +407,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="",
         metavar="ARGS",
         help="more arguments for every `packing pack`, one string (the output's layout and loss weights: "
-        "--pack-args='--format trl --loss-weights token'); shown in each row's note",
+        "--pack-args='--layout trl --loss-weights token'); shown in each row's note",
     )
     args = parser.parse_args(argv)
     if args.quick:

@@ -9,7 +9,7 @@ From the repository root::
 Prints a Markdown table on stdout (progress on stderr). Times are wall-clock medians of ``--repeat`` calls
 of ``packing.optimal.solve`` after a warm-up call on a slice (numba loads its kernels), with the process's
 CPU time next to them (on a shared machine wall time also counts other processes' work). The bfd column
-is one ``best_fit_decreasing_layout`` call, timed interleaved with the optimal runs. Every certificate is
+is one ``best_fit_decreasing_blocks`` call, timed interleaved with the optimal runs. Every certificate is
 rechecked with ``Certificate.verify`` (not timed). In ``--quick`` mode targets are not judged.
 """
 
@@ -37,7 +37,7 @@ import numpy.typing as npt  # noqa: E402
 
 from packing.optimal import OptimalResult, solve  # noqa: E402
 from packing.strategies.bounds import martello_toth_l2, simple_bound  # noqa: E402
-from packing.strategies.kernels import best_fit_decreasing_layout  # noqa: E402
+from packing.strategies.kernels import best_fit_decreasing_blocks  # noqa: E402
 from packing.workloads import load_workload  # noqa: E402
 
 Int64Array = npt.NDArray[np.int64]
@@ -113,14 +113,14 @@ def run_case(case: Case, quick: bool, repeat: int, time_limit: float) -> list[st
     cpus: list[float] = []
     bfd_walls: list[float] = []
     for _ in range(repeat):
-        bfd_walls.append(timed(lambda: best_fit_decreasing_layout(lengths, capacity))[0])
+        bfd_walls.append(timed(lambda: best_fit_decreasing_blocks(lengths, capacity))[0])
         wall, cpu = timed(lambda: results.append(solve(lengths, capacity, time_limit)))
         walls.append(wall)
         cpus.append(cpu)
     result = results[-1]
     certificate = result.certificate
     verified = certificate.verify(lengths, capacity)
-    bfd_blocks = len(best_fit_decreasing_layout(lengths, capacity)[0]) - 1
+    bfd_blocks = len(best_fit_decreasing_blocks(lengths, capacity)[0]) - 1
     tokens = int(lengths.sum())
     if quick or case.target_blocks is None:
         met = "n/a (quick)" if quick else ""

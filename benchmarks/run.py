@@ -42,7 +42,7 @@ import numpy.typing as npt  # noqa: E402
 
 import packing  # noqa: E402
 from packing import lower_bounds, pack, plan  # noqa: E402
-from packing.strategies.reference import REFERENCES  # noqa: E402
+from packing.strategies.registry import STRATEGIES  # noqa: E402
 from packing.workloads import load_workload  # noqa: E402
 
 Int64Array = npt.NDArray[np.int64]
@@ -317,8 +317,9 @@ def section_reference(settings: Settings) -> list[Row]:
     )
     bounds = lower_bounds(lengths, capacity)
     rows = []
-    for strategy, reference in REFERENCES.items():
-        if strategy == "none":
+    for strategy, entry in STRATEGIES.items():
+        reference = entry.reference
+        if reference is None or strategy == "none":
             continue
         progress(f"{name}: {strategy} against the reference")
         plan(lengths[:100], capacity, strategy=strategy)

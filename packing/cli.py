@@ -52,6 +52,7 @@ from packing.batches.units import unit_lengths
 from packing.comparison import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
 from packing.core.validation import check_time_limit
 from packing.errors import PackingError, one_line
+from packing.layouts import LAYOUT_TITLES
 from packing.layouts.audit import LAYOUTS, AuditReport, audit, report_json
 from packing.layouts.export import export_chunks, write_jsonl, write_parquet, write_table
 from packing.layouts.outputs import exclusive
@@ -136,6 +137,8 @@ def _refuse_unknown_options(argv: list[str], flags: set[str], command: str) -> N
         given = token.split("=", 1)[0]
         name = given[2:].replace("-", "_")
         spelled = "--" + name.replace("_", "-")
+        if given in RENAMED_FLAGS:
+            raise UsageError(f"unrecognized option {given}: expected {RENAMED_FLAGS[given]}")
         if name in PEER_NAMES:
             answer = PEER_NAMES[name].error(name, None).answer(lambda option: _flag(option) or option)
             raise UsageError(f"unrecognized option {given}: expected {answer}")
@@ -145,6 +148,9 @@ def _refuse_unknown_options(argv: list[str], flags: set[str], command: str) -> N
         hint = f"did you mean {close[0]}?" if close else f"{command} --help lists its options"
         raise UsageError(f"unrecognized option {given} ({hint})")
 
+
+RENAMED_FLAGS = {"--format": "--layout (a framework's columns; --input-format is the input files' format)"}
+"""Flags of earlier versions, answered with the flag meant now."""
 
 # ---------------------------------------------------------------- arguments
 
@@ -300,8 +306,7 @@ def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     parser.add_argument("--output", "-o", required=True, help="output file, .parquet or .jsonl")
     parser.add_argument(
-        "--format",
-        dest="export_format",
+        "--layout",
         choices=LAYOUTS,
         default="packing",
         help="layout of the output: this project's columns (default) or another framework's",
@@ -509,7 +514,7 @@ def _writer(output: Path, layout: str = "packing", loss_weights: LossMode | None
     column too."""
     suffix = output.suffix.lower()
     if suffix not in WRITERS and not (layout == "megatron" and suffix == ".npy"):
-        npy = " (or .npy with --format megatron)"
+        npy = " (or .npy with --layout megatron)"
         raise UsageError(f"--output must end in .parquet or .jsonl{npy}, got '{output}'")
     writer = _npy_writer(loss_weights) if suffix == ".npy" else _export_writer(WRITERS[suffix], layout, loss_weights)
     folder = output.parent
@@ -623,7 +628,7 @@ def _run_pack(args: argparse.Namespace) -> int:
     warning = STRATEGIES[recipe.strategy].warning
     if warning:  # what the auditor will find in these blocks, said where the strategy is chosen
         print(f"packing: warning: {warning}", file=sys.stderr)
-    writer = _writer(output, args.export_format, args.loss_weights)
+    writer = _writer(output, args.layout, args.loss_weights)
     _refuse_reading_the_output(args, output)
     if not args.quiet:
         for note in _whole_notes(args, output):
@@ -672,11 +677,11 @@ def _compare_cells(row: Row) -> list[str]:
 
 def _certificate_lines(rows: list[Row]) -> list[str]:
     """What the optimum proves, in words, and how far each no-split contender is from it."""
-    proven = [row for row in rows if row.layout is not None and row.layout.certificate is not None]
+    proven = [row for row in rows if row.plan is not None and row.plan.certificate is not None]
     if not proven:
         return []
     best = proven[0]
-    certificate = best.layout.certificate  # type: ignore[union-attr]
+    certificate = best.plan.certificate  # type: ignore[union-attr]
     blocks = best.stats.num_blocks  # type: ignore[union-attr]
     lines = [
         f"optimal: no packing without splitting can use fewer than {certificate.lower_bound:,} blocks "
@@ -725,17 +730,17 @@ def _run_compare(args: argparse.Namespace) -> int:
 
 
 def _export_writer(writer: Callable[..., None], layout: str, loss_weights: LossMode | None = None) -> Writer:
-    """``writer`` (``write_parquet`` or ``write_jsonl``) for ``pack --format LAYOUT`` (and ``--loss-weights``):
+    """``writer`` (``write_parquet`` or ``write_jsonl``) for ``pack --layout LAYOUT`` (and ``--loss-weights``):
     the layout written chunk by chunk."""
 
     def write(batch: LazyBatch, path: Path) -> None:
-        writer(batch, path, format=layout, loss_weights=loss_weights)
+        writer(batch, path, layout=layout, loss_weights=loss_weights)
 
     return write
 
 
 def _npy_writer(loss_weights: LossMode | None = None) -> Writer:
-    """The writer of NeMo's ``.npy`` (``--format megatron``): its table made chunk by chunk, then pickled whole
+    """The writer of NeMo's ``.npy`` (``--layout megatron``): its table made chunk by chunk, then pickled whole
     (``np.save`` of every row, as NeMo's loader reads it)."""
     import pyarrow as pa
 
@@ -767,15 +772,15 @@ def _add_audit(commands: argparse._SubParsersAction[_Parser]) -> None:
     parser = commands.add_parser(
         "audit",
         help="check a packed dataset made by this project or another tool",
-        description="Recognise the layout of packed data, NeMo .npy files included (this project, TRL, "
-        "transformers flattening, torchtune, Megatron, segment ids), count blocks, documents, tokens and padding, "
-        "and list what lets documents see or predict each other or trains padding.",
+        description="Recognise the layout of packed data, NeMo .npy files included "
+        f"({'; '.join(LAYOUT_TITLES.values())}), count blocks, documents, tokens and padding, and list what lets "
+        "documents see or predict each other or trains padding.",
     )
     parser.add_argument("input", nargs="+", help="packed " + input_help(PACKED_FORMATS) + "; one row per block")
     parser.add_argument(
         "--max-seq-length", type=_positive_int, metavar="N", help="block capacity (default: the longest block)"
     )
-    parser.add_argument("--format", choices=LAYOUTS, help="layout to read (default: recognised from the columns)")
+    parser.add_argument("--layout", choices=LAYOUTS, help="layout to read (default: recognised from the columns)")
     parser.add_argument("--strict", action="store_true", help="exit with code 1 when anything is found")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(run=_run_audit)
@@ -785,11 +790,11 @@ def _audit_text(report: AuditReport) -> str:
     """The report as ``name  value`` lines, then a table of the findings."""
     fill = report.block_fill
     capacity = f"{report.max_seq_length:,}" + ("" if report.max_seq_length_given else " (longest block)")
-    variant = f" ({report.layout.variant})" if report.layout.variant else ""
+    variant = f" ({report.packed.variant})" if report.packed.variant else ""
     documents = "unknown (no boundaries)" if report.num_documents is None else f"{report.num_documents:,}"
     pairs = [
         ("input", report.source),
-        ("format", f"{report.format}{variant}"),
+        ("layout", f"{report.layout}{variant}"),
         ("blocks", f"{report.num_blocks:,}"),
         ("documents", documents),
         ("tokens", f"{report.tokens:,}"),
@@ -821,7 +826,7 @@ def _audit_text(report: AuditReport) -> str:
 
 def _run_audit(args: argparse.Namespace) -> int:
     """``audit``: read, check, print; 1 with ``--strict`` when anything was found. O(tokens)."""
-    report = audit(_input(args), max_seq_length=args.max_seq_length, format=args.format)
+    report = audit(_input(args), max_seq_length=args.max_seq_length, layout=args.layout)
     print(report_json(report) if args.json else _audit_text(report))
     return 1 if args.strict and not report.clean else 0
 

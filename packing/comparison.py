@@ -80,7 +80,7 @@ class Row:
     bound: int
     seconds: float
     refusal: str = ""
-    layout: PackingPlan | None = None
+    plan: PackingPlan | None = None
     error: PackingError | None = field(default=None, compare=False)
     """The refusal itself (``refusal`` is its message), for callers that word it from its fields."""
 
@@ -120,7 +120,7 @@ def compare(
                 sizes[:1], max_seq_length, strategy=contender.strategy, overflow=overflow
             )  # load compiled code: time the packing
             start = time.perf_counter()
-            layout = plan(
+            made = plan(
                 sizes,
                 max_seq_length,
                 strategy=contender.strategy,
@@ -132,13 +132,13 @@ def compare(
         except PackingError as error:
             rows.append(Row(contender, None, bound, 0.0, str(error), error=error))
             continue
-        rows.append(Row(contender, layout.stats, bound, elapsed, layout=layout))
+        rows.append(Row(contender, made.stats, bound, elapsed, plan=made))
     return _with_proven_bound(rows)
 
 
 def _with_proven_bound(rows: list[Row]) -> list[Row]:
     """Where an optimal plan came with a certificate, its bound (at least L2) is every no-split row's bound."""
-    proofs = [row.layout.certificate.lower_bound for row in rows if row.layout is not None and row.layout.certificate]
+    proofs = [row.plan.certificate.lower_bound for row in rows if row.plan is not None and row.plan.certificate]
     if not proofs:
         return rows
     best = max(proofs)

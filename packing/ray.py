@@ -42,8 +42,8 @@ from packing.batches.packed import materialize
 from packing.batches.units import Fitted, check_unit_recipe, fit_unit_lengths, fit_units
 from packing.core.arrays import offsets_of, ranges, row_of
 from packing.core.forms import FIELDS, RowKind
+from packing.core.pairs_groups import Units
 from packing.core.samples import Samples
-from packing.core.units import Units
 from packing.core.validation import OverflowPolicy, check_flag
 from packing.errors import SampleError, SettingError, UnitTooLong
 from packing.planning.plans import PackingPlan, plan

@@ -329,7 +329,7 @@ class Recipe:
         ),
     )
     """Lay out a pair's or group's prompt once, each completion after it with positions continuing from the
-    prompt's end (``packing.core.units``); False: the prompt before every completion, each its own document."""
+    prompt's end (``packing.core.pairs_groups``); False: the prompt before every completion, each its own document."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__

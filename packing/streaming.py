@@ -29,8 +29,8 @@ from packing.batches.schema import datasets_features
 from packing.batches.units import UnitFit, fit_units
 from packing.core.arrays import offsets_of, ranges
 from packing.core.forms import unit_kind
+from packing.core.pairs_groups import PLAIN, Units
 from packing.core.samples import Samples, TokenArray, all_ones
-from packing.core.units import PLAIN, Units
 from packing.core.validation import (
     INT32_MAX,
     INT64_MAX,
@@ -187,7 +187,7 @@ def stream(
     block with the packed schema's columns (``packing.batches.schema.COLUMNS``) as numpy arrays, all of length
     ``max_seq_length`` but ``seq_lengths`` (the block's documents); ``sequence_ids`` is the sample's
     position in the stream, counted from its start (-1 in padding). Pairs and groups add the unit columns
-    (``packing.core.units.UNIT_COLUMNS``; every block after the first pair or group read has them), their
+    (``packing.core.pairs_groups.UNIT_COLUMNS``; every block after the first pair or group read has them), their
     ``completion_ids`` numbered over the whole stream in input order, as ``pack`` numbers them. Each buffer is packed with
     ``strategy``; documents of blocks filled below 99 % are carried into the next buffer once; with
     ``shuffle`` the blocks of a buffer come out in a random order drawn from ``seed`` (default 0),

@@ -222,8 +222,8 @@ def document_weights(
     normaliser, summed in the same order), without making any block. O(pieces + documents · log documents).
 
     >>> from packing.planning.plans import plan
-    >>> layout = plan([3, 2], 4, strategy="ffd")  # two blocks, each with padding
-    >>> weights = document_weights(layout, [2, 1], "sequence")
+    >>> blocks = plan([3, 2], 4, strategy="ffd")  # two blocks, each with padding
+    >>> weights = document_weights(blocks, [2, 1], "sequence")
     >>> weights.ids.tolist(), weights.weights.tolist()
     ([-1, 0, 1], [0.0, 0.25, 0.5])
     """

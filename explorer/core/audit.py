@@ -63,7 +63,7 @@ def default_blocks(report: AuditReport, count: int = 8) -> list[int]:
     """
     flagged: dict[int, None] = {}
     for item in report.findings:
-        for block in report.layout.block_of(item.cells[: count * 4]).tolist():
+        for block in report.packed.block_of(item.cells[: count * 4]).tolist():
             flagged.setdefault(int(block), None)
     chosen = list(flagged)[:count]
     for block in range(report.num_blocks):
@@ -76,37 +76,37 @@ def default_blocks(report: AuditReport, count: int = 8) -> list[int]:
 
 def block_grid(report: AuditReport, blocks: Sequence[int]) -> BlockGrid:
     """The chosen blocks' cells: document numbers, token ids, position ids and loss targets. O(cells)."""
-    layout = report.layout
-    offsets = layout.row_offsets
+    packed = report.packed
+    offsets = packed.row_offsets
     chosen = [int(block) for block in blocks]
     lengths = np.array([offsets[b + 1] - offsets[b] for b in chosen], dtype=np.int64)
     width = int(max(lengths.max(initial=0), 1))
     document = np.full((len(chosen), width), -2, dtype=np.int64)
     tokens = np.zeros((len(chosen), width), dtype=np.int64)
-    positions = np.zeros((len(chosen), width), dtype=np.int64) if layout.position_ids is not None else None
+    positions = np.zeros((len(chosen), width), dtype=np.int64) if packed.position_ids is not None else None
     targets = np.full((len(chosen), width), -2, dtype=np.int8)
-    real_targets = layout.real_targets()
+    real_targets = packed.real_targets()
     for row, block in enumerate(chosen):
         cells = slice(int(offsets[block]), int(offsets[block + 1]))
         n = int(lengths[row])
-        document[row, :n] = layout.document[cells]
-        tokens[row, :n] = layout.input_ids[cells]
-        if positions is not None and layout.position_ids is not None:
-            positions[row, :n] = layout.position_ids[cells]
+        document[row, :n] = packed.document[cells]
+        tokens[row, :n] = packed.input_ids[cells]
+        if positions is not None and packed.position_ids is not None:
+            positions[row, :n] = packed.position_ids[cells]
         trained = real_targets[cells]
-        targets[row, :n] = np.where(trained, 1, np.where(layout.document[cells] < 0, -1, 0))
+        targets[row, :n] = np.where(trained, 1, np.where(packed.document[cells] < 0, -1, 0))
     return BlockGrid(chosen, document, tokens, positions, targets)
 
 
 def finding_cells(report: AuditReport, blocks: Sequence[int]) -> list[tuple[str, int, int]]:
     """``(kind, row in blocks, position)`` of every finding on the chosen blocks. O(finding cells)."""
-    layout = report.layout
+    packed = report.packed
     row_of = {int(block): row for row, block in enumerate(blocks)}
     out = []
     chosen = np.array(sorted(row_of), dtype=np.int64)
     for item in report.findings:
-        owners = layout.block_of(item.cells)
+        owners = packed.block_of(item.cells)
         keep = np.isin(owners, chosen)
         for cell, block in zip(item.cells[keep].tolist(), owners[keep].tolist(), strict=True):
-            out.append((item.kind, row_of[block], int(cell - layout.row_offsets[block])))
+            out.append((item.kind, row_of[block], int(cell - packed.row_offsets[block])))
     return out

@@ -19,7 +19,7 @@ class Context:
     source: Source | None
     recipe: packing.Recipe
     dataset: Dataset | None = None
-    layout: packing.PackingPlan | None = None
+    plan: packing.PackingPlan | None = None
     refusal: str = ""
     stats: packing.PackingStats | None = None
     """The plan's statistics as the library counts them for what it packs (for pairs and groups, with what fitting

@@ -55,15 +55,15 @@ def documents_jsonl(batch: packing.PackedBatch, tokenizer: Any) -> bytes:
     return "".join(lines).encode("utf-8")
 
 
-def layout_csv(layout: packing.PackingPlan) -> bytes:
+def plan_csv(plan: packing.PackingPlan) -> bytes:
     """The plan of lengths-only data: one row per piece (block, position, sequence, start, length), 1-based blocks."""
     frame = pd.DataFrame(
         {
-            "block": layout.piece_block() + 1,
-            "position": layout.piece_position(),
-            "sequence": layout.piece_sequence + 1,
-            "start": layout.piece_start,
-            "length": layout.piece_length,
+            "block": plan.piece_block() + 1,
+            "position": plan.piece_position(),
+            "sequence": plan.piece_sequence + 1,
+            "start": plan.piece_start,
+            "length": plan.piece_length,
         }
     )
     text: str = frame.to_csv(index=False)
@@ -201,10 +201,10 @@ def snippet(
             ]
     else:
         body = [
-            f"layout = packing.plan(lengths, max_seq_length={max_seq_length}, strategy={strategy!r}, overflow={overflow!r}"
+            f"plan = packing.plan(lengths, max_seq_length={max_seq_length}, strategy={strategy!r}, overflow={overflow!r}"
             + "".join(f", {name}={value!r}" for name, value in chosen.items())
             + ")",
-            'print(layout.num_blocks, "blocks,", f"{layout.stats.efficiency:.2%} efficiency")',
+            'print(plan.num_blocks, "blocks,", f"{plan.stats.efficiency:.2%} efficiency")',
         ]
     plain = [line for line in imports if line.startswith("import ")]
     names: dict[str, list[str]] = {}

@@ -17,7 +17,7 @@ import packing
 from explorer.core.safety import describe
 from packing.batches.packed import lazy_units
 from packing.comparison import Contender, Row
-from packing.core.units import GROUP, PAIR
+from packing.core.pairs_groups import GROUP, PAIR
 
 Int64Array = npt.NDArray[np.int64]
 PADDING, PLAIN, PROMPT, CHOSEN, REJECTED = range(5)
@@ -58,7 +58,7 @@ def run_units(samples: packing.Samples, recipe: packing.Recipe) -> UnitRun:
     except packing.PackingError as error:
         return UnitRun(Row(contender, None, 0, time.perf_counter() - started, describe(error), error=error), None)
     seconds = time.perf_counter() - started
-    return UnitRun(Row(contender, stats, stats.lower_bound, seconds, layout=lazy.plan), lazy.samples)
+    return UnitRun(Row(contender, stats, stats.lower_bound, seconds, plan=lazy.plan), lazy.samples)
 
 
 def unit_lengths(samples: packing.Samples, share_prompt: bool) -> Int64Array:

@@ -1,6 +1,6 @@
 """Calls into the packing library shaped for display: a window of blocks, strategy comparisons, sweeps.
 
-No packing decisions are made here: every layout comes from ``packing.plan`` / ``packing.explain``
+No packing decisions are made here: every plan comes from ``packing.plan`` / ``packing.explain``
 and every token array from ``packing.materialize``.
 """
 
@@ -56,15 +56,15 @@ def placeholder_samples(lengths: Int64Array) -> packing.Samples:
 
 
 def window(
-    layout: packing.PackingPlan, flat: packing.Samples | None, first: int, count: int, pad_token_id: int
+    plan: packing.PackingPlan, flat: packing.Samples | None, first: int, count: int, pad_token_id: int
 ) -> Window:
     """Materialize only blocks ``first .. first + count - 1`` (clipped to the plan), through the plan's own
     ``select``. O(tokens in the window + sequences)."""
-    first = max(0, min(first, layout.num_blocks - 1))
-    stop = min(layout.num_blocks, first + max(1, count))
-    samples = flat if flat is not None else placeholder_samples(layout.lengths)
+    first = max(0, min(first, plan.num_blocks - 1))
+    stop = min(plan.num_blocks, first + max(1, count))
+    samples = flat if flat is not None else placeholder_samples(plan.lengths)
     wide = samples.wide_ids()  # ids above 2**31 - 1 are drawn as they are, in int64 blocks
-    batch = packing.materialize(layout, samples, pad_token_id=pad_token_id, blocks=np.arange(first, stop), int64=wide)
+    batch = packing.materialize(plan, samples, pad_token_id=pad_token_id, blocks=np.arange(first, stop), int64=wide)
     return Window(first, batch, batch.sequence_ids.astype(np.int64), flat is not None)
 
 
@@ -73,14 +73,14 @@ def window_blocks(max_seq_length: int, wanted: int) -> int:
     return min(wanted, MAX_DRAW_CELLS // max_seq_length)
 
 
-def trainable_counts(layout: packing.PackingPlan, flat: packing.Samples | None) -> packing.batches.TrainableCounts:
+def trainable_counts(plan: packing.PackingPlan, flat: packing.Samples | None) -> packing.batches.TrainableCounts:
     """Trainable tokens and training targets over the whole plan (lengths-only data: every token trains)."""
     if flat is None:
-        stats = layout.stats
+        stats = plan.stats
         return packing.batches.TrainableCounts(
             stats.trainable_tokens, stats.target_tokens, stats.samples_without_trainable_tokens
         )
-    return packing.count_trainable(layout, flat)
+    return packing.count_trainable(plan, flat)
 
 
 def run_strategy(lengths: Int64Array, recipe: packing.Recipe) -> Row:
@@ -97,7 +97,7 @@ def run_strategy(lengths: Int64Array, recipe: packing.Recipe) -> Row:
     bound = bounds.simple if packing.strategies.STRATEGIES[recipe.strategy].bound == "simple" else bounds.l2
     started = time.perf_counter()
     try:
-        layout = packing.plan(
+        plan = packing.plan(
             lengths,
             recipe.max_seq_length,
             strategy=recipe.strategy,
@@ -106,10 +106,10 @@ def run_strategy(lengths: Int64Array, recipe: packing.Recipe) -> Row:
         )
     except packing.PackingError as error:  # a refusal, worded from its fields
         return Row(contender, None, bound, time.perf_counter() - started, describe(error), error=error)
-    certificate = getattr(layout, "certificate", None)
+    certificate = getattr(plan, "certificate", None)
     if certificate is not None:
         bound = max(bound, certificate.lower_bound)
-    return Row(contender, layout.stats, bound, time.perf_counter() - started, layout=layout)
+    return Row(contender, plan.stats, bound, time.perf_counter() - started, plan=plan)
 
 
 PAGE_TIME_LIMIT = 5
@@ -255,8 +255,8 @@ def compare(lengths: Int64Array, recipe: packing.Recipe) -> tuple[list[Row], dic
     recipe's), with the plans dropped (statistics only, small whatever the data's size) and each row's compute
     estimate by label; the proven optimum searches up to ``PAGE_TIME_LIMIT``. O(every strategy)."""
     rows = compare_contenders(lengths, recipe.max_seq_length, overflow=recipe.overflow, time_limit=PAGE_TIME_LIMIT)
-    costs = {row.label: packing.compute_cost(row.layout) for row in rows if row.layout is not None}
-    worded = [replace(row, layout=None, refusal=describe(row.error) if row.error else row.refusal) for row in rows]
+    costs = {row.label: packing.compute_cost(row.plan) for row in rows if row.plan is not None}
+    worded = [replace(row, plan=None, refusal=describe(row.error) if row.error else row.refusal) for row in rows]
     return worded, costs
 
 
@@ -406,7 +406,7 @@ class Cut:
 def responses_cut(
     samples: packing.Samples, max_seq_length: int, overflow: OverflowPolicy = "truncate", most: int = 3
 ) -> tuple[int, list[Cut]]:
-    """What ``split`` (the classic answer's layout) does to ``samples`` in blocks of ``max_seq_length`` (sequences
+    """What ``split`` (the classic answer's plan) does to ``samples`` in blocks of ``max_seq_length`` (sequences
     longer than a block under ``overflow``): how many
     pieces continue a sequence in a later block with trained tokens while its masked prompt stays behind, and the
     first ``most`` of them. Pairs and groups are never split: none. O(tokens).
@@ -418,17 +418,17 @@ def responses_cut(
     """
     if samples.tokens is None or samples.loss_mask is None or samples.units is not None:
         return 0, []
-    layout = packing.plan(samples.lengths, max_seq_length, strategy="split", overflow=overflow)
+    plan = packing.plan(samples.lengths, max_seq_length, strategy="split", overflow=overflow)
     mask = samples.loss_mask.astype(np.int64)
     trained_before = np.concatenate([[0], np.cumsum(mask)])  # mask-1 tokens before each flat position
-    sequence = layout.piece_sequence.astype(np.int64)
+    sequence = plan.piece_sequence.astype(np.int64)
     begin = samples.offsets[sequence]
-    start = begin + layout.piece_start
-    stop = start + layout.piece_length
+    start = begin + plan.piece_start
+    stop = start + plan.piece_length
     trained = trained_before[stop] - trained_before[start]
     prompt_behind = (start - begin) - (trained_before[start] - trained_before[begin])  # mask-0 tokens before the cut
-    chosen = np.flatnonzero((layout.piece_start > 0) & (trained > 0) & (prompt_behind > 0))
-    blocks = layout.piece_block()
+    chosen = np.flatnonzero((plan.piece_start > 0) & (trained > 0) & (prompt_behind > 0))
+    blocks = plan.piece_block()
     cuts = []
     for piece in chosen[:most].tolist():
         a, b, first = int(start[piece]), int(stop[piece]), int(begin[piece])

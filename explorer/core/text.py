@@ -215,11 +215,11 @@ def block_labels(batch: Any, block: int, per_sample: Sequence[Sequence[str]], pa
     >>> block_labels(batch, 1, [["a", "b", "c"], ["d"]])
     ['d', 'padding', 'padding']
     """
-    layout = batch.plan
+    plan = batch.plan
     labels: list[str] = []
-    for piece in range(int(layout.block_starts[block]), int(layout.block_starts[block + 1])):
-        sample, start = int(layout.piece_sequence[piece]), int(layout.piece_start[piece])
-        labels.extend(per_sample[sample][start : start + int(layout.piece_length[piece])])
+    for piece in range(int(plan.block_starts[block]), int(plan.block_starts[block + 1])):
+        sample, start = int(plan.piece_sequence[piece]), int(plan.piece_start[piece])
+        labels.extend(per_sample[sample][start : start + int(plan.piece_length[piece])])
     return labels + [padding] * (int(batch.max_seq_length) - len(labels))
 
 
@@ -507,16 +507,16 @@ def window_cells(
     ("id 108: 'l'", 'padding')
     """
     tokenizer = loaded(tokenizer)
-    layout = batch.plan
+    plan = batch.plan
     width = int(batch.max_seq_length)
     all_labels: list[list[str]] = []
     all_hovers: list[list[str]] = []
-    for block in range(int(layout.num_blocks)):
+    for block in range(int(plan.num_blocks)):
         labels: list[str] = []
         hovers: list[str] = []
-        for piece in range(int(layout.block_starts[block]), int(layout.block_starts[block + 1])):
-            sample, start = int(layout.piece_sequence[piece]), int(layout.piece_start[piece])
-            length = int(layout.piece_length[piece])
+        for piece in range(int(plan.block_starts[block]), int(plan.block_starts[block + 1])):
+            sample, start = int(plan.piece_sequence[piece]), int(plan.piece_start[piece])
+            length = int(plan.piece_length[piece])
             base = int(samples.offsets[sample])
             context = max(0, start - CONTEXT_TOKENS)
             ids = samples.tokens[base + context : base + start + length].tolist()

@@ -26,30 +26,30 @@ def compile_everything() -> float:
     kinds += _read_files(rows)
     for overflow in packing.recipe.OVERFLOW_POLICIES:
         for name in packing.strategies.STRATEGIES:
-            layout = packing.plan(
+            plan = packing.plan(
                 lengths, 6, strategy=compute.strategy_name(name), overflow=compute.overflow_policy(overflow)
             )
             for samples in kinds:
-                _use(layout, samples)
+                _use(plan, samples)
     for name in packing.strategies.STRATEGIES:
         packing.explain(lengths, 6, strategy=compute.strategy_name(name))
     return time.perf_counter() - started
 
 
-def _use(layout: packing.PackingPlan, samples: packing.Samples | None) -> None:
+def _use(plan: packing.PackingPlan, samples: packing.Samples | None) -> None:
     """What the tabs do with a plan and its samples: count what trains, build blocks and read every column,
     weigh the documents (``samples`` None: lengths-only data)."""
     from explorer.core.weighting import targets_per_document
 
-    if samples is not None and not np.array_equal(samples.lengths, layout.lengths):
-        strategy, overflow = compute.strategy_name(layout.strategy), compute.overflow_policy(layout.overflow)
-        layout = packing.plan(samples.lengths, 6, strategy=strategy, overflow=overflow)
+    if samples is not None and not np.array_equal(samples.lengths, plan.lengths):
+        strategy, overflow = compute.strategy_name(plan.strategy), compute.overflow_policy(plan.overflow)
+        plan = packing.plan(samples.lengths, 6, strategy=strategy, overflow=overflow)
     if samples is not None:
-        packing.count_trainable(layout, samples)
-    window = compute.window(layout, samples, 0, 2, 0)
+        packing.count_trainable(plan, samples)
+    window = compute.window(plan, samples, 0, 2, 0)
     for column in ("labels", "position_ids", "sequence_ids", "loss_mask"):
         getattr(window.batch, column)
-    targets_per_document(layout, samples)
+    targets_per_document(plan, samples)
 
 
 def _read_files(rows: list[object]) -> list[packing.Samples | None]:

@@ -42,8 +42,8 @@ class WeightView:
         return float(self.targets.max() / self.targets.min()) if len(self.targets) else 1.0
 
 
-def targets_per_document(layout: packing.PackingPlan, samples: packing.Samples | None) -> Int64Array:
-    """Training targets (labels that are not -100) of each document in the packed blocks of ``layout``: the
+def targets_per_document(plan: packing.PackingPlan, samples: packing.Samples | None) -> Int64Array:
+    """Training targets (labels that are not -100) of each document in the packed blocks of ``plan``: the
     library's count (``packing.batches.packed.targets_per_sample``), the one ``PackedBatch.loss_weights`` weighs;
     lengths-only data (``samples`` None) has every token in its loss mask. O(total tokens).
 
@@ -51,7 +51,7 @@ def targets_per_document(layout: packing.PackingPlan, samples: packing.Samples |
     >>> targets_per_document(packing.plan([2, 3, 1], 4, strategy="split"), packing.read_rows(rows)).tolist()
     [1, 1, 0]
     """
-    return targets_per_sample(layout, samples)
+    return targets_per_sample(plan, samples)
 
 
 def weight_view(targets: npt.ArrayLike, shown: int = SHOWN_DOCUMENTS) -> WeightView:

@@ -179,26 +179,26 @@ def bounds(source: Source, recipe: packing.Recipe) -> packing.LowerBounds:
 @under(_planning)
 def trainable(source: Source, recipe: packing.Recipe) -> packing.batches.TrainableCounts:
     """Trainable tokens and training targets over the whole plan."""
-    layout = plan(source, recipe).layout
-    assert layout is not None
-    return compute.trainable_counts(layout, packed_samples(source, recipe))
+    chosen = plan(source, recipe).plan
+    assert chosen is not None
+    return compute.trainable_counts(chosen, packed_samples(source, recipe))
 
 
 @under(_planning)
 def document_targets(source: Source, recipe: packing.Recipe) -> Any:
     """Training targets (labels that are not -100) of every document in the recipe's plan: what
     ``PackedBatch.loss_weights`` weighs (``explorer.core.weighting.targets_per_document``)."""
-    layout = plan(source, recipe).layout
-    assert layout is not None
-    return targets_per_document(layout, packed_samples(source, recipe))
+    chosen = plan(source, recipe).plan
+    assert chosen is not None
+    return targets_per_document(chosen, packed_samples(source, recipe))
 
 
 @memoized
 def window(source: Source, recipe: packing.Recipe, first: int, count: int) -> Window:
     """Blocks ``first .. first + count - 1`` of the recipe's plan, materialized (padded as ``pad_id`` says)."""
-    layout = plan(source, recipe).layout
-    assert layout is not None
-    return compute.window(layout, packed_samples(source, recipe), first, count, pad_id(source, recipe))
+    chosen = plan(source, recipe).plan
+    assert chosen is not None
+    return compute.window(chosen, packed_samples(source, recipe), first, count, pad_id(source, recipe))
 
 
 def pad_id(source: Source, recipe: packing.Recipe) -> int:
@@ -253,9 +253,9 @@ def turns(source: Text, rules: LossRules, rows: tuple[int, ...]) -> list[dict[st
 @under(_planning)
 def summary_figures(source: Source, recipe: packing.Recipe) -> tuple[Any, Any]:
     """The Result tab's utilization and length charts."""
-    layout = plan(source, recipe).layout
-    assert layout is not None
-    return figures.plan_figure(layout), figures.length_histogram(_lengths(source, recipe), recipe.max_seq_length)
+    chosen = plan(source, recipe).plan
+    assert chosen is not None
+    return figures.plan_figure(chosen), figures.length_histogram(_lengths(source, recipe), recipe.max_seq_length)
 
 
 @under(_lengths_only)

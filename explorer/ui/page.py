@@ -140,8 +140,8 @@ def build_context(source: Source | None, recipe: packing.Recipe, problem: str) -
     except (workers.TimedOut, workers.WorkerDied) as error:
         return Context(source, recipe, dataset, problem=f"Planning the data: {error}.")
     refusal = ""
-    if run.layout is None:
+    if run.plan is None:
         from explorer.views.tables import refusal as word
 
         refusal = word(run)
-    return Context(source, recipe, dataset, run.layout, refusal, run.stats)
+    return Context(source, recipe, dataset, run.plan, refusal, run.stats)

@@ -71,7 +71,7 @@ EOS = {
 PLAIN_ROLES = frozenset({"system", "user", "assistant"})
 """Roles every chat has: the roles control is offered when pasted chats have others (tool, ...)."""
 STRATEGY_DEFAULTS = (
-    f"Starts with `{EXAMPLE_STRATEGY}` on the pasted examples (the classic answer's layout) and `{DATA_STRATEGY}` "
+    f"Starts with `{EXAMPLE_STRATEGY}` on the pasted examples (the classic answer's plan) and `{DATA_STRATEGY}` "
     "on every data source (text rows, synthetic, distributions, files), as the library and the command line do."
 )
 

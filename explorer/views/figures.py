@@ -470,10 +470,10 @@ def grid_figure(
     return fig
 
 
-def plan_figure(layout: packing.PackingPlan) -> go.Figure:
+def plan_figure(plan: packing.PackingPlan) -> go.Figure:
     """``utilization_figure`` of a plan: each bar stacked by sequence when there are at most 60 blocks."""
-    pieces = (layout.piece_block(), layout.piece_sequence, layout.piece_length) if layout.num_blocks <= 60 else None
-    return utilization_figure(layout.stats.block_utilization, pieces, layout.max_seq_length)
+    pieces = (plan.piece_block(), plan.piece_sequence, plan.piece_length) if plan.num_blocks <= 60 else None
+    return utilization_figure(plan.stats.block_utilization, pieces, plan.max_seq_length)
 
 
 def utilization_figure(

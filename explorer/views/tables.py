@@ -74,7 +74,7 @@ def cut_note(count: int, cuts: Sequence[Any], strategy: str) -> str:
     >>> from explorer.core.runs import Cut
     >>> cut = Cut(1, 1, np.array([13, 14]), np.array([10, 11]))
     >>> print(cut_note(1, [cut], "bfd"))
-    With `split` (the classic answer's layout), sequence 2 would be cut: 13 14 would train in block 2 without their prompt 10 11, left in the block before. The model would learn a response from a question it cannot see, so trainers keep each response in the block of its prompt, as bfd does here.
+    With `split` (the classic answer's plan), sequence 2 would be cut: 13 14 would train in block 2 without their prompt 10 11, left in the block before. The model would learn a response from a question it cannot see, so trainers keep each response in the block of its prompt, as bfd does here.
     """
     first = cuts[0]
     trained, prompt = _ids(first.trained), _ids(first.prompt)
@@ -87,7 +87,7 @@ def cut_note(count: int, cuts: Sequence[Any], strategy: str) -> str:
             "prompt: choose a strategy that keeps sequences whole (bfd, for one)."
         )
     return (
-        f"With `split` (the classic answer's layout), sequence {first.sequence + 1} would be cut{more}: {trained} "
+        f"With `split` (the classic answer's plan), sequence {first.sequence + 1} would be cut{more}: {trained} "
         f"would train in block {first.block + 1} without their prompt {prompt}, left in the block before. {why}"
         f"block of its prompt, as {strategy} does here."
     )
@@ -461,12 +461,12 @@ def audit_summary_rows(report: AuditReport) -> list[tuple[str, str]]:
     >>> from packing.layouts.audit import audit
     >>> audit_summary_rows(audit(pa.table({"input_ids": [[1, 2, 3, 0]], "seq_lengths": [[3]], "labels": [[-100, 2, 3, -100]],
     ...                                    "position_ids": [[0, 1, 2, 0]]})))[:4]
-    [('format', "packing (this project's blocks)"), ('blocks', '1'), ('documents', '1'), ('tokens', '3')]
+    [('layout', "packing (this project's blocks)"), ('blocks', '1'), ('documents', '1'), ('tokens', '3')]
     """
     fill = report.block_fill
     documents = "unknown (no boundaries)" if report.num_documents is None else f"{report.num_documents:,}"
     rows = [
-        ("format", f"{report.format} ({LAYOUT_TITLES[report.format]})"),
+        ("layout", f"{report.layout} ({LAYOUT_TITLES[report.layout]})"),
         ("blocks", f"{report.num_blocks:,}"),
         ("documents", documents),
         ("tokens", f"{report.tokens:,}"),

@@ -18,8 +18,8 @@ import numpy.typing as npt
 from packing.batches.schema import CHUNK_VALUES, COLUMNS, GRID_COLUMNS, LOSS_WEIGHTS, NAMES, UNIT_GRID, arrow_schema
 from packing.batches.units import UnitGrids, check_whole_units, fit_units, unit_boundaries, unit_grids, unit_mask
 from packing.core.arrays import check_block_indexes, offsets_of, ranges, row_of
+from packing.core.pairs_groups import Units
 from packing.core.samples import IGNORE_INDEX, Samples, joined_dtype
-from packing.core.units import Units
 from packing.core.validation import INT32_MAX, OverflowPolicy, check_flag, check_integer, check_token_id
 from packing.errors import SampleError, SettingError
 from packing.planning.plans import PackingPlan, check_pieces, plan
@@ -135,11 +135,11 @@ class PackedBatch:
     >>> b.position_ids.tolist()
     [[0, 1, 0, 1], [0, 0, 0, 0]]
 
-    Blocks of preference pairs and completion groups (``units``: the samples' :class:`~packing.core.units.Units`)
+    Blocks of preference pairs and completion groups (``units``: the samples' :class:`~packing.core.pairs_groups.Units`)
     hold whole units; their documents (``seq_lengths``) are each completion with its prompt, or with
     ``share_prompt`` each unit, whose ``position_ids`` continue from the prompt's end in every completion; they also
     have ``unit_ids`` (= ``sequence_ids``), ``document_ids``, ``completion_ids``, ``prediction_positions`` and
-    ``unit_kinds`` (see ``packing.core.units.UNIT_COLUMNS``), and ``attention_mask(block)`` keeps every completion from its siblings.
+    ``unit_kinds`` (see ``packing.core.pairs_groups.UNIT_COLUMNS``), and ``attention_mask(block)`` keeps every completion from its siblings.
 
     >>> b = pack([{"prompt": [1, 2], "chosen": [3], "rejected": [4, 5]}], 8)
     >>> b.input_ids.tolist(), b.seq_lengths(0).tolist(), b.completion_ids.tolist()
@@ -257,7 +257,7 @@ class PackedBatch:
 
     @cached_property
     def unit_kinds(self) -> npt.NDArray[np.int8]:
-        """The kind of every token's unit (``packing.core.units.KINDS``: 0 a plain sample, 1 a pair, 2 a group), -1
+        """The kind of every token's unit (``packing.core.pairs_groups.KINDS``: 0 a plain sample, 1 a pair, 2 a group), -1
         in padding; without units every sample is plain. O(blocks × max_seq_length).
 
         >>> pack([{"prompt": [1], "completions": [[2], [3]]}], 5).unit_kinds.tolist()

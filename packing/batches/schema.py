@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.units import UNIT_COLUMNS
+from packing.core.pairs_groups import UNIT_COLUMNS
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -115,10 +115,10 @@ UNIT_GRID: tuple[OutputColumn, ...] = (
     ),
 )
 """The columns written after :data:`COLUMNS` for blocks of preference pairs and completion groups, under the names
-of ``packing.core.units.UNIT_COLUMNS`` in that order; other blocks never have them. Every door writes them from
+of ``packing.core.pairs_groups.UNIT_COLUMNS`` in that order; other blocks never have them. Every door writes them from
 here (``to_arrow``, Parquet, the command line, ``PackedDataset``, ``stream``, ``packing.hf``)."""
 if tuple(column.name for column in UNIT_GRID) != UNIT_COLUMNS:  # pragma: no cover - a schema kept by hand
-    raise AssertionError("UNIT_GRID must hold the columns of packing.core.units.UNIT_COLUMNS, in order")
+    raise AssertionError("UNIT_GRID must hold the columns of packing.core.pairs_groups.UNIT_COLUMNS, in order")
 
 NAMES: tuple[str, ...] = tuple(column.name for column in COLUMNS)
 GRID_COLUMNS: tuple[str, ...] = NAMES[:-1]

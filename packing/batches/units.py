@@ -1,5 +1,5 @@
 """Pairs and groups in blocks: each unit fitted to ``max_seq_length`` by the overflow policy, then the columns a
-trainer reads from its blocks (``packing.core.units`` holds the unit structure).
+trainer reads from its blocks (``packing.core.pairs_groups`` holds the unit structure).
 
 Overflow acts on the whole unit, never on a piece of it (a unit is never split):
 
@@ -34,8 +34,8 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.core.arrays import offsets_of, ranges
+from packing.core.pairs_groups import KINDS, PLAIN, TokenArrays, Units
 from packing.core.samples import IGNORE_INDEX, Samples
-from packing.core.units import KINDS, PLAIN, TokenArrays, Units
 from packing.errors import SettingError, refuse_with_units
 from packing.planning.plans import PackingPlan
 from packing.recipe import Recipe

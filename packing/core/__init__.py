@@ -14,9 +14,9 @@ from packing.core.forms import PreferencePair as PreferencePair
 from packing.core.forms import PromptCompletion as PromptCompletion
 from packing.core.forms import Sample as Sample
 from packing.core.forms import is_text_row as is_text_row
+from packing.core.pairs_groups import UNIT_COLUMNS as UNIT_COLUMNS
+from packing.core.pairs_groups import Units as Units
 from packing.core.samples import IGNORE_INDEX as IGNORE_INDEX
-from packing.core.units import UNIT_COLUMNS as UNIT_COLUMNS
-from packing.core.units import Units as Units
 
 __all__ = [
     "IGNORE_INDEX",

@@ -20,7 +20,7 @@ FORMS = (
 )
 UNIT_FIELDS = ("chosen", "rejected", "completions")
 """Columns of the unit forms: a preference pair ``{"prompt", "chosen", "rejected"}`` and a completion group
-``{"prompt", "completions": [c1, ..., ck]}``, as token ids, text or messages (``packing.core.units``)."""
+``{"prompt", "completions": [c1, ..., ck]}``, as token ids, text or messages (``packing.core.pairs_groups``)."""
 UNIT_MASK_FIELDS = ("chosen_mask", "rejected_mask", "completion_masks")
 """Optional per-token loss masks of a token unit's completions (what ``read_dataset``'s items carry when a
 completion has an untrained token, e.g. an end of turn left out by ``train_on_eos``)."""
@@ -225,7 +225,7 @@ def text_forms(row: Any) -> list[TextForm]:
     if _is_token_list(prompt) and _is_token_list(completion):
         return []  # a token prompt/completion pair: other text columns are extra data
     if unit_kind(row) is not None:
-        return []  # a pair or group is read by the unit reader, its text by ``packing.text.units``
+        return []  # a pair or group is read by the unit reader, its text by ``packing.text.pairs_groups_encoding``
     forms: list[TextForm] = []
     if row.get("text") is not None:
         forms.append("text")

@@ -20,7 +20,7 @@ from packing.errors import SampleError, SettingError
 if TYPE_CHECKING:  # pragma: no cover - typing only
     pass
 from packing.core.forms import LABELS
-from packing.core.units import Units
+from packing.core.pairs_groups import Units
 
 Int64Array = npt.NDArray[np.int64]
 Int8Array = npt.NDArray[np.int8]
@@ -41,7 +41,7 @@ class Samples:
     from its ``input_ids`` where trained (no memory in the common case); then it is like ``tokens``, each
     token's label: the token itself but where a row gave another (only trained tokens' labels are read).
     ``units`` is None unless some row was a preference pair or a completion group: then it holds every
-    sample's unit structure (:class:`~packing.core.units.Units`; plain samples among them are units of one
+    sample's unit structure (:class:`~packing.core.pairs_groups.Units`; plain samples among them are units of one
     document) and the tokens are laid out as its ``share_prompt`` says.
     ``pack`` and ``plan`` take a ``Samples`` as it is, without checking it again.
 
@@ -166,7 +166,7 @@ def joined_units(parts: Sequence[Samples]) -> Units | None:
     """The units of ``parts`` joined (a part without units: plain samples, units of their own), or None when no
     part has units. O(samples).
 
-    >>> from packing.core.units import Units
+    >>> from packing.core.pairs_groups import Units
     >>> a = Samples(np.array([1, 2]), all_ones(2), np.array([0, 2]), units=Units.of([1], [[1]]))
     >>> joined_units([a, Samples(np.array([3]), all_ones(1), np.array([0, 1]))]).kind.tolist()
     [2, 0]

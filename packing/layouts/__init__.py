@@ -9,8 +9,10 @@
 
 Every module is a :class:`~packing.layouts.common.LayoutModule`: ``NAME``, ``TITLE``, ``recognises(names, table)``,
 ``read(table, source)`` (a :class:`~packing.layouts.common.Parsed` over one
-:class:`~packing.layouts.common.PackedLayout`) and ``write(rows)`` (a ``pyarrow.Table``). The names are listed
-once, in :data:`LayoutName`. The checks run once over the common form, in :mod:`packing.layouts.audit`;
+:class:`~packing.layouts.common.PackedLayout`), ``write(rows)`` (a ``pyarrow.Table``) and ``weights_column``. This
+is the one place a layout is registered: its name in :data:`LayoutName` (the order they are offered in) and its
+module in the order they are recognised in; everything else (the command line's choices, the explorer, the
+auditor's words) reads :data:`MODULES`, :data:`LAYOUTS` and :data:`LAYOUT_TITLES`. The checks run once over the common form, in :mod:`packing.layouts.audit`;
 :func:`packing.layouts.export.export` writes. O(tokens + blocks).
 
 >>> import pyarrow as pa
@@ -23,7 +25,9 @@ once, in :data:`LayoutName`. The checks run once over the common form, in :mod:`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, get_args
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, get_args
 
 from packing.errors import SettingError
 from packing.layouts import flattening, megatron, native, segment_ids, torchtune, trl
@@ -36,12 +40,15 @@ LayoutName = Literal["packing", "trl", "flattening", "torchtune", "megatron", "s
 """Every layout's name, in the order they are offered."""
 LAYOUTS: tuple[LayoutName, ...] = get_args(LayoutName)
 """Every layout: what :func:`packing.layouts.audit.audit` recognises and :func:`packing.layouts.export.export` writes."""
-_MODULES: tuple[LayoutModule, ...] = (native, trl, flattening, torchtune, megatron, segment_ids)
-MODULES: dict[str, LayoutModule] = {module.NAME: module for module in _MODULES}
-"""Each layout's module by its name."""
-LAYOUT_TITLES: dict[str, str] = {name: module.TITLE for name, module in MODULES.items()}
 _RECOGNISED_IN_ORDER: tuple[LayoutModule, ...] = (torchtune, megatron, native, trl, segment_ids, flattening)
-"""The order layouts are tried in; a table with ``input_ids`` that none claims is TRL ``wrapped`` output."""
+"""Every layout's module, in the order they are tried; a table with ``input_ids`` that none claims is TRL
+``wrapped`` output."""
+MODULES: dict[str, LayoutModule] = {
+    m.NAME: m for m in sorted(_RECOGNISED_IN_ORDER, key=lambda m: LAYOUTS.index(m.NAME))
+}
+"""Each layout's module by its name, in :data:`LAYOUTS`' order."""
+LAYOUT_TITLES: dict[str, str] = {name: module.TITLE for name, module in MODULES.items()}
+"""Each layout's title (what the auditor and the explorer call it)."""
 __all__ = [
     "LAYOUTS",
     "LAYOUT_TITLES",
@@ -51,7 +58,9 @@ __all__ = [
     "PackedLayout",
     "Parsed",
     "Rows",
+    "check_layout",
     "detect",
+    "takes_layout",
 ]
 
 
@@ -74,17 +83,53 @@ def detect(table: pa.Table, source: str) -> str:
     return "trl"
 
 
-def read_layout(table: pa.Table, format: str | None = None, source: str = "<table>") -> Parsed:
-    """``table`` in ``format`` (default: :func:`detect`) brought to the common form. O(tokens)."""
-    if format is not None and format not in MODULES:
-        raise SettingError("format", f"one of {', '.join(LAYOUTS)}", format)
-    name = format if format is not None else detect(table, source)
+def check_layout(layout: str) -> str:
+    """``layout`` if it names a layout (:data:`LAYOUTS`), else the one refusal. O(1).
+
+    >>> check_layout("keras")
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: layout: expected one of packing, trl, flattening, torchtune, megatron, segment_ids, got 'keras' (str)
+    """
+    if layout not in MODULES:
+        raise SettingError("layout", f"one of {', '.join(LAYOUTS)}", layout)
+    return layout
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def takes_layout(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``function`` (which takes ``layout=``) answering ``format=`` by name: ``format`` is a file's format
+    (``read_dataset``'s), a framework's columns are a ``layout``. O(1) a call.
+
+    >>> from packing import export, pack
+    >>> export(pack([[1]], 2), format="trl")
+    Traceback (most recent call last):
+    ...
+    packing.errors.SettingError: format: expected layout= (format names a file's format, layout a framework's columns), got 'trl' (str)
+    """
+
+    @functools.wraps(function)
+    def checked(*args: Any, **kwargs: Any) -> _R:
+        if "format" in kwargs:
+            expected = "layout= (format names a file's format, layout a framework's columns)"
+            raise SettingError("format", expected, kwargs["format"])
+        return function(*args, **kwargs)
+
+    return checked
+
+
+def read_layout(table: pa.Table, layout: str | None = None, source: str = "<table>") -> Parsed:
+    """``table`` in ``layout`` (default: :func:`detect`) brought to the common form. O(tokens)."""
+    name = check_layout(layout) if layout is not None else detect(table, source)
     parsed: Parsed = MODULES[name].read(table, source)
     return _with_units(parsed, table, source)
 
 
 UNIT_ID_COLUMNS = ("unit_ids", "completion_ids")
-"""The columns that say which tokens are a pair's or group's (``packing.core.units``), read with any layout."""
+"""The columns that say which tokens are a pair's or group's (``packing.core.pairs_groups``), read with any layout."""
 
 
 def _with_units(parsed: Parsed, table: pa.Table, source: str) -> Parsed:
@@ -102,5 +147,5 @@ def _with_units(parsed: Parsed, table: pa.Table, source: str) -> Parsed:
         if column is None or len(column.values) != len(parsed.layout.input_ids):
             raise error(source, f"column '{name}' does not hold one value per token")
         values.append(column.values)
-    layout = dataclasses.replace(parsed.layout, unit=values[0], completion=values[1])
-    return dataclasses.replace(parsed, layout=layout)
+    packed = dataclasses.replace(parsed.layout, unit=values[0], completion=values[1])
+    return dataclasses.replace(parsed, layout=packed)

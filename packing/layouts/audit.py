@@ -1,7 +1,7 @@
 """Auditing packed datasets: what a file of packed blocks holds, and what is wrong with it.
 
 :func:`audit` reads packed data made by this project or by another tool, recognises its layout, and
-checks every invariant that keeps packed documents apart. The layouts (``format``: ``packing``, ``trl``,
+checks every invariant that keeps packed documents apart. The layouts (``layout``: ``packing``, ``trl``,
 ``flattening``, ``torchtune``, ``megatron``, ``segment_ids``) are read by their modules in
 :mod:`packing.layouts`, each into one common form (:class:`~packing.layouts.common.PackedLayout`); the checks
 below are written once over that form. Files are opened by :mod:`packing.reading.files` (NeMo's ``.npy`` included).
@@ -40,7 +40,7 @@ A clean dataset has no findings. Everything is vectorized over the flat token ar
 >>> import pyarrow as pa
 >>> clean = pa.table({"input_ids": [[1, 2, 3, 4]], "seq_lengths": [[3, 1]]})
 >>> report = audit(clean)
->>> report.format, report.num_blocks, report.num_documents, report.findings
+>>> report.layout, report.num_blocks, report.num_documents, report.findings
 ('trl', 1, 2, ())
 >>> leaky = pa.table({"input_ids": [[1, 2, 3, 4]], "labels": [[-100, 2, 3, 4]], "position_ids": [[0, 1, 0, 1]],
 ...                   "attention_mask": [[1, 1, 1, 1]]})
@@ -62,7 +62,7 @@ import numpy.typing as npt
 from packing.core.arrays import row_of
 from packing.core.validation import INT32_MAX, check_integer
 from packing.errors import DatasetError, SettingError
-from packing.layouts import LAYOUT_TITLES, LAYOUTS, read_layout
+from packing.layouts import LAYOUT_TITLES, LAYOUTS, read_layout, takes_layout
 from packing.layouts.common import (
     IGNORE_INDEX,
     BoolArray,
@@ -169,7 +169,7 @@ class AuditReport:
     block holds past it is the finding ``block_too_long``): never above 1."""
 
     source: str
-    format: str
+    layout: str
     num_blocks: int
     num_documents: int | None
     tokens: int
@@ -179,7 +179,8 @@ class AuditReport:
     efficiency: float
     block_fill: npt.NDArray[np.float64] = field(repr=False)
     findings: tuple[Finding, ...]
-    layout: PackedLayout = field(repr=False)
+    packed: PackedLayout = field(repr=False)
+    """The data read, in the common form."""
 
     @property
     def clean(self) -> bool:
@@ -199,8 +200,8 @@ class AuditReport:
         fill = self.block_fill
         return {
             "source": self.source,
-            "format": self.format,
-            "variant": self.layout.variant,
+            "layout": self.layout,
+            "variant": self.packed.variant,
             "num_blocks": self.num_blocks,
             "num_documents": self.num_documents,
             "tokens": self.tokens,
@@ -230,8 +231,8 @@ class AuditReport:
         1 problem found:
         - no_document_boundaries in 2 blocks (first at block 0, position 0; block 1, position 0): documents concatenated with nothing that tells them apart: attention and labels cross them. Fix: pack with boundaries (TRL: strategy='bfd'; this project: any strategy), or train without packing.
         """
-        variant = f" ({self.layout.variant})" if self.layout.variant else ""
-        lines = [f"Layout: {LAYOUT_TITLES[self.format]}{variant}."]
+        variant = f" ({self.packed.variant})" if self.packed.variant else ""
+        lines = [f"Layout: {LAYOUT_TITLES[self.layout]}{variant}."]
         one = self.num_blocks == 1
         lines.append(
             f"{self.num_blocks:,} block{'' if one else 's'} of up to {self.max_seq_length:,} positions "
@@ -354,16 +355,17 @@ def _mapping_table(columns: Mapping[str, Any]) -> pa.Table:
 
 
 def _parse(
-    source: Any, format: str | None, name: str | None = None, limits: ReadLimits | None = None
+    source: Any, layout: str | None, name: str | None = None, limits: ReadLimits | None = None
 ) -> tuple[Parsed, str]:
     found = _to_table(source, name, limits_of(limits))
     try:
-        return read_layout(found.table, format, found.label), found.label
+        return read_layout(found.table, layout, found.label), found.label
     except DatasetError as error:  # a row of a dataset of several files: named by its file
         raise found.locate(error) from None
 
 
-def read_packed(source: Any, *, format: str | None = None, limits: ReadLimits | None = None) -> PackedLayout:
+@takes_layout
+def read_packed(source: Any, *, layout: str | None = None, limits: ReadLimits | None = None) -> PackedLayout:
     """Read packed data of any known layout into one form (see :class:`PackedLayout`). O(tokens).
 
     ``limits`` (a :class:`~packing.reading.limits.ReadLimits`) bounds the file's bytes, the blocks
@@ -372,11 +374,11 @@ def read_packed(source: Any, *, format: str | None = None, limits: ReadLimits | 
 
     >>> import pyarrow as pa
     >>> rows = {"input_ids": [[5, 6, 7, 0]], "seq_start_id": [[0, 2]], "loss_mask": [[1, 0, 0, 0]]}
-    >>> layout = read_packed(pa.table(rows))
-    >>> layout.format, layout.document.tolist(), layout.targets.tolist()
+    >>> packed = read_packed(pa.table(rows))
+    >>> packed.name, packed.document.tolist(), packed.targets.tolist()
     ('megatron', [0, 0, 1, 1], [False, True, False, False])
     """
-    parsed, _ = _parse(source, format, limits=limits)
+    parsed, _ = _parse(source, layout, limits=limits)
     return parsed.layout
 
 
@@ -502,11 +504,12 @@ def _checks(parsed: Parsed, capacity: int, capacity_given: bool, used: Int64Arra
     return findings
 
 
+@takes_layout
 def audit(
     source: Any,
     *,
     max_seq_length: int | None = None,
-    format: str | None = None,
+    layout: str | None = None,
     name: str | None = None,
     limits: ReadLimits | None = None,
 ) -> AuditReport:
@@ -518,7 +521,7 @@ def audit(
     binary file object or ``bytes`` of such a file (an upload; ``name`` gives its file name); or a
     ``pyarrow.Table``, a ``datasets.Dataset`` or a dict of columns (rows, or a collator's arrays of shape
     ``(rows, T)``). ``max_seq_length`` is the block capacity (default:
-    the longest block); ``format`` forces a layout instead of recognising it; ``name`` is how the report and
+    the longest block); ``layout`` forces a layout instead of recognising it; ``name`` is how the report and
     its errors name the source; ``limits`` bounds what is read, as in :func:`read_packed`.
     O(tokens + blocks), numpy throughout.
 
@@ -526,44 +529,43 @@ def audit(
     >>> table = pa.table({"input_ids": [[1, 2, 3, 9], [4, 5, 0, 0]], "labels": [[-100, 2, 3, -100], [4, 5, -100, -100]],
     ...                   "attention_mask": [[1, 1, 1, 2], [1, 1, 0, 0]], "position_ids": [[0, 1, 2, 3], [0, 1, 0, 0]]})
     >>> report = audit(table)
-    >>> report.format, report.num_documents, report.padding_tokens, f"{report.efficiency:.3f}"
+    >>> report.layout, report.num_documents, report.padding_tokens, f"{report.efficiency:.3f}"
     ('segment_ids', 3, 2, '0.750')
     >>> [(f.kind, f.count, f.examples) for f in report.findings]
     [('position_not_reset', 1, ((0, 3),))]
     """
     if max_seq_length is not None:
         check_integer(max_seq_length, "max_seq_length")
-    parsed, name = _parse(source, format, name, limits)
-    layout = parsed.layout
-    if format is None:
-        _refuse_unpacked(layout, name, max_seq_length)
-    offsets, document = layout.row_offsets, layout.document
+    parsed, name = _parse(source, layout, name, limits)
+    packed = parsed.layout
+    if layout is None:
+        _refuse_unpacked(packed, name, max_seq_length)
+    offsets, document = packed.row_offsets, packed.document
     total = len(document)
     rows = row_of(np.diff(offsets))
-    real_per_block = np.bincount(rows[document >= 0], minlength=layout.num_blocks).astype(np.int64)
+    real_per_block = np.bincount(rows[document >= 0], minlength=packed.num_blocks).astype(np.int64)
     used = real_per_block - (parsed.used_offset if parsed.used_offset is not None else 0)
     used = np.maximum(used, 0)
     given = max_seq_length is not None
-    capacity = int(max_seq_length) if max_seq_length is not None else int(max(np.diff(offsets).max(initial=0), 1))
-    if layout.format == "megatron" and not given:
-        capacity = int(max(used.max(initial=0), 1))
+    longest = used if parsed.used_offset is not None else np.diff(offsets)  # rows that hold uncounted positions
+    capacity = int(max_seq_length) if max_seq_length is not None else int(max(longest.max(initial=0), 1))
     findings = _checks(parsed, capacity, given, used)
     used = np.minimum(used, capacity)  # a longer block fills its capacity: the rest is a block_too_long finding
     fill = used / capacity
     tokens = int(real_per_block.sum())
     return AuditReport(
         source=name,
-        format=layout.format,
-        num_blocks=layout.num_blocks,
-        num_documents=layout.num_documents if bool(layout.boundaries_known.all()) else None,
+        layout=packed.name,
+        num_blocks=packed.num_blocks,
+        num_documents=packed.num_documents if bool(packed.boundaries_known.all()) else None,
         tokens=tokens,
         padding_tokens=int(total - tokens),
         max_seq_length=capacity,
         max_seq_length_given=given,
-        efficiency=float(used.sum() / (capacity * layout.num_blocks)) if layout.num_blocks else 0.0,
+        efficiency=float(used.sum() / (capacity * packed.num_blocks)) if packed.num_blocks else 0.0,
         block_fill=fill.astype(np.float64),
         findings=tuple(findings),
-        layout=layout,
+        packed=packed,
     )
 
 
@@ -571,7 +573,7 @@ def _refuse_unpacked(layout: PackedLayout, source: str, max_seq_length: int | No
     """Refuse rows recognised as blocks without boundaries (TRL's ``wrapped``) that cannot be such blocks: packing
     without boundaries fills every block to one length but the last of a batch, so rows longer than
     ``max_seq_length``, or of many lengths, are most likely samples, not packed; the error says so and how to read
-    them as blocks anyway (``format=``). O(blocks).
+    them as blocks anyway (``layout=``). O(blocks).
 
     >>> import pyarrow as pa
     >>> audit(pa.table({"input_ids": [[1, 2, 3], [4]]}), max_seq_length=2)
@@ -586,7 +588,7 @@ def _refuse_unpacked(layout: PackedLayout, source: str, max_seq_length: int | No
     if not len(filled):
         return
     longest = int(filled.max())
-    anyway = f"the format '{layout.format}' reads the rows as blocks anyway"
+    anyway = f"layout='{layout.name}' reads the rows as blocks anyway"
     if max_seq_length is not None and longest > max_seq_length:
         over = int((filled > max_seq_length).sum())
         reason = (
@@ -609,7 +611,7 @@ def report_json(report: AuditReport) -> str:
 
     >>> import pyarrow as pa
     >>> summary = json.loads(report_json(audit(pa.table({"input_ids": [[1, 2]], "seq_lengths": [[2]]}))))
-    >>> summary["format"], summary["num_documents"], summary["findings"]
+    >>> summary["layout"], summary["num_documents"], summary["findings"]
     ('trl', 1, [])
     """
     return json.dumps(report.summary(), indent=2)

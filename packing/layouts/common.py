@@ -95,7 +95,8 @@ class PackedLayout:
     the columns as stored, or ``None``. Built by keyword (each reader names what its layout stores).
     """
 
-    format: str
+    name: str
+    """The layout's name (:data:`packing.layouts.LAYOUTS`)."""
     row_offsets: Int64Array
     input_ids: Int64Array
     document: Int64Array
@@ -339,7 +340,8 @@ class Parsed:
     layout: PackedLayout
     bad_boundaries: list[Int64Array]
     extra_padding_trained: BoolArray | None = None
-    used_offset: Int64Array | None = None  # positions per block not counted (megatron: one per document)
+    used_offset: Int64Array | None = None  # positions per block not counted (megatron: one per document); the
+    # default capacity is then the most counted
     reused_segments: Int64Array | None = None  # documents whose segment number an earlier one of the block has
 
 
@@ -509,7 +511,8 @@ def arrow_column(values: npt.NDArray[Any], lengths: Int64Array, kind: Any) -> An
 
 class LayoutModule(Protocol):
     """What a layout module provides (every module in :mod:`packing.layouts` is one): its name and title, whether a
-    table's columns are its own, a reader to the common form and a writer from packed rows.
+    table's columns are its own, a reader to the common form, a writer from packed rows and where the writer puts
+    loss weights. A new layout is its module and its line in :mod:`packing.layouts`.
 
     >>> from packing.layouts import MODULES
     >>> layout: LayoutModule = MODULES["trl"]
@@ -528,3 +531,21 @@ class LayoutModule(Protocol):
 
     def write(self, rows: Rows) -> pa.Table:
         """The packed ``rows`` as this layout's table. O(tokens)."""
+
+    def weights_column(self, rows: Rows, weights: npt.NDArray[np.float32]) -> Any:
+        """Per-token ``weights`` (``(blocks, max_seq_length)``) laid out as :meth:`write` lays out the labels: the
+        ``loss_weights`` column of an export. O(tokens)."""
+
+
+def fixed_weights(rows: Rows, weights: npt.NDArray[np.float32]) -> Any:
+    """``weights`` as whole rows (a layout whose rows are ``max_seq_length`` long). O(tokens)."""
+    import pyarrow as pa
+
+    return rows.fixed(weights, pa.float32())
+
+
+def real_weights(rows: Rows, weights: npt.NDArray[np.float32]) -> Any:
+    """``weights`` of the real tokens only (a padding-free layout). O(tokens)."""
+    import pyarrow as pa
+
+    return rows.real_column(weights, pa.float32())

@@ -1,11 +1,11 @@
 """Exports of packed blocks in other frameworks' layouts, as ``pyarrow`` tables (one row per block).
 
-``export(batch, format)`` with ``format`` one of :data:`packing.layouts.LAYOUTS` (``packing``, ``trl``, ``flattening``,
+``export(batch, layout)`` with ``layout`` one of :data:`packing.layouts.LAYOUTS` (``packing``, ``trl``, ``flattening``,
 ``torchtune``, ``megatron``, ``segment_ids``; each described in its module of :mod:`packing.layouts`).
 
 Each layout's writer lives with its reader in :mod:`packing.layouts`. Every export passes
 :func:`packing.layouts.audit.audit` without findings and reads back as the same documents. Files: one writer a
-format, ``write_parquet`` and ``write_jsonl``, which take blocks (a ``PackedBatch`` or a ``LazyBatch``) and write
+file format, ``write_parquet`` and ``write_jsonl``, which take blocks (a ``PackedBatch`` or a ``LazyBatch``) and write
 any layout chunk by chunk (:func:`export_chunks`: one chunk of the output in memory at a time, loss weights
 normalised over every block first), and ``write_table``, which writes a table made whole (through the same two,
 or, for NeMo, the ``.npy`` file its loader reads: a pickle, made whole). O(blocks × max_seq_length), numpy
@@ -29,7 +29,7 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -38,8 +38,8 @@ from packing.batches.packed import LazyBatch, PackedBatch
 from packing.batches.schema import LOSS_WEIGHTS
 from packing.core.samples import IGNORE_INDEX
 from packing.errors import SettingError
-from packing.layouts import LAYOUTS, MODULES, Rows
-from packing.layouts.megatron import padded_column, write_npy
+from packing.layouts import MODULES, Rows, check_layout, takes_layout
+from packing.layouts.megatron import write_npy
 from packing.layouts.outputs import atomic_path
 from packing.weighting import DocumentWeights, LossMode, check_mode
 
@@ -49,17 +49,18 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 PathType = str | os.PathLike[str]
 
 
+@takes_layout
 def export(
     batch: PackedBatch,
-    format: str = "packing",
+    layout: str = "packing",
     order: npt.ArrayLike | None = None,
     loss_weights: LossMode | None = None,
 ) -> pa.Table:
-    """The blocks of ``batch`` in ``order`` (default: plan order) as a table in ``format``'s layout.
+    """The blocks of ``batch`` in ``order`` (default: plan order) as a table in ``layout``.
 
     With ``loss_weights`` (an objective of ``packing.weighting``), also a ``loss_weights`` column (float32),
     aligned with the layout's labels (with megatron's shifted ``loss_mask``), normalised over every block of
-    ``batch``. O(blocks × max_seq_length).
+    ``batch``: :func:`export_chunks` as one chunk. O(blocks × max_seq_length).
 
     >>> from packing import pack
     >>> table = export(pack([[1, 2], [3]], 4), "segment_ids")
@@ -68,21 +69,17 @@ def export(
     >>> export(pack([[1]], 2), "keras")
     Traceback (most recent call last):
     ...
-    packing.errors.SettingError: format: expected one of packing, trl, flattening, torchtune, megatron, segment_ids, got 'keras' (str)
+    packing.errors.SettingError: layout: expected one of packing, trl, flattening, torchtune, megatron, segment_ids, got 'keras' (str)
     >>> export(pack([[1, 2], [3, 4, 5]], 8), "trl", loss_weights="sequence").column("loss_weights").to_pylist()
     [[0.0, 0.25, 0.25, 0.0, 0.5]]
     """
-    if format not in MODULES:
-        raise SettingError("format", f"one of {', '.join(LAYOUTS)}", format)
-    refuse_shared(batch, format)
-    rows = Rows(batch, order)
-    table: pa.Table = MODULES[format].write(rows)
-    if loss_weights is not None:
-        table = table.append_column(LOSS_WEIGHTS.name, _weights_column(rows, format, batch.loss_weights(loss_weights)))
-    return table
+    import pyarrow as pa
+
+    whole = max(batch.num_blocks if order is None else np.size(order), 1) * batch.max_seq_length
+    return pa.concat_tables(export_chunks(batch, layout, order, loss_weights, chunk_tokens=whole))
 
 
-def refuse_shared(blocks: PackedBatch | LazyBatch, format: str) -> None:
+def refuse_shared(blocks: PackedBatch | LazyBatch, layout: str) -> None:
     """Refuse to write blocks of shared prompts in another framework's layout: only this project's columns
     (``unit_ids``, ``completion_ids``, ``prediction_positions``) keep a shared prompt's completions apart; the
     others' boundaries would let each see its siblings. Blocks of units in the duplicated layout are documents like
@@ -92,41 +89,28 @@ def refuse_shared(blocks: PackedBatch | LazyBatch, format: str) -> None:
     >>> export(pack([{"prompt": [1], "chosen": [2], "rejected": [3]}], 4, share_prompt=True), "trl")
     Traceback (most recent call last):
     ...
-    packing.errors.SettingError: format: expected 'packing' (this project's own layout) with share_prompt: the other layouts cannot keep a shared prompt's completions apart (pack with share_prompt=False for them), got 'trl' (str)
+    packing.errors.SettingError: layout: expected 'packing' (this project's own layout) with share_prompt: the other layouts cannot keep a shared prompt's completions apart (pack with share_prompt=False for them), got 'trl' (str)
     """
     units = blocks.units if isinstance(blocks, PackedBatch) else blocks.samples.units
-    if units is not None and units.share_prompt and format != "packing":
+    if units is not None and units.share_prompt and layout != "packing":
         raise SettingError(
-            "format",
+            "layout",
             "'packing' (this project's own layout) with share_prompt: the other layouts cannot keep a shared prompt's "
             "completions apart (pack with share_prompt=False for them)",
-            format,
+            layout,
         )
 
 
-def _weights_column(rows: Rows, format: str, weights: npt.NDArray[np.float32]) -> Any:
-    """``weights`` laid out as ``format`` lays out its labels: padding-free layouts keep the real tokens, megatron
-    shifts them with its ``loss_mask`` (the weight of the token each position predicts). O(blocks × width)."""
-    import pyarrow as pa
-
-    if format == "megatron":
-        shifted = np.zeros_like(weights)
-        shifted[:, :-1] = weights[:, 1:]
-        return padded_column(rows, rows.flat_real(shifted), 0.0, pa.float32())  # padded as its documents are
-    if format in ("trl", "flattening"):
-        return rows.real_column(weights, pa.float32())
-    return rows.fixed(weights, pa.float32())
-
-
+@takes_layout
 def export_chunks(
     blocks: Blocks,
-    format: str = "packing",
+    layout: str = "packing",
     order: npt.ArrayLike | None = None,
     loss_weights: LossMode | None = None,
     *,
     chunk_tokens: int | None = None,
 ) -> Iterator[pa.Table]:
-    """``export(blocks, format, order, loss_weights)`` as consecutive tables of about ``chunk_tokens`` token slots
+    """``export(blocks, layout, order, loss_weights)`` as consecutive tables of about ``chunk_tokens`` token slots
     each (default ``packing.batches.packed.CHUNK_TOKENS``, about 4 M): the same columns, types and values, row
     for row, one chunk of blocks made (a ``LazyBatch`` filled) and laid out at a time, so memory holds the input
     and one chunk of the output. Loss weights are normalised over every block of ``blocks`` first, per document
@@ -140,28 +124,26 @@ def export_chunks(
     >>> [t.column("loss_weights").to_pylist() for t in export_chunks(batch, "trl", None, "token", chunk_tokens=4)]
     [[[0.0, 0.5, 0.0, 0.5]], [[0.0, 0.0]]]
     """
-    if format not in MODULES:
-        raise SettingError("format", f"one of {', '.join(LAYOUTS)}", format)
-    refuse_shared(blocks, format)
+    refuse_shared(blocks, check_layout(layout))
     weights = blocks.document_weights(check_mode(loss_weights)) if loss_weights is not None else None
     made = False
     for chunk in blocks.chunks(order, chunk_tokens):
         made = True
-        yield _chunk_table(chunk, format, weights)
+        yield _chunk_table(chunk, layout, weights)
     if not made:  # no block: a table of no rows still says what the columns are
         empty = np.zeros(0, dtype=np.int64)
         yield _chunk_table(
-            blocks.fill(empty) if isinstance(blocks, LazyBatch) else blocks._part(empty), format, weights
+            blocks.fill(empty) if isinstance(blocks, LazyBatch) else blocks._part(empty), layout, weights
         )
 
 
-def _chunk_table(chunk: PackedBatch, format: str, weights: DocumentWeights | None) -> pa.Table:
-    """One chunk of blocks laid out as ``format``; with ``weights``, their ``loss_weights`` column. O(its slots)."""
+def _chunk_table(chunk: PackedBatch, layout: str, weights: DocumentWeights | None) -> pa.Table:
+    """One chunk of blocks laid out as ``layout``; with ``weights``, their ``loss_weights`` column. O(its slots)."""
     rows = Rows(chunk, None)
-    table: pa.Table = chunk.to_arrow() if format == "packing" else MODULES[format].write(rows)
+    table: pa.Table = MODULES[layout].write(rows)
     if weights is not None:
         grid = weights.grid(chunk.labels != IGNORE_INDEX, chunk.sequence_ids)
-        table = table.append_column(LOSS_WEIGHTS.name, _weights_column(rows, format, grid))
+        table = table.append_column(LOSS_WEIGHTS.name, MODULES[layout].weights_column(rows, grid))
     return table
 
 
@@ -192,16 +174,17 @@ Blocks = PackedBatch | LazyBatch
 """What the writers take: a made batch, or a plan and its samples made chunk by chunk while written."""
 
 
+@takes_layout
 def write_parquet(
     batch: Blocks,
     path: PathType,
     order: npt.ArrayLike | None = None,
     *,
     chunk_tokens: int | None = None,
-    format: str = "packing",
+    layout: str = "packing",
     loss_weights: LossMode | None = None,
 ) -> None:
-    """Write one row per block in ``format``'s layout (default: the schema's columns), in ``order`` (default
+    """Write one row per block in ``layout`` (default: the schema's columns), in ``order`` (default
     plan order), with ``loss_weights`` the column of that objective too, atomically, one Parquet row group per
     chunk of about ``chunk_tokens`` token slots (default ``packing.batches.packed.CHUNK_TOKENS``, about 4 M;
     :func:`export_chunks`): a ``LazyBatch`` is made chunk by chunk as it is written, so memory holds one chunk
@@ -213,23 +196,24 @@ def write_parquet(
     >>> write_parquet(pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split"), target, order=[1, 0])
     >>> pq.read_table(target).column("input_ids").to_pylist()
     [[5, 6, 0, 0], [1, 2, 3, 4]]
-    >>> write_parquet(pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split"), target, format="trl")
+    >>> write_parquet(pack([[1, 2], [3, 4, 5], [6]], 4, strategy="split"), target, layout="trl")
     >>> pq.read_table(target).column("input_ids").to_pylist()
     [[1, 2, 3, 4], [5, 6]]
     """
-    _parquet_file(export_chunks(batch, format, order, loss_weights, chunk_tokens=chunk_tokens), path)
+    _parquet_file(export_chunks(batch, layout, order, loss_weights, chunk_tokens=chunk_tokens), path)
 
 
+@takes_layout
 def write_jsonl(
     batch: Blocks,
     path: PathType,
     order: npt.ArrayLike | None = None,
     *,
     chunk_tokens: int | None = None,
-    format: str = "packing",
+    layout: str = "packing",
     loss_weights: LossMode | None = None,
 ) -> None:
-    """Write one JSON object per block and line (``format``'s columns, with ``loss_weights`` that one too), in
+    """Write one JSON object per block and line (``layout``'s columns, with ``loss_weights`` that one too), in
     ``order``, atomically, chunk by chunk as ``write_parquet``. O(blocks × max_seq_length).
 
     >>> import json, tempfile, os
@@ -238,11 +222,11 @@ def write_jsonl(
     >>> write_jsonl(pack([[1, 2], [3]], 4), target)
     >>> json.loads(open(target).readline())["labels"]
     [-100, 2, -100, -100]
-    >>> write_jsonl(pack([[1, 2], [3]], 4), target, format="megatron", loss_weights="sequence")
+    >>> write_jsonl(pack([[1, 2], [3]], 4), target, layout="megatron", loss_weights="sequence")
     >>> open(target).read()
     '{"input_ids": [1, 2, 3], "seq_start_id": [0, 2], "loss_mask": [1, 0, 0], "loss_weights": [1.0, 0.0, 0.0]}\\n'
     """
-    _jsonl_file(export_chunks(batch, format, order, loss_weights, chunk_tokens=chunk_tokens), path)
+    _jsonl_file(export_chunks(batch, layout, order, loss_weights, chunk_tokens=chunk_tokens), path)
 
 
 def _parquet_file(tables: Iterable[pa.Table], path: PathType) -> None:

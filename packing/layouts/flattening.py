@@ -32,6 +32,7 @@ from packing.layouts.common import (
     list_column,
     mismatch,
     positions_mark_nothing,
+    real_weights,
     required,
     targets_of,
     values_of,
@@ -42,6 +43,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 NAME = "flattening"
 TITLE = "transformers DataCollatorWithFlattening"
+weights_column = real_weights
+"""Loss weights laid out as the labels are."""
 
 
 def recognises(names: set[str], table: pa.Table) -> bool:
@@ -181,7 +184,7 @@ def read(table: pa.Table, source: str) -> Parsed:
         bad.append(mismatch(offsets, document, changes))
     labels = columns["labels"]
     layout = PackedLayout(
-        format="flattening",
+        name=NAME,
         row_offsets=offsets,
         input_ids=tokens.values,
         document=document,

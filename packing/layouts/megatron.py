@@ -38,6 +38,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from packing.core.arrays import offsets_of, ranges, row_of
 from packing.core.thd import padded_lengths
@@ -143,6 +144,16 @@ def padded_column(rows: Rows, values: Any, fill: Any, kind: Any) -> Any:
     return arrow_column(stored(values, fill), lengths, kind)
 
 
+def weights_column(rows: Rows, weights: npt.NDArray[np.float32]) -> Any:
+    """``weights`` shifted as the ``loss_mask`` is (the weight of the token each position predicts), padded as the
+    documents are. O(tokens)."""
+    import pyarrow as pa
+
+    shifted = np.zeros_like(weights)
+    shifted[:, :-1] = weights[:, 1:]
+    return padded_column(rows, rows.flat_real(shifted), 0.0, pa.float32())
+
+
 def _targets(offsets: Int64Array, document: Int64Array, loss_mask: ListColumn | None) -> tuple[BoolArray | None, str]:
     """The prediction targets NeMo's loader trains, and the mask convention met. ``loss_mask[i]`` trains token
     ``i + 1``; each document's last entry is dropped by the loader, so a document's first token is never a
@@ -204,7 +215,7 @@ def read(table: pa.Table, source: str) -> Parsed:
         variant += f"; padded for context parallelism (pad_seq_to_mult {multiple})"
     docs_per_block = np.bincount(row_of(np.diff(offsets))[starts_of(offsets, document)], minlength=len(row_length))
     layout = PackedLayout(
-        format="megatron",
+        name=NAME,
         row_offsets=offsets,
         input_ids=tokens.values,
         document=document,

@@ -24,6 +24,7 @@ from packing.layouts.common import (
     Parsed,
     Rows,
     check_lengths,
+    fixed_weights,
     from_lengths,
     list_column,
     required,
@@ -37,6 +38,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 NAME = "packing"
 TITLE = "this project's blocks"
+weights_column = fixed_weights
+"""Loss weights laid out as the labels are."""
 
 
 def recognises(names: set[str], table: pa.Table) -> bool:
@@ -83,7 +86,7 @@ def read(table: pa.Table, source: str) -> Parsed:
             targets = loss_mask.values != 0
             targets &= ~starts_of(offsets, document)
     layout = PackedLayout(
-        format="packing",
+        name=NAME,
         row_offsets=offsets,
         input_ids=tokens.values,
         document=document,

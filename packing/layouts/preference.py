@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from packing.batches.packed import PackedBatch
-from packing.core.units import PAIR
+from packing.core.pairs_groups import PAIR
 from packing.errors import SettingError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

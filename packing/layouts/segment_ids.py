@@ -24,6 +24,7 @@ from packing.layouts.common import (
     Rows,
     arrow_column,
     check_lengths,
+    fixed_weights,
     from_starts,
     list_column,
     positions_mark_nothing,
@@ -39,6 +40,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 NAME = "segment_ids"
 TITLE = "segment ids in attention_mask, as LLaMA-Factory neat packing and Axolotl"
+weights_column = fixed_weights
+"""Loss weights laid out as the labels are."""
 
 
 def recognises(names: set[str], table: pa.Table) -> bool:
@@ -120,7 +123,7 @@ def read(table: pa.Table, source: str) -> Parsed:
     document = from_starts(offsets, opens, padding)
     reused = _reused(offsets, mask, document, numbered)
     layout = PackedLayout(
-        format="segment_ids",
+        name=NAME,
         row_offsets=offsets,
         input_ids=tokens.values,
         document=document,

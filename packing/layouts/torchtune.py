@@ -28,6 +28,7 @@ from packing.layouts.common import (
     Rows,
     arrow_column,
     check_lengths,
+    fixed_weights,
     from_lengths,
     list_column,
     renumber,
@@ -41,6 +42,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 NAME = "torchtune"
 TITLE = "torchtune PackedDataset"
+weights_column = fixed_weights
+"""Loss weights laid out as the labels are."""
 
 
 def seq_lens_of_mask(mask: npt.NDArray[Any]) -> list[list[int]]:
@@ -136,7 +139,7 @@ def read(table: pa.Table, source: str) -> Parsed:
             document = renumber(document)
     labels = columns["labels"]
     layout = PackedLayout(
-        format="torchtune",
+        name=NAME,
         row_offsets=offsets,
         input_ids=tokens.values,
         document=document,

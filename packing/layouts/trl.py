@@ -34,6 +34,7 @@ from packing.layouts.common import (
     list_column,
     not_block_start,
     positions_mark_nothing,
+    real_weights,
     required,
     starts_of,
     values_of,
@@ -44,6 +45,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 NAME = "trl"
 TITLE = "TRL pack_dataset"
+weights_column = real_weights
+"""Loss weights laid out as the labels are."""
 
 
 def recognises(names: set[str], table: pa.Table) -> bool:
@@ -126,7 +129,7 @@ def read(table: pa.Table, source: str) -> Parsed:
         targets &= not_block_start(offsets, len(document))
     has_loss = any(columns[name] is not None for name in ("labels", "completion_mask", "assistant_masks"))
     layout = PackedLayout(
-        format="trl",
+        name=NAME,
         row_offsets=offsets,
         input_ids=tokens.values,
         document=document,

@@ -1,4 +1,4 @@
-"""What a layout costs a trainer: token slots and attention work.
+"""What a plan costs a trainer: token slots and attention work.
 
 Internal: the public names are in ``packing`` and ``packing.planning``.
 """

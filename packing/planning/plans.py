@@ -24,7 +24,7 @@ from packing.errors import SettingError
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.kernels import IntArray, split_pieces
 from packing.strategies.overflow import Documents, documents_of
-from packing.strategies.registry import STRATEGIES, Options, StrategyName, layout_blocks
+from packing.strategies.registry import STRATEGIES, Options, StrategyName, strategy_blocks
 from packing.strategies.stats import PackingStats, compute_stats
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -330,10 +330,10 @@ def _layout(
     """``(block_starts, sequence, start, length, certificate)`` of the pieces of ``docs``, each document taking
     room for its length rounded up to ``multiple`` (the recipe's ``document_multiple``; the pieces keep their real
     lengths). The strategy's cost."""
-    if STRATEGIES[strategy].layout is None:  # the splitting strategy: the planner lays it out
+    if STRATEGIES[strategy].blocks is None:  # the splitting strategy: the planner lays it out
         return (*_split_layout(docs, capacity), None)
     room = docs.length if multiple == 1 else padded_lengths(docs.length, multiple)
-    block_starts, grouped, length, certificate = layout_blocks(strategy, room, capacity, options)
+    block_starts, grouped, length, certificate = strategy_blocks(strategy, room, capacity, options)
     if multiple > 1:
         length = docs.length[grouped].astype(length.dtype, copy=False)
     if docs.whole:  # document i is sequence i, from its first token

@@ -51,9 +51,9 @@ from packing.reading.reader import read_rows, unit_row
 from packing.reading.rowfiles import EXPECTED, names
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.overflow import check_within
+from packing.text.pairs_groups_encoding import encode_units
 from packing.text.prepare import prepare
 from packing.text.text_rows import encode_rows
-from packing.text.units import encode_units
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack

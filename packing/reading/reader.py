@@ -15,9 +15,9 @@ A row (sample) is one of these forms:
 - ``{"length": n}``: a length alone, enough to plan but not to pack;
 - a preference pair ``{"prompt": [...], "chosen": [...], "rejected": [...]}`` or a completion group
   ``{"prompt": [...], "completions": [[...], ...]}`` (optionally ``chosen_mask`` and ``rejected_mask``, or
-  ``completion_masks``: a 0/1 loss mask per completion token): a unit (``packing.core.units``), laid out with its
+  ``completion_masks``: a 0/1 loss mask per completion token): a unit (``packing.core.pairs_groups``), laid out with its
   prompt before every completion or, with ``share_prompt``, once; the prompt is never trained. Plain rows may come
-  among units (each a unit of its own); text units are tokenized first (:mod:`packing.text.units`).
+  among units (each a unit of its own); text units are tokenized first (:mod:`packing.text.pairs_groups_encoding`).
 
 One rule for every entry point: a key whose value is null (``None``) is absent, so rows
 of mixed forms in one table (where each row has nulls in the other form's columns)
@@ -60,8 +60,8 @@ from packing.core.forms import (
     unit_kind,
 )
 from packing.core.loss import LossRules
+from packing.core.pairs_groups import KINDS, UnitKind, Units
 from packing.core.samples import Int64Array
-from packing.core.units import KINDS, UnitKind, Units
 from packing.core.validation import INT64_MAX, check_flag, has_bools, integer_words, is_integer
 from packing.errors import NeedsTokenizer, SampleError, SettingError, UnitError
 from packing.text.text_rows import encode_rows
@@ -557,7 +557,7 @@ def read_text_rows(
     """Rows of any form as one :class:`~packing.core.samples.Samples`: text rows tokenized (:func:`encode_rows`),
     every other row read by :func:`packing.reading.reader.read_rows`; errors number rows from 0 in the input order.
     ``loss_rules`` and ``num_proc`` as :func:`encode_rows` takes them; pairs and groups of text are tokenized by
-    :func:`packing.text.units.encode_units` and laid out as ``share_prompt`` says. O(characters + tokens).
+    :func:`packing.text.pairs_groups_encoding.encode_units` and laid out as ``share_prompt`` says. O(characters + tokens).
 
     >>> s = read_text_rows([{"text": "hi"}, [7, 8], {"prompt": "a", "completion": "b"}], "bytes")
     >>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()
@@ -569,7 +569,7 @@ def read_text_rows(
     row_list = list(rows)
     units = [index for index, row in enumerate(row_list) if unit_kind(row) is not None and is_text_row(row)]
     if units:
-        from packing.text.units import encode_units
+        from packing.text.pairs_groups_encoding import encode_units
 
         encoded = encode_units(
             [row_list[i] for i in units], tokenizer, loss_rules=LossRules.of(loss_rules, completion_only_loss),
@@ -727,7 +727,7 @@ def read_unit_row(row: Mapping[str, Any], index: int = 0) -> UnitRow:
 
 def read_unit_rows(rows: Sequence[Any], completion_only_loss: bool = True, *, share_prompt: bool = False) -> Samples:
     """Rows among which some are pairs or groups, read and laid out (``share_prompt``: the prompt stored once) as
-    one :class:`~packing.core.samples.Samples` with its :class:`~packing.core.units.Units`; other rows are read by
+    one :class:`~packing.core.samples.Samples` with its :class:`~packing.core.pairs_groups.Units`; other rows are read by
     the row reader (``completion_only_loss`` for their prompt/completion pairs) and kept as units of their own.
     Errors number rows from 0. O(tokens), a Python step per row.
 

@@ -82,46 +82,26 @@ def _split_steps(docs: Documents, capacity: int) -> list[Step]:
 
 
 def _reason(strategy: str, size: int, block: int, new: bool, rooms: dict[int, int]) -> str:
-    """Why a document of ``size`` went to ``block``, given the room of every open block before it."""
-    where = f"block {block + 1}"
-    if new:
-        if strategy == "none":
-            return f"No packing: every sequence gets a block of its own ({where})."
-        if not rooms:
-            longest = STRATEGIES[strategy].order == "longest_first"
-            first = "The longest sequence goes first and" if longest else "The first sequence"
-            return f"{first} opens {where}."
-        current = rooms[max(rooms)]
-        if strategy == "next_fit":
-            return f"It needs {_tokens(size)} but the current block has only {current} left, so {where} is started."
-        if max(rooms.values()) >= size and strategy == "spfhp":
-            return (
-                f"No pack left by longer sequences fits it, and shortest-pack-first gives each such sequence "
-                f"a pack of its own (even where one of its length left room): {where} opens."
-            )
-        if max(rooms.values()) >= size:
-            return f"A new block ({where}) is opened for it: the search proved this gives the fewest blocks overall."
-        return f"No open block has {_tokens(size)} of room (the most is {max(rooms.values())}), so {where} is opened."
-    room = rooms[block]
-    if strategy == "next_fit":
-        return f"It fits the current block ({where}, {room} tokens of room)."
-    if strategy in ("first_fit", "ffd", "first_fit_shuffle"):
-        order = {"first_fit": "In input order", "ffd": "Longest first", "first_fit_shuffle": "In shuffled order"}[
-            strategy
-        ]
-        return f"{order}: {where} is the first block with room for {_tokens(size)} ({room} left)."
-    if strategy == "bfd":
-        reason = f"Longest first: {where} has the least room that still fits ({room} left for {_tokens(size)})"
-        tied = [b + 1 for b, r in rooms.items() if r == room and b != block]
-        if tied:
-            others = ", ".join(map(str, tied))
-            reason += f"; block {others} had the same room, and the block that reached it last wins the tie"
-        return reason + "."
-    if strategy == "spfhp":
-        return (
-            f"Longest length first: {where} is a pack with the most room ({room} left), as shortest-pack-first prefers."
-        )
-    return f"The proven-optimal layout puts it in {where} ({room} tokens of room)."
+    """Why a document of ``size`` went to ``block``, given the room of every open block before it: the strategy's
+    :class:`~packing.strategies.registry.Reasons` filled in. O(blocks)."""
+    entry = STRATEGIES[strategy]
+    reasons, where = entry.reasons, f"block {block + 1}"
+    room, most = rooms.get(block, 0), max(rooms.values(), default=0)
+    tied = ", ".join(str(b + 1) for b, r in rooms.items() if r == room and b != block) if not new else ""
+    words = {
+        "where": where,
+        "size": _tokens(size),
+        "room": room,
+        "most": most,
+        "current": rooms[max(rooms)] if rooms else 0,
+        "tie": f"; block {tied} had the same room, and the block that reached it last wins the tie" if tied else "",
+    }
+    if not new:
+        return reasons.placed.format(**words)
+    if not rooms:
+        first = "The longest sequence goes first and" if entry.order == "longest_first" else "The first sequence"
+        return (reasons.first or f"{first} opens {{where}}.").format(**words)
+    return (reasons.opened if most >= size else reasons.full).format(**words)
 
 
 def explain(

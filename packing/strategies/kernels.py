@@ -195,7 +195,7 @@ def _deal(
     items: Int32Array,
     item_lengths: Int32Array,
 ) -> None:  # pragma: no cover
-    """Write the CSR layout of a group simulation into ``block_starts``, ``items`` and ``item_lengths``:
+    """Write the CSR blocks of a group simulation into ``block_starts``, ``items`` and ``item_lengths``:
     block sizes from the groups, then the j-th document of each length (in input order) takes that
     length's j-th slot among the recorded runs. ``by_length`` is scratch room for n indices.
     O(n + runs + blocks)."""
@@ -241,7 +241,7 @@ def _deal(
         cursor[length] += take * per_block
 
 
-def _layout_of(lengths: Int64Array, capacity: int, histogram: Int64Array, simulation: Simulation) -> CsrBlocks:
+def _csr_blocks(lengths: Int64Array, capacity: int, histogram: Int64Array, simulation: Simulation) -> CsrBlocks:
     """Allocate the CSR arrays of a simulation and deal. O(n + runs + blocks).
 
     The large arrays come from numpy rather than from compiled code: numpy asks the kernel for huge
@@ -371,7 +371,7 @@ def _simulate_groups(
     return opened, groups, g_first, g_count, g_items, runs, r_first, r_step, r_take, r_per, r_base, r_len
 
 
-def best_fit_decreasing_layout(
+def best_fit_decreasing_blocks(
     lengths: Int64Array, capacity: int, oldest_first: bool = False
 ) -> tuple[Int64Array, Int32Array, Int32Array]:
     """Best-fit decreasing: ``(block_starts, items, item_lengths)``, block ``b`` holding
@@ -380,29 +380,29 @@ def best_fit_decreasing_layout(
     block that reached it last (``oldest_first``: the one that reached it first, TRL's choice).
     O(n + capacity + runs × log capacity), see ``_simulate_groups``.
 
-    >>> [a.tolist() for a in best_fit_decreasing_layout(np.array([2, 4, 3, 1]), 5)]
+    >>> [a.tolist() for a in best_fit_decreasing_blocks(np.array([2, 4, 3, 1]), 5)]
     [[0, 2, 4], [1, 3, 2, 0], [4, 1, 3, 2]]
-    >>> [a.tolist() for a in best_fit_decreasing_layout(np.array([3, 3, 1]), 4, oldest_first=True)][:2]
+    >>> [a.tolist() for a in best_fit_decreasing_blocks(np.array([3, 3, 1]), 4, oldest_first=True)][:2]
     [[0, 2, 3], [0, 2, 1]]
     """
     histogram = _histogram(lengths, capacity)
     simulation = _simulate_groups(histogram, capacity, capacity + 1, False, oldest_first)
-    return _layout_of(lengths, capacity, histogram, simulation)
+    return _csr_blocks(lengths, capacity, histogram, simulation)
 
 
-def spfhp_layout(lengths: Int64Array, capacity: int, max_per_block: int) -> tuple[Int64Array, Int32Array, Int32Array]:
-    """Shortest-pack-first histogram packing (Krell et al. 2021), in the form of ``best_fit_decreasing_layout``.
+def spfhp_blocks(lengths: Int64Array, capacity: int, max_per_block: int) -> tuple[Int64Array, Int32Array, Int32Array]:
+    """Shortest-pack-first histogram packing (Krell et al. 2021), in the form of ``best_fit_decreasing_blocks``.
 
     Longest length first; every sequence of a length goes into the open pack with the most room that
     fits, one per pack per step, and those that fit no pack open a pack each (two of them never share
     one, as in the published algorithm); a pack closes when full or holding ``max_per_block`` sequences.
     O(n + capacity + runs × log capacity), see ``_simulate_groups``.
 
-    >>> [a.tolist() for a in spfhp_layout(np.array([2, 3, 2, 1]), 5, 6)]
+    >>> [a.tolist() for a in spfhp_blocks(np.array([2, 3, 2, 1]), 5, 6)]
     [[0, 2, 4], [1, 0, 2, 3], [3, 2, 2, 1]]
     """
     histogram = _histogram(lengths, capacity)
-    return _layout_of(lengths, capacity, histogram, _simulate_groups(histogram, capacity, max_per_block, True))
+    return _csr_blocks(lengths, capacity, histogram, _simulate_groups(histogram, capacity, max_per_block, True))
 
 
 @njit(cache=True, nogil=True)
@@ -498,15 +498,15 @@ def _simulate_first_fit(
     return opened, groups, g_first, g_count, g_items, runs, r_first, r_step, r_take, r_per, r_base, r_len
 
 
-def first_fit_decreasing_layout(lengths: Int64Array, capacity: int) -> CsrBlocks:
-    """First-fit decreasing in the form of ``best_fit_decreasing_layout``: longest first (ties in input
+def first_fit_decreasing_blocks(lengths: Int64Array, capacity: int) -> CsrBlocks:
+    """First-fit decreasing in the form of ``best_fit_decreasing_blocks``: longest first (ties in input
     order), each document into the first block (in opening order) with room for it.
 
     Any two blocks of a first-fit packing hold more than ``capacity`` tokens together, so there are
     at most 2 × tokens / capacity + 1 blocks, which sizes the simulation's tree.
     O(n + capacity + runs × log blocks), see ``_simulate_first_fit``.
 
-    >>> [a.tolist() for a in first_fit_decreasing_layout(np.array([1, 4, 3, 2]), 5)]
+    >>> [a.tolist() for a in first_fit_decreasing_blocks(np.array([1, 4, 3, 2]), 5)]
     [[0, 2, 4], [1, 0, 2, 3], [4, 1, 3, 2]]
     """
     histogram = _histogram(lengths, capacity)
@@ -519,7 +519,7 @@ def first_fit_decreasing_layout(lengths: Int64Array, capacity: int) -> CsrBlocks
     group_blocks = np.zeros(size, dtype=np.int64)
     group_items = np.zeros(size, dtype=np.int64)
     simulation = _simulate_first_fit(histogram, capacity, tree, group_blocks, group_items)
-    return _layout_of(lengths, capacity, histogram, simulation)
+    return _csr_blocks(lengths, capacity, histogram, simulation)
 
 
 @njit(cache=True, nogil=True)
@@ -790,7 +790,7 @@ def fill_sequences(
 
 
 def blocks_of_items(block_starts: Int64Array, items: IntArray, *_: IntArray) -> Int64Array:
-    """The block of every item, from a CSR layout. O(n).
+    """The block of every item, from CSR blocks. O(n).
 
     >>> blocks_of_items(np.array([0, 2, 3]), np.array([2, 0, 1])).tolist()
     [0, 1, 0]

@@ -2,15 +2,16 @@
 
 They take document lengths (each 1..capacity) and return the block of every
 document, with the same tie-breaking rules as the fast versions, so tests can
-check the fast paths against them and benchmarks can measure the speed-up.
-Each is O(n × blocks) or worse.
+check the fast paths against them and benchmarks can measure the speed-up; each
+strategy's entry in :data:`packing.strategies.registry.STRATEGIES` names its own
+(``Strategy.reference``). Each is O(n × blocks) or worse.
 
 Internal: the public names are in ``packing`` and ``packing.strategies``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 
 def longest_first(lengths: Sequence[int]) -> list[int]:
@@ -130,15 +131,6 @@ def no_packing(lengths: Sequence[int], capacity: int) -> list[int]:
     [0, 1]
     """
     return list(range(len(lengths)))
-
-
-REFERENCES: dict[str, Callable[[Sequence[int], int], list[int]]] = {
-    "next_fit": next_fit,
-    "first_fit": first_fit,
-    "ffd": first_fit_decreasing,
-    "bfd": best_fit_decreasing,
-    "none": no_packing,
-}
 
 
 def documents(lengths: Sequence[int], capacity: int, overflow: str) -> list[tuple[int, int, int]]:

@@ -1,24 +1,27 @@
 """The packing strategies: one registry entry per strategy, with every fact about it.
 
-Every no-split strategy is one layout function ``(lengths, capacity, options) ->
+Every no-split strategy is one blocks function ``(lengths, capacity, options) ->
 (block_starts, items, item_lengths)``: its blocks in CSR form, numbered in the
 order they opened, each holding its documents in the order they were placed.
 The splitting strategy cuts documents, so the planner handles it apart. Each
 :class:`Strategy` says how it orders documents, which options it accepts, which
-lower bound applies to it and the largest input it takes; callers read these
-facts instead of re-deriving them.
+lower bound applies to it, why it places a document where it does (its
+:class:`Reasons`, which :func:`packing.explain` words its steps with) and its
+plain-Python version (:mod:`packing.strategies.reference`, which the tests check
+the compiled one against); callers read these facts instead of re-deriving them.
+A new strategy is its entry here and its own functions.
 
 >>> STRATEGIES["spfhp"].options
 frozenset({'max_sequences_per_block'})
->>> STRATEGIES["bfd"].order, STRATEGIES["bfd"].bound
-('longest_first', 'l2')
+>>> STRATEGIES["bfd"].order, STRATEGIES["bfd"].bound, STRATEGIES["bfd"].reference([2, 4, 3, 1], 5)
+('longest_first', 'l2', [1, 0, 1, 0])
 
 Internal: the public names are in ``packing`` and ``packing.strategies``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -28,16 +31,17 @@ import numpy.typing as npt
 from packing.errors import SettingError
 from packing.strategies.kernels import (
     IntArray,
-    best_fit_decreasing_layout,
+    best_fit_decreasing_blocks,
     blocks_of_items,
     first_fit_blocks,
-    first_fit_decreasing_layout,
+    first_fit_decreasing_blocks,
     group_by_block,
     longest_first_order,
     next_fit_blocks,
-    spfhp_layout,
+    spfhp_blocks,
 )
 from packing.strategies.optimal import solve
+from packing.strategies.reference import best_fit_decreasing, first_fit, first_fit_decreasing, next_fit, no_packing
 
 Int64Array = npt.NDArray[np.int64]
 
@@ -72,7 +76,7 @@ TIE_BREAKS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Options:
-    """The options a layout may read; a strategy's ``options`` says which it accepts."""
+    """The options a blocks function may read; a strategy's ``options`` says which it accepts."""
 
     max_sequences_per_block: int | None = None
     time_limit: float | None = None
@@ -80,7 +84,27 @@ class Options:
     tie_break: TieBreak = "newest"
 
 
-LayoutFunction = Callable[[Int64Array, int, Options], StrategyBlocks]
+BlocksFunction = Callable[[Int64Array, int, Options], StrategyBlocks]
+ReferenceFunction = Callable[[Sequence[int], int], list[int]]
+"""A strategy's plain-Python version: the block of every document, from lengths (each 1..capacity)."""
+
+
+@dataclass(frozen=True)
+class Reasons:
+    """Why a strategy placed a document where it did, in words (:func:`packing.explain`'s ``Step.reason``): format
+    strings of ``where`` (``block 3``), ``size`` (``5 tokens``), ``room`` (the chosen block's room before it),
+    ``most`` (the most room any open block had), ``current`` (the newest block's room) and ``tie`` (the other
+    blocks of the same room, worded, or nothing). ``placed``: into an open block; ``opened``: into a new block
+    while some open block had room; ``full``: into a new block, no open block having room; ``first``: the first
+    document (default: by the strategy's order)."""
+
+    placed: str = "The proven-optimal plan puts it in {where} ({room} tokens of room)."
+    opened: str = "A new block ({where}) is opened for it: the search proved this gives the fewest blocks overall."
+    full: str = "No open block has {size} of room (the most is {most}), so {where} is opened."
+    first: str | None = None
+
+
+_FIRST_FIT = "{order}: {where} is the first block with room for {size} ({room} left)."
 
 
 @dataclass(frozen=True)
@@ -90,23 +114,25 @@ class Strategy:
     ``order`` is the order documents are placed in (``input``; ``longest_first``, ties in input
     order; ``random``, drawn from ``seed``); ``options`` the keyword options it accepts beyond
     the common ones; ``bound`` the lower bound that applies (``simple`` = ceil(tokens / L) when
-    documents may be split, ``l2`` = Martello–Toth L2 otherwise); ``layout`` its layout function
-    (None for ``split`` and ``wrapped``, which the planner lays out itself). ``keeps_boundaries`` is
-    False for a strategy whose blocks are each one run of tokens (``wrapped``: positions, labels and
-    ``seq_lengths`` do not mark where a document ends); ``warning`` is what the auditor finds in its
-    blocks, shown wherever it is chosen (empty for the others).
+    documents may be split, ``l2`` = Martello–Toth L2 otherwise); ``blocks`` its blocks function
+    (None for ``split`` and ``wrapped``, which the planner cuts itself); ``reasons`` why it places each
+    document where it does; ``reference`` its plain-Python version (None where it has none: the
+    cutting strategies, the random order, the histogram and the search). ``warning`` is what the
+    auditor finds in the blocks of a strategy whose blocks are each one run of tokens (``wrapped``:
+    positions, labels and ``seq_lengths`` do not mark where a document ends), shown wherever it is
+    chosen (empty for the others).
     """
 
     name: str
     title: str
     description: str
     complexity: str
-    splits_sequences: bool
     order: Order
-    layout: LayoutFunction | None = field(repr=False, compare=False)
+    blocks: BlocksFunction | None = field(repr=False, compare=False)
     options: frozenset[str] = frozenset()
-    keeps_boundaries: bool = True
     warning: str = ""
+    reasons: Reasons = field(default=Reasons(), repr=False, compare=False)
+    reference: ReferenceFunction | None = field(default=None, repr=False, compare=False)
 
     @property
     def is_search(self) -> bool:
@@ -117,6 +143,16 @@ class Strategy:
         ['optimal']
         """
         return "time_limit" in self.options
+
+    @property
+    def splits_sequences(self) -> bool:
+        """Whether it cuts documents (it has no blocks function: the planner cuts it)."""
+        return self.blocks is None
+
+    @property
+    def keeps_boundaries(self) -> bool:
+        """Whether its blocks mark where each document ends (all but the one with a ``warning``)."""
+        return not self.warning
 
     @property
     def bound(self) -> Bound:
@@ -161,16 +197,16 @@ def random_order(count: int, seed: int) -> Int64Array:
 
 
 def _ffd(lengths: Int64Array, capacity: int, options: Options) -> StrategyBlocks:
-    return StrategyBlocks(*first_fit_decreasing_layout(lengths, capacity))
+    return StrategyBlocks(*first_fit_decreasing_blocks(lengths, capacity))
 
 
 def _bfd(lengths: Int64Array, capacity: int, options: Options) -> StrategyBlocks:
-    return StrategyBlocks(*best_fit_decreasing_layout(lengths, capacity, options.tie_break == "oldest"))
+    return StrategyBlocks(*best_fit_decreasing_blocks(lengths, capacity, options.tie_break == "oldest"))
 
 
 def _spfhp(lengths: Int64Array, capacity: int, options: Options) -> StrategyBlocks:
     cap = options.max_sequences_per_block
-    return StrategyBlocks(*spfhp_layout(lengths, capacity, cap if cap is not None else capacity + 1))
+    return StrategyBlocks(*spfhp_blocks(lengths, capacity, cap if cap is not None else capacity + 1))
 
 
 def _optimal(lengths: Int64Array, capacity: int, options: Options) -> StrategyBlocks:
@@ -180,31 +216,19 @@ def _optimal(lengths: Int64Array, capacity: int, options: Options) -> StrategyBl
     return StrategyBlocks(*grouped[:3], result.certificate)
 
 
-def _entry(
-    name: str,
-    title: str,
-    description: str,
-    complexity: str,
-    order: Order,
-    layout: LayoutFunction | None,
-    options: frozenset[str] = frozenset(),
-    warning: str = "",
-) -> Strategy:
-    keeps = not warning
-    return Strategy(name, title, description, complexity, layout is None, order, layout, options, keeps, warning)
-
-
 WRAPPED_WARNING = (
     "wrapped keeps no document boundaries: the documents of a block attend to and predict each other "
     "(audit finds no_document_boundaries, as in TRL's wrapped)"
 )
 """What ``wrapped`` is warned with wherever it is chosen (the command line, the explorer, its description)."""
+_NO_PACKING = "No packing: every sequence gets a block of its own ({where})."
+_NEXT_FIT_OPENS = "It needs {size} but the current block has only {current} left, so {where} is started."
 
 
 STRATEGIES: dict[str, Strategy] = {
     s.name: s
     for s in (
-        _entry(
+        Strategy(
             "split",
             "Split (classic)",
             "Concatenate in input order and cut into blocks; a sequence may continue in the next block.",
@@ -212,7 +236,7 @@ STRATEGIES: dict[str, Strategy] = {
             "input",
             None,
         ),
-        _entry(
+        Strategy(
             "wrapped",
             "Wrapped (TRL's wrapped)",
             "Concatenate in input order and cut into blocks, keeping no boundaries: each block is one run of "
@@ -223,23 +247,31 @@ STRATEGIES: dict[str, Strategy] = {
             None,
             warning=WRAPPED_WARNING,
         ),
-        _entry(
+        Strategy(
             "next_fit",
             "Next-fit",
             "Input order; a sequence that does not fit closes the block and starts a new one.",
             "O(n)",
             "input",
             _next_fit,
+            reasons=Reasons(
+                placed="It fits the current block ({where}, {room} tokens of room).",
+                opened=_NEXT_FIT_OPENS,
+                full=_NEXT_FIT_OPENS,
+            ),
+            reference=next_fit,
         ),
-        _entry(
+        Strategy(
             "first_fit",
             "First-fit",
             "Input order; each sequence goes into the first open block with room.",
             "O(n log n)",
             "input",
             _first_fit,
+            reasons=Reasons(placed=_FIRST_FIT.replace("{order}", "In input order")),
+            reference=first_fit,
         ),
-        _entry(
+        Strategy(
             "first_fit_shuffle",
             "First-fit, shuffled",
             "A random order drawn from the seed; each sequence goes into the first open block with room "
@@ -248,16 +280,19 @@ STRATEGIES: dict[str, Strategy] = {
             "random",
             _first_fit_shuffle,
             frozenset({"seed"}),
+            reasons=Reasons(placed=_FIRST_FIT.replace("{order}", "In shuffled order")),
         ),
-        _entry(
+        Strategy(
             "ffd",
             "First-fit decreasing",
             "Longest first; each sequence goes into the first open block with room.",
             "O(n + L + groups × log n)",
             "longest_first",
             _ffd,
+            reasons=Reasons(placed=_FIRST_FIT.replace("{order}", "Longest first")),
+            reference=first_fit_decreasing,
         ),
-        _entry(
+        Strategy(
             "bfd",
             "Best-fit decreasing",
             "Longest first; each sequence goes into the block with the least room that still fits "
@@ -266,8 +301,12 @@ STRATEGIES: dict[str, Strategy] = {
             "longest_first",
             _bfd,
             frozenset({"tie_break"}),
+            reasons=Reasons(
+                placed="Longest first: {where} has the least room that still fits ({room} left for {size}){tie}."
+            ),
+            reference=best_fit_decreasing,
         ),
-        _entry(
+        Strategy(
             "spfhp",
             "Shortest-pack-first histogram packing",
             "Krell et al. 2021: longest length first, each sequence into the pack with the most room; "
@@ -277,8 +316,14 @@ STRATEGIES: dict[str, Strategy] = {
             "longest_first",
             _spfhp,
             frozenset({"max_sequences_per_block"}),
+            reasons=Reasons(
+                placed="Longest length first: {where} is a pack with the most room ({room} left), as "
+                "shortest-pack-first prefers.",
+                opened="No pack left by longer sequences fits it, and shortest-pack-first gives each such sequence "
+                "a pack of its own (even where one of its length left room): {where} opens.",
+            ),
         ),
-        _entry(
+        Strategy(
             "optimal",
             "Optimal (proven minimum)",
             "The fewest blocks possible, with a certificate anyone can recheck: column generation on the "
@@ -289,13 +334,15 @@ STRATEGIES: dict[str, Strategy] = {
             _optimal,
             frozenset({"time_limit"}),
         ),
-        _entry(
+        Strategy(
             "none",
             "No packing",
             "Every sequence padded to a block of its own: the baseline packing improves on.",
             "O(n)",
             "input",
             _none,
+            reasons=Reasons(opened=_NO_PACKING, full=_NO_PACKING, first=_NO_PACKING),
+            reference=no_packing,
         ),
     )
 }
@@ -332,19 +379,21 @@ def placement_order(strategy: Strategy, lengths: Int64Array, capacity: int, seed
     return np.arange(len(lengths), dtype=np.int64)
 
 
-def layout_blocks(strategy: str, lengths: Int64Array, capacity: int, options: Options | None = None) -> StrategyBlocks:
+def strategy_blocks(
+    strategy: str, lengths: Int64Array, capacity: int, options: Options | None = None
+) -> StrategyBlocks:
     """Run a no-split strategy in CSR form: ``StrategyBlocks(block_starts, items, item_lengths, certificate)``.
 
     Block b holds documents ``items[block_starts[b]:block_starts[b + 1]]`` in the order they were
     placed; blocks are numbered in the order they opened. Complexity: the strategy's.
 
-    >>> [a.tolist() for a in layout_blocks("bfd", np.array([5, 3, 2, 4]), 6)[:3]]
+    >>> [a.tolist() for a in strategy_blocks("bfd", np.array([5, 3, 2, 4]), 6)[:3]]
     [[0, 1, 3, 4], [0, 3, 2, 1], [5, 4, 2, 3]]
     """
-    layout = STRATEGIES[strategy].layout
-    if layout is None:
-        raise ValueError(f"strategy {strategy!r} splits documents; plan lays it out")
-    return StrategyBlocks(*layout(lengths, capacity, options or Options()))
+    blocks = STRATEGIES[strategy].blocks
+    if blocks is None:
+        raise ValueError(f"strategy {strategy!r} splits documents; plan cuts it")
+    return StrategyBlocks(*blocks(lengths, capacity, options or Options()))
 
 
 def assign_blocks(
@@ -356,5 +405,5 @@ def assign_blocks(
     [[0, 2, 1, 1], [0, 3, 1, 2]]
     """
     chosen = options or Options()
-    block_starts, items, *_ = layout_blocks(strategy, lengths, capacity, chosen)
+    block_starts, items, *_ = strategy_blocks(strategy, lengths, capacity, chosen)
     return blocks_of_items(block_starts, items), placement_order(STRATEGIES[strategy], lengths, capacity, chosen.seed)

@@ -21,7 +21,7 @@ FloatArray = npt.NDArray[np.float64]
 
 @dataclass(frozen=True)
 class UnitStats:
-    """What a packing did to preference pairs and completion groups (``packing.core.units``), beside the counts of
+    """What a packing did to preference pairs and completion groups (``packing.core.pairs_groups``), beside the counts of
     :class:`PackingStats` (where each unit is one sequence, its tokens counted in the recipe's layout).
 
     ``pairs``, ``groups`` and ``completions`` count the input's units and their completions; ``units_truncated``

@@ -17,7 +17,7 @@ and a dataset over packed blocks.
 - Preference pairs and completion groups: ``collate(rows, share_prompt=...)`` keeps each whole (a 4-D
   ``attention_mask`` with a shared prompt), ``completion_logps(logits, batch)`` and ``preference_logps(logits,
   batch)`` read every completion's log-probability from one packed forward; ``attention_mask``, ``mask_mod`` and
-  ``block_mask`` build a batch's mask for eager/SDPA or FlexAttention (``packing.torch.units``);
+  ``block_mask`` build a batch's mask for eager/SDPA or FlexAttention (``packing.torch.pairs_groups_training``);
   ``model_inputs(batch, model)`` gives the keyword arguments of ``model(**inputs)`` for the model's attention
   implementation (the 4-D mask in its dtype, a ``BlockMask``, or flash-attention's boundaries).
 - ``PackedDataset(batch_or_path)``: a map-style dataset of packed blocks, from a ``PackedBatch`` or a packed Parquet
@@ -52,6 +52,11 @@ from packing.torch.context_parallel import context_parallel_shard as context_par
 from packing.torch.dataset import BLOCK_COLUMNS as BLOCK_COLUMNS
 from packing.torch.dataset import PackedDataset as PackedDataset
 from packing.torch.inputs import model_inputs as model_inputs
+from packing.torch.pairs_groups_training import attention_mask as attention_mask
+from packing.torch.pairs_groups_training import block_mask as block_mask
+from packing.torch.pairs_groups_training import completion_logps as completion_logps
+from packing.torch.pairs_groups_training import mask_mod as mask_mod
+from packing.torch.pairs_groups_training import preference_logps as preference_logps
 from packing.torch.sampler import PackingSampler as PackingSampler
 from packing.torch.sampler import Pieces as Pieces
 from packing.torch.schedule import LINEAR_COST_PER_TOKEN as LINEAR_COST_PER_TOKEN
@@ -59,11 +64,6 @@ from packing.torch.schedule import CostFunction as CostFunction
 from packing.torch.schedule import Schedule as Schedule
 from packing.torch.schedule import build_schedule as build_schedule
 from packing.torch.schedule import default_cost as default_cost
-from packing.torch.units import attention_mask as attention_mask
-from packing.torch.units import block_mask as block_mask
-from packing.torch.units import completion_logps as completion_logps
-from packing.torch.units import mask_mod as mask_mod
-from packing.torch.units import preference_logps as preference_logps
 
 __all__ = [
     "BLOCK_COLUMNS",

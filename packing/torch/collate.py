@@ -19,9 +19,9 @@ from packing.batches.schema import LOSS_WEIGHTS
 from packing.batches.units import check_unit_recipe
 from packing.core.arrays import offsets_of, ranges, row_of
 from packing.core.forms import MASK_FIELDS
+from packing.core.pairs_groups import UNIT_COLUMNS
 from packing.core.samples import IGNORE_INDEX, Samples
 from packing.core.thd import padded_lengths
-from packing.core.units import UNIT_COLUMNS
 from packing.core.validation import INT64_MAX, INT64_MIN, MAX_SEQ_LENGTH, OverflowPolicy, check_integer
 from packing.errors import SettingError, refuse_with_units
 from packing.planning.plans import plan
@@ -35,8 +35,8 @@ from packing.weighting import LossMode, LossTotals, check_mode, token_weights
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
 from packing.torch.context_parallel import shifted, thd_boundaries, thd_pad
+from packing.torch.pairs_groups_training import attention_mask, collate_units, has_units, shares_prompt
 from packing.torch.schedule import Int64Array
-from packing.torch.units import attention_mask, collate_units, has_units, shares_prompt
 
 # ---------------------------------------------------------------- collate
 
@@ -215,12 +215,12 @@ def collate(
 
     Preference pairs and completion groups (``{"prompt", "chosen", "rejected"}``, ``{"prompt", "completions"}``,
     or blocks of them) are kept whole and laid out as ``share_prompt`` says; the batch also has ``unit_ids``,
-    ``document_ids``, ``completion_ids`` and ``prediction_positions`` (``packing.core.units.UNIT_COLUMNS``), and
+    ``document_ids``, ``completion_ids`` and ``prediction_positions`` (``packing.core.pairs_groups.UNIT_COLUMNS``), and
     with ``share_prompt=True`` (for packed blocks, when their own columns say so: a document holding several
     completions, as ``collate_fixed`` decides) ``attention_mask``: ``(1, 1, T, T)``, 0 where a token may attend and the minimum of
     ``mask_dtype`` (default float32) elsewhere, which transformers' models take as it is.
     ``packing.torch.completion_logps`` and ``preference_logps`` read the completions' log-probabilities from the
-    logits (``packing.torch.units``). ``loss_weights`` and context parallelism are refused with units. A batch whose
+    logits (``packing.torch.pairs_groups_training``). ``loss_weights`` and context parallelism are refused with units. A batch whose
     every unit the overflow policy left out is padding alone, as above, with the unit columns -1; a
     ``PackingSampler`` of units collates every step so (``_units``: its empty step, a step of plain rows).
 

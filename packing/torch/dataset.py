@@ -16,6 +16,7 @@ from packing.batches.packed import PackedBatch
 from packing.batches.schema import COLUMNS, LOSS_WEIGHTS, UNIT_GRID
 from packing.core.arrays import offsets_of, row_at
 from packing.errors import DatasetError, SettingError
+from packing.layouts import takes_layout
 from packing.layouts.audit import AuditReport, audit
 from packing.reading.mapped import open_mapped
 from packing.weighting import LossMode
@@ -47,7 +48,7 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
     their own. ``collate`` turns a list of items into the padding-free batch, ``collate_fixed`` stacks them.
     Items also carry ``loss_weights`` (float32) when the file has that column, or for a ``PackedBatch`` with
     ``loss_weights=mode`` (normalised over every block; ``packing.weighting``), and the unit columns
-    (``packing.core.units.UNIT_COLUMNS``: ``unit_ids``, ``document_ids``, ``completion_ids``,
+    (``packing.core.pairs_groups.UNIT_COLUMNS``: ``unit_ids``, ``document_ids``, ``completion_ids``,
     ``prediction_positions``, ``unit_kinds``) for blocks of preference pairs and completion groups, which
     ``collate`` reads back and ``packing.torch.attention_mask`` builds a shared prompt's mask from.
     O(max_seq_length) per item, plus decoding a row group when it is first touched.
@@ -55,7 +56,7 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
     Any other layout :func:`packing.audit` recognises (TRL, transformers flattening, torchtune, NeMo's ``.npy``,
     segment ids; a file, a ``pyarrow.Table``, a ``datasets.Dataset`` or a dict of columns) is read whole and
     converted to these columns block by block on the fly
-    (:meth:`~packing.layouts.common.PackedLayout.block_columns`); ``format`` forces its layout. ``report`` is
+    (:meth:`~packing.layouts.common.PackedLayout.block_columns`); ``layout`` forces its layout. ``report`` is
     the audit of the source, the same findings ``packing audit`` gives.
 
     >>> import packing
@@ -64,16 +65,17 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
     (2, [3, 4, 5, 6], [3, 1])
     >>> import pyarrow as pa
     >>> trl = PackedDataset(pa.table({"input_ids": [[1, 2, 3, 4]], "seq_lengths": [[3, 1]]}))
-    >>> trl[0]["labels"].tolist(), trl[0]["position_ids"].tolist(), trl.report.format, trl.report.findings
+    >>> trl[0]["labels"].tolist(), trl[0]["position_ids"].tolist(), trl.report.layout, trl.report.findings
     ([-100, 2, 3, -100], [0, 1, 2, 0], 'trl', ())
     """
 
+    @takes_layout
     def __init__(
         self,
         source: Any,
         *,
         cached_row_groups: int = 2,
-        format: str | None = None,
+        layout: str | None = None,
         loss_weights: LossMode | None = None,
     ) -> None:
         self._weights: npt.NDArray[np.float32] | None = None
@@ -93,13 +95,13 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
                 self._weights = source.loss_weights(loss_weights)
                 self._columns = (*BLOCK_COLUMNS, LOSS_WEIGHTS.name)
             return
-        if isinstance(source, (str, os.PathLike)) and format in (None, "packing") and self._open_native(source):
+        if isinstance(source, (str, os.PathLike)) and layout in (None, "packing") and self._open_native(source):
             if loss_weights is not None and LOSS_WEIGHTS.name not in self._columns:
                 raise DatasetError(os.fspath(source), None, "no 'loss_weights' column (to_arrow(loss_weights=...))")
             return
         if loss_weights is not None:
             raise SettingError("loss_weights", "a PackedBatch or a file of this project's columns", loss_weights)
-        self._report = audit(source, format=format)
+        self._report = audit(source, layout=layout)
         self._length = self._report.num_blocks
 
     def _open_native(self, source: str | os.PathLike[str]) -> bool:
@@ -176,7 +178,7 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
         index %= self._length
         arrays: dict[str, npt.NDArray[Any]]
         if self._batch is None and self._path is None:
-            arrays = self.report.layout.block_columns(index)
+            arrays = self.report.packed.block_columns(index)
         elif self._batch is not None:
             b = self._batch
             arrays = {

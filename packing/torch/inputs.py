@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from packing.errors import SettingError
-from packing.torch.units import attention_mask, batch_column, block_mask, shared_documents
+from packing.torch.pairs_groups_training import attention_mask, batch_column, block_mask, shared_documents
 
 ADDITIVE = ("eager", "sdpa")
 """The implementations that take the 4-D additive mask (``(B, 1, T, T)``, 0 where a token may attend, the dtype's
@@ -107,7 +107,7 @@ def _placement(model: Any, dtype: torch.dtype | None, device: Any) -> tuple[torc
 
 def _columns(batch: Any, device: Any) -> dict[str, torch.Tensor]:
     """The columns of ``batch`` a model's inputs are made of (ids, positions, units, documents, completions; any
-    batch :func:`~packing.torch.units.batch_column` reads) as 2-D int64 tensors on ``device`` (None: where they
+    batch :func:`~packing.torch.pairs_groups_training.batch_column` reads) as 2-D int64 tensors on ``device`` (None: where they
     are). O(T)."""
     names = ("input_ids", "position_ids", "unit_ids", "document_ids", "completion_ids")
     return {name: batch_column(batch, name).to(device=device, dtype=torch.int64) for name in names}
@@ -138,9 +138,9 @@ def model_inputs(
     (a training forward builds no cache; with one, transformers would also skip its packed-sequence detection), and
 
     - ``eager``, ``sdpa`` (or an unset implementation): ``attention_mask``, the 4-D additive mask ``(B, 1, T, T)``
-      of :func:`~packing.torch.units.attention_mask` in the model's dtype (the dtype its kernels compute in), which
+      of :func:`~packing.torch.pairs_groups_training.attention_mask` in the model's dtype (the dtype its kernels compute in), which
       transformers passes unchanged to the kernel;
-    - ``flex_attention``: ``attention_mask``, a FlexAttention ``BlockMask`` (:func:`~packing.torch.units.block_mask`);
+    - ``flex_attention``: ``attention_mask``, a FlexAttention ``BlockMask`` (:func:`~packing.torch.pairs_groups_training.block_mask`);
     - a flash-attention implementation (``flash_attention_2``, ``flash_attention_3``, a hub kernel such as
       ``kernels-community/flash-attn3``): ``cu_seq_lens_q``, ``cu_seq_lens_k``, ``max_length_q`` and
       ``max_length_k``, one sequence a document (what the position ids say for one row, and right for several
@@ -199,7 +199,7 @@ def model_inputs(
 
 def _refuse_shared(columns: Mapping[str, torch.Tensor], name: str) -> None:
     """Refuse a flash-attention implementation ``name`` for a batch in which completions share a prompt (a
-    document of a row holds several: :func:`~packing.torch.units.shared_documents`), naming the first such unit.
+    document of a row holds several: :func:`~packing.torch.pairs_groups_training.shared_documents`), naming the first such unit.
     O(T log T)."""
     document = columns["document_ids"]
     rows, documents, counts = shared_documents(document, columns["completion_ids"])

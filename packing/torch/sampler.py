@@ -14,8 +14,8 @@ import torch
 from torch.utils.data import Dataset, Sampler
 
 from packing.batches.units import UnitFit, fit_unit_lengths
+from packing.core.pairs_groups import Units
 from packing.core.samples import IGNORE_INDEX, Int64Array
-from packing.core.units import Units
 from packing.core.validation import OverflowPolicy, as_lengths, check_integer
 from packing.errors import PackingError, SampleError, SettingError
 from packing.planning.plans import Piece

@@ -13,8 +13,8 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.core.arrays import offsets_of, row_of
+from packing.core.pairs_groups import Units
 from packing.core.thd import padded_lengths
-from packing.core.units import Units
 from packing.core.validation import OverflowPolicy, as_lengths
 from packing.errors import SettingError
 from packing.planning.plans import Piece, plan
@@ -242,8 +242,8 @@ def build_schedule(
        slowest rank's cost for these blocks. Otherwise blocks are dealt in a random order (the baseline).
        Steps, and ranks within a step, are then shuffled.
 
-    With ``units`` (the samples' pairs and groups, ``packing.core.units.Units``, whose laid-out lengths are
-    ``lengths``), a unit's cost is its documents' (:meth:`~packing.core.units.Units.costs`: with a shared prompt
+    With ``units`` (the samples' pairs and groups, ``packing.core.pairs_groups.Units``, whose laid-out lengths are
+    ``lengths``), a unit's cost is its documents' (:meth:`~packing.core.pairs_groups.Units.costs`: with a shared prompt
     ``prompt² + Σ (2·prompt·c + c²)``-shaped attention), not that of one document of its length.
 
     O(n + the strategy's cost + blocks log blocks).
@@ -263,12 +263,12 @@ def build_schedule(
     rng = np.random.default_rng([chosen.seed or 0, epoch])
     order = rng.permutation(len(sizes)) if shuffle else np.arange(len(sizes))
     random_order = "seed" in STRATEGIES[chosen.strategy].options
-    layout = plan(sizes[order], recipe=Recipe.of(chosen, seed=int(rng.integers(2**31))) if random_order else chosen)
-    docs = order[layout.piece_sequence.astype(np.int64)]
+    blocks = plan(sizes[order], recipe=Recipe.of(chosen, seed=int(rng.integers(2**31))) if random_order else chosen)
+    docs = order[blocks.piece_sequence.astype(np.int64)]
     planned = Entries(
         docs,
-        layout.piece_start.astype(np.int64),
-        layout.piece_length.astype(np.int64),
+        blocks.piece_start.astype(np.int64),
+        blocks.piece_length.astype(np.int64),
         (sizes[docs] > capacity) & (chosen.overflow == "split"),
     )
     if len(docs) == 0:  # an epoch that trains nothing is a mistake; a resumed remainder may be anything
@@ -280,10 +280,10 @@ def build_schedule(
     nothing = np.zeros(len(empties), dtype=np.int64)
     return _deal(
         planned,
-        layout.piece_block(),
-        layout.num_blocks,
+        blocks.piece_block(),
+        blocks.num_blocks,
         Entries(empties, nothing, nothing, np.zeros(len(empties), dtype=bool)),
-        layout.stats,
+        blocks.stats,
         num_replicas,
         rng,
         shuffle=shuffle,
@@ -330,13 +330,13 @@ def resume_schedule(
         real = rng.permutation(real)
     random_order = "seed" in STRATEGIES[recipe.strategy].options
     chosen = Recipe.of(recipe, seed=int(rng.integers(2**31))) if random_order else recipe
-    layout = plan(left.lengths[real], recipe=chosen)  # every entry fits a block: one piece each, in plan order
-    planned = left.take(real[layout.piece_sequence.astype(np.int64)])
+    blocks = plan(left.lengths[real], recipe=chosen)  # every entry fits a block: one piece each, in plan order
+    planned = left.take(real[blocks.piece_sequence.astype(np.int64)])
     empties = np.flatnonzero(left.lengths == 0)
     return _deal(
         planned,
-        layout.piece_block(),
-        layout.num_blocks,
+        blocks.piece_block(),
+        blocks.num_blocks,
         left.take(rng.permutation(empties) if shuffle else empties),
         previous.stats,
         num_replicas,

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import packing
 from packing import SettingError
 from packing.batches.packed import lazy_units
-from packing.core.units import UNIT_COLUMNS
+from packing.core.pairs_groups import UNIT_COLUMNS
 from packing.errors import UnitTooLong
 from tests.helpers.units import completions_of, random_units
 

@@ -74,7 +74,7 @@ def test_compare_runs_every_strategy_trls_windows_and_the_optimum_within_the_pag
     optimal = by_label["optimal"]
     assert optimal.stats is not None and optimal.stats.num_blocks == 30  # two 3-token sequences per block of 8
     assert optimal.gap == 0 and by_label["none"].stats is not None and by_label["none"].stats.num_blocks == 60
-    assert all(row.layout is None for row in rows)  # the cache keeps statistics, not plans
+    assert all(row.plan is None for row in rows)  # the cache keeps statistics, not plans
     assert set(costs) == set(labels)
     # beside the others, a search searches for the page's time, whatever the chosen strategy's options
     chosen = packing.Recipe(8, strategy="first_fit_shuffle", seed=3)
@@ -92,7 +92,7 @@ def test_the_cache_keeps_each_result_under_the_part_of_the_recipe_it_depends_on(
     assert cache.compare(source, chosen) is cache.compare(source, other)  # every strategy runs anyway
     assert cache.bounds(source, chosen) is cache.bounds(source, other)
     assert cache.plan(source, packing.Recipe(8, pad_token_id=7)) is cache.plan(source, chosen)  # padding: no replan
-    assert cache.plan(source, other).layout is not cache.plan(source, chosen).layout
+    assert cache.plan(source, other).plan is not cache.plan(source, chosen).plan
     padded = cache.window(source, packing.Recipe(8, pad_token_id=7), 0, 1).batch
     assert padded.input_ids[0].tolist() == [1, 2, 3, 4, 5, 6, 7, 7]  # the window is padded with the recipe's id
     assert cache.window(source, chosen, 0, 1).batch.input_ids[0].tolist() == [1, 2, 3, 4, 5, 6, 0, 0]
@@ -102,7 +102,7 @@ def test_the_cache_keeps_each_result_under_the_part_of_the_recipe_it_depends_on(
 
 def test_a_refusal_is_kept_with_its_fields(optimal_refuses: None) -> None:
     run = compute.run_strategy(np.full(60, 3), packing.Recipe(8, strategy="optimal"))
-    assert run.layout is None and isinstance(run.error, packing.errors.TooManyDocuments)
+    assert run.plan is None and isinstance(run.error, packing.errors.TooManyDocuments)
     assert (run.error.limit, run.error.count) == (40, 60) and "40" in run.refusal
 
 
@@ -169,4 +169,4 @@ def test_the_pages_own_plan_is_planned_once(monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setattr(packing, "plan", counted)
     run = compute.run_strategy(np.array([3, 5, 2]), packing.Recipe(8, strategy="ffd"))
-    assert len(calls) == 1 and run.layout is not None and run.seconds >= 0
+    assert len(calls) == 1 and run.plan is not None and run.seconds >= 0

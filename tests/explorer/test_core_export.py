@@ -31,8 +31,8 @@ def test_jsonl_and_parquet_hold_the_packed_blocks() -> None:
     assert table.column("loss_mask").to_pylist() == [[1, 1, 0, 1], [1, 1, 0, 0]]
 
 
-def test_layout_csv() -> None:
-    text = export.layout_csv(packing.plan([2, 3, 1], 4, strategy="split")).decode()
+def test_plan_csv() -> None:
+    text = export.plan_csv(packing.plan([2, 3, 1], 4, strategy="split")).decode()
     assert text.splitlines() == [
         "block,position,sequence,start,length",
         "1,0,1,0,2",
@@ -66,7 +66,7 @@ def test_snippet_reproduces_synthetic_lengths() -> None:
     code = export.snippet(export.DataOrigin(synthetic=(500, "bimodal", 4, 1024)), packing.Recipe(1024), tokens=False)
     namespace, _ = _run(code)
     expected = packing.plan(synthetic_lengths(500, "bimodal", 4, 1024), 1024, strategy="bfd")
-    assert namespace["layout"].num_blocks == expected.num_blocks  # type: ignore[attr-defined]
+    assert namespace["plan"].num_blocks == expected.num_blocks  # type: ignore[attr-defined]
 
 
 def test_snippet_for_workloads_and_uploads() -> None:
@@ -145,4 +145,4 @@ def test_the_snippet_passes_the_strategys_own_options_as_the_page_plans() -> Non
     namespace, _ = _run(code)
     assert "max_sequences_per_block=2" in code
     expected = packing.plan(synthetic_lengths(50, "uniform", 1, 8), recipe=capped)
-    assert namespace["layout"].num_blocks == expected.num_blocks  # type: ignore[attr-defined]
+    assert namespace["plan"].num_blocks == expected.num_blocks  # type: ignore[attr-defined]

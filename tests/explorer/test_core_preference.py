@@ -68,8 +68,8 @@ def test_the_plan_of_units_is_packs() -> None:
         packed = packing.pack(rows, recipe=recipe)
         assert run.row.stats == packed.stats and run.row.stats.units is not None
         assert run.row.stats.tokens_truncated == packed.stats.tokens_truncated > 0  # the chosen was cut
-        assert run.row.layout is not None and run.samples is not None
-        shown = window(run.row.layout, run.samples, 0, run.row.layout.num_blocks, 0).batch
+        assert run.row.plan is not None and run.samples is not None
+        shown = window(run.row.plan, run.samples, 0, run.row.plan.num_blocks, 0).batch
         assert np.array_equal(shown.input_ids, packed.input_ids)
         assert np.array_equal(shown.completion_ids, packed.completion_ids)
         assert all(np.array_equal(shown.attention_mask(b), packed.attention_mask(b)) for b in range(packed.num_blocks))
@@ -79,7 +79,7 @@ def test_a_recipe_that_cuts_units_is_the_librarys_refusal() -> None:
     run = preference.run_units(
         packing.read_rows([{"prompt": [1], "chosen": [2], "rejected": [3]}]), packing.Recipe(4, overflow="split")
     )
-    assert run.row.layout is None and run.samples is None and isinstance(run.row.error, packing.SettingError)
+    assert run.row.plan is None and run.samples is None and isinstance(run.row.error, packing.SettingError)
     assert run.row.refusal.startswith("overflow: expected another value with preference pairs")
 
 

@@ -116,7 +116,7 @@ def test_the_classic_example_counts_as_the_library_under_every_strategy(strategy
 
 
 def test_under_split_the_token_that_starts_a_block_is_not_a_training_target() -> None:
-    """The classic answer's layout: token 5 starts block 2, so its label is -100 and documents #1 and #2 have one
+    """The classic answer's plan: token 5 starts block 2, so its label is -100 and documents #1 and #2 have one
     training target each; the Loss weights tab gives each 0.5 under a token mean, as ``loss_weights`` does."""
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params.update({"sequences": "[[1,2],[3,4,5],[6]]", "max_seq_length": "4", "strategy": "split"})

@@ -41,7 +41,7 @@ def test_the_page_plans_a_long_search_in_the_long_lane_within_its_deadline() -> 
     assert compute.search_lane(compute.capped(asked)) == "long"
     assert compute.search_deadline(compute.capped(asked)) <= compute.MAX_TIME_LIMIT + 30
     run = cache.plan(Synthetic(50, "uniform", 1, 32), asked)
-    assert run.layout is not None
+    assert run.plan is not None
 
 
 HOSTILE = {

@@ -59,10 +59,10 @@ def test_a_search_runs_in_another_process_and_answers_as_the_server_would(one_wo
         (r.label, r.stats, r.bound, r.refusal) for r in here
     ]
     assert costs == here_costs
-    assert all(row.layout is None for row in far)
+    assert all(row.plan is None for row in far)
     run = workers.run(compute.run_strategy, hard, packing.Recipe(100, strategy="optimal", time_limit=5))
-    assert run.layout is not None and run.layout.num_blocks == 26
-    assert np.array_equal(run.layout.piece_block(), packing.plan(hard, 100, strategy="optimal").piece_block())
+    assert run.plan is not None and run.plan.num_blocks == 26
+    assert np.array_equal(run.plan.piece_block(), packing.plan(hard, 100, strategy="optimal").piece_block())
 
 
 @pytest.mark.slow

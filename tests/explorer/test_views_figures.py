@@ -130,9 +130,9 @@ def test_compare_figures_are_small_horizontal_bars_and_the_baseline_runs_off_the
 
     lengths = np.array([1, 2, 3] * 20)
     runs = compare(lengths, 6)
-    costs = {r.label: packing.compute_cost(r.layout) for r in runs if r.layout is not None}
+    costs = {r.label: packing.compute_cost(r.plan) for r in runs if r.plan is not None}
     charts = figures.compare_figures(tables.compare_table(runs, costs), 30)
-    ran = [tables.short_label(r) for r in runs if r.layout is not None]
+    ran = [tables.short_label(r) for r in runs if r.plan is not None]
     blocks = charts[0].data[0]
     assert (
         list(blocks.y)

@@ -59,9 +59,9 @@ def test_blocks_table() -> None:
 def _rows(lengths: object, max_seq_length: int) -> tuple[list[Row], dict[str, packing.ComputeCost]]:
     """``packing.compare``'s rows with optimal's replaced by a refusal (as a strategy with a size limit gives)."""
     rows = compare(lengths, max_seq_length)  # type: ignore[arg-type]
-    costs = {r.label: packing.compute_cost(r.layout) for r in rows if r.layout is not None}
+    costs = {r.label: packing.compute_cost(r.plan) for r in rows if r.plan is not None}
     return [
-        replace(r, stats=None, layout=None, refusal="expected at most 40 documents, got 50")
+        replace(r, stats=None, plan=None, refusal="expected at most 40 documents, got 50")
         if r.label == "optimal"
         else r
         for r in rows
@@ -108,7 +108,7 @@ def test_compare_display_keeps_the_strategies_that_ran_in_percent_and_whole_numb
 def test_compare_counts_attention_past_32_bits() -> None:
     lengths = np.full(1_000, 50_000)  # squared lengths sum to 2.5e12
     rows = compare(lengths, 65_536)
-    costs = {r.label: packing.compute_cost(r.layout) for r in rows if r.layout is not None}
+    costs = {r.label: packing.compute_cost(r.plan) for r in rows if r.plan is not None}
     frame = tables.compare_table(rows, costs).set_index("strategy")
     assert frame.at["bfd", "attention (document-masked)"] == 1_000 * 50_000**2
 

@@ -24,7 +24,7 @@ import packing.streaming
 import packing.torch as pt
 from packing.batches.schema import UNIT_GRID
 from packing.cli import main
-from packing.core.units import UNIT_COLUMNS
+from packing.core.pairs_groups import UNIT_COLUMNS
 from packing.errors import SettingError, TokensLost
 from tests.helpers.units import completions_of, random_units
 

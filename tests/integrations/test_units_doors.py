@@ -13,7 +13,7 @@ import pytest
 import packing
 import packing.hf
 from packing.cli import main
-from packing.core.units import UNIT_COLUMNS
+from packing.core.pairs_groups import UNIT_COLUMNS
 from tests.helpers.units import random_units
 
 LENGTH = 64

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import packing
 from packing.cli import main
-from packing.errors import DatasetError
+from packing.errors import DatasetError, SettingError
 from packing.layouts.audit import FINDING_DESCRIPTIONS, FINDING_FIXES, FINDING_KINDS, audit, read_packed
 from packing.layouts.export import export
 
@@ -51,7 +51,7 @@ def test_trl_bfd_is_recognised_and_clean(trl_source: Any) -> None:
     ids, dataset = trl_source
     packed = _trl_pack(dataset, 64, "bfd")
     report = audit(packed, max_seq_length=64)
-    assert report.format == "trl"
+    assert report.layout == "trl"
     assert report.findings == ()
     assert report.num_blocks == len(packed)
     assert report.num_documents == len(ids)  # nothing longer than 64: no truncation
@@ -81,7 +81,7 @@ def test_trl_wrapped_has_no_document_boundaries(trl_source: Any) -> None:
     ids, dataset = trl_source
     packed = _trl_pack(dataset, 64, "wrapped")
     report = audit(packed)
-    assert report.format == "trl"
+    assert report.layout == "trl"
     assert report.num_documents is None
     assert report.counts() == {"no_document_boundaries": len(packed)}
     assert report.tokens == sum(map(len, ids))
@@ -97,7 +97,7 @@ def test_cli_audits_trl_files(trl_source: Any, tmp_path: Path, capsys: pytest.Ca
     capsys.readouterr()
     assert main(["audit", str(wrapped), "--max-seq-length", "64", "--strict"]) == 1
     out = capsys.readouterr().out
-    assert "format          trl (wrapped: no document boundaries)" in out
+    assert "layout          trl (wrapped: no document boundaries)" in out
     assert f"tokens          {sum(map(len, ids)):,}" in out
     assert "no_document_boundaries" in out
     assert main(["audit", str(bfd), "--max-seq-length", "64", "--strict"]) == 0
@@ -146,7 +146,7 @@ def test_flattening_collator_output_is_clean() -> None:
     ids = _random_ids(1, 12, 30)
     batch = _flatten([{"input_ids": row} for row in ids])
     report = audit(batch)
-    assert report.format == "flattening"
+    assert report.layout == "flattening"
     assert report.findings == ()
     assert report.num_blocks == 1
     assert report.num_documents == len(ids)
@@ -160,8 +160,8 @@ def test_flattening_with_flash_attention_kwargs_is_clean() -> None:
     )
     assert "cu_seq_lens_q" in batch and "seq_idx" in batch
     report = audit(batch)
-    assert (report.format, report.findings, report.num_documents) == ("flattening", (), len(ids))
-    assert report.layout.variant == "cu_seq_lens"
+    assert (report.layout, report.findings, report.num_documents) == ("flattening", (), len(ids))
+    assert report.packed.variant == "cu_seq_lens"
 
 
 def test_flattening_planted_defects() -> None:
@@ -222,7 +222,7 @@ def test_torchtune_layout_clean() -> None:
     ]
     table = pa.Table.from_pylist(packs)
     report = audit(table)
-    assert report.format == "torchtune"
+    assert report.layout == "torchtune"
     assert report.findings == ()
     assert (report.num_blocks, report.num_documents, report.tokens, report.padding_tokens) == (3, 4, 13, 5)
     assert [d.tolist() for d in read_packed(table).documents()] == [[5, 6, 7], [8, 9], [1, 2, 3, 4, 5, 6], [3, 4]]
@@ -266,7 +266,7 @@ def test_megatron_layout_clean() -> None:
     rows = [_megatron_row([([1, 2, 3, 4], 2), ([5, 6, 7], 1)]), _megatron_row([([8, 9, 10, 11, 12], 3)])]
     table = pa.Table.from_pylist(rows)
     report = audit(table, max_seq_length=5)
-    assert report.format == "megatron"
+    assert report.layout == "megatron"
     assert report.findings == ()
     assert (report.num_blocks, report.num_documents, report.tokens) == (2, 3, 12)
     # each document counts length - 1 positions against the pack size: (3 + 2) / 5 and 4 / 5
@@ -321,7 +321,7 @@ LF_DOCS = [[([1, 2, 3, 4], 2), ([5, 6, 7], 1)], [([8, 9, 10, 11, 12], 1)], [([2,
 def test_neat_packing_clean() -> None:
     table = pa.Table.from_pylist([_llamafactory_row(docs, 9, neat=True) for docs in LF_DOCS])
     report = audit(table)
-    assert report.format == "segment_ids" and report.layout.variant == "document numbers"
+    assert report.layout == "segment_ids" and report.packed.variant == "document numbers"
     assert report.findings == ()
     assert (report.num_documents, report.tokens, report.padding_tokens) == (6, 18, 12)
 
@@ -329,7 +329,7 @@ def test_neat_packing_clean() -> None:
 def test_plain_packing_all_ones_mask() -> None:
     table = pa.Table.from_pylist([_llamafactory_row(docs, 9, neat=False) for docs in LF_DOCS])
     report = audit(table)
-    assert report.format == "segment_ids"
+    assert report.layout == "segment_ids"
     assert (report.num_documents, report.padding_tokens) == (6, 12)
     # the two blocks with several documents let them see each other
     assert report.counts() == {"all_ones_attention_mask": 2}
@@ -525,7 +525,7 @@ def test_files_and_errors(tmp_path: Path) -> None:
     jsonl.write_text("".join(json.dumps(row) + "\n" for row in table.to_pylist()))
     for path in (parquet, jsonl, str(parquet)):
         report = audit(path)
-        assert (report.format, report.num_documents, report.findings) == ("packing", 3, ())
+        assert (report.layout, report.num_documents, report.findings) == ("packing", 3, ())
     with pytest.raises(DatasetError, match="no such file"):
         audit(tmp_path / "missing.parquet")
     (tmp_path / "bad.parquet").write_text("not parquet")
@@ -537,8 +537,8 @@ def test_files_and_errors(tmp_path: Path) -> None:
         audit(pa.table({"input_ids": [[1], [2, 3]], "labels": [[1], [2]], "position_ids": [[0], [0, 1]]}))
     with pytest.raises(ValueError, match="max_seq_length"):
         audit(table, max_seq_length=0)
-    with pytest.raises(ValueError, match="format"):
-        audit(table, format="keras")
+    with pytest.raises(SettingError, match=r"^layout: expected one of packing, trl"):
+        audit(table, layout="keras")
 
 
 def test_cli_audit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -547,7 +547,7 @@ def test_cli_audit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pq.write_table(export(batch, "segment_ids"), clean)
     assert main(["audit", str(clean), "--strict"]) == 0
     out = capsys.readouterr().out
-    assert "format          segment_ids (document numbers)" in out and "findings: none" in out
+    assert "layout          segment_ids (document numbers)" in out and "findings: none" in out
     leaky = tmp_path / "leaky.parquet"
     pq.write_table(export(batch, "trl").drop_columns(["seq_lengths"]), leaky)
     assert main(["audit", str(leaky), "--max-seq-length", "4"]) == 0
@@ -556,7 +556,7 @@ def test_cli_audit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "no_document_boundaries" in out and "documents       unknown (no boundaries)" in out
     assert main(["audit", str(leaky), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert (summary["format"], summary["num_documents"], summary["findings"][0]["kind"]) == (
+    assert (summary["layout"], summary["num_documents"], summary["findings"][0]["kind"]) == (
         "trl",
         None,
         "no_document_boundaries",
@@ -581,7 +581,7 @@ def test_cli_pack_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
                 "16",
                 "--strategy",
                 "bfd",
-                "--format",
+                "--layout",
                 layout,
                 "-o",
                 str(output),
@@ -590,8 +590,8 @@ def test_cli_pack_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         )
         assert code == 0
         report = audit(output, max_seq_length=16)
-        assert (report.format, report.findings, report.num_documents) == (layout, (), len(rows))
-        assert Counter(tuple(d.tolist()) for d in report.layout.documents()) == Counter(map(tuple, rows))
+        assert (report.layout, report.findings, report.num_documents) == (layout, (), len(rows))
+        assert Counter(tuple(d.tolist()) for d in report.packed.documents()) == Counter(map(tuple, rows))
     capsys.readouterr()
     assert (
         main(
@@ -602,7 +602,7 @@ def test_cli_pack_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
                 "16",
                 "--strategy",
                 "bfd",
-                "--format",
+                "--layout",
                 "keras",
                 "-o",
                 str(tmp_path / "x.parquet"),
@@ -618,7 +618,7 @@ def test_uploads_as_bytes_or_file_objects(tmp_path: Path) -> None:
     pq.write_table(export(batch, "megatron"), target)
     data = target.read_bytes()
     report = audit(data, name="upload.parquet")
-    assert (report.source, report.format, report.num_documents, report.findings) == (
+    assert (report.source, report.layout, report.num_documents, report.findings) == (
         "upload.parquet",
         "megatron",
         3,
@@ -627,7 +627,7 @@ def test_uploads_as_bytes_or_file_objects(tmp_path: Path) -> None:
     with open(target, "rb") as handle:
         assert audit(handle).source == str(target)
     lines = "".join(json.dumps(row) + "\n" for row in export(batch, "flattening").to_pylist()).encode()
-    assert audit(lines, name="rows.jsonl").format == "flattening"
+    assert audit(lines, name="rows.jsonl").layout == "flattening"
     with pytest.raises(
         DatasetError,
         match=r"^upload\.bin: cannot tell the format from the file name; expected a \.jsonl, \.json, \.csv, \.parquet or \.arrow file$",
@@ -649,7 +649,7 @@ def test_arrow_files_and_streams(tmp_path: Path) -> None:
         writer.write_table(table)
     for path in (ipc_file, stream):
         report = audit(path)
-        assert (report.format, report.num_documents, report.findings) == ("segment_ids", 3, ())
+        assert (report.layout, report.num_documents, report.findings) == ("segment_ids", 3, ())
     (tmp_path / "bad.arrow").write_bytes(b"nope")
     with pytest.raises(DatasetError, match=r"bad\.arrow: not a readable Arrow file"):
         audit(tmp_path / "bad.arrow")
@@ -665,7 +665,7 @@ def test_this_projects_datasets_adapter_and_an_empty_table() -> None:
         pack_batch, batched=True, batch_size=2, remove_columns=source.column_names, fn_kwargs={"max_seq_length": 5}
     )
     for report in (whole, audit(shards.with_format("torch"))):
-        assert (report.format, report.num_documents, report.tokens, report.findings) == ("packing", 4, 10, ())
+        assert (report.layout, report.num_documents, report.tokens, report.findings) == ("packing", 4, 10, ())
     empty = audit(
         pa.table({"input_ids": pa.array([], pa.list_(pa.int64())), "seq_lengths": pa.array([], pa.list_(pa.int32()))})
     )
@@ -697,7 +697,7 @@ def test_arbitrary_values_give_a_report_or_a_dataset_error(layout: str, data: st
         columns[name] = [data.draw(st.lists(values, max_size=4)) for _ in lengths]
     table = pa.table({name: pa.array(rows, pa.list_(pa.int64())) for name, rows in columns.items()})
     try:
-        report = audit(table, format=layout)
+        report = audit(table, layout=layout)
     except packing.PackingError:
         return
     assert report.num_blocks == blocks

@@ -80,7 +80,7 @@ def _numbered_blocks(draw: st.DrawFn) -> tuple[list[list[tuple[int, int]]], int]
 def test_a_segment_number_given_twice_in_a_block_is_a_leak(case: tuple[list[list[tuple[int, int]]], int]) -> None:
     blocks, width = case
     report = audit(_segment_table(blocks, width))
-    assert report.format == "segment_ids"
+    assert report.layout == "segment_ids"
     expected = _reused_cells(blocks, width)
     found = report.finding("segment_id_reused")
     if not expected:
@@ -133,10 +133,10 @@ def test_rows_without_boundaries_are_blocks_of_one_length_or_refused(lengths: li
     if too_long or ragged:
         with pytest.raises(DatasetError, match=r"^rows\.jsonl: .*nothing marks documents; samples, not packed\?"):
             audit(io.BytesIO(data), max_seq_length=capacity, name="rows.jsonl")
-        forced = audit(io.BytesIO(data), max_seq_length=capacity, name="rows.jsonl", format="trl")
+        forced = audit(io.BytesIO(data), max_seq_length=capacity, name="rows.jsonl", layout="trl")
     else:
         forced = audit(io.BytesIO(data), max_seq_length=capacity, name="rows.jsonl")
-        assert forced.format == "trl"
+        assert forced.layout == "trl"
     assert float(forced.block_fill.max(initial=0)) <= 1.0 and forced.efficiency <= 1.0
     over = sum(n > (capacity or longest) for n in lengths)
     assert forced.counts().get("block_too_long", 0) == over
@@ -151,7 +151,7 @@ def test_a_file_of_samples_longer_than_the_blocks_at_every_door(
     path.write_bytes(_samples_jsonl(lengths))
     expected = (
         f"{path}: not packed blocks of 355 positions: {sum(n > 355 for n in lengths)} of 40 rows hold more (up to "
-        f"{max(lengths):,} tokens), and nothing marks documents; samples, not packed? (the format 'trl' reads the rows "
+        f"{max(lengths):,} tokens), and nothing marks documents; samples, not packed? (layout='trl' reads the rows "
         "as blocks anyway)"
     )
     with pytest.raises(DatasetError) as caught:
@@ -163,7 +163,7 @@ def test_a_file_of_samples_longer_than_the_blocks_at_every_door(
     assert "cannot tell how these rows are packed: they are of" in capsys.readouterr().err
     with pytest.raises(DatasetError, match=r"^samples\.jsonl: cannot tell how these rows are packed"):
         inspect_view.load_report(path.read_bytes(), "samples.jsonl")
-    assert main(["audit", str(path), "--max-seq-length", "355", "--format", "trl"]) == 0
+    assert main(["audit", str(path), "--max-seq-length", "355", "--layout", "trl"]) == 0
     out = capsys.readouterr().out
     assert "max 100.00 %" in out and "block_too_long" in out
 

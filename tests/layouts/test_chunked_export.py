@@ -87,8 +87,8 @@ def test_written_files_hold_the_whole_export(tmp_path: Path, case: tuple[LazyBat
     lazy, order, layout, mode, chunk_tokens = case
     whole = export(lazy.fill(), layout, order, mode)
     parquet, lines = tmp_path / "chunked.parquet", tmp_path / "chunked.jsonl"
-    write_parquet(lazy, parquet, order, chunk_tokens=chunk_tokens, format=layout, loss_weights=mode)
-    write_jsonl(lazy, lines, order, chunk_tokens=chunk_tokens, format=layout, loss_weights=mode)
+    write_parquet(lazy, parquet, order, chunk_tokens=chunk_tokens, layout=layout, loss_weights=mode)
+    write_jsonl(lazy, lines, order, chunk_tokens=chunk_tokens, layout=layout, loss_weights=mode)
     written = pq.read_table(parquet)
     assert written.schema == whole.schema
     assert written.equals(whole)
@@ -105,7 +105,7 @@ def test_whole_tables_go_through_the_same_writers(tmp_path: Path) -> None:
     for layout in LAYOUTS:
         table = export(lazy.fill(), layout, loss_weights="sqrt")
         write_table(table, tmp_path / "t.jsonl")
-        write_jsonl(lazy, tmp_path / "c.jsonl", format=layout, loss_weights="sqrt", chunk_tokens=4)
+        write_jsonl(lazy, tmp_path / "c.jsonl", layout=layout, loss_weights="sqrt", chunk_tokens=4)
         assert (tmp_path / "t.jsonl").read_bytes() == (tmp_path / "c.jsonl").read_bytes()
         assert (tmp_path / "t.jsonl").read_text() == reference_lines(table)
 
@@ -114,7 +114,7 @@ def test_no_block_writes_the_columns(tmp_path: Path) -> None:
     lazy = LazyBatch.of(plan([5], 4, strategy="ffd", overflow="drop"), read_rows([[1, 2, 3, 4, 5]]))
     assert lazy.num_blocks == 0
     for layout in LAYOUTS:
-        write_parquet(lazy, tmp_path / "empty.parquet", format=layout, loss_weights="token")
+        write_parquet(lazy, tmp_path / "empty.parquet", layout=layout, loss_weights="token")
         assert (
             pq.read_table(tmp_path / "empty.parquet").schema == export(lazy.fill(), layout, loss_weights="token").schema
         )
@@ -128,7 +128,7 @@ def test_cli_npy_is_the_whole_export_and_says_it_is_whole(
     source.write_text("".join(json.dumps(row) + "\n" for row in [[1, 2, 3], [4, 5], [6], [7, 8, 9, 10, 11]]))
     target = tmp_path / "packed.npy"
     extra = ["--loss-weights", mode] if mode else []
-    argv = ["pack", str(source), "--max-seq-length", "4", "--format", "megatron", "-o", str(target), "--no-shuffle"]
+    argv = ["pack", str(source), "--max-seq-length", "4", "--layout", "megatron", "-o", str(target), "--no-shuffle"]
     assert main([*argv, "--strategy", "split", *extra]) == 0
     err = capsys.readouterr().err
     assert err.splitlines() == [

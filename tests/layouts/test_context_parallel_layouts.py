@@ -30,12 +30,12 @@ def test_a_thd_batch_audits_clean_with_its_documents_and_padding(docs: list[list
     rows = [{"prompt": d[:1], "completion": d[1:]} if prompts and len(d) > 1 else d for d in docs]
     batch = collate(rows, context_parallel_size=cp, loss_weights="token")
     report = packing.audit(batch)
-    assert report.format == "flattening" and report.layout.variant.startswith("THD")
+    assert report.layout == "flattening" and report.packed.variant.startswith("THD")
     assert report.clean, report.describe()
     assert report.num_documents == len(docs)
     assert report.tokens == sum(map(len, docs))
     assert report.padding_tokens == batch["input_ids"].shape[1] - sum(map(len, docs))
-    assert [d.tolist() for d in report.layout.documents()] == docs
+    assert [d.tolist() for d in report.packed.documents()] == docs
 
 
 def test_boundary_lists_mixed_up_are_found() -> None:
@@ -78,10 +78,10 @@ def test_the_nemo_export_pads_for_context_parallelism_and_records_it(tmp_path: P
             assert sum(mask[s : s + real - 1]) == real - 1  # every real position trained (loss on all)
     assert sorted(found) == sorted(rows)
     target = tmp_path / "packed.idx.parquet"
-    write_parquet(batch, target, format="megatron")
+    write_parquet(batch, target, layout="megatron")
     assert pq.read_table(target).schema.metadata[PARALLEL_METADATA] == table.schema.metadata[PARALLEL_METADATA]
     report = packing.audit(target)
-    assert report.clean and "pad_seq_to_mult 8" in report.layout.variant and report.num_documents == len(rows)
+    assert report.clean and "pad_seq_to_mult 8" in report.packed.variant and report.num_documents == len(rows)
     uneven = pa.table({"input_ids": [[1, 2, 3, 0, 0, 0]], "seq_start_id": [[0]], "loss_mask": [[1, 1, 0, 0, 0, 0]]})
     uneven = uneven.replace_schema_metadata(table.schema.metadata)
     assert packing.audit(uneven).counts() == {"inconsistent_boundaries": 1}  # 5 positions: not a multiple of 8

@@ -15,9 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
+from packing.cli import main
+from packing.errors import SettingError
 from packing.layouts import LAYOUTS
 from packing.layouts.audit import audit, read_packed
-from packing.layouts.export import export, write_table
+from packing.layouts.export import export, export_chunks, write_jsonl, write_parquet, write_table
+from packing.torch import PackedDataset
 
 
 def _documents(batch: packing.PackedBatch) -> list[tuple[list[int], list[bool]]]:
@@ -63,7 +66,7 @@ def test_every_export_round_trips_through_audit(batch: packing.PackedBatch, layo
     hypothesis.assume(any(len(batch.seq_lengths(b)) > 1 for b in range(batch.num_blocks)))
     table = export(batch, layout)
     report = audit(table, max_seq_length=batch.max_seq_length)
-    assert report.format == layout
+    assert report.layout == layout
     assert report.findings == ()
     assert report.num_blocks == batch.num_blocks
     expected = _documents(batch)
@@ -145,7 +148,7 @@ def test_trl_export_through_trl_padding_free_collator() -> None:
     assert out["labels"][0].tolist() == batch.labels[real].tolist()
     # the collator's own output (flattened, with cu_seq_lens and seq_idx) audits clean as well
     report = audit(dict(out))
-    assert (report.format, report.layout.variant, report.findings) == ("flattening", "cu_seq_lens", ())
+    assert (report.layout, report.packed.variant, report.findings) == ("flattening", "cu_seq_lens", ())
     assert report.num_documents == sum(len(batch.seq_lengths(b)) for b in range(batch.num_blocks))
 
 
@@ -189,8 +192,56 @@ def test_write_table(tmp_path: Path, suffix: str) -> None:
     assert sorted(path.name for path in tmp_path.iterdir()) == [f"blocks{suffix}"]
 
 
-def test_unknown_format() -> None:
-    with pytest.raises(ValueError, match="expected one of packing, trl"):
+def test_unknown_layout() -> None:
+    with pytest.raises(SettingError, match=r"^layout: expected one of packing, trl"):
         export(packing.pack([[1]], 2), "axolotl")
     assert isinstance(export(packing.pack([[1]], 2), "trl"), pa.Table)
     assert np.array_equal(read_packed(export(packing.pack([[1, 2]], 2), "megatron")).input_ids, [1, 2])
+
+
+FORMAT_REFUSED = r"^format: expected layout= \(format names a file's format, layout a framework's columns\), got 'trl'"
+
+
+@pytest.mark.parametrize("door", ["export", "export_chunks", "write_parquet", "write_jsonl", "audit", "read_packed"])
+def test_format_where_a_layout_is_meant_is_answered_with_layout(tmp_path: Path, door: str) -> None:
+    batch = packing.pack([[1, 2], [3]], 4)
+    calls = {
+        "export": lambda: export(batch, format="trl"),
+        "export_chunks": lambda: next(export_chunks(batch, format="trl")),
+        "write_parquet": lambda: write_parquet(batch, tmp_path / "b.parquet", format="trl"),
+        "write_jsonl": lambda: write_jsonl(batch, tmp_path / "b.jsonl", format="trl"),
+        "audit": lambda: audit(export(batch, "trl"), format="trl"),
+        "read_packed": lambda: read_packed(export(batch, "trl"), format="trl"),
+    }
+    with pytest.raises(SettingError, match=FORMAT_REFUSED):
+        calls[door]()
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_packed_dataset_answers_format_with_layout() -> None:
+    table = export(packing.pack([[1, 2], [3]], 4), "trl")
+    with pytest.raises(SettingError, match=FORMAT_REFUSED):
+        PackedDataset(table, format="trl")
+    assert PackedDataset(table, layout="trl").report.layout == "trl"
+
+
+@pytest.mark.parametrize("command", ["pack", "audit"])
+def test_the_format_flag_is_answered_with_layout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    source = tmp_path / "rows.jsonl"
+    source.write_text("[1, 2]\n[3]\n")
+    output = ["-o", str(tmp_path / "b.parquet"), "--max-seq-length", "4"] if command == "pack" else []
+    assert main([command, str(source), *output, "--format", "trl"]) == 2
+    error = capsys.readouterr().err
+    assert "unrecognized option --format: expected --layout" in error and error.count("\n") == 1
+
+
+def test_every_layout_is_registered_once_with_its_module() -> None:
+    import packing.layouts as layouts
+
+    recognised = [module.NAME for module in layouts._RECOGNISED_IN_ORDER]
+    assert sorted(recognised) == sorted(LAYOUTS) and len(set(recognised)) == len(recognised)
+    for name, module in layouts.MODULES.items():
+        assert name == module.NAME and layouts.LAYOUT_TITLES[name] == module.TITLE
+        assert callable(module.read) and callable(module.write) and callable(module.weights_column)

@@ -88,7 +88,7 @@ def trl_packed() -> dict[str, Any]:
 def test_trl_bfd_named_clean_and_read(trl_packed: dict[str, Any], strategy: str) -> None:
     packed = trl_packed[strategy]
     report = audit(packed, max_seq_length=32)
-    assert (report.format, report.layout.variant, report.findings) == ("trl", "seq_lengths", ())
+    assert (report.layout, report.packed.variant, report.findings) == ("trl", "seq_lengths", ())
     data = PackedDataset(packed)
     assert data.report.findings == () and len(data) == len(packed)
     documents = sorted(_dataset_documents(data))
@@ -116,7 +116,7 @@ def test_trl_wrapped_with_labels_and_attention_mask_is_trl(trl_packed: dict[str,
     packed = trl_packed["wrapped"]
     assert {"labels", "attention_mask"} <= set(packed.column_names) and "position_ids" not in packed.column_names
     report = audit(packed)
-    assert (report.format, report.layout.variant) == ("trl", "wrapped: no document boundaries")
+    assert (report.layout, report.packed.variant) == ("trl", "wrapped: no document boundaries")
     assert report.counts() == {"no_document_boundaries": len(packed)}  # the one true finding, once per block
     data = PackedDataset(packed)
     assert len(data) == len(packed) and data[0]["seq_lengths"].tolist() == [32]
@@ -133,7 +133,7 @@ def test_flattening_collator_named_clean_planted_and_read(flash: bool, seq_idx: 
     collator = transformers.DataCollatorWithFlattening(return_flash_attn_kwargs=flash, return_seq_idx=seq_idx)
     batch = collator(features, return_tensors="np")
     report = audit(batch)
-    assert (report.format, report.findings, report.num_documents) == ("flattening", (), len(samples))
+    assert (report.layout, report.findings, report.num_documents) == ("flattening", (), len(samples))
     data = PackedDataset(batch)
     assert _dataset_documents(data) == [(t, [-100, *_trained(t, p)[1:]]) for t, p in samples]
     starts = np.cumsum([0] + [len(t) for t, _ in samples])[1:-1]
@@ -199,7 +199,7 @@ def test_torchtune_named_clean_and_read(split: bool) -> None:
     samples = [(t, _trained(t, p)) for t, p in _samples(3, 120, 20)]
     table = pa.Table.from_pylist(torchtune_packs(samples, 24, split_across_pack=split))
     report = audit(table)
-    assert (report.format, report.findings) == ("torchtune", ())
+    assert (report.layout, report.findings) == ("torchtune", ())
     assert report.tokens == sum(len(t) for t, _ in samples)
     data = PackedDataset(table)
     documents = _dataset_documents(data)
@@ -296,8 +296,8 @@ def test_nemo_npy_named_clean_planted_and_read(tmp_path: Path, nemo1: bool) -> N
     path = tmp_path / "packed.npy"
     np.save(path, rows)  # as NeMo saves its list of dicts
     report = audit(path, max_seq_length=64)
-    assert (report.format, report.findings, report.num_documents) == ("megatron", (), len(samples))
-    assert report.layout.variant == (
+    assert (report.layout, report.findings, report.num_documents) == ("megatron", (), len(samples))
+    assert report.packed.variant == (
         "NeMo 1 mask: answer_start_idx - 1" if nemo1 else "NeMo 2 mask: loss_mask rolled by one"
     )
     # the auditor's targets are exactly the labels NeMo's loader trains
@@ -332,7 +332,7 @@ def test_nemo_export_is_read_unchanged_by_nemos_loader(tmp_path: Path) -> None:
             start += length
     loaded = [pair for row in stored for pair in zip(*nemo_loader(row), strict=True)]
     assert loaded == expected
-    assert audit(path).findings == () and audit(path).format == "megatron"
+    assert audit(path).findings == () and audit(path).layout == "megatron"
 
 
 class _System:
@@ -387,7 +387,7 @@ def test_npy_masks_and_refusals(tmp_path: Path) -> None:
     # a Parquet file with NeMo's float masks is read as 0/1 too
     table = pa.table({"input_ids": [[5, 6, 7]], "seq_start_id": [[0]], "loss_mask": [[1.0, 0.0, 0.0]]})
     pq.write_table(table, tmp_path / "floats.parquet")
-    assert audit(tmp_path / "floats.parquet").layout.targets.tolist() == [False, True, False]
+    assert audit(tmp_path / "floats.parquet").packed.targets.tolist() == [False, True, False]
 
 
 # ---------------------------------------------------------------- every export, read back by PackedDataset
@@ -423,7 +423,7 @@ def test_packed_dataset_reads_every_export_as_the_batch(batch: packing.PackedBat
         # one document a block and nothing but position ids 0..T-1: cannot be told from documents run together
         assert data.report.counts() == {"no_document_boundaries": batch.num_blocks}
         return
-    assert data.report.format == layout and data.report.findings == () and len(data) == len(reference)
+    assert data.report.layout == layout and data.report.findings == () and len(data) == len(reference)
     for index in range(len(data)):
         ours, theirs = data[index], reference[index]
         used = int(theirs["seq_lengths"].sum())
@@ -491,10 +491,10 @@ def test_cli_packs_to_nemo_npy(tmp_path: Path) -> None:
     source = tmp_path / "data.jsonl"
     source.write_text('{"prompt": [1, 2], "completion": [3, 4]}\n{"prompt": [5], "completion": [6, 7, 8]}\n')
     target = tmp_path / "packed.npy"
-    assert main(["pack", str(source), "--max-seq-length", "8", "--format", "megatron", "-o", str(target)]) == 0
+    assert main(["pack", str(source), "--max-seq-length", "8", "--layout", "megatron", "-o", str(target)]) == 0
     rows = np.load(target, allow_pickle=True)
     assert sorted(len(row["input_ids"]) for row in rows) == [8]
-    assert audit(target).format == "megatron" and audit(target).findings == ()
+    assert audit(target).layout == "megatron" and audit(target).findings == ()
     assert main(["pack", str(source), "--max-seq-length", "8", "-o", str(tmp_path / "x.npy")]) == 2
 
 
@@ -508,7 +508,7 @@ def test_npy_arrays_inside_rows_and_arrays_larger_than_the_file(tmp_path: Path) 
     row = {"input_ids": np.array([5, 6, 7, 8]), "seq_start_id": [0, np.int64(2)], "loss_mask": np.array([1.0, 0, 1, 0])}
     np.save(path, [row])
     report = audit(path)
-    assert (report.format, report.num_documents, report.findings) == ("megatron", 2, ())
+    assert (report.layout, report.num_documents, report.findings) == ("megatron", 2, ())
     rows = np.empty(1, dtype=object)
     rows[0] = {"input_ids": _Huge()}
     np.save(path, rows, allow_pickle=True)

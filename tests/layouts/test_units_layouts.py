@@ -29,17 +29,17 @@ def test_both_layouts_audit_clean(share_prompt: bool) -> None:
     assert torch is not None and packing.audit(pt.collate(rows, share_prompt=share_prompt)).clean
 
 
-@pytest.mark.parametrize("format", ["trl", "flattening", "torchtune", "megatron", "segment_ids"])
-def test_the_duplicated_layout_is_every_frameworks_documents(format: str) -> None:
+@pytest.mark.parametrize("layout", ["trl", "flattening", "torchtune", "megatron", "segment_ids"])
+def test_the_duplicated_layout_is_every_frameworks_documents(layout: str) -> None:
     rows = random_units(2, count=6)
     batch = packing.pack(rows, 64)
-    table = packing.export(batch, format)
-    report = packing.audit(table, format=format)
+    table = packing.export(batch, layout)
+    report = packing.audit(table, layout=layout)
     assert report.clean and report.num_documents == sum(len(completions_of(row)) for row in rows)
     with pytest.raises(
-        SettingError, match=r"^format: expected 'packing' \(this project's own layout\) with share_prompt"
+        SettingError, match=r"^layout: expected 'packing' \(this project's own layout\) with share_prompt"
     ):
-        packing.export(packing.pack(rows, 64, share_prompt=True), format)
+        packing.export(packing.pack(rows, 64, share_prompt=True), layout)
 
 
 def test_openrlhf_packs_the_chosen_first_then_the_rejected() -> None:

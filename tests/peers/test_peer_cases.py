@@ -165,7 +165,7 @@ def test_trls_padded_collator_with_positions_is_named_trl() -> None:
     batch = DataCollatorForLanguageModeling(pad_token_id=0, return_position_ids=True)(rows)
     assert {"attention_mask", "position_ids"} <= set(batch)
     report = packing.audit(dict(batch))
-    assert report.format == "trl"  # was read as segment ids, and certified clean
+    assert report.layout == "trl"  # was read as segment ids, and certified clean
     assert report.counts() == {"no_document_boundaries": 3}
     assert report.padding_tokens == int((batch["attention_mask"] == 0).sum())
 
@@ -177,10 +177,10 @@ def test_flattening_without_position_ids_is_named_flattening() -> None:
     batch = DataCollatorWithFlattening(return_position_ids=False)(features)
     assert set(batch) == {"input_ids", "labels"}
     report = packing.audit(dict(batch))
-    assert report.format == "flattening"  # was named trl
+    assert report.layout == "flattening"  # was named trl
     assert report.counts() == {"no_document_boundaries": 1}  # the model sees one sequence
     with_positions = packing.audit(dict(DataCollatorWithFlattening()(features)))
-    assert (with_positions.format, with_positions.num_documents, with_positions.findings) == ("flattening", 4, ())
+    assert (with_positions.layout, with_positions.num_documents, with_positions.findings) == ("flattening", 4, ())
 
 
 def torchtune_padded_collate_packed(packs: list[dict[str, list[int]]]) -> dict[str, Any]:
@@ -199,7 +199,7 @@ def test_torchtunes_collated_batch_is_read() -> None:
     packs = packing.export(batch, "torchtune").to_pylist()  # PackedDataset's packs, padding as a last entry
     collated = torchtune_padded_collate_packed(packs)
     report = packing.audit(collated)  # could not be read at all: no seq_lens in the batch
-    assert report.format == "torchtune"
+    assert report.layout == "torchtune"
     assert report.num_documents == sum(len(batch.seq_lengths(b)) for b in range(batch.num_blocks))
     assert report.findings == ()
     assert report.padding_tokens == int(

@@ -1,7 +1,7 @@
 """Every door whose output claims TRL's packed layout gives rows TRL's padding-free collator
 (``DataCollatorForLanguageModeling(padding_free=True)``, what ``SFTTrainer`` uses for packed data) reads as they are:
 ``hf.pack_dataset`` (with carried columns), ``hf.pack_batch`` through ``Dataset.map``, ``streaming.stream_dataset``,
-``export(batch, "trl")`` written and read back with ``datasets``, and the command line's ``--format trl`` read back
+``export(batch, "trl")`` written and read back with ``datasets``, and the command line's ``--layout trl`` read back
 with ``datasets.load_dataset``; a few ``SFTTrainer`` steps on the command line's output. The command line's own
 ``packing`` layout (padded rows) is not TRL's: asserted."""
 
@@ -125,7 +125,7 @@ def run_cli(tmp_path: Path, rows: list[dict[str, Any]], output: str, *options: s
 @pytest.mark.parametrize("output", ["blocks.parquet", "blocks.jsonl"])
 def test_the_command_lines_trl_format_read_back_with_datasets(tmp_path: Path, output: str) -> None:
     rows = source_rows(5)
-    path = run_cli(tmp_path, rows, output, "--format", "trl")
+    path = run_cli(tmp_path, rows, output, "--layout", "trl")
     kind = "parquet" if output.endswith(".parquet") else "json"
     back = datasets.load_dataset(kind, data_files=str(path), split="train")
     in_batches(list(back))
@@ -135,7 +135,7 @@ def test_the_command_lines_trl_format_read_back_with_datasets(tmp_path: Path, ou
 def test_the_command_lines_own_layout_is_not_trls(tmp_path: Path) -> None:
     """A difference, on purpose: the default ``packing`` layout pads every row to ``--max-seq-length`` (static
     shapes) and ``seq_lengths`` count the documents only, so TRL's collator, which builds positions from
-    ``seq_lengths``, fails on it; ``--format trl`` (above) is the layout for TRL."""
+    ``seq_lengths``, fails on it; ``--layout trl`` (above) is the layout for TRL."""
     from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
     path = run_cli(tmp_path, source_rows(6), "blocks.parquet")
@@ -151,7 +151,7 @@ def test_the_command_lines_own_layout_is_not_trls(tmp_path: Path) -> None:
 def test_sft_trainer_trains_on_the_command_lines_trl_output(tmp_path: Path) -> None:
     from trl import SFTConfig, SFTTrainer
 
-    path = run_cli(tmp_path, source_rows(7, count=24), "blocks.parquet", "--format", "trl")
+    path = run_cli(tmp_path, source_rows(7, count=24), "blocks.parquet", "--layout", "trl")
     back = datasets.load_dataset("parquet", data_files=str(path), split="train")
     args = SFTConfig(
         output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=2, padding_free=True,

@@ -158,7 +158,7 @@ def test_an_input_that_looks_packed_is_warned_about(
             [
                 "pack",
                 str(tmp_path / "a.jsonl"),
-                "--format",
+                "--layout",
                 layout,
                 "-q",
                 "--max-seq-length",

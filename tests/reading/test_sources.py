@@ -303,7 +303,7 @@ def test_audit_of_a_folder_and_of_a_save_to_disk_folder(tmp_path: Path, capsys: 
     pq.write_table(blocks.slice(0, 2), folder / "part-0.parquet")
     (folder / "part-1.jsonl").write_text("".join(json.dumps(row) + "\n" for row in blocks.slice(2).to_pylist()))
     report = packing.audit(folder)
-    assert (report.source, report.format, report.num_blocks, report.clean) == (
+    assert (report.source, report.layout, report.num_blocks, report.clean) == (
         str(folder),
         "trl",
         batch.num_blocks,

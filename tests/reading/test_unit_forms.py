@@ -18,7 +18,7 @@ import packing.core
 import packing.reading
 import packing.text
 from packing import DatasetError, SampleError
-from packing.core.units import Units
+from packing.core.pairs_groups import Units
 from packing.errors import NeedsTokenizer, UnitError
 from packing.reading.reader import unit_row
 from tests.helpers.units import completions_of, random_units

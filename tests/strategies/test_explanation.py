@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,6 +12,7 @@ import packing
 import packing.errors
 import packing.recipe
 import packing.strategies
+from packing.strategies.registry import Reasons
 
 SMALL = st.lists(st.integers(min_value=0, max_value=12), max_size=8)
 
@@ -19,7 +22,7 @@ SMALL = st.lists(st.integers(min_value=0, max_value=12), max_size=8)
 @pytest.mark.parametrize("strategy", list(packing.strategies.STRATEGIES))
 @pytest.mark.parametrize("overflow", [p for p in packing.recipe.OVERFLOW_POLICIES if p != "error"])
 def test_steps_rebuild_the_plan(strategy: str, overflow: str, lengths: list[int], capacity: int) -> None:
-    layout = packing.plan(lengths, capacity, strategy=strategy, overflow=overflow)
+    plan = packing.plan(lengths, capacity, strategy=strategy, overflow=overflow)
     steps = packing.explain(lengths, capacity, strategy=strategy, overflow=overflow)
     blocks: dict[int, list[tuple[int, int, int, int]]] = {}
     opened = 0
@@ -33,13 +36,13 @@ def test_steps_rebuild_the_plan(strategy: str, overflow: str, lengths: list[int]
             )
             consumed += placement.length
         assert consumed == step.length
-        assert step.reason
+        assert step.reason and "{" not in step.reason and "}" not in step.reason  # every placeholder filled
     rebuilt = [
         [packing.Piece(seq, start, length) for _, seq, start, length in sorted(blocks[b])] for b in sorted(blocks)
     ]
-    assert rebuilt == layout.blocks()
+    assert rebuilt == plan.blocks()
     if steps:
-        assert list(steps[-1].fill) == [sum(p.length for p in block) for block in layout.blocks()]
+        assert list(steps[-1].fill) == [sum(p.length for p in block) for block in plan.blocks()]
 
 
 def test_split_step_says_where_the_cut_is() -> None:
@@ -77,14 +80,14 @@ def test_the_default_strategy_is_explained_by_default() -> None:
 def test_shuffled_first_fit_steps_rebuild_the_plan_of_the_same_seed(
     lengths: list[int], capacity: int, seed: int
 ) -> None:
-    layout = packing.plan(lengths, capacity, strategy="first_fit_shuffle", seed=seed)
+    plan = packing.plan(lengths, capacity, strategy="first_fit_shuffle", seed=seed)
     steps = packing.explain(lengths, capacity, strategy="first_fit_shuffle", seed=seed)
     blocks: dict[int, list[tuple[int, int, int, int]]] = {}
     for step in steps:
         (placement,) = step.placements
         blocks.setdefault(placement.block, []).append((placement.position, step.sequence, step.start, step.length))
     rebuilt = [[packing.Piece(*piece[1:]) for piece in sorted(blocks[b])] for b in sorted(blocks)]
-    assert rebuilt == layout.blocks()
+    assert rebuilt == plan.blocks()
 
 
 @settings(max_examples=80, deadline=None)
@@ -115,3 +118,13 @@ def test_every_step_follows_the_stated_rule(strategy: str, lengths: list[int], c
             assert rooms[block] == max(fits.values())
         assert rooms[block] >= size
         rooms[block] -= size
+
+
+def test_the_words_are_the_strategy_entrys(monkeypatch: pytest.MonkeyPatch) -> None:
+    entry = packing.strategies.STRATEGIES["ffd"]
+    reasons = Reasons(
+        placed="{where} had {room} for {size}.", full="{where} opened ({most} at most).", first="{where}."
+    )
+    monkeypatch.setitem(packing.strategies.STRATEGIES, "ffd", dataclasses.replace(entry, reasons=reasons))
+    steps = packing.explain([4, 3, 1], 4, strategy="ffd")
+    assert [step.reason for step in steps] == ["block 1.", "block 2 opened (0 at most).", "block 2 had 1 for 1 token."]

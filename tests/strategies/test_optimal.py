@@ -23,7 +23,7 @@ from packing import LowerBounds, lower_bounds, plan
 from packing.optimal import MAX_OPTIMAL_DOCUMENTS, OptimalResult, optimal_blocks, solve
 from packing.strategies.certificate import Certificate, knapsack_value
 from packing.strategies.kernels import (
-    best_fit_decreasing_layout,
+    best_fit_decreasing_blocks,
     blocks_of_items,
     first_fit_blocks,
     longest_first_order,
@@ -245,7 +245,7 @@ def check_result(lengths: npt.NDArray[np.int64], capacity: int, result: OptimalR
 def heuristic_counts(lengths: npt.NDArray[np.int64], capacity: int) -> dict[str, int]:
     order = longest_first_order(lengths, capacity)
     return {
-        "bfd": int(blocks_of_items(*best_fit_decreasing_layout(lengths, capacity)).max()) + 1,
+        "bfd": int(blocks_of_items(*best_fit_decreasing_blocks(lengths, capacity)).max()) + 1,
         "ffd": int(first_fit_blocks(lengths, order, capacity).max()) + 1,
         "first_fit": int(first_fit_blocks(lengths, np.arange(len(lengths), dtype=np.int64), capacity).max()) + 1,
         "next_fit": int(next_fit_blocks(lengths, capacity).max()) + 1,

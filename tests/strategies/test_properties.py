@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import itertools
 import typing
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,7 @@ import packing.recipe
 import packing.strategies
 from packing.strategies import reference
 from packing.strategies.reference import documents as reference_documents
-from packing.strategies.registry import assign_blocks
+from packing.strategies.registry import STRATEGIES, assign_blocks
 
 STRATEGY_NAMES = list(packing.strategies.STRATEGIES)
 OVERFLOW_NAMES = [p for p in packing.recipe.OVERFLOW_POLICIES if p != "error"]
@@ -65,7 +66,7 @@ def test_the_registries_name_every_strategy_and_policy() -> None:
         assert entry.name == name
         assert entry.order in ("input", "longest_first", "random")
         assert entry.bound == ("simple" if entry.splits_sequences else "l2")
-        assert (entry.layout is None) == entry.splits_sequences
+        assert (entry.blocks is None) == entry.splits_sequences
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -437,13 +438,27 @@ def test_plan_pieces_cover_exactly_the_kept_tokens(
         assert sorted((p.sequence, p.start, p.length) for p in (p for pieces in blocks for p in pieces)) == docs
 
 
-@pytest.mark.parametrize("strategy", ["next_fit", "first_fit", "ffd", "bfd", "none"])
+REFERENCED = [name for name, entry in STRATEGIES.items() if entry.reference is not None]
+"""The strategies with a plain-Python version in their registry entry."""
+
+
+def _reference(strategy: str) -> Callable[[Sequence[int], int], list[int]]:
+    function = STRATEGIES[strategy].reference
+    assert function is not None
+    return function
+
+
+def test_the_referenced_strategies() -> None:
+    assert REFERENCED == ["next_fit", "first_fit", "ffd", "bfd", "none"]
+
+
+@pytest.mark.parametrize("strategy", REFERENCED)
 @settings(max_examples=200, deadline=None)
 @given(data=st.data(), capacity=st.integers(min_value=1, max_value=64))
 def test_fast_strategy_equals_the_reference_implementation(strategy: str, capacity: int, data: st.DataObject) -> None:
     lengths = data.draw(st.lists(st.integers(min_value=1, max_value=capacity), max_size=60))
     blocks, order = assign_blocks(strategy, np.array(lengths, dtype=np.int64), capacity)
-    assert blocks.tolist() == reference.REFERENCES[strategy](lengths, capacity)
+    assert blocks.tolist() == _reference(strategy)(lengths, capacity)
     expected_order = reference.longest_first(lengths) if strategy in ("ffd", "bfd") else list(range(len(lengths)))
     assert order.tolist() == expected_order
 
@@ -452,7 +467,7 @@ def reference_blocks(strategy: str, lengths: list[int], capacity: int) -> list[l
     """The sequences in each block, in placement order, as the plain-Python reference packs the truncated lengths."""
     sequences = [i for i, n in enumerate(lengths) if n > 0]
     docs = [min(lengths[i], capacity) for i in sequences]
-    assigned = reference.REFERENCES[strategy](docs, capacity)
+    assigned = _reference(strategy)(docs, capacity)
     placement = reference.longest_first(docs) if strategy in ("ffd", "bfd") else range(len(docs))
     blocks: list[list[int]] = [[] for _ in range(max(assigned, default=-1) + 1)]
     for item in placement:
@@ -460,7 +475,7 @@ def reference_blocks(strategy: str, lengths: list[int], capacity: int) -> list[l
     return blocks
 
 
-@pytest.mark.parametrize("strategy", ["next_fit", "first_fit", "ffd", "bfd", "none"])
+@pytest.mark.parametrize("strategy", REFERENCED)
 def test_fast_strategy_equals_the_reference_on_larger_inputs(strategy: str) -> None:
     rng = np.random.default_rng(20240611)
     for capacity in (7, 128, 2048):
@@ -469,7 +484,7 @@ def test_fast_strategy_equals_the_reference_on_larger_inputs(strategy: str) -> N
         few_lengths = rng.choice([1, capacity // 3 + 1, capacity // 2 + 1, capacity], size=600)
         for lengths in (skewed, uniform, few_lengths):
             blocks, _ = assign_blocks(strategy, lengths.astype(np.int64), capacity)
-            assert blocks.tolist() == reference.REFERENCES[strategy](lengths.tolist(), capacity)
+            assert blocks.tolist() == _reference(strategy)(lengths.tolist(), capacity)
         with_overflow = rng.integers(0, 2 * capacity, size=600)  # empty and over-long sequences too
         for lengths in (uniform, few_lengths, with_overflow):
             layout = packing.plan(lengths, capacity, strategy=strategy)
@@ -478,7 +493,7 @@ def test_fast_strategy_equals_the_reference_on_larger_inputs(strategy: str) -> N
             )
 
 
-@pytest.mark.parametrize("strategy", ["next_fit", "first_fit", "ffd", "bfd", "none"])
+@pytest.mark.parametrize("strategy", REFERENCED)
 @settings(max_examples=100, deadline=None)
 @given(data=st.data(), capacity=st.integers(min_value=1, max_value=20))
 def test_plan_groups_documents_as_the_reference_assigns_them(strategy: str, capacity: int, data: st.DataObject) -> None:

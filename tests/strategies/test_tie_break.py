@@ -17,7 +17,7 @@ import packing
 from packing.cli import main
 from packing.hf import pack_batch, pack_dataset
 from packing.strategies import reference
-from packing.strategies.registry import STRATEGIES, Options, layout_blocks
+from packing.strategies.registry import STRATEGIES, Options, strategy_blocks
 from tests.helpers.trl_packing import tokens_of, trl_blocks
 
 datasets.disable_progress_bars()
@@ -66,7 +66,7 @@ def test_trls_map_batches_are_windows() -> None:
 def test_oldest_matches_the_plain_reference(lengths: list[int], capacity: int) -> None:
     """The grouped simulation against the one-document-at-a-time reference, both tie breaks."""
     for tie_break in ("newest", "oldest"):
-        block_starts, items, *_ = layout_blocks(
+        block_starts, items, *_ = strategy_blocks(
             "bfd",
             np.array(lengths, dtype=np.int64),
             capacity,
@@ -106,7 +106,7 @@ def test_every_entry_point_takes_it(tmp_path: Path) -> None:
     assert read.column("input_ids").to_pylist() == want_ids
     out = tmp_path / "blocks.parquet"
     args = ["pack", str(path), "--max-seq-length", str(capacity), "--tie-break", "oldest", "--no-shuffle"]
-    assert main([*args, "--format", "trl", "-o", str(out)]) == 0
+    assert main([*args, "--layout", "trl", "-o", str(out)]) == 0
     written = pq.read_table(out).to_pydict()
     assert real(written["input_ids"], written["seq_lengths"]) == want_ids
 

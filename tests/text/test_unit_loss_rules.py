@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 import packing
 from packing.core.loss import LossRules
 from packing.errors import SampleError, UnitError
+from packing.text.pairs_groups_encoding import encode_units
 from packing.text.text_rows import encode_rows
 from packing.text.tokenizers import load_tokenizer
-from packing.text.units import encode_units
 from tests.helpers.text_fixtures import CHATML, MARKED, save_tokenizer
 
 pytest.importorskip("transformers")

@@ -23,8 +23,8 @@ MAX_LAYOUT_TOKENS = 2_000_000
 
 
 def render(ctx: Context) -> None:
-    layout = need_plan(ctx, "attention")
-    if layout is None:
+    plan = need_plan(ctx, "attention")
+    if plan is None:
         return
     st.caption(
         "A block holds several documents. A plain causal mask lets each token attend to the earlier documents "
@@ -39,7 +39,7 @@ def render(ctx: Context) -> None:
             "other; red then also marks a completion attending to a sibling, which PackedBatch.attention_mask "
             "(right) removes."
         )
-    _block(ctx, layout, units)
+    _block(ctx, plan, units)
 
 
 def _draw_layouts(ctx: Context, number: int) -> None:
@@ -117,25 +117,25 @@ def _draw_layouts(ctx: Context, number: int) -> None:
 
 
 @st.fragment
-def _block(ctx: Context, layout: packing.PackingPlan, units: bool) -> None:
+def _block(ctx: Context, plan: packing.PackingPlan, units: bool) -> None:
     """The chosen block's masks and positions and, for pairs and groups, the same block of both layouts (one
     picker for all): a fragment, so that choosing another block reruns this part only."""
     with guard("Attention & positions"):
-        number = _draw(ctx, layout)
+        number = _draw(ctx, plan)
         if units:
             _draw_layouts(ctx, number)
 
 
-def _draw(ctx: Context, layout: packing.PackingPlan) -> int:
+def _draw(ctx: Context, plan: packing.PackingPlan) -> int:
     """The chosen block's masks and positions; returns its number (1-based)."""
     assert ctx.source is not None
     s = ctx.recipe
-    busiest = int(np.argmax(np.diff(layout.block_starts))) + 1
-    st.session_state["attention_block"] = min(int(st.session_state.get("attention_block", busiest)), layout.num_blocks)
+    busiest = int(np.argmax(np.diff(plan.block_starts))) + 1
+    st.session_state["attention_block"] = min(int(st.session_state.get("attention_block", busiest)), plan.num_blocks)
     number = st.columns(3)[0].number_input(
         "Block",
         min_value=1,
-        max_value=layout.num_blocks,
+        max_value=plan.num_blocks,
         step=1,
         key="attention_block",
         persist_state="session",

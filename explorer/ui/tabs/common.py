@@ -59,12 +59,12 @@ def _use_strategy(name: str) -> None:
 
 def need_plan(ctx: Context, where: str) -> packing.PackingPlan | None:
     """The plan of the chosen strategy, or None after saying (in plain words) why there is none."""
-    if ctx.layout is None:
+    if ctx.plan is None:
         st.warning(escape(ctx.refusal))
         if ctx.recipe.strategy != "bfd":
             st.button("Use best-fit decreasing instead", key=f"use_bfd_{where}", on_click=_use_strategy, args=("bfd",))
         return None
-    if ctx.layout.num_blocks == 0:
+    if ctx.plan.num_blocks == 0:
         st.warning("Nothing to pack: every sequence is empty or was dropped by the overflow policy.")
         return None
-    return ctx.layout
+    return ctx.plan

@@ -31,12 +31,12 @@ def share_link(base_url: str | None, params: dict[str, str | list[str]]) -> str:
     return f"{base}?{urlencode(params, doseq=True)}"
 
 
-def _documents(tokenizer: Any, layout: packing.PackingPlan, samples: packing.Samples, pad: int) -> None:
+def _documents(tokenizer: Any, plan: packing.PackingPlan, samples: packing.Samples, pad: int) -> None:
     """The round trip: every packed document decoded back to text through the same tokenizer (the one that read
     the rows, resolved once with the data)."""
     st.download_button(
         "Download decoded documents (JSON lines)",
-        lambda: export.documents_jsonl(packing.materialize(layout, samples, pad_token_id=pad), tokenizer),
+        lambda: export.documents_jsonl(packing.materialize(plan, samples, pad_token_id=pad), tokenizer),
         "documents.jsonl",
         "application/jsonl",
         on_click="ignore",
@@ -50,18 +50,18 @@ def _documents(tokenizer: Any, layout: packing.PackingPlan, samples: packing.Sam
 
 
 def render(ctx: Context) -> None:
-    layout = need_plan(ctx, "export")
+    plan = need_plan(ctx, "export")
     s = ctx.recipe
     assert ctx.source is not None
     samples = ctx.samples
-    if layout is not None:
+    if plan is not None:
         if samples is not None:  # what the plan is filled with (pairs and groups: laid out and fitted)
             samples = cache.packed_samples(ctx.source, s)
-        cells = layout.num_blocks * s.max_seq_length
+        cells = plan.num_blocks * s.max_seq_length
         if samples is None:
-            st.info("This data has lengths only (no token ids), so the download is the layout: one row per piece.")
+            st.info("This data has lengths only (no token ids), so the download is the plan: one row per piece.")
             st.download_button(
-                "Download layout (CSV)", lambda: export.layout_csv(layout), "layout.csv", "text/csv", on_click="ignore"
+                "Download plan (CSV)", lambda: export.plan_csv(plan), "plan.csv", "text/csv", on_click="ignore"
             )
         elif cells > export.MAX_EXPORT_CELLS:
             st.warning(
@@ -78,20 +78,20 @@ def render(ctx: Context) -> None:
             buttons = st.container(horizontal=True, wrap=True)  # each button as wide as its label
             buttons.download_button(
                 "Download JSON lines",
-                lambda: export.jsonl_bytes(packing.materialize(layout, samples, pad_token_id=pad)),
+                lambda: export.jsonl_bytes(packing.materialize(plan, samples, pad_token_id=pad)),
                 "packed.jsonl",
                 "application/jsonl",
                 on_click="ignore",
             )
             buttons.download_button(
                 "Download Parquet",
-                lambda: export.parquet_bytes(packing.materialize(layout, samples, pad_token_id=pad)),
+                lambda: export.parquet_bytes(packing.materialize(plan, samples, pad_token_id=pad)),
                 "packed.parquet",
                 "application/vnd.apache.parquet",
                 on_click="ignore",
             )
             if ctx.dataset is not None and ctx.dataset.tokenizer is not None:
-                _documents(ctx.dataset.tokenizer, layout, samples, pad)
+                _documents(ctx.dataset.tokenizer, plan, samples, pad)
     st.subheader("Reproduce with the library")
     padded = packing.Recipe.of(s, pad_token_id=cache.pad_id(ctx.source, s)) if samples is not None else s
     code = export.snippet(ctx.source.origin(), padded, samples is not None)  # the pad id the page's blocks have

@@ -15,6 +15,7 @@ from explorer.core.sources import Upload
 from explorer.server import cache
 from explorer.ui.tabs.common import cells_chart
 from explorer.views import figures, tables
+from packing.layouts import LAYOUT_TITLES
 from packing.reading.files import PACKED_FORMATS, extensions, listed
 
 MAX_SHOWN_BLOCKS = 16
@@ -22,9 +23,8 @@ MAX_SHOWN_BLOCKS = 16
 
 def render(ctx: Context) -> None:
     st.caption(
-        f"Upload a packed file ({listed(PACKED_FORMATS)}; this project's blocks, TRL's, torchtune's, flattened or "
-        "segment-id layouts) to check it: documents that attend to or predict each other, trained padding, "
-        "positions that do not restart."
+        f"Upload a packed file ({listed(PACKED_FORMATS)}; {'; '.join(LAYOUT_TITLES.values())}) to check it: "
+        "documents that attend to or predict each other, trained padding, positions that do not restart."
     )
     file = st.file_uploader(
         "Packed file", type=extensions(PACKED_FORMATS), key="inspect_file", help=f"Up to {MAX_UPLOAD_MB} MB."

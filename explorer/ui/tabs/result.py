@@ -35,13 +35,13 @@ FIRST_TEXT_WIDTH = 16
 ones after them, where it does not push the drawing out of sight."""
 
 
-def _metrics(ctx: Context, layout: packing.PackingPlan) -> packing.batches.TrainableCounts:
+def _metrics(ctx: Context, plan: packing.PackingPlan) -> packing.batches.TrainableCounts:
     s = ctx.recipe
     assert ctx.source is not None
     bounds = cache.bounds(ctx.source, s)
     with st.spinner("Counting the training targets…", show_time=True):
         trained = cache.trainable(ctx.source, s)
-    stats = ctx.stats or layout.stats
+    stats = ctx.stats or plan.stats
     numbers = tables.headline(stats, bounds, s.strategy, trained) + tables.unit_headline(stats)
     tiles = st.container(horizontal=True, wrap=True, gap="medium")  # as many a row as the width holds
     for metric in numbers:
@@ -49,10 +49,10 @@ def _metrics(ctx: Context, layout: packing.PackingPlan) -> packing.batches.Train
     return trained
 
 
-def _window_controls(layout: packing.PackingPlan) -> tuple[int, int]:
+def _window_controls(plan: packing.PackingPlan) -> tuple[int, int]:
     """First block (0-based) and how many to draw; the numbers elsewhere always cover every block."""
-    per_drawing = compute.window_blocks(layout.max_seq_length, 200)
-    total = layout.num_blocks
+    per_drawing = compute.window_blocks(plan.max_seq_length, 200)
+    total = plan.num_blocks
     if total <= min(DEFAULT_WINDOW, per_drawing):
         return 0, total
     st.session_state["result_first"] = min(int(st.session_state.get("result_first", 1)), total)
@@ -72,8 +72,8 @@ def _window_controls(layout: packing.PackingPlan) -> tuple[int, int]:
 
 
 def render(ctx: Context) -> None:
-    layout = need_plan(ctx, "result")
-    if layout is None:
+    plan = need_plan(ctx, "result")
+    if plan is None:
         return
     assert ctx.source is not None
     s = ctx.recipe
@@ -81,31 +81,31 @@ def render(ctx: Context) -> None:
     if example is not None:  # the question first, in the page's own words (never the visitor's text)
         st.markdown(f"**{example.title}.** {example.question}")
     if ctx.samples is not None and s.max_seq_length <= FIRST_TEXT_WIDTH and compute.window_blocks(s.max_seq_length, 1):
-        _answer(ctx, layout)
+        _answer(ctx, plan)
     _cut_note(ctx)
     if example is not None:
         _follow_ups(example.key)
-    trained = _metrics(ctx, layout)
+    trained = _metrics(ctx, plan)
     if ctx.samples is not None and ctx.samples.units is None and trained.target_tokens != trained.trainable_tokens:
         untrained: list[int] = []
         if trained.samples_without_trainable_tokens:
             targets = cache.document_targets(ctx.source, s)
-            packed = np.bincount(layout.piece_sequence, minlength=len(targets)) > 0
+            packed = np.bincount(plan.piece_sequence, minlength=len(targets)) > 0
             untrained = np.flatnonzero(packed & (targets == 0)).tolist()
         st.markdown(tables.labels_note(trained, untrained))
-    lost = tables.loss_note(ctx.stats or layout.stats, int(ctx.lengths.max()))
+    lost = tables.loss_note(ctx.stats or plan.stats, int(ctx.lengths.max()))
     if lost:
         st.warning(lost)
-    certificate = getattr(layout, "certificate", None)
+    certificate = getattr(plan, "certificate", None)
     if certificate is not None:
-        st.caption(tables.certificate_note(certificate, layout.num_blocks))
+        st.caption(tables.certificate_note(certificate, plan.num_blocks))
     if compute.window_blocks(s.max_seq_length, 1) == 0:
         st.warning(
             f"A block of {s.max_seq_length:,} tokens is too large to draw (the limit is {compute.MAX_DRAW_CELLS:,} "
             "cells per drawing); the numbers above and the charts below cover everything."
         )
     else:
-        _blocks(ctx, layout)
+        _blocks(ctx, plan)
     left, right = st.columns(2)
     with st.spinner("Drawing the block fill and the lengths…", show_time=True):
         utilization, lengths = cache.summary_figures(ctx.source, s)
@@ -113,19 +113,19 @@ def render(ctx: Context) -> None:
     right.plotly_chart(lengths, key="lengths")
 
 
-def _answer_count(layout: packing.PackingPlan) -> int:
+def _answer_count(plan: packing.PackingPlan) -> int:
     """How many blocks the answer at the top prints: the first ones, as many as a drawing shows by default."""
-    return min(layout.num_blocks, DEFAULT_WINDOW, compute.window_blocks(layout.max_seq_length, 200))
+    return min(plan.num_blocks, DEFAULT_WINDOW, compute.window_blocks(plan.max_seq_length, 200))
 
 
-def _answer(ctx: Context, layout: packing.PackingPlan) -> None:
+def _answer(ctx: Context, plan: packing.PackingPlan) -> None:
     """The answer first: the classic form of the first blocks (``Block 1: [1, 2, 3, 4] -> mask: [1, 1, 1, 1]``)."""
     assert ctx.source is not None
-    count = _answer_count(layout)
+    count = _answer_count(plan)
     view = cache.window(ctx.source, ctx.recipe, 0, count)
     _classic_form(view)
-    if count < layout.num_blocks:
-        st.caption(f"The first {count:,} of {layout.num_blocks:,} blocks; the drawing below shows any of them.")
+    if count < plan.num_blocks:
+        st.caption(f"The first {count:,} of {plan.num_blocks:,} blocks; the drawing below shows any of them.")
 
 
 def _cut_note(ctx: Context) -> None:
@@ -163,18 +163,18 @@ def _follow_ups(current: str) -> None:
 
 
 @st.fragment
-def _blocks(ctx: Context, layout: packing.PackingPlan) -> None:
+def _blocks(ctx: Context, plan: packing.PackingPlan) -> None:
     """The blocks shown, and everything drawn from them (the classic form, the drawing, the documents' texts, the
     turns, the Blocks table): a fragment, so that choosing other blocks reruns this part only, not the sidebar,
     the data and the numbers above."""
     with guard("Result"):
-        _window(ctx, layout)
+        _window(ctx, plan)
 
 
-def _window(ctx: Context, layout: packing.PackingPlan) -> None:
+def _window(ctx: Context, plan: packing.PackingPlan) -> None:
     assert ctx.source is not None
     s = ctx.recipe
-    first, count = _window_controls(layout)
+    first, count = _window_controls(plan)
     with st.spinner(f"Drawing blocks {first + 1:,} to {first + count:,}…", show_time=True):
         view = cache.window(ctx.source, s, first, count)
         figure = cache.block_figure(ctx.source, s, first, count)
@@ -216,7 +216,7 @@ def _window(ctx: Context, layout: packing.PackingPlan) -> None:
         _turns(ctx.source, s, view)
     elif isinstance(ctx.source, Text):
         st.caption("Each pair's or group's prompt and completions, decoded, are in the table under the blocks.")
-    _result_text(view, _answer_count(layout) if ctx.samples is not None else 0)
+    _result_text(view, _answer_count(plan) if ctx.samples is not None else 0)
 
 
 def loss_words(tokens: int, trained: int) -> str:

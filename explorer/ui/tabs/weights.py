@@ -22,8 +22,8 @@ CHART_MODES: tuple[LossMode, ...] = ("token", "sequence", "sqrt")
 
 
 def render(ctx: Context) -> None:
-    layout = need_plan(ctx, "weights")
-    if layout is None:
+    plan = need_plan(ctx, "weights")
+    if plan is None:
         return
     assert ctx.source is not None
     st.caption(

@@ -60,11 +60,11 @@ def patterns_of_blocks(blocks: Int64Array, item_of_doc: Int64Array, m: int) -> t
 
 
 def sample_patterns(
-    layout: tuple[Int64Array, Any, Any], item_index: Int64Array, m: int, limit: int = 100_000, keep: int = 2000
+    csr: tuple[Int64Array, Any, Any], item_index: Int64Array, m: int, limit: int = 100_000, keep: int = 2000
 ) -> list[Pattern]:
-    """The ``keep`` most frequent block contents of a CSR layout (of an even sample of at most ``limit``
+    """The ``keep`` most frequent block contents of CSR blocks (of an even sample of at most ``limit``
     of its blocks). O(limit × documents per block)."""
-    block_starts, _, item_lengths = layout
+    block_starts, _, item_lengths = csr
     num_blocks = len(block_starts) - 1
     step = max(1, -(-num_blocks // limit))
     picked = np.arange(0, num_blocks, step, dtype=np.int64)

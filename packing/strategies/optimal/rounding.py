@@ -15,7 +15,7 @@ from numba import njit
 
 from packing.core.arrays import offsets_of, row_at, row_of
 from packing.strategies.kernels import (
-    best_fit_decreasing_layout,
+    best_fit_decreasing_blocks,
     blocks_of_items,
     first_fit_blocks,
     longest_first_order,
@@ -104,7 +104,7 @@ def _heuristic_plans(hist: Histogram, left: Int64Array, capacity: int) -> Iterat
     item = row_of(left)
     m = len(left)
     candidates: list[Callable[[], Int64Array]] = [
-        lambda: blocks_of_items(*best_fit_decreasing_layout(lengths, capacity)),
+        lambda: blocks_of_items(*best_fit_decreasing_blocks(lengths, capacity)),
         lambda: first_fit_blocks(lengths, longest_first_order(lengths, capacity), capacity),
         lambda: first_fit_blocks(lengths, np.arange(len(lengths) - 1, -1, -1, dtype=np.int64), capacity),
     ]

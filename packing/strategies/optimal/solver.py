@@ -20,7 +20,7 @@ from packing.errors import SettingError
 from packing.strategies.bounds import martello_toth_l2, simple_bound
 from packing.strategies.certificate import Certificate, CertificateKind
 from packing.strategies.kernels import (
-    best_fit_decreasing_layout,
+    best_fit_decreasing_blocks,
     blocks_of_items,
     first_fit_blocks,
     longest_first_order,
@@ -137,22 +137,22 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
     l1 = simple_bound(int(np.dot(counts, np.arange(capacity + 1, dtype=np.int64))), capacity)
     l2 = martello_toth_l2(lengths, capacity)
     bound = max(l1, l2)
-    layout = best_fit_decreasing_layout(lengths, capacity)
-    best_count = len(layout[0]) - 1
-    best: Int64Array | None = None  # the best plan's blocks; None while it is the BFD layout
+    bfd = best_fit_decreasing_blocks(lengths, capacity)
+    best_count = len(bfd[0]) - 1
+    best: Int64Array | None = None  # the best plan's blocks; None while it is the BFD plan
     if best_count <= bound:
-        return _result(blocks_of_items(*layout), _simple_certificate(l1, l2, best_count))
+        return _result(blocks_of_items(*bfd), _simple_certificate(l1, l2, best_count))
     searched = False
     if n <= MAX_OPTIMAL_DOCUMENTS:
         with contextlib.suppress(SearchTooLarge):
-            best = branch_and_bound(lengths, capacity, blocks_of_items(*layout), bound, deadline)
+            best = branch_and_bound(lengths, capacity, blocks_of_items(*bfd), bound, deadline)
             best_count = int(best.max()) + 1
             searched = True
             if best_count <= bound:
                 return _result(best, _simple_certificate(l1, l2, best_count))
 
     if l1 >= l2 and not searched:
-        repacked = _repack_open_blocks(lengths, capacity, layout, l1, deadline)
+        repacked = _repack_open_blocks(lengths, capacity, bfd, l1, deadline)
         if repacked is not None:
             return _result(repacked, _simple_certificate(l1, l2, l1))
 
@@ -160,11 +160,11 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
     if knapsack_cells(hist, capacity) > MAX_KNAPSACK_CELLS:
         # too many distinct lengths for this block size: the pricing table would not fit in memory
         blocks, best_count = _best_of_greedy(
-            lengths, capacity, best if best is not None else blocks_of_items(*layout), best_count
+            lengths, capacity, best if best is not None else blocks_of_items(*bfd), best_count
         )
         return _result(blocks, _simple_certificate(l1, l2, best_count), searched)
 
-    initial = sample_patterns(layout, item_index, len(hist.weights))
+    initial = sample_patterns(bfd, item_index, len(hist.weights))
     certificate = _simple_certificate(l1, l2, best_count)
     # the LP may take most of the time; a fifth stays for turning it into whole blocks
     lp_deadline = started + _LP_SHARE * time_limit
@@ -183,7 +183,7 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
             best = np.empty(n, dtype=np.int64)
             best_count = assign(plan, lengths, item_index, hist.demand, best, 0)
     if best is None:
-        best = blocks_of_items(*layout)
+        best = blocks_of_items(*bfd)
     if best_count > certificate.lower_bound and not searched:
         best, best_count = _best_of_greedy(lengths, capacity, best, best_count)
     certificate = Certificate(
@@ -211,13 +211,13 @@ def _best_of_greedy(lengths: Int64Array, capacity: int, best: Int64Array, best_c
 def _repack_open_blocks(
     lengths: Int64Array,
     capacity: int,
-    layout: tuple[Int64Array, Any, Any],
+    csr: tuple[Int64Array, Any, Any],
     target: int,
     deadline: float,
 ) -> Int64Array | None:
     """When the bound is L1: keep the full blocks of a packing and pack the documents of the others again,
     into ``target`` blocks in all; None when that fails. O(n) plus the repacking."""
-    blocks = blocks_of_items(*layout)
+    blocks = blocks_of_items(*csr)
     fill = np.bincount(blocks, weights=lengths).astype(np.int64)
     open_block = fill < capacity
     full = int((~open_block).sum())
@@ -228,8 +228,8 @@ def _repack_open_blocks(
     hist, item_index = histogram_of(_count_lengths(sub_lengths, capacity)[0], capacity)
     if knapsack_cells(hist, capacity) > MAX_KNAPSACK_CELLS:
         return None
-    sub_layout = best_fit_decreasing_layout(sub_lengths, capacity)
-    initial = sample_patterns(sub_layout, item_index, len(hist.weights))
+    sub_bfd = best_fit_decreasing_blocks(sub_lengths, capacity)
+    initial = sample_patterns(sub_bfd, item_index, len(hist.weights))
     lp = column_generation(hist, capacity, initial, deadline, stop_at=target - full)
     plan = integer_plan(hist, capacity, lp, target - full, deadline)
     if plan.num_blocks > target - full:

@@ -3,7 +3,7 @@ prompt needs, and every completion's log-probability from one packed forward. In
 ``packing.torch``.
 
 A batch of units (``collate`` of pairs or groups, a ``PackedBatch`` of them, ``collate_fixed``'s blocks) has, beside
-``input_ids``, ``labels`` and ``position_ids``, the per-token columns of ``packing.core.units.UNIT_COLUMNS``:
+``input_ids``, ``labels`` and ``position_ids``, the per-token columns of ``packing.core.pairs_groups.UNIT_COLUMNS``:
 ``unit_ids``, ``document_ids``, ``completion_ids`` and ``prediction_positions``. In the duplicated layout
 (``share_prompt=False``) every completion is a document of its own and ``position_ids`` restart at each: a model
 keeps them apart from the positions alone (transformers' packed-sequence detection, flash-attention's
@@ -35,8 +35,8 @@ import torch
 
 from packing.batches.units import fit_units
 from packing.core.forms import unit_kind
+from packing.core.pairs_groups import KINDS, PAIR, UNIT_COLUMNS, Units
 from packing.core.samples import IGNORE_INDEX, Samples
-from packing.core.units import KINDS, PAIR, UNIT_COLUMNS, Units
 from packing.errors import SettingError
 from packing.reading.reader import read_block, read_rows
 from packing.recipe import Recipe

@@ -1,0 +1,140 @@
+"""``packing pack`` on a plain Parquet file against a pyarrow read and write of the same file, whole processes
+(target: at most 2.5x).
+
+    python benchmarks/cli_parquet.py                      # ~30 M tokens, 5 runs of each side
+    python benchmarks/cli_parquet.py --quick              # ~200,000 tokens, 2 runs: checks that it runs
+    python benchmarks/cli_parquet.py --tokens 40e6 --repeat 7 --output benchmarks/cli_parquet_results.md
+
+The input is one ``input_ids`` column (list<int32>, random ids below 50,000) written by ``pq.write_table`` with
+pyarrow's defaults; its row lengths are drawn (with replacement, seed 0) from OpenChat V1's real conversation
+lengths (``packing/workloads/openchat_v1_2048.json``, source: imoneoi/multipack_sampler testdata.json, the
+Multipack sampler benchmark; capped at 2048 tokens) until about ``--tokens`` tokens. The file is built once; then
+``--repeat`` times, alternately:
+
+- *baseline*: a fresh ``python -c`` process doing ``pq.read_table(IN)`` and ``pq.write_table(table, OUT)``;
+- *pack*: ``python -m packing pack IN --output OUT.parquet --max-seq-length 4096 --quiet`` (import, read, plan,
+  fill, write, summary).
+
+Both are wall times of the whole child process (its CPU time, user + system, is shown too: it varies less with
+load, though pyarrow's reader uses more than one thread). The ratio is of the two medians of the same run, so load
+from other processes hits both sides alike; the load average (1, 5, 15 min) is given before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != _HERE]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from packing.workloads import load_workload  # noqa: E402
+
+TARGET = 2.5
+BASELINE = "import sys, pyarrow.parquet as pq; pq.write_table(pq.read_table(sys.argv[1]), sys.argv[2])"
+
+
+def load_average() -> str:
+    return ", ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def make_file(path: Path, tokens: float, seed: int = 0) -> tuple[int, int]:
+    """The plain Parquet file: OpenChat V1 lengths resampled to about ``tokens`` tokens; its rows and tokens."""
+    real = load_workload("openchat_v1_2048").lengths
+    rng = np.random.default_rng(seed)
+    lengths = rng.choice(real, max(1, round(tokens / real.mean())))
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    ids = rng.integers(0, 50_000, int(offsets[-1]), dtype=np.int32)
+    pq.write_table(pa.table({"input_ids": pa.ListArray.from_arrays(pa.array(offsets), pa.array(ids))}), path)
+    return len(lengths), int(offsets[-1])
+
+
+def timed(command: list[str]) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of ``command`` in a fresh child (the worktree first on its path); its
+    failure stops the run."""
+    start, cpu = time.perf_counter(), _children_cpu()
+    subprocess.run(command, check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True)
+    return time.perf_counter() - start, _children_cpu() - cpu
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--tokens", type=float, default=30e6, help="tokens in the input (default 30 M)")
+    parser.add_argument("--repeat", type=int, default=5, help="runs of each side (default 5)")
+    parser.add_argument("--quick", action="store_true", help="~200,000 tokens, 2 runs: checks that it runs")
+    parser.add_argument("--output", type=Path, help="also write the report to this Markdown file")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.tokens, args.repeat = 2e5, 2
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_run", Path(_HERE) / "run.py")
+    assert spec is not None and spec.loader is not None
+    run = importlib.util.module_from_spec(spec)
+    sys.modules["_run"] = run  # its dataclasses look their module up
+    spec.loader.exec_module(run)
+    with tempfile.TemporaryDirectory(prefix="cli-parquet-") as folder:
+        source, copy, packed = (Path(folder) / name for name in ("in.parquet", "copy.parquet", "packed.parquet"))
+        rows, tokens = make_file(source, args.tokens)
+        size = source.stat().st_size
+        before = load_average()
+        baseline = [sys.executable, "-c", BASELINE, str(source), str(copy)]
+        pack = [sys.executable, "-m", "packing", "pack", str(source), "--output", str(packed)]
+        pack += ["--max-seq-length", "4096", "--quiet"]
+        timed(pack)  # a first run fills numba's on-disk cache, as any earlier run on the machine would have
+        reads, packs = [], []
+        for index in range(args.repeat):
+            reads.append(timed(baseline))
+            packs.append(timed(pack))
+            print(f"run {index + 1}: baseline {reads[-1][0]:.2f} s, pack {packs[-1][0]:.2f} s", file=sys.stderr)
+        after = load_average()
+        blocks, out_size = pq.ParquetFile(packed).metadata.num_rows, packed.stat().st_size
+    wall = [statistics.median(t[0] for t in side) for side in (reads, packs)]
+    cpu = [statistics.median(t[1] for t in side) for side in (reads, packs)]
+    ratio = wall[1] / wall[0]
+    lines = [
+        *run.machine_lines(),
+        f"- pyarrow {pa.__version__}; load average (1, 5, 15 min): {before} before, {after} after",
+        f"- command: `python benchmarks/cli_parquet.py {' '.join(argv if argv is not None else sys.argv[1:])}`",
+        f"- input: {rows:,} rows, {tokens:,} tokens, {size / 2**20:.1f} MiB; output {blocks:,} blocks, "
+        f"{out_size / 2**20:.1f} MiB",
+        "",
+        "| side | median wall | wall of each run | median CPU (user + system) |",
+        "|---|---|---|---|",
+        *(
+            f"| {label} | {wall[i]:.2f} s | {', '.join(f'{t[0]:.2f}' for t in side)} | {cpu[i]:.2f} s |"
+            for i, (label, side) in enumerate((("pyarrow read + write", reads), ("`packing pack`", packs)))
+        ),
+        "",
+        f"ratio of median wall times: **{ratio:.2f}x** (target at most {TARGET}x: "
+        f"{'met' if ratio <= TARGET else 'not met'}); of median CPU times: {cpu[1] / cpu[0]:.2f}x",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if args.output:
+        args.output.write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

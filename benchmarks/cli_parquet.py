@@ -15,6 +15,10 @@ Multipack sampler benchmark; capped at 2048 tokens) until about ``--tokens`` tok
 - *pack*: ``python -m packing pack IN --output OUT.parquet --max-seq-length 4096 --quiet`` (import, read, plan,
   fill, write, summary).
 
+One warm-up run of each comes first: the input in the page cache, numba's kernels in its on-disk cache and the
+package's bytecode cached (in a temporary ``PYTHONPYCACHEPREFIX``, even where ``PYTHONDONTWRITEBYTECODE`` is set),
+as an installed package finds them.
+
 Both are wall times of the whole child process (its CPU time, user + system, is shown too: it varies less with
 load, though pyarrow's reader uses more than one thread). The ratio is of the two medians of the same run, so load
 from other processes hits both sides alike; the load average (1, 5, 15 min) is given before and after.
@@ -64,12 +68,20 @@ def make_file(path: Path, tokens: float, seed: int = 0) -> tuple[int, int]:
     return len(lengths), int(offsets[-1])
 
 
-def timed(command: list[str]) -> tuple[float, float]:
-    """Wall and CPU (user + system) seconds of ``command`` in a fresh child (the worktree first on its path); its
-    failure stops the run."""
+def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of ``command`` in a fresh child; its failure stops the run."""
     start, cpu = time.perf_counter(), _children_cpu()
-    subprocess.run(command, check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True)
+    subprocess.run(command, check=True, cwd=env["PYTHONPATH"], env=env, capture_output=True)  # -m: cwd first
     return time.perf_counter() - start, _children_cpu() - cpu
+
+
+def child_env(code: Path, folder: Path) -> dict[str, str]:
+    """The children's environment: ``code`` first on the path, and bytecode cached (in ``folder``) as a ``pip
+    install`` leaves it, even where ``PYTHONDONTWRITEBYTECODE`` is set: else every run would compile the
+    package's modules from source again (about 0.3 s of CPU), which an installed package never does."""
+    env = {**os.environ, "PYTHONPATH": str(code), "PYTHONPYCACHEPREFIX": str(folder / "pycache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def _children_cpu() -> float:
@@ -83,6 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5, help="runs of each side (default 5)")
     parser.add_argument("--quick", action="store_true", help="~200,000 tokens, 2 runs: checks that it runs")
     parser.add_argument("--output", type=Path, help="also write the report to this Markdown file")
+    parser.add_argument(
+        "--code",
+        type=Path,
+        default=ROOT,
+        help="the checkout whose `packing` runs (default: this one; another commit's checkout to compare the two)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.tokens, args.repeat = 2e5, 2
@@ -101,11 +119,13 @@ def main(argv: list[str] | None = None) -> int:
         baseline = [sys.executable, "-c", BASELINE, str(source), str(copy)]
         pack = [sys.executable, "-m", "packing", "pack", str(source), "--output", str(packed)]
         pack += ["--max-seq-length", "4096", "--quiet"]
-        timed(pack)  # a first run fills numba's on-disk cache, as any earlier run on the machine would have
+        env = child_env(args.code.resolve(), Path(folder))
+        for command in (baseline, pack):  # a first run of each fills the caches (bytecode, numba's kernels, files)
+            timed(command, env)
         reads, packs = [], []
         for index in range(args.repeat):
-            reads.append(timed(baseline))
-            packs.append(timed(pack))
+            reads.append(timed(baseline, env))
+            packs.append(timed(pack, env))
             print(f"run {index + 1}: baseline {reads[-1][0]:.2f} s, pack {packs[-1][0]:.2f} s", file=sys.stderr)
         after = load_average()
         blocks, out_size = pq.ParquetFile(packed).metadata.num_rows, packed.stat().st_size
@@ -115,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         *run.machine_lines(),
         f"- pyarrow {pa.__version__}; load average (1, 5, 15 min): {before} before, {after} after",
-        f"- command: `python benchmarks/cli_parquet.py {' '.join(argv if argv is not None else sys.argv[1:])}`",
+        f"- packing from {args.code.resolve()}; command: `python benchmarks/cli_parquet.py {' '.join(argv if argv is not None else sys.argv[1:])}`",
         f"- input: {rows:,} rows, {tokens:,} tokens, {size / 2**20:.1f} MiB; output {blocks:,} blocks, "
         f"{out_size / 2**20:.1f} MiB",
         "",

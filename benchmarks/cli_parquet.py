@@ -21,7 +21,8 @@ as an installed package finds them.
 
 Both are wall times of the whole child process (its CPU time, user + system, is shown too: it varies less with
 load, though pyarrow's reader uses more than one thread). The ratio is of the two medians of the same run, so load
-from other processes hits both sides alike; the load average (1, 5, 15 min) is given before and after.
+from other processes hits both sides alike; the load average (1, 5, 15 min) is given before and after. One more run of
+``packing pack`` reports its peak resident memory, against the bound of ``forms.py``: the input's Arrow size + 1 GiB.
 """
 
 from __future__ import annotations
@@ -75,6 +76,14 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
     return time.perf_counter() - start, _children_cpu() - cpu
 
 
+def peak_rss(wrapper: str, arguments: list[str], env: dict[str, str]) -> int:
+    """Peak resident bytes of the command line run with ``arguments`` under ``wrapper`` (``forms.py``'s, which
+    prints the child's own ``VmHWM`` as it exits)."""
+    command = [sys.executable, "-c", wrapper, *arguments]
+    done = subprocess.run(command, check=True, cwd=env["PYTHONPATH"], env=env, capture_output=True, text=True)
+    return int(done.stderr.rsplit("VmHWM", 1)[1].split()[0]) * 1024
+
+
 def child_env(code: Path, folder: Path) -> dict[str, str]:
     """The children's environment: ``code`` first on the path, and bytecode cached (in ``folder``) as a ``pip
     install`` leaves it, even where ``PYTHONDONTWRITEBYTECODE`` is set: else every run would compile the
@@ -106,11 +115,11 @@ def main(argv: list[str] | None = None) -> int:
         args.tokens, args.repeat = 2e5, 2
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("_run", Path(_HERE) / "run.py")
+    spec = importlib.util.spec_from_file_location("_forms", Path(_HERE) / "forms.py")
     assert spec is not None and spec.loader is not None
-    run = importlib.util.module_from_spec(spec)
-    sys.modules["_run"] = run  # its dataclasses look their module up
-    spec.loader.exec_module(run)
+    forms = importlib.util.module_from_spec(spec)
+    sys.modules["_forms"] = forms  # its dataclasses look their module up
+    spec.loader.exec_module(forms)
     with tempfile.TemporaryDirectory(prefix="cli-parquet-") as folder:
         source, copy, packed = (Path(folder) / name for name in ("in.parquet", "copy.parquet", "packed.parquet"))
         rows, tokens = make_file(source, args.tokens)
@@ -128,12 +137,14 @@ def main(argv: list[str] | None = None) -> int:
             packs.append(timed(pack, env))
             print(f"run {index + 1}: baseline {reads[-1][0]:.2f} s, pack {packs[-1][0]:.2f} s", file=sys.stderr)
         after = load_average()
+        peak = peak_rss(forms._OWN_PEAK, pack[3:], env)
+        arrow = pq.read_table(source).nbytes
         blocks, out_size = pq.ParquetFile(packed).metadata.num_rows, packed.stat().st_size
     wall = [statistics.median(t[0] for t in side) for side in (reads, packs)]
     cpu = [statistics.median(t[1] for t in side) for side in (reads, packs)]
     ratio = wall[1] / wall[0]
     lines = [
-        *run.machine_lines(),
+        *forms.machine_lines(),
         f"- pyarrow {pa.__version__}; load average (1, 5, 15 min): {before} before, {after} after",
         f"- packing from {args.code.resolve()}; command: `python benchmarks/cli_parquet.py {' '.join(argv if argv is not None else sys.argv[1:])}`",
         f"- input: {rows:,} rows, {tokens:,} tokens, {size / 2**20:.1f} MiB; output {blocks:,} blocks, "
@@ -148,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"ratio of median wall times: **{ratio:.2f}x** (target at most {TARGET}x: "
         f"{'met' if ratio <= TARGET else 'not met'}); of median CPU times: {cpu[1] / cpu[0]:.2f}x",
+        "",
+        f"peak RSS of `packing pack` (one more run, its own `VmHWM`): {peak / 2**30:.2f} GiB; bound: the input's "
+        f"Arrow size {arrow / 2**30:.3f} GiB + 1 GiB = {(arrow + 2**30) / 2**30:.2f} GiB: "
+        f"{'within' if peak <= arrow + 2**30 else 'over'}",
     ]
     text = "\n".join(lines)
     print(text)

@@ -4,16 +4,17 @@
     python benchmarks/cli_parquet.py                      # ~30 M tokens, 5 runs of each side
     python benchmarks/cli_parquet.py --quick              # ~200,000 tokens, 2 runs: checks that it runs
     python benchmarks/cli_parquet.py --tokens 40e6 --repeat 7 --output benchmarks/cli_parquet_results.md
+    python benchmarks/cli_parquet.py --code /tmp/old --code .   # two checkouts (git archive of a commit), interleaved
 
 The input is one ``input_ids`` column (list<int32>, random ids below 50,000) written by ``pq.write_table`` with
 pyarrow's defaults; its row lengths are drawn (with replacement, seed 0) from OpenChat V1's real conversation
 lengths (``packing/workloads/openchat_v1_2048.json``, source: imoneoi/multipack_sampler testdata.json, the
 Multipack sampler benchmark; capped at 2048 tokens) until about ``--tokens`` tokens. The file is built once; then
-``--repeat`` times, alternately:
+``--repeat`` times, in turn:
 
 - *baseline*: a fresh ``python -c`` process doing ``pq.read_table(IN)`` and ``pq.write_table(table, OUT)``;
 - *pack*: ``python -m packing pack IN --output OUT.parquet --max-seq-length 4096 --quiet`` (import, read, plan,
-  fill, write, summary).
+  fill, write, summary), once for each ``--code`` checkout given (default: this one).
 
 One warm-up run of each comes first: the input in the page cache, numba's kernels in its on-disk cache and the
 package's bytecode cached (in a temporary ``PYTHONPYCACHEPREFIX``, even where ``PYTHONDONTWRITEBYTECODE`` is set),
@@ -98,7 +99,7 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--tokens", type=float, default=30e6, help="tokens in the input (default 30 M)")
     parser.add_argument("--repeat", type=int, default=5, help="runs of each side (default 5)")
@@ -107,12 +108,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--code",
         type=Path,
-        default=ROOT,
-        help="the checkout whose `packing` runs (default: this one; another commit's checkout to compare the two)",
+        action="append",
+        help="a checkout whose `packing` runs (default: this one); repeated, each is a side of its own, interleaved "
+        "with the others (to compare commits in one run)",
     )
     args = parser.parse_args(argv)
     if args.quick:
         args.tokens, args.repeat = 2e5, 2
+    args.code = [path.resolve() for path in args.code or [ROOT]]
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("_forms", Path(_HERE) / "forms.py")
@@ -123,46 +131,49 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="cli-parquet-") as folder:
         source, copy, packed = (Path(folder) / name for name in ("in.parquet", "copy.parquet", "packed.parquet"))
         rows, tokens = make_file(source, args.tokens)
-        size = source.stat().st_size
-        before = load_average()
         baseline = [sys.executable, "-c", BASELINE, str(source), str(copy)]
         pack = [sys.executable, "-m", "packing", "pack", str(source), "--output", str(packed)]
         pack += ["--max-seq-length", "4096", "--quiet"]
-        env = child_env(args.code.resolve(), Path(folder))
-        for command in (baseline, pack):  # a first run of each fills the caches (bytecode, numba's kernels, files)
+        sides = [("pyarrow read + write", baseline, child_env(ROOT, Path(folder)))]
+        sides += [(f"`packing pack` ({code})", pack, child_env(code, Path(folder))) for code in args.code]
+        for _, command, env in sides:  # a first run of each fills the caches (bytecode, numba's kernels, files)
             timed(command, env)
-        reads, packs = [], []
+        before = load_average()
+        times: list[list[tuple[float, float]]] = [[] for _ in sides]
         for index in range(args.repeat):
-            reads.append(timed(baseline, env))
-            packs.append(timed(pack, env))
-            print(f"run {index + 1}: baseline {reads[-1][0]:.2f} s, pack {packs[-1][0]:.2f} s", file=sys.stderr)
+            for side, (_, command, env) in zip(times, sides, strict=True):
+                side.append(timed(command, env))
+            print(f"run {index + 1}: " + ", ".join(f"{t[-1][0]:.2f} s" for t in times), file=sys.stderr)
         after = load_average()
-        peak = peak_rss(forms._OWN_PEAK, pack[3:], env)
+        peaks = [peak_rss(forms._OWN_PEAK, pack[3:], env) for _, _, env in sides[1:]]
         arrow = pq.read_table(source).nbytes
-        blocks, out_size = pq.ParquetFile(packed).metadata.num_rows, packed.stat().st_size
-    wall = [statistics.median(t[0] for t in side) for side in (reads, packs)]
-    cpu = [statistics.median(t[1] for t in side) for side in (reads, packs)]
-    ratio = wall[1] / wall[0]
-    lines = [
-        *forms.machine_lines(),
-        f"- pyarrow {pa.__version__}; load average (1, 5, 15 min): {before} before, {after} after",
-        f"- packing from {args.code.resolve()}; command: `python benchmarks/cli_parquet.py {' '.join(argv if argv is not None else sys.argv[1:])}`",
-        f"- input: {rows:,} rows, {tokens:,} tokens, {size / 2**20:.1f} MiB; output {blocks:,} blocks, "
-        f"{out_size / 2**20:.1f} MiB",
+        lines = [
+            *forms.machine_lines(),
+            f"- pyarrow {pa.__version__}; load average (1, 5, 15 min): {before} before, {after} after",
+            f"- command: `python benchmarks/cli_parquet.py {' '.join(argv if argv is not None else sys.argv[1:])}`",
+            f"- input: {rows:,} rows, {tokens:,} tokens, {source.stat().st_size / 2**20:.1f} MiB, Arrow size "
+            f"{arrow / 2**30:.3f} GiB; output {pq.ParquetFile(packed).metadata.num_rows:,} blocks, "
+            f"{packed.stat().st_size / 2**20:.1f} MiB (the last side's)",
+        ]
+    wall = [statistics.median(t[0] for t in side) for side in times]
+    cpu = [statistics.median(t[1] for t in side) for side in times]
+    lines += [
         "",
-        "| side | median wall | wall of each run | median CPU (user + system) |",
-        "|---|---|---|---|",
-        *(
-            f"| {label} | {wall[i]:.2f} s | {', '.join(f'{t[0]:.2f}' for t in side)} | {cpu[i]:.2f} s |"
-            for i, (label, side) in enumerate((("pyarrow read + write", reads), ("`packing pack`", packs)))
-        ),
+        "| side | median wall | wall of each run | median CPU (user + system) | wall ratio | CPU ratio | peak RSS |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for i, (label, _, _) in enumerate(sides):
+        runs = ", ".join(f"{t[0]:.2f}" for t in times[i])
+        ratios = f"**{wall[i] / wall[0]:.2f}x** | {cpu[i] / cpu[0]:.2f}x" if i else "1 | 1"
+        peak = f"{peaks[i - 1] / 2**30:.2f} GiB" if i else ""
+        lines.append(f"| {label} | {wall[i]:.2f} s | {runs} | {cpu[i]:.2f} s | {ratios} | {peak} |")
+    met = all(w / wall[0] <= TARGET for w in wall[1:])
+    within = all(peak <= arrow + 2**30 for peak in peaks)
+    lines += [
         "",
-        f"ratio of median wall times: **{ratio:.2f}x** (target at most {TARGET}x: "
-        f"{'met' if ratio <= TARGET else 'not met'}); of median CPU times: {cpu[1] / cpu[0]:.2f}x",
-        "",
-        f"peak RSS of `packing pack` (one more run, its own `VmHWM`): {peak / 2**30:.2f} GiB; bound: the input's "
-        f"Arrow size {arrow / 2**30:.3f} GiB + 1 GiB = {(arrow + 2**30) / 2**30:.2f} GiB: "
-        f"{'within' if peak <= arrow + 2**30 else 'over'}",
+        f"Ratios are of medians, to the baseline's, in this run: target at most {TARGET}x: "
+        f"{'met' if met else 'not met'}. Peak RSS (one more run of each, its own `VmHWM`) against the input's Arrow "
+        f"size + 1 GiB = {(arrow + 2**30) / 2**30:.2f} GiB: {'within' if within else 'over'}.",
     ]
     text = "\n".join(lines)
     print(text)

@@ -230,15 +230,20 @@ def write_jsonl(
 
 
 def _parquet_file(tables: Iterable[pa.Table], path: PathType) -> None:
-    """The one Parquet writer: ``tables`` (one schema) as one file, a row group each, atomically. O(values)."""
+    """The one Parquet writer: ``tables`` (one schema) as one file, a row group each, atomically, as zstd (level 1)
+    pages without dictionaries: a dictionary of token ids costs more time than any other step of writing and
+    saves little once compressed (a block's positions and masks compress to almost nothing either way).
+    O(values)."""
     import pyarrow.parquet as pq
 
     with atomic_path(path) as temporary:
         writer: pq.ParquetWriter | None = None
         try:
             for table in tables:
-                if writer is None:
-                    writer = pq.ParquetWriter(temporary, table.schema)  # an empty output keeps its schema
+                if writer is None:  # an empty output keeps its schema
+                    writer = pq.ParquetWriter(
+                        temporary, table.schema, use_dictionary=False, compression="zstd", compression_level=1
+                    )
                 if table.num_rows:
                     writer.write_table(table, row_group_size=table.num_rows)
         finally:

@@ -11,13 +11,10 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
-from packing.errors import SampleError, SettingError
-
-if TYPE_CHECKING:  # pragma: no cover - typing only; imported where used, so io and reader may import this module
-    pass
 from packing.core.forms import Message
+from packing.errors import SampleError, SettingError
 from packing.text.tokenizers import ByteTokenizer, tokenizer_name
 
 _GENERATION_MARKER = re.compile(r"\{%-?\s*generation\s*-?%\}")

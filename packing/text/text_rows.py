@@ -51,17 +51,14 @@ import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from packing.core.arrays import offsets_of, ranges
+from packing.core.forms import TEXT_FORMS, Message, TextForm, null_unit, null_unit_error, text_forms
 from packing.core.loss import DEFAULT_RULES, LossRules
 from packing.errors import SampleError, SettingError
-
-if TYPE_CHECKING:  # pragma: no cover - typing only; imported where used, so io and reader may import this module
-    pass
-from packing.core.forms import TEXT_FORMS, Message, TextForm, null_unit, null_unit_error, text_forms
 from packing.text.chats import TemplateShape, chat_spans, marked_spans, render_marked
 from packing.text.encoding import Encoded, encode_masked, encode_texts, eos_id, with_eos
 from packing.text.templates import has_generation_markers, render, render_all

@@ -10,16 +10,13 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from packing.errors import SettingError
-
-if TYPE_CHECKING:  # pragma: no cover - typing only; imported where used, so io and reader may import this module
-    pass
 from packing.core.forms import Message
+from packing.errors import SettingError
 
 Int64Array = npt.NDArray[np.int64]
 Int8Array = npt.NDArray[np.int8]

@@ -46,7 +46,6 @@ Internal: the public names are in ``packing`` and ``packing.text``.
 
 from __future__ import annotations
 
-import copy
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -175,13 +174,9 @@ def _in_parts(error: SampleError, prompt_lengths: Mapping[int, int]) -> SampleEr
     length = prompt_lengths.get(error.sample) if error.sample is not None else None
     if error.field != "messages" or length is None:
         return error
-    renamed = copy.copy(error)
-    in_prompt = error.position is not None and error.position < length
-    renamed.field = "prompt" if in_prompt else "completion"
-    if error.position is not None and not in_prompt:
-        renamed.position = error.position - length
-    renamed.args = (renamed.where_and_what(),)
-    return renamed
+    if error.position is not None and error.position < length:
+        return error.moved(field="prompt")
+    return error.moved(field="completion", position=None if error.position is None else error.position - length)
 
 
 def _encode_conversational(

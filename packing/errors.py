@@ -454,6 +454,17 @@ class DatasetError(PackingError, ValueError):
         return cls(source, where, reason, cause)
 
 
+def first_line(error: BaseException, limit: int = 100) -> str:
+    """The first line of ``error``'s message cut to ``limit`` characters, or its class's name when it has none: how
+    a library's error is quoted inside one of ours. O(message).
+
+    >>> first_line(ValueError("bad\\nmore")), first_line(KeyError())
+    ('bad', 'KeyError')
+    """
+    text = str(error).strip()
+    return text.splitlines()[0][:limit] if text else type(error).__name__
+
+
 def one_line(
     error: BaseException,
     option: Callable[[str], str | None] | None = None,

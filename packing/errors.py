@@ -152,18 +152,25 @@ class SampleError(PackingError, ValueError):
         location = self.location
         return f"{head}{', ' + location if location else ''}: {self.problem}"
 
+    def moved(self, **place: int | str | None) -> SampleError:
+        """The same error at another place (``sample``, ``field``, ``position``: those given), worded again: the one
+        way an error read in part of the input is renumbered as the whole input numbers it. O(1).
+
+        >>> str(SampleError(2, "messages", 3, "a token id", -1).moved(sample=12, field="completion", position=1))
+        "sample 12, 'completion', position 1: expected a token id, got -1"
+        """
+        error = copy.copy(self)
+        error.__dict__.update(place)
+        error.args = (error.where_and_what(),)
+        return error
+
     def after(self, rows: int) -> SampleError:
         """The same error about a row that comes ``rows`` rows later (in a table read after others). O(1).
 
         >>> str(SampleError(2, None, 1, "a token id", -1).after(10))
         'sample 12, position 1: expected a token id, got -1'
         """
-        if self.sample is None or not rows:
-            return self
-        shifted = copy.copy(self)
-        shifted.sample = self.sample + rows
-        shifted.args = (shifted.where_and_what(),)
-        return shifted
+        return self if self.sample is None or not rows else self.moved(sample=self.sample + rows)
 
 
 class NeedsTokenizer(SampleError):
@@ -445,6 +452,17 @@ class DatasetError(PackingError, ValueError):
         """The file-level error for a bad row: the row's place in the file, then the sample error's fields."""
         reason = f"{cause.location}: {cause.problem}" if cause.location else cause.problem
         return cls(source, where, reason, cause)
+
+
+def first_line(error: BaseException, limit: int = 100) -> str:
+    """The first line of ``error``'s message cut to ``limit`` characters, or its class's name when it has none: how
+    a library's error is quoted inside one of ours. O(message).
+
+    >>> first_line(ValueError("bad\\nmore")), first_line(KeyError())
+    ('bad', 'KeyError')
+    """
+    text = str(error).strip()
+    return text.splitlines()[0][:limit] if text else type(error).__name__
 
 
 def one_line(

@@ -7,20 +7,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from packing.core.arrays import offsets_of, row_at
-from packing.core.forms import unit_field_at
+from packing.core.forms import LABELS, unit_field_at
+from packing.core.pairs_groups import Units
 from packing.core.validation import INT32_MAX
 from packing.errors import SampleError, SettingError
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    pass
-from packing.core.forms import LABELS
-from packing.core.pairs_groups import Units
 
 Int64Array = npt.NDArray[np.int64]
 Int8Array = npt.NDArray[np.int8]

@@ -6,14 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from packing.core.forms import Message
 from packing.core.loss import DEFAULT_RULES, LossRules
 from packing.errors import SampleError
-
-if TYPE_CHECKING:  # pragma: no cover - typing only; imported where used, so io and reader may import this module
-    pass
-from packing.core.forms import Message
 from packing.text.templates import prefix_error, render, rendering
 
 

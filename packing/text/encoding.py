@@ -7,15 +7,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from packing.core.arrays import offsets_of, ranges
 from packing.errors import SettingError
-
-if TYPE_CHECKING:  # pragma: no cover - typing only; imported where used, so io and reader may import this module
-    pass
 from packing.text.tokenizers import ByteTokenizer, Int8Array, Int64Array, tokenizer_name
 
 # ---------------------------------------------------------------- tokenizing

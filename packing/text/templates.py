@@ -11,13 +11,10 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
-from packing.errors import SampleError, SettingError
-
-if TYPE_CHECKING:  # pragma: no cover - typing only; imported where used, so io and reader may import this module
-    pass
 from packing.core.forms import Message
+from packing.errors import SampleError, SettingError, first_line
 from packing.text.tokenizers import ByteTokenizer, tokenizer_name
 
 _GENERATION_MARKER = re.compile(r"\{%-?\s*generation\s*-?%\}")
@@ -357,9 +354,8 @@ def rendering(
     except _RenderTooLong:
         raise _too_long(sample, field, STEP_FACTOR * cap) from None
     except Exception as error:
-        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise SampleError(
-            sample, field, None, "a conversation the chat template can render", f"<{message[:60]}>"
+            sample, field, None, "a conversation the chat template can render", f"<{first_line(error, 60)}>"
         ) from None
 
 

@@ -46,22 +46,18 @@ Internal: the public names are in ``packing`` and ``packing.text``.
 
 from __future__ import annotations
 
-import copy
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from packing.core.arrays import offsets_of, ranges
+from packing.core.forms import TEXT_FORMS, Message, TextForm, null_unit, null_unit_error, text_forms
 from packing.core.loss import DEFAULT_RULES, LossRules
 from packing.errors import SampleError, SettingError
-
-if TYPE_CHECKING:  # pragma: no cover - typing only; imported where used, so io and reader may import this module
-    pass
-from packing.core.forms import TEXT_FORMS, Message, TextForm, null_unit, null_unit_error, text_forms
 from packing.text.chats import TemplateShape, chat_spans, marked_spans, render_marked
 from packing.text.encoding import Encoded, encode_masked, encode_texts, eos_id, with_eos
 from packing.text.templates import has_generation_markers, render, render_all
@@ -178,13 +174,9 @@ def _in_parts(error: SampleError, prompt_lengths: Mapping[int, int]) -> SampleEr
     length = prompt_lengths.get(error.sample) if error.sample is not None else None
     if error.field != "messages" or length is None:
         return error
-    renamed = copy.copy(error)
-    in_prompt = error.position is not None and error.position < length
-    renamed.field = "prompt" if in_prompt else "completion"
-    if error.position is not None and not in_prompt:
-        renamed.position = error.position - length
-    renamed.args = (renamed.where_and_what(),)
-    return renamed
+    if error.position is not None and error.position < length:
+        return error.moved(field="prompt")
+    return error.moved(field="completion", position=None if error.position is None else error.position - length)
 
 
 def _encode_conversational(

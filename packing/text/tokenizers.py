@@ -10,16 +10,13 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from packing.errors import SettingError
-
-if TYPE_CHECKING:  # pragma: no cover - typing only; imported where used, so io and reader may import this module
-    pass
 from packing.core.forms import Message
+from packing.errors import SettingError, first_line
 
 Int64Array = npt.NDArray[np.int64]
 Int8Array = npt.NDArray[np.int8]
@@ -239,12 +236,12 @@ def _load(spec: Any, local_files_only: bool) -> Any:
         except Exception as error:
             kind = "a file" if path.is_file() else "a folder"
             raise SettingError(
-                "tokenizer", expected, f"<{text!r}: {kind} that cannot be loaded ({_reason(error)})>"
+                "tokenizer", expected, f"<{text!r}: {kind} that cannot be loaded ({first_line(error)})>"
             ) from None
     try:
         return transformers.AutoTokenizer.from_pretrained(text, local_files_only=True, trust_remote_code=False)
     except Exception as error:
-        cached_reason = _reason(error)
+        cached_reason = first_line(error)
     if local_files_only or _offline():
         raise SettingError("tokenizer", expected, f"<{text!r}: not a folder, and not in the local cache (offline)>")
     if not _hub_answers(text):
@@ -254,7 +251,7 @@ def _load(spec: Any, local_files_only: bool) -> Any:
     try:
         return transformers.AutoTokenizer.from_pretrained(text, trust_remote_code=False)
     except Exception as error:
-        online = _reason(error)
+        online = first_line(error)
     if "connect" in online.lower() or "resolve" in online.lower():
         reason = "not a folder, not in the local cache, and the hub cannot be reached"
     else:
@@ -303,7 +300,7 @@ def with_chat_template(tokenizer: Any, template: Any) -> Any:
     except ImportError:  # pragma: no cover - an older layout: the first rendering will say it
         pass
     except Exception as error:
-        raise SettingError("chat_template", "a Jinja template that compiles", f"<{_reason(error)}>") from None
+        raise SettingError("chat_template", "a Jinja template that compiles", f"<{first_line(error)}>") from None
     import copy
 
     changed = copy.copy(tokenizer)
@@ -322,7 +319,7 @@ def _template_text(template: Any) -> str:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        raise SettingError("chat_template", expected, f"<{str(path)!r}: {_reason(error)}>") from None
+        raise SettingError("chat_template", expected, f"<{str(path)!r}: {first_line(error)}>") from None
     if path.suffix == ".json":  # a tokenizer_config.json or chat_template.json holding the template
         try:
             value = json.loads(text).get("chat_template")
@@ -352,7 +349,7 @@ def _tiktoken_ranks(file: Path) -> dict[bytes, int]:
     try:
         lines = file.read_text(encoding="ascii").splitlines()
     except (OSError, UnicodeDecodeError) as error:
-        raise SettingError("tokenizer", expected, f"<{str(file)!r}: {_reason(error)}>") from None
+        raise SettingError("tokenizer", expected, f"<{str(file)!r}: {first_line(error)}>") from None
     ranks: dict[bytes, int] = {}
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -434,12 +431,6 @@ def _hub_answers(name: str) -> bool:
     except Exception:  # no answer: no network, no such host, refused, timed out
         return False
     return True
-
-
-def _reason(error: BaseException) -> str:
-    """The first line of an error, cut to 100 characters, for a message."""
-    text = str(error).strip()
-    return text.splitlines()[0][:100] if text else type(error).__name__
 
 
 def tokenizer_name(tokenizer: Any) -> str:

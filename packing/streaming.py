@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.batches.packed import LazyBatch, block_arrays
+from packing.batches.packed import PackedBatch, block_arrays, check_pad
 from packing.batches.schema import datasets_features
 from packing.batches.units import UnitFit, fit_units
 from packing.core.arrays import offsets_of, ranges
@@ -42,12 +42,12 @@ from packing.core.validation import (
     is_integer,
 )
 from packing.errors import SampleError, SequenceTooLong, SettingError, StateMismatch, quote
-from packing.planning.plans import PackingPlan, plan
+from packing.planning.plans import PackingPlan, _plan
 from packing.reading.reader import read_rows
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.registry import STRATEGIES, StrategyName, check_whole_samples
 from packing.strategies.stats import PackingStats, UnitStats, compute_stats
-from packing.text.prepare import prepare
+from packing.text.prepare import Prepared, prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
@@ -122,13 +122,15 @@ def _capped(carry: npt.NDArray[np.bool_], fill: Int64Array, count: Int64Array, l
     return capped
 
 
-def _read(rows: list[Any], first: int, completions: int | None, recipe: Recipe) -> tuple[Samples, UnitFit | None]:
+def _read(
+    rows: list[Any], first: int, completions: int | None, recipe: Recipe, prepared: Prepared
+) -> tuple[Samples, UnitFit | None]:
     """Read a buffer of rows, and for pairs and groups what fitting them did (it counts what was cut); an error
     names the sample by its position in the stream. Their completions are numbered from ``completions`` (those
     read before them; None: the stream has read no pair or group yet), as ``pack`` numbers them over the whole
     input; once a stream has read one, its plain rows are units of their own (its blocks keep the unit columns)."""
     try:
-        samples = read_rows(rows, **prepare(recipe).read_options)
+        samples = read_rows(rows, **prepared.read_options)
         samples.refuse_other_labels()  # blocks are made from subsets of the buffer, which do not carry labels
     except SampleError as error:
         if error.sample is not None:
@@ -248,6 +250,8 @@ class PackingStream(Iterator[Block]):
         self, samples: Iterable[Any], recipe: Recipe, buffer_size: int, shuffle: bool, state: dict[str, Any] | None
     ) -> None:
         self.recipe = recipe
+        self._prepared = prepare(recipe)  # once: the tokenizer, the pad id and the state's description
+        self._pad = check_pad(self._prepared.pad_id, recipe.int64)
         self.buffer_size = check_integer(buffer_size, "buffer_size")
         check_whole_samples(recipe.strategy)
         self.shuffle = check_flag(shuffle, "shuffle")
@@ -258,7 +262,7 @@ class PackingStream(Iterator[Block]):
         self._position = 0  # rows read from the source
         self._finished = False
         self._source_state: Any = None  # the source's own state after the rows read so far
-        self._pending: LazyBatch | None = None  # the current buffer's blocks not yet yielded, in order
+        self._pending: PackedBatch | None = None  # the current buffer's blocks not yet yielded, in order
         self._yielded = 0  # of them
         self._skip = 0
         self._stats: PackingStats | None = None  # what the buffers planned so far packed and lost
@@ -327,7 +331,7 @@ class PackingStream(Iterator[Block]):
             if saves:
                 self._source_state = copy.deepcopy(self._samples.state_dict())  # type: ignore[attr-defined]
             count = len(rows)
-            fresh, fit = _read(rows, self._position, self._completions_read(), chosen)
+            fresh, fit = _read(rows, self._position, self._completions_read(), chosen, self._prepared)
             del rows  # the rows as given are not held while the buffer is packed
             carried_ids = self._carried_ids
             buffer = _concat([self._carried, fresh])
@@ -342,7 +346,7 @@ class PackingStream(Iterator[Block]):
             plan_seed = int(self._rng.integers(2**31)) if random_order else None
             planning = _planning(chosen, buffer)
             try:
-                layout = plan(buffer.lengths, recipe=Recipe.of(planning, seed=plan_seed) if random_order else planning)
+                layout = _plan(buffer.lengths, Recipe.of(planning, seed=plan_seed) if random_order else planning)
             except SequenceTooLong as error:  # overflow="error": named by its position in the stream
                 raise error.at(int(ids[error.sample or 0])) from None
             fill = np.zeros(layout.num_blocks, dtype=np.int64)
@@ -369,7 +373,7 @@ class PackingStream(Iterator[Block]):
             emitted = layout.select(emit)
             part = _buffer_stats(layout, emitted, fit, chosen)
             self._stats = part if self._stats is None else self._stats.plus(part)
-            self._pending = _pending(emitted, buffer, ids, chosen)
+            self._pending = PackedBatch(emitted, buffer, self._pad, chosen.int64, ids)
             self._yielded = 0
             del buffer, layout
             yield from self._emit()
@@ -398,7 +402,7 @@ class PackingStream(Iterator[Block]):
             pending = _pending_state(self._pending, rest)
         return {
             "format": STATE_FORMAT,
-            "recipe": prepare(self.recipe).description,
+            "recipe": self._prepared.description,
             "buffer_size": self.buffer_size,
             "shuffle": self.shuffle,
             "position": self._position,
@@ -462,7 +466,7 @@ class PackingStream(Iterator[Block]):
         ``SettingError`` line (``StateMismatch`` for a state of another stream, or over a source with fewer rows
         than the state had read). O(the state's size)."""
         check_state_form(state, STATE_FORMAT, STATE_KEYS, STATE_WHAT)
-        ours = {"recipe": prepare(self.recipe).description, "buffer_size": self.buffer_size, "shuffle": self.shuffle}
+        ours = {"recipe": self._prepared.description, "buffer_size": self.buffer_size, "shuffle": self.shuffle}
         for name, value in ours.items():
             if not isinstance(state[name], type(value)) or state[name] != value:
                 if name == "recipe" and isinstance(state[name], str):
@@ -478,7 +482,7 @@ class PackingStream(Iterator[Block]):
         self._stats = _stats_of(state["stats"], self.recipe, self._position)
         self._source_state = copy.deepcopy(state["source"])
         self._carried, self._carried_ids = _samples_of(state["carried"], "carried", self._position, self.recipe)
-        self._pending = None if state["pending"] is None else _pending_of(state["pending"], self.recipe, self._position)
+        self._pending = None if state["pending"] is None else _pending_of(state["pending"], self.recipe, self._position, self._pad)
         pending = None if self._pending is None else self._pending.sequence_names
         waiting = self._carried_ids if pending is None else np.concatenate((self._carried_ids, pending))
         if len(np.unique(waiting)) != len(waiting):
@@ -604,11 +608,6 @@ def _skipped(rows: Iterator[Any], count: int) -> Iterator[Any]:
     return rows
 
 
-def _pending(plan: PackingPlan, buffer: Samples, ids: Int64Array, recipe: Recipe) -> LazyBatch:
-    """The blocks of ``plan`` over ``buffer`` (documents named ``ids``), to be yielded in order."""
-    return LazyBatch.of(plan, buffer, pad_token_id=prepare(recipe).pad_id, int64=recipe.int64, sequence_names=ids)
-
-
 def _planning(recipe: Recipe, buffer: Samples) -> Recipe:
     """The recipe a buffer is planned with: the stream's, or for pairs and groups fitted by ``truncate`` (see
     ``packing.batches.units``) ``drop``, so that a unit that cannot fit is left out whole, never cut."""
@@ -700,7 +699,7 @@ def _samples_of(state: Any, field: str, position: int, recipe: Recipe) -> tuple[
     return samples, ids
 
 
-def _pending_state(pending: LazyBatch, blocks: Int64Array) -> dict[str, Any]:
+def _pending_state(pending: PackedBatch, blocks: Int64Array) -> dict[str, Any]:
     """Blocks ``blocks`` of ``pending``: their documents (only the samples they hold) and pieces, as lists."""
     layout = pending.plan.select(blocks)
     used, sequence = np.unique(layout.piece_sequence, return_inverse=True)
@@ -716,7 +715,7 @@ def _pending_state(pending: LazyBatch, blocks: Int64Array) -> dict[str, Any]:
     return state
 
 
-def _pending_of(state: Any, recipe: Recipe, position: int) -> LazyBatch:
+def _pending_of(state: Any, recipe: Recipe, position: int, pad: int) -> PackedBatch:
     """The pending blocks of :func:`_pending_state`, checked as a plan of its samples (``check_pieces``) before
     anything reads them. O(tokens + pieces)."""
     samples, ids = _samples_of(state, "pending", position, recipe)
@@ -742,16 +741,17 @@ def _pending_of(state: Any, recipe: Recipe, position: int) -> LazyBatch:
             unchecked,
         )
         stats = compute_stats(samples.lengths, recipe.max_seq_length, starts, sequence, length)
-        return _pending(dataclasses.replace(layout, stats=stats, _trusted=True), samples, ids, recipe)
+        checked = dataclasses.replace(layout, stats=stats, _trusted=True)
+        return PackedBatch.of(checked, samples, pad_token_id=pad, int64=recipe.int64, sequence_names=ids)
     except SettingError as error:  # the plan's or the blocks' own check, said of the state
         got = error.got if error.got.startswith("<") else f"<{error.got}>"
         raise SettingError("state", f"{what} blocks ({error.expected})", got) from None
 
 
-def _dataset_blocks(dataset: Any, max_seq_length: int | None, options: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def _dataset_blocks(dataset: Any, settings: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The blocks of ``stream`` as rows of real tokens only (``sum(seq_lengths)`` values), as ``packing.hf``
     writes them: what TRL's padding-free collator reads."""
-    blocks = stream(dataset, max_seq_length, **options)
+    blocks = PackingStream(dataset, **settings)
     for block in blocks:
         used = int(block["seq_lengths"].sum())
         yield {name: (values if name == "seq_lengths" else values[:used]).tolist() for name, values in block.items()}
@@ -787,11 +787,11 @@ def stream_dataset(
     except ImportError as error:  # pragma: no cover - exercised only without datasets
         raise ImportError("stream_dataset needs Hugging Face datasets: pip install datasets") from error
     chosen = Recipe.at("stream", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
-    next(stream([], recipe=chosen, buffer_size=buffer_size, shuffle=shuffle), None)  # the settings, now
-    settings = {"recipe": chosen, "buffer_size": buffer_size, "shuffle": shuffle}
+    settings = {"recipe": chosen, "buffer_size": buffer_size, "shuffle": shuffle, "state": None}
+    next(PackingStream([], **settings), None)  # the settings, now
     first = next(iter(dataset), None)  # pairs and groups add their columns: the first row says which rows come
     return datasets.IterableDataset.from_generator(
         _dataset_blocks,
         features=datasets_features(chosen.int64, units=unit_kind(first) is not None),
-        gen_kwargs={"dataset": dataset, "max_seq_length": None, "options": settings},
+        gen_kwargs={"dataset": dataset, "settings": settings},
     )

@@ -42,10 +42,10 @@ from packing.core.validation import (
     is_integer,
 )
 from packing.errors import SampleError, SequenceTooLong, SettingError, StateMismatch, quote
-from packing.planning.plans import PackingPlan, _plan
+from packing.planning.plans import PackingPlan, drawn_plan_of
 from packing.reading.reader import read_rows
 from packing.recipe import Recipe, RecipeOptions
-from packing.strategies.registry import STRATEGIES, StrategyName, check_whole_samples
+from packing.strategies.registry import StrategyName, check_whole_samples
 from packing.strategies.stats import PackingStats, UnitStats, compute_stats
 from packing.text.prepare import Prepared, prepare
 
@@ -320,7 +320,7 @@ class PackingStream(Iterator[Block]):
         return _skipped(iter(samples), self._skip)
 
     def _run(self) -> Iterator[Block]:
-        chosen, capacity, strategy = self.recipe, self.recipe.max_seq_length, self.recipe.strategy
+        chosen, capacity = self.recipe, self.recipe.max_seq_length
         yield from self._emit()
         if self._finished:
             return
@@ -342,11 +342,8 @@ class PackingStream(Iterator[Block]):
             self._position += count
             if len(ids) == 0:
                 break
-            random_order = "seed" in STRATEGIES[strategy].options
-            plan_seed = int(self._rng.integers(2**31)) if random_order else None
-            planning = _planning(chosen, buffer)
             try:
-                layout = _plan(buffer.lengths, Recipe.of(planning, seed=plan_seed) if random_order else planning)
+                layout = drawn_plan_of(buffer.lengths, _planning(chosen, buffer), self._rng)
             except SequenceTooLong as error:  # overflow="error": named by its position in the stream
                 raise error.at(int(ids[error.sample or 0])) from None
             fill = np.zeros(layout.num_blocks, dtype=np.int64)
@@ -482,7 +479,9 @@ class PackingStream(Iterator[Block]):
         self._stats = _stats_of(state["stats"], self.recipe, self._position)
         self._source_state = copy.deepcopy(state["source"])
         self._carried, self._carried_ids = _samples_of(state["carried"], "carried", self._position, self.recipe)
-        self._pending = None if state["pending"] is None else _pending_of(state["pending"], self.recipe, self._position, self._pad)
+        self._pending = (
+            None if state["pending"] is None else _pending_of(state["pending"], self.recipe, self._position, self._pad)
+        )
         pending = None if self._pending is None else self._pending.sequence_names
         waiting = self._carried_ids if pending is None else np.concatenate((self._carried_ids, pending))
         if len(np.unique(waiting)) != len(waiting):
@@ -787,7 +786,7 @@ def stream_dataset(
     except ImportError as error:  # pragma: no cover - exercised only without datasets
         raise ImportError("stream_dataset needs Hugging Face datasets: pip install datasets") from error
     chosen = Recipe.at("stream", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
-    settings = {"recipe": chosen, "buffer_size": buffer_size, "shuffle": shuffle, "state": None}
+    settings: dict[str, Any] = {"recipe": chosen, "buffer_size": buffer_size, "shuffle": shuffle, "state": None}
     next(PackingStream([], **settings), None)  # the settings, now
     first = next(iter(dataset), None)  # pairs and groups add their columns: the first row says which rows come
     return datasets.IterableDataset.from_generator(

@@ -30,7 +30,7 @@ from packing.core.samples import IGNORE_INDEX, Samples, all_ones, joined_dtype, 
 from packing.core.units import Units
 from packing.core.validation import INT32_MAX, OverflowPolicy, check_flag, check_integer, check_token_id
 from packing.errors import SampleError, SettingError
-from packing.planning.plans import PackingPlan, _plan, check_pieces
+from packing.planning.plans import PackingPlan, check_pieces, plan_of
 from packing.reading.reader import join_token_arrays, read_rows, token_array_lengths
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.kernels import fill_labels, fill_positions, fill_sequences, fill_tokens, piece_mask_sums
@@ -742,7 +742,7 @@ def run(
 ) -> PackedBatch:
     """The one pipeline behind every door that packs rows: read once (any form the reader accepts, a ``Samples``
     or a ``read_dataset`` dataset as they are), pairs and groups fitted whole (``fit_units``), planned
-    (``_plan``), the blocks shuffled with the recipe's seed when ``shuffle``, and a batch that fills them when a
+    (``plan_of``), the blocks shuffled with the recipe's seed when ``shuffle``, and a batch that fills them when a
     column is read. ``recipe`` was built by the door (``Recipe.at``) and ``prepared`` is its ``prepare``: neither
     is checked or made again here. ``int64`` (default the recipe's) widens ids; ``sequence_names`` names the
     samples in ``sequence_ids``. O(total tokens) plus the strategy's cost.
@@ -770,8 +770,8 @@ def run(
 
 
 def _planned(lengths: Int64Array, recipe: Recipe, shuffle: bool) -> PackingPlan:
-    """The plan of ``lengths`` (``_plan``), its blocks shuffled with the recipe's seed when ``shuffle``."""
-    layout = _plan(lengths, recipe)
+    """The plan of ``lengths`` (``plan_of``), its blocks shuffled with the recipe's seed when ``shuffle``."""
+    layout = plan_of(lengths, recipe)
     return layout.shuffle(recipe.seed or 0) if shuffle else layout
 
 
@@ -785,7 +785,8 @@ def _token_arrays(
     total, dtype = int(lengths.sum()), joined_dtype(rows)
     in_order = blocks.in_order() and (wide or dtype == np.int32)
     shape = (blocks.num_blocks, blocks.max_seq_length)
-    flat = np.empty(shape[0] * shape[1] if in_order else total, dtype=np.int64 if wide and in_order else dtype)
+    size = shape[0] * shape[1] if in_order else total
+    flat: IdArray = np.empty(size, dtype=np.int64 if wide and in_order else dtype)
     join_token_arrays(rows, flat[:total])
     samples = Samples(flat[:total], all_ones(total), sample_offsets(lengths, len(rows)))
     if not in_order:

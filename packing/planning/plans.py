@@ -313,15 +313,13 @@ def _split_layout(docs: Documents, capacity: int) -> tuple[Int64Array, IntArray,
     return split_pieces(docs.sequence, docs.offset, docs.length.astype(np.int64, copy=False), capacity)
 
 
-def _options(recipe: Recipe) -> Options:
-    """The layout options of ``recipe`` (checked when it was made) for its strategy."""
+def _options(recipe: Recipe, seed: int | None = None) -> Options:
+    """The layout options of ``recipe`` (checked when it was made) for its strategy; ``seed``, when given, for the
+    recipe's (a seed drawn per epoch or per buffer, for a strategy that draws)."""
     chosen = recipe.strategy_options()
-    return Options(
-        chosen.get("max_sequences_per_block"),
-        chosen.get("time_limit"),
-        int(chosen.get("seed") or 0),
-        chosen.get("tie_break", "newest"),
-    )
+    drawn = chosen.get("seed") if seed is None else seed
+    return Options(chosen.get("max_sequences_per_block"), chosen.get("time_limit"), int(drawn or 0),
+                   chosen.get("tie_break", "newest"))  # fmt: skip
 
 
 def _layout(
@@ -400,18 +398,30 @@ def plan(
     [2, 2, 4]
     """
     chosen = Recipe.at("plan", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
-    return _plan(as_lengths(getattr(lengths, "lengths", lengths)), chosen)
+    return plan_of(as_lengths(getattr(lengths, "lengths", lengths)), chosen)
 
 
-def _plan(sizes: Int64Array, chosen: Recipe) -> PackingPlan:
+def drawn_plan_of(sizes: Int64Array, recipe: Recipe, rng: np.random.Generator) -> PackingPlan:
+    """:func:`plan_of` with, for a strategy that draws (``seed`` among its options), a seed drawn from ``rng`` (one
+    draw; nothing is drawn for the others): each epoch or buffer planned anew. The strategy's cost.
+
+    >>> drawn_plan_of(np.array([2, 2]), Recipe(4, strategy="first_fit_shuffle"), np.random.default_rng(0)).num_blocks
+    1
+    """
+    drawn = int(rng.integers(2**31)) if "seed" in STRATEGIES[recipe.strategy].options else None
+    return plan_of(sizes, recipe, drawn)
+
+
+def plan_of(sizes: Int64Array, chosen: Recipe, seed: int | None = None) -> PackingPlan:
     """:func:`plan` of checked lengths with a checked recipe: what every door plans with, its recipe built once
-    (``Recipe.at``) and not checked again here. The strategy's cost, plus O(n).
+    (``Recipe.at``) and not checked again here; ``seed`` (a strategy that draws: drawn per epoch or buffer) for the
+    recipe's. The strategy's cost, plus O(n).
 
-    >>> _plan(np.array([3, 3, 3, 3]), Recipe(6, window=3)).num_blocks
+    >>> plan_of(np.array([3, 3, 3, 3]), Recipe(6, window=3)).num_blocks
     3
     """
     capacity, strategy, overflow, window = chosen.max_seq_length, chosen.strategy, chosen.overflow, chosen.window
-    layout_options = _options(chosen)
+    layout_options = _options(chosen, seed)
     if len(sizes) > MAX_SEQUENCES:
         raise SettingError("lengths", f"at most {MAX_SEQUENCES:,} sequences", f"<{len(sizes):,} sequences>")
     if overflow == "split" and len(sizes) and int(sizes.max()) > MAX_SEQUENCES:

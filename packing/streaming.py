@@ -151,11 +151,11 @@ def _read(
     return fitted.samples, fitted.fit
 
 
-def _buffer_stats(layout: PackingPlan, emitted: PackingPlan, fit: UnitFit | None, recipe: Recipe) -> PackingStats:
+def _buffer_stats(planned: PackingPlan, emitted: PackingPlan, fit: UnitFit | None, recipe: Recipe) -> PackingStats:
     """What one buffer adds to a stream's statistics: its emitted blocks (a carried document is counted in the
     buffer that emits it), and what its plan and the fitting of its units cut or left out (only rows read into
     this buffer lose tokens: a carried document fits). O(pieces + units)."""
-    lost = layout.stats
+    lost = planned.stats
     part = replace(
         emitted.stats,
         num_sequences=emitted.stats.num_sequences + lost.sequences_dropped + lost.empty_sequences,
@@ -343,36 +343,36 @@ class PackingStream(Iterator[Block]):
             if len(ids) == 0:
                 break
             try:
-                layout = drawn_plan_of(buffer.lengths, _planning(chosen, buffer), self._rng)
+                blocks = drawn_plan_of(buffer.lengths, _planning(chosen, buffer), self._rng)
             except SequenceTooLong as error:  # overflow="error": named by its position in the stream
                 raise error.at(int(ids[error.sample or 0])) from None
-            fill = np.zeros(layout.num_blocks, dtype=np.int64)
-            np.add.at(fill, layout.piece_block(), layout.piece_length)
-            carry_block = np.zeros(layout.num_blocks, dtype=bool)
+            fill = np.zeros(blocks.num_blocks, dtype=np.int64)
+            np.add.at(fill, blocks.piece_block(), blocks.piece_length)
+            carry_block = np.zeros(blocks.num_blocks, dtype=bool)
             if not self._finished:
                 carry_block = fill < CARRY_BELOW * capacity
                 # a document is carried once, and a sample cut in pieces (overflow="split") never: a block holding
                 # one of these is emitted
-                cut = np.bincount(layout.piece_sequence, minlength=len(ids)) > 1
-                again = np.zeros(layout.num_blocks, dtype=bool)
+                cut = np.bincount(blocks.piece_sequence, minlength=len(ids)) > 1
+                again = np.zeros(blocks.num_blocks, dtype=bool)
                 np.logical_or.at(
-                    again, layout.piece_block(), was_carried[layout.piece_sequence] | cut[layout.piece_sequence]
+                    again, blocks.piece_block(), was_carried[blocks.piece_sequence] | cut[blocks.piece_sequence]
                 )
                 carry_block &= ~again
-                carry_block = _capped(carry_block, fill, np.diff(layout.block_starts), self.buffer_size // 2)
-            piece_carry = carry_block[layout.piece_block()]
-            keep_rows = np.unique(layout.piece_sequence[piece_carry]).astype(np.int64)
+                carry_block = _capped(carry_block, fill, np.diff(blocks.block_starts), self.buffer_size // 2)
+            piece_carry = carry_block[blocks.piece_block()]
+            keep_rows = np.unique(blocks.piece_sequence[piece_carry]).astype(np.int64)
             self._carried = _subset(buffer, keep_rows)
             self._carried_ids = ids[keep_rows]
             emit = np.flatnonzero(~carry_block)
             if self.shuffle:
                 emit = self._rng.permutation(emit)
-            emitted = layout.select(emit)
-            part = _buffer_stats(layout, emitted, fit, chosen)
+            emitted = blocks.select(emit)
+            part = _buffer_stats(blocks, emitted, fit, chosen)
             self._stats = part if self._stats is None else self._stats.plus(part)
             self._pending = PackedBatch(emitted, buffer, self._pad, chosen.int64, ids)
             self._yielded = 0
-            del buffer, layout
+            del buffer, blocks
             yield from self._emit()
 
     def _emit(self) -> Iterator[Block]:
@@ -700,16 +700,16 @@ def _samples_of(state: Any, field: str, position: int, recipe: Recipe) -> tuple[
 
 def _pending_state(pending: PackedBatch, blocks: Int64Array) -> dict[str, Any]:
     """Blocks ``blocks`` of ``pending``: their documents (only the samples they hold) and pieces, as lists."""
-    layout = pending.plan.select(blocks)
-    used, sequence = np.unique(layout.piece_sequence, return_inverse=True)
+    plan = pending.plan.select(blocks)
+    used, sequence = np.unique(plan.piece_sequence, return_inverse=True)
     names = pending.sequence_names
     ids = names[used] if names is not None else used.astype(np.int64)
     state = _samples_state(_subset(pending.samples, used.astype(np.int64)), ids)
     state.update(
-        block_starts=layout.block_starts.tolist(),
+        block_starts=plan.block_starts.tolist(),
         piece_sequence=sequence.tolist(),
-        piece_start=layout.piece_start.tolist(),
-        piece_length=layout.piece_length.tolist(),
+        piece_start=plan.piece_start.tolist(),
+        piece_length=plan.piece_length.tolist(),
     )
     return state
 
@@ -728,7 +728,7 @@ def _pending_of(state: Any, recipe: Recipe, position: int, pad: int) -> PackedBa
     nothing = np.zeros(1, dtype=np.int64)
     unchecked = compute_stats(samples.lengths, recipe.max_seq_length, nothing, sequence[:0], length[:0])
     try:  # the plan checks its pieces (blocks, sequences, room) when made: then its statistics can be counted
-        layout = PackingPlan(
+        plan = PackingPlan(
             recipe.max_seq_length,
             recipe.strategy,
             overflow,
@@ -740,7 +740,7 @@ def _pending_of(state: Any, recipe: Recipe, position: int, pad: int) -> PackedBa
             unchecked,
         )
         stats = compute_stats(samples.lengths, recipe.max_seq_length, starts, sequence, length)
-        checked = dataclasses.replace(layout, stats=stats, _trusted=True)
+        checked = dataclasses.replace(plan, stats=stats, _trusted=True)
         return PackedBatch.of(checked, samples, pad_token_id=pad, int64=recipe.int64, sequence_names=ids)
     except SettingError as error:  # the plan's or the blocks' own check, said of the state
         got = error.got if error.got.startswith("<") else f"<{error.got}>"

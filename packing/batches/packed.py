@@ -771,8 +771,8 @@ def run(
 
 def _planned(lengths: Int64Array, recipe: Recipe, shuffle: bool) -> PackingPlan:
     """The plan of ``lengths`` (``plan_of``), its blocks shuffled with the recipe's seed when ``shuffle``."""
-    layout = plan_of(lengths, recipe)
-    return layout.shuffle(recipe.seed or 0) if shuffle else layout
+    blocks = plan_of(lengths, recipe)
+    return blocks.shuffle(recipe.seed or 0) if shuffle else blocks
 
 
 def _token_arrays(

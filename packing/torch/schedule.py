@@ -278,12 +278,12 @@ def schedule_of(
         check_within(sizes, capacity)
     rng = np.random.default_rng([chosen.seed or 0, epoch])
     order = rng.permutation(len(sizes)) if shuffle else np.arange(len(sizes))
-    layout = drawn_plan_of(sizes[order], chosen, rng)
-    docs = order[layout.piece_sequence.astype(np.int64)]
+    blocks = drawn_plan_of(sizes[order], chosen, rng)
+    docs = order[blocks.piece_sequence.astype(np.int64)]
     planned = Entries(
         docs,
-        layout.piece_start.astype(np.int64),
-        layout.piece_length.astype(np.int64),
+        blocks.piece_start.astype(np.int64),
+        blocks.piece_length.astype(np.int64),
         (sizes[docs] > capacity) & (chosen.overflow == "split"),
     )
     if len(docs) == 0:  # an epoch that trains nothing is a mistake; a resumed remainder may be anything
@@ -295,10 +295,10 @@ def schedule_of(
     nothing = np.zeros(len(empties), dtype=np.int64)
     return _deal(
         planned,
-        layout.piece_block(),
-        layout.num_blocks,
+        blocks.piece_block(),
+        blocks.num_blocks,
         Entries(empties, nothing, nothing, np.zeros(len(empties), dtype=bool)),
-        layout.stats,
+        blocks.stats,
         num_replicas,
         rng,
         shuffle=shuffle,
@@ -343,13 +343,13 @@ def resume_schedule(
         return _empty_schedule(num_replicas, previous.stats)
     if shuffle:
         real = rng.permutation(real)
-    layout = drawn_plan_of(left.lengths[real], recipe, rng)  # every entry fits a block: one piece each, in plan order
-    planned = left.take(real[layout.piece_sequence.astype(np.int64)])
+    blocks = drawn_plan_of(left.lengths[real], recipe, rng)  # every entry fits a block: one piece each, in plan order
+    planned = left.take(real[blocks.piece_sequence.astype(np.int64)])
     empties = np.flatnonzero(left.lengths == 0)
     return _deal(
         planned,
-        layout.piece_block(),
-        layout.num_blocks,
+        blocks.piece_block(),
+        blocks.num_blocks,
         left.take(rng.permutation(empties) if shuffle else empties),
         previous.stats,
         num_replicas,

@@ -409,9 +409,7 @@ class PackedBatch:
 
     def cu_seqlens(self, block: int) -> Int64Array:
         """0, then cumulative document lengths of ``block`` (flash-attention ``cu_seqlens``)."""
-        if self.units is None:
-            return self.plan.cu_seqlens(block)
-        return np.concatenate(([0], np.cumsum(self.seq_lengths(block)))).astype(np.int64)
+        return offsets_of(self.seq_lengths(block))
 
     def attention_mask(self, block: int) -> npt.NDArray[np.bool_]:
         """Block-diagonal causal mask of ``block``: ``mask[q, k]`` is True when query q may attend to key k.
@@ -892,9 +890,7 @@ def record(batch: PackedBatch, block: int) -> dict[str, list[int]]:
     >>> record(pack([[1, 2], [3]], 4), 0)["labels"]
     [-100, 2, -100, -100]
     """
-    values: dict[str, list[int]] = {name: getattr(batch, name)[block].tolist() for name in _grid_names(batch)}
-    values["seq_lengths"] = batch.seq_lengths(block).tolist()
-    return values
+    return {name: values.tolist() for name, values in block_arrays(batch, block).items()}
 
 
 def block_arrays(batch: PackedBatch, block: int, padding: bool = True) -> dict[str, npt.NDArray[Any]]:

@@ -210,13 +210,14 @@ def relaid(samples: Samples, share_prompt: bool) -> Samples:
     if units.share_prompt == share_prompt:
         return samples
     index, target = units.relaid(share_prompt)
-    return Samples(
-        samples.tokens[index],
-        samples.loss_mask[index],
-        offsets_of(target.lengths()),
-        None if samples.labels is None else samples.labels[index],
-        target,
-    )
+    return _taken(samples, index, target)
+
+
+def _taken(samples: Samples, index: npt.NDArray[Any], units: Units) -> Samples:
+    """The tokens ``index`` of ``samples`` (with their masks and labels) as samples of ``units``. O(index)."""
+    assert samples.tokens is not None and samples.loss_mask is not None
+    labels = None if samples.labels is None else samples.labels[index]
+    return Samples(samples.tokens[index], samples.loss_mask[index], offsets_of(units.lengths()), labels, units)
 
 
 def fit_units(samples: Samples, recipe: Recipe) -> Fitted:
@@ -233,18 +234,9 @@ def fit_units(samples: Samples, recipe: Recipe) -> Fitted:
     assert samples.units is not None
     fit = fit_unit_lengths(samples.units, recipe)
     samples = relaid(samples, recipe.share_prompt)
-    assert samples.tokens is not None and samples.loss_mask is not None
     if not fit.units_cut.any():
         return Fitted(samples, fit)
-    keep = fit.laid.kept_tokens(fit.fitted.completion_lengths)
-    cut = Samples(
-        samples.tokens[keep],
-        samples.loss_mask[keep],
-        offsets_of(fit.fitted.lengths()),
-        None if samples.labels is None else samples.labels[keep],
-        fit.fitted,
-    )
-    return Fitted(cut, fit)
+    return Fitted(_taken(samples, fit.laid.kept_tokens(fit.fitted.completion_lengths), fit.fitted), fit)
 
 
 def unit_lengths(units: Units, recipe: Recipe) -> tuple[Units, Recipe, Int64Array]:

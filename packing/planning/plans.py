@@ -307,12 +307,6 @@ def check_pieces(plan: PackingPlan) -> None:
         raise SettingError("plan", problem, "<a plan that breaks this>")
 
 
-def _split_blocks(docs: Documents, capacity: int) -> tuple[Int64Array, IntArray, IntArray, IntArray]:
-    """Concatenate documents in order and cut at every multiple of ``capacity`` (``kernels.split_pieces``).
-    O(documents)."""
-    return split_pieces(docs.sequence, docs.offset, docs.length.astype(np.int64, copy=False), capacity)
-
-
 def _options(recipe: Recipe, seed: int | None = None) -> Options:
     """The strategy options of ``recipe`` (checked when it was made) for its strategy; ``seed``, when given, for the
     recipe's (a seed drawn per epoch or per buffer, for a strategy that draws)."""
@@ -329,7 +323,8 @@ def _blocks_of(
     room for its length rounded up to ``multiple`` (the recipe's ``document_multiple``; the pieces keep their real
     lengths). The strategy's cost."""
     if STRATEGIES[strategy].layout is None:  # the splitting strategy: the planner lays it out
-        return (*_split_blocks(docs, capacity), None)
+        lengths = docs.length.astype(np.int64, copy=False)  # concatenated in order, cut at every multiple
+        return (*split_pieces(docs.sequence, docs.offset, lengths, capacity), None)
     room = docs.length if multiple == 1 else padded_lengths(docs.length, multiple)
     block_starts, grouped, length, certificate = layout_blocks(strategy, room, capacity, options)
     if multiple > 1:

@@ -764,13 +764,9 @@ def run(
     if samples.tokens is None:
         raise SettingError("samples", "token ids (lengths-only data can be planned, not packed)", "<lengths only>")
     samples.refuse_other_labels()
-    return PackedBatch(_planned(samples.lengths, recipe, shuffle), samples, pad, wide, sequence_names, fit)
-
-
-def _planned(lengths: Int64Array, recipe: Recipe, shuffle: bool) -> PackingPlan:
-    """The plan of ``lengths`` (``plan_of``), its blocks shuffled with the recipe's seed when ``shuffle``."""
-    blocks = plan_of(lengths, recipe)
-    return blocks.shuffle(recipe.seed or 0) if shuffle else blocks
+    blocks = plan_of(samples.lengths, recipe)
+    blocks = blocks.shuffle(recipe.seed or 0) if shuffle else blocks
+    return PackedBatch(blocks, samples, pad, wide, sequence_names, fit)
 
 
 def _token_arrays(
@@ -779,7 +775,8 @@ def _token_arrays(
     """:func:`run` of token arrays (``token_array_lengths`` not None): planned from their lengths and joined once
     (checked as the reader checks them); when the plan holds them in order (``PackingPlan.in_order``) and their
     ids fit, straight into the blocks, padding and mask after them. O(total tokens), one copy."""
-    blocks = _planned(lengths, recipe, shuffle)
+    blocks = plan_of(lengths, recipe)
+    blocks = blocks.shuffle(recipe.seed or 0) if shuffle else blocks
     total, dtype = int(lengths.sum()), joined_dtype(rows)
     in_order = blocks.in_order() and (wide or dtype == np.int32)
     shape = (blocks.num_blocks, blocks.max_seq_length)

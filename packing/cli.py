@@ -48,7 +48,7 @@ import numpy.typing as npt
 
 from packing.batches.packed import PackedBatch, run
 from packing.batches.schema import help_text
-from packing.batches.units import unit_lengths
+from packing.batches.units import fit_unit_lengths
 from packing.comparison import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
 from packing.core.validation import check_time_limit
 from packing.errors import PackingError, one_line
@@ -698,8 +698,8 @@ def _run_compare(args: argparse.Namespace) -> int:
     length, overflow = recipe.max_seq_length, recipe.overflow
     lengths, contenders, planned, note = dataset.lengths, args.strategies, overflow, ""
     if dataset.samples.units is not None:  # pairs and groups: whole units, fitted as pack fits them, never split
-        _, planning, lengths = unit_lengths(dataset.samples.units, recipe)
-        planned = planning.overflow
+        fit = fit_unit_lengths(dataset.samples.units, recipe)
+        lengths, planned = fit.fitted.lengths(), fit.planning.overflow
         contenders = [c for c in contenders if not STRATEGIES[c.strategy].splits_sequences]
         cut = int(dataset.lengths.sum() - lengths.sum())
         note = f"pairs and groups: each unit whole ({cut:,} tokens cut to fit a block first); no strategy that splits"

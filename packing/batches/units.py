@@ -239,19 +239,6 @@ def fit_units(samples: Samples, recipe: Recipe) -> Fitted:
     return Fitted(_taken(samples, fit.laid.kept_tokens(fit.fitted.completion_lengths), fit.fitted), fit)
 
 
-def unit_lengths(units: Units, recipe: Recipe) -> tuple[Units, Recipe, Int64Array]:
-    """Units as a sampler plans them (:func:`fit_unit_lengths`): laid out as ``recipe`` says and fitted by its
-    overflow policy, the recipe the planner uses, and their lengths. O(units).
-
-    >>> from packing import Recipe, read_rows
-    >>> units = read_rows([{"prompt": [1, 2], "chosen": [3, 4, 5], "rejected": [6]}]).units
-    >>> unit_lengths(units, Recipe(6))[2].tolist(), unit_lengths(units, Recipe(6, share_prompt=True))[2].tolist()
-    ([6], [6])
-    """
-    fit = fit_unit_lengths(units, recipe)
-    return fit.fitted, fit.planning, fit.fitted.lengths()
-
-
 # ---------------------------------------------------------------- the columns of blocks of units
 
 

@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from packing.batches.packed import PackedBatch, block_arrays, check_pad
 from packing.batches.schema import datasets_features
-from packing.batches.units import UnitFit, fit_units
+from packing.batches.units import UnitFit, fit_units, unit_planning
 from packing.core.arrays import offsets_of, ranges
 from packing.core.forms import unit_kind
 from packing.core.samples import Samples, TokenArray, all_ones
@@ -252,6 +252,7 @@ class PackingStream(Iterator[Block]):
         self.recipe = recipe
         self._prepared = prepare(recipe)  # once: the tokenizer, the pad id and the state's description
         self._pad = check_pad(self._prepared.pad_id, recipe.int64)
+        self._unit_planning = unit_planning(recipe)  # pairs and groups: planned whole once fitted
         self.buffer_size = check_integer(buffer_size, "buffer_size")
         check_whole_samples(recipe.strategy)
         self.shuffle = check_flag(shuffle, "shuffle")
@@ -343,7 +344,8 @@ class PackingStream(Iterator[Block]):
             if len(ids) == 0:
                 break
             try:
-                blocks = drawn_plan_of(buffer.lengths, _planning(chosen, buffer), self._rng)
+                planning = self._unit_planning if buffer.units is not None else chosen
+                blocks = drawn_plan_of(buffer.lengths, planning, self._rng)
             except SequenceTooLong as error:  # overflow="error": named by its position in the stream
                 raise error.at(int(ids[error.sample or 0])) from None
             fill = np.zeros(blocks.num_blocks, dtype=np.int64)
@@ -607,14 +609,6 @@ def _skipped(rows: Iterator[Any], count: int) -> Iterator[Any]:
     return rows
 
 
-def _planning(recipe: Recipe, buffer: Samples) -> Recipe:
-    """The recipe a buffer is planned with: the stream's, or for pairs and groups fitted by ``truncate`` (see
-    ``packing.batches.units``) ``drop``, so that a unit that cannot fit is left out whole, never cut."""
-    if buffer.units is not None and recipe.overflow == "truncate":
-        return Recipe.of(recipe, overflow="drop")
-    return recipe
-
-
 def _samples_state(samples: Samples, ids: Int64Array) -> dict[str, Any]:
     """Samples (tokens, loss mask, lengths) and their stream positions ``ids`` as plain lists; the mask None when
     every token is trained. O(tokens)."""
@@ -724,7 +718,7 @@ def _pending_of(state: Any, recipe: Recipe, position: int, pad: int) -> PackedBa
         integer_list(state.get(k), "state", f"{what} {k}", 0, INT32_MAX).astype(np.int32)
         for k in ("piece_sequence", "piece_start", "piece_length")
     )
-    overflow = _planning(recipe, samples).overflow
+    overflow = (recipe if samples.units is None else unit_planning(recipe)).overflow
     nothing = np.zeros(1, dtype=np.int64)
     unchecked = compute_stats(samples.lengths, recipe.max_seq_length, nothing, sequence[:0], length[:0])
     try:  # the plan checks its pieces (blocks, sequences, room) when made: then its statistics can be counted

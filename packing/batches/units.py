@@ -145,6 +145,16 @@ class UnitFit:
         return self.stats(stats, recipe)
 
 
+def unit_planning(recipe: Recipe) -> Recipe:
+    """The recipe pairs and groups are planned with once fitted: ``drop`` under ``truncate`` (fitting cut them
+    first, so a unit that still does not fit is left out whole, never cut at a block's end), else ``recipe``. O(1).
+
+    >>> unit_planning(Recipe(8)).overflow, unit_planning(Recipe(8, overflow="error")).overflow
+    ('drop', 'error')
+    """
+    return Recipe.of(recipe, overflow="drop") if recipe.overflow == "truncate" else recipe
+
+
 def fit_unit_lengths(units: Units, recipe: Recipe) -> UnitFit:
     """``units`` fitted to ``recipe`` (see :class:`UnitFit` and the module): laid out as ``recipe.share_prompt``
     says, every unit longer than ``max_seq_length`` cut (``truncate``) or refused (``error``); the options that
@@ -169,9 +179,7 @@ def fit_unit_lengths(units: Units, recipe: Recipe) -> UnitFit:
     ).astype(np.int64)
     cut_completions[laid.kind == PLAIN] = 0
     fitted = laid.with_completion_lengths(fit.completion_lengths) if fit.cut.any() else laid
-    return UnitFit(
-        laid, fitted, Recipe.of(recipe, overflow="drop"), cut_completions, fit.cut, int(fit.tokens_cut.sum())
-    )
+    return UnitFit(laid, fitted, unit_planning(recipe), cut_completions, fit.cut, int(fit.tokens_cut.sum()))
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,8 @@ class PackedBatch:
     together in one compiled pass when one of them is first read (``materialize`` and ``pack`` read them);
     ``labels``, ``position_ids`` and ``sequence_ids`` are derived from them and the plan on first access, in one
     sequential pass each, and kept: a batch whose derived columns are never read costs 5 bytes a token, one read
-    in full 17. ``chunks`` makes the blocks a chunk at a time (memory for the input and one chunk, not the whole
+    in full 17, besides the samples it holds (their tokens and mask; none for token arrays the plan keeps in
+    order, which are the blocks' own). ``chunks`` makes the blocks a chunk at a time (memory for the input and one chunk, not the whole
     output); ``stats`` are the plan's with the loss-mask counts, made without any block.
 
     >>> b = pack([[1, 2], {"prompt": [3], "completion": [4, 5]}], 4, strategy="split")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.batches.packed import PackedBatch, block_arrays, check_pad
+from packing.batches.packed import PackedBatch, block_arrays, check_pad, has_masked
 from packing.batches.schema import datasets_features
 from packing.batches.units import UnitFit, fit_units, unit_planning
 from packing.core.arrays import offsets_of, ranges
@@ -71,11 +71,6 @@ def _mask(samples: Samples) -> npt.NDArray[np.int8]:
     return samples.loss_mask
 
 
-def _unmasked(mask: npt.NDArray[np.int8]) -> bool:
-    """Whether ``mask`` is the reader's all-ones view (no memory of its own). O(1)."""
-    return mask.size == 0 or (mask.strides[0] == 0 and bool(mask[0]))
-
-
 def _concat(parts: list[Samples]) -> Samples:
     """One ``Samples`` from several, in order; the parts that hold tokens are copied once, a part alone
     is returned as it is. Tokens stay int32 when every part's are. O(tokens)."""
@@ -91,7 +86,7 @@ def _concat(parts: list[Samples]) -> Samples:
         base += int(part.offsets[-1])
     tokens = np.concatenate([_tokens(p) for p in parts]) if parts else np.zeros(0, dtype=np.int32)
     masks = [_mask(p) for p in parts]
-    if all(_unmasked(mask) for mask in masks):
+    if not any(has_masked(mask) for mask in masks):
         mask = all_ones(len(tokens))
     else:
         mask = np.concatenate(masks).astype(np.int8, copy=False)
@@ -106,7 +101,7 @@ def _subset(samples: Samples, rows: Int64Array) -> Samples:
     mask = _mask(samples)
     units = None if samples.units is None else samples.units.take(rows)
     return Samples(
-        _tokens(samples)[index], all_ones(len(index)) if _unmasked(mask) else mask[index], offsets, None, units
+        _tokens(samples)[index], mask[index] if has_masked(mask) else all_ones(len(index)), offsets, None, units
     )
 
 
@@ -615,7 +610,7 @@ def _samples_state(samples: Samples, ids: Int64Array) -> dict[str, Any]:
     mask = _mask(samples)
     state: dict[str, Any] = {
         "tokens": _tokens(samples).tolist(),
-        "loss_mask": None if _unmasked(mask) else mask.tolist(),
+        "loss_mask": mask.tolist() if has_masked(mask) else None,
         "lengths": samples.lengths.tolist(),
         "ids": ids.tolist(),
     }

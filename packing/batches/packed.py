@@ -228,7 +228,7 @@ class PackedBatch:
         1
         """
         stats = self.plan.stats
-        if _has_masked(self.samples.loss_mask):  # type: ignore[arg-type]
+        if has_masked(self.samples.loss_mask):  # type: ignore[arg-type]
             stats = stats.with_trainable(*_trainable(self.plan, self.samples))
         if self.fit is not None:
             packed = np.bincount(self.plan.piece_sequence, minlength=len(self.samples)) > 0
@@ -246,7 +246,7 @@ class PackedBatch:
         input_ids = np.empty(shape, dtype=np.int64 if self.int64 else np.int32)
         loss_mask = np.empty(shape, dtype=np.int8)
         assert samples.tokens is not None and samples.loss_mask is not None  # checked when made
-        unmasked = not _has_masked(samples.loss_mask)
+        unmasked = not has_masked(samples.loss_mask)
         check = not self.int64 and samples.tokens.dtype.itemsize > 4
         tokens, mask, offsets = samples.tokens, _ONE if unmasked else samples.loss_mask, samples.offsets
         starts, pieces = plan.block_starts, (plan.piece_sequence, plan.piece_start, plan.piece_length)
@@ -464,7 +464,7 @@ class PackedBatch:
         self._refuse_units("loss_weights")
         plan, samples = self.plan, self.samples
         assert samples.loss_mask is not None  # checked when made
-        if _has_masked(samples.loss_mask):
+        if has_masked(samples.loss_mask):
             _, targets = piece_mask_sums(
                 samples.loss_mask, samples.offsets, plan.piece_sequence, plan.piece_start, plan.piece_length
             )
@@ -586,8 +586,12 @@ def check_pad(pad_token_id: Any, int64: bool) -> int:
     return pad
 
 
-def _has_masked(mask: npt.NDArray[np.int8]) -> bool:
-    """Whether any token is masked; O(1) for the all-ones view the reader gives unmasked samples."""
+def has_masked(mask: npt.NDArray[np.int8]) -> bool:
+    """Whether any token is masked; O(1) for the all-ones view the reader gives unmasked samples, else O(tokens).
+
+    >>> has_masked(np.array([1, 0], dtype=np.int8)), has_masked(np.ones(3, dtype=np.int8))
+    (True, False)
+    """
     if mask.size and mask.strides[0] == 0:
         return not mask[0]
     return not mask.all()

@@ -16,9 +16,9 @@ import numpy.typing as npt
 import packing
 from explorer.core.safety import describe
 from packing.batches.packed import run
-from packing.text import prepare
 from packing.comparison import Contender, Row
 from packing.core.units import GROUP, PAIR
+from packing.text import prepare
 
 Int64Array = npt.NDArray[np.int64]
 PADDING, PLAIN, PROMPT, CHOSEN, REJECTED = range(5)

@@ -73,24 +73,15 @@ def _mask(samples: Samples) -> npt.NDArray[np.int8]:
 
 def _concat(parts: list[Samples]) -> Samples:
     """One ``Samples`` from several, in order; the parts that hold tokens are copied once, a part alone
-    is returned as it is. Tokens stay int32 when every part's are. O(tokens)."""
+    is returned as it is, and unmasked parts keep an all-ones view of no memory. Tokens stay int32 when every
+    part's are. O(tokens)."""
     parts = [part for part in parts if len(part)]
-    if len(parts) == 1:
-        return parts[0]
-    if any(part.units is not None for part in parts):  # pairs and groups: joined with their units
-        return Samples.join(parts)
-    offsets = [np.zeros(1, dtype=np.int64)]
-    base = 0
-    for part in parts:
-        offsets.append(part.offsets[1:] + base)
-        base += int(part.offsets[-1])
-    tokens = np.concatenate([_tokens(p) for p in parts]) if parts else np.zeros(0, dtype=np.int32)
-    masks = [_mask(p) for p in parts]
-    if not any(has_masked(mask) for mask in masks):
-        mask = all_ones(len(tokens))
-    else:
-        mask = np.concatenate(masks).astype(np.int8, copy=False)
-    return Samples(tokens, mask, np.concatenate(offsets))
+    if len(parts) <= 1:
+        return parts[0] if parts else _NOTHING
+    if any(part.units is not None or has_masked(_mask(part)) for part in parts):
+        return Samples.join(parts)  # pairs and groups with their units; the masks joined
+    tokens = np.concatenate([_tokens(part) for part in parts])
+    return Samples(tokens, all_ones(len(tokens)), offsets_of(np.concatenate([part.lengths for part in parts])))
 
 
 def _subset(samples: Samples, rows: Int64Array) -> Samples:

@@ -19,7 +19,7 @@ loss weighting in :mod:`packing.weighting`; framework layouts in :mod:`packing.l
 """
 
 from packing.batches.classic import pack_sequences
-from packing.batches.packed import LazyBatch, PackedBatch, count_trainable, materialize, pack
+from packing.batches.packed import PackedBatch, count_trainable, materialize, pack
 from packing.comparison import compare
 from packing.core.samples import Samples
 from packing.core.validation import OverflowPolicy
@@ -44,7 +44,6 @@ __all__ = [
     "ComputeCost",
     "DatasetError",
     "FileSamples",
-    "LazyBatch",
     "LossRule",
     "LowerBounds",
     "OverflowPolicy",

@@ -46,9 +46,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.batches.packed import LazyBatch, lazy_units
+from packing.batches.packed import PackedBatch, run
 from packing.batches.schema import help_text
-from packing.batches.units import unit_lengths
+from packing.batches.units import fit_unit_lengths
 from packing.comparison import DEFAULT_CONTENDERS, TRL_WINDOW, Contender, Row, compare
 from packing.core.validation import check_time_limit
 from packing.errors import PackingError, one_line
@@ -56,7 +56,6 @@ from packing.layouts import LAYOUT_TITLES
 from packing.layouts.audit import LAYOUTS, AuditReport, audit, report_json
 from packing.layouts.export import export_chunks, write_jsonl, write_parquet, write_table
 from packing.layouts.outputs import exclusive
-from packing.planning.plans import plan
 from packing.reading.dataset import FileSamples, read_dataset
 from packing.reading.files import FORMATS, PACKED_FORMATS, listed, read_whole, resolve
 from packing.recipe import PEER_NAMES, Door, Recipe, option_fields
@@ -66,7 +65,7 @@ from packing.strategies.stats import PackingStats
 from packing.text.prepare import prepare
 from packing.weighting import LOSS_MODES, LossMode
 
-Writer = Callable[[LazyBatch, Path], None]
+Writer = Callable[[PackedBatch, Path], None]
 WRITERS: dict[str, Callable[..., None]] = {".parquet": write_parquet, ".jsonl": write_jsonl}
 """Output writers by file extension."""
 COMPARE_HEADER = [
@@ -527,7 +526,7 @@ def _writer(output: Path, layout: str = "packing", loss_weights: LossMode | None
     return writer
 
 
-def _pack_batch(recipe: Recipe, dataset: FileSamples, shuffle: bool) -> LazyBatch:
+def _pack_batch(recipe: Recipe, dataset: FileSamples, shuffle: bool) -> PackedBatch:
     """Plan and shuffle (unless ``--no-shuffle``) the dataset's samples, checked for filling; the blocks are
     made chunk by chunk as they are written. Lengths-only data is refused."""
     if dataset.kind == "lengths":
@@ -535,14 +534,8 @@ def _pack_batch(recipe: Recipe, dataset: FileSamples, shuffle: bool) -> LazyBatc
             f"{dataset.source} holds sequence lengths only; 'pack' needs token ids "
             "(use 'compare' to compare strategies on lengths)"
         )
-    if dataset.samples.units is not None:  # pairs and groups: fitted whole, planned whole, counted
-        return lazy_units(recipe, dataset.samples, shuffle=shuffle, int64=recipe.int64 or dataset.samples.wide_ids())
-    layout = plan(dataset.lengths, recipe=recipe)
-    if shuffle:
-        layout = layout.shuffle(recipe.seed or 0)
-    return LazyBatch.of(
-        layout, dataset.samples, pad_token_id=prepare(recipe).pad_id, int64=recipe.int64 or dataset.samples.wide_ids()
-    )  # ids above 2**31 - 1: int64
+    wide = recipe.int64 or dataset.samples.wide_ids()  # ids above 2**31 - 1: int64
+    return run(dataset.samples, recipe, prepare(recipe), shuffle=shuffle, int64=wide)  # pairs and groups fitted
 
 
 _WIDENED = ", ids, labels and positions as int64 (an id is above 2**31 - 1)"
@@ -552,6 +545,7 @@ def _loss_warning(stats: PackingStats) -> str | None:
     """The one line ``pack`` says on stderr when the overflow policy cut or left out tokens: how many, their share
     of the input, and why (the summary's "tokens lost" stays); None when every token was kept.
 
+    >>> from packing import plan
     >>> print(_loss_warning(plan([10, 2, 5], 4).stats))
     packing: warning: 7 of 17 tokens (41.18 %) lost: 2 sequences longer than --max-seq-length 4 truncated (--overflow split keeps every token)
     >>> _loss_warning(plan([3, 2], 4).stats) is None
@@ -562,7 +556,7 @@ def _loss_warning(stats: PackingStats) -> str | None:
 
 
 def _pack_summary(
-    args: argparse.Namespace, recipe: Recipe, dataset: FileSamples, batch: LazyBatch, progress: Progress
+    args: argparse.Namespace, recipe: Recipe, dataset: FileSamples, batch: PackedBatch, progress: Progress
 ) -> str:
     """The table printed after ``pack``."""
     stats = batch.stats
@@ -597,8 +591,9 @@ def _unit_rows(stats: PackingStats) -> list[tuple[str, str]]:
     """The summary's lines about preference pairs and completion groups (none without them).
 
     >>> from packing import Recipe, read_rows
-    >>> from packing.batches.packed import lazy_units
-    >>> _unit_rows(lazy_units(Recipe(8, share_prompt=True), read_rows([{"prompt": [1, 2], "completions": [[3], [4]]}])).stats)[0]
+    >>> from packing.batches.packed import run
+    >>> recipe = Recipe(8, share_prompt=True)
+    >>> _unit_rows(run([{"prompt": [1, 2], "completions": [[3], [4]]}], recipe, prepare(recipe)).stats)[0]
     ('pairs and groups', '0 pairs, 1 groups, 2 completions (prompts stored once: 2 tokens saved)')
     """
     units = stats.units
@@ -708,8 +703,8 @@ def _run_compare(args: argparse.Namespace) -> int:
     length, overflow = recipe.max_seq_length, recipe.overflow
     lengths, contenders, planned, note = dataset.lengths, args.strategies, overflow, ""
     if dataset.samples.units is not None:  # pairs and groups: whole units, fitted as pack fits them, never split
-        _, planning, lengths = unit_lengths(dataset.samples.units, recipe)
-        planned = planning.overflow
+        fit = fit_unit_lengths(dataset.samples.units, recipe)
+        lengths, planned = fit.fitted.lengths(), fit.planning.overflow
         contenders = [c for c in contenders if not STRATEGIES[c.strategy].splits_sequences]
         cut = int(dataset.lengths.sum() - lengths.sum())
         note = f"pairs and groups: each unit whole ({cut:,} tokens cut to fit a block first); no strategy that splits"
@@ -733,7 +728,7 @@ def _export_writer(writer: Callable[..., None], layout: str, loss_weights: LossM
     """``writer`` (``write_parquet`` or ``write_jsonl``) for ``pack --layout LAYOUT`` (and ``--loss-weights``):
     the layout written chunk by chunk."""
 
-    def write(batch: LazyBatch, path: Path) -> None:
+    def write(batch: PackedBatch, path: Path) -> None:
         writer(batch, path, layout=layout, loss_weights=loss_weights)
 
     return write
@@ -744,7 +739,7 @@ def _npy_writer(loss_weights: LossMode | None = None) -> Writer:
     (``np.save`` of every row, as NeMo's loader reads it)."""
     import pyarrow as pa
 
-    def write(batch: LazyBatch, path: Path) -> None:
+    def write(batch: PackedBatch, path: Path) -> None:
         write_table(pa.concat_tables(export_chunks(batch, "megatron", loss_weights=loss_weights)), path)
 
     return write

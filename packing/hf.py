@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from packing.batches.packed import LazyBatch, PackedBatch, pack
+from packing.batches.packed import PackedBatch, pack
 from packing.batches.schema import LOSS_WEIGHTS, NAMES
 from packing.batches.units import fit_units
 from packing.core.arrays import offsets_of, ranges
@@ -233,7 +233,7 @@ def pack_dataset(
     stats.warn_lost("hf.pack_dataset")
     if shuffle:  # reorder the plan, so the blocks are written in their final order and never copied
         layout = layout.shuffle(chosen.seed or 0)
-    lazy = LazyBatch.of(layout, samples, pad_token_id=prepare(chosen).pad_id, int64=chosen.int64)
+    lazy = PackedBatch.of(layout, samples, pad_token_id=prepare(chosen).pad_id, int64=chosen.int64)
     carried = _carried_values(layout, source, carry)
     tables = _block_tables(lazy, carried, whole=path is None)
     if path is None:
@@ -288,7 +288,7 @@ def _cache_path(dataset: Any, fingerprint: str, cache_file_name: str | os.PathLi
     return Path(files[0]["filename"]).parent / f"packing-{fingerprint}.arrow"
 
 
-def _block_tables(lazy: LazyBatch, carried: dict[str, pa.Array], whole: bool) -> Iterator[pa.Table]:
+def _block_tables(lazy: PackedBatch, carried: dict[str, pa.Array], whole: bool) -> Iterator[pa.Table]:
     """The blocks chunk by chunk as Arrow tables of the schema's columns and the carried ones (at least one table:
     the columns without rows when there is no block). ``whole``: the tables are joined into one, so a carried
     column takes 64-bit offsets when it needs them over all of them. O(slots)."""
@@ -298,7 +298,7 @@ def _block_tables(lazy: LazyBatch, carried: dict[str, pa.Array], whole: bool) ->
         produced = True
         yield _with_carried(chunk, carried, large)
     if not produced:
-        yield _with_carried(lazy.fill(np.zeros(0, dtype=np.int64)), carried, large)
+        yield _with_carried(lazy.select(np.zeros(0, dtype=np.int64)), carried, large)
 
 
 def _with_carried(chunk: PackedBatch, carried: dict[str, pa.Array], large: bool) -> pa.Table:

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.batches.packed import LazyBatch, block_arrays
+from packing.batches.packed import PackedBatch, block_arrays, check_pad, has_masked
 from packing.batches.schema import datasets_features
-from packing.batches.units import UnitFit, fit_units
+from packing.batches.units import UnitFit, fit_units, unit_planning
 from packing.core.arrays import offsets_of, ranges
 from packing.core.forms import unit_kind
 from packing.core.pairs_groups import PLAIN, Units
@@ -42,12 +42,12 @@ from packing.core.validation import (
     is_integer,
 )
 from packing.errors import SampleError, SequenceTooLong, SettingError, StateMismatch, quote
-from packing.planning.plans import PackingPlan, plan
+from packing.planning.plans import PackingPlan, drawn_plan_of
 from packing.reading.reader import read_rows
 from packing.recipe import Recipe, RecipeOptions
-from packing.strategies.registry import STRATEGIES, StrategyName, check_whole_samples
+from packing.strategies.registry import StrategyName, check_whole_samples
 from packing.strategies.stats import PackingStats, UnitStats, compute_stats
-from packing.text.prepare import prepare
+from packing.text.prepare import Prepared, prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
@@ -71,31 +71,17 @@ def _mask(samples: Samples) -> npt.NDArray[np.int8]:
     return samples.loss_mask
 
 
-def _unmasked(mask: npt.NDArray[np.int8]) -> bool:
-    """Whether ``mask`` is the reader's all-ones view (no memory of its own). O(1)."""
-    return mask.size == 0 or (mask.strides[0] == 0 and bool(mask[0]))
-
-
 def _concat(parts: list[Samples]) -> Samples:
     """One ``Samples`` from several, in order; the parts that hold tokens are copied once, a part alone
-    is returned as it is. Tokens stay int32 when every part's are. O(tokens)."""
+    is returned as it is, and unmasked parts keep an all-ones view of no memory. Tokens stay int32 when every
+    part's are. O(tokens)."""
     parts = [part for part in parts if len(part)]
-    if len(parts) == 1:
-        return parts[0]
-    if any(part.units is not None for part in parts):  # pairs and groups: joined with their units
-        return Samples.join(parts)
-    offsets = [np.zeros(1, dtype=np.int64)]
-    base = 0
-    for part in parts:
-        offsets.append(part.offsets[1:] + base)
-        base += int(part.offsets[-1])
-    tokens = np.concatenate([_tokens(p) for p in parts]) if parts else np.zeros(0, dtype=np.int32)
-    masks = [_mask(p) for p in parts]
-    if all(_unmasked(mask) for mask in masks):
-        mask = all_ones(len(tokens))
-    else:
-        mask = np.concatenate(masks).astype(np.int8, copy=False)
-    return Samples(tokens, mask, np.concatenate(offsets))
+    if len(parts) <= 1:
+        return parts[0] if parts else _NOTHING
+    if any(part.units is not None or has_masked(_mask(part)) for part in parts):
+        return Samples.join(parts)  # pairs and groups with their units; the masks joined
+    tokens = np.concatenate([_tokens(part) for part in parts])
+    return Samples(tokens, all_ones(len(tokens)), offsets_of(np.concatenate([part.lengths for part in parts])))
 
 
 def _subset(samples: Samples, rows: Int64Array) -> Samples:
@@ -106,7 +92,7 @@ def _subset(samples: Samples, rows: Int64Array) -> Samples:
     mask = _mask(samples)
     units = None if samples.units is None else samples.units.take(rows)
     return Samples(
-        _tokens(samples)[index], all_ones(len(index)) if _unmasked(mask) else mask[index], offsets, None, units
+        _tokens(samples)[index], mask[index] if has_masked(mask) else all_ones(len(index)), offsets, None, units
     )
 
 
@@ -122,13 +108,15 @@ def _capped(carry: npt.NDArray[np.bool_], fill: Int64Array, count: Int64Array, l
     return capped
 
 
-def _read(rows: list[Any], first: int, completions: int | None, recipe: Recipe) -> tuple[Samples, UnitFit | None]:
+def _read(
+    rows: list[Any], first: int, completions: int | None, recipe: Recipe, prepared: Prepared
+) -> tuple[Samples, UnitFit | None]:
     """Read a buffer of rows, and for pairs and groups what fitting them did (it counts what was cut); an error
     names the sample by its position in the stream. Their completions are numbered from ``completions`` (those
     read before them; None: the stream has read no pair or group yet), as ``pack`` numbers them over the whole
     input; once a stream has read one, its plain rows are units of their own (its blocks keep the unit columns)."""
     try:
-        samples = read_rows(rows, **prepare(recipe).read_options)
+        samples = read_rows(rows, **prepared.read_options)
         samples.refuse_other_labels()  # blocks are made from subsets of the buffer, which do not carry labels
     except SampleError as error:
         if error.sample is not None:
@@ -149,11 +137,11 @@ def _read(rows: list[Any], first: int, completions: int | None, recipe: Recipe) 
     return fitted.samples, fitted.fit
 
 
-def _buffer_stats(layout: PackingPlan, emitted: PackingPlan, fit: UnitFit | None, recipe: Recipe) -> PackingStats:
+def _buffer_stats(planned: PackingPlan, emitted: PackingPlan, fit: UnitFit | None, recipe: Recipe) -> PackingStats:
     """What one buffer adds to a stream's statistics: its emitted blocks (a carried document is counted in the
     buffer that emits it), and what its plan and the fitting of its units cut or left out (only rows read into
     this buffer lose tokens: a carried document fits). O(pieces + units)."""
-    lost = layout.stats
+    lost = planned.stats
     part = replace(
         emitted.stats,
         num_sequences=emitted.stats.num_sequences + lost.sequences_dropped + lost.empty_sequences,
@@ -248,6 +236,9 @@ class PackingStream(Iterator[Block]):
         self, samples: Iterable[Any], recipe: Recipe, buffer_size: int, shuffle: bool, state: dict[str, Any] | None
     ) -> None:
         self.recipe = recipe
+        self._prepared = prepare(recipe)  # once: the tokenizer, the pad id and the state's description
+        self._pad = check_pad(self._prepared.pad_id, recipe.int64)
+        self._unit_planning = unit_planning(recipe)  # pairs and groups: planned whole once fitted
         self.buffer_size = check_integer(buffer_size, "buffer_size")
         check_whole_samples(recipe.strategy)
         self.shuffle = check_flag(shuffle, "shuffle")
@@ -258,7 +249,7 @@ class PackingStream(Iterator[Block]):
         self._position = 0  # rows read from the source
         self._finished = False
         self._source_state: Any = None  # the source's own state after the rows read so far
-        self._pending: LazyBatch | None = None  # the current buffer's blocks not yet yielded, in order
+        self._pending: PackedBatch | None = None  # the current buffer's blocks not yet yielded, in order
         self._yielded = 0  # of them
         self._skip = 0
         self._stats: PackingStats | None = None  # what the buffers planned so far packed and lost
@@ -316,7 +307,7 @@ class PackingStream(Iterator[Block]):
         return _skipped(iter(samples), self._skip)
 
     def _run(self) -> Iterator[Block]:
-        chosen, capacity, strategy = self.recipe, self.recipe.max_seq_length, self.recipe.strategy
+        chosen, capacity = self.recipe, self.recipe.max_seq_length
         yield from self._emit()
         if self._finished:
             return
@@ -327,7 +318,7 @@ class PackingStream(Iterator[Block]):
             if saves:
                 self._source_state = copy.deepcopy(self._samples.state_dict())  # type: ignore[attr-defined]
             count = len(rows)
-            fresh, fit = _read(rows, self._position, self._completions_read(), chosen)
+            fresh, fit = _read(rows, self._position, self._completions_read(), chosen, self._prepared)
             del rows  # the rows as given are not held while the buffer is packed
             carried_ids = self._carried_ids
             buffer = _concat([self._carried, fresh])
@@ -338,40 +329,38 @@ class PackingStream(Iterator[Block]):
             self._position += count
             if len(ids) == 0:
                 break
-            random_order = "seed" in STRATEGIES[strategy].options
-            plan_seed = int(self._rng.integers(2**31)) if random_order else None
-            planning = _planning(chosen, buffer)
             try:
-                layout = plan(buffer.lengths, recipe=Recipe.of(planning, seed=plan_seed) if random_order else planning)
+                planning = self._unit_planning if buffer.units is not None else chosen
+                blocks = drawn_plan_of(buffer.lengths, planning, self._rng)
             except SequenceTooLong as error:  # overflow="error": named by its position in the stream
                 raise error.at(int(ids[error.sample or 0])) from None
-            fill = np.zeros(layout.num_blocks, dtype=np.int64)
-            np.add.at(fill, layout.piece_block(), layout.piece_length)
-            carry_block = np.zeros(layout.num_blocks, dtype=bool)
+            fill = np.zeros(blocks.num_blocks, dtype=np.int64)
+            np.add.at(fill, blocks.piece_block(), blocks.piece_length)
+            carry_block = np.zeros(blocks.num_blocks, dtype=bool)
             if not self._finished:
                 carry_block = fill < CARRY_BELOW * capacity
                 # a document is carried once, and a sample cut in pieces (overflow="split") never: a block holding
                 # one of these is emitted
-                cut = np.bincount(layout.piece_sequence, minlength=len(ids)) > 1
-                again = np.zeros(layout.num_blocks, dtype=bool)
+                cut = np.bincount(blocks.piece_sequence, minlength=len(ids)) > 1
+                again = np.zeros(blocks.num_blocks, dtype=bool)
                 np.logical_or.at(
-                    again, layout.piece_block(), was_carried[layout.piece_sequence] | cut[layout.piece_sequence]
+                    again, blocks.piece_block(), was_carried[blocks.piece_sequence] | cut[blocks.piece_sequence]
                 )
                 carry_block &= ~again
-                carry_block = _capped(carry_block, fill, np.diff(layout.block_starts), self.buffer_size // 2)
-            piece_carry = carry_block[layout.piece_block()]
-            keep_rows = np.unique(layout.piece_sequence[piece_carry]).astype(np.int64)
+                carry_block = _capped(carry_block, fill, np.diff(blocks.block_starts), self.buffer_size // 2)
+            piece_carry = carry_block[blocks.piece_block()]
+            keep_rows = np.unique(blocks.piece_sequence[piece_carry]).astype(np.int64)
             self._carried = _subset(buffer, keep_rows)
             self._carried_ids = ids[keep_rows]
             emit = np.flatnonzero(~carry_block)
             if self.shuffle:
                 emit = self._rng.permutation(emit)
-            emitted = layout.select(emit)
-            part = _buffer_stats(layout, emitted, fit, chosen)
+            emitted = blocks.select(emit)
+            part = _buffer_stats(blocks, emitted, fit, chosen)
             self._stats = part if self._stats is None else self._stats.plus(part)
-            self._pending = _pending(emitted, buffer, ids, chosen)
+            self._pending = PackedBatch(emitted, buffer, self._pad, chosen.int64, ids)
             self._yielded = 0
-            del buffer, layout
+            del buffer, blocks
             yield from self._emit()
 
     def _emit(self) -> Iterator[Block]:
@@ -398,7 +387,7 @@ class PackingStream(Iterator[Block]):
             pending = _pending_state(self._pending, rest)
         return {
             "format": STATE_FORMAT,
-            "recipe": prepare(self.recipe).description,
+            "recipe": self._prepared.description,
             "buffer_size": self.buffer_size,
             "shuffle": self.shuffle,
             "position": self._position,
@@ -462,7 +451,7 @@ class PackingStream(Iterator[Block]):
         ``SettingError`` line (``StateMismatch`` for a state of another stream, or over a source with fewer rows
         than the state had read). O(the state's size)."""
         check_state_form(state, STATE_FORMAT, STATE_KEYS, STATE_WHAT)
-        ours = {"recipe": prepare(self.recipe).description, "buffer_size": self.buffer_size, "shuffle": self.shuffle}
+        ours = {"recipe": self._prepared.description, "buffer_size": self.buffer_size, "shuffle": self.shuffle}
         for name, value in ours.items():
             if not isinstance(state[name], type(value)) or state[name] != value:
                 if name == "recipe" and isinstance(state[name], str):
@@ -478,7 +467,9 @@ class PackingStream(Iterator[Block]):
         self._stats = _stats_of(state["stats"], self.recipe, self._position)
         self._source_state = copy.deepcopy(state["source"])
         self._carried, self._carried_ids = _samples_of(state["carried"], "carried", self._position, self.recipe)
-        self._pending = None if state["pending"] is None else _pending_of(state["pending"], self.recipe, self._position)
+        self._pending = (
+            None if state["pending"] is None else _pending_of(state["pending"], self.recipe, self._position, self._pad)
+        )
         pending = None if self._pending is None else self._pending.sequence_names
         waiting = self._carried_ids if pending is None else np.concatenate((self._carried_ids, pending))
         if len(np.unique(waiting)) != len(waiting):
@@ -604,26 +595,13 @@ def _skipped(rows: Iterator[Any], count: int) -> Iterator[Any]:
     return rows
 
 
-def _pending(plan: PackingPlan, buffer: Samples, ids: Int64Array, recipe: Recipe) -> LazyBatch:
-    """The blocks of ``plan`` over ``buffer`` (documents named ``ids``), to be yielded in order."""
-    return LazyBatch.of(plan, buffer, pad_token_id=prepare(recipe).pad_id, int64=recipe.int64, sequence_names=ids)
-
-
-def _planning(recipe: Recipe, buffer: Samples) -> Recipe:
-    """The recipe a buffer is planned with: the stream's, or for pairs and groups fitted by ``truncate`` (see
-    ``packing.batches.units``) ``drop``, so that a unit that cannot fit is left out whole, never cut."""
-    if buffer.units is not None and recipe.overflow == "truncate":
-        return Recipe.of(recipe, overflow="drop")
-    return recipe
-
-
 def _samples_state(samples: Samples, ids: Int64Array) -> dict[str, Any]:
     """Samples (tokens, loss mask, lengths) and their stream positions ``ids`` as plain lists; the mask None when
     every token is trained. O(tokens)."""
     mask = _mask(samples)
     state: dict[str, Any] = {
         "tokens": _tokens(samples).tolist(),
-        "loss_mask": None if _unmasked(mask) else mask.tolist(),
+        "loss_mask": mask.tolist() if has_masked(mask) else None,
         "lengths": samples.lengths.tolist(),
         "ids": ids.tolist(),
     }
@@ -700,23 +678,23 @@ def _samples_of(state: Any, field: str, position: int, recipe: Recipe) -> tuple[
     return samples, ids
 
 
-def _pending_state(pending: LazyBatch, blocks: Int64Array) -> dict[str, Any]:
+def _pending_state(pending: PackedBatch, blocks: Int64Array) -> dict[str, Any]:
     """Blocks ``blocks`` of ``pending``: their documents (only the samples they hold) and pieces, as lists."""
-    layout = pending.plan.select(blocks)
-    used, sequence = np.unique(layout.piece_sequence, return_inverse=True)
+    plan = pending.plan.select(blocks)
+    used, sequence = np.unique(plan.piece_sequence, return_inverse=True)
     names = pending.sequence_names
     ids = names[used] if names is not None else used.astype(np.int64)
     state = _samples_state(_subset(pending.samples, used.astype(np.int64)), ids)
     state.update(
-        block_starts=layout.block_starts.tolist(),
+        block_starts=plan.block_starts.tolist(),
         piece_sequence=sequence.tolist(),
-        piece_start=layout.piece_start.tolist(),
-        piece_length=layout.piece_length.tolist(),
+        piece_start=plan.piece_start.tolist(),
+        piece_length=plan.piece_length.tolist(),
     )
     return state
 
 
-def _pending_of(state: Any, recipe: Recipe, position: int) -> LazyBatch:
+def _pending_of(state: Any, recipe: Recipe, position: int, pad: int) -> PackedBatch:
     """The pending blocks of :func:`_pending_state`, checked as a plan of its samples (``check_pieces``) before
     anything reads them. O(tokens + pieces)."""
     samples, ids = _samples_of(state, "pending", position, recipe)
@@ -726,11 +704,11 @@ def _pending_of(state: Any, recipe: Recipe, position: int) -> LazyBatch:
         integer_list(state.get(k), "state", f"{what} {k}", 0, INT32_MAX).astype(np.int32)
         for k in ("piece_sequence", "piece_start", "piece_length")
     )
-    overflow = _planning(recipe, samples).overflow
+    overflow = (recipe if samples.units is None else unit_planning(recipe)).overflow
     nothing = np.zeros(1, dtype=np.int64)
     unchecked = compute_stats(samples.lengths, recipe.max_seq_length, nothing, sequence[:0], length[:0])
     try:  # the plan checks its pieces (blocks, sequences, room) when made: then its statistics can be counted
-        layout = PackingPlan(
+        plan = PackingPlan(
             recipe.max_seq_length,
             recipe.strategy,
             overflow,
@@ -742,16 +720,17 @@ def _pending_of(state: Any, recipe: Recipe, position: int) -> LazyBatch:
             unchecked,
         )
         stats = compute_stats(samples.lengths, recipe.max_seq_length, starts, sequence, length)
-        return _pending(dataclasses.replace(layout, stats=stats, _trusted=True), samples, ids, recipe)
+        checked = dataclasses.replace(plan, stats=stats, _trusted=True)
+        return PackedBatch.of(checked, samples, pad_token_id=pad, int64=recipe.int64, sequence_names=ids)
     except SettingError as error:  # the plan's or the blocks' own check, said of the state
         got = error.got if error.got.startswith("<") else f"<{error.got}>"
         raise SettingError("state", f"{what} blocks ({error.expected})", got) from None
 
 
-def _dataset_blocks(dataset: Any, max_seq_length: int | None, options: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def _dataset_blocks(dataset: Any, settings: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The blocks of ``stream`` as rows of real tokens only (``sum(seq_lengths)`` values), as ``packing.hf``
     writes them: what TRL's padding-free collator reads."""
-    blocks = stream(dataset, max_seq_length, **options)
+    blocks = PackingStream(dataset, **settings)
     for block in blocks:
         used = int(block["seq_lengths"].sum())
         yield {name: (values if name == "seq_lengths" else values[:used]).tolist() for name, values in block.items()}
@@ -787,11 +766,11 @@ def stream_dataset(
     except ImportError as error:  # pragma: no cover - exercised only without datasets
         raise ImportError("stream_dataset needs Hugging Face datasets: pip install datasets") from error
     chosen = Recipe.at("stream", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
-    next(stream([], recipe=chosen, buffer_size=buffer_size, shuffle=shuffle), None)  # the settings, now
-    settings = {"recipe": chosen, "buffer_size": buffer_size, "shuffle": shuffle}
+    settings: dict[str, Any] = {"recipe": chosen, "buffer_size": buffer_size, "shuffle": shuffle, "state": None}
+    next(PackingStream([], **settings), None)  # the settings, now
     first = next(iter(dataset), None)  # pairs and groups add their columns: the first row says which rows come
     return datasets.IterableDataset.from_generator(
         _dataset_blocks,
         features=datasets_features(chosen.int64, units=unit_kind(first) is not None),
-        gen_kwargs={"dataset": dataset, "max_seq_length": None, "options": settings},
+        gen_kwargs={"dataset": dataset, "settings": settings},
     )

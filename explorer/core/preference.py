@@ -1,4 +1,4 @@
-"""Preference pairs and completion groups on the page: their plan (the library's ``lazy_units``: fitted by the
+"""Preference pairs and completion groups on the page: their plan (the library's pipeline, ``run``: fitted by the
 overflow policy, planned whole, counted in ``stats.units``), the role of every token of a block read from the
 batch's own columns, and the two layouts (``share_prompt`` False and True) side by side.
 
@@ -15,9 +15,10 @@ import numpy.typing as npt
 
 import packing
 from explorer.core.safety import describe
-from packing.batches.packed import lazy_units
+from packing.batches.packed import run
 from packing.comparison import Contender, Row
 from packing.core.pairs_groups import GROUP, PAIR
+from packing.text import prepare
 
 Int64Array = npt.NDArray[np.int64]
 PADDING, PLAIN, PROMPT, CHOSEN, REJECTED = range(5)
@@ -39,13 +40,13 @@ class UnitRun:
 
 
 def run_units(samples: packing.Samples, recipe: packing.Recipe) -> UnitRun:
-    """The library's plan of pairs and groups (``packing.batches.packed.lazy_units``: each unit fitted and planned
+    """The library's plan of pairs and groups (``packing.batches.packed.run``: each unit fitted and planned
     whole) as one ``Row`` of ``packing.compare`` with the samples it fills; a recipe that cannot keep units whole
     (``split``) is its refusal, worded from its fields. O(tokens) plus the strategy's cost.
 
     >>> rows = [{"prompt": [1, 2, 3], "chosen": [4, 5], "rejected": [6]}]
-    >>> run = run_units(packing.read_rows(rows), packing.Recipe(8, share_prompt=True))
-    >>> run.row.stats.packed_tokens, run.row.stats.units.prompt_tokens_shared
+    >>> made = run_units(packing.read_rows(rows), packing.Recipe(8, share_prompt=True))
+    >>> made.row.stats.packed_tokens, made.row.stats.units.prompt_tokens_shared
     (6, 3)
     >>> run_units(packing.read_rows(rows), packing.Recipe(8, strategy="split")).row.refusal[:37]
     'strategy: expected another value with'
@@ -53,7 +54,7 @@ def run_units(samples: packing.Samples, recipe: packing.Recipe) -> UnitRun:
     contender = Contender(recipe.strategy)
     started = time.perf_counter()
     try:
-        lazy = lazy_units(recipe, samples)
+        lazy = run(samples, recipe, prepare(recipe))
         stats = lazy.stats
     except packing.PackingError as error:
         return UnitRun(Row(contender, None, 0, time.perf_counter() - started, describe(error), error=error), None)

@@ -1,5 +1,5 @@
 """Packed arrays: the one output schema (:data:`COLUMNS`, each an :class:`OutputColumn`) and what
-:func:`packing.count_trainable` counts. ``pack``, ``materialize``, ``pack_sequences``, ``LazyBatch`` and
+:func:`packing.count_trainable` counts. ``pack``, ``materialize``, ``pack_sequences`` and
 ``PackedBatch`` are at the top level (``packing``); the modules behind them are internal.
 
 >>> from packing.batches import COLUMNS

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -16,19 +16,27 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.batches.schema import CHUNK_VALUES, COLUMNS, GRID_COLUMNS, LOSS_WEIGHTS, NAMES, UNIT_GRID, arrow_schema
-from packing.batches.units import UnitGrids, check_whole_units, fit_units, unit_boundaries, unit_grids, unit_mask
+from packing.batches.units import (
+    UnitFit,
+    UnitGrids,
+    check_whole_units,
+    fit_units,
+    unit_boundaries,
+    unit_grids,
+    unit_mask,
+)
 from packing.core.arrays import check_block_indexes, offsets_of, ranges, row_of
 from packing.core.pairs_groups import Units
-from packing.core.samples import IGNORE_INDEX, Samples, joined_dtype
+from packing.core.samples import IGNORE_INDEX, Samples, all_ones, joined_dtype, sample_offsets
 from packing.core.validation import INT32_MAX, OverflowPolicy, check_flag, check_integer, check_token_id
 from packing.errors import SampleError, SettingError
-from packing.planning.plans import PackingPlan, check_pieces, plan
+from packing.planning.plans import PackingPlan, check_pieces, plan_of
 from packing.reading.reader import join_token_arrays, read_rows, token_array_lengths
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.kernels import fill_labels, fill_positions, fill_sequences, fill_tokens, piece_mask_sums
 from packing.strategies.registry import STRATEGIES, StrategyName
 from packing.strategies.stats import PackingStats
-from packing.text.prepare import prepare
+from packing.text.prepare import Prepared, prepare
 from packing.weighting import DocumentWeights, LossMode, LossTotals, document_weights, token_weights
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -111,7 +119,8 @@ def chunk_rows(num_blocks: int, order: npt.ArrayLike | None, size: int) -> Itera
 
 @dataclass(frozen=True)
 class PackedBatch:
-    """Packed blocks. Every array has shape ``(num_blocks, max_seq_length)``, padding at the end of each block.
+    """Packed blocks: a checked plan and the samples that fill it, each column made when first read. Every column
+    has shape ``(num_blocks, max_seq_length)``, padding at the end of each block.
 
     - ``input_ids``: token ids, ``pad_token_id`` in padding.
     - ``loss_mask``: 1 for a real token that is trained on, 0 for padding or a masked (prompt) token.
@@ -122,10 +131,13 @@ class PackedBatch:
       -1 in padding.
 
     The schema's dtypes (``packing.batches.schema``): ids, labels and positions int32 (int64 when made with
-    ``int64=True``), ``sequence_ids`` int32, ``loss_mask`` int8. ``input_ids`` and ``loss_mask`` are
-    filled by ``materialize``; ``labels``, ``position_ids`` and ``sequence_ids`` are derived from them
-    and the plan on first access, in one sequential pass each, and kept: a batch whose derived
-    columns are never read costs 5 bytes a token, one read in full 17.
+    ``int64=True``), ``sequence_ids`` int32, ``loss_mask`` int8. ``input_ids`` and ``loss_mask`` are filled
+    together in one compiled pass when one of them is first read (``materialize`` and ``pack`` read them);
+    ``labels``, ``position_ids`` and ``sequence_ids`` are derived from them and the plan on first access, in one
+    sequential pass each, and kept: a batch whose derived columns are never read costs 5 bytes a token, one read
+    in full 17, besides the samples it holds (their tokens and mask; none for token arrays the plan keeps in
+    order, which are the blocks' own). ``chunks`` makes the blocks a chunk at a time (memory for the input and one chunk, not the whole
+    output); ``stats`` are the plan's with the loss-mask counts, made without any block.
 
     >>> b = pack([[1, 2], {"prompt": [3], "completion": [4, 5]}], 4, strategy="split")
     >>> b.input_ids.tolist(), b.input_ids.dtype.name
@@ -147,20 +159,130 @@ class PackedBatch:
     """
 
     plan: PackingPlan
-    input_ids: IdArray
-    loss_mask: npt.NDArray[np.int8]
-    pad_token_id: int
-    stats: PackingStats
+    samples: Samples
+    """The samples the plan places (a batch ``made`` holds their loss mask and units only: its ids hold the
+    tokens)."""
+    pad_token_id: int = 0
+    int64: bool = False
+    """Whether ids, labels and positions are int64 (else int32, the compact schema)."""
     sequence_names: Int64Array | None = None
     """What ``sequence_ids`` calls each of the plan's sequences (a position in a stream, a row of a
     dataset); None: the sequence's index."""
-    units: Units | None = None
-    """The unit structure of the plan's sequences when they are pairs or groups (None otherwise)."""
+    fit: UnitFit | None = field(default=None, repr=False, compare=False)
+    """What fitting the samples' pairs and groups cut and left out (counted in ``stats.units``); None for plain
+    samples, and for a part of a batch (``select``), whose counts describe its blocks only."""
+    filled: tuple[IdArray, npt.NDArray[np.int8]] | None = field(default=None, repr=False, compare=False)
+    """``(input_ids, loss_mask)`` when already made (the blocks of token arrays in order, a part of a filled
+    batch); None: filled when first read."""
+
+    @classmethod
+    def of(
+        cls,
+        plan: PackingPlan,
+        samples: Samples,
+        *,
+        pad_token_id: int = 0,
+        int64: bool = False,
+        sequence_names: npt.ArrayLike | None = None,
+    ) -> PackedBatch:
+        """The blocks of ``plan`` filled with ``samples``, checked once: the plan was made for the samples' lengths
+        (and keeps every unit whole), the pad id fits the schema's dtype (see ``materialize``). Nothing is filled
+        yet. O(pieces + sequences).
+
+        >>> from packing import plan
+        >>> batch = PackedBatch.of(plan([2, 3, 1], 4, strategy="split"), read_rows([[1, 2], [3, 4, 5], [6]]))
+        >>> [chunk.input_ids.tolist() for chunk in batch.chunks(tokens=4)]
+        [[[1, 2, 3, 4]], [[5, 6, 0, 0]]]
+        >>> batch.select([1]).labels.tolist()  # 5 starts a piece: no target
+        [[-100, -100, -100, -100]]
+        """
+        wide = check_flag(int64, "int64")
+        pad = check_pad(pad_token_id, wide)
+        if not isinstance(samples, Samples):
+            raise SettingError("samples", "a Samples (packing.read_rows)", type(samples).__name__)
+        if samples.tokens is None or samples.loss_mask is None:
+            raise SettingError("samples", "token ids (lengths-only data can be planned, not packed)", "<lengths only>")
+        samples.refuse_other_labels()
+        if not np.array_equal(plan.lengths, samples.lengths):
+            raise SettingError(
+                "plan",
+                f"a plan for these {len(samples.lengths)} samples' lengths (plan(samples.lengths, ...))",
+                f"<a plan for {len(plan.lengths)} sequences of other lengths>",
+            )
+        names = _sequence_names(sequence_names, len(samples.lengths))
+        check_pieces(plan)
+        if samples.units is not None:
+            check_whole_units(plan, samples.units)
+        return cls(plan, samples, pad, wide, names)
 
     @property
-    def int64(self) -> bool:
-        """Whether ids, labels and positions are int64 (else int32, the compact schema)."""
-        return self.input_ids.dtype == np.int64
+    def units(self) -> Units | None:
+        """The unit structure of the plan's sequences when they are pairs or groups (None otherwise)."""
+        return self.samples.units
+
+    @cached_property
+    def stats(self) -> PackingStats:
+        """The plan's statistics with the loss-mask counts and, for pairs and groups, what fitting them cut and left
+        out (``stats.units``), made without any block: the one place a batch's statistics are derived.
+        O(tokens).
+
+        >>> pack([{"prompt": [1], "chosen": [2, 3, 4], "rejected": [5]}], 5).stats.units.completions_truncated
+        1
+        """
+        stats = self.plan.stats
+        if has_masked(self.samples.loss_mask):  # type: ignore[arg-type]
+            stats = stats.with_trainable(*_trainable(self.plan, self.samples))
+        if self.fit is not None:
+            packed = np.bincount(self.plan.piece_sequence, minlength=len(self.samples)) > 0
+            stats = self.fit.stats(stats, self.fit.planning, packed)
+        return stats
+
+    @cached_property
+    def _filled(self) -> tuple[IdArray, npt.NDArray[np.int8]]:
+        """``input_ids`` and ``loss_mask``: one compiled pass writing both (several threads for a large batch);
+        a packed token id above 2**31 - 1 in the int32 schema is refused. O(slots)."""
+        if self.filled is not None:
+            return self.filled
+        plan, samples = self.plan, self.samples
+        shape = (plan.num_blocks, plan.max_seq_length)
+        input_ids = np.empty(shape, dtype=np.int64 if self.int64 else np.int32)
+        loss_mask = np.empty(shape, dtype=np.int8)
+        assert samples.tokens is not None and samples.loss_mask is not None  # checked when made
+        unmasked = not has_masked(samples.loss_mask)
+        check = not self.int64 and samples.tokens.dtype.itemsize > 4
+        tokens, mask, offsets = samples.tokens, _ONE if unmasked else samples.loss_mask, samples.offsets
+        starts, pieces = plan.block_starts, (plan.piece_sequence, plan.piece_start, plan.piece_length)
+        largest = [0]
+
+        def fill(rows: slice) -> None:
+            part, ids, masks = starts[rows.start : rows.stop + 1], input_ids[rows], loss_mask[rows]
+            pad = self.pad_token_id
+            largest.append(fill_tokens(tokens, mask, unmasked, check, offsets, part, *pieces, pad, ids, masks))
+
+        in_parts(plan.num_blocks, input_ids.size, fill)
+        if check and max(largest) > INT32_MAX:
+            raise samples.wide_id_error()
+        return input_ids, loss_mask
+
+    def made(self) -> PackedBatch:
+        """This batch with its ids and mask made (one pass), holding the samples' loss mask and units but not their
+        tokens, which are in ``input_ids`` now: what ``pack`` returns, 5 bytes a token slot. O(slots).
+
+        >>> made = PackedBatch.of(plan_of(np.array([2, 1]), Recipe(4)), read_rows([[1, 2], [3]])).made()
+        >>> made.input_ids.tolist(), made.samples.tokens is None, made.stats.packed_tokens
+        ([[1, 2, 3, 0]], True, 3)
+        """
+        return replace(self, samples=replace(self.samples, tokens=None, labels=None), filled=self._filled)
+
+    @property
+    def input_ids(self) -> IdArray:
+        """Token ids (see the class), filled with ``loss_mask`` on first access. O(slots) once."""
+        return self._filled[0]
+
+    @property
+    def loss_mask(self) -> npt.NDArray[np.int8]:
+        """1 for a trained real token (see the class), filled with ``input_ids`` on first access."""
+        return self._filled[1]
 
     @cached_property
     def _unit_grids(self) -> UnitGrids:
@@ -300,9 +422,7 @@ class PackedBatch:
 
     def cu_seqlens(self, block: int) -> Int64Array:
         """0, then cumulative document lengths of ``block`` (flash-attention ``cu_seqlens``)."""
-        if self.units is None:
-            return self.plan.cu_seqlens(block)
-        return np.concatenate(([0], np.cumsum(self.seq_lengths(block)))).astype(np.int64)
+        return offsets_of(self.seq_lengths(block))
 
     def attention_mask(self, block: int) -> npt.NDArray[np.bool_]:
         """Block-diagonal causal mask of ``block``: ``mask[q, k]`` is True when query q may attend to key k.
@@ -344,9 +464,9 @@ class PackedBatch:
         return token_weights(self.labels != IGNORE_INDEX, self.sequence_ids, mode, total)
 
     def document_weights(self, mode: LossMode) -> DocumentWeights:
-        """Every document's weight under ``mode``, normalised over every block of this batch: what
-        ``loss_weights(mode)`` gives each token, known per document, so chunks of the blocks are weighted as
-        the whole (``DocumentWeights.grid``). O(slots) (the loss mask read once), no grid made.
+        """Every document's weight under ``mode``, normalised over every block of this batch, from the samples'
+        loss masks without making any block: ``loss_weights(mode)`` is ``DocumentWeights.grid`` of the blocks,
+        which may be made chunk by chunk (``chunks``). O(tokens + documents · log documents).
 
         >>> b = pack([[1, 2, 3, 4, 5], [6, 7]], 8)
         >>> weights = b.document_weights("sequence")
@@ -354,11 +474,15 @@ class PackedBatch:
         True
         """
         self._refuse_units("loss_weights")
-        offsets = np.arange(self.num_blocks + 1, dtype=np.int64) * self.max_seq_length
-        block, local = self.plan.piece_block(), self.plan.piece_position()  # each piece's block, where in it
-        lengths = self.plan.piece_length.astype(np.int64)
-        _, targets = piece_mask_sums(self.loss_mask.reshape(-1), offsets, block, local, lengths)
-        return document_weights(self.plan, targets, mode, self.sequence_names)
+        plan, samples = self.plan, self.samples
+        assert samples.loss_mask is not None  # checked when made
+        if has_masked(samples.loss_mask):
+            _, targets = piece_mask_sums(
+                samples.loss_mask, samples.offsets, plan.piece_sequence, plan.piece_start, plan.piece_length
+            )
+        else:  # every token trained but each piece's first
+            targets = np.maximum(plan.piece_length.astype(np.int64) - 1, 0)
+        return document_weights(plan, targets, mode, self.sequence_names)
 
     def _refuse_units(self, name: str) -> None:
         """Refuse a per-token loss weighting of blocks of units: their loss is the completions' log-probabilities'
@@ -381,30 +505,34 @@ class PackedBatch:
             yield self.block(index)
 
     def chunks(self, order: npt.ArrayLike | None = None, tokens: int | None = None) -> Iterator[PackedBatch]:
-        """The blocks in ``order`` (default: plan order) as batches of about ``tokens`` slots each: views in
-        plan order, copies of one chunk otherwise. Derived columns not yet made here are made per chunk.
+        """The blocks in ``order`` (default: plan order) as batches of about ``tokens`` slots each (``select``),
+        each made when asked for: views of the columns already made here in plan order, copies otherwise.
+        O(slots) in all; memory one chunk at a time.
 
         >>> [c.input_ids.tolist() for c in pack([[1, 2], [3]], 2).chunks(order=[1, 0], tokens=2)]
         [[[3, 0]], [[1, 2]]]
         """
         for rows in chunk_rows(self.num_blocks, order, blocks_per_chunk(self.max_seq_length, tokens)):
-            yield self._part(rows)
+            yield self.select(rows)
 
-    def _part(self, rows: Int64Array | slice) -> PackedBatch:
-        """The blocks ``rows`` as a batch of their own (its stats describe them, without loss-mask counts)."""
-        layout = self.plan.select(np.arange(self.num_blocks)[rows] if isinstance(rows, slice) else rows)
-        part = PackedBatch(
-            layout,
-            self.input_ids[rows],
-            self.loss_mask[rows],
-            self.pad_token_id,
-            layout.stats,
-            self.sequence_names,
-            self.units,
-        )
+    def select(self, blocks: npt.ArrayLike | slice) -> PackedBatch:
+        """The blocks ``blocks`` (indexes in order, or a slice) as a batch of their own (``plan.select``: its stats
+        describe them); the columns already made here are kept (their rows), the others made when read.
+        O(pieces in them).
+
+        >>> pack([[1, 2], [3]], 2).select([1]).input_ids.tolist()
+        [[3, 0]]
+        """
+        chosen = np.arange(self.num_blocks)[blocks] if isinstance(blocks, slice) else blocks
+        plan = self.plan.select(chosen)
+        rows = blocks if isinstance(blocks, slice) else check_block_indexes(chosen, self.num_blocks)
+        made = self.__dict__
+        ready = self.filled is not None or "_filled" in made
+        filled = (self.input_ids[rows], self.loss_mask[rows]) if ready else None
+        part = PackedBatch(plan, self.samples, self.pad_token_id, self.int64, self.sequence_names, None, filled)
         for name in ("labels", "position_ids", "sequence_ids", "completion_ids", "prediction_positions"):
-            if name in self.__dict__:  # already made here: its rows, not made again
-                part.__dict__[name] = self.__dict__[name][rows]
+            if name in made:  # already made here: its rows, not made again
+                part.__dict__[name] = made[name][rows]
         return part
 
     def to_arrow(
@@ -423,145 +551,6 @@ class PackedBatch:
         return to_arrow(self, order, loss_weights, padding=padding)
 
 
-@dataclass(frozen=True)
-class LazyBatch:
-    """A checked plan and the samples that fill it: a ``PackedBatch`` made only when asked for, whole
-    (``fill``) or chunk by chunk (``chunks``), so writing the blocks needs memory for the input and one
-    chunk, not the whole output. Made by :meth:`of`.
-
-    >>> lazy = LazyBatch.of(plan([2, 3, 1], 4, strategy="split"), read_rows([[1, 2], [3, 4, 5], [6]]))
-    >>> [chunk.input_ids.tolist() for chunk in lazy.chunks(tokens=4)]
-    [[[1, 2, 3, 4]], [[5, 6, 0, 0]]]
-    >>> lazy.fill([1]).labels.tolist()  # 5 starts a piece: no target
-    [[-100, -100, -100, -100]]
-    """
-
-    plan: PackingPlan
-    samples: Samples
-    pad_token_id: int = 0
-    int64: bool = False
-    sequence_names: Int64Array | None = None
-
-    @classmethod
-    def of(
-        cls,
-        plan: PackingPlan,
-        samples: Samples,
-        *,
-        pad_token_id: int = 0,
-        int64: bool = False,
-        sequence_names: npt.ArrayLike | None = None,
-    ) -> LazyBatch:
-        """Check that ``plan`` was made for ``samples``' lengths and that the ids fit the schema's dtype
-        (see ``materialize``), once. O(pieces + sequences)."""
-        wide = check_flag(int64, "int64")
-        pad = _check_pad(pad_token_id, wide)
-        if not isinstance(samples, Samples):
-            raise SettingError("samples", "a Samples (packing.read_rows)", type(samples).__name__)
-        if samples.tokens is None or samples.loss_mask is None:
-            raise SettingError("samples", "token ids (lengths-only data can be planned, not packed)", "<lengths only>")
-        samples.refuse_other_labels()
-        if not np.array_equal(plan.lengths, samples.lengths):
-            raise SettingError(
-                "plan",
-                f"a plan for these {len(samples.lengths)} samples' lengths (plan(samples.lengths, ...))",
-                f"<a plan for {len(plan.lengths)} sequences of other lengths>",
-            )
-        names = _sequence_names(sequence_names, len(samples.lengths))
-        check_pieces(plan)
-        if samples.units is not None:
-            check_whole_units(plan, samples.units)
-        return cls(plan, samples, pad, wide, names)
-
-    @property
-    def num_blocks(self) -> int:
-        return self.plan.num_blocks
-
-    @property
-    def max_seq_length(self) -> int:
-        return self.plan.max_seq_length
-
-    @cached_property
-    def stats(self) -> PackingStats:
-        """The plan's statistics with the loss-mask counts, without building any block. O(tokens)."""
-        if not _has_masked(self.samples.loss_mask):  # type: ignore[arg-type]
-            return self.plan.stats
-        return self.plan.stats.with_trainable(*count_trainable(self.plan, self.samples))
-
-    def document_weights(self, mode: LossMode) -> DocumentWeights:
-        """Every document's weight under ``mode``, normalised over every block of the plan, from the samples'
-        loss masks without making any block: ``fill().loss_weights(mode)`` is ``DocumentWeights.grid`` of
-        the filled blocks, which may be made chunk by chunk. O(tokens + documents · log documents).
-
-        >>> lazy = LazyBatch.of(plan([2, 3, 1], 4, strategy="split"), read_rows([[1, 2], [3, 4, 5], [6]]))
-        >>> batch = lazy.fill()
-        >>> weights = lazy.document_weights("sqrt")
-        >>> bool((weights.grid(batch.labels != -100, batch.sequence_ids) == batch.loss_weights("sqrt")).all())
-        True
-        """
-        layout, samples = self.plan, self.samples
-        assert samples.loss_mask is not None  # checked by ``of``
-        if samples.units is not None:
-            raise SettingError("loss_weights", "no value with preference pairs or completion groups (their loss is "
-                               "built from packing.torch.completion_logps)", mode)  # fmt: skip
-        if _has_masked(samples.loss_mask):
-            _, targets = piece_mask_sums(
-                samples.loss_mask, samples.offsets, layout.piece_sequence, layout.piece_start, layout.piece_length
-            )
-        else:  # every token trained but each piece's first
-            targets = np.maximum(layout.piece_length.astype(np.int64) - 1, 0)
-        return document_weights(layout, targets, mode, self.sequence_names)
-
-    def fill(self, blocks: npt.ArrayLike | slice | None = None) -> PackedBatch:
-        """The blocks ``blocks`` (default: all, in plan order) filled: one compiled pass writing ids and
-        mask. O(their slots)."""
-        layout = self.plan
-        if isinstance(blocks, slice):
-            blocks = np.arange(layout.num_blocks)[blocks]
-        if blocks is not None:
-            layout = layout.select(blocks)
-        shape = (layout.num_blocks, layout.max_seq_length)
-        input_ids = np.empty(shape, dtype=np.int64 if self.int64 else np.int32)
-        loss_mask = np.empty(shape, dtype=np.int8)
-        samples = self.samples
-        assert samples.tokens is not None and samples.loss_mask is not None  # checked by ``of``
-        unmasked = not _has_masked(samples.loss_mask)
-        check = not self.int64 and samples.tokens.dtype.itemsize > 4
-        tokens, mask, offsets = samples.tokens, _ONE if unmasked else samples.loss_mask, samples.offsets
-        starts, pieces = layout.block_starts, (layout.piece_sequence, layout.piece_start, layout.piece_length)
-        largest = [0]
-
-        def fill(rows: slice) -> None:
-            part = starts[rows.start : rows.stop + 1]
-            found = fill_tokens(
-                tokens,
-                mask,
-                unmasked,
-                check,
-                offsets,
-                part,
-                *pieces,
-                self.pad_token_id,
-                input_ids[rows],
-                loss_mask[rows],
-            )
-            largest.append(found)
-
-        in_parts(layout.num_blocks, input_ids.size, fill)
-        if check and max(largest) > INT32_MAX:
-            raise samples.wide_id_error()
-        stats = self.stats if blocks is None else layout.stats
-        if blocks is not None and _has_masked(samples.loss_mask):
-            stats = stats.with_trainable(*count_trainable(layout, samples))
-        return PackedBatch(layout, input_ids, loss_mask, self.pad_token_id, stats, self.sequence_names, samples.units)
-
-    def chunks(self, order: npt.ArrayLike | None = None, tokens: int | None = None) -> Iterator[PackedBatch]:
-        """The blocks in ``order`` (default: plan order), as batches of about ``tokens`` slots each, each
-        made when asked for. O(slots) in all; memory one chunk at a time."""
-        for rows in chunk_rows(self.num_blocks, order, blocks_per_chunk(self.max_seq_length, tokens)):
-            yield self.fill(rows)
-
-
 def materialize(
     plan: PackingPlan,
     samples: Samples,
@@ -578,8 +567,9 @@ def materialize(
     that selection. The plan must have been made for these samples' lengths. Ids are int32 (a packed
     token id above 2**31 - 1 is refused with the sample and position), int64 with ``int64``.
     ``sequence_names`` gives what ``sequence_ids`` calls each sample (default: its index). To make
-    the blocks chunk by chunk, use ``LazyBatch.of`` with the same arguments.
+    the blocks chunk by chunk, use ``PackedBatch.of`` with the same arguments (nothing is filled until read).
 
+    >>> from packing import plan, read_rows
     >>> samples = read_rows([[1, 2], [3, 4, 5], [6]])
     >>> materialize(plan(samples.lengths, 4, strategy="ffd"), samples).input_ids.tolist()
     [[3, 4, 5, 6], [1, 2, 0, 0]]
@@ -590,20 +580,31 @@ def materialize(
     ...
     packing.errors.SampleError: sample 0, position 0: expected a token id at most 2147483647 (the int32 schema; int64=True for larger ids), got 2147483648
     """
-    lazy = LazyBatch.of(plan, samples, pad_token_id=pad_token_id, int64=int64, sequence_names=sequence_names)
-    return lazy.fill(blocks)
+    batch = PackedBatch.of(plan, samples, pad_token_id=pad_token_id, int64=int64, sequence_names=sequence_names)
+    if blocks is not None:
+        batch = batch.select(blocks)
+    batch.input_ids  # noqa: B018 - filled now: a token id the schema cannot hold is refused here
+    return batch
 
 
-def _check_pad(pad_token_id: Any, int64: bool) -> int:
-    """``pad_token_id`` checked as a token id that fits the ids' dtype. O(1)."""
+def check_pad(pad_token_id: Any, int64: bool) -> int:
+    """``pad_token_id`` checked as a token id that fits the ids' dtype (``int64``: int64, else int32). O(1).
+
+    >>> check_pad(7, False), check_pad(2**31, True)
+    (7, 2147483648)
+    """
     pad = check_token_id(pad_token_id, "pad_token_id")
     if not int64 and pad > INT32_MAX:
         raise SettingError("pad_token_id", f"at most {INT32_MAX} (the int32 schema; int64=True for larger ids)", pad)
     return pad
 
 
-def _has_masked(mask: npt.NDArray[np.int8]) -> bool:
-    """Whether any token is masked; O(1) for the all-ones view the reader gives unmasked samples."""
+def has_masked(mask: npt.NDArray[np.int8]) -> bool:
+    """Whether any token is masked; O(1) for the all-ones view the reader gives unmasked samples, else O(tokens).
+
+    >>> has_masked(np.array([1, 0], dtype=np.int8)), has_masked(np.ones(3, dtype=np.int8))
+    (True, False)
+    """
     if mask.size and mask.strides[0] == 0:
         return not mask[0]
     return not mask.all()
@@ -637,12 +638,18 @@ def count_trainable(plan: PackingPlan, samples: Samples) -> TrainableCounts:
     """Trainable tokens kept, the training targets among them (not a document's first token), and packed
     samples with no target, without building any block. O(total tokens).
 
+    >>> from packing import plan
     >>> samples = read_rows([{"prompt": [1, 2], "completion": [3, 4]}, [5]])
     >>> count_trainable(plan(samples.lengths, 4, strategy="ffd"), samples)
     TrainableCounts(trainable_tokens=3, target_tokens=2, samples_without_trainable_tokens=1)
     """
     if samples.loss_mask is None:
         raise SettingError("samples", "token ids with their loss mask", "<lengths only>")
+    return _trainable(plan, samples)
+
+
+def _trainable(plan: PackingPlan, samples: Samples) -> TrainableCounts:
+    """:func:`count_trainable` of samples with their loss mask. O(total tokens)."""
     if samples.units is not None:
         return _unit_trainable(plan, samples)
     per_piece, targets = _piece_targets(plan, samples)
@@ -671,6 +678,7 @@ def targets_per_sample(plan: PackingPlan, samples: Samples | None = None) -> Int
     blocks counted together, without building any block: what ``PackedBatch.loss_weights`` counts per document.
     ``samples`` None: lengths only, every token in the loss mask. O(total tokens).
 
+    >>> from packing import plan
     >>> targets_per_sample(plan([2, 3, 1], 4, strategy="split"), read_rows([[1, 2], [3, 4, 5], [6]])).tolist()  # 5 starts a block
     [1, 1, 0]
     """
@@ -708,7 +716,7 @@ def pack(
     recipe: Recipe | None = None,
     **options: Unpack[RecipeOptions],
 ) -> PackedBatch:
-    """Pack samples into blocks of exactly ``max_seq_length`` tokens: ``plan`` then ``materialize``.
+    """Pack samples into blocks of exactly ``max_seq_length`` tokens: read, planned and filled (:func:`run`).
 
     ``samples`` is a list of rows in any form the reader accepts (token lists, tensors, ``{"prompt",
     "completion"}``, ``{"input_ids", "loss_mask"}``, ``{"input_ids", "labels"}`` with -100 on untrained
@@ -731,84 +739,74 @@ def pack(
     """
     chosen = Recipe.at("pack", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
     try:
-        return _pack(samples, chosen)
+        batch = run(samples, chosen, prepare(chosen)).made()  # filled now: an id the schema cannot hold is refused
     except SampleError as error:  # a dataset read from files names the file and line of the sample
         locate = getattr(samples, "locate", None)
         raise (locate(error) if callable(locate) else error) from None
+    return batch
 
 
-def _pack(samples: Any, chosen: Recipe) -> PackedBatch:
-    """:func:`pack` with its recipe."""
-    rows = getattr(samples, "samples", samples)
-    if isinstance(rows, Samples) and rows.units is not None:
-        return pack_units(rows, chosen)
-    prepared = prepare(chosen)  # once, here at the door: the tokenizer and the pad id
-    lengths = token_array_lengths(rows) if chosen.tokenizer is None else None
-    if lengths is not None:  # token arrays: planned from their lengths, joined only where needed
-        layout = plan(lengths, recipe=chosen)
-        if layout.in_order() and (chosen.int64 or joined_dtype(rows) == np.int32):
-            return _pack_in_order(layout, rows, prepared.pad_id, chosen.int64)
-        flat = read_rows(rows, **prepared.read_options)
-        return materialize(layout, flat, pad_token_id=prepared.pad_id, int64=chosen.int64)
-    flat = read_rows(rows, **prepared.read_options)
-    if flat.units is not None:
-        return pack_units(flat, chosen)
-    return materialize(plan(flat.lengths, recipe=chosen), flat, pad_token_id=prepared.pad_id, int64=chosen.int64)
+def run(
+    rows: Any,
+    recipe: Recipe,
+    prepared: Prepared,
+    *,
+    shuffle: bool = False,
+    int64: bool | None = None,
+    sequence_names: Int64Array | None = None,
+) -> PackedBatch:
+    """The one pipeline behind every door that packs rows: read once (any form the reader accepts, a ``Samples``
+    or a ``read_dataset`` dataset as they are), pairs and groups fitted whole (``fit_units``), planned
+    (``plan_of``), the blocks shuffled with the recipe's seed when ``shuffle``, and a batch that fills them when a
+    column is read. ``recipe`` was built by the door (``Recipe.at``) and ``prepared`` is its ``prepare``: neither
+    is checked or made again here. ``int64`` (default the recipe's) widens ids; ``sequence_names`` names the
+    samples in ``sequence_ids``. O(total tokens) plus the strategy's cost.
 
-
-def pack_units(samples: Samples, recipe: Recipe) -> PackedBatch:
-    """The blocks of samples with units (pairs, groups): fitted to ``max_seq_length`` by the overflow policy
-    (``packing.batches.units.fit_units``), planned whole, filled, and counted (``stats.units``). O(total tokens)
-    plus the strategy's cost.
-
-    >>> b = pack_units(read_rows([{"prompt": [1], "chosen": [2, 3, 4], "rejected": [5]}]), Recipe(5))
-    >>> b.input_ids.tolist(), b.stats.tokens_truncated, b.stats.units.completions_truncated
-    ([[1, 2, 3, 1, 5]], 1, 1)
-    """
-    fitted = fit_units(samples, recipe)
-    layout = plan(fitted.samples.lengths, recipe=fitted.planning)
-    batch = materialize(layout, fitted.samples, pad_token_id=prepare(recipe).pad_id, int64=recipe.int64)
-    packed = np.bincount(layout.piece_sequence, minlength=len(fitted.samples)) > 0
-    return replace(batch, stats=fitted.stats(batch.stats, recipe, packed))
-
-
-def lazy_units(
-    layout_recipe: Recipe, samples: Samples, *, shuffle: bool = False, int64: bool | None = None
-) -> LazyBatch:
-    """The blocks of samples with units made chunk by chunk (as ``pack_units`` makes them whole): fitted, planned
-    whole with the recipe, shuffled with its seed when ``shuffle``; the batch's ``stats`` count the units
-    (``stats.units``). O(total tokens) plus the strategy's cost.
-
-    >>> lazy = lazy_units(Recipe(8), read_rows([{"prompt": [1], "completions": [[2], [3]]}]))
-    >>> lazy.stats.units.groups, [c.input_ids.tolist() for c in lazy.chunks()]
+    >>> batch = run([{"prompt": [1], "completions": [[2], [3]]}], Recipe(8), prepare(Recipe(8)))
+    >>> batch.stats.units.groups, [c.input_ids.tolist() for c in batch.chunks()]
     (1, [[[1, 2, 1, 3, 0, 0, 0, 0]]])
     """
-    fitted = fit_units(samples, layout_recipe)
-    layout = plan(fitted.samples.lengths, recipe=fitted.planning)
-    packed = np.bincount(layout.piece_sequence, minlength=len(fitted.samples)) > 0
-    if shuffle:
-        layout = layout.shuffle(layout_recipe.seed or 0)
-    wide = layout_recipe.int64 if int64 is None else int64
-    lazy = LazyBatch.of(layout, fitted.samples, pad_token_id=prepare(layout_recipe).pad_id, int64=wide)
-    lazy.__dict__["stats"] = fitted.stats(lazy.stats, layout_recipe, packed)  # the cached statistics, with units
-    return lazy
+    wide = recipe.int64 if int64 is None else int64
+    pad = check_pad(prepared.pad_id, wide)
+    samples = getattr(rows, "samples", rows)
+    if not isinstance(samples, Samples):
+        lengths = token_array_lengths(samples) if recipe.tokenizer is None else None
+        if lengths is not None:  # token arrays: joined once, straight into the blocks when they are in order
+            return _token_arrays(samples, lengths, recipe, pad, wide, shuffle, sequence_names)
+        samples = read_rows(samples, **prepared.read_options)
+    fit = None
+    if samples.units is not None:
+        fitted = fit_units(samples, recipe)
+        samples, fit, recipe = fitted.samples, fitted.fit, fitted.planning
+    if samples.tokens is None:
+        raise SettingError("samples", "token ids (lengths-only data can be planned, not packed)", "<lengths only>")
+    samples.refuse_other_labels()
+    blocks = plan_of(samples.lengths, recipe)
+    blocks = blocks.shuffle(recipe.seed or 0) if shuffle else blocks
+    return PackedBatch(blocks, samples, pad, wide, sequence_names, fit)
 
 
-def _pack_in_order(plan: PackingPlan, rows: list[Any], pad_token_id: int, int64: bool) -> PackedBatch:
-    """The blocks of an in-order plan (``PackingPlan.in_order``) of the token arrays ``rows``: the arrays
-    are joined straight into the blocks (no flat copy first), padding and mask follow. Same result as
-    ``materialize(layout, read_rows(rows), pad_token_id=...)``. O(blocks × max_seq_length), a copy of the tokens."""
-    pad = _check_pad(pad_token_id, int64)
-    shape = (plan.num_blocks, plan.max_seq_length)
-    total = int(plan.lengths.sum())
-    input_ids = np.empty(shape, dtype=np.int64 if int64 else np.int32)
-    loss_mask = np.empty(shape, dtype=np.int8)
-    ids, mask = input_ids.reshape(-1), loss_mask.reshape(-1)
-    join_token_arrays(rows, ids[:total])
-    ids[total:] = pad
+def _token_arrays(
+    rows: list[Any], lengths: Int64Array, recipe: Recipe, pad: int, wide: bool, shuffle: bool, names: Any
+) -> PackedBatch:
+    """:func:`run` of token arrays (``token_array_lengths`` not None): planned from their lengths and joined once
+    (checked as the reader checks them); when the plan holds them in order (``PackingPlan.in_order``) and their
+    ids fit, straight into the blocks, padding and mask after them. O(total tokens), one copy."""
+    blocks = plan_of(lengths, recipe)
+    blocks = blocks.shuffle(recipe.seed or 0) if shuffle else blocks
+    total, dtype = int(lengths.sum()), joined_dtype(rows)
+    in_order = blocks.in_order() and (wide or dtype == np.int32)
+    shape = (blocks.num_blocks, blocks.max_seq_length)
+    size = shape[0] * shape[1] if in_order else total
+    flat: IdArray = np.empty(size, dtype=np.int64 if wide and in_order else dtype)
+    join_token_arrays(rows, flat[:total])
+    samples = Samples(flat[:total], all_ones(total), sample_offsets(lengths, len(rows)))
+    if not in_order:
+        return PackedBatch(blocks, samples, pad, wide, names)
+    flat[total:] = pad
+    mask = np.zeros(flat.size, dtype=np.int8)
     mask[:total] = 1
-    mask[total:] = 0
-    return PackedBatch(plan, input_ids, loss_mask, pad, plan.stats)
+    return PackedBatch(blocks, samples, pad, wide, names, None, (flat.reshape(shape), mask.reshape(shape)))
 
 
 def _chunks(num_rows: int, width: int) -> list[tuple[int, int]]:
@@ -906,9 +904,7 @@ def record(batch: PackedBatch, block: int) -> dict[str, list[int]]:
     >>> record(pack([[1, 2], [3]], 4), 0)["labels"]
     [-100, 2, -100, -100]
     """
-    values: dict[str, list[int]] = {name: getattr(batch, name)[block].tolist() for name in _grid_names(batch)}
-    values["seq_lengths"] = batch.seq_lengths(block).tolist()
-    return values
+    return {name: values.tolist() for name, values in block_arrays(batch, block).items()}
 
 
 def block_arrays(batch: PackedBatch, block: int, padding: bool = True) -> dict[str, npt.NDArray[Any]]:

@@ -145,6 +145,16 @@ class UnitFit:
         return self.stats(stats, recipe)
 
 
+def unit_planning(recipe: Recipe) -> Recipe:
+    """The recipe pairs and groups are planned with once fitted: ``drop`` under ``truncate`` (fitting cut them
+    first, so a unit that still does not fit is left out whole, never cut at a block's end), else ``recipe``. O(1).
+
+    >>> unit_planning(Recipe(8)).overflow, unit_planning(Recipe(8, overflow="error")).overflow
+    ('drop', 'error')
+    """
+    return Recipe.of(recipe, overflow="drop") if recipe.overflow == "truncate" else recipe
+
+
 def fit_unit_lengths(units: Units, recipe: Recipe) -> UnitFit:
     """``units`` fitted to ``recipe`` (see :class:`UnitFit` and the module): laid out as ``recipe.share_prompt``
     says, every unit longer than ``max_seq_length`` cut (``truncate``) or refused (``error``); the options that
@@ -169,9 +179,7 @@ def fit_unit_lengths(units: Units, recipe: Recipe) -> UnitFit:
     ).astype(np.int64)
     cut_completions[laid.kind == PLAIN] = 0
     fitted = laid.with_completion_lengths(fit.completion_lengths) if fit.cut.any() else laid
-    return UnitFit(
-        laid, fitted, Recipe.of(recipe, overflow="drop"), cut_completions, fit.cut, int(fit.tokens_cut.sum())
-    )
+    return UnitFit(laid, fitted, unit_planning(recipe), cut_completions, fit.cut, int(fit.tokens_cut.sum()))
 
 
 @dataclass(frozen=True)
@@ -210,13 +218,14 @@ def relaid(samples: Samples, share_prompt: bool) -> Samples:
     if units.share_prompt == share_prompt:
         return samples
     index, target = units.relaid(share_prompt)
-    return Samples(
-        samples.tokens[index],
-        samples.loss_mask[index],
-        offsets_of(target.lengths()),
-        None if samples.labels is None else samples.labels[index],
-        target,
-    )
+    return _taken(samples, index, target)
+
+
+def _taken(samples: Samples, index: npt.NDArray[Any], units: Units) -> Samples:
+    """The tokens ``index`` of ``samples`` (with their masks and labels) as samples of ``units``. O(index)."""
+    assert samples.tokens is not None and samples.loss_mask is not None
+    labels = None if samples.labels is None else samples.labels[index]
+    return Samples(samples.tokens[index], samples.loss_mask[index], offsets_of(units.lengths()), labels, units)
 
 
 def fit_units(samples: Samples, recipe: Recipe) -> Fitted:
@@ -233,31 +242,9 @@ def fit_units(samples: Samples, recipe: Recipe) -> Fitted:
     assert samples.units is not None
     fit = fit_unit_lengths(samples.units, recipe)
     samples = relaid(samples, recipe.share_prompt)
-    assert samples.tokens is not None and samples.loss_mask is not None
     if not fit.units_cut.any():
         return Fitted(samples, fit)
-    keep = fit.laid.kept_tokens(fit.fitted.completion_lengths)
-    cut = Samples(
-        samples.tokens[keep],
-        samples.loss_mask[keep],
-        offsets_of(fit.fitted.lengths()),
-        None if samples.labels is None else samples.labels[keep],
-        fit.fitted,
-    )
-    return Fitted(cut, fit)
-
-
-def unit_lengths(units: Units, recipe: Recipe) -> tuple[Units, Recipe, Int64Array]:
-    """Units as a sampler plans them (:func:`fit_unit_lengths`): laid out as ``recipe`` says and fitted by its
-    overflow policy, the recipe the planner uses, and their lengths. O(units).
-
-    >>> from packing import Recipe, read_rows
-    >>> units = read_rows([{"prompt": [1, 2], "chosen": [3, 4, 5], "rejected": [6]}]).units
-    >>> unit_lengths(units, Recipe(6))[2].tolist(), unit_lengths(units, Recipe(6, share_prompt=True))[2].tolist()
-    ([6], [6])
-    """
-    fit = fit_unit_lengths(units, recipe)
-    return fit.fitted, fit.planning, fit.fitted.lengths()
+    return Fitted(_taken(samples, fit.laid.kept_tokens(fit.fitted.completion_lengths), fit.fitted), fit)
 
 
 # ---------------------------------------------------------------- the columns of blocks of units

@@ -4,8 +4,8 @@
 ``torchtune``, ``megatron``, ``segment_ids``; each described in its module of :mod:`packing.layouts`).
 
 Each layout's writer lives with its reader in :mod:`packing.layouts`. Every export passes
-:func:`packing.layouts.audit.audit` without findings and reads back as the same documents. Files: one writer a
-file format, ``write_parquet`` and ``write_jsonl``, which take blocks (a ``PackedBatch`` or a ``LazyBatch``) and write
+:func:`packing.layouts.audit.audit` without findings and reads back as the same documents. Files: one writer a file
+format, ``write_parquet`` and ``write_jsonl``, which take blocks (a ``PackedBatch``) and write
 any layout chunk by chunk (:func:`export_chunks`: one chunk of the output in memory at a time, loss weights
 normalised over every block first), and ``write_table``, which writes a table made whole (through the same two,
 or, for NeMo, the ``.npy`` file its loader reads: a pickle, made whole). O(blocks × max_seq_length), numpy
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from packing.batches.packed import LazyBatch, PackedBatch
+from packing.batches.packed import PackedBatch
 from packing.batches.schema import LOSS_WEIGHTS
 from packing.core.samples import IGNORE_INDEX
 from packing.errors import SettingError
@@ -79,7 +79,7 @@ def export(
     return pa.concat_tables(export_chunks(batch, layout, order, loss_weights, chunk_tokens=whole))
 
 
-def refuse_shared(blocks: PackedBatch | LazyBatch, layout: str) -> None:
+def refuse_shared(blocks: PackedBatch, layout: str) -> None:
     """Refuse to write blocks of shared prompts in another framework's layout: only this project's columns
     (``unit_ids``, ``completion_ids``, ``prediction_positions``) keep a shared prompt's completions apart; the
     others' boundaries would let each see its siblings. Blocks of units in the duplicated layout are documents like
@@ -91,7 +91,7 @@ def refuse_shared(blocks: PackedBatch | LazyBatch, layout: str) -> None:
     ...
     packing.errors.SettingError: layout: expected 'packing' (this project's own layout) with share_prompt: the other layouts cannot keep a shared prompt's completions apart (pack with share_prompt=False for them), got 'trl' (str)
     """
-    units = blocks.units if isinstance(blocks, PackedBatch) else blocks.samples.units
+    units = blocks.units
     if units is not None and units.share_prompt and layout != "packing":
         raise SettingError(
             "layout",
@@ -112,7 +112,7 @@ def export_chunks(
 ) -> Iterator[pa.Table]:
     """``export(blocks, layout, order, loss_weights)`` as consecutive tables of about ``chunk_tokens`` token slots
     each (default ``packing.batches.packed.CHUNK_TOKENS``, about 4 M): the same columns, types and values, row
-    for row, one chunk of blocks made (a ``LazyBatch`` filled) and laid out at a time, so memory holds the input
+    for row, one chunk of blocks made (``PackedBatch.chunks``) and laid out at a time, so memory holds the input
     and one chunk of the output. Loss weights are normalised over every block of ``blocks`` first, per document
     from the plan and the loss masks (``document_weights``), then weighed per chunk. No block: one empty table
     (the columns' types). O(blocks × max_seq_length) in all.
@@ -132,9 +132,7 @@ def export_chunks(
         yield _chunk_table(chunk, layout, weights)
     if not made:  # no block: a table of no rows still says what the columns are
         empty = np.zeros(0, dtype=np.int64)
-        yield _chunk_table(
-            blocks.fill(empty) if isinstance(blocks, LazyBatch) else blocks._part(empty), layout, weights
-        )
+        yield _chunk_table(blocks.select(empty), layout, weights)
 
 
 def _chunk_table(chunk: PackedBatch, layout: str, weights: DocumentWeights | None) -> pa.Table:
@@ -170,8 +168,8 @@ def write_table(table: pa.Table, path: PathType) -> None:
         _jsonl_file([table], path)
 
 
-Blocks = PackedBatch | LazyBatch
-"""What the writers take: a made batch, or a plan and its samples made chunk by chunk while written."""
+Blocks = PackedBatch
+"""What the writers take: a batch, its blocks made chunk by chunk while written when not made yet."""
 
 
 @takes_layout
@@ -187,7 +185,7 @@ def write_parquet(
     """Write one row per block in ``layout`` (default: the schema's columns), in ``order`` (default
     plan order), with ``loss_weights`` the column of that objective too, atomically, one Parquet row group per
     chunk of about ``chunk_tokens`` token slots (default ``packing.batches.packed.CHUNK_TOKENS``, about 4 M;
-    :func:`export_chunks`): a ``LazyBatch`` is made chunk by chunk as it is written, so memory holds one chunk
+    :func:`export_chunks`): a batch whose blocks are not made yet is made chunk by chunk as it is written, so memory holds one chunk
     of the output, not all of it. The file holds what ``export`` makes whole. O(blocks × max_seq_length).
 
     >>> import pyarrow.parquet as pq, tempfile, os

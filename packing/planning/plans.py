@@ -1,6 +1,6 @@
 """Planning: where every piece of every sequence goes, from lengths alone.
 
-A :class:`PackingPlan` is the layout, stored flat (CSR). Selecting, reordering and
+A :class:`PackingPlan` is the blocks' pieces, stored flat (CSR). Selecting, reordering and
 shuffling blocks are methods of the plan, and each returns a plan whose statistics
 describe exactly its blocks.
 
@@ -48,7 +48,7 @@ class Piece:
 
 @dataclass(frozen=True)
 class PackingPlan:
-    """The layout of every block, stored flat (CSR): block ``b`` holds pieces
+    """The pieces of every block, stored flat (CSR): block ``b`` holds pieces
     ``block_starts[b]:block_starts[b + 1]``, in order, with no gaps; padding follows them.
     Piece arrays are int32 (a 16-million-sequence plan takes about 400 MB).
 
@@ -112,7 +112,7 @@ class PackingPlan:
         capacity = check_max_seq_length(max_seq_length)
         sequence = np.arange(len(sizes), dtype=np.int32)
         length = sizes.astype(np.int32)
-        layout = cls(
+        made = cls(
             capacity,
             strategy,
             overflow,
@@ -123,7 +123,7 @@ class PackingPlan:
             length,
             compute_stats(sizes, capacity, starts, sequence, length, bool(len(sizes) == 0 or sizes.min() >= 1)),
         )
-        return layout
+        return made
 
     def in_order(self) -> bool:
         """Whether the blocks hold every token of every sequence, in input order and back to back (as
@@ -307,31 +307,24 @@ def check_pieces(plan: PackingPlan) -> None:
         raise SettingError("plan", problem, "<a plan that breaks this>")
 
 
-def _split_layout(docs: Documents, capacity: int) -> tuple[Int64Array, IntArray, IntArray, IntArray]:
-    """Concatenate documents in order and cut at every multiple of ``capacity`` (``kernels.split_pieces``).
-    O(documents)."""
-    return split_pieces(docs.sequence, docs.offset, docs.length.astype(np.int64, copy=False), capacity)
-
-
-def _options(recipe: Recipe) -> Options:
-    """The layout options of ``recipe`` (checked when it was made) for its strategy."""
+def _options(recipe: Recipe, seed: int | None = None) -> Options:
+    """The strategy options of ``recipe`` (checked when it was made) for its strategy; ``seed``, when given, for the
+    recipe's (a seed drawn per epoch or per buffer, for a strategy that draws)."""
     chosen = recipe.strategy_options()
-    return Options(
-        chosen.get("max_sequences_per_block"),
-        chosen.get("time_limit"),
-        int(chosen.get("seed") or 0),
-        chosen.get("tie_break", "newest"),
-    )
+    drawn = chosen.get("seed") if seed is None else seed
+    return Options(chosen.get("max_sequences_per_block"), chosen.get("time_limit"), int(drawn or 0),
+                   chosen.get("tie_break", "newest"))  # fmt: skip
 
 
-def _layout(
+def _blocks_of(
     docs: Documents, capacity: int, strategy: str, options: Options, multiple: int = 1
 ) -> tuple[Int64Array, IntArray, IntArray, IntArray, Any]:
     """``(block_starts, sequence, start, length, certificate)`` of the pieces of ``docs``, each document taking
     room for its length rounded up to ``multiple`` (the recipe's ``document_multiple``; the pieces keep their real
     lengths). The strategy's cost."""
     if STRATEGIES[strategy].blocks is None:  # the splitting strategy: the planner lays it out
-        return (*_split_layout(docs, capacity), None)
+        lengths = docs.length.astype(np.int64, copy=False)  # concatenated in order, cut at every multiple
+        return (*split_pieces(docs.sequence, docs.offset, lengths, capacity), None)
     room = docs.length if multiple == 1 else padded_lengths(docs.length, multiple)
     block_starts, grouped, length, certificate = strategy_blocks(strategy, room, capacity, options)
     if multiple > 1:
@@ -349,11 +342,11 @@ def _windows(docs: Documents, count: int, window: int) -> list[Documents]:
     ]
 
 
-def _windowed_layout(
+def _windowed_blocks(
     docs: Documents, count: int, capacity: int, strategy: str, options: Options, window: int, multiple: int = 1
 ) -> tuple[Int64Array, IntArray, IntArray, IntArray]:
     """Each window of input sequences packed on its own, the windows' blocks one after another."""
-    parts = [_layout(part, capacity, strategy, options, multiple)[:4] for part in _windows(docs, count, window)]
+    parts = [_blocks_of(part, capacity, strategy, options, multiple)[:4] for part in _windows(docs, count, window)]
     if not parts:
         return np.zeros(1, dtype=np.int64), *(np.zeros(0, dtype=np.int32) for _ in range(3))  # type: ignore[return-value]
     piece_counts = [len(part[1]) for part in parts]
@@ -376,7 +369,7 @@ def plan(
 ) -> PackingPlan:
     """Lay out sequences with these ``lengths`` into blocks of ``max_seq_length`` tokens.
 
-    The options are the layout ones (:class:`~packing.Recipe`; or a whole ``recipe=``, whose reading and filling
+    The options are the planning ones (:class:`~packing.Recipe`; or a whole ``recipe=``, whose reading and filling
     options ``plan`` leaves to the other doors, while a reading option given here as a keyword is refused by
     name). ``strategy`` is a name from
     ``STRATEGIES`` (default ``bfd``); ``overflow`` one of ``truncate``, ``split``, ``drop``, ``error``. ``window``
@@ -400,9 +393,30 @@ def plan(
     [2, 2, 4]
     """
     chosen = Recipe.at("plan", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
+    return plan_of(as_lengths(getattr(lengths, "lengths", lengths)), chosen)
+
+
+def drawn_plan_of(sizes: Int64Array, recipe: Recipe, rng: np.random.Generator) -> PackingPlan:
+    """:func:`plan_of` with, for a strategy that draws (``seed`` among its options), a seed drawn from ``rng`` (one
+    draw; nothing is drawn for the others): each epoch or buffer planned anew. The strategy's cost.
+
+    >>> drawn_plan_of(np.array([2, 2]), Recipe(4, strategy="first_fit_shuffle"), np.random.default_rng(0)).num_blocks
+    1
+    """
+    drawn = int(rng.integers(2**31)) if "seed" in STRATEGIES[recipe.strategy].options else None
+    return plan_of(sizes, recipe, drawn)
+
+
+def plan_of(sizes: Int64Array, chosen: Recipe, seed: int | None = None) -> PackingPlan:
+    """:func:`plan` of checked lengths with a checked recipe: what every door plans with, its recipe built once
+    (``Recipe.at``) and not checked again here; ``seed`` (a strategy that draws: drawn per epoch or buffer) for the
+    recipe's. The strategy's cost, plus O(n).
+
+    >>> plan_of(np.array([3, 3, 3, 3]), Recipe(6, window=3)).num_blocks
+    3
+    """
     capacity, strategy, overflow, window = chosen.max_seq_length, chosen.strategy, chosen.overflow, chosen.window
-    layout_options = _options(chosen)
-    sizes = as_lengths(getattr(lengths, "lengths", lengths))
+    strategy_options = _options(chosen, seed)
     if len(sizes) > MAX_SEQUENCES:
         raise SettingError("lengths", f"at most {MAX_SEQUENCES:,} sequences", f"<{len(sizes):,} sequences>")
     if overflow == "split" and len(sizes) and int(sizes.max()) > MAX_SEQUENCES:
@@ -411,13 +425,13 @@ def plan(
     if len(docs.length) > MAX_SEQUENCES:
         raise SettingError("lengths", f"at most {MAX_SEQUENCES:,} documents", f"<{len(docs.length):,} documents>")
     if window is not None and window < len(sizes):
-        block_starts, sequence, start, length = _windowed_layout(
-            docs, len(sizes), capacity, strategy, layout_options, window, chosen.document_multiple
+        block_starts, sequence, start, length = _windowed_blocks(
+            docs, len(sizes), capacity, strategy, strategy_options, window, chosen.document_multiple
         )
         certificate = None
     else:
-        block_starts, sequence, start, length, certificate = _layout(
-            docs, capacity, strategy, layout_options, chosen.document_multiple
+        block_starts, sequence, start, length, certificate = _blocks_of(
+            docs, capacity, strategy, strategy_options, chosen.document_multiple
         )
     piece_sequence, piece_start, piece_length = (a.astype(np.int32, copy=False) for a in (sequence, start, length))
     one_piece_each = docs.whole and not STRATEGIES[strategy].splits_sequences  # no sequence was cut, lost or left empty

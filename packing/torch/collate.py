@@ -14,7 +14,7 @@ import numpy.typing as npt
 import torch
 from torch.utils.data import Dataset
 
-from packing.batches.packed import materialize, pack_units
+from packing.batches.packed import materialize, run
 from packing.batches.schema import LOSS_WEIGHTS
 from packing.batches.units import check_unit_recipe
 from packing.core.arrays import offsets_of, ranges, row_of
@@ -470,8 +470,9 @@ def _fixed_units(rows: Sequence[Any], recipe: Recipe) -> dict[str, torch.Tensor]
     max_seq_length²) for the mask, O(rows × max_seq_length) otherwise."""
     if all(_is_block(row) for row in rows):
         return _fixed_unit_blocks(rows, recipe)
-    samples = read_rows(rows, **prepare(recipe).read_options)
-    batch = pack_units(samples, Recipe.of(recipe, strategy="next_fit", seed=None))
+    prepared = prepare(recipe)
+    samples = read_rows(rows, **prepared.read_options)
+    batch = run(samples, Recipe.of(recipe, strategy="next_fit", seed=None), prepared)
     batch.stats.warn_lost("collate_fixed")
     columns = {
         name: torch.from_numpy(getattr(batch, name).astype(np.int64))

@@ -5,25 +5,22 @@ Internal: the public names are in ``packing.torch``.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import torch
 from torch.utils.data import Dataset
 
-from packing.batches.packed import PackedBatch
+from packing.batches.packed import PackedBatch, block_arrays
 from packing.batches.schema import COLUMNS, LOSS_WEIGHTS, UNIT_GRID
 from packing.core.arrays import offsets_of, row_at
 from packing.errors import DatasetError, SettingError
 from packing.layouts import takes_layout
 from packing.layouts.audit import AuditReport, audit
 from packing.reading.mapped import open_mapped
-from packing.weighting import LossMode
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    pass
 from packing.torch.schedule import Int64Array
+from packing.weighting import LossMode
 
 # ---------------------------------------------------------------- dataset
 
@@ -180,17 +177,7 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
         if self._batch is None and self._path is None:
             arrays = self.report.packed.block_columns(index)
         elif self._batch is not None:
-            b = self._batch
-            arrays = {
-                "input_ids": b.input_ids[index],
-                "labels": b.labels[index],
-                "loss_mask": b.loss_mask[index],
-                "position_ids": b.position_ids[index],
-                "sequence_ids": b.sequence_ids[index],
-                "seq_lengths": b.seq_lengths(index),
-            }
-            if b.units is not None:
-                arrays.update({name: getattr(b, name)[index] for name in UNIT_NAMES})
+            arrays = block_arrays(self._batch, index)  # the schema's columns, the unit columns too
             if self._weights is not None:
                 arrays[LOSS_WEIGHTS.name] = self._weights[index]
         else:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
 from packing.torch.collate import StepDataset, StepIndices, StepLoader, collate
 from packing.torch.resume import Progress, fingerprint, make_state, read_state
-from packing.torch.schedule import CostFunction, RankBalance, Schedule, build_schedule, resume_schedule
+from packing.torch.schedule import CostFunction, RankBalance, Schedule, resume_schedule, schedule_of
 
 
 def _world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
@@ -215,14 +215,14 @@ class PackingSampler(Sampler[list[int | Piece]]):
         if self._planning.overflow == "split":  # a sample of ℓ tokens in at most ⌈ℓ / max_seq_length⌉ pieces
             items += int((self.lengths // self.recipe.max_seq_length).sum())
         worlds = [min(world, max(items, 1)) for world, _ in self._resized] + [self.num_replicas]
-        schedule = build_schedule(
+        schedule = schedule_of(
             self.lengths,
-            num_replicas=worlds[0],
-            epoch=self.epoch,
+            self._planning,
+            worlds[0],
+            self.epoch,
             shuffle=self.shuffle,
             cost=self.cost,
             balance=self.balance,
-            recipe=self._planning,
             units=self.units,
         )
         for plan, (_, steps) in enumerate(self._resized, start=1):  # resumed on other ranks: the rest re-dealt

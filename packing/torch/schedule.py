@@ -17,10 +17,10 @@ from packing.core.pairs_groups import Units
 from packing.core.thd import padded_lengths
 from packing.core.validation import OverflowPolicy, as_lengths
 from packing.errors import SettingError
-from packing.planning.plans import Piece, plan
+from packing.planning.plans import Piece, drawn_plan_of
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.overflow import check_within
-from packing.strategies.registry import STRATEGIES, StrategyName, check_whole_samples
+from packing.strategies.registry import StrategyName, check_whole_samples
 from packing.strategies.stats import PackingStats
 from packing.weighting import LossTotals
 
@@ -255,15 +255,30 @@ def build_schedule(
     [2, 3, 5, 8]
     """
     chosen = Recipe.at("build_schedule", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
-    capacity = chosen.max_seq_length
     sizes = as_lengths(getattr(lengths, "lengths", lengths))
+    return schedule_of(sizes, chosen, num_replicas, epoch, shuffle=shuffle, cost=cost, balance=balance, units=units)
+
+
+def schedule_of(
+    sizes: Int64Array,
+    chosen: Recipe,
+    num_replicas: int,
+    epoch: int,
+    *,
+    shuffle: bool,
+    cost: CostFunction | None,
+    balance: bool,
+    units: Units | None = None,
+) -> Schedule:
+    """:func:`build_schedule` of checked lengths with the door's recipe (``PackingSampler``'s, built once; not
+    checked again). O(n + the strategy's cost + blocks log blocks)."""
+    capacity = chosen.max_seq_length
     check_whole_samples(chosen.strategy)
     if chosen.overflow == "error":  # named by its index in the dataset, before the shuffle renumbers it
         check_within(sizes, capacity)
     rng = np.random.default_rng([chosen.seed or 0, epoch])
     order = rng.permutation(len(sizes)) if shuffle else np.arange(len(sizes))
-    random_order = "seed" in STRATEGIES[chosen.strategy].options
-    blocks = plan(sizes[order], recipe=Recipe.of(chosen, seed=int(rng.integers(2**31))) if random_order else chosen)
+    blocks = drawn_plan_of(sizes[order], chosen, rng)
     docs = order[blocks.piece_sequence.astype(np.int64)]
     planned = Entries(
         docs,
@@ -328,9 +343,7 @@ def resume_schedule(
         return _empty_schedule(num_replicas, previous.stats)
     if shuffle:
         real = rng.permutation(real)
-    random_order = "seed" in STRATEGIES[recipe.strategy].options
-    chosen = Recipe.of(recipe, seed=int(rng.integers(2**31))) if random_order else recipe
-    blocks = plan(left.lengths[real], recipe=chosen)  # every entry fits a block: one piece each, in plan order
+    blocks = drawn_plan_of(left.lengths[real], recipe, rng)  # every entry fits a block: one piece each, in plan order
     planned = left.take(real[blocks.piece_sequence.astype(np.int64)])
     empties = np.flatnonzero(left.lengths == 0)
     return _deal(

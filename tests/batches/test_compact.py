@@ -4,6 +4,7 @@ writing, and memory bounded by a chunk rather than by the output."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import packing.core
 import packing.layouts
 import packing.reading
 from packing import SampleError, SettingError, pack, plan, read_rows
-from packing.batches.packed import LazyBatch
+from packing.batches.packed import PackedBatch
 from packing.batches.schema import arrow_schema
 from packing.core import IGNORE_INDEX
 from packing.core.validation import INT32_MAX
@@ -28,6 +29,14 @@ from packing.layouts.export import write_jsonl, write_parquet
 from packing.streaming import stream
 from tests.helpers.memory import traced_peak
 from tests.helpers.sample_rows import rows as sample_rows
+
+
+def made(batch: PackedBatch) -> PackedBatch:
+    """A copy of ``batch`` with its blocks made whole (``input_ids`` and ``loss_mask`` filled at once)."""
+    copy = dataclasses.replace(batch)
+    copy.input_ids  # noqa: B018 - filled now
+    return copy
+
 
 WIDE = ("input_ids", "labels", "position_ids")
 
@@ -106,9 +115,9 @@ def test_derived_columns_equal_a_direct_computation(rows: list[Any], max_seq_len
     assert {name: getattr(batch, name).tolist() for name in ("labels", "position_ids", "sequence_ids")} == direct(batch)
 
 
-def lazy_of(rows: list[Any], max_seq_length: int, int64: bool = False) -> LazyBatch:
+def lazy_of(rows: list[Any], max_seq_length: int, int64: bool = False) -> PackedBatch:
     samples = read_rows(rows)
-    return LazyBatch.of(plan(samples.lengths, max_seq_length, strategy="bfd"), samples, pad_token_id=3, int64=int64)
+    return PackedBatch.of(plan(samples.lengths, max_seq_length, strategy="bfd"), samples, pad_token_id=3, int64=int64)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -123,7 +132,7 @@ def test_chunked_writing_equals_writing_at_once(
     tmp_path: Path, rows: list[Any], max_seq_length: int, chunk_tokens: int, shuffled: bool, int64: bool
 ) -> None:
     lazy = lazy_of(rows, max_seq_length, int64)
-    whole = lazy.fill()
+    whole = made(lazy)
     order = np.random.default_rng(chunk_tokens).permutation(whole.num_blocks) if shuffled else None
     expected = whole.to_arrow(order)
     for source in (lazy, whole):
@@ -159,7 +168,7 @@ def test_chunked_writing_holds_one_chunk_not_the_output(tmp_path: Path) -> None:
     assert output > 10_000_000
     assert lazy_peak < output / 10
     assert lazy_peak < 4 * chunk * 17  # a few chunks' worth, whatever the output's size
-    whole_peak = traced_peak(lambda: write_parquet(lazy.fill(), tmp_path / "out.parquet", chunk_tokens=chunk))
+    whole_peak = traced_peak(lambda: write_parquet(made(lazy), tmp_path / "out.parquet", chunk_tokens=chunk))
     assert whole_peak > output / 4  # the made batch's ids and mask alone are 5 of the 17 bytes
 
 

@@ -3,6 +3,7 @@ and count what they cut, and the blocks' columns keep every completion from its 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -12,10 +13,19 @@ from hypothesis import strategies as st
 
 import packing
 from packing import SettingError
-from packing.batches.packed import lazy_units
+from packing.batches.packed import PackedBatch, run
 from packing.core.pairs_groups import UNIT_COLUMNS
 from packing.errors import UnitTooLong
+from packing.text import prepare
 from tests.helpers.units import completions_of, random_units
+
+
+def made(batch: PackedBatch) -> PackedBatch:
+    """A copy of ``batch`` with its blocks made whole (``input_ids`` and ``loss_mask`` filled at once)."""
+    copy = dataclasses.replace(batch)
+    copy.input_ids  # noqa: B018 - filled now
+    return copy
+
 
 PAIR = {"prompt": [1, 2, 3], "chosen": [4, 5, 6, 7, 8, 9], "rejected": [10, 11]}
 
@@ -135,8 +145,9 @@ def test_a_dataset_read_in_one_layout_packs_in_the_other() -> None:
 
 def test_chunks_and_writers_carry_the_unit_columns() -> None:
     rows = random_units(4, count=10)
-    lazy = lazy_units(packing.Recipe(32, share_prompt=True), packing.read_rows(rows))
-    whole = lazy.fill()
+    recipe = packing.Recipe(32, share_prompt=True)
+    lazy = run(packing.read_rows(rows), recipe, prepare(recipe))
+    whole = made(lazy)
     chunks = list(lazy.chunks(tokens=64))
     assert len(chunks) > 1
     joined = np.concatenate([chunk.prediction_positions for chunk in chunks])

@@ -156,7 +156,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
 VERBS: dict[str, Callable[..., Any]] = {
     "stream_dataset": packing.streaming.stream_dataset,
     "materialize": packing.materialize,
-    "LazyBatch.of": packing.LazyBatch.of,
+    "PackedBatch.of": packing.PackedBatch.of,
     "explain": packing.explain,
     "lower_bounds": packing.lower_bounds,
     "compare": packing.compare,

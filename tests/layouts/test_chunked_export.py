@@ -3,6 +3,7 @@ by chunk holds the same columns, types and values as ``export`` of the whole bat
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from packing import read_rows
-from packing.batches.packed import LazyBatch
+from packing.batches.packed import PackedBatch
 from packing.cli import main
 from packing.layouts import LAYOUTS
 from packing.layouts.export import export, export_chunks, write_jsonl, write_parquet, write_table
@@ -23,11 +24,19 @@ from packing.planning.plans import plan
 from packing.weighting import LOSS_MODES
 from tests.helpers.sample_rows import rows
 
+
+def made(batch: PackedBatch) -> PackedBatch:
+    """A copy of ``batch`` with its blocks made whole (``input_ids`` and ``loss_mask`` filled at once)."""
+    copy = dataclasses.replace(batch)
+    copy.input_ids  # noqa: B018 - filled now
+    return copy
+
+
 STRATEGIES = ("split", "next_fit", "ffd", "bfd")
 
 
 @st.composite
-def cases(draw: Any) -> tuple[LazyBatch, Any, str, Any, int]:
+def cases(draw: Any) -> tuple[PackedBatch, Any, str, Any, int]:
     """A lazy batch of random rows (any token form, split or cut, some samples sharing a name), an order, a
     layout, an objective (or none) and a chunk size."""
     samples = read_rows(draw(rows(12, min_size=1, max_size=25)))
@@ -41,7 +50,7 @@ def cases(draw: Any) -> tuple[LazyBatch, Any, str, Any, int]:
     names = None
     if draw(st.booleans()):
         names = draw(st.lists(st.integers(0, 5), min_size=len(samples.lengths), max_size=len(samples.lengths)))
-    lazy = LazyBatch.of(
+    lazy = PackedBatch.of(
         layout, samples, pad_token_id=draw(st.integers(0, 3)), sequence_names=names, int64=draw(st.booleans())
     )
     count = layout.num_blocks
@@ -65,10 +74,10 @@ def reference_lines(table: pa.Table) -> str:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases())
-def test_chunks_hold_the_whole_export(case: tuple[LazyBatch, Any, str, Any, int]) -> None:
+def test_chunks_hold_the_whole_export(case: tuple[PackedBatch, Any, str, Any, int]) -> None:
     lazy, order, layout, mode, chunk_tokens = case
-    whole = export(lazy.fill(), layout, order, mode)
-    for blocks in (lazy, lazy.fill()):
+    whole = export(made(lazy), layout, order, mode)
+    for blocks in (lazy, made(lazy)):
         chunks = list(export_chunks(blocks, layout, order, mode, chunk_tokens=chunk_tokens))
         per_chunk = max(1, chunk_tokens // lazy.max_seq_length)
         assert all(chunk.num_rows <= per_chunk for chunk in chunks)
@@ -83,9 +92,9 @@ def test_chunks_hold_the_whole_export(case: tuple[LazyBatch, Any, str, Any, int]
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 )
 @given(case=cases())
-def test_written_files_hold_the_whole_export(tmp_path: Path, case: tuple[LazyBatch, Any, str, Any, int]) -> None:
+def test_written_files_hold_the_whole_export(tmp_path: Path, case: tuple[PackedBatch, Any, str, Any, int]) -> None:
     lazy, order, layout, mode, chunk_tokens = case
-    whole = export(lazy.fill(), layout, order, mode)
+    whole = export(made(lazy), layout, order, mode)
     parquet, lines = tmp_path / "chunked.parquet", tmp_path / "chunked.jsonl"
     write_parquet(lazy, parquet, order, chunk_tokens=chunk_tokens, layout=layout, loss_weights=mode)
     write_jsonl(lazy, lines, order, chunk_tokens=chunk_tokens, layout=layout, loss_weights=mode)
@@ -99,11 +108,11 @@ def test_written_files_hold_the_whole_export(tmp_path: Path, case: tuple[LazyBat
 
 
 def test_whole_tables_go_through_the_same_writers(tmp_path: Path) -> None:
-    lazy = LazyBatch.of(
+    lazy = PackedBatch.of(
         plan([3, 2, 4], 4, strategy="split"), read_rows([[1, 2, 3], {"prompt": [4], "completion": [5]}, [6, 7, 8, 9]])
     )
     for layout in LAYOUTS:
-        table = export(lazy.fill(), layout, loss_weights="sqrt")
+        table = export(made(lazy), layout, loss_weights="sqrt")
         write_table(table, tmp_path / "t.jsonl")
         write_jsonl(lazy, tmp_path / "c.jsonl", layout=layout, loss_weights="sqrt", chunk_tokens=4)
         assert (tmp_path / "t.jsonl").read_bytes() == (tmp_path / "c.jsonl").read_bytes()
@@ -111,12 +120,12 @@ def test_whole_tables_go_through_the_same_writers(tmp_path: Path) -> None:
 
 
 def test_no_block_writes_the_columns(tmp_path: Path) -> None:
-    lazy = LazyBatch.of(plan([5], 4, strategy="ffd", overflow="drop"), read_rows([[1, 2, 3, 4, 5]]))
+    lazy = PackedBatch.of(plan([5], 4, strategy="ffd", overflow="drop"), read_rows([[1, 2, 3, 4, 5]]))
     assert lazy.num_blocks == 0
     for layout in LAYOUTS:
         write_parquet(lazy, tmp_path / "empty.parquet", layout=layout, loss_weights="token")
         assert (
-            pq.read_table(tmp_path / "empty.parquet").schema == export(lazy.fill(), layout, loss_weights="token").schema
+            pq.read_table(tmp_path / "empty.parquet").schema == export(made(lazy), layout, loss_weights="token").schema
         )
 
 
@@ -138,7 +147,7 @@ def test_cli_npy_is_the_whole_export_and_says_it_is_whole(
     ]
     samples = read_rows([[1, 2, 3], [4, 5], [6], [7, 8, 9, 10, 11]])
     whole = export(
-        LazyBatch.of(plan(samples.lengths, 4, strategy="split"), samples).fill(), "megatron", loss_weights=mode
+        made(PackedBatch.of(plan(samples.lengths, 4, strategy="split"), samples)), "megatron", loss_weights=mode
     )
     assert np.load(target, allow_pickle=True).tolist() == whole.to_pylist()
 

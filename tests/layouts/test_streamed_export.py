@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from pathlib import Path
 import packing.batches.packed as packed
 from packing import read_rows
-from packing.batches.packed import LazyBatch
+from packing.batches.packed import PackedBatch
 from packing.cli import _writer
 from packing.planning.plans import plan
 
@@ -34,10 +34,10 @@ values = rng.integers(0, 50_000, int(lengths.sum())).astype(np.int32)
 rows = np.split(values, np.cumsum(lengths)[:-1])
 samples = read_rows(rows)
 del rows, values
-lazy = LazyBatch.of(plan(samples.lengths, 1024, strategy="bfd"), samples)
+lazy = PackedBatch.of(plan(samples.lengths, 1024, strategy="bfd"), samples)
 writer = _writer(output, layout, mode)
 if mode is None and layout != "packing":
-    writer(LazyBatch.of(plan([1], 1024, strategy="bfd"), read_rows([[1]])), output)  # imports and compiles first
+    writer(PackedBatch.of(plan([1], 1024, strategy="bfd"), read_rows([[1]])), output)  # imports and compiles first
 def status(key):
     return int([line for line in open("/proc/self/status") if line.startswith(key)][0].split()[1]) * 1024
 before = status("VmRSS")

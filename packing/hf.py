@@ -56,10 +56,10 @@ from packing.batches.tables import (
     rows_of,
 )
 from packing.batches.units import fit_units
-from packing.core.forms import FIELDS, UNIT_FIELDS
+from packing.core.forms import FIELDS
 from packing.core.samples import Samples
 from packing.core.validation import INT32_MAX, OverflowPolicy, check_flag
-from packing.errors import SampleError, SettingError
+from packing.errors import SettingError
 from packing.layouts.outputs import atomic_path
 from packing.planning.plans import plan
 from packing.reading.arrow import Accumulator, batch_parts, flat_batches, read_table
@@ -224,28 +224,17 @@ def pack_dataset(
     return Dataset.from_file(os.fspath(path))
 
 
-def _samples(dataset: Any, recipe: Recipe) -> tuple[Samples, pa.Table | Mapping[str, Any] | Any | None]:
-    """The rows of ``dataset`` through the one reader, and where carried columns are read from (None: nowhere,
-    rows tokenized by ``num_proc`` processes carry none)."""
-    import pyarrow as pa
-
+def _samples(dataset: Any, recipe: Recipe) -> tuple[Samples, Any]:
+    """The rows of ``dataset`` through the one reader (text tokenized by the recipe's ``num_proc`` processes), and
+    where carried columns are read from."""
     reading = prepare(recipe).read_options
-    if isinstance(dataset, Mapping):  # Python columns: made one Arrow table (or read row by row)
-        table = arrow_batch(dataset)
-        return (
-            (read_rows(rows_of(dataset), **reading), dataset)
-            if table is None
-            else (read_table(table, **reading), table)
-        )
-    if isinstance(dataset, pa.Table):
-        return read_table(dataset, **reading), dataset
-    if not hasattr(dataset, "with_format"):
+    if hasattr(dataset, "with_format") and hasattr(dataset, "column_names"):  # a datasets.Dataset
+        return _read_batches(dataset, reading), dataset
+    if not isinstance(dataset, Mapping) and type(dataset).__module__.split(".")[0] != "pyarrow":
         expected = "a datasets.Dataset, a pyarrow.Table or a dict of columns"
         raise SettingError("dataset", expected, type(dataset).__name__)
-    units = bool(set(getattr(dataset, "column_names", ())) & set(UNIT_FIELDS))  # read as units, not rows of ids
-    if recipe.tokenizer is not None and (recipe.num_proc or 1) > 1 and hasattr(dataset, "map") and not units:
-        return _read_batches(_tokenized(dataset, recipe), {}), None
-    return _read_batches(dataset, reading), dataset
+    table = arrow_batch(dataset)  # None: Python columns pyarrow cannot type alike, read row by row
+    return (read_rows(rows_of(dataset), **reading), dataset) if table is None else (read_table(table, **reading), table)
 
 
 def _read_batches(dataset: Any, reading: dict[str, Any]) -> Samples:
@@ -366,45 +355,6 @@ def _refuse_other_datasets(dataset: Any) -> None:
         raise SettingError("dataset", f"one split, e.g. dataset[{first}] ({how})", f"<a {kind} with splits {splits}>")
     if kind == "IterableDataset":
         raise SettingError("dataset", f"a datasets.Dataset (an IterableDataset is {streams})", "<an IterableDataset>")
-
-
-def _tokenized(dataset: Any, recipe: Recipe) -> Any:
-    """``dataset`` with its rows tokenized into ``input_ids`` and ``loss_mask`` by the recipe's ``num_proc``
-    processes (``datasets.map``: contiguous shards, joined in order); errors name the row in the whole dataset."""
-    loaded, loss_rules, num_proc = prepare(recipe).tokenizer, recipe.loss_rules, recipe.num_proc
-    columns = [name for name in dataset.column_names if name in FIELDS]
-    return dataset.select_columns(columns).map(
-        _tokenize_batch,
-        batched=True,
-        with_indices=True,
-        num_proc=num_proc,
-        remove_columns=columns,
-        fn_kwargs={"tokenizer": loaded, "loss_rules": loss_rules},
-        new_fingerprint=_fingerprint(dataset, ("packing.hf._tokenized", prepare(recipe).fingerprint)),
-    )
-
-
-def _tokenize_batch(
-    batch: Mapping[str, Any], indices: list[int], tokenizer: Any, loss_rules: Any
-) -> dict[str, list[Any]]:
-    """One ``datasets.map`` batch through the reader: ``input_ids`` and ``loss_mask`` per row."""
-    from packing.reading.reader import read_text_rows
-
-    try:
-        samples = read_text_rows(rows_of(batch), tokenizer, loss_rules=loss_rules)
-        samples.refuse_other_labels()  # the rows go on as input_ids and loss_mask
-    except SampleError as error:  # number the row as the whole dataset does
-        if error.sample is not None and 0 <= error.sample < len(indices):
-            error.sample = indices[error.sample]
-            error.args = (error.where_and_what(),)
-        raise
-    tokens, mask, offsets = samples.tokens, samples.loss_mask, samples.offsets
-    assert tokens is not None and mask is not None  # text rows always have tokens
-    starts, ends = offsets[:-1].tolist(), offsets[1:].tolist()
-    return {
-        "input_ids": [tokens[a:b] for a, b in zip(starts, ends, strict=True)],
-        "loss_mask": [mask[a:b] for a, b in zip(starts, ends, strict=True)],
-    }
 
 
 def _fingerprint(source: Any, settings: tuple[Any, ...]) -> str:

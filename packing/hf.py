@@ -119,11 +119,7 @@ def pack_batch(
     [[3, 1], [2]]
     """
     chosen = Recipe.at("hf.pack_batch", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
-    table = arrow_batch(batch)
-    samples = read_table(table, **prepare(chosen).read_options) if table is not None else None
-    if samples is None:  # Python columns pyarrow cannot type alike: read row by row (the row named)
-        samples = read_rows(rows_of(batch), **prepare(chosen).read_options)
-    packed = pack_table(samples, chosen, "hf.pack_batch", batch if table is None else table, carry)
+    packed = pack_table(*_samples(batch, chosen, "batch"), chosen, "hf.pack_batch", carry)
     if isinstance(batch, Mapping) and not hasattr(batch, "pa_table"):  # Python columns given, Python columns back
         columns: dict[str, list[list[int]]] = packed.to_pydict()
         return columns
@@ -224,16 +220,13 @@ def pack_dataset(
     return Dataset.from_file(os.fspath(path))
 
 
-def _samples(dataset: Any, recipe: Recipe) -> tuple[Samples, Any]:
-    """The rows of ``dataset`` through the one reader (text tokenized by the recipe's ``num_proc`` processes), and
-    where carried columns are read from."""
+def _samples(dataset: Any, recipe: Recipe, name: str = "dataset") -> tuple[Samples, Any]:
+    """The rows of ``dataset`` (the argument ``name``) through the one reader (text tokenized by the recipe's
+    ``num_proc`` processes), and where carried columns are read from."""
     reading = prepare(recipe).read_options
     if hasattr(dataset, "with_format") and hasattr(dataset, "column_names"):  # a datasets.Dataset
         return _read_batches(dataset, reading), dataset
-    if not isinstance(dataset, Mapping) and type(dataset).__module__.split(".")[0] != "pyarrow":
-        expected = "a datasets.Dataset, a pyarrow.Table or a dict of columns"
-        raise SettingError("dataset", expected, type(dataset).__name__)
-    table = arrow_batch(dataset)  # None: Python columns pyarrow cannot type alike, read row by row
+    table = arrow_batch(dataset, name)  # None: Python columns pyarrow cannot type alike, read row by row
     return (read_rows(rows_of(dataset), **reading), dataset) if table is None else (read_table(table, **reading), table)
 
 

@@ -10,7 +10,8 @@ columns aligned with the tokens carried (:func:`carried_columns`).
 
 >>> import pyarrow as pa
 >>> from packing import Recipe
->>> pack_table(arrow_batch({"input_ids": [[1, 2], [3, 4, 5], [6]]}), Recipe(4), "doctest").to_pydict()["input_ids"]
+>>> batch = arrow_batch({"input_ids": [[1, 2], [3, 4, 5], [6]]})
+>>> pack_table(batch, batch, Recipe(4), "doctest").to_pydict()["input_ids"]
 [[3, 4, 5, 6], [1, 2]]
 
 Internal: the doors are ``packing.hf`` and ``packing.ray``.
@@ -42,12 +43,12 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
 
 
-def arrow_batch(batch: Any) -> pa.Table | None:
+def arrow_batch(batch: Any, name: str = "batch") -> pa.Table | None:
     """``batch`` as one ``pyarrow.Table``: a table or a record batch as it is; a ``datasets`` batch in the Python
     format (a ``LazyBatch``: Arrow underneath, converted only when a column is read) its Arrow table, a column set
     since converted by ``pyarrow``; a dict of equal-length columns converted once. None for Python columns
-    ``pyarrow`` cannot type (ids in one row, text in another: the reader reads them row by row and names the row).
-    O(1) for Arrow, O(cells) for Python columns.
+    ``pyarrow`` cannot type (ids in one row, text in another: the reader reads them row by row and names the row);
+    anything else refused, as the argument ``name``. O(1) for Arrow, O(cells) for Python columns.
 
     >>> arrow_batch({"input_ids": [[1, 2], [3]]}).column("input_ids").to_pylist()
     [[1, 2], [3]]
@@ -61,7 +62,7 @@ def arrow_batch(batch: Any) -> pa.Table | None:
     if isinstance(batch, pa.Table):
         return batch
     if not isinstance(batch, Mapping):
-        raise SettingError("batch", "a dict of columns or a pyarrow.Table", type(batch).__name__)
+        raise SettingError(name, "a datasets.Dataset, a pyarrow.Table or a dict of columns", type(batch).__name__)
     table, unread = getattr(batch, "pa_table", None), getattr(batch, "keys_to_format", None)
     if not isinstance(table, pa.Table) or not isinstance(unread, set):  # else a datasets batch: Arrow underneath
         table, unread = pa.table({}), set()
@@ -89,21 +90,17 @@ def read_batch(rows: pa.Table, recipe: Recipe, units: bool = False) -> Samples:
     >>> read_batch(pa.table({"input_ids": [[1, 2, 3]]}), Recipe(2, overflow="truncate"), units=True).lengths.tolist()
     [2]
     """
-    return fitted(read_table(rows, **prepare(recipe).read_options), recipe, units)
-
-
-def fitted(samples: Samples, recipe: Recipe, units: bool = False) -> Samples:
-    """``samples`` with pairs and groups fitted (:func:`read_batch`). O(tokens)."""
+    samples = read_table(rows, **prepare(recipe).read_options)
     if units and samples.units is None and samples.tokens is not None:
         samples = replace(samples, units=Units.plain(samples.lengths, recipe.share_prompt))
     return fit_units(samples, recipe).samples if samples.units is not None else samples
 
 
 def pack_table(
-    rows: pa.Table | Samples, recipe: Recipe, door: str, source: Any = None, carry: Sequence[str] | None = None
+    rows: pa.Table | Samples, source: Any, recipe: Recipe, door: str, carry: Sequence[str] | None = None
 ) -> pa.Table:
     """One batch packed (``packing.pack``) into an Arrow table of the schema's columns, each row a block's real
-    tokens (as TRL's rows), and the list columns of ``source`` (default: ``rows``) aligned with the tokens carried
+    tokens (as TRL's rows), and the list columns of ``source`` aligned with the tokens carried
     (:func:`carried_columns`); what the overflow policy cut or left out warned of from ``door``. ``rows``: an Arrow
     table (read by the reader) or samples read already. O(tokens + blocks × max_seq_length) plus the strategy's
     cost."""
@@ -111,7 +108,7 @@ def pack_table(
     packed = pack(samples, recipe=recipe)
     packed.stats.warn_lost(door)
     table = packed.to_arrow(padding=False)
-    for name, column in carried_columns(packed.plan, rows if source is None else source, carry).items():
+    for name, column in carried_columns(packed.plan, source, carry).items():
         table = table.append_column(name, column)
     return table
 

@@ -12,8 +12,7 @@ Parquet: one process with ``pyarrow`` and the library (Arrow reader, ``plan``, `
 the cluster with ``ray.data.read_parquet`` -> ``packing.ray.pack_dataset`` -> ``write_parquet``.
 Both outputs are checked to hold the same blocks. Times are medians of ``--repeat`` runs
 (one warm-up first, which compiles the kernels), the two sides interleaved. Driver memory is
-the driver's peak resident memory above its level before the run (sampled every 5 ms); the
-shuffle figure is the tokens moved (9 bytes each: int64 id and int8 mask).
+the driver's peak resident memory above its level before the run (sampled every 5 ms).
 The second table is the cost of shard-local packing (``Dataset.map(pack_batch)``, TRL's
 per-batch packing) against one global plan, from lengths alone.
 """
@@ -151,10 +150,10 @@ def shard_local_table(lengths: Int64Array, max_seq_length: int, batch_sizes: lis
 
 def driver_steps(lengths: Int64Array, max_seq_length: int) -> dict[str, float]:
     """What the driver does between receiving the lengths and launching the shuffle, timed step by step."""
-    from packing.ray import _pieces_by_row, _RowIds
+    from packing.ray import _Layout, _RowIds
 
     uid = np.arange(len(lengths), dtype=np.int64)  # one task's row numbers
-    steps: dict[str, list[float]] = {"row ids": [], "plan (bfd)": [], "shuffle": [], "pieces by row": []}
+    steps: dict[str, list[float]] = {"row ids": [], "plan (bfd)": [], "shuffle": [], "groups by row": []}
     for _ in range(3):
         t0 = time.perf_counter()
         ids = _RowIds.of(uid)
@@ -165,7 +164,7 @@ def driver_steps(lengths: Int64Array, max_seq_length: int) -> dict[str, float]:
         t2 = time.perf_counter()
         shuffled = layout.shuffle(0)
         t3 = time.perf_counter()
-        _pieces_by_row(shuffled, ids, 1)
+        _Layout.of(shuffled, ids, 1, None)
         t4 = time.perf_counter()
         for name, seconds in zip(steps, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
             steps[name].append(seconds)
@@ -242,8 +241,8 @@ def main(argv: list[str] | None = None) -> None:
         f"(read, lengths, plan) |"
     )
     print(
-        f"\nRay / one process: {many / one:.1f}x the time. Shuffled: {9 * tokens / 2**20:,.0f} MiB of pieces "
-        f"(groupby), the same again as compact blocks (sort).\n"
+        f"\nRay / one process: {many / one:.1f}x the time. Shuffled: the rows' columns to their groups of blocks "
+        f"(groupby, a row cut across groups to each), then the blocks (sort).\n"
     )
     standard = lognormal_lengths(100_000 if args.quick else 1_000_000, 330)
     print(f"Driver work alone on {len(standard):,} lengths (median 330, L=4096), median of 3:\n")

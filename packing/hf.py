@@ -20,7 +20,7 @@ row) and writes the blocks chunk by chunk to a cache file next to the dataset's,
 so its memory is bounded as the command line's.
 
 Both carry the other list columns aligned with the tokens (``attention_mask``, ``token_type_ids``, ...), cut
-and packed as the tokens are, as TRL's ``pack_dataset`` carries every column (:func:`carried_columns`).
+and packed as the tokens are, as TRL's ``pack_dataset`` carries every column (``packing.batches.tables.carried_columns``).
 ``pack_dataset`` takes one ``datasets.Dataset``: a ``DatasetDict`` is refused with its splits named, an
 ``IterableDataset`` is pointed to ``packing.streaming.stream_dataset``.
 
@@ -46,16 +46,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from packing.batches.packed import PackedBatch, pack
-from packing.batches.schema import LOSS_WEIGHTS, NAMES
+from packing.batches.packed import PackedBatch
+from packing.batches.schema import NAMES
+from packing.batches.tables import (
+    arrow_batch,
+    carried_for,
+    carried_values,
+    pack_table,
+    rows_of,
+)
 from packing.batches.units import fit_units
-from packing.core.arrays import offsets_of, ranges
-from packing.core.forms import FIELDS, UNIT_FIELDS
+from packing.core.forms import FIELDS
 from packing.core.samples import Samples
 from packing.core.validation import INT32_MAX, OverflowPolicy, check_flag
-from packing.errors import SampleError, SettingError
+from packing.errors import SettingError
 from packing.layouts.outputs import atomic_path
-from packing.planning.plans import PackingPlan, plan
+from packing.planning.plans import plan
 from packing.reading.arrow import Accumulator, batch_parts, flat_batches, read_table
 from packing.reading.reader import read_rows
 from packing.recipe import Recipe, RecipeOptions
@@ -73,16 +79,6 @@ PACKED_COLUMNS = NAMES
 """The columns both functions return, in order: the schema's."""
 
 
-def _rows(batch: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A batch of equal-length columns as row dicts. O(cells)."""
-    names = list(batch)
-    columns = [batch[name] for name in names]
-    sizes = sorted({len(column) for column in columns})
-    if len(sizes) > 1:
-        raise SettingError("batch", "columns of one length", f"<columns of lengths {sizes}>")
-    return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
-
-
 def pack_batch(
     batch: Mapping[str, Any] | pa.Table,
     max_seq_length: int | None = None,
@@ -93,18 +89,20 @@ def pack_batch(
     recipe: Recipe | None = None,
     **options: Unpack[RecipeOptions],
 ) -> dict[str, list[list[int]]] | pa.Table:
-    """Pack one batch of rows (a dict of columns, or an Arrow table) into blocks: the schema's columns, as the
-    same kind (a dict of lists, or a ``pyarrow.Table``).
+    """Pack one batch of rows into blocks: the schema's columns (``packing.batches.tables.pack_table``, the one
+    batch function of the ``datasets`` and Ray doors), as a ``pyarrow.Table`` for an Arrow batch or a batch
+    ``Dataset.map`` hands over (Python format too: its columns are Arrow underneath, read as they are), as a dict
+    of lists for a dict of columns (converted to Arrow once).
 
     The rows may have any form the reader accepts; other list columns aligned with the tokens are carried
-    (``carry``, see :func:`carried_columns`), other columns left out. The options are every entry point's
+    (``carry``, see ``packing.batches.tables.carried_columns``), other columns left out. The options are every entry point's
     (:class:`~packing.Recipe`, or ``recipe=``); what the overflow policy cut or left out is warned of
     (:class:`~packing.errors.TokensLost`, with ``pack``'s statistics). The number of rows changes, so with
-    ``datasets`` drop the old columns; Arrow batches (``with_format("arrow")``, as TRL's ``pack_dataset`` maps) go through without a
-    Python list, the fast path::
+    ``datasets`` drop the old columns; with or without ``with_format("arrow")`` (as TRL's ``pack_dataset`` maps),
+    the batches go through without a Python list::
 
-        dataset.with_format("arrow").map(pack_batch, batched=True, batch_size=1000,
-                                         remove_columns=dataset.column_names, fn_kwargs={"max_seq_length": 2048})
+        dataset.map(pack_batch, batched=True, batch_size=1000,
+                    remove_columns=dataset.column_names, fn_kwargs={"max_seq_length": 2048})
 
     Blocks only combine rows of the same batch, and ``sequence_ids`` count rows within the
     batch. Uses ``packing.pack``: O(tokens + blocks × max_seq_length) plus the strategy's cost.
@@ -121,33 +119,11 @@ def pack_batch(
     [[3, 1], [2]]
     """
     chosen = Recipe.at("hf.pack_batch", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
-    table = _as_table(batch)
-    if table is not None:
-        packed = pack(read_table(table, **prepare(chosen).read_options), recipe=chosen)
-        packed.stats.warn_lost("hf.pack_batch")
-        result = packed.to_arrow(padding=False)
-        for name, column in carried_columns(packed.plan, table, carry).items():
-            result = result.append_column(name, column)
-        return result
-    if not isinstance(batch, Mapping):
-        raise SettingError("batch", "a dict of columns or a pyarrow.Table", type(batch).__name__)
-    packed = pack(_rows(batch), recipe=chosen)
-    packed.stats.warn_lost("hf.pack_batch")
-    columns: dict[str, list[list[int]]] = packed.to_arrow(padding=False).to_pydict()
-    for name, column in carried_columns(packed.plan, batch, carry).items():
-        columns[name] = column.to_pylist()
-    return columns
-
-
-def _as_table(batch: Any) -> pa.Table | None:
-    """``batch`` as a ``pyarrow.Table`` when it is Arrow (a table or a record batch), else None. O(1)."""
-    if type(batch).__module__.split(".")[0] != "pyarrow":
-        return None
-    import pyarrow as pa
-
-    if isinstance(batch, pa.RecordBatch):
-        return pa.Table.from_batches([batch])
-    return batch if isinstance(batch, pa.Table) else None
+    packed = pack_table(*_samples(batch, chosen, "batch"), chosen, "hf.pack_batch", carry)
+    if isinstance(batch, Mapping) and not hasattr(batch, "pa_table"):  # Python columns given, Python columns back
+        columns: dict[str, list[list[int]]] = packed.to_pydict()
+        return columns
+    return packed
 
 
 _BATCH_ROWS = 1 << 14
@@ -181,7 +157,7 @@ def pack_dataset(
     and the blocks are made chunk by chunk; with ``shuffle`` (the default) they come out in the order
     ``plan.shuffle(seed)`` gives (seed default 0), otherwise in plan order (which for the decreasing strategies
     puts the longest documents first). Other list columns aligned with the tokens are carried, cut and packed as
-    the tokens (``carry``: which; default every aligned one; see :func:`carried_columns`), as TRL's
+    the tokens (``carry``: which; default every aligned one; see ``packing.batches.tables.carried_columns``), as TRL's
     ``pack_dataset`` carries them; TRL refuses a dataset with a column of other lengths or not of lists, where
     packing leaves it out (or refuses it, naming the row, when ``carry`` names it). The reader's columns
     (``completion_mask``, ``labels``, ...) become ``loss_mask`` and ``labels`` rather than being carried as they
@@ -234,7 +210,7 @@ def pack_dataset(
     if shuffle:  # reorder the plan, so the blocks are written in their final order and never copied
         layout = layout.shuffle(chosen.seed or 0)
     lazy = PackedBatch.of(layout, samples, pad_token_id=prepare(chosen).pad_id, int64=chosen.int64)
-    carried = _carried_values(layout, source, carry)
+    carried = carried_values(layout, source, carry)
     tables = _block_tables(lazy, carried, whole=path is None)
     if path is None:
         import pyarrow as pa
@@ -244,23 +220,14 @@ def pack_dataset(
     return Dataset.from_file(os.fspath(path))
 
 
-def _samples(dataset: Any, recipe: Recipe) -> tuple[Samples, pa.Table | Mapping[str, Any] | Any | None]:
-    """The rows of ``dataset`` through the one reader, and where carried columns are read from (None: nowhere,
-    rows tokenized by ``num_proc`` processes carry none)."""
-    import pyarrow as pa
-
+def _samples(dataset: Any, recipe: Recipe, name: str = "dataset") -> tuple[Samples, Any]:
+    """The rows of ``dataset`` (the argument ``name``) through the one reader (text tokenized by the recipe's
+    ``num_proc`` processes), and where carried columns are read from."""
     reading = prepare(recipe).read_options
-    if isinstance(dataset, Mapping):  # Python columns: the row reader
-        return read_rows(_rows(dataset), **reading), dataset
-    if isinstance(dataset, pa.Table):
-        return read_table(dataset, **reading), dataset
-    if not hasattr(dataset, "with_format"):
-        expected = "a datasets.Dataset, a pyarrow.Table or a dict of columns"
-        raise SettingError("dataset", expected, type(dataset).__name__)
-    units = bool(set(getattr(dataset, "column_names", ())) & set(UNIT_FIELDS))  # read as units, not rows of ids
-    if recipe.tokenizer is not None and (recipe.num_proc or 1) > 1 and hasattr(dataset, "map") and not units:
-        return _read_batches(_tokenized(dataset, recipe), {}), None
-    return _read_batches(dataset, reading), dataset
+    if hasattr(dataset, "with_format") and hasattr(dataset, "column_names"):  # a datasets.Dataset
+        return _read_batches(dataset, reading), dataset
+    table = arrow_batch(dataset, name)  # None: Python columns pyarrow cannot type alike, read row by row
+    return (read_rows(rows_of(dataset), **reading), dataset) if table is None else (read_table(table, **reading), table)
 
 
 def _read_batches(dataset: Any, reading: dict[str, Any]) -> Samples:
@@ -303,7 +270,7 @@ def _block_tables(lazy: PackedBatch, carried: dict[str, pa.Array], whole: bool) 
 
 def _with_carried(chunk: PackedBatch, carried: dict[str, pa.Array], large: bool) -> pa.Table:
     table = chunk.to_arrow(padding=False)
-    for name, column in _carried_for(chunk.plan, carried, large).items():
+    for name, column in carried_for(chunk.plan, carried, large).items():
         table = table.append_column(name, column)
     return table
 
@@ -381,148 +348,6 @@ def _refuse_other_datasets(dataset: Any) -> None:
         raise SettingError("dataset", f"one split, e.g. dataset[{first}] ({how})", f"<a {kind} with splits {splits}>")
     if kind == "IterableDataset":
         raise SettingError("dataset", f"a datasets.Dataset (an IterableDataset is {streams})", "<an IterableDataset>")
-
-
-def carried_columns(
-    plan: PackingPlan, source: pa.Table | Mapping[str, Any] | None, carry: Sequence[str] | None = None
-) -> dict[str, pa.Array]:
-    """The list columns of ``source`` other than the reader's and the schema's, aligned with the samples (each
-    row as many values as the row's tokens: ``attention_mask``, ``token_type_ids``, ...), cut and packed as the
-    tokens are, one row per block of ``plan`` holding its real tokens' values, as TRL's ``pack_dataset``
-    carries them. ``carry=None``: every such column aligned on every row (others are left out); a list of
-    names: those columns, refused when missing, not lists, the reader's or out of line with a row. Nothing
-    (``{}``) without a source. O(tokens of the carried columns).
-
-    >>> import pyarrow as pa
-    >>> layout = plan([2, 3, 1], 4, strategy="ffd")
-    >>> source = pa.table({"input_ids": [[1, 2], [3, 4, 5], [6]], "attention_mask": [[1, 0], [1, 1, 0], [1]]})
-    >>> carried_columns(layout, source)["attention_mask"].to_pylist()
-    [[1, 1, 0, 1], [1, 0]]
-    """
-    values = _carried_values(plan, source, carry)
-    return _carried_for(plan, values, int(plan.piece_length.sum()) > INT32_MAX)
-
-
-def _carried_values(
-    plan: PackingPlan, source: pa.Table | Mapping[str, Any] | Any | None, carry: Sequence[str] | None
-) -> dict[str, pa.Array]:
-    """The columns :func:`carried_columns` carries, checked against ``plan``'s rows, each as its values laid end
-    to end (what every block's values are taken from). ``source`` may be a ``datasets.Dataset``. O(rows)."""
-    if source is None:
-        if carry:
-            raise SettingError("carry", "no columns (text rows tokenized by num_proc processes carry none)", carry)
-        return {}
-    import pyarrow.compute as pc
-
-    reserved = set(FIELDS) | set(NAMES) | {LOSS_WEIGHTS.name}  # loss_weights: what collate reads as its own
-    names = list(source if isinstance(source, Mapping) else source.column_names)
-    if carry is not None:
-        if isinstance(carry, str) or not all(isinstance(n, str) for n in carry):
-            raise SettingError("carry", "a list of column names", carry)
-        for wanted in carry:
-            if wanted not in names or wanted in reserved:
-                expected = "a column of the dataset" if wanted not in names else "a column the reader does not read"
-                raise SettingError("carry", f"{expected} (columns: {', '.join(map(repr, names))})", wanted)
-    lengths = plan.lengths
-    columns: dict[str, pa.Array] = {}
-    for name in carry if carry is not None else [n for n in names if n not in reserved]:
-        column = _list_column(source, name)
-        if column is None or len(column) != len(lengths):
-            if carry is not None:
-                raise SettingError("carry", "a column of lists, one per row", f"<column {name!r}>")
-            continue
-        sizes = pc.fill_null(pc.list_value_length(column), -1).to_numpy(zero_copy_only=False)
-        off = np.flatnonzero(sizes != lengths)
-        if off.size:
-            if carry is not None:
-                row = int(off[0])
-                size = int(sizes[row])
-                got = "<null>" if size < 0 else f"<{size} value{'' if size == 1 else 's'}>"
-                raise SampleError(row, name, None, f"{int(lengths[row])} values (one per token of the row)", got)
-            continue
-        columns[name] = pc.list_flatten(column)
-    return columns
-
-
-def _carried_for(plan: PackingPlan, values: dict[str, pa.Array], large: bool) -> dict[str, pa.Array]:
-    """The carried ``values`` (:func:`_carried_values`) of ``plan``'s blocks (all of them, or a chunk's), one row
-    per block holding its real tokens' values; ``large``: with 64-bit offsets. O(tokens of the blocks)."""
-    if not values:
-        return {}
-    import pyarrow as pa
-
-    source_at, row_offsets = _token_sources(plan)
-    offsets = pa.array(row_offsets, pa.int64() if large else pa.int32())
-    kind = pa.LargeListArray if large else pa.ListArray
-    where = pa.array(source_at)
-    return {name: kind.from_arrays(offsets, flat.take(where)) for name, flat in values.items()}
-
-
-def _list_column(source: pa.Table | Mapping[str, Any] | Any, name: str) -> pa.Array | None:
-    """``source``'s column ``name`` as one Arrow list array, or None when it is not a column of lists."""
-    import pyarrow as pa
-
-    try:
-        if isinstance(source, pa.Table):
-            column = source.column(name)
-        elif isinstance(source, Mapping):
-            column = pa.array(source[name])
-        else:  # a datasets.Dataset: that column, as Arrow (its selection applied)
-            column = source.select_columns([name]).with_format("arrow")[:].column(name)
-    except (pa.ArrowException, TypeError, ValueError):
-        return None
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)):
-        return None
-    return column
-
-
-def _token_sources(plan: PackingPlan) -> tuple[Any, Any]:
-    """Where each block's real tokens come from, in the order its row holds them: positions into the samples'
-    tokens laid end to end, and every block's start among them (``num_blocks + 1`` offsets). O(tokens placed)."""
-    sizes = plan.piece_length.astype(np.int64)
-    starts = offsets_of(plan.lengths)[plan.piece_sequence] + plan.piece_start.astype(np.int64)
-    return ranges(starts, sizes), offsets_of(sizes)[plan.block_starts]
-
-
-def _tokenized(dataset: Any, recipe: Recipe) -> Any:
-    """``dataset`` with its rows tokenized into ``input_ids`` and ``loss_mask`` by the recipe's ``num_proc``
-    processes (``datasets.map``: contiguous shards, joined in order); errors name the row in the whole dataset."""
-    loaded, loss_rules, num_proc = prepare(recipe).tokenizer, recipe.loss_rules, recipe.num_proc
-    columns = [name for name in dataset.column_names if name in FIELDS]
-    return dataset.select_columns(columns).map(
-        _tokenize_batch,
-        batched=True,
-        with_indices=True,
-        num_proc=num_proc,
-        remove_columns=columns,
-        fn_kwargs={"tokenizer": loaded, "loss_rules": loss_rules},
-        new_fingerprint=_fingerprint(dataset, ("packing.hf._tokenized", prepare(recipe).fingerprint)),
-    )
-
-
-def _tokenize_batch(
-    batch: Mapping[str, Any], indices: list[int], tokenizer: Any, loss_rules: Any
-) -> dict[str, list[Any]]:
-    """One ``datasets.map`` batch through the reader: ``input_ids`` and ``loss_mask`` per row."""
-    from packing.reading.reader import read_text_rows
-
-    try:
-        samples = read_text_rows(_rows(batch), tokenizer, loss_rules=loss_rules)
-        samples.refuse_other_labels()  # the rows go on as input_ids and loss_mask
-    except SampleError as error:  # number the row as the whole dataset does
-        if error.sample is not None and 0 <= error.sample < len(indices):
-            error.sample = indices[error.sample]
-            error.args = (error.where_and_what(),)
-        raise
-    tokens, mask, offsets = samples.tokens, samples.loss_mask, samples.offsets
-    assert tokens is not None and mask is not None  # text rows always have tokens
-    starts, ends = offsets[:-1].tolist(), offsets[1:].tolist()
-    return {
-        "input_ids": [tokens[a:b] for a, b in zip(starts, ends, strict=True)],
-        "loss_mask": [mask[a:b] for a, b in zip(starts, ends, strict=True)],
-    }
 
 
 def _fingerprint(source: Any, settings: tuple[Any, ...]) -> str:

@@ -3,14 +3,15 @@
 The tokens stay on the cluster; only lengths travel to the driver:
 
 1. every row gets a stable id (its place in the input) and a distributed ``map_batches`` reads
-   its lengths (the library's Arrow reader, so bad rows are refused exactly as on one machine);
+   its lengths (the one batch reader, ``packing.batches.tables``, so bad rows are refused exactly as on one
+   machine);
 2. the driver plans globally from the lengths alone (``packing.plan``, any strategy) and, with
    ``shuffle``, permutes the blocks as single-machine packing does with the same seed;
-3. every row is cut into the pieces the plan gives it, each tagged with its block and its place
-   in the block, and Ray Data's own grouping (``groupby(...).map_groups``) brings the pieces of
-   each block together; with ``ordered`` a ``sort`` puts the blocks in plan order;
-4. the library's materializer fills the blocks (``packing.materialize``) into the output schema's
-   columns, with ``sequence_ids`` holding global row ids.
+3. every row is sent whole to the groups of blocks that hold its pieces, and Ray Data's own grouping
+   (``groupby(...).map_groups``) brings each group's rows together, where they are read again and the plan's
+   pieces of those blocks filled by the library's materializer (``packing.materialize``) into the output schema's
+   columns, with ``sequence_ids`` holding global row ids; with ``ordered`` a ``sort`` puts the blocks in plan
+   order.
 
 The result is one row per block, the columns of ``packing.batches.schema`` (``input_ids``, ``labels``,
 ``loss_mask``, ``position_ids``, ``sequence_ids``, ``seq_lengths``), equal to single-machine packing
@@ -30,7 +31,7 @@ Example (needs a Ray cluster, so not a doctest)::
 
 from __future__ import annotations
 
-import io
+import pickle
 from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
@@ -39,16 +40,17 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.batches.packed import materialize
+from packing.batches.tables import read_batch
 from packing.batches.units import Fitted, check_unit_recipe, fit_unit_lengths, fit_units
 from packing.core.arrays import offsets_of, ranges, row_of
-from packing.core.forms import FIELDS, RowKind
+from packing.core.forms import FIELDS
 from packing.core.pairs_groups import Units
 from packing.core.samples import Samples
 from packing.core.validation import OverflowPolicy, check_flag
 from packing.errors import SampleError, SettingError, UnitTooLong
 from packing.planning.plans import PackingPlan, plan
 from packing.reading.arrow import read_table
-from packing.reading.reader import mixed_kinds_error, read_rows
+from packing.reading.reader import mixed_kinds_error
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.registry import StrategyName
 from packing.strategies.stats import PackingStats, UnitStats
@@ -61,7 +63,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import ray.data
 
 Int64Array = npt.NDArray[np.int64]
-Int32Array = npt.NDArray[np.int32]
 
 TOKENS_PER_TASK = 1 << 21
 """Token slots handled by one assembling or materializing call (about 60 MB of output columns)."""
@@ -70,14 +71,11 @@ _MAX_PARTITIONS = 200
 """At most this many hash partitions for the grouping (Ray Data's default); fewer when there are fewer groups."""
 
 _UID = "__packing_uid"
-_GROUP, _BLOCK, _KEY, _ROW = "__packing_group", "__packing_block", "__packing_key", "__packing_row"
-_TOKENS, _MASK, _DOC_LENGTHS, _DOC_ROWS = "__packing_tokens", "__packing_mask", "__packing_docs", "__packing_rows"
+_GROUP, _BLOCK, _ROW = "__packing_group", "__packing_block", "__packing_row"
 _LENGTH, _BAD = "__packing_length", "__packing_bad"
 _UNITS = "__packing_units"
-"""The completions of each row that is a pair or group (the lengths pass); with any, every piece carries its unit's
-structure and the global number of its first completion:"""
-_KIND, _PROMPT, _COMPLETIONS = "__packing_kind", "__packing_prompt", "__packing_completions"
-_COUNTS, _FIRST = "__packing_counts", "__packing_first"
+"""The completions of each row that is a pair or group (the lengths pass); with any, every group numbers its
+completions from the global number of its rows' first."""
 _FIT = "__packing_fit"
 """What fitting a batch's pairs and groups cut (:func:`_fit_counts`), in its first row (the others null)."""
 _FIT_SIZE = 2 + len(fields(UnitStats)) - 1
@@ -95,12 +93,6 @@ def _require_ray() -> Any:
     except ImportError as error:  # pragma: no cover - exercised only without Ray
         raise ImportError('packing.ray needs Ray Data: pip install "ray[data]"') from error
     return ray
-
-
-def _list_array(offsets: Int64Array, values: npt.NDArray[Any]) -> pa.Array:
-    import pyarrow as pa
-
-    return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values))
 
 
 def _flat(column: Any) -> npt.NDArray[Any]:
@@ -129,48 +121,35 @@ def _int_column(table: pa.Table, name: str) -> Int64Array:
 
 
 def _lengths_batch(batch: pa.Table, recipe: Recipe) -> pa.Table:
-    """Each row's id and length; in a batch with a bad row, that row's values are kept for the driver."""
+    """Each row's id, length and completions (0 for a plain row), and in the first row what fitting the batch's
+    pairs and groups cut (:func:`_fit_counts`); in a batch the reader refuses, its error (pickled) in the row it
+    names, for the driver to raise under the row's global id. O(tokens)."""
     import pyarrow as pa
 
     uid = _int_column(batch, _UID)
-    rows = batch.select(_fields(batch))
-    units = np.zeros(len(uid), dtype=np.int64)  # completions of each pair or group (0 for other rows)
+    lengths, units = np.full(len(uid), _UNREAD, dtype=np.int64), np.zeros(len(uid), dtype=np.int64)
     fit: list[list[int] | None] = [None] * len(uid)
+    bad: list[bytes | None] = [None] * len(uid)
     try:
-        samples = read_table(rows, **prepare(recipe).read_options)
+        samples = read_table(batch.select(_fields(batch)), **prepare(recipe).read_options)
         if samples.units is not None and _keeps_units(recipe):  # fitted whole, what that cut counted
             fitted = fit_units(samples, recipe)
             samples, fit[0] = fitted.samples, _fit_counts(fitted, recipe)
         samples.refuse_other_labels()  # blocks train each token on itself
         samples.refuse_wide_ids(recipe.int64)  # the shuffle carries the output's id width
-        if samples.tokens is None and len(samples):  # lengths only: nothing to pack (named on the driver)
-            raise SampleError(0, None, None, "token ids", "<a length only>")
-        lengths = samples.lengths
+        if samples.tokens is None and len(samples):  # lengths only, where every other row has tokens
+            raise mixed_kinds_error(0, "tokens", "length")
+        lengths[:] = samples.lengths
         if samples.units is not None:
             units[:] = np.where(samples.units.kind > 0, samples.units.counts, 0)
-    except SampleError as error:  # named on the driver with its global row id
-        local = error.sample if error.sample is not None else 0
-        sink = io.BytesIO()
-        with pa.ipc.new_stream(sink, rows.schema) as writer:
-            writer.write_table(rows.slice(local, 1))
-        length = np.full(len(uid), _UNREAD, dtype=np.int64)
-        length[local] = _REFUSED
-        bad: list[bytes | None] = [None] * len(uid)
-        bad[local] = sink.getvalue()
-        return pa.table(
-            {
-                _UID: pa.array(uid, pa.int64()),
-                _LENGTH: pa.array(length),
-                _BAD: pa.array(bad, pa.binary()),
-                _UNITS: pa.array(units),
-                _FIT: pa.nulls(len(uid), pa.list_(pa.int64())),
-            }
-        )
+    except SampleError as error:  # raised on the driver under its global row id
+        local = min(max(error.sample or 0, 0), len(uid) - 1)
+        lengths[local], bad[local], fit[0] = _REFUSED, pickle.dumps(error), None
     return pa.table(
         {
             _UID: pa.array(uid, pa.int64()),
-            _LENGTH: pa.array(lengths, pa.int64()),
-            _BAD: pa.nulls(len(uid), pa.binary()),
+            _LENGTH: pa.array(lengths),
+            _BAD: pa.array(bad, pa.binary()),
             _UNITS: pa.array(units),
             _FIT: pa.array(fit, pa.list_(pa.int64())),
         }
@@ -213,21 +192,6 @@ def _with_fit(stats: PackingStats, fit: Int64Array, share_prompt: bool) -> Packi
         sequences_truncated=stats.sequences_truncated + units_cut,
         units=UnitStats(pairs, groups, completions, truncated, completions_cut, dropped, shared, share_prompt),
     )
-
-
-def _read(rows: pa.Table, recipe: Recipe, units: bool = False) -> Samples:
-    """A batch's rows through the reader; pairs and groups fitted whole by the overflow policy (the same on every
-    pass: the lengths planned are the pieces cut). ``units``: the dataset has pairs or groups, so a batch of plain
-    rows is fitted as units of their own too, as ``pack`` fits the plain rows among units."""
-    return _fitted(read_table(rows, **prepare(recipe).read_options), recipe, units)
-
-
-def _fitted(samples: Samples, recipe: Recipe, units: bool) -> Samples:
-    """``samples`` with pairs and groups fitted (:func:`_read`); ``units``: plain samples too, as units of their own.
-    O(tokens)."""
-    if units and samples.units is None:
-        samples = replace(samples, units=Units.plain(samples.lengths, recipe.share_prompt))
-    return fit_units(samples, recipe).samples if samples.units is not None else samples
 
 
 @dataclass(frozen=True)
@@ -275,7 +239,7 @@ def _collect_lengths(tables: Iterable[pa.Table], num_rows: int) -> _Lengths:
     uid = np.empty(num_rows, dtype=np.int64)
     length = np.empty(num_rows, dtype=np.int64)
     completions = np.empty(num_rows, dtype=np.int64)
-    refused: list[tuple[int, bytes]] = []
+    refused: list[tuple[int, SampleError]] = []
     fit = np.zeros(_FIT_SIZE, dtype=np.int64)
     filled = 0
     for table in tables:
@@ -286,7 +250,7 @@ def _collect_lengths(tables: Iterable[pa.Table], num_rows: int) -> _Lengths:
         completions[rows] = _int_column(table, _UNITS)
         fit += _flat(table.column(_FIT)).astype(np.int64).reshape(-1, len(fit)).sum(axis=0)
         for index in np.flatnonzero(length[rows] == _REFUSED).tolist():
-            refused.append((int(uid[filled + index]), table.column(_BAD)[index].as_py()))
+            refused.append((int(uid[filled + index]), pickle.loads(table.column(_BAD)[index].as_py())))
         filled += table.num_rows
         del table
     if filled != num_rows:  # pragma: no cover - a materialized dataset does not change
@@ -295,8 +259,9 @@ def _collect_lengths(tables: Iterable[pa.Table], num_rows: int) -> _Lengths:
     order = ids.rows(uid)
     lengths, counts = np.empty(num_rows, dtype=np.int64), np.empty(num_rows, dtype=np.int64)
     lengths[order], counts[order] = length, completions
-    bad = sorted((int(ids.rows(np.array([u]))[0]), values) for u, values in refused)
-    return _Lengths(ids, lengths, counts, fit, bad)
+    global_rows = ids.rows(np.array([u for u, _ in refused], dtype=np.int64))
+    errors = [error.after(int(row) - (error.sample or 0)) for row, (_, error) in zip(global_rows, refused, strict=True)]
+    return _Lengths(ids, lengths, counts, fit, sorted(errors, key=lambda error: error.sample or 0))
 
 
 @dataclass
@@ -309,25 +274,20 @@ class _Lengths:
     """Completions of each row that is a pair or group, 0 for a plain row."""
     fit: Int64Array
     """What fitting the batches' units cut (:func:`_fit_counts`, summed)."""
-    refused: list[tuple[int, bytes]]
-    """The first row each refused batch refused, and its values, in row order."""
+    refused: list[SampleError]
+    """The error of each refused batch, naming its row's global id, in row order."""
 
     def raise_first_error(self, recipe: Recipe) -> None:
         """Raise the error ``pack`` raises first for these rows, under its global row id: a reader's error before
         any unit too long (``pack`` reads every row before it fits them); among the too long, the first, the plain
         rows among units (``overflow="error"``) counted, which a batch without units could not refuse. O(rows)."""
-        errors: list[SampleError] = []
-        for row, values in self.refused:
-            try:
-                _raise_bad_row(values, row, recipe)
-            except SampleError as error:
-                errors.append(error)
+        errors = self.refused
         read = [error for error in errors if not isinstance(error, UnitTooLong)]
         if read:
             raise read[0]
         units = bool(errors) or bool(self.counts.any())
         over = np.flatnonzero((self.counts == 0) & (self.lengths > recipe.max_seq_length))
-        if units and recipe.overflow == "error" and over.size and (not errors or errors[0].sample > over[0]):
+        if units and recipe.overflow == "error" and over.size and (not errors or (errors[0].sample or 0) > over[0]):
             try:
                 fit_unit_lengths(Units.plain(self.lengths[over[:1]], recipe.share_prompt), recipe)
             except SampleError as error:  # the row's global number
@@ -367,260 +327,93 @@ class _Lengths:
         return np.cumsum(self.counts) - self.counts if self.counts.any() else None
 
 
-def _raise_bad_row(row: bytes, index: int, recipe: Recipe) -> None:
-    """Raise the reader's error for the refused row under its global row id, as on one machine."""
-    import pyarrow as pa
-
-    record = pa.ipc.open_stream(row).read_all().to_pylist()[0]
-    try:
-        samples = read_rows([record], **prepare(recipe).read_options)
-        if samples.tokens is not None:  # a unit too long under overflow="error", or a plain row among units
-            _fitted(samples, recipe, units=True)
-        samples.refuse_other_labels()
-        samples.refuse_wide_ids(recipe.int64)
-    except SampleError as error:  # the reader's error, naming sample ``index``
-        error.sample = index
-        error.args = (error.where_and_what(),)
-        raise
-    kind: RowKind = "tokens" if samples.tokens is not None else "length"
-    # read alone, the row is fine: it was refused for its kind, a length only where packing needs tokens
-    raise mixed_kinds_error(index, "tokens", kind)
-
-
 # ---------------------------------------------------------------------------------------------
-# Step 2: the plan, and every row's pieces
+# Step 2: every row sent, whole, to the groups of blocks that hold its pieces
 
 
 @dataclass(frozen=True)
-class _Pieces:
-    """The plan's pieces by row (CSR over global row ids: 16 bytes a piece and 8 a row), each with its
-    key (its place among all pieces in final block order), its start in the row and its length;
-    ``block_keys[b]`` is the key of final block ``b``'s first piece."""
+class _Layout:
+    """The (shuffled) plan as the cluster reads it, broadcast once: the groups of ``blocks_per_group`` blocks each
+    row goes to (CSR over global rows: ``groups[row_starts[r]:row_starts[r + 1]]``) and, with pairs or groups, the
+    global number of every row's first completion."""
 
+    plan: PackingPlan
     row_ids: _RowIds
-    row_starts: Int64Array
-    key: Int64Array
-    start: Int32Array
-    length: Int32Array
-    block_keys: Int64Array
     blocks_per_group: int
-    completion_first: Int64Array | None = None
-    """Pairs and groups: the global number of every row's first completion."""
+    row_starts: Int64Array
+    groups: Int64Array
+    completion_first: Int64Array | None
 
-    def block(self, key: Int64Array) -> Int64Array:
-        """The final block of pieces with these keys. O(k log blocks)."""
-        result: Int64Array = np.searchsorted(self.block_keys, key, side="right") - 1
-        return result
-
-
-def _pieces_by_row(
-    plan: PackingPlan, row_ids: _RowIds, blocks_per_group: int, completion_first: Int64Array | None = None
-) -> _Pieces:
-    """The pieces of the (already shuffled) plan by row; a piece's key is its place in the plan.
-    O(pieces) when no row has two pieces, O(pieces log pieces) otherwise (a sort by row)."""
-    per_row = np.bincount(plan.piece_sequence, minlength=len(plan.lengths))
-    row_starts = offsets_of(per_row)
-    if per_row.max(initial=0) <= 1:  # one piece a row at most: a scatter
-        by_row = np.empty(len(plan.piece_sequence), dtype=np.int64)
-        by_row[row_starts[plan.piece_sequence]] = np.arange(len(by_row), dtype=np.int64)
-    else:
-        by_row = np.argsort(plan.piece_sequence, kind="stable")
-    return _Pieces(
-        row_ids,
-        row_starts,
-        by_row,
-        plan.piece_start[by_row],
-        plan.piece_length[by_row],
-        plan.block_starts,
-        blocks_per_group,
-        completion_first,
-    )
+    @classmethod
+    def of(
+        cls, plan: PackingPlan, row_ids: _RowIds, blocks_per_group: int, completion_first: Int64Array | None
+    ) -> _Layout:
+        """Each row's groups from the plan's pieces. O(pieces) when no row has two pieces (a scatter), O(pieces log
+        pieces) otherwise (a sort by row and group)."""
+        group = np.repeat(np.arange(plan.num_blocks, dtype=np.int64) // blocks_per_group, np.diff(plan.block_starts))
+        sequence = plan.piece_sequence.astype(np.int64)
+        per_row = np.bincount(sequence, minlength=len(plan.lengths))
+        if per_row.max(initial=0) <= 1:
+            row_starts = offsets_of(per_row)
+            groups = np.empty(len(group), dtype=np.int64)
+            groups[row_starts[sequence]] = group
+            return cls(plan, row_ids, blocks_per_group, row_starts, groups, completion_first)
+        count = -(-plan.num_blocks // blocks_per_group)
+        pairs = np.sort(sequence * count + group)
+        pairs = pairs[np.append(True, pairs[1:] != pairs[:-1])]
+        row_starts = np.searchsorted(pairs // count, np.arange(len(plan.lengths) + 1, dtype=np.int64))
+        return cls(plan, row_ids, blocks_per_group, row_starts.astype(np.int64), pairs % count, completion_first)
 
 
-# ---------------------------------------------------------------------------------------------
-# Step 3: pieces tagged with their block, grouped by Ray Data
+def _layout(ref: list[Any] | _Layout) -> _Layout:
+    """The layout, from the object store (shared memory, not copied) unless given itself."""
+    return ref if isinstance(ref, _Layout) else _require_ray().get(ref[0])
 
 
-def _id_type(int64: bool) -> Any:
-    """The Arrow type token ids travel as: the output's (int32, the compact schema; int64 when asked for)."""
+def _tag_rows(batch: pa.Table, layout_ref: list[Any] | _Layout) -> pa.Table:
+    """Every row of the batch (the reader's columns) once per group of blocks holding a piece of it, with the
+    group and its global row; a row in no block left behind. O(rows)."""
     import pyarrow as pa
 
-    return pa.int64() if int64 else pa.int32()
-
-
-def _piece_schema(ids: pa.DataType, units: bool = False) -> pa.Schema:
-    import pyarrow as pa
-
-    unit_fields = [
-        (_KIND, pa.int8()),
-        (_PROMPT, pa.int64()),
-        (_COMPLETIONS, pa.large_list(pa.int64())),
-        (_FIRST, pa.int64()),
-    ]
-    return pa.schema(
-        [
-            (_GROUP, pa.int64()),
-            (_BLOCK, pa.int64()),
-            (_KEY, pa.int64()),
-            (_ROW, pa.int64()),
-            (_TOKENS, pa.large_list(ids)),
-            (_MASK, pa.large_list(pa.int8())),
-            *(unit_fields if units else []),
-        ]
-    )
-
-
-def _tag_batch(batch: pa.Table, pieces_ref: list[Any], recipe: Recipe, units: bool = False) -> pa.Table:
-    """``_tag_pieces`` with the pieces from the object store (shared memory, not copied)."""
-    ray = _require_ray()
-    return _tag_pieces(batch, ray.get(pieces_ref[0]), recipe, units)
-
-
-def _tag_pieces(batch: pa.Table, pieces: _Pieces, recipe: Recipe, units: bool = False) -> pa.Table:
-    """One output row per piece of every input row: its group, block, key, global row and tokens (as the
-    output's ids: the lengths pass refused wider ones); with ``units``, each piece's (a whole unit's) kind, prompt
-    length and completion lengths. O(tokens)."""
-    import pyarrow as pa
-
-    rows = pieces.row_ids.rows(_int_column(batch, _UID))
-    samples = _read(batch.select(_fields(batch)), recipe, units)
-    assert samples.tokens is not None and samples.loss_mask is not None  # checked by the lengths pass
-    counts = pieces.row_starts[rows + 1] - pieces.row_starts[rows]
-    which = ranges(pieces.row_starts[rows], counts)
+    layout = _layout(layout_ref)
+    rows = layout.row_ids.rows(_int_column(batch, _UID))
+    counts = layout.row_starts[rows + 1] - layout.row_starts[rows]
     local = row_of(counts)
-    length = pieces.length[which].astype(np.int64)
-    at = ranges(samples.offsets[local] + pieces.start[which], length)
-    offsets = offsets_of(length)
-    key = pieces.key[which]
-    block = pieces.block(key)
-    columns = [
-        pa.array(block // pieces.blocks_per_group, pa.int64()),
-        pa.array(block, pa.int64()),
-        pa.array(key, pa.int64()),
-        pa.array(rows[local], pa.int64()),
-        _list_array(offsets, samples.tokens[at].astype(np.int64 if recipe.int64 else np.int32, copy=False)),
-        _list_array(offsets, samples.loss_mask[at]),
-    ]
-    if units:  # every piece a whole unit (a plain row among units: a unit of its own)
-        found = samples.units
-        assert found is not None  # read as units (_read)
-        counts = found.counts[local]
-        columns += [
-            pa.array(found.kind[local], pa.int8()),
-            pa.array(found.prompt_lengths[local], pa.int64()),
-            _list_array(offsets_of(counts), found.completion_lengths[ranges(found.completion_offsets[local], counts)]),
-            pa.array(
-                pieces.completion_first[rows[local]] if pieces.completion_first is not None else counts, pa.int64()
-            ),
-        ]
-    return pa.table(columns, schema=_piece_schema(_id_type(recipe.int64), units))
-
-
-def _block_schema(ids: pa.DataType, units: bool = False) -> pa.Schema:
-    import pyarrow as pa
-
-    unit_fields = [
-        (_KIND, pa.large_list(pa.int8())),
-        (_PROMPT, pa.large_list(pa.int64())),
-        (_COUNTS, pa.large_list(pa.int64())),
-        (_COMPLETIONS, pa.large_list(pa.int64())),
-        (_FIRST, pa.large_list(pa.int64())),
-    ]
-    return pa.schema(
-        [
-            (_BLOCK, pa.int64()),
-            (_TOKENS, pa.large_list(ids)),
-            (_MASK, pa.large_list(pa.int8())),
-            (_DOC_LENGTHS, pa.large_list(pa.int32())),
-            (_DOC_ROWS, pa.large_list(pa.int64())),
-            *(unit_fields if units else []),
-        ]
-    )
-
-
-def _gather_group(group: pa.Table) -> pa.Table:
-    """The pieces of some blocks as one compact row per block: tokens, mask, document lengths and rows,
-    in the plan's order. O(tokens + pieces log pieces)."""
-    import pyarrow as pa
-
-    group = group.take(np.argsort(_int_column(group, _KEY), kind="stable"))
-    block = _int_column(group, _BLOCK)
-    starts = np.flatnonzero(np.diff(block, prepend=-1))
-    doc_offsets = np.append(starts, len(block)).astype(np.int64)
-    doc_lengths = np.asarray(_flat_lengths(group.column(_TOKENS)), dtype=np.int64)  # tokens per piece, in key order
-    token_offsets = offsets_of(np.add.reduceat(doc_lengths, starts) if len(starts) else np.zeros(0, np.int64))
-    columns = [
-        pa.array(block[starts], pa.int64()),
-        _list_array(token_offsets, _flat(group.column(_TOKENS))),
-        _list_array(token_offsets, _flat(group.column(_MASK)).astype(np.int8, copy=False)),
-        _list_array(doc_offsets, doc_lengths.astype(np.int32)),
-        _list_array(doc_offsets, _int_column(group, _ROW)),
-    ]
-    units = _KIND in group.column_names
-    if units:  # each piece's unit, in key order
-        counts = _flat_lengths(group.column(_COMPLETIONS))
-        completion_offsets = offsets_of(np.add.reduceat(counts, starts) if len(starts) else np.zeros(0, np.int64))
-        columns += [
-            _list_array(doc_offsets, np.asarray(group.column(_KIND).to_numpy(), dtype=np.int8)),
-            _list_array(doc_offsets, _int_column(group, _PROMPT)),
-            _list_array(doc_offsets, counts),
-            _list_array(completion_offsets, _flat(group.column(_COMPLETIONS)).astype(np.int64, copy=False)),
-            _list_array(doc_offsets, _int_column(group, _FIRST)),
-        ]
-    return pa.table(columns, schema=_block_schema(group.schema.field(_TOKENS).type.value_type, units))
-
-
-def _flat_lengths(column: Any) -> Int64Array:
-    import pyarrow.compute as pc
-
-    return np.asarray(pc.list_value_length(column).to_numpy(zero_copy_only=False), dtype=np.int64)
+    tagged = batch.select(_fields(batch)).take(pa.array(local))
+    groups = layout.groups[ranges(layout.row_starts[rows], counts)]
+    return tagged.append_column(_GROUP, pa.array(groups, pa.int64())).append_column(_ROW, pa.array(rows[local]))
 
 
 # ---------------------------------------------------------------------------------------------
-# Step 4: the library's materializer, per batch of blocks
+# Step 3: each group's blocks filled from its rows, by the library's materializer
 
 
-def _materialize_batch(
-    blocks: pa.Table,
-    max_seq_length: int,
-    strategy: str,
-    overflow: str,
-    pad_token_id: int,
-    int64: bool,
-    share_prompt: bool = False,
-) -> pa.Table:
-    """Compact blocks to the output schema's columns through ``packing.materialize`` (blocks of units with their
-    unit columns, laid out as ``share_prompt`` says). O(blocks × max_seq_length)."""
-    doc_lengths = _flat(blocks.column(_DOC_LENGTHS)).astype(np.int64, copy=False)
-    doc_rows = _flat(blocks.column(_DOC_ROWS)).astype(np.int64, copy=False)
-    block_starts = offsets_of(_flat_lengths(blocks.column(_DOC_LENGTHS)))
-    units = None
-    if _KIND in blocks.column_names:
-        units = Units(
-            _flat(blocks.column(_KIND)).astype(np.int8, copy=False),
-            _flat(blocks.column(_PROMPT)).astype(np.int64, copy=False),
-            offsets_of(_flat(blocks.column(_COUNTS)).astype(np.int64, copy=False)),
-            _flat(blocks.column(_COMPLETIONS)).astype(np.int64, copy=False),
-            share_prompt,
-        )
-    samples = Samples(
-        _flat(blocks.column(_TOKENS)),
-        _flat(blocks.column(_MASK)).astype(np.int8, copy=False),
-        offsets_of(doc_lengths),
-        None,
-        units,
-    )
-    layout = PackingPlan.of_blocks(doc_lengths, block_starts, max_seq_length, strategy, overflow)
-    batch = materialize(layout, samples, pad_token_id=pad_token_id, int64=int64, sequence_names=doc_rows)
-    if units is not None:  # completions numbered over the whole dataset, as one machine numbers them
-        first = _flat(blocks.column(_FIRST)).astype(np.int64, copy=False)
+def _pack_group(group: pa.Table, layout_ref: list[Any] | _Layout, recipe: Recipe) -> pa.Table:
+    """The blocks of one group from its rows (read and fitted again, as the lengths pass did): the plan's pieces
+    of those blocks filled by ``packing.materialize`` into the output schema's columns, ``sequence_ids`` (and
+    completions) numbered over the whole dataset, and each block's place in the plan. O(rows + blocks ×
+    max_seq_length)."""
+    import pyarrow as pa
+
+    layout = _layout(layout_ref)
+    group = group.sort_by(_ROW)
+    rows, number = _int_column(group, _ROW), int(group.column(_GROUP)[0].as_py())
+    samples = read_batch(group.select(_fields(group)), recipe, layout.completion_first is not None)
+    first = number * layout.blocks_per_group
+    blocks = layout.plan.select(np.arange(first, min(first + layout.blocks_per_group, layout.plan.num_blocks)))
+    local = np.searchsorted(rows, blocks.piece_sequence).astype(np.int32)
+    blocks = replace(blocks, lengths=samples.lengths, piece_sequence=local)
+    pad = prepare(recipe).pad_id
+    batch = materialize(blocks, samples, pad_token_id=pad, int64=recipe.int64, sequence_names=rows)
+    if layout.completion_first is not None and samples.units is not None:  # completions numbered globally
+        units = samples.units
         counted = units.kind[units.unit_of_completion] > 0
         owner = units.unit_of_completion[counted]
-        numbers = first[owner] + (np.flatnonzero(counted) - units.completion_offsets[owner])
-        local = batch.completion_ids
-        known = numbers if numbers.size else np.full(1, -1, dtype=np.int64)  # a batch of plain rows: no completion
-        batch.__dict__["completion_ids"] = np.where(local >= 0, known[np.maximum(local, 0)], -1).astype(np.int32)
-    return batch.to_arrow()
+        numbers = layout.completion_first[rows][owner] + (np.flatnonzero(counted) - units.completion_offsets[owner])
+        known = numbers if numbers.size else np.full(1, -1, dtype=np.int64)  # plain rows only: no completion
+        ids = batch.completion_ids
+        batch.__dict__["completion_ids"] = np.where(ids >= 0, known[np.maximum(ids, 0)], -1).astype(np.int32)
+    return batch.to_arrow().append_column(_BLOCK, pa.array(np.arange(first, first + blocks.num_blocks)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -672,21 +465,21 @@ def pack_dataset(
 
     Rows are in any form the reader accepts (token lists under ``input_ids`` with an optional loss
     mask, ``prompt`` and ``completion``, preference pairs and completion groups, or text rows with a ``tokenizer``,
-    mixed freely; other columns are ignored). A pair or group travels whole, as one piece with its unit's structure,
-    and its blocks get the unit columns (as ``pack`` gives them). The options are every entry point's (:class:`~packing.Recipe`, or ``recipe=``). Row
+    mixed freely; other columns are ignored). A pair or group is kept whole and its blocks get the unit columns (as
+    ``pack`` gives them). The options are every entry point's (:class:`~packing.Recipe`, or ``recipe=``). Row
     ``i`` is the ``i``-th row Ray produces (``sequence_ids`` hold these ids): with Ray's
     ``DataContext.execution_options.preserve_order = True`` that is the input order, the same on
     every run; without it Ray may hand rows over in another order. The input is executed once
     (``materialize``); the driver receives 16 bytes a row (id and length) and plans with the recipe
-    (strategy, its options, ``window``); the pieces of each block travel through Ray Data's hash
-    shuffle (``groupby``), the compact blocks through a ``sort`` when ``ordered``, so that (with
+    (strategy, its options, ``window``); the rows of each group of blocks travel through Ray Data's hash
+    shuffle (``groupby``; a row cut across groups to each), the blocks through a ``sort`` when ``ordered``, so that (with
     ``preserve_order``) they are read in plan order; ``ordered=False`` skips the sort and leaves the
     order to Ray. With ``shuffle`` the order is ``plan.shuffle(seed)``'s (seed default 0), the same
     as single-machine packing with that seed.
 
     Raises the first bad row's :class:`~packing.SampleError`, with its global row id, before anything
-    is packed. Cost: O(tokens) on the cluster and two shuffles of the packed tokens (5 bytes a
-    token); O(rows) memory and the strategy's planning time on the driver.
+    is packed. Cost: O(tokens) on the cluster, a shuffle of the rows' columns and one of the blocks; O(rows)
+    memory and the strategy's planning time on the driver.
     """
     chosen = Recipe.at("ray.pack_dataset", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
     cluster = _require_ray()
@@ -700,8 +493,6 @@ def pack_dataset(
     lengths_ds = indexed.map_batches(_lengths_batch, batch_format="pyarrow", fn_kwargs={"recipe": chosen})
     found = _collect_lengths((cluster.get(ref) for ref in lengths_ds.to_arrow_refs()), num_rows)
     layout, stats, planning = found.plan(chosen)
-    row_ids, completion_first = found.ids, found.completion_first()
-    units = completion_first is not None
     stats.warn_lost("ray.pack_dataset")  # on the driver, with pack's counts
     if layout.num_blocks == 0:  # nothing to pack (no row, or every row left out): the schema's columns, no rows
         empty = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(1, np.int64))
@@ -715,28 +506,11 @@ def pack_dataset(
     cpus = max(1, int(cluster.cluster_resources().get("CPU", 1)))
     blocks_per_group = max(1, min(TOKENS_PER_TASK // capacity, -(-layout.num_blocks // (4 * cpus))))
     groups = -(-layout.num_blocks // blocks_per_group)
-    pieces = _pieces_by_row(layout, row_ids, blocks_per_group, completion_first)
-    strategy_name, overflow_name = layout.strategy, layout.overflow
+    layout_ref = cluster.put(_Layout.of(layout, found.ids, blocks_per_group, found.completion_first()))
     del layout, found  # the driver keeps nothing of the plan but what it broadcasts
-    pieces_ref = cluster.put(pieces)
-    del pieces
-    tagged = indexed.map_batches(
-        _tag_batch, batch_format="pyarrow", fn_kwargs={"pieces_ref": [pieces_ref], "recipe": chosen, "units": units}
+    tagged = indexed.map_batches(_tag_rows, batch_format="pyarrow", fn_kwargs={"layout_ref": [layout_ref]})
+    packed = tagged.groupby(_GROUP, num_partitions=min(groups, _MAX_PARTITIONS)).map_groups(
+        _pack_group, batch_format="pyarrow", fn_kwargs={"layout_ref": [layout_ref], "recipe": chosen}
     )
-    blocks = tagged.groupby(_GROUP, num_partitions=min(groups, _MAX_PARTITIONS)).map_groups(
-        _gather_group, batch_format="pyarrow"
-    )
-    if ordered:
-        blocks = blocks.sort(_BLOCK)
-    settings = {
-        "max_seq_length": capacity,
-        "strategy": strategy_name,
-        "overflow": overflow_name,
-        "pad_token_id": pad,
-        "int64": chosen.int64,
-        "share_prompt": chosen.share_prompt,
-    }
-    packed: ray.data.Dataset = blocks.map_batches(
-        _materialize_batch, batch_format="pyarrow", batch_size=blocks_per_group, fn_kwargs=settings
-    )
-    return packed
+    result: ray.data.Dataset = (packed.sort(_BLOCK) if ordered else packed).drop_columns([_BLOCK])
+    return result

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from packing.core.arrays import check_block_indexes, offsets_of, ranges, row_of
 from packing.core.thd import document_multiple, padded_lengths
-from packing.core.validation import INT32_MAX, OverflowPolicy, as_lengths, check_integer, check_max_seq_length
+from packing.core.validation import INT32_MAX, OverflowPolicy, as_lengths, check_integer
 from packing.errors import SettingError
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.kernels import IntArray, split_pieces
@@ -90,40 +90,6 @@ class PackingPlan:
     def document_multiple(self) -> int:
         """What every document is padded to a multiple of (``packing.core.thd.document_multiple``); 1 by default."""
         return document_multiple(*self.parallel_sizes)
-
-    @classmethod
-    def of_blocks(
-        cls,
-        lengths: npt.ArrayLike,
-        block_starts: npt.ArrayLike,
-        max_seq_length: int,
-        strategy: str = "none",
-        overflow: str = "truncate",
-    ) -> PackingPlan:
-        """A plan in which sequence ``i`` is one whole document and block ``b`` holds sequences
-        ``block_starts[b]:block_starts[b + 1]``, in order: blocks grouped elsewhere (a cluster, a stream).
-        Checked like any hand-made plan. O(n).
-
-        >>> PackingPlan.of_blocks([3, 1, 2], [0, 2, 3], 4).blocks()[0]
-        [Piece(sequence=0, start=0, length=3), Piece(sequence=1, start=0, length=1)]
-        """
-        sizes = as_lengths(lengths)
-        starts = np.asarray(block_starts, dtype=np.int64)
-        capacity = check_max_seq_length(max_seq_length)
-        sequence = np.arange(len(sizes), dtype=np.int32)
-        length = sizes.astype(np.int32)
-        made = cls(
-            capacity,
-            strategy,
-            overflow,
-            sizes,
-            starts,
-            sequence,
-            np.zeros(len(sizes), dtype=np.int32),
-            length,
-            compute_stats(sizes, capacity, starts, sequence, length, bool(len(sizes) == 0 or sizes.min() >= 1)),
-        )
-        return made
 
     def in_order(self) -> bool:
         """Whether the blocks hold every token of every sequence, in input order and back to back (as

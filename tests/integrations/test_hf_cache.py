@@ -71,6 +71,38 @@ def test_arrow_batches_give_the_blocks_python_batches_give() -> None:
     assert pack_batch(pa.table({"input_ids": [[1, 2]]}).to_batches()[0], 4).num_rows == 1  # a record batch too
 
 
+def test_a_python_format_batch_is_read_from_its_arrow_columns_and_a_column_set_on_it_is_honoured() -> None:
+    """``Dataset.map`` in the default format hands over a batch whose columns are Arrow until one is read: packed
+    from them without a Python list (the columns stay unread), the same blocks as ``pack`` on the rows; a column the
+    map function set first is the one packed."""
+    rows = mixed_rows()
+    ds = datasets.Dataset.from_dict(rows)
+    unread: list[set[str]] = []
+
+    def packed(batch: Any) -> Any:
+        out = pack_batch(batch, LENGTH)
+        unread.append(set(batch.keys_to_format))
+        return out
+
+    by_map = ds.map(packed, batched=True, batch_size=len(ds), remove_columns=ds.column_names)
+    assert unread == [set(ds.column_names)]
+    listed = [
+        {name: value for name, value in zip(rows, values, strict=True)} for values in zip(*rows.values(), strict=True)
+    ]
+    reference = packing.pack(listed, LENGTH)
+    assert by_map["seq_lengths"] == [reference.seq_lengths(b).tolist() for b in range(reference.num_blocks)]
+
+    def doubled(batch: Any) -> Any:
+        batch["input_ids"] = [None if ids is None else ids + ids for ids in batch["input_ids"]]
+        batch["loss_mask"] = [None] * len(batch["input_ids"])
+        return pack_batch(batch, 4 * LENGTH, carry=[])
+
+    by_set = ds.map(doubled, batched=True, batch_size=len(ds), remove_columns=ds.column_names)
+    tokens = sum(2 * len(ids) if ids else 0 for ids in rows["input_ids"])
+    tokens += sum(len(p) + len(c) for p, c in zip(rows["prompt"], rows["completion"], strict=True) if p is not None)
+    assert sum(map(sum, by_set["seq_lengths"])) == tokens
+
+
 def test_a_bad_row_in_an_arrow_batch_is_named_as_in_a_python_batch() -> None:
     with pytest.raises(packing.SampleError) as by_arrow:
         pack_batch(pa.table({"input_ids": [[1, 2], [3, -4]]}), 4)

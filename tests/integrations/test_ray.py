@@ -276,40 +276,12 @@ def pipelines(draw: st.DrawFn) -> tuple[list[dict[str, Any]], int, dict[str, Any
 def test_the_steps_give_single_machine_blocks_whatever_the_batches_and_the_shuffle_order(
     case: tuple[list[dict[str, Any]], int, dict[str, Any], int | None, int, int, int],
 ) -> None:
-    from packing import ray as steps
-
-    rows, max_seq_length, settings_, seed, input_batch, block_batch, shuffle_seed = case
+    rows, max_seq_length, settings_, seed, input_batch, _, shuffle_seed = case
     keys = sorted(set().union(*rows)) if rows else ["input_ids"]  # every row's keys (from_pylist takes the first's)
     table = pa.table({key: pa.array([row.get(key) for row in rows], pa.list_(pa.int64())) for key in keys})
-    uid = np.arange(len(rows), dtype=np.int64) + (3 << 33)  # one task's rows
-    table = table.append_column(steps._UID, pa.array(uid))
-    samples = packing.reading.read_table(table)
-    layout = packing.plan(samples.lengths, max_seq_length, **settings_)
-    if seed is not None:
-        layout = layout.shuffle(seed)
-    pieces = steps._pieces_by_row(layout, steps._RowIds.of(uid), blocks_per_group=2)
-    tagged = [
-        steps._tag_pieces(table.slice(lo, input_batch), pieces, packing.Recipe(max_seq_length))
-        for lo in range(0, max(len(rows), 1), input_batch)
-    ]
-    shuffled = pa.concat_tables(tagged)
-    assert shuffled.schema.field(steps._TOKENS).type.value_type == pa.int32()  # the compact ids travel
-    shuffled = shuffled.take(np.random.default_rng(shuffle_seed).permutation(shuffled.num_rows))
-    groups = np.asarray(shuffled.column(steps._GROUP).to_numpy(), dtype=np.int64)
-    gathered = [steps._gather_group(shuffled.filter(pa.array(groups == g))) for g in np.unique(groups)]
-    blocks = pa.concat_tables(gathered) if gathered else None
-    expected = single_machine(rows, max_seq_length, seed is not None, seed or 0, **settings_)
-    if blocks is None:
-        assert expected == []
-        return
-    blocks = blocks.sort_by(steps._BLOCK)
-    out = [
-        steps._materialize_batch(
-            blocks.slice(lo, block_batch), max_seq_length, settings_["strategy"], "truncate", 0, False
-        )
-        for lo in range(0, blocks.num_rows, block_batch)
-    ]
-    assert as_lists(pa.concat_tables(out).to_pylist()) == expected
+    recipe = packing.Recipe(max_seq_length, **settings_)
+    got, _ = steps(with_uid(table), recipe, input_batch, seed, shuffle_seed)
+    assert got == single_machine(rows, max_seq_length, seed is not None, seed or 0, **settings_)
 
 
 # Rows of every form across the input's batches: a batch of plain rows does not know the dataset has pairs or
@@ -355,25 +327,28 @@ def counts(stats: packing.PackingStats) -> dict[str, Any]:
     return {name: value for name, value in stats.summary().items() if name not in trained}
 
 
-def steps(table: pa.Table, recipe: packing.Recipe, input_batch: int) -> tuple[list[dict], dict[str, Any]]:
+def steps(
+    table: pa.Table, recipe: packing.Recipe, input_batch: int, seed: int | None = None, shuffle_seed: int = 0
+) -> tuple[list[dict], dict[str, Any]]:
     """``pack_dataset``'s steps without a cluster, the input cut into batches of ``input_batch`` rows: the
-    lengths pass, the driver's plan, the tagging, grouping and materializing; the blocks and the statistics."""
+    lengths pass, the driver's plan (shuffled with ``seed``), the rows sent to their groups of blocks (in an order
+    ``shuffle_seed`` draws, as Ray's shuffle may hand them over), each group packed; the blocks, in plan order, and
+    the statistics."""
     from packing import ray as steps_
 
     cuts = [table.slice(lo, input_batch) for lo in range(0, table.num_rows, input_batch)]
     found = steps_._collect_lengths([steps_._lengths_batch(cut, recipe) for cut in cuts], table.num_rows)
     layout, stats, _ = found.plan(recipe)
-    first = found.completion_first()
-    pieces = steps_._pieces_by_row(layout, found.ids, 2, first)
-    tagged = pa.concat_tables([steps_._tag_pieces(cut, pieces, recipe, first is not None) for cut in cuts])
-    groups = np.asarray(tagged.column(steps_._GROUP).to_numpy(), dtype=np.int64)
-    gathered = [steps_._gather_group(tagged.filter(pa.array(groups == g))) for g in np.unique(groups)]
-    if not gathered:
+    if not layout.num_blocks:
         return [], counts(stats)
-    blocks = pa.concat_tables(gathered).sort_by(steps_._BLOCK)
-    out = steps_._materialize_batch(
-        blocks, recipe.max_seq_length, layout.strategy, layout.overflow, 0, False, recipe.share_prompt
-    )
+    if seed is not None:
+        layout = layout.shuffle(seed)
+    broadcast = steps_._Layout.of(layout, found.ids, 2, found.completion_first())
+    tagged = pa.concat_tables([steps_._tag_rows(cut, broadcast) for cut in cuts])
+    tagged = tagged.take(np.random.default_rng(shuffle_seed).permutation(tagged.num_rows))
+    groups = np.asarray(tagged.column(steps_._GROUP).to_numpy(), dtype=np.int64)
+    packed = [steps_._pack_group(tagged.filter(pa.array(groups == g)), broadcast, recipe) for g in np.unique(groups)]
+    out = pa.concat_tables(packed).sort_by(steps_._BLOCK).drop_columns([steps_._BLOCK])
     return as_lists(out.to_pylist()), counts(stats)
 
 
@@ -385,8 +360,8 @@ def pack_of(rows: list[dict[str, Any]], max_seq_length: int, overflow: str) -> t
     return single_machine(rows, max_seq_length, False, 0, overflow=overflow), counts(packed.stats)
 
 
-def with_uid(rows: list[dict[str, Any]]) -> pa.Table:
-    table = pa.Table.from_pylist(rows)
+def with_uid(rows: list[dict[str, Any]] | pa.Table) -> pa.Table:
+    table = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows)
     return table.append_column("__packing_uid", pa.array(np.arange(len(rows), dtype=np.int64) + (5 << 33)))
 
 

@@ -473,7 +473,8 @@ def length_field(values: Any) -> tuple[Int64Array, npt.NDArray[np.bool_], npt.ND
             values = values if isinstance(values, list) else list(values)
     if isinstance(values, (pa.Array, pa.ChunkedArray)) and (pa.types.is_integer(values.type) or pa.types.is_null(values.type)):
         null = values.is_null().to_numpy(zero_copy_only=False).astype(bool)
-        numbers = values.fill_null(0).to_numpy(zero_copy_only=False) if len(values) else np.zeros(0, dtype=np.int64)
+        typed = len(values) and not pa.types.is_null(values.type)
+        numbers = values.fill_null(0).to_numpy(zero_copy_only=False) if typed else np.zeros(len(values), np.int64)
         bad = numbers > INT64_MAX if numbers.dtype.kind == "u" else numbers < 0
         return np.where(bad, 0, numbers).astype(np.int64), null, bad
     items = values.to_pylist() if isinstance(values, (pa.Array, pa.ChunkedArray)) else values
@@ -505,9 +506,11 @@ def _form_codes(rows: Rows) -> tuple[npt.NDArray[np.int8], tuple[int, SampleErro
     first = np.flatnonzero(forms < 0)
     if not first.size:
         return forms, None
-    row = int(first[0])
+    row, record = int(first[0]), rows.record(int(first[0]))
+    if not isinstance(record, Mapping):
+        return forms, None  # neither a list nor a dict: refused as such (``Rows.refused``)
     try:
-        _dict_form(rows.record(row), rows.where(row, "")[0])
+        _dict_form(record, rows.where(row, "")[0])
     except SampleError as error:
         return forms, (row, error)
     raise AssertionError("a row refused by its pattern but not by its record")  # pragma: no cover

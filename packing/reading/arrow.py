@@ -23,7 +23,7 @@ from packing.core.samples import (
     all_ones,
     no_overflow,
 )
-from packing.reading.reader import RULES, Rows, arrow_column, length_field, read_columns, read_rows, token_array
+from packing.reading.reader import RULES, Rows, arrow_column, read_columns, read_rows, token_array
 from packing.reading.rowfiles import repeated
 
 # ---------------------------------------------------------------- Arrow tables, column by column
@@ -73,9 +73,11 @@ def read_table(
             progress=progress,
             share_prompt=share_prompt,
         )
-    fields = None if length is None else length_field(length)
+    fields = None if length is None else (length, ~length.is_null().to_numpy(zero_copy_only=False).astype(bool))
     record = lambda row: table.select(names).slice(row, 1).to_pylist()[0]  # noqa: E731  # a bad row, to word it
-    return read_columns(Rows({k: v for k, v in columns.items() if v is not None}, fields, table.num_rows, record), completion_only)
+    return read_columns(
+        Rows({k: v for k, v in columns.items() if v is not None}, fields, table.num_rows, record), completion_only
+    )
 
 
 def flat_batches(schema: pa.Schema, tokenizer: bool = False) -> bool:

@@ -41,7 +41,10 @@ Internal: the public names are in ``packing`` and ``packing.reading``.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import suppress
+from itertools import chain
 from numbers import Real
 from operator import attrgetter
 from typing import Any, Literal, NamedTuple
@@ -84,7 +87,7 @@ from packing.core.samples import (
     token_dtype,
 )
 from packing.core.units import KINDS, UnitKind, Units
-from packing.core.validation import INT64_MAX, INT64_MIN, check_flag, integer_words, is_integer
+from packing.core.validation import INT64_MAX, INT64_MIN, check_flag, is_integer
 from packing.errors import NeedsTokenizer, SampleError, SettingError, UnitError
 from packing.text.text_rows import encode_rows
 
@@ -211,7 +214,11 @@ class Column(NamedTuple):
             row = int(row_at(offsets, position))
             item = self.values[position].item()
             sample, name = where(row, field)
-            found = (row, position - int(offsets[row]), SampleError(sample, name, position - int(offsets[row]), rule.item, item))
+            found = (
+                row,
+                position - int(offsets[row]),
+                SampleError(sample, name, position - int(offsets[row]), rule.item, item),
+            )
         if self.broken is not None and (found is None or self.broken[:2] <= found[:2]):
             return self.broken
         return found
@@ -264,11 +271,29 @@ def python_column(values: Sequence[Any], rule: Rule, field: str, where: Where = 
             lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
             flat = np.concatenate(values) if values else np.zeros(0, dtype=np.int64)
             return Column(flat, lengths, np.zeros(len(values), dtype=bool))
-    try:
-        converted = arrow_column(pa.array(values, from_pandas=False), rule)
-    except (pa.ArrowException, TypeError, ValueError, OverflowError):
-        converted = None
-    return converted if converted is not None else _scanned(values, rule, field, where)
+    converted = None
+    if types <= {list, tuple, np.ndarray, type(None)}:  # what pyarrow reads as Python does (not a set, a str)
+        with suppress(pa.ArrowException, TypeError, ValueError, OverflowError):
+            converted = arrow_column(pa.array(values, from_pandas=False), rule)
+    if converted is None or _disguised(values, rule):
+        return _scanned(values, rule, field, where)
+    return converted
+
+
+def _disguised(values: Sequence[Any], rule: Rule) -> bool:
+    """Whether an array among ``values`` is of a kind ``rule`` refuses, or a Python list holds an item pyarrow
+    takes for a number but ``rule`` refuses (numpy's booleans and timedeltas): one pass over the items' types, in
+    C. O(values)."""
+    arrays = {value.dtype.kind for value in values if type(value) is np.ndarray}
+    if not arrays <= set(rule.kinds):
+        return True
+    lists = [value for value in values if type(value) is list or type(value) is tuple]
+    numbers = (np.integer, np.floating, np.bool_) if "b" in rule.kinds else (np.integer, np.floating)
+    kinds = set(map(type, chain.from_iterable(lists)))
+    return not all(
+        kind in (int, float, bool) or (issubclass(kind, numbers) and not issubclass(kind, np.timedelta64))
+        for kind in kinds
+    )
 
 
 def _scanned(values: Sequence[Any], rule: Rule, field: str, where: Where) -> Column:
@@ -298,7 +323,11 @@ def _scanned(values: Sequence[Any], rule: Rule, field: str, where: Where) -> Col
         item = items[position]
         words = rule.wide if rule.wide and is_integer(item) and item > INT64_MAX else rule.item
         broken = (row, position, SampleError(sample, name, position, words, item))
-        parts.append(np.array(items[:position] + [0] * (len(items) - position), dtype=np.float64 if "f" in rule.kinds else np.int64))
+        parts.append(
+            np.array(
+                items[:position] + [0] * (len(items) - position), dtype=np.float64 if "f" in rule.kinds else np.int64
+            )
+        )
         break
     if broken is not None:  # the rows after it are there, unread: their forms stay what they are
         null[broken[0] :] = np.fromiter((value is None for value in values[broken[0] :]), dtype=bool)
@@ -306,7 +335,9 @@ def _scanned(values: Sequence[Any], rule: Rule, field: str, where: Where) -> Col
     return Column(flat, lengths, null, broken)
 
 
-def checked(value: Any, index: int | None, field: str | None, rule: Rule, length: int | None = None) -> npt.NDArray[Any]:
+def checked(
+    value: Any, index: int | None, field: str | None, rule: Rule, length: int | None = None
+) -> npt.NDArray[Any]:
     """One value of a field (a flat list, 1-D array or tensor) checked by ``rule``, with ``length`` items when
     given: the column check on a column of one row. O(length).
 
@@ -454,34 +485,28 @@ class Rows(NamedTuple):
     ``refused``: the first row no column can hold (not a list nor a dict, or text), with its error."""
 
     columns: Mapping[str, Column]
-    length: tuple[Int64Array, npt.NDArray[np.bool_], npt.NDArray[np.bool_]] | None
+    length: tuple[Any, npt.NDArray[np.bool_]] | None
     rows: int
     record: Callable[[int], Any]
     where: Where = _as_named
     refused: tuple[int, SampleError] | None = None
 
 
-def length_field(values: Any) -> tuple[Int64Array, npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
-    """The ``length`` field of every row (an Arrow array, or Python values): the values (0 where null or bad),
-    which rows are null and which hold anything but a length. O(rows)."""
+def _length_column(rows: Rows, alone: npt.NDArray[np.bool_]) -> Column:
+    """The ``length`` of the rows that have a length ``alone`` (no tokens) as a column of one value each, checked
+    by the rule of lengths. O(rows)."""
     import pyarrow as pa
 
-    if not isinstance(values, (pa.Array, pa.ChunkedArray)):
-        try:
-            values = pa.array(values, from_pandas=False)
-        except (pa.ArrowException, TypeError, ValueError, OverflowError):
-            values = values if isinstance(values, list) else list(values)
-    if isinstance(values, (pa.Array, pa.ChunkedArray)) and (pa.types.is_integer(values.type) or pa.types.is_null(values.type)):
-        null = values.is_null().to_numpy(zero_copy_only=False).astype(bool)
-        typed = len(values) and not pa.types.is_null(values.type)
-        numbers = values.fill_null(0).to_numpy(zero_copy_only=False) if typed else np.zeros(len(values), np.int64)
-        bad = numbers > INT64_MAX if numbers.dtype.kind == "u" else numbers < 0
-        return np.where(bad, 0, numbers).astype(np.int64), null, bad
-    items = values.to_pylist() if isinstance(values, (pa.Array, pa.ChunkedArray)) else values
-    null = np.fromiter((item is None for item in items), dtype=bool, count=len(items))
-    bad = np.fromiter((item is not None and not (is_integer(item) and 0 <= item <= INT64_MAX) for item in items), bool, len(items))
-    numbers = np.array([0 if n or b else int(item) for item, n, b in zip(items, null, bad)], dtype=np.int64)
-    return numbers, null, bad
+    values = rows.length[0] if rows.length is not None else None
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        numbers = values.fill_null(0).to_numpy(zero_copy_only=False) if values.null_count < len(values) else None
+        if numbers is None or numbers.dtype.kind != "u" or not numbers.size or int(numbers.max()) <= INT64_MAX:
+            taken = np.zeros(0, np.int64) if numbers is None else numbers[alone]
+            return Column(taken, alone.astype(np.int64), ~alone)
+        values = values.to_pylist()
+    assert values is not None
+    wrapped = [[value] if given else None for value, given in zip(values, alone.tolist(), strict=True)]
+    return python_column(wrapped, LENGTHS, "length", rows.where)
 
 
 def _form_codes(rows: Rows) -> tuple[npt.NDArray[np.int8], tuple[int, SampleError] | None]:
@@ -490,7 +515,7 @@ def _form_codes(rows: Rows) -> tuple[npt.NDArray[np.int8], tuple[int, SampleErro
     names = [name for name in _LIST_FIELDS if name in rows.columns] + (["length"] if rows.length is not None else [])
     present = [~rows.columns[name].null for name in names if name != "length"]
     if rows.length is not None:
-        present.append(~rows.length[1])
+        present.append(rows.length[1])
     pattern = np.zeros(rows.rows, dtype=np.int64)
     for bit, given in enumerate(present):
         pattern |= given.astype(np.int64) << bit
@@ -530,11 +555,11 @@ def _first_error(
     ids = forms == 0
     id_len = np.where(ids, columns["input_ids"].lengths, 0) if "input_ids" in columns else np.zeros(rows.rows, np.int64)
     if rows.length is not None:
-        bad = np.flatnonzero(rows.length[2] & (forms == 2))
-        if bad.size:
-            row = int(bad[0])
-            sample = rows.where(row, "length")[0]
-            found.append(((row, 1, 0, 0), SampleError(sample, "length", None, integer_words(0), rows.record(row)["length"])))
+        error = _length_column(rows, forms == 2).error(LENGTHS, "length", rows.where)
+        if error is not None:  # one value, not a list of them: named without a position
+            whole = copy.copy(error[2])
+            whole.position, whole.args = None, (whole.where_and_what(),)
+            found.append(((error[0], 1, 0, 0), whole))
     for rank, name in enumerate(_LIST_FIELDS, start=2):
         if name not in columns:
             continue
@@ -574,8 +599,7 @@ def read_columns(rows: Rows, completion_only: bool, expected: RowKind | None = N
     if error is not None:
         raise error
     if rows.rows and (forms == 2).all():
-        assert rows.length is not None
-        return Samples(None, None, no_overflow(offsets_of(rows.length[0])))
+        return Samples(None, None, no_overflow(offsets_of(_length_column(rows, forms == 2).values)))
     return _flattened(rows.columns, forms, completion_only)
 
 
@@ -593,7 +617,9 @@ def _flattened(columns: Mapping[str, Column], forms: npt.NDArray[np.int8], compl
     id_len, p_len, c_len = counts("input_ids", ids), counts("prompt", pair), counts("completion", pair)
     offsets = no_overflow(offsets_of(id_len + p_len + c_len))
     starts = offsets[:-1]
-    dtype = token_dtype(columns[name].values.dtype for name in TOKEN_FIELDS if name in columns and columns[name].values.size)
+    dtype = token_dtype(
+        columns[name].values.dtype for name in TOKEN_FIELDS if name in columns and columns[name].values.size
+    )
     tokens: TokenArray
     if ids.all():  # one form: the column's values are the tokens, in order
         tokens = columns["input_ids"].values.astype(dtype, copy=False) if rows else np.zeros(0, dtype=np.int64)
@@ -685,7 +711,8 @@ def python_rows(rows: Sequence[Any], index: Sequence[int] | None = None) -> Rows
         return [rows[row] if bare[row] else records[row].get(name) for row in range(count)]
 
     columns = {name: python_column(values(name), RULES[name], name, where) for name in _LIST_FIELDS if name in keys}
-    length = length_field(values("length")) if "length" in keys else None
+    lengths = values("length") if "length" in keys else None
+    length = None if lengths is None else (lengths, np.fromiter((v is not None for v in lengths), bool, count))
     return Rows(columns, length, count, lambda row: rows[row], where, refused)
 
 
@@ -829,6 +856,32 @@ def read_rows(
         return read_columns(python_rows(rows), completion_only)
     except _UnitRows:  # pairs and groups: laid out by the unit reader, with their units
         return read_unit_rows(rows, completion_only, share_prompt=share_prompt)
+
+
+def read_batch(batch: Mapping[str, Sequence[Any]], completion_only_loss: bool = True, **reading: Any) -> Samples:
+    """A batch of rows as ``datasets.map(batched=True)`` gives it, a dict of equal-length columns, read as
+    :func:`read_rows` reads its rows, column by column (:func:`python_column`) without a dict per row. A batch
+    whose columns are not all lists of ids (text, pairs, groups, a value to name) is read from its rows,
+    ``reading`` (``read_rows``'s options) as given. O(values).
+
+    >>> read_batch({"input_ids": [[1, 2], [3]], "labels": [[-100, 2], [3]]}).loss_mask.tolist()
+    [0, 1, 1]
+    """
+    sizes = sorted({len(column) for column in batch.values()})
+    if len(sizes) > 1:
+        raise SettingError("batch", "columns of one length", f"<columns of lengths {sizes}>")
+    options = dict(reading)
+    rules = LossRules.of(options.pop("loss_rules", None), check_flag(completion_only_loss, "completion_only_loss"))
+    if sizes and options.get("tokenizer") is None and not set(batch) & {*TEXT_FIELDS, *UNIT_FIELDS}:
+        names = [name for name in _LIST_FIELDS if name in batch]
+        columns = {name: python_column(batch[name], RULES[name], name) for name in names}
+        if all(column.broken is None for column in columns.values()):
+            given = None if "length" not in batch else np.array([v is not None for v in batch["length"]], dtype=bool)
+            length = None if given is None else (batch["length"], given)
+            rows = Rows(columns, length, sizes[0], lambda row: {name: batch[name][row] for name in batch})
+            return read_columns(rows, rules.masks_anything)
+    rows_of = [dict(zip(batch, values, strict=True)) for values in zip(*batch.values(), strict=True)]
+    return read_rows(rows_of, completion_only_loss, loss_rules=rules, **options)
 
 
 def _first_negative(tokens: TokenArray, pieces: Sequence[npt.NDArray[Any]]) -> None:

@@ -111,25 +111,16 @@ def as_numpy(value: Any) -> Any:
     return np.asarray(value)
 
 
-def _values(value: Any, index: int | None, field: str | None, expected: str) -> npt.NDArray[Any]:
-    """``value`` as a 1-D numpy array if it is a flat list or 1-D array (or tensor); else a SampleError. O(length)."""
+def _items(value: Any, index: int | None, field: str | None, noun: str) -> list[Any]:
+    """The items of a flat list, 1-D array or tensor; anything else refused as a whole. O(length)."""
     value = as_numpy(value)
-    if type(value) is np.ndarray and value.ndim == 1:
-        return value if value.size else np.zeros(0, dtype=np.int64)  # an empty array of any dtype holds no bad item
-    if isinstance(value, np.ndarray) and value.ndim != 1:
-        raise SampleError(index, field, None, f"a flat list of {expected}s", f"<an array of shape {value.shape}>")
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (Sequence, np.ndarray)):
-        raise SampleError(index, field, None, f"a list of {expected}s", value)
-    if len(value) == 0:
-        return np.zeros(0, dtype=np.int64)
-    try:
-        array = np.asarray(value)
-    except (ValueError, TypeError, OverflowError, RecursionError):
-        array = np.asarray(value, dtype=object)
-    if array.ndim != 1:
-        array = np.empty(len(value), dtype=object)
-        array[:] = list(value)  # ragged or nested: the first bad item is found by the scan
-    return array
+    if isinstance(value, np.ndarray):
+        if value.ndim != 1:
+            raise SampleError(index, field, None, f"a flat list of {noun}s", f"<an array of shape {value.shape}>")
+        return value.tolist()  # numbers as Python's, so a bad one is quoted as a list's would be
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise SampleError(index, field, None, f"a list of {noun}s", value)
+    return list(value)
 
 
 class Rule(NamedTuple):
@@ -297,40 +288,29 @@ def _disguised(values: Sequence[Any], rule: Rule) -> bool:
 
 
 def _scanned(values: Sequence[Any], rule: Rule, field: str, where: Where) -> Column:
-    """:func:`python_column` row by row in Python, where the first row that is not a list of ``rule``'s kind is
-    named (``broken``); its values from the bad one on are read as 0. O(values)."""
+    """:func:`python_column` row by row in Python, up to the first row that is not a list of ``rule``'s kind,
+    named in ``broken`` (its items from the bad one on read as 0). O(values)."""
     parts: list[npt.NDArray[Any]] = []
     lengths = np.zeros(len(values), dtype=np.int64)
-    null = np.ones(len(values), dtype=bool)
+    null = np.fromiter((value is None for value in values), dtype=bool, count=len(values))
     broken = None
-    for row, value in enumerate(values):
-        if value is None:
-            continue
+    for row in np.flatnonzero(~null).tolist():
         sample, name = where(row, field)
-        null[row] = False  # a value refused as a whole is still there: the row's form is judged with it
         try:
-            array = _values(value, sample, name, rule.noun)
+            items = _items(values[row], sample, name, rule.noun)
         except SampleError as error:
             broken = (row, -1, error)
             break
-        value = as_numpy(value)
-        items = array.tolist() if type(value) is np.ndarray else list(value)  # numpy reads True in [1, True] as 1
-        position = next((at for at, item in enumerate(items) if not _takes(rule, item)), None)
         lengths[row] = len(items)
-        if position is None:
-            parts.append(array.astype(np.float64 if array.dtype.kind == "f" else np.int64))
-            continue
-        item = items[position]
-        words = rule.wide if rule.wide and is_integer(item) and item > INT64_MAX else rule.item
-        broken = (row, position, SampleError(sample, name, position, words, item))
-        parts.append(
-            np.array(
-                items[:position] + [0] * (len(items) - position), dtype=np.float64 if "f" in rule.kinds else np.int64
-            )
-        )
-        break
-    if broken is not None:  # the rows after it are there, unread: their forms stay what they are
-        null[broken[0] :] = np.fromiter((value is None for value in values[broken[0] :]), dtype=bool)
+        position = next((at for at, item in enumerate(items) if not _takes(rule, item)), None)
+        if position is not None:
+            item = items[position]
+            words = rule.wide if rule.wide and is_integer(item) and item > INT64_MAX else rule.item
+            broken = (row, position, SampleError(sample, name, position, words, item))
+            items = items[:position] + [0] * (len(items) - position)
+        parts.append(np.array(items, dtype=np.float64 if "f" in rule.kinds else np.int64))
+        if broken is not None:
+            break
     flat = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     return Column(flat, lengths, null, broken)
 
@@ -439,8 +419,6 @@ def _dict_form(row: Mapping[str, Any], index: int) -> Literal["input_ids", "prom
     ``input_ids``, is refused."""
     has_ids = _present(row, "input_ids")
     has_pair = _present(row, "prompt") or _present(row, "completion")
-    if (has_ids or has_pair) and unit_kind(row) is not None:
-        raise _UnitRows  # a pair or group with another form's column: the unit reader refuses it by name
     if has_ids and has_pair:
         raise SampleError(index, None, None, "one form, 'input_ids' or 'prompt'/'completion'", "<both>")
     if has_pair:
@@ -456,15 +434,12 @@ def _dict_form(row: Mapping[str, Any], index: int) -> Literal["input_ids", "prom
     if _present(row, "length"):
         _no_stray_mask(row, index, "length")
         return "length"
-    if unit_kind(row) is not None:
-        raise _UnitRows
     keys = sorted(str(key) for key, value in row.items() if value is not None)
     raise SampleError(index, None, None, FORMS, f"<keys {', '.join(keys) or 'none'}>")
 
 
 class _UnitRows(Exception):
-    """The plain row reader met a pair or group: the rows are read again by the unit reader (:func:`read_rows`).
-    Raised only where a plain row would be refused, so plain rows pay nothing for units."""
+    """Rows made columns (:func:`python_rows`) hold a pair or group: they are read by the unit reader."""
 
 
 def _no_stray_mask(row: Mapping[str, Any], index: int, form: str) -> None:
@@ -525,7 +500,7 @@ def _form_codes(rows: Rows) -> tuple[npt.NDArray[np.int8], tuple[int, SampleErro
         record = {name: [] for bit, name in enumerate(names) if value >> bit & 1}
         try:
             codes[at] = _FORM_CODES[_dict_form(record, 0)]
-        except (SampleError, _UnitRows):
+        except SampleError:
             codes[at] = -1
     forms = codes[inverse.reshape(-1)]
     first = np.flatnonzero(forms < 0)

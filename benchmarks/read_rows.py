@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -106,13 +107,13 @@ def main() -> None:
     ]
     for name, data in inputs(rows).items():
         batch = isinstance(data, dict)
-        now = (lambda d=data: read_batch(d)) if batch else (lambda d=data: read_rows(d))
-        sides: dict[str, Callable[[], Any]] = {"floor": lambda d=data: floor(d), "now": now}
+        now: Callable[[], Any] = partial(read_batch, data) if batch else partial(read_rows, data)
+        sides: dict[str, Callable[[], Any]] = {"floor": partial(floor, data), "now": now}
         if before is not None:
             rows_of = (
                 [dict(zip(data, values, strict=True)) for values in zip(*data.values(), strict=True)] if batch else data
             )
-            sides["before"] = lambda r=rows_of: before(r)
+            sides["before"] = partial(before, rows_of)
         times: dict[str, list[float]] = {side: [] for side in sides}
         for _ in range(repeat):
             for side, call in sides.items():

@@ -117,7 +117,7 @@ def _items(value: Any, index: int | None, field: str | None, noun: str) -> list[
     if isinstance(value, np.ndarray):
         if value.ndim != 1:
             raise SampleError(index, field, None, f"a flat list of {noun}s", f"<an array of shape {value.shape}>")
-        return value.tolist()  # numbers as Python's, so a bad one is quoted as a list's would be
+        return list(value.tolist())  # numbers as Python's, so a bad one is quoted as a list's would be
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
         raise SampleError(index, field, None, f"a list of {noun}s", value)
     return list(value)
@@ -153,7 +153,7 @@ def _takes(rule: Rule, item: Any) -> bool:
     if isinstance(item, (bool, np.bool_)):
         return "b" in rule.kinds
     if is_integer(item):
-        return INT64_MIN <= item <= INT64_MAX
+        return bool(INT64_MIN <= item <= INT64_MAX)
     return "f" in rule.kinds and isinstance(item, Real)
 
 
@@ -177,12 +177,12 @@ def _first_out(values: npt.NDArray[Any], rule: Rule) -> int | None:
     return int(found[0]) if found.size else None
 
 
-Where = Callable[[int, str], tuple[int, "str | None"]]
+Where = Callable[[int, str], tuple["int | None", "str | None"]]
 """A row of a column and a field name as an error names them: the sample's number and the field (None for a bare
 token list)."""
 
 
-def _as_named(row: int, field: str) -> tuple[int, str | None]:
+def _as_named(row: int, field: str) -> tuple[int | None, str | None]:
     return row, field
 
 
@@ -328,7 +328,7 @@ def checked(
     ...
     packing.errors.SampleError: sample 4, 'prompt', position 1: expected a non-negative integer token id, got -2
     """
-    named: Where = lambda _row, _field: (index, field)  # type: ignore[return-value]  # noqa: E731
+    named: Where = lambda _row, _field: (index, field)  # noqa: E731
     if value is None:
         raise SampleError(index, field, None, f"a list of {rule.noun}s", None)
     column = python_column([value], rule, field or "", named)
@@ -414,7 +414,7 @@ def _present(row: Mapping[str, Any], field: str) -> bool:
     return row.get(field) is not None
 
 
-def _dict_form(row: Mapping[str, Any], index: int) -> Literal["input_ids", "prompt", "length"]:
+def _dict_form(row: Mapping[str, Any], index: int | None) -> Literal["input_ids", "prompt", "length"]:
     """Which form a dict row has, by its non-null keys; a row with none or two forms, or a mask or labels outside
     ``input_ids``, is refused."""
     has_ids = _present(row, "input_ids")
@@ -442,7 +442,7 @@ class _UnitRows(Exception):
     """Rows made columns (:func:`python_rows`) hold a pair or group: they are read by the unit reader."""
 
 
-def _no_stray_mask(row: Mapping[str, Any], index: int, form: str) -> None:
+def _no_stray_mask(row: Mapping[str, Any], index: int | None, form: str) -> None:
     for field in (*MASK_FIELDS, LABELS):
         if _present(row, field):
             what = "labels" if field == LABELS else "a mask"
@@ -497,7 +497,7 @@ def _form_codes(rows: Rows) -> tuple[npt.NDArray[np.int8], tuple[int, SampleErro
     patterns, inverse = np.unique(pattern, return_inverse=True)
     codes = np.empty(len(patterns), dtype=np.int8)
     for at, value in enumerate(patterns.tolist()):
-        record = {name: [] for bit, name in enumerate(names) if value >> bit & 1}
+        record: dict[str, Any] = {name: [] for bit, name in enumerate(names) if value >> bit & 1}
         try:
             codes[at] = _FORM_CODES[_dict_form(record, 0)]
         except SampleError:
@@ -756,7 +756,7 @@ def read_block(row: Any, index: int = 0) -> tuple[TokenArray, npt.NDArray[np.int
     return tokens[:total], kept, lengths
 
 
-def mixed_kinds_error(index: int, first: RowKind, kind: RowKind) -> SampleError:
+def mixed_kinds_error(index: int | None, first: RowKind, kind: RowKind) -> SampleError:
     """A row whose kind differs from row 0's: tokens and lengths only do not mix."""
     expected = "token ids" if first == "tokens" else "a length only"
     got = "<a length only>" if kind == "length" else "<token ids>"

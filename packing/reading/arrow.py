@@ -16,14 +16,14 @@ from packing.errors import SampleError, SettingError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
-from packing.core.forms import FIELDS, LABELS, MASK_FIELDS, TEXT_FIELDS, TOKEN_FIELDS, UNIT_FIELDS
+from packing.core.forms import FIELDS, TEXT_FIELDS, TOKEN_FIELDS, UNIT_FIELDS
 from packing.core.samples import (
     Int64Array,
     Samples,
     all_ones,
     no_overflow,
 )
-from packing.reading.reader import RULES, Rows, arrow_column, read_columns, read_rows, token_array
+from packing.reading.reader import RULES, Rows, arrow_column, arrow_takes, read_columns, read_rows, token_array
 from packing.reading.rowfiles import repeated
 
 # ---------------------------------------------------------------- Arrow tables, column by column
@@ -92,21 +92,11 @@ def flat_batches(schema: pa.Schema, tokenizer: bool = False) -> bool:
     >>> flat_batches(pa.schema([("text", pa.string())])), flat_batches(pa.schema([("text", pa.string())]), tokenizer=True)
     (False, True)
     """
-    import pyarrow as pa
-
-    def plain(name: str) -> bool:
-        kind = schema.field(name).type
-        listed = pa.types.is_list(kind) or pa.types.is_large_list(kind)
-        values = kind.value_type if listed else None
-        return values is not None and (
-            pa.types.is_integer(values) or (name in MASK_FIELDS and pa.types.is_boolean(values))
-        )
-
     used = [name for name in schema.names if name in FIELDS]
     if tokenizer:
         return "length" not in used
-    flat = {*TOKEN_FIELDS, *MASK_FIELDS, LABELS}
-    return bool(set(used) & set(TOKEN_FIELDS)) and set(used) <= flat and all(map(plain, used))
+    plain = all(name in RULES and arrow_takes(schema.field(name).type, RULES[name]) for name in used)
+    return plain and bool(set(used) & set(TOKEN_FIELDS))
 
 
 class _Flat:

@@ -25,9 +25,11 @@ read as they would one by one; booleans in a loss mask are 1/0 (elsewhere they a
 refused: ``True`` is not a token id). Anything else raises :class:`SampleError` with
 the row, the field, the position and what was expected.
 
-:func:`read_rows` reads Python rows; :func:`read_table` reads a ``pyarrow.Table``
-column by column, without a Python loop per row, and reports a bad row exactly as
-:func:`read_rows` would (it re-reads that one row in Python to word the error).
+One reader (:func:`read_columns`) reads rows as columns, one per field, each field's values checked once by
+its :class:`Rule` without a Python step per row: Python rows are made columns (:func:`python_rows`, a
+``datasets`` batch :func:`read_batch`; lists converted by pyarrow, numpy arrays and tensors joined), an Arrow
+table's columns are read as they are (:func:`packing.reading.read_table`). A bad row is named as it would be
+read alone: its row, field and position.
 
 >>> s = read_rows([[1, 2], {"prompt": [3], "completion": [4]}, {"input_ids": [5, 6], "loss_mask": [True, False]}])
 >>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()
@@ -215,6 +217,25 @@ class Column(NamedTuple):
         return found
 
 
+def arrow_takes(kind: Any, rule: Rule) -> bool:
+    """Whether the Arrow type ``kind`` is a list of values of a kind ``rule`` takes (a column of it is read
+    without Python). O(1).
+
+    >>> import pyarrow as pa
+    >>> arrow_takes(pa.list_(pa.int32()), TOKENS), arrow_takes(pa.list_(pa.bool_()), TOKENS)
+    (True, False)
+    """
+    import pyarrow as pa
+
+    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)):
+        return False
+    item = kind.value_type
+    takes = pa.types.is_integer(item) or pa.types.is_null(item)
+    return (
+        takes or ("b" in rule.kinds and pa.types.is_boolean(item)) or ("f" in rule.kinds and pa.types.is_floating(item))
+    )
+
+
 def arrow_column(column: Any, rule: Rule) -> Column | None:
     """A ``pyarrow`` list column (array or chunked) as a :class:`Column`, or None when its type is not a list of
     the kinds ``rule`` takes, a list holds a null, or an unsigned value is past int64: read from Python then, where
@@ -225,13 +246,7 @@ def arrow_column(column: Any, rule: Rule) -> Column | None:
     rows = len(column)
     if pa.types.is_null(column.type):
         return Column(np.zeros(0, dtype=np.int64), np.zeros(rows, dtype=np.int64), np.ones(rows, dtype=bool))
-    kind = column.type
-    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)):
-        return None
-    item = kind.value_type
-    takes = pa.types.is_integer(item) or pa.types.is_null(item)
-    takes |= ("b" in rule.kinds and pa.types.is_boolean(item)) or ("f" in rule.kinds and pa.types.is_floating(item))
-    values = pc.list_flatten(column) if takes else None
+    values = pc.list_flatten(column) if arrow_takes(column.type, rule) else None
     if values is None or values.null_count:
         return None
     null = pc.is_null(column).to_numpy(zero_copy_only=False).astype(bool)
@@ -266,25 +281,32 @@ def python_column(values: Sequence[Any], rule: Rule, field: str, where: Where = 
     if types <= {list, tuple, np.ndarray, type(None)}:  # what pyarrow reads as Python does (not a set, a str)
         with suppress(pa.ArrowException, TypeError, ValueError, OverflowError):
             converted = arrow_column(pa.array(values, from_pandas=False), rule)
-    if converted is None or _disguised(values, rule):
+    if converted is None or _disguised(values, rule, converted):
         return _scanned(values, rule, field, where)
     return converted
 
 
-def _disguised(values: Sequence[Any], rule: Rule) -> bool:
-    """Whether an array among ``values`` is of a kind ``rule`` refuses, or a Python list holds an item pyarrow
-    takes for a number but ``rule`` refuses (numpy's booleans and timedeltas): one pass over the items' types, in
-    C. O(values)."""
-    arrays = {value.dtype.kind for value in values if type(value) is np.ndarray}
-    if not arrays <= set(rule.kinds):
+def _disguised(values: Sequence[Any], rule: Rule, column: Column) -> bool:
+    """Whether ``column`` (pyarrow's conversion of ``values``) hides a value ``rule`` refuses: an array of a
+    refused kind, or numpy booleans among a Python list's numbers, which pyarrow reads as 0 and 1 (only the items
+    read as 0 or 1 are looked at, unless they are many: then every item's type, in C). O(values).
+
+    >>> python_column([[2, np.True_]], TOKENS, "input_ids").broken[2].position
+    1
+    """
+    if not {value.dtype.kind for value in values if type(value) is np.ndarray} <= set(rule.kinds):
         return True
-    lists = [value for value in values if type(value) is list or type(value) is tuple]
-    numbers = (np.integer, np.floating, np.bool_) if "b" in rule.kinds else (np.integer, np.floating)
-    kinds = set(map(type, chain.from_iterable(lists)))
-    return not all(
-        kind in (int, float, bool) or (issubclass(kind, numbers) and not issubclass(kind, np.timedelta64))
-        for kind in kinds
-    )
+    flat = column.values
+    if "b" in rule.kinds or not flat.size:
+        return False
+    suspects = np.flatnonzero((flat == 0) | (flat == 1))
+    if len(suspects) > len(flat) // 8:
+        lists = [value for value in values if type(value) is list or type(value) is tuple]
+        return np.bool_ in set(map(type, chain.from_iterable(lists)))
+    offsets = offsets_of(column.lengths)
+    rows = row_at(offsets, suspects)
+    at = zip(rows.tolist(), (suspects - offsets[rows]).tolist(), strict=True)
+    return any(type(values[row][position]) is np.bool_ for row, position in at)
 
 
 def _scanned(values: Sequence[Any], rule: Rule, field: str, where: Where) -> Column:
@@ -859,14 +881,6 @@ def read_batch(batch: Mapping[str, Sequence[Any]], completion_only_loss: bool = 
     return read_rows(rows_of, completion_only_loss, loss_rules=rules, **options)
 
 
-def _first_negative(tokens: TokenArray, pieces: Sequence[npt.NDArray[Any]]) -> None:
-    """Raise the row reader's error for the first negative token, if any: one vectorized pass. O(tokens)."""
-    if tokens.size and int(tokens.min()) < 0:
-        position = int(np.flatnonzero(tokens < 0)[0])
-        row = row_at(offsets_of([len(piece) for piece in pieces]), position)
-        token_array(pieces[row], row, None)  # raises the SampleError naming the row and the position
-
-
 def read_text_rows(
     rows: Iterable[Any],
     tokenizer: Any,
@@ -949,7 +963,10 @@ def join_token_arrays(rows: Sequence[npt.NDArray[Any]], out: TokenArray) -> None
     [1, 2, 3]
     """
     np.concatenate(rows, out=out, casting="unsafe")
-    _first_negative(out, rows)
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    error = Column(out, lengths, np.zeros(len(rows), dtype=bool)).error(TOKENS, "", lambda row, _: (row, None))
+    if error is not None:
+        raise error[2]
 
 
 # ---------------------------------------------------------------- preference pairs and completion groups

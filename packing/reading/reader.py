@@ -680,9 +680,16 @@ def python_rows(rows: Sequence[Any], index: Sequence[int] | None = None) -> Rows
     [1, 2]
     """
     count = len(rows)
-    dicts = set(map(type, rows)) <= {dict}
-    bare = None if dicts else np.fromiter((not isinstance(row, Mapping) for row in rows), dtype=bool, count=count)
-    records = rows if dicts else [row if isinstance(row, Mapping) else {} for row in rows]
+    types = set(map(type, rows))
+    dicts, lists = types <= {dict}, not any(issubclass(kind, Mapping) for kind in types)
+    bare = (
+        None
+        if dicts
+        else np.ones(count, dtype=bool)
+        if lists
+        else np.fromiter((not isinstance(row, Mapping) for row in rows), dtype=bool, count=count)
+    )
+    records = rows if dicts else [{}] * count if lists else [row if isinstance(row, Mapping) else {} for row in rows]
     keys = set().union(*records) & set(FIELDS)
 
     def where(row: int, field: str) -> tuple[int, str | None]:
@@ -692,7 +699,8 @@ def python_rows(rows: Sequence[Any], index: Sequence[int] | None = None) -> Rows
     refused: tuple[int, SampleError] | None = None
     if bare is not None and bare.any():
         keys.add("input_ids")
-        others = [row for row in np.flatnonzero(bare).tolist() if not _is_list(rows[row])]
+        plain = types <= {list, tuple, np.ndarray, dict}
+        others = [] if plain else [row for row in np.flatnonzero(bare).tolist() if not _is_list(rows[row])]
         if others:
             refused = (others[0], SampleError(where(others[0], "")[0], None, None, FORMS, rows[others[0]]))
     if keys & set(UNIT_FIELDS) and any(unit_kind(record) is not None for record in records):

@@ -160,13 +160,15 @@ def _takes(rule: Rule, item: Any) -> bool:
 
 
 def _first_out(values: npt.NDArray[Any], rule: Rule) -> int | None:
-    """The position of the first value out of ``rule``'s bounds (not finite, for floats), or None: two reductions,
-    and a temporary array only when a value is out. O(values)."""
+    """The position of the first value out of ``rule``'s bounds (not finite, for floats), or None: a reduction
+    per bound, and a temporary array only when a value is out. O(values)."""
     if not values.size or values.dtype.kind == "b":
         return None
-    low, high = values.min(), values.max()
+    floats = values.dtype.kind == "f"
+    low = values.min() if rule.least is not None or floats else 0
+    high = values.max() if rule.most is not None or floats else 0
     inside = (rule.least is None or low >= rule.least) and (rule.most is None or high <= rule.most)
-    if inside and (values.dtype.kind != "f" or np.isfinite(high)):
+    if inside and (not floats or np.isfinite(high)):
         return None
     out = np.zeros(len(values), dtype=bool) if rule.least is None else values < rule.least
     if rule.most is not None:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packing import SampleError, Samples, pack, read_rows, stream
+from packing import SampleError, Samples, SettingError, pack, read_rows, stream
 from packing.core.samples import IGNORE_INDEX
 from packing.reading import chat_sample, read_table
 from packing.reading.reader import read_batch, read_row
@@ -470,3 +470,33 @@ def test_rows_read_together_as_each_alone(rows: list[Any], completion_only: bool
     if dicts and dicts[0] and len(dicts) == len(rows) and len({tuple(row) for row in dicts}) == 1:  # one batch
         batch = {name: [row[name] for row in dicts] for name in dicts[0]}
         assert outcome(lambda: read_batch(batch, completion_only)) == together
+
+
+def test_the_common_forms_are_read_as_columns_not_row_by_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Token lists, dicts of ids and labels, numpy arrays and a ``datasets`` batch go through pyarrow's conversion
+    or numpy's join, never the Python scan of one row at a time (kept for values no column holds)."""
+    import packing.reading.reader as reader
+
+    def scanned(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("read row by row")
+
+    monkeypatch.setattr(reader, "_scanned", scanned)
+    ids = [[1, 2, 0], [3, 1]]
+    labelled = [{"input_ids": row, "labels": [-100, *row[1:]]} for row in ids]
+    assert read_rows(ids).tokens.tolist() == [1, 2, 0, 3, 1]
+    assert read_rows(labelled).loss_mask.tolist() == [0, 1, 1, 0, 1]
+    assert read_rows([np.array(row, dtype=np.int32) for row in ids]).lengths.tolist() == [3, 2]
+    assert read_batch({"input_ids": ids, "loss_mask": [[1, 0, 1], [1, 0]]}).loss_mask.tolist() == [1, 0, 1, 1, 0]
+    assert read_batch({"input_ids": ids, "loss_mask": [[True, False, True], [True, True]]}).loss_mask.all() == 0
+    with pytest.raises(AssertionError, match="row by row"):
+        read_rows([[1, 2.5]])  # a float: only the scan names it
+
+
+def test_a_batch_takes_the_readers_options() -> None:
+    from packing.core.loss import LossRules
+
+    batch = {"prompt": [[1, 2]], "completion": [[3]]}
+    assert read_batch(batch).loss_mask.tolist() == [0, 0, 1]
+    assert read_batch(batch, loss_rules=LossRules("all")).loss_mask.tolist() == [1, 1, 1]
+    with pytest.raises(SettingError, match="columns of one length"):
+        read_batch({"input_ids": [[1]], "labels": []})

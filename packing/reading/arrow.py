@@ -23,7 +23,8 @@ from packing.core.samples import (
     all_ones,
     no_overflow,
 )
-from packing.reading.reader import RULES, Rows, arrow_column, arrow_takes, read_columns, read_rows, token_array
+from packing.reading.columns import RULES, arrow_column, arrow_takes, token_array
+from packing.reading.reader import Rows, read_columns, read_rows
 from packing.reading.rowfiles import repeated
 
 # ---------------------------------------------------------------- Arrow tables, column by column

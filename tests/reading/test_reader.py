@@ -475,12 +475,12 @@ def test_rows_read_together_as_each_alone(rows: list[Any], completion_only: bool
 def test_the_common_forms_are_read_as_columns_not_row_by_row(monkeypatch: pytest.MonkeyPatch) -> None:
     """Token lists, dicts of ids and labels, numpy arrays and a ``datasets`` batch go through pyarrow's conversion
     or numpy's join, never the Python scan of one row at a time (kept for values no column holds)."""
-    import packing.reading.reader as reader
+    import packing.reading.columns as columns
 
     def scanned(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("read row by row")
 
-    monkeypatch.setattr(reader, "_scanned", scanned)
+    monkeypatch.setattr(columns, "_scanned", scanned)
     ids = [[1, 2, 0], [3, 1]]
     labelled = [{"input_ids": row, "labels": [-100, *row[1:]]} for row in ids]
     assert read_rows(ids).tokens.tolist() == [1, 2, 0, 3, 1]

@@ -5,96 +5,29 @@ Internal: the public names are in ``packing``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.arrays import copy_runs, offsets_of, row_of
 from packing.core.loss import LossRules
-from packing.core.validation import INT32_MAX, INT64_MAX, check_flag
+from packing.core.validation import INT32_MAX, check_flag
 from packing.errors import SampleError, SettingError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
-from packing.core.forms import FIELDS, LABELS, MASK_FIELDS, TEXT_FIELDS, TOKEN_FIELDS, UNIT_FIELDS, RowKind
+from packing.core.forms import FIELDS, TEXT_FIELDS, TOKEN_FIELDS, UNIT_FIELDS
 from packing.core.samples import (
-    IGNORE_INDEX,
-    Int8Array,
     Int64Array,
     Samples,
-    TokenArray,
     all_ones,
     no_overflow,
-    token_dtype,
 )
-from packing.reading.reader import mixed_kinds_error, read_row, read_rows, token_array
+from packing.reading.columns import RULES, arrow_column, arrow_takes, token_array
+from packing.reading.reader import Rows, read_columns, read_rows
 from packing.reading.rowfiles import repeated
 
 # ---------------------------------------------------------------- Arrow tables, column by column
-
-
-@dataclass(frozen=True)
-class _ListColumn:
-    """A list column's flat values, each row's length and which rows are null."""
-
-    values: npt.NDArray[Any]
-    lengths: Int64Array
-    null: npt.NDArray[np.bool_]
-
-
-def _list_column(table: pa.Table, name: str, flags: bool) -> _ListColumn | None:
-    """The column as flat numpy arrays, or None when its type needs the row-by-row reader to judge it."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    column = table.column(name)
-    rows = len(column)
-    if pa.types.is_null(column.type):
-        return _ListColumn(np.zeros(0, dtype=np.int64), np.zeros(rows, dtype=np.int64), np.ones(rows, dtype=bool))
-    kind = column.type
-    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)):
-        return None
-    value_type = kind.value_type
-    if not (
-        pa.types.is_integer(value_type) or pa.types.is_null(value_type) or (flags and pa.types.is_boolean(value_type))
-    ):
-        return None
-    values = pc.list_flatten(column)
-    if values.null_count:
-        return None  # a null inside a list: the row reader names it
-    null = pc.is_null(column).to_numpy(zero_copy_only=False).astype(bool)
-    lengths = pc.list_value_length(column).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-    flat = values.to_numpy(zero_copy_only=False) if len(values) else np.zeros(0, dtype=np.int64)
-    if flat.dtype.kind == "u" and flat.size and int(flat.max()) > INT64_MAX:
-        return None
-    return _ListColumn(flat, lengths, null)
-
-
-def _row_error(table: pa.Table, row: int, completion_only_loss: bool) -> SampleError:
-    """The error ``read_row`` gives for row ``row`` of ``table``: one row read in Python, so both readers agree."""
-    names = [name for name in FIELDS if name in table.column_names]
-    record = table.select(names).slice(row, 1).to_pylist()[0]
-    try:
-        read_row(record, row, completion_only_loss)
-    except SampleError as error:
-        return error
-    raise AssertionError(f"row {row} was refused by the table reader but not by the row reader")  # pragma: no cover
-
-
-def _first(rows: npt.NDArray[np.bool_]) -> int | None:
-    found = np.flatnonzero(rows)
-    return int(found[0]) if found.size else None
-
-
-def _rows_flagged(column: _ListColumn, flagged: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
-    """Which rows hold a flagged value. O(values) when any value is flagged, O(1) otherwise."""
-    rows = np.zeros(len(column.lengths), dtype=bool)
-    if flagged.any():
-        lengths = np.where(column.null, 0, column.lengths)
-        rows[row_of(lengths)[flagged]] = True
-    return rows
 
 
 def read_table(
@@ -109,9 +42,11 @@ def read_table(
 ) -> Samples:
     """Check and flatten the rows of a ``pyarrow.Table``, column by column. O(total tokens + rows).
 
-    Same rules and same errors as :func:`read_rows` on ``table.to_pylist()``, without a
-    Python loop per row. Columns other than the reader's (``FIELDS``) are ignored. A table with columns of pairs or
-    groups (``chosen``, ``rejected``, ``completions``) is read row by row (laid out as ``share_prompt`` says).
+    The one reader (:func:`~packing.reading.reader.read_columns`) on the table's columns: the same rules and
+    errors as :func:`read_rows` on ``table.to_pylist()``, without a Python step per row. Columns other than the
+    reader's (``FIELDS``) are ignored. A table with text, pairs or groups (``chosen``, ``rejected``,
+    ``completions``), or a column of a type no list column of ids has, is read from its rows (pairs and groups
+    laid out as ``share_prompt`` says).
 
     >>> import pyarrow as pa
     >>> t = pa.table({"input_ids": [[1, 2], None], "prompt": [None, [3]], "completion": [None, [4, 5]]})
@@ -119,16 +54,19 @@ def read_table(
     >>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()
     ([1, 2, 3, 4, 5], [1, 1, 0, 1, 1], [2, 3])
     """
+    import pyarrow as pa
+
     completion_only = LossRules.of(loss_rules, check_flag(completion_only_loss, "completion_only_loss")).masks_anything
-    rows = table.num_rows
     double = repeated([name for name in table.column_names if name in FIELDS])
     if double is not None:
         raise SettingError("table", "every column name once", f"<two columns named {double!r}>")
-    names = set(table.column_names)
-    if tokenizer is not None or names & {*TEXT_FIELDS, *UNIT_FIELDS}:  # text, pairs, groups: read row by row
-        records = table.select([n for n in FIELDS if n in names]).to_pylist()
+    names = [name for name in FIELDS if name in table.column_names]
+    columns = {name: arrow_column(table.column(name), RULES[name]) for name in names if name in RULES}
+    length = table.column("length") if "length" in names else None
+    odd = length is not None and not (pa.types.is_integer(length.type) or pa.types.is_null(length.type))
+    if tokenizer is not None or set(names) & {*TEXT_FIELDS, *UNIT_FIELDS} or odd or None in columns.values():
         return read_rows(
-            records,
+            table.select(names).to_pylist(),
             completion_only,
             tokenizer=tokenizer,
             loss_rules=loss_rules,
@@ -136,119 +74,11 @@ def read_table(
             progress=progress,
             share_prompt=share_prompt,
         )
-    columns: dict[str, _ListColumn] = {}
-    for name in FIELDS:
-        if name in names and name != "length":
-            column = _list_column(table, name, flags=name in MASK_FIELDS)
-            if column is None:  # a type only the row reader can judge (floats, strings, nested lists, nulls inside)
-                return read_rows(
-                    table.select([n for n in FIELDS if n in names]).to_pylist(), completion_only_loss=completion_only
-                )
-            columns[name] = column
-
-    def given(name: str) -> npt.NDArray[np.bool_]:
-        return ~columns[name].null if name in columns else np.zeros(rows, dtype=bool)
-
-    ids, prompt, completion = given("input_ids"), given("prompt"), given("completion")
-    pair = prompt | completion
-    any_mask = np.zeros(rows, dtype=bool)
-    for name in (*MASK_FIELDS, LABELS):
-        any_mask |= given(name)
-    length_given = np.zeros(rows, dtype=bool)
-    if "length" in names:
-        length_given = ~table.column("length").is_null().to_numpy(zero_copy_only=False).astype(bool)
-    tokens_rows = ids | pair
-    bad = (ids & pair) | (pair & ~(prompt & completion)) | ~(tokens_rows | length_given) | (~ids & any_mask)
-    id_len = np.where(ids, columns["input_ids"].lengths, 0) if "input_ids" in columns else np.zeros(rows, np.int64)
-    for name in TOKEN_FIELDS:  # a reduction first: no temporary array unless a value is bad
-        values = columns[name].values if name in columns else None
-        if values is not None and values.dtype.kind == "i" and values.size and values.min() < 0:
-            bad |= _rows_flagged(columns[name], values < 0)
-    for name in MASK_FIELDS:
-        if name in columns:
-            column = columns[name]
-            bad |= given(name) & (column.lengths != id_len)
-            flags = column.values
-            if flags.dtype.kind != "b" and flags.size and (flags.min() < 0 or flags.max() > 1):
-                bad |= _rows_flagged(column, (flags != 0) & (flags != 1))
-    if LABELS in columns:
-        column = columns[LABELS]
-        bad |= given(LABELS) & (column.lengths != id_len)
-        if column.values.dtype.kind == "i" and column.values.size and column.values.min() < 0:
-            bad |= _rows_flagged(column, (column.values < 0) & (column.values != IGNORE_INDEX))
-    if rows and not tokens_rows.any() and not bad.any():
-        return _lengths_table(table, completion_only)
-    if not rows:
-        return _no_samples()
-    first_kind: RowKind = "tokens" if tokens_rows[0] else "length"
-    mixed = _first((tokens_rows != tokens_rows[0]) & ~bad)
-    first_bad = _first(bad)
-    if mixed is not None and (first_bad is None or mixed < first_bad) and not bad[0]:
-        raise mixed_kinds_error(mixed, first_kind, "length" if first_kind == "tokens" else "tokens")
-    if first_bad is not None:
-        raise _row_error(table, first_bad, completion_only)
-
-    zero = np.zeros(rows, dtype=np.int64)
-    p_len = np.where(pair, columns["prompt"].lengths, 0) if "prompt" in columns else zero
-    c_len = np.where(pair, columns["completion"].lengths, 0) if "completion" in columns else zero
-    offsets = offsets_of(id_len + p_len + c_len)
-    starts = offsets[:-1]
-    given_ids = [columns[name].values for name in TOKEN_FIELDS if name in columns]
-    dtype = token_dtype(values.dtype for values in given_ids if values.size)  # a column of no values: no type
-    tokens: TokenArray
-    if ids.all():  # one form: the column's values are the tokens, in order
-        tokens = columns["input_ids"].values.astype(dtype, copy=False)
-    else:
-        tokens = np.empty(int(offsets[-1]), dtype=dtype)
-        if "input_ids" in columns:
-            copy_runs(columns["input_ids"].values, tokens, starts[ids], id_len[ids])
-        if pair.any():
-            copy_runs(columns["prompt"].values, tokens, starts[pair], p_len[pair])
-            copy_runs(columns["completion"].values, tokens, starts[pair] + p_len[pair], c_len[pair])
-    masked = (pair.any() and completion_only) or any(
-        name in columns and given(name).any() for name in (*MASK_FIELDS, LABELS)
+    fields = None if length is None else (length, ~length.is_null().to_numpy(zero_copy_only=False).astype(bool))
+    record = lambda row: table.select(names).slice(row, 1).to_pylist()[0]  # noqa: E731  # a bad row, to word it
+    return read_columns(
+        Rows({k: v for k, v in columns.items() if v is not None}, fields, table.num_rows, record), completion_only
     )
-    if not masked:
-        return Samples(tokens, all_ones(len(tokens)), offsets)
-    loss_mask: Int8Array | None = None
-    if pair.any() and completion_only:
-        loss_mask = np.ones(len(tokens), dtype=np.int8)
-        copy_runs(np.zeros(int(p_len.sum()), dtype=np.int8), loss_mask, starts[pair], p_len[pair])
-    for name in MASK_FIELDS:
-        rows_with = given(name)
-        if name in columns and rows_with.any():
-            values = columns[name].values.astype(np.int8, copy=False)
-            if rows_with.all() and ids.all():  # the column is the mask: taken as it is when it is the first
-                mask = values
-            else:
-                mask = np.ones(len(tokens), dtype=np.int8)
-                copy_runs(values, mask, starts[rows_with], id_len[rows_with])
-            if loss_mask is None:
-                loss_mask = mask if mask.flags.writeable else mask.copy()  # a flattened copy is ours to keep
-            else:
-                loss_mask &= mask
-    if LABELS not in columns or not given(LABELS).any():
-        assert loss_mask is not None  # some row is masked (``masked``)
-        return Samples(tokens, loss_mask, offsets)
-    labels = _placed_labels(columns[LABELS].values, tokens, starts, id_len, given(LABELS), bool(ids.all()))
-    trained = (labels != IGNORE_INDEX).astype(np.int8)
-    loss_mask = trained if loss_mask is None else loss_mask & trained
-    if not ((labels != tokens) & (loss_mask != 0)).any():
-        return Samples(tokens, loss_mask, offsets)
-    kept: TokenArray = np.where(loss_mask != 0, labels, tokens).astype(token_dtype([tokens.dtype, labels.dtype]))
-    return Samples(tokens, loss_mask, offsets, kept)
-
-
-def _placed_labels(
-    values: npt.NDArray[Any], tokens: TokenArray, starts: Int64Array, id_len: Int64Array, rows_with: Any, aligned: bool
-) -> npt.NDArray[np.signedinteger[Any]]:
-    """A label column's values at their tokens' places (rows without labels: their tokens). O(tokens)."""
-    signed = np.dtype(np.int64) if values.dtype.kind == "u" else values.dtype
-    if aligned and rows_with.all():  # the column is as long as the tokens, in order
-        return values.astype(signed, copy=False)
-    placed = tokens.astype(np.promote_types(tokens.dtype, signed))  # the dtype of the aligned case, joined
-    copy_runs(values.astype(placed.dtype, copy=False), placed, starts[rows_with], id_len[rows_with])
-    return placed
 
 
 def flat_batches(schema: pa.Schema, tokenizer: bool = False) -> bool:
@@ -263,21 +93,11 @@ def flat_batches(schema: pa.Schema, tokenizer: bool = False) -> bool:
     >>> flat_batches(pa.schema([("text", pa.string())])), flat_batches(pa.schema([("text", pa.string())]), tokenizer=True)
     (False, True)
     """
-    import pyarrow as pa
-
-    def plain(name: str) -> bool:
-        kind = schema.field(name).type
-        listed = pa.types.is_list(kind) or pa.types.is_large_list(kind)
-        values = kind.value_type if listed else None
-        return values is not None and (
-            pa.types.is_integer(values) or (name in MASK_FIELDS and pa.types.is_boolean(values))
-        )
-
     used = [name for name in schema.names if name in FIELDS]
     if tokenizer:
         return "length" not in used
-    flat = {*TOKEN_FIELDS, *MASK_FIELDS, LABELS}
-    return bool(set(used) & set(TOKEN_FIELDS)) and set(used) <= flat and all(map(plain, used))
+    plain = all(name in RULES and arrow_takes(schema.field(name).type, RULES[name]) for name in used)
+    return plain and bool(set(used) & set(TOKEN_FIELDS))
 
 
 class _Flat:
@@ -440,22 +260,6 @@ def _no_samples() -> Samples:
 def progress_after(progress: Callable[[int, int], None], done: int, rows: int) -> Callable[[int, int], None]:
     """``progress`` for a table after ``done`` rows of ``rows`` (at least what is known so far)."""
     return lambda count, total: progress(done + count, max(rows, done + total))
-
-
-def _lengths_table(table: pa.Table, completion_only_loss: bool) -> Samples:
-    """A table of lengths only. O(rows)."""
-    import pyarrow as pa
-
-    column = table.column("length")
-    if not pa.types.is_integer(column.type) or column.null_count:
-        return read_rows(table.select(["length"]).to_pylist(), completion_only_loss=completion_only_loss)
-    values = column.to_numpy().astype(np.int64, copy=False) if len(column) else np.zeros(0, dtype=np.int64)
-    bad = np.flatnonzero(values < 0) if values.dtype.kind == "i" else np.zeros(0, dtype=np.int64)
-    if column.type == pa.uint64() and values.size and int(column.to_numpy().max()) > INT64_MAX:
-        return read_rows(table.select(["length"]).to_pylist(), completion_only_loss=completion_only_loss)
-    if bad.size:
-        raise _row_error(table, int(bad[0]), completion_only_loss)
-    return Samples(None, None, no_overflow(offsets_of(values)))
 
 
 def chat_sample(

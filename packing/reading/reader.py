@@ -25,9 +25,11 @@ read as they would one by one; booleans in a loss mask are 1/0 (elsewhere they a
 refused: ``True`` is not a token id). Anything else raises :class:`SampleError` with
 the row, the field, the position and what was expected.
 
-:func:`read_rows` reads Python rows; :func:`read_table` reads a ``pyarrow.Table``
-column by column, without a Python loop per row, and reports a bad row exactly as
-:func:`read_rows` would (it re-reads that one row in Python to word the error).
+One reader (:func:`read_columns`) reads rows as columns, one per field, each field's values checked once by
+its :class:`Rule` without a Python step per row: Python rows are made columns (:func:`python_rows`, a
+``datasets`` batch :func:`read_batch`; lists converted by pyarrow, numpy arrays and tensors joined), an Arrow
+table's columns are read as they are (:func:`packing.reading.read_table`). A bad row is named as it would be
+read alone: its row, field and position.
 
 >>> s = read_rows([[1, 2], {"prompt": [3], "completion": [4]}, {"input_ids": [5, 6], "loss_mask": [True, False]}])
 >>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()
@@ -41,16 +43,24 @@ Internal: the public names are in ``packing`` and ``packing.reading``.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from numbers import Integral, Real
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.arrays import offsets_of, row_at
+from packing.core.arrays import copy_runs, offsets_of, row_at
 from packing.core.forms import (
+    FIELDS,
+    FORMS,
+    LABELS,
+    MASK_FIELDS,
+    TEXT_FIELDS,
+    TOKEN_FIELDS,
+    UNIT_FIELDS,
+    RowKind,
     group_completions,
     is_message_list,
     is_text_row,
@@ -61,133 +71,47 @@ from packing.core.forms import (
 )
 from packing.core.loss import LossRules
 from packing.core.pairs_groups import KINDS, UnitKind, Units
-from packing.core.samples import Int64Array
-from packing.core.validation import INT64_MAX, check_flag, has_bools, integer_words, is_integer
-from packing.errors import NeedsTokenizer, SampleError, SettingError, UnitError
-from packing.text.text_rows import encode_rows
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    pass
-from packing.core.forms import FLAG, FORMS, LABEL, LABELS, MASK_FIELDS, TEXT_FIELDS, TOKEN, RowKind
 from packing.core.samples import (
     IGNORE_INDEX,
     Int8Array,
+    Int64Array,
     Samples,
     TokenArray,
     all_ones,
-    joined,
     joined_dtype,
+    no_overflow,
     sample_offsets,
     token_dtype,
 )
+from packing.core.validation import INT64_MAX, check_flag
+from packing.errors import NeedsTokenizer, SampleError, SettingError, UnitError
+from packing.reading.columns import (
+    LENGTHS,
+    RULES,
+    TOKENS,
+    Column,
+    Where,
+    as_named,
+    as_numpy,
+    length_array,
+    mask_array,
+    python_column,
+    token_array,
+)
+from packing.text.text_rows import encode_rows
 
-# ---------------------------------------------------------------- one row, in Python
-
-
-def as_numpy(value: Any) -> Any:
-    """A tensor (torch's, or any array with ``__array__`` and ``ndim``, such as JAX's) as a numpy array on the
-    host, so every door reads tensors as it reads lists; anything else as it is. O(length).
-
-    >>> import torch
-    >>> as_numpy(torch.tensor([1, 2])).tolist(), as_numpy([1, 2])
-    ([1, 2], [1, 2])
-    """
-    if isinstance(value, (np.ndarray, np.generic)) or not (hasattr(value, "__array__") and hasattr(value, "ndim")):
-        return value
-    for step in ("detach", "cpu"):  # torch: off the autograd graph, onto the host
-        method = getattr(value, step, None)
-        if callable(method):
-            value = method()
-    return np.asarray(value)
-
-
-def _values(value: Any, index: int | None, field: str | None, expected: str) -> npt.NDArray[Any]:
-    """``value`` as a 1-D numpy array if it is a flat list or 1-D array (or tensor); else a SampleError. O(length)."""
-    value = as_numpy(value)
-    if type(value) is np.ndarray and value.ndim == 1:
-        return value if value.size else np.zeros(0, dtype=np.int64)  # an empty array of any dtype holds no bad item
-    if isinstance(value, np.ndarray) and value.ndim != 1:
-        raise SampleError(index, field, None, f"a flat list of {expected}s", f"<an array of shape {value.shape}>")
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (Sequence, np.ndarray)):
-        raise SampleError(index, field, None, f"a list of {expected}s", value)
-    if len(value) == 0:
-        return np.zeros(0, dtype=np.int64)
-    try:
-        array = np.asarray(value)
-    except (ValueError, TypeError, OverflowError, RecursionError):
-        array = np.asarray(value, dtype=object) if not isinstance(value, np.ndarray) else value
-    if array.ndim != 1:
-        array = np.empty(len(value), dtype=object)
-        array[:] = list(value)  # ragged or nested: the first bad item is found below
-    return array
-
-
-def _first_bad_item(items: Sequence[Any], index: int | None, field: str | None, flags: bool) -> SampleError:
-    """The error for the first item of ``items`` that is not an integer token id (or a 0/1 flag). O(length)."""
-    for position, item in enumerate(items):
-        if flags:
-            if isinstance(item, (bool, np.bool_)) or (is_integer(item) and item in (0, 1)):
-                continue
-            return SampleError(index, field, position, FLAG, item)
-        if not is_integer(item) or item < 0:
-            return SampleError(index, field, position, TOKEN, item)
-        if int(item) > INT64_MAX:
-            return SampleError(index, field, position, "a token id that fits in 64 bits", item)
-    raise AssertionError("no bad item found")  # pragma: no cover - callers checked that one exists
-
-
-def token_array(value: Any, index: int | None, field: str | None) -> TokenArray:
-    """Check one list (or 1-D array) of token ids and return it as int32 (an array of at most 32-bit
-    ids) or int64. O(length).
-
-    >>> token_array([1, 2], 0, None).tolist()
-    [1, 2]
-    >>> token_array([1, True], 4, "prompt")
-    Traceback (most recent call last):
-    ...
-    packing.errors.SampleError: sample 4, 'prompt', position 1: expected a non-negative integer token id, got True (bool)
-    """
-    value = as_numpy(value)  # a tensor's bad item quoted as a number, as a list's
-    array = _values(value, index, field, "token id")
-    ok = array.dtype.kind == "i" or (array.dtype.kind == "u" and (not array.size or int(array.max()) <= INT64_MAX))
-    if not ok or (type(value) is not np.ndarray and has_bools(value)):
-        raise _first_bad_item(array.tolist() if type(value) is np.ndarray else value, index, field, flags=False)
-    if array.size and array.dtype.kind == "i" and array.min() < 0:
-        position = int(np.flatnonzero(array < 0)[0])
-        raise SampleError(index, field, position, TOKEN, int(array[position]))
-    return array.astype(token_dtype([array.dtype]), copy=False)
-
-
-def mask_array(value: Any, index: int, field: str, length: int) -> Int8Array:
-    """Check a loss mask (0/1 or booleans, one per token) and return it as int8. O(length).
-
-    >>> mask_array([True, 0], 0, "loss_mask", 2).tolist()
-    [1, 0]
-    >>> mask_array([1], 2, "loss_mask", 3)
-    Traceback (most recent call last):
-    ...
-    packing.errors.SampleError: sample 2, 'loss_mask': expected 3 values (one per token), got <1 values>
-    """
-    array = _values(value, index, field, "0/1 value")
-    if len(array) != length:
-        raise SampleError(index, field, None, f"{length} values (one per token)", f"<{len(array)} values>")
-    if array.dtype.kind == "b":
-        return array.astype(np.int8)
-    if array.dtype.kind not in "iu" or (array.size and ((array != 0) & (array != 1)).any()):
-        raise _first_bad_item(array.tolist() if type(value) is np.ndarray else value, index, field, flags=True)
-    return array.astype(np.int8)
+# ---------------------------------------------------------------- the row forms, over columns
 
 
 def _present(row: Mapping[str, Any], field: str) -> bool:
     return row.get(field) is not None
 
 
-def _dict_form(row: Mapping[str, Any], index: int) -> Literal["input_ids", "prompt", "length"]:
-    """Which form a dict row has, by its non-null keys; a row with none or two forms is refused."""
+def _dict_form(row: Mapping[str, Any], index: int | None) -> Literal["input_ids", "prompt", "length"]:
+    """Which form a dict row has, by its non-null keys; a row with none or two forms, or a mask or labels outside
+    ``input_ids``, is refused."""
     has_ids = _present(row, "input_ids")
     has_pair = _present(row, "prompt") or _present(row, "completion")
-    if (has_ids or has_pair) and unit_kind(row) is not None:
-        raise _UnitRows  # a pair or group with another form's column: the unit reader refuses it by name
     if has_ids and has_pair:
         raise SampleError(index, None, None, "one form, 'input_ids' or 'prompt'/'completion'", "<both>")
     if has_pair:
@@ -196,83 +120,291 @@ def _dict_form(row: Mapping[str, Any], index: int) -> Literal["input_ids", "prom
         for field in ("prompt", "completion"):
             if not _present(row, field):
                 raise SampleError(index, field, None, "a list of token ids (a prompt needs a completion)", None)
+        _no_stray_mask(row, index, "prompt/completion")
         return "prompt"
     if has_ids:
         return "input_ids"
     if _present(row, "length"):
+        _no_stray_mask(row, index, "length")
         return "length"
-    if unit_kind(row) is not None:
-        raise _UnitRows
     keys = sorted(str(key) for key, value in row.items() if value is not None)
     raise SampleError(index, None, None, FORMS, f"<keys {', '.join(keys) or 'none'}>")
 
 
 class _UnitRows(Exception):
-    """The plain row reader met a pair or group: the rows are read again by the unit reader (:func:`read_rows`).
-    Raised only where a plain row would be refused, so plain rows pay nothing for units."""
+    """Rows made columns (:func:`python_rows`) hold a pair or group: they are read by the unit reader."""
 
 
-def _no_stray_mask(row: Mapping[str, Any], index: int, form: str) -> None:
+def _no_stray_mask(row: Mapping[str, Any], index: int | None, form: str) -> None:
     for field in (*MASK_FIELDS, LABELS):
         if _present(row, field):
             what = "labels" if field == LABELS else "a mask"
             raise SampleError(index, field, None, f"no {what} in a {form} row (only with 'input_ids')", what)
 
 
-def label_array(value: Any, index: int, length: int) -> npt.NDArray[np.signedinteger[Any]]:
-    """Check a row's ``labels`` (one per token, each a token id or -100) and return them as a signed
-    integer array. O(length).
+_FORM_CODES = {"input_ids": 0, "prompt": 1, "length": 2}
+_LIST_FIELDS = (*TOKEN_FIELDS, *MASK_FIELDS, LABELS)
 
-    >>> label_array([-100, 7], 0, 2).tolist()
-    [-100, 7]
-    >>> label_array([-100, -1], 5, 2)
-    Traceback (most recent call last):
-    ...
-    packing.errors.SampleError: sample 5, 'labels', position 1: expected a non-negative integer token id or -100, got -1
+
+class Rows(NamedTuple):
+    """Rows as columns, what :func:`read_columns` reads: the list fields' :class:`Column`\\ s, the ``length``
+    field (values, which are null, which are not lengths) when any row has it, how many ``rows``, ``record(row)``
+    (the row as a dict, to word an error about its form), ``where`` (how an error names a row and field) and
+    ``refused``: the first row no column can hold (not a list nor a dict, or text), with its error."""
+
+    columns: Mapping[str, Column]
+    length: tuple[Any, npt.NDArray[np.bool_]] | None
+    rows: int
+    record: Callable[[int], Any]
+    where: Where = as_named
+    refused: tuple[int, SampleError] | None = None
+
+
+def _length_column(rows: Rows, alone: npt.NDArray[np.bool_]) -> Column:
+    """The ``length`` of the rows that have a length ``alone`` (no tokens) as a column of one value each, checked
+    by the rule of lengths. O(rows)."""
+    import pyarrow as pa
+
+    values = rows.length[0] if rows.length is not None else None
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        numbers = values.fill_null(0).to_numpy(zero_copy_only=False) if values.null_count < len(values) else None
+        if numbers is None or numbers.dtype.kind != "u" or not numbers.size or int(numbers.max()) <= INT64_MAX:
+            taken = np.zeros(0, np.int64) if numbers is None else numbers[alone]
+            return Column(taken, alone.astype(np.int64), ~alone)
+        values = values.to_pylist()
+    assert values is not None
+    wrapped = [[value] if given else None for value, given in zip(values, alone.tolist(), strict=True)]
+    return python_column(wrapped, LENGTHS, "length", rows.where)
+
+
+def _form_codes(rows: Rows) -> tuple[npt.NDArray[np.int8], tuple[int, SampleError] | None]:
+    """Each row's form (:data:`_FORM_CODES`; -1: refused) by which fields it has, judged once per pattern of
+    present fields by :func:`_dict_form`, and the first refused row with the error its record gets. O(rows)."""
+    names = [name for name in _LIST_FIELDS if name in rows.columns] + (["length"] if rows.length is not None else [])
+    present = [~rows.columns[name].null for name in names if name != "length"]
+    if rows.length is not None:
+        present.append(rows.length[1])
+    pattern = np.zeros(rows.rows, dtype=np.int64)
+    for bit, given in enumerate(present):
+        pattern |= given.astype(np.int64) << bit
+    patterns, inverse = np.unique(pattern, return_inverse=True)
+    codes = np.empty(len(patterns), dtype=np.int8)
+    for at, value in enumerate(patterns.tolist()):
+        record: dict[str, Any] = {name: [] for bit, name in enumerate(names) if value >> bit & 1}
+        try:
+            codes[at] = _FORM_CODES[_dict_form(record, 0)]
+        except SampleError:
+            codes[at] = -1
+    forms = codes[inverse.reshape(-1)]
+    first = np.flatnonzero(forms < 0)
+    if not first.size:
+        return forms, None
+    row, record = int(first[0]), rows.record(int(first[0]))
+    if not isinstance(record, Mapping):
+        return forms, None  # neither a list nor a dict: refused as such (``Rows.refused``)
+    try:
+        _dict_form(record, rows.where(row, "")[0])
+    except SampleError as error:
+        return forms, (row, error)
+    raise AssertionError("a row refused by its pattern but not by its record")  # pragma: no cover
+
+
+def _first_error(
+    rows: Rows, forms: npt.NDArray[np.int8], form_error: tuple[int, SampleError] | None, expected: RowKind | None
+) -> SampleError | None:
+    """The error for the first bad row, as a row read alone would give it: its form first, then its fields in
+    the order ``input_ids``, ``prompt``, ``completion``, the masks, ``labels`` (a field as a whole, then its
+    count, then its first bad value), and a row of the other kind than ``expected`` (row 0's) last. O(values)."""
+    found: list[tuple[tuple[int, int, int, int], SampleError]] = []
+    for refused in (rows.refused, form_error):
+        if refused is not None:
+            found.append(((refused[0], 0, 0, 0), refused[1]))
+    columns = rows.columns
+    ids = forms == 0
+    id_len = np.where(ids, columns["input_ids"].lengths, 0) if "input_ids" in columns else np.zeros(rows.rows, np.int64)
+    if rows.length is not None:
+        error = _length_column(rows, forms == 2).error(LENGTHS, "length", rows.where)
+        if error is not None:  # one value, not a list of them: named without a position
+            whole = copy.copy(error[2])
+            whole.position, whole.args = None, (whole.where_and_what(),)
+            found.append(((error[0], 1, 0, 0), whole))
+    for rank, name in enumerate(_LIST_FIELDS, start=2):
+        if name not in columns:
+            continue
+        column = columns[name]
+        error = column.error(RULES[name], name, rows.where)
+        if error is not None:
+            found.append(((error[0], rank, 1 if error[1] < 0 else 3, error[1]), error[2]))
+        if name not in TOKEN_FIELDS:
+            wrong = np.flatnonzero(ids & ~column.null & (column.lengths != id_len))
+            if wrong.size:
+                row = int(wrong[0])
+                sample, field = rows.where(row, name)
+                words = f"{int(id_len[row])} values (one per token)", f"<{int(column.lengths[row])} values>"
+                found.append(((row, rank, 2, 0), SampleError(sample, field, None, *words)))
+    if rows.rows:
+        kinds = np.where(forms == 2, 1, 0)
+        first = expected or ("length" if kinds[0] else "tokens")
+        other = np.flatnonzero(kinds != (first == "length"))
+        if other.size:
+            row = int(other[0])
+            kind: RowKind = "length" if kinds[row] else "tokens"
+            found.append(((row, 99, 0, 0), mixed_kinds_error(rows.where(row, "")[0], first, kind)))
+    return min(found, key=lambda pair: pair[0])[1] if found else None
+
+
+def read_columns(rows: Rows, completion_only: bool, expected: RowKind | None = None) -> Samples:
+    """The one reader of rows: :class:`Rows` (from Python rows or an Arrow table) checked column by column and
+    flattened into :class:`Samples`, without a Python step per row. A bad row is refused as it would be alone
+    (:func:`_first_error`); ``expected``: the kind every row must have (else row 0's). O(total tokens + rows).
+
+    >>> s = read_columns(python_rows([[1, 2], {"prompt": [3], "completion": [4]}]), True)
+    >>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()
+    ([1, 2, 3, 4], [1, 1, 0, 1], [2, 2])
     """
-    array = _values(value, index, LABELS, "label")
-    if len(array) != length:
-        raise SampleError(index, LABELS, None, f"{length} values (one per token)", f"<{len(array)} values>")
-    ok = array.dtype.kind == "i" or (array.dtype.kind == "u" and (not array.size or int(array.max()) <= INT64_MAX))
-    if ok and array.size and array.dtype.kind == "i" and int(array.min()) < 0:
-        ok = not ((array < 0) & (array != IGNORE_INDEX)).any()
-    if not ok or (type(value) is not np.ndarray and has_bools(value)):
-        items = array.tolist() if type(value) is np.ndarray else value
-        for position, item in enumerate(items):
-            if not is_integer(item) or not (item == IGNORE_INDEX or 0 <= item <= INT64_MAX):
-                raise SampleError(index, LABELS, position, LABEL, item)
-    return array.astype(np.int64 if array.dtype.kind == "u" else array.dtype, copy=False)
+    forms, form_error = _form_codes(rows)
+    error = _first_error(rows, forms, form_error, expected)
+    if error is not None:
+        raise error
+    if rows.rows and (forms == 2).all():
+        return Samples(None, None, no_overflow(offsets_of(_length_column(rows, forms == 2).values)))
+    return _flattened(rows.columns, forms, completion_only)
 
 
-def _row_mask(
-    row: Mapping[str, Any], index: int, tokens: TokenArray
-) -> tuple[Int8Array | None, npt.NDArray[np.signedinteger[Any]] | None]:
-    """The AND of every loss-mask field the row has (None: train on every token), and its ``labels`` when
-    they differ from ``tokens`` where trained (else None). A label of -100 masks its token."""
-    mask: Int8Array | None = None
-    for field in MASK_FIELDS:
-        if _present(row, field):
-            values = mask_array(row[field], index, field, len(tokens))
-            mask = values if mask is None else mask & values
-    if not _present(row, LABELS):
-        return mask, None
-    labels = label_array(row[LABELS], index, len(tokens))
+def _flattened(columns: Mapping[str, Column], forms: npt.NDArray[np.int8], completion_only: bool) -> Samples:
+    """Checked token rows (``forms``: 0 ``input_ids``, 1 prompt/completion) as :class:`Samples`: the tokens, the
+    loss mask (the prompt's 0 when ``completion_only``, ANDed with every mask and with labels of -100) and the
+    labels where they differ from the tokens where trained. O(total tokens + rows)."""
+    rows = len(forms)
+    ids, pair = forms == 0, forms == 1
+    zero = np.zeros(rows, dtype=np.int64)
+
+    def counts(name: str, where: npt.NDArray[np.bool_]) -> Int64Array:
+        return np.where(where, columns[name].lengths, 0) if name in columns else zero
+
+    id_len, p_len, c_len = counts("input_ids", ids), counts("prompt", pair), counts("completion", pair)
+    offsets = no_overflow(offsets_of(id_len + p_len + c_len))
+    starts = offsets[:-1]
+    dtype = token_dtype(
+        columns[name].values.dtype for name in TOKEN_FIELDS if name in columns and columns[name].values.size
+    )
+    tokens: TokenArray
+    if ids.all():  # one form: the column's values are the tokens, in order
+        tokens = columns["input_ids"].values.astype(dtype, copy=False) if rows else np.zeros(0, dtype=np.int64)
+    else:
+        tokens = np.empty(int(offsets[-1]), dtype=dtype)
+        if "input_ids" in columns:
+            copy_runs(columns["input_ids"].values, tokens, starts[ids], id_len[ids])
+        if pair.any():
+            copy_runs(columns["prompt"].values, tokens, starts[pair], p_len[pair])
+            copy_runs(columns["completion"].values, tokens, starts[pair] + p_len[pair], c_len[pair])
+    loss_mask: Int8Array | None = None
+    if pair.any() and completion_only:
+        loss_mask = np.ones(len(tokens), dtype=np.int8)
+        copy_runs(np.zeros(int(p_len.sum()), dtype=np.int8), loss_mask, starts[pair], p_len[pair])
+    for name in MASK_FIELDS:
+        given = ~columns[name].null if name in columns else zero.astype(bool)
+        if given.any():
+            values = columns[name].values.astype(np.int8, copy=False)
+            if given.all() and ids.all():  # the column is the mask
+                mask = values
+            else:
+                mask = np.ones(len(tokens), dtype=np.int8)
+                copy_runs(values, mask, starts[given], id_len[given])
+            loss_mask = (mask if mask.flags.writeable else mask.copy()) if loss_mask is None else loss_mask & mask
+    labelled = ~columns[LABELS].null if LABELS in columns else zero.astype(bool)
+    if not labelled.any():
+        return Samples(tokens, all_ones(len(tokens)) if loss_mask is None else loss_mask, offsets)
+    labels = _placed_labels(columns[LABELS].values, tokens, starts, id_len, labelled, bool(ids.all()))
     trained = (labels != IGNORE_INDEX).astype(np.int8)
-    mask = trained if mask is None else mask & trained
-    return mask, labels if ((labels != tokens) & (mask != 0)).any() else None
+    loss_mask = trained if loss_mask is None else loss_mask & trained
+    if not ((labels != tokens) & (loss_mask != 0)).any():
+        return Samples(tokens, loss_mask, offsets)
+    kept: TokenArray = np.where(loss_mask != 0, labels, tokens).astype(token_dtype([tokens.dtype, labels.dtype]))
+    return Samples(tokens, loss_mask, offsets, kept)
 
 
-def _length_value(value: Any, index: int) -> int:
-    if not is_integer(value) or not 0 <= value <= INT64_MAX:
-        raise SampleError(index, "length", None, integer_words(0), value)
-    return int(value)
+def _placed_labels(
+    values: npt.NDArray[Any], tokens: TokenArray, starts: Int64Array, id_len: Int64Array, rows_with: Any, aligned: bool
+) -> npt.NDArray[np.signedinteger[Any]]:
+    """A label column's values at their tokens' places (rows without labels: their tokens). O(tokens)."""
+    signed = np.dtype(np.int64) if values.dtype.kind == "u" else values.dtype
+    if aligned and rows_with.all():  # the column is as long as the tokens, in order
+        return values.astype(signed, copy=False)
+    placed = tokens.astype(np.promote_types(tokens.dtype, signed))  # the dtype of the aligned case, joined
+    copy_runs(values.astype(placed.dtype, copy=False), placed, starts[rows_with], id_len[rows_with])
+    return placed
+
+
+def _is_list(row: Any) -> bool:
+    """Whether a row that is not a dict is a token list (a list, tuple, 1-D array or tensor). O(1)."""
+    row = as_numpy(row)
+    return isinstance(row, (Sequence, np.ndarray)) and not isinstance(row, (str, bytes))
+
+
+def python_rows(rows: Sequence[Any], index: Sequence[int] | None = None) -> Rows:
+    """Python rows (token lists, dicts of the forms, none a pair or group: :class:`_UnitRows`) as :class:`Rows`,
+    a column per field (:func:`python_column`); ``index``: each row's number in errors (else its place). A text
+    row is refused as the first one comes (:class:`NeedsTokenizer`). O(values), a few C passes per field.
+
+    >>> python_rows([[1], {"input_ids": [2, 3], "labels": None}]).columns["input_ids"].lengths.tolist()
+    [1, 2]
+    """
+    count = len(rows)
+    types = set(map(type, rows))
+    dicts, lists = types <= {dict}, not any(issubclass(kind, Mapping) for kind in types)
+    bare = (
+        None
+        if dicts
+        else np.ones(count, dtype=bool)
+        if lists
+        else np.fromiter((not isinstance(row, Mapping) for row in rows), dtype=bool, count=count)
+    )
+    records = rows if dicts else [{}] * count if lists else [row if isinstance(row, Mapping) else {} for row in rows]
+    keys = set().union(*records) & set(FIELDS)
+
+    def where(row: int, field: str) -> tuple[int, str | None]:
+        bare_row = bare is not None and bool(bare[row])
+        return (row if index is None else int(index[row])), (None if bare_row and field == "input_ids" else field)
+
+    refused: tuple[int, SampleError] | None = None
+    if bare is not None and bare.any():
+        keys.add("input_ids")
+        plain = types <= {list, tuple, np.ndarray, dict}
+        others = [] if plain else [row for row in np.flatnonzero(bare).tolist() if not _is_list(rows[row])]
+        if others:
+            refused = (others[0], SampleError(where(others[0], "")[0], None, None, FORMS, rows[others[0]]))
+    if keys & set(UNIT_FIELDS) and any(unit_kind(record) is not None for record in records):
+        raise _UnitRows
+    if keys & {*TEXT_FIELDS, "prompt", "completion"}:
+        text = next((row for row, record in enumerate(records) if is_text_row(record)), None)
+        if text is not None and (refused is None or text < refused[0]):
+            refused = (text, _text_error(records[text], where(text, "")[0]))
+
+    def values(name: str) -> list[Any]:
+        if bare is None or name != "input_ids":
+            return [record.get(name) for record in records]
+        return [rows[row] if bare[row] else records[row].get(name) for row in range(count)]
+
+    columns = {name: python_column(values(name), RULES[name], name, where) for name in _LIST_FIELDS if name in keys}
+    lengths = values("length") if "length" in keys else None
+    length = None if lengths is None else (lengths, np.fromiter((v is not None for v in lengths), bool, count))
+    return Rows(columns, length, count, lambda row: rows[row], where, refused)
+
+
+def _text_error(row: Mapping[str, Any], index: int) -> SampleError:
+    """The error for a text row met without a tokenizer, naming its text field. O(1)."""
+    field = next((name for name in TEXT_FIELDS if _present(row, name)), None) or next(
+        (name for name in ("prompt", "completion") if not isinstance(row.get(name), (list, np.ndarray))), "prompt"
+    )
+    return NeedsTokenizer(index, field, row.get(field) if field else row)
 
 
 def read_row(
     row: Any, index: int = 0, completion_only_loss: bool = True
 ) -> tuple[RowKind, TokenArray, Int8Array | None, TokenArray | None]:
     """What one row is: ``("tokens", tokens, mask or None, labels or None)`` or ``("length", [n], None,
-    None)``. O(length).
+    None)``: the one reader on one row. O(length).
 
     A mask of None means every token is trained on; labels of None, that each trained token is its own label.
 
@@ -284,96 +416,11 @@ def read_row(
     ...
     packing.errors.SampleError: sample 3: expected a list of token ids, or a dict with 'input_ids' (and a 'loss_mask'), 'prompt' and 'completion', or 'length', or a pair ('prompt', 'chosen', 'rejected') or group ('prompt', 'completions'), got 'hello' (str)
     """
-    if not isinstance(row, Mapping):
-        row = as_numpy(row)
-        if isinstance(row, (str, bytes)) or not isinstance(row, (Sequence, np.ndarray)):
-            raise SampleError(index, None, None, FORMS, row)
-        return "tokens", token_array(row, index, None), None, None
-    if is_text_row(row):
-        if unit_kind(row) is not None:
-            raise _UnitRows  # a pair or group of text: the unit reader names its text field
-        field = next((name for name in TEXT_FIELDS if _present(row, name)), None) or next(
-            (name for name in ("prompt", "completion") if not isinstance(row.get(name), (list, np.ndarray))), "prompt"
-        )
-        raise NeedsTokenizer(index, field, row.get(field) if field else row)
-    form = _dict_form(row, index)
-    if form == "length":
-        _no_stray_mask(row, index, "length")
-        return "length", np.array([_length_value(row["length"], index)], dtype=np.int64), None, None
-    if form == "prompt":
-        _no_stray_mask(row, index, "prompt/completion")
-        prompt = token_array(row["prompt"], index, "prompt")
-        completion = token_array(row["completion"], index, "completion")
-        mask = np.ones(len(prompt) + len(completion), dtype=np.int8)
-        if completion_only_loss:
-            mask[: len(prompt)] = 0
-        return "tokens", np.concatenate((prompt, completion)), mask, None
-    tokens = token_array(row["input_ids"], index, "input_ids")
-    return "tokens", tokens, *_row_mask(row, index, tokens)
-
-
-def length_array(value: Any, index: int, field: str) -> npt.NDArray[np.int64]:
-    """Check a list of lengths (non-negative integers) and return it as int64. O(length).
-
-    >>> length_array([3, 0, 2], 0, "seq_lengths").tolist()
-    [3, 0, 2]
-    >>> length_array([3, 1.5], 2, "seq_lengths")
-    Traceback (most recent call last):
-    ...
-    packing.errors.SampleError: sample 2, 'seq_lengths', position 1: expected a non-negative integer, got 1.5 (float)
-    """
-    array = _values(value, index, field, "length")
-    ok = array.dtype.kind == "i" or (array.dtype.kind == "u" and (not array.size or int(array.max()) <= INT64_MAX))
-    if ok and array.size and array.dtype.kind == "i" and int(array.min()) < 0:
-        ok = False
-    if not ok or (type(value) is not np.ndarray and has_bools(value)):
-        items = array.tolist() if type(value) is np.ndarray else value
-        for position, item in enumerate(items):
-            if isinstance(item, (bool, np.bool_)) or not isinstance(item, Integral) or not 0 <= int(item) <= INT64_MAX:
-                raise SampleError(index, field, position, "a non-negative integer", item)
-    return array.astype(np.int64, copy=False)
-
-
-def weight_array(value: Any, index: int, field: str, length: int) -> npt.NDArray[np.float32]:
-    """Check per-token weights (finite numbers >= 0, one per token) and return them as float32. O(length).
-
-    >>> weight_array([0.5, 0], 0, "loss_weights", 2).tolist()
-    [0.5, 0.0]
-    >>> weight_array([0.5, float("nan")], 1, "loss_weights", 2)
-    Traceback (most recent call last):
-    ...
-    packing.errors.SampleError: sample 1, 'loss_weights', position 1: expected a finite number >= 0, got nan (float)
-    """
-    array = _values(value, index, field, "weight")
-    if len(array) != length:
-        raise SampleError(index, field, None, f"{length} values (one per token)", f"<{len(array)} values>")
-    numeric = array.dtype.kind in "iuf" and not (type(value) is not np.ndarray and has_bools(value))
-    finite = numeric and bool(np.isfinite(array).all()) and not (array.size and float(array.min()) < 0)
-    if not finite:
-        items = array.tolist() if type(value) is np.ndarray else value
-        for position, item in enumerate(items):
-            if isinstance(item, (bool, np.bool_)) or not isinstance(item, Real) or not 0 <= float(item) < np.inf:
-                raise SampleError(index, field, position, "a finite number >= 0", item)
-    return array.astype(np.float32)
-
-
-def id_array(value: Any, index: int, field: str, length: int) -> npt.NDArray[np.int64]:
-    """Check per-token integers (such as ``sequence_ids``: -1 in padding), one per token, and return them as
-    int64. O(length).
-
-    >>> id_array([0, 0, -1], 0, "sequence_ids", 3).tolist()
-    [0, 0, -1]
-    """
-    array = _values(value, index, field, "integer")
-    if len(array) != length:
-        raise SampleError(index, field, None, f"{length} values (one per token)", f"<{len(array)} values>")
-    ok = array.dtype.kind == "i" or (array.dtype.kind == "u" and (not array.size or int(array.max()) <= INT64_MAX))
-    if not ok or (type(value) is not np.ndarray and has_bools(value)):
-        items = array.tolist() if type(value) is np.ndarray else value
-        for position, item in enumerate(items):
-            if isinstance(item, (bool, np.bool_)) or not isinstance(item, Integral) or abs(int(item)) > INT64_MAX:
-                raise SampleError(index, field, position, "an integer", item)
-    return array.astype(np.int64, copy=False)
+    samples = read_columns(python_rows([row], [index]), completion_only_loss)
+    if samples.tokens is None or samples.loss_mask is None:
+        return "length", samples.lengths, None, None
+    mask = None if samples.loss_mask.all() else samples.loss_mask
+    return "tokens", samples.tokens, mask, samples.labels
 
 
 def read_block(row: Any, index: int = 0) -> tuple[TokenArray, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -400,16 +447,17 @@ def read_block(row: Any, index: int = 0) -> tuple[TokenArray, npt.NDArray[np.int
     if total > len(tokens):
         expected = f"lengths adding up to at most the {len(tokens)} tokens of 'input_ids'"
         raise SampleError(index, "seq_lengths", None, expected, f"<{total}>")
-    mask, labels = _row_mask(row, index, tokens)
-    targets = (tokens if labels is None else labels).astype(np.int64)
-    kept = targets if mask is None else np.where(mask != 0, targets, IGNORE_INDEX)
-    kept = kept[:total].copy()
+    loss = {name: row.get(name) for name in ("input_ids", *MASK_FIELDS, LABELS)}
+    read = read_columns(python_rows([loss], [index]), True)
+    assert read.tokens is not None and read.loss_mask is not None
+    targets = (read.tokens if read.labels is None else read.labels).astype(np.int64)
+    kept = np.where(read.loss_mask != 0, targets, IGNORE_INDEX)[:total]
     starts = np.cumsum(lengths) - lengths
     kept[starts[lengths > 0]] = IGNORE_INDEX
     return tokens[:total], kept, lengths
 
 
-def mixed_kinds_error(index: int, first: RowKind, kind: RowKind) -> SampleError:
+def mixed_kinds_error(index: int | None, first: RowKind, kind: RowKind) -> SampleError:
     """A row whose kind differs from row 0's: tokens and lengths only do not mix."""
     expected = "token ids" if first == "tokens" else "a length only"
     got = "<a length only>" if kind == "length" else "<token ids>"
@@ -424,14 +472,6 @@ def _integer_arrays(rows: list[Any]) -> bool:
     if not rows or set(map(type, rows)) != {np.ndarray} or set(map(attrgetter("ndim"), rows)) != {1}:
         return False
     return all(dtype.kind == "i" for dtype in set(map(attrgetter("dtype"), rows)))
-
-
-def _first_negative(tokens: TokenArray, pieces: Sequence[npt.NDArray[Any]]) -> None:
-    """Raise the row reader's error for the first negative token, if any: one vectorized pass. O(tokens)."""
-    if tokens.size and int(tokens.min()) < 0:
-        position = int(np.flatnonzero(tokens < 0)[0])
-        row = row_at(offsets_of([len(piece) for piece in pieces]), position)
-        token_array(pieces[row], row, None)  # raises the SampleError naming the row and the position
 
 
 def read_rows(
@@ -453,7 +493,8 @@ def read_rows(
     ``progress(done, total)`` follows them. ``loss_rules`` (:class:`packing.core.loss.LossRules`,
     ``Recipe.loss_rules``) say what is trained, else ``completion_only_loss`` does. Preference pairs and
     completion groups (:func:`read_unit_rows`) are laid out as ``share_prompt`` says (the prompt once, or once
-    per completion) and the result carries their ``units``.
+    per completion) and the result carries their ``units``. Other rows are made columns (:func:`python_rows`)
+    and read by the one reader (:func:`read_columns`), as an Arrow table is.
 
     >>> s = read_rows([[1, 2], {"input_ids": [3, 4], "prompt": None, "completion": None}])
     >>> s.tokens.tolist(), s.offsets.tolist()
@@ -481,67 +522,42 @@ def read_rows(
     if isinstance(rows, (str, bytes, Mapping)) or not isinstance(rows, Iterable):
         raise SettingError("samples", f"a list of samples ({FORMS})", rows)
     share_prompt = check_flag(share_prompt, "share_prompt")
-    if not isinstance(rows, (list, tuple)):
-        rows = list(rows)  # read again from the start when a pair or group comes
+    rows = rows if isinstance(rows, list) else list(rows)
+    lengths = token_array_lengths(rows)
+    if lengths is not None:  # token arrays: joined and checked at once, in C
+        tokens = np.empty(int(lengths.sum()), dtype=joined_dtype(rows))
+        join_token_arrays(rows, tokens)
+        return Samples(tokens, all_ones(len(tokens)), sample_offsets(lengths, len(rows)))
     try:
-        return _read_plain(rows, completion_only)
+        return read_columns(python_rows(rows), completion_only)
     except _UnitRows:  # pairs and groups: laid out by the unit reader, with their units
         return read_unit_rows(rows, completion_only, share_prompt=share_prompt)
 
 
-def _read_plain(rows: Sequence[Any], completion_only: bool) -> Samples:
-    """:func:`read_rows` of rows without a tokenizer, none of them a pair or group (:class:`_UnitRows` when one
-    is). O(total tokens)."""
-    lengths = token_array_lengths(rows)
-    if lengths is not None and isinstance(rows, list):  # token arrays: checked all at once, in C
-        tokens = np.empty(int(lengths.sum()), dtype=joined_dtype(rows))
-        join_token_arrays(rows, tokens)
-        return Samples(tokens, all_ones(len(tokens)), sample_offsets(lengths, len(rows)))
-    pieces: list[npt.NDArray[np.integer[Any]]] = []
-    masks: list[tuple[int, Int8Array]] = []
-    given_labels: list[tuple[int, TokenArray]] = []
-    first_kind: RowKind | None = None
-    unchecked = False  # 1-D signed integer arrays are taken as they are; their signs are checked all at once
-    try:
-        for index, row in enumerate(rows):
-            if type(row) is np.ndarray and row.ndim == 1 and row.dtype.kind == "i":
-                kind: RowKind = "tokens"
-                pieces.append(row)
-                unchecked = True
-            else:
-                kind, values, mask, labels = read_row(row, index, completion_only)
-                pieces.append(values)
-                if mask is not None and not mask.all():
-                    masks.append((index, mask))
-                if labels is not None:
-                    given_labels.append((index, labels))
-            if first_kind is None:
-                first_kind = kind
-            elif kind != first_kind:
-                raise mixed_kinds_error(index, first_kind, kind)
-    except SampleError as error:
-        if unchecked:  # a negative token in an earlier row comes first, as row by row
-            earlier = pieces[: error.sample]
-            _first_negative(joined(earlier), earlier)
-        raise
-    if first_kind == "length":
-        return Samples(None, None, sample_offsets((int(p[0]) for p in pieces), len(pieces)))
-    tokens = joined(pieces)
-    if unchecked:
-        _first_negative(tokens, pieces)
-    offsets = sample_offsets(map(len, pieces), len(pieces))
-    loss_mask = all_ones(len(tokens))
-    if masks:
-        loss_mask = np.ones(len(tokens), dtype=np.int8)
-        for index, mask in masks:
-            loss_mask[offsets[index] : offsets[index + 1]] = mask
-    if not given_labels:
-        return Samples(tokens, loss_mask, offsets)
-    labels = tokens.astype(token_dtype([tokens.dtype, *(values.dtype for _, values in given_labels)]))
-    for index, values in given_labels:  # a label of -100 is an untrained token's: it keeps the token
-        lo, hi = offsets[index], offsets[index + 1]
-        labels[lo:hi] = np.where(loss_mask[lo:hi] != 0, values, tokens[lo:hi])
-    return Samples(tokens, loss_mask, offsets, labels)
+def read_batch(batch: Mapping[str, Sequence[Any]], completion_only_loss: bool = True, **reading: Any) -> Samples:
+    """A batch of rows as ``datasets.map(batched=True)`` gives it, a dict of equal-length columns, read as
+    :func:`read_rows` reads its rows, column by column (:func:`python_column`) without a dict per row. A batch
+    whose columns are not all lists of ids (text, pairs, groups, a value to name) is read from its rows,
+    ``reading`` (``read_rows``'s options) as given. O(values).
+
+    >>> read_batch({"input_ids": [[1, 2], [3]], "labels": [[-100, 2], [3]]}).loss_mask.tolist()
+    [0, 1, 1]
+    """
+    sizes = sorted({len(column) for column in batch.values()})
+    if len(sizes) > 1:
+        raise SettingError("batch", "columns of one length", f"<columns of lengths {sizes}>")
+    options = dict(reading)
+    rules = LossRules.of(options.pop("loss_rules", None), check_flag(completion_only_loss, "completion_only_loss"))
+    if sizes and options.get("tokenizer") is None and not set(batch) & {*TEXT_FIELDS, *UNIT_FIELDS}:
+        names = [name for name in _LIST_FIELDS if name in batch]
+        columns = {name: python_column(batch[name], RULES[name], name) for name in names}
+        if all(column.broken is None for column in columns.values()):
+            given = None if "length" not in batch else np.array([v is not None for v in batch["length"]], dtype=bool)
+            length = None if given is None else (batch["length"], given)
+            rows = Rows(columns, length, sizes[0], lambda row: {name: batch[name][row] for name in batch})
+            return read_columns(rows, rules.masks_anything)
+    rows_of = [dict(zip(batch, values, strict=True)) for values in zip(*batch.values(), strict=True)]
+    return read_rows(rows_of, completion_only_loss, loss_rules=rules, **options)
 
 
 def read_text_rows(
@@ -626,7 +642,10 @@ def join_token_arrays(rows: Sequence[npt.NDArray[Any]], out: TokenArray) -> None
     [1, 2, 3]
     """
     np.concatenate(rows, out=out, casting="unsafe")
-    _first_negative(out, rows)
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    error = Column(out, lengths, np.zeros(len(rows), dtype=bool)).error(TOKENS, "", lambda row, _: (row, None))
+    if error is not None:
+        raise error[2]
 
 
 # ---------------------------------------------------------------- preference pairs and completion groups
@@ -727,34 +746,40 @@ def read_unit_row(row: Mapping[str, Any], index: int = 0) -> UnitRow:
 
 def read_unit_rows(rows: Sequence[Any], completion_only_loss: bool = True, *, share_prompt: bool = False) -> Samples:
     """Rows among which some are pairs or groups, read and laid out (``share_prompt``: the prompt stored once) as
-    one :class:`~packing.core.samples.Samples` with its :class:`~packing.core.pairs_groups.Units`; other rows are read by
-    the row reader (``completion_only_loss`` for their prompt/completion pairs) and kept as units of their own.
-    Errors number rows from 0. O(tokens), a Python step per row.
+    one :class:`~packing.core.samples.Samples` with its :class:`~packing.core.pairs_groups.Units`; other rows are read
+    together by the one reader (``completion_only_loss`` for their prompt/completion pairs) and kept as units of
+    their own. Errors number rows from 0: the first bad row's. O(tokens), a Python step per unit.
 
     >>> s = read_unit_rows([{"prompt": [1], "chosen": [2], "rejected": [3]}, [7, 8]])
     >>> s.tokens.tolist(), s.lengths.tolist(), s.units.kind.tolist()
     ([1, 2, 1, 3, 7, 8], [4, 2], [1, 0])
     """
-    read: list[UnitRow] = []
-    first_kind: RowKind | None = None
+    plain = [index for index, row in enumerate(rows) if unit_kind(row) is None]
+    first: SampleError | None = None
+    samples = None
+    try:
+        samples = read_columns(python_rows([rows[i] for i in plain], plain), completion_only_loss, "tokens")
+    except SampleError as error:
+        first = error
+    if samples is not None and samples.labels is not None:
+        assert samples.loss_mask is not None and samples.tokens is not None
+        differ = np.flatnonzero((samples.labels != samples.tokens) & (samples.loss_mask != 0))
+        row = plain[int(row_at(samples.offsets, int(differ[0])))]
+        first = SampleError(row, LABELS, None, "labels equal to the tokens among pairs or groups", "<others>")
+    read: dict[int, UnitRow] = {}
     for index, row in enumerate(rows):
-        kind: RowKind
+        if first is not None and first.sample is not None and index >= first.sample:
+            raise first
         if unit_kind(row) is not None:
-            unit = read_unit_row(row, index)
-            kind = "tokens"
-        else:
-            kind, tokens, mask, labels = read_row(row, index, completion_only_loss)
-            if labels is not None:
-                raise SampleError(index, LABELS, None, "labels equal to the tokens among pairs or groups", "<others>")
-            unit = UnitRow("plain", tokens[:0], [tokens], [mask])
-        if first_kind is None:
-            first_kind = kind
-        elif kind != first_kind:
-            raise mixed_kinds_error(index, first_kind, kind)
-        if kind == "length":
-            raise mixed_kinds_error(index, "tokens", kind)
-        read.append(unit)
-    return unit_samples(read, share_prompt)
+            read[index] = read_unit_row(row, index)
+    if first is not None:
+        raise first
+    assert samples is not None and samples.tokens is not None and samples.loss_mask is not None
+    for slot, index in enumerate(plain):
+        lo, hi = int(samples.offsets[slot]), int(samples.offsets[slot + 1])
+        tokens = samples.tokens[lo:hi]
+        read[index] = UnitRow("plain", tokens[:0], [tokens], [samples.loss_mask[lo:hi]])
+    return unit_samples([read[index] for index in range(len(rows))], share_prompt)
 
 
 def unit_samples(read: Sequence[UnitRow], share_prompt: bool) -> Samples:

@@ -25,7 +25,8 @@ from packing.core.thd import padded_lengths
 from packing.core.validation import INT64_MAX, INT64_MIN, MAX_SEQ_LENGTH, OverflowPolicy, check_integer
 from packing.errors import SettingError, refuse_with_units
 from packing.planning.plans import plan
-from packing.reading.reader import as_numpy, id_array, length_array, read_block, read_rows, weight_array
+from packing.reading.columns import as_numpy, id_array, length_array, weight_array
+from packing.reading.reader import read_block, read_rows
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.overflow import documents_of
 from packing.strategies.stats import PackingStats, compute_stats

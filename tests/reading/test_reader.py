@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packing import SampleError, Samples, pack, read_rows, stream
+from packing import SampleError, Samples, SettingError, pack, read_rows, stream
 from packing.core.samples import IGNORE_INDEX
 from packing.reading import chat_sample, read_table
-from packing.reading.reader import read_row
+from packing.reading.reader import read_batch, read_row
 
 
 def flat(samples: Any, completion_only_loss: bool = True) -> tuple[list[int], list[int], list[int]]:
@@ -364,3 +364,139 @@ def test_joined_samples_carry_labels() -> None:
     assert Samples.join([parts[0], parts[2]]).labels is None
     with pytest.raises(SampleError, match=r"^sample 1, 'labels', position 1: expected 4 "):
         joined.refuse_other_labels()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the one reader: rows read together as each alone, whatever the row forms and their mix
+# ---------------------------------------------------------------------------------------------------------------
+
+item = st.one_of(
+    st.integers(-3, 60),
+    st.sampled_from([True, False, np.True_, 1.0, 2.5, None, "x", 2**63, 2**64, -(2**64), np.int8(4), np.uint64(7)]),
+)
+plain_items = st.lists(st.integers(-1, 60), max_size=5)
+token_value = st.one_of(
+    plain_items,
+    plain_items,
+    st.lists(item, max_size=5),
+    plain_items.map(lambda v: np.array(v, dtype=np.int64)),
+    plain_items.map(lambda v: np.array([x % 50 for x in v], dtype=np.uint16)),
+    st.sampled_from([np.zeros((2, 2), dtype=np.int64), np.array([1.5]), np.array([True]), "ab", b"ab", {1, 2}, 3]),
+)
+
+
+@st.composite
+def any_row(draw: st.DrawFn) -> Any:
+    form = draw(st.sampled_from(["bare", "ids", "ids", "pair", "length", "junk", "text"]))
+    if form == "bare":
+        return draw(token_value)
+    if form == "junk":
+        return draw(st.sampled_from([None, 3, "hello", {"other": 1}, {}, {"input_ids": None}]))
+    if form == "text":
+        return draw(st.sampled_from([{"text": "hi"}, {"prompt": "a", "completion": "b"}]))
+    if form == "length":
+        return {"length": draw(st.sampled_from([0, 3, -1, 2.5, True, None, 2**64]))}
+    if form == "pair":
+        row: dict[str, Any] = {"prompt": draw(token_value), "completion": draw(token_value)}
+        if draw(st.integers(0, 5)) == 0:
+            row[draw(st.sampled_from(["loss_mask", "labels", "input_ids", "length"]))] = [1]
+        if draw(st.integers(0, 5)) == 0:
+            del row[draw(st.sampled_from(["prompt", "completion"]))]
+        return row
+    ids = draw(token_value)
+    row = {"input_ids": ids}
+    size = len(ids) if isinstance(ids, (list, np.ndarray)) else 1
+    for name in draw(st.lists(st.sampled_from(["loss_mask", "completion_mask", "labels"]), max_size=2, unique=True)):
+        count = size + draw(st.sampled_from([0, 0, 0, 1]))
+        values = (
+            st.sampled_from([0, 1, True, 2, -100, 5]) if name == "labels" else st.sampled_from([0, 1, True, False, 2])
+        )
+        row[name] = draw(st.lists(values, min_size=count, max_size=count))
+    return row
+
+
+def outcome(read: Any) -> Any:
+    try:
+        samples = read()
+    except SampleError as error:
+        return type(error).__name__, error.sample, error.field, error.position, str(error)
+    if samples.tokens is None:
+        return "lengths", samples.offsets.tolist()
+    labels = None if samples.labels is None else samples.labels.tolist()
+    return samples.tokens.tolist(), np.asarray(samples.loss_mask).tolist(), samples.offsets.tolist(), labels
+
+
+def read_alone(rows: list[Any], completion_only: bool) -> Any:
+    """The rows read one at a time (``read_row``), joined: what reading them together must give."""
+    tokens: list[int] = []
+    masks: list[int] = []
+    labels: list[int] = []
+    offsets = [0]
+    kinds = []
+    given_labels = False
+    for index, row in enumerate(rows):
+        try:
+            kind, values, mask, own = read_row(row, index, completion_only)
+        except SampleError as error:
+            return type(error).__name__, error.sample, error.field, error.position, str(error)
+        kinds.append(kind)
+        if kind != kinds[0]:
+            expected = "token ids" if kinds[0] == "tokens" else "a length only"
+            got = "<a length only>" if kind == "length" else "<token ids>"
+            error = SampleError(
+                index, None, None, f"{expected} like sample 0 (all rows have tokens or all have lengths only)", got
+            )
+            return "SampleError", index, None, None, str(error)
+        offsets.append(offsets[-1] + (int(values[0]) if kind == "length" else len(values)))
+        if kind == "tokens":
+            tokens += values.tolist()
+            masks += [1] * len(values) if mask is None else mask.tolist()
+            labels += values.tolist() if own is None else own.tolist()
+            given_labels |= own is not None
+    if kinds and kinds[0] == "length":
+        return "lengths", offsets
+    return tokens, masks, offsets, labels if given_labels else None
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(any_row(), max_size=6), st.booleans())
+def test_rows_read_together_as_each_alone(rows: list[Any], completion_only: bool) -> None:
+    """Whatever the forms and their mix (bare lists, arrays, dicts, lengths, junk, text), the one reader reads the
+    rows together (a column per field, pyarrow's conversion where it takes them) as it reads each row alone: the
+    same samples, or the same error about the same row, field and position."""
+    together = outcome(lambda: read_rows(rows, completion_only))
+    assert together == read_alone(rows, completion_only)
+    dicts = [row for row in rows if isinstance(row, dict)]
+    if dicts and dicts[0] and len(dicts) == len(rows) and len({tuple(row) for row in dicts}) == 1:  # one batch
+        batch = {name: [row[name] for row in dicts] for name in dicts[0]}
+        assert outcome(lambda: read_batch(batch, completion_only)) == together
+
+
+def test_the_common_forms_are_read_as_columns_not_row_by_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Token lists, dicts of ids and labels, numpy arrays and a ``datasets`` batch go through pyarrow's conversion
+    or numpy's join, never the Python scan of one row at a time (kept for values no column holds)."""
+    import packing.reading.columns as columns
+
+    def scanned(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("read row by row")
+
+    monkeypatch.setattr(columns, "_scanned", scanned)
+    ids = [[1, 2, 0], [3, 1]]
+    labelled = [{"input_ids": row, "labels": [-100, *row[1:]]} for row in ids]
+    assert read_rows(ids).tokens.tolist() == [1, 2, 0, 3, 1]
+    assert read_rows(labelled).loss_mask.tolist() == [0, 1, 1, 0, 1]
+    assert read_rows([np.array(row, dtype=np.int32) for row in ids]).lengths.tolist() == [3, 2]
+    assert read_batch({"input_ids": ids, "loss_mask": [[1, 0, 1], [1, 0]]}).loss_mask.tolist() == [1, 0, 1, 1, 0]
+    assert read_batch({"input_ids": ids, "loss_mask": [[True, False, True], [True, True]]}).loss_mask.all() == 0
+    with pytest.raises(AssertionError, match="row by row"):
+        read_rows([[1, 2.5]])  # a float: only the scan names it
+
+
+def test_a_batch_takes_the_readers_options() -> None:
+    from packing.core.loss import LossRules
+
+    batch = {"prompt": [[1, 2]], "completion": [[3]]}
+    assert read_batch(batch).loss_mask.tolist() == [0, 0, 1]
+    assert read_batch(batch, loss_rules=LossRules("all")).loss_mask.tolist() == [1, 1, 1]
+    with pytest.raises(SettingError, match="columns of one length"):
+        read_batch({"input_ids": [[1]], "labels": []})

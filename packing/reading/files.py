@@ -58,7 +58,6 @@ from packing.reading.limits import (
     NO_LIMITS,
     ReadLimits,
     check_count,
-    check_ipc,
     check_parquet,
     check_size,
     open_input,
@@ -426,7 +425,7 @@ def _parquet(file: File, limits: ReadLimits, columns: Collection[str] | None, ro
         try:
             parquet = pq.ParquetFile(handle, pre_buffer=False)  # not the whole file read ahead
             wanted = _wanted(list(parquet.schema_arrow.names), file, columns)
-            check_parquet(parquet, wanted if columns is not None else None, file.label, limits, rows_are, handle)
+            check_parquet(parquet, wanted if columns is not None else None, file.label, limits, rows_are)
         except (pa.ArrowException, OSError, ValueError) as error:
             if isinstance(error, DatasetError):
                 raise
@@ -479,7 +478,6 @@ class ArrowBatches(Batches):
         self.buffer = buffer
         self._mapped = mapped
         self._released = 0  # the mapped bytes let go in this pass over the batches
-        check_ipc(buffer, file.label, limits, rows_are)  # from the batches' headers, before one is decoded
         schema, batches = self._reader()
         self.columns = _wanted(list(schema.names), file, columns)
         self._schema = schema

@@ -12,7 +12,7 @@ files of a folder, the totals count (:meth:`ReadLimits.after` is what the files 
 
 >>> limits = ReadLimits(max_bytes=1_000, max_tokens=100)
 >>> scan_json(b'{"input_ids": [[1], [2]]}\\n\\n[3]\\n', "x.jsonl", limits)
-JsonScan(rows=2, longest_line=25, values=3)
+JsonScan(rows=2, values=3)
 >>> scan_json(b"[" * 100 + b"]" * 100, "x.json", limits)
 Traceback (most recent call last):
 ...
@@ -27,6 +27,7 @@ import dataclasses
 import io
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
@@ -239,19 +240,16 @@ def check_count(label: str, what: str, count: int, limit: int | None) -> None:
 
 
 class JsonScan(NamedTuple):
-    """What a scan of JSON text found: non-blank lines, the longest line (bytes) and about how many values
-    (an upper bound: commas outside strings plus one a line)."""
+    """What a scan of JSON text found: non-blank lines and about how many values (an upper bound: commas
+    outside strings plus one a line)."""
 
     rows: int
-    longest_line: int
     values: int
 
 
 @njit(cache=True, nogil=True)
-def _scan(
-    data: npt.NDArray[np.uint8], max_depth: int, max_line: int
-) -> tuple[int, int, int, int, int]:  # pragma: no cover
-    """(status, line, rows, longest, commas): commas outside strings; status 0 = fine, 1 = nested deeper than ``max_depth`` at ``line``,
+def _scan(data: npt.NDArray[np.uint8], max_depth: int, max_line: int) -> tuple[int, int, int, int]:  # pragma: no cover
+    """(status, line, rows, commas): commas outside strings; status 0 = fine, 1 = nested deeper than ``max_depth`` at ``line``,
     2 = ``line`` longer than ``max_line`` bytes (0 = no limit). Brackets inside strings do not count; a raw
     newline ends any string (JSON strings cannot hold one), so an unclosed quote hides nothing after it. O(bytes)."""
     depth = 0
@@ -261,12 +259,10 @@ def _scan(
     line_start = 0
     rows = 0
     content = False
-    longest = 0
     commas = 0
     for i in range(len(data)):
         c = data[i]
         if c == 10:
-            longest = max(longest, i - line_start)
             rows += content
             content = False
             in_string = False
@@ -275,7 +271,7 @@ def _scan(
             line_start = i + 1
             continue
         if max_line and i - line_start >= max_line:
-            return 2, line, rows, longest, commas
+            return 2, line, rows, commas
         if c != 32 and c != 9 and c != 13:
             content = True
         if in_string:
@@ -290,20 +286,19 @@ def _scan(
         elif c == 91 or c == 123:
             depth += 1
             if depth > max_depth:
-                return 1, line, rows, longest, commas
+                return 1, line, rows, commas
         elif (c == 93 or c == 125) and depth > 0:
             depth -= 1
         elif c == 44:
             commas += 1
-    longest = max(longest, len(data) - line_start)
     rows += content
-    return 0, line, rows, longest, commas
+    return 0, line, rows, commas
 
 
-def scan_json(data: bytes, label: str, limits: ReadLimits = NO_LIMITS) -> JsonScan:
+def scan_json(data: bytes, label: str, limits: ReadLimits = NO_LIMITS, first_line: int = 1) -> JsonScan:
     """Check raw JSON (or JSON lines) before it is parsed: nesting within ``max_depth``, every line within
     ``max_line_bytes``, non-blank lines within ``max_rows``, values (commas outside strings plus one a line:
-    an upper bound) within ``max_values``. O(bytes), one compiled pass, no copy.
+    an upper bound) within ``max_values``; lines are named from ``first_line``. O(bytes), one compiled pass, no copy.
 
     >>> scan_json(b"[" + b"0," * 11 + b"0]", "x.json", ReadLimits(max_values=10))
     Traceback (most recent call last):
@@ -313,8 +308,9 @@ def scan_json(data: bytes, label: str, limits: ReadLimits = NO_LIMITS) -> JsonSc
     array = np.frombuffer(data, dtype=np.uint8)  # over the caller's buffer (a mapped file): not kept
     depth, line_bytes = int(limits.max_depth), int(limits.max_line_bytes or 0)
     compile_for(_scan, array, depth, line_bytes)  # never compiled on the caller's buffer
-    status, line, rows, longest, commas = _scan(array, depth, line_bytes)
+    status, line, rows, commas = _scan(array, depth, line_bytes)
     del array
+    line += first_line - 1
     if status == 1:
         where = f"line {line}"
         raise DatasetError(
@@ -327,7 +323,7 @@ def scan_json(data: bytes, label: str, limits: ReadLimits = NO_LIMITS) -> JsonSc
     if limits.max_values is not None and values > limits.max_values:
         reason = f"holds about {values:,} values, more than the limit of {limits.max_values:,} (refused before parsing)"
         raise LimitError(label, None, reason)
-    return JsonScan(rows, longest, values)
+    return JsonScan(rows, values)
 
 
 def _type_depth(kind: Any) -> int:
@@ -337,6 +333,22 @@ def _type_depth(kind: Any) -> int:
 
 
 # ---------------------------------------------------------------- Parquet
+
+
+def _leaves(kind: Any) -> int:
+    """How many Parquet leaf columns an Arrow type is stored in (a list of integers: 1). O(fields)."""
+    return sum(_leaves(kind.field(i).type) for i in range(kind.num_fields)) if kind.num_fields else 1
+
+
+def column_chunks(file: pq.ParquetFile) -> Iterator[tuple[str, Any]]:
+    """Each column chunk of a Parquet file's row groups with the top-level column it stores, told by position
+    (a name may hold a dot, or repeat). O(row groups × columns)."""
+    owners = [field.name for field in file.schema_arrow for _ in range(_leaves(field.type))]
+    metadata = file.metadata
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        for index in range(row_group.num_columns):
+            yield owners[index], row_group.column(index)
 
 
 def check_parquet(
@@ -357,8 +369,8 @@ def check_parquet(
     ...
     packing.errors.LimitError: zeros.parquet: column 'input_ids' holds 10,000 values (from the file's metadata), more than the limit of 100 tokens
     """
-    metadata, schema = file.metadata, file.schema_arrow
-    rows = int(metadata.num_rows)
+    schema = file.schema_arrow
+    rows = int(file.metadata.num_rows)
     check_count(label, rows_are, rows, limits.max_rows)
     wanted = set(schema.names if columns is None else columns)
     for name in wanted:
@@ -368,14 +380,10 @@ def check_parquet(
             raise DatasetError(label, None, reason)
     values: dict[str, int] = {}
     uncompressed = 0
-    for group in range(metadata.num_row_groups):
-        row_group = metadata.row_group(group)
-        for index in range(row_group.num_columns):
-            chunk = row_group.column(index)
-            top = chunk.path_in_schema.split(".", 1)[0]
-            if top in wanted:
-                values[top] = values.get(top, 0) + int(chunk.num_values)
-                uncompressed += int(chunk.total_uncompressed_size)
+    for top, chunk in column_chunks(file):
+        if top in wanted:
+            values[top] = values.get(top, 0) + int(chunk.num_values)
+            uncompressed += int(chunk.total_uncompressed_size)
     for name, count in values.items():
         if limits.max_tokens is not None and count > limits.max_tokens + rows:
             reason = f"column '{name}' holds {count:,} values (from the file's metadata), more than the limit of"

@@ -93,7 +93,8 @@ def load_worker(monkeypatch: pytest.MonkeyPatch) -> object:
     workers.shutdown()
 
 
-def test_decoding_past_the_load_workers_memory_limit_ends_in_one_line(load_worker: object) -> None:
+@pytest.mark.usefixtures("load_worker")
+def test_decoding_past_the_load_workers_memory_limit_ends_in_one_line() -> None:
     """What a footer or a batch hides is allocated in the worker, under ``RLIMIT_AS``: more than the limit is a
     MemoryError there and one line in the page, and the worker answers the next call."""
     assert workers.limit_memory(0) is False

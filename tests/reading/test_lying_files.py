@@ -84,8 +84,8 @@ def _allocate(size: int) -> int:
 
 
 @pytest.fixture
-def load_worker(monkeypatch: pytest.MonkeyPatch) -> object:
-    """A real load lane of one worker whose address space is bounded to 3 GiB."""
+def one_worker(monkeypatch: pytest.MonkeyPatch) -> object:
+    """Real lanes of one worker each, the load lane's address space bounded to 3 GiB."""
     monkeypatch.setattr(workers, "WORKERS", 1)
     monkeypatch.setattr(workers, "LOAD_MEMORY_MB", 3072)
     workers.shutdown()
@@ -93,8 +93,7 @@ def load_worker(monkeypatch: pytest.MonkeyPatch) -> object:
     workers.shutdown()
 
 
-@pytest.mark.usefixtures("load_worker")
-def test_decoding_past_the_load_workers_memory_limit_ends_in_one_line() -> None:
+def test_decoding_past_the_load_workers_memory_limit_ends_in_one_line(one_worker: object) -> None:
     """What a footer or a batch hides is allocated in the worker, under ``RLIMIT_AS``: more than the limit is a
     MemoryError there and one line in the page, and the worker answers the next call."""
     assert workers.limit_memory(0) is False

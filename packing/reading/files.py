@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import io
 import json
+import mmap
 import os
 import re
 from collections.abc import Collection, Iterable, Iterator, Sequence
@@ -388,7 +389,7 @@ def decode(
     with ExitStack() as stack:
         try:
             handle = stack.enter_context(opened(file))
-            batches = (_parquet if kind == "Parquet" else _arrow)(file, handle, stack, limits, columns, rows_are)
+            batches = (_parquet if kind == "Parquet" else _arrow)(file, handle, limits, columns, rows_are)
         except (pa.ArrowException, OSError, ValueError) as error:
             if isinstance(error, DatasetError):
                 raise
@@ -398,9 +399,7 @@ def decode(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _parquet(
-    file: File, handle: Any, stack: ExitStack, limits: ReadLimits, columns: Collection[str] | None, rows_are: str
-) -> Batches:
+def _parquet(file: File, handle: Any, limits: ReadLimits, columns: Collection[str] | None, rows_are: str) -> Batches:
     """A Parquet file's wanted columns, its footer checked against ``limits`` first
     (:func:`~packing.reading.limits.check_parquet`). O(row groups × columns)."""
     import pyarrow as pa
@@ -436,9 +435,7 @@ def _wanted(found: list[str], file: File, columns: Collection[str] | None) -> li
     return wanted
 
 
-def _arrow(
-    file: File, handle: Any, stack: ExitStack, limits: ReadLimits, columns: Collection[str] | None, rows_are: str
-) -> Batches:
+def _arrow(file: File, handle: Any, limits: ReadLimits, columns: Collection[str] | None, rows_are: str) -> Batches:
     """An Arrow IPC file or stream (what ``datasets`` writes with ``save_to_disk``): a path memory-mapped, a file
     object read within ``max_bytes``. One pass over its batches counts rows, bytes and list values as pyarrow
     decodes them, refused past ``limits`` after each batch (a compressed batch is as large as one batch before it
@@ -446,10 +443,22 @@ def _arrow(
     import pyarrow as pa
 
     check_size(handle, file.label, limits)
-    if isinstance(file.source, (str, os.PathLike)):
-        source = stack.enter_context(pa.memory_map(os.fspath(file.source), "r"))
-    else:
-        source = pa.BufferReader(read_bounded(handle, file.label, limits))
+    mapped = None
+    if isinstance(file.source, (str, os.PathLike)) and os.fstat(handle.fileno()).st_size:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)  # lives while its buffers do
+    buffer = pa.py_buffer(mapped if mapped is not None else read_bounded(handle, file.label, limits))
+    source = pa.BufferReader(buffer)
+
+    def release(batch: Any = None) -> None:
+        """Let the mapped pages before ``batch``'s last buffer (None: all) go from this process's memory (they
+        stay in the page cache): a file read batch by batch holds one batch's pages, not the file's."""
+        if mapped is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        inside = [] if batch is None else [b for c in batch.columns for b in c.buffers() if b is not None]
+        ends = [b.address + b.size - buffer.address for b in inside if 0 <= b.address - buffer.address < buffer.size]
+        end = (max(ends, default=0) if batch is not None else buffer.size) // mmap.PAGESIZE * mmap.PAGESIZE
+        if end:
+            mapped.madvise(mmap.MADV_DONTNEED, 0, end)
 
     def reader() -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
         source.seek(0)
@@ -472,11 +481,13 @@ def _arrow(
             raise LimitError(file.label, None, f"holds more than the limit of {limits.max_bytes:,} bytes once read")
         for name in wanted:
             counts[name] += list_values(batch.column(name))
+    release()  # the pages the count read
 
     def make(size: int) -> Iterator[pa.RecordBatch]:
         for batch in reader()[1]:
             chosen = batch.select(wanted)
             yield from (chosen.slice(start, size) for start in range(0, batch.num_rows, size))
+            release(batch)
 
     chosen = pa.schema([schema.field(name) for name in wanted])
     return Batches(

@@ -101,7 +101,7 @@ def _blocks(handle: IO[bytes], size: int, quoted: bool = False) -> Iterator[tupl
         read = handle.read(size)
         data, last = rest + read, len(read) < size  # a short read: the end (regular files and buffers)
         cut = len(data) if last else data.rfind(b"\n") + 1
-        while quoted and cut and data.count(b'"', 0, cut) % 2:
+        while quoted and not last and cut and data.count(b'"', 0, cut) % 2:  # inside quotes: an earlier end
             cut = data.rfind(b"\n", 0, cut - 1) + 1
         if cut:
             yield data[:cut], line

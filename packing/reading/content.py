@@ -61,11 +61,11 @@ its tokenization makes at once (a character may be a token)."""
 
 
 def list_values(column: Any) -> int:
-    """The values of a list column (from its offsets), or its rows for another type. O(chunks).
+    """The values of a list column (from its offsets; 0 for another type). O(chunks).
 
     >>> import pyarrow as pa
     >>> list_values(pa.chunked_array([[[1, 2], [3]], [[4]]])), list_values(pa.array([1, 2]))
-    (4, 2)
+    (4, 0)
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -73,7 +73,7 @@ def list_values(column: Any) -> int:
     kind = column.type
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
         return int(pc.sum(pc.list_value_length(column)).as_py() or 0)
-    return len(column)
+    return 0
 
 
 @dataclass(eq=False)
@@ -101,7 +101,7 @@ class Batches:
     file_columns: tuple[str, ...]
     num_rows: int
     counts: dict[str, int]
-    """An upper bound on each wanted column's list values (a column of scalars: its rows)."""
+    """An upper bound on each wanted column's list values."""
     decoded: int
     """About how many bytes the wanted columns take once decoded."""
     make: Callable[[int], Iterable[pa.RecordBatch]]

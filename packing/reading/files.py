@@ -529,19 +529,6 @@ def _as_table(file: File, limits: ReadLimits) -> pa.Table:
         raise unreadable(file, error, "JSON") from None
 
 
-def _list_values(table: pa.Table) -> int:
-    """The most values any list column of ``table`` holds. O(rows · columns)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    most = 0
-    for column in table.columns:
-        kind = column.type
-        if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
-            most = max(most, int(pc.sum(pc.list_value_length(column)).as_py() or 0))
-    return most
-
-
 @dataclass(frozen=True, eq=False)
 class FileTable:
     """The files of a source as one table: row ``i`` of ``table`` is a row of the file that ``parts``
@@ -594,7 +581,7 @@ def read_file(source: Any, limits: ReadLimits = NO_LIMITS, name: str | None = No
                 f"({names(tables[0].column_names)}); every file of a dataset has the same columns"
             )
             raise DatasetError(file.label, None, reason)
-        budget.spend(bytes=table.nbytes, rows=table.num_rows, tokens=_list_values(table))
+        budget.spend(bytes=table.nbytes, rows=table.num_rows, tokens=max(map(list_values, table.columns), default=0))
         tables.append(table)
     parts = tuple((file.label, int(table.num_rows)) for file, table in zip(found.files, tables, strict=True))
     if len(tables) == 1:

@@ -98,8 +98,9 @@ def _blocks(handle: IO[bytes], size: int, quoted: bool = False) -> Iterator[tupl
     and the line each starts on. O(bytes); memory: a block (more for a longer line)."""
     rest, line = b"", 1
     while True:
-        read = handle.read(size)
-        data, last = rest + read, len(read) < size  # a short read: the end (regular files and buffers)
+        wanted = max(size, len(rest))  # a line longer than a block: read as much again (O(bytes) in all)
+        read = handle.read(wanted)
+        data, last = rest + read, len(read) < wanted  # a short read: the end (regular files and buffers)
         cut = len(data) if last else data.rfind(b"\n") + 1
         while quoted and not last and cut and data.count(b'"', 0, cut) % 2:  # inside quotes: an earlier end
             cut = data.rfind(b"\n", 0, cut - 1) + 1

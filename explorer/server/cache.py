@@ -101,12 +101,16 @@ def _dataset(source: Source, rules: LossRules) -> Dataset:
 
 
 def _loading(function: Callable[..., R], *args: Any) -> R:
-    """``function(*args)`` in a worker of the load lane, bounded by ``LOAD_SECONDS`` (stopped or dead: one line,
-    an ``InputError``)."""
+    """``function(*args)`` in a worker of the load lane, bounded by ``LOAD_SECONDS`` and ``workers.LOAD_MEMORY_MB``
+    (stopped, dead or out of memory: one line, an ``InputError``)."""
     try:
         return workers.run(function, *args, lane_name="load", seconds=LOAD_SECONDS)
     except (workers.TimedOut, workers.WorkerDied) as error:
         raise InputError(str(error)) from None
+    except MemoryError:  # the worker's memory limit (``workers.LOAD_MEMORY_MB``): an upload that decodes too large
+        raise InputError(
+            f"it needed more than the {workers.LOAD_MEMORY_MB:,} MB of memory the explorer gives it, and was stopped"
+        ) from None
 
 
 def _load(source: Upload | Text, rules: LossRules) -> Dataset:

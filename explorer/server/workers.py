@@ -61,6 +61,10 @@ one it still has (its worker killed, the old call raising ``Superseded``), so th
 worker of the lane, whatever they repeat, and another visitor finds the other free."""
 START_WAIT = 30.0
 """Most seconds a kill waits for a process that is still starting to say which it is."""
+LOAD_MEMORY_MB = int(os.environ.get("PACKING_EXPLORER_LOAD_MEMORY_MB", "4096"))
+"""Address space (MiB) a worker of the load lane may map (``RLIMIT_AS``, on systems that have it; 0: no limit):
+an upload that decodes to more (a compressed bomb, a footer that lies) fails there with a ``MemoryError``, in one
+line, not in the server. The imports of a worker map about 1 GiB."""
 TASKS_PER_WORKER = 200
 """Calls a worker process answers before a fresh one takes its place (``max_tasks_per_child``): whatever the
 calls left in its heap (compiled solvers, a tokenizer's caches) goes with it."""
@@ -150,12 +154,35 @@ def _exit_with_the_server() -> None:
         os._exit(0)
 
 
-def _start(connection: Connection, niceness: int, initializer: Callable[[], None]) -> None:
-    """A worker's start (the executor's ``initializer``): a lower priority, the server watched, the kernels
-    loaded, and the connection ``report`` sends on."""
+def limit_memory(megabytes: int) -> bool:
+    """Bound this process's address space to ``megabytes`` MiB (``RLIMIT_AS``); False where the system has no
+    such limit (no ``resource`` module, as on Windows) or refuses it. O(1).
+
+    >>> limit_memory(0)
+    False
+    """
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on POSIX
+        return False
+    if megabytes <= 0:
+        return False
+    try:
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        wanted = megabytes * 2**20 if hard == resource.RLIM_INFINITY else min(megabytes * 2**20, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (wanted, hard))
+    except (OSError, ValueError):  # pragma: no cover - a sandbox that forbids it
+        return False
+    return True
+
+
+def _start(connection: Connection, niceness: int, initializer: Callable[[], None], memory: int = 0) -> None:
+    """A worker's start (the executor's ``initializer``): a lower priority, its memory bounded (``memory`` MiB; 0:
+    not), the server watched, the kernels loaded, and the connection ``report`` sends on."""
     connection.send(("ready", os.getpid()))  # first: the server can kill it from now on
     with contextlib.suppress(OSError):
         os.nice(niceness)
+    limit_memory(memory)
     threading.Thread(target=_exit_with_the_server, name="server-watch", daemon=True).start()
     initializer()
     _SERVED[:] = [connection]
@@ -176,10 +203,10 @@ class _Worker:
     a worker to one call at a time): CPython 3.11 to 3.14 can leave an executor that replaces its process without
     one when calls wait in its queue (python/cpython#115634)."""
 
-    def __init__(self, niceness: int, warm: bool = False) -> None:
+    def __init__(self, niceness: int, warm: bool = False, memory: int = 0) -> None:
         spawn = multiprocessing.get_context("spawn")
         self.inbox, self.outbox = spawn.Pipe(duplex=False)
-        initargs = (self.outbox, niceness, _INITIALIZER[0])
+        initargs = (self.outbox, niceness, _INITIALIZER[0], memory)
         self.pool = ProcessPoolExecutor(
             1, spawn, initializer=_start, initargs=initargs, max_tasks_per_child=TASKS_PER_WORKER
         )
@@ -237,6 +264,8 @@ class _Lane:
 
     def __init__(self, name: str, size: int, niceness: int) -> None:
         self.name, self.size, self.niceness = name, size, niceness
+        self.memory = LOAD_MEMORY_MB if name == "load" else 0
+        """MiB of address space each worker may map (0: no bound)."""
         self.idle: queue.PriorityQueue[tuple[bool, int, _Worker | None]] = queue.PriorityQueue()
         for _ in range(size):
             self.put(None)
@@ -373,7 +402,9 @@ def _run_in(
     try:
         for attempt in range(2):
             try:
-                worker = worker if worker is not None and not worker.killed else _Worker(where.niceness)
+                worker = (
+                    worker if worker is not None and not worker.killed else _Worker(where.niceness, memory=where.memory)
+                )
                 future: Future[R] = worker.submit(_call, function, args, check=check)
             except OSError as error:  # no process can start here (limits, a sandbox): this call in the server
                 _LOG.warning("workers cannot start (%s); running %s here", error, function.__name__)

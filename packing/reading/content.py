@@ -1,14 +1,13 @@
 """What one file of a dataset is and holds: the :class:`File` (where it is, how messages name it, its format),
-opened for reading (:func:`opened`), and its :class:`Content` once decoded: rows with their places, chunks of
-rows, a histogram's lengths, or a table's :class:`Batches` not yet decoded. Shared by the decoders of
-:mod:`packing.reading.rowfiles` (JSON, JSON lines, CSV) and :mod:`packing.reading.files` (Parquet, Arrow).
-Internal.
+opened for reading (:func:`opened`), and its :class:`Content` once decoded: :class:`Part` s of rows (Arrow
+tables pyarrow decoded, or Python rows), a histogram's lengths, or a Parquet or Arrow file's :class:`Batches`
+not yet decoded. Internal.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
@@ -16,8 +15,8 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.errors import DatasetError, quote
-from packing.reading.limits import open_input
+from packing.errors import DatasetError, LimitError, quote
+from packing.reading.limits import NO_LIMITS, ReadLimits, check_count, open_input
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -46,6 +45,7 @@ def opened(file: File) -> Iterator[IO[bytes]]:
 
 
 def unreadable(file: File, error: Exception, kind: str) -> DatasetError:
+    """The one-line error for a file pyarrow cannot decode as ``kind``."""
     reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     return DatasetError(file.label, None, f"not a readable {kind} file ({quote(reason, 80)})")
 
@@ -60,12 +60,29 @@ _TEXT_BATCH_BYTES = 1 << 22
 its tokenization makes at once (a character may be a token)."""
 
 
+def list_values(column: Any) -> int:
+    """The values of a list column (from its offsets; 0 for another type). O(chunks).
+
+    >>> import pyarrow as pa
+    >>> list_values(pa.chunked_array([[[1, 2], [3]], [[4]]])), list_values(pa.array([1, 2]))
+    (4, 0)
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = column.type
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return int(pc.sum(pc.list_value_length(column)).as_py() or 0)
+    return 0
+
+
+@dataclass(eq=False)
 class Batches:
-    """A Parquet or Arrow file's (wanted) columns, checked and not yet decoded: iterated, its record batches
-    as tables of about :data:`_BATCH_VALUES` list values (and :data:`_BATCH_BYTES` bytes), one at a time
-    (``nbytes`` counts what was decoded); :meth:`read` gives the whole table. Iterating or reading once
-    closes the file it owns. Made by :func:`packing.reading.files.decode` (``ParquetBatches``,
-    ``ArrowBatches``).
+    """A Parquet or Arrow file's wanted ``columns``, checked and not yet decoded: iterated, its record batches
+    as tables of about :data:`_BATCH_VALUES` list values (and :data:`_BATCH_BYTES` bytes), one at a time;
+    :meth:`read` gives the whole table. What pyarrow decodes is counted as it is (``nbytes``, list values) and
+    refused past ``limits`` (a footer that claims less than its pages hold is caught there). Iterating or
+    reading once closes the file it owns. Made by :func:`packing.reading.files.decode`.
 
     >>> import io
     >>> import pyarrow as pa, pyarrow.parquet as pq
@@ -77,73 +94,72 @@ class Batches:
     (3, 4, [3])
     """
 
-    kind = "Parquet"
-
-    def __init__(self, columns: list[str], file: File, owned: ExitStack) -> None:
-        self.columns = columns
-        self.file = file
-        self.nbytes = 0
-        self._owned = owned
+    file: File
+    kind: str
+    schema: pa.Schema
+    """The wanted columns' Arrow schema."""
+    file_columns: tuple[str, ...]
+    num_rows: int
+    counts: dict[str, int]
+    """An upper bound on each wanted column's list values."""
+    decoded: int
+    """About how many bytes the wanted columns take once decoded."""
+    make: Callable[[int], Iterable[pa.RecordBatch]]
+    """The wanted columns' record batches of at most so many rows, in order."""
+    owned: ExitStack = field(default_factory=ExitStack)
+    limits: ReadLimits = NO_LIMITS
+    rows_are: str = "rows"
+    nbytes: int = 0
 
     @property
-    def schema(self) -> pa.Schema:  # pragma: no cover - each kind of file says
-        """The wanted columns' Arrow schema. O(columns)."""
-        raise NotImplementedError
+    def columns(self) -> list[str]:
+        return list(self.schema.names)
 
-    @property
-    def num_rows(self) -> int:  # pragma: no cover - each kind of file says
-        """Rows of the file. O(1)."""
-        raise NotImplementedError
-
-    @property
-    def file_columns(self) -> tuple[str, ...]:  # pragma: no cover - each kind of file says
-        """Every column of the file, wanted or not. O(columns)."""
-        raise NotImplementedError
-
-    def values(self, columns: Collection[str]) -> int:  # pragma: no cover - each kind of file says
-        """An upper bound on the list values of ``columns`` (of the wanted ones). O(row groups × columns)."""
-        raise NotImplementedError
-
-    def decoded_bytes(self) -> int:  # pragma: no cover - each kind of file says
-        """About how many bytes the wanted columns take once decoded. O(row groups × columns)."""
-        raise NotImplementedError
-
-    def _batches(self, rows: int) -> Iterator[pa.RecordBatch]:  # pragma: no cover - each kind of file says
-        """The wanted columns' record batches of at most ``rows`` rows, in order."""
-        raise NotImplementedError
-
-    def _whole(self) -> pa.Table:  # pragma: no cover - each kind of file says
-        """The wanted columns as one table."""
-        raise NotImplementedError
+    def values(self, columns: Collection[str]) -> int:
+        """An upper bound on the list values of ``columns`` (of the wanted ones). O(columns)."""
+        return sum(count for name, count in self.counts.items() if name in columns)
 
     def rows_per_batch(self) -> int:
         """Rows of one batch: about :data:`_BATCH_VALUES` list values and :data:`_BATCH_BYTES` bytes
         (:data:`_TEXT_BATCH_BYTES` when a column holds text or messages: each character may be a token once
-        tokenized). O(row groups × columns)."""
+        tokenized). O(columns)."""
         import pyarrow as pa
 
         rows = max(1, self.num_rows)
         by_values = _BATCH_VALUES * rows / max(1, self.values(self.columns))
-        kinds = [self.schema.field(name).type for name in self.columns]
-        plain = all(
-            (
-                (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind))
-                and (pa.types.is_integer(kind.value_type) or pa.types.is_boolean(kind.value_type))
-            )
-            or pa.types.is_integer(kind)
-            or pa.types.is_null(kind)
-            for kind in kinds
-        )
-        by_bytes = (_BATCH_BYTES if plain else _TEXT_BATCH_BYTES) * rows / max(1, self.decoded_bytes())
+
+        def plain(kind: Any) -> bool:
+            if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+                kind = kind.value_type
+            return bool(pa.types.is_integer(kind) or pa.types.is_boolean(kind) or pa.types.is_null(kind))
+
+        flat = all(plain(kind) for kind in self.schema.types)
+        by_bytes = (_BATCH_BYTES if flat else _TEXT_BATCH_BYTES) * rows / max(1, self.decoded)
         return int(min(1 << 16, max(1, min(by_values, by_bytes))))
+
+    def _count(self, table: Any, values: dict[str, int]) -> None:
+        """Count a decoded batch (``values``: each column's list values so far); past ``limits``, a LimitError.
+        O(columns)."""
+        self.nbytes += int(table.nbytes)
+        limit, label = self.limits, self.file.label
+        if limit.max_bytes is not None and self.nbytes > limit.max_bytes:
+            raise LimitError(label, None, f"holds more than the limit of {limit.max_bytes:,} bytes once read")
+        for name, column in zip(table.column_names, table.columns, strict=True):
+            if limit.max_tokens is not None:
+                values[name] = values.get(name, 0) + list_values(column)
+                check_count(
+                    label, f"values in column '{name}' once read", values[name], limit.max_tokens + self.num_rows
+                )
 
     def __iter__(self) -> Iterator[pa.Table]:
         import pyarrow as pa
 
+        values: dict[str, int] = {}
         try:
-            for batch in self._batches(self.rows_per_batch()):
-                self.nbytes += int(batch.nbytes) if self.kind == "Parquet" else 0
-                yield pa.Table.from_batches([batch])
+            for batch in self.make(self.rows_per_batch()):
+                table = pa.Table.from_batches([batch])
+                self._count(table, values)
+                yield table
         except (pa.ArrowException, OSError, ValueError) as error:
             if isinstance(error, DatasetError):
                 raise
@@ -155,59 +171,48 @@ class Batches:
         """The whole table (every batch at once). O(bytes)."""
         import pyarrow as pa
 
-        try:
-            table = self._whole()
-        except (pa.ArrowException, OSError, ValueError) as error:
-            raise unreadable(self.file, error, self.kind) from None
-        finally:
-            self.close()
-        self.nbytes = max(self.nbytes, int(table.nbytes))
-        return table
+        return pa.concat_tables(list(self), promote_options="none") if self.num_rows else self.schema.empty_table()
 
     def close(self) -> None:
         """Close the file, if it was opened for these batches."""
-        self._owned.close()
+        self.owned.close()
 
 
 @dataclass(frozen=True, eq=False)
+class Part:
+    """Rows of a file: an Arrow table pyarrow decoded, or Python rows (what pyarrow does not read: a JSON list,
+    lines of bare lists of other shapes, a CSV block it refuses), and the place of each in the file."""
+
+    rows: Any
+    place: Callable[[int], str]
+    refused: Exception | None = None
+    """Why pyarrow did not read these rows, when it was asked to (they are Python's ``json``'s then)."""
+
+
+@dataclass(eq=False)
 class Content:
-    """What one file holds before the reader judges it: ``rows`` (Python values; CSV rows as dicts of text
-    cells when ``cells``) with the place of each (``line 3``, ``item 2``), a Parquet or Arrow file's ``batches``
-    (row ``i`` is ``row i + 1``), or the ``lengths`` of a histogram; decoded in chunks
-    (:func:`packing.reading.files.decode`'s ``chunk_bytes``), ``chunks`` of rows and their places, parsed as
-    they are iterated (once), instead of ``rows`` (``lines``: the non-blank lines a scan found, 0 if none did).
-    ``size``: bytes read or decoded (0 for CSV read as a stream, without ``max_bytes``); ``values``: JSON values
-    scanned (an upper bound). Made by :func:`packing.reading.rowfiles.decode_rows` (files of rows) and
-    :func:`packing.reading.files.decode` (tables)."""
+    """What one file holds before the reader judges it: ``parts`` of rows (JSON lines and CSV decoded block by
+    block as they are iterated, once), a Parquet or Arrow file's ``batches`` (row ``i`` is ``row i + 1``), or the
+    ``lengths`` of a histogram. ``size``: bytes read (counted as the parts are); ``columns``: every column the
+    file has, when it says before its rows are read (a CSV header; Parquet and Arrow: ``batches.file_columns``)."""
 
     file: File
-    rows: list[Any] | None = None
-    where: list[str] | None = None
+    parts: Iterable[Part] | None = field(default=None, repr=False)
     lengths: Int64Array | None = None
-    cells: bool = False
-    size: int = 0
-    values: int = 0
     batches: Batches | None = field(default=None, repr=False)
-    chunks: Iterable[tuple[list[Any], list[str]]] | None = field(default=None, repr=False)
-    lines: int = 0
     columns: tuple[str, ...] = ()
-    """Every column the file has, when it says before its rows are read (a CSV header; Parquet and Arrow:
-    ``batches.file_columns``)."""
+    size: int = 0
 
     @property
     def bytes_read(self) -> int:
         """Bytes read or decoded: ``size``, or what the ``batches`` decoded so far. O(1)."""
         return self.batches.nbytes if self.batches is not None else self.size
 
-    def place(self, index: int) -> str:
-        """Where row ``index`` (from 0) is in the file: ``line 3``, ``item 2`` or ``row 7``."""
-        return self.where[index] if self.where is not None else f"row {index + 1}"
-
     @property
-    def num_rows(self) -> int:
-        """Rows of the file (sequences of a histogram). O(1)."""
-        if self.batches is not None:
-            return self.batches.num_rows
-        if self.chunks is not None:  # not known before they are parsed: the lines scanned (JSON lines), else 0
-            return self.lines
-        return len(self.rows) if self.rows is not None else len(self.lengths if self.lengths is not None else ())
+    def rows(self) -> list[Any]:
+        """Every row of the parts, as Python values (for tests and small files). O(rows)."""
+        return [
+            row
+            for part in self.parts or ()
+            for row in (part.rows if isinstance(part.rows, list) else part.rows.to_pylist())
+        ]

@@ -29,6 +29,7 @@ Internal: the public names are in ``packing`` and ``packing.reading``.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -38,22 +39,19 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.core.arrays import offsets_of
-from packing.core.forms import FIELDS, TOKEN_FIELDS, is_text_row, unit_kind
+from packing.core.forms import FIELDS, TOKEN_FIELDS
 from packing.core.samples import IGNORE_INDEX, Samples
 from packing.core.validation import is_integer
 from packing.errors import DatasetError, SampleError
 from packing.reading.arrow import Accumulator, batch_parts, flat_batches, progress_after, read_table
-from packing.reading.cells import cells_row
-from packing.reading.content import Content, File
+from packing.reading.content import Content, File, Part
 from packing.reading.files import FORMATS, Budget, decode, resolve
 from packing.reading.limits import ReadLimits, check_count, limits_of
 from packing.reading.reader import read_rows, unit_row
 from packing.reading.rowfiles import EXPECTED, names
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.overflow import check_within
-from packing.text.pairs_groups_encoding import encode_units
 from packing.text.prepare import prepare
-from packing.text.text_rows import encode_rows
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
@@ -176,9 +174,9 @@ def read_dataset(
 
     Memory: the samples and one part of one file at a time, written into one set of arrays (no join): a
     Parquet or Arrow file's batches (text batches of a bounded number of characters), JSON lines and CSV in
-    chunks of about ``_chunk_bytes`` bytes of text (a private knob; default :data:`_CHUNK_BYTES`), ids read
-    as int64 from text narrowed to int32 where they fit. A single JSON list is parsed whole (its rows are let
-    go chunk by chunk as they are read).
+    blocks of about ``_chunk_bytes`` bytes of text decoded by pyarrow (a private knob; default
+    :data:`packing.reading.rowfiles.BLOCK_BYTES`), ids read as int64 from text narrowed to int32 where they
+    fit. A single JSON list is parsed whole.
 
     >>> import io, os, tempfile
     >>> read_dataset(io.BytesIO(b"length\\n5\\n7\\n"), name="lengths.csv").lengths.tolist()
@@ -210,12 +208,13 @@ def read_dataset(
         starts.append(accumulator.rows)
         keys: list[str] = []  # the first row's, for rows of JSON
         with budget.reading():
-            content = decode(file, budget.left(), FIELDS, "samples", chunk_bytes=_chunk_bytes or _CHUNK_BYTES)
-            if content.batches is not None and reading.get("tokenizer") is None:
+            text = reading.get("tokenizer") is not None
+            content = decode(file, budget.left(), FIELDS, "samples", chunk_bytes=_chunk_bytes, text=text)
+            if content.batches is not None and not text:
                 accumulator.reserve(content.batches.values(TOKEN_FIELDS))  # an upper bound: grown once
-            for part, narrow, where in _parts(content, reading, report if progress else None, keys):
+            for part, narrow, place in _parts(content, reading, report if progress else None, keys):
                 if longest is not None:
-                    _refuse_longer(part, content, longest, where, first=rows)
+                    _refuse_longer(part, file.label, longest, place)
                 kind = part.has_tokens if kind is None else kind
                 rows, tokens = rows + len(part), tokens + int(part.offsets[-1])
                 if accumulator.has_tokens in (None, kind):  # a file of the other kind: read on, for its errors
@@ -233,25 +232,17 @@ def read_dataset(
 
 
 def _place(file: File, index: int) -> str:
-    """Where row ``index`` (from 0) of ``file`` is (``line 7``, ``item 3``, ``row 12``): the file read again, chunk
-    by chunk, up to it; ``sample N`` for a file object, which cannot be read again. O(the file's bytes)."""
-    if not isinstance(file.source, (str, os.PathLike)):
-        return f"sample {index}"
-    content = decode(file, chunk_bytes=_CHUNK_BYTES)
+    """Where row ``index`` (from 0) of ``file`` is (``line 7``, ``item 3``, ``row 12``): the file decoded again,
+    part by part, up to it. O(the file's bytes up to the row)."""
+    content = decode(file)
     if content.batches is not None:
         content.batches.close()
         return f"row {index + 1}"
-    if content.chunks is None:
-        return content.place(index)
-    for rows, where in content.chunks:
-        if index < len(rows):
-            return where[index]
-        index -= len(rows)
+    for part in content.parts or ():
+        if index < len(part.rows):
+            return part.place(index)
+        index -= len(part.rows)
     return f"sample {index}"  # pragma: no cover - the file changed since it was read
-
-
-_CHUNK_BYTES = 1 << 22
-"""About how many bytes of text (JSON lines, CSV) are parsed into Python rows at a time."""
 
 
 PACKED_COLUMNS = ("seq_lengths", "sequence_ids", "seq_start_id", "position_ids")
@@ -283,211 +274,79 @@ def _parts(
     reading: dict[str, Any],
     progress: Callable[[int, int], None] | None,
     keys: list[str] | None = None,
-) -> Iterator[tuple[Samples, bool, list[str] | None]]:
+) -> Iterator[tuple[Samples, bool, Callable[[int], str]]]:
     """The samples a file holds, part by part, through the one reader (``reading``: its keywords, the loss
-    rule and the tokenizer), each with whether its int64 ids are to be narrowed (:class:`Accumulator`): a
-    Parquet or Arrow file's batches, a chunk of rows, or the whole file; a bad row is named by the file and
-    its place. At least one part, else a DatasetError."""
+    rule and the tokenizer), each with whether its int64 ids are to be narrowed (:class:`Accumulator`) and the
+    place of each of its rows: a Parquet or Arrow file's batches, a block of rows, or a histogram; a bad row is
+    named by the file and its place. At least one part, else a DatasetError."""
     label = content.file.label
     if content.lengths is not None:
-        yield Samples(None, None, offsets_of(content.lengths)), False, None
+        yield Samples(None, None, offsets_of(content.lengths)), False, lambda index: f"row {index + 1}"
         return
-    if content.chunks is not None:
-        yield from _row_parts(content, reading, progress, keys)
-        return
-    if content.num_rows == 0:
-        if content.batches is not None:
-            content.batches.close()
-        raise DatasetError(label, None, "the file holds no samples")
+    text = reading.get("tokenizer") is not None
     batches = content.batches
-    text = reading.get("tokenizer") is not None
-    try:
-        if batches is not None and flat_batches(batches.schema, text):
-            for part in batch_parts(batches, batches.num_rows, progress, **reading):  # one batch held at a time
-                yield part, text, None
-            return
-        if batches is not None:
-            yield read_table(batches.read(), progress=progress, **reading), text, None
-            return
-        rows = content.rows or []
-        if keys is not None and rows and isinstance(rows[0], dict):
-            keys.extend(map(str, rows[0]))
-        if content.cells:
-            rows = [cells_row(cells, index, text=text) for index, cells in enumerate(rows)]
-        _check_columns(rows, label)
-        yield read_rows(rows, progress=progress, **reading), True, None
-    except SampleError as error:
-        raise DatasetError.from_sample(label, content.place(error.sample or 0), error) from None
-
-
-def _row_parts(
-    content: Content,
-    reading: dict[str, Any],
-    progress: Callable[[int, int], None] | None,
-    keys: list[str] | None = None,
-) -> Iterator[tuple[Samples, bool, list[str] | None]]:
-    """The samples of a file's rows chunk by chunk (:func:`decode`'s ``chunks``), each chunk through the one
-    reader (:func:`read_rows`) and counted over the whole file (rows from 0, places of the file): the samples
-    and the errors of a whole-file read (:func:`_settled`), one chunk of Python rows held at a time.
-    O(bytes + tokens)."""
-    assert content.chunks is not None
-    label = content.file.label
-    text = reading.get("tokenizer") is not None
-    chunks = iter(content.chunks)
-    columns = _Columns()
-    done = 0
-    kind: bool | None = None
-    for raw, where in chunks:
-        rows = raw
-        if keys is not None and not done and raw and isinstance(raw[0], dict):
-            keys.extend(map(str, raw[0]))
+    if batches is not None:
+        if batches.num_rows == 0:
+            batches.close()
+            raise DatasetError(label, None, "the file holds no samples")
         try:
-            if content.cells:
-                rows = [cells_row(cells, done + index, text=text) for index, cells in enumerate(raw)]
+            tables = batches if flat_batches(batches.schema, text) else [batches.read()]
+            for samples in batch_parts(tables, batches.num_rows, progress, **reading):  # one batch held at a time
+                yield samples, text, lambda index: f"row {index + 1}"
         except SampleError as error:
-            local = (error.sample or done) - done
-            raise _settled(content, error, where[local], chunks, done, columns, True, reading, None) from None
-        columns.see(rows)
+            raise DatasetError.from_sample(label, f"row {(error.sample or 0) + 1}", error) from None
+        return
+    done, kind = 0, None
+    for part in content.parts or ():
+        rows = part.rows
+        if not done:
+            found = (
+                list(rows.column_names)
+                if not isinstance(rows, list)
+                else list(map(str, rows[0]))
+                if rows and isinstance(rows[0], dict)
+                else []
+            )
+            if keys is not None:
+                keys.extend(found)
+            _check_columns(rows, label, content.parts)
+        shown = None if progress is None else progress_after(progress, done, done + len(rows))
         try:
-            part = _chunk_samples(rows, done, kind, reading, progress, content.lines)
+            if isinstance(rows, list):
+                samples = read_rows(rows, progress=shown, **reading)
+            else:
+                samples = read_table(rows, progress=shown, **reading)
         except SampleError as error:
-            local = (error.sample or done) - done
-            rest = chunks, done + len(rows)
-            raise _settled(content, error, where[local], *rest, columns, False, reading, rows[local]) from None
-        kind = part.has_tokens
+            raise DatasetError.from_sample(label, part.place(error.sample or 0), error.after(done)) from None
+        if kind is not None and samples.has_tokens != kind:
+            raise _mixed_rows(label, part, kind, done, reading)
+        kind = samples.has_tokens
         done += len(rows)
-        yield part, True, where
+        yield samples, True, part.place
     if not done:
         raise DatasetError(label, None, "the file holds no samples")
 
 
-def _chunk_samples(
-    rows: list[Any],
-    done: int,
-    kind: bool | None,
-    reading: dict[str, Any],
-    progress: Callable[[int, int], None] | None,
-    total: int,
-) -> Samples:
-    """The samples of a chunk of rows that comes after ``done`` rows of the file, of the kind ``kind`` (tokens
-    or lengths; None: the first chunk decides); a bad row (or one of the other kind) is named over the file.
-    O(the chunk's tokens)."""
-    shown = None if progress is None else progress_after(progress, done, total)
-    try:
-        part = read_rows(rows, progress=shown, **reading)
-        if kind is None or part.has_tokens == kind:
-            return part
-    except SampleError as error:
-        if kind is None:
-            raise error.after(done) from None
-    # read again after a row of the file's kind, as row by row over the file: that decides the first bad row
+def _mixed_rows(label: str, part: Part, kind: bool, done: int, reading: dict[str, Any]) -> DatasetError:
+    """The error for a part of rows of the other kind (token ids, lengths only) than the ``done`` rows before
+    them: read again after a row of the file's kind, as row by row over the file, the first that differs named."""
+    rows = part.rows if isinstance(part.rows, list) else part.rows.to_pylist()
     try:
         read_rows([[] if kind else {"length": 0}, *rows], **reading)
     except SampleError as error:
-        raise error.after(done - 1) from None
-    raise AssertionError("a chunk read differently after a row of its file's kind")  # pragma: no cover
+        return DatasetError.from_sample(label, part.place((error.sample or 1) - 1), error.after(done - 1))
+    raise AssertionError("rows read differently after a row of their file's kind")  # pragma: no cover
 
 
-class _Columns:
-    """Whether every row seen so far is an object without a single column the reader uses, and the keys seen
-    (:func:`_check_columns` over the chunks). O(rows × keys) while it holds, O(rows) after."""
-
-    def __init__(self) -> None:
-        self.unusable = True
-        self.seen: dict[str, None] = {}
-
-    def see(self, rows: list[Any]) -> None:
-        if not self.unusable:
-            return
-        for row in rows:
-            if not isinstance(row, dict):
-                self.unusable = False
-                return
-            self.seen.update(dict.fromkeys(map(str, row)))
-        self.unusable = not set(self.seen) & set(FIELDS)
-
-
-def _settled(
-    content: Content,
-    error: SampleError,
-    place: str,
-    rest: Iterator[tuple[list[Any], list[str]]],
-    done: int,
-    columns: _Columns,
-    in_cells: bool,
-    reading: dict[str, Any],
-    row: Any,
-) -> DatasetError:
-    """The error a whole-file read gives when a chunk's row at ``place`` raised ``error`` (in its text cells
-        if ``in_cells``, else in the reader) and ``rest`` are the chunks after it, from row ``done``: the whole
-        file is parsed before any row is read (a parse error further on comes first, raised from here), a CSV
-        file's cells all read before the reader sees a row, and rows without a usable column refused before
-        that; with a tokenizer, text rows are tokenized before the other rows are read (a bad text row further on
-    comes before ``error`` about a token row or a text row that tokenizes, ``row``). O(the rest of the file's bytes),
-    on the way to an error only."""
-    cells = content.cells and not in_cells
-    found: DatasetError | None = None
-    tokenizer = reading.get("tokenizer")
-    # text rows are tokenized first: a later bad one comes before an error about a token row, or about a text row
-    # that tokenizes (its kind unlike the first row's)
-    texts = tokenizer is not None and not in_cells
-    texts = texts and (not is_text_row(row) or _text_error([row], [place], done, content.file.label, reading) is None)
-    text_error: DatasetError | None = None
-    for raw, where in rest:
-        rows = raw
-        if cells and found is None:
-            try:
-                rows = [cells_row(cells_, done + index, text=tokenizer is not None) for index, cells_ in enumerate(raw)]
-            except SampleError as later:
-                found = DatasetError.from_sample(content.file.label, where[(later.sample or done) - done], later)
-        columns.see(rows)
-        if texts and found is None and text_error is None:
-            text_error = _text_error(rows, where, done, content.file.label, reading)
-        done += len(rows)
-    if found is not None:
-        return found
-    if not in_cells and columns.unusable:
-        return DatasetError(
-            content.file.label, None, f"no usable columns; found {names(list(columns.seen))}, expected {EXPECTED}"
-        )
-    if text_error is not None:
-        return text_error
-    return DatasetError.from_sample(content.file.label, place, error)
-
-
-def _text_error(
-    rows: list[Any], where: list[str], done: int, label: str, reading: dict[str, Any]
-) -> DatasetError | None:
-    """The error of the first bad text row of a chunk that comes after ``done`` rows, if any (its text rows
-    tokenized and let go). O(the chunk's characters)."""
-    positions = [index for index, row in enumerate(rows) if is_text_row(row)]
-    if not positions:
-        return None
-    rules = {key: reading[key] for key in ("completion_only_loss", "loss_rules") if key in reading}
-    units = [index for index in positions if unit_kind(rows[index]) is not None]
-    plain = [index for index in positions if unit_kind(rows[index]) is None]
-    try:
-        if units:  # text pairs and groups: tokenized as the reader tokenizes them
-            encode_units([rows[i] for i in units], reading["tokenizer"], loss_rules=reading.get("loss_rules"),
-                         indices=[done + i for i in units])  # fmt: skip
-        encode_rows([rows[i] for i in plain], reading["tokenizer"], indices=[done + i for i in plain], **rules)
-    except SampleError as error:
-        return DatasetError.from_sample(label, where[(error.sample or done) - done], error)
-    return None
-
-
-def _refuse_longer(samples: Samples, content: Content, capacity: int, where: list[str] | None, first: int = 0) -> None:
-    """``overflow="error"``: a sample of the file longer than ``capacity`` refused, named by the file and its
-    place in it (``line 4``), as a bad row is; ``samples`` are the file's from its row ``first``, ``where``
-    their places when the file is read in chunks. O(samples)."""
+def _refuse_longer(samples: Samples, label: str, capacity: int, place: Callable[[int], str]) -> None:
+    """``overflow="error"``: a sample longer than ``capacity`` refused, named by the file and its place in it
+    (``line 4``), as a bad row is. O(samples)."""
     try:
         if samples.units is not None:  # a pair or group, laid out as the recipe says: named with its kind
             samples.units.refuse_longer(capacity)
         check_within(samples.lengths, capacity)
     except SampleError as error:
-        index = error.sample or 0
-        place = where[index] if where is not None else content.place(first + index)
-        raise DatasetError.from_sample(content.file.label, place, error) from None
+        raise DatasetError.from_sample(label, place(error.sample or 0), error) from None
 
 
 def _bounded(rows: int, tokens: int, has_tokens: bool, label: str, limits: ReadLimits) -> None:
@@ -504,15 +363,18 @@ def _mixed(file: File, first: File, tokens: bool) -> DatasetError:
     return DatasetError(file.label, None, reason)
 
 
-def _check_columns(rows: list[Any], label: str) -> None:
-    """Refuse rows that are all objects without a single column the reader uses. O(rows × keys)."""
-    if not all(isinstance(row, dict) for row in rows):
+def _check_columns(rows: Any, label: str, rest: Any = ()) -> None:
+    """Refuse rows (Python rows or a table) that are all objects without a single column the reader uses, nor
+    do the parts after them (``rest``, read on only then). O(rows × keys)."""
+    if isinstance(rows, list) and not all(isinstance(row, dict) for row in rows):
         return
     seen: dict[str, None] = {}
-    for row in rows:
-        seen.update(dict.fromkeys(map(str, row)))
-    if not set(seen) & set(FIELDS):
-        raise DatasetError(label, None, f"no usable columns; found {names(list(seen))}, expected {EXPECTED}")
-
-
-# ---------------------------------------------------------------- writing
+    for part in itertools.chain([Part(rows, str)], rest):  # the rest consumed: an error follows either way
+        found = part.rows if isinstance(part.rows, list) else [dict.fromkeys(part.rows.column_names)]
+        if not all(isinstance(row, dict) for row in found):
+            return
+        for row in found:
+            seen.update(dict.fromkeys(map(str, row)))
+        if set(seen) & set(FIELDS):
+            return
+    raise DatasetError(label, None, f"no usable columns; found {names(list(seen))}, expected {EXPECTED}")

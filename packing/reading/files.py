@@ -14,13 +14,12 @@ subfolders, hidden files (``.x``, ``_x``) and files of other extensions. Formats
 - ``npy``: NeMo's packed rows (a ``.npy`` of dicts, read by :func:`packing.layouts.megatron.read_npy`), packed
   data only.
 
-Every path is opened with :func:`packing.reading.limits.open_input` (regular files only); JSON is scanned
-(:func:`packing.reading.limits.scan_json`) before it is parsed. Bounds (:class:`~packing.reading.limits.ReadLimits`) apply
-to the whole source: each file is checked before it is decoded against what the files before it left
-(:class:`Budget`), and the totals as they grow. Two views of a file: :func:`decode` (rows with their places,
-or a Parquet or Arrow file's :class:`Batches`, decoded one at a time: what :func:`packing.read_dataset` gives
-the reader) and :func:`read_file` (one Arrow table over
-all files: what the auditor reads). O(bytes) throughout.
+Every path is opened with :func:`packing.reading.limits.open_input` (regular files only); pyarrow decodes
+(:mod:`packing.reading.rowfiles` for files of rows). Bounds (:class:`~packing.reading.limits.ReadLimits`) apply
+to the whole source: each file within what the files before it left (:class:`Budget`), and the totals as they
+grow. Two views of a file: :func:`decode` (parts of rows, or a Parquet or Arrow file's :class:`Batches`,
+decoded one at a time: what :func:`packing.read_dataset` gives the reader) and :func:`read_file` (one Arrow
+table over all files: what the auditor reads). O(bytes) throughout.
 
 >>> import os, tempfile
 >>> folder = tempfile.mkdtemp()
@@ -29,14 +28,13 @@ all files: what the auditor reads). O(bytes) throughout.
 >>> [os.path.basename(file.label) for file in resolve(folder).files]
 ['a.csv', 'b.jsonl']
 >>> [content.rows for content in map(decode, resolve(folder).files)]
-[[{'input_ids': '1 2'}], [{'input_ids': [3]}]]
+[[{'input_ids': [1, 2]}], [{'input_ids': [3]}]]
 
 Internal: the public names are in ``packing`` and ``packing.reading``.
 """
 
 from __future__ import annotations
 
-import glob
 import io
 import json
 import mmap
@@ -51,26 +49,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.validation import INT32_MAX
 from packing.errors import DatasetError, LimitError, SettingError, quote
-from packing.reading.content import Batches, Content, File, opened, unreadable
+from packing.reading.content import Batches, Content, File, list_values, opened, unreadable
 from packing.reading.limits import (
     NO_LIMITS,
     ReadLimits,
     check_count,
-    check_ipc,
     check_parquet,
     check_size,
+    column_chunks,
     open_input,
     read_bounded,
-    scan_json,
 )
-from packing.reading.paths import once, refuse_cycles
-from packing.reading.rowfiles import EXPECTED, decode_rows, names, read_json, repeated, twice
+from packing.reading.rowfiles import EXPECTED, decode_rows, names, repeated, twice
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
 Int64Array = npt.NDArray[np.int64]
 
@@ -168,12 +162,12 @@ def resolve(source: Any, format: str | None = None, name: str | None = None) -> 
         return Files(label, (File(source, label, format_of(label, format)),))
     if isinstance(source, (str, os.PathLike)):
         label = name or os.fspath(source)
-        return Files(label, tuple(once(_expand(os.fspath(source), format))))
+        return Files(label, tuple(_once(_expand(os.fspath(source), format))))
     if isinstance(source, (list, tuple)) and source and all(isinstance(p, (str, os.PathLike)) for p in source):
         found = {file.label: file for path in source for file in _expand(os.fspath(path), format)}
         given = sorted(os.fspath(path) for path in source)
         shown = given[0] + (f" and {len(given) - 1} more" if len(given) > 1 else "")
-        return Files(name or shown, tuple(once([found[label] for label in sorted(found)])))
+        return Files(name or shown, tuple(_once([found[label] for label in sorted(found)])))
     raise SettingError(
         "source", "a path, a glob, a folder, a list of paths, or a binary file object", type(source).__name__
     )
@@ -184,14 +178,41 @@ def _expand(path: str, format: str | None) -> list[File]:
     if os.path.isdir(path):
         return _folder(path, format)
     if not os.path.lexists(path) and _MAGIC.search(path):
-        refuse_cycles(path)
-        matches = [match for match in sorted(glob.glob(path, recursive=True)) if not os.path.isdir(match)]
+        matches = [match for match in _glob(path) if not os.path.isdir(match)]
         files = [File(match, match, format_of(match, format)) for match in matches if _readable(match, format)]
         if not files:
             reason = "no file matches this pattern" if not matches else f"no {_KINDS} file matches this pattern"
             raise DatasetError(path, None, reason)
         return files
     return [File(path, path, format_of(path, format))]
+
+
+def _glob(pattern: str) -> list[str]:
+    """The paths ``pattern`` matches, sorted, by ``pathlib`` (``**``: any folders below, symbolic links to
+    folders not followed, so no link cycle is walked). O(matches · log matches).
+
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> os.makedirs(os.path.join(folder, "a")); os.symlink(folder, os.path.join(folder, "a", "up"))
+    >>> _ = open(os.path.join(folder, "a", "x.jsonl"), "w").write("[1]\\n")
+    >>> [os.path.relpath(path, folder) for path in _glob(os.path.join(folder, "**", "*.jsonl"))]
+    ['a/x.jsonl']
+    """
+    parts = Path(pattern).parts
+    first = next(index for index, part in enumerate(parts) if _MAGIC.search(part))
+    root = Path(*parts[:first]) if first else Path()
+    return sorted(str(path) for path in root.glob(str(Path(*parts[first:]))))
+
+
+def _once(files: list[File]) -> list[File]:
+    """``files`` (in reading order) with each real file once: the first of the paths that lead to it (two names
+    for one file, a folder and a file in it, a link). O(files)."""
+    if not all(isinstance(file.source, (str, os.PathLike)) for file in files):
+        return files
+    kept: dict[str, File] = {}
+    for file in files:
+        kept.setdefault(os.path.realpath(file.source), file)  # type: ignore[arg-type]
+    return list(kept.values())
 
 
 def read_whole(source: Any, format: str | None = None) -> list[str]:
@@ -253,10 +274,9 @@ def _saved(path: str) -> list[File]:
     state_path = os.path.join(path, "state.json")
     with open_input(state_path, state_path) as handle:
         data = read_bounded(handle, state_path, ReadLimits(max_bytes=_STATE_BYTES))
-    scan_json(data, state_path)
     try:
         state = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         state = None
     entries = state.get("_data_files") if isinstance(state, dict) else None
     names = [item.get("filename") if isinstance(item, dict) else None for item in entries or []]
@@ -342,97 +362,65 @@ def decode(
     columns: Collection[str] | None = None,
     rows_are: str = "rows",
     chunk_bytes: int | None = None,
+    text: bool = False,
 ) -> Content:
-    """What ``file`` holds, within ``limits`` (checked before decoding: a file's size, a Parquet file's
-    metadata, JSON's nesting, lines and values); ``columns`` keeps only those columns of tables and CSV rows
-    (None: all); ``rows_are`` names rows in messages (samples, blocks). With ``chunk_bytes``, rows (JSON
-    lines, CSV, a JSON list) come as ``chunks`` of about that many bytes of text (a JSON list: about
-    :data:`packing.reading.rowfiles.ROW_BYTES` a row), parsed as they are iterated: the same rows, places and errors as whole, one
-    chunk of Python values held at a time (JSON lines from a path: its bytes memory-mapped, each chunk's pages
-    let go once parsed; a JSON list is parsed whole, its rows let go chunk by chunk). O(bytes).
+    """What ``file`` holds, within ``limits`` (checked before decoding: a file's size, a Parquet file's footer,
+    JSON's nesting, lines and values; and as pyarrow decodes); ``columns`` keeps only those columns of tables and
+    CSV rows (None: all); ``rows_are`` names rows in messages (samples, blocks). Files of rows come in parts of
+    about ``chunk_bytes`` bytes of text (:mod:`packing.reading.rowfiles`), parsed as they are iterated; ``text``:
+    CSV ``prompt`` and ``completion`` cells are text. O(bytes).
 
     >>> import io
     >>> content = decode(File(io.BytesIO(b'[{"input_ids": [1]}, {"input_ids": [2, 3]}]'), "d.json", "json"))
-    >>> content.rows, content.where
-    ([{'input_ids': [1]}, {'input_ids': [2, 3]}], ['item 1', 'item 2'])
+    >>> part = next(iter(content.parts))
+    >>> part.rows, part.place(1)
+    ([{'input_ids': [1]}, {'input_ids': [2, 3]}], 'item 2')
     >>> content = decode(File(io.BytesIO(b'[1]\\n\\n[2, 3]\\n[4]\\n'), "d.jsonl", "jsonl"), chunk_bytes=8)
-    >>> list(content.chunks)
-    [([[1], [2, 3]], ['line 1', 'line 3']), ([[4]], ['line 4'])]
+    >>> [(part.rows.column("input_ids").to_pylist(), part.place(0)) for part in content.parts]
+    [([[1]], 'line 1'), ([[2, 3], [4]], 'line 3')]
     """
     if file.format == "npy":
         raise DatasetError(file.label, None, "a NeMo .npy file holds packed blocks, not samples; audit it instead")
-    if file.format == "parquet":
-        return _parquet(file, limits, columns, rows_are)
-    if file.format == "arrow":
-        return _arrow(file, limits, columns, rows_are)
-    return decode_rows(file, limits, columns, rows_are, chunk_bytes)
-
-
-class ParquetBatches(Batches):
-    """A Parquet file's batches; rows and value counts from its metadata (checked before a value is decoded)."""
-
-    def __init__(self, parquet: pq.ParquetFile, columns: list[str], file: File, owned: ExitStack) -> None:
-        super().__init__(columns, file, owned)
-        self.parquet = parquet
-
-    @property
-    def schema(self) -> pa.Schema:
-        import pyarrow as pa
-
-        schema = self.parquet.schema_arrow
-        return pa.schema([schema.field(name) for name in self.columns])
-
-    @property
-    def num_rows(self) -> int:
-        return int(self.parquet.metadata.num_rows)
-
-    @property
-    def file_columns(self) -> tuple[str, ...]:
-        return tuple(self.parquet.schema_arrow.names)
-
-    def values(self, columns: Collection[str]) -> int:
-        """An upper bound from the column chunks' value counts (an empty or null list counts one)."""
-        return sum(int(chunk.num_values) for chunk in self._chunks(columns))
-
-    def decoded_bytes(self) -> int:
-        return sum(int(chunk.total_uncompressed_size) for chunk in self._chunks(self.columns))
-
-    def _chunks(self, columns: Collection[str]) -> Iterator[Any]:
-        """The column chunks of ``columns`` (of the wanted ones) in every row group."""
-        metadata = self.parquet.metadata
-        counted = set(columns) & set(self.columns)
-        for group in range(metadata.num_row_groups):
-            row_group = metadata.row_group(group)
-            for index in range(row_group.num_columns):
-                chunk = row_group.column(index)
-                if chunk.path_in_schema.split(".", 1)[0] in counted:
-                    yield chunk
-
-    def _batches(self, rows: int) -> Iterator[pa.RecordBatch]:
-        return iter(self.parquet.iter_batches(batch_size=rows, columns=self.columns, use_threads=False))
-
-    def _whole(self) -> pa.Table:
-        return self.parquet.read(columns=self.columns)
-
-
-def _parquet(file: File, limits: ReadLimits, columns: Collection[str] | None, rows_are: str) -> Content:
-    """A Parquet file's (wanted) columns, as :class:`Batches` not yet decoded; its metadata is checked against
-    ``limits`` first (:func:`packing.reading.limits.check_parquet`), so a bomb is refused before a value is decoded."""
+    if file.format not in ("parquet", "arrow"):
+        return decode_rows(file, limits, columns, rows_are, chunk_bytes, text)
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
+    kind = "Parquet" if file.format == "parquet" else "Arrow"
     with ExitStack() as stack:
-        handle = stack.enter_context(opened(file))
         try:
-            parquet = pq.ParquetFile(handle, pre_buffer=False)  # not the whole file read ahead
-            wanted = _wanted(list(parquet.schema_arrow.names), file, columns)
-            check_parquet(parquet, wanted if columns is not None else None, file.label, limits, rows_are, handle)
+            handle = stack.enter_context(opened(file))
+            batches = (_parquet if kind == "Parquet" else _arrow)(file, handle, limits, columns, rows_are)
         except (pa.ArrowException, OSError, ValueError) as error:
             if isinstance(error, DatasetError):
                 raise
-            raise unreadable(file, error, "Parquet") from None
-        return Content(file, batches=ParquetBatches(parquet, wanted, file, stack.pop_all()))
+            raise unreadable(file, error, kind) from None
+        batches.owned = stack.pop_all()
+        return Content(file, batches=batches, columns=batches.file_columns)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _parquet(file: File, handle: Any, limits: ReadLimits, columns: Collection[str] | None, rows_are: str) -> Batches:
+    """A Parquet file's wanted columns, its footer checked against ``limits`` first
+    (:func:`~packing.reading.limits.check_parquet`). O(row groups × columns)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(handle, pre_buffer=False)  # not the whole file read ahead
+    schema = parquet.schema_arrow
+    wanted = _wanted(list(schema.names), file, columns)
+    check_parquet(parquet, wanted if columns is not None else None, file.label, limits, rows_are)
+    counts, decoded = dict.fromkeys(wanted, 0), 0
+    for top, chunk in column_chunks(parquet):
+        if top in counts:
+            counts[top] += int(chunk.num_values)
+            decoded += int(chunk.total_uncompressed_size)
+
+    def make(rows: int) -> Iterator[pa.RecordBatch]:
+        yield from parquet.iter_batches(batch_size=rows, columns=wanted, use_threads=False)
+
+    chosen = pa.schema([schema.field(name) for name in wanted])
+    return Batches(file, "Parquet", chosen, tuple(schema.names), int(parquet.metadata.num_rows), counts, decoded, make,
+                   limits=limits, rows_are=rows_are)  # fmt: skip
 
 
 def _wanted(found: list[str], file: File, columns: Collection[str] | None) -> list[str]:
@@ -447,211 +435,98 @@ def _wanted(found: list[str], file: File, columns: Collection[str] | None) -> li
     return wanted
 
 
-class ArrowBatches(Batches):
-    """An Arrow IPC file's or stream's batches (what ``datasets`` writes with ``save_to_disk``), over its
-    bytes memory-mapped (a path) or read (a file object). One pass over the batches' metadata and list
-    offsets, when made, counts the rows, bytes and list values and checks them against ``limits`` after each
-    batch (a compressed batch is only as large as one batch before it is refused); iterating then slices the
-    batches to the bounded size, zero-copy. ``nbytes``: the whole file's batches (all columns), decoded.
+def _arrow(file: File, handle: Any, limits: ReadLimits, columns: Collection[str] | None, rows_are: str) -> Batches:
+    """An Arrow IPC file or stream (what ``datasets`` writes with ``save_to_disk``): a path memory-mapped, a file
+    object read within ``max_bytes``. One pass over its batches counts rows, bytes and list values as pyarrow
+    decodes them, refused past ``limits`` after each batch (a compressed batch is as large as one batch before it
+    is refused); iterating then slices the batches to the bounded size, zero-copy. O(batches)."""
+    import pyarrow as pa
 
-    >>> import io, pyarrow as pa
-    >>> sink = io.BytesIO()
-    >>> table = pa.table({"input_ids": [[1, 2], [3]]})
-    >>> with pa.ipc.new_stream(sink, table.schema) as writer:
-    ...     writer.write_table(table)
-    >>> batches = decode(File(io.BytesIO(sink.getvalue()), "d.arrow", "arrow")).batches
-    >>> batches.num_rows, batches.values(["input_ids"]), batches.read().column("input_ids").to_pylist()
-    (2, 3, [[1, 2], [3]])
-    """
+    check_size(handle, file.label, limits)
+    mapped = None
+    if isinstance(file.source, (str, os.PathLike)) and os.fstat(handle.fileno()).st_size:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)  # lives while its buffers do
+    buffer = pa.py_buffer(mapped if mapped is not None else read_bounded(handle, file.label, limits))
+    source = pa.BufferReader(buffer)
 
-    kind = "Arrow"
+    def release(batch: Any = None) -> None:
+        """Let the mapped pages before ``batch``'s last buffer (None: all) go from this process's memory (they
+        stay in the page cache): a file read batch by batch holds one batch's pages, not the file's."""
+        if mapped is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        inside = [] if batch is None else [b for c in batch.columns for b in c.buffers() if b is not None]
+        ends = [b.address + b.size - buffer.address for b in inside if 0 <= b.address - buffer.address < buffer.size]
+        end = (max(ends, default=0) if batch is not None else buffer.size) // mmap.PAGESIZE * mmap.PAGESIZE
+        if end:
+            mapped.madvise(mmap.MADV_DONTNEED, 0, end)
 
-    def __init__(
-        self,
-        buffer: pa.Buffer,
-        columns: Collection[str] | None,
-        file: File,
-        limits: ReadLimits,
-        rows_are: str,
-        mapped: mmap.mmap | None = None,
-    ) -> None:
-        super().__init__([], file, ExitStack())
-        self.buffer = buffer
-        self._mapped = mapped
-        self._released = 0  # the mapped bytes let go in this pass over the batches
-        check_ipc(buffer, file.label, limits, rows_are)  # from the batches' headers, before one is decoded
-        schema, batches = self._reader()
-        self.columns = _wanted(list(schema.names), file, columns)
-        self._schema = schema
-        self._rows = 0
-        self._values = dict.fromkeys(self.columns, 0)
-        self._wanted_bytes = 0
-        for batch in batches:
-            self._rows, self.nbytes = self._rows + batch.num_rows, self.nbytes + int(batch.nbytes)
-            check_count(file.label, rows_are, self._rows, limits.max_rows)
-            if limits.max_bytes is not None and self.nbytes > limits.max_bytes:
-                raise LimitError(file.label, None, f"holds more than the limit of {limits.max_bytes:,} bytes once read")
-            for name in self.columns:
-                column = batch.column(name)
-                self._values[name] += _list_count(column)
-                self._wanted_bytes += int(column.nbytes)
-        self._release(buffer.size)  # the headers and offsets this pass read
-        self._released = 0
-
-    def _reader(self) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
-        """The schema and the batches of the IPC file, or else of the IPC stream."""
-        import pyarrow as pa
-
+    def reader() -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+        source.seek(0)
         try:
-            reader = pa.ipc.open_file(pa.BufferReader(self.buffer))
-            return reader.schema, (reader.get_batch(i) for i in range(reader.num_record_batches))
+            found = pa.ipc.open_file(source)
+            return found.schema, (found.get_batch(i) for i in range(found.num_record_batches))
         except pa.ArrowInvalid:
-            stream = pa.ipc.open_stream(pa.BufferReader(self.buffer))
+            source.seek(0)
+            stream = pa.ipc.open_stream(source)
             return stream.schema, iter(stream)
 
-    @property
-    def schema(self) -> pa.Schema:
-        import pyarrow as pa
+    schema, all_batches = reader()
+    wanted = _wanted(list(schema.names), file, columns)
+    rows = nbytes = 0
+    counts = dict.fromkeys(wanted, 0)
+    for batch in all_batches:
+        rows, nbytes = rows + batch.num_rows, nbytes + int(batch.nbytes)
+        check_count(file.label, rows_are, rows, limits.max_rows)
+        if limits.max_bytes is not None and nbytes > limits.max_bytes:
+            raise LimitError(file.label, None, f"holds more than the limit of {limits.max_bytes:,} bytes once read")
+        for name in wanted:
+            counts[name] += list_values(batch.column(name))
+    release()  # the pages the count read
 
-        return pa.schema([self._schema.field(name) for name in self.columns])
+    def make(size: int) -> Iterator[pa.RecordBatch]:
+        for batch in reader()[1]:
+            chosen = batch.select(wanted)
+            yield from (chosen.slice(start, size) for start in range(0, batch.num_rows, size))
+            release(batch)
 
-    @property
-    def num_rows(self) -> int:
-        return self._rows
-
-    @property
-    def file_columns(self) -> tuple[str, ...]:
-        return tuple(self._schema.names)
-
-    def values(self, columns: Collection[str]) -> int:
-        """The list values of ``columns`` (a column of scalars: one a row), counted when made."""
-        return sum(count for name, count in self._values.items() if name in columns)
-
-    def decoded_bytes(self) -> int:
-        return self._wanted_bytes
-
-    def _batches(self, rows: int) -> Iterator[pa.RecordBatch]:
-        self._released = 0
-        for batch in self._reader()[1]:
-            chosen = batch.select(self.columns)
-            for start in range(0, batch.num_rows, rows):
-                yield chosen.slice(start, rows)
-            self._release(self._end(batch))
-        self._release(self.buffer.size)
-
-    def _end(self, batch: pa.RecordBatch) -> int:
-        """Where the last of ``batch``'s buffers in the mapped file ends (0: none is). O(buffers)."""
-        base, size = self.buffer.address, self.buffer.size
-        ends = [
-            found.address + found.size - base
-            for column in batch.columns
-            for found in column.buffers()
-            if found is not None and base <= found.address < base + size
-        ]
-        return max(ends, default=0)
-
-    def _release(self, end: int) -> None:
-        """Let the mapped pages before ``end`` go from this process's memory (they stay in the page cache and
-        are read again if touched): a file read batch by batch holds one batch's pages, not the file's. O(1)
-        calls to the system."""
-        advice = getattr(mmap, "MADV_DONTNEED", None)
-        whole = end // mmap.PAGESIZE * mmap.PAGESIZE
-        if self._mapped is not None and advice is not None and whole > self._released:
-            self._mapped.madvise(advice, self._released, whole - self._released)
-            self._released = whole
-
-    def _whole(self) -> pa.Table:
-        import pyarrow as pa
-
-        schema, batches = self._reader()
-        table = pa.Table.from_batches(list(batches), schema=schema)
-        return table.select(self.columns)
-
-
-def _list_count(column: pa.Array) -> int:
-    """The values of a list column (from its offsets: two values read), or its rows for another type. O(1)."""
-    import pyarrow as pa
-
-    kind = column.type
-    if (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and len(column):
-        offsets = column.offsets
-        return int(offsets[len(offsets) - 1].as_py()) - int(offsets[0].as_py())
-    if pa.types.is_fixed_size_list(kind):
-        return len(column) * int(kind.list_size)
-    return len(column)
-
-
-def _arrow(file: File, limits: ReadLimits, columns: Collection[str] | None, rows_are: str) -> Content:
-    """An Arrow IPC file or stream as :class:`ArrowBatches`: a path memory-mapped (the descriptor opened and
-    checked by :func:`packing.reading.limits.open_input`; its pages are read as the batches are, never copied, and let
-    go once read), a file object read within ``max_bytes``. O(batches) until iterated."""
-    import pyarrow as pa
-
-    mapped: mmap.mmap | None = None
-    try:
-        with opened(file) as handle:
-            if isinstance(file.source, (str, os.PathLike)):
-                check_size(handle, file.label, limits)
-                if os.fstat(handle.fileno()).st_size:  # an empty file cannot be mapped; the reader names it
-                    mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)  # lives while buffers do
-                buffer = pa.py_buffer(mapped if mapped is not None else b"")
-            else:
-                buffer = pa.py_buffer(read_bounded(handle, file.label, limits))
-        return Content(file, batches=ArrowBatches(buffer, columns, file, limits, rows_are, mapped))
-    except (pa.ArrowException, OSError, ValueError) as error:
-        if isinstance(error, DatasetError):
-            raise
-        raise unreadable(file, error, "Arrow") from None
+    chosen = pa.schema([schema.field(name) for name in wanted])
+    return Batches(
+        file, "Arrow", chosen, tuple(schema.names), rows, counts, nbytes, make, limits=limits, rows_are=rows_are
+    )
 
 
 # ---------------------------------------------------------------- one table over all files (packed data)
 
 
-def _as_table(file: File, limits: ReadLimits) -> tuple[pa.Table, int]:
-    """A file as an Arrow table (JSON lines through ``pyarrow.json`` once scanned), and the JSON values scanned."""
+def _as_table(file: File, limits: ReadLimits) -> pa.Table:
+    """A file as an Arrow table: Parquet and Arrow batches, JSON lines and JSON block by block, NeMo's ``.npy``."""
     import pyarrow as pa
-    import pyarrow.json as pj
 
-    if file.format in ("parquet", "arrow"):
-        batches = decode(file, limits, rows_are="blocks").batches
-        assert batches is not None
-        return batches.read(), 0
     if file.format == "csv":
         raise DatasetError(
             file.label, None, "a CSV file holds samples, not packed blocks; expected Parquet, JSON or Arrow"
         )
-    with opened(file) as handle:
-        data = read_bounded(handle, file.label, limits)
     if file.format == "npy":  # NeMo's packed rows, unpickled without running anything
         from packing.reading.npy import read_npy
 
-        return read_npy(data, file.label), 0
+        with opened(file) as handle:
+            return read_npy(read_bounded(handle, file.label, limits), file.label)
+    content = decode(file, limits, rows_are="blocks")
+    if content.batches is not None:
+        return content.batches.read()
+    tables = []
+    for part in content.parts or ():
+        if part.refused is not None and file.format == "jsonl":
+            raise unreadable(file, part.refused, "JSON")
+        if isinstance(part.rows, list) and not all(isinstance(row, dict) for row in part.rows):
+            raise DatasetError(file.label, None, "expected packed blocks: JSON objects of columns, one per block")
+        tables.append(pa.Table.from_pylist(part.rows) if isinstance(part.rows, list) else part.rows)
+    if content.lengths is not None or not tables:
+        raise DatasetError(file.label, None, "expected packed blocks: JSON objects of columns, one per block")
     try:
-        if file.format == "json":  # the same rule as for samples: a list of rows, or JSON lines
-            content = read_json(data, file, limits, "blocks")
-            if content.rows is None or not all(isinstance(row, dict) for row in content.rows):
-                raise DatasetError(file.label, None, "expected packed blocks: JSON objects of columns, one per block")
-            return pa.Table.from_pylist(content.rows), content.values
-        scan = scan_json(data, file.label, limits)
-        options = pj.ReadOptions(block_size=min(max(1 << 20, scan.longest_line + 2), INT32_MAX))
-        return pj.read_json(pa.BufferReader(data), read_options=options), scan.values
-    except (pa.ArrowException, OSError, ValueError) as error:
-        if isinstance(error, DatasetError):
-            raise
+        return pa.concat_tables(tables, promote_options="permissive")
+    except (pa.ArrowException, ValueError) as error:
         raise unreadable(file, error, "JSON") from None
-
-
-def _list_values(table: pa.Table) -> int:
-    """The most values any list column of ``table`` holds. O(rows · columns)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    most = 0
-    for column in table.columns:
-        kind = column.type
-        if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
-            most = max(most, int(pc.sum(pc.list_value_length(column)).as_py() or 0))
-    return most
 
 
 @dataclass(frozen=True, eq=False)
@@ -698,7 +573,7 @@ def read_file(source: Any, limits: ReadLimits = NO_LIMITS, name: str | None = No
     tables: list[pa.Table] = []
     for file in found.files:
         with budget.reading():
-            table, values = _as_table(file, budget.left())
+            table = _as_table(file, budget.left())
         if tables and set(table.column_names) != set(tables[0].column_names):
             first = found.files[0].label
             reason = (
@@ -706,7 +581,7 @@ def read_file(source: Any, limits: ReadLimits = NO_LIMITS, name: str | None = No
                 f"({names(tables[0].column_names)}); every file of a dataset has the same columns"
             )
             raise DatasetError(file.label, None, reason)
-        budget.spend(bytes=table.nbytes, rows=table.num_rows, tokens=_list_values(table), values=values)
+        budget.spend(bytes=table.nbytes, rows=table.num_rows, tokens=max(map(list_values, table.columns), default=0))
         tables.append(table)
     parts = tuple((file.label, int(table.num_rows)) for file, table in zip(found.files, tables, strict=True))
     if len(tables) == 1:

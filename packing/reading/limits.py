@@ -12,7 +12,7 @@ files of a folder, the totals count (:meth:`ReadLimits.after` is what the files 
 
 >>> limits = ReadLimits(max_bytes=1_000, max_tokens=100)
 >>> scan_json(b'{"input_ids": [[1], [2]]}\\n\\n[3]\\n', "x.jsonl", limits)
-JsonScan(rows=2, longest_line=25, values=3)
+JsonScan(rows=2, values=3)
 >>> scan_json(b"[" * 100 + b"]" * 100, "x.json", limits)
 Traceback (most recent call last):
 ...
@@ -27,6 +27,7 @@ import dataclasses
 import io
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
@@ -239,19 +240,16 @@ def check_count(label: str, what: str, count: int, limit: int | None) -> None:
 
 
 class JsonScan(NamedTuple):
-    """What a scan of JSON text found: non-blank lines, the longest line (bytes) and about how many values
-    (an upper bound: commas outside strings plus one a line)."""
+    """What a scan of JSON text found: non-blank lines and about how many values (an upper bound: commas
+    outside strings plus one a line)."""
 
     rows: int
-    longest_line: int
     values: int
 
 
 @njit(cache=True, nogil=True)
-def _scan(
-    data: npt.NDArray[np.uint8], max_depth: int, max_line: int
-) -> tuple[int, int, int, int, int]:  # pragma: no cover
-    """(status, line, rows, longest, commas): commas outside strings; status 0 = fine, 1 = nested deeper than ``max_depth`` at ``line``,
+def _scan(data: npt.NDArray[np.uint8], max_depth: int, max_line: int) -> tuple[int, int, int, int]:  # pragma: no cover
+    """(status, line, rows, commas): commas outside strings; status 0 = fine, 1 = nested deeper than ``max_depth`` at ``line``,
     2 = ``line`` longer than ``max_line`` bytes (0 = no limit). Brackets inside strings do not count; a raw
     newline ends any string (JSON strings cannot hold one), so an unclosed quote hides nothing after it. O(bytes)."""
     depth = 0
@@ -261,12 +259,10 @@ def _scan(
     line_start = 0
     rows = 0
     content = False
-    longest = 0
     commas = 0
     for i in range(len(data)):
         c = data[i]
         if c == 10:
-            longest = max(longest, i - line_start)
             rows += content
             content = False
             in_string = False
@@ -275,7 +271,7 @@ def _scan(
             line_start = i + 1
             continue
         if max_line and i - line_start >= max_line:
-            return 2, line, rows, longest, commas
+            return 2, line, rows, commas
         if c != 32 and c != 9 and c != 13:
             content = True
         if in_string:
@@ -290,20 +286,19 @@ def _scan(
         elif c == 91 or c == 123:
             depth += 1
             if depth > max_depth:
-                return 1, line, rows, longest, commas
+                return 1, line, rows, commas
         elif (c == 93 or c == 125) and depth > 0:
             depth -= 1
         elif c == 44:
             commas += 1
-    longest = max(longest, len(data) - line_start)
     rows += content
-    return 0, line, rows, longest, commas
+    return 0, line, rows, commas
 
 
-def scan_json(data: bytes, label: str, limits: ReadLimits = NO_LIMITS) -> JsonScan:
+def scan_json(data: bytes, label: str, limits: ReadLimits = NO_LIMITS, first_line: int = 1) -> JsonScan:
     """Check raw JSON (or JSON lines) before it is parsed: nesting within ``max_depth``, every line within
     ``max_line_bytes``, non-blank lines within ``max_rows``, values (commas outside strings plus one a line:
-    an upper bound) within ``max_values``. O(bytes), one compiled pass, no copy.
+    an upper bound) within ``max_values``; lines are named from ``first_line``. O(bytes), one compiled pass, no copy.
 
     >>> scan_json(b"[" + b"0," * 11 + b"0]", "x.json", ReadLimits(max_values=10))
     Traceback (most recent call last):
@@ -313,8 +308,9 @@ def scan_json(data: bytes, label: str, limits: ReadLimits = NO_LIMITS) -> JsonSc
     array = np.frombuffer(data, dtype=np.uint8)  # over the caller's buffer (a mapped file): not kept
     depth, line_bytes = int(limits.max_depth), int(limits.max_line_bytes or 0)
     compile_for(_scan, array, depth, line_bytes)  # never compiled on the caller's buffer
-    status, line, rows, longest, commas = _scan(array, depth, line_bytes)
+    status, line, rows, commas = _scan(array, depth, line_bytes)
     del array
+    line += first_line - 1
     if status == 1:
         where = f"line {line}"
         raise DatasetError(
@@ -327,7 +323,7 @@ def scan_json(data: bytes, label: str, limits: ReadLimits = NO_LIMITS) -> JsonSc
     if limits.max_values is not None and values > limits.max_values:
         reason = f"holds about {values:,} values, more than the limit of {limits.max_values:,} (refused before parsing)"
         raise LimitError(label, None, reason)
-    return JsonScan(rows, longest, values)
+    return JsonScan(rows, values)
 
 
 def _type_depth(kind: Any) -> int:
@@ -336,144 +332,46 @@ def _type_depth(kind: Any) -> int:
     return (1 + max(map(_type_depth, children), default=0)) if children else 0
 
 
+# ---------------------------------------------------------------- Parquet
+
+
 def _leaves(kind: Any) -> int:
     """How many Parquet leaf columns an Arrow type is stored in (a list of integers: 1). O(fields)."""
     return sum(_leaves(kind.field(i).type) for i in range(kind.num_fields)) if kind.num_fields else 1
 
 
-# ---------------------------------------------------------------- Parquet
-
-
-def _varint(data: bytes, at: int) -> tuple[int, int]:
-    """An unsigned varint of Thrift's compact protocol at ``at`` (a size): the value and where the next byte is.
-    O(1)."""
-    shift = result = 0
-    while True:
-        byte = data[at]
-        at += 1
-        result |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return result, at
-        if shift > 70:
-            raise ValueError("a varint too long")
-
-
-def _thrift_int(data: bytes, at: int) -> tuple[int, int]:
-    """A zigzag varint of Thrift's compact protocol at ``at`` (an integer field). O(1)."""
-    raw, at = _varint(data, at)
-    return (raw >> 1) ^ -(raw & 1), at
-
-
-def _thrift_struct(data: bytes, at: int, wanted: dict[int, Any], depth: int = 0) -> tuple[dict[int, Any], int]:
-    """The fields of a compact-protocol struct at ``at`` that ``wanted`` names (field id: True for an integer, a
-    dict for a struct and its own wanted fields), every other field skipped; and where the struct ends. O(bytes)."""
-    found: dict[int, Any] = {}
-    last = 0
-    while True:
-        header = data[at]
-        at += 1
-        if header == 0:
-            return found, at
-        kind, delta = header & 0x0F, header >> 4
-        if delta:
-            number = last + delta
-        else:
-            number, at = _thrift_int(data, at)
-        last = number
-        want = wanted.get(number)
-        if kind in (4, 5, 6):
-            value, at = _thrift_int(data, at)
-            if want is True:
-                found[number] = value
-        elif kind == 12:
-            if depth > 8:
-                raise ValueError("a struct nested too deeply")
-            inner, at = _thrift_struct(data, at, want if isinstance(want, dict) else {}, depth + 1)
-            if isinstance(want, dict):
-                found[number] = inner
-        else:
-            at = _thrift_skip(data, at, kind, depth)
-
-
-def _thrift_skip(data: bytes, at: int, kind: int, depth: int) -> int:
-    """Where a compact-protocol value of ``kind`` at ``at`` ends. O(bytes)."""
-    if kind in (1, 2):
-        return at
-    if kind == 3:
-        return at + 1
-    if kind in (4, 5, 6):
-        return _thrift_int(data, at)[1]
-    if kind == 7:
-        return at + 8
-    if kind == 8:
-        size, at = _varint(data, at)
-        return at + size
-    if kind in (9, 10):
-        header = data[at]
-        at += 1
-        size, element = header >> 4, header & 0x0F
-        if size == 15:
-            size, at = _varint(data, at)
-        for _ in range(size):
-            at = at + 1 if element in (1, 2) else _thrift_skip(data, at, element, depth)
-        return at
-    if kind == 12:
-        return _thrift_struct(data, at, {}, depth + 1)[1]
-    raise ValueError(f"no Thrift type {kind}")
-
-
-_PAGE_FIELDS = {2: True, 5: {1: True}, 8: {1: True}}
-"""What a Parquet page header says of its size: ``uncompressed_page_size`` (2), and the values of a data page (v1:
-5, v2: 8; each its field 1, ``num_values``); ``compressed_page_size`` (3) says where the next page starts."""
-
-
-def parquet_pages(source: IO[bytes], start: int, size: int) -> tuple[int, int]:
-    """``(values, bytes once decompressed)`` of a Parquet column chunk's pages, from their headers (``size`` bytes
-    from ``start``, as its metadata says): what the reader will decode, whatever the file's footer claims. O(pages),
-    reading the headers only."""
-    values = decoded = 0
-    at, end = start, start + size
-    while at < end:
-        source.seek(at)
-        head = source.read(min(1 << 16, end - at))
-        if not head:
-            break
-        try:
-            found, length = _thrift_struct(head, 0, {**_PAGE_FIELDS, 3: True})
-        except (IndexError, ValueError):
-            break  # not a page header: the reader says why
-        decoded += max(int(found.get(2, 0)), 0)
-        values += max(int(found.get(5, found.get(8, {})).get(1, 0)), 0)
-        at += length + max(int(found.get(3, 0)), 0)
-    return values, decoded
-
-
-def _chunk_pages(source: IO[bytes], chunk: Any) -> tuple[int, int]:
-    """:func:`parquet_pages` of one column chunk (its dictionary page first, if any). O(pages)."""
-    start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
-    return parquet_pages(source, int(start), int(chunk.total_compressed_size))
+def column_chunks(file: pq.ParquetFile) -> Iterator[tuple[str, Any]]:
+    """Each column chunk of a Parquet file's row groups with the top-level column it stores, told by position
+    (a name may hold a dot, or repeat). O(row groups × columns)."""
+    owners = [field.name for field in file.schema_arrow for _ in range(_leaves(field.type))]
+    metadata = file.metadata
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        for index in range(row_group.num_columns):
+            yield owners[index], row_group.column(index)
 
 
 def check_parquet(
-    file: pq.ParquetFile,
-    columns: list[str] | None,
-    label: str,
-    limits: ReadLimits,
-    rows_are: str = "rows",
-    source: IO[bytes] | None = None,
+    file: pq.ParquetFile, columns: list[str] | None, label: str, limits: ReadLimits, rows_are: str = "rows"
 ) -> None:
-    """Refuse a Parquet file from its metadata alone, before a value is decoded: more than ``max_rows`` rows
-    (``rows_are`` names them in messages: samples, blocks); a column (of ``columns``; None = all) holding
-    more list values than ``max_tokens`` plus one per row, counted from its column chunks' value counts
-    (200 M zeros compress to a few KB but count 200 M); more than ``max_bytes`` of uncompressed column
-    data; or types nested deeper than ``max_depth``. With ``source`` (the file's bytes) and a bound on tokens or
-    bytes, the pages' own headers are read too (:func:`parquet_pages`: what the reader will decode) and a footer
-    that claims less than they hold is refused. O(row groups × columns), O(pages) with ``source``."""
-    metadata = file.metadata
-    rows = int(metadata.num_rows)
-    check_count(label, rows_are, rows, limits.max_rows)
+    """Refuse a Parquet file from its footer's own numbers, before a value is decoded: more than ``max_rows``
+    rows (``rows_are`` names them: samples, blocks); a column (of ``columns``; None = all) holding more list
+    values than ``max_tokens`` plus one per row (200 M zeros compress to a few KB but count 200 M); more than
+    ``max_bytes`` of uncompressed column data; types nested deeper than ``max_depth``. A footer that lies is
+    caught as the batches are read (:class:`packing.reading.content.Batches` counts what pyarrow decodes) and,
+    for a server, by the memory limit of the process it reads in. O(row groups × columns).
+
+    >>> import io, pyarrow as pa, pyarrow.parquet as pq
+    >>> buffer = io.BytesIO()
+    >>> pq.write_table(pa.table({"input_ids": [[0] * 1000] * 10}), buffer)
+    >>> check_parquet(pq.ParquetFile(buffer), None, "zeros.parquet", ReadLimits(max_tokens=100))
+    Traceback (most recent call last):
+    ...
+    packing.errors.LimitError: zeros.parquet: column 'input_ids' holds 10,000 values (from the file's metadata), more than the limit of 100 tokens
+    """
     schema = file.schema_arrow
+    rows = int(file.metadata.num_rows)
+    check_count(label, rows_are, rows, limits.max_rows)
     wanted = set(schema.names if columns is None else columns)
     for name in wanted:
         depth = _type_depth(schema.field(name).type)
@@ -482,136 +380,14 @@ def check_parquet(
             raise DatasetError(label, None, reason)
     values: dict[str, int] = {}
     uncompressed = 0
-    owners = [field.name for field in schema for _ in range(_leaves(field.type))]  # by position: names may repeat
-    for group in range(metadata.num_row_groups):
-        row_group = metadata.row_group(group)
-        for index in range(row_group.num_columns):
-            chunk = row_group.column(index)
-            top = owners[index] if len(owners) == row_group.num_columns else chunk.path_in_schema.split(".", 1)[0]
-            if columns is None or top in wanted:
-                claimed = (int(chunk.num_values), int(chunk.total_uncompressed_size))
-                found = claimed
-                if source is not None and (limits.max_tokens is not None or limits.max_bytes is not None):
-                    found = _chunk_pages(source, chunk)
-                    if found[0] > claimed[0] or found[1] > claimed[1]:
-                        reason = (
-                            f"column '{top}': its pages hold {found[0]:,} values and {found[1]:,} bytes, where the "
-                            f"file's metadata says {claimed[0]:,} and {claimed[1]:,}; a footer that does not match "
-                            "its data"
-                        )
-                        raise DatasetError(label, None, reason)
-                values[top] = values.get(top, 0) + max(found[0], claimed[0])
-                uncompressed += max(found[1], claimed[1])
-    if limits.max_tokens is not None:
-        for name, count in values.items():
-            if count > limits.max_tokens + rows:
-                raise LimitError(
-                    label,
-                    None,
-                    f"column '{name}' holds {count:,} values (from the file's metadata), "
-                    f"more than the limit of {limits.max_tokens:,} tokens",
-                )
+    for top, chunk in column_chunks(file):
+        if top in wanted:
+            values[top] = values.get(top, 0) + int(chunk.num_values)
+            uncompressed += int(chunk.total_uncompressed_size)
+    for name, count in values.items():
+        if limits.max_tokens is not None and count > limits.max_tokens + rows:
+            reason = f"column '{name}' holds {count:,} values (from the file's metadata), more than the limit of"
+            raise LimitError(label, None, f"{reason} {limits.max_tokens:,} tokens")
     if limits.max_bytes is not None and uncompressed > limits.max_bytes:
-        raise LimitError(
-            label,
-            None,
-            f"holds {uncompressed:,} bytes once uncompressed (from the file's metadata), "
-            f"more than the limit of {limits.max_bytes:,}",
-        )
-
-
-# ---------------------------------------------------------------- Arrow IPC
-
-
-def _table(data: bytes, position: int) -> tuple[int, int]:
-    """A flatbuffer table at ``position``: its position and its vtable's. O(1)."""
-    return position, position - int.from_bytes(data[position : position + 4], "little", signed=True)
-
-
-def _field(data: bytes, table: tuple[int, int], index: int) -> int:
-    """Where field ``index`` of a flatbuffer table is (0: absent). O(1)."""
-    position, vtable = table
-    size = int.from_bytes(data[vtable : vtable + 2], "little")
-    if 4 + 2 * index + 2 > size:
-        return 0
-    offset = int.from_bytes(data[vtable + 4 + 2 * index : vtable + 6 + 2 * index], "little")
-    return position + offset if offset else 0
-
-
-def _follow(data: bytes, at: int) -> int:
-    """The position an offset field at ``at`` points to. O(1)."""
-    return at + int.from_bytes(data[at : at + 4], "little")
-
-
-def ipc_batch_size(metadata: bytes, body: Any) -> tuple[int, int] | None:
-    """``(rows, bytes once decoded)`` of an Arrow IPC record batch message, from its header (a flatbuffer: the
-    ``Message`` and its ``RecordBatch``) and, for a compressed body, the decoded length each buffer starts with,
-    before anything is decompressed; None for another message. A batch of zeros compressed to a few KB decodes
-    to gigabytes: this is what lets a reader refuse it first. O(buffers).
-
-    >>> import io, pyarrow as pa
-    >>> sink = io.BytesIO()
-    >>> table = pa.table({"input_ids": [[1, 2, 3]] * 1000})
-    >>> with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
-    ...     writer.write_table(table)
-    >>> reader = pa.ipc.MessageReader.open_stream(pa.BufferReader(sink.getvalue()))
-    >>> _ = reader.read_next_message()  # the schema
-    >>> message = reader.read_next_message()
-    >>> ipc_batch_size(message.metadata.to_pybytes(), message.body)
-    (1000, 28004)
-    """
-    try:
-        message = _table(metadata, int.from_bytes(metadata[:4], "little"))
-        kind_at = _field(metadata, message, 1)
-        if not kind_at or metadata[kind_at] != 3:  # MessageHeader.RecordBatch
-            return None
-        batch = _table(metadata, _follow(metadata, _field(metadata, message, 2)))
-        length_at = _field(metadata, batch, 0)
-        rows = int.from_bytes(metadata[length_at : length_at + 8], "little", signed=True) if length_at else 0
-        buffers_at = _field(metadata, batch, 2)
-        compressed = bool(_field(metadata, batch, 3))
-        total = 0
-        if buffers_at:
-            vector = _follow(metadata, buffers_at)
-            count = int.from_bytes(metadata[vector : vector + 4], "little")
-            view = memoryview(body) if body is not None else memoryview(b"")
-            for index in range(count):
-                entry = vector + 4 + 16 * index
-                offset = int.from_bytes(metadata[entry : entry + 8], "little", signed=True)
-                length = int.from_bytes(metadata[entry + 8 : entry + 16], "little", signed=True)
-                if compressed and length >= 8:
-                    decoded = int.from_bytes(bytes(view[offset : offset + 8]), "little", signed=True)
-                    total += length - 8 if decoded < 0 else decoded
-                else:
-                    total += max(length, 0)
-        return rows, total
-    except (IndexError, ValueError):
-        return None
-
-
-def check_ipc(buffer: Any, label: str, limits: ReadLimits, rows_are: str = "rows") -> None:
-    """Refuse an Arrow IPC file or stream (its bytes, a ``pyarrow.Buffer``) from its batches' headers, before one is
-    decoded: rows past ``max_rows``, or bytes once decoded past ``max_bytes`` (a compressed batch's buffers each
-    say their decoded length: :func:`ipc_batch_size`). O(batches), reading headers only; nothing without those
-    bounds."""
-    import pyarrow as pa
-
-    if limits.max_bytes is None and limits.max_rows is None:
-        return
-    start = 8 if buffer.size >= 8 and buffer[:6].to_pybytes() == b"ARROW1" else 0
-    try:
-        reader = pa.ipc.MessageReader.open_stream(pa.BufferReader(buffer[start:]))
-        rows = decoded = 0
-        while (message := reader.read_next_message()) is not None:
-            size = ipc_batch_size(message.metadata.to_pybytes(), message.body)
-            if size is None:
-                continue
-            rows, decoded = rows + size[0], decoded + size[1]
-            check_count(label, rows_are, rows, limits.max_rows)
-            if limits.max_bytes is not None and decoded > limits.max_bytes:
-                reason = (
-                    f"holds more than the limit of {limits.max_bytes:,} bytes once read (from its batches' headers)"
-                )
-                raise LimitError(label, None, reason)
-    except (StopIteration, pa.ArrowInvalid, OSError):  # the end, or not a stream: the readers say why
-        return
+        reason = f"holds {uncompressed:,} bytes once uncompressed (from the file's metadata), more than the limit of"
+        raise LimitError(label, None, f"{reason} {limits.max_bytes:,}")

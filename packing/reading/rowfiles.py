@@ -1,29 +1,29 @@
-"""Files of rows, decoded: JSON lines, JSON (a list of rows, a histogram object, or JSON lines) and CSV, whole
-or in chunks of rows parsed as they are read (:func:`decode_rows`: what :func:`packing.reading.files.decode`
-gives for these formats). Internal.
+"""Files of rows, decoded by pyarrow block by block: JSON lines (``pyarrow.json``), CSV (``pyarrow.csv``, its
+cells read by ``pyarrow.compute``: :func:`packing.reading.cells.cell_table`) and JSON (a list of rows, a
+histogram object, or JSON lines). A file is cut into blocks of about ``block_bytes`` at line ends (a CSV line
+end outside quotes), each block's nesting and line lengths scanned (:func:`~packing.reading.limits.scan_json`)
+before pyarrow parses it. What pyarrow does not read, or refuses, is read with Python's ``json`` and ``csv``
+for that block alone: lines of bare lists, a column whose type changes, a line of two values, a CSV row of
+the wrong number of cells; so errors name the file and the line as before. Internal.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
-import itertools
 import json
-import mmap
-import os
-from collections.abc import Collection, Iterable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
-from typing import Any
+from collections.abc import Collection, Iterator, Sequence
+from typing import IO, Any
 
 import numpy as np
 import numpy.typing as npt
 
-import packing.reading.longrows as longrows
 from packing.core.validation import INT32_MAX, INT64_MAX, integer_words, is_integer
-from packing.errors import DatasetError, quote
-from packing.reading.content import Content, File, opened
-from packing.reading.limits import ReadLimits, check_count, check_size, read_bounded, scan_json
-from packing.reading.longrows import parse_json as _parse_json
+from packing.errors import DatasetError, LimitError, SampleError, quote
+from packing.reading.cells import cell_table, cells_row
+from packing.reading.content import Content, File, Part, opened
+from packing.reading.limits import MAX_JSON_DEPTH, ReadLimits, check_count, check_size, read_bounded, scan_json
 from packing.workloads import workload_from_json
 
 Int64Array = npt.NDArray[np.int64]
@@ -33,6 +33,8 @@ EXPECTED = (
     "or a pair ('prompt', 'chosen', 'rejected') or group ('prompt', 'completions')"
 )
 """The columns of samples, for messages."""
+BLOCK_BYTES = 1 << 24
+"""About how many bytes of text (JSON lines, CSV) pyarrow decodes at a time."""
 
 
 def names(columns: Sequence[str]) -> str:
@@ -46,18 +48,13 @@ def names(columns: Sequence[str]) -> str:
 
 
 def repeated(columns: Sequence[str]) -> str | None:
-    """The first column name ``columns`` holds twice, or None (Parquet and Arrow files may repeat a name; no
-    column of a repeated name can be told from the other). O(columns).
+    """The first column name ``columns`` holds twice, or None (Parquet and Arrow files may repeat a name). O(columns).
 
     >>> repeated(["input_ids", "labels", "input_ids"]), repeated(["input_ids"])
     ('input_ids', None)
     """
     seen: set[str] = set()
-    for name in columns:
-        if name in seen:
-            return name
-        seen.add(name)
-    return None
+    return next((name for name in columns if name in seen or seen.add(name)), None)  # type: ignore[func-returns-value]
 
 
 def twice(name: str) -> str:
@@ -70,145 +67,147 @@ def decode_rows(
     limits: ReadLimits,
     columns: Collection[str] | None = None,
     rows_are: str = "rows",
-    chunk_bytes: int | None = None,
+    block_bytes: int | None = None,
+    text: bool = False,
 ) -> Content:
-    """What a JSON lines, JSON or CSV ``file`` holds (see :func:`packing.reading.files.decode`), whole or in
-    chunks of about ``chunk_bytes`` bytes of text (a JSON list: about :data:`ROW_BYTES` a row). O(bytes).
+    """What a JSON lines, JSON or CSV ``file`` holds, parsed block by block as its parts are iterated (see the
+    module); ``text``: CSV ``prompt`` and ``completion`` cells are text (a tokenizer reads them). O(bytes).
 
     >>> import io
     >>> decode_rows(File(io.BytesIO(b"length\\n3\\n"), "d.csv", "csv"), ReadLimits()).rows
-    [{'length': '3'}]
+    [{'length': 3}]
+    >>> content = decode_rows(File(io.BytesIO(b'[1]\\n\\n{"input_ids": [2, 3]}\\n'), "d.jsonl", "jsonl"), ReadLimits())
+    >>> [(part.rows, part.place(0)) for part in content.parts]
+    [([[1], {'input_ids': [2, 3]}], 'line 1')]
     """
+    content = Content(file)
+    size = block_bytes or BLOCK_BYTES
+    if file.format == "json":
+        with opened(file) as handle:
+            data = read_bounded(handle, file.label, limits)
+        return _json(data, content, limits, rows_are, size)
     if file.format == "csv":
-        return _csv(file, limits, columns, rows_are, chunk_bytes)
-    if file.format == "jsonl" and chunk_bytes is not None:
-        return _mapped_json_lines(file, limits, chunk_bytes)
-    with opened(file) as handle:
-        data = read_bounded(handle, file.label, limits)
-    if file.format == "jsonl":
-        return _json_lines(data, file, scan_json(data, file.label, limits).values)
-    content = read_json(data, file, limits, rows_are, chunk_bytes)
-    if chunk_bytes is None or content.rows is None or content.where is None:
-        return content
-    chunks = _list_chunks(content.rows, content.where, max(1, chunk_bytes // ROW_BYTES))
-    return Content(file, size=content.size, values=content.values, chunks=chunks, lines=len(content.rows))
+        content.parts = _csv_parts(content, limits, columns, rows_are, size, text)
+    else:
+        content.parts = _line_parts(content, limits, rows_are, size)
+    return content
 
 
-_WHOLE = 1 << 62
-"""A chunk size no file reaches: rows decoded whole are one chunk."""
-ROW_BYTES = 1 << 10
-"""About how many bytes of text a row of a JSON list stands for, to size its chunks."""
+def _blocks(handle: IO[bytes], size: int, quoted: bool = False) -> Iterator[tuple[bytes, int]]:
+    """``handle``'s bytes in blocks of about ``size`` that end at a line's end (``quoted``: outside CSV quotes),
+    and the line each starts on. O(bytes); memory: a block (more for a longer line)."""
+    rest, line = b"", 1
+    while True:
+        wanted = max(size, len(rest))  # a line longer than a block: read as much again (O(bytes) in all)
+        read = handle.read(wanted)
+        data, last = rest + read, len(read) < wanted  # a short read: the end (regular files and buffers)
+        cut = len(data) if last else data.rfind(b"\n") + 1
+        while quoted and not last and cut and data.count(b'"', 0, cut) % 2:  # inside quotes: an earlier end
+            cut = data.rfind(b"\n", 0, cut - 1) + 1
+        if cut:
+            yield data[:cut], line
+            line += data.count(b"\n", 0, cut)
+        rest = data[cut:]
+        if last:
+            return
 
 
-def _joined_chunks(chunks: Iterable[tuple[list[Any], list[str]]]) -> tuple[list[Any], list[str]]:
-    """The rows and places of ``chunks``, one list each. O(rows)."""
-    rows: list[Any] = []
-    where: list[str] = []
-    for chunk_rows, chunk_where in chunks:
-        rows += chunk_rows
-        where += chunk_where
-    return rows, where
-
-
-def _json_line_chunks(
-    data: bytes | mmap.mmap, label: str, chunk_bytes: int, release: Any = None
-) -> Iterator[tuple[list[Any], list[str]]]:
-    """One JSON value per line (the bytes scanned), blank lines skipped, in chunks of the rows of about
-    ``chunk_bytes`` bytes of lines; ``release(end)`` is called with where each chunk's bytes end. O(bytes)."""
-    rows: list[Any] = []
-    where: list[str] = []
-    held = position = number = 0
-    size = len(data)
-    while position < size:
-        end = data.find(b"\n", position)
-        stop = size if end < 0 else end + 1
-        long = stop - position >= longrows.LONG_LINE
-        raw = memoryview(data)[position:stop] if long else data[position:stop]
-        number, position, held = number + 1, stop, held + stop - position
-        place = f"line {number}"
-        if isinstance(raw, memoryview):  # a long line: its lists of ids straight into arrays, not Python ints
-            with raw:
-                row = longrows.json_line(raw, label, place)
-            if row is not longrows.BLANK:
-                rows.append(row)
-                where.append(place)
-        else:
-            try:
-                text = raw.decode("utf-8-sig")
-            except UnicodeDecodeError:
-                raise DatasetError(label, place, "not valid UTF-8 text") from None
-            if text.strip():
-                rows.append(_parse_json(text.rstrip("\r\n"), label, place))
-                where.append(place)
-        if held >= chunk_bytes and rows:
-            yield rows, where
-            rows, where, held = [], [], 0
-            if release is not None:
-                release(position)
-    if rows:
-        yield rows, where
-
-
-def _json_lines(data: bytes, file: File, values: int) -> Content:
-    """One JSON value per line (the bytes scanned); blank lines are skipped. O(bytes)."""
-    rows, where = _joined_chunks(_json_line_chunks(data, file.label, _WHOLE))
-    return Content(file, rows, where, size=len(data), values=values)
-
-
-def _mapped_json_lines(file: File, limits: ReadLimits, chunk_bytes: int) -> Content:
-    """JSON lines as chunks of rows (:func:`_json_line_chunks`): a path's bytes memory-mapped, scanned, and let
-    go from this process's memory as each chunk is parsed (they stay in the page cache); a file object's read
-    within ``max_bytes``. O(bytes); memory: one chunk's rows and pages."""
-    label = file.label
-    mapped: mmap.mmap | None = None
-    with opened(file) as handle:
-        if not isinstance(file.source, (str, os.PathLike)):
-            data: bytes | mmap.mmap = read_bounded(handle, label, limits)
-        else:
+def _line_parts(
+    content: Content, limits: ReadLimits, rows_are: str, size: int, data: bytes | None = None
+) -> Iterator[Part]:
+    """JSON lines (``data``, or the file read block by block), each block through ``pyarrow.json`` (bare lists
+    as ``input_ids``), or Python's ``json`` when pyarrow does not read it. O(bytes)."""
+    label = content.file.label
+    within = dataclasses.replace(limits, max_rows=None, max_values=None, max_bytes=None)
+    shallow = dataclasses.replace(within, max_depth=min(limits.max_depth, MAX_JSON_DEPTH))
+    rows = values = 0
+    with opened(content.file) if data is None else io.BytesIO(data) as handle:
+        if data is None:
             check_size(handle, label, limits)
-            if os.fstat(handle.fileno()).st_size:  # an empty file cannot be mapped
-                mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-            data = mapped if mapped is not None else b""
-    scan = scan_json(data, label, limits)  # type: ignore[arg-type]  # a buffer, as bytes are
-    released = [0]
+        for block, first in _blocks(handle, size):
+            content.size += len(block)
+            if limits.max_bytes is not None and content.size > limits.max_bytes:
+                raise LimitError(label, None, f"holds more than the limit of {limits.max_bytes:,} bytes")
+            try:  # pyarrow.json crashes on deep nesting: only blocks within the default depth go to it
+                scan, safe = scan_json(block, label, shallow, first), True
+            except DatasetError:
+                if limits.max_depth <= MAX_JSON_DEPTH:
+                    raise
+                scan, safe = scan_json(block, label, within, first), False
+            rows, values = rows + scan.rows, values + scan.values
+            check_count(label, "lines", rows, limits.max_rows)
+            if limits.max_values is not None and values > limits.max_values:
+                reason = f"holds about {values:,} values, more than the limit of {limits.max_values:,} (refused before parsing)"
+                raise LimitError(label, None, reason)
+            if scan.rows:
+                yield _line_block(block, first, label, scan.rows if safe else -1)
 
-    def release(end: int) -> None:
-        advice = getattr(mmap, "MADV_DONTNEED", None)
-        whole = end // mmap.PAGESIZE * mmap.PAGESIZE
-        if mapped is not None and advice is not None and whole > released[0]:
-            mapped.madvise(advice, released[0], whole - released[0])
-            released[0] = whole
 
-    release(len(data))  # the pages the scan read
-    released[0] = 0
+def _line_block(block: bytes, first: int, label: str, count: int) -> Part:
+    """One block of JSON lines (``count`` of them not blank; -1: too deep for pyarrow) as an Arrow table, or as
+    Python rows. O(bytes)."""
+    import pyarrow as pa
+    import pyarrow.json as pj
 
-    def chunks() -> Iterator[tuple[list[Any], list[str]]]:
+    def place(index: int) -> str:
+        lines = [number for number, line in enumerate(block.split(b"\n"), first) if line.strip()]
+        return f"line {lines[index]}"
+
+    filled = [line for line in block.split(b"\n") if line.strip()]
+    starts = {line.lstrip()[:1] for line in filled}  # pyarrow.json reads objects (and crashes on a bare null)
+    bare = starts == {b"["}
+    source = b"\n".join(b'{"input_ids":' + line + b"}" for line in filled) if bare else block
+    try:
+        if count < 0 or not (bare or starts == {b"{"}):
+            raise ValueError("lines pyarrow does not read: too deep, or not all objects (nor all lists)")
+        options = pj.ReadOptions(use_threads=False, block_size=min(len(source) + 1, INT32_MAX))
+        table = pj.read_json(pa.BufferReader(source), read_options=options)
+        if table.num_rows == count and not any(_inexact(kind) for kind in table.schema.types):
+            return Part(table, place)
+        refused: Exception | None = None
+    except (pa.ArrowException, ValueError) as error:
+        refused = error
+    rows: list[Any] = []
+    lines: list[int] = []
+    for number, line in enumerate(block.split(b"\n"), first):
         try:
-            yield from _json_line_chunks(data, label, chunk_bytes, release)
-        finally:
-            if mapped is not None:
-                mapped.close()
-
-    return Content(file, size=len(data), values=scan.values, chunks=chunks(), lines=scan.rows)
-
-
-def _list_chunks(rows: list[Any], where: list[str], count: int) -> Iterator[tuple[list[Any], list[str]]]:
-    """A parsed list's rows in chunks of ``count``, each let go from ``rows`` once given (the list is the
-    caller's to drop). O(rows)."""
-    for start in range(0, len(rows), count):
-        stop = min(start + count, len(rows))
-        chunk = rows[start:stop]
-        rows[start:stop] = itertools.repeat(None, stop - start)
-        yield chunk, where[start:stop]
+            text = line.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise DatasetError(label, f"line {number}", "not valid UTF-8 text") from None
+        if text.strip():
+            rows.append(parse_json(text.rstrip("\r"), label, f"line {number}"))
+            lines.append(number)
+    return Part(rows, lambda index: f"line {lines[index]}", refused)
 
 
-def read_json(
-    raw: bytes, file: File, limits: ReadLimits, rows_are: str = "rows", chunk_bytes: int | None = None
-) -> Content:
+def _inexact(kind: Any) -> bool:
+    """Whether an Arrow type holds what Python's ``json`` reads otherwise (floats: an integer past int64 or
+    ``1.0``; lists of lists of ids as a bare line), so the block is read by ``json`` instead. O(fields)."""
+    import pyarrow as pa
+
+    if pa.types.is_floating(kind) or pa.types.is_decimal(kind):
+        return True
+    return any(_inexact(kind.field(i).type) for i in range(kind.num_fields))
+
+
+def parse_json(text: str, label: str, where: str | None) -> Any:
+    """One JSON value (already scanned); a syntax error names the line and character."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        place = where or f"line {error.lineno}"
+        raise DatasetError(label, f"{place}, character {error.colno}", f"invalid JSON ({error.msg})") from None
+    except RecursionError:
+        raise DatasetError(label, where, "JSON nested too deeply") from None
+    except ValueError:  # an integer of thousands of digits
+        raise DatasetError(label, where, "a number too long to read (more than 4,300 digits)") from None
+
+
+def _json(raw: bytes, content: Content, limits: ReadLimits, rows_are: str, size: int) -> Content:
     """A JSON file's ``raw`` bytes: a list of rows, a histogram object, or (when it is really JSON lines) one
-    value per line, whole or (``chunk_bytes``) JSON lines in chunks. O(bytes)."""
-    label = file.label
-    scan = scan_json(raw, label, ReadLimits(max_depth=limits.max_depth, max_values=limits.max_values))
+    value per line. O(bytes)."""
+    label = content.file.label
+    scan_json(raw, label, ReadLimits(max_depth=limits.max_depth, max_values=limits.max_values))
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
@@ -218,27 +217,22 @@ def read_json(
         data = json.loads(text)
     except json.JSONDecodeError as error:
         if error.msg == "Extra data":
-            lines = scan_json(raw, label, limits)
-            if chunk_bytes is None:
-                return _json_lines(raw, file, lines.values)
-            chunks = _json_line_chunks(raw, label, chunk_bytes)
-            return Content(file, size=len(raw), values=lines.values, chunks=chunks, lines=lines.rows)
-        data = _parse_json(text, label, None)
+            content.parts = _line_parts(content, dataclasses.replace(limits, max_bytes=None), rows_are, size, raw)
+            return content
+        data = parse_json(text, label, None)
     except (RecursionError, ValueError):
-        data = _parse_json(text, label, None)
+        data = parse_json(text, label, None)
+    content.size = len(raw)
     if isinstance(data, list):
         check_count(label, rows_are, len(data), limits.max_rows)
-        where = [f"item {number}" for number in range(1, len(data) + 1)]
-        return Content(file, data, where, size=len(raw), values=scan.values)
+        content.parts = [Part(data, lambda index: f"item {index + 1}")] if data else []
+        return content
     if isinstance(data, dict) and ("histogram" in data or "lengths" in data):
-        return Content(file, lengths=_histogram(data, label, limits), size=len(raw), values=scan.values)
+        content.lengths = _histogram(data, label, limits)
+        return content
     found = f"an object with keys {names(list(map(str, data)))}" if isinstance(data, dict) else type(data).__name__
-    raise DatasetError(
-        label,
-        None,
-        f"expected a list of rows, one JSON object per line, or an object with 'histogram' or 'lengths'; "
-        f"found {quote(found)}",
-    )
+    expected = "a list of rows, one JSON object per line, or an object with 'histogram' or 'lengths'"
+    raise DatasetError(label, None, f"expected {expected}; found {quote(found)}")
 
 
 def _histogram(data: dict[str, Any], label: str, limits: ReadLimits) -> Int64Array:
@@ -267,117 +261,106 @@ def _histogram(data: dict[str, Any], label: str, limits: ReadLimits) -> Int64Arr
     return np.asarray(lengths, dtype=np.int64)
 
 
-def _csv(
-    file: File, limits: ReadLimits, columns: Collection[str] | None, rows_are: str, chunk_bytes: int | None
-) -> Content:
-    """A header line with column names, then one row per line as a dict of its (wanted) text cells, whole or
-    (``chunk_bytes``) in chunks of the rows of about that many characters of cells, read from the file as
-    they are iterated. O(bytes)."""
+# ---------------------------------------------------------------- CSV
+
+
+def _csv_parts(
+    content: Content, limits: ReadLimits, columns: Collection[str] | None, rows_are: str, size: int, text: bool
+) -> Iterator[Part]:
+    """A header line of column names, then the rows block by block: each block through ``pyarrow.csv`` (every
+    cell a string) and :func:`~packing.reading.cells.cell_table`, or Python's ``csv`` and
+    :func:`~packing.reading.cells.cells_row` when pyarrow refuses it. Rows of blank cells are skipped. O(bytes)."""
+    label = content.file.label
+    rows = 0
+    with opened(content.file) as handle:
+        check_size(handle, label, limits)
+        header: list[str] | None = None
+        for block, first in _blocks(handle, size, quoted=True):
+            content.size += len(block)
+            if limits.max_bytes is not None and content.size > limits.max_bytes:
+                raise LimitError(label, None, f"holds more than the limit of {limits.max_bytes:,} bytes")
+            if header is None:
+                header, skip = _csv_header(block, label, columns)
+                content.columns = tuple(header)
+                block, first = block[skip:], first + block.count(b"\n", 0, skip)
+            part = _csv_block(block, first, label, header, columns, text)
+            rows += len(part.rows)
+            check_count(label, rows_are, rows, limits.max_rows)
+            if len(part.rows):
+                yield part
+        if header is None:
+            raise DatasetError(label, None, "the file is empty; expected a header line with column names")
+
+
+def _csv_lines(block: bytes, label: str, first: int) -> Iterator[tuple[int, list[str]]]:
+    """Each row of a block of CSV with the line it ends on, by Python's ``csv`` (its errors named by line)."""
     if csv.field_size_limit() < INT32_MAX:
         csv.field_size_limit(INT32_MAX)  # long token lists exceed the 128 KiB default (a C long: 32 bits on Windows)
-    label = file.label
-    with ExitStack() as stack:
-        handle = stack.enter_context(opened(file))
-        size = 0
-        if limits.max_bytes is not None:
-            data = read_bounded(handle, label, limits)
-            handle, size = io.BytesIO(data), len(data)
-        wrapper = io.TextIOWrapper(handle, encoding="utf-8-sig", newline="")
-        stack.callback(wrapper.detach)  # leave the caller's file object open
-        reader = _Lines(wrapper)
-        with _csv_errors(label, reader):
-            header = _csv_header(reader, label, columns)
-        chunks = _csv_chunks(reader, header, label, columns, limits, rows_are, chunk_bytes or _WHOLE)
-        if chunk_bytes is None:
-            with _csv_errors(label, reader):
-                rows, where = _joined_chunks(chunks)
-            return Content(file, rows, where, cells=True, size=size, columns=tuple(header))
-        owned = stack.pop_all()
-
-        def read() -> Iterator[tuple[list[Any], list[str]]]:
-            with owned, _csv_errors(label, reader):
-                yield from chunks
-
-        return Content(file, cells=True, size=size, chunks=read(), columns=tuple(header))
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-class _Lines:
-    """A ``csv.reader`` over ``lines`` that can be made again where it stands (:meth:`renew`): the reader keeps
-    the buffer of its longest field (4 bytes a character: 700 MB after a cell of 28 M ids) until it goes.
-    ``line_num`` counts over every reader made. Iterating gives each row's cells."""
-
-    def __init__(self, lines: Any) -> None:
-        self.lines = lines
-        self.reader = csv.reader(lines)
-        self.before = 0
-
-    @property
-    def line_num(self) -> int:
-        return self.before + int(self.reader.line_num)
-
-    def renew(self) -> None:
-        self.before = self.line_num
-        self.reader = csv.reader(self.lines)
-
-    def __iter__(self) -> Iterator[list[str]]:
-        return self
-
-    def __next__(self) -> list[str]:
-        return next(self.reader)
-
-
-@contextmanager
-def _csv_errors(label: str, reader: Any) -> Iterator[None]:
-    """Text that is not UTF-8 and malformed CSV, named by their line."""
+    reader = csv.reader(io.StringIO(block.decode("utf-8-sig"), newline=""))
     try:
-        yield
-    except UnicodeDecodeError:
-        raise DatasetError(label, f"line {reader.line_num + 1}", "not valid UTF-8 text") from None
+        for cells in reader:
+            yield first + reader.line_num - 1, cells
     except csv.Error as error:
-        raise DatasetError(label, f"line {reader.line_num}", f"invalid CSV ({quote(str(error))})") from None
+        raise DatasetError(label, f"line {first + reader.line_num - 1}", f"invalid CSV ({quote(str(error))})") from None
 
 
-def _csv_header(reader: Any, label: str, columns: Collection[str] | None) -> list[str]:
-    """The column names of the header line. O(cells)."""
-    header = next(reader, None)
-    if header is None:
+def _csv_header(block: bytes, label: str, columns: Collection[str] | None) -> tuple[list[str], int]:
+    """The column names of the header line, and the bytes it takes. O(cells)."""
+    end = block.find(b"\n") + 1 or len(block)
+    while block.count(b'"', 0, end) % 2 and end < len(block):
+        end = block.find(b"\n", end) + 1 or len(block)
+    try:
+        found = next((cells for _, cells in _csv_lines(block[:end], label, 1)), None)
+    except UnicodeDecodeError:
+        raise DatasetError(label, "line 1", "not valid UTF-8 text") from None
+    if found is None:
         raise DatasetError(label, None, "the file is empty; expected a header line with column names")
-    names_ = [name.strip() for name in header]
-    if columns is not None and not set(names_) & set(columns):
-        raise DatasetError(label, None, f"no usable columns; found {names(names_)}, expected {EXPECTED}")
-    return names_
+    header = [name.strip() for name in found]
+    if columns is not None and not set(header) & set(columns):
+        raise DatasetError(label, None, f"no usable columns; found {names(header)}, expected {EXPECTED}")
+    return header, end
 
 
-def _csv_chunks(
-    reader: Any,
-    names_: list[str],
-    label: str,
-    columns: Collection[str] | None,
-    limits: ReadLimits,
-    rows_are: str,
-    chunk_bytes: int,
-) -> Iterator[tuple[list[Any], list[str]]]:
-    """Every non-blank row after the header as a dict of its cells, in chunks of about ``chunk_bytes``
-    characters. O(cells)."""
+def _csv_block(
+    block: bytes, first: int, label: str, header: list[str], columns: Collection[str] | None, text: bool
+) -> Part:
+    """One block of CSV rows after the header as a table of row values, or as Python rows. O(bytes)."""
+    import pyarrow as pa
+    import pyarrow.csv as pv
+
+    wanted = [name for name in header if columns is None or name in columns]
+    lines: list[int] = []
+
+    def place(index: int) -> str:
+        if not lines:
+            lines.extend(number for number, cells in _csv_lines(block, label, first) if any(c.strip() for c in cells))
+        return f"line {lines[index]}"
+
+    try:
+        read = pv.ReadOptions(column_names=[f"c{i}" for i in range(len(header))], use_threads=False,
+                              block_size=min(len(block) + 1, INT32_MAX))  # fmt: skip
+        types = pv.ConvertOptions(column_types=dict.fromkeys(read.column_names, pa.string()), strings_can_be_null=False)
+        table = pv.read_csv(pa.BufferReader(block), read_options=read, convert_options=types)
+        return Part(cell_table(table.rename_columns(header), wanted, text), place)
+    except (pa.ArrowException, ValueError, SampleError):
+        pass
     rows: list[Any] = []
-    where: list[str] = []
-    count = held = 0
-    for cells in reader:
-        if not any(cell.strip() for cell in cells):
-            continue
-        place = f"line {reader.line_num}"
-        if sum(map(len, cells)) >= longrows.LONG_LINE:
-            reader.renew()  # let go the reader's buffer of the long row: 4 bytes a character
-        if len(cells) != len(names_):
-            raise DatasetError(label, place, f"expected {len(names_)} cells ({names(names_)}), got {len(cells)}")
-        rows.append({c: cell for c, cell in zip(names_, cells, strict=True) if columns is None or c in columns})
-        where.append(place)
-        count += 1
-        check_count(label, rows_are, count, limits.max_rows)
-        held += sum(map(len, cells))
-        if held >= chunk_bytes:
-            yield rows, where
-            rows, where, held = [], [], 0
-    if rows:
-        yield rows, where
+    try:
+        for number, cells in _csv_lines(block, label, first):
+            if not any(cell.strip() for cell in cells):
+                continue
+            if len(cells) != len(header):
+                reason = f"expected {len(header)} cells ({names(header)}), got {len(cells)}"
+                raise DatasetError(label, f"line {number}", reason)
+            try:
+                row = cells_row(
+                    {c: cell for c, cell in zip(header, cells, strict=True) if c in wanted}, len(rows), text=text
+                )
+            except SampleError as error:
+                raise DatasetError.from_sample(label, f"line {number}", error) from None
+            rows.append(row)
+            lines.append(number)
+    except UnicodeDecodeError as error:
+        line = first + block[: error.start].count(b"\n")
+        raise DatasetError(label, f"line {line}", "not valid UTF-8 text") from None
+    return Part(rows, lambda index: f"line {lines[index]}")

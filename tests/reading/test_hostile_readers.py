@@ -366,3 +366,19 @@ def test_arrow_ipc_is_bounded_batch_by_batch(tmp_path: Path, writer: str) -> Non
         audit(path, limits=ReadLimits(max_rows=1_500))
     with pytest.raises(DatasetError, match="more than the limit of 20,000 bytes once read"):
         audit(path, limits=ReadLimits(max_bytes=20_000))
+
+
+@pytest.mark.parametrize("line", [b"null", b'"text"', b"5", b"true", b"[null]", b"{}"])
+def test_a_line_pyarrow_cannot_read_is_named_not_a_crash(line: bytes) -> None:
+    """``pyarrow.json`` crashes the process on a bare ``null`` line: such a block is read by Python's ``json``,
+    and the reader names the line (in a child process, so a crash would show as a failed exit)."""
+    code = (
+        "import io, sys, packing\n"
+        "try:\n"
+        f"    packing.read_dataset(io.BytesIO(b'{{\"input_ids\": [1]}}\\n' + {line!r} + b'\\n'), name='d.jsonl')\n"
+        "except packing.DatasetError as error:\n"
+        "    print(error)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-400:]
+    assert result.stdout.startswith("d.jsonl, line 2") and result.stdout.count("\n") == 1, result.stdout

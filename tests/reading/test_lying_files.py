@@ -1,7 +1,8 @@
-"""Files whose metadata lies about what they hold: a Parquet footer that claims fewer values, bytes or rows than
-its pages hold, and an Arrow IPC batch compressed from gigabytes to kilobytes. The bounds a server passes
-(``ReadLimits``) are checked against what will be decoded, before it is: the pages' own headers, the buffers' own
-decoded lengths."""
+"""Files that expand far past their size: a Parquet file of zeros whose footer says so, an Arrow IPC batch
+compressed from gigabytes to kilobytes. The bounds a server passes (``ReadLimits``) are checked against the
+footer's own numbers before a value is decoded, and against what pyarrow decodes batch by batch; what a footer
+hides is the server's: the explorer decodes an upload in a worker process under a memory limit
+(``explorer.server.workers.LOAD_MEMORY_MB``) and a deadline, and either ends in one line."""
 
 from __future__ import annotations
 
@@ -19,16 +20,9 @@ import packing
 from explorer.core import audit as inspect_view
 from explorer.core.parsing import InputError
 from explorer.core.sources import Upload
+from explorer.server import cache, workers
 from packing.errors import DatasetError, LimitError
-from packing.reading.limits import ReadLimits, parquet_pages
-from tests.helpers.thrift import parquet_with_footer
-
-LIES = {
-    "values": (4, 1, 3, 5),  # every column chunk's num_values
-    "uncompressed": (4, 1, 3, 6),  # and total_uncompressed_size
-    "rows": (3,),  # the file's num_rows
-    "group rows": (4, 3),  # every row group's num_rows
-}
+from packing.reading.limits import ReadLimits
 
 
 def _parquet(rows: int, width: int, seed: int = 0, group: int | None = None) -> bytes:
@@ -40,74 +34,27 @@ def _parquet(rows: int, width: int, seed: int = 0, group: int | None = None) -> 
     return buffer.getvalue()
 
 
-@settings(max_examples=80, deadline=None)
-@given(
-    st.integers(1, 40),
-    st.integers(1, 300),
-    st.sets(st.sampled_from(sorted(LIES)), min_size=1),
-    st.integers(1, 9),
-    st.integers(1, 3),
-)
-def test_a_footer_that_claims_less_than_its_pages_hold_is_refused(
-    rows: int, width: int, lies: set[str], divide: int, groups: int
-) -> None:
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 40), st.integers(3, 300), st.integers(1, 3), st.booleans())
+def test_a_parquet_file_is_bounded_by_its_footer(rows: int, width: int, groups: int, under: bool) -> None:
+    """At the tokens its footer counts it reads whole; under them (by more than a value a row) it is refused in
+    one line naming the file, before a value is decoded."""
     data = _parquet(rows, width, group=max(1, rows // groups))
-    for lie in sorted(lies):
-        data = parquet_with_footer(data, LIES[lie], lambda value, d=divide: max(value // (d + 1), 0))
-    limits = ReadLimits(max_tokens=rows * width + rows, max_bytes=1 << 30, max_rows=1_000)
-    understated = "values" in lies or _pages_exceed(data)  # a smaller byte count the pages still fit in is no lie
-    readers = [
-        lambda: packing.read_dataset(io.BytesIO(data), name="lie.parquet", limits=limits),
-        lambda: packing.audit(io.BytesIO(data), name="lie.parquet", limits=limits),
-    ]
-    for read in readers:
-        try:
-            read()
-        except DatasetError as error:  # one line: the lie named, or the pages the reader could not make sense of
-            text = str(error)
-            assert text.startswith("lie.parquet") and "\n" not in text
-            if understated:
-                assert "a footer that does not match its data" in text
-        else:
-            assert not understated  # values and bytes are checked against the pages
-
-
-def _pages_exceed(data: bytes) -> bool:
-    """Whether some column chunk's pages hold more bytes than the footer says (brute force over the chunks)."""
-    footer = pq.ParquetFile(io.BytesIO(data)).metadata
-    for group in range(footer.num_row_groups):
-        chunk = footer.row_group(group).column(0)
-        start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
-        if parquet_pages(io.BytesIO(data), start, chunk.total_compressed_size)[1] > chunk.total_uncompressed_size:
-            return True
-    return False
-
-
-def test_the_pages_say_what_the_footer_should() -> None:
-    data = _parquet(30, 200, group=10)
-    footer = pq.ParquetFile(io.BytesIO(data)).metadata
-    for group in range(footer.num_row_groups):
-        chunk = footer.row_group(group).column(0)
-        start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
-        values, decoded = parquet_pages(io.BytesIO(data), start, chunk.total_compressed_size)
-        assert values == chunk.num_values == 2_000
-        assert decoded <= chunk.total_uncompressed_size  # the headers themselves are counted there too
-
-
-def test_a_lying_footer_at_the_explorers_doors() -> None:
-    data = parquet_with_footer(_parquet(4, 5_000_000 // 4 * 4, group=4), LIES["values"], lambda value: 10)
-    expected = "lie.parquet: column 'input_ids': its pages hold 20,000,000 values"
-    with pytest.raises(InputError, match=expected):
-        Upload.of("lie.parquet", data).load()
-    with pytest.raises(DatasetError, match=expected):
-        inspect_view.load_report(data, "lie.parquet")
+    tokens = rows * width
+    limits = ReadLimits(max_tokens=tokens - rows - 1 if under else tokens, max_rows=1_000)
+    for read in (packing.read_dataset, packing.audit):
+        if not under:
+            read(io.BytesIO(data), name="d.parquet", limits=limits)
+            continue
+        with pytest.raises(DatasetError) as raised:
+            read(io.BytesIO(data), name="d.parquet", limits=limits)
+        assert str(raised.value).startswith("d.parquet: ") and "\n" not in str(raised.value)
 
 
 @pytest.mark.parametrize("compression", ["zstd", "lz4"])
 @pytest.mark.parametrize("writer", ["file", "stream"])
-def test_a_compressed_arrow_batch_is_bounded_from_its_headers(tmp_path: Path, compression: str, writer: str) -> None:
-    """50 MB of zeros compressed to a few KB: refused from the decoded lengths its buffers start with, before
-    decompressing (measured by hand on a 1.5 GB batch of 46 KB: peak RSS 1,606 MB before, 166 MB after)."""
+def test_a_compressed_arrow_batch_is_bounded_as_it_is_read(tmp_path: Path, compression: str, writer: str) -> None:
+    """50 MB of zeros compressed to a few KB: refused once pyarrow has decoded the batch past ``max_bytes``."""
     count = 50_000_000
     column = pa.LargeListArray.from_arrays(pa.array(np.array([0, count])), pa.array(np.zeros(count, np.int8)))
     table = pa.table({"input_ids": column})
@@ -116,8 +63,40 @@ def test_a_compressed_arrow_batch_is_bounded_from_its_headers(tmp_path: Path, co
     with new(path, table.schema, options=pa.ipc.IpcWriteOptions(compression=compression)) as sink:
         sink.write_table(table)
     assert path.stat().st_size < 1 << 20
-    message = r"holds more than the limit of 10,000,000 bytes once read \(from its batches' headers\)"
     for read in (packing.read_dataset, packing.audit):
-        with pytest.raises(LimitError, match=message):
+        with pytest.raises(LimitError, match=r"holds more than the limit of 10,000,000 bytes once read"):
             read(str(path), limits=ReadLimits(max_bytes=10_000_000))
     assert len(packing.read_dataset(str(path), limits=ReadLimits(max_bytes=100_000_000))) == 1
+
+
+def test_a_bomb_at_the_explorers_doors_ends_in_one_line() -> None:
+    data = _parquet(4, 5_000_000 // 4 * 4, group=4)  # 20 M values, refused from the footer's own count
+    expected = r"bomb.parquet: column 'input_ids' holds 20,000,000 values \(from the file's metadata\)"
+    with pytest.raises(InputError, match=expected):
+        Upload.of("bomb.parquet", data).load()
+    with pytest.raises(DatasetError, match="20,000,000 values"):
+        inspect_view.load_report(data, "bomb.parquet")
+
+
+def _allocate(size: int) -> int:
+    """In a worker: ``size`` bytes asked of pyarrow's allocator (what decoding a batch does)."""
+    return int(pa.allocate_buffer(size).size)
+
+
+@pytest.fixture
+def one_worker(monkeypatch: pytest.MonkeyPatch) -> object:
+    """Real lanes of one worker each, the load lane's address space bounded to 3 GiB."""
+    monkeypatch.setattr(workers, "WORKERS", 1)
+    monkeypatch.setattr(workers, "LOAD_MEMORY_MB", 3072)
+    workers.shutdown()
+    yield
+    workers.shutdown()
+
+
+def test_decoding_past_the_load_workers_memory_limit_ends_in_one_line(one_worker: object) -> None:
+    """What a footer or a batch hides is allocated in the worker, under ``RLIMIT_AS``: more than the limit is a
+    MemoryError there and one line in the page, and the worker answers the next call."""
+    assert workers.limit_memory(0) is False
+    with pytest.raises(InputError, match=r"^it needed more than the 3,072 MB of memory the explorer gives it"):
+        cache._loading(_allocate, 8 * 2**30)
+    assert cache._loading(_allocate, 1 << 20) == 1 << 20

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import json
 import os
 import signal
 import sys
@@ -313,6 +314,7 @@ def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
         "tokens; sequence: mean over documents of their mean; sequence_sum; sqrt)",
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON: every count of the statistics")
     parser.set_defaults(run=_run_pack)
 
 
@@ -571,6 +573,7 @@ def _pack_summary(
         ("lower bound", f"{_bound(dataset.lengths, length, overflow, strategy):,}"),
         ("efficiency", _percent(stats.efficiency)),
         ("padding tokens", f"{stats.padding_tokens:,}"),
+        ("tokens", _accounting_text(stats)),
         ("tokens lost", f"{stats.tokens_lost:,}"),
         ("sequences truncated", f"{stats.sequences_truncated:,}"),
         ("sequences split", f"{stats.sequences_split:,}"),
@@ -586,6 +589,17 @@ def _pack_summary(
         ),
     ]
     return format_pairs(rows)
+
+
+def _accounting_text(stats: PackingStats) -> str:
+    """The summary's line of what became of the input tokens (:meth:`~packing.PackingStats.accounting`).
+
+    >>> _accounting_text(plan([10, 2, 5], 4, overflow="drop").stats)
+    '17 in: 2 kept, 0 truncated, 15 dropped'
+    """
+    counts = stats.accounting()
+    kept, truncated, dropped = counts["packed_tokens"], counts["tokens_truncated"], counts["tokens_dropped"]
+    return f"{counts['input_tokens']:,} in: {kept:,} kept, {truncated:,} truncated, {dropped:,} dropped"
 
 
 def _unit_rows(stats: PackingStats) -> list[tuple[str, str]]:
@@ -644,7 +658,7 @@ def _run_pack(args: argparse.Namespace) -> int:
     lost = _loss_warning(batch.stats)
     if lost:  # said even with --quiet: tokens were thrown away
         print(lost, file=sys.stderr, flush=True)
-    print(_pack_summary(args, recipe, dataset, batch, progress))
+    print(json.dumps(batch.stats.summary()) if args.json else _pack_summary(args, recipe, dataset, batch, progress))
     return 0
 
 

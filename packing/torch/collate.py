@@ -438,27 +438,21 @@ def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Te
         return _fixed_units(rows, recipe)
     if rows and all(_is_block(row) for row in rows):
         return _fixed_blocks(rows, max_seq_length, prepare(recipe).pad_id)
-    tokens, labels, lengths = _documents(rows, recipe)
-    if not lengths.any():  # an empty step: one block of padding, which trains nothing
+    samples = read_rows(rows, **prepare(recipe).read_options)
+    if not samples.lengths.any():  # an empty step: one block of padding, which trains nothing
         return _fixed_blocks([{"input_ids": [], "seq_lengths": []}], max_seq_length, prepare(recipe).pad_id)
-    starts = offsets_of(lengths)
-    rows_as_samples = [{"input_ids": tokens[a:b], "loss_mask": (labels[a:b] != IGNORE_INDEX).astype(np.int8)}
-                       for a, b in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True)]  # fmt: skip
-    samples = read_rows(rows_as_samples)
     layout = plan(samples.lengths, max_seq_length, strategy="next_fit", overflow=recipe.overflow)
-    layout.stats.warn_lost("collate_fixed")
     batch = materialize(layout, samples, pad_token_id=prepare(recipe).pad_id)
-    # labels: the documents' own labels (which may differ from input_ids) where the block has a target; the
-    # same plan filled with each token's place in ``tokens`` says where each slot's token came from
-    assert samples.loss_mask is not None
-    places = Samples(np.arange(len(tokens), dtype=np.int64), samples.loss_mask, samples.offsets)
-    source = materialize(layout, places).input_ids
-    out_labels = np.full(batch.input_ids.shape, IGNORE_INDEX, dtype=np.int64)
-    real = batch.sequence_ids >= 0
-    out_labels[real] = labels[source[real]]
+    batch.stats.warn_lost("collate_fixed")  # pack's counts: the masks read
+    labels = batch.labels.astype(np.int64)
+    if samples.labels is not None:  # the rows' own labels (which may differ from input_ids) where a target is
+        assert samples.loss_mask is not None
+        places = Samples(np.arange(len(samples.labels), dtype=np.int64), samples.loss_mask, samples.offsets)
+        source = materialize(layout, places).input_ids  # the same plan: where each slot's token came from
+        labels = np.where(labels != IGNORE_INDEX, samples.labels[source], IGNORE_INDEX)
     return {
         "input_ids": torch.from_numpy(batch.input_ids.astype(np.int64)),
-        "labels": torch.from_numpy(out_labels),
+        "labels": torch.from_numpy(labels),
         "position_ids": torch.from_numpy(batch.position_ids.astype(np.int64)),
     }
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -553,7 +553,6 @@ FORMS: dict[str, tuple[list[Any], dict[str, Any]]] = {
                          {"input_ids": [6, 7]}, {"prompt": [2] * 3, "completions": [[5] * 12]}], {}),
 }  # fmt: skip
 POLICIES = ("truncate", "split", "drop")
-_HAS_UNITS = {"pairs", "groups", "plain and units"}
 
 
 def _fields(rows: list[Any]) -> list[str]:
@@ -676,11 +675,29 @@ def _matrix_collate_fixed(rows: list[Any], options: dict[str, Any], folder: Path
 
 
 def _matrix_sampler(rows: list[Any], options: dict[str, Any], folder: Path) -> Seen:
-    """``PackingSampler`` over the rows (read once), its steps collated by its own collate."""
+    """``PackingSampler`` over the rows (read once): its statistics, and its steps (rows, or the pieces of
+    ``sampler.pieces`` under ``split``) collated by its own collate, which says nothing more."""
     reading = {"tokenizer": options["tokenizer"]} if "tokenizer" in options else {}
-    samples = packing.read_rows(rows, **reading)
-    sampler = pt.PackingSampler(samples, LONG, shuffle=False, **options)
-    return Seen(None, None, sampler.stats, True)
+    sampler = pt.PackingSampler(packing.read_rows(rows, **reading), LONG, shuffle=False, **options)
+    items, kept = sampler.pieces(rows), 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TokensLost)
+        for step in sampler:
+            batch = sampler.collate([items[index] for index in step])
+            real = batch["unit_ids"] >= 0 if "unit_ids" in batch else batch["labels"] > -200
+            kept += int(real.sum()) if len(step) else 0
+    return Seen(None, None, sampler.stats, True, kept)
+
+
+def _matrix_ray(rows: list[Any], options: dict[str, Any], folder: Path) -> Seen:
+    """``ray.pack_dataset`` of the rows in two blocks (every field in every row, None where a row lacks it)."""
+    import ray.data
+
+    columns = _as_columns(rows)
+    items = [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)]
+    source = ray.data.from_items(items, override_num_blocks=2)
+    out, stats = _warned(lambda: packing.ray.pack_dataset(source, LONG, shuffle=False, **options).take_all())
+    return Seen(list(out[0]) if out else None, _block_dicts(out), stats, False)
 
 
 def _matrix_packed_dataset(rows: list[Any], options: dict[str, Any], folder: Path) -> Seen:
@@ -703,6 +720,8 @@ MATRIX_DOORS: dict[str, Callable[[list[Any], dict[str, Any], Path], Seen]] = {
     "PackingSampler": _matrix_sampler,
     "PackedDataset": _matrix_packed_dataset,
 }
+RAY_DOOR = {"ray.pack_dataset": _matrix_ray}
+"""Ray's door, apart: its tests share one slow Ray session (``cluster``)."""
 
 _NULLS = (
     "{door}: a dataset of plain rows and units (Arrow fills the fields a row lacks with nulls) is refused "
@@ -712,6 +731,11 @@ MATRIX_XFAILS: dict[tuple[str, str, str], str] = {
     (door, "plain and units", policy): _NULLS.format(door=door)
     for door in ("stream_dataset", "hf.pack_batch under Dataset.map", "hf.pack_dataset")
     for policy in POLICIES
+} | {
+    ("ray.pack_dataset", form, "split"): "ray.pack_dataset: pairs or groups with overflow='split' are refused in a "
+    "Ray task (a ray.exceptions.RayTaskError around the SettingError), not at the door as every other door refuses "
+    "them; field: the refusal"
+    for form in ("pairs", "groups", "plain and units")
 }
 """(door, form, policy) where a door owned elsewhere still differs: the door and the field."""
 
@@ -743,28 +767,49 @@ SILENT = {"PackedDataset"}
 """Doors that read blocks packed already: they have no accounting to show."""
 
 
-def _cases() -> list[Any]:
+def _cases(
+    doors: Iterable[str] = MATRIX_DOORS, xfails: Mapping[tuple[str, str, str], str] = MATRIX_XFAILS
+) -> list[Any]:
     """Every (door, form, policy), those that still differ marked xfail (strict) with the door and the field."""
     return [
-        pytest.param(door, form, policy, marks=[pytest.mark.xfail(strict=True, reason=MATRIX_XFAILS[door, form, policy])]
-                     if (door, form, policy) in MATRIX_XFAILS else [])
-        for door in MATRIX_DOORS for form in FORMS for policy in POLICIES
+        pytest.param(door, form, policy, marks=[pytest.mark.xfail(strict=True, reason=xfails[door, form, policy])]
+                     if (door, form, policy) in xfails else [])
+        for door in doors for form in FORMS for policy in POLICIES
     ]  # fmt: skip
 
 
 @pytest.mark.parametrize(("door", "form", "policy"), _cases())
 def test_every_door_gives_packs_columns_and_accounting(door: str, form: str, policy: str, tmp_path: Path) -> None:
+    _check_matrix(door, form, policy, tmp_path)
+
+
+@pytest.mark.parametrize(("door", "form", "policy"), _cases(RAY_DOOR))
+def test_ray_gives_packs_columns_and_accounting(
+    cluster: Any, door: str, form: str, policy: str, tmp_path: Path
+) -> None:
+    _check_matrix(door, form, policy, tmp_path)
+
+
+def _check_matrix(door: str, form: str, policy: str, tmp_path: Path) -> None:
+    rows, reading = FORMS[form]
+    _check_rows(door, rows, {**reading, "overflow": policy}, tmp_path)
+
+
+def _check_rows(
+    door: str, rows: list[Any], options: dict[str, Any], tmp_path: Path, also: tuple[str, ...] = ()
+) -> None:
     """For the same rows and recipe, every door gives ``pack``'s columns (the unit columns too) and blocks, and
     the same accounting (kept + truncated + dropped = in), shown where the door can show it: its statistics, or
     the :class:`~packing.errors.TokensLost` it warns with when something was lost (and no warning otherwise)."""
-    rows, reading = FORMS[form]
-    options = {**reading, "overflow": policy}
-    if form in _HAS_UNITS and policy == "split":  # a unit is never cut across blocks: every door refuses alike
+    policy = options["overflow"]
+    if (
+        any(isinstance(row, dict) and ("chosen" in row or "completions" in row) for row in rows) and policy == "split"
+    ):  # a unit is never cut across blocks: every door refuses alike
         refusal = r"^(--)?overflow: expected another value with preference pairs"
         if door == "collate":  # a row at a time: a plain row among them is refused as any over-long plain row
             refusal += "|" + REFUSED["collate", "split"]
         with pytest.raises((SettingError, _Refused), match=refusal):
-            MATRIX_DOORS[door](rows, options, tmp_path)
+            (MATRIX_DOORS | RAY_DOOR)[door](rows, options, tmp_path)
         return
     expected = packing.pack(rows, LONG, **options).stats
     counts = expected.accounting()
@@ -773,13 +818,13 @@ def test_every_door_gives_packs_columns_and_accounting(door: str, form: str, pol
         assert counts["units_kept"] + counts["units_dropped"] == counts["pairs"] + counts["groups"]
     if (door, policy) in REFUSED and expected.sequences_truncated + expected.sequences_split > 0:
         with pytest.raises(SettingError, match=REFUSED[door, policy]):
-            MATRIX_DOORS[door](rows, options, tmp_path)
+            (MATRIX_DOORS | RAY_DOOR)[door](rows, options, tmp_path)
         return
     if door == "PackingSampler" and expected.packed_tokens == 0:  # an epoch that trains nothing is refused
         with pytest.raises(SettingError, match=r"expected at least one sample with tokens"):
-            MATRIX_DOORS[door](rows, options, tmp_path)
+            (MATRIX_DOORS | RAY_DOOR)[door](rows, options, tmp_path)
         return
-    seen = MATRIX_DOORS[door](rows, options, tmp_path)
+    seen = (MATRIX_DOORS | RAY_DOOR)[door](rows, options, tmp_path)
     want = packing.pack(rows, LONG, **options).to_arrow(padding=False)
     if seen.columns is not None:
         names = [name for name in seen.columns if name != "seq_lengths"] if door == "PackedDataset" else seen.columns
@@ -792,9 +837,78 @@ def test_every_door_gives_packs_columns_and_accounting(door: str, form: str, pol
     if seen.stats is None:
         assert not lost and not seen.stats_always, (door, "said nothing of what it lost")
         return
-    got = seen.stats if isinstance(seen.stats, dict) else seen.stats.accounting()
-    want_counts = _shown(door, counts)
+    got = seen.stats if isinstance(seen.stats, dict) else seen.stats.summary()
+    want_counts = _shown(door, counts) | {name: getattr(expected, name) for name in also}
     differ = {name: (got.get(name), value) for name, value in want_counts.items() if got.get(name) != value}
     assert differ == {}, (door, "(door's, pack's)", differ)
     if seen.kept is not None:
         assert seen.kept == counts["packed_tokens"], door
+
+
+def _random_row(draw: Any, index: int) -> Any:
+    """A row of a form drawn at random, of up to twice the matrix's length (ids from 1, as the forms above)."""
+    ids = lambda low=0: draw(st.lists(st.integers(1, 90), min_size=low, max_size=2 * LONG))  # noqa: E731
+    form = draw(st.sampled_from(["list", "input_ids", "labels", "loss_mask", "prompt/completion", "pair", "group"]))
+    if form == "list":
+        return ids()
+    tokens = ids()
+    if form == "input_ids":
+        return {"input_ids": tokens}
+    if form == "labels":
+        return {"input_ids": tokens, "labels": [t if draw(st.booleans()) else -100 for t in tokens]}
+    if form == "loss_mask":
+        return {"input_ids": tokens, "loss_mask": [int(draw(st.booleans())) for _ in tokens]}
+    if form == "prompt/completion":
+        return {"prompt": tokens, "completion": ids()}
+    if form == "pair":
+        return {"prompt": ids(1), "chosen": ids(1), "rejected": ids(1)}
+    return {"prompt": ids(1), "completions": draw(st.lists(st.lists(st.integers(1, 90), min_size=1, max_size=LONG),
+                                                           min_size=1, max_size=3))}  # fmt: skip
+
+
+MIX_DOORS = ["stream", "hf.pack_batch", "collate", "collate_fixed", "PackingSampler", "command line"]
+"""The doors the random mixes attack (those that take rows of several forms in one list or dict of columns)."""
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), door=st.sampled_from(MIX_DOORS), policy=st.sampled_from(POLICIES))
+def test_every_door_gives_packs_accounting_for_a_random_mix(data: Any, door: str, policy: str) -> None:
+    """Rows of every form in one list, some longer than the length: the door gives ``pack``'s columns, blocks
+    and accounting."""
+    import tempfile
+
+    count = data.draw(st.integers(1, 6))
+    rows = [_random_row(data.draw, index) for index in range(count)]
+    with tempfile.TemporaryDirectory() as folder:
+        _check_rows(door, rows, {"overflow": policy}, Path(folder))
+
+
+TRAINED = ("trainable_tokens", "target_tokens", "samples_without_trainable_tokens")
+"""The loss-mask counts of the statistics (beside the accounting)."""
+
+
+MASKED = ("labels", "loss_mask", "prompt/completion", "chat", "pairs", "groups", "plain and units")
+"""The forms with untrained tokens."""
+_PLANNED_FROM_LENGTHS = (
+    "{door}: its statistics count every kept token as trainable (the plan's counts from lengths, the masks "
+    "unread); fields: trainable_tokens, target_tokens, samples_without_trainable_tokens"
+)
+TRAINED_XFAILS = MATRIX_XFAILS | {
+    (door, form, policy): _PLANNED_FROM_LENGTHS.format(door=door)
+    for door in ("stream", "PackingSampler", "stream_dataset", "hf.pack_dataset")
+    for form in MASKED
+    for policy in (POLICIES if door in ("stream", "PackingSampler") else ("truncate", "drop"))
+    if (form, policy) != ("chat", "drop")  # every chat dropped: nothing kept, nothing trained, at every door
+    and not (policy == "split" and form in ("pairs", "groups", "plain and units"))  # refused alike
+    and (door, form, policy) not in MATRIX_XFAILS
+}
+"""Where a door's loss-mask counts are not ``pack``'s (``collate`` is left out: it counts a row at a time)."""
+
+
+@pytest.mark.parametrize(
+    ("door", "form", "policy"), _cases([door for door in MATRIX_DOORS if door != "collate"], TRAINED_XFAILS)
+)
+def test_every_door_counts_packs_trained_tokens(door: str, form: str, policy: str, tmp_path: Path) -> None:
+    """Where a door shows statistics, their loss-mask counts are ``pack``'s (the masks read, not every token)."""
+    rows, reading = FORMS[form]
+    _check_rows(door, rows, {**reading, "overflow": policy}, tmp_path, also=TRAINED)

@@ -657,21 +657,25 @@ class _Refused(Exception):
 
 def _matrix_collate(rows: list[Any], options: dict[str, Any], folder: Path) -> Seen:
     """``collate``, a row at a time (a batch holds at most ``max_seq_length`` tokens): the warnings added."""
-    kept, total = 0, None
+    kept, total, names = 0, None, set()
     for row in rows:
         batch, stats = _warned(lambda row=row: pt.collate([row], LONG, **options))
+        names |= set(batch)
         width = int((batch["unit_ids"] >= 0).sum()) if "unit_ids" in batch else batch["input_ids"].shape[1]
         if stats is not None:  # what it kept is what it said it kept (a row left out is one padding token)
             assert stats.packed_tokens == (0 if stats.packed_tokens == 0 else width)
             width = stats.packed_tokens
             total = stats if total is None else total.plus(stats)
         kept += width if any(_as_records([row])[0].values()) else 0
-    return Seen(None, None, total, False, kept)
+    return Seen(sorted(names), None, total, False, kept)
 
 
 def _matrix_collate_fixed(rows: list[Any], options: dict[str, Any], folder: Path) -> Seen:
-    _, stats = _warned(lambda: pt.collate_fixed(LONG, **options)(rows))
-    return Seen(None, None, stats, False)
+    """``collate_fixed`` of every row at once: its warning, and its real tokens (in a unit, or not the pad id)."""
+    batch, stats = _warned(lambda: pt.collate_fixed(LONG, **options)(rows))
+    pad = packing.text.prepare(packing.Recipe(LONG, **options)).pad_id
+    real = batch["unit_ids"] >= 0 if "unit_ids" in batch else batch["input_ids"] != pad
+    return Seen(sorted(batch), None, stats, False, int(real.sum()))
 
 
 def _matrix_sampler(rows: list[Any], options: dict[str, Any], folder: Path) -> Seen:
@@ -701,8 +705,9 @@ def _matrix_ray(rows: list[Any], options: dict[str, Any], folder: Path) -> Seen:
 
 
 def _matrix_packed_dataset(rows: list[Any], options: dict[str, Any], folder: Path) -> Seen:
-    """``PackedDataset`` of ``pack``'s blocks: its items, the blocks' real tokens column by column."""
-    data = pt.PackedDataset(packing.pack(rows, LONG, **options))
+    """``PackedDataset`` of the command line's Parquet file: its items, the blocks' real tokens column by column."""
+    _matrix_cli(rows, options, folder)
+    data = pt.PackedDataset(folder / "matrix.parquet")
     items = [{name: value.numpy() for name, value in data[index].items()} for index in range(len(data))]
     return Seen(list(items[0]) if items else None, _block_dicts(items), None, False)
 
@@ -826,7 +831,9 @@ def _check_rows(
         return
     seen = (MATRIX_DOORS | RAY_DOOR)[door](rows, options, tmp_path)
     want = packing.pack(rows, LONG, **options).to_arrow(padding=False)
-    if seen.columns is not None:
+    if door in ("collate", "collate_fixed"):  # the collator's keys: the unit columns with units, as pack's
+        assert (set(UNIT_COLUMNS) <= set(seen.columns)) == (set(UNIT_COLUMNS) <= set(want.column_names)), door
+    elif seen.columns is not None:
         names = [name for name in seen.columns if name != "seq_lengths"] if door == "PackedDataset" else seen.columns
         assert list(names) == [n for n in want.column_names if n != "seq_lengths" or door != "PackedDataset"], door
     if seen.blocks is not None:

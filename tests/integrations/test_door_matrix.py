@@ -599,6 +599,13 @@ def _matrix_stream(rows: list[Any], options: dict[str, Any], folder: Path) -> Se
     return Seen(list(blocks[0]) if blocks else None, _block_dicts(blocks), stream.stats, True)
 
 
+def _matrix_stream_buffers(rows: list[Any], options: dict[str, Any], folder: Path) -> Seen:
+    """``stream`` in buffers of two rows: other blocks (each buffer planned alone), the same counts."""
+    stream = packing.stream(rows, LONG, shuffle=False, buffer_size=2, **options)
+    blocks = list(stream)
+    return Seen(list(blocks[0]) if blocks else None, None, stream.stats, True)
+
+
 def _matrix_stream_dataset(rows: list[Any], options: dict[str, Any], folder: Path) -> Seen:
     source = datasets.Dataset.from_list(_as_records(rows)).to_iterable_dataset()
     out, stats = _warned(lambda: list(packing.streaming.stream_dataset(
@@ -715,6 +722,7 @@ def _matrix_packed_dataset(rows: list[Any], options: dict[str, Any], folder: Pat
 MATRIX_DOORS: dict[str, Callable[[list[Any], dict[str, Any], Path], Seen]] = {
     "pack": _matrix_pack,
     "stream": _matrix_stream,
+    "stream, buffers of 2": _matrix_stream_buffers,
     "stream_dataset": _matrix_stream_dataset,
     "hf.pack_batch": _matrix_pack_batch,
     "hf.pack_batch under Dataset.map": _matrix_map,
@@ -759,7 +767,7 @@ def _shown(door: str, counts: dict[str, int]) -> dict[str, int]:
     at ``collate_fixed`` (its own next-fit rows); what was lost at ``collate`` (a row at a time)."""
     if door == "collate":
         return {name: value for name, value in counts.items() if name in LOSS_FIELDS}
-    if door == "collate_fixed":
+    if door in ("collate_fixed", "stream, buffers of 2"):
         return {name: value for name, value in counts.items() if name != "padding_tokens"}
     return counts
 
@@ -902,9 +910,9 @@ _PLANNED_FROM_LENGTHS = (
 )
 TRAINED_XFAILS = MATRIX_XFAILS | {
     (door, form, policy): _PLANNED_FROM_LENGTHS.format(door=door)
-    for door in ("stream", "PackingSampler", "stream_dataset", "hf.pack_dataset")
+    for door in ("stream", "stream, buffers of 2", "PackingSampler", "stream_dataset", "hf.pack_dataset")
     for form in MASKED
-    for policy in (POLICIES if door in ("stream", "PackingSampler") else ("truncate", "drop"))
+    for policy in (("truncate", "drop") if door in ("stream_dataset", "hf.pack_dataset") else POLICIES)
     if (form, policy) != ("chat", "drop")  # every chat dropped: nothing kept, nothing trained, at every door
     and not (policy == "split" and form in ("pairs", "groups", "plain and units"))  # refused alike
     and (door, form, policy) not in MATRIX_XFAILS

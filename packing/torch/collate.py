@@ -53,8 +53,9 @@ def _plain(row: Mapping[str, Any]) -> dict[str, Any]:
 def _documents(
     rows: Sequence[Any], recipe: Recipe, ignore_masks: bool = False
 ) -> tuple[Int64Array, Int64Array, Int64Array]:
-    """Tokens, labels (-100 on masked tokens and every document's first token) and lengths (one a row, empty rows
-    included, so that errors name the row) of the documents of ``rows``, concatenated. Packed blocks (rows with ``seq_lengths``) give their documents.
+    """Tokens, labels (-100 on masked tokens; a packed block's on its documents' first tokens too) and lengths (one
+    a row, empty rows included, so that errors name the row) of the documents of ``rows``, concatenated. Packed
+    blocks (rows with ``seq_lengths``) give their documents.
     Rows are read by the reader: a row's ``labels`` are kept (``Samples.labels``), as transformers' collators
     keep them; with ``ignore_masks`` a row's loss masks are left out (its labels still say what is trained).
     O(tokens)."""
@@ -75,9 +76,7 @@ def _documents(
     lengths = samples.lengths
     tokens = samples.tokens.astype(np.int64, copy=False)  # what torch takes
     targets = tokens if samples.labels is None else samples.labels.astype(np.int64, copy=False)
-    labels = np.where(samples.loss_mask.astype(bool), targets, IGNORE_INDEX)
-    labels[samples.offsets[:-1][lengths > 0]] = IGNORE_INDEX
-    return tokens, labels, lengths
+    return tokens, np.where(samples.loss_mask.astype(bool), targets, IGNORE_INDEX), lengths
 
 
 def _cap(
@@ -86,7 +85,8 @@ def _cap(
     """The documents with the overflow policy applied to each (``truncate`` keeps the first ``max_seq_length``
     tokens, ``drop`` leaves it out, ``split`` refuses it: its pieces come from the sampler), refused when they
     hold more than ``max_seq_length`` tokens in all, and what the policy cut or left out (``pack``'s counts, each
-    document kept a block of its own; None when nothing was over-long). O(tokens)."""
+    document kept a block of its own, its loss-mask counts from ``labels``, which still train a document's first
+    token where its mask does; None when nothing was over-long). O(tokens)."""
     capacity, overflow = recipe.max_seq_length, recipe.overflow
     over = lengths > capacity
     lost = None
@@ -103,6 +103,12 @@ def _cap(
         alone = np.arange(len(kept.length) + 1, dtype=np.int64)
         lost = compute_stats(lengths, capacity, alone, kept.sequence.astype(np.int32), kept.length.astype(np.int32))
         tokens, labels, lengths = tokens[within], labels[within], kept.length
+        trained = labels != IGNORE_INDEX
+        targets = trained.copy()
+        targets[offsets_of(lengths)[:-1][lengths > 0]] = False  # a document's first token: nothing predicts it
+        per_document = np.bincount(row_of(lengths), weights=targets, minlength=len(lengths))
+        untrained = int(((lengths > 0) & (per_document == 0)).sum())
+        lost = lost.with_trainable(int(trained.sum()), int(targets.sum()), untrained)
     _check_total(lengths, recipe)
     return tokens, labels, lengths, lost
 
@@ -266,6 +272,7 @@ def collate(
             lost.warn_lost("collate")
     elif capped:  # blocks are packed already: never more than max_seq_length tokens in all, as for samples
         _check_total(lengths, chosen)
+    labels[offsets_of(lengths)[:-1][lengths > 0]] = IGNORE_INDEX  # every document's first token: no target
     lengths = lengths[lengths > 0]
     if len(lengths) == 0 and not capped:  # a sampler's empty step comes through its collate: with its recipe
         raise SettingError("rows", "at least one token (a PackingSampler's empty step: sampler.collate)", "<no token>")

@@ -927,3 +927,19 @@ def test_every_door_counts_packs_trained_tokens(door: str, form: str, policy: st
     """Where a door shows statistics, their loss-mask counts are ``pack``'s (the masks read, not every token)."""
     rows, reading = FORMS[form]
     _check_rows(door, rows, {**reading, "overflow": policy}, tmp_path, also=TRAINED)
+
+
+@pytest.mark.parametrize("policy", ["truncate", "drop"])
+@pytest.mark.parametrize("form", [form for form in FORMS if form not in ("pairs", "groups", "plain and units")])
+def test_collate_warns_with_packs_trained_tokens_row_by_row(form: str, policy: str) -> None:
+    """``collate`` of one row (a batch of its own): the loss-mask counts it warns with are ``pack``'s of the row."""
+    rows, reading = FORMS[form]
+    options = {**reading, "overflow": policy}
+    warned = 0
+    for row in rows:
+        _, stats = _warned(lambda row=row: pt.collate([row], LONG, **options))
+        if stats is not None:
+            expected = packing.pack([row], LONG, **options).stats
+            assert [getattr(stats, name) for name in TRAINED] == [getattr(expected, name) for name in TRAINED], row
+            warned += 1
+    assert warned > 0  # every form has a row longer than the length

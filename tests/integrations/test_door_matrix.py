@@ -344,194 +344,6 @@ def test_the_auditor_finds_a_tampered_document_id(share: bool, cell: int, shift:
     assert packing.audit(table).findings == ()
 
 
-# ---------------------------------------------------------------- every door's loss counts, plain rows and units
-
-
-def _loss_counts(stats: packing.PackingStats) -> tuple[Any, ...]:
-    """What a door says overflow cut or left out: tokens and sequences truncated and dropped, and the units'."""
-    units = stats.units
-    return (
-        stats.tokens_truncated,
-        stats.tokens_dropped,
-        stats.sequences_truncated,
-        stats.sequences_dropped,
-        None if units is None else (units.units_truncated, units.completions_truncated, units.units_dropped),
-    )
-
-
-def _real_tokens(blocks: Any) -> int:
-    """The real tokens of blocks (rows with ``seq_lengths``)."""
-    return sum(int(np.asarray(lengths).sum()) for lengths in blocks["seq_lengths"])
-
-
-def _collated_tokens(batch: dict[str, Any], units: bool) -> int:
-    """The real tokens of a collated batch (ids from 1 here; padding is 0 or, with units, outside every unit)."""
-    if units:
-        return int((batch["unit_ids"] >= 0).sum())
-    return int((batch["input_ids"] != 0).sum())
-
-
-def _cli_line(rows: list[dict[str, Any]], options: dict[str, Any], length: int, folder: Path) -> tuple[str, int]:
-    """The command line's stderr (its loss line) and the real tokens of the blocks it wrote."""
-    import contextlib
-    import io
-
-    import pyarrow.parquet as pq
-
-    output = folder / "lost.parquet"
-    argv = ["pack", str(_jsonl(rows, folder)), "-o", str(output), "--max-seq-length", str(length), "--no-shuffle"]
-    argv += ["--overflow", options["overflow"], "--quiet"]
-    stderr = io.StringIO()
-    with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
-        assert main(argv) == 0
-    return stderr.getvalue(), _real_tokens(pq.read_table(output).to_pydict())
-
-
-def _lost_at(door: str, rows: list[dict[str, Any]], overflow: str, length: int, folder: Path) -> tuple[int, Any]:
-    """``(tokens kept, what the door reports)``: its statistics (given or warned with; None when it warned of
-    nothing), or for the command line its stderr."""
-    import unittest.mock
-
-    options: dict[str, Any] = {"overflow": overflow}
-    units = any("prompt" in row for row in rows)
-    columns = _columns(rows) if units else {"input_ids": [row["input_ids"] for row in rows]}
-    if door == "pack":
-        batch = packing.pack(rows, length, **options)
-        return int(batch.stats.packed_tokens), batch.stats
-    if door == "stream":
-        stream = packing.stream(rows, length, buffer_size=4, shuffle=False, **options)
-        return sum(int(np.asarray(block["seq_lengths"]).sum()) for block in stream), stream.stats
-    if door == "hf.pack_batch":
-        out, stats = _warned(lambda: packing.hf.pack_batch(columns, length, **options))
-        return _real_tokens(out), stats
-    if door == "hf.pack_dataset":
-        out, stats = _warned(lambda: packing.hf.pack_dataset(datasets.Dataset.from_dict(columns), length, **options))
-        return _real_tokens(out.to_dict()), stats
-    if door == "hf.pack_dataset cached":  # packed, then found in its cache file: warned of again, not packed again
-        saved = folder / f"source-{overflow}-{length}"
-        datasets.Dataset.from_dict(columns).save_to_disk(saved)
-        first, before = _warned(lambda: packing.hf.pack_dataset(datasets.load_from_disk(saved), length, **options))
-        with unittest.mock.patch("packing.hf.plan", side_effect=AssertionError("packed again")):
-            out, stats = _warned(lambda: packing.hf.pack_dataset(datasets.load_from_disk(saved), length, **options))
-        assert len(list(saved.glob("packing-*.arrow"))) == 1 and out.to_dict() == first.to_dict()
-        assert (stats is None) == (before is None) and (stats is None or stats == before)
-        return _real_tokens(out.to_dict()), stats
-    if door == "ray":
-        import ray.data
-
-        items = [{name: row.get(name) for name in PARTS} for row in rows] if units else rows
-        source = ray.data.from_items(items, override_num_blocks=3)  # the lengths pass's counts added over blocks
-        out, stats = _warned(lambda: packing.ray.pack_dataset(source, length, shuffle=False, **options))
-        return _real_tokens({"seq_lengths": [row["seq_lengths"] for row in out.take_all()]}), stats
-    if door == "collate":  # a batch of at most max_seq_length tokens: a row at a time, the losses added
-        kept, total = 0, None
-        for row in rows:
-            batch, stats = _warned(lambda row=row: pt.collate([row], length, **options))
-            kept += _collated_tokens(batch, units)
-            if stats is not None:
-                total = stats if total is None else total.plus(stats)
-        return kept, total
-    if door == "collate_fixed":
-        batch, stats = _warned(lambda: pt.collate_fixed(length, **options)(rows))
-        return _collated_tokens(batch, units), stats
-    assert door == "command line"
-    line, kept = _cli_line(rows, options, length, folder)
-    return kept, line
-
-
-LOSS_DOORS = [
-    "pack", "stream", "hf.pack_batch", "hf.pack_dataset", "hf.pack_dataset cached", "collate", "collate_fixed",
-    "command line",
-]  # fmt: skip
-"""The doors the property attacks (Ray's, slow, is checked on fixed cases)."""
-
-
-def _check_door(door: str, rows: list[dict[str, Any]], overflow: str, length: int, folder: Path) -> None:
-    """The door reports what ``pack`` counts for the same rows and recipe, and kept + lost = input."""
-    expected = packing.pack(rows, length, overflow=overflow).stats
-    kept, reported = _lost_at(door, rows, overflow, length, folder)
-    if door == "command line":
-        text = expected.loss_text(cli=True)
-        assert (text is None and "lost" not in reported) or (text is not None and f"warning: {text}" in reported)
-        assert kept == expected.packed_tokens
-        return
-    if reported is None:  # no warning: nothing was lost
-        assert expected.tokens_lost == 0 and (expected.units is None or expected.units.units_dropped == 0), door
-        assert kept == expected.input_tokens, door
-        return
-    if door != "collate":  # collate's input is counted row by row, only where a row lost tokens
-        assert reported.input_tokens == expected.input_tokens, door
-    assert _loss_counts(reported) == _loss_counts(expected), door
-    assert kept == expected.packed_tokens, door
-    assert kept + reported.tokens_lost == expected.input_tokens, door
-
-
-def _plain_rows(lengths: list[int]) -> list[dict[str, Any]]:
-    return [{"input_ids": [1 + (i + j) % 50 for j in range(n)]} for i, n in enumerate(lengths)]
-
-
-def _unit_rows(seed: int, count: int) -> list[dict[str, Any]]:
-    """Random pairs and groups, and a pair whose prompt alone is over any length used here."""
-    return [*random_units(seed, count=count, prompt=(1, 12), answer=(1, 12)), {
-        "prompt": [3] * 40, "chosen": [4], "rejected": [5]}]  # fmt: skip
-
-
-FIXED_CASES = {
-    "plain": (_plain_rows([3, 20, 5, 9, 0, 14]), 8),
-    "units": (_unit_rows(7, 5), 16),
-    "units, roomier": (_unit_rows(3, 6), 40),
-}
-
-
-@pytest.mark.parametrize("overflow", ["truncate", "drop"])
-@pytest.mark.parametrize("case", list(FIXED_CASES))
-@pytest.mark.parametrize("door", LOSS_DOORS)
-def test_every_door_reports_packs_loss_counts(door: str, case: str, overflow: str, tmp_path: Path) -> None:
-    rows, length = FIXED_CASES[case]
-    _check_door(door, rows, overflow, length, tmp_path)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("overflow", ["truncate", "drop"])
-@pytest.mark.parametrize("case", list(FIXED_CASES))
-def test_ray_warns_with_packs_loss_counts(cluster: Any, case: str, overflow: str, tmp_path: Path) -> None:
-    import packing.ray  # noqa: F401 - the door under test
-
-    rows, length = FIXED_CASES[case]
-    _check_door("ray", rows, overflow, length, tmp_path)
-
-
-def test_a_samplers_collate_warns_of_nothing() -> None:
-    """The sampler counts what it cut in its stats; its collate (and its loader's) says nothing more."""
-    rows = [row["input_ids"] for row in FIXED_CASES["plain"][0]]
-    sampler = pt.PackingSampler([len(row) for row in rows], 8, shuffle=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", TokensLost)
-        batches = [sampler.collate([rows[i] for i in step]) for step in sampler]
-    assert sampler.stats.tokens_truncated > 0 and len(batches) == len(sampler)
-    _, stats = _warned(lambda: pt.collate([rows[1]], 8))  # the same row, collated alone: warned of
-    assert stats is not None and stats.tokens_truncated == 12
-
-
-@settings(max_examples=30, deadline=None)
-@given(
-    lengths=st.lists(st.integers(0, 30), min_size=1, max_size=8),
-    length=st.integers(4, 24),
-    overflow=st.sampled_from(["truncate", "drop"]),
-    units=st.booleans(),
-    seed=st.integers(0, 2**16),
-    door=st.sampled_from(LOSS_DOORS),
-)
-def test_every_door_reports_packs_loss_counts_for_any_lengths(
-    lengths: list[int], length: int, overflow: str, units: bool, seed: int, door: str
-) -> None:
-    import tempfile
-
-    rows = _unit_rows(seed, len(lengths)) if units else _plain_rows(lengths)
-    with tempfile.TemporaryDirectory() as folder:
-        _check_door(door, rows, overflow, length, Path(folder))
-
-
 # ---------------------------------------------------------------- every row form, every policy, every door
 
 CHAT = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "a reply longer than a block"}]
@@ -549,10 +361,15 @@ FORMS: dict[str, tuple[list[Any], dict[str, Any]]] = {
     "pairs": ([{"prompt": [1, 2], "chosen": [3], "rejected": [4, 5]}, {"prompt": [1] * 5, "chosen": [3] * 9, "rejected": [4] * 3},
                {"prompt": [2] * 14, "chosen": [3], "rejected": [4]}], {}),
     "groups": ([{"prompt": [1, 2], "completions": [[3], [4, 5], [6]]}, {"prompt": [7] * 4, "completions": [[8] * 9, [9]]}], {}),
+    "pairs, shared prompt": ([{"prompt": [1, 2], "chosen": [3], "rejected": [4, 5]}, {"prompt": [1] * 5, "chosen": [3] * 9, "rejected": [4] * 3},
+                              {"prompt": [2] * 14, "chosen": [3], "rejected": [4]}], {"share_prompt": True}),
+    "groups, shared prompt": ([{"prompt": [1, 2], "completions": [[3], [4, 5], [6]]}, {"prompt": [7] * 4, "completions": [[8] * 9, [9], [8] * 3]}],
+                              {"share_prompt": True}),
     "plain and units": ([{"input_ids": [1] * 15}, {"prompt": [1, 2], "chosen": [3], "rejected": [4, 5]},
                          {"input_ids": [6, 7]}, {"prompt": [2] * 3, "completions": [[5] * 12]}], {}),
 }  # fmt: skip
 POLICIES = ("truncate", "split", "drop")
+UNIT_FORMS = ("pairs", "groups", "pairs, shared prompt", "groups, shared prompt", "plain and units")
 
 
 def _fields(rows: list[Any]) -> list[str]:
@@ -634,6 +451,18 @@ def _matrix_pack_dataset(rows: list[Any], options: dict[str, Any], folder: Path)
     return Seen(out.column_names, _block_dicts(out), stats, False)
 
 
+def _matrix_pack_dataset_cached(rows: list[Any], options: dict[str, Any], folder: Path) -> Seen:
+    """``hf.pack_dataset`` of a saved dataset, packed, then found in its one cache file: warned of again."""
+    saved = folder / "source"
+    datasets.Dataset.from_list(_as_records(rows)).save_to_disk(saved)
+    call = lambda: packing.hf.pack_dataset(datasets.load_from_disk(saved), LONG, shuffle=False, **options)  # noqa: E731
+    first, before = _warned(call)
+    out, stats = _warned(call)
+    assert len(list(saved.glob("packing-*.arrow"))) == 1 and out.to_dict() == first.to_dict()
+    assert (stats is None) == (before is None) and (stats is None or stats.accounting() == before.accounting())
+    return Seen(out.column_names, _block_dicts(out), stats, False)
+
+
 def _matrix_cli(rows: list[Any], options: dict[str, Any], folder: Path) -> Seen:
     """``packing pack`` on a JSON lines file to Parquet, ``--json``: the statistics it printed."""
     import contextlib
@@ -648,14 +477,23 @@ def _matrix_cli(rows: list[Any], options: dict[str, Any], folder: Path) -> Seen:
     argv += ["--overflow", options["overflow"]] + (
         ["--tokenizer", options["tokenizer"]] if "tokenizer" in options else []
     )
+    argv += ["--share-prompt"] if options.get("share_prompt") else []
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(stdout):
         code = main(argv)
     if code:  # refused: the one line it said, as the error the library raises
         raise _Refused(stderr.getvalue().removeprefix("packing: error: "))
     printed = json.loads(stdout.getvalue())
+    _loss_line(printed, stderr.getvalue())
     table = pq.read_table(output)
     return Seen(table.column_names, _block_dicts(table), printed, True)
+
+
+def _loss_line(printed: dict[str, Any], stderr: str) -> None:
+    """The command line says on stderr what it lost, in the words of ``loss_text``, exactly when it lost tokens."""
+    lost = [line for line in stderr.splitlines() if " lost: " in line]
+    assert len(lost) == (1 if printed["tokens_lost"] else 0), stderr
+    assert all(line.startswith("packing: warning: ") and "--max-seq-length" in line for line in lost), lost
 
 
 class _Refused(Exception):
@@ -727,6 +565,7 @@ MATRIX_DOORS: dict[str, Callable[[list[Any], dict[str, Any], Path], Seen]] = {
     "hf.pack_batch": _matrix_pack_batch,
     "hf.pack_batch under Dataset.map": _matrix_map,
     "hf.pack_dataset": _matrix_pack_dataset,
+    "hf.pack_dataset cached": _matrix_pack_dataset_cached,
     "command line": _matrix_cli,
     "collate": _matrix_collate,
     "collate_fixed": _matrix_collate_fixed,
@@ -742,7 +581,7 @@ _NULLS = (
 )
 MATRIX_XFAILS: dict[tuple[str, str, str], str] = {
     (door, "plain and units", policy): _NULLS.format(door=door)
-    for door in ("stream_dataset", "hf.pack_batch under Dataset.map", "hf.pack_dataset")
+    for door in ("stream_dataset", "hf.pack_batch under Dataset.map", "hf.pack_dataset", "hf.pack_dataset cached")
     for policy in POLICIES
 } | {
     ("ray.pack_dataset", form, "split"): "ray.pack_dataset: pairs or groups with overflow='split' are refused in a "
@@ -751,10 +590,6 @@ MATRIX_XFAILS: dict[tuple[str, str, str], str] = {
     for form in ("pairs", "groups", "plain and units")
 }
 """(door, form, policy) where a door owned elsewhere still differs: the door and the field."""
-
-
-def _expected(rows: list[Any], options: dict[str, Any]) -> packing.PackedBatch:
-    return packing.pack(rows, LONG, **options)
 
 
 LOSS_FIELDS = ("tokens_truncated", "tokens_dropped", "sequences_truncated", "sequences_dropped", "units_truncated",
@@ -902,7 +737,7 @@ TRAINED = ("trainable_tokens", "target_tokens", "samples_without_trainable_token
 """The loss-mask counts of the statistics (beside the accounting)."""
 
 
-MASKED = ("labels", "loss_mask", "prompt/completion", "chat", "pairs", "groups", "plain and units")
+MASKED = ("labels", "loss_mask", "prompt/completion", "chat", *UNIT_FORMS)
 """The forms with untrained tokens."""
 _PLANNED_FROM_LENGTHS = (
     "{door}: its statistics count every kept token as trainable (the plan's counts from lengths, the masks "
@@ -910,11 +745,18 @@ _PLANNED_FROM_LENGTHS = (
 )
 TRAINED_XFAILS = MATRIX_XFAILS | {
     (door, form, policy): _PLANNED_FROM_LENGTHS.format(door=door)
-    for door in ("stream", "stream, buffers of 2", "PackingSampler", "stream_dataset", "hf.pack_dataset")
+    for door in (
+        "stream",
+        "stream, buffers of 2",
+        "PackingSampler",
+        "stream_dataset",
+        "hf.pack_dataset",
+        "hf.pack_dataset cached",
+    )
     for form in MASKED
-    for policy in (("truncate", "drop") if door in ("stream_dataset", "hf.pack_dataset") else POLICIES)
+    for policy in (POLICIES if door in ("stream", "stream, buffers of 2", "PackingSampler") else ("truncate", "drop"))
     if (form, policy) != ("chat", "drop")  # every chat dropped: nothing kept, nothing trained, at every door
-    and not (policy == "split" and form in ("pairs", "groups", "plain and units"))  # refused alike
+    and not (policy == "split" and form in UNIT_FORMS)  # refused alike
     and (door, form, policy) not in MATRIX_XFAILS
 }
 """Where a door's loss-mask counts are not ``pack``'s (``collate`` is left out: it counts a row at a time)."""
@@ -930,7 +772,7 @@ def test_every_door_counts_packs_trained_tokens(door: str, form: str, policy: st
 
 
 @pytest.mark.parametrize("policy", ["truncate", "drop"])
-@pytest.mark.parametrize("form", [form for form in FORMS if form not in ("pairs", "groups", "plain and units")])
+@pytest.mark.parametrize("form", [form for form in FORMS if form not in UNIT_FORMS])
 def test_collate_warns_with_packs_trained_tokens_row_by_row(form: str, policy: str) -> None:
     """``collate`` of one row (a batch of its own): the loss-mask counts it warns with are ``pack``'s of the row."""
     rows, reading = FORMS[form]
@@ -943,3 +785,15 @@ def test_collate_warns_with_packs_trained_tokens_row_by_row(form: str, policy: s
             assert [getattr(stats, name) for name in TRAINED] == [getattr(expected, name) for name in TRAINED], row
             warned += 1
     assert warned > 0  # every form has a row longer than the length
+
+
+def test_a_samplers_collate_warns_of_nothing() -> None:
+    """The sampler counts what it cut in its stats; its collate (and its loader's) says nothing more."""
+    rows = [[1 + (i + j) % 50 for j in range(n)] for i, n in enumerate([3, 20, 5, 9, 0, 14])]
+    sampler = pt.PackingSampler([len(row) for row in rows], 8, shuffle=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TokensLost)
+        batches = [sampler.collate([rows[i] for i in step]) for step in sampler]
+    assert sampler.stats.tokens_truncated > 0 and len(batches) == len(sampler)
+    _, stats = _warned(lambda: pt.collate([rows[1]], 8))  # the same row, collated alone: warned of
+    assert stats is not None and stats.tokens_truncated == 12

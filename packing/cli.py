@@ -545,19 +545,6 @@ def _pack_batch(recipe: Recipe, dataset: FileSamples, shuffle: bool) -> LazyBatc
 _WIDENED = ", ids, labels and positions as int64 (an id is above 2**31 - 1)"
 
 
-def _loss_warning(stats: PackingStats) -> str | None:
-    """The one line ``pack`` says on stderr when the overflow policy cut or left out tokens: how many, their share
-    of the input, and why (the summary's "tokens lost" stays); None when every token was kept.
-
-    >>> print(_loss_warning(plan([10, 2, 5], 4).stats))
-    packing: warning: 7 of 17 tokens (41.18 %) lost: 2 sequences longer than --max-seq-length 4 truncated (--overflow split keeps every token)
-    >>> _loss_warning(plan([3, 2], 4).stats) is None
-    True
-    """
-    text = stats.loss_text(cli=True)
-    return None if text is None else f"packing: warning: {text}"
-
-
 def _pack_summary(
     args: argparse.Namespace, recipe: Recipe, dataset: FileSamples, batch: LazyBatch, progress: Progress
 ) -> str:
@@ -614,16 +601,8 @@ def _unit_rows(stats: PackingStats) -> list[tuple[str, str]]:
     if units is None:
         return []
     shared = f" (prompts stored once: {units.prompt_tokens_shared:,} tokens saved)" if units.share_prompt else ""
-    return [
-        (
-            "pairs and groups",
-            f"{units.pairs:,} pairs, {units.groups:,} groups, {units.completions:,} completions{shared}",
-        ),
-        (
-            "units cut",
-            units.cut_text(),
-        ),
-    ]
+    counts = f"{units.pairs:,} pairs, {units.groups:,} groups, {units.completions:,} completions{shared}"
+    return [("pairs and groups", counts), ("units cut", units.cut_text())]
 
 
 def _run_pack(args: argparse.Namespace) -> int:
@@ -655,9 +634,9 @@ def _run_pack(args: argparse.Namespace) -> int:
                 writer(batch, output)
             except OSError as error:
                 raise UsageError(f"cannot write {output}: {error.strerror or error}") from None
-    lost = _loss_warning(batch.stats)
-    if lost:  # said even with --quiet: tokens were thrown away
-        print(lost, file=sys.stderr, flush=True)
+    lost = batch.stats.loss_text(cli=True)
+    if lost:  # said even with --quiet, in one line: how many tokens, their share of the input, and why
+        print(f"packing: warning: {lost}", file=sys.stderr, flush=True)
     print(json.dumps(batch.stats.summary()) if args.json else _pack_summary(args, recipe, dataset, batch, progress))
     return 0
 

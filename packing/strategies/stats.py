@@ -6,7 +6,7 @@ Internal: the public names are in ``packing`` and ``packing.strategies``.
 from __future__ import annotations
 
 import warnings
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -195,14 +195,7 @@ class PackingStats:
         >>> both.num_blocks, both.input_tokens, both.tokens_dropped, both.padding_tokens
         (2, 11, 6, 3)
         """
-        counts = {
-            name: getattr(self, name) + getattr(other, name)
-            for name in (
-                "num_sequences", "empty_sequences", "num_blocks", "input_tokens", "packed_tokens", "tokens_truncated",
-                "tokens_dropped", "sequences_truncated", "sequences_dropped", "sequences_split", "trainable_tokens",
-                "target_tokens", "samples_without_trainable_tokens",
-            )
-        }  # fmt: skip
+        counts = {name: getattr(self, name) + getattr(other, name) for name in SUMMED}
         slots = counts["num_blocks"] * self.max_seq_length
         units = (
             self.units if other.units is None else other.units if self.units is None else self.units.plus(other.units)
@@ -227,6 +220,13 @@ class PackingStats:
             target_tokens=target_tokens,
             samples_without_trainable_tokens=samples_without_trainable_tokens,
         )
+
+
+DERIVED = ("max_seq_length", "lower_bound", "padding_tokens", "efficiency", "block_utilization", "units")
+"""The fields of :class:`PackingStats` that do not add up: the recipe's, or made again from the counts."""
+SUMMED = tuple(f.name for f in fields(PackingStats) if f.name not in DERIVED)
+"""The counts of :class:`PackingStats` that add up over parts of one packing (what :meth:`PackingStats.plus`
+sums)."""
 
 
 def compute_stats(

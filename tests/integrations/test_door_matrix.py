@@ -703,10 +703,13 @@ def _check_rows(
         assert seen.kept == counts["packed_tokens"], door
 
 
-def _random_row(draw: Any, index: int) -> Any:
-    """A row of a form drawn at random, of up to twice the matrix's length (ids from 1, as the forms above)."""
+RANDOM_FORMS = ("list", "input_ids", "labels", "loss_mask", "prompt/completion", "pair", "group")
+
+
+def _random_row(draw: Any, form: str | None = None) -> Any:
+    """A row of ``form`` (default: drawn at random), of up to twice the matrix's length (ids from 1, as above)."""
     ids = lambda low=0: draw(st.lists(st.integers(1, 90), min_size=low, max_size=2 * LONG))  # noqa: E731
-    form = draw(st.sampled_from(["list", "input_ids", "labels", "loss_mask", "prompt/completion", "pair", "group"]))
+    form = form or draw(st.sampled_from(RANDOM_FORMS))
     if form == "list":
         return ids()
     tokens = ids()
@@ -736,7 +739,26 @@ def test_every_door_gives_packs_accounting_for_a_random_mix(data: Any, door: str
     import tempfile
 
     count = data.draw(st.integers(1, 6))
-    rows = [_random_row(data.draw, index) for index in range(count)]
+    rows = [_random_row(data.draw) for _ in range(count)]
+    with tempfile.TemporaryDirectory() as folder:
+        _check_rows(door, rows, {"overflow": policy}, Path(folder))
+
+
+DATASET_DOORS = ["stream_dataset", "hf.pack_batch under Dataset.map", "hf.pack_dataset"]
+"""The doors of ``datasets``: random rows of one form each time (a dataset of mixed forms: see MATRIX_XFAILS)."""
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    data=st.data(),
+    door=st.sampled_from(DATASET_DOORS),
+    form=st.sampled_from(RANDOM_FORMS[1:]),  # a dataset's rows are dicts
+    policy=st.sampled_from(POLICIES),
+)
+def test_the_datasets_doors_give_packs_accounting_for_random_rows(data: Any, door: str, form: str, policy: str) -> None:
+    import tempfile
+
+    rows = [_random_row(data.draw, form) for _ in range(data.draw(st.integers(1, 5)))]
     with tempfile.TemporaryDirectory() as folder:
         _check_rows(door, rows, {"overflow": policy}, Path(folder))
 

@@ -596,7 +596,7 @@ MATRIX_XFAILS: dict[tuple[str, str, str], str] = {
     ("ray.pack_dataset", form, "split"): "ray.pack_dataset: pairs or groups with overflow='split' are refused in a "
     "Ray task (a ray.exceptions.RayTaskError around the SettingError), not at the door as every other door refuses "
     "them; field: the refusal"
-    for form in ("pairs", "groups", "plain and units")
+    for form in UNIT_FORMS
 }
 """(door, form, policy) where a door owned elsewhere still differs: the door and the field."""
 

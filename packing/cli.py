@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import json
 import os
 import signal
 import sys
@@ -317,6 +318,7 @@ def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
         "tokens; sequence: mean over documents of their mean; sequence_sum; sqrt)",
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON: every count of the statistics")
     parser.set_defaults(run=_run_pack)
 
 
@@ -541,20 +543,6 @@ def _pack_batch(recipe: Recipe, dataset: FileSamples, shuffle: bool) -> PackedBa
 _WIDENED = ", ids, labels and positions as int64 (an id is above 2**31 - 1)"
 
 
-def _loss_warning(stats: PackingStats) -> str | None:
-    """The one line ``pack`` says on stderr when the overflow policy cut or left out tokens: how many, their share
-    of the input, and why (the summary's "tokens lost" stays); None when every token was kept.
-
-    >>> from packing import plan
-    >>> print(_loss_warning(plan([10, 2, 5], 4).stats))
-    packing: warning: 7 of 17 tokens (41.18 %) lost: 2 sequences longer than --max-seq-length 4 truncated (--overflow split keeps every token)
-    >>> _loss_warning(plan([3, 2], 4).stats) is None
-    True
-    """
-    text = stats.loss_text(cli=True)
-    return None if text is None else f"packing: warning: {text}"
-
-
 def _pack_summary(
     args: argparse.Namespace, recipe: Recipe, dataset: FileSamples, batch: PackedBatch, progress: Progress
 ) -> str:
@@ -570,6 +558,7 @@ def _pack_summary(
         ("lower bound", f"{_bound(dataset.lengths, length, overflow, strategy):,}"),
         ("efficiency", _percent(stats.efficiency)),
         ("padding tokens", f"{stats.padding_tokens:,}"),
+        ("tokens", _accounting_text(stats)),
         ("tokens lost", f"{stats.tokens_lost:,}"),
         ("sequences truncated", f"{stats.sequences_truncated:,}"),
         ("sequences split", f"{stats.sequences_split:,}"),
@@ -587,6 +576,17 @@ def _pack_summary(
     return format_pairs(rows)
 
 
+def _accounting_text(stats: PackingStats) -> str:
+    """The summary's line of what became of the input tokens (:meth:`~packing.PackingStats.accounting`).
+
+    >>> _accounting_text(plan([10, 2, 5], 4, overflow="drop").stats)
+    '17 in: 2 kept, 0 truncated, 15 dropped'
+    """
+    counts = stats.accounting()
+    kept, truncated, dropped = counts["packed_tokens"], counts["tokens_truncated"], counts["tokens_dropped"]
+    return f"{counts['input_tokens']:,} in: {kept:,} kept, {truncated:,} truncated, {dropped:,} dropped"
+
+
 def _unit_rows(stats: PackingStats) -> list[tuple[str, str]]:
     """The summary's lines about preference pairs and completion groups (none without them).
 
@@ -600,16 +600,8 @@ def _unit_rows(stats: PackingStats) -> list[tuple[str, str]]:
     if units is None:
         return []
     shared = f" (prompts stored once: {units.prompt_tokens_shared:,} tokens saved)" if units.share_prompt else ""
-    return [
-        (
-            "pairs and groups",
-            f"{units.pairs:,} pairs, {units.groups:,} groups, {units.completions:,} completions{shared}",
-        ),
-        (
-            "units cut",
-            units.cut_text(),
-        ),
-    ]
+    counts = f"{units.pairs:,} pairs, {units.groups:,} groups, {units.completions:,} completions{shared}"
+    return [("pairs and groups", counts), ("units cut", units.cut_text())]
 
 
 def _run_pack(args: argparse.Namespace) -> int:
@@ -641,10 +633,10 @@ def _run_pack(args: argparse.Namespace) -> int:
                 writer(batch, output)
             except OSError as error:
                 raise UsageError(f"cannot write {output}: {error.strerror or error}") from None
-    lost = _loss_warning(batch.stats)
-    if lost:  # said even with --quiet: tokens were thrown away
-        print(lost, file=sys.stderr, flush=True)
-    print(_pack_summary(args, recipe, dataset, batch, progress))
+    lost = batch.stats.loss_text(cli=True)
+    if lost:  # said even with --quiet, in one line: how many tokens, their share of the input, and why
+        print(f"packing: warning: {lost}", file=sys.stderr, flush=True)
+    print(json.dumps(batch.stats.summary()) if args.json else _pack_summary(args, recipe, dataset, batch, progress))
     return 0
 
 

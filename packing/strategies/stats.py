@@ -6,7 +6,7 @@ Internal: the public names are in ``packing`` and ``packing.strategies``.
 from __future__ import annotations
 
 import warnings
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -65,6 +65,15 @@ class UnitStats:
         )
 
 
+ACCOUNTING = (
+    "input_tokens", "packed_tokens", "tokens_truncated", "tokens_dropped", "padding_tokens",
+    "num_sequences", "empty_sequences", "sequences_truncated", "sequences_split", "sequences_dropped",
+)  # fmt: skip
+"""The token and sequence counts of :meth:`PackingStats.accounting`."""
+UNIT_ACCOUNTING = ("pairs", "groups", "completions", "units_truncated", "completions_truncated", "units_dropped")
+"""The unit counts of :meth:`PackingStats.accounting` (beside ``units_kept``)."""
+
+
 @dataclass(frozen=True)
 class PackingStats:
     """Statistics of one packing. Every token that was cut or dropped is counted here.
@@ -106,15 +115,34 @@ class PackingStats:
         """Tokens that are in the input but in no block (truncated or dropped)."""
         return self.tokens_truncated + self.tokens_dropped
 
+    def accounting(self) -> dict[str, int]:
+        """What became of the input, the counts every door shows alike (its ``stats``, the statistics of its
+        :class:`~packing.errors.TokensLost`, the command line's summary): tokens in, kept, truncated, dropped and
+        the padding added; sequences in (empty ones too), truncated, split and dropped; and with pairs and groups
+        the units in, kept, truncated and dropped and their completions. Kept + truncated + dropped = in, in
+        tokens and in units. O(1).
+
+        >>> from packing import plan
+        >>> counts = plan([10, 2, 5], 4, overflow="drop").stats.accounting()
+        >>> counts["input_tokens"], counts["packed_tokens"], counts["tokens_dropped"], counts["sequences_dropped"]
+        (17, 2, 15, 2)
+        """
+        counts = {name: int(getattr(self, name)) for name in ACCOUNTING}
+        if self.units is not None:
+            units = self.units
+            counts |= {name: int(getattr(units, name)) for name in UNIT_ACCOUNTING}
+            counts["units_kept"] = units.pairs + units.groups - units.units_dropped
+        return counts
+
     def summary(self) -> dict[str, Any]:
-        """The scalar statistics as a plain dict (for tables, JSON and logs)."""
+        """The scalar statistics as a plain dict (for tables, JSON and logs): :meth:`accounting` among them."""
         values = asdict(self)
         values.pop("block_utilization")
         values.pop("units")
         values["tokens_lost"] = self.tokens_lost
         if self.units is not None:
             values.update(self.units.summary())
-        return values
+        return values | self.accounting()
 
     def loss_text(self, cli: bool = False) -> str | None:
         """What the overflow policy cut or left out, in one line: how many tokens, their share of the input, and
@@ -167,14 +195,7 @@ class PackingStats:
         >>> both.num_blocks, both.input_tokens, both.tokens_dropped, both.padding_tokens
         (2, 11, 6, 3)
         """
-        counts = {
-            name: getattr(self, name) + getattr(other, name)
-            for name in (
-                "num_sequences", "empty_sequences", "num_blocks", "input_tokens", "packed_tokens", "tokens_truncated",
-                "tokens_dropped", "sequences_truncated", "sequences_dropped", "sequences_split", "trainable_tokens",
-                "target_tokens", "samples_without_trainable_tokens",
-            )
-        }  # fmt: skip
+        counts = {name: getattr(self, name) + getattr(other, name) for name in SUMMED}
         slots = counts["num_blocks"] * self.max_seq_length
         units = (
             self.units if other.units is None else other.units if self.units is None else self.units.plus(other.units)
@@ -199,6 +220,13 @@ class PackingStats:
             target_tokens=target_tokens,
             samples_without_trainable_tokens=samples_without_trainable_tokens,
         )
+
+
+DERIVED = ("max_seq_length", "lower_bound", "padding_tokens", "efficiency", "block_utilization", "units")
+"""The fields of :class:`PackingStats` that do not add up: the recipe's, or made again from the counts."""
+SUMMED = tuple(f.name for f in fields(PackingStats) if f.name not in DERIVED)
+"""The counts of :class:`PackingStats` that add up over parts of one packing (what :meth:`PackingStats.plus`
+sums)."""
 
 
 def compute_stats(

@@ -54,8 +54,9 @@ def _plain(row: Mapping[str, Any]) -> dict[str, Any]:
 def _documents(
     rows: Sequence[Any], recipe: Recipe, ignore_masks: bool = False
 ) -> tuple[Int64Array, Int64Array, Int64Array]:
-    """Tokens, labels (-100 on masked tokens and every document's first token) and lengths (one a row, empty rows
-    included, so that errors name the row) of the documents of ``rows``, concatenated. Packed blocks (rows with ``seq_lengths``) give their documents.
+    """Tokens, labels (-100 on masked tokens; a packed block's on its documents' first tokens too) and lengths (one
+    a row, empty rows included, so that errors name the row) of the documents of ``rows``, concatenated. Packed
+    blocks (rows with ``seq_lengths``) give their documents.
     Rows are read by the reader: a row's ``labels`` are kept (``Samples.labels``), as transformers' collators
     keep them; with ``ignore_masks`` a row's loss masks are left out (its labels still say what is trained).
     O(tokens)."""
@@ -76,9 +77,7 @@ def _documents(
     lengths = samples.lengths
     tokens = samples.tokens.astype(np.int64, copy=False)  # what torch takes
     targets = tokens if samples.labels is None else samples.labels.astype(np.int64, copy=False)
-    labels = np.where(samples.loss_mask.astype(bool), targets, IGNORE_INDEX)
-    labels[samples.offsets[:-1][lengths > 0]] = IGNORE_INDEX
-    return tokens, labels, lengths
+    return tokens, np.where(samples.loss_mask.astype(bool), targets, IGNORE_INDEX), lengths
 
 
 def _cap(
@@ -87,7 +86,8 @@ def _cap(
     """The documents with the overflow policy applied to each (``truncate`` keeps the first ``max_seq_length``
     tokens, ``drop`` leaves it out, ``split`` refuses it: its pieces come from the sampler), refused when they
     hold more than ``max_seq_length`` tokens in all, and what the policy cut or left out (``pack``'s counts, each
-    document kept a block of its own; None when nothing was over-long). O(tokens)."""
+    document kept a block of its own, its loss-mask counts from ``labels``, which still train a document's first
+    token where its mask does; None when nothing was over-long). O(tokens)."""
     capacity, overflow = recipe.max_seq_length, recipe.overflow
     over = lengths > capacity
     lost = None
@@ -104,6 +104,12 @@ def _cap(
         alone = np.arange(len(kept.length) + 1, dtype=np.int64)
         lost = compute_stats(lengths, capacity, alone, kept.sequence.astype(np.int32), kept.length.astype(np.int32))
         tokens, labels, lengths = tokens[within], labels[within], kept.length
+        trained = labels != IGNORE_INDEX
+        targets = trained.copy()
+        targets[offsets_of(lengths)[:-1][lengths > 0]] = False  # a document's first token: nothing predicts it
+        per_document = np.bincount(row_of(lengths), weights=targets, minlength=len(lengths))
+        untrained = int(((lengths > 0) & (per_document == 0)).sum())
+        lost = lost.with_trainable(int(trained.sum()), int(targets.sum()), untrained)
     _check_total(lengths, recipe)
     return tokens, labels, lengths, lost
 
@@ -267,6 +273,7 @@ def collate(
             lost.warn_lost("collate")
     elif capped:  # blocks are packed already: never more than max_seq_length tokens in all, as for samples
         _check_total(lengths, chosen)
+    labels[offsets_of(lengths)[:-1][lengths > 0]] = IGNORE_INDEX  # every document's first token: no target
     lengths = lengths[lengths > 0]
     if len(lengths) == 0 and not capped:  # a sampler's empty step comes through its collate: with its recipe
         raise SettingError("rows", "at least one token (a PackingSampler's empty step: sampler.collate)", "<no token>")
@@ -439,27 +446,21 @@ def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Te
         return _fixed_units(rows, recipe)
     if rows and all(_is_block(row) for row in rows):
         return _fixed_blocks(rows, max_seq_length, prepare(recipe).pad_id)
-    tokens, labels, lengths = _documents(rows, recipe)
-    if not lengths.any():  # an empty step: one block of padding, which trains nothing
+    samples = read_rows(rows, **prepare(recipe).read_options)
+    if not samples.lengths.any():  # an empty step: one block of padding, which trains nothing
         return _fixed_blocks([{"input_ids": [], "seq_lengths": []}], max_seq_length, prepare(recipe).pad_id)
-    starts = offsets_of(lengths)
-    rows_as_samples = [{"input_ids": tokens[a:b], "loss_mask": (labels[a:b] != IGNORE_INDEX).astype(np.int8)}
-                       for a, b in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True)]  # fmt: skip
-    samples = read_rows(rows_as_samples)
     layout = plan(samples.lengths, max_seq_length, strategy="next_fit", overflow=recipe.overflow)
-    layout.stats.warn_lost("collate_fixed")
     batch = materialize(layout, samples, pad_token_id=prepare(recipe).pad_id)
-    # labels: the documents' own labels (which may differ from input_ids) where the block has a target; the
-    # same plan filled with each token's place in ``tokens`` says where each slot's token came from
-    assert samples.loss_mask is not None
-    places = Samples(np.arange(len(tokens), dtype=np.int64), samples.loss_mask, samples.offsets)
-    source = materialize(layout, places).input_ids
-    out_labels = np.full(batch.input_ids.shape, IGNORE_INDEX, dtype=np.int64)
-    real = batch.sequence_ids >= 0
-    out_labels[real] = labels[source[real]]
+    batch.stats.warn_lost("collate_fixed")  # pack's counts: the masks read
+    labels = batch.labels.astype(np.int64)
+    if samples.labels is not None:  # the rows' own labels (which may differ from input_ids) where a target is
+        assert samples.loss_mask is not None
+        places = Samples(np.arange(len(samples.labels), dtype=np.int64), samples.loss_mask, samples.offsets)
+        source = materialize(layout, places).input_ids  # the same plan: where each slot's token came from
+        labels = np.where(labels != IGNORE_INDEX, samples.labels[source], IGNORE_INDEX)
     return {
         "input_ids": torch.from_numpy(batch.input_ids.astype(np.int64)),
-        "labels": torch.from_numpy(out_labels),
+        "labels": torch.from_numpy(labels),
         "position_ids": torch.from_numpy(batch.position_ids.astype(np.int64)),
     }
 

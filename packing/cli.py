@@ -579,6 +579,7 @@ def _pack_summary(
 def _accounting_text(stats: PackingStats) -> str:
     """The summary's line of what became of the input tokens (:meth:`~packing.PackingStats.accounting`).
 
+    >>> from packing import plan
     >>> _accounting_text(plan([10, 2, 5], 4, overflow="drop").stats)
     '17 in: 2 kept, 0 truncated, 15 dropped'
     """

@@ -20,7 +20,6 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from packing.core.pairs_groups import UNIT_COLUMNS
 
 import packing
 import packing.hf
@@ -29,6 +28,7 @@ import packing.streaming
 import packing.torch as pt
 from packing.batches.schema import UNIT_GRID
 from packing.cli import main
+from packing.core.pairs_groups import UNIT_COLUMNS
 from packing.errors import SettingError, TokensLost
 from tests.helpers.units import completions_of, random_units
 

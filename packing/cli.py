@@ -57,13 +57,13 @@ from packing.layouts import LAYOUT_TITLES
 from packing.layouts.audit import LAYOUTS, AuditReport, audit, report_json
 from packing.layouts.export import export_chunks, write_jsonl, write_parquet, write_table
 from packing.layouts.outputs import exclusive
-from packing.reading.dataset import FileSamples, read_dataset
+from packing.reading.dataset import FileSamples, read_files
 from packing.reading.files import FORMATS, PACKED_FORMATS, listed, read_whole, resolve
 from packing.recipe import PEER_NAMES, Door, Recipe, option_fields
 from packing.strategies.bounds import lower_bounds
 from packing.strategies.registry import STRATEGIES
 from packing.strategies.stats import PackingStats
-from packing.text.prepare import prepare
+from packing.text.prepare import Prepared, prepare
 from packing.weighting import LOSS_MODES, LossMode
 
 Writer = Callable[[PackedBatch, Path], None]
@@ -464,14 +464,21 @@ class Progress:
 # ---------------------------------------------------------------- reading (and tokenizing)
 
 
-def _read_input(args: argparse.Namespace, progress: Progress | None = None, message: str = "") -> FileSamples:
-    """The input dataset through the one reader; with ``--tokenizer``, text rows are tokenized (with a count)."""
+def _read_input(
+    args: argparse.Namespace,
+    recipe: Recipe,
+    prepared: Prepared | None = None,
+    progress: Progress | None = None,
+    message: str = "",
+) -> FileSamples:
+    """The input dataset through the one reader with the command's ``recipe`` (and its ``prepared`` options, made
+    here if not given); with ``--tokenizer``, text rows are tokenized (with a count)."""
 
     def report(done: int, total: int) -> None:
         if progress is not None:
             progress._say(f"\r{message} ... {done:,}/{total:,} rows", end="")
 
-    return read_dataset(_input(args), args.format, progress=report, recipe=_recipe(args))
+    return read_files(_input(args), args.format, None, recipe, prepared or prepare(recipe), progress=report)
 
 
 def _warn(dataset: FileSamples, recipe: Recipe, quiet: bool = False) -> None:
@@ -528,7 +535,7 @@ def _writer(output: Path, layout: str = "packing", loss_weights: LossMode | None
     return writer
 
 
-def _pack_batch(recipe: Recipe, dataset: FileSamples, shuffle: bool) -> PackedBatch:
+def _pack_batch(recipe: Recipe, prepared: Prepared, dataset: FileSamples, shuffle: bool) -> PackedBatch:
     """Plan and shuffle (unless ``--no-shuffle``) the dataset's samples, checked for filling; the blocks are
     made chunk by chunk as they are written. Lengths-only data is refused."""
     if dataset.kind == "lengths":
@@ -537,7 +544,7 @@ def _pack_batch(recipe: Recipe, dataset: FileSamples, shuffle: bool) -> PackedBa
             "(use 'compare' to compare strategies on lengths)"
         )
     wide = recipe.int64 or dataset.samples.wide_ids()  # ids above 2**31 - 1: int64
-    return run(dataset.samples, recipe, prepare(recipe), shuffle=shuffle, int64=wide)  # pairs and groups fitted
+    return run(dataset.samples, recipe, prepared, shuffle=shuffle, int64=wide)  # pairs and groups fitted
 
 
 _WIDENED = ", ids, labels and positions as int64 (an id is above 2**31 - 1)"
@@ -613,6 +620,7 @@ def _run_pack(args: argparse.Namespace) -> int:
     """
     output = Path(args.output)
     recipe = _recipe(args)
+    prepared = prepare(recipe)
     warning = STRATEGIES[recipe.strategy].warning
     if warning:  # what the auditor will find in these blocks, said where the strategy is chosen
         print(f"packing: warning: {warning}", file=sys.stderr)
@@ -625,10 +633,10 @@ def _run_pack(args: argparse.Namespace) -> int:
     message = f"reading {' '.join(args.input)}" + (f" and tokenizing with {args.tokenizer}" if args.tokenizer else "")
     with exclusive(output):
         with progress.stage("read", message):
-            dataset = _read_input(args, progress, message)
+            dataset = _read_input(args, recipe, prepared, progress, message)
         _warn(dataset, recipe, args.quiet)
         with progress.stage("pack", f"packing {len(dataset.lengths):,} sequences with {recipe.strategy}"):
-            batch = _pack_batch(recipe, dataset, not args.no_shuffle)
+            batch = _pack_batch(recipe, prepared, dataset, not args.no_shuffle)
         with progress.stage("write", f"writing {batch.num_blocks:,} blocks to {output}"):
             try:
                 writer(batch, output)
@@ -691,7 +699,7 @@ def _run_compare(args: argparse.Namespace) -> int:
     """``compare``: plan every chosen strategy on the lengths and print the table. O(sequences) each."""
     recipe = _recipe(args)
     time_limit = None if args.time_limit is None else check_time_limit(args.time_limit)  # the recipe's rule
-    dataset = _read_input(args)
+    dataset = _read_input(args, recipe)
     _warn(dataset, recipe)
     length, overflow = recipe.max_seq_length, recipe.overflow
     lengths, contenders, planned, note = dataset.lengths, args.strategies, overflow, ""

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from packing.batches.packed import PackedBatch
+from packing.batches.packed import PackedBatch, run
 from packing.batches.schema import NAMES
 from packing.batches.tables import (
     arrow_batch,
@@ -55,19 +55,17 @@ from packing.batches.tables import (
     pack_table,
     rows_of,
 )
-from packing.batches.units import fit_units
 from packing.core.forms import FIELDS
 from packing.core.samples import Samples
 from packing.core.validation import INT32_MAX, OverflowPolicy, check_flag
 from packing.errors import SettingError
 from packing.layouts.outputs import atomic_path
-from packing.planning.plans import plan
 from packing.reading.arrow import Accumulator, batch_parts, flat_batches, read_table
-from packing.reading.reader import read_rows
+from packing.reading.reader import read_samples
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.registry import StrategyName
 from packing.strategies.stats import PackingStats, UnitStats
-from packing.text.prepare import prepare
+from packing.text.prepare import Prepared, prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
@@ -119,7 +117,8 @@ def pack_batch(
     [[3, 1], [2]]
     """
     chosen = Recipe.at("hf.pack_batch", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
-    packed = pack_table(*_samples(batch, chosen, "batch"), chosen, "hf.pack_batch", carry)
+    prepared = prepare(chosen)
+    packed = pack_table(*_samples(batch, prepared, "batch"), chosen, "hf.pack_batch", carry, prepared)
     if isinstance(batch, Mapping) and not hasattr(batch, "pa_table"):  # Python columns given, Python columns back
         columns: dict[str, list[list[int]]] = packed.to_pydict()
         return columns
@@ -190,27 +189,21 @@ def pack_dataset(
     check_flag(shuffle, "shuffle")
     from datasets import Dataset
 
-    fingerprint = _fingerprint(dataset, (prepare(chosen).fingerprint, shuffle, chosen.seed, carry))
+    prepared = prepare(chosen)
+    fingerprint = _fingerprint(dataset, (prepared.fingerprint, shuffle, chosen.seed, carry))
     path = _cache_path(dataset, fingerprint, cache_file_name)
     if cache_file_name is None and path is not None and path.is_file():  # packed before: same rows, same settings
         cached = _cached_stats(path)
         if cached is not None:  # what that packing cut is as real now: warned of again, with its counts
             cached.warn_lost("hf.pack_dataset")
             return Dataset.from_file(os.fspath(path))
-    samples, source = _samples(dataset, chosen)
-    fitted = None
-    if samples.units is not None:  # pairs and groups: fitted whole; their laid-out tokens carry no other column
-        fitted = fit_units(samples, chosen)
-        samples, source = fitted.samples, None
-    layout = plan(samples.lengths, recipe=chosen if fitted is None else fitted.planning)
-    stats = layout.stats
-    if fitted is not None:
-        stats = fitted.stats(stats, chosen, np.bincount(layout.piece_sequence, minlength=len(samples)) > 0)
+    samples, source = _samples(dataset, prepared)
+    # shuffled in the plan, so the blocks are written in their final order and never copied
+    lazy = run(samples, chosen, prepared, shuffle=shuffle)
+    stats = lazy.stats
     stats.warn_lost("hf.pack_dataset")
-    if shuffle:  # reorder the plan, so the blocks are written in their final order and never copied
-        layout = layout.shuffle(chosen.seed or 0)
-    lazy = PackedBatch.of(layout, samples, pad_token_id=prepare(chosen).pad_id, int64=chosen.int64)
-    carried = carried_values(layout, source, carry)
+    # pairs and groups: their laid-out tokens carry no other column
+    carried = carried_values(lazy.plan, None if samples.units is not None else source, carry)
     tables = _block_tables(lazy, carried, whole=path is None)
     if path is None:
         import pyarrow as pa
@@ -220,14 +213,16 @@ def pack_dataset(
     return Dataset.from_file(os.fspath(path))
 
 
-def _samples(dataset: Any, recipe: Recipe, name: str = "dataset") -> tuple[Samples, Any]:
-    """The rows of ``dataset`` (the argument ``name``) through the one reader (text tokenized by the recipe's
-    ``num_proc`` processes), and where carried columns are read from."""
-    reading = prepare(recipe).read_options
+def _samples(dataset: Any, prepared: Prepared, name: str = "dataset") -> tuple[Samples, Any]:
+    """The rows of ``dataset`` (the argument ``name``) through the one reader with the recipe's ``prepared``
+    options (text tokenized by the recipe's ``num_proc`` processes), and where carried columns are read from."""
+    reading = prepared.read_options
     if hasattr(dataset, "with_format") and hasattr(dataset, "column_names"):  # a datasets.Dataset
         return _read_batches(dataset, reading), dataset
     table = arrow_batch(dataset, name)  # None: Python columns pyarrow cannot type alike, read row by row
-    return (read_rows(rows_of(dataset), **reading), dataset) if table is None else (read_table(table, **reading), table)
+    return (
+        (read_samples(rows_of(dataset), **reading), dataset) if table is None else (read_table(table, **reading), table)
+    )
 
 
 def _read_batches(dataset: Any, reading: dict[str, Any]) -> Samples:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.batches.packed import materialize
+from packing.batches.packed import PackedBatch
 from packing.batches.tables import read_batch
 from packing.batches.units import Fitted, check_unit_recipe, fit_unit_lengths, fit_units
 from packing.core.arrays import offsets_of, ranges, row_of
@@ -48,7 +48,7 @@ from packing.core.pairs_groups import Units
 from packing.core.samples import Samples
 from packing.core.validation import OverflowPolicy, check_flag
 from packing.errors import SampleError, SettingError, UnitTooLong
-from packing.planning.plans import PackingPlan, plan
+from packing.planning.plans import PackingPlan, plan_of
 from packing.reading.arrow import read_table
 from packing.reading.reader import mixed_kinds_error
 from packing.recipe import Recipe, RecipeOptions
@@ -319,7 +319,7 @@ class _Lengths:
             self.fit_plain_rows(recipe)
             if recipe.overflow == "truncate":
                 planning = Recipe.of(recipe, overflow="drop")
-        layout = plan(self.lengths, recipe=planning)
+        layout = plan_of(self.lengths, planning)
         return layout, _with_fit(layout.stats, self.fit, recipe.share_prompt) if units else layout.stats, planning
 
     def completion_first(self) -> Int64Array | None:
@@ -404,7 +404,7 @@ def _pack_group(group: pa.Table, layout_ref: list[Any] | _Layout, recipe: Recipe
     local = np.searchsorted(rows, blocks.piece_sequence).astype(np.int32)
     blocks = replace(blocks, lengths=samples.lengths, piece_sequence=local)
     pad = prepare(recipe).pad_id
-    batch = materialize(blocks, samples, pad_token_id=pad, int64=recipe.int64, sequence_names=rows)
+    batch = PackedBatch.of(blocks, samples, pad_token_id=pad, int64=recipe.int64, sequence_names=rows).made()
     if layout.completion_first is not None and samples.units is not None:  # completions numbered globally
         units = samples.units
         counted = units.kind[units.unit_of_completion] > 0
@@ -496,9 +496,9 @@ def pack_dataset(
     stats.warn_lost("ray.pack_dataset")  # on the driver, with pack's counts
     if layout.num_blocks == 0:  # nothing to pack (no row, or every row left out): the schema's columns, no rows
         empty = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(1, np.int64))
-        none = plan(np.zeros(0, np.int64), recipe=planning)
+        none = plan_of(np.zeros(0, np.int64), planning)
         nothing: ray.data.Dataset = cluster.data.from_arrow(
-            materialize(none, empty, pad_token_id=pad, int64=chosen.int64).to_arrow()
+            PackedBatch.of(none, empty, pad_token_id=pad, int64=chosen.int64).to_arrow()
         )
         return nothing
     if shuffle:

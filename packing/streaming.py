@@ -43,7 +43,7 @@ from packing.core.validation import (
 )
 from packing.errors import SampleError, SequenceTooLong, SettingError, StateMismatch, quote
 from packing.planning.plans import PackingPlan, drawn_plan_of
-from packing.reading.reader import read_rows
+from packing.reading.reader import read_samples
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.registry import StrategyName, check_whole_samples
 from packing.strategies.stats import PackingStats, UnitStats, compute_stats
@@ -116,7 +116,7 @@ def _read(
     read before them; None: the stream has read no pair or group yet), as ``pack`` numbers them over the whole
     input; once a stream has read one, its plain rows are units of their own (its blocks keep the unit columns)."""
     try:
-        samples = read_rows(rows, **prepared.read_options)
+        samples = read_samples(rows, **prepared.read_options)
         samples.refuse_other_labels()  # blocks are made from subsets of the buffer, which do not carry labels
     except SampleError as error:
         if error.sample is not None:

@@ -31,7 +31,7 @@ from packing.core.samples import IGNORE_INDEX, Samples, all_ones, joined_dtype, 
 from packing.core.validation import INT32_MAX, OverflowPolicy, check_flag, check_integer, check_token_id
 from packing.errors import SampleError, SettingError
 from packing.planning.plans import PackingPlan, check_pieces, plan_of
-from packing.reading.reader import join_token_arrays, read_rows, token_array_lengths
+from packing.reading.reader import join_token_arrays, read_samples, token_array_lengths
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.kernels import fill_labels, fill_positions, fill_sequences, fill_tokens, piece_mask_sums
 from packing.strategies.registry import STRATEGIES, StrategyName
@@ -190,7 +190,7 @@ class PackedBatch:
         yet. O(pieces + sequences).
 
         >>> from packing import plan
-        >>> batch = PackedBatch.of(plan([2, 3, 1], 4, strategy="split"), read_rows([[1, 2], [3, 4, 5], [6]]))
+        >>> batch = PackedBatch.of(plan([2, 3, 1], 4, strategy="split"), read_samples([[1, 2], [3, 4, 5], [6]]))
         >>> [chunk.input_ids.tolist() for chunk in batch.chunks(tokens=4)]
         [[[1, 2, 3, 4]], [[5, 6, 0, 0]]]
         >>> batch.select([1]).labels.tolist()  # 5 starts a piece: no target
@@ -268,7 +268,7 @@ class PackedBatch:
         """This batch with its ids and mask made (one pass), holding the samples' loss mask and units but not their
         tokens, which are in ``input_ids`` now: what ``pack`` returns, 5 bytes a token slot. O(slots).
 
-        >>> made = PackedBatch.of(plan_of(np.array([2, 1]), Recipe(4)), read_rows([[1, 2], [3]])).made()
+        >>> made = PackedBatch.of(plan_of(np.array([2, 1]), Recipe(4)), read_samples([[1, 2], [3]])).made()
         >>> made.input_ids.tolist(), made.samples.tokens is None, made.stats.packed_tokens
         ([[1, 2, 3, 0]], True, 3)
         """
@@ -570,12 +570,12 @@ def materialize(
     the blocks chunk by chunk, use ``PackedBatch.of`` with the same arguments (nothing is filled until read).
 
     >>> from packing import plan, read_rows
-    >>> samples = read_rows([[1, 2], [3, 4, 5], [6]])
+    >>> samples = read_samples([[1, 2], [3, 4, 5], [6]])
     >>> materialize(plan(samples.lengths, 4, strategy="ffd"), samples).input_ids.tolist()
     [[3, 4, 5, 6], [1, 2, 0, 0]]
     >>> materialize(plan(samples.lengths, 4, strategy="ffd"), samples, blocks=[1]).input_ids.tolist()
     [[1, 2, 0, 0]]
-    >>> materialize(plan([1], 4), read_rows([[2**31]]))
+    >>> materialize(plan([1], 4), read_samples([[2**31]]))
     Traceback (most recent call last):
     ...
     packing.errors.SampleError: sample 0, position 0: expected a token id at most 2147483647 (the int32 schema; int64=True for larger ids), got 2147483648
@@ -639,7 +639,7 @@ def count_trainable(plan: PackingPlan, samples: Samples) -> TrainableCounts:
     samples with no target, without building any block. O(total tokens).
 
     >>> from packing import plan
-    >>> samples = read_rows([{"prompt": [1, 2], "completion": [3, 4]}, [5]])
+    >>> samples = read_samples([{"prompt": [1, 2], "completion": [3, 4]}, [5]])
     >>> count_trainable(plan(samples.lengths, 4, strategy="ffd"), samples)
     TrainableCounts(trainable_tokens=3, target_tokens=2, samples_without_trainable_tokens=1)
     """
@@ -679,7 +679,7 @@ def targets_per_sample(plan: PackingPlan, samples: Samples | None = None) -> Int
     ``samples`` None: lengths only, every token in the loss mask. O(total tokens).
 
     >>> from packing import plan
-    >>> targets_per_sample(plan([2, 3, 1], 4, strategy="split"), read_rows([[1, 2], [3, 4, 5], [6]])).tolist()  # 5 starts a block
+    >>> targets_per_sample(plan([2, 3, 1], 4, strategy="split"), read_samples([[1, 2], [3, 4, 5], [6]])).tolist()  # 5 starts a block
     [1, 1, 0]
     """
     if samples is not None and samples.loss_mask is None:
@@ -773,7 +773,7 @@ def run(
         lengths = token_array_lengths(samples) if recipe.tokenizer is None else None
         if lengths is not None:  # token arrays: joined once, straight into the blocks when they are in order
             return _token_arrays(samples, lengths, recipe, pad, wide, shuffle, sequence_names)
-        samples = read_rows(samples, **prepared.read_options)
+        samples = read_samples(samples, **prepared.read_options)
     fit = None
     if samples.units is not None:
         fitted = fit_units(samples, recipe)

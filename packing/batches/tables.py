@@ -37,7 +37,7 @@ from packing.errors import SampleError, SettingError
 from packing.planning.plans import PackingPlan
 from packing.reading.arrow import read_table
 from packing.recipe import Recipe
-from packing.text.prepare import prepare
+from packing.text.prepare import Prepared, prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -97,14 +97,19 @@ def read_batch(rows: pa.Table, recipe: Recipe, units: bool = False) -> Samples:
 
 
 def pack_table(
-    rows: pa.Table | Samples, source: Any, recipe: Recipe, door: str, carry: Sequence[str] | None = None
+    rows: pa.Table | Samples,
+    source: Any,
+    recipe: Recipe,
+    door: str,
+    carry: Sequence[str] | None = None,
+    prepared: Prepared | None = None,
 ) -> pa.Table:
     """One batch packed (``packing.pack``) into an Arrow table of the schema's columns, each row a block's real
     tokens (as TRL's rows) through the one pipeline (``run``), and the list columns of ``source`` aligned with the tokens carried
     (:func:`carried_columns`); what the overflow policy cut or left out warned of from ``door``. ``rows``: an Arrow
     table (read by the reader) or samples read already. O(tokens + blocks × max_seq_length) plus the strategy's
     cost."""
-    prepared = prepare(recipe)
+    prepared = prepare(recipe) if prepared is None else prepared
     samples = rows if isinstance(rows, Samples) else read_table(rows, **prepared.read_options)
     packed = run(samples, recipe, prepared).made()
     packed.stats.warn_lost(door)

@@ -48,8 +48,9 @@ def recognises(names: set[str], table: pa.Table) -> bool:
 
 
 def write(rows: Rows) -> pa.Table:
-    """The blocks as the schema's columns (``PackedBatch.to_arrow``). O(blocks × max_seq_length)."""
-    table: pa.Table = rows.batch.to_arrow(rows.rows)
+    """The blocks as the schema's columns (``PackedBatch.to_arrow``; every block in plan order: the batch's arrays
+    as they are, not taken in a copy). O(blocks × max_seq_length)."""
+    table: pa.Table = rows.batch.to_arrow(None if rows.in_order else rows.rows)
     return table
 
 

@@ -24,7 +24,7 @@ from packing.core.samples import (
     no_overflow,
 )
 from packing.reading.columns import RULES, arrow_column, arrow_takes, token_array
-from packing.reading.reader import Rows, read_columns, read_rows
+from packing.reading.reader import Rows, read_columns, read_samples
 from packing.reading.rowfiles import repeated
 
 # ---------------------------------------------------------------- Arrow tables, column by column
@@ -65,7 +65,7 @@ def read_table(
     length = table.column("length") if "length" in names else None
     odd = length is not None and not (pa.types.is_integer(length.type) or pa.types.is_null(length.type))
     if tokenizer is not None or set(names) & {*TEXT_FIELDS, *UNIT_FIELDS} or odd or None in columns.values():
-        return read_rows(
+        return read_samples(
             table.select(names).to_pylist(),
             completion_only,
             tokenizer=tokenizer,

@@ -47,11 +47,11 @@ from packing.reading.arrow import Accumulator, batch_parts, flat_batches, progre
 from packing.reading.content import Content, File, Part
 from packing.reading.files import FORMATS, Budget, decode, resolve
 from packing.reading.limits import ReadLimits, check_count, limits_of
-from packing.reading.reader import read_rows, unit_row
+from packing.reading.reader import read_samples, unit_row
 from packing.reading.rowfiles import EXPECTED, names
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.overflow import check_within
-from packing.text.prepare import prepare
+from packing.text.prepare import Prepared, prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
@@ -190,9 +190,36 @@ def read_dataset(
     packing.errors.DatasetError: .../shard-00001.jsonl, line 2, position 1: expected a non-negative integer token id, got 'x' (str)
     """
     chosen = Recipe.at("read_dataset", recipe, **options)
-    reading = prepare(chosen).read_options
     given_length = recipe is not None or options.get("max_seq_length") is not None
-    longest = chosen.max_seq_length if given_length and chosen.overflow == "error" else None
+    return read_files(
+        source, format, name, chosen, prepare(chosen), given_length, progress=progress, limits=limits,
+        chunk_bytes=_chunk_bytes,
+    )  # fmt: skip
+
+
+def read_files(
+    source: Source,
+    format: str | None,
+    name: str | None,
+    recipe: Recipe,
+    prepared: Prepared,
+    given_length: bool = True,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    limits: ReadLimits | None = None,
+    chunk_bytes: int | None = None,
+) -> FileSamples:
+    """:func:`read_dataset` with the door's ``recipe`` built and ``prepared`` once (the command line reads its
+    input here, not through the public verb); ``given_length``: the recipe's ``max_seq_length`` was given, so
+    ``overflow="error"`` refuses a longer sample. O(total tokens).
+
+    >>> import io
+    >>> read_files(io.BytesIO(b"[1, 2]\\n"), "jsonl", "x", Recipe(8), prepare(Recipe(8))).lengths.tolist()
+    [2]
+    """
+    reading = prepared.read_options
+    longest = recipe.max_seq_length if given_length and recipe.overflow == "error" else None
+    _chunk_bytes = chunk_bytes
     found = resolve(source, format, name)
     budget = Budget(limits_of(limits), found.label, rows_are="samples")
     accumulator = Accumulator()  # every file's samples written into one set of arrays, no join
@@ -313,7 +340,7 @@ def _parts(
         shown = None if progress is None else progress_after(progress, done, done + len(rows))
         try:
             if isinstance(rows, list):
-                samples = read_rows(rows, progress=shown, **reading)
+                samples = read_samples(rows, progress=shown, **reading)
             else:
                 samples = read_table(rows, progress=shown, **reading)
         except SampleError as error:
@@ -332,7 +359,7 @@ def _mixed_rows(label: str, part: Part, kind: bool, done: int, reading: dict[str
     them: read again after a row of the file's kind, as row by row over the file, the first that differs named."""
     rows = part.rows if isinstance(part.rows, list) else part.rows.to_pylist()
     try:
-        read_rows([[] if kind else {"length": 0}, *rows], **reading)
+        read_samples([[] if kind else {"length": 0}, *rows], **reading)
     except SampleError as error:
         return DatasetError.from_sample(label, part.place((error.sample or 1) - 1), error.after(done - 1))
     raise AssertionError("rows read differently after a row of their file's kind")  # pragma: no cover

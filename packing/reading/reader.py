@@ -504,6 +504,33 @@ def read_rows(
     ...
     packing.errors.SampleError: sample 1: expected token ids like sample 0 (all rows have tokens or all have lengths only), got <a length only>
     """
+    return read_samples(
+        rows,
+        completion_only_loss,
+        tokenizer=tokenizer,
+        loss_rules=loss_rules,
+        num_proc=num_proc,
+        progress=progress,
+        share_prompt=share_prompt,
+    )
+
+
+def read_samples(
+    rows: Iterable[Any],
+    completion_only_loss: bool = True,
+    *,
+    tokenizer: Any = None,
+    loss_rules: LossRules | None = None,
+    num_proc: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    share_prompt: bool = False,
+) -> Samples:
+    """:func:`read_rows` for the doors' pipeline: the same rows and options, read once (a door calls this, not
+    the public verb). O(total tokens).
+
+    >>> read_samples([[1, 2], [3]]).lengths.tolist()
+    [2, 1]
+    """
     if isinstance(rows, Samples):
         return rows
     completion_only = LossRules.of(loss_rules, check_flag(completion_only_loss, "completion_only_loss")).masks_anything
@@ -557,7 +584,7 @@ def read_batch(batch: Mapping[str, Sequence[Any]], completion_only_loss: bool = 
             rows = Rows(columns, length, sizes[0], lambda row: {name: batch[name][row] for name in batch})
             return read_columns(rows, rules.masks_anything)
     rows_of = [dict(zip(batch, values, strict=True)) for values in zip(*batch.values(), strict=True)]
-    return read_rows(rows_of, completion_only_loss, loss_rules=rules, **options)
+    return read_samples(rows_of, completion_only_loss, loss_rules=rules, **options)
 
 
 def read_text_rows(
@@ -580,7 +607,7 @@ def read_text_rows(
     ([104, 105, 256, 7, 8, 97, 98, 256], [1, 1, 1, 1, 1, 0, 1, 1], [3, 2, 3])
     """
     from packing.core.samples import Samples
-    from packing.reading.reader import read_rows
+    from packing.reading.reader import read_samples
 
     row_list = list(rows)
     units = [index for index, row in enumerate(row_list) if unit_kind(row) is not None and is_text_row(row)]
@@ -595,7 +622,7 @@ def read_text_rows(
             row_list[index] = row
     positions = [index for index, row in enumerate(row_list) if is_text_row(row)]
     if units and not positions:
-        return read_rows(
+        return read_samples(
             row_list, LossRules.of(loss_rules, completion_only_loss).masks_anything, share_prompt=share_prompt
         )
     tokens, mask, offsets = encode_rows(
@@ -612,7 +639,7 @@ def read_text_rows(
     for slot, index in enumerate(positions):
         start, end = offsets[slot], offsets[slot + 1]
         row_list[index] = {"input_ids": tokens[start:end], "loss_mask": mask[start:end]}
-    return read_rows(
+    return read_samples(
         row_list,
         completion_only_loss=LossRules.of(loss_rules, completion_only_loss).masks_anything,
         share_prompt=share_prompt,

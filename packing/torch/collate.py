@@ -14,19 +14,18 @@ import numpy.typing as npt
 import torch
 from torch.utils.data import Dataset
 
-from packing.batches.packed import materialize, run
+from packing.batches.packed import run
 from packing.batches.schema import LOSS_WEIGHTS
 from packing.batches.units import check_unit_recipe
 from packing.core.arrays import offsets_of, ranges, row_of
 from packing.core.forms import MASK_FIELDS
 from packing.core.pairs_groups import UNIT_COLUMNS
-from packing.core.samples import IGNORE_INDEX, Samples
+from packing.core.samples import IGNORE_INDEX
 from packing.core.thd import padded_lengths
 from packing.core.validation import INT64_MAX, INT64_MIN, MAX_SEQ_LENGTH, OverflowPolicy, check_integer
 from packing.errors import SettingError, refuse_with_units
-from packing.planning.plans import plan
 from packing.reading.columns import as_numpy, id_array, length_array, weight_array
-from packing.reading.reader import read_block, read_rows
+from packing.reading.reader import read_block, read_samples
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.overflow import documents_of
 from packing.strategies.stats import PackingStats, compute_stats
@@ -71,7 +70,7 @@ def _documents(
             {key: value for key, value in row.items() if key not in MASK_FIELDS} if isinstance(row, Mapping) else row
             for row in rows
         ]
-    samples = read_rows(rows, **prepare(recipe).read_options)  # tensors too: the reader takes them
+    samples = read_samples(rows, **prepare(recipe).read_options)  # tensors too: the reader takes them
     if samples.tokens is None or samples.loss_mask is None:
         raise SettingError("rows", "samples with token ids", "<lengths only>")
     lengths = samples.lengths
@@ -441,27 +440,21 @@ class StepDataset(Dataset[Any]):
 
 
 def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Tensor]:
-    max_seq_length = recipe.max_seq_length
+    """The collator ``collate_fixed(max_seq_length)`` gives: packed blocks stacked, pairs and groups kept whole,
+    other rows next-fit through the one pipeline, with ``pack``'s counts warned of. O(rows × max_seq_length)."""
     if has_units(rows):
         return _fixed_units(rows, recipe)
+    prepared = prepare(recipe)
     if rows and all(_is_block(row) for row in rows):
-        return _fixed_blocks(rows, max_seq_length, prepare(recipe).pad_id)
-    samples = read_rows(rows, **prepare(recipe).read_options)
+        return _fixed_blocks(rows, recipe.max_seq_length, prepared.pad_id)
+    samples = read_samples(rows, **prepared.read_options)
     if not samples.lengths.any():  # an empty step: one block of padding, which trains nothing
-        return _fixed_blocks([{"input_ids": [], "seq_lengths": []}], max_seq_length, prepare(recipe).pad_id)
-    layout = plan(samples.lengths, max_seq_length, strategy="next_fit", overflow=recipe.overflow)
-    batch = materialize(layout, samples, pad_token_id=prepare(recipe).pad_id)
+        return _fixed_blocks([{"input_ids": [], "seq_lengths": []}], recipe.max_seq_length, prepared.pad_id)
+    batch = run(samples, Recipe.of(recipe, strategy="next_fit", seed=None), prepared)
     batch.stats.warn_lost("collate_fixed")  # pack's counts: the masks read
-    labels = batch.labels.astype(np.int64)
-    if samples.labels is not None:  # the rows' own labels (which may differ from input_ids) where a target is
-        assert samples.loss_mask is not None
-        places = Samples(np.arange(len(samples.labels), dtype=np.int64), samples.loss_mask, samples.offsets)
-        source = materialize(layout, places).input_ids  # the same plan: where each slot's token came from
-        labels = np.where(labels != IGNORE_INDEX, samples.labels[source], IGNORE_INDEX)
     return {
-        "input_ids": torch.from_numpy(batch.input_ids.astype(np.int64)),
-        "labels": torch.from_numpy(labels),
-        "position_ids": torch.from_numpy(batch.position_ids.astype(np.int64)),
+        name: torch.from_numpy(getattr(batch, name).astype(np.int64))
+        for name in ("input_ids", "labels", "position_ids")
     }
 
 
@@ -473,7 +466,7 @@ def _fixed_units(rows: Sequence[Any], recipe: Recipe) -> dict[str, torch.Tensor]
     if all(_is_block(row) for row in rows):
         return _fixed_unit_blocks(rows, recipe)
     prepared = prepare(recipe)
-    samples = read_rows(rows, **prepared.read_options)
+    samples = read_samples(rows, **prepared.read_options)
     batch = run(samples, Recipe.of(recipe, strategy="next_fit", seed=None), prepared)
     batch.stats.warn_lost("collate_fixed")
     columns = {
@@ -594,11 +587,11 @@ def collate_fixed(
     >>> batch["position_ids"].tolist(), batch["attention_mask"].shape
     ([[0, 1, 1, 0, 0, 0]], torch.Size([1, 1, 6, 6]))
     """
-    if isinstance(max_seq_length, list | tuple):  # called as the collate_fn itself, on a DataLoader's items
-        rows = max_seq_length
-        return collate_fixed(_block_width(rows), overflow=overflow, recipe=recipe, **options)(rows)
-    chosen = Recipe.at("collate_fixed", recipe, max_seq_length, overflow=overflow, **options)
-    return functools.partial(_collate_fixed, recipe=chosen)
+    rows = max_seq_length if isinstance(max_seq_length, list | tuple) else None  # the collate_fn itself, on items
+    width = _block_width(rows) if rows is not None else max_seq_length
+    assert not isinstance(width, list | tuple)
+    chosen = Recipe.at("collate_fixed", recipe, width, overflow=overflow, **options)
+    return functools.partial(_collate_fixed, recipe=chosen) if rows is None else _collate_fixed(rows, recipe=chosen)
 
 
 def _block_width(rows: Sequence[Any]) -> int:

@@ -38,7 +38,7 @@ from packing.core.forms import unit_kind
 from packing.core.pairs_groups import KINDS, PAIR, UNIT_COLUMNS, Units
 from packing.core.samples import IGNORE_INDEX, Samples
 from packing.errors import SettingError
-from packing.reading.reader import read_block, read_rows
+from packing.reading.reader import read_block, read_samples
 from packing.recipe import Recipe
 from packing.text.prepare import prepare
 
@@ -54,7 +54,7 @@ def _units_of(rows: Sequence[Any], recipe: Recipe, warn: bool = True) -> tuple[S
     """The rows read (:func:`read_rows`), fitted by the recipe's overflow policy (``fit_units``), and the index of
     every unit kept (``drop``: the over-long are left out); what was cut or left out is warned of
     (:class:`~packing.errors.TokensLost`) when ``warn``. O(tokens)."""
-    samples = read_rows(rows, **prepare(recipe).read_options)
+    samples = read_samples(rows, **prepare(recipe).read_options)
     if samples.tokens is None:
         raise SettingError("rows", "token ids (a sampler's step of pairs or groups)", "<lengths only>")
     if samples.units is None:  # a sampler's step of plain rows among units, or its empty step: units of their own

@@ -19,7 +19,7 @@ from packing.core.samples import IGNORE_INDEX, Int64Array
 from packing.core.validation import OverflowPolicy, as_lengths, check_integer
 from packing.errors import PackingError, SampleError, SettingError
 from packing.planning.plans import Piece
-from packing.reading.reader import read_rows
+from packing.reading.reader import read_samples
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies.registry import StrategyName
 from packing.strategies.stats import PackingStats
@@ -382,7 +382,7 @@ class Pieces(Dataset[Any]):
             return self.dataset[item]
         row = self.dataset[item.sequence]
         try:
-            samples = read_rows([row], **prepare(self.recipe).read_options)
+            samples = read_samples([row], **prepare(self.recipe).read_options)
         except SampleError as error:
             error.sample = item.sequence
             error.args = (error.where_and_what(),)

@@ -592,11 +592,6 @@ MATRIX_XFAILS: dict[tuple[str, str, str], str] = {
     (door, "plain and units", policy): _NULLS.format(door=door)
     for door in ("stream_dataset", "hf.pack_batch under Dataset.map", "hf.pack_dataset", "hf.pack_dataset cached")
     for policy in POLICIES
-} | {
-    ("ray.pack_dataset", form, "split"): "ray.pack_dataset: pairs or groups with overflow='split' are refused in a "
-    "Ray task (a ray.exceptions.RayTaskError around the SettingError), not at the door as every other door refuses "
-    "them; field: the refusal"
-    for form in UNIT_FORMS
 }
 """(door, form, policy) where a door owned elsewhere still differs: the door and the field."""
 
@@ -780,8 +775,6 @@ TRAINED_XFAILS = MATRIX_XFAILS | {
         "stream, buffers of 2",
         "PackingSampler",
         "stream_dataset",
-        "hf.pack_dataset",
-        "hf.pack_dataset cached",
     )
     for form in MASKED
     for policy in (POLICIES if door in ("stream", "stream, buffers of 2", "PackingSampler") else ("truncate", "drop"))

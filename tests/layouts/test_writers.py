@@ -30,7 +30,7 @@ STALLED_READER = """
 import sys, time, pathlib
 import packing.cli as cli
 
-real = cli.read_dataset
+real = cli.read_files
 
 def stalled(*args, **kwargs):
     pathlib.Path(sys.argv[1]).write_text("reading")
@@ -41,7 +41,7 @@ def stalled(*args, **kwargs):
         time.sleep(0.05)
     return real(*args, **kwargs)
 
-cli.read_dataset = stalled
+cli.read_files = stalled
 sys.exit(cli.main(["pack", sys.argv[3], "--max-seq-length", "4", "-q", "--no-shuffle", "-o", sys.argv[4]]))
 """
 

@@ -137,16 +137,16 @@ def _read(
     return fitted.samples, fitted.fit
 
 
-def _buffer_stats(planned: PackingPlan, emitted: PackingPlan, fit: UnitFit | None, recipe: Recipe) -> PackingStats:
-    """What one buffer adds to a stream's statistics: its emitted blocks (a carried document is counted in the
-    buffer that emits it), and what its plan and the fitting of its units cut or left out (only rows read into
-    this buffer lose tokens: a carried document fits). O(pieces + units)."""
-    lost = planned.stats
+def _buffer_stats(planned: PackingPlan, emitted: PackedBatch, fit: UnitFit | None, recipe: Recipe) -> PackingStats:
+    """What one buffer adds to a stream's statistics: its emitted blocks with their loss-mask counts (a carried
+    document is counted in the buffer that emits it), and what its plan and the fitting of its units cut or left
+    out (only rows read into this buffer lose tokens: a carried document fits). O(tokens of the buffer)."""
+    lost, kept = planned.stats, emitted.stats
     part = replace(
-        emitted.stats,
-        num_sequences=emitted.stats.num_sequences + lost.sequences_dropped + lost.empty_sequences,
+        kept,
+        num_sequences=kept.num_sequences + lost.sequences_dropped + lost.empty_sequences,
         empty_sequences=lost.empty_sequences,
-        input_tokens=emitted.stats.input_tokens + lost.tokens_lost,
+        input_tokens=kept.input_tokens + lost.tokens_lost,
         tokens_truncated=lost.tokens_truncated,
         tokens_dropped=lost.tokens_dropped,
         sequences_truncated=lost.sequences_truncated,
@@ -355,10 +355,9 @@ class PackingStream(Iterator[Block]):
             emit = np.flatnonzero(~carry_block)
             if self.shuffle:
                 emit = self._rng.permutation(emit)
-            emitted = blocks.select(emit)
-            part = _buffer_stats(blocks, emitted, fit, chosen)
+            self._pending = PackedBatch(blocks.select(emit), buffer, self._pad, chosen.int64, ids)
+            part = _buffer_stats(blocks, self._pending, fit, chosen)
             self._stats = part if self._stats is None else self._stats.plus(part)
-            self._pending = PackedBatch(emitted, buffer, self._pad, chosen.int64, ids)
             self._yielded = 0
             del buffer, blocks
             yield from self._emit()

@@ -770,14 +770,9 @@ _PLANNED_FROM_LENGTHS = (
 )
 TRAINED_XFAILS = MATRIX_XFAILS | {
     (door, form, policy): _PLANNED_FROM_LENGTHS.format(door=door)
-    for door in (
-        "stream",
-        "stream, buffers of 2",
-        "PackingSampler",
-        "stream_dataset",
-    )
+    for door in ("PackingSampler",)
     for form in MASKED
-    for policy in (POLICIES if door in ("stream", "stream, buffers of 2", "PackingSampler") else ("truncate", "drop"))
+    for policy in POLICIES
     if (form, policy) != ("chat", "drop")  # every chat dropped: nothing kept, nothing trained, at every door
     and not (policy == "split" and form in UNIT_FORMS)  # refused alike
     and (door, form, policy) not in MATRIX_XFAILS

@@ -28,7 +28,7 @@ from packing.batches.packed import PackedBatch, block_arrays, check_pad, has_mas
 from packing.batches.schema import datasets_features
 from packing.batches.units import UnitFit, fit_units, unit_planning
 from packing.core.arrays import offsets_of, ranges
-from packing.core.forms import unit_kind
+from packing.core.forms import UNIT_FIELDS, unit_kind
 from packing.core.pairs_groups import PLAIN, Units
 from packing.core.samples import Samples, TokenArray, all_ones
 from packing.core.validation import (
@@ -767,9 +767,13 @@ def stream_dataset(
     chosen = Recipe.at("stream", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options)
     settings: dict[str, Any] = {"recipe": chosen, "buffer_size": buffer_size, "shuffle": shuffle, "state": None}
     next(PackingStream([], **settings), None)  # the settings, now
-    first = next(iter(dataset), None)  # pairs and groups add their columns: the first row says which rows come
+    # pairs and groups add their columns: the dataset's columns (a pair's fields among them, null in plain rows) or
+    # its first row say whether they come
+    first = next(iter(dataset), None)
+    names = set(getattr(dataset, "column_names", None) or ())
+    units = unit_kind(first) is not None or bool(names & set(UNIT_FIELDS))
     return datasets.IterableDataset.from_generator(
         _dataset_blocks,
-        features=datasets_features(chosen.int64, units=unit_kind(first) is not None),
+        features=datasets_features(chosen.int64, units=units),
         gen_kwargs={"dataset": dataset, "settings": settings},
     )

@@ -392,6 +392,12 @@ def _as_columns(rows: list[Any]) -> dict[str, list[Any]]:
     return {name: [row.get(name) for row in _as_records(rows)] for name in _fields(rows)}
 
 
+def _dataset(rows: list[Any]) -> Any:
+    """``rows`` as a ``datasets.Dataset`` of every row's fields, the missing ones null (as Arrow fills them;
+    ``Dataset.from_list`` keeps only the first row's keys, so it would drop the fields of the other forms)."""
+    return datasets.Dataset.from_dict(_as_columns(rows))
+
+
 def _block_dicts(table: Any) -> list[dict[str, list[Any]]]:
     """Rows of blocks (a table, a dataset, a list of dicts) as their real tokens, column by column."""
     rows = table.to_pylist() if hasattr(table, "to_pylist") else list(table)
@@ -433,7 +439,7 @@ def _matrix_stream_buffers(rows: list[Any], options: dict[str, Any], folder: Pat
 
 
 def _matrix_stream_dataset(rows: list[Any], options: dict[str, Any], folder: Path) -> Seen:
-    source = datasets.Dataset.from_list(_as_records(rows)).to_iterable_dataset()
+    source = _dataset(rows).to_iterable_dataset()
     out, stats = _warned(lambda: list(packing.streaming.stream_dataset(
         source, LONG, shuffle=False, buffer_size=len(rows) + 1, **options)))  # fmt: skip
     return Seen(list(out[0]) if out else None, _block_dicts(out), stats, False)
@@ -447,7 +453,7 @@ def _matrix_pack_batch(rows: list[Any], options: dict[str, Any], folder: Path) -
 
 def _matrix_map(rows: list[Any], options: dict[str, Any], folder: Path) -> Seen:
     """``hf.pack_batch`` under ``Dataset.map`` (one batch: the blocks of ``pack``), Arrow batches as TRL maps."""
-    source = datasets.Dataset.from_list(_as_records(rows))
+    source = _dataset(rows)
     out, stats = _warned(lambda: source.with_format("arrow").map(
         packing.hf.pack_batch, batched=True, batch_size=len(rows), remove_columns=source.column_names,
         fn_kwargs={"max_seq_length": LONG, **options}).with_format(None))  # fmt: skip
@@ -455,7 +461,7 @@ def _matrix_map(rows: list[Any], options: dict[str, Any], folder: Path) -> Seen:
 
 
 def _matrix_pack_dataset(rows: list[Any], options: dict[str, Any], folder: Path) -> Seen:
-    source = datasets.Dataset.from_list(_as_records(rows))
+    source = _dataset(rows)
     out, stats = _warned(lambda: packing.hf.pack_dataset(source, LONG, shuffle=False, **options))
     return Seen(out.column_names, _block_dicts(out), stats, False)
 
@@ -463,7 +469,7 @@ def _matrix_pack_dataset(rows: list[Any], options: dict[str, Any], folder: Path)
 def _matrix_pack_dataset_cached(rows: list[Any], options: dict[str, Any], folder: Path) -> Seen:
     """``hf.pack_dataset`` of a saved dataset, packed, then found in its one cache file: warned of again."""
     saved = folder / "source"
-    datasets.Dataset.from_list(_as_records(rows)).save_to_disk(saved)
+    _dataset(rows).save_to_disk(saved)
     call = lambda: packing.hf.pack_dataset(datasets.load_from_disk(saved), LONG, shuffle=False, **options)  # noqa: E731
     first, before = _warned(call)
     out, stats = _warned(call)
@@ -584,15 +590,7 @@ MATRIX_DOORS: dict[str, Callable[[list[Any], dict[str, Any], Path], Seen]] = {
 RAY_DOOR = {"ray.pack_dataset": _matrix_ray}
 """Ray's door, apart: its tests share one slow Ray session (``cluster``)."""
 
-_NULLS = (
-    "{door}: a dataset of plain rows and units (Arrow fills the fields a row lacks with nulls) is refused "
-    "(SampleError '<keys none>') where the same rows as a dict of lists or a JSON lines file are read; field: the row form"
-)
-MATRIX_XFAILS: dict[tuple[str, str, str], str] = {
-    (door, "plain and units", policy): _NULLS.format(door=door)
-    for door in ("stream_dataset", "hf.pack_batch under Dataset.map", "hf.pack_dataset", "hf.pack_dataset cached")
-    for policy in POLICIES
-}
+MATRIX_XFAILS: dict[tuple[str, str, str], str] = {}
 """(door, form, policy) where a door owned elsewhere still differs: the door and the field."""
 
 
@@ -740,7 +738,7 @@ def test_every_door_gives_packs_accounting_for_a_random_mix(data: Any, door: str
 
 
 DATASET_DOORS = ["stream_dataset", "hf.pack_batch under Dataset.map", "hf.pack_dataset"]
-"""The doors of ``datasets``: random rows of one form each time (a dataset of mixed forms: see MATRIX_XFAILS)."""
+"""The doors of ``datasets``: random rows of one form each time."""
 
 
 @settings(max_examples=20, deadline=None)

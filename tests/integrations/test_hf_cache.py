@@ -139,7 +139,7 @@ def test_pack_dataset_writes_its_blocks_to_a_cache_file_chunk_by_chunk(
     def never(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("packed again")
 
-    monkeypatch.setattr(packing.hf, "plan", never)
+    monkeypatch.setattr(packing.hf, "run", never)
     again = pack_dataset(ds, LENGTH, loss="all")  # the same rows and settings: the file is found
     assert again.cache_files == packed.cache_files and again[:] == packed[:]
     with pytest.raises(AssertionError, match="packed again"):

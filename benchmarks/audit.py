@@ -29,8 +29,8 @@ import pyarrow.parquet as pq  # noqa: E402
 
 import packing  # noqa: E402
 from packing.layouts import LAYOUTS  # noqa: E402
+from packing.layouts._export import export  # noqa: E402
 from packing.layouts.audit import audit  # noqa: E402
-from packing.layouts.export import export  # noqa: E402
 
 
 def make_batch(documents: int, seed: int = 0) -> packing.PackedBatch:

@@ -8,7 +8,7 @@
 
 The input is one ``input_ids`` column (list<int32>, random ids below 50,000) written by ``pq.write_table`` with
 pyarrow's defaults; its row lengths are drawn (with replacement, seed 0) from OpenChat V1's real conversation
-lengths (``packing/workloads/openchat_v1_2048.json``, source: imoneoi/multipack_sampler testdata.json, the
+lengths (``packing/_workloads/openchat_v1_2048.json``, source: imoneoi/multipack_sampler testdata.json, the
 Multipack sampler benchmark; capped at 2048 tokens) until about ``--tokens`` tokens. The file is built once; then
 ``--repeat`` times, in turn:
 
@@ -48,7 +48,7 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from packing.workloads import load_workload  # noqa: E402
+from packing._workloads import load_workload  # noqa: E402
 
 TARGET = 2.5
 BASELINE = "import sys, pyarrow.parquet as pq; pq.write_table(pq.read_table(sys.argv[1]), sys.argv[2])"

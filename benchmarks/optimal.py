@@ -35,10 +35,10 @@ from dataclasses import dataclass  # noqa: E402
 import numpy as np  # noqa: E402
 import numpy.typing as npt  # noqa: E402
 
+from packing._workloads import load_workload  # noqa: E402
 from packing.optimal import OptimalResult, solve  # noqa: E402
-from packing.strategies.bounds import martello_toth_l2, simple_bound  # noqa: E402
-from packing.strategies.kernels import best_fit_decreasing_blocks  # noqa: E402
-from packing.workloads import load_workload  # noqa: E402
+from packing.strategies._bounds import martello_toth_l2, simple_bound  # noqa: E402
+from packing.strategies._kernels import best_fit_decreasing_blocks  # noqa: E402
 
 Int64Array = npt.NDArray[np.int64]
 

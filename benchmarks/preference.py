@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 import packing  # noqa: E402
-from packing.core.pairs_groups import Units  # noqa: E402
+from packing.core._pairs_groups import Units  # noqa: E402
 
 
 def lognormal(rng: np.random.Generator, median: float, sigma: float, count: int, cap: int) -> np.ndarray:

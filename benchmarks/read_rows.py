@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
-from packing.reading.reader import read_batch, read_rows  # noqa: E402
+from packing.reading._reader import read_batch, read_rows  # noqa: E402
 
 
 def inputs(rows: int) -> dict[str, Any]:
@@ -66,9 +66,9 @@ def floor(data: Any) -> None:
 
 
 def earlier(rev: str) -> Callable[..., Any]:
-    """``read_rows`` of ``packing/reading/reader.py`` at ``rev``, loaded beside the current package."""
+    """``read_rows`` of ``packing/reading/_reader.py`` at ``rev``, loaded beside the current package."""
     source = subprocess.run(
-        ["git", "show", f"{rev}:packing/reading/reader.py"], cwd=ROOT, check=True, capture_output=True, text=True
+        ["git", "show", f"{rev}:packing/reading/_reader.py"], cwd=ROOT, check=True, capture_output=True, text=True
     ).stdout
     path = Path(tempfile.mkdtemp()) / "reader_before.py"
     path.write_text(source)

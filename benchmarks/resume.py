@@ -34,9 +34,9 @@ import numpy as np  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
 import packing  # noqa: E402
-from packing.core.thd import padded_lengths  # noqa: E402
+from packing._workloads import WORKLOADS, load_workload  # noqa: E402
+from packing.core._thd import padded_lengths  # noqa: E402
 from packing.torch import PackingSampler  # noqa: E402
-from packing.workloads import WORKLOADS, load_workload  # noqa: E402
 
 SAVED_RANKS = 2
 

@@ -42,8 +42,8 @@ import numpy.typing as npt  # noqa: E402
 
 import packing  # noqa: E402
 from packing import lower_bounds, pack, plan  # noqa: E402
-from packing.strategies.registry import STRATEGIES  # noqa: E402
-from packing.workloads import load_workload  # noqa: E402
+from packing._workloads import load_workload  # noqa: E402
+from packing.strategies._registry import STRATEGIES  # noqa: E402
 
 Int64Array = npt.NDArray[np.int64]
 

@@ -29,8 +29,8 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 import packing  # noqa: E402
+from packing._workloads import load_workload  # noqa: E402
 from packing.torch import Schedule, build_schedule  # noqa: E402
-from packing.workloads import load_workload  # noqa: E402
 
 TARGET = 0.02
 

@@ -42,8 +42,8 @@ if str(ROOT) not in sys.path:  # `python benchmarks/tokenization.py` puts benchm
 
 import numpy as np  # noqa: E402
 
-from packing.text.text_rows import encode_rows  # noqa: E402
-from packing.text.tokenizers import load_tokenizer  # noqa: E402
+from packing.text._text_rows import encode_rows  # noqa: E402
+from packing.text._tokenizers import load_tokenizer  # noqa: E402
 
 CHATML = (
     "{%- for m in messages -%}"

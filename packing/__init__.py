@@ -18,26 +18,26 @@ loss weighting in :mod:`packing.weighting`; framework layouts in :mod:`packing.l
 ([[1, 2, 3, 4], [5, 6, 0, 0]], [[1, 1, 1, 1], [1, 1, 0, 0]])
 """
 
-from packing.batches.classic import pack_sequences
-from packing.batches.packed import PackedBatch, count_trainable, materialize, pack
+from packing.batches._classic import pack_sequences
+from packing.batches._packed import PackedBatch, count_trainable, materialize, pack
 from packing.comparison import compare
-from packing.core.samples import Samples
-from packing.core.validation import OverflowPolicy
+from packing.core._samples import Samples
+from packing.core._validation import OverflowPolicy
 from packing.errors import DatasetError, PackingError, SampleError, SettingError
+from packing.layouts._export import export, write_jsonl, write_parquet
 from packing.layouts.audit import AuditReport, audit
-from packing.layouts.export import export, write_jsonl, write_parquet
-from packing.planning.cost import ComputeCost, compute_cost
-from packing.planning.plans import PackingPlan, Piece, plan
-from packing.reading.dataset import FileSamples, read_dataset
-from packing.reading.reader import read_rows
+from packing.planning._cost import ComputeCost, compute_cost
+from packing.planning._plans import PackingPlan, Piece, plan
+from packing.reading._dataset import FileSamples, read_dataset
+from packing.reading._reader import read_rows
 from packing.recipe import LossRule, Recipe
-from packing.strategies.bounds import LowerBounds, lower_bounds
-from packing.strategies.explanation import explain
-from packing.strategies.registry import StrategyName
-from packing.strategies.stats import PackingStats
+from packing.strategies._bounds import LowerBounds, lower_bounds
+from packing.strategies._explanation import explain
+from packing.strategies._registry import StrategyName
+from packing.strategies._stats import PackingStats
 from packing.streaming import stream
-from packing.text.text_rows import decode_documents, encode_rows
-from packing.text.tokenizers import load_tokenizer
+from packing.text._text_rows import decode_documents, encode_rows
+from packing.text._tokenizers import load_tokenizer
 
 __all__ = [
     "AuditReport",

@@ -19,12 +19,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.validation import OverflowPolicy, check_choice, check_integer
+from packing.core._validation import OverflowPolicy, check_choice, check_integer
 from packing.errors import PackingError, SettingError
-from packing.planning.plans import PackingPlan, plan
-from packing.strategies.bounds import lower_bounds
-from packing.strategies.registry import STRATEGIES, StrategyName
-from packing.strategies.stats import PackingStats
+from packing.planning._plans import PackingPlan, plan
+from packing.strategies._bounds import lower_bounds
+from packing.strategies._registry import STRATEGIES, StrategyName
+from packing.strategies._stats import PackingStats
 
 TRL_WINDOW = 1_000
 """Rows per ``datasets.map`` batch: TRL and LLaMA-Factory pack each such batch on its own."""

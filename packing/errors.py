@@ -225,7 +225,7 @@ class SequenceTooLong(SampleError):
 
 
 class UnitError(SampleError):
-    """A preference pair or completion group that cannot be read (``packing.core.pairs_groups``): the sample, the field
+    """A preference pair or completion group that cannot be read (``packing.core._pairs_groups``): the sample, the field
     (``prompt``, ``chosen``, ``rejected``, ``completions``), the completion's place in a group, and what a unit
     needs. Made by the classmethods, which word every unit problem here, once.
 

@@ -1,9 +1,9 @@
 """Packing Hugging Face ``datasets``: shard-local with ``Dataset.map`` or global over a whole dataset.
 
-Both functions produce the schema's columns (``packing.batches.schema.COLUMNS``: ``input_ids``,
+Both functions produce the schema's columns (``packing.batches._schema.COLUMNS``: ``input_ids``,
 ``labels``, ``loss_mask``, ``position_ids``, ``sequence_ids``, ``seq_lengths``), one row per
 block of at most ``max_seq_length`` tokens, and read rows with the one reader
-(``packing.reading.reader``): every form, nulls as absent, rows of mixed forms in one batch.
+(``packing.reading._reader``): every form, nulls as absent, rows of mixed forms in one batch.
 
 A row holds its block's real tokens only, ``sum(seq_lengths)`` values, as TRL's ``pack_dataset``
 writes its rows: TRL's padding-free collator (``DataCollatorForLanguageModeling(padding_free=True)``,
@@ -20,7 +20,7 @@ row) and writes the blocks chunk by chunk to a cache file next to the dataset's,
 so its memory is bounded as the command line's.
 
 Both carry the other list columns aligned with the tokens (``attention_mask``, ``token_type_ids``, ...), cut
-and packed as the tokens are, as TRL's ``pack_dataset`` carries every column (``packing.batches.tables.carried_columns``).
+and packed as the tokens are, as TRL's ``pack_dataset`` carries every column (``packing.batches._tables.carried_columns``).
 ``pack_dataset`` takes one ``datasets.Dataset``: a ``DatasetDict`` is refused with its splits named, an
 ``IterableDataset`` is pointed to ``packing.streaming.stream_dataset``.
 
@@ -46,26 +46,26 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from packing.batches.packed import PackedBatch, run
-from packing.batches.schema import NAMES
-from packing.batches.tables import (
+from packing.batches._packed import PackedBatch, run
+from packing.batches._schema import NAMES
+from packing.batches._tables import (
     arrow_batch,
     carried_for,
     carried_values,
     pack_table,
     rows_of,
 )
-from packing.core.forms import FIELDS
-from packing.core.samples import Samples
-from packing.core.validation import INT32_MAX, OverflowPolicy, check_flag
+from packing.core._forms import FIELDS
+from packing.core._samples import Samples
+from packing.core._validation import INT32_MAX, OverflowPolicy, check_flag
 from packing.errors import SettingError
-from packing.layouts.outputs import atomic_path
-from packing.reading.arrow import Accumulator, batch_parts, flat_batches, read_table
-from packing.reading.reader import read_samples
+from packing.layouts._outputs import atomic_path
+from packing.reading._arrow import Accumulator, batch_parts, flat_batches, read_table
+from packing.reading._reader import read_samples
 from packing.recipe import Recipe, RecipeOptions
-from packing.strategies.registry import StrategyName
-from packing.strategies.stats import PackingStats, UnitStats
-from packing.text.prepare import Prepared, prepare
+from packing.strategies._registry import StrategyName
+from packing.strategies._stats import PackingStats, UnitStats
+from packing.text._prepare import Prepared, prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
@@ -87,13 +87,13 @@ def pack_batch(
     recipe: Recipe | None = None,
     **options: Unpack[RecipeOptions],
 ) -> dict[str, list[list[int]]] | pa.Table:
-    """Pack one batch of rows into blocks: the schema's columns (``packing.batches.tables.pack_table``, the one
+    """Pack one batch of rows into blocks: the schema's columns (``packing.batches._tables.pack_table``, the one
     batch function of the ``datasets`` and Ray doors), as a ``pyarrow.Table`` for an Arrow batch or a batch
     ``Dataset.map`` hands over (Python format too: its columns are Arrow underneath, read as they are), as a dict
     of lists for a dict of columns (converted to Arrow once).
 
     The rows may have any form the reader accepts; other list columns aligned with the tokens are carried
-    (``carry``, see ``packing.batches.tables.carried_columns``), other columns left out. The options are every entry point's
+    (``carry``, see ``packing.batches._tables.carried_columns``), other columns left out. The options are every entry point's
     (:class:`~packing.Recipe`, or ``recipe=``); what the overflow policy cut or left out is warned of
     (:class:`~packing.errors.TokensLost`, with ``pack``'s statistics). The number of rows changes, so with
     ``datasets`` drop the old columns; with or without ``with_format("arrow")`` (as TRL's ``pack_dataset`` maps),
@@ -129,7 +129,7 @@ _BATCH_ROWS = 1 << 14
 """Rows of a ``datasets.Dataset`` read at a time by :func:`pack_dataset` (one Arrow batch)."""
 _CHUNK_SLOTS = 1 << 20
 """Token slots of the blocks :func:`pack_dataset` makes and writes at a time (about 20 MB of columns, and their
-temporaries: a smaller peak than ``packing.batches.packed.CHUNK_TOKENS``'s, as fast)."""
+temporaries: a smaller peak than ``packing.batches._packed.CHUNK_TOKENS``'s, as fast)."""
 
 
 def pack_dataset(
@@ -156,7 +156,7 @@ def pack_dataset(
     and the blocks are made chunk by chunk; with ``shuffle`` (the default) they come out in the order
     ``plan.shuffle(seed)`` gives (seed default 0), otherwise in plan order (which for the decreasing strategies
     puts the longest documents first). Other list columns aligned with the tokens are carried, cut and packed as
-    the tokens (``carry``: which; default every aligned one; see ``packing.batches.tables.carried_columns``), as TRL's
+    the tokens (``carry``: which; default every aligned one; see ``packing.batches._tables.carried_columns``), as TRL's
     ``pack_dataset`` carries them; TRL refuses a dataset with a column of other lengths or not of lists, where
     packing leaves it out (or refuses it, naming the row, when ``carry`` names it). The reader's columns
     (``completion_mask``, ``labels``, ...) become ``loss_mask`` and ``labels`` rather than being carried as they

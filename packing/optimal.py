@@ -22,9 +22,9 @@ problem. ``solve`` works in steps, stopping as soon as the plan found meets a lo
 certified gap.
 """
 
-from packing.strategies.optimal import MAX_OPTIMAL_DOCUMENTS as MAX_OPTIMAL_DOCUMENTS
-from packing.strategies.optimal import OptimalResult as OptimalResult
-from packing.strategies.optimal import optimal_blocks as optimal_blocks
-from packing.strategies.optimal import solve as solve
+from packing.strategies._optimal import MAX_OPTIMAL_DOCUMENTS as MAX_OPTIMAL_DOCUMENTS
+from packing.strategies._optimal import OptimalResult as OptimalResult
+from packing.strategies._optimal import optimal_blocks as optimal_blocks
+from packing.strategies._optimal import solve as solve
 
 __all__ = ["MAX_OPTIMAL_DOCUMENTS", "OptimalResult", "optimal_blocks", "solve"]

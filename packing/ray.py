@@ -3,7 +3,7 @@
 The tokens stay on the cluster; only lengths travel to the driver:
 
 1. every row gets a stable id (its place in the input) and a distributed ``map_batches`` reads
-   its lengths (the one batch reader, ``packing.batches.tables``, so bad rows are refused exactly as on one
+   its lengths (the one batch reader, ``packing.batches._tables``, so bad rows are refused exactly as on one
    machine);
 2. the driver plans globally from the lengths alone (``packing.plan``, any strategy) and, with
    ``shuffle``, permutes the blocks as single-machine packing does with the same seed;
@@ -13,7 +13,7 @@ The tokens stay on the cluster; only lengths travel to the driver:
    columns, with ``sequence_ids`` holding global row ids; with ``ordered`` a ``sort`` puts the blocks in plan
    order.
 
-The result is one row per block, the columns of ``packing.batches.schema`` (``input_ids``, ``labels``,
+The result is one row per block, the columns of ``packing.batches._schema`` (``input_ids``, ``labels``,
 ``loss_mask``, ``position_ids``, ``sequence_ids``, ``seq_lengths``), equal to single-machine packing
 of the same rows with the same settings. Write it with Ray Data's writers (``write_parquet``).
 
@@ -39,22 +39,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.batches.packed import PackedBatch
-from packing.batches.tables import read_batch
-from packing.batches.units import Fitted, check_unit_recipe, fit_unit_lengths, fit_units
-from packing.core.arrays import offsets_of, ranges, row_of
-from packing.core.forms import FIELDS
-from packing.core.pairs_groups import Units
-from packing.core.samples import Samples
-from packing.core.validation import OverflowPolicy, check_flag
+from packing.batches._packed import PackedBatch
+from packing.batches._tables import read_batch
+from packing.batches._units import Fitted, check_unit_recipe, fit_unit_lengths, fit_units
+from packing.core._arrays import offsets_of, ranges, row_of
+from packing.core._forms import FIELDS
+from packing.core._pairs_groups import Units
+from packing.core._samples import Samples
+from packing.core._validation import OverflowPolicy, check_flag
 from packing.errors import SampleError, SettingError, UnitTooLong
-from packing.planning.plans import PackingPlan, plan_of
-from packing.reading.arrow import read_table
-from packing.reading.reader import mixed_kinds_error
+from packing.planning._plans import PackingPlan, plan_of
+from packing.reading._arrow import read_table
+from packing.reading._reader import mixed_kinds_error
 from packing.recipe import Recipe, RecipeOptions
-from packing.strategies.registry import StrategyName
-from packing.strategies.stats import PackingStats, UnitStats
-from packing.text.prepare import prepare
+from packing.strategies._registry import StrategyName
+from packing.strategies._stats import PackingStats, UnitStats
+from packing.text._prepare import prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
@@ -168,7 +168,7 @@ def _keeps_units(recipe: Recipe) -> bool:
 
 def _fit_counts(fitted: Fitted, recipe: Recipe) -> list[int]:
     """What fitting some rows' units cut, as numbers to add up over batches: the tokens cut, the units cut (plain
-    rows among them too) and the :class:`~packing.strategies.stats.UnitStats` counts (every unit that fits kept,
+    rows among them too) and the :class:`~packing.strategies._stats.UnitStats` counts (every unit that fits kept,
     as a plan with ``drop`` keeps it). O(units).
 
     >>> from packing import read_rows

@@ -35,12 +35,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, get_args
 
-from packing.core.fingerprint import shown
-from packing.core.loss import DEFAULT_ROLES, EOS_RULES, EosRule, LossRules, check_roles, check_train_on_eos
-from packing.core.loss import LOSS_RULES as LOSS_RULES  # re-exported: packing.recipe.LOSS_RULES
-from packing.core.loss import LossRule as LossRule
-from packing.core.thd import document_multiple
-from packing.core.validation import (
+from packing.core._fingerprint import shown
+from packing.core._loss import DEFAULT_ROLES, EOS_RULES, EosRule, LossRules, check_roles, check_train_on_eos
+from packing.core._loss import LOSS_RULES as LOSS_RULES  # re-exported: packing.recipe.LOSS_RULES
+from packing.core._loss import LossRule as LossRule
+from packing.core._thd import document_multiple
+from packing.core._validation import (
     MAX_SEQ_LENGTH,
     OverflowPolicy,
     check_choice,
@@ -52,11 +52,11 @@ from packing.core.validation import (
     integer_words,
     is_integer,
 )
-from packing.core.validation import (
+from packing.core._validation import (
     OVERFLOW_POLICIES as OVERFLOW_POLICIES,
 )
 from packing.errors import OptionNotUsed, PeerName, SettingError, refuse_with_units
-from packing.strategies.registry import DEFAULT_STRATEGY, STRATEGIES, TIE_BREAKS, StrategyName, TieBreak
+from packing.strategies._registry import DEFAULT_STRATEGY, STRATEGIES, TIE_BREAKS, StrategyName, TieBreak
 
 Door = Literal[
     "pack",
@@ -290,7 +290,7 @@ class Recipe:
             doors=_PACKERS,  # collate and collate_fixed give int64 tensors, as torch takes them
         ),
     )
-    """Ids, labels and positions as int64 instead of the compact schema's int32 (``packing.batches.schema``)."""
+    """Ids, labels and positions as int64 instead of the compact schema's int32 (``packing.batches._schema``)."""
     tie_break: TieBreak = field(
         default="newest",
         metadata=_about(
@@ -329,7 +329,7 @@ class Recipe:
         ),
     )
     """Lay out a pair's or group's prompt once, each completion after it with positions continuing from the
-    prompt's end (``packing.core.pairs_groups``); False: the prompt before every completion, each its own document."""
+    prompt's end (``packing.core._pairs_groups``); False: the prompt before every completion, each its own document."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -542,7 +542,7 @@ class Recipe:
     @property
     def document_multiple(self) -> int:
         """What every document's length is padded to a multiple of: ``2·cp·tp`` with context parallelism, ``tp``
-        without, 1 by default (``packing.core.thd``). The planner counts the padding; ``collate`` lays it out.
+        without, 1 by default (``packing.core._thd``). The planner counts the padding; ``collate`` lays it out.
 
         >>> Recipe(64, context_parallel_size=2).document_multiple, Recipe(64).document_multiple
         (4, 1)
@@ -570,7 +570,7 @@ class Recipe:
     def describe(self) -> str:
         """One line naming every option that differs from its default, with its value: a tuple of roles joined by
         commas, a long chat template by its length and digest, a tokenizer object by its class, name and a digest
-        of its content (``packing.core.fingerprint``), so two recipes that pack differently never describe alike;
+        of its content (``packing.core._fingerprint``), so two recipes that pack differently never describe alike;
         ``num_proc`` is left out (it changes nothing). O(options), O(vocabulary) with a tokenizer object.
 
         >>> Recipe(2048, strategy="split", loss="all").describe()

@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.batches.packed import PackedBatch, block_arrays, check_pad, has_masked
-from packing.batches.schema import datasets_features
-from packing.batches.units import UnitFit, fit_units, unit_planning
-from packing.core.arrays import offsets_of, ranges
-from packing.core.forms import UNIT_FIELDS, unit_kind
-from packing.core.pairs_groups import PLAIN, Units
-from packing.core.samples import Samples, TokenArray, all_ones
-from packing.core.validation import (
+from packing.batches._packed import PackedBatch, block_arrays, check_pad, has_masked
+from packing.batches._schema import datasets_features
+from packing.batches._units import UnitFit, fit_units, unit_planning
+from packing.core._arrays import offsets_of, ranges
+from packing.core._forms import UNIT_FIELDS, unit_kind
+from packing.core._pairs_groups import PLAIN, Units
+from packing.core._samples import Samples, TokenArray, all_ones
+from packing.core._validation import (
     INT32_MAX,
     INT64_MAX,
     OverflowPolicy,
@@ -42,12 +42,12 @@ from packing.core.validation import (
     is_integer,
 )
 from packing.errors import SampleError, SequenceTooLong, SettingError, StateMismatch, quote
-from packing.planning.plans import PackingPlan, drawn_plan_of
-from packing.reading.reader import read_samples
+from packing.planning._plans import PackingPlan, drawn_plan_of
+from packing.reading._reader import read_samples
 from packing.recipe import Recipe, RecipeOptions
-from packing.strategies.registry import StrategyName, check_whole_samples
-from packing.strategies.stats import PackingStats, UnitStats, compute_stats
-from packing.text.prepare import Prepared, prepare
+from packing.strategies._registry import StrategyName, check_whole_samples
+from packing.strategies._stats import PackingStats, UnitStats, compute_stats
+from packing.text._prepare import Prepared, prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
@@ -172,10 +172,10 @@ def stream(
 
     The options are every entry point's (:class:`~packing.Recipe`, or ``recipe=``), except ``window``
     (the buffer is the window here: refused, in a recipe too) and strategies that split samples (``split``). Yields one dict per
-    block with the packed schema's columns (``packing.batches.schema.COLUMNS``) as numpy arrays, all of length
+    block with the packed schema's columns (``packing.batches._schema.COLUMNS``) as numpy arrays, all of length
     ``max_seq_length`` but ``seq_lengths`` (the block's documents); ``sequence_ids`` is the sample's
     position in the stream, counted from its start (-1 in padding). Pairs and groups add the unit columns
-    (``packing.core.pairs_groups.UNIT_COLUMNS``; every block after the first pair or group read has them), their
+    (``packing.core._pairs_groups.UNIT_COLUMNS``; every block after the first pair or group read has them), their
     ``completion_ids`` numbered over the whole stream in input order, as ``pack`` numbers them. Each buffer is packed with
     ``strategy``; documents of blocks filled below 99 % are carried into the next buffer once; with
     ``shuffle`` the blocks of a buffer come out in a random order drawn from ``seed`` (default 0),

@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING, Literal, NamedTuple, get_args
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.validation import is_number
+from packing.core._validation import is_number
 from packing.errors import SettingError
-from packing.strategies.kernels import piece_mask_sums
+from packing.strategies._kernels import piece_mask_sums
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from packing.core.samples import Samples
-    from packing.planning.plans import PackingPlan
+    from packing.core._samples import Samples
+    from packing.planning._plans import PackingPlan
 
 LossMode = Literal["token", "sequence", "sequence_sum", "sqrt"]
 LOSS_MODES: tuple[LossMode, ...] = get_args(LossMode)
@@ -221,7 +221,7 @@ def document_weights(
     default: its index): the same values :func:`token_weights` gives the filled blocks' tokens (the same
     normaliser, summed in the same order), without making any block. O(pieces + documents · log documents).
 
-    >>> from packing.planning.plans import plan
+    >>> from packing.planning._plans import plan
     >>> blocks = plan([3, 2], 4, strategy="ffd")  # two blocks, each with padding
     >>> weights = document_weights(blocks, [2, 1], "sequence")
     >>> weights.ids.tolist(), weights.weights.tolist()
@@ -250,7 +250,7 @@ def trained_tokens(samples: Samples, max_seq_length: int | None = None) -> Int64
     first token, among its first ``max_seq_length`` tokens when given (what a truncating collate keeps).
     What ``PackingSampler(..., trained_tokens=...)`` needs. O(total tokens).
 
-    >>> from packing.reading.reader import read_rows
+    >>> from packing.reading._reader import read_rows
     >>> trained_tokens(read_rows([{"prompt": [1, 2], "completion": [3, 4]}, [5, 6, 7]])).tolist()
     [2, 2]
     >>> trained_tokens(read_rows([[5, 6, 7]]), max_seq_length=2).tolist()

@@ -104,7 +104,9 @@ def _private_imports(path: Path) -> list[str]:
             found += [
                 f"{path.name}:{node.lineno}: from {'.' * node.level}{node.module or ''} import {alias.name}"
                 for alias in node.names
-                if alias.name.startswith("_") and not alias.name.startswith("__")
+                if alias.name.startswith("_")
+                and not alias.name.startswith("__")
+                and not _is_module(f"{node.module or ''}.{alias.name}")
             ]
         elif isinstance(node, ast.Import):
             found += [
@@ -112,8 +114,16 @@ def _private_imports(path: Path) -> list[str]:
                 for alias in node.names
                 if alias.name.split(".")[0] in ROOTS
                 and any(p.startswith("_") and not p.startswith("__") for p in alias.name.split("."))
+                and not _is_module(alias.name)
             ]
     return found
+
+
+def _is_module(dotted: str) -> bool:
+    """Whether ``dotted`` names a module of the library or the explorer (a private module is imported by its
+    name: the underscore says it is internal; a private name inside a module stays there)."""
+    path = ROOT.parent.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
 ROOTS = {"packing", "explorer"}
@@ -131,11 +141,11 @@ def test_no_module_imports_another_modules_private_names() -> None:
 def test_the_private_import_finder_finds_them(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text(
-        "from packing.core.samples import _joined, Samples\nfrom .rows import _x\nimport packing._private\n"
+        "from packing.core._samples import _joined, Samples\nfrom .rows import _x\nimport packing._private\n"
         "from transformers import _theirs\nfrom packing import __version__\n"
     )
     assert _private_imports(module) == [
-        "m.py:1: from packing.core.samples import _joined",
+        "m.py:1: from packing.core._samples import _joined",
         "m.py:2: from .rows import _x",
         "m.py:3: import packing._private",
     ]
@@ -150,7 +160,7 @@ the shared fixtures."""
 def test_the_tests_mirror_the_packages() -> None:
     """Every package of the library has its folder of tests, every folder of tests is a package's or one of the
     few others, no two test modules share a name, and the explorer's are named for the layer they test."""
-    packages = {path.parent.name for path in ROOT.glob("*/__init__.py")} - {"workloads"}
+    packages = {path.parent.name for path in ROOT.glob("*/__init__.py")} - {"_workloads"}
     folders = {path.name for path in TESTS.iterdir() if path.is_dir() and not path.name.startswith((".", "_"))}
     assert packages <= folders, sorted(packages - folders)
     assert folders <= packages | TEST_FOLDERS_BEYOND_PACKAGES, sorted(folders - packages - TEST_FOLDERS_BEYOND_PACKAGES)
@@ -202,8 +212,7 @@ PUBLIC_MODULES = {
     "packing.weighting",
 }
 """The modules a user imports from: each has a reference page (``::: module`` or ``::: module.name`` under
-``docs/reference``); every other module is internal and says so in its docstring."""
-INTERNAL_MARK = re.compile(r"(^|\s)Internal[.:]")
+``docs/reference``); every other module is internal, a part of its name private (``_name``)."""
 REFERENCE = ROOT.parent / "docs" / "reference"
 
 
@@ -276,20 +285,14 @@ def test_every_public_module_exports_what_it_names() -> None:
         assert [name for name in names if not hasattr(module, name)] == [], module_name
 
 
-def test_internal_modules_say_so_and_the_reference_shows_only_public_ones() -> None:
-    """Every module is public (``PUBLIC_MODULES``, each on a reference page) or internal (its docstring says
-    ``Internal:``), and the reference pages document only public modules."""
+def test_internal_modules_are_named_so_and_the_reference_shows_only_public_ones() -> None:
+    """Every module is public (``PUBLIC_MODULES``, each on a reference page, no part of its name private) or
+    internal (a part of its name starts with ``_``), and the reference pages document only public modules."""
     modules = _modules()
     assert set(modules) >= PUBLIC_MODULES, sorted(PUBLIC_MODULES - set(modules))
-    unmarked, marked = [], []
-    for name, path in sorted(modules.items()):
-        doc = ast.get_docstring(ast.parse(path.read_text()), clean=False) or ""
-        if name in PUBLIC_MODULES and INTERNAL_MARK.search(doc):
-            marked.append(name)
-        if name not in PUBLIC_MODULES and not INTERNAL_MARK.search(doc):
-            unmarked.append(name)
-    assert unmarked == []
-    assert marked == []
+    private = {name for name in modules if any(part.startswith("_") for part in name.split("."))}
+    assert sorted(set(modules) - PUBLIC_MODULES - private) == []
+    assert sorted(PUBLIC_MODULES & private) == []
     shown = {_module_of(dotted, set(modules)) for dotted in _referenced()}
     assert sorted(shown - PUBLIC_MODULES) == []
     assert sorted(PUBLIC_MODULES - shown) == []

@@ -56,7 +56,7 @@ def _mypy(site: Path, folder: Path) -> str:
 def test_a_users_mypy_strict_sees_the_librarys_types(tmp_path: Path) -> None:
     site = _installed(tmp_path)
     report = _mypy(site, tmp_path)
-    assert 'user.py:4: note: Revealed type is "packing.batches.packed.PackedBatch"' in report, report
+    assert 'user.py:4: note: Revealed type is "packing.batches._packed.PackedBatch"' in report, report
     assert "user.py:5: note: Revealed type is" in report and "'bfd'" in report, report  # the strategies' Literal
     assert "user.py:7: error: Incompatible types in assignment" in report, report  # a real type, not Any
     assert "py.typed" not in report and "import-untyped" not in report, report

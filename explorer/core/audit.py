@@ -19,7 +19,7 @@ import numpy.typing as npt
 from explorer.core.model import MAX_SEQUENCES, MAX_TOKENS, MAX_UPLOAD_MB
 from explorer.core.sources import MAX_FILE_VALUES
 from packing.layouts.audit import AuditReport, audit
-from packing.reading.limits import ReadLimits
+from packing.reading._limits import ReadLimits
 
 Int64Array = npt.NDArray[np.int64]
 
@@ -49,7 +49,7 @@ def load_report(data: bytes, name: str, max_seq_length: int | None = None) -> Au
 AUDIT_LIMITS = ReadLimits(
     max_bytes=MAX_UPLOAD_MB * 2**20, max_tokens=MAX_TOKENS, max_rows=MAX_SEQUENCES, max_values=MAX_FILE_VALUES
 )
-"""What the Inspect tab audits (``packing.reading.limits``, checked before decoding): blocks, list values per column
+"""What the Inspect tab audits (``packing.reading._limits``, checked before decoding): blocks, list values per column
 (from a Parquet file's metadata), bytes, and the values JSON lines spell out (ids, labels, masks, positions)."""
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.workloads import load_workload
+from packing._workloads import load_workload
 
 Int64Array = npt.NDArray[np.int64]
 

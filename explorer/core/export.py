@@ -13,7 +13,7 @@ import pandas as pd
 import packing
 from explorer.core.examples import synthetic_code
 from explorer.core.runs import pad_id
-from packing.core.loss import LossRules
+from packing.core._loss import LossRules
 
 MAX_EXPORT_CELLS = 8_000_000
 """Largest packed result (blocks × max_seq_length) the page builds for download."""
@@ -23,7 +23,7 @@ MAX_INLINE_CHARS = 4_000
 
 def _written(batch: packing.PackedBatch, suffix: str) -> bytes:
     """Bytes of ``packing.write_jsonl`` / ``write_parquet`` output (they write files atomically)."""
-    from packing.layouts.export import write_jsonl, write_parquet
+    from packing.layouts._export import write_jsonl, write_parquet
 
     writer = write_jsonl if suffix == ".jsonl" else write_parquet
     with tempfile.TemporaryDirectory() as folder:
@@ -120,13 +120,13 @@ def _data_lines(origin: DataOrigin, rules: LossRules) -> tuple[list[str], bool]:
         name, count = origin.workload
         if count <= 0:  # every sequence, in the file's order (as ``packing compare`` reads it)
             return [
-                "from packing.workloads import load_workload",
+                "from packing._workloads import load_workload",
                 "",
                 f"lengths = load_workload({name!r}).lengths",
             ], False
         return [
             "import numpy as np",
-            "from packing.workloads import load_workload",
+            "from packing._workloads import load_workload",
             "",
             f"lengths = load_workload({name!r}).lengths",
             f"lengths = lengths[np.random.default_rng(0).permutation(len(lengths))[:{count}]]  # a seeded sample",

@@ -20,9 +20,9 @@ import packing.strategies
 from explorer.core.examples import DISTRIBUTIONS
 from explorer.core.model import MAX_PAD_TOKEN_ID, MAX_SEED, MAX_SEQUENCES
 from explorer.core.safety import quote
-from packing.core.loss import EOS_RULES
-from packing.core.validation import MAX_SEQ_LENGTH
-from packing.workloads import WORKLOADS
+from packing._workloads import WORKLOADS
+from packing.core._loss import EOS_RULES
+from packing.core._validation import MAX_SEQ_LENGTH
 
 _INTEGER = re.compile(r"[+-]?\d{1,12}")
 """What a number in a link may look like: Streamlit reads it as a float, so longer numbers are refused first."""

@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 import packing
 from explorer.core.formatting import plural
-from packing.core.validation import INT32_MAX, MAX_SEQ_LENGTH
+from packing.core._validation import INT32_MAX, MAX_SEQ_LENGTH
 
 Int64Array = npt.NDArray[np.int64]
 

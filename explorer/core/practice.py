@@ -13,7 +13,7 @@ import pandas as pd
 import packing
 from explorer.core.formatting import plural
 from explorer.core.parsing import TypedBlock
-from packing.core.arrays import offsets_of
+from packing.core._arrays import offsets_of
 
 PRACTICE_STRATEGIES = ("split", "next_fit", "first_fit", "ffd", "bfd")
 MAX_PROBLEM = 999_999

@@ -15,9 +15,9 @@ import numpy.typing as npt
 
 import packing
 from explorer.core.safety import describe
-from packing.batches.packed import run
+from packing.batches._packed import run
 from packing.comparison import Contender, Row
-from packing.core.pairs_groups import GROUP, PAIR
+from packing.core._pairs_groups import GROUP, PAIR
 from packing.text import prepare
 
 Int64Array = npt.NDArray[np.int64]
@@ -40,7 +40,7 @@ class UnitRun:
 
 
 def run_units(samples: packing.Samples, recipe: packing.Recipe) -> UnitRun:
-    """The library's plan of pairs and groups (``packing.batches.packed.run``: each unit fitted and planned
+    """The library's plan of pairs and groups (``packing.batches._packed.run``: each unit fitted and planned
     whole) as one ``Row`` of ``packing.compare`` with the samples it fills; a recipe that cannot keep units whole
     (``split``) is its refusal, worded from its fields. O(tokens) plus the strategy's cost.
 

@@ -21,10 +21,10 @@ import packing.strategies
 from explorer.core.safety import describe
 from packing.comparison import Contender, Row
 from packing.comparison import compare as compare_contenders
-from packing.core.arrays import offsets_of
-from packing.core.loss import LossRules
-from packing.core.validation import OverflowPolicy
-from packing.strategies.registry import DEFAULT_TIME_LIMIT
+from packing.core._arrays import offsets_of
+from packing.core._loss import LossRules
+from packing.core._validation import OverflowPolicy
+from packing.strategies._registry import DEFAULT_TIME_LIMIT
 
 Int64Array = npt.NDArray[np.int64]
 MAX_DRAW_CELLS = 65_536

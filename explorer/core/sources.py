@@ -35,11 +35,11 @@ from explorer.core.model import (
 from explorer.core.parsing import InputError, parse_sequences
 from explorer.core.safety import describe, escape, quote
 from explorer.core.text import choose_tokenizer, example_text, parse_text_rows
-from packing.core.forms import text_forms, unit_kind
-from packing.core.loss import DEFAULT_RULES, LossRules
-from packing.core.validation import MAX_SEQ_LENGTH
-from packing.reading.limits import ReadLimits
-from packing.workloads import WORKLOADS, load_workload
+from packing._workloads import WORKLOADS, load_workload
+from packing.core._forms import text_forms, unit_kind
+from packing.core._loss import DEFAULT_RULES, LossRules
+from packing.core._validation import MAX_SEQ_LENGTH
+from packing.reading._limits import ReadLimits
 
 DATA_STRATEGY = "bfd"
 """The strategy every data source starts with: the library's, the command line's and the adapters' default."""
@@ -382,7 +382,7 @@ def default_sample(name: str) -> int:
 
 @dataclass(frozen=True)
 class Upload(Source):
-    """An uploaded file (one of the reader's formats: ``packing.reading.files.FORMATS``), read by the library's
+    """An uploaded file (one of the reader's formats: ``packing.reading._files.FORMATS``), read by the library's
     file reader."""
 
     name: str
@@ -443,7 +443,7 @@ UPLOAD_LIMITS = ReadLimits(
     max_length_tokens=MAX_LENGTH_TOKENS,
     max_values=MAX_FILE_VALUES,
 )
-"""What the page reads of an uploaded file (``packing.reading.limits``, checked by the library's readers before decoding:
+"""What the page reads of an uploaded file (``packing.reading._limits``, checked by the library's readers before decoding:
 bytes, samples, tokens, the tokens lengths-only data stands for, and the values JSON text spells out)."""
 
 

@@ -25,14 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from packing.core.arrays import row_at
-from packing.core.forms import text_forms
-from packing.core.loss import LossRules
+from packing.core._arrays import row_at
+from packing.core._forms import text_forms
+from packing.core._loss import LossRules
 from packing.errors import DatasetError, SampleError
-from packing.text.chats import turn_bounds
-from packing.text.encoding import encode_texts
-from packing.text.text_rows import decode_documents, encode_rows
-from packing.text.tokenizers import ByteTokenizer, load_tokenizer
+from packing.text._chats import turn_bounds
+from packing.text._encoding import encode_texts
+from packing.text._text_rows import decode_documents, encode_rows
+from packing.text._tokenizers import ByteTokenizer, load_tokenizer
 
 REPLACEMENT = "\ufffd"
 VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
@@ -379,7 +379,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "completion": [{"role": "assistant", "content": "4."}],
     },
 }
-"""One example row of each text form (keys as in ``packing.core.forms.TEXT_FORMS``)."""
+"""One example row of each text form (keys as in ``packing.core._forms.TEXT_FORMS``)."""
 
 
 def _chat(*turns: tuple[str, str]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import numpy.typing as npt
 import packing
 import packing.batches
 import packing.weighting
-from packing.batches.packed import targets_per_sample
+from packing.batches._packed import targets_per_sample
 from packing.weighting import LOSS_MODES, MODE_ARITHMETIC, LossMode
 
 Int64Array = npt.NDArray[np.int64]
@@ -44,7 +44,7 @@ class WeightView:
 
 def targets_per_document(plan: packing.PackingPlan, samples: packing.Samples | None) -> Int64Array:
     """Training targets (labels that are not -100) of each document in the packed blocks of ``plan``: the
-    library's count (``packing.batches.packed.targets_per_sample``), the one ``PackedBatch.loss_weights`` weighs;
+    library's count (``packing.batches._packed.targets_per_sample``), the one ``PackedBatch.loss_weights`` weighs;
     lengths-only data (``samples`` None) has every token in its loss mask. O(total tokens).
 
     >>> rows = [[1, 2], [3, 4, 5], [6]]

@@ -30,7 +30,7 @@ from explorer.server import workers
 from explorer.server.memo import memoized
 from explorer.views import figures, tables
 from packing.comparison import Row
-from packing.core.loss import DEFAULT_RULES, LossRules
+from packing.core._loss import DEFAULT_RULES, LossRules
 
 SWEEP_SECONDS = 120.0
 """Seconds the Sweep tab's searches may take in their worker (16 sizes of every strategy, the optimum's 5 s each)."""

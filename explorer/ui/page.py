@@ -20,7 +20,7 @@ from explorer.core.parsing import InputError
 from explorer.core.safety import describe, escape
 from explorer.core.sources import Source
 from explorer.server import cache, memo, warmup, workers
-from packing.reading.files import listed
+from packing.reading._files import listed
 
 _LOG = logging.getLogger("explorer")
 PAGE_MODULES = ("explorer.ui.sidebar", "explorer.ui.tabs", "plotly.graph_objects")

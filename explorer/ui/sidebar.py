@@ -46,10 +46,10 @@ from explorer.core.sources import (
 from explorer.core.text import EXAMPLE_TITLES, PREFERENCE_MAX_SEQ_LENGTH, example_text
 from explorer.server import cache
 from explorer.ui import page
-from packing.core.loss import DEFAULT_ROLES, EOS_RULES
-from packing.core.validation import MAX_SEQ_LENGTH
-from packing.reading.files import extensions, listed
-from packing.workloads import WORKLOADS
+from packing._workloads import WORKLOADS
+from packing.core._loss import DEFAULT_ROLES, EOS_RULES
+from packing.core._validation import MAX_SEQ_LENGTH
+from packing.reading._files import extensions, listed
 
 BIND: Literal["query-params"] = "query-params"
 DEFAULT_TEXT = EXAMPLES[DEFAULT_EXAMPLE].text
@@ -67,7 +67,7 @@ EOS = {
     "all": "every turn's end-of-turn tokens are trained, trained turn or not",
     "none": "no end-of-turn token is trained",
 }
-"""The ``train_on_eos`` control's words (the rules are the library's: ``packing.core.loss.EOS_RULES``)."""
+"""The ``train_on_eos`` control's words (the rules are the library's: ``packing.core._loss.EOS_RULES``)."""
 PLAIN_ROLES = frozenset({"system", "user", "assistant"})
 """Roles every chat has: the roles control is offered when pasted chats have others (tool, ...)."""
 STRATEGY_DEFAULTS = (

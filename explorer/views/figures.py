@@ -21,7 +21,7 @@ from explorer.core.audit import BlockGrid, block_grid, default_blocks, finding_c
 from explorer.core.formatting import percent
 from explorer.core.preference import REJECTED, role_names, token_roles
 from explorer.core.runs import Window
-from packing.core.validation import INT32_MAX
+from packing.core._validation import INT32_MAX
 from packing.layouts.audit import FINDING_KINDS, AuditReport
 
 Int64Array = npt.NDArray[np.int64]

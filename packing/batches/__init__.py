@@ -7,9 +7,9 @@
 ['input_ids', 'labels', 'loss_mask']
 """
 
-from packing.batches.packed import TrainableCounts as TrainableCounts
-from packing.batches.schema import COLUMNS as COLUMNS
-from packing.batches.schema import OutputColumn as OutputColumn
+from packing.batches._packed import TrainableCounts as TrainableCounts
+from packing.batches._schema import COLUMNS as COLUMNS
+from packing.batches._schema import OutputColumn as OutputColumn
 
 __all__ = [
     "COLUMNS",

@@ -8,15 +8,15 @@ The modules behind these names (samples, forms, loss rules, argument checks, arr
 (-100, True, False)
 """
 
-from packing.core.forms import CompletionGroup as CompletionGroup
-from packing.core.forms import MaskedSample as MaskedSample
-from packing.core.forms import PreferencePair as PreferencePair
-from packing.core.forms import PromptCompletion as PromptCompletion
-from packing.core.forms import Sample as Sample
-from packing.core.forms import is_text_row as is_text_row
-from packing.core.pairs_groups import UNIT_COLUMNS as UNIT_COLUMNS
-from packing.core.pairs_groups import Units as Units
-from packing.core.samples import IGNORE_INDEX as IGNORE_INDEX
+from packing.core._forms import CompletionGroup as CompletionGroup
+from packing.core._forms import MaskedSample as MaskedSample
+from packing.core._forms import PreferencePair as PreferencePair
+from packing.core._forms import PromptCompletion as PromptCompletion
+from packing.core._forms import Sample as Sample
+from packing.core._forms import is_text_row as is_text_row
+from packing.core._pairs_groups import UNIT_COLUMNS as UNIT_COLUMNS
+from packing.core._pairs_groups import Units as Units
+from packing.core._samples import IGNORE_INDEX as IGNORE_INDEX
 
 __all__ = [
     "IGNORE_INDEX",

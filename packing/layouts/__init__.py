@@ -13,7 +13,7 @@ Every module is a :class:`~packing.layouts.common.LayoutModule`: ``NAME``, ``TIT
 is the one place a layout is registered: its name in :data:`LayoutName` (the order they are offered in) and its
 module in the order they are recognised in; everything else (the command line's choices, the explorer, the
 auditor's words) reads :data:`MODULES`, :data:`LAYOUTS` and :data:`LAYOUT_TITLES`. The checks run once over the common form, in :mod:`packing.layouts.audit`;
-:func:`packing.layouts.export.export` writes. O(tokens + blocks).
+:func:`packing.layouts._export.export` writes. O(tokens + blocks).
 
 >>> import pyarrow as pa
 >>> detect(pa.table({"input_ids": [[1, 2]], "labels": [[1, 2]], "attention_mask": [[1, 1]]}), "<t>")
@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 LayoutName = Literal["packing", "trl", "flattening", "torchtune", "megatron", "segment_ids"]
 """Every layout's name, in the order they are offered."""
 LAYOUTS: tuple[LayoutName, ...] = get_args(LayoutName)
-"""Every layout: what :func:`packing.layouts.audit.audit` recognises and :func:`packing.layouts.export.export` writes."""
+"""Every layout: what :func:`packing.layouts.audit.audit` recognises and :func:`packing.layouts._export.export` writes."""
 _RECOGNISED_IN_ORDER: tuple[LayoutModule, ...] = (torchtune, megatron, native, trl, segment_ids, flattening)
 """Every layout's module, in the order they are tried; a table with ``input_ids`` that none claims is TRL
 ``wrapped`` output."""
@@ -129,7 +129,7 @@ def read_layout(table: pa.Table, layout: str | None = None, source: str = "<tabl
 
 
 UNIT_ID_COLUMNS = ("unit_ids", "completion_ids")
-"""The columns that say which tokens are a pair's or group's (``packing.core.pairs_groups``), read with any layout."""
+"""The columns that say which tokens are a pair's or group's (``packing.core._pairs_groups``), read with any layout."""
 
 
 def _with_units(parsed: Parsed, table: pa.Table, source: str) -> Parsed:

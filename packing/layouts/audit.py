@@ -4,7 +4,7 @@
 checks every invariant that keeps packed documents apart. The layouts (``layout``: ``packing``, ``trl``,
 ``flattening``, ``torchtune``, ``megatron``, ``segment_ids``) are read by their modules in
 :mod:`packing.layouts`, each into one common form (:class:`~packing.layouts.common.PackedLayout`); the checks
-below are written once over that form. Files are opened by :mod:`packing.reading.files` (NeMo's ``.npy`` included).
+below are written once over that form. Files are opened by :mod:`packing.reading._files` (NeMo's ``.npy`` included).
 
 Labels follow the Hugging Face convention everywhere: the model shifts them, so a label at position ``j``
 is what the token at ``j - 1`` learns to predict, and a label on a document's first token makes the last
@@ -59,8 +59,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.arrays import row_of
-from packing.core.validation import INT32_MAX, check_integer
+from packing.core._arrays import row_of
+from packing.core._validation import INT32_MAX, check_integer
 from packing.errors import DatasetError, SettingError
 from packing.layouts import LAYOUT_TITLES, LAYOUTS, read_layout, takes_layout
 from packing.layouts.common import (
@@ -73,9 +73,9 @@ from packing.layouts.common import (
     row_max,
     starts_of,
 )
-from packing.reading import files
-from packing.reading.limits import ReadLimits, check_count, limits_of
-from packing.reading.rowfiles import repeated, twice
+from packing.reading import _files as files
+from packing.reading._limits import ReadLimits, check_count, limits_of
+from packing.reading._rowfiles import repeated, twice
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -368,7 +368,7 @@ def _parse(
 def read_packed(source: Any, *, layout: str | None = None, limits: ReadLimits | None = None) -> PackedLayout:
     """Read packed data of any known layout into one form (see :class:`PackedLayout`). O(tokens).
 
-    ``limits`` (a :class:`~packing.reading.limits.ReadLimits`) bounds the file's bytes, the blocks
+    ``limits`` (a :class:`~packing.reading._limits.ReadLimits`) bounds the file's bytes, the blocks
     (``max_rows``) and the values of any list column (``max_tokens``), checked before decoding (a
     Parquet file's metadata, a file's size) or, for a table given, before its columns become arrays.
 
@@ -515,7 +515,7 @@ def audit(
 ) -> AuditReport:
     """Recognise a packed dataset's layout, count what it holds and check every invariant.
 
-    ``source`` is what :func:`packing.read_dataset` takes (:mod:`packing.reading.files`): a ``.parquet``,
+    ``source`` is what :func:`packing.read_dataset` takes (:mod:`packing.reading._files`): a ``.parquet``,
     ``.jsonl``, ``.json`` or ``.arrow`` path, several paths, a glob, a folder of shards or a ``datasets``
     ``save_to_disk`` folder (read as one table, files in sorted order; a bad row is named by its file), a
     binary file object or ``bytes`` of such a file (an upload; ``name`` gives its file name); or a

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from packing.batches.packed import PackedBatch
-from packing.batches.schema import COLUMNS
-from packing.core.arrays import check_block_indexes, offsets_of, ranges, row_at, row_of
-from packing.core.samples import IGNORE_INDEX
-from packing.core.validation import INT64_MAX, flag_values
+from packing.batches._packed import PackedBatch
+from packing.batches._schema import COLUMNS
+from packing.core._arrays import check_block_indexes, offsets_of, ranges, row_at, row_of
+from packing.core._samples import IGNORE_INDEX
+from packing.core._validation import INT64_MAX, flag_values
 from packing.errors import DatasetError
-from packing.strategies.registry import STRATEGIES
+from packing.strategies._registry import STRATEGIES
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -145,7 +145,7 @@ class PackedLayout:
         return self.document >= 0
 
     def block_columns(self, block: int) -> dict[str, npt.NDArray[Any]]:
-        """Block ``block`` in this project's columns (:mod:`packing.batches.schema`): real tokens first, padding after;
+        """Block ``block`` in this project's columns (:mod:`packing.batches._schema`): real tokens first, padding after;
         ``labels`` the token where it is a target and -100 elsewhere, and always at a document's first token
         (what a finding says is wrong is not carried over); ``position_ids`` restarting per document;
         ``sequence_ids`` the document's number in the dataset (-1 in padding); ``seq_lengths`` the documents.
@@ -435,7 +435,7 @@ class Rows:
         self.real = np.arange(self.width)[None, :] < self.used[:, None]
 
     def id_type(self) -> Any:
-        """The Arrow type of token ids, labels and positions in the schema (:mod:`packing.batches.schema`): int32, or
+        """The Arrow type of token ids, labels and positions in the schema (:mod:`packing.batches._schema`): int32, or
         int64 for a batch made with ``int64=True``."""
         import pyarrow as pa
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from packing.core.arrays import ranges, row_of
+from packing.core._arrays import ranges, row_of
 from packing.layouts.common import (
     BoolArray,
     Int64Array,

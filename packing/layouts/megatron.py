@@ -40,9 +40,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.arrays import offsets_of, ranges, row_of
-from packing.core.thd import padded_lengths
-from packing.core.validation import is_integer
+from packing.core._arrays import offsets_of, ranges, row_of
+from packing.core._thd import padded_lengths
+from packing.core._validation import is_integer
 from packing.layouts.common import (
     BoolArray,
     Int64Array,
@@ -250,7 +250,7 @@ def write_npy(table: pa.Table, path: str | os.PathLike[str]) -> None:
     >>> np.load(target, allow_pickle=True).tolist()
     [{'input_ids': [1, 2, 3], 'seq_start_id': [0, 2], 'loss_mask': [1, 0, 0]}]
     """
-    from packing.layouts.outputs import atomic_path
+    from packing.layouts._outputs import atomic_path
 
     rows = np.empty(table.num_rows, dtype=object)
     rows[:] = table.to_pylist()

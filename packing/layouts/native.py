@@ -1,4 +1,4 @@
-"""This project's own layout: the columns of :mod:`packing.batches.schema` (``input_ids``, ``labels``, ``loss_mask``,
+"""This project's own layout: the columns of :mod:`packing.batches._schema` (``input_ids``, ``labels``, ``loss_mask``,
 ``position_ids``, ``sequence_ids``, ``seq_lengths``), padding after ``sum(seq_lengths)``.
 
 >>> import pyarrow as pa
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from packing.core.arrays import row_of
+from packing.core._arrays import row_of
 from packing.layouts.common import (
     Int64Array,
     PackedLayout,

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from packing.batches.packed import PackedBatch
-from packing.core.pairs_groups import PAIR
+from packing.batches._packed import PackedBatch
+from packing.core._pairs_groups import PAIR
 from packing.errors import SettingError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

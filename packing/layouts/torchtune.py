@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.core.arrays import offsets_of, ranges, row_of
+from packing.core._arrays import offsets_of, ranges, row_of
 from packing.layouts.common import (
     IGNORE_INDEX,
     PackedLayout,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from packing.core.arrays import row_of
+from packing.core._arrays import row_of
 from packing.errors import DatasetError
 from packing.layouts.common import (
     IGNORE_INDEX,

@@ -7,7 +7,7 @@ behind them are internal.
 'ModelCost'
 """
 
-from packing.planning.model_cost import ModelCost as ModelCost
+from packing.planning._model_cost import ModelCost as ModelCost
 
 __all__ = [
     "ModelCost",

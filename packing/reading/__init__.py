@@ -7,9 +7,9 @@ one file reader and their cells are internal modules.
 True
 """
 
-from packing.reading.arrow import chat_sample as chat_sample
-from packing.reading.arrow import read_table as read_table
-from packing.reading.limits import ReadLimits as ReadLimits
+from packing.reading._arrow import chat_sample as chat_sample
+from packing.reading._arrow import read_table as read_table
+from packing.reading._limits import ReadLimits as ReadLimits
 
 __all__ = [
     "ReadLimits",

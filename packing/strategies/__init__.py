@@ -9,13 +9,13 @@ certificates and the proven optimum behind them are internal modules (public nam
 ('bfd', 'longest_first')
 """
 
-from packing.strategies.explanation import MAX_EXPLAIN_DOCUMENTS as MAX_EXPLAIN_DOCUMENTS
-from packing.strategies.explanation import Placement as Placement
-from packing.strategies.explanation import Step as Step
-from packing.strategies.registry import DEFAULT_STRATEGY as DEFAULT_STRATEGY
-from packing.strategies.registry import STRATEGIES as STRATEGIES
-from packing.strategies.registry import Strategy as Strategy
-from packing.strategies.stats import UnitStats as UnitStats
+from packing.strategies._explanation import MAX_EXPLAIN_DOCUMENTS as MAX_EXPLAIN_DOCUMENTS
+from packing.strategies._explanation import Placement as Placement
+from packing.strategies._explanation import Step as Step
+from packing.strategies._registry import DEFAULT_STRATEGY as DEFAULT_STRATEGY
+from packing.strategies._registry import STRATEGIES as STRATEGIES
+from packing.strategies._registry import Strategy as Strategy
+from packing.strategies._stats import UnitStats as UnitStats
 
 __all__ = [
     "DEFAULT_STRATEGY",

@@ -7,9 +7,9 @@ top level (``packing``). Chat-template rendering, chat turn spans and encoding a
 [104, 105]
 """
 
-from packing.text.prepare import Prepared as Prepared
-from packing.text.prepare import prepare as prepare
-from packing.text.tokenizers import ByteTokenizer as ByteTokenizer
+from packing.text._prepare import Prepared as Prepared
+from packing.text._prepare import prepare as prepare
+from packing.text._tokenizers import ByteTokenizer as ByteTokenizer
 
 __all__ = [
     "ByteTokenizer",

@@ -17,7 +17,7 @@ and a dataset over packed blocks.
 - Preference pairs and completion groups: ``collate(rows, share_prompt=...)`` keeps each whole (a 4-D
   ``attention_mask`` with a shared prompt), ``completion_logps(logits, batch)`` and ``preference_logps(logits,
   batch)`` read every completion's log-probability from one packed forward; ``attention_mask``, ``mask_mod`` and
-  ``block_mask`` build a batch's mask for eager/SDPA or FlexAttention (``packing.torch.pairs_groups_training``);
+  ``block_mask`` build a batch's mask for eager/SDPA or FlexAttention (``packing.torch._pairs_groups_training``);
   ``model_inputs(batch, model)`` gives the keyword arguments of ``model(**inputs)`` for the model's attention
   implementation (the 4-D mask in its dtype, a ``BlockMask``, or flash-attention's boundaries).
 - ``PackedDataset(batch_or_path)``: a map-style dataset of packed blocks, from a ``PackedBatch`` or a packed Parquet
@@ -42,28 +42,28 @@ try:
 except ImportError as error:  # pragma: no cover - exercised only without torch
     raise ImportError("packing.torch needs PyTorch: pip install torch") from error
 
-from packing.torch.collate import StepDataset as StepDataset
-from packing.torch.collate import StepIndices as StepIndices
-from packing.torch.collate import StepLoader as StepLoader
-from packing.torch.collate import collate as collate
-from packing.torch.collate import collate_fixed as collate_fixed
-from packing.torch.collate import weighted_loss as weighted_loss
-from packing.torch.context_parallel import context_parallel_shard as context_parallel_shard
-from packing.torch.dataset import BLOCK_COLUMNS as BLOCK_COLUMNS
-from packing.torch.dataset import PackedDataset as PackedDataset
-from packing.torch.inputs import model_inputs as model_inputs
-from packing.torch.pairs_groups_training import attention_mask as attention_mask
-from packing.torch.pairs_groups_training import block_mask as block_mask
-from packing.torch.pairs_groups_training import completion_logps as completion_logps
-from packing.torch.pairs_groups_training import mask_mod as mask_mod
-from packing.torch.pairs_groups_training import preference_logps as preference_logps
-from packing.torch.sampler import PackingSampler as PackingSampler
-from packing.torch.sampler import Pieces as Pieces
-from packing.torch.schedule import LINEAR_COST_PER_TOKEN as LINEAR_COST_PER_TOKEN
-from packing.torch.schedule import CostFunction as CostFunction
-from packing.torch.schedule import Schedule as Schedule
-from packing.torch.schedule import build_schedule as build_schedule
-from packing.torch.schedule import default_cost as default_cost
+from packing.torch._collate import StepDataset as StepDataset
+from packing.torch._collate import StepIndices as StepIndices
+from packing.torch._collate import StepLoader as StepLoader
+from packing.torch._collate import collate as collate
+from packing.torch._collate import collate_fixed as collate_fixed
+from packing.torch._collate import weighted_loss as weighted_loss
+from packing.torch._context_parallel import context_parallel_shard as context_parallel_shard
+from packing.torch._dataset import BLOCK_COLUMNS as BLOCK_COLUMNS
+from packing.torch._dataset import PackedDataset as PackedDataset
+from packing.torch._inputs import model_inputs as model_inputs
+from packing.torch._pairs_groups_training import attention_mask as attention_mask
+from packing.torch._pairs_groups_training import block_mask as block_mask
+from packing.torch._pairs_groups_training import completion_logps as completion_logps
+from packing.torch._pairs_groups_training import mask_mod as mask_mod
+from packing.torch._pairs_groups_training import preference_logps as preference_logps
+from packing.torch._sampler import PackingSampler as PackingSampler
+from packing.torch._sampler import Pieces as Pieces
+from packing.torch._schedule import LINEAR_COST_PER_TOKEN as LINEAR_COST_PER_TOKEN
+from packing.torch._schedule import CostFunction as CostFunction
+from packing.torch._schedule import Schedule as Schedule
+from packing.torch._schedule import build_schedule as build_schedule
+from packing.torch._schedule import default_cost as default_cost
 
 __all__ = [
     "BLOCK_COLUMNS",

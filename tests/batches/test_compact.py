@@ -21,11 +21,11 @@ import packing.core
 import packing.layouts
 import packing.reading
 from packing import SampleError, SettingError, pack, plan, read_rows
-from packing.batches.packed import PackedBatch
-from packing.batches.schema import arrow_schema
+from packing.batches._packed import PackedBatch
+from packing.batches._schema import arrow_schema
 from packing.core import IGNORE_INDEX
-from packing.core.validation import INT32_MAX
-from packing.layouts.export import write_jsonl, write_parquet
+from packing.core._validation import INT32_MAX
+from packing.layouts._export import write_jsonl, write_parquet
 from packing.streaming import stream
 from tests.helpers.memory import traced_peak
 from tests.helpers.sample_rows import rows as sample_rows
@@ -194,7 +194,7 @@ def test_stream_holds_a_few_bytes_per_buffered_token() -> None:
 def test_parquet_refusal_in_a_later_row_group_names_the_row(tmp_path: Path) -> None:
     import pyarrow as pa
 
-    from packing.reading.dataset import DatasetError, read_dataset
+    from packing.reading._dataset import DatasetError, read_dataset
 
     path = tmp_path / "rows.parquet"
     ids = [[1, 2], [3], [4, -5], [6]]
@@ -240,10 +240,10 @@ def _parquet_rows(ids: list[list[int]], form: list[int], masked: bool, kind: str
 def test_parquet_read_batch_by_batch_equals_the_whole_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: list[Any], masked: bool, kind: str, group: int, batch: int
 ) -> None:
-    import packing.reading.content
-    from packing.reading.arrow import read_table
+    import packing.reading._content
+    from packing.reading._arrow import read_table
 
-    monkeypatch.setattr(packing.reading.content, "_BATCH_VALUES", batch)
+    monkeypatch.setattr(packing.reading._content, "_BATCH_VALUES", batch)
     ids, form = [r for r, _ in rows], [f if masked or f != 1 else 0 for _, f in rows]
     path = tmp_path / "rows.parquet"
     pq.write_table(_parquet_rows(ids, form, masked, kind), path, row_group_size=group)
@@ -277,9 +277,9 @@ def test_parquet_refusal_in_a_later_batch_names_the_file_and_row(
 ) -> None:
     import pyarrow as pa
 
-    import packing.reading.content
+    import packing.reading._content
 
-    monkeypatch.setattr(packing.reading.content, "_BATCH_VALUES", 2)
+    monkeypatch.setattr(packing.reading._content, "_BATCH_VALUES", 2)
     path = tmp_path / "rows.parquet"
     pq.write_table(pa.table(columns), path, row_group_size=2)
     with pytest.raises(packing.DatasetError) as refused:
@@ -287,5 +287,5 @@ def test_parquet_refusal_in_a_later_batch_names_the_file_and_row(
     assert str(refused.value).startswith(f"{path}, {reason}")
     whole = pa.table(columns)  # the whole-table reader words it the same way
     with pytest.raises(SampleError) as same:
-        packing.reading.arrow.read_table(whole)
+        packing.reading._arrow.read_table(whole)
     assert str(refused.value).endswith(str(same.value).split(", ", 1)[1].split(": ", 1)[-1])

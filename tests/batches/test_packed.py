@@ -422,8 +422,10 @@ def test_columns_filled_by_threads_are_the_same(monkeypatch: pytest.MonkeyPatch,
     rng = np.random.default_rng(5)
     rows = [{"prompt": rng.integers(0, 99, n).tolist(), "completion": [1, 2, 3]} for n in rng.integers(0, 30, 80)]
     serial = pack(rows, 16, strategy=strategy, overflow="split")  # type: ignore[arg-type]
-    monkeypatch.setattr(packing.batches.packed, "THREAD_SLOTS", 16 * 3)  # parts of three blocks, on two or more threads
-    monkeypatch.setattr(packing.batches.packed, "_cores", lambda: 2)
+    monkeypatch.setattr(
+        packing.batches._packed, "THREAD_SLOTS", 16 * 3
+    )  # parts of three blocks, on two or more threads
+    monkeypatch.setattr(packing.batches._packed, "_cores", lambda: 2)
     threaded = pack(rows, 16, strategy=strategy, overflow="split")  # type: ignore[arg-type]
     for name in COLUMNS:
         assert np.array_equal(getattr(threaded, name), getattr(serial, name)), name
@@ -433,8 +435,8 @@ def test_token_arrays_joined_and_checked_by_threads(monkeypatch: pytest.MonkeyPa
     rng = np.random.default_rng(6)
     rows = [rng.integers(0, 99, n).astype(np.int32) for n in rng.integers(0, 30, 80)]
     serial = pack(rows, 16, strategy="split", overflow="split", pad_token_id=3)
-    monkeypatch.setattr(packing.batches.packed, "THREAD_SLOTS", 16 * 3)
-    monkeypatch.setattr(packing.batches.packed, "_cores", lambda: 2)
+    monkeypatch.setattr(packing.batches._packed, "THREAD_SLOTS", 16 * 3)
+    monkeypatch.setattr(packing.batches._packed, "_cores", lambda: 2)
     threaded = pack(rows, 16, strategy="split", overflow="split", pad_token_id=3)
     for name in COLUMNS:
         assert np.array_equal(getattr(threaded, name), getattr(serial, name)), name
@@ -448,7 +450,7 @@ def test_token_arrays_joined_and_checked_by_threads(monkeypatch: pytest.MonkeyPa
 def test_targets_per_sample_are_the_labels_of_each_sample_in_the_blocks(strategy: str, overflow: str) -> None:
     """``targets_per_sample``: per sample, the labels that are not -100 in the filled blocks (what
     ``loss_weights`` weighs), without filling them; lengths only: the plan's own count of training targets."""
-    from packing.batches.packed import targets_per_sample
+    from packing.batches._packed import targets_per_sample
 
     rng = np.random.default_rng(11)
     rows: list[Any] = []

@@ -10,11 +10,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from packing import pack
+from packing._cli import build_parser, main
 from packing.batches import COLUMNS
-from packing.batches.packed import record
-from packing.batches.schema import NAMES, UNIT_GRID, arrow_schema, markdown_table
-from packing.cli import build_parser, main
-from packing.layouts.export import write_jsonl, write_parquet
+from packing.batches._packed import record
+from packing.batches._schema import NAMES, UNIT_GRID, arrow_schema, markdown_table
+from packing.layouts._export import write_jsonl, write_parquet
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = [[1, 2, 3], {"prompt": [4, 5], "completion": [6, 7]}, {"input_ids": [8, 9], "loss_mask": [1, 0]}]

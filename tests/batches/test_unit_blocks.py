@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import packing
 from packing import SettingError
-from packing.batches.packed import PackedBatch, run
-from packing.core.pairs_groups import UNIT_COLUMNS
+from packing.batches._packed import PackedBatch, run
+from packing.core._pairs_groups import UNIT_COLUMNS
 from packing.errors import UnitTooLong
 from packing.text import prepare
 from tests.helpers.units import completions_of, random_units

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing.core.fingerprint import shown, tokenizer_fingerprint
+from packing.core._fingerprint import shown, tokenizer_fingerprint
 from packing.errors import SettingError
 from packing.text import prepare
 from tests.helpers.text_fixtures import CHATML, MARKED, save_tokenizer

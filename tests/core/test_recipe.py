@@ -25,7 +25,7 @@ import packing.recipe
 import packing.text
 import packing.torch as pt
 from packing import Recipe, SettingError
-from packing.cli import main
+from packing._cli import main
 from packing.errors import NeedsTokenizer
 from packing.recipe import option_fields
 from tests.helpers.documents import Document, documents, sampled_documents
@@ -284,7 +284,7 @@ def test_the_command_line_names_its_own_flag(tmp_path: Path, capsys: pytest.Capt
 @pytest.mark.parametrize("door", ["packing pack", "packing compare"])
 def test_the_command_line_options_are_the_recipes_fields(door: str) -> None:
     """Each command has a flag for every recipe option it uses (the fields' ``doors``) and none for the others."""
-    from packing.cli import build_parser
+    from packing._cli import build_parser
 
     command = build_parser()._subparsers._group_actions[0].choices[door.split()[1]]  # type: ignore[union-attr]
     flags = {option for action in command._actions for option in action.option_strings}

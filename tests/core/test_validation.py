@@ -465,12 +465,12 @@ def test_sizes_past_the_int32_pieces_are_refused() -> None:
 
 
 def test_every_flag_has_one_meaning_a_boolean_numpys_too() -> None:
-    """One check for flags (``packing.core.validation.check_flag``): ``numpy.bool_`` is a boolean at every door,
+    """One check for flags (``packing.core._validation.check_flag``): ``numpy.bool_`` is a boolean at every door,
     and 1 is not."""
     import numpy as np
 
     import packing
-    from packing.core.validation import check_flag
+    from packing.core._validation import check_flag
 
     assert check_flag(np.True_, "x") is True and check_flag(False, "x") is False
     rows = [[1, 2], [3]]

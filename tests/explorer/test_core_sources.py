@@ -12,7 +12,7 @@ from explorer.core import sources
 from explorer.core.examples import DISTRIBUTIONS, EXAMPLES, synthetic_code, synthetic_lengths, workload_sample
 from explorer.core.model import MAX_UPLOAD_MB
 from explorer.core.parsing import InputError, parse_sequences
-from packing.workloads import WORKLOADS, load_workload
+from packing._workloads import WORKLOADS, load_workload
 
 
 def test_classic_example_packs_to_the_classic_blocks() -> None:
@@ -137,7 +137,7 @@ def test_an_upload_is_keyed_by_its_digest_not_its_bytes() -> None:
         (
             "h.json",
             b'{"histogram": [0, 1000000000000]}',
-            "1,000,000,000,000 sequences, more than the limit of 1,000,000",  # the library's wording (packing.reading.limits)
+            "1,000,000,000,000 sequences, more than the limit of 1,000,000",  # the library's wording (packing.reading._limits)
         ),
         ("n.json", b"[" * 100_000 + b"]" * 100_000, "n.json"),
         ("big.csv", b"input_ids\n" + b"9" * 5000 + b"\n", "big.csv"),

@@ -19,10 +19,10 @@ if str(ROOT) not in sys.path:
 
 import explorer.core.text as text_view  # noqa: E402
 from explorer.core.text import EXAMPLES, parse_text_rows, token_cells, token_pieces, turn_table, view_row  # noqa: E402
-from packing.core.forms import text_forms  # noqa: E402
+from packing.core._forms import text_forms  # noqa: E402
 from packing.errors import DatasetError  # noqa: E402
-from packing.text.text_rows import encode_rows  # noqa: E402
-from packing.text.tokenizers import ByteTokenizer, load_tokenizer  # noqa: E402
+from packing.text._text_rows import encode_rows  # noqa: E402
+from packing.text._tokenizers import ByteTokenizer, load_tokenizer  # noqa: E402
 
 CHAT = EXAMPLES["messages"]["messages"]
 no_surrogates = st.characters(blacklist_categories=("Cs",))

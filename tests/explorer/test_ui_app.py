@@ -402,7 +402,7 @@ def test_the_upload_widget_takes_every_format_the_reader_reads() -> None:
 
     import pyarrow as pa
 
-    from packing.reading.files import FORMATS, extensions
+    from packing.reading._files import FORMATS, extensions
 
     at = _app(source="upload")
     uploader = at.sidebar.get("file_uploader")[0]

@@ -149,7 +149,7 @@ def test_a_lengths_only_source_counts_as_the_library() -> None:
     """Lengths only: every real token is in the loss mask, and each count on the Result and Loss weights tabs is the
     plan's (``PackingStats``) and each document's share of the loss ``effective_weights`` of its training targets."""
     from explorer.core.sources import Synthetic
-    from packing.batches.packed import targets_per_sample
+    from packing.batches._packed import targets_per_sample
 
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params.update({"source": "synthetic", "count": "12", "max_length": "40", "max_seq_length": "64"})

@@ -179,7 +179,7 @@ def _zeros_parquet(rows: int, width: int) -> bytes:
 def test_a_parquet_bomb_is_refused_from_its_footer() -> None:
     data = _zeros_parquet(4, 5_000_000)  # 20 M zeros in a few KB
     assert len(data) < 2**20
-    # the library's reader refuses it from the file's metadata (packing.reading.limits.check_parquet), worded in one line
+    # the library's reader refuses it from the file's metadata (packing.reading._limits.check_parquet), worded in one line
     with pytest.raises(InputError, match=r"holds 20,000,000 values \(from the file.s metadata\)"):
         Upload.of("bomb.parquet", data).load()
 

@@ -21,7 +21,7 @@ from explorer.core import export, links
 from explorer.core.sources import Paste, Text, Upload
 from explorer.core.text import CHATS
 from explorer.server import cache
-from packing.core.loss import DEFAULT_RULES, EOS_RULES, LOSS_RULES, LossRules
+from packing.core._loss import DEFAULT_RULES, EOS_RULES, LOSS_RULES, LossRules
 from tests.helpers.apptest import open_link
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")

@@ -12,8 +12,8 @@ import packing
 from explorer.core import audit as audit_view
 from explorer.views import figures, tables
 from explorer.views.figures import AUDIT_DOCUMENT_COLORS, FINDING_COLOR, PAD_COLOR
+from packing.layouts._export import export
 from packing.layouts.audit import AuditReport, audit
-from packing.layouts.export import export
 
 
 def _leaky_report() -> AuditReport:

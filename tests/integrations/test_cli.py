@@ -13,13 +13,13 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-import packing.cli as cli
+import packing._cli as cli
 from packing import plan
-from packing.cli import main
+from packing._cli import main
 from packing.strategies import STRATEGIES
 
 ROOT = Path(__file__).resolve().parents[2]
-SQUAD = ROOT / "packing" / "workloads" / "squad_1_1_bert_384.json"
+SQUAD = ROOT / "packing" / "_workloads" / "squad_1_1_bert_384.json"
 TINY = [[1, 2, 3], {"prompt": [4, 5], "completion": [6]}, [7, 8, 9, 10, 11]]
 
 

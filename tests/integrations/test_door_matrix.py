@@ -26,9 +26,9 @@ import packing.hf
 import packing.ray
 import packing.streaming
 import packing.torch as pt
-from packing.batches.schema import UNIT_GRID
-from packing.cli import main
-from packing.core.pairs_groups import UNIT_COLUMNS
+from packing._cli import main
+from packing.batches._schema import UNIT_GRID
+from packing.core._pairs_groups import UNIT_COLUMNS
 from packing.errors import SettingError, TokensLost
 from tests.helpers.units import completions_of, random_units
 

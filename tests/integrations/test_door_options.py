@@ -21,7 +21,7 @@ import packing.recipe
 import packing.streaming
 import packing.torch as pt
 from packing import Recipe, SettingError
-from packing.cli import main
+from packing._cli import main
 from packing.errors import OptionNotUsed, PeerName
 from packing.recipe import DOORS, OPTION_NAMES, PEER_NAMES, option_fields
 from tests.helpers.text_fixtures import CHATML, save_tokenizer

@@ -27,7 +27,7 @@ import packing.hf
 import packing.streaming
 import packing.text
 from packing import Recipe
-from packing.cli import main
+from packing._cli import main
 from tests.helpers.documents import Document, documents, sampled_documents
 from tests.helpers.text_fixtures import CHATML, save_tokenizer
 

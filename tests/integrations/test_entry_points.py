@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import packing
 import packing.reading
 from packing import DatasetError, SampleError, pack, read_dataset, read_rows
-from packing.cli import main
+from packing._cli import main
 from packing.hf import pack_batch, pack_dataset
 from packing.reading import read_table
 
@@ -210,13 +210,13 @@ def test_reading_and_packing_a_file_checks_it_once(tmp_path: Path, monkeypatch: 
     pq.write_table(pa.table({"input_ids": [[1, 2], [3, 4, 5]]}), path)
     dataset = read_dataset(path)
     calls: list[int] = []
-    original = packing.reading.reader.read_row
+    original = packing.reading._reader.read_row
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(packing.reading.reader, "read_row", counting)
+    monkeypatch.setattr(packing.reading._reader, "read_row", counting)
     batch = pack(dataset, 8)
     assert calls == []  # the Samples read from the file are not read again
     assert np.array_equal(batch.stats.packed_tokens, 5)

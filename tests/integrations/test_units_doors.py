@@ -12,8 +12,8 @@ import pytest
 
 import packing
 import packing.hf
-from packing.cli import main
-from packing.core.pairs_groups import UNIT_COLUMNS
+from packing._cli import main
+from packing.core._pairs_groups import UNIT_COLUMNS
 from tests.helpers.units import random_units
 
 LENGTH = 64

@@ -21,9 +21,9 @@ import packing.hf
 import packing.ray
 import packing.streaming
 import packing.torch as pt
-from packing.cli import main
+from packing._cli import main
 from packing.recipe import Recipe
-from packing.text.prepare import prepare
+from packing.text._prepare import prepare
 
 datasets = pytest.importorskip("datasets")
 

@@ -198,7 +198,7 @@ def test_every_export_layout_carries_the_weights_of_its_labels(layout: str) -> N
 def test_pack_command_writes_the_column(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
-    from packing.cli import main
+    from packing._cli import main
 
     source = tmp_path / "rows.jsonl"
     source.write_text("[1, 2, 3]\n[4, 5]\n[6, 7, 8, 9]\n")

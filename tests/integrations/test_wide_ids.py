@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import packing
 from explorer.core import runs
 from explorer.core.sources import Upload
-from packing.cli import build_parser, main
+from packing._cli import build_parser, main
 from packing.errors import DatasetError
 
 WIDE = 2**31 + 5

@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing.cli import main
+from packing._cli import main
 from packing.errors import DatasetError, SettingError
+from packing.layouts._export import export
 from packing.layouts.audit import FINDING_DESCRIPTIONS, FINDING_FIXES, FINDING_KINDS, audit, read_packed
-from packing.layouts.export import export
 
 
 def _random_ids(seed: int, count: int, longest: int) -> list[list[int]]:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import packing
 from explorer.core import audit as inspect_view
-from packing.cli import main
+from packing._cli import main
 from packing.errors import DatasetError
 from packing.layouts.audit import audit
 

@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from packing import read_rows
-from packing.batches.packed import PackedBatch
-from packing.cli import main
+from packing._cli import main
+from packing.batches._packed import PackedBatch
 from packing.layouts import LAYOUTS
-from packing.layouts.export import export, export_chunks, write_jsonl, write_parquet, write_table
-from packing.planning.plans import plan
+from packing.layouts._export import export, export_chunks, write_jsonl, write_parquet, write_table
+from packing.planning._plans import plan
 from packing.weighting import LOSS_MODES
 from tests.helpers.sample_rows import rows
 

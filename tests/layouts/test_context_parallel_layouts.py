@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing.layouts.export import export, write_parquet
+from packing.layouts._export import export, write_parquet
 from packing.layouts.megatron import PARALLEL_METADATA
 
 torch = pytest.importorskip("torch")

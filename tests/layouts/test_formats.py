@@ -1,4 +1,4 @@
-"""``packing.layouts.export``: every export passes the audit, reads back as the same documents, and matches its peer."""
+"""``packing.layouts._export``: every export passes the audit, reads back as the same documents, and matches its peer."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing.cli import main
+from packing._cli import main
 from packing.errors import SettingError
 from packing.layouts import LAYOUTS
+from packing.layouts._export import export, export_chunks, write_jsonl, write_parquet, write_table
 from packing.layouts.audit import audit, read_packed
-from packing.layouts.export import export, export_chunks, write_jsonl, write_parquet, write_table
 from packing.torch import PackedDataset
 
 

@@ -19,11 +19,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing.cli import main
+from packing._cli import main
 from packing.errors import DatasetError
 from packing.layouts import LAYOUTS
+from packing.layouts._export import export, write_table
 from packing.layouts.audit import audit
-from packing.layouts.export import export, write_table
 
 torch = pytest.importorskip("torch")
 from packing.torch import PackedDataset, collate  # noqa: E402
@@ -552,7 +552,7 @@ def test_npy_that_is_not_rows_or_ends_early_or_shares_its_lists(tmp_path: Path) 
 @pytest.mark.parametrize("int64", [False, True])
 def test_exports_write_ids_labels_and_positions_in_the_schemas_dtype(int64: bool) -> None:
     from packing import pack
-    from packing.layouts.export import export
+    from packing.layouts._export import export
 
     batch = pack([[1, 2], [3, 4, 5]], 4, strategy="split", int64=int64)
     want = pa.int64() if int64 else pa.int32()

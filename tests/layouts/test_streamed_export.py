@@ -20,11 +20,11 @@ import json, sys
 import numpy as np
 import pyarrow.parquet as pq
 from pathlib import Path
-import packing.batches.packed as packed
+import packing.batches._packed as packed
 from packing import read_rows
-from packing.batches.packed import PackedBatch
-from packing.cli import _writer
-from packing.planning.plans import plan
+from packing.batches._packed import PackedBatch
+from packing._cli import _writer
+from packing.planning._plans import plan
 
 layout, mode, output = sys.argv[1], sys.argv[2] or None, Path(sys.argv[3])
 packed.CHUNK_TOKENS = 1 << 18  # chunks of 256 K token slots: about a hundredth of this output

@@ -18,17 +18,17 @@ import pyarrow.parquet as pq
 import pytest
 
 from packing import pack
-from packing.cli import main
+from packing._cli import main
 from packing.errors import DatasetError
-from packing.layouts.export import write_jsonl, write_parquet
-from packing.layouts.outputs import exclusive, lock_path
+from packing.layouts._export import write_jsonl, write_parquet
+from packing.layouts._outputs import exclusive, lock_path
 
 PACK = ["pack", "--max-seq-length", "4", "-q", "--no-shuffle"]
 
 # a CLI run that stops inside its read stage (once the lock is taken) until the file named by argv[2] appears
 STALLED_READER = """
 import sys, time, pathlib
-import packing.cli as cli
+import packing._cli as cli
 
 real = cli.read_files
 
@@ -358,7 +358,7 @@ IMPORT_WITHOUT_FCNTL = """
 import os, sys, tempfile, warnings
 sys.modules["fcntl"] = None  # as on Windows: the module cannot be imported
 warnings.simplefilter("ignore")  # filelock says it falls back to a marker file
-import packing, packing.cli, packing.hf
+import packing, packing._cli, packing.hf
 import pyarrow.parquet as pq
 folder = tempfile.mkdtemp()
 output = os.path.join(folder, "out.parquet")
@@ -411,7 +411,7 @@ def test_a_hub_name_fails_at_once_with_one_line_when_the_hub_refuses_connections
 @pytest.mark.slow
 def test_a_hub_name_fails_at_once_with_one_line_without_a_network(tmp_path: Path) -> None:
     pytest.importorskip("transformers")
-    from packing.text.tokenizers import _hub_answers
+    from packing.text._tokenizers import _hub_answers
 
     if _hub_answers("some-org/some-name"):
         pytest.skip("the hub can be reached from here")

@@ -20,9 +20,9 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("trl")
 
 import packing  # noqa: E402
-from packing.cli import main  # noqa: E402
+from packing._cli import main  # noqa: E402
 from packing.hf import pack_batch, pack_dataset  # noqa: E402
-from packing.layouts.export import write_table  # noqa: E402
+from packing.layouts._export import write_table  # noqa: E402
 from packing.streaming import stream_dataset  # noqa: E402
 from tests.helpers.peer_batches import check_trl_reads  # noqa: E402
 from tests.helpers.tiny_models import VOCAB, local_tokenizer, tiny_llama  # noqa: E402

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import packing
-from packing.planning.model_cost import TRAINING, ModelCost
+from packing.planning._model_cost import TRAINING, ModelCost
 
 
 def brute_pairs(length: int, window: int | None) -> int:

@@ -346,14 +346,14 @@ def test_stats_summary_is_a_plain_dict_with_tokens_lost() -> None:
 
 
 def test_the_modules_are_not_shadowed_by_the_functions() -> None:
-    import packing.planning.plans
-    import packing.strategies.explanation
+    import packing.planning._plans
+    import packing.strategies._explanation
 
-    assert isinstance(packing.planning.plans, types.ModuleType) and isinstance(
-        packing.strategies.explanation, types.ModuleType
+    assert isinstance(packing.planning._plans, types.ModuleType) and isinstance(
+        packing.strategies._explanation, types.ModuleType
     )
-    assert packing.plan is packing.planning.plans.plan and callable(packing.plan)
-    assert packing.explain is packing.strategies.explanation.explain and callable(packing.explain)
+    assert packing.plan is packing.planning._plans.plan and callable(packing.plan)
+    assert packing.explain is packing.strategies._explanation.explain and callable(packing.explain)
 
 
 def _split_by_hand(lengths: list[int], capacity: int, overflow: str) -> list[list[tuple[int, int, int]]]:

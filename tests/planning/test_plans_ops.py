@@ -1,7 +1,7 @@
 """Operations on a plan (select, permute, shuffle, materializing some blocks), windows, and shuffled first fit.
 
 Expected values come from outside the operation under test: the blocks of the original plan, plans of each
-window made on their own, the plain-Python first fit of ``packing.strategies.reference`` over the seeded order, and
+window made on their own, the plain-Python first fit of ``packing.strategies._reference`` over the seeded order, and
 statistics recounted from the pieces.
 """
 
@@ -19,8 +19,8 @@ import packing.core
 import packing.recipe
 import packing.strategies
 from packing import PackingPlan, Piece, SettingError, materialize, plan, read_rows
-from packing.strategies import reference
-from packing.strategies.reference import documents as reference_documents
+from packing.strategies import _reference as reference
+from packing.strategies._reference import documents as reference_documents
 
 STRATEGY_NAMES = list(packing.strategies.STRATEGIES)
 OVERFLOW_NAMES = [p for p in packing.recipe.OVERFLOW_POLICIES if p != "error"]

@@ -19,14 +19,14 @@ from hypothesis import strategies as st
 import packing
 import packing.core
 import packing.reading
-import packing.reading.arrow
-import packing.reading.content
-import packing.reading.files
-import packing.reading.reader
+import packing.reading._arrow
+import packing.reading._content
+import packing.reading._files
+import packing.reading._reader
 import packing.text
-from packing.core.samples import IGNORE_INDEX, Samples
+from packing.core._samples import IGNORE_INDEX, Samples
 from packing.errors import DatasetError, SampleError
-from packing.reading.arrow import read_table
+from packing.reading._arrow import read_table
 from tests.helpers.memory import traced_peak
 
 KINDS = {"int32": pa.int32(), "int64": pa.int64(), "uint16": pa.uint16()}
@@ -146,15 +146,15 @@ def test_files_read_batch_by_batch_equal_the_whole_table(
     group: int,
     batch: int,
 ) -> None:
-    monkeypatch.setattr(packing.reading.content, "_BATCH_VALUES", batch)
+    monkeypatch.setattr(packing.reading._content, "_BATCH_VALUES", batch)
     table = _table(rows, kind, label_kind, fault)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / ("rows.parquet" if fmt == "parquet" else "rows.arrow")
         _write(table, path, fmt, group)
-        content = packing.reading.files.decode(
-            packing.reading.files.resolve(path).files[0], columns=packing.core.forms.FIELDS
+        content = packing.reading._files.decode(
+            packing.reading._files.resolve(path).files[0], columns=packing.core._forms.FIELDS
         )
-        assert content.batches is not None and packing.reading.arrow.flat_batches(content.batches.schema)
+        assert content.batches is not None and packing.reading._arrow.flat_batches(content.batches.schema)
         content.batches.close()
         _compare(table, path)
         if fault is None:
@@ -188,7 +188,7 @@ def test_text_parquet_tokenized_batch_by_batch_equals_the_whole_table(
     and progress counts every row once, in order."""
     table = pa.table({"text": pa.array(texts, pa.string())})
     with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patch:
-        patch.setattr(packing.reading.content, "_BATCH_VALUES", batch)
+        patch.setattr(packing.reading._content, "_BATCH_VALUES", batch)
         path = Path(folder) / "text.parquet"
         pq.write_table(table, path, row_group_size=group)
         _compare(table, path, tokenizer="bytes")
@@ -232,16 +232,16 @@ def test_read_holds_the_samples_and_one_batch(
     lengths = np.random.default_rng(1).integers(50, 400, 8_000)
     path = tmp_path / ("rows.parquet" if fmt == "parquet" else "rows.arrow")
     tokens, arrow_size = _token_file(path, fmt, lengths, form)
-    monkeypatch.setattr(packing.reading.content, "_BATCH_VALUES", tokens // 32)
+    monkeypatch.setattr(packing.reading._content, "_BATCH_VALUES", tokens // 32)
     held: list[int] = []
-    read_one = packing.reading.arrow.read_table
+    read_one = packing.reading._arrow.read_table
 
     def counted(part: Any, **options: Any) -> Any:
         held.append(pa.total_allocated_bytes())
         return read_one(part, **options)
 
     packing.read_dataset(path)  # warm-up: imports and compiled kernels are not the read's memory
-    monkeypatch.setattr(packing.reading.arrow, "read_table", counted)
+    monkeypatch.setattr(packing.reading._arrow, "read_table", counted)
     before = pa.total_allocated_bytes()
     peak = traced_peak(lambda: packing.read_dataset(path))
     assert len(held) >= 16
@@ -262,7 +262,7 @@ def test_text_parquet_read_holds_the_tokens_not_the_decoded_rows(
     tokens = sum(map(len, texts)) + len(texts)  # a byte a token, and an end of text each
     path = tmp_path / "text.parquet"
     pq.write_table(pa.table({"text": texts}), path, row_group_size=500)
-    monkeypatch.setattr(packing.reading.content, "_TEXT_BATCH_BYTES", tokens // 10)  # text batches: by bytes
+    monkeypatch.setattr(packing.reading._content, "_TEXT_BATCH_BYTES", tokens // 10)  # text batches: by bytes
     packing.read_dataset(path, tokenizer="bytes")  # warm-up
     batchwise = traced_peak(lambda: packing.read_dataset(path, tokenizer="bytes"))
     whole = traced_peak(lambda: read_table(pq.read_table(path), tokenizer="bytes"))
@@ -289,8 +289,8 @@ def test_arrow_file_pages_are_let_go_batch_by_batch(tmp_path: Path, monkeypatch:
     lengths = np.random.default_rng(2).integers(50, 400, 8_000)
     tokens, _ = _token_file(path, "arrow-file", lengths, "labels")
     size = path.stat().st_size
-    monkeypatch.setattr(packing.reading.content, "_BATCH_VALUES", tokens // 64)
-    batches = packing.reading.files.decode(packing.reading.files.resolve(path).files[0]).batches
+    monkeypatch.setattr(packing.reading._content, "_BATCH_VALUES", tokens // 64)
+    batches = packing.reading._files.decode(packing.reading._files.resolve(path).files[0]).batches
     assert batches is not None
     seen, total = [], 0
     for table in batches:

@@ -17,11 +17,11 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from packing.core.samples import Samples
+from packing.core._samples import Samples
 from packing.errors import DatasetError, SampleError
-from packing.reading.cells import cells_row
-from packing.reading.dataset import _check_columns, read_dataset
-from packing.reading.reader import read_rows
+from packing.reading._cells import cells_row
+from packing.reading._dataset import _check_columns, read_dataset
+from packing.reading._reader import read_rows
 
 WHOLE = 1 << 62
 BIG = 2**31 + 7  # past int32: the samples are int64 then, however they are chunked

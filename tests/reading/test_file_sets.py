@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 import packing
 from explorer.core.sources import Upload
-from packing.cli import main
+from packing._cli import main
 from packing.errors import DatasetError
-from packing.reading.files import resolve
+from packing.reading._files import resolve
 
 # ---------------------------------------------------------------- layouts of files and links
 

@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from packing import read_dataset
-from packing.cli import main
+from packing._cli import main
 from packing.errors import DatasetError, SettingError
 from packing.layouts.audit import audit, read_packed
-from packing.reading.limits import ReadLimits, open_input, scan_json
+from packing.reading._limits import ReadLimits, open_input, scan_json
 
 ROOT = Path(__file__).resolve().parents[2]
 

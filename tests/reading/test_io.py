@@ -13,14 +13,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import packing.layouts.export as pio
+import packing.layouts._export as pio
 from packing import SettingError, pack
 from packing.batches import COLUMNS
-from packing.batches.schema import arrow_schema
-from packing.layouts.export import write_jsonl, write_parquet
-from packing.reading.dataset import DatasetError, read_dataset
+from packing.batches._schema import arrow_schema
+from packing.layouts._export import write_jsonl, write_parquet
+from packing.reading._dataset import DatasetError, read_dataset
 
-WORKLOADS = Path(__file__).resolve().parents[2] / "packing" / "workloads"
+WORKLOADS = Path(__file__).resolve().parents[2] / "packing" / "_workloads"
 
 
 def plain(data: Any) -> list[tuple[list[int], list[int]]]:
@@ -510,7 +510,7 @@ def test_a_row_with_both_forms_is_refused(tmp_path: Path) -> None:
 SLOW_WRITER = """
 import sys, time, pathlib
 import pyarrow.parquet as pq
-from packing.cli import main
+from packing._cli import main
 
 def stalled(self, *args, **kwargs):
     pathlib.Path(sys.argv[1]).write_text("writing")
@@ -562,7 +562,7 @@ def test_a_signal_during_a_write_keeps_the_old_output_and_leaves_no_temporary(tm
 
 @pytest.mark.slow
 def test_a_second_writer_of_the_same_output_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from packing.cli import main
+    from packing._cli import main
 
     output = tmp_path / "out.parquet"
     process = start_slow_writer(tmp_path, output)

@@ -22,7 +22,7 @@ from explorer.core.parsing import InputError
 from explorer.core.sources import Upload
 from explorer.server import cache, workers
 from packing.errors import DatasetError, LimitError
-from packing.reading.limits import ReadLimits
+from packing.reading._limits import ReadLimits
 
 
 def _parquet(rows: int, width: int, seed: int = 0, group: int | None = None) -> bytes:

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from packing import SampleError, Samples, SettingError, pack, read_rows, stream
-from packing.core.samples import IGNORE_INDEX
+from packing.core._samples import IGNORE_INDEX
 from packing.reading import chat_sample, read_table
-from packing.reading.reader import read_batch, read_row
+from packing.reading._reader import read_batch, read_row
 
 
 def flat(samples: Any, completion_only_loss: bool = True) -> tuple[list[int], list[int], list[int]]:
@@ -475,7 +475,7 @@ def test_rows_read_together_as_each_alone(rows: list[Any], completion_only: bool
 def test_the_common_forms_are_read_as_columns_not_row_by_row(monkeypatch: pytest.MonkeyPatch) -> None:
     """Token lists, dicts of ids and labels, numpy arrays and a ``datasets`` batch go through pyarrow's conversion
     or numpy's join, never the Python scan of one row at a time (kept for values no column holds)."""
-    import packing.reading.columns as columns
+    import packing.reading._columns as columns
 
     def scanned(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("read row by row")
@@ -493,7 +493,7 @@ def test_the_common_forms_are_read_as_columns_not_row_by_row(monkeypatch: pytest
 
 
 def test_a_batch_takes_the_readers_options() -> None:
-    from packing.core.loss import LossRules
+    from packing.core._loss import LossRules
 
     batch = {"prompt": [[1, 2]], "completion": [[3]]}
     assert read_batch(batch).loss_mask.tolist() == [0, 0, 1]

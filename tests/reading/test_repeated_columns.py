@@ -17,7 +17,7 @@ import packing.reading
 from explorer.core import audit as inspect_view
 from explorer.core.parsing import InputError
 from explorer.core.sources import Upload
-from packing.cli import main
+from packing._cli import main
 from packing.errors import DatasetError, SettingError
 
 IDS = pa.array([[1, 2, 3], [4, 5]])

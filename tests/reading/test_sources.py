@@ -19,12 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing.cli import main
+from packing._cli import main
 from packing.errors import DatasetError, LimitError
-from packing.layouts.export import export
-from packing.reading import files
-from packing.reading.dataset import read_dataset
-from packing.reading.limits import ReadLimits
+from packing.layouts._export import export
+from packing.reading import _files as files
+from packing.reading._dataset import read_dataset
+from packing.reading._limits import ReadLimits
 
 Rows = list[dict[str, Any]]
 

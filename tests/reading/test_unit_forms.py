@@ -18,9 +18,9 @@ import packing.core
 import packing.reading
 import packing.text
 from packing import DatasetError, SampleError
-from packing.core.pairs_groups import Units
+from packing.core._pairs_groups import Units
 from packing.errors import NeedsTokenizer, UnitError
-from packing.reading.reader import unit_row
+from packing.reading._reader import unit_row
 from tests.helpers.units import completions_of, random_units
 
 PAIR = {"prompt": [1, 2, 3], "chosen": [4, 5], "rejected": [6]}

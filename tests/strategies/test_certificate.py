@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packing.strategies.certificate import Certificate, knapsack_value
+from packing.strategies._certificate import Certificate, knapsack_value
 
 LENGTHS = [6, 6, 6, 4, 4, 4]
 Loose: Any = Certificate  # certificates as hostile input builds them, any field any type
@@ -63,7 +63,7 @@ def is_int(value: Any) -> bool:
 
 
 def assert_sound(certificate: Certificate, raw: list[int], capacity: int) -> None:
-    """What verify() == True must mean, checked independently of packing.strategies.certificate."""
+    """What verify() == True must mean, checked independently of packing.strategies._certificate."""
     assert certificate.kind in ("L1", "L2", "dual prices")
     assert is_int(certificate.lower_bound) and is_int(certificate.num_blocks)
     assert 0 <= certificate.lower_bound <= min_blocks(raw, capacity) or not raw

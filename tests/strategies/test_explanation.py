@@ -12,7 +12,7 @@ import packing
 import packing.errors
 import packing.recipe
 import packing.strategies
-from packing.strategies.registry import Reasons
+from packing.strategies._registry import Reasons
 
 SMALL = st.lists(st.integers(min_value=0, max_value=12), max_size=8)
 

@@ -20,20 +20,20 @@ import packing.core
 import packing.recipe
 import packing.strategies
 from packing import LowerBounds, lower_bounds, plan
+from packing._workloads import load_workload
 from packing.optimal import MAX_OPTIMAL_DOCUMENTS, OptimalResult, optimal_blocks, solve
-from packing.strategies.certificate import Certificate, knapsack_value
-from packing.strategies.kernels import (
+from packing.strategies._certificate import Certificate, knapsack_value
+from packing.strategies._kernels import (
     best_fit_decreasing_blocks,
     blocks_of_items,
     first_fit_blocks,
     longest_first_order,
     next_fit_blocks,
 )
-from packing.workloads import load_workload
 
-solver_module = importlib.import_module("packing.strategies.optimal.solver")
-search_module = importlib.import_module("packing.strategies.optimal.search")
-patterns_module = importlib.import_module("packing.strategies.optimal.patterns")
+solver_module = importlib.import_module("packing.strategies._optimal.solver")
+search_module = importlib.import_module("packing.strategies._optimal.search")
+patterns_module = importlib.import_module("packing.strategies._optimal.patterns")
 
 NO_SPLIT = [
     cast("packing.StrategyName", strategy.name)
@@ -357,7 +357,7 @@ def test_optimal_blocks_is_solve_blocks() -> None:
 
 @pytest.mark.parametrize("time_limit", [0, 0.0, -1, float("nan"), float("inf"), -float("inf"), True, "5", None, [5]])
 def test_solve_checks_time_limit_as_plan_does(time_limit: object) -> None:
-    # one rule (packing.core.validation.check_time_limit): the same message from solve and from plan
+    # one rule (packing.core._validation.check_time_limit): the same message from solve and from plan
     with pytest.raises(packing.SettingError, match=r"^time_limit: expected a finite number of seconds > 0, got ") as e:
         solve(np.array([4, 5], dtype=np.int64), 10, time_limit=time_limit)  # type: ignore[arg-type]
     if time_limit is not None:  # plan takes None as its default

@@ -20,7 +20,7 @@ import packing.errors
 import packing.recipe
 import packing.strategies
 import packing.torch as pt
-from packing.cli import main
+from packing._cli import main
 from packing.hf import pack_batch, pack_dataset
 from packing.streaming import stream_dataset
 

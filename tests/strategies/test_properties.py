@@ -25,9 +25,9 @@ import packing.core
 import packing.reading
 import packing.recipe
 import packing.strategies
-from packing.strategies import reference
-from packing.strategies.reference import documents as reference_documents
-from packing.strategies.registry import STRATEGIES, assign_blocks
+from packing.strategies import _reference as reference
+from packing.strategies._reference import documents as reference_documents
+from packing.strategies._registry import STRATEGIES, assign_blocks
 
 STRATEGY_NAMES = list(packing.strategies.STRATEGIES)
 OVERFLOW_NAMES = [p for p in packing.recipe.OVERFLOW_POLICIES if p != "error"]

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from packing import SettingError, lower_bounds, plan
 from packing.strategies import STRATEGIES
-from packing.strategies.registry import DEFAULT_STRATEGY, placement_order
+from packing.strategies._registry import DEFAULT_STRATEGY, placement_order
 
 OPTION_VALUES = {"max_sequences_per_block": 2, "time_limit": 5.0, "seed": 3}
 

@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing.cli import main
+from packing._cli import main
 from packing.hf import pack_batch, pack_dataset
-from packing.strategies import reference
-from packing.strategies.registry import STRATEGIES, Options, strategy_blocks
+from packing.strategies import _reference as reference
+from packing.strategies._registry import STRATEGIES, Options, strategy_blocks
 from tests.helpers.trl_packing import tokens_of, trl_blocks
 
 datasets.disable_progress_bars()

@@ -15,8 +15,8 @@ import packing
 import packing.core
 import packing.layouts
 import packing.strategies
-from packing.cli import main
-from packing.strategies.registry import STRATEGIES, WRAPPED_WARNING
+from packing._cli import main
+from packing.strategies._registry import STRATEGIES, WRAPPED_WARNING
 from tests.helpers.trl_packing import trl_blocks
 
 datasets.disable_progress_bars()

@@ -18,11 +18,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from packing import Recipe
-from packing.core.loss import LossRules
+from packing.core._loss import LossRules
 from packing.errors import SampleError, SettingError
-from packing.text.chats import TemplateShape, _prefix_spans, chat_spans
-from packing.text.text_rows import encode_rows
-from packing.text.tokenizers import load_tokenizer
+from packing.text._chats import TemplateShape, _prefix_spans, chat_spans
+from packing.text._text_rows import encode_rows
+from packing.text._tokenizers import load_tokenizer
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
@@ -331,7 +331,7 @@ def test_num_proc_gives_the_one_process_result(tokenizers: dict[str, Any]) -> No
 
 @given(rows=st.integers(0, 20_000), num_proc=st.integers(1, 4))
 def test_chunks_cover_the_rows_in_order_and_balance_the_processes(rows: int, num_proc: int) -> None:
-    from packing.text.text_rows import _CHUNK_ROWS, chunk_bounds
+    from packing.text._text_rows import _CHUNK_ROWS, chunk_bounds
 
     bounds = chunk_bounds(rows, num_proc)
     assert [start for start, _ in bounds] == ([0, *(stop for _, stop in bounds[:-1])] if rows else [])
@@ -349,11 +349,11 @@ def test_num_proc_in_a_daemonic_process_tokenizes_there(monkeypatch: pytest.Monk
     """A daemonic process (a pool's worker) may not start processes: num_proc=2 gives the one-process result."""
     import multiprocessing
 
-    import packing.text.text_rows
+    import packing.text._text_rows
 
     if "fork" not in multiprocessing.get_all_start_methods():
         pytest.skip("needs fork")
-    monkeypatch.setattr(packing.text.text_rows, "_CHUNK_ROWS", 4)  # several chunks (inherited by the forked process)
+    monkeypatch.setattr(packing.text._text_rows, "_CHUNK_ROWS", 4)  # several chunks (inherited by the forked process)
     rows = [
         {"messages": [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]}
         for i in range(20)
@@ -379,13 +379,13 @@ def test_every_door_takes_the_rules_and_num_proc(
     import pyarrow.parquet as pq
 
     import packing
-    import packing.text.text_rows
-    from packing.cli import main
+    import packing.text._text_rows
+    from packing._cli import main
 
     tokenizer = tokenizers["chatml"]
     chosen = LossRules("last_turn", train_on_eos=False)
     rules = {"loss": "last_turn", "train_on_eos": False}  # the same rules as every door's options
-    monkeypatch.setattr(packing.text.text_rows, "_CHUNK_ROWS", 64)
+    monkeypatch.setattr(packing.text._text_rows, "_CHUNK_ROWS", 64)
     rows = [{"messages": [*CHAT[:5], {"role": "assistant", "content": f"Answer {i}."}]} for i in range(300)]
     tokens, mask, _ = encode_rows(rows, tokenizer, loss_rules=chosen)
     source = tmp_path / "chats.jsonl"

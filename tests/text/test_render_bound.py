@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from packing.errors import SampleError
-from packing.text.chats import render_marked
-from packing.text.templates import has_generation_markers, render
-from packing.text.text_rows import encode_rows
+from packing.text._chats import render_marked
+from packing.text._templates import has_generation_markers, render
+from packing.text._text_rows import encode_rows
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
@@ -79,7 +79,7 @@ def test_packing_leaves_transformers_compiler_as_it_was(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def tokenizers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from packing.text.tokenizers import load_tokenizer
+    from packing.text._tokenizers import load_tokenizer
 
     root = tmp_path_factory.mktemp("bound")
     reasoning = (

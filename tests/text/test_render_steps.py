@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 import packing
-from packing.cli import main
+from packing._cli import main
 from packing.errors import SampleError
-from packing.text.templates import RENDER_FACTOR, RENDER_SLACK, STEP_FACTOR
+from packing.text._templates import RENDER_FACTOR, RENDER_SLACK, STEP_FACTOR
 
 pytest.importorskip("transformers")
 
@@ -112,7 +112,7 @@ def test_a_template_that_works_without_writing_is_stopped(folders: dict[str, Pat
 def test_the_steps_are_twice_the_size_a_rendering_may_have(count: int, cap: int) -> None:
     """``STEP_FACTOR`` steps a character of the cap (``RENDER_FACTOR`` × the messages' characters + ``RENDER_SLACK``):
     each iteration is one."""
-    from packing.text.templates import _bounded, _counting_template, _RenderTooLong
+    from packing.text._templates import _bounded, _counting_template, _RenderTooLong
 
     template = _counting_template("{%- for i in items -%}{%- endfor -%}.")
     assert STEP_FACTOR == 2 and RENDER_FACTOR == 16 and RENDER_SLACK == 1 << 20

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
 
-from packing.text.encoding import encode_masked, encode_texts, spans_mask
+from packing.text._encoding import encode_masked, encode_texts, spans_mask
 from tests.helpers.text_fixtures import CORPUS, SPECIAL_TOKENS, train_backend
 
 ALPHABET = "".join(sorted(set("".join(CORPUS)))) + "  \t\n\r😀"

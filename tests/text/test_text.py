@@ -23,11 +23,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing.core.forms import is_text_row, text_forms
+from packing.core._forms import is_text_row, text_forms
 from packing.errors import SampleError, SettingError
-from packing.text.encoding import encode_texts, spans_mask
-from packing.text.text_rows import decode_documents, encode_rows
-from packing.text.tokenizers import ByteTokenizer, load_tokenizer
+from packing.text._encoding import encode_texts, spans_mask
+from packing.text._text_rows import decode_documents, encode_rows
+from packing.text._tokenizers import ByteTokenizer, load_tokenizer
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
@@ -435,7 +435,7 @@ def write_jsonl(path: Path, rows: list[Any]) -> Path:
 def test_cli_packs_a_chat_jsonl(
     folders: dict[str, Path], backend: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from packing.cli import main
+    from packing._cli import main
 
     chats = [*EXAMPLE_CHATS, CHAT[2:], [*CHAT[:4], {"role": "assistant", "content": "Four."}]]
     source = write_jsonl(tmp_path / "chats.jsonl", [{"messages": chat} for chat in chats])
@@ -462,7 +462,7 @@ def test_cli_packs_a_chat_jsonl(
 
 
 def test_cli_compare_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from packing.cli import main
+    from packing._cli import main
 
     source = write_jsonl(tmp_path / "mixed.jsonl", [{"text": "héllo"}, {"prompt": "a", "completion": "b"}, [1, 2, 3]])
     assert main(["compare", str(source), "--tokenizer", "bytes", "--max-seq-length", "8", "--strategies", "bfd"]) == 0
@@ -486,7 +486,7 @@ def test_cli_compare_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[st
 def test_cli_reads_text_rows_from_parquet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import pyarrow as pa
 
-    from packing.cli import main
+    from packing._cli import main
 
     source = tmp_path / "chats.parquet"
     pq.write_table(pa.Table.from_pylist([{"messages": CHAT[:3]}, {"messages": CHAT[1:3]}]), source)
@@ -523,7 +523,7 @@ def test_tokenize_benchmark_runs() -> None:
 def test_cli_shows_tokenizing_progress(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import packing.cli as cli
+    import packing._cli as cli
 
     monkeypatch.setattr(cli, "_stderr_is_terminal", lambda: True)
     source = write_jsonl(

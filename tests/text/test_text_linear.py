@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from packing.errors import SampleError
-from packing.text.chats import MAX_PREFIX_TURNS, _prefix_spans, chat_spans, turn_bounds
-from packing.text.text_rows import encode_rows
-from packing.text.tokenizers import ByteTokenizer
+from packing.text._chats import MAX_PREFIX_TURNS, _prefix_spans, chat_spans, turn_bounds
+from packing.text._text_rows import encode_rows
+from packing.text._tokenizers import ByteTokenizer
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
@@ -72,7 +72,7 @@ class CountingBytes(ByteTokenizer):
 
 @pytest.fixture(scope="module")
 def tokenizers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from packing.text.tokenizers import load_tokenizer
+    from packing.text._tokenizers import load_tokenizer
 
     root = tmp_path_factory.mktemp("linear")
     out: dict[str, Any] = {"bytes": ByteTokenizer()}
@@ -143,7 +143,7 @@ def test_a_chat_is_rendered_a_constant_number_of_times(turns: int) -> None:
 
 
 def test_long_chats_with_a_real_template_too(tokenizers: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    from packing.text import templates
+    from packing.text import _templates as templates
 
     tokenizer = tokenizers["default_system"]
     calls = []
@@ -189,8 +189,8 @@ NESTED_LOOPS = (
 def test_a_template_of_nested_loops_is_stopped_at_the_rendering_cap(
     tmp_path: Path, marked: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from packing.text import templates
-    from packing.text.tokenizers import load_tokenizer
+    from packing.text import _templates as templates
+    from packing.text._tokenizers import load_tokenizer
 
     template = NESTED_LOOPS + ("{% generation %}{% endgeneration %}" if marked else "")
     tokenizer = load_tokenizer(str(save_tokenizer(tmp_path / "loops", template)))

@@ -19,8 +19,8 @@ import packing.core
 import packing.text
 from packing import Recipe
 from packing.errors import SampleError, SettingError
-from packing.text.text_rows import encode_rows
-from packing.text.tokenizers import load_tokenizer, tiktoken_tokenizer
+from packing.text._text_rows import encode_rows
+from packing.text._tokenizers import load_tokenizer, tiktoken_tokenizer
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
@@ -58,7 +58,7 @@ def test_tiktoken_file_matches_tiktoken(tiktoken_file: Path) -> None:
     tiktoken = pytest.importorskip("tiktoken")
     from tiktoken.load import load_tiktoken_bpe
 
-    from packing.text.tokenizers import TIKTOKEN_PATTERN
+    from packing.text._tokenizers import TIKTOKEN_PATTERN
 
     reference = tiktoken.Encoding("tiny", pat_str=TIKTOKEN_PATTERN, mergeable_ranks=load_tiktoken_bpe(str(tiktoken_file)),
                                   special_tokens={})  # fmt: skip
@@ -128,7 +128,7 @@ def test_tool_calls_are_trained_where_the_template_renders_them(tmp_path: Path) 
     tokens, mask, _ = encode_rows([{"messages": chat}], tokenizer)
     trained = tokenizer.decode(tokens[mask == 1].tolist())
     assert trained == '<tool_call>add({"a": 2, "b": 2})</tool_call><|im_end|>\nIt is 4.<|im_end|>\n'
-    from packing.core.loss import LossRules
+    from packing.core._loss import LossRules
 
     tokens, mask, _ = encode_rows([{"messages": chat}], tokenizer, loss_rules=LossRules(roles_to_train=["tool"]))
     assert tokenizer.decode(tokens[mask == 1].tolist()) == "4<|im_end|>\n"

@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import packing
-from packing.core.loss import LossRules
+from packing.core._loss import LossRules
 from packing.errors import SampleError, UnitError
-from packing.text.pairs_groups_encoding import encode_units
-from packing.text.text_rows import encode_rows
-from packing.text.tokenizers import load_tokenizer
+from packing.text._pairs_groups_encoding import encode_units
+from packing.text._text_rows import encode_rows
+from packing.text._tokenizers import load_tokenizer
 from tests.helpers.text_fixtures import CHATML, MARKED, save_tokenizer
 
 pytest.importorskip("transformers")
@@ -79,7 +79,7 @@ def own_prompt_end(
     """Where a chat's ids depart from the prompt's own rendering with its generation prompt (no further than its
     first trained token under rules that leave tokens out): what it shares with that rendering is context."""
     rendered = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
-    own = packing.text.encoding.encode_texts(tokenizer, [rendered], add_special_tokens=False).ids
+    own = packing.text._encoding.encode_texts(tokenizer, [rendered], add_special_tokens=False).ids
     size = min(len(own), len(chat_ids))
     differs = np.flatnonzero(np.asarray(own[:size]) != np.asarray(chat_ids[:size]))
     end = int(differs[0]) if differs.size else size
@@ -151,7 +151,7 @@ def test_a_completion_trains_what_the_same_turns_of_a_chat_train(
         assert mask.tolist() == expected[len(head) :]
     # the unit's prompt is the prompt's own rendering (with its generation prompt), at most
     rendered = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
-    assert len(head) <= len(packing.text.encoding.encode_texts(tokenizer, [rendered], add_special_tokens=False).ids)
+    assert len(head) <= len(packing.text._encoding.encode_texts(tokenizer, [rendered], add_special_tokens=False).ids)
     for (ids, mask), a, b in zip(completions_of(unit), offsets[:-1], offsets[1:], strict=True):
         assert pc_ids[a:b].tolist() == head + ids.tolist()
         end = own_prompt_end(tokenizer, prompt, pc_ids[a:b], pc_mask[a:b], chosen)
@@ -240,7 +240,7 @@ def test_a_token_units_own_masks_are_kept_under_every_rule() -> None:
 
 
 def test_the_command_line_trains_what_the_library_trains(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from packing.cli import main
+    from packing._cli import main
 
     prompt = [{"role": "user", "content": "2+2?"}]
     chosen = [

@@ -140,7 +140,7 @@ def test_collate_fixed_reads_blocks_without_positions() -> None:
 
 def _text_file(tmp_path: Any, rows: int = 9) -> PackedDataset:
     """A packed file of text rows written by the command line with the byte tokenizer (pad id 257)."""
-    from packing.cli import main
+    from packing._cli import main
 
     source = tmp_path / "data.jsonl"
     source.write_text("".join(f'{{"text": "row {i}{"!" * (i % 4)}"}}\n' for i in range(rows)))

@@ -1,5 +1,5 @@
 """``collate`` with a length applies the overflow policy sample by sample, as the overflow owner
-(:mod:`packing.strategies.overflow`) cuts documents: checked against the rows cut by hand."""
+(:mod:`packing.strategies._overflow`) cuts documents: checked against the rows cut by hand."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 
 import packing  # noqa: E402
 import packing.torch as pt  # noqa: E402
-from packing.cli import main  # noqa: E402
+from packing._cli import main  # noqa: E402
 from tests.helpers.tiny_models import tiny_causal_lm  # noqa: E402
 from tests.helpers.units import alone_logps, completions_of, random_units  # noqa: E402
 

@@ -142,7 +142,7 @@ def test_the_option_is_checked_and_refused_where_it_cannot_apply() -> None:
 def test_the_planner_counts_the_padding(lengths: list[int], cp: int, strategy: str, overflow: str) -> None:
     multiple = 2 * cp if cp > 1 else 1
     layout = packing.plan(lengths, 64, strategy=strategy, overflow=overflow, context_parallel_size=cp, time_limit=None)
-    padded = packing.core.thd.padded_lengths(layout.piece_length, multiple)
+    padded = packing.core._thd.padded_lengths(layout.piece_length, multiple)
     assert np.add.reduceat(padded, layout.block_starts[:-1]).max(initial=0) <= 64
     assert layout.document_multiple == multiple
     kept = np.minimum(lengths, 64) if overflow == "truncate" else np.array(lengths)

@@ -20,11 +20,11 @@ torch = pytest.importorskip("torch")
 import packing  # noqa: E402
 import packing.errors  # noqa: E402
 import packing.planning  # noqa: E402
-import packing.torch.resume  # noqa: E402
-import packing.torch.sampler  # noqa: E402
+import packing.torch._resume  # noqa: E402
+import packing.torch._sampler  # noqa: E402
 import packing.weighting  # noqa: E402
 from packing.torch import PackingSampler, StepDataset, collate  # noqa: E402
-from packing.torch.schedule import Schedule  # noqa: E402
+from packing.torch._schedule import Schedule  # noqa: E402
 
 STRATEGIES = ["bfd", "ffd", "first_fit_shuffle", "next_fit", "spfhp"]
 
@@ -298,14 +298,14 @@ def loaded_or_refused(sampler: PackingSampler, state: Any) -> BaseException | No
     there are samples, whatever the state says."""
     before = sampler.state_dict()
     worlds: list[int] = []
-    resume = packing.torch.sampler.resume_schedule
+    resume = packing.torch._sampler.resume_schedule
 
     def counted(previous: Schedule, step: int, num_replicas: int, *args: Any, **kwargs: Any) -> Schedule:
         worlds.append(num_replicas)
         return resume(previous, step, num_replicas, *args, **kwargs)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(packing.torch.sampler, "resume_schedule", counted)
+        patch.setattr(packing.torch._sampler, "resume_schedule", counted)
         try:
             sampler.load_state_dict(state)
         except packing.PackingError as error:
@@ -320,7 +320,7 @@ def loaded_or_refused(sampler: PackingSampler, state: Any) -> BaseException | No
 
 
 @settings(max_examples=300, deadline=None)
-@given(key=st.sampled_from(packing.torch.resume.KEYS), value=HOSTILE)
+@given(key=st.sampled_from(packing.torch._resume.KEYS), value=HOSTILE)
 def test_a_tampered_field_loads_or_is_refused_in_one_typed_line(key: str, value: Any) -> None:
     sampler, state = tamper_base()
     error = loaded_or_refused(sampler, {**state, key: value})
@@ -399,7 +399,7 @@ def test_loading_is_linear_in_the_resized_entries() -> None:
             *args: Any,
             calls: list[int] = calls,
             entries: list[int] = entries,
-            resume: Any = packing.torch.sampler.resume_schedule,
+            resume: Any = packing.torch._sampler.resume_schedule,
             **kwargs: Any,
         ) -> Schedule:
             calls[0] += 1
@@ -407,7 +407,7 @@ def test_loading_is_linear_in_the_resized_entries() -> None:
             return resume(previous, step, *args, **kwargs)
 
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(packing.torch.sampler, "resume_schedule", counted)
+            patch.setattr(packing.torch._sampler, "resume_schedule", counted)
             sampler.load_state_dict(state)
         assert len(sampler) == count + sampler.schedule.num_steps  # every entry a plan, one step taken of each
         work[count] = (calls[0], entries[0])

@@ -414,7 +414,7 @@ def test_packed_dataset_over_a_batch_and_collate_of_blocks() -> None:
 def test_packed_dataset_over_parquet_row_groups(tmp_path: Path) -> None:
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
-    from packing.layouts.export import write_parquet
+    from packing.layouts._export import write_parquet
 
     _, batch = packed_example()
     whole = tmp_path / "whole.parquet"

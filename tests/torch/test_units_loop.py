@@ -15,7 +15,7 @@ import packing.core  # noqa: E402
 import packing.errors  # noqa: E402
 import packing.torch as pt  # noqa: E402
 from packing import SettingError  # noqa: E402
-from packing.core.pairs_groups import Units  # noqa: E402
+from packing.core._pairs_groups import Units  # noqa: E402
 from packing.errors import TokensLost, UnitTooLong  # noqa: E402
 from tests.helpers.units import completions_of, random_units  # noqa: E402
 
@@ -26,7 +26,7 @@ GROUP = {"prompt": [6], "completions": [[7, 8], [9]]}
 def test_collate_gives_the_same_names_in_both_layouts() -> None:
     for share_prompt in (False, True):
         batch = pt.collate([PAIR, GROUP, [10, 11]], share_prompt=share_prompt)
-        assert {"input_ids", "labels", "position_ids", *packing.core.pairs_groups.UNIT_COLUMNS} <= set(batch)
+        assert {"input_ids", "labels", "position_ids", *packing.core._pairs_groups.UNIT_COLUMNS} <= set(batch)
         assert ("attention_mask" in batch) == share_prompt
         assert batch["unit_ids"].tolist() == [
             [0] * (5 if share_prompt else 7) + [1] * (4 if share_prompt else 5) + [2, 2]

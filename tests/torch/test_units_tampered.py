@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 
 import packing.torch as pt  # noqa: E402
-from packing.core.pairs_groups import KINDS  # noqa: E402
+from packing.core._pairs_groups import KINDS  # noqa: E402
 from packing.errors import SettingError  # noqa: E402
 from tests.helpers.units import random_units  # noqa: E402
 

@@ -16,7 +16,7 @@ from explorer.server import cache
 from explorer.ui.tabs.common import cells_chart
 from explorer.views import figures, tables
 from packing.layouts import LAYOUT_TITLES
-from packing.reading.files import PACKED_FORMATS, extensions, listed
+from packing.reading._files import PACKED_FORMATS, extensions, listed
 
 MAX_SHOWN_BLOCKS = 16
 

@@ -18,7 +18,7 @@ from explorer.core.safety import escape
 from explorer.server import cache
 from explorer.ui.tabs.common import WHOLE
 from explorer.views import tables
-from packing.core.validation import MAX_SEQ_LENGTH
+from packing.core._validation import MAX_SEQ_LENGTH
 
 MAX_SWEEP_SIZES = 16
 

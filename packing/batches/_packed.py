@@ -651,21 +651,44 @@ def count_trainable(plan: PackingPlan, samples: Samples) -> TrainableCounts:
 def _trainable(plan: PackingPlan, samples: Samples) -> TrainableCounts:
     """:func:`count_trainable` of samples with their loss mask. O(total tokens)."""
     if samples.units is not None:
-        return _unit_trainable(plan, samples)
+        return _unit_trainable(plan.piece_sequence, samples)
     per_piece, targets = _piece_targets(plan, samples)
-    per_sample = np.bincount(plan.piece_sequence, weights=targets, minlength=len(samples.lengths))
-    packed = np.bincount(plan.piece_sequence, minlength=len(samples.lengths)) > 0
+    return _counted(plan.piece_sequence, per_piece, targets, len(samples.lengths))
+
+
+def entries_trainable(samples: Samples, sequence: Int64Array, start: Int64Array, length: Int64Array) -> TrainableCounts:
+    """:func:`count_trainable` of pieces given as arrays (tokens ``start[k]:start[k] + length[k]`` of sample
+    ``sequence[k]``, each starting a document, as a sampler's schedule holds them), samples with their loss mask;
+    for units, whole units. O(total tokens).
+
+    >>> samples = read_samples([{"prompt": [1, 2], "completion": [3, 4]}, [5]])
+    >>> entries_trainable(samples, np.array([0, 1]), np.array([0, 0]), np.array([3, 1]))
+    TrainableCounts(trainable_tokens=2, target_tokens=1, samples_without_trainable_tokens=1)
+    """
+    assert samples.loss_mask is not None
+    sequence = sequence[length > 0]
+    if samples.units is not None:
+        return _unit_trainable(sequence, samples)
+    start, length = start[length > 0], length[length > 0]
+    per_piece, targets = piece_mask_sums(samples.loss_mask, samples.offsets, sequence, start, length)
+    return _counted(sequence, per_piece, targets, len(samples.lengths))
+
+
+def _counted(sequence: Any, per_piece: Int64Array, targets: Int64Array, count: int) -> TrainableCounts:
+    """The counts of pieces of samples ``sequence`` with these masked tokens and targets. O(pieces + count)."""
+    per_sample = np.bincount(sequence, weights=targets, minlength=count)
+    packed = np.bincount(sequence, minlength=count) > 0
     return TrainableCounts(int(per_piece.sum()), int(targets.sum()), int((packed & (per_sample == 0)).sum()))
 
 
-def _unit_trainable(plan: PackingPlan, samples: Samples) -> TrainableCounts:
-    """``count_trainable`` of whole units: a target is a trained token something predicts (a document's first
-    token never; a shared completion's first token from its prompt). O(total tokens)."""
+def _unit_trainable(sequence: Any, samples: Samples) -> TrainableCounts:
+    """``count_trainable`` of whole units, those of ``sequence`` packed: a target is a trained token something
+    predicts (a document's first token never; a shared completion's first token from its prompt). O(total tokens)."""
     assert samples.units is not None and samples.loss_mask is not None
     predictor = samples.units.token_arrays().predictor
     sample = np.repeat(np.arange(len(samples), dtype=np.int64), samples.lengths)
     trained = samples.loss_mask != 0
-    packed = np.bincount(plan.piece_sequence, minlength=len(samples)) > 0
+    packed = np.bincount(sequence, minlength=len(samples)) > 0
     per_sample = np.bincount(sample, weights=trained, minlength=len(samples))
     targets = np.bincount(sample, weights=trained & (predictor > 0), minlength=len(samples))
     return TrainableCounts(

@@ -13,9 +13,10 @@ import numpy.typing as npt
 import torch
 from torch.utils.data import Dataset, Sampler
 
-from packing.batches._units import UnitFit, fit_unit_lengths
+from packing.batches._packed import TrainableCounts, entries_trainable
+from packing.batches._units import UnitFit, fit_unit_lengths, fit_units
 from packing.core._pairs_groups import Units
-from packing.core._samples import IGNORE_INDEX, Int64Array
+from packing.core._samples import IGNORE_INDEX, Int64Array, Samples
 from packing.core._validation import OverflowPolicy, as_lengths, check_integer
 from packing.errors import PackingError, SampleError, SettingError
 from packing.planning._plans import Piece
@@ -152,6 +153,7 @@ class PackingSampler(Sampler[list[int | Piece]]):
             "PackingSampler", recipe, max_seq_length, strategy=strategy, overflow=overflow, **options
         )
         self.units, self._planning = _units_of(lengths), self.recipe
+        self._samples = _masked_samples(lengths)
         self._unit_fit: UnitFit | None = None
         if self.units is not None:  # pairs and groups: each unit's length in the recipe's layout, fitted whole
             self._unit_fit = fit_unit_lengths(self.units, self.recipe)
@@ -173,6 +175,8 @@ class PackingSampler(Sampler[list[int | Piece]]):
         self._start = 0  # where the next pass begins (a loaded state's step)
         self._step = 0  # steps of the current plan yielded so far
         self._schedule: Schedule | None = None
+        self._first: Schedule | None = None  # the epoch's first plan (before any resume re-deals its rest)
+        self._trained: tuple[Schedule, TrainableCounts] | None = None  # the counts of that first plan
         self.schedule  # noqa: B018 - check the arguments now, not at the first step
 
     @property
@@ -195,7 +199,7 @@ class PackingSampler(Sampler[list[int | Piece]]):
         """Pack epoch ``epoch`` next (call it before iterating, on every rank, with the same value)."""
         if epoch != self.epoch:
             self.epoch = epoch
-            self._schedule = None
+            self._schedule = self._first = None
             self._resized, self._start, self._step = (), 0, 0
 
     @property
@@ -225,6 +229,7 @@ class PackingSampler(Sampler[list[int | Piece]]):
             balance=self.balance,
             units=self.units,
         )
+        self._first = schedule
         for plan, (_, steps) in enumerate(self._resized, start=1):  # resumed on other ranks: the rest re-dealt
             if steps > schedule.num_steps:
                 expected = f"at most the {schedule.num_steps} steps of its plan ('resized' entry {plan - 1})"
@@ -246,19 +251,38 @@ class PackingSampler(Sampler[list[int | Piece]]):
     @property
     def stats(self) -> PackingStats:
         """This epoch's plan's statistics: what the overflow policy cut, split or dropped, as ``pack`` counts it;
-        with ``trained_tokens``, its ``target_tokens`` (= ``trainable_tokens``: a document's first token is never
+        its loss-mask counts (``trainable_tokens``, ``target_tokens``, ``samples_without_trainable_tokens``) are
+        ``pack``'s when the sampler was given samples with their masks (``read_rows``, ``read_dataset``); with
+        ``trained_tokens``, its ``target_tokens`` (= ``trainable_tokens``: a document's first token is never
         trained here) and ``samples_without_trainable_tokens`` are theirs, over the samples the plan keeps; for
-        pairs and groups, ``stats.units`` counts them and what was cut or left out of them, as ``pack`` does."""
+        pairs and groups, ``stats.units`` counts them and what was cut or left out of them, as ``pack`` does.
+        O(total tokens) the first time in an epoch, then O(1)."""
         stats = self.schedule.stats
         if self._unit_fit is not None:
             stats = self._unit_fit.stats(stats, self.recipe)
         if self.trained_tokens is None:
-            return stats
+            trained = self._trained_of_masks()
+            return stats if trained is None else stats.with_trainable(*trained)
         kept = self.lengths > 0
         if self._planning.overflow == "drop":
             kept &= self.lengths <= self.recipe.max_seq_length
         targets = int(self.trained_tokens[kept].sum())
         return stats.with_trainable(targets, targets, int((self.trained_tokens[kept] == 0).sum()))
+
+    def _trained_of_masks(self) -> TrainableCounts | None:
+        """The loss-mask counts of the epoch's first plan from the samples' masks (None without them), as ``pack``
+        counts them: its pieces' masked tokens, their targets. O(total tokens), once an epoch."""
+        if self._samples is None:
+            return None
+        self.schedule  # noqa: B018 - made with its first plan
+        first = self._first
+        assert first is not None
+        if self._trained is None or self._trained[0] is not first:
+            samples = self._samples
+            if samples.units is not None:  # the units as planned: laid out and fitted
+                samples = fit_units(samples, self.recipe).samples
+            self._trained = (first, entries_trainable(samples, first.indices, first.starts, first.lengths))
+        return self._trained[1]
 
     @property
     def imbalance(self) -> float:
@@ -320,17 +344,17 @@ class PackingSampler(Sampler[list[int | Piece]]):
         sampler left as it was. Plans are rebuilt, not replayed: O(n + the strategy's cost) per plan of the
         epoch, whatever the steps consumed or the numbers in the state."""
         progress = read_state(state, *self._fingerprints(), self.num_replicas)
-        before = (self.epoch, self._resized, self._start, self._step, self._schedule)
+        before = (self.epoch, self._resized, self._start, self._step, self._schedule, self._first)
         if (progress.epoch, progress.resized) != (self.epoch, self._resized):  # else the plan made is the one
             self.epoch, self._resized, self._schedule = progress.epoch, progress.resized, None
         self._start = self._step = progress.step
         try:
             steps = self.schedule.num_steps
         except PackingError:
-            self.epoch, self._resized, self._start, self._step, self._schedule = before
+            self.epoch, self._resized, self._start, self._step, self._schedule, self._first = before
             raise
         if progress.step > steps:
-            self.epoch, self._resized, self._start, self._step, self._schedule = before
+            self.epoch, self._resized, self._start, self._step, self._schedule, self._first = before
             raise SettingError("state", f"a 'step' of at most the {steps} steps of the plan it resumes", progress.step)
 
     def loss_totals(self) -> list[LossTotals] | None:
@@ -349,6 +373,13 @@ class PackingSampler(Sampler[list[int | Piece]]):
             raise SettingError("trained_tokens", "trained tokens per sample (packing.weighting.trained_tokens)", None)
         collate_fn = functools.partial(collate, recipe=self.recipe, loss_weights=loss_weights, _quiet=True)
         return StepLoader(StepDataset(self.pieces(dataset)), batch_sampler=self, collate_fn=collate_fn, **kwargs)
+
+
+def _masked_samples(lengths: Any) -> Samples | None:
+    """The samples, with their loss mask, of what a sampler is given (``read_rows``' samples, or a
+    ``read_dataset`` dataset's); None for plain lengths. O(1)."""
+    samples = lengths if isinstance(lengths, Samples) else getattr(lengths, "samples", None)
+    return samples if isinstance(samples, Samples) and samples.loss_mask is not None else None
 
 
 def _units_of(lengths: Any) -> Units | None:

@@ -760,26 +760,9 @@ TRAINED = ("trainable_tokens", "target_tokens", "samples_without_trainable_token
 """The loss-mask counts of the statistics (beside the accounting)."""
 
 
-MASKED = ("labels", "loss_mask", "prompt/completion", "chat", *UNIT_FORMS)
-"""The forms with untrained tokens."""
-_PLANNED_FROM_LENGTHS = (
-    "{door}: its statistics count every kept token as trainable (the plan's counts from lengths, the masks "
-    "unread); fields: trainable_tokens, target_tokens, samples_without_trainable_tokens"
-)
-TRAINED_XFAILS = MATRIX_XFAILS | {
-    (door, form, policy): _PLANNED_FROM_LENGTHS.format(door=door)
-    for door in ("PackingSampler",)
-    for form in MASKED
-    for policy in POLICIES
-    if (form, policy) != ("chat", "drop")  # every chat dropped: nothing kept, nothing trained, at every door
-    and not (policy == "split" and form in UNIT_FORMS)  # refused alike
-    and (door, form, policy) not in MATRIX_XFAILS
-}
-"""Where a door's loss-mask counts are not ``pack``'s (``collate`` is left out: it counts a row at a time)."""
-
-
 @pytest.mark.parametrize(
-    ("door", "form", "policy"), _cases([door for door in MATRIX_DOORS if door != "collate"], TRAINED_XFAILS)
+    ("door", "form", "policy"),
+    _cases([door for door in MATRIX_DOORS if door != "collate"], MATRIX_XFAILS),  # collate counts a row at a time
 )
 def test_every_door_counts_packs_trained_tokens(door: str, form: str, policy: str, tmp_path: Path) -> None:
     """Where a door shows statistics, their loss-mask counts are ``pack``'s (the masks read, not every token)."""

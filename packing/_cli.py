@@ -44,8 +44,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
+import pyarrow as pa
 
 from packing.batches._packed import PackedBatch, run
 from packing.batches._schema import help_text
@@ -79,6 +78,7 @@ COMPARE_HEADER = [
     "tokens lost",
     "sequences cut",
     "dropped",
+    "time",
 ]
 BOUND_NOTE = (
     "lower bound: the fewest blocks any packing could use; ceil(tokens / max_seq_length) when sequences "
@@ -153,21 +153,6 @@ RENAMED_FLAGS = {"--format": "--layout (a framework's columns; --input-format is
 """Flags of earlier versions, answered with the flag meant now."""
 
 # ---------------------------------------------------------------- arguments
-
-
-def _positive_int(text: str) -> int:
-    """``--max-seq-length`` and friends: an integer >= 1.
-
-    >>> _positive_int("512")
-    512
-    """
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
 
 
 def _strategy_list(text: str) -> list[Contender]:
@@ -411,12 +396,6 @@ def _percent(value: float) -> str:
     return f"{100 * value:.2f} %"
 
 
-def _bound(lengths: npt.NDArray[np.int64], capacity: int, overflow: str, strategy: str) -> int:
-    """The lower bound that applies to ``strategy``: tokens/capacity if it splits, L2 otherwise."""
-    bounds = lower_bounds(lengths, capacity, overflow=overflow)
-    return bounds.simple if STRATEGIES[strategy].splits_sequences else bounds.l2
-
-
 def _describe_input(dataset: FileSamples) -> str:
     """The input file in one line: sequences, tokens, longest."""
     lengths = dataset.lengths
@@ -517,14 +496,13 @@ def _refuse_reading_the_output(args: argparse.Namespace, output: Path) -> None:
 
 
 def _writer(output: Path, layout: str = "packing", loss_weights: LossMode | None = None) -> Writer:
-    """The writer of ``layout`` for the output's extension, chunk by chunk (``.npy``: NeMo's file, for
-    ``megatron``, made whole), after checking the file can be created there; with ``loss_weights``, that
-    column too."""
+    """The writer of ``layout`` (and its ``loss_weights`` column) for the output's extension, after checking the file
+    can be created there: ``.parquet`` and ``.jsonl`` chunk by chunk, NeMo's ``.npy`` (``--layout megatron``) its
+    table made chunk by chunk, then pickled whole (``np.save`` of every row, as NeMo's loader reads it)."""
     suffix = output.suffix.lower()
     if suffix not in WRITERS and not (layout == "megatron" and suffix == ".npy"):
         npy = " (or .npy with --layout megatron)"
         raise UsageError(f"--output must end in .parquet or .jsonl{npy}, got '{output}'")
-    writer = _npy_writer(loss_weights) if suffix == ".npy" else _export_writer(WRITERS[suffix], layout, loss_weights)
     folder = output.parent
     if output.is_dir():
         raise UsageError(f"cannot write {output}: it is a directory")
@@ -532,7 +510,14 @@ def _writer(output: Path, layout: str = "packing", loss_weights: LossMode | None
         raise UsageError(f"cannot write {output}: no such directory '{folder}'")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UsageError(f"cannot write {output}: permission denied in '{folder}'")
-    return writer
+
+    def write(batch: PackedBatch, path: Path) -> None:
+        if suffix == ".npy":
+            write_table(pa.concat_tables(export_chunks(batch, "megatron", loss_weights=loss_weights)), path)
+        else:
+            WRITERS[suffix](batch, path, layout=layout, loss_weights=loss_weights)
+
+    return write
 
 
 def _pack_batch(recipe: Recipe, prepared: Prepared, dataset: FileSamples, shuffle: bool) -> PackedBatch:
@@ -558,11 +543,12 @@ def _pack_summary(
     order = "in plan order" if args.no_shuffle else f"shuffled (seed {recipe.seed or 0})"
     times = ", ".join(f"{key} {_seconds(value)}" for key, value in progress.times.items())
     length, overflow, strategy = recipe.max_seq_length, recipe.overflow, recipe.strategy
+    bounds = lower_bounds(dataset.lengths, length, overflow=overflow)
     rows = [
         ("input", _describe_input(dataset)),
         ("strategy", f"{strategy}, max_seq_length {length:,}, overflow {overflow}"),
         ("blocks", f"{stats.num_blocks:,}"),
-        ("lower bound", f"{_bound(dataset.lengths, length, overflow, strategy):,}"),
+        ("lower bound", f"{getattr(bounds, STRATEGIES[strategy].bound):,}"),
         ("efficiency", _percent(stats.efficiency)),
         ("padding tokens", f"{stats.padding_tokens:,}"),
         ("tokens", _accounting_text(stats)),
@@ -715,7 +701,7 @@ def _run_compare(args: argparse.Namespace) -> int:
     if note:
         print(note)
     print()
-    print(format_table([*COMPARE_HEADER, "time"], [_compare_cells(row) for row in rows]))
+    print(format_table(COMPARE_HEADER, [_compare_cells(row) for row in rows]))
     print()
     for line in [*_certificate_lines(rows), BOUND_NOTE]:
         print(line)
@@ -723,27 +709,6 @@ def _run_compare(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- export formats and audit
-
-
-def _export_writer(writer: Callable[..., None], layout: str, loss_weights: LossMode | None = None) -> Writer:
-    """``writer`` (``write_parquet`` or ``write_jsonl``) for ``pack --layout LAYOUT`` (and ``--loss-weights``):
-    the layout written chunk by chunk."""
-
-    def write(batch: PackedBatch, path: Path) -> None:
-        writer(batch, path, layout=layout, loss_weights=loss_weights)
-
-    return write
-
-
-def _npy_writer(loss_weights: LossMode | None = None) -> Writer:
-    """The writer of NeMo's ``.npy`` (``--layout megatron``): its table made chunk by chunk, then pickled whole
-    (``np.save`` of every row, as NeMo's loader reads it)."""
-    import pyarrow as pa
-
-    def write(batch: PackedBatch, path: Path) -> None:
-        write_table(pa.concat_tables(export_chunks(batch, "megatron", loss_weights=loss_weights)), path)
-
-    return write
 
 
 NPY_NOTE = "note: NeMo's .npy is written whole (one pickle of every row); .parquet and .jsonl outputs stream"
@@ -774,7 +739,7 @@ def _add_audit(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     parser.add_argument("input", nargs="+", help="packed " + input_help(PACKED_FORMATS) + "; one row per block")
     parser.add_argument(
-        "--max-seq-length", type=_positive_int, metavar="N", help="block capacity (default: the longest block)"
+        "--max-seq-length", type=_parser_of(int), metavar="N", help="block capacity (default: the longest block)"
     )
     parser.add_argument("--layout", choices=LAYOUTS, help="layout to read (default: recognised from the columns)")
     parser.add_argument("--strict", action="store_true", help="exit with code 1 when anything is found")
@@ -784,7 +749,7 @@ def _add_audit(commands: argparse._SubParsersAction[_Parser]) -> None:
 
 def _audit_text(report: AuditReport) -> str:
     """The report as ``name  value`` lines, then a table of the findings."""
-    fill = report.block_fill
+    fill = report.summary()["block_fill"]  # min, median, max
     capacity = f"{report.max_seq_length:,}" + ("" if report.max_seq_length_given else " (longest block)")
     variant = f" ({report.packed.variant})" if report.packed.variant else ""
     documents = "unknown (no boundaries)" if report.num_documents is None else f"{report.num_documents:,}"
@@ -798,14 +763,8 @@ def _audit_text(report: AuditReport) -> str:
         ("max_seq_length", capacity),
         ("efficiency", _percent(report.efficiency)),
     ]
-    if len(fill):
-        pairs.append(
-            (
-                "block fill",
-                f"min {_percent(float(fill.min()))}, median {_percent(float(np.median(fill)))}, "
-                f"max {_percent(float(fill.max()))}",
-            )
-        )
+    if report.num_blocks:
+        pairs.append(("block fill", ", ".join(f"{name} {_percent(value)}" for name, value in fill.items())))
     lines = [format_pairs(pairs), ""]
     if report.clean:
         lines.append("findings: none")

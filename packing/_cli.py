@@ -95,23 +95,12 @@ class _Parser(argparse.ArgumentParser):
     names an unknown option before anything else (a misspelt ``--max-seq-length`` is not "missing")."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.flags: set[str] = set()
-        """The option strings this parser takes."""
-        self.has_commands = False
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
-    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
-        self.flags.update(name for name in args if isinstance(name, str) and name.startswith("-"))
-        return super().add_argument(*args, **kwargs)
-
-    def add_subparsers(self, **kwargs: Any) -> Any:
-        self.has_commands = True
-        return super().add_subparsers(**kwargs)
-
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
-        if args is not None and not self.has_commands:  # a command's own options
-            _refuse_unknown_options(list(args), self.flags, self.prog)
+        if args is not None and self._subparsers is None:  # a command's own options (argparse's table of them)
+            _refuse_unknown_options(list(args), set(self._option_string_actions), self.prog)
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> None:  # type: ignore[override]

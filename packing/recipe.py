@@ -495,13 +495,10 @@ class Recipe:
         for name, value in given.items():
             if value is not None and door not in _FIELDS[name].metadata["doors"]:
                 raise OptionNotUsed(name, door, _FIELDS[name].metadata["doors"], value)
-        if door in _WITHOUT_LENGTH and recipe is None and max_seq_length is None:
-            max_seq_length = _stand_in_length(given)
-        chosen = cls.of(recipe, max_seq_length, **given)
-        for name in _NOT_IN_RECIPE.get(door, ()):
-            value = getattr(chosen, name)
-            if value != _DEFAULTS[name]:
-                raise OptionNotUsed(name, door, _FIELDS[name].metadata["doors"], value)
+        chosen = (cls.for_reading if door in _WITHOUT_LENGTH else cls.of)(recipe, max_seq_length, **given)
+        for f in _FIELDS.values():
+            if door in f.metadata["not_in_recipe_at"] and getattr(chosen, f.name) != f.default:
+                raise OptionNotUsed(f.name, door, f.metadata["doors"], getattr(chosen, f.name))
         return chosen
 
     # ------------------------------------------------------------ derived
@@ -526,13 +523,13 @@ class Recipe:
         return LossRules(self.loss, self.roles_to_train, self.train_on_eos)
 
     def strategy_options(self) -> dict[str, Any]:
-        """The options ``plan`` takes beyond strategy and overflow, as keywords (the ones this strategy reads)."""
-        accepted = STRATEGIES[self.strategy].options
-        options: dict[str, Any] = {"window": self.window}
-        for name in ("time_limit", "max_sequences_per_block", "seed", "tie_break"):
-            if name in accepted:
-                options[name] = getattr(self, name)
-        return options
+        """The options ``plan`` takes beyond strategy and overflow, as keywords: ``window`` and the ones this strategy
+        reads (the registry's ``options``).
+
+        >>> Recipe(8, strategy="bfd", window=4).strategy_options()
+        {'window': 4, 'tie_break': 'newest'}
+        """
+        return {"window": self.window, **{name: getattr(self, name) for name in STRATEGIES[self.strategy].options}}
 
     def describe(self) -> str:
         """One line naming every option that differs from its default, with its value: a tuple of roles joined by
@@ -650,9 +647,6 @@ OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Recipe)
 name it)."""
 _DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(Recipe) if f.name != "max_seq_length"}
 _FIELDS: dict[str, dataclasses.Field[Any]] = {f.name: f for f in dataclasses.fields(Recipe)}
-_NOT_IN_RECIPE: dict[Door, tuple[str, ...]] = {
-    door: tuple(f.name for f in _FIELDS.values() if door in f.metadata["not_in_recipe_at"]) for door in DOORS
-}
 
 
 def _checked_init(init: Any) -> Any:

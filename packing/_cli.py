@@ -194,10 +194,15 @@ def _flag(name: str) -> str | None:
 _RECIPE_NAMES = frozenset(f.name for f in option_fields())
 
 
-def _add_recipe_options(parser: argparse.ArgumentParser, door: Door, own: Sequence[str] = ()) -> None:
-    """One option per recipe field the command ``door`` uses (the field's ``doors``), from the field's metadata
-    (help, choices, metavar, parse); the defaults and checks are the recipe's (an option left out keeps its
-    default). The command remembers which it took; ``own`` are options it reads itself, outside its recipe."""
+def _add_common(parser: argparse.ArgumentParser, door: Door, own: Sequence[str] = ()) -> None:
+    """The input, its format, and one option per recipe field the command ``door`` uses (the field's ``doors``),
+    from the field's metadata (help, choices, metavar, parse); the defaults and checks are the recipe's (an option
+    left out keeps its default). The command remembers which it took; ``own`` are options it reads itself, outside
+    its recipe."""
+    parser.add_argument("input", nargs="+", help=input_help())
+    parser.add_argument(
+        "--input-format", dest="format", choices=FORMATS, help="input file format (default: from the file extension)"
+    )
     fields = option_fields(door=door)
     for f in fields:
         meta = f.metadata
@@ -253,15 +258,6 @@ def _recipe(args: argparse.Namespace) -> Recipe:
     """The recipe of the options this command took (one check, the recipe's)."""
     given = {name: getattr(args, name) for name in args.recipe_fields if name != "max_seq_length"}
     return Recipe.at(args.door, None, args.max_seq_length, **given)
-
-
-def _add_common(parser: argparse.ArgumentParser, door: Door, own: Sequence[str] = ()) -> None:
-    """The input and the options a command takes: the recipe's fields it uses (``door``)."""
-    parser.add_argument("input", nargs="+", help=input_help())
-    parser.add_argument(
-        "--input-format", dest="format", choices=FORMATS, help="input file format (default: from the file extension)"
-    )
-    _add_recipe_options(parser, door, own)
 
 
 def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:

@@ -80,17 +80,11 @@ _PACKERS: tuple[Door, ...] = ("pack", "stream", "hf.pack_batch", "hf.pack_datase
 """Entry points that read rows, lay them out and fill blocks."""
 _PLANNERS: tuple[Door, ...] = (*_PACKERS, "plan", "PackingSampler", "build_schedule")
 """Entry points that lay out blocks (the strategy and its options)."""
-_READERS: tuple[Door, ...] = (
-    *_PACKERS,
-    "read_dataset",
-    "PackingSampler",
-    "collate",
-    "collate_fixed",
-    "packing compare",
-)
-"""Entry points that read rows (the loss rules, the tokenizer): the sampler's ``collate`` and ``pieces`` read."""
 _PADDERS: tuple[Door, ...] = (*_PACKERS, "PackingSampler", "collate", "collate_fixed")
 """Entry points that pad (``collate`` with ``pad_to_multiple_of``, and the sampler's)."""
+_READERS: tuple[Door, ...] = (*_PADDERS, "read_dataset", "packing compare")
+"""Entry points that read rows (the loss rules, the tokenizer): every one that pads (the sampler's ``collate`` and
+``pieces`` read), ``read_dataset`` and ``compare``."""
 _THD: tuple[Door, ...] = (*_PLANNERS, "collate")
 """Entry points that lay out the THD padding of context parallelism (the planners count it, ``collate`` writes it)."""
 _WITHOUT_LENGTH: tuple[Door, ...] = ("read_dataset", "collate")

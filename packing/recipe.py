@@ -163,14 +163,27 @@ def _option(default: Any, *about: Any, compare: bool = True, **more: Any) -> Any
 
 
 def _check_strategy(value: Any, name: str) -> str:
-    """``strategy``: one of the registry's; another library's strategy name is answered (:data:`PEER_STRATEGIES`)."""
+    """``strategy``: one of the registry's; another library's strategy name is answered (:data:`PEER_STRATEGIES`).
+    O(strategies).
+
+    >>> _check_strategy("bfd_split", "strategy")
+    Traceback (most recent call last):
+    ...
+    packing.errors.PeerName: strategy: expected strategy='bfd' with overflow='split' (TRL's bfd_split), got 'bfd_split' (str)
+    """
     if isinstance(value, str) and value in PEER_STRATEGIES:
         raise PEER_STRATEGIES[value].error(name, value, term=value)
     return check_choice(value, name, STRATEGIES)
 
 
 def _check_chat_template(value: Any, name: str) -> str:
-    """``chat_template``: a non-empty template, or the path of a file holding one (a path object as its string)."""
+    """``chat_template``: a non-empty template, or the path of a file holding one (a path object as its string).
+    O(1).
+
+    >>> import pathlib
+    >>> _check_chat_template(pathlib.Path("template.jinja"), "chat_template")
+    'template.jinja'
+    """
     value = os.fspath(value) if isinstance(value, os.PathLike) else value
     if not isinstance(value, str) or not value:
         raise SettingError(name, "a Jinja chat template or the path of a file holding one", value)
@@ -660,8 +673,9 @@ Recipe.__init__ = _checked_init(Recipe.__init__)  # type: ignore[method-assign]
 
 def option_fields(*stages: Stage, door: Door | None = None) -> list[dataclasses.Field[Any]]:
     """The recipe's fields acting at ``stages`` (all when none given) and used by ``door`` (any when None), in
-    order, with their metadata (``stage``, ``help``, ``choices``, ``metavar``, ``parse``, ``doors``): what the
-    entry points, the command line and the explorer build their options from.
+    order, with their metadata (``stage``, ``help``, ``choices``, ``metavar``, ``parse``, ``doors``,
+    ``not_in_recipe_at``, ``check``): what the recipe checks and the entry points and the command line build their
+    options from.
 
     >>> [f.name for f in option_fields("fill")], [f.name for f in option_fields(door="plan")][:3]
     (['pad_token_id', 'int64'], ['max_seq_length', 'strategy', 'overflow'])

@@ -44,8 +44,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
+import pyarrow as pa
 
 from packing.batches._packed import PackedBatch, run
 from packing.batches._schema import help_text
@@ -79,6 +78,7 @@ COMPARE_HEADER = [
     "tokens lost",
     "sequences cut",
     "dropped",
+    "time",
 ]
 BOUND_NOTE = (
     "lower bound: the fewest blocks any packing could use; ceil(tokens / max_seq_length) when sequences "
@@ -95,23 +95,12 @@ class _Parser(argparse.ArgumentParser):
     names an unknown option before anything else (a misspelt ``--max-seq-length`` is not "missing")."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.flags: set[str] = set()
-        """The option strings this parser takes."""
-        self.has_commands = False
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
-    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
-        self.flags.update(name for name in args if isinstance(name, str) and name.startswith("-"))
-        return super().add_argument(*args, **kwargs)
-
-    def add_subparsers(self, **kwargs: Any) -> Any:
-        self.has_commands = True
-        return super().add_subparsers(**kwargs)
-
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
-        if args is not None and not self.has_commands:  # a command's own options
-            _refuse_unknown_options(list(args), self.flags, self.prog)
+        if args is not None and self._subparsers is None:  # a command's own options (argparse's table of them)
+            _refuse_unknown_options(list(args), set(self._option_string_actions), self.prog)
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> None:  # type: ignore[override]
@@ -153,21 +142,6 @@ RENAMED_FLAGS = {"--format": "--layout (a framework's columns; --input-format is
 """Flags of earlier versions, answered with the flag meant now."""
 
 # ---------------------------------------------------------------- arguments
-
-
-def _positive_int(text: str) -> int:
-    """``--max-seq-length`` and friends: an integer >= 1.
-
-    >>> _positive_int("512")
-    512
-    """
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
 
 
 def _strategy_list(text: str) -> list[Contender]:
@@ -220,10 +194,15 @@ def _flag(name: str) -> str | None:
 _RECIPE_NAMES = frozenset(f.name for f in option_fields())
 
 
-def _add_recipe_options(parser: argparse.ArgumentParser, door: Door, own: Sequence[str] = ()) -> None:
-    """One option per recipe field the command ``door`` uses (the field's ``doors``), from the field's metadata
-    (help, choices, metavar, parse); the defaults and checks are the recipe's (an option left out keeps its
-    default). The command remembers which it took; ``own`` are options it reads itself, outside its recipe."""
+def _add_common(parser: argparse.ArgumentParser, door: Door, own: Sequence[str] = ()) -> None:
+    """The input, its format, and one option per recipe field the command ``door`` uses (the field's ``doors``),
+    from the field's metadata (help, choices, metavar, parse); the defaults and checks are the recipe's (an option
+    left out keeps its default). The command remembers which it took; ``own`` are options it reads itself, outside
+    its recipe."""
+    parser.add_argument("input", nargs="+", help=input_help())
+    parser.add_argument(
+        "--input-format", dest="format", choices=FORMATS, help="input file format (default: from the file extension)"
+    )
     fields = option_fields(door=door)
     for f in fields:
         meta = f.metadata
@@ -279,15 +258,6 @@ def _recipe(args: argparse.Namespace) -> Recipe:
     """The recipe of the options this command took (one check, the recipe's)."""
     given = {name: getattr(args, name) for name in args.recipe_fields if name != "max_seq_length"}
     return Recipe.at(args.door, None, args.max_seq_length, **given)
-
-
-def _add_common(parser: argparse.ArgumentParser, door: Door, own: Sequence[str] = ()) -> None:
-    """The input and the options a command takes: the recipe's fields it uses (``door``)."""
-    parser.add_argument("input", nargs="+", help=input_help())
-    parser.add_argument(
-        "--input-format", dest="format", choices=FORMATS, help="input file format (default: from the file extension)"
-    )
-    _add_recipe_options(parser, door, own)
 
 
 def _add_pack(commands: argparse._SubParsersAction[_Parser]) -> None:
@@ -411,12 +381,6 @@ def _percent(value: float) -> str:
     return f"{100 * value:.2f} %"
 
 
-def _bound(lengths: npt.NDArray[np.int64], capacity: int, overflow: str, strategy: str) -> int:
-    """The lower bound that applies to ``strategy``: tokens/capacity if it splits, L2 otherwise."""
-    bounds = lower_bounds(lengths, capacity, overflow=overflow)
-    return bounds.simple if STRATEGIES[strategy].splits_sequences else bounds.l2
-
-
 def _describe_input(dataset: FileSamples) -> str:
     """The input file in one line: sequences, tokens, longest."""
     lengths = dataset.lengths
@@ -517,14 +481,13 @@ def _refuse_reading_the_output(args: argparse.Namespace, output: Path) -> None:
 
 
 def _writer(output: Path, layout: str = "packing", loss_weights: LossMode | None = None) -> Writer:
-    """The writer of ``layout`` for the output's extension, chunk by chunk (``.npy``: NeMo's file, for
-    ``megatron``, made whole), after checking the file can be created there; with ``loss_weights``, that
-    column too."""
+    """The writer of ``layout`` (and its ``loss_weights`` column) for the output's extension, after checking the file
+    can be created there: ``.parquet`` and ``.jsonl`` chunk by chunk, NeMo's ``.npy`` (``--layout megatron``) its
+    table made chunk by chunk, then pickled whole (``np.save`` of every row, as NeMo's loader reads it)."""
     suffix = output.suffix.lower()
     if suffix not in WRITERS and not (layout == "megatron" and suffix == ".npy"):
         npy = " (or .npy with --layout megatron)"
         raise UsageError(f"--output must end in .parquet or .jsonl{npy}, got '{output}'")
-    writer = _npy_writer(loss_weights) if suffix == ".npy" else _export_writer(WRITERS[suffix], layout, loss_weights)
     folder = output.parent
     if output.is_dir():
         raise UsageError(f"cannot write {output}: it is a directory")
@@ -532,7 +495,14 @@ def _writer(output: Path, layout: str = "packing", loss_weights: LossMode | None
         raise UsageError(f"cannot write {output}: no such directory '{folder}'")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UsageError(f"cannot write {output}: permission denied in '{folder}'")
-    return writer
+
+    def write(batch: PackedBatch, path: Path) -> None:
+        if suffix == ".npy":
+            write_table(pa.concat_tables(export_chunks(batch, "megatron", loss_weights=loss_weights)), path)
+        else:
+            WRITERS[suffix](batch, path, layout=layout, loss_weights=loss_weights)
+
+    return write
 
 
 def _pack_batch(recipe: Recipe, prepared: Prepared, dataset: FileSamples, shuffle: bool) -> PackedBatch:
@@ -558,11 +528,12 @@ def _pack_summary(
     order = "in plan order" if args.no_shuffle else f"shuffled (seed {recipe.seed or 0})"
     times = ", ".join(f"{key} {_seconds(value)}" for key, value in progress.times.items())
     length, overflow, strategy = recipe.max_seq_length, recipe.overflow, recipe.strategy
+    bounds = lower_bounds(dataset.lengths, length, overflow=overflow)
     rows = [
         ("input", _describe_input(dataset)),
         ("strategy", f"{strategy}, max_seq_length {length:,}, overflow {overflow}"),
         ("blocks", f"{stats.num_blocks:,}"),
-        ("lower bound", f"{_bound(dataset.lengths, length, overflow, strategy):,}"),
+        ("lower bound", f"{getattr(bounds, STRATEGIES[strategy].bound):,}"),
         ("efficiency", _percent(stats.efficiency)),
         ("padding tokens", f"{stats.padding_tokens:,}"),
         ("tokens", _accounting_text(stats)),
@@ -715,7 +686,7 @@ def _run_compare(args: argparse.Namespace) -> int:
     if note:
         print(note)
     print()
-    print(format_table([*COMPARE_HEADER, "time"], [_compare_cells(row) for row in rows]))
+    print(format_table(COMPARE_HEADER, [_compare_cells(row) for row in rows]))
     print()
     for line in [*_certificate_lines(rows), BOUND_NOTE]:
         print(line)
@@ -723,27 +694,6 @@ def _run_compare(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- export formats and audit
-
-
-def _export_writer(writer: Callable[..., None], layout: str, loss_weights: LossMode | None = None) -> Writer:
-    """``writer`` (``write_parquet`` or ``write_jsonl``) for ``pack --layout LAYOUT`` (and ``--loss-weights``):
-    the layout written chunk by chunk."""
-
-    def write(batch: PackedBatch, path: Path) -> None:
-        writer(batch, path, layout=layout, loss_weights=loss_weights)
-
-    return write
-
-
-def _npy_writer(loss_weights: LossMode | None = None) -> Writer:
-    """The writer of NeMo's ``.npy`` (``--layout megatron``): its table made chunk by chunk, then pickled whole
-    (``np.save`` of every row, as NeMo's loader reads it)."""
-    import pyarrow as pa
-
-    def write(batch: PackedBatch, path: Path) -> None:
-        write_table(pa.concat_tables(export_chunks(batch, "megatron", loss_weights=loss_weights)), path)
-
-    return write
 
 
 NPY_NOTE = "note: NeMo's .npy is written whole (one pickle of every row); .parquet and .jsonl outputs stream"
@@ -774,7 +724,7 @@ def _add_audit(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     parser.add_argument("input", nargs="+", help="packed " + input_help(PACKED_FORMATS) + "; one row per block")
     parser.add_argument(
-        "--max-seq-length", type=_positive_int, metavar="N", help="block capacity (default: the longest block)"
+        "--max-seq-length", type=_parser_of(int), metavar="N", help="block capacity (default: the longest block)"
     )
     parser.add_argument("--layout", choices=LAYOUTS, help="layout to read (default: recognised from the columns)")
     parser.add_argument("--strict", action="store_true", help="exit with code 1 when anything is found")
@@ -784,7 +734,7 @@ def _add_audit(commands: argparse._SubParsersAction[_Parser]) -> None:
 
 def _audit_text(report: AuditReport) -> str:
     """The report as ``name  value`` lines, then a table of the findings."""
-    fill = report.block_fill
+    fill = report.summary()["block_fill"]  # min, median, max
     capacity = f"{report.max_seq_length:,}" + ("" if report.max_seq_length_given else " (longest block)")
     variant = f" ({report.packed.variant})" if report.packed.variant else ""
     documents = "unknown (no boundaries)" if report.num_documents is None else f"{report.num_documents:,}"
@@ -798,14 +748,8 @@ def _audit_text(report: AuditReport) -> str:
         ("max_seq_length", capacity),
         ("efficiency", _percent(report.efficiency)),
     ]
-    if len(fill):
-        pairs.append(
-            (
-                "block fill",
-                f"min {_percent(float(fill.min()))}, median {_percent(float(np.median(fill)))}, "
-                f"max {_percent(float(fill.max()))}",
-            )
-        )
+    if report.num_blocks:
+        pairs.append(("block fill", ", ".join(f"{name} {_percent(value)}" for name, value in fill.items())))
     lines = [format_pairs(pairs), ""]
     if report.clean:
         lines.append("findings: none")

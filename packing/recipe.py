@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, get_args
 
@@ -80,17 +80,11 @@ _PACKERS: tuple[Door, ...] = ("pack", "stream", "hf.pack_batch", "hf.pack_datase
 """Entry points that read rows, lay them out and fill blocks."""
 _PLANNERS: tuple[Door, ...] = (*_PACKERS, "plan", "PackingSampler", "build_schedule")
 """Entry points that lay out blocks (the strategy and its options)."""
-_READERS: tuple[Door, ...] = (
-    *_PACKERS,
-    "read_dataset",
-    "PackingSampler",
-    "collate",
-    "collate_fixed",
-    "packing compare",
-)
-"""Entry points that read rows (the loss rules, the tokenizer): the sampler's ``collate`` and ``pieces`` read."""
 _PADDERS: tuple[Door, ...] = (*_PACKERS, "PackingSampler", "collate", "collate_fixed")
 """Entry points that pad (``collate`` with ``pad_to_multiple_of``, and the sampler's)."""
+_READERS: tuple[Door, ...] = (*_PADDERS, "read_dataset", "packing compare")
+"""Entry points that read rows (the loss rules, the tokenizer): every one that pads (the sampler's ``collate`` and
+``pieces`` read), ``read_dataset`` and ``compare``."""
 _THD: tuple[Door, ...] = (*_PLANNERS, "collate")
 """Entry points that lay out the THD padding of context parallelism (the planners count it, ``collate`` writes it)."""
 _WITHOUT_LENGTH: tuple[Door, ...] = ("read_dataset", "collate")
@@ -123,7 +117,11 @@ class RecipeOptions(TypedDict, total=False):
 
 
 Stage = Literal["read", "plan", "fill"]
-"""Where an option acts: reading rows (``read``), laying out blocks (``plan``), filling them (``fill``)."""
+"""Where an option acts: reading rows (``read``), laying out blocks (``plan``), filling them (``fill``); the
+entry points of its stage (:data:`_READERS`, :data:`_PLANNERS`, :data:`_PADDERS`) use it unless it says otherwise."""
+_STAGE_DOORS: dict[Stage, tuple[Door, ...]] = {"read": _READERS, "plan": _PLANNERS, "fill": _PADDERS}
+Check = Callable[[Any, str], Any]
+"""An option's check: its value and name in, the value as the recipe keeps it out, or a ``SettingError``."""
 
 
 def _about(
@@ -133,28 +131,63 @@ def _about(
     metavar: str | None = None,
     parse: type = str,
     *,
-    doors: Iterable[Door] = DOORS,
+    doors: Iterable[Door] | None = None,
     not_in_recipe_at: Iterable[Door] = (),
+    check: Check | None = None,
 ) -> dict[str, Any]:
     """A field's metadata, read by every entry point, the command line's options and the explorer: its ``stage``,
     ``help`` text, ``choices`` (their order), ``metavar``, ``parse`` (how a typed value becomes the field's:
-    ``int``, ``float``, ``str``, ``bool``; the recipe checks it), ``doors`` (the entry points that use it; the
-    others refuse it as a keyword) and ``not_in_recipe_at`` (entry points that do this stage their own way, and
-    refuse it even in a recipe). Adding a field with this metadata reaches every entry point."""
+    ``int``, ``float``, ``str``, ``bool``), ``doors`` (the entry points that use it, its stage's by default, less
+    ``not_in_recipe_at``: entry points that do this stage their own way and refuse it even in a recipe; the others
+    refuse it as a keyword) and ``check`` (by default one of ``choices``, an integer >= 1 for ``int``, True or False
+    for ``bool``). Adding a field with this metadata reaches every entry point."""
+    choices, refused = tuple(choices), set(not_in_recipe_at)
+    used = set(_STAGE_DOORS[stage] if doors is None else doors) - refused
+    if check is None and choices:
+        check = functools.partial(check_choice, choices=choices)
     return {
         "stage": stage,
         "help": help,
-        "choices": tuple(choices),
+        "choices": choices,
         "metavar": metavar,
         "parse": parse,
-        "doors": tuple(door for door in DOORS if door in set(doors)),  # in DOORS' order
-        "not_in_recipe_at": tuple(not_in_recipe_at),
+        "doors": tuple(door for door in DOORS if door in used),  # in DOORS' order
+        "not_in_recipe_at": tuple(refused),
+        "check": check or {int: check_integer, bool: check_flag}.get(parse),
     }
 
 
-def _check_seed(value: Any) -> int | None:
-    """``seed`` as an ``int`` (a non-negative integer) or None."""
-    return None if value is None else check_integer(value, "seed", least=0)
+def _option(default: Any, *about: Any, compare: bool = True, **more: Any) -> Any:
+    """A recipe field with ``default`` and :func:`_about`'s metadata; ``compare=False`` leaves it out of equality."""
+    return field(default=default, compare=compare, metadata=_about(*about, **more))
+
+
+def _check_strategy(value: Any, name: str) -> str:
+    """``strategy``: one of the registry's; another library's strategy name is answered (:data:`PEER_STRATEGIES`).
+    O(strategies).
+
+    >>> _check_strategy("bfd_split", "strategy")
+    Traceback (most recent call last):
+    ...
+    packing.errors.PeerName: strategy: expected strategy='bfd' with overflow='split' (TRL's bfd_split), got 'bfd_split' (str)
+    """
+    if isinstance(value, str) and value in PEER_STRATEGIES:
+        raise PEER_STRATEGIES[value].error(name, value, term=value)
+    return check_choice(value, name, STRATEGIES)
+
+
+def _check_chat_template(value: Any, name: str) -> str:
+    """``chat_template``: a non-empty template, or the path of a file holding one (a path object as its string).
+    O(1).
+
+    >>> import pathlib
+    >>> _check_chat_template(pathlib.Path("template.jinja"), "chat_template")
+    'template.jinja'
+    """
+    value = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(value, str) or not value:
+        raise SettingError(name, "a Jinja chat template or the path of a file holding one", value)
+    return value
 
 
 @dataclass(frozen=True, eq=False)
@@ -162,11 +195,11 @@ class Recipe:
     """How to pack: block size, strategy and its options, overflow, window, loss rule, tokenizer, padding and
     the output's integer width.
 
-    Validated once, when made; immutable afterwards (``Recipe.of(recipe, **changes)`` makes a changed
-    copy). ``pad_token_id=None`` means: the tokenizer's pad id (its EOS id when it has none, as
-    transformers does), or ``0`` without a tokenizer. The strategy options (``time_limit``,
-    ``seed``, ``max_sequences_per_block``) are accepted where the registry says the strategy reads
-    them; ``seed`` is also what entry points that shuffle their output draw from. O(1).
+    Validated once, when made (each field by its metadata's ``check``, then the rules between fields); immutable
+    afterwards (``Recipe.of(recipe, **changes)`` makes a changed copy). ``pad_token_id=None`` means: the
+    tokenizer's pad id (its EOS id when it has none, as transformers does), or ``0`` without a tokenizer. The
+    strategy options (``time_limit``, ``seed``, ``max_sequences_per_block``) are accepted where the registry says
+    the strategy reads them; ``seed`` is also what entry points that shuffle their output draw from. O(1).
 
     Two recipes are equal (and hash alike) when they pack alike: every option but ``num_proc`` is compared, the
     tokenizer by its spec (a name or path) or, for a tokenizer object, by identity.
@@ -179,185 +212,143 @@ class Recipe:
     packing.errors.SettingError: max_seq_length: expected an integer >= 1, got 0
     """
 
-    max_seq_length: int = field(metadata=_about("plan", "tokens per block (>= 1)", metavar="N", parse=int))
-    strategy: StrategyName = field(
-        default=DEFAULT_STRATEGY,
-        metadata=_about("plan", "how sequences are placed in blocks", STRATEGIES, doors=_PLANNERS),
-    )
-    overflow: OverflowPolicy = field(
-        default="truncate", metadata=_about("plan", "what to do with a sequence longer than N", OVERFLOW_POLICIES)
-    )
-    window: int | None = field(
-        default=None,
+    max_seq_length: int = field(
         metadata=_about(
             "plan",
-            "pack each window of W consecutive sequences on its own",
-            metavar="W",
+            "tokens per block (>= 1)",
+            metavar="N",
             parse=int,
-            doors=[door for door in _PLANNERS if door != "stream"],
-            not_in_recipe_at=["stream"],  # it packs buffer by buffer: buffer_size is its window
-        ),
+            doors=DOORS,
+            check=lambda value, _: check_max_seq_length(value),
+        )
     )
-    time_limit: float | None = field(
-        default=None,
-        metadata=_about(
-            "plan",
-            "seconds a search strategy (optimal) may take (default: 60)",
-            metavar="S",
-            parse=float,
-            doors=(*_PLANNERS, "packing compare"),  # compare times its optimal contender with it
-        ),
+    strategy: StrategyName = _option(
+        DEFAULT_STRATEGY, "plan", "how sequences are placed in blocks", STRATEGIES, check=_check_strategy
     )
-    seed: int | None = field(
-        default=None,
-        metadata=_about(
-            "plan",
-            "seed of random orders: first_fit_shuffle, the block shuffle (default: 0)",
-            parse=int,
-            doors=_PLANNERS,
-        ),
+    overflow: OverflowPolicy = _option(
+        "truncate", "plan", "what to do with a sequence longer than N", OVERFLOW_POLICIES, doors=DOORS
     )
-    max_sequences_per_block: int | None = field(
-        default=None,
-        metadata=_about(
-            "plan",
-            "cap on documents per block (spfhp only; a pair or group is one with share_prompt, refused without)",
-            metavar="K",
-            parse=int,
-            doors=_PLANNERS,
-        ),
+    window: int | None = _option(
+        None,
+        "plan",
+        "pack each window of W consecutive sequences on its own",
+        metavar="W",
+        parse=int,
+        not_in_recipe_at=["stream"],  # it packs buffer by buffer: buffer_size is its window
     )
-    loss: LossRule = field(
-        default="completion", metadata=_about("read", "which tokens are trained", LOSS_RULES, doors=_READERS)
+    time_limit: float | None = _option(
+        None,
+        "plan",
+        "seconds a search strategy (optimal) may take (default: 60)",
+        metavar="S",
+        parse=float,
+        doors=(*_PLANNERS, "packing compare"),  # compare times its optimal contender with it
+        check=lambda value, _: check_time_limit(value),
     )
-    tokenizer: Any = field(
-        default=None,
-        compare=False,
-        metadata=_about(
-            "read",
-            "tokenize text rows with 'bytes', a tokenizer folder, a tokenizer.json or .tiktoken file, or a hub name",
-            metavar="SPEC",
-            doors=_READERS,
-        ),
+    seed: int | None = _option(
+        None,
+        "plan",
+        "seed of random orders: first_fit_shuffle, the block shuffle (default: 0)",
+        parse=int,
+        check=functools.partial(check_integer, least=0),
     )
-    pad_token_id: int | None = field(
-        default=None,
-        metadata=_about(
-            "fill",
-            "padding id (default: the tokenizer's pad id, its EOS, else 0)",
-            metavar="ID",
-            parse=int,
-            doors=_PADDERS,
-        ),
+    max_sequences_per_block: int | None = _option(
+        None,
+        "plan",
+        "cap on documents per block (spfhp only; a pair or group is one with share_prompt, refused without)",
+        metavar="K",
+        parse=int,
     )
-    roles_to_train: tuple[str, ...] = field(
-        default=DEFAULT_ROLES,
-        metadata=_about(
-            "read",
-            "roles whose turns are trained (comma-separated; default assistant)",
-            metavar="ROLES",
-            doors=_READERS,
-        ),
+    loss: LossRule = _option("completion", "read", "which tokens are trained", LOSS_RULES)
+    tokenizer: Any = _option(
+        None,
+        "read",
+        "tokenize text rows with 'bytes', a tokenizer folder, a tokenizer.json or .tiktoken file, or a hub name",
+        metavar="SPEC",
+        compare=False,  # compared by its key (_tokenizer_key)
     )
-    train_on_eos: EosRule = field(
-        default="turn",
-        metadata=_about(
-            "read",
-            "whose end-of-turn tokens are trained: each trained turn's, the last trained turn's, every turn's, none",
-            EOS_RULES,
-            doors=_READERS,
-        ),
+    pad_token_id: int | None = _option(
+        None,
+        "fill",
+        "padding id (default: the tokenizer's pad id, its EOS, else 0)",
+        metavar="ID",
+        parse=int,
+        check=check_token_id,
     )
-    chat_template: str | None = field(
-        default=None,
-        metadata=_about(
-            "read", "a Jinja chat template, or the path of a file holding one", metavar="PATH", doors=_READERS
-        ),
+    roles_to_train: tuple[str, ...] = _option(
+        DEFAULT_ROLES,
+        "read",
+        "roles whose turns are trained (comma-separated; default assistant)",
+        metavar="ROLES",
+        check=check_roles,
     )
-    num_proc: int | None = field(
-        default=None,
+    train_on_eos: EosRule = _option(
+        "turn",
+        "read",
+        "whose end-of-turn tokens are trained: each trained turn's, the last trained turn's, every turn's, none",
+        EOS_RULES,
+        check=check_train_on_eos,  # True and False mapped there, once
+    )
+    chat_template: str | None = _option(
+        None,
+        "read",
+        "a Jinja chat template, or the path of a file holding one",
+        metavar="PATH",
+        check=_check_chat_template,
+    )
+    num_proc: int | None = _option(
+        None,
+        "read",
+        "processes that tokenize text rows (same result as one)",
+        metavar="N",
+        parse=int,
         compare=False,  # results are identical to one process
-        metadata=_about(
-            "read", "processes that tokenize text rows (same result as one)", metavar="N", parse=int, doors=_READERS
-        ),
     )
-    int64: bool = field(
-        default=False,
-        metadata=_about(
-            "fill",
-            "ids, labels and positions as int64 (default: int32, the compact schema)",
-            parse=bool,
-            doors=_PACKERS,  # collate and collate_fixed give int64 tensors, as torch takes them
-        ),
+    int64: bool = _option(
+        False,
+        "fill",
+        "ids, labels and positions as int64 (default: int32, the compact schema)",
+        parse=bool,
+        doors=_PACKERS,  # collate and collate_fixed give int64 tensors, as torch takes them
     )
     """Ids, labels and positions as int64 instead of the compact schema's int32 (``packing.batches._schema``)."""
-    tie_break: TieBreak = field(
-        default="newest",
-        metadata=_about(
-            "plan", "bfd on equal room: the block that reached it last, or first (TRL's)", TIE_BREAKS, doors=_PLANNERS
-        ),
+    tie_break: TieBreak = _option(
+        "newest", "plan", "bfd on equal room: the block that reached it last, or first (TRL's)", TIE_BREAKS
     )
-    context_parallel_size: int = field(
-        default=1,
-        metadata=_about(
-            "plan",
-            "context-parallel ranks: every document padded to a multiple of 2 x N (the THD layout), the padding "
-            "counted against max_seq_length",
-            metavar="N",
-            parse=int,
-            doors=_THD,
-        ),
+    context_parallel_size: int = _option(
+        1,
+        "plan",
+        "context-parallel ranks: every document padded to a multiple of 2 x N (the THD layout), the padding "
+        "counted against max_seq_length",
+        metavar="N",
+        parse=int,
+        doors=_THD,
     )
-    tensor_parallel_size: int = field(
-        default=1,
-        metadata=_about(
-            "plan",
-            "tensor-parallel ranks with sequence parallelism: documents padded to a multiple of N more",
-            metavar="N",
-            parse=int,
-            doors=_THD,
-        ),
+    tensor_parallel_size: int = _option(
+        1,
+        "plan",
+        "tensor-parallel ranks with sequence parallelism: documents padded to a multiple of N more",
+        metavar="N",
+        parse=int,
+        doors=_THD,
     )
-    share_prompt: bool = field(
-        default=False,
-        metadata=_about(
-            "read",
-            "preference pairs and completion groups: store each prompt once, its completions after it (each "
-            "attends to its prompt and itself; a 4-D attention mask), instead of once per completion",
-            parse=bool,
-            doors=_READERS,
-        ),
+    share_prompt: bool = _option(
+        False,
+        "read",
+        "preference pairs and completion groups: store each prompt once, its completions after it (each "
+        "attends to its prompt and itself; a 4-D attention mask), instead of once per completion",
+        parse=bool,
     )
     """Lay out a pair's or group's prompt once, each completion after it with positions continuing from the
     prompt's end (``packing.core._pairs_groups``); False: the prompt before every completion, each its own document."""
 
     def __post_init__(self) -> None:
-        set_ = object.__setattr__
-        set_(self, "max_seq_length", check_max_seq_length(self.max_seq_length))
-        if isinstance(self.strategy, str) and self.strategy in PEER_STRATEGIES:
-            raise PEER_STRATEGIES[self.strategy].error("strategy", self.strategy, term=self.strategy)
-        check_choice(self.strategy, "strategy", STRATEGIES)
-        check_choice(self.overflow, "overflow", OVERFLOW_POLICIES)
-        check_choice(self.loss, "loss", LOSS_RULES)
-        check_choice(self.tie_break, "tie_break", TIE_BREAKS)
-        if self.window is not None:
-            set_(self, "window", check_integer(self.window, "window"))
-        if self.time_limit is not None:
-            set_(self, "time_limit", check_time_limit(self.time_limit))
-        if self.max_sequences_per_block is not None:
-            set_(
-                self,
-                "max_sequences_per_block",
-                check_integer(self.max_sequences_per_block, "max_sequences_per_block"),
-            )
-        set_(self, "seed", _check_seed(self.seed))
-        if self.pad_token_id is not None:
-            set_(self, "pad_token_id", check_token_id(self.pad_token_id, "pad_token_id"))
-        set_(self, "int64", check_flag(self.int64, "int64"))
-        set_(self, "share_prompt", check_flag(self.share_prompt, "share_prompt"))
+        for f in dataclasses.fields(self):  # each field's own check, in the recipe's order
+            value = getattr(self, f.name)
+            if f.metadata["check"] is not None and not (value is None and f.default is None):
+                object.__setattr__(self, f.name, f.metadata["check"](value, f.name))
         self._check_strategy_options()
         self._check_parallel_sizes()
-        self._check_text_options()
         self._check_shared_prompt()
 
     def _identity(self) -> tuple[Any, ...]:
@@ -373,27 +364,10 @@ class Recipe:
     def __hash__(self) -> int:
         return hash(self._identity())
 
-    def _check_text_options(self) -> None:
-        """Check the loss rules (``roles_to_train``, ``train_on_eos``), ``chat_template`` and ``num_proc``."""
-        set_ = object.__setattr__
-        set_(self, "roles_to_train", check_roles(self.roles_to_train))
-        set_(self, "train_on_eos", check_train_on_eos(self.train_on_eos))  # True/False mapped there, once
-        if isinstance(self.chat_template, os.PathLike):
-            set_(self, "chat_template", os.fspath(self.chat_template))
-        if self.chat_template is not None and (not isinstance(self.chat_template, str) or not self.chat_template):
-            raise SettingError(
-                "chat_template", "a Jinja chat template or the path of a file holding one", self.chat_template
-            )
-        if self.num_proc is not None:
-            set_(self, "num_proc", check_integer(self.num_proc, "num_proc"))
-
     def _check_parallel_sizes(self) -> None:
         """Check ``context_parallel_size`` and ``tensor_parallel_size``: whole documents padded to their
         :attr:`document_multiple`, which divides ``max_seq_length`` (so a document cut to it stays whole), with a
         strategy that keeps documents whole."""
-        set_ = object.__setattr__
-        for name in ("context_parallel_size", "tensor_parallel_size"):
-            set_(self, name, check_integer(getattr(self, name), name))
         multiple = self.document_multiple
         if multiple == 1:
             return
@@ -528,13 +502,10 @@ class Recipe:
         for name, value in given.items():
             if value is not None and door not in _FIELDS[name].metadata["doors"]:
                 raise OptionNotUsed(name, door, _FIELDS[name].metadata["doors"], value)
-        if door in _WITHOUT_LENGTH and recipe is None and max_seq_length is None:
-            max_seq_length = _stand_in_length(given)
-        chosen = cls.of(recipe, max_seq_length, **given)
-        for name in _NOT_IN_RECIPE.get(door, ()):
-            value = getattr(chosen, name)
-            if value != _DEFAULTS[name]:
-                raise OptionNotUsed(name, door, _FIELDS[name].metadata["doors"], value)
+        chosen = (cls.for_reading if door in _WITHOUT_LENGTH else cls.of)(recipe, max_seq_length, **given)
+        for f in _FIELDS.values():
+            if door in f.metadata["not_in_recipe_at"] and getattr(chosen, f.name) != f.default:
+                raise OptionNotUsed(f.name, door, f.metadata["doors"], getattr(chosen, f.name))
         return chosen
 
     # ------------------------------------------------------------ derived
@@ -559,13 +530,13 @@ class Recipe:
         return LossRules(self.loss, self.roles_to_train, self.train_on_eos)
 
     def strategy_options(self) -> dict[str, Any]:
-        """The options ``plan`` takes beyond strategy and overflow, as keywords (the ones this strategy reads)."""
-        accepted = STRATEGIES[self.strategy].options
-        options: dict[str, Any] = {"window": self.window}
-        for name in ("time_limit", "max_sequences_per_block", "seed", "tie_break"):
-            if name in accepted:
-                options[name] = getattr(self, name)
-        return options
+        """The options ``plan`` takes beyond strategy and overflow, as keywords: ``window`` and the ones this strategy
+        reads (the registry's ``options``).
+
+        >>> Recipe(8, strategy="bfd", window=4).strategy_options()
+        {'window': 4, 'tie_break': 'newest'}
+        """
+        return {"window": self.window, **{name: getattr(self, name) for name in STRATEGIES[self.strategy].options}}
 
     def describe(self) -> str:
         """One line naming every option that differs from its default, with its value: a tuple of roles joined by
@@ -683,9 +654,6 @@ OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Recipe)
 name it)."""
 _DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(Recipe) if f.name != "max_seq_length"}
 _FIELDS: dict[str, dataclasses.Field[Any]] = {f.name: f for f in dataclasses.fields(Recipe)}
-_NOT_IN_RECIPE: dict[Door, tuple[str, ...]] = {
-    door: tuple(f.name for f in _FIELDS.values() if door in f.metadata["not_in_recipe_at"]) for door in DOORS
-}
 
 
 def _checked_init(init: Any) -> Any:
@@ -705,8 +673,9 @@ Recipe.__init__ = _checked_init(Recipe.__init__)  # type: ignore[method-assign]
 
 def option_fields(*stages: Stage, door: Door | None = None) -> list[dataclasses.Field[Any]]:
     """The recipe's fields acting at ``stages`` (all when none given) and used by ``door`` (any when None), in
-    order, with their metadata (``stage``, ``help``, ``choices``, ``metavar``, ``parse``, ``doors``): what the
-    entry points, the command line and the explorer build their options from.
+    order, with their metadata (``stage``, ``help``, ``choices``, ``metavar``, ``parse``, ``doors``,
+    ``not_in_recipe_at``, ``check``): what the recipe checks and the entry points and the command line build their
+    options from.
 
     >>> [f.name for f in option_fields("fill")], [f.name for f in option_fields(door="plan")][:3]
     (['pad_token_id', 'int64'], ['max_seq_length', 'strategy', 'overflow'])

@@ -442,6 +442,24 @@ def test_compare_bad_options(tiny: Path, capsys: pytest.CaptureFixture[str], ext
     assert_clean_failure(*run(capsys, *argv), expected)
 
 
+@pytest.mark.parametrize("command", ["pack", "compare", "audit"])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("0", "--max-seq-length: expected an integer >= 1, got 0"),
+        ("-3", "--max-seq-length: expected an integer >= 1, got -3"),
+        ("ten", "argument --max-seq-length: expected an integer, got 'ten'"),
+    ],
+)
+def test_every_command_words_a_bad_max_seq_length_alike(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, value: str, expected: str
+) -> None:
+    """One rule for a block length, worded once: audit's capacity is refused as pack's and compare's are."""
+    output = ["-o", str(tmp_path / "out.parquet")] if command == "pack" else []
+    assert_clean_failure(*run(capsys, command, str(tiny), "--max-seq-length", value, *output), expected)
+    assert not (tmp_path / "out.parquet").exists()
+
+
 def test_compare_missing_and_invalid_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert_clean_failure(*run(capsys, "compare", str(tmp_path / "x.csv"), "--max-seq-length", "4"), "no such file")
     broken = tmp_path / "broken.json"

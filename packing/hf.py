@@ -36,7 +36,6 @@ them when called.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -55,6 +54,7 @@ from packing.batches._tables import (
     pack_table,
     rows_of,
 )
+from packing.core._fingerprint import digest
 from packing.core._forms import FIELDS
 from packing.core._samples import Samples
 from packing.core._validation import INT32_MAX, OverflowPolicy, check_flag
@@ -354,5 +354,4 @@ def _fingerprint(source: Any, settings: tuple[Any, ...]) -> str:
         from datasets.fingerprint import generate_random_fingerprint
 
         return str(generate_random_fingerprint())
-    text = repr(("packing.hf.pack_dataset", parent, settings))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return digest(repr(("packing.hf.pack_dataset", parent, settings)), 16)

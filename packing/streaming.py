@@ -119,10 +119,7 @@ def _read(
         samples = read_samples(rows, **prepared.read_options)
         samples.refuse_other_labels()  # blocks are made from subsets of the buffer, which do not carry labels
     except SampleError as error:
-        if error.sample is not None:
-            error.sample += first
-            error.args = (error.where_and_what(),)
-        raise
+        raise error.after(first) from None
     if samples.tokens is None:
         raise SettingError("samples", "samples with token ids", "<lengths only>")
     if samples.units is None and completions is not None:

@@ -15,7 +15,6 @@ inside the state, the counts of its ``stats``, and the source's own position whe
 from __future__ import annotations
 
 import copy
-import dataclasses
 import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
@@ -46,7 +45,7 @@ from packing.planning._plans import PackingPlan, drawn_plan_of
 from packing.reading._reader import read_samples
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies._registry import StrategyName, check_whole_samples
-from packing.strategies._stats import PackingStats, UnitStats, compute_stats
+from packing.strategies._stats import SUMMED, UNIT_SUMMED, PackingStats, compute_stats
 from packing.text._prepare import Prepared, prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -392,7 +391,7 @@ class PackingStream(Iterator[Block]):
             "source": copy.deepcopy(self._source_state),
             "pending": pending,
             "carried": _samples_state(self._carried, self._carried_ids),
-            "stats": None if self._stats is None else _stats_state(self._stats),
+            "stats": None if self._stats is None else self._stats.state(),
         }
 
     def _load_rng(self, saved: Any) -> None:
@@ -503,33 +502,15 @@ def _no_stats(max_seq_length: int) -> PackingStats:
     return compute_stats(nothing, max_seq_length, np.zeros(1, np.int64), nothing, nothing)
 
 
-DERIVED_STATS = ("max_seq_length", "lower_bound", "padding_tokens", "efficiency", "block_utilization", "units")
-"""The fields of ``PackingStats`` a state does not hold: the recipe's, or made again from the counts."""
-STATS_COUNTS = tuple(f.name for f in dataclasses.fields(PackingStats) if f.name not in DERIVED_STATS)
-"""The counts of ``PackingStats`` a state holds (what ``PackingStats.plus`` adds)."""
-UNIT_COUNTS = tuple(f.name for f in dataclasses.fields(UnitStats) if f.name != "share_prompt")
-"""The counts of ``UnitStats`` a state holds (``share_prompt`` is the recipe's)."""
-
-
-def _stats_state(stats: PackingStats) -> dict[str, Any]:
-    """A stream's statistics as plain ints (the counts; the ratios are made again from them). O(1)."""
-    state: dict[str, Any] = {name: int(getattr(stats, name)) for name in STATS_COUNTS}
-    state["units"] = None if stats.units is None else {name: int(getattr(stats.units, name)) for name in UNIT_COUNTS}
-    return state
-
-
 def _stats_of(state: Any, recipe: Recipe, position: int) -> PackingStats | None:
-    """The statistics of :func:`_stats_state`, checked (:func:`_refuse_contradictions`). O(1)."""
+    """The statistics of ``PackingStats.state``, checked (:func:`_refuse_contradictions`). O(1)."""
     if state is None:
         return None
     what = f"{STATE_WHAT}'s stats"
-    counts = _counts(state, STATS_COUNTS, what)
-    unit_counts = None if state.get("units") is None else _counts(state["units"], UNIT_COUNTS, f"{what} units")
-    _refuse_contradictions(counts, unit_counts or dict.fromkeys(UNIT_COUNTS, 0), position, recipe, what)
-    nothing = _no_stats(recipe.max_seq_length)
-    unit_stats = None if unit_counts is None else UnitStats(**unit_counts, share_prompt=recipe.share_prompt)
-    saved: dict[str, Any] = {**counts, "units": unit_stats}
-    return nothing.plus(replace(nothing, **saved))  # the ratios made again from the counts
+    counts = _counts(state, SUMMED, what)
+    units = None if state.get("units") is None else _counts(state["units"], UNIT_SUMMED, f"{what} units")
+    _refuse_contradictions(counts, units or dict.fromkeys(UNIT_SUMMED, 0), position, recipe, what)
+    return PackingStats.of_state({**counts, "units": units}, recipe.max_seq_length, recipe.share_prompt)
 
 
 def _refuse_contradictions(c: dict[str, int], u: dict[str, int], position: int, recipe: Recipe, what: str) -> None:
@@ -716,7 +697,7 @@ def _pending_of(state: Any, recipe: Recipe, position: int, pad: int) -> PackedBa
             unchecked,
         )
         stats = compute_stats(samples.lengths, recipe.max_seq_length, starts, sequence, length)
-        checked = dataclasses.replace(plan, stats=stats, _trusted=True)
+        checked = replace(plan, stats=stats, _trusted=True)
         return PackedBatch.of(checked, samples, pad_token_id=pad, int64=recipe.int64, sequence_names=ids)
     except SettingError as error:  # the plan's or the blocks' own check, said of the state
         got = error.got if error.got.startswith("<") else f"<{error.got}>"

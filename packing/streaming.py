@@ -682,9 +682,8 @@ def _pending_of(state: Any, recipe: Recipe, position: int, pad: int) -> PackedBa
         for k in ("piece_sequence", "piece_start", "piece_length")
     )
     overflow = (recipe if samples.units is None else unit_planning(recipe)).overflow
-    nothing = np.zeros(1, dtype=np.int64)
-    unchecked = compute_stats(samples.lengths, recipe.max_seq_length, nothing, sequence[:0], length[:0])
-    try:  # the plan checks its pieces (blocks, sequences, room) when made: then its statistics can be counted
+    unchecked = _no_stats(recipe.max_seq_length)  # until the plan has checked its pieces (blocks, sequences, room)
+    try:
         plan = PackingPlan(
             recipe.max_seq_length,
             recipe.strategy,

@@ -26,10 +26,10 @@ import numpy.typing as npt
 from packing.batches._packed import PackedBatch, block_arrays, check_pad, has_masked
 from packing.batches._schema import datasets_features
 from packing.batches._units import UnitFit, fit_units, unit_planning
-from packing.core._arrays import offsets_of, ranges
+from packing.core._arrays import offsets_of
 from packing.core._forms import UNIT_FIELDS, unit_kind
 from packing.core._pairs_groups import PLAIN, Units
-from packing.core._samples import Samples, TokenArray, all_ones
+from packing.core._samples import Samples, all_ones
 from packing.core._validation import (
     INT32_MAX,
     INT64_MAX,
@@ -60,39 +60,10 @@ CARRY_BELOW = 0.99
 """A block filled below this fraction of ``max_seq_length`` goes back into the buffer (each document once)."""
 
 
-def _tokens(samples: Samples) -> TokenArray:
-    assert samples.tokens is not None  # checked when read
-    return samples.tokens
-
-
-def _mask(samples: Samples) -> npt.NDArray[np.int8]:
-    assert samples.loss_mask is not None  # checked when read
-    return samples.loss_mask
-
-
 def _concat(parts: list[Samples]) -> Samples:
-    """One ``Samples`` from several, in order; the parts that hold tokens are copied once, a part alone
-    is returned as it is, and unmasked parts keep an all-ones view of no memory. Tokens stay int32 when every
-    part's are. O(tokens)."""
+    """One ``Samples`` from several, in order (``Samples.join`` of those not empty). O(tokens)."""
     parts = [part for part in parts if len(part)]
-    if len(parts) <= 1:
-        return parts[0] if parts else _NOTHING
-    if any(part.units is not None or has_masked(_mask(part)) for part in parts):
-        return Samples.join(parts)  # pairs and groups with their units; the masks joined
-    tokens = np.concatenate([_tokens(part) for part in parts])
-    return Samples(tokens, all_ones(len(tokens)), offsets_of(np.concatenate([part.lengths for part in parts])))
-
-
-def _subset(samples: Samples, rows: Int64Array) -> Samples:
-    """The samples ``rows``, in that order. O(their tokens)."""
-    lengths = samples.lengths[rows]
-    offsets = offsets_of(lengths)
-    index = ranges(samples.offsets[:-1][rows], lengths)
-    mask = _mask(samples)
-    units = None if samples.units is None else samples.units.take(rows)
-    return Samples(
-        _tokens(samples)[index], mask[index] if has_masked(mask) else all_ones(len(index)), offsets, None, units
-    )
+    return Samples.join(parts) if parts else _NOTHING
 
 
 def _capped(carry: npt.NDArray[np.bool_], fill: Int64Array, count: Int64Array, limit: int) -> npt.NDArray[np.bool_]:
@@ -346,7 +317,7 @@ class PackingStream(Iterator[Block]):
                 carry_block = _capped(carry_block, fill, np.diff(blocks.block_starts), self.buffer_size // 2)
             piece_carry = carry_block[blocks.piece_block()]
             keep_rows = np.unique(blocks.piece_sequence[piece_carry]).astype(np.int64)
-            self._carried = _subset(buffer, keep_rows)
+            self._carried = buffer.take(keep_rows)
             self._carried_ids = ids[keep_rows]
             emit = np.flatnonzero(~carry_block)
             if self.shuffle:
@@ -575,9 +546,10 @@ def _skipped(rows: Iterator[Any], count: int) -> Iterator[Any]:
 def _samples_state(samples: Samples, ids: Int64Array) -> dict[str, Any]:
     """Samples (tokens, loss mask, lengths) and their stream positions ``ids`` as plain lists; the mask None when
     every token is trained. O(tokens)."""
-    mask = _mask(samples)
+    assert samples.tokens is not None and samples.loss_mask is not None  # checked when read
+    mask = samples.loss_mask
     state: dict[str, Any] = {
-        "tokens": _tokens(samples).tolist(),
+        "tokens": samples.tokens.tolist(),
         "loss_mask": mask.tolist() if has_masked(mask) else None,
         "lengths": samples.lengths.tolist(),
         "ids": ids.tolist(),
@@ -661,7 +633,7 @@ def _pending_state(pending: PackedBatch, blocks: Int64Array) -> dict[str, Any]:
     used, sequence = np.unique(plan.piece_sequence, return_inverse=True)
     names = pending.sequence_names
     ids = names[used] if names is not None else used.astype(np.int64)
-    state = _samples_state(_subset(pending.samples, used.astype(np.int64)), ids)
+    state = _samples_state(pending.samples.take(used.astype(np.int64)), ids)
     state.update(
         block_starts=plan.block_starts.tolist(),
         piece_sequence=sequence.tolist(),

@@ -36,11 +36,9 @@ them when called.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +53,7 @@ from packing.batches._tables import (
     pack_table,
     rows_of,
 )
+from packing.core._fingerprint import digest
 from packing.core._forms import FIELDS
 from packing.core._samples import Samples
 from packing.core._validation import INT32_MAX, OverflowPolicy, check_flag
@@ -64,7 +63,7 @@ from packing.reading._arrow import Accumulator, batch_parts, flat_batches, read_
 from packing.reading._reader import read_samples
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies._registry import StrategyName
-from packing.strategies._stats import PackingStats, UnitStats
+from packing.strategies._stats import PackingStats
 from packing.text._prepare import Prepared, prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -193,7 +192,7 @@ def pack_dataset(
     fingerprint = _fingerprint(dataset, (prepared.fingerprint, shuffle, chosen.seed, carry))
     path = _cache_path(dataset, fingerprint, cache_file_name)
     if cache_file_name is None and path is not None and path.is_file():  # packed before: same rows, same settings
-        cached = _cached_stats(path)
+        cached = _cached_stats(path, chosen)
         if cached is not None:  # what that packing cut is as real now: warned of again, with its counts
             cached.warn_lost("hf.pack_dataset")
             return Dataset.from_file(os.fspath(path))
@@ -294,39 +293,21 @@ _STATS_KEY = b"packing.stats"
 
 
 def _stats_json(stats: PackingStats) -> bytes:
-    """``stats`` as JSON (every count, the units' too; not ``block_utilization``), for a cache file's schema: what
-    the packing cut, warned of again when the file is found. O(1).
-
-    >>> from packing import plan
-    >>> stats = plan([6, 2], 4, overflow="drop").stats
-    >>> _stats_of_json(_stats_json(stats)) == stats
-    True
-    """
-    values = {name: value for name, value in asdict(stats).items() if name != "block_utilization"}
-    return json.dumps(values, sort_keys=True).encode("utf-8")
+    """``stats``' counts (``PackingStats.state``) as JSON, for a cache file's schema: what the packing cut, warned of
+    again when the file is found. O(1)."""
+    return json.dumps(stats.state(), sort_keys=True).encode("utf-8")
 
 
-def _stats_of_json(text: bytes) -> PackingStats:
-    """The statistics :func:`_stats_json` wrote (``block_utilization`` empty). O(1)."""
-    values = json.loads(text)
-    units = values.pop("units")
-    return PackingStats(
-        **values,
-        block_utilization=np.zeros(0, dtype=np.float64),
-        units=None if units is None else UnitStats(**units),
-    )
-
-
-def _cached_stats(path: Path) -> PackingStats | None:
-    """The statistics of the packing a cache file holds, read from its schema alone; None when the file has none
-    (written without them: packed again). O(1) reads."""
+def _cached_stats(path: Path, recipe: Recipe) -> PackingStats | None:
+    """The statistics of the packing with ``recipe`` a cache file holds, read from its schema alone; None when the
+    file has none (written without them: packed again). O(1) reads."""
     import pyarrow as pa
 
     try:
         with pa.OSFile(os.fspath(path), "rb") as source:
             metadata = pa.ipc.open_stream(source).schema.metadata or {}
-        text = metadata.get(_STATS_KEY)
-        return None if text is None else _stats_of_json(text)
+        state = json.loads(metadata[_STATS_KEY]) if _STATS_KEY in metadata else None
+        return None if state is None else PackingStats.of_state(state, recipe.max_seq_length, recipe.share_prompt)
     except (pa.ArrowException, OSError, ValueError, TypeError, KeyError):
         return None
 
@@ -354,5 +335,4 @@ def _fingerprint(source: Any, settings: tuple[Any, ...]) -> str:
         from datasets.fingerprint import generate_random_fingerprint
 
         return str(generate_random_fingerprint())
-    text = repr(("packing.hf.pack_dataset", parent, settings))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return digest(repr(("packing.hf.pack_dataset", parent, settings)), 16)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -53,7 +53,7 @@ from packing.reading._arrow import read_table
 from packing.reading._reader import mixed_kinds_error
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies._registry import StrategyName
-from packing.strategies._stats import PackingStats, UnitStats
+from packing.strategies._stats import UNIT_SUMMED, PackingStats, UnitStats
 from packing.text._prepare import prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -78,7 +78,7 @@ _UNITS = "__packing_units"
 completions from the global number of its rows' first."""
 _FIT = "__packing_fit"
 """What fitting a batch's pairs and groups cut (:func:`_fit_counts`), in its first row (the others null)."""
-_FIT_SIZE = 2 + len(fields(UnitStats)) - 1
+_FIT_SIZE = 2 + len(UNIT_SUMMED)
 """The numbers of :func:`_fit_counts`: tokens cut, units cut, and every count of ``UnitStats``."""
 _UNREAD, _REFUSED = -2, -1
 """Lengths reported for the rows of a batch with a bad row: not read, and the row the reader refused."""
@@ -177,21 +177,7 @@ def _fit_counts(fitted: Fitted, recipe: Recipe) -> list[int]:
     """
     units = fitted.fit.kept_stats(recipe).units
     assert units is not None
-    counts = [value for name, value in units.summary().items() if name != "share_prompt"]
-    return [fitted.tokens_cut, int(fitted.fit.units_cut.sum()), *counts]
-
-
-def _with_fit(stats: PackingStats, fit: Int64Array, share_prompt: bool) -> PackingStats:
-    """``stats`` of the plan of fitted units with what fitting cut counted in (``fit``: :func:`_fit_counts` summed
-    over every batch), as ``UnitFit.stats`` counts it on one machine. O(1)."""
-    tokens_cut, units_cut, pairs, groups, completions, truncated, completions_cut, dropped, shared = map(int, fit)
-    return replace(
-        stats,
-        input_tokens=stats.input_tokens + tokens_cut,
-        tokens_truncated=stats.tokens_truncated + tokens_cut,
-        sequences_truncated=stats.sequences_truncated + units_cut,
-        units=UnitStats(pairs, groups, completions, truncated, completions_cut, dropped, shared, share_prompt),
-    )
+    return [fitted.tokens_cut, int(fitted.fit.units_cut.sum()), *(getattr(units, name) for name in UNIT_SUMMED)]
 
 
 @dataclass(frozen=True)
@@ -320,7 +306,11 @@ class _Lengths:
             if recipe.overflow == "truncate":
                 planning = Recipe.of(recipe, overflow="drop")
         layout = plan_of(self.lengths, planning)
-        return layout, _with_fit(layout.stats, self.fit, recipe.share_prompt) if units else layout.stats, planning
+        if not units:
+            return layout, layout.stats, planning
+        tokens_cut, units_cut, *counts = map(int, self.fit)
+        unit_stats = UnitStats(**dict(zip(UNIT_SUMMED, counts, strict=True)), share_prompt=recipe.share_prompt)
+        return layout, layout.stats.with_fit(tokens_cut, units_cut, unit_stats), planning
 
     def completion_first(self) -> Int64Array | None:
         """The global number of each row's first completion; None without pairs and groups. O(rows)."""

@@ -15,7 +15,6 @@ inside the state, the counts of its ``stats``, and the source's own position whe
 from __future__ import annotations
 
 import copy
-import dataclasses
 import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
@@ -27,10 +26,10 @@ import numpy.typing as npt
 from packing.batches._packed import PackedBatch, block_arrays, check_pad, has_masked
 from packing.batches._schema import datasets_features
 from packing.batches._units import UnitFit, fit_units, unit_planning
-from packing.core._arrays import offsets_of, ranges
+from packing.core._arrays import offsets_of
 from packing.core._forms import UNIT_FIELDS, unit_kind
 from packing.core._pairs_groups import PLAIN, Units
-from packing.core._samples import Samples, TokenArray, all_ones
+from packing.core._samples import Samples, all_ones
 from packing.core._validation import (
     INT32_MAX,
     INT64_MAX,
@@ -46,7 +45,7 @@ from packing.planning._plans import PackingPlan, drawn_plan_of
 from packing.reading._reader import read_samples
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies._registry import StrategyName, check_whole_samples
-from packing.strategies._stats import PackingStats, UnitStats, compute_stats
+from packing.strategies._stats import SUMMED, UNIT_SUMMED, PackingStats, compute_stats
 from packing.text._prepare import Prepared, prepare
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -61,39 +60,10 @@ CARRY_BELOW = 0.99
 """A block filled below this fraction of ``max_seq_length`` goes back into the buffer (each document once)."""
 
 
-def _tokens(samples: Samples) -> TokenArray:
-    assert samples.tokens is not None  # checked when read
-    return samples.tokens
-
-
-def _mask(samples: Samples) -> npt.NDArray[np.int8]:
-    assert samples.loss_mask is not None  # checked when read
-    return samples.loss_mask
-
-
 def _concat(parts: list[Samples]) -> Samples:
-    """One ``Samples`` from several, in order; the parts that hold tokens are copied once, a part alone
-    is returned as it is, and unmasked parts keep an all-ones view of no memory. Tokens stay int32 when every
-    part's are. O(tokens)."""
+    """One ``Samples`` from several, in order (``Samples.join`` of those not empty). O(tokens)."""
     parts = [part for part in parts if len(part)]
-    if len(parts) <= 1:
-        return parts[0] if parts else _NOTHING
-    if any(part.units is not None or has_masked(_mask(part)) for part in parts):
-        return Samples.join(parts)  # pairs and groups with their units; the masks joined
-    tokens = np.concatenate([_tokens(part) for part in parts])
-    return Samples(tokens, all_ones(len(tokens)), offsets_of(np.concatenate([part.lengths for part in parts])))
-
-
-def _subset(samples: Samples, rows: Int64Array) -> Samples:
-    """The samples ``rows``, in that order. O(their tokens)."""
-    lengths = samples.lengths[rows]
-    offsets = offsets_of(lengths)
-    index = ranges(samples.offsets[:-1][rows], lengths)
-    mask = _mask(samples)
-    units = None if samples.units is None else samples.units.take(rows)
-    return Samples(
-        _tokens(samples)[index], mask[index] if has_masked(mask) else all_ones(len(index)), offsets, None, units
-    )
+    return Samples.join(parts) if parts else _NOTHING
 
 
 def _capped(carry: npt.NDArray[np.bool_], fill: Int64Array, count: Int64Array, limit: int) -> npt.NDArray[np.bool_]:
@@ -119,10 +89,7 @@ def _read(
         samples = read_samples(rows, **prepared.read_options)
         samples.refuse_other_labels()  # blocks are made from subsets of the buffer, which do not carry labels
     except SampleError as error:
-        if error.sample is not None:
-            error.sample += first
-            error.args = (error.where_and_what(),)
-        raise
+        raise error.after(first) from None
     if samples.tokens is None:
         raise SettingError("samples", "samples with token ids", "<lengths only>")
     if samples.units is None and completions is not None:
@@ -350,7 +317,7 @@ class PackingStream(Iterator[Block]):
                 carry_block = _capped(carry_block, fill, np.diff(blocks.block_starts), self.buffer_size // 2)
             piece_carry = carry_block[blocks.piece_block()]
             keep_rows = np.unique(blocks.piece_sequence[piece_carry]).astype(np.int64)
-            self._carried = _subset(buffer, keep_rows)
+            self._carried = buffer.take(keep_rows)
             self._carried_ids = ids[keep_rows]
             emit = np.flatnonzero(~carry_block)
             if self.shuffle:
@@ -395,7 +362,7 @@ class PackingStream(Iterator[Block]):
             "source": copy.deepcopy(self._source_state),
             "pending": pending,
             "carried": _samples_state(self._carried, self._carried_ids),
-            "stats": None if self._stats is None else _stats_state(self._stats),
+            "stats": None if self._stats is None else self._stats.state(),
         }
 
     def _load_rng(self, saved: Any) -> None:
@@ -506,33 +473,15 @@ def _no_stats(max_seq_length: int) -> PackingStats:
     return compute_stats(nothing, max_seq_length, np.zeros(1, np.int64), nothing, nothing)
 
 
-DERIVED_STATS = ("max_seq_length", "lower_bound", "padding_tokens", "efficiency", "block_utilization", "units")
-"""The fields of ``PackingStats`` a state does not hold: the recipe's, or made again from the counts."""
-STATS_COUNTS = tuple(f.name for f in dataclasses.fields(PackingStats) if f.name not in DERIVED_STATS)
-"""The counts of ``PackingStats`` a state holds (what ``PackingStats.plus`` adds)."""
-UNIT_COUNTS = tuple(f.name for f in dataclasses.fields(UnitStats) if f.name != "share_prompt")
-"""The counts of ``UnitStats`` a state holds (``share_prompt`` is the recipe's)."""
-
-
-def _stats_state(stats: PackingStats) -> dict[str, Any]:
-    """A stream's statistics as plain ints (the counts; the ratios are made again from them). O(1)."""
-    state: dict[str, Any] = {name: int(getattr(stats, name)) for name in STATS_COUNTS}
-    state["units"] = None if stats.units is None else {name: int(getattr(stats.units, name)) for name in UNIT_COUNTS}
-    return state
-
-
 def _stats_of(state: Any, recipe: Recipe, position: int) -> PackingStats | None:
-    """The statistics of :func:`_stats_state`, checked (:func:`_refuse_contradictions`). O(1)."""
+    """The statistics of ``PackingStats.state``, checked (:func:`_refuse_contradictions`). O(1)."""
     if state is None:
         return None
     what = f"{STATE_WHAT}'s stats"
-    counts = _counts(state, STATS_COUNTS, what)
-    unit_counts = None if state.get("units") is None else _counts(state["units"], UNIT_COUNTS, f"{what} units")
-    _refuse_contradictions(counts, unit_counts or dict.fromkeys(UNIT_COUNTS, 0), position, recipe, what)
-    nothing = _no_stats(recipe.max_seq_length)
-    unit_stats = None if unit_counts is None else UnitStats(**unit_counts, share_prompt=recipe.share_prompt)
-    saved: dict[str, Any] = {**counts, "units": unit_stats}
-    return nothing.plus(replace(nothing, **saved))  # the ratios made again from the counts
+    counts = _counts(state, SUMMED, what)
+    units = None if state.get("units") is None else _counts(state["units"], UNIT_SUMMED, f"{what} units")
+    _refuse_contradictions(counts, units or dict.fromkeys(UNIT_SUMMED, 0), position, recipe, what)
+    return PackingStats.of_state({**counts, "units": units}, recipe.max_seq_length, recipe.share_prompt)
 
 
 def _refuse_contradictions(c: dict[str, int], u: dict[str, int], position: int, recipe: Recipe, what: str) -> None:
@@ -597,9 +546,10 @@ def _skipped(rows: Iterator[Any], count: int) -> Iterator[Any]:
 def _samples_state(samples: Samples, ids: Int64Array) -> dict[str, Any]:
     """Samples (tokens, loss mask, lengths) and their stream positions ``ids`` as plain lists; the mask None when
     every token is trained. O(tokens)."""
-    mask = _mask(samples)
+    assert samples.tokens is not None and samples.loss_mask is not None  # checked when read
+    mask = samples.loss_mask
     state: dict[str, Any] = {
-        "tokens": _tokens(samples).tolist(),
+        "tokens": samples.tokens.tolist(),
         "loss_mask": mask.tolist() if has_masked(mask) else None,
         "lengths": samples.lengths.tolist(),
         "ids": ids.tolist(),
@@ -683,7 +633,7 @@ def _pending_state(pending: PackedBatch, blocks: Int64Array) -> dict[str, Any]:
     used, sequence = np.unique(plan.piece_sequence, return_inverse=True)
     names = pending.sequence_names
     ids = names[used] if names is not None else used.astype(np.int64)
-    state = _samples_state(_subset(pending.samples, used.astype(np.int64)), ids)
+    state = _samples_state(pending.samples.take(used.astype(np.int64)), ids)
     state.update(
         block_starts=plan.block_starts.tolist(),
         piece_sequence=sequence.tolist(),
@@ -704,9 +654,8 @@ def _pending_of(state: Any, recipe: Recipe, position: int, pad: int) -> PackedBa
         for k in ("piece_sequence", "piece_start", "piece_length")
     )
     overflow = (recipe if samples.units is None else unit_planning(recipe)).overflow
-    nothing = np.zeros(1, dtype=np.int64)
-    unchecked = compute_stats(samples.lengths, recipe.max_seq_length, nothing, sequence[:0], length[:0])
-    try:  # the plan checks its pieces (blocks, sequences, room) when made: then its statistics can be counted
+    unchecked = _no_stats(recipe.max_seq_length)  # until the plan has checked its pieces (blocks, sequences, room)
+    try:
         plan = PackingPlan(
             recipe.max_seq_length,
             recipe.strategy,
@@ -719,7 +668,7 @@ def _pending_of(state: Any, recipe: Recipe, position: int, pad: int) -> PackedBa
             unchecked,
         )
         stats = compute_stats(samples.lengths, recipe.max_seq_length, starts, sequence, length)
-        checked = dataclasses.replace(plan, stats=stats, _trusted=True)
+        checked = replace(plan, stats=stats, _trusted=True)
         return PackedBatch.of(checked, samples, pad_token_id=pad, int64=recipe.int64, sequence_names=ids)
     except SettingError as error:  # the plan's or the blocks' own check, said of the state
         got = error.got if error.got.startswith("<") else f"<{error.got}>"

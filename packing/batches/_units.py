@@ -27,7 +27,7 @@ Internal: the public names are in ``packing`` and ``packing.batches``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -116,13 +116,7 @@ class UnitFit:
             prompt_tokens_shared=int(shared[packed & counted].sum()),
             share_prompt=units.share_prompt,
         )
-        return replace(
-            stats,
-            input_tokens=stats.input_tokens + self.tokens_cut,
-            tokens_truncated=stats.tokens_truncated + self.tokens_cut,
-            sequences_truncated=stats.sequences_truncated + int(self.units_cut.sum()),
-            units=unit_stats,
-        )
+        return stats.with_fit(self.tokens_cut, int(self.units_cut.sum()), unit_stats)
 
     def kept_stats(self, recipe: Recipe) -> PackingStats:
         """:meth:`stats` for a door that plans no blocks (``collate``): every fitted unit that fits kept, each as a

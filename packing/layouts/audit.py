@@ -74,6 +74,7 @@ from packing.layouts.common import (
     starts_of,
 )
 from packing.reading import _files as files
+from packing.reading._content import list_values
 from packing.reading._limits import ReadLimits, check_count, limits_of
 from packing.reading._rowfiles import repeated, twice
 
@@ -279,22 +280,12 @@ def _to_table(source: Any, name: str | None, limits: ReadLimits) -> files.FileTa
 def _check_table(table: pa.Table, label: str, limits: ReadLimits) -> None:
     """Refuse a table of more blocks, or a list column of more values, than ``limits`` allows, before its
     columns become arrays. O(columns + chunks)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     check_count(label, "blocks", table.num_rows, limits.max_rows)
-    if limits.max_tokens is None:
-        return
     for name, column in zip(table.column_names, table.columns, strict=True):
-        kind = column.type
-        if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
-            values = int(pc.sum(pc.list_value_length(column)).as_py() or 0)
-            if values > limits.max_tokens:
-                raise DatasetError(
-                    label,
-                    None,
-                    f"column '{name}' holds {values:,} values, more than the limit of {limits.max_tokens:,}",
-                )
+        values = 0 if limits.max_tokens is None else list_values(column)
+        if limits.max_tokens is not None and values > limits.max_tokens:
+            reason = f"column '{name}' holds {values:,} values, more than the limit of {limits.max_tokens:,}"
+            raise DatasetError(label, None, reason)
 
 
 def _any_table(source: Any, name: str | None, limits: ReadLimits) -> files.FileTable:

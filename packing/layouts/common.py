@@ -15,6 +15,7 @@ blocks of a ``PackedBatch`` to export) into a table. Everything is vectorized: O
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -110,6 +111,32 @@ class PackedLayout:
     """Blocks of preference pairs and completion groups (their ``unit_ids`` column): the unit of every token."""
     completion: Int64Array | None = None
     """With ``unit``: the completion every token answers (``completion_ids``), -1 on prompts."""
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        tokens: ListColumn,
+        document: Int64Array,
+        targets: BoolArray | None,
+        columns: Mapping[str, ListColumn | None] | None = None,
+        known: bool | BoolArray = True,
+        **fields: Any,
+    ) -> PackedLayout:
+        """The blocks of the token column ``tokens`` in layout ``name``: ``position_ids``, ``attention_mask`` and
+        ``labels`` as ``columns`` stores them (None where absent), boundaries ``known`` in every block or per block,
+        ``fields`` the others (``variant``, or a column stored under another name). O(blocks)."""
+        stored = {key: values_of((columns or {}).get(key)) for key in ("position_ids", "attention_mask", "labels")}
+        known_rows = np.ones(len(tokens.lengths), dtype=bool) & known
+        return cls(
+            name=name,
+            row_offsets=tokens.offsets,
+            input_ids=tokens.values,
+            document=document,
+            targets=targets,
+            boundaries_known=known_rows,
+            **(stored | fields),
+        )
 
     @property
     def num_blocks(self) -> int:
@@ -382,6 +409,18 @@ def targets_of(labels: ListColumn | None) -> BoolArray | None:
     """Hugging Face's convention: a token is a prediction target when its label is not -100 (None without
     labels). O(tokens)."""
     return None if labels is None else labels.values != IGNORE_INDEX
+
+
+def read_columns(
+    table: pa.Table, source: str, names: Iterable[str], tokens: str = "input_ids"
+) -> tuple[ListColumn, dict[str, ListColumn | None]]:
+    """The token column ``tokens`` (required) and the list columns ``names`` (None where absent), each checked to
+    hold one value per token. O(tokens)."""
+    ids = required(table, tokens, source)
+    columns = {name: list_column(table, name, source) for name in names}
+    for name, column in columns.items():
+        check_lengths(column, name, ids, tokens, source)
+    return ids, columns
 
 
 def required(table: pa.Table, name: str, source: str) -> ListColumn:

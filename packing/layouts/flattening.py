@@ -25,15 +25,14 @@ from packing.layouts.common import (
     PackedLayout,
     Parsed,
     Rows,
-    check_lengths,
     error,
     from_starts,
     is_collated,
     list_column,
     mismatch,
     positions_mark_nothing,
+    read_columns,
     real_weights,
-    required,
     targets_of,
     values_of,
 )
@@ -44,7 +43,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 NAME = "flattening"
 TITLE = "transformers DataCollatorWithFlattening"
 weights_column = real_weights
-"""Loss weights laid out as the labels are."""
 
 
 def recognises(names: set[str], table: pa.Table) -> bool:
@@ -147,12 +145,9 @@ def _thd(table: pa.Table, offsets: Int64Array, source: str) -> tuple[BoolArray, 
 def read(table: pa.Table, source: str) -> Parsed:
     """The collator's columns as a :class:`PackedLayout`: documents from ``cu_seq_lens_q`` when given (position
     ids and ``seq_idx`` are then checked against them), else from position ids. O(tokens)."""
-    tokens = required(table, "input_ids", source)
+    tokens, columns = read_columns(table, source, ("labels", "position_ids", "seq_idx"))
     offsets = tokens.offsets
     total = int(offsets[-1])
-    columns = {name: list_column(table, name, source) for name in ("labels", "position_ids", "seq_idx")}
-    for name, column in columns.items():
-        check_lengths(column, name, tokens, "input_ids", source)
     positions = values_of(columns["position_ids"])
     bad: list[Int64Array] = []
     thd = _thd(table, offsets, source)
@@ -182,16 +177,7 @@ def read(table: pa.Table, source: str) -> Parsed:
         changes = np.zeros(total, dtype=bool)
         changes[1:] = seq_idx.values[1:] != seq_idx.values[:-1]
         bad.append(mismatch(offsets, document, changes))
-    labels = columns["labels"]
-    layout = PackedLayout(
-        name=NAME,
-        row_offsets=offsets,
-        input_ids=tokens.values,
-        document=document,
-        targets=targets_of(labels),
-        position_ids=positions,
-        labels=values_of(labels),
-        boundaries_known=known_rows,
-        variant=variant,
+    layout = PackedLayout.of(
+        NAME, tokens, document, targets_of(columns["labels"]), columns, known_rows, variant=variant
     )
     return Parsed(layout, bad)

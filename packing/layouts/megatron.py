@@ -214,15 +214,7 @@ def read(table: pa.Table, source: str) -> Parsed:
             bad.append(uneven.astype(np.int64))
         variant += f"; padded for context parallelism (pad_seq_to_mult {multiple})"
     docs_per_block = np.bincount(row_of(np.diff(offsets))[starts_of(offsets, document)], minlength=len(row_length))
-    layout = PackedLayout(
-        name=NAME,
-        row_offsets=offsets,
-        input_ids=tokens.values,
-        document=document,
-        targets=targets,
-        boundaries_known=np.ones(len(tokens.lengths), dtype=bool),
-        variant=variant,
-    )
+    layout = PackedLayout.of(NAME, tokens, document, targets, variant=variant)
     return Parsed(layout, bad, used_offset=docs_per_block.astype(np.int64))
 
 

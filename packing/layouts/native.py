@@ -23,14 +23,12 @@ from packing.layouts.common import (
     PackedLayout,
     Parsed,
     Rows,
-    check_lengths,
     fixed_weights,
     from_lengths,
-    list_column,
+    read_columns,
     required,
     starts_of,
     targets_of,
-    values_of,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -39,7 +37,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 NAME = "packing"
 TITLE = "this project's blocks"
 weights_column = fixed_weights
-"""Loss weights laid out as the labels are."""
 
 
 def recognises(names: set[str], table: pa.Table) -> bool:
@@ -56,14 +53,9 @@ def write(rows: Rows) -> pa.Table:
 
 def read(table: pa.Table, source: str) -> Parsed:
     """This project's columns as a :class:`PackedLayout`; ``loss_mask`` on padding is trained padding. O(tokens)."""
-    tokens = required(table, "input_ids", source)
+    names = ("labels", "loss_mask", "position_ids", "sequence_ids", "attention_mask", "document_ids")
+    tokens, columns = read_columns(table, source, names)
     offsets = tokens.offsets
-    columns = {
-        name: list_column(table, name, source)
-        for name in ("labels", "loss_mask", "position_ids", "sequence_ids", "attention_mask", "document_ids")
-    }
-    for name, column in columns.items():
-        check_lengths(column, name, tokens, "input_ids", source)
     lengths = required(table, "seq_lengths", source)
     build = from_lengths(offsets, lengths, fill_exactly=False)
     document = build.document
@@ -86,18 +78,7 @@ def read(table: pa.Table, source: str) -> Parsed:
         if targets is None:
             targets = loss_mask.values != 0
             targets &= ~starts_of(offsets, document)
-    layout = PackedLayout(
-        name=NAME,
-        row_offsets=offsets,
-        input_ids=tokens.values,
-        document=document,
-        targets=targets,
-        position_ids=values_of(columns["position_ids"]),
-        attention_mask=values_of(columns["attention_mask"]),
-        labels=values_of(labels),
-        boundaries_known=np.ones(len(tokens.lengths), dtype=bool),
-    )
-    return Parsed(layout, bad, extra)
+    return Parsed(PackedLayout.of(NAME, tokens, document, targets, columns), bad, extra)
 
 
 def _numbering_cells(offsets: Int64Array, document: Int64Array, ids: Int64Array) -> Int64Array:

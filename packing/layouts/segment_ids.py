@@ -23,11 +23,10 @@ from packing.layouts.common import (
     Parsed,
     Rows,
     arrow_column,
-    check_lengths,
     fixed_weights,
     from_starts,
-    list_column,
     positions_mark_nothing,
+    read_columns,
     required,
     row_has,
     row_max,
@@ -41,7 +40,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 NAME = "segment_ids"
 TITLE = "segment ids in attention_mask, as LLaMA-Factory neat packing and Axolotl"
 weights_column = fixed_weights
-"""Loss weights laid out as the labels are."""
 
 
 def recognises(names: set[str], table: pa.Table) -> bool:
@@ -88,12 +86,9 @@ def write(rows: Rows) -> pa.Table:
 def read(table: pa.Table, source: str) -> Parsed:
     """Segment-id columns as a :class:`PackedLayout`: documents from the numbers in ``attention_mask``, or from
     position ids under a 0/1 mask (plain packing). O(tokens)."""
-    tokens = required(table, "input_ids", source)
+    tokens, columns = read_columns(table, source, ("attention_mask", "labels", "position_ids"))
     offsets = tokens.offsets
     total = int(offsets[-1])
-    columns = {name: list_column(table, name, source) for name in ("attention_mask", "labels", "position_ids")}
-    for name, column in columns.items():
-        check_lengths(column, name, tokens, "input_ids", source)
     mask = required(table, "attention_mask", source).values
     positions = values_of(columns["position_ids"])
     labels = columns["labels"]
@@ -122,18 +117,7 @@ def read(table: pa.Table, source: str) -> Parsed:
         variant = "0/1 mask, position ids that never restart: no document boundaries"
     document = from_starts(offsets, opens, padding)
     reused = _reused(offsets, mask, document, numbered)
-    layout = PackedLayout(
-        name=NAME,
-        row_offsets=offsets,
-        input_ids=tokens.values,
-        document=document,
-        targets=targets,
-        position_ids=positions,
-        attention_mask=mask,
-        labels=values_of(labels),
-        boundaries_known=known,
-        variant=variant,
-    )
+    layout = PackedLayout.of(NAME, tokens, document, targets, columns, known, variant=variant)
     return Parsed(layout, bad, reused_segments=reused)
 
 

@@ -27,10 +27,9 @@ from packing.layouts.common import (
     Parsed,
     Rows,
     arrow_column,
-    check_lengths,
     fixed_weights,
     from_lengths,
-    list_column,
+    read_columns,
     renumber,
     required,
     targets_of,
@@ -43,7 +42,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 NAME = "torchtune"
 TITLE = "torchtune PackedDataset"
 weights_column = fixed_weights
-"""Loss weights laid out as the labels are."""
 
 
 def seq_lens_of_mask(mask: npt.NDArray[Any]) -> list[list[int]]:
@@ -106,11 +104,8 @@ def write(rows: Rows) -> pa.Table:
 def read(table: pa.Table, source: str) -> Parsed:
     """torchtune's columns as a :class:`PackedLayout`: documents from ``seq_lens``; a block's last entry is the
     padding when its positions do not restart at 0 and none of its labels is trained. O(tokens)."""
-    tokens = required(table, "tokens", source)
+    tokens, columns = read_columns(table, source, ("labels", "input_pos"), tokens="tokens")
     offsets = tokens.offsets
-    columns = {name: list_column(table, name, source) for name in ("labels", "input_pos")}
-    for name, column in columns.items():
-        check_lengths(column, name, tokens, "tokens", source)
     lengths = required(table, "seq_lens", source)
     build = from_lengths(offsets, lengths, fill_exactly=True)
     document = build.document
@@ -137,15 +132,5 @@ def read(table: pa.Table, source: str) -> Parsed:
             document = document.copy()
             document[ranges(pad_starts[padded], last[padded])] = -1
             document = renumber(document)
-    labels = columns["labels"]
-    layout = PackedLayout(
-        name=NAME,
-        row_offsets=offsets,
-        input_ids=tokens.values,
-        document=document,
-        targets=targets_of(labels),
-        position_ids=positions,
-        labels=values_of(labels),
-        boundaries_known=np.ones(len(tokens.lengths), dtype=bool),
-    )
+    layout = PackedLayout.of(NAME, tokens, document, targets_of(columns["labels"]), columns, position_ids=positions)
     return Parsed(layout, list(build.bad_cells))

@@ -34,10 +34,9 @@ from packing.layouts.common import (
     list_column,
     not_block_start,
     positions_mark_nothing,
+    read_columns,
     real_weights,
-    required,
     starts_of,
-    values_of,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -46,7 +45,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 NAME = "trl"
 TITLE = "TRL pack_dataset"
 weights_column = real_weights
-"""Loss weights laid out as the labels are."""
 
 
 def recognises(names: set[str], table: pa.Table) -> bool:
@@ -94,12 +92,8 @@ def write(rows: Rows) -> pa.Table:
 
 def read(table: pa.Table, source: str) -> Parsed:
     """TRL's columns as a :class:`PackedLayout` (see the module). O(tokens)."""
-    tokens = required(table, "input_ids", source)
+    tokens, columns = read_columns(table, source, ("labels", "completion_mask", "assistant_masks", "position_ids"))
     offsets = tokens.offsets
-    names = ("labels", "completion_mask", "assistant_masks", "position_ids")
-    columns = {name: list_column(table, name, source) for name in names}
-    for name, column in columns.items():
-        check_lengths(column, name, tokens, "input_ids", source)
     lengths = list_column(table, "seq_lengths", source)
     known = lengths is not None
     bad: list[Int64Array] = []
@@ -128,16 +122,8 @@ def read(table: pa.Table, source: str) -> Parsed:
     else:
         targets &= not_block_start(offsets, len(document))
     has_loss = any(columns[name] is not None for name in ("labels", "completion_mask", "assistant_masks"))
-    layout = PackedLayout(
-        name=NAME,
-        row_offsets=offsets,
-        input_ids=tokens.values,
-        document=document,
-        targets=targets if has_loss or known else None,
-        position_ids=values_of(columns["position_ids"]),
-        # no attention_mask: TRL's collators build their own; a carried column is never used
-        labels=values_of(columns["labels"]),
-        boundaries_known=np.full(len(tokens.lengths), known, dtype=bool),
-        variant=variant,
+    # no attention_mask (not among the columns): TRL's collators build their own; a carried column is never used
+    layout = PackedLayout.of(
+        NAME, tokens, document, targets if has_loss or known else None, columns, known, variant=variant
     )
     return Parsed(layout, bad)

@@ -15,7 +15,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from packing.errors import DatasetError, LimitError, quote
+from packing.errors import DatasetError, LimitError, first_line, quote
 from packing.reading._limits import NO_LIMITS, ReadLimits, check_count, open_input
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -46,8 +46,7 @@ def opened(file: File) -> Iterator[IO[bytes]]:
 
 def unreadable(file: File, error: Exception, kind: str) -> DatasetError:
     """The one-line error for a file pyarrow cannot decode as ``kind``."""
-    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return DatasetError(file.label, None, f"not a readable {kind} file ({quote(reason, 80)})")
+    return DatasetError(file.label, None, f"not a readable {kind} file ({quote(first_line(error), 80)})")
 
 
 _BATCH_VALUES = 1 << 22

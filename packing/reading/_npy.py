@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.core._validation import INT64_MAX, flag_values
-from packing.errors import DatasetError
+from packing.errors import DatasetError, first_line
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
@@ -104,10 +104,8 @@ def read_npy(data: bytes, label: str) -> pa.Table:
     except Exception as failure:  # a crafted pickle fails in many ways; none of them runs anything
         if "truncated" in str(failure):
             raise error(label, "the file ends early (truncated)") from None
-        reason = str(failure).splitlines()[0][:100] if str(failure) else type(failure).__name__
-        raise error(
-            label, f"refused: {reason} (only numpy arrays, lists, dicts, strings and numbers are read)"
-        ) from None
+        reason = f"refused: {first_line(failure)} (only numpy arrays, lists, dicts, strings and numbers are read)"
+        raise error(label, reason) from None
     return _rows_table(rows, label, budget=len(data))
 
 

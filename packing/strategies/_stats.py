@@ -49,7 +49,7 @@ class UnitStats:
 
     def plus(self, other: UnitStats) -> UnitStats:
         """The counts of two packings of units (in one layout) added. O(1)."""
-        numbers = {name: value + getattr(other, name) for name, value in asdict(self).items() if name != "share_prompt"}
+        numbers = {name: getattr(self, name) + getattr(other, name) for name in UNIT_SUMMED}
         return UnitStats(**numbers, share_prompt=self.share_prompt)
 
     def cut_text(self) -> str:
@@ -65,6 +65,8 @@ class UnitStats:
         )
 
 
+UNIT_SUMMED = tuple(f.name for f in fields(UnitStats) if f.name != "share_prompt")
+"""The counts of :class:`UnitStats` that add up (``share_prompt`` is the recipe's)."""
 ACCOUNTING = (
     "input_tokens", "packed_tokens", "tokens_truncated", "tokens_dropped", "padding_tokens",
     "num_sequences", "empty_sequences", "sequences_truncated", "sequences_split", "sequences_dropped",
@@ -196,18 +198,49 @@ class PackingStats:
         (2, 11, 6, 3)
         """
         counts = {name: getattr(self, name) + getattr(other, name) for name in SUMMED}
-        slots = counts["num_blocks"] * self.max_seq_length
         units = (
             self.units if other.units is None else other.units if self.units is None else self.units.plus(other.units)
         )
-        return PackingStats(
-            max_seq_length=self.max_seq_length,
-            lower_bound=-(-counts["packed_tokens"] // self.max_seq_length),
-            padding_tokens=slots - counts["packed_tokens"],
-            efficiency=counts["packed_tokens"] / slots if slots else 0.0,
+        return replace(self.of_state({**counts, "units": None}, self.max_seq_length, False), units=units)
+
+    def state(self) -> dict[str, Any]:
+        """The counts that add up (:data:`SUMMED`; ``units``: :data:`UNIT_SUMMED`, or None) as plain ints: what a
+        stream's state and a cache file keep; :meth:`of_state` makes the statistics again. O(1).
+
+        >>> from packing import plan
+        >>> stats = plan([6, 2], 4, overflow="drop").stats
+        >>> PackingStats.of_state(stats.state(), 4, share_prompt=False) == stats
+        True
+        """
+        state: dict[str, Any] = {name: int(getattr(self, name)) for name in SUMMED}
+        units = self.units
+        state["units"] = None if units is None else {name: int(getattr(units, name)) for name in UNIT_SUMMED}
+        return state
+
+    @classmethod
+    def of_state(cls, state: dict[str, Any], max_seq_length: int, share_prompt: bool) -> PackingStats:
+        """The statistics of :meth:`state` (the ratios made again from the counts, ``block_utilization`` empty), of
+        a packing into ``max_seq_length`` with ``share_prompt``. O(1)."""
+        units, packed, slots = state["units"], state["packed_tokens"], state["num_blocks"] * max_seq_length
+        return cls(
+            max_seq_length=max_seq_length,
+            lower_bound=-(-packed // max_seq_length),
+            padding_tokens=slots - packed,
+            efficiency=packed / slots if slots else 0.0,
             block_utilization=np.zeros(0, dtype=np.float64),
+            units=None if units is None else UnitStats(**{n: units[n] for n in UNIT_SUMMED}, share_prompt=share_prompt),
+            **{name: state[name] for name in SUMMED},
+        )
+
+    def with_fit(self, tokens_cut: int, units_cut: int, units: UnitStats) -> PackingStats:
+        """A copy with what fitting pairs and groups whole cut before planning counted in (``tokens_cut`` tokens
+        truncated, ``units_cut`` sequences truncated) and their counts ``units``. O(1)."""
+        return replace(
+            self,
+            input_tokens=self.input_tokens + tokens_cut,
+            tokens_truncated=self.tokens_truncated + tokens_cut,
+            sequences_truncated=self.sequences_truncated + units_cut,
             units=units,
-            **counts,
         )
 
     def with_trainable(

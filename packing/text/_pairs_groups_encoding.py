@@ -32,7 +32,6 @@ Internal: the public names are in ``packing`` and ``packing.text``.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -99,16 +98,6 @@ def _parts(row: Mapping[str, Any], index: int) -> tuple[str, Any, list[tuple[str
     return kind, prompt, fields
 
 
-def _renamed(error: SampleError, sample: int, field: str | None) -> SampleError:
-    """``error`` about an encoded completion row, about the unit's sample and field instead. O(1)."""
-    renamed = copy.copy(error)
-    renamed.sample = sample
-    if field is not None and error.field == "completion":
-        renamed.field = field
-    renamed.args = (renamed.where_and_what(),)
-    return renamed
-
-
 def encode_units(
     rows: Sequence[Mapping[str, Any]],
     tokenizer: Any,
@@ -142,7 +131,8 @@ def encode_units(
     except SampleError as error:
         if error.sample is None or not 0 <= error.sample < len(owners):
             raise
-        raise _renamed(error, *owners[error.sample]) from None
+        sample, field = owners[error.sample]  # the unit's sample, and its field for the completion's error
+        raise error.moved(sample=sample, field=field if error.field == "completion" else error.field) from None
     prompts = encode_prompts(tokenizer, [prompt for _, prompt, _ in read], names)
     out: list[dict[str, Any]] = []
     at = 0

@@ -70,16 +70,6 @@ def _units_of(rows: Sequence[Any], recipe: Recipe, warn: bool = True) -> tuple[S
     return samples, kept
 
 
-def _take(samples: Samples, rows: Int64Array) -> Samples:
-    """The samples ``rows`` (with their units), in order. O(their tokens)."""
-    assert samples.units is not None and samples.tokens is not None and samples.loss_mask is not None
-    lengths = samples.lengths[rows]
-    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    index = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(samples.offsets[:-1][rows] - offsets[:-1], lengths)
-    return Samples(samples.tokens[index], samples.loss_mask[index], offsets, None, samples.units.take(rows))
-
-
 def collate_units(
     rows: Sequence[Any],
     recipe: Recipe | None = None,
@@ -174,7 +164,7 @@ def _sample_columns(rows: Sequence[Any], recipe: Recipe, warn: bool = True) -> d
     """The flat columns of rows that are samples (some of them units): every kept unit laid out, numbered in input
     order (``unit_ids``: the row's index; ``completion_ids`` and ``document_ids`` from 0 in this batch). O(T)."""
     samples, kept = _units_of(rows, recipe, warn)
-    samples = _take(samples, kept)
+    samples = samples.take(kept)
     units = samples.units
     assert units is not None and samples.tokens is not None and samples.loss_mask is not None
     arrays = units.token_arrays()

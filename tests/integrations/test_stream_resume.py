@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 import packing
 import packing.errors
-from packing.streaming import STATE_FORMAT, STATE_KEYS, STATS_COUNTS, stream, stream_dataset
+from packing.strategies._stats import SUMMED
+from packing.streaming import STATE_FORMAT, STATE_KEYS, stream, stream_dataset
 from tests.helpers.units import completions_of, random_units
 
 
@@ -203,7 +204,7 @@ HOSTILE = st.one_of(
 )
 FIELDS = st.one_of(
     st.tuples(st.sampled_from(STATE_KEYS)),
-    st.tuples(st.just("stats"), st.sampled_from([*STATS_COUNTS, "units"])),
+    st.tuples(st.just("stats"), st.sampled_from([*SUMMED, "units"])),
     st.tuples(st.just("carried"), st.sampled_from(["tokens", "loss_mask", "lengths", "ids", "units"])),
     st.tuples(
         st.just("pending"),

@@ -5,6 +5,7 @@ blocks' spans ``render_jinja_template`` finds, a template's failure named by its
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from packing.errors import SampleError
 from packing.text._chats import render_marked
 from packing.text._templates import has_generation_markers, render
 from packing.text._text_rows import encode_rows
+from packing.text._tokenizers import load_tokenizer
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
@@ -93,3 +95,14 @@ def test_an_empty_conversation_is_refused_as_transformers_refuses_it(tokenizers:
     assert (
         str(ours.value) == f"sample 3, 'prompt': expected a conversation the chat template can render, got <{quoted}>"
     )
+
+
+def test_a_users_template_renders_in_full_as_transformers_renders_it(tmp_path: Path) -> None:
+    """No cap of packing's own: a template that writes a million characters (whatever it does, the user's own
+    template runs as ``apply_chat_template`` runs it; the explorer bounds a stranger's in its worker process)."""
+    long = "{%- for i in range(99999) -%}0123456789{%- endfor -%}{%- for m in messages -%}{{- m['content'] -}}{%- endfor -%}"
+    tokenizer = load_tokenizer(str(save_tokenizer(tmp_path / "long", CHATML)), chat_template=long)
+    tokens, mask, _ = encode_rows([{"messages": CHATS[0]}], tokenizer)
+    assert tokenizer.decode(tokens.tolist()) == tokenizer.apply_chat_template(CHATS[0], tokenize=False)
+    assert len(tokenizer.decode(tokens.tolist())) == 999_990 + len("hiyo")
+    assert tokenizer.decode(tokens[mask == 1].tolist()) == "yo"

@@ -1,8 +1,8 @@
-"""Chat templates rendered as transformers renders them: the text by the tokenizer's own ``apply_chat_template``,
-the ``{% generation %}`` blocks' character spans by transformers' ``render_jinja_template`` (both in its Jinja
-sandbox); a failure is named by its sample. A rendering runs as long as the template makes it, as it does in
-transformers: the user's own template is the user's to run. A server that renders chats for strangers bounds the
-process that renders them (the explorer's load lane: a deadline and a memory limit). Internal.
+"""Chat templates rendered as transformers renders them (``render_jinja_template``, what ``apply_chat_template``
+calls, in its Jinja sandbox), with the ``{% generation %}`` blocks' character spans; a failure is named by its
+sample. A rendering runs as long as the template makes it, as in transformers: the user's own template is the
+user's to run. A server that renders chats for strangers bounds the process that renders them (the explorer's
+load lane: a deadline and a memory limit). Internal.
 """
 
 from __future__ import annotations
@@ -21,22 +21,24 @@ Spans = list[tuple[int, int]]
 
 
 def _rendered(tokenizer: Any, messages: Sequence[Message], generation_prompt: bool, marked: bool) -> tuple[str, Spans]:
-    """The text of ``messages`` (``apply_chat_template``), or with ``marked`` the text and the spans of its
-    generation blocks (``render_jinja_template`` on the messages as ``apply_chat_template`` hands them over:
-    without their keys whose value is None, with the tokenizer's special tokens). O(the template's work)."""
-    if not marked:
+    """The text of ``messages`` (and with ``marked`` the spans of its generation blocks): the byte tokenizer's own
+    ChatML, or transformers' ``render_jinja_template`` given what ``apply_chat_template`` gives it (the messages
+    without their keys whose value is None, the tokenizer's special tokens). O(the template's work)."""
+    if isinstance(tokenizer, ByteTokenizer):
         text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=generation_prompt)
         return cast(str, text), []
+    if not messages and not marked:  # as apply_chat_template refuses it
+        raise ValueError("an empty conversation")
     from transformers.utils.chat_template_utils import render_jinja_template
 
     texts, blocks = render_jinja_template(
         conversations=[[{key: value for key, value in m.items() if value is not None} for m in messages]],
         chat_template=tokenizer.get_chat_template(),
-        return_assistant_tokens_mask=True,
+        return_assistant_tokens_mask=marked,
         add_generation_prompt=generation_prompt,
         **tokenizer.special_tokens_map,
     )
-    return texts[0], [(int(start), int(end)) for start, end in blocks[0]]
+    return texts[0], [(int(start), int(end)) for start, end in blocks[0]] if marked else []
 
 
 def rendering(

@@ -87,14 +87,10 @@ def test_a_dict_of_named_templates_renders_its_default(tokenizers: dict[str, Any
 
 
 def test_an_empty_conversation_is_refused_as_transformers_refuses_it(tokenizers: dict[str, Any]) -> None:
-    with pytest.raises(ValueError) as transformers_refusal:
+    with pytest.raises(ValueError, match="empty conversation"):
         tokenizers["chatml"].apply_chat_template([], tokenize=False)
-    with pytest.raises(SampleError) as ours:
+    with pytest.raises(SampleError, match="a conversation the chat template can render, got <an empty conversation>"):
         render(tokenizers["chatml"], [], True, 3, "prompt")
-    quoted = str(transformers_refusal.value)[:60]
-    assert (
-        str(ours.value) == f"sample 3, 'prompt': expected a conversation the chat template can render, got <{quoted}>"
-    )
 
 
 def test_a_users_template_renders_in_full_as_transformers_renders_it(tmp_path: Path) -> None:

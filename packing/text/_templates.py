@@ -31,13 +31,14 @@ def _rendered(tokenizer: Any, messages: Sequence[Message], generation_prompt: bo
         raise ValueError("an empty conversation")
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    texts, blocks = render_jinja_template(
+    rendered: Any = render_jinja_template(  # annotated as a str, it returns the texts and the blocks' spans
         conversations=[[{key: value for key, value in m.items() if value is not None} for m in messages]],
         chat_template=tokenizer.get_chat_template(),
         return_assistant_tokens_mask=marked,
         add_generation_prompt=generation_prompt,
         **tokenizer.special_tokens_map,
     )
+    texts, blocks = rendered
     return texts[0], [(int(start), int(end)) for start, end in blocks[0]] if marked else []
 
 

@@ -444,8 +444,8 @@ def render_marked(
     tokenizer: Any, conversations: list[list[Message]], samples: list[int]
 ) -> tuple[list[str], list[list[tuple[int, int]]]]:
     """Every conversation rendered once with the character spans of its ``{% generation %}`` blocks, in
-    the template's own sandbox, as transformers' ``render_jinja_template`` finds them; each rendering
-    bounded as :func:`render` bounds it, a failure named by its sample."""
+    the template's own sandbox, as transformers' ``render_jinja_template`` finds them; a failure named by its
+    sample."""
     rendered = [
         rendering(tokenizer, conversation, False, sample, "messages", marked=True)
         for conversation, sample in zip(conversations, samples, strict=True)

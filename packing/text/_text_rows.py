@@ -20,7 +20,7 @@ What is trained follows the loss rules (:class:`packing.core._loss.LossRules`: `
 the default is the above, ``completion_only_loss=False`` (``loss="all"``) trains on every token of every
 form. A row with a non-null ``input_ids`` is a token row, whatever text it also carries.
 
-Each chat is rendered once (by this project, in transformers' Jinja sandbox), and the chats of a chunk
+Each chat is rendered once (by transformers, in its Jinja sandbox), and the chats of a chunk
 tokenized in one batch call of the fast tokenizer; the trained character spans are mapped to tokens through its character
 offsets (a token is trained when its characters overlap a trained span, the rule
 ``return_assistant_tokens_mask`` follows), looked up at each span's two ends (:func:`encode_masked`). With generation markers (``{% generation %}``) the assistant
@@ -30,9 +30,8 @@ renderings and checked end to end on every chat (:func:`_layout`); the assistant
 characters between the rendering of the first ``k`` messages with the generation prompt and the start of
 message ``k + 1``. Chats that cannot be laid out that way (tool calls, content the template changes) are
 rendered prefix by prefix, up to ``MAX_PREFIX_TURNS`` messages; a template whose prefix renderings are not
-prefixes of the whole conversation is refused. Every rendering runs in transformers' Jinja sandbox and is
-stopped past ``RENDER_FACTOR`` × the messages' characters + ``RENDER_SLACK``. ``num_proc`` processes
-share the chunks, with the one process's result.
+prefixes of the whole conversation is refused. Every rendering runs in transformers' Jinja sandbox, as
+``apply_chat_template`` runs it. ``num_proc`` processes share the chunks, with the one process's result.
 
 ``"bytes"`` is a built-in UTF-8 byte tokenizer that needs no download (see :class:`ByteTokenizer`).
 
@@ -133,7 +132,7 @@ def _encode_chats(
     rules: LossRules = DEFAULT_RULES,
     contexts: Sequence[int] | None = None,
 ) -> tuple[Encoded, Int8Array]:
-    """Ids and loss masks of many conversations: each rendered once (in transformers' sandbox, bounded),
+    """Ids and loss masks of many conversations: each rendered once (in transformers' sandbox),
     all tokenized in one batch call with character offsets, the spans the loss ``rules`` train mapped to
     tokens (:func:`spans_mask`). With generation markers the spans start from the template's blocks (the
     masks of ``return_assistant_tokens_mask``); otherwise from the chat's layout (:func:`chat_spans`).

@@ -280,8 +280,7 @@ def _refuse_custom_code(folder: Path, text: str) -> None:
 def with_chat_template(tokenizer: Any, template: Any) -> Any:
     """A copy of ``tokenizer`` that renders chats with ``template``: Jinja text (anything with ``{{`` or
     ``{%``), or the path of a file holding it. The template is compiled once here, in transformers'
-    sandbox, so a syntax error is a ``SettingError`` at once; renderings are bounded as every rendering is
-    (:func:`render`). The tokenizer given is left as it was. O(template).
+    sandbox, so a syntax error is a ``SettingError`` at once. The tokenizer given is left as it was. O(template).
 
     >>> with_chat_template(ByteTokenizer(), "{{ messages }}")
     Traceback (most recent call last):

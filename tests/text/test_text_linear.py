@@ -8,7 +8,6 @@ Linearity is checked by counting renderings, not by timing.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -175,38 +174,3 @@ def test_a_long_chat_that_needs_the_prefix_path_is_refused_in_one_line(tokenizer
     tokens, mask, _ = encode_rows([{"messages": chat[:MAX_PREFIX_TURNS]}], "bytes")
     assert '[{"name": "f"}]<|im_end|>' in ByteTokenizer().decode(tokens[mask == 1])
     assert int(np.sum(mask)) > 0
-
-
-NESTED_LOOPS = (
-    "{%- for m in messages -%}{{- m['role'] + ': ' + m['content'] + '\\n' -}}{%- endfor -%}"
-    "{%- for a in range(3000) -%}{%- for b in range(3000) -%}{{- 'x' -}}{%- endfor -%}{%- endfor -%}"
-)
-"""Nine million characters of output for any chat: stopped at the rendering cap (about one million)."""
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("marked", [False, True])
-def test_a_template_of_nested_loops_is_stopped_at_the_rendering_cap(
-    tmp_path: Path, marked: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from packing.text import _templates as templates
-    from packing.text._tokenizers import load_tokenizer
-
-    template = NESTED_LOOPS + ("{% generation %}{% endgeneration %}" if marked else "")
-    tokenizer = load_tokenizer(str(save_tokenizer(tmp_path / "loops", template)))
-    blocks = []
-    original = templates._blocks
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        for block in original(*args, **kwargs):
-            blocks.append(len(block))
-            yield block
-
-    monkeypatch.setattr(templates, "_blocks", counted)
-    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
-    with pytest.raises(SampleError, match=r"expected a chat template rendering of at most 1,049,2\d\d characters"):
-        encode_rows([{"text": "fine"}, {"messages": chat}], tokenizer)
-    # stopped there, not run to the end
-    assert sum(blocks) <= templates.RENDER_FACTOR * 40 + templates.RENDER_SLACK
-    # outside packing's calls the template renders as transformers renders it, in full
-    assert len(tokenizer.apply_chat_template(chat, tokenize=False)) == 9_000_000 + len("user: hi\nassistant: yo\n")

@@ -1,17 +1,10 @@
-"""Chat templates rendered by packing itself, bounded per call: transformers is left as it was.
-
-Packing renders a chat template with transformers' compiled template (its sandbox) and stops the output
-past its cap; it must not replace anything in transformers for the process, and must give the text and
-generation spans transformers gives.
+"""Chat templates rendered as transformers renders them: the text ``apply_chat_template`` gives, the generation
+blocks' spans ``render_jinja_template`` finds, a template's failure named by its sample.
 """
 
 from __future__ import annotations
 
 import copy
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,60 +14,12 @@ from packing.errors import SampleError
 from packing.text._chats import render_marked
 from packing.text._templates import has_generation_markers, render
 from packing.text._text_rows import encode_rows
+from packing.text._tokenizers import load_tokenizer
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("transformers")
 
 from tests.helpers.text_fixtures import CHATML, MARKED, save_tokenizer
-
-ROOT = Path(__file__).resolve().parents[2]
-
-CLEAN_INTERPRETER = """
-import json, sys
-from pathlib import Path
-from transformers.utils import chat_template_utils
-original = chat_template_utils._compile_jinja_template
-import packing
-from packing.errors import SampleError
-from tests.helpers.text_fixtures import CHATML, MARKED, save_tokenizer
-
-root = Path(sys.argv[1])
-chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
-for name, template in (("chatml", CHATML), ("marked", MARKED)):
-    tokenizer = packing.load_tokenizer(str(save_tokenizer(root / name, template)))
-    packing.encode_rows([{"messages": chat}], tokenizer)
-loops = "{%- for a in range(3000) -%}{%- for b in range(3000) -%}x{%- endfor -%}{%- endfor -%}"
-tokenizer = packing.load_tokenizer(str(save_tokenizer(root / "loops", loops)))
-try:
-    packing.encode_rows([{"messages": chat}], tokenizer)
-    error = None
-except SampleError as caught:
-    error = str(caught)
-same = chat_template_utils._compile_jinja_template is original
-print(json.dumps({"same": same, "error": error}))
-"""
-
-
-@pytest.mark.slow
-def test_packing_leaves_transformers_compiler_as_it_was(tmp_path: Path) -> None:
-    """In a clean interpreter: after packing chats through real tokenizers (plain and marked templates),
-    transformers' template compiler is still its own function, and a template of nested loops is still
-    stopped at the cap."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-c", CLEAN_INTERPRETER, str(tmp_path)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["same"] is True
-    assert (
-        result["error"] is not None and "a chat template rendering of at most 1,049,200 characters" in result["error"]
-    )
 
 
 @pytest.fixture(scope="module")
@@ -142,5 +87,18 @@ def test_a_dict_of_named_templates_renders_its_default(tokenizers: dict[str, Any
 
 
 def test_an_empty_conversation_is_refused_as_transformers_refuses_it(tokenizers: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="empty conversation"):
+        tokenizers["chatml"].apply_chat_template([], tokenize=False)
     with pytest.raises(SampleError, match="a conversation the chat template can render, got <an empty conversation>"):
         render(tokenizers["chatml"], [], True, 3, "prompt")
+
+
+def test_a_users_template_renders_in_full_as_transformers_renders_it(tmp_path: Path) -> None:
+    """No cap of packing's own: a template that writes a million characters (whatever it does, the user's own
+    template runs as ``apply_chat_template`` runs it; the explorer bounds a stranger's in its worker process)."""
+    long = "{%- for i in range(99999) -%}0123456789{%- endfor -%}{%- for m in messages -%}{{- m['content'] -}}{%- endfor -%}"
+    tokenizer = load_tokenizer(str(save_tokenizer(tmp_path / "long", CHATML)), chat_template=long)
+    tokens, mask, _ = encode_rows([{"messages": CHATS[0]}], tokenizer)
+    assert tokenizer.decode(tokens.tolist()) == tokenizer.apply_chat_template(CHATS[0], tokenize=False)
+    assert len(tokenizer.decode(tokens.tolist())) == 999_990 + len("hiyo")
+    assert tokenizer.decode(tokens[mask == 1].tolist()) == "yo"

@@ -82,7 +82,9 @@ def check_run(
     name = KIND[kind]
     if index >= len(grid):
         field = "image_grid_thw" if kind == 1 else "video_grid_thw"
-        raise SampleError(sample, field, None, f"a grid for each run of {name} tokens (at least {index + 1})", len(grid))
+        raise SampleError(
+            sample, field, None, f"a grid for each run of {name} tokens (at least {index + 1})", len(grid)
+        )
     want = config.tokens_per_image(grid[index])
     if length != want:
         what = f"{want:,} {name} tokens ({name} {index}, grid {grid[index].tolist()}, spatial_merge_size={config.spatial_merge_size})"

@@ -31,7 +31,8 @@ def token_types(input_ids: Any, config: Any) -> npt.NDArray[np.int8]:
     """
     config = VisionConfig.of(config)
     ids = np.asarray(input_ids)
-    return ((ids == config.image_token_id) + 2 * (ids == config.video_token_id)).astype(np.int8)
+    types: npt.NDArray[np.int8] = ((ids == config.image_token_id) + 2 * (ids == config.video_token_id)).astype(np.int8)
+    return types
 
 
 def rope_index(
@@ -106,7 +107,9 @@ def row_positions(row: Mapping[str, Any], config: Any = None, sample: int | None
     if config is None:
         field = next((name for name in VISION_FIELDS if np.size(row.get(name, [])) > 0), None)
         if field is not None:
-            got = f"<{len(row[field])} {'grid' if len(row[field]) == 1 else 'grids'}>" if "grid" in field else "<pixels>"
+            got = (
+                f"<{len(row[field])} {'grid' if len(row[field]) == 1 else 'grids'}>" if "grid" in field else "<pixels>"
+            )
             raise SampleError(sample, field, None, "no images or videos without a vision config (vision=...)", got)
         ids = _token_ids(row.get("input_ids"), sample)
         return np.broadcast_to(np.arange(len(ids), dtype=np.int64), (3, len(ids))).copy()
@@ -164,7 +167,10 @@ def _time_steps(seconds: Any, videos: int, config: VisionConfig, sample: int | N
         raise SampleError(sample, "second_per_grid_ts", None, f"one number per video ({videos})", seconds)
     if np.issubdtype(given.dtype, np.integer) and isinstance(rate, int):
         return given.astype(np.int64) * rate
-    return (np.asarray(rate, dtype=given.dtype if given.dtype.kind == "f" else np.float64) * given).astype(np.float32)
+    steps: npt.NDArray[np.float32] = (
+        np.asarray(rate, dtype=given.dtype if given.dtype.kind == "f" else np.float64) * given
+    ).astype(np.float32)
+    return steps
 
 
 def _grid_positions(grid: Int64Array, merge: int, step: Any) -> Int64Array:

@@ -86,7 +86,10 @@ def random_document(
             ids += [*stamp, START] + [int(kind)] * (t * h * w // MERGE**2 // frames) + [END]
         ids += list(rng.integers(1, 60, rng.integers(*text)))
     row: dict[str, Any] = {"input_ids": [int(i) for i in ids]}
-    for kind, name, pixels in ((IMAGE, "image_grid_thw", "pixel_values"), (VIDEO, "video_grid_thw", "pixel_values_videos")):
+    for kind, name, pixels in (
+        (IMAGE, "image_grid_thw", "pixel_values"),
+        (VIDEO, "video_grid_thw", "pixel_values_videos"),
+    ):
         if grid[kind]:
             row[name] = grid[kind]
             row[pixels] = rng.standard_normal((sum(t * h * w for t, h, w in grid[kind]), PATCH_DIM))

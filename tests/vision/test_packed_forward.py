@@ -95,5 +95,7 @@ def test_the_model_keeps_documents_apart_only_without_a_cache_or_a_mask() -> Non
         bounds = np.cumsum([0] + [len(row["input_ids"]) for row in rows])
         for extra in ({}, {"use_cache": False, "attention_mask": torch.ones_like(ids)}):
             packed = model(ids, position_ids=torch.tensor(four), **_tensors(rows, model), **extra).logits[0]
-            worst = max(float((packed[a:b] - own).abs().max()) for own, a, b in zip(alone, bounds, bounds[1:], strict=False))
+            worst = max(
+                float((packed[a:b] - own).abs().max()) for own, a, b in zip(alone, bounds, bounds[1:], strict=False)
+            )
             assert worst > MIXED, extra

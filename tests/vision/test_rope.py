@@ -45,7 +45,9 @@ def _theirs(model: Any, row: dict[str, Any], seconds_as: str) -> np.ndarray:
     rate=st.sampled_from([1, 2, 4, 25]),
     seconds_as=st.sampled_from(["tensor", "list", "none"]),
 )
-def test_positions_equal_the_models_own(model: Any, seed: int, images: int, videos: int, rate: int, seconds_as: str) -> None:
+def test_positions_equal_the_models_own(
+    model: Any, seed: int, images: int, videos: int, rate: int, seconds_as: str
+) -> None:
     vision = model.config.vision_config
     if hasattr(vision, "tokens_per_second"):
         vision.tokens_per_second = rate
@@ -70,7 +72,11 @@ def test_fractional_seconds_are_cut_as_the_model_cuts_them() -> None:
     at 25 tokens per second and 1/3 s, the fourth frame stands at 25 (float32), not 24 (float64)."""
     model = tiny_vlm("qwen2_5_vl")
     model.config.vision_config.tokens_per_second = 25
-    row = {"input_ids": [3, 61, 61, 61, 61, 9], "video_grid_thw": [[4, 2, 2]], "second_per_grid_ts": np.float32([1 / 3])}
+    row = {
+        "input_ids": [3, 61, 61, 61, 61, 9],
+        "video_grid_thw": [[4, 2, 2]],
+        "second_per_grid_ts": np.float32([1 / 3]),
+    }
     ours = rope_index(row["input_ids"], None, row["video_grid_thw"], row["second_per_grid_ts"], model.config)
     np.testing.assert_array_equal(ours, _theirs(model, row, "tensor"))
     in_float64 = (np.arange(4) * (25 * (1 / 3))).astype(np.int64) + 1

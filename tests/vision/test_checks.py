@@ -24,8 +24,14 @@ def _image_run(row: dict[str, Any]) -> int:
 
 
 def _fewer_tokens(row: dict[str, Any]) -> tuple[str, int | None]:
-    row["input_ids"].pop(_image_run(row))
-    return "input_ids", _image_run(row)
+    """One token fewer in the first image of at least two tokens (earlier images stay right)."""
+    ids = row["input_ids"]
+    starts = [i for i, token in enumerate(ids) if token == IMAGE and (i == 0 or ids[i - 1] != IMAGE)]
+    start = next((i for i in starts if ids[i + 1] == IMAGE), None)
+    if start is None:  # every image of one token: one more instead
+        return _more_tokens(row)
+    ids.pop(start)
+    return "input_ids", start
 
 
 def _more_tokens(row: dict[str, Any]) -> tuple[str, int | None]:

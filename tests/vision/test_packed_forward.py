@@ -99,3 +99,23 @@ def test_the_model_keeps_documents_apart_only_without_a_cache_or_a_mask() -> Non
                 float((packed[a:b] - own).abs().max()) for own, a, b in zip(alone, bounds, bounds[1:], strict=False)
             )
             assert worst > MIXED, extra
+
+
+def _loss(logits: Any, ids: list[int]) -> Any:
+    """The summed next-token loss of one document's ``logits``."""
+    return torch.nn.functional.cross_entropy(logits[:-1], torch.tensor(ids[1:]), reduction="sum")
+
+
+def test_a_packed_training_step_has_the_gradients_of_the_documents_alone() -> None:
+    model = tiny_vlm("qwen2_vl").train()
+    rng = np.random.default_rng(5)
+    rows = [random_document(rng, 2, 1), random_document(rng, 0), random_document(rng, 1)]
+    packed = _packed(model, rows, packed_position_ids(rows, model.config))
+    bounds = np.cumsum([0] + [len(row["input_ids"]) for row in rows])
+    sum(_loss(packed[a:b], row["input_ids"]) for row, a, b in zip(rows, bounds, bounds[1:], strict=False)).backward()
+    together = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    sum(_loss(_alone(model, row), row["input_ids"]) for row in rows).backward()
+    alone = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+    assert together.keys() == alone.keys() and len(alone) > 10
+    assert max(float((together[name] - alone[name]).abs().max()) for name in alone) <= 1e-9

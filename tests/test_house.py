@@ -209,6 +209,7 @@ PUBLIC_MODULES = {
     "packing.streaming",
     "packing.text",
     "packing.torch",
+    "packing.vision",
     "packing.weighting",
 }
 """The modules a user imports from: each has a reference page (``::: module`` or ``::: module.name`` under

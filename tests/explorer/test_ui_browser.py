@@ -333,7 +333,7 @@ def test_the_first_screen_answers_within_the_first_viewport_and_a_follow_up_is_o
     box = answer.bounding_box()
     assert box is not None and box["y"] + box["height"] <= 900, box  # no scrolling to reach the answer
     for name in ("No-split bin packing", "Cross-document attention and positions", "Response-only loss"):
-        assert page.get_by_role("button", name=name).is_visible(), name
+        page.get_by_role("button", name=name).wait_for(state="visible", timeout=PATIENCE_MS)  # drawn after the answer
     _no_exception(page)
     if os.environ.get("PACKING_SCREENSHOTS") == "1":
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)

@@ -70,7 +70,7 @@ def rope_index(
     found[2] = videos
     types = token_types(ids, config)
     starts = np.flatnonzero(np.diff(types, prepend=np.int8(-1)))
-    ends = np.append(starts[1:], len(ids))
+    ends = np.append(starts[1:], len(ids))[: len(starts)]  # no run in an empty document
     positions = np.empty((3, len(ids)), dtype=np.int64)
     used = {1: 0, 2: 0}
     now = 0

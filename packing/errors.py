@@ -341,7 +341,8 @@ class OptionNotUsed(SettingError):
         named = ", ".join(self.users[: self.NAMED])
         more = len(self.users) - self.NAMED
         users_said = f"{named} and {more} more" if more > 0 else named
-        super().__init__(name, f"no value at {door} (it does not use {name}; {users_said} do)", got)
+        verb = "does" if len(self.users) == 1 else "do"
+        super().__init__(name, f"no value at {door} (it does not use {name}; {users_said} {verb})", got)
 
 
 class PeerName(SettingError):

@@ -57,6 +57,7 @@ from packing.core._validation import (
 )
 from packing.errors import OptionNotUsed, PeerName, SettingError, refuse_with_units
 from packing.strategies._registry import DEFAULT_STRATEGY, STRATEGIES, TIE_BREAKS, StrategyName, TieBreak
+from packing.vision._config import VisionConfig
 
 Door = Literal[
     "pack",
@@ -114,6 +115,8 @@ class RecipeOptions(TypedDict, total=False):
     context_parallel_size: int
     tensor_parallel_size: int
     share_prompt: bool
+    vision: Any
+    max_image_patches: int | None
 
 
 Stage = Literal["read", "plan", "fill"]
@@ -341,6 +344,23 @@ class Recipe:
     )
     """Lay out a pair's or group's prompt once, each completion after it with positions continuing from the
     prompt's end (``packing.core._pairs_groups``); False: the prompt before every completion, each its own document."""
+    vision: VisionConfig | None = _option(
+        None,
+        "read",
+        "a Qwen2-VL-family model's config (or its numbers): rows with images, their 3-D positions, images never cut",
+        doors=("collate",),
+        check=lambda value, _: VisionConfig.of(value),
+    )
+    """Rows in a vision processor's form (``image_grid_thw``, ``pixel_values``, videos) placed as the model's own
+    ``get_rope_index`` places them (:mod:`packing.vision`), an image never cut by the overflow policy."""
+    max_image_patches: int | None = _option(
+        None,
+        "fill",
+        "at most N vision patches (rows of pixel_values) in a batch, with vision",
+        metavar="N",
+        parse=int,
+        doors=("collate",),
+    )
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):  # each field's own check, in the recipe's order
@@ -350,6 +370,8 @@ class Recipe:
         self._check_strategy_options()
         self._check_parallel_sizes()
         self._check_shared_prompt()
+        if self.max_image_patches is not None and self.vision is None:
+            raise SettingError("max_image_patches", "no value without vision (a model config)", self.max_image_patches)
 
     def _identity(self) -> tuple[Any, ...]:
         """What makes two recipes pack alike: every compared option, and the tokenizer's key."""
@@ -445,7 +467,7 @@ class Recipe:
         >>> Recipe.of(None, 16, stratgy="split")
         Traceback (most recent call last):
         ...
-        packing.errors.SettingError: stratgy: expected one of the options strategy, overflow, window, time_limit, seed, max_sequences_per_block, loss, tokenizer, pad_token_id, roles_to_train, train_on_eos, chat_template, num_proc, int64, tie_break, context_parallel_size, tensor_parallel_size, share_prompt, got 'split' (str)
+        packing.errors.SettingError: stratgy: expected one of the options strategy, overflow, window, time_limit, seed, max_sequences_per_block, loss, tokenizer, pad_token_id, roles_to_train, train_on_eos, chat_template, num_proc, int64, tie_break, context_parallel_size, tensor_parallel_size, share_prompt, vision, max_image_patches, got 'split' (str)
         >>> Recipe.of(None, None)
         Traceback (most recent call last):
         ...
@@ -678,7 +700,7 @@ def option_fields(*stages: Stage, door: Door | None = None) -> list[dataclasses.
     options from.
 
     >>> [f.name for f in option_fields("fill")], [f.name for f in option_fields(door="plan")][:3]
-    (['pad_token_id', 'int64'], ['max_seq_length', 'strategy', 'overflow'])
+    (['pad_token_id', 'int64', 'max_image_patches'], ['max_seq_length', 'strategy', 'overflow'])
     """
     return [
         f

@@ -27,7 +27,7 @@ from packing.errors import SettingError, refuse_with_units
 from packing.reading._columns import as_numpy, id_array, length_array, weight_array
 from packing.reading._reader import read_block, read_samples
 from packing.recipe import Recipe, RecipeOptions
-from packing.strategies._overflow import documents_of
+from packing.strategies._overflow import Documents, documents_of
 from packing.strategies._stats import PackingStats, compute_stats
 from packing.text._prepare import prepare
 from packing.weighting import LossMode, LossTotals, check_mode, token_weights
@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 from packing.torch._context_parallel import shifted, thd_boundaries, thd_pad
 from packing.torch._pairs_groups_training import attention_mask, collate_units, has_units, shares_prompt
 from packing.torch._schedule import Int64Array
+from packing.torch._vision import check_vision_recipe, kept_lengths, untrained_placeholders, vision_columns, vision_rows
 
 # ---------------------------------------------------------------- collate
 
@@ -80,13 +81,14 @@ def _documents(
 
 
 def _cap(
-    tokens: Int64Array, labels: Int64Array, lengths: Int64Array, recipe: Recipe
+    tokens: Int64Array, labels: Int64Array, lengths: Int64Array, recipe: Recipe, kept_within: Int64Array | None = None
 ) -> tuple[Int64Array, Int64Array, Int64Array, PackingStats | None]:
     """The documents with the overflow policy applied to each (``truncate`` keeps the first ``max_seq_length``
     tokens, ``drop`` leaves it out, ``split`` refuses it: its pieces come from the sampler), refused when they
     hold more than ``max_seq_length`` tokens in all, and what the policy cut or left out (``pack``'s counts, each
     document kept a block of its own, its loss-mask counts from ``labels``, which still train a document's first
-    token where its mask does; None when nothing was over-long). O(tokens)."""
+    token where its mask does; None when nothing was over-long). ``kept_within``: each sample's tokens ``truncate``
+    may keep at most (rows with images: no image cut). O(tokens)."""
     capacity, overflow = recipe.max_seq_length, recipe.overflow
     over = lengths > capacity
     lost = None
@@ -99,6 +101,9 @@ def _cap(
                 f"<sample {int(over.argmax())} of {int(lengths[over][0])} tokens>",
             )
         kept = documents_of(lengths, capacity, overflow)  # one document a sample: truncate and drop keep the start
+        if kept_within is not None:
+            length = np.minimum(kept.length, kept_within[kept.sequence])
+            kept = Documents(kept.sequence[length > 0], kept.offset[length > 0], length[length > 0])
         within = ranges(offsets_of(lengths)[kept.sequence] + kept.offset, kept.length)
         alone = np.arange(len(kept.length) + 1, dtype=np.int64)
         lost = compute_stats(lengths, capacity, alone, kept.sequence.astype(np.int32), kept.length.astype(np.int32))
@@ -239,6 +244,7 @@ def collate(
     """
     tensors = _check_collate_options(separator_id, position_ids_start, pad_to_multiple_of, return_tensors)
     chosen = Recipe.at("collate", recipe, max_seq_length, overflow=overflow, **options)
+    vision = None if chosen.vision is None else check_vision_recipe(chosen, _units or has_units(rows))
     if _units or has_units(rows):  # ``_units``: a sampler of units (its steps of plain rows, its empty step too)
         if loss_weights is not None:
             raise refuse_with_units("loss_weights", loss_weights, "their loss is built from completion_logps")
@@ -266,8 +272,14 @@ def collate(
         )
     capped = recipe is not None or max_seq_length is not None
     tokens, labels, lengths = _documents(rows, chosen, ignore_masks)
+    if vision is not None:  # rows with images: placeholders untrained, an image never cut
+        if rows and all(_is_block(row) for row in rows):
+            raise SettingError("vision", "None with packed blocks (rows of samples with images)", chosen.vision)
+        images = vision_rows(rows, tokens, lengths)
+        labels = untrained_placeholders(tokens, labels, vision)
+        kept = kept_lengths(images, lengths, chosen) if capped else lengths
     if capped and not (rows and all(_is_block(row) for row in rows)):
-        tokens, labels, lengths, lost = _cap(tokens, labels, lengths, chosen)
+        tokens, labels, lengths, lost = _cap(tokens, labels, lengths, chosen, None if vision is None else kept)
         if lost is not None and not _quiet:  # a sampler's steps: its stats count what was cut
             lost.warn_lost("collate")
     elif capped:  # blocks are packed already: never more than max_seq_length tokens in all, as for samples
@@ -304,6 +316,8 @@ def collate(
         batch["max_length_k"] = longest
     if weights is not None:
         batch[LOSS_WEIGHTS.name] = tensors(weights[None])
+    if vision is not None:
+        batch.update(vision_columns(images, kept, padding, chosen, tensors))
     if multiple > 1:
         batch.update(thd_boundaries(real, lengths, tensors))
         batch["shift_labels"] = tensors(shifted(labels, lengths, IGNORE_INDEX)[None])

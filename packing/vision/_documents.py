@@ -9,7 +9,7 @@ in the whole document (the positions of a prefix are a prefix of the positions).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -73,12 +73,18 @@ def kept_length(row: Mapping[str, Any], limit: int, config: Any, sample: int | N
     return int(unit_begin[inside[0]]) if len(inside) else limit
 
 
-def joined_inputs(rows: Sequence[Mapping[str, Any]], lengths: Sequence[int], config: Any) -> dict[str, Any]:
+def joined_inputs(
+    rows: Sequence[Mapping[str, Any]],
+    lengths: Sequence[int],
+    config: Any,
+    join: Callable[[Sequence[Any]], Any] = np.concatenate,
+) -> dict[str, Any]:
     """The vision inputs of ``rows`` joined in one row, each kept to its first ``lengths[i]`` tokens (ends that
     :func:`kept_length` gave, or whole rows): ``position_ids`` ``(4, 1, T)`` (the text row restarting per document,
     then the three mRoPE rows), ``mm_token_type_ids`` ``(1, T)``, and the kept images' and videos'
     ``pixel_values``, ``image_grid_thw``, ``pixel_values_videos``, ``video_grid_thw``, ``second_per_grid_ts`` in
-    order, as numpy arrays (a field no kept row has is left out). Each row is checked as
+    order, as numpy arrays (a field no kept row has is left out; ``join`` joins the rows' pixels, which are sliced
+    as they are given). Each row is checked as
     :func:`~packing.vision.row_positions` checks it, named by its index; a length that cuts an image is refused.
     O(T + patches).
 
@@ -109,7 +115,7 @@ def joined_inputs(rows: Sequence[Mapping[str, Any]], lengths: Sequence[int], con
     }  # fmt: skip
     for name, parts in found.items():
         if parts:
-            joined[name] = np.concatenate(parts)
+            joined[name] = join(parts) if name in PIXELS.values() else np.concatenate(parts)
     return joined
 
 
@@ -136,7 +142,7 @@ def _kept_fields(
         fields[field] = grid[:keep]
         pixels = row.get(PIXELS[field])
         if pixels is not None:
-            fields[PIXELS[field]] = np.asarray(pixels)[: int(grid[:keep].prod(axis=1).sum())]
+            fields[PIXELS[field]] = pixels[: int(grid[:keep].prod(axis=1).sum())]
         if kind == 2 and row.get("second_per_grid_ts") is not None:
             fields["second_per_grid_ts"] = np.asarray(row["second_per_grid_ts"]).reshape(-1)[:keep]
     if len(kept) and kept[-1] and len(kept) < len(_token_ids(row.get("input_ids"), sample)):

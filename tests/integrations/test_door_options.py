@@ -32,6 +32,7 @@ ROWS: list[list[int]] = [[1, 2, 3], [4, 5], [6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
 FIELDS = {f.name: f for f in option_fields()}
 TEMPLATE = "{% for message in messages %}{{ message['content'] }}{% endfor %}"
 
+VISION = {"image_token_id": 9001, "video_token_id": 9002, "vision_start_token_id": 9000, "spatial_merge_size": 2}
 EXAMPLES: dict[str, tuple[Any, dict[str, Any]]] = {
     "overflow": ("drop", {}),
     "strategy": ("ffd", {}),
@@ -51,6 +52,8 @@ EXAMPLES: dict[str, tuple[Any, dict[str, Any]]] = {
     "context_parallel_size": (2, {}),
     "tensor_parallel_size": (2, {}),
     "share_prompt": (True, {}),
+    "vision": (VISION, {}),
+    "max_image_patches": (64, {"vision": VISION}),
 }
 """Each option: a value other than its default, and the options it needs to mean something (time_limit needs a
 strategy that searches)."""
@@ -73,6 +76,8 @@ BAD: dict[str, Any] = {
     "context_parallel_size": 0,
     "tensor_parallel_size": 1.5,
     "share_prompt": "yes",
+    "vision": {"image_token_id": 5},
+    "max_image_patches": 0,
 }
 """Each option: a value no door accepts."""
 

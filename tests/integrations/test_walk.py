@@ -82,8 +82,12 @@ def doors(rows: list[Any], tmp: Path) -> dict[str, Callable[[], Any]]:
     dataset = datasets.Dataset.from_list(
         [{"input_ids": r} if isinstance(r, list) else r for r in rows if r != PAIRS[1]]
     )
-    source = tmp / "read.jsonl"
-    source.write_text("".join(f'{{"input_ids": {r}}}\n' for r in PLAIN))
+
+    def read() -> Any:  # the file is written when the door is walked, in the test's own folder
+        source = tmp / "read.jsonl"
+        source.write_text("".join(f'{{"input_ids": {r}}}\n' for r in PLAIN))
+        return packing.read_dataset(source)
+
     return {
         "pack": lambda: packing.pack(rows, 8),
         "stream": lambda: list(packing.stream(iter(rows), 8)),
@@ -94,7 +98,7 @@ def doors(rows: list[Any], tmp: Path) -> dict[str, Callable[[], Any]]:
         "stream_dataset": lambda: packing.streaming.stream_dataset(dataset, 8),
         "command line": lambda: run_cli(tmp, rows),
         "plan": lambda: packing.plan(LENGTHS, 8),
-        "read_dataset": lambda: packing.read_dataset(source),
+        "read_dataset": read,
         "build_schedule": lambda: pt.build_schedule(LENGTHS, 8, num_replicas=2),
         "PackingSampler": lambda: list(pt.PackingSampler(LENGTHS, 8)),
     }

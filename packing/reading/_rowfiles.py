@@ -270,9 +270,8 @@ def _histogram(data: dict[str, Any], label: str, limits: ReadLimits) -> Int64Arr
 def _csv_parts(
     content: Content, limits: ReadLimits, columns: Collection[str] | None, rows_are: str, size: int, text: bool
 ) -> Iterator[Part]:
-    """A header line of column names, then the rows block by block: each block through ``pyarrow.csv`` (every
-    cell a string) and :func:`~packing.reading._cells.cell_table`, or Python's ``csv`` and
-    :func:`~packing.reading._cells.cells_row` when pyarrow refuses it. Rows of blank cells are skipped. O(bytes)."""
+    """A header line of column names, then the rows block by block, each block through :func:`_csv_block`.
+    O(bytes)."""
     label = content.file.label
     rows = 0
     with opened(content.file) as handle:
@@ -327,34 +326,34 @@ def _csv_block(
     import pyarrow.csv as pv
 
     wanted = [name for name in header if columns is None or name in columns]
-    others: dict[int, str] = {}  # the text of each row of another width, by its number in the block (from 1)
+    others: dict[int, list[str]] = {}  # the cells of each row of another width, by its number in the block
 
     def other_width(row: Any) -> str:
-        others[row.number] = row.text
+        others[row.number] = _csv_cells(row.text) or []
         return "skip"
 
     named = [f"c{i}" for i in range(len(header))]
     read = pv.ReadOptions(column_names=named, use_threads=False, block_size=min(len(block) + 1, INT32_MAX))
     parse = pv.ParseOptions(newlines_in_values=True, ignore_empty_lines=False, invalid_row_handler=other_width)
     strings = pv.ConvertOptions(column_types=dict.fromkeys(named, pa.string()), strings_can_be_null=False)
+    if not block:
+        return Part([], str)
     try:
         table = pv.read_csv(pa.BufferReader(block), read_options=read, parse_options=parse, convert_options=strings)
-    except pa.ArrowInvalid as error:  # not UTF-8 (the one way a block of string cells fails), or no rows at all
+    except pa.ArrowInvalid as error:  # text that is not UTF-8, named by its line
         try:
             block.decode("utf-8")
         except UnicodeDecodeError as bad:
             line = first + block[: bad.start].count(b"\n")
             raise DatasetError(label, f"line {line}", "not valid UTF-8 text") from None
-        if block.strip():
-            raise DatasetError(label, None, f"invalid CSV ({quote(str(error))})") from None
-        return Part([], str)
+        raise DatasetError(label, None, f"invalid CSV ({quote(str(error))})") from None
 
     def rows() -> Iterator[tuple[int, list[str]]]:
         """Each row not of blank cells, with the line it ends on (its cells' newlines counted)."""
         parsed = zip(*(column.to_pylist() for column in table.columns), strict=True)
         line = first - 1
         for number in range(1, table.num_rows + len(others) + 1):
-            cells = (_csv_cells(others[number]) or []) if number in others else list(next(parsed))
+            cells = others[number] if number in others else list(next(parsed))
             line += 1 + sum(cell.count("\n") for cell in cells)
             if any(cell.strip() for cell in cells):
                 yield line, cells
@@ -362,11 +361,10 @@ def _csv_block(
     lines: list[int] = []
 
     def place(index: int) -> str:
-        if not lines:
-            lines.extend(line for line, _ in rows())
+        lines.extend([] if lines else (line for line, _ in rows()))
         return f"line {lines[index]}"
 
-    if all(not any(cell.strip() for cell in _csv_cells(row) or []) for row in others.values()):  # blank, if any
+    if not any(cell.strip() for cells in others.values() for cell in cells):  # only rows of blank cells set aside
         try:
             return Part(cell_table(table.rename_columns(header), wanted, text), place)
         except (pa.ArrowException, ValueError, SampleError):

@@ -81,11 +81,10 @@ class ReadLimits:
     max_values: int | None = None
 
     def __post_init__(self) -> None:
-        for name in _BOUNDS:
-            value = getattr(self, name)
-            if value is None and name != "max_depth":
-                continue
-            check_integer(value, name, optional=name != "max_depth")
+        for bound in dataclasses.fields(self):
+            value = getattr(self, bound.name)
+            if value is not None or bound.name == "max_depth":
+                check_integer(value, bound.name, optional=bound.name != "max_depth")
 
     @property
     def length_tokens(self) -> int | None:
@@ -116,9 +115,6 @@ class ReadLimits:
             max_length_tokens=left(self.max_length_tokens, tokens),
             max_values=left(self.max_values, values),
         )
-
-
-_BOUNDS = ("max_bytes", "max_tokens", "max_rows", "max_depth", "max_line_bytes", "max_length_tokens", "max_values")
 
 
 NO_LIMITS = ReadLimits()

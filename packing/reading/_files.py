@@ -57,7 +57,6 @@ from packing.reading._limits import (
     check_count,
     check_parquet,
     check_size,
-    column_chunks,
     open_input,
     read_bounded,
 )
@@ -408,12 +407,7 @@ def _parquet(file: File, handle: Any, limits: ReadLimits, columns: Collection[st
     parquet = pq.ParquetFile(handle, pre_buffer=False)  # not the whole file read ahead
     schema = parquet.schema_arrow
     wanted = _wanted(list(schema.names), file, columns)
-    check_parquet(parquet, wanted if columns is not None else None, file.label, limits, rows_are)
-    counts, decoded = dict.fromkeys(wanted, 0), 0
-    for top, chunk in column_chunks(parquet):
-        if top in counts:
-            counts[top] += int(chunk.num_values)
-            decoded += int(chunk.total_uncompressed_size)
+    counts, decoded = check_parquet(parquet, wanted, file.label, limits, rows_are)
 
     def make(rows: int) -> Iterator[pa.RecordBatch]:
         yield from parquet.iter_batches(batch_size=rows, columns=wanted, use_threads=False)

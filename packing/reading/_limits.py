@@ -81,11 +81,10 @@ class ReadLimits:
     max_values: int | None = None
 
     def __post_init__(self) -> None:
-        for name in _BOUNDS:
-            value = getattr(self, name)
-            if value is None and name != "max_depth":
-                continue
-            check_integer(value, name, optional=name != "max_depth")
+        for bound in dataclasses.fields(self):
+            value = getattr(self, bound.name)
+            if value is not None or bound.name == "max_depth":
+                check_integer(value, bound.name, optional=bound.name != "max_depth")
 
     @property
     def length_tokens(self) -> int | None:
@@ -116,9 +115,6 @@ class ReadLimits:
             max_length_tokens=left(self.max_length_tokens, tokens),
             max_values=left(self.max_values, values),
         )
-
-
-_BOUNDS = ("max_bytes", "max_tokens", "max_rows", "max_depth", "max_line_bytes", "max_length_tokens", "max_values")
 
 
 NO_LIMITS = ReadLimits()
@@ -353,13 +349,14 @@ def column_chunks(file: pq.ParquetFile) -> Iterator[tuple[str, Any]]:
 
 def check_parquet(
     file: pq.ParquetFile, columns: list[str] | None, label: str, limits: ReadLimits, rows_are: str = "rows"
-) -> None:
+) -> tuple[dict[str, int], int]:
     """Refuse a Parquet file from its footer's own numbers, before a value is decoded: more than ``max_rows``
     rows (``rows_are`` names them: samples, blocks); a column (of ``columns``; None = all) holding more list
     values than ``max_tokens`` plus one per row (200 M zeros compress to a few KB but count 200 M); more than
     ``max_bytes`` of uncompressed column data; types nested deeper than ``max_depth``. A footer that lies is
     caught as the batches are read (:class:`packing.reading._content.Batches` counts what pyarrow decodes) and,
-    for a server, by the memory limit of the process it reads in. O(row groups × columns).
+    for a server, by the memory limit of the process it reads in. What the footer counts is returned: each
+    column's list values (an upper bound) and the bytes of the columns once uncompressed. O(row groups × columns).
 
     >>> import io, pyarrow as pa, pyarrow.parquet as pq
     >>> buffer = io.BytesIO()
@@ -378,11 +375,11 @@ def check_parquet(
         if depth > limits.max_depth:
             reason = f"column '{name}' is nested {depth} levels deep, more than the limit of {limits.max_depth}"
             raise DatasetError(label, None, reason)
-    values: dict[str, int] = {}
+    values = dict.fromkeys(schema.names if columns is None else columns, 0)
     uncompressed = 0
     for top, chunk in column_chunks(file):
         if top in wanted:
-            values[top] = values.get(top, 0) + int(chunk.num_values)
+            values[top] += int(chunk.num_values)
             uncompressed += int(chunk.total_uncompressed_size)
     for name, count in values.items():
         if limits.max_tokens is not None and count > limits.max_tokens + rows:
@@ -391,3 +388,4 @@ def check_parquet(
     if limits.max_bytes is not None and uncompressed > limits.max_bytes:
         reason = f"holds {uncompressed:,} bytes once uncompressed (from the file's metadata), more than the limit of"
         raise LimitError(label, None, f"{reason} {limits.max_bytes:,}")
+    return values, uncompressed

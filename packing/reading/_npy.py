@@ -20,11 +20,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import pyarrow as pa
 
 
-def error(source: str, reason: str, where: str | None = None) -> DatasetError:
-    """The error for a file that cannot be read as NeMo's packed rows."""
-    return DatasetError(source, where, reason)
-
-
 _NDARRAY = ("numpy", "ndarray")
 
 
@@ -92,20 +87,22 @@ def read_npy(data: bytes, label: str) -> pa.Table:
         read_header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
         shape, _, dtype = read_header[version](handle)
     except (ValueError, OSError, SyntaxError, TypeError, KeyError):
-        raise error(label, "not a NumPy .npy file") from None
+        raise DatasetError(label, None, "not a NumPy .npy file") from None
     if dtype != np.dtype(object):
-        raise error(label, f"expected an array of dicts (NeMo's packed rows), got {str(dtype)[:20]} {shape}")
+        raise DatasetError(
+            label, None, f"expected an array of dicts (NeMo's packed rows), got {str(dtype)[:20]} {shape}"
+        )
     try:
         rows = _Unpickler(handle, budget=len(data) + 1).load()
     except RecursionError:
-        raise error(label, "refused: nested too deeply") from None
+        raise DatasetError(label, None, "refused: nested too deeply") from None
     except EOFError:
-        raise error(label, "the file ends early (truncated)") from None
+        raise DatasetError(label, None, "the file ends early (truncated)") from None
     except Exception as failure:  # a crafted pickle fails in many ways; none of them runs anything
         if "truncated" in str(failure):
-            raise error(label, "the file ends early (truncated)") from None
+            raise DatasetError(label, None, "the file ends early (truncated)") from None
         reason = f"refused: {first_line(failure)} (only numpy arrays, lists, dicts, strings and numbers are read)"
-        raise error(label, reason) from None
+        raise DatasetError(label, None, reason) from None
     return _rows_table(rows, label, budget=len(data))
 
 
@@ -117,21 +114,23 @@ def _rows_table(rows: Any, label: str, budget: int) -> pa.Table:
 
     if not isinstance(rows, (list, np.ndarray)) or (isinstance(rows, np.ndarray) and rows.ndim != 1):
         kind = f"an array of shape {rows.shape}" if isinstance(rows, np.ndarray) else type(rows).__name__
-        raise error(label, f"expected a list of dicts (NeMo's packed rows), got {kind}")
+        raise DatasetError(label, None, f"expected a list of dicts (NeMo's packed rows), got {kind}")
     columns: dict[str, list[Any]] = {"input_ids": [], "seq_start_id": [], "loss_mask": []}
     values = 0
     for number, row in enumerate(rows, start=1):
         if not isinstance(row, dict):
-            raise error(label, f"expected a dict, got {type(row).__name__}", f"row {number}")
+            raise DatasetError(label, f"row {number}", f"expected a dict, got {type(row).__name__}")
         for name in columns:
             if name not in row:
                 if name == "loss_mask":
                     continue
-                raise error(label, f"no key '{name}'; found {', '.join(map(str, list(row)[:6]))}", f"row {number}")
+                raise DatasetError(
+                    label, f"row {number}", f"no key '{name}'; found {', '.join(map(str, list(row)[:6]))}"
+                )
             values += _size(row[name])
             if values > budget:
-                raise error(
-                    label, f"refused: more numbers than the file has bytes ({budget:,}): rows share their lists"
+                raise DatasetError(
+                    label, None, f"refused: more numbers than the file has bytes ({budget:,}): rows share their lists"
                 )
             columns[name].append(_numbers(row[name], name, label, number))
     present = {name: values for name, values in columns.items() if len(values) == len(rows)}
@@ -153,11 +152,11 @@ def _numbers(value: Any, name: str, label: str, row: int) -> npt.NDArray[Any]:
     except (ValueError, TypeError, RecursionError, OverflowError):  # ragged or nested too deeply
         array = None
     if array is None or array.ndim != 1 or array.dtype.kind not in "iubf":
-        raise error(label, f"key '{name}': expected a list of numbers", f"row {row}")
+        raise DatasetError(label, f"row {row}", f"key '{name}': expected a list of numbers")
     if array.dtype.kind == "f":
         if name != "loss_mask":
-            raise error(label, f"key '{name}': expected integers, got floats", f"row {row}")
+            raise DatasetError(label, f"row {row}", f"key '{name}': expected integers, got floats")
         return flag_values(array, name, label, np.array([len(array)])).astype(np.int8)
     if array.dtype.kind == "u" and array.size and int(array.max()) > INT64_MAX:
-        raise error(label, f"key '{name}': expected integers that fit in int64", f"row {row}")
+        raise DatasetError(label, f"row {row}", f"key '{name}': expected integers that fit in int64")
     return array.astype(np.int64)

@@ -93,9 +93,14 @@ def decode_rows(
     return content
 
 
-def _blocks(handle: IO[bytes], size: int, quoted: bool = False) -> Iterator[tuple[bytes, int]]:
+def _blocks(
+    content: Content, handle: IO[bytes], limits: ReadLimits, size: int, quoted: bool = False
+) -> Iterator[tuple[bytes, int]]:
     """``handle``'s bytes in blocks of about ``size`` that end at a line's end (``quoted``: outside CSV quotes),
-    and the line each starts on. O(bytes); memory: a block (more for a longer line)."""
+    and the line each starts on; past ``max_bytes`` (from the file's size first), a LimitError. O(bytes);
+    memory: a block (more for a longer line)."""
+    label = content.file.label
+    check_size(handle, label, limits)
     rest, line = b"", 1
     while True:
         wanted = max(size, len(rest))  # a line longer than a block: read as much again (O(bytes) in all)
@@ -105,6 +110,9 @@ def _blocks(handle: IO[bytes], size: int, quoted: bool = False) -> Iterator[tupl
         while quoted and not last and cut and data.count(b'"', 0, cut) % 2:  # inside quotes: an earlier end
             cut = data.rfind(b"\n", 0, cut - 1) + 1
         if cut:
+            content.size += cut
+            if limits.max_bytes is not None and content.size > limits.max_bytes:
+                raise LimitError(label, None, f"holds more than the limit of {limits.max_bytes:,} bytes")
             yield data[:cut], line
             line += data.count(b"\n", 0, cut)
         rest = data[cut:]
@@ -122,12 +130,7 @@ def _line_parts(
     shallow = dataclasses.replace(within, max_depth=min(limits.max_depth, MAX_JSON_DEPTH))
     rows = values = 0
     with opened(content.file) if data is None else io.BytesIO(data) as handle:
-        if data is None:
-            check_size(handle, label, limits)
-        for block, first in _blocks(handle, size):
-            content.size += len(block)
-            if limits.max_bytes is not None and content.size > limits.max_bytes:
-                raise LimitError(label, None, f"holds more than the limit of {limits.max_bytes:,} bytes")
+        for block, first in _blocks(content, handle, limits, size):
             try:  # pyarrow.json crashes on deep nesting: only blocks within the default depth go to it
                 scan, safe = scan_json(block, label, shallow, first), True
             except DatasetError:
@@ -267,18 +270,13 @@ def _histogram(data: dict[str, Any], label: str, limits: ReadLimits) -> Int64Arr
 def _csv_parts(
     content: Content, limits: ReadLimits, columns: Collection[str] | None, rows_are: str, size: int, text: bool
 ) -> Iterator[Part]:
-    """A header line of column names, then the rows block by block: each block through ``pyarrow.csv`` (every
-    cell a string) and :func:`~packing.reading._cells.cell_table`, or Python's ``csv`` and
-    :func:`~packing.reading._cells.cells_row` when pyarrow refuses it. Rows of blank cells are skipped. O(bytes)."""
+    """A header line of column names, then the rows block by block, each block through :func:`_csv_block`.
+    O(bytes)."""
     label = content.file.label
     rows = 0
     with opened(content.file) as handle:
-        check_size(handle, label, limits)
         header: list[str] | None = None
-        for block, first in _blocks(handle, size, quoted=True):
-            content.size += len(block)
-            if limits.max_bytes is not None and content.size > limits.max_bytes:
-                raise LimitError(label, None, f"holds more than the limit of {limits.max_bytes:,} bytes")
+        for block, first in _blocks(content, handle, limits, size, quoted=True):
             if header is None:
                 header, skip = _csv_header(block, label, columns)
                 content.columns = tuple(header)
@@ -292,16 +290,12 @@ def _csv_parts(
             raise DatasetError(label, None, "the file is empty; expected a header line with column names")
 
 
-def _csv_lines(block: bytes, label: str, first: int) -> Iterator[tuple[int, list[str]]]:
-    """Each row of a block of CSV with the line it ends on, by Python's ``csv`` (its errors named by line)."""
+def _csv_cells(text: str) -> list[str] | None:
+    """The cells of the first CSV row of ``text`` by Python's ``csv`` (the header; a row of another width than it,
+    as pyarrow set it aside); None when it holds none."""
     if csv.field_size_limit() < INT32_MAX:
         csv.field_size_limit(INT32_MAX)  # long token lists exceed the 128 KiB default (a C long: 32 bits on Windows)
-    reader = csv.reader(io.StringIO(block.decode("utf-8-sig"), newline=""))
-    try:
-        for cells in reader:
-            yield first + reader.line_num - 1, cells
-    except csv.Error as error:
-        raise DatasetError(label, f"line {first + reader.line_num - 1}", f"invalid CSV ({quote(str(error))})") from None
+    return next(csv.reader(io.StringIO(text, newline="")), None)
 
 
 def _csv_header(block: bytes, label: str, columns: Collection[str] | None) -> tuple[list[str], int]:
@@ -310,7 +304,7 @@ def _csv_header(block: bytes, label: str, columns: Collection[str] | None) -> tu
     while block.count(b'"', 0, end) % 2 and end < len(block):
         end = block.find(b"\n", end) + 1 or len(block)
     try:
-        found = next((cells for _, cells in _csv_lines(block[:end], label, 1)), None)
+        found = _csv_cells(block[:end].decode("utf-8-sig"))
     except UnicodeDecodeError:
         raise DatasetError(label, "line 1", "not valid UTF-8 text") from None
     if found is None:
@@ -324,43 +318,68 @@ def _csv_header(block: bytes, label: str, columns: Collection[str] | None) -> tu
 def _csv_block(
     block: bytes, first: int, label: str, header: list[str], columns: Collection[str] | None, text: bool
 ) -> Part:
-    """One block of CSV rows after the header as a table of row values, or as Python rows. O(bytes)."""
+    """One block of CSV rows after the header, parsed by ``pyarrow.csv`` (every cell a string; a row of another
+    width set aside by its number), as a table of row values (:func:`~packing.reading._cells.cell_table`), or as
+    Python rows (:func:`~packing.reading._cells.cells_row`) when a cell is one ``pyarrow.compute`` does not read.
+    Each row is named by the line it ends on; rows of blank cells are skipped. O(bytes)."""
     import pyarrow as pa
     import pyarrow.csv as pv
 
     wanted = [name for name in header if columns is None or name in columns]
+    others: dict[int, list[str]] = {}  # the cells of each row of another width, by its number in the block
+
+    def other_width(row: Any) -> str:
+        others[row.number] = _csv_cells(row.text) or []
+        return "skip"
+
+    named = [f"c{i}" for i in range(len(header))]
+    read = pv.ReadOptions(column_names=named, use_threads=False, block_size=min(len(block) + 1, INT32_MAX))
+    parse = pv.ParseOptions(newlines_in_values=True, ignore_empty_lines=False, invalid_row_handler=other_width)
+    strings = pv.ConvertOptions(column_types=dict.fromkeys(named, pa.string()), strings_can_be_null=False)
+    if not block:
+        return Part([], str)
+    try:
+        table = pv.read_csv(pa.BufferReader(block), read_options=read, parse_options=parse, convert_options=strings)
+    except pa.ArrowInvalid as error:  # text that is not UTF-8, named by its line
+        try:
+            block.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            line = first + block[: bad.start].count(b"\n")
+            raise DatasetError(label, f"line {line}", "not valid UTF-8 text") from None
+        raise DatasetError(label, None, f"invalid CSV ({quote(str(error))})") from None
+
+    def rows() -> Iterator[tuple[int, list[str]]]:
+        """Each row not of blank cells, with the line it ends on (its cells' newlines counted)."""
+        parsed = zip(*(column.to_pylist() for column in table.columns), strict=True)
+        line = first - 1
+        for number in range(1, table.num_rows + len(others) + 1):
+            cells = others[number] if number in others else list(next(parsed))
+            line += 1 + sum(cell.count("\n") for cell in cells)
+            if any(cell.strip() for cell in cells):
+                yield line, cells
+
     lines: list[int] = []
 
     def place(index: int) -> str:
-        if not lines:
-            lines.extend(number for number, cells in _csv_lines(block, label, first) if any(c.strip() for c in cells))
+        lines.extend([] if lines else (line for line, _ in rows()))
         return f"line {lines[index]}"
 
-    try:
-        read = pv.ReadOptions(column_names=[f"c{i}" for i in range(len(header))], use_threads=False,
-                              block_size=min(len(block) + 1, INT32_MAX))  # fmt: skip
-        types = pv.ConvertOptions(column_types=dict.fromkeys(read.column_names, pa.string()), strings_can_be_null=False)
-        table = pv.read_csv(pa.BufferReader(block), read_options=read, convert_options=types)
-        return Part(cell_table(table.rename_columns(header), wanted, text), place)
-    except (pa.ArrowException, ValueError, SampleError):
-        pass
-    rows: list[Any] = []
-    try:
-        for number, cells in _csv_lines(block, label, first):
-            if not any(cell.strip() for cell in cells):
-                continue
-            if len(cells) != len(header):
-                reason = f"expected {len(header)} cells ({names(header)}), got {len(cells)}"
-                raise DatasetError(label, f"line {number}", reason)
-            try:
-                row = cells_row(
-                    {c: cell for c, cell in zip(header, cells, strict=True) if c in wanted}, len(rows), text=text
-                )
-            except SampleError as error:
-                raise DatasetError.from_sample(label, f"line {number}", error) from None
-            rows.append(row)
-            lines.append(number)
-    except UnicodeDecodeError as error:
-        line = first + block[: error.start].count(b"\n")
-        raise DatasetError(label, f"line {line}", "not valid UTF-8 text") from None
-    return Part(rows, lambda index: f"line {lines[index]}")
+    if not any(cell.strip() for cells in others.values() for cell in cells):  # only rows of blank cells set aside
+        try:
+            return Part(cell_table(table.rename_columns(header), wanted, text), place)
+        except (pa.ArrowException, ValueError, SampleError):
+            pass
+    found: list[Any] = []
+    for number, cells in rows():
+        if len(cells) != len(header):
+            reason = f"expected {len(header)} cells ({names(header)}), got {len(cells)}"
+            raise DatasetError(label, f"line {number}", reason)
+        try:
+            row = cells_row(
+                {c: cell for c, cell in zip(header, cells, strict=True) if c in wanted}, len(found), text=text
+            )
+        except SampleError as error:
+            raise DatasetError.from_sample(label, f"line {number}", error) from None
+        found.append(row)
+        lines.append(number)
+    return Part(found, lambda index: f"line {lines[index]}")

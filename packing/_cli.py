@@ -158,7 +158,9 @@ def _strategy_list(text: str) -> list[Contender]:
         if name.partition("/")[0].strip() not in STRATEGIES:
             raise argparse.ArgumentTypeError(f"unknown strategy {name!r}; expected one of: {', '.join(STRATEGIES)}")
         try:
-            contenders.append(Contender.parse(name))
+            contender = Contender.parse(name)
+            contender.recipe(1, "truncate")  # its window checked by the recipe's rule
+            contenders.append(contender)
         except PackingError as error:
             raise argparse.ArgumentTypeError(str(error)) from None
     return contenders

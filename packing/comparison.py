@@ -19,9 +19,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 
-from packing.core._validation import OverflowPolicy, check_choice, check_integer
+from packing.core._validation import OverflowPolicy, as_lengths
 from packing.errors import PackingError, SettingError
-from packing.planning._plans import PackingPlan, plan
+from packing.planning._plans import PackingPlan, plan_of
+from packing.recipe import Recipe
 from packing.strategies._bounds import lower_bounds
 from packing.strategies._registry import STRATEGIES, StrategyName
 from packing.strategies._stats import PackingStats
@@ -32,16 +33,12 @@ TRL_WINDOW = 1_000
 
 @dataclass(frozen=True)
 class Contender:
-    """A strategy, packed globally (``window`` None) or per window of ``window`` input sequences."""
+    """A strategy, packed globally (``window`` None) or per window of ``window`` input sequences; both checked
+    by the recipe it plans with (:meth:`recipe`)."""
 
     strategy: StrategyName
     window: int | None = None
     note: str = ""
-
-    def __post_init__(self) -> None:
-        check_choice(self.strategy, "strategy", STRATEGIES)
-        if self.window is not None:
-            check_integer(self.window, "window")
 
     @property
     def label(self) -> str:
@@ -61,6 +58,18 @@ class Contender:
         if window and not window.strip().isdigit():
             raise SettingError("strategies", "NAME or NAME/WINDOW, WINDOW a whole number of sequences", text)
         return cls(name.strip(), int(window) if window else None)  # type: ignore[arg-type]
+
+    def recipe(self, max_seq_length: int, overflow: OverflowPolicy, time_limit: float | None = None) -> Recipe:
+        """The recipe this contender plans with: its strategy and window, checked there, and ``time_limit`` when the
+        strategy reads one. O(1).
+
+        >>> Contender("bfd", 0).recipe(8, "truncate")
+        Traceback (most recent call last):
+        ...
+        packing.errors.SettingError: window: expected an integer >= 1, got 0
+        """
+        limit = time_limit if "time_limit" in STRATEGIES[self.strategy].options else None
+        return Recipe(max_seq_length, self.strategy, overflow, self.window, limit)
 
 
 DEFAULT_CONTENDERS: tuple[Contender, ...] = (
@@ -108,26 +117,16 @@ def compare(
     ``time_limit`` bounds ``optimal``. A contender that refuses the input (a typed
     ``PackingError``) gets a row with its ``refusal``.
     """
-    sizes = np.asarray(lengths)
+    sizes = as_lengths(lengths)
     bounds = lower_bounds(sizes, max_seq_length, overflow=overflow)
     rows: list[Row] = []
     for contender in contenders:
-        entry = STRATEGIES[contender.strategy]
-        bound = bounds.simple if entry.bound == "simple" else bounds.l2
-        limit = time_limit if "time_limit" in entry.options else None
+        bound = getattr(bounds, STRATEGIES[contender.strategy].bound)
         try:
-            plan(
-                sizes[:1], max_seq_length, strategy=contender.strategy, overflow=overflow
-            )  # load compiled code: time the packing
+            recipe = contender.recipe(max_seq_length, overflow, time_limit)
+            plan_of(sizes[:1], Recipe.of(recipe, window=None))  # load compiled code: time the packing
             start = time.perf_counter()
-            made = plan(
-                sizes,
-                max_seq_length,
-                strategy=contender.strategy,
-                overflow=overflow,
-                window=contender.window,
-                time_limit=limit,
-            )
+            made = plan_of(sizes, recipe)
             elapsed = time.perf_counter() - start
         except PackingError as error:
             rows.append(Row(contender, None, bound, 0.0, str(error), error=error))

@@ -42,8 +42,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from packing.batches._packed import PackedBatch, run
 from packing.batches._schema import NAMES
 from packing.batches._tables import (
@@ -254,19 +252,11 @@ def _block_tables(lazy: PackedBatch, carried: dict[str, pa.Array], whole: bool) 
     the columns without rows when there is no block). ``whole``: the tables are joined into one, so a carried
     column takes 64-bit offsets when it needs them over all of them. O(slots)."""
     large = whole and int(lazy.plan.piece_length.sum()) > INT32_MAX
-    produced = False
-    for chunk in lazy.chunks(tokens=_CHUNK_SLOTS):
-        produced = True
-        yield _with_carried(chunk, carried, large)
-    if not produced:
-        yield _with_carried(lazy.select(np.zeros(0, dtype=np.int64)), carried, large)
-
-
-def _with_carried(chunk: PackedBatch, carried: dict[str, pa.Array], large: bool) -> pa.Table:
-    table = chunk.to_arrow(padding=False)
-    for name, column in carried_for(chunk.plan, carried, large).items():
-        table = table.append_column(name, column)
-    return table
+    for chunk in lazy.chunks(tokens=_CHUNK_SLOTS) if lazy.num_blocks else [lazy]:
+        table = chunk.to_arrow(padding=False)
+        for name, column in carried_for(chunk.plan, carried, large).items():
+            table = table.append_column(name, column)
+        yield table
 
 
 def _write_stream(path: Path, tables: Iterator[pa.Table], metadata: dict[bytes, bytes] | None = None) -> None:

@@ -40,12 +40,12 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.batches._packed import PackedBatch
+from packing.batches._schema import arrow_schema
 from packing.batches._tables import read_batch
-from packing.batches._units import Fitted, check_unit_recipe, fit_unit_lengths, fit_units
+from packing.batches._units import Fitted, check_unit_recipe, fit_unit_lengths, fit_units, unit_planning
 from packing.core._arrays import offsets_of, ranges, row_of
 from packing.core._forms import FIELDS
 from packing.core._pairs_groups import Units
-from packing.core._samples import Samples
 from packing.core._validation import OverflowPolicy, check_flag
 from packing.errors import SampleError, SettingError, UnitTooLong
 from packing.planning._plans import PackingPlan, plan_of
@@ -293,24 +293,20 @@ class _Lengths:
         self.fit[0] += fit.tokens_cut
         self.fit[1] += int(fit.units_cut.sum())
 
-    def plan(self, recipe: Recipe) -> tuple[PackingPlan, PackingStats, Recipe]:
-        """The global plan of these rows, its statistics with what fitting cut counted in, and the recipe it was
-        planned with (``drop`` under ``truncate`` with units: a unit that cannot fit is left out whole); the first
-        bad row raised, under its global row id. O(rows) plus the strategy's cost."""
+    def plan(self, recipe: Recipe) -> tuple[PackingPlan, PackingStats]:
+        """The global plan of these rows (pairs and groups planned with ``unit_planning``: a unit that cannot fit is
+        left out whole) and its statistics with what fitting cut counted in; the first bad row raised, under its
+        global row id. O(rows) plus the strategy's cost."""
         self.raise_first_error(recipe)
-        units = bool(self.counts.any())
-        planning = recipe
-        if units:  # pairs and groups: whole, fitted by the lengths pass; plain rows among them fitted as theirs
-            check_unit_recipe(recipe)
-            self.fit_plain_rows(recipe)
-            if recipe.overflow == "truncate":
-                planning = Recipe.of(recipe, overflow="drop")
-        layout = plan_of(self.lengths, planning)
-        if not units:
-            return layout, layout.stats, planning
+        if not self.counts.any():
+            layout = plan_of(self.lengths, recipe)
+            return layout, layout.stats
+        check_unit_recipe(recipe)  # pairs and groups: whole, fitted by the lengths pass
+        self.fit_plain_rows(recipe)  # plain rows among them fitted as theirs
+        layout = plan_of(self.lengths, unit_planning(recipe))
         tokens_cut, units_cut, *counts = map(int, self.fit)
         unit_stats = UnitStats(**dict(zip(UNIT_SUMMED, counts, strict=True)), share_prompt=recipe.share_prompt)
-        return layout, layout.stats.with_fit(tokens_cut, units_cut, unit_stats), planning
+        return layout, layout.stats.with_fit(tokens_cut, units_cut, unit_stats)
 
     def completion_first(self) -> Int64Array | None:
         """The global number of each row's first completion; None without pairs and groups. O(rows)."""
@@ -475,21 +471,18 @@ def pack_dataset(
     cluster = _require_ray()
     check_flag(shuffle, "shuffle")
     check_flag(ordered, "ordered")
-    capacity, pad = chosen.max_seq_length, prepare(chosen).pad_id
+    capacity = chosen.max_seq_length
+    prepare(chosen)  # the tokenizer and the pad id, on the driver before the cluster reads a row
     indexed, names = _indexed(ds)
     num_rows = indexed.count()
     if num_rows and not any(name in names for name in FIELDS):
         raise SettingError("ds", f"rows the reader reads (a column of {', '.join(FIELDS)})", f"<columns {names}>")
     lengths_ds = indexed.map_batches(_lengths_batch, batch_format="pyarrow", fn_kwargs={"recipe": chosen})
     found = _collect_lengths((cluster.get(ref) for ref in lengths_ds.to_arrow_refs()), num_rows)
-    layout, stats, planning = found.plan(chosen)
+    layout, stats = found.plan(chosen)
     stats.warn_lost("ray.pack_dataset")  # on the driver, with pack's counts
     if layout.num_blocks == 0:  # nothing to pack (no row, or every row left out): the schema's columns, no rows
-        empty = Samples(np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(1, np.int64))
-        none = plan_of(np.zeros(0, np.int64), planning)
-        nothing: ray.data.Dataset = cluster.data.from_arrow(
-            PackedBatch.of(none, empty, pad_token_id=pad, int64=chosen.int64).to_arrow()
-        )
+        nothing: ray.data.Dataset = cluster.data.from_arrow(arrow_schema(chosen.int64).empty_table())
         return nothing
     if shuffle:
         layout = layout.shuffle(chosen.seed or 0)

@@ -338,7 +338,7 @@ def steps(
 
     cuts = [table.slice(lo, input_batch) for lo in range(0, table.num_rows, input_batch)]
     found = steps_._collect_lengths([steps_._lengths_batch(cut, recipe) for cut in cuts], table.num_rows)
-    layout, stats, _ = found.plan(recipe)
+    layout, stats = found.plan(recipe)
     if not layout.num_blocks:
         return [], counts(stats)
     if seed is not None:

@@ -207,7 +207,7 @@ class SequenceTooLong(SampleError):
     >>> error = SequenceTooLong(5, 12, 8)
     >>> str(error)
     "sample 5: expected at most max_seq_length=8 tokens (overflow='error'), got 12 tokens"
-    >>> error.sample, error.length, error.max_seq_length, str(error.at(105))[:10]
+    >>> error.sample, error.length, error.max_seq_length, str(error.moved(sample=105))[:10]
     (5, 12, 8, 'sample 105')
     """
 
@@ -218,10 +218,6 @@ class SequenceTooLong(SampleError):
         super().__init__(sample, None, None, expected, f"{length:,} tokens")
         self.got = f"{length:,} tokens"
         self.args = (self.where_and_what(),)
-
-    def at(self, sample: int) -> SequenceTooLong:
-        """The same error for the sample numbered ``sample`` (a position in a stream or a dataset). O(1)."""
-        return SequenceTooLong(sample, self.length, self.max_seq_length)
 
 
 class UnitError(SampleError):
@@ -281,7 +277,7 @@ class UnitTooLong(SequenceTooLong):
 
     >>> str(UnitTooLong(3, 12, 8, "pair"))
     "sample 3: expected a pair of at most max_seq_length=8 tokens (overflow='error'; a pair is never split), got 12 tokens"
-    >>> str(UnitTooLong(3, 12, 8, "group").at(40))[:9]
+    >>> str(UnitTooLong(3, 12, 8, "group").after(37))[:9]
     'sample 40'
     """
 
@@ -292,9 +288,6 @@ class UnitTooLong(SequenceTooLong):
             f"a {kind} of at most max_seq_length={max_seq_length:,} tokens (overflow='error'; a {kind} is never split)"
         )
         self.args = (self.where_and_what(),)
-
-    def at(self, sample: int) -> UnitTooLong:
-        return UnitTooLong(sample, self.length, self.max_seq_length, self.kind)
 
 
 def refuse_with_units(name: str, value: object, why: str) -> SettingError:

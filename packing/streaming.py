@@ -85,22 +85,19 @@ def _read(
     names the sample by its position in the stream. Their completions are numbered from ``completions`` (those
     read before them; None: the stream has read no pair or group yet), as ``pack`` numbers them over the whole
     input; once a stream has read one, its plain rows are units of their own (its blocks keep the unit columns)."""
-    try:
+    try:  # an error names the sample by its position in the stream
         samples = read_samples(rows, **prepared.read_options)
         samples.refuse_other_labels()  # blocks are made from subsets of the buffer, which do not carry labels
+        if samples.tokens is None:
+            raise SettingError("samples", "samples with token ids", "<lengths only>")
+        if samples.units is None and completions is not None:
+            samples = replace(samples, units=Units.plain(samples.lengths, recipe.share_prompt))
+        if samples.units is None:
+            return samples, None
+        # pairs and groups: fitted whole by the overflow policy before they are planned
+        fitted = fit_units(replace(samples, units=samples.units.numbered(completions or 0)), recipe)
     except SampleError as error:
         raise error.after(first) from None
-    if samples.tokens is None:
-        raise SettingError("samples", "samples with token ids", "<lengths only>")
-    if samples.units is None and completions is not None:
-        samples = replace(samples, units=Units.plain(samples.lengths, recipe.share_prompt))
-    if samples.units is None:
-        return samples, None
-    samples = replace(samples, units=samples.units.numbered(completions or 0))
-    try:  # pairs and groups: fitted whole by the overflow policy before they are planned
-        fitted = fit_units(samples, recipe)
-    except SequenceTooLong as error:
-        raise error.at(first + (error.sample or 0)) from None
     return fitted.samples, fitted.fit
 
 
@@ -300,7 +297,7 @@ class PackingStream(Iterator[Block]):
                 planning = self._unit_planning if buffer.units is not None else chosen
                 blocks = drawn_plan_of(buffer.lengths, planning, self._rng)
             except SequenceTooLong as error:  # overflow="error": named by its position in the stream
-                raise error.at(int(ids[error.sample or 0])) from None
+                raise error.moved(sample=int(ids[error.sample or 0])) from None
             fill = np.zeros(blocks.num_blocks, dtype=np.int64)
             np.add.at(fill, blocks.piece_block(), blocks.piece_length)
             carry_block = np.zeros(blocks.num_blocks, dtype=bool)

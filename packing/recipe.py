@@ -603,7 +603,7 @@ def _given(options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in options.items() if v is not None or _DEFAULTS.get(k) is None}
 
 
-def check_names(options: Iterable[str] | dict[str, Any]) -> None:
+def check_names(options: dict[str, Any]) -> None:
     """Refuse a name that is not one of the recipe's options: another library's name for one is answered with
     this library's (:data:`PEER_NAMES`), any other names the options there are. O(options).
 
@@ -612,8 +612,7 @@ def check_names(options: Iterable[str] | dict[str, Any]) -> None:
     ...
     packing.errors.PeerName: max_seq_len: expected max_seq_length (torchtune's max_seq_len), got 2048
     """
-    values = options if isinstance(options, dict) else dict.fromkeys(options)
-    for name, value in values.items():
+    for name, value in options.items():
         if name in _FIELDS:
             continue
         if name in PEER_NAMES:

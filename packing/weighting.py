@@ -129,12 +129,10 @@ def per_token_weight(trained: npt.ArrayLike, mode: LossMode, total: float | Loss
     norm = _check_total(total, mode, own.of_mode(mode)) if own.documents else 1.0
     has = counts > 0
     out = np.zeros(counts.shape, dtype=np.float64)
-    if mode == "token":
+    if mode in ("token", "sequence_sum"):  # every trained token alike: 1 / T, or 1 / D
         out[has] = 1.0 / norm
     elif mode == "sequence":
         out[has] = 1.0 / (norm * counts[has])
-    elif mode == "sequence_sum":
-        out[has] = 1.0 / norm
     else:
         out[has] = 1.0 / (norm * np.sqrt(counts[has]))
     return out

@@ -16,7 +16,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 
-import numpy as np
 import numpy.typing as npt
 
 from packing.core._validation import OverflowPolicy, as_lengths

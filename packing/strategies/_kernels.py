@@ -118,9 +118,9 @@ def _add_count(counts: Int64Array, size: int, leaf: int, delta: int) -> None:  #
 
 @njit(cache=True, nogil=True)
 def _grow(table: Int64Array) -> Int64Array:  # pragma: no cover
-    """A copy of ``table`` (one record a column) with room for twice the records."""
-    bigger = np.empty((table.shape[0], 2 * table.shape[1]), dtype=table.dtype)
-    bigger[:, : table.shape[1]] = table
+    """A copy of ``table`` (one record a row) with room for twice the records."""
+    bigger = np.empty((2 * table.shape[0], table.shape[1]), dtype=table.dtype)
+    bigger[: table.shape[0]] = table
     return bigger
 
 
@@ -137,13 +137,13 @@ def _last_nonempty(counts: Int64Array, size: int) -> int:  # pragma: no cover
 
 Simulation = tuple[int, int, Int64Array, int, Int64Array]
 """What a group simulation records: ``(opened, groups, group, runs, run)``: blocks opened, the groups (ranges of
-blocks filled together, with the documents each then holds; a column of ``group`` each, rows ``_FIRST``,
-``_COUNT``, ``_ITEMS``) and the runs (a column of ``run`` each: ``_PER`` documents of length ``_LENGTH`` into each
-of ``_TAKE`` blocks ``_FIRST + k × _STEP``, after the ``_BASE`` they already hold)."""
+blocks filled together, with the documents each then holds; a row of ``group`` each, columns ``_FIRST``,
+``_COUNT``, ``_ITEMS``) and the runs (a row of ``run`` each: ``_PER`` documents of length ``_LENGTH`` into each of
+``_TAKE`` blocks ``_FIRST + k × _STEP``, after the ``_BASE`` they already hold)."""
 _FIRST, _COUNT, _ITEMS, _TOP_HIGH, _BELOW = range(5)
-"""The rows of a simulation's ``group`` table (``_TOP_HIGH`` and ``_BELOW``: its stacks, ``_simulate_groups`` only)."""
+"""The columns of a simulation's ``group`` table (``_TOP_HIGH``, ``_BELOW``: its stacks, ``_simulate_groups`` only)."""
 _STEP, _TAKE, _PER, _BASE, _LENGTH = range(1, 6)
-"""The rows of a simulation's ``run`` table after ``_FIRST``."""
+"""The columns of a simulation's ``run`` table after ``_FIRST``."""
 
 
 @njit(cache=True, nogil=True)
@@ -174,8 +174,8 @@ def _deal(
     opened, groups, group, runs, run = simulation
     block_starts[0] = 0
     for g in range(groups):  # every block ends in exactly one group: the last one it joined
-        size = group[_ITEMS, g]
-        for block in range(group[_FIRST, g] + 1, group[_FIRST, g] + group[_COUNT, g] + 1):
+        size = group[g, _ITEMS]
+        for block in range(group[g, _FIRST] + 1, group[g, _FIRST] + group[g, _COUNT] + 1):
             block_starts[block] = size
     for b in range(opened):
         block_starts[b + 1] += block_starts[b]
@@ -188,13 +188,13 @@ def _deal(
         next_of_length[v] += 1
     cursor = np.zeros(capacity + 1, dtype=np.int64)
     for r in range(runs):
-        length = run[_LENGTH, r]
+        length = run[r, _LENGTH]
         source = next_of_length[length] - histogram[length] + cursor[length]
-        per_block = run[_PER, r]
-        block = run[_FIRST, r]
-        base = run[_BASE, r]
-        step = run[_STEP, r]
-        take = run[_TAKE, r]
+        per_block = run[r, _PER]
+        block = run[r, _FIRST]
+        base = run[r, _BASE]
+        step = run[r, _STEP]
+        take = run[r, _TAKE]
         if per_block == 1:
             for _ in range(take):
                 slot = block_starts[block] + base
@@ -261,19 +261,19 @@ def _simulate_groups(
     tree = np.zeros(2 * size, dtype=np.int64)  # number of groups per room
     head = np.full(capacity + 1, -1, dtype=np.int64)  # top group of each room's stack (head of its queue)
     tail = np.full(capacity + 1, -1, dtype=np.int64)  # last group of each room's queue (oldest_first only)
-    # group g: blocks group[_FIRST, g] .. + group[_COUNT, g] - 1, each holding group[_ITEMS, g] documents; its
-    # top (the block that reached the room last) is the highest number if group[_TOP_HIGH, g], else the lowest
-    group = np.empty((5, 1024), dtype=np.int64)
-    run = np.empty((6, 1024), dtype=np.int64)
+    # group g: blocks group[g, _FIRST] .. + group[g, _COUNT] - 1, each holding group[g, _ITEMS] documents; its
+    # top (the block that reached the room last) is the highest number if group[g, _TOP_HIGH], else the lowest
+    group = np.empty((1024, 5), dtype=np.int64)
+    run = np.empty((1024, 6), dtype=np.int64)
     groups = 0
     runs = 0
     opened = 0
     for length in range(capacity, 0, -1):
         left = histogram[length]
         while left > 0:
-            if groups + 2 > group.shape[1]:
+            if groups + 2 > group.shape[0]:
                 group = _grow(group)
-            if runs + 2 > run.shape[1]:
+            if runs + 2 > run.shape[0]:
                 run = _grow(run)
             if most_room:
                 room = _last_nonempty(tree, size)
@@ -289,42 +289,42 @@ def _simulate_groups(
             else:  # the top blocks of the top group in that room
                 source = head[room]
                 per_block = 1 if most_room else room // length
-                take = min(group[_COUNT, source], left // per_block)
+                take = min(group[source, _COUNT], left // per_block)
                 if take == 0:
                     take, per_block = 1, left
-                base = group[_ITEMS, source]
+                base = group[source, _ITEMS]
                 # newest first: from the end filled last (the top); oldest first: from the end filled first
-                if (group[_TOP_HIGH, source] != 0) != oldest_first:
-                    first, step = group[_FIRST, source] + group[_COUNT, source] - 1, -1
+                if (group[source, _TOP_HIGH] != 0) != oldest_first:
+                    first, step = group[source, _FIRST] + group[source, _COUNT] - 1, -1
                 else:
-                    first, step = group[_FIRST, source], 1
-                    group[_FIRST, source] += take
-                group[_COUNT, source] -= take
-                if group[_COUNT, source] == 0:
-                    head[room] = group[_BELOW, source]
+                    first, step = group[source, _FIRST], 1
+                    group[source, _FIRST] += take
+                group[source, _COUNT] -= take
+                if group[source, _COUNT] == 0:
+                    head[room] = group[source, _BELOW]
                     if head[room] == -1:
                         tail[room] = -1
                     _add_count(tree, size, room, -1)
                 new_room = room - per_block * length
-            run[_FIRST, runs], run[_STEP, runs], run[_TAKE, runs] = first, step, take
-            run[_PER, runs], run[_BASE, runs], run[_LENGTH, runs] = per_block, base, length
+            run[runs, _FIRST], run[runs, _STEP], run[runs, _TAKE] = first, step, take
+            run[runs, _PER], run[runs, _BASE], run[runs, _LENGTH] = per_block, base, length
             runs += 1
             left -= take * per_block
             # the blocks just filled form a new group; the last one filled is its top
-            group[_FIRST, groups] = first if step == 1 else first - take + 1
-            group[_COUNT, groups] = take
-            group[_ITEMS, groups] = base + per_block
-            group[_TOP_HIGH, groups] = 1 if step == 1 else 0
+            group[groups, _FIRST] = first if step == 1 else first - take + 1
+            group[groups, _COUNT] = take
+            group[groups, _ITEMS] = base + per_block
+            group[groups, _TOP_HIGH] = 1 if step == 1 else 0
             if new_room > 0 and base + per_block < max_per_block:
                 if not oldest_first:  # on top of the stack
-                    group[_BELOW, groups] = head[new_room]
+                    group[groups, _BELOW] = head[new_room]
                     head[new_room] = groups
                 else:  # at the tail of the queue
-                    group[_BELOW, groups] = -1
+                    group[groups, _BELOW] = -1
                     if tail[new_room] == -1:
                         head[new_room] = groups
                     else:
-                        group[_BELOW, tail[new_room]] = groups
+                        group[tail[new_room], _BELOW] = groups
                     tail[new_room] = groups
                 _add_count(tree, size, new_room, 1)
             groups += 1
@@ -409,15 +409,15 @@ def _simulate_first_fit(
     two (zeros, that power of two long) are given by the caller. O(capacity + runs × log blocks).
     """
     size = tree.shape[0] // 2
-    group = np.empty((3, 1024), dtype=np.int64)
-    run = np.empty((6, 1024), dtype=np.int64)
+    group = np.empty((1024, 3), dtype=np.int64)
+    run = np.empty((1024, 6), dtype=np.int64)
     groups = 0
     runs = 0
     opened = 0
     for length in range(capacity, 0, -1):
         left = histogram[length]
         while left > 0:
-            if runs + 1 > run.shape[1]:
+            if runs + 1 > run.shape[0]:
                 group, run = _grow(group), _grow(run)
             first = _leftmost_with_room(tree, size, length)
             if first == -1:  # no block has room: open blocks, as many documents in each as fit
@@ -440,10 +440,10 @@ def _simulate_first_fit(
                 group_blocks[first + take] = blocks - take
                 group_items[first + take] = base
                 _set_room(tree, size, first + take, room)
-            run[_FIRST, runs], run[_STEP, runs], run[_TAKE, runs] = first, 1, take
-            run[_PER, runs], run[_BASE, runs], run[_LENGTH, runs] = per_block, base, length
+            run[runs, _FIRST], run[runs, _STEP], run[runs, _TAKE] = first, 1, take
+            run[runs, _PER], run[runs, _BASE], run[runs, _LENGTH] = per_block, base, length
             runs += 1
-            group[_FIRST, groups], group[_COUNT, groups], group[_ITEMS, groups] = first, take, base + per_block
+            group[groups, _FIRST], group[groups, _COUNT], group[groups, _ITEMS] = first, take, base + per_block
             groups += 1
             left -= take * per_block
     return opened, groups, group, runs, run

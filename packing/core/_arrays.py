@@ -109,14 +109,13 @@ def row_at(offsets: npt.ArrayLike, positions: Any) -> Any:
 
 @numba.njit(cache=True, nogil=True)
 def _copy_runs(
-    source: npt.NDArray[Any], starts: Int64Array, target: npt.NDArray[Any], at: Int64Array, lengths: Int64Array
+    source: npt.NDArray[Any], target: npt.NDArray[Any], at: Int64Array, lengths: Int64Array
 ) -> None:  # pragma: no cover - compiled
     position = 0
     for run in range(len(lengths)):
         count = lengths[run]
-        first = starts[run] if len(starts) else position
         for offset in range(count):
-            target[at[run] + offset] = source[first + offset]
+            target[at[run] + offset] = source[position + offset]
         position += count
 
 
@@ -130,4 +129,4 @@ def copy_runs(source: npt.NDArray[Any], target: npt.NDArray[Any], at: Int64Array
     >>> target.tolist()
     [3, 0, 0, 0, 1, 2]
     """
-    _copy_runs(source, np.zeros(0, dtype=np.int64), target, at.astype(np.int64), lengths.astype(np.int64))
+    _copy_runs(source, target, at.astype(np.int64), lengths.astype(np.int64))

@@ -40,6 +40,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from packing.core._arrays import offsets_of, ranges, row_of
 from packing.core._validation import INT32_MAX, integer_list
 from packing.errors import SettingError, UnitTooLong
 
@@ -127,9 +128,7 @@ class Units:
         counts = np.array([len(c) for c in completion_lengths], dtype=np.int64)
         flat = np.array([n for c in completion_lengths for n in c], dtype=np.int64)
         kind = np.array([KINDS.index(k) for k in kinds] if kinds is not None else [GROUP] * len(counts), np.int8)
-        offsets = np.zeros(len(counts) + 1, dtype=np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        return cls(kind, np.asarray(prompt_lengths, dtype=np.int64), offsets, flat, bool(share_prompt))
+        return cls(kind, np.asarray(prompt_lengths, dtype=np.int64), offsets_of(counts), flat, bool(share_prompt))
 
     @classmethod
     def plain(cls, lengths: Int64Array, share_prompt: bool = False) -> Units:
@@ -159,7 +158,7 @@ class Units:
     @cached_property
     def unit_of_completion(self) -> Int64Array:
         """The unit of every completion. O(completions)."""
-        return np.repeat(np.arange(len(self), dtype=np.int64), self.counts)
+        return row_of(self.counts)
 
     def lengths(self, share_prompt: bool | None = None) -> Int64Array:
         """Tokens per unit in a layout (default: the stored one): ``k·P + Σc``, or ``P + Σc`` with a shared
@@ -239,8 +238,7 @@ class Units:
         >>> Units.of([1, 1], [[1, 1], [1]], kinds=["pair", "group"]).numbered(5).token_arrays().completion.tolist()
         [-1, 5, -1, 6, -1, 7]
         """
-        counted = np.where(self.kind != PLAIN, self.counts, 0)
-        return replace(self, first_completion=(start + np.cumsum(counted) - counted).astype(np.int64))
+        return replace(self, first_completion=start + replace(self, first_completion=None).first_completions())
 
     def token_arrays(self) -> TokenArrays:
         """Per token of the laid-out units (see :class:`TokenArrays`). O(tokens).
@@ -250,9 +248,8 @@ class Units:
         ([0, 1, 2, 0, 1, 2, 3], [0, 1, 1, 0, 1, 1, 1], [0, 0, 0, 1, 1, 1, 1])
         """
         length, first, ids, predictor, document = self._segments()
-        total = int(length.sum())
-        segment = np.repeat(np.arange(len(length), dtype=np.int64), length)
-        within = np.arange(total, dtype=np.int64) - np.repeat(length.cumsum() - length, length)
+        segment = row_of(length)
+        within = ranges(np.zeros(len(length), dtype=np.int64), length)  # each token's place in its run
         positions = first[segment] + within
         before = np.where(within == 0, predictor[segment], 1)  # a run's first token: its own predictor
         return TokenArrays(positions, ids[segment], before.astype(np.int64), document[segment])
@@ -274,7 +271,7 @@ class Units:
             per = np.where(kinds == PAIR, np.where(rank == 0, 1, 2), 3).astype(np.int8)
             has = numbers >= 0
             role[has] = per[numbers[has]]
-        unit_of_token = np.repeat(np.arange(len(self)), self.lengths())
+        unit_of_token = row_of(self.lengths())
         prompt = (numbers < 0) & (self.kind[unit_of_token] != PLAIN) if len(unit_of_token) else numbers < 0
         role[prompt] = 0
         return role
@@ -333,7 +330,7 @@ class Units:
         length = self._segments()[0]
         shrunk = length.copy()
         shrunk[_answer_segments(self)] = new_lengths
-        within = np.arange(int(length.sum()), dtype=np.int64) - np.repeat(length.cumsum() - length, length)
+        within = ranges(np.zeros(len(length), dtype=np.int64), length)  # each token's place in its run
         return within < np.repeat(shrunk, length)
 
     def relaid(self, share_prompt: bool) -> tuple[Int64Array, Units]:
@@ -354,22 +351,19 @@ class Units:
         source_of = np.empty(len(target_length), dtype=np.int64)
         source_of[_answer_segments(target)] = np.flatnonzero(_answer_segments(self))
         source_of[_prompt_segments(target)] = _prompt_segments(self)[_first_prompt(self)][_prompt_units(target)]
-        return _ranges(source_start[source_of], target_length), target
+        return ranges(source_start[source_of], target_length), target
 
     # ------------------------------------------------------------ selecting and joining
 
     def take(self, rows: Int64Array) -> Units:
         """The units ``rows``, in that order. O(their completions)."""
         counts = self.counts[rows]
-        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        starts = self.completion_offsets[:-1][rows]
-        index = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(starts - offsets[:-1], counts)
+        index = ranges(self.completion_offsets[:-1][rows], counts)
         first = None if self.first_completion is None else self.first_completion[rows]
         return Units(
             self.kind[rows],
             self.prompt_lengths[rows],
-            offsets,
+            offsets_of(counts),
             self.completion_lengths[index],
             self.share_prompt,
             first,
@@ -386,9 +380,7 @@ class Units:
         """
         if len({part.share_prompt for part in parts}) > 1:
             raise SettingError("share_prompt", "one layout for every part (read with one recipe)", "<both>")
-        counts = np.concatenate([part.counts for part in parts])
-        offsets = np.zeros(len(counts) + 1, dtype=np.int64)
-        np.cumsum(counts, out=offsets[1:])
+        offsets = offsets_of(np.concatenate([part.counts for part in parts]))
         numbered = any(part.first_completion is not None for part in parts)
         return Units(
             np.concatenate([part.kind for part in parts]),
@@ -523,12 +515,6 @@ def _first_prompt(units: Units) -> Int64Array:
     if units.share_prompt:
         return np.arange(len(units), dtype=np.int64)
     return units.completion_offsets[:-1].astype(np.int64)
-
-
-def _ranges(starts: Int64Array, lengths: Int64Array) -> Int64Array:
-    """Concatenation of ``arange(s, s + n)`` for every ``(s, n)``. O(sum of lengths)."""
-    before = lengths.cumsum() - lengths
-    return np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - before, lengths)
 
 
 def _water_level(answers: Int64Array, room: int) -> int:

@@ -24,6 +24,7 @@ Internal: the public names are in ``packing`` and ``packing.planning``.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -121,7 +122,7 @@ class ModelCost:
         of every softmax-attention layer) in FLOPs; their sum is the cost. O(n × distinct layers)."""
         ell = np.asarray(lengths, dtype=np.float64)
         attention = np.zeros_like(ell)
-        for (width, window), repeats in _grouped(self.layers):
+        for (width, window), repeats in Counter(self.layers).items():  # identical layers counted once
             if window == 0:
                 continue
             if window is None:
@@ -178,11 +179,3 @@ def _layer_kinds(values: Mapping[str, Any], count: int, attention: str | None) -
     if values.get("sliding_window") and values.get("use_sliding_window", True) is not False:
         return ["sliding"] * count
     return ["full"] * count
-
-
-def _grouped(layers: tuple[tuple[int, int | None], ...]) -> list[tuple[tuple[int, int | None], int]]:
-    """Identical layers counted once."""
-    counts: dict[tuple[int, int | None], int] = {}
-    for layer in layers:
-        counts[layer] = counts.get(layer, 0) + 1
-    return list(counts.items())

@@ -116,22 +116,8 @@ class PackingPlan:
         >>> window.num_blocks, window.stats.num_blocks, window.stats.packed_tokens
         (2, 2, 7)
         """
-        rows = check_block_indexes(blocks, self.num_blocks)
-        counts = np.diff(self.block_starts)[rows]
-        pieces = ranges(self.block_starts[:-1][rows], counts)
-        starts = offsets_of(counts)
-        sequence, start, length = self.piece_sequence[pieces], self.piece_start[pieces], self.piece_length[pieces]
-        stats = _selection_stats(self, starts, sequence, length)
-        return replace(
-            self,
-            block_starts=starts,
-            piece_sequence=sequence,
-            piece_start=start,
-            piece_length=length,
-            stats=stats,
-            certificate=None,
-            _trusted=True,
-        )
+        chosen = self._taken(check_block_indexes(blocks, self.num_blocks), certificate=None)
+        return replace(chosen, stats=_selection_stats(chosen), _trusted=True)
 
     def permute(self, order: npt.ArrayLike) -> PackingPlan:
         """The same blocks in ``order`` (block ``i`` of the result is block ``order[i]``). O(pieces).
@@ -143,17 +129,21 @@ class PackingPlan:
         rows = check_block_indexes(order, self.num_blocks, "order")
         if len(rows) != self.num_blocks or len(np.unique(rows)) != self.num_blocks:
             raise SettingError("order", f"a permutation of the {self.num_blocks} block indexes", "<another list>")
+        return self._taken(rows, stats=replace(self.stats, block_utilization=self.stats.block_utilization[rows]))
+
+    def _taken(self, rows: Int64Array, **changes: Any) -> PackingPlan:
+        """The plan of blocks ``rows``, in this order, with ``changes`` (its statistics, its certificate). O(pieces
+        in them)."""
         counts = np.diff(self.block_starts)[rows]
         pieces = ranges(self.block_starts[:-1][rows], counts)
-        stats = replace(self.stats, block_utilization=self.stats.block_utilization[rows])
         return replace(
             self,
             block_starts=offsets_of(counts),
             piece_sequence=self.piece_sequence[pieces],
             piece_start=self.piece_start[pieces],
             piece_length=self.piece_length[pieces],
-            stats=stats,
             _trusted=True,
+            **changes,
         )
 
     def shuffle(self, seed: int = 0) -> PackingPlan:
@@ -229,10 +219,9 @@ class PackingPlan:
         return int(self.block_starts[index]), int(self.block_starts[index + 1])
 
 
-def _selection_stats(
-    plan: PackingPlan, block_starts: Int64Array, sequence: Int32Array, length: Int32Array
-) -> PackingStats:
-    """Statistics of selected pieces, counting them as the whole input. O(pieces)."""
+def _selection_stats(plan: PackingPlan) -> PackingStats:
+    """Statistics of a plan's pieces (selected blocks), counting them as the whole input. O(pieces)."""
+    block_starts, sequence, length = plan.block_starts, plan.piece_sequence, plan.piece_length
     touched, inverse = np.unique(sequence, return_inverse=True)
     per_sequence = np.bincount(inverse, weights=length, minlength=len(touched)).astype(np.int64)
     whole = bool(len(touched) == len(sequence)) and not STRATEGIES[plan.strategy].splits_sequences

@@ -86,18 +86,9 @@ def first_fit_blocks(lengths: Int64Array, order: Int64Array, capacity: int) -> I
     tree = np.full(2 * size, capacity, dtype=np.int64)
     for k in range(n):
         item = order[k]
-        need = lengths[item]
-        node = 1
-        while node < size:
-            node = 2 * node if tree[2 * node] >= need else 2 * node + 1
-        blocks[item] = node - size
-        tree[node] -= need
-        node //= 2
-        while node >= 1:
-            left = tree[2 * node]
-            right = tree[2 * node + 1]
-            tree[node] = left if left > right else right
-            node //= 2
+        block = _leftmost_with_room(tree, size, lengths[item])
+        blocks[item] = block
+        _set_room(tree, size, block, tree[block + size] - lengths[item])
     return blocks
 
 
@@ -126,10 +117,10 @@ def _add_count(counts: Int64Array, size: int, leaf: int, delta: int) -> None:  #
 
 
 @njit(cache=True, nogil=True)
-def _grow(array: Int64Array) -> Int64Array:  # pragma: no cover
-    """A copy of ``array`` with twice the room."""
-    bigger = np.empty(2 * array.shape[0], dtype=array.dtype)
-    bigger[: array.shape[0]] = array
+def _grow(table: Int64Array) -> Int64Array:  # pragma: no cover
+    """A copy of ``table`` (one record a row) with room for twice the records."""
+    bigger = np.empty((2 * table.shape[0], table.shape[1]), dtype=table.dtype)
+    bigger[: table.shape[0]] = table
     return bigger
 
 
@@ -144,28 +135,19 @@ def _last_nonempty(counts: Int64Array, size: int) -> int:  # pragma: no cover
     return node - size
 
 
-Simulation = tuple[
-    int,
-    int,
-    Int64Array,
-    Int64Array,
-    Int64Array,
-    int,
-    Int64Array,
-    Int64Array,
-    Int64Array,
-    Int64Array,
-    Int64Array,
-    Int64Array,
-]
-"""What a group simulation records: ``(opened, groups, g_first, g_count, g_items, runs, r_first, r_step,
-r_take, r_per, r_base, r_len)``: blocks opened, the groups (ranges of blocks filled together, with the
-documents each then holds) and the runs (``r_per`` documents of length ``r_len`` into each of ``r_take``
-blocks ``r_first + k × r_step``, after the ``r_base`` they already hold)."""
+Simulation = tuple[int, int, Int64Array, int, Int64Array]
+"""What a group simulation records: ``(opened, groups, group, runs, run)``: blocks opened, the groups (ranges of
+blocks filled together, with the documents each then holds; a row of ``group`` each, columns ``_FIRST``,
+``_COUNT``, ``_ITEMS``) and the runs (a row of ``run`` each: ``_PER`` documents of length ``_LENGTH`` into each of
+``_TAKE`` blocks ``_FIRST + k × _STEP``, after the ``_BASE`` they already hold)."""
+_FIRST, _COUNT, _ITEMS, _TOP_HIGH, _BELOW = range(5)
+"""The columns of a simulation's ``group`` table (``_TOP_HIGH``, ``_BELOW``: its stacks, ``_simulate_groups`` only)."""
+_STEP, _TAKE, _PER, _BASE, _LENGTH = range(1, 6)
+"""The columns of a simulation's ``run`` table after ``_FIRST``."""
 
 
 @njit(cache=True, nogil=True)
-def _histogram(lengths: Int64Array, capacity: int) -> Int64Array:  # pragma: no cover
+def length_histogram(lengths: Int64Array, capacity: int) -> Int64Array:  # pragma: no cover
     """``histogram[v]``: how many of ``lengths`` (each in ``[0, capacity]``) equal ``v``. O(n + capacity)."""
     histogram = np.zeros(capacity + 1, dtype=np.int64)
     for i in range(lengths.shape[0]):
@@ -178,18 +160,7 @@ def _deal(
     lengths: Int64Array,
     capacity: int,
     histogram: Int64Array,
-    opened: int,
-    groups: int,
-    g_first: Int64Array,
-    g_count: Int64Array,
-    g_items: Int64Array,
-    runs: int,
-    r_first: Int64Array,
-    r_step: Int64Array,
-    r_take: Int64Array,
-    r_per: Int64Array,
-    r_base: Int64Array,
-    r_len: Int64Array,
+    simulation: Simulation,
     by_length: Int32Array,
     block_starts: Int64Array,
     items: Int32Array,
@@ -200,10 +171,11 @@ def _deal(
     length's j-th slot among the recorded runs. ``by_length`` is scratch room for n indices.
     O(n + runs + blocks)."""
     n = lengths.shape[0]
+    opened, groups, group, runs, run = simulation
     block_starts[0] = 0
     for g in range(groups):  # every block ends in exactly one group: the last one it joined
-        size = g_items[g]
-        for block in range(g_first[g] + 1, g_first[g] + g_count[g] + 1):
+        size = group[g, _ITEMS]
+        for block in range(group[g, _FIRST] + 1, group[g, _FIRST] + group[g, _COUNT] + 1):
             block_starts[block] = size
     for b in range(opened):
         block_starts[b + 1] += block_starts[b]
@@ -216,13 +188,13 @@ def _deal(
         next_of_length[v] += 1
     cursor = np.zeros(capacity + 1, dtype=np.int64)
     for r in range(runs):
-        length = r_len[r]
+        length = run[r, _LENGTH]
         source = next_of_length[length] - histogram[length] + cursor[length]
-        per_block = r_per[r]
-        block = r_first[r]
-        base = r_base[r]
-        step = r_step[r]
-        take = r_take[r]
+        per_block = run[r, _PER]
+        block = run[r, _FIRST]
+        base = run[r, _BASE]
+        step = run[r, _STEP]
+        take = run[r, _TAKE]
         if per_block == 1:
             for _ in range(take):
                 slot = block_starts[block] + base
@@ -251,7 +223,7 @@ def _csr_blocks(lengths: Int64Array, capacity: int, histogram: Int64Array, simul
     items = np.empty(n, dtype=np.int32)
     item_lengths = np.empty(n, dtype=np.int32)
     by_length = np.empty(n, dtype=np.int32)
-    _deal(lengths, capacity, histogram, *simulation, by_length, block_starts, items, item_lengths)
+    _deal(lengths, capacity, histogram, simulation, by_length, block_starts, items, item_lengths)
     return block_starts, items, item_lengths
 
 
@@ -289,32 +261,20 @@ def _simulate_groups(
     tree = np.zeros(2 * size, dtype=np.int64)  # number of groups per room
     head = np.full(capacity + 1, -1, dtype=np.int64)  # top group of each room's stack (head of its queue)
     tail = np.full(capacity + 1, -1, dtype=np.int64)  # last group of each room's queue (oldest_first only)
-    # group g: blocks g_first[g] .. g_first[g] + g_count[g] - 1, each holding g_items[g] documents;
-    # its top (the block that reached the room last) is the highest number if g_top_high[g], else the lowest
-    g_first = np.empty(1024, dtype=np.int64)
-    g_count = np.empty(1024, dtype=np.int64)
-    g_items = np.empty(1024, dtype=np.int64)
-    g_top_high = np.empty(1024, dtype=np.int64)
-    g_below = np.empty(1024, dtype=np.int64)
-    # run r: r_per[r] documents of length r_len[r] into each of r_take[r] blocks, r_first[r] + k * r_step[r]
-    r_first = np.empty(1024, dtype=np.int64)
-    r_step = np.empty(1024, dtype=np.int64)
-    r_take = np.empty(1024, dtype=np.int64)
-    r_per = np.empty(1024, dtype=np.int64)
-    r_base = np.empty(1024, dtype=np.int64)
-    r_len = np.empty(1024, dtype=np.int64)
+    # group g: blocks group[g, _FIRST] .. + group[g, _COUNT] - 1, each holding group[g, _ITEMS] documents; its
+    # top (the block that reached the room last) is the highest number if group[g, _TOP_HIGH], else the lowest
+    group = np.empty((1024, 5), dtype=np.int64)
+    run = np.empty((1024, 6), dtype=np.int64)
     groups = 0
     runs = 0
     opened = 0
     for length in range(capacity, 0, -1):
         left = histogram[length]
         while left > 0:
-            if groups + 2 > g_first.shape[0]:
-                g_first, g_count, g_items = _grow(g_first), _grow(g_count), _grow(g_items)
-                g_top_high, g_below = _grow(g_top_high), _grow(g_below)
-            if runs + 2 > r_take.shape[0]:
-                r_first, r_step, r_take = _grow(r_first), _grow(r_step), _grow(r_take)
-                r_per, r_base, r_len = _grow(r_per), _grow(r_base), _grow(r_len)
+            if groups + 2 > group.shape[0]:
+                group = _grow(group)
+            if runs + 2 > run.shape[0]:
+                run = _grow(run)
             if most_room:
                 room = _last_nonempty(tree, size)
                 room = room if room >= length else -1
@@ -329,46 +289,46 @@ def _simulate_groups(
             else:  # the top blocks of the top group in that room
                 source = head[room]
                 per_block = 1 if most_room else room // length
-                take = min(g_count[source], left // per_block)
+                take = min(group[source, _COUNT], left // per_block)
                 if take == 0:
                     take, per_block = 1, left
-                base = g_items[source]
+                base = group[source, _ITEMS]
                 # newest first: from the end filled last (the top); oldest first: from the end filled first
-                if (g_top_high[source] != 0) != oldest_first:
-                    first, step = g_first[source] + g_count[source] - 1, -1
+                if (group[source, _TOP_HIGH] != 0) != oldest_first:
+                    first, step = group[source, _FIRST] + group[source, _COUNT] - 1, -1
                 else:
-                    first, step = g_first[source], 1
-                    g_first[source] += take
-                g_count[source] -= take
-                if g_count[source] == 0:
-                    head[room] = g_below[source]
+                    first, step = group[source, _FIRST], 1
+                    group[source, _FIRST] += take
+                group[source, _COUNT] -= take
+                if group[source, _COUNT] == 0:
+                    head[room] = group[source, _BELOW]
                     if head[room] == -1:
                         tail[room] = -1
                     _add_count(tree, size, room, -1)
                 new_room = room - per_block * length
-            r_first[runs], r_step[runs], r_take[runs] = first, step, take
-            r_per[runs], r_base[runs], r_len[runs] = per_block, base, length
+            run[runs, _FIRST], run[runs, _STEP], run[runs, _TAKE] = first, step, take
+            run[runs, _PER], run[runs, _BASE], run[runs, _LENGTH] = per_block, base, length
             runs += 1
             left -= take * per_block
             # the blocks just filled form a new group; the last one filled is its top
-            g_first[groups] = first if step == 1 else first - take + 1
-            g_count[groups] = take
-            g_items[groups] = base + per_block
-            g_top_high[groups] = 1 if step == 1 else 0
+            group[groups, _FIRST] = first if step == 1 else first - take + 1
+            group[groups, _COUNT] = take
+            group[groups, _ITEMS] = base + per_block
+            group[groups, _TOP_HIGH] = 1 if step == 1 else 0
             if new_room > 0 and base + per_block < max_per_block:
                 if not oldest_first:  # on top of the stack
-                    g_below[groups] = head[new_room]
+                    group[groups, _BELOW] = head[new_room]
                     head[new_room] = groups
                 else:  # at the tail of the queue
-                    g_below[groups] = -1
+                    group[groups, _BELOW] = -1
                     if tail[new_room] == -1:
                         head[new_room] = groups
                     else:
-                        g_below[tail[new_room]] = groups
+                        group[tail[new_room], _BELOW] = groups
                     tail[new_room] = groups
                 _add_count(tree, size, new_room, 1)
             groups += 1
-    return opened, groups, g_first, g_count, g_items, runs, r_first, r_step, r_take, r_per, r_base, r_len
+    return opened, groups, group, runs, run
 
 
 def best_fit_decreasing_blocks(
@@ -385,7 +345,7 @@ def best_fit_decreasing_blocks(
     >>> [a.tolist() for a in best_fit_decreasing_blocks(np.array([3, 3, 1]), 4, oldest_first=True)][:2]
     [[0, 2, 3], [0, 2, 1]]
     """
-    histogram = _histogram(lengths, capacity)
+    histogram = length_histogram(lengths, capacity)
     simulation = _simulate_groups(histogram, capacity, capacity + 1, False, oldest_first)
     return _csr_blocks(lengths, capacity, histogram, simulation)
 
@@ -401,7 +361,7 @@ def spfhp_blocks(lengths: Int64Array, capacity: int, max_per_block: int) -> tupl
     >>> [a.tolist() for a in spfhp_blocks(np.array([2, 3, 2, 1]), 5, 6)]
     [[0, 2, 4], [1, 0, 2, 3], [3, 2, 2, 1]]
     """
-    histogram = _histogram(lengths, capacity)
+    histogram = length_histogram(lengths, capacity)
     return _csr_blocks(lengths, capacity, histogram, _simulate_groups(histogram, capacity, max_per_block, True))
 
 
@@ -449,25 +409,16 @@ def _simulate_first_fit(
     two (zeros, that power of two long) are given by the caller. O(capacity + runs × log blocks).
     """
     size = tree.shape[0] // 2
-    g_first = np.empty(1024, dtype=np.int64)
-    g_count = np.empty(1024, dtype=np.int64)
-    g_items = np.empty(1024, dtype=np.int64)
-    r_first = np.empty(1024, dtype=np.int64)
-    r_step = np.empty(1024, dtype=np.int64)
-    r_take = np.empty(1024, dtype=np.int64)
-    r_per = np.empty(1024, dtype=np.int64)
-    r_base = np.empty(1024, dtype=np.int64)
-    r_len = np.empty(1024, dtype=np.int64)
+    group = np.empty((1024, 3), dtype=np.int64)
+    run = np.empty((1024, 6), dtype=np.int64)
     groups = 0
     runs = 0
     opened = 0
     for length in range(capacity, 0, -1):
         left = histogram[length]
         while left > 0:
-            if runs + 1 > r_take.shape[0]:
-                g_first, g_count, g_items = _grow(g_first), _grow(g_count), _grow(g_items)
-                r_first, r_step, r_take = _grow(r_first), _grow(r_step), _grow(r_take)
-                r_per, r_base, r_len = _grow(r_per), _grow(r_base), _grow(r_len)
+            if runs + 1 > run.shape[0]:
+                group, run = _grow(group), _grow(run)
             first = _leftmost_with_room(tree, size, length)
             if first == -1:  # no block has room: open blocks, as many documents in each as fit
                 per_block = min(left, capacity // length)
@@ -489,13 +440,13 @@ def _simulate_first_fit(
                 group_blocks[first + take] = blocks - take
                 group_items[first + take] = base
                 _set_room(tree, size, first + take, room)
-            r_first[runs], r_step[runs], r_take[runs] = first, 1, take
-            r_per[runs], r_base[runs], r_len[runs] = per_block, base, length
+            run[runs, _FIRST], run[runs, _STEP], run[runs, _TAKE] = first, 1, take
+            run[runs, _PER], run[runs, _BASE], run[runs, _LENGTH] = per_block, base, length
             runs += 1
-            g_first[groups], g_count[groups], g_items[groups] = first, take, base + per_block
+            group[groups, _FIRST], group[groups, _COUNT], group[groups, _ITEMS] = first, take, base + per_block
             groups += 1
             left -= take * per_block
-    return opened, groups, g_first, g_count, g_items, runs, r_first, r_step, r_take, r_per, r_base, r_len
+    return opened, groups, group, runs, run
 
 
 def first_fit_decreasing_blocks(lengths: Int64Array, capacity: int) -> CsrBlocks:
@@ -509,7 +460,7 @@ def first_fit_decreasing_blocks(lengths: Int64Array, capacity: int) -> CsrBlocks
     >>> [a.tolist() for a in first_fit_decreasing_blocks(np.array([1, 4, 3, 2]), 5)]
     [[0, 2, 4], [1, 0, 2, 3], [4, 1, 3, 2]]
     """
-    histogram = _histogram(lengths, capacity)
+    histogram = length_histogram(lengths, capacity)
     tokens = int(np.dot(histogram, np.arange(capacity + 1, dtype=np.int64)))
     bound = min(len(lengths), 2 * (-(-tokens // capacity)) + 1)
     size = 1

@@ -279,25 +279,20 @@ def compute_stats(
     """
     counts, fill = tally_plan(lengths, block_starts, piece_sequence, piece_length, whole)
     packed, truncated, dropped, n_truncated, n_dropped, n_split, empty, total, untrained = (int(c) for c in counts)
-    num_blocks = len(block_starts) - 1
-    slots = num_blocks * capacity
-    return PackingStats(
-        max_seq_length=capacity,
-        num_sequences=len(lengths),
-        empty_sequences=empty,
-        num_blocks=num_blocks,
-        lower_bound=-(-packed // capacity),
-        input_tokens=total,
-        packed_tokens=packed,
-        padding_tokens=slots - packed,
-        efficiency=packed / slots if slots else 0.0,
-        tokens_truncated=truncated,
-        tokens_dropped=dropped,
-        sequences_truncated=n_truncated,
-        sequences_dropped=n_dropped,
-        sequences_split=n_split,
-        trainable_tokens=packed,
-        target_tokens=packed - (len(piece_length) if documents is None else documents),
-        samples_without_trainable_tokens=untrained,
-        block_utilization=fill / capacity,
-    )
+    state = {
+        "num_sequences": len(lengths),
+        "empty_sequences": empty,
+        "num_blocks": len(block_starts) - 1,
+        "input_tokens": total,
+        "packed_tokens": packed,
+        "tokens_truncated": truncated,
+        "tokens_dropped": dropped,
+        "sequences_truncated": n_truncated,
+        "sequences_dropped": n_dropped,
+        "sequences_split": n_split,
+        "trainable_tokens": packed,
+        "target_tokens": packed - (len(piece_length) if documents is None else documents),
+        "samples_without_trainable_tokens": untrained,
+        "units": None,
+    }
+    return replace(PackingStats.of_state(state, capacity, False), block_utilization=fill / capacity)

@@ -97,14 +97,16 @@ def _opens(
     tokenizer: Any, messages: Sequence[Message], whole: str, bounds: list[int], prompts: dict[str, str], sample: int
 ) -> list[int | None] | None:
     """Where each assistant turn's generation prompt ends, from the prompts known by preceding role (a
-    missing one learned by one rendering); None when a rendering with the generation prompt does not
-    continue into the turn as the whole does."""
+    missing one learned by one rendering; with no ``tokenizer``, None); None when a rendering with the
+    generation prompt does not continue into the turn as the whole does."""
     opens: list[int | None] = [None] * len(messages)
     for turn, message in enumerate(messages):
         if message.get("role") != "assistant" or turn == 0:
             continue
         before = str(messages[turn - 1]["role"])
         if before not in prompts:
+            if tokenizer is None:
+                return None
             rendered = render(tokenizer, messages[:turn], True, sample, "messages")
             if not (whole.startswith(rendered) and bounds[turn] <= len(rendered) <= bounds[turn + 1]):
                 return None
@@ -134,24 +136,14 @@ def _cached_layout(messages: Sequence[Message], whole: str, shape: TemplateShape
             return None
         contents.append((start + len(piece[0]), start + len(piece[0]) + len(content)))
         bounds.append(end)
-    if bounds[-1] != len(whole):
+    opens = _opens(None, messages, whole, bounds, shape.prompts, 0) if bounds[-1] == len(whole) else None
+    if opens is None:
         return None
-    opens: list[int | None] = [None] * len(messages)
-    for turn, message in enumerate(messages):
-        if message["role"] != "assistant":
-            continue
-        if turn == 0:
-            if shape.opening is None or not shape.opening[0] or not whole.startswith(shape.opening[1]):
-                return None
-            end = len(shape.opening[1])
-        else:
-            prompt = shape.prompts.get(str(messages[turn - 1]["role"]))
-            if prompt is None or not whole.startswith(prompt, bounds[turn]):
-                return None
-            end = bounds[turn] + len(prompt)
-        if end > bounds[turn + 1]:
+    if messages[0]["role"] == "assistant":
+        opening = shape.opening
+        if opening is None or not opening[0] or not whole.startswith(opening[1]) or len(opening[1]) > bounds[1]:
             return None
-        opens[turn] = end
+        opens[0] = len(opening[1])
     return _TurnSpans(whole, bounds, opens, contents)
 
 

@@ -221,9 +221,7 @@ def spans_mask(encoded: Encoded, spans: Sequence[Sequence[tuple[int, int]]]) -> 
     for index, text_spans in enumerate(spans):
         if text_spans:
             width[index] = max(int(width[index]), max(end for _, end in text_spans))
-    base = np.zeros(len(counts), dtype=np.int64)
-    if len(counts) > 1:
-        np.cumsum(width[:-1] + 1, out=base[1:])
+    base = offsets_of(width + 1)[:-1]
     flat_spans = [(int(base[t]) + a, int(base[t]) + b) for t, text_spans in enumerate(spans) for a, b in text_spans]
     if not flat_spans or not len(encoded.ids):
         return np.zeros(len(encoded.ids), dtype=np.int8)

@@ -13,16 +13,17 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
 
 from packing.core._validation import as_lengths, check_max_seq_length, check_time_limit
 from packing.errors import SettingError
 from packing.strategies._bounds import martello_toth_l2, simple_bound
 from packing.strategies._certificate import Certificate, CertificateKind
 from packing.strategies._kernels import (
+    all_within,
     best_fit_decreasing_blocks,
     blocks_of_items,
     first_fit_blocks,
+    length_histogram,
     longest_first_order,
     next_fit_blocks,
 )
@@ -62,18 +63,6 @@ class OptimalResult:
     @property
     def num_blocks(self) -> int:
         return self.certificate.num_blocks
-
-
-@njit(cache=True, nogil=True)
-def _count_lengths(lengths: Int64Array, capacity: int) -> tuple[Int64Array, int]:  # pragma: no cover - compiled
-    """(documents of each length 0..capacity, index of the first length outside 1..capacity or -1). O(n)."""
-    counts = np.zeros(capacity + 1, dtype=np.int64)
-    for i in range(lengths.shape[0]):
-        length = lengths[i]
-        if length < 1 or length > capacity:
-            return counts, i
-        counts[length] += 1
-    return counts, -1
 
 
 def _simple_certificate(l1: int, l2: int, num_blocks: int) -> Certificate:
@@ -131,9 +120,10 @@ def solve(lengths: Int64Array, capacity: int, time_limit: float = 60.0) -> Optim
     n = len(lengths)
     if n == 0:
         return _result(np.zeros(0, dtype=np.int64), Certificate(0, "L1", 0))
-    counts, bad = _count_lengths(lengths, capacity)
-    if bad >= 0:
-        raise SettingError("lengths", f"document lengths in 1..{capacity}", int(lengths[bad]))
+    if not all_within(lengths, 1, capacity):
+        bad = lengths[(lengths < 1) | (lengths > capacity)]
+        raise SettingError("lengths", f"document lengths in 1..{capacity}", int(bad[0]))
+    counts = length_histogram(lengths, capacity)
     l1 = simple_bound(int(np.dot(counts, np.arange(capacity + 1, dtype=np.int64))), capacity)
     l2 = martello_toth_l2(lengths, capacity)
     bound = max(l1, l2)
@@ -225,7 +215,7 @@ def _repack_open_blocks(
     if rest.size * 4 > lengths.size * 3:
         return None
     sub_lengths = lengths[rest]
-    hist, item_index = histogram_of(_count_lengths(sub_lengths, capacity)[0], capacity)
+    hist, item_index = histogram_of(length_histogram(sub_lengths, capacity), capacity)
     if knapsack_cells(hist, capacity) > MAX_KNAPSACK_CELLS:
         return None
     sub_bfd = best_fit_decreasing_blocks(sub_lengths, capacity)

@@ -209,9 +209,11 @@ def python_column(values: Sequence[Any], rule: Rule, field: str, where: Where = 
         types = set(map(type, values))
     if types == {np.ndarray} and {a.ndim for a in values} == {1}:
         dtypes = set(map(attrgetter("dtype"), values))
-        if all(dtype.kind in rule.kinds.replace("u", "") for dtype in dtypes):
+        if all(dtype.kind in rule.kinds and dtype != np.uint64 for dtype in dtypes):  # joined without a float
             lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
-            flat = np.concatenate(values) if values else np.zeros(0, dtype=np.int64)
+            filled = {value.dtype for value in values if value.size} or dtypes  # an empty array widens nothing
+            joined = np.result_type(*filled)
+            flat = np.concatenate(values, dtype=joined, casting="unsafe")
             return Column(flat, lengths, np.zeros(len(values), dtype=bool))
     converted = None
     if types <= {list, tuple, np.ndarray, type(None)}:  # what pyarrow reads as Python does (not a set, a str)

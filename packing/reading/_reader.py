@@ -604,9 +604,6 @@ def read_text_rows(
     >>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()
     ([104, 105, 256, 7, 8, 97, 98, 256], [1, 1, 1, 1, 1, 0, 1, 1], [3, 2, 3])
     """
-    from packing.core._samples import Samples
-    from packing.reading._reader import read_samples
-
     row_list = list(rows)
     units = [index for index, row in enumerate(row_list) if unit_kind(row) is not None and is_text_row(row)]
     if units:
@@ -692,15 +689,15 @@ def _unit_parts(
     kind = unit_kind(row)
     assert kind is not None  # callers read only units here
     if is_text_unit(row):
-        parts = [("prompt", row.get("prompt"))]
+        texts = [("prompt", row.get("prompt"))]
         if kind == "group":
-            parts += [(f"completions[{i}]", part) for i, part in enumerate(row["completions"])]
+            texts += [(f"completions[{i}]", part) for i, part in enumerate(row["completions"])]
         else:
-            parts += [(field, row.get(field)) for field in ("chosen", "rejected")]
-        field, text = next((field, part) for field, part in parts if isinstance(part, str) or is_message_list(part))
+            texts += [(field, row.get(field)) for field in ("chosen", "rejected")]
+        field, text = next((field, part) for field, part in texts if isinstance(part, str) or is_message_list(part))
         return [], NeedsTokenizer(index, field, text), None
     own = "completions" if kind == "group" else "chosen"
-    others = ("input_ids", "completion", "length", *MASK_FIELDS, LABELS, *TEXT_FIELDS)
+    others: tuple[str, ...] = ("input_ids", "completion", "length", *MASK_FIELDS, LABELS, *TEXT_FIELDS)
     others += ("chosen", "rejected", "chosen_mask", "rejected_mask") if kind == "group" else ("completion_masks",)
     other = next((field for field in others if _present(row, field)), None)
     if other is not None:
@@ -756,8 +753,8 @@ def read_unit_rows(rows: Sequence[Any], completion_only_loss: bool = True, *, sh
     samples = Samples(np.zeros(0, dtype=np.int64), all_ones(0), np.zeros(1, dtype=np.int64))
     try:
         samples = read_columns(python_rows([rows[i] for i in plain], plain), completion_only_loss, "tokens")
-    except SampleError as error:
-        found.append(((math.inf if error.sample is None else error.sample, 0, 0, 0, 0), error))
+    except SampleError as refused:
+        found.append(((math.inf if refused.sample is None else refused.sample, 0, 0, 0, 0), refused))
     if samples.labels is not None:
         assert samples.loss_mask is not None and samples.tokens is not None
         differ = np.flatnonzero((samples.labels != samples.tokens) & (samples.loss_mask != 0))
@@ -778,22 +775,25 @@ def read_unit_rows(rows: Sequence[Any], completion_only_loss: bool = True, *, sh
         entries += [(unit, number, part) for number, part in enumerate(parts)]
     named: Where = lambda row, field: (units[row], field)  # noqa: E731
     prompts = python_column([rows[index].get("prompt") for index in units], TOKENS, "prompt", named)
-    if (error := prompts.error(TOKENS, "prompt", named)) is not None:
-        found.append(((units[error[0]], 1, 0, 0, error[1]), error[2]))
+    if (bad := prompts.error(TOKENS, "prompt", named)) is not None:
+        found.append(((units[bad[0]], 1, 0, 0, bad[1]), bad[2]))
     part_of: Where = lambda at, _: (units[entries[at][0]], entries[at][2][0])  # noqa: E731
     mask_of: Where = lambda at, _: (units[entries[at][0]], entries[at][2][2])  # noqa: E731
     tokens = python_column([part[1] for _, _, part in entries], TOKENS, "", part_of)
     masks = python_column([part[3] for _, _, part in entries], FLAGS, "", mask_of)
 
+    def part(at: int) -> tuple[int, str]:  # a completion's row and field
+        return units[entries[at][0]], entries[at][2][0]
+
     def add(at: int, step: int, error: SampleError, position: int = 0) -> None:
         found.append(((units[entries[at][0]], 2, entries[at][1], step, position), error))
 
-    if (error := tokens.error(TOKENS, "", part_of)) is not None:
-        add(error[0], 1, error[2], error[1])
+    if (bad := tokens.error(TOKENS, "", part_of)) is not None:
+        add(bad[0], 1, bad[2], bad[1])
     if (empty := np.flatnonzero(tokens.lengths == 0)).size:
-        add(int(empty[0]), 2, UnitError.empty_completion(*part_of(int(empty[0]), "")))
-    if (error := masks.error(FLAGS, "", mask_of)) is not None:
-        add(error[0], 3 if error[1] < 0 else 5, error[2], error[1])
+        add(int(empty[0]), 2, UnitError.empty_completion(*part(int(empty[0]))))
+    if (bad := masks.error(FLAGS, "", mask_of)) is not None:
+        add(bad[0], 3 if bad[1] < 0 else 5, bad[2], bad[1])
     given = ~masks.null
     if (wrong := np.flatnonzero(given & (masks.lengths != tokens.lengths))).size:
         at = int(wrong[0])
@@ -801,7 +801,7 @@ def read_unit_rows(rows: Sequence[Any], completion_only_loss: bool = True, *, sh
         add(at, 4, SampleError(*mask_of(at, ""), None, *words))
     trained = offsets_of(masks.values != 0)[offsets_of(masks.lengths)]
     if (untrained := np.flatnonzero(given & (np.diff(trained) == 0))).size:
-        add(int(untrained[0]), 6, UnitError.untrained_completion(*part_of(int(untrained[0]), "")))
+        add(int(untrained[0]), 6, UnitError.untrained_completion(*part(int(untrained[0]))))
     if found:
         raise min(found, key=lambda pair: pair[0])[1]
     return _laid_out(len(rows), units, kinds, prompts, entries, tokens, masks, samples, share_prompt, plain)
@@ -810,7 +810,7 @@ def read_unit_rows(rows: Sequence[Any], completion_only_loss: bool = True, *, sh
 def _laid_out(
     count: int,
     units: list[int],
-    kinds: list[UnitKind | None],
+    kinds: Sequence[UnitKind | None],
     prompts: Column,
     entries: list[tuple[int, int, Part]],
     tokens: Column,
@@ -849,7 +849,7 @@ def _laid_out(
     )
     pieces = [prompts.values, tokens.values, samples.tokens]
     dtype = token_dtype(piece.dtype for piece in pieces if piece.size)
-    source = np.concatenate(pieces, dtype=dtype, casting="unsafe")
+    source: TokenArray = np.concatenate(pieces, dtype=dtype, casting="unsafe")
     source_mask = np.concatenate([np.zeros(before, dtype=np.int8), mask, samples.loss_mask])
     read = Units(kind, prompt_lengths, sample_offsets(completions, count), entry_lengths, bool(share_prompt))
     return Samples(source[index], source_mask[index], sample_offsets(read.lengths(), count), None, read)

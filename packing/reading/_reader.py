@@ -691,7 +691,8 @@ def _unit_parts(
     if is_text_unit(row):
         texts = [("prompt", row.get("prompt"))]
         if kind == "group":
-            texts += [(f"completions[{i}]", part) for i, part in enumerate(row["completions"])]
+            listed = row["completions"] if isinstance(row["completions"], (list, tuple)) else []
+            texts += [(f"completions[{i}]", part) for i, part in enumerate(listed)]
         else:
             texts += [(field, row.get(field)) for field in ("chosen", "rejected")]
         field, text = next((field, part) for field, part in texts if isinstance(part, str) or is_message_list(part))
@@ -748,7 +749,6 @@ def read_unit_rows(rows: Sequence[Any], completion_only_loss: bool = True, *, sh
     """
     kinds = [unit_kind(row) for row in rows]
     plain = [index for index, kind in enumerate(kinds) if kind is None]
-    units = [index for index, kind in enumerate(kinds) if kind is not None]
     found: list[tuple[tuple[float, int, int, int, int], SampleError]] = []
     samples = Samples(np.zeros(0, dtype=np.int64), all_ones(0), np.zeros(1, dtype=np.int64))
     try:
@@ -766,13 +766,17 @@ def read_unit_rows(rows: Sequence[Any], completion_only_loss: bool = True, *, sh
             )
         )
     entries: list[tuple[int, int, Part]] = []  # each completion: its unit, its number in the unit, its part
-    for unit, index in enumerate(units):
+    units: list[int] = []  # the unit rows read: up to the first refused row (no row after it is looked at)
+    for index in (index for index, kind in enumerate(kinds) if kind is not None):
+        if found and index > min(found, key=lambda pair: pair[0])[0][0]:
+            break
         parts, early, late = _unit_parts(rows[index], index)
         if early is not None:
             found.append(((index, 0, 0, 0, 0), early))
         if late is not None:
             found.append(((index, 2, late[0], 0, 0), late[1]))
-        entries += [(unit, number, part) for number, part in enumerate(parts)]
+        entries += [(len(units), number, part) for number, part in enumerate(parts)]
+        units.append(index)
     named: Where = lambda row, field: (units[row], field)  # noqa: E731
     prompts = python_column([rows[index].get("prompt") for index in units], TOKENS, "prompt", named)
     if (bad := prompts.error(TOKENS, "prompt", named)) is not None:

@@ -28,8 +28,9 @@ the row, the field, the position and what was expected.
 One reader (:func:`read_columns`) reads rows as columns, one per field, each field's values checked once by
 its :class:`Rule` without a Python step per row: Python rows are made columns (:func:`python_rows`, a
 ``datasets`` batch :func:`read_batch`; lists converted by pyarrow, numpy arrays and tensors joined), an Arrow
-table's columns are read as they are (:func:`packing.reading.read_table`). A bad row is named as it would be
-read alone: its row, field and position.
+table's columns are read as they are (:func:`packing.reading.read_table`); pairs and groups (:func:`read_unit_rows`)
+as three columns, their prompts, completions and masks. A bad row is named as it would be read alone: its row,
+field and position.
 
 >>> s = read_rows([[1, 2], {"prompt": [3], "completion": [4]}, {"input_ids": [5, 6], "loss_mask": [True, False]}])
 >>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()

@@ -211,8 +211,9 @@ def python_column(values: Sequence[Any], rule: Rule, field: str, where: Where = 
         dtypes = set(map(attrgetter("dtype"), values))
         if all(dtype.kind in rule.kinds and dtype != np.uint64 for dtype in dtypes):  # joined without a float
             lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
-            filled = {value.dtype for value in values if value.size} or dtypes  # an empty array widens nothing
-            joined = np.result_type(*filled)
+            if len(dtypes) > 1:  # an empty array widens nothing: only the dtypes of arrays with values count
+                dtypes = {value.dtype for value in values if value.size} or dtypes
+            joined = np.result_type(*dtypes)
             flat = np.concatenate(values, dtype=joined, casting="unsafe")
             return Column(flat, lengths, np.zeros(len(values), dtype=bool))
     converted = None

@@ -229,7 +229,6 @@ def text_forms(row: Any) -> list[TextForm]:
         forms.append("text")
     if row.get("messages") is not None:
         forms.append("messages")
-    prompt, completion = row.get("prompt"), row.get("completion")
     if isinstance(prompt, str) or isinstance(completion, str):
         forms.append("prompt_completion")
     elif is_message_list(prompt) or is_message_list(completion):

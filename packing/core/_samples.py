@@ -238,15 +238,3 @@ def joined_dtype(pieces: Sequence[npt.NDArray[Any]]) -> type[np.int32] | type[np
     if dtype == np.int64 and len(dtypes) > 1:  # empty lists read as int64: only pieces with values count
         dtype = token_dtype({piece.dtype for piece in pieces if piece.size})
     return dtype
-
-
-def joined(pieces: list[npt.NDArray[np.integer[Any]]]) -> TokenArray:
-    """Token arrays one after the other, as :func:`joined_dtype` (int64 for none). O(total tokens), in C.
-
-    >>> joined([np.array([1, 2], dtype=np.int32), np.array([3], dtype=np.int8)]).dtype.name
-    'int32'
-    """
-    if not pieces:
-        return np.zeros(0, dtype=np.int64)
-    tokens: TokenArray = np.concatenate(pieces, dtype=joined_dtype(pieces), casting="unsafe")
-    return tokens

@@ -1,7 +1,7 @@
 """What each field of a row holds, stated once as a :class:`Rule` and checked on columns: a field's values of every
 row one after another (:class:`Column`), made from an Arrow list column as it is (:func:`arrow_column`) or from
 Python values (:func:`python_column`: numpy arrays joined, lists converted by pyarrow, and only what neither
-takes scanned in Python, to name it). One value of a field (:func:`token_array`, :func:`mask_array`, ...) is a
+takes scanned in Python, to name it). One value of a field (:func:`token_array`, :func:`length_array`, ...) is a
 column of one row. A bad value is named by its row, field and position.
 
 >>> column = python_column([[1, 2], None, [3, -1]], TOKENS, "input_ids")
@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from packing.core._arrays import offsets_of, row_at
 from packing.core._forms import FLAG, LABEL, LABELS, MASK_FIELDS, TOKEN, TOKEN_FIELDS
-from packing.core._samples import IGNORE_INDEX, Int8Array, Int64Array, TokenArray, token_dtype
+from packing.core._samples import IGNORE_INDEX, Int64Array, TokenArray, token_dtype
 from packing.core._validation import INT64_MAX, INT64_MIN, is_integer
 from packing.errors import SampleError
 
@@ -209,9 +209,12 @@ def python_column(values: Sequence[Any], rule: Rule, field: str, where: Where = 
         types = set(map(type, values))
     if types == {np.ndarray} and {a.ndim for a in values} == {1}:
         dtypes = set(map(attrgetter("dtype"), values))
-        if all(dtype.kind in rule.kinds.replace("u", "") for dtype in dtypes):
+        if all(dtype.kind in rule.kinds and dtype != np.uint64 for dtype in dtypes):  # joined without a float
             lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
-            flat = np.concatenate(values) if values else np.zeros(0, dtype=np.int64)
+            if len(dtypes) > 1:  # an empty array widens nothing: only the dtypes of arrays with values count
+                dtypes = {value.dtype for value in values if value.size} or dtypes
+            joined = np.result_type(*dtypes)
+            flat = np.concatenate(values, dtype=joined, casting="unsafe")
             return Column(flat, lengths, np.zeros(len(values), dtype=bool))
     converted = None
     if types <= {list, tuple, np.ndarray, type(None)}:  # what pyarrow reads as Python does (not a set, a str)
@@ -314,19 +317,6 @@ def token_array(value: Any, index: int | None, field: str | None) -> TokenArray:
     """
     array = checked(value, index, field, TOKENS)
     return array.astype(token_dtype([array.dtype]), copy=False)
-
-
-def mask_array(value: Any, index: int, field: str, length: int) -> Int8Array:
-    """Check a loss mask (0/1 or booleans, one per token) and return it as int8. O(length).
-
-    >>> mask_array([True, 0], 0, "loss_mask", 2).tolist()
-    [1, 0]
-    >>> mask_array([1], 2, "loss_mask", 3)
-    Traceback (most recent call last):
-    ...
-    packing.errors.SampleError: sample 2, 'loss_mask': expected 3 values (one per token), got <1 values>
-    """
-    return checked(value, index, field, FLAGS, length).astype(np.int8)
 
 
 def length_array(value: Any, index: int, field: str) -> npt.NDArray[np.int64]:

@@ -28,8 +28,9 @@ the row, the field, the position and what was expected.
 One reader (:func:`read_columns`) reads rows as columns, one per field, each field's values checked once by
 its :class:`Rule` without a Python step per row: Python rows are made columns (:func:`python_rows`, a
 ``datasets`` batch :func:`read_batch`; lists converted by pyarrow, numpy arrays and tensors joined), an Arrow
-table's columns are read as they are (:func:`packing.reading.read_table`). A bad row is named as it would be
-read alone: its row, field and position.
+table's columns are read as they are (:func:`packing.reading.read_table`); pairs and groups (:func:`read_unit_rows`)
+as three columns, their prompts, completions and masks. A bad row is named as it would be read alone: its row,
+field and position.
 
 >>> s = read_rows([[1, 2], {"prompt": [3], "completion": [4]}, {"input_ids": [5, 6], "loss_mask": [True, False]}])
 >>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()
@@ -43,7 +44,7 @@ Internal: the public names are in ``packing`` and ``packing.reading``.
 
 from __future__ import annotations
 
-import copy
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import attrgetter
 from typing import Any, Literal, NamedTuple
@@ -51,7 +52,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from packing.core._arrays import copy_runs, offsets_of, row_at
+from packing.core._arrays import copy_runs, offsets_of, ranges, row_at
 from packing.core._forms import (
     FIELDS,
     FORMS,
@@ -86,6 +87,7 @@ from packing.core._samples import (
 from packing.core._validation import INT64_MAX, check_flag
 from packing.errors import NeedsTokenizer, SampleError, SettingError, UnitError
 from packing.reading._columns import (
+    FLAGS,
     LENGTHS,
     RULES,
     TOKENS,
@@ -94,7 +96,6 @@ from packing.reading._columns import (
     as_named,
     as_numpy,
     length_array,
-    mask_array,
     python_column,
     token_array,
 )
@@ -225,9 +226,7 @@ def _first_error(
     if rows.length is not None:
         error = _length_column(rows, forms == 2).error(LENGTHS, "length", rows.where)
         if error is not None:  # one value, not a list of them: named without a position
-            whole = copy.copy(error[2])
-            whole.position, whole.args = None, (whole.where_and_what(),)
-            found.append(((error[0], 1, 0, 0), whole))
+            found.append(((error[0], 1, 0, 0), error[2].moved(position=None)))
     for rank, name in enumerate(_LIST_FIELDS, start=2):
         if name not in columns:
             continue
@@ -606,9 +605,6 @@ def read_text_rows(
     >>> s.tokens.tolist(), s.loss_mask.tolist(), s.lengths.tolist()
     ([104, 105, 256, 7, 8, 97, 98, 256], [1, 1, 1, 1, 1, 0, 1, 1], [3, 2, 3])
     """
-    from packing.core._samples import Samples
-    from packing.reading._reader import read_samples
-
     row_list = list(rows)
     units = [index for index, row in enumerate(row_list) if unit_kind(row) is not None and is_text_row(row)]
     if units:
@@ -677,167 +673,191 @@ def join_token_arrays(rows: Sequence[npt.NDArray[Any]], out: TokenArray) -> None
 
 # ---------------------------------------------------------------- preference pairs and completion groups
 
-
-class UnitRow(NamedTuple):
-    """One row read: its ``kind`` (``pair``, ``group``, ``plain``), ``prompt`` tokens, ``completions`` and each
-    completion's loss ``masks`` (None: every token trained)."""
-
-    kind: UnitKind
-    prompt: TokenArray
-    completions: list[TokenArray]
-    masks: list[Int8Array | None]
+Part = tuple[str, Any, str, Any]
+"""One completion of a unit row: its field, its tokens, its mask's field and its mask (None: every token trained)."""
 
 
-def _completion(index: int, field: str, value: Any, mask_field: str, mask: Any) -> tuple[Any, Any]:
-    """One completion's tokens (refused when empty) and its mask (None when absent; refused when it trains no
-    token: a pair whose chosen trains nothing is a broken pair). O(length).
+def _unit_parts(
+    row: Mapping[str, Any], index: int
+) -> tuple[list[Part], SampleError | None, tuple[int, SampleError] | None]:
+    """A pair or group row judged by its keys: its completions (:data:`Part`), the error its keys give before its
+    prompt is read (text, another form's column, no prompt) and the one its completions give after it, with the
+    completion it comes at (-1: the list of completions or of masks; a missing or null completion). O(completions).
 
-    >>> _completion(2, "chosen", [4, 5], "chosen_mask", [0, 0])
-    Traceback (most recent call last):
-    ...
-    packing.errors.UnitError: sample 2, 'chosen': expected a completion with at least one trained token (one that trains nothing leaves the unit nothing to compare), got <no trained token>
-    """
-    tokens = token_array(value, index, field)
-    if not len(tokens):
-        raise UnitError.empty_completion(index, field)
-    checked = None if mask is None else mask_array(mask, index, mask_field, len(tokens))
-    if checked is not None and not checked.any():
-        raise UnitError.untrained_completion(index, field)
-    return tokens, checked
-
-
-def _first_text(row: Mapping[str, Any], kind: UnitKind) -> tuple[str, Any]:
-    """The first part of a text unit that is text (a string or messages), by its field (``completions[i]`` in a
-    group), and that text. O(completions)."""
-    parts = [("prompt", row.get("prompt"))]
-    if kind == "group":
-        parts += [(f"completions[{i}]", part) for i, part in enumerate(row["completions"])]
-    else:
-        parts += [(field, row.get(field)) for field in ("chosen", "rejected")]
-    return next((field, part) for field, part in parts if isinstance(part, str) or is_message_list(part))
-
-
-def read_unit_row(row: Mapping[str, Any], index: int = 0) -> UnitRow:
-    """A pair or group row checked (see the module). O(tokens).
-
-    >>> read_unit_row({"prompt": [1], "completions": [[2], [3, 4]]}).completions[1].tolist()
-    [3, 4]
-    >>> read_unit_row({"prompt": [1], "chosen": [2]}, 3)
-    Traceback (most recent call last):
-    ...
-    packing.errors.UnitError: sample 3, 'rejected': expected a completion (a pair has 'prompt', 'chosen' and 'rejected'), got None (NoneType)
-    >>> read_unit_row({"prompt": [1], "completions": [[2], []]}, 5)
-    Traceback (most recent call last):
-    ...
-    packing.errors.UnitError: sample 5, 'completions[1]': expected a completion of at least one token (nothing else is trained), got <no tokens>
+    >>> _unit_parts({"prompt": [1], "chosen": [2]}, 3)[2][1]
+    UnitError("sample 3, 'rejected': expected a completion (a pair has 'prompt', 'chosen' and 'rejected'), got None (NoneType)")
     """
     kind = unit_kind(row)
     assert kind is not None  # callers read only units here
     if is_text_unit(row):
-        field, text = _first_text(row, kind)
-        raise NeedsTokenizer(index, field, text)
+        texts = [("prompt", row.get("prompt"))]
+        if kind == "group":
+            listed = row["completions"] if isinstance(row["completions"], (list, tuple)) else []
+            texts += [(f"completions[{i}]", part) for i, part in enumerate(listed)]
+        else:
+            texts += [(field, row.get(field)) for field in ("chosen", "rejected")]
+        field, text = next((field, part) for field, part in texts if isinstance(part, str) or is_message_list(part))
+        return [], NeedsTokenizer(index, field, text), None
     own = "completions" if kind == "group" else "chosen"
-    for other in ("input_ids", "completion", "length", *MASK_FIELDS, LABELS, *TEXT_FIELDS):
-        if _present(row, other):
-            raise UnitError.two_forms(index, other, own)
-    if kind == "group":
-        for other in ("chosen", "rejected", "chosen_mask", "rejected_mask"):
-            if _present(row, other):
-                raise UnitError.two_forms(index, other, own)
-    elif _present(row, "completion_masks"):
-        raise UnitError.two_forms(index, "completion_masks", own)
+    others: tuple[str, ...] = ("input_ids", "completion", "length", *MASK_FIELDS, LABELS, *TEXT_FIELDS)
+    others += ("chosen", "rejected", "chosen_mask", "rejected_mask") if kind == "group" else ("completion_masks",)
+    other = next((field for field in others if _present(row, field)), None)
+    if other is not None:
+        return [], UnitError.two_forms(index, other, own), None
     if not _present(row, "prompt"):
-        raise UnitError.missing(index, "prompt", kind)
-    prompt = token_array(row["prompt"], index, "prompt")
-    completions: list[TokenArray] = []
-    masks: list[Int8Array | None] = []
+        return [], UnitError.missing(index, "prompt", kind), None
+    parts: list[Part] = []
     if kind == "pair":
-        for field in ("chosen", "rejected"):
+        for number, field in enumerate(("chosen", "rejected")):
             if not _present(row, field):
-                raise UnitError.missing(index, field, kind)
-            tokens, mask = _completion(index, field, row[field], f"{field}_mask", row.get(f"{field}_mask"))
-            completions.append(tokens)
-            masks.append(mask)
-        return UnitRow(kind, prompt, completions, masks)
-    items = group_completions(as_numpy(row["completions"]), index)
+                return parts, None, (number, UnitError.missing(index, field, kind))
+            parts.append((field, row[field], f"{field}_mask", row.get(f"{field}_mask")))
+        return parts, None, None
+    try:
+        items = group_completions(as_numpy(row["completions"]), index)
+    except UnitError as error:
+        return parts, None, (-1, error)
     given = row.get("completion_masks")
     if given is not None and (not isinstance(given, (Sequence, np.ndarray)) or len(given) != len(items)):
-        raise SampleError(index, "completion_masks", None, f"{len(items)} masks (one per completion)", given)
-    for position, item in enumerate(items):
-        mask = None if given is None else given[position]
-        tokens, checked = _completion(index, f"completions[{position}]", item, f"completion_masks[{position}]", mask)
-        completions.append(tokens)
-        masks.append(checked)
-    return UnitRow(kind, prompt, completions, masks)
+        return (
+            parts,
+            None,
+            (-1, SampleError(index, "completion_masks", None, f"{len(items)} masks (one per completion)", given)),
+        )
+    for number, item in enumerate(items):
+        field = f"completions[{number}]"
+        if item is None:
+            return parts, None, (number, SampleError(index, field, None, f"a list of {TOKENS.noun}s", None))
+        parts.append((field, item, f"completion_masks[{number}]", None if given is None else given[number]))
+    return parts, None, None
 
 
 def read_unit_rows(rows: Sequence[Any], completion_only_loss: bool = True, *, share_prompt: bool = False) -> Samples:
     """Rows among which some are pairs or groups, read and laid out (``share_prompt``: the prompt stored once) as
     one :class:`~packing.core._samples.Samples` with its :class:`~packing.core._pairs_groups.Units`; other rows are read
     together by the one reader (``completion_only_loss`` for their prompt/completion pairs) and kept as units of
-    their own. Errors number rows from 0: the first bad row's. O(tokens), a Python step per unit.
+    their own. The units' prompts, completions and masks are read as three columns, each checked once by its
+    rule; errors number rows from 0: the first bad row's, as it would be read alone (its keys, its prompt, then
+    each completion: its tokens, its mask, a trained token). O(tokens), a Python step per unit for its keys.
 
     >>> s = read_unit_rows([{"prompt": [1], "chosen": [2], "rejected": [3]}, [7, 8]])
     >>> s.tokens.tolist(), s.lengths.tolist(), s.units.kind.tolist()
     ([1, 2, 1, 3, 7, 8], [4, 2], [1, 0])
+    >>> read_unit_rows([{"prompt": [1], "completions": [[2], []]}], share_prompt=True).units.kind.tolist()
+    Traceback (most recent call last):
+    ...
+    packing.errors.UnitError: sample 0, 'completions[1]': expected a completion of at least one token (nothing else is trained), got <no tokens>
     """
-    plain = [index for index, row in enumerate(rows) if unit_kind(row) is None]
-    first: SampleError | None = None
-    samples = None
+    kinds = [unit_kind(row) for row in rows]
+    plain = [index for index, kind in enumerate(kinds) if kind is None]
+    found: list[tuple[tuple[float, int, int, int, int], SampleError]] = []
+    samples = Samples(np.zeros(0, dtype=np.int64), all_ones(0), np.zeros(1, dtype=np.int64))
     try:
         samples = read_columns(python_rows([rows[i] for i in plain], plain), completion_only_loss, "tokens")
-    except SampleError as error:
-        first = error
-    if samples is not None and samples.labels is not None:
+    except SampleError as refused:
+        found.append(((math.inf if refused.sample is None else refused.sample, 0, 0, 0, 0), refused))
+    if samples.labels is not None:
         assert samples.loss_mask is not None and samples.tokens is not None
         differ = np.flatnonzero((samples.labels != samples.tokens) & (samples.loss_mask != 0))
         row = plain[int(row_at(samples.offsets, int(differ[0])))]
-        first = SampleError(row, LABELS, None, "labels equal to the tokens among pairs or groups", "<others>")
-    read: dict[int, UnitRow] = {}
-    for index, row in enumerate(rows):
-        if first is not None and first.sample is not None and index >= first.sample:
-            raise first
-        if unit_kind(row) is not None:
-            read[index] = read_unit_row(row, index)
-    if first is not None:
-        raise first
-    assert samples is not None and samples.tokens is not None and samples.loss_mask is not None
-    for slot, index in enumerate(plain):
-        lo, hi = int(samples.offsets[slot]), int(samples.offsets[slot + 1])
-        tokens = samples.tokens[lo:hi]
-        read[index] = UnitRow("plain", tokens[:0], [tokens], [samples.loss_mask[lo:hi]])
-    return unit_samples([read[index] for index in range(len(rows))], share_prompt)
+        found.append(
+            (
+                (row, 0, 0, 0, 0),
+                SampleError(row, LABELS, None, "labels equal to the tokens among pairs or groups", "<others>"),
+            )
+        )
+    entries: list[tuple[int, int, Part]] = []  # each completion: its unit, its number in the unit, its part
+    units: list[int] = []  # the unit rows read: up to the first refused row (no row after it is looked at)
+    for index in (index for index, kind in enumerate(kinds) if kind is not None):
+        if found and index > min(found, key=lambda pair: pair[0])[0][0]:
+            break
+        parts, early, late = _unit_parts(rows[index], index)
+        if early is not None:
+            found.append(((index, 0, 0, 0, 0), early))
+        if late is not None:
+            found.append(((index, 2, late[0], 0, 0), late[1]))
+        entries += [(len(units), number, part) for number, part in enumerate(parts)]
+        units.append(index)
+    named: Where = lambda row, field: (units[row], field)  # noqa: E731
+    prompts = python_column([rows[index].get("prompt") for index in units], TOKENS, "prompt", named)
+    if (bad := prompts.error(TOKENS, "prompt", named)) is not None:
+        found.append(((units[bad[0]], 1, 0, 0, bad[1]), bad[2]))
+    part_of: Where = lambda at, _: (units[entries[at][0]], entries[at][2][0])  # noqa: E731
+    mask_of: Where = lambda at, _: (units[entries[at][0]], entries[at][2][2])  # noqa: E731
+    tokens = python_column([part[1] for _, _, part in entries], TOKENS, "", part_of)
+    masks = python_column([part[3] for _, _, part in entries], FLAGS, "", mask_of)
+
+    def part(at: int) -> tuple[int, str]:  # a completion's row and field
+        return units[entries[at][0]], entries[at][2][0]
+
+    def add(at: int, step: int, error: SampleError, position: int = 0) -> None:
+        found.append(((units[entries[at][0]], 2, entries[at][1], step, position), error))
+
+    if (bad := tokens.error(TOKENS, "", part_of)) is not None:
+        add(bad[0], 1, bad[2], bad[1])
+    if (empty := np.flatnonzero(tokens.lengths == 0)).size:
+        add(int(empty[0]), 2, UnitError.empty_completion(*part(int(empty[0]))))
+    if (bad := masks.error(FLAGS, "", mask_of)) is not None:
+        add(bad[0], 3 if bad[1] < 0 else 5, bad[2], bad[1])
+    given = ~masks.null
+    if (wrong := np.flatnonzero(given & (masks.lengths != tokens.lengths))).size:
+        at = int(wrong[0])
+        words = f"{int(tokens.lengths[at])} values (one per token)", f"<{int(masks.lengths[at])} values>"
+        add(at, 4, SampleError(*mask_of(at, ""), None, *words))
+    trained = offsets_of(masks.values != 0)[offsets_of(masks.lengths)]
+    if (untrained := np.flatnonzero(given & (np.diff(trained) == 0))).size:
+        add(int(untrained[0]), 6, UnitError.untrained_completion(*part(int(untrained[0]))))
+    if found:
+        raise min(found, key=lambda pair: pair[0])[1]
+    return _laid_out(len(rows), units, kinds, prompts, entries, tokens, masks, samples, share_prompt, plain)
 
 
-def unit_samples(read: Sequence[UnitRow], share_prompt: bool) -> Samples:
-    """Units read (:func:`read_unit_row`) laid out: ``P c1 P c2 ...`` per unit, or ``P c1 c2 ...`` with a shared
-    prompt; the prompt's loss mask 0, each completion's its own (1 where none was given). O(tokens).
-
-    >>> unit_samples([UnitRow("group", np.array([1]), [np.array([2]), np.array([3])], [None, None])], False).tokens.tolist()
-    [1, 2, 1, 3]
-    """
-    pieces: list[Any] = []
-    masks: list[Any] = []
-    for unit in read:
-        zeros = np.zeros(len(unit.prompt), dtype=np.int8)
-        for number, (tokens, mask) in enumerate(zip(unit.completions, unit.masks, strict=True)):
-            if number == 0 or not share_prompt:
-                pieces.append(unit.prompt)
-                masks.append(zeros)
-            pieces.append(tokens)
-            masks.append(np.ones(len(tokens), dtype=np.int8) if mask is None else mask)
-    units = Units(
-        np.array([KINDS.index(unit.kind) for unit in read], dtype=np.int8),
-        np.array([len(unit.prompt) for unit in read], dtype=np.int64),
-        sample_offsets((len(unit.completions) for unit in read), len(read)),
-        np.array([len(tokens) for unit in read for tokens in unit.completions], dtype=np.int64),
-        bool(share_prompt),
+def _laid_out(
+    count: int,
+    units: list[int],
+    kinds: Sequence[UnitKind | None],
+    prompts: Column,
+    entries: list[tuple[int, int, Part]],
+    tokens: Column,
+    masks: Column,
+    samples: Samples,
+    share_prompt: bool,
+    plain: list[int],
+) -> Samples:
+    """Checked units (their prompts, completions and masks as columns) and plain samples, in row order, laid out
+    ``P c1 P c2 ...`` per unit, or ``P c1 c2 ...`` with a shared prompt; the prompt's loss mask 0, each
+    completion's its own (1 where none was given). O(tokens), in C."""
+    assert samples.tokens is not None and samples.loss_mask is not None
+    unit_of = np.array([unit for unit, _, _ in entries], dtype=np.int64)
+    kind = np.zeros(count, dtype=np.int8)
+    kind[units] = [KINDS.index(unit) for unit in kinds if unit is not None]
+    prompt_lengths = np.zeros(count, dtype=np.int64)
+    prompt_lengths[units] = prompts.lengths
+    prompt_starts = np.zeros(count, dtype=np.int64)
+    prompt_starts[units] = offsets_of(prompts.lengths)[:-1]
+    completions = np.ones(count, dtype=np.int64)
+    completions[units] = np.bincount(unit_of, minlength=len(units))
+    mask = np.ones(len(tokens.values), dtype=np.int8)
+    starts = offsets_of(tokens.lengths)[:-1]
+    copy_runs(masks.values.astype(np.int8), mask, starts[~masks.null], masks.lengths[~masks.null])
+    before = len(prompts.values)  # where the completions start in the source, and the plain samples after them
+    rows = np.concatenate([np.asarray(units, dtype=np.int64)[unit_of], np.asarray(plain, dtype=np.int64)])
+    order = np.argsort(rows, kind="stable")  # every completion in row order, a plain sample one of its own
+    entry_rows = rows[order]
+    entry_starts = np.concatenate([starts + before, samples.offsets[:-1] + before + len(mask)])[order]
+    entry_lengths = np.concatenate([tokens.lengths, samples.lengths])[order]
+    first = np.concatenate([[number for _, number, _ in entries], np.zeros(len(plain), dtype=np.int64)])[order] == 0
+    prompt_needed = np.where(first | (not share_prompt), prompt_lengths[entry_rows], 0)
+    index = ranges(
+        np.column_stack([prompt_starts[entry_rows], entry_starts]).ravel(),
+        np.column_stack([prompt_needed, entry_lengths]).ravel(),
     )
-    dtype = joined_dtype(pieces) if pieces else np.int64
-    tokens = np.concatenate(pieces, dtype=dtype, casting="unsafe") if pieces else np.zeros(0, dtype=np.int64)
-    mask = np.concatenate(masks).astype(np.int8, copy=False) if masks else np.zeros(0, dtype=np.int8)
-    offsets = sample_offsets(units.lengths(), len(read))
-    return Samples(tokens, mask, offsets, None, units)
+    pieces = [prompts.values, tokens.values, samples.tokens]
+    dtype = token_dtype(piece.dtype for piece in pieces if piece.size)
+    source: TokenArray = np.concatenate(pieces, dtype=dtype, casting="unsafe")
+    source_mask = np.concatenate([np.zeros(before, dtype=np.int8), mask, samples.loss_mask])
+    read = Units(kind, prompt_lengths, sample_offsets(completions, count), entry_lengths, bool(share_prompt))
+    return Samples(source[index], source_mask[index], sample_offsets(read.lengths(), count), None, read)
 
 
 def unit_row(samples: Samples, index: int) -> dict[str, Any]:

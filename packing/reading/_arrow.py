@@ -26,6 +26,7 @@ from packing.core._samples import (
 from packing.reading._columns import RULES, arrow_column, arrow_takes, token_array
 from packing.reading._reader import Rows, read_columns, read_samples
 from packing.reading._rowfiles import repeated
+from packing.vision._rope import VISION_FIELDS, without_vision
 
 # ---------------------------------------------------------------- Arrow tables, column by column
 
@@ -61,6 +62,7 @@ def read_table(
     if double is not None:
         raise SettingError("table", "every column name once", f"<two columns named {double!r}>")
     names = [name for name in FIELDS if name in table.column_names]
+    _refuse_images(table)
     columns = {name: arrow_column(table.column(name), RULES[name]) for name in names if name in RULES}
     length = table.column("length") if "length" in names else None
     odd = length is not None and not (pa.types.is_integer(length.type) or pa.types.is_null(length.type))
@@ -79,6 +81,33 @@ def read_table(
     return read_columns(
         Rows({k: v for k, v in columns.items() if v is not None}, fields, table.num_rows, record), completion_only
     )
+
+
+def _refuse_images(table: pa.Table) -> None:
+    """Refuse a table whose rows hold images or videos (a non-empty value in a column of
+    :data:`~packing.vision.VISION_FIELDS`): they are read where a vision config is given, never as text. O(rows)
+    of those columns.
+
+    >>> import pyarrow as pa
+    >>> _refuse_images(pa.table({"input_ids": [[1], [5]], "image_grid_thw": [None, [[1, 2, 2]]]}))
+    Traceback (most recent call last):
+    ...
+    packing.errors.SampleError: sample 1, 'image_grid_thw': expected no images or videos without a vision config (vision=...), got <1 grid>
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for name in (name for name in VISION_FIELDS if name in table.column_names):
+        column = table.column(name)
+        kind = column.type
+        sized = pc.list_value_length(column) if pa.types.is_list(kind) or pa.types.is_large_list(kind) else None
+        given = column.is_valid() if sized is None else pc.fill_null(pc.greater(sized, 0), False)
+        rows = np.flatnonzero(given.to_numpy(zero_copy_only=False))
+        if len(rows):
+            row = int(rows[0])
+            error = without_vision({name: column[row].as_py()}, row)
+            if error is not None:
+                raise error
 
 
 def flat_batches(schema: pa.Schema, tokenizer: bool = False) -> bool:

@@ -100,6 +100,7 @@ from packing.reading._columns import (
     token_array,
 )
 from packing.text._text_rows import encode_rows
+from packing.vision._rope import VISION_FIELDS, without_vision
 
 # ---------------------------------------------------------------- the row forms, over columns
 
@@ -360,7 +361,8 @@ def python_rows(rows: Sequence[Any], index: Sequence[int] | None = None) -> Rows
         else np.fromiter((not isinstance(row, Mapping) for row in rows), dtype=bool, count=count)
     )
     records = rows if dicts else [{}] * count if lists else [row if isinstance(row, Mapping) else {} for row in rows]
-    keys = set().union(*records) & set(FIELDS)
+    present = set().union(*records)
+    keys = present & set(FIELDS)
 
     def where(row: int, field: str) -> tuple[int, str | None]:
         bare_row = bare is not None and bool(bare[row])
@@ -373,6 +375,12 @@ def python_rows(rows: Sequence[Any], index: Sequence[int] | None = None) -> Rows
         others = [] if plain else [row for row in np.flatnonzero(bare).tolist() if not _is_list(rows[row])]
         if others:
             refused = (others[0], SampleError(where(others[0], "")[0], None, None, FORMS, rows[others[0]]))
+    if present & set(VISION_FIELDS):  # images where no vision config reads them: refused, not read as text
+        pictured = next((row for row, record in enumerate(records) if without_vision(record, row)), None)
+        if pictured is not None and (refused is None or pictured < refused[0]):
+            error = without_vision(records[pictured], where(pictured, "")[0])
+            assert error is not None
+            refused = (pictured, error)
     if keys & set(UNIT_FIELDS) and any(unit_kind(record) is not None for record in records):
         raise _UnitRows
     if keys & {*TEXT_FIELDS, "prompt", "completion"}:
@@ -574,7 +582,7 @@ def read_batch(batch: Mapping[str, Sequence[Any]], completion_only_loss: bool = 
         raise SettingError("batch", "columns of one length", f"<columns of lengths {sizes}>")
     options = dict(reading)
     rules = LossRules.of(options.pop("loss_rules", None), check_flag(completion_only_loss, "completion_only_loss"))
-    if sizes and options.get("tokenizer") is None and not set(batch) & {*TEXT_FIELDS, *UNIT_FIELDS}:
+    if sizes and options.get("tokenizer") is None and not set(batch) & {*TEXT_FIELDS, *UNIT_FIELDS, *VISION_FIELDS}:
         names = [name for name in _LIST_FIELDS if name in batch]
         columns = {name: python_column(batch[name], RULES[name], name) for name in names}
         if all(column.broken is None for column in columns.values()):

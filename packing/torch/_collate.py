@@ -38,6 +38,7 @@ from packing.torch._context_parallel import shifted, thd_boundaries, thd_pad
 from packing.torch._pairs_groups_training import attention_mask, collate_units, has_units, shares_prompt
 from packing.torch._schedule import Int64Array
 from packing.torch._vision import check_vision_recipe, kept_lengths, untrained_placeholders, vision_columns, vision_rows
+from packing.vision import VISION_FIELDS
 
 # ---------------------------------------------------------------- collate
 
@@ -66,9 +67,10 @@ def _documents(
         return tuple(joined)  # type: ignore[return-value]
     if any(_is_block(row) for row in rows):
         raise SettingError("rows", "packed blocks (with 'seq_lengths') only, or samples only", "<both>")
-    if ignore_masks:
+    left_out = {*(MASK_FIELDS if ignore_masks else ()), *(VISION_FIELDS if recipe.vision is not None else ())}
+    if left_out:  # masks ignored; images read by the vision columns, not the reader
         rows = [
-            {key: value for key, value in row.items() if key not in MASK_FIELDS} if isinstance(row, Mapping) else row
+            {key: value for key, value in row.items() if key not in left_out} if isinstance(row, Mapping) else row
             for row in rows
         ]
     samples = read_samples(rows, **prepare(recipe).read_options)  # tensors too: the reader takes them

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from packing.errors import SampleError
 from packing.vision._config import VisionConfig
 from packing.vision._grids import PIXELS, Int64Array, grids
-from packing.vision._rope import VISION_FIELDS, _token_ids, row_positions, token_types
+from packing.vision._rope import VISION_FIELDS, token_ids, row_positions, token_types
 
 
 def _runs(types: npt.NDArray[np.int8]) -> tuple[Int64Array, Int64Array, npt.NDArray[np.int8]]:
@@ -58,7 +58,7 @@ def kept_length(row: Mapping[str, Any], limit: int, config: Any, sample: int | N
     [1, 2, 2, 2, 5, 6, 7]
     """
     config = VisionConfig.of(config)
-    ids = _token_ids(row.get("input_ids"), sample)
+    ids = token_ids(row.get("input_ids"), sample)
     if len(ids) <= limit:
         return len(ids)
     starts, ends, kinds = _runs(token_types(ids, config))
@@ -102,7 +102,7 @@ def joined_inputs(
     found: dict[str, list[Any]] = {name: [] for name in VISION_FIELDS}
     for sample, (row, length) in enumerate(zip(rows, lengths, strict=True)):
         whole = row_positions(row, config, sample)
-        kept = token_types(_token_ids(row.get("input_ids"), sample)[:length], config)
+        kept = token_types(token_ids(row.get("input_ids"), sample)[:length], config)
         text.append(np.arange(length, dtype=np.int64))
         positions.append(whole[:, :length])
         types.append(kept)
@@ -145,8 +145,8 @@ def _kept_fields(
             fields[PIXELS[field]] = pixels[: int(grid[:keep].prod(axis=1).sum())]
         if kind == 2 and row.get("second_per_grid_ts") is not None:
             fields["second_per_grid_ts"] = np.asarray(row["second_per_grid_ts"]).reshape(-1)[:keep]
-    if len(kept) and kept[-1] and len(kept) < len(_token_ids(row.get("input_ids"), sample)):
-        following = _token_ids(row.get("input_ids"), sample)[len(kept)]
+    if len(kept) and kept[-1] and len(kept) < len(token_ids(row.get("input_ids"), sample)):
+        following = token_ids(row.get("input_ids"), sample)[len(kept)]
         if token_types(np.array([following]), config)[0] == kept[-1]:
             raise SampleError(sample, "input_ids", len(kept), "a cut outside an image or a video", "<inside one>")
     return fields

@@ -21,6 +21,21 @@ VISION_FIELDS = ("image_grid_thw", "pixel_values", "video_grid_thw", "pixel_valu
 """The columns of a row that hold images or videos (besides their placeholder tokens in ``input_ids``)."""
 
 
+def without_vision(row: Mapping[str, Any], sample: int | None) -> SampleError | None:
+    """The error for a row that holds images or videos (a non-empty field of :data:`VISION_FIELDS`) where no vision
+    config is given, naming the field; None for a row without. O(fields).
+
+    >>> str(without_vision({"input_ids": [5], "image_grid_thw": [[1, 2, 2]]}, 3))
+    "sample 3, 'image_grid_thw': expected no images or videos without a vision config (vision=...), got <1 grid>"
+    """
+    field = next((name for name in VISION_FIELDS if row.get(name) is not None and np.size(row[name]) > 0), None)
+    if field is None:
+        return None
+    count = len(row[field])
+    got = f"<{count} {'grid' if count == 1 else 'grids'}>" if field.endswith("_thw") else f"<{field}>"
+    return SampleError(sample, field, None, "no images or videos without a vision config (vision=...)", got)
+
+
 def token_types(input_ids: Any, config: Any) -> npt.NDArray[np.int8]:
     """The models' ``mm_token_type_ids`` of ``input_ids``: 0 for text, 1 for an image token, 2 for a video token.
     O(T).
@@ -59,7 +74,7 @@ def rope_index(
     packing.errors.SampleError: sample 7, 'input_ids', position 2: expected 6 image tokens (image 0, grid [1, 4, 6], spatial_merge_size=2), got <2 image tokens>
     """
     config = VisionConfig.of(config)
-    ids = _token_ids(input_ids, sample)
+    ids = token_ids(input_ids, sample)
     found = {1: grids(image_grid_thw, "image_grid_thw", config, sample)}
     videos = grids(video_grid_thw, "video_grid_thw", config, sample)
     steps = _time_steps(second_per_grid_ts, len(videos), config, sample)
@@ -105,13 +120,10 @@ def row_positions(row: Mapping[str, Any], config: Any = None, sample: int | None
     packing.errors.SampleError: sample 4, 'image_grid_thw': expected no images or videos without a vision config (vision=...), got <1 grid>
     """
     if config is None:
-        field = next((name for name in VISION_FIELDS if np.size(row.get(name, [])) > 0), None)
-        if field is not None:
-            got = (
-                f"<{len(row[field])} {'grid' if len(row[field]) == 1 else 'grids'}>" if "grid" in field else "<pixels>"
-            )
-            raise SampleError(sample, field, None, "no images or videos without a vision config (vision=...)", got)
-        ids = _token_ids(row.get("input_ids"), sample)
+        refused = without_vision(row, sample)
+        if refused is not None:
+            raise refused
+        ids = token_ids(row.get("input_ids"), sample)
         return np.broadcast_to(np.arange(len(ids), dtype=np.int64), (3, len(ids))).copy()
     config = VisionConfig.of(config)
     for field, pixels in PIXELS.items():
@@ -145,7 +157,7 @@ def packed_position_ids(rows: Sequence[Mapping[str, Any]], config: Any = None) -
     return np.concatenate([np.concatenate(text)[None], np.concatenate(parts, axis=1)])[:, None, :]
 
 
-def _token_ids(input_ids: Any, sample: int | None) -> Int64Array:
+def token_ids(input_ids: Any, sample: int | None) -> Int64Array:
     """``input_ids`` as a 1-D int64 array, else a ``SampleError``. O(T)."""
     ids = np.asarray(input_ids) if input_ids is not None else np.zeros(0, dtype=object)
     if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)) or input_ids is None:

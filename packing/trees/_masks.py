@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from packing.errors import SettingError
 from packing.trees._tree import BoolArray, Int64Array, PrefixTree

@@ -193,7 +193,7 @@ def _built(tokens: Int64Array, offsets: Int64Array, loss: npt.NDArray[np.int8]) 
 def _too_long(tree: PrefixTree, number: int, max_seq_length: int) -> SampleError:
     """The error for tree ``number``, more than ``max_seq_length`` nodes: it names the first row (by its
     ``row_ids`` number) with which the tree's rows so far store more. O(tree's tokens)."""
-    nodes, first = np.unique(tree.row_nodes, return_index=True)
+    _, first = np.unique(tree.row_nodes, return_index=True)
     first_row = row_of(tree.lengths)[first]
     stored = np.cumsum(np.bincount(first_row, minlength=tree.num_rows))
     row = int(np.flatnonzero(stored > max_seq_length)[0])

@@ -73,7 +73,7 @@ def test_a_tree_too_long_is_refused_naming_its_row() -> None:
     with pytest.raises(SampleError, match=r"sample 3: expected a prefix tree of at most max_seq_length=5 tokens "
                                           r"\(tree 1 is kept whole in one block, a row never split\), got <7 tokens"):  # fmt: skip
         tree_blocks(trees, 5)
-    with pytest.raises(SampleError, match="sample 0: .* got <3 tokens stored by tree 0's rows up to this one>"):
+    with pytest.raises(SampleError, match=r"sample 0: .* got <3 tokens stored by tree 0's rows up to this one>"):
         tree_blocks([PrefixTree.from_rows([[1, 2, 3]])], 2)
     with pytest.raises(SettingError, match="max_seq_length: expected a positive integer"):
         tree_blocks(trees, 0)
@@ -82,7 +82,7 @@ def test_a_tree_too_long_is_refused_naming_its_row() -> None:
 
 
 def test_rows_it_cannot_store_are_refused() -> None:
-    with pytest.raises(SettingError, match="rows: expected token rows .* got <lengths only>"):
+    with pytest.raises(SettingError, match=r"rows: expected token rows .* got <lengths only>"):
         PrefixTree.from_rows([{"length": 3}])
     with pytest.raises(SettingError, match="labels equal to the ids"):
         PrefixTree.from_rows([{"input_ids": [1, 2], "labels": [-100, 5]}])

@@ -209,6 +209,7 @@ PUBLIC_MODULES = {
     "packing.streaming",
     "packing.text",
     "packing.torch",
+    "packing.trees",
     "packing.vision",
     "packing.weighting",
 }

@@ -20,6 +20,8 @@ and a dataset over packed blocks.
   ``block_mask`` build a batch's mask for eager/SDPA or FlexAttention (``packing.torch._pairs_groups_training``);
   ``model_inputs(batch, model)`` gives the keyword arguments of ``model(**inputs)`` for the model's attention
   implementation (the 4-D mask in its dtype, a ``BlockMask``, or flash-attention's boundaries).
+- Prefix trees (``packing.trees``): ``tree_inputs(blocks, model)`` a model's inputs of prefix-tree blocks,
+  ``completion_logps(logits, blocks, per_token=...)`` every row's log-probability, summed or per token.
 - ``PackedDataset(batch_or_path)``: a map-style dataset of packed blocks, from a ``PackedBatch`` or a packed Parquet
   file read one row group at a time through a memory map, or any other layout the auditor recognises, converted.
 
@@ -54,7 +56,6 @@ from packing.torch._dataset import PackedDataset as PackedDataset
 from packing.torch._inputs import model_inputs as model_inputs
 from packing.torch._pairs_groups_training import attention_mask as attention_mask
 from packing.torch._pairs_groups_training import block_mask as block_mask
-from packing.torch._pairs_groups_training import completion_logps as completion_logps
 from packing.torch._pairs_groups_training import mask_mod as mask_mod
 from packing.torch._pairs_groups_training import preference_logps as preference_logps
 from packing.torch._sampler import PackingSampler as PackingSampler
@@ -64,6 +65,8 @@ from packing.torch._schedule import CostFunction as CostFunction
 from packing.torch._schedule import Schedule as Schedule
 from packing.torch._schedule import build_schedule as build_schedule
 from packing.torch._schedule import default_cost as default_cost
+from packing.torch._trees import completion_logps as completion_logps
+from packing.torch._trees import tree_inputs as tree_inputs
 
 __all__ = [
     "BLOCK_COLUMNS",
@@ -87,5 +90,6 @@ __all__ = [
     "mask_mod",
     "model_inputs",
     "preference_logps",
+    "tree_inputs",
     "weighted_loss",
 ]

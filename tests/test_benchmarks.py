@@ -120,3 +120,17 @@ def test_forms_quick_measures_each_case_as_a_file_and_as_shards(tmp_path: Path) 
     assert "load average" in result.stdout and "git commit" in result.stdout
     assert out.read_text(encoding="utf-8").strip() == result.stdout.strip()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["forms.md"]  # the inputs are deleted
+
+
+def test_vision_quick_compares_packing_with_padding_and_checks_the_logits() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "vision.py"), "--quick", "--lengths", "2048"],
+        capture_output=True, text=True, cwd=ROOT / "tests", timeout=240,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    header, rows = table(result.stdout.split("\n\n| L | pack")[0])
+    assert header[:3] == ["L", "way", "rows"] and len(rows) == 4
+    tokens = [int(row["tokens processed"].replace(",", "")) for row in rows]
+    assert tokens[0] == min(tokens) and rows[0]["padding"] == "0.0%"  # packing processes no padding
+    assert "pack / to longest" in result.stdout and "load average" in result.stdout
+    assert ": equal within 1e-5" in result.stdout

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from packing.errors import SampleError
 from packing.vision._config import VisionConfig
 from packing.vision._grids import PIXELS, Int64Array, grids
-from packing.vision._rope import VISION_FIELDS, token_ids, row_positions, token_types
+from packing.vision._rope import VISION_FIELDS, row_positions, token_ids, token_types
 
 
 def _runs(types: npt.NDArray[np.int8]) -> tuple[Int64Array, Int64Array, npt.NDArray[np.int8]]:

@@ -21,8 +21,15 @@ def optimal_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
             raise packing.errors.TooManyDocuments("optimal", 40, len(lengths))
         return real(lengths, max_seq_length, strategy=strategy, overflow=overflow, **options)
 
+    real_of = importlib.import_module("packing.comparison").plan_of
+
+    def refusing_of(sizes, recipe, seed=None):  # type: ignore[no-untyped-def]  # a contender's own plan
+        if recipe.strategy == "optimal":
+            raise packing.errors.TooManyDocuments("optimal", 40, len(sizes))
+        return real_of(sizes, recipe, seed)
+
     monkeypatch.setattr(packing, "plan", refusing)
-    monkeypatch.setattr(importlib.import_module("packing.comparison"), "plan", refusing)  # the module, not the function
+    monkeypatch.setattr(importlib.import_module("packing.comparison"), "plan_of", refusing_of)  # the module's name
 
 
 @pytest.fixture(autouse=True)

@@ -137,7 +137,7 @@ def export_chunks(
 
 def _chunk_table(chunk: PackedBatch, layout: str, weights: DocumentWeights | None) -> pa.Table:
     """One chunk of blocks laid out as ``layout``; with ``weights``, their ``loss_weights`` column. O(its slots)."""
-    rows = Rows(chunk, None)
+    rows = Rows(chunk)
     table: pa.Table = MODULES[layout].write(rows)
     if weights is not None:
         grid = weights.grid(chunk.labels != IGNORE_INDEX, chunk.sequence_ids)

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from packing.batches._packed import PackedBatch
 from packing.batches._schema import COLUMNS
-from packing.core._arrays import check_block_indexes, offsets_of, ranges, row_at, row_of
+from packing.core._arrays import offsets_of, ranges, row_at, row_of
 from packing.core._samples import IGNORE_INDEX
 from packing.core._validation import INT64_MAX, flag_values
 from packing.errors import DatasetError
@@ -452,24 +452,17 @@ CHUNK_VALUES = 1 << 22
 
 
 class Rows:
-    """The blocks to export, in order, with their real (non-padding) parts. O(blocks × max_seq_length)."""
+    """The blocks of a batch to export, in plan order, with their real (non-padding) parts (the batch's arrays are
+    read as they are, not copied). O(blocks × max_seq_length)."""
 
-    def __init__(self, batch: PackedBatch, order: npt.ArrayLike | None) -> None:
-        count = batch.num_blocks
-        rows = np.arange(count, dtype=np.int64) if order is None else check_block_indexes(order, count, "order")
-        self.in_order = order is None
-        """Every block in plan order: the batch's arrays are read as they are, not copied."""
+    def __init__(self, batch: PackedBatch) -> None:
         self.batch = batch
-        self.rows = rows.astype(np.int64)
         starts, lengths = batch.boundaries  # the documents as the model sees them (wrapped: one per block)
         self.keeps_boundaries = STRATEGIES[batch.plan.strategy].keeps_boundaries
-        self.doc_counts = np.diff(starts)[self.rows].astype(np.int64)
-        pieces = ranges(starts[:-1][self.rows], self.doc_counts)
-        self.doc_lengths = lengths[pieces].astype(np.int64)
-        self.used = (
-            np.add.reduceat(self.doc_lengths, offsets_of(self.doc_counts)[:-1]) if len(self.rows) else self.doc_counts
-        )
-        self.used = np.where(self.doc_counts > 0, self.used, 0).astype(np.int64)
+        self.doc_counts = np.diff(starts).astype(np.int64)
+        self.doc_lengths = lengths[: int(starts[-1])].astype(np.int64)
+        used = np.bincount(row_of(self.doc_counts), weights=self.doc_lengths, minlength=batch.num_blocks)
+        self.used = used.astype(np.int64)
         self.width = batch.max_seq_length
         self.real = np.arange(self.width)[None, :] < self.used[:, None]
 
@@ -480,17 +473,13 @@ class Rows:
 
         return pa.from_numpy_dtype(COLUMNS[0].dtype_for(self.batch.int64))
 
-    def grid(self, matrix: npt.NDArray[Any]) -> npt.NDArray[Any]:
-        """The chosen blocks of a ``(blocks, max_seq_length)`` array (the array itself, in plan order)."""
-        return matrix if self.in_order else matrix[self.rows]
-
     def flat_real(self, matrix: npt.NDArray[Any]) -> npt.NDArray[Any]:
-        """The real tokens of the chosen blocks, concatenated."""
-        return self.grid(matrix)[self.real]
+        """The real tokens of the blocks, concatenated."""
+        return matrix[self.real]
 
     def document(self) -> Int64Array:
         """Per cell: the document's number within its block (0, 1, ...), -1 in padding."""
-        numbers = np.full((len(self.rows), self.width), -1, dtype=np.int64)
+        numbers = np.full((self.batch.num_blocks, self.width), -1, dtype=np.int64)
         within = ranges(np.zeros(len(self.doc_counts), dtype=np.int64), self.doc_counts)
         numbers[self.real] = np.repeat(within, self.doc_lengths)
         return numbers
@@ -503,20 +492,20 @@ class Rows:
 
     def last_of_document(self) -> BoolArray:
         """Per cell: whether it is its document's last token."""
-        last = np.zeros((len(self.rows), self.width), dtype=bool)
+        last = np.zeros((self.batch.num_blocks, self.width), dtype=bool)
         row_of_doc = row_of(self.doc_counts)
         local_end = self.doc_starts() + self.doc_lengths - 1
         last.reshape(-1)[row_of_doc * self.width + local_end] = True
         return last
 
     def targets(self) -> BoolArray:
-        """Per cell of the chosen blocks: whether the token is a prediction target (its label is not -100)."""
-        targets: BoolArray = self.grid(self.batch.labels) != IGNORE_INDEX
+        """Per cell of the blocks: whether the token is a prediction target (its label is not -100)."""
+        targets: BoolArray = self.batch.labels != IGNORE_INDEX
         return targets
 
     def fixed(self, matrix: npt.NDArray[Any], kind: Any) -> Any:
         """A ``(blocks, max_seq_length)`` array as an Arrow list column of whole rows."""
-        return arrow_column(self.grid(matrix).reshape(-1), np.full(len(self.rows), self.width, dtype=np.int64), kind)
+        return arrow_column(matrix.reshape(-1), np.full(self.batch.num_blocks, self.width, dtype=np.int64), kind)
 
     def real_column(self, matrix: npt.NDArray[Any], kind: Any) -> Any:
         """The real tokens of a ``(blocks, max_seq_length)`` array as an Arrow list column (no padding)."""

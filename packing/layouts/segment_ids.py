@@ -4,7 +4,7 @@ with position ids is LLaMA-Factory's plain packing, where only position ids sepa
 position 0 and mask 1).
 
 >>> from packing import pack
->>> table = write(Rows(pack([[1, 2], [3]], 4), None))
+>>> table = write(Rows(pack([[1, 2], [3]], 4)))
 >>> table.column("attention_mask").to_pylist(), table.column("position_ids").to_pylist()
 ([[1, 1, 2, 0]], [[0, 1, 0, 0]])
 """
@@ -72,7 +72,7 @@ def write(rows: Rows) -> pa.Table:
 
     batch = rows.batch
     segments = rows.document() + 1
-    every = np.full(len(rows.rows), rows.width, dtype=np.int64)
+    every = np.full(batch.num_blocks, rows.width, dtype=np.int64)
     return pa.table(
         {
             "input_ids": rows.fixed(batch.input_ids, rows.id_type()),

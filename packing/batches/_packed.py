@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from packing.batches._schema import CHUNK_VALUES, COLUMNS, GRID_COLUMNS, LOSS_WEIGHTS, NAMES, UNIT_GRID, arrow_schema
+from packing.batches._schema import COLUMNS, GRID_COLUMNS, LOSS_WEIGHTS, UNIT_GRID, arrow_column, arrow_schema
 from packing.batches._units import (
     UnitFit,
     UnitGrids,
@@ -832,17 +832,6 @@ def _token_arrays(
     return PackedBatch(blocks, samples, pad, wide, names, None, (flat.reshape(shape), mask.reshape(shape)))
 
 
-def _chunks(num_rows: int, width: int) -> list[tuple[int, int]]:
-    step = max(1, CHUNK_VALUES // max(width, 1))
-    return [(lo, min(lo + step, num_rows)) for lo in range(0, num_rows, step)]
-
-
-def _list_array(offsets: Int64Array, values: npt.NDArray[Any]) -> pa.Array:
-    import pyarrow as pa
-
-    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(values))
-
-
 def to_arrow(
     batch: PackedBatch,
     order: npt.ArrayLike | None = None,
@@ -868,46 +857,25 @@ def to_arrow(
     """
     import pyarrow as pa
 
-    rows = (
-        np.arange(batch.num_blocks, dtype=np.int64)
-        if order is None
-        else check_block_indexes(order, batch.num_blocks, "order")
-    )
-    width = batch.max_seq_length
+    count = batch.num_blocks
+    rows = np.arange(count, dtype=np.int64) if order is None else check_block_indexes(order, count, "order")
     grids = {name: getattr(batch, name) for name in _grid_names(batch)}
     if loss_weights is not None:
         grids[LOSS_WEIGHTS.name] = batch.loss_weights(loss_weights)
-    in_order = order is None
-    if not in_order:
-        grids = {name: grid[rows] for name, grid in grids.items()}
     block_starts, piece_length = batch.boundaries  # the documents each block holds, as the model sees them
     counts = np.diff(block_starts)[rows]
-    firsts = block_starts[:-1][rows]
-    dtypes = {column.name: column.dtype_for(batch.int64) for column in (*COLUMNS, *UNIT_GRID, LOSS_WEIGHTS)}
-    names = (*NAMES, *_unit_names(batch), *((LOSS_WEIGHTS.name,) if loss_weights is not None else ()))
-    arrays: dict[str, list[pa.Array]] = {name: [] for name in names}
-    for lo, hi in _chunks(len(rows), width):
-        piece_offsets = offsets_of(counts[lo:hi])
-        if in_order:
-            pieces = piece_length[block_starts[lo] : block_starts[hi]]
-        else:
-            pieces = piece_length[ranges(firsts[lo:hi], counts[lo:hi])]
-        if padding:
-            fixed = np.arange(hi - lo + 1, dtype=np.int64) * width
-            real = None
-        else:  # the real tokens of each block come first: keep them, drop the padding after them
-            ends = offsets_of(pieces)
-            used = ends[piece_offsets[1:]] - ends[piece_offsets[:-1]]
-            fixed = offsets_of(used)
-            real = (np.arange(width)[None, :] < used[:, None]).reshape(-1)
-        for name, grid in grids.items():
-            values = grid[lo:hi].reshape(-1).astype(dtypes[name], copy=False)
-            arrays[name].append(_list_array(fixed, values if real is None else values[real]))
-        arrays["seq_lengths"].append(_list_array(piece_offsets, pieces.astype(np.int32, copy=False)))
+    pieces = piece_length[ranges(block_starts[:-1][rows], counts)].astype(np.int32, copy=False)
+    used = np.bincount(row_of(counts), weights=pieces, minlength=len(rows)).astype(np.int64)
+    real = None if padding else np.arange(batch.max_seq_length)[None, :] < used[:, None]
+    sizes = np.full(len(rows), batch.max_seq_length, dtype=np.int64) if padding else used
     schema = arrow_schema(batch.int64, loss_weights is not None, units=batch.units is not None)
-    return pa.table(
-        {name: pa.chunked_array(arrays[name], type=schema.field(name).type) for name in names}, schema=schema
-    )
+    dtypes = {column.name: column.dtype_for(batch.int64) for column in (*COLUMNS, *UNIT_GRID, LOSS_WEIGHTS)}
+    columns = {"seq_lengths": arrow_column(pieces, counts, pa.int32())}
+    for name, grid in grids.items():
+        values = (grid if order is None else grid[rows]).astype(dtypes[name], copy=False)
+        kind = schema.field(name).type.value_type
+        columns[name] = arrow_column(values.reshape(-1) if real is None else values[real], sizes, kind)
+    return pa.table({name: columns[name] for name in schema.names}, schema=schema)
 
 
 def _unit_names(batch: PackedBatch) -> tuple[str, ...]:

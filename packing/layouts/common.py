@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.batches._packed import PackedBatch
-from packing.batches._schema import COLUMNS
+from packing.batches._schema import COLUMNS, arrow_column
 from packing.core._arrays import offsets_of, ranges, row_at, row_of
 from packing.core._samples import IGNORE_INDEX
 from packing.core._validation import INT64_MAX, flag_values
@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 Int64Array = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-__all__ = ["COLLATED", "IGNORE_INDEX", "LayoutModule", "PackedLayout", "Parsed", "Rows"]
+__all__ = ["COLLATED", "IGNORE_INDEX", "LayoutModule", "PackedLayout", "Parsed", "Rows", "arrow_column"]
 COLLATED = b"packing.collated"
 """The schema metadata key of a table made from a collator's batch (arrays or tensors, not dataset rows)."""
 
@@ -447,10 +447,6 @@ def row_has(offsets: Int64Array, flags: BoolArray) -> BoolArray:
 
 # ---------------------------------------------------------------- writing
 
-CHUNK_VALUES = 1 << 22
-"""Values per Arrow chunk (keeps 32-bit list offsets far from overflow)."""
-
-
 class Rows:
     """The blocks of a batch to export, in plan order, with their real (non-padding) parts (the batch's arrays are
     read as they are, not copied). O(blocks × max_seq_length)."""
@@ -510,31 +506,6 @@ class Rows:
     def real_column(self, matrix: npt.NDArray[Any], kind: Any) -> Any:
         """The real tokens of a ``(blocks, max_seq_length)`` array as an Arrow list column (no padding)."""
         return arrow_column(self.flat_real(matrix), self.used, kind)
-
-
-def arrow_column(values: npt.NDArray[Any], lengths: Int64Array, kind: Any) -> Any:
-    """A chunked Arrow ``list<kind>`` column with rows of ``lengths`` values taken from ``values`` in order.
-
-    >>> import pyarrow as pa
-    >>> arrow_column(np.arange(5), np.array([2, 0, 3]), pa.int32()).to_pylist()
-    [[0, 1], [], [2, 3, 4]]
-    """
-    import pyarrow as pa
-
-    offsets = offsets_of(lengths)
-    chunks: list[Any] = []
-    first = 0
-    rows = len(lengths)
-    while first < rows or not chunks:
-        last = row_at(offsets, offsets[first] + CHUNK_VALUES)
-        last = min(max(last, first + 1), rows) if rows else 0
-        part = offsets[first : last + 1] - offsets[first]
-        flat = values[offsets[first] : offsets[last]] if rows else values[:0]
-        chunks.append(pa.ListArray.from_arrays(pa.array(part.astype(np.int32)), pa.array(flat, type=kind)))
-        first = last
-        if not rows:
-            break
-    return pa.chunked_array(chunks, type=pa.list_(kind))
 
 
 class LayoutModule(Protocol):

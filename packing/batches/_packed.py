@@ -358,11 +358,11 @@ class PackedBatch:
         ([[0, 0, 1, -1]], [[0, 1], [0, -1]])
         """
         starts, lengths = self.boundaries
+        counts = np.diff(starts)
+        used = np.bincount(row_of(counts), weights=lengths[: int(starts[-1])], minlength=self.num_blocks)
         document = np.full(self.input_ids.shape, -1, dtype=np.int32)
-        for block in range(self.num_blocks):
-            lo, hi = int(starts[block]), int(starts[block + 1])
-            used = int(lengths[lo:hi].sum())
-            document[block, :used] = np.repeat(np.arange(hi - lo, dtype=np.int32), lengths[lo:hi])
+        real = np.arange(self.max_seq_length)[None, :] < used[:, None]
+        document[real] = np.repeat(ranges(np.zeros(len(counts), dtype=np.int64), counts), lengths[: int(starts[-1])])
         return document
 
     @cached_property

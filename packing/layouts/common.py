@@ -473,13 +473,6 @@ class Rows:
         """The real tokens of the blocks, concatenated."""
         return matrix[self.real]
 
-    def document(self) -> Int64Array:
-        """Per cell: the document's number within its block (0, 1, ...), -1 in padding."""
-        numbers = np.full((self.batch.num_blocks, self.width), -1, dtype=np.int64)
-        within = ranges(np.zeros(len(self.doc_counts), dtype=np.int64), self.doc_counts)
-        numbers[self.real] = np.repeat(within, self.doc_lengths)
-        return numbers
-
     def doc_starts(self) -> Int64Array:
         """The start of every document within its block, in order."""
         offsets = offsets_of(self.doc_lengths)

@@ -71,7 +71,7 @@ def write(rows: Rows) -> pa.Table:
     import pyarrow as pa
 
     batch = rows.batch
-    segments = rows.document() + 1
+    segments = batch.document_ids.astype(np.int64) + 1
     every = np.full(batch.num_blocks, rows.width, dtype=np.int64)
     return pa.table(
         {

@@ -154,16 +154,17 @@ class PackedLayout:
         >>> [d.tolist() for d in read_layout(pa.table({"input_ids": [[1, 2, 3]], "seq_lengths": [[2, 1]]})).layout.documents()]
         [[1, 2], [3]]
         """
-        order = np.flatnonzero(self.document >= 0)
-        counts = np.bincount(self.document[order], minlength=self.num_documents)
-        return np.split(self.input_ids[order], offsets_of(counts)[1:-1]) if len(counts) else []
+        return self._per_document(self.input_ids)
 
     def document_targets(self) -> list[BoolArray]:
         """Which tokens of every document are prediction targets (its first token never is). O(tokens)."""
+        return self._per_document(self.real_targets())
+
+    def _per_document(self, values: npt.NDArray[Any]) -> list[Any]:
+        """Per-token ``values`` cut into every document's, in order. O(tokens)."""
         order = np.flatnonzero(self.document >= 0)
-        targets = self.real_targets()[order]
         counts = np.bincount(self.document[order], minlength=self.num_documents)
-        return np.split(targets, offsets_of(counts)[1:-1]) if len(counts) else []
+        return np.split(values[order], offsets_of(counts)[1:-1]) if len(counts) else []
 
     def real_targets(self) -> BoolArray:
         """``targets``, or every real token when the data has no loss information."""
@@ -446,6 +447,7 @@ def row_has(offsets: Int64Array, flags: BoolArray) -> BoolArray:
 
 
 # ---------------------------------------------------------------- writing
+
 
 class Rows:
     """The blocks of a batch to export, in plan order, with their real (non-padding) parts (the batch's arrays are

@@ -493,12 +493,10 @@ def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Te
     units = has_units(rows)
     prepared = prepare(recipe)
     if rows and all(_is_block(row) for row in rows):
-        if units:
-            return _fixed_unit_blocks(rows, recipe)
-        return _fixed_blocks(rows, recipe.max_seq_length, prepared.pad_id)
+        return _fixed_blocks(rows, recipe, units)
     samples = read_samples(rows, **prepared.read_options)
     if not units and not samples.lengths.any():  # an empty step: one block of padding, which trains nothing
-        return _fixed_blocks([{"input_ids": [], "seq_lengths": []}], recipe.max_seq_length, prepared.pad_id)
+        return _fixed_blocks([{"input_ids": [], "seq_lengths": []}], recipe, units=False)
     batch = run(samples, Recipe.of(recipe, strategy="next_fit", seed=None), prepared)
     batch.stats.warn_lost("collate_fixed")  # pack's counts: the masks read
     names = ("input_ids", "labels", "position_ids", *(UNIT_COLUMNS if units else ()))
@@ -508,55 +506,41 @@ def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Te
     return columns
 
 
-def _fixed_unit_blocks(rows: Sequence[Any], recipe: Recipe) -> dict[str, torch.Tensor]:
-    """Packed blocks of units (``PackedDataset`` items) stacked in rows of ``max_seq_length``: each block's own
-    columns (its positions, which a shared prompt continues), padding after (label -100, ids -1), and the
-    attention mask when some completion shares its prompt (a document holding two completions). O(rows ×
+def _fixed_blocks(rows: Sequence[Any], recipe: Recipe, units: bool) -> dict[str, torch.Tensor]:
+    """Packed blocks (rows with ``seq_lengths``: ``PackedDataset`` items) read by the reader (:func:`read_block`),
+    one a row of ``max_seq_length``: their documents, then their own padding (the pad id they were written with)
+    and the pad id past their end (label -100, position 0); positions restart at every document. Blocks of units
+    (``units``) keep their own columns (their positions, which a shared prompt continues), padding after (label
+    -100, ids -1), and the attention mask when some completion shares its prompt (a document holding two
+    completions). A block of more than ``max_seq_length`` tokens is refused. O(rows × max_seq_length), O(rows ×
     max_seq_length²) with the mask."""
     width = recipe.max_seq_length
     fills = {"input_ids": prepare(recipe).pad_id, "labels": IGNORE_INDEX, "position_ids": 0}
-    names = ("input_ids", "labels", "position_ids", *UNIT_COLUMNS)
+    names = ("input_ids", "labels", "position_ids", *(UNIT_COLUMNS if units else ()))
     grids = {name: np.full((len(rows), width), fills.get(name, -1), dtype=np.int64) for name in names}
     for index, row in enumerate(rows):
-        single, _ = unit_columns([row], recipe, warn=False)  # one block read back, checked
+        if units:
+            single, _ = unit_columns([row], recipe, warn=False)  # one block read back, checked
+            if not len(single["input_ids"]):
+                raise SettingError("rows", "at least one token", "<only empty rows>")
+        else:
+            tokens, targets, lengths = read_block(_plain(row), index)
+            positions = np.arange(len(tokens)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+            single = {"input_ids": tokens, "labels": targets, "position_ids": positions}
         used = len(single["input_ids"])
-        if not used:
-            raise SettingError("rows", "at least one token", "<only empty rows>")
         if used > width:
             raise SettingError(
                 "rows", f"packed blocks of at most max_seq_length={width} tokens", f"<block {index} of {used}>"
             )
         for name, grid in grids.items():
             grid[index, :used] = single[name]
+        if not units:  # the block's own padding kept: the pad id it was written with (checked by read_block)
+            own = np.asarray(as_numpy(row["input_ids"])).reshape(-1)[:width]
+            grids["input_ids"][index, used : len(own)] = own[used:]
     batch = {name: torch.from_numpy(grid) for name, grid in grids.items()}
-    if shares_prompt(batch["document_ids"], batch["completion_ids"]):
+    if units and shares_prompt(batch["document_ids"], batch["completion_ids"]):
         batch["attention_mask"] = attention_mask(batch)
     return batch
-
-
-def _fixed_blocks(rows: Sequence[Any], width: int, pad_token_id: int) -> dict[str, torch.Tensor]:
-    """Packed blocks (rows with ``seq_lengths``) read by the reader (:func:`read_block`), one a row of ``width``
-    tokens: their documents, then their own padding (the pad id they were written with) and the pad id past
-    their end (label -100, position 0); positions restart at every document. A block of more than ``width`` tokens is refused. O(rows × width)."""
-    ids = np.full((len(rows), width), pad_token_id, dtype=np.int64)
-    labels = np.full((len(rows), width), IGNORE_INDEX, dtype=np.int64)
-    positions = np.zeros((len(rows), width), dtype=np.int64)
-    for index, row in enumerate(rows):
-        tokens, targets, lengths = read_block(_plain(row), index)
-        if len(tokens) > width:
-            raise SettingError(
-                "rows", f"packed blocks of at most max_seq_length={width} tokens", f"<block {index} of {len(tokens)}>"
-            )
-        used = len(tokens)
-        ids[index, :used], labels[index, :used] = tokens, targets
-        own = np.asarray(as_numpy(row["input_ids"])).reshape(-1)[:width]  # checked as token ids by read_block
-        ids[index, used : len(own)] = own[used:]  # the block's own padding kept: the pad id it was written with
-        positions[index, :used] = np.arange(used) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return {
-        "input_ids": torch.from_numpy(ids),
-        "labels": torch.from_numpy(labels),
-        "position_ids": torch.from_numpy(positions),
-    }
 
 
 @overload

@@ -231,7 +231,7 @@ class PackedBatch:
         """
         stats = self.plan.stats
         if has_masked(self.samples.loss_mask):  # type: ignore[arg-type]
-            stats = stats.with_trainable(*_trainable(self.plan, self.samples))
+            stats = stats.with_trainable(*count_trainable(self.plan, self.samples))
         if self.fit is not None:
             packed = np.bincount(self.plan.piece_sequence, minlength=len(self.samples)) > 0
             stats = self.fit.stats(stats, self.fit.planning, packed)
@@ -474,15 +474,8 @@ class PackedBatch:
         True
         """
         self._refuse_units("loss_weights")
-        plan, samples = self.plan, self.samples
-        assert samples.loss_mask is not None  # checked when made
-        if has_masked(samples.loss_mask):
-            _, targets = piece_mask_sums(
-                samples.loss_mask, samples.offsets, plan.piece_sequence, plan.piece_start, plan.piece_length
-            )
-        else:  # every token trained but each piece's first
-            targets = np.maximum(plan.piece_length.astype(np.int64) - 1, 0)
-        return document_weights(plan, targets, mode, self.sequence_names)
+        _, targets = _piece_targets(self.plan, self.samples)  # the targets ``labels`` train, piece by piece
+        return document_weights(self.plan, targets, mode, self.sequence_names)
 
     def _refuse_units(self, name: str) -> None:
         """Refuse a per-token loss weighting of blocks of units: their loss is the completions' log-probabilities'
@@ -496,8 +489,13 @@ class PackedBatch:
         return self.input_ids.tolist(), self.loss_mask.astype(np.int64).tolist()
 
     def block(self, index: int) -> dict[str, list[int]]:
-        """Block ``index`` as a plain dict of the schema's columns (``packing.batches._schema.COLUMNS``)."""
-        return record(self, index)
+        """Block ``index`` as a plain dict of the schema's columns (``packing.batches._schema.COLUMNS``) as lists.
+        O(max_seq_length).
+
+        >>> pack([[1, 2], [3]], 4).block(0)["labels"]
+        [-100, 2, -100, -100]
+        """
+        return {name: values.tolist() for name, values in block_arrays(self, index).items()}
 
     def iter_blocks(self) -> Iterator[dict[str, list[int]]]:
         """Every block as a plain dict of lists, in order. O(num_blocks × max_seq_length)."""
@@ -645,11 +643,6 @@ def count_trainable(plan: PackingPlan, samples: Samples) -> TrainableCounts:
     """
     if samples.loss_mask is None:
         raise SettingError("samples", "token ids with their loss mask", "<lengths only>")
-    return _trainable(plan, samples)
-
-
-def _trainable(plan: PackingPlan, samples: Samples) -> TrainableCounts:
-    """:func:`count_trainable` of samples with their loss mask. O(total tokens)."""
     if samples.units is not None:
         return _unit_trainable(plan.piece_sequence, samples)
     per_piece, targets = _piece_targets(plan, samples)
@@ -715,13 +708,13 @@ def targets_per_sample(plan: PackingPlan, samples: Samples | None = None) -> Int
 def _piece_targets(plan: PackingPlan, samples: Samples | None) -> tuple[Int64Array, Int64Array]:
     """Tokens of each piece in the loss mask, and its training targets (all but a document's first token).
     O(total tokens)."""
-    if samples is None:
+    mask = None if samples is None else samples.loss_mask
+    if samples is None or mask is None or not has_masked(mask):  # every token in the mask
         per_piece = np.asarray(plan.piece_length, dtype=np.int64)
         targets = np.maximum(per_piece - 1, 0)
     else:
-        assert samples.loss_mask is not None
         per_piece, targets = piece_mask_sums(
-            samples.loss_mask, samples.offsets, plan.piece_sequence, plan.piece_start, plan.piece_length
+            mask, samples.offsets, plan.piece_sequence, plan.piece_start, plan.piece_length
         )
     if not STRATEGIES[plan.strategy].keeps_boundaries:  # only a block's first token starts a document
         first = np.zeros(len(per_piece), dtype=bool)
@@ -859,7 +852,8 @@ def to_arrow(
 
     count = batch.num_blocks
     rows = np.arange(count, dtype=np.int64) if order is None else check_block_indexes(order, count, "order")
-    grids = {name: getattr(batch, name) for name in _grid_names(batch)}
+    units = tuple(column.name for column in UNIT_GRID) if batch.units is not None else ()
+    grids = {name: getattr(batch, name) for name in (*GRID_COLUMNS, *units)}  # the per-slot columns
     if loss_weights is not None:
         grids[LOSS_WEIGHTS.name] = batch.loss_weights(loss_weights)
     block_starts, piece_length = batch.boundaries  # the documents each block holds, as the model sees them
@@ -876,26 +870,6 @@ def to_arrow(
         kind = schema.field(name).type.value_type
         columns[name] = arrow_column(values.reshape(-1) if real is None else values[real], sizes, kind)
     return pa.table({name: columns[name] for name in schema.names}, schema=schema)
-
-
-def _unit_names(batch: PackedBatch) -> tuple[str, ...]:
-    """The unit columns a batch writes after the schema's (none without units)."""
-    return tuple(column.name for column in UNIT_GRID) if batch.units is not None else ()
-
-
-def _grid_names(batch: PackedBatch) -> tuple[str, ...]:
-    """The per-slot columns a batch writes: the schema's, and its units' (``UNIT_GRID``)."""
-    return (*GRID_COLUMNS, *_unit_names(batch))
-
-
-def record(batch: PackedBatch, block: int) -> dict[str, list[int]]:
-    """Block ``block`` as a plain dict of :data:`COLUMNS` lists. O(max_seq_length).
-
-    >>> from packing import pack
-    >>> record(pack([[1, 2], [3]], 4), 0)["labels"]
-    [-100, 2, -100, -100]
-    """
-    return {name: values.tolist() for name, values in block_arrays(batch, block).items()}
 
 
 def block_arrays(batch: PackedBatch, block: int, padding: bool = True) -> dict[str, npt.NDArray[Any]]:

@@ -103,7 +103,7 @@ def refuse_shared(blocks: PackedBatch, layout: str) -> None:
 
 @takes_layout
 def export_chunks(
-    blocks: Blocks,
+    blocks: PackedBatch,
     layout: str = "packing",
     order: npt.ArrayLike | None = None,
     loss_weights: LossMode | None = None,
@@ -168,13 +168,9 @@ def write_table(table: pa.Table, path: PathType) -> None:
         _jsonl_file([table], path)
 
 
-Blocks = PackedBatch
-"""What the writers take: a batch, its blocks made chunk by chunk while written when not made yet."""
-
-
 @takes_layout
 def write_parquet(
-    batch: Blocks,
+    batch: PackedBatch,
     path: PathType,
     order: npt.ArrayLike | None = None,
     *,
@@ -203,7 +199,7 @@ def write_parquet(
 
 @takes_layout
 def write_jsonl(
-    batch: Blocks,
+    batch: PackedBatch,
     path: PathType,
     order: npt.ArrayLike | None = None,
     *,

@@ -46,31 +46,12 @@ def is_collated(table: pa.Table) -> bool:
     return COLLATED in metadata
 
 
-def restarts_nowhere(row_offsets: Int64Array, positions: Int64Array, real: BoolArray | None = None) -> BoolArray:
-    """Per block: whether its position ids never restart after its first token (among ``real`` tokens, all by
-    default), so they mark no boundary: a block of documents run together with positions ``0..T-1`` looks so,
-    and cannot be told from one long document. Empty blocks count as restarting. O(tokens).
-
-    >>> restarts_nowhere(np.array([0, 3, 6, 6]), np.array([0, 1, 2, 0, 1, 0])).tolist()
-    [True, False, False]
-
-    Single blocks cannot be told from one long document; :func:`positions_mark_nothing` judges the whole table.
-    """
-    total = len(positions)
-    chosen = np.ones(total, dtype=bool) if real is None else real
-    rows = row_of(np.diff(row_offsets))
-    inner = np.ones(total, dtype=bool)
-    inner[row_offsets[:-1][row_offsets[:-1] < total]] = False
-    restarts = np.bincount(rows[(positions == 0) & inner & chosen], minlength=len(row_offsets) - 1)
-    none: BoolArray = (restarts == 0) & (np.diff(row_offsets) > 0)
-    return none
-
-
 def positions_mark_nothing(row_offsets: Int64Array, positions: Int64Array, real: BoolArray | None = None) -> bool:
-    """Whether position ids restart in no block at all (:func:`restarts_nowhere` for every non-empty block): then
-    they carry no boundary anywhere, and a block of them may hold documents run together (TRL's ``wrapped`` with
-    positions ``0..T-1``). Where some block restarts them, the writer restarts at documents, and a block that
-    does not holds one document. O(tokens).
+    """Whether position ids restart in no block at all (after its first token, among ``real`` tokens, all by
+    default): then they carry no boundary anywhere, and a block of them may hold documents run together (TRL's
+    ``wrapped`` with positions ``0..T-1``), which cannot be told from one long document. Where some block restarts
+    them, the writer restarts at documents, and a block that does not holds one document. Empty blocks are not
+    judged. O(tokens).
 
     >>> positions_mark_nothing(np.array([0, 3, 6]), np.array([0, 1, 2, 0, 1, 2]))
     True
@@ -78,7 +59,11 @@ def positions_mark_nothing(row_offsets: Int64Array, positions: Int64Array, real:
     False
     """
     filled = np.diff(row_offsets) > 0
-    return bool(filled.any()) and bool(restarts_nowhere(row_offsets, positions, real)[filled].all())
+    restart = not_block_start(row_offsets, len(positions)) & (positions == 0)
+    if real is not None:
+        restart &= real
+    restarts = np.bincount(row_of(np.diff(row_offsets))[restart], minlength=len(row_offsets) - 1)
+    return bool(filled.any()) and not bool(restarts[filled].any())
 
 
 # ---------------------------------------------------------------- reading
@@ -438,12 +423,6 @@ def row_max(offsets: Int64Array, values: Int64Array) -> Int64Array:
     if len(nonempty):
         result[nonempty] = np.maximum.reduceat(values, offsets[:-1][nonempty])
     return result
-
-
-def row_has(offsets: Int64Array, flags: BoolArray) -> BoolArray:
-    """Whether any token of every block is flagged."""
-    has: BoolArray = row_max(offsets, flags.astype(np.int64)) > 0
-    return has
 
 
 # ---------------------------------------------------------------- writing

@@ -28,7 +28,6 @@ from packing.layouts.common import (
     positions_mark_nothing,
     read_columns,
     required,
-    row_has,
     row_max,
     targets_of,
     values_of,
@@ -102,7 +101,11 @@ def read(table: pa.Table, source: str) -> Parsed:
     changes = np.ones(total, dtype=bool)
     changes[1:] = mask[1:] != mask[:-1]
     if positions is not None:
-        padding |= _trailing_padding(offsets, positions, targets) & ~numbered & ~row_has(offsets, mask == 0)[rows]
+        padding |= (
+            _trailing_padding(offsets, positions, targets)
+            & ~numbered
+            & ~(row_max(offsets, (mask == 0).astype(np.int64)) > 0)[rows]
+        )
         opens = np.where(numbered, changes, positions == 0)
         variant = "document numbers" if numbered_rows.any() else "0/1 mask: documents from position ids"
     else:

@@ -73,10 +73,9 @@ def export(
     >>> export(pack([[1, 2], [3, 4, 5]], 8), "trl", loss_weights="sequence").column("loss_weights").to_pylist()
     [[0.0, 0.25, 0.25, 0.0, 0.5]]
     """
-    import pyarrow as pa
-
     whole = max(batch.num_blocks if order is None else np.size(order), 1) * batch.max_seq_length
-    return pa.concat_tables(export_chunks(batch, layout, order, loss_weights, chunk_tokens=whole))
+    (table,) = export_chunks(batch, layout, order, loss_weights, chunk_tokens=whole)  # one chunk: every block
+    return table
 
 
 def refuse_shared(blocks: PackedBatch, layout: str) -> None:

@@ -231,7 +231,7 @@ class PackedBatch:
         """
         stats = self.plan.stats
         if has_masked(self.samples.loss_mask):  # type: ignore[arg-type]
-            stats = stats.with_trainable(*count_trainable(self.plan, self.samples))
+            stats = stats.with_trainable(*_trainable(self.plan, self.samples))
         if self.fit is not None:
             packed = np.bincount(self.plan.piece_sequence, minlength=len(self.samples)) > 0
             stats = self.fit.stats(stats, self.fit.planning, packed)
@@ -643,6 +643,12 @@ def count_trainable(plan: PackingPlan, samples: Samples) -> TrainableCounts:
     """
     if samples.loss_mask is None:
         raise SettingError("samples", "token ids with their loss mask", "<lengths only>")
+    return _trainable(plan, samples)
+
+
+def _trainable(plan: PackingPlan, samples: Samples) -> TrainableCounts:
+    """:func:`count_trainable` of samples with their loss mask, the step a batch's ``stats`` takes (no public verb
+    inside a door). O(total tokens)."""
     if samples.units is not None:
         return _unit_trainable(plan.piece_sequence, samples)
     per_piece, targets = _piece_targets(plan, samples)

@@ -137,21 +137,15 @@ def _stored(rows: Rows) -> tuple[Callable[[Any, Any], Any], Int64Array, Int64Arr
     return lay_out, lengths, starts
 
 
-def padded_column(rows: Rows, values: Any, fill: Any, kind: Any) -> Any:
-    """Per-token ``values`` (the real tokens of ``rows``, concatenated) as a column of the rows :func:`write`
-    stores, ``fill`` in the documents' padding: how other columns (``loss_weights``) line up with it."""
-    stored, lengths, _ = _stored(rows)
-    return arrow_column(stored(values, fill), lengths, kind)
-
-
 def weights_column(rows: Rows, weights: npt.NDArray[np.float32]) -> Any:
-    """``weights`` shifted as the ``loss_mask`` is (the weight of the token each position predicts), padded as the
-    documents are. O(tokens)."""
+    """``weights`` shifted as the ``loss_mask`` is (the weight of the token each position predicts), laid out as
+    :func:`write` stores the documents (0 in their padding). O(tokens)."""
     import pyarrow as pa
 
     shifted = np.zeros_like(weights)
     shifted[:, :-1] = weights[:, 1:]
-    return padded_column(rows, rows.flat_real(shifted), 0.0, pa.float32())
+    stored, lengths, _ = _stored(rows)
+    return arrow_column(stored(rows.flat_real(shifted), 0.0), lengths, pa.float32())
 
 
 def _targets(offsets: Int64Array, document: Int64Array, loss_mask: ListColumn | None) -> tuple[BoolArray | None, str]:

@@ -51,26 +51,6 @@ def has_units(rows: Sequence[Any]) -> bool:
     return any(unit_kind(row) is not None or (isinstance(row, Mapping) and "completion_ids" in row) for row in rows)
 
 
-def _units_of(rows: Sequence[Any], recipe: Recipe, warn: bool = True) -> tuple[Samples, Int64Array]:
-    """The rows read (:func:`read_rows`), fitted by the recipe's overflow policy (``fit_units``), and the index of
-    every unit kept (``drop``: the over-long are left out); what was cut or left out is warned of
-    (:class:`~packing.errors.TokensLost`) when ``warn``. O(tokens)."""
-    samples = read_samples(rows, **prepare(recipe).read_options)
-    if samples.tokens is None:
-        raise SettingError("rows", "token ids (a sampler's step of pairs or groups)", "<lengths only>")
-    if samples.units is None:  # a sampler's step of plain rows among units, or its empty step: units of their own
-        if samples.labels is not None:
-            raise SettingError("rows", "labels equal to the tokens among pairs or groups", "<others>")
-        plain = Units.plain(samples.lengths, recipe.share_prompt)
-        samples = Samples(samples.tokens, samples.loss_mask, samples.offsets, None, plain)
-    fitted = fit_units(samples, recipe)
-    if warn:
-        fitted.fit.kept_stats(recipe).warn_lost("collate")
-    samples = fitted.samples
-    kept = np.flatnonzero((samples.lengths <= recipe.max_seq_length) & (samples.lengths > 0))
-    return samples, kept
-
-
 def unit_columns(rows: Sequence[Any], recipe: Recipe, warn: bool = True) -> tuple[dict[str, Int64Array], bool]:
     """The flat columns ``collate`` makes of rows among which are pairs or groups (or blocks of them): every kept
     unit's tokens laid out as the recipe says, ``labels`` (a token where the token before it predicts it, -100
@@ -95,10 +75,23 @@ def unit_columns(rows: Sequence[Any], recipe: Recipe, warn: bool = True) -> tupl
 
 
 def _sample_columns(rows: Sequence[Any], recipe: Recipe, warn: bool = True) -> dict[str, Int64Array]:
-    """The flat columns of rows that are samples (some of them units): every kept unit laid out, numbered in input
-    order (``unit_ids``: the row's index; ``completion_ids`` and ``document_ids`` from 0 in this batch). O(T)."""
-    samples, kept = _units_of(rows, recipe, warn)
-    samples = samples.take(kept)
+    """The flat columns of rows that are samples (some of them units), read (:func:`read_rows`) and fitted by the
+    recipe's overflow policy (``fit_units``): every unit kept (``drop``: the over-long are left out) laid out,
+    numbered in input order (``unit_ids``: the row's index; ``completion_ids`` and ``document_ids`` from 0 in this
+    batch); what was cut or left out is warned of (:class:`~packing.errors.TokensLost`) when ``warn``. O(T)."""
+    samples = read_samples(rows, **prepare(recipe).read_options)
+    if samples.tokens is None:
+        raise SettingError("rows", "token ids (a sampler's step of pairs or groups)", "<lengths only>")
+    if samples.units is None:  # a sampler's step of plain rows among units, or its empty step: units of their own
+        if samples.labels is not None:
+            raise SettingError("rows", "labels equal to the tokens among pairs or groups", "<others>")
+        plain = Units.plain(samples.lengths, recipe.share_prompt)
+        samples = Samples(samples.tokens, samples.loss_mask, samples.offsets, None, plain)
+    fitted = fit_units(samples, recipe)
+    if warn:
+        fitted.fit.kept_stats(recipe).warn_lost("collate")
+    kept = np.flatnonzero((fitted.samples.lengths <= recipe.max_seq_length) & (fitted.samples.lengths > 0))
+    samples = fitted.samples.take(kept)
     units = samples.units
     assert units is not None and samples.tokens is not None and samples.loss_mask is not None
     arrays = units.token_arrays()
@@ -133,9 +126,8 @@ def _block_columns(rows: Sequence[Any]) -> dict[str, Int64Array]:
                 raise SettingError("rows", f"blocks of pairs or groups with '{name}'", f"<block {index} without it>")
         prediction = plain["prediction_positions"][:used].astype(np.int64)
         parts["input_ids"].append(tokens.astype(np.int64))
-        parts["position_ids"].append(plain["position_ids"][:used].astype(np.int64))
-        parts["unit_ids"].append(plain["unit_ids"][:used].astype(np.int64))
-        parts["completion_ids"].append(plain["completion_ids"][:used].astype(np.int64))
+        for name in ("position_ids", "unit_ids", "completion_ids"):  # as stored
+            parts[name].append(plain[name][:used].astype(np.int64))
         parts["prediction_positions"].append(np.where(prediction >= 0, prediction + at, -1))
         if "document_ids" in plain:
             _, document = np.unique(plain["document_ids"][:used], return_inverse=True)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from packing.batches._schema import CHUNK_VALUES, COLUMNS, GRID_COLUMNS, LOSS_WEIGHTS, NAMES, UNIT_GRID, arrow_schema
+from packing.batches._schema import COLUMNS, GRID_COLUMNS, LOSS_WEIGHTS, UNIT_GRID, arrow_column, arrow_schema
 from packing.batches._units import (
     UnitFit,
     UnitGrids,
@@ -358,11 +358,11 @@ class PackedBatch:
         ([[0, 0, 1, -1]], [[0, 1], [0, -1]])
         """
         starts, lengths = self.boundaries
+        counts = np.diff(starts)
+        used = np.bincount(row_of(counts), weights=lengths[: int(starts[-1])], minlength=self.num_blocks)
         document = np.full(self.input_ids.shape, -1, dtype=np.int32)
-        for block in range(self.num_blocks):
-            lo, hi = int(starts[block]), int(starts[block + 1])
-            used = int(lengths[lo:hi].sum())
-            document[block, :used] = np.repeat(np.arange(hi - lo, dtype=np.int32), lengths[lo:hi])
+        real = np.arange(self.max_seq_length)[None, :] < used[:, None]
+        document[real] = np.repeat(ranges(np.zeros(len(counts), dtype=np.int64), counts), lengths[: int(starts[-1])])
         return document
 
     @cached_property
@@ -474,15 +474,8 @@ class PackedBatch:
         True
         """
         self._refuse_units("loss_weights")
-        plan, samples = self.plan, self.samples
-        assert samples.loss_mask is not None  # checked when made
-        if has_masked(samples.loss_mask):
-            _, targets = piece_mask_sums(
-                samples.loss_mask, samples.offsets, plan.piece_sequence, plan.piece_start, plan.piece_length
-            )
-        else:  # every token trained but each piece's first
-            targets = np.maximum(plan.piece_length.astype(np.int64) - 1, 0)
-        return document_weights(plan, targets, mode, self.sequence_names)
+        _, targets = _piece_targets(self.plan, self.samples)  # the targets ``labels`` train, piece by piece
+        return document_weights(self.plan, targets, mode, self.sequence_names)
 
     def _refuse_units(self, name: str) -> None:
         """Refuse a per-token loss weighting of blocks of units: their loss is the completions' log-probabilities'
@@ -496,8 +489,13 @@ class PackedBatch:
         return self.input_ids.tolist(), self.loss_mask.astype(np.int64).tolist()
 
     def block(self, index: int) -> dict[str, list[int]]:
-        """Block ``index`` as a plain dict of the schema's columns (``packing.batches._schema.COLUMNS``)."""
-        return record(self, index)
+        """Block ``index`` as a plain dict of the schema's columns (``packing.batches._schema.COLUMNS``) as lists.
+        O(max_seq_length).
+
+        >>> pack([[1, 2], [3]], 4).block(0)["labels"]
+        [-100, 2, -100, -100]
+        """
+        return {name: values.tolist() for name, values in block_arrays(self, index).items()}
 
     def iter_blocks(self) -> Iterator[dict[str, list[int]]]:
         """Every block as a plain dict of lists, in order. O(num_blocks × max_seq_length)."""
@@ -649,7 +647,8 @@ def count_trainable(plan: PackingPlan, samples: Samples) -> TrainableCounts:
 
 
 def _trainable(plan: PackingPlan, samples: Samples) -> TrainableCounts:
-    """:func:`count_trainable` of samples with their loss mask. O(total tokens)."""
+    """:func:`count_trainable` of samples with their loss mask, the step a batch's ``stats`` takes (no public verb
+    inside a door). O(total tokens)."""
     if samples.units is not None:
         return _unit_trainable(plan.piece_sequence, samples)
     per_piece, targets = _piece_targets(plan, samples)
@@ -715,13 +714,13 @@ def targets_per_sample(plan: PackingPlan, samples: Samples | None = None) -> Int
 def _piece_targets(plan: PackingPlan, samples: Samples | None) -> tuple[Int64Array, Int64Array]:
     """Tokens of each piece in the loss mask, and its training targets (all but a document's first token).
     O(total tokens)."""
-    if samples is None:
+    mask = None if samples is None else samples.loss_mask
+    if samples is None or mask is None or not has_masked(mask):  # every token in the mask
         per_piece = np.asarray(plan.piece_length, dtype=np.int64)
         targets = np.maximum(per_piece - 1, 0)
     else:
-        assert samples.loss_mask is not None
         per_piece, targets = piece_mask_sums(
-            samples.loss_mask, samples.offsets, plan.piece_sequence, plan.piece_start, plan.piece_length
+            mask, samples.offsets, plan.piece_sequence, plan.piece_start, plan.piece_length
         )
     if not STRATEGIES[plan.strategy].keeps_boundaries:  # only a block's first token starts a document
         first = np.zeros(len(per_piece), dtype=bool)
@@ -832,17 +831,6 @@ def _token_arrays(
     return PackedBatch(blocks, samples, pad, wide, names, None, (flat.reshape(shape), mask.reshape(shape)))
 
 
-def _chunks(num_rows: int, width: int) -> list[tuple[int, int]]:
-    step = max(1, CHUNK_VALUES // max(width, 1))
-    return [(lo, min(lo + step, num_rows)) for lo in range(0, num_rows, step)]
-
-
-def _list_array(offsets: Int64Array, values: npt.NDArray[Any]) -> pa.Array:
-    import pyarrow as pa
-
-    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(values))
-
-
 def to_arrow(
     batch: PackedBatch,
     order: npt.ArrayLike | None = None,
@@ -868,66 +856,26 @@ def to_arrow(
     """
     import pyarrow as pa
 
-    rows = (
-        np.arange(batch.num_blocks, dtype=np.int64)
-        if order is None
-        else check_block_indexes(order, batch.num_blocks, "order")
-    )
-    width = batch.max_seq_length
-    grids = {name: getattr(batch, name) for name in _grid_names(batch)}
+    count = batch.num_blocks
+    rows = np.arange(count, dtype=np.int64) if order is None else check_block_indexes(order, count, "order")
+    units = tuple(column.name for column in UNIT_GRID) if batch.units is not None else ()
+    grids = {name: getattr(batch, name) for name in (*GRID_COLUMNS, *units)}  # the per-slot columns
     if loss_weights is not None:
         grids[LOSS_WEIGHTS.name] = batch.loss_weights(loss_weights)
-    in_order = order is None
-    if not in_order:
-        grids = {name: grid[rows] for name, grid in grids.items()}
     block_starts, piece_length = batch.boundaries  # the documents each block holds, as the model sees them
     counts = np.diff(block_starts)[rows]
-    firsts = block_starts[:-1][rows]
-    dtypes = {column.name: column.dtype_for(batch.int64) for column in (*COLUMNS, *UNIT_GRID, LOSS_WEIGHTS)}
-    names = (*NAMES, *_unit_names(batch), *((LOSS_WEIGHTS.name,) if loss_weights is not None else ()))
-    arrays: dict[str, list[pa.Array]] = {name: [] for name in names}
-    for lo, hi in _chunks(len(rows), width):
-        piece_offsets = offsets_of(counts[lo:hi])
-        if in_order:
-            pieces = piece_length[block_starts[lo] : block_starts[hi]]
-        else:
-            pieces = piece_length[ranges(firsts[lo:hi], counts[lo:hi])]
-        if padding:
-            fixed = np.arange(hi - lo + 1, dtype=np.int64) * width
-            real = None
-        else:  # the real tokens of each block come first: keep them, drop the padding after them
-            ends = offsets_of(pieces)
-            used = ends[piece_offsets[1:]] - ends[piece_offsets[:-1]]
-            fixed = offsets_of(used)
-            real = (np.arange(width)[None, :] < used[:, None]).reshape(-1)
-        for name, grid in grids.items():
-            values = grid[lo:hi].reshape(-1).astype(dtypes[name], copy=False)
-            arrays[name].append(_list_array(fixed, values if real is None else values[real]))
-        arrays["seq_lengths"].append(_list_array(piece_offsets, pieces.astype(np.int32, copy=False)))
+    pieces = piece_length[ranges(block_starts[:-1][rows], counts)].astype(np.int32, copy=False)
+    used = np.bincount(row_of(counts), weights=pieces, minlength=len(rows)).astype(np.int64)
+    real = None if padding else np.arange(batch.max_seq_length)[None, :] < used[:, None]
+    sizes = np.full(len(rows), batch.max_seq_length, dtype=np.int64) if padding else used
     schema = arrow_schema(batch.int64, loss_weights is not None, units=batch.units is not None)
-    return pa.table(
-        {name: pa.chunked_array(arrays[name], type=schema.field(name).type) for name in names}, schema=schema
-    )
-
-
-def _unit_names(batch: PackedBatch) -> tuple[str, ...]:
-    """The unit columns a batch writes after the schema's (none without units)."""
-    return tuple(column.name for column in UNIT_GRID) if batch.units is not None else ()
-
-
-def _grid_names(batch: PackedBatch) -> tuple[str, ...]:
-    """The per-slot columns a batch writes: the schema's, and its units' (``UNIT_GRID``)."""
-    return (*GRID_COLUMNS, *_unit_names(batch))
-
-
-def record(batch: PackedBatch, block: int) -> dict[str, list[int]]:
-    """Block ``block`` as a plain dict of :data:`COLUMNS` lists. O(max_seq_length).
-
-    >>> from packing import pack
-    >>> record(pack([[1, 2], [3]], 4), 0)["labels"]
-    [-100, 2, -100, -100]
-    """
-    return {name: values.tolist() for name, values in block_arrays(batch, block).items()}
+    dtypes = {column.name: column.dtype_for(batch.int64) for column in (*COLUMNS, *UNIT_GRID, LOSS_WEIGHTS)}
+    columns = {"seq_lengths": arrow_column(pieces, counts, pa.int32())}
+    for name, grid in grids.items():
+        values = (grid if order is None else grid[rows]).astype(dtypes[name], copy=False)
+        kind = schema.field(name).type.value_type
+        columns[name] = arrow_column(values.reshape(-1) if real is None else values[real], sizes, kind)
+    return pa.table({name: columns[name] for name in schema.names}, schema=schema)
 
 
 def block_arrays(batch: PackedBatch, block: int, padding: bool = True) -> dict[str, npt.NDArray[Any]]:

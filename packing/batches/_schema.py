@@ -128,6 +128,34 @@ CHUNK_VALUES = 1 << 24
 """Values per Arrow chunk: keeps every chunk's 32-bit list offsets far from overflow."""
 
 
+def arrow_column(values: npt.NDArray[Any], lengths: Int64Array, kind: Any) -> Any:
+    """A chunked Arrow ``list<kind>`` column with rows of ``lengths`` values taken from ``values`` in order, about
+    :data:`CHUNK_VALUES` values a chunk (a longer row a chunk of its own): the one list-column writer of every
+    layout. O(values), no copy of values already of ``kind``.
+
+    >>> import pyarrow as pa
+    >>> arrow_column(np.arange(5), np.array([2, 0, 3]), pa.int32()).to_pylist()
+    [[0, 1], [], [2, 3, 4]]
+    """
+    import pyarrow as pa
+
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    chunks: list[Any] = []
+    first = 0
+    rows = len(lengths)
+    while first < rows or not chunks:
+        last = int(np.searchsorted(offsets, offsets[first] + CHUNK_VALUES, side="right")) - 1
+        last = min(max(last, first + 1), rows) if rows else 0
+        part = offsets[first : last + 1] - offsets[first]
+        flat = values[offsets[first] : offsets[last]] if rows else values[:0]
+        chunks.append(pa.ListArray.from_arrays(pa.array(part.astype(np.int32)), pa.array(flat, type=kind)))
+        first = last
+        if not rows:
+            break
+    return pa.chunked_array(chunks, type=pa.list_(kind))
+
+
 def arrow_schema(int64: bool = False, loss_weights: bool = False, units: bool = False) -> pa.Schema:
     """The schema as Arrow types: a list of the column's dtype for each column (``int64``: the wide
     columns in int64; ``loss_weights``: that optional column too; ``units``: the columns of blocks of units).

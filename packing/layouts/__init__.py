@@ -68,18 +68,15 @@ def detect(table: pa.Table, source: str) -> str:
     """The layout of ``table``, from its column names (and, for a mask, whether it numbers documents). O(1),
     O(tokens) for an ``attention_mask`` with labels and no position ids."""
     names = set(map(str, table.column_names))
-    for module in _RECOGNISED_IN_ORDER[:1]:
+    for module in _RECOGNISED_IN_ORDER:
         if module.recognises(names, table):
             return str(module.NAME)
-    if "input_ids" not in names:
-        raise error(
-            source,
-            f"no packed token column; found {', '.join(sorted(names)) or 'none'}, expected 'input_ids' "
-            "(or torchtune's 'tokens' with 'seq_lens')",
-        )
-    for module in _RECOGNISED_IN_ORDER[1:]:
-        if module.recognises(names, table):
-            return str(module.NAME)
+        if module is torchtune and "input_ids" not in names:  # every layout after torchtune's names it so
+            raise error(
+                source,
+                f"no packed token column; found {', '.join(sorted(names)) or 'none'}, expected 'input_ids' "
+                "(or torchtune's 'tokens' with 'seq_lens')",
+            )
     return "trl"
 
 

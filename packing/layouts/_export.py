@@ -73,10 +73,9 @@ def export(
     >>> export(pack([[1, 2], [3, 4, 5]], 8), "trl", loss_weights="sequence").column("loss_weights").to_pylist()
     [[0.0, 0.25, 0.25, 0.0, 0.5]]
     """
-    import pyarrow as pa
-
     whole = max(batch.num_blocks if order is None else np.size(order), 1) * batch.max_seq_length
-    return pa.concat_tables(export_chunks(batch, layout, order, loss_weights, chunk_tokens=whole))
+    (table,) = export_chunks(batch, layout, order, loss_weights, chunk_tokens=whole)  # one chunk: every block
+    return table
 
 
 def refuse_shared(blocks: PackedBatch, layout: str) -> None:
@@ -103,7 +102,7 @@ def refuse_shared(blocks: PackedBatch, layout: str) -> None:
 
 @takes_layout
 def export_chunks(
-    blocks: Blocks,
+    blocks: PackedBatch,
     layout: str = "packing",
     order: npt.ArrayLike | None = None,
     loss_weights: LossMode | None = None,
@@ -137,7 +136,7 @@ def export_chunks(
 
 def _chunk_table(chunk: PackedBatch, layout: str, weights: DocumentWeights | None) -> pa.Table:
     """One chunk of blocks laid out as ``layout``; with ``weights``, their ``loss_weights`` column. O(its slots)."""
-    rows = Rows(chunk, None)
+    rows = Rows(chunk)
     table: pa.Table = MODULES[layout].write(rows)
     if weights is not None:
         grid = weights.grid(chunk.labels != IGNORE_INDEX, chunk.sequence_ids)
@@ -168,13 +167,9 @@ def write_table(table: pa.Table, path: PathType) -> None:
         _jsonl_file([table], path)
 
 
-Blocks = PackedBatch
-"""What the writers take: a batch, its blocks made chunk by chunk while written when not made yet."""
-
-
 @takes_layout
 def write_parquet(
-    batch: Blocks,
+    batch: PackedBatch,
     path: PathType,
     order: npt.ArrayLike | None = None,
     *,
@@ -203,7 +198,7 @@ def write_parquet(
 
 @takes_layout
 def write_jsonl(
-    batch: Blocks,
+    batch: PackedBatch,
     path: PathType,
     order: npt.ArrayLike | None = None,
     *,

@@ -23,8 +23,8 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.batches._packed import PackedBatch
-from packing.batches._schema import COLUMNS
-from packing.core._arrays import check_block_indexes, offsets_of, ranges, row_at, row_of
+from packing.batches._schema import COLUMNS, arrow_column
+from packing.core._arrays import offsets_of, ranges, row_at, row_of
 from packing.core._samples import IGNORE_INDEX
 from packing.core._validation import INT64_MAX, flag_values
 from packing.errors import DatasetError
@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 Int64Array = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-__all__ = ["COLLATED", "IGNORE_INDEX", "LayoutModule", "PackedLayout", "Parsed", "Rows"]
+__all__ = ["COLLATED", "IGNORE_INDEX", "LayoutModule", "PackedLayout", "Parsed", "Rows", "arrow_column"]
 COLLATED = b"packing.collated"
 """The schema metadata key of a table made from a collator's batch (arrays or tensors, not dataset rows)."""
 
@@ -46,31 +46,12 @@ def is_collated(table: pa.Table) -> bool:
     return COLLATED in metadata
 
 
-def restarts_nowhere(row_offsets: Int64Array, positions: Int64Array, real: BoolArray | None = None) -> BoolArray:
-    """Per block: whether its position ids never restart after its first token (among ``real`` tokens, all by
-    default), so they mark no boundary: a block of documents run together with positions ``0..T-1`` looks so,
-    and cannot be told from one long document. Empty blocks count as restarting. O(tokens).
-
-    >>> restarts_nowhere(np.array([0, 3, 6, 6]), np.array([0, 1, 2, 0, 1, 0])).tolist()
-    [True, False, False]
-
-    Single blocks cannot be told from one long document; :func:`positions_mark_nothing` judges the whole table.
-    """
-    total = len(positions)
-    chosen = np.ones(total, dtype=bool) if real is None else real
-    rows = row_of(np.diff(row_offsets))
-    inner = np.ones(total, dtype=bool)
-    inner[row_offsets[:-1][row_offsets[:-1] < total]] = False
-    restarts = np.bincount(rows[(positions == 0) & inner & chosen], minlength=len(row_offsets) - 1)
-    none: BoolArray = (restarts == 0) & (np.diff(row_offsets) > 0)
-    return none
-
-
 def positions_mark_nothing(row_offsets: Int64Array, positions: Int64Array, real: BoolArray | None = None) -> bool:
-    """Whether position ids restart in no block at all (:func:`restarts_nowhere` for every non-empty block): then
-    they carry no boundary anywhere, and a block of them may hold documents run together (TRL's ``wrapped`` with
-    positions ``0..T-1``). Where some block restarts them, the writer restarts at documents, and a block that
-    does not holds one document. O(tokens).
+    """Whether position ids restart in no block at all (after its first token, among ``real`` tokens, all by
+    default): then they carry no boundary anywhere, and a block of them may hold documents run together (TRL's
+    ``wrapped`` with positions ``0..T-1``), which cannot be told from one long document. Where some block restarts
+    them, the writer restarts at documents, and a block that does not holds one document. Empty blocks are not
+    judged. O(tokens).
 
     >>> positions_mark_nothing(np.array([0, 3, 6]), np.array([0, 1, 2, 0, 1, 2]))
     True
@@ -78,7 +59,11 @@ def positions_mark_nothing(row_offsets: Int64Array, positions: Int64Array, real:
     False
     """
     filled = np.diff(row_offsets) > 0
-    return bool(filled.any()) and bool(restarts_nowhere(row_offsets, positions, real)[filled].all())
+    restart = not_block_start(row_offsets, len(positions)) & (positions == 0)
+    if real is not None:
+        restart &= real
+    restarts = np.bincount(row_of(np.diff(row_offsets))[restart], minlength=len(row_offsets) - 1)
+    return bool(filled.any()) and not bool(restarts[filled].any())
 
 
 # ---------------------------------------------------------------- reading
@@ -154,16 +139,17 @@ class PackedLayout:
         >>> [d.tolist() for d in read_layout(pa.table({"input_ids": [[1, 2, 3]], "seq_lengths": [[2, 1]]})).layout.documents()]
         [[1, 2], [3]]
         """
-        order = np.flatnonzero(self.document >= 0)
-        counts = np.bincount(self.document[order], minlength=self.num_documents)
-        return np.split(self.input_ids[order], offsets_of(counts)[1:-1]) if len(counts) else []
+        return self._per_document(self.input_ids)
 
     def document_targets(self) -> list[BoolArray]:
         """Which tokens of every document are prediction targets (its first token never is). O(tokens)."""
+        return self._per_document(self.real_targets())
+
+    def _per_document(self, values: npt.NDArray[Any]) -> list[Any]:
+        """Per-token ``values`` cut into every document's, in order. O(tokens)."""
         order = np.flatnonzero(self.document >= 0)
-        targets = self.real_targets()[order]
         counts = np.bincount(self.document[order], minlength=self.num_documents)
-        return np.split(targets, offsets_of(counts)[1:-1]) if len(counts) else []
+        return np.split(values[order], offsets_of(counts)[1:-1]) if len(counts) else []
 
     def real_targets(self) -> BoolArray:
         """``targets``, or every real token when the data has no loss information."""
@@ -439,37 +425,21 @@ def row_max(offsets: Int64Array, values: Int64Array) -> Int64Array:
     return result
 
 
-def row_has(offsets: Int64Array, flags: BoolArray) -> BoolArray:
-    """Whether any token of every block is flagged."""
-    has: BoolArray = row_max(offsets, flags.astype(np.int64)) > 0
-    return has
-
-
 # ---------------------------------------------------------------- writing
-
-CHUNK_VALUES = 1 << 22
-"""Values per Arrow chunk (keeps 32-bit list offsets far from overflow)."""
 
 
 class Rows:
-    """The blocks to export, in order, with their real (non-padding) parts. O(blocks × max_seq_length)."""
+    """The blocks of a batch to export, in plan order, with their real (non-padding) parts (the batch's arrays are
+    read as they are, not copied). O(blocks × max_seq_length)."""
 
-    def __init__(self, batch: PackedBatch, order: npt.ArrayLike | None) -> None:
-        count = batch.num_blocks
-        rows = np.arange(count, dtype=np.int64) if order is None else check_block_indexes(order, count, "order")
-        self.in_order = order is None
-        """Every block in plan order: the batch's arrays are read as they are, not copied."""
+    def __init__(self, batch: PackedBatch) -> None:
         self.batch = batch
-        self.rows = rows.astype(np.int64)
         starts, lengths = batch.boundaries  # the documents as the model sees them (wrapped: one per block)
         self.keeps_boundaries = STRATEGIES[batch.plan.strategy].keeps_boundaries
-        self.doc_counts = np.diff(starts)[self.rows].astype(np.int64)
-        pieces = ranges(starts[:-1][self.rows], self.doc_counts)
-        self.doc_lengths = lengths[pieces].astype(np.int64)
-        self.used = (
-            np.add.reduceat(self.doc_lengths, offsets_of(self.doc_counts)[:-1]) if len(self.rows) else self.doc_counts
-        )
-        self.used = np.where(self.doc_counts > 0, self.used, 0).astype(np.int64)
+        self.doc_counts = np.diff(starts).astype(np.int64)
+        self.doc_lengths = lengths[: int(starts[-1])].astype(np.int64)
+        used = np.bincount(row_of(self.doc_counts), weights=self.doc_lengths, minlength=batch.num_blocks)
+        self.used = used.astype(np.int64)
         self.width = batch.max_seq_length
         self.real = np.arange(self.width)[None, :] < self.used[:, None]
 
@@ -480,20 +450,9 @@ class Rows:
 
         return pa.from_numpy_dtype(COLUMNS[0].dtype_for(self.batch.int64))
 
-    def grid(self, matrix: npt.NDArray[Any]) -> npt.NDArray[Any]:
-        """The chosen blocks of a ``(blocks, max_seq_length)`` array (the array itself, in plan order)."""
-        return matrix if self.in_order else matrix[self.rows]
-
     def flat_real(self, matrix: npt.NDArray[Any]) -> npt.NDArray[Any]:
-        """The real tokens of the chosen blocks, concatenated."""
-        return self.grid(matrix)[self.real]
-
-    def document(self) -> Int64Array:
-        """Per cell: the document's number within its block (0, 1, ...), -1 in padding."""
-        numbers = np.full((len(self.rows), self.width), -1, dtype=np.int64)
-        within = ranges(np.zeros(len(self.doc_counts), dtype=np.int64), self.doc_counts)
-        numbers[self.real] = np.repeat(within, self.doc_lengths)
-        return numbers
+        """The real tokens of the blocks, concatenated."""
+        return matrix[self.real]
 
     def doc_starts(self) -> Int64Array:
         """The start of every document within its block, in order."""
@@ -503,49 +462,24 @@ class Rows:
 
     def last_of_document(self) -> BoolArray:
         """Per cell: whether it is its document's last token."""
-        last = np.zeros((len(self.rows), self.width), dtype=bool)
+        last = np.zeros((self.batch.num_blocks, self.width), dtype=bool)
         row_of_doc = row_of(self.doc_counts)
         local_end = self.doc_starts() + self.doc_lengths - 1
         last.reshape(-1)[row_of_doc * self.width + local_end] = True
         return last
 
     def targets(self) -> BoolArray:
-        """Per cell of the chosen blocks: whether the token is a prediction target (its label is not -100)."""
-        targets: BoolArray = self.grid(self.batch.labels) != IGNORE_INDEX
+        """Per cell of the blocks: whether the token is a prediction target (its label is not -100)."""
+        targets: BoolArray = self.batch.labels != IGNORE_INDEX
         return targets
 
     def fixed(self, matrix: npt.NDArray[Any], kind: Any) -> Any:
         """A ``(blocks, max_seq_length)`` array as an Arrow list column of whole rows."""
-        return arrow_column(self.grid(matrix).reshape(-1), np.full(len(self.rows), self.width, dtype=np.int64), kind)
+        return arrow_column(matrix.reshape(-1), np.full(self.batch.num_blocks, self.width, dtype=np.int64), kind)
 
     def real_column(self, matrix: npt.NDArray[Any], kind: Any) -> Any:
         """The real tokens of a ``(blocks, max_seq_length)`` array as an Arrow list column (no padding)."""
         return arrow_column(self.flat_real(matrix), self.used, kind)
-
-
-def arrow_column(values: npt.NDArray[Any], lengths: Int64Array, kind: Any) -> Any:
-    """A chunked Arrow ``list<kind>`` column with rows of ``lengths`` values taken from ``values`` in order.
-
-    >>> import pyarrow as pa
-    >>> arrow_column(np.arange(5), np.array([2, 0, 3]), pa.int32()).to_pylist()
-    [[0, 1], [], [2, 3, 4]]
-    """
-    import pyarrow as pa
-
-    offsets = offsets_of(lengths)
-    chunks: list[Any] = []
-    first = 0
-    rows = len(lengths)
-    while first < rows or not chunks:
-        last = row_at(offsets, offsets[first] + CHUNK_VALUES)
-        last = min(max(last, first + 1), rows) if rows else 0
-        part = offsets[first : last + 1] - offsets[first]
-        flat = values[offsets[first] : offsets[last]] if rows else values[:0]
-        chunks.append(pa.ListArray.from_arrays(pa.array(part.astype(np.int32)), pa.array(flat, type=kind)))
-        first = last
-        if not rows:
-            break
-    return pa.chunked_array(chunks, type=pa.list_(kind))
 
 
 class LayoutModule(Protocol):

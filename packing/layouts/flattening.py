@@ -8,7 +8,7 @@ ids that restart in no block at all (``0..T-1`` everywhere) mark no boundary eit
 each padded span as padding, and the two lists are checked against each other (``inconsistent_boundaries``).
 
 >>> from packing import pack
->>> write(Rows(pack([[1, 2], [3]], 4), None)).to_pydict()
+>>> write(Rows(pack([[1, 2], [3]], 4))).to_pydict()
 {'input_ids': [[1, 2, 3]], 'labels': [[-100, 2, -100]], 'position_ids': [[0, 1, 0]]}
 """
 

@@ -23,7 +23,7 @@ holds ``input_ids`` and ``seq_start_id`` as int64 (what NeMo trains on) and ``lo
 NeMo releases sliced an unshifted mask as ``loss_mask[start + 1:end]``.
 
 >>> from packing import pack
->>> table = write(Rows(pack([[1, 2, 3], [4, 5], [6]], 4, strategy="ffd"), None))
+>>> table = write(Rows(pack([[1, 2, 3], [4, 5], [6]], 4, strategy="ffd")))
 >>> table.to_pydict()
 {'input_ids': [[1, 2, 3, 6], [4, 5]], 'seq_start_id': [[0, 3], [0]], 'loss_mask': [[1, 1, 0, 0], [1, 0]]}
 >>> read(table, "<t>").layout.targets.tolist()
@@ -83,7 +83,7 @@ def write(rows: Rows) -> pa.Table:
     ``pad_seq_to_mult``).
 
     >>> from packing import pack
-    >>> table = write(Rows(pack([[1, 2, 3], [4, 5]], 8, context_parallel_size=2), None))
+    >>> table = write(Rows(pack([[1, 2, 3], [4, 5]], 8, context_parallel_size=2)))
     >>> table.to_pydict()["input_ids"], table.to_pydict()["seq_start_id"]  # 2 + 1 positions trained: 4 + 4
     ([[1, 2, 3, 0, 0, 4, 5, 0, 0, 0]], [[0, 5]])
     >>> json.loads(table.schema.metadata[PARALLEL_METADATA])
@@ -137,21 +137,15 @@ def _stored(rows: Rows) -> tuple[Callable[[Any, Any], Any], Int64Array, Int64Arr
     return lay_out, lengths, starts
 
 
-def padded_column(rows: Rows, values: Any, fill: Any, kind: Any) -> Any:
-    """Per-token ``values`` (the real tokens of ``rows``, concatenated) as a column of the rows :func:`write`
-    stores, ``fill`` in the documents' padding: how other columns (``loss_weights``) line up with it."""
-    stored, lengths, _ = _stored(rows)
-    return arrow_column(stored(values, fill), lengths, kind)
-
-
 def weights_column(rows: Rows, weights: npt.NDArray[np.float32]) -> Any:
-    """``weights`` shifted as the ``loss_mask`` is (the weight of the token each position predicts), padded as the
-    documents are. O(tokens)."""
+    """``weights`` shifted as the ``loss_mask`` is (the weight of the token each position predicts), laid out as
+    :func:`write` stores the documents (0 in their padding). O(tokens)."""
     import pyarrow as pa
 
     shifted = np.zeros_like(weights)
     shifted[:, :-1] = weights[:, 1:]
-    return padded_column(rows, rows.flat_real(shifted), 0.0, pa.float32())
+    stored, lengths, _ = _stored(rows)
+    return arrow_column(stored(rows.flat_real(shifted), 0.0), lengths, pa.float32())
 
 
 def _targets(offsets: Int64Array, document: Int64Array, loss_mask: ListColumn | None) -> tuple[BoolArray | None, str]:
@@ -238,7 +232,7 @@ def write_npy(table: pa.Table, path: str | os.PathLike[str]) -> None:
     >>> import tempfile
     >>> from packing import pack
     >>> target = os.path.join(tempfile.mkdtemp(), "packed.npy")
-    >>> write_npy(write(Rows(pack([[1, 2], [3]], 4), None)), target)
+    >>> write_npy(write(Rows(pack([[1, 2], [3]], 4))), target)
     >>> np.load(target, allow_pickle=True).tolist()
     [{'input_ids': [1, 2, 3], 'seq_start_id': [0, 2], 'loss_mask': [1, 0, 0]}]
     """

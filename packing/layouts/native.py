@@ -3,7 +3,7 @@
 
 >>> import pyarrow as pa
 >>> from packing import pack
->>> table = write(Rows(pack([[1, 2], [3]], 4), None))
+>>> table = write(Rows(pack([[1, 2], [3]], 4)))
 >>> table.column_names
 ['input_ids', 'labels', 'loss_mask', 'position_ids', 'sequence_ids', 'seq_lengths']
 >>> parsed = read(table, "<t>")
@@ -45,9 +45,8 @@ def recognises(names: set[str], table: pa.Table) -> bool:
 
 
 def write(rows: Rows) -> pa.Table:
-    """The blocks as the schema's columns (``PackedBatch.to_arrow``; every block in plan order: the batch's arrays
-    as they are, not taken in a copy). O(blocks × max_seq_length)."""
-    table: pa.Table = rows.batch.to_arrow(None if rows.in_order else rows.rows)
+    """The blocks as the schema's columns (``PackedBatch.to_arrow``). O(blocks × max_seq_length)."""
+    table: pa.Table = rows.batch.to_arrow()
     return table
 
 

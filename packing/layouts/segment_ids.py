@@ -4,7 +4,7 @@ with position ids is LLaMA-Factory's plain packing, where only position ids sepa
 position 0 and mask 1).
 
 >>> from packing import pack
->>> table = write(Rows(pack([[1, 2], [3]], 4), None))
+>>> table = write(Rows(pack([[1, 2], [3]], 4)))
 >>> table.column("attention_mask").to_pylist(), table.column("position_ids").to_pylist()
 ([[1, 1, 2, 0]], [[0, 1, 0, 0]])
 """
@@ -28,7 +28,6 @@ from packing.layouts.common import (
     positions_mark_nothing,
     read_columns,
     required,
-    row_has,
     row_max,
     targets_of,
     values_of,
@@ -71,8 +70,8 @@ def write(rows: Rows) -> pa.Table:
     import pyarrow as pa
 
     batch = rows.batch
-    segments = rows.document() + 1
-    every = np.full(len(rows.rows), rows.width, dtype=np.int64)
+    segments = batch.document_ids.astype(np.int64) + 1
+    every = np.full(batch.num_blocks, rows.width, dtype=np.int64)
     return pa.table(
         {
             "input_ids": rows.fixed(batch.input_ids, rows.id_type()),
@@ -102,7 +101,11 @@ def read(table: pa.Table, source: str) -> Parsed:
     changes = np.ones(total, dtype=bool)
     changes[1:] = mask[1:] != mask[:-1]
     if positions is not None:
-        padding |= _trailing_padding(offsets, positions, targets) & ~numbered & ~row_has(offsets, mask == 0)[rows]
+        padding |= (
+            _trailing_padding(offsets, positions, targets)
+            & ~numbered
+            & ~(row_max(offsets, (mask == 0).astype(np.int64)) > 0)[rows]
+        )
         opens = np.where(numbered, changes, positions == 0)
         variant = "document numbers" if numbered_rows.any() else "0/1 mask: documents from position ids"
     else:

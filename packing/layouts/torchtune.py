@@ -6,7 +6,7 @@ next pack with its positions running on (``x % max_seq_len``). Labels are unshif
 pack), so a label on a document's first token is predicted by the document before it.
 
 >>> from packing import pack
->>> table = write(Rows(pack([[1, 2, 3], [4, 5], [6]], 4, strategy="ffd"), None))
+>>> table = write(Rows(pack([[1, 2, 3], [4, 5], [6]], 4, strategy="ffd")))
 >>> table.column("seq_lens").to_pylist(), table.column("input_pos").to_pylist()
 ([[3, 1], [2, 2]], [[0, 1, 2, 0], [0, 1, 2, 3]])
 >>> read(table, "<t>").layout.document.tolist()
@@ -77,10 +77,10 @@ def write(rows: Rows) -> pa.Table:
 
     batch = rows.batch
     width = rows.width
-    positions = rows.grid(batch.position_ids).copy()
+    positions = batch.position_ids.copy()
     padding = ~rows.real
     # padding counts on from the block's last position, capped at max_seq_length - 1
-    last = np.where(rows.used > 0, positions[np.arange(len(rows.rows)), np.maximum(rows.used - 1, 0)], -1)
+    last = np.where(rows.used > 0, positions[np.arange(batch.num_blocks), np.maximum(rows.used - 1, 0)], -1)
     steps = np.arange(width)[None, :] - rows.used[:, None] + 1
     positions[padding] = np.minimum(last[:, None] + steps, width - 1)[padding]
     pad = width - rows.used
@@ -90,7 +90,7 @@ def write(rows: Rows) -> pa.Table:
     slots = offsets_of(counts)
     lengths[ranges(slots[:-1], rows.doc_counts)] = rows.doc_lengths
     lengths[slots[1:][has_pad] - 1] = pad[has_pad]
-    every = np.full(len(rows.rows), width, dtype=np.int64)
+    every = np.full(batch.num_blocks, width, dtype=np.int64)
     return pa.table(
         {
             "tokens": rows.fixed(batch.input_ids, rows.id_type()),

@@ -9,7 +9,7 @@ builds its own attention mask, so a carried ``attention_mask`` is not checked. W
 padding), ``labels`` (which TRL's collator takes as they are) and ``seq_lengths``.
 
 >>> from packing import pack
->>> write(Rows(pack([[1, 2, 3], [4, 5], [6]], 4, strategy="ffd"), None)).to_pydict()
+>>> write(Rows(pack([[1, 2, 3], [4, 5], [6]], 4, strategy="ffd"))).to_pydict()
 {'input_ids': [[1, 2, 3, 6], [4, 5]], 'labels': [[-100, 2, 3, -100], [-100, 5]], 'seq_lengths': [[3, 1], [2]]}
 """
 

@@ -35,7 +35,14 @@ from packing.weighting import LossMode, LossTotals, check_mode, token_weights
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
 from packing.torch._context_parallel import shifted, thd_boundaries, thd_pad
-from packing.torch._pairs_groups_training import attention_mask, collate_units, has_units, shares_prompt
+from packing.torch._pairs_groups_training import (
+    additive_mask,
+    allowed_attention,
+    attention_mask,
+    has_units,
+    shares_prompt,
+    unit_columns,
+)
 from packing.torch._schedule import Int64Array
 from packing.torch._vision import check_vision_recipe, kept_lengths, untrained_placeholders, vision_columns, vision_rows
 from packing.vision import VISION_FIELDS
@@ -247,50 +254,54 @@ def collate(
     tensors = _check_collate_options(separator_id, position_ids_start, pad_to_multiple_of, return_tensors)
     chosen = Recipe.at("collate", recipe, max_seq_length, overflow=overflow, **options)
     vision = None if chosen.vision is None else check_vision_recipe(chosen, _units or has_units(rows))
+    capped = recipe is not None or max_seq_length is not None
+    multiple = chosen.document_multiple
+    units: dict[str, Int64Array] | None = None
+    weights, positions, shared = None, None, False
     if _units or has_units(rows):  # ``_units``: a sampler of units (its steps of plain rows, its empty step too)
         if loss_weights is not None:
             raise refuse_with_units("loss_weights", loss_weights, "their loss is built from completion_logps")
         check_unit_recipe(chosen)
-        return collate_units(
-            rows,
-            chosen,
-            capped=recipe is not None or max_seq_length is not None,
-            return_position_ids=return_position_ids,
-            return_flash_attn_kwargs=return_flash_attn_kwargs,
-            return_seq_idx=return_seq_idx,
-            separator_id=separator_id,
-            position_ids_start=position_ids_start,
-            pad_to_multiple_of=pad_to_multiple_of,
-            tensors=tensors,
-            mask_dtype=mask_dtype,
-            warn=not (_units or _quiet),  # a sampler's steps: its stats count what was cut
-        )
-    multiple = chosen.document_multiple
-    if multiple > 1 and pad_to_multiple_of is not None:
-        raise SettingError(
-            "pad_to_multiple_of",
-            f"None with context parallelism (every document is padded to a multiple of {multiple})",
-            pad_to_multiple_of,
-        )
-    capped = recipe is not None or max_seq_length is not None
-    tokens, labels, lengths = _documents(rows, chosen, ignore_masks)
-    if vision is not None:  # rows with images: placeholders untrained, an image never cut
-        if rows and all(_is_block(row) for row in rows):
-            raise SettingError("vision", "None with packed blocks (rows of samples with images)", chosen.vision)
-        images = vision_rows(rows, tokens, lengths)
-        labels = untrained_placeholders(tokens, labels, vision)
-        kept = kept_lengths(images, lengths, chosen) if capped else lengths
-    if capped and not (rows and all(_is_block(row) for row in rows)):
-        tokens, labels, lengths, lost = _cap(tokens, labels, lengths, chosen, None if vision is None else kept)
-        if lost is not None and not _quiet:  # a sampler's steps: its stats count what was cut
-            lost.warn_lost("collate")
-    elif capped:  # blocks are packed already: never more than max_seq_length tokens in all, as for samples
-        _check_total(lengths, chosen)
-    labels[offsets_of(lengths)[:-1][lengths > 0]] = IGNORE_INDEX  # every document's first token: no target
-    lengths = lengths[lengths > 0]
-    if len(lengths) == 0 and not capped:  # a sampler's empty step comes through its collate: with its recipe
-        raise SettingError("rows", "at least one token (a PackingSampler's empty step: sampler.collate)", "<no token>")
-    weights = _collated_weights(rows, labels, lengths, loss_weights, totals)
+        units, shared = unit_columns(rows, chosen, warn=not (_units or _quiet))  # a sampler's stats count the cut
+        if shared and (return_flash_attn_kwargs or return_seq_idx):
+            name = "return_flash_attn_kwargs" if return_flash_attn_kwargs else "return_seq_idx"
+            raise SettingError(
+                name, "False with share_prompt (a shared prompt's completions need the attention mask)", True
+            )
+        tokens, labels, positions = units.pop("input_ids"), units.pop("labels"), units.pop("position_ids")
+        starts = np.flatnonzero(np.diff(units["document_ids"], prepend=-1) != 0)
+        lengths = np.diff(np.append(starts, len(tokens)))
+        if capped:
+            _check_total(lengths, chosen)
+        elif not len(tokens):
+            raise SettingError("rows", "at least one token", "<only empty rows>")
+    else:
+        if multiple > 1 and pad_to_multiple_of is not None:
+            raise SettingError(
+                "pad_to_multiple_of",
+                f"None with context parallelism (every document is padded to a multiple of {multiple})",
+                pad_to_multiple_of,
+            )
+        tokens, labels, lengths = _documents(rows, chosen, ignore_masks)
+        if vision is not None:  # rows with images: placeholders untrained, an image never cut
+            if rows and all(_is_block(row) for row in rows):
+                raise SettingError("vision", "None with packed blocks (rows of samples with images)", chosen.vision)
+            images = vision_rows(rows, tokens, lengths)
+            labels = untrained_placeholders(tokens, labels, vision)
+            kept = kept_lengths(images, lengths, chosen) if capped else lengths
+        if capped and not (rows and all(_is_block(row) for row in rows)):
+            tokens, labels, lengths, lost = _cap(tokens, labels, lengths, chosen, None if vision is None else kept)
+            if lost is not None and not _quiet:  # a sampler's steps: its stats count what was cut
+                lost.warn_lost("collate")
+        elif capped:  # blocks are packed already: never more than max_seq_length tokens in all, as for samples
+            _check_total(lengths, chosen)
+        labels[offsets_of(lengths)[:-1][lengths > 0]] = IGNORE_INDEX  # every document's first token: no target
+        lengths = lengths[lengths > 0]
+        if len(lengths) == 0 and not capped:  # a sampler's empty step comes through its collate: with its recipe
+            raise SettingError(
+                "rows", "at least one token (a PackingSampler's empty step: sampler.collate)", "<no token>"
+            )
+        weights = _collated_weights(rows, labels, lengths, loss_weights, totals)
     if separator_id != IGNORE_INDEX:  # every document's first label (always IGNORE_INDEX until here)
         labels = labels.copy()
         labels[offsets_of(lengths)[:-1]] = separator_id
@@ -302,14 +313,21 @@ def collate(
         lengths = np.concatenate([lengths, np.ones(padding, dtype=np.int64)])
         if weights is not None:
             weights = np.concatenate([weights, np.zeros(padding, dtype=np.float32)])
+        if units is not None:  # no unit, no completion; every padding token a document of its own
+            units = _padded_units(units, padding)
     real = lengths
     if multiple > 1:  # the THD layout: every document padded to a multiple of 2·cp (× tp)
         tokens, labels, weights, lengths = thd_pad(tokens, labels, weights, lengths, multiple, prepare(chosen).pad_id)
     cu = offsets_of(lengths, np.int32)
     batch: dict[str, Any] = {"input_ids": tensors(tokens.astype(np.int64)[None]), "labels": tensors(labels[None])}
     if return_position_ids:
-        positions = np.arange(len(tokens), dtype=np.int64) - np.repeat(cu[:-1].astype(np.int64), lengths)
+        if positions is None:  # restarting at every document
+            positions = np.arange(len(tokens), dtype=np.int64) - np.repeat(cu[:-1].astype(np.int64), lengths)
+        else:  # a unit's own (a shared prompt's completions continue from its end)
+            positions = np.concatenate([positions, np.zeros(len(tokens) - len(positions), dtype=np.int64)])
         batch["position_ids"] = tensors(positions[None] + position_ids_start)
+    for name, values in (units or {}).items():
+        batch[name] = tensors(values[None])
     if return_seq_idx:
         batch["seq_idx"] = tensors(row_of(lengths, np.int32)[None])
     if return_flash_attn_kwargs:
@@ -325,7 +343,20 @@ def collate(
         batch["shift_labels"] = tensors(shifted(labels, lengths, IGNORE_INDEX)[None])
         if weights is not None:
             batch["shift_loss_weights"] = tensors(shifted(weights, lengths, 0.0)[None])
+    if units is not None and shared:
+        allowed = allowed_attention(units["document_ids"][None], units["completion_ids"][None])
+        mask = additive_mask(allowed, mask_dtype, "mask_dtype")
+        batch["attention_mask"] = mask if tensors is torch.from_numpy else mask.numpy()
     return batch
+
+
+def _padded_units(units: dict[str, Int64Array], padding: int) -> dict[str, Int64Array]:
+    """The unit columns of a batch followed by ``padding`` tokens of padding: -1 in each, but ``document_ids``,
+    which numbers every padding token a document of its own. O(T)."""
+    more = int(units["document_ids"].max(initial=-1)) + 1
+    pad = {name: np.full(padding, -1, dtype=np.int64) for name in units}
+    pad["document_ids"] = np.arange(more, more + padding, dtype=np.int64)
+    return {name: np.concatenate((values, pad[name])) for name, values in units.items()}
 
 
 def _check_collate_options(
@@ -456,94 +487,62 @@ class StepDataset(Dataset[Any]):
 
 
 def _collate_fixed(rows: Sequence[Any], *, recipe: Recipe) -> dict[str, torch.Tensor]:
-    """The collator ``collate_fixed(max_seq_length)`` gives: packed blocks stacked, pairs and groups kept whole,
-    other rows next-fit through the one pipeline, with ``pack``'s counts warned of. O(rows × max_seq_length)."""
-    if has_units(rows):
-        return _fixed_units(rows, recipe)
+    """The collator ``collate_fixed(max_seq_length)`` gives: packed blocks stacked; other rows next-fit through the
+    one pipeline, with ``pack``'s counts warned of; pairs and groups fitted by the overflow policy and kept whole (a
+    unit never split), as ``pack`` fills blocks, with the unit columns, and with a shared prompt the ``(rows, 1,
+    max_seq_length, max_seq_length)`` attention mask. O(rows × max_seq_length), O(rows × max_seq_length²) for the
+    mask."""
+    units = has_units(rows)
     prepared = prepare(recipe)
     if rows and all(_is_block(row) for row in rows):
-        return _fixed_blocks(rows, recipe.max_seq_length, prepared.pad_id)
+        return _fixed_blocks(rows, recipe, units)
     samples = read_samples(rows, **prepared.read_options)
-    if not samples.lengths.any():  # an empty step: one block of padding, which trains nothing
-        return _fixed_blocks([{"input_ids": [], "seq_lengths": []}], recipe.max_seq_length, prepared.pad_id)
+    if not units and not samples.lengths.any():  # an empty step: one block of padding, which trains nothing
+        return _fixed_blocks([{"input_ids": [], "seq_lengths": []}], recipe, units=False)
     batch = run(samples, Recipe.of(recipe, strategy="next_fit", seed=None), prepared)
     batch.stats.warn_lost("collate_fixed")  # pack's counts: the masks read
-    return {
-        name: torch.from_numpy(getattr(batch, name).astype(np.int64))
-        for name in ("input_ids", "labels", "position_ids")
-    }
-
-
-def _fixed_units(rows: Sequence[Any], recipe: Recipe) -> dict[str, torch.Tensor]:
-    """``collate_fixed`` of rows among which are pairs or groups: the units fitted by the overflow policy and laid
-    out next-fit in rows of ``max_seq_length`` (a unit never split), as ``pack`` fills blocks, with the unit
-    columns, and with a shared prompt the ``(rows, 1, max_seq_length, max_seq_length)`` attention mask. O(rows ×
-    max_seq_length²) for the mask, O(rows × max_seq_length) otherwise."""
-    if all(_is_block(row) for row in rows):
-        return _fixed_unit_blocks(rows, recipe)
-    prepared = prepare(recipe)
-    samples = read_samples(rows, **prepared.read_options)
-    batch = run(samples, Recipe.of(recipe, strategy="next_fit", seed=None), prepared)
-    batch.stats.warn_lost("collate_fixed")
-    columns = {
-        name: torch.from_numpy(getattr(batch, name).astype(np.int64))
-        for name in ("input_ids", "labels", "position_ids", *UNIT_COLUMNS)
-    }
+    names = ("input_ids", "labels", "position_ids", *(UNIT_COLUMNS if units else ()))
+    columns = {name: torch.from_numpy(getattr(batch, name).astype(np.int64)) for name in names}
     if batch.units is not None and batch.units.share_prompt:
         columns["attention_mask"] = attention_mask(batch)
     return columns
 
 
-def _fixed_unit_blocks(rows: Sequence[Any], recipe: Recipe) -> dict[str, torch.Tensor]:
-    """Packed blocks of units (``PackedDataset`` items) stacked in rows of ``max_seq_length``: each block's own
-    columns (its positions, which a shared prompt continues), padding after (label -100, ids -1), and the
-    attention mask when some completion shares its prompt (a document holding two completions). O(rows ×
+def _fixed_blocks(rows: Sequence[Any], recipe: Recipe, units: bool) -> dict[str, torch.Tensor]:
+    """Packed blocks (rows with ``seq_lengths``: ``PackedDataset`` items) read by the reader (:func:`read_block`),
+    one a row of ``max_seq_length``: their documents, then their own padding (the pad id they were written with)
+    and the pad id past their end (label -100, position 0); positions restart at every document. Blocks of units
+    (``units``) keep their own columns (their positions, which a shared prompt continues), padding after (label
+    -100, ids -1), and the attention mask when some completion shares its prompt (a document holding two
+    completions). A block of more than ``max_seq_length`` tokens is refused. O(rows × max_seq_length), O(rows ×
     max_seq_length²) with the mask."""
     width = recipe.max_seq_length
-    columns: dict[str, list[torch.Tensor]] = {
-        name: [] for name in ("input_ids", "labels", "position_ids", *UNIT_COLUMNS)
-    }
+    fills = {"input_ids": prepare(recipe).pad_id, "labels": IGNORE_INDEX, "position_ids": 0}
+    names = ("input_ids", "labels", "position_ids", *(UNIT_COLUMNS if units else ()))
+    grids = {name: np.full((len(rows), width), fills.get(name, -1), dtype=np.int64) for name in names}
     for index, row in enumerate(rows):
-        single = collate_units([row], recipe, warn=False, with_mask=False)  # one block read back, checked
-        used = single["input_ids"].shape[1]
+        if units:
+            single, _ = unit_columns([row], recipe, warn=False)  # one block read back, checked
+            if not len(single["input_ids"]):
+                raise SettingError("rows", "at least one token", "<only empty rows>")
+        else:
+            tokens, targets, lengths = read_block(_plain(row), index)
+            positions = np.arange(len(tokens)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+            single = {"input_ids": tokens, "labels": targets, "position_ids": positions}
+        used = len(single["input_ids"])
         if used > width:
             raise SettingError(
                 "rows", f"packed blocks of at most max_seq_length={width} tokens", f"<block {index} of {used}>"
             )
-        for name, values in columns.items():
-            fill = {"input_ids": prepare(recipe).pad_id, "labels": IGNORE_INDEX, "position_ids": 0}.get(name, -1)
-            padded = torch.full((width,), fill, dtype=torch.int64)
-            padded[:used] = single[name][0]
-            values.append(padded)
-    batch = {name: torch.stack(values) for name, values in columns.items()}
-    if shares_prompt(batch["document_ids"], batch["completion_ids"]):
+        for name, grid in grids.items():
+            grid[index, :used] = single[name]
+        if not units:  # the block's own padding kept: the pad id it was written with (checked by read_block)
+            own = np.asarray(as_numpy(row["input_ids"])).reshape(-1)[:width]
+            grids["input_ids"][index, used : len(own)] = own[used:]
+    batch = {name: torch.from_numpy(grid) for name, grid in grids.items()}
+    if units and shares_prompt(batch["document_ids"], batch["completion_ids"]):
         batch["attention_mask"] = attention_mask(batch)
     return batch
-
-
-def _fixed_blocks(rows: Sequence[Any], width: int, pad_token_id: int) -> dict[str, torch.Tensor]:
-    """Packed blocks (rows with ``seq_lengths``) read by the reader (:func:`read_block`), one a row of ``width``
-    tokens: their documents, then their own padding (the pad id they were written with) and the pad id past
-    their end (label -100, position 0); positions restart at every document. A block of more than ``width`` tokens is refused. O(rows × width)."""
-    ids = np.full((len(rows), width), pad_token_id, dtype=np.int64)
-    labels = np.full((len(rows), width), IGNORE_INDEX, dtype=np.int64)
-    positions = np.zeros((len(rows), width), dtype=np.int64)
-    for index, row in enumerate(rows):
-        tokens, targets, lengths = read_block(_plain(row), index)
-        if len(tokens) > width:
-            raise SettingError(
-                "rows", f"packed blocks of at most max_seq_length={width} tokens", f"<block {index} of {len(tokens)}>"
-            )
-        used = len(tokens)
-        ids[index, :used], labels[index, :used] = tokens, targets
-        own = np.asarray(as_numpy(row["input_ids"])).reshape(-1)[:width]  # checked as token ids by read_block
-        ids[index, used : len(own)] = own[used:]  # the block's own padding kept: the pad id it was written with
-        positions[index, :used] = np.arange(used) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return {
-        "input_ids": torch.from_numpy(ids),
-        "labels": torch.from_numpy(labels),
-        "position_ids": torch.from_numpy(positions),
-    }
 
 
 @overload

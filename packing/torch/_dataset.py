@@ -13,8 +13,9 @@ import torch
 from torch.utils.data import Dataset
 
 from packing.batches._packed import PackedBatch, block_arrays
-from packing.batches._schema import COLUMNS, LOSS_WEIGHTS, UNIT_GRID
+from packing.batches._schema import COLUMNS, LOSS_WEIGHTS, NAMES, UNIT_GRID
 from packing.core._arrays import offsets_of, row_at
+from packing.core._pairs_groups import UNIT_COLUMNS
 from packing.errors import DatasetError, SettingError
 from packing.layouts import takes_layout
 from packing.layouts.audit import AuditReport, audit
@@ -24,8 +25,7 @@ from packing.weighting import LossMode
 
 # ---------------------------------------------------------------- dataset
 
-BLOCK_COLUMNS = tuple(column.name for column in COLUMNS)
-UNIT_NAMES = tuple(column.name for column in UNIT_GRID)
+BLOCK_COLUMNS = NAMES
 _DTYPES = {column.name: column.dtype_for(int64=True) for column in (*COLUMNS, *UNIT_GRID, LOSS_WEIGHTS)}
 """Item dtypes: the schema's, with ids, labels and positions as int64 (what embeddings and cross-entropy take),
 whatever the dtype stored."""
@@ -87,7 +87,7 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
             self._batch = source
             self._length = source.num_blocks
             if source.units is not None:
-                self._columns = (*BLOCK_COLUMNS, *UNIT_NAMES)
+                self._columns = (*BLOCK_COLUMNS, *UNIT_COLUMNS)
             if loss_weights is not None:
                 self._weights = source.loss_weights(loss_weights)
                 self._columns = (*BLOCK_COLUMNS, LOSS_WEIGHTS.name)
@@ -116,7 +116,7 @@ class PackedDataset(Dataset[dict[str, torch.Tensor]]):
             self._path = self._file = None
             return False
         if "completion_ids" in names:  # blocks of pairs and groups: the unit columns the file has
-            self._columns = (*self._columns, *(name for name in UNIT_NAMES if name in names))
+            self._columns = (*self._columns, *(name for name in UNIT_COLUMNS if name in names))
         if LOSS_WEIGHTS.name in names:
             self._columns = (*self._columns, LOSS_WEIGHTS.name)
         if self._ipc:

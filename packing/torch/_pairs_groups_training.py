@@ -14,7 +14,8 @@ each trained token predicts it); a shared completion's first token is predicted 
 which :func:`completion_logps` reads from ``prediction_positions``.
 
 >>> import torch
->>> batch = collate_units([{"prompt": [1, 2], "chosen": [3], "rejected": [4, 5]}], share_prompt=True)
+>>> from packing.torch import collate
+>>> batch = collate([{"prompt": [1, 2], "chosen": [3], "rejected": [4, 5]}], share_prompt=True)
 >>> batch["input_ids"].tolist(), batch["position_ids"].tolist(), batch["completion_ids"].tolist()
 ([[1, 2, 3, 4, 5]], [[0, 1, 2, 2, 3]], [[-1, -1, 0, 1, 1]])
 >>> (batch["attention_mask"][0, 0] == 0).int().tolist()
@@ -50,10 +51,34 @@ def has_units(rows: Sequence[Any]) -> bool:
     return any(unit_kind(row) is not None or (isinstance(row, Mapping) and "completion_ids" in row) for row in rows)
 
 
-def _units_of(rows: Sequence[Any], recipe: Recipe, warn: bool = True) -> tuple[Samples, Int64Array]:
-    """The rows read (:func:`read_rows`), fitted by the recipe's overflow policy (``fit_units``), and the index of
-    every unit kept (``drop``: the over-long are left out); what was cut or left out is warned of
-    (:class:`~packing.errors.TokensLost`) when ``warn``. O(tokens)."""
+def unit_columns(rows: Sequence[Any], recipe: Recipe, warn: bool = True) -> tuple[dict[str, Int64Array], bool]:
+    """The flat columns ``collate`` makes of rows among which are pairs or groups (or blocks of them): every kept
+    unit's tokens laid out as the recipe says, ``labels`` (a token where the token before it predicts it, -100
+    elsewhere), ``position_ids`` and the unit columns (``UNIT_COLUMNS``), and whether a prompt is shared: the
+    recipe's ``share_prompt``, but for packed blocks their own layout (:func:`shares_prompt`). What the overflow
+    policy cut or left out is warned of (:class:`~packing.errors.TokensLost`) when ``warn``. O(T).
+
+    >>> columns, shared = unit_columns([{"prompt": [1], "chosen": [2], "rejected": [3]}], Recipe.for_reading())
+    >>> columns["labels"].tolist(), columns["document_ids"].tolist(), shared
+    ([-100, 2, -100, 3], [0, 0, 1, 1], False)
+    """
+    if rows and all(isinstance(row, Mapping) and "seq_lengths" in row for row in rows):
+        columns = _block_columns(rows)  # laid out already: their own columns say whether a prompt is shared
+        shared = shares_prompt(columns["document_ids"][None], columns["completion_ids"][None])
+    else:
+        columns = _sample_columns(rows, recipe, warn)
+        shared = recipe.share_prompt
+    tokens, predictor = columns["input_ids"], columns["prediction_positions"]
+    predicted = (predictor >= 0) & (predictor == np.arange(len(tokens)) - 1)
+    columns["labels"] = np.where(predicted, tokens, IGNORE_INDEX).astype(np.int64)
+    return columns, shared
+
+
+def _sample_columns(rows: Sequence[Any], recipe: Recipe, warn: bool = True) -> dict[str, Int64Array]:
+    """The flat columns of rows that are samples (some of them units), read (:func:`read_rows`) and fitted by the
+    recipe's overflow policy (``fit_units``): every unit kept (``drop``: the over-long are left out) laid out,
+    numbered in input order (``unit_ids``: the row's index; ``completion_ids`` and ``document_ids`` from 0 in this
+    batch); what was cut or left out is warned of (:class:`~packing.errors.TokensLost`) when ``warn``. O(T)."""
     samples = read_samples(rows, **prepare(recipe).read_options)
     if samples.tokens is None:
         raise SettingError("rows", "token ids (a sampler's step of pairs or groups)", "<lengths only>")
@@ -65,106 +90,8 @@ def _units_of(rows: Sequence[Any], recipe: Recipe, warn: bool = True) -> tuple[S
     fitted = fit_units(samples, recipe)
     if warn:
         fitted.fit.kept_stats(recipe).warn_lost("collate")
-    samples = fitted.samples
-    kept = np.flatnonzero((samples.lengths <= recipe.max_seq_length) & (samples.lengths > 0))
-    return samples, kept
-
-
-def collate_units(
-    rows: Sequence[Any],
-    recipe: Recipe | None = None,
-    *,
-    share_prompt: bool = False,
-    capped: bool = False,
-    return_position_ids: bool = True,
-    return_flash_attn_kwargs: bool = False,
-    return_seq_idx: bool = False,
-    separator_id: int = IGNORE_INDEX,
-    position_ids_start: int = 0,
-    pad_to_multiple_of: int | None = None,
-    tensors: Callable[[npt.NDArray[Any]], Any] = torch.from_numpy,
-    mask_dtype: torch.dtype = torch.float32,
-    warn: bool = True,
-    with_mask: bool = True,
-) -> dict[str, Any]:
-    """``collate`` of rows among which are pairs or groups (or blocks of them): one row of every unit's tokens, laid
-    out as the recipe says, with the unit columns; see the module and ``packing.torch.collate``. ``capped``: the
-    recipe's ``max_seq_length`` bounds the batch. What the overflow policy cut or left out is warned of
-    (:class:`~packing.errors.TokensLost`), but with ``warn=False`` (a sampler's steps: its ``stats`` count them).
-    A shared prompt is the recipe's ``share_prompt``, but for packed blocks their own layout (:func:`shares_prompt`):
-    its ``attention_mask`` is left out with ``with_mask=False`` (a caller that builds it for more rows).
-    O(T), O(T²) for a shared prompt's mask.
-    """
-    chosen = recipe if recipe is not None else Recipe.for_reading(share_prompt=share_prompt)
-    if rows and all(isinstance(row, Mapping) and "seq_lengths" in row for row in rows):
-        columns = _block_columns(rows)  # laid out already: their own columns say whether a prompt is shared
-        shared = shares_prompt(columns["document_ids"][None], columns["completion_ids"][None])
-    else:
-        columns = _sample_columns(rows, chosen, warn)
-        shared = chosen.share_prompt
-    if shared and (return_flash_attn_kwargs or return_seq_idx):
-        name = "return_flash_attn_kwargs" if return_flash_attn_kwargs else "return_seq_idx"
-        raise SettingError(
-            name, "False with share_prompt (a shared prompt's completions need the attention mask)", True
-        )
-    tokens = columns["input_ids"]
-    if capped and len(tokens) > chosen.max_seq_length:
-        raise SettingError(
-            "rows",
-            f"at most max_seq_length={chosen.max_seq_length} tokens in all (a PackingSampler's block)",
-            len(tokens),
-        )
-    if not len(tokens) and not capped:
-        raise SettingError("rows", "at least one token", "<only empty rows>")
-    predictor = columns["prediction_positions"]
-    labels = np.full(len(tokens), IGNORE_INDEX, dtype=np.int64)
-    shifted = (predictor >= 0) & (predictor == np.arange(len(tokens)) - 1)
-    labels[shifted] = tokens[shifted]
-    document = columns["document_ids"]
-    starts = np.flatnonzero(np.diff(document, prepend=-1) != 0)
-    if separator_id != IGNORE_INDEX:
-        labels[starts] = separator_id
-    multiple = pad_to_multiple_of or 1
-    padding = -len(tokens) % multiple if len(tokens) else multiple  # every unit left out: padding alone, as ever
-    if padding:  # each padding token a document of its own, trained on nothing
-        more = int(document.max(initial=-1)) + 1
-        pad = {
-            "input_ids": np.full(padding, prepare(chosen).pad_id, dtype=np.int64),
-            "position_ids": np.zeros(padding, dtype=np.int64),
-            "unit_ids": np.full(padding, -1, dtype=np.int64),
-            "document_ids": np.arange(more, more + padding, dtype=np.int64),
-            "completion_ids": np.full(padding, -1, dtype=np.int64),
-            "prediction_positions": np.full(padding, -1, dtype=np.int64),
-            "unit_kinds": np.full(padding, -1, dtype=np.int64),
-        }
-        columns = {name: np.concatenate((values, pad[name])) for name, values in columns.items()}
-        labels = np.concatenate((labels, np.full(padding, IGNORE_INDEX, dtype=np.int64)))
-        starts = np.concatenate((starts, np.arange(len(tokens), len(tokens) + padding)))
-    batch: dict[str, Any] = {"input_ids": tensors(columns["input_ids"][None]), "labels": tensors(labels[None])}
-    if return_position_ids:
-        batch["position_ids"] = tensors(columns["position_ids"][None] + position_ids_start)
-    for name in UNIT_COLUMNS:
-        batch[name] = tensors(columns[name][None])
-    lengths = np.diff(np.append(starts, len(columns["input_ids"])))
-    if return_seq_idx:
-        batch["seq_idx"] = tensors(np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)[None])
-    if return_flash_attn_kwargs:
-        cu = np.zeros(len(lengths) + 1, dtype=np.int32)
-        np.cumsum(lengths, out=cu[1:])
-        batch.update(cu_seq_lens_q=tensors(cu), cu_seq_lens_k=tensors(cu.copy()))
-        batch["max_length_q"] = batch["max_length_k"] = int(lengths.max())
-    if shared and with_mask:
-        allowed = _allowed(columns["document_ids"][None], columns["completion_ids"][None])
-        mask = _additive(allowed, mask_dtype, "mask_dtype")
-        batch["attention_mask"] = mask if tensors is torch.from_numpy else mask.numpy()
-    return batch
-
-
-def _sample_columns(rows: Sequence[Any], recipe: Recipe, warn: bool = True) -> dict[str, Int64Array]:
-    """The flat columns of rows that are samples (some of them units): every kept unit laid out, numbered in input
-    order (``unit_ids``: the row's index; ``completion_ids`` and ``document_ids`` from 0 in this batch). O(T)."""
-    samples, kept = _units_of(rows, recipe, warn)
-    samples = samples.take(kept)
+    kept = np.flatnonzero((fitted.samples.lengths <= recipe.max_seq_length) & (fitted.samples.lengths > 0))
+    samples = fitted.samples.take(kept)
     units = samples.units
     assert units is not None and samples.tokens is not None and samples.loss_mask is not None
     arrays = units.token_arrays()
@@ -199,9 +126,8 @@ def _block_columns(rows: Sequence[Any]) -> dict[str, Int64Array]:
                 raise SettingError("rows", f"blocks of pairs or groups with '{name}'", f"<block {index} without it>")
         prediction = plain["prediction_positions"][:used].astype(np.int64)
         parts["input_ids"].append(tokens.astype(np.int64))
-        parts["position_ids"].append(plain["position_ids"][:used].astype(np.int64))
-        parts["unit_ids"].append(plain["unit_ids"][:used].astype(np.int64))
-        parts["completion_ids"].append(plain["completion_ids"][:used].astype(np.int64))
+        for name in ("position_ids", "unit_ids", "completion_ids"):  # as stored
+            parts[name].append(plain[name][:used].astype(np.int64))
         parts["prediction_positions"].append(np.where(prediction >= 0, prediction + at, -1))
         if "document_ids" in plain:
             _, document = np.unique(plain["document_ids"][:used], return_inverse=True)
@@ -244,7 +170,7 @@ def shares_prompt(document: Any, completion: Any) -> bool:
     return bool(len(shared_documents(document, completion)[0]))
 
 
-def _allowed(document: Any, completion: Any) -> torch.Tensor:
+def allowed_attention(document: Any, completion: Any) -> torch.Tensor:
     """``(B, 1, T, T)`` booleans: a query may attend to a key of its document, at or before it, that is not another
     completion's (padding, document -1, attends to itself alone). O(B·T²)."""
     document = torch.as_tensor(np.asarray(document) if not isinstance(document, torch.Tensor) else document)
@@ -259,7 +185,7 @@ def _allowed(document: Any, completion: Any) -> torch.Tensor:
     return allowed
 
 
-def _additive(allowed: torch.Tensor, dtype: torch.dtype, name: str = "dtype") -> torch.Tensor:
+def additive_mask(allowed: torch.Tensor, dtype: torch.dtype, name: str = "dtype") -> torch.Tensor:
     """An additive mask from booleans: 0 where allowed, the dtype's minimum elsewhere (``dtype``, the option
     ``name``, a floating torch dtype). O(size)."""
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
@@ -275,7 +201,8 @@ def batch_column(batch: Any, name: str) -> torch.Tensor:
     one reader of a batch's columns, so every helper sees them checked (:func:`check_column`): integers, of the
     shape of ``input_ids``, ids at least -1 and prediction positions before their own. O(T).
 
-    >>> batch = collate_units([{"prompt": [1], "chosen": [2], "rejected": [3]}])
+    >>> from packing.torch import collate
+    >>> batch = collate([{"prompt": [1], "chosen": [2], "rejected": [3]}])
     >>> batch["prediction_positions"][0, 1] = 1
     >>> batch_column(batch, "prediction_positions")
     Traceback (most recent call last):
@@ -367,8 +294,8 @@ def attention_mask(batch: Any, dtype: torch.dtype = torch.float32) -> torch.Tens
     >>> mask.shape, (mask[0, 0, 2] == 0).tolist()
     (torch.Size([1, 1, 4, 4]), [True, False, True, False])
     """
-    allowed = _allowed(batch_column(batch, "document_ids"), batch_column(batch, "completion_ids"))
-    return _additive(allowed, dtype)
+    allowed = allowed_attention(batch_column(batch, "document_ids"), batch_column(batch, "completion_ids"))
+    return additive_mask(allowed, dtype)
 
 
 def mask_mod(batch: Any) -> Callable[..., torch.Tensor]:
@@ -376,7 +303,8 @@ def mask_mod(batch: Any) -> Callable[..., torch.Tensor]:
     document and completion ids captured as tensors. O(1) to make.
 
     >>> import torch
-    >>> rule = mask_mod(collate_units([{"prompt": [1], "completions": [[2], [3]]}], share_prompt=True))
+    >>> from packing.torch import collate
+    >>> rule = mask_mod(collate([{"prompt": [1], "completions": [[2], [3]]}], share_prompt=True))
     >>> bool(rule(torch.tensor(0), torch.tensor(0), torch.tensor(2), torch.tensor(1)))
     False
     """
@@ -440,7 +368,8 @@ def preference_logps(logits: torch.Tensor, batch: Any) -> tuple[torch.Tensor, to
     be a pair, as its ``unit_kinds`` say: a completion group, of two completions too, is refused by name (its
     completions are no chosen and rejected: :func:`completion_logps` reads them). O(trained tokens × vocab).
 
-    >>> group = collate_units([{"prompt": [1], "completions": [[2], [3]]}])
+    >>> from packing.torch import collate
+    >>> group = collate([{"prompt": [1], "completions": [[2], [3]]}])
     >>> preference_logps(torch.zeros(1, 4, 4), group)
     Traceback (most recent call last):
     ...

@@ -414,10 +414,8 @@ class Pieces(Dataset[Any]):
         row = self.dataset[item.sequence]
         try:
             samples = read_samples([row], **prepare(self.recipe).read_options)
-        except SampleError as error:
-            error.sample = item.sequence
-            error.args = (error.where_and_what(),)
-            raise
+        except SampleError as error:  # the sample's own index, not the one row read here
+            raise error.moved(sample=item.sequence) from None
         if samples.tokens is None or samples.loss_mask is None:
             raise SettingError("dataset", "samples with token ids", "<lengths only>")
         cut = slice(item.start, item.start + item.length)

@@ -17,7 +17,7 @@ from packing.core._pairs_groups import Units
 from packing.core._thd import padded_lengths
 from packing.core._validation import OverflowPolicy, as_lengths
 from packing.errors import SettingError
-from packing.planning._plans import Piece, drawn_plan_of
+from packing.planning._plans import PackingPlan, Piece, drawn_plan_of
 from packing.recipe import Recipe, RecipeOptions
 from packing.strategies._overflow import check_within
 from packing.strategies._registry import StrategyName, check_whole_samples
@@ -295,8 +295,7 @@ def schedule_of(
     nothing = np.zeros(len(empties), dtype=np.int64)
     return _deal(
         planned,
-        blocks.piece_block(),
-        blocks.num_blocks,
+        blocks,
         Entries(empties, nothing, nothing, np.zeros(len(empties), dtype=bool)),
         blocks.stats,
         num_replicas,
@@ -348,8 +347,7 @@ def resume_schedule(
     empties = np.flatnonzero(left.lengths == 0)
     return _deal(
         planned,
-        blocks.piece_block(),
-        blocks.num_blocks,
+        blocks,
         left.take(rng.permutation(empties) if shuffle else empties),
         previous.stats,
         num_replicas,
@@ -395,8 +393,7 @@ def _unit_cost(cost: CostFunction, units: Units, indices: Int64Array) -> CostFun
 
 def _deal(
     planned: Entries,
-    block_of: Int64Array,
-    num_blocks: int,
+    blocks: PackingPlan,
     empties: Entries,
     stats: PackingStats,
     num_replicas: int,
@@ -408,8 +405,8 @@ def _deal(
     recipe: Recipe,
     units: Units | None = None,
 ) -> Schedule:
-    """Steps 2 and 3 of :func:`build_schedule`: the planned entries (in plan order, ``block_of`` each) made into
-    ``steps × num_replicas`` blocks and dealt; ``empties`` (samples of no tokens) join blocks round-robin; with
+    """Steps 2 and 3 of :func:`build_schedule`: the planned entries (one a piece of ``blocks``, in plan order) made
+    into ``steps × num_replicas`` blocks and dealt; ``empties`` (samples of no tokens) join blocks round-robin; with
     ``units``, each entry (a whole unit) costs what its documents do."""
     capacity = recipe.max_seq_length
     room = padded_lengths(planned.lengths, recipe.document_multiple)  # what each document takes of a block
@@ -420,9 +417,9 @@ def _deal(
     docs = planned.indices
     if doc_cost.shape != docs.shape:
         raise SettingError("cost", "a function giving one value per length", f"<{doc_cost.size} values>")
+    num_blocks, block_of = blocks.num_blocks, blocks.piece_block()
     steps = max(1, -(-num_blocks // num_replicas))  # one step at least: something is left to deal
     wanted = steps * num_replicas
-    block_of = block_of.copy()
     if wanted > num_blocks:
         counts = np.bincount(block_of, minlength=num_blocks)
         candidates = np.argsort(-counts, kind="stable")[: wanted - num_blocks]

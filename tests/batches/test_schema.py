@@ -12,7 +12,6 @@ import pytest
 from packing import pack
 from packing._cli import build_parser, main
 from packing.batches import COLUMNS
-from packing.batches._packed import record
 from packing.batches._schema import NAMES, UNIT_GRID, arrow_schema, markdown_table
 from packing.layouts._export import write_jsonl, write_parquet
 
@@ -35,7 +34,7 @@ def test_every_writer_gives_the_same_table(tmp_path: Path) -> None:
     write_jsonl(batch, tmp_path / "b.jsonl")
     assert pq.read_table(tmp_path / "b.parquet").equals(table)
     lines = [json.loads(line) for line in (tmp_path / "b.jsonl").read_text().splitlines()]
-    assert lines == table.to_pylist() == [record(batch, b) for b in range(batch.num_blocks)]
+    assert lines == table.to_pylist() == [batch.block(b) for b in range(batch.num_blocks)]
     assert [batch.block(b) for b in range(batch.num_blocks)] == lines
 
 

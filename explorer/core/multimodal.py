@@ -167,6 +167,27 @@ def pack_documents(rows: Sequence[Mapping[str, Any]], max_seq_length: int) -> Mu
     )
 
 
+WINDOW = 32
+"""Tokens of a block whose position rows are printed at once (each cell's number readable on a laptop)."""
+
+
+def default_window(packed: MultimodalPacking, block: int, size: int = WINDOW) -> int:
+    """The first token of the ``size`` tokens of ``block`` shown first: around the start of its second document
+    (where 1-D positions go on and the packed ones restart), else around its first image, else 0. O(T).
+
+    >>> rows = [{"input_ids": [7, 3, 5, 4, 8], "image_grid_thw": [[1, 2, 2]]}, {"input_ids": [9, 9, 9]}]
+    >>> packed = pack_documents(rows, 8)
+    >>> default_window(packed, 0, 4), default_window(packed, 0, 2), default_window(packed, 0, 32)
+    (3, 4, 0)
+    """
+    document, kind = packed.document[block], packed.kind[block]
+    used = int((kind != PADDING).sum())
+    starts = np.flatnonzero(np.diff(document[:used]) != 0) + 1
+    images = np.flatnonzero(kind == IMAGE)
+    middle = int(starts[0]) if len(starts) else int(images[0]) if len(images) else 0
+    return max(0, min(middle - size // 2, used - size))
+
+
 def example(max_seq_length: int = DEFAULT_MAX_SEQ_LENGTH) -> MultimodalPacking:
     """The bundled example (:func:`example_documents`) packed into blocks of ``max_seq_length``.
 

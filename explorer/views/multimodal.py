@@ -96,35 +96,45 @@ def blocks_figure(packed: MultimodalPacking) -> go.Figure:
         )
     )
     exact_axes(fig, width, packed.num_blocks)
-    fig.update_xaxes(dtick=position_tick(width), title="position in block")
-    _layout(fig, "Blocks: text light, image tiles dark (the number: which image of its document)",
-            90 + 34 * packed.num_blocks)  # fmt: skip
+    fig.update_xaxes(dtick=position_tick(width, 8), title="position in block")
+    _layout(fig, "Blocks (dark: image tiles)", 100 + 34 * packed.num_blocks)
     return fig
 
 
-def block_rows_figure(packed: MultimodalPacking, block: int) -> go.Figure:
-    """Block ``block``'s positions as rows of cells, each printing its position: the 1-D positions a text-only
-    packing gives (counting straight through every document), then ``position_ids``' four rows (text restarting
-    per document, temporal, height, width). Coloured as :func:`blocks_figure`. O(cells)."""
+def block_rows_figure(packed: MultimodalPacking, block: int, start: int = 0, stop: int | None = None) -> go.Figure:
+    """Tokens ``start .. stop - 1`` of block ``block`` (to its last real token when ``stop`` is None) as rows of
+    cells, each printing its position: the 1-D positions a text-only packing gives (counting straight through
+    every document), then ``position_ids``' four rows (text restarting per document, temporal, height, width).
+    Coloured as :func:`blocks_figure`. O(cells).
+
+    >>> from explorer.core.multimodal import pack_documents
+    >>> rows = [{"input_ids": [7, 3, 5, 4, 8], "image_grid_thw": [[1, 2, 2]]}, {"input_ids": [9, 9, 9]}]
+    >>> fig = block_rows_figure(pack_documents(rows, 8), 0, 3, 7)
+    >>> list(fig.data[0].y), fig.data[0].text.tolist()
+    (['1-D (text-only)', 'text', 'temporal', 'height', 'width'], [['3', '4', '5', '6'], ['3', '4', '0', '1'], ['3', '4', '0', '1'], ['3', '4', '0', '1'], ['3', '4', '0', '1']])
+    """
     used = int((packed.kind[block] != PADDING).sum())
-    slots = colour_slots(packed.kind[block, :used], packed.document[block, :used])
-    rows = np.vstack([packed.plain[block, :used], packed.positions[:, block, :used]])
+    stop = used if stop is None else min(stop, used)
+    cells = slice(start, stop)
+    slots = colour_slots(packed.kind[block, cells], packed.document[block, cells])
+    rows = np.vstack([packed.plain[block, cells], packed.positions[:, block, cells]])
     names = [ONE_D, *ROW_NAMES]
-    words = cell_words(packed, block)[0, :used]
+    words = cell_words(packed, block)[0, cells]
     fig = go.Figure(
         heatmap(
             np.tile(slots, (len(names), 1)),
             PALETTE,
             y=names,
+            x=np.arange(start, stop),
             text=rows.astype(str).astype(object),
             hovertext=np.tile(words, (len(names), 1)),
             hovertemplate="%{y} position %{text}<br>token %{x}: %{hovertext}<extra></extra>",
             textfont=CELL_FONT,
         )
     )
-    exact_axes(fig, max(used, 1), len(names))
-    fig.update_xaxes(dtick=position_tick(used), title="token in block")
-    _layout(fig, f"Block {block + 1}: 1-D positions above position_ids (4, 1, T)", 300)
+    exact_axes(fig, stop - start, len(names))
+    fig.update_xaxes(range=[start - 0.5, stop - 0.5], dtick=position_tick(stop - start, 8), title="token in block")
+    _layout(fig, f"Block {block + 1}, tokens {start}–{stop - 1}", 300)
     return fig
 
 
@@ -168,7 +178,7 @@ def plain_figure(packed: MultimodalPacking, block: int) -> go.Figure:
     _lines(packed, block, fig)
     fig.update_xaxes(title="token in block", dtick=position_tick(used, 8))
     fig.update_yaxes(title="position id", rangemode="tozero")
-    _layout(fig, "Text-only: 1-D positions mix the documents", 340)
+    _layout(fig, "Text-only: 1-D positions", 340)
     return fig
 
 
@@ -193,7 +203,7 @@ def rope_figure(packed: MultimodalPacking, block: int) -> go.Figure:
     _lines(packed, block, fig)
     fig.update_xaxes(title="token in block", dtick=position_tick(used, 8))
     fig.update_yaxes(title="position id", rangemode="tozero")
-    _layout(fig, "Multimodal: position_ids restart per document", 340)
+    _layout(fig, "Multimodal: position_ids", 340)
     fig.update_layout(
         showlegend=True, legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0},
         margin={"l": 10, "r": 10, "t": 40, "b": 70},

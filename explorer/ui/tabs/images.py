@@ -73,16 +73,36 @@ def _block(packed: multimodal.MultimodalPacking) -> None:
     """The chosen block's position rows: a fragment, so that choosing another block reruns this part only."""
     with guard("Images"):
         st.session_state["images_block"] = min(int(st.session_state.get("images_block", 1)), packed.num_blocks)
-        number = st.columns(3)[0].number_input(
+        pickers = st.columns(3)
+        number = pickers[0].number_input(
             "Block", min_value=1, max_value=packed.num_blocks, step=1, key="images_block"
         )
         block = int(number) - 1
+        used = int((packed.kind[block] != multimodal.PADDING).sum())
+        last = max(used - multimodal.WINDOW, 0)
+        if st.session_state.get("_images_window_of") != (packed.max_seq_length, block):
+            st.session_state["_images_window_of"] = (packed.max_seq_length, block)
+            st.session_state["images_from"] = multimodal.default_window(packed, block)
+        start = pickers[1].number_input(
+            "From token",
+            min_value=0,
+            max_value=last,
+            step=8,
+            key="images_from",
+            help=f"The block's position rows are printed {multimodal.WINDOW} tokens at a time.",
+        )
+        start = min(int(start), last)
         documents = packed.block_documents[block]
         st.caption(
             f"Block {block + 1} holds {grammar_count(len(documents), 'document')} "
             f"({', '.join(str(d + 1) for d in documents)}), in this order."
         )
-        cells_chart(views.block_rows_figure(packed, block), key="images_rows")
+        cells_chart(views.block_rows_figure(packed, block, start, start + multimodal.WINDOW), key="images_rows")
+        st.caption(
+            "Each cell prints its position. The top row is what a text-only packing gives; the four below are "
+            "position_ids (4, 1, T): text, temporal, height, width. Image tiles are the dark cells. Where the "
+            "chart is too narrow for the numbers, hover or tap a cell."
+        )
         left, right = st.columns(2)
         with left:
             st.plotly_chart(views.plain_figure(packed, block), key="images_plain")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -27,7 +27,7 @@ CONFIG = VisionConfig(image_token_id=5, video_token_id=6, vision_start_token_id=
 """The example model's numbers: image placeholder 5, video 6 (unused), vision start 3, merge size 2."""
 VISION_END = 4
 """The token closing every image (a text token for the positions, as the models' ``<|vision_end|>`` is)."""
-STRATEGY = "ffd"
+STRATEGY: Final = "ffd"
 """A strategy that keeps documents whole (first-fit decreasing): an image is never split across blocks."""
 DEFAULT_MAX_SEQ_LENGTH = 128
 MIN_MAX_SEQ_LENGTH = 16
@@ -143,10 +143,10 @@ def pack_documents(rows: Sequence[Mapping[str, Any]], max_seq_length: int) -> Mu
         sizes = [int(kept[d]) for d in members]
         joined = joined_inputs(parts, sizes, CONFIG)
         used = sum(sizes)
-        types = [token_types(rows[d]["input_ids"][:n], CONFIG) for d, n in zip(members, sizes, strict=True)]
-        kind[b, :used] = np.concatenate(types)
+        kinds = [token_types(rows[d]["input_ids"][:n], CONFIG) for d, n in zip(members, sizes, strict=True)]
+        kind[b, :used] = np.concatenate(kinds)
         document[b, :used] = np.repeat(members, sizes)
-        image[b, :used] = np.concatenate([_image_numbers(t) for t in types])
+        image[b, :used] = np.concatenate([_image_numbers(t) for t in kinds])
         positions[:, b, :used] = joined["position_ids"][:, 0]
         plain[b, :used] = np.arange(used)
     tokens_kept = int(kept.sum())

@@ -58,13 +58,10 @@ def _words(kind: int, document: int, image: int) -> str:
 def cell_words(packed: MultimodalPacking, block: int | None = None) -> npt.NDArray[Any]:
     """What each cell holds, in words ("document 3, image 2"), for every block or for ``block`` only."""
     rows = range(packed.num_blocks) if block is None else [block]
-    return np.array(
-        [
-            [_words(int(k), int(d), int(i)) for k, d, i in zip(packed.kind[b], packed.document[b], packed.image[b])]
-            for b in rows
-        ],
-        dtype=object,
-    )
+    cells = [
+        zip(packed.kind[b].tolist(), packed.document[b].tolist(), packed.image[b].tolist(), strict=True) for b in rows
+    ]
+    return np.array([[_words(k, d, i) for k, d, i in row] for row in cells], dtype=object)
 
 
 def _tile_text(packed: MultimodalPacking, rows: slice) -> npt.NDArray[Any]:

@@ -74,9 +74,7 @@ def _block(packed: multimodal.MultimodalPacking) -> None:
     with guard("Images"):
         st.session_state["images_block"] = min(int(st.session_state.get("images_block", 1)), packed.num_blocks)
         pickers = st.columns(3)
-        number = pickers[0].number_input(
-            "Block", min_value=1, max_value=packed.num_blocks, step=1, key="images_block"
-        )
+        number = pickers[0].number_input("Block", min_value=1, max_value=packed.num_blocks, step=1, key="images_block")
         block = int(number) - 1
         used = int((packed.kind[block] != multimodal.PADDING).sum())
         last = max(used - multimodal.WINDOW, 0)

@@ -4,15 +4,24 @@ position rows are the library's."""
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from streamlit.testing.v1 import AppTest
 
 from explorer.core import multimodal
-from tests.explorer.test_ui_preference import _z
 from tests.helpers.apptest import no_leak, open_link
+
+
+def _array(value: Any) -> npt.NDArray[Any]:
+    """An array of a chart's Plotly JSON: a nested list, or Plotly's typed-array encoding."""
+    if isinstance(value, dict):
+        values = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        return values.reshape(tuple(int(n) for n in str(value.get("shape", len(values))).split(",")))
+    return np.asarray(value)
 
 
 def _metrics(at: AppTest) -> dict[str, int]:
@@ -37,7 +46,7 @@ def _check(at: AppTest, size: int) -> multimodal.MultimodalPacking:
     }
     charts = _charts(at)
     assert set(charts) == {"images_blocks", "images_rows", "images_plain", "images_rope"}
-    assert _z(charts["images_blocks"]["data"][0]).shape == (packed.num_blocks, size)
+    assert _array(charts["images_blocks"]["data"][0]["z"]).shape == (packed.num_blocks, size)
     table = at.dataframe[0].value
     assert table["block"].tolist() == list(range(1, packed.num_blocks + 1))
     return packed
@@ -64,7 +73,7 @@ def test_the_images_tab_shows_the_example_and_its_control_reaches_the_packing() 
     rope = _charts(at)["images_rope"]["data"]
     assert [trace["name"] for trace in rope] == list(multimodal.ROW_NAMES)
     for row, trace in enumerate(rope):
-        assert _z({"z": trace["y"]}).tolist() == short.positions[row, last, :used].tolist()
+        assert _array(trace["y"]).tolist() == short.positions[row, last, :used].tolist()
 
     at.number_input(key="images_max_seq_length").set_value(256).run()  # fewer blocks: the block picker follows
     wide = _check(at, 256)

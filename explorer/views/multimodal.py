@@ -148,11 +148,18 @@ def _image_spans(packed: MultimodalPacking, block: int) -> list[tuple[int, int]]
 
 
 def _lines(packed: MultimodalPacking, block: int, fig: go.Figure) -> None:
-    """Document starts (dotted) and image spans (shaded) of ``block`` on ``fig``."""
-    for start in _document_starts(packed, block)[1:]:
-        fig.add_vline(x=start - 0.5, line={"dash": "dot", "color": "#64748b", "width": 1})
-    for start, end in _image_spans(packed, block):
-        fig.add_vrect(x0=start - 0.5, x1=end - 0.5, fillcolor=IMAGE_SHADE, line_width=0, layer="below")
+    """Document starts (dotted) and image spans (shaded) of ``block`` on ``fig``: set at once (Plotly's
+    ``add_vline`` and ``add_vrect`` validate the whole layout for every shape)."""
+    across = {"yref": "paper", "y0": 0, "y1": 1}
+    starts = [
+        {"type": "line", "x0": x - 0.5, "x1": x - 0.5, "line": {"dash": "dot", "color": "#64748b", "width": 1}}
+        for x in _document_starts(packed, block)[1:]
+    ]
+    spans = [
+        {"type": "rect", "x0": a - 0.5, "x1": b - 0.5, "fillcolor": IMAGE_SHADE, "line": {"width": 0}, "layer": "below"}
+        for a, b in _image_spans(packed, block)
+    ]
+    fig.update_layout(shapes=[{**shape, **across} for shape in (*spans, *starts)])
 
 
 def plain_figure(packed: MultimodalPacking, block: int) -> go.Figure:

@@ -52,6 +52,7 @@ PAGES = {  # (tab, screenshot name): link
     ("Attention & positions", "attention_positions"): (
         "/?sequences=" + quote("[[1, 2, 3], [4, 5], [6, 7, 8]]") + "&max_seq_length=8&strategy=bfd"
     ),
+    ("Images", "images"): "/?",  # the bundled multimodal example: image tiles and the four position rows
     ("Loss weights", "loss_weights"): "/?source=workload&workload=squad_1_1_bert_384&sample=2000",
     ("Step through", "step_through"): (
         "/?sequences=" + quote("[[1, 2, 3], [4, 5], [6, 7, 8], [9]]") + "&max_seq_length=8&strategy=bfd"

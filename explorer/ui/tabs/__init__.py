@@ -6,13 +6,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from explorer.core.context import Context
-from explorer.ui.tabs import attention, compare, export, inspect, practice, result, steps, sweep, weights
+from explorer.ui.tabs import attention, compare, export, images, inspect, practice, result, steps, sweep, weights
 
 
 @dataclass(frozen=True)
 class Tab:
     """A tab: its title (also its value in the link's ``tab`` parameter), how it is drawn, and whether it needs
-    readable data (Practice brings its own)."""
+    readable data (Practice, Images and Inspect bring their own)."""
 
     title: str
     render: Callable[[Context], None]
@@ -24,6 +24,7 @@ TABS: tuple[Tab, ...] = (
     Tab("Compare", compare.render),
     Tab("Sweep", sweep.render),
     Tab("Attention & positions", attention.render),
+    Tab("Images", images.render, needs_data=False),
     Tab("Loss weights", weights.render),
     Tab("Step through", steps.render),
     Tab("Practice", practice.render, needs_data=False),
@@ -37,5 +38,5 @@ TAB_STYLE = (
     " {display: none;} [data-testid='stTabs'] [role='tab'][aria-selected='true'] {border-bottom: 2px solid"
     " currentColor;}</style>"
 )
-"""The tab bar wraps instead of scrolling (nine tabs do not fit a phone or a laptop beside the sidebar), the
+"""The tab bar wraps instead of scrolling (ten tabs do not fit a phone or a laptop beside the sidebar), the
 open tab underlined on its own line."""

@@ -181,17 +181,19 @@ def tokens_and_blocks(name: str, units: list[list[Row]], capacity: int) -> tuple
 
 def timed(
     kinds: dict[str, Callable[[], object]], warm: dict[str, Callable[[], object]], repeat: int
-) -> tuple[dict[str, list[float]], tuple[float, float]]:
+) -> tuple[dict[str, list[float]], dict[str, list[float]], tuple[float, float]]:
     for run in warm.values():
         run()  # warm up on a few trees (numba compiles on first use)
     taken: dict[str, list[float]] = {kind: [] for kind in kinds}
+    cpu: dict[str, list[float]] = {kind: [] for kind in kinds}
     before = os.getloadavg()[0]
     for _ in range(repeat):
         for kind, run in kinds.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             run()
             taken[kind].append(time.perf_counter() - start)
-    return taken, (before, os.getloadavg()[0])
+            cpu[kind].append(time.process_time() - start_cpu)
+    return taken, cpu, (before, os.getloadavg()[0])
 
 
 def times(name: str, units: list[list[Row]], capacity: int, repeat: int) -> list[str]:
@@ -203,7 +205,7 @@ def times(name: str, units: list[list[Row]], capacity: int, repeat: int) -> list
         "no mask": lambda u: tree_batches_without_masks(u, capacity),
         "unshared": lambda u: unshared_batches([row for unit in u for row in unit], capacity),
     }
-    taken, (before, after) = timed(
+    taken, cpu, (before, after) = timed(
         {k: (lambda run=run: run(units)) for k, run in kinds.items()},
         {k: (lambda run=run: run(few)) for k, run in kinds.items()},
         repeat,
@@ -215,7 +217,9 @@ def times(name: str, units: list[list[Row]], capacity: int, repeat: int) -> list
         name, f"{capacity:,}",
         *(f"{per[k]:.0f} ms ({low[k]:.0f}–{high[k]:.0f})" for k in taken),
         f"{1 - per['no mask'] / per['trees']:.0%}", f"{per['trees'] / per['unshared']:.2f}×",
-        f"{per['no mask'] / per['unshared']:.2f}×", f"{before:.2f} / {after:.2f}",
+        f"{per['no mask'] / per['unshared']:.2f}×",
+        " / ".join(f"{statistics.median(cpu[k]) * 1e6 / len(rows):.0f}" for k in taken) + " ms",
+        f"{before:.2f} / {after:.2f}",
     ]  # fmt: skip
 
 
@@ -314,7 +318,8 @@ def main() -> None:
     print("\n" + "\n".join(f"- mask memory, {cost}" for cost in costs) + "\n")
     header = ["workload", "L", "prefix trees (from_rows + tree_blocks + tree_inputs), per 1,000 rows",
               "the same without the masks (tree_arrays)", "rows unshared (plan + collate)", "share of the masks",
-              "trees / unshared", "trees without masks / unshared", "load average before / after"]  # fmt: skip
+              "trees / unshared", "trees without masks / unshared",
+              "CPU time per 1,000 rows (trees / without masks / unshared)", "load average before / after"]  # fmt: skip
     timing = [times(name, units, capacity, repeat) for name, units in workloads.items() for capacity in args.lengths]
     print(table(header, timing))
     print(f"\nmedians (min–max) of {repeat} interleaved runs; one torch thread; masks in bfloat16\n")

@@ -134,3 +134,19 @@ def test_vision_quick_compares_packing_with_padding_and_checks_the_logits() -> N
     assert tokens[0] == min(tokens) and rows[0]["padding"] == "0.0%"  # packing processes no padding
     assert "pack / to longest" in result.stdout and "load average" in result.stdout
     assert ": equal within 1e-5" in result.stdout
+
+
+def test_trees_quick_compares_the_tree_layout_with_unshared_rows_and_checks_the_logps() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "trees.py"), "--quick", "--lengths", "4096"],
+        capture_output=True, text=True, cwd=ROOT / "tests", timeout=240,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    header, rows = table(result.stdout.split("\n\n- conversations, L")[0])
+    assert header[:3] == ["workload", "L", "layout"] and len(rows) == 6
+    for first in (0, 3):  # per workload: the trees store fewest tokens, padding most
+        tokens = [int(row["tokens processed"].replace(",", "")) for row in rows[first : first + 3]]
+        assert tokens[0] < tokens[1] < tokens[2], tokens
+    assert "share of the masks" in result.stdout and "load average" in result.stdout
+    assert "mask memory, L = 4,096" in result.stdout
+    assert ": equal within 1e-6" in result.stdout

@@ -52,7 +52,7 @@ from packing.batches._tables import (
     rows_of,
 )
 from packing.core._fingerprint import digest
-from packing.core._forms import FIELDS
+from packing.core._forms import READ_FIELDS
 from packing.core._samples import Samples
 from packing.core._validation import INT32_MAX, OverflowPolicy, check_flag
 from packing.errors import SettingError
@@ -63,7 +63,6 @@ from packing.recipe import Recipe, RecipeOptions
 from packing.strategies._registry import StrategyName
 from packing.strategies._stats import PackingStats
 from packing.text._prepare import Prepared, prepare
-from packing.vision import VISION_FIELDS
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from typing import Unpack
@@ -227,7 +226,7 @@ def _read_batches(dataset: Any, reading: dict[str, Any]) -> Samples:
     """A ``datasets.Dataset``'s samples, read Arrow batch by Arrow batch (its selection or shuffle applied) into
     one set of arrays (``Accumulator``); ids that fit narrowed to int32. A table whose batches the reader cannot
     read alone (``flat_batches``: a length column, a type only the row reader judges) is read whole. O(tokens)."""
-    names = [name for name in dataset.column_names if name in FIELDS or name in VISION_FIELDS]  # images refused
+    names = [name for name in dataset.column_names if name in READ_FIELDS]  # image grids too: refused
     arrow = (dataset.select_columns(names) if names else dataset).with_format("arrow")
     if not len(arrow) or not flat_batches(arrow.features.arrow_schema, reading.get("tokenizer") is not None):
         return read_table(arrow[:], **reading)

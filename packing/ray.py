@@ -44,7 +44,7 @@ from packing.batches._schema import arrow_schema
 from packing.batches._tables import read_batch
 from packing.batches._units import Fitted, check_unit_recipe, fit_unit_lengths, fit_units, unit_planning
 from packing.core._arrays import offsets_of, ranges, row_of
-from packing.core._forms import FIELDS
+from packing.core._forms import FIELDS, READ_FIELDS
 from packing.core._pairs_groups import Units
 from packing.core._validation import OverflowPolicy, check_flag
 from packing.errors import SampleError, SettingError, UnitTooLong
@@ -109,7 +109,7 @@ def _flat(column: Any) -> npt.NDArray[Any]:
 
 def _fields(table: pa.Table) -> list[str]:
     """The columns the reader looks at; the others (and ours) stay behind."""
-    return [name for name in FIELDS if name in table.column_names]
+    return [name for name in READ_FIELDS if name in table.column_names]  # image grids too: refused
 
 
 def _int_column(table: pa.Table, name: str) -> Int64Array:

@@ -32,6 +32,11 @@ TEXT_FIELDS = ("text", "messages")
 """Columns of text rows (with ``prompt``/``completion`` as strings or messages): they need a tokenizer."""
 FIELDS = (*TOKEN_FIELDS, *MASK_FIELDS, LABELS, "length", *TEXT_FIELDS, *UNIT_FIELDS, *UNIT_MASK_FIELDS)
 """Every column the reader looks at; others are ignored."""
+IMAGE_GRIDS = ("image_grid_thw", "video_grid_thw")
+"""The columns that say a row holds images or videos (``packing.vision``): read beside the reader's, so that such a
+row is refused where no vision config reads it; the pixels they describe are never read for that."""
+READ_FIELDS = (*FIELDS, *IMAGE_GRIDS)
+"""The columns a door reads from a file or a table: the reader's and the image grids."""
 
 
 class PreferencePair(TypedDict):

@@ -102,9 +102,7 @@ def _refuse_images(table: pa.Table) -> None:
         kind = column.type
         sized = pc.list_value_length(column) if pa.types.is_list(kind) or pa.types.is_large_list(kind) else None
         given = column.is_valid() if sized is None else pc.fill_null(pc.greater(sized, 0), False)
-        rows = np.flatnonzero(given.to_numpy(zero_copy_only=False))
-        if len(rows):
-            row = int(rows[0])
+        for row in np.flatnonzero(given.to_numpy(zero_copy_only=False)).tolist():  # [[]] is a list, but no grid
             error = without_vision({name: column[row].as_py()}, row)
             if error is not None:
                 raise error

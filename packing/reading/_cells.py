@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from packing.core._forms import LABELS, MASK_FIELDS, TOKEN_FIELDS
+from packing.core._forms import IMAGE_GRIDS, LABELS, MASK_FIELDS, TOKEN_FIELDS
 from packing.errors import DatasetError, SampleError
 from packing.reading._limits import scan_json
 
@@ -22,10 +22,10 @@ CELLS: dict[str, Literal["ids", "flags", "integer", "text", "json"]] = {
     **dict.fromkeys((*MASK_FIELDS, "chosen_mask", "rejected_mask"), "flags"),
     "length": "integer",
     "text": "text",
-    **dict.fromkeys(("messages", "completions", "completion_masks"), "json"),
+    **dict.fromkeys(("messages", "completions", "completion_masks", *IMAGE_GRIDS), "json"),
 }
 """What a text cell (CSV) of each column holds: a list of ids or of 0/1 flags (``1 2 3`` or ``[1, 2, 3]``), an
-integer, text, or JSON (messages; a group's completions and their masks, lists of lists). ``prompt``,
+integer, text, or JSON (messages; a group's completions and their masks, image grids: lists of lists). ``prompt``,
 ``completion``, ``chosen`` and ``rejected`` hold text when a tokenizer is given."""
 TEXT_CELLS = ("prompt", "completion", "chosen", "rejected")
 """The columns whose cells are text when a tokenizer is given."""

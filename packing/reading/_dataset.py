@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from packing.core._arrays import offsets_of
-from packing.core._forms import FIELDS, TOKEN_FIELDS
+from packing.core._forms import FIELDS, READ_FIELDS, TOKEN_FIELDS
 from packing.core._samples import IGNORE_INDEX, Samples
 from packing.core._validation import is_integer
 from packing.errors import DatasetError, SampleError
@@ -236,7 +236,7 @@ def read_files(
         keys: list[str] = []  # the first row's, for rows of JSON
         with budget.reading():
             text = reading.get("tokenizer") is not None
-            content = decode(file, budget.left(), FIELDS, "samples", chunk_bytes=_chunk_bytes, text=text)
+            content = decode(file, budget.left(), READ_FIELDS, "samples", chunk_bytes=_chunk_bytes, text=text)
             if content.batches is not None and not text:
                 accumulator.reserve(content.batches.values(TOKEN_FIELDS))  # an upper bound: grown once
             for part, narrow, place in _parts(content, reading, report if progress else None, keys):

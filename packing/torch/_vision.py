@@ -81,8 +81,8 @@ def vision_columns(
     rows: Sequence[Any], kept: Int64Array, padding: int, recipe: Recipe, tensors: Callable[[Any], Any]
 ) -> dict[str, Any]:
     """The batch's vision columns for ``rows`` kept to ``kept`` tokens each and followed by ``padding`` tokens (each a
-    sequence of its own: text position 0, mRoPE positions 0, token type 0); pixels keep their dtype (rows' torch
-    tensors are joined by torch). Refuses more patches than ``max_image_patches``. O(T + patches)."""
+    sequence of its own: text position 0, mRoPE positions 0, token type 0); pixels keep the dtype of the rows'
+    arrays or tensors (tensors joined by torch; lists of numbers read as float64, as numpy reads them). Refuses more patches than ``max_image_patches``. O(T + patches)."""
     assert recipe.vision is not None
     joined = joined_inputs(rows, kept.tolist(), recipe.vision, join=_join)
     patches = sum(len(joined[name]) for name in PIXEL_FIELDS if name in joined)
@@ -94,7 +94,18 @@ def vision_columns(
             [joined["position_ids"], np.zeros((4, 1, padding), dtype=np.int64)], axis=2
         )
         joined["mm_token_type_ids"] = np.pad(joined["mm_token_type_ids"], ((0, 0), (0, padding)))
+    if isinstance(tensors(np.zeros(0)), np.ndarray):  # return_tensors="np"
+        return {name: _as_numpy(value) for name, value in joined.items()}
     return {name: value if isinstance(value, torch.Tensor) else tensors(value) for name, value in joined.items()}
+
+
+def _as_numpy(value: Any) -> Any:
+    """A column for ``return_tensors="np"``: torch pixels as a numpy array, refused in bfloat16 (numpy has none). O(1)."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    if value.dtype == torch.bfloat16:
+        raise SettingError("return_tensors", "'pt' for bfloat16 pixel_values (numpy has no bfloat16)", "np")
+    return value.numpy()
 
 
 def _join(parts: Sequence[Any]) -> Any:

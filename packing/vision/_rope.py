@@ -28,12 +28,20 @@ def without_vision(row: Mapping[str, Any], sample: int | None) -> SampleError | 
     >>> str(without_vision({"input_ids": [5], "image_grid_thw": [[1, 2, 2]]}, 3))
     "sample 3, 'image_grid_thw': expected no images or videos without a vision config (vision=...), got <1 grid>"
     """
-    field = next((name for name in VISION_FIELDS if row.get(name) is not None and np.size(row[name]) > 0), None)
+    field = next((name for name in VISION_FIELDS if _values(row.get(name)) > 0), None)
     if field is None:
         return None
     count = len(row[field])
     got = f"<{count} {'grid' if count == 1 else 'grids'}>" if field.endswith("_thw") else f"<{field}>"
     return SampleError(sample, field, None, "no images or videos without a vision config (vision=...)", got)
+
+
+def _values(value: Any) -> int:
+    """How many numbers ``value`` (None, a list, an array or a tensor) holds. O(its numbers) for lists, O(1) else."""
+    if value is None:
+        return 0
+    count = getattr(value, "numel", None)  # a torch tensor (its .size is a method)
+    return int(count()) if callable(count) else int(np.size(value))
 
 
 def token_types(input_ids: Any, config: Any) -> npt.NDArray[np.int8]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import packing
 from packing.errors import DatasetError, SampleError
 
 ROWS: list[Any] = [[1, 2], {"input_ids": [3]}, {"input_ids": [5, 5], "image_grid_thw": [[1, 2, 2]]}]
@@ -65,3 +66,46 @@ def test_the_command_line_refuses_them_in_one_line(tmp_path: Path, capsys: pytes
     assert main(["pack", str(source), "--output", str(tmp_path / "out.parquet"), "--max-seq-length", "8"]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "line 2" in error[0] and "'pixel_values': expected no images or videos" in error[0]
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "arrow", "csv"])
+def test_files_of_every_format_refuse_them(suffix: str, tmp_path: Path) -> None:
+    """The image grids are read beside the reader's columns (never the pixels), so a Parquet, Arrow or CSV file
+    with images is refused as a JSON lines file is."""
+    import pyarrow as pa
+    import pyarrow.csv
+    import pyarrow.feather
+    import pyarrow.parquet
+
+    grids = [None, None, [[1, 2, 2]]]
+    table = pa.table(
+        {"input_ids": [[1, 2], [3], [5, 5]], "image_grid_thw": grids, "pixel_values": [None, None, [[0.5]]]}
+    )
+    path = tmp_path / f"rows.{suffix}"
+    if suffix == "parquet":
+        pyarrow.parquet.write_table(table, path)
+    elif suffix == "arrow":
+        pyarrow.feather.write_feather(table, path)
+    else:
+        text = [json.dumps(ids) for ids in table.column("input_ids").to_pylist()]
+        cells = pa.table({"input_ids": text, "image_grid_thw": ["" if g is None else json.dumps(g) for g in grids]})
+        pyarrow.csv.write_csv(cells, path)
+    with pytest.raises(DatasetError, match=r"'image_grid_thw': expected no images or videos without a vision config"):
+        packing.read_dataset(path)
+
+
+def test_tensor_rows_are_refused_in_one_line_and_an_empty_grid_is_no_image() -> None:
+    torch = pytest.importorskip("torch")
+    row = {"input_ids": torch.tensor([4, 5, 5, 6]), "image_grid_thw": torch.tensor([[1, 2, 2]])}
+    with pytest.raises(SampleError, match=r"^sample 0, 'image_grid_thw': expected no images or videos"):
+        packing.pack([row], 8)
+    empty = {"input_ids": torch.tensor([4, 5]), "image_grid_thw": torch.zeros(0, 3, dtype=torch.int64)}
+    assert packing.pack([empty], 4).input_ids.tolist() == [[4, 5, 0, 0]]
+
+
+def test_an_arrow_column_of_empty_grids_then_a_grid_is_refused_at_the_grid() -> None:
+    import pyarrow as pa
+
+    table = pa.table({"input_ids": [[1], [4, 5, 5, 6]], "image_grid_thw": [[[]], [[1, 2, 2]]]})
+    with pytest.raises(SampleError, match=r"^sample 1, 'image_grid_thw': expected no images"):
+        packing.reading.read_table(table)

@@ -99,7 +99,10 @@ def check_link(tabs: Sequence[str]) -> None:
     if st.session_state.get("_link_checked"):
         return
     st.session_state["_link_checked"] = True
-    params = st.query_params.to_dict()
+    params: dict[str, str | list[str]] = dict(st.query_params.to_dict())  # a repeated name's last value
+    for name, rule in links.PARAMS.items():
+        if isinstance(rule, links.Names) and name in params:
+            params[name] = st.query_params.get_all(name)  # every value of a multiselect's repeated name is checked
     drop, warnings = links.check_link(params, tabs)
     st.session_state["_unbound"] = frozenset(drop)
     for name in drop:

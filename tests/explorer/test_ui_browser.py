@@ -391,6 +391,35 @@ def test_hostile_links_leave_no_exception_and_no_foreign_markup(browser_and_base
     page.close()
 
 
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("width", FIRST_SCREEN_WIDTHS)
+def test_a_headline_number_of_hundreds_of_millions_is_shown_whole(
+    browser_and_base: tuple[Any, str], width: int
+) -> None:
+    """A million synthetic lengths train some 800 million tokens: '803,780,476' ended in an ellipsis in its 150 px
+    tile at every width (found by the hostile browser pass); a value longer than a tile holds widens its tile."""
+    browser, base = browser_and_base
+    page = browser.new_page(viewport={"width": width, "height": 1000})
+    page.goto(f"{base}/?source=synthetic&count=1000000&max_length=4096", timeout=PATIENCE_MS)
+    page.get_by_text("Tokens with mask 1").first.wait_for(timeout=PATIENCE_MS)
+    _settle(page, PATIENCE_MS / 1000)
+    values = page.locator('[data-testid="stMetricValue"]')
+    cut = [
+        size
+        for index in range(values.count())
+        if (
+            size := values.nth(index).evaluate(
+                "e => [(e.querySelector('div') || e).scrollWidth, "
+                "(e.querySelector('div') || e).clientWidth, e.innerText]"
+            )
+        )[0]
+        > size[1]
+    ]
+    assert values.count() >= 8 and not cut, cut
+    _no_exception(page)
+    page.close()
+
+
 @pytest.mark.timeout(180)
 def test_download_and_share_link_in_a_real_browser(browser_and_base: tuple[Any, str]) -> None:
     """The JSON lines download holds the Result tab's blocks; the share link opens the same result."""

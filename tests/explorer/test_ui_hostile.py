@@ -273,3 +273,21 @@ def test_the_sweep_leaves_out_sizes_that_expand_past_the_bound() -> None:
     at.text_input(key="sweep_sizes_100000").set_value("1, 100000").run()
     no_leak(at)
     assert any("Left out max_seq_length 1:" in w for w in (plain(e.value) for e in at.warning))
+
+
+@pytest.mark.parametrize(
+    ("roles", "said"),
+    [
+        (["<b>x</b>", "assistant"], "roles_to_train='<b>x</b>' is not a role name"),
+        ([f"r{i}" for i in range(20)], "roles_to_train names 20 roles; a link may name up to 8"),
+    ],
+)
+def test_every_value_of_a_repeated_roles_parameter_is_checked(roles: list[str], said: str) -> None:
+    """Streamlit's ``to_dict`` keeps a repeated parameter's last value only: a bad first role, or twenty roles
+    ending in a good one, passed the link's check and reached the multiselect (found by the browser pass)."""
+    at = open_link({"source": "text", "roles_to_train": roles})
+    no_leak(at, " ".join(roles))
+    assert any(said in plain(w.value) for w in at.warning), [plain(w.value) for w in at.warning]
+    assert "roles_to_train" not in at.query_params
+    chosen = [m for m in at.multiselect if m.key == "roles_to_train"]
+    assert all(list(m.value) == ["assistant"] for m in chosen), [m.value for m in chosen]

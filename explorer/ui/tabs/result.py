@@ -28,11 +28,24 @@ MAX_TURN_ROWS = 20
 """Most rows whose turns the Result tab tabulates (the rows of the blocks shown, in order)."""
 METRIC_WIDTH = 150
 """Pixels of one headline number: its longest label ("Truncated / dropped") whole, two a row on a phone."""
+METRIC_CHARACTERS = 8
+"""The longest value a tile of ``METRIC_WIDTH`` shows whole ("99.9997%", "196,236": digits are about 19 px each);
+a longer one (a count of tens of millions or more) sizes its tile to itself rather than end in an ellipsis."""
+
 MAX_TEXT_WIDTH = 64
 """Widest block printed in the classic text form."""
 FIRST_TEXT_WIDTH = 16
 """Blocks up to this wide (an interview question's size) print their classic form first, above the charts; wider
 ones after them, where it does not push the drawing out of sight."""
+
+
+def metric_width(value: str) -> int | str:
+    """A headline tile's width: ``METRIC_WIDTH``, or its content's when ``value`` is longer than fits.
+
+    >>> metric_width("196,236"), metric_width("803,780,476")
+    (150, 'content')
+    """
+    return METRIC_WIDTH if len(value) <= METRIC_CHARACTERS else "content"
 
 
 def _metrics(ctx: Context, plan: packing.PackingPlan) -> packing.batches.TrainableCounts:
@@ -45,7 +58,7 @@ def _metrics(ctx: Context, plan: packing.PackingPlan) -> packing.batches.Trainab
     numbers = tables.headline(stats, bounds, s.strategy, trained) + tables.unit_headline(stats)
     tiles = st.container(horizontal=True, wrap=True, gap="medium")  # as many a row as the width holds
     for metric in numbers:
-        tiles.metric(metric.label, metric.value, help=metric.help, width=METRIC_WIDTH)
+        tiles.metric(metric.label, metric.value, help=metric.help, width=metric_width(str(metric.value)))
     return trained
 
 

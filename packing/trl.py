@@ -52,6 +52,8 @@ from packing.errors import SettingError
 from packing.torch import model_inputs
 from packing.torch._pairs_groups_training import collate_units
 
+__all__ = ["PackedDPOTrainer", "PackedPreferenceCollator"]
+
 PACKED = "packed"
 """The key of a batch's packed row among TRL's padded columns; passed to the model's forward as a keyword."""
 

@@ -36,13 +36,15 @@ Example (needs a model, so not a doctest)::
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 try:
-    import trl
+    from trl.trainer.dpo_config import DPOConfig
+    from trl.trainer.dpo_trainer import DPOTrainer
 except ImportError as error:  # pragma: no cover - exercised only without TRL
     raise ImportError("packing.trl needs TRL: pip install trl") from error
 
@@ -175,7 +177,7 @@ def _packing_forward(model: Any) -> None:
     model._packing_forward = True
 
 
-class PackedDPOTrainer(trl.DPOTrainer):  # type: ignore[misc]
+class PackedDPOTrainer(DPOTrainer):
     """``trl.DPOTrainer`` with every batch's pairs packed, each prompt once (see the module): the same arguments,
     dataset, losses and metrics; the default collator is :class:`PackedPreferenceCollator` with the config's
     ``max_length`` and ``truncation_mode``. A collator given is used as it is (it must give the same columns)."""
@@ -189,7 +191,7 @@ class PackedDPOTrainer(trl.DPOTrainer):  # type: ignore[misc]
 
                 model = bound["model"]
                 name = model if isinstance(model, str) else get_config_model_id(model.config)
-                config = bound["args"] = trl.DPOConfig(f"{name.split('/')[-1]}-DPO")
+                config = bound["args"] = DPOConfig(f"{name.split('/')[-1]}-DPO")
             bound["data_collator"] = PackedPreferenceCollator(config.max_length, config.truncation_mode)
         self.packed_tokens = 0
         super().__init__(**bound)
@@ -203,26 +205,27 @@ class PackedDPOTrainer(trl.DPOTrainer):  # type: ignore[misc]
             _packing_forward(model.get_base_model() if hasattr(model, "get_base_model") else model)
 
     def compute_ref_log_probs(self, model: Any, inputs: Any) -> Any:
+        """TRL's reference log-probabilities of a batch (``precompute_ref_log_probs``), from its packed row."""
         self._pack_forwards()
-        return super().compute_ref_log_probs(model, inputs)
+        return super().compute_ref_log_probs(model, inputs)  # type: ignore[no-untyped-call]
 
     def compute_loss(
         self, model: Any, inputs: Any, return_outputs: bool = False, num_items_in_batch: Any = None
     ) -> Any:
+        """TRL's loss and metrics of a batch, its forwards run on the packed row; also logs ``num_tokens_packed``,
+        the tokens the training forwards have run on so far."""
         self._pack_forwards()
-        mode = "train" if self.model.training else "eval"
+        mode = "train" if getattr(self.model, "training", False) else "eval"
         if mode == "train" and PACKED in inputs:
             self.packed_tokens += int(inputs[PACKED]["input_ids"].numel())
-        result = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        result = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)  # type: ignore[no-untyped-call]
         self._metrics[mode]["num_tokens_packed"] = [self.packed_tokens]
         return result
 
 
 def _bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """``trl.DPOTrainer``'s arguments by name, as its signature binds them. O(arguments)."""
-    import inspect
-
-    signature = inspect.signature(trl.DPOTrainer.__init__)
+    signature = inspect.signature(DPOTrainer.__init__)
     bound = signature.bind(None, *args, **kwargs).arguments
     bound.pop("self")
     return dict(bound)

@@ -138,6 +138,10 @@ def test_float64_losses_and_metrics_equal_trls(tmp_path: Any, options: dict[str,
     found = differences(padded, packed)
     assert all(gap <= 1e-9 * max(1.0, abs(padded.state.log_history[0][name])) for name, (gap, _) in found.items())
     assert packed.packed_tokens < 0.7 * packed.padded_tokens
+    held_out = preference_rows(8, seed=1)
+    evaluated = padded.evaluate(held_out), packed.evaluate(held_out)  # TRL's padded logits path too
+    for name in ("eval_loss", "eval_rewards/margins", "eval_logps/chosen", "eval_logps/rejected"):
+        assert abs(evaluated[0][name] - evaluated[1][name]) <= 1e-9 * max(1.0, abs(evaluated[0][name])), name
 
 
 @pytest.mark.slow

@@ -7,12 +7,12 @@ here keeps TRL's dataset (its tokenized ``prompt_ids``, ``chosen_ids``, ``reject
 model runs on:
 
 1. the collator (:class:`PackedPreferenceCollator`) truncates each pair as TRL's does and lays the batch's pairs
-   out in one row with ``share_prompt=True`` (``packing.torch``): each prompt once, both completions after it, each
-   seeing the prompt and itself only. The prompt's last token is stored once more at the start of each completion
+   out whole with ``share_prompt=True`` in rows as long as its longest pair (``packing.torch.collate_fixed``,
+   next-fit): each prompt once, both completions after it, each seeing the prompt and itself only. The prompt's last token is stored once more at the start of each completion
    (same token, same position, the same keys in view, so the same hidden state), so that every trained token is
    predicted from the token before it, as TRL's fused LM head reads its labels;
 2. the policy's and the reference model's forwards (TRL's fused LM head, which gives per-token log-probabilities
-   without the logits) run on that one row, with the attention mask the model's attention implementation takes
+   without the logits) run on those rows, with the attention mask the model's attention implementation takes
    (``packing.torch.model_inputs``: a 4-D mask for eager and SDPA, a ``BlockMask`` for FlexAttention);
 3. their per-token outputs (log-probabilities, entropy, mean logits, top-1 hits) are laid back into the padded
    ``(2·pairs, length - 1)`` shape TRL's loss reads: a gather of numbers, no vocabulary, no second forward.
@@ -51,23 +51,23 @@ except ImportError as error:  # pragma: no cover - exercised only without TRL
 import torch
 
 from packing.errors import SettingError
-from packing.torch import model_inputs
-from packing.torch._pairs_groups_training import collate_units
+from packing.torch import collate_fixed, model_inputs
 
 __all__ = ["PackedDPOTrainer", "PackedPreferenceCollator"]
 
 PACKED = "packed"
-"""The key of a batch's packed row among TRL's padded columns; passed to the model's forward as a keyword."""
+"""The key of a batch's packed rows among TRL's padded columns; passed to the model's forward as a keyword."""
 
 
 class PackedPreferenceCollator:
     """A ``collate_fn`` for TRL's tokenized preference rows (``prompt_ids``, ``chosen_ids``, ``rejected_ids``;
     optionally ``ref_chosen_logps`` and ``ref_rejected_logps``): the columns ``trl.DPOTrainer``'s loss reads in its
     padded shape (``input_ids``, ``attention_mask``, ``completion_mask``, chosen rows first, then rejected, and the
-    reference log-probabilities), which no model runs on, and under ``"packed"`` the one row the model runs on
-    (``packing.torch``'s columns of pairs with a shared prompt, ``labels`` for the fused LM head, and ``source``: for
-    each padded per-token place, the packed place its value comes from, -1 for none). Truncation is TRL's
-    (``max_length``, ``keep_start``). O(tokens).
+    reference log-probabilities), which no model runs on, and under ``"packed"`` the rows the model runs on
+    (``packing.torch.collate_fixed``'s columns of pairs with a shared prompt, rows of ``row_length`` tokens, default
+    the batch's longest pair; ``labels`` for the fused LM head, and ``source``: for each padded per-token place, the
+    place in the flattened rows its value comes from, -1 for none). Truncation is TRL's (``max_length``,
+    ``keep_start``). The attention costs ``rows × row_length²``. O(tokens + rows × row_length²).
 
     >>> collator = PackedPreferenceCollator()
     >>> batch = collator([{"prompt_ids": [1, 2], "chosen_ids": [3], "rejected_ids": [4, 5]}])
@@ -79,11 +79,14 @@ class PackedPreferenceCollator:
     [[-1, 1, -1], [-1, 3, 4]]
     """
 
-    def __init__(self, max_length: int | None = None, truncation_mode: str = "keep_start") -> None:
+    def __init__(
+        self, max_length: int | None = None, truncation_mode: str = "keep_start", row_length: int | None = None
+    ) -> None:
         if truncation_mode not in ("keep_start", "keep_end"):
             raise SettingError("truncation_mode", "keep_start or keep_end (TRL's)", truncation_mode)
         self.max_length = max_length
         self.truncation_mode = truncation_mode
+        self.row_length = row_length
 
     def _pair(self, example: Mapping[str, Any], index: int) -> tuple[list[int], list[int], list[int]]:
         """One example's prompt, chosen and rejected ids, truncated as TRL's collator truncates each sequence."""
@@ -111,9 +114,14 @@ class PackedPreferenceCollator:
             else {"prompt": p, "chosen": c, "rejected": r}
             for p, c, r in pairs
         ]
-        packed = collate_units(rows, share_prompt=True, warn=False, with_mask=False)
-        completion = packed["completion_ids"][0].numpy()
-        labels = packed["labels"][0].numpy().copy()
+        lengths = [len(p) + len(c) + len(r) + (1 if p else 0) for p, c, r in pairs]
+        width = self.row_length or max(lengths, default=1)
+        if max(lengths, default=0) > width:
+            raise SettingError("row_length", f"at least the longest pair's {max(lengths)} packed tokens", width)
+        packed = collate_fixed(width, share_prompt=True)(rows)
+        del packed["attention_mask"]  # made again for the model, in its dtype or as a BlockMask
+        completion = packed["completion_ids"].reshape(-1).numpy()
+        labels = packed["labels"].reshape(-1).numpy().copy()
         sequences = [p + c for p, c, _ in pairs] + [p + r for p, _, r in pairs]
         completions = [len(c) for _, c, _ in pairs] + [len(r) for _, _, r in pairs]
         prompts = [len(p) for p, _, _ in pairs] * 2
@@ -139,23 +147,25 @@ class PackedPreferenceCollator:
         for name in ("ref_chosen_logps", "ref_rejected_logps"):
             if examples and name in examples[0]:
                 batch[name] = torch.tensor([example[name] for example in examples])
-        packed["labels"] = torch.from_numpy(labels)[None]
+        packed["labels"] = torch.from_numpy(labels).reshape(-1, width)
         packed["source"] = torch.from_numpy(source)
         batch[PACKED] = packed
         return batch
 
 
 def _spread(values: torch.Tensor | None, source: torch.Tensor) -> torch.Tensor | None:
-    """Per-token ``values`` of the packed row ``(1, T - 1)`` in the padded shape of ``source``, 0 where it is -1."""
+    """Per-token ``values`` of the packed rows ``(rows, width - 1)`` in the padded shape of ``source`` (places in
+    the flattened ``(rows, width)``, the last column none), 0 where it is -1."""
     if values is None:
         return None
-    taken = values[0][source.clamp(min=0)]
+    flat = torch.cat((values, torch.zeros_like(values[:, :1])), dim=1).reshape(-1)
+    taken = flat[source.clamp(min=0)]
     return taken.masked_fill(source < 0, 0)
 
 
 def _packing_forward(model: Any) -> None:
     """Wrap ``model.forward`` (TRL's fused LM head, patched on the instance): a call with ``packed=`` runs the
-    packed row and returns TRL's per-token outputs in the padded shape; any other call is the forward as it was.
+    packed rows and returns TRL's per-token outputs in the padded shape; any other call is the forward as it was.
     Idempotent. O(1)."""
     if getattr(model, "_packing_forward", False):
         return
@@ -205,15 +215,15 @@ class PackedDPOTrainer(DPOTrainer):
             _packing_forward(model.get_base_model() if hasattr(model, "get_base_model") else model)
 
     def compute_ref_log_probs(self, model: Any, inputs: Any) -> Any:
-        """TRL's reference log-probabilities of a batch (``precompute_ref_log_probs``), from its packed row."""
+        """TRL's reference log-probabilities of a batch (``precompute_ref_log_probs``), from its packed rows."""
         self._pack_forwards()
         return super().compute_ref_log_probs(model, inputs)  # type: ignore[no-untyped-call]
 
     def compute_loss(
         self, model: Any, inputs: Any, return_outputs: bool = False, num_items_in_batch: Any = None
     ) -> Any:
-        """TRL's loss and metrics of a batch, its forwards run on the packed row; also logs ``num_tokens_packed``,
-        the tokens the training forwards have run on so far."""
+        """TRL's loss and metrics of a batch, its forwards run on the packed rows; also logs
+        ``num_tokens_packed``, the tokens (padding included) the training forwards have run on so far."""
         self._pack_forwards()
         mode = "train" if getattr(self.model, "training", False) else "eval"
         if mode == "train" and PACKED in inputs:

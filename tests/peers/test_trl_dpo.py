@@ -102,9 +102,10 @@ def test_the_padded_columns_are_trls_and_the_row_is_shorter() -> None:
             assert torch.equal(ours[name], trls[name]), name
         packed = ours["packed"]
         assert packed["input_ids"].numel() < trls["input_ids"].numel()
-        trained = packed["labels"][0][1:] != -100  # every trained token read once, from the place before it
-        source = ours["packed"]["source"]
-        assert sorted(source[source >= 0].tolist()) == torch.nonzero(trained)[:, 0].tolist()
+        trained = packed["labels"].reshape(-1) != -100  # every trained token read once, from the place before it
+        source = packed["source"]
+        assert sorted((source[source >= 0] + 1).tolist()) == torch.nonzero(trained)[:, 0].tolist()
+        assert packed["input_ids"].shape[1] == {None: 11, 6: 9}[max_length]  # the longest pair: 4 + 2 + 4 (or 2) + 1
         assert int((source >= 0).sum()) == int(trls["completion_mask"][:, 1:].sum())
 
 

@@ -210,6 +210,7 @@ PUBLIC_MODULES = {
     "packing.text",
     "packing.torch",
     "packing.trees",
+    "packing.trl",
     "packing.vision",
     "packing.weighting",
 }
@@ -277,7 +278,10 @@ def test_every_public_module_exports_what_it_names() -> None:
     import importlib
 
     for module_name in sorted(PUBLIC_MODULES):
-        if module_name in {"packing.torch", "packing.ray"} and importlib.util.find_spec(module_name[8:]) is None:
+        if (
+            module_name in {"packing.torch", "packing.ray", "packing.trl"}
+            and importlib.util.find_spec(module_name[8:]) is None
+        ):
             continue  # an optional peer not installed
         module = importlib.import_module(module_name)
         names = getattr(module, "__all__", None)

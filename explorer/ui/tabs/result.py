@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import streamlit as st
@@ -39,7 +39,7 @@ FIRST_TEXT_WIDTH = 16
 ones after them, where it does not push the drawing out of sight."""
 
 
-def metric_width(value: str) -> int | str:
+def metric_width(value: str) -> int | Literal["content"]:
     """A headline tile's width: ``METRIC_WIDTH``, or its content's when ``value`` is longer than fits.
 
     >>> metric_width("196,236"), metric_width("803,780,476")

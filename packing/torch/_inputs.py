@@ -48,7 +48,7 @@ def _is_flash(name: str) -> bool:
     return "flash" in name
 
 
-def _implementation(model: Any) -> str | None:
+def implementation(model: Any) -> str | None:
     """The attention implementation of ``model``: a model (its ``config``), a config (``_attn_implementation``)
     or the name itself; None for a model whose implementation is unset. O(1)."""
     if isinstance(model, str):
@@ -63,7 +63,7 @@ def _implementation(model: Any) -> str | None:
     return name
 
 
-def _window(model: Any) -> int | None:
+def sliding_window(model: Any) -> int | None:
     """The sliding window a layer of the model attends within, or None: ``config.sliding_window`` where a layer
     slides (one of ``layer_types`` is ``sliding_attention``, as in Qwen2 and Gemma 3; without ``layer_types``,
     every layer unless ``use_sliding_window`` is False, as in Mistral). A name has none. O(layers)."""
@@ -80,7 +80,7 @@ def _check_window(model: Any, columns: Mapping[str, torch.Tensor], name: str) ->
     """Refuse a mask for a model with a sliding window that some sequence of the batch is longer than: transformers
     passes a 4-D mask (or a ``BlockMask``) to every layer unchanged, so a sliding layer would see past its window.
     O(T)."""
-    window = _window(model)
+    window = sliding_window(model)
     longest = int(columns["position_ids"].max()) + 1 if columns["position_ids"].numel() else 0
     if window is not None and longest > window:
         raise SettingError(
@@ -174,7 +174,7 @@ def model_inputs(
     ...
     packing.errors.SettingError: attn_implementation: expected eager, sdpa, flex_attention or a flash-attention one (flash_attention_2, flash_attention_3, a flash kernel), got 'paged|eager' (str)
     """
-    name = _implementation(model)
+    name = implementation(model)
     flash = name is not None and _is_flash(name)
     if not flash and name is not None and name not in (*ADDITIVE, FLEX):
         raise SettingError("attn_implementation", KNOWN, name)

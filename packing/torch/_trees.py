@@ -28,6 +28,7 @@ import torch
 
 from packing.core._arrays import row_of
 from packing.errors import SettingError
+from packing.torch._inputs import implementation, sliding_window
 from packing.torch._pairs_groups_training import completion_logps as unit_logps
 from packing.trees import PrefixTree, additive_mask, tree_arrays
 
@@ -73,31 +74,6 @@ def _blocks(batch: Any) -> list[PrefixTree] | None:
     return None
 
 
-def _attention(model: Any) -> str | None:
-    """The attention implementation of a model, its config or a name. O(1)."""
-    if isinstance(model, str):
-        return model
-    config = getattr(model, "config", model)
-    if not hasattr(config, "_attn_implementation"):
-        expected = "a transformers model, its config or an attn_implementation name"
-        raise SettingError("model", expected, f"<{type(model).__name__}>")
-    name: str | None = config._attn_implementation
-    return name
-
-
-def _sliding_window(model: Any) -> int | None:
-    """The sliding window some layer of the model attends within (``config.sliding_window`` where a layer
-    slides: one of ``layer_types`` is ``sliding_attention``, or without them ``use_sliding_window`` unless
-    False), else None. O(layers)."""
-    config = None if isinstance(model, str) else getattr(model, "config", model)
-    window = getattr(config, "sliding_window", None)
-    if not isinstance(window, int) or isinstance(window, bool):
-        return None
-    layers = getattr(config, "layer_types", None)
-    slides = "sliding_attention" in layers if layers is not None else getattr(config, "use_sliding_window", True)
-    return window if slides else None
-
-
 def tree_inputs(
     blocks: PrefixTree | Sequence[PrefixTree],
     model: Any,
@@ -122,7 +98,7 @@ def tree_inputs(
     ...
     packing.errors.SettingError: attn_implementation: expected eager or sdpa for prefix-tree blocks (a token attends to its ancestors only; flash-attention's varlen intervals cannot say so), got 'flash_attention_2' (str)
     """
-    name = _attention(model)
+    name = implementation(model)
     if name is not None and name not in TREE_ATTENTION:
         expected = ("eager or sdpa for prefix-tree blocks (a token attends to its ancestors only; flash-attention's "
                     "varlen intervals cannot say so)")  # fmt: skip
@@ -134,7 +110,7 @@ def tree_inputs(
     if dtype is None:
         raise SettingError("dtype", "the model's floating dtype (given a name or a config, not the model)", None)
     arrays = tree_arrays(blocks, pad_id=pad_id)
-    window = _sliding_window(model)
+    window = sliding_window(model)
     deepest = int(arrays["position_ids"].max()) + 1 if arrays["position_ids"].size else 0
     if window is not None and deepest > window:
         expected = f"rows of at most its sliding window's {window} tokens (a mask replaces the window)"
